@@ -1,0 +1,74 @@
+#include "ops/op_registry.h"
+
+#include <algorithm>
+
+namespace nee {
+
+const OpRegistry& OpRegistry::Global() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry();
+#define NEE_OP_FAMILY(Family) Register##Family##Ops(*r);
+#include "ops/op_families.def"
+#undef NEE_OP_FAMILY
+    return r;
+  }();
+  return *registry;
+}
+
+void OpRegistry::Register(const OpSchema& schema) {
+  auto& entries = by_name_[{NormalizeDomain(schema.domain), schema.name}];
+  // A later registration of the same since-version replaces the earlier one.
+  for (OpSchema& e : entries) {
+    if (e.since_version == schema.since_version) {
+      e = schema;
+      return;
+    }
+  }
+  entries.push_back(schema);
+  std::sort(entries.begin(), entries.end(),
+            [](const OpSchema& a, const OpSchema& b) { return a.since_version < b.since_version; });
+}
+
+void OpRegistry::RegisterVersions(const char* domain, const char* name, std::initializer_list<int> versions,
+                                  int min_inputs, int max_inputs, int min_outputs, int max_outputs,
+                                  ShapeFn infer, KernelFn kernel) {
+  for (int v : versions)
+    Register(OpSchema{domain, name, v, min_inputs, max_inputs, min_outputs, max_outputs, infer, kernel});
+}
+
+Result<const OpSchema*> OpRegistry::Resolve(const std::string& domain, const std::string& name,
+                                            int64_t opset) const {
+  std::string d = NormalizeDomain(domain);
+  auto it = by_name_.find({d, name});
+  std::string label = (d.empty() ? "" : d + ".") + name;
+  if (it == by_name_.end()) return NotImplemented("operator " + label + " is not supported by nee");
+  const OpSchema* found = nullptr;
+  for (const OpSchema& e : it->second)
+    if (e.since_version <= opset) found = &e;
+  if (!found)
+    return InvalidModel("operator " + label + " does not exist at opset " + std::to_string(opset) +
+                        " (introduced in opset " + std::to_string(it->second.front().since_version) + ")");
+  return found;
+}
+
+bool OpRegistry::Knows(const std::string& domain, const std::string& name) const {
+  return by_name_.count({NormalizeDomain(domain), name}) > 0;
+}
+
+size_t OpRegistry::num_entries() const {
+  size_t n = 0;
+  for (const auto& [key, entries] : by_name_) n += entries.size();
+  return n;
+}
+
+std::vector<std::pair<std::string, std::vector<int>>> OpRegistry::List() const {
+  std::vector<std::pair<std::string, std::vector<int>>> out;
+  for (const auto& [key, entries] : by_name_) {
+    std::vector<int> versions;
+    for (const OpSchema& e : entries) versions.push_back(e.since_version);
+    out.emplace_back((key.first.empty() ? "" : key.first + ".") + key.second, versions);
+  }
+  return out;
+}
+
+}  // namespace nee

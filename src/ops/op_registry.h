@@ -1,0 +1,43 @@
+// The operator registry: resolves (domain, op, model opset) to the schema
+// entry in force. Families are listed once, in ops/op_families.def.
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/op_schema.h"
+
+namespace nee {
+
+class OpRegistry {
+ public:
+  // The registry with every family of ops/op_families.def registered.
+  static const OpRegistry& Global();
+
+  void Register(const OpSchema& schema);
+  // Registers one entry per listed since-version, sharing arity, rule and kernel.
+  void RegisterVersions(const char* domain, const char* name, std::initializer_list<int> versions,
+                        int min_inputs, int max_inputs, int min_outputs, int max_outputs,
+                        ShapeFn infer, KernelFn kernel);
+
+  // The entry in force at `opset`: the one with the greatest since_version
+  // not above it. Errors say whether the op is unknown or too new.
+  Result<const OpSchema*> Resolve(const std::string& domain, const std::string& name, int64_t opset) const;
+  bool Knows(const std::string& domain, const std::string& name) const;
+
+  size_t num_ops() const { return by_name_.size(); }
+  size_t num_entries() const;
+  // Every (domain, name) with its since-versions; for docs and tests.
+  std::vector<std::pair<std::string, std::vector<int>>> List() const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::vector<OpSchema>> by_name_;
+};
+
+// Declared by each family file (ops/<family>.cc).
+#define NEE_OP_FAMILY(Family) void Register##Family##Ops(OpRegistry& registry);
+#include "ops/op_families.def"
+#undef NEE_OP_FAMILY
+
+}  // namespace nee

@@ -1,0 +1,131 @@
+// What an operator is: its schema entry (domain, name, the opset version it
+// was introduced or changed in, arity), its shape/type rule and its reference
+// kernel. One family file in ops/ defines these for a group of related ops.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "ir/graph.h"
+#include "ir/value.h"
+
+namespace nee {
+
+// ---- Shape and type inference ---------------------------------------------
+
+// Runs inference on a subgraph (If/Loop/Scan bodies) given the types of its
+// formal inputs; returns the types of its outputs. Provided by check/.
+using SubgraphInferFn =
+    std::function<Result<std::vector<TypeInfo>>(const Graph&, const std::vector<TypeInfo>&)>;
+
+struct InferenceContext {
+  const Node& node;
+  int64_t opset;  // the model's opset for the node's domain
+  // Per input: its type, or nullptr for an omitted optional input.
+  std::vector<const TypeInfo*> input_types;
+  // Per input: its value when known before running (an initializer, a
+  // Constant, or a propagated shape computation); nullptr otherwise.
+  std::vector<const Tensor*> input_values;
+  // Filled by the rule: one entry per node output.
+  std::vector<TypeInfo> output_types;
+  // Optionally filled: output values the rule could compute cheaply (shape
+  // tensors), enabling Shape->Gather->Concat->Reshape propagation.
+  std::vector<std::optional<Tensor>> output_values;
+  SubgraphInferFn infer_subgraph;
+
+  size_t num_inputs() const { return input_types.size(); }
+  bool has_input(size_t i) const { return i < input_types.size() && input_types[i] != nullptr; }
+  const TypeInfo& input_type(size_t i) const { return *input_types[i]; }
+  const Tensor* input_value(size_t i) const { return i < input_values.size() ? input_values[i] : nullptr; }
+  size_t num_outputs() const { return output_types.size(); }
+  // Error helper: "node 'x' (Op): input 1: <message>".
+  Status Error(const std::string& message) const;
+  Status InputError(size_t index, const std::string& message) const;
+};
+
+using ShapeFn = Status (*)(InferenceContext&);
+
+// ---- Running --------------------------------------------------------------
+
+// Runs a subgraph attribute (If/Loop/Scan bodies) on the given inputs.
+// `outer_scope` resolves names the body captures from enclosing graphs.
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  virtual Result<std::vector<Value>> Run(const Graph& body, const std::vector<Value>& inputs) = 0;
+};
+
+class KernelContext {
+ public:
+  // Implemented by exec/: where outputs are placed (planned arena or heap).
+  class OutputAllocator {
+   public:
+    virtual ~OutputAllocator() = default;
+    virtual Result<Tensor> Allocate(size_t output_index, DataType type, std::vector<int64_t> dims) = 0;
+  };
+
+  KernelContext(const Node& node, int64_t opset, std::vector<const Value*> inputs,
+                std::vector<Value>* outputs, OutputAllocator* allocator, ThreadPool* pool,
+                SubgraphRunner* subgraphs)
+      : node_(node), opset_(opset), inputs_(std::move(inputs)), outputs_(outputs),
+        allocator_(allocator), pool_(pool), subgraphs_(subgraphs) {}
+
+  const Node& node() const { return node_; }
+  int64_t opset() const { return opset_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_->size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+  // The input value; nullptr when omitted.
+  const Value* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  // The input as a tensor; fails (naming node and input) when omitted or not a tensor.
+  Result<const Tensor*> InputTensor(size_t i) const;
+  // Whether the node asked for output i (optional outputs may be omitted).
+  bool wants_output(size_t i) const { return node_.HasOutput(i); }
+
+  // Allocates output i with the given type and dims and stores it. The
+  // returned tensor shares bytes with the stored output.
+  Result<Tensor> AllocateOutput(size_t i, DataType type, std::vector<int64_t> dims);
+  // Stores a non-tensor (or pre-made tensor) output value.
+  Status SetOutput(size_t i, Value value);
+
+  ThreadPool* pool() const { return pool_; }
+  // Parallel loop over [0, n): fn(begin, end). Runs inline without a pool.
+  void ParallelFor(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn) const;
+  SubgraphRunner* subgraphs() const { return subgraphs_; }
+
+  Status Error(const std::string& message) const;
+  Status InputError(size_t index, const std::string& message) const;
+
+ private:
+  const Node& node_;
+  int64_t opset_;
+  std::vector<const Value*> inputs_;
+  std::vector<Value>* outputs_;
+  OutputAllocator* allocator_;
+  ThreadPool* pool_;
+  SubgraphRunner* subgraphs_;
+};
+
+using KernelFn = Status (*)(KernelContext&);
+
+// ---- Schema ---------------------------------------------------------------
+
+constexpr int kVariadic = 1 << 20;
+
+struct OpSchema {
+  const char* domain;     // "" for ai.onnx, "ai.onnx.ml", ...
+  const char* name;
+  int since_version;      // this entry is in force from here until the next entry
+  int min_inputs;
+  int max_inputs;         // kVariadic for variadic
+  int min_outputs;
+  int max_outputs;
+  ShapeFn infer;          // may be null: outputs then get unknown types
+  KernelFn kernel;        // reference kernel; null if the op only has a function body
+};
+
+}  // namespace nee

@@ -1,0 +1,53 @@
+// Runs one operator outside a session: resolves its schema, runs its shape
+// rule on the inputs' concrete types, runs its reference kernel, and checks
+// that the rule's output types agree with what the kernel produced.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ops/op_registry.h"
+
+namespace nee::testing {
+
+struct OpRun {
+  std::vector<Value> outputs;
+  std::vector<TypeInfo> inferred;
+};
+
+Attribute IntAttr(const std::string& name, int64_t v);
+Attribute FloatAttr(const std::string& name, float v);
+Attribute StringAttr(const std::string& name, const std::string& v);
+Attribute IntsAttr(const std::string& name, std::vector<int64_t> v);
+Attribute FloatsAttr(const std::string& name, std::vector<float> v);
+
+// Builds a node named "test" with inputs in0.. and outputs out0...
+Node MakeNode(const std::string& op_type, size_t num_inputs, size_t num_outputs,
+              std::vector<Attribute> attributes = {}, const std::string& domain = "");
+
+// `inputs` may contain empty Values for omitted optional inputs.
+Result<OpRun> RunOp(const Node& node, int64_t opset, const std::vector<Value>& inputs,
+                    int num_threads = 1);
+
+template <typename T>
+void ExpectTensorNear(const Tensor& actual, const std::vector<int64_t>& dims,
+                      const std::vector<T>& expected, double tol = 1e-5) {
+  ASSERT_EQ(actual.dtype(), DataTypeOf<T>::value);
+  ASSERT_EQ(actual.dims(), dims);
+  ASSERT_EQ(static_cast<size_t>(actual.num_elements()), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(expected[i])) {
+        EXPECT_TRUE(std::isnan(actual.data<T>()[i])) << "at " << i;
+      } else {
+        EXPECT_NEAR(actual.data<T>()[i], expected[i], tol * (1 + std::fabs(expected[i]))) << "at " << i;
+      }
+    } else {
+      EXPECT_EQ(actual.data<T>()[i], expected[i]) << "at " << i;
+    }
+  }
+}
+
+}  // namespace nee::testing

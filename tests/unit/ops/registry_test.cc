@@ -1,0 +1,29 @@
+#include <gtest/gtest.h>
+
+#include "ops/op_registry.h"
+
+namespace nee {
+namespace {
+
+Status DummyKernel(KernelContext&) { return Status::Ok(); }
+
+TEST(OpRegistry, ResolvesTheVersionInForce) {
+  OpRegistry r;
+  r.RegisterVersions("", "Foo", {7, 13}, 1, 1, 1, 1, nullptr, DummyKernel);
+  auto at12 = r.Resolve("", "Foo", 12);
+  ASSERT_TRUE(at12.ok());
+  EXPECT_EQ(at12.value()->since_version, 7);
+  auto at18 = r.Resolve("ai.onnx", "Foo", 18);
+  ASSERT_TRUE(at18.ok());
+  EXPECT_EQ(at18.value()->since_version, 13);
+  auto at6 = r.Resolve("", "Foo", 6);
+  ASSERT_FALSE(at6.ok());
+  EXPECT_EQ(at6.status().code(), StatusCode::kInvalidModel);
+  EXPECT_NE(at6.status().message().find("introduced in opset 7"), std::string::npos);
+  auto unknown = r.Resolve("", "Bar", 13);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kNotImplemented);
+}
+
+}  // namespace
+}  // namespace nee
