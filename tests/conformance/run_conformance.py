@@ -226,6 +226,14 @@ def main():
         package_dir = os.path.abspath(os.path.join(args.build, "python"))
         os.environ["PYTHONPATH"] = package_dir + os.pathsep + os.environ.get("PYTHONPATH", "")
         sys.path.insert(0, package_dir)
+    try:
+        import nee  # noqa: F401
+    except ImportError as exc:
+        print(f"cannot import nee ({exc}). Build the Python extension first:\n"
+              "  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNEE_BUILD_PYTHON=ON "
+              "-DPython_EXECUTABLE=/work/main/.venv/bin/python && cmake --build build -j2\n"
+              "then pass --build build (or scripts/build.sh, which does both).", file=sys.stderr)
+        return 2
     cases = load_cases()
     import onnx
 
