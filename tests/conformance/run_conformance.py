@@ -231,7 +231,7 @@ def main():
     except ImportError as exc:
         print(f"cannot import nee ({exc}). Build the Python extension first:\n"
               "  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNEE_BUILD_PYTHON=ON "
-              "-DPython_EXECUTABLE=/work/main/.venv/bin/python && cmake --build build -j2\n"
+              "-DPython_EXECUTABLE=.venv/bin/python && cmake --build build -j2\n"
               "then pass --build build (or scripts/build.sh, which does both).", file=sys.stderr)
         return 2
     cases = load_cases()
