@@ -114,6 +114,53 @@ def einsum_diag_extract():
 def einsum_outer_sum():
     return run("Einsum", [P([3]), P([4], mod=5)], 12, equation="i,j->")
 
+# ---- conv_test.cc ----
+@case
+def conv_2d_pads_strides():
+    return run("Conv", [P([1, 2, 5, 4]), P([3, 2, 3, 3], mod=5), P([3], mod=3)], 22,
+               pads=[1, 0, 1, 1], strides=[2, 1])
+
+@case
+def conv_1d_dilated_same_upper():
+    return run("Conv", [P([2, 2, 7]), P([2, 2, 2], mod=5)], 22, auto_pad="SAME_UPPER", dilations=[2])
+
+@case
+def conv_2d_groups_same_lower():
+    return run("Conv", [P([1, 4, 3, 3]), P([2, 2, 2, 2], mod=5)], 22, auto_pad="SAME_LOWER", group=2, strides=[2, 2])
+
+@case
+def conv_3d_valid():
+    return run("Conv", [P([1, 1, 3, 4, 3]), P([2, 1, 2, 2, 2], mod=5)], 22, auto_pad="VALID")
+
+@case
+def conv_depthwise():
+    return run("Conv", [P([2, 3, 3, 3]), P([3, 1, 2, 2], mod=5), P([3], mod=3)], 22, group=3, pads=[1, 1, 0, 0])
+
+@case
+def conv_transpose_2d():
+    return run("ConvTranspose", [P([1, 2, 3, 3]), P([2, 3, 3, 3], mod=5), P([3], mod=3)], 22, strides=[2, 2], pads=[1, 0, 0, 1], output_padding=[1, 0])
+
+@case
+def conv_transpose_output_shape():
+    return run("ConvTranspose", [P([1, 1, 3, 3]), P([1, 2, 3, 3], mod=5)], 22, strides=[3, 2], output_shape=[10, 8])
+
+@case
+def conv_transpose_group_dilation_1d():
+    # onnx.reference mis-slices W for group > 1: run each group alone and concatenate.
+    x, w = P([1, 4, 4]), P([4, 1, 2], mod=5)
+    parts = [run("ConvTranspose", [x[:, 2 * g:2 * g + 2], w[2 * g:2 * g + 2]], 22, dilations=[2])[0] for g in range(2)]
+    return [np.concatenate(parts, axis=1)]
+
+@case
+def conv_transpose_same_upper():
+    return run("ConvTranspose", [P([1, 1, 3]), P([1, 1, 3], mod=5)], 22, strides=[2], auto_pad="SAME_UPPER")
+
+@case
+def conv_integer():
+    x = P([1, 1, 3, 3], mod=9, offset=0, scale=1, dtype=np.uint8)
+    w = P([2, 1, 2, 2], mod=5, offset=2, scale=1, dtype=np.int8)
+    return run("ConvInteger", [x, w, np.array(2, np.uint8), np.array([1, -1], np.int8)], 10, pads=[1, 1, 0, 0])
+
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:
         for i, out in enumerate(CASES[name]()):
