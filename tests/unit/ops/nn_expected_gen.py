@@ -161,6 +161,64 @@ def conv_integer():
     w = P([2, 1, 2, 2], mod=5, offset=2, scale=1, dtype=np.int8)
     return run("ConvInteger", [x, w, np.array(2, np.uint8), np.array([1, -1], np.int8)], 10, pads=[1, 1, 0, 0])
 
+# ---- pool_test.cc ----
+@case
+def maxpool_2d_pads_indices():
+    return run("MaxPool", [P([1, 2, 4, 5], mod=11)], 22, n_out=2, kernel_shape=[3, 2], pads=[1, 0, 1, 1], strides=[2, 2])
+
+@case
+def maxpool_2d_indices_col_major():
+    # Unequal strides: onnx.reference's equal-stride path ignores storage_order.
+    return run("MaxPool", [P([1, 1, 3, 4], mod=11)], 22, n_out=2, kernel_shape=[2, 2], storage_order=1, strides=[1, 2])
+
+@case
+def maxpool_1d_ceil_dilated():
+    return run("MaxPool", [P([1, 2, 8], mod=5)], 22, kernel_shape=[2], strides=[3], dilations=[2], ceil_mode=1)
+
+@case
+def maxpool_3d_same_upper():
+    return run("MaxPool", [P([1, 1, 3, 3, 3], mod=13)], 22, kernel_shape=[2, 2, 2], auto_pad="SAME_UPPER", strides=[2, 2, 2])
+
+@case
+def avgpool_exclude_pad():
+    return run("AveragePool", [P([1, 1, 4, 4], mod=9)], 22, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+
+@case
+def avgpool_include_pad_ceil():
+    return run("AveragePool", [P([1, 1, 5, 5], mod=9)], 22, kernel_shape=[2, 2], pads=[1, 1, 0, 0], strides=[2, 2], ceil_mode=1, count_include_pad=1)
+
+@case
+def avgpool_same_lower_dilated():
+    # onnx.reference leaves the last output of this case at 0 (its SAME path
+    # ignores dilation when counting outputs), so plain numpy: SAME_LOWER with
+    # the undilated kernel gives pads (1, 0); windows are o - 1 + 2k, k = 0, 1,
+    # averaging only taps inside the input (count_include_pad = 0).
+    x = P([1, 2, 5], mod=9).astype(np.float64)
+    y = np.zeros([1, 2, 5])
+    for c in range(2):
+        for o in range(5):
+            taps = [t for t in (o - 1, o + 1) if 0 <= t < 5]
+            y[0, c, o] = np.mean(x[0, c, taps])
+    return [y]
+
+@case
+def lppool_2d():
+    return run("LpPool", [P([1, 2, 3, 3], mod=9)], 22, kernel_shape=[2, 2], p=3, pads=[0, 0, 1, 1])
+
+@case
+def global_pools():
+    x = P([2, 3, 2, 3], mod=11)
+    return [run("GlobalAveragePool", [x], 22)[0], run("GlobalMaxPool", [x], 22)[0], 
+            # GlobalLpPool has no onnx.reference kernel: numpy
+            np.sqrt((x.astype(np.float64) ** 2).sum(axis=(2, 3), keepdims=True))]
+
+@case
+def maxunpool_2d():
+    x = np.array([[[[5, 6], [7, 8]]]], np.float32)
+    i = np.array([[[[5, 7], [13, 15]]]], np.int64)
+    return [run("MaxUnpool", [x, i], 22, kernel_shape=[2, 2], strides=[2, 2])[0],
+            run("MaxUnpool", [x, i, np.array([1, 1, 5, 5], np.int64)], 22, kernel_shape=[2, 2], strides=[2, 2])[0]]
+
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:
         for i, out in enumerate(CASES[name]()):
