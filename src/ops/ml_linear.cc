@@ -784,7 +784,8 @@ Status RunLabelEncoder(KernelContext& ctx) {
     } else {
       double k = ReadAsDouble(*x, i);
       if (std::isnan(k)) {
-        position = nan_position;
+        // NaN keys match NaN inputs from version 4 on (as in ONNX Runtime).
+        position = ctx.opset() >= 4 ? nan_position : -1;
       } else {
         auto it = by_real.find(k);
         if (it != by_real.end()) position = it->second;
