@@ -64,14 +64,17 @@ Status CheckUniformElements(const KernelContext& ctx, const std::vector<Tensor>&
 
 // When no iteration ran, a scan output is empty: its element type and the
 // dims of one element come from the body's declared output type when known.
+// Unknown dims become 0 (the output is empty either way) so the rank matches
+// what the shape rule derived from the same declaration.
 void EmptyScanElement(const Graph& body, size_t body_output, DataType* dtype, std::vector<int64_t>* dims) {
   *dtype = DataType::kFloat;  // the body declares nothing: float is the ONNX default element type
   dims->clear();
   if (body_output >= body.outputs.size()) return;
   const TypeInfo& t = body.outputs[body_output].type;
-  if (t.is_tensor() && t.elem_type != DataType::kUndefined) *dtype = t.elem_type;
-  std::vector<int64_t> known;
-  if (t.is_tensor() && t.shape && ShapeIsStatic(*t.shape, &known)) *dims = known;
+  if (!t.is_tensor()) return;
+  if (t.elem_type != DataType::kUndefined) *dtype = t.elem_type;
+  if (t.shape)
+    for (const Dim& d : *t.shape) dims->push_back(d.known() ? d.value : 0);
 }
 
 // Stacks per-iteration tensors along `axis` (a new axis) into output i.

@@ -245,6 +245,14 @@ TEST(ControlFlowLoop, ZeroIterationsGiveInitialValuesAndEmptyScans) {
   ExpectTensorNear<float>(run->outputs[0].tensor(), {2}, {1, 2});
   // The scan element is declared float[2]: the empty output is float[0,2].
   ExpectTensorNear<float>(run->outputs[1].tensor(), {0, 2}, {});
+  // A declared element float[N,2] (N unknown) keeps its rank: float[0,0,2].
+  auto symbolic = MakeBody("inc", {TypeInfo{}, TypeInfo{}, FloatT({2})},
+                           {TypeInfo{}, FloatT({2}), TypeInfo::Tensor(DataType::kFloat, Shape{Dim::Symbol("N"), Dim::Known(2)})});
+  Node sym_node = MakeNode("Loop", 3, 2, {GraphAttr("body", symbolic)});
+  auto sym = RunWith(sym_node, 16, {Tensor::Scalar<int64_t>(0), Tensor::Scalar<bool>(true), Floats({1, 2}, {2})}, &runner);
+  ASSERT_TRUE(sym.ok()) << sym.status().ToString();
+  ExpectTensorNear<float>(sym->outputs[1].tensor(), {0, 0, 2}, {});
+  EXPECT_EQ(ShapeToString(*sym->inferred[1].shape), "[?,N,2]");
   // cond false from the start also runs nothing.
   auto run2 = RunWith(node, 16, {Tensor::Scalar<int64_t>(5), Tensor::Scalar<bool>(false), Floats({1, 2}, {2})}, &runner);
   ASSERT_TRUE(run2.ok());
