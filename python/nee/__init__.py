@@ -145,8 +145,9 @@ def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
     if code in _SUB_BYTE:
         packed = _pack_nibbles(arr)
         return _nee.tensor_from_buffer(code, list(arr.shape), packed)
-    arr = np.ascontiguousarray(arr)
-    if arr.dtype.kind in "fiub" and arr.dtype.itemsize > 0 and arr.dtype in (np.float32, np.float64, np.int64, np.int32):
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d arrays into 1-d)
+    if arr.ndim > 0 and arr.dtype in (np.float32, np.float64, np.int64, np.int32):
         return _nee.tensor_from_array(code, arr)
     return _nee.tensor_from_buffer(code, list(arr.shape), arr.tobytes())
 
@@ -177,7 +178,7 @@ def _from_unpacked(u: tuple) -> Any:
         count = int(np.prod(shape)) if shape else 1
         if code in _SUB_BYTE:
             return _unpack_nibbles(data, count, dtype).reshape(shape)
-        return np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
+        return np.frombuffer(data, dtype=dtype, count=count).reshape(shape)
     if kind == "sequence":
         return [_from_unpacked(x) for x in u[2]]
     if kind == "map":
