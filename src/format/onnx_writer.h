@@ -1,0 +1,31 @@
+// Writes nee's IR back to the ONNX protobuf wire format (no libprotobuf).
+// Field order and encoding follow what protobuf itself emits (fields by
+// number, proto2 repeated scalars unpacked, tensor bytes as raw_data), so a
+// model read from a protobuf-written file usually serializes to the same bytes.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace nee {
+
+struct WriteOptions {
+  // Initializers with more bytes than this go to the external data file;
+  // -1 keeps everything inside the model file.
+  int64_t external_data_threshold = -1;
+  // File name (relative to the model's folder) for external data; empty =
+  // "<model file name>.data".
+  std::string external_data_file;
+};
+
+Result<std::string> SerializeModel(const Model& model);
+// Writes atomically (temporary file + rename), so overwriting the file a
+// model's tensors are still mapped from is safe. External data offsets are
+// 4096-aligned so they map aligned.
+Status WriteModelFile(const Model& model, const std::string& path, const WriteOptions& options = {});
+Result<std::string> SerializeTensorProto(const Tensor& tensor, const std::string& name);
+
+}  // namespace nee
