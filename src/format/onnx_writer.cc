@@ -15,6 +15,14 @@ using format::ProtoEncoder;
 
 namespace {
 
+// Field number of the padding inserted before raw_data when aligning tensor
+// bytes: the largest legal field number, which ONNX will not use; readers
+// (protobuf, onnx, onnxruntime, nee) skip it as an unknown field.
+constexpr uint32_t kPadField = 0x1fffffff;
+constexpr uint64_t kTensorAlignment = 64;
+// Smallest padding field: 5-byte tag + 1-byte length + empty payload.
+constexpr uint64_t kMinPad = 6;
+
 // A message under construction: scalar fields are encoded at once; tensor
 // bytes are borrowed (not copied) and nested messages are kept as children,
 // so lengths are known only when the whole tree is done. Flattening then
@@ -25,12 +33,16 @@ class MessageBuilder {
     if (pieces_.empty() || pieces_.back().kind != Piece::kOwned) pieces_.emplace_back(Piece::kOwned);
     return pieces_.back().owned;
   }
-  // A length-delimited field whose payload stays where it is.
-  void BorrowedBytes(uint32_t field, const void* data, size_t size) {
+  // A length-delimited field whose payload stays where it is. With `align`,
+  // a padding field goes before it, sized by Layout() so that the payload
+  // starts at a multiple of kTensorAlignment in the output.
+  void BorrowedBytes(uint32_t field, const void* data, size_t size, bool align = false) {
+    if (align) pieces_.emplace_back(Piece::kPad);
     enc().LenHeader(field, size);
     Piece p(Piece::kBorrowed);
     p.data = static_cast<const char*>(data);
     p.size = size;
+    p.align = align;
     pieces_.push_back(std::move(p));
   }
   MessageBuilder& Child(uint32_t field) {
@@ -41,39 +53,62 @@ class MessageBuilder {
     return *pieces_.back().child;
   }
 
-  uint64_t Size() const {
-    if (size_ >= 0) return static_cast<uint64_t>(size_);
+  // Recomputes and caches the encoded size of this message and its children.
+  uint64_t ComputeSize() {
     uint64_t total = 0;
-    for (const Piece& p : pieces_) {
+    for (Piece& p : pieces_) {
       switch (p.kind) {
         case Piece::kOwned: total += p.owned.size(); break;
+        case Piece::kPad: total += p.size; break;
         case Piece::kBorrowed: total += p.size; break;
-        case Piece::kChild: {
-          uint64_t child = p.child->Size();
-          total += ProtoEncoder::VarintSize((static_cast<uint64_t>(p.field) << 3) | 2) +
-                   ProtoEncoder::VarintSize(child) + child;
-          break;
-        }
+        case Piece::kChild: total += ChildHeaderSize(p.field, p.child->ComputeSize()) + p.child->size_; break;
       }
     }
-    size_ = static_cast<int64_t>(total);
+    size_ = total;
+    sized_ = true;
     return total;
+  }
+  uint64_t Size() {
+    if (!sized_) {
+      ComputeSize();
+      sized_ = true;
+    }
+    return size_;
+  }
+
+  // Sizes the padding pieces so aligned payloads start on kTensorAlignment.
+  // Padding changes message lengths (and so their varint sizes), which moves
+  // later payloads: repeat until nothing changes. Not converging only costs
+  // alignment (the reader then copies), never correctness.
+  void AlignPayloads() {
+    ComputeSize();
+    for (int pass = 0; pass < 16; ++pass)
+      if (!Layout(0)) return;
   }
 
   // Calls sink(data, size) for each run of output bytes, in order.
   template <typename Sink>
-  bool Emit(Sink& sink) const {
+  bool Emit(Sink& sink) {
+    Size();
     for (const Piece& p : pieces_) {
       switch (p.kind) {
         case Piece::kOwned:
           if (!sink(p.owned.bytes().data(), p.owned.size())) return false;
+          break;
+        case Piece::kPad:
+          if (p.size > 0) {
+            ProtoEncoder pad;
+            pad.LenHeader(kPadField, p.size - kMinPad);
+            pad.Append(std::string(p.size - kMinPad, '\0'));
+            if (!sink(pad.bytes().data(), pad.size())) return false;
+          }
           break;
         case Piece::kBorrowed:
           if (p.size > 0 && !sink(p.data, p.size)) return false;
           break;
         case Piece::kChild: {
           ProtoEncoder header;
-          header.LenHeader(p.field, p.child->Size());
+          header.LenHeader(p.field, p.child->size_);
           if (!sink(header.bytes().data(), header.size())) return false;
           if (!p.child->Emit(sink)) return false;
           break;
@@ -85,17 +120,67 @@ class MessageBuilder {
 
  private:
   struct Piece {
-    enum Kind { kOwned, kBorrowed, kChild };
+    enum Kind { kOwned, kPad, kBorrowed, kChild };
     explicit Piece(Kind k) : kind(k) {}
     Kind kind;
     ProtoEncoder owned;
     const char* data = nullptr;
-    size_t size = 0;
+    size_t size = 0;  // borrowed bytes, or the padding field's total size (0 or kMinPad..kMinPad+63)
+    bool align = false;
     uint32_t field = 0;
     std::unique_ptr<MessageBuilder> child;
   };
+
+  static uint64_t ChildHeaderSize(uint32_t field, uint64_t child_size) {
+    return ProtoEncoder::VarintSize((static_cast<uint64_t>(field) << 3) | 2) + ProtoEncoder::VarintSize(child_size);
+  }
+
+  // Walks the pieces from absolute `offset`, adjusting padding where an
+  // aligned payload is off, and updates the cached sizes on the way so later
+  // pieces see exact offsets. Returns whether anything changed; a child whose
+  // length varint changed size was laid out from a stale header and needs
+  // another pass.
+  bool Layout(uint64_t offset) {
+    const uint64_t start = offset;
+    bool changed = false;
+    Piece* pad = nullptr;
+    for (Piece& p : pieces_) {
+      switch (p.kind) {
+        case Piece::kOwned: offset += p.owned.size(); break;
+        case Piece::kPad:
+          pad = &p;
+          offset += p.size;
+          break;
+        case Piece::kBorrowed:
+          if (p.align && pad && p.size > 0 && offset % kTensorAlignment != 0) {
+            // The padding size with the residue that lands the payload on a boundary.
+            uint64_t residue = (pad->size + kTensorAlignment - offset % kTensorAlignment) % kTensorAlignment;
+            uint64_t wanted = residue == 0 ? 0 : residue >= kMinPad ? residue : residue + kTensorAlignment;
+            offset = offset - pad->size + wanted;
+            pad->size = wanted;
+            changed = true;
+          }
+          pad = nullptr;
+          offset += p.size;
+          break;
+        case Piece::kChild: {
+          uint64_t header = ChildHeaderSize(p.field, p.child->size_);
+          changed = p.child->Layout(offset + header) || changed;
+          uint64_t new_header = ChildHeaderSize(p.field, p.child->size_);
+          if (new_header != header) changed = true;
+          offset += new_header + p.child->size_;
+          break;
+        }
+      }
+    }
+    size_ = offset - start;
+    sized_ = true;
+    return changed;
+  }
+
   std::vector<Piece> pieces_;
-  mutable int64_t size_ = -1;
+  uint64_t size_ = 0;
+  bool sized_ = false;
 };
 
 constexpr uint64_t kExternalAlignment = 4096;
@@ -114,7 +199,7 @@ struct ExternalPlan {
 
 class OnnxWriter {
  public:
-  explicit OnnxWriter(ExternalPlan* external) : external_(external) {}
+  OnnxWriter(ExternalPlan* external, bool align) : external_(external), align_(align) {}
 
   Status Model(const nee::Model& m, MessageBuilder& b);
   Status Tensor(const nee::Tensor& t, const std::string& name, const std::string& doc, bool may_externalize,
@@ -141,6 +226,7 @@ class OnnxWriter {
   }
 
   ExternalPlan* external_;
+  bool align_;
 };
 
 Status OnnxWriter::Model(const nee::Model& m, MessageBuilder& b) {
@@ -320,7 +406,13 @@ Status OnnxWriter::Tensor(const nee::Tensor& t, const std::string& name, const s
   OptionalString(b, 8, name);
   bool external = may_externalize && external_ && external_->threshold >= 0 && t.dtype() != DataType::kString &&
                   static_cast<int64_t>(t.byte_size()) > external_->threshold;
-  if (t.dtype() != DataType::kString && !external) b.BorrowedBytes(9, t.raw_data(), t.byte_size());
+  if (t.dtype() != DataType::kString && !external) {
+    // Aligning pays for multi-byte elements (the reader can then view them
+    // in place) and for larger byte tensors (SIMD-friendly); tiny byte
+    // tensors are not worth the padding.
+    bool align = align_ && t.byte_size() > 0 && (ElementBits(t.dtype()) >= 16 || t.byte_size() >= 64);
+    b.BorrowedBytes(9, t.raw_data(), t.byte_size(), align);
+  }
   OptionalString(b, 12, doc);
   if (external) {
     uint64_t offset = (external_->end + kExternalAlignment - 1) / kExternalAlignment * kExternalAlignment;
@@ -398,7 +490,7 @@ std::string DirName(const std::string& path) {
 
 Result<std::string> SerializeModel(const Model& model) {
   MessageBuilder root;
-  OnnxWriter writer(nullptr);
+  OnnxWriter writer(nullptr, false);
   NEE_RETURN_IF_ERROR(writer.Model(model, root));
   std::string out;
   out.reserve(static_cast<size_t>(root.Size()));
@@ -412,7 +504,7 @@ Result<std::string> SerializeModel(const Model& model) {
 
 Result<std::string> SerializeTensorProto(const Tensor& tensor, const std::string& name) {
   MessageBuilder root;
-  OnnxWriter writer(nullptr);
+  OnnxWriter writer(nullptr, false);
   NEE_RETURN_IF_ERROR(writer.Tensor(tensor, name, "", false, root));
   std::string out;
   out.reserve(static_cast<size_t>(root.Size()));
@@ -433,9 +525,9 @@ Status WriteModelFile(const Model& model, const std::string& path, const WriteOp
     if (!location_ok.ok()) return InvalidArgument("WriteModelFile: " + location_ok.message());
   }
   MessageBuilder root;
-  OnnxWriter writer(&plan);
+  OnnxWriter writer(&plan, options.align_tensor_data);
   NEE_RETURN_IF_ERROR(writer.Model(model, root));
-  root.Size();
+  if (options.align_tensor_data) root.AlignPayloads();
 
   if (!plan.entries.empty()) {
     AtomicFile data(DirName(path) + "/" + plan.location);

@@ -1,7 +1,8 @@
 // Writes nee's IR back to the ONNX protobuf wire format (no libprotobuf).
 // Field order and encoding follow what protobuf itself emits (fields by
 // number, proto2 repeated scalars unpacked, tensor bytes as raw_data), so a
-// model read from a protobuf-written file usually serializes to the same bytes.
+// model read from a protobuf-written file usually serializes to the same bytes
+// (SerializeModel; WriteModelFile too with align_tensor_data off).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -19,6 +20,10 @@ struct WriteOptions {
   // File name (relative to the model's folder) for external data; empty =
   // "<model file name>.data".
   std::string external_data_file;
+  // Pads (with an unknown field every protobuf reader skips) so each
+  // initializer's raw_data starts 64-byte aligned in the file: nee then
+  // maps it in place instead of copying. Off = protobuf's exact layout.
+  bool align_tensor_data = true;
 };
 
 Result<std::string> SerializeModel(const Model& model);
