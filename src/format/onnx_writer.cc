@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "format/external_data.h"
+#include "ir/value.h"
 #include "format/wire_encoder.h"
 
 namespace nee {
@@ -486,12 +487,7 @@ std::string DirName(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-}  // namespace
-
-Result<std::string> SerializeModel(const Model& model) {
-  MessageBuilder root;
-  OnnxWriter writer(nullptr, false);
-  NEE_RETURN_IF_ERROR(writer.Model(model, root));
+std::string Flatten(MessageBuilder& root) {
   std::string out;
   out.reserve(static_cast<size_t>(root.Size()));
   auto sink = [&out](const char* data, size_t size) {
@@ -502,18 +498,114 @@ Result<std::string> SerializeModel(const Model& model) {
   return out;
 }
 
+// SequenceProto / OptionalProto elem_type for a value kind.
+int ValueElemType(TypeInfo::Kind kind) {
+  switch (kind) {
+    case TypeInfo::Kind::kTensor: return 1;
+    case TypeInfo::Kind::kSparseTensor: return 2;
+    case TypeInfo::Kind::kSequence: return 3;
+    case TypeInfo::Kind::kMap: return 4;
+    case TypeInfo::Kind::kOptional: return 5;
+    case TypeInfo::Kind::kUnknown: break;
+  }
+  return 0;
+}
+int ValueElemType(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kTensor: return 1;
+    case Value::Kind::kSequence: return 3;
+    case Value::Kind::kMap: return 4;
+    case Value::Kind::kNone: return 5;
+    case Value::Kind::kEmpty: break;
+  }
+  return 0;
+}
+
+Status WriteValue(OnnxWriter& writer, const Value& v, const std::string& name, MessageBuilder& b);
+
+Status WriteSequence(OnnxWriter& writer, const Value& v, const std::string& name, MessageBuilder& b) {
+  if (!name.empty()) b.enc().Bytes(1, name);
+  int elem_type = v.elements().empty() ? ValueElemType(v.element_type().kind) : ValueElemType(v.elements()[0]);
+  b.enc().Varint(2, static_cast<uint64_t>(elem_type));
+  for (const Value& e : v.elements()) {
+    if (ValueElemType(e) != elem_type) return InvalidArgument("sequence elements of different kinds");
+    uint32_t field = e.is_tensor() ? 3 : e.is_sequence() ? 5 : e.is_map() ? 6 : 7;
+    NEE_RETURN_IF_ERROR(WriteValue(writer, e, "", b.Child(field)));
+  }
+  return Status::Ok();
+}
+
+Status WriteMap(OnnxWriter& writer, const Value& v, const std::string& name, MessageBuilder& b) {
+  const Tensor& keys = v.map_keys();
+  const Tensor& values = v.map_values();
+  if (keys.rank() != 1 || values.rank() < 1 || values.dim(0) != keys.num_elements())
+    return InvalidArgument("map keys " + keys.Describe() + " and values " + values.Describe() + " do not pair up");
+  if (!name.empty()) b.enc().Bytes(1, name);
+  b.enc().Varint(2, static_cast<uint64_t>(keys.dtype()));
+  if (keys.dtype() == DataType::kString) {
+    for (const std::string& k : keys.span<std::string>()) b.enc().Bytes(4, k);
+  } else {
+    NEE_ASSIGN_OR_RETURN(std::vector<int64_t> ints, keys.ToInt64Vector());
+    for (int64_t k : ints) b.enc().Int64(3, k);
+  }
+  // values: a SequenceProto of one tensor per key (the rows of `values`).
+  MessageBuilder& seq = b.Child(5);
+  seq.enc().Varint(2, 1);
+  std::vector<int64_t> row_dims(values.dims().begin() + 1, values.dims().end());
+  NEE_ASSIGN_OR_RETURN(int64_t row_count, CheckedElementCount(row_dims));
+  for (int64_t i = 0; i < keys.num_elements(); ++i) {
+    NEE_ASSIGN_OR_RETURN(Tensor row, Tensor::Allocate(values.dtype(), row_dims));
+    if (values.dtype() == DataType::kString) {
+      for (int64_t k = 0; k < row_count; ++k) row.data<std::string>()[k] = values.data<std::string>()[i * row_count + k];
+    } else if (IsSubByte(values.dtype())) {
+      return NotImplemented("maps of sub-byte values");
+    } else {
+      size_t bytes = row.byte_size();
+      std::memcpy(row.raw_data(), static_cast<const uint8_t*>(values.raw_data()) + i * bytes, bytes);
+    }
+    // The row tensor is owned by this builder's caller only while building:
+    // serialize it now into an owned piece.
+    NEE_ASSIGN_OR_RETURN(std::string encoded, SerializeTensorProto(row, ""));
+    seq.enc().Bytes(3, encoded);
+  }
+  return Status::Ok();
+}
+
+Status WriteValue(OnnxWriter& writer, const Value& v, const std::string& name, MessageBuilder& b) {
+  switch (v.kind()) {
+    case Value::Kind::kTensor: return writer.Tensor(v.tensor(), name, "", false, b);
+    case Value::Kind::kSequence: return WriteSequence(writer, v, name, b);
+    case Value::Kind::kMap: return WriteMap(writer, v, name, b);
+    case Value::Kind::kNone:
+      if (!name.empty()) b.enc().Bytes(1, name);
+      b.enc().Varint(2, static_cast<uint64_t>(ValueElemType(v.element_type().kind)));
+      return Status::Ok();
+    case Value::Kind::kEmpty: break;
+  }
+  return InvalidArgument("cannot serialize an empty value");
+}
+
+}  // namespace
+
+Result<std::string> SerializeModel(const Model& model) {
+  MessageBuilder root;
+  OnnxWriter writer(nullptr, false);
+  NEE_RETURN_IF_ERROR(writer.Model(model, root));
+  return Flatten(root);
+}
+
 Result<std::string> SerializeTensorProto(const Tensor& tensor, const std::string& name) {
   MessageBuilder root;
   OnnxWriter writer(nullptr, false);
   NEE_RETURN_IF_ERROR(writer.Tensor(tensor, name, "", false, root));
-  std::string out;
-  out.reserve(static_cast<size_t>(root.Size()));
-  auto sink = [&out](const char* data, size_t size) {
-    out.append(data, size);
-    return true;
-  };
-  root.Emit(sink);
-  return out;
+  return Flatten(root);
+}
+
+Result<std::string> SerializeValueProto(const Value& value, const std::string& name) {
+  MessageBuilder root;
+  OnnxWriter writer(nullptr, false);
+  NEE_RETURN_IF_ERROR(WriteValue(writer, value, name, root));
+  return Flatten(root);
 }
 
 Status WriteModelFile(const Model& model, const std::string& path, const WriteOptions& options) {

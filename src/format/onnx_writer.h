@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
+#include "ir/value.h"
 
 namespace nee {
 
@@ -32,5 +33,10 @@ Result<std::string> SerializeModel(const Model& model);
 // 4096-aligned so they map aligned.
 Status WriteModelFile(const Model& model, const std::string& path, const WriteOptions& options = {});
 Result<std::string> SerializeTensorProto(const Tensor& tensor, const std::string& name);
+// A value as the .pb files of ONNX tests hold it: TensorProto, SequenceProto,
+// MapProto (values as a sequence of one tensor per key), or an empty
+// OptionalProto for Value::None. (A present optional is written as what it
+// holds, since Value does not distinguish it.)
+Result<std::string> SerializeValueProto(const Value& value, const std::string& name);
 
 }  // namespace nee

@@ -182,6 +182,36 @@ TEST(FormatWriter, UnalignedFileMatchesProtobufBytes) {
   EXPECT_TRUE(ReadFileBytes(tmp / "plain.onnx") == ReadFileBytes(DataPath("small.onnx")));
 }
 
+TEST(FormatWriter, ValueProtosMatchWhatOnnxWrote) {
+  // Re-serializing the fixtures numpy_helper wrote gives the same bytes
+  // (same field order and encoding) when given the same name.
+  struct Case {
+    const char* file;
+    const char* name;
+    TypeInfo type;
+  };
+  std::vector<Case> cases = {
+      {"values/tensor.pb", "t", TypeInfo::Tensor(DataType::kFloat)},
+      {"values/string_tensor.pb", "s", TypeInfo::Tensor(DataType::kString)},
+      {"values/sequence.pb", "seq", TypeInfo::Sequence(TypeInfo::Tensor(DataType::kInt64))},
+      {"values/empty_sequence.pb", "empty_seq", TypeInfo::Sequence(TypeInfo::Tensor(DataType::kFloat))},
+      {"values/map_int.pb", "map", TypeInfo::Map(DataType::kInt64, TypeInfo::Tensor(DataType::kFloat))},
+      {"values/map_string.pb", "smap", TypeInfo::Map(DataType::kString, TypeInfo::Tensor(DataType::kInt64))},
+      {"values/optional_empty.pb", "none", TypeInfo::Optional(TypeInfo::Tensor(DataType::kInt32))},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    auto value = ReadValueProtoFileAs(DataPath(c.file), c.type);
+    ASSERT_TRUE(value.ok()) << value.status().ToString();
+    auto bytes = SerializeValueProto(value.value(), c.name);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_TRUE(bytes.value() == ReadFileBytes(DataPath(c.file)));
+    auto again = ReadValueProtoBytes(Bytes(bytes.value()), &c.type);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->kind(), value->kind());
+  }
+}
+
 TEST(FormatWriter, RefusesUnsafeExternalLocations) {
   auto model = ReadModelFile(DataPath("small.onnx"));
   ASSERT_TRUE(model.ok());
