@@ -24,6 +24,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // The same bytes as a value file (tensor / sequence / map / optional).
   auto value = nee::ReadValueProtoBytes(bytes, nullptr);
-  (void)value;
+  if (value.ok()) {
+    // May fail (e.g. a sequence mixing kinds), but must not crash.
+    auto serialized = nee::SerializeValueProto(value.value(), "v");
+    (void)serialized;
+  }
   return 0;
 }
