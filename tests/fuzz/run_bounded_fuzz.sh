@@ -26,11 +26,14 @@ for src in "${SOURCES[@]}"; do
   "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer-no-link,address,undefined -c "$src" -o "$obj"
   objects+=("$obj")
 done
+# An archive: only the objects the fuzzers need get linked.
+rm -f "$WORK/libnee_fuzz_format.a"
+ar rcs "$WORK/libnee_fuzz_format.a" "${objects[@]}"
 
 run_target() {
   local name="$1"; shift
   local seeds=("$@")
-  "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer,address,undefined "$ROOT/tests/fuzz/$name.cc" "${objects[@]}" \
+  "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer,address,undefined "$ROOT/tests/fuzz/$name.cc" "$WORK/libnee_fuzz_format.a" \
     -lpthread -o "$WORK/$name"
   local corpus="$WORK/corpus_$name"
   mkdir -p "$corpus"
