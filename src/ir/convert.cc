@@ -1,5 +1,6 @@
 #include "ir/convert.h"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <charconv>
@@ -274,6 +275,101 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+// The stored bits of `v` converted to non-string type `to` (one element).
+uint64_t EncodedBits(double v, DataType to, const ConvertOptions& o) {
+  uint64_t storage = 0;
+  Tensor one = Tensor::View(to, {1}, &storage, nullptr);
+  WriteFloatValue(one, 0, v, o);
+  return storage;
+}
+
+// A decimal literal as significant digits (no leading or trailing zeros) and
+// the power of ten of the position before the first digit: 0.DIGITS * 10^exp.
+struct Decimal {
+  bool negative = false;
+  std::string digits;  // empty for zero
+  int64_t exp = 0;
+};
+
+// Parses [-]ddd[.ddd][e[+-]ddd]; false for anything else (inf, nan, hex).
+bool ParseDecimal(std::string_view s, Decimal* out) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) out->negative = s[i++] == '-';
+  int64_t point = -1, count = 0;
+  std::string raw;
+  for (; i < s.size(); ++i) {
+    if (s[i] == '.' && point < 0) {
+      point = count;
+    } else if (std::isdigit(static_cast<unsigned char>(s[i]))) {
+      raw.push_back(s[i]);
+      ++count;
+    } else {
+      break;
+    }
+  }
+  if (raw.empty()) return false;
+  int64_t exp10 = 0;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    const bool neg = i < s.size() && s[i] == '-';
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (i == s.size()) return false;
+    for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i)
+      if (exp10 < 100000000) exp10 = exp10 * 10 + (s[i] - '0');
+    if (neg) exp10 = -exp10;
+  }
+  if (i != s.size()) return false;
+  const int64_t int_digits = point < 0 ? count : point;
+  const size_t first = raw.find_first_not_of('0');
+  if (first == std::string::npos) {
+    out->digits.clear();
+    out->exp = 0;
+    return true;
+  }
+  const size_t last = raw.find_last_not_of('0');
+  out->digits = raw.substr(first, last - first + 1);
+  out->exp = int_digits - static_cast<int64_t>(first) + exp10;
+  return true;
+}
+
+// Sign of (a - b).
+int CompareDecimals(const Decimal& a, const Decimal& b) {
+  const int sa = a.digits.empty() ? 0 : (a.negative ? -1 : 1);
+  const int sb = b.digits.empty() ? 0 : (b.negative ? -1 : 1);
+  if (sa != sb) return sa < sb ? -1 : 1;
+  if (sa == 0) return 0;
+  int magnitude = 0;
+  if (a.exp != b.exp) {
+    magnitude = a.exp < b.exp ? -1 : 1;
+  } else {
+    const size_t n = std::max(a.digits.size(), b.digits.size());
+    for (size_t k = 0; k < n && magnitude == 0; ++k) {
+      const char da = k < a.digits.size() ? a.digits[k] : '0';
+      const char db = k < b.digits.size() ? b.digits[k] : '0';
+      if (da != db) magnitude = da < db ? -1 : 1;
+    }
+  }
+  return sa * magnitude;
+}
+
+// Converts the value of a decimal literal to `to` through its nearest double
+// `d`, rounded once: where the conversion jumps at d itself (d is a rounding
+// midpoint of the target format, an integer for truncation, a power of two
+// for float8e8m0), the exact decimal decides which side the value lies on.
+double ResolveDoubleRounding(std::string_view text, double d, DataType to, const ConvertOptions& o) {
+  if (!std::isfinite(d)) return d;
+  const double below = std::nextafter(d, -INFINITY), above = std::nextafter(d, INFINITY);
+  if (EncodedBits(below, to, o) == EncodedBits(above, to, o)) return d;
+  Decimal exact, nearest;
+  if (!ParseDecimal(text, &exact)) return d;
+  char buf[1100];  // every double's exact decimal expansion fits in 767 significant digits
+  auto r = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific, 800);
+  if (r.ec != std::errc() || !ParseDecimal(std::string_view(buf, static_cast<size_t>(r.ptr - buf)), &nearest))
+    return d;
+  const int side = CompareDecimals(exact, nearest);
+  return side == 0 ? d : side > 0 ? above : below;
+}
+
 Status BadString(const std::string& s, int64_t i, DataType to) {
   return InvalidArgument("cannot convert string \"" + s.substr(0, 64) + "\" (element " + std::to_string(i) +
                          ") to " + DataTypeName(to) + ": not a number");
@@ -321,6 +417,7 @@ Status WriteFromString(Tensor& t, int64_t i, const std::string& text, const Conv
   }
   double d;
   if (!ParseFloating(s, &d)) return BadString(text, i, to);
+  if (to != DataType::kDouble) d = ResolveDoubleRounding(s, d, to, o);
   WriteFloatValue(t, i, d, o);
   return Status::Ok();
 }

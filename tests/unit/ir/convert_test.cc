@@ -237,6 +237,29 @@ TEST(ConvertTest, StringsToNumbers) {
   EXPECT_EQ(Values<bool>(Convert(bools, DataType::kBool)), (std::vector<bool>{true, false, false, true, false, true}));
 }
 
+TEST(ConvertTest, StringsAreRoundedOnceFromTheirExactDecimalValue) {
+  // Expected values from exact rational arithmetic (Python fractions), not
+  // numpy: numpy parses to float64 first and so rounds twice. 1.00048828125 is
+  // the float16 midpoint between 1 (0x3C00) and 1 + 2^-10 (0x3C01); the
+  // nearest double of the longer literals is that midpoint itself.
+  Tensor h = Convert(Tensor::FromVector<std::string>({"1.00048828125", "1.00048828125000000001",
+                                                      "-1.00048828125000000001", "1.00048828124999999999"},
+                                                     {4}),
+                     DataType::kFloat16);
+  EXPECT_EQ(Values<uint16_t>(h), (std::vector<uint16_t>{0x3C00, 0x3C01, 0xBC01, 0x3C00}));
+  // Truncation: the nearest double of 2.99999999999999999999 is 3.0.
+  Tensor i = Convert(Tensor::FromVector<std::string>({"2.99999999999999999999", "-2.99999999999999999999", "3.0"}, {3}),
+                     DataType::kInt32);
+  EXPECT_EQ(Values<int32_t>(i), (std::vector<int32_t>{2, -2, 3}));
+  // float8e8m0 rounding up: anything above 1 becomes 2 (code 128), 1 stays 1 (127).
+  Tensor e = Convert(Tensor::FromVector<std::string>({"1.00000000000000000001", "1"}, {2}), DataType::kFloat8E8M0);
+  EXPECT_EQ(Values<uint8_t>(e), (std::vector<uint8_t>{128, 127}));
+  // bfloat16 midpoint 1 + 2^-8 = 1.00390625 (between 0x3F80 and 0x3F81).
+  Tensor b = Convert(Tensor::FromVector<std::string>({"1.00390625", "1.003906250000000000001"}, {2}),
+                     DataType::kBFloat16);
+  EXPECT_EQ(Values<uint16_t>(b), (std::vector<uint16_t>{0x3F80, 0x3F81}));
+}
+
 TEST(ConvertTest, BadStringsAndTypesAreErrors) {
   Tensor s = Tensor::FromVector<std::string>({"1", "hello"}, {2});
   Tensor dst = Tensor::Allocate(DataType::kFloat, {2}).value();
