@@ -466,6 +466,21 @@ std::string FormatFloatLikeNumpy(double value, DataType type) {
   return out;
 }
 
+double ElementAsDouble(const Tensor& t, int64_t i) {
+  switch (KindOf(t.dtype())) {
+    case Kind::kFloat: return ReadFloat(t, i);
+    case Kind::kSigned: return static_cast<double>(ReadSigned(t, i));
+    case Kind::kUnsigned: case Kind::kBool: return static_cast<double>(ReadUnsigned(t, i));
+    default: return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+void StoreDoubleElement(Tensor& t, int64_t i, double v, const ConvertOptions& options) {
+  const Kind kind = KindOf(t.dtype());
+  if (kind == Kind::kString || kind == Kind::kUnsupported) return;
+  WriteFloatValue(t, i, v, options);
+}
+
 bool ParseE8M0Rounding(const std::string& name, E8M0Rounding* mode) {
   if (name == "up") *mode = E8M0Rounding::kUp;
   else if (name == "down") *mode = E8M0Rounding::kDown;

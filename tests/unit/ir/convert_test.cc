@@ -276,6 +276,25 @@ TEST(ConvertTest, BadStringsAndTypesAreErrors) {
   EXPECT_EQ(ConvertTensor(hex, wrong).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ConvertTest, SingleElementAccess) {
+  // Same rules as the tensor conversion (numpy: float64 -> int8 of 300.7 is 44).
+  Tensor i8 = Tensor::Allocate(DataType::kInt8, {2}).value();
+  StoreDoubleElement(i8, 1, 300.7);
+  EXPECT_EQ(i8.data<int8_t>()[1], 44);
+  EXPECT_EQ(ElementAsDouble(i8, 1), 44.0);
+  Tensor u2 = Tensor::Allocate(DataType::kUint2, {5}).value();
+  StoreDoubleElement(u2, 4, 3.0);
+  StoreDoubleElement(u2, 3, 2.0);
+  EXPECT_EQ(ElementAsDouble(u2, 4), 3.0);
+  EXPECT_EQ(ElementAsDouble(u2, 3), 2.0);
+  EXPECT_EQ(ElementAsDouble(u2, 0), 0.0);
+  Tensor e8 = Tensor::Allocate(DataType::kFloat8E8M0, {1}).value();
+  StoreDoubleElement(e8, 0, 3.0);  // rounds up to 4 (code 129)
+  EXPECT_EQ(ElementAsDouble(e8, 0), 4.0);
+  Tensor s = Tensor::Allocate(DataType::kString, {1}).value();
+  EXPECT_TRUE(std::isnan(ElementAsDouble(s, 0)));
+}
+
 TEST(ConvertTest, PackedRangesDoNotDisturbNeighbours) {
   // Converting [0, 4) and [4, 7) separately equals one conversion.
   Tensor src = Tensor::FromVector<int32_t>({1, -2, 3, -4, 5, -6, 7}, {7});
