@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 
 namespace nee {
 
@@ -192,6 +193,77 @@ void WriteUnsigned(Tensor& t, int64_t i, uint64_t v, const ConvertOptions& o) {
     return;
   }
   WriteFloatValue(t, i, RoundToOddDouble(v), o);
+}
+
+// ---- Direct loops between the plain C++ element types ------------------------
+
+// One element with the rules above, for types where they coincide with C++
+// conversions except float -> integer (undefined in C++ out of range).
+template <typename S, typename D>
+D CastPlain(S v) {
+  if constexpr (std::is_same_v<D, bool>) {
+    return v != 0;
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    return static_cast<D>(FloatToIntegerBits(static_cast<double>(v), DataTypeOf<D>::value));
+  } else {
+    // int -> int wraps (C++20), int/float -> float rounds to nearest even once
+    // (x86-64 conversions, including uint64), bool gives 0/1.
+    return static_cast<D>(v);
+  }
+}
+
+template <typename S, typename D>
+void PlainLoop(const Tensor& src, Tensor& dst, int64_t begin, int64_t end) {
+  const S* in = src.data<S>();
+  D* out = dst.data<D>();
+  for (int64_t i = begin; i < end; ++i) out[i] = CastPlain<S, D>(in[i]);
+}
+
+bool IsPlain(DataType t) {
+  switch (t) {
+    case DataType::kFloat: case DataType::kDouble: case DataType::kInt8: case DataType::kInt16:
+    case DataType::kInt32: case DataType::kInt64: case DataType::kUint8: case DataType::kUint16:
+    case DataType::kUint32: case DataType::kUint64: case DataType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename S>
+void PlainLoopTo(const Tensor& src, Tensor& dst, int64_t begin, int64_t end) {
+  switch (dst.dtype()) {
+    case DataType::kFloat: PlainLoop<S, float>(src, dst, begin, end); break;
+    case DataType::kDouble: PlainLoop<S, double>(src, dst, begin, end); break;
+    case DataType::kInt8: PlainLoop<S, int8_t>(src, dst, begin, end); break;
+    case DataType::kInt16: PlainLoop<S, int16_t>(src, dst, begin, end); break;
+    case DataType::kInt32: PlainLoop<S, int32_t>(src, dst, begin, end); break;
+    case DataType::kInt64: PlainLoop<S, int64_t>(src, dst, begin, end); break;
+    case DataType::kUint8: PlainLoop<S, uint8_t>(src, dst, begin, end); break;
+    case DataType::kUint16: PlainLoop<S, uint16_t>(src, dst, begin, end); break;
+    case DataType::kUint32: PlainLoop<S, uint32_t>(src, dst, begin, end); break;
+    case DataType::kUint64: PlainLoop<S, uint64_t>(src, dst, begin, end); break;
+    case DataType::kBool: PlainLoop<S, bool>(src, dst, begin, end); break;
+    default: break;
+  }
+}
+
+// Both types must satisfy IsPlain.
+void PlainConvert(const Tensor& src, Tensor& dst, int64_t begin, int64_t end) {
+  switch (src.dtype()) {
+    case DataType::kFloat: PlainLoopTo<float>(src, dst, begin, end); break;
+    case DataType::kDouble: PlainLoopTo<double>(src, dst, begin, end); break;
+    case DataType::kInt8: PlainLoopTo<int8_t>(src, dst, begin, end); break;
+    case DataType::kInt16: PlainLoopTo<int16_t>(src, dst, begin, end); break;
+    case DataType::kInt32: PlainLoopTo<int32_t>(src, dst, begin, end); break;
+    case DataType::kInt64: PlainLoopTo<int64_t>(src, dst, begin, end); break;
+    case DataType::kUint8: PlainLoopTo<uint8_t>(src, dst, begin, end); break;
+    case DataType::kUint16: PlainLoopTo<uint16_t>(src, dst, begin, end); break;
+    case DataType::kUint32: PlainLoopTo<uint32_t>(src, dst, begin, end); break;
+    case DataType::kUint64: PlainLoopTo<uint64_t>(src, dst, begin, end); break;
+    case DataType::kBool: PlainLoopTo<bool>(src, dst, begin, end); break;
+    default: break;
+  }
 }
 
 // ---- Numbers to strings, as numpy prints them --------------------------------
@@ -514,6 +586,10 @@ Status ConvertElements(const Tensor& src, Tensor& dst, int64_t begin, int64_t en
                 static_cast<size_t>(end - begin) * bytes);
     return Status::Ok();
   }
+  if (IsPlain(from) && IsPlain(to)) {
+    PlainConvert(src, dst, begin, end);
+    return Status::Ok();
+  }
   if (from == DataType::kFloat && to == DataType::kFloat16) {
     for (int64_t i = begin; i < end; ++i) dst.data<uint16_t>()[i] = FloatToHalf(src.data<float>()[i]);
     return Status::Ok();
@@ -522,12 +598,12 @@ Status ConvertElements(const Tensor& src, Tensor& dst, int64_t begin, int64_t en
     for (int64_t i = begin; i < end; ++i) dst.data<uint16_t>()[i] = FloatToBFloat16(src.data<float>()[i]);
     return Status::Ok();
   }
-  if (to == DataType::kFloat && (from == DataType::kFloat16 || from == DataType::kBFloat16)) {
-    const bool half = from == DataType::kFloat16;
-    for (int64_t i = begin; i < end; ++i) {
-      const uint16_t b = src.data<uint16_t>()[i];
-      dst.data<float>()[i] = half ? HalfToFloat(b) : BFloat16ToFloat(b);
-    }
+  if (to == DataType::kFloat && from == DataType::kFloat16) {
+    for (int64_t i = begin; i < end; ++i) dst.data<float>()[i] = HalfToFloat(src.data<uint16_t>()[i]);
+    return Status::Ok();
+  }
+  if (to == DataType::kFloat && from == DataType::kBFloat16) {
+    for (int64_t i = begin; i < end; ++i) dst.data<float>()[i] = BFloat16ToFloat(src.data<uint16_t>()[i]);
     return Status::Ok();
   }
 
