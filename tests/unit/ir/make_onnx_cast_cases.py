@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Extracts ONNX's own Cast / CastLike node tests (shipped in the onnx package)
+"""Extracts ONNX's own Cast / CastLike / BitCast node tests (shipped in the onnx package)
 into tests/unit/ir/data/onnx_cast_cases.txt for tests/unit/ops/cast_test.cc,
 so they run without the conformance harness or a model reader.
 
@@ -24,6 +24,10 @@ warnings.simplefilter("ignore")
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "onnx_cast_cases.txt")
 
 
+def as_proto(t):
+    return t if isinstance(t, onnx.TensorProto) else numpy_helper.from_array(t)
+
+
 def raw_bytes(t):
     if t.HasField("raw_data"):
         return t.raw_data
@@ -31,6 +35,7 @@ def raw_bytes(t):
 
 
 def tensor_line(kind, t):
+    t = as_proto(t)
     dims = ",".join(str(d) for d in t.dims) or "-"
     return f"{kind} {t.data_type} {dims} {raw_bytes(t).hex() or '-'}"
 
@@ -39,7 +44,7 @@ def main():
     lines = []
     count = 0
     for case in loader.load_model_tests(kind="node"):
-        if not (case.name.startswith("test_cast_") or case.name.startswith("test_castlike_")):
+        if not case.name.startswith(("test_cast_", "test_castlike_", "test_bitcast_")):
             continue
         if case.name.endswith("_expanded"):
             continue  # the function-body expansion, not the op itself

@@ -262,3 +262,45 @@ TEST(CastTest, ShapeRuleKeepsSymbolicDimsAndFoldsSmallValues) {
 
 }  // namespace
 }  // namespace nee
+
+namespace nee {
+namespace {
+
+TEST(BitCastTest, ReinterpretsBytes) {
+  // numpy: np.array([1.0, -2.0], np.float32).view(np.int32) == [1065353216, -1073741824]
+  Node node = MakeNode("BitCast", 1, 1, {IntAttr("to", 6)});
+  Result<testing::OpRun> run = RunOp(node, 26, {Floats({1.0f, -2.0f})});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  testing::ExpectTensorNear<int32_t>(run->outputs[0].tensor(), {2}, {1065353216, -1073741824});
+
+  // Packed types keep their packed bytes: int4 [-1, 2, 3] as uint4 is [15, 2, 3].
+  Tensor i4 = Tensor::Allocate(DataType::kInt4, {3}).value();
+  SetNibble(i4.data<uint8_t>(), 0, 0xF);
+  SetNibble(i4.data<uint8_t>(), 1, 2);
+  SetNibble(i4.data<uint8_t>(), 2, 3);
+  Node to_uint4 = MakeNode("BitCast", 1, 1, {IntAttr("to", 21)});
+  run = RunOp(to_uint4, 26, {i4});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const Tensor& u4 = run->outputs[0].tensor();
+  EXPECT_EQ(u4.dtype(), DataType::kUint4);
+  EXPECT_EQ(GetNibble(u4.data<uint8_t>(), 0), 15);
+  EXPECT_EQ(GetNibble(u4.data<uint8_t>(), 2), 3);
+
+  // Bytes cast to bool are normalised to 0/1.
+  Node to_bool = MakeNode("BitCast", 1, 1, {IntAttr("to", 9)});
+  run = RunOp(to_bool, 26, {Tensor::FromVector<uint8_t>({0, 1, 2}, {3})});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  testing::ExpectTensorNear<bool>(run->outputs[0].tensor(), {3}, {false, true, true});
+}
+
+TEST(BitCastTest, WidthsMustMatch) {
+  Node node = MakeNode("BitCast", 1, 1, {IntAttr("to", 7)});
+  Result<testing::OpRun> run = RunOp(node, 26, {Floats({1.0f})});
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("bit widths"), std::string::npos) << run.status().message();
+  Node to_string = MakeNode("BitCast", 1, 1, {IntAttr("to", 8)});
+  EXPECT_FALSE(RunOp(to_string, 26, {Floats({1.0f})}).ok());
+}
+
+}  // namespace
+}  // namespace nee
