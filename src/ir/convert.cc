@@ -277,12 +277,29 @@ void ShortestDigits(double value, DataType type, std::string* digits, int* expon
     r = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
   } else if (type == DataType::kFloat16) {
     // No to_chars for float16: the fewest digits (at most 5) that round back.
+    // The closest decimal of each length is tried first; where the float16
+    // neighbours are unevenly spaced (powers of two) the next decimal up or
+    // down may round back when the closest does not, as numpy's Dragon4 finds.
     const uint16_t target = DoubleToHalf(value);
+    auto round_trips = [&](double candidate) { return DoubleToHalf(candidate) == target; };
     for (int precision = 0; precision < 17; ++precision) {
       r = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific, precision);
-      double back = 0;
-      std::from_chars(buf, r.ptr, back);
-      if (DoubleToHalf(back) == target) break;
+      double closest = 0;
+      std::from_chars(buf, r.ptr, closest);
+      if (round_trips(closest)) break;
+      const double step = std::pow(10.0, std::floor(std::log10(closest)) - precision);  // one unit in the last digit
+      double best = 0;
+      bool found = false;
+      for (double candidate : {closest + step, closest - step}) {
+        if (round_trips(candidate) && (!found || std::fabs(candidate - value) < std::fabs(best - value))) {
+          best = candidate;
+          found = true;
+        }
+      }
+      if (found) {
+        r = std::to_chars(buf, buf + sizeof(buf), best, std::chars_format::scientific, precision);
+        break;
+      }
     }
   } else {
     r = std::to_chars(buf, buf + sizeof(buf), static_cast<float>(value), std::chars_format::scientific);
@@ -514,7 +531,7 @@ std::string FormatFloatLikeNumpy(double value, DataType type) {
   const double cutoff = type == DataType::kDouble ? 1e16 : type == DataType::kFloat16 ? 1e3 : 1e6;
   std::string digits;
   int exp10 = 0;
-  ShortestDigits(value, type, &digits, &exp10);
+  ShortestDigits(std::fabs(value), type, &digits, &exp10);
   const double magnitude = std::fabs(value);
   if (magnitude >= 1e-4 && magnitude < cutoff) {
     std::string out = sign;

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -209,6 +212,38 @@ TEST(ConvertTest, NumbersToStringsLikeNumpy) {
             (std::vector<std::string>{"1", "-5", "9223372036854775807"}));
   Tensor u = Tensor::FromVector<uint64_t>({UINT64_MAX}, {1});
   EXPECT_EQ(Values<std::string>(Convert(u, DataType::kString)), (std::vector<std::string>{"18446744073709551615"}));
+}
+
+// Random values of each type against numpy's astype(str)
+// (tests/unit/ir/data/number_strings.txt, from make_float_tables.py).
+TEST(ConvertTest, NumbersToStringsMatchNumpyOnRandomValues) {
+  std::ifstream in(std::string(NEE_TEST_DATA_DIR) + "/unit/ir/data/number_strings.txt");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int checked = 0, mismatches = 0;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string tag, hex, expected;
+    fields >> tag >> hex >> expected;
+    const uint64_t bits = std::stoull(hex, nullptr, 16);
+    Tensor t;
+    if (tag == "f16") {
+      t = Tensor::Allocate(DataType::kFloat16, {1}).value();
+      t.data<uint16_t>()[0] = static_cast<uint16_t>(bits);
+    } else if (tag == "f32") {
+      t = Tensor::Allocate(DataType::kFloat, {1}).value();
+      const uint32_t u = static_cast<uint32_t>(bits);
+      std::memcpy(t.raw_data(), &u, 4);
+    } else {
+      t = Tensor::Allocate(DataType::kDouble, {1}).value();
+      std::memcpy(t.raw_data(), &bits, 8);
+    }
+    const std::string actual = Convert(t, DataType::kString).data<std::string>()[0];
+    ++checked;
+    if (actual != expected && ++mismatches < 20) ADD_FAILURE() << line << ": got " << actual;
+  }
+  EXPECT_GT(checked, 4000);
+  EXPECT_EQ(mismatches, 0);
 }
 
 TEST(ConvertTest, StringsToNumbers) {
