@@ -595,6 +595,8 @@ Status ConvertElements(const Tensor& src, Tensor& dst, int64_t begin, int64_t en
     return InvalidArgument("element range [" + std::to_string(begin) + ", " + std::to_string(end) +
                            ") is outside " + src.Describe());
 
+  if (begin == end) return Status::Ok();
+
   // Common pairs with a direct loop.
   if (from == to && from != DataType::kString && !IsSubByte(from)) {
     const size_t bytes = static_cast<size_t>(ElementBits(from) / 8);

@@ -205,6 +205,19 @@ TEST(CastTest, StringsBothWays) {
   EXPECT_NE(run.status().message().find("\"pi\""), std::string::npos) << run.status().message();
 }
 
+TEST(CastTest, EmptyAndScalarTensors) {
+  Node node = MakeNode("Cast", 1, 1, {IntAttr("to", 10)});
+  Result<testing::OpRun> run = RunOp(node, 13, {Tensor::Allocate(DataType::kFloat, {0, 3}).value()});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->outputs[0].tensor().dims(), (std::vector<int64_t>{0, 3}));
+  run = RunOp(node, 13, {Tensor::Scalar<float>(1.0f)});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_TRUE(run->outputs[0].tensor().dims().empty());
+  EXPECT_EQ(run->outputs[0].tensor().data<uint16_t>()[0], 0x3C00);  // numpy: float16(1.0) bits
+  Node to_int4 = MakeNode("Cast", 1, 1, {IntAttr("to", 22)});
+  EXPECT_TRUE(RunOp(to_int4, 21, {Tensor::Allocate(DataType::kFloat, {0}).value()}).ok());
+}
+
 TEST(CastTest, InvalidTargetTypesAreErrors) {
   for (int64_t to : {0, 99, -1}) {
     Node node = MakeNode("Cast", 1, 1, {IntAttr("to", to)});
