@@ -617,6 +617,13 @@ Status ConvertElements(const Tensor& src, Tensor& dst, int64_t begin, int64_t en
     for (int64_t i = begin; i < end; ++i) dst.data<uint16_t>()[i] = FloatToBFloat16(src.data<float>()[i]);
     return Status::Ok();
   }
+  if (to == DataType::kFloat && ElementBits(from) == 8 && KindOf(from) == Kind::kFloat) {
+    // float8 family: decode through a table of all 256 codes.
+    float table[256];
+    for (int code = 0; code < 256; ++code) table[code] = Float8ToFloat(static_cast<uint8_t>(code), from);
+    for (int64_t i = begin; i < end; ++i) dst.data<float>()[i] = table[src.data<uint8_t>()[i]];
+    return Status::Ok();
+  }
   if (to == DataType::kFloat && from == DataType::kFloat16) {
     for (int64_t i = begin; i < end; ++i) dst.data<float>()[i] = HalfToFloat(src.data<uint16_t>()[i]);
     return Status::Ok();
