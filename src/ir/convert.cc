@@ -617,6 +617,16 @@ Status ConvertElements(const Tensor& src, Tensor& dst, int64_t begin, int64_t en
     for (int64_t i = begin; i < end; ++i) dst.data<uint16_t>()[i] = FloatToBFloat16(src.data<float>()[i]);
     return Status::Ok();
   }
+  if (from == DataType::kFloat && ElementBits(to) == 8 && KindOf(to) == Kind::kFloat) {
+    const float* in = src.data<float>();
+    uint8_t* out = dst.data<uint8_t>();
+    if (to == DataType::kFloat8E8M0) {
+      for (int64_t i = begin; i < end; ++i) out[i] = FloatToFloat8E8M0(in[i], o.saturate, o.e8m0_rounding);
+    } else {
+      for (int64_t i = begin; i < end; ++i) out[i] = FloatToFloat8(in[i], to, o.saturate);
+    }
+    return Status::Ok();
+  }
   if (to == DataType::kFloat && ElementBits(from) == 8 && KindOf(from) == Kind::kFloat) {
     // float8 family: decode through a table of all 256 codes.
     float table[256];
