@@ -379,8 +379,8 @@ inline Status CheckSameTypes(const InferenceContext& ictx, size_t first, size_t 
 template <TypeSet kAllowed, bool kBoolOut>
 Status InferUnary(InferenceContext& ictx) {
   NEE_RETURN_IF_ERROR(CheckAllowedType<kAllowed>(ictx, 0));
-  NEE_RETURN_IF_ERROR(InferSameAsInput0(ictx));
-  if (kBoolOut && ictx.num_outputs() > 0) ictx.output_types[0].elem_type = DataType::kBool;
+  if (!kBoolOut) return InferSameAsInput0(ictx);
+  if (ictx.num_outputs() > 0) ictx.output_types[0] = TypeInfo::Tensor(DataType::kBool, ictx.input_type(0).shape);
   return Status::Ok();
 }
 

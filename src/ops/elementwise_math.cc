@@ -203,9 +203,10 @@ NEE_FLOAT_UNARY_KERNEL(Atanh, std::atanh(x))
 // ---- Variadic Min, Max, Mean, Sum --------------------------------------------------
 
 // Folds all inputs (broadcast together) with `combine` in the Compute type,
-// left to right, then writes finish(accumulator) into the output.
-template <TypeSet kAllowed, typename Combine, typename Finish>
-Status VariadicKernel(KernelContext& ctx, const Combine& combine, const Finish& finish) {
+// left to right; kMean then divides by the number of inputs. Float and
+// double accumulate in the output itself, float16/bfloat16 in a float buffer.
+template <TypeSet kAllowed, bool kMean, typename Combine>
+Status VariadicKernel(KernelContext& ctx, const Combine& combine) {
   if (ctx.num_inputs() == 0) return InvalidModel(ctx.node().Describe() + ": needs at least one input");
   std::vector<const Tensor*> inputs;
   std::vector<int64_t> out_dims;
@@ -225,15 +226,21 @@ Status VariadicKernel(KernelContext& ctx, const Combine& combine, const Finish& 
   }
   return Visit<kAllowed>(inputs[0]->dtype(), ctx.node(), [&]<typename T>() -> Status {
     using R = Repr<T>;
+    using S = typename R::Storage;
     using C = typename R::Compute;
+    constexpr bool kInPlace = std::is_same_v<S, C>;
     NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, R::kType, out_dims));
-    std::vector<C> acc(static_cast<size_t>(out.num_elements()));
+    const int64_t total = out.num_elements();
+    std::vector<C> scratch(kInPlace ? 0 : static_cast<size_t>(total));
+    C* acc = nullptr;
+    if constexpr (kInPlace) acc = out.data<C>();
+    else acc = scratch.data();
     for (size_t k = 0; k < inputs.size(); ++k) {
-      const auto* p = inputs[k]->data<typename R::Storage>();
+      const S* p = inputs[k]->data<S>();
       ForEachBlock<1>(ctx, out_dims, {inputs[k]->dims()},
                       [&](int64_t o, const int64_t* off, const int64_t* step, int64_t n) {
-                        C* a = acc.data() + o;
-                        const auto* x = p + off[0];
+                        C* a = acc + o;
+                        const S* x = p + off[0];
                         if (k == 0) {
                           for (int64_t i = 0; i < n; ++i) a[i] = R::Load(x[i * step[0]]);
                         } else if (step[0]) {
@@ -244,9 +251,11 @@ Status VariadicKernel(KernelContext& ctx, const Combine& combine, const Finish& 
                         }
                       });
     }
-    auto* po = out.data<typename R::Storage>();
-    ctx.ParallelFor(out.num_elements(), kMinParallelChunk, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) po[i] = R::Store(finish(acc[static_cast<size_t>(i)]));
+    if (!kMean && kInPlace) return Status::Ok();
+    const C count = static_cast<C>(inputs.size());
+    S* po = out.data<S>();
+    ctx.ParallelFor(total, kMinParallelChunk, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = R::Store(kMean ? static_cast<C>(acc[i] / count) : acc[i]);
     });
     return Status::Ok();
   });
@@ -271,19 +280,16 @@ C MaxOp(C a, C b) {
 }
 
 Status MinKernel(KernelContext& ctx) {
-  return VariadicKernel<kNumericTypes>(ctx, [](auto a, auto b) { return MinOp(a, b); }, [](auto a) { return a; });
+  return VariadicKernel<kNumericTypes, false>(ctx, [](auto a, auto b) { return MinOp(a, b); });
 }
 Status MaxKernel(KernelContext& ctx) {
-  return VariadicKernel<kNumericTypes>(ctx, [](auto a, auto b) { return MaxOp(a, b); }, [](auto a) { return a; });
+  return VariadicKernel<kNumericTypes, false>(ctx, [](auto a, auto b) { return MaxOp(a, b); });
 }
 Status SumKernel(KernelContext& ctx) {
-  return VariadicKernel<kFloatTypes>(ctx, [](auto a, auto b) { return a + b; }, [](auto a) { return a; });
+  return VariadicKernel<kFloatTypes, false>(ctx, [](auto a, auto b) { return a + b; });
 }
 Status MeanKernel(KernelContext& ctx) {
-  const auto n = static_cast<double>(ctx.num_inputs());
-  return VariadicKernel<kFloatTypes>(
-      ctx, [](auto a, auto b) { return a + b; },
-      [n](auto a) { return static_cast<decltype(a)>(a / static_cast<decltype(a)>(n)); });
+  return VariadicKernel<kFloatTypes, true>(ctx, [](auto a, auto b) { return a + b; });
 }
 
 // ---- Bit operations ----------------------------------------------------------------
