@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "op_test_util.h"
@@ -418,6 +419,32 @@ TEST(ElementwiseMath, ShapeRuleBroadcastsSymbolicDims) {
   TypeInfo s = TypeInfo::Tensor(DataType::kString, std::nullopt);
   InferenceContext strings{node, 14, {&s, &s}, {nullptr, nullptr}, {TypeInfo{}}, {std::nullopt}, nullptr};
   EXPECT_FALSE(schema->infer(strings).ok());
+}
+
+// Since-versions of each op as onnx 1.23.2 lists them:
+//   sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == "")
+TEST(ElementwiseMath, RegistersEveryOnnxVersion) {
+  const std::vector<std::pair<std::string, std::vector<int>>> kVersions = {
+      {"Add", {1, 6, 7, 13, 14}}, {"Sub", {1, 6, 7, 13, 14}}, {"Mul", {1, 6, 7, 13, 14}},
+      {"Div", {1, 6, 7, 13, 14}}, {"Pow", {1, 7, 12, 13, 15}}, {"Mod", {10, 13, 28}}, {"Neg", {1, 6, 13}},
+      {"Abs", {1, 6, 13}}, {"Sqrt", {1, 6, 13}}, {"Exp", {1, 6, 13}}, {"Log", {1, 6, 13}},
+      {"Reciprocal", {1, 6, 13}}, {"Floor", {1, 6, 13}}, {"Ceil", {1, 6, 13}}, {"Round", {11, 22}},
+      {"Sign", {9, 13}}, {"Erf", {9, 13}}, {"Sin", {7, 22}}, {"Cos", {7, 22}}, {"Tan", {7, 22}},
+      {"Asin", {7, 22}}, {"Acos", {7, 22}}, {"Atan", {7, 22}}, {"Sinh", {9, 22}}, {"Cosh", {9, 22}},
+      {"Asinh", {9, 22}}, {"Acosh", {9, 22}}, {"Atanh", {9, 22}}, {"Min", {1, 6, 8, 12, 13}},
+      {"Max", {1, 6, 8, 12, 13}}, {"Mean", {1, 6, 8, 13}}, {"Sum", {1, 6, 8, 13}}, {"BitShift", {11, 28}},
+      {"BitwiseAnd", {18}}, {"BitwiseOr", {18}}, {"BitwiseXor", {18}}, {"BitwiseNot", {18}},
+      {"IsNaN", {9, 13, 20}}, {"IsInf", {10, 20}},
+  };
+  for (const auto& [op, versions] : kVersions) {
+    for (int v : versions) {
+      auto schema = OpRegistry::Global().Resolve("", op, v);
+      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
+      EXPECT_EQ(schema.value()->since_version, v) << op;
+      EXPECT_NE(schema.value()->kernel, nullptr) << op;
+      EXPECT_NE(schema.value()->infer, nullptr) << op;
+    }
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "op_test_util.h"
@@ -161,6 +162,25 @@ TEST(Logic, ShapeRules) {
   ASSERT_TRUE(equal->infer(e).ok());
   EXPECT_EQ(e.output_types[0].elem_type, DataType::kBool);
   EXPECT_FALSE(e.output_types[0].shape.has_value());
+}
+
+// Since-versions of each op as onnx 1.23.2 lists them:
+//   sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == "")
+TEST(Logic, RegistersEveryOnnxVersion) {
+  const std::vector<std::pair<std::string, std::vector<int>>> kVersions = {
+      {"Equal", {1, 7, 11, 13, 19}}, {"Greater", {1, 7, 9, 13}}, {"Less", {1, 7, 9, 13}},
+      {"GreaterOrEqual", {12, 16}}, {"LessOrEqual", {12, 16}}, {"And", {1, 7}}, {"Or", {1, 7}}, {"Xor", {1, 7}},
+      {"Not", {1}}, {"Where", {9, 16}},
+  };
+  for (const auto& [op, versions] : kVersions) {
+    for (int v : versions) {
+      auto schema = OpRegistry::Global().Resolve("", op, v);
+      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
+      EXPECT_EQ(schema.value()->since_version, v) << op;
+      EXPECT_NE(schema.value()->kernel, nullptr) << op;
+      EXPECT_NE(schema.value()->infer, nullptr) << op;
+    }
+  }
 }
 
 }  // namespace
