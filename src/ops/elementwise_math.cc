@@ -370,18 +370,25 @@ Status IsInfKernel(KernelContext& ctx) {
 void RegisterElementwiseMathOps(OpRegistry& r) {
   // Binary arithmetic: numpy broadcasting from 7, legacy attributes before.
   constexpr ShapeFn kArith = InferBroadcastSameType<kNumericTypes, false, true>;
-  r.RegisterVersions("", "Add", {1, 6, 7, 13, 14}, 2, 2, 1, 1, kArith, AddKernel);
-  r.RegisterVersions("", "Sub", {1, 6, 7, 13, 14}, 2, 2, 1, 1, kArith, SubKernel);
-  r.RegisterVersions("", "Mul", {1, 6, 7, 13, 14}, 2, 2, 1, 1, kArith, MulKernel);
-  r.RegisterVersions("", "Div", {1, 6, 7, 13, 14}, 2, 2, 1, 1, kArith, DivKernel);
-  r.RegisterVersions("", "Pow", {1, 7, 12, 13, 15}, 2, 2, 1, 1, InferPow, PowKernel);
-  r.RegisterVersions("", "Mod", {10, 13, 28}, 2, 2, 1, 1, InferBroadcastSameType<kNumericTypes, false, false>,
+  r.RegisterVersions("", "Add", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, AddKernel>, AddKernel);
+  r.RegisterVersions("", "Sub", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, SubKernel>, SubKernel);
+  r.RegisterVersions("", "Mul", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, MulKernel>, MulKernel);
+  r.RegisterVersions("", "Div", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, DivKernel>, DivKernel);
+  r.RegisterVersions("", "Pow", {1, 7, 12, 13, 15}, 2, 2, 1, 1, InferAndFold<InferPow, PowKernel>, PowKernel);
+  r.RegisterVersions("", "Mod", {10, 13, 28}, 2, 2, 1, 1,
+                     InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, ModKernel>,
                      ModKernel);
 
   // Unary math.
-  r.RegisterVersions("", "Neg", {1, 6, 13}, 1, 1, 1, 1, InferUnary<kSignedNumericTypes, false>, NegKernel);
-  r.RegisterVersions("", "Abs", {1, 6, 13}, 1, 1, 1, 1, InferUnary<kNumericTypes, false>, AbsKernel);
-  r.RegisterVersions("", "Sign", {9, 13}, 1, 1, 1, 1, InferUnary<kNumericTypes, false>, SignKernel);
+  r.RegisterVersions("", "Neg", {1, 6, 13}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kSignedNumericTypes, false>, NegKernel>,
+                     NegKernel);
+  r.RegisterVersions("", "Abs", {1, 6, 13}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kNumericTypes, false>, AbsKernel>,
+                     AbsKernel);
+  r.RegisterVersions("", "Sign", {9, 13}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kNumericTypes, false>, SignKernel>,
+                     SignKernel);
   constexpr ShapeFn kFloatUnary = InferUnary<kFloatTypes, false>;
   r.RegisterVersions("", "Sqrt", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, SqrtKernel);
   r.RegisterVersions("", "Exp", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, ExpKernel);
@@ -405,9 +412,9 @@ void RegisterElementwiseMathOps(OpRegistry& r) {
 
   // Variadic, broadcasting from 8 (same shapes before; broadcasting is a superset).
   r.RegisterVersions("", "Min", {1, 6, 8, 12, 13}, 1, kVariadic, 1, 1,
-                     InferBroadcastSameType<kNumericTypes, false, false>, MinKernel);
+                     InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, MinKernel>, MinKernel);
   r.RegisterVersions("", "Max", {1, 6, 8, 12, 13}, 1, kVariadic, 1, 1,
-                     InferBroadcastSameType<kNumericTypes, false, false>, MaxKernel);
+                     InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, MaxKernel>, MaxKernel);
   r.RegisterVersions("", "Mean", {1, 6, 8, 13}, 1, kVariadic, 1, 1,
                      InferBroadcastSameType<kFloatTypes, false, false>, MeanKernel);
   r.RegisterVersions("", "Sum", {1, 6, 8, 13}, 1, kVariadic, 1, 1,
@@ -415,11 +422,17 @@ void RegisterElementwiseMathOps(OpRegistry& r) {
 
   // Bit operations.
   constexpr ShapeFn kIntBinary = InferBroadcastSameType<kIntTypes, false, false>;
-  r.RegisterVersions("", "BitShift", {11, 28}, 2, 2, 1, 1, kIntBinary, BitShiftKernel);
-  r.RegisterVersions("", "BitwiseAnd", {18}, 2, 2, 1, 1, kIntBinary, BitwiseAndKernel);
-  r.RegisterVersions("", "BitwiseOr", {18}, 2, 2, 1, 1, kIntBinary, BitwiseOrKernel);
-  r.RegisterVersions("", "BitwiseXor", {18}, 2, 2, 1, 1, kIntBinary, BitwiseXorKernel);
-  r.RegisterVersions("", "BitwiseNot", {18}, 1, 1, 1, 1, InferUnary<kIntTypes, false>, BitwiseNotKernel);
+  r.RegisterVersions("", "BitShift", {11, 28}, 2, 2, 1, 1, InferAndFold<kIntBinary, BitShiftKernel>, BitShiftKernel);
+  r.RegisterVersions("", "BitwiseAnd", {18}, 2, 2, 1, 1,
+                     InferAndFold<kIntBinary, BitwiseAndKernel>,
+                     BitwiseAndKernel);
+  r.RegisterVersions("", "BitwiseOr", {18}, 2, 2, 1, 1, InferAndFold<kIntBinary, BitwiseOrKernel>, BitwiseOrKernel);
+  r.RegisterVersions("", "BitwiseXor", {18}, 2, 2, 1, 1,
+                     InferAndFold<kIntBinary, BitwiseXorKernel>,
+                     BitwiseXorKernel);
+  r.RegisterVersions("", "BitwiseNot", {18}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kIntTypes, false>, BitwiseNotKernel>,
+                     BitwiseNotKernel);
 
   // Float predicates.
   r.RegisterVersions("", "IsNaN", {9, 13, 20}, 1, 1, 1, 1, InferUnary<kIsNaNTypes, true>, IsNaNKernel);

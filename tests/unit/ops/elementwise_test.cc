@@ -421,6 +421,34 @@ TEST(ElementwiseMath, ShapeRuleBroadcastsSymbolicDims) {
   EXPECT_FALSE(schema->infer(strings).ok());
 }
 
+// Shape arithmetic folds at check time: Mul(Gather(Shape(x)), [4]) style
+// values (numpy: np.array([2, 3]) * 4 and np.array([12]) // 5).
+TEST(ElementwiseMath, ShapeRulesPropagateSmallIntegerValues) {
+  Tensor dims = Tensor::FromVector<int64_t>({2, 3}, {2});
+  Tensor four = Tensor::FromVector<int64_t>({4}, {1});
+  TypeInfo t2 = TypeInfo::Tensor(DataType::kInt64, Shape{Dim::Known(2)});
+  TypeInfo t1 = TypeInfo::Tensor(DataType::kInt64, Shape{Dim::Known(1)});
+  Node mul = MakeNode("Mul", 2, 1);
+  InferenceContext m{mul, 14, {&t2, &t1}, {&dims, &four}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Mul", 14).value()->infer(m).ok());
+  ASSERT_TRUE(m.output_values[0].has_value());
+  ExpectTensorNear<int64_t>(*m.output_values[0], {2}, {8, 12});
+
+  Tensor twelve = Tensor::FromVector<int64_t>({12}, {1});
+  Tensor five = Tensor::FromVector<int64_t>({5}, {1});
+  Node div = MakeNode("Div", 2, 1);
+  InferenceContext d{div, 14, {&t1, &t1}, {&twelve, &five}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Div", 14).value()->infer(d).ok());
+  ASSERT_TRUE(d.output_values[0].has_value());
+  ExpectTensorNear<int64_t>(*d.output_values[0], {1}, {2});
+
+  // A zero divisor is left for the run to report: no value, no rule error.
+  Tensor zero = Tensor::FromVector<int64_t>({0}, {1});
+  InferenceContext z{div, 14, {&t1, &t1}, {&twelve, &zero}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Div", 14).value()->infer(z).ok());
+  EXPECT_FALSE(z.output_values[0].has_value());
+}
+
 // Since-versions of each op as onnx 1.23.2 lists them:
 //   sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == "")
 TEST(ElementwiseMath, RegistersEveryOnnxVersion) {
