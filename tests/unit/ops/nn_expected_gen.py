@@ -219,6 +219,63 @@ def maxunpool_2d():
     return [run("MaxUnpool", [x, i], 22, kernel_shape=[2, 2], strides=[2, 2])[0],
             run("MaxUnpool", [x, i, np.array([1, 1, 5, 5], np.int64)], 22, kernel_shape=[2, 2], strides=[2, 2])[0]]
 
+# ---- normalization_test.cc ----
+@case
+def batchnorm_inference():
+    x = P([2, 3, 2, 2], mod=11)
+    return run("BatchNormalization", [x, P([3], mod=4, offset=-1), P([3], mod=3), P([3], mod=5, scale=0.25),
+                                      P([3], mod=4, offset=-1, scale=0.75)], 15, epsilon=1e-3)
+
+@case
+def batchnorm_training():
+    x = P([2, 3, 2, 2], mod=11)
+    return run("BatchNormalization", [x, P([3], mod=4, offset=-1), P([3], mod=3), P([3], mod=5, scale=0.25),
+                                      P([3], mod=4, offset=-1, scale=0.75)], 15, n_out=3, training_mode=1, momentum=0.8)
+
+@case
+def instancenorm():
+    return run("InstanceNormalization", [P([2, 3, 4], mod=11), P([3], mod=4, offset=-1), P([3], mod=3)], 22, epsilon=1e-2)
+
+@case
+def layernorm_axis1():
+    return run("LayerNormalization", [P([2, 3, 4], mod=11), P([3, 4], mod=5), P([4], mod=3)], 17, n_out=3, axis=1)
+
+@case
+def layernorm_last_no_bias():
+    return run("LayerNormalization", [P([3, 4], mod=11), P([4], mod=5)], 17, epsilon=1e-3)
+
+@case
+def groupnorm_per_channel():
+    return run("GroupNormalization", [P([2, 4, 3], mod=11), P([4], mod=5), P([4], mod=3)], 21, num_groups=2)
+
+@case
+def rmsnorm():
+    return run("RMSNormalization", [P([2, 3, 4], mod=11), P([4], mod=5)], 23)
+
+@case
+def lpnorm():
+    # onnx.reference forgets the absolute value (wrong for p=1): numpy.
+    x = P([2, 3, 2], mod=11).astype(np.float64)
+    def lp(x, axis, p):
+        norm = (np.abs(x) ** p).sum(axis=axis, keepdims=True) ** (1.0 / p)
+        return np.where(norm == 0, 0, x / np.where(norm == 0, 1, norm))
+    return [lp(x, 1, 1), lp(x, -1, 2)]
+
+@case
+def lrn():
+    # onnx.reference loops over the batch dim instead of channels: numpy.
+    x = P([1, 5, 2, 2], mod=11).astype(np.float64)
+    size, alpha, beta, bias = 3, 0.5, 0.6, 2.0
+    sq = np.zeros_like(x)
+    for c in range(5):
+        lo, hi = max(0, c - (size - 1) // 2), min(4, c + size // 2)
+        sq[:, c] = (x[:, lo:hi + 1] ** 2).sum(axis=1)
+    return [x / (bias + alpha / size * sq) ** beta]
+
+@case
+def mvn():
+    return run("MeanVarianceNormalization", [P([2, 3, 2, 2], mod=11)], 13)
+
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:
         for i, out in enumerate(CASES[name]()):
