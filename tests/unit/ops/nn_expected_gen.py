@@ -276,6 +276,48 @@ def lrn():
 def mvn():
     return run("MeanVarianceNormalization", [P([2, 3, 2, 2], mod=11)], 13)
 
+# ---- softmax_test.cc ----
+@case
+def softmax_13_axis1():
+    return run("Softmax", [P([2, 3, 2], mod=11)], 13, axis=1)
+
+# onnx.reference applies opset-13 semantics to every version, so the pre-13
+# (coerce to 2-D) cases are plain numpy on the reshaped input.
+def softmax_2d(x, axis, log=False):
+    shape = x.shape
+    m = x.reshape(int(np.prod(shape[:axis])), -1).astype(np.float64)
+    e = np.exp(m - m.max(axis=1, keepdims=True))
+    s = e.sum(axis=1, keepdims=True)
+    out = (m - m.max(axis=1, keepdims=True) - np.log(s)) if log else e / s
+    return out.reshape(shape)
+
+@case
+def softmax_11_coerce():
+    # Opset 11, axis 1 on [2, 3, 2]: rows of 6 (numpy).
+    return [softmax_2d(P([2, 3, 2], mod=11), 1)]
+
+@case
+def logsoftmax_13_last():
+    return run("LogSoftmax", [P([2, 3, 2], mod=11)], 13)
+
+@case
+def logsoftmax_11_axis0():
+    # Opset 11, axis 0: one row of all 6 elements (numpy).
+    return [softmax_2d(P([2, 3], mod=11), 0, log=True)]
+
+@case
+def hardmax_13_axis0():
+    x = np.array([[1, 3, 3], [3, 3, 0]], np.float32)
+    return run("Hardmax", [x], 13, axis=0)
+
+@case
+def hardmax_11_ties():
+    # Opset 11, axis 0: one row of 6, the first maximum wins (numpy).
+    x = np.array([[1, 3, 3], [3, 3, 0]], np.float32).reshape(1, 6)
+    y = np.zeros_like(x)
+    y[0, np.argmax(x[0])] = 1
+    return [y.reshape(2, 3)]
+
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:
         for i, out in enumerate(CASES[name]()):
