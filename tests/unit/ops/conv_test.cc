@@ -116,3 +116,31 @@ TEST(NnConvInteger, ZeroPointsAndPadding) {
 
 }  // namespace
 }  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnConvShape, SymbolicBatchAndUnknownSpatial) {
+  // Output size by the ONNX formula: floor((9 + 2 - 3) / 2) + 1 = 5.
+  auto r = InferOnly(MakeNode("Conv", 2, 1, {IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2})}), 22,
+                     {FloatType({Dim::Symbol("N"), Dim::Known(3), Dim::Known(9), Dim::Unknown()}),
+                      FloatType({Dim::Known(8), Dim::Known(3), Dim::Known(3), Dim::Known(3)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[N,8,5,?]");
+  // Channels that cannot match the weights are a definite error.
+  r = InferOnly(MakeNode("Conv", 2, 1), 22,
+                {FloatType({Dim::Symbol("N"), Dim::Known(4), Dim::Known(9), Dim::Known(9)}),
+                 FloatType({Dim::Known(8), Dim::Known(3), Dim::Known(3), Dim::Known(3)})});
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(NnConvTransposeShape, OutputShapeAttribute) {
+  auto r = InferOnly(MakeNode("ConvTranspose", 2, 1, {IntsAttr("strides", {3, 2}), IntsAttr("output_shape", {10, 8})}), 22,
+                     {FloatType({Dim::Symbol("N"), Dim::Known(1), Dim::Known(3), Dim::Known(3)}),
+                      FloatType({Dim::Known(1), Dim::Known(2), Dim::Known(3), Dim::Known(3)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[N,2,10,8]");
+}
+
+}  // namespace
+}  // namespace nee::testing

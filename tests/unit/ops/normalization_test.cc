@@ -118,3 +118,19 @@ TEST(NnMeanVarianceNorm, DefaultAxes) {
 
 }  // namespace
 }  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnLayerNormShape, StatisticsShapeAndStashType) {
+  auto r = InferOnly(MakeNode("LayerNormalization", 2, 3, {IntAttr("axis", -2)}), 17,
+                     {TypeInfo::Tensor(DataType::kFloat16, Shape{Dim::Symbol("B"), Dim::Known(3), Dim::Known(4)}),
+                      TypeInfo::Tensor(DataType::kFloat16, Shape{Dim::Known(3), Dim::Known(4)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[1].shape), "[B,1,1]");
+  EXPECT_EQ((*r)[0].elem_type, DataType::kFloat16);
+  EXPECT_EQ((*r)[1].elem_type, DataType::kFloat);  // stash_type defaults to float
+}
+
+}  // namespace
+}  // namespace nee::testing
