@@ -240,6 +240,12 @@ inline Result<WindowSpec> ReadWindowSpec(const Node& node, size_t spatial_rank,
   }
   for (int64_t p : s.pads)
     if (p < 0) return InvalidModel(where + "pads must be non-negative, got " + DimsToString(s.pads));
+  // Bounds far beyond any real tensor keep the window arithmetic from overflowing.
+  constexpr int64_t kMaxWindowValue = int64_t{1} << 31;
+  for (size_t d = 0; d < n; ++d)
+    if (s.kernel[d] > kMaxWindowValue || s.strides[d] > kMaxWindowValue || s.dilations[d] > kMaxWindowValue ||
+        s.pads[d] > kMaxWindowValue || s.pads[n + d] > kMaxWindowValue)
+      return InvalidModel(where + "kernel_shape, strides, dilations or pads value is implausibly large");
   if (s.auto_pad != "NOTSET" && s.auto_pad != "VALID" && s.auto_pad != "SAME_UPPER" && s.auto_pad != "SAME_LOWER")
     return InvalidModel(where + "unknown auto_pad '" + s.auto_pad + "'");
   return s;

@@ -144,3 +144,21 @@ TEST(NnConvTransposeShape, OutputShapeAttribute) {
 
 }  // namespace
 }  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnConv, EmptyBatchAndHostileAttributes) {
+  // An empty batch gives an empty output of the right shape.
+  auto r = RunOp(MakeNode("Conv", 2, 1), 22, {Pattern({0, 2, 4, 4}), Pattern({3, 2, 3, 3})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outputs[0].tensor().dims(), (std::vector<int64_t>{0, 3, 2, 2}));
+  // Values that would overflow the size arithmetic are rejected, not wrapped.
+  ExpectOpError(MakeNode("Conv", 2, 1, {IntsAttr("dilations", {int64_t{1} << 62, 1})}), 22,
+                {Pattern({1, 1, 4, 4}), Pattern({1, 1, 3, 3})}, "implausibly large");
+  ExpectOpError(MakeNode("ConvTranspose", 2, 1, {IntsAttr("strides", {int64_t{1} << 62, 1})}), 22,
+                {Pattern({1, 1, 4, 4}), Pattern({1, 1, 3, 3})}, "out of range");
+}
+
+}  // namespace
+}  // namespace nee::testing

@@ -168,3 +168,16 @@ TEST(NnEinsumShape, SymbolicDimsFollowLabels) {
 
 }  // namespace
 }  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnMatMul, EmptyInnerDimGivesZeros) {
+  // numpy: np.zeros((2, 0)) @ np.zeros((0, 3)) == np.zeros((2, 3))
+  auto r = RunOp(MakeNode("MatMul", 2, 1), 13, {Pattern({2, 0}), Pattern({0, 3})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear<float>(r->outputs[0].tensor(), {2, 3}, {0, 0, 0, 0, 0, 0});
+}
+
+}  // namespace
+}  // namespace nee::testing
