@@ -943,8 +943,12 @@ Status SpaceToDepthKernel(KernelContext& ctx) {
   int64_t b = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3);
   if (h % bs != 0 || w % bs != 0)
     return ctx.InputError(0, "spatial dims of " + x->Describe() + " are not divisible by blocksize");
+  // `mode` arrived in opset 28; CRD is the inverse of DepthToSpace's CRD.
+  NEE_ASSIGN_OR_RETURN(std::string mode, ctx.node().GetString("mode", "DCR"));
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), {b, c * bs * bs, h / bs, w / bs}));
-  return TransposeView(ctx.node(), *x, {b, c, h / bs, bs, w / bs, bs}, {0, 3, 5, 1, 2, 4}, out);
+  if (mode == "DCR") return TransposeView(ctx.node(), *x, {b, c, h / bs, bs, w / bs, bs}, {0, 3, 5, 1, 2, 4}, out);
+  if (mode == "CRD") return TransposeView(ctx.node(), *x, {b, c, h / bs, bs, w / bs, bs}, {0, 1, 3, 5, 2, 4}, out);
+  return ctx.Error("unknown mode '" + mode + "'");
 }
 
 Status DepthSpaceInfer(InferenceContext& ictx, bool to_space) {
