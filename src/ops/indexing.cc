@@ -1,6 +1,6 @@
 // Operator family: indexing. Slice, Gather, GatherElements, GatherND,
 // ScatterElements, Scatter, ScatterND, TopK, ArgMax, ArgMin, CumSum,
-// NonZero, OneHot, Compress, Unique.
+// NonZero, OneHot, Compress, Unique, Col2Im.
 //
 // Every index read from a tensor is normalized (negative counts from the
 // end) and range-checked before use; a bad index is an error naming the
@@ -906,6 +906,97 @@ Status UniqueInfer(InferenceContext& ictx) {
   return Status::Ok();
 }
 
+// ---- Col2Im ------------------------------------------------------------------------------------------
+
+Status Col2ImKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> image, IntInput(ctx, 1));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> block, IntInput(ctx, 2));
+  const size_t nd = image.size();
+  if (nd == 0 || block.size() != nd) return ctx.InputError(2, "must have as many entries as image_shape");
+  if (x->rank() != 3) return ctx.InputError(0, "must have rank 3 [N, C*prod(block), L], got " + x->Describe());
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, node.GetInts("dilations", std::vector<int64_t>(nd, 1)));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> strides, node.GetInts("strides", std::vector<int64_t>(nd, 1)));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> pads, node.GetInts("pads", std::vector<int64_t>(2 * nd, 0)));
+  if (dilations.size() != nd || strides.size() != nd || pads.size() != 2 * nd)
+    return ctx.Error("dilations, strides and pads must match the number of spatial dims");
+  int64_t block_size = 1, positions = 1;
+  std::vector<int64_t> counts(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    if (block[i] <= 0 || image[i] <= 0 || dilations[i] <= 0 || strides[i] <= 0)
+      return ctx.Error("image_shape, block_shape, dilations and strides must be positive");
+    int64_t extent = (block[i] - 1) * dilations[i] + 1;
+    int64_t span = image[i] + pads[i] + pads[i + nd] - extent;
+    if (span < 0) return ctx.InputError(2, "block does not fit the padded image");
+    counts[i] = span / strides[i] + 1;
+    block_size *= block[i];
+    positions *= counts[i];
+  }
+  if (x->dim(1) % block_size != 0)
+    return ctx.InputError(0, "dimension 1 (" + std::to_string(x->dim(1)) + ") is not a multiple of prod(block_shape)");
+  if (x->dim(2) != positions)
+    return ctx.InputError(0, "dimension 2 is " + std::to_string(x->dim(2)) + ", expected " + std::to_string(positions) +
+                                 " block positions");
+  const int64_t batch = x->dim(0), channels = x->dim(1) / block_size;
+  std::vector<int64_t> out_dims = {batch, channels};
+  out_dims.insert(out_dims.end(), image.begin(), image.end());
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
+  if (!IsFloatingPoint(x->dtype()) && !IsSignedInteger(x->dtype()) && !IsUnsignedInteger(x->dtype()))
+    return NotImplemented(node.Describe() + ": element type " + DataTypeName(x->dtype()) + " is not supported");
+  const int64_t image_size = ProductOf(image);
+  std::vector<double> acc(static_cast<size_t>(image_size));
+  std::vector<int64_t> k(nd), l(nd);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t kf = 0; kf < block_size; ++kf) {
+        for (int64_t r = kf, i = static_cast<int64_t>(nd) - 1; i >= 0; --i) {
+          k[i] = r % block[i];
+          r /= block[i];
+        }
+        for (int64_t lf = 0; lf < positions; ++lf) {
+          int64_t offset = 0;
+          bool inside = true;
+          for (int64_t r = lf, i = static_cast<int64_t>(nd) - 1; i >= 0; --i) {
+            l[i] = r % counts[i];
+            r /= counts[i];
+          }
+          for (size_t i = 0; i < nd && inside; ++i) {
+            int64_t coord = l[i] * strides[i] - pads[i] + k[i] * dilations[i];
+            inside = coord >= 0 && coord < image[i];
+            offset = offset * image[i] + coord;
+          }
+          if (inside) acc[offset] += ReadAsDouble(*x, ((n * channels + c) * block_size + kf) * positions + lf);
+        }
+      }
+      for (int64_t p = 0; p < image_size; ++p) WriteFromDouble(out, (n * channels + c) * image_size + p, acc[p]);
+    }
+  return Status::Ok();
+}
+
+Status Col2ImInfer(InferenceContext& ictx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ictx, 0));
+  std::optional<Shape> out;
+  auto image = KnownInts(ictx, 1);
+  auto block = KnownInts(ictx, 2);
+  if (image) {
+    Shape s{Dim::Unknown(), Dim::Unknown()};
+    if (x->shape && x->shape->size() == 3) {
+      s[0] = (*x->shape)[0];
+      if (block && (*x->shape)[1].known()) {
+        int64_t b = 1;
+        for (int64_t v : *block) b *= v;
+        if (b > 0) s[1] = Dim::Known((*x->shape)[1].value / b);
+      }
+    }
+    for (int64_t v : *image) s.push_back(Dim::Known(v));
+    out = s;
+  }
+  ictx.output_types[0] = TypeInfo::Tensor(x->elem_type, out);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterIndexingOps(OpRegistry& r) {
@@ -926,6 +1017,7 @@ void RegisterIndexingOps(OpRegistry& r) {
   r.RegisterVersions("", "OneHot", {9, 11, 28}, 3, 3, 1, 1, OneHotInfer, OneHotKernel);
   r.RegisterVersions("", "Compress", {9, 11, 28}, 2, 2, 1, 1, CompressInfer, CompressKernel);
   r.RegisterVersions("", "Unique", {11, 28}, 1, 1, 1, 4, UniqueInfer, UniqueKernel);
+  r.RegisterVersions("", "Col2Im", {18}, 3, 3, 1, 1, Col2ImInfer, Col2ImKernel);
 }
 
 }  // namespace nee
