@@ -115,6 +115,26 @@ TEST(GeneratorRange, ZeroDeltaAndHugeFail) {
   EXPECT_FALSE(huge_f.ok());
 }
 
+TEST(GeneratorRange, RulePropagatesSmallAndNeverAllocatesHuge) {
+  const OpSchema* schema = OpRegistry::Global().Resolve("", "Range", 11).value();
+  Node node = MakeNode("Range", 3, 1);
+  TypeInfo t = TypeInfo::Tensor(DataType::kInt64, Shape{});
+  Tensor start = Tensor::Scalar<int64_t>(0), small = Tensor::Scalar<int64_t>(3), one = Tensor::Scalar<int64_t>(1);
+  InferenceContext ictx{node, 11, {&t, &t, &t}, {&start, &small, &one}, {}, {}, nullptr};
+  ictx.output_types.resize(1);
+  ictx.output_values.resize(1);
+  ASSERT_TRUE(schema->infer(ictx).ok());
+  ASSERT_TRUE(ictx.output_values[0].has_value());
+  ExpectTensorNear<int64_t>(*ictx.output_values[0], {3}, {0, 1, 2});  // np.arange(0, 3, 1)
+
+  Tensor huge = Tensor::Scalar<int64_t>(int64_t{1} << 45);
+  InferenceContext big{node, 11, {&t, &t, &t}, {&start, &huge, &one}, {}, {}, nullptr};
+  big.output_types.resize(1);
+  big.output_values.resize(1);
+  ASSERT_TRUE(schema->infer(big).ok());
+  EXPECT_FALSE(big.output_values[0].has_value());
+}
+
 // ---- EyeLike / random ---------------------------------------------------------------------------
 
 TEST(GeneratorEyeLike, OffsetDiagonalAndDtype) {
