@@ -47,16 +47,22 @@ AxisSlice ResolveAxisSlice(int64_t start, int64_t end, int64_t step, int64_t n) 
   s.step = step;
   if (start < 0) start += n;
   if (end < 0) end += n;
+  // Counts are ceil(span / |step|), computed without overflow for any step.
   if (step > 0) {
     start = std::clamp<int64_t>(start, 0, n);
     end = std::clamp<int64_t>(end, 0, n);
-    s.count = end > start ? (end - start + step - 1) / step : 0;
+    int64_t span = end > start ? end - start : 0;
+    s.count = span / step + (span % step != 0 ? 1 : 0);
   } else {
     start = std::clamp<int64_t>(start, 0, n - 1);
     end = std::clamp<int64_t>(end, -1, n - 1);
-    s.count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    uint64_t span = start > end ? static_cast<uint64_t>(start - end) : 0;
+    uint64_t magnitude = static_cast<uint64_t>(-(step + 1)) + 1;
+    s.count = static_cast<int64_t>(span / magnitude + (span % magnitude != 0 ? 1 : 0));
   }
   s.start = s.count > 0 ? start : 0;
+  // With fewer than two elements the step is never applied; keep strides small.
+  if (s.count < 2) s.step = 1;
   return s;
 }
 
@@ -240,6 +246,7 @@ Result<std::vector<int64_t>> ElementOffsets(KernelContext& ctx, const Tensor& da
 Status GatherElementsKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* data, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* indices, ctx.InputTensor(1));
+  if (data->rank() < 1) return ctx.InputError(0, "must have rank >= 1");
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node().GetInt("axis", 0));
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, data->rank(), ctx.node()));
   NEE_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, ElementOffsets(ctx, *data, *indices, axis, 1));
@@ -325,6 +332,7 @@ Status ScatterElementsKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* data, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* indices, ctx.InputTensor(1));
   NEE_ASSIGN_OR_RETURN(const Tensor* updates, ctx.InputTensor(2));
+  if (data->rank() < 1) return ctx.InputError(0, "must have rank >= 1");
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node().GetInt("axis", 0));
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, data->rank(), ctx.node()));
   Reduction red = Reduction::kNone;
@@ -923,15 +931,21 @@ Status Col2ImKernel(KernelContext& ctx) {
     return ctx.Error("dilations, strides and pads must match the number of spatial dims");
   int64_t block_size = 1, positions = 1;
   std::vector<int64_t> counts(nd);
+  constexpr int64_t kLimit = int64_t{1} << 31;  // keeps every product below overflow
   for (size_t i = 0; i < nd; ++i) {
     if (block[i] <= 0 || image[i] <= 0 || dilations[i] <= 0 || strides[i] <= 0)
       return ctx.Error("image_shape, block_shape, dilations and strides must be positive");
+    if (block[i] > kLimit || image[i] > kLimit || dilations[i] > kLimit || strides[i] > kLimit ||
+        pads[i] < 0 || pads[i] > kLimit || pads[i + nd] < 0 || pads[i + nd] > kLimit)
+      return ctx.Error("image_shape, block_shape, dilations, strides or pads out of the supported range");
     int64_t extent = (block[i] - 1) * dilations[i] + 1;
     int64_t span = image[i] + pads[i] + pads[i + nd] - extent;
     if (span < 0) return ctx.InputError(2, "block does not fit the padded image");
     counts[i] = span / strides[i] + 1;
     block_size *= block[i];
     positions *= counts[i];
+    if (block_size > x->dim(1) || positions > x->dim(2))
+      return ctx.InputError(0, "shape " + DimsToString(x->dims()) + " does not match the block layout");
   }
   if (x->dim(1) % block_size != 0)
     return ctx.InputError(0, "dimension 1 (" + std::to_string(x->dim(1)) + ") is not a multiple of prod(block_shape)");

@@ -9,6 +9,7 @@
 // inputs are known, so that shape computations (Shape->Gather->Concat->
 // Reshape) fold to static shapes in the checker.
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
 #include "ops/op_registry.h"
@@ -34,6 +35,12 @@ Dim ProductDim(const Shape& shape, size_t begin, size_t end) {
     }
   }
   return all_known ? Dim::Known(product) : Dim::Unknown();
+}
+
+// d * m, or unknown when d is unknown or the product would overflow.
+Dim MulDim(const Dim& d, int64_t m) {
+  if (!d.known() || m < 0 || (m != 0 && d.value > INT64_MAX / m)) return Dim::Unknown();
+  return Dim::Known(d.value * m);
 }
 
 // The input's shape (nullopt when unknown), for rules.
@@ -480,6 +487,8 @@ Result<std::vector<int64_t>> SplitSizes(const Node& node, int64_t opset, int64_t
     int64_t sum = 0;
     for (int64_t s : *split) {
       if (s < 0) return InvalidModel(node.Describe() + ": split " + DimsToString(*split) + " has a negative entry");
+      if (s > (dim >= 0 ? dim : INT64_MAX / static_cast<int64_t>(num_outputs + 1)) || sum > INT64_MAX - s)
+        return InvalidArgument(node.Describe() + ": split " + DimsToString(*split) + " exceeds the axis size");
       sum += s;
     }
     if (dim >= 0 && sum != dim)
@@ -645,8 +654,7 @@ Status TileInfer(InferenceContext& ictx) {
     for (size_t d = 0; d < out->size(); ++d) {
       Dim& o = (*out)[d];
       if (repeats && (*repeats)[d] < 0) return ictx.InputError(1, "has a negative repeat");
-      o = repeats && o.known() ? Dim::Known(o.value * (*repeats)[d])
-                               : (repeats && (*repeats)[d] == 1 ? o : Dim::Unknown());
+      o = repeats ? ((*repeats)[d] == 1 ? o : MulDim(o, (*repeats)[d])) : Dim::Unknown();
     }
   }
   ictx.output_types[0] = TypeInfo::Tensor(x->elem_type, out);
@@ -722,18 +730,25 @@ Status PadKernel(KernelContext& ctx) {
   auto spec = ExpandPads(node, x->rank(), pads, axes, mode);
   if (!spec.ok()) return InvalidArgument(spec.status().message());
   std::vector<int64_t> out_dims(x->dims().size());
-  std::vector<std::vector<int64_t>> maps(x->dims().size());
+  constexpr int64_t kMaxPad = int64_t{1} << 50;  // keeps the sums below overflow
   for (size_t d = 0; d < out_dims.size(); ++d) {
     int64_t n = x->dims()[d];
+    if (spec->begin[d] < -kMaxPad || spec->begin[d] > kMaxPad || spec->end[d] < -kMaxPad || spec->end[d] > kMaxPad)
+      return ctx.InputError(1, "pads " + DimsToString(pads) + " are out of range");
     out_dims[d] = n + spec->begin[d] + spec->end[d];
     if (out_dims[d] < 0)
       return ctx.InputError(1, "pads " + DimsToString(pads) + " crop dimension " + std::to_string(d) + " below zero");
     if (n == 0 && out_dims[d] > 0 && mode != "constant")
       return ctx.InputError(0, "cannot be padded in " + mode + " mode along empty dimension " + std::to_string(d));
-    maps[d].resize(static_cast<size_t>(out_dims[d]));
-    for (int64_t o = 0; o < out_dims[d]; ++o) maps[d][o] = PadSource(o, spec->begin[d], n, mode);
   }
+  // Allocating first makes absurd sizes fail before the coordinate maps are built.
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
+  std::vector<std::vector<int64_t>> maps(x->dims().size());
+  for (size_t d = 0; d < out_dims.size(); ++d) {
+    maps[d].resize(out.num_elements() == 0 ? 0 : static_cast<size_t>(out_dims[d]));
+    for (size_t o = 0; o < maps[d].size(); ++o)
+      maps[d][o] = PadSource(static_cast<int64_t>(o), spec->begin[d], x->dims()[d], mode);
+  }
   return MappedCopy(node, *x, maps, &fill, out);
 }
 
@@ -760,7 +775,10 @@ Status PadInfer(InferenceContext& ictx) {
       for (size_t d = 0; d < out->size(); ++d) {
         Dim& o = (*out)[d];
         if (spec.begin[d] == 0 && spec.end[d] == 0) continue;
-        o = o.known() ? Dim::Known(o.value + spec.begin[d] + spec.end[d]) : Dim::Unknown();
+        constexpr int64_t kMaxPad = int64_t{1} << 50;
+        auto in_range = [&](int64_t v) { return v > -kMaxPad && v < kMaxPad; };
+        bool small = o.known() && in_range(o.value) && in_range(spec.begin[d]) && in_range(spec.end[d]);
+        o = small ? Dim::Known(o.value + spec.begin[d] + spec.end[d]) : Dim::Unknown();
         if (o.known() && o.value < 0) return ictx.Error("pads crop dimension " + std::to_string(d) + " below zero");
       }
     } else {
@@ -917,7 +935,8 @@ Status TriluInfer(InferenceContext& ictx) {
 
 Result<int64_t> BlockSize(const Node& node) {
   NEE_ASSIGN_OR_RETURN(int64_t b, node.GetInt("blocksize"));
-  if (b <= 0) return InvalidModel(node.Describe() + ": blocksize must be positive, got " + std::to_string(b));
+  if (b <= 0 || b > (1 << 16))
+    return InvalidModel(node.Describe() + ": blocksize must be in [1, 65536], got " + std::to_string(b));
   return b;
 }
 
@@ -959,7 +978,8 @@ Status DepthSpaceInfer(InferenceContext& ictx, bool to_space) {
     if (x->shape->size() != 4) return ictx.InputError(0, "must have rank 4");
     Shape s = *x->shape;
     auto scale = [](Dim d, int64_t mul, int64_t div) {
-      return d.known() ? Dim::Known(d.value * mul / div) : Dim::Unknown();
+      Dim product = MulDim(d, mul);
+      return product.known() ? Dim::Known(product.value / div) : Dim::Unknown();
     };
     if (to_space) {
       s[1] = scale(s[1], 1, bs * bs);
@@ -1028,8 +1048,9 @@ Status CenterCropPadKernel(KernelContext& ctx) {
     if (shape[i] < 0) return ctx.InputError(1, "has a negative size");
     out_dims[(*axes)[i]] = shape[i];
   }
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
   std::vector<std::vector<int64_t>> maps(out_dims.size());
-  for (size_t d = 0; d < out_dims.size(); ++d) {
+  for (size_t d = 0; d < out_dims.size() && out.num_elements() > 0; ++d) {
     int64_t n = x->dims()[d], target = out_dims[d];
     // Cropping starts at (n - target) / 2; padding puts (target - n) / 2 before.
     int64_t shift = n >= target ? -((n - target) / 2) : (target - n) / 2;
@@ -1038,7 +1059,6 @@ Status CenterCropPadKernel(KernelContext& ctx) {
       maps[d].push_back(c >= 0 && c < n ? c : -1);
     }
   }
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
   NEE_ASSIGN_OR_RETURN(Tensor fill, Tensor::Allocate(x->dtype(), {}));
   return MappedCopy(ctx.node(), *x, maps, &fill, out);
 }

@@ -66,6 +66,20 @@ TEST(IndexingSlice, Opset1AttributesAndErrors) {
                      {Y45(), V<int64_t>({0}, {1}), V<int64_t>({2}, {1}), V<int64_t>({2}, {1})}).ok());
 }
 
+TEST(IndexingSlice, ExtremeStepsDoNotOverflow) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  // y[::kMax] -> first row only; y[::kMin] -> last row only (numpy: y[::-2**63])
+  auto up = RunOp(MakeNode("Slice", 5, 1), 13,
+                  {Y45(), V<int64_t>({0}, {1}), V<int64_t>({kMax}, {1}), V<int64_t>({0}, {1}), V<int64_t>({kMax}, {1})});
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  ExpectTensorNear<int64_t>(Out(up), {1, 5}, {0, 1, 2, 3, 4});
+  auto down = RunOp(MakeNode("Slice", 5, 1), 13,
+                    {Y45(), V<int64_t>({kMax}, {1}), V<int64_t>({kMin}, {1}), V<int64_t>({0}, {1}), V<int64_t>({kMin}, {1})});
+  ASSERT_TRUE(down.ok()) << down.status().ToString();
+  ExpectTensorNear<int64_t>(Out(down), {1, 5}, {15, 16, 17, 18, 19});
+}
+
 // ---- Gather family ---------------------------------------------------------------------
 
 TEST(IndexingGather, NegativeIndicesAxis1) {
