@@ -2,6 +2,7 @@
 // (/work/main/.venv/bin/python); each test names the expression used.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <numeric>
 
 #include "ir/float_formats.h"
@@ -254,6 +255,17 @@ TEST(ShapeOpsPad, Opset2AttributesAndErrors) {
   EXPECT_FALSE(RunOp(MakeNode("Pad", 2, 1), 13, {M23(), V<int64_t>({0, -5, 0, 0}, {4})}).ok());
   EXPECT_FALSE(RunOp(MakeNode("Pad", 2, 1, {StringAttr("mode", "edge")}), 13,
                      {V<float>({}, {0, 2}), V<int64_t>({1, 0, 1, 0}, {4})}).ok());
+}
+
+TEST(ShapeOpsPad, HostileSizesFailCleanly) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  auto huge = RunOp(MakeNode("Pad", 2, 1), 13, {M23(), V<int64_t>({0, 0, int64_t{1} << 45, 0}, {4})});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kOutOfMemory) << huge.status().ToString();
+  EXPECT_FALSE(RunOp(MakeNode("Pad", 2, 1), 13, {M23(), V<int64_t>({kMin, 0, 0, 0}, {4})}).ok());
+  auto crop = RunOp(MakeNode("CenterCropPad", 2, 1), 18, {M23(), V<int64_t>({int64_t{1} << 40, 3}, {2})});
+  ASSERT_FALSE(crop.ok());
+  EXPECT_EQ(crop.status().code(), StatusCode::kOutOfMemory);
 }
 
 // ---- Shape / Size / Identity / Dropout -----------------------------------------------------------------
