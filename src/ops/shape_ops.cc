@@ -115,6 +115,31 @@ Result<std::vector<int64_t>> ResolveReshape(const std::vector<int64_t>& in, cons
   return out;
 }
 
+// With a symbolic input, [batch, -1] style targets still have a computable
+// -1 when every unknown input dim is copied through a 0 at the same
+// position: the copied dims cancel out of both element counts.
+void InferMinusOneAroundCopiedDims(const Shape& in, const std::vector<int64_t>& shape, bool allowzero, Shape& out) {
+  int64_t in_product = 1, out_product = 1;
+  size_t infer_at = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    bool copied = !allowzero && i < shape.size() && shape[i] == 0;
+    if (copied) continue;
+    if (!in[i].known() || (in[i].value != 0 && in_product > INT64_MAX / in[i].value)) return;
+    in_product *= in[i].value;
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      infer_at = i;
+    } else if (allowzero || shape[i] != 0) {
+      if (shape[i] != 0 && out_product > INT64_MAX / shape[i]) return;
+      out_product *= shape[i];
+    } else if (i >= in.size()) {
+      return;
+    }
+  }
+  if (out_product > 0 && in_product % out_product == 0) out[infer_at] = Dim::Known(in_product / out_product);
+}
+
 Result<std::vector<int64_t>> ReshapeTarget(KernelContext& ctx) {
   if (ctx.opset() < 5) return ctx.node().GetInts("shape");
   return IntInput(ctx, 1);
@@ -164,6 +189,7 @@ Status ReshapeInfer(InferenceContext& ictx) {
         }
       }
       if (minus_ones > 1) return ictx.InputError(1, "has more than one -1");
+      if (minus_ones == 1 && x->shape) InferMinusOneAroundCopiedDims(*x->shape, *shape, allowzero, s);
       out = s;
     }
   } else if (auto shape_shape = InputShape(ictx, 1); shape_shape && shape_shape->size() == 1 &&

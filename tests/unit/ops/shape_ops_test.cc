@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "check/checker.h"
 #include "ir/float_formats.h"
 #include "op_test_util.h"
 
@@ -386,6 +387,51 @@ TEST(ShapeOpsPropagation, ConcatOfKnownValues) {
   ASSERT_TRUE(OpRegistry::Global().Resolve("", "Concat", 13).value()->infer(ictx).ok());
   ASSERT_TRUE(ictx.output_values[0].has_value());
   ExpectTensorNear<int64_t>(*ictx.output_values[0], {2}, {3, -1});
+}
+
+Node GraphNode(const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+               std::vector<Attribute> attributes = {}) {
+  Node n;
+  n.name = out[0];
+  n.op_type = op;
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attributes = std::move(attributes);
+  return n;
+}
+
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape gets a static shape in the checker.
+TEST(ShapeOpsPropagation, CheckerFoldsShapeChain) {
+  Graph g;
+  g.name = "g";
+  g.inputs.push_back({"x", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({2, 3, 4, 5})), "", {}});
+  g.initializers.push_back({"zero", Tensor::Scalar<int64_t>(0), ""});
+  g.initializers.push_back({"axes", Tensor::FromVector<int64_t>({0}, {1}), ""});
+  g.initializers.push_back({"minus_one", Tensor::FromVector<int64_t>({-1}, {1}), ""});
+  g.nodes.push_back(GraphNode("Shape", {"x"}, {"s"}));
+  g.nodes.push_back(GraphNode("Gather", {"s", "zero"}, {"batch"}));
+  g.nodes.push_back(GraphNode("Unsqueeze", {"batch", "axes"}, {"batch1"}));
+  g.nodes.push_back(GraphNode("Concat", {"batch1", "minus_one"}, {"target"}, {IntAttr("axis", 0)}));
+  g.nodes.push_back(GraphNode("Reshape", {"x", "target"}, {"y"}));
+  g.outputs.push_back({"y", TypeInfo::Tensor(DataType::kFloat), "", {}});
+  auto checked = CheckGraph(g, {{"", 21}}, OpRegistry::Global(), nullptr, CheckOptions{});
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  const TypeInfo& y = checked.value().types.at("y");
+  ASSERT_TRUE(y.shape.has_value());
+  EXPECT_EQ(ShapeToString(*y.shape), "[2,60]");
+}
+
+// [batch, -1] against a symbolic batch: the -1 is still known.
+TEST(ShapeOpsPropagation, ReshapeKeepsSymbolicBatch) {
+  Graph g;
+  g.name = "g";
+  g.inputs.push_back({"x", TypeInfo::Tensor(DataType::kFloat, Shape{Dim::Symbol("N"), Dim::Known(3), Dim::Known(4)}), "", {}});
+  g.initializers.push_back({"target", Tensor::FromVector<int64_t>({0, -1}, {2}), ""});
+  g.nodes.push_back(GraphNode("Reshape", {"x", "target"}, {"y"}));
+  g.outputs.push_back({"y", TypeInfo::Tensor(DataType::kFloat), "", {}});
+  auto checked = CheckGraph(g, {{"", 21}}, OpRegistry::Global(), nullptr, CheckOptions{});
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  EXPECT_EQ(ShapeToString(*checked.value().types.at("y").shape), "[N,12]");
 }
 
 }  // namespace
