@@ -419,10 +419,16 @@ Status UnsqueezeInfer(InferenceContext& ictx) {
 
 // ---- Concat -----------------------------------------------------------------------
 
+// Required from opset 4; Concat-1 defaulted it to 1.
+Result<int64_t> ConcatAxis(const Node& node, int64_t opset) {
+  if (opset < 4) return node.GetInt("axis", 1);
+  return node.GetInt("axis");
+}
+
 Status ConcatKernel(KernelContext& ctx) {
   if (ctx.num_inputs() == 0) return ctx.Error("needs at least one input");
   NEE_ASSIGN_OR_RETURN(const Tensor* first, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node().GetInt("axis"));
+  NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ConcatAxis(ctx.node(), ctx.opset()));
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, first->rank(), ctx.node()));
   std::vector<const Tensor*> inputs;
   std::vector<int64_t> out_dims = first->dims();
@@ -459,7 +465,7 @@ Status ConcatKernel(KernelContext& ctx) {
 }
 
 Status ConcatInfer(InferenceContext& ictx) {
-  NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ictx.node.GetInt("axis"));
+  NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ConcatAxis(ictx.node, ictx.opset));
   DataType type = DataType::kUndefined;
   std::optional<Shape> out;
   bool rank_unknown = false;
