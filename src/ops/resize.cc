@@ -189,7 +189,9 @@ Result<ResizePlan> MakePlan(const Ctx& ctx, const ResizeAttrs& attrs, const std:
     for (int64_t a : axes) {
       size_t d = static_cast<size_t>(a);
       plan.scales[d] = s;
-      plan.out_dims[d] = static_cast<int64_t>(s * static_cast<double>(in_dims[d]) + 0.5);  // round half up
+      double out = s * static_cast<double>(in_dims[d]) + 0.5;  // round half up
+      if (out > static_cast<double>(kMaxTensorBytes)) return ctx.Error("sizes give an output that is too large");
+      plan.out_dims[d] = static_cast<int64_t>(out);
     }
   }
   return plan;
@@ -454,6 +456,11 @@ Status ResizeInterpolate(KernelContext& ctx, const ResizeAttrs& attrs, const Ten
     std::vector<Taps> taps(static_cast<size_t>(g.out_width));
     for (int64_t o = 0; o < g.out_width; ++o) taps[static_cast<size_t>(o)] = TapsFor(attrs, g, o);
     const int64_t outer = ProductOf(dims, 0, d), inner = ProductOf(dims, d + 1);
+    // The intermediate buffer can exceed both input and output (one axis
+    // grown before another shrinks); bound it like a tensor.
+    const double next_count = static_cast<double>(outer) * static_cast<double>(g.out_width) * static_cast<double>(inner);
+    if (next_count * sizeof(double) > static_cast<double>(kMaxTensorBytes))
+      return ctx.Error("the intermediate result along axis " + std::to_string(d) + " would be too large");
     std::vector<double> next(static_cast<size_t>(outer * g.out_width * inner));
     ctx.ParallelFor(outer * g.out_width, std::max<int64_t>(1, 4096 / (inner + 1)), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
