@@ -21,28 +21,12 @@ namespace {
 
 // ---- Element access for the quantized formats ------------------------------
 
-// 2-bit elements: four per byte, lowest bits first (as ONNX packs them).
-uint8_t GetCrumb(const uint8_t* data, int64_t i) {
-  return static_cast<uint8_t>((data[i >> 2] >> ((i & 3) * 2)) & 0x3);
-}
-void SetCrumb(uint8_t* data, int64_t i, uint8_t value) {
-  int shift = static_cast<int>((i & 3) * 2);
-  uint8_t& byte = data[i >> 2];
-  byte = static_cast<uint8_t>((byte & ~(0x3 << shift)) | ((value & 0x3) << shift));
-}
-
 // Any element a quantize op reads (inputs, scales, zero points) as double.
 double ReadElement(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DataType::kUint2: return GetCrumb(t.data<uint8_t>(), i);
-    case DataType::kInt2: {
-      int v = GetCrumb(t.data<uint8_t>(), i);
-      return v >= 2 ? v - 4 : v;
-    }
-    case DataType::kFloat8E8M0: {
-      uint8_t bits = t.data<uint8_t>()[i];
-      return bits == 0xFF ? std::nan("") : std::ldexp(1.0, static_cast<int>(bits) - 127);
-    }
+    case DataType::kInt2: return Int2FromCrumb(GetCrumb(t.data<uint8_t>(), i));
+    case DataType::kFloat8E8M0: return Float8E8M0ToFloat(t.data<uint8_t>()[i]);
     default: return ReadAsDouble(t, i);
   }
 }
