@@ -348,6 +348,37 @@ TEST(MlTreeEnsembleClassifierTest, BinaryMarginWeightsLogistic) {
                            0.425557494f, 0.574442506f, 0.524979174f, 0.475020826f, 0.182425559f, 0.817574441f});
 }
 
+TEST(MlTreeEnsembleClassifierTest, TwoClassesBothWeightedUseArgmax) {
+  // Scores from onnxruntime; the labels are numpy.argmax of those scores
+  // (first maximum on ties). onnxruntime itself returns the literal label 1
+  // here, which is not even one of the class labels; nee takes the argmax.
+  std::vector<Attribute> attrs = ForestNodes();
+  AddLeafWeights(attrs, "class",
+                 {{{0, 0.7f}, {1, 0.3f}}, {{0, 0.2f}, {1, 0.8f}}, {{0, 0.6f}, {1, 0.4f}}, {{0, 0.1f}, {1, 0.9f}},
+                  {{0, 0.5f}, {1, 0.5f}}, {{0, 0.7f}, {1, 0.3f}}, {{0, 0.3f}, {1, 0.7f}}, {{0, 0.8f}, {1, 0.2f}},
+                  {{0, 0.4f}, {1, 0.6f}}});
+  attrs.push_back(IntsAttr("classlabels_int64s", {5, 6}));
+  auto run = RunClassifier(attrs);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<int64_t>(run->outputs[0].tensor(), {6}, {5, 5, 5, 5, 5, 5});
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {6, 2},
+                          {1.70000005f, 1.30000007f, 1.60000002f, 1.4000001f, 1.5f, 1.5f, 1.79999995f, 1.20000005f,
+                           1.5999999f, 1.4000001f, 1.60000002f, 1.4000001f});
+}
+
+TEST(MlTreeEnsembleClassifierTest, BinaryOnlyClassOneWeighted) {
+  std::vector<Attribute> attrs = ForestNodes();
+  std::vector<std::vector<std::pair<int64_t, float>>> leaves;
+  for (float w : {0.9f, 0.2f, 0.6f, 0.1f, 0.5f, 0.7f, 0.3f, 0.8f, 0.4f}) leaves.push_back({{1, w}});
+  AddLeafWeights(attrs, "class", leaves);
+  attrs.push_back(IntsAttr("classlabels_int64s", {5, 6}));
+  auto run = RunClassifier(attrs);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<int64_t>(run->outputs[0].tensor(), {6}, {6, 6, 6, 6, 6, 6});
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {6, 2},
+                          {0, 1.70000005f, 0, 1.79999995f, 0, 1.70000005f, 0, 1.99999988f, 0, 1.5999999f, 0, 1.79999995f});
+}
+
 TEST(MlTreeEnsembleClassifierTest, RejectsClassIdOutOfRange) {
   std::vector<Attribute> attrs = ForestNodes();
   AddLeafWeights(attrs, "class", {{{3, 1.0f}}, {}, {}, {}, {}, {}, {}, {}, {}});
