@@ -1,1 +1,364 @@
-int main() { return 0; }
+// The `nee` command line: `nee run` and `nee inspect`. Argument handling and
+// printing only; everything else goes through the public C/C++ API.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nee/nee.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kExitBadInput = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitRuntime = 3;
+
+const char kUsage[] =
+    "usage:\n"
+    "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
+    "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
+    "              [--expect NAME=FILE]...\n"
+    "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]...\n"
+    "\n"
+    "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
+    "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
+    "(symbolic dims are 1 unless set with --dim). Outputs are written as output_<i>.<ext>.\n"
+    "--expect compares an output with a reference file and prints how many elements agree.\n";
+
+struct UsageError {
+  std::string message;
+};
+
+bool SplitPair(const std::string& arg, std::string* key, std::string* value) {
+  size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  *key = arg.substr(0, eq);
+  *value = arg.substr(eq + 1);
+  return true;
+}
+
+struct Args {
+  std::string command, model;
+  std::vector<std::pair<std::string, std::string>> inputs, expects;
+  std::map<std::string, int64_t> dims;
+  std::string inputs_dir, output_dir, output_format = "npy";
+  bool random = false, plan = false;
+  int threads = 0, opt_level = 99;
+};
+
+Args Parse(int argc, char** argv) {
+  if (argc < 3) throw UsageError{"missing command or model"};
+  Args a;
+  a.command = argv[1];
+  a.model = argv[2];
+  if (a.command != "run" && a.command != "inspect") throw UsageError{"unknown command '" + a.command + "'"};
+  for (int i = 3; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError{arg + " needs a value"};
+      return argv[++i];
+    };
+    std::string k, v;
+    if (arg == "--input" || arg == "--expect" || arg == "--dim") {
+      std::string pair = next();
+      if (!SplitPair(pair, &k, &v)) throw UsageError{arg + " expects NAME=VALUE, got '" + pair + "'"};
+      if (arg == "--input") a.inputs.emplace_back(k, v);
+      else if (arg == "--expect") a.expects.emplace_back(k, v);
+      else {
+        try {
+          a.dims[k] = std::stoll(v);
+        } catch (...) {
+          throw UsageError{"--dim " + pair + ": size is not a number"};
+        }
+      }
+    } else if (arg == "--inputs-dir") a.inputs_dir = next();
+    else if (arg == "--output-dir") a.output_dir = next();
+    else if (arg == "--output-format") {
+      a.output_format = next();
+      if (a.output_format != "npy" && a.output_format != "pb") throw UsageError{"--output-format must be npy or pb"};
+    } else if (arg == "--random") a.random = true;
+    else if (arg == "--plan") a.plan = true;
+    else if (arg == "--threads" || arg == "--opt-level") {
+      std::string n = next();
+      int value;
+      try {
+        value = std::stoi(n);
+      } catch (...) {
+        throw UsageError{arg + " expects a number, got '" + n + "'"};
+      }
+      if (value < 0) throw UsageError{arg + " must not be negative"};
+      (arg == "--threads" ? a.threads : a.opt_level) = value;
+    } else throw UsageError{"unknown option '" + arg + "'"};
+  }
+  return a;
+}
+
+std::string ShapeText(const nee::ValueInfo& vi) {
+  if (vi.rank < 0) return "?";
+  std::string s = "[";
+  for (size_t d = 0; d < vi.dims.size(); ++d) {
+    if (d) s += ",";
+    s += vi.dims[d] >= 0 ? std::to_string(vi.dims[d]) : (vi.symbols[d].empty() ? "?" : vi.symbols[d]);
+  }
+  return s + "]";
+}
+
+size_t ElementSize(nee_dtype_t t) {
+  switch (t) {
+    case NEE_DTYPE_FLOAT64: case NEE_DTYPE_INT64: case NEE_DTYPE_UINT64: case NEE_DTYPE_COMPLEX64: return 8;
+    case NEE_DTYPE_FLOAT32: case NEE_DTYPE_INT32: case NEE_DTYPE_UINT32: return 4;
+    case NEE_DTYPE_FLOAT16: case NEE_DTYPE_BFLOAT16: case NEE_DTYPE_INT16: case NEE_DTYPE_UINT16: return 2;
+    case NEE_DTYPE_COMPLEX128: return 16;
+    default: return 1;
+  }
+}
+
+// Random values of the declared type: floats in [-1, 1), integers in [0, 10), bools.
+nee::ValuePtr RandomInput(const nee::ValueInfo& vi, const std::map<std::string, int64_t>& dims, std::mt19937& rng) {
+  if (vi.rank < 0 || vi.element_type == NEE_DTYPE_UNDEFINED)
+    throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type +
+                                                      ") has no static tensor type; --random cannot fill it");
+  std::vector<int64_t> shape;
+  int64_t count = 1;
+  for (size_t d = 0; d < vi.dims.size(); ++d) {
+    int64_t size = vi.dims[d];
+    if (size < 0) {
+      auto it = dims.find(vi.symbols[d]);
+      size = it != dims.end() ? it->second : 1;
+    }
+    shape.push_back(size);
+    count *= size;
+  }
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 9);
+  if (vi.element_type == NEE_DTYPE_STRING) {
+    std::vector<std::string> strings(count);
+    std::vector<const char*> ptrs;
+    std::vector<size_t> lens;
+    for (auto& s : strings) {
+      s = "s" + std::to_string(small(rng));
+      ptrs.push_back(s.c_str());
+      lens.push_back(s.size());
+    }
+    nee_value_t* v = nullptr;
+    nee::Check(nee_value_create_string_tensor(shape.data(), shape.size(), ptrs.data(), lens.data(), &v));
+    return nee::ValuePtr(v);
+  }
+  size_t elem = ElementSize(vi.element_type);
+  std::vector<uint8_t> bytes(count * elem);
+  for (int64_t i = 0; i < count; ++i) {
+    uint8_t* p = bytes.data() + i * elem;
+    switch (vi.element_type) {
+      case NEE_DTYPE_FLOAT32: { float f = static_cast<float>(real(rng)); std::memcpy(p, &f, 4); break; }
+      case NEE_DTYPE_FLOAT64: { double f = real(rng); std::memcpy(p, &f, 8); break; }
+      case NEE_DTYPE_INT64: { int64_t x = small(rng); std::memcpy(p, &x, 8); break; }
+      case NEE_DTYPE_INT32: { int32_t x = small(rng); std::memcpy(p, &x, 4); break; }
+      case NEE_DTYPE_BOOL: *p = small(rng) & 1; break;
+      case NEE_DTYPE_FLOAT16: { uint16_t h = 0x3c00; std::memcpy(p, &h, 2); break; }  // 1.0
+      default: *p = static_cast<uint8_t>(small(rng)); break;
+    }
+  }
+  nee_value_t* v = nullptr;
+  nee::Check(nee_value_create_tensor(vi.element_type, shape.data(), shape.size(), bytes.data(), bytes.size(), &v));
+  return nee::ValuePtr(v);
+}
+
+struct Feed {
+  std::vector<std::string> names;
+  std::vector<nee::ValuePtr> values;
+  std::vector<const nee_value_t*> View() const {
+    std::vector<const nee_value_t*> v;
+    for (const auto& p : values) v.push_back(p.get());
+    return v;
+  }
+};
+
+Feed GatherInputs(const Args& a, const nee::Session& session) {
+  Feed feed;
+  auto inputs = session.Inputs();
+  for (const auto& [name, file] : a.inputs) {
+    feed.names.push_back(name);
+    feed.values.push_back(nee::LoadValue(file));
+  }
+  if (!a.inputs_dir.empty()) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      fs::path p = fs::path(a.inputs_dir) / ("input_" + std::to_string(i) + ".pb");
+      if (!fs::exists(p)) {
+        fs::path npy = fs::path(a.inputs_dir) / ("input_" + std::to_string(i) + ".npy");
+        if (!fs::exists(npy)) break;
+        p = npy;
+      }
+      bool given = false;
+      for (const auto& n : feed.names) given = given || n == inputs[i].name;
+      if (given) continue;
+      feed.names.push_back(inputs[i].name);
+      feed.values.push_back(nee::LoadValue(p.string()));
+    }
+  }
+  std::mt19937 rng(12345);
+  for (const auto& vi : inputs) {
+    bool given = false;
+    for (const auto& n : feed.names) given = given || n == vi.name;
+    if (given) continue;
+    if (!a.random && !a.plan)
+      throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type + ShapeText(vi) +
+                                                        ") was not given; use --input, --inputs-dir or --random");
+    feed.names.push_back(vi.name);
+    feed.values.push_back(RandomInput(vi, a.dims, rng));
+  }
+  return feed;
+}
+
+// Prints how many elements of `actual` equal `expected` (exactly for
+// integers, within 1e-4 relative for floats) and the largest difference.
+void CompareWithExpected(const std::string& name, const nee_value_t* actual, const std::string& file) {
+  nee::ValuePtr expected = nee::LoadValue(file);
+  if (nee_value_kind(actual) != NEE_VALUE_TENSOR || nee_value_kind(expected.get()) != NEE_VALUE_TENSOR)
+    throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect " + name + ": only tensors can be compared");
+  int64_t n = nee_value_element_count(actual);
+  if (n != nee_value_element_count(expected.get()))
+    throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect " + name + ": " + nee::Describe(actual) + " vs expected " +
+                                                      nee::Describe(expected.get()));
+  auto read = [](const nee_value_t* v, int64_t i) -> double {
+    const void* d = nee_value_data(v);
+    switch (nee_value_dtype(v)) {
+      case NEE_DTYPE_FLOAT32: return static_cast<const float*>(d)[i];
+      case NEE_DTYPE_FLOAT64: return static_cast<const double*>(d)[i];
+      case NEE_DTYPE_INT64: return static_cast<double>(static_cast<const int64_t*>(d)[i]);
+      case NEE_DTYPE_INT32: return static_cast<const int32_t*>(d)[i];
+      case NEE_DTYPE_UINT8: case NEE_DTYPE_BOOL: return static_cast<const uint8_t*>(d)[i];
+      case NEE_DTYPE_INT8: return static_cast<const int8_t*>(d)[i];
+      default: throw nee::Error(NEE_STATUS_NOT_IMPLEMENTED, "--expect: unsupported element type");
+    }
+  };
+  int64_t agree = 0;
+  double max_diff = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double x = read(actual, i), y = read(expected.get(), i);
+    double diff = std::abs(x - y);
+    max_diff = std::max(max_diff, diff);
+    if (diff <= 1e-4 * std::max(1.0, std::abs(y))) ++agree;
+  }
+  std::printf("  check %s against %s: %lld of %lld elements agree (%.2f%%), max abs difference %.3g\n", name.c_str(),
+              file.c_str(), static_cast<long long>(agree), static_cast<long long>(n),
+              n ? 100.0 * agree / n : 100.0, max_diff);
+}
+
+int Run(const Args& a) {
+  nee::SessionOptions options;
+  options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level);
+  nee::Session session(a.model, options);
+  Feed feed = GatherInputs(a, session);
+  auto start = std::chrono::steady_clock::now();
+  auto outputs = session.Run(feed.names, feed.View());
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  auto infos = session.Outputs();
+  if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
+  std::printf("ran %s in %.3f ms\n", a.model.c_str(), ms);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::printf("  output %zu '%s': %s\n", i, infos[i].name.c_str(), nee::Describe(outputs[i].get()).c_str());
+    if (!a.output_dir.empty()) {
+      fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(i) + "." + a.output_format);
+      if (nee_value_kind(outputs[i].get()) == NEE_VALUE_TENSOR) {
+        nee::Check(nee_value_save_file(outputs[i].get(), p.string().c_str()));
+        std::printf("    written to %s\n", p.string().c_str());
+      } else {
+        std::printf("    not written: only tensor outputs can be saved to files\n");
+      }
+    }
+  }
+  for (const auto& [name, file] : a.expects) {
+    size_t i = 0;
+    while (i < infos.size() && infos[i].name != name) ++i;
+    if (i == infos.size()) throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect: no output named '" + name + "'");
+    CompareWithExpected(name, outputs[i].get(), file);
+  }
+  return 0;
+}
+
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) { b /= 1024; ++u; }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", b, units[u]);
+  return buf;
+}
+
+int Inspect(const Args& a) {
+  nee::SessionOptions options;
+  options.SetOptimizationLevel(0);  // describe the model as written
+  nee::Session session(a.model, options);
+  const nee_session_t* s = session.get();
+  std::printf("model:      %s\n", a.model.c_str());
+  std::printf("producer:   %s %s\n", session.Metadata("producer_name").c_str(), session.Metadata("producer_version").c_str());
+  std::printf("ir version: %s\n", session.Metadata("ir_version").c_str());
+  std::printf("opsets:     %s\n", session.Metadata("opsets").c_str());
+  std::string domain = session.Metadata("domain"), doc = session.Metadata("doc_string");
+  if (!domain.empty()) std::printf("domain:     %s\n", domain.c_str());
+  std::printf("model version: %s\n", session.Metadata("model_version").c_str());
+  if (!doc.empty()) std::printf("doc:        %s\n", doc.c_str());
+  std::printf("graph:      %s\n", session.Metadata("graph_name").c_str());
+  std::printf("inputs:\n");
+  for (const auto& vi : session.Inputs()) std::printf("  %s: %s %s\n", vi.name.c_str(), vi.type.c_str(), ShapeText(vi).c_str());
+  std::printf("outputs:\n");
+  for (const auto& vi : session.Outputs()) std::printf("  %s: %s %s\n", vi.name.c_str(), vi.type.c_str(), ShapeText(vi).c_str());
+  size_t n_meta = nee_session_custom_metadata_count(s);
+  if (n_meta) {
+    std::printf("metadata:\n");
+    for (size_t i = 0; i < n_meta; ++i) {
+      std::string key = nee_session_custom_metadata_key(s, i);
+      std::printf("  %s = %s\n", key.c_str(), session.Metadata("custom:" + key).c_str());
+    }
+  }
+  nee_model_stats_t stats;
+  nee::Check(nee_session_model_stats(s, &stats));
+  std::printf("nodes:      %zu\n", stats.node_count);
+  std::printf("parameters: %lld in %zu initializers (%s)\n", static_cast<long long>(stats.parameter_count),
+              stats.initializer_count, HumanBytes(static_cast<double>(stats.parameter_bytes)).c_str());
+  std::printf("ops:\n");
+  for (size_t i = 0; i < nee_session_op_type_count(s); ++i) {
+    const char* op;
+    size_t count;
+    nee::Check(nee_session_op_type_at(s, i, &op, &count));
+    std::printf("  %-28s %zu\n", op, count);
+  }
+  if (a.plan) {
+    Args with_random = a;
+    with_random.random = true;
+    Feed feed = GatherInputs(with_random, session);
+    nee_plan_report_t r = session.PlanReport(feed.names, feed.View());
+    std::printf("memory plan (symbolic dims = 1 unless --dim):\n");
+    std::printf("  values:             %zu (%zu planned in the arena)\n", r.value_count, r.planned_value_count);
+    std::printf("  intermediates sum:  %s\n", HumanBytes(static_cast<double>(r.planned_bytes)).c_str());
+    std::printf("  arena size:         %s (%.1f%% of the sum)\n", HumanBytes(static_cast<double>(r.arena_bytes)).c_str(),
+                r.planned_bytes ? 100.0 * r.arena_bytes / r.planned_bytes : 100.0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args a = Parse(argc, argv);
+    return a.command == "run" ? Run(a) : Inspect(a);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "nee: %s\n\n%s", e.message.c_str(), kUsage);
+    return kExitUsage;
+  } catch (const nee::Error& e) {
+    std::fprintf(stderr, "nee: error: %s\n", e.what());
+    bool bad_input = e.code() == NEE_STATUS_INVALID_MODEL || e.code() == NEE_STATUS_INVALID_ARGUMENT ||
+                     e.code() == NEE_STATUS_IO_ERROR || e.code() == NEE_STATUS_NOT_IMPLEMENTED;
+    return bad_input ? kExitBadInput : kExitRuntime;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nee: error: %s\n", e.what());
+    return kExitRuntime;
+  }
+}

@@ -1,0 +1,224 @@
+/* nee — the Neural Execution Engine: C API.
+ *
+ * Conventions (after IREE's runtime API):
+ * - Fallible functions return nee_status_t: NULL means success; otherwise an
+ *   owned status carrying a code and a message, freed with nee_status_free.
+ * - nee_<object>_create returns an owned object through an out_ parameter;
+ *   nee_<object>_release frees it. Accessors return borrowed pointers valid
+ *   while the owning object lives.
+ * - Computed strings are returned by query-size-then-fill: call with a NULL
+ *   buffer to learn *out_length (excluding the NUL), then again with a buffer
+ *   of at least *out_length + 1 bytes. A short buffer receives a truncated,
+ *   NUL-terminated prefix.
+ * - No C++ exception ever crosses this boundary; bad input never aborts.
+ */
+#ifndef NEE_NEE_H_
+#define NEE_NEE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define NEE_API __attribute__((visibility("default")))
+#else
+#define NEE_API
+#endif
+
+/* ---- Status ------------------------------------------------------------ */
+
+typedef struct nee_status_impl* nee_status_t;
+
+typedef enum nee_status_code_e {
+  NEE_STATUS_OK = 0,
+  NEE_STATUS_INVALID_MODEL = 1,
+  NEE_STATUS_INVALID_ARGUMENT = 2,
+  NEE_STATUS_NOT_IMPLEMENTED = 3,
+  NEE_STATUS_OUT_OF_MEMORY = 4,
+  NEE_STATUS_RUNTIME_ERROR = 5,
+  NEE_STATUS_IO_ERROR = 6,
+} nee_status_code_t;
+
+NEE_API nee_status_code_t nee_status_code(nee_status_t status);
+/* Borrowed; valid until nee_status_free. "" for NULL. */
+NEE_API const char* nee_status_message(nee_status_t status);
+NEE_API void nee_status_free(nee_status_t status);
+
+/* ---- Element types (ONNX TensorProto.DataType numbering) ---------------- */
+
+typedef enum nee_dtype_e {
+  NEE_DTYPE_UNDEFINED = 0,
+  NEE_DTYPE_FLOAT32 = 1,
+  NEE_DTYPE_UINT8 = 2,
+  NEE_DTYPE_INT8 = 3,
+  NEE_DTYPE_UINT16 = 4,
+  NEE_DTYPE_INT16 = 5,
+  NEE_DTYPE_INT32 = 6,
+  NEE_DTYPE_INT64 = 7,
+  NEE_DTYPE_STRING = 8,
+  NEE_DTYPE_BOOL = 9,
+  NEE_DTYPE_FLOAT16 = 10,
+  NEE_DTYPE_FLOAT64 = 11,
+  NEE_DTYPE_UINT32 = 12,
+  NEE_DTYPE_UINT64 = 13,
+  NEE_DTYPE_COMPLEX64 = 14,
+  NEE_DTYPE_COMPLEX128 = 15,
+  NEE_DTYPE_BFLOAT16 = 16,
+  NEE_DTYPE_FLOAT8E4M3FN = 17,
+  NEE_DTYPE_FLOAT8E4M3FNUZ = 18,
+  NEE_DTYPE_FLOAT8E5M2 = 19,
+  NEE_DTYPE_FLOAT8E5M2FNUZ = 20,
+  NEE_DTYPE_UINT4 = 21,
+  NEE_DTYPE_INT4 = 22,
+  NEE_DTYPE_FLOAT4E2M1 = 23,
+} nee_dtype_t;
+
+/* "float", "int64", ... (ONNX spelling); "undefined" for unknown values. */
+NEE_API const char* nee_dtype_name(nee_dtype_t dtype);
+
+/* ---- Values ------------------------------------------------------------ */
+
+typedef struct nee_value_impl nee_value_t;
+
+typedef enum nee_value_kind_e {
+  NEE_VALUE_TENSOR = 0,
+  NEE_VALUE_SEQUENCE = 1,
+  NEE_VALUE_MAP = 2,
+  NEE_VALUE_NONE = 3, /* an empty optional */
+} nee_value_kind_t;
+
+/* A tensor holding a copy of `data` (data_size must equal the tensor's byte size). */
+NEE_API nee_status_t nee_value_create_tensor(nee_dtype_t dtype, const int64_t* dims, size_t rank,
+                                             const void* data, size_t data_size, nee_value_t** out_value);
+/* A string tensor; strings[i] has lengths[i] bytes (need not be NUL-terminated). */
+NEE_API nee_status_t nee_value_create_string_tensor(const int64_t* dims, size_t rank, const char* const* strings,
+                                                    const size_t* lengths, nee_value_t** out_value);
+/* A sequence of the given values (each borrowed; the sequence keeps its own references). */
+NEE_API nee_status_t nee_value_create_sequence(const nee_value_t* const* elements, size_t count,
+                                               nee_dtype_t element_dtype, nee_value_t** out_value);
+/* An empty optional. */
+NEE_API nee_status_t nee_value_create_none(nee_value_t** out_value);
+/* Reads a value from a .npy file or an ONNX .pb file (TensorProto, SequenceProto,
+ * MapProto, OptionalProto). */
+NEE_API nee_status_t nee_value_load_file(const char* path, nee_value_t** out_value);
+/* Writes a tensor as .npy or .pb (TensorProto), chosen by the path's extension. */
+NEE_API nee_status_t nee_value_save_file(const nee_value_t* value, const char* path);
+NEE_API void nee_value_release(nee_value_t* value);
+
+NEE_API nee_value_kind_t nee_value_kind(const nee_value_t* value);
+NEE_API nee_dtype_t nee_value_dtype(const nee_value_t* value);
+NEE_API size_t nee_value_rank(const nee_value_t* value);
+/* Borrowed array of nee_value_rank(value) dims. */
+NEE_API const int64_t* nee_value_dims(const nee_value_t* value);
+NEE_API int64_t nee_value_element_count(const nee_value_t* value);
+/* Borrowed pointer to the elements (not for string tensors). */
+NEE_API const void* nee_value_data(const nee_value_t* value);
+NEE_API size_t nee_value_data_size(const nee_value_t* value);
+/* Element i of a string tensor: borrowed bytes and their length. */
+NEE_API nee_status_t nee_value_string_at(const nee_value_t* value, int64_t index, const char** out_bytes,
+                                         size_t* out_length);
+NEE_API size_t nee_value_sequence_length(const nee_value_t* value);
+/* A new owned handle to element i of a sequence. */
+NEE_API nee_status_t nee_value_sequence_at(const nee_value_t* value, size_t index, nee_value_t** out_value);
+/* For maps: new owned handles to the keys tensor and the values tensor. */
+NEE_API nee_status_t nee_value_map_keys(const nee_value_t* value, nee_value_t** out_keys);
+NEE_API nee_status_t nee_value_map_values(const nee_value_t* value, nee_value_t** out_values);
+/* A one-line description, e.g. "tensor(float)[1,10]". */
+NEE_API nee_status_t nee_value_describe(const nee_value_t* value, char* buffer, size_t capacity,
+                                        size_t* out_length);
+
+/* ---- Session options ----------------------------------------------------- */
+
+typedef struct nee_session_options_impl nee_session_options_t;
+
+NEE_API nee_status_t nee_session_options_create(nee_session_options_t** out_options);
+/* 0 (default): one thread per available core. */
+NEE_API void nee_session_options_set_intra_op_threads(nee_session_options_t* options, int32_t threads);
+/* 0 none, 1 basic, 2 extended, 3 or more: all. */
+NEE_API void nee_session_options_set_optimization_level(nee_session_options_t* options, int32_t level);
+NEE_API void nee_session_options_release(nee_session_options_t* options);
+
+/* ---- Sessions ------------------------------------------------------------ */
+
+typedef struct nee_session_impl nee_session_t;
+
+/* `options` may be NULL for defaults. */
+NEE_API nee_status_t nee_session_create_from_file(const char* path, const nee_session_options_t* options,
+                                                  nee_session_t** out_session);
+NEE_API nee_status_t nee_session_create_from_memory(const void* data, size_t size,
+                                                    const nee_session_options_t* options,
+                                                    nee_session_t** out_session);
+NEE_API void nee_session_release(nee_session_t* session);
+
+/* Inputs a caller feeds (initializer-backed graph inputs excluded) and outputs. */
+NEE_API size_t nee_session_input_count(const nee_session_t* session);
+NEE_API size_t nee_session_output_count(const nee_session_t* session);
+
+/* Describes input or output `index` (is_output selects which list). */
+typedef struct nee_value_info_s {
+  const char* name;          /* borrowed from the session */
+  const char* type;          /* "tensor(float)", "seq(tensor(int64))", ... borrowed */
+  nee_dtype_t element_type;  /* tensors; NEE_DTYPE_UNDEFINED otherwise */
+  int64_t rank;              /* -1 when unknown */
+} nee_value_info_t;
+NEE_API nee_status_t nee_session_value_info(const nee_session_t* session, int is_output, size_t index,
+                                            nee_value_info_t* out_info);
+/* Dimension `axis` of input/output `index`: *out_size is the size, or -1 when
+ * symbolic/unknown, in which case *out_symbol is its name ("" if unnamed). */
+NEE_API nee_status_t nee_session_value_dim(const nee_session_t* session, int is_output, size_t index, size_t axis,
+                                           int64_t* out_size, const char** out_symbol);
+
+/* Model metadata by key: "producer_name", "producer_version", "domain",
+ * "doc_string", "graph_name", "graph_doc_string", "model_version", "ir_version",
+ * "opsets" (e.g. "ai.onnx:17,ai.onnx.ml:3"), or "custom:<key>" for metadata_props. */
+NEE_API nee_status_t nee_session_metadata(const nee_session_t* session, const char* key, char* buffer,
+                                          size_t capacity, size_t* out_length);
+NEE_API size_t nee_session_custom_metadata_count(const nee_session_t* session);
+NEE_API const char* nee_session_custom_metadata_key(const nee_session_t* session, size_t index);
+
+/* What the model holds (main graph and subgraphs, as loaded). */
+typedef struct nee_model_stats_s {
+  size_t node_count;
+  size_t initializer_count;
+  int64_t parameter_count; /* elements in all initializers */
+  int64_t parameter_bytes;
+} nee_model_stats_t;
+NEE_API nee_status_t nee_session_model_stats(const nee_session_t* session, nee_model_stats_t* out_stats);
+/* The op histogram: distinct "domain.op" names (sorted) and how many nodes use each. */
+NEE_API size_t nee_session_op_type_count(const nee_session_t* session);
+NEE_API nee_status_t nee_session_op_type_at(const nee_session_t* session, size_t index, const char** out_op_type,
+                                            size_t* out_node_count);
+
+/* Runs the model. Inputs by name; `output_names` may be NULL with
+ * output_count 0 to get every output in graph order, in which case
+ * `out_values` must have room for nee_session_output_count(session) entries.
+ * Each returned value is owned by the caller. Safe to call concurrently. */
+NEE_API nee_status_t nee_session_run(const nee_session_t* session, const char* const* input_names,
+                                     const nee_value_t* const* inputs, size_t input_count,
+                                     const char* const* output_names, size_t output_count,
+                                     nee_value_t** out_values);
+
+/* The static memory plan for the given input values' shapes. */
+typedef struct nee_plan_report_s {
+  size_t node_count;
+  size_t value_count;
+  size_t planned_value_count;
+  size_t arena_bytes;   /* one arena holding every planned intermediate */
+  size_t planned_bytes; /* the sum of all planned intermediate sizes */
+} nee_plan_report_t;
+NEE_API nee_status_t nee_session_plan_report(const nee_session_t* session, const char* const* input_names,
+                                             const nee_value_t* const* inputs, size_t input_count,
+                                             nee_plan_report_t* out_report);
+
+/* ---- Library ------------------------------------------------------------- */
+
+NEE_API const char* nee_version(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* NEE_NEE_H_ */

@@ -1,0 +1,139 @@
+// nee — thin C++ wrappers over the C API (nee.h): RAII handles, and failures
+// thrown as nee::Error in the caller's code (nothing throws inside the
+// library; this header turns returned statuses into exceptions).
+#pragma once
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "nee/nee.h"
+
+namespace nee {
+
+class Error : public std::runtime_error {
+ public:
+  Error(nee_status_code_t code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  nee_status_code_t code() const { return code_; }
+
+ private:
+  nee_status_code_t code_;
+};
+
+// Throws if `status` is a failure (and frees it either way).
+inline void Check(nee_status_t status) {
+  if (!status) return;
+  nee_status_code_t code = nee_status_code(status);
+  std::string message = nee_status_message(status);
+  nee_status_free(status);
+  throw Error(code, message);
+}
+
+struct ValueDeleter {
+  void operator()(nee_value_t* v) const { nee_value_release(v); }
+};
+using ValuePtr = std::unique_ptr<nee_value_t, ValueDeleter>;
+
+inline ValuePtr LoadValue(const std::string& path) {
+  nee_value_t* v = nullptr;
+  Check(nee_value_load_file(path.c_str(), &v));
+  return ValuePtr(v);
+}
+
+inline std::string Describe(const nee_value_t* v) {
+  size_t n = 0;
+  Check(nee_value_describe(v, nullptr, 0, &n));
+  std::string s(n + 1, '\0');
+  Check(nee_value_describe(v, s.data(), s.size(), &n));
+  s.resize(n);
+  return s;
+}
+
+class SessionOptions {
+ public:
+  SessionOptions() { Check(nee_session_options_create(&options_)); }
+  ~SessionOptions() { nee_session_options_release(options_); }
+  SessionOptions(const SessionOptions&) = delete;
+  SessionOptions& operator=(const SessionOptions&) = delete;
+  SessionOptions& SetIntraOpThreads(int n) { nee_session_options_set_intra_op_threads(options_, n); return *this; }
+  SessionOptions& SetOptimizationLevel(int l) { nee_session_options_set_optimization_level(options_, l); return *this; }
+  const nee_session_options_t* get() const { return options_; }
+
+ private:
+  nee_session_options_t* options_ = nullptr;
+};
+
+struct ValueInfo {
+  std::string name;
+  std::string type;
+  nee_dtype_t element_type;
+  int64_t rank;  // -1 unknown
+  std::vector<int64_t> dims;          // -1 where symbolic or unknown
+  std::vector<std::string> symbols;   // the symbol where dims[i] == -1
+};
+
+class Session {
+ public:
+  Session(const std::string& path, const SessionOptions& options) {
+    Check(nee_session_create_from_file(path.c_str(), options.get(), &session_));
+  }
+  ~Session() { nee_session_release(session_); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  std::vector<ValueInfo> Inputs() const { return Infos(0, nee_session_input_count(session_)); }
+  std::vector<ValueInfo> Outputs() const { return Infos(1, nee_session_output_count(session_)); }
+
+  std::string Metadata(const std::string& key) const {
+    size_t n = 0;
+    Check(nee_session_metadata(session_, key.c_str(), nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    Check(nee_session_metadata(session_, key.c_str(), s.data(), s.size(), &n));
+    s.resize(n);
+    return s;
+  }
+
+  // Runs with named inputs; returns every output in graph order.
+  std::vector<ValuePtr> Run(const std::vector<std::string>& names, const std::vector<const nee_value_t*>& values) const {
+    std::vector<const char*> cnames;
+    for (const auto& n : names) cnames.push_back(n.c_str());
+    std::vector<nee_value_t*> out(nee_session_output_count(session_), nullptr);
+    Check(nee_session_run(session_, cnames.data(), values.data(), values.size(), nullptr, 0, out.data()));
+    std::vector<ValuePtr> result;
+    for (nee_value_t* v : out) result.emplace_back(v);
+    return result;
+  }
+
+  nee_plan_report_t PlanReport(const std::vector<std::string>& names, const std::vector<const nee_value_t*>& values) const {
+    std::vector<const char*> cnames;
+    for (const auto& n : names) cnames.push_back(n.c_str());
+    nee_plan_report_t r{};
+    Check(nee_session_plan_report(session_, cnames.data(), values.data(), values.size(), &r));
+    return r;
+  }
+
+  const nee_session_t* get() const { return session_; }
+
+ private:
+  std::vector<ValueInfo> Infos(int is_output, size_t count) const {
+    std::vector<ValueInfo> infos;
+    for (size_t i = 0; i < count; ++i) {
+      nee_value_info_t info;
+      Check(nee_session_value_info(session_, is_output, i, &info));
+      ValueInfo vi{info.name, info.type, info.element_type, info.rank, {}, {}};
+      for (int64_t d = 0; d < info.rank; ++d) {
+        int64_t size;
+        const char* symbol;
+        Check(nee_session_value_dim(session_, is_output, i, static_cast<size_t>(d), &size, &symbol));
+        vi.dims.push_back(size);
+        vi.symbols.emplace_back(symbol);
+      }
+      infos.push_back(std::move(vi));
+    }
+    return infos;
+  }
+
+  nee_session_t* session_ = nullptr;
+};
+
+}  // namespace nee

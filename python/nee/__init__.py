@@ -1,0 +1,256 @@
+"""nee, the Neural Execution Engine: run ONNX models.
+
+The surface follows ONNX Runtime's so that a script switches by changing its
+import::
+
+    import nee as ort
+    sess = ort.InferenceSession("model.onnx")
+    outputs = sess.run(None, {"input": x})
+"""
+from __future__ import annotations
+
+import enum
+import os
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import _nee
+
+__version__ = _nee.version()
+
+
+class NeeError(RuntimeError):
+    """Base class of every error nee raises; the message names the node, input or field."""
+
+
+class InvalidGraph(NeeError):
+    """The model is malformed or inconsistent (ONNX Runtime: InvalidGraph)."""
+
+
+class InvalidArgument(NeeError, ValueError):
+    """An input, option or path given by the caller is wrong."""
+
+
+class NotImplemented(NeeError):  # noqa: A001 - ONNX Runtime's name
+    """Valid, but not supported by nee yet."""
+
+
+class OutOfMemory(NeeError, MemoryError):
+    """An allocation failed or exceeded a limit."""
+
+
+class RuntimeException(NeeError):
+    """A failure while running."""
+
+
+class NoSuchFile(NeeError, OSError):
+    """A file could not be opened, mapped or written."""
+
+
+# ONNX Runtime's generic name for failures.
+Fail = NeeError
+InvalidModel = InvalidGraph
+
+_nee.register_errors(InvalidGraph, InvalidArgument, NotImplemented, OutOfMemory, RuntimeException, NoSuchFile)
+
+
+class GraphOptimizationLevel(enum.IntEnum):
+    ORT_DISABLE_ALL = 0
+    ORT_ENABLE_BASIC = 1
+    ORT_ENABLE_EXTENDED = 2
+    ORT_ENABLE_ALL = 99
+
+
+class SessionOptions:
+    """Options for InferenceSession (the ONNX Runtime subset nee honours)."""
+
+    def __init__(self) -> None:
+        self.intra_op_num_threads: int = 0
+        self.inter_op_num_threads: int = 0
+        self.graph_optimization_level: GraphOptimizationLevel = GraphOptimizationLevel.ORT_ENABLE_ALL
+        self.log_severity_level: int = 2
+        self.enable_profiling: bool = False
+
+
+class RunOptions:
+    def __init__(self) -> None:
+        self.log_severity_level: int = 2
+        self.terminate: bool = False
+
+
+class NodeArg:
+    """Name, type and shape of a model input or output."""
+
+    def __init__(self, name: str, type: str, shape: Optional[List[Any]]) -> None:
+        self.name = name
+        self.type = type
+        self.shape = shape
+
+    def __repr__(self) -> str:
+        return f"NodeArg(name='{self.name}', type='{self.type}', shape={self.shape})"
+
+
+class ModelMetadata:
+    def __init__(self, session: "_nee.Session") -> None:
+        self.producer_name = session.metadata("producer_name")
+        self.graph_name = session.metadata("graph_name")
+        self.domain = session.metadata("domain")
+        self.description = session.metadata("doc_string")
+        self.graph_description = session.metadata("graph_doc_string")
+        self.version = int(session.metadata("model_version"))
+        self.custom_metadata_map = {k: session.metadata("custom:" + k) for k in session.custom_metadata_keys()}
+
+
+# nee dtype codes (ONNX TensorProto numbering) <-> numpy dtypes.
+_NUMPY_OF_CODE = {
+    1: np.float32, 2: np.uint8, 3: np.int8, 4: np.uint16, 5: np.int16, 6: np.int32, 7: np.int64,
+    9: np.bool_, 10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64, 14: np.complex64,
+    15: np.complex128,
+}
+_CODE_OF_NUMPY = {np.dtype(v): k for k, v in _NUMPY_OF_CODE.items()}
+_ML_DTYPES = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
+              20: "float8_e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4_e2m1fn"}
+try:  # optional: narrow float types as numpy dtypes
+    import ml_dtypes as _ml_dtypes
+
+    for _code, _name in _ML_DTYPES.items():
+        if hasattr(_ml_dtypes, _name):
+            _dt = np.dtype(getattr(_ml_dtypes, _name))
+            _NUMPY_OF_CODE[_code] = _dt
+            _CODE_OF_NUMPY[_dt] = _code
+except ImportError:  # pragma: no cover
+    pass
+_SUB_BYTE = {21, 22, 23}
+
+
+def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
+    """Converts a numpy array, scalar, list (sequence), dict (map) or None to a nee value."""
+    if obj is None:
+        return _nee.none()
+    if isinstance(obj, list) and (type_hint.startswith("seq") or type_hint.startswith("optional(seq")
+                                  or not type_hint):
+        items = [_to_value(x) for x in obj]
+        elem = 0
+        if obj and isinstance(obj[0], np.ndarray):
+            elem = _CODE_OF_NUMPY.get(obj[0].dtype, 0)
+        return _nee.sequence(items, elem)
+    arr = np.asarray(obj)
+    if arr.dtype.kind in ("U", "S", "O"):
+        flat = [x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in arr.reshape(-1).tolist()]
+        return _nee.string_tensor(list(arr.shape), flat)
+    code = _CODE_OF_NUMPY.get(arr.dtype)
+    if code is None:
+        raise InvalidArgument(f"unsupported numpy dtype {arr.dtype}")
+    if code in _SUB_BYTE:
+        packed = _pack_nibbles(arr)
+        return _nee.tensor_from_buffer(code, list(arr.shape), packed)
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.kind in "fiub" and arr.dtype.itemsize > 0 and arr.dtype in (np.float32, np.float64, np.int64, np.int32):
+        return _nee.tensor_from_array(code, arr)
+    return _nee.tensor_from_buffer(code, list(arr.shape), arr.tobytes())
+
+
+def _pack_nibbles(arr: np.ndarray) -> bytes:
+    raw = arr.reshape(-1).view(np.uint8) & 0x0F
+    if raw.size % 2:
+        raw = np.concatenate([raw, np.zeros(1, np.uint8)])
+    return (raw[0::2] | (raw[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+def _unpack_nibbles(data: bytes, count: int, dtype: np.dtype) -> np.ndarray:
+    b = np.frombuffer(data, np.uint8)
+    nibbles = np.empty(b.size * 2, np.uint8)
+    nibbles[0::2] = b & 0x0F
+    nibbles[1::2] = b >> 4
+    return nibbles[:count].view(dtype) if dtype.itemsize == 1 else nibbles[:count].astype(dtype)
+
+
+def _from_unpacked(u: tuple) -> Any:
+    kind = u[0]
+    if kind == "tensor":
+        _, code, shape, data = u
+        if code == 8:
+            arr = np.array([b.decode("utf-8", errors="surrogateescape") for b in data], dtype=object)
+            return arr.reshape(shape)
+        dtype = np.dtype(_NUMPY_OF_CODE.get(code, np.uint8))
+        count = int(np.prod(shape)) if shape else 1
+        if code in _SUB_BYTE:
+            return _unpack_nibbles(data, count, dtype).reshape(shape)
+        return np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
+    if kind == "sequence":
+        return [_from_unpacked(x) for x in u[2]]
+    if kind == "map":
+        keys = _from_unpacked(u[1]).reshape(-1).tolist()
+        values = _from_unpacked(u[2]).reshape(-1).tolist()
+        return dict(zip(keys, values))
+    return None
+
+
+class InferenceSession:
+    """Loads, checks, optimizes and plans a model once; `run` many times (thread-safe)."""
+
+    def __init__(self, path_or_bytes: Any, sess_options: Optional[SessionOptions] = None,
+                 providers: Optional[Sequence[Any]] = None, provider_options: Any = None, **kwargs: Any) -> None:
+        options = sess_options or SessionOptions()
+        if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+            model: Any = bytes(path_or_bytes)
+            self._model_path = None
+        elif isinstance(path_or_bytes, (str, os.PathLike)):
+            model = os.fspath(path_or_bytes)
+            self._model_path = model
+        else:
+            raise TypeError("InferenceSession expects a file path or the model's bytes")
+        if providers:
+            for p in providers:
+                name = p[0] if isinstance(p, tuple) else p
+                if name != "CPUExecutionProvider":
+                    raise InvalidArgument(f"unknown execution provider '{name}' (nee has: CPUExecutionProvider)")
+        self._sess_options = options
+        self._session = _nee.Session.create(model, int(options.intra_op_num_threads),
+                                            int(options.graph_optimization_level))
+        self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
+        self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
+
+    def get_inputs(self) -> List[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> List[NodeArg]:
+        return list(self._outputs)
+
+    def get_overridable_initializers(self) -> List[NodeArg]:
+        return []
+
+    def get_modelmeta(self) -> ModelMetadata:
+        return ModelMetadata(self._session)
+
+    def get_providers(self) -> List[str]:
+        return ["CPUExecutionProvider"]
+
+    def get_session_options(self) -> SessionOptions:
+        return self._sess_options
+
+    def run(self, output_names: Optional[Sequence[str]], input_feed: Dict[str, Any],
+            run_options: Optional[RunOptions] = None) -> List[Any]:
+        if not isinstance(input_feed, dict):
+            raise InvalidArgument("input_feed must be a dict of input name -> value")
+        hints = {a.name: a.type for a in self._inputs}
+        names = list(input_feed.keys())
+        values = [_to_value(input_feed[n], hints.get(n, "")) for n in names]
+        results = self._session.run(list(output_names or []), names, values)
+        return [_from_unpacked(r) for r in results]
+
+
+def get_available_providers() -> List[str]:
+    return ["CPUExecutionProvider"]
+
+
+def get_device() -> str:
+    return "CPU"
+
+
+__all__ = [
+    "InferenceSession", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "NodeArg", "ModelMetadata",
+    "NeeError", "Fail", "InvalidGraph", "InvalidModel", "InvalidArgument", "NotImplemented", "OutOfMemory",
+    "RuntimeException", "NoSuchFile", "get_available_providers", "get_device",
+]

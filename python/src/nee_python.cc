@@ -1,0 +1,265 @@
+// The `nee._nee` extension: a thin nanobind layer over the C API. It turns
+// nee statuses into Python exceptions (classes defined in nee/__init__.py and
+// registered here) and numpy buffers into nee values and back.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <nanobind/stl/pair.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nee/nee.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+nb::object g_error_classes[7];  // indexed by nee_status_code_t
+
+[[noreturn]] void Raise(nee_status_t status) {
+  nee_status_code_t code = nee_status_code(status);
+  std::string message = nee_status_message(status);
+  nee_status_free(status);
+  nb::object cls = (code >= 0 && code < 7 && g_error_classes[code].is_valid()) ? g_error_classes[code]
+                                                                                  : nb::borrow(PyExc_RuntimeError);
+  PyErr_SetString(cls.ptr(), message.c_str());
+  throw nb::python_error();
+}
+
+void Check(nee_status_t status) {
+  if (status) Raise(status);
+}
+
+// Owns one nee value on the Python side.
+struct Value {
+  nee_value_t* handle = nullptr;
+  explicit Value(nee_value_t* h) : handle(h) {}
+  Value(const Value&) = delete;
+  Value(Value&& o) noexcept : handle(o.handle) { o.handle = nullptr; }
+  ~Value() { nee_value_release(handle); }
+};
+
+Value TensorFromBuffer(int dtype, const std::vector<int64_t>& shape, nb::bytes data) {
+  nee_value_t* v = nullptr;
+  Check(nee_value_create_tensor(static_cast<nee_dtype_t>(dtype), shape.data(), shape.size(), data.c_str(),
+                                data.size(), &v));
+  return Value(v);
+}
+
+// Zero-copy from a contiguous numpy array (any dtype; the caller passes the nee dtype).
+Value TensorFromArray(int dtype, nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> array) {
+  std::vector<int64_t> shape(array.shape_ptr(), array.shape_ptr() + array.ndim());
+  nee_value_t* v = nullptr;
+  Check(nee_value_create_tensor(static_cast<nee_dtype_t>(dtype), shape.data(), shape.size(), array.data(),
+                                array.nbytes(), &v));
+  return Value(v);
+}
+
+Value StringTensor(const std::vector<int64_t>& shape, const std::vector<nb::bytes>& items) {
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  for (const auto& b : items) {
+    ptrs.push_back(b.c_str());
+    lens.push_back(b.size());
+  }
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  if (count != static_cast<int64_t>(items.size())) throw nb::value_error("string tensor: shape and item count differ");
+  nee_value_t* v = nullptr;
+  Check(nee_value_create_string_tensor(shape.data(), shape.size(), ptrs.data(), lens.data(), &v));
+  return Value(v);
+}
+
+Value Sequence(const std::vector<const Value*>& items, int element_dtype) {
+  std::vector<const nee_value_t*> handles;
+  for (const Value* item : items) handles.push_back(item->handle);
+  nee_value_t* v = nullptr;
+  Check(nee_value_create_sequence(handles.data(), handles.size(), static_cast<nee_dtype_t>(element_dtype), &v));
+  return Value(v);
+}
+
+Value NoneValue() {
+  nee_value_t* v = nullptr;
+  Check(nee_value_create_none(&v));
+  return Value(v);
+}
+
+Value LoadFile(const std::string& path) {
+  nee_value_t* v = nullptr;
+  Check(nee_value_load_file(path.c_str(), &v));
+  return Value(v);
+}
+
+// Describes a value for Python: ("tensor", dtype, shape, bytes-or-list),
+// ("sequence", dtype, [values]), ("map", keys, values), ("none",).
+nb::object Unpack(const nee_value_t* v);
+
+nb::object UnpackTensor(const nee_value_t* v) {
+  int dtype = nee_value_dtype(v);
+  std::vector<int64_t> shape(nee_value_dims(v), nee_value_dims(v) + nee_value_rank(v));
+  if (dtype == NEE_DTYPE_STRING) {
+    nb::list items;
+    for (int64_t i = 0; i < nee_value_element_count(v); ++i) {
+      const char* bytes;
+      size_t len;
+      Check(nee_value_string_at(v, i, &bytes, &len));
+      items.append(nb::bytes(bytes, len));
+    }
+    return nb::make_tuple("tensor", dtype, shape, items);
+  }
+  return nb::make_tuple("tensor", dtype, shape,
+                        nb::bytes(static_cast<const char*>(nee_value_data(v)), nee_value_data_size(v)));
+}
+
+nb::object Unpack(const nee_value_t* v) {
+  switch (nee_value_kind(v)) {
+    case NEE_VALUE_TENSOR: return UnpackTensor(v);
+    case NEE_VALUE_SEQUENCE: {
+      nb::list items;
+      for (size_t i = 0; i < nee_value_sequence_length(v); ++i) {
+        nee_value_t* e = nullptr;
+        Check(nee_value_sequence_at(v, i, &e));
+        Value owned(e);
+        items.append(Unpack(e));
+      }
+      return nb::make_tuple("sequence", static_cast<int>(nee_value_dtype(v)), items);
+    }
+    case NEE_VALUE_MAP: {
+      nee_value_t *k = nullptr, *vals = nullptr;
+      Check(nee_value_map_keys(v, &k));
+      Value ok(k);
+      Check(nee_value_map_values(v, &vals));
+      Value ov(vals);
+      return nb::make_tuple("map", Unpack(k), Unpack(vals));
+    }
+    case NEE_VALUE_NONE: break;
+  }
+  return nb::make_tuple("none");
+}
+
+struct Session {
+  nee_session_t* handle = nullptr;
+  ~Session() { nee_session_release(handle); }
+
+  static Session* Create(nb::object model, int threads, int opt_level) {
+    nee_session_options_t* options = nullptr;
+    Check(nee_session_options_create(&options));
+    nee_session_options_set_intra_op_threads(options, threads);
+    nee_session_options_set_optimization_level(options, opt_level);
+    auto* s = new Session();
+    nee_status_t st;
+    if (nb::isinstance<nb::bytes>(model)) {
+      nb::bytes b = nb::cast<nb::bytes>(model);
+      nb::gil_scoped_release release;
+      st = nee_session_create_from_memory(b.c_str(), b.size(), options, &s->handle);
+    } else {
+      std::string path = nb::cast<std::string>(model);
+      nb::gil_scoped_release release;
+      st = nee_session_create_from_file(path.c_str(), options, &s->handle);
+    }
+    nee_session_options_release(options);
+    if (st) {
+      delete s;
+      Raise(st);
+    }
+    return s;
+  }
+
+  // (name, type string, element dtype, dims list with symbols as str / None)
+  nb::list Infos(int is_output) const {
+    nb::list out;
+    size_t n = is_output ? nee_session_output_count(handle) : nee_session_input_count(handle);
+    for (size_t i = 0; i < n; ++i) {
+      nee_value_info_t info;
+      Check(nee_session_value_info(handle, is_output, i, &info));
+      nb::object shape = nb::none();
+      if (info.rank >= 0) {
+        nb::list dims;
+        for (int64_t d = 0; d < info.rank; ++d) {
+          int64_t size;
+          const char* symbol;
+          Check(nee_session_value_dim(handle, is_output, i, static_cast<size_t>(d), &size, &symbol));
+          if (size >= 0) dims.append(size);
+          else if (symbol && *symbol) dims.append(nb::str(symbol));
+          else dims.append(nb::none());
+        }
+        shape = dims;
+      }
+      out.append(nb::make_tuple(info.name, info.type, static_cast<int>(info.element_type), shape));
+    }
+    return out;
+  }
+
+  std::string Metadata(const std::string& key) const {
+    size_t n = 0;
+    Check(nee_session_metadata(handle, key.c_str(), nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    Check(nee_session_metadata(handle, key.c_str(), s.data(), s.size(), &n));
+    s.resize(n);
+    return s;
+  }
+
+  std::vector<std::string> CustomMetadataKeys() const {
+    std::vector<std::string> keys;
+    for (size_t i = 0; i < nee_session_custom_metadata_count(handle); ++i)
+      keys.emplace_back(nee_session_custom_metadata_key(handle, i));
+    return keys;
+  }
+
+  nb::list Run(const std::vector<std::string>& output_names, const std::vector<std::string>& input_names,
+               const std::vector<const Value*>& inputs) const {
+    std::vector<const char*> in_names, out_names;
+    for (const auto& n : input_names) in_names.push_back(n.c_str());
+    for (const auto& n : output_names) out_names.push_back(n.c_str());
+    std::vector<const nee_value_t*> handles;
+    for (const Value* v : inputs) handles.push_back(v->handle);
+    size_t n_out = output_names.empty() ? nee_session_output_count(handle) : output_names.size();
+    std::vector<nee_value_t*> results(n_out, nullptr);
+    nee_status_t st;
+    {
+      nb::gil_scoped_release release;  // concurrent runs from Python threads
+      st = nee_session_run(handle, in_names.data(), handles.data(), handles.size(),
+                           out_names.empty() ? nullptr : out_names.data(), out_names.size(), results.data());
+    }
+    Check(st);
+    std::vector<Value> owned;
+    for (nee_value_t* r : results) owned.emplace_back(r);
+    nb::list out;
+    for (const Value& r : owned) out.append(Unpack(r.handle));
+    return out;
+  }
+};
+
+}  // namespace
+
+NB_MODULE(_nee, m) {
+  m.doc() = "Low-level bindings of the nee C API; use the `nee` package instead.";
+  m.def("version", [] { return std::string(nee_version()); });
+  m.def("register_errors", [](nb::object invalid_model, nb::object invalid_argument, nb::object not_implemented,
+                              nb::object out_of_memory, nb::object runtime, nb::object io) {
+    g_error_classes[NEE_STATUS_INVALID_MODEL] = invalid_model;
+    g_error_classes[NEE_STATUS_INVALID_ARGUMENT] = invalid_argument;
+    g_error_classes[NEE_STATUS_NOT_IMPLEMENTED] = not_implemented;
+    g_error_classes[NEE_STATUS_OUT_OF_MEMORY] = out_of_memory;
+    g_error_classes[NEE_STATUS_RUNTIME_ERROR] = runtime;
+    g_error_classes[NEE_STATUS_IO_ERROR] = io;
+  });
+  nb::class_<Value>(m, "Value");
+  m.def("tensor_from_array", &TensorFromArray);
+  m.def("tensor_from_buffer", &TensorFromBuffer);
+  m.def("string_tensor", &StringTensor);
+  m.def("sequence", &Sequence);
+  m.def("none", &NoneValue);
+  m.def("load_file", &LoadFile);
+  m.def("unpack", [](const Value& v) { return Unpack(v.handle); });
+  nb::class_<Session>(m, "Session")
+      .def_static("create", &Session::Create, nb::rv_policy::take_ownership)
+      .def("inputs", [](const Session& s) { return s.Infos(0); })
+      .def("outputs", [](const Session& s) { return s.Infos(1); })
+      .def("metadata", &Session::Metadata)
+      .def("custom_metadata_keys", &Session::CustomMetadataKeys)
+      .def("run", &Session::Run);
+}

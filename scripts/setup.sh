@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what nee needs to build and test on a fresh Debian machine:
+# compilers and libraries from Debian, Python packages into .venv (PyPI).
+# Safe to run repeatedly; skips what is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for pkg in g++ cmake make libgtest-dev python3-venv ccache; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# Pinned: the conformance floor is measured against this onnx release.
+.venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt

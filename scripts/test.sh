@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets everything up, builds, and runs every test: C++ unit tests and the C
+# example (ctest), Python API and model tests (pytest), ONNX conformance
+# against the committed floor, a bounded fuzz run, and `pip install .`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+
+echo "== C++ unit tests and examples (ctest)"
+(cd build && ctest --output-on-failure -j"$(nproc)")
+
+echo "== Python tests (pytest)"
+PYTHONPATH="$PWD/build/python" NEE_BIN="$PWD/build/bin/nee" NEE_UNIT_TEST_BINARY="$PWD/build/bin/nee_unit_tests" \
+  .venv/bin/python -m pytest -q tests/python tests/models tests/unit/format
+
+echo "== ONNX conformance (node tests)"
+PYTHONPATH="$PWD/build/python" .venv/bin/python tests/conformance/run_conformance.py \
+  --report build/conformance.md --check-floor tests/conformance/conformance_floor.txt
+
+if [ -x tests/fuzz/run_bounded_fuzz.sh ]; then
+  echo "== bounded fuzz run"
+  tests/fuzz/run_bounded_fuzz.sh
+fi
+
+echo "== pip install . (clean build of the Python package)"
+tests/python/check_pip_install.sh

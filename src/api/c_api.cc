@@ -1,0 +1,523 @@
+// The C API: converts between C handles and the engine's C++ objects and
+// turns every failure into a nee_status_t. No logic lives here.
+#include <cstring>
+#include <map>
+#include <new>
+
+#include "exec/session.h"
+#include "format/onnx_reader.h"
+// TEMPORARY until the writer and npy support land from the format work.
+#if __has_include("format/npy.h")
+#include "format/npy.h"
+#else
+namespace nee {
+inline Result<Tensor> ReadNpyFile(const std::string&) { return NotImplemented(".npy files are not supported yet"); }
+inline Status WriteNpyFile(const Tensor&, const std::string&) { return NotImplemented(".npy files are not supported yet"); }
+}  // namespace nee
+#endif
+#if __has_include("format/onnx_writer.h")
+#include "format/onnx_writer.h"
+#else
+namespace nee {
+inline Result<std::string> SerializeTensorProto(const Tensor&, const std::string&) { return NotImplemented("writing .pb files is not supported yet"); }
+}  // namespace nee
+#endif
+#include "nee/nee.h"
+
+struct nee_status_impl {
+  nee_status_code_t code;
+  std::string message;
+};
+struct nee_value_impl {
+  nee::Value value;
+};
+struct nee_session_options_impl {
+  nee::SessionOptions options;
+};
+struct nee_session_impl {
+  std::unique_ptr<nee::Session> session;
+  // Stable strings for nee_value_info_t.
+  std::vector<std::string> input_types, output_types;
+  std::vector<std::pair<std::string, size_t>> op_histogram;
+  nee_model_stats_t stats{};
+};
+
+namespace {
+
+nee_status_t MakeStatus(const nee::Status& s) {
+  if (s.ok()) return nullptr;
+  auto* st = new (std::nothrow) nee_status_impl{static_cast<nee_status_code_t>(s.code()), s.message()};
+  return st;  // on allocation failure NULL would mean OK; accept that corner
+}
+nee_status_t Err(nee_status_code_t code, const char* msg) {
+  return new (std::nothrow) nee_status_impl{code, msg};
+}
+nee_status_t NullArg(const char* what) { return Err(NEE_STATUS_INVALID_ARGUMENT, (std::string(what) + " is NULL").c_str()); }
+
+// Runs `fn`, converting any escaping C++ exception (allocation failure) into a status.
+template <typename Fn>
+nee_status_t Guard(Fn&& fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    return Err(NEE_STATUS_OUT_OF_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    return Err(NEE_STATUS_RUNTIME_ERROR, e.what());
+  } catch (...) {
+    return Err(NEE_STATUS_RUNTIME_ERROR, "unknown internal error");
+  }
+}
+
+nee_value_t* Wrap(nee::Value v) { return new nee_value_impl{std::move(v)}; }
+
+void FillString(const std::string& s, char* buffer, size_t capacity, size_t* out_length) {
+  if (out_length) *out_length = s.size();
+  if (buffer && capacity > 0) {
+    size_t n = std::min(capacity - 1, s.size());
+    std::memcpy(buffer, s.data(), n);
+    buffer[n] = '\0';
+  }
+}
+
+const nee::Tensor* TensorOf(const nee_value_t* v) {
+  return v && v->value.is_tensor() ? &v->value.tensor() : (v && v->value.is_map() ? &v->value.map_keys() : nullptr);
+}
+
+std::vector<nee::NamedValue> NamedInputs(const char* const* names, const nee_value_t* const* inputs, size_t count,
+                                         nee_status_t* error) {
+  std::vector<nee::NamedValue> feed;
+  for (size_t i = 0; i < count; ++i) {
+    if (!names || !names[i] || !inputs || !inputs[i]) {
+      *error = NullArg("an input name or value");
+      return {};
+    }
+    feed.push_back({names[i], inputs[i]->value});
+  }
+  return feed;
+}
+
+bool EndsWith(const std::string& s, const char* suffix) {
+  size_t n = std::strlen(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+nee_status_code_t nee_status_code(nee_status_t status) { return status ? status->code : NEE_STATUS_OK; }
+const char* nee_status_message(nee_status_t status) { return status ? status->message.c_str() : ""; }
+void nee_status_free(nee_status_t status) { delete status; }
+
+const char* nee_dtype_name(nee_dtype_t dtype) { return nee::DataTypeName(static_cast<nee::DataType>(dtype)); }
+const char* nee_version(void) { return "0.1.0"; }
+
+nee_status_t nee_value_create_tensor(nee_dtype_t dtype, const int64_t* dims, size_t rank, const void* data,
+                                     size_t data_size, nee_value_t** out_value) {
+  if (!out_value) return NullArg("out_value");
+  *out_value = nullptr;
+  if (rank > 0 && !dims) return NullArg("dims");
+  return Guard([&]() -> nee_status_t {
+    auto type = static_cast<nee::DataType>(dtype);
+    if (!nee::IsValidDataType(dtype) || type == nee::DataType::kString)
+      return Err(NEE_STATUS_INVALID_ARGUMENT, "invalid tensor element type (use nee_value_create_string_tensor for strings)");
+    auto t = nee::Tensor::Allocate(type, std::vector<int64_t>(dims, dims + rank));
+    if (!t.ok()) return MakeStatus(t.status());
+    if (data_size != t->byte_size())
+      return Err(NEE_STATUS_INVALID_ARGUMENT, ("data has " + std::to_string(data_size) + " bytes, the tensor " +
+                                               t->Describe() + " needs " + std::to_string(t->byte_size())).c_str());
+    if (data_size > 0) {
+      if (!data) return NullArg("data");
+      std::memcpy(t->raw_data(), data, data_size);
+    }
+    *out_value = Wrap(nee::Value(std::move(t).value()));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_create_string_tensor(const int64_t* dims, size_t rank, const char* const* strings,
+                                            const size_t* lengths, nee_value_t** out_value) {
+  if (!out_value) return NullArg("out_value");
+  *out_value = nullptr;
+  if (rank > 0 && !dims) return NullArg("dims");
+  return Guard([&]() -> nee_status_t {
+    auto t = nee::Tensor::Allocate(nee::DataType::kString, std::vector<int64_t>(dims, dims + rank));
+    if (!t.ok()) return MakeStatus(t.status());
+    if (t->num_elements() > 0 && (!strings || !lengths)) return NullArg("strings");
+    for (int64_t i = 0; i < t->num_elements(); ++i) {
+      if (!strings[i] && lengths[i] > 0) return NullArg("a string");
+      t->data<std::string>()[i].assign(strings[i] ? strings[i] : "", lengths[i]);
+    }
+    *out_value = Wrap(nee::Value(std::move(t).value()));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_create_sequence(const nee_value_t* const* elements, size_t count, nee_dtype_t element_dtype,
+                                       nee_value_t** out_value) {
+  if (!out_value) return NullArg("out_value");
+  *out_value = nullptr;
+  return Guard([&]() -> nee_status_t {
+    std::vector<nee::Value> items;
+    for (size_t i = 0; i < count; ++i) {
+      if (!elements || !elements[i]) return NullArg("a sequence element");
+      items.push_back(elements[i]->value);
+    }
+    auto elem_type = nee::TypeInfo::Tensor(static_cast<nee::DataType>(element_dtype));
+    *out_value = Wrap(nee::Value::Sequence(std::move(items), elem_type));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_create_none(nee_value_t** out_value) {
+  if (!out_value) return NullArg("out_value");
+  return Guard([&]() -> nee_status_t {
+    *out_value = Wrap(nee::Value::None(nee::TypeInfo{}));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_load_file(const char* path, nee_value_t** out_value) {
+  if (!path) return NullArg("path");
+  if (!out_value) return NullArg("out_value");
+  *out_value = nullptr;
+  return Guard([&]() -> nee_status_t {
+    std::string p = path;
+    if (EndsWith(p, ".npy")) {
+      auto t = nee::ReadNpyFile(p);
+      if (!t.ok()) return MakeStatus(t.status());
+      *out_value = Wrap(nee::Value(std::move(t).value()));
+      return nullptr;
+    }
+    auto v = nee::ReadValueProtoFile(p);
+    if (!v.ok()) return MakeStatus(v.status());
+    *out_value = Wrap(std::move(v).value());
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_save_file(const nee_value_t* value, const char* path) {
+  if (!value) return NullArg("value");
+  if (!path) return NullArg("path");
+  return Guard([&]() -> nee_status_t {
+    if (!value->value.is_tensor())
+      return Err(NEE_STATUS_NOT_IMPLEMENTED, "only tensors can be saved to a file");
+    std::string p = path;
+    if (EndsWith(p, ".npy")) return MakeStatus(nee::WriteNpyFile(value->value.tensor(), p));
+    auto bytes = nee::SerializeTensorProto(value->value.tensor(), "");
+    if (!bytes.ok()) return MakeStatus(bytes.status());
+    FILE* f = std::fopen(path, "wb");
+    if (!f) return Err(NEE_STATUS_IO_ERROR, ("cannot write '" + p + "'").c_str());
+    size_t written = std::fwrite(bytes->data(), 1, bytes->size(), f);
+    bool ok = written == bytes->size() && std::fclose(f) == 0;
+    if (!ok) return Err(NEE_STATUS_IO_ERROR, ("cannot write '" + p + "'").c_str());
+    return nullptr;
+  });
+}
+
+void nee_value_release(nee_value_t* value) { delete value; }
+
+nee_value_kind_t nee_value_kind(const nee_value_t* value) {
+  if (!value) return NEE_VALUE_NONE;
+  switch (value->value.kind()) {
+    case nee::Value::Kind::kTensor: return NEE_VALUE_TENSOR;
+    case nee::Value::Kind::kSequence: return NEE_VALUE_SEQUENCE;
+    case nee::Value::Kind::kMap: return NEE_VALUE_MAP;
+    default: return NEE_VALUE_NONE;
+  }
+}
+
+nee_dtype_t nee_value_dtype(const nee_value_t* value) {
+  if (value && value->value.is_sequence()) return static_cast<nee_dtype_t>(value->value.element_type().elem_type);
+  const nee::Tensor* t = TensorOf(value);
+  return t ? static_cast<nee_dtype_t>(t->dtype()) : NEE_DTYPE_UNDEFINED;
+}
+size_t nee_value_rank(const nee_value_t* value) {
+  const nee::Tensor* t = TensorOf(value);
+  return t ? t->dims().size() : 0;
+}
+const int64_t* nee_value_dims(const nee_value_t* value) {
+  const nee::Tensor* t = TensorOf(value);
+  return t ? t->dims().data() : nullptr;
+}
+int64_t nee_value_element_count(const nee_value_t* value) {
+  const nee::Tensor* t = TensorOf(value);
+  return t ? t->num_elements() : 0;
+}
+const void* nee_value_data(const nee_value_t* value) {
+  const nee::Tensor* t = TensorOf(value);
+  return t && t->dtype() != nee::DataType::kString ? t->raw_data() : nullptr;
+}
+size_t nee_value_data_size(const nee_value_t* value) {
+  const nee::Tensor* t = TensorOf(value);
+  return t && t->dtype() != nee::DataType::kString ? t->byte_size() : 0;
+}
+
+nee_status_t nee_value_string_at(const nee_value_t* value, int64_t index, const char** out_bytes, size_t* out_length) {
+  const nee::Tensor* t = TensorOf(value);
+  if (!t || t->dtype() != nee::DataType::kString) return Err(NEE_STATUS_INVALID_ARGUMENT, "not a string tensor");
+  if (index < 0 || index >= t->num_elements()) return Err(NEE_STATUS_INVALID_ARGUMENT, "string index out of range");
+  if (!out_bytes || !out_length) return NullArg("out_bytes or out_length");
+  const std::string& s = t->data<std::string>()[index];
+  *out_bytes = s.data();
+  *out_length = s.size();
+  return nullptr;
+}
+
+size_t nee_value_sequence_length(const nee_value_t* value) {
+  return value && value->value.is_sequence() ? value->value.elements().size() : 0;
+}
+
+nee_status_t nee_value_sequence_at(const nee_value_t* value, size_t index, nee_value_t** out_value) {
+  if (!out_value) return NullArg("out_value");
+  if (!value || !value->value.is_sequence()) return Err(NEE_STATUS_INVALID_ARGUMENT, "not a sequence");
+  if (index >= value->value.elements().size()) return Err(NEE_STATUS_INVALID_ARGUMENT, "sequence index out of range");
+  return Guard([&]() -> nee_status_t {
+    *out_value = Wrap(value->value.elements()[index]);
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_map_keys(const nee_value_t* value, nee_value_t** out_keys) {
+  if (!out_keys) return NullArg("out_keys");
+  if (!value || !value->value.is_map()) return Err(NEE_STATUS_INVALID_ARGUMENT, "not a map");
+  return Guard([&]() -> nee_status_t {
+    *out_keys = Wrap(nee::Value(value->value.map_keys()));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_map_values(const nee_value_t* value, nee_value_t** out_values) {
+  if (!out_values) return NullArg("out_values");
+  if (!value || !value->value.is_map()) return Err(NEE_STATUS_INVALID_ARGUMENT, "not a map");
+  return Guard([&]() -> nee_status_t {
+    *out_values = Wrap(nee::Value(value->value.map_values()));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_describe(const nee_value_t* value, char* buffer, size_t capacity, size_t* out_length) {
+  if (!value) return NullArg("value");
+  return Guard([&]() -> nee_status_t {
+    FillString(value->value.Describe(), buffer, capacity, out_length);
+    return nullptr;
+  });
+}
+
+nee_status_t nee_session_options_create(nee_session_options_t** out_options) {
+  if (!out_options) return NullArg("out_options");
+  *out_options = new (std::nothrow) nee_session_options_impl();
+  return *out_options ? nullptr : Err(NEE_STATUS_OUT_OF_MEMORY, "out of memory");
+}
+void nee_session_options_set_intra_op_threads(nee_session_options_t* options, int32_t threads) {
+  if (options) options->options.intra_op_num_threads = threads < 0 ? 0 : threads;
+}
+void nee_session_options_set_optimization_level(nee_session_options_t* options, int32_t level) {
+  if (options) options->options.graph_optimization_level = level < 0 ? 0 : level;
+}
+void nee_session_options_release(nee_session_options_t* options) { delete options; }
+
+// Walks the graph and its subgraphs for nee_session_model_stats and the op histogram.
+static void CountGraph(const nee::Graph& g, std::map<std::string, size_t>& ops, nee_model_stats_t& stats) {
+  stats.node_count += g.nodes.size();
+  stats.initializer_count += g.initializers.size();
+  for (const auto& init : g.initializers) {
+    stats.parameter_count += init.tensor.num_elements();
+    stats.parameter_bytes += static_cast<int64_t>(init.tensor.byte_size());
+  }
+  for (const auto& n : g.nodes) {
+    ++ops[(n.domain.empty() ? "" : n.domain + ".") + n.op_type];
+    for (const auto& a : n.attributes) {
+      if (a.g) CountGraph(*a.g, ops, stats);
+      for (const auto& sg : a.graphs)
+        if (sg) CountGraph(*sg, ops, stats);
+    }
+  }
+}
+
+static void CountModel(const nee::Graph& g, nee_session_impl& s) {
+  std::map<std::string, size_t> ops;
+  CountGraph(g, ops, s.stats);
+  s.op_histogram.assign(ops.begin(), ops.end());
+}
+
+static nee_status_t FinishSession(nee::Result<std::unique_ptr<nee::Session>> session, nee_session_t** out_session) {
+  if (!session.ok()) return MakeStatus(session.status());
+  auto* s = new nee_session_impl();
+  s->session = std::move(session).value();
+  for (const auto& vi : s->session->inputs()) s->input_types.push_back(vi.type.ToString());
+  for (const auto& vi : s->session->outputs()) s->output_types.push_back(vi.type.ToString());
+  CountModel(s->session->model().graph, *s);
+  *out_session = s;
+  return nullptr;
+}
+
+nee_status_t nee_session_create_from_file(const char* path, const nee_session_options_t* options,
+                                          nee_session_t** out_session) {
+  if (!path) return NullArg("path");
+  if (!out_session) return NullArg("out_session");
+  *out_session = nullptr;
+  return Guard([&]() -> nee_status_t {
+    nee::SessionOptions opts = options ? options->options : nee::SessionOptions{};
+    return FinishSession(nee::Session::CreateFromFile(path, opts), out_session);
+  });
+}
+
+nee_status_t nee_session_create_from_memory(const void* data, size_t size, const nee_session_options_t* options,
+                                            nee_session_t** out_session) {
+  if (!data && size > 0) return NullArg("data");
+  if (!out_session) return NullArg("out_session");
+  *out_session = nullptr;
+  return Guard([&]() -> nee_status_t {
+    nee::SessionOptions opts = options ? options->options : nee::SessionOptions{};
+    return FinishSession(nee::Session::CreateFromBytes(data, size, opts), out_session);
+  });
+}
+
+void nee_session_release(nee_session_t* session) { delete session; }
+
+size_t nee_session_input_count(const nee_session_t* session) { return session ? session->session->inputs().size() : 0; }
+size_t nee_session_output_count(const nee_session_t* session) { return session ? session->session->outputs().size() : 0; }
+
+static const nee::ValueInfo* InfoAt(const nee_session_t* session, int is_output, size_t index) {
+  if (!session) return nullptr;
+  const auto& list = is_output ? session->session->outputs() : session->session->inputs();
+  return index < list.size() ? &list[index] : nullptr;
+}
+
+nee_status_t nee_session_value_info(const nee_session_t* session, int is_output, size_t index,
+                                    nee_value_info_t* out_info) {
+  if (!out_info) return NullArg("out_info");
+  const nee::ValueInfo* vi = InfoAt(session, is_output, index);
+  if (!vi) return Err(NEE_STATUS_INVALID_ARGUMENT, "input/output index out of range");
+  out_info->name = vi->name.c_str();
+  out_info->type = (is_output ? session->output_types : session->input_types)[index].c_str();
+  out_info->element_type = vi->type.is_tensor() ? static_cast<nee_dtype_t>(vi->type.elem_type) : NEE_DTYPE_UNDEFINED;
+  out_info->rank = vi->type.is_tensor() && vi->type.shape ? static_cast<int64_t>(vi->type.shape->size()) : -1;
+  return nullptr;
+}
+
+nee_status_t nee_session_value_dim(const nee_session_t* session, int is_output, size_t index, size_t axis,
+                                   int64_t* out_size, const char** out_symbol) {
+  if (!out_size || !out_symbol) return NullArg("out_size or out_symbol");
+  const nee::ValueInfo* vi = InfoAt(session, is_output, index);
+  if (!vi) return Err(NEE_STATUS_INVALID_ARGUMENT, "input/output index out of range");
+  if (!vi->type.shape || axis >= vi->type.shape->size()) return Err(NEE_STATUS_INVALID_ARGUMENT, "axis out of range");
+  const nee::Dim& d = (*vi->type.shape)[axis];
+  *out_size = d.value;
+  *out_symbol = d.symbol.c_str();
+  return nullptr;
+}
+
+nee_status_t nee_session_metadata(const nee_session_t* session, const char* key, char* buffer, size_t capacity,
+                                  size_t* out_length) {
+  if (!session) return NullArg("session");
+  if (!key) return NullArg("key");
+  return Guard([&]() -> nee_status_t {
+    const nee::Model& m = session->session->model();
+    std::string k = key, v;
+    if (k == "producer_name") v = m.producer_name;
+    else if (k == "producer_version") v = m.producer_version;
+    else if (k == "domain") v = m.domain;
+    else if (k == "doc_string") v = m.doc_string;
+    else if (k == "graph_name") v = m.graph.name;
+    else if (k == "graph_doc_string") v = m.graph.doc_string;
+    else if (k == "model_version") v = std::to_string(m.model_version);
+    else if (k == "ir_version") v = std::to_string(m.ir_version);
+    else if (k == "opsets") {
+      for (const auto& o : m.opset_imports)
+        v += (v.empty() ? "" : ",") + (o.domain.empty() ? std::string("ai.onnx") : o.domain) + ":" + std::to_string(o.version);
+    } else if (k.rfind("custom:", 0) == 0) {
+      bool found = false;
+      for (const auto& [mk, mv] : m.metadata_props)
+        if (mk == k.substr(7)) { v = mv; found = true; }
+      if (!found) return Err(NEE_STATUS_INVALID_ARGUMENT, ("no metadata_props entry '" + k.substr(7) + "'").c_str());
+    } else {
+      return Err(NEE_STATUS_INVALID_ARGUMENT, ("unknown metadata key '" + k + "'").c_str());
+    }
+    FillString(v, buffer, capacity, out_length);
+    return nullptr;
+  });
+}
+
+size_t nee_session_custom_metadata_count(const nee_session_t* session) {
+  return session ? session->session->model().metadata_props.size() : 0;
+}
+const char* nee_session_custom_metadata_key(const nee_session_t* session, size_t index) {
+  if (!session || index >= session->session->model().metadata_props.size()) return nullptr;
+  return session->session->model().metadata_props[index].first.c_str();
+}
+
+nee_status_t nee_session_model_stats(const nee_session_t* session, nee_model_stats_t* out_stats) {
+  if (!session) return NullArg("session");
+  if (!out_stats) return NullArg("out_stats");
+  *out_stats = session->stats;
+  return nullptr;
+}
+
+size_t nee_session_op_type_count(const nee_session_t* session) { return session ? session->op_histogram.size() : 0; }
+
+nee_status_t nee_session_op_type_at(const nee_session_t* session, size_t index, const char** out_op_type,
+                                    size_t* out_node_count) {
+  if (!session) return NullArg("session");
+  if (!out_op_type || !out_node_count) return NullArg("out_op_type or out_node_count");
+  if (index >= session->op_histogram.size()) return Err(NEE_STATUS_INVALID_ARGUMENT, "op index out of range");
+  *out_op_type = session->op_histogram[index].first.c_str();
+  *out_node_count = session->op_histogram[index].second;
+  return nullptr;
+}
+
+nee_status_t nee_session_run(const nee_session_t* session, const char* const* input_names,
+                             const nee_value_t* const* inputs, size_t input_count, const char* const* output_names,
+                             size_t output_count, nee_value_t** out_values) {
+  if (!session) return NullArg("session");
+  if (!out_values) return NullArg("out_values");
+  if (output_count > 0 && !output_names) return NullArg("output_names");
+  return Guard([&]() -> nee_status_t {
+    nee_status_t error = nullptr;
+    auto feed = NamedInputs(input_names, inputs, input_count, &error);
+    if (error) return error;
+    std::vector<std::string> wanted;
+    for (size_t i = 0; i < output_count; ++i) {
+      if (!output_names[i]) return NullArg("an output name");
+      wanted.emplace_back(output_names[i]);
+    }
+    auto results = session->session->Run(feed, wanted);
+    if (!results.ok()) return MakeStatus(results.status());
+    for (size_t i = 0; i < results->size(); ++i) out_values[i] = Wrap(std::move(results.value()[i]));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_session_plan_report(const nee_session_t* session, const char* const* input_names,
+                                     const nee_value_t* const* inputs, size_t input_count,
+                                     nee_plan_report_t* out_report) {
+  if (!session) return NullArg("session");
+  if (!out_report) return NullArg("out_report");
+  return Guard([&]() -> nee_status_t {
+    nee_status_t error = nullptr;
+    auto feed = NamedInputs(input_names, inputs, input_count, &error);
+    if (error) return error;
+    const nee::Graph& g = session->session->model().graph;
+    std::vector<nee::TypeInfo> types;
+    for (const auto& gi : g.inputs) {
+      nee::TypeInfo t = gi.type;
+      if (const nee::Initializer* init = g.FindInitializer(gi.name))
+        t = nee::TypeInfo::Tensor(init->tensor.dtype(), nee::ShapeFromDims(init->tensor.dims()));
+      for (const auto& f : feed)
+        if (f.name == gi.name && f.value.is_tensor())
+          t = nee::TypeInfo::Tensor(f.value.tensor().dtype(), nee::ShapeFromDims(f.value.tensor().dims()));
+      types.push_back(std::move(t));
+    }
+    auto report = session->session->ReportPlan(types);
+    if (!report.ok()) return MakeStatus(report.status());
+    out_report->node_count = report->num_nodes;
+    out_report->value_count = report->num_values;
+    out_report->planned_value_count = report->num_planned;
+    out_report->arena_bytes = report->arena_bytes;
+    out_report->planned_bytes = report->planned_bytes;
+    return nullptr;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,364 @@
+#include "check/checker.h"
+
+#include <algorithm>
+#include <deque>
+
+namespace nee {
+
+namespace {
+constexpr int64_t kMaxPropagatedElements = 1024;
+
+std::string GraphLabel(const Graph& g) { return "graph '" + g.name + "'"; }
+
+// Adds a graph's definitions to `defined`, and every used-but-undefined name to `captured`.
+void CollectCaptured(const Graph& g, const std::unordered_set<std::string>& outer_defined,
+                     std::vector<std::string>& captured, std::unordered_set<std::string>& seen) {
+  std::unordered_set<std::string> defined = outer_defined;
+  for (const ValueInfo& vi : g.inputs) defined.insert(vi.name);
+  for (const Initializer& init : g.initializers) defined.insert(init.name);
+  for (const SparseTensor& s : g.sparse_initializers) defined.insert(s.name);
+  for (const Node& n : g.nodes)
+    for (const std::string& o : n.outputs)
+      if (!o.empty()) defined.insert(o);
+  auto use = [&](const std::string& name) {
+    if (!name.empty() && !defined.count(name) && seen.insert(name).second) captured.push_back(name);
+  };
+  for (const Node& n : g.nodes) {
+    for (const std::string& in : n.inputs) use(in);
+    for (const Attribute& a : n.attributes) {
+      std::vector<std::string> inner;
+      std::unordered_set<std::string> inner_seen;
+      if (a.g) CollectCaptured(*a.g, {}, inner, inner_seen);
+      for (const auto& sg : a.graphs)
+        if (sg) CollectCaptured(*sg, {}, inner, inner_seen);
+      for (const std::string& name : inner) use(name);
+    }
+  }
+  for (const ValueInfo& vi : g.outputs) use(vi.name);
+}
+
+// Merges a declared type (value_info / graph output) into an inferred one.
+Status MergeDeclared(const Node& node, const std::string& name, const TypeInfo& declared, TypeInfo& inferred) {
+  if (declared.kind == TypeInfo::Kind::kUnknown) return Status::Ok();
+  if (inferred.kind == TypeInfo::Kind::kUnknown) {
+    inferred = declared;
+    return Status::Ok();
+  }
+  if (inferred.kind == TypeInfo::Kind::kTensor && declared.kind == TypeInfo::Kind::kTensor) {
+    if (declared.elem_type != DataType::kUndefined && inferred.elem_type != DataType::kUndefined &&
+        declared.elem_type != inferred.elem_type)
+      return InvalidModel(node.Describe() + ": output '" + name + "' is declared " + declared.ToString() +
+                          " but the operator produces " + inferred.ToString());
+    if (inferred.elem_type == DataType::kUndefined) inferred.elem_type = declared.elem_type;
+    if (!inferred.shape) {
+      inferred.shape = declared.shape;
+    } else if (declared.shape && declared.shape->size() == inferred.shape->size()) {
+      for (size_t i = 0; i < inferred.shape->size(); ++i)
+        if (!(*inferred.shape)[i].known() && (*inferred.shape)[i].symbol.empty())
+          (*inferred.shape)[i] = (*declared.shape)[i];
+    }
+  }
+  return Status::Ok();
+}
+
+class GraphChecker {
+ public:
+  GraphChecker(const Graph& g, const OpsetMap& opsets, const OpRegistry& registry, const TypeScope* outer,
+               const CheckOptions& options, int depth)
+      : g_(g), opsets_(opsets), registry_(registry), outer_(outer), options_(options), depth_(depth) {}
+
+  Result<CheckedGraph> Run() {
+    if (depth_ > options_.max_subgraph_depth)
+      return InvalidModel(GraphLabel(g_) + ": subgraphs nested deeper than " +
+                          std::to_string(options_.max_subgraph_depth) + " levels");
+    NEE_RETURN_IF_ERROR(DefineGraphInputs());
+    NEE_RETURN_IF_ERROR(ResolveNodes());
+    NEE_RETURN_IF_ERROR(TopologicalOrder());
+    for (size_t idx : out_.order) NEE_RETURN_IF_ERROR(InferNode(idx));
+    NEE_RETURN_IF_ERROR(CheckOutputs());
+    return std::move(out_);
+  }
+
+ private:
+  Status Define(const std::string& name, const TypeInfo& type, const char* what) {
+    if (name.empty()) return InvalidModel(GraphLabel(g_) + ": a " + what + " has an empty name");
+    if (!out_.types.emplace(name, type).second)
+      return InvalidModel(GraphLabel(g_) + ": value '" + name + "' is defined more than once");
+    return Status::Ok();
+  }
+
+  Status DefineGraphInputs() {
+    if (options_.input_types && options_.input_types->size() != g_.inputs.size())
+      return InvalidArgument(GraphLabel(g_) + ": expected " + std::to_string(g_.inputs.size()) + " input types");
+    std::unordered_set<std::string> input_names;
+    for (size_t i = 0; i < g_.inputs.size(); ++i) {
+      const ValueInfo& vi = g_.inputs[i];
+      NEE_RETURN_IF_ERROR(Define(vi.name, options_.input_types ? (*options_.input_types)[i] : vi.type, "graph input"));
+      input_names.insert(vi.name);
+    }
+    for (const Initializer& init : g_.initializers) {
+      TypeInfo t = TypeInfo::Tensor(init.tensor.dtype(), ShapeFromDims(init.tensor.dims()));
+      if (input_names.count(init.name)) {
+        // An initializer that is also a graph input is an overridable default.
+        continue;
+      }
+      NEE_RETURN_IF_ERROR(Define(init.name, t, "initializer"));
+      out_.constants.emplace(init.name, init.tensor);
+    }
+    for (const SparseTensor& s : g_.sparse_initializers) {
+      if (input_names.count(s.name)) continue;
+      NEE_RETURN_IF_ERROR(Define(s.name, TypeInfo::Tensor(s.values.dtype(), ShapeFromDims(s.dims)), "sparse initializer"));
+    }
+    return Status::Ok();
+  }
+
+  Status ResolveNodes() {
+    size_t n = g_.nodes.size();
+    out_.schemas.resize(n);
+    out_.opsets.resize(n);
+    out_.implicit_inputs.resize(n);
+    std::unordered_set<std::string> node_outputs;
+    for (size_t i = 0; i < n; ++i) {
+      const Node& node = g_.nodes[i];
+      std::string domain = NormalizeDomain(node.domain);
+      auto it = opsets_.find(domain);
+      if (it == opsets_.end())
+        return InvalidModel(node.Describe() + ": the model imports no opset for domain '" + node.domain + "'");
+      out_.opsets[i] = it->second;
+      auto schema = registry_.Resolve(domain, node.op_type, it->second);
+      if (!schema.ok()) return schema.status().WithContext(node.Describe() + ": ");
+      const OpSchema* s = schema.value();
+      out_.schemas[i] = s;
+      int n_in = static_cast<int>(node.inputs.size());
+      int n_out = static_cast<int>(node.outputs.size());
+      if (n_in < s->min_inputs || n_in > s->max_inputs)
+        return InvalidModel(node.Describe() + ": has " + std::to_string(n_in) + " inputs, opset " +
+                            std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs));
+      if (n_out < s->min_outputs || n_out > s->max_outputs)
+        return InvalidModel(node.Describe() + ": has " + std::to_string(n_out) + " outputs, opset " +
+                            std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs));
+      for (size_t k = 0; k < node.inputs.size(); ++k) {
+        // A required (leading) input may not be omitted.
+        if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs)
+          return InvalidModel(node.Describe() + ": required input " + std::to_string(k) + " is empty");
+      }
+      for (const std::string& o : node.outputs) {
+        if (o.empty()) continue;
+        if (out_.types.count(o) || !node_outputs.insert(o).second)
+          return InvalidModel(node.Describe() + ": output '" + o + "' is defined more than once");
+      }
+      std::unordered_set<std::string> seen;
+      for (const Attribute& a : node.attributes) {
+        std::vector<std::string> captured;
+        if (a.g) CollectCaptured(*a.g, {}, captured, seen);
+        for (const auto& sg : a.graphs)
+          if (sg) CollectCaptured(*sg, {}, captured, seen);
+        for (auto& c : captured) out_.implicit_inputs[i].push_back(std::move(c));
+      }
+    }
+    return Status::Ok();
+  }
+
+  static std::string ArityText(int lo, int hi) {
+    if (hi >= kVariadic) return std::to_string(lo) + " or more";
+    if (lo == hi) return std::to_string(lo);
+    return std::to_string(lo) + " to " + std::to_string(hi);
+  }
+
+  bool DefinedOutside(const std::string& name) const {
+    return out_.types.count(name) || (outer_ && outer_->Find(name));
+  }
+
+  // Kahn's algorithm; also reports undefined inputs and cycles.
+  Status TopologicalOrder() {
+    size_t n = g_.nodes.size();
+    std::unordered_map<std::string, size_t> producer;
+    for (size_t i = 0; i < n; ++i)
+      for (const std::string& o : g_.nodes[i].outputs)
+        if (!o.empty()) producer[o] = i;
+    std::vector<std::vector<size_t>> consumers(n);
+    std::vector<size_t> pending(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const Node& node = g_.nodes[i];
+      std::vector<std::string> reads;
+      for (const std::string& in : node.inputs)
+        if (!in.empty()) reads.push_back(in);
+      for (const std::string& c : out_.implicit_inputs[i]) reads.push_back(c);
+      std::unordered_set<size_t> deps;
+      for (const std::string& name : reads) {
+        auto p = producer.find(name);
+        if (p != producer.end()) {
+          if (deps.insert(p->second).second) {
+            consumers[p->second].push_back(i);
+            ++pending[i];
+          }
+        } else if (!DefinedOutside(name)) {
+          return InvalidModel(node.Describe() + ": input '" + name + "' is not defined by any node, input or "
+                              "initializer of " + GraphLabel(g_) + (depth_ > 0 ? " or an enclosing graph" : ""));
+        }
+      }
+    }
+    std::deque<size_t> ready;
+    for (size_t i = 0; i < n; ++i)
+      if (pending[i] == 0) ready.push_back(i);
+    while (!ready.empty()) {
+      size_t i = ready.front();
+      ready.pop_front();
+      out_.order.push_back(i);
+      for (size_t c : consumers[i])
+        if (--pending[c] == 0) ready.push_back(c);
+    }
+    if (out_.order.size() != n) {
+      for (size_t i = 0; i < n; ++i)
+        if (pending[i] > 0)
+          return InvalidModel(GraphLabel(g_) + " has a cycle: " + g_.nodes[i].Describe() +
+                              " depends (directly or not) on its own output");
+    }
+    return Status::Ok();
+  }
+
+  const TypeInfo* TypeOf(const std::string& name) const {
+    auto it = out_.types.find(name);
+    if (it != out_.types.end()) return &it->second;
+    return outer_ ? outer_->Find(name) : nullptr;
+  }
+
+  const Tensor* ValueOf(const std::string& name) const {
+    auto it = out_.constants.find(name);
+    if (it != out_.constants.end()) return &it->second;
+    for (const TypeScope* s = outer_; s; s = s->parent) {
+      if (s->constants) {
+        auto jt = s->constants->find(name);
+        if (jt != s->constants->end()) return &jt->second;
+      }
+      if (s->types && s->types->count(name)) return nullptr;  // shadowed by a non-constant
+    }
+    return nullptr;
+  }
+
+  Status InferNode(size_t idx) {
+    const Node& node = g_.nodes[idx];
+    const OpSchema* schema = out_.schemas[idx];
+    InferenceContext ctx{node, out_.opsets[idx], {}, {}, {}, {}, nullptr};
+    for (const std::string& in : node.inputs) {
+      ctx.input_types.push_back(in.empty() ? nullptr : TypeOf(in));
+      ctx.input_values.push_back(in.empty() ? nullptr : ValueOf(in));
+    }
+    ctx.output_types.resize(node.outputs.size());
+    ctx.output_values.resize(node.outputs.size());
+
+    std::unordered_set<const Graph*> inferred_bodies;
+    TypeScope scope{outer_, &out_.types, &out_.constants};
+    ctx.infer_subgraph = [&](const Graph& body, const std::vector<TypeInfo>& input_types)
+        -> Result<std::vector<TypeInfo>> {
+      inferred_bodies.insert(&body);
+      CheckOptions sub = options_;
+      sub.input_types = input_types.size() == body.inputs.size() ? &input_types : nullptr;
+      NEE_ASSIGN_OR_RETURN(CheckedGraph checked,
+                           GraphChecker(body, opsets_, registry_, &scope, sub, depth_ + 1).Run());
+      std::vector<TypeInfo> outs;
+      for (const ValueInfo& vi : body.outputs) {
+        auto it = checked.types.find(vi.name);
+        outs.push_back(it != checked.types.end() ? it->second : vi.type);
+      }
+      return outs;
+    };
+    if (schema->infer) NEE_RETURN_IF_ERROR(schema->infer(ctx));
+    // Bodies the rule did not look at are still validated, with their declared input types.
+    for (const Attribute& a : node.attributes) {
+      std::vector<const Graph*> bodies;
+      if (a.g) bodies.push_back(a.g.get());
+      for (const auto& sg : a.graphs)
+        if (sg) bodies.push_back(sg.get());
+      for (const Graph* body : bodies) {
+        if (inferred_bodies.count(body)) continue;
+        CheckOptions sub = options_;
+        sub.input_types = nullptr;
+        auto checked = GraphChecker(*body, opsets_, registry_, &scope, sub, depth_ + 1).Run();
+        if (!checked.ok()) return checked.status().WithContext(node.Describe() + ": attribute '" + a.name + "': ");
+      }
+    }
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      const std::string& name = node.outputs[k];
+      if (name.empty()) continue;
+      TypeInfo t = std::move(ctx.output_types[k]);
+      if (const TypeInfo* declared = DeclaredType(name)) NEE_RETURN_IF_ERROR(MergeDeclared(node, name, *declared, t));
+      out_.types[name] = std::move(t);
+      if (ctx.output_values[k] && ctx.output_values[k]->num_elements() <= kMaxPropagatedElements)
+        out_.constants[name] = *ctx.output_values[k];
+    }
+    return Status::Ok();
+  }
+
+  const TypeInfo* DeclaredType(const std::string& name) {
+    if (declared_.empty()) {
+      for (const ValueInfo& vi : g_.value_info) declared_.emplace(vi.name, &vi.type);
+      for (const ValueInfo& vi : g_.outputs) declared_.emplace(vi.name, &vi.type);
+      declared_.emplace("", nullptr);  // marks the index as built
+    }
+    auto it = declared_.find(name);
+    return it == declared_.end() ? nullptr : it->second;
+  }
+
+  Status CheckOutputs() {
+    if (g_.outputs.empty() && depth_ == 0) return InvalidModel(GraphLabel(g_) + " has no outputs");
+    for (const ValueInfo& vi : g_.outputs) {
+      if (!TypeOf(vi.name))
+        return InvalidModel(GraphLabel(g_) + ": output '" + vi.name + "' is not produced by any node, input or initializer");
+    }
+    std::unordered_set<std::string> seen;
+    std::vector<std::string> captured;
+    CollectCaptured(g_, {}, captured, seen);
+    out_.captured = std::move(captured);
+    return Status::Ok();
+  }
+
+  const Graph& g_;
+  const OpsetMap& opsets_;
+  const OpRegistry& registry_;
+  const TypeScope* outer_;
+  const CheckOptions& options_;
+  int depth_;
+  CheckedGraph out_;
+  std::unordered_map<std::string, const TypeInfo*> declared_;
+};
+}  // namespace
+
+OpsetMap OpsetsOf(const std::vector<OpsetImport>& imports) {
+  OpsetMap m;
+  for (const OpsetImport& o : imports) m[NormalizeDomain(o.domain)] = o.version;
+  return m;
+}
+
+const TypeInfo* TypeScope::Find(const std::string& name) const {
+  for (const TypeScope* s = this; s; s = s->parent) {
+    if (!s->types) continue;
+    auto it = s->types->find(name);
+    if (it != s->types->end()) return &it->second;
+  }
+  return nullptr;
+}
+
+Result<CheckedGraph> CheckGraph(const Graph& graph, const OpsetMap& opsets, const OpRegistry& registry,
+                                const TypeScope* outer, const CheckOptions& options, int depth) {
+  return GraphChecker(graph, opsets, registry, outer, options, depth).Run();
+}
+
+Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry, const CheckOptions& options) {
+  if (model.ir_version < 3)
+    return InvalidModel("model ir_version " + std::to_string(model.ir_version) + " is not supported (need 3 or newer)");
+  if (model.opset_imports.empty()) return InvalidModel("model has no opset_import");
+  for (const OpsetImport& o : model.opset_imports)
+    if (o.version <= 0)
+      return InvalidModel("opset_import for domain '" + o.domain + "' has invalid version " + std::to_string(o.version));
+  return CheckGraph(model.graph, OpsetsOf(model.opset_imports), registry, nullptr, options);
+}
+
+std::vector<std::string> CapturedNames(const Graph& graph) {
+  std::vector<std::string> captured;
+  std::unordered_set<std::string> seen;
+  CollectCaptured(graph, {}, captured, seen);
+  return captured;
+}
+
+}  // namespace nee

@@ -1,0 +1,66 @@
+// Validation and type/shape inference of a graph before anything runs.
+//
+// CheckGraph proves a graph well-formed (unique SSA names, no cycles, every
+// input defined in this graph or an enclosing one, every op known at the
+// model's opset with a valid arity) and infers the type and shape of every
+// value by running each op's own rule in topological order. It never
+// changes the graph; its product, CheckedGraph, is what plan/ consumes.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ops/op_registry.h"
+
+namespace nee {
+
+using OpsetMap = std::map<std::string, int64_t>;  // normalized domain -> version
+OpsetMap OpsetsOf(const std::vector<OpsetImport>& imports);
+
+// Types (and small known values) of the names visible from enclosing graphs.
+struct TypeScope {
+  const TypeScope* parent = nullptr;
+  const std::unordered_map<std::string, TypeInfo>* types = nullptr;
+  const std::unordered_map<std::string, Tensor>* constants = nullptr;
+  const TypeInfo* Find(const std::string& name) const;
+};
+
+struct CheckedGraph {
+  // Node indices in a valid execution order.
+  std::vector<size_t> order;
+  // Per node index: its schema entry in force and its domain's opset.
+  std::vector<const OpSchema*> schemas;
+  std::vector<int64_t> opsets;
+  // Per node index: outer-scope names its subgraphs read (implicit inputs).
+  std::vector<std::vector<std::string>> implicit_inputs;
+  // Type of every value defined in this graph (inputs, initializers, node outputs).
+  std::unordered_map<std::string, TypeInfo> types;
+  // Values known before running: non-overridable initializers and small
+  // propagated shape computations.
+  std::unordered_map<std::string, Tensor> constants;
+  // Names this graph reads from enclosing scopes.
+  std::vector<std::string> captured;
+};
+
+struct CheckOptions {
+  // Concrete types for the graph's inputs (per-shape-signature planning);
+  // when null, the declared types are used.
+  const std::vector<TypeInfo>* input_types = nullptr;
+  int max_subgraph_depth = 64;
+};
+
+Result<CheckedGraph> CheckGraph(const Graph& graph, const OpsetMap& opsets, const OpRegistry& registry,
+                                const TypeScope* outer, const CheckOptions& options, int depth = 0);
+
+// Model-level checks (IR version, opset imports) plus CheckGraph on the main graph.
+Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry,
+                                const CheckOptions& options = {});
+
+// Names a graph (recursively through nested subgraphs) reads but does not define.
+std::vector<std::string> CapturedNames(const Graph& graph);
+
+}  // namespace nee

@@ -1,0 +1,162 @@
+#include "exec/graph_runner.h"
+
+#include <cstring>
+
+#include "ep/cpu/cpu_provider.h"
+
+namespace nee {
+
+const Value* Frame::Find(const std::string& name) const {
+  for (const Frame* f = this; f; f = f->parent) {
+    auto it = f->plan->slot_of.find(name);
+    if (it != f->plan->slot_of.end() && !(*f->slots)[it->second].empty()) return &(*f->slots)[it->second];
+  }
+  return nullptr;
+}
+
+Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, CheckedGraph checked,
+                                                        const OpsetMap& opsets, const TypeScope* outer, int depth) {
+  std::unique_ptr<GraphRunner> runner(new GraphRunner(graph, std::move(checked)));
+  NEE_ASSIGN_OR_RETURN(runner->plan_, BuildExecutionPlan(graph, runner->checked_, CpuProvider::Default()));
+  TypeScope scope{outer, &runner->checked_.types, &runner->checked_.constants};
+  for (const Node& node : graph.nodes) {
+    std::vector<const Graph*> bodies;
+    for (const Attribute& a : node.attributes) {
+      if (a.g) bodies.push_back(a.g.get());
+      for (const auto& g : a.graphs)
+        if (g) bodies.push_back(g.get());
+    }
+    for (const Graph* body : bodies) {
+      auto body_checked = CheckGraph(*body, opsets, OpRegistry::Global(), &scope, CheckOptions{}, depth + 1);
+      if (!body_checked.ok()) return body_checked.status().WithContext(node.Describe() + ": ");
+      NEE_ASSIGN_OR_RETURN(auto body_runner,
+                           Build(*body, std::move(body_checked).value(), opsets, &scope, depth + 1));
+      runner->bodies_.emplace(body, std::move(body_runner));
+    }
+  }
+  return runner;
+}
+
+const GraphRunner* GraphRunner::BodyRunner(const Graph* body) const {
+  auto it = bodies_.find(body);
+  return it == bodies_.end() ? nullptr : it->second.get();
+}
+
+// Runs a node's bodies with the node's frame as their outer scope.
+class GraphRunner::BodyInvoker : public SubgraphRunner {
+ public:
+  BodyInvoker(const GraphRunner& owner, const Frame& frame, ThreadPool* pool)
+      : owner_(owner), frame_(frame), pool_(pool) {}
+  Result<std::vector<Value>> Run(const Graph& body, const std::vector<Value>& inputs) override {
+    const GraphRunner* runner = owner_.BodyRunner(&body);
+    if (!runner) return RuntimeError("subgraph '" + body.name + "' was not prepared for execution");
+    if (inputs.size() != body.inputs.size())
+      return InvalidArgument("subgraph '" + body.name + "' takes " + std::to_string(body.inputs.size()) +
+                             " inputs, got " + std::to_string(inputs.size()));
+    return runner->Execute(inputs, &frame_, nullptr, nullptr, pool_);
+  }
+
+ private:
+  const GraphRunner& owner_;
+  const Frame& frame_;
+  ThreadPool* pool_;
+};
+
+// Places planned outputs at their arena offset; everything else on the heap.
+class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
+ public:
+  ArenaAllocator(const MemoryPlan* memory, uint8_t* arena, const PlannedNode& node)
+      : memory_(memory), arena_(arena), node_(node) {}
+  Result<Tensor> Allocate(size_t i, DataType type, std::vector<int64_t> dims) override {
+    if (memory_ && arena_ && i < node_.outputs.size()) {
+      int slot = node_.outputs[i];
+      if (slot >= 0 && memory_->offset[slot] >= 0 && memory_->type[slot] == type && memory_->dims[slot] == dims) {
+        Tensor t = Tensor::View(type, std::move(dims), arena_ + memory_->offset[slot], nullptr);
+        std::memset(t.raw_data(), 0, t.byte_size());
+        return t;
+      }
+    }
+    return Tensor::Allocate(type, std::move(dims));
+  }
+
+ private:
+  const MemoryPlan* memory_;
+  uint8_t* arena_;
+  const PlannedNode& node_;
+};
+
+namespace {
+bool InArena(const Tensor& t, const uint8_t* arena, size_t arena_bytes) {
+  auto p = static_cast<const uint8_t*>(t.raw_data());
+  return arena && p >= arena && p < arena + arena_bytes;
+}
+}  // namespace
+
+Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const Frame* outer,
+                                                const MemoryPlan* memory, uint8_t* arena, ThreadPool* pool) const {
+  std::vector<Value> slots(plan_.num_slots());
+  for (const auto& [slot, tensor] : plan_.constant_slots) slots[slot] = Value(tensor);
+  for (size_t i = 0; i < plan_.input_slots.size() && i < inputs.size(); ++i)
+    if (!inputs[i].empty()) slots[plan_.input_slots[i]] = std::move(inputs[i]);
+  for (const auto& [slot, name] : plan_.captured_slots) {
+    const Value* v = outer ? outer->Find(name) : nullptr;
+    if (!v) return RuntimeError("graph '" + graph_.name + "' reads '" + name + "' from an enclosing graph, which has no value for it");
+    slots[slot] = *v;
+  }
+  Frame frame{outer, &plan_, &slots};
+  size_t arena_bytes = memory ? memory->arena_bytes : 0;
+
+  for (const PlannedNode& pn : plan_.nodes) {
+    std::vector<const Value*> in;
+    in.reserve(pn.inputs.size());
+    for (size_t k = 0; k < pn.inputs.size(); ++k) {
+      int s = pn.inputs[k];
+      if (s < 0) {
+        in.push_back(nullptr);
+        continue;
+      }
+      if (slots[s].empty())
+        return RuntimeError(pn.node->Describe() + ": input " + std::to_string(k) + " '" + plan_.slot_names[s] +
+                            "' has no value (an optional output that was not produced?)");
+      in.push_back(&slots[s]);
+    }
+    std::vector<Value> out(pn.outputs.size());
+    ArenaAllocator allocator(memory, arena, pn);
+    BodyInvoker bodies(*this, frame, pool);
+    KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, pool, &bodies);
+    Status st = pn.kernel(ctx);
+    if (!st.ok()) return st;
+    for (size_t k = 0; k < pn.outputs.size(); ++k) {
+      int s = pn.outputs[k];
+      if (s < 0) continue;
+      if (out[k].empty())
+        return RuntimeError(pn.node->Describe() + ": did not produce output " + std::to_string(k) + " '" +
+                            plan_.slot_names[s] + "'");
+      // Safety net: an output that aliases some other arena region (a kernel
+      // that passed an input through) would be overwritten; give it its own copy.
+      if (out[k].is_tensor() && InArena(out[k].tensor(), arena, arena_bytes) &&
+          (memory->offset[s] < 0 || out[k].tensor().raw_data() != arena + memory->offset[s])) {
+        NEE_ASSIGN_OR_RETURN(Tensor copy, out[k].tensor().Clone());
+        out[k] = Value(std::move(copy));
+      }
+      slots[s] = std::move(out[k]);
+    }
+    for (int s : pn.release_after) slots[s] = Value();
+  }
+
+  std::vector<Value> results;
+  results.reserve(plan_.output_slots.size());
+  for (int s : plan_.output_slots) {
+    if (slots[s].empty())
+      return RuntimeError("graph '" + graph_.name + "': output '" + plan_.slot_names[s] + "' was not computed");
+    if (slots[s].is_tensor() && InArena(slots[s].tensor(), arena, arena_bytes)) {
+      NEE_ASSIGN_OR_RETURN(Tensor copy, slots[s].tensor().Clone());
+      results.emplace_back(std::move(copy));
+    } else {
+      results.push_back(slots[s]);
+    }
+  }
+  return results;
+}
+
+}  // namespace nee

@@ -1,0 +1,50 @@
+// Executes one graph (the main graph or a control-flow body) by walking its
+// execution plan. Bodies of If/Loop/Scan get runners of their own, built once.
+#pragma once
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "check/checker.h"
+#include "plan/execution_plan.h"
+#include "plan/memory_plan.h"
+
+namespace nee {
+
+// The slots of a graph being run, so bodies can read captured outer names.
+struct Frame {
+  const Frame* parent = nullptr;
+  const ExecutionPlan* plan = nullptr;
+  const std::vector<Value>* slots = nullptr;
+  const Value* Find(const std::string& name) const;
+};
+
+class GraphRunner {
+ public:
+  // `checked` is the graph's checked form (types under its declared inputs).
+  static Result<std::unique_ptr<GraphRunner>> Build(const Graph& graph, CheckedGraph checked,
+                                                    const OpsetMap& opsets, const TypeScope* outer, int depth);
+
+  // Runs with one value per graph input (empty Value: use the initializer
+  // default). `memory`/`arena` may be null (then every tensor is heap-allocated).
+  Result<std::vector<Value>> Execute(std::vector<Value> inputs, const Frame* outer, const MemoryPlan* memory,
+                                     uint8_t* arena, ThreadPool* pool) const;
+
+  const Graph& graph() const { return graph_; }
+  const CheckedGraph& checked() const { return checked_; }
+  const ExecutionPlan& plan() const { return plan_; }
+  const GraphRunner* BodyRunner(const Graph* body) const;
+
+ private:
+  GraphRunner(const Graph& graph, CheckedGraph checked) : graph_(graph), checked_(std::move(checked)) {}
+  class BodyInvoker;
+  class ArenaAllocator;
+
+  const Graph& graph_;
+  CheckedGraph checked_;
+  ExecutionPlan plan_;
+  std::map<const Graph*, std::unique_ptr<GraphRunner>> bodies_;
+};
+
+}  // namespace nee

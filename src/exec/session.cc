@@ -1,0 +1,232 @@
+#include "exec/session.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "exec/graph_runner.h"
+#include "format/onnx_reader.h"
+#include "ir/inline_functions.h"
+#include "opt/pass_manager.h"
+
+namespace nee {
+
+struct Session::ShapePlan {
+  CheckedGraph checked;
+  MemoryPlan memory;
+  std::mutex mu;
+  std::vector<std::shared_ptr<uint8_t>> free_arenas;
+
+  // An arena for one run: reused from an earlier run when one is free.
+  Result<std::shared_ptr<uint8_t>> Acquire() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!free_arenas.empty()) {
+        auto a = std::move(free_arenas.back());
+        free_arenas.pop_back();
+        return a;
+      }
+    }
+    if (memory.arena_bytes == 0) return std::shared_ptr<uint8_t>();
+    void* p = ::operator new(memory.arena_bytes, std::align_val_t(MemoryPlan::kAlignment), std::nothrow);
+    if (!p) return OutOfMemory("cannot allocate the " + std::to_string(memory.arena_bytes) + "-byte arena");
+    return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) {
+      ::operator delete(q, std::align_val_t(MemoryPlan::kAlignment));
+    });
+  }
+  void Release(std::shared_ptr<uint8_t> arena) {
+    if (!arena) return;
+    std::lock_guard<std::mutex> lock(mu);
+    free_arenas.push_back(std::move(arena));
+  }
+};
+
+Session::~Session() = default;
+
+Result<std::unique_ptr<Session>> Session::CreateFromFile(const std::string& path, const SessionOptions& options) {
+  NEE_ASSIGN_OR_RETURN(Model model, ReadModelFile(path));
+  return Create(std::move(model), options);
+}
+
+Result<std::unique_ptr<Session>> Session::CreateFromBytes(const void* data, size_t size,
+                                                          const SessionOptions& options) {
+  ReadOptions read_options;  // a model from memory has no folder: external data is refused
+  NEE_ASSIGN_OR_RETURN(Model model, ReadModelBytes(MappedFile::FromBytes(data, size), read_options));
+  return Create(std::move(model), options);
+}
+
+Result<std::unique_ptr<Session>> Session::Create(Model model, const SessionOptions& options) {
+  std::unique_ptr<Session> s(new Session());
+  s->options_ = options;
+  s->model_ = std::make_unique<Model>(std::move(model));
+  NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_));
+  // The model as written is checked first (inside OptimizeModel, or here at
+  // level 0), so errors refer to what the user wrote.
+  NEE_RETURN_IF_ERROR(OptimizeModel(*s->model_, options.graph_optimization_level));
+  NEE_ASSIGN_OR_RETURN(s->checked_, CheckModel(*s->model_, OpRegistry::Global()));
+
+  int threads = options.intra_op_num_threads;
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  s->pool_ = std::make_unique<ThreadPool>(threads);
+
+  OpsetMap opsets = OpsetsOf(s->model_->opset_imports);
+  NEE_ASSIGN_OR_RETURN(s->main_, GraphRunner::Build(s->model_->graph, s->checked_, opsets, nullptr, 0));
+
+  const Graph& g = s->model_->graph;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (g.FindInitializer(g.inputs[i].name)) continue;  // overridable default: not listed, like ORT
+    s->feedable_inputs_.push_back(g.inputs[i]);
+    s->feedable_to_graph_input_.push_back(static_cast<int>(i));
+  }
+  return s;
+}
+
+namespace {
+TypeInfo TypeOfValue(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::kTensor: return TypeInfo::Tensor(v.tensor().dtype(), ShapeFromDims(v.tensor().dims()));
+    case Value::Kind::kSequence: return TypeInfo::Sequence(v.element_type());
+    case Value::Kind::kNone: return TypeInfo::Optional(v.element_type());
+    case Value::Kind::kMap: return TypeInfo::Map(v.map_keys().dtype(), TypeInfo::Tensor(v.map_values().dtype()));
+    case Value::Kind::kEmpty: break;
+  }
+  return TypeInfo{};
+}
+
+std::string SignatureKey(const std::vector<TypeInfo>& types) {
+  std::string key;
+  for (const TypeInfo& t : types) {
+    key += t.ToString();
+    if (t.shape) key += ShapeToString(*t.shape);
+    key += ';';
+  }
+  return key;
+}
+}  // namespace
+
+Status Session::ValidateInput(size_t index, const Value& value) const {
+  const ValueInfo& vi = feedable_inputs_[index];
+  const TypeInfo& want = vi.type;
+  std::string label = "input '" + vi.name + "'";
+  if (want.kind == TypeInfo::Kind::kTensor) {
+    if (!value.is_tensor()) return InvalidArgument(label + ": expected " + want.ToString() + ", got " + value.Describe());
+    const Tensor& t = value.tensor();
+    if (want.elem_type != DataType::kUndefined && t.dtype() != want.elem_type)
+      return InvalidArgument(label + ": expected element type " + DataTypeName(want.elem_type) + " (" +
+                             DataTypeNumpyName(want.elem_type) + "), got " + DataTypeName(t.dtype()) + " (" +
+                             DataTypeNumpyName(t.dtype()) + ")");
+    if (want.shape) {
+      const Shape& s = *want.shape;
+      bool ok = s.size() == t.dims().size();
+      for (size_t d = 0; ok && d < s.size(); ++d) ok = !s[d].known() || s[d].value == t.dims()[d];
+      if (!ok)
+        return InvalidArgument(label + ": expected shape " + ShapeToString(s) + ", got " + DimsToString(t.dims()));
+    }
+    return Status::Ok();
+  }
+  if (want.kind == TypeInfo::Kind::kSequence && !value.is_sequence())
+    return InvalidArgument(label + ": expected " + want.ToString() + ", got " + value.Describe());
+  if (want.kind == TypeInfo::Kind::kMap && !value.is_map())
+    return InvalidArgument(label + ": expected " + want.ToString() + ", got " + value.Describe());
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<Session::ShapePlan>> Session::PlanFor(const std::vector<TypeInfo>& input_types) const {
+  std::string key = SignatureKey(input_types);
+  {
+    std::lock_guard<std::mutex> lock(plans_mu_);
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+  }
+  auto plan = std::make_shared<ShapePlan>();
+  CheckOptions options;
+  options.input_types = &input_types;
+  auto checked = CheckModel(*model_, OpRegistry::Global(), options);
+  if (!checked.ok()) return InvalidArgument(checked.status().message());
+  plan->checked = std::move(checked).value();
+  plan->memory = PlanMemory(main_->plan(), plan->checked.types);
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  if (plans_.size() >= options_.max_cached_shape_plans) plans_.clear();  // bounded cache for many shapes
+  return plans_.emplace(key, plan).first->second;
+}
+
+Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
+                                        const std::vector<std::string>& output_names) const {
+  const Graph& g = model_->graph;
+  std::vector<Value> graph_inputs(g.inputs.size());
+  std::vector<bool> fed(feedable_inputs_.size(), false);
+  for (const NamedValue& nv : inputs) {
+    size_t k = 0;
+    while (k < feedable_inputs_.size() && feedable_inputs_[k].name != nv.name) ++k;
+    if (k == feedable_inputs_.size()) {
+      // Feeding an initializer-backed input overrides its default.
+      bool is_default = false;
+      for (size_t i = 0; i < g.inputs.size(); ++i)
+        if (g.inputs[i].name == nv.name) {
+          graph_inputs[i] = nv.value;
+          is_default = true;
+        }
+      if (is_default) continue;
+      std::string names;
+      for (const ValueInfo& vi : feedable_inputs_) names += (names.empty() ? "" : ", ") + vi.name;
+      return InvalidArgument("'" + nv.name + "' is not an input of this model (inputs: " + names + ")");
+    }
+    if (fed[k]) return InvalidArgument("input '" + nv.name + "' is given more than once");
+    if (nv.value.empty()) return InvalidArgument("input '" + nv.name + "' has no value");
+    NEE_RETURN_IF_ERROR(ValidateInput(k, nv.value));
+    fed[k] = true;
+    graph_inputs[feedable_to_graph_input_[k]] = nv.value;
+  }
+  for (size_t k = 0; k < feedable_inputs_.size(); ++k) {
+    if (fed[k]) continue;
+    // An optional-typed input may be left out.
+    if (feedable_inputs_[k].type.kind == TypeInfo::Kind::kOptional) {
+      graph_inputs[feedable_to_graph_input_[k]] = Value::None(*feedable_inputs_[k].type.inner);
+      continue;
+    }
+    return InvalidArgument("input '" + feedable_inputs_[k].name + "' is required but was not given");
+  }
+
+  std::vector<size_t> wanted;
+  if (output_names.empty()) {
+    for (size_t i = 0; i < g.outputs.size(); ++i) wanted.push_back(i);
+  } else {
+    for (const std::string& name : output_names) {
+      size_t i = 0;
+      while (i < g.outputs.size() && g.outputs[i].name != name) ++i;
+      if (i == g.outputs.size()) return InvalidArgument("'" + name + "' is not an output of this model");
+      wanted.push_back(i);
+    }
+  }
+
+  std::vector<TypeInfo> input_types;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (!graph_inputs[i].empty()) {
+      input_types.push_back(TypeOfValue(graph_inputs[i]));
+    } else {
+      const Initializer* init = g.FindInitializer(g.inputs[i].name);
+      input_types.push_back(init ? TypeInfo::Tensor(init->tensor.dtype(), ShapeFromDims(init->tensor.dims()))
+                                 : g.inputs[i].type);
+    }
+  }
+  NEE_ASSIGN_OR_RETURN(std::shared_ptr<ShapePlan> plan, PlanFor(input_types));
+  NEE_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> arena, plan->Acquire());
+  auto results = main_->Execute(std::move(graph_inputs), nullptr, &plan->memory, arena.get(), pool_.get());
+  plan->Release(std::move(arena));
+  if (!results.ok()) return results.status();
+  std::vector<Value> out;
+  for (size_t i : wanted) out.push_back(results.value()[i]);
+  return out;
+}
+
+Result<PlanReport> Session::ReportPlan(const std::vector<TypeInfo>& input_types) const {
+  NEE_ASSIGN_OR_RETURN(std::shared_ptr<ShapePlan> plan, PlanFor(input_types));
+  PlanReport r;
+  r.num_nodes = main_->plan().nodes.size();
+  r.num_values = main_->plan().num_slots();
+  r.num_planned = plan->memory.num_planned;
+  r.arena_bytes = plan->memory.arena_bytes;
+  r.planned_bytes = plan->memory.planned_bytes;
+  return r;
+}
+
+}  // namespace nee

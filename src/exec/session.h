@@ -1,0 +1,78 @@
+// A session: a model loaded, checked, optimized and planned once, then run
+// many times — concurrently from several threads if the caller wants.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "check/checker.h"
+#include "ir/graph.h"
+#include "plan/execution_plan.h"
+#include "plan/memory_plan.h"
+
+namespace nee {
+
+struct SessionOptions {
+  int intra_op_num_threads = 0;  // 0: one per available core
+  int graph_optimization_level = 99;  // 0 none, 1 basic, 2 extended, 3/99 all
+  size_t max_cached_shape_plans = 32;
+};
+
+struct NamedValue {
+  std::string name;
+  Value value;
+};
+
+// Arena statistics of one shape signature's memory plan (for `nee inspect --plan`).
+struct PlanReport {
+  size_t num_nodes = 0;
+  size_t num_values = 0;
+  size_t num_planned = 0;
+  size_t arena_bytes = 0;
+  size_t planned_bytes = 0;
+};
+
+class GraphRunner;
+
+class Session {
+ public:
+  static Result<std::unique_ptr<Session>> CreateFromFile(const std::string& path, const SessionOptions& options);
+  static Result<std::unique_ptr<Session>> CreateFromBytes(const void* data, size_t size, const SessionOptions& options);
+  static Result<std::unique_ptr<Session>> Create(Model model, const SessionOptions& options);
+  ~Session();
+
+  // Runs the model. `output_names` empty means every graph output, in order.
+  Result<std::vector<Value>> Run(const std::vector<NamedValue>& inputs,
+                                 const std::vector<std::string>& output_names) const;
+
+  const Model& model() const { return *model_; }
+  // Graph inputs a caller may feed (initializers excluded), with declared types.
+  const std::vector<ValueInfo>& inputs() const { return feedable_inputs_; }
+  const std::vector<ValueInfo>& outputs() const { return model_->graph.outputs; }
+  int num_threads() const { return pool_->num_threads(); }
+  // The memory plan for the given concrete input types (as --plan reports it).
+  Result<PlanReport> ReportPlan(const std::vector<TypeInfo>& input_types) const;
+
+ private:
+  Session() = default;
+  struct ShapePlan;
+  Result<std::shared_ptr<ShapePlan>> PlanFor(const std::vector<TypeInfo>& input_types) const;
+  Status ValidateInput(size_t index, const Value& value) const;
+
+  std::unique_ptr<Model> model_;
+  SessionOptions options_;
+  CheckedGraph checked_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<GraphRunner> main_;
+  std::vector<ValueInfo> feedable_inputs_;
+  std::vector<int> feedable_to_graph_input_;
+
+  mutable std::mutex plans_mu_;
+  mutable std::unordered_map<std::string, std::shared_ptr<ShapePlan>> plans_;
+};
+
+}  // namespace nee

@@ -1,0 +1,48 @@
+// Reads ONNX models (ModelProto) and value files (TensorProto, SequenceProto,
+// MapProto, OptionalProto) from the protobuf wire format into nee's IR, without
+// libprotobuf. Initializer bytes stay in the mapped file where alignment
+// allows (zero copy); every length, count and offset is checked, and a
+// malformed file gives InvalidModel("... at <field path> (byte offset N)").
+#pragma once
+#include <memory>
+#include <string>
+
+#include "base/mapped_file.h"
+#include "base/status.h"
+#include "ir/graph.h"
+#include "ir/tensor.h"
+#include "ir/type_info.h"
+#include "ir/value.h"
+
+namespace nee {
+
+struct ReadOptions {
+  // Folder external data paths are resolved against; empty = external data
+  // is refused.
+  std::string base_dir;
+  // Limit on protobuf message nesting (subgraphs, nested types).
+  int max_depth = 64;
+};
+
+// Maps `path` and reads the model; external data is resolved relative to the
+// file's folder.
+Result<Model> ReadModelFile(const std::string& path);
+Result<Model> ReadModelBytes(std::shared_ptr<MappedFile> bytes, const ReadOptions& options);
+
+// A standalone TensorProto (the .pb input/output files of ONNX tests). Raw
+// data views into `bytes` where aligned. External data is refused.
+Result<Tensor> ReadTensorProto(std::shared_ptr<MappedFile> bytes);
+
+// A .pb file holding a TensorProto, SequenceProto, MapProto or OptionalProto.
+// The kind is decided by trying each strictly (a field the message does not
+// define or a wrong wire type rejects it). Beware: an OptionalProto holding a
+// tensor has the same bytes as a one-element SequenceProto; this function
+// prefers the sequence. Use ReadValueProtoFileAs when the type is known.
+Result<Value> ReadValueProtoFile(const std::string& path);
+// As above, with the expected type (e.g. the model input's) choosing the
+// message kind: tensor -> TensorProto, seq -> SequenceProto, map -> MapProto,
+// optional -> OptionalProto.
+Result<Value> ReadValueProtoFileAs(const std::string& path, const TypeInfo& expected_type);
+Result<Value> ReadValueProtoBytes(std::shared_ptr<MappedFile> bytes, const TypeInfo* expected_type);
+
+}  // namespace nee

@@ -1,0 +1,28 @@
+// The static memory plan for one input-shape signature: every intermediate
+// tensor whose type and shape are known ahead gets an offset in one arena,
+// reusing space between values whose lifetimes do not overlap.
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "plan/execution_plan.h"
+
+namespace nee {
+
+struct MemoryPlan {
+  static constexpr size_t kAlignment = 64;
+  size_t arena_bytes = 0;
+  size_t planned_bytes = 0;  // sum of the sizes of all planned intermediates
+  // Per slot: offset in the arena, or -1 when the slot is not planned
+  // (graph inputs/outputs, initializers, unknown shapes, non-tensors).
+  std::vector<int64_t> offset;
+  std::vector<DataType> type;
+  std::vector<std::vector<int64_t>> dims;
+  size_t num_planned = 0;
+};
+
+// `types` are the inferred types for this signature (CheckedGraph::types).
+MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::string, TypeInfo>& types);
+
+}  // namespace nee

@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Runs the ONNX backend node tests through nee's public Python API.
+
+The cases come from the pinned `onnx` package (onnx.backend.test.loader builds
+each case's model and data in memory). Each case's model is serialized and
+loaded with nee.InferenceSession; outputs are compared with the case's
+expected outputs (numpy.testing.assert_allclose with the case's rtol/atol, as
+ONNX's own backend runner does).
+
+Cases run in a worker process so that a crash or hang in one case is recorded
+as that case's failure and the run goes on.
+
+  run_conformance.py                      # run all, print a summary
+  run_conformance.py --filter 'test_conv' # a subset (regex on the case name)
+  run_conformance.py --report docs/conformance.md --check-floor tests/conformance/conformance_floor.txt
+  run_conformance.py --report docs/conformance.md --update-floor tests/conformance/conformance_floor.txt
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+import warnings
+
+CASE_TIMEOUT_S = 60
+
+
+def load_cases():
+    warnings.filterwarnings("ignore")
+    import numpy as np  # noqa: F401
+    from onnx.backend.test.loader import load_model_tests
+
+    return {c.name: c for c in load_model_tests(kind="node")}
+
+
+def compare(expected, actual, rtol, atol, path="output"):
+    """Raises AssertionError describing the first difference."""
+    import numpy as np
+
+    if expected is None:
+        if actual is not None:
+            raise AssertionError(f"{path}: expected an empty optional, got {type(actual).__name__}")
+        return
+    if isinstance(expected, list):
+        if not isinstance(actual, list):
+            raise AssertionError(f"{path}: expected a sequence, got {type(actual).__name__}")
+        if len(expected) != len(actual):
+            raise AssertionError(f"{path}: expected {len(expected)} elements, got {len(actual)}")
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            compare(e, a, rtol, atol, f"{path}[{i}]")
+        return
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict) or set(expected) != set(actual):
+            raise AssertionError(f"{path}: map keys differ")
+        for k in expected:
+            compare(np.asarray(expected[k]), np.asarray(actual[k]), rtol, atol, f"{path}[{k!r}]")
+        return
+    expected = np.asarray(expected)
+    if not isinstance(actual, np.ndarray):
+        actual = np.asarray(actual)
+    if expected.shape != actual.shape:
+        raise AssertionError(f"{path}: expected shape {list(expected.shape)}, got {list(actual.shape)}")
+    if expected.dtype.kind in "OUS":
+        if expected.tolist() != [x if not isinstance(x, bytes) else x.decode() for x in actual.reshape(-1).tolist()] \
+                and expected.reshape(-1).tolist() != actual.reshape(-1).tolist():
+            raise AssertionError(f"{path}: strings differ")
+        return
+    if expected.dtype != actual.dtype and not (expected.dtype.kind == actual.dtype.kind == "V"):
+        # Narrow float types (ml_dtypes) compare through float32.
+        if str(expected.dtype) != str(actual.dtype):
+            raise AssertionError(f"{path}: expected dtype {expected.dtype}, got {actual.dtype}")
+    e, a = expected, actual
+    if e.dtype.kind not in "fciub" or str(e.dtype) in ("bfloat16",) or "float8" in str(e.dtype) or "float4" in str(e.dtype) \
+            or "int4" in str(e.dtype):
+        e, a = e.astype(np.float32), a.astype(np.float32)
+    if e.dtype.kind in "fc":
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, equal_nan=True, err_msg=path)
+    else:
+        np.testing.assert_array_equal(a, e, err_msg=path)
+
+
+def run_case(case):
+    import numpy as np  # noqa: F401
+    import nee
+
+    model_bytes = case.model.SerializeToString()
+    sess = nee.InferenceSession(model_bytes)
+    input_names = [i.name for i in case.model.graph.input]
+    init_names = {i.name for i in case.model.graph.initializer}
+    feedable = [n for n in input_names if n not in init_names]
+    for inputs, expected in case.data_sets:
+        feed = {}
+        for name, value in zip(feedable, inputs):
+            feed[name] = value
+        outputs = sess.run(None, feed)
+        if len(outputs) != len(expected):
+            raise AssertionError(f"expected {len(expected)} outputs, got {len(outputs)}")
+        for i, (e, a) in enumerate(zip(expected, outputs)):
+            compare(e, a, case.rtol, case.atol, f"output {i} ('{case.model.graph.output[i].name}')")
+
+
+def short_reason(exc):
+    text = f"{type(exc).__name__}: {exc}".strip().replace("\n", " ")
+    text = re.sub(r"\s+", " ", text)
+    return text[:300]
+
+
+def worker(names):
+    cases = load_cases()
+    out = sys.stdout
+    for name in names:
+        out.write(json.dumps({"begin": name}) + "\n")
+        out.flush()
+        try:
+            run_case(cases[name])
+            result = {"name": name, "ok": True, "reason": ""}
+        except Exception as exc:  # noqa: BLE001 - every failure is recorded
+            result = {"name": name, "ok": False, "reason": short_reason(exc)}
+        out.write(json.dumps(result) + "\n")
+        out.flush()
+
+
+def run_all(names, python):
+    """Runs `names` in worker processes, restarting after a crash or hang."""
+    results = {}
+    remaining = list(names)
+    while remaining:
+        proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        proc.stdin.write(json.dumps(remaining))
+        proc.stdin.close()
+        current = None
+        deadline = time.time() + CASE_TIMEOUT_S + 30  # the worker's start-up loads every case
+        while True:
+            ready, _, _ = select.select([proc.stdout], [], [], max(0.1, deadline - time.time()))
+            if not ready:
+                proc.kill()
+                proc.wait()
+                if current:
+                    results[current] = {"ok": False, "reason": f"timeout: no result within {CASE_TIMEOUT_S} s"}
+                break
+            line = proc.stdout.readline()
+            if not line:
+                proc.wait()
+                if current:
+                    results[current] = {"ok": False, "reason": f"crash: the process died (exit {proc.returncode})"}
+                break
+            msg = json.loads(line)
+            if "begin" in msg:
+                current = msg["begin"]
+                deadline = time.time() + CASE_TIMEOUT_S
+            else:
+                results[msg["name"]] = {"ok": msg["ok"], "reason": msg["reason"]}
+                current = None
+        remaining = [n for n in remaining if n not in results]
+        if current is None and remaining and proc.returncode not in (None, 0):
+            # The worker died outside a case: record the rest rather than loop.
+            for n in remaining:
+                results[n] = {"ok": False, "reason": "worker failed to start"}
+            remaining = []
+    return results
+
+
+def ops_of(case):
+    return sorted({(n.domain + "." if n.domain else "") + n.op_type for n in case.model.graph.node})
+
+
+def write_report(path, cases, results, onnx_version):
+    passed = sum(1 for r in results.values() if r["ok"])
+    total = len(results)
+    per_op = collections.defaultdict(lambda: [0, 0])
+    for name, r in results.items():
+        for op in ops_of(cases[name]):
+            per_op[op][1] += 1
+            per_op[op][0] += 1 if r["ok"] else 0
+    lines = [
+        "# ONNX conformance (backend node tests)",
+        "",
+        f"Generated by `tests/conformance/run_conformance.py` from the node tests of onnx {onnx_version}",
+        "(`onnx.backend.test.loader.load_model_tests(kind='node')`), each run through nee's Python API",
+        "and compared with the case's expected outputs (`assert_allclose` with the case's rtol/atol).",
+        "",
+        f"**{passed} of {total} cases pass ({100.0 * passed / max(total, 1):.1f}%).**",
+        "",
+        "## Per operator",
+        "",
+        "Cases whose graph uses the op (a case with several ops counts for each).",
+        "",
+        "| op | passed | cases |",
+        "|---|---|---|",
+    ]
+    for op in sorted(per_op):
+        p, t = per_op[op]
+        lines.append(f"| {op} | {p} | {t} |")
+    lines += ["", "## Per case", "", "| case | result | reason |", "|---|---|---|"]
+    for name in sorted(results):
+        r = results[name]
+        reason = r["reason"].replace("|", "\\|")
+        lines.append(f"| {name} | {'pass' if r['ok'] else 'FAIL'} | {reason} |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return passed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--build", help="build folder whose python/ holds the nee package (else PYTHONPATH)")
+    ap.add_argument("--filter", default="", help="regex on case names")
+    ap.add_argument("--report", help="write the markdown report here")
+    ap.add_argument("--check-floor", help="fail if fewer cases pass than the number in this file")
+    ap.add_argument("--update-floor", help="raise the number in this file to the pass count (never lowers it)")
+    ap.add_argument("--verbose", "-v", action="store_true", help="print every failure")
+    args = ap.parse_args()
+    if args.worker:
+        worker(json.loads(sys.stdin.read()))
+        return 0
+
+    if args.build:
+        package_dir = os.path.abspath(os.path.join(args.build, "python"))
+        os.environ["PYTHONPATH"] = package_dir + os.pathsep + os.environ.get("PYTHONPATH", "")
+        sys.path.insert(0, package_dir)
+    try:
+        import nee  # noqa: F401
+    except ImportError as exc:
+        print(f"cannot import nee ({exc}). Build the Python extension first:\n"
+              "  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNEE_BUILD_PYTHON=ON "
+              "-DPython_EXECUTABLE=.venv/bin/python && cmake --build build -j2\n"
+              "then pass --build build (or scripts/build.sh, which does both).", file=sys.stderr)
+        return 2
+    cases = load_cases()
+    import onnx
+
+    names = sorted(n for n in cases if re.search(args.filter, n))
+    start = time.time()
+    results = run_all(names, sys.executable)
+    passed = sum(1 for r in results.values() if r["ok"])
+    for name in sorted(results):
+        r = results[name]
+        if not r["ok"] and (args.verbose or args.filter):
+            print(f"FAIL {name}: {r['reason']}")
+    print(f"conformance: {passed} passed, {len(results) - passed} failed of {len(results)} "
+          f"node tests (onnx {onnx.__version__}) in {time.time() - start:.0f} s")
+    if args.report:
+        write_report(args.report, cases, results, onnx.__version__)
+    for floor_file in (args.check_floor, args.update_floor):
+        if floor_file and args.filter:
+            print("--check-floor/--update-floor need the full suite (no --filter)", file=sys.stderr)
+            return 2
+    if args.update_floor:
+        floor = int(open(args.update_floor).read().split()[0]) if os.path.exists(args.update_floor) else 0
+        if passed > floor:
+            with open(args.update_floor, "w") as f:
+                f.write(f"{passed}\n")
+            print(f"floor raised {floor} -> {passed}")
+    if args.check_floor:
+        floor = int(open(args.check_floor).read().split()[0])
+        if passed < floor:
+            print(f"conformance dropped below the floor: {passed} < {floor}", file=sys.stderr)
+            return 1
+        print(f"floor {floor}: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The ONNX Runtime-compatible Python API: loading, introspection, running, errors.
+
+Expected values come from numpy or ONNX Runtime, never from nee itself."""
+import threading
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import nee
+
+
+def make_model(nodes, inputs, outputs, initializers=(), opset=17, **kwargs):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], **kwargs)
+    model.ir_version = 8
+    return model
+
+
+def add_model():
+    return make_model(
+        [helper.make_node("Add", ["x", "y"], ["z"], name="add")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3]),
+         helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 3])],
+        producer_name="nee-tests", doc_string="adds")
+
+
+def test_run_from_bytes_and_path(tmp_path):
+    model = add_model()
+    path = tmp_path / "add.onnx"
+    onnx.save(model, path)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.array([10, 20, 30], dtype=np.float32)
+    for source in (model.SerializeToString(), str(path), path):
+        sess = nee.InferenceSession(source)
+        (z,) = sess.run(None, {"x": x, "y": y})
+        np.testing.assert_array_equal(z, x + y)
+
+
+def test_introspection_matches_onnxruntime():
+    model = add_model()
+    sess = nee.InferenceSession(model.SerializeToString())
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for mine, theirs in zip(sess.get_inputs() + sess.get_outputs(), ref.get_inputs() + ref.get_outputs()):
+        assert (mine.name, mine.type, mine.shape) == (theirs.name, theirs.type, theirs.shape)
+    meta = sess.get_modelmeta()
+    assert meta.producer_name == "nee-tests"
+    assert meta.description == "adds"
+    assert meta.graph_name == "g"
+    assert sess.get_providers() == ["CPUExecutionProvider"]
+
+
+def test_output_names_select_and_order():
+    model = make_model(
+        [helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Abs", ["x"], ["b"])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])])
+    sess = nee.InferenceSession(model.SerializeToString())
+    x = np.array([-1, 2, -3, 4], dtype=np.float32)
+    b, a = sess.run(["b", "a"], {"x": x})
+    np.testing.assert_array_equal(a, -x)
+    np.testing.assert_array_equal(b, np.abs(x))
+
+
+def test_wrong_dtype_is_invalid_argument_naming_the_input():
+    sess = nee.InferenceSession(add_model().SerializeToString())
+    with pytest.raises(nee.InvalidArgument, match="'x'.*float"):
+        sess.run(None, {"x": np.zeros((2, 3), np.float64), "y": np.zeros(3, np.float32)})
+    # The session stays usable after an error.
+    (z,) = sess.run(None, {"x": np.ones((1, 3), np.float32), "y": np.ones(3, np.float32)})
+    np.testing.assert_array_equal(z, np.full((1, 3), 2, np.float32))
+
+
+def test_wrong_shape_and_missing_and_unknown_inputs():
+    sess = nee.InferenceSession(add_model().SerializeToString())
+    with pytest.raises(nee.InvalidArgument, match="'x'.*shape"):
+        sess.run(None, {"x": np.zeros((2, 4), np.float32), "y": np.zeros(3, np.float32)})
+    with pytest.raises(nee.InvalidArgument, match="'y'.*required"):
+        sess.run(None, {"x": np.zeros((2, 3), np.float32)})
+    with pytest.raises(nee.InvalidArgument, match="'w' is not an input"):
+        sess.run(None, {"x": np.zeros((2, 3), np.float32), "y": np.zeros(3, np.float32), "w": np.zeros(1)})
+    with pytest.raises(nee.InvalidArgument, match="not an output"):
+        sess.run(["nope"], {"x": np.zeros((2, 3), np.float32), "y": np.zeros(3, np.float32)})
+
+
+def test_invalid_models_raise_typed_errors(tmp_path):
+    with pytest.raises(nee.InvalidGraph):
+        nee.InferenceSession(b"\x0a\xff\xff\xff\xff\x0f garbage")
+    with pytest.raises(nee.NoSuchFile):
+        nee.InferenceSession(str(tmp_path / "missing.onnx"))
+    unknown_op = make_model([helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery")],
+                            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    with pytest.raises(nee.NotImplemented, match="mystery.*NoSuchOp"):
+        nee.InferenceSession(unknown_op.SerializeToString())
+    cycle = make_model([helper.make_node("Neg", ["b"], ["a"], name="n1"), helper.make_node("Neg", ["a"], ["b"], name="n2")],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                       [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1])])
+    with pytest.raises(nee.InvalidGraph, match="cycle"):
+        nee.InferenceSession(cycle.SerializeToString())
+    undefined = make_model([helper.make_node("Neg", ["nowhere"], ["y"], name="n")],
+                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    with pytest.raises(nee.InvalidGraph, match="'nowhere' is not defined"):
+        nee.InferenceSession(undefined.SerializeToString())
+
+
+def test_shape_violation_is_reported_before_running():
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["c"], name="mm")],
+                       [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 3]),
+                        helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 5])],
+                       [helper.make_tensor_value_info("c", TensorProto.FLOAT, None)])
+    with pytest.raises(nee.InvalidGraph, match="mm"):
+        nee.InferenceSession(model.SerializeToString())
+
+
+def mlp_model():
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((16, 32)).astype(np.float32)
+    b1 = rng.standard_normal(32).astype(np.float32)
+    w2 = rng.standard_normal((32, 4)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h0"]), helper.make_node("Add", ["h0", "b1"], ["h1"]),
+             helper.make_node("Relu", ["h1"], ["h2"]), helper.make_node("MatMul", ["h2", "w2"], ["y"])]
+    inits = [onnx.numpy_helper.from_array(w1, "w1"), onnx.numpy_helper.from_array(b1, "b1"),
+             onnx.numpy_helper.from_array(w2, "w2")]
+    return make_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 16])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])], inits)
+
+
+def test_mlp_matches_onnxruntime_for_several_batch_sizes():
+    model = mlp_model().SerializeToString()
+    sess = nee.InferenceSession(model)
+    ref = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    for n in (1, 7, 3, 7):  # repeated shape reuses its cached plan
+        x = rng.standard_normal((n, 16)).astype(np.float32)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], ref.run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_concurrent_runs_match_sequential_and_are_deterministic():
+    options = nee.SessionOptions()
+    options.intra_op_num_threads = 2
+    sess = nee.InferenceSession(mlp_model().SerializeToString(), sess_options=options)
+    rng = np.random.default_rng(2)
+    xs = [rng.standard_normal((5, 16)).astype(np.float32) for _ in range(8)]
+    sequential = [sess.run(None, {"x": x})[0] for x in xs]
+    results = [None] * len(xs)
+
+    def work(i):
+        for _ in range(5):
+            results[i] = sess.run(None, {"x": xs[i]})[0]
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, sequential):
+        assert got.tobytes() == want.tobytes()
+
+
+def test_unknown_provider_is_rejected():
+    with pytest.raises(nee.InvalidArgument):
+        nee.InferenceSession(add_model().SerializeToString(), providers=["CUDAExecutionProvider"])
+    nee.InferenceSession(add_model().SerializeToString(), providers=["CPUExecutionProvider"])

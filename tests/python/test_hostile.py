@@ -1,0 +1,162 @@
+"""Malformed and hostile models and inputs end in a clear, typed error: no crash, no hang,
+no runaway memory, no file read outside the model's folder. The session and process stay usable."""
+import os
+import random
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nee
+
+
+def small_model():
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), helper.make_node("Relu", ["y"], ["z"], name="relu")],
+        "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def expect_error_or_valid(data):
+    """Loading arbitrary bytes either fails with a nee error or yields a usable session."""
+    try:
+        nee.InferenceSession(data)
+    except nee.NeeError:
+        pass
+
+
+def test_every_truncation_fails_cleanly():
+    data = small_model().SerializeToString()
+    for cut in range(len(data)):
+        expect_error_or_valid(data[:cut])
+
+
+def test_bit_flips_and_random_bytes():
+    data = bytearray(small_model().SerializeToString())
+    rng = random.Random(1234)
+    for _ in range(400):
+        mutated = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(mutated))
+            mutated[i] ^= 1 << rng.randrange(8)
+        expect_error_or_valid(bytes(mutated))
+    for _ in range(200):
+        expect_error_or_valid(bytes(rng.randrange(256) for _ in range(rng.randint(0, 300))))
+
+
+def test_huge_claimed_dims_are_refused_without_allocating():
+    t = TensorProto()
+    t.name = "w"
+    t.data_type = TensorProto.FLOAT
+    t.dims.extend([1 << 40, 1 << 20])
+    t.raw_data = b"\0" * 16
+    graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [t])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(nee.NeeError):
+        nee.InferenceSession(model.SerializeToString())
+
+
+def test_enormous_runtime_allocation_is_an_error():
+    shape = numpy_helper.from_array(np.array([1 << 30, 1 << 30], dtype=np.int64), "shape")
+    graph = helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["y"], name="big")], "g",
+                              [helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    sess = nee.InferenceSession(model.SerializeToString())
+    with pytest.raises((nee.OutOfMemory, nee.InvalidArgument)):
+        sess.run(None, {"s": np.array([1 << 30, 1 << 30], dtype=np.int64)})
+    (y,) = sess.run(None, {"s": np.array([2, 3], dtype=np.int64)})
+    np.testing.assert_array_equal(y, np.zeros((2, 3), np.float32))
+
+
+def external_model(tmp_path, location):
+    model = small_model()
+    w = model.graph.initializer[0]
+    w.ClearField("raw_data")
+    w.ClearField("float_data")
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", "0"), ("length", "48")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    path = tmp_path / "model" / "m.onnx"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_external_data_inside_the_folder_loads(tmp_path):
+    path = external_model(tmp_path, "weights.bin")
+    (path.parent / "weights.bin").write_bytes(np.arange(12, dtype=np.float32).tobytes())
+    sess = nee.InferenceSession(str(path))
+    x = np.ones((2, 3), np.float32)
+    (z,) = sess.run(None, {"x": x})
+    np.testing.assert_allclose(z, np.maximum(x @ np.arange(12, dtype=np.float32).reshape(3, 4), 0))
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "/etc/passwd", "sub/../../secret.bin", "link.bin"])
+def test_external_data_escaping_the_folder_is_refused(tmp_path, location):
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 64)
+    path = external_model(tmp_path, location)
+    os.symlink(tmp_path / "secret.bin", path.parent / "link.bin")
+    with pytest.raises(nee.NeeError, match="w"):
+        nee.InferenceSession(str(path))
+
+
+def test_external_data_from_bytes_is_refused(tmp_path):
+    path = external_model(tmp_path, "weights.bin")
+    with pytest.raises(nee.NeeError):
+        nee.InferenceSession(path.read_bytes())
+
+
+def nested_if_model(depth):
+    """An If whose branches nest `depth` levels of Ifs."""
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    body = helper.make_graph([helper.make_node("Constant", [], ["y"], value=numpy_helper.from_array(
+        np.array([1.0], np.float32)))], "leaf", [], [out])
+    for level in range(depth):
+        node = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body, name=f"if{level}")
+        body = helper.make_graph([node], f"level{level}", [], [out])
+    graph = helper.make_graph(body.node, "g", [helper.make_tensor_value_info("c", TensorProto.BOOL, [])], [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_deep_subgraph_nesting_is_refused():
+    with pytest.raises(nee.NeeError, match="(?i)nest|depth|deep"):
+        nee.InferenceSession(nested_if_model(200).SerializeToString())
+
+
+def test_cycles_unknown_ops_and_missing_opsets():
+    graph = helper.make_graph([helper.make_node("Relu", ["b"], ["a"], name="r1"),
+                               helper.make_node("Relu", ["a"], ["b"], name="r2")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(nee.InvalidGraph, match="cycle"):
+        nee.InferenceSession(model.SerializeToString())
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r", domain="com.unknown")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(nee.InvalidGraph, match="com.unknown"):
+        nee.InferenceSession(model.SerializeToString())
+
+
+def test_out_of_range_gather_index_is_an_error_and_the_session_survives():
+    data = numpy_helper.from_array(np.arange(5, dtype=np.float32), "data")
+    graph = helper.make_graph([helper.make_node("Gather", ["data", "i"], ["y"], name="g")], "g",
+                              [helper.make_tensor_value_info("i", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [data])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    sess = nee.InferenceSession(model.SerializeToString())
+    with pytest.raises(nee.NeeError, match="'g'"):
+        sess.run(None, {"i": np.array([1000], np.int64)})
+    (y,) = sess.run(None, {"i": np.array([-1], np.int64)})
+    np.testing.assert_array_equal(y, [4.0])

@@ -1,0 +1,103 @@
+#include "plan/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "ops/op_util.h"
+
+namespace nee {
+namespace {
+
+Status Noop(KernelContext&) { return Status::Ok(); }
+
+// Ops whose output has the same shape (U) or a broadcast shape (B).
+const OpRegistry& Registry() {
+  static OpRegistry r = [] {
+    OpRegistry reg;
+    reg.RegisterVersions("", "U", {1}, 1, 1, 1, 1, InferSameAsInput0, Noop);
+    reg.RegisterVersions("", "B", {1}, 2, 2, 1, 1, InferBroadcast, Noop);
+    return reg;
+  }();
+  return r;
+}
+
+// A random DAG of U/B nodes over one [n] input: every intermediate is planned.
+Graph RandomGraph(std::mt19937& rng, int nodes) {
+  Graph g;
+  g.name = "random";
+  g.inputs.push_back({"x", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({257})), "", {}});
+  std::vector<std::string> values = {"x"};
+  for (int i = 0; i < nodes; ++i) {
+    Node n;
+    n.name = "n" + std::to_string(i);
+    bool binary = rng() % 2;
+    n.op_type = binary ? "B" : "U";
+    n.inputs.push_back(values[rng() % values.size()]);
+    if (binary) n.inputs.push_back(values[rng() % values.size()]);
+    n.outputs.push_back("v" + std::to_string(i));
+    values.push_back(n.outputs[0]);
+    g.nodes.push_back(std::move(n));
+  }
+  g.outputs.push_back({values.back(), TypeInfo{}, "", {}});
+  return g;
+}
+
+TEST(MemoryPlan, LiveValuesNeverShareBytesAndTheArenaReusesSpace) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    Graph g = RandomGraph(rng, 5 + trial % 30);
+    auto checked = CheckGraph(g, {{"", 13}}, Registry(), nullptr, {});
+    ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+    auto plan = BuildExecutionPlan(g, checked.value(), CpuProvider::Default());
+    ASSERT_TRUE(plan.ok());
+    MemoryPlan mp = PlanMemory(plan.value(), checked->types);
+    // Each planned slot: [producer, last use] lifetime and [offset, offset+bytes) range.
+    struct Span { int first, last; int64_t begin, end; };
+    std::vector<Span> spans;
+    for (size_t s = 0; s < plan->num_slots(); ++s) {
+      if (mp.offset[s] < 0) continue;
+      int first = plan->producer[s];
+      int last = std::max(plan->last_use[s], first);
+      spans.push_back({first, last, mp.offset[s], mp.offset[s] + 257 * 4});
+      EXPECT_EQ(mp.offset[s] % static_cast<int64_t>(MemoryPlan::kAlignment), 0);
+      EXPECT_LE(static_cast<size_t>(mp.offset[s] + 257 * 4), mp.arena_bytes);
+    }
+    for (size_t i = 0; i < spans.size(); ++i)
+      for (size_t j = i + 1; j < spans.size(); ++j) {
+        bool alive_together = !(spans[i].last < spans[j].first || spans[j].last < spans[i].first);
+        bool overlap = spans[i].begin < spans[j].end && spans[j].begin < spans[i].end;
+        EXPECT_FALSE(alive_together && overlap) << "trial " << trial;
+      }
+    EXPECT_LE(mp.arena_bytes, mp.num_planned * 1088);  // 257*4 rounded up to 64
+  }
+}
+
+TEST(MemoryPlan, ChainUsesTwoBuffers) {
+  // x -> U -> U -> U -> U -> out: intermediates alternate between two places.
+  Graph g;
+  g.name = "chain";
+  g.inputs.push_back({"x", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({1000})), "", {}});
+  std::string prev = "x";
+  for (int i = 0; i < 5; ++i) {
+    Node n;
+    n.name = "n" + std::to_string(i);
+    n.op_type = "U";
+    n.inputs = {prev};
+    prev = "v" + std::to_string(i);
+    n.outputs = {prev};
+    g.nodes.push_back(std::move(n));
+  }
+  g.outputs.push_back({prev, TypeInfo{}, "", {}});
+  auto checked = CheckGraph(g, {{"", 13}}, Registry(), nullptr, {});
+  ASSERT_TRUE(checked.ok());
+  auto plan = BuildExecutionPlan(g, checked.value(), CpuProvider::Default());
+  ASSERT_TRUE(plan.ok());
+  MemoryPlan mp = PlanMemory(plan.value(), checked->types);
+  EXPECT_EQ(mp.num_planned, 4u);  // the graph output is not planned
+  EXPECT_EQ(mp.planned_bytes, 4u * 4000u);
+  EXPECT_EQ(mp.arena_bytes, 2u * 4032u);
+}
+
+}  // namespace
+}  // namespace nee
