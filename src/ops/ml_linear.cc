@@ -146,6 +146,11 @@ using ml::Rows;
 
 Dim OrUnknown(const std::optional<Dim>& d) { return d ? *d : Dim::Unknown(); }
 
+// Upper bound on an output width taken from an attribute (max_map,
+// inputdimensions): far above any real model, low enough that a hostile value
+// cannot request terabytes.
+constexpr int64_t kMaxColumns = int64_t{1} << 24;
+
 // Copies element `from` of `src` into element `to` of `dst` (same dtype).
 void CopyElement(const Tensor& src, int64_t from, Tensor& dst, int64_t to) {
   if (src.dtype() == DataType::kString) {
@@ -565,7 +570,7 @@ Status RunFeatureVectorizer(KernelContext& ctx) {
                      std::to_string(ctx.num_inputs()) + " inputs");
   int64_t total = 0;
   for (int64_t w : widths) {
-    if (w < 0) return AttrError(node, "inputdimensions", "has a negative entry");
+    if (w < 0 || w > kMaxColumns) return AttrError(node, "inputdimensions", "has entry " + std::to_string(w) + " outside 0..2^24");
     total += w;
   }
   int64_t n = -1;
@@ -932,8 +937,8 @@ Status RunCastMap(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(int64_t max_map, node.GetInt("max_map", 1));
   if (form != "DENSE" && form != "SPARSE")
     return AttrError(node, "map_form", "has unknown value '" + form + "' (expected DENSE or SPARSE)");
-  if (form == "SPARSE" && (max_map < 0 || max_map > (int64_t{1} << 32)))
-    return AttrError(node, "max_map", "must be in 0..2^32, got " + std::to_string(max_map));
+  if (form == "SPARSE" && (max_map < 0 || max_map > kMaxColumns))
+    return AttrError(node, "max_map", "must be in 0..2^24, got " + std::to_string(max_map));
   std::map<int64_t, int64_t> position_of_key;  // sorted by key; a repeated key keeps its last value
   for (int64_t k = 0; k < keys.num_elements(); ++k) position_of_key[keys.data<int64_t>()[k]] = k;
 

@@ -255,6 +255,31 @@ TEST(MlTreeEnsembleRegressorTest, RejectsBadInputRank) {
   EXPECT_FALSE(RunRegressor(OneTargetRegressor(), 1, Tensor::FromVector<float>({1, 2, 3}, {1, 1, 3})).ok());
 }
 
+TEST(MlTreeEnsembleRegressorTest, CorruptedIntegerAttributesGiveErrorsNotCrashes) {
+  // Deterministic pseudo-random corruption of every integer list; each run
+  // must either succeed or return an error (run under ASan/UBSan to check
+  // memory safety). Some corruptions stay valid, most do not.
+  uint64_t state = 12345;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>(state >> 33);
+  };
+  int ok = 0, failed = 0;
+  for (int iteration = 0; iteration < 400; ++iteration) {
+    std::vector<Attribute> attrs = TwoTargetRegressor("SUM");
+    for (Attribute& a : attrs) {
+      if (a.type != AttrType::kInts || next() % 3 != 0) continue;
+      if (!a.ints.empty() && next() % 4 == 0) a.ints.pop_back();
+      for (int64_t& v : a.ints)
+        if (next() % 4 == 0) v = next() % 12 - 3;
+    }
+    auto run = RunRegressor(attrs);
+    (run.ok() ? ok : failed)++;
+  }
+  EXPECT_EQ(ok + failed, 400);
+  EXPECT_GT(failed, 0);
+}
+
 // ---- TreeEnsembleClassifier ----
 
 std::vector<Attribute> ThreeClassClassifier(const std::string& post_transform) {
@@ -467,6 +492,32 @@ TEST(MlTreeEnsembleTest, RejectsHostileIndices) {
   expect_error(TensorAttr("nodes_modes", Tensor::FromVector<uint8_t>({0, 6, 9}, {3})));  // unknown mode
   expect_error(TensorAttr("membership_values", Tensor::FromVector<float>({1.2f, kNaN}, {2})));  // too few sets
   expect_error(IntAttr("aggregate_function", 7));
+}
+
+TEST(MlTreeEnsembleTest, CorruptedIntegerAttributesGiveErrorsNotCrashes) {
+  uint64_t state = 987;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>(state >> 33);
+  };
+  Tensor x = Tensor::FromVector<float>({1.2f, 3.4f, kNaN, 12}, {4, 1});
+  int ok = 0, failed = 0;
+  for (int iteration = 0; iteration < 400; ++iteration) {
+    std::vector<Attribute> attrs = MembershipTree();
+    for (Attribute& a : attrs) {
+      if (a.type == AttrType::kInts && next() % 2 == 0) {
+        if (!a.ints.empty() && next() % 4 == 0) a.ints.pop_back();
+        for (int64_t& v : a.ints)
+          if (next() % 3 == 0) v = next() % 8 - 2;
+      } else if (a.type == AttrType::kInt && next() % 4 == 0) {
+        a.i = next() % 8 - 2;
+      }
+    }
+    auto run = RunOp(MakeNode("TreeEnsemble", 1, 1, attrs, kMl), 5, {x});
+    (run.ok() ? ok : failed)++;
+  }
+  EXPECT_EQ(ok + failed, 400);
+  EXPECT_GT(failed, 0);
 }
 
 TEST(MlTreeEnsembleTest, RejectsCycle) {
