@@ -157,7 +157,13 @@ std::vector<TypeInfo> DeclaredOutputTypes(const Graph& g) {
 Result<std::vector<TypeInfo>> InferBody(const InferenceContext& ictx, const Graph& body,
                                         const std::vector<TypeInfo>& input_types) {
   if (!ictx.infer_subgraph) return DeclaredOutputTypes(body);
-  Result<std::vector<TypeInfo>> types = ictx.infer_subgraph(body, input_types);
+  // Where the caller knows nothing about an input, the body's declaration
+  // is the better guess (it is part of the model).
+  std::vector<TypeInfo> inputs = input_types;
+  if (inputs.size() == body.inputs.size())
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].kind == TypeInfo::Kind::kUnknown) inputs[i] = body.inputs[i].type;
+  Result<std::vector<TypeInfo>> types = ictx.infer_subgraph(body, inputs);
   if (!types.ok()) return types.status().WithContext(ictx.node.Describe() + ": in subgraph '" + body.name + "': ");
   // A callback that knows less than the body's declarations: fill from them.
   std::vector<TypeInfo> out = std::move(types).value();
