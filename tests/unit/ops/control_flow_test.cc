@@ -392,6 +392,40 @@ TEST(ControlFlowScan, ZeroStepsKeepStatesAndGiveEmptyScans) {
   ExpectTensorNear<float>(run->outputs[1].tensor(), {0, 2}, {});
 }
 
+TEST(ControlFlowLoop, RejectsScanElementsThatChangeShape) {
+  // Body: (iter, cond) -> (cond, zeros(iter + 1)): the scan elements grow, which cannot be stacked.
+  FakeRunner runner;
+  runner.Add("grow", [](const std::vector<Value>& in) -> Result<std::vector<Value>> {
+    int64_t iter = in[0].tensor().data<int64_t>()[0];
+    return std::vector<Value>{in[1], Tensor::Allocate(DataType::kFloat, {iter + 1}).value()};
+  });
+  auto body = MakeBody("grow", {TypeInfo{}, TypeInfo{}}, {TypeInfo{}, TypeInfo::Tensor(DataType::kFloat)});
+  Node node = MakeNode("Loop", 2, 1, {GraphAttr("body", body)});
+  auto run = RunWith(node, 16, {Tensor::Scalar<int64_t>(2), Tensor::Scalar<bool>(true)}, &runner);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("changed from tensor(float)[1]"), std::string::npos) << run.status().ToString();
+}
+
+TEST(ControlFlowScan, TwoStatesAndTwoScanInputs) {
+  // Body: (s, p, x, y) -> (s + x, p + y, s + x): running sums of X scanned forward (x)
+  // and backward (y) at once. Final s = p = X.sum(0) = [9, 12].
+  FakeRunner runner;
+  runner.Add("two", [](const std::vector<Value>& in) -> Result<std::vector<Value>> {
+    Tensor s = AddF(in[0].tensor(), in[2].tensor());
+    Tensor p = AddF(in[1].tensor(), in[3].tensor());
+    return std::vector<Value>{s, p, s.Clone().value()};
+  });
+  auto body = MakeBody("two", {FloatT({2}), FloatT({2}), FloatT({2}), FloatT({2})},
+                       {FloatT({2}), FloatT({2}), FloatT({2})});
+  Node node = MakeNode("Scan", 4, 3, {GraphAttr("body", body), IntAttr("num_scan_inputs", 2),
+                                      IntsAttr("scan_input_directions", {0, 1})});
+  auto run = RunWith(node, 16, {Floats({0, 0}, {2}), Floats({0, 0}, {2}), X32(), X32()}, &runner);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {2}, {9, 12});
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {2}, {9, 12});
+  ExpectTensorNear<float>(run->outputs[2].tensor(), {3, 2}, {1, 2, 4, 6, 9, 12});  // np.cumsum(X, 0)
+}
+
 // ---- Scan (opset 8: batch axis and sequence_lens) ---------------------------------
 
 TEST(ControlFlowScan8, RunsPerBatchEntryAndPadsShortSequences) {
