@@ -119,22 +119,31 @@ FakeRunner BranchRunner() {
   return r;
 }
 
-TEST(ControlFlowIf, RunsTheChosenBranchAndMergesBranchShapes) {
+TEST(ControlFlowIf, RunsTheChosenBranch) {
   FakeRunner runner = BranchRunner();
   for (bool cond : {true, false}) {
     auto run = RunWith(IfNode(), 16, {Tensor::Scalar<bool>(cond)}, &runner);
     ASSERT_TRUE(run.ok()) << run.status().ToString();
     if (cond) ExpectTensorNear<float>(run->outputs[0].tensor(), {2}, {1, 2});
     else ExpectTensorNear<float>(run->outputs[0].tensor(), {3}, {7, 8, 9});
-    // Branches yield float[2] and float[3]: the merged type is float of rank 1, dim unknown.
-    const TypeInfo& t = run->inferred[0];
-    ASSERT_TRUE(t.is_tensor());
-    EXPECT_EQ(t.elem_type, DataType::kFloat);
-    ASSERT_TRUE(t.shape.has_value());
-    ASSERT_EQ(t.shape->size(), 1u);
-    EXPECT_FALSE((*t.shape)[0].known());
+    // The condition is known to the rule here, so it gives the chosen branch's type.
+    EXPECT_EQ(ShapeToString(*run->inferred[0].shape), cond ? "[2]" : "[3]");
   }
   EXPECT_EQ(runner.runs, 2);  // exactly one branch per run
+}
+
+TEST(ControlFlowIf, MergesBranchShapesWhenTheConditionIsUnknown) {
+  // Branches declare float[2] and float[3]: the merged type is float of rank 1, dim unknown.
+  Node node = IfNode();
+  const OpSchema* schema = OpRegistry::Global().Resolve("", "If", 16).value();
+  TypeInfo cond_type = TypeInfo::Tensor(DataType::kBool, Shape{});
+  InferenceContext ictx{node, 16, {&cond_type}, {nullptr}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(schema->infer(ictx).ok());
+  const TypeInfo& t = ictx.output_types[0];
+  ASSERT_TRUE(t.is_tensor());
+  EXPECT_EQ(t.elem_type, DataType::kFloat);
+  ASSERT_TRUE(t.shape.has_value());
+  EXPECT_EQ(ShapeToString(*t.shape), "[?]");
 }
 
 TEST(ControlFlowIf, UsesTheInferenceCallbackAndKeepsEqualDims) {
@@ -153,14 +162,43 @@ TEST(ControlFlowIf, UsesTheInferenceCallbackAndKeepsEqualDims) {
   EXPECT_EQ(ShapeToString(*ictx.output_types[0].shape), "[2,batch]");
 }
 
+TEST(ControlFlowIf, AFailingBranchOnlyLosesInformationUnlessItIsTheKnownOne) {
+  // A callback under which the then-branch is invalid (as a rank-guarded
+  // function body can be for the inputs at hand) and the else-branch is float[3].
+  SubgraphInferFn infer = [](const Graph& g, const std::vector<TypeInfo>&) -> Result<std::vector<TypeInfo>> {
+    if (g.name == "then") return InvalidModel("cannot split an axis of size 5 into 4 outputs");
+    return std::vector<TypeInfo>{FloatT({3})};
+  };
+  Node node = IfNode();
+  const OpSchema* schema = OpRegistry::Global().Resolve("", "If", 16).value();
+  TypeInfo cond_type = TypeInfo::Tensor(DataType::kBool, Shape{});
+  // Unknown condition: the then-branch falls back to its declared float[2]; merged: float[?].
+  InferenceContext unknown{node, 16, {&cond_type}, {nullptr}, {TypeInfo{}}, {std::nullopt}, infer};
+  ASSERT_TRUE(schema->infer(unknown).ok());
+  EXPECT_EQ(ShapeToString(*unknown.output_types[0].shape), "[?]");
+  // Known false: only the else-branch counts.
+  Tensor no = Tensor::Scalar<bool>(false);
+  InferenceContext known_false{node, 16, {&cond_type}, {&no}, {TypeInfo{}}, {std::nullopt}, infer};
+  ASSERT_TRUE(schema->infer(known_false).ok());
+  EXPECT_EQ(ShapeToString(*known_false.output_types[0].shape), "[3]");
+  // Known true: the failing branch will run, so its error is real.
+  Tensor yes = Tensor::Scalar<bool>(true);
+  InferenceContext known_true{node, 16, {&cond_type}, {&yes}, {TypeInfo{}}, {std::nullopt}, infer};
+  Status st = schema->infer(known_true);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot split"), std::string::npos);
+}
+
 TEST(ControlFlowIf, RejectsBranchesOfDifferentElementTypes) {
   Node node = MakeNode("If", 1, 1,
                        {GraphAttr("then_branch", MakeBody("then", {}, {FloatT({2})})),
                         GraphAttr("else_branch", MakeBody("else", {}, {TypeInfo::Tensor(DataType::kInt64)}))});
-  FakeRunner runner = BranchRunner();
-  auto run = RunWith(node, 16, {Tensor::Scalar<bool>(true)}, &runner);
-  ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("else_branch yields tensor(int64)"), std::string::npos);
+  const OpSchema* schema = OpRegistry::Global().Resolve("", "If", 16).value();
+  TypeInfo cond_type = TypeInfo::Tensor(DataType::kBool, Shape{});
+  InferenceContext ictx{node, 16, {&cond_type}, {nullptr}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  Status st = schema->infer(ictx);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("else_branch yields tensor(int64)"), std::string::npos);
 }
 
 TEST(ControlFlowIf, RejectsANonBoolConditionAndAMissingRunner) {
