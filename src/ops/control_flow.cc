@@ -241,12 +241,19 @@ Status InferLoop(InferenceContext& ictx) {
       break;
     }
   }
+  // Without a cond input only M bounds the loop, so a known M is the exact
+  // number of iterations (the length of every scan output).
+  Dim iterations = Dim::Unknown();
+  const Tensor* m = ictx.input_value(0);
+  if (!ictx.has_input(1) && m && m->num_elements() == 1) {
+    auto values = m->ToInt64Vector();
+    if (values.ok() && (*values)[0] >= 0) iterations = Dim::Known((*values)[0]);
+  }
   for (size_t i = 0; i < ictx.num_outputs(); ++i) {
     if (i < n) {
       ictx.output_types[i] = carried[i];
     } else if (i < n + k) {
-      NEE_ASSIGN_OR_RETURN(ictx.output_types[i],
-                           InsertAxis(ictx, body_out[1 + i], 0, Dim::Unknown(), "scan output"));
+      NEE_ASSIGN_OR_RETURN(ictx.output_types[i], InsertAxis(ictx, body_out[1 + i], 0, iterations, "scan output"));
     }
   }
   return Status::Ok();

@@ -274,6 +274,17 @@ TEST(ControlFlowLoop, IgnoresTheBodysCondWithoutACondInput) {
   ExpectTensorNear<float>(run->outputs[0].tensor(), {}, {4});  // 0 + 4 iterations
 }
 
+TEST(ControlFlowLoop, AKnownTripCountWithoutCondFixesTheScanLength) {
+  FakeRunner runner = IncrementRunner();
+  Node node = MakeNode("Loop", 3, 2, {GraphAttr("body", IncrementBody())});
+  node.inputs[1] = "";
+  auto run = RunWith(node, 16, {Tensor::Scalar<int64_t>(3), Value(), Floats({1, 2}, {2})}, &runner);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(ShapeToString(*run->inferred[1].shape), "[3,2]");
+  // np.stack([x + 1 + i for i in range(3)]) with x = [1, 2]
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {3, 2}, {2, 3, 3, 4, 4, 5});
+}
+
 TEST(ControlFlowLoop, ZeroIterationsGiveInitialValuesAndEmptyScans) {
   FakeRunner runner = IncrementRunner();
   Node node = MakeNode("Loop", 3, 2, {GraphAttr("body", IncrementBody())});
