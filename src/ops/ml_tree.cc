@@ -1,9 +1,625 @@
-// Operator family: MlTree. (Not yet written.)
+// Operator family: MlTree — tree ensembles of the ai.onnx.ml domain:
+// TreeEnsembleClassifier and TreeEnsembleRegressor (ml opsets 1 and 3; 3 adds
+// the *_as_tensor attributes) and TreeEnsemble (ml opset 5, leaves in their
+// own arrays, set-membership splits).
+//
+// Every form is first compiled into one flat representation (Forest): branch
+// nodes with child references that are either another branch or a leaf, and
+// leaves holding (target, weight) pairs. Compiling checks every id, index and
+// feature against the input, so evaluation cannot go out of bounds; a step
+// limit per tree turns a cyclic "tree" into an error instead of a hang.
+//
+// Where ONNX leaves the binary-classifier case open, behaviour follows ONNX
+// Runtime, which is what exporters (skl2onnx) test against. Scores are
+// accumulated in double.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
 namespace nee {
+namespace ml {
+// Defined in ml_linear.cc (shared by the two ai.onnx.ml families).
+enum class PostTransform { kNone, kSoftmax, kLogistic, kSoftmaxZero, kProbit };
+Status AttrError(const Node& node, const std::string& attr, const std::string& message);
+Result<PostTransform> ParsePostTransform(const Node& node);
+void ApplyPostTransform(PostTransform transform, double* scores, int64_t n);
+double Logistic(double v);
+double Probit(double p);
+}  // namespace ml
 
-void RegisterMlTreeOps(OpRegistry& registry) { (void)registry; }
+namespace {
+
+using ml::AttrError;
+using ml::PostTransform;
+
+enum class Mode : uint8_t { kLeq, kLt, kGte, kGt, kEq, kNeq, kMember, kLeaf };
+enum class Aggregate { kAverage, kSum, kMin, kMax };
+
+// A child reference: >= 0 is a branch index, < 0 is leaf ~ref.
+using Ref = int64_t;
+constexpr Ref LeafRef(int64_t leaf) { return ~leaf; }
+
+struct Branch {
+  int64_t feature = 0;
+  double threshold = 0;
+  Mode mode = Mode::kLeq;
+  bool missing_tracks_true = false;
+  Ref true_ref = 0;
+  Ref false_ref = 0;
+  int64_t members_begin = 0, members_end = 0;  // sorted range in Forest::members
+};
+
+struct LeafWeight {
+  int64_t target;
+  double weight;
+};
+
+struct Forest {
+  std::vector<Branch> branches;
+  std::vector<Ref> roots;
+  std::vector<std::vector<LeafWeight>> leaves;
+  std::vector<double> members;
+  int64_t targets = 0;
+  Aggregate aggregate = Aggregate::kSum;
+  std::vector<double> base_values;
+};
+
+bool TakesTrueBranch(const Branch& b, const Forest& f, double x) {
+  if (std::isnan(x) && b.missing_tracks_true) return true;
+  switch (b.mode) {
+    case Mode::kLeq: return x <= b.threshold;
+    case Mode::kLt: return x < b.threshold;
+    case Mode::kGte: return x >= b.threshold;
+    case Mode::kGt: return x > b.threshold;
+    case Mode::kEq: return x == b.threshold;
+    case Mode::kNeq: return x != b.threshold;
+    case Mode::kMember:
+      return std::binary_search(f.members.begin() + b.members_begin, f.members.begin() + b.members_end, x);
+    case Mode::kLeaf: break;
+  }
+  return false;
+}
+
+// Walks one tree for one row; returns the leaf index or -1 on a cycle.
+int64_t FindLeaf(const Forest& f, Ref ref, const double* row) {
+  size_t steps = 0;
+  while (ref >= 0) {
+    const Branch& b = f.branches[static_cast<size_t>(ref)];
+    ref = TakesTrueBranch(b, f, row[b.feature]) ? b.true_ref : b.false_ref;
+    if (++steps > f.branches.size()) return -1;
+  }
+  return ~ref;
+}
+
+// Aggregated (not yet post-transformed) scores of one row.
+void ScoreRow(const Forest& f, const double* row, double* scores, bool* has_score, bool* cycle) {
+  std::fill(scores, scores + f.targets, 0.0);
+  std::fill(has_score, has_score + f.targets, false);
+  for (Ref root : f.roots) {
+    int64_t leaf = FindLeaf(f, root, row);
+    if (leaf < 0) {
+      *cycle = true;
+      return;
+    }
+    for (const LeafWeight& w : f.leaves[static_cast<size_t>(leaf)]) {
+      double& s = scores[w.target];
+      switch (f.aggregate) {
+        case Aggregate::kSum:
+        case Aggregate::kAverage: s += w.weight; break;
+        case Aggregate::kMin: s = has_score[w.target] ? std::min(s, w.weight) : w.weight; break;
+        case Aggregate::kMax: s = has_score[w.target] ? std::max(s, w.weight) : w.weight; break;
+      }
+      has_score[w.target] = true;
+    }
+  }
+  if (f.aggregate == Aggregate::kAverage && !f.roots.empty())
+    for (int64_t t = 0; t < f.targets; ++t) scores[t] /= static_cast<double>(f.roots.size());
+}
+
+// Runs `per_row(row_index, scores, has_score)` for every row of X in parallel,
+// after scoring it. Rows are independent, so results do not depend on chunking.
+template <typename PerRow>
+Status ForEachScoredRow(KernelContext& ctx, const Forest& f, const Tensor& x, int64_t rows, int64_t width,
+                        const PerRow& per_row) {
+  std::atomic<bool> any_cycle{false};
+  ctx.ParallelFor(rows, 16, [&](int64_t begin, int64_t end) {
+    std::vector<double> row(static_cast<size_t>(width)), scores(static_cast<size_t>(f.targets));
+    std::unique_ptr<bool[]> has_score(new bool[static_cast<size_t>(std::max<int64_t>(f.targets, 1))]);
+    for (int64_t r = begin; r < end; ++r) {
+      for (int64_t c = 0; c < width; ++c) row[c] = ReadAsDouble(x, r * width + c);
+      bool cycle = false;
+      ScoreRow(f, row.data(), scores.data(), has_score.get(), &cycle);
+      if (cycle) {
+        any_cycle = true;
+        return;
+      }
+      per_row(r, scores.data(), has_score.get());
+    }
+  });
+  if (any_cycle) return InvalidModel(ctx.node().Describe() + ": a tree contains a cycle");
+  return Status::Ok();
+}
+
+// ---- Attribute reading -------------------------------------------------------
+
+// A real-valued list given either as `name` (floats) or `name_as_tensor`.
+Result<std::vector<double>> ReadReals(const Node& node, const std::string& name) {
+  const Attribute* list = node.FindAttr(name);
+  const Attribute* tensor = node.FindAttr(name + "_as_tensor");
+  if (list && tensor) return AttrError(node, name, "and '" + name + "_as_tensor' are both set");
+  std::vector<double> out;
+  if (list) {
+    NEE_ASSIGN_OR_RETURN(std::vector<float> v, node.GetFloats(name));
+    out.assign(v.begin(), v.end());
+  } else if (tensor) {
+    NEE_ASSIGN_OR_RETURN(Tensor t, node.GetTensor(name + "_as_tensor"));
+    if (!IsFloatingPoint(t.dtype()))
+      return AttrError(node, name + "_as_tensor", std::string("must be a floating-point tensor, got ") +
+                       DataTypeName(t.dtype()));
+    for (int64_t i = 0; i < t.num_elements(); ++i) out.push_back(ReadAsDouble(t, i));
+  }
+  return out;
+}
+
+// A tensor attribute of ml opset 5 read as doubles.
+Result<std::vector<double>> ReadRealTensor(const Node& node, const std::string& name, bool required) {
+  std::vector<double> out;
+  if (!node.HasAttr(name)) {
+    if (required) return AttrError(node, name, "is required");
+    return out;
+  }
+  NEE_ASSIGN_OR_RETURN(Tensor t, node.GetTensor(name));
+  if (!IsFloatingPoint(t.dtype()))
+    return AttrError(node, name, std::string("must be a floating-point tensor, got ") + DataTypeName(t.dtype()));
+  for (int64_t i = 0; i < t.num_elements(); ++i) out.push_back(ReadAsDouble(t, i));
+  return out;
+}
+
+Status CheckSize(const Node& node, const std::string& name, size_t actual, size_t expected) {
+  if (actual != expected)
+    return AttrError(node, name, "has " + std::to_string(actual) + " entries, expected " + std::to_string(expected));
+  return Status::Ok();
+}
+
+Result<Mode> ParseMode(const Node& node, const std::string& mode) {
+  if (mode == "BRANCH_LEQ") return Mode::kLeq;
+  if (mode == "BRANCH_LT") return Mode::kLt;
+  if (mode == "BRANCH_GTE") return Mode::kGte;
+  if (mode == "BRANCH_GT") return Mode::kGt;
+  if (mode == "BRANCH_EQ") return Mode::kEq;
+  if (mode == "BRANCH_NEQ") return Mode::kNeq;
+  if (mode == "LEAF") return Mode::kLeaf;
+  return AttrError(node, "nodes_modes", "has unknown mode '" + mode + "'");
+}
+
+Result<Aggregate> ParseAggregate(const Node& node) {
+  NEE_ASSIGN_OR_RETURN(std::string name, node.GetString("aggregate_function", "SUM"));
+  if (name == "SUM") return Aggregate::kSum;
+  if (name == "AVERAGE") return Aggregate::kAverage;
+  if (name == "MIN") return Aggregate::kMin;
+  if (name == "MAX") return Aggregate::kMax;
+  return AttrError(node, "aggregate_function", "has unknown value '" + name + "'");
+}
+
+Status CheckFeature(const Node& node, const char* attr, int64_t feature, int64_t width) {
+  if (feature < 0 || feature >= width)
+    return AttrError(node, attr, "refers to feature " + std::to_string(feature) + " but the input has " +
+                     std::to_string(width) + " features");
+  return Status::Ok();
+}
+
+// Compiles the nodes_* attributes of TreeEnsembleClassifier/Regressor (ml
+// opsets 1 and 3) plus their (tree, node, target, weight) leaf lists.
+// `weights_prefix` is "class" or "target".
+Result<Forest> CompileLegacyForest(const Node& node, int64_t width, int64_t targets, const std::string& weights_prefix) {
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> tree_ids, node.GetInts("nodes_treeids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> node_ids, node.GetInts("nodes_nodeids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> features, node.GetInts("nodes_featureids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<std::string> modes, node.GetStrings("nodes_modes"));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> values, ReadReals(node, "nodes_values"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> true_ids, node.GetInts("nodes_truenodeids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> false_ids, node.GetInts("nodes_falsenodeids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> tracks, node.GetInts("nodes_missing_value_tracks_true", {}));
+  const size_t n = node_ids.size();
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_treeids", tree_ids.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_featureids", features.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_modes", modes.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_values", values.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_truenodeids", true_ids.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_falsenodeids", false_ids.size(), n));
+  if (!tracks.empty()) NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_missing_value_tracks_true", tracks.size(), n));
+
+  Forest f;
+  f.targets = targets;
+  // (tree, node) -> position in the nodes_* arrays; each node becomes a branch or a leaf.
+  std::map<std::pair<int64_t, int64_t>, size_t> position;
+  std::vector<Ref> ref_of(n);
+  std::vector<Mode> mode_of(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!position.emplace(std::make_pair(tree_ids[i], node_ids[i]), i).second)
+      return AttrError(node, "nodes_nodeids", "has node " + std::to_string(node_ids[i]) + " twice in tree " +
+                       std::to_string(tree_ids[i]));
+    NEE_ASSIGN_OR_RETURN(mode_of[i], ParseMode(node, modes[i]));
+    if (mode_of[i] == Mode::kLeaf) {
+      ref_of[i] = LeafRef(static_cast<int64_t>(f.leaves.size()));
+      f.leaves.emplace_back();
+    } else {
+      ref_of[i] = static_cast<Ref>(f.branches.size());
+      f.branches.emplace_back();
+    }
+  }
+  auto child = [&](size_t i, int64_t child_id, const char* attr) -> Result<Ref> {
+    auto it = position.find({tree_ids[i], child_id});
+    if (it == position.end())
+      return AttrError(node, attr, "refers to node " + std::to_string(child_id) + " missing from tree " +
+                       std::to_string(tree_ids[i]));
+    return ref_of[it->second];
+  };
+  for (size_t i = 0; i < n; ++i) {
+    if (mode_of[i] == Mode::kLeaf) continue;
+    Branch& b = f.branches[static_cast<size_t>(ref_of[i])];
+    NEE_RETURN_IF_ERROR(CheckFeature(node, "nodes_featureids", features[i], width));
+    b.feature = features[i];
+    b.threshold = values[i];
+    b.mode = mode_of[i];
+    b.missing_tracks_true = !tracks.empty() && tracks[i] != 0;
+    NEE_ASSIGN_OR_RETURN(b.true_ref, child(i, true_ids[i], "nodes_truenodeids"));
+    NEE_ASSIGN_OR_RETURN(b.false_ref, child(i, false_ids[i], "nodes_falsenodeids"));
+  }
+  // The root of each tree is its first node, trees in order of first appearance.
+  std::map<int64_t, bool> seen;
+  for (size_t i = 0; i < n; ++i)
+    if (seen.emplace(tree_ids[i], true).second) f.roots.push_back(ref_of[i]);
+
+  const std::string p = weights_prefix;
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> w_trees, node.GetInts(p + "_treeids", {}));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> w_nodes, node.GetInts(p + "_nodeids", {}));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> w_ids, node.GetInts(p + "_ids", {}));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> w_values, ReadReals(node, p + "_weights"));
+  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_nodeids", w_nodes.size(), w_trees.size()));
+  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_ids", w_ids.size(), w_trees.size()));
+  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_weights", w_values.size(), w_trees.size()));
+  for (size_t k = 0; k < w_trees.size(); ++k) {
+    auto it = position.find({w_trees[k], w_nodes[k]});
+    if (it == position.end())
+      return AttrError(node, p + "_nodeids", "refers to node " + std::to_string(w_nodes[k]) + " missing from tree " +
+                       std::to_string(w_trees[k]));
+    if (w_ids[k] < 0 || w_ids[k] >= targets)
+      return AttrError(node, p + "_ids", "has id " + std::to_string(w_ids[k]) + ", expected 0.." +
+                       std::to_string(targets - 1));
+    Ref r = ref_of[it->second];
+    if (r >= 0) continue;  // a weight on a branch node is never reached
+    f.leaves[static_cast<size_t>(~r)].push_back({w_ids[k], w_values[k]});
+  }
+  return f;
+}
+
+Result<int64_t> FeatureWidth(const KernelContext& ctx, const Tensor& x, int64_t* rows) {
+  if (x.dtype() == DataType::kString || x.dtype() == DataType::kBool || x.dtype() == DataType::kUndefined)
+    return NotImplemented(ctx.node().Describe() + ": unsupported input type " + DataTypeName(x.dtype()));
+  if (x.rank() == 1) {
+    *rows = 1;
+    return x.dim(0);
+  }
+  if (x.rank() == 2) {
+    *rows = x.dim(0);
+    return x.dim(1);
+  }
+  return ctx.InputError(0, "must be a 1-D or 2-D tensor of features, got " + x.Describe());
+}
+
+Dim RowsDim(const InferenceContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.input_type(0).shape) return Dim::Unknown();
+  const Shape& s = *ctx.input_type(0).shape;
+  if (s.size() == 1) return Dim::Known(1);
+  if (s.size() == 2) return s[0];
+  return Dim::Unknown();
+}
+
+// ---- TreeEnsembleRegressor ---------------------------------------------------
+
+Result<int64_t> RegressorTargets(const Node& node) {
+  NEE_ASSIGN_OR_RETURN(int64_t targets, node.GetInt("n_targets", -1));
+  if (targets == -1) {
+    // Absent: one more than the largest target id.
+    NEE_ASSIGN_OR_RETURN(std::vector<int64_t> ids, node.GetInts("target_ids", {}));
+    targets = ids.empty() ? 1 : *std::max_element(ids.begin(), ids.end()) + 1;
+  }
+  if (targets <= 0 || targets > (int64_t{1} << 24))
+    return AttrError(node, "n_targets", "must be in 1..2^24, got " + std::to_string(targets));
+  return targets;
+}
+
+Status InferTreeEnsembleRegressor(InferenceContext& ctx) {
+  Result<int64_t> targets = RegressorTargets(ctx.node);
+  Dim t = targets.ok() ? Dim::Known(targets.value()) : Dim::Unknown();
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, Shape{RowsDim(ctx), t});
+  return Status::Ok();
+}
+
+Status RunTreeEnsembleRegressor(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  int64_t rows = 0;
+  NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
+  NEE_ASSIGN_OR_RETURN(int64_t targets, RegressorTargets(node));
+  NEE_ASSIGN_OR_RETURN(Forest f, CompileLegacyForest(node, width, targets, "target"));
+  NEE_ASSIGN_OR_RETURN(f.aggregate, ParseAggregate(node));
+  NEE_ASSIGN_OR_RETURN(f.base_values, ReadReals(node, "base_values"));
+  if (!f.base_values.empty() && static_cast<int64_t>(f.base_values.size()) != targets)
+    return AttrError(node, "base_values", "has " + std::to_string(f.base_values.size()) + " values for " +
+                     std::to_string(targets) + " targets");
+  NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat, {rows, targets}));
+  float* out = y.data<float>();
+  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
+    if (!f.base_values.empty())
+      for (int64_t t = 0; t < targets; ++t) scores[t] += f.base_values[t];
+    ml::ApplyPostTransform(transform, scores, targets);
+    for (int64_t t = 0; t < targets; ++t) out[r * targets + t] = static_cast<float>(scores[t]);
+  });
+}
+
+// ---- TreeEnsembleClassifier --------------------------------------------------
+
+struct Labels {
+  std::vector<int64_t> ints;
+  std::vector<std::string> strings;
+  bool use_strings = false;
+  int64_t size() const { return static_cast<int64_t>(use_strings ? strings.size() : ints.size()); }
+};
+
+Result<Labels> ReadLabels(const Node& node) {
+  Labels l;
+  NEE_ASSIGN_OR_RETURN(l.ints, node.GetInts("classlabels_int64s", {}));
+  NEE_ASSIGN_OR_RETURN(l.strings, node.GetStrings("classlabels_strings", {}));
+  if (l.ints.empty() == l.strings.empty())
+    return AttrError(node, "classlabels_int64s", "or 'classlabels_strings' must be set (exactly one)");
+  l.use_strings = !l.strings.empty();
+  return l;
+}
+
+Status InferTreeEnsembleClassifier(InferenceContext& ctx) {
+  Result<Labels> labels = ReadLabels(ctx.node);
+  if (!labels.ok()) return Status::Ok();  // the kernel reports it
+  Dim n = RowsDim(ctx);
+  ctx.output_types[0] = TypeInfo::Tensor(labels->use_strings ? DataType::kString : DataType::kInt64, Shape{n});
+  if (ctx.num_outputs() > 1)
+    ctx.output_types[1] = TypeInfo::Tensor(DataType::kFloat, Shape{n, Dim::Known(labels->size())});
+  return Status::Ok();
+}
+
+// The binary form: two labels but every leaf weight is for one class. The
+// weight sum s is either a probability (all weights >= 0: label 1 when
+// s > 0.5, scores [1-s, s]) or a margin (label 1 when s > 0; scores
+// [logistic(-s), logistic(s)] under LOGISTIC, else [-s, s]).
+void FinalizeBinary(double s, bool all_positive, PostTransform transform, double out[2], int64_t* cls) {
+  if (all_positive) {
+    *cls = s > 0.5 ? 1 : 0;
+    double p = transform == PostTransform::kProbit ? ml::Probit(s) : s;
+    out[0] = 1 - p;
+    out[1] = p;
+    return;
+  }
+  *cls = s > 0 ? 1 : 0;
+  if (transform == PostTransform::kLogistic) {
+    out[0] = ml::Logistic(-s);
+    out[1] = ml::Logistic(s);
+  } else {
+    double p = transform == PostTransform::kProbit ? ml::Probit(s) : s;
+    out[0] = -p;
+    out[1] = p;
+  }
+}
+
+Status RunTreeEnsembleClassifier(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  int64_t rows = 0;
+  NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
+  NEE_ASSIGN_OR_RETURN(Labels labels, ReadLabels(node));
+  const int64_t classes = labels.size();
+  NEE_ASSIGN_OR_RETURN(Forest f, CompileLegacyForest(node, width, classes, "class"));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> base, ReadReals(node, "base_values"));
+  NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> class_ids, node.GetInts("class_ids", {}));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> class_weights, ReadReals(node, "class_weights"));
+
+  const bool one_class_used = !class_ids.empty() &&
+      std::all_of(class_ids.begin(), class_ids.end(), [&](int64_t c) { return c == class_ids[0]; });
+  const bool binary = classes == 2 && one_class_used;
+  const int64_t used_class = binary ? class_ids[0] : 0;
+  const bool all_positive = std::all_of(class_weights.begin(), class_weights.end(), [](double w) { return w >= 0; });
+  double binary_base = 0;
+  if (binary) {
+    if (base.size() == 1) binary_base = base[0];
+    else if (base.size() == 2) binary_base = base[static_cast<size_t>(used_class)];
+    else if (!base.empty()) return AttrError(node, "base_values", "has " + std::to_string(base.size()) + " values for 2 classes");
+  } else if (!base.empty() && static_cast<int64_t>(base.size()) != classes) {
+    return AttrError(node, "base_values", "has " + std::to_string(base.size()) + " values for " +
+                     std::to_string(classes) + " classes");
+  }
+
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, labels.use_strings ? DataType::kString : DataType::kInt64, {rows}));
+  Tensor z;
+  if (ctx.num_outputs() > 1 && ctx.wants_output(1)) {
+    NEE_ASSIGN_OR_RETURN(z, ctx.AllocateOutput(1, DataType::kFloat, {rows, classes}));
+  }
+  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool* has_score) {
+    int64_t cls = 0;
+    double binary_scores[2];
+    double* final_scores = scores;
+    if (binary && used_class == 0) {
+      FinalizeBinary(scores[0] + binary_base, all_positive, transform, binary_scores, &cls);
+      final_scores = binary_scores;
+    } else if (binary) {
+      // Only class 1 has weights: ONNX Runtime keeps [0, s] and transforms
+      // both, with the binary thresholds for the label.
+      double s = scores[1] + binary_base;
+      cls = s > (all_positive ? 0.5 : 0.0) ? 1 : 0;
+      binary_scores[0] = base.size() == 2 ? base[0] : 0.0;
+      binary_scores[1] = s;
+      ml::ApplyPostTransform(transform, binary_scores, 2);
+      final_scores = binary_scores;
+    } else {
+      // Argmax over the classes that received a score (or have a base value).
+      int64_t best = -1;
+      for (int64_t c = 0; c < classes; ++c) {
+        if (!base.empty()) scores[c] += base[c];
+        bool scored = has_score[c] || !base.empty();
+        if (scored && (best < 0 || scores[c] > scores[best])) best = c;
+      }
+      cls = best < 0 ? 0 : best;
+      ml::ApplyPostTransform(transform, scores, classes);
+    }
+    if (labels.use_strings) y.data<std::string>()[r] = labels.strings[cls];
+    else y.data<int64_t>()[r] = labels.ints[cls];
+    if (z.defined())
+      for (int64_t c = 0; c < classes; ++c) z.data<float>()[r * classes + c] = static_cast<float>(final_scores[c]);
+  });
+}
+
+// ---- TreeEnsemble (ml opset 5) ------------------------------------------------
+
+Result<Forest> CompileForest5(const Node& node, int64_t width) {
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> features, node.GetInts("nodes_featureids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> splits, ReadRealTensor(node, "nodes_splits", true));
+  NEE_ASSIGN_OR_RETURN(Tensor modes, node.GetTensor("nodes_modes"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> true_ids, node.GetInts("nodes_truenodeids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> true_leafs, node.GetInts("nodes_trueleafs"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> false_ids, node.GetInts("nodes_falsenodeids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> false_leafs, node.GetInts("nodes_falseleafs"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> tracks, node.GetInts("nodes_missing_value_tracks_true", {}));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> leaf_targets, node.GetInts("leaf_targetids"));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> leaf_weights, ReadRealTensor(node, "leaf_weights", true));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> roots, node.GetInts("tree_roots"));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> membership, ReadRealTensor(node, "membership_values", false));
+  NEE_ASSIGN_OR_RETURN(int64_t targets, node.GetInt("n_targets"));
+  NEE_ASSIGN_OR_RETURN(int64_t aggregate, node.GetInt("aggregate_function", 1));
+  if (targets <= 0 || targets > (int64_t{1} << 24))
+    return AttrError(node, "n_targets", "must be in 1..2^24, got " + std::to_string(targets));
+  if (aggregate < 0 || aggregate > 3)
+    return AttrError(node, "aggregate_function", "must be 0..3 (AVERAGE, SUM, MIN, MAX), got " + std::to_string(aggregate));
+  if (modes.dtype() != DataType::kUint8)
+    return AttrError(node, "nodes_modes", std::string("must be a uint8 tensor, got ") + DataTypeName(modes.dtype()));
+
+  const size_t n = features.size();
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_splits", splits.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_modes", static_cast<size_t>(modes.num_elements()), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_truenodeids", true_ids.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_trueleafs", true_leafs.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_falsenodeids", false_ids.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_falseleafs", false_leafs.size(), n));
+  if (!tracks.empty()) NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_missing_value_tracks_true", tracks.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "leaf_weights", leaf_weights.size(), leaf_targets.size()));
+
+  Forest f;
+  f.targets = targets;
+  f.aggregate = static_cast<Aggregate>(aggregate);  // same numbering as the enum
+  const int64_t leaf_count = static_cast<int64_t>(leaf_targets.size());
+  for (int64_t k = 0; k < leaf_count; ++k) {
+    if (leaf_targets[k] < 0 || leaf_targets[k] >= targets)
+      return AttrError(node, "leaf_targetids", "has target " + std::to_string(leaf_targets[k]) + ", expected 0.." +
+                       std::to_string(targets - 1));
+    f.leaves.push_back({{leaf_targets[k], leaf_weights[k]}});
+  }
+  auto child = [&](int64_t id, bool is_leaf, const char* attr) -> Result<Ref> {
+    int64_t limit = is_leaf ? leaf_count : static_cast<int64_t>(n);
+    if (id < 0 || id >= limit)
+      return AttrError(node, attr, "has " + std::string(is_leaf ? "leaf" : "node") + " index " + std::to_string(id) +
+                       " out of range 0.." + std::to_string(limit - 1));
+    return is_leaf ? LeafRef(id) : id;
+  };
+  size_t next_member = 0;  // membership sets are listed in node order, NaN-terminated
+  f.branches.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    Branch& b = f.branches[i];
+    uint8_t mode = modes.data<uint8_t>()[i];
+    if (mode > 6) return AttrError(node, "nodes_modes", "has unknown mode " + std::to_string(mode));
+    b.mode = static_cast<Mode>(mode);
+    NEE_RETURN_IF_ERROR(CheckFeature(node, "nodes_featureids", features[i], width));
+    b.feature = features[i];
+    b.threshold = splits[i];
+    b.missing_tracks_true = !tracks.empty() && tracks[i] != 0;
+    NEE_ASSIGN_OR_RETURN(b.true_ref, child(true_ids[i], true_leafs[i] != 0, "nodes_truenodeids"));
+    NEE_ASSIGN_OR_RETURN(b.false_ref, child(false_ids[i], false_leafs[i] != 0, "nodes_falsenodeids"));
+    if (b.mode == Mode::kMember) {
+      b.members_begin = static_cast<int64_t>(f.members.size());
+      while (next_member < membership.size() && !std::isnan(membership[next_member]))
+        f.members.push_back(membership[next_member++]);
+      if (next_member >= membership.size())
+        return AttrError(node, "membership_values", "has fewer NaN-terminated sets than BRANCH_MEMBER nodes");
+      ++next_member;  // the NaN
+      b.members_end = static_cast<int64_t>(f.members.size());
+      std::sort(f.members.begin() + b.members_begin, f.members.end());
+    }
+  }
+  for (int64_t r : roots) {
+    if (r < 0 || r >= static_cast<int64_t>(n))
+      return AttrError(node, "tree_roots", "has node index " + std::to_string(r) + " out of range");
+    // A tree that is a single leaf: both branches point to the same leaf.
+    const Branch& b = f.branches[static_cast<size_t>(r)];
+    bool single_leaf = b.true_ref < 0 && b.true_ref == b.false_ref;
+    f.roots.push_back(single_leaf ? b.true_ref : r);
+  }
+  return f;
+}
+
+Result<PostTransform> PostTransform5(const Node& node) {
+  NEE_ASSIGN_OR_RETURN(int64_t v, node.GetInt("post_transform", 0));
+  switch (v) {
+    case 0: return PostTransform::kNone;
+    case 1: return PostTransform::kSoftmax;
+    case 2: return PostTransform::kLogistic;
+    case 3: return PostTransform::kSoftmaxZero;
+    case 4: return PostTransform::kProbit;
+  }
+  return AttrError(node, "post_transform", "must be 0..4, got " + std::to_string(v));
+}
+
+Status InferTreeEnsemble(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  Result<int64_t> targets = ctx.node.GetInt("n_targets");
+  Dim t = targets.ok() && targets.value() > 0 ? Dim::Known(targets.value()) : Dim::Unknown();
+  ctx.output_types[0] = TypeInfo::Tensor(x->elem_type, Shape{RowsDim(ctx), t});
+  return Status::Ok();
+}
+
+Status RunTreeEnsemble(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  DataType type = x->dtype();
+  if (type != DataType::kFloat && type != DataType::kDouble && type != DataType::kFloat16)
+    return NotImplemented(ctx.node().Describe() + ": unsupported input type " + DataTypeName(type));
+  int64_t rows = 0;
+  NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
+  NEE_ASSIGN_OR_RETURN(Forest f, CompileForest5(ctx.node(), width));
+  NEE_ASSIGN_OR_RETURN(PostTransform transform, PostTransform5(ctx.node()));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, type, {rows, f.targets}));
+  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
+    ml::ApplyPostTransform(transform, scores, f.targets);
+    for (int64_t t = 0; t < f.targets; ++t) WriteFromDouble(y, r * f.targets + t, scores[t]);
+  });
+}
+
+}  // namespace
+
+void RegisterMlTreeOps(OpRegistry& registry) {
+  const char* ml = "ai.onnx.ml";
+  // ml opset 3 added the *_as_tensor attributes; 5 deprecated both in favour
+  // of TreeEnsemble, but models importing ml opset 5 may still use them.
+  registry.RegisterVersions(ml, "TreeEnsembleClassifier", {1, 3, 5}, 1, 1, 1, 2, InferTreeEnsembleClassifier,
+                            RunTreeEnsembleClassifier);
+  registry.RegisterVersions(ml, "TreeEnsembleRegressor", {1, 3, 5}, 1, 1, 1, 1, InferTreeEnsembleRegressor,
+                            RunTreeEnsembleRegressor);
+  registry.RegisterVersions(ml, "TreeEnsemble", {5}, 1, 1, 1, 1, InferTreeEnsemble, RunTreeEnsemble);
+}
 
 }  // namespace nee

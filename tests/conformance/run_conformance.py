@@ -85,6 +85,17 @@ def compare(expected, actual, rtol, atol, path="output"):
         np.testing.assert_array_equal(a, e, err_msg=path)
 
 
+def as_value(v):
+    """The loader gives some values as TensorProto (narrow float types); numpy them."""
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(v, TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return [as_value(x) for x in v]
+    return v
+
+
 def run_case(case):
     import numpy as np  # noqa: F401
     import nee
@@ -97,7 +108,8 @@ def run_case(case):
     for inputs, expected in case.data_sets:
         feed = {}
         for name, value in zip(feedable, inputs):
-            feed[name] = value
+            feed[name] = as_value(value)
+        expected = [as_value(e) for e in expected]
         outputs = sess.run(None, feed)
         if len(outputs) != len(expected):
             raise AssertionError(f"expected {len(expected)} outputs, got {len(outputs)}")
@@ -211,6 +223,7 @@ def write_report(path, cases, results, onnx_version):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--build", help="build folder whose python/ holds the nee package (else PYTHONPATH)")
     ap.add_argument("--filter", default="", help="regex on case names")
     ap.add_argument("--report", help="write the markdown report here")
     ap.add_argument("--check-floor", help="fail if fewer cases pass than the number in this file")
@@ -221,6 +234,18 @@ def main():
         worker(json.loads(sys.stdin.read()))
         return 0
 
+    if args.build:
+        package_dir = os.path.abspath(os.path.join(args.build, "python"))
+        os.environ["PYTHONPATH"] = package_dir + os.pathsep + os.environ.get("PYTHONPATH", "")
+        sys.path.insert(0, package_dir)
+    try:
+        import nee  # noqa: F401
+    except ImportError as exc:
+        print(f"cannot import nee ({exc}). Build the Python extension first:\n"
+              "  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNEE_BUILD_PYTHON=ON "
+              "-DPython_EXECUTABLE=.venv/bin/python && cmake --build build -j2\n"
+              "then pass --build build (or scripts/build.sh, which does both).", file=sys.stderr)
+        return 2
     cases = load_cases()
     import onnx
 

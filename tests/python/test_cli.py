@@ -1,0 +1,87 @@
+"""The `nee` command line: run, inspect, errors and exit codes."""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
+
+
+def nee_cli(*args):
+    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def mlp(tmp_path):
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc"), helper.make_node("Sigmoid", ["h"], ["y"], name="act")],
+        "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="cli-test")
+    model.ir_version = 8
+    model.metadata_props.add(key="purpose", value="testing")
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_run_with_npy_input_matches_onnxruntime(tmp_path):
+    path = mlp(tmp_path)
+    x = np.random.default_rng(1).standard_normal((3, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = nee_cli("run", path, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    assert "output 0 'y'" in r.stdout and "[3,4]" in r.stdout
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "output_0.npy"), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_run_inputs_dir_with_pb_and_pb_output(tmp_path):
+    path = mlp(tmp_path)
+    x = np.random.default_rng(2).standard_normal((2, 8)).astype(np.float32)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "input_0.pb").write_bytes(numpy_helper.from_array(x, "x").SerializeToString())
+    r = nee_cli("run", path, "--inputs-dir", data, "--output-dir", tmp_path / "out", "--output-format", "pb")
+    assert r.returncode == 0, r.stderr
+    out = onnx.TensorProto()
+    out.ParseFromString((tmp_path / "out" / "output_0.pb").read_bytes())
+    expected = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(numpy_helper.to_array(out), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_run_random_uses_dim_overrides(tmp_path):
+    r = nee_cli("run", mlp(tmp_path), "--random", "--dim", "batch=5", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert "[5,4]" in r.stdout
+
+
+def test_inspect_reports_model_and_plan(tmp_path):
+    r = nee_cli("inspect", mlp(tmp_path), "--plan", "--dim", "batch=16")
+    assert r.returncode == 0, r.stderr
+    for text in ("cli-test", "ai.onnx:13", "x: tensor(float) [batch,8]", "purpose = testing", "Gemm", "Sigmoid",
+                 "parameters: 36", "arena size"):
+        assert text in r.stdout, text
+
+
+def test_errors_exit_1_with_a_message(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x96\x01\x12\xff\xff\xff\xff\x0f")
+    r = nee_cli("run", bad, "--random")
+    assert r.returncode == 1 and "error" in r.stderr
+    r = nee_cli("run", tmp_path / "missing.onnx", "--random")
+    assert r.returncode == 1 and "missing.onnx" in r.stderr
+    path = mlp(tmp_path)
+    np.save(tmp_path / "wrong.npy", np.zeros((3, 8), np.float64))
+    r = nee_cli("run", path, "--input", f"x={tmp_path / 'wrong.npy'}")
+    assert r.returncode == 1 and "'x'" in r.stderr and "float" in r.stderr
+    r = nee_cli("run", path)
+    assert r.returncode == 1 and "not given" in r.stderr
+    r = nee_cli("frobnicate", path)
+    assert r.returncode == 2
