@@ -270,7 +270,11 @@ double SourceCoordinate(const ResizeAttrs& attrs, const AxisGeometry& g, int64_t
   *outside = false;
   switch (attrs.coord) {
     case Coord::kAlignCorners: return out_w == 1 ? 0.0 : yd * (in_w - 1) / (out_w - 1);
-    case Coord::kAsymmetric: return yd / g.scale;
+    case Coord::kAsymmetric:
+      // The pre-opset-11 forms have no ONNX reference beyond integer scales;
+      // compute them in float as ONNX Runtime does (4 / 1.6f is then 2.5).
+      if (attrs.nearest == Nearest::kSimple) return static_cast<float>(y) / static_cast<float>(g.scale);
+      return yd / g.scale;
     case Coord::kTfHalfPixelForNn: return (yd + 0.5) / g.scale;
     case Coord::kPytorchHalfPixel: return out_w == 1 ? -0.5 : (yd + 0.5) / g.scale - 0.5;
     case Coord::kHalfPixel: return (yd + 0.5) / g.scale - 0.5;
