@@ -1,7 +1,8 @@
 // Operator family: MlLinear — the ai.onnx.ml operators that are not trees:
 // linear models (LinearClassifier, LinearRegressor), feature preprocessing
 // (Scaler, Normalizer, Binarizer, Imputer, OneHotEncoder, LabelEncoder,
-// ArrayFeatureExtractor, FeatureVectorizer) and ZipMap, which turns class
+// CategoryMapper, ArrayFeatureExtractor, FeatureVectorizer), the map
+// converters DictVectorizer and CastMap, and ZipMap, which turns class
 // probabilities into a sequence of label->probability maps.
 //
 // Where the ONNX text is vague, behaviour follows ONNX Runtime, since that is
@@ -9,6 +10,8 @@
 // accumulated in double and written as float.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -142,6 +145,11 @@ using ml::PostTransform;
 using ml::Rows;
 
 Dim OrUnknown(const std::optional<Dim>& d) { return d ? *d : Dim::Unknown(); }
+
+// Upper bound on an output width taken from an attribute (max_map,
+// inputdimensions): far above any real model, low enough that a hostile value
+// cannot request terabytes.
+constexpr int64_t kMaxColumns = int64_t{1} << 24;
 
 // Copies element `from` of `src` into element `to` of `dst` (same dtype).
 void CopyElement(const Tensor& src, int64_t from, Tensor& dst, int64_t to) {
@@ -562,7 +570,7 @@ Status RunFeatureVectorizer(KernelContext& ctx) {
                      std::to_string(ctx.num_inputs()) + " inputs");
   int64_t total = 0;
   for (int64_t w : widths) {
-    if (w < 0) return AttrError(node, "inputdimensions", "has a negative entry");
+    if (w < 0 || w > kMaxColumns) return AttrError(node, "inputdimensions", "has entry " + std::to_string(w) + " outside 0..2^24");
     total += w;
   }
   int64_t n = -1;
@@ -797,6 +805,184 @@ Status RunLabelEncoder(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- CategoryMapper: string <-> int64 through two parallel lists -------------
+
+Status InferCategoryMapper(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  if (x->elem_type == DataType::kUndefined) return Status::Ok();
+  DataType out = x->elem_type == DataType::kString ? DataType::kInt64 : DataType::kString;
+  ctx.output_types[0] = TypeInfo::Tensor(out, x->shape);
+  return Status::Ok();
+}
+
+Status RunCategoryMapper(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> ints, node.GetInts("cats_int64s"));
+  NEE_ASSIGN_OR_RETURN(std::vector<std::string> strings, node.GetStrings("cats_strings"));
+  if (ints.size() != strings.size())
+    return AttrError(node, "cats_int64s", "has " + std::to_string(ints.size()) + " entries but 'cats_strings' has " +
+                     std::to_string(strings.size()));
+  if (x->dtype() == DataType::kString) {
+    NEE_ASSIGN_OR_RETURN(int64_t fallback, node.GetInt("default_int64", -1));
+    std::map<std::string, int64_t> table;
+    for (size_t i = strings.size(); i-- > 0;) table[strings[i]] = ints[i];
+    NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kInt64, x->dims()));
+    for (int64_t i = 0; i < x->num_elements(); ++i) {
+      auto it = table.find(x->data<std::string>()[i]);
+      y.data<int64_t>()[i] = it == table.end() ? fallback : it->second;
+    }
+    return Status::Ok();
+  }
+  if (x->dtype() != DataType::kInt64)
+    return ctx.InputError(0, std::string("must be string or int64, got ") + DataTypeName(x->dtype()));
+  NEE_ASSIGN_OR_RETURN(std::string fallback, node.GetString("default_string", "_Unused"));
+  std::map<int64_t, std::string> table;
+  for (size_t i = ints.size(); i-- > 0;) table[ints[i]] = strings[i];
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kString, x->dims()));
+  for (int64_t i = 0; i < x->num_elements(); ++i) {
+    auto it = table.find(x->data<int64_t>()[i]);
+    y.data<std::string>()[i] = it == table.end() ? fallback : it->second;
+  }
+  return Status::Ok();
+}
+
+// ---- DictVectorizer: one map -> [1, vocabulary] tensor of its value type ------
+
+Status InferDictVectorizer(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(std::vector<std::string> strings, ctx.node.GetStrings("string_vocabulary", {}));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> ints, ctx.node.GetInts("int64_vocabulary", {}));
+  Dim width = Dim::Known(static_cast<int64_t>(strings.empty() ? ints.size() : strings.size()));
+  DataType value_type = DataType::kUndefined;
+  if (ctx.has_input(0) && ctx.input_type(0).kind == TypeInfo::Kind::kMap && ctx.input_type(0).inner)
+    value_type = ctx.input_type(0).inner->elem_type;
+  if (value_type != DataType::kUndefined)
+    ctx.output_types[0] = TypeInfo::Tensor(value_type, Shape{Dim::Known(1), width});
+  return Status::Ok();
+}
+
+Status RunDictVectorizer(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Value* in = ctx.input(0);
+  if (!in || !in->is_map()) return ctx.InputError(0, "must be a map");
+  const Tensor& keys = in->map_keys();
+  const Tensor& values = in->map_values();
+  if (keys.num_elements() != values.num_elements())
+    return ctx.InputError(0, "has " + std::to_string(keys.num_elements()) + " keys but " +
+                             std::to_string(values.num_elements()) + " values");
+  NEE_ASSIGN_OR_RETURN(std::vector<std::string> strings, node.GetStrings("string_vocabulary", {}));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> ints, node.GetInts("int64_vocabulary", {}));
+  if (strings.empty() == ints.empty())
+    return AttrError(node, "string_vocabulary", "or 'int64_vocabulary' must be set (exactly one)");
+  const bool string_keys = keys.dtype() == DataType::kString;
+  if (string_keys != !strings.empty() || (!string_keys && keys.dtype() != DataType::kInt64))
+    return ctx.InputError(0, std::string("has ") + DataTypeName(keys.dtype()) + " keys but the vocabulary is " +
+                             (strings.empty() ? "int64" : "strings"));
+  if (values.dtype() == DataType::kUndefined || IsSubByte(values.dtype()))
+    return ctx.InputError(0, "has unsupported value type");
+  std::map<std::string, int64_t> by_string;
+  std::map<int64_t, int64_t> by_int;
+  for (size_t i = strings.size(); i-- > 0;) by_string[strings[i]] = static_cast<int64_t>(i);
+  for (size_t i = ints.size(); i-- > 0;) by_int[ints[i]] = static_cast<int64_t>(i);
+  const int64_t width = static_cast<int64_t>(string_keys ? strings.size() : ints.size());
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, values.dtype(), {1, width}));
+  for (int64_t k = 0; k < keys.num_elements(); ++k) {
+    int64_t column = -1;
+    if (string_keys) {
+      auto it = by_string.find(keys.data<std::string>()[k]);
+      if (it != by_string.end()) column = it->second;
+    } else {
+      auto it = by_int.find(keys.data<int64_t>()[k]);
+      if (it != by_int.end()) column = it->second;
+    }
+    if (column >= 0) CopyElement(values, k, y, column);  // keys outside the vocabulary are dropped
+  }
+  return Status::Ok();
+}
+
+// ---- CastMap: map(int64 -> string|float) -> [1, n] tensor ---------------------
+// DENSE lists the values in key order; SPARSE places value k at column k of
+// max_map columns. Number formatting and the sparse string padding ("0.f")
+// follow ONNX Runtime.
+
+Result<DataType> CastMapTarget(const Node& node) {
+  NEE_ASSIGN_OR_RETURN(std::string cast_to, node.GetString("cast_to", "TO_FLOAT"));
+  if (cast_to == "TO_FLOAT") return DataType::kFloat;
+  if (cast_to == "TO_STRING") return DataType::kString;
+  if (cast_to == "TO_INT64") return DataType::kInt64;
+  return AttrError(node, "cast_to", "has unknown value '" + cast_to + "' (expected TO_FLOAT, TO_STRING or TO_INT64)");
+}
+
+Status InferCastMap(InferenceContext& ctx) {
+  Result<DataType> target = CastMapTarget(ctx.node);
+  if (!target.ok()) return Status::Ok();  // the kernel reports it
+  NEE_ASSIGN_OR_RETURN(std::string form, ctx.node.GetString("map_form", "DENSE"));
+  NEE_ASSIGN_OR_RETURN(int64_t max_map, ctx.node.GetInt("max_map", 1));
+  Dim width = form == "SPARSE" && max_map >= 0 ? Dim::Known(max_map) : Dim::Unknown();
+  ctx.output_types[0] = TypeInfo::Tensor(target.value(), Shape{Dim::Known(1), width});
+  return Status::Ok();
+}
+
+Status RunCastMap(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  const Value* in = ctx.input(0);
+  if (!in || !in->is_map()) return ctx.InputError(0, "must be a map");
+  const Tensor& keys = in->map_keys();
+  const Tensor& values = in->map_values();
+  if (keys.dtype() != DataType::kInt64 || keys.num_elements() != values.num_elements() ||
+      (values.dtype() != DataType::kFloat && values.dtype() != DataType::kString))
+    return ctx.InputError(0, "must be a map from int64 to float or string, got " + in->Describe());
+  NEE_ASSIGN_OR_RETURN(DataType target, CastMapTarget(node));
+  NEE_ASSIGN_OR_RETURN(std::string form, node.GetString("map_form", "DENSE"));
+  NEE_ASSIGN_OR_RETURN(int64_t max_map, node.GetInt("max_map", 1));
+  if (form != "DENSE" && form != "SPARSE")
+    return AttrError(node, "map_form", "has unknown value '" + form + "' (expected DENSE or SPARSE)");
+  if (form == "SPARSE" && (max_map < 0 || max_map > kMaxColumns))
+    return AttrError(node, "max_map", "must be in 0..2^24, got " + std::to_string(max_map));
+  std::map<int64_t, int64_t> position_of_key;  // sorted by key; a repeated key keeps its last value
+  for (int64_t k = 0; k < keys.num_elements(); ++k) position_of_key[keys.data<int64_t>()[k]] = k;
+
+  // Converts value k of the map into element i of y.
+  auto convert = [&](int64_t k, Tensor& y, int64_t i) -> Status {
+    if (values.dtype() == DataType::kFloat) {
+      float v = values.data<float>()[k];
+      if (target == DataType::kFloat) y.data<float>()[i] = v;
+      else if (target == DataType::kInt64) y.data<int64_t>()[i] = std::isfinite(v) && std::fabs(v) < 9.2e18f ? static_cast<int64_t>(v) : 0;
+      else {
+        char text[64];
+        std::snprintf(text, sizeof(text), "%f", static_cast<double>(v));
+        y.data<std::string>()[i] = text;
+      }
+      return Status::Ok();
+    }
+    const std::string& text = values.data<std::string>()[k];
+    if (target == DataType::kString) {
+      y.data<std::string>()[i] = text;
+      return Status::Ok();
+    }
+    char* end = nullptr;
+    double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || end == text.c_str())
+      return ctx.InputError(0, "value '" + text + "' is not a number");
+    if (target == DataType::kFloat) y.data<float>()[i] = static_cast<float>(v);
+    else y.data<int64_t>()[i] = std::isfinite(v) && std::fabs(v) < 9.2e18 ? static_cast<int64_t>(v) : 0;
+    return Status::Ok();
+  };
+
+  if (form == "DENSE") {
+    NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, target, {1, static_cast<int64_t>(position_of_key.size())}));
+    int64_t i = 0;
+    for (const auto& [key, k] : position_of_key) NEE_RETURN_IF_ERROR(convert(k, y, i++));
+    return Status::Ok();
+  }
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, target, {1, max_map}));
+  if (target == DataType::kString)
+    for (int64_t i = 0; i < max_map; ++i) y.data<std::string>()[i] = "0.f";
+  for (const auto& [key, k] : position_of_key)
+    if (key >= 0 && key < max_map) NEE_RETURN_IF_ERROR(convert(k, y, key));  // keys outside are dropped
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterMlLinearOps(OpRegistry& registry) {
@@ -814,6 +1000,9 @@ void RegisterMlLinearOps(OpRegistry& registry) {
                             RunFeatureVectorizer);
   registry.RegisterVersions(ml, "ZipMap", {1}, 1, 1, 1, 1, InferZipMap, RunZipMap);
   registry.RegisterVersions(ml, "LabelEncoder", {1, 2, 4}, 1, 1, 1, 1, InferLabelEncoder, RunLabelEncoder);
+  registry.RegisterVersions(ml, "CategoryMapper", {1}, 1, 1, 1, 1, InferCategoryMapper, RunCategoryMapper);
+  registry.RegisterVersions(ml, "DictVectorizer", {1}, 1, 1, 1, 1, InferDictVectorizer, RunDictVectorizer);
+  registry.RegisterVersions(ml, "CastMap", {1}, 1, 1, 1, 1, InferCastMap, RunCastMap);
 }
 
 }  // namespace nee

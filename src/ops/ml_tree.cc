@@ -457,8 +457,17 @@ Status RunTreeEnsembleClassifier(KernelContext& ctx) {
     int64_t cls = 0;
     double binary_scores[2];
     double* final_scores = scores;
-    if (binary) {
-      FinalizeBinary(scores[used_class] + binary_base, all_positive, transform, binary_scores, &cls);
+    if (binary && used_class == 0) {
+      FinalizeBinary(scores[0] + binary_base, all_positive, transform, binary_scores, &cls);
+      final_scores = binary_scores;
+    } else if (binary) {
+      // Only class 1 has weights: ONNX Runtime keeps [0, s] and transforms
+      // both, with the binary thresholds for the label.
+      double s = scores[1] + binary_base;
+      cls = s > (all_positive ? 0.5 : 0.0) ? 1 : 0;
+      binary_scores[0] = base.size() == 2 ? base[0] : 0.0;
+      binary_scores[1] = s;
+      ml::ApplyPostTransform(transform, binary_scores, 2);
       final_scores = binary_scores;
     } else {
       // Argmax over the classes that received a score (or have a base value).

@@ -1,6 +1,7 @@
 // Tests of the ai.onnx.ml linear and preprocessing operators (ops/ml_linear.cc).
 // Unless stated otherwise, expected values were computed by running the same
-// single-node model with onnxruntime 1.32 (python), printed with 9 digits.
+// single-node model with onnxruntime 1.32 (python), printed with 9 digits
+// (map inputs fed as python dicts).
 #include <cmath>
 #include <limits>
 #include <string>
@@ -454,6 +455,91 @@ TEST(MlLabelEncoderTest, RejectsBadDefaultTensor) {
                         TensorAttr("default_tensor", Tensor::FromVector<int64_t>({42}, {1}))},
                        kMl);
   EXPECT_FALSE(RunOp(node, 4, {LetterInput()}).ok());
+}
+
+// ---- CategoryMapper, DictVectorizer, CastMap ----
+
+TEST(MlCategoryMapperTest, BothDirections) {
+  Node node = MakeNode("CategoryMapper", 1, 1,
+                       {StringsAttr("cats_strings", {"a", "b"}), IntsAttr("cats_int64s", {10, 20}), IntAttr("default_int64", -5)},
+                       kMl);
+  auto to_int = RunOp(node, 1, {Tensor::FromVector<std::string>({"a", "q", "b", "a"}, {2, 2})});
+  ASSERT_TRUE(to_int.ok()) << to_int.status().ToString();
+  ExpectTensorNear<int64_t>(to_int->outputs[0].tensor(), {2, 2}, {10, -5, 20, 10});
+  auto to_string = RunOp(node, 1, {Tensor::FromVector<int64_t>({20, 11}, {2})});
+  ASSERT_TRUE(to_string.ok()) << to_string.status().ToString();
+  EXPECT_EQ(Strings(to_string->outputs[0].tensor()), (std::vector<std::string>{"b", "_Unused"}));
+}
+
+TEST(MlCategoryMapperTest, RejectsUnequalLists) {
+  Node node = MakeNode("CategoryMapper", 1, 1, {StringsAttr("cats_strings", {"a", "b"}), IntsAttr("cats_int64s", {10})}, kMl);
+  EXPECT_FALSE(RunOp(node, 1, {Tensor::FromVector<int64_t>({10}, {1})}).ok());
+}
+
+TEST(MlDictVectorizerTest, StringKeys) {
+  Node node = MakeNode("DictVectorizer", 1, 1, {StringsAttr("string_vocabulary", {"a", "b", "c", "d"})}, kMl);
+  Value map = Value::Map(Tensor::FromVector<std::string>({"c", "a", "z"}, {3}), Tensor::FromVector<float>({2.5f, 1, 9}, {3}));
+  auto run = RunOp(node, 1, {map});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {1, 4}, {1, 0, 2.5f, 0});
+}
+
+TEST(MlDictVectorizerTest, Int64KeysDoubleValues) {
+  // By hand: key 3 is vocabulary entry 1; key 5 is not in the vocabulary.
+  Node node = MakeNode("DictVectorizer", 1, 1, {IntsAttr("int64_vocabulary", {7, 3})}, kMl);
+  Value map = Value::Map(Tensor::FromVector<int64_t>({3, 5}, {2}), Tensor::FromVector<double>({2.5, 1}, {2}));
+  auto run = RunOp(node, 1, {map});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<double>(run->outputs[0].tensor(), {1, 2}, {0, 2.5});
+}
+
+TEST(MlDictVectorizerTest, RejectsKeyTypeMismatchAndNonMaps) {
+  Node node = MakeNode("DictVectorizer", 1, 1, {IntsAttr("int64_vocabulary", {7, 3})}, kMl);
+  Value map = Value::Map(Tensor::FromVector<std::string>({"a"}, {1}), Tensor::FromVector<float>({1}, {1}));
+  EXPECT_FALSE(RunOp(node, 1, {map}).ok());
+  EXPECT_FALSE(RunOp(node, 1, {Tensor::FromVector<float>({1}, {1})}).ok());
+}
+
+Value IntFloatMap() {
+  return Value::Map(Tensor::FromVector<int64_t>({5, 2, 9}, {3}), Tensor::FromVector<float>({1.5f, 2.5f, -1}, {3}));
+}
+
+TEST(MlCastMapTest, DenseFloat) {
+  auto run = RunOp(MakeNode("CastMap", 1, 1, {}, kMl), 1, {IntFloatMap()});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {1, 3}, {2.5f, 1.5f, -1});
+}
+
+TEST(MlCastMapTest, DenseToStringAndInt64) {
+  Value map = Value::Map(Tensor::FromVector<int64_t>({5, 2}, {2}), Tensor::FromVector<float>({1.5f, -2.7f}, {2}));
+  auto strings = RunOp(MakeNode("CastMap", 1, 1, {StringAttr("cast_to", "TO_STRING")}, kMl), 1, {map});
+  ASSERT_TRUE(strings.ok()) << strings.status().ToString();
+  EXPECT_EQ(Strings(strings->outputs[0].tensor()), (std::vector<std::string>{"-2.700000", "1.500000"}));
+  auto ints = RunOp(MakeNode("CastMap", 1, 1, {StringAttr("cast_to", "TO_INT64")}, kMl), 1, {map});
+  ASSERT_TRUE(ints.ok()) << ints.status().ToString();
+  ExpectTensorNear<int64_t>(ints->outputs[0].tensor(), {1, 2}, {-2, 1});
+}
+
+TEST(MlCastMapTest, SparseDropsKeysOutsideRange) {
+  Node node = MakeNode("CastMap", 1, 1, {StringAttr("map_form", "SPARSE"), IntAttr("max_map", 6)}, kMl);
+  auto run = RunOp(node, 1, {IntFloatMap()});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {1, 6}, {0, 0, 2.5f, 0, 0, 1.5f});
+}
+
+TEST(MlCastMapTest, SparseStringsPadLikeOnnxRuntime) {
+  Node node = MakeNode("CastMap", 1, 1,
+                       {StringAttr("map_form", "SPARSE"), IntAttr("max_map", 4), StringAttr("cast_to", "TO_STRING")}, kMl);
+  Value map = Value::Map(Tensor::FromVector<int64_t>({1}, {1}), Tensor::FromVector<float>({1.5f}, {1}));
+  auto run = RunOp(node, 1, {map});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(Strings(run->outputs[0].tensor()), (std::vector<std::string>{"0.f", "1.500000", "0.f", "0.f"}));
+}
+
+TEST(MlCastMapTest, RejectsBadAttributes) {
+  EXPECT_FALSE(RunOp(MakeNode("CastMap", 1, 1, {StringAttr("cast_to", "TO_BOOL")}, kMl), 1, {IntFloatMap()}).ok());
+  EXPECT_FALSE(RunOp(MakeNode("CastMap", 1, 1, {StringAttr("map_form", "SPARSE"), IntAttr("max_map", -1)}, kMl), 1,
+                     {IntFloatMap()}).ok());
 }
 
 }  // namespace

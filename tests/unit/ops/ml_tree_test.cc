@@ -255,6 +255,31 @@ TEST(MlTreeEnsembleRegressorTest, RejectsBadInputRank) {
   EXPECT_FALSE(RunRegressor(OneTargetRegressor(), 1, Tensor::FromVector<float>({1, 2, 3}, {1, 1, 3})).ok());
 }
 
+TEST(MlTreeEnsembleRegressorTest, CorruptedIntegerAttributesGiveErrorsNotCrashes) {
+  // Deterministic pseudo-random corruption of every integer list; each run
+  // must either succeed or return an error (run under ASan/UBSan to check
+  // memory safety). Some corruptions stay valid, most do not.
+  uint64_t state = 12345;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>(state >> 33);
+  };
+  int ok = 0, failed = 0;
+  for (int iteration = 0; iteration < 400; ++iteration) {
+    std::vector<Attribute> attrs = TwoTargetRegressor("SUM");
+    for (Attribute& a : attrs) {
+      if (a.type != AttrType::kInts || next() % 3 != 0) continue;
+      if (!a.ints.empty() && next() % 4 == 0) a.ints.pop_back();
+      for (int64_t& v : a.ints)
+        if (next() % 4 == 0) v = next() % 12 - 3;
+    }
+    auto run = RunRegressor(attrs);
+    (run.ok() ? ok : failed)++;
+  }
+  EXPECT_EQ(ok + failed, 400);
+  EXPECT_GT(failed, 0);
+}
+
 // ---- TreeEnsembleClassifier ----
 
 std::vector<Attribute> ThreeClassClassifier(const std::string& post_transform) {
@@ -348,6 +373,37 @@ TEST(MlTreeEnsembleClassifierTest, BinaryMarginWeightsLogistic) {
                            0.425557494f, 0.574442506f, 0.524979174f, 0.475020826f, 0.182425559f, 0.817574441f});
 }
 
+TEST(MlTreeEnsembleClassifierTest, TwoClassesBothWeightedUseArgmax) {
+  // Scores from onnxruntime; the labels are numpy.argmax of those scores
+  // (first maximum on ties). onnxruntime itself returns the literal label 1
+  // here, which is not even one of the class labels; nee takes the argmax.
+  std::vector<Attribute> attrs = ForestNodes();
+  AddLeafWeights(attrs, "class",
+                 {{{0, 0.7f}, {1, 0.3f}}, {{0, 0.2f}, {1, 0.8f}}, {{0, 0.6f}, {1, 0.4f}}, {{0, 0.1f}, {1, 0.9f}},
+                  {{0, 0.5f}, {1, 0.5f}}, {{0, 0.7f}, {1, 0.3f}}, {{0, 0.3f}, {1, 0.7f}}, {{0, 0.8f}, {1, 0.2f}},
+                  {{0, 0.4f}, {1, 0.6f}}});
+  attrs.push_back(IntsAttr("classlabels_int64s", {5, 6}));
+  auto run = RunClassifier(attrs);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<int64_t>(run->outputs[0].tensor(), {6}, {5, 5, 5, 5, 5, 5});
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {6, 2},
+                          {1.70000005f, 1.30000007f, 1.60000002f, 1.4000001f, 1.5f, 1.5f, 1.79999995f, 1.20000005f,
+                           1.5999999f, 1.4000001f, 1.60000002f, 1.4000001f});
+}
+
+TEST(MlTreeEnsembleClassifierTest, BinaryOnlyClassOneWeighted) {
+  std::vector<Attribute> attrs = ForestNodes();
+  std::vector<std::vector<std::pair<int64_t, float>>> leaves;
+  for (float w : {0.9f, 0.2f, 0.6f, 0.1f, 0.5f, 0.7f, 0.3f, 0.8f, 0.4f}) leaves.push_back({{1, w}});
+  AddLeafWeights(attrs, "class", leaves);
+  attrs.push_back(IntsAttr("classlabels_int64s", {5, 6}));
+  auto run = RunClassifier(attrs);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<int64_t>(run->outputs[0].tensor(), {6}, {6, 6, 6, 6, 6, 6});
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {6, 2},
+                          {0, 1.70000005f, 0, 1.79999995f, 0, 1.70000005f, 0, 1.99999988f, 0, 1.5999999f, 0, 1.79999995f});
+}
+
 TEST(MlTreeEnsembleClassifierTest, RejectsClassIdOutOfRange) {
   std::vector<Attribute> attrs = ForestNodes();
   AddLeafWeights(attrs, "class", {{{3, 1.0f}}, {}, {}, {}, {}, {}, {}, {}, {}});
@@ -436,6 +492,32 @@ TEST(MlTreeEnsembleTest, RejectsHostileIndices) {
   expect_error(TensorAttr("nodes_modes", Tensor::FromVector<uint8_t>({0, 6, 9}, {3})));  // unknown mode
   expect_error(TensorAttr("membership_values", Tensor::FromVector<float>({1.2f, kNaN}, {2})));  // too few sets
   expect_error(IntAttr("aggregate_function", 7));
+}
+
+TEST(MlTreeEnsembleTest, CorruptedIntegerAttributesGiveErrorsNotCrashes) {
+  uint64_t state = 987;
+  auto next = [&state]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>(state >> 33);
+  };
+  Tensor x = Tensor::FromVector<float>({1.2f, 3.4f, kNaN, 12}, {4, 1});
+  int ok = 0, failed = 0;
+  for (int iteration = 0; iteration < 400; ++iteration) {
+    std::vector<Attribute> attrs = MembershipTree();
+    for (Attribute& a : attrs) {
+      if (a.type == AttrType::kInts && next() % 2 == 0) {
+        if (!a.ints.empty() && next() % 4 == 0) a.ints.pop_back();
+        for (int64_t& v : a.ints)
+          if (next() % 3 == 0) v = next() % 8 - 2;
+      } else if (a.type == AttrType::kInt && next() % 4 == 0) {
+        a.i = next() % 8 - 2;
+      }
+    }
+    auto run = RunOp(MakeNode("TreeEnsemble", 1, 1, attrs, kMl), 5, {x});
+    (run.ok() ? ok : failed)++;
+  }
+  EXPECT_EQ(ok + failed, 400);
+  EXPECT_GT(failed, 0);
 }
 
 TEST(MlTreeEnsembleTest, RejectsCycle) {
