@@ -181,6 +181,21 @@ TEST(MlTreeEnsembleRegressorTest, AsTensorAttributes) {
   ExpectTensorNear<float>(run->outputs[0].tensor(), {6, 1}, {162.25f, 137.25f, 81.25f, 289.25f, 100.25f, 273.25f});
 }
 
+TEST(MlTreeEnsembleRegressorTest, ChangedAttributesOfTheSameNodeAreNotServedFromCache) {
+  // Compiled forests are cached per node; editing the node's attributes in
+  // place (same address) must still give the new model's result.
+  Node node = MakeNode("TreeEnsembleRegressor", 1, 1, OneTargetRegressor(), kMl);
+  auto first = RunOp(node, 1, {ForestInput()});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ExpectTensorNear<float>(first->outputs[0].tensor(), {6, 1}, {162, 137, 81, 289, 100, 273});
+  for (Attribute& a : node.attributes)
+    if (a.name == "target_weights") a.floats[8] = 512;  // leaf (2,4): 256 -> 512
+  auto second = RunOp(node, 1, {ForestInput()});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  // Rows 3 and 5 end in leaf (2,4): +256.
+  ExpectTensorNear<float>(second->outputs[0].tensor(), {6, 1}, {162, 137, 81, 545, 100, 529});
+}
+
 TEST(MlTreeEnsembleRegressorTest, ParallelRowsGiveIdenticalResults) {
   std::vector<float> x(3 * 1000);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11) * 0.5f - 1.0f;
