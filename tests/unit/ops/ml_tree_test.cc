@@ -490,6 +490,27 @@ TEST(MlTreeEnsembleTest, SetMembershipNodeTest) {
                           {1, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 100, 0, 0, 1000, 0, 0, 0, 1000, 0, 0, 10, 0, 0});
 }
 
+TEST(MlTreeEnsembleTest, SingleLeafTree) {
+  // Tree 1's root has both sides on leaf 2: the tree is that leaf (as in
+  // onnxruntime, which gives 101 and 110; onnx.reference reads leaf 1 instead).
+  std::vector<Attribute> attrs = {
+      IntAttr("n_targets", 1),
+      IntsAttr("tree_roots", {0, 1}),
+      TensorAttr("nodes_modes", Tensor::FromVector<uint8_t>({0, 0}, {2})),
+      IntsAttr("nodes_featureids", {0, 0}),
+      TensorAttr("nodes_splits", Tensor::FromVector<float>({0.5f, 0}, {2})),
+      IntsAttr("nodes_truenodeids", {0, 2}),
+      IntsAttr("nodes_trueleafs", {1, 1}),
+      IntsAttr("nodes_falsenodeids", {1, 2}),
+      IntsAttr("nodes_falseleafs", {1, 1}),
+      IntsAttr("leaf_targetids", {0, 0, 0}),
+      TensorAttr("leaf_weights", Tensor::FromVector<float>({1, 10, 100}, {3})),
+  };
+  auto run = RunOp(MakeNode("TreeEnsemble", 1, 1, attrs, kMl), 5, {Tensor::FromVector<float>({0, 1}, {2, 1})});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {2, 1}, {101, 110});
+}
+
 TEST(MlTreeEnsembleTest, RejectsHostileIndices) {
   Tensor x = Tensor::FromVector<float>({1.2f}, {1, 1});
   auto expect_error = [&](Attribute changed) {
