@@ -11,6 +11,8 @@
 
 #include "nee/nee.hpp"
 
+namespace neeapi = nee::api;
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -99,7 +101,7 @@ Args Parse(int argc, char** argv) {
   return a;
 }
 
-std::string ShapeText(const nee::ValueInfo& vi) {
+std::string ShapeText(const neeapi::ValueInfo& vi) {
   if (vi.rank < 0) return "?";
   std::string s = "[";
   for (size_t d = 0; d < vi.dims.size(); ++d) {
@@ -120,9 +122,9 @@ size_t ElementSize(nee_dtype_t t) {
 }
 
 // Random values of the declared type: floats in [-1, 1), integers in [0, 10), bools.
-nee::ValuePtr RandomInput(const nee::ValueInfo& vi, const std::map<std::string, int64_t>& dims, std::mt19937& rng) {
+neeapi::ValuePtr RandomInput(const neeapi::ValueInfo& vi, const std::map<std::string, int64_t>& dims, std::mt19937& rng) {
   if (vi.rank < 0 || vi.element_type == NEE_DTYPE_UNDEFINED)
-    throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type +
+    throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type +
                                                       ") has no static tensor type; --random cannot fill it");
   std::vector<int64_t> shape;
   int64_t count = 1;
@@ -147,8 +149,8 @@ nee::ValuePtr RandomInput(const nee::ValueInfo& vi, const std::map<std::string, 
       lens.push_back(s.size());
     }
     nee_value_t* v = nullptr;
-    nee::Check(nee_value_create_string_tensor(shape.data(), shape.size(), ptrs.data(), lens.data(), &v));
-    return nee::ValuePtr(v);
+    neeapi::Check(nee_value_create_string_tensor(shape.data(), shape.size(), ptrs.data(), lens.data(), &v));
+    return neeapi::ValuePtr(v);
   }
   size_t elem = ElementSize(vi.element_type);
   std::vector<uint8_t> bytes(count * elem);
@@ -165,13 +167,13 @@ nee::ValuePtr RandomInput(const nee::ValueInfo& vi, const std::map<std::string, 
     }
   }
   nee_value_t* v = nullptr;
-  nee::Check(nee_value_create_tensor(vi.element_type, shape.data(), shape.size(), bytes.data(), bytes.size(), &v));
-  return nee::ValuePtr(v);
+  neeapi::Check(nee_value_create_tensor(vi.element_type, shape.data(), shape.size(), bytes.data(), bytes.size(), &v));
+  return neeapi::ValuePtr(v);
 }
 
 struct Feed {
   std::vector<std::string> names;
-  std::vector<nee::ValuePtr> values;
+  std::vector<neeapi::ValuePtr> values;
   std::vector<const nee_value_t*> View() const {
     std::vector<const nee_value_t*> v;
     for (const auto& p : values) v.push_back(p.get());
@@ -179,12 +181,15 @@ struct Feed {
   }
 };
 
-Feed GatherInputs(const Args& a, const nee::Session& session) {
+Feed GatherInputs(const Args& a, const neeapi::Session& session) {
   Feed feed;
   auto inputs = session.Inputs();
   for (const auto& [name, file] : a.inputs) {
+    size_t index = 0;
+    while (index < inputs.size() && inputs[index].name != name) ++index;
     feed.names.push_back(name);
-    feed.values.push_back(nee::LoadValue(file));
+    // Unknown names are reported by Run with the list of valid inputs.
+    feed.values.push_back(index < inputs.size() ? session.LoadInput(index, file) : neeapi::LoadValue(file));
   }
   if (!a.inputs_dir.empty()) {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -198,7 +203,7 @@ Feed GatherInputs(const Args& a, const nee::Session& session) {
       for (const auto& n : feed.names) given = given || n == inputs[i].name;
       if (given) continue;
       feed.names.push_back(inputs[i].name);
-      feed.values.push_back(nee::LoadValue(p.string()));
+      feed.values.push_back(session.LoadInput(i, p.string()));
     }
   }
   std::mt19937 rng(12345);
@@ -207,7 +212,7 @@ Feed GatherInputs(const Args& a, const nee::Session& session) {
     for (const auto& n : feed.names) given = given || n == vi.name;
     if (given) continue;
     if (!a.random && !a.plan)
-      throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type + ShapeText(vi) +
+      throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type + ShapeText(vi) +
                                                         ") was not given; use --input, --inputs-dir or --random");
     feed.names.push_back(vi.name);
     feed.values.push_back(RandomInput(vi, a.dims, rng));
@@ -218,13 +223,13 @@ Feed GatherInputs(const Args& a, const nee::Session& session) {
 // Prints how many elements of `actual` equal `expected` (exactly for
 // integers, within 1e-4 relative for floats) and the largest difference.
 void CompareWithExpected(const std::string& name, const nee_value_t* actual, const std::string& file) {
-  nee::ValuePtr expected = nee::LoadValue(file);
+  neeapi::ValuePtr expected = neeapi::LoadValue(file);
   if (nee_value_kind(actual) != NEE_VALUE_TENSOR || nee_value_kind(expected.get()) != NEE_VALUE_TENSOR)
-    throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect " + name + ": only tensors can be compared");
+    throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect " + name + ": only tensors can be compared");
   int64_t n = nee_value_element_count(actual);
   if (n != nee_value_element_count(expected.get()))
-    throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect " + name + ": " + nee::Describe(actual) + " vs expected " +
-                                                      nee::Describe(expected.get()));
+    throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect " + name + ": " + neeapi::Describe(actual) + " vs expected " +
+                                                      neeapi::Describe(expected.get()));
   auto read = [](const nee_value_t* v, int64_t i) -> double {
     const void* d = nee_value_data(v);
     switch (nee_value_dtype(v)) {
@@ -234,7 +239,7 @@ void CompareWithExpected(const std::string& name, const nee_value_t* actual, con
       case NEE_DTYPE_INT32: return static_cast<const int32_t*>(d)[i];
       case NEE_DTYPE_UINT8: case NEE_DTYPE_BOOL: return static_cast<const uint8_t*>(d)[i];
       case NEE_DTYPE_INT8: return static_cast<const int8_t*>(d)[i];
-      default: throw nee::Error(NEE_STATUS_NOT_IMPLEMENTED, "--expect: unsupported element type");
+      default: throw neeapi::Error(NEE_STATUS_NOT_IMPLEMENTED, "--expect: unsupported element type");
     }
   };
   int64_t agree = 0;
@@ -251,9 +256,9 @@ void CompareWithExpected(const std::string& name, const nee_value_t* actual, con
 }
 
 int Run(const Args& a) {
-  nee::SessionOptions options;
+  neeapi::SessionOptions options;
   options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level);
-  nee::Session session(a.model, options);
+  neeapi::Session session(a.model, options);
   Feed feed = GatherInputs(a, session);
   auto start = std::chrono::steady_clock::now();
   auto outputs = session.Run(feed.names, feed.View());
@@ -262,11 +267,11 @@ int Run(const Args& a) {
   if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
   std::printf("ran %s in %.3f ms\n", a.model.c_str(), ms);
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::printf("  output %zu '%s': %s\n", i, infos[i].name.c_str(), nee::Describe(outputs[i].get()).c_str());
+    std::printf("  output %zu '%s': %s\n", i, infos[i].name.c_str(), neeapi::Describe(outputs[i].get()).c_str());
     if (!a.output_dir.empty()) {
       fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(i) + "." + a.output_format);
       if (nee_value_kind(outputs[i].get()) == NEE_VALUE_TENSOR) {
-        nee::Check(nee_value_save_file(outputs[i].get(), p.string().c_str()));
+        neeapi::Check(nee_value_save_file(outputs[i].get(), p.string().c_str()));
         std::printf("    written to %s\n", p.string().c_str());
       } else {
         std::printf("    not written: only tensor outputs can be saved to files\n");
@@ -276,7 +281,7 @@ int Run(const Args& a) {
   for (const auto& [name, file] : a.expects) {
     size_t i = 0;
     while (i < infos.size() && infos[i].name != name) ++i;
-    if (i == infos.size()) throw nee::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect: no output named '" + name + "'");
+    if (i == infos.size()) throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect: no output named '" + name + "'");
     CompareWithExpected(name, outputs[i].get(), file);
   }
   return 0;
@@ -292,9 +297,9 @@ std::string HumanBytes(double b) {
 }
 
 int Inspect(const Args& a) {
-  nee::SessionOptions options;
+  neeapi::SessionOptions options;
   options.SetOptimizationLevel(0);  // describe the model as written
-  nee::Session session(a.model, options);
+  neeapi::Session session(a.model, options);
   const nee_session_t* s = session.get();
   std::printf("model:      %s\n", a.model.c_str());
   std::printf("producer:   %s %s\n", session.Metadata("producer_name").c_str(), session.Metadata("producer_version").c_str());
@@ -318,7 +323,7 @@ int Inspect(const Args& a) {
     }
   }
   nee_model_stats_t stats;
-  nee::Check(nee_session_model_stats(s, &stats));
+  neeapi::Check(nee_session_model_stats(s, &stats));
   std::printf("nodes:      %zu\n", stats.node_count);
   std::printf("parameters: %lld in %zu initializers (%s)\n", static_cast<long long>(stats.parameter_count),
               stats.initializer_count, HumanBytes(static_cast<double>(stats.parameter_bytes)).c_str());
@@ -326,7 +331,7 @@ int Inspect(const Args& a) {
   for (size_t i = 0; i < nee_session_op_type_count(s); ++i) {
     const char* op;
     size_t count;
-    nee::Check(nee_session_op_type_at(s, i, &op, &count));
+    neeapi::Check(nee_session_op_type_at(s, i, &op, &count));
     std::printf("  %-28s %zu\n", op, count);
   }
   if (a.plan) {
@@ -352,7 +357,7 @@ int main(int argc, char** argv) {
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nee: %s\n\n%s", e.message.c_str(), kUsage);
     return kExitUsage;
-  } catch (const nee::Error& e) {
+  } catch (const neeapi::Error& e) {
     std::fprintf(stderr, "nee: error: %s\n", e.what());
     bool bad_input = e.code() == NEE_STATUS_INVALID_MODEL || e.code() == NEE_STATUS_INVALID_ARGUMENT ||
                      e.code() == NEE_STATUS_IO_ERROR || e.code() == NEE_STATUS_NOT_IMPLEMENTED;

@@ -1,6 +1,9 @@
 // nee — thin C++ wrappers over the C API (nee.h): RAII handles, and failures
-// thrown as nee::Error in the caller's code (nothing throws inside the
+// thrown as nee::api::Error in the caller's code (nothing throws inside the
 // library; this header turns returned statuses into exceptions).
+// The wrappers live in nee::api so they never share a name with the
+// engine's internal classes (which would break the one-definition rule when
+// a program links the static library).
 #pragma once
 #include <memory>
 #include <stdexcept>
@@ -9,7 +12,7 @@
 
 #include "nee/nee.h"
 
-namespace nee {
+namespace nee::api {
 
 class Error : public std::runtime_error {
  public:
@@ -112,6 +115,13 @@ class Session {
     return r;
   }
 
+  // Reads a value file for input `index`, using its declared type as the hint.
+  ValuePtr LoadInput(size_t index, const std::string& path) const {
+    nee_value_t* v = nullptr;
+    Check(nee_session_load_input_file(session_, index, path.c_str(), &v));
+    return ValuePtr(v);
+  }
+
   const nee_session_t* get() const { return session_; }
 
  private:
@@ -136,4 +146,4 @@ class Session {
   nee_session_t* session_ = nullptr;
 };
 
-}  // namespace nee
+}  // namespace nee::api

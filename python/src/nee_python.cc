@@ -17,6 +17,14 @@ namespace nb = nanobind;
 
 namespace {
 
+// Text from a model file (names, metadata): decoded leniently, never raising.
+nb::str Text(const char* s) {
+  return nb::steal<nb::str>(PyUnicode_DecodeUTF8(s, static_cast<Py_ssize_t>(std::strlen(s)), "replace"));
+}
+nb::str Text(const std::string& s) {
+  return nb::steal<nb::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+}
+
 nb::object g_error_classes[7];  // indexed by nee_status_code_t
 
 [[noreturn]] void Raise(nee_status_t status) {
@@ -25,7 +33,10 @@ nb::object g_error_classes[7];  // indexed by nee_status_code_t
   nee_status_free(status);
   nb::object cls = (code >= 0 && code < 7 && g_error_classes[code].is_valid()) ? g_error_classes[code]
                                                                                   : nb::borrow(PyExc_RuntimeError);
-  PyErr_SetString(cls.ptr(), message.c_str());
+  // Names inside messages come from the model file and may not be valid UTF-8.
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
+  PyErr_SetObject(cls.ptr(), text);
+  Py_XDECREF(text);
   throw nb::python_error();
 }
 
@@ -110,8 +121,8 @@ nb::object UnpackTensor(const nee_value_t* v) {
     }
     return nb::make_tuple("tensor", dtype, shape, items);
   }
-  return nb::make_tuple("tensor", dtype, shape,
-                        nb::bytes(static_cast<const char*>(nee_value_data(v)), nee_value_data_size(v)));
+  // One copy, into a bytearray that numpy then wraps as a writable array.
+  return nb::make_tuple("tensor", dtype, shape, nb::bytearray(nee_value_data(v), nee_value_data_size(v)));
 }
 
 nb::object Unpack(const nee_value_t* v) {
@@ -183,17 +194,19 @@ struct Session {
           const char* symbol;
           Check(nee_session_value_dim(handle, is_output, i, static_cast<size_t>(d), &size, &symbol));
           if (size >= 0) dims.append(size);
-          else if (symbol && *symbol) dims.append(nb::str(symbol));
+          else if (symbol && *symbol) dims.append(Text(symbol));
           else dims.append(nb::none());
         }
         shape = dims;
       }
-      out.append(nb::make_tuple(info.name, info.type, static_cast<int>(info.element_type), shape));
+      out.append(nb::make_tuple(Text(info.name), Text(info.type), static_cast<int>(info.element_type), shape));
     }
     return out;
   }
 
-  std::string Metadata(const std::string& key) const {
+  nb::str Metadata(const std::string& key) const { return Text(MetadataBytes(key)); }
+
+  std::string MetadataBytes(const std::string& key) const {
     size_t n = 0;
     Check(nee_session_metadata(handle, key.c_str(), nullptr, 0, &n));
     std::string s(n + 1, '\0');
@@ -202,10 +215,10 @@ struct Session {
     return s;
   }
 
-  std::vector<std::string> CustomMetadataKeys() const {
-    std::vector<std::string> keys;
+  nb::list CustomMetadataKeys() const {
+    nb::list keys;
     for (size_t i = 0; i < nee_session_custom_metadata_count(handle); ++i)
-      keys.emplace_back(nee_session_custom_metadata_key(handle, i));
+      keys.append(Text(nee_session_custom_metadata_key(handle, i)));
     return keys;
   }
 

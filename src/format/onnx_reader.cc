@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <new>
 #include <optional>
 
 #include "format/external_data.h"
@@ -822,10 +823,14 @@ Result<Tensor> OnnxParser::ViewOrCopy(DataType type, std::vector<int64_t> dims, 
     return Tensor::View(type, std::move(dims), const_cast<uint8_t*>(bytes), std::move(owner));
   }
   // Unaligned (or empty): an owned copy, since unaligned element loads are UB.
-  NEE_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(type, std::move(dims)));
-  if (size > 0) std::memcpy(t.raw_data(), bytes, size);
   *viewed = false;
-  return t;
+  if (size == 0) return Tensor::Allocate(type, std::move(dims));
+  // Not Tensor::Allocate: its zero-fill would touch every page a second time.
+  void* copy = ::operator new(size, std::align_val_t(64), std::nothrow);
+  if (!copy) return OutOfMemory("cannot allocate " + std::to_string(size) + " bytes for a tensor");
+  std::memcpy(copy, bytes, size);
+  std::shared_ptr<void> copy_owner(copy, [](void* p) { ::operator delete(p, std::align_val_t(64)); });
+  return Tensor::View(type, std::move(dims), copy, std::move(copy_owner));
 }
 
 Status OnnxParser::BuildFromRaw(const TensorFields& tf, DataType type, std::vector<int64_t> dims,

@@ -1,5 +1,6 @@
 #include "ir/convert.h"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <charconv>
@@ -9,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 
 namespace nee {
 
@@ -193,6 +195,77 @@ void WriteUnsigned(Tensor& t, int64_t i, uint64_t v, const ConvertOptions& o) {
   WriteFloatValue(t, i, RoundToOddDouble(v), o);
 }
 
+// ---- Direct loops between the plain C++ element types ------------------------
+
+// One element with the rules above, for types where they coincide with C++
+// conversions except float -> integer (undefined in C++ out of range).
+template <typename S, typename D>
+D CastPlain(S v) {
+  if constexpr (std::is_same_v<D, bool>) {
+    return v != 0;
+  } else if constexpr (std::is_floating_point_v<S> && std::is_integral_v<D>) {
+    return static_cast<D>(FloatToIntegerBits(static_cast<double>(v), DataTypeOf<D>::value));
+  } else {
+    // int -> int wraps (C++20), int/float -> float rounds to nearest even once
+    // (x86-64 conversions, including uint64), bool gives 0/1.
+    return static_cast<D>(v);
+  }
+}
+
+template <typename S, typename D>
+void PlainLoop(const Tensor& src, Tensor& dst, int64_t begin, int64_t end) {
+  const S* in = src.data<S>();
+  D* out = dst.data<D>();
+  for (int64_t i = begin; i < end; ++i) out[i] = CastPlain<S, D>(in[i]);
+}
+
+bool IsPlain(DataType t) {
+  switch (t) {
+    case DataType::kFloat: case DataType::kDouble: case DataType::kInt8: case DataType::kInt16:
+    case DataType::kInt32: case DataType::kInt64: case DataType::kUint8: case DataType::kUint16:
+    case DataType::kUint32: case DataType::kUint64: case DataType::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename S>
+void PlainLoopTo(const Tensor& src, Tensor& dst, int64_t begin, int64_t end) {
+  switch (dst.dtype()) {
+    case DataType::kFloat: PlainLoop<S, float>(src, dst, begin, end); break;
+    case DataType::kDouble: PlainLoop<S, double>(src, dst, begin, end); break;
+    case DataType::kInt8: PlainLoop<S, int8_t>(src, dst, begin, end); break;
+    case DataType::kInt16: PlainLoop<S, int16_t>(src, dst, begin, end); break;
+    case DataType::kInt32: PlainLoop<S, int32_t>(src, dst, begin, end); break;
+    case DataType::kInt64: PlainLoop<S, int64_t>(src, dst, begin, end); break;
+    case DataType::kUint8: PlainLoop<S, uint8_t>(src, dst, begin, end); break;
+    case DataType::kUint16: PlainLoop<S, uint16_t>(src, dst, begin, end); break;
+    case DataType::kUint32: PlainLoop<S, uint32_t>(src, dst, begin, end); break;
+    case DataType::kUint64: PlainLoop<S, uint64_t>(src, dst, begin, end); break;
+    case DataType::kBool: PlainLoop<S, bool>(src, dst, begin, end); break;
+    default: break;
+  }
+}
+
+// Both types must satisfy IsPlain.
+void PlainConvert(const Tensor& src, Tensor& dst, int64_t begin, int64_t end) {
+  switch (src.dtype()) {
+    case DataType::kFloat: PlainLoopTo<float>(src, dst, begin, end); break;
+    case DataType::kDouble: PlainLoopTo<double>(src, dst, begin, end); break;
+    case DataType::kInt8: PlainLoopTo<int8_t>(src, dst, begin, end); break;
+    case DataType::kInt16: PlainLoopTo<int16_t>(src, dst, begin, end); break;
+    case DataType::kInt32: PlainLoopTo<int32_t>(src, dst, begin, end); break;
+    case DataType::kInt64: PlainLoopTo<int64_t>(src, dst, begin, end); break;
+    case DataType::kUint8: PlainLoopTo<uint8_t>(src, dst, begin, end); break;
+    case DataType::kUint16: PlainLoopTo<uint16_t>(src, dst, begin, end); break;
+    case DataType::kUint32: PlainLoopTo<uint32_t>(src, dst, begin, end); break;
+    case DataType::kUint64: PlainLoopTo<uint64_t>(src, dst, begin, end); break;
+    case DataType::kBool: PlainLoopTo<bool>(src, dst, begin, end); break;
+    default: break;
+  }
+}
+
 // ---- Numbers to strings, as numpy prints them --------------------------------
 
 // Shortest decimal digits that read back as the same value of `type`, and
@@ -204,12 +277,29 @@ void ShortestDigits(double value, DataType type, std::string* digits, int* expon
     r = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific);
   } else if (type == DataType::kFloat16) {
     // No to_chars for float16: the fewest digits (at most 5) that round back.
+    // The closest decimal of each length is tried first; where the float16
+    // neighbours are unevenly spaced (powers of two) the next decimal up or
+    // down may round back when the closest does not, as numpy's Dragon4 finds.
     const uint16_t target = DoubleToHalf(value);
+    auto round_trips = [&](double candidate) { return DoubleToHalf(candidate) == target; };
     for (int precision = 0; precision < 17; ++precision) {
       r = std::to_chars(buf, buf + sizeof(buf), value, std::chars_format::scientific, precision);
-      double back = 0;
-      std::from_chars(buf, r.ptr, back);
-      if (DoubleToHalf(back) == target) break;
+      double closest = 0;
+      std::from_chars(buf, r.ptr, closest);
+      if (round_trips(closest)) break;
+      const double step = std::pow(10.0, std::floor(std::log10(closest)) - precision);  // one unit in the last digit
+      double best = 0;
+      bool found = false;
+      for (double candidate : {closest + step, closest - step}) {
+        if (round_trips(candidate) && (!found || std::fabs(candidate - value) < std::fabs(best - value))) {
+          best = candidate;
+          found = true;
+        }
+      }
+      if (found) {
+        r = std::to_chars(buf, buf + sizeof(buf), best, std::chars_format::scientific, precision);
+        break;
+      }
     }
   } else {
     r = std::to_chars(buf, buf + sizeof(buf), static_cast<float>(value), std::chars_format::scientific);
@@ -274,6 +364,101 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+// The stored bits of `v` converted to non-string type `to` (one element).
+uint64_t EncodedBits(double v, DataType to, const ConvertOptions& o) {
+  uint64_t storage = 0;
+  Tensor one = Tensor::View(to, {1}, &storage, nullptr);
+  WriteFloatValue(one, 0, v, o);
+  return storage;
+}
+
+// A decimal literal as significant digits (no leading or trailing zeros) and
+// the power of ten of the position before the first digit: 0.DIGITS * 10^exp.
+struct Decimal {
+  bool negative = false;
+  std::string digits;  // empty for zero
+  int64_t exp = 0;
+};
+
+// Parses [-]ddd[.ddd][e[+-]ddd]; false for anything else (inf, nan, hex).
+bool ParseDecimal(std::string_view s, Decimal* out) {
+  size_t i = 0;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) out->negative = s[i++] == '-';
+  int64_t point = -1, count = 0;
+  std::string raw;
+  for (; i < s.size(); ++i) {
+    if (s[i] == '.' && point < 0) {
+      point = count;
+    } else if (std::isdigit(static_cast<unsigned char>(s[i]))) {
+      raw.push_back(s[i]);
+      ++count;
+    } else {
+      break;
+    }
+  }
+  if (raw.empty()) return false;
+  int64_t exp10 = 0;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    const bool neg = i < s.size() && s[i] == '-';
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    if (i == s.size()) return false;
+    for (; i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); ++i)
+      if (exp10 < 100000000) exp10 = exp10 * 10 + (s[i] - '0');
+    if (neg) exp10 = -exp10;
+  }
+  if (i != s.size()) return false;
+  const int64_t int_digits = point < 0 ? count : point;
+  const size_t first = raw.find_first_not_of('0');
+  if (first == std::string::npos) {
+    out->digits.clear();
+    out->exp = 0;
+    return true;
+  }
+  const size_t last = raw.find_last_not_of('0');
+  out->digits = raw.substr(first, last - first + 1);
+  out->exp = int_digits - static_cast<int64_t>(first) + exp10;
+  return true;
+}
+
+// Sign of (a - b).
+int CompareDecimals(const Decimal& a, const Decimal& b) {
+  const int sa = a.digits.empty() ? 0 : (a.negative ? -1 : 1);
+  const int sb = b.digits.empty() ? 0 : (b.negative ? -1 : 1);
+  if (sa != sb) return sa < sb ? -1 : 1;
+  if (sa == 0) return 0;
+  int magnitude = 0;
+  if (a.exp != b.exp) {
+    magnitude = a.exp < b.exp ? -1 : 1;
+  } else {
+    const size_t n = std::max(a.digits.size(), b.digits.size());
+    for (size_t k = 0; k < n && magnitude == 0; ++k) {
+      const char da = k < a.digits.size() ? a.digits[k] : '0';
+      const char db = k < b.digits.size() ? b.digits[k] : '0';
+      if (da != db) magnitude = da < db ? -1 : 1;
+    }
+  }
+  return sa * magnitude;
+}
+
+// Converts the value of a decimal literal to `to` through its nearest double
+// `d`, rounded once: where the conversion jumps at d itself (d is a rounding
+// midpoint of the target format, an integer for truncation, a power of two
+// for float8e8m0), the exact decimal decides which side the value lies on.
+double ResolveDoubleRounding(std::string_view text, double d, DataType to, const ConvertOptions& o) {
+  if (!std::isfinite(d)) return d;
+  const double below = std::nextafter(d, -INFINITY), above = std::nextafter(d, INFINITY);
+  if (EncodedBits(below, to, o) == EncodedBits(above, to, o)) return d;
+  Decimal exact, nearest;
+  if (!ParseDecimal(text, &exact)) return d;
+  char buf[1100];  // every double's exact decimal expansion fits in 767 significant digits
+  auto r = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific, 800);
+  if (r.ec != std::errc() || !ParseDecimal(std::string_view(buf, static_cast<size_t>(r.ptr - buf)), &nearest))
+    return d;
+  const int side = CompareDecimals(exact, nearest);
+  return side == 0 ? d : side > 0 ? above : below;
+}
+
 Status BadString(const std::string& s, int64_t i, DataType to) {
   return InvalidArgument("cannot convert string \"" + s.substr(0, 64) + "\" (element " + std::to_string(i) +
                          ") to " + DataTypeName(to) + ": not a number");
@@ -321,6 +506,7 @@ Status WriteFromString(Tensor& t, int64_t i, const std::string& text, const Conv
   }
   double d;
   if (!ParseFloating(s, &d)) return BadString(text, i, to);
+  if (to != DataType::kDouble) d = ResolveDoubleRounding(s, d, to, o);
   WriteFloatValue(t, i, d, o);
   return Status::Ok();
 }
@@ -345,7 +531,7 @@ std::string FormatFloatLikeNumpy(double value, DataType type) {
   const double cutoff = type == DataType::kDouble ? 1e16 : type == DataType::kFloat16 ? 1e3 : 1e6;
   std::string digits;
   int exp10 = 0;
-  ShortestDigits(value, type, &digits, &exp10);
+  ShortestDigits(std::fabs(value), type, &digits, &exp10);
   const double magnitude = std::fabs(value);
   if (magnitude >= 1e-4 && magnitude < cutoff) {
     std::string out = sign;
@@ -367,6 +553,21 @@ std::string FormatFloatLikeNumpy(double value, DataType type) {
   if (abs_exp < 10) out += "0";
   out += std::to_string(abs_exp);
   return out;
+}
+
+double ElementAsDouble(const Tensor& t, int64_t i) {
+  switch (KindOf(t.dtype())) {
+    case Kind::kFloat: return ReadFloat(t, i);
+    case Kind::kSigned: return static_cast<double>(ReadSigned(t, i));
+    case Kind::kUnsigned: case Kind::kBool: return static_cast<double>(ReadUnsigned(t, i));
+    default: return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+void StoreDoubleElement(Tensor& t, int64_t i, double v, const ConvertOptions& options) {
+  const Kind kind = KindOf(t.dtype());
+  if (kind == Kind::kString || kind == Kind::kUnsupported) return;
+  WriteFloatValue(t, i, v, options);
 }
 
 bool ParseE8M0Rounding(const std::string& name, E8M0Rounding* mode) {
@@ -394,12 +595,18 @@ Status ConvertElements(const Tensor& src, Tensor& dst, int64_t begin, int64_t en
     return InvalidArgument("element range [" + std::to_string(begin) + ", " + std::to_string(end) +
                            ") is outside " + src.Describe());
 
+  if (begin == end) return Status::Ok();
+
   // Common pairs with a direct loop.
   if (from == to && from != DataType::kString && !IsSubByte(from)) {
     const size_t bytes = static_cast<size_t>(ElementBits(from) / 8);
     std::memcpy(static_cast<uint8_t*>(dst.raw_data()) + begin * bytes,
                 static_cast<const uint8_t*>(src.raw_data()) + begin * bytes,
                 static_cast<size_t>(end - begin) * bytes);
+    return Status::Ok();
+  }
+  if (IsPlain(from) && IsPlain(to)) {
+    PlainConvert(src, dst, begin, end);
     return Status::Ok();
   }
   if (from == DataType::kFloat && to == DataType::kFloat16) {
@@ -410,12 +617,29 @@ Status ConvertElements(const Tensor& src, Tensor& dst, int64_t begin, int64_t en
     for (int64_t i = begin; i < end; ++i) dst.data<uint16_t>()[i] = FloatToBFloat16(src.data<float>()[i]);
     return Status::Ok();
   }
-  if (to == DataType::kFloat && (from == DataType::kFloat16 || from == DataType::kBFloat16)) {
-    const bool half = from == DataType::kFloat16;
-    for (int64_t i = begin; i < end; ++i) {
-      const uint16_t b = src.data<uint16_t>()[i];
-      dst.data<float>()[i] = half ? HalfToFloat(b) : BFloat16ToFloat(b);
+  if (from == DataType::kFloat && ElementBits(to) == 8 && KindOf(to) == Kind::kFloat) {
+    const float* in = src.data<float>();
+    uint8_t* out = dst.data<uint8_t>();
+    if (to == DataType::kFloat8E8M0) {
+      for (int64_t i = begin; i < end; ++i) out[i] = FloatToFloat8E8M0(in[i], o.saturate, o.e8m0_rounding);
+    } else {
+      for (int64_t i = begin; i < end; ++i) out[i] = FloatToFloat8(in[i], to, o.saturate);
     }
+    return Status::Ok();
+  }
+  if (to == DataType::kFloat && ElementBits(from) == 8 && KindOf(from) == Kind::kFloat) {
+    // float8 family: decode through a table of all 256 codes.
+    float table[256];
+    for (int code = 0; code < 256; ++code) table[code] = Float8ToFloat(static_cast<uint8_t>(code), from);
+    for (int64_t i = begin; i < end; ++i) dst.data<float>()[i] = table[src.data<uint8_t>()[i]];
+    return Status::Ok();
+  }
+  if (to == DataType::kFloat && from == DataType::kFloat16) {
+    for (int64_t i = begin; i < end; ++i) dst.data<float>()[i] = HalfToFloat(src.data<uint16_t>()[i]);
+    return Status::Ok();
+  }
+  if (to == DataType::kFloat && from == DataType::kBFloat16) {
+    for (int64_t i = begin; i < end; ++i) dst.data<float>()[i] = BFloat16ToFloat(src.data<uint16_t>()[i]);
     return Status::Ok();
   }
 

@@ -62,6 +62,16 @@ bool CanConvert(DataType from, DataType to);
 
 // ---- Element-level building blocks (exposed for reuse and tests) ----------
 
+// Element i of any numeric or bool tensor (packed types included) as a
+// double: exact for every floating-point type, bool and integers up to 2^53
+// in magnitude; wider integers are rounded to nearest. NaN for strings and
+// unsupported types.
+double ElementAsDouble(const Tensor& t, int64_t i);
+// Stores `v` into element i of any numeric or bool tensor with the rules
+// above (as Cast from float64 would). Writing a packed element rewrites its
+// byte: not safe concurrently with a neighbour in the same byte.
+void StoreDoubleElement(Tensor& t, int64_t i, double v, const ConvertOptions& options = {});
+
 // ONNX "round_mode" attribute value -> rounding; false for an unknown name.
 bool ParseE8M0Rounding(const std::string& name, E8M0Rounding* mode);
 // A number formatted as numpy's astype(str) formats a value of `type`

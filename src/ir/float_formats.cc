@@ -67,21 +67,25 @@ const Format* Float8Format(DataType type) {
 // the magnitude code (exponent and mantissa fields); a code above max_code
 // means the rounded value is beyond the largest finite value.
 uint32_t RoundMagnitude(double a, const Format& f) {
-  if (a == 0) return 0;
-  int frexp_exp;
-  std::frexp(a, &frexp_exp);
-  const int exponent = frexp_exp - 1;  // a = 1.xxx * 2^exponent
+  const uint64_t bits = DoubleBits(a);
+  const int biased = static_cast<int>(bits >> 52);
+  // Zero and double subnormals (below 2^-1022) round to zero in every format.
+  if (biased == 0) return 0;
+  const int exponent = biased - 1023;  // a = 1.xxx * 2^exponent
   const int min_exp = 1 - f.bias;      // exponent of the smallest normal
-  // Far beyond every finite value: report overflow before the shifts below
-  // could overflow.
+  // Far beyond every finite value: report overflow before the shifts below.
   if (exponent > static_cast<int>(f.exp_mask()) - f.bias + 1) return f.max_code + 1;
-  // The value of one unit in the last place: fixed below the normal range.
+  // a in units of the target's last place (fixed below the normal range):
+  // the 53-bit significand shifted right by `shift`, rounded to nearest even.
+  const uint64_t significand = (bits & ((uint64_t{1} << 52) - 1)) | (uint64_t{1} << 52);
   const int quantum_exp = std::max(exponent, min_exp) - f.mant_bits;
-  const double q = std::ldexp(a, -quantum_exp);  // exact: scaling by 2^k
-  const double whole = std::floor(q);
-  const double frac = q - whole;  // exact: both lie in the same binade or whole is 0
+  const int shift = 52 + quantum_exp - exponent;  // >= 52 - mant_bits > 0
+  if (shift > 60) return 0;                         // below a quarter of the smallest subnormal
+  const uint64_t whole = significand >> shift;
+  const uint64_t rest = significand & ((uint64_t{1} << shift) - 1);
+  const uint64_t half = uint64_t{1} << (shift - 1);
   uint32_t r = static_cast<uint32_t>(whole);
-  if (frac > 0.5 || (frac == 0.5 && (r & 1u))) ++r;
+  if (rest > half || (rest == half && (r & 1u))) ++r;
   if (exponent < min_exp) return r;  // subnormal; r == 2^m carries into the smallest normal
   // Normal: biased exponent field above the mantissa; a carry out of the
   // mantissa (r == 2^(m+1)) moves into the exponent field by itself.

@@ -263,7 +263,9 @@ Status ShrinkKernel(KernelContext& ctx) {
 
 void RegisterActivationOps(OpRegistry& r) {
   constexpr ShapeFn kFloatUnary = InferUnary<kFloatTypes, false>;
-  r.RegisterVersions("", "Relu", {1, 6, 13, 14}, 1, 1, 1, 1, InferUnary<kReluTypes, false>, ReluKernel);
+  r.RegisterVersions("", "Relu", {1, 6, 13, 14}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kReluTypes, false>, ReluKernel>,
+                     ReluKernel);
   r.RegisterVersions("", "LeakyRelu", {1, 6, 16}, 1, 1, 1, 1, kFloatUnary, LeakyReluKernel);
   r.RegisterVersions("", "PRelu", {1, 6, 7, 9, 16}, 2, 2, 1, 1, InferPRelu, PReluKernel);
   r.RegisterVersions("", "ThresholdedRelu", {10, 22}, 1, 1, 1, 1, kFloatUnary, ThresholdedReluKernel);
@@ -279,7 +281,7 @@ void RegisterActivationOps(OpRegistry& r) {
   r.RegisterVersions("", "Gelu", {20}, 1, 1, 1, 1, kFloatUnary, GeluKernel);
   r.RegisterVersions("", "Mish", {18, 22}, 1, 1, 1, 1, kFloatUnary, MishKernel);
   r.RegisterVersions("", "Swish", {24}, 1, 1, 1, 1, kFloatUnary, SwishKernel);
-  r.RegisterVersions("", "Clip", {1, 6, 11, 12, 13}, 1, 3, 1, 1, InferClip, ClipKernel);
+  r.RegisterVersions("", "Clip", {1, 6, 11, 12, 13}, 1, 3, 1, 1, InferAndFold<InferClip, ClipKernel>, ClipKernel);
   r.RegisterVersions("", "Shrink", {9}, 1, 1, 1, 1, InferUnary<kNumericTypes, false>, ShrinkKernel);
 }
 

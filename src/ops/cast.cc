@@ -1,4 +1,4 @@
-// Operator family: Cast and CastLike. The element conversion rules live in
+// Operator family: Cast, CastLike and BitCast. The element conversion rules live in
 // ir/convert.h (ConvertTensor); this file holds the schemas, the attribute
 // handling that changed across versions and the shape rules.
 //
@@ -7,9 +7,11 @@
 //           23 (float4e2m1), 24 (float8e8m0, `round_mode`), 25 (int2/uint2),
 //           28 (float6 types, which nee does not have: NotImplemented).
 // CastLike: 15, 19, 21, 23, 24, 25 with the same attributes.
+// BitCast:  26 (reinterprets bytes; same bit width).
 // The per-version type lists are not enforced: a newer type in an older
 // model is converted as the newest version would.
 #include <cctype>
+#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -152,6 +154,44 @@ Status CastLikeKernel(KernelContext& ctx) {
   return RunConversion(ctx, *x, like->dtype(), options);
 }
 
+// ---- BitCast (opset 26) ------------------------------------------------------
+// Reinterprets the bytes as another type of the same bit width. Reading a
+// bool from a byte other than 0/1 is undefined in C++, so bytes cast to bool
+// are normalised to 0/1 (the only change to the bits BitCast makes).
+
+Status CheckBitCast(const Node& node, DataType from, DataType to) {
+  if (from == DataType::kString || to == DataType::kString)
+    return InvalidModel(node.Describe() + ": BitCast does not support string tensors");
+  if (ElementBits(from) != ElementBits(to))
+    return InvalidModel(node.Describe() + ": BitCast from " + DataTypeName(from) + " (" +
+                        std::to_string(ElementBits(from)) + " bits) to " + DataTypeName(to) + " (" +
+                        std::to_string(ElementBits(to)) + " bits) needs equal bit widths");
+  return Status::Ok();
+}
+
+Status InferBitCast(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(DataType to, CastTarget(ctx.node));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* in, InputTensorType(ctx, 0));
+  if (in->elem_type != DataType::kUndefined) NEE_RETURN_IF_ERROR(CheckBitCast(ctx.node, in->elem_type, to));
+  if (ctx.num_outputs() > 0) ctx.output_types[0] = TypeInfo::Tensor(to, in->shape);
+  return Status::Ok();
+}
+
+Status BitCastKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(DataType to, CastTarget(ctx.node()));
+  NEE_RETURN_IF_ERROR(CheckBitCast(ctx.node(), x->dtype(), to));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, to, x->dims()));
+  if (y.byte_size() != x->byte_size()) return ctx.Error("BitCast: byte sizes differ");
+  if (to == DataType::kBool) {
+    const uint8_t* in = static_cast<const uint8_t*>(x->raw_data());
+    for (int64_t i = 0; i < x->num_elements(); ++i) y.data<bool>()[i] = in[i] != 0;
+  } else if (x->byte_size() > 0) {
+    std::memcpy(y.raw_data(), x->raw_data(), x->byte_size());
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterCastOps(OpRegistry& registry) {
@@ -159,6 +199,7 @@ void RegisterCastOps(OpRegistry& registry) {
                             CastKernel);
   registry.RegisterVersions("", "CastLike", {15, 19, 21, 23, 24, 25}, 2, 2, 1, 1, InferCastLike,
                             CastLikeKernel);
+  registry.RegisterVersions("", "BitCast", {26}, 1, 1, 1, 1, InferBitCast, BitCastKernel);
 }
 
 }  // namespace nee

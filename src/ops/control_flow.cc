@@ -6,6 +6,7 @@
 // out of whatever buffers the body produced them in (see control_flow_util.h).
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "ops/control_flow_util.h"
@@ -141,17 +142,44 @@ Result<TypeInfo> MergeBranchTypes(const InferenceContext& ictx, const TypeInfo& 
   return UnionTypes(a, b);
 }
 
+// Infers one branch. A branch that is never taken may be invalid for the
+// types at hand (a function body guards a Split with an If on the rank, say),
+// so when the condition is unknown a failing branch only loses information;
+// `failure` keeps its error in case both fail.
+std::vector<TypeInfo> InferBranchLeniently(const InferenceContext& ictx, const Graph& branch, Status* failure) {
+  Result<std::vector<TypeInfo>> types = InferBody(ictx, branch, {});
+  if (types.ok()) return std::move(types).value();
+  *failure = types.status();
+  return cf::DeclaredOutputTypes(branch);
+}
+
+// The condition's value when the checker knows it (a constant or a folded
+// shape computation).
+std::optional<bool> KnownCondition(const InferenceContext& ictx) {
+  const Tensor* cond = ictx.input_value(0);
+  if (!cond || cond->dtype() != DataType::kBool || cond->num_elements() != 1) return std::nullopt;
+  return cond->data<bool>()[0];
+}
+
 Status InferIf(InferenceContext& ictx) {
   NEE_ASSIGN_OR_RETURN(const Graph* then_branch, ictx.node.GetGraph("then_branch"));
   NEE_ASSIGN_OR_RETURN(const Graph* else_branch, ictx.node.GetGraph("else_branch"));
-  NEE_ASSIGN_OR_RETURN(std::vector<TypeInfo> then_types, InferBody(ictx, *then_branch, {}));
-  NEE_ASSIGN_OR_RETURN(std::vector<TypeInfo> else_types, InferBody(ictx, *else_branch, {}));
   if (then_branch->outputs.size() != else_branch->outputs.size())
     return ictx.Error("then_branch has " + std::to_string(then_branch->outputs.size()) +
                       " outputs but else_branch has " + std::to_string(else_branch->outputs.size()));
   if (ictx.num_outputs() > then_branch->outputs.size())
     return ictx.Error("has " + std::to_string(ictx.num_outputs()) + " outputs but its branches yield " +
                       std::to_string(then_branch->outputs.size()));
+  if (std::optional<bool> cond = KnownCondition(ictx)) {
+    // Only the branch that will run matters (and its errors are real).
+    NEE_ASSIGN_OR_RETURN(std::vector<TypeInfo> types, InferBody(ictx, *cond ? *then_branch : *else_branch, {}));
+    for (size_t i = 0; i < ictx.num_outputs() && i < types.size(); ++i) ictx.output_types[i] = types[i];
+    return Status::Ok();
+  }
+  Status then_failure, else_failure;
+  std::vector<TypeInfo> then_types = InferBranchLeniently(ictx, *then_branch, &then_failure);
+  std::vector<TypeInfo> else_types = InferBranchLeniently(ictx, *else_branch, &else_failure);
+  if (!then_failure.ok() && !else_failure.ok()) return then_failure;
   for (size_t i = 0; i < ictx.num_outputs() && i < then_types.size() && i < else_types.size(); ++i) {
     NEE_ASSIGN_OR_RETURN(ictx.output_types[i], MergeBranchTypes(ictx, then_types[i], else_types[i], i));
   }
@@ -213,12 +241,19 @@ Status InferLoop(InferenceContext& ictx) {
       break;
     }
   }
+  // Without a cond input only M bounds the loop, so a known M is the exact
+  // number of iterations (the length of every scan output).
+  Dim iterations = Dim::Unknown();
+  const Tensor* m = ictx.input_value(0);
+  if (!ictx.has_input(1) && m && m->num_elements() == 1) {
+    auto values = m->ToInt64Vector();
+    if (values.ok() && (*values)[0] >= 0) iterations = Dim::Known((*values)[0]);
+  }
   for (size_t i = 0; i < ictx.num_outputs(); ++i) {
     if (i < n) {
       ictx.output_types[i] = carried[i];
     } else if (i < n + k) {
-      NEE_ASSIGN_OR_RETURN(ictx.output_types[i],
-                           InsertAxis(ictx, body_out[1 + i], 0, Dim::Unknown(), "scan output"));
+      NEE_ASSIGN_OR_RETURN(ictx.output_types[i], InsertAxis(ictx, body_out[1 + i], 0, iterations, "scan output"));
     }
   }
   return Status::Ok();
@@ -632,9 +667,12 @@ void RegisterControlFlowOps(OpRegistry& registry) {
   registry.RegisterVersions("", "Loop", {1, 11, 13, 16, 19, 21, 23, 24, 25}, 0, kVariadic, 0, kVariadic,
                             InferLoop, LoopKernel);
   // Scan 8 has the batch axis and sequence_lens; 9 introduced the per-input
-  // axes and directions; the rest widened types.
-  registry.RegisterVersions("", "Scan", {8, 9, 11, 16, 19, 21, 23, 24, 25}, 1, kVariadic, 0, kVariadic,
-                            InferScan, ScanKernel);
+  // axes and directions; the rest widened types. In Scan 8 the leading
+  // input (sequence_lens) may be omitted, so no input counts as required
+  // here; the kernel and rule check the counts against num_scan_inputs.
+  registry.RegisterVersions("", "Scan", {8}, 0, kVariadic, 1, kVariadic, InferScan, ScanKernel);
+  registry.RegisterVersions("", "Scan", {9, 11, 16, 19, 21, 23, 24, 25}, 1, kVariadic, 1, kVariadic, InferScan,
+                            ScanKernel);
 }
 
 }  // namespace nee

@@ -157,7 +157,21 @@ std::vector<TypeInfo> DeclaredOutputTypes(const Graph& g) {
 Result<std::vector<TypeInfo>> InferBody(const InferenceContext& ictx, const Graph& body,
                                         const std::vector<TypeInfo>& input_types) {
   if (!ictx.infer_subgraph) return DeclaredOutputTypes(body);
-  Result<std::vector<TypeInfo>> types = ictx.infer_subgraph(body, input_types);
+  // Where the caller knows nothing about an input, the body's declaration
+  // is the better guess (it is part of the model).
+  std::vector<TypeInfo> inputs = input_types;
+  if (inputs.size() == body.inputs.size()) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TypeInfo& declared = body.inputs[i].type;
+      if (inputs[i].kind == TypeInfo::Kind::kUnknown) {
+        inputs[i] = declared;
+      } else if (inputs[i].is_tensor() && !inputs[i].shape && declared.is_tensor() &&
+                 (declared.elem_type == inputs[i].elem_type || declared.elem_type == DataType::kUndefined)) {
+        inputs[i].shape = declared.shape;  // e.g. a sequence element whose shape only the body declares
+      }
+    }
+  }
+  Result<std::vector<TypeInfo>> types = ictx.infer_subgraph(body, inputs);
   if (!types.ok()) return types.status().WithContext(ictx.node.Describe() + ": in subgraph '" + body.name + "': ");
   // A callback that knows less than the body's declarations: fill from them.
   std::vector<TypeInfo> out = std::move(types).value();

@@ -135,6 +135,10 @@ Result<ConvGeometry> PlanConv(const KernelContext& ctx, const Tensor& x, const T
     g.kernel_size *= kernel[d];
     g.index.push_back(nn::WindowInputIndex(g.spec, d, in, o));
   }
+  // The im2col scratch holds Cg * kernel_size x out_size values.
+  auto col = CheckedElementCount(std::vector<int64_t>{g.Cg, g.kernel_size, g.out_size});
+  if (!col.ok() || col.value() * 8 > kMaxTensorBytes)
+    return OutOfMemory(ctx.node().Describe() + ": the im2col buffer for this convolution would be too large");
   return g;
 }
 
@@ -343,6 +347,10 @@ Status ResolveConvTranspose(const Node& node, size_t n, const std::vector<int64_
   for (size_t d = 0; d < n; ++d) {
     if (g.kernel[d] <= 0 || g.strides[d] <= 0 || g.dilations[d] <= 0)
       return InvalidModel(where + "kernel, strides and dilations must be positive");
+    constexpr int64_t kMax = int64_t{1} << 31;  // keeps the size arithmetic far from overflow
+    if (g.kernel[d] > kMax || g.strides[d] > kMax || g.dilations[d] > kMax || g.pads[d] > kMax || g.pads[n + d] > kMax ||
+        out_pad[d] > kMax || (!out_shape.empty() && (out_shape[d] < 0 || out_shape[d] > kMax)))
+      return InvalidModel(where + "an attribute value is out of range");
     if (out_pad[d] < 0) return InvalidModel(where + "output_padding must be non-negative");
     if (g.pads[d] < 0 || g.pads[n + d] < 0) return InvalidModel(where + "pads must be non-negative");
     if (auto_pad == "VALID") g.pads[d] = g.pads[n + d] = 0;
@@ -504,6 +512,9 @@ Status ConvTransposeKernel(KernelContext& ctx) {
     g.out_size *= g.out[d];
     g.kernel_size *= kernel[d];
   }
+  auto col = CheckedElementCount(std::vector<int64_t>{g.Mg, g.kernel_size, g.in_size});
+  if (!col.ok() || col.value() * 8 > kMaxTensorBytes)
+    return OutOfMemory(ctx.node().Describe() + ": the col2im buffer for this convolution would be too large");
   const Tensor* b = nullptr;
   if (ctx.has_input(2)) {
     NEE_ASSIGN_OR_RETURN(b, ctx.InputTensor(2));

@@ -379,8 +379,8 @@ inline Status CheckSameTypes(const InferenceContext& ictx, size_t first, size_t 
 template <TypeSet kAllowed, bool kBoolOut>
 Status InferUnary(InferenceContext& ictx) {
   NEE_RETURN_IF_ERROR(CheckAllowedType<kAllowed>(ictx, 0));
-  NEE_RETURN_IF_ERROR(InferSameAsInput0(ictx));
-  if (kBoolOut && ictx.num_outputs() > 0) ictx.output_types[0].elem_type = DataType::kBool;
+  if (!kBoolOut) return InferSameAsInput0(ictx);
+  if (ictx.num_outputs() > 0) ictx.output_types[0] = TypeInfo::Tensor(DataType::kBool, ictx.input_type(0).shape);
   return Status::Ok();
 }
 
@@ -393,6 +393,45 @@ Status InferBroadcastSameType(InferenceContext& ictx) {
   NEE_RETURN_IF_ERROR(CheckSameTypes(ictx, 0, ictx.num_inputs()));
   if (kLegacy && ictx.opset < 7) return InferUnary<kAllowed, kBoolOut>(ictx);
   return kBoolOut ? InferBroadcastBool(ictx) : InferBroadcast(ictx);
+}
+
+// ---- Value propagation for shape computations -------------------------------------
+
+// Shape computations (Shape -> Gather -> Mul -> Concat -> Reshape, or
+// Where(Equal(shape, -1), ...)) need the values of small integer tensors at
+// check time. When every present input's value is known, small, and of an
+// integer or bool type, runs the kernel on them and records output 0's
+// value. Best effort: a kernel error leaves the value unknown (the run will
+// report it).
+constexpr int64_t kMaxFoldElements = 1024;
+
+inline void FoldSmallIntegerValues(InferenceContext& ictx, KernelFn kernel) {
+  if (ictx.output_values.empty() || ictx.num_outputs() != 1) return;
+  std::vector<Value> values(ictx.num_inputs());
+  std::vector<const Value*> pointers(ictx.num_inputs(), nullptr);
+  bool any = false;
+  for (size_t i = 0; i < ictx.num_inputs(); ++i) {
+    if (!ictx.has_input(i)) continue;
+    const Tensor* t = ictx.input_value(i);
+    if (!t || t->num_elements() > kMaxFoldElements) return;
+    if (!InSet(kIntTypes | kBoolType, t->dtype())) return;
+    values[i] = Value(*t);
+    pointers[i] = &values[i];
+    any = true;
+  }
+  if (!any) return;
+  std::vector<Value> outputs(1);
+  KernelContext kctx(ictx.node, ictx.opset, pointers, &outputs, nullptr, nullptr, nullptr);
+  if (!kernel(kctx).ok() || !outputs[0].is_tensor()) return;
+  ictx.output_values[0] = outputs[0].tensor();
+}
+
+// A shape rule followed by value propagation through the op's own kernel.
+template <ShapeFn kRule, KernelFn kKernel>
+Status InferAndFold(InferenceContext& ictx) {
+  NEE_RETURN_IF_ERROR(kRule(ictx));
+  FoldSmallIntegerValues(ictx, kKernel);
+  return Status::Ok();
 }
 
 }  // namespace nee::ew

@@ -203,9 +203,10 @@ NEE_FLOAT_UNARY_KERNEL(Atanh, std::atanh(x))
 // ---- Variadic Min, Max, Mean, Sum --------------------------------------------------
 
 // Folds all inputs (broadcast together) with `combine` in the Compute type,
-// left to right, then writes finish(accumulator) into the output.
-template <TypeSet kAllowed, typename Combine, typename Finish>
-Status VariadicKernel(KernelContext& ctx, const Combine& combine, const Finish& finish) {
+// left to right; kMean then divides by the number of inputs. Float and
+// double accumulate in the output itself, float16/bfloat16 in a float buffer.
+template <TypeSet kAllowed, bool kMean, typename Combine>
+Status VariadicKernel(KernelContext& ctx, const Combine& combine) {
   if (ctx.num_inputs() == 0) return InvalidModel(ctx.node().Describe() + ": needs at least one input");
   std::vector<const Tensor*> inputs;
   std::vector<int64_t> out_dims;
@@ -225,15 +226,21 @@ Status VariadicKernel(KernelContext& ctx, const Combine& combine, const Finish& 
   }
   return Visit<kAllowed>(inputs[0]->dtype(), ctx.node(), [&]<typename T>() -> Status {
     using R = Repr<T>;
+    using S = typename R::Storage;
     using C = typename R::Compute;
+    constexpr bool kInPlace = std::is_same_v<S, C>;
     NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, R::kType, out_dims));
-    std::vector<C> acc(static_cast<size_t>(out.num_elements()));
+    const int64_t total = out.num_elements();
+    std::vector<C> scratch(kInPlace ? 0 : static_cast<size_t>(total));
+    C* acc = nullptr;
+    if constexpr (kInPlace) acc = out.data<C>();
+    else acc = scratch.data();
     for (size_t k = 0; k < inputs.size(); ++k) {
-      const auto* p = inputs[k]->data<typename R::Storage>();
+      const S* p = inputs[k]->data<S>();
       ForEachBlock<1>(ctx, out_dims, {inputs[k]->dims()},
                       [&](int64_t o, const int64_t* off, const int64_t* step, int64_t n) {
-                        C* a = acc.data() + o;
-                        const auto* x = p + off[0];
+                        C* a = acc + o;
+                        const S* x = p + off[0];
                         if (k == 0) {
                           for (int64_t i = 0; i < n; ++i) a[i] = R::Load(x[i * step[0]]);
                         } else if (step[0]) {
@@ -244,9 +251,11 @@ Status VariadicKernel(KernelContext& ctx, const Combine& combine, const Finish& 
                         }
                       });
     }
-    auto* po = out.data<typename R::Storage>();
-    ctx.ParallelFor(out.num_elements(), kMinParallelChunk, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) po[i] = R::Store(finish(acc[static_cast<size_t>(i)]));
+    if (!kMean && kInPlace) return Status::Ok();
+    const C count = static_cast<C>(inputs.size());
+    S* po = out.data<S>();
+    ctx.ParallelFor(total, kMinParallelChunk, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = R::Store(kMean ? static_cast<C>(acc[i] / count) : acc[i]);
     });
     return Status::Ok();
   });
@@ -271,19 +280,16 @@ C MaxOp(C a, C b) {
 }
 
 Status MinKernel(KernelContext& ctx) {
-  return VariadicKernel<kNumericTypes>(ctx, [](auto a, auto b) { return MinOp(a, b); }, [](auto a) { return a; });
+  return VariadicKernel<kNumericTypes, false>(ctx, [](auto a, auto b) { return MinOp(a, b); });
 }
 Status MaxKernel(KernelContext& ctx) {
-  return VariadicKernel<kNumericTypes>(ctx, [](auto a, auto b) { return MaxOp(a, b); }, [](auto a) { return a; });
+  return VariadicKernel<kNumericTypes, false>(ctx, [](auto a, auto b) { return MaxOp(a, b); });
 }
 Status SumKernel(KernelContext& ctx) {
-  return VariadicKernel<kFloatTypes>(ctx, [](auto a, auto b) { return a + b; }, [](auto a) { return a; });
+  return VariadicKernel<kFloatTypes, false>(ctx, [](auto a, auto b) { return a + b; });
 }
 Status MeanKernel(KernelContext& ctx) {
-  const auto n = static_cast<double>(ctx.num_inputs());
-  return VariadicKernel<kFloatTypes>(
-      ctx, [](auto a, auto b) { return a + b; },
-      [n](auto a) { return static_cast<decltype(a)>(a / static_cast<decltype(a)>(n)); });
+  return VariadicKernel<kFloatTypes, true>(ctx, [](auto a, auto b) { return a + b; });
 }
 
 // ---- Bit operations ----------------------------------------------------------------
@@ -364,18 +370,25 @@ Status IsInfKernel(KernelContext& ctx) {
 void RegisterElementwiseMathOps(OpRegistry& r) {
   // Binary arithmetic: numpy broadcasting from 7, legacy attributes before.
   constexpr ShapeFn kArith = InferBroadcastSameType<kNumericTypes, false, true>;
-  r.RegisterVersions("", "Add", {1, 6, 7, 13, 14}, 2, 2, 1, 1, kArith, AddKernel);
-  r.RegisterVersions("", "Sub", {1, 6, 7, 13, 14}, 2, 2, 1, 1, kArith, SubKernel);
-  r.RegisterVersions("", "Mul", {1, 6, 7, 13, 14}, 2, 2, 1, 1, kArith, MulKernel);
-  r.RegisterVersions("", "Div", {1, 6, 7, 13, 14}, 2, 2, 1, 1, kArith, DivKernel);
-  r.RegisterVersions("", "Pow", {1, 7, 12, 13, 15}, 2, 2, 1, 1, InferPow, PowKernel);
-  r.RegisterVersions("", "Mod", {10, 13, 28}, 2, 2, 1, 1, InferBroadcastSameType<kNumericTypes, false, false>,
+  r.RegisterVersions("", "Add", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, AddKernel>, AddKernel);
+  r.RegisterVersions("", "Sub", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, SubKernel>, SubKernel);
+  r.RegisterVersions("", "Mul", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, MulKernel>, MulKernel);
+  r.RegisterVersions("", "Div", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, DivKernel>, DivKernel);
+  r.RegisterVersions("", "Pow", {1, 7, 12, 13, 15}, 2, 2, 1, 1, InferAndFold<InferPow, PowKernel>, PowKernel);
+  r.RegisterVersions("", "Mod", {10, 13, 28}, 2, 2, 1, 1,
+                     InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, ModKernel>,
                      ModKernel);
 
   // Unary math.
-  r.RegisterVersions("", "Neg", {1, 6, 13}, 1, 1, 1, 1, InferUnary<kSignedNumericTypes, false>, NegKernel);
-  r.RegisterVersions("", "Abs", {1, 6, 13}, 1, 1, 1, 1, InferUnary<kNumericTypes, false>, AbsKernel);
-  r.RegisterVersions("", "Sign", {9, 13}, 1, 1, 1, 1, InferUnary<kNumericTypes, false>, SignKernel);
+  r.RegisterVersions("", "Neg", {1, 6, 13}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kSignedNumericTypes, false>, NegKernel>,
+                     NegKernel);
+  r.RegisterVersions("", "Abs", {1, 6, 13}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kNumericTypes, false>, AbsKernel>,
+                     AbsKernel);
+  r.RegisterVersions("", "Sign", {9, 13}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kNumericTypes, false>, SignKernel>,
+                     SignKernel);
   constexpr ShapeFn kFloatUnary = InferUnary<kFloatTypes, false>;
   r.RegisterVersions("", "Sqrt", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, SqrtKernel);
   r.RegisterVersions("", "Exp", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, ExpKernel);
@@ -399,9 +412,9 @@ void RegisterElementwiseMathOps(OpRegistry& r) {
 
   // Variadic, broadcasting from 8 (same shapes before; broadcasting is a superset).
   r.RegisterVersions("", "Min", {1, 6, 8, 12, 13}, 1, kVariadic, 1, 1,
-                     InferBroadcastSameType<kNumericTypes, false, false>, MinKernel);
+                     InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, MinKernel>, MinKernel);
   r.RegisterVersions("", "Max", {1, 6, 8, 12, 13}, 1, kVariadic, 1, 1,
-                     InferBroadcastSameType<kNumericTypes, false, false>, MaxKernel);
+                     InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, MaxKernel>, MaxKernel);
   r.RegisterVersions("", "Mean", {1, 6, 8, 13}, 1, kVariadic, 1, 1,
                      InferBroadcastSameType<kFloatTypes, false, false>, MeanKernel);
   r.RegisterVersions("", "Sum", {1, 6, 8, 13}, 1, kVariadic, 1, 1,
@@ -409,11 +422,17 @@ void RegisterElementwiseMathOps(OpRegistry& r) {
 
   // Bit operations.
   constexpr ShapeFn kIntBinary = InferBroadcastSameType<kIntTypes, false, false>;
-  r.RegisterVersions("", "BitShift", {11, 28}, 2, 2, 1, 1, kIntBinary, BitShiftKernel);
-  r.RegisterVersions("", "BitwiseAnd", {18}, 2, 2, 1, 1, kIntBinary, BitwiseAndKernel);
-  r.RegisterVersions("", "BitwiseOr", {18}, 2, 2, 1, 1, kIntBinary, BitwiseOrKernel);
-  r.RegisterVersions("", "BitwiseXor", {18}, 2, 2, 1, 1, kIntBinary, BitwiseXorKernel);
-  r.RegisterVersions("", "BitwiseNot", {18}, 1, 1, 1, 1, InferUnary<kIntTypes, false>, BitwiseNotKernel);
+  r.RegisterVersions("", "BitShift", {11, 28}, 2, 2, 1, 1, InferAndFold<kIntBinary, BitShiftKernel>, BitShiftKernel);
+  r.RegisterVersions("", "BitwiseAnd", {18}, 2, 2, 1, 1,
+                     InferAndFold<kIntBinary, BitwiseAndKernel>,
+                     BitwiseAndKernel);
+  r.RegisterVersions("", "BitwiseOr", {18}, 2, 2, 1, 1, InferAndFold<kIntBinary, BitwiseOrKernel>, BitwiseOrKernel);
+  r.RegisterVersions("", "BitwiseXor", {18}, 2, 2, 1, 1,
+                     InferAndFold<kIntBinary, BitwiseXorKernel>,
+                     BitwiseXorKernel);
+  r.RegisterVersions("", "BitwiseNot", {18}, 1, 1, 1, 1,
+                     InferAndFold<InferUnary<kIntTypes, false>, BitwiseNotKernel>,
+                     BitwiseNotKernel);
 
   // Float predicates.
   r.RegisterVersions("", "IsNaN", {9, 13, 20}, 1, 1, 1, 1, InferUnary<kIsNaNTypes, true>, IsNaNKernel);

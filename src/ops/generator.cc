@@ -179,7 +179,20 @@ Status RangeKernel(KernelContext& ctx) {
 
 Status RangeInfer(InferenceContext& ictx) {
   NEE_ASSIGN_OR_RETURN(const TypeInfo* start, InputTensorType(ictx, 0));
-  ictx.output_types[0] = TypeInfo::Tensor(start->elem_type, Shape{Dim::Unknown()});
+  Dim count = Dim::Unknown();
+  const Tensor* start_v = ictx.input_value(0);
+  const Tensor* limit_v = ictx.input_value(1);
+  const Tensor* delta_v = ictx.input_value(2);
+  if (start_v && limit_v && delta_v && start_v->num_elements() == 1 && limit_v->num_elements() == 1 &&
+      delta_v->num_elements() == 1 && start_v->dtype() != DataType::kString) {
+    // The kernel's count formula, evaluated in double: exact while the
+    // operands stay far below 2^52 (beyond that the count stays unknown).
+    double s = ReadAsDouble(*start_v, 0), l = ReadAsDouble(*limit_v, 0), d = ReadAsDouble(*delta_v, 0);
+    double n = std::ceil((l - s) / d);
+    bool exact = std::fabs(s) < 1e15 && std::fabs(l) < 1e15 && std::fabs(d) < 1e15;
+    if (exact && std::isfinite(n) && n < 2.0e9) count = Dim::Known(n > 0 ? static_cast<int64_t>(n) : 0);
+  }
+  ictx.output_types[0] = TypeInfo::Tensor(start->elem_type, Shape{count});
   PropagateByRunning(ictx, RangeKernel);
   return Status::Ok();
 }

@@ -1,6 +1,6 @@
 // Operator family: indexing. Slice, Gather, GatherElements, GatherND,
 // ScatterElements, Scatter, ScatterND, TopK, ArgMax, ArgMin, CumSum,
-// NonZero, OneHot, Compress, Unique.
+// NonZero, OneHot, Compress, Unique, Col2Im.
 //
 // Every index read from a tensor is normalized (negative counts from the
 // end) and range-checked before use; a bad index is an error naming the
@@ -47,16 +47,22 @@ AxisSlice ResolveAxisSlice(int64_t start, int64_t end, int64_t step, int64_t n) 
   s.step = step;
   if (start < 0) start += n;
   if (end < 0) end += n;
+  // Counts are ceil(span / |step|), computed without overflow for any step.
   if (step > 0) {
     start = std::clamp<int64_t>(start, 0, n);
     end = std::clamp<int64_t>(end, 0, n);
-    s.count = end > start ? (end - start + step - 1) / step : 0;
+    int64_t span = end > start ? end - start : 0;
+    s.count = span / step + (span % step != 0 ? 1 : 0);
   } else {
     start = std::clamp<int64_t>(start, 0, n - 1);
     end = std::clamp<int64_t>(end, -1, n - 1);
-    s.count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    uint64_t span = start > end ? static_cast<uint64_t>(start - end) : 0;
+    uint64_t magnitude = static_cast<uint64_t>(-(step + 1)) + 1;
+    s.count = static_cast<int64_t>(span / magnitude + (span % magnitude != 0 ? 1 : 0));
   }
   s.start = s.count > 0 ? start : 0;
+  // With fewer than two elements the step is never applied; keep strides small.
+  if (s.count < 2) s.step = 1;
   return s;
 }
 
@@ -240,6 +246,7 @@ Result<std::vector<int64_t>> ElementOffsets(KernelContext& ctx, const Tensor& da
 Status GatherElementsKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* data, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* indices, ctx.InputTensor(1));
+  if (data->rank() < 1) return ctx.InputError(0, "must have rank >= 1");
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node().GetInt("axis", 0));
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, data->rank(), ctx.node()));
   NEE_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, ElementOffsets(ctx, *data, *indices, axis, 1));
@@ -325,6 +332,7 @@ Status ScatterElementsKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* data, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* indices, ctx.InputTensor(1));
   NEE_ASSIGN_OR_RETURN(const Tensor* updates, ctx.InputTensor(2));
+  if (data->rank() < 1) return ctx.InputError(0, "must have rank >= 1");
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node().GetInt("axis", 0));
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, data->rank(), ctx.node()));
   Reduction red = Reduction::kNone;
@@ -906,6 +914,103 @@ Status UniqueInfer(InferenceContext& ictx) {
   return Status::Ok();
 }
 
+// ---- Col2Im ------------------------------------------------------------------------------------------
+
+Status Col2ImKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> image, IntInput(ctx, 1));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> block, IntInput(ctx, 2));
+  const size_t nd = image.size();
+  if (nd == 0 || block.size() != nd) return ctx.InputError(2, "must have as many entries as image_shape");
+  if (x->rank() != 3) return ctx.InputError(0, "must have rank 3 [N, C*prod(block), L], got " + x->Describe());
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> dilations, node.GetInts("dilations", std::vector<int64_t>(nd, 1)));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> strides, node.GetInts("strides", std::vector<int64_t>(nd, 1)));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> pads, node.GetInts("pads", std::vector<int64_t>(2 * nd, 0)));
+  if (dilations.size() != nd || strides.size() != nd || pads.size() != 2 * nd)
+    return ctx.Error("dilations, strides and pads must match the number of spatial dims");
+  int64_t block_size = 1, positions = 1;
+  std::vector<int64_t> counts(nd);
+  constexpr int64_t kLimit = int64_t{1} << 31;  // keeps every product below overflow
+  for (size_t i = 0; i < nd; ++i) {
+    if (block[i] <= 0 || image[i] <= 0 || dilations[i] <= 0 || strides[i] <= 0)
+      return ctx.Error("image_shape, block_shape, dilations and strides must be positive");
+    if (block[i] > kLimit || image[i] > kLimit || dilations[i] > kLimit || strides[i] > kLimit ||
+        pads[i] < 0 || pads[i] > kLimit || pads[i + nd] < 0 || pads[i + nd] > kLimit)
+      return ctx.Error("image_shape, block_shape, dilations, strides or pads out of the supported range");
+    int64_t extent = (block[i] - 1) * dilations[i] + 1;
+    int64_t span = image[i] + pads[i] + pads[i + nd] - extent;
+    if (span < 0) return ctx.InputError(2, "block does not fit the padded image");
+    counts[i] = span / strides[i] + 1;
+    block_size *= block[i];
+    positions *= counts[i];
+    if (block_size > x->dim(1) || positions > x->dim(2))
+      return ctx.InputError(0, "shape " + DimsToString(x->dims()) + " does not match the block layout");
+  }
+  if (x->dim(1) % block_size != 0)
+    return ctx.InputError(0, "dimension 1 (" + std::to_string(x->dim(1)) + ") is not a multiple of prod(block_shape)");
+  if (x->dim(2) != positions)
+    return ctx.InputError(0, "dimension 2 is " + std::to_string(x->dim(2)) + ", expected " + std::to_string(positions) +
+                                 " block positions");
+  const int64_t batch = x->dim(0), channels = x->dim(1) / block_size;
+  std::vector<int64_t> out_dims = {batch, channels};
+  out_dims.insert(out_dims.end(), image.begin(), image.end());
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
+  if (!IsFloatingPoint(x->dtype()) && !IsSignedInteger(x->dtype()) && !IsUnsignedInteger(x->dtype()))
+    return NotImplemented(node.Describe() + ": element type " + DataTypeName(x->dtype()) + " is not supported");
+  const int64_t image_size = ProductOf(image);
+  std::vector<double> acc(static_cast<size_t>(image_size));
+  std::vector<int64_t> k(nd), l(nd);
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t c = 0; c < channels; ++c) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t kf = 0; kf < block_size; ++kf) {
+        for (int64_t r = kf, i = static_cast<int64_t>(nd) - 1; i >= 0; --i) {
+          k[i] = r % block[i];
+          r /= block[i];
+        }
+        for (int64_t lf = 0; lf < positions; ++lf) {
+          int64_t offset = 0;
+          bool inside = true;
+          for (int64_t r = lf, i = static_cast<int64_t>(nd) - 1; i >= 0; --i) {
+            l[i] = r % counts[i];
+            r /= counts[i];
+          }
+          for (size_t i = 0; i < nd && inside; ++i) {
+            int64_t coord = l[i] * strides[i] - pads[i] + k[i] * dilations[i];
+            inside = coord >= 0 && coord < image[i];
+            offset = offset * image[i] + coord;
+          }
+          if (inside) acc[offset] += ReadAsDouble(*x, ((n * channels + c) * block_size + kf) * positions + lf);
+        }
+      }
+      for (int64_t p = 0; p < image_size; ++p) WriteFromDouble(out, (n * channels + c) * image_size + p, acc[p]);
+    }
+  return Status::Ok();
+}
+
+Status Col2ImInfer(InferenceContext& ictx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ictx, 0));
+  std::optional<Shape> out;
+  auto image = KnownInts(ictx, 1);
+  auto block = KnownInts(ictx, 2);
+  if (image) {
+    Shape s{Dim::Unknown(), Dim::Unknown()};
+    if (x->shape && x->shape->size() == 3) {
+      s[0] = (*x->shape)[0];
+      if (block && (*x->shape)[1].known()) {
+        int64_t b = 1;
+        for (int64_t v : *block) b *= v;
+        if (b > 0) s[1] = Dim::Known((*x->shape)[1].value / b);
+      }
+    }
+    for (int64_t v : *image) s.push_back(Dim::Known(v));
+    out = s;
+  }
+  ictx.output_types[0] = TypeInfo::Tensor(x->elem_type, out);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterIndexingOps(OpRegistry& r) {
@@ -926,6 +1031,7 @@ void RegisterIndexingOps(OpRegistry& r) {
   r.RegisterVersions("", "OneHot", {9, 11, 28}, 3, 3, 1, 1, OneHotInfer, OneHotKernel);
   r.RegisterVersions("", "Compress", {9, 11, 28}, 2, 2, 1, 1, CompressInfer, CompressKernel);
   r.RegisterVersions("", "Unique", {11, 28}, 1, 1, 1, 4, UniqueInfer, UniqueKernel);
+  r.RegisterVersions("", "Col2Im", {18}, 3, 3, 1, 1, Col2ImInfer, Col2ImKernel);
 }
 
 }  // namespace nee

@@ -156,6 +156,22 @@ inline std::string TypeError(const char* op, DataType t) {
 }
 
 // ---- GEMM core ---------------------------------------------------------------
+// c[j] += a * b[j]. Written four lanes at a time with non-aliasing pointers
+// so that -O2 (whose cheap vectorizer skips loops of unknown trip count)
+// still emits SIMD code; each c[j] gets exactly one multiply-add per call,
+// so the result equals the plain loop's.
+template <typename A>
+inline void AddScaledRow(A* __restrict c, const A* __restrict b, A a, int64_t n) {
+  const int64_t n4 = n - n % 4;
+  for (int64_t j = 0; j < n4; j += 4) {
+    c[j] += a * b[j];
+    c[j + 1] += a * b[j + 1];
+    c[j + 2] += a * b[j + 2];
+    c[j + 3] += a * b[j + 3];
+  }
+  for (int64_t j = n4; j < n; ++j) c[j] += a * b[j];
+}
+
 // C[i, j] (+)= sum_k A(i, k) * B[k, j] for rows i in [row_begin, row_end),
 // with A addressed as a[i * a_row_stride + k * a_col_stride] (so a transposed
 // A needs no copy) and B row-major [K, N]. The i-k-j order streams rows of B
@@ -168,11 +184,7 @@ void GemmRows(int64_t row_begin, int64_t row_end, int64_t N, int64_t K, const A*
     A* c_row = c + i * N;
     if (!accumulate) std::fill(c_row, c_row + N, A{});
     const A* a_row = a + i * a_row_stride;
-    for (int64_t k = 0; k < K; ++k) {
-      const A a_ik = a_row[k * a_col_stride];
-      const A* b_row = b + k * N;
-      for (int64_t j = 0; j < N; ++j) c_row[j] += a_ik * b_row[j];
-    }
+    for (int64_t k = 0; k < K; ++k) AddScaledRow(c_row, b + k * N, a_row[k * a_col_stride], N);
   }
 }
 
@@ -228,6 +240,12 @@ inline Result<WindowSpec> ReadWindowSpec(const Node& node, size_t spatial_rank,
   }
   for (int64_t p : s.pads)
     if (p < 0) return InvalidModel(where + "pads must be non-negative, got " + DimsToString(s.pads));
+  // Bounds far beyond any real tensor keep the window arithmetic from overflowing.
+  constexpr int64_t kMaxWindowValue = int64_t{1} << 31;
+  for (size_t d = 0; d < n; ++d)
+    if (s.kernel[d] > kMaxWindowValue || s.strides[d] > kMaxWindowValue || s.dilations[d] > kMaxWindowValue ||
+        s.pads[d] > kMaxWindowValue || s.pads[n + d] > kMaxWindowValue)
+      return InvalidModel(where + "kernel_shape, strides, dilations or pads value is implausibly large");
   if (s.auto_pad != "NOTSET" && s.auto_pad != "VALID" && s.auto_pad != "SAME_UPPER" && s.auto_pad != "SAME_LOWER")
     return InvalidModel(where + "unknown auto_pad '" + s.auto_pad + "'");
   return s;

@@ -2,9 +2,11 @@
 // their Global variants, MaxUnpool and MaxRoiPool.
 //
 // The windowed pools share one N-d loop: for every (image, channel) plane
-// and output position, walk the kernel taps and classify each as inside the
-// input, in the declared padding, or beyond it (ceil_mode's overhang, which
-// never counts). Planes run in parallel; each output is computed by one task.
+// and output position, find per dim the kernel taps that land inside the
+// input and walk only those (in row-major tap order, which decides MaxPool's
+// ties). Taps in the declared padding count only for count_include_pad;
+// taps past it (ceil_mode's overhang) never count. Planes run in parallel;
+// each output is computed by one task.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,16 +26,11 @@ using nn::WindowSpec;
 
 enum class PoolKind { kMax, kAverage, kLp };
 
-// Tap classification in the per-dim index tables.
-constexpr int64_t kInPadding = -1;  // in the declared pads
-constexpr int64_t kBeyond = -2;     // past the end padding (ceil_mode overhang)
-
 struct PoolGeometry {
   int64_t planes = 0;  // N * C
   std::vector<int64_t> in, out;
   WindowSpec spec;
-  int64_t in_size = 1, out_size = 1, taps = 1;
-  std::vector<std::vector<int64_t>> index;  // per dim, [k][o]
+  int64_t in_size = 1, out_size = 1;
 };
 
 Status CheckPoolType(const KernelContext& ctx, DataType t, bool allow_int8) {
@@ -65,16 +62,6 @@ Result<PoolGeometry> PlanPool(const KernelContext& ctx, const Tensor& x) {
     g.out.push_back(o);
     g.in_size *= in;
     g.out_size *= o;
-    g.taps *= g.spec.kernel[d];
-    std::vector<int64_t> idx(static_cast<size_t>(g.spec.kernel[d] * o));
-    const int64_t padded_end = in + g.spec.pad_begin(d) + g.spec.pad_end(d);
-    for (int64_t k = 0; k < g.spec.kernel[d]; ++k)
-      for (int64_t p = 0; p < o; ++p) {
-        const int64_t padded = p * g.spec.strides[d] + k * g.spec.dilations[d];
-        const int64_t xi = padded - g.spec.pad_begin(d);
-        idx[static_cast<size_t>(k * o + p)] = (xi >= 0 && xi < in) ? xi : padded < padded_end ? kInPadding : kBeyond;
-      }
-    g.index.push_back(std::move(idx));
   }
   return g;
 }
@@ -86,61 +73,87 @@ struct PoolParams {
   bool column_major_indices = false;  // MaxPool storage_order = 1
 };
 
+// The taps of one window along one dim: those in [lo, hi) read the input;
+// `declared` taps (from 0) lie inside input + declared padding.
+struct TapRange {
+  int64_t lo = 0, hi = 0, declared = 0, first_x = 0;
+};
+
+TapRange TapsAt(const PoolGeometry& g, size_t d, int64_t pos) {
+  const int64_t k = g.spec.kernel[d], dil = g.spec.dilations[d], in = g.in[d];
+  const int64_t start = pos * g.spec.strides[d] - g.spec.pad_begin(d);  // input coordinate of tap 0
+  TapRange r;
+  auto first_tap_at_or_after = [&](int64_t x) {  // smallest tap t with start + t*dil >= x
+    return x <= start ? 0 : (x - start + dil - 1) / dil;
+  };
+  r.lo = std::min(k, first_tap_at_or_after(0));
+  r.hi = std::max(r.lo, std::min(k, first_tap_at_or_after(in)));
+  r.declared = std::min(k, first_tap_at_or_after(in + g.spec.pad_end(d)));
+  r.first_x = start + r.lo * dil;
+  return r;
+}
+
 // Runs the windowed pool over all planes. `indices` may be null.
 template <typename A>
 void RunPool(const KernelContext& ctx, const PoolGeometry& g, const PoolParams& params, const A* x, A* y,
              int64_t* indices) {
   const size_t n = g.in.size();
+  const std::vector<int64_t> row_stride = StridesOf(g.in);
   // Column-major spatial strides for storage_order = 1.
   std::vector<int64_t> col_stride(n, 1);
   for (size_t d = 1; d < n; ++d) col_stride[d] = col_stride[d - 1] * g.in[d - 1];
-  ctx.ParallelFor(g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.out_size * g.taps)),
+  int64_t window = 1;
+  for (int64_t k : g.spec.kernel) window *= k;
+  ctx.ParallelFor(g.planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.out_size * window)),
                   [&](int64_t begin, int64_t end) {
-    std::vector<int64_t> pos(n), tap(n);
+    std::vector<int64_t> pos(n);
+    std::vector<TapRange> taps(n);
+    std::vector<int64_t> tap(n);
     for (int64_t plane = begin; plane < end; ++plane) {
       const A* xp = x + plane * g.in_size;
       std::fill(pos.begin(), pos.end(), 0);
       for (int64_t o = 0; o < g.out_size; ++o) {
+        int64_t inside = 1, declared = 1;
+        for (size_t d = 0; d < n; ++d) {
+          taps[d] = TapsAt(g, d, pos[d]);
+          inside *= taps[d].hi - taps[d].lo;
+          declared *= taps[d].declared;
+        }
         A best = std::numeric_limits<A>::lowest();
         int64_t best_index = -1;
         A sum{};
-        int64_t counted = 0;
-        std::fill(tap.begin(), tap.end(), 0);
-        for (int64_t t = 0; t < g.taps; ++t) {
-          int64_t offset = 0, col_offset = 0;
-          int64_t where = 0;  // >= 0 inside, kInPadding, kBeyond
-          for (size_t d = 0; d < n; ++d) {
-            const int64_t v = g.index[d][static_cast<size_t>(tap[d] * g.out[d] + pos[d])];
-            if (v == kBeyond) { where = kBeyond; break; }
-            if (v == kInPadding) { where = kInPadding; continue; }
-            offset = offset * g.in[d] + v;
-            col_offset += v * col_stride[d];
-          }
-          if (where == 0) {
-            const A val = xp[offset];
+        if (inside > 0) {
+          // Odometer over the inside taps, last dim fastest.
+          for (size_t d = 0; d < n; ++d) tap[d] = taps[d].lo;
+          for (int64_t t = 0; t < inside; ++t) {
+            int64_t off = 0, col_off = 0;
+            for (size_t d = 0; d < n; ++d) {
+              const int64_t xi = taps[d].first_x + (tap[d] - taps[d].lo) * g.spec.dilations[d];
+              off += xi * row_stride[d];
+              col_off += xi * col_stride[d];
+            }
+            const A val = xp[off];
             if (params.kind == PoolKind::kMax) {
               if (best_index < 0 || val > best) {
                 best = val;
-                best_index = params.column_major_indices ? col_offset : offset;
+                best_index = params.column_major_indices ? col_off : off;
               }
             } else if (params.kind == PoolKind::kAverage) {
               sum += val;
             } else {
               sum += static_cast<A>(std::pow(std::fabs(static_cast<double>(val)), params.p));
             }
-            ++counted;
-          } else if (where == kInPadding && params.count_include_pad) {
-            ++counted;
-          }
-          for (size_t d = n; d-- > 0;) {
-            if (++tap[d] < g.spec.kernel[d]) break;
-            tap[d] = 0;
+            for (size_t d = n; d-- > 0;) {
+              if (++tap[d] < taps[d].hi) break;
+              tap[d] = taps[d].lo;
+            }
           }
         }
         A result{};
         if (params.kind == PoolKind::kMax) {
           result = best_index >= 0 ? best : A{};
         } else if (params.kind == PoolKind::kAverage) {
+          const int64_t counted = params.count_include_pad ? declared : inside;
           result = counted > 0 ? sum / static_cast<A>(counted) : A{};
         } else {
           result = static_cast<A>(std::pow(static_cast<double>(sum), 1.0 / params.p));

@@ -21,28 +21,12 @@ namespace {
 
 // ---- Element access for the quantized formats ------------------------------
 
-// 2-bit elements: four per byte, lowest bits first (as ONNX packs them).
-uint8_t GetCrumb(const uint8_t* data, int64_t i) {
-  return static_cast<uint8_t>((data[i >> 2] >> ((i & 3) * 2)) & 0x3);
-}
-void SetCrumb(uint8_t* data, int64_t i, uint8_t value) {
-  int shift = static_cast<int>((i & 3) * 2);
-  uint8_t& byte = data[i >> 2];
-  byte = static_cast<uint8_t>((byte & ~(0x3 << shift)) | ((value & 0x3) << shift));
-}
-
 // Any element a quantize op reads (inputs, scales, zero points) as double.
 double ReadElement(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DataType::kUint2: return GetCrumb(t.data<uint8_t>(), i);
-    case DataType::kInt2: {
-      int v = GetCrumb(t.data<uint8_t>(), i);
-      return v >= 2 ? v - 4 : v;
-    }
-    case DataType::kFloat8E8M0: {
-      uint8_t bits = t.data<uint8_t>()[i];
-      return bits == 0xFF ? std::nan("") : std::ldexp(1.0, static_cast<int>(bits) - 127);
-    }
+    case DataType::kInt2: return Int2FromCrumb(GetCrumb(t.data<uint8_t>(), i));
+    case DataType::kFloat8E8M0: return Float8E8M0ToFloat(t.data<uint8_t>()[i]);
     default: return ReadAsDouble(t, i);
   }
 }
@@ -251,6 +235,11 @@ Status QuantizeLinearKernel(KernelContext& ctx) {
   if (ctx.has_input(2)) {
     NEE_ASSIGN_OR_RETURN(zp, ctx.InputTensor(2));
   }
+  const DataType xt = x->dtype(), st = scale->dtype();
+  if (!IsFloatingPoint(xt) && xt != DataType::kInt32)
+    return NotImplemented(ctx.node().Describe() + ": QuantizeLinear does not support input type " + DataTypeName(xt));
+  if (!IsFloatingPoint(st) && st != DataType::kInt32)
+    return ctx.InputError(1, std::string("(scale) must be a float type, got ") + DataTypeName(st));
   NEE_ASSIGN_OR_RETURN(DataType out_type,
                        QuantizeOutputType(ctx, ctx.node(), zp != nullptr, zp ? zp->dtype() : DataType::kUndefined));
   NEE_ASSIGN_OR_RETURN(ScaleLayout layout, MakeScaleLayout(ctx, x->dims(), scale->dims(), 1));
@@ -259,6 +248,9 @@ Status QuantizeLinearKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(int64_t precision_attr, ctx.node().GetInt("precision", 0));
   DataType precision = precision_attr != 0 ? static_cast<DataType>(precision_attr)
                                            : PromotedFloatType(x->dtype(), scale->dtype());
+  if (precision != DataType::kFloat && precision != DataType::kFloat16 && precision != DataType::kBFloat16 &&
+      precision != DataType::kDouble)
+    return ctx.Error("precision " + std::to_string(precision_attr) + " must be a float type");
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, out_type, x->dims()));
   // Sub-byte outputs share bytes between neighbours: run those serially.
   const bool packed = IsSubByte(out_type);
@@ -281,7 +273,11 @@ Status QuantizeLinearKernel(KernelContext& ctx) {
 template <typename Ctx>
 Result<DataType> DequantizeOutputType(const Ctx& ctx, const Node& node, DataType scale_type) {
   NEE_ASSIGN_OR_RETURN(int64_t output_dtype, node.GetInt("output_dtype", 0));
-  if (output_dtype == 0) return scale_type;
+  if (output_dtype == 0) {
+    if (scale_type == DataType::kFloat8E8M0)
+      return ctx.Error("a float8e8m0 scale needs the output_dtype attribute");
+    return scale_type;
+  }
   DataType t = static_cast<DataType>(output_dtype);
   if (t != DataType::kFloat && t != DataType::kFloat16 && t != DataType::kBFloat16)
     return ctx.Error("output_dtype " + std::to_string(output_dtype) + " must be float, float16 or bfloat16");
@@ -312,6 +308,8 @@ Status DequantizeLinearKernel(KernelContext& ctx) {
   if (zp && zp->dtype() != xt)
     return ctx.InputError(2, std::string("(zero point) must have the input's type ") + DataTypeName(xt) +
                                  ", got " + DataTypeName(zp->dtype()));
+  if (!IsFloatingPoint(scale->dtype()))
+    return ctx.InputError(1, std::string("(scale) must be a float type, got ") + DataTypeName(scale->dtype()));
   NEE_ASSIGN_OR_RETURN(DataType out_type, DequantizeOutputType(ctx, ctx.node(), scale->dtype()));
   NEE_ASSIGN_OR_RETURN(ScaleLayout layout, MakeScaleLayout(ctx, x->dims(), scale->dims(), 1));
   NEE_RETURN_IF_ERROR(CheckZeroPoint(ctx, *scale, zp, 2));

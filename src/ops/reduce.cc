@@ -9,7 +9,7 @@
 // axis=()), which is what the ONNX reference does (e.g. SumSquare -> x*x).
 //
 // One reference kernel serves all ten ops: for each output element it walks
-// the offsets of the input elements that reduce into it. Floating types
+// the input elements that reduce into it (index arithmetic, no offset tables). Floating types
 // accumulate in double; integer types use wrap-around integer arithmetic for
 // the exact ops (sum, prod, ...) and double for the others, truncating the
 // result as numpy's astype does.
@@ -126,26 +126,44 @@ Status InferReduce(InferenceContext& ctx) {
 
 // ---- Kernel ----------------------------------------------------------------
 
-// Offsets (in elements) of every combination of indices over the picked dims,
-// in row-major order.
-std::vector<int64_t> OffsetsOver(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
-                                 const std::vector<bool>& pick) {
-  std::vector<int64_t> offsets{0};
-  for (size_t d = 0; d < dims.size(); ++d) {
-    if (!pick[d]) continue;
-    std::vector<int64_t> next;
-    next.reserve(offsets.size() * static_cast<size_t>(dims[d]));
-    for (int64_t base : offsets)
-      for (int64_t i = 0; i < dims[d]; ++i) next.push_back(base + i * strides[d]);
-    offsets = std::move(next);
+// Maps a flat row-major index over a subset of the input's dims to an
+// element offset. Adjacent dims that are contiguous in memory are merged, so
+// reducing (or keeping) a trailing block costs one step per index.
+struct IndexMap {
+  std::vector<int64_t> dims, strides;  // innermost first
+  int64_t count = 1;
+
+  int64_t Offset(int64_t i) const {
+    if (dims.size() == 1) return i * strides[0];
+    int64_t offset = 0;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      offset += (i % dims[k]) * strides[k];
+      i /= dims[k];
+    }
+    return offset;
   }
-  return offsets;
+};
+
+IndexMap MakeIndexMap(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                      const std::vector<bool>& pick) {
+  IndexMap map;
+  for (size_t d = dims.size(); d-- > 0;) {
+    if (!pick[d]) continue;
+    map.count *= dims[d];
+    if (!map.dims.empty() && strides[d] == map.dims.back() * map.strides.back()) {
+      map.dims.back() *= dims[d];  // contiguous with the previous picked dim
+    } else {
+      map.dims.push_back(dims[d]);
+      map.strides.push_back(strides[d]);
+    }
+  }
+  return map;
 }
 
 struct ReducePlan {
   std::vector<int64_t> out_dims;
-  std::vector<int64_t> base_offsets;     // per output element
-  std::vector<int64_t> reduced_offsets;  // relative to the base, per reduced element
+  IndexMap kept;     // output element -> offset of its first input element
+  IndexMap reduced;  // reduced element -> offset relative to that
 };
 
 ReducePlan MakePlan(const std::vector<int64_t>& dims, const AxesSpec& spec) {
@@ -158,10 +176,8 @@ ReducePlan MakePlan(const std::vector<int64_t>& dims, const AxesSpec& spec) {
     else if (spec.keepdims) plan.out_dims.push_back(1);
   }
   std::vector<int64_t> strides = StridesOf(dims);
-  plan.base_offsets = OffsetsOver(dims, strides, kept);
-  plan.reduced_offsets = OffsetsOver(dims, strides, reduced);
-  // An empty kept dim means no outputs at all.
-  if (ProductOf(plan.out_dims) == 0) plan.base_offsets.clear();
+  plan.kept = MakeIndexMap(dims, strides, kept);
+  plan.reduced = MakeIndexMap(dims, strides, reduced);
   return plan;
 }
 
@@ -229,14 +245,13 @@ double ReduceInDouble(ReduceKind kind, int64_t n, const Load& load) {
 template <typename Storage, typename ToDouble, typename FromDouble>
 void ReduceFloating(const KernelContext& ctx, ReduceKind kind, const ReducePlan& plan, const Storage* in,
                     Storage* out, ToDouble to_double, FromDouble from_double) {
-  const int64_t n = static_cast<int64_t>(plan.reduced_offsets.size());
-  const int64_t* red = plan.reduced_offsets.data();
-  ctx.ParallelFor(static_cast<int64_t>(plan.base_offsets.size()), std::max<int64_t>(1, 4096 / (n + 1)),
+  const int64_t n = plan.reduced.count;
+  ctx.ParallelFor(plan.kept.count, std::max<int64_t>(1, 4096 / (n + 1)),
                   [&](int64_t begin, int64_t end) {
                     for (int64_t o = begin; o < end; ++o) {
-                      const Storage* base = in + plan.base_offsets[static_cast<size_t>(o)];
-                      out[o] = from_double(
-                          ReduceInDouble(kind, n, [&](int64_t i) { return to_double(base[red[i]]); }));
+                      const Storage* base = in + plan.kept.Offset(o);
+                      out[o] = from_double(ReduceInDouble(
+                          kind, n, [&](int64_t i) { return to_double(base[plan.reduced.Offset(i)]); }));
                     }
                   });
 }
@@ -255,9 +270,9 @@ T TruncateToInt(double v) {
 // Integer types. Sum-like ops wrap modulo 2^bits as numpy's do (computed in
 // uint64 so overflow is defined, then narrowed).
 template <typename T>
-T ReduceIntegers(ReduceKind kind, int64_t n, const T* base, const int64_t* red) {
+T ReduceIntegers(ReduceKind kind, int64_t n, const T* base, const IndexMap& reduced) {
   using U = uint64_t;
-  auto at = [&](int64_t i) { return base[red[i]]; };
+  auto at = [&](int64_t i) { return base[reduced.Offset(i)]; };
   switch (kind) {
     case ReduceKind::kMax: {
       T m = std::numeric_limits<T>::lowest();
@@ -303,12 +318,11 @@ T ReduceIntegers(ReduceKind kind, int64_t n, const T* base, const int64_t* red) 
 template <typename T>
 void ReduceIntegerTensor(const KernelContext& ctx, ReduceKind kind, const ReducePlan& plan, const T* in,
                          T* out) {
-  const int64_t n = static_cast<int64_t>(plan.reduced_offsets.size());
-  ctx.ParallelFor(static_cast<int64_t>(plan.base_offsets.size()), std::max<int64_t>(1, 4096 / (n + 1)),
+  const int64_t n = plan.reduced.count;
+  ctx.ParallelFor(plan.kept.count, std::max<int64_t>(1, 4096 / (n + 1)),
                   [&](int64_t begin, int64_t end) {
                     for (int64_t o = begin; o < end; ++o)
-                      out[o] = ReduceIntegers<T>(kind, n, in + plan.base_offsets[static_cast<size_t>(o)],
-                                                 plan.reduced_offsets.data());
+                      out[o] = ReduceIntegers<T>(kind, n, in + plan.kept.Offset(o), plan.reduced);
                   });
 }
 

@@ -332,7 +332,10 @@ Status RnnKernel(KernelContext& ctx) {
   pb.dirs = cfg.num_directions;
   pb.gates = GatesOf(kKind);
   if (r->rank() != 3) return ctx.InputError(2, "(R) must have rank 3, got " + DimsToString(r->dims()));
-  pb.hidden = cfg.hidden_size > 0 ? cfg.hidden_size : r->dim(2);
+  pb.hidden = r->dim(2);
+  if (cfg.hidden_size > 0 && cfg.hidden_size != pb.hidden)
+    return ctx.InputError(2, "(R) has hidden size " + std::to_string(pb.hidden) + " but hidden_size is " +
+                                 std::to_string(cfg.hidden_size));
   const int64_t gh = pb.gates * pb.hidden;
   NEE_RETURN_IF_ERROR(ExpectDims(ctx, 1, "W", *w, {pb.dirs, gh, pb.input}));
   NEE_RETURN_IF_ERROR(ExpectDims(ctx, 2, "R", *r, {pb.dirs, gh, pb.hidden}));

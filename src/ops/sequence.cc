@@ -222,11 +222,15 @@ Result<std::vector<int64_t>> SplitLengths(const KernelContext& ctx, int64_t exte
   if (split->rank() != 1) return ctx.InputError(1, "(split) must be a scalar or 1-D, got " + split->Describe());
   int64_t total = 0;
   for (int64_t v : values) {
-    if (v < 0) return ctx.InputError(1, "(split) entries must not be negative, got " + std::to_string(v));
+    // Bounding each entry by the extent also keeps the sum from overflowing.
+    if (v < 0 || v > extent)
+      return ctx.InputError(1, "(split) entry " + std::to_string(v) + " is outside [0, " + std::to_string(extent) + "]");
     total += v;
+    if (total > extent) break;
   }
   if (total != extent)
-    return ctx.InputError(1, "(split) lengths sum to " + std::to_string(total) + " but the axis has " +
+    return ctx.InputError(1, "(split) lengths sum to " + std::string(total > extent ? "more than " : "") +
+                                 std::to_string(total > extent ? extent : total) + " but the axis has " +
                                  std::to_string(extent) + " entries");
   return values;
 }

@@ -9,6 +9,7 @@
 // inputs are known, so that shape computations (Shape->Gather->Concat->
 // Reshape) fold to static shapes in the checker.
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
 #include "ops/op_registry.h"
@@ -34,6 +35,12 @@ Dim ProductDim(const Shape& shape, size_t begin, size_t end) {
     }
   }
   return all_known ? Dim::Known(product) : Dim::Unknown();
+}
+
+// d * m, or unknown when d is unknown or the product would overflow.
+Dim MulDim(const Dim& d, int64_t m) {
+  if (!d.known() || m < 0 || (m != 0 && d.value > INT64_MAX / m)) return Dim::Unknown();
+  return Dim::Known(d.value * m);
 }
 
 // The input's shape (nullopt when unknown), for rules.
@@ -108,6 +115,31 @@ Result<std::vector<int64_t>> ResolveReshape(const std::vector<int64_t>& in, cons
   return out;
 }
 
+// With a symbolic input, [batch, -1] style targets still have a computable
+// -1 when every unknown input dim is copied through a 0 at the same
+// position: the copied dims cancel out of both element counts.
+void InferMinusOneAroundCopiedDims(const Shape& in, const std::vector<int64_t>& shape, bool allowzero, Shape& out) {
+  int64_t in_product = 1, out_product = 1;
+  size_t infer_at = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    bool copied = !allowzero && i < shape.size() && shape[i] == 0;
+    if (copied) continue;
+    if (!in[i].known() || (in[i].value != 0 && in_product > INT64_MAX / in[i].value)) return;
+    in_product *= in[i].value;
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      infer_at = i;
+    } else if (allowzero || shape[i] != 0) {
+      if (shape[i] != 0 && out_product > INT64_MAX / shape[i]) return;
+      out_product *= shape[i];
+    } else if (i >= in.size()) {
+      return;
+    }
+  }
+  if (out_product > 0 && in_product % out_product == 0) out[infer_at] = Dim::Known(in_product / out_product);
+}
+
 Result<std::vector<int64_t>> ReshapeTarget(KernelContext& ctx) {
   if (ctx.opset() < 5) return ctx.node().GetInts("shape");
   return IntInput(ctx, 1);
@@ -157,6 +189,7 @@ Status ReshapeInfer(InferenceContext& ictx) {
         }
       }
       if (minus_ones > 1) return ictx.InputError(1, "has more than one -1");
+      if (minus_ones == 1 && x->shape) InferMinusOneAroundCopiedDims(*x->shape, *shape, allowzero, s);
       out = s;
     }
   } else if (auto shape_shape = InputShape(ictx, 1); shape_shape && shape_shape->size() == 1 &&
@@ -386,10 +419,16 @@ Status UnsqueezeInfer(InferenceContext& ictx) {
 
 // ---- Concat -----------------------------------------------------------------------
 
+// Required from opset 4; Concat-1 defaulted it to 1.
+Result<int64_t> ConcatAxis(const Node& node, int64_t opset) {
+  if (opset < 4) return node.GetInt("axis", 1);
+  return node.GetInt("axis");
+}
+
 Status ConcatKernel(KernelContext& ctx) {
   if (ctx.num_inputs() == 0) return ctx.Error("needs at least one input");
   NEE_ASSIGN_OR_RETURN(const Tensor* first, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node().GetInt("axis"));
+  NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ConcatAxis(ctx.node(), ctx.opset()));
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, first->rank(), ctx.node()));
   std::vector<const Tensor*> inputs;
   std::vector<int64_t> out_dims = first->dims();
@@ -426,7 +465,7 @@ Status ConcatKernel(KernelContext& ctx) {
 }
 
 Status ConcatInfer(InferenceContext& ictx) {
-  NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ictx.node.GetInt("axis"));
+  NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ConcatAxis(ictx.node, ictx.opset));
   DataType type = DataType::kUndefined;
   std::optional<Shape> out;
   bool rank_unknown = false;
@@ -480,6 +519,8 @@ Result<std::vector<int64_t>> SplitSizes(const Node& node, int64_t opset, int64_t
     int64_t sum = 0;
     for (int64_t s : *split) {
       if (s < 0) return InvalidModel(node.Describe() + ": split " + DimsToString(*split) + " has a negative entry");
+      if (s > (dim >= 0 ? dim : INT64_MAX / static_cast<int64_t>(num_outputs + 1)) || sum > INT64_MAX - s)
+        return InvalidArgument(node.Describe() + ": split " + DimsToString(*split) + " exceeds the axis size");
       sum += s;
     }
     if (dim >= 0 && sum != dim)
@@ -645,8 +686,7 @@ Status TileInfer(InferenceContext& ictx) {
     for (size_t d = 0; d < out->size(); ++d) {
       Dim& o = (*out)[d];
       if (repeats && (*repeats)[d] < 0) return ictx.InputError(1, "has a negative repeat");
-      o = repeats && o.known() ? Dim::Known(o.value * (*repeats)[d])
-                               : (repeats && (*repeats)[d] == 1 ? o : Dim::Unknown());
+      o = repeats ? ((*repeats)[d] == 1 ? o : MulDim(o, (*repeats)[d])) : Dim::Unknown();
     }
   }
   ictx.output_types[0] = TypeInfo::Tensor(x->elem_type, out);
@@ -722,18 +762,25 @@ Status PadKernel(KernelContext& ctx) {
   auto spec = ExpandPads(node, x->rank(), pads, axes, mode);
   if (!spec.ok()) return InvalidArgument(spec.status().message());
   std::vector<int64_t> out_dims(x->dims().size());
-  std::vector<std::vector<int64_t>> maps(x->dims().size());
+  constexpr int64_t kMaxPad = int64_t{1} << 50;  // keeps the sums below overflow
   for (size_t d = 0; d < out_dims.size(); ++d) {
     int64_t n = x->dims()[d];
+    if (spec->begin[d] < -kMaxPad || spec->begin[d] > kMaxPad || spec->end[d] < -kMaxPad || spec->end[d] > kMaxPad)
+      return ctx.InputError(1, "pads " + DimsToString(pads) + " are out of range");
     out_dims[d] = n + spec->begin[d] + spec->end[d];
     if (out_dims[d] < 0)
       return ctx.InputError(1, "pads " + DimsToString(pads) + " crop dimension " + std::to_string(d) + " below zero");
     if (n == 0 && out_dims[d] > 0 && mode != "constant")
       return ctx.InputError(0, "cannot be padded in " + mode + " mode along empty dimension " + std::to_string(d));
-    maps[d].resize(static_cast<size_t>(out_dims[d]));
-    for (int64_t o = 0; o < out_dims[d]; ++o) maps[d][o] = PadSource(o, spec->begin[d], n, mode);
   }
+  // Allocating first makes absurd sizes fail before the coordinate maps are built.
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
+  std::vector<std::vector<int64_t>> maps(x->dims().size());
+  for (size_t d = 0; d < out_dims.size(); ++d) {
+    maps[d].resize(out.num_elements() == 0 ? 0 : static_cast<size_t>(out_dims[d]));
+    for (size_t o = 0; o < maps[d].size(); ++o)
+      maps[d][o] = PadSource(static_cast<int64_t>(o), spec->begin[d], x->dims()[d], mode);
+  }
   return MappedCopy(node, *x, maps, &fill, out);
 }
 
@@ -760,7 +807,10 @@ Status PadInfer(InferenceContext& ictx) {
       for (size_t d = 0; d < out->size(); ++d) {
         Dim& o = (*out)[d];
         if (spec.begin[d] == 0 && spec.end[d] == 0) continue;
-        o = o.known() ? Dim::Known(o.value + spec.begin[d] + spec.end[d]) : Dim::Unknown();
+        constexpr int64_t kMaxPad = int64_t{1} << 50;
+        auto in_range = [&](int64_t v) { return v > -kMaxPad && v < kMaxPad; };
+        bool small = o.known() && in_range(o.value) && in_range(spec.begin[d]) && in_range(spec.end[d]);
+        o = small ? Dim::Known(o.value + spec.begin[d] + spec.end[d]) : Dim::Unknown();
         if (o.known() && o.value < 0) return ictx.Error("pads crop dimension " + std::to_string(d) + " below zero");
       }
     } else {
@@ -917,7 +967,8 @@ Status TriluInfer(InferenceContext& ictx) {
 
 Result<int64_t> BlockSize(const Node& node) {
   NEE_ASSIGN_OR_RETURN(int64_t b, node.GetInt("blocksize"));
-  if (b <= 0) return InvalidModel(node.Describe() + ": blocksize must be positive, got " + std::to_string(b));
+  if (b <= 0 || b > (1 << 16))
+    return InvalidModel(node.Describe() + ": blocksize must be in [1, 65536], got " + std::to_string(b));
   return b;
 }
 
@@ -943,8 +994,12 @@ Status SpaceToDepthKernel(KernelContext& ctx) {
   int64_t b = x->dim(0), c = x->dim(1), h = x->dim(2), w = x->dim(3);
   if (h % bs != 0 || w % bs != 0)
     return ctx.InputError(0, "spatial dims of " + x->Describe() + " are not divisible by blocksize");
+  // `mode` arrived in opset 28; CRD is the inverse of DepthToSpace's CRD.
+  NEE_ASSIGN_OR_RETURN(std::string mode, ctx.node().GetString("mode", "DCR"));
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), {b, c * bs * bs, h / bs, w / bs}));
-  return TransposeView(ctx.node(), *x, {b, c, h / bs, bs, w / bs, bs}, {0, 3, 5, 1, 2, 4}, out);
+  if (mode == "DCR") return TransposeView(ctx.node(), *x, {b, c, h / bs, bs, w / bs, bs}, {0, 3, 5, 1, 2, 4}, out);
+  if (mode == "CRD") return TransposeView(ctx.node(), *x, {b, c, h / bs, bs, w / bs, bs}, {0, 1, 3, 5, 2, 4}, out);
+  return ctx.Error("unknown mode '" + mode + "'");
 }
 
 Status DepthSpaceInfer(InferenceContext& ictx, bool to_space) {
@@ -955,7 +1010,8 @@ Status DepthSpaceInfer(InferenceContext& ictx, bool to_space) {
     if (x->shape->size() != 4) return ictx.InputError(0, "must have rank 4");
     Shape s = *x->shape;
     auto scale = [](Dim d, int64_t mul, int64_t div) {
-      return d.known() ? Dim::Known(d.value * mul / div) : Dim::Unknown();
+      Dim product = MulDim(d, mul);
+      return product.known() ? Dim::Known(product.value / div) : Dim::Unknown();
     };
     if (to_space) {
       s[1] = scale(s[1], 1, bs * bs);
@@ -1024,8 +1080,9 @@ Status CenterCropPadKernel(KernelContext& ctx) {
     if (shape[i] < 0) return ctx.InputError(1, "has a negative size");
     out_dims[(*axes)[i]] = shape[i];
   }
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
   std::vector<std::vector<int64_t>> maps(out_dims.size());
-  for (size_t d = 0; d < out_dims.size(); ++d) {
+  for (size_t d = 0; d < out_dims.size() && out.num_elements() > 0; ++d) {
     int64_t n = x->dims()[d], target = out_dims[d];
     // Cropping starts at (n - target) / 2; padding puts (target - n) / 2 before.
     int64_t shift = n >= target ? -((n - target) / 2) : (target - n) / 2;
@@ -1034,7 +1091,6 @@ Status CenterCropPadKernel(KernelContext& ctx) {
       maps[d].push_back(c >= 0 && c < n ? c : -1);
     }
   }
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
   NEE_ASSIGN_OR_RETURN(Tensor fill, Tensor::Allocate(x->dtype(), {}));
   return MappedCopy(ctx.node(), *x, maps, &fill, out);
 }

@@ -85,6 +85,17 @@ def compare(expected, actual, rtol, atol, path="output"):
         np.testing.assert_array_equal(a, e, err_msg=path)
 
 
+def as_value(v):
+    """The loader gives some values as TensorProto (narrow float types); numpy them."""
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(v, TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list):
+        return [as_value(x) for x in v]
+    return v
+
+
 def run_case(case):
     import numpy as np  # noqa: F401
     import nee
@@ -97,7 +108,8 @@ def run_case(case):
     for inputs, expected in case.data_sets:
         feed = {}
         for name, value in zip(feedable, inputs):
-            feed[name] = value
+            feed[name] = as_value(value)
+        expected = [as_value(e) for e in expected]
         outputs = sess.run(None, feed)
         if len(outputs) != len(expected):
             raise AssertionError(f"expected {len(expected)} outputs, got {len(outputs)}")

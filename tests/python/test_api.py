@@ -167,3 +167,28 @@ def test_unknown_provider_is_rejected():
     with pytest.raises(nee.InvalidArgument):
         nee.InferenceSession(add_model().SerializeToString(), providers=["CUDAExecutionProvider"])
     nee.InferenceSession(add_model().SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _thread_count():
+    return len(__import__("os").listdir("/proc/self/task"))
+
+
+def test_session_thread_count_is_respected_exactly():
+    before = _thread_count()
+    options = nee.SessionOptions()
+    options.intra_op_num_threads = 3
+    sess = nee.InferenceSession(mlp_model().SerializeToString(), sess_options=options)
+    sess.run(None, {"x": np.ones((64, 16), np.float32)})
+    assert _thread_count() - before == 2  # the calling thread is the third
+    del sess
+    options.intra_op_num_threads = 1
+    sess = nee.InferenceSession(mlp_model().SerializeToString(), sess_options=options)
+    sess.run(None, {"x": np.ones((64, 16), np.float32)})
+    assert _thread_count() == before
+
+
+def test_outputs_are_writable_numpy_arrays():
+    sess = nee.InferenceSession(add_model().SerializeToString())
+    (z,) = sess.run(None, {"x": np.ones((2, 3), np.float32), "y": np.ones(3, np.float32)})
+    z[0, 0] = 5.0
+    assert z.flags.writeable and z[0, 0] == 5.0

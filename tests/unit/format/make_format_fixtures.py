@@ -288,7 +288,7 @@ def make_value_files():
     save_pb(numpy_helper.from_dict({1: np.float32(0.5), 7: np.float32(-1.5)}, "map"), "map_int.pb")
     # numpy_helper.from_dict cannot make string keys; build the MapProto directly.
     smap = onnx.MapProto(name="smap", key_type=T.STRING, string_keys=[b"a", b"b"])
-    smap.values.CopyFrom(numpy_helper.from_list([np.array(3, np.int64), np.array(4, np.int64)], "values"))
+    smap.values.CopyFrom(numpy_helper.from_list([np.array(3, np.int64), np.array(4, np.int64)]))
     save_pb(smap, "map_string.pb")
     save_pb(numpy_helper.from_optional(np.array([5, 6, 7], np.int32), "opt",
                                        dtype=onnx.OptionalProto.TENSOR), "optional_tensor.pb")

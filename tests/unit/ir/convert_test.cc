@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -211,6 +214,38 @@ TEST(ConvertTest, NumbersToStringsLikeNumpy) {
   EXPECT_EQ(Values<std::string>(Convert(u, DataType::kString)), (std::vector<std::string>{"18446744073709551615"}));
 }
 
+// Random values of each type against numpy's astype(str)
+// (tests/unit/ir/data/number_strings.txt, from make_float_tables.py).
+TEST(ConvertTest, NumbersToStringsMatchNumpyOnRandomValues) {
+  std::ifstream in(std::string(NEE_TEST_DATA_DIR) + "/unit/ir/data/number_strings.txt");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int checked = 0, mismatches = 0;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string tag, hex, expected;
+    fields >> tag >> hex >> expected;
+    const uint64_t bits = std::stoull(hex, nullptr, 16);
+    Tensor t;
+    if (tag == "f16") {
+      t = Tensor::Allocate(DataType::kFloat16, {1}).value();
+      t.data<uint16_t>()[0] = static_cast<uint16_t>(bits);
+    } else if (tag == "f32") {
+      t = Tensor::Allocate(DataType::kFloat, {1}).value();
+      const uint32_t u = static_cast<uint32_t>(bits);
+      std::memcpy(t.raw_data(), &u, 4);
+    } else {
+      t = Tensor::Allocate(DataType::kDouble, {1}).value();
+      std::memcpy(t.raw_data(), &bits, 8);
+    }
+    const std::string actual = Convert(t, DataType::kString).data<std::string>()[0];
+    ++checked;
+    if (actual != expected && ++mismatches < 20) ADD_FAILURE() << line << ": got " << actual;
+  }
+  EXPECT_GT(checked, 4000);
+  EXPECT_EQ(mismatches, 0);
+}
+
 TEST(ConvertTest, StringsToNumbers) {
   Tensor s = Tensor::FromVector<std::string>({"1e5", "NaN", "nan", "-INF", "+INF", "inf", "Infinity", " 12", "2.5",
                                               "-3", "0.1", "1e400", "-1E-8"},
@@ -237,6 +272,29 @@ TEST(ConvertTest, StringsToNumbers) {
   EXPECT_EQ(Values<bool>(Convert(bools, DataType::kBool)), (std::vector<bool>{true, false, false, true, false, true}));
 }
 
+TEST(ConvertTest, StringsAreRoundedOnceFromTheirExactDecimalValue) {
+  // Expected values from exact rational arithmetic (Python fractions), not
+  // numpy: numpy parses to float64 first and so rounds twice. 1.00048828125 is
+  // the float16 midpoint between 1 (0x3C00) and 1 + 2^-10 (0x3C01); the
+  // nearest double of the longer literals is that midpoint itself.
+  Tensor h = Convert(Tensor::FromVector<std::string>({"1.00048828125", "1.00048828125000000001",
+                                                      "-1.00048828125000000001", "1.00048828124999999999"},
+                                                     {4}),
+                     DataType::kFloat16);
+  EXPECT_EQ(Values<uint16_t>(h), (std::vector<uint16_t>{0x3C00, 0x3C01, 0xBC01, 0x3C00}));
+  // Truncation: the nearest double of 2.99999999999999999999 is 3.0.
+  Tensor i = Convert(Tensor::FromVector<std::string>({"2.99999999999999999999", "-2.99999999999999999999", "3.0"}, {3}),
+                     DataType::kInt32);
+  EXPECT_EQ(Values<int32_t>(i), (std::vector<int32_t>{2, -2, 3}));
+  // float8e8m0 rounding up: anything above 1 becomes 2 (code 128), 1 stays 1 (127).
+  Tensor e = Convert(Tensor::FromVector<std::string>({"1.00000000000000000001", "1"}, {2}), DataType::kFloat8E8M0);
+  EXPECT_EQ(Values<uint8_t>(e), (std::vector<uint8_t>{128, 127}));
+  // bfloat16 midpoint 1 + 2^-8 = 1.00390625 (between 0x3F80 and 0x3F81).
+  Tensor b = Convert(Tensor::FromVector<std::string>({"1.00390625", "1.003906250000000000001"}, {2}),
+                     DataType::kBFloat16);
+  EXPECT_EQ(Values<uint16_t>(b), (std::vector<uint16_t>{0x3F80, 0x3F81}));
+}
+
 TEST(ConvertTest, BadStringsAndTypesAreErrors) {
   Tensor s = Tensor::FromVector<std::string>({"1", "hello"}, {2});
   Tensor dst = Tensor::Allocate(DataType::kFloat, {2}).value();
@@ -251,6 +309,25 @@ TEST(ConvertTest, BadStringsAndTypesAreErrors) {
   EXPECT_EQ(ConvertTensor(c, i).code(), StatusCode::kNotImplemented);
   Tensor wrong = Tensor::Allocate(DataType::kInt32, {3}).value();
   EXPECT_EQ(ConvertTensor(hex, wrong).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConvertTest, SingleElementAccess) {
+  // Same rules as the tensor conversion (numpy: float64 -> int8 of 300.7 is 44).
+  Tensor i8 = Tensor::Allocate(DataType::kInt8, {2}).value();
+  StoreDoubleElement(i8, 1, 300.7);
+  EXPECT_EQ(i8.data<int8_t>()[1], 44);
+  EXPECT_EQ(ElementAsDouble(i8, 1), 44.0);
+  Tensor u2 = Tensor::Allocate(DataType::kUint2, {5}).value();
+  StoreDoubleElement(u2, 4, 3.0);
+  StoreDoubleElement(u2, 3, 2.0);
+  EXPECT_EQ(ElementAsDouble(u2, 4), 3.0);
+  EXPECT_EQ(ElementAsDouble(u2, 3), 2.0);
+  EXPECT_EQ(ElementAsDouble(u2, 0), 0.0);
+  Tensor e8 = Tensor::Allocate(DataType::kFloat8E8M0, {1}).value();
+  StoreDoubleElement(e8, 0, 3.0);  // rounds up to 4 (code 129)
+  EXPECT_EQ(ElementAsDouble(e8, 0), 4.0);
+  Tensor s = Tensor::Allocate(DataType::kString, {1}).value();
+  EXPECT_TRUE(std::isnan(ElementAsDouble(s, 0)));
 }
 
 TEST(ConvertTest, PackedRangesDoNotDisturbNeighbours) {

@@ -26,6 +26,10 @@ floats_to_narrow.bin  uint32 N, then N float32 inputs (bits) chosen to hit
                     float8e8m0 for round_mode [up, down, nearest] x
                     [saturate, no saturate] (onnx.numpy_helper.to_float8e8m0).
 
+number_strings.txt  one line per value: "<f16|f32|f64> <bits in hex> <numpy astype(str)>"
+                    for random bit patterns and magnitudes of each type (and every
+                    power of two of float16, where the shortest digits are subtle).
+
 Saturating float8 conversions use onnx.numpy_helper.saturate_cast (clip, then
 astype) exactly as ONNX's Cast reference and test data do; the non-saturating
 ones are plain ml_dtypes astype.
@@ -109,6 +113,24 @@ def interesting_floats(rng):
     return all_vals[np.sort(idx)]
 
 
+def write_number_strings(rng):
+    n = 800
+    f32 = np.concatenate([rng.integers(0, 2 ** 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32),
+                          (10.0 ** rng.uniform(-7, 9, n)).astype(np.float32) * rng.choice([-1, 1], n).astype(np.float32),
+                          np.round(rng.uniform(0, 2e6, 200)).astype(np.float32)])
+    f64 = np.concatenate([rng.integers(0, 2 ** 64, n, dtype=np.uint64).view(np.float64),
+                          10.0 ** rng.uniform(-7, 18, n), np.round(rng.uniform(0, 2e16, 200))])
+    halves = np.arange(65536, dtype=np.uint16)
+    powers = halves[(halves & 0x3FF) == 0]
+    f16 = np.concatenate([rng.choice(halves, n, replace=False), powers]).view(np.float16)
+    lines = []
+    for tag, arr, view in [("f16", f16, np.uint16), ("f32", f32, np.uint32), ("f64", f64, np.uint64)]:
+        for bits_, text in zip(arr.view(view), arr.astype(np.str_)):
+            lines.append(f"{tag} {int(bits_):x} {text}")
+    with open(os.path.join(OUT, "number_strings.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     decode_tables().astype("<u4").tofile(os.path.join(OUT, "decode_narrow.bin"))
@@ -135,6 +157,7 @@ def main():
         for mode in ["up", "down", "nearest"]:
             for saturate in [True, False]:
                 f.write(bits(to_float8e8m0(x, saturate, mode)).astype("<u1").tobytes())
+    write_number_strings(np.random.default_rng(7))
     total = sum(os.path.getsize(os.path.join(OUT, n)) for n in os.listdir(OUT))
     print(f"{x.size} float inputs; {total} bytes in {OUT}")
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "op_test_util.h"
@@ -197,6 +198,27 @@ TEST(Activation, UnsupportedTypesNameOpAndType) {
 TEST(Activation, EmptyInput) {
   ExpectTensorNear<float>(RunOne("Gelu", 20, {V<float>({0, 4}, {})}), {0, 4}, {});
   ExpectTensorNear<float>(RunOne("Clip", 13, {V<float>({0}, {}), V<float>({}, {0})}), {0}, {});
+}
+
+// Since-versions of each op as onnx 1.23.2 lists them:
+//   sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == "")
+TEST(Activation, RegistersEveryOnnxVersion) {
+  const std::vector<std::pair<std::string, std::vector<int>>> kVersions = {
+      {"Relu", {1, 6, 13, 14}}, {"LeakyRelu", {1, 6, 16}}, {"PRelu", {1, 6, 7, 9, 16}}, {"Sigmoid", {1, 6, 13}},
+      {"HardSigmoid", {1, 6, 22}}, {"HardSwish", {14, 22}}, {"Tanh", {1, 6, 13}}, {"Elu", {1, 6, 22}},
+      {"Selu", {1, 6, 22}}, {"Celu", {12, 28}}, {"Softplus", {1, 22}}, {"Softsign", {1, 22}},
+      {"ThresholdedRelu", {10, 22}}, {"Gelu", {20}}, {"Mish", {18, 22}}, {"Clip", {1, 6, 11, 12, 13}},
+      {"Shrink", {9}}, {"Swish", {24}},
+  };
+  for (const auto& [op, versions] : kVersions) {
+    for (int v : versions) {
+      auto schema = OpRegistry::Global().Resolve("", op, v);
+      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
+      EXPECT_EQ(schema.value()->since_version, v) << op;
+      EXPECT_NE(schema.value()->kernel, nullptr) << op;
+      EXPECT_NE(schema.value()->infer, nullptr) << op;
+    }
+  }
 }
 
 }  // namespace

@@ -119,22 +119,31 @@ FakeRunner BranchRunner() {
   return r;
 }
 
-TEST(ControlFlowIf, RunsTheChosenBranchAndMergesBranchShapes) {
+TEST(ControlFlowIf, RunsTheChosenBranch) {
   FakeRunner runner = BranchRunner();
   for (bool cond : {true, false}) {
     auto run = RunWith(IfNode(), 16, {Tensor::Scalar<bool>(cond)}, &runner);
     ASSERT_TRUE(run.ok()) << run.status().ToString();
     if (cond) ExpectTensorNear<float>(run->outputs[0].tensor(), {2}, {1, 2});
     else ExpectTensorNear<float>(run->outputs[0].tensor(), {3}, {7, 8, 9});
-    // Branches yield float[2] and float[3]: the merged type is float of rank 1, dim unknown.
-    const TypeInfo& t = run->inferred[0];
-    ASSERT_TRUE(t.is_tensor());
-    EXPECT_EQ(t.elem_type, DataType::kFloat);
-    ASSERT_TRUE(t.shape.has_value());
-    ASSERT_EQ(t.shape->size(), 1u);
-    EXPECT_FALSE((*t.shape)[0].known());
+    // The condition is known to the rule here, so it gives the chosen branch's type.
+    EXPECT_EQ(ShapeToString(*run->inferred[0].shape), cond ? "[2]" : "[3]");
   }
   EXPECT_EQ(runner.runs, 2);  // exactly one branch per run
+}
+
+TEST(ControlFlowIf, MergesBranchShapesWhenTheConditionIsUnknown) {
+  // Branches declare float[2] and float[3]: the merged type is float of rank 1, dim unknown.
+  Node node = IfNode();
+  const OpSchema* schema = OpRegistry::Global().Resolve("", "If", 16).value();
+  TypeInfo cond_type = TypeInfo::Tensor(DataType::kBool, Shape{});
+  InferenceContext ictx{node, 16, {&cond_type}, {nullptr}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(schema->infer(ictx).ok());
+  const TypeInfo& t = ictx.output_types[0];
+  ASSERT_TRUE(t.is_tensor());
+  EXPECT_EQ(t.elem_type, DataType::kFloat);
+  ASSERT_TRUE(t.shape.has_value());
+  EXPECT_EQ(ShapeToString(*t.shape), "[?]");
 }
 
 TEST(ControlFlowIf, UsesTheInferenceCallbackAndKeepsEqualDims) {
@@ -153,14 +162,43 @@ TEST(ControlFlowIf, UsesTheInferenceCallbackAndKeepsEqualDims) {
   EXPECT_EQ(ShapeToString(*ictx.output_types[0].shape), "[2,batch]");
 }
 
+TEST(ControlFlowIf, AFailingBranchOnlyLosesInformationUnlessItIsTheKnownOne) {
+  // A callback under which the then-branch is invalid (as a rank-guarded
+  // function body can be for the inputs at hand) and the else-branch is float[3].
+  SubgraphInferFn infer = [](const Graph& g, const std::vector<TypeInfo>&) -> Result<std::vector<TypeInfo>> {
+    if (g.name == "then") return InvalidModel("cannot split an axis of size 5 into 4 outputs");
+    return std::vector<TypeInfo>{FloatT({3})};
+  };
+  Node node = IfNode();
+  const OpSchema* schema = OpRegistry::Global().Resolve("", "If", 16).value();
+  TypeInfo cond_type = TypeInfo::Tensor(DataType::kBool, Shape{});
+  // Unknown condition: the then-branch falls back to its declared float[2]; merged: float[?].
+  InferenceContext unknown{node, 16, {&cond_type}, {nullptr}, {TypeInfo{}}, {std::nullopt}, infer};
+  ASSERT_TRUE(schema->infer(unknown).ok());
+  EXPECT_EQ(ShapeToString(*unknown.output_types[0].shape), "[?]");
+  // Known false: only the else-branch counts.
+  Tensor no = Tensor::Scalar<bool>(false);
+  InferenceContext known_false{node, 16, {&cond_type}, {&no}, {TypeInfo{}}, {std::nullopt}, infer};
+  ASSERT_TRUE(schema->infer(known_false).ok());
+  EXPECT_EQ(ShapeToString(*known_false.output_types[0].shape), "[3]");
+  // Known true: the failing branch will run, so its error is real.
+  Tensor yes = Tensor::Scalar<bool>(true);
+  InferenceContext known_true{node, 16, {&cond_type}, {&yes}, {TypeInfo{}}, {std::nullopt}, infer};
+  Status st = schema->infer(known_true);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot split"), std::string::npos);
+}
+
 TEST(ControlFlowIf, RejectsBranchesOfDifferentElementTypes) {
   Node node = MakeNode("If", 1, 1,
                        {GraphAttr("then_branch", MakeBody("then", {}, {FloatT({2})})),
                         GraphAttr("else_branch", MakeBody("else", {}, {TypeInfo::Tensor(DataType::kInt64)}))});
-  FakeRunner runner = BranchRunner();
-  auto run = RunWith(node, 16, {Tensor::Scalar<bool>(true)}, &runner);
-  ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("else_branch yields tensor(int64)"), std::string::npos);
+  const OpSchema* schema = OpRegistry::Global().Resolve("", "If", 16).value();
+  TypeInfo cond_type = TypeInfo::Tensor(DataType::kBool, Shape{});
+  InferenceContext ictx{node, 16, {&cond_type}, {nullptr}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  Status st = schema->infer(ictx);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("else_branch yields tensor(int64)"), std::string::npos);
 }
 
 TEST(ControlFlowIf, RejectsANonBoolConditionAndAMissingRunner) {
@@ -234,6 +272,17 @@ TEST(ControlFlowLoop, IgnoresTheBodysCondWithoutACondInput) {
   auto run = RunWith(node, 13, {Tensor::Scalar<int64_t>(4), Value(), Tensor::Scalar<float>(0)}, &runner);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   ExpectTensorNear<float>(run->outputs[0].tensor(), {}, {4});  // 0 + 4 iterations
+}
+
+TEST(ControlFlowLoop, AKnownTripCountWithoutCondFixesTheScanLength) {
+  FakeRunner runner = IncrementRunner();
+  Node node = MakeNode("Loop", 3, 2, {GraphAttr("body", IncrementBody())});
+  node.inputs[1] = "";
+  auto run = RunWith(node, 16, {Tensor::Scalar<int64_t>(3), Value(), Floats({1, 2}, {2})}, &runner);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(ShapeToString(*run->inferred[1].shape), "[3,2]");
+  // np.stack([x + 1 + i for i in range(3)]) with x = [1, 2]
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {3, 2}, {2, 3, 3, 4, 4, 5});
 }
 
 TEST(ControlFlowLoop, ZeroIterationsGiveInitialValuesAndEmptyScans) {
@@ -390,6 +439,40 @@ TEST(ControlFlowScan, ZeroStepsKeepStatesAndGiveEmptyScans) {
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   ExpectTensorNear<float>(run->outputs[0].tensor(), {2}, {5, 6});
   ExpectTensorNear<float>(run->outputs[1].tensor(), {0, 2}, {});
+}
+
+TEST(ControlFlowLoop, RejectsScanElementsThatChangeShape) {
+  // Body: (iter, cond) -> (cond, zeros(iter + 1)): the scan elements grow, which cannot be stacked.
+  FakeRunner runner;
+  runner.Add("grow", [](const std::vector<Value>& in) -> Result<std::vector<Value>> {
+    int64_t iter = in[0].tensor().data<int64_t>()[0];
+    return std::vector<Value>{in[1], Tensor::Allocate(DataType::kFloat, {iter + 1}).value()};
+  });
+  auto body = MakeBody("grow", {TypeInfo{}, TypeInfo{}}, {TypeInfo{}, TypeInfo::Tensor(DataType::kFloat)});
+  Node node = MakeNode("Loop", 2, 1, {GraphAttr("body", body)});
+  auto run = RunWith(node, 16, {Tensor::Scalar<int64_t>(2), Tensor::Scalar<bool>(true)}, &runner);
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("changed from tensor(float)[1]"), std::string::npos) << run.status().ToString();
+}
+
+TEST(ControlFlowScan, TwoStatesAndTwoScanInputs) {
+  // Body: (s, p, x, y) -> (s + x, p + y, s + x): running sums of X scanned forward (x)
+  // and backward (y) at once. Final s = p = X.sum(0) = [9, 12].
+  FakeRunner runner;
+  runner.Add("two", [](const std::vector<Value>& in) -> Result<std::vector<Value>> {
+    Tensor s = AddF(in[0].tensor(), in[2].tensor());
+    Tensor p = AddF(in[1].tensor(), in[3].tensor());
+    return std::vector<Value>{s, p, s.Clone().value()};
+  });
+  auto body = MakeBody("two", {FloatT({2}), FloatT({2}), FloatT({2}), FloatT({2})},
+                       {FloatT({2}), FloatT({2}), FloatT({2})});
+  Node node = MakeNode("Scan", 4, 3, {GraphAttr("body", body), IntAttr("num_scan_inputs", 2),
+                                      IntsAttr("scan_input_directions", {0, 1})});
+  auto run = RunWith(node, 16, {Floats({0, 0}, {2}), Floats({0, 0}, {2}), X32(), X32()}, &runner);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {2}, {9, 12});
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {2}, {9, 12});
+  ExpectTensorNear<float>(run->outputs[2].tensor(), {3, 2}, {1, 2, 4, 6, 9, 12});  // np.cumsum(X, 0)
 }
 
 // ---- Scan (opset 8: batch axis and sequence_lens) ---------------------------------

@@ -116,3 +116,49 @@ TEST(NnConvInteger, ZeroPointsAndPadding) {
 
 }  // namespace
 }  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnConvShape, SymbolicBatchAndUnknownSpatial) {
+  // Output size by the ONNX formula: floor((9 + 2 - 3) / 2) + 1 = 5.
+  auto r = InferOnly(MakeNode("Conv", 2, 1, {IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2})}), 22,
+                     {FloatType({Dim::Symbol("N"), Dim::Known(3), Dim::Known(9), Dim::Unknown()}),
+                      FloatType({Dim::Known(8), Dim::Known(3), Dim::Known(3), Dim::Known(3)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[N,8,5,?]");
+  // Channels that cannot match the weights are a definite error.
+  r = InferOnly(MakeNode("Conv", 2, 1), 22,
+                {FloatType({Dim::Symbol("N"), Dim::Known(4), Dim::Known(9), Dim::Known(9)}),
+                 FloatType({Dim::Known(8), Dim::Known(3), Dim::Known(3), Dim::Known(3)})});
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(NnConvTransposeShape, OutputShapeAttribute) {
+  auto r = InferOnly(MakeNode("ConvTranspose", 2, 1, {IntsAttr("strides", {3, 2}), IntsAttr("output_shape", {10, 8})}), 22,
+                     {FloatType({Dim::Symbol("N"), Dim::Known(1), Dim::Known(3), Dim::Known(3)}),
+                      FloatType({Dim::Known(1), Dim::Known(2), Dim::Known(3), Dim::Known(3)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[N,2,10,8]");
+}
+
+}  // namespace
+}  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnConv, EmptyBatchAndHostileAttributes) {
+  // An empty batch gives an empty output of the right shape.
+  auto r = RunOp(MakeNode("Conv", 2, 1), 22, {Pattern({0, 2, 4, 4}), Pattern({3, 2, 3, 3})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outputs[0].tensor().dims(), (std::vector<int64_t>{0, 3, 2, 2}));
+  // Values that would overflow the size arithmetic are rejected, not wrapped.
+  ExpectOpError(MakeNode("Conv", 2, 1, {IntsAttr("dilations", {int64_t{1} << 62, 1})}), 22,
+                {Pattern({1, 1, 4, 4}), Pattern({1, 1, 3, 3})}, "implausibly large");
+  ExpectOpError(MakeNode("ConvTranspose", 2, 1, {IntsAttr("strides", {int64_t{1} << 62, 1})}), 22,
+                {Pattern({1, 1, 4, 4}), Pattern({1, 1, 3, 3})}, "out of range");
+}
+
+}  // namespace
+}  // namespace nee::testing

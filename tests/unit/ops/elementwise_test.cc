@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "op_test_util.h"
@@ -418,6 +419,60 @@ TEST(ElementwiseMath, ShapeRuleBroadcastsSymbolicDims) {
   TypeInfo s = TypeInfo::Tensor(DataType::kString, std::nullopt);
   InferenceContext strings{node, 14, {&s, &s}, {nullptr, nullptr}, {TypeInfo{}}, {std::nullopt}, nullptr};
   EXPECT_FALSE(schema->infer(strings).ok());
+}
+
+// Shape arithmetic folds at check time: Mul(Gather(Shape(x)), [4]) style
+// values (numpy: np.array([2, 3]) * 4 and np.array([12]) // 5).
+TEST(ElementwiseMath, ShapeRulesPropagateSmallIntegerValues) {
+  Tensor dims = Tensor::FromVector<int64_t>({2, 3}, {2});
+  Tensor four = Tensor::FromVector<int64_t>({4}, {1});
+  TypeInfo t2 = TypeInfo::Tensor(DataType::kInt64, Shape{Dim::Known(2)});
+  TypeInfo t1 = TypeInfo::Tensor(DataType::kInt64, Shape{Dim::Known(1)});
+  Node mul = MakeNode("Mul", 2, 1);
+  InferenceContext m{mul, 14, {&t2, &t1}, {&dims, &four}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Mul", 14).value()->infer(m).ok());
+  ASSERT_TRUE(m.output_values[0].has_value());
+  ExpectTensorNear<int64_t>(*m.output_values[0], {2}, {8, 12});
+
+  Tensor twelve = Tensor::FromVector<int64_t>({12}, {1});
+  Tensor five = Tensor::FromVector<int64_t>({5}, {1});
+  Node div = MakeNode("Div", 2, 1);
+  InferenceContext d{div, 14, {&t1, &t1}, {&twelve, &five}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Div", 14).value()->infer(d).ok());
+  ASSERT_TRUE(d.output_values[0].has_value());
+  ExpectTensorNear<int64_t>(*d.output_values[0], {1}, {2});
+
+  // A zero divisor is left for the run to report: no value, no rule error.
+  Tensor zero = Tensor::FromVector<int64_t>({0}, {1});
+  InferenceContext z{div, 14, {&t1, &t1}, {&twelve, &zero}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Div", 14).value()->infer(z).ok());
+  EXPECT_FALSE(z.output_values[0].has_value());
+}
+
+// Since-versions of each op as onnx 1.23.2 lists them:
+//   sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == "")
+TEST(ElementwiseMath, RegistersEveryOnnxVersion) {
+  const std::vector<std::pair<std::string, std::vector<int>>> kVersions = {
+      {"Add", {1, 6, 7, 13, 14}}, {"Sub", {1, 6, 7, 13, 14}}, {"Mul", {1, 6, 7, 13, 14}},
+      {"Div", {1, 6, 7, 13, 14}}, {"Pow", {1, 7, 12, 13, 15}}, {"Mod", {10, 13, 28}}, {"Neg", {1, 6, 13}},
+      {"Abs", {1, 6, 13}}, {"Sqrt", {1, 6, 13}}, {"Exp", {1, 6, 13}}, {"Log", {1, 6, 13}},
+      {"Reciprocal", {1, 6, 13}}, {"Floor", {1, 6, 13}}, {"Ceil", {1, 6, 13}}, {"Round", {11, 22}},
+      {"Sign", {9, 13}}, {"Erf", {9, 13}}, {"Sin", {7, 22}}, {"Cos", {7, 22}}, {"Tan", {7, 22}},
+      {"Asin", {7, 22}}, {"Acos", {7, 22}}, {"Atan", {7, 22}}, {"Sinh", {9, 22}}, {"Cosh", {9, 22}},
+      {"Asinh", {9, 22}}, {"Acosh", {9, 22}}, {"Atanh", {9, 22}}, {"Min", {1, 6, 8, 12, 13}},
+      {"Max", {1, 6, 8, 12, 13}}, {"Mean", {1, 6, 8, 13}}, {"Sum", {1, 6, 8, 13}}, {"BitShift", {11, 28}},
+      {"BitwiseAnd", {18}}, {"BitwiseOr", {18}}, {"BitwiseXor", {18}}, {"BitwiseNot", {18}},
+      {"IsNaN", {9, 13, 20}}, {"IsInf", {10, 20}},
+  };
+  for (const auto& [op, versions] : kVersions) {
+    for (int v : versions) {
+      auto schema = OpRegistry::Global().Resolve("", op, v);
+      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
+      EXPECT_EQ(schema.value()->since_version, v) << op;
+      EXPECT_NE(schema.value()->kernel, nullptr) << op;
+      EXPECT_NE(schema.value()->infer, nullptr) << op;
+    }
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "op_test_util.h"
@@ -161,6 +162,55 @@ TEST(Logic, ShapeRules) {
   ASSERT_TRUE(equal->infer(e).ok());
   EXPECT_EQ(e.output_types[0].elem_type, DataType::kBool);
   EXPECT_FALSE(e.output_types[0].shape.has_value());
+}
+
+// Shape computations fold at check time: Where(Equal(shape, -1), 1, shape)
+// with known int64 values gives the output value (numpy: np.where(s == -1, 1, s)).
+TEST(Logic, ShapeRulesPropagateSmallIntegerValues) {
+  Tensor shape = Tensor::FromVector<int64_t>({2, -1, 5}, {3});
+  Tensor minus_one = Tensor::FromVector<int64_t>({-1}, {});
+  TypeInfo shape_type = TypeInfo::Tensor(DataType::kInt64, Shape{Dim::Known(3)});
+  TypeInfo scalar_type = TypeInfo::Tensor(DataType::kInt64, Shape{});
+  Node eq = MakeNode("Equal", 2, 1);
+  InferenceContext e{eq, 19, {&shape_type, &scalar_type}, {&shape, &minus_one}, {TypeInfo{}}, {std::nullopt}, nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Equal", 19).value()->infer(e).ok());
+  ASSERT_TRUE(e.output_values[0].has_value());
+  ExpectTensorNear<bool>(*e.output_values[0], {3}, {false, true, false});
+
+  Tensor cond = *e.output_values[0];
+  Tensor one = Tensor::FromVector<int64_t>({1}, {});
+  TypeInfo cond_type = TypeInfo::Tensor(DataType::kBool, Shape{Dim::Known(3)});
+  Node where = MakeNode("Where", 3, 1);
+  InferenceContext w{where, 16, {&cond_type, &scalar_type, &shape_type}, {&cond, &one, &shape}, {TypeInfo{}},
+                     {std::nullopt}, nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Where", 16).value()->infer(w).ok());
+  ASSERT_TRUE(w.output_values[0].has_value());
+  ExpectTensorNear<int64_t>(*w.output_values[0], {3}, {2, 1, 5});
+
+  // An unknown input leaves the value unknown; float values are not folded.
+  InferenceContext partial{eq, 19, {&shape_type, &scalar_type}, {&shape, nullptr}, {TypeInfo{}}, {std::nullopt},
+                           nullptr};
+  ASSERT_TRUE(OpRegistry::Global().Resolve("", "Equal", 19).value()->infer(partial).ok());
+  EXPECT_FALSE(partial.output_values[0].has_value());
+}
+
+// Since-versions of each op as onnx 1.23.2 lists them:
+//   sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == "")
+TEST(Logic, RegistersEveryOnnxVersion) {
+  const std::vector<std::pair<std::string, std::vector<int>>> kVersions = {
+      {"Equal", {1, 7, 11, 13, 19}}, {"Greater", {1, 7, 9, 13}}, {"Less", {1, 7, 9, 13}},
+      {"GreaterOrEqual", {12, 16}}, {"LessOrEqual", {12, 16}}, {"And", {1, 7}}, {"Or", {1, 7}}, {"Xor", {1, 7}},
+      {"Not", {1}}, {"Where", {9, 16}},
+  };
+  for (const auto& [op, versions] : kVersions) {
+    for (int v : versions) {
+      auto schema = OpRegistry::Global().Resolve("", op, v);
+      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
+      EXPECT_EQ(schema.value()->since_version, v) << op;
+      EXPECT_NE(schema.value()->kernel, nullptr) << op;
+      EXPECT_NE(schema.value()->infer, nullptr) << op;
+    }
+  }
 }
 
 }  // namespace

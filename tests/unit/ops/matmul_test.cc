@@ -133,3 +133,51 @@ TEST(NnEinsum, RejectsBadEquations) {
 
 }  // namespace
 }  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnMatMulShape, SymbolicBatchAndUnknownRank) {
+  auto r = InferOnly(MakeNode("MatMul", 2, 1), 13,
+                     {FloatType({Dim::Symbol("batch"), Dim::Known(1), Dim::Known(4), Dim::Unknown()}),
+                      FloatType({Dim::Known(3), Dim::Known(5), Dim::Known(6)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[batch,3,4,6]");
+  r = InferOnly(MakeNode("MatMul", 2, 1), 13, {TypeInfo::Tensor(DataType::kFloat), FloatType({Dim::Known(3), Dim::Known(5)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE((*r)[0].shape.has_value());
+  r = InferOnly(MakeNode("MatMul", 2, 1), 13, {FloatType({Dim::Known(2), Dim::Known(4)}), FloatType({Dim::Known(3), Dim::Known(5)})});
+  EXPECT_FALSE(r.ok());
+}
+
+TEST(NnGemmShape, TransposedSymbolic) {
+  auto r = InferOnly(MakeNode("Gemm", 3, 1, {IntAttr("transA", 1)}), 13,
+                     {FloatType({Dim::Known(3), Dim::Symbol("m")}), FloatType({Dim::Known(3), Dim::Known(7)}),
+                      FloatType({Dim::Known(7)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[m,7]");
+}
+
+TEST(NnEinsumShape, SymbolicDimsFollowLabels) {
+  auto r = InferOnly(MakeNode("Einsum", 2, 1, {StringAttr("equation", "bij,bjk->bik")}), 12,
+                     {FloatType({Dim::Symbol("b"), Dim::Known(2), Dim::Unknown()}),
+                      FloatType({Dim::Unknown(), Dim::Known(3), Dim::Known(5)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[b,2,5]");
+}
+
+}  // namespace
+}  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnMatMul, EmptyInnerDimGivesZeros) {
+  // numpy: np.zeros((2, 0)) @ np.zeros((0, 3)) == np.zeros((2, 3))
+  auto r = RunOp(MakeNode("MatMul", 2, 1), 13, {Pattern({2, 0}), Pattern({0, 3})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear<float>(r->outputs[0].tensor(), {2, 3}, {0, 0, 0, 0, 0, 0});
+}
+
+}  // namespace
+}  // namespace nee::testing

@@ -219,6 +219,105 @@ def maxunpool_2d():
     return [run("MaxUnpool", [x, i], 22, kernel_shape=[2, 2], strides=[2, 2])[0],
             run("MaxUnpool", [x, i, np.array([1, 1, 5, 5], np.int64)], 22, kernel_shape=[2, 2], strides=[2, 2])[0]]
 
+# ---- normalization_test.cc ----
+@case
+def batchnorm_inference():
+    x = P([2, 3, 2, 2], mod=11)
+    return run("BatchNormalization", [x, P([3], mod=4, offset=-1), P([3], mod=3), P([3], mod=5, scale=0.25),
+                                      P([3], mod=4, offset=-1, scale=0.75)], 15, epsilon=1e-3)
+
+@case
+def batchnorm_training():
+    x = P([2, 3, 2, 2], mod=11)
+    return run("BatchNormalization", [x, P([3], mod=4, offset=-1), P([3], mod=3), P([3], mod=5, scale=0.25),
+                                      P([3], mod=4, offset=-1, scale=0.75)], 15, n_out=3, training_mode=1, momentum=0.8)
+
+@case
+def instancenorm():
+    return run("InstanceNormalization", [P([2, 3, 4], mod=11), P([3], mod=4, offset=-1), P([3], mod=3)], 22, epsilon=1e-2)
+
+@case
+def layernorm_axis1():
+    return run("LayerNormalization", [P([2, 3, 4], mod=11), P([3, 4], mod=5), P([4], mod=3)], 17, n_out=3, axis=1)
+
+@case
+def layernorm_last_no_bias():
+    return run("LayerNormalization", [P([3, 4], mod=11), P([4], mod=5)], 17, epsilon=1e-3)
+
+@case
+def groupnorm_per_channel():
+    return run("GroupNormalization", [P([2, 4, 3], mod=11), P([4], mod=5), P([4], mod=3)], 21, num_groups=2)
+
+@case
+def rmsnorm():
+    return run("RMSNormalization", [P([2, 3, 4], mod=11), P([4], mod=5)], 23)
+
+@case
+def lpnorm():
+    # onnx.reference forgets the absolute value (wrong for p=1): numpy.
+    x = P([2, 3, 2], mod=11).astype(np.float64)
+    def lp(x, axis, p):
+        norm = (np.abs(x) ** p).sum(axis=axis, keepdims=True) ** (1.0 / p)
+        return np.where(norm == 0, 0, x / np.where(norm == 0, 1, norm))
+    return [lp(x, 1, 1), lp(x, -1, 2)]
+
+@case
+def lrn():
+    # onnx.reference loops over the batch dim instead of channels: numpy.
+    x = P([1, 5, 2, 2], mod=11).astype(np.float64)
+    size, alpha, beta, bias = 3, 0.5, 0.6, 2.0
+    sq = np.zeros_like(x)
+    for c in range(5):
+        lo, hi = max(0, c - (size - 1) // 2), min(4, c + size // 2)
+        sq[:, c] = (x[:, lo:hi + 1] ** 2).sum(axis=1)
+    return [x / (bias + alpha / size * sq) ** beta]
+
+@case
+def mvn():
+    return run("MeanVarianceNormalization", [P([2, 3, 2, 2], mod=11)], 13)
+
+# ---- softmax_test.cc ----
+@case
+def softmax_13_axis1():
+    return run("Softmax", [P([2, 3, 2], mod=11)], 13, axis=1)
+
+# onnx.reference applies opset-13 semantics to every version, so the pre-13
+# (coerce to 2-D) cases are plain numpy on the reshaped input.
+def softmax_2d(x, axis, log=False):
+    shape = x.shape
+    m = x.reshape(int(np.prod(shape[:axis])), -1).astype(np.float64)
+    e = np.exp(m - m.max(axis=1, keepdims=True))
+    s = e.sum(axis=1, keepdims=True)
+    out = (m - m.max(axis=1, keepdims=True) - np.log(s)) if log else e / s
+    return out.reshape(shape)
+
+@case
+def softmax_11_coerce():
+    # Opset 11, axis 1 on [2, 3, 2]: rows of 6 (numpy).
+    return [softmax_2d(P([2, 3, 2], mod=11), 1)]
+
+@case
+def logsoftmax_13_last():
+    return run("LogSoftmax", [P([2, 3, 2], mod=11)], 13)
+
+@case
+def logsoftmax_11_axis0():
+    # Opset 11, axis 0: one row of all 6 elements (numpy).
+    return [softmax_2d(P([2, 3], mod=11), 0, log=True)]
+
+@case
+def hardmax_13_axis0():
+    x = np.array([[1, 3, 3], [3, 3, 0]], np.float32)
+    return run("Hardmax", [x], 13, axis=0)
+
+@case
+def hardmax_11_ties():
+    # Opset 11, axis 0: one row of 6, the first maximum wins (numpy).
+    x = np.array([[1, 3, 3], [3, 3, 0]], np.float32).reshape(1, 6)
+    y = np.zeros_like(x)
+    y[0, np.argmax(x[0])] = 1
+    return [y.reshape(2, 3)]
+
 if __name__ == "__main__":
     for name in sys.argv[1:] or CASES:
         for i, out in enumerate(CASES[name]()):

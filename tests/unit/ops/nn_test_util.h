@@ -50,3 +50,23 @@ inline void ExpectOpError(const Node& node, int64_t opset, const std::vector<Val
 }
 
 }  // namespace nee::testing
+
+namespace nee::testing {
+
+// Runs only the shape rule of `node` on the given input types.
+inline Result<std::vector<TypeInfo>> InferOnly(const Node& node, int64_t opset, const std::vector<TypeInfo>& inputs) {
+  NEE_ASSIGN_OR_RETURN(const OpSchema* schema, OpRegistry::Global().Resolve(node.domain, node.op_type, opset));
+  InferenceContext ictx{node, opset, {}, {}, {}, {}, nullptr};
+  for (const TypeInfo& t : inputs) {
+    ictx.input_types.push_back(&t);
+    ictx.input_values.push_back(nullptr);
+  }
+  ictx.output_types.resize(node.outputs.size());
+  ictx.output_values.resize(node.outputs.size());
+  NEE_RETURN_IF_ERROR(schema->infer(ictx));
+  return ictx.output_types;
+}
+
+inline TypeInfo FloatType(Shape shape) { return TypeInfo::Tensor(DataType::kFloat, std::move(shape)); }
+
+}  // namespace nee::testing

@@ -137,3 +137,21 @@ TEST(NnPool, RejectsBadAttributes) {
 
 }  // namespace
 }  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+TEST(NnPoolShape, MaxPoolIndicesAndGlobal) {
+  // ceil((5 + 0 - 2) / 2) + 1 = 3 with ceil_mode; the last window starts inside the input.
+  auto r = InferOnly(MakeNode("MaxPool", 1, 2, {IntsAttr("kernel_shape", {2}), IntsAttr("strides", {2}), IntAttr("ceil_mode", 1)}),
+                     22, {FloatType({Dim::Symbol("N"), Dim::Known(3), Dim::Known(5)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[N,3,3]");
+  EXPECT_EQ((*r)[1].elem_type, DataType::kInt64);
+  r = InferOnly(MakeNode("GlobalAveragePool", 1, 1), 22, {FloatType({Dim::Symbol("N"), Dim::Known(3), Dim::Unknown(), Dim::Known(5)})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ShapeToString(*(*r)[0].shape), "[N,3,1,1]");
+}
+
+}  // namespace
+}  // namespace nee::testing

@@ -65,6 +65,27 @@ TEST(QuantizeLinear, OutputDtypeUint16AndInt4) {
   for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(Int4FromNibble(GetNibble(y.data<uint8_t>(), i)), expected[i]) << i;
 }
 
+TEST(QuantizeLinear, Float8SaturatingAndNot) {
+  // onnx.reference with x = [0,0.3,-1.7,500,-1000,3.14159]:
+  //   output_dtype=FLOAT8E4M3FN, scale 0.5           -> bytes [0,50,198,126,254,77]
+  //   output_dtype=FLOAT8E5M2, saturate=0, scale 0.01 -> bytes [0,80,217,122,252,93] (252 is -inf)
+  auto x = Tensor::FromVector<float>({0, 0.3f, -1.7f, 500, -1000, 3.14159f}, {6});
+  auto e4 = RunOp(MakeNode("QuantizeLinear", 2, 1, {IntAttr("output_dtype", 17)}), 21, {x, Tensor::Scalar(0.5f)});
+  ASSERT_TRUE(e4.ok()) << e4.status().ToString();
+  ASSERT_EQ(e4->outputs[0].tensor().dtype(), DataType::kFloat8E4M3FN);
+  std::vector<uint8_t> want_e4 = {0, 50, 198, 126, 254, 77};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(e4->outputs[0].tensor().data<uint8_t>()[i], want_e4[i]) << i;
+  auto e5 = RunOp(MakeNode("QuantizeLinear", 2, 1, {IntAttr("output_dtype", 19), IntAttr("saturate", 0)}), 21,
+                  {x, Tensor::Scalar(0.01f)});
+  ASSERT_TRUE(e5.ok()) << e5.status().ToString();
+  std::vector<uint8_t> want_e5 = {0, 80, 217, 122, 252, 93};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(e5->outputs[0].tensor().data<uint8_t>()[i], want_e5[i]) << i;
+  // And back: DequantizeLinear of the e4m3fn bytes with scale 0.5 -> [0,0.625,-3.5,448,-448,6.5] * 0.5
+  auto back = RunOp(MakeNode("DequantizeLinear", 2, 1), 21, {e4->outputs[0], Tensor::Scalar(0.5f)});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ExpectTensorNear<float>(back->outputs[0].tensor(), {6}, {0, 0.3125f, -1.75f, 224, -224, 3.25f});
+}
+
 TEST(DequantizeLinear, PerTensorPerAxisAndInt32) {
   // uint8 [0,3,128,255], scale 0.5, zp 128 -> [-64,-62.5,0,63.5]
   auto a = RunOp(MakeNode("DequantizeLinear", 3, 1), 13,

@@ -1,0 +1,22 @@
+#include "ep/cpu/cpu_kernels.h"
+
+#include "ops/op_registry.h"
+
+namespace nee::cpu {
+
+const std::vector<OptimizedKernel>& OptimizedKernels() {
+  static const std::vector<OptimizedKernel> kTable = {
+      {"", "MatMul", 1, 1000, MatMulFloat},
+      {"", "Gemm", 1, 1000, GemmFloat},
+  };
+  return kTable;
+}
+
+Status RunReference(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  NEE_ASSIGN_OR_RETURN(const OpSchema* schema, OpRegistry::Global().Resolve(node.domain, node.op_type, ctx.opset()));
+  if (!schema->kernel) return NotImplemented(node.Describe() + ": no reference kernel");
+  return schema->kernel(ctx);
+}
+
+}  // namespace nee::cpu

@@ -1,0 +1,27 @@
+// Optimized CPU kernels, registered for the same (domain, op, versions) as
+// the reference kernels they replace. Each handles the cases it was written
+// for (types, ranks) and hands everything else to the reference kernel, so
+// registering one never narrows what runs.
+#pragma once
+#include "ops/op_schema.h"
+
+namespace nee::cpu {
+
+struct OptimizedKernel {
+  const char* domain;
+  const char* op;
+  int min_since_version;  // applies to schema entries with since_version in [min, max]
+  int max_since_version;
+  KernelFn kernel;
+};
+
+// The table of optimized kernels (ep/cpu/cpu_kernels.cc).
+const std::vector<OptimizedKernel>& OptimizedKernels();
+
+// Runs the op's reference kernel (the fallback of every optimized kernel).
+Status RunReference(KernelContext& ctx);
+
+Status MatMulFloat(KernelContext& ctx);
+Status GemmFloat(KernelContext& ctx);
+
+}  // namespace nee::cpu

@@ -1,0 +1,99 @@
+// MatMul and Gemm on float32 through the blocked SGEMM (sgemm.cc). Other
+// element types, and shapes these do not handle, go to the reference kernels.
+#include <algorithm>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
+#include "ops/op_util.h"
+
+namespace nee::cpu {
+
+namespace {
+// Dims with the trailing two removed.
+std::vector<int64_t> BatchDims(const std::vector<int64_t>& d) { return {d.begin(), d.end() - 2}; }
+}  // namespace
+
+Status MatMulFloat(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
+  if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || a->rank() < 2 || b->rank() < 2)
+    return RunReference(ctx);
+  const auto& ad = a->dims();
+  const auto& bd = b->dims();
+  int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
+  if (bd[bd.size() - 2] != k)
+    return ctx.InputError(1, "inner dimensions differ: " + DimsToString(ad) + " x " + DimsToString(bd));
+  auto batch = BroadcastDims(BatchDims(ad), BatchDims(bd));
+  if (!batch.ok()) return ctx.InputError(1, batch.status().message());
+  std::vector<int64_t> out_dims = batch.value();
+  out_dims.push_back(m);
+  out_dims.push_back(n);
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, out_dims));
+  if (out.num_elements() == 0) return Status::Ok();
+  const float* ap = a->data<float>();
+  const float* bp = b->data<float>();
+  float* cp = out.data<float>();
+  if (b->rank() == 2) {
+    // Every batch of A shares B: one multiply of [batch*m, k] by [k, n].
+    int64_t rows = ProductOf(out_dims, 0, out_dims.size() - 1);
+    if (ProductOf(BatchDims(ad)) == ProductOf(batch.value())) {
+      Sgemm(rows, n, k, 1.f, {ap, k, 1}, {bp, n, 1}, 0.f, cp, n, ctx.pool());
+      return Status::Ok();
+    }
+  }
+  // General batched case: walk the broadcast batch index.
+  std::vector<std::vector<int64_t>> in_batches = {BatchDims(ad), BatchDims(bd)};
+  int64_t batch_index = 0;
+  Status status;
+  ForEachBroadcastBlock(batch.value(), in_batches,
+                        [&](int64_t out_off, const int64_t* in_off, const int64_t* steps, int64_t count) {
+                          for (int64_t i = 0; i < count; ++i, ++batch_index) {
+                            const float* ai = ap + (in_off[0] + i * steps[0]) * m * k;
+                            const float* bi = bp + (in_off[1] + i * steps[1]) * k * n;
+                            Sgemm(m, n, k, 1.f, {ai, k, 1}, {bi, n, 1}, 0.f, cp + (out_off + i) * m * n, n, ctx.pool());
+                          }
+                        });
+  return status;
+}
+
+Status GemmFloat(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
+  const Tensor* c = ctx.has_input(2) ? &ctx.input(2)->tensor() : nullptr;
+  if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || a->rank() != 2 || b->rank() != 2 ||
+      (c && (!ctx.input(2)->is_tensor() || c->dtype() != DataType::kFloat || c->rank() > 2)))
+    return RunReference(ctx);
+  const Node& node = ctx.node();
+  NEE_ASSIGN_OR_RETURN(int64_t trans_a, node.GetInt("transA", 0));
+  NEE_ASSIGN_OR_RETURN(int64_t trans_b, node.GetInt("transB", 0));
+  NEE_ASSIGN_OR_RETURN(float alpha, node.GetFloat("alpha", 1.f));
+  NEE_ASSIGN_OR_RETURN(float beta, node.GetFloat("beta", 1.f));
+  int64_t m = trans_a ? a->dim(1) : a->dim(0);
+  int64_t k = trans_a ? a->dim(0) : a->dim(1);
+  int64_t kb = trans_b ? b->dim(1) : b->dim(0);
+  int64_t n = trans_b ? b->dim(0) : b->dim(1);
+  if (k != kb)
+    return ctx.InputError(1, "inner dimensions differ: A " + DimsToString(a->dims()) + (trans_a ? " (transposed)" : "") +
+                                 ", B " + DimsToString(b->dims()) + (trans_b ? " (transposed)" : ""));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, {m, n}));
+  float* y = out.data<float>();
+  float out_beta = 0.f;
+  if (c && beta != 0.f) {
+    // Unidirectional broadcast of C to [m, n].
+    std::vector<int64_t> cd = c->dims();
+    while (cd.size() < 2) cd.insert(cd.begin(), 1);
+    if ((cd[0] != 1 && cd[0] != m) || (cd[1] != 1 && cd[1] != n))
+      return ctx.InputError(2, "shape " + DimsToString(c->dims()) + " does not broadcast to [" + std::to_string(m) +
+                                   "," + std::to_string(n) + "]");
+    const float* cp = c->data<float>();
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] = beta * cp[(cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j)];
+    out_beta = 1.f;
+  }
+  MatrixView av = trans_a ? MatrixView{a->data<float>(), 1, m} : MatrixView{a->data<float>(), k, 1};
+  MatrixView bv = trans_b ? MatrixView{b->data<float>(), 1, k} : MatrixView{b->data<float>(), n, 1};
+  Sgemm(m, n, k, alpha, av, bv, out_beta, y, n, ctx.pool());
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu

@@ -1,0 +1,204 @@
+#include "ep/cpu/sgemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+// Register tile: kRows rows of C by kCols columns; B is packed in kCols-wide
+// panels, A in kRows-tall panels, so the inner loop reads both contiguously.
+constexpr int64_t kRows = 6;
+constexpr int64_t kCols = 16;
+// Cache blocking: a kKc x kNc block of B (packed) stays in L2 while kMc rows of A stream.
+constexpr int64_t kKc = 256;
+constexpr int64_t kMc = 72;   // multiple of kRows
+constexpr int64_t kNc = 1024;  // multiple of kCols
+
+using MicroKernel = void (*)(int64_t kc, const float* a_panel, const float* b_panel, float* c, int64_t ldc,
+                             int64_t rows, int64_t cols, bool accumulate);
+
+// Portable micro-kernel: the same order over k as the SIMD one, written for
+// the auto-vectorizer (multiply and add are separate here: without FMA
+// hardware, std::fma would be a slow library call).
+void MicroPortable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+                   bool accumulate) {
+  float acc[kRows][kCols] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* bp = b + p * kCols;
+    const float* ap = a + p * kRows;
+    for (int64_t r = 0; r < kRows; ++r) {
+      float av = ap[r];
+      for (int64_t j = 0; j < kCols; ++j) acc[r][j] += av * bp[j];
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = accumulate ? c[r * ldc + j] + acc[r][j] : acc[r][j];
+}
+
+#ifdef NEE_X86
+__attribute__((target("avx2,fma"))) void MicroAvx2(int64_t kc, const float* a, const float* b, float* c,
+                                                     int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+  __m256 acc[kRows][2];
+  for (int64_t r = 0; r < kRows; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m256 b0 = _mm256_loadu_ps(b + p * kCols);
+    __m256 b1 = _mm256_loadu_ps(b + p * kCols + 8);
+    const float* ap = a + p * kRows;
+    for (int64_t r = 0; r < kRows; ++r) {
+      __m256 av = _mm256_broadcast_ss(ap + r);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+  if (rows == kRows && cols == kCols) {
+    for (int64_t r = 0; r < kRows; ++r) {
+      float* cr = c + r * ldc;
+      if (accumulate) {
+        acc[r][0] = _mm256_add_ps(acc[r][0], _mm256_loadu_ps(cr));
+        acc[r][1] = _mm256_add_ps(acc[r][1], _mm256_loadu_ps(cr + 8));
+      }
+      _mm256_storeu_ps(cr, acc[r][0]);
+      _mm256_storeu_ps(cr + 8, acc[r][1]);
+    }
+    return;
+  }
+  alignas(32) float tile[kRows][kCols];
+  for (int64_t r = 0; r < kRows; ++r) {
+    _mm256_store_ps(tile[r], acc[r][0]);
+    _mm256_store_ps(tile[r] + 8, acc[r][1]);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
+}
+#endif
+
+std::atomic<bool> g_force_portable{false};
+
+MicroKernel SelectKernel() {
+#ifdef NEE_X86
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (has_avx2 && !g_force_portable.load()) return MicroAvx2;
+#endif
+  return MicroPortable;
+}
+
+// Packs rows [i0, i0+mc) x cols [p0, p0+kc) of alpha*A into kRows-tall panels (zero padded).
+void PackA(const MatrixView& a, float alpha, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* out) {
+  for (int64_t ib = 0; ib < mc; ib += kRows) {
+    int64_t rows = std::min(kRows, mc - ib);
+    for (int64_t p = 0; p < kc; ++p) {
+      for (int64_t r = 0; r < kRows; ++r) {
+        float v = 0.f;
+        if (r < rows) v = alpha * a.data[(i0 + ib + r) * a.row_stride + (p0 + p) * a.col_stride];
+        out[p * kRows + r] = v;
+      }
+    }
+    out += kc * kRows;
+  }
+}
+
+// Packs rows [p0, p0+kc) x cols [j0, j0+nc) of B into kCols-wide panels (zero padded).
+void PackB(const MatrixView& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) {
+  for (int64_t jb = 0; jb < nc; jb += kCols) {
+    int64_t cols = std::min(kCols, nc - jb);
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b.data + (p0 + p) * b.row_stride + (j0 + jb) * b.col_stride;
+      float* dst = out + p * kCols;
+      if (b.col_stride == 1) {
+        std::memcpy(dst, src, sizeof(float) * cols);
+      } else {
+        for (int64_t j = 0; j < cols; ++j) dst[j] = src[j * b.col_stride];
+      }
+      for (int64_t j = cols; j < kCols; ++j) dst[j] = 0.f;
+    }
+    out += kc * kCols;
+  }
+}
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t n)
+      : p(static_cast<float*>(::operator new(std::max<size_t>(n, 1) * sizeof(float), std::align_val_t(64)))) {}
+  ~AlignedBuffer() { ::operator delete(p, std::align_val_t(64)); }
+  float* p;
+};
+
+}  // namespace
+
+const char* SgemmKernelName() {
+#ifdef NEE_X86
+  if (SelectKernel() == MicroAvx2) return "avx2-fma";
+#endif
+  return "portable";
+}
+
+void SgemmForcePortable(bool force) { g_force_portable.store(force); }
+
+void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, MatrixView b, float beta, float* c,
+           int64_t ldc, ThreadPool* pool) {
+  if (m <= 0 || n <= 0) return;
+  // C = beta * C first; the blocks below then accumulate alpha*A*B into it.
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = c + i * ldc;
+    if (beta == 0.f) std::fill(row, row + n, 0.f);
+    else if (beta != 1.f)
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+  }
+  if (k <= 0 || alpha == 0.f) return;
+  MicroKernel micro = SelectKernel();
+  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
+    int64_t nc = std::min(kNc, n - j0);
+    int64_t n_panels = (nc + kCols - 1) / kCols;
+    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
+      int64_t kc = std::min(kKc, k - p0);
+      AlignedBuffer packed_b(static_cast<size_t>(n_panels * kCols * kc));
+      PackB(b, p0, kc, j0, nc, packed_b.p);
+      // Tasks are tiles of C (kMc rows by kPanelsPerTask panels); each C
+      // element belongs to exactly one task and sums over k in a fixed order,
+      // so the result is the same whatever thread runs which task.
+      constexpr int64_t kPanelsPerTask = 4;
+      int64_t m_blocks = (m + kMc - 1) / kMc;
+      int64_t n_groups = (n_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+      auto work = [&](int64_t begin, int64_t end) {
+        AlignedBuffer packed_a(static_cast<size_t>(kMc * kc));
+        int64_t packed_block = -1;
+        for (int64_t task = begin; task < end; ++task) {
+          int64_t blk = task / n_groups, group = task % n_groups;
+          int64_t i0 = blk * kMc;
+          int64_t mc = std::min(kMc, m - i0);
+          if (blk != packed_block) {
+            PackA(a, alpha, i0, mc, p0, kc, packed_a.p);
+            packed_block = blk;
+          }
+          int64_t jp_end = std::min(n_panels, (group + 1) * kPanelsPerTask);
+          for (int64_t ib = 0; ib < mc; ib += kRows) {
+            int64_t rows = std::min(kRows, mc - ib);
+            const float* ap = packed_a.p + (ib / kRows) * kc * kRows;
+            for (int64_t jp = group * kPanelsPerTask; jp < jp_end; ++jp) {
+              int64_t cols = std::min(kCols, nc - jp * kCols);
+              micro(kc, ap, packed_b.p + jp * kc * kCols, c + (i0 + ib) * ldc + j0 + jp * kCols, ldc, rows, cols,
+                    true);
+            }
+          }
+        }
+      };
+      int64_t tasks = m_blocks * n_groups;
+      double flops = 2.0 * static_cast<double>(m) * static_cast<double>(nc) * static_cast<double>(kc);
+      if (pool && tasks > 1 && flops > 2e5) pool->ParallelFor(tasks, 1, work);
+      else work(0, tasks);
+    }
+  }
+}
+
+}  // namespace nee::cpu
