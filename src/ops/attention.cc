@@ -42,6 +42,13 @@ A RoundTo(DataType type, A x) {
   }
 }
 
+// One step of a running sum as numpy reduces `type`: bfloat16 (ml_dtypes)
+// rounds after every addition; the other types accumulate at full width.
+template <typename A>
+A SumStep(DataType type, A sum, A x) {
+  return type == DataType::kBFloat16 ? RoundTo<A>(type, sum + x) : sum + x;
+}
+
 bool IsAttentionFloat(DataType t) {
   return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }
@@ -407,8 +414,9 @@ Status AttentionTyped(KernelContext& ctx, const AttentionAttrs& attrs, const Att
           if (std::isinf(max) && max < 0) max = 0;
           A sum{0};
           for (int64_t j = 0; j < T; ++j) {
-            probs[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(scores[j] - max)));
-            sum += probs[j];
+            const A shifted = RoundTo<A>(softmax_type, scores[j] - max);
+            probs[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(shifted)));
+            sum = SumStep<A>(softmax_type, sum, probs[j]);
           }
           sum = RoundTo<A>(softmax_type, sum);
           if (sum == A{0}) sum = A{1};
@@ -1065,8 +1073,8 @@ Status FlexAttentionTyped(KernelContext& ctx, const Tensor& q, const Tensor& k, 
       for (int64_t j = 0; j < S; ++j) max = std::max(max, r[j]);
       A sum{0};
       for (int64_t j = 0; j < S; ++j) {
-        r[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(r[j] - max)));
-        sum += r[j];
+        r[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(RoundTo<A>(softmax_type, r[j] - max))));
+        sum = SumStep<A>(softmax_type, sum, r[j]);
       }
       sum = RoundTo<A>(softmax_type, sum);
       for (int64_t j = 0; j < S; ++j) r[j] = RoundTo<A>(softmax_type, r[j] / sum);
