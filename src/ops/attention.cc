@@ -290,7 +290,12 @@ struct QueryOffsets {
   const int64_t* nonpad = nullptr;  // per batch, when given
   int64_t past_seq = 0;
   int64_t q_seq = 0;
-  int64_t Of(int64_t b) const { return nonpad ? nonpad[b] - q_seq : past_seq; }
+  // nonpad values come from the caller: clamped far beyond any sequence so
+  // that position arithmetic cannot overflow (the masks are unchanged).
+  int64_t Of(int64_t b) const {
+    constexpr int64_t kLimit = int64_t{1} << 40;
+    return nonpad ? std::clamp<int64_t>(nonpad[b], -kLimit, kLimit) - q_seq : past_seq;
+  }
 };
 
 template <typename A>
@@ -902,7 +907,9 @@ Status LinearAttentionKernel(KernelContext& ctx) {
 // fused SiLU; present_state is the last k - 1 positions of that sequence.
 
 Result<bool> ReadCausalConvActivation(const Node& node) {
-  NEE_ASSIGN_OR_RETURN(std::string act, node.GetString("activation", "none"));
+  Result<std::string> read = node.GetString("activation", "none");
+  if (!read.ok()) return read.status();
+  const std::string& act = read.value();
   if (act == "none") return false;
   if (act == "silu" || act == "swish") return true;
   return InvalidModel(node.Describe() + ": activation must be 'none', 'silu' or 'swish', got '" + act + "'");
