@@ -42,6 +42,13 @@ A RoundTo(DataType type, A x) {
   }
 }
 
+// One step of a running sum as numpy reduces `type`: bfloat16 (ml_dtypes)
+// rounds after every addition; the other types accumulate at full width.
+template <typename A>
+A SumStep(DataType type, A sum, A x) {
+  return type == DataType::kBFloat16 ? RoundTo<A>(type, sum + x) : sum + x;
+}
+
 bool IsAttentionFloat(DataType t) {
   return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }
@@ -283,7 +290,12 @@ struct QueryOffsets {
   const int64_t* nonpad = nullptr;  // per batch, when given
   int64_t past_seq = 0;
   int64_t q_seq = 0;
-  int64_t Of(int64_t b) const { return nonpad ? nonpad[b] - q_seq : past_seq; }
+  // nonpad values come from the caller: clamped far beyond any sequence so
+  // that position arithmetic cannot overflow (the masks are unchanged).
+  int64_t Of(int64_t b) const {
+    constexpr int64_t kLimit = int64_t{1} << 40;
+    return nonpad ? std::clamp<int64_t>(nonpad[b], -kLimit, kLimit) - q_seq : past_seq;
+  }
 };
 
 template <typename A>
@@ -407,8 +419,9 @@ Status AttentionTyped(KernelContext& ctx, const AttentionAttrs& attrs, const Att
           if (std::isinf(max) && max < 0) max = 0;
           A sum{0};
           for (int64_t j = 0; j < T; ++j) {
-            probs[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(scores[j] - max)));
-            sum += probs[j];
+            const A shifted = RoundTo<A>(softmax_type, scores[j] - max);
+            probs[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(shifted)));
+            sum = SumStep<A>(softmax_type, sum, probs[j]);
           }
           sum = RoundTo<A>(softmax_type, sum);
           if (sum == A{0}) sum = A{1};
@@ -894,7 +907,9 @@ Status LinearAttentionKernel(KernelContext& ctx) {
 // fused SiLU; present_state is the last k - 1 positions of that sequence.
 
 Result<bool> ReadCausalConvActivation(const Node& node) {
-  NEE_ASSIGN_OR_RETURN(std::string act, node.GetString("activation", "none"));
+  Result<std::string> read = node.GetString("activation", "none");
+  if (!read.ok()) return read.status();
+  const std::string& act = read.value();
   if (act == "none") return false;
   if (act == "silu" || act == "swish") return true;
   return InvalidModel(node.Describe() + ": activation must be 'none', 'silu' or 'swish', got '" + act + "'");
@@ -1065,8 +1080,8 @@ Status FlexAttentionTyped(KernelContext& ctx, const Tensor& q, const Tensor& k, 
       for (int64_t j = 0; j < S; ++j) max = std::max(max, r[j]);
       A sum{0};
       for (int64_t j = 0; j < S; ++j) {
-        r[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(r[j] - max)));
-        sum += r[j];
+        r[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(RoundTo<A>(softmax_type, r[j] - max))));
+        sum = SumStep<A>(softmax_type, sum, r[j]);
       }
       sum = RoundTo<A>(softmax_type, sum);
       for (int64_t j = 0; j < S; ++j) r[j] = RoundTo<A>(softmax_type, r[j] / sum);
