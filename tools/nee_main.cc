@@ -185,8 +185,11 @@ Feed GatherInputs(const Args& a, const neeapi::Session& session) {
   Feed feed;
   auto inputs = session.Inputs();
   for (const auto& [name, file] : a.inputs) {
+    size_t index = 0;
+    while (index < inputs.size() && inputs[index].name != name) ++index;
     feed.names.push_back(name);
-    feed.values.push_back(neeapi::LoadValue(file));
+    // Unknown names are reported by Run with the list of valid inputs.
+    feed.values.push_back(index < inputs.size() ? session.LoadInput(index, file) : neeapi::LoadValue(file));
   }
   if (!a.inputs_dir.empty()) {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -200,7 +203,7 @@ Feed GatherInputs(const Args& a, const neeapi::Session& session) {
       for (const auto& n : feed.names) given = given || n == inputs[i].name;
       if (given) continue;
       feed.names.push_back(inputs[i].name);
-      feed.values.push_back(neeapi::LoadValue(p.string()));
+      feed.values.push_back(session.LoadInput(i, p.string()));
     }
   }
   std::mt19937 rng(12345);
