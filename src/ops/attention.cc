@@ -2,7 +2,6 @@
 //
 //   Attention        (23, 24: + nonpad_kv_seqlen, 25: + sliding window)
 //   RotaryEmbedding  (23)
-//   SwiGLU           (28)
 //   LinearAttention, CausalConvWithState (27)
 //   FlexAttention    (ai.onnx.preview 1)
 //
@@ -685,55 +684,6 @@ Status RotaryEmbeddingKernel(KernelContext& ctx) {
   return run(0.0f);
 }
 
-// ---- SwiGLU ----------------------------------------------------------------------
-
-Status InferSwiGLU(InferenceContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const TypeInfo* a, InputTensorType(ctx, 0));
-  NEE_ASSIGN_OR_RETURN(const TypeInfo* b, InputTensorType(ctx, 1));
-  if (a->shape && b->shape) {
-    bool conflict = a->shape->size() != b->shape->size();
-    for (size_t i = 0; !conflict && i < a->shape->size(); ++i) conflict = nn::DimsConflict((*a->shape)[i], (*b->shape)[i]);
-    if (conflict)
-      return ctx.InputError(1, "B " + ShapeToString(*b->shape) + " must have A's shape " + ShapeToString(*a->shape) +
-                                   " (no broadcasting)");
-  }
-  ctx.output_types[0] = a->shape ? *a : *b;
-  ctx.output_types[0].elem_type = a->elem_type;
-  return Status::Ok();
-}
-
-Status SwiGLUKernel(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
-  NEE_ASSIGN_OR_RETURN(float alpha, ctx.node().GetFloat("alpha", 1.0f));
-  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 0, *a));
-  if (b->dtype() != a->dtype())
-    return ctx.InputError(1, std::string("B must have A's element type ") + DataTypeName(a->dtype()) + ", got " +
-                                 DataTypeName(b->dtype()));
-  if (b->dims() != a->dims())
-    return ctx.InputError(1, "B " + DimsToString(b->dims()) + " must have A's shape " + DimsToString(a->dims()) +
-                                 " (no broadcasting)");
-  const DataType t = a->dtype();
-  NEE_ASSIGN_OR_RETURN(Tensor y_tensor, ctx.AllocateOutput(0, t, a->dims()));
-  auto run = [&](auto zero) {
-    using A = decltype(zero);
-    ComputeInput<A> ca(*a), cb(*b);
-    ComputeOutput<A> y(y_tensor);
-    const A al = static_cast<A>(alpha);
-    ctx.ParallelFor(a->num_elements(), 4096, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        // As the reference: the sigmoid is rounded to the input type first.
-        const A sig = RoundTo<A>(t, A{1} / (A{1} + static_cast<A>(std::exp(-al * ca[i]))));
-        y[i] = RoundTo<A>(t, RoundTo<A>(t, ca[i] * sig) * cb[i]);
-      }
-    });
-    y.Commit();
-  };
-  if (t == DataType::kDouble) run(0.0);
-  else run(0.0f);
-  return Status::Ok();
-}
-
 // ---- LinearAttention ---------------------------------------------------------------
 // A recurrence over time per (batch, kv head) on a d_k x d_v state, in float
 // whatever the input type (as the reference accumulates).
@@ -1142,7 +1092,6 @@ void RegisterAttentionOps(OpRegistry& registry) {
   registry.RegisterVersions("", "Attention", {23}, 3, 6, 1, 4, InferAttention, AttentionKernel);
   registry.RegisterVersions("", "Attention", {24, 25}, 3, 7, 1, 4, InferAttention, AttentionKernel);
   registry.RegisterVersions("", "RotaryEmbedding", {23}, 3, 4, 1, 1, InferRotaryEmbedding, RotaryEmbeddingKernel);
-  registry.RegisterVersions("", "SwiGLU", {28}, 2, 2, 1, 1, InferSwiGLU, SwiGLUKernel);
   registry.RegisterVersions("", "LinearAttention", {27}, 3, 6, 1, 2, InferLinearAttention, LinearAttentionKernel);
   registry.RegisterVersions("", "CausalConvWithState", {27}, 2, 4, 1, 2, InferCausalConvWithState,
                             CausalConvWithStateKernel);
