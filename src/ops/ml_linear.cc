@@ -3,8 +3,8 @@
 // (Scaler, Normalizer, Binarizer, Imputer, OneHotEncoder, LabelEncoder,
 // CategoryMapper, ArrayFeatureExtractor, FeatureVectorizer), the map
 // converters DictVectorizer and CastMap, the kernel machines SVMClassifier and
-// SVMRegressor, and ZipMap, which turns class
-// probabilities into a sequence of label->probability maps.
+// SVMRegressor, and ZipMap, which turns class probabilities into a sequence of
+// label->probability maps.
 //
 // Where the ONNX text is vague, behaviour follows ONNX Runtime, since that is
 // what exporters (skl2onnx, onnxmltools) test their output against. Scores are
