@@ -387,6 +387,37 @@ bool IsIdentityAxis(const ResizeAttrs& attrs, const AxisGeometry& g) {
 
 // ---- Kernels ---------------------------------------------------------------
 
+// Saturating store of the final double value, as onnx.reference's saturate_cast.
+void StoreSaturated(Tensor& y, int64_t i, double v) {
+  const DataType t = y.dtype();
+  if (IsFloatingPoint(t)) {
+    double max = t == DataType::kDouble ? std::numeric_limits<double>::max()
+                 : t == DataType::kFloat16 ? 65504.0
+                                           : std::numeric_limits<float>::max();
+    if (!std::isnan(v)) v = std::clamp(v, -max, max);
+    WriteFromDouble(y, i, v);
+  } else if (t == DataType::kBool) {
+    WriteFromDouble(y, i, v);
+  } else {
+    // Integers: round half to even, then clamp (WriteFromDouble follows Cast,
+    // which does not saturate). Bounds are the largest doubles inside range.
+    double lo = 0, hi = 0;
+    switch (t) {
+      case DataType::kInt8: lo = -128, hi = 127; break;
+      case DataType::kUint8: lo = 0, hi = 255; break;
+      case DataType::kInt16: lo = -32768, hi = 32767; break;
+      case DataType::kUint16: lo = 0, hi = 65535; break;
+      case DataType::kInt32: lo = -2147483648.0, hi = 2147483647.0; break;
+      case DataType::kUint32: lo = 0, hi = 4294967295.0; break;
+      case DataType::kInt64: lo = -9223372036854775808.0, hi = 9223372036854774784.0; break;
+      case DataType::kUint64: lo = 0, hi = 18446744073709549568.0; break;
+      default: break;
+    }
+    v = std::isnan(v) ? 0 : std::clamp(std::nearbyint(v), lo, hi);
+    WriteFromDouble(y, i, v);
+  }
+}
+
 // Nearest: a gather, bit-exact for every fixed-size element type.
 Status ResizeNearest(KernelContext& ctx, const ResizeAttrs& attrs, const Tensor& x, const ResizePlan& plan,
                      Tensor& y) {
@@ -431,26 +462,12 @@ Status ResizeNearest(KernelContext& ctx, const ResizeAttrs& attrs, const Tensor&
         offset += source[d][o] * in_strides[d];
         extrapolate = extrapolate || outside[d][o] != 0;
       }
-      if (extrapolate && !is_string) WriteFromDouble(y, i, attrs.extrapolation_value);
+      if (extrapolate && !is_string) StoreSaturated(y, i, attrs.extrapolation_value);
       else if (is_string) y.data<std::string>()[i] = x.data<std::string>()[offset];
       else std::memcpy(dst + static_cast<size_t>(i) * elem_bytes, src + static_cast<size_t>(offset) * elem_bytes, elem_bytes);
     }
   });
   return Status::Ok();
-}
-
-// Saturating store of the final double value, as onnx.reference's saturate_cast.
-void StoreSaturated(Tensor& y, int64_t i, double v) {
-  const DataType t = y.dtype();
-  if (IsFloatingPoint(t)) {
-    double max = t == DataType::kDouble ? std::numeric_limits<double>::max()
-                 : t == DataType::kFloat16 ? 65504.0
-                                           : std::numeric_limits<float>::max();
-    if (!std::isnan(v)) v = std::clamp(v, -max, max);
-    WriteFromDouble(y, i, v);
-  } else {
-    WriteFromDouble(y, i, std::nearbyint(v));  // WriteFromDouble saturates integers
-  }
 }
 
 Status ResizeInterpolate(KernelContext& ctx, const ResizeAttrs& attrs, const Tensor& x, const ResizePlan& plan,

@@ -132,6 +132,17 @@ TEST(Resize, Uint8LinearRoundsHalfToEven) {
                             {0, 5, 51, 214, 2, 17, 59, 165, 5, 41, 76, 68, 7, 54, 84, 19});
 }
 
+TEST(Resize, Uint8CubicOvershootSaturates) {
+  // onnx.reference Resize(mode=cubic) on uint8 [[0,255,0,255],[255,0,255,0]], scales [1,1,1,1.5]:
+  // the cubic kernel overshoots below 0 and above 255, and saturate_cast clamps.
+  Node node = MakeNode("Resize", 3, 1, {StringAttr("mode", "cubic")});
+  auto run = RunOp(node, 13, {Tensor::FromVector<uint8_t>({0, 255, 0, 255, 255, 0, 255, 0}, {1, 1, 2, 4}), Value(),
+                              Tensor::FromVector<float>({1, 1, 1, 1.5f}, {4})});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<uint8_t>(run->outputs[0].tensor(), {1, 1, 2, 6},
+                            {0, 151, 236, 19, 104, 255, 255, 104, 19, 236, 151, 0});
+}
+
 // np.repeat(np.repeat([[1,2],[3,4]], 2, axis=0), 3, axis=1)
 const std::vector<float> kRepeated = {1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4};
 
