@@ -435,6 +435,17 @@ Status OnnxParser::ParseAttribute(ByteRange b, Attribute* attr) {
     }
   }
   if (!has_type || attr->type == AttrType::kUndefined) attr->type = seen;
+  // An attribute must carry the value its type announces (a reference to a
+  // calling node's attribute, inside a function body, carries none).
+  if (attr->ref_attr_name.empty()) {
+    const char* missing = nullptr;
+    if (attr->type == AttrType::kUndefined) missing = "has no type and no value";
+    else if (attr->type == AttrType::kGraph && !attr->g) missing = "has type GRAPH but holds no graph";
+    else if (attr->type == AttrType::kTensor && !attr->t.defined()) missing = "has type TENSOR but holds no tensor";
+    else if (attr->type == AttrType::kSparseTensor && !attr->sparse_tensor.values.defined())
+      missing = "has type SPARSE_TENSOR but holds no sparse tensor";
+    if (missing) return d_.Error("attribute '" + attr->name + "' " + missing, d_.OffsetOf(b.data));
+  }
   return Status::Ok();
 }
 

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Builds the format fuzzers with clang++ straight from the source list (no
 # CMake) and runs each for a bounded time with the test fixtures as seeds.
-#   tests/fuzz/run_bounded_fuzz.sh [seconds per target, default 60] [jobs, default 1]
+#   tests/fuzz/run_bounded_fuzz.sh [seconds per target, default 60] [jobs, default 1] [max runs, default unbounded]
+# NEE_FUZZ_SEED (default 1) fixes libFuzzer's seed: with a run cap the run is
+# reproducible, so CI and a developer see the same inputs.
 # Exits non-zero when a fuzzer finds a crash; the reproducer is left in the
 # work folder it prints. Needs clang with libFuzzer (Debian: clang-14 and
 # libclang-rt-14-dev).
 set -euo pipefail
 SECONDS_PER_TARGET="${1:-60}"
 JOBS="${2:-1}"
+MAX_RUNS="${3:--1}"
+SEED="${NEE_FUZZ_SEED:-1}"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 CXX="${CXX_FUZZ:-clang++}"
 if ! command -v "$CXX" >/dev/null; then
@@ -44,7 +48,7 @@ run_target() {
   # -malloc_limit_mb: no input may make the reader allocate far beyond its size.
   local rc=0
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-    "$WORK/$name" "$corpus" -max_total_time="$SECONDS_PER_TARGET" -max_len=65536 \
+    "$WORK/$name" "$corpus" -max_total_time="$SECONDS_PER_TARGET" -runs="$MAX_RUNS" -seed="$SEED" -max_len=65536 \
     -rss_limit_mb=2048 -malloc_limit_mb=512 -timeout=10 "${parallel[@]}" \
     -artifact_prefix="$WORK/crash_${name}_" -print_final_stats=1 >"$WORK/$name.log" 2>&1 || rc=$?
   tail -n 25 "$WORK/$name.log"
@@ -60,7 +64,8 @@ run_target() {
 
 DATA="$ROOT/tests/unit/format/data"
 status=0
-run_target reader_fuzzer "$DATA"/*.onnx "$DATA"/external/*.onnx "$DATA"/values/*.pb || status=1
+run_target reader_fuzzer "$DATA"/*.onnx "$DATA"/external/*.onnx "$DATA"/values/*.pb \
+  "$ROOT"/tests/fuzz/regressions/reader_*.bin || status=1
 run_target npy_fuzzer "$DATA"/npy/*.npy || status=1
 [ "$status" = 0 ] && echo "no crashes"
 exit "$status"
