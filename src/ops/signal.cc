@@ -374,6 +374,8 @@ Status MelWeightMatrixKernel(KernelContext& ctx) {
   if (!dft_length || *dft_length <= 0 || *dft_length > kMaxLength) return ctx.InputError(1, "dft_length must be positive");
   if (!sample_rate || *sample_rate <= 0) return ctx.InputError(2, "sample_rate must be positive");
   const int64_t spectrum_bins = *dft_length / 2 + 1;
+  // Allocating first also bounds num_mel_bins before the edge table is built.
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, type, {spectrum_bins, *mel_bins}));
   // Band edges: num_mel_bins + 2 points evenly spaced on the mel scale,
   // mapped back to Hz and then to (floored) spectrum bin indices.
   auto to_mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
@@ -390,18 +392,17 @@ Status MelWeightMatrixKernel(KernelContext& ctx) {
                                    std::to_string(spectrum_bins) + " spectrum bins (check lower/upper_edge_hertz against sample_rate)");
     edge[static_cast<size_t>(i)] = static_cast<int64_t>(bin);
   }
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, type, {spectrum_bins, *mel_bins}));
-  std::vector<double> w(static_cast<size_t>(spectrum_bins * *mel_bins), 0.0);
+  // Outputs may live in a reused arena: write every element.
+  for (int64_t i = 0; i < y.num_elements(); ++i) WriteFromDouble(y, i, 0.0);
   for (int64_t m = 0; m < *mel_bins; ++m) {
     const int64_t left = edge[m], center = edge[m + 1], right = edge[m + 2];
     // Rising edge up to the peak of 1 at the center, then the falling edge.
-    if (center == left) w[static_cast<size_t>(center * *mel_bins + m)] = 1;
+    if (center == left) WriteFromDouble(y, center * *mel_bins + m, 1.0);
     for (int64_t j = left; center > left && j <= center; ++j)
-      w[static_cast<size_t>(j * *mel_bins + m)] = static_cast<double>(j - left) / static_cast<double>(center - left);
+      WriteFromDouble(y, j * *mel_bins + m, static_cast<double>(j - left) / static_cast<double>(center - left));
     for (int64_t j = center; j < right; ++j)
-      w[static_cast<size_t>(j * *mel_bins + m)] = static_cast<double>(right - j) / static_cast<double>(right - center);
+      WriteFromDouble(y, j * *mel_bins + m, static_cast<double>(right - j) / static_cast<double>(right - center));
   }
-  for (int64_t i = 0; i < y.num_elements(); ++i) WriteFromDouble(y, i, w[static_cast<size_t>(i)]);
   return Status::Ok();
 }
 

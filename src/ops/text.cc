@@ -214,7 +214,9 @@ Status StringSplitKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kString, y_dims));
   for (int64_t i = 0; i < x->num_elements(); ++i) {
     auto& row = parts[static_cast<size_t>(i)];
-    for (size_t k = 0; k < row.size(); ++k) y.data<std::string>()[i * widest + static_cast<int64_t>(k)] = std::move(row[k]);
+    std::string* out = y.data<std::string>() + i * widest;
+    for (int64_t k = 0; k < widest; ++k)
+      out[k] = k < static_cast<int64_t>(row.size()) ? std::move(row[static_cast<size_t>(k)]) : std::string();
   }
   if (ctx.wants_output(1)) {
     NEE_ASSIGN_OR_RETURN(Tensor z, ctx.AllocateOutput(1, DataType::kInt64, x->dims()));

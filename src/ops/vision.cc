@@ -547,7 +547,7 @@ Status RoiAlignKernel(KernelContext& ctx) {
     const double bin_h = roi_h / static_cast<double>(a.out_h), bin_w = roi_w / static_cast<double>(a.out_w);
     const double grid_h_d = a.sampling_ratio > 0 ? static_cast<double>(a.sampling_ratio) : std::ceil(bin_h);
     const double grid_w_d = a.sampling_ratio > 0 ? static_cast<double>(a.sampling_ratio) : std::ceil(bin_w);
-    if (!(grid_h_d <= kMaxSamples && grid_w_d <= kMaxSamples))
+    if (!(grid_h_d <= kMaxSamples && grid_w_d <= kMaxSamples && grid_h_d * grid_w_d <= kMaxSamples * 16))
       return ctx.InputError(1, "region " + std::to_string(n) + " needs too many samples per bin");
     const int64_t grid_h = std::max<int64_t>(0, static_cast<int64_t>(grid_h_d));
     const int64_t grid_w = std::max<int64_t>(0, static_cast<int64_t>(grid_w_d));
