@@ -30,9 +30,11 @@ namespace {
 
 using Complex = std::complex<double>;
 
-// Upper bound on transform and window lengths: far beyond real signals,
-// small enough that length products cannot overflow.
+// Upper bounds on window and transform lengths: far beyond real signals,
+// small enough that length products cannot overflow and that the per-line
+// scratch of a transform stays modest.
 constexpr int64_t kMaxLength = int64_t{1} << 31;
+constexpr int64_t kMaxTransformLength = int64_t{1} << 22;
 
 // A scalar integer input (int32 or int64), or nullopt when omitted.
 Result<std::optional<int64_t>> ScalarIntInput(const KernelContext& ctx, size_t i) {
@@ -159,8 +161,9 @@ Status DftKernel(KernelContext& ctx) {
   const int64_t n_in = x->dim(axis);
   NEE_ASSIGN_OR_RETURN(std::optional<int64_t> length_in, ScalarIntInput(ctx, 1));
   const int64_t length = length_in ? *length_in : (attrs.inverse && attrs.onesided ? 2 * (n_in - 1) : n_in);
-  if (length <= 0 || length > kMaxLength)
-    return ctx.InputError(1, "dft_length must be positive, got " + std::to_string(length));
+  if (length <= 0 || length > kMaxTransformLength)
+    return ctx.InputError(1, "dft_length must be in [1, " + std::to_string(kMaxTransformLength) + "], got " +
+                                 std::to_string(length));
   const bool complex_in = x->dims().back() == 2;
   const bool real_out = attrs.inverse && attrs.onesided;
   const int64_t n_out = attrs.onesided && !attrs.inverse ? length / 2 + 1 : length;
@@ -250,7 +253,7 @@ Status StftKernel(KernelContext& ctx) {
   }
   NEE_ASSIGN_OR_RETURN(std::optional<int64_t> length_in, ScalarIntInput(ctx, 3));
   const int64_t length = length_in ? *length_in : window ? window->dim(0) : signal_length;
-  if (length <= 0 || length > signal_length)
+  if (length <= 0 || length > signal_length || length > kMaxTransformLength)
     return ctx.InputError(3, "frame_length must be in [1, " + std::to_string(signal_length) + "], got " +
                                  std::to_string(length));
   if (window && window->dim(0) != length)

@@ -412,7 +412,8 @@ Status NonMaxSuppressionKernel(KernelContext& ctx) {
       const float* s = scores->data<float>() + (b * classes + c) * num_boxes;
       order.clear();
       for (int64_t i = 0; i < num_boxes; ++i)
-        if (!score_threshold || s[i] > *score_threshold) order.push_back(i);
+        // NaN scores cannot be ranked: such boxes are never selected.
+        if (!std::isnan(s[i]) && (!score_threshold || s[i] > *score_threshold)) order.push_back(i);
       // Highest score first; equal scores keep the lower box index first.
       std::stable_sort(order.begin(), order.end(), [&](int64_t l, int64_t r) { return s[l] > s[r]; });
       kept.clear();
@@ -485,7 +486,8 @@ Status RoiAlignInfer(InferenceContext& ctx) {
 // one pixel outside, clamped to the edge pixels inside that band. In max
 // mode the four weighted corners are maximized instead of summed.
 double RoiSample(const double* plane, int64_t height, int64_t width, double y, double x, bool max_mode) {
-  if (y < -1.0 || y > static_cast<double>(height) || x < -1.0 || x > static_cast<double>(width)) return 0;
+  // Written so that NaN positions also read as outside.
+  if (!(y >= -1.0 && y <= static_cast<double>(height) && x >= -1.0 && x <= static_cast<double>(width))) return 0;
   y = std::max(y, 0.0);
   x = std::max(x, 0.0);
   int64_t y_low = static_cast<int64_t>(y), x_low = static_cast<int64_t>(x), y_high, x_high;

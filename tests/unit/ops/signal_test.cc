@@ -58,6 +58,7 @@ TEST(SignalDft, RejectsBadAxisAndLength) {
   ExpectError(RunOp(MakeNode("DFT", 3, 1), 20, {sig, Value(), V<int64_t>({2}, {})}), "axis");
   ExpectError(RunOp(MakeNode("DFT", 1, 1, {IntAttr("axis", -1)}), 17, {sig}), "axis");
   ExpectError(RunOp(MakeNode("DFT", 2, 1), 20, {sig, V<int64_t>({0}, {})}), "dft_length");
+  ExpectError(RunOp(MakeNode("DFT", 2, 1), 20, {sig, V<int64_t>({int64_t{1} << 40}, {})}), "dft_length");
   ExpectError(RunOp(MakeNode("DFT", 1, 1), 20, {Pattern({1, 5, 3}, 6)}), "input 0");
 }
 

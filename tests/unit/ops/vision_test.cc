@@ -2,6 +2,7 @@
 // values were computed with onnx.reference by misc_expected_gen.py (section
 // "vision"); the generator builds its inputs the same way as the helpers here.
 #include <cmath>
+#include <limits>
 
 #include "op_test_util.h"
 
@@ -156,6 +157,44 @@ TEST(VisionDeformConv, GroupsOffsetGroupsMaskAndBias) {
   // The offset tensor must match offset_group * kernel taps * 2 channels.
   ExpectError(RunOp(MakeNode("DeformConv", 3, 1, {IntAttr("group", 2)}), 22, {x, w, Linspace(0, 1, {1, 4, 2, 2})}),
               "input 2");
+}
+
+TEST(VisionHostile, NonFiniteAndFarPositionsStayInBounds) {
+  // By construction: positions far outside (or NaN) read padding, never memory
+  // outside the input; with zeros padding a far position yields exactly 0.
+  const float kInf = std::numeric_limits<float>::infinity(), kNan = std::numeric_limits<float>::quiet_NaN();
+  Value grid = V<float>({1e30f, -1e30f, kInf, -kInf, kNan, 0.0f, 3e9f, -7e12f}, {1, 2, 2, 2});
+  for (const char* mode : {"nearest", "linear", "cubic"})
+    for (const char* padding : {"zeros", "border", "reflection"})
+      for (int align : {0, 1}) {
+        auto r = RunOp(MakeNode("GridSample", 2, 1,
+                                {StringAttr("mode", mode), StringAttr("padding_mode", padding), IntAttr("align_corners", align)}),
+                       20, {Pattern({1, 1, 3, 4}, 11), grid});
+        ASSERT_TRUE(r.ok()) << mode << " " << padding << ": " << r.status().ToString();
+        if (std::string(padding) == "zeros") EXPECT_EQ(r->outputs[0].tensor().data<float>()[0], 0.0f) << mode;
+      }
+  // RoiAlign: NaN or huge regions sample nothing or are refused, never read outside.
+  Value feat = Pattern({1, 1, 4, 4}, 9);
+  auto r = RunOp(MakeNode("RoiAlign", 3, 1, {IntAttr("sampling_ratio", 2)}), 16,
+                 {feat, V<float>({kNan, 0, 1e30f, 2, -1e30f, -1e30f, 1e30f, 1e30f}, {2, 4}), V<int64_t>({0, 0}, {2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectError(RunOp(MakeNode("RoiAlign", 3, 1), 16, {feat, V<float>({0, 0, 1e30f, 1e30f}, {1, 4}), V<int64_t>({0}, {1})}),
+              "too many samples");
+  // NonMaxSuppression: a NaN score is never selected.
+  r = RunOp(MakeNode("NonMaxSuppression", 3, 1), 11,
+            {V<float>({0, 0, 1, 1, 5, 5, 6, 6}, {1, 2, 4}), V<float>({kNan, 0.5f}, {1, 1, 2}), V<int64_t>({5}, {1})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear<int64_t>(r->outputs[0].tensor(), {1, 3}, {0, 0, 1});
+  // DeformConv: NaN offsets sample nothing, leaving the bias.
+  std::vector<float> offsets(16, kNan);
+  r = RunOp(MakeNode("DeformConv", 4, 1), 19,
+            {Pattern({1, 1, 3, 3}, 5), Pattern({1, 1, 2, 2}, 3), V<float>(offsets, {1, 8, 1, 1}), V<float>({0.25f}, {1})});
+  ASSERT_FALSE(r.ok());  // a 3x3 input with a 2x2 kernel has 2x2 outputs: offsets [1, 8, 1, 1] are refused
+  std::vector<float> offsets4(32, kNan);
+  r = RunOp(MakeNode("DeformConv", 4, 1), 19,
+            {Pattern({1, 1, 3, 3}, 5), Pattern({1, 1, 2, 2}, 3), V<float>(offsets4, {1, 8, 2, 2}), V<float>({0.25f}, {1})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear<float>(r->outputs[0].tensor(), {1, 1, 2, 2}, {0.25f, 0.25f, 0.25f, 0.25f});
 }
 
 }  // namespace
