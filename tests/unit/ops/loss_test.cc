@@ -3,6 +3,7 @@
 // onnx.reference by misc_expected_gen.py (section "loss").
 #include <cmath>
 
+#include "ir/float_formats.h"
 #include "op_test_util.h"
 
 namespace nee::testing {
@@ -73,6 +74,22 @@ TEST(LossNegativeLogLikelihood, ReductionsAndInt32Labels) {
   r = RunOp(MakeNode("NegativeLogLikelihoodLoss", 3, 1, {IntAttr("ignore_index", 0)}), 13, {Nll34(), target, weights});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectTensorNear<double>(r->outputs[0].tensor(), {}, {-0.1});
+}
+
+TEST(LossSoftmaxCrossEntropy, Float16ComputesThroughFloat) {
+  Tensor x = Tensor::Allocate(DataType::kFloat16, {2, 3}).value();
+  const std::vector<float> values = {1, 2, 3, 0.5f, 0, -1};
+  for (size_t i = 0; i < values.size(); ++i) x.data<uint16_t>()[i] = FloatToHalf(values[i]);
+  auto r = RunOp(MakeNode("SoftmaxCrossEntropyLoss", 2, 1, {StringAttr("reduction", "none")}), 13,
+                 {Value(x), V<int64_t>({2, 0}, {2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& loss = r->outputs[0].tensor();
+  ASSERT_EQ(loss.dtype(), DataType::kFloat16);
+  ASSERT_EQ(loss.dims(), (std::vector<int64_t>{2}));
+  // onnx.reference rounds every intermediate to float16; nee rounds once, so
+  // the results may differ by a float16 ulp (2^-12 here).
+  EXPECT_NEAR(HalfToFloat(loss.data<uint16_t>()[0]), 0.407226562f, 5e-4);
+  EXPECT_NEAR(HalfToFloat(loss.data<uint16_t>()[1]), 0.604492188f, 5e-4);
 }
 
 TEST(LossNegativeLogLikelihood, RejectsBadLabelsAndShapes) {

@@ -153,3 +153,7 @@ print("regex:", [bool(__import__("re").fullmatch(r"(\W|^)[\w.\-]{0,25}@(yahoo|gm
                  for s in ["account@gmail.com", "not email", " abc@yahoo.com!", "x@gmail.co"]])
 print("strnorm (ONNX node-test semantics, by Python):",
       [s.upper() for s in ["Monday", "tuesday", "MONDAY", "Straße"] if s.lower() not in {"monday"}])
+x16 = np.array([[1, 2, 3], [0.5, 0, -1]], dtype=np.float16)
+show("sce_f16_none", run("SoftmaxCrossEntropyLoss", [x16, np.array([2, 0], dtype=np.int64)], {"reduction": "none"})[0])
+g16 = np.array([[[[-0.5, 0.25], [0.75, -1.0]]]], dtype=np.float16)
+show("gs_f16", run("GridSample", [pattern((1, 1, 2, 3), 5).astype(np.float16), g16], {"align_corners": 1}, opset=20)[0])

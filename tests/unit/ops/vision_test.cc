@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/float_formats.h"
 #include "op_test_util.h"
 
 namespace nee::testing {
@@ -86,6 +87,23 @@ TEST(VisionGridSample, Opset16SpellingAndVolumes) {
   // The grid's last dim must equal the number of spatial dims.
   ExpectError(RunOp(MakeNode("GridSample", 2, 1), 20, {Pattern({1, 2, 3, 4}, 11), Linspace(0, 1, {1, 2, 3, 3})}),
               "input 1");
+}
+
+TEST(VisionGridSample, Float16InputAndGrid) {
+  auto half = [](const std::vector<float>& v, std::vector<int64_t> dims) {
+    Tensor t = Tensor::Allocate(DataType::kFloat16, std::move(dims)).value();
+    for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = FloatToHalf(v[i]);
+    return Value(t);
+  };
+  // pattern((1, 1, 2, 3), 5) in float16
+  auto r = RunOp(MakeNode("GridSample", 2, 1, {IntAttr("align_corners", 1)}), 20,
+                 {half({-1, -0.5f, 0, 0.5f, 1, -1}, {1, 1, 2, 3}), half({-0.5f, 0.25f, 0.75f, -1}, {1, 1, 2, 2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const Tensor& y = r->outputs[0].tensor();
+  ASSERT_EQ(y.dtype(), DataType::kFloat16);
+  ASSERT_EQ(y.dims(), (std::vector<int64_t>{1, 1, 1, 2}));
+  EXPECT_EQ(HalfToFloat(y.data<uint16_t>()[0]), 0.1875f);
+  EXPECT_EQ(HalfToFloat(y.data<uint16_t>()[1]), -0.125f);
 }
 
 TEST(VisionAffineGrid, BothAlignments) {
