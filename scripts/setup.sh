@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for pkg in g++ cmake make libgtest-dev python3-venv ccache; do
+for pkg in g++ cmake make libgtest-dev python3-venv ccache clang libclang-rt-14-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -20,7 +20,7 @@ PYTHONPATH="$PWD/build/python" .venv/bin/python tests/conformance/run_conformanc
 
 if [ -x tests/fuzz/run_bounded_fuzz.sh ]; then
   echo "== bounded fuzz run"
-  tests/fuzz/run_bounded_fuzz.sh
+  tests/fuzz/run_bounded_fuzz.sh 30
 fi
 
 echo "== pip install . (clean build of the Python package)"

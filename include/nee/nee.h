@@ -153,6 +153,11 @@ NEE_API nee_status_t nee_session_create_from_memory(const void* data, size_t siz
                                                     nee_session_t** out_session);
 NEE_API void nee_session_release(nee_session_t* session);
 
+/* Like nee_value_load_file, for the session's input `input_index`: its declared
+ * type decides between the .pb message kinds whose bytes can coincide (an
+ * OptionalProto holding a tensor vs a one-element SequenceProto). */
+NEE_API nee_status_t nee_session_load_input_file(const nee_session_t* session, size_t input_index,
+                                                 const char* path, nee_value_t** out_value);
 /* Inputs a caller feeds (initializer-backed graph inputs excluded) and outputs. */
 NEE_API size_t nee_session_input_count(const nee_session_t* session);
 NEE_API size_t nee_session_output_count(const nee_session_t* session);

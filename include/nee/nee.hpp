@@ -115,6 +115,13 @@ class Session {
     return r;
   }
 
+  // Reads a value file for input `index`, using its declared type as the hint.
+  ValuePtr LoadInput(size_t index, const std::string& path) const {
+    nee_value_t* v = nullptr;
+    Check(nee_session_load_input_file(session_, index, path.c_str(), &v));
+    return ValuePtr(v);
+  }
+
   const nee_session_t* get() const { return session_; }
 
  private:

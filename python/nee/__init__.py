@@ -110,7 +110,8 @@ _NUMPY_OF_CODE = {
 }
 _CODE_OF_NUMPY = {np.dtype(v): k for k, v in _NUMPY_OF_CODE.items()}
 _ML_DTYPES = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
-              20: "float8_e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4_e2m1fn"}
+              20: "float8_e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu",
+              25: "uint2", 26: "int2"}
 try:  # optional: narrow float types as numpy dtypes
     import ml_dtypes as _ml_dtypes
 
@@ -121,7 +122,8 @@ try:  # optional: narrow float types as numpy dtypes
             _CODE_OF_NUMPY[_dt] = _code
 except ImportError:  # pragma: no cover
     pass
-_SUB_BYTE = {21, 22, 23}
+_SUB_BYTE = {21, 22, 23}  # 4-bit, two per byte
+_TWO_BIT = {25, 26}  # four per byte
 
 
 def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
@@ -142,8 +144,8 @@ def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
     code = _CODE_OF_NUMPY.get(arr.dtype)
     if code is None:
         raise InvalidArgument(f"unsupported numpy dtype {arr.dtype}")
-    if code in _SUB_BYTE:
-        packed = _pack_nibbles(arr)
+    if code in _SUB_BYTE or code in _TWO_BIT:
+        packed = _pack_bits(arr, 4 if code in _SUB_BYTE else 2)
         return _nee.tensor_from_buffer(code, list(arr.shape), packed)
     if not arr.flags.c_contiguous:
         arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d arrays into 1-d)
@@ -152,19 +154,31 @@ def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
     return _nee.tensor_from_buffer(code, list(arr.shape), arr.tobytes())
 
 
-def _pack_nibbles(arr: np.ndarray) -> bytes:
-    raw = arr.reshape(-1).view(np.uint8) & 0x0F
-    if raw.size % 2:
-        raw = np.concatenate([raw, np.zeros(1, np.uint8)])
-    return (raw[0::2] | (raw[1::2] << 4)).astype(np.uint8).tobytes()
+def _pack_bits(arr: np.ndarray, bits: int) -> bytes:
+    """Packs 4- or 2-bit elements, lowest bits first, as ONNX stores them."""
+    per_byte = 8 // bits
+    raw = arr.reshape(-1).view(np.uint8) & ((1 << bits) - 1)
+    pad = (-raw.size) % per_byte
+    raw = np.concatenate([raw, np.zeros(pad, np.uint8)]).reshape(-1, per_byte)
+    out = np.zeros(raw.shape[0], np.uint8)
+    for i in range(per_byte):
+        out |= raw[:, i] << (bits * i)
+    return out.tobytes()
 
 
-def _unpack_nibbles(data: bytes, count: int, dtype: np.dtype) -> np.ndarray:
-    b = np.frombuffer(data, np.uint8)
-    nibbles = np.empty(b.size * 2, np.uint8)
-    nibbles[0::2] = b & 0x0F
-    nibbles[1::2] = b >> 4
-    return nibbles[:count].view(dtype) if dtype.itemsize == 1 else nibbles[:count].astype(dtype)
+def _unpack_bits(data: bytes, count: int, dtype: np.dtype, bits: int) -> np.ndarray:
+    per_byte = 8 // bits
+    b = np.frombuffer(bytes(data), np.uint8)
+    parts = np.empty((b.size, per_byte), np.uint8)
+    for i in range(per_byte):
+        parts[:, i] = (b >> (bits * i)) & ((1 << bits) - 1)
+    flat = parts.reshape(-1)[:count]
+    if dtype.kind == "V" or dtype.itemsize == 1:
+        # ml_dtypes int4/int2 keep the sign in the element's own bits: sign-extend.
+        if str(dtype) in ("int4", "int2"):
+            flat = ((flat.astype(np.int8) << (8 - bits)) >> (8 - bits)).astype(np.int8)
+        return flat.view(dtype)
+    return flat.astype(dtype)
 
 
 def _from_unpacked(u: tuple) -> Any:
@@ -176,8 +190,8 @@ def _from_unpacked(u: tuple) -> Any:
             return arr.reshape(shape)
         dtype = np.dtype(_NUMPY_OF_CODE.get(code, np.uint8))
         count = int(np.prod(shape)) if shape else 1
-        if code in _SUB_BYTE:
-            return _unpack_nibbles(data, count, dtype).reshape(shape)
+        if code in _SUB_BYTE or code in _TWO_BIT:
+            return _unpack_bits(data, count, dtype, 4 if code in _SUB_BYTE else 2).reshape(shape)
         return np.frombuffer(data, dtype=dtype, count=count).reshape(shape)
     if kind == "sequence":
         return [_from_unpacked(x) for x in u[2]]

@@ -6,22 +6,8 @@
 
 #include "exec/session.h"
 #include "format/onnx_reader.h"
-// TEMPORARY until the writer and npy support land from the format work.
-#if __has_include("format/npy.h")
 #include "format/npy.h"
-#else
-namespace nee {
-inline Result<Tensor> ReadNpyFile(const std::string&) { return NotImplemented(".npy files are not supported yet"); }
-inline Status WriteNpyFile(const Tensor&, const std::string&) { return NotImplemented(".npy files are not supported yet"); }
-}  // namespace nee
-#endif
-#if __has_include("format/onnx_writer.h")
 #include "format/onnx_writer.h"
-#else
-namespace nee {
-inline Result<std::string> SerializeTensorProto(const Tensor&, const std::string&) { return NotImplemented("writing .pb files is not supported yet"); }
-}  // namespace nee
-#endif
 #include "nee/nee.h"
 
 struct nee_status_impl {
@@ -190,6 +176,24 @@ nee_status_t nee_value_load_file(const char* path, nee_value_t** out_value) {
       return nullptr;
     }
     auto v = nee::ReadValueProtoFile(p);
+    if (!v.ok()) return MakeStatus(v.status());
+    *out_value = Wrap(std::move(v).value());
+    return nullptr;
+  });
+}
+
+nee_status_t nee_session_load_input_file(const nee_session_t* session, size_t input_index, const char* path,
+                                         nee_value_t** out_value) {
+  if (!session) return NullArg("session");
+  if (!path) return NullArg("path");
+  if (!out_value) return NullArg("out_value");
+  *out_value = nullptr;
+  const auto& inputs = session->session->inputs();
+  if (input_index >= inputs.size()) return Err(NEE_STATUS_INVALID_ARGUMENT, "input index out of range");
+  std::string p = path;
+  if (EndsWith(p, ".npy")) return nee_value_load_file(path, out_value);
+  return Guard([&]() -> nee_status_t {
+    auto v = nee::ReadValueProtoFileAs(p, inputs[input_index].type);
     if (!v.ok()) return MakeStatus(v.status());
     *out_value = Wrap(std::move(v).value());
     return nullptr;

@@ -28,7 +28,12 @@ Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, Chec
     }
     for (const Graph* body : bodies) {
       auto body_checked = CheckGraph(*body, opsets, OpRegistry::Global(), &scope, CheckOptions{}, depth + 1);
-      if (!body_checked.ok()) return body_checked.status().WithContext(node.Describe() + ": ");
+      if (!body_checked.ok()) {
+        // The model-level check already accepted this body under the node's
+        // shape rule (e.g. an untaken If branch); fail only if it runs.
+        runner->body_errors_.emplace(body, body_checked.status().WithContext(node.Describe() + ": "));
+        continue;
+      }
       NEE_ASSIGN_OR_RETURN(auto body_runner,
                            Build(*body, std::move(body_checked).value(), opsets, &scope, depth + 1));
       runner->bodies_.emplace(body, std::move(body_runner));
@@ -37,9 +42,12 @@ Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, Chec
   return runner;
 }
 
-const GraphRunner* GraphRunner::BodyRunner(const Graph* body) const {
+Result<const GraphRunner*> GraphRunner::BodyRunner(const Graph* body) const {
   auto it = bodies_.find(body);
-  return it == bodies_.end() ? nullptr : it->second.get();
+  if (it != bodies_.end()) return static_cast<const GraphRunner*>(it->second.get());
+  auto err = body_errors_.find(body);
+  if (err != body_errors_.end()) return err->second;
+  return RuntimeError("subgraph '" + body->name + "' was not prepared for execution");
 }
 
 // Runs a node's bodies with the node's frame as their outer scope.
@@ -48,8 +56,7 @@ class GraphRunner::BodyInvoker : public SubgraphRunner {
   BodyInvoker(const GraphRunner& owner, const Frame& frame, ThreadPool* pool)
       : owner_(owner), frame_(frame), pool_(pool) {}
   Result<std::vector<Value>> Run(const Graph& body, const std::vector<Value>& inputs) override {
-    const GraphRunner* runner = owner_.BodyRunner(&body);
-    if (!runner) return RuntimeError("subgraph '" + body.name + "' was not prepared for execution");
+    NEE_ASSIGN_OR_RETURN(const GraphRunner* runner, owner_.BodyRunner(&body));
     if (inputs.size() != body.inputs.size())
       return InvalidArgument("subgraph '" + body.name + "' takes " + std::to_string(body.inputs.size()) +
                              " inputs, got " + std::to_string(inputs.size()));

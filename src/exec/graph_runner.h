@@ -34,7 +34,8 @@ class GraphRunner {
   const Graph& graph() const { return graph_; }
   const CheckedGraph& checked() const { return checked_; }
   const ExecutionPlan& plan() const { return plan_; }
-  const GraphRunner* BodyRunner(const Graph* body) const;
+  // The runner for a body, or the error that prevented preparing it.
+  Result<const GraphRunner*> BodyRunner(const Graph* body) const;
 
  private:
   GraphRunner(const Graph& graph, CheckedGraph checked) : graph_(graph), checked_(std::move(checked)) {}
@@ -45,6 +46,10 @@ class GraphRunner {
   CheckedGraph checked_;
   ExecutionPlan plan_;
   std::map<const Graph*, std::unique_ptr<GraphRunner>> bodies_;
+  // Bodies that failed to check: an If branch can be invalid for the shapes
+  // at hand and still be fine when it is never taken, so the error is
+  // reported only if the body actually runs.
+  std::map<const Graph*, Status> body_errors_;
 };
 
 }  // namespace nee

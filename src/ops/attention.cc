@@ -1,9 +1,1101 @@
-// Operator family: Attention. (Not yet written.)
+// Operator family: the transformer-era ops.
+//
+//   Attention        (23, 24: + nonpad_kv_seqlen, 25: + sliding window)
+//   RotaryEmbedding  (23)
+//   LinearAttention, CausalConvWithState (27)
+//   FlexAttention    (ai.onnx.preview 1)
+//
+// Attention follows the ONNX reference step by step: Q and K are each scaled by
+// sqrt(scale), multiplied, soft-capped, biased (mask + causal + window +
+// padding), softmaxed and multiplied by V. The intermediate tensors the
+// reference materializes in the input type (scaled Q/K, scores, probabilities)
+// are rounded to that type here too, so float16/bfloat16 results track it; the
+// arithmetic itself runs in float (double for double inputs).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ir/float_formats.h"
+#include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
 namespace nee {
+namespace {
 
-void RegisterAttentionOps(OpRegistry& registry) { (void)registry; }
+using nn::ComputeInput;
+using nn::ComputeOutput;
+
+// ---- Shared helpers ----------------------------------------------------------
+
+// Rounds a compute value to what storing it in `type` and reading it back gives.
+template <typename A>
+A RoundTo(DataType type, A x) {
+  switch (type) {
+    case DataType::kFloat16: return static_cast<A>(HalfToFloat(FloatToHalf(static_cast<float>(x))));
+    case DataType::kBFloat16: return static_cast<A>(BFloat16ToFloat(FloatToBFloat16(static_cast<float>(x))));
+    case DataType::kFloat: return static_cast<A>(static_cast<float>(x));
+    default: return x;
+  }
+}
+
+// One step of a running sum as numpy reduces `type`: bfloat16 (ml_dtypes)
+// rounds after every addition; the other types accumulate at full width.
+template <typename A>
+A SumStep(DataType type, A sum, A x) {
+  return type == DataType::kBFloat16 ? RoundTo<A>(type, sum + x) : sum + x;
+}
+
+bool IsAttentionFloat(DataType t) {
+  return t == DataType::kFloat || t == DataType::kDouble || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+Status CheckFloatInput(const KernelContext& ctx, size_t i, const Tensor& t) {
+  if (!IsAttentionFloat(t.dtype()))
+    return NotImplemented(ctx.node().Describe() + ": input " + std::to_string(i) + ": " +
+                          nn::TypeError(ctx.node().op_type.c_str(), t.dtype()));
+  return Status::Ok();
+}
+
+// An optional input: nullptr when omitted (or an empty optional).
+Result<const Tensor*> OptionalInput(const KernelContext& ctx, size_t i) {
+  if (!ctx.has_input(i) || ctx.input(i)->is_none()) return static_cast<const Tensor*>(nullptr);
+  return ctx.InputTensor(i);
+}
+
+Dim AddDims(const Dim& a, const Dim& b) {
+  if (a.known() && b.known()) return Dim::Known(a.value + b.value);
+  if (b.known() && b.value == 0) return a;
+  if (a.known() && a.value == 0) return b;
+  return Dim::Unknown();
+}
+
+// a / n when a is known and divisible; an error when a is known and is not.
+Result<Dim> DivideDim(const InferenceContext& ctx, size_t input, const Dim& a, int64_t n, const char* what) {
+  if (!a.known()) return Dim::Unknown();
+  if (n <= 0 || a.value % n != 0)
+    return ctx.InputError(input, std::string(what) + " " + std::to_string(a.value) + " is not divisible by " +
+                                     std::to_string(n));
+  return Dim::Known(a.value / n);
+}
+
+Dim MultiplyDim(const Dim& a, int64_t n) { return a.known() ? Dim::Known(a.value * n) : Dim::Unknown(); }
+
+// ---- Attention: geometry -------------------------------------------------------
+
+struct AttentionAttrs {
+  float scale = 0;  // 0: 1/sqrt(head_size)
+  bool has_scale = false;
+  bool is_causal = false;
+  int64_t q_num_heads = 0;  // 0: not given
+  int64_t kv_num_heads = 0;
+  float softcap = 0;
+  int64_t qk_mode = 0;
+  DataType softmax_precision = DataType::kUndefined;  // kUndefined: the input type
+  int64_t left_window = -1;
+  int64_t right_window = -1;
+};
+
+Result<AttentionAttrs> ReadAttentionAttrs(const Node& node, int64_t opset) {
+  AttentionAttrs a;
+  const std::string where = node.Describe() + ": ";
+  a.has_scale = node.HasAttr("scale");
+  NEE_ASSIGN_OR_RETURN(a.scale, node.GetFloat("scale", 0.0f));
+  NEE_ASSIGN_OR_RETURN(int64_t causal, node.GetInt("is_causal", 0));
+  a.is_causal = causal != 0;
+  NEE_ASSIGN_OR_RETURN(a.q_num_heads, node.GetInt("q_num_heads", 0));
+  NEE_ASSIGN_OR_RETURN(a.kv_num_heads, node.GetInt("kv_num_heads", 0));
+  NEE_ASSIGN_OR_RETURN(a.softcap, node.GetFloat("softcap", 0.0f));
+  NEE_ASSIGN_OR_RETURN(a.qk_mode, node.GetInt("qk_matmul_output_mode", 0));
+  if (a.qk_mode < 0 || a.qk_mode > 3)
+    return InvalidModel(where + "qk_matmul_output_mode must be 0, 1, 2 or 3, got " + std::to_string(a.qk_mode));
+  if (node.HasAttr("softmax_precision")) {
+    NEE_ASSIGN_OR_RETURN(int64_t p, node.GetInt("softmax_precision"));
+    a.softmax_precision = static_cast<DataType>(p);
+    if (p != 1 && p != 10 && p != 11 && p != 16)
+      return InvalidModel(where + "softmax_precision must be 1 (float), 10 (float16), 11 (double) or 16 (bfloat16), got " +
+                          std::to_string(p));
+  }
+  if (a.q_num_heads < 0 || a.kv_num_heads < 0)
+    return InvalidModel(where + "q_num_heads and kv_num_heads must be positive");
+  if (opset >= 25) {
+    NEE_ASSIGN_OR_RETURN(a.left_window, node.GetInt("left_window_size", -1));
+    NEE_ASSIGN_OR_RETURN(a.right_window, node.GetInt("right_window_size", -1));
+    if (a.left_window < -1 || a.right_window < -1)
+      return InvalidModel(where + "left_window_size and right_window_size must be -1 or non-negative");
+  }
+  return a;
+}
+
+// Input slots.
+constexpr size_t kQ = 0, kK = 1, kV = 2, kMask = 3, kPastKey = 4, kPastValue = 5, kNonpad = 6;
+// Output slots.
+constexpr size_t kY = 0, kPresentKey = 1, kPresentValue = 2, kQkOut = 3;
+
+// Sizes of one Attention call, all validated against each other.
+struct AttentionDims {
+  bool three_d = false;
+  int64_t batch = 0, q_heads = 0, kv_heads = 0;
+  int64_t q_seq = 0, kv_seq = 0, past_seq = 0, total_seq = 0;
+  int64_t head_size = 0, v_head_size = 0;
+};
+
+Result<AttentionDims> ComputeAttentionDims(const KernelContext& ctx, const AttentionAttrs& attrs, const Tensor& q,
+                                           const Tensor& k, const Tensor& v, const Tensor* past_key,
+                                           const Tensor* past_value) {
+  AttentionDims d;
+  const int64_t rank = q.rank();
+  if (rank != 3 && rank != 4) return ctx.InputError(kQ, "Q must be 3-D or 4-D, got " + q.Describe());
+  if (k.rank() != rank) return ctx.InputError(kK, "K must have Q's rank " + std::to_string(rank) + ", got " + k.Describe());
+  if (v.rank() != rank) return ctx.InputError(kV, "V must have Q's rank " + std::to_string(rank) + ", got " + v.Describe());
+  d.three_d = rank == 3;
+  d.batch = q.dim(0);
+  if (k.dim(0) != d.batch) return ctx.InputError(kK, "batch " + std::to_string(k.dim(0)) + " differs from Q's " + std::to_string(d.batch));
+  if (v.dim(0) != d.batch) return ctx.InputError(kV, "batch " + std::to_string(v.dim(0)) + " differs from Q's " + std::to_string(d.batch));
+  if (d.three_d) {
+    if (attrs.q_num_heads <= 0 || attrs.kv_num_heads <= 0)
+      return ctx.Error("3-D Q, K, V need the attributes q_num_heads and kv_num_heads");
+    d.q_heads = attrs.q_num_heads;
+    d.kv_heads = attrs.kv_num_heads;
+    d.q_seq = q.dim(1);
+    d.kv_seq = k.dim(1);
+    if (q.dim(2) % d.q_heads != 0)
+      return ctx.InputError(kQ, "hidden size " + std::to_string(q.dim(2)) + " is not divisible by q_num_heads " + std::to_string(d.q_heads));
+    if (k.dim(2) % d.kv_heads != 0)
+      return ctx.InputError(kK, "hidden size " + std::to_string(k.dim(2)) + " is not divisible by kv_num_heads " + std::to_string(d.kv_heads));
+    if (v.dim(2) % d.kv_heads != 0)
+      return ctx.InputError(kV, "hidden size " + std::to_string(v.dim(2)) + " is not divisible by kv_num_heads " + std::to_string(d.kv_heads));
+    d.head_size = q.dim(2) / d.q_heads;
+    if (k.dim(2) / d.kv_heads != d.head_size)
+      return ctx.InputError(kK, "head size " + std::to_string(k.dim(2) / d.kv_heads) + " (hidden " + std::to_string(k.dim(2)) +
+                                    " / kv_num_heads) differs from Q's " + std::to_string(d.head_size));
+    d.v_head_size = v.dim(2) / d.kv_heads;
+    if (v.dim(1) != d.kv_seq)
+      return ctx.InputError(kV, "sequence length " + std::to_string(v.dim(1)) + " differs from K's " + std::to_string(d.kv_seq));
+  } else {
+    if (ctx.opset() >= 25 && (attrs.q_num_heads > 0 || attrs.kv_num_heads > 0))
+      return ctx.Error("q_num_heads and kv_num_heads must not be given for 4-D inputs");
+    d.q_heads = q.dim(1);
+    d.kv_heads = k.dim(1);
+    d.q_seq = q.dim(2);
+    d.kv_seq = k.dim(2);
+    d.head_size = q.dim(3);
+    d.v_head_size = v.dim(3);
+    if (v.dim(1) != d.kv_heads)
+      return ctx.InputError(kV, "head count " + std::to_string(v.dim(1)) + " differs from K's " + std::to_string(d.kv_heads));
+    if (v.dim(2) != d.kv_seq)
+      return ctx.InputError(kV, "sequence length " + std::to_string(v.dim(2)) + " differs from K's " + std::to_string(d.kv_seq));
+    if (k.dim(3) != d.head_size)
+      return ctx.InputError(kK, "head size " + std::to_string(k.dim(3)) + " differs from Q's " + std::to_string(d.head_size));
+  }
+  if (d.kv_heads <= 0 || d.q_heads % d.kv_heads != 0)
+    return ctx.Error("q heads (" + std::to_string(d.q_heads) + ") must be a multiple of kv heads (" +
+                     std::to_string(d.kv_heads) + ")");
+  if ((past_key == nullptr) != (past_value == nullptr))
+    return ctx.Error("past_key and past_value must be given together");
+  if (past_key) {
+    if (past_key->rank() != 4)
+      return ctx.InputError(kPastKey, "past_key must be 4-D (batch, kv_heads, past_seq, head_size), got " + past_key->Describe());
+    if (past_value->rank() != 4)
+      return ctx.InputError(kPastValue, "past_value must be 4-D (batch, kv_heads, past_seq, v_head_size), got " + past_value->Describe());
+    const std::vector<int64_t> want_k = {d.batch, d.kv_heads, past_key->dim(2), d.head_size};
+    if (past_key->dims() != want_k)
+      return ctx.InputError(kPastKey, "expected past_key dims " + DimsToString(want_k) + ", got " + DimsToString(past_key->dims()));
+    const std::vector<int64_t> want_v = {d.batch, d.kv_heads, past_key->dim(2), d.v_head_size};
+    if (past_value->dims() != want_v)
+      return ctx.InputError(kPastValue, "expected past_value dims " + DimsToString(want_v) + ", got " + DimsToString(past_value->dims()));
+    d.past_seq = past_key->dim(2);
+  }
+  d.total_seq = d.past_seq + d.kv_seq;
+  return d;
+}
+
+// Where row (b, h, s) of a [batch, heads, seq, width] tensor starts, for the
+// 4-D layout or the 3-D (batch, seq, heads * width) one.
+struct HeadLayout {
+  int64_t batch_stride, head_stride, seq_stride;
+  static HeadLayout Of(bool three_d, int64_t heads, int64_t seq, int64_t width) {
+    if (three_d) return {seq * heads * width, width, heads * width};
+    return {heads * seq * width, seq * width, width};
+  }
+  int64_t Row(int64_t b, int64_t h, int64_t s) const { return b * batch_stride + h * head_stride + s * seq_stride; }
+};
+
+// The attention mask as an additive bias broadcast to (batch, q_heads, q_seq, *);
+// keys at or beyond its last dim are masked (-inf), as the spec pads it.
+template <typename A>
+struct MaskBias {
+  const Tensor* mask = nullptr;
+  std::vector<A> values;  // bias per mask element (bool -> 0 / -inf)
+  int64_t length = 0;     // the mask's last dim
+  int64_t stride_b = 0, stride_h = 0, stride_s = 0;
+
+  A At(int64_t b, int64_t h, int64_t s, int64_t j) const {
+    if (!mask) return A{0};
+    if (j >= length) return -std::numeric_limits<A>::infinity();
+    return values[static_cast<size_t>(b * stride_b + h * stride_h + s * stride_s + j)];
+  }
+};
+
+template <typename A>
+Result<MaskBias<A>> MakeMaskBias(const KernelContext& ctx, const Tensor* mask, const AttentionDims& d) {
+  MaskBias<A> m;
+  if (!mask) return m;
+  const int64_t r = mask->rank();
+  if (r < 1 || r > 4)
+    return ctx.InputError(kMask, "attn_mask must have rank 1 to 4, got " + mask->Describe());
+  m.mask = mask;
+  m.length = mask->dim(r - 1);
+  if (m.length > d.total_seq)
+    return ctx.InputError(kMask, "attn_mask's last dim " + std::to_string(m.length) +
+                                     " exceeds the total sequence length " + std::to_string(d.total_seq));
+  // Right-aligned broadcast of the leading dims against (batch, q_heads, q_seq).
+  const int64_t target[3] = {d.batch, d.q_heads, d.q_seq};
+  const char* names[3] = {"batch", "q_num_heads", "q_sequence_length"};
+  int64_t strides[3] = {0, 0, 0};
+  int64_t stride = m.length;
+  for (int64_t axis = 2, md = r - 2; md >= 0; --axis, --md) {
+    const int64_t size = mask->dim(md);
+    if (size != 1 && size != target[axis])
+      return ctx.InputError(kMask, "attn_mask " + DimsToString(mask->dims()) + " does not broadcast to (" +
+                                       std::to_string(d.batch) + ", " + std::to_string(d.q_heads) + ", " +
+                                       std::to_string(d.q_seq) + ", " + std::to_string(d.total_seq) + "): dim " +
+                                       std::to_string(md) + " should be 1 or " + names[axis]);
+    strides[axis] = size == 1 ? 0 : stride;
+    stride *= size;
+  }
+  m.stride_b = strides[0];
+  m.stride_h = strides[1];
+  m.stride_s = strides[2];
+  const int64_t n = mask->num_elements();
+  m.values.resize(static_cast<size_t>(n));
+  if (mask->dtype() == DataType::kBool) {
+    const bool* p = mask->data<bool>();
+    for (int64_t i = 0; i < n; ++i) m.values[i] = p[i] ? A{0} : -std::numeric_limits<A>::infinity();
+  } else if (mask->dtype() == DataType::kString || IsSubByte(mask->dtype()) ||
+             mask->dtype() == DataType::kComplex64 || mask->dtype() == DataType::kComplex128) {
+    return NotImplemented(ctx.node().Describe() + ": input 3: attn_mask of type " + DataTypeName(mask->dtype()) +
+                          " is not supported");
+  } else {
+    nn::ConvertToCompute(*mask, m.values.data());
+  }
+  return m;
+}
+
+// The causal / sliding-window offset of the query block for batch b.
+struct QueryOffsets {
+  const int64_t* nonpad = nullptr;  // per batch, when given
+  int64_t past_seq = 0;
+  int64_t q_seq = 0;
+  // nonpad values come from the caller: clamped far beyond any sequence so
+  // that position arithmetic cannot overflow (the masks are unchanged).
+  int64_t Of(int64_t b) const {
+    constexpr int64_t kLimit = int64_t{1} << 40;
+    return nonpad ? std::clamp<int64_t>(nonpad[b], -kLimit, kLimit) - q_seq : past_seq;
+  }
+};
+
+template <typename A>
+Status AttentionTyped(KernelContext& ctx, const AttentionAttrs& attrs, const AttentionDims& d, const Tensor& q,
+                      const Tensor& k, const Tensor& v, const Tensor* mask, const Tensor* past_key,
+                      const Tensor* past_value, const Tensor* nonpad) {
+  const DataType t1 = q.dtype();
+  const A inf = std::numeric_limits<A>::infinity();
+  ComputeInput<A> cq(q), ck(k), cv(v);
+
+  // present_key / present_value: past followed by the new keys, (batch, kv_heads, total, width).
+  const int64_t T = d.total_seq, D = d.head_size, Dv = d.v_head_size;
+  std::vector<A> keys(static_cast<size_t>(d.batch * d.kv_heads * T * D));
+  std::vector<A> values(static_cast<size_t>(d.batch * d.kv_heads * T * Dv));
+  {
+    ComputeInput<A> cpk, cpv;
+    if (past_key) {
+      cpk = ComputeInput<A>(*past_key);
+      cpv = ComputeInput<A>(*past_value);
+    }
+    const HeadLayout k_layout = HeadLayout::Of(d.three_d, d.kv_heads, d.kv_seq, D);
+    const HeadLayout v_layout = HeadLayout::Of(d.three_d, d.kv_heads, d.kv_seq, Dv);
+    for (int64_t b = 0; b < d.batch; ++b)
+      for (int64_t h = 0; h < d.kv_heads; ++h)
+        for (int64_t t = 0; t < T; ++t) {
+          A* kd = keys.data() + ((b * d.kv_heads + h) * T + t) * D;
+          A* vd = values.data() + ((b * d.kv_heads + h) * T + t) * Dv;
+          const A* ks;
+          const A* vs;
+          if (t < d.past_seq) {
+            ks = cpk.data() + ((b * d.kv_heads + h) * d.past_seq + t) * D;
+            vs = cpv.data() + ((b * d.kv_heads + h) * d.past_seq + t) * Dv;
+          } else {
+            ks = ck.data() + k_layout.Row(b, h, t - d.past_seq);
+            vs = cv.data() + v_layout.Row(b, h, t - d.past_seq);
+          }
+          std::copy(ks, ks + D, kd);
+          std::copy(vs, vs + Dv, vd);
+        }
+  }
+  if (ctx.wants_output(kPresentKey)) {
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(kPresentKey, k.dtype(), {d.batch, d.kv_heads, T, D}));
+    nn::ConvertFromCompute(keys.data(), out);
+  }
+  if (ctx.wants_output(kPresentValue)) {
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(kPresentValue, v.dtype(), {d.batch, d.kv_heads, T, Dv}));
+    nn::ConvertFromCompute(values.data(), out);
+  }
+
+  // Q and K are each multiplied by sqrt(scale), itself rounded to T1 as the
+  // reference casts it.
+  const double scale = attrs.has_scale ? static_cast<double>(attrs.scale) : 1.0 / std::sqrt(static_cast<double>(D));
+  const A sqrt_scale = RoundTo<A>(t1, static_cast<A>(std::sqrt(scale)));
+  for (A& x : keys) x = RoundTo<A>(t1, x * sqrt_scale);
+
+  NEE_ASSIGN_OR_RETURN(MaskBias<A> mask_bias, MakeMaskBias<A>(ctx, mask, d));
+  QueryOffsets offsets{nonpad ? nonpad->data<int64_t>() : nullptr, d.past_seq, d.q_seq};
+
+  const std::vector<int64_t> y_dims = d.three_d ? std::vector<int64_t>{d.batch, d.q_seq, d.q_heads * Dv}
+                                                : std::vector<int64_t>{d.batch, d.q_heads, d.q_seq, Dv};
+  NEE_ASSIGN_OR_RETURN(Tensor y_tensor, ctx.AllocateOutput(kY, t1, y_dims));
+  ComputeOutput<A> y(y_tensor);
+  const bool want_qk = ctx.wants_output(kQkOut);
+  std::vector<A> qk_out;
+  if (want_qk) qk_out.resize(static_cast<size_t>(d.batch * d.q_heads * d.q_seq * T));
+
+  const HeadLayout q_layout = HeadLayout::Of(d.three_d, d.q_heads, d.q_seq, D);
+  const HeadLayout y_layout = HeadLayout::Of(d.three_d, d.q_heads, d.q_seq, Dv);
+  const int64_t group = d.q_heads / d.kv_heads;
+  const DataType softmax_type = attrs.softmax_precision == DataType::kUndefined ? t1 : attrs.softmax_precision;
+  const A softcap = static_cast<A>(attrs.softcap);
+
+  // One task per (batch, q head): each output element is computed by exactly
+  // one task in a fixed order, whatever the chunking.
+  ctx.ParallelFor(d.batch * d.q_heads, 1, [&](int64_t begin, int64_t end) {
+    std::vector<A> q_row(static_cast<size_t>(D)), scores(static_cast<size_t>(T)), bias(static_cast<size_t>(T));
+    std::vector<A> probs(static_cast<size_t>(T)), acc(static_cast<size_t>(Dv));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / d.q_heads, h = task % d.q_heads, kvh = h / group;
+      const A* head_keys = keys.data() + (b * d.kv_heads + kvh) * T * D;
+      const A* head_values = values.data() + (b * d.kv_heads + kvh) * T * Dv;
+      const int64_t offset = offsets.Of(b);
+      for (int64_t s = 0; s < d.q_seq; ++s) {
+        const A* qs = cq.data() + q_layout.Row(b, h, s);
+        for (int64_t i = 0; i < D; ++i) q_row[i] = RoundTo<A>(t1, qs[i] * sqrt_scale);
+        A* qk_row = want_qk ? qk_out.data() + ((b * d.q_heads + h) * d.q_seq + s) * T : nullptr;
+        // Additive bias: mask, causal frontier, sliding window, padding.
+        bool all_masked = true;
+        for (int64_t j = 0; j < T; ++j) {
+          A bj = mask_bias.At(b, h, s, j);
+          const int64_t pos = s + offset;  // the query's absolute position
+          if (attrs.is_causal && j > pos) bj += -inf;
+          if (attrs.left_window >= 0 && pos - j > attrs.left_window) bj += -inf;
+          if (attrs.right_window >= 0 && j - pos > attrs.right_window) bj += -inf;
+          if (nonpad && j >= offsets.nonpad[b]) bj += -inf;
+          bias[j] = bj;
+          if (!(std::isinf(bj) && bj < 0)) all_masked = false;
+        }
+        for (int64_t j = 0; j < T; ++j) {
+          const A* kj = head_keys + j * D;
+          A dot{0};
+          for (int64_t i = 0; i < D; ++i) dot += q_row[i] * kj[i];
+          A score = RoundTo<A>(t1, dot);
+          if (qk_row && attrs.qk_mode == 0) qk_row[j] = score;
+          if (attrs.softcap > 0) {
+            score = RoundTo<A>(t1, score / softcap);
+            score = RoundTo<A>(t1, static_cast<A>(std::tanh(score)));
+            score = RoundTo<A>(t1, score * softcap);
+          }
+          if (qk_row && attrs.qk_mode == 1) qk_row[j] = score;
+          score = RoundTo<A>(t1, score + bias[j]);
+          if (qk_row && attrs.qk_mode == 2) qk_row[j] = score;
+          scores[j] = RoundTo<A>(softmax_type, score);
+        }
+        // Softmax in the requested precision; a row with no attendable key is zero.
+        if (all_masked) {
+          std::fill(probs.begin(), probs.end(), A{0});
+        } else {
+          A max = -inf;
+          for (int64_t j = 0; j < T; ++j) max = std::max(max, scores[j]);
+          if (std::isinf(max) && max < 0) max = 0;
+          A sum{0};
+          for (int64_t j = 0; j < T; ++j) {
+            const A shifted = RoundTo<A>(softmax_type, scores[j] - max);
+            probs[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(shifted)));
+            sum = SumStep<A>(softmax_type, sum, probs[j]);
+          }
+          sum = RoundTo<A>(softmax_type, sum);
+          if (sum == A{0}) sum = A{1};
+          for (int64_t j = 0; j < T; ++j) probs[j] = RoundTo<A>(t1, RoundTo<A>(softmax_type, probs[j] / sum));
+        }
+        if (qk_row && attrs.qk_mode == 3) std::copy(probs.begin(), probs.end(), qk_row);
+        std::fill(acc.begin(), acc.end(), A{0});
+        for (int64_t j = 0; j < T; ++j) nn::AddScaledRow(acc.data(), head_values + j * Dv, probs[j], Dv);
+        std::copy(acc.begin(), acc.end(), y.data() + y_layout.Row(b, h, s));
+      }
+    }
+  });
+  y.Commit();
+  if (want_qk) {
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(kQkOut, t1, {d.batch, d.q_heads, d.q_seq, T}));
+    nn::ConvertFromCompute(qk_out.data(), out);
+  }
+  return Status::Ok();
+}
+
+Status AttentionKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(AttentionAttrs attrs, ReadAttentionAttrs(ctx.node(), ctx.opset()));
+  NEE_ASSIGN_OR_RETURN(const Tensor* q, ctx.InputTensor(kQ));
+  NEE_ASSIGN_OR_RETURN(const Tensor* k, ctx.InputTensor(kK));
+  NEE_ASSIGN_OR_RETURN(const Tensor* v, ctx.InputTensor(kV));
+  NEE_ASSIGN_OR_RETURN(const Tensor* mask, OptionalInput(ctx, kMask));
+  NEE_ASSIGN_OR_RETURN(const Tensor* past_key, OptionalInput(ctx, kPastKey));
+  NEE_ASSIGN_OR_RETURN(const Tensor* past_value, OptionalInput(ctx, kPastValue));
+  const Tensor* nonpad = nullptr;
+  if (ctx.opset() >= 24) {
+    NEE_ASSIGN_OR_RETURN(nonpad, OptionalInput(ctx, kNonpad));
+  }
+
+  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, kQ, *q));
+  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, kK, *k));
+  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, kV, *v));
+  if (k->dtype() != q->dtype())
+    return ctx.InputError(kK, std::string("K must have Q's element type ") + DataTypeName(q->dtype()) + ", got " +
+                                  DataTypeName(k->dtype()));
+  if (past_key && past_key->dtype() != k->dtype())
+    return ctx.InputError(kPastKey, std::string("past_key must have K's element type ") + DataTypeName(k->dtype()));
+  if (past_value && past_value->dtype() != v->dtype())
+    return ctx.InputError(kPastValue, std::string("past_value must have V's element type ") + DataTypeName(v->dtype()));
+
+  NEE_ASSIGN_OR_RETURN(AttentionDims d, ComputeAttentionDims(ctx, attrs, *q, *k, *v, past_key, past_value));
+  if (nonpad) {
+    if (past_key) return ctx.InputError(kNonpad, "nonpad_kv_seqlen cannot be combined with past_key / past_value");
+    if (nonpad->dtype() != DataType::kInt64)
+      return ctx.InputError(kNonpad, std::string("nonpad_kv_seqlen must be int64, got ") + DataTypeName(nonpad->dtype()));
+    if (nonpad->rank() != 1 || nonpad->dim(0) != d.batch)
+      return ctx.InputError(kNonpad, "nonpad_kv_seqlen must have shape (" + std::to_string(d.batch) + "), got " +
+                                         DimsToString(nonpad->dims()));
+  }
+  const bool use_double = q->dtype() == DataType::kDouble || v->dtype() == DataType::kDouble ||
+                          attrs.softmax_precision == DataType::kDouble;
+  if (use_double) return AttentionTyped<double>(ctx, attrs, d, *q, *k, *v, mask, past_key, past_value, nonpad);
+  return AttentionTyped<float>(ctx, attrs, d, *q, *k, *v, mask, past_key, past_value, nonpad);
+}
+
+// Shape rule: works on whatever dims are known; errors only on definite conflicts.
+Status InferAttention(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(AttentionAttrs attrs, ReadAttentionAttrs(ctx.node, ctx.opset));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* q, InputTensorType(ctx, kQ));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* k, InputTensorType(ctx, kK));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* v, InputTensorType(ctx, kV));
+  const DataType t1 = q->elem_type;
+  const DataType t2 = v->elem_type;
+  if (ctx.has_input(kPastKey) != ctx.has_input(kPastValue))
+    return ctx.Error("past_key and past_value must be given together");
+
+  const Shape* qs = q->shape ? &*q->shape : nullptr;
+  const Shape* ks = k->shape ? &*k->shape : nullptr;
+  const Shape* vs = v->shape ? &*v->shape : nullptr;
+  int64_t rank = qs ? static_cast<int64_t>(qs->size()) : ks ? static_cast<int64_t>(ks->size())
+                                                         : vs ? static_cast<int64_t>(vs->size()) : -1;
+  if (rank != -1 && rank != 3 && rank != 4) return ctx.InputError(kQ, "Q, K and V must be 3-D or 4-D");
+  if ((qs && static_cast<int64_t>(qs->size()) != rank) || (ks && static_cast<int64_t>(ks->size()) != rank) ||
+      (vs && static_cast<int64_t>(vs->size()) != rank))
+    return ctx.Error("Q, K and V must have the same rank (3 or 4)");
+
+  auto dim_of = [](const Shape* s, size_t i) { return s ? (*s)[i] : Dim::Unknown(); };
+  Dim batch = nn::MergeDims(dim_of(qs, 0), nn::MergeDims(dim_of(ks, 0), dim_of(vs, 0)));
+  Dim q_heads, kv_heads, q_seq, kv_seq, head_size, v_head_size, v_hidden;
+  if (rank == 3) {
+    if (attrs.q_num_heads <= 0 || attrs.kv_num_heads <= 0)
+      return ctx.Error("3-D Q, K, V need the attributes q_num_heads and kv_num_heads");
+    q_heads = Dim::Known(attrs.q_num_heads);
+    kv_heads = Dim::Known(attrs.kv_num_heads);
+    q_seq = dim_of(qs, 1);
+    kv_seq = nn::MergeDims(dim_of(ks, 1), dim_of(vs, 1));
+    NEE_ASSIGN_OR_RETURN(head_size, DivideDim(ctx, kQ, dim_of(qs, 2), attrs.q_num_heads, "hidden size"));
+    NEE_ASSIGN_OR_RETURN(Dim k_head, DivideDim(ctx, kK, dim_of(ks, 2), attrs.kv_num_heads, "hidden size"));
+    if (nn::DimsConflict(head_size, k_head)) return ctx.InputError(kK, "K's head size differs from Q's");
+    head_size = nn::MergeDims(head_size, k_head);
+    NEE_ASSIGN_OR_RETURN(v_head_size, DivideDim(ctx, kV, dim_of(vs, 2), attrs.kv_num_heads, "hidden size"));
+  } else if (rank == 4) {
+    q_heads = dim_of(qs, 1);
+    kv_heads = nn::MergeDims(dim_of(ks, 1), dim_of(vs, 1));
+    q_seq = dim_of(qs, 2);
+    kv_seq = nn::MergeDims(dim_of(ks, 2), dim_of(vs, 2));
+    head_size = nn::MergeDims(dim_of(qs, 3), dim_of(ks, 3));
+    if (nn::DimsConflict(dim_of(qs, 3), dim_of(ks, 3))) return ctx.InputError(kK, "K's head size differs from Q's");
+    v_head_size = dim_of(vs, 3);
+  }
+  if (q_heads.known() && kv_heads.known() && (kv_heads.value == 0 || q_heads.value % kv_heads.value != 0))
+    return ctx.Error("q heads (" + q_heads.ToString() + ") must be a multiple of kv heads (" + kv_heads.ToString() + ")");
+
+  Dim past_seq = Dim::Known(0);
+  if (ctx.has_input(kPastKey)) {
+    const Shape* ps = nn::KnownShape(ctx, kPastKey);
+    past_seq = ps && ps->size() == 4 ? (*ps)[2] : Dim::Unknown();
+  }
+  const Dim total_seq = AddDims(past_seq, kv_seq);
+
+  if (ctx.num_outputs() > kY) {
+    std::optional<Shape> y;
+    if (rank == 3) y = Shape{batch, q_seq, v_head_size.known() ? MultiplyDim(v_head_size, q_heads.value) : Dim::Unknown()};
+    if (rank == 4) y = Shape{batch, q_heads, q_seq, v_head_size};
+    ctx.output_types[kY] = TypeInfo::Tensor(t1, y);
+  }
+  const bool known_rank = rank != -1;
+  if (ctx.num_outputs() > kPresentKey)
+    ctx.output_types[kPresentKey] =
+        TypeInfo::Tensor(k->elem_type, known_rank ? std::optional<Shape>(Shape{batch, kv_heads, total_seq, head_size}) : std::nullopt);
+  if (ctx.num_outputs() > kPresentValue)
+    ctx.output_types[kPresentValue] =
+        TypeInfo::Tensor(t2, known_rank ? std::optional<Shape>(Shape{batch, kv_heads, total_seq, v_head_size}) : std::nullopt);
+  if (ctx.num_outputs() > kQkOut)
+    ctx.output_types[kQkOut] =
+        TypeInfo::Tensor(t1, known_rank ? std::optional<Shape>(Shape{batch, q_heads, q_seq, total_seq}) : std::nullopt);
+  return Status::Ok();
+}
+
+// ---- RotaryEmbedding -------------------------------------------------------------
+
+struct RotaryAttrs {
+  bool interleaved = false;
+  int64_t rotary_dim = 0;  // 0: the head size
+  int64_t num_heads = 0;
+};
+
+Result<RotaryAttrs> ReadRotaryAttrs(const Node& node) {
+  RotaryAttrs a;
+  NEE_ASSIGN_OR_RETURN(int64_t interleaved, node.GetInt("interleaved", 0));
+  a.interleaved = interleaved != 0;
+  NEE_ASSIGN_OR_RETURN(a.rotary_dim, node.GetInt("rotary_embedding_dim", 0));
+  NEE_ASSIGN_OR_RETURN(a.num_heads, node.GetInt("num_heads", 0));
+  if (a.rotary_dim < 0) return InvalidModel(node.Describe() + ": rotary_embedding_dim must be non-negative");
+  if (a.num_heads < 0) return InvalidModel(node.Describe() + ": num_heads must be positive");
+  return a;
+}
+
+Status InferRotaryEmbedding(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(RotaryAttrs attrs, ReadRotaryAttrs(ctx.node));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  if (x->shape) {
+    const size_t rank = x->shape->size();
+    if (rank != 3 && rank != 4) return ctx.InputError(0, "X must be 3-D or 4-D, got rank " + std::to_string(rank));
+    if (rank == 3 && attrs.num_heads <= 0) return ctx.Error("a 3-D X needs the attribute num_heads");
+  }
+  ctx.output_types[0] = *x;
+  return Status::Ok();
+}
+
+Status RotaryEmbeddingKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(RotaryAttrs attrs, ReadRotaryAttrs(ctx.node()));
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* cos_cache, ctx.InputTensor(1));
+  NEE_ASSIGN_OR_RETURN(const Tensor* sin_cache, ctx.InputTensor(2));
+  NEE_ASSIGN_OR_RETURN(const Tensor* position_ids, OptionalInput(ctx, 3));
+  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 0, *x));
+  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 1, *cos_cache));
+  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 2, *sin_cache));
+
+  // View X as (batch, seq, heads, head_size) through strides.
+  const int64_t rank = x->rank();
+  if (rank != 3 && rank != 4) return ctx.InputError(0, "X must be 3-D or 4-D, got " + x->Describe());
+  const int64_t batch = x->dim(0);
+  int64_t seq, heads, head_size;
+  if (rank == 4) {
+    heads = x->dim(1);
+    seq = x->dim(2);
+    head_size = x->dim(3);
+  } else {
+    if (attrs.num_heads <= 0) return ctx.Error("a 3-D X needs the attribute num_heads");
+    heads = attrs.num_heads;
+    seq = x->dim(1);
+    if (x->dim(2) % heads != 0)
+      return ctx.InputError(0, "hidden size " + std::to_string(x->dim(2)) + " is not divisible by num_heads " + std::to_string(heads));
+    head_size = x->dim(2) / heads;
+  }
+  const HeadLayout layout = HeadLayout::Of(rank == 3, heads, seq, head_size);
+  const int64_t rot = attrs.rotary_dim == 0 ? head_size : attrs.rotary_dim;
+  if (rot > head_size || rot % 2 != 0)
+    return ctx.Error("rotary_embedding_dim " + std::to_string(rot) + " must be even and at most the head size " +
+                     std::to_string(head_size));
+  const int64_t half = rot / 2;
+
+  // Cache rows: cache[position_ids[b, s]] or cache[b, s].
+  std::vector<int64_t> cache_row(static_cast<size_t>(batch * seq));
+  for (size_t ci : {size_t{1}, size_t{2}}) {
+    const Tensor& cache = ci == 1 ? *cos_cache : *sin_cache;
+    if (position_ids) {
+      if (cache.rank() != 2 || cache.dim(1) != half)
+        return ctx.InputError(ci, "with position_ids the cache must be (max_position, " + std::to_string(half) +
+                                      "), got " + DimsToString(cache.dims()));
+    } else if (cache.rank() != 3 || cache.dim(0) != batch || cache.dim(1) != seq || cache.dim(2) != half) {
+      return ctx.InputError(ci, "without position_ids the cache must be (" + std::to_string(batch) + ", " +
+                                    std::to_string(seq) + ", " + std::to_string(half) + "), got " + DimsToString(cache.dims()));
+    }
+  }
+  if (cos_cache->dims() != sin_cache->dims())
+    return ctx.InputError(2, "sin_cache " + DimsToString(sin_cache->dims()) + " differs from cos_cache " +
+                                 DimsToString(cos_cache->dims()));
+  if (position_ids) {
+    if (position_ids->dtype() != DataType::kInt64 || position_ids->rank() != 2 || position_ids->dim(0) != batch ||
+        position_ids->dim(1) != seq)
+      return ctx.InputError(3, "position_ids must be int64 (" + std::to_string(batch) + ", " + std::to_string(seq) +
+                                   "), got " + position_ids->Describe());
+    const int64_t max_pos = cos_cache->dim(0);
+    for (int64_t i = 0; i < batch * seq; ++i) {
+      const int64_t p = position_ids->data<int64_t>()[i];
+      if (p < 0 || p >= max_pos)
+        return ctx.InputError(3, "position id " + std::to_string(p) + " is outside the cache [0, " + std::to_string(max_pos) + ")");
+      cache_row[i] = p;
+    }
+  } else {
+    for (int64_t i = 0; i < batch * seq; ++i) cache_row[i] = i;
+  }
+
+  const DataType t = x->dtype();
+  NEE_ASSIGN_OR_RETURN(Tensor y_tensor, ctx.AllocateOutput(0, t, x->dims()));
+  auto run = [&](auto zero) -> Status {
+    using A = decltype(zero);
+    ComputeInput<A> cx(*x), ccos(*cos_cache), csin(*sin_cache);
+    ComputeOutput<A> y(y_tensor);
+    ctx.ParallelFor(batch * seq, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t bs = begin; bs < end; ++bs) {
+        const int64_t b = bs / seq, s = bs % seq;
+        const A* cs = ccos.data() + cache_row[bs] * half;
+        const A* sn = csin.data() + cache_row[bs] * half;
+        for (int64_t h = 0; h < heads; ++h) {
+          const A* in = cx.data() + layout.Row(b, h, s);
+          A* out = y.data() + layout.Row(b, h, s);
+          for (int64_t i = 0; i < half; ++i) {
+            // The pair rotated together: halves, or neighbours when interleaved.
+            const int64_t i1 = attrs.interleaved ? 2 * i : i;
+            const int64_t i2 = attrs.interleaved ? 2 * i + 1 : i + half;
+            const A x1 = in[i1], x2 = in[i2];
+            out[i1] = RoundTo<A>(t, RoundTo<A>(t, cs[i] * x1) - RoundTo<A>(t, sn[i] * x2));
+            out[i2] = RoundTo<A>(t, RoundTo<A>(t, sn[i] * x1) + RoundTo<A>(t, cs[i] * x2));
+          }
+          std::copy(in + rot, in + head_size, out + rot);
+        }
+      }
+    });
+    y.Commit();
+    return Status::Ok();
+  };
+  if (t == DataType::kDouble) return run(0.0);
+  return run(0.0f);
+}
+
+// ---- LinearAttention ---------------------------------------------------------------
+// A recurrence over time per (batch, kv head) on a d_k x d_v state, in float
+// whatever the input type (as the reference accumulates).
+
+enum class LinearUpdate { kLinear, kGated, kDelta, kGatedDelta };
+
+struct LinearAttentionAttrs {
+  int64_t q_heads = 0, kv_heads = 0;
+  float scale = 0;
+  LinearUpdate rule = LinearUpdate::kGatedDelta;
+  bool gating() const { return rule == LinearUpdate::kGated || rule == LinearUpdate::kGatedDelta; }
+  bool delta() const { return rule == LinearUpdate::kDelta || rule == LinearUpdate::kGatedDelta; }
+};
+
+Result<LinearAttentionAttrs> ReadLinearAttentionAttrs(const Node& node) {
+  LinearAttentionAttrs a;
+  const std::string where = node.Describe() + ": ";
+  if (!node.HasAttr("q_num_heads") || !node.HasAttr("kv_num_heads"))
+    return InvalidModel(where + "the attributes q_num_heads and kv_num_heads are required");
+  NEE_ASSIGN_OR_RETURN(a.q_heads, node.GetInt("q_num_heads"));
+  NEE_ASSIGN_OR_RETURN(a.kv_heads, node.GetInt("kv_num_heads"));
+  if (a.q_heads <= 0 || a.kv_heads <= 0 || a.q_heads % a.kv_heads != 0)
+    return InvalidModel(where + "q_num_heads (" + std::to_string(a.q_heads) + ") must be a positive multiple of kv_num_heads (" +
+                        std::to_string(a.kv_heads) + ")");
+  NEE_ASSIGN_OR_RETURN(a.scale, node.GetFloat("scale", 0.0f));
+  NEE_ASSIGN_OR_RETURN(std::string rule, node.GetString("update_rule", "gated_delta"));
+  if (rule == "linear") a.rule = LinearUpdate::kLinear;
+  else if (rule == "gated") a.rule = LinearUpdate::kGated;
+  else if (rule == "delta") a.rule = LinearUpdate::kDelta;
+  else if (rule == "gated_delta") a.rule = LinearUpdate::kGatedDelta;
+  else return InvalidModel(where + "update_rule must be 'linear', 'gated', 'delta' or 'gated_delta', got '" + rule + "'");
+  return a;
+}
+
+constexpr size_t kLaQuery = 0, kLaKey = 1, kLaValue = 2, kLaPastState = 3, kLaDecay = 4, kLaBeta = 5;
+
+Status InferLinearAttention(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(LinearAttentionAttrs attrs, ReadLinearAttentionAttrs(ctx.node));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* q, InputTensorType(ctx, kLaQuery));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* k, InputTensorType(ctx, kLaKey));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* v, InputTensorType(ctx, kLaValue));
+  for (size_t i : {kLaQuery, kLaKey, kLaValue}) {
+    const int64_t r = nn::KnownRank(ctx, i);
+    if (r != -1 && r != 3) return ctx.InputError(i, "must be 3-D (batch, time, heads * head_size)");
+  }
+  const bool gating_given = ctx.has_input(kLaDecay), beta_given = ctx.has_input(kLaBeta);
+  if (attrs.gating() != gating_given)
+    return ctx.InputError(kLaDecay, attrs.gating() ? "decay is required by this update_rule" : "decay is not allowed by this update_rule");
+  if (attrs.delta() != beta_given)
+    return ctx.InputError(kLaBeta, attrs.delta() ? "beta is required by this update_rule" : "beta is not allowed by this update_rule");
+  auto dim_of = [](const TypeInfo* t, size_t i) { return t->shape ? (*t->shape)[i] : Dim::Unknown(); };
+  const Dim batch = nn::MergeDims(dim_of(q, 0), dim_of(k, 0));
+  const Dim time = nn::MergeDims(dim_of(q, 1), dim_of(k, 1));
+  NEE_ASSIGN_OR_RETURN(Dim d_k, DivideDim(ctx, kLaQuery, dim_of(q, 2), attrs.q_heads, "hidden size"));
+  NEE_ASSIGN_OR_RETURN(Dim d_v, DivideDim(ctx, kLaValue, dim_of(v, 2), attrs.kv_heads, "hidden size"));
+  ctx.output_types[0] = TypeInfo::Tensor(q->elem_type, Shape{batch, time, MultiplyDim(d_v, attrs.q_heads)});
+  if (ctx.num_outputs() > 1) {
+    const DataType state_type = ctx.has_input(kLaPastState) ? ctx.input_type(kLaPastState).elem_type : q->elem_type;
+    ctx.output_types[1] = TypeInfo::Tensor(state_type, Shape{batch, Dim::Known(attrs.kv_heads), d_k, d_v});
+  }
+  return Status::Ok();
+}
+
+Status LinearAttentionKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(LinearAttentionAttrs attrs, ReadLinearAttentionAttrs(ctx.node()));
+  NEE_ASSIGN_OR_RETURN(const Tensor* q, ctx.InputTensor(kLaQuery));
+  NEE_ASSIGN_OR_RETURN(const Tensor* k, ctx.InputTensor(kLaKey));
+  NEE_ASSIGN_OR_RETURN(const Tensor* v, ctx.InputTensor(kLaValue));
+  NEE_ASSIGN_OR_RETURN(const Tensor* past, OptionalInput(ctx, kLaPastState));
+  NEE_ASSIGN_OR_RETURN(const Tensor* decay, OptionalInput(ctx, kLaDecay));
+  NEE_ASSIGN_OR_RETURN(const Tensor* beta, OptionalInput(ctx, kLaBeta));
+  for (size_t i : {kLaQuery, kLaKey, kLaValue}) {
+    const Tensor& t = i == kLaQuery ? *q : i == kLaKey ? *k : *v;
+    NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, i, t));
+    if (t.rank() != 3) return ctx.InputError(i, "must be 3-D (batch, time, heads * head_size), got " + t.Describe());
+  }
+  if (attrs.gating() != (decay != nullptr))
+    return ctx.InputError(kLaDecay, attrs.gating() ? "decay is required by this update_rule" : "decay is not allowed by this update_rule");
+  if (attrs.delta() != (beta != nullptr))
+    return ctx.InputError(kLaBeta, attrs.delta() ? "beta is required by this update_rule" : "beta is not allowed by this update_rule");
+
+  const int64_t B = q->dim(0), T = q->dim(1), Hq = attrs.q_heads, Hkv = attrs.kv_heads;
+  if (q->dim(2) % Hq != 0)
+    return ctx.InputError(kLaQuery, "hidden size " + std::to_string(q->dim(2)) + " is not divisible by q_num_heads " + std::to_string(Hq));
+  const int64_t dk = q->dim(2) / Hq;
+  if (v->dim(2) % Hkv != 0)
+    return ctx.InputError(kLaValue, "hidden size " + std::to_string(v->dim(2)) + " is not divisible by kv_num_heads " + std::to_string(Hkv));
+  const int64_t dv = v->dim(2) / Hkv;
+  const std::vector<int64_t> want_k = {B, T, Hkv * dk};
+  if (k->dims() != want_k) return ctx.InputError(kLaKey, "expected dims " + DimsToString(want_k) + ", got " + DimsToString(k->dims()));
+  if (v->dim(0) != B || v->dim(1) != T)
+    return ctx.InputError(kLaValue, "batch and time must match the query's (" + std::to_string(B) + ", " + std::to_string(T) + ")");
+  bool per_key_decay = false;
+  if (decay) {
+    NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, kLaDecay, *decay));
+    if (decay->rank() != 3 || decay->dim(0) != B || decay->dim(1) != T ||
+        (decay->dim(2) != Hkv && decay->dim(2) != Hkv * dk))
+      return ctx.InputError(kLaDecay, "expected (" + std::to_string(B) + ", " + std::to_string(T) + ", " + std::to_string(Hkv) +
+                                          " or " + std::to_string(Hkv * dk) + "), got " + DimsToString(decay->dims()));
+    per_key_decay = decay->dim(2) == Hkv * dk && decay->dim(2) != Hkv;
+  }
+  bool shared_beta = false;
+  if (beta) {
+    NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, kLaBeta, *beta));
+    if (beta->rank() != 3 || beta->dim(0) != B || beta->dim(1) != T || (beta->dim(2) != Hkv && beta->dim(2) != 1))
+      return ctx.InputError(kLaBeta, "expected (" + std::to_string(B) + ", " + std::to_string(T) + ", " + std::to_string(Hkv) +
+                                         " or 1), got " + DimsToString(beta->dims()));
+    shared_beta = beta->dim(2) == 1 && Hkv != 1;
+  }
+  const std::vector<int64_t> state_dims = {B, Hkv, dk, dv};
+  if (past) {
+    NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, kLaPastState, *past));
+    if (past->dims() != state_dims)
+      return ctx.InputError(kLaPastState, "expected dims " + DimsToString(state_dims) + ", got " + DimsToString(past->dims()));
+  }
+
+  ComputeInput<float> cq(*q), ck(*k), cv(*v), cdecay, cbeta;
+  if (decay) cdecay = ComputeInput<float>(*decay);
+  if (beta) cbeta = ComputeInput<float>(*beta);
+  std::vector<float> state(static_cast<size_t>(B * Hkv * dk * dv), 0.0f);
+  if (past) nn::ConvertToCompute(*past, state.data());
+  const float scale = attrs.scale != 0.0f ? attrs.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(dk)));
+  const int64_t group = Hq / Hkv;
+
+  NEE_ASSIGN_OR_RETURN(Tensor out_tensor, ctx.AllocateOutput(0, q->dtype(), {B, T, Hq * dv}));
+  ComputeOutput<float> out(out_tensor);
+  ctx.ParallelFor(B * Hkv, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> vt(static_cast<size_t>(dv)), retrieved(static_cast<size_t>(dv));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / Hkv, h = task % Hkv;
+      float* S = state.data() + task * dk * dv;  // [dk][dv]
+      for (int64_t t = 0; t < T; ++t) {
+        const float* kt = ck.data() + (b * T + t) * Hkv * dk + h * dk;
+        const float* vsrc = cv.data() + (b * T + t) * Hkv * dv + h * dv;
+        std::copy(vsrc, vsrc + dv, vt.begin());
+        if (decay) {
+          const float* g = cdecay.data() + (b * T + t) * decay->dim(2);
+          for (int64_t d = 0; d < dk; ++d) {
+            const float factor = std::exp(per_key_decay ? g[h * dk + d] : g[h]);
+            for (int64_t m = 0; m < dv; ++m) S[d * dv + m] *= factor;
+          }
+        }
+        if (beta) {
+          const float bt = cbeta[(b * T + t) * beta->dim(2) + (shared_beta ? 0 : h)];
+          std::fill(retrieved.begin(), retrieved.end(), 0.0f);
+          for (int64_t d = 0; d < dk; ++d) nn::AddScaledRow(retrieved.data(), S + d * dv, kt[d], dv);
+          for (int64_t m = 0; m < dv; ++m) vt[m] = bt * (vt[m] - retrieved[m]);
+        }
+        for (int64_t d = 0; d < dk; ++d) nn::AddScaledRow(S + d * dv, vt.data(), kt[d], dv);
+        // Every query head of the group reads the shared state.
+        for (int64_t qh = h * group; qh < (h + 1) * group; ++qh) {
+          const float* qt = cq.data() + (b * T + t) * Hq * dk + qh * dk;
+          float* o = out.data() + (b * T + t) * Hq * dv + qh * dv;
+          std::fill(o, o + dv, 0.0f);
+          for (int64_t d = 0; d < dk; ++d) nn::AddScaledRow(o, S + d * dv, qt[d], dv);
+          for (int64_t m = 0; m < dv; ++m) o[m] *= scale;
+        }
+      }
+    }
+  });
+  out.Commit();
+  if (ctx.wants_output(1)) {
+    NEE_ASSIGN_OR_RETURN(Tensor st, ctx.AllocateOutput(1, past ? past->dtype() : q->dtype(), state_dims));
+    nn::ConvertFromCompute(state.data(), st);
+  }
+  return Status::Ok();
+}
+
+// ---- CausalConvWithState -------------------------------------------------------------
+// Depthwise causal conv1d over [past_state (or zeros), input] with an optional
+// fused SiLU; present_state is the last k - 1 positions of that sequence.
+
+Result<bool> ReadCausalConvActivation(const Node& node) {
+  Result<std::string> read = node.GetString("activation", "none");
+  if (!read.ok()) return read.status();
+  const std::string& act = read.value();
+  if (act == "none") return false;
+  if (act == "silu" || act == "swish") return true;
+  return InvalidModel(node.Describe() + ": activation must be 'none', 'silu' or 'swish', got '" + act + "'");
+}
+
+Status InferCausalConvWithState(InferenceContext& ctx) {
+  NEE_RETURN_IF_ERROR(ReadCausalConvActivation(ctx.node).status());
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* w, InputTensorType(ctx, 1));
+  if (nn::KnownRank(ctx, 0) != -1 && nn::KnownRank(ctx, 0) != 3) return ctx.InputError(0, "input must be 3-D (batch, channels, length)");
+  if (nn::KnownRank(ctx, 1) != -1 && nn::KnownRank(ctx, 1) != 3) return ctx.InputError(1, "weight must be 3-D (channels, 1, k)");
+  ctx.output_types[0] = *x;
+  if (ctx.num_outputs() > 1) {
+    Dim batch = x->shape ? (*x->shape)[0] : Dim::Unknown();
+    Dim channels = x->shape ? (*x->shape)[1] : Dim::Unknown();
+    Dim k = w->shape ? (*w->shape)[2] : Dim::Unknown();
+    Dim state_len = k.known() ? Dim::Known(std::max<int64_t>(0, k.value - 1)) : Dim::Unknown();
+    ctx.output_types[1] = TypeInfo::Tensor(x->elem_type, Shape{batch, channels, state_len});
+  }
+  return Status::Ok();
+}
+
+Status CausalConvWithStateKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(bool silu, ReadCausalConvActivation(ctx.node()));
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
+  NEE_ASSIGN_OR_RETURN(const Tensor* bias, OptionalInput(ctx, 2));
+  NEE_ASSIGN_OR_RETURN(const Tensor* past, OptionalInput(ctx, 3));
+  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 0, *x));
+  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 1, *w));
+  if (x->rank() != 3) return ctx.InputError(0, "input must be 3-D (batch, channels, length), got " + x->Describe());
+  const int64_t B = x->dim(0), C = x->dim(1), L = x->dim(2);
+  if (w->rank() != 3 || w->dim(0) != C || w->dim(1) != 1 || w->dim(2) < 1)
+    return ctx.InputError(1, "weight must be (" + std::to_string(C) + ", 1, k) with k >= 1, got " + DimsToString(w->dims()));
+  const int64_t K = w->dim(2), P = K - 1;
+  if (bias) {
+    NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 2, *bias));
+    if (bias->rank() != 1 || bias->dim(0) != C)
+      return ctx.InputError(2, "bias must be (" + std::to_string(C) + "), got " + DimsToString(bias->dims()));
+  }
+  if (past) {
+    NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 3, *past));
+    const std::vector<int64_t> want = {B, C, P};
+    if (past->dims() != want)
+      return ctx.InputError(3, "past_state must be " + DimsToString(want) + ", got " + DimsToString(past->dims()));
+  }
+  const DataType t = x->dtype();
+  ComputeInput<float> cx(*x), cw(*w), cb, cp;
+  if (bias) cb = ComputeInput<float>(*bias);
+  if (past) cp = ComputeInput<float>(*past);
+  NEE_ASSIGN_OR_RETURN(Tensor y_tensor, ctx.AllocateOutput(0, t, {B, C, L}));
+  ComputeOutput<float> y(y_tensor);
+  std::vector<float> state(static_cast<size_t>(B * C * P));
+  ctx.ParallelFor(B * C, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> padded(static_cast<size_t>(P + L));
+    for (int64_t bc = begin; bc < end; ++bc) {
+      const int64_t c = bc % C;
+      for (int64_t i = 0; i < P; ++i) padded[i] = past ? cp[bc * P + i] : 0.0f;
+      std::copy(cx.data() + bc * L, cx.data() + (bc + 1) * L, padded.begin() + P);
+      const float* wc = cw.data() + c * K;
+      for (int64_t o = 0; o < L; ++o) {
+        float acc = 0;
+        for (int64_t i = 0; i < K; ++i) acc += padded[o + i] * wc[i];
+        if (bias) acc += cb[c];
+        acc = RoundTo<float>(t, acc);
+        if (silu) acc = acc * (1.0f / (1.0f + std::exp(-acc)));
+        y[bc * L + o] = acc;
+      }
+      std::copy(padded.end() - P, padded.end(), state.begin() + bc * P);
+    }
+  });
+  y.Commit();
+  if (ctx.wants_output(1)) {
+    NEE_ASSIGN_OR_RETURN(Tensor st, ctx.AllocateOutput(1, t, {B, C, P}));
+    nn::ConvertFromCompute(state.data(), st);
+  }
+  return Status::Ok();
+}
+
+// ---- FlexAttention (ai.onnx.preview) ---------------------------------------------------
+// Scores (computed in the input type, then widened to the softmax precision)
+// pass through the optional score_mod subgraph, are softmaxed, pass through
+// the optional prob_mod subgraph and are multiplied by V.
+
+Result<DataType> FlexSoftmaxType(const Node& node, DataType input) {
+  if (node.HasAttr("softmax_precision")) {
+    NEE_ASSIGN_OR_RETURN(int64_t p, node.GetInt("softmax_precision"));
+    if (p != 1 && p != 10 && p != 11 && p != 16)
+      return InvalidModel(node.Describe() + ": softmax_precision must be 1, 10, 11 or 16, got " + std::to_string(p));
+    return static_cast<DataType>(p);
+  }
+  return input == DataType::kDouble ? DataType::kDouble : DataType::kFloat;
+}
+
+Status InferFlexAttention(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* q, InputTensorType(ctx, 0));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* k, InputTensorType(ctx, 1));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* v, InputTensorType(ctx, 2));
+  for (size_t i = 0; i < 3; ++i) {
+    const int64_t r = nn::KnownRank(ctx, i);
+    if (r != -1 && r != 4) return ctx.InputError(i, "must be 4-D (batch, heads, sequence, head_size)");
+  }
+  NEE_RETURN_IF_ERROR(FlexSoftmaxType(ctx.node, q->elem_type).status());
+  auto dim_of = [](const TypeInfo* t, size_t i) { return t->shape ? (*t->shape)[i] : Dim::Unknown(); };
+  if (nn::DimsConflict(dim_of(q, 3), dim_of(k, 3))) return ctx.InputError(1, "K's head size differs from Q's");
+  ctx.output_types[0] = TypeInfo::Tensor(
+      v->elem_type, Shape{nn::MergeDims(dim_of(q, 0), dim_of(v, 0)), dim_of(q, 1), dim_of(q, 2), dim_of(v, 3)});
+  return Status::Ok();
+}
+
+// Runs a modifier subgraph on `values` (dims `dims`, element type `type`) in place.
+template <typename A>
+Status RunModifier(KernelContext& ctx, const char* attr, DataType type, const std::vector<int64_t>& dims,
+                   std::vector<A>& values) {
+  if (!ctx.node().HasAttr(attr)) return Status::Ok();
+  NEE_ASSIGN_OR_RETURN(const Graph* body, ctx.node().GetGraph(attr));
+  if (!ctx.subgraphs()) return ctx.Error(std::string("cannot run ") + attr + ": no subgraph runner was provided");
+  NEE_ASSIGN_OR_RETURN(Tensor in, Tensor::Allocate(type, dims));
+  nn::ConvertFromCompute(values.data(), in);
+  Result<std::vector<Value>> outs = ctx.subgraphs()->Run(*body, {Value(in)});
+  if (!outs.ok()) return outs.status().WithContext(ctx.node().Describe() + ": in " + attr + ": ");
+  if (outs->size() != 1 || !(*outs)[0].is_tensor())
+    return ctx.Error(std::string(attr) + " must produce exactly one tensor");
+  const Tensor& out = (*outs)[0].tensor();
+  if (out.dims() != dims || !IsAttentionFloat(out.dtype()))
+    return ctx.Error(std::string(attr) + " must keep its input's shape " + DimsToString(dims) + ", got " + out.Describe());
+  nn::ConvertToCompute(out, values.data());
+  for (A& x : values) x = RoundTo<A>(type, x);
+  return Status::Ok();
+}
+
+template <typename A>
+Status FlexAttentionTyped(KernelContext& ctx, const Tensor& q, const Tensor& k, const Tensor& v, DataType softmax_type) {
+  const int64_t B = q.dim(0), Hq = q.dim(1), L = q.dim(2), E = q.dim(3);
+  const int64_t Hkv = k.dim(1), S = k.dim(2), Ev = v.dim(3);
+  const DataType t1 = q.dtype();
+  NEE_ASSIGN_OR_RETURN(float scale_attr, ctx.node().GetFloat("scale", 0.0f));
+  const bool has_scale = ctx.node().HasAttr("scale");
+  // sqrt(scale) in float, then rounded to the input type, as the reference does.
+  const float scale = has_scale ? scale_attr : static_cast<float>(1.0 / std::sqrt(static_cast<double>(E)));
+  const A sqrt_scale = RoundTo<A>(t1, static_cast<A>(std::sqrt(scale)));
+  ComputeInput<A> cq(q), ck(k), cv(v);
+  const int64_t group = Hq / Hkv;
+  const std::vector<int64_t> score_dims = {B, Hq, L, S};
+  std::vector<A> scores(static_cast<size_t>(B * Hq * L * S));
+  ctx.ParallelFor(B * Hq, 1, [&](int64_t begin, int64_t end) {
+    std::vector<A> q_row(static_cast<size_t>(E)), k_row(static_cast<size_t>(E));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / Hq, h = task % Hq, kvh = h / group;
+      for (int64_t i = 0; i < L; ++i) {
+        const A* qs = cq.data() + (task * L + i) * E;
+        for (int64_t e = 0; e < E; ++e) q_row[e] = RoundTo<A>(t1, qs[e] * sqrt_scale);
+        for (int64_t j = 0; j < S; ++j) {
+          const A* ks = ck.data() + ((b * Hkv + kvh) * S + j) * E;
+          A dot{0};
+          for (int64_t e = 0; e < E; ++e) dot += q_row[e] * RoundTo<A>(t1, ks[e] * sqrt_scale);
+          scores[(task * L + i) * S + j] = RoundTo<A>(softmax_type, RoundTo<A>(t1, dot));
+        }
+      }
+    }
+  });
+  NEE_RETURN_IF_ERROR(RunModifier<A>(ctx, "score_mod", softmax_type, score_dims, scores));
+  // Plain softmax along the keys (a fully masked row gives NaN, as in the reference).
+  ctx.ParallelFor(B * Hq * L, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      A* r = scores.data() + row * S;
+      A max = -std::numeric_limits<A>::infinity();
+      for (int64_t j = 0; j < S; ++j) max = std::max(max, r[j]);
+      A sum{0};
+      for (int64_t j = 0; j < S; ++j) {
+        r[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(RoundTo<A>(softmax_type, r[j] - max))));
+        sum = SumStep<A>(softmax_type, sum, r[j]);
+      }
+      sum = RoundTo<A>(softmax_type, sum);
+      for (int64_t j = 0; j < S; ++j) r[j] = RoundTo<A>(softmax_type, r[j] / sum);
+    }
+  });
+  NEE_RETURN_IF_ERROR(RunModifier<A>(ctx, "prob_mod", softmax_type, score_dims, scores));
+  NEE_ASSIGN_OR_RETURN(Tensor y_tensor, ctx.AllocateOutput(0, v.dtype(), {B, Hq, L, Ev}));
+  ComputeOutput<A> y(y_tensor);
+  ctx.ParallelFor(B * Hq, 1, [&](int64_t begin, int64_t end) {
+    std::vector<A> v_row(static_cast<size_t>(Ev));
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / Hq, h = task % Hq, kvh = h / group;
+      for (int64_t i = 0; i < L; ++i) {
+        A* out = y.data() + (task * L + i) * Ev;
+        std::fill(out, out + Ev, A{0});
+        for (int64_t j = 0; j < S; ++j) {
+          const A* vs = cv.data() + ((b * Hkv + kvh) * S + j) * Ev;
+          for (int64_t e = 0; e < Ev; ++e) v_row[e] = RoundTo<A>(softmax_type, vs[e]);
+          nn::AddScaledRow(out, v_row.data(), scores[(task * L + i) * S + j], Ev);
+        }
+      }
+    }
+  });
+  y.Commit();
+  return Status::Ok();
+}
+
+Status FlexAttentionKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* q, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* k, ctx.InputTensor(1));
+  NEE_ASSIGN_OR_RETURN(const Tensor* v, ctx.InputTensor(2));
+  const Tensor* inputs[3] = {q, k, v};
+  for (size_t i = 0; i < 3; ++i) {
+    NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, i, *inputs[i]));
+    if (inputs[i]->rank() != 4)
+      return ctx.InputError(i, "must be 4-D (batch, heads, sequence, head_size), got " + inputs[i]->Describe());
+    if (inputs[i]->dtype() != q->dtype())
+      return ctx.InputError(i, std::string("must have Q's element type ") + DataTypeName(q->dtype()));
+    if (inputs[i]->dim(0) != q->dim(0))
+      return ctx.InputError(i, "batch " + std::to_string(inputs[i]->dim(0)) + " differs from Q's " + std::to_string(q->dim(0)));
+  }
+  if (k->dim(3) != q->dim(3))
+    return ctx.InputError(1, "head size " + std::to_string(k->dim(3)) + " differs from Q's " + std::to_string(q->dim(3)));
+  if (v->dim(1) != k->dim(1) || v->dim(2) != k->dim(2))
+    return ctx.InputError(2, "heads and sequence length must match K's " + DimsToString(k->dims()));
+  if (k->dim(1) <= 0 || q->dim(1) % k->dim(1) != 0)
+    return ctx.Error("q heads (" + std::to_string(q->dim(1)) + ") must be a multiple of kv heads (" + std::to_string(k->dim(1)) + ")");
+  NEE_ASSIGN_OR_RETURN(DataType softmax_type, FlexSoftmaxType(ctx.node(), q->dtype()));
+  if (q->dtype() == DataType::kDouble || softmax_type == DataType::kDouble)
+    return FlexAttentionTyped<double>(ctx, *q, *k, *v, softmax_type);
+  return FlexAttentionTyped<float>(ctx, *q, *k, *v, softmax_type);
+}
+
+}  // namespace
+
+void RegisterAttentionOps(OpRegistry& registry) {
+  // 24 added nonpad_kv_seqlen (input 6); 25 added the sliding window attributes.
+  registry.RegisterVersions("", "Attention", {23}, 3, 6, 1, 4, InferAttention, AttentionKernel);
+  registry.RegisterVersions("", "Attention", {24, 25}, 3, 7, 1, 4, InferAttention, AttentionKernel);
+  registry.RegisterVersions("", "RotaryEmbedding", {23}, 3, 4, 1, 1, InferRotaryEmbedding, RotaryEmbeddingKernel);
+  registry.RegisterVersions("", "LinearAttention", {27}, 3, 6, 1, 2, InferLinearAttention, LinearAttentionKernel);
+  registry.RegisterVersions("", "CausalConvWithState", {27}, 2, 4, 1, 2, InferCausalConvWithState,
+                            CausalConvWithStateKernel);
+  registry.RegisterVersions("ai.onnx.preview", "FlexAttention", {1}, 3, 3, 1, 1, InferFlexAttention, FlexAttentionKernel);
+}
 
 }  // namespace nee

@@ -171,7 +171,11 @@ Status InferIf(InferenceContext& ictx) {
     return ictx.Error("has " + std::to_string(ictx.num_outputs()) + " outputs but its branches yield " +
                       std::to_string(then_branch->outputs.size()));
   if (std::optional<bool> cond = KnownCondition(ictx)) {
-    // Only the branch that will run matters (and its errors are real).
+    // Only the branch that will run matters (and its errors are real). The
+    // other one is still shown to the checker, but its errors are dropped:
+    // it may be invalid for these very types (which is why it is not taken).
+    Status ignored;
+    InferBranchLeniently(ictx, *cond ? *else_branch : *then_branch, &ignored);
     NEE_ASSIGN_OR_RETURN(std::vector<TypeInfo> types, InferBody(ictx, *cond ? *then_branch : *else_branch, {}));
     for (size_t i = 0; i < ictx.num_outputs() && i < types.size(); ++i) ictx.output_types[i] = types[i];
     return Status::Ok();

@@ -735,7 +735,7 @@ Status OneHotKernel(KernelContext& ctx) {
         int64_t pos = o * inner + i;
         double raw = indices->dtype() == DataType::kInt64 ? static_cast<double>(indices->data<int64_t>()[pos])
                                                           : ReadAsDouble(*indices, pos);
-        if (std::isnan(raw)) continue;
+        if (!(raw >= -static_cast<double>(depth) && raw < static_cast<double>(depth) + 1)) continue;
         int64_t idx = static_cast<int64_t>(raw);
         if (idx < -depth || idx >= depth) continue;
         if (idx < 0) idx += depth;
@@ -755,8 +755,10 @@ Status OneHotInfer(InferenceContext& ictx) {
     if (axis_attr < -r - 1 || axis_attr > r) return ictx.Error("axis " + std::to_string(axis_attr) + " is out of range");
     const int64_t axis = axis_attr < 0 ? axis_attr + r + 1 : axis_attr;
     Dim depth = Dim::Unknown();
-    if (const Tensor* d = ictx.input_value(1); d && d->num_elements() == 1 && d->dtype() != DataType::kString)
-      depth = Dim::Known(static_cast<int64_t>(ReadAsDouble(*d, 0)));
+    if (const Tensor* d = ictx.input_value(1); d && d->num_elements() == 1 && d->dtype() != DataType::kString) {
+      double v = ReadAsDouble(*d, 0);
+      if (v >= 1 && v <= 1e15) depth = Dim::Known(static_cast<int64_t>(v));
+    }
     Shape s = *indices->shape;
     s.insert(s.begin() + axis, depth);
     out = s;

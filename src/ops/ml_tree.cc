@@ -15,8 +15,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,18 +46,19 @@ using ml::PostTransform;
 enum class Mode : uint8_t { kLeq, kLt, kGte, kGt, kEq, kNeq, kMember, kLeaf };
 enum class Aggregate { kAverage, kSum, kMin, kMax };
 
-// A child reference: >= 0 is a branch index, < 0 is leaf ~ref.
-using Ref = int64_t;
-constexpr Ref LeafRef(int64_t leaf) { return ~leaf; }
+// A child reference: >= 0 is a branch index, < 0 is leaf ~ref. 32 bits keep
+// a branch at 24 bytes; forests are limited to 2^30 nodes and leaves.
+using Ref = int32_t;
+constexpr int64_t kMaxNodes = int64_t{1} << 30;
+constexpr Ref LeafRef(int64_t leaf) { return static_cast<Ref>(~leaf); }
 
 struct Branch {
-  int64_t feature = 0;
   double threshold = 0;
-  Mode mode = Mode::kLeq;
-  bool missing_tracks_true = false;
+  int32_t feature = 0;
   Ref true_ref = 0;
   Ref false_ref = 0;
-  int64_t members_begin = 0, members_end = 0;  // sorted range in Forest::members
+  Mode mode = Mode::kLeq;
+  bool missing_tracks_true = false;
 };
 
 struct LeafWeight {
@@ -65,14 +69,30 @@ struct LeafWeight {
 struct Forest {
   std::vector<Branch> branches;
   std::vector<Ref> roots;
-  std::vector<std::vector<LeafWeight>> leaves;
+  // Leaf l holds leaf_weights[leaf_begin[l] .. leaf_begin[l + 1]).
+  std::vector<int64_t> leaf_begin;
+  std::vector<LeafWeight> leaf_weights;
+  // Per branch (only when a BRANCH_MEMBER node exists): its sorted range in members.
+  std::vector<std::pair<int64_t, int64_t>> member_range;
   std::vector<double> members;
   int64_t targets = 0;
   Aggregate aggregate = Aggregate::kSum;
   std::vector<double> base_values;
+
+  int64_t leaf_count() const { return static_cast<int64_t>(leaf_begin.size()) - 1; }
 };
 
-bool TakesTrueBranch(const Branch& b, const Forest& f, double x) {
+// Groups (leaf, weight) pairs by leaf into Forest::leaf_begin/leaf_weights.
+void SetLeafWeights(Forest& f, int64_t leaf_count, const std::vector<std::pair<int64_t, LeafWeight>>& weights) {
+  f.leaf_begin.assign(static_cast<size_t>(leaf_count + 1), 0);
+  for (const auto& [leaf, w] : weights) ++f.leaf_begin[static_cast<size_t>(leaf + 1)];
+  for (int64_t l = 0; l < leaf_count; ++l) f.leaf_begin[l + 1] += f.leaf_begin[l];
+  f.leaf_weights.resize(weights.size());
+  std::vector<int64_t> next(f.leaf_begin.begin(), f.leaf_begin.end() - 1);
+  for (const auto& [leaf, w] : weights) f.leaf_weights[static_cast<size_t>(next[leaf]++)] = w;  // keeps order
+}
+
+bool TakesTrueBranch(const Forest& f, const Branch& b, size_t index, double x) {
   if (std::isnan(x) && b.missing_tracks_true) return true;
   switch (b.mode) {
     case Mode::kLeq: return x <= b.threshold;
@@ -81,8 +101,10 @@ bool TakesTrueBranch(const Branch& b, const Forest& f, double x) {
     case Mode::kGt: return x > b.threshold;
     case Mode::kEq: return x == b.threshold;
     case Mode::kNeq: return x != b.threshold;
-    case Mode::kMember:
-      return std::binary_search(f.members.begin() + b.members_begin, f.members.begin() + b.members_end, x);
+    case Mode::kMember: {
+      auto [begin, end] = f.member_range[index];
+      return std::binary_search(f.members.begin() + begin, f.members.begin() + end, x);
+    }
     case Mode::kLeaf: break;
   }
   return false;
@@ -93,35 +115,44 @@ int64_t FindLeaf(const Forest& f, Ref ref, const double* row) {
   size_t steps = 0;
   while (ref >= 0) {
     const Branch& b = f.branches[static_cast<size_t>(ref)];
-    ref = TakesTrueBranch(b, f, row[b.feature]) ? b.true_ref : b.false_ref;
+    ref = TakesTrueBranch(f, b, static_cast<size_t>(ref), row[b.feature]) ? b.true_ref : b.false_ref;
     if (++steps > f.branches.size()) return -1;
   }
-  return ~ref;
+  return ~static_cast<int64_t>(ref);
 }
 
-// Aggregated (not yet post-transformed) scores of one row.
-void ScoreRow(const Forest& f, const double* row, double* scores, bool* has_score, bool* cycle) {
-  std::fill(scores, scores + f.targets, 0.0);
-  std::fill(has_score, has_score + f.targets, false);
-  for (Ref root : f.roots) {
-    int64_t leaf = FindLeaf(f, root, row);
-    if (leaf < 0) {
-      *cycle = true;
-      return;
+// Adds one leaf's weights to a row's scores.
+void AddLeaf(const Forest& f, int64_t leaf, double* scores, bool* has_score) {
+  for (int64_t k = f.leaf_begin[leaf]; k < f.leaf_begin[leaf + 1]; ++k) {
+    const LeafWeight& w = f.leaf_weights[static_cast<size_t>(k)];
+    double& s = scores[w.target];
+    switch (f.aggregate) {
+      case Aggregate::kSum:
+      case Aggregate::kAverage: s += w.weight; break;
+      case Aggregate::kMin: s = has_score[w.target] ? std::min(s, w.weight) : w.weight; break;
+      case Aggregate::kMax: s = has_score[w.target] ? std::max(s, w.weight) : w.weight; break;
     }
-    for (const LeafWeight& w : f.leaves[static_cast<size_t>(leaf)]) {
-      double& s = scores[w.target];
-      switch (f.aggregate) {
-        case Aggregate::kSum:
-        case Aggregate::kAverage: s += w.weight; break;
-        case Aggregate::kMin: s = has_score[w.target] ? std::min(s, w.weight) : w.weight; break;
-        case Aggregate::kMax: s = has_score[w.target] ? std::max(s, w.weight) : w.weight; break;
-      }
-      has_score[w.target] = true;
+    has_score[w.target] = true;
+  }
+}
+
+// Aggregated (not yet post-transformed) scores of `count` rows. Trees are the
+// outer loop so that one tree's nodes stay in cache across the block; each
+// row still sees the trees in the same order, so results do not depend on
+// the block size. Returns false on a cycle.
+bool ScoreBlock(const Forest& f, const double* rows, int64_t width, int64_t count, double* scores, bool* has_score) {
+  std::fill(scores, scores + count * f.targets, 0.0);
+  std::fill(has_score, has_score + count * f.targets, false);
+  for (Ref root : f.roots) {
+    for (int64_t r = 0; r < count; ++r) {
+      int64_t leaf = FindLeaf(f, root, rows + r * width);
+      if (leaf < 0) return false;
+      AddLeaf(f, leaf, scores + r * f.targets, has_score + r * f.targets);
     }
   }
   if (f.aggregate == Aggregate::kAverage && !f.roots.empty())
-    for (int64_t t = 0; t < f.targets; ++t) scores[t] /= static_cast<double>(f.roots.size());
+    for (int64_t i = 0; i < count * f.targets; ++i) scores[i] /= static_cast<double>(f.roots.size());
+  return true;
 }
 
 // Runs `per_row(row_index, scores, has_score)` for every row of X in parallel,
@@ -129,19 +160,22 @@ void ScoreRow(const Forest& f, const double* row, double* scores, bool* has_scor
 template <typename PerRow>
 Status ForEachScoredRow(KernelContext& ctx, const Forest& f, const Tensor& x, int64_t rows, int64_t width,
                         const PerRow& per_row) {
+  constexpr int64_t kBlock = 64;
   std::atomic<bool> any_cycle{false};
   ctx.ParallelFor(rows, 16, [&](int64_t begin, int64_t end) {
-    std::vector<double> row(static_cast<size_t>(width)), scores(static_cast<size_t>(f.targets));
-    std::unique_ptr<bool[]> has_score(new bool[static_cast<size_t>(std::max<int64_t>(f.targets, 1))]);
-    for (int64_t r = begin; r < end; ++r) {
-      for (int64_t c = 0; c < width; ++c) row[c] = ReadAsDouble(x, r * width + c);
-      bool cycle = false;
-      ScoreRow(f, row.data(), scores.data(), has_score.get(), &cycle);
-      if (cycle) {
+    const int64_t block = std::min(kBlock, end - begin);
+    std::vector<double> features(static_cast<size_t>(block * width));
+    std::vector<double> scores(static_cast<size_t>(block * f.targets));
+    std::unique_ptr<bool[]> has_score(new bool[static_cast<size_t>(std::max<int64_t>(block * f.targets, 1))]);
+    for (int64_t first = begin; first < end; first += block) {
+      const int64_t count = std::min(block, end - first);
+      for (int64_t i = 0; i < count * width; ++i) features[i] = ReadAsDouble(x, first * width + i);
+      if (!ScoreBlock(f, features.data(), width, count, scores.data(), has_score.get())) {
         any_cycle = true;
         return;
       }
-      per_row(r, scores.data(), has_score.get());
+      for (int64_t r = 0; r < count; ++r)
+        per_row(first + r, scores.data() + r * f.targets, has_score.get() + r * f.targets);
     }
   });
   if (any_cycle) return InvalidModel(ctx.node().Describe() + ": a tree contains a cycle");
@@ -183,6 +217,82 @@ Result<std::vector<double>> ReadRealTensor(const Node& node, const std::string& 
   return out;
 }
 
+// Integer and string list attributes by reference (forests can be large).
+// An absent optional list reads as empty.
+Result<const std::vector<int64_t>*> IntsRef(const Node& node, const std::string& name, bool required) {
+  static const std::vector<int64_t> kEmpty;
+  const Attribute* a = node.FindAttr(name);
+  if (!a) {
+    if (required) return AttrError(node, name, "is required");
+    return &kEmpty;
+  }
+  if (a->type != AttrType::kInts) return AttrError(node, name, std::string("must be ints, got ") + AttrTypeName(a->type));
+  return &a->ints;
+}
+
+Result<const std::vector<std::string>*> StringsRef(const Node& node, const std::string& name) {
+  const Attribute* a = node.FindAttr(name);
+  if (!a) return AttrError(node, name, "is required");
+  if (a->type != AttrType::kStrings)
+    return AttrError(node, name, std::string("must be strings, got ") + AttrTypeName(a->type));
+  return &a->strings;
+}
+
+// (tree id, node id) -> position in the nodes_* arrays. Exporters number the
+// nodes of a tree 0..n-1, so each tree gets a dense table when its ids are
+// compact, and a hash table otherwise.
+class NodeIndex {
+ public:
+  Status Build(const Node& node, const std::vector<int64_t>& tree_ids, const std::vector<int64_t>& node_ids) {
+    for (size_t i = 0; i < tree_ids.size(); ++i) {
+      auto [it, added] = slot_of_tree_.emplace(tree_ids[i], trees_.size());
+      if (added) trees_.push_back(Tree{node_ids[i], node_ids[i], 0, {}, {}});
+      Tree& t = trees_[it->second];
+      t.min_id = std::min(t.min_id, node_ids[i]);
+      t.max_id = std::max(t.max_id, node_ids[i]);
+      ++t.count;
+    }
+    for (Tree& t : trees_) {
+      // Dense when the id range is at most about twice the node count.
+      uint64_t range = static_cast<uint64_t>(t.max_id) - static_cast<uint64_t>(t.min_id);
+      if (range <= static_cast<uint64_t>(2 * t.count + 64)) t.dense.assign(range + 1, -1);
+    }
+    for (size_t i = 0; i < tree_ids.size(); ++i) {
+      Tree& t = trees_[slot_of_tree_[tree_ids[i]]];
+      int64_t* slot = nullptr;
+      if (!t.dense.empty()) slot = &t.dense[static_cast<size_t>(node_ids[i] - t.min_id)];
+      else slot = &t.sparse.emplace(node_ids[i], -1).first->second;
+      if (*slot != -1)
+        return AttrError(node, "nodes_nodeids", "has node " + std::to_string(node_ids[i]) + " twice in tree " +
+                         std::to_string(tree_ids[i]));
+      *slot = static_cast<int64_t>(i);
+    }
+    return Status::Ok();
+  }
+
+  // The position of the node, or -1.
+  int64_t Find(int64_t tree_id, int64_t node_id) const {
+    auto it = slot_of_tree_.find(tree_id);
+    if (it == slot_of_tree_.end()) return -1;
+    const Tree& t = trees_[it->second];
+    if (!t.dense.empty()) {
+      if (node_id < t.min_id || node_id > t.max_id) return -1;
+      return t.dense[static_cast<size_t>(node_id - t.min_id)];
+    }
+    auto found = t.sparse.find(node_id);
+    return found == t.sparse.end() ? -1 : found->second;
+  }
+
+ private:
+  struct Tree {
+    int64_t min_id, max_id, count;
+    std::vector<int64_t> dense;
+    std::unordered_map<int64_t, int64_t> sparse;
+  };
+  std::unordered_map<int64_t, size_t> slot_of_tree_;
+  std::vector<Tree> trees_;
+};
+
 Status CheckSize(const Node& node, const std::string& name, size_t actual, size_t expected) {
   if (actual != expected)
     return AttrError(node, name, "has " + std::to_string(actual) + " entries, expected " + std::to_string(expected));
@@ -220,86 +330,226 @@ Status CheckFeature(const Node& node, const char* attr, int64_t feature, int64_t
 // opsets 1 and 3) plus their (tree, node, target, weight) leaf lists.
 // `weights_prefix` is "class" or "target".
 Result<Forest> CompileLegacyForest(const Node& node, int64_t width, int64_t targets, const std::string& weights_prefix) {
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> tree_ids, node.GetInts("nodes_treeids"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> node_ids, node.GetInts("nodes_nodeids"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> features, node.GetInts("nodes_featureids"));
-  NEE_ASSIGN_OR_RETURN(std::vector<std::string> modes, node.GetStrings("nodes_modes"));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* tree_ids, IntsRef(node, "nodes_treeids", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* node_ids, IntsRef(node, "nodes_nodeids", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* features, IntsRef(node, "nodes_featureids", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<std::string>* modes, StringsRef(node, "nodes_modes"));
   NEE_ASSIGN_OR_RETURN(std::vector<double> values, ReadReals(node, "nodes_values"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> true_ids, node.GetInts("nodes_truenodeids"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> false_ids, node.GetInts("nodes_falsenodeids"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> tracks, node.GetInts("nodes_missing_value_tracks_true", {}));
-  const size_t n = node_ids.size();
-  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_treeids", tree_ids.size(), n));
-  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_featureids", features.size(), n));
-  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_modes", modes.size(), n));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* true_ids, IntsRef(node, "nodes_truenodeids", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* false_ids, IntsRef(node, "nodes_falsenodeids", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* tracks, IntsRef(node, "nodes_missing_value_tracks_true", false));
+  const size_t n = node_ids->size();
+  if (static_cast<int64_t>(n) > kMaxNodes) return AttrError(node, "nodes_nodeids", "has more than 2^30 nodes");
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_treeids", tree_ids->size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_featureids", features->size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_modes", modes->size(), n));
   NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_values", values.size(), n));
-  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_truenodeids", true_ids.size(), n));
-  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_falsenodeids", false_ids.size(), n));
-  if (!tracks.empty()) NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_missing_value_tracks_true", tracks.size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_truenodeids", true_ids->size(), n));
+  NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_falsenodeids", false_ids->size(), n));
+  if (!tracks->empty()) NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_missing_value_tracks_true", tracks->size(), n));
 
   Forest f;
   f.targets = targets;
-  // (tree, node) -> position in the nodes_* arrays; each node becomes a branch or a leaf.
-  std::map<std::pair<int64_t, int64_t>, size_t> position;
+  NodeIndex index;
+  NEE_RETURN_IF_ERROR(index.Build(node, *tree_ids, *node_ids));
+  // Each node becomes a branch or a leaf.
   std::vector<Ref> ref_of(n);
   std::vector<Mode> mode_of(n);
+  int64_t leaf_count = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (!position.emplace(std::make_pair(tree_ids[i], node_ids[i]), i).second)
-      return AttrError(node, "nodes_nodeids", "has node " + std::to_string(node_ids[i]) + " twice in tree " +
-                       std::to_string(tree_ids[i]));
-    NEE_ASSIGN_OR_RETURN(mode_of[i], ParseMode(node, modes[i]));
+    NEE_ASSIGN_OR_RETURN(mode_of[i], ParseMode(node, (*modes)[i]));
     if (mode_of[i] == Mode::kLeaf) {
-      ref_of[i] = LeafRef(static_cast<int64_t>(f.leaves.size()));
-      f.leaves.emplace_back();
+      ref_of[i] = LeafRef(leaf_count++);
     } else {
       ref_of[i] = static_cast<Ref>(f.branches.size());
       f.branches.emplace_back();
     }
   }
   auto child = [&](size_t i, int64_t child_id, const char* attr) -> Result<Ref> {
-    auto it = position.find({tree_ids[i], child_id});
-    if (it == position.end())
+    int64_t position = index.Find((*tree_ids)[i], child_id);
+    if (position < 0)
       return AttrError(node, attr, "refers to node " + std::to_string(child_id) + " missing from tree " +
-                       std::to_string(tree_ids[i]));
-    return ref_of[it->second];
+                       std::to_string((*tree_ids)[i]));
+    return ref_of[static_cast<size_t>(position)];
   };
   for (size_t i = 0; i < n; ++i) {
     if (mode_of[i] == Mode::kLeaf) continue;
     Branch& b = f.branches[static_cast<size_t>(ref_of[i])];
-    NEE_RETURN_IF_ERROR(CheckFeature(node, "nodes_featureids", features[i], width));
-    b.feature = features[i];
+    NEE_RETURN_IF_ERROR(CheckFeature(node, "nodes_featureids", (*features)[i], width));
+    b.feature = static_cast<int32_t>((*features)[i]);
     b.threshold = values[i];
     b.mode = mode_of[i];
-    b.missing_tracks_true = !tracks.empty() && tracks[i] != 0;
-    NEE_ASSIGN_OR_RETURN(b.true_ref, child(i, true_ids[i], "nodes_truenodeids"));
-    NEE_ASSIGN_OR_RETURN(b.false_ref, child(i, false_ids[i], "nodes_falsenodeids"));
+    b.missing_tracks_true = !tracks->empty() && (*tracks)[i] != 0;
+    NEE_ASSIGN_OR_RETURN(b.true_ref, child(i, (*true_ids)[i], "nodes_truenodeids"));
+    NEE_ASSIGN_OR_RETURN(b.false_ref, child(i, (*false_ids)[i], "nodes_falsenodeids"));
   }
   // The root of each tree is its first node, trees in order of first appearance.
-  std::map<int64_t, bool> seen;
+  std::unordered_map<int64_t, bool> seen;
   for (size_t i = 0; i < n; ++i)
-    if (seen.emplace(tree_ids[i], true).second) f.roots.push_back(ref_of[i]);
+    if (seen.emplace((*tree_ids)[i], true).second) f.roots.push_back(ref_of[i]);
 
   const std::string p = weights_prefix;
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> w_trees, node.GetInts(p + "_treeids", {}));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> w_nodes, node.GetInts(p + "_nodeids", {}));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> w_ids, node.GetInts(p + "_ids", {}));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* w_trees, IntsRef(node, p + "_treeids", false));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* w_nodes, IntsRef(node, p + "_nodeids", false));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* w_ids, IntsRef(node, p + "_ids", false));
   NEE_ASSIGN_OR_RETURN(std::vector<double> w_values, ReadReals(node, p + "_weights"));
-  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_nodeids", w_nodes.size(), w_trees.size()));
-  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_ids", w_ids.size(), w_trees.size()));
-  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_weights", w_values.size(), w_trees.size()));
-  for (size_t k = 0; k < w_trees.size(); ++k) {
-    auto it = position.find({w_trees[k], w_nodes[k]});
-    if (it == position.end())
-      return AttrError(node, p + "_nodeids", "refers to node " + std::to_string(w_nodes[k]) + " missing from tree " +
-                       std::to_string(w_trees[k]));
-    if (w_ids[k] < 0 || w_ids[k] >= targets)
-      return AttrError(node, p + "_ids", "has id " + std::to_string(w_ids[k]) + ", expected 0.." +
-                       std::to_string(targets - 1));
-    Ref r = ref_of[it->second];
+  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_nodeids", w_nodes->size(), w_trees->size()));
+  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_ids", w_ids->size(), w_trees->size()));
+  NEE_RETURN_IF_ERROR(CheckSize(node, p + "_weights", w_values.size(), w_trees->size()));
+  std::vector<std::pair<int64_t, LeafWeight>> weights;
+  weights.reserve(w_trees->size());
+  for (size_t k = 0; k < w_trees->size(); ++k) {
+    int64_t position = index.Find((*w_trees)[k], (*w_nodes)[k]);
+    if (position < 0)
+      return AttrError(node, p + "_nodeids", "refers to node " + std::to_string((*w_nodes)[k]) +
+                       " missing from tree " + std::to_string((*w_trees)[k]));
+    int64_t id = (*w_ids)[k];
+    if (id < 0 || id >= targets)
+      return AttrError(node, p + "_ids", "has id " + std::to_string(id) + ", expected 0.." + std::to_string(targets - 1));
+    Ref r = ref_of[static_cast<size_t>(position)];
     if (r >= 0) continue;  // a weight on a branch node is never reached
-    f.leaves[static_cast<size_t>(~r)].push_back({w_ids[k], w_values[k]});
+    weights.push_back({~static_cast<int64_t>(r), LeafWeight{id, w_values[k]}});
   }
+  SetLeafWeights(f, leaf_count, weights);
   return f;
+}
+
+// ---- Compiled-forest cache -------------------------------------------------------
+// Compiling a large ensemble (10^5 nodes) costs far more than scoring a few
+// rows, and kernels are stateless functions, so compiled forests are kept in a
+// small process-wide cache. The key is the node's address, the input width and
+// a hash of every attribute's content: a node freed and replaced by a
+// different one at the same address does not match. Hashing is one linear
+// pass over the attributes, much cheaper than compiling.
+
+class Hasher {
+ public:
+  void Add(uint64_t v) { h_ = Mix(h_, v); }
+  void AddBytes(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    Add(n);
+    // Four independent lanes: the multiplications of different lanes overlap.
+    uint64_t l0 = h_, l1 = h_ ^ 1, l2 = h_ ^ 2, l3 = h_ ^ 3;
+    for (; n >= 32; n -= 32, p += 32) {
+      l0 = Mix(l0, Load(p));
+      l1 = Mix(l1, Load(p + 8));
+      l2 = Mix(l2, Load(p + 16));
+      l3 = Mix(l3, Load(p + 24));
+    }
+    Add(l0), Add(l1), Add(l2), Add(l3);
+    for (; n >= 8; n -= 8, p += 8) {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      Add(v);
+    }
+    uint64_t tail = 0;
+    for (size_t k = 0; k < n; ++k) tail = (tail << 8) | static_cast<unsigned char>(p[k]);
+    Add(tail);
+  }
+  void AddString(const std::string& s) { AddBytes(s.data(), s.size()); }
+  // Many short strings (nodes_modes): one value per string, in four lanes.
+  void AddStrings(const std::vector<std::string>& strings) {
+    Add(strings.size());
+    uint64_t l0 = h_, l1 = h_ ^ 1;
+    size_t i = 0;
+    for (; i + 2 <= strings.size(); i += 2) {
+      l0 = Mix(l0, ShortValue(strings[i]));
+      l1 = Mix(l1, ShortValue(strings[i + 1]));
+    }
+    if (i < strings.size()) l0 = Mix(l0, ShortValue(strings[i]));
+    Add(l0), Add(l1);
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  static uint64_t Load(const char* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  // A string folded into one word (exact for strings of up to 7 bytes, a
+  // further mix beyond): its length and bytes.
+  static uint64_t ShortValue(const std::string& s) {
+    uint64_t x = s.size();
+    for (unsigned char c : s) x = (x << 8 | x >> 56) ^ c;
+    return x;
+  }
+  // One 64x64->128 multiply, folded (as in wyhash/mum): fast and well mixed.
+  static uint64_t Mix(uint64_t a, uint64_t v) {
+    unsigned __int128 m = static_cast<unsigned __int128>(a ^ v) * 0x9E3779B97F4A7C15ull;
+    return static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);
+  }
+  uint64_t h_ = 0xCBF29CE484222325ull;
+};
+
+uint64_t HashAttributes(const Node& node) {
+  Hasher h;
+  h.AddString(node.op_type);
+  for (const Attribute& a : node.attributes) {
+    h.AddString(a.name);
+    h.Add(static_cast<uint64_t>(a.type));
+    h.Add(static_cast<uint64_t>(a.i));
+    uint32_t f_bits;
+    std::memcpy(&f_bits, &a.f, 4);
+    h.Add(f_bits);
+    h.AddString(a.s);
+    h.AddBytes(a.ints.data(), a.ints.size() * sizeof(int64_t));
+    h.AddBytes(a.floats.data(), a.floats.size() * sizeof(float));
+    h.AddStrings(a.strings);
+    if (a.t.defined()) {
+      h.Add(static_cast<uint64_t>(a.t.dtype()));
+      for (int64_t d : a.t.dims()) h.Add(static_cast<uint64_t>(d));
+      if (a.t.dtype() == DataType::kString) {
+        for (const std::string& str : a.t.span<std::string>()) h.AddString(str);
+      } else {
+        h.AddBytes(a.t.raw_data(), a.t.byte_size());
+      }
+    }
+  }
+  return h.value();
+}
+
+class ForestCache {
+ public:
+  std::shared_ptr<const Forest> Find(const Node* node, int64_t width, uint64_t hash) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (entries_[i].node == node && entries_[i].width == width && entries_[i].hash == hash) {
+        std::rotate(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(i),
+                    entries_.begin() + static_cast<std::ptrdiff_t>(i) + 1);  // most recent first
+        return entries_[0].forest;
+      }
+    }
+    return nullptr;
+  }
+  void Insert(const Node* node, int64_t width, uint64_t hash, std::shared_ptr<const Forest> forest) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.insert(entries_.begin(), Entry{node, width, hash, std::move(forest)});
+    if (entries_.size() > kCapacity) entries_.pop_back();
+  }
+
+ private:
+  static constexpr size_t kCapacity = 16;
+  struct Entry {
+    const Node* node;
+    int64_t width;
+    uint64_t hash;
+    std::shared_ptr<const Forest> forest;
+  };
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+};
+
+// The node's compiled forest, from the cache or by running `compile`.
+template <typename Compile>
+Result<std::shared_ptr<const Forest>> CachedForest(const Node& node, int64_t width, const Compile& compile) {
+  static ForestCache* cache = new ForestCache();  // never destroyed: kernels may run during exit
+  const uint64_t hash = HashAttributes(node);
+  if (auto forest = cache->Find(&node, width, hash)) return forest;
+  NEE_ASSIGN_OR_RETURN(Forest compiled, compile());
+  auto forest = std::make_shared<const Forest>(std::move(compiled));
+  cache->Insert(&node, width, hash, forest);
+  return forest;
 }
 
 Result<int64_t> FeatureWidth(const KernelContext& ctx, const Tensor& x, int64_t* rows) {
@@ -351,12 +601,16 @@ Status RunTreeEnsembleRegressor(KernelContext& ctx) {
   int64_t rows = 0;
   NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
   NEE_ASSIGN_OR_RETURN(int64_t targets, RegressorTargets(node));
-  NEE_ASSIGN_OR_RETURN(Forest f, CompileLegacyForest(node, width, targets, "target"));
-  NEE_ASSIGN_OR_RETURN(f.aggregate, ParseAggregate(node));
-  NEE_ASSIGN_OR_RETURN(f.base_values, ReadReals(node, "base_values"));
-  if (!f.base_values.empty() && static_cast<int64_t>(f.base_values.size()) != targets)
-    return AttrError(node, "base_values", "has " + std::to_string(f.base_values.size()) + " values for " +
-                     std::to_string(targets) + " targets");
+  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(node, width, [&]() -> Result<Forest> {
+    NEE_ASSIGN_OR_RETURN(Forest compiled, CompileLegacyForest(node, width, targets, "target"));
+    NEE_ASSIGN_OR_RETURN(compiled.aggregate, ParseAggregate(node));
+    NEE_ASSIGN_OR_RETURN(compiled.base_values, ReadReals(node, "base_values"));
+    if (!compiled.base_values.empty() && static_cast<int64_t>(compiled.base_values.size()) != targets)
+      return AttrError(node, "base_values", "has " + std::to_string(compiled.base_values.size()) + " values for " +
+                       std::to_string(targets) + " targets");
+    return compiled;
+  }));
+  const Forest& f = *forest;
   NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat, {rows, targets}));
   float* out = y.data<float>();
@@ -427,7 +681,8 @@ Status RunTreeEnsembleClassifier(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
   NEE_ASSIGN_OR_RETURN(Labels labels, ReadLabels(node));
   const int64_t classes = labels.size();
-  NEE_ASSIGN_OR_RETURN(Forest f, CompileLegacyForest(node, width, classes, "class"));
+  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(node, width, [&] { return CompileLegacyForest(node, width, classes, "class"); }));
+  const Forest& f = *forest;
   NEE_ASSIGN_OR_RETURN(std::vector<double> base, ReadReals(node, "base_values"));
   NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
   NEE_ASSIGN_OR_RETURN(std::vector<int64_t> class_ids, node.GetInts("class_ids", {}));
@@ -490,17 +745,25 @@ Status RunTreeEnsembleClassifier(KernelContext& ctx) {
 // ---- TreeEnsemble (ml opset 5) ------------------------------------------------
 
 Result<Forest> CompileForest5(const Node& node, int64_t width) {
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> features, node.GetInts("nodes_featureids"));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* features_ref, IntsRef(node, "nodes_featureids", true));
   NEE_ASSIGN_OR_RETURN(std::vector<double> splits, ReadRealTensor(node, "nodes_splits", true));
   NEE_ASSIGN_OR_RETURN(Tensor modes, node.GetTensor("nodes_modes"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> true_ids, node.GetInts("nodes_truenodeids"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> true_leafs, node.GetInts("nodes_trueleafs"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> false_ids, node.GetInts("nodes_falsenodeids"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> false_leafs, node.GetInts("nodes_falseleafs"));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> tracks, node.GetInts("nodes_missing_value_tracks_true", {}));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> leaf_targets, node.GetInts("leaf_targetids"));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* true_ids_ref, IntsRef(node, "nodes_truenodeids", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* true_leafs_ref, IntsRef(node, "nodes_trueleafs", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* false_ids_ref, IntsRef(node, "nodes_falsenodeids", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* false_leafs_ref, IntsRef(node, "nodes_falseleafs", true));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* tracks_ref, IntsRef(node, "nodes_missing_value_tracks_true", false));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* leaf_targets_ref, IntsRef(node, "leaf_targetids", true));
   NEE_ASSIGN_OR_RETURN(std::vector<double> leaf_weights, ReadRealTensor(node, "leaf_weights", true));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> roots, node.GetInts("tree_roots"));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* roots_ref, IntsRef(node, "tree_roots", true));
+  const auto& features = *features_ref;
+  const auto& true_ids = *true_ids_ref;
+  const auto& true_leafs = *true_leafs_ref;
+  const auto& false_ids = *false_ids_ref;
+  const auto& false_leafs = *false_leafs_ref;
+  const auto& tracks = *tracks_ref;
+  const auto& leaf_targets = *leaf_targets_ref;
+  const auto& roots = *roots_ref;
   NEE_ASSIGN_OR_RETURN(std::vector<double> membership, ReadRealTensor(node, "membership_values", false));
   NEE_ASSIGN_OR_RETURN(int64_t targets, node.GetInt("n_targets"));
   NEE_ASSIGN_OR_RETURN(int64_t aggregate, node.GetInt("aggregate_function", 1));
@@ -512,6 +775,8 @@ Result<Forest> CompileForest5(const Node& node, int64_t width) {
     return AttrError(node, "nodes_modes", std::string("must be a uint8 tensor, got ") + DataTypeName(modes.dtype()));
 
   const size_t n = features.size();
+  if (static_cast<int64_t>(n) > kMaxNodes || static_cast<int64_t>(leaf_targets.size()) > kMaxNodes)
+    return AttrError(node, "nodes_featureids", "has more than 2^30 nodes or leaves");
   NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_splits", splits.size(), n));
   NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_modes", static_cast<size_t>(modes.num_elements()), n));
   NEE_RETURN_IF_ERROR(CheckSize(node, "nodes_truenodeids", true_ids.size(), n));
@@ -525,18 +790,21 @@ Result<Forest> CompileForest5(const Node& node, int64_t width) {
   f.targets = targets;
   f.aggregate = static_cast<Aggregate>(aggregate);  // same numbering as the enum
   const int64_t leaf_count = static_cast<int64_t>(leaf_targets.size());
+  std::vector<std::pair<int64_t, LeafWeight>> weights;
+  weights.reserve(leaf_targets.size());
   for (int64_t k = 0; k < leaf_count; ++k) {
     if (leaf_targets[k] < 0 || leaf_targets[k] >= targets)
       return AttrError(node, "leaf_targetids", "has target " + std::to_string(leaf_targets[k]) + ", expected 0.." +
                        std::to_string(targets - 1));
-    f.leaves.push_back({{leaf_targets[k], leaf_weights[k]}});
+    weights.push_back({k, LeafWeight{leaf_targets[k], leaf_weights[k]}});
   }
+  SetLeafWeights(f, leaf_count, weights);
   auto child = [&](int64_t id, bool is_leaf, const char* attr) -> Result<Ref> {
     int64_t limit = is_leaf ? leaf_count : static_cast<int64_t>(n);
     if (id < 0 || id >= limit)
       return AttrError(node, attr, "has " + std::string(is_leaf ? "leaf" : "node") + " index " + std::to_string(id) +
                        " out of range 0.." + std::to_string(limit - 1));
-    return is_leaf ? LeafRef(id) : id;
+    return is_leaf ? LeafRef(id) : static_cast<Ref>(id);
   };
   size_t next_member = 0;  // membership sets are listed in node order, NaN-terminated
   f.branches.resize(n);
@@ -546,20 +814,21 @@ Result<Forest> CompileForest5(const Node& node, int64_t width) {
     if (mode > 6) return AttrError(node, "nodes_modes", "has unknown mode " + std::to_string(mode));
     b.mode = static_cast<Mode>(mode);
     NEE_RETURN_IF_ERROR(CheckFeature(node, "nodes_featureids", features[i], width));
-    b.feature = features[i];
+    b.feature = static_cast<int32_t>(features[i]);
     b.threshold = splits[i];
     b.missing_tracks_true = !tracks.empty() && tracks[i] != 0;
     NEE_ASSIGN_OR_RETURN(b.true_ref, child(true_ids[i], true_leafs[i] != 0, "nodes_truenodeids"));
     NEE_ASSIGN_OR_RETURN(b.false_ref, child(false_ids[i], false_leafs[i] != 0, "nodes_falsenodeids"));
     if (b.mode == Mode::kMember) {
-      b.members_begin = static_cast<int64_t>(f.members.size());
+      if (f.member_range.empty()) f.member_range.resize(n);
+      int64_t begin = static_cast<int64_t>(f.members.size());
       while (next_member < membership.size() && !std::isnan(membership[next_member]))
         f.members.push_back(membership[next_member++]);
       if (next_member >= membership.size())
         return AttrError(node, "membership_values", "has fewer NaN-terminated sets than BRANCH_MEMBER nodes");
       ++next_member;  // the NaN
-      b.members_end = static_cast<int64_t>(f.members.size());
-      std::sort(f.members.begin() + b.members_begin, f.members.end());
+      f.member_range[i] = {begin, static_cast<int64_t>(f.members.size())};
+      std::sort(f.members.begin() + begin, f.members.end());
     }
   }
   for (int64_t r : roots) {
@@ -568,7 +837,7 @@ Result<Forest> CompileForest5(const Node& node, int64_t width) {
     // A tree that is a single leaf: both branches point to the same leaf.
     const Branch& b = f.branches[static_cast<size_t>(r)];
     bool single_leaf = b.true_ref < 0 && b.true_ref == b.false_ref;
-    f.roots.push_back(single_leaf ? b.true_ref : r);
+    f.roots.push_back(single_leaf ? b.true_ref : static_cast<Ref>(r));
   }
   return f;
 }
@@ -600,7 +869,8 @@ Status RunTreeEnsemble(KernelContext& ctx) {
     return NotImplemented(ctx.node().Describe() + ": unsupported input type " + DataTypeName(type));
   int64_t rows = 0;
   NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
-  NEE_ASSIGN_OR_RETURN(Forest f, CompileForest5(ctx.node(), width));
+  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(ctx.node(), width, [&] { return CompileForest5(ctx.node(), width); }));
+  const Forest& f = *forest;
   NEE_ASSIGN_OR_RETURN(PostTransform transform, PostTransform5(ctx.node()));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, type, {rows, f.targets}));
   return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool*) {

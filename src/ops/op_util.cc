@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ir/float_formats.h"
+#include "ir/convert.h"
 
 namespace nee {
 
@@ -158,60 +158,8 @@ static Status InferBroadcastWithType(InferenceContext& ctx, DataType out_type) {
 Status InferBroadcast(InferenceContext& ctx) { return InferBroadcastWithType(ctx, DataType::kUndefined); }
 Status InferBroadcastBool(InferenceContext& ctx) { return InferBroadcastWithType(ctx, DataType::kBool); }
 
-double ReadAsDouble(const Tensor& t, int64_t i) {
-  switch (t.dtype()) {
-    case DataType::kFloat: return t.data<float>()[i];
-    case DataType::kDouble: return t.data<double>()[i];
-    case DataType::kFloat16: return HalfToFloat(t.data<uint16_t>()[i]);
-    case DataType::kBFloat16: return BFloat16ToFloat(t.data<uint16_t>()[i]);
-    case DataType::kInt8: return t.data<int8_t>()[i];
-    case DataType::kInt16: return t.data<int16_t>()[i];
-    case DataType::kInt32: return t.data<int32_t>()[i];
-    case DataType::kInt64: return static_cast<double>(t.data<int64_t>()[i]);
-    case DataType::kUint8: return t.data<uint8_t>()[i];
-    case DataType::kUint16: return t.data<uint16_t>()[i];
-    case DataType::kUint32: return t.data<uint32_t>()[i];
-    case DataType::kUint64: return static_cast<double>(t.data<uint64_t>()[i]);
-    case DataType::kBool: return t.data<bool>()[i] ? 1.0 : 0.0;
-    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ:
-    case DataType::kFloat8E5M2: case DataType::kFloat8E5M2FNUZ:
-      return Float8ToFloat(t.data<uint8_t>()[i], t.dtype());
-    case DataType::kInt4: return Int4FromNibble(GetNibble(t.data<uint8_t>(), i));
-    case DataType::kUint4: return GetNibble(t.data<uint8_t>(), i);
-    case DataType::kFloat4E2M1: return Float4E2M1ToFloat(GetNibble(t.data<uint8_t>(), i));
-    default: return std::nan("");
-  }
-}
+double ReadAsDouble(const Tensor& t, int64_t i) { return ElementAsDouble(t, i); }
 
-template <typename T>
-static T SaturateInt(double v) {
-  if (std::isnan(v)) return 0;
-  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-  if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-  return static_cast<T>(v);
-}
-
-void WriteFromDouble(Tensor& t, int64_t i, double v) {
-  switch (t.dtype()) {
-    case DataType::kFloat: t.data<float>()[i] = static_cast<float>(v); break;
-    case DataType::kDouble: t.data<double>()[i] = v; break;
-    case DataType::kFloat16: t.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(v)); break;
-    case DataType::kBFloat16: t.data<uint16_t>()[i] = FloatToBFloat16(static_cast<float>(v)); break;
-    case DataType::kInt8: t.data<int8_t>()[i] = SaturateInt<int8_t>(v); break;
-    case DataType::kInt16: t.data<int16_t>()[i] = SaturateInt<int16_t>(v); break;
-    case DataType::kInt32: t.data<int32_t>()[i] = SaturateInt<int32_t>(v); break;
-    case DataType::kInt64: t.data<int64_t>()[i] = SaturateInt<int64_t>(v); break;
-    case DataType::kUint8: t.data<uint8_t>()[i] = SaturateInt<uint8_t>(v); break;
-    case DataType::kUint16: t.data<uint16_t>()[i] = SaturateInt<uint16_t>(v); break;
-    case DataType::kUint32: t.data<uint32_t>()[i] = SaturateInt<uint32_t>(v); break;
-    case DataType::kUint64: t.data<uint64_t>()[i] = SaturateInt<uint64_t>(v); break;
-    case DataType::kBool: t.data<bool>()[i] = v != 0; break;
-    case DataType::kFloat8E4M3FN: case DataType::kFloat8E4M3FNUZ:
-    case DataType::kFloat8E5M2: case DataType::kFloat8E5M2FNUZ:
-      t.data<uint8_t>()[i] = FloatToFloat8(static_cast<float>(v), t.dtype(), true);
-      break;
-    default: break;
-  }
-}
+void WriteFromDouble(Tensor& t, int64_t i, double v) { StoreDoubleElement(t, i, v); }
 
 }  // namespace nee

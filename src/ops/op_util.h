@@ -42,8 +42,8 @@ Result<const TypeInfo*> InputTensorType(const InferenceContext& ctx, size_t i);
 
 // ---- Element access across types -------------------------------------------
 // Reads element i of a numeric tensor of any real type as double (float16,
-// bfloat16 and float8 included); writes a double into element i with the
-// conversion rules of Cast (round to nearest even, saturating float8).
+// bfloat16, float8 and packed types included); writes a double into element i
+// with the conversion rules of Cast (ir/convert.h).
 double ReadAsDouble(const Tensor& t, int64_t i);
 void WriteFromDouble(Tensor& t, int64_t i, double v);
 

@@ -270,7 +270,11 @@ double SourceCoordinate(const ResizeAttrs& attrs, const AxisGeometry& g, int64_t
   *outside = false;
   switch (attrs.coord) {
     case Coord::kAlignCorners: return out_w == 1 ? 0.0 : yd * (in_w - 1) / (out_w - 1);
-    case Coord::kAsymmetric: return yd / g.scale;
+    case Coord::kAsymmetric:
+      // The pre-opset-11 forms have no ONNX reference beyond integer scales;
+      // compute them in float as ONNX Runtime does (4 / 1.6f is then 2.5).
+      if (attrs.nearest == Nearest::kSimple) return static_cast<float>(y) / static_cast<float>(g.scale);
+      return yd / g.scale;
     case Coord::kTfHalfPixelForNn: return (yd + 0.5) / g.scale;
     case Coord::kPytorchHalfPixel: return out_w == 1 ? -0.5 : (yd + 0.5) / g.scale - 0.5;
     case Coord::kHalfPixel: return (yd + 0.5) / g.scale - 0.5;
@@ -387,19 +391,28 @@ bool IsIdentityAxis(const ResizeAttrs& attrs, const AxisGeometry& g) {
 Status ResizeNearest(KernelContext& ctx, const ResizeAttrs& attrs, const Tensor& x, const ResizePlan& plan,
                      Tensor& y) {
   const size_t rank = x.dims().size();
-  std::vector<std::vector<int64_t>> source(rank);
-  std::vector<std::vector<char>> outside(rank);
+  // Per axis: the source index of each output position and whether it lies
+  // outside the crop (Tensors, so that a failed allocation is an error).
+  std::vector<Tensor> source_t(rank), outside_t(rank);
+  std::vector<const int64_t*> source(rank);
+  std::vector<const uint8_t*> outside(rank);
   for (size_t d = 0; d < rank; ++d) {
     AxisGeometry g{x.dim(static_cast<int64_t>(d)), plan.out_dims[d], plan.scales[d], plan.roi_start[d], plan.roi_end[d]};
-    source[d].resize(static_cast<size_t>(g.out_width));
-    outside[d].assign(static_cast<size_t>(g.out_width), 0);
+    auto src_or = Tensor::Allocate(DataType::kInt64, {g.out_width});
+    auto out_or = Tensor::Allocate(DataType::kUint8, {g.out_width});
+    if (!src_or.ok()) return src_or.status().WithContext(ctx.node().Describe() + ": ");
+    if (!out_or.ok()) return out_or.status().WithContext(ctx.node().Describe() + ": ");
+    source_t[d] = std::move(src_or).value();
+    outside_t[d] = std::move(out_or).value();
     bool identity = IsIdentityAxis(attrs, g);
     for (int64_t o = 0; o < g.out_width; ++o) {
       bool out_of_input = false;
       double c = identity ? static_cast<double>(o) : SourceCoordinate(attrs, g, o, &out_of_input);
-      source[d][static_cast<size_t>(o)] = identity ? o : NearestIndex(attrs, g, c);
-      outside[d][static_cast<size_t>(o)] = out_of_input ? 1 : 0;
+      source_t[d].data<int64_t>()[o] = identity ? o : NearestIndex(attrs, g, c);
+      outside_t[d].data<uint8_t>()[o] = out_of_input ? 1 : 0;
     }
+    source[d] = source_t[d].data<int64_t>();
+    outside[d] = outside_t[d].data<uint8_t>();
   }
   const std::vector<int64_t> in_strides = StridesOf(x.dims());
   const int64_t total = y.num_elements();
@@ -415,8 +428,8 @@ Status ResizeNearest(KernelContext& ctx, const ResizeAttrs& attrs, const Tensor&
       for (size_t d = rank; d-- > 0;) {
         int64_t o = rem % plan.out_dims[d];
         rem /= plan.out_dims[d];
-        offset += source[d][static_cast<size_t>(o)] * in_strides[d];
-        extrapolate = extrapolate || outside[d][static_cast<size_t>(o)];
+        offset += source[d][o] * in_strides[d];
+        extrapolate = extrapolate || outside[d][o] != 0;
       }
       if (extrapolate && !is_string) WriteFromDouble(y, i, attrs.extrapolation_value);
       else if (is_string) y.data<std::string>()[i] = x.data<std::string>()[offset];
@@ -447,26 +460,37 @@ Status ResizeInterpolate(KernelContext& ctx, const ResizeAttrs& attrs, const Ten
     return NotImplemented(ctx.node().Describe() + ": linear/cubic Resize does not support element type " +
                           DataTypeName(x.dtype()));
   std::vector<int64_t> dims = x.dims();
-  std::vector<double> buffer(static_cast<size_t>(x.num_elements()));
-  for (int64_t i = 0; i < x.num_elements(); ++i) buffer[static_cast<size_t>(i)] = ReadAsDouble(x, i);
+  // Buffers are Tensors so that an allocation failure is an error, not a throw.
+  auto work = Tensor::Allocate(DataType::kDouble, {x.num_elements()});
+  if (!work.ok()) return work.status().WithContext(ctx.node().Describe() + ": ");
+  Tensor buffer = std::move(work).value();
+  for (int64_t i = 0; i < x.num_elements(); ++i) buffer.data<double>()[i] = ReadAsDouble(x, i);
   for (size_t d = 0; d < dims.size(); ++d) {
     AxisGeometry g{dims[d], plan.out_dims[d], plan.scales[d], plan.roi_start[d], plan.roi_end[d]};
     if (IsIdentityAxis(attrs, g)) continue;
     if (g.in_width == 0 && g.out_width > 0) return ctx.Error("cannot interpolate from an empty axis");
-    std::vector<Taps> taps(static_cast<size_t>(g.out_width));
-    for (int64_t o = 0; o < g.out_width; ++o) taps[static_cast<size_t>(o)] = TapsFor(attrs, g, o);
+    // Taps per output position: tabulated when the axis is of ordinary size,
+    // recomputed per row otherwise (the same values either way).
+    const bool tabulate = g.out_width <= (int64_t{1} << 16);
+    std::vector<Taps> taps(tabulate ? static_cast<size_t>(g.out_width) : 0);
+    for (size_t o = 0; o < taps.size(); ++o) taps[o] = TapsFor(attrs, g, static_cast<int64_t>(o));
     const int64_t outer = ProductOf(dims, 0, d), inner = ProductOf(dims, d + 1);
     // The intermediate buffer can exceed both input and output (one axis
     // grown before another shrinks); bound it like a tensor.
     const double next_count = static_cast<double>(outer) * static_cast<double>(g.out_width) * static_cast<double>(inner);
     if (next_count * sizeof(double) > static_cast<double>(kMaxTensorBytes))
       return ctx.Error("the intermediate result along axis " + std::to_string(d) + " would be too large");
-    std::vector<double> next(static_cast<size_t>(outer * g.out_width * inner));
+    auto next_or = Tensor::Allocate(DataType::kDouble, {outer * g.out_width * inner});
+    if (!next_or.ok()) return next_or.status().WithContext(ctx.node().Describe() + ": ");
+    Tensor next = std::move(next_or).value();
+    const double* src = buffer.data<double>();
     ctx.ParallelFor(outer * g.out_width, std::max<int64_t>(1, 4096 / (inner + 1)), [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) {
         const int64_t o = row / g.out_width, pos = row % g.out_width;
-        const Taps& t = taps[static_cast<size_t>(pos)];
-        double* dst = next.data() + row * inner;
+        Taps computed;
+        if (!tabulate) computed = TapsFor(attrs, g, pos);
+        const Taps& t = tabulate ? taps[static_cast<size_t>(pos)] : computed;
+        double* dst = next.data<double>() + row * inner;
         if (t.outside) {
           std::fill(dst, dst + inner, attrs.extrapolation_value);
           continue;
@@ -474,7 +498,7 @@ Status ResizeInterpolate(KernelContext& ctx, const ResizeAttrs& attrs, const Ten
         for (int64_t i = 0; i < inner; ++i) {
           double s = 0;
           for (size_t k = 0; k < t.index.size(); ++k)
-            s += t.weight[k] * buffer[static_cast<size_t>((o * g.in_width + t.index[k]) * inner + i)];
+            s += t.weight[k] * src[(o * g.in_width + t.index[k]) * inner + i];
           dst[i] = s;
         }
       }
@@ -482,7 +506,7 @@ Status ResizeInterpolate(KernelContext& ctx, const ResizeAttrs& attrs, const Ten
     buffer = std::move(next);
     dims[d] = g.out_width;
   }
-  for (int64_t i = 0; i < y.num_elements(); ++i) StoreSaturated(y, i, buffer[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < y.num_elements(); ++i) StoreSaturated(y, i, buffer.data<double>()[i]);
   return Status::Ok();
 }
 

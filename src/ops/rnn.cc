@@ -302,7 +302,8 @@ RunResult RunOneSequence(const RnnProblem& pb, int64_t d, int64_t bi) {
           double c_new = forget * c_prev + in_gate * cell;
           double out_gate = act[0](Clip(cfg, gate(1, j) + po * c_new));
           res.c[js] = c_new;
-          next_h[js] = out_gate * act[2](Clip(cfg, c_new));
+          // Like ONNX Runtime, clip bounds the gate inputs only, not the cell state fed to h.
+          next_h[js] = out_gate * act[2](c_new);
         }
         break;
       }

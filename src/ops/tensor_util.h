@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <string>
 #include <vector>
@@ -168,7 +169,12 @@ inline int64_t IndexAt(const Tensor& t, int64_t i) {
     case DataType::kUint16: return t.data<uint16_t>()[i];
     case DataType::kUint32: return t.data<uint32_t>()[i];
     case DataType::kUint64: return static_cast<int64_t>(t.data<uint64_t>()[i]);
-    default: return static_cast<int64_t>(ReadAsDouble(t, i));
+    default: {
+      // Non-integer index types are invalid; map them so that NaN and huge
+      // values land out of range instead of in undefined conversions.
+      double v = ReadAsDouble(t, i);
+      return v >= -9.0e18 && v <= 9.0e18 ? static_cast<int64_t>(v) : std::numeric_limits<int64_t>::min();
+    }
   }
 }
 

@@ -15,18 +15,22 @@ struct Block {
 
 // A slot may live in the arena only if nothing can keep referring to its
 // bytes past its last reader: readers that package inputs into sequences or
-// optionals, or that run subgraphs, could; so could graph outputs.
-bool ReadersAreSafe(const ExecutionPlan& plan, int slot, const std::unordered_map<std::string, TypeInfo>& types) {
+// optionals, or that run subgraphs, could. Returns, per slot, whether every
+// reader is a plain tensor op.
+std::vector<bool> SlotsWithSafeReaders(const ExecutionPlan& plan,
+                                       const std::unordered_map<std::string, TypeInfo>& types) {
+  std::vector<bool> safe(plan.num_slots(), true);
   for (const PlannedNode& pn : plan.nodes) {
-    bool reads = std::find(pn.inputs.begin(), pn.inputs.end(), slot) != pn.inputs.end();
-    if (!reads) continue;
-    if (pn.has_subgraphs) return false;
+    bool retains = pn.has_subgraphs;
     for (const std::string& out : pn.node->outputs) {
       auto it = types.find(out);
-      if (!out.empty() && (it == types.end() || !it->second.is_tensor())) return false;
+      if (!out.empty() && (it == types.end() || !it->second.is_tensor())) retains = true;
     }
+    if (!retains) continue;
+    for (int s : pn.inputs)
+      if (s >= 0) safe[s] = false;
   }
-  return true;
+  return safe;
 }
 }  // namespace
 
@@ -37,6 +41,7 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
   mp.type.assign(n, DataType::kUndefined);
   mp.dims.assign(n, {});
   std::vector<Block> blocks;
+  std::vector<bool> safe_readers = SlotsWithSafeReaders(plan, types);
   for (size_t s = 0; s < n; ++s) {
     int producer = plan.producer[s];
     if (producer < 0 || plan.is_graph_output[s]) continue;
@@ -51,7 +56,7 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
     if (!count.ok()) continue;
     size_t bytes = StorageBytes(t, count.value());
     if (bytes == 0 || bytes > static_cast<size_t>(kMaxTensorBytes)) continue;
-    if (!ReadersAreSafe(plan, static_cast<int>(s), types)) continue;
+    if (!safe_readers[s]) continue;
     int last = std::max(plan.last_use[s], producer);
     blocks.push_back({static_cast<int>(s), producer, last, AlignUp(bytes)});
     mp.type[s] = t;

@@ -7,12 +7,16 @@ Run from the repository root:
     /work/main/.venv/bin/python tests/models/sklearn/export_models.py
 
 Each model lands in tests/models/sklearn/<name>/:
-    model.onnx          the exported model
-    input_0.npy         the test batch (float32, or float64 for *_double)
-    expected_label.npy  predict() for classifiers, predict() as float32 [N,1]
-                        column for regressors (named expected_value.npy)
-    expected_proba.npy  predict_proba() for classifiers
-    meta.json           which ONNX outputs hold label / probabilities
+    model.onnx           the exported model
+    input_0.npy          the test batch (float32 [24, features]) from the held-out split
+    expected_label.npy   classifiers: predict(), int64 [24]
+    expected_proba.npy   classifiers: predict_proba(), float32 [24, classes]
+    expected_value.npy   regressors: predict(), float32 [24, 1]
+    meta.json            kind, which ONNX outputs hold label / probabilities /
+                         value, whether probabilities go through ZipMap, opsets
+skl2onnx writes the lowest ai.onnx.ml opset its nodes need (1 here, even when
+3 is allowed), so the *_as_tensor_ml3 and *_tree_ensemble_ml5 models are
+derived from its exports by rewriting the tree nodes (same expectations).
 """
 import json
 import os

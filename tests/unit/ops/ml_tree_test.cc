@@ -181,6 +181,21 @@ TEST(MlTreeEnsembleRegressorTest, AsTensorAttributes) {
   ExpectTensorNear<float>(run->outputs[0].tensor(), {6, 1}, {162.25f, 137.25f, 81.25f, 289.25f, 100.25f, 273.25f});
 }
 
+TEST(MlTreeEnsembleRegressorTest, ChangedAttributesOfTheSameNodeAreNotServedFromCache) {
+  // Compiled forests are cached per node; editing the node's attributes in
+  // place (same address) must still give the new model's result.
+  Node node = MakeNode("TreeEnsembleRegressor", 1, 1, OneTargetRegressor(), kMl);
+  auto first = RunOp(node, 1, {ForestInput()});
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ExpectTensorNear<float>(first->outputs[0].tensor(), {6, 1}, {162, 137, 81, 289, 100, 273});
+  for (Attribute& a : node.attributes)
+    if (a.name == "target_weights") a.floats[8] = 512;  // leaf (2,4): 256 -> 512
+  auto second = RunOp(node, 1, {ForestInput()});
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  // Rows 3 and 5 end in leaf (2,4): +256.
+  ExpectTensorNear<float>(second->outputs[0].tensor(), {6, 1}, {162, 137, 81, 545, 100, 529});
+}
+
 TEST(MlTreeEnsembleRegressorTest, ParallelRowsGiveIdenticalResults) {
   std::vector<float> x(3 * 1000);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 11) * 0.5f - 1.0f;
@@ -473,6 +488,27 @@ TEST(MlTreeEnsembleTest, SetMembershipNodeTest) {
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   ExpectTensorNear<float>(run->outputs[0].tensor(), {6, 4},
                           {1, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, 100, 0, 0, 1000, 0, 0, 0, 1000, 0, 0, 10, 0, 0});
+}
+
+TEST(MlTreeEnsembleTest, SingleLeafTree) {
+  // Tree 1's root has both sides on leaf 2: the tree is that leaf (as in
+  // onnxruntime, which gives 101 and 110; onnx.reference reads leaf 1 instead).
+  std::vector<Attribute> attrs = {
+      IntAttr("n_targets", 1),
+      IntsAttr("tree_roots", {0, 1}),
+      TensorAttr("nodes_modes", Tensor::FromVector<uint8_t>({0, 0}, {2})),
+      IntsAttr("nodes_featureids", {0, 0}),
+      TensorAttr("nodes_splits", Tensor::FromVector<float>({0.5f, 0}, {2})),
+      IntsAttr("nodes_truenodeids", {0, 2}),
+      IntsAttr("nodes_trueleafs", {1, 1}),
+      IntsAttr("nodes_falsenodeids", {1, 2}),
+      IntsAttr("nodes_falseleafs", {1, 1}),
+      IntsAttr("leaf_targetids", {0, 0, 0}),
+      TensorAttr("leaf_weights", Tensor::FromVector<float>({1, 10, 100}, {3})),
+  };
+  auto run = RunOp(MakeNode("TreeEnsemble", 1, 1, attrs, kMl), 5, {Tensor::FromVector<float>({0, 1}, {2, 1})});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {2, 1}, {101, 110});
 }
 
 TEST(MlTreeEnsembleTest, RejectsHostileIndices) {

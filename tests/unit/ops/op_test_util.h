@@ -41,6 +41,8 @@ void ExpectTensorNear(const Tensor& actual, const std::vector<int64_t>& dims,
     if constexpr (std::is_floating_point_v<T>) {
       if (std::isnan(expected[i])) {
         EXPECT_TRUE(std::isnan(actual.data<T>()[i])) << "at " << i;
+      } else if (std::isinf(expected[i])) {
+        EXPECT_EQ(actual.data<T>()[i], expected[i]) << "at " << i;
       } else {
         EXPECT_NEAR(actual.data<T>()[i], expected[i], tol * (1 + std::fabs(expected[i]))) << "at " << i;
       }

@@ -155,3 +155,68 @@ TEST(NnPoolShape, MaxPoolIndicesAndGlobal) {
 
 }  // namespace
 }  // namespace nee::testing
+
+namespace nee::testing {
+namespace {
+
+// Random (often invalid) window attributes: every run must either fail with
+// an error naming the node or produce outputs whose shapes match the shape
+// rule (RunOp checks that). Under the sanitizer build this also shows that
+// no combination reads out of bounds.
+TEST(NnWindowOps, RandomAttributesNeverCrash) {
+  uint64_t state = 12345;
+  auto next = [&](int64_t lo, int64_t hi) {  // inclusive
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return lo + static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(hi - lo + 1));
+  };
+  const char* pads_modes[] = {"NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"};
+  int ok = 0, failed = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    const int64_t rank = next(1, 2);
+    std::vector<int64_t> x_dims{next(1, 2), next(1, 4)}, kernel, strides, dilations, pads, out_pad;
+    for (int64_t d = 0; d < rank; ++d) {
+      x_dims.push_back(next(1, 6));
+      kernel.push_back(next(1, 4));
+      strides.push_back(next(0, 3));
+      dilations.push_back(next(0, 2));
+      out_pad.push_back(next(0, 1));
+    }
+    for (int64_t d = 0; d < 2 * rank; ++d) pads.push_back(next(-1, 3));
+    std::vector<Attribute> attrs = {IntsAttr("strides", strides), IntsAttr("dilations", dilations),
+                                    StringAttr("auto_pad", pads_modes[next(0, 3)])};
+    if (attrs[2].s == "NOTSET") attrs.push_back(IntsAttr("pads", pads));
+    const int op = static_cast<int>(next(0, 3));
+    Result<OpRun> r = InvalidArgument("unset");
+    Node node;
+    if (op == 0 || op == 1) {
+      const int64_t group = next(1, 2);
+      attrs.push_back(IntAttr("group", group));
+      std::vector<int64_t> w_dims{next(1, 4), op == 0 ? x_dims[1] / group : x_dims[1]};
+      w_dims.insert(w_dims.end(), kernel.begin(), kernel.end());
+      if (op == 1) {
+        attrs.push_back(IntsAttr("output_padding", out_pad));
+        std::swap(w_dims[0], w_dims[1]);
+      }
+      node = MakeNode(op == 0 ? "Conv" : "ConvTranspose", 2, 1, attrs);
+      r = RunOp(node, 22, {Pattern(x_dims), Pattern(w_dims, 5)});
+    } else {
+      attrs.push_back(IntsAttr("kernel_shape", kernel));
+      attrs.push_back(IntAttr("ceil_mode", next(0, 1)));
+      node = MakeNode(op == 2 ? "MaxPool" : "AveragePool", 1, op == 2 ? 2 : 1, attrs);
+      r = RunOp(node, 22, {Pattern(x_dims)});
+    }
+    if (r.ok()) {
+      ++ok;
+      EXPECT_EQ(r->outputs[0].tensor().rank(), static_cast<int64_t>(x_dims.size()));
+    } else {
+      ++failed;
+      EXPECT_NE(r.status().message().find("'test'"), std::string::npos) << r.status().message();
+    }
+  }
+  // The generator must exercise both outcomes.
+  EXPECT_GT(ok, 20);
+  EXPECT_GT(failed, 20);
+}
+
+}  // namespace
+}  // namespace nee::testing
