@@ -60,8 +60,6 @@ Status InferLossCommon(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-bool IsLossFloatType(DataType t) { return nn::IsRealFloat(t); }
-
 // Computes the loss from log-probabilities `log_prob` laid out [N, C, D]
 // (D = product of the trailing dims) and writes output 0.
 Status ComputeLoss(KernelContext& ctx, const Tensor& scores, const double* log_prob) {
@@ -125,7 +123,7 @@ Status ComputeLoss(KernelContext& ctx, const Tensor& scores, const double* log_p
 }
 
 Status CheckLossInput(KernelContext& ctx, const Tensor& x) {
-  if (!IsLossFloatType(x.dtype()))
+  if (!nn::IsRealFloat(x.dtype()))
     return NotImplemented(ctx.node().Describe() + ": " + nn::TypeError(ctx.node().op_type.c_str(), x.dtype()));
   if (x.rank() < 2) return ctx.InputError(0, "must have rank >= 2 [N, C, d1, ...], got " + DimsToString(x.dims()));
   return Status::Ok();
