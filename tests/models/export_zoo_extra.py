@@ -238,6 +238,34 @@ def sklearn_all():
             print(f"{os.path.basename(folder)}: ok", flush=True)
     except Exception:
         traceback.print_exc()
+    # String class labels and string features.
+    try:
+        names = np.array(["setosa", "versicolor", "virginica", "other"])
+        ys = names[ym]
+        for name, model in (("logreg_strlabels", LogisticRegression(max_iter=500)),
+                            ("rf_strlabels", RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0)),
+                            ("dt_strlabels", DecisionTreeClassifier(max_depth=4, random_state=0))):
+            model.fit(Xm, ys)
+            for zipmap, opset in ((True, 13), (False, 17)):
+                folder = os.path.join(OUT, f"skl_{name}_{'zipmap' if zipmap else 'nozipmap'}_op{opset}")
+                options = {} if zipmap else {id(model): {"zipmap": False}}
+                onx = to_onnx(model, Xm[:1], options=options, target_opset={"": opset, "ai.onnx.ml": 3})
+                save_case(folder, onx.SerializeToString(), [Xm[:20]],
+                          [model.predict(Xm[:20]), model.predict_proba(Xm[:20]).astype(np.float32)])
+                print(f"{os.path.basename(folder)}: ok", flush=True)
+        rng = np.random.default_rng(5)
+        cats = np.array(["red", "green", "blue", "teal"], dtype=object)
+        Xs = np.stack([cats[rng.integers(0, 4, 100)], cats[rng.integers(0, 3, 100)]], 1)
+        y = ((Xs[:, 0] == "red") | (Xs[:, 1] == "blue")).astype(np.int64)
+        pipe = make_pipeline(OneHotEncoder(handle_unknown="ignore"), LogisticRegression()).fit(Xs, y)
+        onx = to_onnx(pipe, initial_types=[("s", StringTensorType([None, 2]))],
+                      options={id(pipe.steps[-1][1]): {"zipmap": False}}, target_opset={"": 15, "ai.onnx.ml": 3})
+        folder = os.path.join(OUT, "skl_onehot_strings_logreg_nozipmap_op15")
+        save_case(folder, onx.SerializeToString(), [Xs[:12].astype(str)],
+                  [pipe.predict(Xs[:12]), pipe.predict_proba(Xs[:12]).astype(np.float32)])
+        print(f"{os.path.basename(folder)}: ok", flush=True)
+    except Exception:
+        traceback.print_exc()
 
 
 if __name__ == "__main__":

@@ -139,7 +139,7 @@ def main():
     nee_bin = os.path.join(args.build, "bin", "nee")
     folders = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(args.zoo, "*", "model.onnx")))
     folders = [f for f in folders if args.filter in os.path.basename(f)]
-    print(f"{'model':45s} {'api':5s} {'cli':5s} {'max err':>10s}  {'s':>5s}  reason", flush=True)
+    print(f"{'model':45s} {'api':5s} {'cli':5s} {'max err':>10s} {'max|ref|':>9s} {'s':>5s}  reason", flush=True)
     failures = 0
     for folder in folders:
         start = time.time()
@@ -152,8 +152,10 @@ def main():
         if api[2] and cli[2] and api[2] != cli[2]:
             reason = f"api: {api[2]} | cli: {cli[2]}"
         err = max(api[1], cli[1])
+        floats = [np.abs(e).max() for e in expected if getattr(e, "dtype", None) is not None and e.dtype.kind == "f" and e.size]
+        ref = float(max(floats)) if floats else 0.0
         print(f"{os.path.basename(folder):45s} {'pass' if api[0] else 'FAIL':5s} {'pass' if cli[0] else 'FAIL':5s} "
-              f"{err:10.3g}  {time.time() - start:5.1f}  {reason}", flush=True)
+              f"{err:10.3g} {ref:9.3g} {time.time() - start:5.1f}  {reason}", flush=True)
     print(f"{len(folders) - failures}/{len(folders)} models pass")
     return 1 if failures else 0
 

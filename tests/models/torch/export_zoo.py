@@ -16,6 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+from typing import List
 
 torch.manual_seed(0)
 np.random.seed(0)
@@ -356,6 +357,106 @@ class SmallVit(nn.Module):
         return self.m(x)
 
 
+class PadPool(nn.Module):
+    def forward(self, x):
+        mp, idx = F.max_pool2d(x, 2, stride=2, return_indices=True)
+        return (F.pad(x, (1, 2, 2, 1), mode="reflect"), F.pad(x, (2, 1, 0, 3), mode="replicate"),
+                F.pad(x, (1, 1, 2, 0), value=0.5), F.pad(x, (1, 1, 1, 1), mode="circular"),
+                mp, idx, F.avg_pool2d(x, 3, stride=2, ceil_mode=True),
+                F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=True), F.adaptive_max_pool2d(x[:, :, :6], (2, 4)),
+                F.adaptive_avg_pool2d(x[:, :, :6], (3, 2)), F.lp_pool2d(x, 2, 2), F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
+                F.max_pool2d(x, 2, dilation=2))
+
+
+class GridRoi(nn.Module):
+    def forward(self, x, grid, boxes):
+        import torchvision.ops as ops
+        return (F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False),
+                F.grid_sample(x, grid, mode="nearest", padding_mode="border", align_corners=True),
+                ops.roi_align(x, boxes, (2, 2), spatial_scale=0.5, sampling_ratio=2, aligned=True),
+                ops.roi_align(x, boxes, (3, 3), spatial_scale=1.0, sampling_ratio=-1, aligned=False))
+
+
+class Nms(nn.Module):
+    def forward(self, boxes, scores):
+        import torchvision.ops as ops
+        return ops.nms(boxes, scores, 0.4)
+
+
+class IntMath(nn.Module):
+    def forward(self, a, b):
+        return (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"),
+                a % b, a * b - a, a.abs().max(), (a > b).to(torch.int32).sum(1),
+                torch.div(a.float(), b.float(), rounding_mode="floor"), a.argsort(1), torch.unique(a, sorted=True),
+                torch.nonzero(a > 0), torch.masked_select(a, a > 2), a.flip(1), torch.roll(a, 2, 1),
+                a.narrow(1, 1, 2), torch.arange(a.shape[1]) * a[0])
+
+
+class MoreActs(nn.Module):
+    def forward(self, x, y):
+        return (F.hardtanh(x, -0.3, 0.4), F.celu(x, 0.7), F.threshold(x, 0.0, 0.0), F.softsign(x),
+                F.tanhshrink(x), F.logsigmoid(x), F.softshrink(x, 0.3), F.hardshrink(x, 0.3),
+                F.cosine_similarity(x, y, dim=1), F.pairwise_distance(x, y), torch.cdist(x, y),
+                torch.addmm(x[:, :3], x, y.t()[:, :3]), torch.baddbmm(x.unsqueeze(0)[:, :, :4], x.unsqueeze(0), y.t().unsqueeze(0)[:, :, :4]),
+                F.rrelu(x, training=False), torch.sign(x), torch.atan2(x, y) if hasattr(torch, "atan2") else x,
+                F.softmin(x, 1), F.gumbel_softmax if False else x.exp().log1p())
+
+
+class ScriptSeq(torch.jit.ScriptModule):
+    @torch.jit.script_method
+    def forward(self, x):
+        outs: List[torch.Tensor] = []
+        for i in range(x.size(0)):
+            outs.append(x[i] * float(i))
+        parts = torch.split(x, 2, 1)
+        total = torch.zeros_like(parts[0])
+        for p in parts:
+            if p.size(1) == 2:
+                total = total + p
+        return torch.stack(outs, 0), torch.cat(outs, 0), total
+
+
+class ScriptWhile(torch.jit.ScriptModule):
+    @torch.jit.script_method
+    def forward(self, x):
+        i = 0
+        while bool(x.abs().sum() < 100.0) and i < 20:
+            x = x * 1.5 + 0.1
+            i += 1
+        return x, torch.tensor(i)
+
+
+class DynamicShapes(nn.Module):
+    def forward(self, x):
+        b, c, h, w = x.shape
+        y = x.reshape(b, c, h * w).transpose(1, 2)
+        z = x.new_zeros((b, h)) + x.mean()
+        pos = torch.arange(h * w, dtype=torch.float32).unsqueeze(0).expand(b, -1)
+        up = F.interpolate(x, size=(h * 2, w + 3), mode="bilinear", align_corners=False)
+        return y.sum(-1) + pos, z, up, x.view(b, -1)[:, : h * w // 2], x.reshape(b, c, 1, h, w).squeeze(2)
+
+
+class MhaPadding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 2, kdim=12, vdim=10, batch_first=False)
+
+    def forward(self, q, k, v, pad):
+        return self.mha(q, k, v, key_padding_mask=pad, need_weights=True)
+
+
+class Stft(nn.Module):
+    def forward(self, x):
+        s = torch.stft(x, 16, hop_length=4, window=torch.hann_window(16), return_complex=False, center=False)
+        return s
+
+
+class Unfold(nn.Module):
+    def forward(self, x):
+        return F.unfold(x, 3, padding=1, stride=2), F.unfold(x, 2, dilation=2)
+
+
+
 def vgg11_small():
     m = torchvision.models.vgg11()
     m.avgpool = nn.AdaptiveAvgPool2d(1)
@@ -410,12 +511,69 @@ ZOO = [
     ("script_loop", ScriptedLoop, lambda: [rand(3, 4), torch.tensor(5)], [11, 13, 16], False),
     ("script_loop_if", ScriptLoopIf, lambda: [rand(2, 4), torch.tensor(4)], [11, 13, 17], False),
     ("script_if", ScriptedIf, lambda: [rand(5, 3)], [11, 13, 16], False),
+    ("pad_pool", PadPool, lambda: [rand(2, 3, 7, 8)], [11, 13, 17], False),
+    ("grid_roi", GridRoi, lambda: [rand(2, 3, 8, 8), torch.rand(2, 5, 6, 2) * 2.2 - 1.1,
+                                    torch.tensor([[0, 1.0, 1.0, 9.0, 7.0], [1, 0.5, 2.0, 6.0, 13.0]])], [16, 17], False),
+    ("nms", Nms, lambda: [torch.tensor([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [0, 0, 9, 11.0],
+                                        [21, 19, 29, 31]]), torch.tensor([0.9, 0.8, 0.7, 0.95, 0.6])], [11, 13], False),
+    ("int_math", IntMath, lambda: [torch.randint(-7, 9, (3, 5)), torch.randint(1, 4, (3, 5))], [11, 13, 17], False),
+    ("more_activations", MoreActs, lambda: [rand(4, 6), rand(4, 6)], [13, 17], False),
+    ("script_sequence", ScriptSeq, lambda: [rand(3, 5)], [11, 13, 17], False),
+    ("script_while", ScriptWhile, lambda: [rand(2, 3) * 0.1], [11, 13, 16], False),
+    ("dynamic_shapes", DynamicShapes, lambda: [rand(2, 3, 4, 5)], [11, 13, 17], True),
+    ("mha_padding", MhaPadding, lambda: [rand(4, 2, 16), rand(6, 2, 12), rand(6, 2, 10),
+                                         torch.tensor([[False] * 6, [False] * 4 + [True] * 2])], [13, 17], False),
+    ("unfold_fold", Unfold, lambda: [rand(2, 3, 6, 8)], [11, 13, 17], False),
+    # float64 models: the same layers in double precision
+    ("f64_resnet18", lambda: tv("resnet18", num_classes=10)().double(), lambda: [rand(1, 3, 32, 32).double()], [13], False),
+    ("f64_lstm_bidir", lambda: LstmVariants().double(),
+     lambda: [rand(3, 5, 8).double(), rand(4, 3, 12).double(), rand(4, 3, 12).double()], [14], False),
+    ("f64_gru_bidir", lambda: GruBidir().double(), lambda: [rand(2, 5, 8).double()], [14], False),
+    ("f64_gpt_like", lambda: GptLike().double(), lambda: [torch.randint(0, 64, (2, 12))], [17], False),
+    ("f64_conv_transpose", lambda: ConvTranspose().double(), lambda: [rand(2, 4, 5, 6).double(), rand(2, 4, 7).double()],
+     [13], False),
+    ("f64_pixel_norms", lambda: PixelShuffleNorms().double(), lambda: [rand(2, 4, 4, 4).double(), rand(2, 4, 9).double()],
+     [17], False),
+    ("f64_interpolate", Interp, lambda: [rand(1, 3, 4, 6).double()], [13], False),
+    # Export options seen in the wild: initializers also listed as graph inputs, no constant folding.
+    ("raw_resnet18", tv("resnet18", num_classes=10), IMG(32), [11, 13], True,
+     dict(keep_initializers_as_inputs=True, do_constant_folding=False)),
+    ("raw_gpt_like", GptLike, lambda: [torch.randint(0, 64, (2, 12))], [14, 17], True,
+     dict(keep_initializers_as_inputs=True, do_constant_folding=False)),
+    ("raw_lstm_bidir", LstmVariants, lambda: [rand(3, 5, 8), rand(4, 3, 12), rand(4, 3, 12)], [11, 16], False,
+     dict(do_constant_folding=False)),
+    ("raw_dynamic_shapes", DynamicShapes, lambda: [rand(2, 3, 4, 5)], [11, 17], True,
+     dict(do_constant_folding=False)),
+    ("raw_interpolate", Interp, lambda: [rand(1, 3, 4, 6)], [11, 13], False, dict(do_constant_folding=False)),
+    ("raw_small_vit", SmallVit, IMG(32), [14], True, dict(do_constant_folding=False)),
+    ("raw_encoder", Decoder, lambda: [rand(2, 6, 32), rand(2, 5, 32)], [14], False, dict(do_constant_folding=False)),
+    ("train_mode_cnn", lambda: nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Dropout(0.0),
+                                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)),
+     IMG(16), [13], False, dict(training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)),
 ]
 
 
-def export(name, factory, make_inputs, opsets, dynamic, out_root):
+def liven(model):
+    """Random-init networks can compute near-constant outputs (zero-initialized heads, BatchNorm at its
+    identity statistics, activations that vanish over depth), which would make the comparison weak.
+    Give BatchNorm random statistics and zero-initialized parameters small random values."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.normal_(0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+                if m.weight is not None:
+                    m.weight.uniform_(0.8, 1.6)
+                    m.bias.normal_(0, 0.1)
+        for p in model.parameters():
+            if p.numel() and float(p.abs().max()) == 0.0:
+                p.normal_(0, 0.05)
+    return model
+
+
+def export(name, factory, make_inputs, opsets, dynamic, out_root, export_kwargs=None):
     torch.manual_seed(1)
-    model = factory().eval()
+    model = liven(factory()).eval()
     torch.manual_seed(2)
     inputs = make_inputs()
     with torch.no_grad():
@@ -424,6 +582,13 @@ def export(name, factory, make_inputs, opsets, dynamic, out_root):
     flat = []
     for o in outs:
         flat.extend(o if isinstance(o, (tuple, list)) else [o])
+    other_batch = None
+    if dynamic:  # the same model run at batch 3, to test the dynamic batch axis
+        more = [torch.cat([x, x[:1] * 0.5 if x.is_floating_point() else x[:1]], 0) for x in inputs]
+        with torch.no_grad():
+            o = model(*more)
+        o = o if isinstance(o, (tuple, list)) else [o]
+        other_batch = (more, [t for item in o for t in (item if isinstance(item, (tuple, list)) else [item])])
     in_names = [f"in{i}" for i in range(len(inputs))]
     out_names = [f"out{i}" for i in range(len(flat))]
     dyn = None
@@ -435,7 +600,7 @@ def export(name, factory, make_inputs, opsets, dynamic, out_root):
         try:
             torch.onnx.export(model, tuple(inputs), os.path.join(folder, "model.onnx"), opset_version=opset,
                               input_names=in_names, output_names=out_names, dynamic_axes=dyn,
-                              do_constant_folding=True)
+                              **({"do_constant_folding": True} | (export_kwargs or {})))
         except Exception as e:  # record export failures; they are torch's, not nee's
             with open(os.path.join(folder, "EXPORT_FAILED"), "w") as f:
                 f.write(traceback.format_exc())
@@ -446,17 +611,26 @@ def export(name, factory, make_inputs, opsets, dynamic, out_root):
         for i, y in enumerate(flat):
             np.save(os.path.join(folder, f"expected_{i}.npy"), y.numpy())
         print(f"{name} op{opset}: ok", flush=True)
+        if dynamic and other_batch is not None:
+            folder_b = folder + "_b3"
+            os.makedirs(folder_b, exist_ok=True)
+            if not os.path.exists(os.path.join(folder_b, "model.onnx")):
+                os.link(os.path.join(folder, "model.onnx"), os.path.join(folder_b, "model.onnx"))
+            for i, x in enumerate(other_batch[0]):
+                np.save(os.path.join(folder_b, f"input_{i}.npy"), x.numpy())
+            for i, y in enumerate(other_batch[1]):
+                np.save(os.path.join(folder_b, f"expected_{i}.npy"), y.numpy())
 
 
 def main():
     out_root = sys.argv[1] if len(sys.argv) > 1 else "/tmp/zoo"
     wanted = sys.argv[2:]
     torch.set_num_threads(1)
-    for name, factory, make_inputs, opsets, dynamic in ZOO:
+    for name, factory, make_inputs, opsets, dynamic, *kwargs in ZOO:
         if wanted and not any(w in name for w in wanted):
             continue
         try:
-            export(name, factory, make_inputs, opsets, dynamic, out_root)
+            export(name, factory, make_inputs, opsets, dynamic, out_root, *kwargs)
         except Exception as e:
             print(f"{name}: failed before export: {e}", flush=True)
             traceback.print_exc()
