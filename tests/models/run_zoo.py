@@ -120,6 +120,22 @@ def run_cli(folder, inputs, expected, nee_bin, input_names):
         return ok, err, why + note
 
 
+def ort_verdict(folder, inputs, expected):
+    try:
+        import nee
+        import onnxruntime as ort
+        sess = ort.InferenceSession(os.path.join(folder, "model.onnx"), providers=["CPUExecutionProvider"])
+        feed = {a.name: x for a, x in zip(sess.get_inputs(), inputs)}
+        theirs = sess.run(None, feed)
+        ours = nee.InferenceSession(os.path.join(folder, "model.onnx")).run(None, feed)
+    except Exception as e:  # either runtime failing is itself the verdict
+        return f"ort/nee error: {str(e).splitlines()[0][:120]}"
+    agree_nee = all(compare(o, t, "")[0] for o, t in zip(ours, theirs))
+    agree_ref = all(compare(t, e, folder)[0] for t, e in zip(theirs, expected))
+    return ("ORT agrees with nee" if agree_nee else "ORT differs from nee") + (
+        ", ORT agrees with the framework" if agree_ref else ", ORT differs from the framework")
+
+
 def graph_input_names(model_path):
     import onnx
     model = onnx.load(model_path, load_external_data=False)
@@ -134,6 +150,9 @@ def main():
     ap.add_argument("--filter", default="")
     ap.add_argument("--no-cli", action="store_true")
     ap.add_argument("--no-api", action="store_true")
+    ap.add_argument("--ort", action="store_true",
+                    help="for each failure, also run onnxruntime: when it agrees with nee rather than with the "
+                         "framework, the difference is the exporter's (or the framework's), not nee's")
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(args.build, "python"))
     nee_bin = os.path.join(args.build, "bin", "nee")
@@ -152,6 +171,8 @@ def main():
         if api[2] and cli[2] and api[2] != cli[2]:
             reason = f"api: {api[2]} | cli: {cli[2]}"
         err = max(api[1], cli[1])
+        if args.ort and not (api[0] and cli[0]):
+            reason += " [" + ort_verdict(folder, inputs, expected) + "]"
         floats = [np.abs(e).max() for e in expected if getattr(e, "dtype", None) is not None and e.dtype.kind == "f" and e.size]
         ref = float(max(floats)) if floats else 0.0
         print(f"{os.path.basename(folder):45s} {'pass' if api[0] else 'FAIL':5s} {'pass' if cli[0] else 'FAIL':5s} "

@@ -426,6 +426,50 @@ class ScriptWhile(torch.jit.ScriptModule):
         return x, torch.tensor(i)
 
 
+class ScriptNested(torch.jit.ScriptModule):
+    """Nested loops, a loop-carried list of differently sized tensors, an If whose branches give
+    different shapes, and a data-dependent early exit."""
+
+    @torch.jit.script_method
+    def forward(self, x, n):
+        rows: List[torch.Tensor] = []
+        total = torch.zeros(1)
+        for i in range(int(n)):
+            acc = x[: i + 1].sum(0)
+            for j in range(i):
+                acc = acc * 0.5 + x[j]
+            rows.append(acc[: i + 1])
+            total = total + acc.sum()
+            if bool(total > 50.0):
+                break
+        if bool(x.mean() > 0):
+            out = torch.cat(rows, 0)
+        else:
+            out = torch.cat(rows, 0)[:2] * 2.0
+        return out, total, torch.tensor(len(rows))
+
+
+class ScriptRnnCell(torch.jit.ScriptModule):
+    """A hand-written recurrent loop over time (loop-carried hidden state; torch cannot export GRUCell)."""
+
+    def __init__(self):
+        super().__init__()
+        self.wx = nn.Linear(6, 16)
+        self.wh = nn.Linear(8, 16)
+        self.out = nn.Linear(8, 3)
+
+    @torch.jit.script_method
+    def forward(self, x):
+        h = torch.zeros(x.size(1), 8)
+        outs: List[torch.Tensor] = []
+        for t in range(x.size(0)):
+            gates = self.wx(x[t]) + self.wh(h)
+            z = torch.sigmoid(gates[:, :8])
+            h = z * h + (1 - z) * torch.tanh(gates[:, 8:])
+            outs.append(self.out(h))
+        return torch.stack(outs, 0), h
+
+
 class DynamicShapes(nn.Module):
     def forward(self, x):
         b, c, h, w = x.shape
@@ -520,6 +564,8 @@ ZOO = [
     ("more_activations", MoreActs, lambda: [rand(4, 6), rand(4, 6)], [13, 17], False),
     ("script_sequence", ScriptSeq, lambda: [rand(3, 5)], [11, 13, 17], False),
     ("script_while", ScriptWhile, lambda: [rand(2, 3) * 0.1], [11, 13, 16], False),
+    ("script_nested", ScriptNested, lambda: [rand(5, 4), torch.tensor(4)], [11, 13, 17], False),
+    ("script_rnn_cell", ScriptRnnCell, lambda: [rand(5, 2, 6)], [11, 14, 17], False),
     ("dynamic_shapes", DynamicShapes, lambda: [rand(2, 3, 4, 5)], [11, 13, 17], True),
     ("mha_padding", MhaPadding, lambda: [rand(4, 2, 16), rand(6, 2, 12), rand(6, 2, 10),
                                          torch.tensor([[False] * 6, [False] * 4 + [True] * 2])], [13, 17], False),
