@@ -8,6 +8,7 @@ scripts/build.sh >/dev/null
 echo
 build/bin/nee inspect examples/models/digits_logreg.onnx
 echo
+echo "Classifying the 450 held-out digit images (scikit-learn's own accuracy on them: 436 of 450 = 96.89%):"
 build/bin/nee run examples/models/digits_logreg.onnx \
   --input input=examples/models/digits_test_x.npy \
   --output-dir build/demo-out \

@@ -255,6 +255,27 @@ void CompareWithExpected(const std::string& name, const nee_value_t* actual, con
               n ? 100.0 * agree / n : 100.0, max_diff);
 }
 
+// The first few elements of a numeric tensor, e.g. "[2, 0, 4, 9, ...]".
+std::string Preview(const nee_value_t* v, int64_t max_items = 8) {
+  if (nee_value_kind(v) != NEE_VALUE_TENSOR) return "";
+  int64_t n = nee_value_element_count(v);
+  const void* d = nee_value_data(v);
+  std::string s = "[";
+  for (int64_t i = 0; i < n && i < max_items; ++i) {
+    char buf[32];
+    switch (nee_value_dtype(v)) {
+      case NEE_DTYPE_FLOAT32: std::snprintf(buf, sizeof buf, "%.4g", static_cast<const float*>(d)[i]); break;
+      case NEE_DTYPE_FLOAT64: std::snprintf(buf, sizeof buf, "%.4g", static_cast<const double*>(d)[i]); break;
+      case NEE_DTYPE_INT64: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(static_cast<const int64_t*>(d)[i])); break;
+      case NEE_DTYPE_INT32: std::snprintf(buf, sizeof buf, "%d", static_cast<const int32_t*>(d)[i]); break;
+      case NEE_DTYPE_BOOL: std::snprintf(buf, sizeof buf, "%s", static_cast<const uint8_t*>(d)[i] ? "true" : "false"); break;
+      default: return "";
+    }
+    s += (i ? ", " : "") + std::string(buf);
+  }
+  return s + (n > max_items ? ", ...]" : "]");
+}
+
 int Run(const Args& a) {
   neeapi::SessionOptions options;
   options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level);
@@ -267,7 +288,9 @@ int Run(const Args& a) {
   if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
   std::printf("ran %s in %.3f ms\n", a.model.c_str(), ms);
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::printf("  output %zu '%s': %s\n", i, infos[i].name.c_str(), neeapi::Describe(outputs[i].get()).c_str());
+    std::string preview = Preview(outputs[i].get());
+    std::printf("  output %zu '%s': %s%s%s\n", i, infos[i].name.c_str(), neeapi::Describe(outputs[i].get()).c_str(),
+                preview.empty() ? "" : " = ", preview.c_str());
     if (!a.output_dir.empty()) {
       fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(i) + "." + a.output_format);
       if (nee_value_kind(outputs[i].get()) == NEE_VALUE_TENSOR) {

@@ -1,6 +1,6 @@
 // Operator family: Activation. Pointwise activation functions (Relu and its
 // variants, sigmoids, Tanh, Elu/Selu/Celu, Softplus/Softsign, Gelu, Mish,
-// Swish), PRelu with a broadcast slope, Clip and Shrink.
+// Swish, the gated SwiGLU), PRelu with a broadcast slope, Clip and Shrink.
 //
 // Float functions run in float for float, float16 and bfloat16 and in double
 // for double (see elementwise_impl.h); attributes are floats in the schema
@@ -182,6 +182,32 @@ Status SwishKernel(KernelContext& ctx) {
   return FloatActivation(ctx, [alpha](auto x) { return x * Sigmoid(decltype(x)(alpha) * x); });
 }
 
+// SwiGLU (28): Swish_alpha(A) * B for A and B of one shape (no broadcasting).
+Status SwiGLUKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(float alpha, ctx.node().GetFloat("alpha", 1.0f));
+  NEE_ASSIGN_OR_RETURN(BinaryInputs in, PrepareBinary(ctx, true, false));
+  if (in.a_dims != in.b_dims)
+    return ctx.InputError(1, "(B) has shape " + DimsToString(in.b_dims) + " but the gate A has " +
+                                 DimsToString(in.a_dims) + "; SwiGLU does not broadcast");
+  return Visit<kFloatTypes>(in.a->dtype(), ctx.node(), [&]<typename T>() -> Status {
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, Repr<T>::kType, in.out_dims));
+    BinaryLoop<T, T, T>(ctx, *in.a, in.a_dims, *in.b, in.b_dims, out, [alpha](auto a, auto b) {
+      return a * Sigmoid(decltype(a)(alpha) * a) * b;
+    });
+    return Status::Ok();
+  });
+}
+
+Status InferSwiGLU(InferenceContext& ictx) {
+  NEE_RETURN_IF_ERROR(CheckAllowedType<kFloatTypes>(ictx, 1));
+  NEE_RETURN_IF_ERROR(CheckSameTypes(ictx, 0, 2));
+  NEE_RETURN_IF_ERROR((InferUnary<kFloatTypes, false>(ictx)));
+  // The output has the common shape; take B's where A's is unknown.
+  if (ictx.num_outputs() > 0 && !ictx.output_types[0].shape && ictx.input_type(1).shape)
+    ictx.output_types[0].shape = ictx.input_type(1).shape;
+  return Status::Ok();
+}
+
 // ---- Clip ----------------------------------------------------------------------------
 
 // Reads Clip's optional bound input i (opset 11+): absent, or one element of X's type.
@@ -281,6 +307,7 @@ void RegisterActivationOps(OpRegistry& r) {
   r.RegisterVersions("", "Gelu", {20}, 1, 1, 1, 1, kFloatUnary, GeluKernel);
   r.RegisterVersions("", "Mish", {18, 22}, 1, 1, 1, 1, kFloatUnary, MishKernel);
   r.RegisterVersions("", "Swish", {24}, 1, 1, 1, 1, kFloatUnary, SwishKernel);
+  r.RegisterVersions("", "SwiGLU", {28}, 2, 2, 1, 1, InferSwiGLU, SwiGLUKernel);
   r.RegisterVersions("", "Clip", {1, 6, 11, 12, 13}, 1, 3, 1, 1, InferAndFold<InferClip, ClipKernel>, ClipKernel);
   r.RegisterVersions("", "Shrink", {9}, 1, 1, 1, 1, InferUnary<kNumericTypes, false>, ShrinkKernel);
 }

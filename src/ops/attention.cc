@@ -2,7 +2,6 @@
 //
 //   Attention        (23, 24: + nonpad_kv_seqlen, 25: + sliding window)
 //   RotaryEmbedding  (23)
-//   SwiGLU           (28)
 //   LinearAttention, CausalConvWithState (27)
 //   FlexAttention    (ai.onnx.preview 1)
 //
@@ -40,6 +39,13 @@ A RoundTo(DataType type, A x) {
     case DataType::kFloat: return static_cast<A>(static_cast<float>(x));
     default: return x;
   }
+}
+
+// One step of a running sum as numpy reduces `type`: bfloat16 (ml_dtypes)
+// rounds after every addition; the other types accumulate at full width.
+template <typename A>
+A SumStep(DataType type, A sum, A x) {
+  return type == DataType::kBFloat16 ? RoundTo<A>(type, sum + x) : sum + x;
 }
 
 bool IsAttentionFloat(DataType t) {
@@ -283,7 +289,12 @@ struct QueryOffsets {
   const int64_t* nonpad = nullptr;  // per batch, when given
   int64_t past_seq = 0;
   int64_t q_seq = 0;
-  int64_t Of(int64_t b) const { return nonpad ? nonpad[b] - q_seq : past_seq; }
+  // nonpad values come from the caller: clamped far beyond any sequence so
+  // that position arithmetic cannot overflow (the masks are unchanged).
+  int64_t Of(int64_t b) const {
+    constexpr int64_t kLimit = int64_t{1} << 40;
+    return nonpad ? std::clamp<int64_t>(nonpad[b], -kLimit, kLimit) - q_seq : past_seq;
+  }
 };
 
 template <typename A>
@@ -407,8 +418,9 @@ Status AttentionTyped(KernelContext& ctx, const AttentionAttrs& attrs, const Att
           if (std::isinf(max) && max < 0) max = 0;
           A sum{0};
           for (int64_t j = 0; j < T; ++j) {
-            probs[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(scores[j] - max)));
-            sum += probs[j];
+            const A shifted = RoundTo<A>(softmax_type, scores[j] - max);
+            probs[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(shifted)));
+            sum = SumStep<A>(softmax_type, sum, probs[j]);
           }
           sum = RoundTo<A>(softmax_type, sum);
           if (sum == A{0}) sum = A{1};
@@ -672,55 +684,6 @@ Status RotaryEmbeddingKernel(KernelContext& ctx) {
   return run(0.0f);
 }
 
-// ---- SwiGLU ----------------------------------------------------------------------
-
-Status InferSwiGLU(InferenceContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const TypeInfo* a, InputTensorType(ctx, 0));
-  NEE_ASSIGN_OR_RETURN(const TypeInfo* b, InputTensorType(ctx, 1));
-  if (a->shape && b->shape) {
-    bool conflict = a->shape->size() != b->shape->size();
-    for (size_t i = 0; !conflict && i < a->shape->size(); ++i) conflict = nn::DimsConflict((*a->shape)[i], (*b->shape)[i]);
-    if (conflict)
-      return ctx.InputError(1, "B " + ShapeToString(*b->shape) + " must have A's shape " + ShapeToString(*a->shape) +
-                                   " (no broadcasting)");
-  }
-  ctx.output_types[0] = a->shape ? *a : *b;
-  ctx.output_types[0].elem_type = a->elem_type;
-  return Status::Ok();
-}
-
-Status SwiGLUKernel(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
-  NEE_ASSIGN_OR_RETURN(float alpha, ctx.node().GetFloat("alpha", 1.0f));
-  NEE_RETURN_IF_ERROR(CheckFloatInput(ctx, 0, *a));
-  if (b->dtype() != a->dtype())
-    return ctx.InputError(1, std::string("B must have A's element type ") + DataTypeName(a->dtype()) + ", got " +
-                                 DataTypeName(b->dtype()));
-  if (b->dims() != a->dims())
-    return ctx.InputError(1, "B " + DimsToString(b->dims()) + " must have A's shape " + DimsToString(a->dims()) +
-                                 " (no broadcasting)");
-  const DataType t = a->dtype();
-  NEE_ASSIGN_OR_RETURN(Tensor y_tensor, ctx.AllocateOutput(0, t, a->dims()));
-  auto run = [&](auto zero) {
-    using A = decltype(zero);
-    ComputeInput<A> ca(*a), cb(*b);
-    ComputeOutput<A> y(y_tensor);
-    const A al = static_cast<A>(alpha);
-    ctx.ParallelFor(a->num_elements(), 4096, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        // As the reference: the sigmoid is rounded to the input type first.
-        const A sig = RoundTo<A>(t, A{1} / (A{1} + static_cast<A>(std::exp(-al * ca[i]))));
-        y[i] = RoundTo<A>(t, RoundTo<A>(t, ca[i] * sig) * cb[i]);
-      }
-    });
-    y.Commit();
-  };
-  if (t == DataType::kDouble) run(0.0);
-  else run(0.0f);
-  return Status::Ok();
-}
-
 // ---- LinearAttention ---------------------------------------------------------------
 // A recurrence over time per (batch, kv head) on a d_k x d_v state, in float
 // whatever the input type (as the reference accumulates).
@@ -894,7 +857,9 @@ Status LinearAttentionKernel(KernelContext& ctx) {
 // fused SiLU; present_state is the last k - 1 positions of that sequence.
 
 Result<bool> ReadCausalConvActivation(const Node& node) {
-  NEE_ASSIGN_OR_RETURN(std::string act, node.GetString("activation", "none"));
+  Result<std::string> read = node.GetString("activation", "none");
+  if (!read.ok()) return read.status();
+  const std::string& act = read.value();
   if (act == "none") return false;
   if (act == "silu" || act == "swish") return true;
   return InvalidModel(node.Describe() + ": activation must be 'none', 'silu' or 'swish', got '" + act + "'");
@@ -1065,8 +1030,8 @@ Status FlexAttentionTyped(KernelContext& ctx, const Tensor& q, const Tensor& k, 
       for (int64_t j = 0; j < S; ++j) max = std::max(max, r[j]);
       A sum{0};
       for (int64_t j = 0; j < S; ++j) {
-        r[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(r[j] - max)));
-        sum += r[j];
+        r[j] = RoundTo<A>(softmax_type, static_cast<A>(std::exp(RoundTo<A>(softmax_type, r[j] - max))));
+        sum = SumStep<A>(softmax_type, sum, r[j]);
       }
       sum = RoundTo<A>(softmax_type, sum);
       for (int64_t j = 0; j < S; ++j) r[j] = RoundTo<A>(softmax_type, r[j] / sum);
@@ -1127,7 +1092,6 @@ void RegisterAttentionOps(OpRegistry& registry) {
   registry.RegisterVersions("", "Attention", {23}, 3, 6, 1, 4, InferAttention, AttentionKernel);
   registry.RegisterVersions("", "Attention", {24, 25}, 3, 7, 1, 4, InferAttention, AttentionKernel);
   registry.RegisterVersions("", "RotaryEmbedding", {23}, 3, 4, 1, 1, InferRotaryEmbedding, RotaryEmbeddingKernel);
-  registry.RegisterVersions("", "SwiGLU", {28}, 2, 2, 1, 1, InferSwiGLU, SwiGLUKernel);
   registry.RegisterVersions("", "LinearAttention", {27}, 3, 6, 1, 2, InferLinearAttention, LinearAttentionKernel);
   registry.RegisterVersions("", "CausalConvWithState", {27}, 2, 4, 1, 2, InferCausalConvWithState,
                             CausalConvWithStateKernel);

@@ -20,6 +20,7 @@ void OpRegistry::Register(const OpSchema& schema) {
   // A later registration of the same since-version replaces the earlier one.
   for (OpSchema& e : entries) {
     if (e.since_version == schema.since_version) {
+      duplicates_.push_back(std::string(schema.domain) + "." + schema.name + "-" + std::to_string(schema.since_version));
       e = schema;
       return;
     }

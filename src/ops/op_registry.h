@@ -27,12 +27,16 @@ class OpRegistry {
   bool Knows(const std::string& domain, const std::string& name) const;
 
   size_t num_ops() const { return by_name_.size(); }
+  // Registrations that repeated an existing (domain, op, since-version): two
+  // families claiming one op. Global() must have none (a unit test checks).
+  const std::vector<std::string>& duplicates() const { return duplicates_; }
   size_t num_entries() const;
   // Every (domain, name) with its since-versions; for docs and tests.
   std::vector<std::pair<std::string, std::vector<int>>> List() const;
 
  private:
   std::map<std::pair<std::string, std::string>, std::vector<OpSchema>> by_name_;
+  std::vector<std::string> duplicates_;
 };
 
 // Declared by each family file (ops/<family>.cc).

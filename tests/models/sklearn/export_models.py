@@ -32,6 +32,7 @@ from sklearn.ensemble import (GradientBoostingClassifier, GradientBoostingRegres
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
+from sklearn.svm import SVC, SVR
 from sklearn.preprocessing import Normalizer, StandardScaler
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -223,6 +224,9 @@ def main():
                cancer, zipmap=False)
     classifier("gb_classifier_multiclass",
                GradientBoostingClassifier(n_estimators=6, max_depth=3, random_state=SEED), iris)
+
+    classifier("svc_multiclass_proba", SVC(probability=True, random_state=SEED), iris, zipmap=False)
+    regressor("svr_poly", SVR(kernel="poly", degree=2), diabetes)
 
     regressor("linear_regression", LinearRegression(), diabetes)
     regressor("ridge", Ridge(alpha=0.5), diabetes)

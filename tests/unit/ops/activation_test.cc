@@ -80,6 +80,23 @@ TEST(Activation, Float16ComputesViaFloat) {
   EXPECT_EQ(bits_of(sigmoid), (std::vector<uint16_t>{12193, 13834, 14336, 14809, 15263}));
 }
 
+TEST(Activation, BFloat16ComputesViaFloat) {
+  // ml_dtypes: x = np.array([-2,-.5,0,1,3], bfloat16); f(x.astype(np.float32)).astype(bfloat16)
+  // viewed as uint16, with f = np.tanh and Elu (np.expm1 below 0).
+  Tensor x = Tensor::Allocate(DataType::kBFloat16, {5}).value();
+  const uint16_t bits[] = {49152, 48896, 0, 16256, 16448};
+  for (int i = 0; i < 5; ++i) x.data<uint16_t>()[i] = bits[i];
+  auto bits_of = [](const Tensor& t) {
+    return std::vector<uint16_t>(t.data<uint16_t>(), t.data<uint16_t>() + t.num_elements());
+  };
+  Tensor tanh = RunOne("Tanh", 13, {Value(x)});
+  ASSERT_EQ(tanh.dtype(), DataType::kBFloat16);
+  EXPECT_EQ(bits_of(tanh), (std::vector<uint16_t>{49015, 48877, 0, 16195, 16255}));
+  Tensor elu = RunOne("Elu", 22, {Value(x)});
+  ASSERT_EQ(elu.dtype(), DataType::kBFloat16);
+  EXPECT_EQ(bits_of(elu), (std::vector<uint16_t>{48989, 48841, 0, 16256, 16448}));
+}
+
 TEST(Activation, Sigmoids) {
   ExpectTensorNear<float>(RunOne("Sigmoid", 13, {X()}), {7},
                           {0.0474258736f, 0.268941402f, 0.437823474f, 0.5f, 0.622459352f, 0.880797029f, 0.982013762f});
@@ -137,6 +154,16 @@ TEST(Activation, SoftFunctionsGeluMishSwish) {
   // float64 Gelu; the reference evaluates part of it in float32, hence the tolerance.
   ExpectTensorNear<double>(RunOne("Gelu", 20, {V<double>({3}, {-2, 0, 1})}), {3},
                            {-0.045500278472900391, 0, 0.84134474396705627}, 1e-6);
+}
+
+TEST(Activation, SwiGLU) {
+  // Reference SwiGLU(alpha=1.5) on a = [[-2,-.5,0],[1,2,3]], b = [[1,2,3],[-1,.5,2]] (opset 28).
+  Value a = V<float>({2, 3}, {-2, -0.5, 0, 1, 2, 3});
+  Value b = V<float>({2, 3}, {1, 2, 3, -1, 0.5, 2});
+  ExpectTensorNear<float>(RunOne("SwiGLU", 28, {a, b}, {FloatAttr("alpha", 1.5f)}), {2, 3},
+                          {-0.0948517472f, -0.320821285f, 0, -0.817574501f, 0.952574134f, 5.93407822f});
+  // No broadcasting.
+  EXPECT_FALSE(RunError("SwiGLU", 28, {a, V<float>({3}, {1, 2, 3})}).ok());
 }
 
 TEST(Activation, PReluBroadcastsSlope) {
@@ -208,7 +235,7 @@ TEST(Activation, RegistersEveryOnnxVersion) {
       {"HardSigmoid", {1, 6, 22}}, {"HardSwish", {14, 22}}, {"Tanh", {1, 6, 13}}, {"Elu", {1, 6, 22}},
       {"Selu", {1, 6, 22}}, {"Celu", {12, 28}}, {"Softplus", {1, 22}}, {"Softsign", {1, 22}},
       {"ThresholdedRelu", {10, 22}}, {"Gelu", {20}}, {"Mish", {18, 22}}, {"Clip", {1, 6, 11, 12, 13}},
-      {"Shrink", {9}}, {"Swish", {24}},
+      {"Shrink", {9}}, {"Swish", {24}}, {"SwiGLU", {28}},
   };
   for (const auto& [op, versions] : kVersions) {
     for (int v : versions) {

@@ -96,3 +96,8 @@ show("causal_conv Y", r[0]); show("causal_conv state", r[1])
 r = run("FlexAttention", [P([1, 2, 2, 2]), P([1, 1, 3, 2], 5, 2, 0.5), P([1, 1, 3, 3], 4, 1, 0.5)],
         {"scale": 0.5}, 23, 1, domain="ai.onnx.preview")
 show("flex Y", r[0])
+
+# 11. Extreme nonpad_kv_seqlen (checked in C++ against the plain, unmasked run
+# for INT64_MAX and zeros for INT64_MIN): the plain run.
+r = run("Attention", [P([2, 1, 2, 2]), P([2, 1, 4, 2], 5, 2, 0.5), P([2, 1, 4, 2], 4, 1, 0.5)], {}, 23, 1)
+show("plain Y", r[0])

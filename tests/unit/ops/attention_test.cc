@@ -82,6 +82,18 @@ TEST(Attention, Opset24NonpadKvSeqlenShiftsTheCausalFrontierPerBatch) {
                {-0.35417974, 0.145820245, -0.18013382, 0.319866151, 0, 0, -0.5, 0});
 }
 
+TEST(Attention, ExtremeNonpadLengthsDoNotOverflow) {
+  // INT64_MAX: every key valid and the causal frontier beyond all keys, so
+  // batch 0 equals the plain (unmasked) run; INT64_MIN: no valid key, zeros.
+  Node node = MakeNode("Attention", 7, 1, {IntAttr("is_causal", 1)});
+  node.inputs[3] = node.inputs[4] = node.inputs[5] = "";
+  auto r = RunOp(node, 24, {Pattern({2, 1, 2, 2}), Pattern({2, 1, 4, 2}, 5, 2, 0.5), Pattern({2, 1, 4, 2}, 4, 1, 0.5),
+                            Value(), Value(), Value(),
+                            Int64s({std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}, {2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectFloats(r->outputs[0].tensor(), {2, 1, 2, 2}, {-0.167224392, 0.332775593, 0.00776183605, 0.507761836, 0, 0, 0, 0});
+}
+
 TEST(Attention, Opset25SlidingWindowWithShortMask) {
   Node node = MakeNode("Attention", 4, 4,
                        {IntAttr("left_window_size", 1), IntAttr("right_window_size", 1), IntAttr("qk_matmul_output_mode", 2)});
@@ -214,7 +226,7 @@ TEST(SwiGLU, AlphaScalesTheGate) {
   auto r = RunOp(MakeNode("SwiGLU", 2, 1, {FloatAttr("alpha", 1.5)}), 28, {Pattern({2, 3}), Pattern({2, 3}, 5, 2, 0.25)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectFloats(r->outputs[0].tensor(), {2, 3}, {0.0715121031, 0.0456063822, -0, 0, 0.169794679, -0.408787251});
-  ExpectOpError(MakeNode("SwiGLU", 2, 1), 28, {Pattern({2, 3}), Pattern({3})}, "no broadcasting");
+  ExpectOpError(MakeNode("SwiGLU", 2, 1), 28, {Pattern({2, 3}), Pattern({3})}, "broadcast");
 }
 
 // ---- LinearAttention -------------------------------------------------------------------

@@ -81,6 +81,19 @@ TEST(Logic, Float16Comparison) {
   ExpectTensorNear<bool>(RunOne("Less", 13, {Value(a), Value(b)}), {3}, {true, false, true});
 }
 
+TEST(Logic, BFloat16Comparison) {
+  // ml_dtypes bfloat16 x = [-2,-.5,0,1,3], y = [1,-.5,.5,1,2] (bits below): x > y, x == y.
+  Tensor x = Tensor::Allocate(DataType::kBFloat16, {5}).value();
+  Tensor y = Tensor::Allocate(DataType::kBFloat16, {5}).value();
+  const uint16_t xv[] = {49152, 48896, 0, 16256, 16448}, yv[] = {16256, 48896, 16128, 16256, 16384};
+  for (int i = 0; i < 5; ++i) {
+    x.data<uint16_t>()[i] = xv[i];
+    y.data<uint16_t>()[i] = yv[i];
+  }
+  ExpectTensorNear<bool>(RunOne("Greater", 13, {Value(x), Value(y)}), {5}, {false, false, false, false, true});
+  ExpectTensorNear<bool>(RunOne("Equal", 13, {Value(x), Value(y)}), {5}, {false, true, false, true, false});
+}
+
 TEST(Logic, BooleanOps) {
   Value p = V<bool>({2, 2}, {true, false, true, true});
   Value q = V<bool>({2}, {true, false});

@@ -542,5 +542,78 @@ TEST(MlCastMapTest, RejectsBadAttributes) {
                      {IntFloatMap()}).ok());
 }
 
+// ---- SVMClassifier, SVMRegressor ----
+
+std::vector<Attribute> ThreeClassSvm() {
+  return {IntsAttr("classlabels_ints", {4, 5, 6}),
+          StringAttr("kernel_type", "RBF"),
+          FloatsAttr("kernel_params", {0.5f, 0, 0}),
+          IntsAttr("vectors_per_class", {1, 1, 1}),
+          FloatsAttr("support_vectors", {0, 1, 1, -1, 2, 2}),
+          FloatsAttr("coefficients", {1, 0.5f, -0.7f, -1, 0.8f, -0.9f}),
+          FloatsAttr("rho", {0.1f, -0.2f, 0.3f})};
+}
+
+TEST(MlSvmClassifierTest, OneVsOneScoresAndVotes) {
+  auto run = RunOp(MakeNode("SVMClassifier", 1, 2, ThreeClassSvm(), kMl), 1, {Features()});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<int64_t>(run->outputs[0].tensor(), {4}, {6, 4, 4, 4});
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {4, 3},
+                          {0.473433942f, -0.992450893f, -0.236990362f, 0.6572299f, -0.737786055f, 0.331903666f,
+                           0.890470386f, -0.819351614f, 0.577819526f, 0.141165912f, -0.20026584f, 0.365484893f});
+}
+
+TEST(MlSvmClassifierTest, CoupledProbabilities) {
+  std::vector<Attribute> attrs = ThreeClassSvm();
+  attrs.push_back(FloatsAttr("prob_a", {-1.5f, -2.0f, -1.0f}));
+  attrs.push_back(FloatsAttr("prob_b", {0.1f, 0.0f, -0.2f}));
+  auto run = RunOp(MakeNode("SVMClassifier", 1, 2, attrs, kMl), 1, {Features()});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<int64_t>(run->outputs[0].tensor(), {4}, {6, 4, 4, 4});
+  ExpectTensorNear<float>(run->outputs[1].tensor(), {4, 3},
+                          {0.179505989f, 0.304300725f, 0.51619333f, 0.257342905f, 0.330507487f, 0.412149578f,
+                           0.272603095f, 0.324341565f, 0.403055459f, 0.310090214f, 0.384240031f, 0.305669904f},
+                          1e-4);
+}
+
+TEST(MlSvmClassifierTest, RejectsInconsistentSupportVectors) {
+  std::vector<Attribute> attrs = ThreeClassSvm();
+  attrs[4] = FloatsAttr("support_vectors", {0, 1, 1});
+  EXPECT_FALSE(RunOp(MakeNode("SVMClassifier", 1, 2, attrs, kMl), 1, {Features()}).ok());
+  attrs = ThreeClassSvm();
+  attrs[6] = FloatsAttr("rho", {0.1f});
+  EXPECT_FALSE(RunOp(MakeNode("SVMClassifier", 1, 2, attrs, kMl), 1, {Features()}).ok());
+  attrs = ThreeClassSvm();
+  attrs[3] = IntsAttr("vectors_per_class", {1, 1});
+  EXPECT_FALSE(RunOp(MakeNode("SVMClassifier", 1, 2, attrs, kMl), 1, {Features()}).ok());
+}
+
+TEST(MlSvmRegressorTest, PolynomialKernel) {
+  Node node = MakeNode("SVMRegressor", 1, 1,
+                       {StringAttr("kernel_type", "POLY"), FloatsAttr("kernel_params", {0.5f, 1, 2}), IntAttr("n_supports", 2),
+                        FloatsAttr("support_vectors", {0, 1, 1, -1}), FloatsAttr("coefficients", {0.7f, -0.3f}),
+                        FloatsAttr("rho", {0.25f})},
+                       kMl);
+  auto run = RunOp(node, 1, {Features()});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {4, 1}, {2.9749999f, 1.32500005f, 0.649999976f, -3.42500019f});
+}
+
+TEST(MlSvmRegressorTest, LinearForm) {
+  // By hand: x . [0.7, -0.3] + 0.25.
+  Node node = MakeNode("SVMRegressor", 1, 1, {FloatsAttr("coefficients", {0.7f, -0.3f}), FloatsAttr("rho", {0.25f})}, kMl);
+  auto run = RunOp(node, 1, {Features()});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ExpectTensorNear<float>(run->outputs[0].tensor(), {4, 1}, {0.35f, -0.6f, 0.25f, 2.95f});
+}
+
+TEST(MlSvmRegressorTest, RejectsSupportVectorCountMismatch) {
+  Node node = MakeNode("SVMRegressor", 1, 1,
+                       {IntAttr("n_supports", 3), FloatsAttr("support_vectors", {0, 1, 1, -1}),
+                        FloatsAttr("coefficients", {0.7f, -0.3f}), FloatsAttr("rho", {0.25f})},
+                       kMl);
+  EXPECT_FALSE(RunOp(node, 1, {Features()}).ok());
+}
+
 }  // namespace
 }  // namespace nee::testing

@@ -27,3 +27,27 @@ TEST(OpRegistry, ResolvesTheVersionInForce) {
 
 }  // namespace
 }  // namespace nee
+
+namespace nee {
+namespace {
+
+TEST(OpRegistry, EveryOpIsRegisteredByExactlyOneFamily) {
+  const OpRegistry& r = OpRegistry::Global();
+  EXPECT_TRUE(r.duplicates().empty()) << "first duplicate: " << r.duplicates().front();
+  // Every entry has a shape rule, and a kernel unless it is a pure decomposition.
+  for (const auto& [name, versions] : r.List()) {
+    std::string domain = name.find('.') != std::string::npos && name.rfind("ai.onnx", 0) == 0
+                             ? name.substr(0, name.rfind('.'))
+                             : "";
+    std::string op = domain.empty() ? name : name.substr(domain.size() + 1);
+    for (int v : versions) {
+      auto s = r.Resolve(domain, op, v);
+      ASSERT_TRUE(s.ok()) << name << " " << v << ": " << s.status().ToString();
+      EXPECT_NE(s.value()->kernel, nullptr) << name << "-" << v;
+    }
+  }
+  EXPECT_GT(r.num_ops(), 200u);
+}
+
+}  // namespace
+}  // namespace nee
