@@ -3,7 +3,8 @@
 // int4/uint4, int2/uint2, float8 and float4e2m1), DynamicQuantizeLinear,
 // QLinearMatMul and QLinearConv; and ONNX Runtime's com.microsoft QOperator ops that
 // onnxruntime.quantization writes: QLinearAdd, QLinearMul, QLinearConcat,
-// QLinearGlobalAveragePool, QGemm, QLinearSigmoid, QLinearLeakyRelu.
+// QLinearGlobalAveragePool, QLinearAveragePool, QGemm, QLinearSigmoid, QLinearLeakyRelu,
+// QLinearSoftmax.
 //
 // Arithmetic follows onnx.reference: quotients are formed in double and then
 // rounded to the precision numpy would have computed them in (which gives the
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "ir/float_formats.h"
+#include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
@@ -1034,6 +1036,130 @@ Status QLinearLeakyReluKernel(KernelContext& ctx) {
   return QLinearUnaryKernel(ctx, [alpha](float v) { return v >= 0 ? v : v * alpha; });
 }
 
+
+// QLinearAveragePool (X, x_scale, x_zp, y_scale, y_zp): AveragePool's attributes (no dilations) plus
+// channels_last. As ONNX Runtime: each tap dequantized in float, averaged, then quantized.
+Status InferQLinearAveragePool(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  NEE_ASSIGN_OR_RETURN(int64_t channels_last, ctx.node.GetInt("channels_last", 0));
+  std::optional<Shape> shape;
+  std::vector<int64_t> dims;
+  if (x->shape && ShapeIsStatic(*x->shape, &dims) && dims.size() >= 3) {
+    const size_t n = dims.size() - 2;
+    NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(ctx.node, n, nullptr));
+    std::vector<int64_t> out = dims;
+    for (size_t d = 0; d < n; ++d) {
+      const size_t axis = channels_last ? d + 1 : d + 2;
+      NEE_ASSIGN_OR_RETURN(out[axis], nn::WindowOutputDim(ctx.node, spec, d, dims[axis], false));
+    }
+    shape = ShapeFromDims(out);
+  }
+  ctx.output_types[0] = TypeInfo::Tensor(QLinearOutputType(ctx, 4, 0), shape);
+  return Status::Ok();
+}
+
+Status QLinearAveragePoolKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_RETURN_IF_ERROR(CheckQuantized8(ctx, *x, 0));
+  if (x->rank() < 3) return ctx.InputError(0, "must have rank >= 3, got " + DimsToString(x->dims()));
+  NEE_ASSIGN_OR_RETURN(QuantParams qx, ReadQuantParams(ctx, 1, 2, x->dtype()));
+  NEE_ASSIGN_OR_RETURN(QuantParams qy, ReadQuantParams(ctx, 3, 4, x->dtype()));
+  NEE_ASSIGN_OR_RETURN(int64_t channels_last, ctx.node().GetInt("channels_last", 0));
+  NEE_ASSIGN_OR_RETURN(int64_t include_pad, ctx.node().GetInt("count_include_pad", 0));
+  const size_t n = static_cast<size_t>(x->rank() - 2);
+  NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(ctx.node(), n, nullptr));
+  for (int64_t dl : spec.dilations)
+    if (dl != 1) return ctx.Error("dilations are not supported by QLinearAveragePool");
+  const int64_t batch = x->dim(0);
+  const int64_t channels = channels_last ? x->dim(x->rank() - 1) : x->dim(1);
+  std::vector<int64_t> in(n), out(n);
+  for (size_t d = 0; d < n; ++d) {
+    in[d] = x->dim(static_cast<int64_t>(channels_last ? d + 1 : d + 2));
+    NEE_ASSIGN_OR_RETURN(out[d], nn::WindowOutputDim(ctx.node(), spec, d, in[d], false));
+  }
+  std::vector<int64_t> out_dims{batch};
+  if (!channels_last) out_dims.push_back(channels);
+  out_dims.insert(out_dims.end(), out.begin(), out.end());
+  if (channels_last) out_dims.push_back(channels);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x->dtype(), out_dims));
+  const int64_t in_size = ProductOf(in), out_size = ProductOf(out);
+  // Element index of spatial position `pos` (row-major over `in`) of (batch b, channel c).
+  auto x_index = [&](int64_t b, int64_t c, int64_t pos) {
+    return channels_last ? (b * in_size + pos) * channels + c : (b * channels + c) * in_size + pos;
+  };
+  std::vector<int64_t> o(n), k(n);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t flat = 0; flat < out_size; ++flat) {
+        for (int64_t rest = flat, d = static_cast<int64_t>(n) - 1; d >= 0; --d) {
+          o[static_cast<size_t>(d)] = rest % out[static_cast<size_t>(d)];
+          rest /= out[static_cast<size_t>(d)];
+        }
+        float sum = 0;
+        int64_t inside = 0, declared = 0;
+        std::fill(k.begin(), k.end(), 0);
+        const int64_t taps = ProductOf(spec.kernel);
+        for (int64_t t = 0; t < taps; ++t) {
+          bool in_input = true, in_declared = true;
+          int64_t pos = 0;
+          for (size_t d = 0; d < n; ++d) {
+            const int64_t xi = o[d] * spec.strides[d] - spec.pad_begin(d) + k[d];
+            if (xi < 0 || xi >= in[d]) in_input = false;
+            if (xi < -spec.pad_begin(d) || xi >= in[d] + spec.pad_end(d)) in_declared = false;
+            pos = pos * in[d] + xi;
+          }
+          declared += in_declared;
+          if (in_input) {
+            ++inside;
+            sum += static_cast<float>(Quantized8At(*x, x_index(b, c, pos)) - qx.zero_point) * qx.scale;
+          }
+          for (size_t d = n; d-- > 0;) {
+            if (++k[d] < spec.kernel[d]) break;
+            k[d] = 0;
+          }
+        }
+        const int64_t count = include_pad ? declared : inside;
+        const float average = count > 0 ? sum / static_cast<float>(count) : 0.0f;
+        const int64_t out_index = channels_last ? (b * out_size + flat) * channels + c : (b * channels + c) * out_size + flat;
+        StoreQuantized8(y, out_index, average / qy.scale, qy.zero_point);
+      }
+  return Status::Ok();
+}
+
+// QLinearSoftmax (X, x_scale, x_zp?, y_scale, y_zp?), attributes axis and opset (the original Softmax's:
+// before 13 the input is flattened to 2-D at axis). Computed in float on the dequantized values.
+Status QLinearSoftmaxKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_RETURN_IF_ERROR(CheckQuantized8(ctx, *x, 0));
+  NEE_ASSIGN_OR_RETURN(QuantParams qx, ReadQuantParams(ctx, 1, 2, x->dtype()));
+  NEE_ASSIGN_OR_RETURN(QuantParams qy, ReadQuantParams(ctx, 3, 4, x->dtype()));
+  NEE_ASSIGN_OR_RETURN(int64_t axis, ctx.node().GetInt("axis", -1));
+  NEE_ASSIGN_OR_RETURN(int64_t opset, ctx.node().GetInt("opset", 13));
+  if (x->rank() == 0) return ctx.InputError(0, "must have rank >= 1");
+  NEE_ASSIGN_OR_RETURN(axis, NormalizeAxis(axis, x->rank(), ctx.node()));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x->dtype(), x->dims()));
+  // Softmax over `len` elements spaced `stride` apart, for each of `outer` x `stride` rows.
+  const int64_t len = opset < 13 ? ProductOf(x->dims(), static_cast<size_t>(axis)) : x->dim(axis);
+  const int64_t stride = opset < 13 ? 1 : ProductOf(x->dims(), static_cast<size_t>(axis) + 1);
+  const int64_t outer = len * stride > 0 ? x->num_elements() / (len * stride) : 0;
+  std::vector<float> values(static_cast<size_t>(len));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t s = 0; s < stride; ++s) {
+      const int64_t base = o * len * stride + s;
+      float max_value = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < len; ++i) {
+        values[static_cast<size_t>(i)] =
+            static_cast<float>(Quantized8At(*x, base + i * stride) - qx.zero_point) * qx.scale;
+        max_value = std::max(max_value, values[static_cast<size_t>(i)]);
+      }
+      float sum = 0;
+      for (float& v : values) sum += (v = std::exp(v - max_value));
+      for (int64_t i = 0; i < len; ++i)
+        StoreQuantized8(y, base + i * stride, values[static_cast<size_t>(i)] / sum / qy.scale, qy.zero_point);
+    }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterQuantizeOps(OpRegistry& registry) {
@@ -1059,6 +1185,10 @@ void RegisterQuantizeOps(OpRegistry& registry) {
                             QLinearSigmoidKernel);
   registry.RegisterVersions("com.microsoft", "QLinearLeakyRelu", {1}, 4, 5, 1, 1, InferQLinearUnary,
                             QLinearLeakyReluKernel);
+  registry.RegisterVersions("com.microsoft", "QLinearAveragePool", {1}, 4, 5, 1, 1, InferQLinearAveragePool,
+                            QLinearAveragePoolKernel);
+  registry.RegisterVersions("com.microsoft", "QLinearSoftmax", {1}, 4, 5, 1, 1, InferQLinearUnary,
+                            QLinearSoftmaxKernel);
 }
 
 }  // namespace nee

@@ -28,3 +28,9 @@ print("qgemm_tb_perchannel_float", run("QGemm", [Aq, f(0.02), u8(128), Bt, f([0.
 Xs = i8([-128, -60, -1, 0, 1, 50, 127])
 print("sigmoid", run("QLinearSigmoid", [Xs, f(0.05), i8(0), f(1 / 256), i8(-128)], {}, T.INT8).ravel().tolist())
 print("leaky", run("QLinearLeakyRelu", [Xs, f(0.05), i8(3), f(0.04), i8(-2)], dict(alpha=0.1), T.INT8).ravel().tolist())
+xp = u8(np.arange(16).reshape(1, 1, 4, 4) * 15 + 2)
+for include in (0, 1):
+    print("avgpool include_pad", include, run("QLinearAveragePool", [xp, f(0.1), u8(10), f(0.05), u8(20)],
+          dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=include)).ravel().tolist())
+print("softmax", run("QLinearSoftmax", [u8([[10, 200, 130, 0, 255, 90]]), f(0.05), u8(128), f(1 / 256), u8(0)],
+      dict(axis=-1, opset=13)).ravel().tolist())

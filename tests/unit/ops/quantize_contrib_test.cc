@@ -77,6 +77,29 @@ TEST(QuantizeContrib, QLinearSigmoidAndLeakyReluTables) {
   ExpectTensorNear<int8_t>(r->outputs[0].tensor(), {7}, {-18, -10, -3, -2, -2, 57, 127});
 }
 
+TEST(QuantizeContrib, QLinearAveragePoolPadsAndCountIncludePad) {
+  std::vector<uint8_t> values;
+  for (int i = 0; i < 16; ++i) values.push_back(static_cast<uint8_t>(i * 15 + 2));
+  Tensor x = Tensor::FromVector<uint8_t>(values, {1, 1, 4, 4});
+  for (int include : {0, 1}) {
+    auto r = RunOp(MakeNode("QLinearAveragePool", 5, 1,
+                            {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}),
+                             IntsAttr("pads", {1, 1, 1, 1}), IntAttr("count_include_pad", include)}, kMs),
+                   1, {x, F(0.1f), U8(10), F(0.05f), U8(20)});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ExpectTensorNear<uint8_t>(r->outputs[0].tensor(), {1, 1, 2, 2},
+                              include ? std::vector<uint8_t>{46, 89, 179, 255} : std::vector<uint8_t>{79, 124, 255, 255});
+  }
+}
+
+TEST(QuantizeContrib, QLinearSoftmax) {
+  auto r = RunOp(MakeNode("QLinearSoftmax", 5, 1, {IntAttr("axis", -1), IntAttr("opset", 13)}, kMs), 1,
+                 {Tensor::FromVector<uint8_t>({10, 200, 130, 0, 255, 90}, {1, 6}), F(0.05f), U8(128), F(1.0f / 256),
+                  U8(0)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear<uint8_t>(r->outputs[0].tensor(), {1, 6}, {0, 15, 0, 0, 240, 0});
+}
+
 TEST(QuantizeContrib, RejectsBadInputs) {
   // A float data input, a scale that is not a scalar, mismatched concat shapes.
   auto r = RunOp(MakeNode("QLinearAdd", 8, 1, {}, kMs), 1,
