@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <string_view>
 
@@ -154,6 +155,104 @@ Result<std::string> DescrFor(DataType type) {
   return NotImplemented(std::string("npy: cannot store ") + DataTypeName(type) + " tensors");
 }
 
+// numpy's fixed-width string dtypes: 'U<n>' holds n UTF-32 code points per element, 'S<n>' n bytes;
+// both pad shorter strings with zeros. ONNX string tensors hold UTF-8 (or arbitrary) bytes.
+struct StringDtype {
+  bool unicode = false;  // 'U' (UTF-32) rather than 'S' (bytes)
+  int64_t width = 0;     // characters per element
+  size_t item_bytes() const { return static_cast<size_t>(width) * (unicode ? 4 : 1); }
+};
+
+// Returns true and fills `out` when `descr` is a fixed-width string dtype.
+Result<bool> ParseStringDescr(const std::string& descr, StringDtype* out) {
+  if (descr.size() < 2 || (descr[1] != 'U' && descr[1] != 'S')) return false;
+  char order = descr[0];
+  out->unicode = descr[1] == 'U';
+  if (order == '>' && out->unicode) return NotImplemented("npy: big-endian arrays ('" + descr + "') are not supported");
+  if (order != '<' && order != '|' && order != '=' && order != '>')
+    return InvalidArgument("npy: unsupported byte order in '" + descr + "'");
+  if (descr.size() == 2 || descr.size() > 12) return InvalidArgument("npy: bad string width in '" + descr + "'");
+  int64_t width = 0;
+  for (size_t i = 2; i < descr.size(); ++i) {
+    if (descr[i] < '0' || descr[i] > '9') return InvalidArgument("npy: bad string width in '" + descr + "'");
+    width = width * 10 + (descr[i] - '0');
+  }
+  out->width = width;
+  return true;
+}
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// Decodes UTF-8; false when `s` is not valid UTF-8 (then it is written as bytes instead).
+bool DecodeUtf8(const std::string& s, std::vector<uint32_t>* out) {
+  out->clear();
+  for (size_t i = 0; i < s.size();) {
+    uint8_t c = static_cast<uint8_t>(s[i]);
+    int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xE ? 2 : (c >> 3) == 0x1E ? 3 : -1;
+    if (extra < 0 || i + static_cast<size_t>(extra) >= s.size()) return false;  // bad lead byte or cut short
+    uint32_t cp = extra == 0 ? c : (c & (0x3F >> extra));
+    for (int k = 1; k <= extra; ++k) {
+      uint8_t cc = static_cast<uint8_t>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    out->push_back(cp);
+    i += 1 + extra;
+  }
+  return true;
+}
+
+Result<Tensor> ReadStringElements(const StringDtype& dt, const std::vector<int64_t>& shape, const uint8_t* data,
+                                  size_t available, const std::string& descr) {
+  NEE_ASSIGN_OR_RETURN(int64_t count, CheckedElementCount(shape));
+  size_t item = dt.item_bytes();
+  bool fits = item == 0 ? available == 0
+                        : static_cast<uint64_t>(count) <= available / item && static_cast<size_t>(count) * item == available;
+  if (!fits)
+    return InvalidArgument("npy: shape " + DimsToString(shape) + " of " + descr + " does not match the " +
+                           std::to_string(available) + " bytes present");
+  NEE_ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(DataType::kString, shape));
+  std::string* out = t.data<std::string>();
+  for (int64_t i = 0; i < count; ++i) {
+    const uint8_t* p = data + static_cast<size_t>(i) * item;
+    std::string s;
+    for (int64_t c = 0; c < dt.width; ++c) {
+      if (!dt.unicode) {
+        if (p[c] == 0) break;
+        s.push_back(static_cast<char>(p[c]));
+        continue;
+      }
+      const uint8_t* q = p + 4 * c;
+      uint32_t cp = static_cast<uint32_t>(q[0]) | static_cast<uint32_t>(q[1]) << 8 | static_cast<uint32_t>(q[2]) << 16 |
+                    static_cast<uint32_t>(q[3]) << 24;
+      if (cp == 0) break;
+      if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+        return InvalidArgument("npy: element " + std::to_string(i) + " of " + descr + " holds an invalid code point");
+      AppendUtf8(cp, &s);
+    }
+    out[i] = std::move(s);
+  }
+  return t;
+}
+
 }  // namespace
 
 Result<Tensor> ReadNpyBytes(std::shared_ptr<MappedFile> bytes) {
@@ -180,6 +279,14 @@ Result<Tensor> ReadNpyBytes(std::shared_ptr<MappedFile> bytes) {
   NEE_RETURN_IF_ERROR(parser.Parse(&header));
   if (header.fortran_order)
     return NotImplemented("npy: Fortran-ordered arrays are not supported (save with np.ascontiguousarray)");
+  StringDtype string_dtype;
+  NEE_ASSIGN_OR_RETURN(bool is_string, ParseStringDescr(header.descr, &string_dtype));
+  if (is_string)
+    return ReadStringElements(string_dtype, header.shape, p + prefix + header_len, size - prefix - header_len,
+                              header.descr);
+  if (header.descr.size() >= 2 && header.descr[1] == 'O')
+    return NotImplemented("npy: object arrays (pickled) are not supported; save strings with a fixed-width dtype, "
+                          "e.g. np.save(path, array.astype(str))");
   NEE_ASSIGN_OR_RETURN(DataType type, DtypeFromDescr(header.descr));
   NEE_ASSIGN_OR_RETURN(int64_t count, CheckedElementCount(header.shape));
   size_t data_offset = prefix + header_len;
@@ -214,9 +321,43 @@ Result<Tensor> ReadNpyFile(const std::string& path) {
   return t;
 }
 
+// Strings are written as numpy's '<U<n>' (n = the longest string in code points, at least 1) when every
+// element is valid UTF-8, else as '|S<n>' bytes; np.load reads either.
+std::string StringElementBytes(const Tensor& tensor, std::string* descr) {
+  const std::string* in = tensor.data<std::string>();
+  int64_t count = tensor.num_elements();
+  std::vector<std::vector<uint32_t>> decoded(static_cast<size_t>(count));
+  bool unicode = true;
+  size_t width = 1;
+  for (int64_t i = 0; i < count && unicode; ++i) unicode = DecodeUtf8(in[i], &decoded[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < count; ++i)
+    width = std::max(width, unicode ? decoded[static_cast<size_t>(i)].size() : in[i].size());
+  *descr = (unicode ? "<U" : "|S") + std::to_string(width);
+  std::string out;
+  out.reserve(static_cast<size_t>(count) * width * (unicode ? 4 : 1));
+  for (int64_t i = 0; i < count; ++i) {
+    if (unicode) {
+      const auto& cps = decoded[static_cast<size_t>(i)];
+      for (size_t c = 0; c < width; ++c) {
+        uint32_t cp = c < cps.size() ? cps[c] : 0;
+        for (int b = 0; b < 4; ++b) out.push_back(static_cast<char>((cp >> (8 * b)) & 0xFF));
+      }
+    } else {
+      out += in[i];
+      out.append(width - in[i].size(), '\0');
+    }
+  }
+  return out;
+}
+
 Result<std::string> SerializeNpy(const Tensor& tensor) {
   if (!tensor.defined()) return InvalidArgument("npy: tensor has no element type");
-  NEE_ASSIGN_OR_RETURN(std::string descr, DescrFor(tensor.dtype()));
+  std::string descr, string_bytes;
+  if (tensor.dtype() == DataType::kString) {
+    string_bytes = StringElementBytes(tensor, &descr);
+  } else {
+    NEE_ASSIGN_OR_RETURN(descr, DescrFor(tensor.dtype()));
+  }
   // Same text and padding as numpy.lib.format (numpy 1.x / 2.x).
   std::string shape = "(";
   for (size_t i = 0; i < tensor.dims().size(); ++i) {
@@ -247,7 +388,9 @@ Result<std::string> SerializeNpy(const Tensor& tensor) {
   out += dict;
   out.append(pad, ' ');
   out.push_back('\n');
-  if (tensor.dtype() == DataType::kBool) {
+  if (tensor.dtype() == DataType::kString) {
+    out += string_bytes;
+  } else if (tensor.dtype() == DataType::kBool) {
     for (int64_t i = 0; i < tensor.num_elements(); ++i)
       out.push_back(tensor.data<uint8_t>()[i] != 0 ? 1 : 0);
   } else {

@@ -1,5 +1,6 @@
 // numpy .npy files (format versions 1.0, 2.0 and 3.0): little-endian, C order;
-// dtypes float16/32/64, complex64/128, int8-64, uint8-64 and bool.
+// dtypes float16/32/64, complex64/128, int8-64, uint8-64, bool and fixed-width strings ('U', 'S';
+// string tensors are written as '<U<n>', or '|S<n>' when not valid UTF-8).
 // Fortran-ordered and big-endian arrays are refused with an error.
 #pragma once
 #include <string>

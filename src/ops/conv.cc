@@ -360,7 +360,12 @@ Status ResolveConvTranspose(const Node& node, size_t n, const std::vector<int64_
     if (!out_shape.empty() || (same && !has_pads)) {
       const int64_t target = out_shape.empty() ? in[d] * g.strides[d] : out_shape[d];
       const int64_t total = full - target;
-      if (auto_pad == "SAME_UPPER") {
+      if (!out_shape.empty() && total < 0) {
+        // An explicit output_shape beyond the full result: the extra positions come after it (they hold
+        // only the bias), as in onnx.reference and ONNX Runtime, rather than being split around it.
+        g.pads[d] = 0;
+        g.pads[n + d] = total;
+      } else if (auto_pad == "SAME_UPPER") {
         g.pads[d] = FloorDiv2(total);
         g.pads[n + d] = total - FloorDiv2(total);
       } else {

@@ -314,7 +314,37 @@ RunResult RunOneSequence(const RnnProblem& pb, int64_t d, int64_t bi) {
   return res;
 }
 
-template <CellKind kKind>
+// DynamicQuantizeLSTM (com.microsoft) weights: int8 / uint8 [dirs, rows, cols] with a scale and zero point
+// per direction ([dirs]) or per direction and column ([dirs, cols]). Returns them dequantized (in float,
+// as ONNX Runtime's dequantization) and transposed to ONNX's [dirs, cols, rows]. ONNX Runtime instead
+// quantizes X and h on the fly for an integer GEMM; over the weights' rounding that differs by ~1e-3.
+Result<std::vector<double>> DequantizedTransposedWeights(const KernelContext& ctx, size_t q_index, size_t scale_index,
+                                                         int64_t dirs, int64_t rows, int64_t cols) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* q, ctx.InputTensor(q_index));
+  NEE_ASSIGN_OR_RETURN(const Tensor* scale, ctx.InputTensor(scale_index));
+  NEE_ASSIGN_OR_RETURN(const Tensor* zp, ctx.InputTensor(scale_index + 1));
+  if (q->dtype() != DataType::kInt8 && q->dtype() != DataType::kUint8)
+    return ctx.InputError(q_index, "must be int8 or uint8, got " + q->Describe());
+  NEE_RETURN_IF_ERROR(ExpectDims(ctx, q_index, q_index == 1 ? "W" : "R", *q, {dirs, rows, cols}));
+  const bool per_column = scale->rank() == 2;
+  const std::vector<int64_t> scale_dims = per_column ? std::vector<int64_t>{dirs, cols} : std::vector<int64_t>{dirs};
+  if (scale->dtype() != DataType::kFloat) return ctx.InputError(scale_index, "(scale) must be float");
+  NEE_RETURN_IF_ERROR(ExpectDims(ctx, scale_index, "scale", *scale, scale_dims));
+  if (zp->dtype() != q->dtype()) return ctx.InputError(scale_index + 1, "(zero point) must have the weights' type");
+  NEE_RETURN_IF_ERROR(ExpectDims(ctx, scale_index + 1, "zero point", *zp, scale_dims));
+  std::vector<double> out(static_cast<size_t>(dirs * rows * cols));
+  for (int64_t d = 0; d < dirs; ++d)
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t col = 0; col < cols; ++col) {
+        const int64_t param = per_column ? d * cols + col : d;
+        const float v = static_cast<float>(ReadAsDouble(*q, (d * rows + row) * cols + col) - ReadAsDouble(*zp, param)) *
+                        scale->data<float>()[param];
+        out[static_cast<size_t>((d * cols + col) * rows + row)] = v;
+      }
+  return out;
+}
+
+template <CellKind kKind, bool kQuantizedWeights = false>
 Status RnnKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
@@ -333,23 +363,31 @@ Status RnnKernel(KernelContext& ctx) {
   pb.dirs = cfg.num_directions;
   pb.gates = GatesOf(kKind);
   if (r->rank() != 3) return ctx.InputError(2, "(R) must have rank 3, got " + DimsToString(r->dims()));
-  pb.hidden = r->dim(2);
+  pb.hidden = kQuantizedWeights ? r->dim(1) : r->dim(2);
   if (cfg.hidden_size > 0 && cfg.hidden_size != pb.hidden)
     return ctx.InputError(2, "(R) has hidden size " + std::to_string(pb.hidden) + " but hidden_size is " +
                                  std::to_string(cfg.hidden_size));
   const int64_t gh = pb.gates * pb.hidden;
-  NEE_RETURN_IF_ERROR(ExpectDims(ctx, 1, "W", *w, {pb.dirs, gh, pb.input}));
-  NEE_RETURN_IF_ERROR(ExpectDims(ctx, 2, "R", *r, {pb.dirs, gh, pb.hidden}));
+  if constexpr (!kQuantizedWeights) {
+    NEE_RETURN_IF_ERROR(ExpectDims(ctx, 1, "W", *w, {pb.dirs, gh, pb.input}));
+    NEE_RETURN_IF_ERROR(ExpectDims(ctx, 2, "R", *r, {pb.dirs, gh, pb.hidden}));
+  }
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
     if (i == 4 || !ctx.has_input(i)) continue;
+    if (kQuantizedWeights && (i == 1 || i == 2 || i >= 8)) continue;  // checked with the weights
     NEE_ASSIGN_OR_RETURN(const Tensor* in, ctx.InputTensor(i));
     if (in->dtype() != t)
       return ctx.InputError(i, std::string("must have X's type ") + DataTypeName(t) + ", got " +
                                    DataTypeName(in->dtype()));
   }
   pb.x = ToDoubles(*x);
-  pb.w = ToDoubles(*w);
-  pb.r = ToDoubles(*r);
+  if constexpr (kQuantizedWeights) {
+    NEE_ASSIGN_OR_RETURN(pb.w, DequantizedTransposedWeights(ctx, 1, 8, pb.dirs, pb.input, gh));
+    NEE_ASSIGN_OR_RETURN(pb.r, DequantizedTransposedWeights(ctx, 2, 10, pb.dirs, pb.hidden, gh));
+  } else {
+    pb.w = ToDoubles(*w);
+    pb.r = ToDoubles(*r);
+  }
   const std::vector<int64_t> state_dims =
       cfg.layout == 0 ? std::vector<int64_t>{pb.dirs, pb.batch, pb.hidden}
                       : std::vector<int64_t>{pb.batch, pb.dirs, pb.hidden};
@@ -422,6 +460,11 @@ void RegisterRnnOps(OpRegistry& registry) {
   registry.RegisterVersions("", "GRU", {7, 14, 22}, 3, 6, 0, 2, InferRnn<CellKind::kGru>, RnnKernel<CellKind::kGru>);
   registry.RegisterVersions("", "LSTM", {7, 14, 22}, 3, 8, 0, 3, InferRnn<CellKind::kLstm>,
                             RnnKernel<CellKind::kLstm>);
+  // ONNX Runtime's contrib op written by onnxruntime.quantization.quantize_dynamic for LSTM nodes: LSTM with
+  // int8 weights laid out [dirs, input, 4*hidden] / [dirs, hidden, 4*hidden]; their scales and zero points
+  // (inputs 8 to 11) are required, which the kernel checks (the optional inputs 3 to 7 come before them).
+  registry.RegisterVersions("com.microsoft", "DynamicQuantizeLSTM", {1}, 3, 12, 0, 3, InferRnn<CellKind::kLstm>,
+                            RnnKernel<CellKind::kLstm, true>);
 }
 
 }  // namespace nee

@@ -125,9 +125,72 @@ TEST(FormatNpy, WriteRefusesUnsupportedTypes) {
   ASSERT_TRUE(t.ok());
   TempDir tmp;
   EXPECT_FALSE(WriteNpyFile(t.value(), tmp / "x.npy").ok());
-  auto s = Tensor::Allocate(DataType::kString, {1});
-  ASSERT_TRUE(s.ok());
-  EXPECT_FALSE(WriteNpyFile(s.value(), tmp / "s.npy").ok());
+}
+
+// Bytes from numpy 2.x: np.save(f, np.array([['ab', 'h\u00e9llo'], ['', '\u4e2d\U0001F600']])) (dtype '<U5').
+constexpr char kUnicodeNpyHex[] =
+    "934e554d5059010076007b276465736372273a20273c5535272c2027666f727472616e5f6f72646572273a2046616c73652c20277368"
+    "617065273a2028322c2032292c207d20202020202020202020202020202020202020202020202020202020202020202020202020202020"
+    "2020202020202020202020202020202020200a610000006200000000000000000000000000000068000000e90000006c0000006c000000"
+    "6f00000000000000000000000000000000000000000000002d4e000000f60100000000000000000000000000";
+// np.save(f, np.array([b'xy', b'z'])) (dtype '|S2').
+constexpr char kBytesNpyHex[] =
+    "934e554d5059010076007b276465736372273a20277c5332272c2027666f727472616e5f6f72646572273a2046616c73652c20277368"
+    "617065273a2028322c292c207d2020202020202020202020202020202020202020202020202020202020202020202020202020202020"
+    "202020202020202020202020202020202020200a78797a00";
+
+// scikit-learn models take and give string tensors (categories, class labels); nee run reads and writes them.
+TEST(FormatNpy, ReadsAndWritesNumpyStrings) {
+  auto unicode = ReadNpyBytes(Bytes(HexToBytes(kUnicodeNpyHex)));
+  ASSERT_TRUE(unicode.ok()) << unicode.status().ToString();
+  ASSERT_EQ(unicode.value().dtype(), DataType::kString);
+  EXPECT_EQ(unicode.value().dims(), (std::vector<int64_t>{2, 2}));
+  const std::string* u = unicode.value().data<std::string>();
+  EXPECT_EQ(u[0], "ab");
+  EXPECT_EQ(u[1], "h\xc3\xa9llo");
+  EXPECT_EQ(u[2], "");
+  EXPECT_EQ(u[3], "\xe4\xb8\xad\xf0\x9f\x98\x80");
+  // Written back: the longest string has 5 code points, so the bytes are numpy's exactly.
+  auto written = SerializeNpy(unicode.value());
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written.value(), HexToBytes(kUnicodeNpyHex));
+
+  auto bytes = ReadNpyBytes(Bytes(HexToBytes(kBytesNpyHex)));
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  ASSERT_EQ(bytes.value().dtype(), DataType::kString);
+  EXPECT_EQ(bytes.value().data<std::string>()[0], "xy");
+  EXPECT_EQ(bytes.value().data<std::string>()[1], "z");
+
+  // Not valid UTF-8: written as fixed-width bytes ('|S').
+  auto raw = Tensor::Allocate(DataType::kString, {2});
+  ASSERT_TRUE(raw.ok());
+  raw.value().data<std::string>()[0] = "xy";
+  raw.value().data<std::string>()[1] = "\xff";
+  auto raw_npy = SerializeNpy(raw.value());
+  ASSERT_TRUE(raw_npy.ok());
+  EXPECT_NE(raw_npy.value().find("'descr': '|S2'"), std::string::npos);
+  auto back = ReadNpyBytes(Bytes(raw_npy.value()));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back.value().data<std::string>()[1], "\xff");
+}
+
+TEST(FormatNpy, MalformedStringFilesFailCleanly) {
+  std::string good = HexToBytes(kUnicodeNpyHex);
+  for (size_t n : {good.size() - 1, good.size() - 4, good.size() + 0}) {
+    std::string cut = good.substr(0, n);
+    if (n == good.size()) cut += "x";  // one byte too many
+    EXPECT_FALSE(ReadNpyBytes(Bytes(cut)).ok()) << n;
+  }
+  // A code point beyond U+10FFFF.
+  std::string bad = good;
+  bad[bad.size() - 20 + 3] = '\x7f';  // the high byte of element 3's first code point
+  EXPECT_FALSE(ReadNpyBytes(Bytes(bad)).ok());
+  // Pickled object arrays are refused with a hint.
+  std::string object = good;
+  object.replace(object.find("<U5"), 3, "|O ");
+  auto r = ReadNpyBytes(Bytes(object));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().ToString().find("object arrays"), std::string::npos);
 }
 
 }  // namespace

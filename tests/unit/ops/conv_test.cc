@@ -88,6 +88,17 @@ TEST(NnConvTranspose, OutputShapeAttribute) {
   ExpectTensorNear<float>(r->outputs[0].tensor(), {1, 2, 10, 8}, {2.25, 1.5, 2.25, 1, 1.25, 0.5, 0.25, 0, 0, -0.75, 2.25, -0.5, 1.5, -0.25, 0.75, 0, 1.5, 0.75, 1, 0.5, 0.5, 0.25, 0, 0, 0, 0, -0.75, -0.5, -1.75, -1, -0.5, 0, 0, 0, 0, 0.25, -0.75, 0.5, -1.5, 0, 0, 0, -0.5, -0.25, -1, -0.5, 0, 0, -2.25, -1.5, 1.5, 1.5, 2.25, 1, 0.5, 0, 0, 0.75, -2.25, -0.75, 2.25, -0.5, 1.5, 0, -1.5, -0.75, 1.5, 0.75, 1, 0.5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -0.75, 2.25, 1, 1.5, 0.75, 0.75, 0.5, 0, 0.75, 0, -0.25, 0, -0.25, 0, -0.25, 0, 2.25, 1.5, 2.25, 1, 1.25, 0.5, 0.25, 0, 0, 0, 0.25, -0.75, 0, -1.5, -1, 0, 0, 0, -0.25, 0, -0.25, 0, 0.5, 0, 0, 0, -0.75, -0.5, -1.75, -1, -0.5, 0, 0.75, -2.25, -2.25, 2.25, 1, 1.5, 1, 0, -0.75, 0, 1.5, 0, -0.25, 0, -0.5, 0, -2.25, -1.5, 1.5, 1.5, 2.25, 1, 0.5, 0, 0, 0, 0, 0, 0, 0, 0, 0});
 }
 
+TEST(NnConvTranspose, OutputShapeBeyondFullResultExtendsAtTheEnd) {
+  // x = [1, 2, 3, 4], w = ones(2), strides 3, output_shape 13: the full result has 11 positions, the other
+  // two come after it. Expected from onnx.reference and onnxruntime 1.32 (both agree):
+  // [1, 1, 0, 2, 2, 0, 3, 3, 0, 4, 4, 0, 0].
+  Node node = MakeNode("ConvTranspose", 2, 1, {IntsAttr("strides", {3}), IntsAttr("output_shape", {13})});
+  auto r = RunOp(node, 13, {Tensor::FromVector<float>({1, 2, 3, 4}, {1, 1, 4}),
+                            Tensor::FromVector<float>({1, 1}, {1, 1, 2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear<float>(r->outputs[0].tensor(), {1, 1, 13}, {1, 1, 0, 2, 2, 0, 3, 3, 0, 4, 4, 0, 0});
+}
+
 TEST(NnConvTranspose, GroupsDilationAndSameUpper) {
   // conv_transpose_group_dilation_1d (numpy: per-group onnx.reference runs, concatenated)
   auto r = RunOp(MakeNode("ConvTranspose", 2, 1, {IntAttr("group", 2), IntsAttr("dilations", {2})}), 22,

@@ -36,9 +36,8 @@ TEST(OpRegistry, EveryOpIsRegisteredByExactlyOneFamily) {
   EXPECT_TRUE(r.duplicates().empty()) << "first duplicate: " << r.duplicates().front();
   // Every entry has a shape rule, and a kernel unless it is a pure decomposition.
   for (const auto& [name, versions] : r.List()) {
-    std::string domain = name.find('.') != std::string::npos && name.rfind("ai.onnx", 0) == 0
-                             ? name.substr(0, name.rfind('.'))
-                             : "";
+    // "ai.onnx.ml.TreeEnsemble", "com.microsoft.QLinearAdd": the domain is all before the last dot.
+    std::string domain = name.find('.') != std::string::npos ? name.substr(0, name.rfind('.')) : "";
     std::string op = domain.empty() ? name : name.substr(domain.size() + 1);
     for (int v : versions) {
       auto s = r.Resolve(domain, op, v);
