@@ -292,13 +292,12 @@ int Run(const Args& a) {
     std::printf("  output %zu '%s': %s%s%s\n", i, infos[i].name.c_str(), neeapi::Describe(outputs[i].get()).c_str(),
                 preview.empty() ? "" : " = ", preview.c_str());
     if (!a.output_dir.empty()) {
-      fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(i) + "." + a.output_format);
-      if (nee_value_kind(outputs[i].get()) == NEE_VALUE_TENSOR) {
-        neeapi::Check(nee_value_save_file(outputs[i].get(), p.string().c_str()));
-        std::printf("    written to %s\n", p.string().c_str());
-      } else {
-        std::printf("    not written: only tensor outputs can be saved to files\n");
-      }
+      // .npy holds tensors only: sequences, maps and optionals go to .pb (SequenceProto, ...).
+      bool tensor = nee_value_kind(outputs[i].get()) == NEE_VALUE_TENSOR;
+      std::string ext = tensor ? a.output_format : "pb";
+      fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(i) + "." + ext);
+      neeapi::Check(nee_value_save_file(outputs[i].get(), p.string().c_str()));
+      std::printf("    written to %s\n", p.string().c_str());
     }
   }
   for (const auto& [name, file] : a.expects) {

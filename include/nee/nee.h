@@ -104,7 +104,8 @@ NEE_API nee_status_t nee_value_create_none(nee_value_t** out_value);
 /* Reads a value from a .npy file or an ONNX .pb file (TensorProto, SequenceProto,
  * MapProto, OptionalProto). */
 NEE_API nee_status_t nee_value_load_file(const char* path, nee_value_t** out_value);
-/* Writes a tensor as .npy or .pb (TensorProto), chosen by the path's extension. */
+/* Writes a value, format chosen by the path's extension: .npy (tensors only) or
+ * .pb (TensorProto, or SequenceProto/MapProto/OptionalProto for other values). */
 NEE_API nee_status_t nee_value_save_file(const nee_value_t* value, const char* path);
 NEE_API void nee_value_release(nee_value_t* value);
 

@@ -204,16 +204,21 @@ nee_status_t nee_value_save_file(const nee_value_t* value, const char* path) {
   if (!value) return NullArg("value");
   if (!path) return NullArg("path");
   return Guard([&]() -> nee_status_t {
-    if (!value->value.is_tensor())
-      return Err(NEE_STATUS_NOT_IMPLEMENTED, "only tensors can be saved to a file");
     std::string p = path;
-    if (EndsWith(p, ".npy")) return MakeStatus(nee::WriteNpyFile(value->value.tensor(), p));
-    auto bytes = nee::SerializeTensorProto(value->value.tensor(), "");
+    if (EndsWith(p, ".npy")) {
+      if (!value->value.is_tensor())
+        return Err(NEE_STATUS_INVALID_ARGUMENT, ("'" + p + "': a .npy file holds a tensor, not a " +
+                                                 value->value.Describe() + "; save it as .pb").c_str());
+      return MakeStatus(nee::WriteNpyFile(value->value.tensor(), p));
+    }
+    // .pb: TensorProto for tensors; SequenceProto/MapProto/OptionalProto otherwise.
+    auto bytes = value->value.is_tensor() ? nee::SerializeTensorProto(value->value.tensor(), "")
+                                          : nee::SerializeValueProto(value->value, "");
     if (!bytes.ok()) return MakeStatus(bytes.status());
     FILE* f = std::fopen(path, "wb");
     if (!f) return Err(NEE_STATUS_IO_ERROR, ("cannot write '" + p + "'").c_str());
     size_t written = std::fwrite(bytes->data(), 1, bytes->size(), f);
-    bool ok = written == bytes->size() && std::fclose(f) == 0;
+    bool ok = std::fclose(f) == 0 && written == bytes->size();
     if (!ok) return Err(NEE_STATUS_IO_ERROR, ("cannot write '" + p + "'").c_str());
     return nullptr;
   });

@@ -85,3 +85,23 @@ def test_errors_exit_1_with_a_message(tmp_path):
     assert r.returncode == 1 and "not given" in r.stderr
     r = nee_cli("frobnicate", path)
     assert r.returncode == 2
+
+
+def test_non_tensor_outputs_are_written_as_value_protos(tmp_path):
+    """A ZipMap-style output (sequence of maps) goes to output_<i>.pb as a SequenceProto."""
+    seq = helper.make_node("SequenceConstruct", ["x", "x"], ["s"], name="seq")
+    graph = helper.make_graph([seq], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "seq.onnx"
+    onnx.save(model, path)
+    np.save(tmp_path / "x.npy", np.array([1.5, -2.0], np.float32))
+    r = nee_cli("run", path, "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    proto = onnx.SequenceProto()
+    proto.ParseFromString((tmp_path / "out" / "output_0.pb").read_bytes())
+    values = onnx.numpy_helper.to_list(proto)
+    assert len(values) == 2
+    for v in values:
+        np.testing.assert_array_equal(v, [1.5, -2.0])
