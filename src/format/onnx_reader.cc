@@ -437,10 +437,11 @@ Status OnnxParser::ParseAttribute(ByteRange b, Attribute* attr) {
   if (!has_type || attr->type == AttrType::kUndefined) attr->type = seen;
   // An attribute must carry the value its type announces (a reference to a
   // calling node's attribute, inside a function body, carries none).
+  if (attr->type == AttrType::kUndefined)
+    return d_.Error("attribute '" + attr->name + "' has no type and no value", d_.OffsetOf(b.data));
   if (attr->ref_attr_name.empty()) {
     const char* missing = nullptr;
-    if (attr->type == AttrType::kUndefined) missing = "has no type and no value";
-    else if (attr->type == AttrType::kGraph && !attr->g) missing = "has type GRAPH but holds no graph";
+    if (attr->type == AttrType::kGraph && !attr->g) missing = "has type GRAPH but holds no graph";
     else if (attr->type == AttrType::kTensor && !attr->t.defined()) missing = "has type TENSOR but holds no tensor";
     else if (attr->type == AttrType::kSparseTensor && !attr->sparse_tensor.values.defined())
       missing = "has type SPARSE_TENSOR but holds no sparse tensor";
@@ -716,6 +717,11 @@ Status OnnxParser::ParseSparseTensor(ByteRange b, SparseTensor* sparse) {
   }
   for (int64_t d : sparse->dims)
     if (d < 0) return d_.Error("negative dimension in sparse tensor '" + sparse->name + "'", d_.OffsetOf(b.data));
+  // Both parts are required (an empty sparse tensor has empty values and indices).
+  if (!sparse->values.defined())
+    return d_.Error("sparse tensor '" + sparse->name + "' has no values", d_.OffsetOf(b.data));
+  if (!sparse->indices.defined())
+    return d_.Error("sparse tensor '" + sparse->name + "' has no indices", d_.OffsetOf(b.data));
   return Status::Ok();
 }
 
