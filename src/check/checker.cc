@@ -28,9 +28,7 @@ void CollectCaptured(const Graph& g, const std::unordered_set<std::string>& oute
     for (const Attribute& a : n.attributes) {
       std::vector<std::string> inner;
       std::unordered_set<std::string> inner_seen;
-      if (a.g) CollectCaptured(*a.g, {}, inner, inner_seen);
-      for (const auto& sg : a.graphs)
-        if (sg) CollectCaptured(*sg, {}, inner, inner_seen);
+      for (const Graph* body : BodiesOf(a)) CollectCaptured(*body, {}, inner, inner_seen);
       for (const std::string& name : inner) use(name);
     }
   }
@@ -71,6 +69,8 @@ class GraphChecker {
     if (depth_ > options_.max_subgraph_depth)
       return InvalidModel(GraphLabel(g_) + ": subgraphs nested deeper than " +
                           std::to_string(options_.max_subgraph_depth) + " levels");
+    for (const ValueInfo& vi : g_.value_info) declared_.emplace(vi.name, &vi.type);
+    for (const ValueInfo& vi : g_.outputs) declared_.emplace(vi.name, &vi.type);
     NEE_RETURN_IF_ERROR(DefineGraphInputs());
     NEE_RETURN_IF_ERROR(ResolveNodes());
     NEE_RETURN_IF_ERROR(TopologicalOrder());
@@ -148,13 +148,7 @@ class GraphChecker {
           return InvalidModel(node.Describe() + ": output '" + o + "' is defined more than once");
       }
       std::unordered_set<std::string> seen;
-      for (const Attribute& a : node.attributes) {
-        std::vector<std::string> captured;
-        if (a.g) CollectCaptured(*a.g, {}, captured, seen);
-        for (const auto& sg : a.graphs)
-          if (sg) CollectCaptured(*sg, {}, captured, seen);
-        for (auto& c : captured) out_.implicit_inputs[i].push_back(std::move(c));
-      }
+      for (const Graph* body : BodiesOf(node)) CollectCaptured(*body, {}, out_.implicit_inputs[i], seen);
     }
     return Status::Ok();
   }
@@ -266,11 +260,7 @@ class GraphChecker {
     if (schema->infer) NEE_RETURN_IF_ERROR(schema->infer(ctx));
     // Bodies the rule did not look at are still validated, with their declared input types.
     for (const Attribute& a : node.attributes) {
-      std::vector<const Graph*> bodies;
-      if (a.g) bodies.push_back(a.g.get());
-      for (const auto& sg : a.graphs)
-        if (sg) bodies.push_back(sg.get());
-      for (const Graph* body : bodies) {
+      for (const Graph* body : BodiesOf(a)) {
         if (inferred_bodies.count(body)) continue;
         CheckOptions sub = options_;
         sub.input_types = nullptr;
@@ -290,12 +280,7 @@ class GraphChecker {
     return Status::Ok();
   }
 
-  const TypeInfo* DeclaredType(const std::string& name) {
-    if (declared_.empty()) {
-      for (const ValueInfo& vi : g_.value_info) declared_.emplace(vi.name, &vi.type);
-      for (const ValueInfo& vi : g_.outputs) declared_.emplace(vi.name, &vi.type);
-      declared_.emplace("", nullptr);  // marks the index as built
-    }
+  const TypeInfo* DeclaredType(const std::string& name) const {
     auto it = declared_.find(name);
     return it == declared_.end() ? nullptr : it->second;
   }
@@ -352,6 +337,21 @@ Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry, 
     if (o.version <= 0)
       return InvalidModel("opset_import for domain '" + o.domain + "' has invalid version " + std::to_string(o.version));
   return CheckGraph(model.graph, OpsetsOf(model.opset_imports), registry, nullptr, options);
+}
+
+std::vector<const Graph*> BodiesOf(const Attribute& attribute) {
+  std::vector<const Graph*> bodies;
+  if (attribute.g) bodies.push_back(attribute.g.get());
+  for (const auto& g : attribute.graphs)
+    if (g) bodies.push_back(g.get());
+  return bodies;
+}
+
+std::vector<const Graph*> BodiesOf(const Node& node) {
+  std::vector<const Graph*> bodies;
+  for (const Attribute& a : node.attributes)
+    for (const Graph* body : BodiesOf(a)) bodies.push_back(body);
+  return bodies;
 }
 
 std::vector<std::string> CapturedNames(const Graph& graph) {

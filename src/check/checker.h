@@ -60,6 +60,10 @@ Result<CheckedGraph> CheckGraph(const Graph& graph, const OpsetMap& opsets, cons
 Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry,
                                 const CheckOptions& options = {});
 
+// The subgraphs (If/Loop/Scan bodies, ...) an attribute or a node holds.
+std::vector<const Graph*> BodiesOf(const Attribute& attribute);
+std::vector<const Graph*> BodiesOf(const Node& node);
+
 // Names a graph (recursively through nested subgraphs) reads but does not define.
 std::vector<std::string> CapturedNames(const Graph& graph);
 

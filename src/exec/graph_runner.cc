@@ -20,13 +20,7 @@ Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, Chec
   NEE_ASSIGN_OR_RETURN(runner->plan_, BuildExecutionPlan(graph, runner->checked_, CpuProvider::Default()));
   TypeScope scope{outer, &runner->checked_.types, &runner->checked_.constants};
   for (const Node& node : graph.nodes) {
-    std::vector<const Graph*> bodies;
-    for (const Attribute& a : node.attributes) {
-      if (a.g) bodies.push_back(a.g.get());
-      for (const auto& g : a.graphs)
-        if (g) bodies.push_back(g.get());
-    }
-    for (const Graph* body : bodies) {
+    for (const Graph* body : BodiesOf(node)) {
       auto body_checked = CheckGraph(*body, opsets, OpRegistry::Global(), &scope, CheckOptions{}, depth + 1);
       if (!body_checked.ok()) {
         // The model-level check already accepted this body under the node's

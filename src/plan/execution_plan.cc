@@ -41,8 +41,7 @@ Result<ExecutionPlan> BuildExecutionPlan(const Graph& graph, const CheckedGraph&
     std::vector<int> implicit;
     for (const std::string& name : checked.implicit_inputs[idx]) implicit.push_back(SlotFor(plan, name));
     implicit_slots.push_back(std::move(implicit));
-    for (const Attribute& a : node.attributes)
-      if (a.g || !a.graphs.empty()) pn.has_subgraphs = true;
+    pn.has_subgraphs = !BodiesOf(node).empty();
     plan.nodes.push_back(std::move(pn));
   }
   for (const ValueInfo& vi : graph.outputs) plan.output_slots.push_back(SlotFor(plan, vi.name));
