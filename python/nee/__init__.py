@@ -159,12 +159,20 @@ try:  # optional: narrow float types as numpy dtypes
             _CODE_OF_NUMPY[_dt] = _code
 except ImportError:  # pragma: no cover
     pass
+# Element types numpy holds exactly as nee does: passed to nee straight from the array's buffer.
+_FAST_CODES = {np.dtype(t): _CODE_OF_NUMPY[np.dtype(t)] for t in (
+    np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+    np.uint64, np.bool_)}
 _SUB_BYTE = {21, 22, 23}  # 4-bit, two per byte
 _TWO_BIT = {25, 26}  # four per byte
 
 
 def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
     """Converts a numpy array, scalar, list (sequence), dict (map) or None to a nee value."""
+    if type(obj) is np.ndarray and obj.ndim > 0 and obj.flags.c_contiguous:  # the common case, first
+        code = _FAST_CODES.get(obj.dtype)
+        if code is not None:
+            return _nee.tensor_from_array(code, obj)
     if obj is None:
         return _nee.none()
     if isinstance(obj, list) and (type_hint.startswith("seq") or type_hint.startswith("optional(seq")
@@ -186,7 +194,7 @@ def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
         return _nee.tensor_from_buffer(code, list(arr.shape), packed)
     if not arr.flags.c_contiguous:
         arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d arrays into 1-d)
-    if arr.ndim > 0 and arr.dtype in (np.float32, np.float64, np.int64, np.int32):
+    if arr.ndim > 0 and arr.dtype in _FAST_CODES:
         return _nee.tensor_from_array(code, arr)
     return _nee.tensor_from_buffer(code, list(arr.shape), arr.tobytes())
 
@@ -218,7 +226,9 @@ def _unpack_bits(data: bytes, count: int, dtype: np.dtype, bits: int) -> np.ndar
     return flat.astype(dtype)
 
 
-def _from_unpacked(u: tuple) -> Any:
+def _from_unpacked(u: Any) -> Any:
+    if type(u) is np.ndarray:  # a tensor the extension already handed over as an array
+        return u
     kind = u[0]
     if kind == "tensor":
         _, code, shape, data = u
@@ -265,6 +275,7 @@ class InferenceSession:
                                             int(getattr(options, "run_memory_limit_bytes", -1)))
         self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
         self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
+        self._input_types = {a.name: a.type for a in self._inputs}
 
     def get_inputs(self) -> List[NodeArg]:
         return list(self._inputs)
@@ -288,7 +299,7 @@ class InferenceSession:
             run_options: Optional[RunOptions] = None) -> List[Any]:
         if not isinstance(input_feed, dict):
             raise InvalidArgument("input_feed must be a dict of input name -> value")
-        hints = {a.name: a.type for a in self._inputs}
+        hints = self._input_types
         names = list(input_feed.keys())
         values = [_to_value(input_feed[n], hints.get(n, "")) for n in names]
         if run_options is not None and not isinstance(run_options, RunOptions):

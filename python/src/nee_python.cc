@@ -152,6 +152,49 @@ nb::object Unpack(const nee_value_t* v) {
   return nb::make_tuple("none");
 }
 
+// numpy's own element types as DLPack dtypes; others (bfloat16, float8, 4-bit,
+// strings) go through Unpack.
+bool NumpyNativeDtype(nee_dtype_t dtype, nb::dlpack::dtype* out) {
+  using nb::dlpack::dtype_code;
+  auto make = [&](dtype_code code, int bits) {
+    *out = nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bits), 1};
+    return true;
+  };
+  switch (dtype) {
+    case NEE_DTYPE_FLOAT32: return make(dtype_code::Float, 32);
+    case NEE_DTYPE_FLOAT64: return make(dtype_code::Float, 64);
+    case NEE_DTYPE_FLOAT16: return make(dtype_code::Float, 16);
+    case NEE_DTYPE_INT8: return make(dtype_code::Int, 8);
+    case NEE_DTYPE_INT16: return make(dtype_code::Int, 16);
+    case NEE_DTYPE_INT32: return make(dtype_code::Int, 32);
+    case NEE_DTYPE_INT64: return make(dtype_code::Int, 64);
+    case NEE_DTYPE_UINT8: return make(dtype_code::UInt, 8);
+    case NEE_DTYPE_UINT16: return make(dtype_code::UInt, 16);
+    case NEE_DTYPE_UINT32: return make(dtype_code::UInt, 32);
+    case NEE_DTYPE_UINT64: return make(dtype_code::UInt, 64);
+    case NEE_DTYPE_BOOL: return make(dtype_code::Bool, 8);
+    case NEE_DTYPE_COMPLEX64: return make(dtype_code::Complex, 64);
+    case NEE_DTYPE_COMPLEX128: return make(dtype_code::Complex, 128);
+    default: return false;
+  }
+}
+
+// Takes ownership of a run's output. A tensor of a numpy type becomes a
+// writable numpy array over the value's own bytes (no copy: the session
+// guarantees outputs share bytes with nothing); the array keeps the value
+// alive. Everything else is unpacked as Unpack describes.
+nb::object TakeOutput(nee_value_t* v) {
+  Value owned(v);
+  nb::dlpack::dtype dtype;
+  if (nee_value_kind(v) != NEE_VALUE_TENSOR || !NumpyNativeDtype(nee_value_dtype(v), &dtype)) return Unpack(v);
+  std::vector<size_t> shape(nee_value_dims(v), nee_value_dims(v) + nee_value_rank(v));
+  void* data = const_cast<void*>(nee_value_data(v));
+  nb::capsule keep_alive(owned.handle, [](void* p) noexcept { nee_value_release(static_cast<nee_value_t*>(p)); });
+  owned.handle = nullptr;  // now the capsule's
+  nb::ndarray<nb::numpy> array(data, shape.size(), shape.data(), keep_alive, nullptr, dtype);
+  return array.cast();
+}
+
 // Run options shared with the engine: set_terminate may come from another
 // Python thread while a run (which released the GIL) is in progress.
 struct RunOptions {
@@ -253,10 +296,17 @@ struct Session {
                                         out_names.size(), results.data());
     }
     Check(st);
-    std::vector<Value> owned;
-    for (nee_value_t* r : results) owned.emplace_back(r);
     nb::list out;
-    for (const Value& r : owned) out.append(Unpack(r.handle));
+    for (size_t i = 0; i < results.size(); ++i) {
+      nee_value_t* r = results[i];
+      results[i] = nullptr;
+      try {
+        out.append(TakeOutput(r));
+      } catch (...) {
+        for (nee_value_t* rest : results) nee_value_release(rest);
+        throw;
+      }
+    }
     return out;
   }
 };

@@ -223,8 +223,22 @@ Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
   plan->Release(std::move(arena));
   env.memory->Release(arena_bytes);
   if (!results.ok()) return results.status();
+  // Callers own their outputs and may write to them (Python hands them out as
+  // writable arrays without a copy): an output that shares bytes — an
+  // initializer, an input, an element taken out of a sequence, the same output
+  // asked for twice — is copied.
+  std::vector<Value>& all = results.value();
+  std::vector<int> handed_out(all.size(), -1);  // where in `out` an output already went
   std::vector<Value> out;
-  for (size_t i : wanted) out.push_back(results.value()[i]);
+  for (size_t i : wanted) {
+    Value v = handed_out[i] >= 0 ? out[handed_out[i]] : std::move(all[i]);
+    if (v.is_tensor() && !v.tensor().exclusively_owned()) {
+      NEE_ASSIGN_OR_RETURN(Tensor copy, v.tensor().Clone());
+      v = Value(std::move(copy));
+    }
+    if (handed_out[i] < 0) handed_out[i] = static_cast<int>(out.size());
+    out.push_back(std::move(v));
+  }
   return out;
 }
 

@@ -60,6 +60,9 @@ class Tensor {
 
   // A deep copy with its own heap bytes.
   Result<Tensor> Clone() const;
+  // True when no other Tensor shares these bytes and they are owned (not a
+  // view of an arena or a mapped file), so a caller may write to them.
+  bool exclusively_owned() const { return owner_ && owner_.use_count() == 1; }
   // Same bytes, new dims (the element count must match).
   Result<Tensor> Reshaped(std::vector<int64_t> dims) const;
   // Reads an integer tensor (any int type) as int64 values; for shape inputs.

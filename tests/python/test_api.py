@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import nee
 
@@ -192,3 +192,33 @@ def test_outputs_are_writable_numpy_arrays():
     (z,) = sess.run(None, {"x": np.ones((2, 3), np.float32), "y": np.ones(3, np.float32)})
     z[0, 0] = 5.0
     assert z.flags.writeable and z[0, 0] == 5.0
+
+
+def test_outputs_share_bytes_with_nothing():
+    """Outputs come back without a copy; writing to one must never reach an
+    initializer, an input, another output or a later run."""
+    w = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    nodes = [helper.make_node("SequenceConstruct", ["w", "x"], ["seq"]),
+             helper.make_node("SequenceAt", ["seq", "zero"], ["first"]),
+             helper.make_node("Add", ["x", "w"], ["sum"])]
+    zero = numpy_helper.from_array(np.array(0, np.int64), "zero")
+    graph = helper.make_graph(
+        nodes, "aliasing", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in ("w", "x", "first", "sum")],
+        [w, zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = nee.InferenceSession(model.SerializeToString())
+    x = np.ones((2, 3), np.float32)
+    expected = [np.arange(6, dtype=np.float32).reshape(2, 3), x.copy(), np.arange(6, dtype=np.float32).reshape(2, 3),
+                x + np.arange(6, dtype=np.float32).reshape(2, 3)]
+    for _ in range(2):  # the second run sees nothing the first run's caller wrote
+        outputs = sess.run(["w", "x", "first", "sum", "sum"], {"x": x})
+        for got, want in zip(outputs, expected + [expected[3]]):
+            np.testing.assert_array_equal(got, want)
+        outputs[3][...] = -7.0  # "sum" asked for twice: two arrays
+        np.testing.assert_array_equal(outputs[4], expected[3])
+        for out in outputs:
+            assert out.flags.writeable
+            out[...] = -7.0
+        np.testing.assert_array_equal(x, np.ones((2, 3), np.float32))
