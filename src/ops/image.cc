@@ -79,7 +79,7 @@ Status Undecodable(const char* format, const std::string& why) {
   return InvalidArgument(std::string(format) + " stream cannot be decoded: " + why);
 }
 
-Status MissingCodec(const char* format, const char* library, const char* package) {
+[[maybe_unused]] Status MissingCodec(const char* format, const char* library, const char* package) {
   return NotImplemented(std::string(format) + " images need " + library + ", which this build of nee was built without (install " +
                         package + " and rebuild)");
 }
@@ -113,18 +113,18 @@ uint8_t PillowLuma(uint8_t r, uint8_t g, uint8_t b) {
   return static_cast<uint8_t>((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);
 }
 
-// Pillow's MULDIV255: a * b / 255, rounded, in integers.
-int MulDiv255(int a, int b) {
-  const int t = a * b + 128;
-  return ((t >> 8) + t) >> 8;
-}
-
 uint32_t ReadLe16(const uint8_t* p) { return p[0] | (uint32_t{p[1]} << 8); }
 uint32_t ReadLe32(const uint8_t* p) { return ReadLe16(p) | (ReadLe16(p + 2) << 16); }
 
 // ---- JPEG (libjpeg / libjpeg-turbo) ------------------------------------------------
 
 #ifdef NEE_HAVE_LIBJPEG
+
+// Pillow's MULDIV255: a * b / 255, rounded, in integers.
+int MulDiv255(int a, int b) {
+  const int t = a * b + 128;
+  return ((t >> 8) + t) >> 8;
+}
 
 // Progressive JPEGs may hold any number of scans, each a pass over the whole
 // image; this many is far beyond what encoders write and bounds the work.
