@@ -4,6 +4,7 @@
 //   RotaryEmbedding  (23)
 //   LinearAttention, CausalConvWithState (27)
 //   FlexAttention    (ai.onnx.preview 1)
+//   TensorScatter    (24: the KV-cache update that feeds Attention's past_key / past_value)
 //
 // Attention follows the ONNX reference step by step: Q and K are each scaled by
 // sqrt(scale), multiplied, soft-capped, biased (mask + causal + window +
@@ -21,6 +22,7 @@
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/tensor_util.h"
 
 namespace nee {
 namespace {
@@ -1085,6 +1087,149 @@ Status FlexAttentionKernel(KernelContext& ctx) {
   return FlexAttentionTyped<float>(ctx, *q, *k, *v, softmax_type);
 }
 
+
+// ---- TensorScatter -------------------------------------------------------------------
+// present_cache = past_cache with, for every prefix index (batch, D1, ..., up to
+// the sequence axis), `update`'s sequence_length rows written starting at row
+// write_indices[batch] (modulo max_sequence_length in circular mode). Every
+// write index is checked against the cache size before anything is written.
+
+struct TensorScatterAttrs {
+  bool circular = false;
+  int64_t axis = -2;
+};
+
+Result<TensorScatterAttrs> ReadTensorScatterAttrs(const Node& node) {
+  TensorScatterAttrs a;
+  Result<std::string> read = node.GetString("mode", "linear");
+  if (!read.ok()) return read.status();
+  const std::string& mode = read.value();
+  if (mode != "linear" && mode != "circular")
+    return InvalidModel(node.Describe() + ": mode must be 'linear' or 'circular', got '" + mode + "'");
+  a.circular = mode == "circular";
+  NEE_ASSIGN_OR_RETURN(a.axis, node.GetInt("axis", -2));
+  return a;
+}
+
+// The sequence axis in [1, rank): axis 0 is the batch and cannot be it.
+Result<int64_t> TensorScatterAxis(const Node& node, int64_t axis, int64_t rank) {
+  NEE_ASSIGN_OR_RETURN(int64_t normalized, NormalizeAxis(axis, rank, node));
+  if (normalized == 0)
+    return InvalidModel(node.Describe() + ": axis " + std::to_string(axis) +
+                        " names the batch dimension; the sequence axis cannot be 0");
+  return normalized;
+}
+
+Status InferTensorScatter(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(TensorScatterAttrs attrs, ReadTensorScatterAttrs(ctx.node));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* cache, InputTensorType(ctx, 0));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* update, InputTensorType(ctx, 1));
+  if (update->elem_type != DataType::kUndefined && cache->elem_type != DataType::kUndefined &&
+      update->elem_type != cache->elem_type)
+    return ctx.InputError(1, std::string("update must have past_cache's element type ") +
+                                 DataTypeName(cache->elem_type) + ", got " + DataTypeName(update->elem_type));
+  ctx.output_types[0] = TypeInfo::Tensor(cache->elem_type, cache->shape);
+  if (!cache->shape) return Status::Ok();
+  const Shape& cs = *cache->shape;
+  const int64_t rank = static_cast<int64_t>(cs.size());
+  if (rank < 2) return ctx.InputError(0, "past_cache must have rank 2 or more (batch, ..., sequence, ...), got " +
+                                             ShapeToString(cs));
+  NEE_ASSIGN_OR_RETURN(int64_t axis, TensorScatterAxis(ctx.node, attrs.axis, rank));
+  if (update->shape) {
+    const Shape& us = *update->shape;
+    if (us.size() != cs.size())
+      return ctx.InputError(1, "update must have past_cache's rank " + std::to_string(rank) + ", got " +
+                                   ShapeToString(us));
+    for (int64_t d = 0; d < rank; ++d) {
+      if (d == axis) {
+        if (cs[d].known() && us[d].known() && us[d].value > cs[d].value)
+          return ctx.InputError(1, "update's sequence length " + std::to_string(us[d].value) +
+                                       " exceeds the cache's max_sequence_length " + std::to_string(cs[d].value));
+      } else if (nn::DimsConflict(cs[d], us[d])) {
+        return ctx.InputError(1, "update " + ShapeToString(us) + " differs from past_cache " + ShapeToString(cs) +
+                                     " in dim " + std::to_string(d));
+      }
+    }
+  }
+  if (ctx.has_input(2)) {
+    NEE_ASSIGN_OR_RETURN(const TypeInfo* indices, InputTensorType(ctx, 2));
+    if (indices->elem_type != DataType::kUndefined && indices->elem_type != DataType::kInt64)
+      return ctx.InputError(2, std::string("write_indices must be int64, got ") + DataTypeName(indices->elem_type));
+    if (indices->shape && (indices->shape->size() != 1 || nn::DimsConflict((*indices->shape)[0], cs[0])))
+      return ctx.InputError(2, "write_indices must have shape (batch_size) = (" + cs[0].ToString() + "), got " +
+                                   ShapeToString(*indices->shape));
+  }
+  return Status::Ok();
+}
+
+Status TensorScatterKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(TensorScatterAttrs attrs, ReadTensorScatterAttrs(ctx.node()));
+  NEE_ASSIGN_OR_RETURN(const Tensor* cache, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* update, ctx.InputTensor(1));
+  NEE_ASSIGN_OR_RETURN(const Tensor* indices, OptionalInput(ctx, 2));
+  const int64_t rank = cache->rank();
+  if (rank < 2)
+    return ctx.InputError(0, "past_cache must have rank 2 or more (batch, ..., sequence, ...), got " + cache->Describe());
+  if (update->dtype() != cache->dtype())
+    return ctx.InputError(1, std::string("update must have past_cache's element type ") + DataTypeName(cache->dtype()) +
+                                 ", got " + DataTypeName(update->dtype()));
+  if (update->rank() != rank)
+    return ctx.InputError(1, "update must have past_cache's rank " + std::to_string(rank) + ", got " + update->Describe());
+  NEE_ASSIGN_OR_RETURN(int64_t axis, TensorScatterAxis(ctx.node(), attrs.axis, rank));
+  for (int64_t d = 0; d < rank; ++d) {
+    const bool ok = d == axis ? update->dim(d) <= cache->dim(d) : update->dim(d) == cache->dim(d);
+    if (!ok)
+      return ctx.InputError(1, "update " + DimsToString(update->dims()) + " does not fit past_cache " +
+                                   DimsToString(cache->dims()) + " (dims must match except the sequence axis " +
+                                   std::to_string(axis) + ", where update's may be at most the cache's)");
+  }
+  const int64_t batch = cache->dim(0);
+  const int64_t max_seq = cache->dim(axis), seq = update->dim(axis);
+  if (indices) {
+    if (indices->dtype() != DataType::kInt64)
+      return ctx.InputError(2, std::string("write_indices must be int64, got ") + DataTypeName(indices->dtype()));
+    if (indices->rank() != 1 || indices->dim(0) != batch)
+      return ctx.InputError(2, "write_indices must have shape (" + std::to_string(batch) + "), got " +
+                                   DimsToString(indices->dims()));
+  }
+
+  // The first cache row each batch entry writes to; linear writes must stay
+  // inside the cache, circular ones wrap.
+  std::vector<int64_t> start(static_cast<size_t>(batch), 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t w = indices ? indices->data<int64_t>()[b] : 0;
+    if (attrs.circular) {
+      start[b] = max_seq > 0 ? ((w % max_seq) + max_seq) % max_seq : 0;
+    } else {
+      if (w < 0 || w > max_seq - seq)
+        return ctx.InputError(2, "write_indices[" + std::to_string(b) + "] = " + std::to_string(w) +
+                                     " with sequence_length " + std::to_string(seq) +
+                                     " writes outside max_sequence_length " + std::to_string(max_seq) +
+                                     " (linear mode needs 0 <= index and index + sequence_length <= max)");
+      start[b] = w;
+    }
+  }
+
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, cache->dtype(), cache->dims()));
+  NEE_RETURN_IF_ERROR(tensor_util::CopyElements(ctx.node(), *cache, out));
+  if (seq == 0 || out.num_elements() == 0) return Status::Ok();
+  // Rows are runs of `inner` elements; prefixes (the dims before the axis)
+  // are walked in order and each belongs to batch prefix / per_batch.
+  const int64_t inner = ProductOf(cache->dims(), static_cast<size_t>(axis) + 1);
+  const int64_t prefixes = ProductOf(cache->dims(), 0, static_cast<size_t>(axis));
+  const int64_t per_batch = prefixes / batch;
+  return tensor_util::VisitStorage(ctx.node(), cache->dtype(), [&]<typename A>() -> Status {
+    A src(*update), dst(out);
+    for (int64_t p = 0; p < prefixes; ++p) {
+      const int64_t b = p / per_batch;
+      for (int64_t s = 0; s < seq; ++s) {
+        const int64_t row = attrs.circular ? (start[b] + s) % max_seq : start[b] + s;
+        dst.CopyRun((p * max_seq + row) * inner, src, (p * seq + s) * inner, inner);
+      }
+    }
+    return Status::Ok();
+  });
+}
 }  // namespace
 
 void RegisterAttentionOps(OpRegistry& registry) {
@@ -1095,6 +1240,7 @@ void RegisterAttentionOps(OpRegistry& registry) {
   registry.RegisterVersions("", "LinearAttention", {27}, 3, 6, 1, 2, InferLinearAttention, LinearAttentionKernel);
   registry.RegisterVersions("", "CausalConvWithState", {27}, 2, 4, 1, 2, InferCausalConvWithState,
                             CausalConvWithStateKernel);
+  registry.RegisterVersions("", "TensorScatter", {24}, 2, 3, 1, 1, InferTensorScatter, TensorScatterKernel);
   registry.RegisterVersions("ai.onnx.preview", "FlexAttention", {1}, 3, 3, 1, 1, InferFlexAttention, FlexAttentionKernel);
 }
 
