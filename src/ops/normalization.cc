@@ -1,7 +1,9 @@
 // Operator family: normalization. BatchNormalization (inference and
 // training mode), InstanceNormalization, LayerNormalization,
 // GroupNormalization, RMSNormalization, LpNormalization, LRN,
-// MeanVarianceNormalization.
+// MeanVarianceNormalization; ONNX Runtime's com.microsoft SkipLayerNormalization and
+// SkipSimplifiedLayerNormalization, its SimplifiedLayerNormalization and its
+// LayerNormalization before opset 17 (all written by its transformer optimizer).
 //
 // Statistics are accumulated in double (two passes: mean, then centered
 // variance) whatever the element type, then applied in the compute type.
@@ -340,7 +342,13 @@ Status LayerNormTyped(KernelContext& ctx, const Tensor& x, int64_t axis, double 
     }
   });
   cy.Commit();
-  if (!rms) {
+  if (rms) {
+    // Only SimplifiedLayerNormalization has a second output: the inverse RMS.
+    if (ctx.num_outputs() > 1 && ctx.wants_output(1)) {
+      NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutput(1, stash, stat_dims));
+      nn::ConvertFromCompute<double>(inv_stds.data(), s);
+    }
+  } else {
     if (ctx.wants_output(1)) {
       NEE_ASSIGN_OR_RETURN(Tensor m, ctx.AllocateOutput(1, stash, stat_dims));
       nn::ConvertFromCompute<double>(means.data(), m);
@@ -368,6 +376,130 @@ Status LayerNormLikeKernel(KernelContext& ctx, bool rms) {
 
 Status LayerNormKernel(KernelContext& ctx) { return LayerNormLikeKernel(ctx, false); }
 Status RmsNormKernel(KernelContext& ctx) { return LayerNormLikeKernel(ctx, true); }
+
+// ---- com.microsoft SkipLayerNormalization / SkipSimplifiedLayerNormalization ---------
+//
+// ONNX Runtime's transformer optimizer fuses "Add (residual) [+ Add (bias)] +
+// LayerNormalization" into SkipLayerNormalization: s = input + skip (+ bias), normalized over
+// the last axis, times gamma (+ beta). The Simplified form is the RMS norm of s (no mean, no
+// beta; T5 / LLaMA). Inputs: input [..., H]; skip of the input's shape or broadcast over the
+// leading dims ([1, S, H] or [S, H]); gamma [H]; beta [H] (not in the Simplified form);
+// bias [H]. Outputs: the result, mean and inverse standard deviation (float, [..., 1]),
+// and s itself (input_skip_bias_sum).
+
+Status InferSkipLayerNorm(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  ctx.output_types[0] = *x;
+  std::optional<Shape> stat_shape;
+  if (x->shape && !x->shape->empty()) {
+    stat_shape = *x->shape;
+    stat_shape->back() = Dim::Known(1);
+  }
+  if (ctx.num_outputs() > 1) ctx.output_types[1] = TypeInfo::Tensor(DataType::kFloat, stat_shape);
+  if (ctx.num_outputs() > 2) ctx.output_types[2] = TypeInfo::Tensor(DataType::kFloat, stat_shape);
+  if (ctx.num_outputs() > 3) ctx.output_types[3] = *x;
+  return Status::Ok();
+}
+
+// Checks that an optional per-channel input (gamma, beta, bias) holds `hidden` values of x's type.
+Status CheckChannelVector(const KernelContext& ctx, size_t i, const Tensor& x, int64_t hidden) {
+  if (!ctx.has_input(i)) return Status::Ok();
+  NEE_ASSIGN_OR_RETURN(const Tensor* p, ctx.InputTensor(i));
+  if (p->dtype() != x.dtype())
+    return ctx.InputError(i, std::string("has element type ") + DataTypeName(p->dtype()) + " but the input has " +
+                                 DataTypeName(x.dtype()));
+  if (p->num_elements() != hidden || (p->rank() != 1 && !(p->rank() == 2 && p->dim(0) == 1)))
+    return ctx.InputError(i, "must have shape [" + std::to_string(hidden) + "], got " + DimsToString(p->dims()));
+  return Status::Ok();
+}
+
+template <typename A>
+Status SkipLayerNormTyped(KernelContext& ctx, const Tensor& x, const Tensor& skip, bool simplified, double epsilon) {
+  const int64_t hidden = x.dims().back();
+  const int64_t rows = hidden > 0 ? x.num_elements() / hidden : 0;
+  const int64_t skip_count = skip.num_elements();  // skip repeats over the leading dims
+  const size_t bias_input = simplified ? 3 : 4;  // beta is input 3 of the plain form only
+  ComputeInput<A> cx(x), cskip(skip), cgamma(ctx.input(2)->tensor()), cbeta, cbias;
+  const bool has_beta = !simplified && ctx.has_input(3), has_bias = ctx.has_input(bias_input);
+  if (has_beta) cbeta = ComputeInput<A>(ctx.input(3)->tensor());
+  if (has_bias) cbias = ComputeInput<A>(ctx.input(bias_input)->tensor());
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.dims()));
+  ComputeOutput<A> cy(y);
+  std::vector<double> sums(static_cast<size_t>(x.num_elements()));
+  std::vector<double> means(static_cast<size_t>(rows)), inv_stds(static_cast<size_t>(rows));
+  ctx.ParallelFor(rows, MinChunk(hidden), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      double* s = sums.data() + r * hidden;
+      for (int64_t i = 0; i < hidden; ++i) {
+        const int64_t e = r * hidden + i;
+        // The sum is rounded to the element type, as ONNX Runtime stores it (output 3).
+        double v = static_cast<double>(cx[e]) + static_cast<double>(cskip[e % skip_count]);
+        if (has_bias) v += static_cast<double>(cbias[i]);
+        s[i] = static_cast<double>(static_cast<A>(v));
+      }
+      double mean = 0, var = 0;
+      if (simplified) {
+        for (int64_t i = 0; i < hidden; ++i) var += s[i] * s[i];
+        var /= static_cast<double>(hidden);
+      } else {
+        MeanVar(s, hidden, 1, &mean, &var);
+      }
+      const double inv = 1.0 / std::sqrt(var + epsilon);
+      means[static_cast<size_t>(r)] = mean;
+      inv_stds[static_cast<size_t>(r)] = inv;
+      for (int64_t i = 0; i < hidden; ++i) {
+        double v = (s[i] - mean) * inv * static_cast<double>(cgamma[i]);
+        if (has_beta) v += static_cast<double>(cbeta[i]);
+        cy[r * hidden + i] = static_cast<A>(v);
+      }
+    }
+  });
+  cy.Commit();
+  std::vector<int64_t> stat_dims = x.dims();
+  stat_dims.back() = 1;
+  if (ctx.wants_output(1)) {
+    NEE_ASSIGN_OR_RETURN(Tensor m, ctx.AllocateOutput(1, DataType::kFloat, stat_dims));
+    nn::ConvertFromCompute<double>(means.data(), m);
+  }
+  if (ctx.wants_output(2)) {
+    NEE_ASSIGN_OR_RETURN(Tensor v, ctx.AllocateOutput(2, DataType::kFloat, stat_dims));
+    nn::ConvertFromCompute<double>(inv_stds.data(), v);
+  }
+  if (ctx.wants_output(3)) {
+    NEE_ASSIGN_OR_RETURN(Tensor sum, ctx.AllocateOutput(3, x.dtype(), x.dims()));
+    nn::ConvertFromCompute<double>(sums.data(), sum);
+  }
+  return Status::Ok();
+}
+
+Status SkipLayerNormLikeKernel(KernelContext& ctx, bool simplified) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_RETURN_IF_ERROR(RequireRealFloat(ctx, 0, x->dtype()));
+  NEE_ASSIGN_OR_RETURN(const Tensor* skip, ctx.InputTensor(1));
+  if (x->rank() < 1 || x->dims().back() < 1)
+    return ctx.InputError(0, "must have a non-empty last (hidden) axis, got " + DimsToString(x->dims()));
+  const int64_t hidden = x->dims().back();
+  // skip: the input's shape, or its trailing dims (leading 1s allowed), repeated over the rest.
+  std::vector<int64_t> skip_dims = skip->dims();
+  while (skip_dims.size() > 1 && skip_dims.front() == 1) skip_dims.erase(skip_dims.begin());
+  const bool skip_ok = skip->dtype() == x->dtype() && skip_dims.size() <= x->dims().size() &&
+                       std::equal(skip_dims.begin(), skip_dims.end(), x->dims().end() - static_cast<std::ptrdiff_t>(skip_dims.size())) &&
+                       skip->num_elements() > 0;
+  if (!skip_ok)
+    return ctx.InputError(1, "(skip) " + skip->Describe() + " must match the input " + x->Describe() +
+                                 " or its trailing dimensions");
+  NEE_ASSIGN_OR_RETURN(const Tensor* gamma, ctx.InputTensor(2));
+  (void)gamma;
+  NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 2, *x, hidden));
+  NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 3, *x, hidden));
+  if (!simplified) NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 4, *x, hidden));
+  NEE_ASSIGN_OR_RETURN(float epsilon, ctx.node().GetFloat("epsilon", 1e-12f));
+  if (ComputeKindOf(x->dtype()) == ComputeKind::kFloat) return SkipLayerNormTyped<float>(ctx, *x, *skip, simplified, epsilon);
+  return SkipLayerNormTyped<double>(ctx, *x, *skip, simplified, epsilon);
+}
+
+Status SkipLayerNormKernel(KernelContext& ctx) { return SkipLayerNormLikeKernel(ctx, false); }
+Status SkipSimplifiedLayerNormKernel(KernelContext& ctx) { return SkipLayerNormLikeKernel(ctx, true); }
 
 // ---- LpNormalization --------------------------------------------------------------------
 
@@ -533,12 +665,21 @@ Status MvnKernel(KernelContext& ctx) {
 void RegisterNormalizationOps(OpRegistry& registry) {
   registry.RegisterVersions("", "BatchNormalization", {7, 9, 14, 15}, 5, 5, 1, 5, InferBatchNorm, BatchNormKernel);
   registry.RegisterVersions("", "InstanceNormalization", {1, 6, 22}, 3, 3, 1, 1, InferSameAsInput0, InstanceNormKernel);
-  registry.RegisterVersions("", "LayerNormalization", {17}, 2, 3, 1, 3, InferLayerNormLike, LayerNormKernel);
+  // Version 1 is ONNX Runtime's: its transformer optimizer writes LayerNormalization (same
+  // attributes and semantics) into models of any opset, before ONNX added the op in 17.
+  registry.RegisterVersions("", "LayerNormalization", {1, 17}, 2, 3, 1, 3, InferLayerNormLike, LayerNormKernel);
   registry.RegisterVersions("", "GroupNormalization", {18, 21}, 3, 3, 1, 1, InferSameAsInput0, GroupNormKernel);
   registry.RegisterVersions("", "RMSNormalization", {23}, 2, 2, 1, 1, InferSameAsInput0, RmsNormKernel);
+  // ONNX Runtime's RMS norm (T5 / LLaMA graphs from its optimizer): RMSNormalization's
+  // computation, with the inverse RMS as an optional second output.
+  registry.RegisterVersions("", "SimplifiedLayerNormalization", {1}, 2, 2, 1, 2, InferLayerNormLike, RmsNormKernel);
   registry.RegisterVersions("", "LpNormalization", {1, 22}, 1, 1, 1, 1, InferSameAsInput0, LpNormKernel);
   registry.RegisterVersions("", "LRN", {1, 13}, 1, 1, 1, 1, InferSameAsInput0, LrnKernel);
   registry.RegisterVersions("", "MeanVarianceNormalization", {9, 13}, 1, 1, 1, 1, InferSameAsInput0, MvnKernel);
+  registry.RegisterVersions("com.microsoft", "SkipLayerNormalization", {1}, 3, 5, 1, 4, InferSkipLayerNorm,
+                            SkipLayerNormKernel);
+  registry.RegisterVersions("com.microsoft", "SkipSimplifiedLayerNormalization", {1}, 3, 4, 1, 4, InferSkipLayerNorm,
+                            SkipSimplifiedLayerNormKernel);
 }
 
 }  // namespace nee

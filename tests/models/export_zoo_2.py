@@ -6,10 +6,12 @@ Two halves, each run by the Python that has its framework:
     /usr/bin/python3 tests/models/export_zoo_2.py torch [OUT_DIR=/tmp/zoo2] [name-substring ...]
     /work/main/.venv/bin/python tests/models/export_zoo_2.py sklearn [OUT_DIR=/tmp/zoo2] [name-substring ...]
     /work/main/.venv/bin/python tests/models/export_zoo_2.py quant [OUT_DIR=/tmp/zoo2]   (after the torch half)
+    PYTHONPATH=STUBS /work/main/.venv/bin/python tests/models/export_zoo_2.py ortopt [OUT_DIR]  (see ortopt_zoo())
 
 (the few models kept in the repository, see commit_sklearn() / commit_torch():
     /work/main/.venv/bin/python tests/models/export_zoo_2.py commit-sklearn
-    /usr/bin/python3 tests/models/export_zoo_2.py commit-torch)
+    /usr/bin/python3 tests/models/export_zoo_2.py commit-torch
+    /work/main/.venv/bin/python tests/models/export_zoo_2.py commit-ortopt [OUT_DIR]   (after `ortopt`))
 then compare with nee (and, for failures, ask onnxruntime for a second opinion):
 
     /work/main/.venv/bin/python tests/models/run_zoo.py --zoo /tmp/zoo2 --no-api
@@ -955,6 +957,55 @@ def quant_zoo():
                 print(f"{os.path.basename(folder)}: failed: {str(e).splitlines()[0][:200]}", flush=True)
 
 
+# ======================================================= ONNX Runtime transformer optimizer (fused ops)
+
+
+def ortopt_zoo():
+    """Float transformer models from the torch halves rewritten by onnxruntime.transformers.optimizer, which
+    fuses subgraphs into com.microsoft ops (SkipLayerNormalization, BiasGelu, FastGelu, Attention,
+    EmbedLayerNormalization, SkipSimplifiedLayerNormalization) and ONNX-domain LayerNormalization /
+    SimplifiedLayerNormalization at any opset. The framework outputs stay the references. The optimizer
+    imports torch only for a version string and needs sympy: run with
+        PYTHONPATH=<dir with a stub torch/version.py and links to Debian's sympy, mpmath> venv python."""
+    import shutil
+
+    from onnxruntime.transformers import optimizer
+
+    out_root = sys.argv[2] if len(sys.argv) > 2 else "/tmp/zoo2"
+    wanted = sys.argv[3:]
+    jobs = [  # (folder, possibly in the first sweep's /tmp/zoo, model_type, heads, hidden)
+        ("bert_like_op14", "bert", 4, 32), ("bert_like_op17", "bert", 4, 32), ("t5_like_op15", "bert", 4, 32),
+        ("cross_attention_op17", "bert", 3, 24), ("gpt_past_kv_op14", "gpt2", 4, 32),
+        ("vit_b_16_small_op14", "vit", 12, 768), ("swin_t_op17", "swin", 3, 96),
+        ("/tmp/zoo/gpt_like_op14", "gpt2", 4, 32), ("/tmp/zoo/gpt_like_op17", "gpt2", 4, 32),
+        ("/tmp/zoo/small_vit_op17", "vit", 4, 32), ("/tmp/zoo/transformer_encoder_op17", "bert", 4, 32),
+        ("/tmp/zoo/transformer_decoder_op17", "bert", 4, 32), ("/tmp/zoo/gpt_mha_op14", "gpt2", 4, 32),
+        ("/tmp/zoo/raw_gpt_like_op17", "gpt2", 4, 32), ("/tmp/zoo/f64_gpt_like_op17", "gpt2", 4, 32)]
+    for src, model_type, heads, hidden in jobs:
+        if wanted and not any(w in src for w in wanted):
+            continue
+        src_dir = src if os.path.isabs(src) else os.path.join(out_root, src)
+        if not os.path.exists(os.path.join(src_dir, "model.onnx")):
+            print(f"ortopt: {src} missing", flush=True)
+            continue
+        name = "ortopt_" + os.path.basename(src_dir)
+        folder = os.path.join(out_root, name)
+        try:
+            opt = optimizer.optimize_model(os.path.join(src_dir, "model.onnx"), model_type=model_type,
+                                           num_heads=heads, hidden_size=hidden, opt_level=1)
+            os.makedirs(folder, exist_ok=True)
+            opt.save_model_to_file(os.path.join(folder, "model.onnx"))
+            for f in os.listdir(src_dir):
+                if f.endswith(".npy"):
+                    shutil.copy(os.path.join(src_dir, f), folder)
+            fused = sorted({f"{n.domain or 'ai.onnx'}.{n.op_type}" for n in opt.model.graph.node
+                            if n.domain or n.op_type in ("LayerNormalization", "SimplifiedLayerNormalization")})
+            print(f"{name}: ok {fused}", flush=True)
+        except Exception as e:
+            shutil.rmtree(folder, ignore_errors=True)
+            print(f"{name}: failed: {str(e).splitlines()[0][:200]}", flush=True)
+
+
 # ================================================================ small models kept in the repository
 
 
@@ -1014,6 +1065,20 @@ def commit_sklearn():
     onx = to_onnx(vec, initial_types=text_in, target_opset={"": 17, "ai.onnx.ml": 3})
     save("tfidf_char_ngrams", onx, docs.reshape(-1, 1), "regressor",
          {"value": onx.graph.output[0].name}, {"value": vec.transform(docs).toarray().astype(np.float32)})
+
+
+def commit_ortopt():
+    """Copies two optimizer-rewritten models (made by `ortopt`) with their PyTorch references into
+    tests/models/torch/: GPT-like at opset 14 (LayerNormalization before 17, SkipLayerNormalization,
+    BiasGelu) and T5-like at opset 15 (SimplifiedLayerNormalization, SkipSimplifiedLayerNormalization)."""
+    import shutil
+    out_root = sys.argv[2] if len(sys.argv) > 2 else "/tmp/zoo2"
+    for src, dst in (("ortopt_gpt_like_op14", "ortopt_gpt_like_opset14"), ("ortopt_t5_like_op15", "ortopt_t5_like_opset15")):
+        folder = os.path.join(HERE, "torch", dst)
+        os.makedirs(folder, exist_ok=True)
+        for f in os.listdir(os.path.join(out_root, src)):
+            shutil.copy(os.path.join(out_root, src, f), folder)
+        print(f"{folder}: ok", flush=True)
 
 
 def commit_torch():
@@ -1104,8 +1169,12 @@ if __name__ == "__main__":
         sklearn_zoo()
     elif which == "quant":
         quant_zoo()
+    elif which == "ortopt":
+        ortopt_zoo()
     elif which == "commit-sklearn":
         commit_sklearn()
+    elif which == "commit-ortopt":
+        commit_ortopt()
     elif which == "commit-torch":
         commit_torch()
     elif which == "compare":  # compare FOLDER... [--nee build/bin/nee]
