@@ -2,7 +2,7 @@
 // training mode), InstanceNormalization, LayerNormalization,
 // GroupNormalization, RMSNormalization, LpNormalization, LRN,
 // MeanVarianceNormalization; ONNX Runtime's com.microsoft SkipLayerNormalization and
-// SkipSimplifiedLayerNormalization, its SimplifiedLayerNormalization and its
+// SkipSimplifiedLayerNormalization and EmbedLayerNormalization, its SimplifiedLayerNormalization and its
 // LayerNormalization before opset 17 (all written by its transformer optimizer).
 //
 // Statistics are accumulated in double (two passes: mean, then centered
@@ -15,6 +15,7 @@
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/tensor_util.h"
 
 namespace nee {
 namespace {
@@ -501,6 +502,146 @@ Status SkipLayerNormLikeKernel(KernelContext& ctx, bool simplified) {
 Status SkipLayerNormKernel(KernelContext& ctx) { return SkipLayerNormLikeKernel(ctx, false); }
 Status SkipSimplifiedLayerNormKernel(KernelContext& ctx) { return SkipLayerNormLikeKernel(ctx, true); }
 
+// ---- com.microsoft EmbedLayerNormalization -----------------------------------------------
+//
+// The embedding front of ONNX Runtime-optimized BERT models: for token (b, s),
+// e = word[input_ids] + position[position_ids or s] (+ segment[segment_ids]), then layer
+// normalization over the hidden axis with gamma and beta. Inputs: 0 input_ids, 1 segment_ids
+// (optional), 2 word, 3 position, 4 segment (optional) embeddings, 5 gamma, 6 beta, 7 mask
+// (optional), 8 position_ids (optional, [B, S] or [1, S]); ids are int32 (int64 accepted).
+// Outputs: the normalized embeddings [B, S, H]; mask_index (int32 [B]): per row the count
+// of mask values equal to 1, zeros without a mask; and e itself (optional).
+
+Status InferEmbedLayerNorm(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* ids, InputTensorType(ctx, 0));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* word, InputTensorType(ctx, 2));
+  std::optional<Shape> out, mask_shape;
+  if (ids->shape && ids->shape->size() == 2) {
+    Dim hidden = word->shape && word->shape->size() == 2 ? (*word->shape)[1] : Dim::Unknown();
+    out = Shape{(*ids->shape)[0], (*ids->shape)[1], hidden};
+    mask_shape = Shape{(*ids->shape)[0]};
+  }
+  ctx.output_types[0] = TypeInfo::Tensor(word->elem_type, out);
+  if (ctx.num_outputs() > 1) ctx.output_types[1] = TypeInfo::Tensor(DataType::kInt32, mask_shape);
+  if (ctx.num_outputs() > 2) ctx.output_types[2] = TypeInfo::Tensor(word->elem_type, out);
+  return Status::Ok();
+}
+
+// An optional [B, S] id input (position_ids may also be [1, S]); nullptr when absent.
+Result<const Tensor*> OptionalIds(const KernelContext& ctx, size_t i, int64_t batch, int64_t seq, bool batch_one_ok) {
+  if (!ctx.has_input(i)) return static_cast<const Tensor*>(nullptr);
+  NEE_ASSIGN_OR_RETURN(const Tensor* t, ctx.InputTensor(i));
+  const bool shape_ok = t->rank() == 2 && t->dim(1) == seq && (t->dim(0) == batch || (batch_one_ok && t->dim(0) == 1));
+  if (!shape_ok) return ctx.InputError(i, "must have shape [" + std::to_string(batch) + ", " + std::to_string(seq) + "], got " + DimsToString(t->dims()));
+  if (t->dtype() != DataType::kInt32 && t->dtype() != DataType::kInt64)
+    return ctx.InputError(i, std::string("must be int32 (or int64), got ") + DataTypeName(t->dtype()));
+  return t;
+}
+
+// A [rows, hidden] embedding table of the word table's type.
+Status CheckTable(const KernelContext& ctx, size_t i, const Tensor& t, DataType dtype, int64_t hidden) {
+  if (t.dtype() != dtype || t.rank() != 2 || t.dim(1) != hidden)
+    return ctx.InputError(i, "must be a [rows, " + std::to_string(hidden) + "] " + DataTypeName(dtype) +
+                                 " table, got " + t.Describe());
+  return Status::Ok();
+}
+
+template <typename A>
+Status EmbedLayerNormTyped(KernelContext& ctx, const Tensor& ids, const Tensor& word, const Tensor& position,
+                           const Tensor* segment, const Tensor* segment_ids, const Tensor* position_ids, double eps) {
+  const int64_t batch = ids.dim(0), seq = ids.dim(1), hidden = word.dim(1);
+  ComputeInput<A> cword(word), cpos(position), cgamma(ctx.input(5)->tensor()), cbeta(ctx.input(6)->tensor()), cseg;
+  if (segment) cseg = ComputeInput<A>(*segment);
+  // Look every id up first, so that an out-of-range one is an error before any work.
+  std::vector<int64_t> word_rows(static_cast<size_t>(batch * seq)), pos_rows(word_rows.size()), seg_rows(word_rows.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      const int64_t t = b * seq + s;
+      const int64_t w = tensor_util::IndexAt(ids, t);
+      const int64_t p = position_ids ? tensor_util::IndexAt(*position_ids, (position_ids->dim(0) == 1 ? 0 : b) * seq + s) : s;
+      const int64_t g = segment_ids ? tensor_util::IndexAt(*segment_ids, t) : 0;
+      if (w < 0 || w >= word.dim(0))
+        return ctx.InputError(0, "holds id " + std::to_string(w) + " outside the word table's " + std::to_string(word.dim(0)) + " rows");
+      if (p < 0 || p >= position.dim(0))
+        return ctx.InputError(position_ids ? 8 : 3, "position " + std::to_string(p) + " is outside the position table's " +
+                                                        std::to_string(position.dim(0)) + " rows");
+      if (segment && (g < 0 || g >= segment->dim(0)))
+        return ctx.InputError(1, "holds segment id " + std::to_string(g) + " outside the segment table's " +
+                                     std::to_string(segment->dim(0)) + " rows");
+      word_rows[static_cast<size_t>(t)] = w;
+      pos_rows[static_cast<size_t>(t)] = p;
+      seg_rows[static_cast<size_t>(t)] = g;
+    }
+  }
+  const std::vector<int64_t> out_dims = {batch, seq, hidden};
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, word.dtype(), out_dims));
+  ComputeOutput<A> cy(y);
+  std::vector<double> sums(static_cast<size_t>(batch * seq * hidden));
+  ctx.ParallelFor(batch * seq, MinChunk(hidden), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      double* e = sums.data() + t * hidden;
+      const int64_t w = word_rows[static_cast<size_t>(t)], p = pos_rows[static_cast<size_t>(t)], g = seg_rows[static_cast<size_t>(t)];
+      for (int64_t h = 0; h < hidden; ++h) {
+        double v = static_cast<double>(cword[w * hidden + h]) + static_cast<double>(cpos[p * hidden + h]);
+        if (segment) v += static_cast<double>(cseg[g * hidden + h]);
+        e[h] = static_cast<double>(static_cast<A>(v));
+      }
+      double mean = 0, var = 0;
+      MeanVar(e, hidden, 1, &mean, &var);
+      const double inv = 1.0 / std::sqrt(var + eps);
+      for (int64_t h = 0; h < hidden; ++h)
+        cy[t * hidden + h] = static_cast<A>((e[h] - mean) * inv * static_cast<double>(cgamma[h]) + static_cast<double>(cbeta[h]));
+    }
+  });
+  cy.Commit();
+  if (ctx.num_outputs() > 1 && ctx.wants_output(1)) {
+    NEE_ASSIGN_OR_RETURN(Tensor mask_index, ctx.AllocateOutput(1, DataType::kInt32, {batch}));
+    NEE_ASSIGN_OR_RETURN(const Tensor* mask, OptionalIds(ctx, 7, batch, seq, false));
+    for (int64_t b = 0; b < batch; ++b) {
+      int32_t count = 0;
+      for (int64_t s = 0; mask && s < seq; ++s) count += tensor_util::IndexAt(*mask, b * seq + s) == 1 ? 1 : 0;
+      mask_index.data<int32_t>()[b] = count;
+    }
+  }
+  if (ctx.num_outputs() > 2 && ctx.wants_output(2)) {
+    NEE_ASSIGN_OR_RETURN(Tensor sum, ctx.AllocateOutput(2, word.dtype(), out_dims));
+    nn::ConvertFromCompute<double>(sums.data(), sum);
+  }
+  return Status::Ok();
+}
+
+Status EmbedLayerNormKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* ids, ctx.InputTensor(0));
+  if (ids->rank() != 2) return ctx.InputError(0, "(input_ids) must be [batch, sequence], got " + DimsToString(ids->dims()));
+  if (ids->dtype() != DataType::kInt32 && ids->dtype() != DataType::kInt64)
+    return ctx.InputError(0, std::string("must be int32 (or int64), got ") + DataTypeName(ids->dtype()));
+  const int64_t batch = ids->dim(0), seq = ids->dim(1);
+  NEE_ASSIGN_OR_RETURN(const Tensor* word, ctx.InputTensor(2));
+  NEE_RETURN_IF_ERROR(RequireRealFloat(ctx, 2, word->dtype()));
+  if (word->rank() != 2 || word->dim(1) < 1) return ctx.InputError(2, "(word_embedding) must be [vocab, hidden], got " + word->Describe());
+  const int64_t hidden = word->dim(1);
+  NEE_ASSIGN_OR_RETURN(const Tensor* position, ctx.InputTensor(3));
+  NEE_RETURN_IF_ERROR(CheckTable(ctx, 3, *position, word->dtype(), hidden));
+  const Tensor* segment = nullptr;
+  if (ctx.has_input(4)) {
+    NEE_ASSIGN_OR_RETURN(segment, ctx.InputTensor(4));
+    NEE_RETURN_IF_ERROR(CheckTable(ctx, 4, *segment, word->dtype(), hidden));
+  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* segment_ids, OptionalIds(ctx, 1, batch, seq, false));
+  if (segment && !segment_ids) return ctx.InputError(1, "(segment_ids) is needed with a segment embedding");
+  NEE_ASSIGN_OR_RETURN(const Tensor* position_ids, OptionalIds(ctx, 8, batch, seq, true));
+  NEE_ASSIGN_OR_RETURN(const Tensor* gamma, ctx.InputTensor(5));
+  NEE_ASSIGN_OR_RETURN(const Tensor* beta, ctx.InputTensor(6));
+  (void)gamma;
+  (void)beta;
+  NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 5, *word, hidden));
+  NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 6, *word, hidden));
+  NEE_ASSIGN_OR_RETURN(float epsilon, ctx.node().GetFloat("epsilon", 1e-12f));
+  if (ComputeKindOf(word->dtype()) == ComputeKind::kFloat)
+    return EmbedLayerNormTyped<float>(ctx, *ids, *word, *position, segment, segment ? segment_ids : nullptr, position_ids, epsilon);
+  return EmbedLayerNormTyped<double>(ctx, *ids, *word, *position, segment, segment ? segment_ids : nullptr, position_ids, epsilon);
+}
+
 // ---- LpNormalization --------------------------------------------------------------------
 
 // Splits dims around `axis`: outer x axis_dim x inner.
@@ -680,6 +821,8 @@ void RegisterNormalizationOps(OpRegistry& registry) {
                             SkipLayerNormKernel);
   registry.RegisterVersions("com.microsoft", "SkipSimplifiedLayerNormalization", {1}, 3, 4, 1, 4, InferSkipLayerNorm,
                             SkipSimplifiedLayerNormKernel);
+  registry.RegisterVersions("com.microsoft", "EmbedLayerNormalization", {1}, 7, 9, 1, 3, InferEmbedLayerNorm,
+                            EmbedLayerNormKernel);
 }
 
 }  // namespace nee

@@ -7,6 +7,7 @@ Two halves, each run by the Python that has its framework:
     /work/main/.venv/bin/python tests/models/export_zoo_2.py sklearn [OUT_DIR=/tmp/zoo2] [name-substring ...]
     /work/main/.venv/bin/python tests/models/export_zoo_2.py quant [OUT_DIR=/tmp/zoo2]   (after the torch half)
     PYTHONPATH=STUBS /work/main/.venv/bin/python tests/models/export_zoo_2.py ortopt [OUT_DIR]  (see ortopt_zoo())
+    /work/main/.venv/bin/python tests/models/export_zoo_2.py upconvert [OUT_DIR]  (opset 17 -> 18, 21)
 
 (the few models kept in the repository, see commit_sklearn() / commit_torch():
     /work/main/.venv/bin/python tests/models/export_zoo_2.py commit-sklearn
@@ -1006,6 +1007,45 @@ def ortopt_zoo():
             print(f"{name}: failed: {str(e).splitlines()[0][:200]}", flush=True)
 
 
+# ================================================================= newer opsets by version conversion
+
+
+def upconvert_zoo():
+    """Opset-17 exports converted by onnx.version_converter to opsets 18-21 (ops whose attributes became
+    inputs: ReduceMean / Split / Pad / Resize / ScatterElements ...), same framework references."""
+    import shutil
+
+    import onnx
+    from onnx import version_converter
+
+    out_root = sys.argv[2] if len(sys.argv) > 2 else "/tmp/zoo2"
+    wanted = sys.argv[3:]
+    sources = [os.path.join(out_root, d) for d in sorted(os.listdir(out_root)) if d.endswith("_op17")]
+    sources += [os.path.join("/tmp/zoo", d) for d in sorted(os.listdir("/tmp/zoo")) if d.endswith("_op17")] \
+        if os.path.isdir("/tmp/zoo") else []
+    for src in sources:
+        if wanted and not any(w in src for w in wanted):
+            continue
+        if os.path.basename(src).startswith(("quant", "skl")) or not os.path.exists(os.path.join(src, "model.onnx")):
+            continue
+        model = onnx.load(os.path.join(src, "model.onnx"))
+        for target in (18, 21):
+            name = f"up{target}_" + os.path.basename(src)
+            folder = os.path.join(out_root, name)
+            try:
+                converted = version_converter.convert_version(model, target)
+                onnx.checker.check_model(converted)
+            except Exception as e:
+                print(f"{name}: conversion failed: {str(e).splitlines()[0][:150]}", flush=True)
+                continue
+            os.makedirs(folder, exist_ok=True)
+            onnx.save(converted, os.path.join(folder, "model.onnx"))
+            for f in os.listdir(src):
+                if f.endswith(".npy"):
+                    shutil.copy(os.path.join(src, f), folder)
+            print(f"{name}: ok", flush=True)
+
+
 # ================================================================ small models kept in the repository
 
 
@@ -1171,6 +1211,8 @@ if __name__ == "__main__":
         quant_zoo()
     elif which == "ortopt":
         ortopt_zoo()
+    elif which == "upconvert":
+        upconvert_zoo()
     elif which == "commit-sklearn":
         commit_sklearn()
     elif which == "commit-ortopt":

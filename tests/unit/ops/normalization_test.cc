@@ -219,5 +219,65 @@ TEST(NnSkipLayerNorm, OnnxRuntimeLayerNormForms) {
   ExpectTensorNear<float>(r->outputs[1].tensor(), {4, 1}, {1.06903887f, 0.834054708f, 1.63297129f, 0.784462094f});
 }
 
+// EmbedLayerNormalization: expected values from ONNX Runtime 1.32 on a one-node model with
+// ids [[1, 5, 0], [3, 3, 2]], segment ids [[0, 1, 1], [1, 0, 0]], tables
+// ((arange(n) % mod - mod // 2) * scale): word [6, 4] (7, 0.5), position [5, 4] (5, 0.25),
+// segment [2, 4] (3, 0.75); gamma and beta as above; mask [[1, 1, 1], [1, 1, 0]].
+Value Table(std::vector<int64_t> dims, int mod, float scale) {
+  std::vector<float> v(static_cast<size_t>(dims[0] * dims[1]));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(static_cast<int>(i) % mod - mod / 2) * scale;
+  return F32(std::move(dims), v);
+}
+Value I32(std::vector<int64_t> dims, std::vector<int32_t> v) { return Value(Tensor::FromVector<int32_t>(v, std::move(dims))); }
+
+Result<OpRun> RunEmbed(const std::vector<Value>& inputs, size_t outputs, std::vector<Attribute> attrs = {}) {
+  Node node = MakeNode("EmbedLayerNormalization", inputs.size(), outputs, std::move(attrs), "com.microsoft");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].empty()) node.inputs[i] = "";
+  return RunOp(node, 1, inputs);
+}
+
+TEST(NnEmbedLayerNorm, SegmentsMaskAndSum) {
+  auto r = RunEmbed({I32({2, 3}, {1, 5, 0, 3, 3, 2}), I32({2, 3}, {0, 1, 1, 1, 0, 0}), Table({6, 4}, 7, 0.5f),
+                     Table({5, 4}, 5, 0.25f), Table({2, 4}, 3, 0.75f), Gamma(), Beta(), I32({2, 3}, {1, 1, 1, 1, 1, 0})},
+                    3, {FloatAttr("epsilon", 1e-5f)});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear<float>(r->outputs[0].tensor(), {2, 3, 4},
+                          {-0.409509212f, 0.215561569f, -1.57175553f, -2.28673887f, 1.72078121f, -0.270130187f,
+                           0.838962257f, 0.216883034f, -0.532450438f, 0.632450461f, 1.06490088f, 1.56490088f,
+                           0.49904263f, 0.678372502f, 1.15674496f, -0.49808526f, 0.962659001f, 0.539161861f,
+                           0.446994245f, -2.28797698f, -1.48524046f, 0.326373041f, -1.22574389f, 0.113501132f});
+  ExpectTensorNear<int32_t>(r->outputs[1].tensor(), {2}, {3, 2});
+  ExpectTensorNear<float>(r->outputs[2].tensor(), {2, 3, 4},
+                          {-0.75f, 0.75f, 2.25f, -2, 2, -1.25f, -2, -0.5f, -1.25f, 0.25f, -1.75f, -0.25f,
+                           0.5f, 2, -2.25f, -0.75f, 0.75f, 1, -1, -1.75f, -1.5f, 0, 0.25f, -0.5f});
+}
+
+TEST(NnEmbedLayerNorm, PositionIdsWithoutSegmentsOrMask) {
+  auto r = RunEmbed({I32({2, 3}, {1, 5, 0, 3, 3, 2}), Value(), Table({6, 4}, 7, 0.5f), Table({5, 4}, 5, 0.25f), Value(),
+                     Gamma(), Beta(), Value(), I32({1, 3}, {4, 0, 2})},
+                    2);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ExpectTensorNear<float>(r->outputs[0].tensor(), {2, 3, 4},
+                          {-0.146182984f, 0.246182978f, -1.43091488f, -2.65419579f, 1.57709789f, -0.615457416f,
+                           0.292365968f, 0.792365968f, -1.16491103f, 0.316227764f, 0.43245554f, 2.82982206f,
+                           0.685205758f, 0.643726349f, 1.08745265f, -0.870411456f, 0.685205758f, 0.643726349f,
+                           1.08745265f, -0.870411456f, -1.16491103f, 0.316227764f, 0.43245554f, 2.82982206f});
+  ExpectTensorNear<int32_t>(r->outputs[1].tensor(), {2}, {0, 0});
+}
+
+TEST(NnEmbedLayerNorm, RejectsOutOfRangeIds) {
+  auto r = RunEmbed({I32({1, 2}, {1, 6}), Value(), Table({6, 4}, 7, 0.5f), Table({5, 4}, 5, 0.25f), Value(), Gamma(),
+                     Beta()},
+                    1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("outside the word table"), std::string::npos) << r.status().message();
+  r = RunEmbed({I32({1, 6}, {0, 0, 0, 0, 0, 0}), Value(), Table({6, 4}, 7, 0.5f), Table({5, 4}, 5, 0.25f), Value(),
+                Gamma(), Beta()},
+               1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("position 5"), std::string::npos) << r.status().message();
+}
+
 }  // namespace
 }  // namespace nee::testing
