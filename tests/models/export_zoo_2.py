@@ -552,9 +552,72 @@ def torch_zoo():
          lambda: [torch.rand(1, 3, 160, 160)], [13], False),
     ]
 
+    def export_dynamic(name, factory, make_inputs, make_other, opset, axes, out_root):
+        """Exports with dynamic axes beyond the batch (sequence, past and memory lengths) and saves a second
+        case (folder suffix _alt) whose inputs have other lengths, run by the same model.onnx."""
+        torch.manual_seed(1)
+        model = export_zoo.liven(factory()).eval()
+        torch.manual_seed(2)
+        cases = [make_inputs(), make_other()]
+        outs = []
+        with torch.no_grad():
+            for inputs in cases:
+                o = model(*inputs)
+                outs.append(list(o) if isinstance(o, (tuple, list)) else [o])
+        in_names = [f"in{i}" for i in range(len(cases[0]))]
+        out_names = [f"out{i}" for i in range(len(outs[0]))]
+        folder = os.path.join(out_root, f"{name}_op{opset}")
+        os.makedirs(folder, exist_ok=True)
+        try:
+            torch.onnx.export(model, tuple(cases[0]), os.path.join(folder, "model.onnx"), opset_version=opset,
+                              input_names=in_names, output_names=out_names, dynamic_axes=axes)
+        except Exception as e:
+            print(f"{name} op{opset}: export failed: {str(e).splitlines()[0][:150]}", flush=True)
+            return
+        for suffix, inputs, o in (("", cases[0], outs[0]), ("_alt", cases[1], outs[1])):
+            f = folder + suffix
+            os.makedirs(f, exist_ok=True)
+            if suffix and not os.path.exists(os.path.join(f, "model.onnx")):
+                os.link(os.path.join(folder, "model.onnx"), os.path.join(f, "model.onnx"))
+            for i, x in enumerate(inputs):
+                np.save(os.path.join(f, f"input_{i}.npy"), x.numpy())
+            for i, y in enumerate(o):
+                np.save(os.path.join(f, f"expected_{i}.npy"), y.numpy())
+        print(f"{name} op{opset}: ok", flush=True)
+
+    bs = {0: "batch", 1: "seq"}
+    DYNAMIC = [
+        ("dyn_bert_like", BertLike, lambda: [torch.randint(0, 100, (2, 9)), torch.tensor([[0] * 4 + [1] * 5, [0] * 9]),
+                                             torch.tensor([[1] * 9, [1] * 6 + [0] * 3])],
+         lambda: [torch.randint(0, 100, (3, 5)), torch.zeros(3, 5, dtype=torch.long),
+                  torch.tensor([[1] * 5, [1] * 2 + [0] * 3, [1] * 4 + [0]])], 14,
+         {"in0": bs, "in1": bs, "in2": bs, "out0": bs, "out1": {0: "batch"}}),
+        ("dyn_t5_like", T5Like, lambda: [torch.randint(0, 80, (2, 20))], lambda: [torch.randint(0, 80, (1, 7))], 15,
+         {"in0": bs, "out0": bs}),
+        ("dyn_gpt_past_kv", GptPast, lambda: [torch.randint(0, 60, (2, 3)), rand(2, 4, 5, 8), rand(2, 4, 5, 8)],
+         lambda: [torch.randint(0, 60, (1, 1)), rand(1, 4, 11, 8), rand(1, 4, 11, 8)], 17,
+         {"in0": bs, "in1": {0: "batch", 2: "past"}, "in2": {0: "batch", 2: "past"}, "out0": bs,
+          "out1": {0: "batch", 2: "total"}, "out2": {0: "batch", 2: "total"}}),
+        ("dyn_cross_attention", CrossAttn, lambda: [rand(2, 5, 24), rand(2, 7, 16),
+                                                    torch.tensor([[False] * 7, [False] * 3 + [True] * 4])],
+         lambda: [rand(1, 3, 24), rand(1, 10, 16), torch.tensor([[False] * 8 + [True] * 2])], 17,
+         {"in0": bs, "in1": {0: "batch", 1: "mem"}, "in2": {0: "batch", 1: "mem"}, "out0": bs,
+          "out1": {0: "batch", 1: "seq", 2: "mem"}}),
+        ("dyn_audio_conv1d", AudioConv, lambda: [rand(2, 1, 400)], lambda: [rand(1, 1, 250)], 13,
+         {"in0": {0: "batch", 2: "samples"}, "out0": {0: "batch", 2: "t"}, "out1": {0: "batch"},
+          "out2": {0: "batch", 2: "t2"}}),
+    ]
+
     out_root = sys.argv[2] if len(sys.argv) > 2 else "/tmp/zoo2"
     wanted = sys.argv[3:]
     torch.set_num_threads(2)
+    for name, factory, make_inputs, make_other, opset, axes in DYNAMIC:
+        if wanted and not any(w in name for w in wanted):
+            continue
+        try:
+            export_dynamic(name, factory, make_inputs, make_other, opset, axes, out_root)
+        except Exception as e:
+            print(f"{name}: failed before export: {str(e).splitlines()[0][:200]}", flush=True)
     for name, factory, make_inputs, opsets, dynamic, *kwargs in ZOO:
         if wanted and not any(w in name for w in wanted):
             continue
@@ -981,7 +1044,9 @@ def ortopt_zoo():
         ("/tmp/zoo/gpt_like_op14", "gpt2", 4, 32), ("/tmp/zoo/gpt_like_op17", "gpt2", 4, 32),
         ("/tmp/zoo/small_vit_op17", "vit", 4, 32), ("/tmp/zoo/transformer_encoder_op17", "bert", 4, 32),
         ("/tmp/zoo/transformer_decoder_op17", "bert", 4, 32), ("/tmp/zoo/gpt_mha_op14", "gpt2", 4, 32),
-        ("/tmp/zoo/raw_gpt_like_op17", "gpt2", 4, 32), ("/tmp/zoo/f64_gpt_like_op17", "gpt2", 4, 32)]
+        ("/tmp/zoo/raw_gpt_like_op17", "gpt2", 4, 32), ("/tmp/zoo/f64_gpt_like_op17", "gpt2", 4, 32),
+        ("dyn_t5_like_op15", "bert", 4, 32), ("dyn_cross_attention_op17", "bert", 3, 24),
+        ("dyn_gpt_past_kv_op17", "gpt2", 4, 32)]
     for src, model_type, heads, hidden in jobs:
         if wanted and not any(w in src for w in wanted):
             continue
@@ -999,6 +1064,12 @@ def ortopt_zoo():
             for f in os.listdir(src_dir):
                 if f.endswith(".npy"):
                     shutil.copy(os.path.join(src_dir, f), folder)
+            if os.path.isdir(src_dir + "_alt"):  # the dynamic-length models' second case
+                os.makedirs(folder + "_alt", exist_ok=True)
+                shutil.copy(os.path.join(folder, "model.onnx"), folder + "_alt")
+                for f in os.listdir(src_dir + "_alt"):
+                    if f.endswith(".npy"):
+                        shutil.copy(os.path.join(src_dir + "_alt", f), folder + "_alt")
             fused = sorted({f"{n.domain or 'ai.onnx'}.{n.op_type}" for n in opt.model.graph.node
                             if n.domain or n.op_type in ("LayerNormalization", "SimplifiedLayerNormalization")})
             print(f"{name}: ok {fused}", flush=True)
