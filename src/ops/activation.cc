@@ -1,6 +1,8 @@
 // Operator family: Activation. Pointwise activation functions (Relu and its
 // variants, sigmoids, Tanh, Elu/Selu/Celu, Softplus/Softsign, Gelu, Mish,
-// Swish, the gated SwiGLU), PRelu with a broadcast slope, Clip and Shrink.
+// Swish, the gated SwiGLU), PRelu with a broadcast slope, Clip and Shrink; and
+// ONNX Runtime's com.microsoft Gelu, BiasGelu, FastGelu and QuickGelu, which its
+// transformer optimizer writes into BERT / GPT-2 / ViT models.
 //
 // Float functions run in float for float, float16 and bfloat16 and in double
 // for double (see elementwise_impl.h); attributes are floats in the schema
@@ -285,6 +287,64 @@ Status ShrinkKernel(KernelContext& ctx) {
   });
 }
 
+// ---- com.microsoft fused Gelu forms ------------------------------------------------
+//
+// ONNX Runtime's transformer optimizer (onnxruntime.transformers.optimizer) rewrites Gelu
+// subgraphs into these contrib ops: Gelu (erf form), BiasGelu (erf form of A + bias),
+// FastGelu (tanh form of X, optionally + bias), QuickGelu (x * sigmoid(alpha * x)). The
+// bias is 1-D over the input's last axis.
+
+template <typename C>
+C GeluErf(C x) {
+  return C(0.5) * x * (C(1) + std::erf(x * C(M_SQRT1_2)));
+}
+
+template <typename C>
+C GeluTanh(C x) {
+  const C sqrt_2_over_pi = C(0.79788456080286535588);
+  return C(0.5) * x * (C(1) + std::tanh(sqrt_2_over_pi * (x + C(0.044715) * x * x * x)));
+}
+
+// f(x + bias) when input 1 (the bias) is present, f(x) otherwise.
+template <typename F>
+Status WithOptionalBias(KernelContext& ctx, const F& f) {
+  if (!ctx.has_input(1)) return FloatActivation(ctx, f);
+  NEE_ASSIGN_OR_RETURN(BinaryInputs in, PrepareBinary(ctx, true, false));
+  if (in.b_dims.size() != 1 || in.a_dims.empty() || in.b_dims[0] != in.a_dims.back())
+    return ctx.InputError(1, "(bias) must be 1-D with the input's last dimension " +
+                                 (in.a_dims.empty() ? std::string("(the input is a scalar)")
+                                                    : std::to_string(in.a_dims.back())) +
+                                 ", got " + DimsToString(in.b_dims));
+  return Visit<kFloatTypes>(in.a->dtype(), ctx.node(), [&]<typename T>() -> Status {
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, Repr<T>::kType, in.out_dims));
+    BinaryLoop<T, T, T>(ctx, *in.a, in.a_dims, *in.b, in.b_dims, out, [&f](auto x, auto b) { return f(x + b); });
+    return Status::Ok();
+  });
+}
+
+Status InferWithOptionalBias(InferenceContext& ictx) {
+  for (size_t i = 0; i < ictx.num_inputs(); ++i) NEE_RETURN_IF_ERROR(CheckAllowedType<kFloatTypes>(ictx, i));
+  NEE_RETURN_IF_ERROR(CheckSameTypes(ictx, 0, ictx.num_inputs()));
+  return InferUnary<kFloatTypes, false>(ictx);
+}
+
+Status MsGeluKernel(KernelContext& ctx) {
+  return FloatActivation(ctx, [](auto x) { return GeluErf(x); });
+}
+
+Status BiasGeluKernel(KernelContext& ctx) {
+  return WithOptionalBias(ctx, [](auto x) { return GeluErf(x); });
+}
+
+Status FastGeluKernel(KernelContext& ctx) {
+  return WithOptionalBias(ctx, [](auto x) { return GeluTanh(x); });
+}
+
+Status QuickGeluKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(float alpha, ctx.node().GetFloat("alpha", 1.702f));
+  return FloatActivation(ctx, [alpha](auto x) { return x * Sigmoid(decltype(x)(alpha) * x); });
+}
+
 }  // namespace
 
 void RegisterActivationOps(OpRegistry& r) {
@@ -310,6 +370,10 @@ void RegisterActivationOps(OpRegistry& r) {
   r.RegisterVersions("", "SwiGLU", {28}, 2, 2, 1, 1, InferSwiGLU, SwiGLUKernel);
   r.RegisterVersions("", "Clip", {1, 6, 11, 12, 13}, 1, 3, 1, 1, InferAndFold<InferClip, ClipKernel>, ClipKernel);
   r.RegisterVersions("", "Shrink", {9}, 1, 1, 1, 1, InferUnary<kNumericTypes, false>, ShrinkKernel);
+  r.RegisterVersions("com.microsoft", "Gelu", {1}, 1, 1, 1, 1, kFloatUnary, MsGeluKernel);
+  r.RegisterVersions("com.microsoft", "BiasGelu", {1}, 2, 2, 1, 1, InferWithOptionalBias, BiasGeluKernel);
+  r.RegisterVersions("com.microsoft", "FastGelu", {1}, 1, 2, 1, 1, InferWithOptionalBias, FastGeluKernel);
+  r.RegisterVersions("com.microsoft", "QuickGelu", {1}, 1, 1, 1, 1, kFloatUnary, QuickGeluKernel);
 }
 
 }  // namespace nee

@@ -1,7 +1,9 @@
 // Operator family: normalization. BatchNormalization (inference and
 // training mode), InstanceNormalization, LayerNormalization,
 // GroupNormalization, RMSNormalization, LpNormalization, LRN,
-// MeanVarianceNormalization.
+// MeanVarianceNormalization; ONNX Runtime's com.microsoft SkipLayerNormalization and
+// SkipSimplifiedLayerNormalization and EmbedLayerNormalization, its SimplifiedLayerNormalization and its
+// LayerNormalization before opset 17 (all written by its transformer optimizer).
 //
 // Statistics are accumulated in double (two passes: mean, then centered
 // variance) whatever the element type, then applied in the compute type.
@@ -13,6 +15,7 @@
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/tensor_util.h"
 
 namespace nee {
 namespace {
@@ -340,7 +343,13 @@ Status LayerNormTyped(KernelContext& ctx, const Tensor& x, int64_t axis, double 
     }
   });
   cy.Commit();
-  if (!rms) {
+  if (rms) {
+    // Only SimplifiedLayerNormalization has a second output: the inverse RMS.
+    if (ctx.num_outputs() > 1 && ctx.wants_output(1)) {
+      NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutput(1, stash, stat_dims));
+      nn::ConvertFromCompute<double>(inv_stds.data(), s);
+    }
+  } else {
     if (ctx.wants_output(1)) {
       NEE_ASSIGN_OR_RETURN(Tensor m, ctx.AllocateOutput(1, stash, stat_dims));
       nn::ConvertFromCompute<double>(means.data(), m);
@@ -368,6 +377,270 @@ Status LayerNormLikeKernel(KernelContext& ctx, bool rms) {
 
 Status LayerNormKernel(KernelContext& ctx) { return LayerNormLikeKernel(ctx, false); }
 Status RmsNormKernel(KernelContext& ctx) { return LayerNormLikeKernel(ctx, true); }
+
+// ---- com.microsoft SkipLayerNormalization / SkipSimplifiedLayerNormalization ---------
+//
+// ONNX Runtime's transformer optimizer fuses "Add (residual) [+ Add (bias)] +
+// LayerNormalization" into SkipLayerNormalization: s = input + skip (+ bias), normalized over
+// the last axis, times gamma (+ beta). The Simplified form is the RMS norm of s (no mean, no
+// beta; T5 / LLaMA). Inputs: input [..., H]; skip of the input's shape or broadcast over the
+// leading dims ([1, S, H] or [S, H]); gamma [H]; beta [H] (not in the Simplified form);
+// bias [H]. Outputs: the result, mean and inverse standard deviation (float, [..., 1]),
+// and s itself (input_skip_bias_sum).
+
+Status InferSkipLayerNorm(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  ctx.output_types[0] = *x;
+  std::optional<Shape> stat_shape;
+  if (x->shape && !x->shape->empty()) {
+    stat_shape = *x->shape;
+    stat_shape->back() = Dim::Known(1);
+  }
+  if (ctx.num_outputs() > 1) ctx.output_types[1] = TypeInfo::Tensor(DataType::kFloat, stat_shape);
+  if (ctx.num_outputs() > 2) ctx.output_types[2] = TypeInfo::Tensor(DataType::kFloat, stat_shape);
+  if (ctx.num_outputs() > 3) ctx.output_types[3] = *x;
+  return Status::Ok();
+}
+
+// Checks that an optional per-channel input (gamma, beta, bias) holds `hidden` values of x's type.
+Status CheckChannelVector(const KernelContext& ctx, size_t i, const Tensor& x, int64_t hidden) {
+  if (!ctx.has_input(i)) return Status::Ok();
+  NEE_ASSIGN_OR_RETURN(const Tensor* p, ctx.InputTensor(i));
+  if (p->dtype() != x.dtype())
+    return ctx.InputError(i, std::string("has element type ") + DataTypeName(p->dtype()) + " but the input has " +
+                                 DataTypeName(x.dtype()));
+  if (p->num_elements() != hidden || (p->rank() != 1 && !(p->rank() == 2 && p->dim(0) == 1)))
+    return ctx.InputError(i, "must have shape [" + std::to_string(hidden) + "], got " + DimsToString(p->dims()));
+  return Status::Ok();
+}
+
+template <typename A>
+Status SkipLayerNormTyped(KernelContext& ctx, const Tensor& x, const Tensor& skip, bool simplified, double epsilon) {
+  const int64_t hidden = x.dims().back();
+  const int64_t rows = hidden > 0 ? x.num_elements() / hidden : 0;
+  const int64_t skip_count = skip.num_elements();  // skip repeats over the leading dims
+  const size_t bias_input = simplified ? 3 : 4;  // beta is input 3 of the plain form only
+  ComputeInput<A> cx(x), cskip(skip), cgamma(ctx.input(2)->tensor()), cbeta, cbias;
+  const bool has_beta = !simplified && ctx.has_input(3), has_bias = ctx.has_input(bias_input);
+  if (has_beta) cbeta = ComputeInput<A>(ctx.input(3)->tensor());
+  if (has_bias) cbias = ComputeInput<A>(ctx.input(bias_input)->tensor());
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x.dtype(), x.dims()));
+  ComputeOutput<A> cy(y);
+  std::vector<double> sums(static_cast<size_t>(x.num_elements()));
+  std::vector<double> means(static_cast<size_t>(rows)), inv_stds(static_cast<size_t>(rows));
+  ctx.ParallelFor(rows, MinChunk(hidden), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      double* s = sums.data() + r * hidden;
+      for (int64_t i = 0; i < hidden; ++i) {
+        const int64_t e = r * hidden + i;
+        // The sum is rounded to the element type, as ONNX Runtime stores it (output 3).
+        double v = static_cast<double>(cx[e]) + static_cast<double>(cskip[e % skip_count]);
+        if (has_bias) v += static_cast<double>(cbias[i]);
+        s[i] = static_cast<double>(static_cast<A>(v));
+      }
+      double mean = 0, var = 0;
+      if (simplified) {
+        for (int64_t i = 0; i < hidden; ++i) var += s[i] * s[i];
+        var /= static_cast<double>(hidden);
+      } else {
+        MeanVar(s, hidden, 1, &mean, &var);
+      }
+      const double inv = 1.0 / std::sqrt(var + epsilon);
+      means[static_cast<size_t>(r)] = mean;
+      inv_stds[static_cast<size_t>(r)] = inv;
+      for (int64_t i = 0; i < hidden; ++i) {
+        double v = (s[i] - mean) * inv * static_cast<double>(cgamma[i]);
+        if (has_beta) v += static_cast<double>(cbeta[i]);
+        cy[r * hidden + i] = static_cast<A>(v);
+      }
+    }
+  });
+  cy.Commit();
+  std::vector<int64_t> stat_dims = x.dims();
+  stat_dims.back() = 1;
+  if (ctx.wants_output(1)) {
+    NEE_ASSIGN_OR_RETURN(Tensor m, ctx.AllocateOutput(1, DataType::kFloat, stat_dims));
+    nn::ConvertFromCompute<double>(means.data(), m);
+  }
+  if (ctx.wants_output(2)) {
+    NEE_ASSIGN_OR_RETURN(Tensor v, ctx.AllocateOutput(2, DataType::kFloat, stat_dims));
+    nn::ConvertFromCompute<double>(inv_stds.data(), v);
+  }
+  if (ctx.wants_output(3)) {
+    NEE_ASSIGN_OR_RETURN(Tensor sum, ctx.AllocateOutput(3, x.dtype(), x.dims()));
+    nn::ConvertFromCompute<double>(sums.data(), sum);
+  }
+  return Status::Ok();
+}
+
+Status SkipLayerNormLikeKernel(KernelContext& ctx, bool simplified) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_RETURN_IF_ERROR(RequireRealFloat(ctx, 0, x->dtype()));
+  NEE_ASSIGN_OR_RETURN(const Tensor* skip, ctx.InputTensor(1));
+  if (x->rank() < 1 || x->dims().back() < 1)
+    return ctx.InputError(0, "must have a non-empty last (hidden) axis, got " + DimsToString(x->dims()));
+  const int64_t hidden = x->dims().back();
+  // skip: the input's shape, or its trailing dims (leading 1s allowed), repeated over the rest.
+  std::vector<int64_t> skip_dims = skip->dims();
+  while (skip_dims.size() > 1 && skip_dims.front() == 1) skip_dims.erase(skip_dims.begin());
+  const bool skip_ok = skip->dtype() == x->dtype() && skip_dims.size() <= x->dims().size() &&
+                       std::equal(skip_dims.begin(), skip_dims.end(), x->dims().end() - static_cast<std::ptrdiff_t>(skip_dims.size())) &&
+                       skip->num_elements() > 0;
+  if (!skip_ok)
+    return ctx.InputError(1, "(skip) " + skip->Describe() + " must match the input " + x->Describe() +
+                                 " or its trailing dimensions");
+  NEE_ASSIGN_OR_RETURN(const Tensor* gamma, ctx.InputTensor(2));
+  (void)gamma;
+  NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 2, *x, hidden));
+  NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 3, *x, hidden));
+  if (!simplified) NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 4, *x, hidden));
+  NEE_ASSIGN_OR_RETURN(float epsilon, ctx.node().GetFloat("epsilon", 1e-12f));
+  if (ComputeKindOf(x->dtype()) == ComputeKind::kFloat) return SkipLayerNormTyped<float>(ctx, *x, *skip, simplified, epsilon);
+  return SkipLayerNormTyped<double>(ctx, *x, *skip, simplified, epsilon);
+}
+
+Status SkipLayerNormKernel(KernelContext& ctx) { return SkipLayerNormLikeKernel(ctx, false); }
+Status SkipSimplifiedLayerNormKernel(KernelContext& ctx) { return SkipLayerNormLikeKernel(ctx, true); }
+
+// ---- com.microsoft EmbedLayerNormalization -----------------------------------------------
+//
+// The embedding front of ONNX Runtime-optimized BERT models: for token (b, s),
+// e = word[input_ids] + position[position_ids or s] (+ segment[segment_ids]), then layer
+// normalization over the hidden axis with gamma and beta. Inputs: 0 input_ids, 1 segment_ids
+// (optional), 2 word, 3 position, 4 segment (optional) embeddings, 5 gamma, 6 beta, 7 mask
+// (optional), 8 position_ids (optional, [B, S] or [1, S]); ids are int32 (int64 accepted).
+// Outputs: the normalized embeddings [B, S, H]; mask_index (int32 [B]): per row the count
+// of mask values equal to 1, zeros without a mask; and e itself (optional).
+
+Status InferEmbedLayerNorm(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* ids, InputTensorType(ctx, 0));
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* word, InputTensorType(ctx, 2));
+  std::optional<Shape> out, mask_shape;
+  if (ids->shape && ids->shape->size() == 2) {
+    Dim hidden = word->shape && word->shape->size() == 2 ? (*word->shape)[1] : Dim::Unknown();
+    out = Shape{(*ids->shape)[0], (*ids->shape)[1], hidden};
+    mask_shape = Shape{(*ids->shape)[0]};
+  }
+  ctx.output_types[0] = TypeInfo::Tensor(word->elem_type, out);
+  if (ctx.num_outputs() > 1) ctx.output_types[1] = TypeInfo::Tensor(DataType::kInt32, mask_shape);
+  if (ctx.num_outputs() > 2) ctx.output_types[2] = TypeInfo::Tensor(word->elem_type, out);
+  return Status::Ok();
+}
+
+// An optional [B, S] id input (position_ids may also be [1, S]); nullptr when absent.
+Result<const Tensor*> OptionalIds(const KernelContext& ctx, size_t i, int64_t batch, int64_t seq, bool batch_one_ok) {
+  if (!ctx.has_input(i)) return static_cast<const Tensor*>(nullptr);
+  NEE_ASSIGN_OR_RETURN(const Tensor* t, ctx.InputTensor(i));
+  const bool shape_ok = t->rank() == 2 && t->dim(1) == seq && (t->dim(0) == batch || (batch_one_ok && t->dim(0) == 1));
+  if (!shape_ok) return ctx.InputError(i, "must have shape [" + std::to_string(batch) + ", " + std::to_string(seq) + "], got " + DimsToString(t->dims()));
+  if (t->dtype() != DataType::kInt32 && t->dtype() != DataType::kInt64)
+    return ctx.InputError(i, std::string("must be int32 (or int64), got ") + DataTypeName(t->dtype()));
+  return t;
+}
+
+// A [rows, hidden] embedding table of the word table's type.
+Status CheckTable(const KernelContext& ctx, size_t i, const Tensor& t, DataType dtype, int64_t hidden) {
+  if (t.dtype() != dtype || t.rank() != 2 || t.dim(1) != hidden)
+    return ctx.InputError(i, "must be a [rows, " + std::to_string(hidden) + "] " + DataTypeName(dtype) +
+                                 " table, got " + t.Describe());
+  return Status::Ok();
+}
+
+template <typename A>
+Status EmbedLayerNormTyped(KernelContext& ctx, const Tensor& ids, const Tensor& word, const Tensor& position,
+                           const Tensor* segment, const Tensor* segment_ids, const Tensor* position_ids, double eps) {
+  const int64_t batch = ids.dim(0), seq = ids.dim(1), hidden = word.dim(1);
+  ComputeInput<A> cword(word), cpos(position), cgamma(ctx.input(5)->tensor()), cbeta(ctx.input(6)->tensor()), cseg;
+  if (segment) cseg = ComputeInput<A>(*segment);
+  // Look every id up first, so that an out-of-range one is an error before any work.
+  std::vector<int64_t> word_rows(static_cast<size_t>(batch * seq)), pos_rows(word_rows.size()), seg_rows(word_rows.size());
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t s = 0; s < seq; ++s) {
+      const int64_t t = b * seq + s;
+      const int64_t w = tensor_util::IndexAt(ids, t);
+      const int64_t p = position_ids ? tensor_util::IndexAt(*position_ids, (position_ids->dim(0) == 1 ? 0 : b) * seq + s) : s;
+      const int64_t g = segment_ids ? tensor_util::IndexAt(*segment_ids, t) : 0;
+      if (w < 0 || w >= word.dim(0))
+        return ctx.InputError(0, "holds id " + std::to_string(w) + " outside the word table's " + std::to_string(word.dim(0)) + " rows");
+      if (p < 0 || p >= position.dim(0))
+        return ctx.InputError(position_ids ? 8 : 3, "position " + std::to_string(p) + " is outside the position table's " +
+                                                        std::to_string(position.dim(0)) + " rows");
+      if (segment && (g < 0 || g >= segment->dim(0)))
+        return ctx.InputError(1, "holds segment id " + std::to_string(g) + " outside the segment table's " +
+                                     std::to_string(segment->dim(0)) + " rows");
+      word_rows[static_cast<size_t>(t)] = w;
+      pos_rows[static_cast<size_t>(t)] = p;
+      seg_rows[static_cast<size_t>(t)] = g;
+    }
+  }
+  const std::vector<int64_t> out_dims = {batch, seq, hidden};
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, word.dtype(), out_dims));
+  ComputeOutput<A> cy(y);
+  std::vector<double> sums(static_cast<size_t>(batch * seq * hidden));
+  ctx.ParallelFor(batch * seq, MinChunk(hidden), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      double* e = sums.data() + t * hidden;
+      const int64_t w = word_rows[static_cast<size_t>(t)], p = pos_rows[static_cast<size_t>(t)], g = seg_rows[static_cast<size_t>(t)];
+      for (int64_t h = 0; h < hidden; ++h) {
+        double v = static_cast<double>(cword[w * hidden + h]) + static_cast<double>(cpos[p * hidden + h]);
+        if (segment) v += static_cast<double>(cseg[g * hidden + h]);
+        e[h] = static_cast<double>(static_cast<A>(v));
+      }
+      double mean = 0, var = 0;
+      MeanVar(e, hidden, 1, &mean, &var);
+      const double inv = 1.0 / std::sqrt(var + eps);
+      for (int64_t h = 0; h < hidden; ++h)
+        cy[t * hidden + h] = static_cast<A>((e[h] - mean) * inv * static_cast<double>(cgamma[h]) + static_cast<double>(cbeta[h]));
+    }
+  });
+  cy.Commit();
+  if (ctx.num_outputs() > 1 && ctx.wants_output(1)) {
+    NEE_ASSIGN_OR_RETURN(Tensor mask_index, ctx.AllocateOutput(1, DataType::kInt32, {batch}));
+    NEE_ASSIGN_OR_RETURN(const Tensor* mask, OptionalIds(ctx, 7, batch, seq, false));
+    for (int64_t b = 0; b < batch; ++b) {
+      int32_t count = 0;
+      for (int64_t s = 0; mask && s < seq; ++s) count += tensor_util::IndexAt(*mask, b * seq + s) == 1 ? 1 : 0;
+      mask_index.data<int32_t>()[b] = count;
+    }
+  }
+  if (ctx.num_outputs() > 2 && ctx.wants_output(2)) {
+    NEE_ASSIGN_OR_RETURN(Tensor sum, ctx.AllocateOutput(2, word.dtype(), out_dims));
+    nn::ConvertFromCompute<double>(sums.data(), sum);
+  }
+  return Status::Ok();
+}
+
+Status EmbedLayerNormKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* ids, ctx.InputTensor(0));
+  if (ids->rank() != 2) return ctx.InputError(0, "(input_ids) must be [batch, sequence], got " + DimsToString(ids->dims()));
+  if (ids->dtype() != DataType::kInt32 && ids->dtype() != DataType::kInt64)
+    return ctx.InputError(0, std::string("must be int32 (or int64), got ") + DataTypeName(ids->dtype()));
+  const int64_t batch = ids->dim(0), seq = ids->dim(1);
+  NEE_ASSIGN_OR_RETURN(const Tensor* word, ctx.InputTensor(2));
+  NEE_RETURN_IF_ERROR(RequireRealFloat(ctx, 2, word->dtype()));
+  if (word->rank() != 2 || word->dim(1) < 1) return ctx.InputError(2, "(word_embedding) must be [vocab, hidden], got " + word->Describe());
+  const int64_t hidden = word->dim(1);
+  NEE_ASSIGN_OR_RETURN(const Tensor* position, ctx.InputTensor(3));
+  NEE_RETURN_IF_ERROR(CheckTable(ctx, 3, *position, word->dtype(), hidden));
+  const Tensor* segment = nullptr;
+  if (ctx.has_input(4)) {
+    NEE_ASSIGN_OR_RETURN(segment, ctx.InputTensor(4));
+    NEE_RETURN_IF_ERROR(CheckTable(ctx, 4, *segment, word->dtype(), hidden));
+  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* segment_ids, OptionalIds(ctx, 1, batch, seq, false));
+  if (segment && !segment_ids) return ctx.InputError(1, "(segment_ids) is needed with a segment embedding");
+  NEE_ASSIGN_OR_RETURN(const Tensor* position_ids, OptionalIds(ctx, 8, batch, seq, true));
+  NEE_ASSIGN_OR_RETURN(const Tensor* gamma, ctx.InputTensor(5));
+  NEE_ASSIGN_OR_RETURN(const Tensor* beta, ctx.InputTensor(6));
+  (void)gamma;
+  (void)beta;
+  NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 5, *word, hidden));
+  NEE_RETURN_IF_ERROR(CheckChannelVector(ctx, 6, *word, hidden));
+  NEE_ASSIGN_OR_RETURN(float epsilon, ctx.node().GetFloat("epsilon", 1e-12f));
+  if (ComputeKindOf(word->dtype()) == ComputeKind::kFloat)
+    return EmbedLayerNormTyped<float>(ctx, *ids, *word, *position, segment, segment ? segment_ids : nullptr, position_ids, epsilon);
+  return EmbedLayerNormTyped<double>(ctx, *ids, *word, *position, segment, segment ? segment_ids : nullptr, position_ids, epsilon);
+}
 
 // ---- LpNormalization --------------------------------------------------------------------
 
@@ -533,12 +806,23 @@ Status MvnKernel(KernelContext& ctx) {
 void RegisterNormalizationOps(OpRegistry& registry) {
   registry.RegisterVersions("", "BatchNormalization", {7, 9, 14, 15}, 5, 5, 1, 5, InferBatchNorm, BatchNormKernel);
   registry.RegisterVersions("", "InstanceNormalization", {1, 6, 22}, 3, 3, 1, 1, InferSameAsInput0, InstanceNormKernel);
-  registry.RegisterVersions("", "LayerNormalization", {17}, 2, 3, 1, 3, InferLayerNormLike, LayerNormKernel);
+  // Version 1 is ONNX Runtime's: its transformer optimizer writes LayerNormalization (same
+  // attributes and semantics) into models of any opset, before ONNX added the op in 17.
+  registry.RegisterVersions("", "LayerNormalization", {1, 17}, 2, 3, 1, 3, InferLayerNormLike, LayerNormKernel);
   registry.RegisterVersions("", "GroupNormalization", {18, 21}, 3, 3, 1, 1, InferSameAsInput0, GroupNormKernel);
   registry.RegisterVersions("", "RMSNormalization", {23}, 2, 2, 1, 1, InferSameAsInput0, RmsNormKernel);
+  // ONNX Runtime's RMS norm (T5 / LLaMA graphs from its optimizer): RMSNormalization's
+  // computation, with the inverse RMS as an optional second output.
+  registry.RegisterVersions("", "SimplifiedLayerNormalization", {1}, 2, 2, 1, 2, InferLayerNormLike, RmsNormKernel);
   registry.RegisterVersions("", "LpNormalization", {1, 22}, 1, 1, 1, 1, InferSameAsInput0, LpNormKernel);
   registry.RegisterVersions("", "LRN", {1, 13}, 1, 1, 1, 1, InferSameAsInput0, LrnKernel);
   registry.RegisterVersions("", "MeanVarianceNormalization", {9, 13}, 1, 1, 1, 1, InferSameAsInput0, MvnKernel);
+  registry.RegisterVersions("com.microsoft", "SkipLayerNormalization", {1}, 3, 5, 1, 4, InferSkipLayerNorm,
+                            SkipLayerNormKernel);
+  registry.RegisterVersions("com.microsoft", "SkipSimplifiedLayerNormalization", {1}, 3, 4, 1, 4, InferSkipLayerNorm,
+                            SkipSimplifiedLayerNormKernel);
+  registry.RegisterVersions("com.microsoft", "EmbedLayerNormalization", {1}, 7, 9, 1, 3, InferEmbedLayerNorm,
+                            EmbedLayerNormKernel);
 }
 
 }  // namespace nee

@@ -7,12 +7,16 @@
 //   StringConcat (20): elementwise concatenation with broadcasting.
 //   RegexFullMatch (20): whether each element fully matches an RE2 pattern.
 //   TfIdfVectorizer (9): n-gram (with skips) counts, TF / IDF / TFIDF weighted.
+//   com.microsoft Tokenizer (1): ONNX Runtime's tokenizer (separators, a token pattern
+//       or characters), as exported by skl2onnx for CountVectorizer / TfidfVectorizer.
 //
 // Case mapping covers ASCII, Latin-1, Greek and Cyrillic letters in UTF-8.
 // RegexFullMatch runs std::regex (ECMAScript) on the subset of RE2 syntax
 // where both agree on ASCII text; other patterns or inputs are reported as
 // NotImplemented rather than matched with different semantics.
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <regex>
@@ -319,6 +323,218 @@ Status RegexFullMatchKernel(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- com.microsoft Tokenizer ------------------------------------------------------------
+//
+// ONNX Runtime's contrib op that scikit-learn's CountVectorizer / TfidfVectorizer export
+// (skl2onnx) puts before TfIdfVectorizer. Each element of a [C] or [N, C] string tensor
+// becomes a row of tokens, padded with pad_value to the longest row: Y has X's shape plus
+// one axis. Tokens are found one of three ways:
+//   separators [""] or tokenexp ".": every UTF-8 character is a token;
+//   separators: each separator (an RE2 pattern) in turn splits every token so far;
+//   tokenexp: the successive matches of one RE2 pattern are the tokens.
+// Tokens shorter than mincharnum characters are dropped. mark=1 adds a start (0x02) and an
+// end (0x03) token around each row's tokens. No token anywhere: the new axis has length 0.
+// ONNX Runtime matches RE2 leftmost-longest; nee uses std::regex (leftmost-first), so
+// patterns where the two can differ (alternation, lazy quantifiers) and non-ASCII text
+// outside the character mode are reported as NotImplemented.
+
+struct TokenizerConfig {
+  bool mark = false;
+  std::string pad_value;
+  int64_t mincharnum = 1;
+  bool char_mode = false;
+  std::vector<std::regex> separators;  // empty with tokenexp
+  std::optional<std::regex> tokenexp;
+};
+
+// Turns an RE2 pattern into an ECMAScript one with the same matches on ASCII text, or
+// says why it cannot. Escaped punctuation (\! \@ ...) is literal in both grammars but
+// libstdc++ rejects some of it, so it is rewritten as a hex escape.
+Result<std::string> TokenizerPattern(const Node& node, const std::string& pattern) {
+  std::string checked, converted;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size() && std::ispunct(static_cast<unsigned char>(pattern[i + 1]))) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", static_cast<unsigned>(static_cast<unsigned char>(pattern[++i])));
+      converted += hex;
+      checked += 'x';
+      continue;
+    }
+    if (c == '|') return NotImplemented(node.Describe() + ": pattern '" + pattern + "' has an alternation, which RE2's leftmost-longest matching may resolve differently");
+    if ((c == '?' || c == '+' || c == '*' || c == '}') && i + 1 < pattern.size() && pattern[i + 1] == '?' &&
+        !(i > 0 && pattern[i - 1] == '\\'))
+      return NotImplemented(node.Describe() + ": pattern '" + pattern + "' has a lazy quantifier, which RE2's leftmost-longest matching ignores");
+    checked += c;
+    converted += c;
+  }
+  if (auto reason = UnsupportedRegexSyntax(checked))
+    return NotImplemented(node.Describe() + ": pattern '" + pattern + "' uses " + *reason +
+                          ", which nee's regex engine does not match with RE2 semantics");
+  return converted;
+}
+
+Result<std::regex> CompileTokenizerPattern(const Node& node, const std::string& pattern) {
+  NEE_ASSIGN_OR_RETURN(std::string converted, TokenizerPattern(node, pattern));
+  try {
+    return std::regex(converted, std::regex::ECMAScript);
+  } catch (const std::exception& e) {
+    return InvalidModel(node.Describe() + ": invalid pattern '" + pattern + "': " + e.what());
+  }
+}
+
+Result<TokenizerConfig> ReadTokenizerConfig(const Node& node) {
+  TokenizerConfig c;
+  NEE_ASSIGN_OR_RETURN(int64_t mark, node.GetInt("mark", 0));
+  c.mark = mark != 0;
+  NEE_ASSIGN_OR_RETURN(c.pad_value, node.GetString("pad_value", "#"));
+  NEE_ASSIGN_OR_RETURN(c.mincharnum, node.GetInt("mincharnum", 1));
+  if (c.mincharnum < 1)
+    return InvalidModel(node.Describe() + ": mincharnum must be positive, got " + std::to_string(c.mincharnum));
+  if (node.HasAttr("separators")) {
+    NEE_ASSIGN_OR_RETURN(std::vector<std::string> separators, node.GetStrings("separators"));
+    if (separators.empty()) return InvalidModel(node.Describe() + ": separators must not be empty");
+    c.char_mode = separators.size() == 1 && separators[0].empty();
+    if (!c.char_mode) {
+      for (const std::string& sep : separators) {
+        if (sep.empty()) return InvalidModel(node.Describe() + ": an empty separator needs to be the only one");
+        NEE_ASSIGN_OR_RETURN(std::regex re, CompileTokenizerPattern(node, sep));
+        c.separators.push_back(std::move(re));
+      }
+    }
+  } else {
+    if (!node.HasAttr("tokenexp"))
+      return InvalidModel(node.Describe() + ": needs either 'separators' or 'tokenexp'");
+    NEE_ASSIGN_OR_RETURN(std::string tokenexp, node.GetString("tokenexp"));
+    if (tokenexp.empty()) return InvalidModel(node.Describe() + ": tokenexp must not be empty");
+    c.char_mode = tokenexp == ".";
+    if (!c.char_mode) {
+      NEE_ASSIGN_OR_RETURN(std::regex re, CompileTokenizerPattern(node, tokenexp));
+      c.tokenexp = std::move(re);
+    }
+  }
+  if (c.char_mode && c.mincharnum > 1)
+    return InvalidModel(node.Describe() + ": mincharnum " + std::to_string(c.mincharnum) +
+                        " is too big for character tokenization");
+  return c;
+}
+
+Status TokenizerInfer(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  std::optional<Shape> y;
+  if (x->shape) {
+    if (x->shape->size() != 1 && x->shape->size() != 2)
+      return ctx.InputError(0, "must have shape [C] or [N, C], got " + ShapeToString(*x->shape));
+    y = *x->shape;
+    y->push_back(Dim::Unknown());  // the longest row's token count
+  }
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kString, y);
+  return Status::Ok();
+}
+
+// Byte length of the UTF-8 character starting with byte c (1 for stray bytes).
+size_t Utf8CharBytes(unsigned char c) {
+  if (c >= 0xF0 && c < 0xF8) return 4;
+  if (c >= 0xE0) return c < 0xF0 ? 3 : 1;
+  if (c >= 0xC0) return 2;
+  return 1;
+}
+
+// The regex search from byte `from` of s; \b and ^ see the text before `from`.
+bool SearchFrom(const std::string& s, size_t from, const std::regex& re, size_t& pos, size_t& len) {
+  std::smatch m;
+  auto flags = from > 0 ? std::regex_constants::match_prev_avail : std::regex_constants::match_default;
+  if (!std::regex_search(s.begin() + static_cast<std::ptrdiff_t>(from), s.end(), m, re, flags)) return false;
+  pos = from + static_cast<size_t>(m.position(0));
+  len = static_cast<size_t>(m.length(0));
+  return true;
+}
+
+std::vector<std::string> SplitOnSeparator(const std::vector<std::string>& tokens, const std::regex& sep,
+                                          size_t mincharnum) {
+  std::vector<std::string> out;
+  for (const std::string& text : tokens) {
+    size_t start = 0, pos = 0, len = 0;
+    while (start <= text.size() && SearchFrom(text, start, sep, pos, len)) {
+      if (pos - start >= mincharnum) out.push_back(text.substr(start, pos - start));
+      // An empty match skips one character, as ONNX Runtime does.
+      start = len > 0 ? pos + len : pos + (pos < text.size() ? Utf8CharBytes(text[pos]) : 1);
+    }
+    if (start < text.size() && text.size() - start >= mincharnum) out.push_back(text.substr(start));
+  }
+  return out;
+}
+
+std::vector<std::string> MatchTokens(const std::string& text, const std::regex& re, size_t mincharnum) {
+  std::vector<std::string> out;
+  size_t start = 0, pos = 0, len = 0;
+  while (start <= text.size() && SearchFrom(text, start, re, pos, len)) {
+    if (len >= mincharnum) {
+      out.push_back(text.substr(pos, len));
+      start = pos + len;
+    } else {
+      start = pos + (pos < text.size() ? Utf8CharBytes(text[pos]) : 1);
+    }
+  }
+  return out;
+}
+
+Status TokenizerKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_RETURN_IF_ERROR(RequireStrings(ctx, 0, *x));
+  if (x->rank() != 1 && x->rank() != 2)
+    return ctx.InputError(0, "must have shape [C] or [N, C], got " + DimsToString(x->dims()));
+  NEE_ASSIGN_OR_RETURN(TokenizerConfig config, ReadTokenizerConfig(node));
+  const size_t mincharnum = static_cast<size_t>(config.mincharnum);
+  std::vector<std::vector<std::string>> rows(static_cast<size_t>(x->num_elements()));
+  size_t widest = 0;
+  for (int64_t i = 0; i < x->num_elements(); ++i) {
+    const std::string& s = x->data<std::string>()[i];
+    auto& row = rows[static_cast<size_t>(i)];
+    if (config.char_mode) {
+      for (size_t k = 0; k < s.size();) {
+        const size_t n = std::min(Utf8CharBytes(static_cast<unsigned char>(s[k])), s.size() - k);
+        row.push_back(s.substr(k, n));
+        k += n;
+      }
+    } else {
+      if (s.size() > kMaxRegexInput)
+        return NotImplemented(node.Describe() + ": element " + std::to_string(i) + " is longer than " +
+                              std::to_string(kMaxRegexInput) + " bytes");
+      for (char c : s)
+        if (static_cast<unsigned char>(c) >= 0x80)
+          return NotImplemented(node.Describe() + ": element " + std::to_string(i) +
+                                " is not ASCII; UTF-8 tokenization with patterns is not supported");
+      try {
+        if (config.tokenexp) {
+          row = MatchTokens(s, *config.tokenexp, mincharnum);
+        } else {
+          row = {s};
+          for (const std::regex& sep : config.separators) row = SplitOnSeparator(row, sep, mincharnum);
+        }
+      } catch (const std::exception& e) {
+        return RuntimeError(node.Describe() + ": tokenizing element " + std::to_string(i) + " failed: " + e.what());
+      }
+    }
+    widest = std::max(widest, row.size());
+  }
+  const size_t width = widest == 0 ? 0 : widest + (config.mark ? 2 : 0);
+  std::vector<int64_t> y_dims = x->dims();
+  y_dims.push_back(static_cast<int64_t>(width));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kString, y_dims));
+  if (width == 0) return Status::Ok();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::string* out = y.data<std::string>() + i * width;
+    size_t k = 0;
+    if (config.mark) out[k++] = std::string(1, '\x02');
+    for (std::string& token : rows[i]) out[k++] = std::move(token);
+    if (config.mark) out[k++] = std::string(1, '\x03');
+    while (k < width) out[k++] = config.pad_value;
+  }
+  return Status::Ok();
+}
+
 // ---- TfIdfVectorizer --------------------------------------------------------------------
 
 struct TfIdfConfig {
@@ -461,6 +677,7 @@ void RegisterTextOps(OpRegistry& registry) {
   registry.RegisterVersions("", "StringConcat", {20}, 2, 2, 1, 1, StringConcatInfer, StringConcatKernel);
   registry.RegisterVersions("", "RegexFullMatch", {20}, 1, 1, 1, 1, RegexFullMatchInfer, RegexFullMatchKernel);
   registry.RegisterVersions("", "TfIdfVectorizer", {9}, 1, 1, 1, 1, TfIdfVectorizerInfer, TfIdfVectorizerKernel);
+  registry.RegisterVersions("com.microsoft", "Tokenizer", {1}, 1, 1, 1, 1, TokenizerInfer, TokenizerKernel);
 }
 
 }  // namespace nee

@@ -91,7 +91,10 @@ class Sampler {
     const size_t r = dims_.size();
     if (interp_ == Interp::kNearest)
       for (size_t d = 0; d < r; ++d) x[d] = std::nearbyint(x[d]);  // ties to even, as PyTorch
-    for (size_t d = 0; d < r; ++d) {
+    // Nearest and linear sampling move an outside position onto the plane first. Cubic
+    // sampling does not (PyTorch, ONNX Runtime): its 4 taps per dim each take the padding
+    // rule in Pixel(), so a position just outside still blends several distinct pixels.
+    for (size_t d = 0; d < r && interp_ != Interp::kCubic; ++d) {
       if (x[d] >= low(d) && x[d] <= high(d)) continue;
       if (padding_ == Padding::kBorder) x[d] = std::clamp(x[d], 0.0, static_cast<double>(dims_[d] - 1));
       if (padding_ == Padding::kReflection) x[d] = Reflect(x[d], low(d), high(d));

@@ -248,5 +248,44 @@ TEST(Activation, RegistersEveryOnnxVersion) {
   }
 }
 
+// ---- com.microsoft Gelu forms: expected values from ONNX Runtime 1.32 (a one-node model,
+// com.microsoft opset 1) on A = linspace(-3, 3, 6) as [2, 3] and bias B = [0.5, -1, 0.25].
+
+Tensor RunMs(const std::string& op, const std::vector<Value>& inputs, std::vector<Attribute> attrs = {}) {
+  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs), "com.microsoft");
+  auto r = RunOp(node, 1, inputs);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok() || !r->outputs[0].is_tensor()) return Tensor();
+  return r->outputs[0].tensor();
+}
+
+Value GeluA() { return V<float>({2, 3}, {-3, -1.8f, -0.6f, 0.6f, 1.8f, 3}); }
+Value GeluB() { return V<float>({3}, {0.5f, -1, 0.25f}); }
+
+TEST(Activation, MicrosoftGeluForms) {
+  ExpectTensorNear<float>(RunMs("Gelu", {GeluA()}), {2, 3},
+                          {-0.00404968858f, -0.064674601f, -0.164551884f, 0.43544814f, 1.73532534f, 2.99595022f});
+  ExpectTensorNear<float>(RunMs("BiasGelu", {GeluA(), GeluB()}), {2, 3},
+                          {-0.0155241042f, -0.00715436926f, -0.127109274f, 0.950767398f, 0.630515635f, 3.2481246f});
+  ExpectTensorNear<float>(RunMs("FastGelu", {GeluA()}), {2, 3},
+                          {-0.00363752246f, -0.064740479f, -0.164584786f, 0.435415238f, 1.73525953f, 2.99636269f});
+  ExpectTensorNear<float>(RunMs("FastGelu", {GeluA(), GeluB()}), {2, 3},
+                          {-0.0150842965f, -0.00668890448f, -0.127113819f, 0.950581074f, 0.630431592f, 3.24843144f});
+  ExpectTensorNear<float>(RunMs("QuickGelu", {GeluA()}), {2, 3},
+                          {-0.0180712938f, -0.0803410634f, -0.158876225f, 0.441123813f, 1.71965885f, 2.98192883f});
+  ExpectTensorNear<float>(RunMs("QuickGelu", {GeluA()}, {FloatAttr("alpha", 1.0f)}), {2, 3},
+                          {-0.142277598f, -0.255331904f, -0.212606236f, 0.387393802f, 1.54466808f, 2.85772228f});
+}
+
+TEST(Activation, MicrosoftGeluBiasMustMatchLastAxis) {
+  Node node = MakeNode("BiasGelu", 2, 1, {}, "com.microsoft");
+  auto r = RunOp(node, 1, {GeluA(), V<float>({2}, {1, 2})});
+  EXPECT_FALSE(r.ok());
+  // Broadcastable but not 1-D.
+  r = RunOp(node, 1, {GeluA(), V<float>({1, 3}, {1, 2, 3})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("last dimension"), std::string::npos) << r.status().message();
+}
+
 }  // namespace
 }  // namespace nee

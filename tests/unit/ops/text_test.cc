@@ -1,5 +1,6 @@
-// StringNormalizer, StringSplit, StringConcat, RegexFullMatch and
-// TfIdfVectorizer. Expected values come from misc_expected_gen.py (section
+// StringNormalizer, StringSplit, StringConcat, RegexFullMatch,
+// TfIdfVectorizer and com.microsoft Tokenizer (expected values: ONNX Runtime
+// 1.32's Tokenizer kernel, see the Tokenizer tests). Expected values come from misc_expected_gen.py (section
 // "text"): onnx.reference for StringConcat and TfIdfVectorizer, Python's
 // str.split / re.fullmatch / str.upper for the others (onnx.reference's
 // StringNormalizer removes stopwords word by word, unlike the spec and the
@@ -120,6 +121,86 @@ TEST(TextTfIdfVectorizer, CountsWithSkipsAndWeights) {
   // More pool n-grams than ngram_indexes entries is an error, not a wild read.
   attrs[5] = IntsAttr("ngram_indexes", {0, 1});
   ExpectError(RunOp(MakeNode("TfIdfVectorizer", 1, 1, attrs), 9, {x}), StatusCode::kInvalidModel, "ngram_indexes");
+}
+
+// ---- com.microsoft Tokenizer: expected values from ONNX Runtime 1.32 on the same nodes ----
+
+Node TokenizerNode(std::vector<Attribute> attrs) {
+  return MakeNode("Tokenizer", 1, 1, std::move(attrs), "com.microsoft");
+}
+
+Value TokenizerInput() { return S({"the cat, sat.", "a", "on  the-mat!", ""}, {2, 2}); }
+
+TEST(TextTokenizer, SeparatorsSplitInTurn) {
+  const std::vector<std::string> separators = {" ", "[.]", ",", "\\!", "-"};
+  auto r = RunOp(TokenizerNode({IntAttr("mark", 0), StringAttr("pad_value", "#"), IntAttr("mincharnum", 1),
+                                StringsAttr("separators", separators)}),
+                 1, {TokenizerInput()});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outputs[0].tensor().dims(), (std::vector<int64_t>{2, 2, 3}));
+  EXPECT_EQ(Strings(r->outputs[0].tensor()),
+            (std::vector<std::string>{"the", "cat", "sat", "a", "#", "#", "on", "the", "mat", "#", "#", "#"}));
+  // mark adds start/end tokens around each row (also around no tokens); short tokens go.
+  r = RunOp(TokenizerNode({IntAttr("mark", 1), StringAttr("pad_value", "~"), IntAttr("mincharnum", 2),
+                           StringsAttr("separators", separators)}),
+            1, {TokenizerInput()});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outputs[0].tensor().dims(), (std::vector<int64_t>{2, 2, 5}));
+  EXPECT_EQ(Strings(r->outputs[0].tensor()),
+            (std::vector<std::string>{"\x02", "the", "cat", "sat", "\x03", "\x02", "\x03", "~", "~", "~",
+                                      "\x02", "on", "the", "mat", "\x03", "\x02", "\x03", "~", "~", "~"}));
+}
+
+TEST(TextTokenizer, TokenExpressionMatches) {
+  auto r = RunOp(TokenizerNode({IntAttr("mark", 0), StringAttr("pad_value", "#"), IntAttr("mincharnum", 1),
+                                StringAttr("tokenexp", "[a-zA-Z0-9_]+")}),
+                 1, {TokenizerInput()});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outputs[0].tensor().dims(), (std::vector<int64_t>{2, 2, 3}));
+  EXPECT_EQ(Strings(r->outputs[0].tensor()),
+            (std::vector<std::string>{"the", "cat", "sat", "a", "#", "#", "on", "the", "mat", "#", "#", "#"}));
+  // A match shorter than mincharnum is skipped by one character ("on" -> "n" -> nothing).
+  r = RunOp(TokenizerNode({IntAttr("mark", 0), StringAttr("pad_value", "#"), IntAttr("mincharnum", 3),
+                           StringAttr("tokenexp", "[a-z]+")}),
+            1, {TokenizerInput()});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Strings(r->outputs[0].tensor()),
+            (std::vector<std::string>{"the", "cat", "sat", "#", "#", "#", "the", "mat", "#", "#", "#", "#"}));
+}
+
+TEST(TextTokenizer, CharactersAndEmptyResults) {
+  auto r = RunOp(TokenizerNode({IntAttr("mark", 1), StringAttr("pad_value", "#"), IntAttr("mincharnum", 1),
+                                StringAttr("tokenexp", ".")}),
+                 1, {S({"ab", "\xc3\xa9!"}, {2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outputs[0].tensor().dims(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(Strings(r->outputs[0].tensor()),
+            (std::vector<std::string>{"\x02", "a", "b", "\x03", "\x02", "\xc3\xa9", "!", "\x03"}));
+  r = RunOp(TokenizerNode({IntAttr("mark", 0), StringAttr("pad_value", "#"), IntAttr("mincharnum", 1),
+                           StringsAttr("separators", {""})}),
+            1, {S({"ab", ""}, {2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Strings(r->outputs[0].tensor()), (std::vector<std::string>{"a", "b", "#", "#"}));
+  // Only separators: no tokens anywhere, the new axis is empty (marks are not added).
+  r = RunOp(TokenizerNode({IntAttr("mark", 1), StringAttr("pad_value", "#"), IntAttr("mincharnum", 1),
+                           StringsAttr("separators", {" "})}),
+            1, {S({"  ", " "}, {2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->outputs[0].tensor().dims(), (std::vector<int64_t>{2, 0}));
+}
+
+TEST(TextTokenizer, RejectsBadAttributesAndUnsupportedPatterns) {
+  ExpectError(RunOp(TokenizerNode({IntAttr("mincharnum", 0), StringAttr("tokenexp", "a")}), 1, {TokenizerInput()}),
+              StatusCode::kInvalidModel, "mincharnum");
+  ExpectError(RunOp(TokenizerNode({StringAttr("pad_value", "#")}), 1, {TokenizerInput()}),
+              StatusCode::kInvalidModel, "separators");
+  ExpectError(RunOp(TokenizerNode({IntAttr("mincharnum", 2), StringsAttr("separators", {""})}), 1, {TokenizerInput()}),
+              StatusCode::kInvalidModel, "too big");
+  // RE2 matches leftmost-longest, std::regex leftmost-first: alternations are refused.
+  ExpectError(RunOp(TokenizerNode({StringAttr("tokenexp", "a|ab")}), 1, {TokenizerInput()}),
+              StatusCode::kNotImplemented, "alternation");
+  ExpectError(RunOp(TokenizerNode({StringAttr("tokenexp", "[a-z]+")}), 1, {S({"x"}, {1, 1, 1})}),
+              StatusCode::kInvalidModel, "[C] or [N, C]");
 }
 
 }  // namespace
