@@ -8,6 +8,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
   static const std::vector<OptimizedKernel> kTable = {
       {"", "MatMul", 1, 1000, MatMulFloat},
       {"", "Gemm", 1, 1000, GemmFloat},
+      {"", "Conv", 1, 1000, ConvFloat},
   };
   return kTable;
 }

@@ -23,5 +23,7 @@ Status RunReference(KernelContext& ctx);
 
 Status MatMulFloat(KernelContext& ctx);
 Status GemmFloat(KernelContext& ctx);
+// Conv on float32 (conv_fast.cc): pointwise and im2col paths over SGEMM, a direct depthwise kernel.
+Status ConvFloat(KernelContext& ctx);
 
 }  // namespace nee::cpu

@@ -1,0 +1,357 @@
+// Conv on float32 for the CPU provider, NCHW, 1-D, 2-D and 3-D.
+//
+// Three strategies, chosen per node from its geometry:
+//  - pointwise (1x1 kernel, stride 1, no padding): the input of each (image,
+//    group) already is the GEMM's B matrix, so Y_g = W_g x X_g is one SGEMM;
+//  - depthwise (one input channel per group): a direct sliding-window kernel
+//    over each channel plane, vectorized along output rows;
+//  - everything else: im2col into a bounded scratch tile of output columns,
+//    then SGEMM (sgemm.cc) of the group's weights by that tile.
+//
+// Determinism: every output element is computed by exactly one task, and its
+// sum runs in an order fixed by the geometry alone (SGEMM's own guarantee for
+// the GEMM paths, the tap order for depthwise). Which strategy parallelizes
+// where depends on the thread count, but no arithmetic does, so results are
+// bitwise identical for any thread count.
+//
+// Shapes and attributes are read with the same helpers (ops/nn_util.h) the
+// reference kernel uses, so both always agree on output sizes and padding.
+// Anything unusual (other types, invalid models, empty tensors) goes to the
+// reference kernel, which also produces the error messages.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
+#include "ops/nn_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_CONV_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+// Spatial dims are normalized to three (depth, height, width); a 1-D or 2-D
+// conv gets leading unit dims with kernel 1, stride 1 and no padding.
+constexpr int kDims = 3;
+
+struct ConvShape {
+  int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
+  int64_t in[kDims] = {1, 1, 1};
+  int64_t out[kDims] = {1, 1, 1};
+  int64_t kernel[kDims] = {1, 1, 1};
+  int64_t stride[kDims] = {1, 1, 1};
+  int64_t dilation[kDims] = {1, 1, 1};
+  int64_t pad[kDims] = {0, 0, 0};  // begin pads (end pads only shape the output)
+  int64_t in_size = 1, out_size = 1, kernel_size = 1;
+
+  int64_t rows() const { return Cg * kernel_size; }  // GEMM depth per group
+  bool pointwise() const {
+    for (int d = 0; d < kDims; ++d)
+      if (kernel[d] != 1 || stride[d] != 1 || pad[d] != 0 || in[d] != out[d]) return false;
+    return true;
+  }
+  bool depthwise() const { return Cg == 1 && group > 1; }
+};
+
+// Output positions o in [0, out) whose input coordinate
+// o*stride - pad + tap*dilation lies inside [0, in): the range [lo, hi).
+struct ValidRange {
+  int64_t lo, hi;
+};
+ValidRange ValidOutputs(int64_t in, int64_t out, int64_t stride, int64_t pad, int64_t offset_of_tap) {
+  const int64_t shift = pad - offset_of_tap;  // o*stride >= shift  and  o*stride <= in - 1 + shift
+  int64_t lo = shift <= 0 ? 0 : (shift + stride - 1) / stride;
+  const int64_t top = in - 1 + shift;
+  int64_t hi = top < 0 ? 0 : top / stride + 1;
+  lo = std::min(lo, out);
+  hi = std::clamp(hi, lo, out);
+  return {lo, hi};
+}
+
+// Fills in the geometry, or returns false when the reference kernel should
+// handle the node (other types or ranks, invalid inputs, empty tensors).
+bool PlanFastConv(const KernelContext& ctx, const Tensor& x, const Tensor& w, const Tensor* b, ConvShape& s) {
+  if (x.dtype() != DataType::kFloat || w.dtype() != DataType::kFloat) return false;
+  if (x.rank() < 3 || x.rank() > 2 + kDims || w.rank() != x.rank()) return false;
+  const size_t n = static_cast<size_t>(x.rank() - 2);
+  auto group = ctx.node().GetInt("group", 1);
+  if (!group.ok() || group.value() <= 0) return false;
+  s.group = group.value();
+  s.N = x.dim(0);
+  s.C = x.dim(1);
+  s.M = w.dim(0);
+  s.Cg = w.dim(1);
+  if (s.C != s.Cg * s.group || s.M % s.group != 0) return false;
+  s.Mg = s.M / s.group;
+  if (b && (b->dtype() != DataType::kFloat || b->rank() != 1 || b->num_elements() != s.M)) return false;
+  std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
+  auto spec = nn::ReadWindowSpec(ctx.node(), n, &kernel);
+  if (!spec.ok() || spec.value().kernel != kernel) return false;
+  nn::WindowSpec& ws = spec.value();
+  const int first = kDims - static_cast<int>(n);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t in = x.dim(static_cast<int64_t>(d + 2));
+    auto out = nn::WindowOutputDim(ctx.node(), ws, d, in);
+    if (!out.ok()) return false;
+    const int e = first + static_cast<int>(d);
+    s.in[e] = in;
+    s.out[e] = out.value();
+    s.kernel[e] = kernel[d];
+    s.stride[e] = ws.strides[d];
+    s.dilation[e] = ws.dilations[d];
+    s.pad[e] = ws.pad_begin(d);
+  }
+  for (int d = 0; d < kDims; ++d) {
+    s.in_size *= s.in[d];
+    s.out_size *= s.out[d];
+    s.kernel_size *= s.kernel[d];
+  }
+  return s.N > 0 && s.Cg > 0 && s.Mg > 0 && s.in_size > 0 && s.out_size > 0;
+}
+
+int NumThreads(const KernelContext& ctx) { return ctx.pool() ? ctx.pool()->num_threads() : 1; }
+
+// ---- Vector helpers ------------------------------------------------------------
+
+// y[j] += a * x[j] for j in [0, n), one fused multiply-add per element on
+// AVX2 machines, separate multiply and add otherwise.
+using AxpyFn = void (*)(float* __restrict y, const float* __restrict x, float a, int64_t n);
+
+void AxpyPortable(float* __restrict y, const float* __restrict x, float a, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
+#ifdef NEE_CONV_X86
+__attribute__((target("avx2,fma"))) void AxpyAvx2(float* __restrict y, const float* __restrict x, float a,
+                                                   int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m256 y0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j));
+    __m256 y1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j + 8), _mm256_loadu_ps(y + j + 8));
+    _mm256_storeu_ps(y + j, y0);
+    _mm256_storeu_ps(y + j + 8, y1);
+  }
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(y + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
+  // The tail goes through a masked vector op so that every element gets the same fused rounding.
+  if (j < n) {
+    alignas(32) static constexpr int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - (n - j)));
+    __m256 r = _mm256_fmadd_ps(av, _mm256_maskload_ps(x + j, mask), _mm256_maskload_ps(y + j, mask));
+    _mm256_maskstore_ps(y + j, mask, r);
+  }
+}
+#endif
+
+AxpyFn SelectAxpy() {
+#ifdef NEE_CONV_X86
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  // Follow SGEMM's switch so one flag selects the portable code everywhere.
+  if (has_avx2 && std::strcmp(SgemmKernelName(), "avx2-fma") == 0) return AxpyAvx2;
+#endif
+  return AxpyPortable;
+}
+
+// Scratch reused across calls on the same thread (bounded by kColBudget).
+float* ThreadScratch(size_t n) {
+  thread_local std::unique_ptr<float[]> buffer;
+  thread_local size_t capacity = 0;
+  if (n > capacity) {
+    buffer.reset(new float[n]);
+    capacity = n;
+  }
+  return buffer.get();
+}
+
+// ---- im2col ----------------------------------------------------------------------
+
+// The im2col scratch holds about this many floats (1 MiB) per tile; long
+// output planes are processed in several column tiles.
+constexpr int64_t kColBudget = int64_t{1} << 18;
+
+int64_t ColumnTile(const ConvShape& s) {
+  int64_t tile = std::max<int64_t>(64, kColBudget / std::max<int64_t>(1, s.rows()));
+  if (tile >= s.out_size) return s.out_size;
+  return tile / 16 * 16;  // whole SGEMM column panels
+}
+
+// Writes rows [r_begin, r_end) of the im2col matrix for output columns
+// [j0, j0 + nc) of one (image, group): row r = (channel, kd, kh, kw) holds
+// the input value each output position sees through that tap (0 in padding).
+void FillColumns(const ConvShape& s, const float* x_group, int64_t r_begin, int64_t r_end, int64_t j0, int64_t nc,
+                 float* col) {
+  const int64_t OH = s.out[1], OW = s.out[2];
+  const int64_t KH = s.kernel[1], KW = s.kernel[2];
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    const int64_t c = r / s.kernel_size, tap = r % s.kernel_size;
+    const int64_t kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
+    const float* plane = x_group + c * s.in_size;
+    const ValidRange valid = ValidOutputs(s.in[2], OW, s.stride[2], s.pad[2], kw * s.dilation[2]);
+    const int64_t w_offset = kw * s.dilation[2] - s.pad[2];
+    float* dst = col + r * nc;
+    int64_t j = j0, od = j0 / (OH * OW), oh = j0 / OW % OH, ow = j0 % OW;
+    while (j < j0 + nc) {
+      const int64_t seg = std::min(OW - ow, j0 + nc - j);
+      const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
+      const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
+      float* out = dst + (j - j0);
+      if (id < 0 || id >= s.in[0] || ih < 0 || ih >= s.in[1]) {
+        std::fill(out, out + seg, 0.f);
+      } else {
+        const float* src = plane + (id * s.in[1] + ih) * s.in[2];
+        const int64_t lo = std::clamp(valid.lo, ow, ow + seg), hi = std::clamp(valid.hi, lo, ow + seg);
+        std::fill(out, out + (lo - ow), 0.f);
+        if (s.stride[2] == 1) {
+          std::memcpy(out + (lo - ow), src + lo + w_offset, sizeof(float) * (hi - lo));
+        } else {
+          for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * s.stride[2] + w_offset];
+        }
+        std::fill(out + (hi - ow), out + seg, 0.f);
+      }
+      j += seg;
+      ow = 0;
+      if (++oh == OH) {
+        oh = 0;
+        ++od;
+      }
+    }
+  }
+}
+
+// Sets rows [0, Mg) x columns [j0, j0+nc) of one group's output to its bias.
+void FillBias(const ConvShape& s, const float* bias_g, float* y_g, int64_t j0, int64_t nc) {
+  for (int64_t m = 0; m < s.Mg; ++m) std::fill(y_g + m * s.out_size + j0, y_g + m * s.out_size + j0 + nc, bias_g[m]);
+}
+
+// One (image, group) by im2col + SGEMM, tile by tile. `pool` (may be null)
+// parallelizes inside the unit.
+void ConvUnitGemm(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, int64_t unit,
+                  ThreadPool* pool) {
+  const int64_t n = unit / s.group, g = unit % s.group;
+  const float* x_g = x + (n * s.C + g * s.Cg) * s.in_size;
+  const float* w_g = w + g * s.Mg * s.rows();
+  const float* bias_g = bias ? bias + g * s.Mg : nullptr;
+  float* y_g = y + (n * s.M + g * s.Mg) * s.out_size;
+  const int64_t rows = s.rows();
+  const MatrixView weights{w_g, rows, 1};
+  if (s.pointwise()) {
+    if (bias_g) FillBias(s, bias_g, y_g, 0, s.out_size);
+    Sgemm(s.Mg, s.out_size, rows, 1.f, weights, {x_g, s.in_size, 1}, bias_g ? 1.f : 0.f, y_g, s.out_size, pool);
+    return;
+  }
+  const int64_t tile = ColumnTile(s);
+  float* col = ThreadScratch(static_cast<size_t>(rows * tile));
+  for (int64_t j0 = 0; j0 < s.out_size; j0 += tile) {
+    const int64_t nc = std::min(tile, s.out_size - j0);
+    auto fill = [&](int64_t begin, int64_t end) { FillColumns(s, x_g, begin, end, j0, nc, col); };
+    if (pool && rows * nc >= 32768) pool->ParallelFor(rows, std::max<int64_t>(1, 8192 / nc), fill);
+    else fill(0, rows);
+    if (bias_g) FillBias(s, bias_g, y_g, j0, nc);
+    Sgemm(s.Mg, nc, rows, 1.f, weights, {col, nc, 1}, bias_g ? 1.f : 0.f, y_g + j0, s.out_size, pool);
+  }
+}
+
+// ---- Depthwise ---------------------------------------------------------------------
+
+// All Mg output channels of input channel plane `plane_index` (= n*C + c):
+// each output row starts at the bias and adds one shifted input row per tap,
+// taps in (kd, kh, kw) order.
+void DepthwisePlane(const ConvShape& s, const float* x, const float* w, const float* bias, float* y,
+                    int64_t plane_index, AxpyFn axpy) {
+  const int64_t n = plane_index / s.C, c = plane_index % s.C;
+  const float* plane = x + plane_index * s.in_size;
+  const int64_t OD = s.out[0], OH = s.out[1], OW = s.out[2];
+  const int64_t KD = s.kernel[0], KH = s.kernel[1], KW = s.kernel[2];
+  ValidRange valid[16];
+  std::vector<ValidRange> many;
+  ValidRange* ranges = valid;
+  if (KW > 16) {
+    many.resize(static_cast<size_t>(KW));
+    ranges = many.data();
+  }
+  for (int64_t kw = 0; kw < KW; ++kw) ranges[kw] = ValidOutputs(s.in[2], OW, s.stride[2], s.pad[2], kw * s.dilation[2]);
+  for (int64_t m = 0; m < s.Mg; ++m) {
+    const int64_t oc = c * s.Mg + m;
+    const float* wk = w + oc * s.kernel_size;
+    float* y_plane = y + (n * s.M + oc) * s.out_size;
+    const float b = bias ? bias[oc] : 0.f;
+    for (int64_t od = 0; od < OD; ++od)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        float* y_row = y_plane + (od * OH + oh) * OW;
+        std::fill(y_row, y_row + OW, b);
+        for (int64_t kd = 0; kd < KD; ++kd) {
+          const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
+          if (id < 0 || id >= s.in[0]) continue;
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
+            if (ih < 0 || ih >= s.in[1]) continue;
+            const float* src = plane + (id * s.in[1] + ih) * s.in[2];
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              const float wv = wk[(kd * KH + kh) * KW + kw];
+              const int64_t lo = ranges[kw].lo, hi = ranges[kw].hi;
+              const int64_t offset = kw * s.dilation[2] - s.pad[2];
+              if (s.stride[2] == 1) {
+                axpy(y_row + lo, src + lo + offset, wv, hi - lo);
+              } else {
+                for (int64_t o = lo; o < hi; ++o) y_row[o] += wv * src[o * s.stride[2] + offset];
+              }
+            }
+          }
+        }
+      }
+  }
+}
+
+}  // namespace
+
+Status ConvFloat(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
+  const Tensor* b = nullptr;
+  if (ctx.has_input(2)) {
+    if (!ctx.input(2)->is_tensor()) return RunReference(ctx);
+    b = &ctx.input(2)->tensor();
+  }
+  ConvShape s;
+  if (!PlanFastConv(ctx, *x, *w, b, s)) return RunReference(ctx);
+  std::vector<int64_t> out_dims{s.N, s.M};
+  for (int d = kDims - static_cast<int>(x->rank() - 2); d < kDims; ++d) out_dims.push_back(s.out[d]);
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, out_dims));
+  const float* xp = x->data<float>();
+  const float* wp = w->data<float>();
+  const float* bp = b ? b->data<float>() : nullptr;
+  float* yp = out.data<float>();
+  const int threads = NumThreads(ctx);
+
+  if (s.depthwise()) {
+    const AxpyFn axpy = SelectAxpy();
+    const int64_t planes = s.N * s.C;
+    const int64_t work_per_plane = s.Mg * s.out_size * s.kernel_size;
+    ctx.ParallelFor(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_plane)),
+                    [&](int64_t begin, int64_t end) {
+                      for (int64_t p = begin; p < end; ++p) DepthwisePlane(s, xp, wp, bp, yp, p, axpy);
+                    });
+    return Status::Ok();
+  }
+
+  const int64_t units = s.N * s.group;
+  if (threads > 1 && units >= 2 * threads) {
+    // Enough (image, group) units to keep every thread busy: one unit per task, serial inside.
+    ctx.ParallelFor(units, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) ConvUnitGemm(s, xp, wp, bp, yp, u, nullptr);
+    });
+  } else {
+    for (int64_t u = 0; u < units; ++u) ConvUnitGemm(s, xp, wp, bp, yp, u, ctx.pool());
+  }
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu
