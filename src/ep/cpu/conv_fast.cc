@@ -48,7 +48,8 @@ struct ConvShape {
   int64_t kernel[kDims] = {1, 1, 1};
   int64_t stride[kDims] = {1, 1, 1};
   int64_t dilation[kDims] = {1, 1, 1};
-  int64_t pad[kDims] = {0, 0, 0};  // begin pads (end pads only shape the output)
+  int64_t pad[kDims] = {0, 0, 0};      // begin pads
+  int64_t pad_end[kDims] = {0, 0, 0};  // end pads (the depthwise kernel pads its input copy)
   int64_t in_size = 1, out_size = 1, kernel_size = 1;
 
   int64_t rows() const { return Cg * kernel_size; }  // GEMM depth per group
@@ -107,6 +108,7 @@ bool PlanFastConv(const KernelContext& ctx, const Tensor& x, const Tensor& w, co
     s.stride[e] = ws.strides[d];
     s.dilation[e] = ws.dilations[d];
     s.pad[e] = ws.pad_begin(d);
+    s.pad_end[e] = ws.pad_end(d);
   }
   for (int d = 0; d < kDims; ++d) {
     s.in_size *= s.in[d];
@@ -117,48 +119,6 @@ bool PlanFastConv(const KernelContext& ctx, const Tensor& x, const Tensor& w, co
 }
 
 int NumThreads(const KernelContext& ctx) { return ctx.pool() ? ctx.pool()->num_threads() : 1; }
-
-// ---- Vector helpers ------------------------------------------------------------
-
-// y[j] += a * x[j] for j in [0, n), one fused multiply-add per element on
-// AVX2 machines, separate multiply and add otherwise.
-using AxpyFn = void (*)(float* __restrict y, const float* __restrict x, float a, int64_t n);
-
-void AxpyPortable(float* __restrict y, const float* __restrict x, float a, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
-}
-
-#ifdef NEE_CONV_X86
-__attribute__((target("avx2,fma"))) void AxpyAvx2(float* __restrict y, const float* __restrict x, float a,
-                                                   int64_t n) {
-  const __m256 av = _mm256_set1_ps(a);
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-    __m256 y0 = _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j));
-    __m256 y1 = _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j + 8), _mm256_loadu_ps(y + j + 8));
-    _mm256_storeu_ps(y + j, y0);
-    _mm256_storeu_ps(y + j + 8, y1);
-  }
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(y + j, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + j), _mm256_loadu_ps(y + j)));
-  // The tail goes through a masked vector op so that every element gets the same fused rounding.
-  if (j < n) {
-    alignas(32) static constexpr int32_t kMask[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
-    const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMask + 8 - (n - j)));
-    __m256 r = _mm256_fmadd_ps(av, _mm256_maskload_ps(x + j, mask), _mm256_maskload_ps(y + j, mask));
-    _mm256_maskstore_ps(y + j, mask, r);
-  }
-}
-#endif
-
-AxpyFn SelectAxpy() {
-#ifdef NEE_CONV_X86
-  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  // Follow SGEMM's switch so one flag selects the portable code everywhere.
-  if (has_avx2 && std::strcmp(SgemmKernelName(), "avx2-fma") == 0) return AxpyAvx2;
-#endif
-  return AxpyPortable;
-}
 
 // Scratch reused across calls on the same thread (bounded by kColBudget).
 float* ThreadScratch(size_t n) {
@@ -260,52 +220,220 @@ void ConvUnitGemm(const ConvShape& s, const float* x, const float* w, const floa
 }
 
 // ---- Depthwise ---------------------------------------------------------------------
+//
+// Each input channel plane is first copied into a zero-padded scratch plane,
+// so every tap of every output lies inside it: no border cases, and each
+// output is bias + all taps in (kd, kh, kw) order (padding contributes w*0).
+// Output rows are computed four at a time and eight columns per vector, which
+// gives enough independent sums to hide the FMA latency.
 
-// All Mg output channels of input channel plane `plane_index` (= n*C + c):
-// each output row starts at the bias and adds one shifted input row per tap,
-// taps in (kd, kh, kw) order.
-void DepthwisePlane(const ConvShape& s, const float* x, const float* w, const float* bias, float* y,
-                    int64_t plane_index, AxpyFn axpy) {
+// Floats after the padded plane that vector loads may touch but never use
+// (stride-2 loads read one column past the window; narrow rows compute a full
+// vector of eight and keep only the real columns).
+constexpr int64_t kPlaneSlack = 64;
+
+// The geometry of the padded plane: input dims grown by the pads, no padding.
+ConvShape PaddedGeometry(const ConvShape& s) {
+  ConvShape p = s;
+  p.in_size = 1;
+  for (int d = 0; d < kDims; ++d) {
+    p.in[d] = s.in[d] + s.pad[d] + s.pad_end[d];
+    p.pad[d] = p.pad_end[d] = 0;
+    p.in_size *= p.in[d];
+  }
+  return p;
+}
+
+// Copies one input plane into the padded plane (zeros around it and in the slack).
+void PadPlane(const ConvShape& s, const ConvShape& p, const float* src, float* dst) {
+  const int64_t Hp = p.in[1], Wp = p.in[2];
+  for (int64_t d = 0; d < p.in[0]; ++d) {
+    float* slice = dst + d * Hp * Wp;
+    const int64_t id = d - s.pad[0];
+    if (id < 0 || id >= s.in[0]) {
+      std::fill(slice, slice + Hp * Wp, 0.f);
+      continue;
+    }
+    std::fill(slice, slice + s.pad[1] * Wp, 0.f);
+    for (int64_t h = 0; h < s.in[1]; ++h) {
+      float* row = slice + (h + s.pad[1]) * Wp;
+      std::fill(row, row + s.pad[2], 0.f);
+      std::memcpy(row + s.pad[2], src + (id * s.in[1] + h) * s.in[2], sizeof(float) * s.in[2]);
+      std::fill(row + s.pad[2] + s.in[2], row + Wp, 0.f);
+    }
+    std::fill(slice + (s.pad[1] + s.in[1]) * Wp, slice + Hp * Wp, 0.f);
+  }
+  std::fill(dst + p.in_size, dst + p.in_size + kPlaneSlack, 0.f);
+}
+
+// What one output row reads: the padded-plane row of each (kd, kh) tap and the
+// matching kw weights, in (kd, kh) order.
+struct DepthwiseRows {
+  std::vector<const float*> src, weights;
+};
+
+// A block of consecutive output rows: row i reads the input rows of row 0
+// shifted by i * row_shift and is written at y_row + i * y_step.
+struct RowBlock {
+  int64_t count, row_shift, y_step;
+};
+
+// Output columns [lo, hi) of every row of a block (geometry `p` of the padded plane).
+using DepthwiseRowsFn = void (*)(const ConvShape& p, const DepthwiseRows& rows, const RowBlock& block, float bias,
+                                 int64_t lo, int64_t hi, float* y_row);
+
+void DepthwiseRowsPortable(const ConvShape& p, const DepthwiseRows& rows, const RowBlock& block, float bias,
+                           int64_t lo, int64_t hi, float* y_row) {
+  for (int64_t i = 0; i < block.count; ++i)
+    for (int64_t ow = lo; ow < hi; ++ow) {
+      float acc = bias;
+      for (size_t r = 0; r < rows.src.size(); ++r) {
+        const float* src = rows.src[r] + i * block.row_shift + ow * p.stride[2];
+        for (int64_t kw = 0; kw < p.kernel[2]; ++kw) acc += rows.weights[r][kw] * src[kw * p.dilation[2]];
+      }
+      y_row[i * block.y_step + ow] = acc;
+    }
+}
+
+#ifdef NEE_CONV_X86
+// Eight consecutive output columns' inputs for one tap: src[0], src[stride], ...
+// Stride 2 loads sixteen floats and keeps the even ones.
+template <int kStride>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadTap8(const float* src) {
+  if constexpr (kStride == 1) {
+    return _mm256_loadu_ps(src);
+  } else {
+    const __m256 lo = _mm256_loadu_ps(src), hi = _mm256_loadu_ps(src + 8);
+    // [l0 l2 h0 h2 | l4 l6 h4 h6] -> [l0 l2 l4 l6 h0 h2 h4 h6]
+    const __m256 evens = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+}
+
+// Columns [ow, ow + 8*kVecs) of kRows rows of a block: kRows*kVecs
+// independent sums. (The accumulator array stays in registers: every loop
+// over it is fully unrolled.)
+template <int kStride, int kRows, int kVecs>
+__attribute__((target("avx2,fma"), always_inline)) inline void DepthwiseTile(const ConvShape& p,
+                                                                             const DepthwiseRows& rows,
+                                                                             const RowBlock& block, float bias,
+                                                                             int64_t ow, float* y_row) {
+  __m256 acc[kRows * kVecs];
+#pragma GCC unroll 16
+  for (int a = 0; a < kRows * kVecs; ++a) acc[a] = _mm256_set1_ps(bias);
+  const int64_t KW = p.kernel[2], dil = p.dilation[2], shift = block.row_shift;
+  for (size_t r = 0; r < rows.src.size(); ++r) {
+    const float* src = rows.src[r] + ow * kStride;
+    const float* wr = rows.weights[r];
+    for (int64_t kw = 0; kw < KW; ++kw) {
+      const __m256 wv = _mm256_broadcast_ss(wr + kw);
+      const float* tap = src + kw * dil;
+#pragma GCC unroll 16
+      for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < kVecs; ++v)
+          acc[i * kVecs + v] =
+              _mm256_fmadd_ps(wv, LoadTap8<kStride>(tap + i * shift + v * 8 * kStride), acc[i * kVecs + v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 16
+    for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(y_row + i * block.y_step + ow + v * 8, acc[i * kVecs + v]);
+}
+
+// Columns [0, width) of kRows rows. A ragged end is covered by one more vector
+// ending at `width`, overlapping the previous one: columns computed twice get
+// bitwise the same value both times (same lanes, same operation order). Rows
+// narrower than eight are computed in a full vector into a side buffer.
+template <int kStride, int kRows>
+__attribute__((target("avx2,fma"))) void DepthwiseRowsVector(const ConvShape& p, const DepthwiseRows& rows,
+                                                             const RowBlock& block, float bias, int64_t width,
+                                                             float* y_row) {
+  if (width < 8) {
+    alignas(32) float narrow[kRows * 8];
+    DepthwiseTile<kStride, kRows, 1>(p, rows, {kRows, block.row_shift, 8}, bias, 0, narrow);
+    for (int i = 0; i < kRows; ++i) std::memcpy(y_row + i * block.y_step, narrow + i * 8, sizeof(float) * width);
+    return;
+  }
+  constexpr int kWide = kRows >= 4 ? 2 : 4;  // vectors per row in the main loop: eight accumulators
+  int64_t ow = 0;
+  for (; ow + 8 * kWide <= width; ow += 8 * kWide) DepthwiseTile<kStride, kRows, kWide>(p, rows, block, bias, ow, y_row);
+  for (; ow + 8 <= width; ow += 8) DepthwiseTile<kStride, kRows, 1>(p, rows, block, bias, ow, y_row);
+  if (ow < width) DepthwiseTile<kStride, kRows, 1>(p, rows, block, bias, width - 8, y_row);
+}
+
+// The same sums one column at a time (strides other than 1 and 2), fused like the vector lanes.
+__attribute__((target("avx2,fma"))) void DepthwiseRowsScalarAvx2(const ConvShape& p, const DepthwiseRows& rows,
+                                                                  const RowBlock& block, float bias, int64_t width,
+                                                                  float* y_row) {
+  for (int64_t i = 0; i < block.count; ++i)
+    for (int64_t ow = 0; ow < width; ++ow) {
+      __m128 acc = _mm_set_ss(bias);
+      for (size_t r = 0; r < rows.src.size(); ++r) {
+        const float* src = rows.src[r] + i * block.row_shift + ow * p.stride[2];
+        for (int64_t kw = 0; kw < p.kernel[2]; ++kw)
+          acc = _mm_fmadd_ss(_mm_load_ss(rows.weights[r] + kw), _mm_load_ss(src + kw * p.dilation[2]), acc);
+      }
+      y_row[i * block.y_step + ow] = _mm_cvtss_f32(acc);
+    }
+}
+
+__attribute__((target("avx2,fma"))) void DepthwiseRowsAvx2(const ConvShape& p, const DepthwiseRows& rows,
+                                                           const RowBlock& block, float bias, int64_t lo, int64_t hi,
+                                                           float* y_row) {
+  // Always called for whole rows (lo == 0).
+  const int64_t width = hi - lo;
+  const bool four = block.count == 4;
+  if (p.stride[2] == 1) {
+    if (four) DepthwiseRowsVector<1, 4>(p, rows, block, bias, width, y_row + lo);
+    else DepthwiseRowsVector<1, 1>(p, rows, block, bias, width, y_row + lo);
+  } else if (p.stride[2] == 2) {
+    if (four) DepthwiseRowsVector<2, 4>(p, rows, block, bias, width, y_row + lo);
+    else DepthwiseRowsVector<2, 1>(p, rows, block, bias, width, y_row + lo);
+  } else {
+    DepthwiseRowsScalarAvx2(p, rows, block, bias, width, y_row + lo);
+  }
+}
+#endif
+
+DepthwiseRowsFn SelectDepthwiseRows() {
+#ifdef NEE_CONV_X86
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  // Follow SGEMM's switch so that one flag selects the portable code everywhere.
+  if (has_avx2 && std::strcmp(SgemmKernelName(), "avx2-fma") == 0) return DepthwiseRowsAvx2;
+#endif
+  return DepthwiseRowsPortable;
+}
+
+// All Mg output channels of input channel plane `plane_index` (= n*C + c).
+void DepthwisePlane(const ConvShape& s, const ConvShape& p, const float* x, const float* w, const float* bias,
+                    float* y, int64_t plane_index, DepthwiseRowsFn rows_fn) {
   const int64_t n = plane_index / s.C, c = plane_index % s.C;
-  const float* plane = x + plane_index * s.in_size;
+  float* padded = ThreadScratch(static_cast<size_t>(p.in_size + kPlaneSlack));
+  PadPlane(s, p, x + plane_index * s.in_size, padded);
   const int64_t OD = s.out[0], OH = s.out[1], OW = s.out[2];
   const int64_t KD = s.kernel[0], KH = s.kernel[1], KW = s.kernel[2];
-  ValidRange valid[16];
-  std::vector<ValidRange> many;
-  ValidRange* ranges = valid;
-  if (KW > 16) {
-    many.resize(static_cast<size_t>(KW));
-    ranges = many.data();
-  }
-  for (int64_t kw = 0; kw < KW; ++kw) ranges[kw] = ValidOutputs(s.in[2], OW, s.stride[2], s.pad[2], kw * s.dilation[2]);
+  DepthwiseRows rows;
+  rows.src.resize(static_cast<size_t>(KD * KH));
+  rows.weights.resize(static_cast<size_t>(KD * KH));
   for (int64_t m = 0; m < s.Mg; ++m) {
     const int64_t oc = c * s.Mg + m;
     const float* wk = w + oc * s.kernel_size;
     float* y_plane = y + (n * s.M + oc) * s.out_size;
     const float b = bias ? bias[oc] : 0.f;
     for (int64_t od = 0; od < OD; ++od)
-      for (int64_t oh = 0; oh < OH; ++oh) {
-        float* y_row = y_plane + (od * OH + oh) * OW;
-        std::fill(y_row, y_row + OW, b);
-        for (int64_t kd = 0; kd < KD; ++kd) {
-          const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
-          if (id < 0 || id >= s.in[0]) continue;
+      for (int64_t oh = 0; oh < OH;) {
+        const RowBlock block{oh + 4 <= OH ? 4 : 1, s.stride[1] * p.in[2], OW};
+        for (int64_t kd = 0; kd < KD; ++kd)
           for (int64_t kh = 0; kh < KH; ++kh) {
-            const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
-            if (ih < 0 || ih >= s.in[1]) continue;
-            const float* src = plane + (id * s.in[1] + ih) * s.in[2];
-            for (int64_t kw = 0; kw < KW; ++kw) {
-              const float wv = wk[(kd * KH + kh) * KW + kw];
-              const int64_t lo = ranges[kw].lo, hi = ranges[kw].hi;
-              const int64_t offset = kw * s.dilation[2] - s.pad[2];
-              if (s.stride[2] == 1) {
-                axpy(y_row + lo, src + lo + offset, wv, hi - lo);
-              } else {
-                for (int64_t o = lo; o < hi; ++o) y_row[o] += wv * src[o * s.stride[2] + offset];
-              }
-            }
+            const int64_t id = od * s.stride[0] + kd * s.dilation[0];
+            const int64_t ih = oh * s.stride[1] + kh * s.dilation[1];
+            rows.src[kd * KH + kh] = padded + (id * p.in[1] + ih) * p.in[2];
+            rows.weights[kd * KH + kh] = wk + (kd * KH + kh) * KW;
           }
-        }
+        rows_fn(p, rows, block, b, 0, OW, y_plane + (od * OH + oh) * OW);
+        oh += block.count;
       }
   }
 }
@@ -331,13 +459,20 @@ Status ConvFloat(KernelContext& ctx) {
   float* yp = out.data<float>();
   const int threads = NumThreads(ctx);
 
-  if (s.depthwise()) {
-    const AxpyFn axpy = SelectAxpy();
+  // The depthwise kernel works on a padded copy of each plane; absurd pads
+  // (possible with huge strides) would make that copy too big, so such nodes
+  // take the im2col path, which never materializes the padding.
+  double padded_size = 1;
+  for (int d = 0; d < kDims; ++d) padded_size *= static_cast<double>(s.in[d] + s.pad[d] + s.pad_end[d]);
+  const bool padded_copy_ok = padded_size <= 4.0 * static_cast<double>(s.in_size + s.out_size) + 65536;
+  const ConvShape padded = padded_copy_ok ? PaddedGeometry(s) : s;
+  if (s.depthwise() && padded_copy_ok) {
+    const DepthwiseRowsFn rows_fn = SelectDepthwiseRows();
     const int64_t planes = s.N * s.C;
     const int64_t work_per_plane = s.Mg * s.out_size * s.kernel_size;
     ctx.ParallelFor(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_plane)),
                     [&](int64_t begin, int64_t end) {
-                      for (int64_t p = begin; p < end; ++p) DepthwisePlane(s, xp, wp, bp, yp, p, axpy);
+                      for (int64_t p = begin; p < end; ++p) DepthwisePlane(s, padded, xp, wp, bp, yp, p, rows_fn);
                     });
     return Status::Ok();
   }
