@@ -25,5 +25,10 @@ Status MatMulFloat(KernelContext& ctx);
 Status GemmFloat(KernelContext& ctx);
 // Conv on float32 (conv_fast.cc): pointwise and im2col paths over SGEMM, a direct depthwise kernel.
 Status ConvFloat(KernelContext& ctx);
+// Pools on float32 (pool_fast.cc): MaxPool (without Indices) and AveragePool
+// bitwise equal to the reference; GlobalAveragePool with vectorized sums.
+Status MaxPoolFloat(KernelContext& ctx);
+Status AveragePoolFloat(KernelContext& ctx);
+Status GlobalAveragePoolFloat(KernelContext& ctx);
 
 }  // namespace nee::cpu

@@ -111,14 +111,15 @@ MicroKernel SelectKernel() {
 // Packs rows [i0, i0+mc) x cols [p0, p0+kc) of alpha*A into kRows-tall panels (zero padded).
 void PackA(const MatrixView& a, float alpha, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* out) {
   for (int64_t ib = 0; ib < mc; ib += kRows) {
-    int64_t rows = std::min(kRows, mc - ib);
+    const int64_t rows = std::min(kRows, mc - ib);
+    const float* row[kRows];
+    for (int64_t r = 0; r < kRows; ++r) row[r] = a.data + (i0 + ib + std::min(r, rows - 1)) * a.row_stride + p0 * a.col_stride;
     for (int64_t p = 0; p < kc; ++p) {
-      for (int64_t r = 0; r < kRows; ++r) {
-        float v = 0.f;
-        if (r < rows) v = alpha * a.data[(i0 + ib + r) * a.row_stride + (p0 + p) * a.col_stride];
-        out[p * kRows + r] = v;
-      }
+      const int64_t off = p * a.col_stride;
+      for (int64_t r = 0; r < kRows; ++r) out[p * kRows + r] = r < rows ? row[r][off] : 0.f;
     }
+    if (alpha != 1.f)
+      for (int64_t i = 0; i < kc * kRows; ++i) out[i] *= alpha;
     out += kc * kRows;
   }
 }
@@ -126,16 +127,19 @@ void PackA(const MatrixView& a, float alpha, int64_t i0, int64_t mc, int64_t p0,
 // Packs rows [p0, p0+kc) x cols [j0, j0+nc) of B into kCols-wide panels (zero padded).
 void PackB(const MatrixView& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) {
   for (int64_t jb = 0; jb < nc; jb += kCols) {
-    int64_t cols = std::min(kCols, nc - jb);
+    const int64_t cols = std::min(kCols, nc - jb);
     for (int64_t p = 0; p < kc; ++p) {
       const float* src = b.data + (p0 + p) * b.row_stride + (j0 + jb) * b.col_stride;
       float* dst = out + p * kCols;
-      if (b.col_stride == 1) {
+      if (b.col_stride == 1 && cols == kCols) {
+        std::memcpy(dst, src, sizeof(float) * kCols);  // constant size: inlined as vector moves
+      } else if (b.col_stride == 1) {
         std::memcpy(dst, src, sizeof(float) * cols);
+        for (int64_t j = cols; j < kCols; ++j) dst[j] = 0.f;
       } else {
         for (int64_t j = 0; j < cols; ++j) dst[j] = src[j * b.col_stride];
+        for (int64_t j = cols; j < kCols; ++j) dst[j] = 0.f;
       }
-      for (int64_t j = cols; j < kCols; ++j) dst[j] = 0.f;
     }
     out += kc * kCols;
   }
