@@ -120,7 +120,8 @@ bool PlanFastConv(const KernelContext& ctx, const Tensor& x, const Tensor& w, co
 
 int NumThreads(const KernelContext& ctx) { return ctx.pool() ? ctx.pool()->num_threads() : 1; }
 
-// Scratch reused across calls on the same thread (bounded by kColBudget).
+// Scratch reused across calls on the same thread: an im2col row or a padded
+// depthwise plane (so bounded by the largest plane seen).
 float* ThreadScratch(size_t n) {
   thread_local std::unique_ptr<float[]> buffer;
   thread_local size_t capacity = 0;
@@ -133,55 +134,56 @@ float* ThreadScratch(size_t n) {
 
 // ---- im2col ----------------------------------------------------------------------
 
-// The im2col scratch holds about this many floats (1 MiB) per tile; long
-// output planes are processed in several column tiles.
-constexpr int64_t kColBudget = int64_t{1} << 18;
+// At most this many output columns per task: SGEMM's own column block, so a
+// longer tile would gain nothing and only give fewer tasks to share out.
+constexpr int64_t kColumnsPerTask = 1024;
 
-int64_t ColumnTile(const ConvShape& s) {
-  int64_t tile = std::max<int64_t>(64, kColBudget / std::max<int64_t>(1, s.rows()));
-  if (tile >= s.out_size) return s.out_size;
-  return tile / 16 * 16;  // whole SGEMM column panels
+// Output columns per task: at most kColumnsPerTask, and few enough
+// that there are at least as many (unit, tile) tasks as threads when the
+// output is wide enough. Whole SGEMM column panels (16) except at the end.
+int64_t ColumnTile(const ConvShape& s, int64_t units, int threads) {
+  const int64_t budget = kColumnsPerTask;
+  int64_t tiles = (s.out_size + budget - 1) / budget;
+  if (units < threads) tiles = std::max<int64_t>(tiles, (threads + units - 1) / units);
+  const int64_t tile = ((s.out_size + tiles - 1) / tiles + 15) / 16 * 16;
+  return std::min(tile, s.out_size);
 }
 
-// Writes rows [r_begin, r_end) of the im2col matrix for output columns
-// [j0, j0 + nc) of one (image, group): row r = (channel, kd, kh, kw) holds
-// the input value each output position sees through that tap (0 in padding).
-void FillColumns(const ConvShape& s, const float* x_group, int64_t r_begin, int64_t r_end, int64_t j0, int64_t nc,
-                 float* col) {
+// Writes row r of the im2col matrix of one (image, group), output columns
+// [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
+// each output position sees through that tap (0 in padding).
+void FillColumnRow(const ConvShape& s, const float* x_group, int64_t r, int64_t j0, int64_t nc, float* dst) {
   const int64_t OH = s.out[1], OW = s.out[2];
   const int64_t KH = s.kernel[1], KW = s.kernel[2];
-  for (int64_t r = r_begin; r < r_end; ++r) {
-    const int64_t c = r / s.kernel_size, tap = r % s.kernel_size;
-    const int64_t kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
-    const float* plane = x_group + c * s.in_size;
-    const ValidRange valid = ValidOutputs(s.in[2], OW, s.stride[2], s.pad[2], kw * s.dilation[2]);
-    const int64_t w_offset = kw * s.dilation[2] - s.pad[2];
-    float* dst = col + r * nc;
-    int64_t j = j0, od = j0 / (OH * OW), oh = j0 / OW % OH, ow = j0 % OW;
-    while (j < j0 + nc) {
-      const int64_t seg = std::min(OW - ow, j0 + nc - j);
-      const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
-      const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
-      float* out = dst + (j - j0);
-      if (id < 0 || id >= s.in[0] || ih < 0 || ih >= s.in[1]) {
-        std::fill(out, out + seg, 0.f);
+  const int64_t c = r / s.kernel_size, tap = r % s.kernel_size;
+  const int64_t kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
+  const float* plane = x_group + c * s.in_size;
+  const ValidRange valid = ValidOutputs(s.in[2], OW, s.stride[2], s.pad[2], kw * s.dilation[2]);
+  const int64_t w_offset = kw * s.dilation[2] - s.pad[2];
+  int64_t j = j0, od = j0 / (OH * OW), oh = j0 / OW % OH, ow = j0 % OW;
+  while (j < j0 + nc) {
+    const int64_t seg = std::min(OW - ow, j0 + nc - j);
+    const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
+    const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
+    float* out = dst + (j - j0);
+    if (id < 0 || id >= s.in[0] || ih < 0 || ih >= s.in[1]) {
+      std::fill(out, out + seg, 0.f);
+    } else {
+      const float* src = plane + (id * s.in[1] + ih) * s.in[2];
+      const int64_t lo = std::clamp(valid.lo, ow, ow + seg), hi = std::clamp(valid.hi, lo, ow + seg);
+      std::fill(out, out + (lo - ow), 0.f);
+      if (s.stride[2] == 1) {
+        std::memcpy(out + (lo - ow), src + lo + w_offset, sizeof(float) * (hi - lo));
       } else {
-        const float* src = plane + (id * s.in[1] + ih) * s.in[2];
-        const int64_t lo = std::clamp(valid.lo, ow, ow + seg), hi = std::clamp(valid.hi, lo, ow + seg);
-        std::fill(out, out + (lo - ow), 0.f);
-        if (s.stride[2] == 1) {
-          std::memcpy(out + (lo - ow), src + lo + w_offset, sizeof(float) * (hi - lo));
-        } else {
-          for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * s.stride[2] + w_offset];
-        }
-        std::fill(out + (hi - ow), out + seg, 0.f);
+        for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * s.stride[2] + w_offset];
       }
-      j += seg;
-      ow = 0;
-      if (++oh == OH) {
-        oh = 0;
-        ++od;
-      }
+      std::fill(out + (hi - ow), out + seg, 0.f);
+    }
+    j += seg;
+    ow = 0;
+    if (++oh == OH) {
+      oh = 0;
+      ++od;
     }
   }
 }
@@ -191,10 +193,11 @@ void FillBias(const ConvShape& s, const float* bias_g, float* y_g, int64_t j0, i
   for (int64_t m = 0; m < s.Mg; ++m) std::fill(y_g + m * s.out_size + j0, y_g + m * s.out_size + j0 + nc, bias_g[m]);
 }
 
-// One (image, group) by im2col + SGEMM, tile by tile. `pool` (may be null)
-// parallelizes inside the unit.
-void ConvUnitGemm(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, int64_t unit,
-                  ThreadPool* pool) {
+// Output columns [j0, j0 + nc) of one (image, group): one SGEMM directly on
+// the input for pointwise convs, else im2col of those columns into this
+// thread's scratch, then SGEMM. `pool` (may be null) parallelizes inside.
+void ConvTile(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, int64_t unit,
+              int64_t j0, int64_t nc, ThreadPool* pool) {
   const int64_t n = unit / s.group, g = unit % s.group;
   const float* x_g = x + (n * s.C + g * s.Cg) * s.in_size;
   const float* w_g = w + g * s.Mg * s.rows();
@@ -202,21 +205,26 @@ void ConvUnitGemm(const ConvShape& s, const float* x, const float* w, const floa
   float* y_g = y + (n * s.M + g * s.Mg) * s.out_size;
   const int64_t rows = s.rows();
   const MatrixView weights{w_g, rows, 1};
+  if (bias_g) FillBias(s, bias_g, y_g, j0, nc);
+  const float beta = bias_g ? 1.f : 0.f;  // accumulate onto the bias
   if (s.pointwise()) {
-    if (bias_g) FillBias(s, bias_g, y_g, 0, s.out_size);
-    Sgemm(s.Mg, s.out_size, rows, 1.f, weights, {x_g, s.in_size, 1}, bias_g ? 1.f : 0.f, y_g, s.out_size, pool);
+    Sgemm(s.Mg, nc, rows, 1.f, weights, {x_g + j0, s.in_size, 1}, beta, y_g + j0, s.out_size, pool);
     return;
   }
-  const int64_t tile = ColumnTile(s);
-  float* col = ThreadScratch(static_cast<size_t>(rows * tile));
-  for (int64_t j0 = 0; j0 < s.out_size; j0 += tile) {
-    const int64_t nc = std::min(tile, s.out_size - j0);
-    auto fill = [&](int64_t begin, int64_t end) { FillColumns(s, x_g, begin, end, j0, nc, col); };
-    if (pool && rows * nc >= 32768) pool->ParallelFor(rows, std::max<int64_t>(1, 8192 / nc), fill);
-    else fill(0, rows);
-    if (bias_g) FillBias(s, bias_g, y_g, j0, nc);
-    Sgemm(s.Mg, nc, rows, 1.f, weights, {col, nc, 1}, bias_g ? 1.f : 0.f, y_g + j0, s.out_size, pool);
-  }
+  // im2col straight into SGEMM's packed panels: each im2col row is built in
+  // a small buffer (it stays in L1) and dealt out to the panels, 16 columns each.
+  constexpr int64_t kPanel = kSgemmPanelWidth;
+  float* row = ThreadScratch(static_cast<size_t>((nc + kPanel - 1) / kPanel * kPanel));
+  auto pack = [&](int64_t p0, int64_t kc, int64_t jb, int64_t ncb, float* out) {
+    const int64_t panels = (ncb + kPanel - 1) / kPanel;
+    for (int64_t p = p0; p < p0 + kc; ++p) {
+      FillColumnRow(s, x_g, p, j0 + jb, ncb, row);
+      std::fill(row + ncb, row + panels * kPanel, 0.f);
+      for (int64_t q = 0; q < panels; ++q)
+        std::memcpy(out + (q * kc + (p - p0)) * kPanel, row + q * kPanel, sizeof(float) * kPanel);
+    }
+  };
+  SgemmWithPackedB(s.Mg, nc, rows, 1.f, weights, pack, beta, y_g + j0, s.out_size, pool);
 }
 
 // ---- Depthwise ---------------------------------------------------------------------
@@ -477,14 +485,26 @@ Status ConvFloat(KernelContext& ctx) {
     return Status::Ok();
   }
 
+  // (image, group) units split into column tiles: one task each, all in one
+  // parallel loop (each task's im2col is consumed at once by its own SGEMM).
+  // Tiles only split the columns, which SGEMM computes independently, so the
+  // tiling (which depends on the thread count) never changes a result.
   const int64_t units = s.N * s.group;
-  if (threads > 1 && units >= 2 * threads) {
-    // Enough (image, group) units to keep every thread busy: one unit per task, serial inside.
-    ctx.ParallelFor(units, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t u = begin; u < end; ++u) ConvUnitGemm(s, xp, wp, bp, yp, u, nullptr);
+  const int64_t tile = ColumnTile(s, units, threads);
+  const int64_t tiles = (s.out_size + tile - 1) / tile;
+  if (threads == 1 || units * tiles >= threads) {
+    ctx.ParallelFor(units * tiles, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t j0 = t % tiles * tile;
+        ConvTile(s, xp, wp, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
+      }
     });
   } else {
-    for (int64_t u = 0; u < units; ++u) ConvUnitGemm(s, xp, wp, bp, yp, u, ctx.pool());
+    // Too few columns to go around: parallelize inside each tile (SGEMM over output channels).
+    for (int64_t t = 0; t < units * tiles; ++t) {
+      const int64_t j0 = t % tiles * tile;
+      ConvTile(s, xp, wp, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), ctx.pool());
+    }
   }
   return Status::Ok();
 }

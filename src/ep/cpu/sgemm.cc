@@ -165,6 +165,15 @@ void SgemmForcePortable(bool force) { g_force_portable.store(force); }
 
 void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, MatrixView b, float beta, float* c,
            int64_t ldc, ThreadPool* pool) {
+  SgemmWithPackedB(
+      m, n, k, alpha, a,
+      [&b](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) { PackB(b, p0, kc, j0, nc, out); }, beta, c,
+      ldc, pool);
+}
+
+void SgemmWithPackedB(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, const PackBFn& pack_b, float beta,
+                      float* c, int64_t ldc, ThreadPool* pool) {
+  static_assert(kCols == kSgemmPanelWidth, "sgemm.h documents the panel width");
   if (m <= 0 || n <= 0) return;
   // C = beta * C first; the blocks below then accumulate alpha*A*B into it.
   for (int64_t i = 0; i < m; ++i) {
@@ -181,7 +190,7 @@ void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, MatrixVie
     for (int64_t p0 = 0; p0 < k; p0 += kKc) {
       int64_t kc = std::min(kKc, k - p0);
       AlignedBuffer packed_b(static_cast<size_t>(n_panels * kCols * kc));
-      PackB(b, p0, kc, j0, nc, packed_b.p);
+      pack_b(p0, kc, j0, nc, packed_b.p);
       // Tasks are tiles of C (kMc rows by kPanelsPerTask panels); each C
       // element belongs to exactly one task and sums over k in a fixed order,
       // so the result is the same whatever thread runs which task.
