@@ -29,7 +29,7 @@
 #include "ops/nn_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "ep/cpu/simd_x86.h"
 #define NEE_CONV_X86 1
 #endif
 
@@ -304,20 +304,6 @@ void DepthwiseRowsPortable(const ConvShape& p, const DepthwiseRows& rows, const 
 }
 
 #ifdef NEE_CONV_X86
-// Eight consecutive output columns' inputs for one tap: src[0], src[stride], ...
-// Stride 2 loads sixteen floats and keeps the even ones.
-template <int kStride>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadTap8(const float* src) {
-  if constexpr (kStride == 1) {
-    return _mm256_loadu_ps(src);
-  } else {
-    const __m256 lo = _mm256_loadu_ps(src), hi = _mm256_loadu_ps(src + 8);
-    // [l0 l2 h0 h2 | l4 l6 h4 h6] -> [l0 l2 l4 l6 h0 h2 h4 h6]
-    const __m256 evens = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0)));
-  }
-}
-
 // Columns [ow, ow + 8*kVecs) of kRows rows of a block: kRows*kVecs
 // independent sums. (The accumulator array stays in registers: every loop
 // over it is fully unrolled.)
@@ -341,7 +327,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void DepthwiseTile(con
 #pragma GCC unroll 16
         for (int v = 0; v < kVecs; ++v)
           acc[i * kVecs + v] =
-              _mm256_fmadd_ps(wv, LoadTap8<kStride>(tap + i * shift + v * 8 * kStride), acc[i * kVecs + v]);
+              _mm256_fmadd_ps(wv, LoadStrided8<kStride>(tap + i * shift + v * 8 * kStride), acc[i * kVecs + v]);
     }
   }
 #pragma GCC unroll 16
@@ -407,9 +393,8 @@ __attribute__((target("avx2,fma"))) void DepthwiseRowsAvx2(const ConvShape& p, c
 
 DepthwiseRowsFn SelectDepthwiseRows() {
 #ifdef NEE_CONV_X86
-  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   // Follow SGEMM's switch so that one flag selects the portable code everywhere.
-  if (has_avx2 && std::strcmp(SgemmKernelName(), "avx2-fma") == 0) return DepthwiseRowsAvx2;
+  if (CpuHasAvx2Fma() && std::strcmp(SgemmKernelName(), "avx2-fma") == 0) return DepthwiseRowsAvx2;
 #endif
   return DepthwiseRowsPortable;
 }

@@ -12,10 +12,17 @@
 // GlobalAveragePool sums each plane in eight interleaved partial sums (a
 // fixed order, so deterministic, but not the reference's sequential order).
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 #include "ops/nn_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "ep/cpu/simd_x86.h"
+#define NEE_POOL_X86 1
+#endif
 
 namespace nee::cpu {
 
@@ -37,6 +44,10 @@ struct PoolShape {
   // Along the last dim: kernel, stride, begin pad, and the output columns
   // [interior_lo, interior_hi) whose every tap is inside the input.
   int64_t kernel_w = 1, stride_w = 1, pad_w = 0, interior_lo = 0, interior_hi = 0;
+  // Interior columns [vector_lo, vector_hi) the AVX2 row kernel computes
+  // (empty without AVX2 or when fewer than eight; stride 2 stops where its
+  // sixteen-float loads would leave the row).
+  int64_t vector_lo = 0, vector_hi = 0;
   std::vector<TapRange> taps[kDims];  // per dim, per output position
 };
 
@@ -95,6 +106,20 @@ bool PlanFastPool(const KernelContext& ctx, const Tensor& x, PoolShape& s) {
     if (s.interior_hi == s.interior_lo) s.interior_lo = o;  // windows move monotonically: one run
     s.interior_hi = o + 1;
   }
+#ifdef NEE_POOL_X86
+  if (CpuHasAvx2Fma() && std::string(SgemmKernelName()) == "avx2-fma" && (s.stride_w == 1 || s.stride_w == 2)) {
+    int64_t hi = s.interior_hi;
+    if (s.stride_w == 2) {
+      // Columns from ow read up to input column 2*ow - pad + (K-1)*dil + 15.
+      const int64_t room = s.in[2] - 16 - ((s.kernel_w - 1) * s.dilation[2] - s.pad_w);  // need 2*ow <= room
+      hi = room < 0 ? s.interior_lo : std::clamp(room / 2 + 8, s.interior_lo, s.interior_hi);
+    }
+    if (hi - s.interior_lo >= 8) {
+      s.vector_lo = s.interior_lo;
+      s.vector_hi = hi;
+    }
+  }
+#endif
   return s.planes > 0 && s.out_size > 0;
 }
 
@@ -123,6 +148,47 @@ __attribute__((target_clones("avx2", "default"))) void SumTapRow(float* __restri
   }
 }
 
+#ifdef NEE_POOL_X86
+// Columns [ow, ow + 8*kVecs) of one output row, whole windows in registers:
+// each lane combines the taps in the reference's order (MAXPS(v, acc) is
+// exactly `v > acc ? v : acc`), the average divides like the scalar code.
+template <Pool kKind, int kStride, int kVecs>
+__attribute__((target("avx2,fma"), always_inline)) inline void PoolChunk(const PoolShape& s, const float* const* rows,
+                                                                         size_t n_rows, float divisor, int64_t ow,
+                                                                         float* y_row) {
+  const int64_t base = ow * kStride - s.pad_w, dil = s.dilation[2];
+  __m256 acc[kVecs];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVecs; ++v)
+    acc[v] = kKind == Pool::kMax ? LoadStrided8<kStride>(rows[0] + base + v * 8 * kStride) : _mm256_setzero_ps();
+  for (size_t r = 0; r < n_rows; ++r)
+    for (int64_t k = (kKind == Pool::kMax && r == 0) ? 1 : 0; k < s.kernel_w; ++k) {
+      const float* tap = rows[r] + base + k * dil;
+#pragma GCC unroll 4
+      for (int v = 0; v < kVecs; ++v) {
+        const __m256 x = LoadStrided8<kStride>(tap + v * 8 * kStride);
+        acc[v] = kKind == Pool::kMax ? _mm256_max_ps(x, acc[v]) : _mm256_add_ps(acc[v], x);
+      }
+    }
+#pragma GCC unroll 4
+  for (int v = 0; v < kVecs; ++v) {
+    if (kKind == Pool::kAverage) acc[v] = _mm256_div_ps(acc[v], _mm256_set1_ps(divisor));
+    _mm256_storeu_ps(y_row + ow + v * 8, acc[v]);
+  }
+}
+
+// Columns [lo, hi), hi - lo >= 8; a ragged end is covered by one more vector
+// ending at hi (columns computed twice get bitwise the same value).
+template <Pool kKind, int kStride>
+__attribute__((target("avx2,fma"))) void PoolRowAvx2(const PoolShape& s, const float* const* rows, size_t n_rows,
+                                                     float divisor, int64_t lo, int64_t hi, float* y_row) {
+  int64_t ow = lo;
+  for (; ow + 32 <= hi; ow += 32) PoolChunk<kKind, kStride, 4>(s, rows, n_rows, divisor, ow, y_row);
+  for (; ow + 8 <= hi; ow += 8) PoolChunk<kKind, kStride, 1>(s, rows, n_rows, divisor, ow, y_row);
+  if (ow < hi) PoolChunk<kKind, kStride, 1>(s, rows, n_rows, divisor, hi - 8, y_row);
+}
+#endif
+
 // One plane. `acc` is scratch for one output row.
 template <Pool kKind>
 void PoolPlane(const PoolShape& s, bool count_include_pad, const float* x, float* y, std::vector<float>& acc) {
@@ -136,19 +202,43 @@ void PoolPlane(const PoolShape& s, bool count_include_pad, const float* x, float
       float* y_row = y + (od * OH + oh) * OW;
       bool first_row = true;
       if (kKind == Pool::kAverage) std::fill(acc.begin(), acc.end(), 0.f);
+      // Columns [done_lo, done_hi) are finished by the vector kernel below.
+      int64_t done_lo = 0, done_hi = 0;
+#ifdef NEE_POOL_X86
+      if (s.vector_hi > s.vector_lo && td.hi > td.lo && th.hi > th.lo) {
+        const float* rows[64];
+        size_t n_rows = 0;
+        for (int64_t kd = td.lo; kd < td.hi; ++kd)
+          for (int64_t kh = th.lo; kh < th.hi && n_rows < 64; ++kh) {
+            const int64_t id = td.first_x + (kd - td.lo) * s.dilation[0];
+            const int64_t ih = th.first_x + (kh - th.lo) * s.dilation[1];
+            rows[n_rows++] = x + (id * s.in[1] + ih) * s.in[2];
+          }
+        if (static_cast<int64_t>(n_rows) == (td.hi - td.lo) * (th.hi - th.lo)) {  // else: a huge window, scalar path
+          const int64_t counted = count_include_pad ? td.declared * th.declared * s.kernel_w
+                                                    : static_cast<int64_t>(n_rows) * s.kernel_w;
+          const float divisor = static_cast<float>(counted);
+          if (s.stride_w == 1) PoolRowAvx2<kKind, 1>(s, rows, n_rows, divisor, s.vector_lo, s.vector_hi, y_row);
+          else PoolRowAvx2<kKind, 2>(s, rows, n_rows, divisor, s.vector_lo, s.vector_hi, y_row);
+          done_lo = s.vector_lo;
+          done_hi = s.vector_hi;
+        }
+      }
+#endif
       for (int64_t kd = td.lo; kd < td.hi; ++kd)
         for (int64_t kh = th.lo; kh < th.hi; ++kh) {
           const int64_t id = td.first_x + (kd - td.lo) * s.dilation[0];
           const int64_t ih = th.first_x + (kh - th.lo) * s.dilation[1];
           const float* src = x + (id * s.in[1] + ih) * s.in[2];
           const int64_t dil = s.dilation[2];
-          for (int64_t k = 0; k < s.kernel_w; ++k) {
-            if (s.interior_hi <= s.interior_lo) break;
-            // Interior column interior_lo + o reads tap[o * stride].
-            const float* tap = src + s.interior_lo * s.stride_w - s.pad_w + k * dil;
-            const int64_t width = s.interior_hi - s.interior_lo;
-            if (kKind == Pool::kMax) MaxTapRow(acc.data() + s.interior_lo, tap, s.stride_w, 0, width, first_row && k == 0);
-            else SumTapRow(acc.data() + s.interior_lo, tap, s.stride_w, 0, width);
+          // The interior columns the vector kernel did not do: [from, interior_hi).
+          const int64_t from = done_hi > done_lo ? done_hi : s.interior_lo;
+          for (int64_t k = 0; k < s.kernel_w && from < s.interior_hi; ++k) {
+            // Interior column from + o reads tap[o * stride].
+            const float* tap = src + from * s.stride_w - s.pad_w + k * dil;
+            const int64_t width = s.interior_hi - from;
+            if (kKind == Pool::kMax) MaxTapRow(acc.data() + from, tap, s.stride_w, 0, width, first_row && k == 0);
+            else SumTapRow(acc.data() + from, tap, s.stride_w, 0, width);
           }
           for (int64_t ow = 0; ow < OW; ++ow) {
             if (ow == s.interior_lo) ow = std::max(ow, s.interior_hi);  // skip the interior
@@ -174,6 +264,8 @@ void PoolPlane(const PoolShape& s, bool count_include_pad, const float* x, float
         }
       const int64_t inside_dh = (td.hi - td.lo) * (th.hi - th.lo);
       for (int64_t ow = 0; ow < OW; ++ow) {
+        if (ow == done_lo) ow = std::max(ow, done_hi);  // finished by the vector kernel
+        if (ow >= OW) break;
         const TapRange& t = tw[static_cast<size_t>(ow)];
         const int64_t inside = inside_dh * (t.hi - t.lo);
         if (kKind == Pool::kMax) {

@@ -71,6 +71,17 @@ std::vector<PoolCase> Cases() {
       {"kernel_larger_than_input_padded", {1, 1, 2, 2}, 17,
        {IntsAttr("kernel_shape", {3, 3}), IntsAttr("pads", {1, 1, 1, 1})}},
       {"old_opset_7", {1, 2, 6, 6}, 7, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})}},
+      // Rows wide enough for the vector kernel (eight and more interior columns).
+      {"wide_3x3_s1", {1, 2, 5, 45}, 17, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"wide_2x2_s2", {2, 3, 6, 70}, 17, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})}},
+      {"wide_3x3_s2_ceil", {1, 2, 7, 61}, 17,
+       {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1}),
+        IntAttr("ceil_mode", 1)}},
+      {"wide_dilated_s2", {1, 2, 9, 50}, 19,
+       {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {1, 2}), IntsAttr("dilations", {2, 2}),
+        IntsAttr("pads", {2, 2, 2, 2})}},
+      {"wide_1d_s1", {2, 2, 100}, 17, {IntsAttr("kernel_shape", {5}), IntsAttr("pads", {2, 2})}},
+      {"wide_3d", {1, 2, 3, 4, 40}, 17, {IntsAttr("kernel_shape", {2, 2, 3}), IntsAttr("pads", {0, 1, 1, 1, 0, 1})}},
   };
 }
 
@@ -113,6 +124,27 @@ TEST(PoolFast, MaxPoolNaNLikeReference) {
   auto got = RunFast(cpu::MaxPoolFloat, node, 12, x, 1);
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(0, std::memcmp(got->data<float>(), ref->outputs[0].tensor().data<float>(), 4 * sizeof(float)));
+}
+
+TEST(PoolFast, MaxPoolNaNLikeReferenceInVectorKernel) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 rng(3);
+  Tensor t = RandomTensor({1, 2, 6, 41}, rng);
+  for (int64_t i = 0; i < t.num_elements(); i += 7) t.data<float>()[i] = nan;
+  Value x(t);
+  for (int64_t stride : {1, 2}) {
+    Node node = testing::MakeNode("MaxPool", 1, 1,
+                                  {IntsAttr("kernel_shape", {2, 3}), IntsAttr("strides", {1, stride}),
+                                   IntsAttr("pads", {0, 1, 1, 1})});
+    auto ref = testing::RunOp(node, 12, {x});
+    ASSERT_TRUE(ref.ok());
+    auto got = RunFast(cpu::MaxPoolFloat, node, 12, x, 1);
+    ASSERT_TRUE(got.ok());
+    const Tensor& want = ref->outputs[0].tensor();
+    ASSERT_EQ(got->dims(), want.dims());
+    EXPECT_EQ(0, std::memcmp(got->data<float>(), want.data<float>(), sizeof(float) * want.num_elements()))
+        << "stride " << stride;
+  }
 }
 
 // MaxPool with an Indices output goes to the reference kernel.
