@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/nn_util.h"
 
@@ -142,9 +143,11 @@ constexpr int64_t kColumnsPerTask = 1024;
 // that there are at least as many (unit, tile) tasks as threads when the
 // output is wide enough. Whole SGEMM column panels (16) except at the end.
 int64_t ColumnTile(const ConvShape& s, int64_t units, int threads) {
-  const int64_t budget = kColumnsPerTask;
-  int64_t tiles = (s.out_size + budget - 1) / budget;
-  if (units < threads) tiles = std::max<int64_t>(tiles, (threads + units - 1) / units);
+  int64_t tiles = (s.out_size + kColumnsPerTask - 1) / kColumnsPerTask;
+  // With several threads, aim at four tasks per thread (tiles of at least 64
+  // columns) so that threads claiming tasks dynamically end together.
+  if (threads > 1 && units * tiles < 4 * threads)
+    tiles = std::max(tiles, std::min((4 * threads + units - 1) / units, (s.out_size + 63) / 64));
   const int64_t tile = ((s.out_size + tiles - 1) / tiles + 15) / 16 * 16;
   return std::min(tile, s.out_size);
 }
@@ -463,10 +466,12 @@ Status ConvFloat(KernelContext& ctx) {
     const DepthwiseRowsFn rows_fn = SelectDepthwiseRows();
     const int64_t planes = s.N * s.C;
     const int64_t work_per_plane = s.Mg * s.out_size * s.kernel_size;
-    ctx.ParallelFor(planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_plane)),
-                    [&](int64_t begin, int64_t end) {
-                      for (int64_t p = begin; p < end; ++p) DepthwisePlane(s, padded, xp, wp, bp, yp, p, rows_fn);
-                    });
+    auto plane = [&](int64_t p) { DepthwisePlane(s, padded, xp, wp, bp, yp, p, rows_fn); };
+    if (planes * work_per_plane < 32768) {
+      for (int64_t p = 0; p < planes; ++p) plane(p);  // too little work to share out
+    } else {
+      ParallelTasks(ctx, planes, plane);
+    }
     return Status::Ok();
   }
 
@@ -478,11 +483,9 @@ Status ConvFloat(KernelContext& ctx) {
   const int64_t tile = ColumnTile(s, units, threads);
   const int64_t tiles = (s.out_size + tile - 1) / tile;
   if (threads == 1 || units * tiles >= threads) {
-    ctx.ParallelFor(units * tiles, 1, [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t j0 = t % tiles * tile;
-        ConvTile(s, xp, wp, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
-      }
+    ParallelTasks(ctx, units * tiles, [&](int64_t t) {
+      const int64_t j0 = t % tiles * tile;
+      ConvTile(s, xp, wp, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
     });
   } else {
     // Too few columns to go around: parallelize inside each tile (SGEMM over output channels).

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/nn_util.h"
 
@@ -291,12 +292,19 @@ Status WindowPoolFloat(KernelContext& ctx, bool count_include_pad) {
   float* yp = y.data<float>();
   int64_t window = 1;
   for (int d = 0; d < kDims; ++d) window *= std::max<int64_t>(1, s.taps[d].empty() ? 1 : s.taps[d][0].declared);
-  ctx.ParallelFor(s.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, s.out_size * window)),
-                  [&](int64_t begin, int64_t end) {
-                    std::vector<float> acc;
-                    for (int64_t p = begin; p < end; ++p)
-                      PoolPlane<kKind>(s, count_include_pad, xp + p * s.in_size, yp + p * s.out_size, acc);
-                  });
+  // Planes are tasks claimed dynamically; a few planes per task keep the claiming cheap.
+  const int64_t per_task = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.out_size * window));
+  const int64_t tasks = (s.planes + per_task - 1) / per_task;
+  auto run = [&](int64_t task) {
+    thread_local std::vector<float> acc;
+    for (int64_t p = task * per_task; p < std::min(s.planes, (task + 1) * per_task); ++p)
+      PoolPlane<kKind>(s, count_include_pad, xp + p * s.in_size, yp + p * s.out_size, acc);
+  };
+  if (s.planes * s.out_size * window < 32768) {
+    for (int64_t t = 0; t < tasks; ++t) run(t);  // too little work to share out
+  } else {
+    ParallelTasks(ctx, tasks, run);
+  }
   return Status::Ok();
 }
 
