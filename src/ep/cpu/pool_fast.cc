@@ -128,9 +128,9 @@ enum class Pool { kMax, kAverage };
 
 // Interior columns [lo, hi) of one output row, one kernel tap k at a time
 // (each output still combines its taps in order): acc[o] (op)= src[o*stride].
-// Cloned for AVX2 so the loops vectorize eight wide where the CPU allows.
-__attribute__((target_clones("avx2", "default"))) void MaxTapRow(float* __restrict acc, const float* __restrict src,
-                                                                  int64_t stride, int64_t lo, int64_t hi, bool first) {
+// (The portable path, and the AVX2 path's leftovers: strides above 2, short rows.)
+void MaxTapRow(float* __restrict acc, const float* __restrict src, int64_t stride, int64_t lo, int64_t hi,
+               bool first) {
   if (first) {
     for (int64_t o = lo; o < hi; ++o) acc[o] = src[o * stride];
   } else if (stride == 1) {
@@ -140,8 +140,7 @@ __attribute__((target_clones("avx2", "default"))) void MaxTapRow(float* __restri
   }
 }
 
-__attribute__((target_clones("avx2", "default"))) void SumTapRow(float* __restrict acc, const float* __restrict src,
-                                                                  int64_t stride, int64_t lo, int64_t hi) {
+void SumTapRow(float* __restrict acc, const float* __restrict src, int64_t stride, int64_t lo, int64_t hi) {
   if (stride == 1) {
     for (int64_t o = lo; o < hi; ++o) acc[o] += src[o];
   } else {

@@ -11,6 +11,7 @@
 
 #include "../ops/op_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 
 namespace nee {
 namespace {
@@ -100,13 +101,19 @@ TEST_P(PoolFastTest, BitwiseEqualToReference) {
       auto ref = testing::RunOp(node, c.opset, {x});
       ASSERT_TRUE(ref.ok()) << c.name << ": " << ref.status().ToString();
       const Tensor& want = ref->outputs[0].tensor();
-      for (int threads : {1, 2}) {
-        auto got = RunFast(kernel, node, c.opset, x, threads);
-        ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().ToString();
-        ASSERT_EQ(got->dims(), want.dims()) << c.name;
-        EXPECT_EQ(0, std::memcmp(got->data<float>(), want.data<float>(), sizeof(float) * want.num_elements()))
-            << op << " " << c.name << " include_pad=" << include_pad << " threads=" << threads;
+      // The SIMD row kernel (where the CPU has it) and the portable loops (SGEMM's switch selects both).
+      for (bool portable : {false, true}) {
+        cpu::SgemmForcePortable(portable);
+        for (int threads : {1, 2}) {
+          auto got = RunFast(kernel, node, c.opset, x, threads);
+          ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().ToString();
+          ASSERT_EQ(got->dims(), want.dims()) << c.name;
+          EXPECT_EQ(0, std::memcmp(got->data<float>(), want.data<float>(), sizeof(float) * want.num_elements()))
+              << op << " " << c.name << " include_pad=" << include_pad << " threads=" << threads
+              << " portable=" << portable;
+        }
       }
+      cpu::SgemmForcePortable(false);
     }
   }
 }
