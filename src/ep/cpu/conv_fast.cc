@@ -5,8 +5,10 @@
 //    group) already is the GEMM's B matrix, so Y_g = W_g x X_g is one SGEMM;
 //  - depthwise (one input channel per group): a direct sliding-window kernel
 //    over each channel plane, vectorized along output rows;
-//  - everything else: im2col into a bounded scratch tile of output columns,
-//    then SGEMM (sgemm.cc) of the group's weights by that tile.
+//  - everything else: im2col + SGEMM (sgemm.cc), the im2col rows written
+//    straight into SGEMM's packed B panels (SgemmWithPackedB), so the im2col
+//    matrix is never materialized; output columns are split into tiles that
+//    are the parallel tasks.
 //
 // Determinism: every output element is computed by exactly one task, and its
 // sum runs in an order fixed by the geometry alone (SGEMM's own guarantee for
@@ -19,7 +21,6 @@
 // Anything unusual (other types, invalid models, empty tensors) goes to the
 // reference kernel, which also produces the error messages.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -175,7 +176,9 @@ void FillColumnRow(const ConvShape& s, const float* x_group, int64_t r, int64_t 
       const float* src = plane + (id * s.in[1] + ih) * s.in[2];
       const int64_t lo = std::clamp(valid.lo, ow, ow + seg), hi = std::clamp(valid.hi, lo, ow + seg);
       std::fill(out, out + (lo - ow), 0.f);
-      if (s.stride[2] == 1) {
+      if (hi <= lo) {
+        // every tap of this segment falls into the padding
+      } else if (s.stride[2] == 1) {
         std::memcpy(out + (lo - ow), src + lo + w_offset, sizeof(float) * (hi - lo));
       } else {
         for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * s.stride[2] + w_offset];
@@ -197,8 +200,8 @@ void FillBias(const ConvShape& s, const float* bias_g, float* y_g, int64_t j0, i
 }
 
 // Output columns [j0, j0 + nc) of one (image, group): one SGEMM directly on
-// the input for pointwise convs, else im2col of those columns into this
-// thread's scratch, then SGEMM. `pool` (may be null) parallelizes inside.
+// the input for pointwise convs, else SGEMM with B = im2col of those columns,
+// packed as SGEMM asks for it. `pool` (may be null) parallelizes inside.
 void ConvTile(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, int64_t unit,
               int64_t j0, int64_t nc, ThreadPool* pool) {
   const int64_t n = unit / s.group, g = unit % s.group;
