@@ -83,7 +83,7 @@ bool PlanFastPool(const KernelContext& ctx, const Tensor& x, PoolShape& s) {
   for (size_t d = 0; d < n; ++d) {
     const int64_t in = x.dim(static_cast<int64_t>(d + 2));
     auto out = nn::WindowOutputDim(node, spec, d, in);
-    if (!out.ok()) return false;
+    if (!out.ok() || out.value() > (int64_t{1} << 24)) return false;  // (the tap tables would be huge)
     const int e = first + static_cast<int>(d);
     s.in[e] = in;
     s.out[e] = out.value();
