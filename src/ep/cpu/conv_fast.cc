@@ -153,10 +153,20 @@ int64_t ColumnTile(const ConvShape& s, int64_t units, int threads) {
   return std::min(tile, s.out_size);
 }
 
+// Runs are short (an output row's worth of columns), so the copies are plain
+// loops: GCC would otherwise turn them into memset/memcpy calls, whose call
+// overhead dominates at these sizes.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NEE_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NEE_NO_LIBCALL_LOOPS
+#endif
+
 // Writes row r of the im2col matrix of one (image, group), output columns
 // [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
 // each output position sees through that tap (0 in padding).
-void FillColumnRow(const ConvShape& s, const float* x_group, int64_t r, int64_t j0, int64_t nc, float* dst) {
+NEE_NO_LIBCALL_LOOPS void FillColumnRow(const ConvShape& s, const float* x_group, int64_t r, int64_t j0, int64_t nc,
+                                        float* __restrict dst) {
   const int64_t OH = s.out[1], OW = s.out[2];
   const int64_t KH = s.kernel[1], KW = s.kernel[2];
   const int64_t c = r / s.kernel_size, tap = r % s.kernel_size;
@@ -164,26 +174,52 @@ void FillColumnRow(const ConvShape& s, const float* x_group, int64_t r, int64_t 
   const float* plane = x_group + c * s.in_size;
   const ValidRange valid = ValidOutputs(s.in[2], OW, s.stride[2], s.pad[2], kw * s.dilation[2]);
   const int64_t w_offset = kw * s.dilation[2] - s.pad[2];
+  const int64_t sw = s.stride[2];
+  // Stride 1 along height and width with output rows as wide as input rows
+  // (e.g. 3x3 "same" convs): consecutive output rows read consecutive input
+  // rows, so a run of whole rows is one contiguous copy plus zeroed edges.
+  const bool rows_contiguous = sw == 1 && s.stride[1] == 1 && OW == s.in[2] && valid.lo < valid.hi;
   int64_t j = j0, od = j0 / (OH * OW), oh = j0 / OW % OH, ow = j0 % OW;
   while (j < j0 + nc) {
-    const int64_t seg = std::min(OW - ow, j0 + nc - j);
     const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
     const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
-    float* out = dst + (j - j0);
-    if (id < 0 || id >= s.in[0] || ih < 0 || ih >= s.in[1]) {
-      std::fill(out, out + seg, 0.f);
-    } else {
-      const float* src = plane + (id * s.in[1] + ih) * s.in[2];
-      const int64_t lo = std::clamp(valid.lo, ow, ow + seg), hi = std::clamp(valid.hi, lo, ow + seg);
-      std::fill(out, out + (lo - ow), 0.f);
-      if (hi <= lo) {
-        // every tap of this segment falls into the padding
-      } else if (s.stride[2] == 1) {
-        std::memcpy(out + (lo - ow), src + lo + w_offset, sizeof(float) * (hi - lo));
-      } else {
-        for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * s.stride[2] + w_offset];
+    const bool inside = id >= 0 && id < s.in[0] && ih >= 0 && ih < s.in[1];
+    if (rows_contiguous && inside && ow == 0) {
+      // Whole output rows oh.. that stay inside the input and the tile.
+      const int64_t run = std::min({(j0 + nc - j) / OW, OH - oh, s.in[1] - ih});
+      if (run > 1) {
+        float* __restrict out = dst + (j - j0);
+        const float* __restrict src = plane + (id * s.in[1] + ih) * s.in[2];
+        const int64_t lo = valid.lo, hi = valid.hi;
+        // out[k] = src[k + w_offset] except the columns of each row outside [lo, hi), which are padding.
+        for (int64_t k = lo; k < (run - 1) * OW + hi; ++k) out[k] = src[k + w_offset];
+        for (int64_t row = 0; row < run; ++row) {
+          for (int64_t o = 0; o < lo; ++o) out[row * OW + o] = 0.f;
+          for (int64_t o = hi; o < OW; ++o) out[row * OW + o] = 0.f;
+        }
+        j += run * OW;
+        oh += run;
+        if (oh == OH) {
+          oh = 0;
+          ++od;
+        }
+        continue;
       }
-      std::fill(out + (hi - ow), out + seg, 0.f);
+    }
+    const int64_t seg = std::min(OW - ow, j0 + nc - j);
+    float* __restrict out = dst + (j - j0);  // out[o - ow] for o in [ow, ow + seg)
+    if (!inside) {
+      for (int64_t o = 0; o < seg; ++o) out[o] = 0.f;
+    } else {
+      const float* __restrict src = plane + (id * s.in[1] + ih) * s.in[2];
+      const int64_t lo = std::clamp(valid.lo, ow, ow + seg), hi = std::clamp(valid.hi, lo, ow + seg);
+      for (int64_t o = ow; o < lo; ++o) out[o - ow] = 0.f;
+      if (sw == 1) {
+        for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o + w_offset];
+      } else {
+        for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * sw + w_offset];
+      }
+      for (int64_t o = hi; o < ow + seg; ++o) out[o - ow] = 0.f;
     }
     j += seg;
     ow = 0;

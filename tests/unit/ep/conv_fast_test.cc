@@ -100,6 +100,8 @@ std::vector<ConvCase> Grid() {
       {"2d_valid", {1, 2, 8, 7}, {3, 2, 3, 2}, true,
        {StringAttr("auto_pad", "VALID"), IntsAttr("pads", {0, 0, 0, 0})}},
       {"2d_kernel_shape_attr", {1, 2, 6, 6}, {3, 2, 3, 3}, true, {IntsAttr("kernel_shape", {3, 3})}},
+      {"2d_kernel_wider_than_input", {1, 2, 4, 3}, {3, 2, 3, 7}, true, {IntsAttr("pads", {1, 3, 1, 3})}},
+      {"2d_same_rows_tiled", {2, 5, 23, 19}, {6, 5, 3, 5}, false, {IntsAttr("pads", {1, 2, 1, 2})}},
       {"2d_odd_sizes", {3, 5, 1, 23}, {7, 5, 1, 4}, true, {IntsAttr("pads", {0, 2, 0, 1})}},
       {"2d_large_tiled", {1, 64, 40, 40}, {16, 64, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
       {"2d_deep_k", {1, 300, 6, 6}, {20, 300, 3, 3}, true, {}},
