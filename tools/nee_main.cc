@@ -1,5 +1,6 @@
 // The `nee` command line: `nee run` and `nee inspect`. Argument handling and
 // printing only; everything else goes through the public C/C++ API.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,13 +26,15 @@ const char kUsage[] =
     "usage:\n"
     "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
     "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
-    "              [--expect NAME=FILE]...\n"
+    "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE]\n"
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]...\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
     "(symbolic dims are 1 unless set with --dim). Outputs are written as output_<i>.<ext>.\n"
-    "--expect compares an output with a reference file and prints how many elements agree.\n";
+    "--expect compares an output with a reference file and prints how many elements agree.\n"
+    "--timeout stops the run (exit status 3) once it has taken SECONDS; --memory-limit caps the bytes of\n"
+    "tensors the run holds at once (SIZE like 512M or 2G; default: the machine's physical memory).\n";
 
 struct UsageError {
   std::string message;
@@ -52,7 +55,42 @@ struct Args {
   std::string inputs_dir, output_dir, output_format = "npy";
   bool random = false, plan = false;
   int threads = 0, opt_level = 99;
+  int64_t timeout_ms = 0;
+  int64_t memory_limit = -1;
 };
+
+// The number `text` starts with (-1 if none); what follows it goes to *rest.
+double LeadingNumber(const std::string& text, std::string* rest) {
+  size_t used = 0;
+  try {
+    double number = std::stod(text, &used);
+    *rest = text.substr(used);
+    return number;
+  } catch (...) {
+    return -1;
+  }
+}
+
+// "1.5" seconds -> 1500 ms.
+int64_t ParseSeconds(const std::string& text) {
+  std::string rest;
+  double seconds = LeadingNumber(text, &rest);
+  if (!rest.empty() || !(seconds > 0) || seconds > 1e9)
+    throw UsageError{"--timeout expects seconds > 0, got '" + text + "'"};
+  return std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000));
+}
+
+// "4096", "512K", "512M", "2G" -> bytes.
+int64_t ParseSize(const std::string& text) {
+  std::string unit;
+  double number = LeadingNumber(text, &unit);
+  const std::map<std::string, double> kScale = {{"", 1.0},       {"K", 0x1p10}, {"k", 0x1p10}, {"M", 0x1p20},
+                                                {"m", 0x1p20},   {"G", 0x1p30}, {"g", 0x1p30}};
+  auto scale = kScale.find(unit);
+  if (scale == kScale.end() || !(number > 0) || number * scale->second > 9e18)
+    throw UsageError{"--memory-limit expects a size such as 4096, 512M or 2G, got '" + text + "'"};
+  return static_cast<int64_t>(number * scale->second);
+}
 
 Args Parse(int argc, char** argv) {
   if (argc < 3) throw UsageError{"missing command or model"};
@@ -86,6 +124,8 @@ Args Parse(int argc, char** argv) {
       if (a.output_format != "npy" && a.output_format != "pb") throw UsageError{"--output-format must be npy or pb"};
     } else if (arg == "--random") a.random = true;
     else if (arg == "--plan") a.plan = true;
+    else if (arg == "--timeout") a.timeout_ms = ParseSeconds(next());
+    else if (arg == "--memory-limit") a.memory_limit = ParseSize(next());
     else if (arg == "--threads" || arg == "--opt-level") {
       std::string n = next();
       int value;
@@ -279,6 +319,7 @@ std::string Preview(const nee_value_t* v, int64_t max_items = 8) {
 int Run(const Args& a) {
   neeapi::SessionOptions options;
   options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level);
+  options.SetRunTimeoutMs(a.timeout_ms).SetRunMemoryLimit(a.memory_limit);
   neeapi::Session session(a.model, options);
   Feed feed = GatherInputs(a, session);
   auto start = std::chrono::steady_clock::now();

@@ -40,6 +40,7 @@ typedef enum nee_status_code_e {
   NEE_STATUS_OUT_OF_MEMORY = 4,
   NEE_STATUS_RUNTIME_ERROR = 5,
   NEE_STATUS_IO_ERROR = 6,
+  NEE_STATUS_CANCELLED = 7, /* a run stopped: terminated by the caller or over its time limit */
 } nee_status_code_t;
 
 NEE_API nee_status_code_t nee_status_code(nee_status_t status);
@@ -140,6 +141,14 @@ NEE_API nee_status_t nee_session_options_create(nee_session_options_t** out_opti
 NEE_API void nee_session_options_set_intra_op_threads(nee_session_options_t* options, int32_t threads);
 /* 0 none, 1 basic, 2 extended, 3 or more: all. */
 NEE_API void nee_session_options_set_optimization_level(nee_session_options_t* options, int32_t level);
+/* Time limit of runs whose run options set none; 0 (default): no limit. A run
+ * over its limit stops before its next node (or loop iteration) with
+ * NEE_STATUS_CANCELLED. */
+NEE_API void nee_session_options_set_run_timeout_ms(nee_session_options_t* options, int64_t timeout_ms);
+/* Most bytes of tensors one run may hold at once; a run needing more fails
+ * with NEE_STATUS_OUT_OF_MEMORY. -1 (default): the machine's physical memory;
+ * 0: unlimited. */
+NEE_API void nee_session_options_set_run_memory_limit(nee_session_options_t* options, int64_t bytes);
 NEE_API void nee_session_options_release(nee_session_options_t* options);
 
 /* ---- Sessions ------------------------------------------------------------ */
@@ -206,6 +215,24 @@ NEE_API nee_status_t nee_session_run(const nee_session_t* session, const char* c
                                      const nee_value_t* const* inputs, size_t input_count,
                                      const char* const* output_names, size_t output_count,
                                      nee_value_t** out_values);
+
+/* Per-run options (ONNX Runtime's RunOptions). One object may be used by
+ * several runs at once. */
+typedef struct nee_run_options_impl nee_run_options_t;
+NEE_API nee_status_t nee_run_options_create(nee_run_options_t** out_options);
+/* Asks every run using these options to stop; safe to call from any thread
+ * while they run. They end with NEE_STATUS_CANCELLED before their next node
+ * (or loop iteration). The flag stays set until cleared with terminate = 0. */
+NEE_API void nee_run_options_set_terminate(nee_run_options_t* options, int terminate);
+/* This run's time limit in milliseconds; 0 (default): the session's. */
+NEE_API void nee_run_options_set_timeout_ms(nee_run_options_t* options, int64_t timeout_ms);
+NEE_API void nee_run_options_release(nee_run_options_t* options);
+
+/* nee_session_run with run options (`run_options` may be NULL). */
+NEE_API nee_status_t nee_session_run_with_options(const nee_session_t* session, const nee_run_options_t* run_options,
+                                                  const char* const* input_names, const nee_value_t* const* inputs,
+                                                  size_t input_count, const char* const* output_names,
+                                                  size_t output_count, nee_value_t** out_values);
 
 /* The static memory plan for the given input values' shapes. */
 typedef struct nee_plan_report_s {

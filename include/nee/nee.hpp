@@ -60,10 +60,27 @@ class SessionOptions {
   SessionOptions& operator=(const SessionOptions&) = delete;
   SessionOptions& SetIntraOpThreads(int n) { nee_session_options_set_intra_op_threads(options_, n); return *this; }
   SessionOptions& SetOptimizationLevel(int l) { nee_session_options_set_optimization_level(options_, l); return *this; }
+  SessionOptions& SetRunTimeoutMs(int64_t ms) { nee_session_options_set_run_timeout_ms(options_, ms); return *this; }
+  SessionOptions& SetRunMemoryLimit(int64_t bytes) { nee_session_options_set_run_memory_limit(options_, bytes); return *this; }
   const nee_session_options_t* get() const { return options_; }
 
  private:
   nee_session_options_t* options_ = nullptr;
+};
+
+// Per-run options; Terminate may be called from another thread during a run.
+class RunOptions {
+ public:
+  RunOptions() { Check(nee_run_options_create(&options_)); }
+  ~RunOptions() { nee_run_options_release(options_); }
+  RunOptions(const RunOptions&) = delete;
+  RunOptions& operator=(const RunOptions&) = delete;
+  RunOptions& SetTerminate(bool terminate) { nee_run_options_set_terminate(options_, terminate ? 1 : 0); return *this; }
+  RunOptions& SetTimeoutMs(int64_t ms) { nee_run_options_set_timeout_ms(options_, ms); return *this; }
+  const nee_run_options_t* get() const { return options_; }
+
+ private:
+  nee_run_options_t* options_ = nullptr;
 };
 
 struct ValueInfo {
@@ -97,11 +114,13 @@ class Session {
   }
 
   // Runs with named inputs; returns every output in graph order.
-  std::vector<ValuePtr> Run(const std::vector<std::string>& names, const std::vector<const nee_value_t*>& values) const {
+  std::vector<ValuePtr> Run(const std::vector<std::string>& names, const std::vector<const nee_value_t*>& values,
+                            const RunOptions* run_options = nullptr) const {
     std::vector<const char*> cnames;
     for (const auto& n : names) cnames.push_back(n.c_str());
     std::vector<nee_value_t*> out(nee_session_output_count(session_), nullptr);
-    Check(nee_session_run(session_, cnames.data(), values.data(), values.size(), nullptr, 0, out.data()));
+    Check(nee_session_run_with_options(session_, run_options ? run_options->get() : nullptr, cnames.data(),
+                                       values.data(), values.size(), nullptr, 0, out.data()));
     std::vector<ValuePtr> result;
     for (nee_value_t* v : out) result.emplace_back(v);
     return result;

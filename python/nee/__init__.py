@@ -48,11 +48,16 @@ class NoSuchFile(NeeError, OSError):
     """A file could not be opened, mapped or written."""
 
 
+class RunCancelled(NeeError):
+    """A run stopped early: RunOptions.terminate was set, or it exceeded its time limit."""
+
+
 # ONNX Runtime's generic name for failures.
 Fail = NeeError
 InvalidModel = InvalidGraph
 
-_nee.register_errors(InvalidGraph, InvalidArgument, NotImplemented, OutOfMemory, RuntimeException, NoSuchFile)
+_nee.register_errors(InvalidGraph, InvalidArgument, NotImplemented, OutOfMemory, RuntimeException, NoSuchFile,
+                     RunCancelled)
 
 
 class GraphOptimizationLevel(enum.IntEnum):
@@ -71,12 +76,44 @@ class SessionOptions:
         self.graph_optimization_level: GraphOptimizationLevel = GraphOptimizationLevel.ORT_ENABLE_ALL
         self.log_severity_level: int = 2
         self.enable_profiling: bool = False
+        # nee extensions: a default time limit for every run (0: none) and the
+        # most bytes of tensors one run may hold (-1: physical memory, 0: no limit).
+        self.run_timeout_ms: int = 0
+        self.run_memory_limit_bytes: int = -1
 
 
 class RunOptions:
+    """Per-run options. Setting `terminate` (from any thread) stops runs using
+    these options before their next node with RunCancelled, as in ONNX Runtime."""
+
     def __init__(self) -> None:
         self.log_severity_level: int = 2
-        self.terminate: bool = False
+        self.log_verbosity_level: int = 0
+        self.logid: str = ""
+        self._handle = _nee.RunOptions()
+        self._terminate = False
+        self._timeout_ms = 0
+
+    @property
+    def terminate(self) -> bool:
+        return self._terminate
+
+    @terminate.setter
+    def terminate(self, value: bool) -> None:
+        self._terminate = bool(value)
+        self._handle.set_terminate(self._terminate)
+
+    @property
+    def timeout_ms(self) -> int:
+        """nee extension: this run's time limit in milliseconds (0: the session's)."""
+        return self._timeout_ms
+
+    @timeout_ms.setter
+    def timeout_ms(self, value: int) -> None:
+        if int(value) < 0:
+            raise InvalidArgument("timeout_ms must not be negative")
+        self._timeout_ms = int(value)
+        self._handle.set_timeout_ms(self._timeout_ms)
 
 
 class NodeArg:
@@ -223,7 +260,9 @@ class InferenceSession:
                     raise InvalidArgument(f"unknown execution provider '{name}' (nee has: CPUExecutionProvider)")
         self._sess_options = options
         self._session = _nee.Session.create(model, int(options.intra_op_num_threads),
-                                            int(options.graph_optimization_level))
+                                            int(options.graph_optimization_level),
+                                            int(getattr(options, "run_timeout_ms", 0)),
+                                            int(getattr(options, "run_memory_limit_bytes", -1)))
         self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
         self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
 
@@ -252,7 +291,10 @@ class InferenceSession:
         hints = {a.name: a.type for a in self._inputs}
         names = list(input_feed.keys())
         values = [_to_value(input_feed[n], hints.get(n, "")) for n in names]
-        results = self._session.run(list(output_names or []), names, values)
+        if run_options is not None and not isinstance(run_options, RunOptions):
+            raise InvalidArgument("run_options must be a nee.RunOptions")
+        handle = run_options._handle if run_options is not None else None
+        results = self._session.run(list(output_names or []), names, values, handle)
         return [_from_unpacked(r) for r in results]
 
 
@@ -267,5 +309,5 @@ def get_device() -> str:
 __all__ = [
     "InferenceSession", "SessionOptions", "RunOptions", "GraphOptimizationLevel", "NodeArg", "ModelMetadata",
     "NeeError", "Fail", "InvalidGraph", "InvalidModel", "InvalidArgument", "NotImplemented", "OutOfMemory",
-    "RuntimeException", "NoSuchFile", "get_available_providers", "get_device",
+    "RuntimeException", "NoSuchFile", "RunCancelled", "get_available_providers", "get_device",
 ]

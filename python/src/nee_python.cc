@@ -25,13 +25,14 @@ nb::str Text(const std::string& s) {
   return nb::steal<nb::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
 }
 
-nb::object g_error_classes[7];  // indexed by nee_status_code_t
+constexpr int kStatusCodes = NEE_STATUS_CANCELLED + 1;
+nb::object g_error_classes[kStatusCodes];  // indexed by nee_status_code_t
 
 [[noreturn]] void Raise(nee_status_t status) {
   nee_status_code_t code = nee_status_code(status);
   std::string message = nee_status_message(status);
   nee_status_free(status);
-  nb::object cls = (code >= 0 && code < 7 && g_error_classes[code].is_valid()) ? g_error_classes[code]
+  nb::object cls = (code >= 0 && code < kStatusCodes && g_error_classes[code].is_valid()) ? g_error_classes[code]
                                                                                   : nb::borrow(PyExc_RuntimeError);
   // Names inside messages come from the model file and may not be valid UTF-8.
   PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
@@ -151,15 +152,28 @@ nb::object Unpack(const nee_value_t* v) {
   return nb::make_tuple("none");
 }
 
+// Run options shared with the engine: set_terminate may come from another
+// Python thread while a run (which released the GIL) is in progress.
+struct RunOptions {
+  nee_run_options_t* handle = nullptr;
+  RunOptions() { Check(nee_run_options_create(&handle)); }
+  ~RunOptions() { nee_run_options_release(handle); }
+  RunOptions(const RunOptions&) = delete;
+  RunOptions& operator=(const RunOptions&) = delete;
+};
+
 struct Session {
   nee_session_t* handle = nullptr;
   ~Session() { nee_session_release(handle); }
 
-  static Session* Create(nb::object model, int threads, int opt_level) {
+  static Session* Create(nb::object model, int threads, int opt_level, int64_t run_timeout_ms,
+                         int64_t run_memory_limit) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
     nee_session_options_set_intra_op_threads(options, threads);
     nee_session_options_set_optimization_level(options, opt_level);
+    nee_session_options_set_run_timeout_ms(options, run_timeout_ms);
+    nee_session_options_set_run_memory_limit(options, run_memory_limit);
     auto* s = new Session();
     nee_status_t st;
     if (nb::isinstance<nb::bytes>(model)) {
@@ -223,7 +237,7 @@ struct Session {
   }
 
   nb::list Run(const std::vector<std::string>& output_names, const std::vector<std::string>& input_names,
-               const std::vector<const Value*>& inputs) const {
+               const std::vector<const Value*>& inputs, const RunOptions* run_options) const {
     std::vector<const char*> in_names, out_names;
     for (const auto& n : input_names) in_names.push_back(n.c_str());
     for (const auto& n : output_names) out_names.push_back(n.c_str());
@@ -234,8 +248,9 @@ struct Session {
     nee_status_t st;
     {
       nb::gil_scoped_release release;  // concurrent runs from Python threads
-      st = nee_session_run(handle, in_names.data(), handles.data(), handles.size(),
-                           out_names.empty() ? nullptr : out_names.data(), out_names.size(), results.data());
+      st = nee_session_run_with_options(handle, run_options ? run_options->handle : nullptr, in_names.data(),
+                                        handles.data(), handles.size(), out_names.empty() ? nullptr : out_names.data(),
+                                        out_names.size(), results.data());
     }
     Check(st);
     std::vector<Value> owned;
@@ -252,13 +267,15 @@ NB_MODULE(_nee, m) {
   m.doc() = "Low-level bindings of the nee C API; use the `nee` package instead.";
   m.def("version", [] { return std::string(nee_version()); });
   m.def("register_errors", [](nb::object invalid_model, nb::object invalid_argument, nb::object not_implemented,
-                              nb::object out_of_memory, nb::object runtime, nb::object io) {
+                              nb::object out_of_memory, nb::object runtime, nb::object io,
+                              nb::object cancelled) {
     g_error_classes[NEE_STATUS_INVALID_MODEL] = invalid_model;
     g_error_classes[NEE_STATUS_INVALID_ARGUMENT] = invalid_argument;
     g_error_classes[NEE_STATUS_NOT_IMPLEMENTED] = not_implemented;
     g_error_classes[NEE_STATUS_OUT_OF_MEMORY] = out_of_memory;
     g_error_classes[NEE_STATUS_RUNTIME_ERROR] = runtime;
     g_error_classes[NEE_STATUS_IO_ERROR] = io;
+    g_error_classes[NEE_STATUS_CANCELLED] = cancelled;
   });
   nb::class_<Value>(m, "Value");
   m.def("tensor_from_array", &TensorFromArray);
@@ -268,11 +285,16 @@ NB_MODULE(_nee, m) {
   m.def("none", &NoneValue);
   m.def("load_file", &LoadFile);
   m.def("unpack", [](const Value& v) { return Unpack(v.handle); });
+  nb::class_<RunOptions>(m, "RunOptions")
+      .def(nb::init<>())
+      .def("set_terminate", [](RunOptions& r, bool t) { nee_run_options_set_terminate(r.handle, t ? 1 : 0); })
+      .def("set_timeout_ms", [](RunOptions& r, int64_t ms) { nee_run_options_set_timeout_ms(r.handle, ms); });
   nb::class_<Session>(m, "Session")
       .def_static("create", &Session::Create, nb::rv_policy::take_ownership)
       .def("inputs", [](const Session& s) { return s.Infos(0); })
       .def("outputs", [](const Session& s) { return s.Infos(1); })
       .def("metadata", &Session::Metadata)
       .def("custom_metadata_keys", &Session::CustomMetadataKeys)
-      .def("run", &Session::Run);
+      .def("run", &Session::Run, nb::arg("output_names"), nb::arg("input_names"), nb::arg("inputs"),
+           nb::arg("run_options").none());
 }

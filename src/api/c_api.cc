@@ -20,6 +20,9 @@ struct nee_value_impl {
 struct nee_session_options_impl {
   nee::SessionOptions options;
 };
+struct nee_run_options_impl {
+  nee::RunOptions options;
+};
 struct nee_session_impl {
   std::unique_ptr<nee::Session> session;
   // Stable strings for nee_value_info_t.
@@ -324,6 +327,12 @@ void nee_session_options_set_intra_op_threads(nee_session_options_t* options, in
 void nee_session_options_set_optimization_level(nee_session_options_t* options, int32_t level) {
   if (options) options->options.graph_optimization_level = level < 0 ? 0 : level;
 }
+void nee_session_options_set_run_timeout_ms(nee_session_options_t* options, int64_t timeout_ms) {
+  if (options) options->options.run_timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
+}
+void nee_session_options_set_run_memory_limit(nee_session_options_t* options, int64_t bytes) {
+  if (options) options->options.run_memory_limit_bytes = bytes < 0 ? -1 : bytes;
+}
 void nee_session_options_release(nee_session_options_t* options) { delete options; }
 
 // Walks the graph and its subgraphs for nee_session_model_stats and the op histogram.
@@ -476,9 +485,30 @@ nee_status_t nee_session_op_type_at(const nee_session_t* session, size_t index, 
   return nullptr;
 }
 
+nee_status_t nee_run_options_create(nee_run_options_t** out_options) {
+  if (!out_options) return NullArg("out_options");
+  *out_options = new (std::nothrow) nee_run_options_impl();
+  return *out_options ? nullptr : Err(NEE_STATUS_OUT_OF_MEMORY, "cannot allocate run options");
+}
+void nee_run_options_set_terminate(nee_run_options_t* options, int terminate) {
+  if (options) options->options.SetTerminate(terminate != 0);
+}
+void nee_run_options_set_timeout_ms(nee_run_options_t* options, int64_t timeout_ms) {
+  if (options) options->options.timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
+}
+void nee_run_options_release(nee_run_options_t* options) { delete options; }
+
 nee_status_t nee_session_run(const nee_session_t* session, const char* const* input_names,
                              const nee_value_t* const* inputs, size_t input_count, const char* const* output_names,
                              size_t output_count, nee_value_t** out_values) {
+  return nee_session_run_with_options(session, nullptr, input_names, inputs, input_count, output_names, output_count,
+                                      out_values);
+}
+
+nee_status_t nee_session_run_with_options(const nee_session_t* session, const nee_run_options_t* run_options,
+                                          const char* const* input_names, const nee_value_t* const* inputs,
+                                          size_t input_count, const char* const* output_names, size_t output_count,
+                                          nee_value_t** out_values) {
   if (!session) return NullArg("session");
   if (!out_values) return NullArg("out_values");
   if (output_count > 0 && !output_names) return NullArg("output_names");
@@ -491,7 +521,7 @@ nee_status_t nee_session_run(const nee_session_t* session, const char* const* in
       if (!output_names[i]) return NullArg("an output name");
       wanted.emplace_back(output_names[i]);
     }
-    auto results = session->session->Run(feed, wanted);
+    auto results = session->session->Run(feed, wanted, run_options ? &run_options->options : nullptr);
     if (!results.ok()) return MakeStatus(results.status());
     for (size_t i = 0; i < results->size(); ++i) out_values[i] = Wrap(std::move(results.value()[i]));
     return nullptr;

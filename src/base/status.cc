@@ -11,6 +11,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kOutOfMemory: return "OutOfMemory";
     case StatusCode::kRuntime: return "RuntimeError";
     case StatusCode::kIo: return "IoError";
+    case StatusCode::kCancelled: return "Cancelled";
   }
   return "Unknown";
 }
@@ -40,5 +41,6 @@ Status NotImplemented(std::string m) { return Status(StatusCode::kNotImplemented
 Status OutOfMemory(std::string m) { return Status(StatusCode::kOutOfMemory, std::move(m)); }
 Status RuntimeError(std::string m) { return Status(StatusCode::kRuntime, std::move(m)); }
 Status IoError(std::string m) { return Status(StatusCode::kIo, std::move(m)); }
+Status Cancelled(std::string m) { return Status(StatusCode::kCancelled, std::move(m)); }
 
 }  // namespace nee

@@ -16,6 +16,7 @@ enum class StatusCode : int {
   kOutOfMemory = 4,      // an allocation failed or exceeded a limit
   kRuntime = 5,          // a failure while running (kernel error, internal bug)
   kIo = 6,               // a file could not be opened, mapped or written
+  kCancelled = 7,        // a run was stopped: terminated by the caller or over its time limit
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -48,6 +49,7 @@ Status NotImplemented(std::string message);
 Status OutOfMemory(std::string message);
 Status RuntimeError(std::string message);
 Status IoError(std::string message);
+Status Cancelled(std::string message);
 
 // A value or an error. Deliberately small: value(), status(), ok().
 template <typename T>

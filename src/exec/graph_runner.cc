@@ -47,27 +47,31 @@ Result<const GraphRunner*> GraphRunner::BodyRunner(const Graph* body) const {
 // Runs a node's bodies with the node's frame as their outer scope.
 class GraphRunner::BodyInvoker : public SubgraphRunner {
  public:
-  BodyInvoker(const GraphRunner& owner, const Frame& frame, ThreadPool* pool)
-      : owner_(owner), frame_(frame), pool_(pool) {}
+  BodyInvoker(const GraphRunner& owner, const Frame& frame, const RunEnv& env)
+      : owner_(owner), frame_(frame), env_(env) {}
   Result<std::vector<Value>> Run(const Graph& body, const std::vector<Value>& inputs) override {
     NEE_ASSIGN_OR_RETURN(const GraphRunner* runner, owner_.BodyRunner(&body));
     if (inputs.size() != body.inputs.size())
       return InvalidArgument("subgraph '" + body.name + "' takes " + std::to_string(body.inputs.size()) +
                              " inputs, got " + std::to_string(inputs.size()));
-    return runner->Execute(inputs, &frame_, nullptr, nullptr, pool_);
+    // No arena for bodies: their outputs must stay valid across iterations
+    // (Loop/Scan keep scan outputs by reference until they stack them).
+    return runner->Execute(inputs, &frame_, nullptr, nullptr, env_);
   }
 
  private:
   const GraphRunner& owner_;
   const Frame& frame_;
-  ThreadPool* pool_;
+  const RunEnv& env_;
 };
 
-// Places planned outputs at their arena offset; everything else on the heap.
+// Places planned outputs at their arena offset; everything else on the heap,
+// counted against the run's memory budget.
 class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
  public:
-  ArenaAllocator(const MemoryPlan* memory, uint8_t* arena, const PlannedNode& node)
-      : memory_(memory), arena_(arena), node_(node) {}
+  ArenaAllocator(const MemoryPlan* memory, uint8_t* arena, const PlannedNode& node,
+                 const std::shared_ptr<MemoryBudget>& budget)
+      : memory_(memory), arena_(arena), node_(node), budget_(budget) {}
   Result<Tensor> Allocate(size_t i, DataType type, std::vector<int64_t> dims) override {
     if (memory_ && arena_ && i < node_.outputs.size()) {
       int slot = node_.outputs[i];
@@ -77,13 +81,34 @@ class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
         return t;
       }
     }
-    return Tensor::Allocate(type, std::move(dims));
+    if (!budget_) return Tensor::Allocate(type, std::move(dims));
+    return AllocateCounted(type, std::move(dims));
   }
 
  private:
+  // A heap tensor whose bytes stay reserved in the budget until it is freed.
+  Result<Tensor> AllocateCounted(DataType type, std::vector<int64_t> dims) {
+    NEE_ASSIGN_OR_RETURN(int64_t count, CheckedElementCount(dims));
+    auto bytes = static_cast<int64_t>(StorageBytes(type, count));
+    NEE_RETURN_IF_ERROR(budget_->Reserve(bytes));
+    Result<Tensor> heap = Tensor::Allocate(type, dims);
+    if (!heap.ok()) {
+      budget_->Release(bytes);
+      return heap.status();
+    }
+    void* data = heap->raw_data();
+    std::shared_ptr<MemoryBudget> budget = budget_;
+    std::shared_ptr<void> owner(new Tensor(std::move(heap).value()), [budget, bytes](void* p) {
+      delete static_cast<Tensor*>(p);
+      budget->Release(bytes);
+    });
+    return Tensor::View(type, std::move(dims), data, std::move(owner));
+  }
+
   const MemoryPlan* memory_;
   uint8_t* arena_;
   const PlannedNode& node_;
+  const std::shared_ptr<MemoryBudget>& budget_;
 };
 
 namespace {
@@ -94,7 +119,7 @@ bool InArena(const Tensor& t, const uint8_t* arena, size_t arena_bytes) {
 }  // namespace
 
 Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const Frame* outer,
-                                                const MemoryPlan* memory, uint8_t* arena, ThreadPool* pool) const {
+                                                const MemoryPlan* memory, uint8_t* arena, const RunEnv& env) const {
   std::vector<Value> slots(plan_.num_slots());
   for (const auto& [slot, tensor] : plan_.constant_slots) slots[slot] = Value(tensor);
   for (size_t i = 0; i < plan_.input_slots.size() && i < inputs.size(); ++i)
@@ -107,7 +132,16 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
   Frame frame{outer, &plan_, &slots};
   size_t arena_bytes = memory ? memory->arena_bytes : 0;
 
+  // A body without nodes is checked too: a loop over it must still stop.
+  if (env.control && plan_.nodes.empty()) {
+    Status stop = env.control->Check();
+    if (!stop.ok()) return stop.WithContext("graph '" + graph_.name + "': ");
+  }
   for (const PlannedNode& pn : plan_.nodes) {
+    if (env.control) {
+      Status stop = env.control->Check();
+      if (!stop.ok()) return stop.WithContext("before " + pn.node->Describe() + ": ");
+    }
     std::vector<const Value*> in;
     in.reserve(pn.inputs.size());
     for (size_t k = 0; k < pn.inputs.size(); ++k) {
@@ -122,9 +156,9 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
       in.push_back(&slots[s]);
     }
     std::vector<Value> out(pn.outputs.size());
-    ArenaAllocator allocator(memory, arena, pn);
-    BodyInvoker bodies(*this, frame, pool);
-    KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, pool, &bodies);
+    ArenaAllocator allocator(memory, arena, pn, env.memory);
+    BodyInvoker bodies(*this, frame, env);
+    KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, env.pool, &bodies);
     Status st = pn.kernel(ctx);
     if (!st.ok()) return st;
     for (size_t k = 0; k < pn.outputs.size(); ++k) {

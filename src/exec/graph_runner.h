@@ -7,6 +7,7 @@
 
 #include "base/thread_pool.h"
 #include "check/checker.h"
+#include "exec/run_control.h"
 #include "plan/execution_plan.h"
 #include "plan/memory_plan.h"
 
@@ -28,8 +29,9 @@ class GraphRunner {
 
   // Runs with one value per graph input (empty Value: use the initializer
   // default). `memory`/`arena` may be null (then every tensor is heap-allocated).
+  // Before each node, env.control may stop the run (Cancelled).
   Result<std::vector<Value>> Execute(std::vector<Value> inputs, const Frame* outer, const MemoryPlan* memory,
-                                     uint8_t* arena, ThreadPool* pool) const;
+                                     uint8_t* arena, const RunEnv& env) const;
 
   const Graph& graph() const { return graph_; }
   const CheckedGraph& checked() const { return checked_; }

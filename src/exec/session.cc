@@ -67,6 +67,7 @@ Result<std::unique_ptr<Session>> Session::Create(Model model, const SessionOptio
   int threads = options.intra_op_num_threads;
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<ThreadPool>(threads);
+  s->memory_limit_ = options.run_memory_limit_bytes < 0 ? DefaultRunMemoryLimit() : options.run_memory_limit_bytes;
 
   OpsetMap opsets = OpsetsOf(s->model_->opset_imports);
   NEE_ASSIGN_OR_RETURN(s->main_, GraphRunner::Build(s->model_->graph, s->checked_, opsets, nullptr, 0));
@@ -150,7 +151,8 @@ Result<std::shared_ptr<Session::ShapePlan>> Session::PlanFor(const std::vector<T
 }
 
 Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
-                                        const std::vector<std::string>& output_names) const {
+                                        const std::vector<std::string>& output_names,
+                                        const RunOptions* run_options) const {
   const Graph& g = model_->graph;
   std::vector<Value> graph_inputs(g.inputs.size());
   std::vector<bool> fed(feedable_inputs_.size(), false);
@@ -209,9 +211,17 @@ Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
     }
   }
   NEE_ASSIGN_OR_RETURN(std::shared_ptr<ShapePlan> plan, PlanFor(input_types));
+
+  int64_t timeout_ms = run_options && run_options->timeout_ms > 0 ? run_options->timeout_ms : options_.run_timeout_ms;
+  RunControl control(run_options ? run_options->terminate_flag() : nullptr, timeout_ms);
+  RunEnv env{pool_.get(), &control, std::make_shared<MemoryBudget>(memory_limit_)};
+  auto arena_bytes = static_cast<int64_t>(plan->memory.arena_bytes);
+  if (Status fits = env.memory->Reserve(arena_bytes); !fits.ok())
+    return fits.WithContext("the memory plan's arena for these input shapes: ");
   NEE_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> arena, plan->Acquire());
-  auto results = main_->Execute(std::move(graph_inputs), nullptr, &plan->memory, arena.get(), pool_.get());
+  auto results = main_->Execute(std::move(graph_inputs), nullptr, &plan->memory, arena.get(), env);
   plan->Release(std::move(arena));
+  env.memory->Release(arena_bytes);
   if (!results.ok()) return results.status();
   std::vector<Value> out;
   for (size_t i : wanted) out.push_back(results.value()[i]);

@@ -10,6 +10,7 @@
 
 #include "base/thread_pool.h"
 #include "check/checker.h"
+#include "exec/run_control.h"
 #include "ir/graph.h"
 #include "plan/execution_plan.h"
 #include "plan/memory_plan.h"
@@ -20,6 +21,11 @@ struct SessionOptions {
   int intra_op_num_threads = 0;  // 0: one per available core
   int graph_optimization_level = 99;  // 0 none, 1 basic, 2 extended, 3/99 all
   size_t max_cached_shape_plans = 32;
+  // Default time limit of a run that sets none in its RunOptions; 0: none.
+  int64_t run_timeout_ms = 0;
+  // Most bytes of tensors one run may hold at once (its arena plus heap
+  // outputs); -1: the machine's physical memory, 0: unlimited.
+  int64_t run_memory_limit_bytes = -1;
 };
 
 struct NamedValue {
@@ -46,8 +52,9 @@ class Session {
   ~Session();
 
   // Runs the model. `output_names` empty means every graph output, in order.
-  Result<std::vector<Value>> Run(const std::vector<NamedValue>& inputs,
-                                 const std::vector<std::string>& output_names) const;
+  // `run_options` (may be null) can stop the run early: terminate flag, timeout.
+  Result<std::vector<Value>> Run(const std::vector<NamedValue>& inputs, const std::vector<std::string>& output_names,
+                                 const RunOptions* run_options = nullptr) const;
 
   const Model& model() const { return *model_; }
   // Graph inputs a caller may feed (initializers excluded), with declared types.
@@ -67,6 +74,7 @@ class Session {
   SessionOptions options_;
   CheckedGraph checked_;
   std::unique_ptr<ThreadPool> pool_;
+  int64_t memory_limit_ = 0;  // per run; 0: unlimited
   std::unique_ptr<GraphRunner> main_;
   std::vector<ValueInfo> feedable_inputs_;
   std::vector<int> feedable_to_graph_input_;

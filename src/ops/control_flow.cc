@@ -2,8 +2,9 @@
 //
 // The kernels run their body graphs through ctx.subgraphs(); the session
 // resolves the names a body captures from enclosing scopes, so a kernel only
-// passes the body's formal inputs. Values kept across iterations are copied
-// out of whatever buffers the body produced them in (see control_flow_util.h).
+// passes the body's formal inputs. Loop-carried values are copied out of
+// whatever buffers the body produced them in (see control_flow_util.h); scan
+// outputs are kept by reference until stacked (see OwnedScanElement).
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -34,23 +35,30 @@ Result<bool> ReadCondition(const KernelContext& ctx, const Value& v, const std::
   return v.tensor().data<bool>()[0];
 }
 
+// `iteration` (>= 0 for Loop/Scan) is named in errors: "in body 'b' (iteration 7)".
 Result<std::vector<Value>> RunBody(KernelContext& ctx, const Graph& body, const std::vector<Value>& inputs,
-                                   size_t expected_outputs) {
+                                   size_t expected_outputs, int64_t iteration = -1) {
   NEE_ASSIGN_OR_RETURN(SubgraphRunner * runner, RunnerOf(ctx));
   Result<std::vector<Value>> outs = runner->Run(body, inputs);
-  if (!outs.ok()) return outs.status().WithContext(ctx.node().Describe() + ": in body '" + body.name + "': ");
+  if (!outs.ok()) {
+    std::string where = iteration >= 0 ? " (iteration " + std::to_string(iteration) + ")" : "";
+    return outs.status().WithContext(ctx.node().Describe() + ": in body '" + body.name + "'" + where + ": ");
+  }
   if (outs->size() != expected_outputs)
     return ctx.Error("body '" + body.name + "' produced " + std::to_string(outs->size()) +
                      " outputs, expected " + std::to_string(expected_outputs));
   return outs;
 }
 
-// The tensor a per-iteration (scan) output must be; copied so it survives
-// the next run of the body.
+// The tensor a per-iteration (scan) output must be. Kept by reference, not
+// copied: bodies run without an arena (exec's BodyInvoker), so each body
+// output is a fresh heap tensor — counted in the run's memory budget — or an
+// immutable value that outlives this node; the next iteration cannot
+// overwrite it.
 Result<Tensor> OwnedScanElement(const KernelContext& ctx, const Value& v, size_t k) {
   if (!v.is_tensor())
     return ctx.Error("scan output " + std::to_string(k) + " must be a tensor, got " + v.Describe());
-  return v.tensor().Clone();
+  return v.tensor();
 }
 
 // Checks that every element has the first one's element type and dims.
@@ -308,7 +316,7 @@ Status LoopKernel(KernelContext& ctx) {
   while ((trip_count < 0 || iteration < trip_count) && keep_going) {
     std::vector<Value> body_in = {Tensor::Scalar<int64_t>(iteration), Tensor::Scalar<bool>(keep_going)};
     body_in.insert(body_in.end(), carried.begin(), carried.end());
-    NEE_ASSIGN_OR_RETURN(std::vector<Value> outs, RunBody(ctx, *body, body_in, 1 + n + k));
+    NEE_ASSIGN_OR_RETURN(std::vector<Value> outs, RunBody(ctx, *body, body_in, 1 + n + k, iteration));
     if (has_cond) {
       NEE_ASSIGN_OR_RETURN(keep_going, ReadCondition(ctx, outs[0], "the body's cond output"));
     }
@@ -472,7 +480,7 @@ Result<ScanRun> RunScanSteps(KernelContext& ctx, const Graph& body, const ScanCo
       body_in.push_back(Value(std::move(slice)));
     }
     NEE_ASSIGN_OR_RETURN(std::vector<Value> outs,
-                         RunBody(ctx, body, body_in, c.num_states + c.num_scan_outputs));
+                         RunBody(ctx, body, body_in, c.num_states + c.num_scan_outputs, t));
     for (size_t j = 0; j < c.num_states; ++j) {
       NEE_ASSIGN_OR_RETURN(states[j], cf::OwnedCopy(outs[j]));
     }
