@@ -2,75 +2,107 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_CPU_RELAX() _mm_pause()
+#else
+#define NEE_CPU_RELAX() std::this_thread::yield()
+#endif
+
 namespace nee {
+
+namespace {
+// How long an idle worker polls before sleeping on the condition variable.
+constexpr int kSpinIterations = 4000;
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   int workers = std::max(1, num_threads) - 1;
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i + 1); });
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-static void RunChunk(const std::function<void(int64_t, int64_t)>& fn, int64_t n,
-                     int64_t chunks, int64_t index) {
-  int64_t begin = n * index / chunks;
-  int64_t end = n * (index + 1) / chunks;
-  if (begin < end) fn(begin, end);
+void ThreadPool::RunChunks(Job& job) {
+  for (;;) {
+    int64_t index = job.next_chunk.fetch_add(1, std::memory_order_relaxed);
+    if (index >= job.chunks) return;
+    int64_t begin = job.n * index / job.chunks;
+    int64_t end = job.n * (index + 1) / job.chunks;
+    if (begin < end) (*job.fn)(begin, end);
+    job.chunks_done.fetch_add(1, std::memory_order_acq_rel);
+  }
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(1, min_chunk);
-  int64_t chunks = std::min<int64_t>(num_threads(), (n + min_chunk - 1) / min_chunk);
-  if (chunks <= 1 || !busy_.try_lock()) {
+  int64_t chunks = std::min<int64_t>(num_threads() * kChunksPerThread, (n + min_chunk - 1) / min_chunk);
+  if (chunks <= 1 || workers_.empty() || !busy_.try_lock()) {
     fn(0, n);
     return;
   }
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  job.chunks = chunks;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_chunks_ = chunks;
-    pending_ = static_cast<int>(chunks) - 1;
-    ++generation_;
+    job_ = &job;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_all();
-  RunChunk(fn, n, chunks, 0);
+  RunChunks(job);
   {
+    // Every chunk is claimed; wait for the ones still running, and for every
+    // worker to leave the job before it goes out of scope.
     std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    done_cv_.wait(lock, [&] {
+      return job.chunks_done.load(std::memory_order_acquire) == chunks && workers_in_job_ == 0;
+    });
     job_ = nullptr;
   }
   busy_.unlock();
 }
 
-void ThreadPool::WorkerLoop(int index) {
+bool ThreadPool::WaitForWork(uint64_t seen) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (generation_.load(std::memory_order_acquire) != seen) return true;
+    NEE_CPU_RELAX();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  work_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+  return !stop_;
+}
+
+void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t n, chunks;
+    if (!WaitForWork(seen)) return;
+    Job* job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      chunks = job_chunks_;
-    }
-    if (index < chunks) {
-      RunChunk(*job, n, chunks, index);
       std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_all();
+      if (stop_) return;
+      seen = generation_.load(std::memory_order_acquire);
+      job = job_;
+      if (!job) continue;  // woke after that loop had finished
+      ++workers_in_job_;
     }
+    RunChunks(*job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      --workers_in_job_;
+    }
+    done_cv_.notify_all();
   }
 }
 

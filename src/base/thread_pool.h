@@ -1,12 +1,16 @@
 // A fixed pool of worker threads for intra-op parallelism.
 //
 // The session's thread count is respected exactly: a pool for N threads owns
-// N-1 workers and the calling thread does the remaining share. Work is split
-// into contiguous chunks; kernels must compute every output element the same
-// way whatever the chunking, which keeps results bitwise deterministic.
+// N-1 workers and the calling thread works too. A loop is cut into fixed
+// chunks (the same cut whoever runs them), and threads claim the next
+// unclaimed chunk until none is left: on a busy machine a worker that wakes
+// late simply does fewer chunks instead of holding everyone up. Kernels must
+// compute every output element the same way whatever the chunking, which
+// keeps results bitwise deterministic.
 // When two runs on one session call ParallelFor at once, the one that finds
 // the pool busy runs its loop inline instead of waiting.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -25,25 +29,39 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Calls fn(begin, end) over [0, n) in chunks; `min_chunk` avoids spreading
-  // tiny loops across threads.
+  // Calls fn(begin, end) over [0, n) in chunks of at least `min_chunk`
+  // elements (so tiny loops are not spread across threads).
   void ParallelFor(int64_t n, int64_t min_chunk,
                    const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void WorkerLoop(int index);
+  // Chunks per thread: enough that threads finishing early find more work.
+  static constexpr int64_t kChunksPerThread = 4;
+
+  struct Job {
+    const std::function<void(int64_t, int64_t)>* fn = nullptr;
+    int64_t n = 0;
+    int64_t chunks = 0;
+    std::atomic<int64_t> next_chunk{0};
+    std::atomic<int64_t> chunks_done{0};
+  };
+
+  void WorkerLoop();
+  // Runs chunks of `job` until none is left unclaimed.
+  static void RunChunks(Job& job);
+  // Waits for a generation other than `seen` (spinning briefly first, since a
+  // kernel's next loop usually follows within microseconds); false on stop.
+  bool WaitForWork(uint64_t seen);
 
   std::vector<std::thread> workers_;
   std::mutex busy_;  // held by the caller of an in-flight ParallelFor
   std::mutex mu_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
-  int64_t job_n_ = 0;
-  int64_t job_chunks_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  Job* job_ = nullptr;             // guarded by mu_
+  int workers_in_job_ = 0;         // guarded by mu_: workers that may still touch job_
+  std::atomic<uint64_t> generation_{0};
+  bool stop_ = false;              // guarded by mu_
 };
 
 }  // namespace nee
