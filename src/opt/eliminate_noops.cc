@@ -2,7 +2,8 @@
 // Identity, inference Dropout, Cast to the input's own type, Reshape to the
 // input's own shape, Transpose with the identity permutation, and pairs that
 // cancel (Transpose+Transpose, Unsqueeze+Squeeze, Squeeze+Unsqueeze on the
-// same axes). Two Transposes that do not cancel become one.
+// same axes). Two Transposes that do not cancel become one; a chain of
+// reshaping ops ending in a Reshape becomes that Reshape.
 //
 // A removed node's output name is kept alive when something outside this
 // graph's nodes sees it (a graph output): the producer of the input is then
@@ -195,6 +196,34 @@ bool ReshapeKeepsShape(GraphEditor& ed, size_t index) {
   return true;
 }
 
+// Reshape(Reshape/Flatten/Squeeze/Unsqueeze(x), s) is Reshape(x, s) when `s`
+// copies no dim from its input (no 0 entries, or allowzero): only the element
+// count matters, and every op in the chain keeps it.
+bool TryCollapseReshapeChain(GraphEditor& ed, size_t index) {
+  const Node& n = ed.node(index);
+  if (n.inputs.size() != 2 || ed.checked().opsets[index] < 5 || opt::HasOtherAttributes(n, {"allowzero"}))
+    return false;
+  auto allowzero = n.GetInt("allowzero", 0);
+  Tensor shape_tensor = ed.Constant(n.inputs[1]);
+  if (!allowzero.ok() || !shape_tensor.defined()) return false;
+  auto target = shape_tensor.ToInt64Vector();
+  if (!target.ok()) return false;
+  if (allowzero.value() == 0 && std::find(target.value().begin(), target.value().end(), 0) != target.value().end())
+    return false;
+  const std::string& middle = n.inputs[0];
+  int64_t producer = ed.Producer(middle);
+  if (producer < 0 || !ed.OnlyUsedBy(middle, index)) return false;
+  const Node& p = ed.node(static_cast<size_t>(producer));
+  bool shape_only = opt::IsOp(p, "Reshape") || opt::IsOp(p, "Flatten") || opt::IsOp(p, "Squeeze") ||
+                    opt::IsOp(p, "Unsqueeze");
+  if (!shape_only || p.inputs.empty() || p.inputs[0].empty() || p.outputs.size() != 1) return false;
+  if (!ed.TensorType(p.inputs[0])) return false;
+  std::string source = p.inputs[0];
+  ed.RemoveNode(static_cast<size_t>(producer));
+  ed.SetInput(index, 0, source);
+  return true;
+}
+
 bool TryEliminate(GraphEditor& ed, size_t index) {
   const Node& n = ed.node(index);
   if (!NormalizeDomain(n.domain).empty() || n.inputs.empty() || n.outputs.empty() || n.inputs[0].empty() ||
@@ -222,7 +251,10 @@ bool TryEliminate(GraphEditor& ed, size_t index) {
     if (static_cast<int64_t>(in->elem_type) != to.value()) return false;
     return Bypass(ed, index, n.inputs[0], n.outputs[0]);
   }
-  if (op == "Reshape") return ReshapeKeepsShape(ed, index) && Bypass(ed, index, n.inputs[0], n.outputs[0]);
+  if (op == "Reshape") {
+    TryCollapseReshapeChain(ed, index);
+    return ReshapeKeepsShape(ed, index) && Bypass(ed, index, ed.node(index).inputs[0], ed.node(index).outputs[0]);
+  }
   if (op == "Transpose") return TryTranspose(ed, index);
   if (op == "Squeeze" || op == "Unsqueeze") return TrySqueezePair(ed, index);
   return false;

@@ -470,6 +470,33 @@ TEST(EliminateNoOps, RemovesReshapeToTheSameShapeOnly) {
   EXPECT_EQ(OpsAfter(symbolic.model), (Ops{"Reshape", "Abs"}));
 }
 
+TEST(EliminateNoOps, CollapsesReshapeChains) {
+  ModelBuilder chain;
+  chain.Input("x", ShapeFromDims({2, 3, 4}))
+      .Init("axes", Ints({0}))
+      .Init("s1", Ints({6, 4}))
+      .Init("s2", Ints({4, -1}))
+      .Op("Unsqueeze", {"x", "axes"}, {"u"})
+      .Op("Flatten", {"u"}, {"f"}, {IntAttr("axis", 2)})
+      .Op("Reshape", {"f", "s1"}, {"r1"})
+      .Op("Reshape", {"r1", "s2"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(chain.model), (Ops{"Reshape"}));
+  // numpy: np.arange(24).reshape(4, -1) is the input order unchanged.
+  std::vector<float> want(24);
+  for (int i = 0; i < 24; ++i) want[i] = static_cast<float>(i);
+  ExpectNear(RunAt(chain.model, {{"x", Seq({2, 3, 4}, 1, 100, 0, 1)}}), {4, 6}, want);
+  // A 0 entry copies a dim of the middle value: the chain stays.
+  ModelBuilder copy;
+  copy.Input("x", ShapeFromDims({2, 3, 4}))
+      .Init("s1", Ints({6, 4}))
+      .Init("s2", Ints({0, 2, 2}))
+      .Op("Reshape", {"x", "s1"}, {"r1"})
+      .Op("Reshape", {"r1", "s2"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(copy.model), (Ops{"Reshape", "Reshape"}));
+}
+
 TEST(EliminateNoOps, KeepsNamesThatASubgraphCaptures) {
   // The Identity's output is read inside an If branch.
   auto branch = std::make_shared<Graph>();
