@@ -252,7 +252,8 @@ bool TryEliminate(GraphEditor& ed, size_t index) {
     return Bypass(ed, index, n.inputs[0], n.outputs[0]);
   }
   if (op == "Reshape") {
-    TryCollapseReshapeChain(ed, index);
+    while (TryCollapseReshapeChain(ed, index)) {
+    }
     return ReshapeKeepsShape(ed, index) && Bypass(ed, index, ed.node(index).inputs[0], ed.node(index).outputs[0]);
   }
   if (op == "Transpose") return TryTranspose(ed, index);

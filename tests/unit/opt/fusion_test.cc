@@ -232,8 +232,8 @@ TEST(FoldConvAddMul, FoldsPerChannelScaleAndShift) {
 }
 
 TEST(FoldConvAddMul, BailsOutOnConstantsThatAreNotPerChannel) {
-  // Per position, not per channel.
-  EXPECT_EQ(OpsAfter(ConvMulAdd(Seq({2, 2}, 1, 3, 1, 2)).model), (Ops{"Conv", "Mul"}));
+  // Per position, not per channel (the Add then follows a Mul, not a Conv).
+  EXPECT_EQ(OpsAfter(ConvMulAdd(Seq({2, 2}, 1, 3, 1, 2)).model), (Ops{"Conv", "Mul", "Add"}));
   // Would broadcast the output to a higher rank.
   EXPECT_EQ(OpsAfter(ConvMulAdd(Floats({2.0f, -1.0f, 0.5f}, {1, 1, 3, 1, 1})).model), (Ops{"Conv", "Mul", "Add"}));
 }
@@ -241,7 +241,7 @@ TEST(FoldConvAddMul, BailsOutOnConstantsThatAreNotPerChannel) {
 TEST(FoldConvAddMul, BailsOutOnNonConstantOperandAndSubFromConstant) {
   ModelBuilder b = ConvMulAdd(Floats({2.0f, -1.0f, 0.5f}, {3, 1, 1}));
   b.model.graph.inputs.push_back({"s", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({3, 1, 1})), "", {}});
-  EXPECT_EQ(OpsAfter(b.model), (Ops{"Conv", "Mul"}));
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"Conv", "Mul", "Add"}));
   ModelBuilder sub;
   sub.Input("x", ShapeFromDims({1, 2, 3, 3}))
       .Init("W", Seq({3, 2, 2, 2}, 5, 9, 4, 8))
