@@ -116,6 +116,27 @@ void ExpectNear(const Tensor& got, const std::vector<int64_t>& dims, const std::
     EXPECT_NEAR(got.data<float>()[i], want[i], 1e-5f + 1e-5f * std::fabs(want[i])) << "element " << i;
 }
 
+// Adds an If (condition input "cond") whose branches read `captured` from
+// the main graph; its output `output` becomes a graph output.
+void AddIfReading(ModelBuilder& b, const std::string& captured, const std::string& output) {
+  auto branch = std::make_shared<Graph>();
+  branch->name = "branch";
+  Node neg;
+  neg.name = "branch_neg";
+  neg.op_type = "Neg";
+  neg.inputs = {captured};
+  neg.outputs = {"branch_out"};
+  branch->nodes.push_back(neg);
+  branch->outputs.push_back({"branch_out", TypeInfo::Tensor(DataType::kFloat), "", {}});
+  Attribute then_attr;
+  then_attr.name = "then_branch";
+  then_attr.type = AttrType::kGraph;
+  then_attr.g = branch;
+  Attribute else_attr = then_attr;
+  else_attr.name = "else_branch";
+  b.Input("cond", Shape{}, DataType::kBool).Op("If", {"cond"}, {output}, {then_attr, else_attr}).Output(output);
+}
+
 // ---- Conv + BatchNormalization ------------------------------------------------------------
 
 ModelBuilder ConvBn() {
@@ -198,6 +219,23 @@ TEST(FoldConvBatchNorm, BailsOutOnTrainingModeAndExtraOutputs) {
   spatial.model.opset_imports[0].version = 8;
   spatial.model.graph.nodes[1].attributes.push_back(IntAttr("spatial", 0));
   EXPECT_EQ(OpsAfter(spatial.model), (Ops{"Conv", "BatchNormalization"}));
+}
+
+TEST(FoldConvBatchNorm, BailsOutWhenASubgraphReadsTheConvOutput) {
+  ModelBuilder b = ConvBn();
+  AddIfReading(b, "c", "z");
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"Conv", "BatchNormalization", "If"}));
+}
+
+TEST(FoldConvBatchNorm, BailsOutOnDoubleWeights) {
+  ModelBuilder b;
+  b.Input("x", ShapeFromDims({1, 1, 2, 2}), DataType::kDouble)
+      .Init("W", Tensor::FromVector<double>({1.0, 2.0}, {2, 1, 1, 1}))
+      .Init("p", Tensor::FromVector<double>({1.0, 1.0}, {2}))
+      .Op("Conv", {"x", "W"}, {"c"})
+      .Op("BatchNormalization", {"c", "p", "p", "p", "p"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"Conv", "BatchNormalization"}));
 }
 
 TEST(FoldConvBatchNorm, BailsOutOnNonFloatOrMisshapenParameters) {
@@ -291,6 +329,20 @@ TEST(FuseMatMulAdd, BailsOutOnHigherRankNonConstantOrWideningBias) {
   ModelBuilder shared = MatMulAdd(ShapeFromDims({2, 3}), bias);
   shared.Output("p");
   EXPECT_EQ(OpsAfter(shared.model), (Ops{"MatMul", "Add"}));
+}
+
+TEST(FuseMatMulAdd, BailsOutWhenASubgraphReadsTheProductOrTypesAreNotFloat) {
+  ModelBuilder captured = MatMulAdd(ShapeFromDims({2, 3}), Floats({0.5f, -0.25f, 1.0f, 0.0f}, {4}));
+  AddIfReading(captured, "p", "z");
+  EXPECT_EQ(OpsAfter(captured.model), (Ops{"MatMul", "Add", "If"}));
+  ModelBuilder doubles;
+  doubles.Input("a", ShapeFromDims({2, 3}), DataType::kDouble)
+      .Init("B", Tensor::FromVector<double>(std::vector<double>(12, 1.0), {3, 4}))
+      .Init("bias", Tensor::FromVector<double>(std::vector<double>(4, 1.0), {4}))
+      .Op("MatMul", {"a", "B"}, {"p"})
+      .Op("Add", {"p", "bias"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(doubles.model), (Ops{"MatMul", "Add"}));
 }
 
 TEST(FoldTransposeIntoGemm, SetsTransFlagsAndKeepsResults) {
