@@ -8,6 +8,11 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
   static const std::vector<OptimizedKernel> kTable = {
       {"", "MatMul", 1, 1000, MatMulFloat},
       {"", "Gemm", 1, 1000, GemmFloat},
+      {"", "Conv", 1, 1000, ConvFloat},
+      {"", "ConvTranspose", 1, 1000, ConvTransposeFloat},
+      {"", "MaxPool", 1, 1000, MaxPoolFloat},
+      {"", "AveragePool", 1, 1000, AveragePoolFloat},
+      {"", "GlobalAveragePool", 1, 1000, GlobalAveragePoolFloat},
   };
   return kTable;
 }

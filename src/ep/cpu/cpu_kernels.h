@@ -23,5 +23,14 @@ Status RunReference(KernelContext& ctx);
 
 Status MatMulFloat(KernelContext& ctx);
 Status GemmFloat(KernelContext& ctx);
+// Conv on float32 (conv_fast.cc): pointwise and im2col paths over SGEMM, a direct depthwise kernel.
+Status ConvFloat(KernelContext& ctx);
+// ConvTranspose on float32 (conv_transpose_fast.cc): SGEMM + col2im.
+Status ConvTransposeFloat(KernelContext& ctx);
+// Pools on float32 (pool_fast.cc): MaxPool (without Indices) and AveragePool
+// bitwise equal to the reference; GlobalAveragePool with vectorized sums.
+Status MaxPoolFloat(KernelContext& ctx);
+Status AveragePoolFloat(KernelContext& ctx);
+Status GlobalAveragePoolFloat(KernelContext& ctx);
 
 }  // namespace nee::cpu

@@ -1,0 +1,539 @@
+// Conv on float32 for the CPU provider, NCHW, 1-D, 2-D and 3-D.
+//
+// Three strategies, chosen per node from its geometry:
+//  - pointwise (1x1 kernel, stride 1, no padding): the input of each (image,
+//    group) already is the GEMM's B matrix, so Y_g = W_g x X_g is one SGEMM;
+//  - depthwise (one input channel per group): a direct sliding-window kernel
+//    over each channel plane, vectorized along output rows;
+//  - everything else: im2col + SGEMM (sgemm.cc), the im2col rows written
+//    straight into SGEMM's packed B panels (SgemmWithPackedB), so the im2col
+//    matrix is never materialized; output columns are split into tiles that
+//    are the parallel tasks.
+//
+// Determinism: every output element is computed by exactly one task, and its
+// sum runs in an order fixed by the geometry alone (SGEMM's own guarantee for
+// the GEMM paths, the tap order for depthwise). Which strategy parallelizes
+// where depends on the thread count, but no arithmetic does, so results are
+// bitwise identical for any thread count.
+//
+// Shapes and attributes are read with the same helpers (ops/nn_util.h) the
+// reference kernel uses, so both always agree on output sizes and padding.
+// Anything unusual (other types, invalid models, empty tensors) goes to the
+// reference kernel, which also produces the error messages.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+#include "ops/nn_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "ep/cpu/simd_x86.h"
+#define NEE_CONV_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+// Spatial dims are normalized to three (depth, height, width); a 1-D or 2-D
+// conv gets leading unit dims with kernel 1, stride 1 and no padding.
+constexpr int kDims = 3;
+
+struct ConvShape {
+  int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
+  int64_t in[kDims] = {1, 1, 1};
+  int64_t out[kDims] = {1, 1, 1};
+  int64_t kernel[kDims] = {1, 1, 1};
+  int64_t stride[kDims] = {1, 1, 1};
+  int64_t dilation[kDims] = {1, 1, 1};
+  int64_t pad[kDims] = {0, 0, 0};      // begin pads
+  int64_t pad_end[kDims] = {0, 0, 0};  // end pads (the depthwise kernel pads its input copy)
+  int64_t in_size = 1, out_size = 1, kernel_size = 1;
+
+  int64_t rows() const { return Cg * kernel_size; }  // GEMM depth per group
+  bool pointwise() const {
+    for (int d = 0; d < kDims; ++d)
+      if (kernel[d] != 1 || stride[d] != 1 || pad[d] != 0 || in[d] != out[d]) return false;
+    return true;
+  }
+  bool depthwise() const { return Cg == 1 && group > 1; }
+};
+
+// Output positions o in [0, out) whose input coordinate
+// o*stride - pad + tap*dilation lies inside [0, in): the range [lo, hi).
+struct ValidRange {
+  int64_t lo, hi;
+};
+ValidRange ValidOutputs(int64_t in, int64_t out, int64_t stride, int64_t pad, int64_t offset_of_tap) {
+  const int64_t shift = pad - offset_of_tap;  // o*stride >= shift  and  o*stride <= in - 1 + shift
+  int64_t lo = shift <= 0 ? 0 : (shift + stride - 1) / stride;
+  const int64_t top = in - 1 + shift;
+  int64_t hi = top < 0 ? 0 : top / stride + 1;
+  lo = std::min(lo, out);
+  hi = std::clamp(hi, lo, out);
+  return {lo, hi};
+}
+
+// Fills in the geometry, or returns false when the reference kernel should
+// handle the node (other types or ranks, invalid inputs, empty tensors).
+bool PlanFastConv(const KernelContext& ctx, const Tensor& x, const Tensor& w, const Tensor* b, ConvShape& s) {
+  if (x.dtype() != DataType::kFloat || w.dtype() != DataType::kFloat) return false;
+  if (x.rank() < 3 || x.rank() > 2 + kDims || w.rank() != x.rank()) return false;
+  const size_t n = static_cast<size_t>(x.rank() - 2);
+  auto group = ctx.node().GetInt("group", 1);
+  if (!group.ok() || group.value() <= 0) return false;
+  s.group = group.value();
+  s.N = x.dim(0);
+  s.C = x.dim(1);
+  s.M = w.dim(0);
+  s.Cg = w.dim(1);
+  if (s.C != s.Cg * s.group || s.M % s.group != 0) return false;
+  s.Mg = s.M / s.group;
+  if (b && (b->dtype() != DataType::kFloat || b->rank() != 1 || b->num_elements() != s.M)) return false;
+  std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
+  auto spec = nn::ReadWindowSpec(ctx.node(), n, &kernel);
+  if (!spec.ok() || spec.value().kernel != kernel) return false;
+  nn::WindowSpec& ws = spec.value();
+  const int first = kDims - static_cast<int>(n);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t in = x.dim(static_cast<int64_t>(d + 2));
+    auto out = nn::WindowOutputDim(ctx.node(), ws, d, in);
+    if (!out.ok()) return false;
+    const int e = first + static_cast<int>(d);
+    s.in[e] = in;
+    s.out[e] = out.value();
+    s.kernel[e] = kernel[d];
+    s.stride[e] = ws.strides[d];
+    s.dilation[e] = ws.dilations[d];
+    s.pad[e] = ws.pad_begin(d);
+    s.pad_end[e] = ws.pad_end(d);
+  }
+  for (int d = 0; d < kDims; ++d) {
+    s.in_size *= s.in[d];
+    s.out_size *= s.out[d];
+    s.kernel_size *= s.kernel[d];
+  }
+  return s.N > 0 && s.Cg > 0 && s.Mg > 0 && s.in_size > 0 && s.out_size > 0;
+}
+
+int NumThreads(const KernelContext& ctx) { return ctx.pool() ? ctx.pool()->num_threads() : 1; }
+
+// Scratch reused across calls on the same thread: an im2col row or a padded
+// depthwise plane (so bounded by the largest plane seen).
+float* ThreadScratch(size_t n) {
+  thread_local std::unique_ptr<float[]> buffer;
+  thread_local size_t capacity = 0;
+  if (n > capacity) {
+    buffer.reset(new float[n]);
+    capacity = n;
+  }
+  return buffer.get();
+}
+
+// ---- im2col ----------------------------------------------------------------------
+
+// At most this many output columns per task: SGEMM's own column block, so a
+// longer tile would gain nothing and only give fewer tasks to share out.
+constexpr int64_t kColumnsPerTask = 1024;
+
+// Output columns per task: at most kColumnsPerTask, and few enough
+// that there are at least as many (unit, tile) tasks as threads when the
+// output is wide enough. Whole SGEMM column panels (16) except at the end.
+int64_t ColumnTile(const ConvShape& s, int64_t units, int threads) {
+  int64_t tiles = (s.out_size + kColumnsPerTask - 1) / kColumnsPerTask;
+  // With several threads, aim at four tasks per thread (tiles of at least 64
+  // columns) so that threads claiming tasks dynamically end together.
+  if (threads > 1 && units * tiles < 4 * threads)
+    tiles = std::max(tiles, std::min((4 * threads + units - 1) / units, (s.out_size + 63) / 64));
+  const int64_t tile = ((s.out_size + tiles - 1) / tiles + 15) / 16 * 16;
+  return std::min(tile, s.out_size);
+}
+
+// Runs are short (an output row's worth of columns), so the copies are plain
+// loops: GCC would otherwise turn them into memset/memcpy calls, whose call
+// overhead dominates at these sizes.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NEE_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NEE_NO_LIBCALL_LOOPS
+#endif
+
+// Writes row r of the im2col matrix of one (image, group), output columns
+// [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
+// each output position sees through that tap (0 in padding).
+NEE_NO_LIBCALL_LOOPS void FillColumnRow(const ConvShape& s, const float* x_group, int64_t r, int64_t j0, int64_t nc,
+                                        float* __restrict dst) {
+  const int64_t OH = s.out[1], OW = s.out[2];
+  const int64_t KH = s.kernel[1], KW = s.kernel[2];
+  const int64_t c = r / s.kernel_size, tap = r % s.kernel_size;
+  const int64_t kd = tap / (KH * KW), kh = tap / KW % KH, kw = tap % KW;
+  const float* plane = x_group + c * s.in_size;
+  const ValidRange valid = ValidOutputs(s.in[2], OW, s.stride[2], s.pad[2], kw * s.dilation[2]);
+  const int64_t w_offset = kw * s.dilation[2] - s.pad[2];
+  const int64_t sw = s.stride[2];
+  // Stride 1 along height and width with output rows as wide as input rows
+  // (e.g. 3x3 "same" convs): consecutive output rows read consecutive input
+  // rows, so a run of whole rows is one contiguous copy plus zeroed edges.
+  const bool rows_contiguous = sw == 1 && s.stride[1] == 1 && OW == s.in[2] && valid.lo < valid.hi;
+  int64_t j = j0, od = j0 / (OH * OW), oh = j0 / OW % OH, ow = j0 % OW;
+  while (j < j0 + nc) {
+    const int64_t id = od * s.stride[0] - s.pad[0] + kd * s.dilation[0];
+    const int64_t ih = oh * s.stride[1] - s.pad[1] + kh * s.dilation[1];
+    const bool inside = id >= 0 && id < s.in[0] && ih >= 0 && ih < s.in[1];
+    if (rows_contiguous && inside && ow == 0) {
+      // Whole output rows oh.. that stay inside the input and the tile.
+      const int64_t run = std::min({(j0 + nc - j) / OW, OH - oh, s.in[1] - ih});
+      if (run > 1) {
+        float* __restrict out = dst + (j - j0);
+        const float* __restrict src = plane + (id * s.in[1] + ih) * s.in[2];
+        const int64_t lo = valid.lo, hi = valid.hi;
+        // out[k] = src[k + w_offset] except the columns of each row outside [lo, hi), which are padding.
+        for (int64_t k = lo; k < (run - 1) * OW + hi; ++k) out[k] = src[k + w_offset];
+        for (int64_t row = 0; row < run; ++row) {
+          for (int64_t o = 0; o < lo; ++o) out[row * OW + o] = 0.f;
+          for (int64_t o = hi; o < OW; ++o) out[row * OW + o] = 0.f;
+        }
+        j += run * OW;
+        oh += run;
+        if (oh == OH) {
+          oh = 0;
+          ++od;
+        }
+        continue;
+      }
+    }
+    const int64_t seg = std::min(OW - ow, j0 + nc - j);
+    float* __restrict out = dst + (j - j0);  // out[o - ow] for o in [ow, ow + seg)
+    if (!inside) {
+      for (int64_t o = 0; o < seg; ++o) out[o] = 0.f;
+    } else {
+      const float* __restrict src = plane + (id * s.in[1] + ih) * s.in[2];
+      const int64_t lo = std::clamp(valid.lo, ow, ow + seg), hi = std::clamp(valid.hi, lo, ow + seg);
+      for (int64_t o = ow; o < lo; ++o) out[o - ow] = 0.f;
+      if (sw == 1) {
+        for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o + w_offset];
+      } else {
+        for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * sw + w_offset];
+      }
+      for (int64_t o = hi; o < ow + seg; ++o) out[o - ow] = 0.f;
+    }
+    j += seg;
+    ow = 0;
+    if (++oh == OH) {
+      oh = 0;
+      ++od;
+    }
+  }
+}
+
+// Sets rows [0, Mg) x columns [j0, j0+nc) of one group's output to its bias.
+void FillBias(const ConvShape& s, const float* bias_g, float* y_g, int64_t j0, int64_t nc) {
+  for (int64_t m = 0; m < s.Mg; ++m) std::fill(y_g + m * s.out_size + j0, y_g + m * s.out_size + j0 + nc, bias_g[m]);
+}
+
+// Output columns [j0, j0 + nc) of one (image, group): one SGEMM directly on
+// the input for pointwise convs, else SGEMM with B = im2col of those columns,
+// packed as SGEMM asks for it. `pool` (may be null) parallelizes inside.
+void ConvTile(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, int64_t unit,
+              int64_t j0, int64_t nc, ThreadPool* pool) {
+  const int64_t n = unit / s.group, g = unit % s.group;
+  const float* x_g = x + (n * s.C + g * s.Cg) * s.in_size;
+  const float* w_g = w + g * s.Mg * s.rows();
+  const float* bias_g = bias ? bias + g * s.Mg : nullptr;
+  float* y_g = y + (n * s.M + g * s.Mg) * s.out_size;
+  const int64_t rows = s.rows();
+  const MatrixView weights{w_g, rows, 1};
+  if (bias_g) FillBias(s, bias_g, y_g, j0, nc);
+  const float beta = bias_g ? 1.f : 0.f;  // accumulate onto the bias
+  if (s.pointwise()) {
+    Sgemm(s.Mg, nc, rows, 1.f, weights, {x_g + j0, s.in_size, 1}, beta, y_g + j0, s.out_size, pool);
+    return;
+  }
+  // im2col straight into SGEMM's packed panels: each im2col row is built in
+  // a small buffer (it stays in L1) and dealt out to the panels, 16 columns each.
+  constexpr int64_t kPanel = kSgemmPanelWidth;
+  float* row = ThreadScratch(static_cast<size_t>((nc + kPanel - 1) / kPanel * kPanel));
+  auto pack = [&](int64_t p0, int64_t kc, int64_t jb, int64_t ncb, float* out) {
+    const int64_t panels = (ncb + kPanel - 1) / kPanel;
+    for (int64_t p = p0; p < p0 + kc; ++p) {
+      FillColumnRow(s, x_g, p, j0 + jb, ncb, row);
+      std::fill(row + ncb, row + panels * kPanel, 0.f);
+      for (int64_t q = 0; q < panels; ++q)
+        std::memcpy(out + (q * kc + (p - p0)) * kPanel, row + q * kPanel, sizeof(float) * kPanel);
+    }
+  };
+  SgemmWithPackedB(s.Mg, nc, rows, 1.f, weights, pack, beta, y_g + j0, s.out_size, pool);
+}
+
+// ---- Depthwise ---------------------------------------------------------------------
+//
+// Each input channel plane is first copied into a zero-padded scratch plane,
+// so every tap of every output lies inside it: no border cases, and each
+// output is bias + all taps in (kd, kh, kw) order (padding contributes w*0).
+// Output rows are computed four at a time and eight columns per vector, which
+// gives enough independent sums to hide the FMA latency.
+
+// Floats after the padded plane that vector loads may touch but never use
+// (stride-2 loads read one column past the window; narrow rows compute a full
+// vector of eight and keep only the real columns).
+constexpr int64_t kPlaneSlack = 64;
+
+// The geometry of the padded plane: input dims grown by the pads, no padding.
+ConvShape PaddedGeometry(const ConvShape& s) {
+  ConvShape p = s;
+  p.in_size = 1;
+  for (int d = 0; d < kDims; ++d) {
+    p.in[d] = s.in[d] + s.pad[d] + s.pad_end[d];
+    p.pad[d] = p.pad_end[d] = 0;
+    p.in_size *= p.in[d];
+  }
+  return p;
+}
+
+// Copies one input plane into the padded plane (zeros around it and in the slack).
+void PadPlane(const ConvShape& s, const ConvShape& p, const float* src, float* dst) {
+  const int64_t Hp = p.in[1], Wp = p.in[2];
+  for (int64_t d = 0; d < p.in[0]; ++d) {
+    float* slice = dst + d * Hp * Wp;
+    const int64_t id = d - s.pad[0];
+    if (id < 0 || id >= s.in[0]) {
+      std::fill(slice, slice + Hp * Wp, 0.f);
+      continue;
+    }
+    std::fill(slice, slice + s.pad[1] * Wp, 0.f);
+    for (int64_t h = 0; h < s.in[1]; ++h) {
+      float* row = slice + (h + s.pad[1]) * Wp;
+      std::fill(row, row + s.pad[2], 0.f);
+      std::memcpy(row + s.pad[2], src + (id * s.in[1] + h) * s.in[2], sizeof(float) * s.in[2]);
+      std::fill(row + s.pad[2] + s.in[2], row + Wp, 0.f);
+    }
+    std::fill(slice + (s.pad[1] + s.in[1]) * Wp, slice + Hp * Wp, 0.f);
+  }
+  std::fill(dst + p.in_size, dst + p.in_size + kPlaneSlack, 0.f);
+}
+
+// What one output row reads: the padded-plane row of each (kd, kh) tap and the
+// matching kw weights, in (kd, kh) order.
+struct DepthwiseRows {
+  std::vector<const float*> src, weights;
+};
+
+// A block of consecutive output rows: row i reads the input rows of row 0
+// shifted by i * row_shift and is written at y_row + i * y_step.
+struct RowBlock {
+  int64_t count, row_shift, y_step;
+};
+
+// Output columns [lo, hi) of every row of a block (geometry `p` of the padded plane).
+using DepthwiseRowsFn = void (*)(const ConvShape& p, const DepthwiseRows& rows, const RowBlock& block, float bias,
+                                 int64_t lo, int64_t hi, float* y_row);
+
+void DepthwiseRowsPortable(const ConvShape& p, const DepthwiseRows& rows, const RowBlock& block, float bias,
+                           int64_t lo, int64_t hi, float* y_row) {
+  for (int64_t i = 0; i < block.count; ++i)
+    for (int64_t ow = lo; ow < hi; ++ow) {
+      float acc = bias;
+      for (size_t r = 0; r < rows.src.size(); ++r) {
+        const float* src = rows.src[r] + i * block.row_shift + ow * p.stride[2];
+        for (int64_t kw = 0; kw < p.kernel[2]; ++kw) acc += rows.weights[r][kw] * src[kw * p.dilation[2]];
+      }
+      y_row[i * block.y_step + ow] = acc;
+    }
+}
+
+#ifdef NEE_CONV_X86
+// Columns [ow, ow + 8*kVecs) of kRows rows of a block: kRows*kVecs
+// independent sums. (The accumulator array stays in registers: every loop
+// over it is fully unrolled.)
+template <int kStride, int kRows, int kVecs>
+__attribute__((target("avx2,fma"), always_inline)) inline void DepthwiseTile(const ConvShape& p,
+                                                                             const DepthwiseRows& rows,
+                                                                             const RowBlock& block, float bias,
+                                                                             int64_t ow, float* y_row) {
+  __m256 acc[kRows * kVecs];
+#pragma GCC unroll 16
+  for (int a = 0; a < kRows * kVecs; ++a) acc[a] = _mm256_set1_ps(bias);
+  const int64_t KW = p.kernel[2], dil = p.dilation[2], shift = block.row_shift;
+  for (size_t r = 0; r < rows.src.size(); ++r) {
+    const float* src = rows.src[r] + ow * kStride;
+    const float* wr = rows.weights[r];
+    for (int64_t kw = 0; kw < KW; ++kw) {
+      const __m256 wv = _mm256_broadcast_ss(wr + kw);
+      const float* tap = src + kw * dil;
+#pragma GCC unroll 16
+      for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < kVecs; ++v)
+          acc[i * kVecs + v] =
+              _mm256_fmadd_ps(wv, LoadStrided8<kStride>(tap + i * shift + v * 8 * kStride), acc[i * kVecs + v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 16
+    for (int v = 0; v < kVecs; ++v) _mm256_storeu_ps(y_row + i * block.y_step + ow + v * 8, acc[i * kVecs + v]);
+}
+
+// Columns [0, width) of kRows rows. A ragged end is covered by one more vector
+// ending at `width`, overlapping the previous one: columns computed twice get
+// bitwise the same value both times (same lanes, same operation order). Rows
+// narrower than eight are computed in a full vector into a side buffer.
+template <int kStride, int kRows>
+__attribute__((target("avx2,fma"))) void DepthwiseRowsVector(const ConvShape& p, const DepthwiseRows& rows,
+                                                             const RowBlock& block, float bias, int64_t width,
+                                                             float* y_row) {
+  if (width < 8) {
+    alignas(32) float narrow[kRows * 8];
+    DepthwiseTile<kStride, kRows, 1>(p, rows, {kRows, block.row_shift, 8}, bias, 0, narrow);
+    for (int i = 0; i < kRows; ++i) std::memcpy(y_row + i * block.y_step, narrow + i * 8, sizeof(float) * width);
+    return;
+  }
+  constexpr int kWide = kRows >= 4 ? 2 : 4;  // vectors per row in the main loop: eight accumulators
+  int64_t ow = 0;
+  for (; ow + 8 * kWide <= width; ow += 8 * kWide) DepthwiseTile<kStride, kRows, kWide>(p, rows, block, bias, ow, y_row);
+  for (; ow + 8 <= width; ow += 8) DepthwiseTile<kStride, kRows, 1>(p, rows, block, bias, ow, y_row);
+  if (ow < width) DepthwiseTile<kStride, kRows, 1>(p, rows, block, bias, width - 8, y_row);
+}
+
+// The same sums one column at a time (strides other than 1 and 2), fused like the vector lanes.
+__attribute__((target("avx2,fma"))) void DepthwiseRowsScalarAvx2(const ConvShape& p, const DepthwiseRows& rows,
+                                                                  const RowBlock& block, float bias, int64_t width,
+                                                                  float* y_row) {
+  for (int64_t i = 0; i < block.count; ++i)
+    for (int64_t ow = 0; ow < width; ++ow) {
+      __m128 acc = _mm_set_ss(bias);
+      for (size_t r = 0; r < rows.src.size(); ++r) {
+        const float* src = rows.src[r] + i * block.row_shift + ow * p.stride[2];
+        for (int64_t kw = 0; kw < p.kernel[2]; ++kw)
+          acc = _mm_fmadd_ss(_mm_load_ss(rows.weights[r] + kw), _mm_load_ss(src + kw * p.dilation[2]), acc);
+      }
+      y_row[i * block.y_step + ow] = _mm_cvtss_f32(acc);
+    }
+}
+
+__attribute__((target("avx2,fma"))) void DepthwiseRowsAvx2(const ConvShape& p, const DepthwiseRows& rows,
+                                                           const RowBlock& block, float bias, int64_t lo, int64_t hi,
+                                                           float* y_row) {
+  // Always called for whole rows (lo == 0).
+  const int64_t width = hi - lo;
+  const bool four = block.count == 4;
+  if (p.stride[2] == 1) {
+    if (four) DepthwiseRowsVector<1, 4>(p, rows, block, bias, width, y_row + lo);
+    else DepthwiseRowsVector<1, 1>(p, rows, block, bias, width, y_row + lo);
+  } else if (p.stride[2] == 2) {
+    if (four) DepthwiseRowsVector<2, 4>(p, rows, block, bias, width, y_row + lo);
+    else DepthwiseRowsVector<2, 1>(p, rows, block, bias, width, y_row + lo);
+  } else {
+    DepthwiseRowsScalarAvx2(p, rows, block, bias, width, y_row + lo);
+  }
+}
+#endif
+
+DepthwiseRowsFn SelectDepthwiseRows() {
+#ifdef NEE_CONV_X86
+  // Follow SGEMM's switch so that one flag selects the portable code everywhere.
+  if (CpuHasAvx2Fma() && std::strcmp(SgemmKernelName(), "avx2-fma") == 0) return DepthwiseRowsAvx2;
+#endif
+  return DepthwiseRowsPortable;
+}
+
+// All Mg output channels of input channel plane `plane_index` (= n*C + c).
+void DepthwisePlane(const ConvShape& s, const ConvShape& p, const float* x, const float* w, const float* bias,
+                    float* y, int64_t plane_index, DepthwiseRowsFn rows_fn) {
+  const int64_t n = plane_index / s.C, c = plane_index % s.C;
+  float* padded = ThreadScratch(static_cast<size_t>(p.in_size + kPlaneSlack));
+  PadPlane(s, p, x + plane_index * s.in_size, padded);
+  const int64_t OD = s.out[0], OH = s.out[1], OW = s.out[2];
+  const int64_t KD = s.kernel[0], KH = s.kernel[1], KW = s.kernel[2];
+  DepthwiseRows rows;
+  rows.src.resize(static_cast<size_t>(KD * KH));
+  rows.weights.resize(static_cast<size_t>(KD * KH));
+  for (int64_t m = 0; m < s.Mg; ++m) {
+    const int64_t oc = c * s.Mg + m;
+    const float* wk = w + oc * s.kernel_size;
+    float* y_plane = y + (n * s.M + oc) * s.out_size;
+    const float b = bias ? bias[oc] : 0.f;
+    for (int64_t od = 0; od < OD; ++od)
+      for (int64_t oh = 0; oh < OH;) {
+        const RowBlock block{oh + 4 <= OH ? 4 : 1, s.stride[1] * p.in[2], OW};
+        for (int64_t kd = 0; kd < KD; ++kd)
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t id = od * s.stride[0] + kd * s.dilation[0];
+            const int64_t ih = oh * s.stride[1] + kh * s.dilation[1];
+            rows.src[kd * KH + kh] = padded + (id * p.in[1] + ih) * p.in[2];
+            rows.weights[kd * KH + kh] = wk + (kd * KH + kh) * KW;
+          }
+        rows_fn(p, rows, block, b, 0, OW, y_plane + (od * OH + oh) * OW);
+        oh += block.count;
+      }
+  }
+}
+
+}  // namespace
+
+Status ConvFloat(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
+  const Tensor* b = nullptr;
+  if (ctx.has_input(2)) {
+    if (!ctx.input(2)->is_tensor()) return RunReference(ctx);
+    b = &ctx.input(2)->tensor();
+  }
+  ConvShape s;
+  if (!PlanFastConv(ctx, *x, *w, b, s)) return RunReference(ctx);
+  std::vector<int64_t> out_dims{s.N, s.M};
+  for (int d = kDims - static_cast<int>(x->rank() - 2); d < kDims; ++d) out_dims.push_back(s.out[d]);
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, out_dims));
+  const float* xp = x->data<float>();
+  const float* wp = w->data<float>();
+  const float* bp = b ? b->data<float>() : nullptr;
+  float* yp = out.data<float>();
+  const int threads = NumThreads(ctx);
+
+  // The depthwise kernel works on a padded copy of each plane; absurd pads
+  // (possible with huge strides) would make that copy too big, so such nodes
+  // take the im2col path, which never materializes the padding.
+  double padded_size = 1;
+  for (int d = 0; d < kDims; ++d) padded_size *= static_cast<double>(s.in[d] + s.pad[d] + s.pad_end[d]);
+  const bool padded_copy_ok = padded_size <= 4.0 * static_cast<double>(s.in_size + s.out_size) + 65536;
+  const ConvShape padded = padded_copy_ok ? PaddedGeometry(s) : s;
+  if (s.depthwise() && padded_copy_ok) {
+    const DepthwiseRowsFn rows_fn = SelectDepthwiseRows();
+    const int64_t planes = s.N * s.C;
+    const int64_t work_per_plane = s.Mg * s.out_size * s.kernel_size;
+    auto plane = [&](int64_t p) { DepthwisePlane(s, padded, xp, wp, bp, yp, p, rows_fn); };
+    if (planes * work_per_plane < 32768) {
+      for (int64_t p = 0; p < planes; ++p) plane(p);  // too little work to share out
+    } else {
+      ParallelTasks(ctx, planes, plane);
+    }
+    return Status::Ok();
+  }
+
+  // (image, group) units split into column tiles: one task each, all in one
+  // parallel loop (each task's im2col is consumed at once by its own SGEMM).
+  // Tiles only split the columns, which SGEMM computes independently, so the
+  // tiling (which depends on the thread count) never changes a result.
+  const int64_t units = s.N * s.group;
+  const int64_t tile = ColumnTile(s, units, threads);
+  const int64_t tiles = (s.out_size + tile - 1) / tile;
+  if (threads == 1 || units * tiles >= threads) {
+    ParallelTasks(ctx, units * tiles, [&](int64_t t) {
+      const int64_t j0 = t % tiles * tile;
+      ConvTile(s, xp, wp, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
+    });
+  } else {
+    // Too few columns to go around: parallelize inside each tile (SGEMM over output channels).
+    for (int64_t t = 0; t < units * tiles; ++t) {
+      const int64_t j0 = t % tiles * tile;
+      ConvTile(s, xp, wp, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), ctx.pool());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu

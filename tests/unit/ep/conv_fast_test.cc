@@ -1,0 +1,245 @@
+// The optimized float32 Conv (ep/cpu/conv_fast.cc) against the reference
+// Conv kernel over a grid of geometries, for thread-count independence, and
+// against a few values computed independently with numpy.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "../ops/op_test_util.h"
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
+
+namespace nee {
+namespace {
+
+using testing::IntAttr;
+using testing::IntsAttr;
+using testing::StringAttr;
+
+std::vector<float> RandomVector(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+int64_t Product(const std::vector<int64_t>& d) {
+  int64_t p = 1;
+  for (int64_t v : d) p *= v;
+  return p;
+}
+
+struct ConvCase {
+  std::string name;
+  std::vector<int64_t> x_dims, w_dims;
+  bool bias = true;
+  std::vector<Attribute> attrs;
+};
+
+// Runs the optimized kernel directly with a pool of `threads` threads.
+Result<Tensor> RunFast(const Node& node, const std::vector<Value>& inputs, int threads) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(&v);
+  std::vector<Value> outputs(1);
+  ThreadPool pool(threads);
+  KernelContext ctx(node, 22, ptrs, &outputs, nullptr, &pool, nullptr);
+  NEE_RETURN_IF_ERROR(cpu::ConvFloat(ctx));
+  return outputs[0].tensor();
+}
+
+std::vector<Value> MakeInputs(const ConvCase& c, std::mt19937& rng) {
+  std::vector<Value> inputs = {Value(Tensor::FromVector(RandomVector(Product(c.x_dims), rng), c.x_dims)),
+                               Value(Tensor::FromVector(RandomVector(Product(c.w_dims), rng), c.w_dims))};
+  if (c.bias) inputs.push_back(Value(Tensor::FromVector(RandomVector(c.w_dims[0], rng), {c.w_dims[0]})));
+  return inputs;
+}
+
+std::vector<ConvCase> Grid() {
+  using V = std::vector<int64_t>;
+  return {
+      {"2d_3x3_pad1", {2, 3, 9, 11}, {5, 3, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_3x3_nopad_nobias", {1, 4, 7, 6}, {8, 4, 3, 3}, false, {}},
+      {"2d_stride2_asym_pads", {2, 3, 13, 10}, {7, 3, 3, 3}, true,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 1, 2, 0})}},
+      {"2d_stride_hw_differ", {1, 2, 15, 17}, {3, 2, 5, 3}, true,
+       {IntsAttr("strides", {3, 2}), IntsAttr("pads", {2, 1, 1, 2})}},
+      {"2d_dilation", {1, 3, 14, 12}, {4, 3, 3, 3}, true,
+       {IntsAttr("dilations", {2, 3}), IntsAttr("pads", {2, 3, 2, 3})}},
+      {"2d_dilation_stride", {2, 2, 16, 16}, {3, 2, 3, 2}, false,
+       {IntsAttr("dilations", {2, 2}), IntsAttr("strides", {2, 3}), IntsAttr("pads", {1, 0, 0, 1})}},
+      {"2d_groups2", {2, 6, 8, 9}, {4, 3, 3, 3}, true, {IntAttr("group", 2), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_groups3_stride", {1, 6, 11, 11}, {9, 2, 3, 3}, true, {IntAttr("group", 3), IntsAttr("strides", {2, 2})}},
+      {"2d_depthwise", {2, 8, 10, 13}, {8, 1, 3, 3}, true, {IntAttr("group", 8), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_depthwise_nobias_stride2", {1, 5, 12, 9}, {5, 1, 3, 3}, false,
+       {IntAttr("group", 5), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 0, 1, 1})}},
+      {"2d_depthwise_multiplier", {1, 3, 7, 8}, {6, 1, 5, 5}, true,
+       {IntAttr("group", 3), IntsAttr("pads", {2, 2, 2, 2})}},
+      {"2d_depthwise_dilated_wide", {1, 4, 6, 40}, {4, 1, 2, 3}, true,
+       {IntAttr("group", 4), IntsAttr("dilations", {2, 4}), IntsAttr("pads", {1, 4, 0, 3})}},
+      {"2d_depthwise_kernel_wider_than_input", {1, 2, 5, 3}, {2, 1, 3, 7}, true,
+       {IntAttr("group", 2), IntsAttr("pads", {1, 3, 1, 3})}},
+      {"2d_depthwise_big", {2, 16, 37, 45}, {16, 1, 3, 3}, true, {IntAttr("group", 16), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_depthwise_big_stride2", {1, 8, 33, 50}, {8, 1, 3, 3}, true,
+       {IntAttr("group", 8), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 0, 0})}},
+      {"2d_depthwise_stride3_5x5", {1, 3, 17, 19}, {3, 1, 5, 5}, true,
+       {IntAttr("group", 3), IntsAttr("strides", {3, 3}), IntsAttr("pads", {2, 1, 2, 0})}},
+      {"2d_depthwise_narrow_rows", {2, 6, 9, 7}, {6, 1, 3, 3}, false,
+       {IntAttr("group", 6), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_1x1", {3, 16, 5, 7}, {24, 16, 1, 1}, true, {}},
+      {"2d_1x1_nobias_groups", {1, 8, 6, 6}, {8, 4, 1, 1}, false, {IntAttr("group", 2)}},
+      {"2d_1x1_stride2", {1, 8, 9, 9}, {4, 8, 1, 1}, true, {IntsAttr("strides", {2, 2})}},
+      {"2d_1x1_padded", {1, 3, 4, 5}, {2, 3, 1, 1}, true, {IntsAttr("pads", {1, 0, 0, 1})}},
+      {"2d_same_upper", {1, 3, 10, 9}, {4, 3, 3, 4}, true,
+       {StringAttr("auto_pad", "SAME_UPPER"), IntsAttr("strides", {2, 2})}},
+      {"2d_same_lower", {1, 3, 10, 9}, {4, 3, 4, 3}, true,
+       {StringAttr("auto_pad", "SAME_LOWER"), IntsAttr("strides", {2, 1})}},
+      {"2d_same_upper_dilated_depthwise", {1, 4, 9, 9}, {4, 1, 3, 3}, true,
+       {StringAttr("auto_pad", "SAME_UPPER"), IntAttr("group", 4), IntsAttr("dilations", {2, 2})}},
+      {"2d_valid", {1, 2, 8, 7}, {3, 2, 3, 2}, true,
+       {StringAttr("auto_pad", "VALID"), IntsAttr("pads", {0, 0, 0, 0})}},
+      {"2d_kernel_shape_attr", {1, 2, 6, 6}, {3, 2, 3, 3}, true, {IntsAttr("kernel_shape", {3, 3})}},
+      {"2d_kernel_wider_than_input", {1, 2, 4, 3}, {3, 2, 3, 7}, true, {IntsAttr("pads", {1, 3, 1, 3})}},
+      {"2d_same_rows_tiled", {2, 5, 23, 19}, {6, 5, 3, 5}, false, {IntsAttr("pads", {1, 2, 1, 2})}},
+      {"2d_odd_sizes", {3, 5, 1, 23}, {7, 5, 1, 4}, true, {IntsAttr("pads", {0, 2, 0, 1})}},
+      {"2d_large_tiled", {1, 64, 40, 40}, {16, 64, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_deep_k", {1, 300, 6, 6}, {20, 300, 3, 3}, true, {}},
+      {"1d", {2, 3, 20}, {4, 3, 5}, true, {IntsAttr("pads", {2, 1}), IntsAttr("strides", {2})}},
+      {"1d_depthwise", {1, 6, 17}, {6, 1, 3}, false, {IntAttr("group", 6), IntsAttr("dilations", {2})}},
+      {"1d_pointwise", {2, 5, 9}, {3, 5, 1}, true, {}},
+      {"3d", {1, 2, 5, 6, 7}, {3, 2, 3, 3, 2}, true, {IntsAttr("pads", {1, 0, 1, 1, 0, 0})}},
+      {"3d_strided_groups", {2, 4, 7, 6, 5}, {4, 2, 2, 3, 3}, true,
+       {IntAttr("group", 2), IntsAttr("strides", {2, 1, 2}), IntsAttr("dilations", {1, 2, 1})}},
+      {"3d_depthwise", {1, 3, 4, 5, 6}, {3, 1, 3, 3, 3}, true,
+       {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1, 1, 1})}},
+      {"batch4_groups4", {4, 8, 6, 5}, {8, 2, 3, 3}, true, {IntAttr("group", 4), IntsAttr("pads", {1, 1, 1, 1})}},
+  };
+}
+
+void ExpectClose(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), DataType::kFloat) << what;
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const float w = want.data<float>()[i], g = got.data<float>()[i];
+    ASSERT_NEAR(g, w, 2e-5 * (1 + std::abs(w))) << what << " at " << i;
+  }
+}
+
+class ConvFastTest : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { cpu::SgemmForcePortable(GetParam()); }
+  void TearDown() override { cpu::SgemmForcePortable(false); }
+};
+
+TEST_P(ConvFastTest, AgreesWithReferenceKernel) {
+  std::mt19937 rng(11);
+  for (const ConvCase& c : Grid()) {
+    Node node = testing::MakeNode("Conv", c.bias ? 3 : 2, 1, c.attrs);
+    std::vector<Value> inputs = MakeInputs(c, rng);
+    auto ref = testing::RunOp(node, 22, inputs);
+    ASSERT_TRUE(ref.ok()) << c.name << ": " << ref.status().ToString();
+    for (int threads : {1, 3}) {
+      auto got = RunFast(node, inputs, threads);
+      ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().ToString();
+      ExpectClose(got.value(), ref->outputs[0].tensor(), c.name + " threads=" + std::to_string(threads));
+    }
+  }
+}
+
+TEST_P(ConvFastTest, BitwiseIndependentOfThreadCount) {
+  std::mt19937 rng(12);
+  for (const ConvCase& c : Grid()) {
+    Node node = testing::MakeNode("Conv", c.bias ? 3 : 2, 1, c.attrs);
+    std::vector<Value> inputs = MakeInputs(c, rng);
+    auto one = RunFast(node, inputs, 1);
+    auto two = RunFast(node, inputs, 2);
+    ASSERT_TRUE(one.ok() && two.ok()) << c.name;
+    ASSERT_EQ(one->dims(), two->dims()) << c.name;
+    EXPECT_EQ(0, std::memcmp(one->data<float>(), two->data<float>(), sizeof(float) * one->num_elements())) << c.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, ConvFastTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "portable" : "dispatched"; });
+
+// SgemmWithPackedB with a packer that packs a plain matrix the documented
+// way gives bitwise what Sgemm gives for that matrix (odd sizes, several
+// k and column blocks, threads).
+TEST(SgemmWithPackedB, MatchesSgemmBitwise) {
+  std::mt19937 rng(13);
+  ThreadPool pool(2);
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{7, 5, 3}, {13, 1100, 300}, {70, 33, 600}, {1, 17, 1}}) {
+    std::vector<float> a = RandomVector(m * k, rng), b = RandomVector(k * n, rng), c0 = RandomVector(m * n, rng);
+    std::vector<float> want = c0, got = c0;
+    cpu::Sgemm(m, n, k, 0.5f, {a.data(), k, 1}, {b.data(), n, 1}, 1.f, want.data(), n, &pool);
+    const int64_t width = cpu::kSgemmPanelWidth;
+    auto pack = [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) {
+      for (int64_t q = 0; q * width < nc; ++q)
+        for (int64_t p = 0; p < kc; ++p)
+          for (int64_t j = 0; j < width; ++j) {
+            const int64_t col = q * width + j;
+            out[(q * kc + p) * width + j] = col < nc ? b[(p0 + p) * n + j0 + col] : 0.f;
+          }
+    };
+    cpu::SgemmWithPackedB(m, n, k, 0.5f, {a.data(), k, 1}, pack, 1.f, got.data(), n, &pool);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * want.size())) << m << "x" << n << "x" << k;
+  }
+}
+
+// Invalid nodes go to the reference kernel, which reports them.
+TEST(ConvFast, InvalidInputsGiveTheReferenceError) {
+  Node node = testing::MakeNode("Conv", 2, 1, {IntAttr("group", 2)});
+  std::vector<Value> inputs = {Value(Tensor::FromVector(std::vector<float>(3 * 16, 1.f), {1, 3, 4, 4})),
+                               Value(Tensor::FromVector(std::vector<float>(4 * 2 * 9, 1.f), {4, 2, 3, 3}))};
+  auto got = RunFast(node, inputs, 1);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("group"), std::string::npos) << got.status().ToString();
+}
+
+// Expected values from numpy: the input padded with np.pad, then each output
+// as np.sum(window * w[m]) (+ b[m]) in float64 over strided, dilated windows
+// (script: explicit loops over n, m, oh, ow). Inputs follow fixed patterns:
+// x[i] = (i % 7) * 0.25 - 0.75, w[i] = ((i % 5) - 2) * 0.5 (flat indices).
+Tensor PatternTensor(const std::vector<int64_t>& dims, bool weights) {
+  std::vector<float> v(static_cast<size_t>(Product(dims)));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = weights ? static_cast<float>(static_cast<int>(i % 5) - 2) * 0.5f : static_cast<float>(i % 7) * 0.25f - 0.75f;
+  return Tensor::FromVector(v, dims);
+}
+
+TEST(ConvFast, MatchesNumpyStridedAsymmetricPads) {
+  Node node = testing::MakeNode("Conv", 3, 1, {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 0, 0, 1})});
+  std::vector<Value> inputs = {Value(PatternTensor({1, 2, 4, 5}, false)), Value(PatternTensor({3, 2, 3, 3}, true)),
+                               Value(Tensor::FromVector(std::vector<float>{0.5f, -1.f, 0.25f}, {3}))};
+  auto got = RunFast(node, inputs, 2);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  testing::ExpectTensorNear<float>(got.value(), {1, 3, 2, 2},
+                                   {-2.125, -0.125, 0.25, 6.5, -1.125, -0.125, 1.375, -4.5, 0.125, -1.75, -1.625, 1.0});
+}
+
+TEST(ConvFast, MatchesNumpyDepthwise) {
+  Node node = testing::MakeNode("Conv", 3, 1, {IntAttr("group", 2), IntsAttr("pads", {1, 1, 1, 1})});
+  std::vector<Value> inputs = {Value(PatternTensor({1, 2, 4, 4}, false)), Value(PatternTensor({2, 1, 3, 3}, true)),
+                               Value(Tensor::FromVector(std::vector<float>{0.5f, -1.f}, {2}))};
+  auto got = RunFast(node, inputs, 1);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  testing::ExpectTensorNear<float>(got.value(), {1, 2, 4, 4},
+                                   {0.5,    0.125, -0.625, 0.0,  0.5,    1.625,  3.125, 0.375, 0.5,    -1.125, -1.375,
+                                    0.75,   0.5,   2.875,  0.875, -0.5,  -1.5,   -1.125, 0.625, -0.125, -1.125, -2.375,
+                                    -2.5,   -2.25, -0.75,  2.375, 0.5,   -0.625, -2.0,  -2.0,  -1.75,  -1.25});
+}
+
+TEST(ConvFast, MatchesNumpyDilatedGroupedNoBias) {
+  Node node = testing::MakeNode("Conv", 2, 1, {IntAttr("group", 2), IntsAttr("dilations", {2, 2})});
+  std::vector<Value> inputs = {Value(PatternTensor({1, 4, 5, 5}, false)), Value(PatternTensor({2, 2, 2, 2}, true))};
+  auto got = RunFast(node, inputs, 2);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  testing::ExpectTensorNear<float>(got.value(), {1, 2, 3, 3},
+                                   {1.0, 2.375, 1.125, -0.875, -1.25, 1.0, -1.0, -1.375, -0.875, -1.75, -0.75, -0.625,
+                                    1.5, -1.0, -1.75, 1.25, 1.375, 1.5});
+}
+
+}  // namespace
+}  // namespace nee
