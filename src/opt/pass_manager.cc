@@ -1,21 +1,53 @@
 #include "opt/pass_manager.h"
 
+#include <optional>
+
 namespace nee {
 
 namespace {
 const GraphPass kPasses[] = {
     {"fold-constants", 1, FoldConstants},
     {"eliminate-dead-nodes", 1, EliminateDeadNodes},
+    {"eliminate-noops", 2, EliminateNoOps},
+    {"fold-conv-batchnorm", 2, FoldConvBatchNorm},
+    {"fold-conv-add-mul", 2, FoldConvAddMul},
+    {"fuse-matmul-add-gemm", 2, FuseMatMulAddIntoGemm},
+    {"fold-transpose-gemm", 2, FoldTransposeIntoGemm},
+    // Initializers the folds above replaced.
+    {"eliminate-dead-nodes", 2, EliminateDeadNodes},
 };
 }  // namespace
 
 Status OptimizeModel(Model& model, int level) {
+  // The first check reports problems in the model as the user wrote it; later
+  // ones only run after a pass changed something.
+  std::optional<CheckedGraph> checked;
   for (const GraphPass& pass : kPasses) {
     if (pass.level > level) continue;
-    NEE_ASSIGN_OR_RETURN(CheckedGraph checked, CheckModel(model, OpRegistry::Global()));
+    if (!checked) {
+      NEE_ASSIGN_OR_RETURN(CheckedGraph fresh, CheckModel(model, OpRegistry::Global()));
+      checked = std::move(fresh);
+    }
+    // Extended passes are a speed-up, never a reason to fail: keep the graph
+    // as it was to restore it if the rewritten one does not check.
+    std::optional<Graph> before;
+    if (pass.level >= 2) before = model.graph;
     bool changed = false;
-    Status st = pass.run(model.graph, checked, &changed);
+    Status st = pass.run(model.graph, *checked, &changed);
+    if (!st.ok() && before) {
+      model.graph = std::move(*before);
+      continue;
+    }
     if (!st.ok()) return st.WithContext(std::string("optimization pass ") + pass.name + ": ");
+    if (!changed) continue;
+    Result<CheckedGraph> rechecked = CheckModel(model, OpRegistry::Global());
+    if (rechecked.ok()) {
+      checked = std::move(rechecked.value());
+    } else if (before) {
+      model.graph = std::move(*before);
+    } else {
+      checked.reset();  // the next pass's check reports the problem
+    }
   }
   return Status::Ok();
 }

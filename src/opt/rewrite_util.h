@@ -1,0 +1,87 @@
+// Shared helpers for the level-2 rewrite passes: who produces and who reads
+// each value, which values must keep their name (graph outputs, names
+// subgraphs capture), constant lookup, and safe node removal and rewiring.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "check/checker.h"
+#include "ir/graph.h"
+
+namespace nee::opt {
+
+// One use of a value: node index and input slot.
+struct Use {
+  size_t node;
+  size_t input;
+};
+
+// A mutable view of one graph used by a rewrite pass. Nodes are only marked
+// removed during the pass; Commit() drops them, so indices stay stable.
+class GraphEditor {
+ public:
+  GraphEditor(Graph& graph, const CheckedGraph& checked);
+
+  Graph& graph() { return graph_; }
+  const CheckedGraph& checked() const { return checked_; }
+  Node& node(size_t i) { return graph_.nodes[i]; }
+  bool removed(size_t i) const { return removed_[i]; }
+
+  // The node producing `name`, or -1 for graph inputs, initializers and unknown names.
+  int64_t Producer(const std::string& name) const;
+  // Every live use of `name` as a node input.
+  std::vector<Use> Uses(const std::string& name) const;
+  // True when `name` is a graph output or read by a subgraph: its name must survive.
+  bool IsPinned(const std::string& name) const;
+  // True when `name`'s only reader is node `consumer` (through one input) and
+  // nothing else (graph outputs, subgraphs) sees it.
+  bool OnlyUsedBy(const std::string& name, size_t consumer) const;
+  // The value of `name` when it is a constant initializer (not overridable by
+  // a graph input); an undefined tensor otherwise. Copies share the bytes.
+  Tensor Constant(const std::string& name) const;
+  // The inferred tensor type of `name`; nullptr when unknown or not a tensor.
+  const TypeInfo* TensorType(const std::string& name) const;
+
+  // Points every use of `from` at `to` (node inputs only).
+  void ReplaceUses(const std::string& from, const std::string& to);
+  // Changes one input of a node, keeping the use index current.
+  void SetInput(size_t node, size_t input, const std::string& name);
+  // Renames a node output (all its uses follow).
+  void RenameOutput(size_t node, size_t output, const std::string& name);
+  void RemoveNode(size_t node);
+  // Adds an initializer with a fresh name derived from `hint`; returns the name.
+  std::string AddInitializer(const std::string& hint, Tensor tensor);
+
+  // Drops removed nodes; returns whether anything changed.
+  bool Commit();
+
+ private:
+  void AddUse(const std::string& name, Use use);
+  void DropUse(const std::string& name, Use use);
+
+  Graph& graph_;
+  const CheckedGraph& checked_;
+  std::vector<bool> removed_;
+  bool changed_ = false;
+  std::unordered_map<std::string, size_t> producer_;
+  std::unordered_map<std::string, std::vector<Use>> uses_;
+  std::unordered_set<std::string> pinned_;
+  std::unordered_set<std::string> overridable_;
+  std::unordered_set<std::string> names_;  // every name in use, for fresh names
+  std::unordered_map<std::string, size_t> initializer_index_;
+};
+
+// A defined float32 tensor.
+inline bool IsFloatTensor(const Tensor& t) { return t.defined() && t.dtype() == DataType::kFloat; }
+// A tensor type with float32 elements and a known rank.
+bool IsFloatWithRank(const TypeInfo* type);
+// The static dims of a tensor type; false when any is unknown.
+bool StaticDims(const TypeInfo* type, std::vector<int64_t>* dims);
+// Whether a node is in the default ONNX domain with the given op type.
+bool IsOp(const Node& node, const char* op_type);
+// Whether the node sets any attribute outside `allowed`.
+bool HasOtherAttributes(const Node& node, const std::vector<std::string>& allowed);
+
+}  // namespace nee::opt
