@@ -44,13 +44,18 @@ def Run(op, inputs, n_out, **attrs):
         return str(e).splitlines()[0][:300]
 
 
+def CppFloat(v):
+    t = f"{float(v):.7g}"
+    return t + ("f" if ("." in t or "e" in t) else ".0f")
+
+
 def Show(title, result):
     print(f"// {title}")
     if isinstance(result, str):
         print("//   ORT error:", result)
         return
     for i, r in enumerate(result):
-        vals = ", ".join(f"{float(v):.7g}f" for v in np.asarray(r, np.float32).ravel())
+        vals = ", ".join(CppFloat(v) for v in np.asarray(r, np.float32).ravel())
         print(f"//   out{i} {list(r.shape)}\n{{{vals}}}")
 
 
