@@ -548,6 +548,8 @@ Status RotaryEmbeddingKernel(KernelContext& ctx) {
     const int64_t D = x->dim(2);
     if (num_heads > 0) {
       N = num_heads;
+    } else if (rotary_dim > 0) {
+      return ctx.Error("a 3-D input with rotary_embedding_dim needs num_heads");
     } else {
       // Without num_heads the cache width gives the head size (rotary over the whole head).
       N = half > 0 && D % (2 * half) == 0 ? D / (2 * half) : 0;
