@@ -147,8 +147,38 @@ def Rotary():
     Show("Rotary position out of range 9", Run("RotaryEmbedding", [xr, np.array([[0, 1, 9], [0, 1, 2]], np.int64), cos, sin], 1, num_heads=2))
 
 
+def Gqa():
+    # B = 2, 2 query heads sharing 1 kv head, head size 8 (ORT wants multiples of 8).
+    NQ, NKV, HD = 2, 1, 8
+    q = P((B, S, NQ * HD), 22)
+    k = P((B, S, NKV * HD), 23)
+    v = P((B, S, NKV * HD), 24)
+    def g(*ins, n_out=3, **kw):
+        return Run("GroupQueryAttention", list(ins), n_out, num_heads=NQ, kv_num_heads=NKV, **kw)
+    Show("GQA prompt S=3 total 3", g(q, k, v, None, None, i32([2, 2]), i32(3)))
+    pk = P((B, NKV, 3, HD), 25)
+    pv = P((B, NKV, 3, HD), 26)
+    q1, k1, v1 = P((B, 1, NQ * HD), 27), P((B, 1, NKV * HD), 28), P((B, 1, NKV * HD), 29)
+    Show("GQA decode S=1 past 3 total 4, seqlens [3, 2]", g(q1, k1, v1, pk, pv, i32([3, 2]), i32(4)))
+    # ORT's CPU kernel takes S > 1 with a past only for batch 1.
+    Show("GQA continue B=1 S=3 past 3 total 6, local_window_size 2, softcap 0.8",
+         g(q[:1], k[:1], v[:1], pk[:1], pv[:1], i32([5]), i32(6), local_window_size=2, softcap=0.8))
+    # Rotary: ORT wants head size 16 here; B = 1, 2 query heads, 1 kv head.
+    freqs = np.array([1.0, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01, 0.005])
+    cos = np.cos(np.arange(8)[:, None] * freqs[None]).astype(np.float32)
+    sin = np.sin(np.arange(8)[:, None] * freqs[None]).astype(np.float32)
+    qr, kr, vr = P((1, 3, 32), 30), P((1, 3, 16), 31), P((1, 3, 16), 32)
+    Show("GQA rotary prompt B=1 S=3 head 16", g(qr, kr, vr, None, None, i32([2]), i32(3), cos, sin, n_out=1, do_rotary=1))
+    Show("GQA rotary interleaved decode B=1 past 3 head 16",
+         g(qr[:, :1], kr[:, :1], vr[:, :1], P((1, 1, 3, 16), 33), P((1, 1, 3, 16), 34), i32([3]), i32(4), cos, sin,
+           n_out=1, do_rotary=1, rotary_interleaved=1))
+    packed = np.concatenate([q, k, v], axis=2)
+    Show("GQA packed qkv prompt", g(packed, None, None, None, None, i32([2, 2]), i32(3)))
+
+
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["attention", "mha", "rotary"]
+    which = sys.argv[1:] or ["attention", "mha", "rotary", "gqa"]
     if "attention" in which: Attention()
     if "mha" in which: Mha()
     if "rotary" in which: Rotary()
+    if "gqa" in which: Gqa()
