@@ -122,10 +122,12 @@ Result<std::vector<float>> BuildAdditiveMask(const KernelContext& ctx, size_t in
     }
   }
   if (causal) {
-    // Query s sits at position P + s and sees keys up to it.
+    // Query s sits at position P + s and sees keys up to it. ONNX Runtime hides later keys with the
+    // lowest float whatever mask_filter_value says, so they stay below masked-but-earlier keys.
+    const float hidden = std::numeric_limits<float>::lowest();
     for (int64_t b = 0; b < B; ++b)
       for (int64_t s = 0; s < S; ++s)
-        for (int64_t t = g.past + s + 1; t < T; ++t) out[static_cast<size_t>((b * S + s) * T + t)] = filter;
+        for (int64_t t = g.past + s + 1; t < T; ++t) out[static_cast<size_t>((b * S + s) * T + t)] = hidden;
   }
   return out;
 }
@@ -612,7 +614,8 @@ Status RotaryEmbeddingKernel(KernelContext& ctx) {
 // Per batch b: total_b = seqlens_k[b] + 1, past_b = total_b - S (0 for the first prompt, when S equals
 // total_sequence_length); the new keys/values go to positions [past_b, past_b + S) of the present
 // cache [B, Nkv, max(P_buffer, total_sequence_length), H] after the past ones, and query s sees keys
-// [0, past_b + s] (the last local_window_size + 1 of them when local_window_size > 0). Always causal.
+// [0, past_b + s] (only the last local_window_size of them when it is positive, as ONNX Runtime 1.32
+// does). Always causal.
 // Not supported: attention_bias, head_sink, quantized caches, q/k norms, query_seqlens, smooth_softmax,
 // output_qk.
 
@@ -772,7 +775,7 @@ Status GroupQueryAttentionKernel(KernelContext& ctx) {
       for (int64_t s = 0; s < S; ++s) {
         const float* qs = q.data() + ((b * S + s) * N + n) * H;
         const int64_t causal_len = past_len[static_cast<size_t>(b)] + s + 1;
-        const int64_t first = window > 0 ? std::max<int64_t>(0, causal_len - window - 1) : 0;
+        const int64_t first = window > 0 ? std::max<int64_t>(0, causal_len - window) : 0;
         float max_score = -std::numeric_limits<float>::infinity();
         for (int64_t t = first; t < causal_len; ++t) {
           double dot = 0;
