@@ -708,6 +708,10 @@ Status GroupQueryAttentionKernel(KernelContext& ctx) {
   if (seqlens->num_elements() != B) return ctx.InputError(5, "(seqlens_k) must hold " + std::to_string(B) + " values, got " + DimsToString(seqlens->dims()));
   if (total_t->num_elements() != 1) return ctx.InputError(6, "(total_sequence_length) must be a scalar");
   const int64_t total_len = static_cast<int64_t>(ReadAsDouble(*total_t, 0));
+  // The new tokens follow at most the whole past buffer, so the total cannot exceed both together.
+  if (total_len < S || total_len > past_buffer + S)
+    return ctx.InputError(6, "(total_sequence_length) " + std::to_string(total_len) + " must lie in [" + std::to_string(S) +
+                                 ", " + std::to_string(past_buffer + S) + "] (sequence length plus past buffer)");
   const int64_t present_len = std::max(past_buffer, total_len);
   const bool first_prompt = S == total_len;
   std::vector<int64_t> past_len(static_cast<size_t>(B));

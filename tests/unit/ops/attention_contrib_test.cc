@@ -486,6 +486,8 @@ TEST(GroupQueryAttentionContrib, RejectsInconsistentLengths) {
   EXPECT_FALSE(RunOp(GqaNode(7, 3), 1, {q, k, v, pk, pv, Ints({9, 2}, {2}), Scalar32(4)}).ok());    // past the cache
   EXPECT_FALSE(RunOp(GqaNode(7, 3), 1, {q, k, v, pk, pv, Ints({-5, 2}, {2}), Scalar32(4)}).ok());   // negative
   EXPECT_FALSE(RunOp(GqaNode(7, 3), 1, {q, k, v, pk, pv, Ints({3}, {1}), Scalar32(4)}).ok());       // not B values
+  EXPECT_FALSE(RunOp(GqaNode(7, 3), 1, {q, k, v, pk, pv, Ints({3, 3}, {2}), Scalar32(1 << 30)}).ok());  // huge total
+  EXPECT_FALSE(RunOp(GqaNode(7, 3), 1, {q, k, v, pk, pv, Ints({3, 3}, {2}), Scalar32(0)}).ok());
   EXPECT_FALSE(RunOp(GqaNode(7, 3), 1, {q, Pattern({2, 1, 16}, 28), v, pk, pv, Ints({3, 3}, {2}), Scalar32(4)}).ok());
 }
 
