@@ -123,6 +123,9 @@ def Mha():
     Show("MHA cross-attn key/value 4-D BNLH, scale 0.5, presents", Run("MultiHeadAttention", [q, k4, v4], 3, num_heads=N, scale=0.5))
     Show("MHA cross-attn key/value 4-D BNLH with bias", Run("MultiHeadAttention", [q, k4, v4, P((12,), 11)], 1, num_heads=N))
     Show("MHA qk output", Run("MultiHeadAttention", [q, k, P((B, L, 4), 10), None, kpm], 4, num_heads=N))
+    h = np.float16
+    Show("MHA float16 with bias and key lengths [3, 1]",
+         Run("MultiHeadAttention", [q.astype(h), k.astype(h), P((B, L, 4), 10).astype(h), P((12,), 11).astype(h), i32([3, 1])], 1, num_heads=N))
     Show("MHA bad key_padding_mask [2,3]", Run("MultiHeadAttention", [q, k, P((B, L, 4), 10), None, i32(np.ones((2, 3)))], 1, num_heads=N))
     qkv = P((B, S, N, 3, 2), 17)
     Show("MHA packed qkv [B,S,N,3,H]", Run("MultiHeadAttention", [qkv], 1, num_heads=N))

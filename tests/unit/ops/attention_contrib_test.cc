@@ -280,6 +280,21 @@ TEST(MultiHeadAttentionContrib, CrossAttentionWithBnshKeyValue) {
                           {-0.1593043f, -0.05005807f, 0.1676936f, -0.1016227f, -0.1502324f, -0.07819381f, 0.1602543f, -0.1169156f, -0.08750747f, -0.02628561f, 0.157173f, -0.1407864f, 0.02588175f, 0.1874239f, -0.05715062f, 0.1236317f, 0.01813579f, 0.1887603f, -0.03435551f, 0.1042451f, 0.05341891f, 0.0854558f, -0.009779057f, 0.08267556f}, 1e-5);
 }
 
+TEST(MultiHeadAttentionContrib, Float16ViaFloat) {
+  auto half_of = [](const Tensor& t) {
+    return HalfTensor(std::vector<float>(t.data<float>(), t.data<float>() + t.num_elements()), t.dims());
+  };
+  auto r = RunOp(MhaNode(5, 1), 1, {half_of(Pattern({2, 3, 4}, 8)), half_of(Pattern({2, 4, 4}, 9)), half_of(Pattern({2, 4, 4}, 10)),
+                                    half_of(Pattern({12}, 11)), Ints({3, 1}, {2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->outputs[0].tensor().dtype(), DataType::kFloat16);
+  // ORT (float16 kernel): MHA float16 with bias and key lengths [3, 1]
+  const std::vector<float> expected = {0.3444824f, -0.2178955f, -0.277832f, 0.1837158f, 0.3383789f, -0.223999f, -0.227417f, 0.1419678f, 0.4179688f, -0.1445312f, -0.3840332f, 0.1815186f, -0.125f, -0.6875f, 0.1875f, 1.0625f, -0.125f, -0.6875f, 0.1875f, 1.0625f, -0.125f, -0.6875f, 0.1875f, 1.0625f};
+  std::vector<float> got = HalfValues(r->outputs[0].tensor());
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(got[i], expected[i], 3e-3) << "at " << i;
+}
+
 TEST(MultiHeadAttentionContrib, RejectsBadShapes) {
   Tensor q = Pattern({2, 3, 4}, 8), k = Pattern({2, 4, 4}, 9), v = Pattern({2, 4, 4}, 10);
   EXPECT_FALSE(RunOp(MhaNode(5, 1), 1, {q, k, v, Value(), Ints({1, 1, 1, 1, 1, 1}, {2, 3})}).ok());  // mask width
