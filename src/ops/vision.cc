@@ -22,18 +22,12 @@
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/tensor_util.h"
 
 namespace nee {
 namespace {
 
-// Values of an integer input known at inference time.
-std::optional<std::vector<int64_t>> KnownInts(const InferenceContext& ctx, size_t i) {
-  const Tensor* t = ctx.input_value(i);
-  if (!t) return std::nullopt;
-  auto v = t->ToInt64Vector();
-  if (!v.ok()) return std::nullopt;
-  return v.value();
-}
+using tensor_util::KnownInts;
 
 Status RequireFloat(const KernelContext& ctx, const Tensor& t) {
   if (nn::IsRealFloat(t.dtype())) return Status::Ok();
