@@ -852,16 +852,34 @@ Status InferQLinearGlobalAveragePool(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-Status QLinearGlobalAveragePoolKernel(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_RETURN_IF_ERROR(CheckQuantized8(ctx, *x, 0));
-  if (x->rank() < 3) return ctx.InputError(0, "must have rank >= 3, got " + DimsToString(x->dims()));
-  NEE_ASSIGN_OR_RETURN(QuantParams qx, ReadQuantParams(ctx, 1, 2, x->dtype()));
-  NEE_ASSIGN_OR_RETURN(QuantParams qy, ReadQuantParams(ctx, 3, 4, x->dtype()));
+// What the QLinear pools share: X (8-bit, rank >= 3), the quantization of X
+// and of Y, and X's layout (channels after batch, or channels last).
+struct QLinearPoolInput {
+  const Tensor* x = nullptr;
+  QuantParams qx, qy;
+  bool channels_last = false;
+  int64_t batch = 0, channels = 0;
+};
+
+Result<QLinearPoolInput> ReadQLinearPoolInput(KernelContext& ctx) {
+  QLinearPoolInput in;
+  NEE_ASSIGN_OR_RETURN(in.x, ctx.InputTensor(0));
+  const Tensor& x = *in.x;
+  NEE_RETURN_IF_ERROR(CheckQuantized8(ctx, x, 0));
+  if (x.rank() < 3) return ctx.InputError(0, "must have rank >= 3, got " + DimsToString(x.dims()));
+  NEE_ASSIGN_OR_RETURN(in.qx, ReadQuantParams(ctx, 1, 2, x.dtype()));
+  NEE_ASSIGN_OR_RETURN(in.qy, ReadQuantParams(ctx, 3, 4, x.dtype()));
   NEE_ASSIGN_OR_RETURN(int64_t channels_last, ctx.node().GetInt("channels_last", 0));
+  in.channels_last = channels_last != 0;
+  in.batch = x.dim(0);
+  in.channels = in.channels_last ? x.dim(x.rank() - 1) : x.dim(1);
+  return in;
+}
+
+Status QLinearGlobalAveragePoolKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(QLinearPoolInput pool, ReadQLinearPoolInput(ctx));
+  const auto& [x, qx, qy, channels_last, batch, channels] = pool;
   const int64_t rank = x->rank();
-  const int64_t batch = x->dim(0);
-  const int64_t channels = channels_last ? x->dim(rank - 1) : x->dim(1);
   const int64_t image = channels_last ? ProductOf(x->dims(), 1, static_cast<size_t>(rank - 1))
                                       : ProductOf(x->dims(), 2);
   std::vector<int64_t> out = x->dims();
@@ -1059,19 +1077,13 @@ Status InferQLinearAveragePool(InferenceContext& ctx) {
 }
 
 Status QLinearAveragePoolKernel(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_RETURN_IF_ERROR(CheckQuantized8(ctx, *x, 0));
-  if (x->rank() < 3) return ctx.InputError(0, "must have rank >= 3, got " + DimsToString(x->dims()));
-  NEE_ASSIGN_OR_RETURN(QuantParams qx, ReadQuantParams(ctx, 1, 2, x->dtype()));
-  NEE_ASSIGN_OR_RETURN(QuantParams qy, ReadQuantParams(ctx, 3, 4, x->dtype()));
-  NEE_ASSIGN_OR_RETURN(int64_t channels_last, ctx.node().GetInt("channels_last", 0));
+  NEE_ASSIGN_OR_RETURN(QLinearPoolInput pool, ReadQLinearPoolInput(ctx));
+  const auto& [x, qx, qy, channels_last, batch, channels] = pool;
   NEE_ASSIGN_OR_RETURN(int64_t include_pad, ctx.node().GetInt("count_include_pad", 0));
   const size_t n = static_cast<size_t>(x->rank() - 2);
   NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(ctx.node(), n, nullptr));
   for (int64_t dl : spec.dilations)
     if (dl != 1) return ctx.Error("dilations are not supported by QLinearAveragePool");
-  const int64_t batch = x->dim(0);
-  const int64_t channels = channels_last ? x->dim(x->rank() - 1) : x->dim(1);
   std::vector<int64_t> in(n), out(n);
   for (size_t d = 0; d < n; ++d) {
     in[d] = x->dim(static_cast<int64_t>(channels_last ? d + 1 : d + 2));
