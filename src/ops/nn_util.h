@@ -157,6 +157,14 @@ inline std::string TypeError(const char* op, DataType t) {
   return std::string(op) + " does not support element type " + DataTypeName(t);
 }
 
+// Error naming input `input` unless its element type `actual` is `expected`
+// (the type the op's other inputs fix).
+inline Status RequireElementType(const KernelContext& ctx, size_t input, DataType actual, DataType expected) {
+  if (actual == expected) return Status::Ok();
+  return ctx.InputError(input, std::string("has element type ") + DataTypeName(actual) + ", expected " +
+                                   DataTypeName(expected));
+}
+
 // ---- GEMM core ---------------------------------------------------------------
 // c[j] += a * b[j]. Written four lanes at a time with non-aliasing pointers
 // so that -O2 (whose cheap vectorizer skips loops of unknown trip count)
