@@ -622,9 +622,8 @@ Status EmbedLayerNormKernel(KernelContext& ctx) {
   const int64_t hidden = word->dim(1);
   NEE_ASSIGN_OR_RETURN(const Tensor* position, ctx.InputTensor(3));
   NEE_RETURN_IF_ERROR(CheckTable(ctx, 3, *position, word->dtype(), hidden));
-  const Tensor* segment = nullptr;
-  if (ctx.has_input(4)) {
-    NEE_ASSIGN_OR_RETURN(segment, ctx.InputTensor(4));
+  NEE_ASSIGN_OR_RETURN(const Tensor* segment, OptionalInputTensor(ctx, 4));
+  if (segment) {
     NEE_RETURN_IF_ERROR(CheckTable(ctx, 4, *segment, word->dtype(), hidden));
   }
   NEE_ASSIGN_OR_RETURN(const Tensor* segment_ids, OptionalIds(ctx, 1, batch, seq, false));

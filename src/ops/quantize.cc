@@ -236,10 +236,7 @@ Status InferQuantizeLinear(InferenceContext& ctx) {
 Status QuantizeLinearKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* scale, ctx.InputTensor(1));
-  const Tensor* zp = nullptr;
-  if (ctx.has_input(2)) {
-    NEE_ASSIGN_OR_RETURN(zp, ctx.InputTensor(2));
-  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* zp, OptionalInputTensor(ctx, 2));
   const DataType xt = x->dtype(), st = scale->dtype();
   if (!IsFloatingPoint(xt) && xt != DataType::kInt32)
     return NotImplemented(ctx.node().Describe() + ": QuantizeLinear does not support input type " + DataTypeName(xt));
@@ -300,10 +297,7 @@ Status InferDequantizeLinear(InferenceContext& ctx) {
 Status DequantizeLinearKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* scale, ctx.InputTensor(1));
-  const Tensor* zp = nullptr;
-  if (ctx.has_input(2)) {
-    NEE_ASSIGN_OR_RETURN(zp, ctx.InputTensor(2));
-  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* zp, OptionalInputTensor(ctx, 2));
   const DataType xt = x->dtype();
   if (!IsQuantizedType(xt) && xt != DataType::kInt32)
     return NotImplemented(ctx.node().Describe() + ": DequantizeLinear does not support input type " +
@@ -586,10 +580,7 @@ Status QLinearConvKernel(KernelContext& ctx) {
   }
   const Tensor &x = *in[0], &x_scale = *in[1], &x_zp = *in[2], &w = *in[3], &w_scale = *in[4], &w_zp = *in[5],
                &y_scale = *in[6], &y_zp = *in[7];
-  const Tensor* bias = nullptr;
-  if (ctx.has_input(8)) {
-    NEE_ASSIGN_OR_RETURN(bias, ctx.InputTensor(8));
-  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* bias, OptionalInputTensor(ctx, 8));
   NEE_ASSIGN_OR_RETURN(ConvGeometry g, MakeConvGeometry(ctx, ctx.node(), x.dims(), w.dims()));
   IntRange range;
   if (!QuantIntRange(x.dtype(), &range) || !QuantIntRange(w.dtype(), &range) || !QuantIntRange(y_zp.dtype(), &range))
@@ -951,16 +942,14 @@ Status QGemmKernel(KernelContext& ctx) {
   if (b_scale->dtype() != DataType::kFloat || (b_scale->num_elements() != 1 && b_scale->num_elements() != n))
     return ctx.InputError(4, "(b_scale) must be a float scalar or have " + std::to_string(n) + " entries, got " +
                                  b_scale->Describe());
-  const Tensor* b_zp = nullptr;
-  if (ctx.has_input(5)) {
-    NEE_ASSIGN_OR_RETURN(b_zp, ctx.InputTensor(5));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b_zp, OptionalInputTensor(ctx, 5));
+  if (b_zp) {
     if (b_zp->dtype() != b->dtype() || b_zp->num_elements() != b_scale->num_elements())
       return ctx.InputError(5, "(b_zero_point) must have B's type and b_scale's size, got " + b_zp->Describe());
   }
-  const Tensor* c = nullptr;
+  NEE_ASSIGN_OR_RETURN(const Tensor* c, OptionalInputTensor(ctx, 6));
   std::vector<int64_t> c_dims;
-  if (ctx.has_input(6)) {
-    NEE_ASSIGN_OR_RETURN(c, ctx.InputTensor(6));
+  if (c) {
     if (c->dtype() != DataType::kInt32) return ctx.InputError(6, "(C) must be int32, got " + c->Describe());
     auto bd = BroadcastDims(c->dims(), {m, n});
     if (!bd.ok() || bd.value() != std::vector<int64_t>{m, n})

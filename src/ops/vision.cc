@@ -660,15 +660,13 @@ Status DeformConvKernel(KernelContext& ctx) {
     return ctx.InputError(2, "must have shape " + DimsToString(expect_offset) + ", got " + DimsToString(offset->dims()));
   std::vector<int64_t> expect_mask = {batch, offset_group * taps};
   expect_mask.insert(expect_mask.end(), out_dims.begin(), out_dims.end());
-  const Tensor* bias = nullptr;
-  const Tensor* mask = nullptr;
-  if (ctx.has_input(3)) {
-    NEE_ASSIGN_OR_RETURN(bias, ctx.InputTensor(3));
+  NEE_ASSIGN_OR_RETURN(const Tensor* bias, OptionalInputTensor(ctx, 3));
+  if (bias) {
     if (bias->dims() != std::vector<int64_t>{out_ch})
       return ctx.InputError(3, "must have shape [" + std::to_string(out_ch) + "], got " + DimsToString(bias->dims()));
   }
-  if (ctx.has_input(4)) {
-    NEE_ASSIGN_OR_RETURN(mask, ctx.InputTensor(4));
+  NEE_ASSIGN_OR_RETURN(const Tensor* mask, OptionalInputTensor(ctx, 4));
+  if (mask) {
     if (mask->dims() != expect_mask)
       return ctx.InputError(4, "must have shape " + DimsToString(expect_mask) + ", got " + DimsToString(mask->dims()));
   }
