@@ -179,6 +179,17 @@ class OnnxParser {
     return fn(bytes);
   }
 
+  // Appends an element to `list` and parses the sub-message field into it
+  // with `parse` (a member such as &OnnxParser::ParseNode); the path entry
+  // names the element's index.
+  template <typename T>
+  Status SubAppend(const MessageReader& m, const Field& f, const char* name, std::vector<T>* list,
+                   Status (OnnxParser::*parse)(ByteRange, T*)) {
+    list->emplace_back();
+    return Sub(m, f, name, static_cast<int64_t>(list->size() - 1),
+               [&](ByteRange b) { return (this->*parse)(b, &list->back()); });
+  }
+
   Status ParseGraph(ByteRange b, Graph* graph);
   Status ParseNode(ByteRange b, Node* node);
   Status ParseAttribute(ByteRange b, Attribute* attr);
@@ -237,23 +248,17 @@ Status OnnxParser::ParseModel(ByteRange b, Model* model) {
         NEE_RETURN_IF_ERROR(Sub(m, f, "graph", -1, [&](ByteRange g) { return ParseGraph(g, &model->graph); }));
         break;
       case 8:
-        model->opset_imports.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "opset_import", static_cast<int64_t>(model->opset_imports.size() - 1),
-                                [&](ByteRange o) { return ParseOpset(o, &model->opset_imports.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "opset_import", &model->opset_imports, &OnnxParser::ParseOpset));
         break;
       case 14:
-        model->metadata_props.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "metadata_props", static_cast<int64_t>(model->metadata_props.size() - 1),
-                                [&](ByteRange e) { return ParseEntry(e, &model->metadata_props.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "metadata_props", &model->metadata_props, &OnnxParser::ParseEntry));
         break;
       case 20:  // training_info: not used for inference; framing already checked.
       case 26:  // configuration (device configurations)
         NEE_RETURN_IF_ERROR(m.Message(f).status());
         break;
       case 25:
-        model->functions.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "functions", static_cast<int64_t>(model->functions.size() - 1),
-                                [&](ByteRange fn) { return ParseFunction(fn, &model->functions.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "functions", &model->functions, &OnnxParser::ParseFunction));
         break;
       default:
         NEE_RETURN_IF_ERROR(m.Unknown(f));
@@ -270,9 +275,7 @@ Status OnnxParser::ParseGraph(ByteRange b, Graph* graph) {
     NEE_RETURN_IF_ERROR(m.Next(&f));
     switch (f.number) {
       case 1:
-        graph->nodes.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "node", static_cast<int64_t>(graph->nodes.size() - 1),
-                                [&](ByteRange n) { return ParseNode(n, &graph->nodes.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "node", &graph->nodes, &OnnxParser::ParseNode));
         break;
       case 2: { NEE_ASSIGN_OR_RETURN(graph->name, m.String(f)); break; }
       case 5: {
@@ -290,24 +293,18 @@ Status OnnxParser::ParseGraph(ByteRange b, Graph* graph) {
       case 13: {
         auto* list = f.number == 11 ? &graph->inputs : f.number == 12 ? &graph->outputs : &graph->value_info;
         const char* name = f.number == 11 ? "input" : f.number == 12 ? "output" : "value_info";
-        list->emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, name, static_cast<int64_t>(list->size() - 1),
-                                [&](ByteRange v) { return ParseValueInfo(v, &list->back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, name, list, &OnnxParser::ParseValueInfo));
         break;
       }
       case 14:  // quantization_annotation: informational only.
         NEE_RETURN_IF_ERROR(m.Message(f).status());
         break;
       case 15:
-        graph->sparse_initializers.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "sparse_initializer",
-                                static_cast<int64_t>(graph->sparse_initializers.size() - 1),
-                                [&](ByteRange s) { return ParseSparseTensor(s, &graph->sparse_initializers.back()); }));
+        NEE_RETURN_IF_ERROR(
+            SubAppend(m, f, "sparse_initializer", &graph->sparse_initializers, &OnnxParser::ParseSparseTensor));
         break;
       case 16:
-        graph->metadata_props.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "metadata_props", static_cast<int64_t>(graph->metadata_props.size() - 1),
-                                [&](ByteRange e) { return ParseEntry(e, &graph->metadata_props.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "metadata_props", &graph->metadata_props, &OnnxParser::ParseEntry));
         break;
       default:
         NEE_RETURN_IF_ERROR(m.Unknown(f));
@@ -327,9 +324,7 @@ Status OnnxParser::ParseNode(ByteRange b, Node* node) {
       case 3: { NEE_ASSIGN_OR_RETURN(node->name, m.String(f)); break; }
       case 4: { NEE_ASSIGN_OR_RETURN(node->op_type, m.String(f)); break; }
       case 5:
-        node->attributes.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "attribute", static_cast<int64_t>(node->attributes.size() - 1),
-                                [&](ByteRange a) { return ParseAttribute(a, &node->attributes.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "attribute", &node->attributes, &OnnxParser::ParseAttribute));
         break;
       case 6: { NEE_ASSIGN_OR_RETURN(node->doc_string, m.String(f)); break; }
       case 7: { NEE_ASSIGN_OR_RETURN(node->domain, m.String(f)); break; }
@@ -405,9 +400,7 @@ Status OnnxParser::ParseAttribute(ByteRange b, Attribute* attr) {
         seen = AttrType::kTypeProto;
         break;
       case 15:
-        attr->type_protos.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "type_protos", static_cast<int64_t>(attr->type_protos.size() - 1),
-                                [&](ByteRange t) { return ParseType(t, &attr->type_protos.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "type_protos", &attr->type_protos, &OnnxParser::ParseType));
         seen = AttrType::kTypeProtos;
         break;
       case 20: {
@@ -425,9 +418,7 @@ Status OnnxParser::ParseAttribute(ByteRange b, Attribute* attr) {
         seen = AttrType::kSparseTensor;
         break;
       case 23:
-        attr->sparse_tensors.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "sparse_tensors", static_cast<int64_t>(attr->sparse_tensors.size() - 1),
-                                [&](ByteRange s) { return ParseSparseTensor(s, &attr->sparse_tensors.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "sparse_tensors", &attr->sparse_tensors, &OnnxParser::ParseSparseTensor));
         seen = AttrType::kSparseTensors;
         break;
       default:
@@ -462,9 +453,7 @@ Status OnnxParser::ParseValueInfo(ByteRange b, ValueInfo* info) {
         break;
       case 3: { NEE_ASSIGN_OR_RETURN(info->doc_string, m.String(f)); break; }
       case 4:
-        info->metadata_props.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "metadata_props", static_cast<int64_t>(info->metadata_props.size() - 1),
-                                [&](ByteRange e) { return ParseEntry(e, &info->metadata_props.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "metadata_props", &info->metadata_props, &OnnxParser::ParseEntry));
         break;
       default:
         NEE_RETURN_IF_ERROR(m.Unknown(f));
@@ -576,9 +565,7 @@ Status OnnxParser::ParseShape(ByteRange b, Shape* shape) {
     Field f;
     NEE_RETURN_IF_ERROR(m.Next(&f));
     if (f.number == 1) {
-      shape->emplace_back();
-      NEE_RETURN_IF_ERROR(Sub(m, f, "dim", static_cast<int64_t>(shape->size() - 1),
-                              [&](ByteRange d) { return ParseDim(d, &shape->back()); }));
+      NEE_RETURN_IF_ERROR(SubAppend(m, f, "dim", shape, &OnnxParser::ParseDim));
     } else {
       NEE_RETURN_IF_ERROR(m.Unknown(f));
     }
@@ -657,32 +644,22 @@ Status OnnxParser::ParseFunction(ByteRange b, Function* fn) {
       case 5: { NEE_ASSIGN_OR_RETURN(std::string s, m.String(f)); fn->outputs.push_back(std::move(s)); break; }
       case 6: { NEE_ASSIGN_OR_RETURN(std::string s, m.String(f)); fn->attribute_names.push_back(std::move(s)); break; }
       case 7:
-        fn->nodes.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "node", static_cast<int64_t>(fn->nodes.size() - 1),
-                                [&](ByteRange n) { return ParseNode(n, &fn->nodes.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "node", &fn->nodes, &OnnxParser::ParseNode));
         break;
       case 8: { NEE_ASSIGN_OR_RETURN(fn->doc_string, m.String(f)); break; }
       case 9:
-        fn->opset_imports.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "opset_import", static_cast<int64_t>(fn->opset_imports.size() - 1),
-                                [&](ByteRange o) { return ParseOpset(o, &fn->opset_imports.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "opset_import", &fn->opset_imports, &OnnxParser::ParseOpset));
         break;
       case 10: { NEE_ASSIGN_OR_RETURN(fn->domain, m.String(f)); break; }
       case 11:
-        fn->attribute_defaults.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "attribute_proto", static_cast<int64_t>(fn->attribute_defaults.size() - 1),
-                                [&](ByteRange a) { return ParseAttribute(a, &fn->attribute_defaults.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "attribute_proto", &fn->attribute_defaults, &OnnxParser::ParseAttribute));
         break;
       case 12:
-        fn->value_info.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "value_info", static_cast<int64_t>(fn->value_info.size() - 1),
-                                [&](ByteRange v) { return ParseValueInfo(v, &fn->value_info.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "value_info", &fn->value_info, &OnnxParser::ParseValueInfo));
         break;
       case 13: { NEE_ASSIGN_OR_RETURN(fn->overload, m.String(f)); break; }
       case 14:
-        fn->metadata_props.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "metadata_props", static_cast<int64_t>(fn->metadata_props.size() - 1),
-                                [&](ByteRange e) { return ParseEntry(e, &fn->metadata_props.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "metadata_props", &fn->metadata_props, &OnnxParser::ParseEntry));
         break;
       default:
         NEE_RETURN_IF_ERROR(m.Unknown(f));
@@ -783,9 +760,7 @@ Status OnnxParser::ParseTensorFields(ByteRange b, TensorFields* tf) {
       case 11: NEE_RETURN_IF_ERROR(add_run(f, WireType::kVarint, 0, &tf->uint64_runs)); break;
       case 12: { NEE_ASSIGN_OR_RETURN(tf->doc_string, m.String(f)); break; }
       case 13:
-        tf->external_data.emplace_back();
-        NEE_RETURN_IF_ERROR(Sub(m, f, "external_data", static_cast<int64_t>(tf->external_data.size() - 1),
-                                [&](ByteRange e) { return ParseEntry(e, &tf->external_data.back()); }));
+        NEE_RETURN_IF_ERROR(SubAppend(m, f, "external_data", &tf->external_data, &OnnxParser::ParseEntry));
         break;
       case 14: { NEE_ASSIGN_OR_RETURN(tf->data_location, m.Int32(f)); break; }
       case 16:  // metadata_props: not kept

@@ -232,6 +232,16 @@ void RunConv(const KernelContext& ctx, const ConvGeometry& g, const A* x, const 
   }
 }
 
+// The optional bias B (input 2) of Conv and ConvTranspose: a 1-D tensor of
+// `channels` elements of X's type; null when absent.
+Result<const Tensor*> OptionalBias(KernelContext& ctx, const Tensor& x, int64_t channels) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, OptionalInputTensor(ctx, 2));
+  if (b && (b->dtype() != x.dtype() || b->num_elements() != channels || b->rank() != 1))
+    return ctx.InputError(2, "must be a 1-D " + std::string(DataTypeName(x.dtype())) + " bias of " +
+                                 std::to_string(channels) + " elements, got " + b->Describe());
+  return b;
+}
+
 template <typename A>
 Status ConvTyped(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, const Tensor& w, const Tensor* b) {
   std::vector<int64_t> out_dims{g.N, g.M};
@@ -248,17 +258,9 @@ Status ConvTyped(KernelContext& ctx, const ConvGeometry& g, const Tensor& x, con
 Status ConvKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
-  if (w->dtype() != x->dtype())
-    return ctx.InputError(1, std::string("has element type ") + DataTypeName(w->dtype()) + ", expected " +
-                                 DataTypeName(x->dtype()));
+  NEE_RETURN_IF_ERROR(nn::RequireElementType(ctx, 1, w->dtype(), x->dtype()));
   NEE_ASSIGN_OR_RETURN(ConvGeometry g, PlanConv(ctx, *x, *w));
-  const Tensor* b = nullptr;
-  if (ctx.has_input(2)) {
-    NEE_ASSIGN_OR_RETURN(b, ctx.InputTensor(2));
-    if (b->dtype() != x->dtype() || b->num_elements() != g.M || b->rank() != 1)
-      return ctx.InputError(2, "must be a 1-D " + std::string(DataTypeName(x->dtype())) + " bias of " +
-                                   std::to_string(g.M) + " elements, got " + b->Describe());
-  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, OptionalBias(ctx, *x, g.M));
   switch (ComputeKindOf(x->dtype())) {
     case ComputeKind::kFloat: return ConvTyped<float>(ctx, g, *x, *w, b);
     case ComputeKind::kDouble: return ConvTyped<double>(ctx, g, *x, *w, b);
@@ -489,9 +491,7 @@ Status ConvTransposeTyped(KernelContext& ctx, const ConvTransposeGeometry& g, co
 Status ConvTransposeKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
-  if (w->dtype() != x->dtype())
-    return ctx.InputError(1, std::string("has element type ") + DataTypeName(w->dtype()) + ", expected " +
-                                 DataTypeName(x->dtype()));
+  NEE_RETURN_IF_ERROR(nn::RequireElementType(ctx, 1, w->dtype(), x->dtype()));
   if (x->rank() < 3) return ctx.InputError(0, "must have rank >= 3 (N, C, spatial...), got " + DimsToString(x->dims()));
   if (w->rank() != x->rank())
     return ctx.InputError(1, "has shape " + DimsToString(w->dims()) + "; expected rank " + std::to_string(x->rank()));
@@ -520,13 +520,7 @@ Status ConvTransposeKernel(KernelContext& ctx) {
   auto col = CheckedElementCount(std::vector<int64_t>{g.Mg, g.kernel_size, g.in_size});
   if (!col.ok() || col.value() * 8 > kMaxTensorBytes)
     return OutOfMemory(ctx.node().Describe() + ": the col2im buffer for this convolution would be too large");
-  const Tensor* b = nullptr;
-  if (ctx.has_input(2)) {
-    NEE_ASSIGN_OR_RETURN(b, ctx.InputTensor(2));
-    if (b->dtype() != x->dtype() || b->num_elements() != g.M || b->rank() != 1)
-      return ctx.InputError(2, "must be a 1-D " + std::string(DataTypeName(x->dtype())) + " bias of " +
-                                   std::to_string(g.M) + " elements, got " + b->Describe());
-  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, OptionalBias(ctx, *x, g.M));
   switch (ComputeKindOf(x->dtype())) {
     case ComputeKind::kFloat: return ConvTransposeTyped<float>(ctx, g, *x, *w, b);
     case ComputeKind::kDouble: return ConvTransposeTyped<double>(ctx, g, *x, *w, b);

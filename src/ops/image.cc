@@ -367,31 +367,41 @@ Result<DecodedImage> DecodePng(const uint8_t* data, size_t size) {
 Result<DecodedImage> DecodePng(const uint8_t*, size_t) { return MissingCodec("PNG", "libpng", "libpng-dev"); }
 #endif  // NEE_HAVE_LIBPNG
 
-// ---- TIFF (libtiff) ------------------------------------------------------------------
+// ---- In-memory source for TIFF and JPEG 2000 ------------------------------------------
 
-#ifdef NEE_HAVE_LIBTIFF
-
-// An in-memory file for TIFFClientOpen.
-struct TiffSource {
+#if defined(NEE_HAVE_LIBTIFF) || defined(NEE_HAVE_OPENJPEG)
+// The encoded bytes as a file that libtiff and OpenJPEG read through callbacks,
+// with the first error message the library reports.
+struct MemorySource {
   const uint8_t* data;
   uint64_t size;
   uint64_t pos;
   char message[256];
+
+  // Copies up to `count` bytes from the current position; returns how many.
+  uint64_t Read(void* buffer, uint64_t count) {
+    if (pos >= size) return 0;
+    const uint64_t take = std::min<uint64_t>(count, size - pos);
+    std::memcpy(buffer, data + pos, static_cast<size_t>(take));
+    pos += take;
+    return take;
+  }
 };
+#endif
+
+// ---- TIFF (libtiff) ------------------------------------------------------------------
+
+#ifdef NEE_HAVE_LIBTIFF
 
 tmsize_t TiffRead(thandle_t handle, void* buffer, tmsize_t count) {
-  auto* src = static_cast<TiffSource*>(handle);
-  if (count <= 0 || src->pos >= src->size) return 0;
-  const uint64_t take = std::min<uint64_t>(static_cast<uint64_t>(count), src->size - src->pos);
-  std::memcpy(buffer, src->data + src->pos, static_cast<size_t>(take));
-  src->pos += take;
-  return static_cast<tmsize_t>(take);
+  if (count <= 0) return 0;
+  return static_cast<tmsize_t>(static_cast<MemorySource*>(handle)->Read(buffer, static_cast<uint64_t>(count)));
 }
 
 tmsize_t TiffWrite(thandle_t, void*, tmsize_t) { return 0; }
 
 toff_t TiffSeek(thandle_t handle, toff_t offset, int whence) {
-  auto* src = static_cast<TiffSource*>(handle);
+  auto* src = static_cast<MemorySource*>(handle);
   if (whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END) return static_cast<toff_t>(-1);
   const uint64_t base = whence == SEEK_CUR ? src->pos : whence == SEEK_END ? src->size : 0;
   // Offsets are unsigned; a "negative" relative seek arrives wrapped around.
@@ -402,14 +412,14 @@ toff_t TiffSeek(thandle_t handle, toff_t offset, int whence) {
 }
 
 int TiffClose(thandle_t) { return 0; }
-toff_t TiffSize(thandle_t handle) { return static_cast<TiffSource*>(handle)->size; }
+toff_t TiffSize(thandle_t handle) { return static_cast<MemorySource*>(handle)->size; }
 int TiffMap(thandle_t, void**, toff_t*) { return 0; }
 void TiffUnmap(thandle_t, void*, toff_t) {}
 
 #if TIFFLIB_VERSION >= 20221213
 // Keeps the first error message; libtiff's default handler would print it.
 int TiffErrorHandler(TIFF*, void* user, const char* module, const char* format, va_list args) {
-  auto* src = static_cast<TiffSource*>(user);
+  auto* src = static_cast<MemorySource*>(user);
   if (src->message[0] == 0) std::vsnprintf(src->message, sizeof(src->message), format, args);
   return 1;
 }
@@ -417,7 +427,7 @@ int TiffWarningHandler(TIFF*, void*, const char*, const char*, va_list) { return
 #endif
 
 Result<DecodedImage> DecodeTiff(const uint8_t* data, size_t size) {
-  TiffSource src{data, size, 0, {}};
+  MemorySource src{data, size, 0, {}};
   TIFF* tif = nullptr;
 #if TIFFLIB_VERSION >= 20221213
   TIFFOpenOptions* options = TIFFOpenOptionsAlloc();
@@ -491,24 +501,14 @@ Result<DecodedImage> DecodeWebp(const uint8_t*, size_t) { return MissingCodec("W
 
 #ifdef NEE_HAVE_OPENJPEG
 
-struct OpjSource {
-  const uint8_t* data;
-  uint64_t size;
-  uint64_t pos;
-  char message[256];
-};
-
 OPJ_SIZE_T OpjRead(void* buffer, OPJ_SIZE_T count, void* user) {
-  auto* src = static_cast<OpjSource*>(user);
+  auto* src = static_cast<MemorySource*>(user);
   if (src->pos >= src->size) return static_cast<OPJ_SIZE_T>(-1);  // end of stream
-  const uint64_t take = std::min<uint64_t>(count, src->size - src->pos);
-  std::memcpy(buffer, src->data + src->pos, static_cast<size_t>(take));
-  src->pos += take;
-  return static_cast<OPJ_SIZE_T>(take);
+  return static_cast<OPJ_SIZE_T>(src->Read(buffer, count));
 }
 
 OPJ_OFF_T OpjSkip(OPJ_OFF_T count, void* user) {
-  auto* src = static_cast<OpjSource*>(user);
+  auto* src = static_cast<MemorySource*>(user);
   if (count < 0 ? static_cast<uint64_t>(-count) > src->pos : static_cast<uint64_t>(count) > src->size - src->pos)
     return -1;
   src->pos = count < 0 ? src->pos - static_cast<uint64_t>(-count) : src->pos + static_cast<uint64_t>(count);
@@ -516,14 +516,14 @@ OPJ_OFF_T OpjSkip(OPJ_OFF_T count, void* user) {
 }
 
 OPJ_BOOL OpjSeek(OPJ_OFF_T offset, void* user) {
-  auto* src = static_cast<OpjSource*>(user);
+  auto* src = static_cast<MemorySource*>(user);
   if (offset < 0 || static_cast<uint64_t>(offset) > src->size) return OPJ_FALSE;
   src->pos = static_cast<uint64_t>(offset);
   return OPJ_TRUE;
 }
 
 void OpjError(const char* message, void* user) {
-  auto* src = static_cast<OpjSource*>(user);
+  auto* src = static_cast<MemorySource*>(user);
   if (src->message[0] == 0) std::snprintf(src->message, sizeof(src->message), "%s", message);
 }
 void OpjQuiet(const char*, void*) {}
@@ -539,7 +539,7 @@ uint8_t OpjSampleTo8(int32_t v, const opj_image_comp_t& comp) {
 }
 
 Result<DecodedImage> DecodeJpeg2000(const uint8_t* data, size_t size, bool jp2_container) {
-  OpjSource src{data, size, 0, {}};
+  MemorySource src{data, size, 0, {}};
   struct Resources {
     opj_stream_t* stream = nullptr;
     opj_codec_t* codec = nullptr;

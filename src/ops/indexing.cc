@@ -18,14 +18,6 @@ namespace {
 
 using namespace tensor_util;  // NOLINT: private helpers of this family
 
-std::optional<std::vector<int64_t>> KnownInts(const InferenceContext& ictx, size_t i) {
-  const Tensor* t = ictx.input_value(i);
-  if (!t) return std::nullopt;
-  auto v = t->ToInt64Vector();
-  if (!v.ok()) return std::nullopt;
-  return std::move(v).value();
-}
-
 std::string IndexError(int64_t index, int64_t size) {
   return "has index " + std::to_string(index) + " out of range [" + std::to_string(-size) + ", " +
          std::to_string(size - 1) + "]";
@@ -177,16 +169,7 @@ Status GatherKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, data->dtype(), out_dims));
   const int64_t outer = ProductOf(data->dims(), 0, axis);
   const int64_t inner = ProductOf(data->dims(), axis + 1);
-  return VisitStorage(ctx.node(), data->dtype(), [&]<typename A>() -> Status {
-    A src(*data), dst(out);
-    int64_t offset = 0;
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j : idx) {
-        dst.CopyRun(offset, src, (o * n + j) * inner, inner);
-        offset += inner;
-      }
-    return Status::Ok();
-  });
+  return CopySlicesAlongAxis(ctx.node(), *data, outer, n, inner, idx, out);
 }
 
 Status GatherInfer(InferenceContext& ictx) {
@@ -769,17 +752,27 @@ Status OneHotInfer(InferenceContext& ictx) {
 
 // ---- Compress -------------------------------------------------------------------------------------
 
+// Compress and Unique work along the "axis" attribute, or over the flattened
+// input when it is absent: the dims they see the input as, and the axis in them.
+struct AxisView {
+  std::vector<int64_t> dims;
+  int64_t axis = 0;
+};
+
+Result<AxisView> ViewAlongOptionalAxis(KernelContext& ctx, const Tensor& x) {
+  if (!ctx.node().HasAttr("axis")) return AxisView{{x.num_elements()}, 0};
+  NEE_ASSIGN_OR_RETURN(int64_t a, ctx.node().GetInt("axis"));
+  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(a, x.rank(), ctx.node()));
+  return AxisView{x.dims(), axis};
+}
+
 Status CompressKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* cond, ctx.InputTensor(1));
   if (cond->rank() != 1) return ctx.InputError(1, "must be 1-D, got " + cond->Describe());
-  const bool has_axis = ctx.node().HasAttr("axis");
-  int64_t axis = 0;
-  if (has_axis) {
-    NEE_ASSIGN_OR_RETURN(int64_t a, ctx.node().GetInt("axis"));
-    NEE_ASSIGN_OR_RETURN(axis, NormalizeAxis(a, x->rank(), ctx.node()));
-  }
-  const std::vector<int64_t> view = has_axis ? x->dims() : std::vector<int64_t>{x->num_elements()};
+  NEE_ASSIGN_OR_RETURN(AxisView axis_view, ViewAlongOptionalAxis(ctx, *x));
+  const std::vector<int64_t>& view = axis_view.dims;
+  const int64_t axis = axis_view.axis;
   const int64_t n = view[axis];
   std::vector<int64_t> selected;
   for (int64_t i = 0; i < cond->num_elements(); ++i) {
@@ -791,16 +784,7 @@ Status CompressKernel(KernelContext& ctx) {
   out_dims[axis] = static_cast<int64_t>(selected.size());
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
   const int64_t outer = ProductOf(view, 0, axis), inner = ProductOf(view, axis + 1);
-  return VisitStorage(ctx.node(), x->dtype(), [&]<typename A>() -> Status {
-    A src(*x), dst(out);
-    int64_t offset = 0;
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j : selected) {
-        dst.CopyRun(offset, src, (o * n + j) * inner, inner);
-        offset += inner;
-      }
-    return Status::Ok();
-  });
+  return CopySlicesAlongAxis(ctx.node(), *x, outer, n, inner, selected, out);
 }
 
 Status CompressInfer(InferenceContext& ictx) {
@@ -824,14 +808,10 @@ Status CompressInfer(InferenceContext& ictx) {
 Status UniqueKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(int64_t sorted, ctx.node().GetInt("sorted", 1));
-  const bool has_axis = ctx.node().HasAttr("axis");
-  int64_t axis = 0;
-  if (has_axis) {
-    NEE_ASSIGN_OR_RETURN(int64_t a, ctx.node().GetInt("axis"));
-    NEE_ASSIGN_OR_RETURN(axis, NormalizeAxis(a, x->rank(), ctx.node()));
-  }
   // Items are the slices x[..., j, ...] along the axis (elements when flattened).
-  const std::vector<int64_t> view = has_axis ? x->dims() : std::vector<int64_t>{x->num_elements()};
+  NEE_ASSIGN_OR_RETURN(AxisView axis_view, ViewAlongOptionalAxis(ctx, *x));
+  const std::vector<int64_t>& view = axis_view.dims;
+  const int64_t axis = axis_view.axis;
   const int64_t n = view[axis];
   const int64_t outer = ProductOf(view, 0, axis), inner = ProductOf(view, axis + 1);
   std::vector<int64_t> first;    // first occurrence of each unique item, in output order
@@ -881,12 +861,7 @@ Status UniqueKernel(KernelContext& ctx) {
   std::vector<int64_t> y_dims = view;
   y_dims[axis] = unique;
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x->dtype(), y_dims));
-  NEE_RETURN_IF_ERROR(VisitStorage(ctx.node(), x->dtype(), [&]<typename A>() -> Status {
-    A src(*x), dst(y);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t p = 0; p < unique; ++p) dst.CopyRun((o * unique + p) * inner, src, (o * n + first[p]) * inner, inner);
-    return Status::Ok();
-  }));
+  NEE_RETURN_IF_ERROR(CopySlicesAlongAxis(ctx.node(), *x, outer, n, inner, first, y));
   auto write = [&](size_t i, const std::vector<int64_t>& v) -> Status {
     if (!ctx.wants_output(i)) return Status::Ok();
     NEE_ASSIGN_OR_RETURN(Tensor t, ctx.AllocateOutput(i, DataType::kInt64, {static_cast<int64_t>(v.size())}));

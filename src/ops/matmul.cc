@@ -144,9 +144,7 @@ Status MatMulTyped(KernelContext& ctx, const Tensor& a, const Tensor& b, DataTyp
 Status MatMulKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
-  if (a->dtype() != b->dtype())
-    return ctx.InputError(1, std::string("has element type ") + DataTypeName(b->dtype()) + ", expected " +
-                                 DataTypeName(a->dtype()));
+  NEE_RETURN_IF_ERROR(nn::RequireElementType(ctx, 1, b->dtype(), a->dtype()));
   switch (ComputeKindOf(a->dtype())) {
     case ComputeKind::kFloat: return MatMulTyped<float>(ctx, *a, *b, a->dtype());
     case ComputeKind::kDouble: return MatMulTyped<double>(ctx, *a, *b, a->dtype());
@@ -315,9 +313,7 @@ Status GemmKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(GemmAttrs attrs, ReadGemmAttrs(ctx.node()));
   if (a->rank() != 2) return ctx.InputError(0, "must be 2-D for Gemm, got " + DimsToString(a->dims()));
   if (b->rank() != 2) return ctx.InputError(1, "must be 2-D for Gemm, got " + DimsToString(b->dims()));
-  if (a->dtype() != b->dtype())
-    return ctx.InputError(1, std::string("has element type ") + DataTypeName(b->dtype()) + ", expected " +
-                                 DataTypeName(a->dtype()));
+  NEE_RETURN_IF_ERROR(nn::RequireElementType(ctx, 1, b->dtype(), a->dtype()));
   const int64_t M = attrs.trans_a ? a->dim(1) : a->dim(0);
   const int64_t K = attrs.trans_a ? a->dim(0) : a->dim(1);
   const int64_t kb = attrs.trans_b ? b->dim(1) : b->dim(0);
@@ -325,12 +321,9 @@ Status GemmKernel(KernelContext& ctx) {
   if (kb != K)
     return ctx.InputError(1, "gives K=" + std::to_string(kb) + " but input 0 gives K=" + std::to_string(K) +
                                  " (A " + DimsToString(a->dims()) + ", B " + DimsToString(b->dims()) + ")");
-  const Tensor* c = nullptr;
-  if (ctx.has_input(2)) {
-    NEE_ASSIGN_OR_RETURN(c, ctx.InputTensor(2));
-    if (c->dtype() != a->dtype())
-      return ctx.InputError(2, std::string("has element type ") + DataTypeName(c->dtype()) + ", expected " +
-                                   DataTypeName(a->dtype()));
+  NEE_ASSIGN_OR_RETURN(const Tensor* c, OptionalInputTensor(ctx, 2));
+  if (c) {
+    NEE_RETURN_IF_ERROR(nn::RequireElementType(ctx, 2, c->dtype(), a->dtype()));
     if (!GemmBiasBroadcasts(ShapeFromDims(c->dims()), Dim::Known(M), Dim::Known(N)))
       return ctx.InputError(2, "of shape " + DimsToString(c->dims()) + " does not broadcast to [" +
                                    std::to_string(M) + "," + std::to_string(N) + "]");
@@ -575,9 +568,9 @@ Status EinsumKernel(KernelContext& ctx) {
   std::vector<int64_t> ranks;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     NEE_ASSIGN_OR_RETURN(const Tensor* t, ctx.InputTensor(i));
-    if (!inputs.empty() && t->dtype() != inputs[0]->dtype())
-      return ctx.InputError(i, std::string("has element type ") + DataTypeName(t->dtype()) + ", expected " +
-                                   DataTypeName(inputs[0]->dtype()));
+    if (!inputs.empty()) {
+      NEE_RETURN_IF_ERROR(nn::RequireElementType(ctx, i, t->dtype(), inputs[0]->dtype()));
+    }
     inputs.push_back(t);
     ranks.push_back(t->rank());
   }

@@ -34,25 +34,36 @@ inline ComputeKind ComputeKindOf(DataType t) {
 
 inline bool IsRealFloat(DataType t) { return ComputeKindOf(t) == ComputeKind::kFloat || t == DataType::kDouble; }
 
+// Runs fn(p) with p pointing at t's elements as their own C++ type when they
+// are stored as one (the integer types, float, double, bool) and returns true;
+// returns false for every other type. TensorT is Tensor or const Tensor.
+template <typename TensorT, typename Fn>
+bool WithPlainData(TensorT& t, Fn&& fn) {
+  switch (t.dtype()) {
+    case DataType::kFloat: fn(t.template data<float>()); return true;
+    case DataType::kDouble: fn(t.template data<double>()); return true;
+    case DataType::kInt8: fn(t.template data<int8_t>()); return true;
+    case DataType::kInt16: fn(t.template data<int16_t>()); return true;
+    case DataType::kInt32: fn(t.template data<int32_t>()); return true;
+    case DataType::kInt64: fn(t.template data<int64_t>()); return true;
+    case DataType::kUint8: fn(t.template data<uint8_t>()); return true;
+    case DataType::kUint16: fn(t.template data<uint16_t>()); return true;
+    case DataType::kUint32: fn(t.template data<uint32_t>()); return true;
+    case DataType::kUint64: fn(t.template data<uint64_t>()); return true;
+    case DataType::kBool: fn(t.template data<bool>()); return true;
+    default: return false;
+  }
+}
+
 // Converts `n` elements of `t` into compute type A.
 template <typename A>
 void ConvertToCompute(const Tensor& t, A* dst) {
   const int64_t n = t.num_elements();
-  auto copy = [&](auto* src) {
+  auto copy = [&](const auto* src) {
     for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<A>(src[i]);
   };
+  if (WithPlainData(t, copy)) return;
   switch (t.dtype()) {
-    case DataType::kFloat: copy(t.data<float>()); break;
-    case DataType::kDouble: copy(t.data<double>()); break;
-    case DataType::kInt8: copy(t.data<int8_t>()); break;
-    case DataType::kInt16: copy(t.data<int16_t>()); break;
-    case DataType::kInt32: copy(t.data<int32_t>()); break;
-    case DataType::kInt64: copy(t.data<int64_t>()); break;
-    case DataType::kUint8: copy(t.data<uint8_t>()); break;
-    case DataType::kUint16: copy(t.data<uint16_t>()); break;
-    case DataType::kUint32: copy(t.data<uint32_t>()); break;
-    case DataType::kUint64: copy(t.data<uint64_t>()); break;
-    case DataType::kBool: copy(t.data<bool>()); break;
     case DataType::kFloat16:
       for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<A>(HalfToFloat(t.data<uint16_t>()[i]));
       break;
@@ -72,17 +83,8 @@ void ConvertFromCompute(const A* src, Tensor& t) {
     using D = std::remove_pointer_t<decltype(dst)>;
     for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(src[i]);
   };
+  if (WithPlainData(t, copy)) return;
   switch (t.dtype()) {
-    case DataType::kFloat: copy(t.data<float>()); break;
-    case DataType::kDouble: copy(t.data<double>()); break;
-    case DataType::kInt8: copy(t.data<int8_t>()); break;
-    case DataType::kInt16: copy(t.data<int16_t>()); break;
-    case DataType::kInt32: copy(t.data<int32_t>()); break;
-    case DataType::kInt64: copy(t.data<int64_t>()); break;
-    case DataType::kUint8: copy(t.data<uint8_t>()); break;
-    case DataType::kUint16: copy(t.data<uint16_t>()); break;
-    case DataType::kUint32: copy(t.data<uint32_t>()); break;
-    case DataType::kUint64: copy(t.data<uint64_t>()); break;
     case DataType::kFloat16:
       for (int64_t i = 0; i < n; ++i) t.data<uint16_t>()[i] = FloatToHalf(static_cast<float>(src[i]));
       break;
@@ -153,6 +155,14 @@ class ComputeOutput {
 
 inline std::string TypeError(const char* op, DataType t) {
   return std::string(op) + " does not support element type " + DataTypeName(t);
+}
+
+// Error naming input `input` unless its element type `actual` is `expected`
+// (the type the op's other inputs fix).
+inline Status RequireElementType(const KernelContext& ctx, size_t input, DataType actual, DataType expected) {
+  if (actual == expected) return Status::Ok();
+  return ctx.InputError(input, std::string("has element type ") + DataTypeName(actual) + ", expected " +
+                                   DataTypeName(expected));
 }
 
 // ---- GEMM core ---------------------------------------------------------------

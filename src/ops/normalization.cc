@@ -33,6 +33,16 @@ Status RequireRealFloat(const KernelContext& ctx, size_t input, DataType t) {
 
 int64_t MinChunk(int64_t work_per_item) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, work_per_item)); }
 
+// Writes `values` (computed in double) into output i, of `type` and `dims`,
+// when the graph uses that optional output.
+Status WriteIfWanted(KernelContext& ctx, size_t i, DataType type, const std::vector<int64_t>& dims,
+                     const std::vector<double>& values) {
+  if (!ctx.wants_output(i)) return Status::Ok();
+  NEE_ASSIGN_OR_RETURN(Tensor t, ctx.AllocateOutput(i, type, dims));
+  nn::ConvertFromCompute<double>(values.data(), t);
+  return Status::Ok();
+}
+
 // Mean and (population) variance of n values spaced `stride` apart.
 template <typename A>
 void MeanVar(const A* x, int64_t n, int64_t stride, double* mean, double* var) {
@@ -150,8 +160,6 @@ Status BatchNormTyped(KernelContext& ctx, const Tensor& x, const std::vector<con
   // saved mean/var). Outside training they pass the inputs through.
   const DataType stat_type = params[2]->dtype();
   for (size_t out = 1; out < ctx.num_outputs() && out < 5; ++out) {
-    if (!ctx.wants_output(out)) continue;
-    NEE_ASSIGN_OR_RETURN(Tensor t, ctx.AllocateOutput(out, stat_type, params[2]->dims()));
     std::vector<double> v(static_cast<size_t>(param_count));
     const bool is_mean = out == 1 || out == 3;
     for (size_t i = 0; i < v.size(); ++i) {
@@ -160,7 +168,7 @@ Status BatchNormTyped(KernelContext& ctx, const Tensor& x, const std::vector<con
       else if (out <= 2) v[i] = given * momentum + (is_mean ? batch_mean[i] : batch_var[i]) * (1 - momentum);
       else v[i] = is_mean ? batch_mean[i] : batch_var[i];
     }
-    nn::ConvertFromCompute<double>(v.data(), t);
+    NEE_RETURN_IF_ERROR(WriteIfWanted(ctx, out, stat_type, params[2]->dims(), v));
   }
   return Status::Ok();
 }
@@ -345,21 +353,11 @@ Status LayerNormTyped(KernelContext& ctx, const Tensor& x, int64_t axis, double 
   cy.Commit();
   if (rms) {
     // Only SimplifiedLayerNormalization has a second output: the inverse RMS.
-    if (ctx.num_outputs() > 1 && ctx.wants_output(1)) {
-      NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutput(1, stash, stat_dims));
-      nn::ConvertFromCompute<double>(inv_stds.data(), s);
-    }
-  } else {
-    if (ctx.wants_output(1)) {
-      NEE_ASSIGN_OR_RETURN(Tensor m, ctx.AllocateOutput(1, stash, stat_dims));
-      nn::ConvertFromCompute<double>(means.data(), m);
-    }
-    if (ctx.wants_output(2)) {
-      NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutput(2, stash, stat_dims));
-      nn::ConvertFromCompute<double>(inv_stds.data(), s);
-    }
+    if (ctx.num_outputs() > 1) return WriteIfWanted(ctx, 1, stash, stat_dims, inv_stds);
+    return Status::Ok();
   }
-  return Status::Ok();
+  NEE_RETURN_IF_ERROR(WriteIfWanted(ctx, 1, stash, stat_dims, means));
+  return WriteIfWanted(ctx, 2, stash, stat_dims, inv_stds);
 }
 
 Status LayerNormLikeKernel(KernelContext& ctx, bool rms) {
@@ -458,19 +456,9 @@ Status SkipLayerNormTyped(KernelContext& ctx, const Tensor& x, const Tensor& ski
   cy.Commit();
   std::vector<int64_t> stat_dims = x.dims();
   stat_dims.back() = 1;
-  if (ctx.wants_output(1)) {
-    NEE_ASSIGN_OR_RETURN(Tensor m, ctx.AllocateOutput(1, DataType::kFloat, stat_dims));
-    nn::ConvertFromCompute<double>(means.data(), m);
-  }
-  if (ctx.wants_output(2)) {
-    NEE_ASSIGN_OR_RETURN(Tensor v, ctx.AllocateOutput(2, DataType::kFloat, stat_dims));
-    nn::ConvertFromCompute<double>(inv_stds.data(), v);
-  }
-  if (ctx.wants_output(3)) {
-    NEE_ASSIGN_OR_RETURN(Tensor sum, ctx.AllocateOutput(3, x.dtype(), x.dims()));
-    nn::ConvertFromCompute<double>(sums.data(), sum);
-  }
-  return Status::Ok();
+  NEE_RETURN_IF_ERROR(WriteIfWanted(ctx, 1, DataType::kFloat, stat_dims, means));
+  NEE_RETURN_IF_ERROR(WriteIfWanted(ctx, 2, DataType::kFloat, stat_dims, inv_stds));
+  return WriteIfWanted(ctx, 3, x.dtype(), x.dims(), sums);
 }
 
 Status SkipLayerNormLikeKernel(KernelContext& ctx, bool simplified) {
@@ -603,10 +591,7 @@ Status EmbedLayerNormTyped(KernelContext& ctx, const Tensor& ids, const Tensor& 
       mask_index.data<int32_t>()[b] = count;
     }
   }
-  if (ctx.num_outputs() > 2 && ctx.wants_output(2)) {
-    NEE_ASSIGN_OR_RETURN(Tensor sum, ctx.AllocateOutput(2, word.dtype(), out_dims));
-    nn::ConvertFromCompute<double>(sums.data(), sum);
-  }
+  if (ctx.num_outputs() > 2) return WriteIfWanted(ctx, 2, word.dtype(), out_dims, sums);
   return Status::Ok();
 }
 
@@ -622,9 +607,8 @@ Status EmbedLayerNormKernel(KernelContext& ctx) {
   const int64_t hidden = word->dim(1);
   NEE_ASSIGN_OR_RETURN(const Tensor* position, ctx.InputTensor(3));
   NEE_RETURN_IF_ERROR(CheckTable(ctx, 3, *position, word->dtype(), hidden));
-  const Tensor* segment = nullptr;
-  if (ctx.has_input(4)) {
-    NEE_ASSIGN_OR_RETURN(segment, ctx.InputTensor(4));
+  NEE_ASSIGN_OR_RETURN(const Tensor* segment, OptionalInputTensor(ctx, 4));
+  if (segment) {
     NEE_RETURN_IF_ERROR(CheckTable(ctx, 4, *segment, word->dtype(), hidden));
   }
   NEE_ASSIGN_OR_RETURN(const Tensor* segment_ids, OptionalIds(ctx, 1, batch, seq, false));

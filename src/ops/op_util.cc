@@ -162,4 +162,9 @@ double ReadAsDouble(const Tensor& t, int64_t i) { return ElementAsDouble(t, i); 
 
 void WriteFromDouble(Tensor& t, int64_t i, double v) { StoreDoubleElement(t, i, v); }
 
+Result<const Tensor*> OptionalInputTensor(const KernelContext& ctx, size_t i) {
+  if (!ctx.has_input(i)) return static_cast<const Tensor*>(nullptr);
+  return ctx.InputTensor(i);
+}
+
 }  // namespace nee

@@ -40,6 +40,10 @@ Status InferBroadcastBool(InferenceContext& ctx);
 // Input i must be a tensor; returns it (or an error naming the input).
 Result<const TypeInfo*> InputTensorType(const InferenceContext& ctx, size_t i);
 
+// ---- Kernel inputs -----------------------------------------------------------
+// Optional input i as a tensor; nullptr when the model omits it.
+Result<const Tensor*> OptionalInputTensor(const KernelContext& ctx, size_t i);
+
 // ---- Element access across types -------------------------------------------
 // Reads element i of a numeric tensor of any real type as double (float16,
 // bfloat16, float8 and packed types included); writes a double into element i

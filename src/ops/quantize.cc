@@ -236,10 +236,7 @@ Status InferQuantizeLinear(InferenceContext& ctx) {
 Status QuantizeLinearKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* scale, ctx.InputTensor(1));
-  const Tensor* zp = nullptr;
-  if (ctx.has_input(2)) {
-    NEE_ASSIGN_OR_RETURN(zp, ctx.InputTensor(2));
-  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* zp, OptionalInputTensor(ctx, 2));
   const DataType xt = x->dtype(), st = scale->dtype();
   if (!IsFloatingPoint(xt) && xt != DataType::kInt32)
     return NotImplemented(ctx.node().Describe() + ": QuantizeLinear does not support input type " + DataTypeName(xt));
@@ -300,10 +297,7 @@ Status InferDequantizeLinear(InferenceContext& ctx) {
 Status DequantizeLinearKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* scale, ctx.InputTensor(1));
-  const Tensor* zp = nullptr;
-  if (ctx.has_input(2)) {
-    NEE_ASSIGN_OR_RETURN(zp, ctx.InputTensor(2));
-  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* zp, OptionalInputTensor(ctx, 2));
   const DataType xt = x->dtype();
   if (!IsQuantizedType(xt) && xt != DataType::kInt32)
     return NotImplemented(ctx.node().Describe() + ": DequantizeLinear does not support input type " +
@@ -586,10 +580,7 @@ Status QLinearConvKernel(KernelContext& ctx) {
   }
   const Tensor &x = *in[0], &x_scale = *in[1], &x_zp = *in[2], &w = *in[3], &w_scale = *in[4], &w_zp = *in[5],
                &y_scale = *in[6], &y_zp = *in[7];
-  const Tensor* bias = nullptr;
-  if (ctx.has_input(8)) {
-    NEE_ASSIGN_OR_RETURN(bias, ctx.InputTensor(8));
-  }
+  NEE_ASSIGN_OR_RETURN(const Tensor* bias, OptionalInputTensor(ctx, 8));
   NEE_ASSIGN_OR_RETURN(ConvGeometry g, MakeConvGeometry(ctx, ctx.node(), x.dims(), w.dims()));
   IntRange range;
   if (!QuantIntRange(x.dtype(), &range) || !QuantIntRange(w.dtype(), &range) || !QuantIntRange(y_zp.dtype(), &range))
@@ -852,16 +843,34 @@ Status InferQLinearGlobalAveragePool(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-Status QLinearGlobalAveragePoolKernel(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_RETURN_IF_ERROR(CheckQuantized8(ctx, *x, 0));
-  if (x->rank() < 3) return ctx.InputError(0, "must have rank >= 3, got " + DimsToString(x->dims()));
-  NEE_ASSIGN_OR_RETURN(QuantParams qx, ReadQuantParams(ctx, 1, 2, x->dtype()));
-  NEE_ASSIGN_OR_RETURN(QuantParams qy, ReadQuantParams(ctx, 3, 4, x->dtype()));
+// What the QLinear pools share: X (8-bit, rank >= 3), the quantization of X
+// and of Y, and X's layout (channels after batch, or channels last).
+struct QLinearPoolInput {
+  const Tensor* x = nullptr;
+  QuantParams qx, qy;
+  bool channels_last = false;
+  int64_t batch = 0, channels = 0;
+};
+
+Result<QLinearPoolInput> ReadQLinearPoolInput(KernelContext& ctx) {
+  QLinearPoolInput in;
+  NEE_ASSIGN_OR_RETURN(in.x, ctx.InputTensor(0));
+  const Tensor& x = *in.x;
+  NEE_RETURN_IF_ERROR(CheckQuantized8(ctx, x, 0));
+  if (x.rank() < 3) return ctx.InputError(0, "must have rank >= 3, got " + DimsToString(x.dims()));
+  NEE_ASSIGN_OR_RETURN(in.qx, ReadQuantParams(ctx, 1, 2, x.dtype()));
+  NEE_ASSIGN_OR_RETURN(in.qy, ReadQuantParams(ctx, 3, 4, x.dtype()));
   NEE_ASSIGN_OR_RETURN(int64_t channels_last, ctx.node().GetInt("channels_last", 0));
+  in.channels_last = channels_last != 0;
+  in.batch = x.dim(0);
+  in.channels = in.channels_last ? x.dim(x.rank() - 1) : x.dim(1);
+  return in;
+}
+
+Status QLinearGlobalAveragePoolKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(QLinearPoolInput pool, ReadQLinearPoolInput(ctx));
+  const auto& [x, qx, qy, channels_last, batch, channels] = pool;
   const int64_t rank = x->rank();
-  const int64_t batch = x->dim(0);
-  const int64_t channels = channels_last ? x->dim(rank - 1) : x->dim(1);
   const int64_t image = channels_last ? ProductOf(x->dims(), 1, static_cast<size_t>(rank - 1))
                                       : ProductOf(x->dims(), 2);
   std::vector<int64_t> out = x->dims();
@@ -933,16 +942,14 @@ Status QGemmKernel(KernelContext& ctx) {
   if (b_scale->dtype() != DataType::kFloat || (b_scale->num_elements() != 1 && b_scale->num_elements() != n))
     return ctx.InputError(4, "(b_scale) must be a float scalar or have " + std::to_string(n) + " entries, got " +
                                  b_scale->Describe());
-  const Tensor* b_zp = nullptr;
-  if (ctx.has_input(5)) {
-    NEE_ASSIGN_OR_RETURN(b_zp, ctx.InputTensor(5));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b_zp, OptionalInputTensor(ctx, 5));
+  if (b_zp) {
     if (b_zp->dtype() != b->dtype() || b_zp->num_elements() != b_scale->num_elements())
       return ctx.InputError(5, "(b_zero_point) must have B's type and b_scale's size, got " + b_zp->Describe());
   }
-  const Tensor* c = nullptr;
+  NEE_ASSIGN_OR_RETURN(const Tensor* c, OptionalInputTensor(ctx, 6));
   std::vector<int64_t> c_dims;
-  if (ctx.has_input(6)) {
-    NEE_ASSIGN_OR_RETURN(c, ctx.InputTensor(6));
+  if (c) {
     if (c->dtype() != DataType::kInt32) return ctx.InputError(6, "(C) must be int32, got " + c->Describe());
     auto bd = BroadcastDims(c->dims(), {m, n});
     if (!bd.ok() || bd.value() != std::vector<int64_t>{m, n})
@@ -1059,19 +1066,13 @@ Status InferQLinearAveragePool(InferenceContext& ctx) {
 }
 
 Status QLinearAveragePoolKernel(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_RETURN_IF_ERROR(CheckQuantized8(ctx, *x, 0));
-  if (x->rank() < 3) return ctx.InputError(0, "must have rank >= 3, got " + DimsToString(x->dims()));
-  NEE_ASSIGN_OR_RETURN(QuantParams qx, ReadQuantParams(ctx, 1, 2, x->dtype()));
-  NEE_ASSIGN_OR_RETURN(QuantParams qy, ReadQuantParams(ctx, 3, 4, x->dtype()));
-  NEE_ASSIGN_OR_RETURN(int64_t channels_last, ctx.node().GetInt("channels_last", 0));
+  NEE_ASSIGN_OR_RETURN(QLinearPoolInput pool, ReadQLinearPoolInput(ctx));
+  const auto& [x, qx, qy, channels_last, batch, channels] = pool;
   NEE_ASSIGN_OR_RETURN(int64_t include_pad, ctx.node().GetInt("count_include_pad", 0));
   const size_t n = static_cast<size_t>(x->rank() - 2);
   NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(ctx.node(), n, nullptr));
   for (int64_t dl : spec.dilations)
     if (dl != 1) return ctx.Error("dilations are not supported by QLinearAveragePool");
-  const int64_t batch = x->dim(0);
-  const int64_t channels = channels_last ? x->dim(x->rank() - 1) : x->dim(1);
   std::vector<int64_t> in(n), out(n);
   for (size_t d = 0; d < n; ++d) {
     in[d] = x->dim(static_cast<int64_t>(channels_last ? d + 1 : d + 2));

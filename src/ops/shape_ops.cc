@@ -50,16 +50,6 @@ std::optional<Shape> InputShape(const InferenceContext& ictx, size_t i) {
   return t.is_tensor() ? t.shape : std::nullopt;
 }
 
-// Integer values of input i when known (rules), or of attribute `attr`.
-// Returns nullopt when neither is available.
-std::optional<std::vector<int64_t>> KnownInts(const InferenceContext& ictx, size_t i) {
-  const Tensor* t = ictx.input_value(i);
-  if (!t) return std::nullopt;
-  auto v = t->ToInt64Vector();
-  if (!v.ok()) return std::nullopt;
-  return std::move(v).value();
-}
-
 // Copies src viewed with `view_dims` and transposed by `perm` into dst
 // (whose element count matches).
 Status TransposeView(const Node& node, const Tensor& src, const std::vector<int64_t>& view_dims,

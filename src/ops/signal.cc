@@ -246,9 +246,8 @@ Status StftKernel(KernelContext& ctx) {
   const int64_t batch = signal->dim(0), signal_length = signal->dim(1), parts = signal->dim(2);
   NEE_ASSIGN_OR_RETURN(std::optional<int64_t> step, ScalarIntInput(ctx, 1));
   if (!step || *step <= 0) return ctx.InputError(1, "frame_step must be positive");
-  const Tensor* window = nullptr;
-  if (ctx.has_input(2)) {
-    NEE_ASSIGN_OR_RETURN(window, ctx.InputTensor(2));
+  NEE_ASSIGN_OR_RETURN(const Tensor* window, OptionalInputTensor(ctx, 2));
+  if (window) {
     if (window->rank() != 1) return ctx.InputError(2, "must be 1-D, got " + DimsToString(window->dims()));
   }
   NEE_ASSIGN_OR_RETURN(std::optional<int64_t> length_in, ScalarIntInput(ctx, 3));

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <string>
 #include <vector>
@@ -89,6 +90,11 @@ Status VisitStorage(const Node& node, DataType dtype, Fn&& fn) {
 inline Status CopyElements(const Node& node, const Tensor& src, Tensor& dst);
 // Allocates output `i` with `dims` and copies src's elements (in order) into it.
 inline Status CopyToOutput(KernelContext& ctx, size_t i, const Tensor& src, std::vector<int64_t> dims);
+// Viewing `src` as [outer, n, inner], copies the slices at `positions` (each in
+// [0, n), in the order listed, repeats allowed) along the middle axis into
+// `dst`, viewed as [outer, positions.size(), inner]. Used by Gather-like ops.
+inline Status CopySlicesAlongAxis(const Node& node, const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                                  const std::vector<int64_t>& positions, Tensor& dst);
 
 // dst[o] = src[base + sum_d o_d * src_strides[d]] for every multi-index o of
 // dst's dims. Strides may be 0 (broadcast) or negative (reversal); the caller
@@ -192,6 +198,8 @@ inline Result<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& ax
 inline bool StaticDims(const InferenceContext& ictx, size_t i, std::vector<int64_t>* dims);
 // The input's rank when known, else -1.
 inline int64_t KnownRank(const InferenceContext& ictx, size_t i);
+// The values of integer input i when the shape rule knows them, else nullopt.
+inline std::optional<std::vector<int64_t>> KnownInts(const InferenceContext& ictx, size_t i);
 
 // ---- Value propagation in shape rules -----------------------------------------
 
@@ -213,6 +221,20 @@ inline Status CopyElements(const Node& node, const Tensor& src, Tensor& dst) {
   return VisitStorage(node, src.dtype(), [&]<typename A>() -> Status {
     A in(src), out(dst);
     out.CopyRun(0, in, 0, std::min(src.num_elements(), dst.num_elements()));
+    return Status::Ok();
+  });
+}
+
+inline Status CopySlicesAlongAxis(const Node& node, const Tensor& src, int64_t outer, int64_t n, int64_t inner,
+                                  const std::vector<int64_t>& positions, Tensor& dst) {
+  return VisitStorage(node, src.dtype(), [&]<typename A>() -> Status {
+    A in(src), out(dst);
+    int64_t offset = 0;
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j : positions) {
+        out.CopyRun(offset, in, (o * n + j) * inner, inner);
+        offset += inner;
+      }
     return Status::Ok();
   });
 }
@@ -332,6 +354,14 @@ inline int64_t KnownRank(const InferenceContext& ictx, size_t i) {
   if (!ictx.has_input(i)) return -1;
   const TypeInfo& t = ictx.input_type(i);
   return t.is_tensor() && t.shape ? static_cast<int64_t>(t.shape->size()) : -1;
+}
+
+inline std::optional<std::vector<int64_t>> KnownInts(const InferenceContext& ictx, size_t i) {
+  const Tensor* t = ictx.input_value(i);
+  if (!t) return std::nullopt;
+  auto v = t->ToInt64Vector();
+  if (!v.ok()) return std::nullopt;
+  return std::move(v).value();
 }
 
 inline void SetOutputValue(InferenceContext& ictx, size_t i, Tensor value) {

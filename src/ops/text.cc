@@ -263,6 +263,19 @@ Status StringConcatKernel(KernelContext& ctx) {
 // character, so very long inputs could exhaust the stack.
 constexpr size_t kMaxRegexInput = 4096;
 
+// Element i, about to go through std::regex for `use` (e.g. "matching"), must
+// be ASCII (std::regex works on bytes) and at most kMaxRegexInput long.
+Status CheckRegexSubject(const Node& node, int64_t i, const std::string& s, const char* use) {
+  if (s.size() > kMaxRegexInput)
+    return NotImplemented(node.Describe() + ": element " + std::to_string(i) + " is longer than " +
+                          std::to_string(kMaxRegexInput) + " bytes");
+  for (char c : s)
+    if (static_cast<unsigned char>(c) >= 0x80)
+      return NotImplemented(node.Describe() + ": element " + std::to_string(i) + " is not ASCII; UTF-8 " + use +
+                            " is not supported");
+  return Status::Ok();
+}
+
 // Checks that `pattern` only uses syntax where RE2 and ECMAScript agree;
 // returns the reason when it does not.
 std::optional<std::string> UnsupportedRegexSyntax(const std::string& pattern) {
@@ -307,13 +320,7 @@ Status RegexFullMatchKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kBool, x->dims()));
   for (int64_t i = 0; i < x->num_elements(); ++i) {
     const std::string& s = x->data<std::string>()[i];
-    if (s.size() > kMaxRegexInput)
-      return NotImplemented(node.Describe() + ": element " + std::to_string(i) + " is longer than " +
-                            std::to_string(kMaxRegexInput) + " bytes");
-    for (char c : s)
-      if (static_cast<unsigned char>(c) >= 0x80)
-        return NotImplemented(node.Describe() + ": element " + std::to_string(i) +
-                              " is not ASCII; UTF-8 matching is not supported");
+    NEE_RETURN_IF_ERROR(CheckRegexSubject(node, i, s, "matching"));
     try {
       y.data<bool>()[i] = std::regex_match(s, re);
     } catch (const std::exception& e) {
@@ -499,13 +506,7 @@ Status TokenizerKernel(KernelContext& ctx) {
         k += n;
       }
     } else {
-      if (s.size() > kMaxRegexInput)
-        return NotImplemented(node.Describe() + ": element " + std::to_string(i) + " is longer than " +
-                              std::to_string(kMaxRegexInput) + " bytes");
-      for (char c : s)
-        if (static_cast<unsigned char>(c) >= 0x80)
-          return NotImplemented(node.Describe() + ": element " + std::to_string(i) +
-                                " is not ASCII; UTF-8 tokenization with patterns is not supported");
+      NEE_RETURN_IF_ERROR(CheckRegexSubject(node, i, s, "tokenization with patterns"));
       try {
         if (config.tokenexp) {
           row = MatchTokens(s, *config.tokenexp, mincharnum);

@@ -22,18 +22,12 @@
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/tensor_util.h"
 
 namespace nee {
 namespace {
 
-// Values of an integer input known at inference time.
-std::optional<std::vector<int64_t>> KnownInts(const InferenceContext& ctx, size_t i) {
-  const Tensor* t = ctx.input_value(i);
-  if (!t) return std::nullopt;
-  auto v = t->ToInt64Vector();
-  if (!v.ok()) return std::nullopt;
-  return v.value();
-}
+using tensor_util::KnownInts;
 
 Status RequireFloat(const KernelContext& ctx, const Tensor& t) {
   if (nn::IsRealFloat(t.dtype())) return Status::Ok();
@@ -666,15 +660,13 @@ Status DeformConvKernel(KernelContext& ctx) {
     return ctx.InputError(2, "must have shape " + DimsToString(expect_offset) + ", got " + DimsToString(offset->dims()));
   std::vector<int64_t> expect_mask = {batch, offset_group * taps};
   expect_mask.insert(expect_mask.end(), out_dims.begin(), out_dims.end());
-  const Tensor* bias = nullptr;
-  const Tensor* mask = nullptr;
-  if (ctx.has_input(3)) {
-    NEE_ASSIGN_OR_RETURN(bias, ctx.InputTensor(3));
+  NEE_ASSIGN_OR_RETURN(const Tensor* bias, OptionalInputTensor(ctx, 3));
+  if (bias) {
     if (bias->dims() != std::vector<int64_t>{out_ch})
       return ctx.InputError(3, "must have shape [" + std::to_string(out_ch) + "], got " + DimsToString(bias->dims()));
   }
-  if (ctx.has_input(4)) {
-    NEE_ASSIGN_OR_RETURN(mask, ctx.InputTensor(4));
+  NEE_ASSIGN_OR_RETURN(const Tensor* mask, OptionalInputTensor(ctx, 4));
+  if (mask) {
     if (mask->dims() != expect_mask)
       return ctx.InputError(4, "must have shape " + DimsToString(expect_mask) + ", got " + DimsToString(mask->dims()));
   }

@@ -16,33 +16,18 @@
 namespace nee {
 namespace {
 
+using testing::ExpectRegisteredVersions;
 using testing::ExpectTensorNear;
 using testing::FloatAttr;
 using testing::MakeNode;
+using testing::RunError;
+using testing::RunOne;
 using testing::RunOp;
 using testing::StringAttr;
 
 template <typename T>
 Value V(std::vector<int64_t> dims, std::vector<T> values) {
   return Value(Tensor::FromVector<T>(values, std::move(dims)));
-}
-
-Tensor RunOne(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
-              std::vector<Attribute> attrs = {}) {
-  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs));
-  for (size_t i = 0; i < inputs.size(); ++i)
-    if (inputs[i].empty()) node.inputs[i] = "";  // an omitted optional input
-  auto r = RunOp(node, opset, inputs);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok() || !r->outputs[0].is_tensor()) return Tensor();
-  return r->outputs[0].tensor();
-}
-
-Status RunError(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
-                std::vector<Attribute> attrs = {}) {
-  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs));
-  auto r = RunOp(node, opset, inputs);
-  return r.ok() ? Status::Ok() : r.status();
 }
 
 // The shared input of the float activation tests.
@@ -237,15 +222,7 @@ TEST(Activation, RegistersEveryOnnxVersion) {
       {"ThresholdedRelu", {10, 22}}, {"Gelu", {20}}, {"Mish", {18, 22}}, {"Clip", {1, 6, 11, 12, 13}},
       {"Shrink", {9}}, {"Swish", {24}}, {"SwiGLU", {28}},
   };
-  for (const auto& [op, versions] : kVersions) {
-    for (int v : versions) {
-      auto schema = OpRegistry::Global().Resolve("", op, v);
-      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
-      EXPECT_EQ(schema.value()->since_version, v) << op;
-      EXPECT_NE(schema.value()->kernel, nullptr) << op;
-      EXPECT_NE(schema.value()->infer, nullptr) << op;
-    }
-  }
+  ExpectRegisteredVersions(kVersions);
 }
 
 // ---- com.microsoft Gelu forms: expected values from ONNX Runtime 1.32 (a one-node model,

@@ -16,11 +16,13 @@
 namespace nee {
 namespace {
 
+using testing::ExpectRegisteredVersions;
 using testing::ExpectTensorNear;
 using testing::FloatAttr;
 using testing::IntAttr;
 using testing::MakeNode;
-using testing::RunOp;
+using testing::RunError;
+using testing::RunOne;
 using testing::StringAttr;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -40,23 +42,6 @@ Value Bits(DataType type, std::vector<int64_t> dims, const std::vector<uint16_t>
 
 std::vector<uint16_t> BitsOf(const Tensor& t) {
   return std::vector<uint16_t>(t.data<uint16_t>(), t.data<uint16_t>() + t.num_elements());
-}
-
-// Runs a one-output op and returns its output (an undefined tensor on failure).
-Tensor RunOne(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
-           std::vector<Attribute> attrs = {}, int threads = 1) {
-  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs));
-  auto r = RunOp(node, opset, inputs, threads);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok() || !r->outputs[0].is_tensor()) return Tensor();
-  return r->outputs[0].tensor();
-}
-
-Status RunError(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
-                std::vector<Attribute> attrs = {}) {
-  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs));
-  auto r = RunOp(node, opset, inputs);
-  return r.ok() ? Status::Ok() : r.status();
 }
 
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -450,15 +435,7 @@ TEST(ElementwiseMath, RegistersEveryOnnxVersion) {
       {"BitwiseAnd", {18}}, {"BitwiseOr", {18}}, {"BitwiseXor", {18}}, {"BitwiseNot", {18}},
       {"IsNaN", {9, 13, 20}}, {"IsInf", {10, 20}},
   };
-  for (const auto& [op, versions] : kVersions) {
-    for (int v : versions) {
-      auto schema = OpRegistry::Global().Resolve("", op, v);
-      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
-      EXPECT_EQ(schema.value()->since_version, v) << op;
-      EXPECT_NE(schema.value()->kernel, nullptr) << op;
-      EXPECT_NE(schema.value()->infer, nullptr) << op;
-    }
-  }
+  ExpectRegisteredVersions(kVersions);
 }
 
 }  // namespace

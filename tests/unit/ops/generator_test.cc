@@ -14,14 +14,6 @@ Value V(std::vector<T> values, std::vector<int64_t> dims) {
 
 const Tensor& Out(const Result<OpRun>& r, size_t i = 0) { return r.value().outputs[i].tensor(); }
 
-Attribute TensorAttr(const std::string& name, Tensor t) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kTensor;
-  a.t = std::move(t);
-  return a;
-}
-
 // ---- Constant -----------------------------------------------------------------------
 
 TEST(GeneratorConstant, ValueKinds) {

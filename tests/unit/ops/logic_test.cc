@@ -13,30 +13,16 @@
 namespace nee {
 namespace {
 
+using testing::ExpectRegisteredVersions;
 using testing::ExpectTensorNear;
 using testing::IntAttr;
 using testing::MakeNode;
-using testing::RunOp;
+using testing::RunError;
+using testing::RunOne;
 
 template <typename T>
 Value V(std::vector<int64_t> dims, std::vector<T> values) {
   return Value(Tensor::FromVector<T>(values, std::move(dims)));
-}
-
-Tensor RunOne(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
-              std::vector<Attribute> attrs = {}, int threads = 1) {
-  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs));
-  auto r = RunOp(node, opset, inputs, threads);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  if (!r.ok() || !r->outputs[0].is_tensor()) return Tensor();
-  return r->outputs[0].tensor();
-}
-
-Status RunError(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
-                std::vector<Attribute> attrs = {}) {
-  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs));
-  auto r = RunOp(node, opset, inputs);
-  return r.ok() ? Status::Ok() : r.status();
 }
 
 TEST(Logic, ComparisonsBroadcast) {
@@ -215,15 +201,7 @@ TEST(Logic, RegistersEveryOnnxVersion) {
       {"GreaterOrEqual", {12, 16}}, {"LessOrEqual", {12, 16}}, {"And", {1, 7}}, {"Or", {1, 7}}, {"Xor", {1, 7}},
       {"Not", {1}}, {"Where", {9, 16}},
   };
-  for (const auto& [op, versions] : kVersions) {
-    for (int v : versions) {
-      auto schema = OpRegistry::Global().Resolve("", op, v);
-      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
-      EXPECT_EQ(schema.value()->since_version, v) << op;
-      EXPECT_NE(schema.value()->kernel, nullptr) << op;
-      EXPECT_NE(schema.value()->infer, nullptr) << op;
-    }
-  }
+  ExpectRegisteredVersions(kVersions);
 }
 
 }  // namespace

@@ -14,22 +14,6 @@ namespace {
 
 const char* kMl = "ai.onnx.ml";
 
-Attribute StringsAttr(const std::string& name, std::vector<std::string> v) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kStrings;
-  a.strings = std::move(v);
-  return a;
-}
-
-Attribute TensorAttr(const std::string& name, Tensor t) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kTensor;
-  a.t = std::move(t);
-  return a;
-}
-
 Tensor Features() {
   return Tensor::FromVector<float>({1, 2, -1, 0.5f, 0, 0, 3, -2}, {4, 2});
 }

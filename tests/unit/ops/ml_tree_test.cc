@@ -14,22 +14,6 @@ namespace {
 const char* kMl = "ai.onnx.ml";
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-Attribute StringsAttr(const std::string& name, std::vector<std::string> v) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kStrings;
-  a.strings = std::move(v);
-  return a;
-}
-
-Attribute TensorAttr(const std::string& name, Tensor t) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kTensor;
-  a.t = std::move(t);
-  return a;
-}
-
 void SetAttr(std::vector<Attribute>& attrs, Attribute a) {
   for (Attribute& existing : attrs)
     if (existing.name == a.name) {

@@ -17,6 +17,12 @@ Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
 Attribute FloatsAttr(const std::string& name, std::vector<float> v) {
   Attribute a; a.name = name; a.type = AttrType::kFloats; a.floats = std::move(v); return a;
 }
+Attribute StringsAttr(const std::string& name, std::vector<std::string> v) {
+  Attribute a; a.name = name; a.type = AttrType::kStrings; a.strings = std::move(v); return a;
+}
+Attribute TensorAttr(const std::string& name, Tensor t) {
+  Attribute a; a.name = name; a.type = AttrType::kTensor; a.t = std::move(t); return a;
+}
 
 Node MakeNode(const std::string& op_type, size_t num_inputs, size_t num_outputs,
               std::vector<Attribute> attributes, const std::string& domain) {
@@ -75,6 +81,36 @@ Result<OpRun> RunOp(const Node& node, int64_t opset, const std::vector<Value>& i
     }
   }
   return OpRun{std::move(outputs), std::move(ictx.output_types)};
+}
+
+Tensor RunOne(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
+              std::vector<Attribute> attrs, int threads) {
+  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].empty()) node.inputs[i] = "";  // an omitted optional input
+  auto r = RunOp(node, opset, inputs, threads);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok() || !r->outputs[0].is_tensor()) return Tensor();
+  return r->outputs[0].tensor();
+}
+
+Status RunError(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
+                std::vector<Attribute> attrs) {
+  Node node = MakeNode(op, inputs.size(), 1, std::move(attrs));
+  auto r = RunOp(node, opset, inputs);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+void ExpectRegisteredVersions(const std::vector<std::pair<std::string, std::vector<int>>>& op_versions) {
+  for (const auto& [op, versions] : op_versions) {
+    for (int v : versions) {
+      auto schema = OpRegistry::Global().Resolve("", op, v);
+      ASSERT_TRUE(schema.ok()) << op << " at opset " << v << ": " << schema.status().ToString();
+      EXPECT_EQ(schema.value()->since_version, v) << op;
+      EXPECT_NE(schema.value()->kernel, nullptr) << op;
+      EXPECT_NE(schema.value()->infer, nullptr) << op;
+    }
+  }
 }
 
 }  // namespace nee::testing

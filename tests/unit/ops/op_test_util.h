@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/op_registry.h"
@@ -22,6 +23,8 @@ Attribute FloatAttr(const std::string& name, float v);
 Attribute StringAttr(const std::string& name, const std::string& v);
 Attribute IntsAttr(const std::string& name, std::vector<int64_t> v);
 Attribute FloatsAttr(const std::string& name, std::vector<float> v);
+Attribute StringsAttr(const std::string& name, std::vector<std::string> v);
+Attribute TensorAttr(const std::string& name, Tensor t);
 
 // Builds a node named "test" with inputs in0.. and outputs out0...
 Node MakeNode(const std::string& op_type, size_t num_inputs, size_t num_outputs,
@@ -30,6 +33,20 @@ Node MakeNode(const std::string& op_type, size_t num_inputs, size_t num_outputs,
 // `inputs` may contain empty Values for omitted optional inputs.
 Result<OpRun> RunOp(const Node& node, int64_t opset, const std::vector<Value>& inputs,
                     int num_threads = 1);
+
+// Runs a one-output op built by MakeNode (empty Values in `inputs` are omitted
+// optional inputs) and returns its output. A failure fails the test and gives
+// an undefined tensor.
+Tensor RunOne(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
+              std::vector<Attribute> attrs = {}, int threads = 1);
+// Runs a one-output op that is expected to fail; returns its error (Ok when it ran).
+Status RunError(const std::string& op, int64_t opset, const std::vector<Value>& inputs,
+                std::vector<Attribute> attrs = {});
+
+// Expects each (op, since-versions) pair of the default domain to resolve, at
+// every listed opset, to a schema of exactly that since-version with a shape
+// rule and a kernel.
+void ExpectRegisteredVersions(const std::vector<std::pair<std::string, std::vector<int>>>& op_versions);
 
 template <typename T>
 void ExpectTensorNear(const Tensor& actual, const std::vector<int64_t>& dims,

@@ -23,14 +23,6 @@ std::vector<std::string> Strings(const Tensor& t) {
   return std::vector<std::string>(t.span<std::string>().begin(), t.span<std::string>().end());
 }
 
-Attribute StringsAttr(const std::string& name, std::vector<std::string> v) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kStrings;
-  a.strings = std::move(v);
-  return a;
-}
-
 void ExpectError(const Result<OpRun>& r, StatusCode code, const std::string& fragment) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), code) << r.status().ToString();
