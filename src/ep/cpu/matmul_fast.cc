@@ -85,9 +85,14 @@ Status GemmFloat(KernelContext& ctx) {
     if ((cd[0] != 1 && cd[0] != m) || (cd[1] != 1 && cd[1] != n))
       return ctx.InputError(2, "shape " + DimsToString(c->dims()) + " does not broadcast to [" + std::to_string(m) +
                                    "," + std::to_string(n) + "]");
+    // Row by row, so the common [n] bias is a straight vectorizable copy.
     const float* cp = c->data<float>();
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) y[i * n + j] = beta * cp[(cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j)];
+    for (int64_t i = 0; i < m; ++i) {
+      const float* c_row = cp + (cd[0] == 1 ? 0 : i) * cd[1];
+      float* y_row = y + i * n;
+      if (cd[1] == 1) std::fill(y_row, y_row + n, beta * c_row[0]);
+      else for (int64_t j = 0; j < n; ++j) y_row[j] = beta * c_row[j];
+    }
     out_beta = 1.f;
   }
   MatrixView av = trans_a ? MatrixView{a->data<float>(), 1, m} : MatrixView{a->data<float>(), k, 1};
