@@ -104,12 +104,18 @@ TEST(OptimizedMatMul, AgreesWithReferenceKernel) {
 
 TEST(OptimizedGemm, AgreesWithReferenceKernelWithBiasAndTransposes) {
   std::mt19937 rng(6);
-  for (int trans = 0; trans < 4; ++trans) {
-    int64_t m = 5, n = 7, k = 9;
+  const int64_t m = 5, n = 7, k = 9;
+  // Every way C may broadcast to [m, n].
+  const std::vector<std::vector<int64_t>> bias_shapes = {{n}, {1, n}, {m, 1}, {m, n}, {1}, {}};
+  for (int trial = 0; trial < 4 * static_cast<int>(bias_shapes.size()); ++trial) {
+    int trans = trial % 4;
     bool ta = trans & 1, tb = trans & 2;
+    const std::vector<int64_t>& c_dims = bias_shapes[trial / 4];
     Tensor a = Tensor::FromVector(RandomVector(m * k, rng), ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k});
     Tensor b = Tensor::FromVector(RandomVector(k * n, rng), tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n});
-    Tensor c = Tensor::FromVector(RandomVector(n, rng), {n});
+    int64_t c_count = 1;
+    for (int64_t d : c_dims) c_count *= d;
+    Tensor c = Tensor::FromVector(RandomVector(c_count, rng), c_dims);
     Node node = testing::MakeNode("Gemm", 3, 1,
                                   {testing::IntAttr("transA", ta), testing::IntAttr("transB", tb),
                                    testing::FloatAttr("alpha", 0.5f), testing::FloatAttr("beta", 2.f)});
@@ -120,7 +126,8 @@ TEST(OptimizedGemm, AgreesWithReferenceKernelWithBiasAndTransposes) {
     KernelContext ctx(node, 13, {&va, &vb, &vc}, &outputs, nullptr, nullptr, nullptr);
     ASSERT_TRUE(cpu::GemmFloat(ctx).ok());
     for (int64_t i = 0; i < m * n; ++i)
-      EXPECT_NEAR(outputs[0].tensor().data<float>()[i], ref->outputs[0].tensor().data<float>()[i], 1e-5);
+      EXPECT_NEAR(outputs[0].tensor().data<float>()[i], ref->outputs[0].tensor().data<float>()[i], 1e-5)
+          << "C dims " << DimsToString(c_dims) << ", trans " << trans;
   }
 }
 
