@@ -25,18 +25,10 @@
 #include <vector>
 
 #include "ops/op_registry.h"
+#include "ops/ml_util.h"
 #include "ops/op_util.h"
 
 namespace nee {
-namespace ml {
-// Defined in ml_linear.cc (shared by the two ai.onnx.ml families).
-enum class PostTransform { kNone, kSoftmax, kLogistic, kSoftmaxZero, kProbit };
-Status AttrError(const Node& node, const std::string& attr, const std::string& message);
-Result<PostTransform> ParsePostTransform(const Node& node);
-void ApplyPostTransform(PostTransform transform, double* scores, int64_t n);
-double Logistic(double v);
-double Probit(double p);
-}  // namespace ml
 
 namespace {
 
