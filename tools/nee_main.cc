@@ -27,7 +27,7 @@ const char kUsage[] =
     "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
     "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
     "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE]\n"
-    "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]...\n"
+    "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
@@ -54,7 +54,8 @@ struct Args {
   std::map<std::string, int64_t> dims;
   std::string inputs_dir, output_dir, output_format = "npy";
   bool random = false, plan = false;
-  int threads = 0, opt_level = 99;
+  int threads = 0;
+  int opt_level = -1;  // not given: run optimizes fully (99), inspect shows the model as written (0)
   int64_t timeout_ms = 0;
   int64_t memory_limit = -1;
 };
@@ -318,7 +319,7 @@ std::string Preview(const nee_value_t* v, int64_t max_items = 8) {
 
 int Run(const Args& a) {
   neeapi::SessionOptions options;
-  options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level);
+  options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level < 0 ? 99 : a.opt_level);
   options.SetRunTimeoutMs(a.timeout_ms).SetRunMemoryLimit(a.memory_limit);
   neeapi::Session session(a.model, options);
   Feed feed = GatherInputs(a, session);
@@ -361,7 +362,8 @@ std::string HumanBytes(double b) {
 
 int Inspect(const Args& a) {
   neeapi::SessionOptions options;
-  options.SetOptimizationLevel(0);  // describe the model as written
+  // The model as written, unless a level is asked for (to see what the optimizer made of it).
+  options.SetOptimizationLevel(a.opt_level < 0 ? 0 : a.opt_level);
   neeapi::Session session(a.model, options);
   const nee_session_t* s = session.get();
   std::printf("model:      %s\n", a.model.c_str());

@@ -70,6 +70,27 @@ def test_inspect_reports_model_and_plan(tmp_path):
         assert text in r.stdout, text
 
 
+def test_inspect_opt_level_shows_the_optimized_graph(tmp_path):
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["s"]),
+         helper.make_node("Identity", ["s"], ["y"])],
+        "matmul_add", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "matmul_add.onnx"
+    onnx.save(model, path)
+    as_written = nee_cli("inspect", path)
+    assert as_written.returncode == 0, as_written.stderr
+    assert "MatMul" in as_written.stdout and "Identity" in as_written.stdout and "Gemm" not in as_written.stdout
+    optimized = nee_cli("inspect", path, "--opt-level", "99")
+    assert optimized.returncode == 0, optimized.stderr
+    assert "Gemm" in optimized.stdout and "MatMul" not in optimized.stdout and "Identity" not in optimized.stdout
+
+
 def test_errors_exit_1_with_a_message(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x96\x01\x12\xff\xff\xff\xff\x0f")
