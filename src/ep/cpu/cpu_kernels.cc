@@ -13,6 +13,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "MaxPool", 1, 1000, MaxPoolFloat},
       {"", "AveragePool", 1, 1000, AveragePoolFloat},
       {"", "GlobalAveragePool", 1, 1000, GlobalAveragePoolFloat},
+      {"", "Exp", 1, 1000, ExpFloat},
+      {"", "Sigmoid", 1, 1000, SigmoidFloat},
   };
   return kTable;
 }

@@ -32,5 +32,8 @@ Status ConvTransposeFloat(KernelContext& ctx);
 Status MaxPoolFloat(KernelContext& ctx);
 Status AveragePoolFloat(KernelContext& ctx);
 Status GlobalAveragePoolFloat(KernelContext& ctx);
+// Exp and Sigmoid on float32 (activation_fast.cc): a vectorized exponential.
+Status ExpFloat(KernelContext& ctx);
+Status SigmoidFloat(KernelContext& ctx);
 
 }  // namespace nee::cpu
