@@ -15,6 +15,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "GlobalAveragePool", 1, 1000, GlobalAveragePoolFloat},
       {"", "Exp", 1, 1000, ExpFloat},
       {"", "Sigmoid", 1, 1000, SigmoidFloat},
+      {"", "Tanh", 1, 1000, TanhFloat},
+      {"", "Softmax", 1, 1000, SoftmaxFloat},
   };
   return kTable;
 }

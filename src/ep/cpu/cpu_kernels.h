@@ -32,8 +32,10 @@ Status ConvTransposeFloat(KernelContext& ctx);
 Status MaxPoolFloat(KernelContext& ctx);
 Status AveragePoolFloat(KernelContext& ctx);
 Status GlobalAveragePoolFloat(KernelContext& ctx);
-// Exp and Sigmoid on float32 (activation_fast.cc): a vectorized exponential.
+// Exp, Sigmoid, Tanh and last-axis Softmax on float32 (activation_fast.cc): a vectorized exponential.
 Status ExpFloat(KernelContext& ctx);
 Status SigmoidFloat(KernelContext& ctx);
+Status TanhFloat(KernelContext& ctx);
+Status SoftmaxFloat(KernelContext& ctx);
 
 }  // namespace nee::cpu

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "../ops/op_test_util.h"
@@ -36,7 +37,7 @@ std::vector<float> Sweep() {
   return v;
 }
 
-void ExpectCloseToReference(const char* op, Status (*kernel)(KernelContext&)) {
+void ExpectCloseToReference(const char* op, Status (*kernel)(KernelContext&), float relative = 2e-7f) {
   // (Without AVX2+FMA the kernel defers to the reference and agrees exactly.)
   std::vector<float> values = Sweep();
   Tensor x = Tensor::FromVector(values, {static_cast<int64_t>(values.size())});
@@ -53,20 +54,63 @@ void ExpectCloseToReference(const char* op, Status (*kernel)(KernelContext&)) {
     } else if (std::isinf(r[i])) {
       EXPECT_EQ(f[i], r[i]) << op << "(" << values[i] << ")";
     } else {
-      // 2e-7 relative (about 2 ulp); the subnormal range has absolute spacing 1.4e-45.
-      EXPECT_NEAR(f[i], r[i], 2e-7f * std::fabs(r[i]) + 3e-45f) << op << "(" << values[i] << ")";
+      // ~2 ulp relative; the subnormal range has absolute spacing 1.4e-45.
+      EXPECT_NEAR(f[i], r[i], relative * std::fabs(r[i]) + 3e-45f) << op << "(" << values[i] << ")";
     }
   }
 }
 
 TEST(FastActivation, ExpAgreesWithStdExp) { ExpectCloseToReference("Exp", cpu::ExpFloat); }
 TEST(FastActivation, SigmoidAgreesWithTheReference) { ExpectCloseToReference("Sigmoid", cpu::SigmoidFloat); }
+TEST(FastActivation, TanhAgreesWithTheReference) { ExpectCloseToReference("Tanh", cpu::TanhFloat, 3e-7f); }
+
+TEST(FastActivation, SoftmaxAgreesWithTheReferenceAlongTheLastAxis) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-30.f, 30.f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {1, 7, 8, 9, 100, 1000}) {
+    std::vector<float> v(static_cast<size_t>(4 * n));
+    for (float& f : v) f = dist(rng);
+    v[0] = -inf;                                           // row 0: one -inf element
+    v[static_cast<size_t>(n)] = std::numeric_limits<float>::quiet_NaN();  // row 1: NaN
+    v[static_cast<size_t>(2 * n)] = inf;                   // row 2: +inf
+    Tensor x = Tensor::FromVector(v, {2, 2, n});
+    for (int64_t opset : {11, 13}) {
+      Node node = testing::MakeNode("Softmax", 1, 1, {testing::IntAttr("axis", 2)});
+      auto ref = testing::RunOp(node, opset, {Value(x)});
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      std::vector<Value> outputs(1);
+      Value in(x);
+      KernelContext ctx(node, opset, {&in}, &outputs, nullptr, nullptr, nullptr);
+      ASSERT_TRUE(cpu::SoftmaxFloat(ctx).ok());
+      const float* r = ref->outputs[0].tensor().data<float>();
+      const float* f = outputs[0].tensor().data<float>();
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (std::isnan(r[i])) EXPECT_TRUE(std::isnan(f[i])) << "n=" << n << " i=" << i;
+        else EXPECT_NEAR(f[i], r[i], 2e-6f * r[i] + 1e-37f) << "n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(FastActivation, SoftmaxOnAnotherAxisGoesToTheReference) {
+  Tensor x = Tensor::FromVector<float>({1.f, 2.f, 3.f, 4.f}, {2, 2});
+  Node node = testing::MakeNode("Softmax", 1, 1, {testing::IntAttr("axis", 0)});
+  std::vector<Value> outputs(1);
+  Value in(x);
+  KernelContext ctx(node, 13, {&in}, &outputs, nullptr, nullptr, nullptr);
+  ASSERT_TRUE(cpu::SoftmaxFloat(ctx).ok());
+  // numpy: e = np.exp([[1,2],[3,4]]); e / e.sum(axis=0)
+  const float expected[] = {0.11920292f, 0.11920292f, 0.88079708f, 0.88079708f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(outputs[0].tensor().data<float>()[i], expected[i], 1e-6f);
+}
 
 TEST(FastActivation, ResultsDoNotDependOnTheThreadCount) {
   std::vector<float> values = Sweep();
   Tensor x = Tensor::FromVector(values, {static_cast<int64_t>(values.size())});
   using Kernel = Status (*)(KernelContext&);
-  const std::vector<std::pair<const char*, Kernel>> kernels = {{"Exp", cpu::ExpFloat}, {"Sigmoid", cpu::SigmoidFloat}};
+  const std::vector<std::pair<const char*, Kernel>> kernels = {
+      {"Exp", cpu::ExpFloat}, {"Sigmoid", cpu::SigmoidFloat}, {"Tanh", cpu::TanhFloat}};
   for (const auto& [op, kernel] : kernels) {
     Node node = testing::MakeNode(op, 1, 1, {});
     auto one = RunKernel(kernel, node, x, 1);
