@@ -10,19 +10,14 @@
 #include <random>
 #include <vector>
 
-#include "../ops/op_test_util.h"
+#include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
 
 namespace nee {
 namespace {
 
-Result<Tensor> RunKernel(Status (*kernel)(KernelContext&), const Node& node, const Tensor& x, int threads) {
-  std::vector<Value> outputs(1);
-  Value in(x);
-  ThreadPool pool(threads);
-  KernelContext ctx(node, 13, {&in}, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(kernel(ctx));
-  return outputs[0].tensor();
+Result<Tensor> RunKernel(KernelFn kernel, const Node& node, const Tensor& x, int threads) {
+  return testing::RunKernel(kernel, node, 13, {Value(x)}, threads);
 }
 
 // Every float in [-120, 120] at a fine step, then the specials; an odd count

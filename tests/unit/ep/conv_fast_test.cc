@@ -8,7 +8,7 @@
 #include <random>
 #include <string>
 
-#include "../ops/op_test_util.h"
+#include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
 
@@ -19,12 +19,7 @@ using testing::IntAttr;
 using testing::IntsAttr;
 using testing::StringAttr;
 
-std::vector<float> RandomVector(int64_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
+std::vector<float> RandomVector(int64_t n, std::mt19937& rng) { return testing::RandomFloats(n, rng); }
 
 int64_t Product(const std::vector<int64_t>& d) {
   int64_t p = 1;
@@ -41,13 +36,7 @@ struct ConvCase {
 
 // Runs the optimized kernel directly with a pool of `threads` threads.
 Result<Tensor> RunFast(const Node& node, const std::vector<Value>& inputs, int threads) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : inputs) ptrs.push_back(&v);
-  std::vector<Value> outputs(1);
-  ThreadPool pool(threads);
-  KernelContext ctx(node, 22, ptrs, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(cpu::ConvFloat(ctx));
-  return outputs[0].tensor();
+  return testing::RunKernel(cpu::ConvFloat, node, 22, inputs, threads);
 }
 
 std::vector<Value> MakeInputs(const ConvCase& c, std::mt19937& rng) {

@@ -7,7 +7,7 @@
 #include <random>
 #include <string>
 
-#include "../ops/op_test_util.h"
+#include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
 
 namespace nee {
@@ -17,23 +17,10 @@ using testing::IntAttr;
 using testing::IntsAttr;
 using testing::StringAttr;
 
-Tensor RandomTensor(const std::vector<int64_t>& dims, std::mt19937& rng) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = dist(rng);
-  return Tensor::FromVector(v, dims);
-}
+using testing::RandomTensor;
 
 Result<Tensor> RunFast(const Node& node, const std::vector<Value>& inputs, int threads) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : inputs) ptrs.push_back(&v);
-  std::vector<Value> outputs(1);
-  ThreadPool pool(threads);
-  KernelContext ctx(node, 22, ptrs, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(cpu::ConvTransposeFloat(ctx));
-  return outputs[0].tensor();
+  return testing::RunKernel(cpu::ConvTransposeFloat, node, 22, inputs, threads);
 }
 
 struct Case {

@@ -9,7 +9,7 @@
 #include <random>
 #include <string>
 
-#include "../ops/op_test_util.h"
+#include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
 
@@ -20,22 +20,10 @@ using testing::IntAttr;
 using testing::IntsAttr;
 using testing::StringAttr;
 
-Tensor RandomTensor(const std::vector<int64_t>& dims, std::mt19937& rng) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = dist(rng);
-  return Tensor::FromVector(v, dims);
-}
+using testing::RandomTensor;
 
-Result<Tensor> RunFast(Status (*kernel)(KernelContext&), const Node& node, int64_t opset, const Value& x,
-                       int threads) {
-  std::vector<Value> outputs(node.outputs.size());
-  ThreadPool pool(threads);
-  KernelContext ctx(node, opset, {&x}, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(kernel(ctx));
-  return outputs[0].tensor();
+Result<Tensor> RunFast(KernelFn kernel, const Node& node, int64_t opset, const Value& x, int threads) {
+  return testing::RunKernel(kernel, node, opset, {x}, threads);
 }
 
 struct PoolCase {

@@ -7,17 +7,14 @@
 #include <cstring>
 #include <random>
 
-#include "../ops/op_test_util.h"
+#include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
 
 namespace nee {
 namespace {
 
 std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
+  return testing::RandomFloats(static_cast<int64_t>(n), rng);
 }
 
 // C = alpha * op(A) op(B) + beta * C in double, the independent oracle.

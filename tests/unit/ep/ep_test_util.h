@@ -1,0 +1,37 @@
+// What the CPU provider's kernel tests share: random inputs and running one
+// optimized kernel directly with a pool of a given size.
+#pragma once
+#include <random>
+#include <vector>
+
+#include "../ops/op_test_util.h"
+
+namespace nee::testing {
+
+// n floats uniform in [-1, 1).
+inline std::vector<float> RandomFloats(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+inline Tensor RandomTensor(const std::vector<int64_t>& dims, std::mt19937& rng) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return Tensor::FromVector(RandomFloats(n, rng), dims);
+}
+
+// Runs `kernel` on `inputs` with a pool of `threads` threads; its first output.
+inline Result<Tensor> RunKernel(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,
+                                int threads) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(&v);
+  std::vector<Value> outputs(node.outputs.size());
+  ThreadPool pool(threads);
+  KernelContext ctx(node, opset, ptrs, &outputs, nullptr, &pool, nullptr);
+  NEE_RETURN_IF_ERROR(kernel(ctx));
+  return outputs[0].tensor();
+}
+
+}  // namespace nee::testing
