@@ -25,6 +25,7 @@
 #include <memory>
 #include <vector>
 
+#include "ep/cpu/conv_common.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
@@ -41,7 +42,7 @@ namespace {
 
 // Spatial dims are normalized to three (depth, height, width); a 1-D or 2-D
 // conv gets leading unit dims with kernel 1, stride 1 and no padding.
-constexpr int kDims = 3;
+constexpr int kDims = kSpatialDims;
 
 struct ConvShape {
   int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
@@ -476,18 +477,12 @@ void DepthwisePlane(const ConvShape& s, const ConvShape& p, const float* x, cons
 }  // namespace
 
 Status ConvFloat(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
-  const Tensor* b = nullptr;
-  if (ctx.has_input(2)) {
-    if (!ctx.input(2)->is_tensor()) return RunReference(ctx);
-    b = &ctx.input(2)->tensor();
-  }
+  ConvOperands in;
+  NEE_ASSIGN_OR_RETURN(bool usable, ReadConvOperands(ctx, &in));
   ConvShape s;
-  if (!PlanFastConv(ctx, *x, *w, b, s)) return RunReference(ctx);
-  std::vector<int64_t> out_dims{s.N, s.M};
-  for (int d = kDims - static_cast<int>(x->rank() - 2); d < kDims; ++d) out_dims.push_back(s.out[d]);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, out_dims));
+  if (!usable || !PlanFastConv(ctx, *in.x, *in.w, in.bias, s)) return RunReference(ctx);
+  const Tensor *x = in.x, *w = in.w, *b = in.bias;
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, ConvOutputDims(s, x->rank() - 2)));
   const float* xp = x->data<float>();
   const float* wp = w->data<float>();
   const float* bp = b ? b->data<float>() : nullptr;

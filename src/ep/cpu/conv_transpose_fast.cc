@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ep/cpu/conv_common.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
@@ -25,7 +26,7 @@ namespace nee::cpu {
 
 namespace {
 
-constexpr int kDims = 3;  // spatial dims normalized to (depth, height, width)
+constexpr int kDims = kSpatialDims;
 
 struct TransposeShape {
   int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
@@ -214,18 +215,12 @@ float* ColScratch(size_t n) {
 }  // namespace
 
 Status ConvTransposeFloat(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
-  const Tensor* b = nullptr;
-  if (ctx.has_input(2)) {
-    if (!ctx.input(2)->is_tensor()) return RunReference(ctx);
-    b = &ctx.input(2)->tensor();
-  }
+  ConvOperands in;
+  NEE_ASSIGN_OR_RETURN(bool usable, ReadConvOperands(ctx, &in));
   TransposeShape s;
-  if (!PlanFastTranspose(ctx, *x, *w, b, s)) return RunReference(ctx);
-  std::vector<int64_t> out_dims{s.N, s.M};
-  for (int d = kDims - static_cast<int>(x->rank() - 2); d < kDims; ++d) out_dims.push_back(s.out[d]);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, out_dims));
+  if (!usable || !PlanFastTranspose(ctx, *in.x, *in.w, in.bias, s)) return RunReference(ctx);
+  const Tensor *x = in.x, *w = in.w, *b = in.bias;
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, ConvOutputDims(s, x->rank() - 2)));
   const float* xp = x->data<float>();
   const float* wp = w->data<float>();
   const float* bp = b ? b->data<float>() : nullptr;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ep/cpu/conv_common.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
@@ -29,7 +30,7 @@ namespace nee::cpu {
 
 namespace {
 
-constexpr int kDims = 3;  // spatial dims normalized to (depth, height, width)
+constexpr int kDims = kSpatialDims;
 
 // The taps of one window along one dim: taps [lo, hi) read the input starting
 // at input coordinate first_x; taps [0, declared) lie in input + declared padding.
