@@ -121,8 +121,6 @@ bool PlanFastConv(const KernelContext& ctx, const Tensor& x, const Tensor& w, co
   return s.N > 0 && s.Cg > 0 && s.Mg > 0 && s.in_size > 0 && s.out_size > 0;
 }
 
-int NumThreads(const KernelContext& ctx) { return ctx.pool() ? ctx.pool()->num_threads() : 1; }
-
 // Scratch reused across calls on the same thread: an im2col row or a padded
 // depthwise plane (so bounded by the largest plane seen).
 float* ThreadScratch(size_t n) {

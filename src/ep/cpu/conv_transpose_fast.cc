@@ -225,7 +225,7 @@ Status ConvTransposeFloat(KernelContext& ctx) {
   const float* wp = w->data<float>();
   const float* bp = b ? b->data<float>() : nullptr;
   float* yp = out.data<float>();
-  const int threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
+  const int threads = NumThreads(ctx);
   const int64_t units = s.N * s.group;
   const size_t col_size = static_cast<size_t>(s.rows() * s.in_size);
   if (threads > 1 && units >= 2 * threads) {

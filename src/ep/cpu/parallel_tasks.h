@@ -14,9 +14,12 @@ namespace nee::cpu {
 // tasks instead of holding up the others with a fixed share. Which thread
 // runs a task never changes what it computes, so kernels whose tasks write
 // disjoint outputs stay bitwise deterministic.
+// The number of threads the context's pool runs (1 without a pool).
+inline int NumThreads(const KernelContext& ctx) { return ctx.pool() ? ctx.pool()->num_threads() : 1; }
+
 template <typename Fn>
 void ParallelTasks(const KernelContext& ctx, int64_t n, Fn&& fn) {
-  const int threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
+  const int threads = NumThreads(ctx);
   if (n <= 0) return;
   if (threads <= 1 || n == 1) {
     for (int64_t t = 0; t < n; ++t) fn(t);
