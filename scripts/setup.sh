@@ -21,5 +21,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-# Pinned: the conformance floor is measured against this onnx release.
-.venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt
+# Every package at the exact version in requirements-lock.txt (transitively): the
+# conformance floor is measured against these onnx/numpy/ml_dtypes releases, so
+# a new upstream release must not move the oracle under it.
+.venv/bin/pip install -q --disable-pip-version-check -r requirements-dev.txt -c requirements-lock.txt

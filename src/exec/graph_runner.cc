@@ -159,6 +159,7 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     ArenaAllocator allocator(memory, arena, pn, env.memory);
     BodyInvoker bodies(*this, frame, env);
     KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, env.pool, &bodies);
+    ctx.SetPrepared(pn.prepared.get(), &pn.constant_inputs);
     Status st = pn.kernel(ctx);
     if (!st.ok()) return st;
     for (size_t k = 0; k < pn.outputs.size(); ++k) {

@@ -4,8 +4,11 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #include "base/status.h"
@@ -59,6 +62,51 @@ class SubgraphRunner {
   virtual Result<std::vector<Value>> Run(const Graph& body, const std::vector<Value>& inputs) = 0;
 };
 
+// What a kernel computes once and reuses on every later run of the same node
+// in the same session: parsed attributes, geometry for one input-shape
+// signature, constant weights packed into the layout a fast kernel reads
+// (TFLite's Prepare, ncnn's create_pipeline). One cache per planned node,
+// owned by the execution plan; entries are built on first use under a lock and
+// then shared read-only by concurrent runs. The key is exact (the values that
+// determine the state, e.g. input dims), never a hash, so two signatures can
+// never share an entry.
+class PreparedCache {
+ public:
+  using Key = std::vector<int64_t>;
+
+  // The state of type T stored under `key`, built by `build()` (returning
+  // Result<std::shared_ptr<const T>>) the first time. A failed build is not
+  // cached: the error is returned and the next call tries again.
+  template <typename T, typename Build>
+  Result<std::shared_ptr<const T>> GetOrBuild(const Key& key, Build&& build) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Entry& e : entries_)
+      if (e.type == std::type_index(typeid(T)) && e.key == key) return std::static_pointer_cast<const T>(e.state);
+    Result<std::shared_ptr<const T>> built = build();
+    if (!built.ok()) return built.status();
+    // Bounded like the session's per-shape plans: a model fed ever-new shapes
+    // drops its oldest states (runs still holding one keep it alive).
+    if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
+    entries_.push_back({std::type_index(typeid(T)), key, built.value()});
+    return built;
+  }
+
+  size_t size() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return entries_.size();
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 16;
+  struct Entry {
+    std::type_index type;
+    Key key;
+    std::shared_ptr<const void> state;
+  };
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
 class KernelContext {
  public:
   // Implemented by exec/: where outputs are placed (planned arena or heap).
@@ -97,6 +145,19 @@ class KernelContext {
   void ParallelFor(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn) const;
   SubgraphRunner* subgraphs() const { return subgraphs_; }
 
+  // Set by the run loop: the node's prepared-state cache, and which inputs
+  // are session constants (initializers that no caller can override), whose
+  // bytes are the same on every run. Without them (a kernel run on its own,
+  // constant folding) prepared() is null and no input counts as constant.
+  void SetPrepared(PreparedCache* cache, const std::vector<bool>* constant_inputs) {
+    prepared_ = cache;
+    constant_inputs_ = constant_inputs;
+  }
+  PreparedCache* prepared() const { return prepared_; }
+  bool input_is_constant(size_t i) const {
+    return constant_inputs_ && i < constant_inputs_->size() && (*constant_inputs_)[i];
+  }
+
   Status Error(const std::string& message) const;
   Status InputError(size_t index, const std::string& message) const;
 
@@ -108,6 +169,8 @@ class KernelContext {
   OutputAllocator* allocator_;
   ThreadPool* pool_;
   SubgraphRunner* subgraphs_;
+  PreparedCache* prepared_ = nullptr;
+  const std::vector<bool>* constant_inputs_ = nullptr;
 };
 
 using KernelFn = Status (*)(KernelContext&);

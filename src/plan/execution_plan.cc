@@ -26,6 +26,11 @@ Result<ExecutionPlan> BuildExecutionPlan(const Graph& graph, const CheckedGraph&
   for (const std::string& name : checked.captured)
     if (!plan.slot_of.count(name)) plan.captured_slots.emplace_back(SlotFor(plan, name), name);
 
+  // Initializers a caller cannot override: not also declared as graph inputs.
+  std::vector<bool> is_constant_slot(plan.num_slots(), false);
+  for (const auto& entry : plan.constant_slots) is_constant_slot[entry.first] = true;
+  for (int s : plan.input_slots) is_constant_slot[s] = false;
+
   std::vector<std::vector<int>> implicit_slots;
   for (size_t idx : checked.order) {
     const Node& node = graph.nodes[idx];
@@ -36,7 +41,12 @@ Result<ExecutionPlan> BuildExecutionPlan(const Graph& graph, const CheckedGraph&
     auto kernel = provider.SelectKernel(*pn.schema, node);
     if (!kernel.ok()) return kernel.status();
     pn.kernel = kernel.value();
-    for (const std::string& in : node.inputs) pn.inputs.push_back(in.empty() ? -1 : SlotFor(plan, in));
+    for (const std::string& in : node.inputs) {
+      int slot = in.empty() ? -1 : SlotFor(plan, in);
+      pn.inputs.push_back(slot);
+      pn.constant_inputs.push_back(slot >= 0 && slot < static_cast<int>(is_constant_slot.size()) &&
+                                   is_constant_slot[slot]);
+    }
     for (const std::string& out : node.outputs) pn.outputs.push_back(out.empty() ? -1 : SlotFor(plan, out));
     std::vector<int> implicit;
     for (const std::string& name : checked.implicit_inputs[idx]) implicit.push_back(SlotFor(plan, name));

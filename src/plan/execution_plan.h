@@ -2,6 +2,7 @@
 // an integer slot, every node its kernel (chosen by the execution provider),
 // input/output slots and the slots that die after it.
 #pragma once
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +21,11 @@ struct PlannedNode {
   std::vector<int> outputs;  // slot per output, -1 when omitted
   std::vector<int> release_after;  // slots whose last reader is this node
   bool has_subgraphs = false;
+  // Per input: whether it is a session constant (an initializer that is not
+  // also a graph input), so kernels may prepare from its bytes once.
+  std::vector<bool> constant_inputs;
+  // What the node's kernel prepared once for this session (see PreparedCache).
+  std::shared_ptr<PreparedCache> prepared = std::make_shared<PreparedCache>();
 };
 
 struct ExecutionPlan {
