@@ -62,16 +62,27 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   }
   work_cv_.notify_all();
   RunChunks(job);
-  {
-    // Every chunk is claimed; wait for the ones still running, and for every
-    // worker to leave the job before it goes out of scope.
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] {
-      return job.chunks_done.load(std::memory_order_acquire) == chunks && workers_in_job_ == 0;
-    });
-    job_ = nullptr;
-  }
+  WaitForJob(job);
   busy_.unlock();
+}
+
+void ThreadPool::WaitForJob(const Job& job) {
+  // Every chunk is claimed; wait for the ones still running, and for every
+  // worker to leave the job before it goes out of scope.
+  auto finished = [&] {
+    return job.chunks_done.load(std::memory_order_acquire) == job.chunks &&
+           workers_in_job_.load(std::memory_order_acquire) == 0;
+  };
+  for (int i = 0; i < kSpinIterations && !finished(); ++i) NEE_CPU_RELAX();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!finished()) {
+    caller_sleeping_ = true;
+    done_cv_.wait(lock, finished);
+    caller_sleeping_ = false;
+  }
+  // Under mu_, so no worker can still be between reading job_ and raising
+  // workers_in_job_.
+  job_ = nullptr;
 }
 
 bool ThreadPool::WaitForWork(uint64_t seen) {
@@ -98,11 +109,13 @@ void ThreadPool::WorkerLoop() {
       ++workers_in_job_;
     }
     RunChunks(*job);
+    bool wake_caller;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      --workers_in_job_;
+      workers_in_job_.fetch_sub(1, std::memory_order_acq_rel);
+      wake_caller = caller_sleeping_;
     }
-    done_cv_.notify_all();
+    if (wake_caller) done_cv_.notify_all();
   }
 }
 

@@ -52,6 +52,10 @@ class ThreadPool {
   // Waits for a generation other than `seen` (spinning briefly first, since a
   // kernel's next loop usually follows within microseconds); false on stop.
   bool WaitForWork(uint64_t seen);
+  // The caller's wait for the last chunks of its job: polls briefly (the
+  // remaining chunks usually finish within microseconds, and a sleep/wake
+  // round trip through the kernel costs tens), then sleeps.
+  void WaitForJob(const Job& job);
 
   std::vector<std::thread> workers_;
   std::mutex busy_;  // held by the caller of an in-flight ParallelFor
@@ -59,7 +63,10 @@ class ThreadPool {
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
   Job* job_ = nullptr;             // guarded by mu_
-  int workers_in_job_ = 0;         // guarded by mu_: workers that may still touch job_
+  // Workers that may still touch job_: raised under mu_, lowered without it
+  // so the caller can poll it while spinning.
+  std::atomic<int> workers_in_job_{0};
+  bool caller_sleeping_ = false;   // guarded by mu_: the caller waits on done_cv_
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;              // guarded by mu_
 };

@@ -72,26 +72,27 @@ class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
   ArenaAllocator(const MemoryPlan* memory, uint8_t* arena, const PlannedNode& node,
                  const std::shared_ptr<MemoryBudget>& budget)
       : memory_(memory), arena_(arena), node_(node), budget_(budget) {}
-  Result<Tensor> Allocate(size_t i, DataType type, std::vector<int64_t> dims) override {
+  Result<Tensor> Allocate(size_t i, DataType type, std::vector<int64_t> dims, bool zero_fill) override {
     if (memory_ && arena_ && i < node_.outputs.size()) {
       int slot = node_.outputs[i];
       if (slot >= 0 && memory_->offset[slot] >= 0 && memory_->type[slot] == type && memory_->dims[slot] == dims) {
         Tensor t = Tensor::View(type, std::move(dims), arena_ + memory_->offset[slot], nullptr);
-        std::memset(t.raw_data(), 0, t.byte_size());
+        if (zero_fill) std::memset(t.raw_data(), 0, t.byte_size());
         return t;
       }
     }
-    if (!budget_) return Tensor::Allocate(type, std::move(dims));
-    return AllocateCounted(type, std::move(dims));
+    if (!budget_) return zero_fill ? Tensor::Allocate(type, std::move(dims))
+                                   : Tensor::AllocateUninitialized(type, std::move(dims));
+    return AllocateCounted(type, std::move(dims), zero_fill);
   }
 
  private:
   // A heap tensor whose bytes stay reserved in the budget until it is freed.
-  Result<Tensor> AllocateCounted(DataType type, std::vector<int64_t> dims) {
+  Result<Tensor> AllocateCounted(DataType type, std::vector<int64_t> dims, bool zero_fill) {
     NEE_ASSIGN_OR_RETURN(int64_t count, CheckedElementCount(dims));
     auto bytes = static_cast<int64_t>(StorageBytes(type, count));
     NEE_RETURN_IF_ERROR(budget_->Reserve(bytes));
-    Result<Tensor> heap = Tensor::Allocate(type, dims);
+    Result<Tensor> heap = zero_fill ? Tensor::Allocate(type, dims) : Tensor::AllocateUninitialized(type, dims);
     if (!heap.ok()) {
       budget_->Release(bytes);
       return heap.status();

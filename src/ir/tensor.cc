@@ -33,6 +33,12 @@ struct StringArray {
 }  // namespace
 
 Result<Tensor> Tensor::Allocate(DataType type, std::vector<int64_t> dims) {
+  NEE_ASSIGN_OR_RETURN(Tensor t, AllocateUninitialized(type, std::move(dims)));
+  if (t.dtype() != DataType::kString) std::memset(t.raw_data(), 0, t.byte_size());
+  return t;
+}
+
+Result<Tensor> Tensor::AllocateUninitialized(DataType type, std::vector<int64_t> dims) {
   if (!IsValidDataType(static_cast<int32_t>(type)))
     return InvalidArgument("cannot allocate a tensor of undefined element type");
   NEE_ASSIGN_OR_RETURN(int64_t count, CheckedElementCount(dims));
@@ -55,7 +61,6 @@ Result<Tensor> Tensor::Allocate(DataType type, std::vector<int64_t> dims) {
   // 64-byte alignment keeps SIMD kernels on their fast path.
   void* p = ::operator new(bytes > 0 ? bytes : 1, std::align_val_t(64), std::nothrow);
   if (!p) return OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes for tensor " + DimsToString(t.dims_));
-  std::memset(p, 0, bytes);
   t.owner_ = std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t(64)); });
   t.data_ = p;
   return t;

@@ -29,6 +29,9 @@ class Tensor {
   // Zero-filled heap tensor (strings are empty). Fails on negative dims,
   // overflow, or a size beyond kMaxTensorBytes.
   static Result<Tensor> Allocate(DataType type, std::vector<int64_t> dims);
+  // Like Allocate, but the bytes of a non-string tensor are left as they are:
+  // for a producer that writes every element anyway (saves a pass over memory).
+  static Result<Tensor> AllocateUninitialized(DataType type, std::vector<int64_t> dims);
   // A tensor over existing bytes; `owner` keeps them alive (may be null for
   // memory the caller guarantees outlives the tensor, e.g. a session arena).
   static Tensor View(DataType type, std::vector<int64_t> dims, void* data,

@@ -19,9 +19,18 @@ Result<const Tensor*> KernelContext::InputTensor(size_t i) const {
 }
 
 Result<Tensor> KernelContext::AllocateOutput(size_t i, DataType type, std::vector<int64_t> dims) {
+  return AllocateOutputImpl(i, type, std::move(dims), /*zero_fill=*/true);
+}
+
+Result<Tensor> KernelContext::AllocateOutputForOverwrite(size_t i, DataType type, std::vector<int64_t> dims) {
+  return AllocateOutputImpl(i, type, std::move(dims), /*zero_fill=*/type == DataType::kString);
+}
+
+Result<Tensor> KernelContext::AllocateOutputImpl(size_t i, DataType type, std::vector<int64_t> dims, bool zero_fill) {
   if (i >= outputs_->size()) return Error("output index " + std::to_string(i) + " out of range");
-  Result<Tensor> t = allocator_ ? allocator_->Allocate(i, type, std::move(dims))
-                                : Tensor::Allocate(type, std::move(dims));
+  Result<Tensor> t = allocator_ ? allocator_->Allocate(i, type, std::move(dims), zero_fill)
+                   : zero_fill  ? Tensor::Allocate(type, std::move(dims))
+                                : Tensor::AllocateUninitialized(type, std::move(dims));
   if (!t.ok()) return t.status().WithContext(node_.Describe() + ": output " + std::to_string(i) + ": ");
   (*outputs_)[i] = Value(t.value());
   return t;

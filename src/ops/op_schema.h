@@ -113,7 +113,10 @@ class KernelContext {
   class OutputAllocator {
    public:
     virtual ~OutputAllocator() = default;
-    virtual Result<Tensor> Allocate(size_t output_index, DataType type, std::vector<int64_t> dims) = 0;
+    // `zero_fill`: whether the bytes must start as zeros (false when the
+    // kernel writes every element).
+    virtual Result<Tensor> Allocate(size_t output_index, DataType type, std::vector<int64_t> dims,
+                                    bool zero_fill) = 0;
   };
 
   KernelContext(const Node& node, int64_t opset, std::vector<const Value*> inputs,
@@ -137,6 +140,9 @@ class KernelContext {
   // Allocates output i with the given type and dims and stores it. The
   // returned tensor shares bytes with the stored output.
   Result<Tensor> AllocateOutput(size_t i, DataType type, std::vector<int64_t> dims);
+  // Like AllocateOutput, for a kernel that writes every element of the output:
+  // the bytes are not zero-filled first (for strings this is AllocateOutput).
+  Result<Tensor> AllocateOutputForOverwrite(size_t i, DataType type, std::vector<int64_t> dims);
   // Stores a non-tensor (or pre-made tensor) output value.
   Status SetOutput(size_t i, Value value);
 
@@ -162,6 +168,8 @@ class KernelContext {
   Status InputError(size_t index, const std::string& message) const;
 
  private:
+  Result<Tensor> AllocateOutputImpl(size_t i, DataType type, std::vector<int64_t> dims, bool zero_fill);
+
   const Node& node_;
   int64_t opset_;
   std::vector<const Value*> inputs_;
