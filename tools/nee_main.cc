@@ -26,7 +26,7 @@ const char kUsage[] =
     "usage:\n"
     "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
     "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
-    "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE]\n"
+    "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE] [--profile PREFIX]\n"
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
@@ -34,7 +34,9 @@ const char kUsage[] =
     "(symbolic dims are 1 unless set with --dim). Outputs are written as output_<i>.<ext>.\n"
     "--expect compares an output with a reference file and prints how many elements agree.\n"
     "--timeout stops the run (exit status 3) once it has taken SECONDS; --memory-limit caps the bytes of\n"
-    "tensors the run holds at once (SIZE like 512M or 2G; default: the machine's physical memory).\n";
+    "tensors the run holds at once (SIZE like 512M or 2G; default: the machine's physical memory).\n"
+    "--profile times every node: prints the time per op type and writes a Chrome trace to\n"
+    "PREFIX_<date>_<time>.json (open it in chrome://tracing or Perfetto).\n";
 
 struct UsageError {
   std::string message;
@@ -52,7 +54,7 @@ struct Args {
   std::string command, model;
   std::vector<std::pair<std::string, std::string>> inputs, expects;
   std::map<std::string, int64_t> dims;
-  std::string inputs_dir, output_dir, output_format = "npy";
+  std::string inputs_dir, output_dir, output_format = "npy", profile_prefix;
   bool random = false, plan = false;
   int threads = 0;
   int opt_level = -1;  // not given: run optimizes fully (99), inspect shows the model as written (0)
@@ -125,6 +127,7 @@ Args Parse(int argc, char** argv) {
       if (a.output_format != "npy" && a.output_format != "pb") throw UsageError{"--output-format must be npy or pb"};
     } else if (arg == "--random") a.random = true;
     else if (arg == "--plan") a.plan = true;
+    else if (arg == "--profile") a.profile_prefix = next();
     else if (arg == "--timeout") a.timeout_ms = ParseSeconds(next());
     else if (arg == "--memory-limit") a.memory_limit = ParseSize(next());
     else if (arg == "--threads" || arg == "--opt-level") {
@@ -321,6 +324,7 @@ int Run(const Args& a) {
   neeapi::SessionOptions options;
   options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level < 0 ? 99 : a.opt_level);
   options.SetRunTimeoutMs(a.timeout_ms).SetRunMemoryLimit(a.memory_limit);
+  if (!a.profile_prefix.empty()) options.SetProfiling(a.profile_prefix);
   neeapi::Session session(a.model, options);
   Feed feed = GatherInputs(a, session);
   auto start = std::chrono::steady_clock::now();
@@ -329,6 +333,10 @@ int Run(const Args& a) {
   auto infos = session.Outputs();
   if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
   std::printf("ran %s in %.3f ms\n", a.model.c_str(), ms);
+  if (!a.profile_prefix.empty()) {
+    std::printf("time per op type:\n%s", session.ProfileSummary().c_str());
+    std::printf("profile written to %s\n", session.EndProfiling().c_str());
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::string preview = Preview(outputs[i].get());
     std::printf("  output %zu '%s': %s%s%s\n", i, infos[i].name.c_str(), neeapi::Describe(outputs[i].get()).c_str(),

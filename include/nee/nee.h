@@ -149,6 +149,12 @@ NEE_API void nee_session_options_set_run_timeout_ms(nee_session_options_t* optio
  * with NEE_STATUS_OUT_OF_MEMORY. -1 (default): the machine's physical memory;
  * 0: unlimited. */
 NEE_API void nee_session_options_set_run_memory_limit(nee_session_options_t* options, int64_t bytes);
+// Nonzero: run every node with its op's reference kernel instead of an optimized
+// one (a slower configuration for checking the optimized kernels against).
+NEE_API void nee_session_options_set_reference_kernels_only(nee_session_options_t* options, int32_t enabled);
+/* Profiling: time every node of every run. `file_prefix` non-NULL turns it on
+ * (the trace goes to "<file_prefix>_<date>_<time>.json"), NULL turns it off. */
+NEE_API nee_status_t nee_session_options_set_profiling(nee_session_options_t* options, const char* file_prefix);
 NEE_API void nee_session_options_release(nee_session_options_t* options);
 
 /* ---- Sessions ------------------------------------------------------------ */
@@ -185,6 +191,15 @@ NEE_API nee_status_t nee_session_value_info(const nee_session_t* session, int is
  * symbolic/unknown, in which case *out_symbol is its name ("" if unnamed). */
 NEE_API nee_status_t nee_session_value_dim(const nee_session_t* session, int is_output, size_t index, size_t axis,
                                            int64_t* out_size, const char** out_symbol);
+
+/* Profiling (see nee_session_options_set_profiling). end_profiling writes the
+ * Chrome trace of the runs so far, stops profiling, and fills the trace's path
+ * (every later call fills the same path; "" when profiling was never on).
+ * profile_summary fills a table of the time per op type. */
+NEE_API nee_status_t nee_session_end_profiling(nee_session_t* session, char* buffer, size_t capacity,
+                                               size_t* out_length);
+NEE_API nee_status_t nee_session_profile_summary(const nee_session_t* session, char* buffer, size_t capacity,
+                                                 size_t* out_length);
 
 /* Model metadata by key: "producer_name", "producer_version", "domain",
  * "doc_string", "graph_name", "graph_doc_string", "model_version", "ir_version",

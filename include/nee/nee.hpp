@@ -62,6 +62,14 @@ class SessionOptions {
   SessionOptions& SetOptimizationLevel(int l) { nee_session_options_set_optimization_level(options_, l); return *this; }
   SessionOptions& SetRunTimeoutMs(int64_t ms) { nee_session_options_set_run_timeout_ms(options_, ms); return *this; }
   SessionOptions& SetRunMemoryLimit(int64_t bytes) { nee_session_options_set_run_memory_limit(options_, bytes); return *this; }
+  SessionOptions& SetProfiling(const std::string& file_prefix) {
+    Check(nee_session_options_set_profiling(options_, file_prefix.c_str()));
+    return *this;
+  }
+  SessionOptions& SetReferenceKernelsOnly(bool on) {
+    nee_session_options_set_reference_kernels_only(options_, on ? 1 : 0);
+    return *this;
+  }
   const nee_session_options_t* get() const { return options_; }
 
  private:
@@ -109,6 +117,25 @@ class Session {
     Check(nee_session_metadata(session_, key.c_str(), nullptr, 0, &n));
     std::string s(n + 1, '\0');
     Check(nee_session_metadata(session_, key.c_str(), s.data(), s.size(), &n));
+    s.resize(n);
+    return s;
+  }
+
+  // Writes the profile of the runs so far; returns its path ("" when not profiling).
+  std::string EndProfiling() {
+    size_t n = 0;
+    Check(nee_session_end_profiling(session_, nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    Check(nee_session_end_profiling(session_, s.data(), s.size(), &n));
+    s.resize(n);
+    return s;
+  }
+  // Time per op type of the profiled runs so far.
+  std::string ProfileSummary() const {
+    size_t n = 0;
+    Check(nee_session_profile_summary(session_, nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    Check(nee_session_profile_summary(session_, s.data(), s.size(), &n));
     s.resize(n);
     return s;
   }

@@ -80,6 +80,9 @@ class SessionOptions:
         # most bytes of tensors one run may hold (-1: physical memory, 0: no limit).
         self.run_timeout_ms: int = 0
         self.run_memory_limit_bytes: int = -1
+        # nee extension: run every node with its reference kernel (the oracle
+        # configuration the test suite checks the optimized kernels against).
+        self.reference_kernels_only: bool = False
 
 
 class RunOptions:
@@ -272,7 +275,8 @@ class InferenceSession:
         self._session = _nee.Session.create(model, int(options.intra_op_num_threads),
                                             int(options.graph_optimization_level),
                                             int(getattr(options, "run_timeout_ms", 0)),
-                                            int(getattr(options, "run_memory_limit_bytes", -1)))
+                                            int(getattr(options, "run_memory_limit_bytes", -1)),
+                                            bool(getattr(options, "reference_kernels_only", False)))
         self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
         self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
         self._input_types = {a.name: a.type for a in self._inputs}

@@ -210,13 +210,14 @@ struct Session {
   ~Session() { nee_session_release(handle); }
 
   static Session* Create(nb::object model, int threads, int opt_level, int64_t run_timeout_ms,
-                         int64_t run_memory_limit) {
+                         int64_t run_memory_limit, bool reference_kernels_only) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
     nee_session_options_set_intra_op_threads(options, threads);
     nee_session_options_set_optimization_level(options, opt_level);
     nee_session_options_set_run_timeout_ms(options, run_timeout_ms);
     nee_session_options_set_run_memory_limit(options, run_memory_limit);
+    nee_session_options_set_reference_kernels_only(options, reference_kernels_only ? 1 : 0);
     auto* s = new Session();
     nee_status_t st;
     if (nb::isinstance<nb::bytes>(model)) {

@@ -2,6 +2,7 @@
 // turns every failure into a nee_status_t. No logic lives here.
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <new>
 
 #include "exec/session.h"
@@ -29,6 +30,8 @@ struct nee_session_impl {
   std::vector<std::string> input_types, output_types;
   std::vector<std::pair<std::string, size_t>> op_histogram;
   nee_model_stats_t stats{};
+  std::mutex profile_mu;
+  std::string profile_path;  // the trace nee_session_end_profiling wrote
 };
 
 namespace {
@@ -333,6 +336,17 @@ void nee_session_options_set_run_timeout_ms(nee_session_options_t* options, int6
 void nee_session_options_set_run_memory_limit(nee_session_options_t* options, int64_t bytes) {
   if (options) options->options.run_memory_limit_bytes = bytes < 0 ? -1 : bytes;
 }
+void nee_session_options_set_reference_kernels_only(nee_session_options_t* options, int32_t enabled) {
+  if (options) options->options.reference_kernels_only = enabled != 0;
+}
+nee_status_t nee_session_options_set_profiling(nee_session_options_t* options, const char* file_prefix) {
+  if (!options) return NullArg("options");
+  return Guard([&]() -> nee_status_t {
+    options->options.enable_profiling = file_prefix != nullptr;
+    if (file_prefix) options->options.profile_file_prefix = file_prefix;
+    return nullptr;
+  });
+}
 void nee_session_options_release(nee_session_options_t* options) { delete options; }
 
 // Walks the graph and its subgraphs for nee_session_model_stats and the op histogram.
@@ -425,6 +439,27 @@ nee_status_t nee_session_value_dim(const nee_session_t* session, int is_output, 
   *out_size = d.value;
   *out_symbol = d.symbol.c_str();
   return nullptr;
+}
+
+nee_status_t nee_session_end_profiling(nee_session_t* session, char* buffer, size_t capacity, size_t* out_length) {
+  if (!session) return NullArg("session");
+  return Guard([&]() -> nee_status_t {
+    std::lock_guard<std::mutex> lock(session->profile_mu);
+    nee::Result<std::string> path = session->session->EndProfiling();
+    if (!path.ok()) return MakeStatus(path.status());
+    if (!path->empty()) session->profile_path = *path;
+    FillString(session->profile_path, buffer, capacity, out_length);
+    return nullptr;
+  });
+}
+
+nee_status_t nee_session_profile_summary(const nee_session_t* session, char* buffer, size_t capacity,
+                                         size_t* out_length) {
+  if (!session) return NullArg("session");
+  return Guard([&]() -> nee_status_t {
+    FillString(session->session->ProfileSummary(), buffer, capacity, out_length);
+    return nullptr;
+  });
 }
 
 nee_status_t nee_session_metadata(const nee_session_t* session, const char* key, char* buffer, size_t capacity,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ep/cpu/cpu_provider.h"
+#include "exec/profiler.h"
 
 namespace nee {
 
@@ -15,9 +16,10 @@ const Value* Frame::Find(const std::string& name) const {
 }
 
 Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, CheckedGraph checked,
-                                                        const OpsetMap& opsets, const TypeScope* outer, int depth) {
+                                                        const OpsetMap& opsets, const TypeScope* outer, int depth,
+                                                        const CpuProvider& provider) {
   std::unique_ptr<GraphRunner> runner(new GraphRunner(graph, std::move(checked)));
-  NEE_ASSIGN_OR_RETURN(runner->plan_, BuildExecutionPlan(graph, runner->checked_, CpuProvider::Default()));
+  NEE_ASSIGN_OR_RETURN(runner->plan_, BuildExecutionPlan(graph, runner->checked_, provider));
   TypeScope scope{outer, &runner->checked_.types, &runner->checked_.constants};
   for (const Node& node : graph.nodes) {
     for (const Graph* body : BodiesOf(node)) {
@@ -29,7 +31,7 @@ Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, Chec
         continue;
       }
       NEE_ASSIGN_OR_RETURN(auto body_runner,
-                           Build(*body, std::move(body_checked).value(), opsets, &scope, depth + 1));
+                           Build(*body, std::move(body_checked).value(), opsets, &scope, depth + 1, provider));
       runner->bodies_.emplace(body, std::move(body_runner));
     }
   }
@@ -161,7 +163,11 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     BodyInvoker bodies(*this, frame, env);
     KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, env.pool, &bodies);
     ctx.SetPrepared(pn.prepared.get(), &pn.constant_inputs);
+    const int64_t start_us = env.profiler ? env.profiler->NowUs() : 0;
     Status st = pn.kernel(ctx);
+    if (env.profiler)
+      env.profiler->Record(*pn.node, pn.kernel == pn.schema->kernel ? "reference" : "optimized", start_us,
+                           env.profiler->NowUs() - start_us);
     if (!st.ok()) return st;
     for (size_t k = 0; k < pn.outputs.size(); ++k) {
       int s = pn.outputs[k];

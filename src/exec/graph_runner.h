@@ -25,7 +25,8 @@ class GraphRunner {
  public:
   // `checked` is the graph's checked form (types under its declared inputs).
   static Result<std::unique_ptr<GraphRunner>> Build(const Graph& graph, CheckedGraph checked,
-                                                    const OpsetMap& opsets, const TypeScope* outer, int depth);
+                                                    const OpsetMap& opsets, const TypeScope* outer, int depth,
+                                                    const CpuProvider& provider);
 
   // Runs with one value per graph input (empty Value: use the initializer
   // default). `memory`/`arena` may be null (then every tensor is heap-allocated).

@@ -66,6 +66,7 @@ struct RunEnv {
   ThreadPool* pool = nullptr;
   const RunControl* control = nullptr;  // null: never stopped early
   std::shared_ptr<MemoryBudget> memory;  // null: not counted
+  class Profiler* profiler = nullptr;     // null: nodes are not timed
 };
 
 // The default per-run memory limit: the machine's physical memory (a run that

@@ -1,9 +1,11 @@
 #include "exec/session.h"
 
 #include <algorithm>
+#include <ctime>
 #include <thread>
 
 #include "exec/graph_runner.h"
+#include "exec/profiler.h"
 #include "format/onnx_reader.h"
 #include "ir/inline_functions.h"
 #include "opt/pass_manager.h"
@@ -67,10 +69,16 @@ Result<std::unique_ptr<Session>> Session::Create(Model model, const SessionOptio
   int threads = options.intra_op_num_threads;
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
   s->pool_ = std::make_unique<ThreadPool>(threads);
+  if (options.enable_profiling) {
+    s->profiler_ = std::make_unique<Profiler>();
+    s->profiling_.store(true);
+  }
   s->memory_limit_ = options.run_memory_limit_bytes < 0 ? DefaultRunMemoryLimit() : options.run_memory_limit_bytes;
 
   OpsetMap opsets = OpsetsOf(s->model_->opset_imports);
-  NEE_ASSIGN_OR_RETURN(s->main_, GraphRunner::Build(s->model_->graph, s->checked_, opsets, nullptr, 0));
+  NEE_ASSIGN_OR_RETURN(s->main_, GraphRunner::Build(s->model_->graph, s->checked_, opsets, nullptr, 0,
+                                                    options.reference_kernels_only ? CpuProvider::ReferenceOnly()
+                                                                                   : CpuProvider::Default()));
 
   const Graph& g = s->model_->graph;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
@@ -215,6 +223,7 @@ Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
   int64_t timeout_ms = run_options && run_options->timeout_ms > 0 ? run_options->timeout_ms : options_.run_timeout_ms;
   RunControl control(run_options ? run_options->terminate_flag() : nullptr, timeout_ms);
   RunEnv env{pool_.get(), &control, std::make_shared<MemoryBudget>(memory_limit_)};
+  if (profiling_.load(std::memory_order_relaxed)) env.profiler = profiler_.get();
   auto arena_bytes = static_cast<int64_t>(plan->memory.arena_bytes);
   if (Status fits = env.memory->Reserve(arena_bytes); !fits.ok())
     return fits.WithContext("the memory plan's arena for these input shapes: ");
@@ -252,5 +261,20 @@ Result<PlanReport> Session::ReportPlan(const std::vector<TypeInfo>& input_types)
   r.planned_bytes = plan->memory.planned_bytes;
   return r;
 }
+
+Result<std::string> Session::EndProfiling() {
+  if (!profiling_.exchange(false)) return std::string();
+  // ONNX Runtime's naming: prefix, then the date and time the trace was written.
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%d_%H-%M-%S", &local);
+  std::string path = options_.profile_file_prefix + "_" + stamp + ".json";
+  NEE_RETURN_IF_ERROR(profiler_->WriteTrace(path));
+  return path;
+}
+
+std::string Session::ProfileSummary() const { return profiler_ ? profiler_->Summary() : std::string(); }
 
 }  // namespace nee

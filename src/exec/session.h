@@ -1,6 +1,7 @@
 // A session: a model loaded, checked, optimized and planned once, then run
 // many times — concurrently from several threads if the caller wants.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -26,6 +27,13 @@ struct SessionOptions {
   // Most bytes of tensors one run may hold at once (its arena plus heap
   // outputs); -1: the machine's physical memory, 0: unlimited.
   int64_t run_memory_limit_bytes = -1;
+  // Run every node with its op's reference kernel, never an optimized one
+  // (the oracle configuration of the tests; slower).
+  bool reference_kernels_only = false;
+  // Time every node of every run (Profiler); EndProfiling writes the trace to
+  // `<profile_file_prefix>_<date>_<time>.json`.
+  bool enable_profiling = false;
+  std::string profile_file_prefix = "nee_profile";
 };
 
 struct NamedValue {
@@ -43,6 +51,7 @@ struct PlanReport {
 };
 
 class GraphRunner;
+class Profiler;
 
 class Session {
  public:
@@ -64,6 +73,13 @@ class Session {
   // The memory plan for the given concrete input types (as --plan reports it).
   Result<PlanReport> ReportPlan(const std::vector<TypeInfo>& input_types) const;
 
+  // With SessionOptions::enable_profiling: writes the trace of the runs so far
+  // and returns its path; profiling stops (ONNX Runtime's end_profiling).
+  // Without it (or after it): an empty path.
+  Result<std::string> EndProfiling();
+  // Per-op-type totals of the profiled runs so far ("" when not profiling).
+  std::string ProfileSummary() const;
+
  private:
   Session() = default;
   struct ShapePlan;
@@ -78,6 +94,10 @@ class Session {
   std::unique_ptr<GraphRunner> main_;
   std::vector<ValueInfo> feedable_inputs_;
   std::vector<int> feedable_to_graph_input_;
+  // Made at creation when profiling; kept to the end (a run may still be
+  // recording into it while EndProfiling writes), switched off by EndProfiling.
+  std::unique_ptr<Profiler> profiler_;
+  std::atomic<bool> profiling_{false};
 
   mutable std::mutex plans_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<ShapePlan>> plans_;

@@ -14,6 +14,11 @@ as that case's failure and the run goes on.
   run_conformance.py --filter 'test_conv' # a subset (regex on the case name)
   run_conformance.py --report docs/conformance.md --check-floor tests/conformance/conformance_floor.txt
   run_conformance.py --report docs/conformance.md --update-floor tests/conformance/conformance_floor.txt
+  run_conformance.py --config reference --config no-opt --check-floor ...  # other session configurations
+
+Every configuration (see CONFIGS) must meet the same floor: the optimizer and the
+optimized kernels may never pass a case the reference path fails, or the other
+way round without anyone noticing. The report describes the first configuration.
 """
 from __future__ import annotations
 
@@ -96,12 +101,30 @@ def as_value(v):
     return v
 
 
-def run_case(case):
+# Session configurations the suite can run under: name -> SessionOptions attributes.
+CONFIGS = {
+    "default": {},
+    "no-opt": {"graph_optimization_level": 0},
+    "reference": {"reference_kernels_only": True},
+    "one-thread": {"intra_op_num_threads": 1},
+}
+
+
+def session_options(config):
+    import nee
+
+    options = nee.SessionOptions()
+    for attr, value in CONFIGS[config].items():
+        setattr(options, attr, value)
+    return options
+
+
+def run_case(case, config="default"):
     import numpy as np  # noqa: F401
     import nee
 
     model_bytes = case.model.SerializeToString()
-    sess = nee.InferenceSession(model_bytes)
+    sess = nee.InferenceSession(model_bytes, session_options(config))
     input_names = [i.name for i in case.model.graph.input]
     init_names = {i.name for i in case.model.graph.initializer}
     feedable = [n for n in input_names if n not in init_names]
@@ -123,14 +146,14 @@ def short_reason(exc):
     return text[:300]
 
 
-def worker(names):
+def worker(names, config):
     cases = load_cases()
     out = sys.stdout
     for name in names:
         out.write(json.dumps({"begin": name}) + "\n")
         out.flush()
         try:
-            run_case(cases[name])
+            run_case(cases[name], config)
             result = {"name": name, "ok": True, "reason": ""}
         except Exception as exc:  # noqa: BLE001 - every failure is recorded
             result = {"name": name, "ok": False, "reason": short_reason(exc)}
@@ -138,12 +161,13 @@ def worker(names):
         out.flush()
 
 
-def run_all(names, python):
+def run_all(names, python, config="default"):
     """Runs `names` in worker processes, restarting after a crash or hang."""
     results = {}
     remaining = list(names)
     while remaining:
-        proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker"], stdin=subprocess.PIPE,
+        proc = subprocess.Popen([python, os.path.abspath(__file__), "--worker", "--config", config],
+                                stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         proc.stdin.write(json.dumps(remaining))
         proc.stdin.close()
@@ -278,9 +302,12 @@ def main():
     ap.add_argument("--check-floor", help="fail if fewer cases pass than the number in this file")
     ap.add_argument("--update-floor", help="raise the number in this file to the pass count (never lowers it)")
     ap.add_argument("--verbose", "-v", action="store_true", help="print every failure")
+    ap.add_argument("--config", action="append", choices=sorted(CONFIGS),
+                    help="session configuration to run under (repeatable; default: default)")
     args = ap.parse_args()
+    configs = args.config or ["default"]
     if args.worker:
-        worker(json.loads(sys.stdin.read()))
+        worker(json.loads(sys.stdin.read()), configs[0])
         return 0
 
     if args.build:
@@ -298,23 +325,36 @@ def main():
     cases = load_cases()
     import onnx
 
-    names = sorted(n for n in cases if re.search(args.filter, n))
-    start = time.time()
-    results = run_all(names, sys.executable)
-    annotate_oracle_changes(results)
-    passed = sum(1 for r in results.values() if r["ok"])
-    for name in sorted(results):
-        r = results[name]
-        if not r["ok"] and (args.verbose or args.filter):
-            print(f"FAIL {name}: {r['reason']}")
-    print(f"conformance: {passed} passed, {len(results) - passed} failed of {len(results)} "
-          f"node tests (onnx {onnx.__version__}) in {time.time() - start:.0f} s")
-    if args.report:
-        write_report(args.report, cases, results, onnx.__version__)
     for floor_file in (args.check_floor, args.update_floor):
         if floor_file and args.filter:
             print("--check-floor/--update-floor need the full suite (no --filter)", file=sys.stderr)
             return 2
+    names = sorted(n for n in cases if re.search(args.filter, n))
+    status = 0
+    for index, config in enumerate(configs):
+        results = run_config(names, config, args.verbose or bool(args.filter), onnx.__version__)
+        if args.report and index == 0:
+            write_report(args.report, cases, results, onnx.__version__)
+        status = max(status, check_floor(args, sum(1 for r in results.values() if r["ok"]), config))
+    return status
+
+
+def run_config(names, config, verbose, onnx_version):
+    start = time.time()
+    results = run_all(names, sys.executable, config)
+    annotate_oracle_changes(results)
+    passed = sum(1 for r in results.values() if r["ok"])
+    for name in sorted(results):
+        r = results[name]
+        if not r["ok"] and verbose:
+            print(f"FAIL {name}: {r['reason']}")
+    print(f"conformance ({config}): {passed} passed, {len(results) - passed} failed of {len(results)} "
+          f"node tests (onnx {onnx_version}) in {time.time() - start:.0f} s")
+    return results
+
+
+def check_floor(args, passed, config):
+    """Raises (--update-floor) or checks (--check-floor) the floor; 1 when under it."""
     if args.update_floor:
         floor = int(open(args.update_floor).read().split()[0]) if os.path.exists(args.update_floor) else 0
         if passed > floor:
@@ -324,9 +364,9 @@ def main():
     if args.check_floor:
         floor = int(open(args.check_floor).read().split()[0])
         if passed < floor:
-            print(f"conformance dropped below the floor: {passed} < {floor}", file=sys.stderr)
+            print(f"conformance ({config}) dropped below the floor: {passed} < {floor}", file=sys.stderr)
             return 1
-        print(f"floor {floor}: ok")
+        print(f"floor {floor} ({config}): ok")
     return 0
 
 

@@ -28,10 +28,28 @@ def load_case(folder):
     return inputs, expected
 
 
+# Every model must agree with its framework under each session configuration:
+# the optimizer and the optimized kernels are checked against the plain path.
+CONFIGS = {
+    "default": {},
+    "no-opt": {"graph_optimization_level": 0},
+    "reference": {"reference_kernels_only": True},
+    "one-thread": {"intra_op_num_threads": 1},
+}
+
+
+def session_options(config):
+    options = nee.SessionOptions()
+    for attr, value in CONFIGS[config].items():
+        setattr(options, attr, value)
+    return options
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("folder", MODEL_DIRS, ids=lambda f: os.path.relpath(f, HERE))
-def test_python_api_matches_framework(folder):
+def test_python_api_matches_framework(folder, config):
     inputs, expected = load_case(folder)
-    sess = nee.InferenceSession(os.path.join(folder, "model.onnx"))
+    sess = nee.InferenceSession(os.path.join(folder, "model.onnx"), session_options(config))
     feed = {arg.name: x for arg, x in zip(sess.get_inputs(), inputs)}
     outputs = sess.run(None, feed)
     rtol, atol = tolerance(folder)
