@@ -17,6 +17,14 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Sigmoid", 1, 1000, SigmoidFloat},
       {"", "Tanh", 1, 1000, TanhFloat},
       {"", "Softmax", 1, 1000, SoftmaxFloat},
+      // ---- Element-wise, normalization, transpose (elementwise_fast.cc, normalization_fast.cc, ...) ----
+      {"", "Add", 1, 1000, AddFloat},
+      {"", "Sub", 1, 1000, SubFloat},
+      {"", "Mul", 1, 1000, MulFloat},
+      {"", "Div", 1, 1000, DivFloat},
+      {"", "LayerNormalization", 1, 1000, LayerNormFloat},
+      {"com.microsoft", "SkipLayerNormalization", 1, 1000, SkipLayerNormFloat},
+      // ---- end element-wise block ----
   };
   return kTable;
 }

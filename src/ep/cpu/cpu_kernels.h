@@ -38,4 +38,17 @@ Status SigmoidFloat(KernelContext& ctx);
 Status TanhFloat(KernelContext& ctx);
 Status SoftmaxFloat(KernelContext& ctx);
 
+// ---- Element-wise, normalization, transpose ----
+// Add, Sub, Mul, Div on float32 (elementwise_fast.cc): equal shapes, scalars and row/channel/mask
+// broadcasts as vectorized rows; bitwise equal to the reference.
+Status AddFloat(KernelContext& ctx);
+Status SubFloat(KernelContext& ctx);
+Status MulFloat(KernelContext& ctx);
+Status DivFloat(KernelContext& ctx);
+// LayerNormalization and com.microsoft SkipLayerNormalization on float32 (normalization_fast.cc):
+// statistics in double, within 1e-6 relative of the reference.
+Status LayerNormFloat(KernelContext& ctx);
+Status SkipLayerNormFloat(KernelContext& ctx);
+// ---- end element-wise block ----
+
 }  // namespace nee::cpu
