@@ -24,6 +24,19 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Div", 1, 1000, DivFloat},
       {"", "LayerNormalization", 1, 1000, LayerNormFloat},
       {"com.microsoft", "SkipLayerNormalization", 1, 1000, SkipLayerNormFloat},
+      {"", "Relu", 1, 1000, ReluFloat},
+      {"", "LeakyRelu", 1, 1000, LeakyReluFloat},
+      {"", "HardSigmoid", 1, 1000, HardSigmoidFloat},
+      {"", "HardSwish", 1, 1000, HardSwishFloat},
+      {"", "Clip", 1, 1000, ClipFloat},
+      {"", "Neg", 1, 1000, NegFloat},
+      {"", "Sqrt", 1, 1000, SqrtFloat},
+      {"", "Reciprocal", 1, 1000, ReciprocalFloat},
+      {"", "Erf", 1, 1000, ErfFloat},
+      {"", "Gelu", 1, 1000, GeluFloat},
+      {"com.microsoft", "Gelu", 1, 1000, MsGeluFloat},
+      {"com.microsoft", "BiasGelu", 1, 1000, BiasGeluFloat},
+      {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat},
       // ---- end element-wise block ----
   };
   return kTable;

@@ -49,6 +49,22 @@ Status DivFloat(KernelContext& ctx);
 // statistics in double, within 1e-6 relative of the reference.
 Status LayerNormFloat(KernelContext& ctx);
 Status SkipLayerNormFloat(KernelContext& ctx);
+// Activations and unary math on float32 (unary_fast.cc). Bitwise equal to the reference: Relu,
+// LeakyRelu, HardSigmoid, HardSwish, Clip, Neg, Sqrt, Reciprocal. With simd_math.h's erf / tanh
+// (error bounds there): Erf, Gelu (both forms), com.microsoft Gelu, BiasGelu, FastGelu.
+Status ReluFloat(KernelContext& ctx);
+Status LeakyReluFloat(KernelContext& ctx);
+Status HardSigmoidFloat(KernelContext& ctx);
+Status HardSwishFloat(KernelContext& ctx);
+Status ClipFloat(KernelContext& ctx);
+Status NegFloat(KernelContext& ctx);
+Status SqrtFloat(KernelContext& ctx);
+Status ReciprocalFloat(KernelContext& ctx);
+Status ErfFloat(KernelContext& ctx);
+Status GeluFloat(KernelContext& ctx);
+Status MsGeluFloat(KernelContext& ctx);
+Status BiasGeluFloat(KernelContext& ctx);
+Status FastGeluFloat(KernelContext& ctx);
 // ---- end element-wise block ----
 
 }  // namespace nee::cpu
