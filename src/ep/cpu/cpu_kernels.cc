@@ -37,6 +37,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"com.microsoft", "Gelu", 1, 1000, MsGeluFloat},
       {"com.microsoft", "BiasGelu", 1, 1000, BiasGeluFloat},
       {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat},
+      {"", "Transpose", 1, 1000, TransposeFast},
       // ---- end element-wise block ----
   };
   return kTable;

@@ -65,6 +65,9 @@ Status GeluFloat(KernelContext& ctx);
 Status MsGeluFloat(KernelContext& ctx);
 Status BiasGeluFloat(KernelContext& ctx);
 Status FastGeluFloat(KernelContext& ctx);
+// Transpose of 4-byte types (transpose_fast.cc): row copies when the innermost dim stays, tiled
+// batched 2-D transposes; other permutations to the reference.
+Status TransposeFast(KernelContext& ctx);
 // ---- end element-wise block ----
 
 }  // namespace nee::cpu
