@@ -4,10 +4,7 @@
 // Runtime. Other element types, other Softmax axes, and CPUs without AVX2+FMA
 // go to the reference kernels.
 //
-// exp(x) = 2^n * e^r with n = round(x / ln 2) and |r| <= ln(2)/2; e^r by a
-// degree-7 polynomial (relative error ~1 ulp), 2^n applied as two factors
-// 2^(n/2) * 2^(n - n/2) so that results overflow to inf and underflow through
-// the subnormals exactly where the true value does. NaN stays NaN.
+// The exponential and tanh are in simd_math.h (shared with elementwise_fast.cc).
 //
 // Every element goes through the vector path — the last few of a chunk via a
 // padded 8-lane buffer — so the result does not depend on how the loop was
@@ -18,6 +15,7 @@
 #include <limits>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/simd_math.h"
 #include "ep/cpu/simd_x86.h"
 #include "ops/op_util.h"
 
@@ -27,35 +25,6 @@ namespace nee::cpu {
 namespace {
 
 constexpr int64_t kMinChunk = 1 << 14;
-
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 Pow2(__m256i n) {
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
-}
-
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 Exp8(__m256 x) {
-  const __m256 is_nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
-  // Beyond these exp is 0 or inf in float; clamping keeps n small enough for the two-factor scaling.
-  __m256 xc = _mm256_max_ps(x, _mm256_set1_ps(-110.f));  // NaN -> -110 (fixed up at the end)
-  xc = _mm256_min_ps(xc, _mm256_set1_ps(100.f));
-  const __m256 n_float = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // r = x - n ln2, with ln2 split in two for an exact first step.
-  __m256 r = _mm256_fnmadd_ps(n_float, _mm256_set1_ps(0.693145751953125f), xc);
-  r = _mm256_fnmadd_ps(n_float, _mm256_set1_ps(1.42860682030941723212e-6f), r);
-  // e^r = 1 + r + r^2/2! + ... + r^7/7!, Horner.
-  __m256 p = _mm256_set1_ps(1.f / 5040.f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 720.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 120.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 24.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f / 6.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.f));
-  const __m256i n = _mm256_cvtps_epi32(n_float);
-  const __m256i half = _mm256_srai_epi32(n, 1);
-  const __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, Pow2(half)), Pow2(_mm256_sub_epi32(n, half)));
-  return _mm256_blendv_ps(result, x, is_nan);
-}
 
 struct ExpOp {
   __attribute__((target("avx2,fma"), always_inline)) __m256 operator()(__m256 x) const { return Exp8(x); }
@@ -73,28 +42,8 @@ struct SigmoidOp {
   }
 };
 
-// tanh|x| = (1 - e) / (1 + e) with e = e^-2|x|, sign restored. Below 0.3 that
-// loses relative accuracy to cancellation, so there the odd Taylor series to
-// x^13 is used (its first omitted term is < 1e-10 relative).
 struct TanhOp {
-  __attribute__((target("avx2,fma"), always_inline)) __m256 operator()(__m256 x) const {
-    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.f));
-    const __m256 abs_x = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
-    const __m256 e = Exp8(_mm256_mul_ps(abs_x, _mm256_set1_ps(-2.f)));
-    const __m256 one = _mm256_set1_ps(1.f);
-    const __m256 large = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
-    const __m256 x2 = _mm256_mul_ps(abs_x, abs_x);
-    __m256 p = _mm256_set1_ps(21844.f / 6081075.f);
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1382.f / 155925.f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(62.f / 2835.f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-17.f / 315.f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.f / 15.f));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.f / 3.f));
-    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, x2), abs_x, abs_x);
-    const __m256 is_small = _mm256_cmp_ps(abs_x, _mm256_set1_ps(0.3f), _CMP_LT_OQ);
-    const __m256 magnitude = _mm256_blendv_ps(large, small, is_small);  // NaN: not small; large is NaN
-    return _mm256_or_ps(magnitude, sign);
-  }
+  __attribute__((target("avx2,fma"), always_inline)) __m256 operator()(__m256 x) const { return Tanh8(x); }
 };
 
 template <typename Op>

@@ -17,6 +17,28 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Sigmoid", 1, 1000, SigmoidFloat},
       {"", "Tanh", 1, 1000, TanhFloat},
       {"", "Softmax", 1, 1000, SoftmaxFloat},
+      // ---- Element-wise, normalization, transpose (elementwise_fast.cc, normalization_fast.cc, ...) ----
+      {"", "Add", 1, 1000, AddFloat},
+      {"", "Sub", 1, 1000, SubFloat},
+      {"", "Mul", 1, 1000, MulFloat},
+      {"", "Div", 1, 1000, DivFloat},
+      {"", "LayerNormalization", 1, 1000, LayerNormFloat},
+      {"com.microsoft", "SkipLayerNormalization", 1, 1000, SkipLayerNormFloat},
+      {"", "Relu", 1, 1000, ReluFloat},
+      {"", "LeakyRelu", 1, 1000, LeakyReluFloat},
+      {"", "HardSigmoid", 1, 1000, HardSigmoidFloat},
+      {"", "HardSwish", 1, 1000, HardSwishFloat},
+      {"", "Clip", 1, 1000, ClipFloat},
+      {"", "Neg", 1, 1000, NegFloat},
+      {"", "Sqrt", 1, 1000, SqrtFloat},
+      {"", "Reciprocal", 1, 1000, ReciprocalFloat},
+      {"", "Erf", 1, 1000, ErfFloat},
+      {"", "Gelu", 1, 1000, GeluFloat},
+      {"com.microsoft", "Gelu", 1, 1000, MsGeluFloat},
+      {"com.microsoft", "BiasGelu", 1, 1000, BiasGeluFloat},
+      {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat},
+      {"", "Transpose", 1, 1000, TransposeFast},
+      // ---- end element-wise block ----
   };
   return kTable;
 }

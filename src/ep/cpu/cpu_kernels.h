@@ -38,4 +38,36 @@ Status SigmoidFloat(KernelContext& ctx);
 Status TanhFloat(KernelContext& ctx);
 Status SoftmaxFloat(KernelContext& ctx);
 
+// ---- Element-wise, normalization, transpose ----
+// Add, Sub, Mul, Div on float32 (elementwise_fast.cc): equal shapes, scalars and row/channel/mask
+// broadcasts as vectorized rows; bitwise equal to the reference.
+Status AddFloat(KernelContext& ctx);
+Status SubFloat(KernelContext& ctx);
+Status MulFloat(KernelContext& ctx);
+Status DivFloat(KernelContext& ctx);
+// LayerNormalization and com.microsoft SkipLayerNormalization on float32 (normalization_fast.cc):
+// statistics in double, within 1e-6 relative of the reference.
+Status LayerNormFloat(KernelContext& ctx);
+Status SkipLayerNormFloat(KernelContext& ctx);
+// Activations and unary math on float32 (unary_fast.cc). Bitwise equal to the reference: Relu,
+// LeakyRelu, HardSigmoid, HardSwish, Clip, Neg, Sqrt, Reciprocal. With simd_math.h's erf / tanh
+// (error bounds there): Erf, Gelu (both forms), com.microsoft Gelu, BiasGelu, FastGelu.
+Status ReluFloat(KernelContext& ctx);
+Status LeakyReluFloat(KernelContext& ctx);
+Status HardSigmoidFloat(KernelContext& ctx);
+Status HardSwishFloat(KernelContext& ctx);
+Status ClipFloat(KernelContext& ctx);
+Status NegFloat(KernelContext& ctx);
+Status SqrtFloat(KernelContext& ctx);
+Status ReciprocalFloat(KernelContext& ctx);
+Status ErfFloat(KernelContext& ctx);
+Status GeluFloat(KernelContext& ctx);
+Status MsGeluFloat(KernelContext& ctx);
+Status BiasGeluFloat(KernelContext& ctx);
+Status FastGeluFloat(KernelContext& ctx);
+// Transpose of 4-byte types (transpose_fast.cc): row copies when the innermost dim stays, tiled
+// batched 2-D transposes; other permutations to the reference.
+Status TransposeFast(KernelContext& ctx);
+// ---- end element-wise block ----
+
 }  // namespace nee::cpu

@@ -1,0 +1,217 @@
+// Add, Sub, Mul and Div on float32 with numpy broadcasting. The output is
+// walked as rows: the dims where both operands behave alike (both advance,
+// or one is broadcast) are merged, the innermost merged dim is the row, and
+// in a row each operand is either contiguous or one repeated value. That
+// covers equal shapes, a scalar operand, bias rows ([.., N] with [N]),
+// per-channel values ([B,C,H,W] with [C,1,1]) and attention masks
+// ([B,1,1,S] with [B,H,S,S]) with one loop. Each element is the same single
+// IEEE operation the reference performs, so results are bitwise identical to
+// it and independent of the thread count. Before opset 7 (legacy broadcast
+// attributes) and for other types the reference runs.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/simd_x86.h"
+#include "ops/op_util.h"
+
+namespace nee::cpu {
+namespace {
+
+constexpr int64_t kMinChunk = 1 << 14;  // elements per task, below which threads do not pay
+
+enum class BinOp { kAdd, kSub, kMul, kDiv };
+
+// GCC vector types: the generic operators compile to whatever the calling
+// function's target allows (AVX-512, AVX2, or baseline SSE2). U is the
+// unaligned alias used for loads and stores (the pointers are only
+// float-aligned); it lives in a struct because attributes on a typedef are
+// dropped when it is passed as a template argument.
+struct Width16 {
+  typedef float V __attribute__((vector_size(64)));
+  typedef float U __attribute__((vector_size(64), aligned(4), may_alias));
+};
+struct Width8 {
+  typedef float V __attribute__((vector_size(32)));
+  typedef float U __attribute__((vector_size(32), aligned(4), may_alias));
+};
+struct Width4 {
+  typedef float V __attribute__((vector_size(16)));
+  typedef float U __attribute__((vector_size(16), aligned(4), may_alias));
+};
+
+// The operation on values or GCC vectors. Returning a wide vector by value
+// would tie it to an ABI, so the result goes through `y`.
+template <BinOp kOp, typename T, typename Out>
+__attribute__((always_inline)) inline void Apply(const T& a, const T& b, Out* y) {
+  if constexpr (kOp == BinOp::kAdd) *y = a + b;
+  else if constexpr (kOp == BinOp::kSub) *y = a - b;
+  else if constexpr (kOp == BinOp::kMul) *y = a * b;
+  else *y = a / b;
+}
+
+// y[i] = a[i*sa] op b[i*sb] for a row of n, with sa and sb each 0 or 1
+// (kA, kB). Inlined into one function per instruction set below.
+template <typename W, BinOp kOp, bool kA, bool kB>
+__attribute__((always_inline)) inline void RowLoop(const float* a, const float* b, float* y, int64_t n) {
+  using V = typename W::V;
+  using U = typename W::U;
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+  V va = V{} + a[0], vb = V{} + b[0];
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    const V a0 = kA ? *reinterpret_cast<const U*>(a + i) : va;
+    const V a1 = kA ? *reinterpret_cast<const U*>(a + i + kLanes) : va;
+    const V b0 = kB ? *reinterpret_cast<const U*>(b + i) : vb;
+    const V b1 = kB ? *reinterpret_cast<const U*>(b + i + kLanes) : vb;
+    V y0, y1;
+    Apply<kOp>(a0, b0, &y0);
+    Apply<kOp>(a1, b1, &y1);
+    *reinterpret_cast<U*>(y + i) = y0;
+    *reinterpret_cast<U*>(y + i + kLanes) = y1;
+  }
+  for (; i < n; ++i) Apply<kOp>(a[kA ? i : 0], b[kB ? i : 0], y + i);
+}
+
+using RowFn = void (*)(const float*, const float*, float*, int64_t);
+
+#if defined(__x86_64__) || defined(__i386__)
+template <BinOp kOp, bool kA, bool kB>
+__attribute__((target("avx512f"))) void RowAvx512(const float* a, const float* b, float* y, int64_t n) {
+  RowLoop<Width16, kOp, kA, kB>(a, b, y, n);
+}
+template <BinOp kOp, bool kA, bool kB>
+__attribute__((target("avx2"))) void RowAvx2(const float* a, const float* b, float* y, int64_t n) {
+  RowLoop<Width8, kOp, kA, kB>(a, b, y, n);
+}
+#endif
+template <BinOp kOp, bool kA, bool kB>
+void RowBase(const float* a, const float* b, float* y, int64_t n) {
+  RowLoop<Width4, kOp, kA, kB>(a, b, y, n);
+}
+
+template <BinOp kOp, bool kA, bool kB>
+RowFn PickRow() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return RowAvx512<kOp, kA, kB>;
+  if (CpuHasAvx2Fma()) return RowAvx2<kOp, kA, kB>;
+#endif
+  return RowBase<kOp, kA, kB>;
+}
+
+template <BinOp kOp>
+RowFn PickRow(bool a_advances, bool b_advances) {
+  if (a_advances && b_advances) return PickRow<kOp, true, true>();
+  if (a_advances) return PickRow<kOp, true, false>();
+  return PickRow<kOp, false, true>();  // never both broadcast: such dims are merged away
+}
+
+// The output as merged dims, outermost first; for each, how far each operand
+// moves per step (0 where it is broadcast). The last dim is the row.
+struct BroadcastPlan {
+  std::vector<int64_t> dims, a_steps, b_steps;
+};
+
+// Aligns both operands to the output rank, drops the output's 1s, merges
+// neighbours that broadcast alike, then derives each operand's steps.
+BroadcastPlan PlanBroadcast(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
+                            const std::vector<int64_t>& out_dims) {
+  const size_t rank = out_dims.size();
+  auto aligned = [rank](const std::vector<int64_t>& d, size_t i) { return i + d.size() < rank ? 1 : d[i + d.size() - rank]; };
+  BroadcastPlan plan;
+  std::vector<bool> a_full, b_full;
+  for (size_t i = 0; i < rank; ++i) {
+    if (out_dims[i] == 1) continue;
+    const bool af = aligned(a_dims, i) != 1, bf = aligned(b_dims, i) != 1;
+    if (!plan.dims.empty() && a_full.back() == af && b_full.back() == bf) {
+      plan.dims.back() *= out_dims[i];
+      continue;
+    }
+    plan.dims.push_back(out_dims[i]);
+    a_full.push_back(af);
+    b_full.push_back(bf);
+  }
+  if (plan.dims.empty()) {  // one element
+    plan.dims.push_back(1);
+    a_full.push_back(true);
+    b_full.push_back(true);
+  }
+  const size_t n = plan.dims.size();
+  plan.a_steps.assign(n, 0);
+  plan.b_steps.assign(n, 0);
+  int64_t a_size = 1, b_size = 1;
+  for (size_t i = n; i-- > 0;) {
+    if (a_full[i]) plan.a_steps[i] = a_size, a_size *= plan.dims[i];
+    if (b_full[i]) plan.b_steps[i] = b_size, b_size *= plan.dims[i];
+  }
+  return plan;
+}
+
+// Runs rows [begin, end) of the plan (row r covers output [r*n, (r+1)*n)).
+void RunRows(const BroadcastPlan& plan, RowFn row, const float* a, const float* b, float* y, int64_t begin,
+             int64_t end) {
+  const size_t outer = plan.dims.size() - 1;
+  const int64_t n = plan.dims.back();
+  // Multi-index of row `begin` over the outer dims, then an odometer.
+  std::vector<int64_t> index(outer, 0);
+  int64_t a_off = 0, b_off = 0;
+  for (size_t d = outer, rest = static_cast<size_t>(begin); d-- > 0;) {
+    const int64_t dim = plan.dims[d];
+    index[d] = static_cast<int64_t>(rest % static_cast<size_t>(dim));
+    rest /= static_cast<size_t>(dim);
+    a_off += index[d] * plan.a_steps[d];
+    b_off += index[d] * plan.b_steps[d];
+  }
+  for (int64_t r = begin; r < end; ++r) {
+    row(a + a_off, b + b_off, y + r * n, n);
+    for (size_t d = outer; d-- > 0;) {
+      a_off += plan.a_steps[d];
+      b_off += plan.b_steps[d];
+      if (++index[d] < plan.dims[d]) break;
+      a_off -= plan.dims[d] * plan.a_steps[d];
+      b_off -= plan.dims[d] * plan.b_steps[d];
+      index[d] = 0;
+    }
+  }
+}
+
+template <BinOp kOp>
+Status BinaryFloat(KernelContext& ctx) {
+  if (ctx.opset() < 7) return RunReference(ctx);
+  NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
+  if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat) return RunReference(ctx);
+  auto out_dims = BroadcastDims(a->dims(), b->dims());
+  if (!out_dims.ok()) return RunReference(ctx);  // the reference words the error
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, out_dims.value()));
+  if (out.num_elements() == 0) return Status::Ok();
+  const BroadcastPlan plan = PlanBroadcast(a->dims(), b->dims(), out.dims());
+  const size_t last = plan.dims.size() - 1;
+  const RowFn row = PickRow<kOp>(plan.a_steps[last] != 0, plan.b_steps[last] != 0);
+  const float* pa = a->data<float>();
+  const float* pb = b->data<float>();
+  float* py = out.data<float>();
+  const int64_t n = plan.dims.back();
+  if (plan.dims.size() == 1) {  // one row: split it
+    const int64_t sa = plan.a_steps[0], sb = plan.b_steps[0];
+    ctx.ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end) {
+      row(pa + begin * sa, pb + begin * sb, py + begin, end - begin);
+    });
+    return Status::Ok();
+  }
+  const int64_t rows = out.num_elements() / n;
+  ctx.ParallelFor(rows, std::max<int64_t>(1, kMinChunk / n),
+                  [&](int64_t begin, int64_t end) { RunRows(plan, row, pa, pb, py, begin, end); });
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status AddFloat(KernelContext& ctx) { return BinaryFloat<BinOp::kAdd>(ctx); }
+Status SubFloat(KernelContext& ctx) { return BinaryFloat<BinOp::kSub>(ctx); }
+Status MulFloat(KernelContext& ctx) { return BinaryFloat<BinOp::kMul>(ctx); }
+Status DivFloat(KernelContext& ctx) { return BinaryFloat<BinOp::kDiv>(ctx); }
+
+}  // namespace nee::cpu
