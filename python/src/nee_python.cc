@@ -210,7 +210,7 @@ struct Session {
   ~Session() { nee_session_release(handle); }
 
   static Session* Create(nb::object model, int threads, int opt_level, int64_t run_timeout_ms,
-                         int64_t run_memory_limit, bool reference_kernels_only) {
+                         int64_t run_memory_limit, bool reference_kernels_only, nb::object profile_prefix) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
     nee_session_options_set_intra_op_threads(options, threads);
@@ -218,6 +218,13 @@ struct Session {
     nee_session_options_set_run_timeout_ms(options, run_timeout_ms);
     nee_session_options_set_run_memory_limit(options, run_memory_limit);
     nee_session_options_set_reference_kernels_only(options, reference_kernels_only ? 1 : 0);
+    if (!profile_prefix.is_none()) {
+      nee_status_t profiling = nee_session_options_set_profiling(options, nb::cast<std::string>(profile_prefix).c_str());
+      if (profiling) {
+        nee_session_options_release(options);
+        Raise(profiling);
+      }
+    }
     auto* s = new Session();
     nee_status_t st;
     if (nb::isinstance<nb::bytes>(model)) {
@@ -269,6 +276,25 @@ struct Session {
     Check(nee_session_metadata(handle, key.c_str(), nullptr, 0, &n));
     std::string s(n + 1, '\0');
     Check(nee_session_metadata(handle, key.c_str(), s.data(), s.size(), &n));
+    s.resize(n);
+    return s;
+  }
+
+  // The profile's path after writing it ("" when not profiling).
+  std::string EndProfiling() {
+    size_t n = 0;
+    Check(nee_session_end_profiling(handle, nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    Check(nee_session_end_profiling(handle, s.data(), s.size(), &n));
+    s.resize(n);
+    return s;
+  }
+
+  std::string ProfileSummary() const {
+    size_t n = 0;
+    Check(nee_session_profile_summary(handle, nullptr, 0, &n));
+    std::string s(n + 1, '\0');
+    Check(nee_session_profile_summary(handle, s.data(), s.size(), &n));
     s.resize(n);
     return s;
   }
@@ -346,6 +372,8 @@ NB_MODULE(_nee, m) {
       .def("outputs", [](const Session& s) { return s.Infos(1); })
       .def("metadata", &Session::Metadata)
       .def("custom_metadata_keys", &Session::CustomMetadataKeys)
+      .def("end_profiling", &Session::EndProfiling)
+      .def("profile_summary", &Session::ProfileSummary)
       .def("run", &Session::Run, nb::arg("output_names"), nb::arg("input_names"), nb::arg("inputs"),
            nb::arg("run_options").none());
 }

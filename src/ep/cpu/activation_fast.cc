@@ -62,7 +62,7 @@ template <typename Op>
 Status MapFloat(KernelContext& ctx, Op op) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   if (x->dtype() != DataType::kFloat || !CpuHasAvx2Fma()) return RunReference(ctx);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, x->dims()));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x->dims()));
   const float* px = x->data<float>();
   float* py = out.data<float>();
   ctx.ParallelFor(x->num_elements(), kMinChunk,
@@ -127,7 +127,7 @@ Status SoftmaxFloat(KernelContext& ctx) {
   if (axis != -1 && axis != x->rank() - 1) return RunReference(ctx);
   const int64_t n = x->dims().back();
   if (n == 0) return RunReference(ctx);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, x->dims()));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x->dims()));
   const int64_t rows = x->num_elements() / n;
   const float* px = x->data<float>();
   float* py = out.data<float>();

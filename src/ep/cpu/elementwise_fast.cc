@@ -185,7 +185,7 @@ Status BinaryFloat(KernelContext& ctx) {
   if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat) return RunReference(ctx);
   auto out_dims = BroadcastDims(a->dims(), b->dims());
   if (!out_dims.ok()) return RunReference(ctx);  // the reference words the error
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, out_dims.value()));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims.value()));
   if (out.num_elements() == 0) return Status::Ok();
   const BroadcastPlan plan = PlanBroadcast(a->dims(), b->dims(), out.dims());
   const size_t last = plan.dims.size() - 1;

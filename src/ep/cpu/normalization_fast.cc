@@ -154,7 +154,7 @@ Status LayerNormFloat(KernelContext& ctx) {
   if (ctx.has_input(2) && !bias) return RunReference(ctx);
   if (!IsPerInnerElement(scale, inner_dims) || (bias && !IsPerInnerElement(*bias, inner_dims))) return RunReference(ctx);
   NEE_ASSIGN_OR_RETURN(float epsilon, ctx.node().GetFloat("epsilon", 1e-5f));
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat, x->dims()));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x->dims()));
   const int64_t inner = ProductOf(inner_dims);
   const float* px = x->data<float>();
   const float* gamma = scale.data<float>();
@@ -186,10 +186,10 @@ Status SkipLayerNormFloat(KernelContext& ctx) {
   const float* bias = ChannelVector(ctx, 4, hidden, &ok);
   if (!ok) return RunReference(ctx);
   NEE_ASSIGN_OR_RETURN(float epsilon, ctx.node().GetFloat("epsilon", 1e-12f));
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat, x->dims()));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x->dims()));
   float* sums = nullptr;
   if (ctx.wants_output(3)) {
-    NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutput(3, DataType::kFloat, x->dims()));
+    NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutputForOverwrite(3, DataType::kFloat, x->dims()));
     sums = s.data<float>();
   }
   const float* px = x->data<float>();

@@ -287,7 +287,7 @@ Status WindowPoolFloat(KernelContext& ctx, bool count_include_pad) {
   if (!PlanFastPool(ctx, *x, s)) return RunReference(ctx);
   std::vector<int64_t> out_dims{x->dim(0), x->dim(1)};
   for (int d = kDims - static_cast<int>(x->rank() - 2); d < kDims; ++d) out_dims.push_back(s.out[d]);
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat, out_dims));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
   const float* xp = x->data<float>();
   float* yp = y.data<float>();
   int64_t window = 1;
@@ -328,7 +328,7 @@ Status GlobalAveragePoolFloat(KernelContext& ctx) {
   if (x->dtype() != DataType::kFloat || x->rank() < 2) return RunReference(ctx);
   std::vector<int64_t> out_dims{x->dim(0), x->dim(1)};
   out_dims.resize(static_cast<size_t>(x->rank()), 1);
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat, out_dims));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
   const int64_t planes = x->dim(0) * x->dim(1);
   const int64_t size = planes > 0 ? x->num_elements() / planes : 0;
   const float* xp = x->data<float>();

@@ -139,7 +139,7 @@ Status TransposeFast(KernelContext& ctx) {
   }
   std::vector<int64_t> out_dims(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) out_dims[i] = x->dim(perm[i]);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, t, out_dims));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, t, out_dims));
   const int64_t total = x->num_elements();
   if (total == 0) return Status::Ok();
   const auto* px = static_cast<const uint32_t*>(x->raw_data());

@@ -113,7 +113,7 @@ template <typename Op>
 Status MapExact(KernelContext& ctx, const Op& op) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   if (x->dtype() != DataType::kFloat) return RunReference(ctx);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, x->dims()));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x->dims()));
   const float* px = x->data<float>();
   float* py = out.data<float>();
 #if defined(__x86_64__) || defined(__i386__)
@@ -227,7 +227,7 @@ Status MapApprox(KernelContext& ctx, Op op, size_t bias_input = 0) {
     bias = b->tensor().data<float>();
     m = x->dims().back();
   }
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, x->dims()));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x->dims()));
   const float* px = x->data<float>();
   float* py = out.data<float>();
   ctx.ParallelFor(x->num_elements(), kMinChunk, [&](int64_t begin, int64_t end) {
@@ -271,7 +271,7 @@ Status ClipFloat(KernelContext& ctx) {
 Status SqrtFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   if (x->dtype() != DataType::kFloat || !CpuHasAvx2Fma()) return RunReference(ctx);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, x->dims()));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x->dims()));
   const float* px = x->data<float>();
   float* py = out.data<float>();
   ctx.ParallelFor(x->num_elements(), kMinChunk,
