@@ -107,7 +107,8 @@ def test_traced_int_fed_as_one_element_array():
 
 def test_scalar_fed_as_one_element_tensor_broadcasts_as_the_declared_scalar():
     model = make_model([helper.make_node("Add", ["a", "b"], ["y"])],
-                       [vi("a", TensorProto.FLOAT, []), vi("b", TensorProto.FLOAT, [3])], [vi("y", TensorProto.FLOAT, None)])
+                       [vi("a", TensorProto.FLOAT, []), vi("b", TensorProto.FLOAT, [3])],
+                       [vi("y", TensorProto.FLOAT, None)])
     a, b = np.array([[2.0]], np.float32), np.array([1, 2, 3], np.float32)
     (y,) = nee.InferenceSession(model).run(None, {"a": a, "b": b})
     # The model's scalar broadcasts to [3] (numpy: scalar + [3]). ONNX Runtime computes with the fed

@@ -153,7 +153,8 @@ TEST(Checker, RefusesOpsetsNewerThanNeeSupports) {
            {{{"", 29}}, "opset 29 of domain 'ai.onnx', newer than the newest nee supports (28)"},
            {{{"ai.onnx", 9999}}, "opset 9999 of domain 'ai.onnx', newer than the newest nee supports (28)"},
            {{{"", 13}, {"ai.onnx.ml", 99}}, "opset 99 of domain 'ai.onnx.ml', newer than the newest nee supports (5)"},
-           {{{"", 13}, {"com.microsoft", 2}}, "opset 2 of domain 'com.microsoft', newer than the newest nee supports (1)"},
+           {{{"", 13}, {"com.microsoft", 2}},
+            "opset 2 of domain 'com.microsoft', newer than the newest nee supports (1)"},
        }) {
     auto checked = CheckModel(UModel(c.opsets), r);
     ASSERT_FALSE(checked.ok()) << c.expected;
