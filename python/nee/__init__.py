@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
+import threading
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -155,16 +156,50 @@ _CODE_OF_NUMPY = {np.dtype(v): k for k, v in _NUMPY_OF_CODE.items()}
 _ML_DTYPES = {16: "bfloat16", 17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2",
               20: "float8_e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4_e2m1fn", 24: "float8_e8m0fnu",
               25: "uint2", 26: "int2"}
-try:  # optional: narrow float types as numpy dtypes
-    import ml_dtypes as _ml_dtypes
+_ml_dtypes_loaded = False
+_ml_dtypes_lock = threading.Lock()
 
-    for _code, _name in _ML_DTYPES.items():
-        if hasattr(_ml_dtypes, _name):
-            _dt = np.dtype(getattr(_ml_dtypes, _name))
-            _NUMPY_OF_CODE[_code] = _dt
-            _CODE_OF_NUMPY[_dt] = _code
-except ImportError:  # pragma: no cover
-    pass
+
+def _load_ml_dtypes() -> None:
+    """Adds the narrow types (bfloat16, float8, int4, ...) to the tables above.
+
+    ml_dtypes (optional) takes far longer to import than the rest of nee, so it
+    is imported only when a narrow type is actually met: an input array of a
+    dtype numpy lacks, an output of a narrow element type, or a type lookup."""
+    global _ml_dtypes_loaded
+    with _ml_dtypes_lock:  # concurrent runs: none may see the tables half filled
+        if _ml_dtypes_loaded:
+            return
+        try:
+            import ml_dtypes
+        except ImportError:  # pragma: no cover - narrow outputs then come back as raw uint8
+            ml_dtypes = None
+        for code, name in _ML_DTYPES.items():
+            if ml_dtypes is not None and hasattr(ml_dtypes, name):
+                dt = np.dtype(getattr(ml_dtypes, name))
+                _NUMPY_OF_CODE[code] = dt
+                _CODE_OF_NUMPY[dt] = code
+        _ml_dtypes_loaded = True
+
+
+def _numpy_dtype_of(code: int) -> Any:
+    """The numpy dtype of a nee dtype code (uint8 for narrow types when ml_dtypes is missing)."""
+    dt = _NUMPY_OF_CODE.get(code)
+    if dt is None and code in _ML_DTYPES:
+        _load_ml_dtypes()
+        dt = _NUMPY_OF_CODE.get(code)
+    return np.uint8 if dt is None else dt
+
+
+def _code_of_dtype(dtype: np.dtype) -> Optional[int]:
+    """The nee dtype code of a numpy dtype; None if nee has no such type."""
+    code = _CODE_OF_NUMPY.get(dtype)
+    if code is None and not _ml_dtypes_loaded:
+        _load_ml_dtypes()
+        code = _CODE_OF_NUMPY.get(dtype)
+    return code
+
+
 # Element types numpy holds exactly as nee does: passed to nee straight from the array's buffer.
 _FAST_CODES = {np.dtype(t): _CODE_OF_NUMPY[np.dtype(t)] for t in (
     np.float32, np.float64, np.float16, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
@@ -186,13 +221,13 @@ def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
         items = [_to_value(x) for x in obj]
         elem = 0
         if obj and isinstance(obj[0], np.ndarray):
-            elem = _CODE_OF_NUMPY.get(obj[0].dtype, 0)
+            elem = _code_of_dtype(obj[0].dtype) or 0
         return _nee.sequence(items, elem)
     arr = np.asarray(obj)
     if arr.dtype.kind in ("U", "S", "O"):
         flat = [x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in arr.reshape(-1).tolist()]
         return _nee.string_tensor(list(arr.shape), flat)
-    code = _CODE_OF_NUMPY.get(arr.dtype)
+    code = _code_of_dtype(arr.dtype)
     if code is None:
         raise InvalidArgument(f"unsupported numpy dtype {arr.dtype}")
     if code in _SUB_BYTE or code in _TWO_BIT:
@@ -241,7 +276,7 @@ def _from_unpacked(u: Any) -> Any:
         if code == 8:
             arr = np.array([b.decode("utf-8", errors="surrogateescape") for b in data], dtype=object)
             return arr.reshape(shape)
-        dtype = np.dtype(_NUMPY_OF_CODE.get(code, np.uint8))
+        dtype = np.dtype(_numpy_dtype_of(code))
         count = int(np.prod(shape)) if shape else 1
         if code in _SUB_BYTE or code in _TWO_BIT:
             return _unpack_bits(data, count, dtype, 4 if code in _SUB_BYTE else 2).reshape(shape)

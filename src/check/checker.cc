@@ -309,6 +309,45 @@ class GraphChecker {
 };
 }  // namespace
 
+namespace {
+// The newest opset nee implements, per domain it knows. A model importing a
+// newer opset is refused at load, as ONNX Runtime refuses it, instead of being
+// run under rules nee never saw: a newer opset may change what an op does
+// without renaming it.
+//
+// An explicit table rather than the registry's highest since-version: an
+// opset is a version of a whole domain, and most opsets change only a few ops.
+// The registry's maximum says when an op nee implements last changed, not
+// which opset nee was checked against; an opset that changed only ops nee
+// lacks would be refused although nee runs it as written, and registering one
+// op of a new opset would silently admit every other change in it. So the
+// table names the release nee follows (onnx 1.23.2: ai.onnx 28 is
+// onnx.defs.onnx_opset_version(), ai.onnx.ml 5, the preview domains 1;
+// com.microsoft 1, the only version ONNX Runtime defines), and checker_test
+// ties it to the registry: every registered domain is listed and no
+// since-version exceeds its entry, so adopting a newer opset is a deliberate
+// bump here. Domains not listed (custom ones) are not limited: their nodes
+// fail as unknown ops if nee lacks them.
+struct DomainOpset {
+  const char* domain;  // normalized: "" for ai.onnx
+  int64_t newest;
+};
+constexpr DomainOpset kNewestOpsets[] = {
+    {"", 28},
+    {"ai.onnx.ml", 5},
+    {"ai.onnx.preview", 1},
+    {"ai.onnx.preview.training", 1},
+    {"com.microsoft", 1},
+};
+}  // namespace
+
+int64_t NewestSupportedOpset(const std::string& domain) {
+  std::string d = NormalizeDomain(domain);
+  for (const DomainOpset& e : kNewestOpsets)
+    if (d == e.domain) return e.newest;
+  return -1;
+}
+
 OpsetMap OpsetsOf(const std::vector<OpsetImport>& imports) {
   OpsetMap m;
   for (const OpsetImport& o : imports) m[NormalizeDomain(o.domain)] = o.version;
@@ -336,6 +375,16 @@ Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry, 
   for (const OpsetImport& o : model.opset_imports)
     if (o.version <= 0)
       return InvalidModel("opset_import for domain '" + o.domain + "' has invalid version " + std::to_string(o.version));
+  for (const OpsetImport& o : model.opset_imports) {
+    int64_t newest = NewestSupportedOpset(o.domain);
+    if (newest > 0 && o.version > newest) {
+      std::string domain = NormalizeDomain(o.domain).empty() ? "ai.onnx" : o.domain;
+      return NotImplemented("the model imports opset " + std::to_string(o.version) + " of domain '" + domain +
+                            "', newer than the newest nee supports (" + std::to_string(newest) +
+                            "); convert or re-export the model to opset " + std::to_string(newest) +
+                            " or older, or use a newer nee");
+    }
+  }
   return CheckGraph(model.graph, OpsetsOf(model.opset_imports), registry, nullptr, options);
 }
 

@@ -56,7 +56,12 @@ struct CheckOptions {
 Result<CheckedGraph> CheckGraph(const Graph& graph, const OpsetMap& opsets, const OpRegistry& registry,
                                 const TypeScope* outer, const CheckOptions& options, int depth = 0);
 
-// Model-level checks (IR version, opset imports) plus CheckGraph on the main graph.
+// The newest opset nee implements for `domain` ("" and "ai.onnx" alike); -1
+// for a domain nee does not know (a custom one), whose opset is not limited.
+int64_t NewestSupportedOpset(const std::string& domain);
+
+// Model-level checks (IR version, opset imports: none newer than
+// NewestSupportedOpset) plus CheckGraph on the main graph.
 Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry,
                                 const CheckOptions& options = {});
 

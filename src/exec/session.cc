@@ -112,7 +112,7 @@ std::string SignatureKey(const std::vector<TypeInfo>& types) {
 }
 }  // namespace
 
-Status Session::ValidateInput(size_t index, const Value& value) const {
+Status Session::ValidateInput(size_t index, Value& value) const {
   const ValueInfo& vi = feedable_inputs_[index];
   const TypeInfo& want = vi.type;
   std::string label = "input '" + vi.name + "'";
@@ -123,6 +123,20 @@ Status Session::ValidateInput(size_t index, const Value& value) const {
       return InvalidArgument(label + ": expected element type " + DataTypeName(want.elem_type) + " (" +
                              DataTypeNumpyName(want.elem_type) + "), got " + DataTypeName(t.dtype()) + " (" +
                              DataTypeNumpyName(t.dtype()) + ")");
+    if (want.shape && want.shape->empty() && !t.dims().empty()) {
+      // A scalar input fed as a one-element tensor of any rank ([1], [1,1], ...),
+      // as scripts written for ONNX Runtime do (np.array([7]) for a traced int):
+      // the value is taken as the declared scalar, so every rule and kernel sees
+      // the shape the model declares. ONNX Runtime checks no shape at all for a
+      // declared scalar; a tensor of several or no elements is refused here.
+      if (t.num_elements() != 1)
+        return InvalidArgument(label + ": expected a scalar (shape []; a one-element tensor such as [1] is "
+                               "accepted too), got shape " + DimsToString(t.dims()) + " with " +
+                               std::to_string(t.num_elements()) + " elements");
+      NEE_ASSIGN_OR_RETURN(Tensor scalar, t.Reshaped({}));
+      value = Value(std::move(scalar));
+      return Status::Ok();
+    }
     if (want.shape) {
       const Shape& s = *want.shape;
       bool ok = s.size() == t.dims().size();
@@ -182,9 +196,10 @@ Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
     }
     if (fed[k]) return InvalidArgument("input '" + nv.name + "' is given more than once");
     if (nv.value.empty()) return InvalidArgument("input '" + nv.name + "' has no value");
-    NEE_RETURN_IF_ERROR(ValidateInput(k, nv.value));
+    Value value = nv.value;
+    NEE_RETURN_IF_ERROR(ValidateInput(k, value));
     fed[k] = true;
-    graph_inputs[feedable_to_graph_input_[k]] = nv.value;
+    graph_inputs[feedable_to_graph_input_[k]] = std::move(value);
   }
   for (size_t k = 0; k < feedable_inputs_.size(); ++k) {
     if (fed[k]) continue;

@@ -84,7 +84,9 @@ class Session {
   Session() = default;
   struct ShapePlan;
   Result<std::shared_ptr<ShapePlan>> PlanFor(const std::vector<TypeInfo>& input_types) const;
-  Status ValidateInput(size_t index, const Value& value) const;
+  // Checks a fed value against the input's declared type; may replace it (a
+  // one-element tensor fed for a declared scalar becomes that scalar).
+  Status ValidateInput(size_t index, Value& value) const;
 
   std::unique_ptr<Model> model_;
   SessionOptions options_;

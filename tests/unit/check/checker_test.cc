@@ -120,5 +120,60 @@ TEST(Checker, UnknownDomainAndOp) {
   EXPECT_NE(c.status().message().find("imports no opset for domain 'com.example'"), std::string::npos);
 }
 
+// A model whose graph applies U to its input, importing `opsets`.
+Model UModel(std::vector<OpsetImport> opsets) {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = std::move(opsets);
+  m.graph = OneInputGraph({Dim::Known(2)});
+  m.graph.nodes.push_back(MakeNode("u", "U", {"x"}, {"y"}));
+  m.graph.outputs.push_back({"y", TypeInfo{}, "", {}});
+  return m;
+}
+
+TEST(Checker, RefusesOpsetsNewerThanNeeSupports) {
+  // onnx 1.23.2: onnx.defs.onnx_opset_version() is 28; ai.onnx.ml's newest is 5. ONNX Runtime
+  // refuses a model stamped with anything newer.
+  EXPECT_EQ(NewestSupportedOpset(""), 28);
+  EXPECT_EQ(NewestSupportedOpset("ai.onnx"), 28);
+  EXPECT_EQ(NewestSupportedOpset("ai.onnx.ml"), 5);
+  EXPECT_EQ(NewestSupportedOpset("com.example"), -1);
+
+  OpRegistry r = TestRegistry();
+  EXPECT_TRUE(CheckModel(UModel({{"", 28}}), r).ok());
+  EXPECT_TRUE(CheckModel(UModel({{"", 28}, {"ai.onnx.ml", 5}}), r).ok());
+  // A custom domain nee does not know is not limited (its nodes fail as unknown ops).
+  EXPECT_TRUE(CheckModel(UModel({{"", 13}, {"com.example", 99}}), r).ok());
+
+  struct Case {
+    std::vector<OpsetImport> opsets;
+    std::string expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{{"", 29}}, "opset 29 of domain 'ai.onnx', newer than the newest nee supports (28)"},
+           {{{"ai.onnx", 9999}}, "opset 9999 of domain 'ai.onnx', newer than the newest nee supports (28)"},
+           {{{"", 13}, {"ai.onnx.ml", 99}}, "opset 99 of domain 'ai.onnx.ml', newer than the newest nee supports (5)"},
+           {{{"", 13}, {"com.microsoft", 2}},
+            "opset 2 of domain 'com.microsoft', newer than the newest nee supports (1)"},
+       }) {
+    auto checked = CheckModel(UModel(c.opsets), r);
+    ASSERT_FALSE(checked.ok()) << c.expected;
+    EXPECT_EQ(checked.status().code(), StatusCode::kNotImplemented);
+    EXPECT_NE(checked.status().message().find(c.expected), std::string::npos) << checked.status().message();
+  }
+}
+
+TEST(Checker, NewestSupportedOpsetCoversEveryRegisteredVersion) {
+  // Every domain the registry has ops in is limited, and no registered since-version lies beyond
+  // the limit (it could never be used): adopting a newer opset is a deliberate change of the table.
+  for (const auto& [qualified, versions] : OpRegistry::Global().List()) {
+    size_t dot = qualified.rfind('.');
+    std::string domain = dot == std::string::npos ? "" : qualified.substr(0, dot);
+    int64_t newest = NewestSupportedOpset(domain);
+    ASSERT_GT(newest, 0) << "domain '" << domain << "' of " << qualified << " has no newest opset";
+    for (int v : versions) EXPECT_LE(v, newest) << qualified << " is registered at opset " << v;
+  }
+}
+
 }  // namespace
 }  // namespace nee
