@@ -315,7 +315,7 @@ class InferenceSession:
                                             int(getattr(options, "run_timeout_ms", 0)),
                                             int(getattr(options, "run_memory_limit_bytes", -1)),
                                             bool(getattr(options, "reference_kernels_only", False)),
-                                            str(options.profile_file_prefix) if options.enable_profiling else None)
+                                            bool(options.enable_profiling), str(options.profile_file_prefix))
         self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
         self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
         self._input_types = {a.name: a.type for a in self._inputs}

@@ -210,7 +210,8 @@ struct Session {
   ~Session() { nee_session_release(handle); }
 
   static Session* Create(nb::object model, int threads, int opt_level, int64_t run_timeout_ms,
-                         int64_t run_memory_limit, bool reference_kernels_only, nb::object profile_prefix) {
+                         int64_t run_memory_limit, bool reference_kernels_only, bool profiling,
+                         const std::string& profile_prefix) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
     nee_session_options_set_intra_op_threads(options, threads);
@@ -218,11 +219,11 @@ struct Session {
     nee_session_options_set_run_timeout_ms(options, run_timeout_ms);
     nee_session_options_set_run_memory_limit(options, run_memory_limit);
     nee_session_options_set_reference_kernels_only(options, reference_kernels_only ? 1 : 0);
-    if (!profile_prefix.is_none()) {
-      nee_status_t profiling = nee_session_options_set_profiling(options, nb::cast<std::string>(profile_prefix).c_str());
-      if (profiling) {
+    if (profiling) {
+      nee_status_t st = nee_session_options_set_profiling(options, profile_prefix.c_str());
+      if (st) {
         nee_session_options_release(options);
-        Raise(profiling);
+        Raise(st);
       }
     }
     auto* s = new Session();
