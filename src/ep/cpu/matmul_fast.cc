@@ -1,6 +1,8 @@
 // MatMul and Gemm on float32 through the blocked SGEMM (sgemm.cc). Other
 // element types, and shapes these do not handle, go to the reference kernels.
+// A constant 2-D B (weights) is packed once per session (PreparedCache).
 #include <algorithm>
+#include <memory>
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
@@ -11,6 +13,20 @@ namespace nee::cpu {
 namespace {
 // Dims with the trailing two removed.
 std::vector<int64_t> BatchDims(const std::vector<int64_t>& d) { return {d.begin(), d.end() - 2}; }
+
+// B (k x n, viewed as `view`) packed once per session when input `index` is
+// a constant (an initializer no caller can override): later runs skip packing
+// it. Null when B may change between runs or the kernel runs outside a session.
+// The key is what the packing depends on besides B's bytes: its shape and layout.
+std::shared_ptr<const SgemmPackedB> PackedConstantB(KernelContext& ctx, size_t index, int64_t k, int64_t n,
+                                                    MatrixView view, bool transposed) {
+  if (!ctx.prepared() || !ctx.input_is_constant(index)) return nullptr;
+  auto packed = ctx.prepared()->GetOrBuild<SgemmPackedB>(
+      {k, n, transposed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const SgemmPackedB>> {
+        return std::shared_ptr<const SgemmPackedB>(std::make_shared<const SgemmPackedB>(k, n, view));
+      });
+  return packed.ok() ? packed.value() : nullptr;
+}
 }  // namespace
 
 Status MatMulFloat(KernelContext& ctx) {
@@ -37,7 +53,11 @@ Status MatMulFloat(KernelContext& ctx) {
     // Every batch of A shares B: one multiply of [batch*m, k] by [k, n].
     int64_t rows = ProductOf(out_dims, 0, out_dims.size() - 1);
     if (ProductOf(BatchDims(ad)) == ProductOf(batch.value())) {
-      Sgemm(rows, n, k, 1.f, {ap, k, 1}, {bp, n, 1}, 0.f, cp, n, ctx.pool());
+      const MatrixView bv{bp, n, 1};
+      if (auto packed = PackedConstantB(ctx, 1, k, n, bv, false))
+        Sgemm(rows, n, k, SgemmA({ap, k, 1}), SgemmB(*packed), 0.f, cp, n, ctx.pool());
+      else
+        Sgemm(rows, n, k, 1.f, {ap, k, 1}, bv, 0.f, cp, n, ctx.pool());
       return Status::Ok();
     }
   }
@@ -97,7 +117,10 @@ Status GemmFloat(KernelContext& ctx) {
   }
   MatrixView av = trans_a ? MatrixView{a->data<float>(), 1, m} : MatrixView{a->data<float>(), k, 1};
   MatrixView bv = trans_b ? MatrixView{b->data<float>(), 1, k} : MatrixView{b->data<float>(), n, 1};
-  Sgemm(m, n, k, alpha, av, bv, out_beta, y, n, ctx.pool());
+  if (auto packed = PackedConstantB(ctx, 1, k, n, bv, trans_b != 0))
+    Sgemm(m, n, k, SgemmA(av, alpha), SgemmB(*packed), out_beta, y, n, ctx.pool());
+  else
+    Sgemm(m, n, k, alpha, av, bv, out_beta, y, n, ctx.pool());
   return Status::Ok();
 }
 
