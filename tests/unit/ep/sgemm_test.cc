@@ -250,5 +250,77 @@ TEST(OptimizedGemm, AgreesWithReferenceKernelWithBiasAndTransposes) {
   }
 }
 
+// Runs `kernel` as a session would: with a PreparedCache and the given inputs
+// marked constant. Returns the first output.
+Result<Tensor> RunPrepared(KernelFn kernel, const Node& node, const std::vector<Value>& inputs,
+                           const std::vector<bool>& constant, PreparedCache* cache, ThreadPool* pool) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(&v);
+  std::vector<Value> outputs(1);
+  KernelContext ctx(node, 13, ptrs, &outputs, nullptr, pool, nullptr);
+  ctx.SetPrepared(cache, &constant);
+  NEE_RETURN_IF_ERROR(kernel(ctx));
+  return outputs[0].tensor();
+}
+
+bool BitwiseEqual(const Tensor& x, const Tensor& y) {
+  return x.dims() == y.dims() &&
+         std::memcmp(x.data<float>(), y.data<float>(), sizeof(float) * x.num_elements()) == 0;
+}
+
+// A constant B is packed once (one cache entry, reused by the next run) and
+// gives the same bits as packing per call; a B that is not constant is not cached.
+TEST(OptimizedMatMul, ConstantBPackedOncePerSession) {
+  std::mt19937 rng(15);
+  ThreadPool pool(2);
+  for (const auto& [ad, bd] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{3, 37, 70}, {70, 45}}, {{1, 300}, {300, 129}}, {{128, 64}, {64, 33}}}) {
+    std::vector<Value> inputs = {Value(testing::RandomTensor(ad, rng)), Value(testing::RandomTensor(bd, rng))};
+    Node node = testing::MakeNode("MatMul", 2, 1);
+    auto want = RunPrepared(cpu::MatMulFloat, node, inputs, {false, false}, nullptr, &pool);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto ref = testing::RunOp(node, 13, inputs);
+    ASSERT_TRUE(ref.ok());
+    PreparedCache cache, unused;
+    for (int run = 0; run < 2; ++run) {
+      auto got = RunPrepared(cpu::MatMulFloat, node, inputs, {false, true}, &cache, &pool);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_TRUE(BitwiseEqual(got.value(), want.value())) << DimsToString(ad) << " run " << run;
+      const Tensor& r = ref->outputs[0].tensor();
+      for (int64_t i = 0; i < r.num_elements(); ++i)
+        ASSERT_NEAR(got->data<float>()[i], r.data<float>()[i], 1e-4 * (1 + std::abs(r.data<float>()[i])));
+      EXPECT_EQ(cache.size(), 1u);
+    }
+    ASSERT_TRUE(RunPrepared(cpu::MatMulFloat, node, inputs, {false, false}, &unused, &pool).ok());
+    EXPECT_EQ(unused.size(), 0u);
+  }
+}
+
+TEST(OptimizedGemm, ConstantBPackedOnceForEitherTransB) {
+  std::mt19937 rng(16);
+  const int64_t m = 9, n = 70, k = 300;
+  for (int trans = 0; trans < 4; ++trans) {
+    const bool ta = trans & 1, tb = trans & 2;
+    std::vector<Value> inputs = {
+        Value(testing::RandomTensor(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, rng)),
+        Value(testing::RandomTensor(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng)),
+        Value(testing::RandomTensor({n}, rng))};
+    Node node = testing::MakeNode("Gemm", 3, 1,
+                                  {testing::IntAttr("transA", ta), testing::IntAttr("transB", tb),
+                                   testing::FloatAttr("alpha", 0.5f), testing::FloatAttr("beta", 2.f)});
+    auto ref = testing::RunOp(node, 13, inputs);
+    ASSERT_TRUE(ref.ok());
+    auto want = RunPrepared(cpu::GemmFloat, node, inputs, {false, false, false}, nullptr, nullptr);
+    PreparedCache cache;
+    auto got = RunPrepared(cpu::GemmFloat, node, inputs, {false, true, true}, &cache, nullptr);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_TRUE(BitwiseEqual(got.value(), want.value())) << "trans " << trans;
+    EXPECT_EQ(cache.size(), 1u);
+    const Tensor& r = ref->outputs[0].tensor();
+    for (int64_t i = 0; i < r.num_elements(); ++i)
+      ASSERT_NEAR(got->data<float>()[i], r.data<float>()[i], 1e-4 * (1 + std::abs(r.data<float>()[i])));
+  }
+}
+
 }  // namespace
 }  // namespace nee
