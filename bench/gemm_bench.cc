@@ -1,7 +1,9 @@
 // SGEMM microbenchmark: GFLOP/s of nee's Sgemm (src/ep/cpu/sgemm.h) on square
-// sizes and on GEMM shapes from BERT-base and ResNet-50, with B plain (packed
-// per call) and packed beforehand, at each requested thread count, next to
-// this machine's fp32 FMA peak measured by the same binary.
+// sizes and on GEMM shapes from BERT-base and ResNet-50, with the weights
+// plain (packed per call) and packed beforehand, at each requested thread
+// count, next to this machine's fp32 FMA peak measured by the same binary.
+// The weights are B (k x n) for the square and BERT shapes (MatMul/Gemm) and
+// A (m x k) for the ResNet convolutions (Conv multiplies weights by im2col).
 //
 //   nee_gemm_bench [--threads 1,2] [--seconds 0.3] [--isa avx512|avx2|portable] [--cpu-time]
 //                  [--only SUBSTRING-OF-SHAPE-NAME]
@@ -117,9 +119,12 @@ double MeasurePeak(SgemmIsa isa, const char** how) {
 
 // ---- GEMM cases ------------------------------------------------------------------
 
+// `weights_are_a`: the constant operand is A (convolution: weights x im2col),
+// else B (MatMul/Gemm: activations x weights). "packed" packs the constant one.
 struct Shape {
   const char* name;
   int64_t m, n, k;
+  bool weights_are_a = false;
 };
 
 struct Rate {
@@ -133,10 +138,13 @@ Rate TimeGemm(const Shape& s, bool prepacked, ThreadPool* pool, double seconds, 
   for (float& v : a) v = dist(rng);
   for (float& v : b) v = dist(rng);
   const MatrixView av{a.data(), s.k, 1}, bv{b.data(), s.n, 1};
-  SgemmPackedB packed(prepacked ? s.k : 0, prepacked ? s.n : 0, bv);
+  const bool pack_b = prepacked && !s.weights_are_a, pack_a = prepacked && s.weights_are_a;
+  SgemmPackedB packed_b(pack_b ? s.k : 0, pack_b ? s.n : 0, bv);
+  SgemmPackedA packed_a(pack_a ? s.m : 0, pack_a ? s.k : 0, 1.f, av);
   auto call = [&] {
-    if (prepacked) Sgemm(s.m, s.n, s.k, SgemmA(av), SgemmB(packed), 0.f, c.data(), s.n, pool);
-    else Sgemm(s.m, s.n, s.k, 1.f, av, bv, 0.f, c.data(), s.n, pool);
+    const SgemmA a_operand = pack_a ? SgemmA(packed_a) : SgemmA(av);
+    const SgemmB b_operand = pack_b ? SgemmB(packed_b) : SgemmB(bv);
+    Sgemm(s.m, s.n, s.k, a_operand, b_operand, 0.f, c.data(), s.n, pool);
   };
   call();  // warm up caches and per-thread buffers
   const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
@@ -197,10 +205,10 @@ int main(int argc, char** argv) {
       {"square 1024", 1024, 1024, 1024},      {"square 2048", 2048, 2048, 2048},
       {"bert qkv/out 128x768x768", 128, 768, 768}, {"bert ffn1 128x3072x768", 128, 3072, 768},
       {"bert ffn2 128x768x3072", 128, 768, 3072},  {"bert 1 token 1x768x768", 1, 768, 768},
-      {"bert 8 tokens 8x3072x768", 8, 3072, 768},  {"resnet conv2 64x3136x576", 64, 3136, 576},
-      {"resnet conv5 512x49x4608", 512, 49, 4608},  {"resnet conv4 256x196x2304", 256, 196, 2304},
+      {"bert 8 tokens 8x3072x768", 8, 3072, 768},  {"resnet conv2 64x3136x576", 64, 3136, 576, true},
+      {"resnet conv5 512x49x4608", 512, 49, 4608, true},  {"resnet conv4 256x196x2304", 256, 196, 2304, true},
   };
-  std::printf("%-28s %-8s %7s %17s %7s\n", "shape (m x n x k)", "B", "threads", "GFLOP/s", "%peak");
+  std::printf("%-28s %-8s %7s %17s %7s\n", "shape (m x n x k)", "weights", "threads", "GFLOP/s", "%peak");
   for (const Shape& s : shapes) {
     if (!only.empty() && std::string(s.name).find(only) == std::string::npos) continue;
     for (bool prepacked : {false, true})

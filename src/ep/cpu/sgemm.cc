@@ -34,7 +34,10 @@ constexpr int64_t kMaxTaskRows = 144;      // rows of A a task keeps packed (x k
 constexpr int64_t kMaxTaskPanels = 16;     // B panels per task: 512 columns
 constexpr int64_t kPackBudget = 2 << 20;   // floats of B packed per call at once (8 MiB)
 constexpr int64_t kRetainedScratch = 16 << 20;  // per-thread scratch kept between calls, floats
-constexpr double kParallelFlops = 4e6;     // below this, waking threads costs more than it gains
+// Below both, waking threads costs more than it gains. Few rows (a GEMV) do
+// few flops but still stream all of B, which two cores do faster than one.
+constexpr double kParallelFlops = 4e6;
+constexpr double kParallelBElements = 1 << 18;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
@@ -181,7 +184,8 @@ void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, fl
     return;
   }
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int threads = pool && flops >= kParallelFlops ? pool->num_threads() : 1;
+  const bool worth_threads = flops >= kParallelFlops || static_cast<double>(n) * static_cast<double>(k) >= kParallelBElements;
+  const int threads = pool && worth_threads ? pool->num_threads() : 1;
   // Column blocks bound the B packed per call; B packed beforehand needs none.
   const int64_t block_cols =
       b.packed ? n : std::min(n, std::max<int64_t>(8 * kCols, kPackBudget / k / kCols * kCols));
