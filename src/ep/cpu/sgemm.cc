@@ -33,7 +33,11 @@ constexpr int64_t kKc = kSgemmDepthBlock;
 constexpr int64_t kMaxTaskRows = 144;      // rows of A a task keeps packed (x k: its L2 share)
 constexpr int64_t kMaxTaskPanels = 16;     // B panels per task: 512 columns
 constexpr int64_t kPackBudget = 2 << 20;   // floats of B packed per call at once (8 MiB)
-constexpr int64_t kRetainedScratch = 16 << 20;  // per-thread scratch kept between calls, floats
+constexpr int64_t kRetainedScratch = 4 << 20;  // per-thread scratch kept between calls, floats
+// Calls deeper than this run as consecutive depth ranges (the same k-blocks in
+// the same order, so the same bits), which bounds the per-call buffers.
+constexpr int64_t kMaxDepth = 8192;
+static_assert(kMaxDepth % kKc == 0, "depth ranges hold whole k-blocks");
 // Below both, waking threads costs more than it gains. Few rows (a GEMV) do
 // few flops but still stream all of B, which two cores do faster than one.
 constexpr double kParallelFlops = 4e6;
@@ -78,7 +82,7 @@ struct Panels {
 
 // Everything the tasks of one column block share.
 struct Block {
-  int64_t m, k, j0, nc;
+  int64_t m, k0, k, j0, nc;  // rows [0, m), depth [k0, k0 + k), columns [j0, j0 + nc)
   const SgemmA* a;
   Panels b;
   float beta;
@@ -130,12 +134,13 @@ void RunTasks(const Block& x, std::atomic<int64_t>& next, int64_t tasks) {
     const int64_t q1 = std::min(q0 + x.task_panels, CeilDiv(x.nc, kCols));
     Panels a;
     if (x.a->packed) {
-      a = {x.a->packed->block(0), RoundUp(x.m, kRows), i0 / kRows};
+      a = {x.a->packed->block(x.k0), RoundUp(x.m, kRows), i0 / kRows};
     } else {
       float* buffer = t_a_scratch.Get(padded_rows * x.k);
       if (packed_rows != i0) {
         for (int64_t p0 = 0; p0 < x.k; p0 += kKc)
-          sgemm_internal::PackA(x.a->view, x.a->alpha, i0, mc, p0, std::min(kKc, x.k - p0), buffer + p0 * padded_rows);
+          sgemm_internal::PackA(x.a->view, x.a->alpha, i0, mc, x.k0 + p0, std::min(kKc, x.k - p0),
+                                buffer + p0 * padded_rows);
         packed_rows = i0;
       }
       a = {buffer, padded_rows, 0};
@@ -154,11 +159,12 @@ void Parallel(ThreadPool* pool, int threads, int64_t n, Fn&& fn) {
   else work(0, 1);
 }
 
-// Packs B's columns [j0, j0+nc), all of k, into `out` (k-block p0 at p0 * padded nc).
-void PackBlockOfB(const SgemmB& b, int64_t k, int64_t j0, int64_t nc, float* out, ThreadPool* pool, int threads) {
+// Packs B's columns [j0, j0+nc), rows [k0, k0+k), into `out` (k-block p0 at p0 * padded nc).
+void PackBlockOfB(const SgemmB& b, int64_t k0, int64_t k, int64_t j0, int64_t nc, float* out, ThreadPool* pool,
+                  int threads) {
   const int64_t padded = RoundUp(nc, kCols);
   if (b.pack) {  // the caller's packer runs on this thread only
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) (*b.pack)(p0, std::min(kKc, k - p0), j0, nc, out + p0 * padded);
+    for (int64_t p0 = 0; p0 < k; p0 += kKc) (*b.pack)(k0 + p0, std::min(kKc, k - p0), j0, nc, out + p0 * padded);
     return;
   }
   // Units of eight panels of one k-block.
@@ -168,21 +174,15 @@ void PackBlockOfB(const SgemmB& b, int64_t k, int64_t j0, int64_t nc, float* out
     for (int64_t u = next.fetch_add(1); u < units; u = next.fetch_add(1)) {
       const int64_t p0 = u / groups * kKc, kc = std::min(kKc, k - p0);
       const int64_t jb = u % groups * kUnitPanels * kCols;
-      sgemm_internal::PackB(b.view, p0, kc, j0 + jb, std::min(kUnitPanels * kCols, nc - jb),
+      sgemm_internal::PackB(b.view, k0 + p0, kc, j0 + jb, std::min(kUnitPanels * kCols, nc - jb),
                             out + p0 * padded + jb * kc);
     }
   });
 }
 
-}  // namespace
-
-void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, float beta, float* c, int64_t ldc,
-           ThreadPool* pool) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0 || (!a.packed && a.alpha == 0.f)) {
-    if (beta != 1.f) ScaleC(c, ldc, m, n, beta);
-    return;
-  }
+// C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
+void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& a, const SgemmB& b, float beta,
+                     float* c, int64_t ldc, ThreadPool* pool) {
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool worth_threads = flops >= kParallelFlops || static_cast<double>(n) * static_cast<double>(k) >= kParallelBElements;
   const int threads = pool && worth_threads ? pool->num_threads() : 1;
@@ -191,6 +191,7 @@ void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, fl
       b.packed ? n : std::min(n, std::max<int64_t>(8 * kCols, kPackBudget / k / kCols * kCols));
   Block x{};
   x.m = m;
+  x.k0 = k0;
   x.k = k;
   x.a = &a;
   x.beta = beta;
@@ -205,10 +206,10 @@ void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, fl
     x.nc = std::min(block_cols, n - j0);
     const int64_t panels = CeilDiv(x.nc, kCols);
     if (b.packed) {
-      x.b = {b.packed->block(0), RoundUp(n, kCols), j0 / kCols};
+      x.b = {b.packed->block(k0), RoundUp(n, kCols), j0 / kCols};
     } else {
       float* buffer = t_b_scratch.Get(RoundUp(x.nc, kCols) * k);
-      PackBlockOfB(b, k, j0, x.nc, buffer, pool, threads);
+      PackBlockOfB(b, k0, k, j0, x.nc, buffer, pool, threads);
       x.b = {buffer, RoundUp(x.nc, kCols), 0};
     }
     // Enough tasks for threads claiming them one at a time to finish
@@ -221,6 +222,19 @@ void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, fl
     Parallel(pool, threads, tasks, [&](std::atomic<int64_t>& next) { RunTasks(x, next, tasks); });
   }
   t_b_scratch.Trim();
+}
+
+}  // namespace
+
+void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, float beta, float* c, int64_t ldc,
+           ThreadPool* pool) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || (!a.packed && a.alpha == 0.f)) {
+    if (beta != 1.f) ScaleC(c, ldc, m, n, beta);
+    return;
+  }
+  for (int64_t k0 = 0; k0 < k; k0 += kMaxDepth)
+    SgemmDepthRange(m, n, k0, std::min(kMaxDepth, k - k0), a, b, k0 == 0 ? beta : 1.f, c, ldc, pool);
 }
 
 }  // namespace nee::cpu

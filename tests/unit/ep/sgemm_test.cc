@@ -110,8 +110,10 @@ TEST_P(SgemmTest, MatchesNaiveOnOddShapesStridesTransposesAlphaBeta) {
     }
 }
 
-// B wider than one per-call packing block (with k this deep, blocks are 256 columns).
-TEST_P(SgemmTest, ManyColumnBlocks) {
+// B wider than one per-call packing block (with k this deep, blocks are 256
+// columns) and k deeper than one depth range (8192): still the naive result,
+// and packing beforehand or more threads change no bit.
+TEST_P(SgemmTest, ManyColumnBlocksAndDepthRanges) {
   std::mt19937 rng(9);
   const int64_t m = 5, n = 600, k = 8200;
   Stored a = RandomStored(m, k, false, 0, rng), b = RandomStored(k, n, false, 0, rng);
@@ -120,6 +122,11 @@ TEST_P(SgemmTest, ManyColumnBlocks) {
   ThreadPool pool(2);
   cpu::Sgemm(m, n, k, 1.f, a.view(), b.view(), 0.f, c.data(), n, &pool);
   ExpectNear(c, want, k, "5x600x8200");
+  std::vector<float> packed(m * n, 0.f);
+  const cpu::SgemmPackedB pb(k, n, b.view());
+  const cpu::SgemmPackedA pa(m, k, 1.f, a.view());
+  cpu::Sgemm(m, n, k, cpu::SgemmA(pa), cpu::SgemmB(pb), 0.f, packed.data(), n, nullptr);
+  EXPECT_TRUE(BitwiseEqual(c, packed));
 }
 
 // beta == 0 never reads C (NaN there must not leak); k == 0 or alpha == 0 scale C only.
