@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
 
@@ -61,19 +62,32 @@ Status MatMulFloat(KernelContext& ctx) {
       return Status::Ok();
     }
   }
-  // General batched case: walk the broadcast batch index.
+  // General batched case: walk the broadcast batch index, collecting the
+  // products (batch offsets of A, B and C).
   std::vector<std::vector<int64_t>> in_batches = {BatchDims(ad), BatchDims(bd)};
-  int64_t batch_index = 0;
-  Status status;
+  struct Product {
+    int64_t a, b, c;
+  };
+  std::vector<Product> products;
   ForEachBroadcastBlock(batch.value(), in_batches,
                         [&](int64_t out_off, const int64_t* in_off, const int64_t* steps, int64_t count) {
-                          for (int64_t i = 0; i < count; ++i, ++batch_index) {
-                            const float* ai = ap + (in_off[0] + i * steps[0]) * m * k;
-                            const float* bi = bp + (in_off[1] + i * steps[1]) * k * n;
-                            Sgemm(m, n, k, 1.f, {ai, k, 1}, {bi, n, 1}, 0.f, cp + (out_off + i) * m * n, n, ctx.pool());
-                          }
+                          for (int64_t i = 0; i < count; ++i)
+                            products.push_back({in_off[0] + i * steps[0], in_off[1] + i * steps[1], out_off + i});
                         });
-  return status;
+  auto multiply = [&](const Product& p, ThreadPool* pool) {
+    Sgemm(m, n, k, 1.f, {ap + p.a * m * k, k, 1}, {bp + p.b * k * n, n, 1}, 0.f, cp + p.c * m * n, n, pool);
+  };
+  // Many small products (attention heads): one per task, each on one thread.
+  // Few or large ones: one after another, each shared by the threads. Either
+  // way each product is computed the same way, so the bits are the same.
+  const int threads = NumThreads(ctx);
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (threads > 1 && static_cast<int64_t>(products.size()) >= 2 * threads && flops < 5e7) {
+    ParallelTasks(ctx, static_cast<int64_t>(products.size()), [&](int64_t t) { multiply(products[t], nullptr); });
+  } else {
+    for (const Product& p : products) multiply(p, ctx.pool());
+  }
+  return Status::Ok();
 }
 
 Status GemmFloat(KernelContext& ctx) {

@@ -275,6 +275,27 @@ bool BitwiseEqual(const Tensor& x, const Tensor& y) {
          std::memcmp(x.data<float>(), y.data<float>(), sizeof(float) * x.num_elements()) == 0;
 }
 
+// Batched products (attention heads) are spread over threads one per task;
+// the bits are those of one thread.
+TEST(OptimizedMatMul, BatchedBitwiseIndependentOfThreadCount) {
+  std::mt19937 rng(17);
+  std::vector<Value> inputs = {Value(testing::RandomTensor({2, 6, 40, 24}, rng)),
+                               Value(testing::RandomTensor({2, 6, 24, 50}, rng))};
+  Node node = testing::MakeNode("MatMul", 2, 1);
+  auto one = testing::RunKernel(cpu::MatMulFloat, node, 13, inputs, 1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  for (int threads : {2, 3}) {
+    auto many = testing::RunKernel(cpu::MatMulFloat, node, 13, inputs, threads);
+    ASSERT_TRUE(many.ok());
+    EXPECT_TRUE(BitwiseEqual(one.value(), many.value())) << threads << " threads";
+  }
+  auto ref = testing::RunOp(node, 13, inputs);
+  ASSERT_TRUE(ref.ok());
+  const Tensor& r = ref->outputs[0].tensor();
+  for (int64_t i = 0; i < r.num_elements(); ++i)
+    ASSERT_NEAR(one->data<float>()[i], r.data<float>()[i], 1e-4 * (1 + std::abs(r.data<float>()[i])));
+}
+
 // A constant B is packed once (one cache entry, reused by the next run) and
 // gives the same bits as packing per call; a B that is not constant is not cached.
 TEST(OptimizedMatMul, ConstantBPackedOncePerSession) {
