@@ -6,9 +6,10 @@
 //  - depthwise (one input channel per group): a direct sliding-window kernel
 //    over each channel plane, vectorized along output rows;
 //  - everything else: im2col + SGEMM (sgemm.cc), the im2col rows written
-//    straight into SGEMM's packed B panels (SgemmWithPackedB), so the im2col
+//    straight into SGEMM's packed B panels (a PackBFn), so the im2col
 //    matrix is never materialized; output columns are split into tiles that
 //    are the parallel tasks.
+// In a session, constant weights are packed as SGEMM's A once (PreparedCache).
 //
 // Determinism: every output element is computed by exactly one task, and its
 // sum runs in an order fixed by the geometry alone (SGEMM's own guarantee for
@@ -237,19 +238,20 @@ void FillBias(const ConvShape& s, const float* bias_g, float* y_g, int64_t j0, i
 // Output columns [j0, j0 + nc) of one (image, group): one SGEMM directly on
 // the input for pointwise convs, else SGEMM with B = im2col of those columns,
 // packed as SGEMM asks for it. `pool` (may be null) parallelizes inside.
-void ConvTile(const ConvShape& s, const float* x, const float* w, const float* bias, float* y, int64_t unit,
-              int64_t j0, int64_t nc, ThreadPool* pool) {
+// `packed_w` (may be null) holds each group's weights packed beforehand.
+void ConvTile(const ConvShape& s, const float* x, const float* w, const SgemmPackedA* packed_w, const float* bias,
+              float* y, int64_t unit, int64_t j0, int64_t nc, ThreadPool* pool) {
   const int64_t n = unit / s.group, g = unit % s.group;
   const float* x_g = x + (n * s.C + g * s.Cg) * s.in_size;
   const float* w_g = w + g * s.Mg * s.rows();
   const float* bias_g = bias ? bias + g * s.Mg : nullptr;
   float* y_g = y + (n * s.M + g * s.Mg) * s.out_size;
   const int64_t rows = s.rows();
-  const MatrixView weights{w_g, rows, 1};
+  const SgemmA weights = packed_w ? SgemmA(packed_w[g]) : SgemmA(MatrixView{w_g, rows, 1});
   if (bias_g) FillBias(s, bias_g, y_g, j0, nc);
   const float beta = bias_g ? 1.f : 0.f;  // accumulate onto the bias
   if (s.pointwise()) {
-    Sgemm(s.Mg, nc, rows, 1.f, weights, {x_g + j0, s.in_size, 1}, beta, y_g + j0, s.out_size, pool);
+    Sgemm(s.Mg, nc, rows, weights, SgemmB(MatrixView{x_g + j0, s.in_size, 1}), beta, y_g + j0, s.out_size, pool);
     return;
   }
   // im2col straight into SGEMM's packed panels: each im2col row is built in
@@ -265,7 +267,28 @@ void ConvTile(const ConvShape& s, const float* x, const float* w, const float* b
         std::memcpy(out + (q * kc + (p - p0)) * kPanel, row + q * kPanel, sizeof(float) * kPanel);
     }
   };
-  SgemmWithPackedB(s.Mg, nc, rows, 1.f, weights, pack, beta, y_g + j0, s.out_size, pool);
+  const PackBFn pack_fn = pack;
+  Sgemm(s.Mg, nc, rows, weights, SgemmB(pack_fn), beta, y_g + j0, s.out_size, pool);
+}
+
+// Each group's weights (Mg x rows) packed as SGEMM's A, once per session.
+struct PackedConvWeights {
+  std::vector<SgemmPackedA> groups;
+};
+
+// Null unless the weights are a session constant (then the same bytes every
+// run); the packing depends on nothing else but the geometry in the key.
+std::shared_ptr<const PackedConvWeights> PackedWeights(KernelContext& ctx, const ConvShape& s, const float* w) {
+  if (!ctx.prepared() || !ctx.input_is_constant(1)) return nullptr;
+  auto packed = ctx.prepared()->GetOrBuild<PackedConvWeights>(
+      {s.group, s.Mg, s.rows()}, [&]() -> Result<std::shared_ptr<const PackedConvWeights>> {
+        auto p = std::make_shared<PackedConvWeights>();
+        p->groups.reserve(static_cast<size_t>(s.group));
+        for (int64_t g = 0; g < s.group; ++g)
+          p->groups.emplace_back(s.Mg, s.rows(), 1.f, MatrixView{w + g * s.Mg * s.rows(), s.rows(), 1});
+        return std::shared_ptr<const PackedConvWeights>(std::move(p));
+      });
+  return packed.ok() ? packed.value() : nullptr;
 }
 
 // ---- Depthwise ---------------------------------------------------------------------
@@ -435,7 +458,7 @@ __attribute__((target("avx2,fma"))) void DepthwiseRowsAvx2(const ConvShape& p, c
 DepthwiseRowsFn SelectDepthwiseRows() {
 #ifdef NEE_CONV_X86
   // Follow SGEMM's switch so that one flag selects the portable code everywhere.
-  if (CpuHasAvx2Fma() && std::strcmp(SgemmKernelName(), "avx2-fma") == 0) return DepthwiseRowsAvx2;
+  if (CpuHasAvx2Fma() && !SgemmPortableForced()) return DepthwiseRowsAvx2;
 #endif
   return DepthwiseRowsPortable;
 }
@@ -511,19 +534,21 @@ Status ConvFloat(KernelContext& ctx) {
   // parallel loop (each task's im2col is consumed at once by its own SGEMM).
   // Tiles only split the columns, which SGEMM computes independently, so the
   // tiling (which depends on the thread count) never changes a result.
+  const std::shared_ptr<const PackedConvWeights> packed = PackedWeights(ctx, s, wp);
+  const SgemmPackedA* packed_w = packed ? packed->groups.data() : nullptr;
   const int64_t units = s.N * s.group;
   const int64_t tile = ColumnTile(s, units, threads);
   const int64_t tiles = (s.out_size + tile - 1) / tile;
   if (threads == 1 || units * tiles >= threads) {
     ParallelTasks(ctx, units * tiles, [&](int64_t t) {
       const int64_t j0 = t % tiles * tile;
-      ConvTile(s, xp, wp, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
+      ConvTile(s, xp, wp, packed_w, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
     });
   } else {
     // Too few columns to go around: parallelize inside each tile (SGEMM over output channels).
     for (int64_t t = 0; t < units * tiles; ++t) {
       const int64_t j0 = t % tiles * tile;
-      ConvTile(s, xp, wp, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), ctx.pool());
+      ConvTile(s, xp, wp, packed_w, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), ctx.pool());
     }
   }
   return Status::Ok();

@@ -1,8 +1,11 @@
 // MatMul and Gemm on float32 through the blocked SGEMM (sgemm.cc). Other
 // element types, and shapes these do not handle, go to the reference kernels.
+// A constant 2-D B (weights) is packed once per session (PreparedCache).
 #include <algorithm>
+#include <memory>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
 
@@ -11,6 +14,20 @@ namespace nee::cpu {
 namespace {
 // Dims with the trailing two removed.
 std::vector<int64_t> BatchDims(const std::vector<int64_t>& d) { return {d.begin(), d.end() - 2}; }
+
+// B (k x n, viewed as `view`) packed once per session when input `index` is
+// a constant (an initializer no caller can override): later runs skip packing
+// it. Null when B may change between runs or the kernel runs outside a session.
+// The key is what the packing depends on besides B's bytes: its shape and layout.
+std::shared_ptr<const SgemmPackedB> PackedConstantB(KernelContext& ctx, size_t index, int64_t k, int64_t n,
+                                                    MatrixView view, bool transposed) {
+  if (!ctx.prepared() || !ctx.input_is_constant(index)) return nullptr;
+  auto packed = ctx.prepared()->GetOrBuild<SgemmPackedB>(
+      {k, n, transposed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const SgemmPackedB>> {
+        return std::shared_ptr<const SgemmPackedB>(std::make_shared<const SgemmPackedB>(k, n, view));
+      });
+  return packed.ok() ? packed.value() : nullptr;
+}
 }  // namespace
 
 Status MatMulFloat(KernelContext& ctx) {
@@ -37,23 +54,40 @@ Status MatMulFloat(KernelContext& ctx) {
     // Every batch of A shares B: one multiply of [batch*m, k] by [k, n].
     int64_t rows = ProductOf(out_dims, 0, out_dims.size() - 1);
     if (ProductOf(BatchDims(ad)) == ProductOf(batch.value())) {
-      Sgemm(rows, n, k, 1.f, {ap, k, 1}, {bp, n, 1}, 0.f, cp, n, ctx.pool());
+      const MatrixView bv{bp, n, 1};
+      if (auto packed = PackedConstantB(ctx, 1, k, n, bv, false))
+        Sgemm(rows, n, k, SgemmA({ap, k, 1}), SgemmB(*packed), 0.f, cp, n, ctx.pool());
+      else
+        Sgemm(rows, n, k, 1.f, {ap, k, 1}, bv, 0.f, cp, n, ctx.pool());
       return Status::Ok();
     }
   }
-  // General batched case: walk the broadcast batch index.
+  // General batched case: walk the broadcast batch index, collecting the
+  // products (batch offsets of A, B and C).
   std::vector<std::vector<int64_t>> in_batches = {BatchDims(ad), BatchDims(bd)};
-  int64_t batch_index = 0;
-  Status status;
+  struct Product {
+    int64_t a, b, c;
+  };
+  std::vector<Product> products;
   ForEachBroadcastBlock(batch.value(), in_batches,
                         [&](int64_t out_off, const int64_t* in_off, const int64_t* steps, int64_t count) {
-                          for (int64_t i = 0; i < count; ++i, ++batch_index) {
-                            const float* ai = ap + (in_off[0] + i * steps[0]) * m * k;
-                            const float* bi = bp + (in_off[1] + i * steps[1]) * k * n;
-                            Sgemm(m, n, k, 1.f, {ai, k, 1}, {bi, n, 1}, 0.f, cp + (out_off + i) * m * n, n, ctx.pool());
-                          }
+                          for (int64_t i = 0; i < count; ++i)
+                            products.push_back({in_off[0] + i * steps[0], in_off[1] + i * steps[1], out_off + i});
                         });
-  return status;
+  auto multiply = [&](const Product& p, ThreadPool* pool) {
+    Sgemm(m, n, k, 1.f, {ap + p.a * m * k, k, 1}, {bp + p.b * k * n, n, 1}, 0.f, cp + p.c * m * n, n, pool);
+  };
+  // Many small products (attention heads): one per task, each on one thread.
+  // Few or large ones: one after another, each shared by the threads. Either
+  // way each product is computed the same way, so the bits are the same.
+  const int threads = NumThreads(ctx);
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  if (threads > 1 && static_cast<int64_t>(products.size()) >= 2 * threads && flops < 5e7) {
+    ParallelTasks(ctx, static_cast<int64_t>(products.size()), [&](int64_t t) { multiply(products[t], nullptr); });
+  } else {
+    for (const Product& p : products) multiply(p, ctx.pool());
+  }
+  return Status::Ok();
 }
 
 Status GemmFloat(KernelContext& ctx) {
@@ -97,7 +131,10 @@ Status GemmFloat(KernelContext& ctx) {
   }
   MatrixView av = trans_a ? MatrixView{a->data<float>(), 1, m} : MatrixView{a->data<float>(), k, 1};
   MatrixView bv = trans_b ? MatrixView{b->data<float>(), 1, k} : MatrixView{b->data<float>(), n, 1};
-  Sgemm(m, n, k, alpha, av, bv, out_beta, y, n, ctx.pool());
+  if (auto packed = PackedConstantB(ctx, 1, k, n, bv, trans_b != 0))
+    Sgemm(m, n, k, SgemmA(av, alpha), SgemmB(*packed), out_beta, y, n, ctx.pool());
+  else
+    Sgemm(m, n, k, alpha, av, bv, out_beta, y, n, ctx.pool());
   return Status::Ok();
 }
 

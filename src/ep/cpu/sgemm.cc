@@ -1,231 +1,240 @@
+// The SGEMM driver: cuts C into tasks, packs what is not packed yet, and runs
+// the micro-kernel (sgemm_kernels.cc) over each task's tiles.
+//
+// Loop structure, outermost first:
+//  - column blocks of nc columns: B's panels for the block, all of k, are
+//    packed once (in parallel) unless B came packed;
+//  - tasks: mc rows x a few B panels, claimed by threads one at a time. A task
+//    packs its mc rows of A for all of k (or uses A's packed panels), reusing
+//    them when the same thread's next task covers the same rows;
+//  - within a task, k-blocks of kSgemmDepthBlock; for each, every 12-row A
+//    panel (kc x 12, broadcast from L1) meets every B panel of the task
+//    (kc x 32, streamed from L2 by vector loads).
+// Tasks split rows and columns only, so a C element is always summed over
+// the same k-blocks in the same order; the thread count changes who computes
+// it, never how.
 #include "ep/cpu/sgemm.h"
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
-#include <cstring>
-#include <memory>
-#include <new>
-#include <vector>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define NEE_X86 1
-#endif
+#include "ep/cpu/sgemm_kernels.h"
+#include "ep/cpu/sgemm_pack.h"
 
 namespace nee::cpu {
 
+using sgemm_internal::MicroKernel;
+
 namespace {
 
-// Register tile: kRows rows of C by kCols columns; B is packed in kCols-wide
-// panels, A in kRows-tall panels, so the inner loop reads both contiguously.
-constexpr int64_t kRows = 6;
-constexpr int64_t kCols = 16;
-// Cache blocking: a kKc x kNc block of B (packed) stays in L2 while kMc rows of A stream.
-constexpr int64_t kKc = 256;
-constexpr int64_t kMc = 72;   // multiple of kRows
-constexpr int64_t kNc = 1024;  // multiple of kCols
+constexpr int64_t kRows = kSgemmTileRows;
+constexpr int64_t kCols = kSgemmPanelWidth;
+constexpr int64_t kKc = kSgemmDepthBlock;
+constexpr int64_t kMaxTaskRows = 144;      // rows of A a task keeps packed (x k: its L2 share)
+constexpr int64_t kMaxTaskPanels = 16;     // B panels per task: 512 columns
+constexpr int64_t kPackBudget = 2 << 20;   // floats of B packed per call at once (8 MiB)
+constexpr int64_t kRetainedScratch = 4 << 20;  // per-thread scratch kept between calls, floats
+// Calls deeper than this run as consecutive depth ranges (the same k-blocks in
+// the same order, so the same bits), which bounds the per-call buffers.
+constexpr int64_t kMaxDepth = 8192;
+static_assert(kMaxDepth % kKc == 0, "depth ranges hold whole k-blocks");
+// Below both, waking threads costs more than it gains. Few rows (a GEMV) do
+// few flops but still stream all of B, which two cores do faster than one.
+constexpr double kParallelFlops = 4e6;
+constexpr double kParallelBElements = 1 << 18;
 
-using MicroKernel = void (*)(int64_t kc, const float* a_panel, const float* b_panel, float* c, int64_t ldc,
-                             int64_t rows, int64_t cols, bool accumulate);
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
-// Portable micro-kernel: the same order over k as the SIMD one, written for
-// the auto-vectorizer (multiply and add are separate here: without FMA
-// hardware, std::fma would be a slow library call).
-void MicroPortable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                   bool accumulate) {
-  float acc[kRows][kCols] = {};
-  for (int64_t p = 0; p < kc; ++p) {
-    const float* bp = b + p * kCols;
-    const float* ap = a + p * kRows;
-    for (int64_t r = 0; r < kRows; ++r) {
-      float av = ap[r];
-      for (int64_t j = 0; j < kCols; ++j) acc[r][j] += av * bp[j];
+// Grow-only scratch per thread, so repeated calls allocate nothing; very
+// large buffers are dropped after the call instead of held forever.
+class Scratch {
+ public:
+  float* Get(int64_t floats) {
+    if (floats > capacity_) {
+      buffer_ = SgemmAllocate(floats);
+      capacity_ = floats;
+    }
+    return buffer_.get();
+  }
+  void Trim() {
+    if (capacity_ > kRetainedScratch) {
+      buffer_.reset();
+      capacity_ = 0;
     }
   }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = accumulate ? c[r * ldc + j] + acc[r][j] : acc[r][j];
+
+ private:
+  SgemmBuffer buffer_;
+  int64_t capacity_ = 0;
+};
+thread_local Scratch t_a_scratch;  // a task's rows of A
+thread_local Scratch t_b_scratch;  // a column block of B (the calling thread's)
+
+// Panels of one operand: k-block p0 (depth kc) starts at base + p0 * stride,
+// and the panels wanted start `first` panels of `width` floats x kc into it.
+struct Panels {
+  const float* base;
+  int64_t stride;
+  int64_t first;
+  const float* At(int64_t p0, int64_t kc, int64_t width) const { return base + p0 * stride + first * kc * width; }
+};
+
+// Everything the tasks of one column block share.
+struct Block {
+  int64_t m, k0, k, j0, nc;  // rows [0, m), depth [k0, k0 + k), columns [j0, j0 + nc)
+  const SgemmA* a;
+  Panels b;
+  float beta;
+  float* c;
+  int64_t ldc;
+  MicroKernel micro;
+  int64_t task_rows, task_panels, panel_groups;
+};
+
+void ScaleC(float* c, int64_t ldc, int64_t rows, int64_t cols, float beta) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = c + i * ldc;
+    if (beta == 0.f) std::fill(row, row + cols, 0.f);
+    else
+      for (int64_t j = 0; j < cols; ++j) row[j] *= beta;
+  }
 }
 
-#ifdef NEE_X86
-// One row of the register tile: acc0/acc1 (columns 0-7, 8-15) += a * b.
-// Always inlined with the accumulators as references, so all twelve stay in
-// registers (an array of accumulators indexed in a loop is kept in memory at
-// -O2, which costs several times the throughput).
-__attribute__((target("avx2,fma"), always_inline)) inline void FmaRow(const float* a, __m256 b0, __m256 b1,
-                                                                       __m256& acc0, __m256& acc1) {
-  const __m256 av = _mm256_broadcast_ss(a);
-  acc0 = _mm256_fmadd_ps(av, b0, acc0);
-  acc1 = _mm256_fmadd_ps(av, b1, acc1);
-}
-
-// Writes (or adds) one accumulator row into C, the first `cols` columns.
-__attribute__((target("avx2,fma"), always_inline)) inline void StoreRow(float* c, __m256 acc0, __m256 acc1,
-                                                                         int64_t cols, bool accumulate) {
-  if (cols == kCols) {
-    if (accumulate) {
-      acc0 = _mm256_add_ps(acc0, _mm256_loadu_ps(c));
-      acc1 = _mm256_add_ps(acc1, _mm256_loadu_ps(c + 8));
+// Rows [i0, i0+mc) x panels [q0, q1) of the block, over all of k.
+void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0, int64_t q1) {
+  float* c0 = x.c + i0 * x.ldc + x.j0;
+  const int64_t col_begin = q0 * kCols, col_end = std::min(q1 * kCols, x.nc);
+  if (x.beta != 0.f && x.beta != 1.f) ScaleC(c0 + col_begin, x.ldc, mc, col_end - col_begin, x.beta);
+  for (int64_t p0 = 0; p0 < x.k; p0 += kKc) {
+    const int64_t kc = std::min(kKc, x.k - p0);
+    const bool accumulate = p0 > 0 || x.beta != 0.f;  // beta == 0: the first block overwrites C
+    const float* a_block = a.At(p0, kc, kRows);
+    const float* b_block = x.b.At(p0, kc, kCols);
+    for (int64_t ib = 0; ib < mc; ib += kRows) {
+      const float* ai = a_block + ib * kc;
+      const int64_t rows = std::min(kRows, mc - ib);
+      for (int64_t q = q0; q < q1; ++q)
+        x.micro(kc, ai, b_block + q * kc * kCols, c0 + ib * x.ldc + q * kCols, x.ldc, rows,
+                std::min(kCols, x.nc - q * kCols), accumulate);
     }
-    _mm256_storeu_ps(c, acc0);
-    _mm256_storeu_ps(c + 8, acc1);
+  }
+}
+
+// Runs tasks claimed from `next` until none is left. A task is (row block,
+// panel group), row-block major, so a thread's consecutive tasks mostly share
+// their rows of A and pack them once.
+void RunTasks(const Block& x, std::atomic<int64_t>& next, int64_t tasks) {
+  int64_t packed_rows = -1;
+  const int64_t padded_rows = RoundUp(x.task_rows, kRows);
+  for (int64_t t = next.fetch_add(1, std::memory_order_relaxed); t < tasks;
+       t = next.fetch_add(1, std::memory_order_relaxed)) {
+    const int64_t i0 = t / x.panel_groups * x.task_rows, mc = std::min(x.task_rows, x.m - i0);
+    const int64_t q0 = t % x.panel_groups * x.task_panels;
+    const int64_t q1 = std::min(q0 + x.task_panels, CeilDiv(x.nc, kCols));
+    Panels a;
+    if (x.a->packed) {
+      a = {x.a->packed->block(x.k0), RoundUp(x.m, kRows), i0 / kRows};
+    } else {
+      float* buffer = t_a_scratch.Get(padded_rows * x.k);
+      if (packed_rows != i0) {
+        for (int64_t p0 = 0; p0 < x.k; p0 += kKc)
+          sgemm_internal::PackA(x.a->view, x.a->alpha, i0, mc, x.k0 + p0, std::min(kKc, x.k - p0),
+                                buffer + p0 * padded_rows);
+        packed_rows = i0;
+      }
+      a = {buffer, padded_rows, 0};
+    }
+    RunTile(x, a, i0, mc, q0, q1);
+  }
+  t_a_scratch.Trim();
+}
+
+// Runs fn(unit) for units [0, n) on up to `threads` threads, claimed one at a time.
+template <typename Fn>
+void Parallel(ThreadPool* pool, int threads, int64_t n, Fn&& fn) {
+  std::atomic<int64_t> next{0};
+  auto work = [&](int64_t, int64_t) { fn(next); };
+  if (threads > 1 && n > 1) pool->ParallelFor(std::min<int64_t>(threads, n), 1, work);
+  else work(0, 1);
+}
+
+// Packs B's columns [j0, j0+nc), rows [k0, k0+k), into `out` (k-block p0 at p0 * padded nc).
+void PackBlockOfB(const SgemmB& b, int64_t k0, int64_t k, int64_t j0, int64_t nc, float* out, ThreadPool* pool,
+                  int threads) {
+  const int64_t padded = RoundUp(nc, kCols);
+  if (b.pack) {  // the caller's packer runs on this thread only
+    for (int64_t p0 = 0; p0 < k; p0 += kKc) (*b.pack)(k0 + p0, std::min(kKc, k - p0), j0, nc, out + p0 * padded);
     return;
   }
-  alignas(32) float tile[kCols];
-  _mm256_store_ps(tile, acc0);
-  _mm256_store_ps(tile + 8, acc1);
-  for (int64_t j = 0; j < cols; ++j) c[j] = accumulate ? c[j] + tile[j] : tile[j];
-}
-
-__attribute__((target("avx2,fma"))) void MicroAvx2(int64_t kc, const float* a, const float* b, float* c,
-                                                     int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
-  static_assert(kRows == 6 && kCols == 16, "the AVX2 micro-kernel is written for a 6x16 tile");
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int64_t p = 0; p < kc; ++p) {
-    const __m256 b0 = _mm256_loadu_ps(b + p * kCols);
-    const __m256 b1 = _mm256_loadu_ps(b + p * kCols + 8);
-    const float* ap = a + p * kRows;
-    FmaRow(ap + 0, b0, b1, c00, c01);
-    FmaRow(ap + 1, b0, b1, c10, c11);
-    FmaRow(ap + 2, b0, b1, c20, c21);
-    FmaRow(ap + 3, b0, b1, c30, c31);
-    FmaRow(ap + 4, b0, b1, c40, c41);
-    FmaRow(ap + 5, b0, b1, c50, c51);
-  }
-  const __m256 acc[kRows][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  for (int64_t r = 0; r < rows; ++r) StoreRow(c + r * ldc, acc[r][0], acc[r][1], cols, accumulate);
-}
-#endif
-
-std::atomic<bool> g_force_portable{false};
-
-MicroKernel SelectKernel() {
-#ifdef NEE_X86
-  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (has_avx2 && !g_force_portable.load()) return MicroAvx2;
-#endif
-  return MicroPortable;
-}
-
-// Packs rows [i0, i0+mc) x cols [p0, p0+kc) of alpha*A into kRows-tall panels (zero padded).
-void PackA(const MatrixView& a, float alpha, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* out) {
-  for (int64_t ib = 0; ib < mc; ib += kRows) {
-    const int64_t rows = std::min(kRows, mc - ib);
-    const float* row[kRows];
-    for (int64_t r = 0; r < kRows; ++r) row[r] = a.data + (i0 + ib + std::min(r, rows - 1)) * a.row_stride + p0 * a.col_stride;
-    for (int64_t p = 0; p < kc; ++p) {
-      const int64_t off = p * a.col_stride;
-      for (int64_t r = 0; r < kRows; ++r) out[p * kRows + r] = r < rows ? row[r][off] : 0.f;
+  // Units of eight panels of one k-block.
+  constexpr int64_t kUnitPanels = 8;
+  const int64_t groups = CeilDiv(padded / kCols, kUnitPanels), units = CeilDiv(k, kKc) * groups;
+  Parallel(pool, threads, units, [&](std::atomic<int64_t>& next) {
+    for (int64_t u = next.fetch_add(1); u < units; u = next.fetch_add(1)) {
+      const int64_t p0 = u / groups * kKc, kc = std::min(kKc, k - p0);
+      const int64_t jb = u % groups * kUnitPanels * kCols;
+      sgemm_internal::PackB(b.view, k0 + p0, kc, j0 + jb, std::min(kUnitPanels * kCols, nc - jb),
+                            out + p0 * padded + jb * kc);
     }
-    if (alpha != 1.f)
-      for (int64_t i = 0; i < kc * kRows; ++i) out[i] *= alpha;
-    out += kc * kRows;
-  }
+  });
 }
 
-// Packs rows [p0, p0+kc) x cols [j0, j0+nc) of B into kCols-wide panels (zero padded).
-void PackB(const MatrixView& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) {
-  for (int64_t jb = 0; jb < nc; jb += kCols) {
-    const int64_t cols = std::min(kCols, nc - jb);
-    for (int64_t p = 0; p < kc; ++p) {
-      const float* src = b.data + (p0 + p) * b.row_stride + (j0 + jb) * b.col_stride;
-      float* dst = out + p * kCols;
-      if (b.col_stride == 1 && cols == kCols) {
-        std::memcpy(dst, src, sizeof(float) * kCols);  // constant size: inlined as vector moves
-      } else if (b.col_stride == 1) {
-        std::memcpy(dst, src, sizeof(float) * cols);
-        for (int64_t j = cols; j < kCols; ++j) dst[j] = 0.f;
-      } else {
-        for (int64_t j = 0; j < cols; ++j) dst[j] = src[j * b.col_stride];
-        for (int64_t j = cols; j < kCols; ++j) dst[j] = 0.f;
-      }
+// C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
+void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& a, const SgemmB& b, float beta,
+                     float* c, int64_t ldc, ThreadPool* pool) {
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  const bool worth_threads = flops >= kParallelFlops || static_cast<double>(n) * static_cast<double>(k) >= kParallelBElements;
+  const int threads = pool && worth_threads ? pool->num_threads() : 1;
+  // Column blocks bound the B packed per call; B packed beforehand needs none.
+  const int64_t block_cols =
+      b.packed ? n : std::min(n, std::max<int64_t>(8 * kCols, kPackBudget / k / kCols * kCols));
+  Block x{};
+  x.m = m;
+  x.k0 = k0;
+  x.k = k;
+  x.a = &a;
+  x.beta = beta;
+  x.c = c;
+  x.ldc = ldc;
+  x.micro = sgemm_internal::KernelFor(SgemmActiveIsa());
+  int64_t row_blocks = CeilDiv(m, kMaxTaskRows);
+  x.task_rows = std::min(m, RoundUp(CeilDiv(m, row_blocks), kRows));
+  row_blocks = CeilDiv(m, x.task_rows);  // rounding up to whole panels may leave fewer
+  for (int64_t j0 = 0; j0 < n; j0 += block_cols) {
+    x.j0 = j0;
+    x.nc = std::min(block_cols, n - j0);
+    const int64_t panels = CeilDiv(x.nc, kCols);
+    if (b.packed) {
+      x.b = {b.packed->block(k0), RoundUp(n, kCols), j0 / kCols};
+    } else {
+      float* buffer = t_b_scratch.Get(RoundUp(x.nc, kCols) * k);
+      PackBlockOfB(b, k0, k, j0, x.nc, buffer, pool, threads);
+      x.b = {buffer, RoundUp(x.nc, kCols), 0};
     }
-    out += kc * kCols;
+    // Enough tasks for threads claiming them one at a time to finish
+    // together (about four each), splitting columns when rows are few.
+    const int64_t wanted_groups = CeilDiv(threads > 1 ? 4 * threads : 1, row_blocks);
+    const int64_t groups = std::clamp(wanted_groups, CeilDiv(panels, kMaxTaskPanels), panels);
+    x.task_panels = CeilDiv(panels, groups);
+    x.panel_groups = CeilDiv(panels, x.task_panels);
+    const int64_t tasks = row_blocks * x.panel_groups;
+    Parallel(pool, threads, tasks, [&](std::atomic<int64_t>& next) { RunTasks(x, next, tasks); });
   }
+  t_b_scratch.Trim();
 }
-
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t n)
-      : p(static_cast<float*>(::operator new(std::max<size_t>(n, 1) * sizeof(float), std::align_val_t(64)))) {}
-  ~AlignedBuffer() { ::operator delete(p, std::align_val_t(64)); }
-  float* p;
-};
 
 }  // namespace
 
-const char* SgemmKernelName() {
-#ifdef NEE_X86
-  if (SelectKernel() == MicroAvx2) return "avx2-fma";
-#endif
-  return "portable";
-}
-
-void SgemmForcePortable(bool force) { g_force_portable.store(force); }
-
-void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, MatrixView b, float beta, float* c,
-           int64_t ldc, ThreadPool* pool) {
-  SgemmWithPackedB(
-      m, n, k, alpha, a,
-      [&b](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) { PackB(b, p0, kc, j0, nc, out); }, beta, c,
-      ldc, pool);
-}
-
-void SgemmWithPackedB(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, const PackBFn& pack_b, float beta,
-                      float* c, int64_t ldc, ThreadPool* pool) {
-  static_assert(kCols == kSgemmPanelWidth, "sgemm.h documents the panel width");
+void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, float beta, float* c, int64_t ldc,
+           ThreadPool* pool) {
   if (m <= 0 || n <= 0) return;
-  // C = beta * C first; the blocks below then accumulate alpha*A*B into it.
-  for (int64_t i = 0; i < m; ++i) {
-    float* row = c + i * ldc;
-    if (beta == 0.f) std::fill(row, row + n, 0.f);
-    else if (beta != 1.f)
-      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+  if (k <= 0 || (!a.packed && a.alpha == 0.f)) {
+    if (beta != 1.f) ScaleC(c, ldc, m, n, beta);
+    return;
   }
-  if (k <= 0 || alpha == 0.f) return;
-  MicroKernel micro = SelectKernel();
-  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
-    int64_t nc = std::min(kNc, n - j0);
-    int64_t n_panels = (nc + kCols - 1) / kCols;
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-      int64_t kc = std::min(kKc, k - p0);
-      AlignedBuffer packed_b(static_cast<size_t>(n_panels * kCols * kc));
-      pack_b(p0, kc, j0, nc, packed_b.p);
-      // Tasks are tiles of C (kMc rows by kPanelsPerTask panels); each C
-      // element belongs to exactly one task and sums over k in a fixed order,
-      // so the result is the same whatever thread runs which task.
-      constexpr int64_t kPanelsPerTask = 4;
-      int64_t m_blocks = (m + kMc - 1) / kMc;
-      int64_t n_groups = (n_panels + kPanelsPerTask - 1) / kPanelsPerTask;
-      auto work = [&](int64_t begin, int64_t end) {
-        AlignedBuffer packed_a(static_cast<size_t>(kMc * kc));
-        int64_t packed_block = -1;
-        for (int64_t task = begin; task < end; ++task) {
-          int64_t blk = task / n_groups, group = task % n_groups;
-          int64_t i0 = blk * kMc;
-          int64_t mc = std::min(kMc, m - i0);
-          if (blk != packed_block) {
-            PackA(a, alpha, i0, mc, p0, kc, packed_a.p);
-            packed_block = blk;
-          }
-          int64_t jp_end = std::min(n_panels, (group + 1) * kPanelsPerTask);
-          for (int64_t ib = 0; ib < mc; ib += kRows) {
-            int64_t rows = std::min(kRows, mc - ib);
-            const float* ap = packed_a.p + (ib / kRows) * kc * kRows;
-            for (int64_t jp = group * kPanelsPerTask; jp < jp_end; ++jp) {
-              int64_t cols = std::min(kCols, nc - jp * kCols);
-              micro(kc, ap, packed_b.p + jp * kc * kCols, c + (i0 + ib) * ldc + j0 + jp * kCols, ldc, rows, cols,
-                    true);
-            }
-          }
-        }
-      };
-      int64_t tasks = m_blocks * n_groups;
-      double flops = 2.0 * static_cast<double>(m) * static_cast<double>(nc) * static_cast<double>(kc);
-      if (pool && tasks > 1 && flops > 2e5) pool->ParallelFor(tasks, 1, work);
-      else work(0, tasks);
-    }
-  }
+  for (int64_t k0 = 0; k0 < k; k0 += kMaxDepth)
+    SgemmDepthRange(m, n, k0, std::min(kMaxDepth, k - k0), a, b, k0 == 0 ? beta : 1.f, c, ldc, pool);
 }
 
 }  // namespace nee::cpu

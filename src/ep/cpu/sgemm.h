@@ -1,15 +1,21 @@
 // Single-precision matrix multiply for the CPU provider:
 //   C[m, n] = alpha * sum_k A[m, k] * B[k, n] + beta * C[m, n]
-// with A and B given by row/column strides (so transposes are free).
+// with A and B given by row/column strides (so transposes are free), or
+// packed once beforehand (a constant operand: weights), or, for B, written
+// straight into the packed layout by a producer (convolution's im2col).
 //
-// The kernel is chosen at run time by CPU feature detection: an AVX2+FMA
-// micro-kernel where the processor has it, a portable one otherwise; release
-// builds never assume an ISA at compile time. Results do not depend on the
-// thread count: work is split over blocks of C, and each element's sum over k
-// runs in the same order whichever thread computes it.
+// The micro-kernel is chosen at run time by CPU feature detection: AVX-512
+// (a 12x32 register tile), AVX2+FMA, or portable C++; release builds never
+// assume an ISA at compile time. All three read the same packed layout.
+//
+// Results do not depend on the thread count: threads split C into tiles
+// (over rows and columns, never over k), and each element's sum over k runs
+// in the same order, in fixed blocks of kSgemmDepthBlock, whichever thread
+// computes it. Packing an operand beforehand does not change a result either.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "base/thread_pool.h"
 
@@ -21,26 +27,107 @@ struct MatrixView {
   int64_t col_stride;  // elements between (i, k) and (i, k+1)
 };
 
-// C is row-major with leading dimension ldc. When beta == 0, C is not read.
-void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, MatrixView b, float beta, float* c,
-           int64_t ldc, ThreadPool* pool);
+// The packed layout. The k dimension is cut into blocks of kSgemmDepthBlock
+// (the last one shorter). Within a block of depth kc, B is a run of panels
+// of kSgemmPanelWidth columns, each kc rows of that many floats (columns
+// past n zero); A is a run of panels of kSgemmTileRows rows, each kc columns
+// of that many floats (A[i, p] at p * kSgemmTileRows + i; rows past m zero).
+constexpr int64_t kSgemmPanelWidth = 32;
+constexpr int64_t kSgemmTileRows = 12;
+constexpr int64_t kSgemmDepthBlock = 256;
+
+// Frees what packed operands allocate (64-byte aligned floats).
+struct SgemmAlignedDelete {
+  void operator()(float* p) const;
+};
+using SgemmBuffer = std::unique_ptr<float[], SgemmAlignedDelete>;
+SgemmBuffer SgemmAllocate(int64_t floats);
+
+// B (k x n) packed once, e.g. a constant weight matrix; shared read-only.
+class SgemmPackedB {
+ public:
+  SgemmPackedB(int64_t k, int64_t n, MatrixView b);
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  // Panels of the k-block starting at row p0 (p0 a multiple of kSgemmDepthBlock).
+  const float* block(int64_t p0) const { return data_.get() + p0 * padded_n_; }
+
+ private:
+  int64_t k_, n_, padded_n_;
+  SgemmBuffer data_;
+};
+
+// alpha * A (m x k) packed once, e.g. convolution weights; shared read-only.
+class SgemmPackedA {
+ public:
+  SgemmPackedA(int64_t m, int64_t k, float alpha, MatrixView a);
+  int64_t m() const { return m_; }
+  int64_t k() const { return k_; }
+  // Panels of the k-block starting at column p0 (p0 a multiple of kSgemmDepthBlock).
+  const float* block(int64_t p0) const { return data_.get() + p0 * padded_m_; }
+
+ private:
+  int64_t m_, k_, padded_m_;
+  SgemmBuffer data_;
+};
 
 // Sgemm with B supplied by the caller already in the packed panel layout,
 // so a producer of B (e.g. convolution's im2col) can write it there directly
 // instead of materializing B and having it copied. pack_b(p0, kc, j0, nc, out)
-// writes rows [p0, p0+kc) x columns [j0, j0+nc) of B as ceil(nc / 16)
-// panels, one after another; panel q holds columns [j0+16q, j0+16q+16) as kc
-// rows of 16 floats (out[q*kc*16 + (p-p0)*16 + j]), columns past nc zero.
-// It is called from the calling thread only.
-constexpr int64_t kSgemmPanelWidth = 16;
+// writes rows [p0, p0+kc) x columns [j0, j0+nc) of B as
+// ceil(nc / kSgemmPanelWidth) panels, one after another; panel q holds
+// columns [j0+32q, j0+32q+32) as kc rows of 32 floats
+// (out[q*kc*32 + (p-p0)*32 + j]), columns past nc zero. p0 and kc follow the
+// k-blocks above. It is called from the calling thread only.
 using PackBFn = std::function<void(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out)>;
-void SgemmWithPackedB(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, const PackBFn& pack_b, float beta,
-                      float* c, int64_t ldc, ThreadPool* pool);
 
-// Which micro-kernel Sgemm uses on this machine ("avx2-fma" or "portable").
+// Where A comes from: a plain matrix times alpha (packed per call), or packed beforehand.
+struct SgemmA {
+  SgemmA(MatrixView view, float alpha = 1.f) : view(view), alpha(alpha) {}
+  SgemmA(const SgemmPackedA& packed) : view{nullptr, 0, 0}, packed(&packed) {}
+  MatrixView view;
+  float alpha = 1.f;
+  const SgemmPackedA* packed = nullptr;
+};
+
+// Where B comes from: a plain matrix, a packer (PackBFn), or packed beforehand.
+struct SgemmB {
+  SgemmB(MatrixView view) : view(view) {}
+  SgemmB(const PackBFn& pack) : view{nullptr, 0, 0}, pack(&pack) {}
+  SgemmB(const SgemmPackedB& packed) : view{nullptr, 0, 0}, packed(&packed) {}
+  MatrixView view;
+  const PackBFn* pack = nullptr;
+  const SgemmPackedB* packed = nullptr;
+};
+
+// C (row-major, leading dimension ldc) = A x B + beta * C. When beta == 0, C
+// is not read. A packed operand must have been packed with these m, n, k.
+void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, float beta, float* c, int64_t ldc,
+           ThreadPool* pool);
+
+// The plain spellings of the above.
+inline void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, MatrixView b, float beta, float* c,
+                  int64_t ldc, ThreadPool* pool) {
+  Sgemm(m, n, k, SgemmA(a, alpha), SgemmB(b), beta, c, ldc, pool);
+}
+inline void SgemmWithPackedB(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, const PackBFn& pack_b,
+                             float beta, float* c, int64_t ldc, ThreadPool* pool) {
+  Sgemm(m, n, k, SgemmA(a, alpha), SgemmB(pack_b), beta, c, ldc, pool);
+}
+
+// The micro-kernel's instruction set. SgemmActiveIsa() is the best one this
+// CPU has, unless tests lowered the limit with SgemmLimitIsa.
+enum class SgemmIsa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+SgemmIsa SgemmActiveIsa();
+void SgemmLimitIsa(SgemmIsa max);  // kAvx512: no limit
+
+// Which micro-kernel Sgemm uses now ("avx512", "avx2-fma" or "portable").
 const char* SgemmKernelName();
 
-// Forces the portable kernel (for differential tests of the two paths).
+// Forces the portable kernel (for differential tests of the SIMD and portable
+// paths); other kernels follow SgemmPortableForced() so one switch selects
+// the portable code everywhere.
 void SgemmForcePortable(bool force);
+bool SgemmPortableForced();
 
 }  // namespace nee::cpu

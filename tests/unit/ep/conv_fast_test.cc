@@ -177,6 +177,37 @@ TEST(SgemmWithPackedB, MatchesSgemmBitwise) {
   }
 }
 
+// In a session (PreparedCache, weights constant) the weights are packed once
+// per node and the result is bitwise what packing per call gives, for any
+// thread count; weights that are not constant are not cached.
+TEST(ConvFast, ConstantWeightsPackedOncePerSession) {
+  std::mt19937 rng(14);
+  for (const ConvCase& c : Grid()) {
+    Node node = testing::MakeNode("Conv", c.bias ? 3 : 2, 1, c.attrs);
+    std::vector<Value> inputs = MakeInputs(c, rng);
+    auto want = RunFast(node, inputs, 1);
+    ASSERT_TRUE(want.ok()) << c.name;
+    std::vector<const Value*> ptrs;
+    for (const Value& v : inputs) ptrs.push_back(&v);
+    const std::vector<bool> constant = {false, true, true};
+    PreparedCache cache;
+    for (int threads : {1, 2, 3}) {
+      std::vector<Value> outputs(1);
+      ThreadPool pool(threads);
+      KernelContext ctx(node, 22, ptrs, &outputs, nullptr, &pool, nullptr);
+      ctx.SetPrepared(&cache, &constant);
+      ASSERT_TRUE(cpu::ConvFloat(ctx).ok()) << c.name;
+      const Tensor& got = outputs[0].tensor();
+      ASSERT_EQ(got.dims(), want->dims()) << c.name;
+      EXPECT_EQ(0, std::memcmp(got.data<float>(), want->data<float>(), sizeof(float) * got.num_elements()))
+          << c.name << " threads=" << threads;
+    }
+    // Depthwise convs take the direct kernel, which packs nothing.
+    const bool depthwise = c.name.find("depthwise") != std::string::npos;
+    EXPECT_EQ(cache.size(), depthwise ? 0u : 1u) << c.name;
+  }
+}
+
 // Invalid nodes go to the reference kernel, which reports them.
 TEST(ConvFast, InvalidInputsGiveTheReferenceError) {
   Node node = testing::MakeNode("Conv", 2, 1, {IntAttr("group", 2)});

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
+#include <string>
 
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
@@ -17,59 +20,185 @@ std::vector<float> RandomVector(size_t n, std::mt19937& rng) {
   return testing::RandomFloats(static_cast<int64_t>(n), rng);
 }
 
-// C = alpha * op(A) op(B) + beta * C in double, the independent oracle.
-std::vector<float> NaiveGemm(int64_t m, int64_t n, int64_t k, float alpha, const std::vector<float>& a, bool ta,
-                             const std::vector<float>& b, bool tb, float beta, const std::vector<float>& c) {
-  std::vector<float> out(m * n);
+// Runs each test once per micro-kernel: AVX-512, AVX2 and portable (a kernel
+// this CPU lacks is skipped).
+class SgemmTest : public ::testing::TestWithParam<cpu::SgemmIsa> {
+ protected:
+  void SetUp() override {
+    cpu::SgemmLimitIsa(GetParam());
+    if (cpu::SgemmActiveIsa() != GetParam()) GTEST_SKIP() << "this CPU lacks the kernel";
+  }
+  void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
+};
+
+// A matrix stored with a leading dimension wider than its rows, so strides
+// are exercised: element (i, j) of the logical rows x cols matrix at
+// data[i * ld + j] (or data[j * ld + i] when transposed).
+struct Stored {
+  std::vector<float> data;
+  int64_t ld;
+  bool transposed;
+  float at(int64_t i, int64_t j) const { return transposed ? data[j * ld + i] : data[i * ld + j]; }
+  cpu::MatrixView view() const { return transposed ? cpu::MatrixView{data.data(), 1, ld} : cpu::MatrixView{data.data(), ld, 1}; }
+};
+
+Stored RandomStored(int64_t rows, int64_t cols, bool transposed, int64_t pad, std::mt19937& rng) {
+  const int64_t ld = (transposed ? rows : cols) + pad;
+  return {RandomVector(static_cast<size_t>((transposed ? cols : rows) * ld), rng), ld, transposed};
+}
+
+// alpha * A B + beta * C in double, from the stored matrices: the oracle.
+std::vector<float> Naive(int64_t m, int64_t n, int64_t k, float alpha, const Stored& a, const Stored& b, float beta,
+                         const std::vector<float>& c, int64_t ldc) {
+  std::vector<float> out = c;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double s = 0;
-      for (int64_t p = 0; p < k; ++p) s += double(ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
-      out[i * n + j] = static_cast<float>(alpha * s + beta * c[i * n + j]);
+      for (int64_t p = 0; p < k; ++p) s += double(a.at(i, p)) * b.at(p, j);
+      out[i * ldc + j] = static_cast<float>(alpha * s + (beta == 0.f ? 0.0 : double(beta) * c[i * ldc + j]));
     }
   return out;
 }
 
-class SgemmTest : public ::testing::TestWithParam<bool> {
- protected:
-  void SetUp() override { cpu::SgemmForcePortable(GetParam()); }
-  void TearDown() override { cpu::SgemmForcePortable(false); }
+void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, int64_t k, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  // Float sums of k products of values in [-1, 1): error grows with k.
+  const double tol = 2e-6 * (4 + static_cast<double>(k));
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " at " << i;
+}
+
+bool BitwiseEqual(const std::vector<float>& x, const std::vector<float>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+}
+
+struct Case {
+  int64_t m, n, k;
 };
 
-TEST_P(SgemmTest, MatchesNaiveOnOddShapesTransposesAndThreads) {
+// Odd sizes on both sides of the 12x32 tile, k across several 256-deep blocks.
+const std::vector<Case>& OddCases() {
+  static const std::vector<Case> cases = {{1, 1, 1},     {7, 5, 3},     {12, 32, 1},   {13, 33, 17},
+                                          {31, 65, 257}, {33, 17, 513}, {65, 129, 7},  {129, 31, 33},
+                                          {1, 200, 65},  {200, 1, 129}, {17, 7, 1100}, {150, 70, 300}};
+  return cases;
+}
+
+TEST_P(SgemmTest, KernelNameMatches) {
+  const std::string name = cpu::SgemmKernelName();
+  EXPECT_EQ(name, GetParam() == cpu::SgemmIsa::kAvx512 ? "avx512" : GetParam() == cpu::SgemmIsa::kAvx2 ? "avx2-fma" : "portable");
+}
+
+TEST_P(SgemmTest, MatchesNaiveOnOddShapesStridesTransposesAlphaBeta) {
   std::mt19937 rng(42);
-  const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {6, 16, 1}, {13, 33, 300}, {100, 17, 64}, {1, 1000, 70}, {150, 70, 513}};
   ThreadPool pool(3);
-  for (auto& s : shapes) {
-    int64_t m = s[0], n = s[1], k = s[2];
-    for (int trans = 0; trans < 4; ++trans) {
-      bool ta = trans & 1, tb = trans & 2;
-      auto a = RandomVector(m * k, rng), b = RandomVector(k * n, rng), c = RandomVector(m * n, rng);
-      float alpha = 0.75f, beta = trans == 3 ? 0.f : 0.5f;
-      auto want = NaiveGemm(m, n, k, alpha, a, ta, b, tb, beta, c);
+  int variant = 0;
+  for (const Case& s : OddCases())
+    for (int trans = 0; trans < 4; ++trans, ++variant) {
+      const bool ta = trans & 1, tb = trans & 2;
+      const int64_t pad = variant % 3;  // leading dimensions wider than the matrix
+      Stored a = RandomStored(s.m, s.k, ta, pad, rng), b = RandomStored(s.k, s.n, tb, pad, rng);
+      const int64_t ldc = s.n + (variant % 2) * 5;
+      std::vector<float> c = RandomVector(static_cast<size_t>(s.m * ldc), rng);
+      const float alpha = variant % 4 == 0 ? 1.f : 0.75f;
+      const float beta = trans == 3 ? 0.f : trans == 2 ? 1.f : -0.5f;
+      const auto want = Naive(s.m, s.n, s.k, alpha, a, b, beta, c, ldc);
       std::vector<float> got = c;
-      cpu::MatrixView av = ta ? cpu::MatrixView{a.data(), 1, m} : cpu::MatrixView{a.data(), k, 1};
-      cpu::MatrixView bv = tb ? cpu::MatrixView{b.data(), 1, k} : cpu::MatrixView{b.data(), n, 1};
-      cpu::Sgemm(m, n, k, alpha, av, bv, beta, got.data(), n, trans == 1 ? &pool : nullptr);
-      for (int64_t i = 0; i < m * n; ++i)
-        ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::abs(want[i]))) << m << "x" << n << "x" << k << " at " << i;
+      cpu::Sgemm(s.m, s.n, s.k, alpha, a.view(), b.view(), beta, got.data(), ldc, variant % 2 ? &pool : nullptr);
+      ExpectNear(got, want, s.k, std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                                     " trans " + std::to_string(trans));
     }
+}
+
+// B wider than one per-call packing block (with k this deep, blocks are 256
+// columns) and k deeper than one depth range (8192): still the naive result,
+// and packing beforehand or more threads change no bit.
+TEST_P(SgemmTest, ManyColumnBlocksAndDepthRanges) {
+  std::mt19937 rng(9);
+  const int64_t m = 5, n = 600, k = 8200;
+  Stored a = RandomStored(m, k, false, 0, rng), b = RandomStored(k, n, false, 0, rng);
+  std::vector<float> c(m * n, 0.f);
+  const auto want = Naive(m, n, k, 1.f, a, b, 0.f, c, n);
+  ThreadPool pool(2);
+  cpu::Sgemm(m, n, k, 1.f, a.view(), b.view(), 0.f, c.data(), n, &pool);
+  ExpectNear(c, want, k, "5x600x8200");
+  std::vector<float> packed(m * n, 0.f);
+  const cpu::SgemmPackedB pb(k, n, b.view());
+  const cpu::SgemmPackedA pa(m, k, 1.f, a.view());
+  cpu::Sgemm(m, n, k, cpu::SgemmA(pa), cpu::SgemmB(pb), 0.f, packed.data(), n, nullptr);
+  EXPECT_TRUE(BitwiseEqual(c, packed));
+}
+
+// beta == 0 never reads C (NaN there must not leak); k == 0 or alpha == 0 scale C only.
+TEST_P(SgemmTest, BetaZeroIgnoresCAndEmptyKScales) {
+  std::mt19937 rng(4);
+  Stored a = RandomStored(13, 9, false, 0, rng), b = RandomStored(9, 40, false, 0, rng);
+  std::vector<float> c(13 * 40, std::numeric_limits<float>::quiet_NaN());
+  cpu::Sgemm(13, 40, 9, 1.f, a.view(), b.view(), 0.f, c.data(), 40, nullptr);
+  for (float v : c) ASSERT_FALSE(std::isnan(v));
+  std::vector<float> d(13 * 40, 2.f);
+  cpu::Sgemm(13, 40, 0, 1.f, a.view(), b.view(), 0.5f, d.data(), 40, nullptr);
+  for (float v : d) ASSERT_EQ(v, 1.f);
+  cpu::Sgemm(13, 40, 9, 0.f, a.view(), b.view(), 3.f, d.data(), 40, nullptr);
+  for (float v : d) ASSERT_EQ(v, 3.f);
+}
+
+// Operands packed beforehand give bitwise what packing per call gives.
+TEST_P(SgemmTest, PrepackedOperandsMatchBitwise) {
+  std::mt19937 rng(8);
+  ThreadPool pool(2);
+  int variant = 0;
+  for (const Case& s : OddCases())
+    for (int trans = 0; trans < 4; ++trans, ++variant) {
+      const bool ta = trans & 1, tb = trans & 2;
+      Stored a = RandomStored(s.m, s.k, ta, variant % 2, rng), b = RandomStored(s.k, s.n, tb, variant % 3, rng);
+      std::vector<float> c = RandomVector(static_cast<size_t>(s.m * s.n), rng);
+      const float alpha = trans == 1 ? 0.5f : 1.f, beta = trans == 2 ? 0.f : 0.25f;
+      ThreadPool* p = variant % 2 ? &pool : nullptr;
+      std::vector<float> plain = c, packed_b = c, packed_a = c, packed_both = c;
+      cpu::Sgemm(s.m, s.n, s.k, alpha, a.view(), b.view(), beta, plain.data(), s.n, p);
+      const cpu::SgemmPackedB pb(s.k, s.n, b.view());
+      const cpu::SgemmPackedA pa(s.m, s.k, alpha, a.view());
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(a.view(), alpha), cpu::SgemmB(pb), beta, packed_b.data(), s.n, p);
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(pa), cpu::SgemmB(b.view()), beta, packed_a.data(), s.n, p);
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(pa), cpu::SgemmB(pb), beta, packed_both.data(), s.n, p);
+      const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+      EXPECT_TRUE(BitwiseEqual(plain, packed_b)) << what << " packed B";
+      EXPECT_TRUE(BitwiseEqual(plain, packed_a)) << what << " packed A";
+      EXPECT_TRUE(BitwiseEqual(plain, packed_both)) << what << " both packed";
+      ExpectNear(packed_both, Naive(s.m, s.n, s.k, alpha, a, b, beta, c, s.n), s.k, what);
+    }
+}
+
+// 1, 2 and 3 threads give the same bits, also for few rows (split over columns).
+TEST_P(SgemmTest, BitwiseIndependentOfThreadCount) {
+  std::mt19937 rng(3);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  for (const Case& s : std::vector<Case>{{1, 700, 300}, {8, 3072, 100}, {128, 768, 300}, {200, 300, 260}, {257, 45, 600}}) {
+    Stored a = RandomStored(s.m, s.k, false, 0, rng), b = RandomStored(s.k, s.n, s.m % 2 == 1, 0, rng);
+    const cpu::SgemmPackedB pb(s.k, s.n, b.view());
+    std::vector<float> runs[3][2];
+    ThreadPool* pools[3] = {&pool1, &pool2, &pool3};
+    for (int t = 0; t < 3; ++t) {
+      runs[t][0].assign(static_cast<size_t>(s.m * s.n), 0.f);
+      runs[t][1].assign(static_cast<size_t>(s.m * s.n), 0.f);
+      cpu::Sgemm(s.m, s.n, s.k, 1.f, a.view(), b.view(), 0.f, runs[t][0].data(), s.n, pools[t]);
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(a.view()), cpu::SgemmB(pb), 0.f, runs[t][1].data(), s.n, pools[t]);
+    }
+    for (int t = 1; t < 3; ++t)
+      for (int packed = 0; packed < 2; ++packed)
+        EXPECT_TRUE(BitwiseEqual(runs[0][packed], runs[t][packed]))
+            << s.m << "x" << s.n << "x" << s.k << " threads " << t + 1 << (packed ? " packed B" : "");
   }
 }
 
-TEST_P(SgemmTest, ResultIsIndependentOfThreadCount) {
-  std::mt19937 rng(3);
-  int64_t m = 200, n = 300, k = 260;
-  auto a = RandomVector(m * k, rng), b = RandomVector(k * n, rng);
-  std::vector<float> one(m * n), three(m * n);
-  ThreadPool pool1(1), pool3(3);
-  cpu::Sgemm(m, n, k, 1.f, {a.data(), k, 1}, {b.data(), n, 1}, 0.f, one.data(), n, &pool1);
-  cpu::Sgemm(m, n, k, 1.f, {a.data(), k, 1}, {b.data(), n, 1}, 0.f, three.data(), n, &pool3);
-  EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float)));
-}
-
-INSTANTIATE_TEST_SUITE_P(Kernels, SgemmTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "portable" : "dispatched"; });
+INSTANTIATE_TEST_SUITE_P(Kernels, SgemmTest,
+                         ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
+                         [](const auto& info) {
+                           return info.param == cpu::SgemmIsa::kAvx512 ? "avx512"
+                                  : info.param == cpu::SgemmIsa::kAvx2 ? "avx2"
+                                                                       : "portable";
+                         });
 
 // The optimized MatMul against the reference MatMul kernel, through RunOp's
 // machinery (schema rule + reference), on batched and broadcast shapes.
@@ -125,6 +254,99 @@ TEST(OptimizedGemm, AgreesWithReferenceKernelWithBiasAndTransposes) {
     for (int64_t i = 0; i < m * n; ++i)
       EXPECT_NEAR(outputs[0].tensor().data<float>()[i], ref->outputs[0].tensor().data<float>()[i], 1e-5)
           << "C dims " << DimsToString(c_dims) << ", trans " << trans;
+  }
+}
+
+// Runs `kernel` as a session would: with a PreparedCache and the given inputs
+// marked constant. Returns the first output.
+Result<Tensor> RunPrepared(KernelFn kernel, const Node& node, const std::vector<Value>& inputs,
+                           const std::vector<bool>& constant, PreparedCache* cache, ThreadPool* pool) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(&v);
+  std::vector<Value> outputs(1);
+  KernelContext ctx(node, 13, ptrs, &outputs, nullptr, pool, nullptr);
+  ctx.SetPrepared(cache, &constant);
+  NEE_RETURN_IF_ERROR(kernel(ctx));
+  return outputs[0].tensor();
+}
+
+bool BitwiseEqual(const Tensor& x, const Tensor& y) {
+  return x.dims() == y.dims() &&
+         std::memcmp(x.data<float>(), y.data<float>(), sizeof(float) * x.num_elements()) == 0;
+}
+
+// Batched products (attention heads) are spread over threads one per task;
+// the bits are those of one thread.
+TEST(OptimizedMatMul, BatchedBitwiseIndependentOfThreadCount) {
+  std::mt19937 rng(17);
+  std::vector<Value> inputs = {Value(testing::RandomTensor({2, 6, 40, 24}, rng)),
+                               Value(testing::RandomTensor({2, 6, 24, 50}, rng))};
+  Node node = testing::MakeNode("MatMul", 2, 1);
+  auto one = testing::RunKernel(cpu::MatMulFloat, node, 13, inputs, 1);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  for (int threads : {2, 3}) {
+    auto many = testing::RunKernel(cpu::MatMulFloat, node, 13, inputs, threads);
+    ASSERT_TRUE(many.ok());
+    EXPECT_TRUE(BitwiseEqual(one.value(), many.value())) << threads << " threads";
+  }
+  auto ref = testing::RunOp(node, 13, inputs);
+  ASSERT_TRUE(ref.ok());
+  const Tensor& r = ref->outputs[0].tensor();
+  for (int64_t i = 0; i < r.num_elements(); ++i)
+    ASSERT_NEAR(one->data<float>()[i], r.data<float>()[i], 1e-4 * (1 + std::abs(r.data<float>()[i])));
+}
+
+// A constant B is packed once (one cache entry, reused by the next run) and
+// gives the same bits as packing per call; a B that is not constant is not cached.
+TEST(OptimizedMatMul, ConstantBPackedOncePerSession) {
+  std::mt19937 rng(15);
+  ThreadPool pool(2);
+  for (const auto& [ad, bd] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{3, 37, 70}, {70, 45}}, {{1, 300}, {300, 129}}, {{128, 64}, {64, 33}}}) {
+    std::vector<Value> inputs = {Value(testing::RandomTensor(ad, rng)), Value(testing::RandomTensor(bd, rng))};
+    Node node = testing::MakeNode("MatMul", 2, 1);
+    auto want = RunPrepared(cpu::MatMulFloat, node, inputs, {false, false}, nullptr, &pool);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto ref = testing::RunOp(node, 13, inputs);
+    ASSERT_TRUE(ref.ok());
+    PreparedCache cache, unused;
+    for (int run = 0; run < 2; ++run) {
+      auto got = RunPrepared(cpu::MatMulFloat, node, inputs, {false, true}, &cache, &pool);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_TRUE(BitwiseEqual(got.value(), want.value())) << DimsToString(ad) << " run " << run;
+      const Tensor& r = ref->outputs[0].tensor();
+      for (int64_t i = 0; i < r.num_elements(); ++i)
+        ASSERT_NEAR(got->data<float>()[i], r.data<float>()[i], 1e-4 * (1 + std::abs(r.data<float>()[i])));
+      EXPECT_EQ(cache.size(), 1u);
+    }
+    ASSERT_TRUE(RunPrepared(cpu::MatMulFloat, node, inputs, {false, false}, &unused, &pool).ok());
+    EXPECT_EQ(unused.size(), 0u);
+  }
+}
+
+TEST(OptimizedGemm, ConstantBPackedOnceForEitherTransB) {
+  std::mt19937 rng(16);
+  const int64_t m = 9, n = 70, k = 300;
+  for (int trans = 0; trans < 4; ++trans) {
+    const bool ta = trans & 1, tb = trans & 2;
+    std::vector<Value> inputs = {
+        Value(testing::RandomTensor(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, rng)),
+        Value(testing::RandomTensor(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, rng)),
+        Value(testing::RandomTensor({n}, rng))};
+    Node node = testing::MakeNode("Gemm", 3, 1,
+                                  {testing::IntAttr("transA", ta), testing::IntAttr("transB", tb),
+                                   testing::FloatAttr("alpha", 0.5f), testing::FloatAttr("beta", 2.f)});
+    auto ref = testing::RunOp(node, 13, inputs);
+    ASSERT_TRUE(ref.ok());
+    auto want = RunPrepared(cpu::GemmFloat, node, inputs, {false, false, false}, nullptr, nullptr);
+    PreparedCache cache;
+    auto got = RunPrepared(cpu::GemmFloat, node, inputs, {false, true, true}, &cache, nullptr);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_TRUE(BitwiseEqual(got.value(), want.value())) << "trans " << trans;
+    EXPECT_EQ(cache.size(), 1u);
+    const Tensor& r = ref->outputs[0].tensor();
+    for (int64_t i = 0; i < r.num_elements(); ++i)
+      ASSERT_NEAR(got->data<float>()[i], r.data<float>()[i], 1e-4 * (1 + std::abs(r.data<float>()[i])));
   }
 }
 

@@ -1,0 +1,224 @@
+// SGEMM microbenchmark: GFLOP/s of nee's Sgemm (src/ep/cpu/sgemm.h) on square
+// sizes and on GEMM shapes from BERT-base and ResNet-50, with the weights
+// plain (packed per call) and packed beforehand, at each requested thread
+// count, next to this machine's fp32 FMA peak measured by the same binary.
+// The weights are B (k x n) for the square and BERT shapes (MatMul/Gemm) and
+// A (m x k) for the ResNet convolutions (Conv multiplies weights by im2col).
+//
+//   nee_gemm_bench [--threads 1,2] [--seconds 0.3] [--isa avx512|avx2|portable] [--cpu-time]
+//                  [--only SUBSTRING-OF-SHAPE-NAME]
+//
+// Timing: each case repeats the call for about --seconds and reports the
+// median and the best per-call rate (wall clock). On a machine shared with
+// other work the best is the closer estimate of what the code can do; with
+// --cpu-time, one-thread cases are timed in this thread's CPU time instead,
+// which other processes do not inflate.
+//
+// Peak: a loop of fused multiply-adds into 12 independent vector
+// accumulators (registers only, no memory traffic; 12 chains cover the FMA
+// latency on two pipes), in the widest ISA the kernel may use, timed in
+// thread CPU time. Reported as GFLOP/s per core = 2 x lanes x FMAs / second.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_BENCH_X86 1
+#endif
+
+namespace {
+
+using nee::ThreadPool;
+using namespace nee::cpu;
+
+double ThreadCpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---- FMA peak ------------------------------------------------------------------
+
+#ifdef NEE_BENCH_X86
+// Returns FMAs x lanes performed, so the caller converts time into flops.
+__attribute__((target("avx512f"), noinline)) double FmaLoopAvx512(int64_t iters, float* sink) {
+  __m512 acc[12];
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(1.f + 1e-3f * static_cast<float>(i));
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], x, y);
+  alignas(64) float out[16];
+  __m512 s = acc[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  _mm512_store_ps(out, s);
+  *sink = out[0];
+  return 12.0 * 16.0 * static_cast<double>(iters);
+}
+
+__attribute__((target("avx2,fma"), noinline)) double FmaLoopAvx2(int64_t iters, float* sink) {
+  __m256 acc[12];
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(1.f + 1e-3f * static_cast<float>(i));
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], x, y);
+  alignas(32) float out[8];
+  __m256 s = acc[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  _mm256_store_ps(out, s);
+  *sink = out[0];
+  return 12.0 * 8.0 * static_cast<double>(iters);
+}
+#endif
+
+// Best of several runs of ~0.1 s each; GFLOP/s of one core.
+double MeasurePeak(SgemmIsa isa, const char** how) {
+#ifdef NEE_BENCH_X86
+  double (*loop)(int64_t, float*) = nullptr;
+  if (isa == SgemmIsa::kAvx512) {
+    loop = FmaLoopAvx512;
+    *how = "AVX-512: 12 independent zmm FMA chains";
+  } else if (isa == SgemmIsa::kAvx2) {
+    loop = FmaLoopAvx2;
+    *how = "AVX2: 12 independent ymm FMA chains";
+  }
+  if (loop) {
+    double best = 0;
+    float sink = 0;
+    for (int rep = 0; rep < 7; ++rep) {
+      const int64_t iters = 20'000'000;
+      const double t0 = ThreadCpuSeconds();
+      const double fmas = loop(iters, &sink);
+      best = std::max(best, 2.0 * fmas / (ThreadCpuSeconds() - t0) / 1e9);
+    }
+    return sink == 12345.f ? 0 : best;
+  }
+#endif
+  *how = "portable kernel: no peak measured";
+  return 0;
+}
+
+// ---- GEMM cases ------------------------------------------------------------------
+
+// `weights_are_a`: the constant operand is A (convolution: weights x im2col),
+// else B (MatMul/Gemm: activations x weights). "packed" packs the constant one.
+struct Shape {
+  const char* name;
+  int64_t m, n, k;
+  bool weights_are_a = false;
+};
+
+struct Rate {
+  double median, best;
+};
+
+Rate TimeGemm(const Shape& s, bool prepacked, ThreadPool* pool, double seconds, bool cpu_time) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)), c(static_cast<size_t>(s.m * s.n));
+  for (float& v : a) v = dist(rng);
+  for (float& v : b) v = dist(rng);
+  const MatrixView av{a.data(), s.k, 1}, bv{b.data(), s.n, 1};
+  const bool pack_b = prepacked && !s.weights_are_a, pack_a = prepacked && s.weights_are_a;
+  SgemmPackedB packed_b(pack_b ? s.k : 0, pack_b ? s.n : 0, bv);
+  SgemmPackedA packed_a(pack_a ? s.m : 0, pack_a ? s.k : 0, 1.f, av);
+  auto call = [&] {
+    const SgemmA a_operand = pack_a ? SgemmA(packed_a) : SgemmA(av);
+    const SgemmB b_operand = pack_b ? SgemmB(packed_b) : SgemmB(bv);
+    Sgemm(s.m, s.n, s.k, a_operand, b_operand, 0.f, c.data(), s.n, pool);
+  };
+  call();  // warm up caches and per-thread buffers
+  const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  std::vector<double> rates;
+  double spent = 0;
+  while (spent < seconds || rates.size() < 5) {
+    const double t0 = cpu_time ? ThreadCpuSeconds() : WallSeconds();
+    call();
+    const double dt = (cpu_time ? ThreadCpuSeconds() : WallSeconds()) - t0;
+    rates.push_back(flops / dt / 1e9);
+    spent += dt;
+    if (rates.size() >= 2000) break;
+  }
+  std::sort(rates.begin(), rates.end());
+  return {rates[rates.size() / 2], rates.back()};
+}
+
+std::vector<int> ParseList(const char* s) {
+  std::vector<int> out;
+  for (const char* p = s; *p;) {
+    out.push_back(std::atoi(p));
+    while (*p && *p != ',') ++p;
+    if (*p == ',') ++p;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> thread_counts = {1, 2};
+  double seconds = 0.3;
+  bool cpu_time = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--threads" && i + 1 < argc) thread_counts = ParseList(argv[++i]);
+    else if (arg == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
+    else if (arg == "--cpu-time") cpu_time = true;
+    else if (arg == "--only" && i + 1 < argc) only = argv[++i];
+    else if (arg == "--isa" && i + 1 < argc) {
+      const std::string isa = argv[++i];
+      SgemmLimitIsa(isa == "portable" ? SgemmIsa::kPortable : isa == "avx2" ? SgemmIsa::kAvx2 : SgemmIsa::kAvx512);
+    } else {
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--seconds S] [--isa avx512|avx2|portable] [--cpu-time] [--only NAME]\n",
+                   argv[0]);
+      return 2;
+    }
+  }
+  const char* how = "";
+  const double peak = MeasurePeak(SgemmActiveIsa(), &how);
+  std::printf("kernel: %s\nfp32 FMA peak per core: %.1f GFLOP/s (%s, thread CPU time, best of 7)\n",
+              SgemmKernelName(), peak, how);
+  std::printf("timing: %s; GFLOP/s as median / best per call\n\n",
+              cpu_time ? "thread CPU time at 1 thread, wall clock otherwise" : "wall clock");
+  const Shape shapes[] = {
+      {"square 256", 256, 256, 256},          {"square 512", 512, 512, 512},
+      {"square 1024", 1024, 1024, 1024},      {"square 2048", 2048, 2048, 2048},
+      {"bert qkv/out 128x768x768", 128, 768, 768}, {"bert ffn1 128x3072x768", 128, 3072, 768},
+      {"bert ffn2 128x768x3072", 128, 768, 3072},  {"bert 1 token 1x768x768", 1, 768, 768},
+      {"bert 8 tokens 8x3072x768", 8, 3072, 768},  {"resnet conv2 64x3136x576", 64, 3136, 576, true},
+      {"resnet conv5 512x49x4608", 512, 49, 4608, true},  {"resnet conv4 256x196x2304", 256, 196, 2304, true},
+  };
+  std::printf("%-28s %-8s %7s %17s %7s\n", "shape (m x n x k)", "weights", "threads", "GFLOP/s", "%peak");
+  for (const Shape& s : shapes) {
+    if (!only.empty() && std::string(s.name).find(only) == std::string::npos) continue;
+    for (bool prepacked : {false, true})
+      for (int threads : thread_counts) {
+        ThreadPool pool(threads);
+        const Rate r = TimeGemm(s, prepacked, &pool, seconds, cpu_time && threads == 1);
+        std::printf("%-28s %-8s %7d %8.1f / %6.1f %6.0f%%\n", s.name, prepacked ? "packed" : "plain", threads,
+                    r.median, r.best, peak > 0 ? 100.0 * r.median / (peak * threads) : 0.0);
+        std::fflush(stdout);
+      }
+  }
+  return 0;
+}

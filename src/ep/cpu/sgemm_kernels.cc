@@ -1,0 +1,221 @@
+// SGEMM micro-kernels (layout and contract in sgemm_kernels.h) and the run-time
+// choice between them.
+#include "ep/cpu/sgemm_kernels.h"
+
+#include <algorithm>
+#include <atomic>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_SGEMM_X86 1
+#endif
+
+namespace nee::cpu::sgemm_internal {
+
+namespace {
+
+// ---- Portable ------------------------------------------------------------------
+//
+// Multiply and add are separate here: without FMA hardware, std::fma would be
+// a slow library call. The column loop is what the auto-vectorizer turns into
+// SIMD; the accumulators live in memory, which is what costs the speed.
+void MicroPortable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+                   bool accumulate) {
+  float acc[kTileRows][kTileCols] = {};
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* bp = b + p * kTileCols;
+    const float* ap = a + p * kTileRows;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float av = ap[r];
+      for (int64_t j = 0; j < kTileCols; ++j) acc[r][j] += av * bp[j];
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = accumulate ? c[r * ldc + j] + acc[r][j] : acc[r][j];
+}
+
+#ifdef NEE_SGEMM_X86
+// ---- AVX2 + FMA ----------------------------------------------------------------
+//
+// A 6x16 sub-tile (twelve ymm accumulators, two for B, one broadcast: 15 of
+// the 16 registers). The accumulator arrays stay in registers because every
+// loop over them is fully unrolled with a constant trip count.
+template <int R>
+__attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a, const float* b, float* c,
+                                                     int64_t ldc, int64_t cols, bool accumulate) {
+  __m256 acc0[R], acc1[R];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const __m256 b0 = _mm256_load_ps(b + p * kTileCols);
+    const __m256 b1 = _mm256_load_ps(b + p * kTileCols + 8);
+    const float* ap = a + p * kTileRows;
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(ap + r);
+      acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    float* cr = c + r * ldc;
+    if (cols == 16) {
+      __m256 v0 = acc0[r], v1 = acc1[r];
+      if (accumulate) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(cr));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(cr + 8));
+      }
+      _mm256_storeu_ps(cr, v0);
+      _mm256_storeu_ps(cr + 8, v1);
+    } else {
+      alignas(32) float tile[16];
+      _mm256_store_ps(tile, acc0[r]);
+      _mm256_store_ps(tile + 8, acc1[r]);
+      for (int64_t j = 0; j < cols; ++j) cr[j] = accumulate ? cr[j] + tile[j] : tile[j];
+    }
+  }
+}
+
+using SubTileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool);
+constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1>, SubTileAvx2<2>, SubTileAvx2<3>,
+                                        SubTileAvx2<4>, SubTileAvx2<5>, SubTileAvx2<6>};
+
+// The 12x32 tile as up to four 6x16 sub-tiles (only those inside rows x cols).
+void MicroAvx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+               bool accumulate) {
+  for (int64_t r0 = 0; r0 < rows; r0 += 6) {
+    const SubTileFn sub = kSubTilesAvx2[std::min<int64_t>(6, rows - r0) - 1];
+    for (int64_t j0 = 0; j0 < cols; j0 += 16)
+      sub(kc, a + r0, b + j0, c + r0 * ldc + j0, ldc, std::min<int64_t>(16, cols - j0), accumulate);
+  }
+}
+
+// ---- AVX-512 -------------------------------------------------------------------
+//
+// The whole 12x32 tile: 24 zmm accumulators, two for the B row, and the A
+// values broadcast straight from memory into the FMAs. Per step of p that is
+// 24 FMAs against 14 loads, so the two FMA pipes stay the limit; 24
+// independent chains cover the FMA latency (4 cycles x 2 pipes needs 8).
+// Partial column tiles use masked loads and stores.
+#define NEE_TARGET_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+
+// R rows by V vectors of 16 columns: V = 1 when at most 16 columns are left
+// (a narrow output's last panel), so the zero padding costs no FMAs.
+template <int R, int V>
+NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols,
+                                  bool accumulate) {
+  __m512 acc[R][V];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
+  // The tile of C is read (or written) only after the loop: fetch it now so
+  // a tile that left the caches does not stall the end of every call.
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * V - 1), _MM_HINT_T0);
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    // B streams from L2; asking for it 16 steps (2 KiB) ahead measured a few
+    // percent faster than leaving it to the hardware prefetcher alone. A is
+    // asked for 64 steps (3 KiB) ahead: when A is large and B narrow (conv
+    // weights x a few columns), A comes from L3 and needs the longer lead.
+    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kTileCols), _MM_HINT_T0);
+    if (V == 2) _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kTileCols + 16), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(a + 64 * kTileRows), _MM_HINT_T0);
+    __m512 bv[V];
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r]);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+    a += kTileRows;
+    b += kTileCols;
+  }
+  __mmask16 mask[V];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) {
+    const int64_t n = std::clamp<int64_t>(cols - 16 * v, 0, 16);
+    mask[v] = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) {
+      float* cr = c + r * ldc + 16 * v;
+      __m512 sum = acc[r][v];
+      if (accumulate) sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(mask[v], cr));
+      _mm512_mask_storeu_ps(cr, mask[v], sum);
+    }
+}
+
+using TileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool);
+template <int V>
+constexpr TileFn kTilesAvx512[12] = {TileAvx512<1, V>, TileAvx512<2, V>, TileAvx512<3, V>,  TileAvx512<4, V>,
+                                     TileAvx512<5, V>, TileAvx512<6, V>, TileAvx512<7, V>,  TileAvx512<8, V>,
+                                     TileAvx512<9, V>, TileAvx512<10, V>, TileAvx512<11, V>, TileAvx512<12, V>};
+
+void MicroAvx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+                 bool accumulate) {
+  if (cols > 16) kTilesAvx512<2>[rows - 1](kc, a, b, c, ldc, cols, accumulate);
+  else kTilesAvx512<1>[rows - 1](kc, a, b, c, ldc, cols, accumulate);
+}
+static_assert(kTileRows == 12 && kTileCols == 32, "the SIMD kernels are written for a 12x32 tile");
+#endif
+
+SgemmIsa BestIsa() {
+#ifdef NEE_SGEMM_X86
+  static const SgemmIsa best = [] {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma"))
+      return SgemmIsa::kAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return SgemmIsa::kAvx2;
+    return SgemmIsa::kPortable;
+  }();
+  return best;
+#else
+  return SgemmIsa::kPortable;
+#endif
+}
+
+std::atomic<SgemmIsa> g_limit{SgemmIsa::kAvx512};
+
+}  // namespace
+
+MicroKernel KernelFor(SgemmIsa isa) {
+#ifdef NEE_SGEMM_X86
+  if (isa == SgemmIsa::kAvx512) return MicroAvx512;
+  if (isa == SgemmIsa::kAvx2) return MicroAvx2;
+#endif
+  return MicroPortable;
+}
+
+}  // namespace nee::cpu::sgemm_internal
+
+namespace nee::cpu {
+
+SgemmIsa SgemmActiveIsa() {
+  return std::min(sgemm_internal::BestIsa(), sgemm_internal::g_limit.load(std::memory_order_relaxed));
+}
+
+void SgemmLimitIsa(SgemmIsa max) { sgemm_internal::g_limit.store(max); }
+
+void SgemmForcePortable(bool force) { SgemmLimitIsa(force ? SgemmIsa::kPortable : SgemmIsa::kAvx512); }
+
+bool SgemmPortableForced() { return sgemm_internal::g_limit.load() == SgemmIsa::kPortable; }
+
+const char* SgemmKernelName() {
+  switch (SgemmActiveIsa()) {
+    case SgemmIsa::kAvx512: return "avx512";
+    case SgemmIsa::kAvx2: return "avx2-fma";
+    case SgemmIsa::kPortable: break;
+  }
+  return "portable";
+}
+
+}  // namespace nee::cpu

@@ -1,0 +1,35 @@
+// SGEMM's micro-kernels (internal to sgemm*.cc): each computes one register
+// tile of C from a packed A panel and a packed B panel.
+//
+// Every kernel variant works on the same packed layout, so packed operands
+// (including ones packed once per session) serve whichever kernel runs:
+//  - an A panel holds kSgemmTileRows rows: kc steps of kSgemmTileRows floats
+//    (a[p * kSgemmTileRows + r] = A[r, p]), rows past the matrix zero;
+//  - a B panel holds kSgemmPanelWidth columns: kc steps of that many floats.
+// The AVX-512 kernel holds the whole 12x32 tile in 24 zmm registers; the
+// AVX2 kernel walks it as four 6x16 sub-tiles (16 ymm registers would not
+// hold more); the portable one is plain loops for the auto-vectorizer.
+//
+// Within a tile, each C element is one chain of fused multiply-adds over p in
+// increasing order (separate multiply and add in the portable kernel), so a
+// tile computed by a 3-row edge call or a full 12-row call gives the same bits.
+#pragma once
+#include <cstdint>
+
+#include "ep/cpu/sgemm.h"
+
+namespace nee::cpu::sgemm_internal {
+
+constexpr int64_t kTileRows = kSgemmTileRows;
+constexpr int64_t kTileCols = kSgemmPanelWidth;
+
+// C[0:rows, 0:cols] (= or +=) A_panel x B_panel over kc steps. rows <= 12,
+// cols <= 32; C is row-major with leading dimension ldc; only the first
+// `rows` x `cols` elements of C are read or written.
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
+                             int64_t cols, bool accumulate);
+
+// The kernel for an ISA level (SgemmActiveIsa() says which one is in force).
+MicroKernel KernelFor(SgemmIsa isa);
+
+}  // namespace nee::cpu::sgemm_internal
