@@ -45,7 +45,7 @@ Status MatMulFloat(KernelContext& ctx) {
   std::vector<int64_t> out_dims = batch.value();
   out_dims.push_back(m);
   out_dims.push_back(n);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, out_dims));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
   if (out.num_elements() == 0) return Status::Ok();
   const float* ap = a->data<float>();
   const float* bp = b->data<float>();

@@ -109,7 +109,7 @@ bool PlanFastPool(const KernelContext& ctx, const Tensor& x, PoolShape& s) {
     s.interior_hi = o + 1;
   }
 #ifdef NEE_POOL_X86
-  if (CpuHasAvx2Fma() && std::string(SgemmKernelName()) == "avx2-fma" && (s.stride_w == 1 || s.stride_w == 2)) {
+  if (CpuHasAvx2Fma() && !SgemmPortableForced() && (s.stride_w == 1 || s.stride_w == 2)) {
     int64_t hi = s.interior_hi;
     if (s.stride_w == 2) {
       // Columns from ow read up to input column 2*ow - pad + (K-1)*dil + 15.
