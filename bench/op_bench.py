@@ -69,7 +69,27 @@ def cases():
         case("Transpose BSHD->BHSD", "Transpose", [("x", [1, 128, 12, 64])], attrs={"perm": [0, 2, 1, 3]}),
         case("Transpose last two", "Transpose", [("x", [1, 12, 128, 64])], attrs={"perm": [0, 1, 3, 2]}),
         case("Transpose BHSD->BSHD", "Transpose", [("x", [1, 12, 128, 64])], attrs={"perm": [0, 2, 1, 3]}),
+        # Convolutions of ResNet-50 and MobileNetV2 (weights and bias constant, as exported).
+        conv_case("Conv resnet 3x3 64@56", 64, 64, 56, 3),
+        conv_case("Conv resnet 3x3 128@28", 128, 128, 28, 3),
+        conv_case("Conv resnet 3x3 128@56 s2", 128, 128, 56, 3, stride=2),
+        conv_case("Conv resnet 3x3 512@7", 512, 512, 7, 3),
+        conv_case("Conv resnet 1x1 256->64@56", 256, 64, 56, 1),
+        conv_case("Conv resnet 1x1 1024->2048@14 s2", 1024, 2048, 14, 1, stride=2),
+        conv_case("Conv resnet 7x7 stem", 3, 64, 224, 7, stride=2),
+        conv_case("Conv mobile 1x1 16->96@112", 16, 96, 112, 1),
+        conv_case("Conv mobile 1x1 144->24@56", 144, 24, 56, 1),
+        conv_case("Conv mobile dw 3x3 144@56", 144, 144, 56, 3, group=144),
+        conv_case("Conv mobile dw 3x3 96@112 s2", 96, 96, 112, 3, stride=2, group=96),
+        conv_case("Conv mobile dw 3x3 960@7", 960, 960, 7, 3, group=960),
     ]
+
+
+def conv_case(name, cin, cout, size, kernel, stride=1, group=1):
+    """A Conv as the models have it: NCHW input, constant weights and bias, 'same' padding."""
+    pad = kernel // 2
+    return case(name, "Conv", [("x", [1, cin, size, size])], [("w", [cout, cin // group, kernel, kernel]), ("b", [cout])],
+                {"kernel_shape": [kernel, kernel], "strides": [stride, stride], "pads": [pad] * 4, "group": group})
 
 
 def build(c, folder, rng):

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -27,6 +28,7 @@ const char kUsage[] =
     "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
     "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
     "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE] [--profile PREFIX]\n"
+    "              [--repeat N]\n"
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
@@ -36,7 +38,8 @@ const char kUsage[] =
     "--timeout stops the run (exit status 3) once it has taken SECONDS; --memory-limit caps the bytes of\n"
     "tensors the run holds at once (SIZE like 512M or 2G; default: the machine's physical memory).\n"
     "--profile times every node: prints the time per op type and writes a Chrome trace to\n"
-    "PREFIX_<date>_<time>.json (open it in chrome://tracing or Perfetto).\n";
+    "PREFIX_<date>_<time>.json (open it in chrome://tracing or Perfetto). --repeat runs the model N more\n"
+    "times after the first and prints their median time (the first run also prepares kernels).\n";
 
 struct UsageError {
   std::string message;
@@ -60,6 +63,7 @@ struct Args {
   int opt_level = -1;  // not given: run optimizes fully (99), inspect shows the model as written (0)
   int64_t timeout_ms = 0;
   int64_t memory_limit = -1;
+  int repeat = 0;
 };
 
 // The number `text` starts with (-1 if none); what follows it goes to *rest.
@@ -128,6 +132,14 @@ Args Parse(int argc, char** argv) {
     } else if (arg == "--random") a.random = true;
     else if (arg == "--plan") a.plan = true;
     else if (arg == "--profile") a.profile_prefix = next();
+    else if (arg == "--repeat") {
+      const std::string n = next();
+      char* end = nullptr;
+      const long value = std::strtol(n.c_str(), &end, 10);
+      if (end == n.c_str() || *end || value < 0 || value > 1000000)
+        throw UsageError{"--repeat expects a count from 0 to 1000000, got '" + n + "'"};
+      a.repeat = static_cast<int>(value);
+    }
     else if (arg == "--timeout") a.timeout_ms = ParseSeconds(next());
     else if (arg == "--memory-limit") a.memory_limit = ParseSize(next());
     else if (arg == "--threads" || arg == "--opt-level") {
@@ -333,6 +345,16 @@ int Run(const Args& a) {
   auto infos = session.Outputs();
   if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
   std::printf("ran %s in %.3f ms\n", a.model.c_str(), ms);
+  if (a.repeat > 0) {
+    std::vector<double> times;
+    for (int r = 0; r < a.repeat; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      session.Run(feed.names, feed.View());
+      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("%d more runs: median %.3f ms, fastest %.3f ms\n", a.repeat, times[times.size() / 2], times.front());
+  }
   if (!a.profile_prefix.empty()) {
     std::printf("time per op type:\n%s", session.ProfileSummary().c_str());
     std::printf("profile written to %s\n", session.EndProfiling().c_str());

@@ -216,6 +216,9 @@ NEE_NO_LIBCALL_LOOPS void FillColumnRow(const ConvShape& s, const float* x_group
       for (int64_t o = ow; o < lo; ++o) out[o - ow] = 0.f;
       if (sw == 1) {
         for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o + w_offset];
+      } else if (sw == 2) {  // a constant stride the compiler can vectorize (downsampling convs)
+        const float* __restrict even = src + w_offset;
+        for (int64_t o = lo; o < hi; ++o) out[o - ow] = even[2 * o];
       } else {
         for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * sw + w_offset];
       }
@@ -317,7 +320,8 @@ ConvShape PaddedGeometry(const ConvShape& s) {
 }
 
 // Copies one input plane into the padded plane (zeros around it and in the slack).
-void PadPlane(const ConvShape& s, const ConvShape& p, const float* src, float* dst) {
+// Rows are short (7 to 112 floats): plain loops, not memcpy/memset calls.
+NEE_NO_LIBCALL_LOOPS void PadPlane(const ConvShape& s, const ConvShape& p, const float* src, float* dst) {
   const int64_t Hp = p.in[1], Wp = p.in[2];
   for (int64_t d = 0; d < p.in[0]; ++d) {
     float* slice = dst + d * Hp * Wp;
@@ -330,7 +334,8 @@ void PadPlane(const ConvShape& s, const ConvShape& p, const float* src, float* d
     for (int64_t h = 0; h < s.in[1]; ++h) {
       float* row = slice + (h + s.pad[1]) * Wp;
       std::fill(row, row + s.pad[2], 0.f);
-      std::memcpy(row + s.pad[2], src + (id * s.in[1] + h) * s.in[2], sizeof(float) * s.in[2]);
+      const float* __restrict in_row = src + (id * s.in[1] + h) * s.in[2];
+      for (int64_t w = 0; w < s.in[2]; ++w) row[s.pad[2] + w] = in_row[w];
       std::fill(row + s.pad[2] + s.in[2], row + Wp, 0.f);
     }
     std::fill(slice + (s.pad[1] + s.in[1]) * Wp, slice + Hp * Wp, 0.f);
@@ -464,14 +469,14 @@ DepthwiseRowsFn SelectDepthwiseRows() {
 }
 
 // All Mg output channels of input channel plane `plane_index` (= n*C + c).
+// `padded` holds p.in_size + kPlaneSlack floats; `rows` is the caller's scratch.
 void DepthwisePlane(const ConvShape& s, const ConvShape& p, const float* x, const float* w, const float* bias,
-                    float* y, int64_t plane_index, DepthwiseRowsFn rows_fn) {
+                    float* y, int64_t plane_index, DepthwiseRowsFn rows_fn, float* padded,
+                    DepthwiseRows& rows) {
   const int64_t n = plane_index / s.C, c = plane_index % s.C;
-  float* padded = ThreadScratch(static_cast<size_t>(p.in_size + kPlaneSlack));
   PadPlane(s, p, x + plane_index * s.in_size, padded);
   const int64_t OD = s.out[0], OH = s.out[1], OW = s.out[2];
   const int64_t KD = s.kernel[0], KH = s.kernel[1], KW = s.kernel[2];
-  DepthwiseRows rows;
   rows.src.resize(static_cast<size_t>(KD * KH));
   rows.weights.resize(static_cast<size_t>(KD * KH));
   for (int64_t m = 0; m < s.Mg; ++m) {
@@ -521,11 +526,17 @@ Status ConvFloat(KernelContext& ctx) {
     const DepthwiseRowsFn rows_fn = SelectDepthwiseRows();
     const int64_t planes = s.N * s.C;
     const int64_t work_per_plane = s.Mg * s.out_size * s.kernel_size;
-    auto plane = [&](int64_t p) { DepthwisePlane(s, padded, xp, wp, bp, yp, p, rows_fn); };
+    // Planes are many and small (960 of 7x7 in MobileNetV2): scratch is
+    // fetched once per chunk of planes, not per plane.
+    auto chunk = [&](int64_t begin, int64_t end) {
+      float* scratch = ThreadScratch(static_cast<size_t>(padded.in_size + kPlaneSlack));
+      DepthwiseRows rows;
+      for (int64_t p = begin; p < end; ++p) DepthwisePlane(s, padded, xp, wp, bp, yp, p, rows_fn, scratch, rows);
+    };
     if (planes * work_per_plane < 32768) {
-      for (int64_t p = 0; p < planes; ++p) plane(p);  // too little work to share out
+      chunk(0, planes);  // too little work to share out
     } else {
-      ParallelTasks(ctx, planes, plane);
+      ctx.ParallelFor(planes, 1, chunk);
     }
     return Status::Ok();
   }
