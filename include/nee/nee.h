@@ -94,6 +94,16 @@ typedef enum nee_value_kind_e {
 /* A tensor holding a copy of `data` (data_size must equal the tensor's byte size). */
 NEE_API nee_status_t nee_value_create_tensor(nee_dtype_t dtype, const int64_t* dims, size_t rank,
                                              const void* data, size_t data_size, nee_value_t** out_value);
+/* A tensor over the caller's bytes, without copying them. nee only reads them (no
+ * kernel writes an input; an output that would share them is copied). They must
+ * stay valid and unchanged until `release(release_context)` is called, which nee
+ * does once, from any thread, when its last reference to them goes (release may
+ * be NULL for bytes that outlive every value). data must be 64-byte aligned for
+ * nee's vector kernels to take their fast path; any alignment of the element
+ * size is accepted. */
+NEE_API nee_status_t nee_value_create_tensor_view(nee_dtype_t dtype, const int64_t* dims, size_t rank, void* data,
+                                                  size_t data_size, void (*release)(void*), void* release_context,
+                                                  nee_value_t** out_value);
 /* A string tensor; strings[i] has lengths[i] bytes (need not be NUL-terminated). */
 NEE_API nee_status_t nee_value_create_string_tensor(const int64_t* dims, size_t rank, const char* const* strings,
                                                     const size_t* lengths, nee_value_t** out_value);

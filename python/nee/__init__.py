@@ -213,6 +213,8 @@ def _to_value(obj: Any, type_hint: str = "") -> "_nee.Value":
     if type(obj) is np.ndarray and obj.ndim > 0 and obj.flags.c_contiguous:  # the common case, first
         code = _FAST_CODES.get(obj.dtype)
         if code is not None:
+            if obj.flags.aligned:  # nee reads the array's own buffer (no copy), as ONNX Runtime does
+                return _nee.tensor_view_of_array(code, obj, obj)
             return _nee.tensor_from_array(code, obj)
     if obj is None:
         return _nee.none()

@@ -70,6 +70,26 @@ Value TensorFromArray(int dtype, nb::ndarray<nb::ro, nb::c_contig, nb::device::c
   return Value(v);
 }
 
+// Drops the reference a tensor view held on its numpy array. nee calls it from
+// whichever thread lets go of the bytes last, so it takes the GIL first.
+void ReleaseArray(void* object) {
+  if (!Py_IsInitialized()) return;  // interpreter shutting down: leave it to the process exit
+  nb::gil_scoped_acquire gil;
+  Py_DECREF(static_cast<PyObject*>(object));
+}
+
+// A tensor over a numpy array's own buffer (no copy): the value keeps the
+// array alive until nee no longer uses its bytes.
+Value TensorViewOfArray(int dtype, nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> array, nb::object owner) {
+  std::vector<int64_t> shape(array.shape_ptr(), array.shape_ptr() + array.ndim());
+  PyObject* held = owner.ptr();
+  Py_INCREF(held);
+  nee_value_t* v = nullptr;
+  Check(nee_value_create_tensor_view(static_cast<nee_dtype_t>(dtype), shape.data(), shape.size(),
+                                     const_cast<void*>(array.data()), array.nbytes(), ReleaseArray, held, &v));
+  return Value(v);
+}
+
 Value StringTensor(const std::vector<int64_t>& shape, const std::vector<nb::bytes>& items) {
   std::vector<const char*> ptrs;
   std::vector<size_t> lens;
@@ -357,6 +377,7 @@ NB_MODULE(_nee, m) {
   });
   nb::class_<Value>(m, "Value");
   m.def("tensor_from_array", &TensorFromArray);
+  m.def("tensor_view_of_array", &TensorViewOfArray);
   m.def("tensor_from_buffer", &TensorFromBuffer);
   m.def("string_tensor", &StringTensor);
   m.def("sequence", &Sequence);

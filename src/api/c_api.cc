@@ -104,6 +104,33 @@ void nee_status_free(nee_status_t status) { delete status; }
 const char* nee_dtype_name(nee_dtype_t dtype) { return nee::DataTypeName(static_cast<nee::DataType>(dtype)); }
 const char* nee_version(void) { return "0.1.0"; }
 
+nee_status_t nee_value_create_tensor_view(nee_dtype_t dtype, const int64_t* dims, size_t rank, void* data,
+                                          size_t data_size, void (*release)(void*), void* release_context,
+                                          nee_value_t** out_value) {
+  if (!out_value) return NullArg("out_value");
+  *out_value = nullptr;
+  if (rank > 0 && !dims) return NullArg("dims");
+  // Whatever happens, the caller's bytes are handed back exactly once.
+  std::shared_ptr<void> owner(release_context, [release](void* context) {
+    if (release) release(context);
+  });
+  return Guard([&]() -> nee_status_t {
+    auto type = static_cast<nee::DataType>(dtype);
+    if (!nee::IsValidDataType(dtype) || type == nee::DataType::kString)
+      return Err(NEE_STATUS_INVALID_ARGUMENT, "invalid tensor element type for a view (strings cannot be viewed)");
+    std::vector<int64_t> shape(dims, dims + rank);
+    auto count = nee::CheckedElementCount(shape);
+    if (!count.ok()) return MakeStatus(count.status());
+    nee::Tensor t = nee::Tensor::View(type, std::move(shape), data, owner);
+    if (data_size != t.byte_size())
+      return Err(NEE_STATUS_INVALID_ARGUMENT, ("data has " + std::to_string(data_size) + " bytes, the tensor " +
+                                               t.Describe() + " needs " + std::to_string(t.byte_size())).c_str());
+    if (data_size > 0 && !data) return NullArg("data");
+    *out_value = Wrap(nee::Value(std::move(t)));
+    return nullptr;
+  });
+}
+
 nee_status_t nee_value_create_tensor(nee_dtype_t dtype, const int64_t* dims, size_t rank, const void* data,
                                      size_t data_size, nee_value_t** out_value) {
   if (!out_value) return NullArg("out_value");
@@ -113,7 +140,8 @@ nee_status_t nee_value_create_tensor(nee_dtype_t dtype, const int64_t* dims, siz
     auto type = static_cast<nee::DataType>(dtype);
     if (!nee::IsValidDataType(dtype) || type == nee::DataType::kString)
       return Err(NEE_STATUS_INVALID_ARGUMENT, "invalid tensor element type (use nee_value_create_string_tensor for strings)");
-    auto t = nee::Tensor::Allocate(type, std::vector<int64_t>(dims, dims + rank));
+    // Every byte is copied from `data` below (or the sizes disagree and nothing is used).
+    auto t = nee::Tensor::AllocateUninitialized(type, std::vector<int64_t>(dims, dims + rank));
     if (!t.ok()) return MakeStatus(t.status());
     if (data_size != t->byte_size())
       return Err(NEE_STATUS_INVALID_ARGUMENT, ("data has " + std::to_string(data_size) + " bytes, the tensor " +

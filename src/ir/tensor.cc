@@ -1,6 +1,8 @@
 #include "ir/tensor.h"
 
 #include <cstring>
+
+#include "base/buffer_pool.h"
 #include <sstream>
 
 namespace nee {
@@ -58,11 +60,11 @@ Result<Tensor> Tensor::AllocateUninitialized(DataType type, std::vector<int64_t>
     return OutOfMemory("tensor " + DimsToString(t.dims_) + " of " + DataTypeName(type) +
                        " exceeds the size limit");
   size_t bytes = t.byte_size();
-  // 64-byte alignment keeps SIMD kernels on their fast path.
-  void* p = ::operator new(bytes > 0 ? bytes : 1, std::align_val_t(64), std::nothrow);
-  if (!p) return OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes for tensor " + DimsToString(t.dims_));
-  t.owner_ = std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, std::align_val_t(64)); });
-  t.data_ = p;
+  // 64-byte aligned (SIMD kernels' fast path), large blocks reused across runs.
+  std::shared_ptr<void> block = BufferPool::Global().Acquire(bytes);
+  if (!block) return OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes for tensor " + DimsToString(t.dims_));
+  t.data_ = block.get();
+  t.owner_ = std::move(block);
   return t;
 }
 
