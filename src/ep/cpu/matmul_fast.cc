@@ -2,6 +2,7 @@
 // element types, and shapes these do not handle, go to the reference kernels.
 // A constant 2-D B (weights) is packed once per session (PreparedCache).
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "ep/cpu/cpu_kernels.h"
@@ -9,9 +10,68 @@
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include "ep/cpu/simd_x86.h"
+#define NEE_MATMUL_X86 1
+#endif
+
 namespace nee::cpu {
 
 namespace {
+
+// sum_i a[i] * b[i] with four partial sums of eight lanes, combined in a fixed
+// order: one output's value never depends on which thread computes it.
+float DotPortable(const float* a, const float* b, int64_t k) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  float sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+  for (; i < k; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+#ifdef NEE_MATMUL_X86
+__attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b, int64_t k) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+    acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+  }
+  for (; i + 8 <= k; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+  float sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+  for (; i < k; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+#endif
+
+using DotFn = float (*)(const float*, const float*, int64_t);
+DotFn SelectDot() {
+#ifdef NEE_MATMUL_X86
+  if (CpuHasAvx2Fma() && !SgemmPortableForced()) return DotAvx2;
+#endif
+  return DotPortable;
+}
+
+// One row of A times a transposed B (n rows of k, as torch's Linear stores its
+// weight): y[j] = alpha * dot(a, B[j]) + beta_y * y[j]. A matrix-vector product
+// is bound by reading B once; dot products read it in place, in order, where
+// SGEMM would pack it into panels and use one row of a twelve-row tile.
+void GemvTransposedB(const KernelContext& ctx, const float* a, const float* b, int64_t n, int64_t k, float alpha,
+                     float beta_y, float* y) {
+  const DotFn dot = SelectDot();
+  ctx.ParallelFor(n, std::max<int64_t>(16, 16384 / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      const float v = alpha * dot(a, b + j * k, k);
+      y[j] = beta_y == 0.f ? v : v + y[j];
+    }
+  });
+}
 // Dims with the trailing two removed.
 std::vector<int64_t> BatchDims(const std::vector<int64_t>& d) { return {d.begin(), d.end() - 2}; }
 
@@ -128,6 +188,10 @@ Status GemmFloat(KernelContext& ctx) {
       else for (int64_t j = 0; j < n; ++j) y_row[j] = beta * c_row[j];
     }
     out_beta = 1.f;
+  }
+  if (m == 1 && trans_b) {
+    GemvTransposedB(ctx, a->data<float>(), b->data<float>(), n, k, alpha, out_beta, y);
+    return Status::Ok();
   }
   MatrixView av = trans_a ? MatrixView{a->data<float>(), 1, m} : MatrixView{a->data<float>(), k, 1};
   MatrixView bv = trans_b ? MatrixView{b->data<float>(), 1, k} : MatrixView{b->data<float>(), n, 1};

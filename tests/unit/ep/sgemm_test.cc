@@ -350,5 +350,37 @@ TEST(OptimizedGemm, ConstantBPackedOnceForEitherTransB) {
   }
 }
 
+// One row times a transposed B (a classifier head at batch 1) takes the
+// dot-product path: checked against the reference kernel on lengths around the
+// vector widths, with and without a bias, and bitwise across thread counts.
+TEST(OptimizedGemm, SingleRowTransposedBAgreesAndIsThreadIndependent) {
+  std::mt19937 rng(11);
+  for (int64_t k : {1, 7, 8, 31, 33, 100, 1280}) {
+    for (bool with_c : {false, true}) {
+      const int64_t n = 37;
+      Tensor a = Tensor::FromVector(RandomVector(k, rng), {1, k});
+      Tensor b = Tensor::FromVector(RandomVector(n * k, rng), {n, k});
+      Tensor c = Tensor::FromVector(RandomVector(n, rng), {n});
+      Node node = testing::MakeNode("Gemm", with_c ? 3 : 2, 1,
+                                    {testing::IntAttr("transB", 1), testing::FloatAttr("alpha", 0.75f),
+                                     testing::FloatAttr("beta", 1.5f)});
+      std::vector<Value> inputs = {Value(a), Value(b)};
+      if (with_c) inputs.push_back(Value(c));
+      auto ref = testing::RunOp(node, 13, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      Tensor first;
+      for (int threads : {1, 2, 3}) {
+        auto got = testing::RunKernel(cpu::GemmFloat, node, 13, inputs, threads);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        for (int64_t j = 0; j < n; ++j)
+          EXPECT_NEAR(got->data<float>()[j], ref->outputs[0].tensor().data<float>()[j], 1e-5 * (1 + k / 32.0))
+              << "k " << k << ", bias " << with_c;
+        if (threads == 1) first = *got;
+        else EXPECT_TRUE(BitwiseEqual(first, *got)) << "k " << k << ", threads " << threads;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nee
