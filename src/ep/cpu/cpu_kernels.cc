@@ -22,6 +22,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Sub", 1, 1000, SubFloat},
       {"", "Mul", 1, 1000, MulFloat},
       {"", "Div", 1, 1000, DivFloat},
+      {"", "Pow", 1, 1000, PowFloat},
       {"", "LayerNormalization", 1, 1000, LayerNormFloat},
       {"com.microsoft", "SkipLayerNormalization", 1, 1000, SkipLayerNormFloat},
       {"", "Relu", 1, 1000, ReluFloat},

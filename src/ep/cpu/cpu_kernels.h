@@ -45,6 +45,7 @@ Status AddFloat(KernelContext& ctx);
 Status SubFloat(KernelContext& ctx);
 Status MulFloat(KernelContext& ctx);
 Status DivFloat(KernelContext& ctx);
+Status PowFloat(KernelContext& ctx);
 // LayerNormalization and com.microsoft SkipLayerNormalization on float32 (normalization_fast.cc):
 // statistics in double, within 1e-6 relative of the reference.
 Status LayerNormFloat(KernelContext& ctx);

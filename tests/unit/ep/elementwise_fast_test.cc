@@ -116,5 +116,31 @@ TEST(FastBinary, LegacyBroadcastAndOtherTypesGoToTheReference) {
   EXPECT_EQ(q->data<int32_t>()[1], -3);
 }
 
+// Pow by a constant 2 or 3 (float or double, shape [] or [1]) is bitwise the
+// reference's (float)pow((double)x, e), specials included; other exponents
+// are the reference's own result.
+TEST(FastPow, SquareAndCubeBitwiseEqualToTheReference) {
+  std::mt19937 rng(21);
+  for (double e : {2.0, 3.0, 2.5, -1.0}) {
+    for (bool as_double : {false, true}) {
+      for (const std::vector<int64_t>& e_dims : {std::vector<int64_t>{}, std::vector<int64_t>{1}}) {
+        Tensor x = Operand({3, 40001}, rng);
+        float* px = x.data<float>();
+        for (int64_t i = 5; i < x.num_elements(); i += 97) px[i] = (i % 2 ? 1.f : -1.f) * 3.0e12f;  // cubes overflow
+        Tensor exponent = as_double ? Tensor::FromVector<double>({e}, e_dims)
+                                    : Tensor::FromVector<float>({static_cast<float>(e)}, e_dims);
+        Node node = testing::MakeNode("Pow", 2, 1);
+        auto ref = testing::RunOp(node, 15, {Value(x), Value(exponent)});
+        ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+        for (int threads : {1, 2}) {
+          auto fast = testing::RunKernel(cpu::PowFloat, node, 15, {Value(x), Value(exponent)}, threads);
+          ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+          ExpectSameBits(*fast, ref->outputs[0].tensor(), "exponent " + std::to_string(e));
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace nee
