@@ -532,9 +532,19 @@ class ForestCache {
   std::vector<Entry> entries_;
 };
 
-// The node's compiled forest, from the cache or by running `compile`.
+// The node's compiled forest: in a session, compiled once and kept in the
+// node's prepared state (its attributes cannot change); outside one (constant
+// folding, a kernel run alone), from the process-wide cache above, which has
+// to hash every attribute on each call to know the node is the same.
 template <typename Compile>
-Result<std::shared_ptr<const Forest>> CachedForest(const Node& node, int64_t width, const Compile& compile) {
+Result<std::shared_ptr<const Forest>> CachedForest(const KernelContext& ctx, int64_t width, const Compile& compile) {
+  if (PreparedCache* prepared = ctx.prepared()) {
+    return prepared->GetOrBuild<Forest>({width}, [&]() -> Result<std::shared_ptr<const Forest>> {
+      NEE_ASSIGN_OR_RETURN(Forest compiled, compile());
+      return std::shared_ptr<const Forest>(std::make_shared<const Forest>(std::move(compiled)));
+    });
+  }
+  const Node& node = ctx.node();
   static ForestCache* cache = new ForestCache();  // never destroyed: kernels may run during exit
   const uint64_t hash = HashAttributes(node);
   if (auto forest = cache->Find(&node, width, hash)) return forest;
@@ -593,7 +603,7 @@ Status RunTreeEnsembleRegressor(KernelContext& ctx) {
   int64_t rows = 0;
   NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
   NEE_ASSIGN_OR_RETURN(int64_t targets, RegressorTargets(node));
-  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(node, width, [&]() -> Result<Forest> {
+  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(ctx, width, [&]() -> Result<Forest> {
     NEE_ASSIGN_OR_RETURN(Forest compiled, CompileLegacyForest(node, width, targets, "target"));
     NEE_ASSIGN_OR_RETURN(compiled.aggregate, ParseAggregate(node));
     NEE_ASSIGN_OR_RETURN(compiled.base_values, ReadReals(node, "base_values"));
@@ -673,7 +683,7 @@ Status RunTreeEnsembleClassifier(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
   NEE_ASSIGN_OR_RETURN(Labels labels, ReadLabels(node));
   const int64_t classes = labels.size();
-  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(node, width, [&] { return CompileLegacyForest(node, width, classes, "class"); }));
+  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(ctx, width, [&] { return CompileLegacyForest(node, width, classes, "class"); }));
   const Forest& f = *forest;
   NEE_ASSIGN_OR_RETURN(std::vector<double> base, ReadReals(node, "base_values"));
   NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
@@ -861,7 +871,7 @@ Status RunTreeEnsemble(KernelContext& ctx) {
     return NotImplemented(ctx.node().Describe() + ": unsupported input type " + DataTypeName(type));
   int64_t rows = 0;
   NEE_ASSIGN_OR_RETURN(int64_t width, FeatureWidth(ctx, *x, &rows));
-  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(ctx.node(), width, [&] { return CompileForest5(ctx.node(), width); }));
+  NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(ctx, width, [&] { return CompileForest5(ctx.node(), width); }));
   const Forest& f = *forest;
   NEE_ASSIGN_OR_RETURN(PostTransform transform, PostTransform5(ctx.node()));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, type, {rows, f.targets}));
