@@ -82,6 +82,27 @@ TEST(FusedConvFast, AgreesWithTheReferenceForEveryActivationAndGeometry) {
   }
 }
 
+TEST(FusedConvFast, ConvsTheFastKernelDoesNotTakeGetTheActivationOnce) {
+  // Four spatial dims: the fast Conv hands them to Conv's reference kernel, and
+  // the activation is applied once (LeakyRelu twice would scale by alpha^2).
+  std::mt19937 rng(9);
+  Tensor x = testing::RandomTensor({1, 2, 3, 3, 3, 3}, rng);
+  Tensor w = testing::RandomTensor({2, 2, 2, 2, 2, 2}, rng);
+  Node node = FusedConvNode({"LeakyRelu", {0.5f}}, {}, 2);
+  auto ref = testing::RunOp(node, 1, {Value(x), Value(w)});
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  auto got = testing::RunKernel(cpu::FusedConvFloat, node, 1, {Value(x), Value(w)}, 2);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const Tensor& want = ref->outputs[0].tensor();
+  ASSERT_EQ(got->dims(), want.dims());
+  bool negative = false;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    EXPECT_EQ(got->data<float>()[i], want.data<float>()[i]) << i;
+    negative |= want.data<float>()[i] < 0;
+  }
+  EXPECT_TRUE(negative);  // the case actually exercises LeakyRelu's slope
+}
+
 TEST(FusedConvFast, ReferenceAppliesTheActivationAfterConvAndBias) {
   // 1x1 conv with weight 1 and bias -1 over [-2, 0, 1, 3]: Conv gives [-3, -1, 0, 2].
   Tensor x = Tensor::FromVector(std::vector<float>{-2.f, 0.f, 1.f, 3.f}, {1, 1, 1, 4});
