@@ -3,15 +3,21 @@
 // that the Conv just wrote (so mostly still in cache for small layers).
 //
 // The piecewise-linear activations (Relu, Clip, LeakyRelu, HardSigmoid,
-// HardSwish) are vectorized with AVX2 where the CPU has it; Sigmoid, Tanh and
-// Silu evaluate std::exp / std::tanh per element. Each element is computed
-// the same way whichever thread gets it, so results do not depend on the
-// thread count. A Z input (which the optimizer never writes), other types and
-// invalid attributes go to FusedConv's reference kernel.
+// HardSwish) are vectorized here with AVX2 where the CPU has it. Sigmoid, Tanh
+// and Silu (x * sigmoid(x)) reuse the fast Sigmoid and Tanh kernels
+// (activation_fast.cc) on L1-sized blocks of the output: each block is mapped
+// into a stack buffer, then copied back (or multiplied in, for Silu), so those
+// kernels never see aliased input and output. Each element is computed the
+// same way whichever thread gets it, so results do not depend on the thread
+// count. A Z input (which the optimizer never writes), other types and invalid
+// attributes go to FusedConv's reference kernel.
 //
 // Next step when it pays: apply the activation per tile inside the Conv, while
 // the tile is in L1.
 #include <cmath>
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ops/fused_conv.h"
@@ -65,6 +71,55 @@ __attribute__((target("avx2,fma"))) void ActivateAvx2(const FusedActivation& act
 }
 #endif
 
+// ---- Sigmoid, Tanh, Silu through the fast elementwise kernels ----
+
+constexpr int64_t kBlock = 4096;  // floats per block: input and buffer stay in L1
+
+// Hands out a preallocated tensor as the kernel's output.
+class FixedOutput : public KernelContext::OutputAllocator {
+ public:
+  explicit FixedOutput(Tensor out) : out_(std::move(out)) {}
+  Result<Tensor> Allocate(size_t, DataType type, std::vector<int64_t> dims) override {
+    if (type != out_.dtype() || dims != out_.dims()) return RuntimeError("FusedConv: unexpected activation output shape");
+    return out_;
+  }
+
+ private:
+  Tensor out_;
+};
+
+// A one-input, one-output ai.onnx node `op`, for running its kernel.
+Node UnaryNode(const char* op) {
+  Node node;
+  node.name = std::string("fused_conv_") + op;
+  node.op_type = op;
+  node.inputs = {"x"};
+  node.outputs = {"y"};
+  return node;
+}
+
+// y[0, n) = kernel(y[0, n)) (Silu: y * sigmoid(y)), block by block.
+Status MapThroughKernel(Kind kind, float* y, int64_t n) {
+  static const Node kSigmoid = UnaryNode("Sigmoid"), kTanh = UnaryNode("Tanh");
+  const Node& node = kind == Kind::kTanh ? kTanh : kSigmoid;
+  const KernelFn kernel = kind == Kind::kTanh ? TanhFloat : SigmoidFloat;
+  alignas(32) float buffer[kBlock];
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t count = std::min(kBlock, n - begin);
+    Value in(Tensor::View(DataType::kFloat, {count}, y + begin, nullptr));
+    FixedOutput out(Tensor::View(DataType::kFloat, {count}, buffer, nullptr));
+    std::vector<Value> outputs(1);
+    KernelContext ctx(node, 13, {&in}, &outputs, &out, nullptr, nullptr);
+    NEE_RETURN_IF_ERROR(kernel(ctx));
+    if (kind == Kind::kSilu) {
+      for (int64_t i = 0; i < count; ++i) y[begin + i] *= buffer[i];
+    } else {
+      std::memcpy(y + begin, buffer, static_cast<size_t>(count) * sizeof(float));
+    }
+  }
+  return Status::Ok();
+}
+
 bool PiecewiseLinear(Kind kind) {
   return kind == Kind::kRelu || kind == Kind::kClip || kind == Kind::kLeakyRelu || kind == Kind::kHardSigmoid ||
          kind == Kind::kHardSwish;
@@ -87,8 +142,14 @@ Status FusedConvFloat(KernelContext& ctx) {
   const FusedActivation activation = act.value();
   if (activation.kind == Kind::kNone) return Status::Ok();
   float* data = y.data<float>();
-  ctx.ParallelFor(y.num_elements(), 1 << 14,
-                  [&](int64_t begin, int64_t end) { Activate(activation, data + begin, end - begin); });
+  const bool transcendental =
+      activation.kind == Kind::kSigmoid || activation.kind == Kind::kTanh || activation.kind == Kind::kSilu;
+  std::atomic<bool> failed{false};
+  ctx.ParallelFor(y.num_elements(), 1 << 14, [&](int64_t begin, int64_t end) {
+    if (!transcendental) return Activate(activation, data + begin, end - begin);
+    if (!MapThroughKernel(activation.kind, data + begin, end - begin).ok()) failed = true;
+  });
+  if (failed) return ctx.Error("the fused activation failed");
   return Status::Ok();
 }
 
