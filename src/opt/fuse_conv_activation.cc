@@ -6,10 +6,13 @@
 //   Conv -> Clip(constant bounds; Relu6 is Clip(0, 6))          => FusedConv("Clip", [min, max])
 //   Conv -> Sigmoid, with Mul(conv, sigmoid) (SiLU / Swish)     => FusedConv("Silu")
 //   Conv -> HardSwish                                           => FusedConv("HardSwish"), a nee extension
+//   Conv -> Add(z) [-> any of the above] (ResNet's residual)    => FusedConv(X, W, B, Z = z, activation)
 // Conditions: a float32 Conv whose output nothing else reads (no other node,
-// graph output or subgraph); the activation with only the attributes its
-// schema defines. The FusedConv keeps the Conv's inputs and attributes and
-// takes over the activation's output name.
+// graph output or subgraph), likewise the residual sum when an activation
+// follows it; z of provably the Conv output's shape (FusedConv adds it
+// without broadcasting); the activation with only the attributes its schema
+// defines. The FusedConv keeps the Conv's inputs and attributes and takes
+// over the last absorbed node's output name.
 #include <limits>
 
 #include "opt/pass_manager.h"
@@ -20,7 +23,8 @@ namespace nee {
 namespace {
 using opt::GraphEditor;
 
-// The activation a FusedConv will apply, in ORT's attribute form.
+// The activation a FusedConv will apply, in ORT's attribute form (an empty
+// name: none).
 struct Activation {
   std::string name;
   std::vector<float> params;
@@ -91,16 +95,40 @@ bool IsFusableConv(GraphEditor& ed, size_t index) {
   return y && y->elem_type == DataType::kFloat;
 }
 
-// The Conv becomes a FusedConv writing `output`; `absorbed` nodes go.
-void Rewrite(GraphEditor& ed, size_t conv_index, const Activation& act, const std::string& output,
-             std::initializer_list<size_t> absorbed) {
-  for (size_t n : absorbed) ed.RemoveNode(n);
+// What the Conv absorbs: an optional residual Add (its other operand z) and
+// an activation, and the nodes that go with them.
+struct Fusion {
+  std::string z;
+  Activation act;
+  std::vector<size_t> absorbed;
+};
+
+// The Conv becomes a FusedConv writing `output`; the absorbed nodes go.
+void Rewrite(GraphEditor& ed, size_t conv_index, const Fusion& f, const std::string& output) {
+  for (size_t n : f.absorbed) ed.RemoveNode(n);
+  if (!f.z.empty()) ed.SetInput(conv_index, 3, f.z);  // an absent bias stays an empty input 2
   Node& conv = ed.node(conv_index);
   conv.op_type = "FusedConv";
   conv.domain = opt::kMicrosoftDomain;
-  conv.attributes.push_back(opt::StringAttr("activation", act.name));
-  if (!act.params.empty()) conv.attributes.push_back(opt::FloatsAttr("activation_params", act.params));
+  if (!f.act.name.empty()) conv.attributes.push_back(opt::StringAttr("activation", f.act.name));
+  if (!f.act.params.empty()) conv.attributes.push_back(opt::FloatsAttr("activation_params", f.act.params));
   ed.RenameOutput(conv_index, 0, output);
+}
+
+// c's only reader is Add(c, z) (either order) with z of c's shape: the Add's
+// index and z.
+bool MatchResidualAdd(GraphEditor& ed, const std::string& c, size_t* add, std::string* z) {
+  int64_t reader = opt::SoleConsumer(ed, c);
+  if (reader < 0) return false;
+  const Node& n = ed.node(static_cast<size_t>(reader));
+  if (!opt::IsOp(n, "Add") || n.inputs.size() != 2 || n.outputs.size() != 1 || !n.attributes.empty() ||
+      ed.checked().opsets[static_cast<size_t>(reader)] < 7)
+    return false;
+  const std::string& other = n.inputs[0] == c ? n.inputs[1] : n.inputs[0];
+  if (other == c || !opt::ProvablySameShape(ed.TensorType(c), ed.TensorType(other))) return false;
+  *add = static_cast<size_t>(reader);
+  *z = other;
+  return true;
 }
 
 // Sigmoid(c) and Mul(c, Sigmoid(c)) as the only readers of c: returns the
@@ -126,18 +154,29 @@ bool MatchSilu(GraphEditor& ed, const std::string& c, size_t* sigmoid, size_t* m
 
 Status TryFuse(GraphEditor& ed, size_t index) {
   if (!IsFusableConv(ed, index)) return Status::Ok();
-  const std::string c = ed.node(index).outputs[0];
+  Fusion f;
+  std::string value = ed.node(index).outputs[0];  // what the activation would read
+  size_t add = 0;
+  if (MatchResidualAdd(ed, value, &add, &f.z)) {
+    f.absorbed.push_back(add);
+    value = ed.node(add).outputs[0];
+  }
   size_t sigmoid = 0, mul = 0;
-  if (MatchSilu(ed, c, &sigmoid, &mul)) {
-    Rewrite(ed, index, {"Silu", {}}, ed.node(mul).outputs[0], {sigmoid, mul});
+  if (MatchSilu(ed, value, &sigmoid, &mul)) {
+    f.act = {"Silu", {}};
+    f.absorbed.insert(f.absorbed.end(), {sigmoid, mul});
+    Rewrite(ed, index, f, ed.node(mul).outputs[0]);
     return Status::Ok();
   }
-  int64_t consumer = opt::SoleConsumer(ed, c);
-  if (consumer < 0) return Status::Ok();
-  Activation act;
-  if (!MatchActivation(ed, static_cast<size_t>(consumer), &act)) return Status::Ok();
-  if (ed.node(static_cast<size_t>(consumer)).inputs[0] != c) return Status::Ok();  // e.g. c is Clip's bound
-  Rewrite(ed, index, act, ed.node(static_cast<size_t>(consumer)).outputs[0], {static_cast<size_t>(consumer)});
+  int64_t consumer = opt::SoleConsumer(ed, value);
+  // (the activation must read `value` as its input, not, say, as Clip's bound)
+  if (consumer >= 0 && MatchActivation(ed, static_cast<size_t>(consumer), &f.act) &&
+      ed.node(static_cast<size_t>(consumer)).inputs[0] == value) {
+    f.absorbed.push_back(static_cast<size_t>(consumer));
+    Rewrite(ed, index, f, ed.node(static_cast<size_t>(consumer)).outputs[0]);
+  } else if (!f.z.empty()) {
+    Rewrite(ed, index, Fusion{f.z, {}, {add}}, value);  // Conv + Add alone still saves a pass
+  }
   return Status::Ok();
 }
 }  // namespace

@@ -20,14 +20,6 @@ namespace nee {
 namespace {
 using opt::GraphEditor;
 
-// A shape every dim of which is known or named, so two of them compare exactly.
-bool ComparableShape(const TypeInfo* t) {
-  if (!opt::IsFloatWithRank(t) || t->shape->empty()) return false;
-  for (const Dim& d : *t->shape)
-    if (!d.known() && d.symbol.empty()) return false;
-  return true;
-}
-
 // A 1-D float32 value of `hidden` elements.
 bool IsChannelVector(GraphEditor& ed, const std::string& name, int64_t hidden) {
   const TypeInfo* t = ed.TensorType(name);
@@ -65,7 +57,7 @@ bool MatchBiasAdd(GraphEditor& ed, const std::string& operand, const Shape& shap
     Tensor b = ed.Constant(n.inputs[side]);
     const TypeInfo* other = ed.TensorType(n.inputs[1 - side]);
     if (!opt::IsFloatTensor(b) || b.rank() != 1 || b.dim(0) != shape.back().value) continue;
-    if (!ComparableShape(other) || *other->shape != shape) continue;
+    if (!opt::IsFloatWithRank(other) || *other->shape != shape) continue;  // `shape` is provable
     *add = static_cast<size_t>(producer);
     *p = n.inputs[1 - side];
     *bias = n.inputs[side];
@@ -87,8 +79,7 @@ Status TryFuse(GraphEditor& ed, size_t index) {
     return Status::Ok();
   const TypeInfo* a = ed.TensorType(sum.inputs[0]);
   const TypeInfo* b = ed.TensorType(sum.inputs[1]);
-  if (!ComparableShape(a) || !ComparableShape(b) || *a->shape != *b->shape || !a->shape->back().known())
-    return Status::Ok();
+  if (!opt::ProvablySameShape(a, b) || a->shape->empty() || !a->shape->back().known()) return Status::Ok();
   const int64_t hidden = a->shape->back().value;
   float epsilon = 0;
   if (!LastAxisLayerNorm(ln, a->shape->size(), &epsilon)) return Status::Ok();

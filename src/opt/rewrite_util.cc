@@ -166,6 +166,13 @@ bool StaticDims(const TypeInfo* type, std::vector<int64_t>* dims) {
   return type && type->is_tensor() && type->shape && ShapeIsStatic(*type->shape, dims);
 }
 
+bool ProvablySameShape(const TypeInfo* a, const TypeInfo* b) {
+  if (!IsFloatWithRank(a) || !IsFloatWithRank(b) || *a->shape != *b->shape) return false;
+  for (const Dim& d : *a->shape)
+    if (!d.known() && d.symbol.empty()) return false;
+  return true;
+}
+
 bool IsOp(const Node& node, const char* op_type) {
   return node.op_type == op_type && NormalizeDomain(node.domain).empty();
 }

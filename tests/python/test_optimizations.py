@@ -181,6 +181,34 @@ def conv_activations_model(rng):
     return model, {"x": rng.normal(0, 2, (2, 6, 10, 10)).astype(np.float32)}
 
 
+def resnet_block_model(rng):
+    """Two ResNet basic blocks: Conv (no bias) + BatchNormalization + Relu, Conv + BatchNormalization,
+    the residual Add, Relu; the second block's residual sum is also a graph output."""
+    c = 8
+    inits, nodes = {}, []
+    prev = "x"
+    for blk in (0, 1):
+        for k in (0, 1):
+            p = f"b{blk}c{k}"
+            inits[f"{p}_W"] = rng.normal(0, 0.3, (c, c, 3, 3)).astype(np.float32)
+            inits.update({f"{p}_{n}": v.astype(np.float32) for n, v in
+                          (("scale", rng.uniform(0.5, 1.5, c)), ("shift", rng.normal(0, 0.1, c)),
+                           ("mean", rng.normal(0, 0.1, c)), ("var", rng.uniform(0.5, 2.0, c)))})
+            src = prev if k == 0 else f"b{blk}r0"
+            nodes += [helper.make_node("Conv", [src, f"{p}_W"], [f"{p}_c"], pads=[1, 1, 1, 1]),
+                      helper.make_node("BatchNormalization", [f"{p}_c"] + [f"{p}_{n}" for n in
+                                       ("scale", "shift", "mean", "var")], [f"{p}_n"])]
+            if k == 0:
+                nodes.append(helper.make_node("Relu", [f"{p}_n"], [f"b{blk}r0"]))
+        nodes += [helper.make_node("Add", [f"b{blk}c1_n", prev], [f"b{blk}sum"]),
+                  helper.make_node("Relu", [f"b{blk}sum"], [f"b{blk}out"])]
+        prev = f"b{blk}out"
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, ["batch", c, 12, 12])],
+                       [helper.make_tensor_value_info("b1out", F, None), helper.make_tensor_value_info("b1sum", F, None)],
+                       inits)
+    return model, {"x": rng.normal(0, 1, (2, c, 12, 12)).astype(np.float32)}
+
+
 def _ln_nodes(prefix, x, out):
     return [helper.make_node("LayerNormalization", [x, f"{prefix}_g", f"{prefix}_b"], [out], epsilon=1e-5)]
 
@@ -218,7 +246,8 @@ def transformer_model(rng, hidden=32, ffn=64):
     return model, {"x": rng.normal(0, 1, (2, 5, hidden)).astype(np.float32)}
 
 
-@pytest.mark.parametrize("build", [cnn_model, mlp_model, noops_model, conv_activations_model, transformer_model])
+@pytest.mark.parametrize("build", [cnn_model, mlp_model, noops_model, conv_activations_model, resnet_block_model,
+                                   transformer_model])
 def test_levels_agree_with_onnxruntime_and_remove_nodes(build, libnee):
     rng = np.random.default_rng(7)
     model, feeds = build(rng)
@@ -241,5 +270,8 @@ def test_expected_node_counts(libnee):
     assert node_count(libnee, noops_model(rng)[0], 99) == 3
     # Seven FusedConv, then the Conv whose output is also a graph output and its Relu.
     assert node_count(libnee, conv_activations_model(rng)[0], 99) == 9
+    # Per block: FusedConv (Conv+BN+Relu), FusedConv (Conv+BN+Add+Relu); the second block's sum is a graph
+    # output, so its Relu stays apart.
+    assert node_count(libnee, resnet_block_model(rng)[0], 99) == 5
     # Per block: MatMul, BiasGelu / FastGelu, MatMul, SkipLayerNormalization (with the second bias).
     assert node_count(libnee, transformer_model(rng)[0], 99) == 8

@@ -9,8 +9,9 @@
 // into a stack buffer, then copied back (or multiplied in, for Silu), so those
 // kernels never see aliased input and output. Each element is computed the
 // same way whichever thread gets it, so results do not depend on the thread
-// count. A Z input (which the optimizer never writes), other types and invalid
-// attributes go to FusedConv's reference kernel.
+// count. The optional Z input (the residual of Conv + Add) is added before the
+// activation, in the same pass. Other types and invalid attributes go to
+// FusedConv's reference kernel.
 //
 // Next step when it pays: apply the activation per tile inside the Conv, while
 // the tile is in L1.
@@ -137,15 +138,26 @@ void Activate(const FusedActivation& act, float* y, int64_t n) {
 Status FusedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   auto act = ReadFusedActivation(ctx.node());
-  if (x->dtype() != DataType::kFloat || ctx.has_input(3) || !act.ok()) return RunReference(ctx);
+  const bool z_usable = !ctx.has_input(3) || (ctx.input(3)->is_tensor() && ctx.input(3)->tensor().dtype() == DataType::kFloat);
+  if (x->dtype() != DataType::kFloat || !act.ok() || !z_usable) return RunReference(ctx);
   NEE_ASSIGN_OR_RETURN(Tensor y, RunKeepingOutput(ctx, ConvFloat));
+  const float* z = nullptr;
+  if (ctx.has_input(3)) {
+    const Tensor& zt = ctx.input(3)->tensor();
+    if (zt.dims() != y.dims())
+      return ctx.InputError(3, "(Z) must have the output's shape " + DimsToString(y.dims()) + ", got " + zt.Describe());
+    z = zt.data<float>();
+  }
   const FusedActivation activation = act.value();
-  if (activation.kind == Kind::kNone) return Status::Ok();
+  if (activation.kind == Kind::kNone && !z) return Status::Ok();
   float* data = y.data<float>();
   const bool transcendental =
       activation.kind == Kind::kSigmoid || activation.kind == Kind::kTanh || activation.kind == Kind::kSilu;
   std::atomic<bool> failed{false};
   ctx.ParallelFor(y.num_elements(), 1 << 14, [&](int64_t begin, int64_t end) {
+    if (z)
+      for (int64_t i = begin; i < end; ++i) data[i] += z[i];
+    if (activation.kind == Kind::kNone) return;
     if (!transcendental) return Activate(activation, data + begin, end - begin);
     if (!MapThroughKernel(activation.kind, data + begin, end - begin).ok()) failed = true;
   });

@@ -82,6 +82,35 @@ TEST(FusedConvFast, AgreesWithTheReferenceForEveryActivationAndGeometry) {
   }
 }
 
+TEST(FusedConvFast, AddsZBeforeTheActivation) {
+  std::mt19937 rng(11);
+  const Geometry& g = kGeometries[2];
+  Tensor x = testing::RandomTensor(g.x, rng);
+  Tensor w = testing::RandomTensor(g.w, rng);
+  for (const ActivationCase& act : std::vector<ActivationCase>{{"Relu", {}}, {"Silu", {}}, {"Clip", {0.f, 0.5f}}}) {
+    Node probe = FusedConvNode(act, g.attrs, 2);
+    auto shape = testing::RunOp(probe, 1, {Value(x), Value(w)});
+    ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+    Tensor z = testing::RandomTensor(shape->outputs[0].tensor().dims(), rng);
+    Node node = FusedConvNode(act, g.attrs, 4);
+    Tensor b = testing::RandomTensor({g.w[0]}, rng);
+    const std::vector<Value> inputs = {Value(x), Value(w), Value(b), Value(z)};
+    auto ref = testing::RunOp(node, 1, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    auto got = testing::RunKernel(cpu::FusedConvFloat, node, 1, inputs, 3);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const Tensor& want = ref->outputs[0].tensor();
+    for (int64_t i = 0; i < want.num_elements(); ++i)
+      EXPECT_NEAR(got->data<float>()[i], want.data<float>()[i], 1e-5f + 1e-5f * std::fabs(want.data<float>()[i]))
+          << act.name << " at " << i;
+  }
+  // A Z of another shape is an error, not a broadcast.
+  Node node = FusedConvNode({"Relu", {}}, g.attrs, 4);
+  Tensor b = testing::RandomTensor({g.w[0]}, rng);
+  const std::vector<Value> bad = {Value(x), Value(w), Value(b), Value(testing::RandomTensor({1}, rng))};
+  EXPECT_FALSE(testing::RunKernel(cpu::FusedConvFloat, node, 1, bad, 1).ok());
+}
+
 TEST(FusedConvFast, ConvsTheFastKernelDoesNotTakeGetTheActivationOnce) {
   // Four spatial dims: the fast Conv hands them to Conv's reference kernel, and
   // the activation is applied once (LeakyRelu twice would scale by alpha^2).

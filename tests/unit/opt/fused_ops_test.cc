@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <tuple>
 #include <limits>
 
 #include "opt_test_util.h"
@@ -119,6 +120,48 @@ TEST(FuseConvActivation, LeavesNearMissesAlone) {
   // An activation FusedConv does not take.
   ModelBuilder elu = ConvThen([](ModelBuilder& b) { b.Op("Elu", {"c"}, {"y"}); });
   EXPECT_EQ(OpsAfter(elu.model), (Ops{"Conv", "Elu"}));
+}
+
+// x -> Conv -> c; c + z -> `rest` (z a graph input of shape `z_shape`).
+ModelBuilder ConvResidual(Shape z_shape, const std::function<void(ModelBuilder&)>& rest) {
+  return ConvThen([&](ModelBuilder& b) {
+    b.Input("z", z_shape).Op("Add", {"z", "c"}, {"r"});
+    rest(b);
+  });
+}
+
+std::vector<NamedValue> ResidualInputs() { return {{"x", Random({1, 3, 6, 6}, 4)}, {"z", Random({1, 4, 6, 6}, 21)}}; }
+
+TEST(FuseConvActivation, TakesAResidualAddAsZ) {
+  const Shape z_shape = ShapeFromDims({1, 4, 6, 6});
+  ModelBuilder relu = ConvResidual(z_shape, [](ModelBuilder& b) { b.Op("Relu", {"r"}, {"y"}); });
+  ModelBuilder silu = ConvResidual(z_shape, [](ModelBuilder& b) {
+    b.Op("Sigmoid", {"r"}, {"s"}).Op("Mul", {"r", "s"}, {"y"});
+  });
+  ModelBuilder alone = ConvResidual(z_shape, [](ModelBuilder& b) { b.Op("Identity", {"r"}, {"y"}); });
+  for (auto [label, b, act] : {std::tuple{"relu", relu, "Relu"}, {"silu", silu, "Silu"}, {"no activation", alone, ""}}) {
+    Model m = Optimized(b.model);
+    ASSERT_EQ(m.graph.nodes.size(), 1u) << label;
+    const Node& n = m.graph.nodes[0];
+    EXPECT_EQ(n.op_type, "FusedConv") << label;
+    EXPECT_EQ(n.inputs, (std::vector<std::string>{"x", "W", "B", "z"})) << label;
+    EXPECT_EQ(n.GetString("activation", "").value(), act) << label;
+    ExpectSameResults(b.model, ResidualInputs());
+  }
+  // The sum is also a graph output: Conv + Add fuse, the Relu stays.
+  ModelBuilder shared = ConvResidual(z_shape, [](ModelBuilder& b) { b.Op("Relu", {"r"}, {"y"}).Output("r"); });
+  EXPECT_EQ(OpsAfter(shared.model), (Ops{"FusedConv", "Relu"}));
+  ExpectSameResults(shared.model, ResidualInputs());
+}
+
+TEST(FuseConvActivation, LeavesResidualsThatMightBroadcastAlone) {
+  // z per channel (not a constant, so not folded into the bias either).
+  ModelBuilder channel = ConvResidual(ShapeFromDims({1, 4, 1, 1}), [](ModelBuilder& b) { b.Op("Relu", {"r"}, {"y"}); });
+  EXPECT_EQ(OpsAfter(channel.model), (Ops{"Conv", "Add", "Relu"}));
+  // z with an unnamed unknown dim.
+  ModelBuilder unknown = ConvResidual(Shape{Dim::Known(1), Dim::Unknown(), Dim::Known(6), Dim::Known(6)},
+                                      [](ModelBuilder& b) { b.Op("Relu", {"r"}, {"y"}); });
+  EXPECT_EQ(OpsAfter(unknown.model), (Ops{"Conv", "Add", "Relu"}));
 }
 
 TEST(FuseConvActivation, LeavesDoubleConvsAlone) {
