@@ -619,8 +619,9 @@ namespace {
 class KeepingAllocator : public KernelContext::OutputAllocator {
  public:
   explicit KeepingAllocator(KernelContext& outer) : outer_(outer) {}
-  Result<Tensor> Allocate(size_t index, DataType type, std::vector<int64_t> dims) override {
-    NEE_ASSIGN_OR_RETURN(Tensor t, outer_.AllocateOutput(index, type, std::move(dims)));
+  Result<Tensor> Allocate(size_t index, DataType type, std::vector<int64_t> dims, bool zero_fill) override {
+    NEE_ASSIGN_OR_RETURN(Tensor t, zero_fill ? outer_.AllocateOutput(index, type, std::move(dims))
+                                             : outer_.AllocateOutputForOverwrite(index, type, std::move(dims)));
     if (index == 0) kept_ = t;
     return t;
   }
