@@ -1,10 +1,12 @@
-// Operator family: Conv, ConvTranspose, ConvInteger.
+// Operator family: Conv, ConvTranspose, ConvInteger; com.microsoft FusedConv
+// (Conv + activation, written by the optimizer).
 //
 // Conv lowers each (image, group) to im2col + the GEMM core of nn_util.h;
 // ConvTranspose to GEMM + col2im. Both handle 1-D, 2-D and 3-D (any rank,
 // in fact). float16/bfloat16 compute in float; ConvInteger in int64.
 #include <algorithm>
 
+#include "ops/fused_conv.h"
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
@@ -528,12 +530,135 @@ Status ConvTransposeKernel(KernelContext& ctx) {
   }
 }
 
+
+// ---- com.microsoft FusedConv ------------------------------------------------------
+//
+// ONNX Runtime's contrib op: Conv's inputs and attributes, an optional fourth
+// input Z of the output's shape added before the activation, then the
+// activation named by `activation` / `activation_params` (ops/fused_conv.h).
+
+Status InferFusedConv(InferenceContext& ctx) {
+  NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node).status());
+  // Every input is a tensor of X's type, float or double.
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
+  if (x->elem_type != DataType::kFloat && x->elem_type != DataType::kDouble)
+    return ctx.InputError(0, std::string("must be float or double, got ") + DataTypeName(x->elem_type));
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    NEE_ASSIGN_OR_RETURN(const TypeInfo* t, InputTensorType(ctx, i));
+    if (t->elem_type != x->elem_type)
+      return ctx.InputError(i, std::string("must have X's type ") + DataTypeName(x->elem_type) + ", got " +
+                                   DataTypeName(t->elem_type));
+  }
+  return InferConv(ctx);
+}
+
+// Adds Z (when given) and applies the activation over Conv's output y.
+template <typename T>
+Status FinishFusedConv(KernelContext& ctx, const FusedActivation& act, Tensor& y) {
+  T* data = y.data<T>();
+  const T* z = nullptr;
+  if (ctx.has_input(3)) {
+    NEE_ASSIGN_OR_RETURN(const Tensor* zt, ctx.InputTensor(3));
+    if (zt->dtype() != y.dtype() || zt->dims() != y.dims())
+      return ctx.InputError(3, "(Z) must have the output's type and shape " + DimsToString(y.dims()) + ", got " +
+                                   zt->Describe());
+    z = zt->data<T>();
+  }
+  ctx.ParallelFor(y.num_elements(), 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) data[i] = ApplyFusedActivation<T>(act, z ? data[i] + z[i] : data[i]);
+  });
+  return Status::Ok();
+}
+
+Status FusedConvKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(FusedActivation act, ReadFusedActivation(ctx.node()));
+  NEE_ASSIGN_OR_RETURN(Tensor y, RunKeepingOutput(ctx, ConvKernel));
+  switch (y.dtype()) {
+    case DataType::kFloat: return FinishFusedConv<float>(ctx, act, y);
+    case DataType::kDouble: return FinishFusedConv<double>(ctx, act, y);
+    default: return NotImplemented(ctx.node().Describe() + ": " + nn::TypeError("FusedConv", y.dtype()));
+  }
+}
+
+}  // namespace
+
+Result<FusedActivation> ReadFusedActivation(const Node& node) {
+  using K = FusedActivation::Kind;
+  struct Known {
+    const char* name;
+    K kind;
+    size_t params;
+  };
+  static const Known kKnown[] = {
+      {"Relu", K::kRelu, 0},           {"Tanh", K::kTanh, 0},       {"Sigmoid", K::kSigmoid, 0},
+      {"Silu", K::kSilu, 0},           {"LeakyRelu", K::kLeakyRelu, 1}, {"Clip", K::kClip, 2},
+      {"HardSigmoid", K::kHardSigmoid, 2}, {"HardSwish", K::kHardSwish, 0},
+  };
+  FusedActivation act;
+  if (!node.HasAttr("activation")) return act;
+  NEE_ASSIGN_OR_RETURN(std::string name, node.GetString("activation"));
+  NEE_ASSIGN_OR_RETURN(std::vector<float> params, node.GetFloats("activation_params", {}));
+  for (const Known& k : kKnown) {
+    if (name != k.name) continue;
+    if (params.size() != k.params)
+      return InvalidModel(node.Describe() + ": activation " + name + " takes " + std::to_string(k.params) +
+                          " activation_params, got " + std::to_string(params.size()));
+    act.kind = k.kind;
+    if (k.params > 0) act.a = params[0];
+    if (k.params > 1) act.b = params[1];
+    return act;
+  }
+  return InvalidModel(node.Describe() + ": unsupported activation '" + name + "'");
+}
+
+namespace {
+
+// Forwards output allocation to the outer context (so the output lands where
+// the plan put it) and remembers the tensor handed out.
+class KeepingAllocator : public KernelContext::OutputAllocator {
+ public:
+  explicit KeepingAllocator(KernelContext& outer) : outer_(outer) {}
+  Result<Tensor> Allocate(size_t index, DataType type, std::vector<int64_t> dims, bool zero_fill) override {
+    NEE_ASSIGN_OR_RETURN(Tensor t, zero_fill ? outer_.AllocateOutput(index, type, std::move(dims))
+                                             : outer_.AllocateOutputForOverwrite(index, type, std::move(dims)));
+    if (index == 0) kept_ = t;
+    return t;
+  }
+  const Tensor& kept() const { return kept_; }
+
+ private:
+  KernelContext& outer_;
+  Tensor kept_;
+};
+
+}  // namespace
+
+Result<Tensor> RunKeepingOutput(KernelContext& ctx, KernelFn kernel) {
+  std::vector<const Value*> inputs;
+  std::vector<bool> constant;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    inputs.push_back(ctx.input(i));
+    constant.push_back(ctx.input_is_constant(i));
+  }
+  std::vector<Value> outputs(ctx.num_outputs());
+  KeepingAllocator allocator(ctx);
+  KernelContext inner(ctx.node(), ctx.opset(), std::move(inputs), &outputs, &allocator, ctx.pool(),
+                      ctx.subgraphs());
+  inner.SetPrepared(ctx.prepared(), &constant);
+  NEE_RETURN_IF_ERROR(kernel(inner));
+  if (!allocator.kept().defined()) return ctx.Error("the convolution produced no output");
+  return allocator.kept();
+}
+
+namespace {
 }  // namespace
 
 void RegisterConvOps(OpRegistry& registry) {
   registry.RegisterVersions("", "Conv", {1, 11, 22}, 2, 3, 1, 1, InferConv, ConvKernel);
   registry.RegisterVersions("", "ConvTranspose", {1, 11, 22}, 2, 3, 1, 1, InferConvTranspose, ConvTransposeKernel);
   registry.RegisterVersions("", "ConvInteger", {10}, 2, 4, 1, 1, InferConvInteger, ConvIntegerKernel);
+  registry.RegisterVersions("com.microsoft", "FusedConv", {1}, 2, 4, 1, 1, InferFusedConv, FusedConvKernel);
 }
 
 }  // namespace nee

@@ -5,6 +5,18 @@
 namespace nee {
 
 namespace {
+// Fusions write com.microsoft ops (version 1 of each); a model that did not
+// use that domain gets its import here, so that the checker resolves them.
+void ImportMicrosoftDomainIfUsed(Model& model) {
+  if (model.OpsetVersion("com.microsoft") >= 0) return;
+  for (const Node& node : model.graph.nodes) {
+    if (node.domain == "com.microsoft") {
+      model.opset_imports.push_back({"com.microsoft", 1});
+      return;
+    }
+  }
+}
+
 const GraphPass kPasses[] = {
     {"fold-constants", 1, FoldConstants},
     {"eliminate-dead-nodes", 1, EliminateDeadNodes},
@@ -13,6 +25,11 @@ const GraphPass kPasses[] = {
     {"fold-conv-add-mul", 2, FoldConvAddMul},
     {"fuse-matmul-add-gemm", 2, FuseMatMulAddIntoGemm},
     {"fold-transpose-gemm", 2, FoldTransposeIntoGemm},
+    // After the folds above, so that Conv + BatchNormalization + Relu becomes one node.
+    {"fuse-conv-activation", 2, FuseConvActivation},
+    // After MatMul + Add -> Gemm, which then keeps its bias (BiasGelu takes it only otherwise).
+    {"fuse-gelu", 2, FuseGelu},
+    {"fuse-skip-layer-norm", 2, FuseSkipLayerNorm},
     // Initializers the folds above replaced.
     {"eliminate-dead-nodes", 2, EliminateDeadNodes},
 };
@@ -31,6 +48,7 @@ Status OptimizeModel(Model& model, int level) {
     // Extended passes are a speed-up, never a reason to fail: keep the graph
     // as it was to restore it if the rewritten one does not check.
     std::optional<Graph> before;
+    const size_t imports_before = model.opset_imports.size();
     if (pass.level >= 2) before = model.graph;
     bool changed = false;
     Status st = pass.run(model.graph, *checked, &changed);
@@ -40,11 +58,13 @@ Status OptimizeModel(Model& model, int level) {
     }
     if (!st.ok()) return st.WithContext(std::string("optimization pass ") + pass.name + ": ");
     if (!changed) continue;
+    ImportMicrosoftDomainIfUsed(model);
     Result<CheckedGraph> rechecked = CheckModel(model, OpRegistry::Global());
     if (rechecked.ok()) {
       checked = std::move(rechecked.value());
     } else if (before) {
       model.graph = std::move(*before);
+      model.opset_imports.resize(imports_before);
     } else {
       checked.reset();  // the next pass's check reports the problem
     }

@@ -1,6 +1,7 @@
 // Graph rewrites that keep results unchanged, run in levels:
 //   0 none; 1 basic (constant folding, dead-code removal); 2 extended
-//   (no-op elimination, Conv/BatchNormalization folding, MatMul+Add -> Gemm);
+//   (no-op elimination, Conv/BatchNormalization folding, MatMul+Add -> Gemm,
+//   fusions into com.microsoft ops: FusedConv, Gelu, SkipLayerNormalization);
 //   3 layout. Each pass sees the graph with a fresh check of it.
 #pragma once
 #include "check/checker.h"
@@ -27,5 +28,10 @@ Status FoldConvBatchNorm(Graph& graph, const CheckedGraph& checked, bool* change
 Status FoldConvAddMul(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseMatMulAddIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FoldTransposeIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);
+// Fusions into ONNX Runtime's com.microsoft ops (src/opt/fuse_conv_activation.cc,
+// fuse_gelu.cc, fuse_skip_layer_norm.cc).
+Status FuseConvActivation(Graph& graph, const CheckedGraph& checked, bool* changed);
+Status FuseGelu(Graph& graph, const CheckedGraph& checked, bool* changed);
+Status FuseSkipLayerNorm(Graph& graph, const CheckedGraph& checked, bool* changed);
 
 }  // namespace nee

@@ -1,6 +1,7 @@
 #include "opt/rewrite_util.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace nee::opt {
 
@@ -113,6 +114,29 @@ void GraphEditor::RemoveNode(size_t n) {
   changed_ = true;
 }
 
+void GraphEditor::SetOutput(size_t n, size_t output, const std::string& name) {
+  Node& node = graph_.nodes[n];
+  if (output >= node.outputs.size()) node.outputs.resize(output + 1);
+  node.outputs[output] = name;
+  producer_[name] = n;
+  names_.insert(name);
+  changed_ = true;
+}
+
+void GraphEditor::RewriteAs(size_t n, const std::string& domain, const std::string& op_type,
+                          const std::vector<std::string>& inputs, std::vector<Attribute> attributes) {
+  Node& node = graph_.nodes[n];
+  for (size_t k = 0; k < node.inputs.size(); ++k)
+    if (!node.inputs[k].empty()) DropUse(node.inputs[k], Use{n, k});
+  node.domain = domain;
+  node.op_type = op_type;
+  node.inputs = inputs;
+  node.attributes = std::move(attributes);
+  for (size_t k = 0; k < node.inputs.size(); ++k)
+    if (!node.inputs[k].empty()) AddUse(node.inputs[k], Use{n, k});
+  changed_ = true;
+}
+
 std::string GraphEditor::AddInitializer(const std::string& hint, Tensor tensor) {
   std::string name = hint;
   for (int suffix = 1; names_.count(name); ++suffix) name = hint + "_" + std::to_string(suffix);
@@ -142,6 +166,13 @@ bool StaticDims(const TypeInfo* type, std::vector<int64_t>* dims) {
   return type && type->is_tensor() && type->shape && ShapeIsStatic(*type->shape, dims);
 }
 
+bool ProvablySameShape(const TypeInfo* a, const TypeInfo* b) {
+  if (!IsFloatWithRank(a) || !IsFloatWithRank(b) || *a->shape != *b->shape) return false;
+  for (const Dim& d : *a->shape)
+    if (!d.known() && d.symbol.empty()) return false;
+  return true;
+}
+
 bool IsOp(const Node& node, const char* op_type) {
   return node.op_type == op_type && NormalizeDomain(node.domain).empty();
 }
@@ -150,6 +181,47 @@ bool HasOtherAttributes(const Node& node, const std::vector<std::string>& allowe
   for (const Attribute& a : node.attributes)
     if (std::find(allowed.begin(), allowed.end(), a.name) == allowed.end()) return true;
   return false;
+}
+
+int64_t SoleConsumer(const GraphEditor& ed, const std::string& name) {
+  if (ed.IsPinned(name)) return -1;
+  std::vector<Use> uses = ed.Uses(name);
+  return uses.size() == 1 ? static_cast<int64_t>(uses[0].node) : -1;
+}
+
+bool ScalarConstant(const GraphEditor& ed, const std::string& name, float* value) {
+  Tensor t = ed.Constant(name);
+  if (!IsFloatTensor(t) || t.num_elements() != 1) return false;
+  *value = t.data<float>()[0];
+  return true;
+}
+
+bool NearlyEqual(double a, double b, double tolerance) {
+  return std::fabs(a - b) <= tolerance * std::max(std::fabs(a), std::fabs(b));
+}
+
+Attribute StringAttr(const std::string& name, const std::string& value) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kString;
+  a.s = value;
+  return a;
+}
+
+Attribute FloatAttr(const std::string& name, float value) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kFloat;
+  a.f = value;
+  return a;
+}
+
+Attribute FloatsAttr(const std::string& name, std::vector<float> values) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kFloats;
+  a.floats = std::move(values);
+  return a;
 }
 
 }  // namespace nee::opt

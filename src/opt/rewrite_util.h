@@ -51,6 +51,13 @@ class GraphEditor {
   // Renames a node output (all its uses follow).
   void RenameOutput(size_t node, size_t output, const std::string& name);
   void RemoveNode(size_t node);
+  // Makes node `n` write `name` as output `output` (growing its outputs), for a
+  // value whose producer was removed.
+  void SetOutput(size_t n, size_t output, const std::string& name);
+  // Turns node `n` into another op reading `inputs`, keeping its name and
+  // outputs (a fusion's result reuses the node that wrote the pattern's output).
+  void RewriteAs(size_t n, const std::string& domain, const std::string& op_type, const std::vector<std::string>& inputs,
+               std::vector<Attribute> attributes);
   // Adds an initializer with a fresh name derived from `hint`; returns the name.
   std::string AddInitializer(const std::string& hint, Tensor tensor);
 
@@ -81,7 +88,27 @@ bool IsFloatWithRank(const TypeInfo* type);
 bool StaticDims(const TypeInfo* type, std::vector<int64_t>* dims);
 // Whether a node is in the default ONNX domain with the given op type.
 bool IsOp(const Node& node, const char* op_type);
+// Whether two values provably have one shape at run time: both float32 with
+// a known rank and every dim known or named (an unnamed unknown dim could be 1
+// on one side and broadcast), dim for dim equal.
+bool ProvablySameShape(const TypeInfo* a, const TypeInfo* b);
 // Whether the node sets any attribute outside `allowed`.
 bool HasOtherAttributes(const Node& node, const std::vector<std::string>& allowed);
+
+// ---- For fusions into com.microsoft ops (the pass manager adds the opset import) ----
+
+constexpr const char* kMicrosoftDomain = "com.microsoft";
+
+// The one node reading `name` (through exactly one input), when nothing else
+// sees it (graph outputs, subgraphs); -1 otherwise.
+int64_t SoleConsumer(const GraphEditor& ed, const std::string& name);
+// The value of a constant float32 tensor with exactly one element (any rank).
+bool ScalarConstant(const GraphEditor& ed, const std::string& name, float* value);
+// Whether `a` is within a relative tolerance of `b` (for constants a framework
+// may have rounded differently, such as 1/sqrt(2)).
+bool NearlyEqual(double a, double b, double tolerance = 1e-4);
+Attribute StringAttr(const std::string& name, const std::string& value);
+Attribute FloatAttr(const std::string& name, float value);
+Attribute FloatsAttr(const std::string& name, std::vector<float> values);
 
 }  // namespace nee::opt

@@ -152,14 +152,109 @@ def noops_model(rng):
     return model, {"x": rng.normal(0, 1, (2, 3, 4)).astype(np.float32)}
 
 
-@pytest.mark.parametrize("build", [cnn_model, mlp_model, noops_model])
+def conv_activations_model(rng):
+    """A chain of Convs, each followed by an activation FusedConv takes: Relu6 as Clip(0, 6) (MobileNetV2),
+    LeakyRelu, HardSigmoid, SiLU (x * Sigmoid(x)), Tanh, Sigmoid, HardSwish; the last Conv's output is
+    also a graph output, so its Relu stays apart."""
+    acts = [
+        lambda i, o: [helper.make_node("Clip", [i, "zero", "six"], [o])],
+        lambda i, o: [helper.make_node("LeakyRelu", [i], [o], alpha=0.2)],
+        lambda i, o: [helper.make_node("HardSigmoid", [i], [o], alpha=0.3, beta=0.6)],
+        lambda i, o: [helper.make_node("Sigmoid", [i], [o + "_s"]), helper.make_node("Mul", [o + "_s", i], [o])],
+        lambda i, o: [helper.make_node("Tanh", [i], [o])],
+        lambda i, o: [helper.make_node("Sigmoid", [i], [o])],
+        lambda i, o: [helper.make_node("HardSwish", [i], [o])],
+    ]
+    inits = {"zero": np.float32(0), "six": np.float32(6)}
+    nodes, prev = [], "x"
+    for k, act in enumerate(acts):
+        inits[f"W{k}"] = rng.normal(0, 0.5, (6, 6, 3, 3)).astype(np.float32)
+        inits[f"B{k}"] = rng.normal(0, 0.5, 6).astype(np.float32)
+        nodes.append(helper.make_node("Conv", [prev, f"W{k}", f"B{k}"], [f"c{k}"], pads=[1, 1, 1, 1]))
+        nodes += act(f"c{k}", f"a{k}")
+        prev = f"a{k}"
+    inits["Wl"] = rng.normal(0, 0.5, (6, 6, 1, 1)).astype(np.float32)
+    nodes += [helper.make_node("Conv", [prev, "Wl"], ["cl"]), helper.make_node("Relu", ["cl"], ["y"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, ["batch", 6, 10, 10])],
+                       [helper.make_tensor_value_info("y", F, None), helper.make_tensor_value_info("cl", F, None)],
+                       inits)
+    return model, {"x": rng.normal(0, 2, (2, 6, 10, 10)).astype(np.float32)}
+
+
+def resnet_block_model(rng):
+    """Two ResNet basic blocks: Conv (no bias) + BatchNormalization + Relu, Conv + BatchNormalization,
+    the residual Add, Relu; the second block's residual sum is also a graph output."""
+    c = 8
+    inits, nodes = {}, []
+    prev = "x"
+    for blk in (0, 1):
+        for k in (0, 1):
+            p = f"b{blk}c{k}"
+            inits[f"{p}_W"] = rng.normal(0, 0.3, (c, c, 3, 3)).astype(np.float32)
+            inits.update({f"{p}_{n}": v.astype(np.float32) for n, v in
+                          (("scale", rng.uniform(0.5, 1.5, c)), ("shift", rng.normal(0, 0.1, c)),
+                           ("mean", rng.normal(0, 0.1, c)), ("var", rng.uniform(0.5, 2.0, c)))})
+            src = prev if k == 0 else f"b{blk}r0"
+            nodes += [helper.make_node("Conv", [src, f"{p}_W"], [f"{p}_c"], pads=[1, 1, 1, 1]),
+                      helper.make_node("BatchNormalization", [f"{p}_c"] + [f"{p}_{n}" for n in
+                                       ("scale", "shift", "mean", "var")], [f"{p}_n"])]
+            if k == 0:
+                nodes.append(helper.make_node("Relu", [f"{p}_n"], [f"b{blk}r0"]))
+        nodes += [helper.make_node("Add", [f"b{blk}c1_n", prev], [f"b{blk}sum"]),
+                  helper.make_node("Relu", [f"b{blk}sum"], [f"b{blk}out"])]
+        prev = f"b{blk}out"
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, ["batch", c, 12, 12])],
+                       [helper.make_tensor_value_info("b1out", F, None), helper.make_tensor_value_info("b1sum", F, None)],
+                       inits)
+    return model, {"x": rng.normal(0, 1, (2, c, 12, 12)).astype(np.float32)}
+
+
+def _ln_nodes(prefix, x, out):
+    return [helper.make_node("LayerNormalization", [x, f"{prefix}_g", f"{prefix}_b"], [out], epsilon=1e-5)]
+
+
+def transformer_model(rng, hidden=32, ffn=64):
+    """Two BERT-like feed-forward blocks on [batch, seq, hidden]: MatMul + bias + GELU (erf form, as torch
+    exports nn.GELU before opset 20; the second block the tanh form of GPT-2's gelu_new), MatMul + bias,
+    residual Add + LayerNormalization; the first residual sum is read again (pre-LN style)."""
+    c = {"sqrt2": np.float32(np.sqrt(2)), "one": np.float32(1), "half": np.float32(0.5),
+         "three": np.float32(3), "k": np.float32(0.044715), "s2pi": np.float32(np.sqrt(2 / np.pi))}
+    inits = dict(c)
+    for blk in (0, 1):
+        inits[f"W1_{blk}"] = rng.normal(0, 1 / np.sqrt(hidden), (hidden, ffn)).astype(np.float32)
+        inits[f"b1_{blk}"] = rng.normal(0, 0.1, ffn).astype(np.float32)
+        inits[f"W2_{blk}"] = rng.normal(0, 1 / np.sqrt(ffn), (ffn, hidden)).astype(np.float32)
+        inits[f"b2_{blk}"] = rng.normal(0, 0.1, hidden).astype(np.float32)
+        inits[f"ln{blk}_g"] = rng.uniform(0.5, 1.5, hidden).astype(np.float32)
+        inits[f"ln{blk}_b"] = rng.normal(0, 0.1, hidden).astype(np.float32)
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "W1_0"], ["h0"]), n("Add", ["h0", "b1_0"], ["hb0"]),
+        n("Div", ["hb0", "sqrt2"], ["d0"]), n("Erf", ["d0"], ["e0"]), n("Add", ["e0", "one"], ["a0"]),
+        n("Mul", ["hb0", "a0"], ["m0"]), n("Mul", ["m0", "half"], ["g0"]),
+        n("MatMul", ["g0", "W2_0"], ["o0"]), n("Add", ["o0", "b2_0"], ["ob0"]),
+        n("Add", ["ob0", "x"], ["r0"]), *_ln_nodes("ln0", "r0", "y0"),
+        n("MatMul", ["y0", "W1_1"], ["h1"]), n("Add", ["b1_1", "h1"], ["hb1"]),
+        n("Pow", ["hb1", "three"], ["p1"]), n("Mul", ["p1", "k"], ["kp1"]), n("Add", ["hb1", "kp1"], ["s1"]),
+        n("Mul", ["s1", "s2pi"], ["u1"]), n("Tanh", ["u1"], ["t1"]), n("Add", ["t1", "one"], ["a1"]),
+        n("Mul", ["hb1", "half"], ["hh1"]), n("Mul", ["hh1", "a1"], ["g1"]),
+        n("MatMul", ["g1", "W2_1"], ["o1"]), n("Add", ["o1", "b2_1"], ["ob1"]),
+        n("Add", ["ob1", "r0"], ["r1"]), *_ln_nodes("ln1", "r1", "y"),
+    ]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, ["batch", "seq", hidden])],
+                       [helper.make_tensor_value_info("y", F, None)], inits)
+    return model, {"x": rng.normal(0, 1, (2, 5, hidden)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("build", [cnn_model, mlp_model, noops_model, conv_activations_model, resnet_block_model,
+                                   transformer_model])
 def test_levels_agree_with_onnxruntime_and_remove_nodes(build, libnee):
     rng = np.random.default_rng(7)
     model, feeds = build(rng)
-    (want,) = run_ort(model, feeds)
+    want = run_ort(model, feeds)[0]
     for level in (0, 1, 99):
-        (got,) = run_nee(model, feeds, level)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"level {level}")
+        got = run_nee(model, feeds, level)
+        np.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-5, err_msg=f"level {level}")
     before, after = node_count(libnee, model, 0), node_count(libnee, model, 99)
     assert before == len(model.graph.node)
     assert after < before
@@ -167,9 +262,16 @@ def test_levels_agree_with_onnxruntime_and_remove_nodes(build, libnee):
 
 def test_expected_node_counts(libnee):
     rng = np.random.default_rng(3)
-    # CNN: Conv, Relu, Conv, Relu, Conv, GlobalAveragePool, Flatten, Gemm.
-    assert node_count(libnee, cnn_model(rng)[0], 99) == 8
+    # CNN: FusedConv (Conv+BN+Relu) twice, Conv, GlobalAveragePool, Flatten, Gemm.
+    assert node_count(libnee, cnn_model(rng)[0], 99) == 6
     # MLP: three Gemm and two Relu.
     assert node_count(libnee, mlp_model(rng)[0], 99) == 5
     # Relu, one merged Transpose, Neg (renamed to the graph output).
     assert node_count(libnee, noops_model(rng)[0], 99) == 3
+    # Seven FusedConv, then the Conv whose output is also a graph output and its Relu.
+    assert node_count(libnee, conv_activations_model(rng)[0], 99) == 9
+    # Per block: FusedConv (Conv+BN+Relu), FusedConv (Conv+BN+Add+Relu); the second block's sum is a graph
+    # output, so its Relu stays apart.
+    assert node_count(libnee, resnet_block_model(rng)[0], 99) == 5
+    # Per block: MatMul, BiasGelu / FastGelu, MatMul, SkipLayerNormalization (with the second bias).
+    assert node_count(libnee, transformer_model(rng)[0], 99) == 8

@@ -506,7 +506,8 @@ Status ConvFloat(KernelContext& ctx) {
   ConvOperands in;
   NEE_ASSIGN_OR_RETURN(bool usable, ReadConvOperands(ctx, &in));
   ConvShape s;
-  if (!usable || !PlanFastConv(ctx, *in.x, *in.w, in.bias, s)) return RunReference(ctx);
+  // Conv's own reference: FusedConv runs this kernel too and applies its activation after.
+  if (!usable || !PlanFastConv(ctx, *in.x, *in.w, in.bias, s)) return RunReferenceOf(ctx, "Conv");
   const Tensor *x = in.x, *w = in.w, *b = in.bias;
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, ConvOutputDims(s, x->rank() - 2)));
   const float* xp = x->data<float>();

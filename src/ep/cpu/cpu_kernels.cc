@@ -40,6 +40,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat},
       {"", "Transpose", 1, 1000, TransposeFast},
       // ---- end element-wise block ----
+      // ---- Fused ops written by the optimizer (src/opt) ----
+      {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat},
   };
   return kTable;
 }
@@ -48,6 +50,14 @@ Status RunReference(KernelContext& ctx) {
   const Node& node = ctx.node();
   NEE_ASSIGN_OR_RETURN(const OpSchema* schema, OpRegistry::Global().Resolve(node.domain, node.op_type, ctx.opset()));
   if (!schema->kernel) return NotImplemented(node.Describe() + ": no reference kernel");
+  return schema->kernel(ctx);
+}
+
+Status RunReferenceOf(KernelContext& ctx, const char* op) {
+  const Node& node = ctx.node();
+  const int64_t opset = NormalizeDomain(node.domain).empty() ? ctx.opset() : 1000;
+  NEE_ASSIGN_OR_RETURN(const OpSchema* schema, OpRegistry::Global().Resolve("", op, opset));
+  if (!schema->kernel) return NotImplemented(node.Describe() + ": no reference kernel for " + op);
   return schema->kernel(ctx);
 }
 

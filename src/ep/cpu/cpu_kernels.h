@@ -20,6 +20,10 @@ const std::vector<OptimizedKernel>& OptimizedKernels();
 
 // Runs the op's reference kernel (the fallback of every optimized kernel).
 Status RunReference(KernelContext& ctx);
+// Runs the reference kernel of ai.onnx `op` on the node: a fused op's kernel
+// that runs the fast kernel of the op it extends needs that op's fallback, not
+// its own (at the node's opset for ai.onnx nodes, the newest otherwise).
+Status RunReferenceOf(KernelContext& ctx, const char* op);
 
 Status MatMulFloat(KernelContext& ctx);
 Status GemmFloat(KernelContext& ctx);
@@ -70,5 +74,9 @@ Status FastGeluFloat(KernelContext& ctx);
 // batched 2-D transposes; other permutations to the reference.
 Status TransposeFast(KernelContext& ctx);
 // ---- end element-wise block ----
+// ---- Fused ops written by the optimizer (src/opt) ----
+// com.microsoft FusedConv on float32 (fused_conv_fast.cc): the fast Conv, then
+// the activation over its output.
+Status FusedConvFloat(KernelContext& ctx);
 
 }  // namespace nee::cpu

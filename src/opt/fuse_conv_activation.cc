@@ -1,0 +1,192 @@
+// Level-2 fusion of a Conv with the activation after it into ONNX Runtime's
+// com.microsoft FusedConv (ops/fused_conv.h), which applies the activation
+// over the Conv's output while it is still in cache instead of in a second
+// node:
+//   Conv -> Relu | Tanh | Sigmoid | LeakyRelu | HardSigmoid      => FusedConv(activation = that op)
+//   Conv -> Clip(constant bounds; Relu6 is Clip(0, 6))          => FusedConv("Clip", [min, max])
+//   Conv -> Sigmoid, with Mul(conv, sigmoid) (SiLU / Swish)     => FusedConv("Silu")
+//   Conv -> HardSwish                                           => FusedConv("HardSwish"), a nee extension
+//   Conv -> Add(z) [-> any of the above] (ResNet's residual)    => FusedConv(X, W, B, Z = z, activation)
+// Conditions: a float32 Conv whose output nothing else reads (no other node,
+// graph output or subgraph), likewise the residual sum when an activation
+// follows it; z of provably the Conv output's shape (FusedConv adds it
+// without broadcasting); the activation with only the attributes its schema
+// defines. The FusedConv keeps the Conv's inputs and attributes and takes
+// over the last absorbed node's output name.
+#include <limits>
+
+#include "opt/pass_manager.h"
+#include "opt/rewrite_util.h"
+
+namespace nee {
+
+namespace {
+using opt::GraphEditor;
+
+// The activation a FusedConv will apply, in ORT's attribute form (an empty
+// name: none).
+struct Activation {
+  std::string name;
+  std::vector<float> params;
+};
+
+// Clip's bounds: attributes before opset 11, optional constant inputs after.
+// An absent bound is infinite, which clips nothing.
+bool ClipBounds(GraphEditor& ed, size_t index, std::vector<float>* bounds) {
+  const Node& clip = ed.node(index);
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float lo = -kInf, hi = kInf;
+  if (ed.checked().opsets[index] < 11) {
+    if (opt::HasOtherAttributes(clip, {"min", "max"}) || clip.inputs.size() != 1) return false;
+    auto min = clip.GetFloat("min", -kInf), max = clip.GetFloat("max", kInf);
+    if (!min.ok() || !max.ok()) return false;
+    lo = min.value();
+    hi = max.value();
+  } else {
+    if (!clip.attributes.empty()) return false;
+    if (clip.HasInput(1) && !opt::ScalarConstant(ed, clip.inputs[1], &lo)) return false;
+    if (clip.HasInput(2) && !opt::ScalarConstant(ed, clip.inputs[2], &hi)) return false;
+  }
+  *bounds = {lo, hi};
+  return true;
+}
+
+// Whether node `index` is a single-input activation FusedConv can apply;
+// fills `act` with its name and parameters (defaults made explicit).
+bool MatchActivation(GraphEditor& ed, size_t index, Activation* act) {
+  const Node& node = ed.node(index);
+  if (node.outputs.size() != 1 || node.inputs.empty()) return false;
+  for (const char* op : {"Relu", "Tanh", "Sigmoid", "HardSwish"}) {
+    if (!opt::IsOp(node, op)) continue;
+    if (!node.attributes.empty() || node.inputs.size() != 1) return false;
+    *act = {op, {}};
+    return true;
+  }
+  if (opt::IsOp(node, "LeakyRelu")) {
+    auto alpha = node.GetFloat("alpha", 0.01f);
+    if (!alpha.ok() || opt::HasOtherAttributes(node, {"alpha"}) || node.inputs.size() != 1) return false;
+    *act = {"LeakyRelu", {alpha.value()}};
+    return true;
+  }
+  if (opt::IsOp(node, "HardSigmoid")) {
+    auto alpha = node.GetFloat("alpha", 0.2f), beta = node.GetFloat("beta", 0.5f);
+    if (!alpha.ok() || !beta.ok() || opt::HasOtherAttributes(node, {"alpha", "beta"}) || node.inputs.size() != 1)
+      return false;
+    *act = {"HardSigmoid", {alpha.value(), beta.value()}};
+    return true;
+  }
+  if (opt::IsOp(node, "Clip")) {
+    std::vector<float> bounds;
+    if (!ClipBounds(ed, index, &bounds)) return false;
+    *act = {"Clip", bounds};
+    return true;
+  }
+  return false;
+}
+
+// A plain float32 Conv: one output, two or three inputs.
+bool IsFusableConv(GraphEditor& ed, size_t index) {
+  const Node& conv = ed.node(index);
+  if (!opt::IsOp(conv, "Conv") || conv.outputs.size() != 1 || conv.inputs.size() < 2 || conv.inputs.size() > 3)
+    return false;
+  if (opt::HasOtherAttributes(conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}))
+    return false;
+  const TypeInfo* y = ed.TensorType(conv.outputs[0]);
+  return y && y->elem_type == DataType::kFloat;
+}
+
+// What the Conv absorbs: an optional residual Add (its other operand z) and
+// an activation, and the nodes that go with them.
+struct Fusion {
+  std::string z;
+  Activation act;
+  std::vector<size_t> absorbed;
+};
+
+// The Conv becomes a FusedConv writing `output`; the absorbed nodes go.
+void Rewrite(GraphEditor& ed, size_t conv_index, const Fusion& f, const std::string& output) {
+  for (size_t n : f.absorbed) ed.RemoveNode(n);
+  if (!f.z.empty()) ed.SetInput(conv_index, 3, f.z);  // an absent bias stays an empty input 2
+  Node& conv = ed.node(conv_index);
+  conv.op_type = "FusedConv";
+  conv.domain = opt::kMicrosoftDomain;
+  if (!f.act.name.empty()) conv.attributes.push_back(opt::StringAttr("activation", f.act.name));
+  if (!f.act.params.empty()) conv.attributes.push_back(opt::FloatsAttr("activation_params", f.act.params));
+  ed.RenameOutput(conv_index, 0, output);
+}
+
+// c's only reader is Add(c, z) (either order) with z of c's shape: the Add's
+// index and z.
+bool MatchResidualAdd(GraphEditor& ed, const std::string& c, size_t* add, std::string* z) {
+  int64_t reader = opt::SoleConsumer(ed, c);
+  if (reader < 0) return false;
+  const Node& n = ed.node(static_cast<size_t>(reader));
+  if (!opt::IsOp(n, "Add") || n.inputs.size() != 2 || n.outputs.size() != 1 || !n.attributes.empty() ||
+      ed.checked().opsets[static_cast<size_t>(reader)] < 7)
+    return false;
+  const std::string& other = n.inputs[0] == c ? n.inputs[1] : n.inputs[0];
+  if (other == c || !opt::ProvablySameShape(ed.TensorType(c), ed.TensorType(other))) return false;
+  *add = static_cast<size_t>(reader);
+  *z = other;
+  return true;
+}
+
+// Sigmoid(c) and Mul(c, Sigmoid(c)) as the only readers of c: returns the
+// Mul's index through `mul`, the Sigmoid's through `sigmoid`.
+bool MatchSilu(GraphEditor& ed, const std::string& c, size_t* sigmoid, size_t* mul) {
+  if (ed.IsPinned(c)) return false;
+  std::vector<opt::Use> uses = ed.Uses(c);
+  if (uses.size() != 2) return false;
+  for (int first = 0; first < 2; ++first) {
+    const opt::Use s = uses[first], m = uses[1 - first];
+    const Node& sig = ed.node(s.node);
+    const Node& product = ed.node(m.node);
+    if (!opt::IsOp(sig, "Sigmoid") || !sig.attributes.empty() || sig.outputs.size() != 1) continue;
+    if (!opt::IsOp(product, "Mul") || product.inputs.size() != 2 || !product.attributes.empty()) continue;
+    if (ed.checked().opsets[m.node] < 7) continue;  // Mul broadcast by attribute before opset 7
+    if (product.inputs[1 - m.input] != sig.outputs[0] || !ed.OnlyUsedBy(sig.outputs[0], m.node)) continue;
+    *sigmoid = s.node;
+    *mul = m.node;
+    return true;
+  }
+  return false;
+}
+
+Status TryFuse(GraphEditor& ed, size_t index) {
+  if (!IsFusableConv(ed, index)) return Status::Ok();
+  Fusion f;
+  std::string value = ed.node(index).outputs[0];  // what the activation would read
+  size_t add = 0;
+  if (MatchResidualAdd(ed, value, &add, &f.z)) {
+    f.absorbed.push_back(add);
+    value = ed.node(add).outputs[0];
+  }
+  size_t sigmoid = 0, mul = 0;
+  if (MatchSilu(ed, value, &sigmoid, &mul)) {
+    f.act = {"Silu", {}};
+    f.absorbed.insert(f.absorbed.end(), {sigmoid, mul});
+    Rewrite(ed, index, f, ed.node(mul).outputs[0]);
+    return Status::Ok();
+  }
+  int64_t consumer = opt::SoleConsumer(ed, value);
+  // (the activation must read `value` as its input, not, say, as Clip's bound)
+  if (consumer >= 0 && MatchActivation(ed, static_cast<size_t>(consumer), &f.act) &&
+      ed.node(static_cast<size_t>(consumer)).inputs[0] == value) {
+    f.absorbed.push_back(static_cast<size_t>(consumer));
+    Rewrite(ed, index, f, ed.node(static_cast<size_t>(consumer)).outputs[0]);
+  } else if (!f.z.empty()) {
+    Rewrite(ed, index, Fusion{f.z, {}, {add}}, value);  // Conv + Add alone still saves a pass
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status FuseConvActivation(Graph& graph, const CheckedGraph& checked, bool* changed) {
+  GraphEditor ed(graph, checked);
+  for (size_t index : checked.order)
+    if (!ed.removed(index)) NEE_RETURN_IF_ERROR(TryFuse(ed, index));
+  *changed = ed.Commit();
+  return Status::Ok();
+}
+
+}  // namespace nee

@@ -1,0 +1,167 @@
+// The float32 FusedConv kernel (ep/cpu/fused_conv_fast.cc) against FusedConv's
+// reference (Conv's reference, then the activation): every activation, the
+// three Conv strategies (pointwise, depthwise, im2col), element counts that
+// leave vector tails, NaN, 1 and 3 threads; plus the reference itself on
+// values computed by hand, and invalid activation attributes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep_test_util.h"
+
+namespace nee {
+namespace {
+
+using testing::FloatsAttr;
+using testing::IntAttr;
+using testing::IntsAttr;
+using testing::StringAttr;
+
+struct ActivationCase {
+  std::string name;
+  std::vector<float> params;
+};
+
+const std::vector<ActivationCase> kActivations = {
+    {"Relu", {}},           {"Tanh", {}},         {"Sigmoid", {}},     {"Silu", {}},
+    {"LeakyRelu", {0.1f}},  {"Clip", {0.f, 6.f}}, {"Clip", {-0.5f, 0.25f}}, {"HardSigmoid", {0.3f, 0.4f}},
+    {"HardSwish", {}},
+};
+
+Node FusedConvNode(const ActivationCase& act, std::vector<Attribute> conv_attrs, size_t inputs) {
+  conv_attrs.push_back(StringAttr("activation", act.name));
+  if (!act.params.empty()) conv_attrs.push_back(FloatsAttr("activation_params", act.params));
+  return testing::MakeNode("FusedConv", inputs, 1, conv_attrs, "com.microsoft");
+}
+
+struct Geometry {
+  const char* name;
+  std::vector<int64_t> x, w;
+  std::vector<Attribute> attrs;
+};
+
+const std::vector<Geometry> kGeometries = {
+    {"pointwise", {1, 8, 5, 7}, {6, 8, 1, 1}, {}},
+    {"depthwise", {1, 4, 9, 9}, {4, 1, 3, 3}, {IntAttr("group", 4), IntsAttr("pads", {1, 1, 1, 1})}},
+    {"im2col", {2, 3, 7, 5}, {5, 3, 3, 3}, {IntsAttr("strides", {2, 1})}},
+    {"1-D", {1, 3, 11}, {4, 3, 2}, {}},
+};
+
+TEST(FusedConvFast, AgreesWithTheReferenceForEveryActivationAndGeometry) {
+  std::mt19937 rng(7);
+  for (const Geometry& g : kGeometries) {
+    // Values in [-4, 4) so that Clip and HardSigmoid saturate on both sides; one NaN.
+    Tensor x = testing::RandomTensor(g.x, rng);
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] *= 4.f;
+    x.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    Tensor w = testing::RandomTensor(g.w, rng);
+    Tensor b = testing::RandomTensor({g.w[0]}, rng);
+    for (const ActivationCase& act : kActivations) {
+      Node node = FusedConvNode(act, g.attrs, 3);
+      auto ref = testing::RunOp(node, 1, {Value(x), Value(w), Value(b)});
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      const Tensor& want = ref->outputs[0].tensor();
+      for (int threads : {1, 3}) {
+        auto got = testing::RunKernel(cpu::FusedConvFloat, node, 1, {Value(x), Value(w), Value(b)}, threads);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        ASSERT_EQ(got->dims(), want.dims());
+        for (int64_t i = 0; i < want.num_elements(); ++i) {
+          const float r = want.data<float>()[i], f = got->data<float>()[i];
+          if (std::isnan(r)) {
+            EXPECT_TRUE(std::isnan(f)) << g.name << " " << act.name << " at " << i;
+          } else {
+            EXPECT_NEAR(f, r, 1e-5f + 1e-5f * std::fabs(r)) << g.name << " " << act.name << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(FusedConvFast, AddsZBeforeTheActivation) {
+  std::mt19937 rng(11);
+  const Geometry& g = kGeometries[2];
+  Tensor x = testing::RandomTensor(g.x, rng);
+  Tensor w = testing::RandomTensor(g.w, rng);
+  for (const ActivationCase& act : std::vector<ActivationCase>{{"Relu", {}}, {"Silu", {}}, {"Clip", {0.f, 0.5f}}}) {
+    Node probe = FusedConvNode(act, g.attrs, 2);
+    auto shape = testing::RunOp(probe, 1, {Value(x), Value(w)});
+    ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+    Tensor z = testing::RandomTensor(shape->outputs[0].tensor().dims(), rng);
+    Node node = FusedConvNode(act, g.attrs, 4);
+    Tensor b = testing::RandomTensor({g.w[0]}, rng);
+    const std::vector<Value> inputs = {Value(x), Value(w), Value(b), Value(z)};
+    auto ref = testing::RunOp(node, 1, inputs);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    auto got = testing::RunKernel(cpu::FusedConvFloat, node, 1, inputs, 3);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    const Tensor& want = ref->outputs[0].tensor();
+    for (int64_t i = 0; i < want.num_elements(); ++i)
+      EXPECT_NEAR(got->data<float>()[i], want.data<float>()[i], 1e-5f + 1e-5f * std::fabs(want.data<float>()[i]))
+          << act.name << " at " << i;
+  }
+  // A Z of another shape is an error, not a broadcast.
+  Node node = FusedConvNode({"Relu", {}}, g.attrs, 4);
+  Tensor b = testing::RandomTensor({g.w[0]}, rng);
+  const std::vector<Value> bad = {Value(x), Value(w), Value(b), Value(testing::RandomTensor({1}, rng))};
+  EXPECT_FALSE(testing::RunKernel(cpu::FusedConvFloat, node, 1, bad, 1).ok());
+}
+
+TEST(FusedConvFast, ConvsTheFastKernelDoesNotTakeGetTheActivationOnce) {
+  // Four spatial dims: the fast Conv hands them to Conv's reference kernel, and
+  // the activation is applied once (LeakyRelu twice would scale by alpha^2).
+  std::mt19937 rng(9);
+  Tensor x = testing::RandomTensor({1, 2, 3, 3, 3, 3}, rng);
+  Tensor w = testing::RandomTensor({2, 2, 2, 2, 2, 2}, rng);
+  Node node = FusedConvNode({"LeakyRelu", {0.5f}}, {}, 2);
+  auto ref = testing::RunOp(node, 1, {Value(x), Value(w)});
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  auto got = testing::RunKernel(cpu::FusedConvFloat, node, 1, {Value(x), Value(w)}, 2);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  const Tensor& want = ref->outputs[0].tensor();
+  ASSERT_EQ(got->dims(), want.dims());
+  bool negative = false;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    EXPECT_EQ(got->data<float>()[i], want.data<float>()[i]) << i;
+    negative |= want.data<float>()[i] < 0;
+  }
+  EXPECT_TRUE(negative);  // the case actually exercises LeakyRelu's slope
+}
+
+TEST(FusedConvFast, ReferenceAppliesTheActivationAfterConvAndBias) {
+  // 1x1 conv with weight 1 and bias -1 over [-2, 0, 1, 3]: Conv gives [-3, -1, 0, 2].
+  Tensor x = Tensor::FromVector(std::vector<float>{-2.f, 0.f, 1.f, 3.f}, {1, 1, 1, 4});
+  Tensor w = Tensor::FromVector(std::vector<float>{1.f}, {1, 1, 1, 1});
+  Tensor b = Tensor::FromVector(std::vector<float>{-1.f}, {1});
+  auto run = [&](const ActivationCase& act) {
+    Node node = FusedConvNode(act, {}, 3);
+    auto out = testing::RunOp(node, 1, {Value(x), Value(w), Value(b)});
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? out->outputs[0].tensor() : Tensor();
+  };
+  testing::ExpectTensorNear<float>(run({"Relu", {}}), {1, 1, 1, 4}, {0.f, 0.f, 0.f, 2.f});
+  testing::ExpectTensorNear<float>(run({"LeakyRelu", {0.5f}}), {1, 1, 1, 4}, {-1.5f, -0.5f, 0.f, 2.f});
+  testing::ExpectTensorNear<float>(run({"Clip", {-2.f, 1.f}}), {1, 1, 1, 4}, {-2.f, -1.f, 0.f, 1.f});
+  testing::ExpectTensorNear<float>(run({"HardSigmoid", {0.25f, 0.5f}}), {1, 1, 1, 4}, {0.f, 0.25f, 0.5f, 1.f});
+  testing::ExpectTensorNear<float>(run({"HardSwish", {}}), {1, 1, 1, 4}, {0.f, -1.f / 3.f, 0.f, 2.f * 5.f / 6.f});
+  testing::ExpectTensorNear<float>(run({"Silu", {}}), {1, 1, 1, 4},
+                                   {-3.f / (1.f + std::exp(3.f)), -1.f / (1.f + std::exp(1.f)), 0.f,
+                                    2.f / (1.f + std::exp(-2.f))});
+}
+
+TEST(FusedConvFast, RejectsUnknownActivationsAndWrongParameterCounts) {
+  Tensor x = Tensor::FromVector(std::vector<float>{1.f, 2.f}, {1, 1, 2});
+  Tensor w = Tensor::FromVector(std::vector<float>{1.f}, {1, 1, 1});
+  for (const ActivationCase& bad : std::vector<ActivationCase>{{"Gelu", {}}, {"Clip", {0.f}}, {"LeakyRelu", {}}}) {
+    Node node = FusedConvNode(bad, {}, 2);
+    EXPECT_FALSE(testing::RunOp(node, 1, {Value(x), Value(w)}).ok()) << bad.name;
+    EXPECT_FALSE(testing::RunKernel(cpu::FusedConvFloat, node, 1, {Value(x), Value(w)}, 1).ok()) << bad.name;
+  }
+}
+
+}  // namespace
+}  // namespace nee
