@@ -30,6 +30,7 @@ const char kUsage[] =
     "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE] [--profile PREFIX]\n"
     "              [--repeat N]\n"
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
+    "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
@@ -57,7 +58,7 @@ struct Args {
   std::string command, model;
   std::vector<std::pair<std::string, std::string>> inputs, expects;
   std::map<std::string, int64_t> dims;
-  std::string inputs_dir, output_dir, output_format = "npy", profile_prefix;
+  std::string inputs_dir, output_dir, output_format = "npy", profile_prefix, output_model;
   bool random = false, plan = false;
   int threads = 0;
   int opt_level = -1;  // not given: run optimizes fully (99), inspect shows the model as written (0)
@@ -104,7 +105,8 @@ Args Parse(int argc, char** argv) {
   Args a;
   a.command = argv[1];
   a.model = argv[2];
-  if (a.command != "run" && a.command != "inspect") throw UsageError{"unknown command '" + a.command + "'"};
+  if (a.command != "run" && a.command != "inspect" && a.command != "optimize")
+    throw UsageError{"unknown command '" + a.command + "'"};
   for (int i = 3; i < argc; ++i) {
     std::string arg = argv[i];
     auto next = [&]() -> std::string {
@@ -132,6 +134,7 @@ Args Parse(int argc, char** argv) {
     } else if (arg == "--random") a.random = true;
     else if (arg == "--plan") a.plan = true;
     else if (arg == "--profile") a.profile_prefix = next();
+    else if (arg == "-o" || arg == "--output") a.output_model = next();
     else if (arg == "--repeat") {
       const std::string n = next();
       char* end = nullptr;
@@ -154,6 +157,7 @@ Args Parse(int argc, char** argv) {
       (arg == "--threads" ? a.threads : a.opt_level) = value;
     } else throw UsageError{"unknown option '" + arg + "'"};
   }
+  if (a.command == "optimize" && a.output_model.empty()) throw UsageError{"optimize needs -o OUT.onnx"};
   return a;
 }
 
@@ -443,11 +447,25 @@ int Inspect(const Args& a) {
   return 0;
 }
 
+// nee optimize IN -o OUT [--opt-level L]: the model optimized once, as ONNX.
+int Optimize(const Args& a) {
+  const int level = a.opt_level < 0 ? 99 : a.opt_level;
+  std::string report(1 << 16, '\0');
+  size_t length = 0;
+  neeapi::Check(nee_model_optimize_file(a.model.c_str(), a.output_model.c_str(), level, report.data(), report.size(),
+                                        &length));
+  report.resize(std::min(length, report.size() - 1));
+  std::printf("%s", report.c_str());
+  std::printf("written to %s (level %d; nee loads it without optimizing again)\n", a.output_model.c_str(), level);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     Args a = Parse(argc, argv);
+    if (a.command == "optimize") return Optimize(a);
     return a.command == "run" ? Run(a) : Inspect(a);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nee: %s\n\n%s", e.message.c_str(), kUsage);

@@ -202,6 +202,14 @@ NEE_API nee_status_t nee_session_value_info(const nee_session_t* session, int is
 NEE_API nee_status_t nee_session_value_dim(const nee_session_t* session, int is_output, size_t index, size_t axis,
                                            int64_t* out_size, const char** out_symbol);
 
+/* Optimizes the model at in_path up to `level` (as a session would) and writes
+ * it to out_path as standard ONNX (fused ops in the com.microsoft domain),
+ * recording the level so that nee loads it without optimizing it again. Fills
+ * `report` with a table of what each pass changed (truncated to `capacity`;
+ * out_length gets its full length). */
+NEE_API nee_status_t nee_model_optimize_file(const char* in_path, const char* out_path, int32_t level, char* report,
+                                             size_t capacity, size_t* out_length);
+
 /* Profiling (see nee_session_options_set_profiling). end_profiling writes the
  * Chrome trace of the runs so far, stops profiling, and fills the trace's path
  * (every later call fills the same path; "" when profiling was never on).

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <new>
 
+#include "exec/optimize_file.h"
 #include "exec/session.h"
 #include "format/onnx_reader.h"
 #include "format/npy.h"
@@ -467,6 +468,18 @@ nee_status_t nee_session_value_dim(const nee_session_t* session, int is_output, 
   *out_size = d.value;
   *out_symbol = d.symbol.c_str();
   return nullptr;
+}
+
+nee_status_t nee_model_optimize_file(const char* in_path, const char* out_path, int32_t level, char* report,
+                                     size_t capacity, size_t* out_length) {
+  if (!in_path) return NullArg("in_path");
+  if (!out_path) return NullArg("out_path");
+  return Guard([&]() -> nee_status_t {
+    nee::Result<std::string> text = nee::OptimizeModelFile(in_path, out_path, level);
+    if (!text.ok()) return MakeStatus(text.status());
+    FillString(*text, report, capacity, out_length);
+    return nullptr;
+  });
 }
 
 nee_status_t nee_session_end_profiling(nee_session_t* session, char* buffer, size_t capacity, size_t* out_length) {

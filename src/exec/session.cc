@@ -63,7 +63,10 @@ Result<std::unique_ptr<Session>> Session::Create(Model model, const SessionOptio
   NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_));
   // The model as written is checked first (inside OptimizeModel, or here at
   // level 0), so errors refer to what the user wrote.
-  NEE_RETURN_IF_ERROR(OptimizeModel(*s->model_, options.graph_optimization_level));
+  // A model nee already optimized to this level (`nee optimize`) is only checked.
+  const int recorded = RecordedOptimizationLevel(*s->model_);
+  if (recorded < 0 || recorded < options.graph_optimization_level)
+    NEE_RETURN_IF_ERROR(OptimizeModel(*s->model_, options.graph_optimization_level));
   NEE_ASSIGN_OR_RETURN(s->checked_, CheckModel(*s->model_, OpRegistry::Global()));
 
   int threads = options.intra_op_num_threads;

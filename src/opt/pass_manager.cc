@@ -35,7 +35,16 @@ const GraphPass kPasses[] = {
 };
 }  // namespace
 
-Status OptimizeModel(Model& model, int level) {
+int RecordedOptimizationLevel(const Model& model) {
+  for (const auto& [key, value] : model.metadata_props) {
+    if (key != kOptimizedLevelKey) continue;
+    if (value.empty() || value.size() > 3 || value.find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::stoi(value);
+  }
+  return -1;
+}
+
+Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report) {
   // The first check reports problems in the model as the user wrote it; later
   // ones only run after a pass changed something.
   std::optional<CheckedGraph> checked;
@@ -51,21 +60,35 @@ Status OptimizeModel(Model& model, int level) {
     const size_t imports_before = model.opset_imports.size();
     if (pass.level >= 2) before = model.graph;
     bool changed = false;
+    PassReport entry{pass.name, pass.level, model.graph.nodes.size(), 0, false, false};
+    auto record = [&](bool undone) {
+      entry.changed = changed && !undone;
+      entry.undone = undone;
+      entry.nodes_after = model.graph.nodes.size();
+      if (report) report->push_back(entry);
+    };
     Status st = pass.run(model.graph, *checked, &changed);
     if (!st.ok() && before) {
       model.graph = std::move(*before);
+      record(true);
       continue;
     }
     if (!st.ok()) return st.WithContext(std::string("optimization pass ") + pass.name + ": ");
-    if (!changed) continue;
+    if (!changed) {
+      record(false);
+      continue;
+    }
     ImportMicrosoftDomainIfUsed(model);
     Result<CheckedGraph> rechecked = CheckModel(model, OpRegistry::Global());
     if (rechecked.ok()) {
       checked = std::move(rechecked.value());
+      record(false);
     } else if (before) {
       model.graph = std::move(*before);
       model.opset_imports.resize(imports_before);
+      record(true);
     } else {
+      record(false);
       checked.reset();  // the next pass's check reports the problem
     }
   }

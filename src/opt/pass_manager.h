@@ -4,6 +4,9 @@
 //   fusions into com.microsoft ops: FusedConv, Gelu, SkipLayerNormalization);
 //   3 layout. Each pass sees the graph with a fresh check of it.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "check/checker.h"
 #include "ir/graph.h"
 
@@ -15,9 +18,26 @@ struct GraphPass {
   Status (*run)(Graph& graph, const CheckedGraph& checked, bool* changed);
 };
 
+// What one pass did: the main graph's node count before and after, and
+// whether its result was undone (the checker rejected it, or it failed).
+struct PassReport {
+  std::string pass;
+  int level = 0;
+  size_t nodes_before = 0, nodes_after = 0;
+  bool changed = false, undone = false;
+};
+
+// The metadata key a model optimized by nee carries (`nee optimize`), with the
+// level as its value: a session at that level or below does not optimize the
+// model again.
+constexpr const char* kOptimizedLevelKey = "nee.optimization_level";
+// The level recorded in the model's metadata, or -1.
+int RecordedOptimizationLevel(const Model& model);
+
 // Runs every pass up to `level` over the main graph. A level-2+ pass whose
 // result the checker rejects is undone (the model keeps running unfused).
-Status OptimizeModel(Model& model, int level);
+// `report` (may be null) gets one entry per pass that ran.
+Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report = nullptr);
 
 // Individual passes, exposed for tests.
 Status FoldConstants(Graph& graph, const CheckedGraph& checked, bool* changed);

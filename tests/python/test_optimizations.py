@@ -275,3 +275,39 @@ def test_expected_node_counts(libnee):
     assert node_count(libnee, resnet_block_model(rng)[0], 99) == 5
     # Per block: MatMul, BiasGelu / FastGelu, MatMul, SkipLayerNormalization (with the second bias).
     assert node_count(libnee, transformer_model(rng)[0], 99) == 8
+
+
+NEE_BIN = os.environ.get("NEE_BIN", os.path.join(_ROOT, "build", "bin", "nee"))
+
+
+def test_nee_optimize_writes_a_model_onnxruntime_runs_and_nee_loads_as_is(tmp_path, libnee):
+    """`nee optimize` writes the fused graph as standard ONNX: ONNX Runtime runs it with the original's
+    outputs, it records the level, and nee loads it without optimizing again (same node count at level 0)."""
+    import subprocess
+
+    import onnx
+
+    rng = np.random.default_rng(5)
+    model, feeds = resnet_block_model(rng)
+    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(model, str(src))
+    r = subprocess.run([NEE_BIN, "optimize", str(src), "-o", str(dst)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "fuse-conv-activation" in r.stdout and "changed" in r.stdout
+    optimized = onnx.load(str(dst))  # (ONNX Runtime loading and running it below is the validity check)
+    assert {p.key: p.value for p in optimized.metadata_props}.get("nee.optimization_level") == "99"
+    assert any(n.op_type == "FusedConv" and n.domain == "com.microsoft" for n in optimized.graph.node)
+    want = run_ort(model, feeds)
+    got_ort = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got_nee = nee.InferenceSession(str(dst)).run(None, feeds)
+    for w, a, b in zip(want, got_ort, got_nee):
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(b, w, rtol=1e-4, atol=1e-5)
+    # Loaded as written: nothing left to fuse, and a level-0 session sees the fused graph too.
+    assert node_count(libnee, optimized, 0) == node_count(libnee, optimized, 99) == len(optimized.graph.node)
+    # A bad level or a missing file is a usage or input error, not a crash.
+    bad = subprocess.run([NEE_BIN, "optimize", str(tmp_path / "missing.onnx"), "-o", str(dst)],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "missing.onnx" in bad.stderr
+    usage = subprocess.run([NEE_BIN, "optimize", str(src)], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "-o" in usage.stderr
