@@ -5,7 +5,8 @@
   PYTHONPATH=build/python .venv/bin/python bench/compare.py resnet50_b1 bert_base \\
       --threads 1 2 --runs 20 --warmup 3 --runtimes nee ort openvino tract --out /tmp/bench
 
-Models come from bench/zoo.py (build them first; --zoo-dir or $NEE_ZOO_DIR picks the cache).
+Models come from bench/zoo.py (build them first; --zoo-dir or $NEE_ZOO_DIR picks the cache);
+a path to any .onnx file also works (seeded random inputs, no framework reference).
 Any nee build works: the harness imports `nee` from PYTHONPATH. For each model and thread count:
 
 - latency: every runtime holds a session in this one process, on the same inputs; after
@@ -30,6 +31,7 @@ import gc
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -46,11 +48,11 @@ LABELS = {"nee": "nee", "ort": "ORT", "openvino": "OpenVINO", "tract": "tract"}
 
 
 # ---------------------------------------------------------------- runtime adapters
-# Each opens a model for a thread count and returns (run, info): run(feed) -> [outputs in
+# Each opens a model for a thread count (and the inputs it will get) and returns (run, info): run(feed) -> [outputs in
 # graph order] as numpy arrays. Each imports its runtime lazily, so that a fresh process
 # can time import + creation together.
 
-def open_nee(path, threads):
+def open_nee(path, threads, inputs):
     import nee
     so = nee.SessionOptions()
     so.intra_op_num_threads = threads
@@ -58,7 +60,7 @@ def open_nee(path, threads):
     return (lambda feed: sess.run(None, feed)), {"version": nee.__version__, "threads": threads}
 
 
-def open_ort(path, threads):
+def open_ort(path, threads, inputs):
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -68,7 +70,7 @@ def open_ort(path, threads):
     return (lambda feed: sess.run(None, feed)), {"version": ort.__version__, "threads": threads}
 
 
-def open_openvino(path, threads):
+def open_openvino(path, threads, inputs):
     """CPU plugin, f32, one stream of `threads` threads, no core pinning: set explicitly so the
     result does not depend on what PERFORMANCE_HINT would choose."""
     import openvino as ov
@@ -86,10 +88,13 @@ def open_openvino(path, threads):
     return run, {"version": ov.__version__.split("-")[0], "threads": threads, "effective": effective}
 
 
-def open_tract(path, threads):
+def open_tract(path, threads, inputs):
+    """Input facts (shape and type) are set from the inputs, as tract needs for free dimensions."""
     import tract
     model = tract.onnx().load(path)
     names = [model.input_name(i) for i in range(model.input_count())]
+    for i, n in enumerate(names):
+        model.set_input_fact(i, ",".join([str(d) for d in inputs[n].shape] + [TRACT_TYPES[inputs[n].dtype.str[1:]]]))
     runnable = model.into_model().into_runnable()
 
     def run(feed):
@@ -97,12 +102,52 @@ def open_tract(path, threads):
     return run, {"version": tract.version(), "threads": 1, "note": "single-threaded (no thread setting)"}
 
 
+TRACT_TYPES = {"f4": "f32", "f8": "f64", "f2": "f16", "i8": "i64", "i4": "i32", "b1": "bool", "u1": "u8", "i1": "i8"}
 OPENERS = {"nee": open_nee, "ort": open_ort, "openvino": open_openvino, "tract": open_tract}
 
 
+LOCATION_LINE = re.compile(r"^(Exception from \S+:\d+:|Check '.*' failed at \S+:)$")
+
+
 def first_line(error):
-    text = f"{type(error).__name__}: {error}".strip()
-    return text.splitlines()[0][:300] if text else type(error).__name__
+    """The first informative line of an error: past OpenVINO's source-location lines, its
+    conversion summary when there is one, and tract's 'Caused by' line."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    if "Summary:" in lines:
+        lines = [" ".join(lines[lines.index("Summary:") + 1:])]
+    lines = [ln for ln in lines if not LOCATION_LINE.match(ln)] or [""]
+    text = lines[0]
+    if "Caused by:" in lines and lines.index("Caused by:") + 1 < len(lines):
+        text += " / " + lines[lines.index("Caused by:") + 1]
+    return f"{type(error).__name__}: {text}"[:300]
+
+
+# ---------------------------------------------------------------- models
+
+def random_feed(path):
+    """Seeded inputs for a model outside the zoo, shaped from its graph (free dims become 1);
+    integer inputs get 0/1 so that they are valid indices and masks."""
+    import onnxruntime as ort
+    rng, feed = np.random.default_rng(1), {}
+    types = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
+             "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
+    for arg in ort.InferenceSession(path, providers=["CPUExecutionProvider"]).get_inputs():
+        shape, dtype = [d if isinstance(d, int) else 1 for d in arg.shape], types[arg.type]
+        values = rng.standard_normal(shape) if np.dtype(dtype).kind == "f" else rng.integers(0, 2, shape)
+        feed[arg.name] = values.astype(dtype)
+    return feed
+
+
+def load_model(model, zoo_dir):
+    """(onnx path, inputs, reference outputs or None) for a zoo name or any .onnx file."""
+    if model.endswith(".onnx"):
+        return model, random_feed(model), None
+    path, inputs, reference, _ = zoo.load(model, zoo_dir)
+    return path, inputs, list(reference.values())
+
+
+def label(model):
+    return os.path.basename(model)[:-5] if model.endswith(".onnx") else model
 
 
 # ---------------------------------------------------------------- fresh process: creation and RSS
@@ -115,23 +160,29 @@ def vm_kb(field):
     return -1
 
 
-def child_main(runtime, name, zoo_dir, threads):
+def read_inputs(npz):
+    with np.load(npz) as z:
+        return {k[3:]: z[k] for k in z.files if k.startswith("in:")}
+
+
+def child_main(runtime, path, npz, threads):
     """Runs in a fresh interpreter: import + create (timed), one run, own peak RSS."""
-    path, inputs, _, _ = zoo.load(name, zoo_dir)
+    inputs = read_inputs(npz)
     base_kb = vm_kb("VmHWM")
     start = time.perf_counter()
     try:
-        run, _ = OPENERS[runtime](path, threads)
+        run, _ = OPENERS[runtime](path, threads, inputs)
         created = time.perf_counter() - start
         run(inputs)
         result = {"create_s": created, "rss_peak_mb": vm_kb("VmHWM") / 1024, "rss_base_mb": base_kb / 1024}
     except Exception as e:  # reported by the parent
-        result = {"error": first_line(e)}
+        result = {"error": first_line(e), "error_text": str(e)[:4000]}
     print("RESULT " + json.dumps(result))
 
 
-def fresh_process(runtime, name, zoo_dir, threads, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", runtime, name, "--zoo-dir", zoo_dir,
+def fresh_process(runtime, path, npz, threads, timeout):
+    """Creation time and peak RSS of `runtime` on the model, measured in a new interpreter."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", runtime, path, "--inputs", npz,
            "--threads", str(threads)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -166,13 +217,13 @@ def differences(actual, expected):
 
 # ---------------------------------------------------------------- latency, in one process
 
-def open_all(runtimes, path, threads, record):
+def open_all(runtimes, path, threads, inputs, record):
     sessions = {}
     for rt in runtimes:
         try:
-            sessions[rt], record[rt]["info"] = OPENERS[rt](path, threads)
+            sessions[rt], record[rt]["info"] = OPENERS[rt](path, threads, inputs)
         except Exception as e:
-            record[rt]["error"] = "load: " + first_line(e)
+            record[rt].update(error="load: " + first_line(e), error_text=str(e)[:4000])
     return sessions
 
 
@@ -191,7 +242,7 @@ def warm_up(sessions, feed, warmup, record, pause):
             try:
                 outputs[rt] = timed(sessions[rt], feed, pause)[1]
             except Exception as e:
-                record[rt]["error"] = "run: " + first_line(e)
+                record[rt].update(error="run: " + first_line(e), error_text=str(e)[:4000])
                 del sessions[rt]
     return outputs
 
@@ -210,35 +261,51 @@ def percentile(values, q):
     return float(np.percentile(np.asarray(values), q))
 
 
-def measure_latency(name, runtimes, threads, args, record):
-    path, inputs, reference, _ = zoo.load(name, args.zoo_dir)
-    sessions = open_all(runtimes, path, threads, record)
+def measure_latency(model, runtimes, threads, args, record):
+    path, inputs, expected = model
+    sessions = open_all(runtimes, path, threads, inputs, record)
     pause = args.pause_ms / 1000.0
     outputs = warm_up(sessions, inputs, args.warmup, record, pause)
     times = alternate(sessions, inputs, args.runs, pause) if sessions else {}
-    expected = list(reference.values())
     for rt, ts in times.items():
         record[rt].update(median_ms=1e3 * statistics.median(ts), p90_ms=1e3 * percentile(ts, 90),
                           times_ms=[round(1e3 * t, 3) for t in ts])
-        record[rt]["vs_framework"] = differences(outputs[rt], expected)
+        if expected is not None:
+            record[rt]["vs_framework"] = differences(outputs[rt], expected)
         if "ort" in outputs:
             record[rt]["vs_ort"] = differences(outputs[rt], outputs["ort"])
     sessions.clear()
     gc.collect()
 
 
-def measure(name, runtimes, threads, args):
+def measure(model, npz, runtimes, threads, args):
+    """Everything for one model at one thread count: {runtime: record}."""
     record = {rt: {} for rt in runtimes}
     if not args.no_fresh:
         for rt in runtimes:
-            record[rt]["fresh"] = fresh_process(rt, name, args.zoo_dir, threads, args.timeout)
-    measure_latency(name, runtimes, threads, args, record)
+            record[rt]["fresh"] = fresh_process(rt, model[0], npz, threads, args.timeout)
+    measure_latency(model, runtimes, threads, args, record)
     nee = record.get("nee", {}).get("median_ms")
     for rt in runtimes:
         peer = record[rt].get("median_ms")
         if nee and peer and rt != "nee":
             record[rt]["nee_ratio"] = nee / peer
     return record
+
+
+def measure_model(name, args):
+    """{threads: measure(...)} for a zoo name or .onnx path; the inputs go to the fresh
+    processes as an .npz (the zoo's own, or one written next to the results)."""
+    model = load_model(name, args.zoo_dir)
+    npz = zoo.paths(name, args.zoo_dir)["npz"] if not name.endswith(".onnx") else \
+        os.path.join(args.out, label(name) + ".inputs.npz")
+    if name.endswith(".onnx"):
+        np.savez(npz, **{"in:" + k: v for k, v in model[1].items()})
+    per_thread = {}
+    for t in args.threads:
+        print(f"{label(name)}, {t} thread(s) ...", file=sys.stderr, flush=True)
+        per_thread[str(t)] = measure(model, npz, args.runtimes, t, args)
+    return per_thread
 
 
 # ---------------------------------------------------------------- report
@@ -303,15 +370,16 @@ def agreement_table(results, runtimes, threads):
 
 
 def failures(results):
-    seen = []
+    """One line per (runtime, model) that failed anywhere: the in-process error, else the fresh process's."""
+    lines = []
     for name, per_thread in results.items():
-        for t, r in per_thread.items():
-            for rt, rec in r.items():
-                for what, err in (("", rec.get("error")), ("fresh process: ", rec.get("fresh", {}).get("error"))):
-                    line = f"- {LABELS[rt]} on {name}: {what}{err}"
-                    if err and line not in seen:
-                        seen.append(line)
-    return seen
+        for rt in next(iter(per_thread.values())):
+            recs = [r[rt] for r in per_thread.values()]
+            errs = [x["error"] for x in recs if "error" in x] + \
+                   ["fresh process: " + x["fresh"]["error"] for x in recs if "error" in x.get("fresh", {})]
+            if errs:
+                lines.append(f"- {LABELS[rt]} on {name}: {errs[0]}")
+    return lines
 
 
 def markdown(head, rows):
@@ -385,7 +453,7 @@ def chart(results, args, path):
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="*", help="zoo model names (default: every built one)")
+    ap.add_argument("models", nargs="*", help="zoo model names or .onnx files (default: every built zoo model)")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--runs", type=int, default=20, help="timed runs per runtime (alternating)")
     ap.add_argument("--warmup", type=int, default=3)
@@ -396,31 +464,30 @@ def parse_args(argv):
     ap.add_argument("--zoo-dir", default=zoo.default_dir())
     ap.add_argument("--out", default=None, help="output folder (default bench/results/<date-time>)")
     ap.add_argument("--child", metavar="RUNTIME", help=argparse.SUPPRESS)
+    ap.add_argument("--inputs", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
 
 def main(argv):
     args = parse_args(argv)
     if args.child:
-        child_main(args.child, args.models[0], args.zoo_dir, args.threads[0])
+        child_main(args.child, args.models[0], args.inputs, args.threads[0])
         return 0
     models = args.models or [n for n in zoo.MODELS if zoo.is_built(n, args.zoo_dir)]
-    missing = [n for n in models if not zoo.is_built(n, args.zoo_dir)]
+    missing = [n for n in models if not (n.endswith(".onnx") and os.path.exists(n))
+               and not zoo.is_built(n, args.zoo_dir)]
     if missing or not models:
         print(f"not built: {missing or 'any model'}; run bench/zoo.py first", file=sys.stderr)
         return 2
     stamp = datetime.datetime.now()
-    out = args.out or os.path.join(HERE, "results", stamp.strftime("%Y%m%d-%H%M%S"))
+    out = args.out = args.out or os.path.join(HERE, "results", stamp.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     meta = {"date": stamp.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "load_before": os.getloadavg(),
             "command": " ".join(["bench/compare.py"] + argv), "runs": args.runs, "warmup": args.warmup,
             "pause_ms": args.pause_ms, "threads": args.threads, "runtimes": args.runtimes}
     results = {}
     for name in models:
-        results[name] = {}
-        for t in args.threads:
-            print(f"{name}, {t} thread(s) ...", file=sys.stderr, flush=True)
-            results[name][str(t)] = measure(name, args.runtimes, t, args)
+        results[label(name)] = measure_model(name, args)
     meta["load_after"] = os.getloadavg()
     text = report(results, meta, args)
     with open(os.path.join(out, "results.md"), "w") as f:
