@@ -22,7 +22,8 @@ Any nee build works: the harness imports `nee` from PYTHONPATH. For each model a
   framework's stored outputs.
 
 A runtime that fails on a model (load or run) is reported with the first line of its error.
-Writes results.md, results.json and latency.png to --out (default bench/results/<date-time>).
+Writes results.md, results.json and latency.png to --out (default bench/results/<date-time>);
+--doc docs/performance.md also puts the tables in that file's "Zoo" section (other sections kept).
 tract's Python API has no thread setting: it always runs single-threaded (noted in the table).
 """
 import argparse
@@ -48,9 +49,9 @@ LABELS = {"nee": "nee", "ort": "ORT", "openvino": "OpenVINO", "tract": "tract"}
 
 
 # ---------------------------------------------------------------- runtime adapters
-# Each opens a model for a thread count (and the inputs it will get) and returns (run, info): run(feed) -> [outputs in
-# graph order] as numpy arrays. Each imports its runtime lazily, so that a fresh process
-# can time import + creation together.
+# Each opens a model for a thread count (and the inputs it will get) and returns (run, info):
+# run(feed) -> [outputs in graph order] as numpy arrays. Each imports its runtime lazily, so
+# that a fresh process can time import + creation together.
 
 def open_nee(path, threads, inputs):
     import nee
@@ -88,6 +89,9 @@ def open_openvino(path, threads, inputs):
     return run, {"version": ov.__version__.split("-")[0], "threads": threads, "effective": effective}
 
 
+TRACT_TYPES = {"f4": "f32", "f8": "f64", "f2": "f16", "i8": "i64", "i4": "i32", "b1": "bool", "u1": "u8", "i1": "i8"}
+
+
 def open_tract(path, threads, inputs):
     """Input facts (shape and type) are set from the inputs, as tract needs for free dimensions."""
     import tract
@@ -102,7 +106,6 @@ def open_tract(path, threads, inputs):
     return run, {"version": tract.version(), "threads": 1, "note": "single-threaded (no thread setting)"}
 
 
-TRACT_TYPES = {"f4": "f32", "f8": "f64", "f2": "f16", "i8": "i64", "i4": "i32", "b1": "bool", "u1": "u8", "i1": "i8"}
 OPENERS = {"nee": open_nee, "ort": open_ort, "openvino": open_openvino, "tract": open_tract}
 
 
@@ -422,6 +425,25 @@ def report(results, meta, args):
     return "\n".join(out) + "\n"
 
 
+DOC_HEADING = "## Zoo: nee vs ONNX Runtime, OpenVINO, tract"
+
+
+def update_doc(path, text):
+    """Replaces (or appends) this harness's section of a markdown file, leaving the others."""
+    old = open(path).read() if os.path.exists(path) else "# Performance\n"
+    lines = old.rstrip("\n").split("\n")
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == DOC_HEADING), len(lines))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    intro = ("Measured with `bench/compare.py` on the models of `bench/zoo.py` (see their docstrings; "
+             "`bench/setup.sh` installs the peers). Regenerate with the command below plus "
+             "`--doc docs/performance.md`.")
+    section = [DOC_HEADING, "", intro, "", text.rstrip("\n")]
+    tail = lines[end:]
+    new = lines[:start] + ([""] if start and lines[start - 1] else []) + section + ([""] + tail if tail else [])
+    with open(path, "w") as f:
+        f.write("\n".join(new) + "\n")
+
+
 def chart(results, args, path):
     import matplotlib
     matplotlib.use("Agg")
@@ -463,6 +485,7 @@ def parse_args(argv):
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per fresh process")
     ap.add_argument("--zoo-dir", default=zoo.default_dir())
     ap.add_argument("--out", default=None, help="output folder (default bench/results/<date-time>)")
+    ap.add_argument("--doc", help="also write the tables into this markdown file's zoo section")
     ap.add_argument("--child", metavar="RUNTIME", help=argparse.SUPPRESS)
     ap.add_argument("--inputs", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
@@ -495,6 +518,8 @@ def main(argv):
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
     chart(results, args, os.path.join(out, "latency.png"))
+    if args.doc:
+        update_doc(args.doc, text)
     print(text)
     print(f"wrote {out}/results.md, results.json, latency.png", file=sys.stderr)
     return 0

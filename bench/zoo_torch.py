@@ -150,8 +150,9 @@ def transformer_init(model):
 # ---------------------------------------------------------------- YOLO-style detector
 
 class ConvBnAct(nn.Sequential):
-    def __init__(self, cin, cout, k=1, s=1):
-        super().__init__(nn.Conv2d(cin, cout, k, s, k // 2, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
+    def __init__(self, cin, cout, k=1, s=1, p=None):
+        p = k // 2 if p is None else p
+        super().__init__(nn.Conv2d(cin, cout, k, s, p, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
 
 
 class Bottleneck(nn.Module):
@@ -198,7 +199,7 @@ class Detector(nn.Module):
     def __init__(self, classes=80, w=16):
         super().__init__()
         self.no = classes + 5
-        self.stem = ConvBnAct(3, w, 6, 2)
+        self.stem = ConvBnAct(3, w, 6, 2, 2)
         self.s2 = nn.Sequential(ConvBnAct(w, 2 * w, 3, 2), C3(2 * w, 2 * w, 1))
         self.s3 = nn.Sequential(ConvBnAct(2 * w, 4 * w, 3, 2), C3(4 * w, 4 * w, 2))
         self.s4 = nn.Sequential(ConvBnAct(4 * w, 8 * w, 3, 2), C3(8 * w, 8 * w, 3))
