@@ -22,6 +22,8 @@ Any nee build works: the harness imports `nee` from PYTHONPATH. For each model a
   framework's stored outputs.
 
 A runtime that fails on a model (load or run) is reported with the first line of its error.
+Each runtime's fresh process runs first: one that fails, crashes, outlives --timeout or whose
+single run takes over --max-run-s is reported and not timed in the harness's own process.
 Writes results.md, results.json and latency.png to --out (default bench/results/<date-time>);
 --doc docs/performance.md also puts the tables in that file's "Zoo" section (other sections kept).
 tract's Python API has no thread setting: it always runs single-threaded (noted in the table).
@@ -177,7 +179,8 @@ def child_main(runtime, path, npz, threads):
         run, _ = OPENERS[runtime](path, threads, inputs)
         created = time.perf_counter() - start
         run(inputs)
-        result = {"create_s": created, "rss_peak_mb": vm_kb("VmHWM") / 1024, "rss_base_mb": base_kb / 1024}
+        result = {"create_s": created, "first_run_s": time.perf_counter() - start - created,
+                  "rss_peak_mb": vm_kb("VmHWM") / 1024, "rss_base_mb": base_kb / 1024}
     except Exception as e:  # reported by the parent
         result = {"error": first_line(e), "error_text": str(e)[:4000]}
     print("RESULT " + json.dumps(result))
@@ -269,6 +272,8 @@ def measure_latency(model, runtimes, threads, args, record):
     sessions = open_all(runtimes, path, threads, inputs, record)
     pause = args.pause_ms / 1000.0
     outputs = warm_up(sessions, inputs, args.warmup, record, pause)
+    if not sessions:
+        return
     times = alternate(sessions, inputs, args.runs, pause) if sessions else {}
     for rt, ts in times.items():
         record[rt].update(median_ms=1e3 * statistics.median(ts), p90_ms=1e3 * percentile(ts, 90),
@@ -281,13 +286,26 @@ def measure_latency(model, runtimes, threads, args, record):
     gc.collect()
 
 
+def gate(record, max_run_s):
+    """Whether a runtime is timed in this process: not when its fresh process failed (it would
+    fail here too, or crash the harness) or its one run took longer than --max-run-s."""
+    fresh = record.get("fresh", {})
+    if "error" in fresh:
+        return False
+    if fresh.get("first_run_s", 0) > max_run_s:
+        record["error"] = f"too slow: one run took {fresh['first_run_s']:.0f} s (> --max-run-s {max_run_s:g})"
+        return False
+    return True
+
+
 def measure(model, npz, runtimes, threads, args):
     """Everything for one model at one thread count: {runtime: record}."""
     record = {rt: {} for rt in runtimes}
     if not args.no_fresh:
         for rt in runtimes:
             record[rt]["fresh"] = fresh_process(rt, model[0], npz, threads, args.timeout)
-    measure_latency(model, runtimes, threads, args, record)
+    timed_here = [rt for rt in runtimes if gate(record[rt], args.max_run_s)]
+    measure_latency(model, timed_here, threads, args, record)
     nee = record.get("nee", {}).get("median_ms")
     for rt in runtimes:
         peer = record[rt].get("median_ms")
@@ -325,7 +343,8 @@ def machine():
 
 def fmt_ms(r):
     if "median_ms" not in r:
-        return "fail" if "error" in r else "–"
+        err = r.get("error") or r.get("fresh", {}).get("error")
+        return "–" if not err else ("slow" if "too slow" in err or "timed out" in err else "fail")
     return f"{r['median_ms']:.1f} ({r['p90_ms']:.1f})"
 
 
@@ -407,7 +426,8 @@ def report(results, meta, args):
     out.append(f"Runtimes: {versions(results)}.")
     out.append(f"Command: `{meta['command']}`")
     out.append(f"Latency: median (p90) of {args.runs} alternating runs after {args.warmup} warm-up runs, "
-               "milliseconds; nee/X > 1 means nee is slower. tract is single-threaded at any setting.")
+               "milliseconds; nee/X > 1 means nee is slower. tract is single-threaded at any setting. "
+               "fail/slow: see the failures below.")
     for t in args.threads:
         out += ["", f"**{t} thread{'s' if t > 1 else ''}**", "", latency_table(results, runtimes, t)]
     if not args.no_fresh:
@@ -482,7 +502,9 @@ def parse_args(argv):
     ap.add_argument("--runtimes", nargs="+", default=RUNTIMES, choices=RUNTIMES)
     ap.add_argument("--pause-ms", type=float, default=20.0, help="idle time before each timed run")
     ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-process creation/RSS measurement")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per fresh process")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process")
+    ap.add_argument("--max-run-s", type=float, default=30.0,
+                    help="a runtime whose one run (in its fresh process) takes longer is not timed")
     ap.add_argument("--zoo-dir", default=zoo.default_dir())
     ap.add_argument("--out", default=None, help="output folder (default bench/results/<date-time>)")
     ap.add_argument("--doc", help="also write the tables into this markdown file's zoo section")
