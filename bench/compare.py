@@ -468,6 +468,7 @@ def chart(results, args, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401 (matplotlib.ticker below)
     names, peers = list(results), [rt for rt in args.runtimes if rt != "ort"]
     fig, axes = plt.subplots(len(args.threads), 1, figsize=(max(6, 1.2 * len(names) + 2), 3.5 * len(args.threads)),
                              squeeze=False)
@@ -482,6 +483,9 @@ def chart(results, args, path):
             ax.bar(np.arange(len(names)) + (k - (len(peers) - 1) / 2) * width, vals, width, label=LABELS[rt])
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_yscale("log")
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_ylabel("latency / ORT latency")
         ax.set_title(f"{t} thread{'s' if t > 1 else ''} (median; lower is faster)")
         ax.set_xticks(np.arange(len(names)), names, rotation=30, ha="right")
