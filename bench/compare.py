@@ -91,7 +91,8 @@ def open_openvino(path, threads, inputs):
     return run, {"version": ov.__version__.split("-")[0], "threads": threads, "effective": effective}
 
 
-TRACT_TYPES = {"f4": "f32", "f8": "f64", "f2": "f16", "i8": "i64", "i4": "i32", "b1": "bool", "u1": "u8", "i1": "i8"}
+TRACT_TYPES = {"f4": "f32", "f8": "f64", "f2": "f16", "i8": "i64", "i4": "i32", "i1": "i8", "u1": "u8",
+               "b1": "bool"}
 
 
 def open_tract(path, threads, inputs):
@@ -100,7 +101,8 @@ def open_tract(path, threads, inputs):
     model = tract.onnx().load(path)
     names = [model.input_name(i) for i in range(model.input_count())]
     for i, n in enumerate(names):
-        model.set_input_fact(i, ",".join([str(d) for d in inputs[n].shape] + [TRACT_TYPES[inputs[n].dtype.str[1:]]]))
+        x = inputs[n]
+        model.set_input_fact(i, ",".join([str(d) for d in x.shape] + [TRACT_TYPES[x.dtype.str[1:]]]))
     runnable = model.into_model().into_runnable()
 
     def run(feed):
@@ -257,9 +259,14 @@ def alternate(sessions, feed, runs, pause):
     """`runs` rounds, one timed run per runtime each, the starting runtime rotating."""
     order = list(sessions)
     times = {rt: [] for rt in order}
-    for i in range(runs):
-        for rt in order[i % len(order):] + order[:i % len(order)]:
-            times[rt].append(timed(sessions[rt], feed, pause)[0])
+    gc.collect()
+    gc.disable()  # no collector pauses inside a timed run
+    try:
+        for i in range(runs):
+            for rt in order[i % len(order):] + order[:i % len(order)]:
+                times[rt].append(timed(sessions[rt], feed, pause)[0])
+    finally:
+        gc.enable()
     return times
 
 
@@ -367,7 +374,16 @@ def latency_table(results, runtimes, threads):
     for name, per_thread in results.items():
         r = per_thread[str(threads)]
         rows.append([name] + [fmt_ms(r[rt]) for rt in runtimes] + [fmt_ratio(r[rt]) for rt in peers])
+    if len(results) > 1:
+        rows.append(["geometric mean"] + [""] * len(runtimes)
+                    + [geomean_ratio(results, rt, threads) for rt in peers])
     return markdown(head, rows)
+
+
+def geomean_ratio(results, runtime, threads):
+    recs = [r[str(threads)][runtime] for r in results.values()]
+    ratios = [rec["nee_ratio"] for rec in recs if "nee_ratio" in rec]
+    return f"{np.exp(np.mean(np.log(ratios))):.2f} ({len(ratios)})" if ratios else "–"
 
 
 def fresh_table(results, runtimes, threads):
@@ -427,7 +443,7 @@ def report(results, meta, args):
     out.append(f"Command: `{meta['command']}`")
     out.append(f"Latency: median (p90) of {args.runs} alternating runs after {args.warmup} warm-up runs, "
                "milliseconds; nee/X > 1 means nee is slower. tract is single-threaded at any setting. "
-               "fail/slow: see the failures below.")
+               "fail/slow: see the failures below. Geometric mean over the models both ran (how many).")
     for t in args.threads:
         out += ["", f"**{t} thread{'s' if t > 1 else ''}**", "", latency_table(results, runtimes, t)]
     if not args.no_fresh:

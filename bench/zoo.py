@@ -91,7 +91,8 @@ def build_sklearn(name, folder, seed=0):
     inp, (label, proba) = onx.graph.input[0].name, [o.name for o in onx.graph.output]
     with open(paths(name, folder)["onnx"], "wb") as f:
         f.write(onx.SerializeToString())
-    np.savez(paths(name, folder)["npz"], **{f"in:{inp}": rows, f"out:{label}": forest.predict(rows).astype(np.int64),
+    np.savez(paths(name, folder)["npz"], **{f"in:{inp}": rows,
+                                            f"out:{label}": forest.predict(rows).astype(np.int64),
                                             f"out:{proba}": forest.predict_proba(rows).astype(np.float32)})
     return {"name": name, "framework": f"scikit-learn {sklearn.__version__}",
             "description": "RandomForestClassifier, 500 trees, max depth 10, 28 features, 1000 rows (skl2onnx)",
