@@ -86,7 +86,7 @@ def build_sklearn(name, folder, seed=0):
     forest.fit(x[:5000], y[:5000])
     rows = x[5000:]
     onx = to_onnx(forest, rows[:1], options={id(forest): {"zipmap": False}},
-                  target_opset={"": 17, "ai.onnx.ml": 3}, initial_types=None)
+                  target_opset={"": 17, "ai.onnx.ml": 3})
     # Name the graph's input and outputs as the npz does.
     inp, (label, proba) = onx.graph.input[0].name, [o.name for o in onx.graph.output]
     with open(paths(name, folder)["onnx"], "wb") as f:

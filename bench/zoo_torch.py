@@ -333,9 +333,10 @@ def export(name, out_dir):
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     path = os.path.join(out_dir, name + ".onnx")
     start = time.perf_counter()
-    with torch.no_grad():
-        torch.onnx.export(model, args, path, opset_version=OPSET, input_names=list(inputs),
-                          output_names=output_names, do_constant_folding=True)
+    # Grad stays enabled: under no_grad nn.MultiheadAttention (ViT) takes its fused fast path,
+    # which has no ONNX export.
+    torch.onnx.export(model, args, path, opset_version=OPSET, input_names=list(inputs),
+                      output_names=output_names, do_constant_folding=True)
     arrays = {f"in:{k}": v.numpy() for k, v in inputs.items()}
     arrays.update({f"out:{k}": v.numpy() for k, v in zip(output_names, outputs)})
     np.savez(os.path.join(out_dir, name + ".npz"), **arrays)
