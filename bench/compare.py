@@ -305,12 +305,15 @@ def gate(record, max_run_s):
     return True
 
 
-def measure(model, npz, runtimes, threads, args):
-    """Everything for one model at one thread count: {runtime: record}."""
+def measure(model, npz, runtimes, threads, args, failed):
+    """Everything for one model at one thread count: {runtime: record}. `failed` holds the
+    fresh-process failures at an earlier thread count; those runtimes are not tried again."""
     record = {rt: {} for rt in runtimes}
     if not args.no_fresh:
         for rt in runtimes:
-            record[rt]["fresh"] = fresh_process(rt, model[0], npz, threads, args.timeout)
+            record[rt]["fresh"] = failed.get(rt) or fresh_process(rt, model[0], npz, threads, args.timeout)
+            if "error" in record[rt]["fresh"]:
+                failed[rt] = record[rt]["fresh"]
     timed_here = [rt for rt in runtimes if gate(record[rt], args.max_run_s)]
     measure_latency(model, timed_here, threads, args, record)
     nee = record.get("nee", {}).get("median_ms")
@@ -329,10 +332,10 @@ def measure_model(name, args):
         os.path.join(args.out, label(name) + ".inputs.npz")
     if name.endswith(".onnx"):
         np.savez(npz, **{"in:" + k: v for k, v in model[1].items()})
-    per_thread = {}
+    per_thread, failed = {}, {}
     for t in args.threads:
         print(f"{label(name)}, {t} thread(s) ...", file=sys.stderr, flush=True)
-        per_thread[str(t)] = measure(model, npz, args.runtimes, t, args)
+        per_thread[str(t)] = measure(model, npz, args.runtimes, t, args, failed)
     return per_thread
 
 
