@@ -282,8 +282,12 @@ def image_input(batch, size):
 
 def torchvision_model(arch, batch, size=224):
     import torchvision
+
     def build():
-        return getattr(torchvision.models, arch)(weights=None)
+        model = getattr(torchvision.models, arch)(weights=None)
+        if arch.startswith("vit"):  # torchvision zero-initialises ViT's head: outputs would be all 0
+            nn.init.normal_(model.heads.head.weight, std=0.02)
+        return model
     return build, {"input": image_input(batch, size)(SEED)}, image_input(batch, size)
 
 
