@@ -26,7 +26,11 @@ Each runtime's fresh process runs first: one that fails, crashes, outlives --tim
 single run takes over --max-run-s is reported and not timed in the harness's own process.
 Writes results.md, results.json and latency.png to --out (default bench/results/<date-time>);
 --doc docs/performance.md also puts the tables in that file's "Zoo" section (other sections kept).
-tract's Python API has no thread setting: it always runs single-threaded (noted in the table).
+Settings per thread count T: nee and ORT intra_op_num_threads = T (ORT sequential, one
+inter-op thread, default graph optimizations); OpenVINO CPU with NUM_STREAMS 1,
+INFERENCE_NUM_THREADS T, INFERENCE_PRECISION_HINT f32 and no core pinning, set explicitly
+so that PERFORMANCE_HINT decides nothing; tract as its Python API gives it, which has no
+thread setting: it always runs single-threaded.
 """
 import argparse
 import datetime
@@ -442,7 +446,8 @@ def report(results, meta, args):
     runtimes, out = args.runtimes, []
     out.append(f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores; load average "
                f"{meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after. {meta['date']}.")
-    out.append(f"Runtimes: {versions(results)}.")
+    out.append(f"Runtimes: {versions(results)}. nee and ORT: intra_op_num_threads = T; OpenVINO: CPU, "
+               "1 stream of T threads, f32, no pinning; tract: single-threaded (no thread setting).")
     out.append(f"Command: `{meta['command']}`")
     out.append(f"Latency: median (p90) of {args.runs} alternating runs after {args.warmup} warm-up runs, "
                "milliseconds; nee/X > 1 means nee is slower. tract is single-threaded at any setting. "
