@@ -444,14 +444,20 @@ def versions(results):
 
 def report(results, meta, args):
     runtimes, out = args.runtimes, []
-    out.append(f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores; load average "
-               f"{meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after. {meta['date']}.")
-    out.append(f"Runtimes: {versions(results)}. nee and ORT: intra_op_num_threads = T; OpenVINO: CPU, "
-               "1 stream of T threads, f32, no pinning; tract: single-threaded (no thread setting).")
-    out.append(f"Command: `{meta['command']}`")
-    out.append(f"Latency: median (p90) of {args.runs} alternating runs after {args.warmup} warm-up runs, "
-               "milliseconds; nee/X > 1 means nee is slower. tract is single-threaded at any setting. "
-               "fail/slow: see the failures below. Geometric mean over the models both ran (how many).")
+    head = [f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores; load average "
+            f"{meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after. Date: {meta['date']}.",
+            f"Runtimes: {versions(results)}. nee and ORT: intra_op_num_threads = T; OpenVINO: CPU, "
+            "1 stream of T threads, f32, no pinning; tract: single-threaded (no thread setting)."]
+    if meta["load_before"][0] > meta["machine"]["cores"]:
+        head.append("The machine was busy (load average above its core count): absolute times are noisy; "
+                    "the ratios, taken from the same alternating rounds, less so.")
+    head.append(f"Command: `{meta['command']}`")
+    head.append(f"Latency: median (p90) of {args.runs} alternating runs after {args.warmup} warm-up runs, "
+                "milliseconds; nee/X > 1 means nee is slower. tract is single-threaded at any setting. "
+                "fail/slow: see the failures below. Geometric mean over the models both ran (how many).")
+    out += ["- " + line for line in head]
+    if meta.get("note"):
+        out += ["", meta["note"]]
     for t in args.threads:
         out += ["", f"**{t} thread{'s' if t > 1 else ''}**", "", latency_table(results, runtimes, t)]
     if not args.no_fresh:
@@ -536,9 +542,34 @@ def parse_args(argv):
     ap.add_argument("--zoo-dir", default=zoo.default_dir())
     ap.add_argument("--out", default=None, help="output folder (default bench/results/<date-time>)")
     ap.add_argument("--doc", help="also write the tables into this markdown file's zoo section")
+    ap.add_argument("--note", help="a paragraph to put under the report's header (e.g. what the numbers say)")
+    ap.add_argument("--render", metavar="RESULTS_JSON", help="only re-render the report of an earlier run")
     ap.add_argument("--child", metavar="RUNTIME", help=argparse.SUPPRESS)
     ap.add_argument("--inputs", help=argparse.SUPPRESS)
     return ap.parse_args(argv)
+
+
+def command_line(argv):
+    env = f"PYTHONPATH={os.environ['PYTHONPATH']} " if os.environ.get("PYTHONPATH") else ""
+    return env + " ".join([sys.executable, "bench/compare.py"] + argv)
+
+
+def render(args):
+    """Re-renders the report of an earlier run's results.json (and its --doc section)."""
+    with open(args.render) as f:
+        saved = json.load(f)
+    meta = saved["meta"]
+    if args.note:
+        meta["note"] = args.note
+    for key in ("runs", "warmup", "threads", "runtimes"):
+        setattr(args, key, meta[key])
+    args.no_fresh = not any("fresh" in rec for r in saved["results"].values() for t in r.values()
+                            for rec in t.values())
+    text = report(saved["results"], meta, args)
+    if args.doc:
+        update_doc(args.doc, text)
+    print(text)
+    return 0
 
 
 def main(argv):
@@ -546,6 +577,8 @@ def main(argv):
     if args.child:
         child_main(args.child, args.models[0], args.inputs, args.threads[0])
         return 0
+    if args.render:
+        return render(args)
     models = args.models or [n for n in zoo.MODELS if zoo.is_built(n, args.zoo_dir)]
     missing = [n for n in models if not (n.endswith(".onnx") and os.path.exists(n))
                and not zoo.is_built(n, args.zoo_dir)]
@@ -556,8 +589,8 @@ def main(argv):
     out = args.out = args.out or os.path.join(HERE, "results", stamp.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     meta = {"date": stamp.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "load_before": os.getloadavg(),
-            "command": " ".join(["bench/compare.py"] + argv), "runs": args.runs, "warmup": args.warmup,
-            "pause_ms": args.pause_ms, "threads": args.threads, "runtimes": args.runtimes}
+            "command": command_line(argv), "runs": args.runs, "warmup": args.warmup,
+            "pause_ms": args.pause_ms, "note": args.note, "threads": args.threads, "runtimes": args.runtimes}
     results = {}
     for name in models:
         results[label(name)] = measure_model(name, args)
