@@ -485,8 +485,8 @@ def update_doc(path, text):
     start = next((i for i, ln in enumerate(lines) if ln.strip() == DOC_HEADING), len(lines))
     end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
     intro = ("Measured with `bench/compare.py` on the models of `bench/zoo.py` (see their docstrings; "
-             "`bench/setup.sh` installs the peers). Regenerate with the command below plus "
-             "`--doc docs/performance.md`.")
+             "`bench/setup.sh` installs the peers). `--doc docs/performance.md` rewrites this section; "
+             "`--render results.json --doc docs/performance.md` re-renders a saved run.")
     section = [DOC_HEADING, "", intro, "", text.rstrip("\n")]
     tail = lines[end:]
     new = lines[:start] + ([""] if start and lines[start - 1] else []) + section + ([""] + tail if tail else [])

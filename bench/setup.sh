@@ -4,7 +4,7 @@
 #     /usr/bin/python3, which bench/zoo.py uses to export the torch models;
 #   - openvino, tract and matplotlib into .venv at the versions in bench/requirements.txt,
 #     constrained by requirements-lock.txt so the project's own pins do not move.
-# Safe to run repeatedly.  Usage: bash bench/setup.sh
+# Safe to run repeatedly.  Usage: bash bench/setup.sh   (VENV=path/to/.venv to use another venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +14,9 @@ if ! /usr/bin/python3 -c "import torch, torchvision" >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-torch python3-torchvision >/dev/null
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  echo "bench/setup.sh: no .venv here; run scripts/setup.sh first" >&2
+VENV=${VENV:-.venv}  # another checkout's venv (e.g. a git worktree's) via VENV=/path/to/.venv
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bench/setup.sh: no $VENV here; run scripts/setup.sh first (or set VENV)" >&2
   exit 1
 fi
-.venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt -c requirements-lock.txt
+"$VENV/bin/pip" install -q --disable-pip-version-check -r bench/requirements.txt -c requirements-lock.txt

@@ -145,7 +145,9 @@ def main():
         ap.error(f"unknown model(s) {unknown}; known: {', '.join(MODELS)}")
     if args.list:
         for name in MODELS:
-            print(f"{name:16} {'built' if is_built(name, args.dir) else '-':6} {MODELS[name]}")
+            built = is_built(name, args.dir)
+            about = load(name, args.dir)[3]["description"] if built else f"not built ({MODELS[name]})"
+            print(f"{name:16} {about}")
         return 0
     failed = 0
     for name in args.names or MODELS:
