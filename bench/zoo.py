@@ -146,7 +146,8 @@ def main():
     if args.list:
         for name in MODELS:
             built = is_built(name, args.dir)
-            about = load(name, args.dir)[3]["description"] if built else f"not built ({MODELS[name]})"
+            about = json.load(open(paths(name, args.dir)["json"]))["description"] if built else \
+                f"not built ({MODELS[name]})"
             print(f"{name:16} {about}")
         return 0
     failed = 0
