@@ -355,6 +355,18 @@ def machine():
     return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version()}
 
 
+def nee_build():
+    """Where the nee module comes from and, when it sits in a git checkout, that checkout's commit."""
+    import importlib.util
+    spec = importlib.util.find_spec("nee")
+    if spec is None or not spec.origin:
+        return "not found"
+    folder = os.path.dirname(spec.origin)
+    git = subprocess.run(["git", "-C", folder, "log", "-1", "--format=%h %s"], capture_output=True, text=True)
+    commit = f" (source {git.stdout.strip()[:70]})" if git.returncode == 0 and git.stdout.strip() else ""
+    return folder + commit
+
+
 def fmt_ms(r):
     if "median_ms" not in r:
         err = r.get("error") or r.get("fresh", {}).get("error")
@@ -451,6 +463,8 @@ def report(results, meta, args):
     if meta["load_before"][0] > meta["machine"]["cores"]:
         head.append("The machine was busy (load average above its core count): absolute times are noisy; "
                     "the ratios, taken from the same alternating rounds, less so.")
+    if meta.get("nee_build"):
+        head.append(f"nee: {meta['nee_build']}")
     head.append(f"Command: `{meta['command']}`")
     head.append(f"Latency: median (p90) of {args.runs} alternating runs after {args.warmup} warm-up runs, "
                 "milliseconds; nee/X > 1 means nee is slower. tract is single-threaded at any setting. "
@@ -590,7 +604,8 @@ def main(argv):
     os.makedirs(out, exist_ok=True)
     meta = {"date": stamp.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "load_before": os.getloadavg(),
             "command": command_line(argv), "runs": args.runs, "warmup": args.warmup,
-            "pause_ms": args.pause_ms, "note": args.note, "threads": args.threads, "runtimes": args.runtimes}
+            "pause_ms": args.pause_ms, "note": args.note, "nee_build": nee_build(), "threads": args.threads,
+            "runtimes": args.runtimes}
     results = {}
     for name in models:
         results[label(name)] = measure_model(name, args)
