@@ -40,6 +40,10 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat},
       {"", "Transpose", 1, 1000, TransposeFast},
       // ---- end element-wise block ----
+      // ---- Resize (resize_fast.cc) ----
+      {"", "Resize", 10, 1000, ResizeFloat},
+      {"", "Upsample", 7, 9, ResizeFloat},
+      // ---- end Resize block ----
   };
   return kTable;
 }

@@ -71,4 +71,10 @@ Status FastGeluFloat(KernelContext& ctx);
 Status TransposeFast(KernelContext& ctx);
 // ---- end element-wise block ----
 
+// ---- Resize (resize_fast.cc) ----
+// Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode),
+// bitwise equal to the reference through its shared sampling rules (ops/resize_geometry.h).
+Status ResizeFloat(KernelContext& ctx);
+// ---- end Resize block ----
+
 }  // namespace nee::cpu

@@ -1,0 +1,267 @@
+// Resize on float32 NCHW for the CPU provider: the upsampling of YOLO / FPN
+// heads (nearest x2) and of segmentation decoders (bilinear).
+//
+// Bitwise equal to the reference kernel (ops/resize.cc) by construction: the
+// per-position source indices, taps and weights come from the reference's own
+// functions (ops/resize_geometry.h), computed once per call for the output
+// rows and columns, and every output value is combined in the reference's
+// order and precision. The reference resizes one axis at a time through
+// double buffers (H, then W); here each output row first forms its H-resized
+// input row in double (0 + w0*a + w1*b + ..., as the reference's sum) and then
+// the W taps of that row, so the same doubles meet in the same order, and the
+// result is saturated to float as the reference stores it. Nearest is a
+// gather of input bits (a repeated source row is copied from the previous
+// output row; integer width factors write each input value f times).
+//
+// Handled: rank 4, N and C left as they are (the reference's identity-axis
+// rule), H and W resized in any mode the reference knows. Everything else
+// (other ranks and types, resized N or C, empty tensors, invalid models) goes
+// to the reference kernel.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ops/resize_geometry.h"
+
+namespace nee::cpu {
+namespace {
+
+using resize::AxisGeometry;
+using resize::Mode;
+using resize::ResizeAttrs;
+using resize::ResizePlan;
+
+// Per output position along H or W: where to read and, when interpolating,
+// with which weights. `taps` entries per position (1 for nearest).
+struct AxisTable {
+  bool identity = false;  // the reference skips this axis
+  int64_t taps = 1;
+  std::vector<int64_t> index;   // out_width * taps
+  std::vector<double> weight;   // out_width * taps (interpolation only)
+  std::vector<uint8_t> outside;  // out_width: tf_crop_and_resize positions outside the input
+  bool any_outside = false;
+  int64_t factor = 0;  // nearest only: index[o] == o / factor for every o (0: no such factor)
+};
+
+AxisGeometry GeometryOf(const ResizePlan& plan, const Tensor& x, size_t d) {
+  return {x.dim(static_cast<int64_t>(d)), plan.out_dims[d], plan.scales[d], plan.roi_start[d], plan.roi_end[d]};
+}
+
+// The width factor f with index[o] == o / f for every o and out == in * f.
+int64_t IntegerFactor(const std::vector<int64_t>& index, int64_t in_width) {
+  const int64_t out_width = static_cast<int64_t>(index.size());
+  if (in_width <= 0 || out_width % in_width != 0) return 0;
+  const int64_t f = out_width / in_width;
+  for (int64_t o = 0; o < out_width; ++o)
+    if (index[static_cast<size_t>(o)] != o / f) return 0;
+  return f;
+}
+
+// Nearest: the reference's per-axis source index (o itself on an identity axis).
+AxisTable NearestTable(const ResizeAttrs& attrs, const AxisGeometry& g) {
+  AxisTable t;
+  t.identity = resize::IsIdentityAxis(attrs, g);
+  t.index.resize(static_cast<size_t>(g.out_width));
+  t.outside.assign(static_cast<size_t>(g.out_width), 0);
+  for (int64_t o = 0; o < g.out_width; ++o) {
+    bool out_of_input = false;
+    const double c = t.identity ? static_cast<double>(o) : resize::SourceCoordinate(attrs, g, o, &out_of_input);
+    t.index[static_cast<size_t>(o)] = t.identity ? o : resize::NearestIndex(attrs, g, c);
+    t.outside[static_cast<size_t>(o)] = out_of_input ? 1 : 0;
+    t.any_outside = t.any_outside || out_of_input;
+  }
+  t.factor = IntegerFactor(t.index, g.in_width);
+  return t;
+}
+
+// Linear / cubic: the reference's taps per position. Nullopt when positions
+// disagree on the tap count (never expected; the reference would cope).
+std::optional<AxisTable> InterpolationTable(const ResizeAttrs& attrs, const AxisGeometry& g) {
+  AxisTable t;
+  t.identity = resize::IsIdentityAxis(attrs, g);
+  if (t.identity) return t;
+  t.outside.assign(static_cast<size_t>(g.out_width), 0);
+  for (int64_t o = 0; o < g.out_width; ++o) {
+    resize::Taps taps = resize::TapsFor(attrs, g, o);
+    if (o == 0) t.taps = static_cast<int64_t>(taps.index.size());
+    if (static_cast<int64_t>(taps.index.size()) != t.taps || taps.weight.size() != taps.index.size() || t.taps == 0)
+      return std::nullopt;
+    t.index.insert(t.index.end(), taps.index.begin(), taps.index.end());
+    t.weight.insert(t.weight.end(), taps.weight.begin(), taps.weight.end());
+    t.outside[static_cast<size_t>(o)] = taps.outside ? 1 : 0;
+  }
+  return t;
+}
+
+// Everything one call needs, resolved before the output is allocated.
+struct FastPlan {
+  ResizeAttrs attrs;
+  std::vector<int64_t> out_dims;
+  int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  AxisTable rows, cols;
+};
+
+// The plan when this kernel handles the call; nullopt sends it to the reference.
+std::optional<FastPlan> PlanFast(KernelContext& ctx) {
+  auto x_or = ctx.InputTensor(0);
+  if (!x_or.ok()) return std::nullopt;
+  const Tensor& x = *x_or.value();
+  if (x.dtype() != DataType::kFloat || x.dims().size() != 4 || x.num_elements() == 0) return std::nullopt;
+  auto attrs_or = resize::ReadKernelAttrs(ctx);
+  if (!attrs_or.ok()) return std::nullopt;
+  FastPlan p;
+  p.attrs = std::move(attrs_or).value();
+  auto plan_or = resize::ReadKernelPlan(ctx, p.attrs, x);
+  if (!plan_or.ok()) return std::nullopt;
+  const ResizePlan& plan = plan_or.value();
+  for (size_t d = 0; d < 2; ++d)
+    if (!resize::IsIdentityAxis(p.attrs, GeometryOf(plan, x, d))) return std::nullopt;
+  p.out_dims = plan.out_dims;
+  p.planes = x.dim(0) * x.dim(1);
+  p.in_h = x.dim(2), p.in_w = x.dim(3), p.out_h = plan.out_dims[2], p.out_w = plan.out_dims[3];
+  if (p.out_h == 0 || p.out_w == 0) return std::nullopt;
+  if (p.attrs.mode == Mode::kNearest) {
+    p.rows = NearestTable(p.attrs, GeometryOf(plan, x, 2));
+    p.cols = NearestTable(p.attrs, GeometryOf(plan, x, 3));
+    return p;
+  }
+  auto rows = InterpolationTable(p.attrs, GeometryOf(plan, x, 2));
+  auto cols = InterpolationTable(p.attrs, GeometryOf(plan, x, 3));
+  if (!rows || !cols) return std::nullopt;
+  p.rows = std::move(*rows);
+  p.cols = std::move(*cols);
+  return p;
+}
+
+// The reference's store of a final double into float: saturate, then round.
+inline float SaturateToFloat(double v) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  if (v != v) return static_cast<float>(v);
+  return static_cast<float>(v < -kMax ? -kMax : v > kMax ? kMax : v);
+}
+
+// ---- Nearest ----------------------------------------------------------------
+
+// One output row gathered from one input row.
+void NearestRow(const FastPlan& p, const float* src, float* dst) {
+  const AxisTable& c = p.cols;
+  if (c.factor == 1) {
+    std::memcpy(dst, src, static_cast<size_t>(p.out_w) * sizeof(float));
+  } else if (c.factor == 2) {
+    for (int64_t i = 0; i < p.in_w; ++i) dst[2 * i] = dst[2 * i + 1] = src[i];
+  } else if (c.factor > 2) {
+    for (int64_t i = 0; i < p.in_w; ++i) std::fill(dst + i * c.factor, dst + (i + 1) * c.factor, src[i]);
+  } else {
+    const int64_t* index = c.index.data();
+    for (int64_t o = 0; o < p.out_w; ++o) dst[o] = src[index[o]];
+  }
+}
+
+// Output rows [begin, end) of all planes (row r = plane * out_h + oh).
+void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int64_t end) {
+  const float extrapolated = SaturateToFloat(p.attrs.extrapolation_value);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t plane = r / p.out_h, oh = r % p.out_h;
+    float* dst = y + r * p.out_w;
+    const int64_t ih = p.rows.index[static_cast<size_t>(oh)];
+    if (p.rows.outside[static_cast<size_t>(oh)]) {
+      std::fill(dst, dst + p.out_w, extrapolated);
+      continue;
+    }
+    if (r > begin && oh > 0 && !p.rows.outside[static_cast<size_t>(oh - 1)] &&
+        p.rows.index[static_cast<size_t>(oh - 1)] == ih) {
+      std::memcpy(dst, dst - p.out_w, static_cast<size_t>(p.out_w) * sizeof(float));
+      continue;
+    }
+    NearestRow(p, x + (plane * p.in_h + ih) * p.in_w, dst);
+    if (p.cols.any_outside)
+      for (int64_t o = 0; o < p.out_w; ++o)
+        if (p.cols.outside[static_cast<size_t>(o)]) dst[o] = extrapolated;
+  }
+}
+
+// ---- Linear / cubic -----------------------------------------------------------
+
+// The H-resized input row for output row oh of one plane, in double.
+void ResizeColumnPass(const FastPlan& p, const float* plane, int64_t oh, double* row) {
+  const AxisTable& t = p.rows;
+  if (t.identity) {
+    const float* src = plane + oh * p.in_w;
+    for (int64_t w = 0; w < p.in_w; ++w) row[w] = static_cast<double>(src[w]);
+    return;
+  }
+  if (t.outside[static_cast<size_t>(oh)]) {
+    std::fill(row, row + p.in_w, p.attrs.extrapolation_value);
+    return;
+  }
+  const int64_t* index = t.index.data() + oh * t.taps;
+  const double* weight = t.weight.data() + oh * t.taps;
+  std::fill(row, row + p.in_w, 0.0);
+  // Tap by tap over the row: per element the reference's s = 0; s += w_k * v_k.
+  for (int64_t k = 0; k < t.taps; ++k) {
+    const float* src = plane + index[k] * p.in_w;
+    const double wk = weight[k];
+    for (int64_t w = 0; w < p.in_w; ++w) row[w] += wk * static_cast<double>(src[w]);
+  }
+}
+
+// One output row from its H-resized row: the W taps, then the float store.
+void ResizeRowPass(const FastPlan& p, const double* row, float* dst) {
+  const AxisTable& t = p.cols;
+  if (t.identity) {
+    for (int64_t o = 0; o < p.out_w; ++o) dst[o] = SaturateToFloat(row[o]);
+    return;
+  }
+  const int64_t* index = t.index.data();
+  const double* weight = t.weight.data();
+  if (t.taps == 2) {
+    for (int64_t o = 0; o < p.out_w; ++o) {
+      double s = 0;
+      s += weight[2 * o] * row[index[2 * o]];
+      s += weight[2 * o + 1] * row[index[2 * o + 1]];
+      dst[o] = SaturateToFloat(t.outside[static_cast<size_t>(o)] ? p.attrs.extrapolation_value : s);
+    }
+    return;
+  }
+  for (int64_t o = 0; o < p.out_w; ++o) {
+    double s = 0;
+    for (int64_t k = 0; k < t.taps; ++k) s += weight[o * t.taps + k] * row[index[o * t.taps + k]];
+    dst[o] = SaturateToFloat(t.outside[static_cast<size_t>(o)] ? p.attrs.extrapolation_value : s);
+  }
+}
+
+void InterpolateRows(const FastPlan& p, const float* x, float* y, int64_t begin, int64_t end) {
+  std::vector<double> row(static_cast<size_t>(p.in_w));
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t plane = r / p.out_h, oh = r % p.out_h;
+    ResizeColumnPass(p, x + plane * p.in_h * p.in_w, oh, row.data());
+    ResizeRowPass(p, row.data(), y + r * p.out_w);
+  }
+}
+
+}  // namespace
+
+Status ResizeFloat(KernelContext& ctx) {
+  std::optional<FastPlan> plan = PlanFast(ctx);
+  if (!plan) return RunReference(ctx);
+  const FastPlan& p = *plan;
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, p.out_dims));
+  const float* src = x->data<float>();
+  float* dst = y.data<float>();
+  // Output rows of all planes, in chunks of about 16k outputs: each row is
+  // computed the same way whichever chunk (thread) it falls in.
+  const int64_t rows = p.planes * p.out_h;
+  const int64_t min_chunk = std::max<int64_t>(1, 16384 / p.out_w);
+  const bool nearest = p.attrs.mode == Mode::kNearest;
+  ctx.ParallelFor(rows, min_chunk, [&](int64_t begin, int64_t end) {
+    if (nearest) NearestRows(p, src, dst, begin, end);
+    else InterpolateRows(p, src, dst, begin, end);
+  });
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu
