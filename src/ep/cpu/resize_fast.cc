@@ -26,6 +26,11 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ops/resize_geometry.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_RESIZE_X86 1
+#endif
+
 namespace nee::cpu {
 namespace {
 
@@ -39,8 +44,10 @@ using resize::ResizePlan;
 struct AxisTable {
   bool identity = false;  // the reference skips this axis
   int64_t taps = 1;
-  std::vector<int64_t> index;   // out_width * taps
-  std::vector<double> weight;   // out_width * taps (interpolation only)
+  // Tap-major: tap k of position o at [k * out_width + o] (so that vector
+  // code loads one tap of consecutive positions).
+  std::vector<int64_t> index;   // taps * out_width
+  std::vector<double> weight;   // taps * out_width (interpolation only)
   std::vector<uint8_t> outside;  // out_width: tf_crop_and_resize positions outside the input
   bool any_outside = false;
   int64_t factor = 0;  // nearest only: index[o] == o / factor for every o (0: no such factor)
@@ -86,12 +93,19 @@ std::optional<AxisTable> InterpolationTable(const ResizeAttrs& attrs, const Axis
   t.outside.assign(static_cast<size_t>(g.out_width), 0);
   for (int64_t o = 0; o < g.out_width; ++o) {
     resize::Taps taps = resize::TapsFor(attrs, g, o);
-    if (o == 0) t.taps = static_cast<int64_t>(taps.index.size());
+    if (o == 0) {
+      t.taps = static_cast<int64_t>(taps.index.size());
+      t.index.resize(static_cast<size_t>(t.taps * g.out_width));
+      t.weight.resize(static_cast<size_t>(t.taps * g.out_width));
+    }
     if (static_cast<int64_t>(taps.index.size()) != t.taps || taps.weight.size() != taps.index.size() || t.taps == 0)
       return std::nullopt;
-    t.index.insert(t.index.end(), taps.index.begin(), taps.index.end());
-    t.weight.insert(t.weight.end(), taps.weight.begin(), taps.weight.end());
+    for (int64_t k = 0; k < t.taps; ++k) {
+      t.index[static_cast<size_t>(k * g.out_width + o)] = taps.index[static_cast<size_t>(k)];
+      t.weight[static_cast<size_t>(k * g.out_width + o)] = taps.weight[static_cast<size_t>(k)];
+    }
     t.outside[static_cast<size_t>(o)] = taps.outside ? 1 : 0;
+    t.any_outside = t.any_outside || taps.outside;
   }
   return t;
 }
@@ -185,6 +199,57 @@ void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int
 
 // ---- Linear / cubic -----------------------------------------------------------
 
+#if NEE_RESIZE_X86
+// AVX2 without FMA: every product and sum rounds as the reference's scalar
+// double arithmetic does (a fused multiply-add would not).
+inline bool CpuHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+// The H taps of output row oh, four doubles at a time (ResizeColumnPass).
+__attribute__((target("avx2"))) void ColumnTapsAvx2(const FastPlan& p, const float* plane, int64_t oh,
+                                                    double* row) {
+  const AxisTable& t = p.rows;
+  const int64_t n = p.in_w, vec_end = n - n % 4;
+  for (int64_t w = 0; w < n; ++w) row[w] = 0.0;
+  for (int64_t k = 0; k < t.taps; ++k) {
+    const size_t at = static_cast<size_t>(k * p.out_h + oh);
+    const float* src = plane + t.index[at] * n;
+    const double wk = t.weight[at];
+    const __m256d vw = _mm256_set1_pd(wk);
+    for (int64_t w = 0; w < vec_end; w += 4) {
+      const __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(src + w));
+      _mm256_storeu_pd(row + w, _mm256_add_pd(_mm256_loadu_pd(row + w), _mm256_mul_pd(vw, v)));
+    }
+    for (int64_t w = vec_end; w < n; ++w) row[w] += wk * static_cast<double>(src[w]);
+  }
+}
+
+// Two W taps per output, gathered; saturated to float as SaturateToFloat
+// (min/max with the value second, so that NaN passes through).
+__attribute__((target("avx2"))) void RowTaps2Avx2(const AxisTable& t, const double* row, float* dst, int64_t n) {
+  const int64_t *i0 = t.index.data(), *i1 = i0 + n;
+  const double *w0 = t.weight.data(), *w1 = w0 + n;
+  const __m256d hi = _mm256_set1_pd(std::numeric_limits<float>::max()), lo = _mm256_set1_pd(-std::numeric_limits<float>::max());
+  int64_t o = 0;
+  for (; o + 4 <= n; o += 4) {
+    const __m256d a = _mm256_i64gather_pd(row, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(i0 + o)), 8);
+    const __m256d b = _mm256_i64gather_pd(row, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(i1 + o)), 8);
+    __m256d s = _mm256_add_pd(_mm256_setzero_pd(), _mm256_mul_pd(_mm256_loadu_pd(w0 + o), a));
+    s = _mm256_add_pd(s, _mm256_mul_pd(_mm256_loadu_pd(w1 + o), b));
+    s = _mm256_max_pd(lo, _mm256_min_pd(hi, s));
+    _mm_storeu_ps(dst + o, _mm256_cvtpd_ps(s));
+  }
+  for (; o < n; ++o) {
+    double s = 0;
+    s += w0[o] * row[i0[o]];
+    s += w1[o] * row[i1[o]];
+    dst[o] = SaturateToFloat(s);
+  }
+}
+#endif
+
 // The H-resized input row for output row oh of one plane, in double.
 void ResizeColumnPass(const FastPlan& p, const float* plane, int64_t oh, double* row) {
   const AxisTable& t = p.rows;
@@ -197,13 +262,18 @@ void ResizeColumnPass(const FastPlan& p, const float* plane, int64_t oh, double*
     std::fill(row, row + p.in_w, p.attrs.extrapolation_value);
     return;
   }
-  const int64_t* index = t.index.data() + oh * t.taps;
-  const double* weight = t.weight.data() + oh * t.taps;
+#if NEE_RESIZE_X86
+  if (CpuHasAvx2()) {
+    ColumnTapsAvx2(p, plane, oh, row);
+    return;
+  }
+#endif
   std::fill(row, row + p.in_w, 0.0);
   // Tap by tap over the row: per element the reference's s = 0; s += w_k * v_k.
   for (int64_t k = 0; k < t.taps; ++k) {
-    const float* src = plane + index[k] * p.in_w;
-    const double wk = weight[k];
+    const size_t at = static_cast<size_t>(k * p.out_h + oh);
+    const float* src = plane + t.index[at] * p.in_w;
+    const double wk = t.weight[at];
     for (int64_t w = 0; w < p.in_w; ++w) row[w] += wk * static_cast<double>(src[w]);
   }
 }
@@ -215,20 +285,16 @@ void ResizeRowPass(const FastPlan& p, const double* row, float* dst) {
     for (int64_t o = 0; o < p.out_w; ++o) dst[o] = SaturateToFloat(row[o]);
     return;
   }
-  const int64_t* index = t.index.data();
-  const double* weight = t.weight.data();
-  if (t.taps == 2) {
-    for (int64_t o = 0; o < p.out_w; ++o) {
-      double s = 0;
-      s += weight[2 * o] * row[index[2 * o]];
-      s += weight[2 * o + 1] * row[index[2 * o + 1]];
-      dst[o] = SaturateToFloat(t.outside[static_cast<size_t>(o)] ? p.attrs.extrapolation_value : s);
-    }
+#if NEE_RESIZE_X86
+  if (t.taps == 2 && !t.any_outside && CpuHasAvx2()) {
+    RowTaps2Avx2(t, row, dst, p.out_w);
     return;
   }
-  for (int64_t o = 0; o < p.out_w; ++o) {
+#endif
+  const int64_t n = p.out_w;
+  for (int64_t o = 0; o < n; ++o) {
     double s = 0;
-    for (int64_t k = 0; k < t.taps; ++k) s += weight[o * t.taps + k] * row[index[o * t.taps + k]];
+    for (int64_t k = 0; k < t.taps; ++k) s += t.weight[static_cast<size_t>(k * n + o)] * row[t.index[static_cast<size_t>(k * n + o)]];
     dst[o] = SaturateToFloat(t.outside[static_cast<size_t>(o)] ? p.attrs.extrapolation_value : s);
   }
 }
