@@ -18,8 +18,10 @@
 // (other ranks and types, resized N or C, empty tensors, invalid models) goes
 // to the reference kernel.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -110,12 +112,45 @@ std::optional<AxisTable> InterpolationTable(const ResizeAttrs& attrs, const Axis
   return t;
 }
 
+// The sampling tables of H and W: they depend only on the attributes (fixed
+// per node) and the geometry, so a session builds them once per shape.
+struct AxisTables {
+  AxisTable rows, cols;
+};
+
+Result<std::shared_ptr<const AxisTables>> BuildTables(const ResizeAttrs& attrs, const AxisGeometry& h,
+                                                      const AxisGeometry& w) {
+  auto tables = std::make_shared<AxisTables>();
+  if (attrs.mode == Mode::kNearest) {
+    tables->rows = NearestTable(attrs, h);
+    tables->cols = NearestTable(attrs, w);
+  } else {
+    auto rows = InterpolationTable(attrs, h);
+    auto cols = InterpolationTable(attrs, w);
+    if (!rows || !cols) return NotImplemented("Resize taps vary along an axis");
+    tables->rows = std::move(*rows);
+    tables->cols = std::move(*cols);
+  }
+  return std::shared_ptr<const AxisTables>(std::move(tables));
+}
+
+PreparedCache::Key TablesKey(const AxisGeometry& h, const AxisGeometry& w) {
+  PreparedCache::Key key;
+  for (const AxisGeometry& g : {h, w})
+    for (int64_t v : {g.in_width, g.out_width, std::bit_cast<int64_t>(g.scale), std::bit_cast<int64_t>(g.roi_start),
+                      std::bit_cast<int64_t>(g.roi_end)})
+      key.push_back(v);
+  return key;
+}
+
 // Everything one call needs, resolved before the output is allocated.
 struct FastPlan {
   ResizeAttrs attrs;
   std::vector<int64_t> out_dims;
   int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
-  AxisTable rows, cols;
+  std::shared_ptr<const AxisTables> tables;
+  const AxisTable& rows() const { return tables->rows; }
+  const AxisTable& cols() const { return tables->cols; }
 };
 
 // The plan when this kernel handles the call; nullopt sends it to the reference.
@@ -137,16 +172,11 @@ std::optional<FastPlan> PlanFast(KernelContext& ctx) {
   p.planes = x.dim(0) * x.dim(1);
   p.in_h = x.dim(2), p.in_w = x.dim(3), p.out_h = plan.out_dims[2], p.out_w = plan.out_dims[3];
   if (p.out_h == 0 || p.out_w == 0) return std::nullopt;
-  if (p.attrs.mode == Mode::kNearest) {
-    p.rows = NearestTable(p.attrs, GeometryOf(plan, x, 2));
-    p.cols = NearestTable(p.attrs, GeometryOf(plan, x, 3));
-    return p;
-  }
-  auto rows = InterpolationTable(p.attrs, GeometryOf(plan, x, 2));
-  auto cols = InterpolationTable(p.attrs, GeometryOf(plan, x, 3));
-  if (!rows || !cols) return std::nullopt;
-  p.rows = std::move(*rows);
-  p.cols = std::move(*cols);
+  const AxisGeometry h = GeometryOf(plan, x, 2), w = GeometryOf(plan, x, 3);
+  auto build = [&] { return BuildTables(p.attrs, h, w); };
+  auto tables = ctx.prepared() ? ctx.prepared()->GetOrBuild<AxisTables>(TablesKey(h, w), build) : build();
+  if (!tables.ok()) return std::nullopt;
+  p.tables = std::move(tables).value();
   return p;
 }
 
@@ -161,7 +191,7 @@ inline float SaturateToFloat(double v) {
 
 // One output row gathered from one input row.
 void NearestRow(const FastPlan& p, const float* src, float* dst) {
-  const AxisTable& c = p.cols;
+  const AxisTable& c = p.cols();
   if (c.factor == 1) {
     std::memcpy(dst, src, static_cast<size_t>(p.out_w) * sizeof(float));
   } else if (c.factor == 2) {
@@ -180,20 +210,20 @@ void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int
   for (int64_t r = begin; r < end; ++r) {
     const int64_t plane = r / p.out_h, oh = r % p.out_h;
     float* dst = y + r * p.out_w;
-    const int64_t ih = p.rows.index[static_cast<size_t>(oh)];
-    if (p.rows.outside[static_cast<size_t>(oh)]) {
+    const int64_t ih = p.rows().index[static_cast<size_t>(oh)];
+    if (p.rows().outside[static_cast<size_t>(oh)]) {
       std::fill(dst, dst + p.out_w, extrapolated);
       continue;
     }
-    if (r > begin && oh > 0 && !p.rows.outside[static_cast<size_t>(oh - 1)] &&
-        p.rows.index[static_cast<size_t>(oh - 1)] == ih) {
+    if (r > begin && oh > 0 && !p.rows().outside[static_cast<size_t>(oh - 1)] &&
+        p.rows().index[static_cast<size_t>(oh - 1)] == ih) {
       std::memcpy(dst, dst - p.out_w, static_cast<size_t>(p.out_w) * sizeof(float));
       continue;
     }
     NearestRow(p, x + (plane * p.in_h + ih) * p.in_w, dst);
-    if (p.cols.any_outside)
+    if (p.cols().any_outside)
       for (int64_t o = 0; o < p.out_w; ++o)
-        if (p.cols.outside[static_cast<size_t>(o)]) dst[o] = extrapolated;
+        if (p.cols().outside[static_cast<size_t>(o)]) dst[o] = extrapolated;
   }
 }
 
@@ -210,7 +240,7 @@ inline bool CpuHasAvx2() {
 // The H taps of output row oh, four doubles at a time (ResizeColumnPass).
 __attribute__((target("avx2"))) void ColumnTapsAvx2(const FastPlan& p, const float* plane, int64_t oh,
                                                     double* row) {
-  const AxisTable& t = p.rows;
+  const AxisTable& t = p.rows();
   const int64_t n = p.in_w, vec_end = n - n % 4;
   for (int64_t w = 0; w < n; ++w) row[w] = 0.0;
   for (int64_t k = 0; k < t.taps; ++k) {
@@ -252,7 +282,7 @@ __attribute__((target("avx2"))) void RowTaps2Avx2(const AxisTable& t, const doub
 
 // The H-resized input row for output row oh of one plane, in double.
 void ResizeColumnPass(const FastPlan& p, const float* plane, int64_t oh, double* row) {
-  const AxisTable& t = p.rows;
+  const AxisTable& t = p.rows();
   if (t.identity) {
     const float* src = plane + oh * p.in_w;
     for (int64_t w = 0; w < p.in_w; ++w) row[w] = static_cast<double>(src[w]);
@@ -280,7 +310,7 @@ void ResizeColumnPass(const FastPlan& p, const float* plane, int64_t oh, double*
 
 // One output row from its H-resized row: the W taps, then the float store.
 void ResizeRowPass(const FastPlan& p, const double* row, float* dst) {
-  const AxisTable& t = p.cols;
+  const AxisTable& t = p.cols();
   if (t.identity) {
     for (int64_t o = 0; o < p.out_w; ++o) dst[o] = SaturateToFloat(row[o]);
     return;

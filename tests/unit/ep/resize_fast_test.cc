@@ -66,6 +66,19 @@ Result<Tensor> RunFast(const Node& node, int64_t opset, const std::vector<Value>
   return outputs[0].tensor();
 }
 
+// Runs the fast kernel as a session does, with the node's PreparedCache.
+Result<Tensor> RunFastCached(const Node& node, const std::vector<Value>& inputs, PreparedCache* cache, int threads) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(v.empty() ? nullptr : &v);
+  std::vector<Value> outputs(node.outputs.size());
+  ThreadPool pool(threads);
+  KernelContext ctx(node, 19, ptrs, &outputs, nullptr, &pool, nullptr);
+  const std::vector<bool> constant = {false, true, true, true};
+  ctx.SetPrepared(cache, &constant);
+  NEE_RETURN_IF_ERROR(cpu::ResizeFloat(ctx));
+  return outputs[0].tensor();
+}
+
 // Runs the reference and the fast kernel at 1, 2 and 3 threads; expects the
 // same status and, on success, the same bits.
 void ExpectMatchesReference(const std::string& op, const ResizeCase& c, std::mt19937& rng) {
@@ -208,6 +221,31 @@ TEST(ResizeFast, AxesAspectPolicyAndOldOpsets) {
     ExpectMatchesReference("Resize", c10, rng);
     ResizeCase up9{std::string("upsample9 ") + mode, {1, 2, 3, 4}, {1, 1, 2, 3}, {}, {StringAttr("mode", mode)}, 9};
     ExpectMatchesReference("Upsample", up9, rng);
+  }
+}
+
+// Tables cached per geometry in a session: shapes and scales that differ
+// (the same output size from two scales included) never share tables.
+TEST(ResizeFast, SessionCacheKeyedByGeometry) {
+  std::mt19937 rng(28);
+  for (const char* mode : {"nearest", "linear"}) {
+    Node node = testing::MakeNode("Resize", 4, 1, {StringAttr("mode", mode)});
+    PreparedCache cache;
+    const std::vector<std::pair<std::vector<int64_t>, std::vector<float>>> calls = {
+        {{1, 2, 5, 6}, {1, 1, 2.1f, 2.1f}}, {{1, 2, 5, 6}, {1, 1, 2.19f, 2.19f}},
+        {{2, 1, 7, 3}, {1, 1, 2.1f, 2.1f}}, {{1, 2, 5, 6}, {1, 1, 2.1f, 2.1f}}};
+    for (const auto& [dims, scales] : calls)
+      for (int threads : {1, 2, 3}) {
+        ResizeCase c{"cached", dims, scales};
+        std::vector<Value> inputs = MakeInputs(c, rng);
+        auto want = testing::RunOp(node, 19, inputs);
+        auto got = RunFastCached(node, inputs, &cache, threads);
+        ASSERT_TRUE(want.ok() && got.ok()) << mode;
+        const Tensor& w = want->outputs[0].tensor();
+        ASSERT_EQ(got->dims(), w.dims()) << mode;
+        EXPECT_EQ(0, std::memcmp(got->raw_data(), w.raw_data(), sizeof(float) * w.num_elements())) << mode;
+      }
+    EXPECT_EQ(cache.size(), 3u) << mode;
   }
 }
 
