@@ -18,6 +18,7 @@
 // (other ranks and types, resized N or C, empty tensors, invalid models) goes
 // to the reference kernel.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -232,9 +233,11 @@ void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int
 #if NEE_RESIZE_X86
 // AVX2 without FMA: every product and sum rounds as the reference's scalar
 // double arithmetic does (a fused multiply-add would not).
+std::atomic<bool> force_portable{false};
+
 inline bool CpuHasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
-  return has;
+  return has && !force_portable.load(std::memory_order_relaxed);
 }
 
 // The H taps of output row oh, four doubles at a time (ResizeColumnPass).
@@ -339,6 +342,14 @@ void InterpolateRows(const FastPlan& p, const float* x, float* y, int64_t begin,
 }
 
 }  // namespace
+
+void ResizeForcePortable(bool on) {
+#if NEE_RESIZE_X86
+  force_portable.store(on, std::memory_order_relaxed);
+#else
+  (void)on;
+#endif
+}
 
 Status ResizeFloat(KernelContext& ctx) {
   std::optional<FastPlan> plan = PlanFast(ctx);

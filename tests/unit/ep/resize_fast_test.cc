@@ -161,7 +161,14 @@ TEST(ResizeFast, NearestYoloUpsample) {
   }
 }
 
-TEST(ResizeFast, InterpolationMatchesReferenceBitwise) {
+// The AVX2 loops (where the CPU has them) and the portable ones.
+class ResizeFastPaths : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { cpu::ResizeForcePortable(GetParam()); }
+  void TearDown() override { cpu::ResizeForcePortable(false); }
+};
+
+TEST_P(ResizeFastPaths, InterpolationMatchesReferenceBitwise) {
   std::mt19937 rng(23);
   for (const char* mode : {"linear", "cubic"})
     for (const char* coord : kCoords)
@@ -172,7 +179,7 @@ TEST(ResizeFast, InterpolationMatchesReferenceBitwise) {
       }
 }
 
-TEST(ResizeFast, InterpolationOptionsMatchReference) {
+TEST_P(ResizeFastPaths, InterpolationOptionsMatchReference) {
   std::mt19937 rng(24);
   const std::vector<std::pair<std::string, std::vector<Attribute>>> options = {
       {"linear_antialias", {StringAttr("mode", "linear"), IntAttr("antialias", 1)}},
@@ -188,6 +195,9 @@ TEST(ResizeFast, InterpolationOptionsMatchReference) {
       ExpectMatchesReference("Resize", c, rng);
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, ResizeFastPaths, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "portable" : "dispatched"; });
 
 // tf_crop_and_resize: a roi (partly outside the input) and extrapolation_value.
 TEST(ResizeFast, CropAndResizeMatchesReference) {
