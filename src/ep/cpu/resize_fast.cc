@@ -265,10 +265,22 @@ __attribute__((target("avx2"))) void RowTaps2Avx2(const AxisTable& t, const doub
   const int64_t *i0 = t.index.data(), *i1 = i0 + n;
   const double *w0 = t.weight.data(), *w1 = w0 + n;
   const __m256d hi = _mm256_set1_pd(std::numeric_limits<float>::max()), lo = _mm256_set1_pd(-std::numeric_limits<float>::max());
+  const __m256i one = _mm256_set1_epi64x(1);
   int64_t o = 0;
   for (; o + 4 <= n; o += 4) {
-    const __m256d a = _mm256_i64gather_pd(row, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(i0 + o)), 8);
-    const __m256d b = _mm256_i64gather_pd(row, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(i1 + o)), 8);
+    const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(i0 + o));
+    const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(i1 + o));
+    __m256d a, b;
+    if (_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(v1, _mm256_add_epi64(v0, one)))) == 0xF) {
+      // Adjacent taps (all but the clamped edges): four pair loads, transposed.
+      const __m256d p02 = _mm256_set_m128d(_mm_loadu_pd(row + i0[o + 2]), _mm_loadu_pd(row + i0[o]));
+      const __m256d p13 = _mm256_set_m128d(_mm_loadu_pd(row + i0[o + 3]), _mm_loadu_pd(row + i0[o + 1]));
+      a = _mm256_unpacklo_pd(p02, p13);
+      b = _mm256_unpackhi_pd(p02, p13);
+    } else {
+      a = _mm256_i64gather_pd(row, v0, 8);
+      b = _mm256_i64gather_pd(row, v1, 8);
+    }
     __m256d s = _mm256_add_pd(_mm256_setzero_pd(), _mm256_mul_pd(_mm256_loadu_pd(w0 + o), a));
     s = _mm256_add_pd(s, _mm256_mul_pd(_mm256_loadu_pd(w1 + o), b));
     s = _mm256_max_pd(lo, _mm256_min_pd(hi, s));
