@@ -11,7 +11,10 @@
 // the W taps of that row, so the same doubles meet in the same order, and the
 // result is saturated to float as the reference stores it. Nearest is a
 // gather of input bits (a repeated source row is copied from the previous
-// output row; integer width factors write each input value f times).
+// output row; integer width factors write each input value f times). With
+// AVX2 the taps run four doubles at a time, without FMA so that every product
+// and sum rounds exactly as the scalar reference's; the sampling tables are
+// cached per geometry in the node's PreparedCache.
 //
 // Handled: rank 4, N and C left as they are (the reference's identity-axis
 // rule), H and W resized in any mode the reference knows. Everything else
