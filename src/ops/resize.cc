@@ -20,28 +20,11 @@
 #include "ir/float_formats.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/resize_geometry.h"
 
 namespace nee {
+using namespace resize;  // the shared types and sampling rules (ops/resize_geometry.h)
 namespace {
-
-enum class Mode { kNearest, kLinear, kCubic };
-enum class Coord { kHalfPixel, kHalfPixelSymmetric, kPytorchHalfPixel, kAlignCorners, kAsymmetric,
-                   kTfHalfPixelForNn, kTfCropAndResize };
-// kSimple is the pre-opset-11 behaviour (Upsample, Resize-10): truncate when
-// upsampling, round up when downsampling.
-enum class Nearest { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
-
-struct ResizeAttrs {
-  Mode mode = Mode::kNearest;
-  Coord coord = Coord::kHalfPixel;
-  Nearest nearest = Nearest::kRoundPreferFloor;
-  double cubic_a = -0.75;
-  bool exclude_outside = false;
-  double extrapolation_value = 0;
-  bool antialias = false;
-  std::vector<int64_t> axes;  // raw attribute; empty: all
-  std::string aspect_policy = "stretch";
-};
 
 bool IsUpsample(const Node& node) { return node.op_type == "Upsample"; }
 
@@ -101,14 +84,6 @@ InputSlots SlotsFor(const Node& node, int64_t opset) {
   if (opset < 11) return {-1, 1, -1};
   return {1, 2, 3};
 }
-
-// The resolved per-axis plan: output dims, the scale used in the coordinate
-// transform, and the roi (start, end) per axis.
-struct ResizePlan {
-  std::vector<int64_t> out_dims;
-  std::vector<double> scales;
-  std::vector<double> roi_start, roi_end;
-};
 
 // Computes the plan from the input dims and the (already read) scales / sizes / roi.
 template <typename Ctx>
@@ -252,14 +227,11 @@ Status InferResize(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-// ---- Per-axis sampling -----------------------------------------------------
+}  // namespace
 
-// Source coordinate of output index y along one axis.
-struct AxisGeometry {
-  int64_t in_width = 0, out_width = 0;
-  double scale = 1;
-  double roi_start = 0, roi_end = 1;
-};
+// ---- Per-axis sampling (declared in ops/resize_geometry.h) -------------------
+
+namespace resize {
 
 // Returns the source coordinate; sets *outside for tf_crop_and_resize
 // positions that fall outside the input (they take extrapolation_value).
@@ -310,6 +282,8 @@ int64_t NearestIndex(const ResizeAttrs& attrs, const AxisGeometry& g, double x) 
   return std::min<int64_t>(static_cast<int64_t>(std::min(pick, 9.0e18)), g.in_width - 1);
 }
 
+namespace {
+
 // Interpolation weights for the fractional position `ratio` in (0, 1].
 std::vector<double> Weights(const ResizeAttrs& attrs, double ratio, double scale) {
   const double a = attrs.cubic_a;
@@ -342,12 +316,7 @@ std::vector<double> Weights(const ResizeAttrs& attrs, double ratio, double scale
   return w;
 }
 
-// Taps for one output position: input indices (clamped) and weights.
-struct Taps {
-  std::vector<int64_t> index;
-  std::vector<double> weight;
-  bool outside = false;
-};
+}  // namespace
 
 Taps TapsFor(const ResizeAttrs& attrs, const AxisGeometry& g, int64_t y) {
   Taps taps;
@@ -384,6 +353,10 @@ bool IsIdentityAxis(const ResizeAttrs& attrs, const AxisGeometry& g) {
                      (std::fabs(g.roi_start) <= 1e-9 && close(g.roi_end, 1.0));
   return close(g.scale, 1.0) && g.out_width == g.in_width && roi_trivial;
 }
+
+}  // namespace resize
+
+namespace {
 
 // ---- Kernels ---------------------------------------------------------------
 
@@ -527,9 +500,15 @@ Status ResizeInterpolate(KernelContext& ctx, const ResizeAttrs& attrs, const Ten
   return Status::Ok();
 }
 
-Status ResizeKernel(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(ResizeAttrs attrs, ReadAttrs(ctx, ctx.node(), ctx.opset()));
+}  // namespace
+
+namespace resize {
+
+Result<ResizeAttrs> ReadKernelAttrs(const KernelContext& ctx) {
+  return ReadAttrs(ctx, ctx.node(), ctx.opset());
+}
+
+Result<ResizePlan> ReadKernelPlan(KernelContext& ctx, const ResizeAttrs& attrs, const Tensor& x) {
   InputSlots slots = SlotsFor(ctx.node(), ctx.opset());
   std::vector<double> scales, roi;
   std::vector<int64_t> sizes;
@@ -550,9 +529,17 @@ Status ResizeKernel(KernelContext& ctx) {
     NEE_ASSIGN_OR_RETURN(const Tensor* t, ctx.InputTensor(static_cast<size_t>(slots.roi)));
     NEE_ASSIGN_OR_RETURN(roi, ReadDoubles(*t));
   }
-  auto plan_or = MakePlan(ctx, attrs, x->dims(), &scales, &sizes, &roi);
-  if (!plan_or.ok()) return plan_or.status();
-  ResizePlan plan = std::move(plan_or).value();
+  return MakePlan(ctx, attrs, x.dims(), &scales, &sizes, &roi);
+}
+
+}  // namespace resize
+
+namespace {
+
+Status ResizeKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(ResizeAttrs attrs, ReadKernelAttrs(ctx));
+  NEE_ASSIGN_OR_RETURN(ResizePlan plan, ReadKernelPlan(ctx, attrs, *x));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x->dtype(), plan.out_dims));
   if (y.num_elements() == 0) return Status::Ok();
   if (x->num_elements() == 0) return ctx.Error("cannot resize an empty input to a non-empty output");

@@ -79,4 +79,12 @@ Status TransposeFast(KernelContext& ctx);
 // the activation over its output.
 Status FusedConvFloat(KernelContext& ctx);
 
+// ---- Resize (resize_fast.cc) ----
+// Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode),
+// bitwise equal to the reference through its shared sampling rules (ops/resize_geometry.h).
+Status ResizeFloat(KernelContext& ctx);
+// Tests: run the portable loops even where AVX2 is available.
+void ResizeForcePortable(bool on);
+// ---- end Resize block ----
+
 }  // namespace nee::cpu
