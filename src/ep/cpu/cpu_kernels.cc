@@ -46,6 +46,11 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Resize", 10, 1000, ResizeFloat},
       {"", "Upsample", 7, 9, ResizeFloat},
       // ---- end Resize block ----
+      // ---- Recurrent (rnn_fast.cc) ----
+      {"", "LSTM", 1, 1000, LstmFloat},
+      {"", "GRU", 1, 1000, GruFloat},
+      {"", "RNN", 1, 1000, RnnFloat},
+      // ---- end recurrent block ----
   };
   return kTable;
 }

@@ -87,4 +87,13 @@ Status ResizeFloat(KernelContext& ctx);
 void ResizeForcePortable(bool on);
 // ---- end Resize block ----
 
+// ---- Recurrent (rnn_fast.cc) ----
+// LSTM, GRU and RNN on float32 with AVX2: the input projection of all steps as one SGEMM, per step a
+// matrix-vector product over panel-packed recurrent weights and vectorized gates; default activations
+// only (others to the reference). Within 1e-5 of the reference (double); thread-count independent.
+Status LstmFloat(KernelContext& ctx);
+Status GruFloat(KernelContext& ctx);
+Status RnnFloat(KernelContext& ctx);
+// ---- end recurrent block ----
+
 }  // namespace nee::cpu

@@ -1,0 +1,537 @@
+// LSTM, GRU and RNN on float32 with AVX2. The reference kernel (ops/rnn.cc)
+// works in double, one (direction, batch entry) pair at a time, with scalar
+// loops; a speech LSTM ran 26x slower than ONNX Runtime through it.
+//
+// Here, per direction:
+//   1. X . W^T (+ the biases that simply add) for every time step at once: one
+//      SGEMM with W packed once per session when it is a constant.
+//   2. Per step, h . R^T as a matrix-vector product over R^T stored in panels
+//      of 64 columns (eight AVX2 accumulators; R read once, in order), added to
+//      step 1's row, then the gates' nonlinearities on 8 lanes.
+// Gate columns are laid out gate by gate, each padded to a multiple of 8
+// (hp), so the gate code never needs a tail.
+//
+// Determinism: the directions run as independent tasks, each computed the
+// same way whichever thread runs it; the SGEMM does not depend on the thread
+// count. Results differ from the reference (double) by float rounding: see
+// tests/unit/ep/rnn_fast_test.cc for the tolerance.
+//
+// Handled: default activations (LSTM Sigmoid/Tanh/Tanh, GRU Sigmoid/Tanh, RNN
+// Tanh), any direction, sequence_lens, initial states, LSTM peepholes and
+// input_forget, GRU linear_before_reset, clip, layout 0/1, any subset of the
+// outputs. Everything else (other activations or element types, malformed
+// inputs, empty dims, CPUs without AVX2+FMA) goes to the reference kernel,
+// which also reports the errors.
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+#include "ops/op_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "ep/cpu/simd_math.h"
+#include "ep/cpu/simd_x86.h"
+#define NEE_RNN_X86 1
+#endif
+
+namespace nee::cpu {
+
+#ifdef NEE_RNN_X86
+namespace {
+
+enum class Cell { kRnn, kGru, kLstm };
+
+constexpr int64_t kPanel = 64;  // columns per recurrent-weight panel (8 accumulators)
+
+int64_t RoundUp8(int64_t n) { return (n + 7) / 8 * 8; }
+
+// ---- The problem, when the fast path applies -------------------------------
+
+struct Problem {
+  Cell cell = Cell::kLstm;
+  int64_t seq = 0, batch = 0, input = 0, hidden = 0, hp = 0, dirs = 1, gates = 4;
+  bool reverse_only = false;
+  int64_t layout = 0;
+  float clip = -1.f;  // < 0: none
+  bool input_forget = false, linear_before_reset = false, peepholes = false;
+  std::vector<int64_t> seq_lens;  // empty: every entry runs `seq` steps
+
+  int64_t cols() const { return gates * hp; }
+  // Row of X (and of the projection) holding time t of batch entry b.
+  int64_t XRow(int64_t t, int64_t b) const { return layout == 0 ? t * batch + b : b * seq + t; }
+  int64_t YOffset(int64_t t, int64_t d, int64_t b) const {
+    return (layout == 0 ? (t * dirs + d) * batch + b : (b * seq + t) * dirs + d) * hidden;
+  }
+  int64_t StateOffset(int64_t d, int64_t b) const { return (layout == 0 ? d * batch + b : b * dirs + d) * hidden; }
+  int64_t Length(int64_t b) const { return seq_lens.empty() ? seq : seq_lens[static_cast<size_t>(b)]; }
+};
+
+bool EqualsIgnoringCase(const std::string& a, const char* b) {
+  if (a.size() != std::strlen(b)) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  return true;
+}
+
+// Whether the activations attribute is absent or spells out the defaults
+// (once, or once per direction).
+bool DefaultActivations(const Node& node, Cell cell, int64_t dirs) {
+  auto names = node.GetStrings("activations", {});
+  if (!names.ok()) return false;
+  if (names->empty()) return true;
+  static const char* kLstm[] = {"Sigmoid", "Tanh", "Tanh"};
+  static const char* kGru[] = {"Sigmoid", "Tanh"};
+  static const char* kRnn[] = {"Tanh"};
+  const char** defaults = cell == Cell::kLstm ? kLstm : cell == Cell::kGru ? kGru : kRnn;
+  const size_t per_dir = cell == Cell::kLstm ? 3 : cell == Cell::kGru ? 2 : 1;
+  if (names->size() != per_dir && names->size() != per_dir * static_cast<size_t>(dirs)) return false;
+  for (size_t i = 0; i < names->size(); ++i)
+    if (!EqualsIgnoringCase((*names)[i], defaults[i % per_dir])) return false;
+  return true;
+}
+
+bool IsFloat(const KernelContext& ctx, size_t i) {
+  return ctx.input(i)->is_tensor() && ctx.input(i)->tensor().dtype() == DataType::kFloat;
+}
+
+bool HasDims(const KernelContext& ctx, size_t i, const std::vector<int64_t>& dims) {
+  return !ctx.has_input(i) || (IsFloat(ctx, i) && ctx.input(i)->tensor().dims() == dims);
+}
+
+// Attributes the fast path reads; false for anything it leaves to the reference.
+bool ReadAttributes(const KernelContext& ctx, Problem* p) {
+  const Node& node = ctx.node();
+  auto direction = node.GetString("direction", "forward");
+  auto hidden_size = node.GetInt("hidden_size", -1);
+  if (!direction.ok() || !hidden_size.ok()) return false;
+  if (*direction == "bidirectional") p->dirs = 2;
+  else if (*direction == "reverse") p->reverse_only = true;
+  else if (*direction != "forward") return false;
+  if (*hidden_size != -1 && *hidden_size != p->hidden) return false;
+  if (ctx.opset() >= 14) {
+    auto layout = node.GetInt("layout", 0);
+    if (!layout.ok() || (*layout != 0 && *layout != 1)) return false;
+    p->layout = *layout;
+  }
+  if (node.HasAttr("clip")) {
+    auto clip = node.GetFloat("clip");
+    if (!clip.ok() || !(*clip > 0)) return false;
+    p->clip = *clip;
+  }
+  auto lbr = node.GetInt("linear_before_reset", 0);
+  auto input_forget = node.GetInt("input_forget", 0);
+  if (!lbr.ok() || !input_forget.ok()) return false;
+  p->linear_before_reset = p->cell == Cell::kGru && *lbr != 0;
+  p->input_forget = p->cell == Cell::kLstm && *input_forget != 0;
+  return DefaultActivations(node, p->cell, p->dirs);
+}
+
+// Reads dims and attributes; false when the reference kernel should run
+// (unsupported, empty, or malformed: the reference reports the error).
+bool ReadProblem(const KernelContext& ctx, Cell cell, Problem* p) {
+  if (!CpuHasAvx2Fma() || SgemmPortableForced()) return false;
+  const size_t max_inputs = cell == Cell::kLstm ? 8 : 6;
+  if (ctx.num_inputs() > max_inputs || !ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2)) return false;
+  for (size_t i : {0, 1, 2})
+    if (!IsFloat(ctx, i) || ctx.input(i)->tensor().rank() != 3) return false;
+  p->cell = cell;
+  p->gates = cell == Cell::kLstm ? 4 : cell == Cell::kGru ? 3 : 1;
+  const Tensor& r = ctx.input(2)->tensor();
+  p->hidden = r.dim(2);
+  if (!ReadAttributes(ctx, p)) return false;
+  const Tensor& x = ctx.input(0)->tensor();
+  p->seq = x.dim(p->layout == 0 ? 0 : 1);
+  p->batch = x.dim(p->layout == 0 ? 1 : 0);
+  p->input = x.dim(2);
+  p->hp = RoundUp8(p->hidden);
+  if (p->seq == 0 || p->batch == 0 || p->input == 0 || p->hidden == 0) return false;
+  const int64_t gh = p->gates * p->hidden;
+  const std::vector<int64_t> state = p->layout == 0 ? std::vector<int64_t>{p->dirs, p->batch, p->hidden}
+                                                    : std::vector<int64_t>{p->batch, p->dirs, p->hidden};
+  if (!HasDims(ctx, 1, {p->dirs, gh, p->input}) || !HasDims(ctx, 2, {p->dirs, gh, p->hidden}) ||
+      !HasDims(ctx, 3, {p->dirs, 2 * gh}) || !HasDims(ctx, 5, state))
+    return false;
+  if (cell == Cell::kLstm && (!HasDims(ctx, 6, state) || !HasDims(ctx, 7, {p->dirs, 3 * p->hidden}))) return false;
+  p->peepholes = cell == Cell::kLstm && ctx.has_input(7);
+  if (ctx.has_input(4)) {
+    const Value* lens = ctx.input(4);
+    if (!lens->is_tensor()) return false;
+    const Tensor& t = lens->tensor();
+    if ((t.dtype() != DataType::kInt32 && t.dtype() != DataType::kInt64) || t.dims() != std::vector<int64_t>{p->batch})
+      return false;
+    auto values = t.ToInt64Vector();
+    if (!values.ok()) return false;
+    for (int64_t len : *values)
+      if (len < 0 || len > p->seq) return false;
+    p->seq_lens = *values;
+  }
+  return true;
+}
+
+// ---- Weights, prepared once per session when constant -----------------------
+
+// A k x n matrix (n a multiple of 8) stored as panels of kPanel columns (the
+// last narrower), each k rows of its width: what the per-step product reads.
+struct PanelMatrix {
+  int64_t k = 0, n = 0;
+  SgemmBuffer data;
+};
+
+template <typename At>
+PanelMatrix MakePanels(int64_t k, int64_t n, At at) {
+  PanelMatrix m{k, n, SgemmAllocate(std::max<int64_t>(k * n, 1))};
+  for (int64_t j0 = 0; j0 < n; j0 += kPanel) {
+    const int64_t width = std::min(kPanel, n - j0);
+    float* panel = m.data.get() + j0 * k;
+    for (int64_t p = 0; p < k; ++p)
+      for (int64_t j = 0; j < width; ++j) panel[p * width + j] = at(p, j0 + j);
+  }
+  return m;
+}
+
+struct DirectionWeights {
+  std::unique_ptr<SgemmPackedB> w;  // input x gate columns (padded), for the projection
+  std::vector<PanelMatrix> r;       // recurrent weights; GRU without linear_before_reset: [z r], [h]
+  std::vector<float> bias;          // [cols]: the biases added to the projection
+  std::vector<float> rb_h;          // GRU with linear_before_reset: Rb of the h gate [hp]
+  std::vector<float> peep;          // LSTM: Pi, Po, Pf, each [hp]
+};
+
+struct Weights {
+  std::vector<DirectionWeights> dirs;
+};
+
+// Gate column (padded layout) -> row of W / R / B.
+int64_t GateRow(const Problem& p, int64_t col) {
+  const int64_t g = col / p.hp, j = col % p.hp;
+  return j < p.hidden ? g * p.hidden + j : -1;
+}
+
+DirectionWeights PrepareDirection(const KernelContext& ctx, const Problem& p, int64_t d) {
+  const int64_t H = p.hidden, I = p.input, n = p.cols();
+  const float* w = ctx.input(1)->tensor().data<float>() + d * p.gates * H * I;
+  const float* r = ctx.input(2)->tensor().data<float>() + d * p.gates * H * H;
+  const float* b = ctx.has_input(3) ? ctx.input(3)->tensor().data<float>() + d * 2 * p.gates * H : nullptr;
+  DirectionWeights dw;
+  // W^T with padded gate columns, then packed for the SGEMM.
+  std::vector<float> wt(static_cast<size_t>(I * n), 0.f);
+  for (int64_t col = 0; col < n; ++col) {
+    const int64_t row = GateRow(p, col);
+    if (row >= 0)
+      for (int64_t i = 0; i < I; ++i) wt[static_cast<size_t>(i * n + col)] = w[row * I + i];
+  }
+  dw.w = std::make_unique<SgemmPackedB>(I, n, MatrixView{wt.data(), n, 1});
+  auto rt = [&](int64_t col_offset) {
+    return [&, col_offset](int64_t k, int64_t col) {
+      const int64_t row = GateRow(p, col + col_offset);
+      return row >= 0 ? r[row * H + k] : 0.f;
+    };
+  };
+  const bool split = p.cell == Cell::kGru && !p.linear_before_reset;
+  if (split) {
+    dw.r.push_back(MakePanels(H, 2 * p.hp, rt(0)));
+    dw.r.push_back(MakePanels(H, p.hp, rt(2 * p.hp)));
+  } else {
+    dw.r.push_back(MakePanels(H, n, rt(0)));
+  }
+  dw.bias.assign(static_cast<size_t>(n), 0.f);
+  if (p.linear_before_reset) dw.rb_h.assign(static_cast<size_t>(p.hp), 0.f);
+  for (int64_t col = 0; b && col < n; ++col) {
+    const int64_t row = GateRow(p, col);
+    if (row < 0) continue;
+    const bool rb_apart = p.linear_before_reset && col >= 2 * p.hp;  // inside r * (...)
+    dw.bias[static_cast<size_t>(col)] = rb_apart ? b[row] : b[row] + b[p.gates * H + row];
+    if (rb_apart) dw.rb_h[static_cast<size_t>(col - 2 * p.hp)] = b[p.gates * H + row];
+  }
+  if (p.peepholes) {
+    const float* pp = ctx.input(7)->tensor().data<float>() + d * 3 * H;
+    dw.peep.assign(static_cast<size_t>(3 * p.hp), 0.f);
+    for (int64_t g = 0; g < 3; ++g)
+      for (int64_t j = 0; j < H; ++j) dw.peep[static_cast<size_t>(g * p.hp + j)] = pp[g * H + j];
+  }
+  return dw;
+}
+
+std::shared_ptr<const Weights> PrepareWeights(const KernelContext& ctx, const Problem& p) {
+  auto weights = std::make_shared<Weights>();
+  for (int64_t d = 0; d < p.dirs; ++d) weights->dirs.push_back(PrepareDirection(ctx, p, d));
+  return weights;
+}
+
+// Cached per session when every weight input is a constant; the key holds
+// everything the preparation depends on besides the weights' bytes.
+std::shared_ptr<const Weights> GetWeights(KernelContext& ctx, const Problem& p) {
+  const bool constant = ctx.input_is_constant(1) && ctx.input_is_constant(2) &&
+                        (!ctx.has_input(3) || ctx.input_is_constant(3)) && (!p.peepholes || ctx.input_is_constant(7));
+  if (ctx.prepared() && constant) {
+    auto cached = ctx.prepared()->GetOrBuild<Weights>(
+        {static_cast<int64_t>(p.cell), p.dirs, p.input, p.hidden, p.linear_before_reset ? 1 : 0,
+         ctx.has_input(3) ? 1 : 0, p.peepholes ? 1 : 0},
+        [&]() -> Result<std::shared_ptr<const Weights>> { return PrepareWeights(ctx, p); });
+    if (cached.ok()) return cached.value();
+  }
+  return PrepareWeights(ctx, p);
+}
+
+// ---- Vector pieces -----------------------------------------------------------
+
+// out[j] = init[j] + sum_k h[k] * m(k, j), k ascending, for one panel of
+// kVectors * 8 columns. Eight accumulators keep both FMA ports busy.
+template <int kVectors>
+__attribute__((target("avx2,fma"), always_inline)) inline void PanelProduct(const float* panel, int64_t k,
+                                                                           const float* h, const float* init,
+                                                                           float* out) {
+  __m256 acc[kVectors];
+  for (int v = 0; v < kVectors; ++v) acc[v] = _mm256_loadu_ps(init + 8 * v);
+  for (int64_t p = 0; p < k; ++p) {
+    const __m256 hb = _mm256_broadcast_ss(h + p);
+    const float* row = panel + p * 8 * kVectors;
+    for (int v = 0; v < kVectors; ++v) acc[v] = _mm256_fmadd_ps(hb, _mm256_loadu_ps(row + 8 * v), acc[v]);
+  }
+  for (int v = 0; v < kVectors; ++v) _mm256_storeu_ps(out + 8 * v, acc[v]);
+}
+
+__attribute__((target("avx2,fma"))) void MatrixVector(const PanelMatrix& m, const float* h, const float* init,
+                                                      float* out) {
+  for (int64_t j0 = 0; j0 < m.n; j0 += kPanel) {
+    const float* panel = m.data.get() + j0 * m.k;
+    switch ((std::min(kPanel, m.n - j0)) / 8) {
+      case 8: PanelProduct<8>(panel, m.k, h, init + j0, out + j0); break;
+      case 7: PanelProduct<7>(panel, m.k, h, init + j0, out + j0); break;
+      case 6: PanelProduct<6>(panel, m.k, h, init + j0, out + j0); break;
+      case 5: PanelProduct<5>(panel, m.k, h, init + j0, out + j0); break;
+      case 4: PanelProduct<4>(panel, m.k, h, init + j0, out + j0); break;
+      case 3: PanelProduct<3>(panel, m.k, h, init + j0, out + j0); break;
+      case 2: PanelProduct<2>(panel, m.k, h, init + j0, out + j0); break;
+      default: PanelProduct<1>(panel, m.k, h, init + j0, out + j0); break;
+    }
+  }
+}
+
+// As activation_fast.cc's SigmoidOp (copied: that one is file-local): with
+// e = e^-|x|, 1 / (1 + e) for x >= 0 and e / (1 + e) below, never exp of a
+// large positive number.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 Sigmoid8(__m256 x) {
+  const __m256 abs_x = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
+  const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), abs_x));
+  const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 numerator = _mm256_blendv_ps(_mm256_set1_ps(1.f), e, negative);
+  return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.f), e));
+}
+
+// Clamps to [-clip, clip]; `clip` is +inf when there is none.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 Clip8(__m256 x, __m256 clip) {
+  return _mm256_min_ps(_mm256_max_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), clip)), clip);
+}
+
+// ---- One step of each cell, for one batch entry ------------------------------
+// `g`: the gate pre-activations [cols] (projection + h . R^T), h and c [hp].
+
+struct StepArgs {
+  const Problem* p;
+  const DirectionWeights* w;
+  __m256 clip;
+};
+
+__attribute__((target("avx2,fma"))) void LstmGates(const StepArgs& a, const float* g, float* h, float* c) {
+  const int64_t hp = a.p->hp;
+  const float* peep = a.w->peep.empty() ? nullptr : a.w->peep.data();
+  const __m256 one = _mm256_set1_ps(1.f);
+  for (int64_t j = 0; j < hp; j += 8) {
+    const __m256 c_prev = _mm256_loadu_ps(c + j);
+    __m256 gi = _mm256_loadu_ps(g + j), go = _mm256_loadu_ps(g + hp + j);
+    __m256 gf = _mm256_loadu_ps(g + 2 * hp + j);
+    if (peep) {
+      gi = _mm256_fmadd_ps(_mm256_loadu_ps(peep + j), c_prev, gi);
+      gf = _mm256_fmadd_ps(_mm256_loadu_ps(peep + 2 * hp + j), c_prev, gf);
+    }
+    const __m256 in = Sigmoid8(Clip8(gi, a.clip));
+    const __m256 forget = a.p->input_forget ? _mm256_sub_ps(one, in) : Sigmoid8(Clip8(gf, a.clip));
+    const __m256 cell = Tanh8(Clip8(_mm256_loadu_ps(g + 3 * hp + j), a.clip));
+    const __m256 c_new = _mm256_fmadd_ps(forget, c_prev, _mm256_mul_ps(in, cell));
+    if (peep) go = _mm256_fmadd_ps(_mm256_loadu_ps(peep + hp + j), c_new, go);
+    const __m256 out = Sigmoid8(Clip8(go, a.clip));
+    _mm256_storeu_ps(c + j, c_new);
+    _mm256_storeu_ps(h + j, _mm256_mul_ps(out, Tanh8(c_new)));
+  }
+}
+
+__attribute__((target("avx2,fma"))) void RnnGates(const StepArgs& a, const float* g, float* h) {
+  for (int64_t j = 0; j < a.p->hp; j += 8) _mm256_storeu_ps(h + j, Tanh8(Clip8(_mm256_loadu_ps(g + j), a.clip)));
+}
+
+// z and r from g[0, 2hp); the candidate from `pre_h` (linear_before_reset:
+// xw_h + r * hr_h with hr_h = g[2hp, 3hp), which holds h . R_h^T + Rb_h).
+__attribute__((target("avx2,fma"))) void GruUpdate(const StepArgs& a, const float* g, const float* xw_h,
+                                                   const float* candidate_pre, float* h) {
+  const int64_t hp = a.p->hp;
+  const __m256 one = _mm256_set1_ps(1.f);
+  for (int64_t j = 0; j < hp; j += 8) {
+    const __m256 z = Sigmoid8(Clip8(_mm256_loadu_ps(g + j), a.clip));
+    __m256 pre;
+    if (a.p->linear_before_reset) {
+      const __m256 r = Sigmoid8(Clip8(_mm256_loadu_ps(g + hp + j), a.clip));
+      pre = _mm256_fmadd_ps(r, _mm256_loadu_ps(g + 2 * hp + j), _mm256_loadu_ps(xw_h + j));
+    } else {
+      pre = _mm256_loadu_ps(candidate_pre + j);
+    }
+    const __m256 candidate = Tanh8(Clip8(pre, a.clip));
+    const __m256 h_prev = _mm256_loadu_ps(h + j);
+    // (1 - z) * candidate + z * h
+    _mm256_storeu_ps(h + j, _mm256_fmadd_ps(z, h_prev, _mm256_mul_ps(_mm256_sub_ps(one, z), candidate)));
+  }
+}
+
+// r * h into rh (GRU without linear_before_reset: the h gate's product input).
+__attribute__((target("avx2,fma"))) void ResetHidden(const StepArgs& a, const float* g, const float* h, float* rh) {
+  const int64_t hp = a.p->hp;
+  for (int64_t j = 0; j < hp; j += 8) {
+    const __m256 r = Sigmoid8(Clip8(_mm256_loadu_ps(g + hp + j), a.clip));
+    _mm256_storeu_ps(rh + j, _mm256_mul_ps(r, _mm256_loadu_ps(h + j)));
+  }
+}
+
+// Scratch for one direction: per-entry state and per-step gates.
+struct Scratch {
+  std::vector<float> h, c;  // [batch][hp]
+  std::vector<float> g, init, rh, pre;
+};
+
+// One time step of one batch entry; `xw` is its projection row [cols].
+void CellStep(const StepArgs& a, const float* xw, float* h, float* c, Scratch& s) {
+  const Problem& p = *a.p;
+  const DirectionWeights& w = *a.w;
+  float* g = s.g.data();
+  switch (p.cell) {
+    case Cell::kLstm:
+      MatrixVector(w.r[0], h, xw, g);
+      LstmGates(a, g, h, c);
+      break;
+    case Cell::kRnn:
+      MatrixVector(w.r[0], h, xw, g);
+      RnnGates(a, g, h);
+      break;
+    case Cell::kGru:
+      if (p.linear_before_reset) {
+        // z, r columns start from the projection, h columns from Rb_h alone.
+        std::copy(xw, xw + 2 * p.hp, s.init.begin());
+        std::copy(w.rb_h.begin(), w.rb_h.end(), s.init.begin() + 2 * p.hp);
+        MatrixVector(w.r[0], h, s.init.data(), g);
+        GruUpdate(a, g, xw + 2 * p.hp, nullptr, h);
+      } else {
+        MatrixVector(w.r[0], h, xw, g);
+        ResetHidden(a, g, h, s.rh.data());
+        MatrixVector(w.r[1], s.rh.data(), xw + 2 * p.hp, s.pre.data());
+        GruUpdate(a, g, nullptr, s.pre.data(), h);
+      }
+      break;
+  }
+}
+
+// ---- The kernel ----------------------------------------------------------------
+
+struct Outputs {
+  float* y = nullptr;    // Y, zero-filled where entries are shorter than seq
+  float* y_h = nullptr;  // may be null
+  float* y_c = nullptr;
+};
+
+// Initial state for direction d (zeros when the input is omitted), padded to hp.
+void LoadState(const KernelContext& ctx, size_t index, const Problem& p, int64_t d, std::vector<float>& state) {
+  state.assign(static_cast<size_t>(p.batch * p.hp), 0.f);
+  if (!ctx.has_input(index)) return;
+  const float* src = ctx.input(index)->tensor().data<float>();
+  for (int64_t b = 0; b < p.batch; ++b)
+    std::copy(src + p.StateOffset(d, b), src + p.StateOffset(d, b) + p.hidden, state.begin() + b * p.hp);
+}
+
+void RunDirection(const KernelContext& ctx, const Problem& p, const DirectionWeights& w, int64_t d,
+                  const float* xw, const Outputs& out) {
+  Scratch s;
+  LoadState(ctx, 5, p, d, s.h);
+  LoadState(ctx, 6, p, d, s.c);
+  s.g.resize(static_cast<size_t>(p.cols()));
+  s.init.resize(static_cast<size_t>(p.cols()));
+  s.rh.resize(static_cast<size_t>(p.hp));
+  s.pre.resize(static_cast<size_t>(p.hp));
+  const StepArgs args{&p, &w, _mm256_set1_ps(p.clip > 0 ? p.clip : std::numeric_limits<float>::infinity())};
+  const bool reverse = p.reverse_only || d == 1;
+  for (int64_t step = 0; step < p.seq; ++step) {
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const int64_t len = p.Length(b);
+      if (step >= len) continue;
+      const int64_t t = reverse ? len - 1 - step : step;
+      float* h = s.h.data() + b * p.hp;
+      CellStep(args, xw + p.XRow(t, b) * p.cols(), h, s.c.data() + b * p.hp, s);
+      if (out.y) std::copy(h, h + p.hidden, out.y + p.YOffset(t, d, b));
+    }
+  }
+  for (int64_t b = 0; b < p.batch; ++b) {
+    if (out.y_h) std::copy(s.h.begin() + b * p.hp, s.h.begin() + b * p.hp + p.hidden, out.y_h + p.StateOffset(d, b));
+    if (out.y_c) std::copy(s.c.begin() + b * p.hp, s.c.begin() + b * p.hp + p.hidden, out.y_c + p.StateOffset(d, b));
+  }
+}
+
+Status RunFast(KernelContext& ctx, Cell cell) {
+  Problem p;
+  if (!ReadProblem(ctx, cell, &p)) return RunReference(ctx);
+  const std::shared_ptr<const Weights> weights = GetWeights(ctx, p);
+  // The projection of every step, biases included: rows of X x [cols] per direction.
+  const int64_t rows = p.seq * p.batch, n = p.cols();
+  std::vector<float> xw(static_cast<size_t>(p.dirs * rows * n));
+  const float* x = ctx.input(0)->tensor().data<float>();
+  for (int64_t d = 0; d < p.dirs; ++d) {
+    const DirectionWeights& w = weights->dirs[static_cast<size_t>(d)];
+    float* c = xw.data() + d * rows * n;
+    for (int64_t row = 0; row < rows; ++row) std::copy(w.bias.begin(), w.bias.end(), c + row * n);
+    Sgemm(rows, n, p.input, SgemmA({x, p.input, 1}), SgemmB(*w.w), 1.f, c, n, ctx.pool());
+  }
+  Outputs out;
+  const std::vector<int64_t> y_dims = p.layout == 0 ? std::vector<int64_t>{p.seq, p.dirs, p.batch, p.hidden}
+                                                    : std::vector<int64_t>{p.batch, p.seq, p.dirs, p.hidden};
+  const std::vector<int64_t> state_dims = p.layout == 0 ? std::vector<int64_t>{p.dirs, p.batch, p.hidden}
+                                                        : std::vector<int64_t>{p.batch, p.dirs, p.hidden};
+  Tensor y, y_h, y_c;
+  if (ctx.wants_output(0)) {
+    // Steps past an entry's length stay zero.
+    if (p.seq_lens.empty()) {
+      NEE_ASSIGN_OR_RETURN(y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, y_dims));
+    } else {
+      NEE_ASSIGN_OR_RETURN(y, ctx.AllocateOutput(0, DataType::kFloat, y_dims));
+    }
+    out.y = y.data<float>();
+  }
+  if (ctx.wants_output(1)) {
+    NEE_ASSIGN_OR_RETURN(y_h, ctx.AllocateOutputForOverwrite(1, DataType::kFloat, state_dims));
+    out.y_h = y_h.data<float>();
+  }
+  if (cell == Cell::kLstm && ctx.wants_output(2)) {
+    NEE_ASSIGN_OR_RETURN(y_c, ctx.AllocateOutputForOverwrite(2, DataType::kFloat, state_dims));
+    out.y_c = y_c.data<float>();
+  }
+  // The directions are independent: one task each.
+  ParallelTasks(ctx, p.dirs, [&](int64_t d) {
+    RunDirection(ctx, p, weights->dirs[static_cast<size_t>(d)], d, xw.data() + d * rows * n, out);
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status LstmFloat(KernelContext& ctx) { return RunFast(ctx, Cell::kLstm); }
+Status GruFloat(KernelContext& ctx) { return RunFast(ctx, Cell::kGru); }
+Status RnnFloat(KernelContext& ctx) { return RunFast(ctx, Cell::kRnn); }
+
+#else
+Status LstmFloat(KernelContext& ctx) { return RunReference(ctx); }
+Status GruFloat(KernelContext& ctx) { return RunReference(ctx); }
+Status RnnFloat(KernelContext& ctx) { return RunReference(ctx); }
+#endif
+
+}  // namespace nee::cpu
