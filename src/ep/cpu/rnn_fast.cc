@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <string>
 
@@ -325,19 +324,20 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Sigmoid8(__m256
   return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.f), e));
 }
 
-// Clamps to [-clip, clip]; `clip` is +inf when there is none.
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 Clip8(__m256 x, __m256 clip) {
-  return _mm256_min_ps(_mm256_max_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), clip)), clip);
-}
-
 // ---- One step of each cell, for one batch entry ------------------------------
 // `g`: the gate pre-activations [cols] (projection + h . R^T), h and c [hp].
 
 struct StepArgs {
   const Problem* p;
   const DirectionWeights* w;
-  __m256 clip;
+  bool clipped;
+  float clip;
 };
+
+// Clamps to [-clip, clip] when the node has a clip (min/max would turn NaN into a bound).
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 Clip8(__m256 x, const StepArgs& a) {
+  return a.clipped ? _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-a.clip)), _mm256_set1_ps(a.clip)) : x;
+}
 
 __attribute__((target("avx2,fma"))) void LstmGates(const StepArgs& a, const float* g, float* h, float* c) {
   const int64_t hp = a.p->hp;
@@ -351,19 +351,19 @@ __attribute__((target("avx2,fma"))) void LstmGates(const StepArgs& a, const floa
       gi = _mm256_fmadd_ps(_mm256_loadu_ps(peep + j), c_prev, gi);
       gf = _mm256_fmadd_ps(_mm256_loadu_ps(peep + 2 * hp + j), c_prev, gf);
     }
-    const __m256 in = Sigmoid8(Clip8(gi, a.clip));
-    const __m256 forget = a.p->input_forget ? _mm256_sub_ps(one, in) : Sigmoid8(Clip8(gf, a.clip));
-    const __m256 cell = Tanh8(Clip8(_mm256_loadu_ps(g + 3 * hp + j), a.clip));
+    const __m256 in = Sigmoid8(Clip8(gi, a));
+    const __m256 forget = a.p->input_forget ? _mm256_sub_ps(one, in) : Sigmoid8(Clip8(gf, a));
+    const __m256 cell = Tanh8(Clip8(_mm256_loadu_ps(g + 3 * hp + j), a));
     const __m256 c_new = _mm256_fmadd_ps(forget, c_prev, _mm256_mul_ps(in, cell));
     if (peep) go = _mm256_fmadd_ps(_mm256_loadu_ps(peep + hp + j), c_new, go);
-    const __m256 out = Sigmoid8(Clip8(go, a.clip));
+    const __m256 out = Sigmoid8(Clip8(go, a));
     _mm256_storeu_ps(c + j, c_new);
     _mm256_storeu_ps(h + j, _mm256_mul_ps(out, Tanh8(c_new)));
   }
 }
 
 __attribute__((target("avx2,fma"))) void RnnGates(const StepArgs& a, const float* g, float* h) {
-  for (int64_t j = 0; j < a.p->hp; j += 8) _mm256_storeu_ps(h + j, Tanh8(Clip8(_mm256_loadu_ps(g + j), a.clip)));
+  for (int64_t j = 0; j < a.p->hp; j += 8) _mm256_storeu_ps(h + j, Tanh8(Clip8(_mm256_loadu_ps(g + j), a)));
 }
 
 // z and r from g[0, 2hp); the candidate from `pre_h` (linear_before_reset:
@@ -373,15 +373,15 @@ __attribute__((target("avx2,fma"))) void GruUpdate(const StepArgs& a, const floa
   const int64_t hp = a.p->hp;
   const __m256 one = _mm256_set1_ps(1.f);
   for (int64_t j = 0; j < hp; j += 8) {
-    const __m256 z = Sigmoid8(Clip8(_mm256_loadu_ps(g + j), a.clip));
+    const __m256 z = Sigmoid8(Clip8(_mm256_loadu_ps(g + j), a));
     __m256 pre;
     if (a.p->linear_before_reset) {
-      const __m256 r = Sigmoid8(Clip8(_mm256_loadu_ps(g + hp + j), a.clip));
+      const __m256 r = Sigmoid8(Clip8(_mm256_loadu_ps(g + hp + j), a));
       pre = _mm256_fmadd_ps(r, _mm256_loadu_ps(g + 2 * hp + j), _mm256_loadu_ps(xw_h + j));
     } else {
       pre = _mm256_loadu_ps(candidate_pre + j);
     }
-    const __m256 candidate = Tanh8(Clip8(pre, a.clip));
+    const __m256 candidate = Tanh8(Clip8(pre, a));
     const __m256 h_prev = _mm256_loadu_ps(h + j);
     // (1 - z) * candidate + z * h
     _mm256_storeu_ps(h + j, _mm256_fmadd_ps(z, h_prev, _mm256_mul_ps(_mm256_sub_ps(one, z), candidate)));
@@ -392,7 +392,7 @@ __attribute__((target("avx2,fma"))) void GruUpdate(const StepArgs& a, const floa
 __attribute__((target("avx2,fma"))) void ResetHidden(const StepArgs& a, const float* g, const float* h, float* rh) {
   const int64_t hp = a.p->hp;
   for (int64_t j = 0; j < hp; j += 8) {
-    const __m256 r = Sigmoid8(Clip8(_mm256_loadu_ps(g + hp + j), a.clip));
+    const __m256 r = Sigmoid8(Clip8(_mm256_loadu_ps(g + hp + j), a));
     _mm256_storeu_ps(rh + j, _mm256_mul_ps(r, _mm256_loadu_ps(h + j)));
   }
 }
@@ -460,7 +460,7 @@ void RunDirection(const KernelContext& ctx, const Problem& p, const DirectionWei
   s.init.resize(static_cast<size_t>(p.cols()));
   s.rh.resize(static_cast<size_t>(p.hp));
   s.pre.resize(static_cast<size_t>(p.hp));
-  const StepArgs args{&p, &w, _mm256_set1_ps(p.clip > 0 ? p.clip : std::numeric_limits<float>::infinity())};
+  const StepArgs args{&p, &w, p.clip > 0, p.clip};
   const bool reverse = p.reverse_only || d == 1;
   for (int64_t step = 0; step < p.seq; ++step) {
     for (int64_t b = 0; b < p.batch; ++b) {
