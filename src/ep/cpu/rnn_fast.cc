@@ -286,13 +286,17 @@ template <int kVectors>
 __attribute__((target("avx2,fma"), always_inline)) inline void PanelProduct(const float* panel, int64_t k,
                                                                            const float* h, const float* init,
                                                                            float* out) {
+  // Unrolled explicitly: -O2 otherwise keeps acc[] on the stack.
   __m256 acc[kVectors];
+#pragma GCC unroll 8
   for (int v = 0; v < kVectors; ++v) acc[v] = _mm256_loadu_ps(init + 8 * v);
   for (int64_t p = 0; p < k; ++p) {
     const __m256 hb = _mm256_broadcast_ss(h + p);
     const float* row = panel + p * 8 * kVectors;
+#pragma GCC unroll 8
     for (int v = 0; v < kVectors; ++v) acc[v] = _mm256_fmadd_ps(hb, _mm256_loadu_ps(row + 8 * v), acc[v]);
   }
+#pragma GCC unroll 8
   for (int v = 0; v < kVectors; ++v) _mm256_storeu_ps(out + 8 * v, acc[v]);
 }
 
