@@ -46,7 +46,9 @@ namespace {
 
 enum class Cell { kRnn, kGru, kLstm };
 
-constexpr int64_t kPanel = 64;  // columns per recurrent-weight panel (8 accumulators)
+// Columns per recurrent-weight panel: eight AVX-512 accumulators (AVX2 walks
+// it as two halves of eight ymm accumulators).
+constexpr int64_t kPanel = 128;
 
 int64_t RoundUp8(int64_t n) { return (n + 7) / 8 * 8; }
 
@@ -280,19 +282,20 @@ std::shared_ptr<const Weights> GetWeights(KernelContext& ctx, const Problem& p) 
 
 // ---- Vector pieces -----------------------------------------------------------
 
-// out[j] = init[j] + sum_k h[k] * m(k, j), k ascending, for one panel of
-// kVectors * 8 columns. Eight accumulators keep both FMA ports busy.
+// out[j] = init[j] + sum_k h[k] * m(k, j), k ascending, for kVectors * 8
+// columns of a panel whose rows are `stride` floats. Each column is its own
+// chain of FMAs, so the AVX2 and AVX-512 versions give the same bits.
+// Unrolled explicitly: -O2 otherwise keeps acc[] on the stack.
 template <int kVectors>
-__attribute__((target("avx2,fma"), always_inline)) inline void PanelProduct(const float* panel, int64_t k,
-                                                                           const float* h, const float* init,
-                                                                           float* out) {
-  // Unrolled explicitly: -O2 otherwise keeps acc[] on the stack.
+__attribute__((target("avx2,fma"), always_inline)) inline void PanelProduct(const float* panel, int64_t stride,
+                                                                           int64_t k, const float* h,
+                                                                           const float* init, float* out) {
   __m256 acc[kVectors];
 #pragma GCC unroll 8
   for (int v = 0; v < kVectors; ++v) acc[v] = _mm256_loadu_ps(init + 8 * v);
   for (int64_t p = 0; p < k; ++p) {
     const __m256 hb = _mm256_broadcast_ss(h + p);
-    const float* row = panel + p * 8 * kVectors;
+    const float* row = panel + p * stride;
 #pragma GCC unroll 8
     for (int v = 0; v < kVectors; ++v) acc[v] = _mm256_fmadd_ps(hb, _mm256_loadu_ps(row + 8 * v), acc[v]);
   }
@@ -300,21 +303,76 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PanelProduct(cons
   for (int v = 0; v < kVectors; ++v) _mm256_storeu_ps(out + 8 * v, acc[v]);
 }
 
-__attribute__((target("avx2,fma"))) void MatrixVector(const PanelMatrix& m, const float* h, const float* init,
-                                                      float* out) {
+__attribute__((target("avx2,fma"))) void MatrixVectorAvx2(const PanelMatrix& m, const float* h, const float* init,
+                                                          float* out) {
   for (int64_t j0 = 0; j0 < m.n; j0 += kPanel) {
-    const float* panel = m.data.get() + j0 * m.k;
-    switch ((std::min(kPanel, m.n - j0)) / 8) {
-      case 8: PanelProduct<8>(panel, m.k, h, init + j0, out + j0); break;
-      case 7: PanelProduct<7>(panel, m.k, h, init + j0, out + j0); break;
-      case 6: PanelProduct<6>(panel, m.k, h, init + j0, out + j0); break;
-      case 5: PanelProduct<5>(panel, m.k, h, init + j0, out + j0); break;
-      case 4: PanelProduct<4>(panel, m.k, h, init + j0, out + j0); break;
-      case 3: PanelProduct<3>(panel, m.k, h, init + j0, out + j0); break;
-      case 2: PanelProduct<2>(panel, m.k, h, init + j0, out + j0); break;
-      default: PanelProduct<1>(panel, m.k, h, init + j0, out + j0); break;
+    const int64_t width = std::min(kPanel, m.n - j0);
+    for (int64_t c0 = 0; c0 < width; c0 += 64) {
+      const float* panel = m.data.get() + j0 * m.k + c0;
+      const float* in = init + j0 + c0;
+      float* o = out + j0 + c0;
+      switch (std::min<int64_t>(64, width - c0) / 8) {
+        case 8: PanelProduct<8>(panel, width, m.k, h, in, o); break;
+        case 7: PanelProduct<7>(panel, width, m.k, h, in, o); break;
+        case 6: PanelProduct<6>(panel, width, m.k, h, in, o); break;
+        case 5: PanelProduct<5>(panel, width, m.k, h, in, o); break;
+        case 4: PanelProduct<4>(panel, width, m.k, h, in, o); break;
+        case 3: PanelProduct<3>(panel, width, m.k, h, in, o); break;
+        case 2: PanelProduct<2>(panel, width, m.k, h, in, o); break;
+        default: PanelProduct<1>(panel, width, m.k, h, in, o); break;
+      }
     }
   }
+}
+
+#define NEE_RNN_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma")))
+
+// As PanelProduct with 16 lanes; `last` masks the columns of the last vector
+// (a panel's width is a multiple of 8, not always of 16).
+template <int kVectors>
+NEE_RNN_AVX512 inline __attribute__((always_inline)) void PanelProduct512(const float* panel, int64_t stride,
+                                                                         int64_t k, const float* h,
+                                                                         const float* init, float* out,
+                                                                         __mmask16 last) {
+  __m512 acc[kVectors];
+#pragma GCC unroll 8
+  for (int v = 0; v < kVectors; ++v)
+    acc[v] = _mm512_maskz_loadu_ps(v == kVectors - 1 ? last : __mmask16(0xFFFF), init + 16 * v);
+  for (int64_t p = 0; p < k; ++p) {
+    const __m512 hb = _mm512_set1_ps(h[p]);
+    const float* row = panel + p * stride;
+#pragma GCC unroll 8
+    for (int v = 0; v < kVectors; ++v)
+      acc[v] = _mm512_fmadd_ps(
+          hb, _mm512_maskz_loadu_ps(v == kVectors - 1 ? last : __mmask16(0xFFFF), row + 16 * v), acc[v]);
+  }
+#pragma GCC unroll 8
+  for (int v = 0; v < kVectors; ++v)
+    _mm512_mask_storeu_ps(out + 16 * v, v == kVectors - 1 ? last : __mmask16(0xFFFF), acc[v]);
+}
+
+NEE_RNN_AVX512 void MatrixVectorAvx512(const PanelMatrix& m, const float* h, const float* init, float* out) {
+  for (int64_t j0 = 0; j0 < m.n; j0 += kPanel) {
+    const int64_t width = std::min(kPanel, m.n - j0);
+    const float* panel = m.data.get() + j0 * m.k;
+    const __mmask16 last = width % 16 ? __mmask16(0x00FF) : __mmask16(0xFFFF);
+    switch ((width + 15) / 16) {
+      case 8: PanelProduct512<8>(panel, width, m.k, h, init + j0, out + j0, last); break;
+      case 7: PanelProduct512<7>(panel, width, m.k, h, init + j0, out + j0, last); break;
+      case 6: PanelProduct512<6>(panel, width, m.k, h, init + j0, out + j0, last); break;
+      case 5: PanelProduct512<5>(panel, width, m.k, h, init + j0, out + j0, last); break;
+      case 4: PanelProduct512<4>(panel, width, m.k, h, init + j0, out + j0, last); break;
+      case 3: PanelProduct512<3>(panel, width, m.k, h, init + j0, out + j0, last); break;
+      case 2: PanelProduct512<2>(panel, width, m.k, h, init + j0, out + j0, last); break;
+      default: PanelProduct512<1>(panel, width, m.k, h, init + j0, out + j0, last); break;
+    }
+  }
+}
+
+// out = init + h . m, per the SGEMM's ISA choice (tests may lower it to AVX2).
+void MatrixVector(const PanelMatrix& m, const float* h, const float* init, float* out) {
+  if (SgemmActiveIsa() == SgemmIsa::kAvx512) MatrixVectorAvx512(m, h, init, out);
+  else MatrixVectorAvx2(m, h, init, out);
 }
 
 // As activation_fast.cc's SigmoidOp (copied: that one is file-local): with

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
 
 namespace nee {
@@ -324,6 +325,22 @@ TEST(RnnFast, NanPropagates) {
     auto got = RunRnn(FastKernel(op), node, inputs, 1);
     ASSERT_TRUE(got.ok()) << op;
     EXPECT_TRUE(std::isnan(got->at(1).tensor().data<float>()[0])) << op;
+  }
+}
+
+// The per-step product's AVX-512 and AVX2 versions run each column's sum in
+// the same order: the same bits (only the projection's SGEMM may differ).
+TEST(RnnFast, Avx2AndAvx512StepsAgree) {
+  std::mt19937 rng(14);
+  for (const RnnCase& c : Grid()) {
+    const Node node = MakeRnnNode(c);
+    const std::vector<Value> inputs = MakeInputs(c, rng);
+    auto wide = RunRnn(FastKernel(c.op), node, inputs, 1);
+    cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx2);
+    auto narrow = RunRnn(FastKernel(c.op), node, inputs, 1);
+    cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
+    ASSERT_TRUE(wide.ok() && narrow.ok()) << c.Name();
+    EXPECT_LE(WorstError(*wide, *narrow, c.Name()), 0.1) << c.Name();
   }
 }
 
