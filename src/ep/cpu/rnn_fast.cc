@@ -11,8 +11,12 @@
 // Gate columns are laid out gate by gate, each padded to a multiple of 8
 // (hp), so the gate code never needs a tail.
 //
-// Determinism: each (direction, batch entry) runs as an independent task,
-// computed the same way whichever thread runs it; the SGEMM does not depend
+// Batch entries of a direction step together in groups of up to four, so
+// that a step reads R once for the group (AVX-512).
+//
+// Determinism: each (direction, group of entries) runs as an independent
+// task, computed the same way whichever thread runs it and however the
+// entries are grouped; the SGEMM does not depend
 // on the thread count. The AVX2 and AVX-512 step products give the same bits.
 // Results differ from the reference (double) by float rounding, within
 // 1e-5 + 1e-5 * |reference| (why: tests/unit/ep/rnn_fast_test.cc).
@@ -376,6 +380,73 @@ void MatrixVector(const PanelMatrix& m, const float* h, const float* init, float
   else MatrixVectorAvx2(m, h, init, out);
 }
 
+// Up to kGroup sequences of one direction step together, so that each step
+// reads the recurrent weights once for all of them.
+constexpr int kGroup = 4;
+
+// The rows of one step's product: each sequence's state, the row its sums
+// start from, and where they go.
+struct Rows {
+  int n = 0;
+  const float* h[kGroup];
+  const float* init[kGroup];
+  float* out[kGroup];
+};
+
+// PanelProduct512 for kRows rows over `width` (<= 64) columns starting at
+// `col`: each column's chain of FMAs is the one-row chain, so grouping never
+// changes a bit.
+template <int kRows>
+NEE_RNN_AVX512 inline __attribute__((always_inline)) void PanelRows512(const float* panel, int64_t stride, int64_t k,
+                                                                      const Rows& rows, int64_t col, int64_t width) {
+  __mmask16 mask[4];
+  for (int v = 0; v < 4; ++v)
+    mask[v] = static_cast<__mmask16>((1u << std::clamp<int64_t>(width - 16 * v, 0, 16)) - 1);
+  __m512 acc[kRows][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_maskz_loadu_ps(mask[v], rows.init[r] + col + 16 * v);
+  for (int64_t p = 0; p < k; ++p) {
+    const float* row = panel + p * stride;
+    __m512 hb[kRows];
+#pragma GCC unroll 4
+    for (int r = 0; r < kRows; ++r) hb[r] = _mm512_set1_ps(rows.h[r][p]);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512 wv = _mm512_maskz_loadu_ps(mask[v], row + 16 * v);
+#pragma GCC unroll 4
+      for (int r = 0; r < kRows; ++r) acc[r][v] = _mm512_fmadd_ps(hb[r], wv, acc[r][v]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < kRows; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) _mm512_mask_storeu_ps(rows.out[r] + col + 16 * v, mask[v], acc[r][v]);
+}
+
+template <int kRows>
+NEE_RNN_AVX512 void MatrixRowsAvx512(const PanelMatrix& m, const Rows& rows) {
+  for (int64_t j0 = 0; j0 < m.n; j0 += kPanel) {
+    const int64_t width = std::min(kPanel, m.n - j0);
+    const float* panel = m.data.get() + j0 * m.k;
+    for (int64_t c0 = 0; c0 < width; c0 += 64)
+      PanelRows512<kRows>(panel + c0, width, m.k, rows, j0 + c0, std::min<int64_t>(64, width - c0));
+  }
+}
+
+// out[r] = init[r] + h[r] . m for every row; several rows share each read of m.
+void MatrixRows(const PanelMatrix& m, const Rows& rows) {
+  if (rows.n > 1 && SgemmActiveIsa() == SgemmIsa::kAvx512) {
+    switch (rows.n) {
+      case 2: MatrixRowsAvx512<2>(m, rows); return;
+      case 3: MatrixRowsAvx512<3>(m, rows); return;
+      default: MatrixRowsAvx512<4>(m, rows); return;
+    }
+  }
+  for (int r = 0; r < rows.n; ++r) MatrixVector(m, rows.h[r], rows.init[r], rows.out[r]);
+}
+
 // As activation_fast.cc's SigmoidOp (copied: that one is file-local): with
 // e = e^-|x|, 1 / (1 + e) for x >= 0 and e / (1 + e) below, never exp of a
 // large positive number.
@@ -460,38 +531,56 @@ __attribute__((target("avx2,fma"))) void ResetHidden(const StepArgs& a, const fl
   }
 }
 
-// Scratch for one sequence: its state and per-step gates.
-struct Scratch {
+// One sequence of a group: its state and per-step scratch.
+struct Sequence {
+  int64_t b = 0, len = 0;
   std::vector<float> h, c;  // [hp]
   std::vector<float> g, init, rh, pre;
 };
 
-// One time step of one batch entry; `xw` is its projection row [cols].
-void CellStep(const StepArgs& a, const float* xw, float* h, float* c, Scratch& s) {
+// One time step of `n` sequences; xw[i] is sequence i's projection row [cols].
+void CellStep(const StepArgs& a, Sequence* const* seqs, const float* const* xw, int n) {
   const Problem& p = *a.p;
   const DirectionWeights& w = *a.w;
-  float* g = s.g.data();
+  Rows rows;
+  rows.n = n;
+  auto set = [&rows](int i, const float* h, const float* init, float* out) {
+    rows.h[i] = h;
+    rows.init[i] = init;
+    rows.out[i] = out;
+  };
   switch (p.cell) {
     case Cell::kLstm:
-      MatrixVector(w.r[0], h, xw, g);
-      LstmGates(a, g, h, c);
+      for (int i = 0; i < n; ++i) set(i, seqs[i]->h.data(), xw[i], seqs[i]->g.data());
+      MatrixRows(w.r[0], rows);
+      for (int i = 0; i < n; ++i) LstmGates(a, seqs[i]->g.data(), seqs[i]->h.data(), seqs[i]->c.data());
       break;
     case Cell::kRnn:
-      MatrixVector(w.r[0], h, xw, g);
-      RnnGates(a, g, h);
+      for (int i = 0; i < n; ++i) set(i, seqs[i]->h.data(), xw[i], seqs[i]->g.data());
+      MatrixRows(w.r[0], rows);
+      for (int i = 0; i < n; ++i) RnnGates(a, seqs[i]->g.data(), seqs[i]->h.data());
       break;
     case Cell::kGru:
       if (p.linear_before_reset) {
         // z, r columns start from the projection, h columns from Rb_h alone.
-        std::copy(xw, xw + 2 * p.hp, s.init.begin());
-        std::copy(w.rb_h.begin(), w.rb_h.end(), s.init.begin() + 2 * p.hp);
-        MatrixVector(w.r[0], h, s.init.data(), g);
-        GruUpdate(a, g, xw + 2 * p.hp, nullptr, h);
+        for (int i = 0; i < n; ++i) {
+          Sequence& s = *seqs[i];
+          std::copy(xw[i], xw[i] + 2 * p.hp, s.init.begin());
+          std::copy(w.rb_h.begin(), w.rb_h.end(), s.init.begin() + 2 * p.hp);
+          set(i, s.h.data(), s.init.data(), s.g.data());
+        }
+        MatrixRows(w.r[0], rows);
+        for (int i = 0; i < n; ++i) GruUpdate(a, seqs[i]->g.data(), xw[i] + 2 * p.hp, nullptr, seqs[i]->h.data());
       } else {
-        MatrixVector(w.r[0], h, xw, g);
-        ResetHidden(a, g, h, s.rh.data());
-        MatrixVector(w.r[1], s.rh.data(), xw + 2 * p.hp, s.pre.data());
-        GruUpdate(a, g, nullptr, s.pre.data(), h);
+        for (int i = 0; i < n; ++i) set(i, seqs[i]->h.data(), xw[i], seqs[i]->g.data());
+        MatrixRows(w.r[0], rows);
+        for (int i = 0; i < n; ++i) {
+          Sequence& s = *seqs[i];
+          ResetHidden(a, s.g.data(), s.h.data(), s.rh.data());
+          set(i, s.rh.data(), xw[i] + 2 * p.hp, s.pre.data());
+        }
+        MatrixRows(w.r[1], rows);
+        for (int i = 0; i < n; ++i) GruUpdate(a, seqs[i]->g.data(), nullptr, seqs[i]->pre.data(), seqs[i]->h.data());
       }
       break;
   }
@@ -515,27 +604,46 @@ std::vector<float> LoadState(const KernelContext& ctx, size_t index, const Probl
   return state;
 }
 
-// The whole sequence of batch entry b in direction d: the recurrence of each
+// Batch entries [b0, b1) (at most kGroup) in direction d, stepped together;
+// an entry whose sequence has ended drops out. The recurrence of each
 // (direction, entry) pair is independent of the others.
-void RunSequence(const KernelContext& ctx, const Problem& p, const DirectionWeights& w, int64_t d, int64_t b,
-                 const float* xw, const Outputs& out) {
-  Scratch s;
-  s.h = LoadState(ctx, 5, p, d, b);
-  s.c = LoadState(ctx, 6, p, d, b);
-  s.g.resize(static_cast<size_t>(p.cols()));
-  s.init.resize(static_cast<size_t>(p.cols()));
-  s.rh.resize(static_cast<size_t>(p.hp));
-  s.pre.resize(static_cast<size_t>(p.hp));
+void RunGroup(const KernelContext& ctx, const Problem& p, const DirectionWeights& w, int64_t d, int64_t b0,
+              int64_t b1, const float* xw, const Outputs& out) {
+  std::vector<Sequence> seqs(static_cast<size_t>(b1 - b0));
+  int64_t max_len = 0;
+  for (int64_t b = b0; b < b1; ++b) {
+    Sequence& s = seqs[static_cast<size_t>(b - b0)];
+    s.b = b;
+    s.len = p.Length(b);
+    s.h = LoadState(ctx, 5, p, d, b);
+    s.c = LoadState(ctx, 6, p, d, b);
+    s.g.resize(static_cast<size_t>(p.cols()));
+    s.init.resize(static_cast<size_t>(p.cols()));
+    s.rh.resize(static_cast<size_t>(p.hp));
+    s.pre.resize(static_cast<size_t>(p.hp));
+    max_len = std::max(max_len, s.len);
+  }
   const StepArgs args{&p, &w, p.clip > 0, p.clip};
   const bool reverse = p.reverse_only || d == 1;
-  const int64_t len = p.Length(b);
-  for (int64_t step = 0; step < len; ++step) {
-    const int64_t t = reverse ? len - 1 - step : step;
-    CellStep(args, xw + p.XRow(t, b) * p.cols(), s.h.data(), s.c.data(), s);
-    if (out.y) std::copy(s.h.begin(), s.h.begin() + p.hidden, out.y + p.YOffset(t, d, b));
+  for (int64_t step = 0; step < max_len; ++step) {
+    Sequence* active[kGroup];
+    const float* rows[kGroup];
+    int64_t times[kGroup];
+    int n = 0;
+    for (Sequence& s : seqs) {
+      if (step >= s.len) continue;
+      times[n] = reverse ? s.len - 1 - step : step;
+      rows[n] = xw + p.XRow(times[n], s.b) * p.cols();
+      active[n++] = &s;
+    }
+    CellStep(args, active, rows, n);
+    for (int i = 0; out.y && i < n; ++i)
+      std::copy(active[i]->h.begin(), active[i]->h.begin() + p.hidden, out.y + p.YOffset(times[i], d, active[i]->b));
   }
-  if (out.y_h) std::copy(s.h.begin(), s.h.begin() + p.hidden, out.y_h + p.StateOffset(d, b));
-  if (out.y_c) std::copy(s.c.begin(), s.c.begin() + p.hidden, out.y_c + p.StateOffset(d, b));
+  for (const Sequence& s : seqs) {
+    if (out.y_h) std::copy(s.h.begin(), s.h.begin() + p.hidden, out.y_h + p.StateOffset(d, s.b));
+    if (out.y_c) std::copy(s.c.begin(), s.c.begin() + p.hidden, out.y_c + p.StateOffset(d, s.b));
+  }
 }
 
 Status RunFast(KernelContext& ctx, Cell cell) {
@@ -575,10 +683,17 @@ Status RunFast(KernelContext& ctx, Cell cell) {
     NEE_ASSIGN_OR_RETURN(y_c, ctx.AllocateOutputForOverwrite(2, DataType::kFloat, state_dims));
     out.y_c = y_c.data<float>();
   }
-  // One task per (direction, batch entry): each computed the same way on any thread.
-  ParallelTasks(ctx, p.dirs * p.batch, [&](int64_t task) {
-    const int64_t d = task / p.batch, b = task % p.batch;
-    RunSequence(ctx, p, weights->dirs[static_cast<size_t>(d)], d, b, xw.data() + d * rows * n, out);
+  // One task per (direction, group of entries): at least enough groups to keep
+  // the threads busy, at most kGroup entries each. Grouping never changes a
+  // result (see PanelRows512), so neither does the thread count.
+  const int64_t threads_per_dir = (NumThreads(ctx) + p.dirs - 1) / p.dirs;
+  const int64_t groups = std::min(p.batch, std::max((p.batch + kGroup - 1) / kGroup, threads_per_dir));
+  const int64_t group_size = (p.batch + groups - 1) / groups;
+  const int64_t groups_used = (p.batch + group_size - 1) / group_size;
+  ParallelTasks(ctx, p.dirs * groups_used, [&](int64_t task) {
+    const int64_t d = task / groups_used, b0 = task % groups_used * group_size;
+    RunGroup(ctx, p, weights->dirs[static_cast<size_t>(d)], d, b0, std::min(p.batch, b0 + group_size),
+             xw.data() + d * rows * n, out);
   });
   return Status::Ok();
 }
