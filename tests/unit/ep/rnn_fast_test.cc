@@ -184,6 +184,18 @@ std::vector<RnnCase> Grid() {
     c.attrs = {FloatAttr("clip", 0.4f)};
     add(c);
   }
+  // More entries than one group steps together (4), with sequences ending at different steps.
+  for (const char* op : {"LSTM", "GRU", "RNN"}) {
+    RnnCase c;
+    c.op = op;
+    c.direction = c.op == "GRU" ? "bidirectional" : "forward";
+    c.batch = c.op == "GRU" ? 6 : 8;  // groups of 3; of 4 (one thread), 4 (two) or 3 (three)
+    c.seq = 5;
+    c.hidden = 33;
+    c.lens = true;
+    c.h0 = true;
+    add(c);
+  }
   return cases;
 }
 
