@@ -1,4 +1,4 @@
-// LSTM, GRU and RNN on float32 with AVX2. The reference kernel (ops/rnn.cc)
+// LSTM, GRU and RNN on float32 with AVX2 / AVX-512. The reference kernel (ops/rnn.cc)
 // works in double, one (direction, batch entry) pair at a time, with scalar
 // loops; a speech LSTM ran 26x slower than ONNX Runtime through it.
 //
@@ -646,28 +646,30 @@ void RunGroup(const KernelContext& ctx, const Problem& p, const DirectionWeights
   }
 }
 
-Status RunFast(KernelContext& ctx, Cell cell) {
-  Problem p;
-  if (!ReadProblem(ctx, cell, &p)) return RunReference(ctx);
-  const std::shared_ptr<const Weights> weights = GetWeights(ctx, p);
-  // The projection of every step, biases included: rows of X x [cols] per direction.
+// The projection of every step, biases included: per direction, rows of X x [cols].
+std::vector<float> Project(const KernelContext& ctx, const Problem& p, const Weights& weights) {
   const int64_t rows = p.seq * p.batch, n = p.cols();
   std::vector<float> xw(static_cast<size_t>(p.dirs * rows * n));
   const float* x = ctx.input(0)->tensor().data<float>();
   for (int64_t d = 0; d < p.dirs; ++d) {
-    const DirectionWeights& w = weights->dirs[static_cast<size_t>(d)];
+    const DirectionWeights& w = weights.dirs[static_cast<size_t>(d)];
     float* c = xw.data() + d * rows * n;
     for (int64_t row = 0; row < rows; ++row) std::copy(w.bias.begin(), w.bias.end(), c + row * n);
     Sgemm(rows, n, p.input, SgemmA({x, p.input, 1}), SgemmB(*w.w), 1.f, c, n, ctx.pool());
   }
-  Outputs out;
+  return xw;
+}
+
+// The outputs the node asks for (their bytes live in the context's outputs).
+Result<Outputs> AllocateOutputs(KernelContext& ctx, const Problem& p) {
   const std::vector<int64_t> y_dims = p.layout == 0 ? std::vector<int64_t>{p.seq, p.dirs, p.batch, p.hidden}
                                                     : std::vector<int64_t>{p.batch, p.seq, p.dirs, p.hidden};
   const std::vector<int64_t> state_dims = p.layout == 0 ? std::vector<int64_t>{p.dirs, p.batch, p.hidden}
                                                         : std::vector<int64_t>{p.batch, p.dirs, p.hidden};
-  Tensor y, y_h, y_c;
+  Outputs out;
   if (ctx.wants_output(0)) {
     // Steps past an entry's length stay zero.
+    Tensor y;
     if (p.seq_lens.empty()) {
       NEE_ASSIGN_OR_RETURN(y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, y_dims));
     } else {
@@ -676,13 +678,22 @@ Status RunFast(KernelContext& ctx, Cell cell) {
     out.y = y.data<float>();
   }
   if (ctx.wants_output(1)) {
-    NEE_ASSIGN_OR_RETURN(y_h, ctx.AllocateOutputForOverwrite(1, DataType::kFloat, state_dims));
+    NEE_ASSIGN_OR_RETURN(Tensor y_h, ctx.AllocateOutputForOverwrite(1, DataType::kFloat, state_dims));
     out.y_h = y_h.data<float>();
   }
-  if (cell == Cell::kLstm && ctx.wants_output(2)) {
-    NEE_ASSIGN_OR_RETURN(y_c, ctx.AllocateOutputForOverwrite(2, DataType::kFloat, state_dims));
+  if (p.cell == Cell::kLstm && ctx.wants_output(2)) {
+    NEE_ASSIGN_OR_RETURN(Tensor y_c, ctx.AllocateOutputForOverwrite(2, DataType::kFloat, state_dims));
     out.y_c = y_c.data<float>();
   }
+  return out;
+}
+
+Status RunFast(KernelContext& ctx, Cell cell) {
+  Problem p;
+  if (!ReadProblem(ctx, cell, &p)) return RunReference(ctx);
+  const std::shared_ptr<const Weights> weights = GetWeights(ctx, p);
+  const std::vector<float> xw = Project(ctx, p, *weights);
+  NEE_ASSIGN_OR_RETURN(const Outputs out, AllocateOutputs(ctx, p));
   // One task per (direction, group of entries): at least enough groups to keep
   // the threads busy, at most kGroup entries each. Grouping never changes a
   // result (see PanelRows512), so neither does the thread count.
@@ -690,10 +701,11 @@ Status RunFast(KernelContext& ctx, Cell cell) {
   const int64_t groups = std::min(p.batch, std::max((p.batch + kGroup - 1) / kGroup, threads_per_dir));
   const int64_t group_size = (p.batch + groups - 1) / groups;
   const int64_t groups_used = (p.batch + group_size - 1) / group_size;
+  const int64_t dir_floats = p.seq * p.batch * p.cols();
   ParallelTasks(ctx, p.dirs * groups_used, [&](int64_t task) {
     const int64_t d = task / groups_used, b0 = task % groups_used * group_size;
     RunGroup(ctx, p, weights->dirs[static_cast<size_t>(d)], d, b0, std::min(p.batch, b0 + group_size),
-             xw.data() + d * rows * n, out);
+             xw.data() + d * dir_floats, out);
   });
   return Status::Ok();
 }
