@@ -646,18 +646,13 @@ void RunGroup(const KernelContext& ctx, const Problem& p, const DirectionWeights
   }
 }
 
-// The projection of every step, biases included: per direction, rows of X x [cols].
-std::vector<float> Project(const KernelContext& ctx, const Problem& p, const Weights& weights) {
+// The projection of every step of direction d, biases included: rows of X x
+// [cols], into xw. The SGEMM's result does not depend on `pool`.
+void Project(const KernelContext& ctx, const Problem& p, const DirectionWeights& w, float* xw, ThreadPool* pool) {
   const int64_t rows = p.seq * p.batch, n = p.cols();
-  std::vector<float> xw(static_cast<size_t>(p.dirs * rows * n));
-  const float* x = ctx.input(0)->tensor().data<float>();
-  for (int64_t d = 0; d < p.dirs; ++d) {
-    const DirectionWeights& w = weights.dirs[static_cast<size_t>(d)];
-    float* c = xw.data() + d * rows * n;
-    for (int64_t row = 0; row < rows; ++row) std::copy(w.bias.begin(), w.bias.end(), c + row * n);
-    Sgemm(rows, n, p.input, SgemmA({x, p.input, 1}), SgemmB(*w.w), 1.f, c, n, ctx.pool());
-  }
-  return xw;
+  for (int64_t row = 0; row < rows; ++row) std::copy(w.bias.begin(), w.bias.end(), xw + row * n);
+  Sgemm(rows, n, p.input, SgemmA({ctx.input(0)->tensor().data<float>(), p.input, 1}), SgemmB(*w.w), 1.f, xw, n,
+        pool);
 }
 
 // The outputs the node asks for (their bytes live in the context's outputs).
@@ -692,7 +687,6 @@ Status RunFast(KernelContext& ctx, Cell cell) {
   Problem p;
   if (!ReadProblem(ctx, cell, &p)) return RunReference(ctx);
   const std::shared_ptr<const Weights> weights = GetWeights(ctx, p);
-  const std::vector<float> xw = Project(ctx, p, *weights);
   NEE_ASSIGN_OR_RETURN(const Outputs out, AllocateOutputs(ctx, p));
   // One task per (direction, group of entries): at least enough groups to keep
   // the threads busy, at most kGroup entries each. Grouping never changes a
@@ -702,10 +696,18 @@ Status RunFast(KernelContext& ctx, Cell cell) {
   const int64_t group_size = (p.batch + groups - 1) / groups;
   const int64_t groups_used = (p.batch + group_size - 1) / group_size;
   const int64_t dir_floats = p.seq * p.batch * p.cols();
+  std::vector<float> xw(static_cast<size_t>(p.dirs * dir_floats));
+  // A task that runs a whole direction projects it itself, on its own thread
+  // (its W and projection stay in that core's cache); otherwise the
+  // projections come first, on all threads.
+  const bool project_in_task = groups_used == 1 && p.dirs > 1;
+  for (int64_t d = 0; !project_in_task && d < p.dirs; ++d)
+    Project(ctx, p, weights->dirs[static_cast<size_t>(d)], xw.data() + d * dir_floats, ctx.pool());
   ParallelTasks(ctx, p.dirs * groups_used, [&](int64_t task) {
     const int64_t d = task / groups_used, b0 = task % groups_used * group_size;
-    RunGroup(ctx, p, weights->dirs[static_cast<size_t>(d)], d, b0, std::min(p.batch, b0 + group_size),
-             xw.data() + d * dir_floats, out);
+    const DirectionWeights& w = weights->dirs[static_cast<size_t>(d)];
+    if (project_in_task) Project(ctx, p, w, xw.data() + d * dir_floats, nullptr);
+    RunGroup(ctx, p, w, d, b0, std::min(p.batch, b0 + group_size), xw.data() + d * dir_floats, out);
   });
   return Status::Ok();
 }
