@@ -88,9 +88,10 @@ void ResizeForcePortable(bool on);
 // ---- end Resize block ----
 
 // ---- Recurrent (rnn_fast.cc) ----
-// LSTM, GRU and RNN on float32 with AVX2: the input projection of all steps as one SGEMM, per step a
-// matrix-vector product over panel-packed recurrent weights and vectorized gates; default activations
-// only (others to the reference). Within 1e-5 of the reference (double); thread-count independent.
+// LSTM, GRU and RNN on float32 (AVX2 / AVX-512): the input projection of all steps as one SGEMM, per
+// step a product over panel-packed recurrent weights (up to 4 batch entries per read) and vectorized
+// gates; default activations only (others to the reference). Within 1e-5 + 1e-5 * |ref| of the
+// reference (double); bitwise independent of the thread count.
 Status LstmFloat(KernelContext& ctx);
 Status GruFloat(KernelContext& ctx);
 Status RnnFloat(KernelContext& ctx);
