@@ -101,22 +101,8 @@ def as_value(v):
     return v
 
 
-# Session configurations the suite can run under: name -> SessionOptions attributes.
-CONFIGS = {
-    "default": {},
-    "no-opt": {"graph_optimization_level": 0},
-    "reference": {"reference_kernels_only": True},
-    "one-thread": {"intra_op_num_threads": 1},
-}
-
-
-def session_options(config):
-    import nee
-
-    options = nee.SessionOptions()
-    for attr, value in CONFIGS[config].items():
-        setattr(options, attr, value)
-    return options
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from session_configs import CONFIGS, session_options  # noqa: E402
 
 
 def run_case(case, config="default"):

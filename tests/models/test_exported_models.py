@@ -3,6 +3,7 @@ compared with the framework's own outputs (PyTorch) or ONNX Runtime's (quantized
 import glob
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -28,21 +29,9 @@ def load_case(folder):
     return inputs, expected
 
 
-# Every model must agree with its framework under each session configuration:
-# the optimizer and the optimized kernels are checked against the plain path.
-CONFIGS = {
-    "default": {},
-    "no-opt": {"graph_optimization_level": 0},
-    "reference": {"reference_kernels_only": True},
-    "one-thread": {"intra_op_num_threads": 1},
-}
-
-
-def session_options(config):
-    options = nee.SessionOptions()
-    for attr, value in CONFIGS[config].items():
-        setattr(options, attr, value)
-    return options
+# Every model must agree with its framework under each session configuration.
+sys.path.insert(0, os.path.join(HERE, ".."))
+from session_configs import CONFIGS, session_options  # noqa: E402
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))

@@ -33,15 +33,6 @@ void ActivatePortable(const FusedActivation& act, float* y, int64_t n) {
 }
 
 #ifdef NEE_FUSED_CONV_X86
-// Never exp of a large positive number: with e = e^-|x|, sigmoid is
-// 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0 (as the Sigmoid kernels).
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 Sigmoid8(__m256 x) {
-  const __m256 abs_x = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
-  const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), abs_x));
-  const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  const __m256 numerator = _mm256_blendv_ps(_mm256_set1_ps(1.f), e, negative);
-  return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.f), e));
-}
 
 // max_ps(a, b) returns b when either is NaN, so every bound goes first: NaN
 // inputs stay NaN, as in the reference.

@@ -447,16 +447,6 @@ void MatrixRows(const PanelMatrix& m, const Rows& rows) {
   for (int r = 0; r < rows.n; ++r) MatrixVector(m, rows.h[r], rows.init[r], rows.out[r]);
 }
 
-// As activation_fast.cc's SigmoidOp (copied: that one is file-local): with
-// e = e^-|x|, 1 / (1 + e) for x >= 0 and e / (1 + e) below, never exp of a
-// large positive number.
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 Sigmoid8(__m256 x) {
-  const __m256 abs_x = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
-  const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), abs_x));
-  const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  const __m256 numerator = _mm256_blendv_ps(_mm256_set1_ps(1.f), e, negative);
-  return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.f), e));
-}
 
 // ---- One step of each cell, for one batch entry ------------------------------
 // `g`: the gate pre-activations [cols] (projection + h . R^T), h and c [hp].

@@ -105,5 +105,16 @@ NEE_AVX2_INLINE __m256 Erf8(__m256 x) {
   return _mm256_or_ps(magnitude, sign);
 }
 
+// Sigmoid of eight floats, never exp of a large positive number: with
+// e = e^-|x|, 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0 (as the
+// reference computes it). Shared by Sigmoid, FusedConv and the recurrent gates.
+NEE_AVX2_INLINE __m256 Sigmoid8(__m256 x) {
+  const __m256 abs_x = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
+  const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), abs_x));
+  const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 numerator = _mm256_blendv_ps(_mm256_set1_ps(1.f), e, negative);
+  return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.f), e));
+}
+
 }  // namespace nee::cpu
 #endif
