@@ -42,12 +42,7 @@ template <typename Op>
 __attribute__((target("avx2,fma"))) void MapAvx2(const float* x, float* y, int64_t n, Op op) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, op(_mm256_loadu_ps(x + i)));
-  if (i < n) {
-    alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    std::memcpy(tail, x + i, static_cast<size_t>(n - i) * sizeof(float));
-    _mm256_store_ps(tail, op(_mm256_load_ps(tail)));
-    std::memcpy(y + i, tail, static_cast<size_t>(n - i) * sizeof(float));
-  }
+  if (i < n) MapTail8(x + i, y + i, n - i, op);
 }
 
 template <typename Op>

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/simd_vector.h"
 #include "ep/cpu/simd_x86.h"
 #include "ops/op_util.h"
 
@@ -23,23 +24,6 @@ constexpr int64_t kMinChunk = 1 << 14;  // elements per task, below which thread
 
 enum class BinOp { kAdd, kSub, kMul, kDiv };
 
-// GCC vector types: the generic operators compile to whatever the calling
-// function's target allows (AVX-512, AVX2, or baseline SSE2). U is the
-// unaligned alias used for loads and stores (the pointers are only
-// float-aligned); it lives in a struct because attributes on a typedef are
-// dropped when it is passed as a template argument.
-struct Width16 {
-  typedef float V __attribute__((vector_size(64)));
-  typedef float U __attribute__((vector_size(64), aligned(4), may_alias));
-};
-struct Width8 {
-  typedef float V __attribute__((vector_size(32)));
-  typedef float U __attribute__((vector_size(32), aligned(4), may_alias));
-};
-struct Width4 {
-  typedef float V __attribute__((vector_size(16)));
-  typedef float U __attribute__((vector_size(16), aligned(4), may_alias));
-};
 
 // The operation on values or GCC vectors. Returning a wide vector by value
 // would tie it to an ABI, so the result goes through `y`.

@@ -10,6 +10,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+
 namespace nee::cpu {
 
 #define NEE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
@@ -114,6 +117,16 @@ NEE_AVX2_INLINE __m256 Sigmoid8(__m256 x) {
   const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
   const __m256 numerator = _mm256_blendv_ps(_mm256_set1_ps(1.f), e, negative);
   return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.f), e));
+}
+
+// The last n (< 8) floats of a mapping: through a zero-padded buffer, so they
+// are computed exactly as a full vector computes them. x and y may be equal.
+template <typename Op>
+NEE_AVX2_INLINE void MapTail8(const float* x, float* y, int64_t n, Op op) {
+  alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  std::memcpy(tail, x, static_cast<size_t>(n) * sizeof(float));
+  _mm256_store_ps(tail, op(_mm256_load_ps(tail)));
+  std::memcpy(y, tail, static_cast<size_t>(n) * sizeof(float));
 }
 
 }  // namespace nee::cpu

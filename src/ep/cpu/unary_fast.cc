@@ -17,6 +17,7 @@
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/simd_math.h"
+#include "ep/cpu/simd_vector.h"
 #include "ep/cpu/simd_x86.h"
 #include "ops/op_util.h"
 
@@ -26,15 +27,6 @@ namespace {
 constexpr int64_t kMinChunk = 1 << 14;  // elements per task
 
 // ---- Exact ops: GCC vector code, one instruction set per caller ----------------
-
-struct Width8 {
-  typedef float V __attribute__((vector_size(32)));
-  typedef float U __attribute__((vector_size(32), aligned(4), may_alias));
-};
-struct Width4 {
-  typedef float V __attribute__((vector_size(16)));
-  typedef float U __attribute__((vector_size(16), aligned(4), may_alias));
-};
 
 // Each op maps x to *y for a float or a GCC float vector (results go through
 // a pointer: a wide vector returned by value would tie it to an ABI).
@@ -203,12 +195,7 @@ __attribute__((target("avx2,fma"))) void MapApproxAvx2(const float* x, const flo
     }
     return;
   }
-  if (i < n) {
-    alignas(32) float tail[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    std::memcpy(tail, x + i, static_cast<size_t>(n - i) * sizeof(float));
-    _mm256_store_ps(tail, op(_mm256_load_ps(tail)));
-    std::memcpy(y + i, tail, static_cast<size_t>(n - i) * sizeof(float));
-  }
+  if (i < n) MapTail8(x + i, y + i, n - i, op);
 }
 
 // Runs `op` over input 0, plus input `bias_input` (a 1-D bias over the last
