@@ -62,13 +62,15 @@ int64_t StripRows(const Depthwise2D& g) {
 #define NEE_AVX512 __attribute__((target("avx512f")))
 
 // r[i] becomes column i of the 16x16 matrix whose rows were r[0..15].
-NEE_AVX512 inline void Transpose16(__m512 r[16]) {
+__attribute__((target("avx512f"), always_inline)) inline void Transpose16(__m512 r[16]) {
   __m512 a[16], b[16];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
   // b[4i + j] holds, in each 128-bit lane L, element 4L + j of rows 4i..4i+3.
+#pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     const __m512d lo0 = _mm512_castps_pd(a[4 * i]), hi0 = _mm512_castps_pd(a[4 * i + 1]);
     const __m512d lo1 = _mm512_castps_pd(a[4 * i + 2]), hi1 = _mm512_castps_pd(a[4 * i + 3]);
@@ -78,6 +80,7 @@ NEE_AVX512 inline void Transpose16(__m512 r[16]) {
     b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi0, hi1));
   }
   // Gather lane L of the four groups: column 4L + j.
+#pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
     const __m512 u = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x44), v = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x44);
     const __m512 u2 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xEE), v2 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xEE);
@@ -121,17 +124,21 @@ NEE_AVX512 void PixelsToRows(const float* src, int64_t count, float* const* dst_
 template <FusedActivation::Kind K, int kPixels>
 NEE_AVX512 inline void PixelBlock(const Depthwise2D& g, const float* const* rows, const float* wt, __m512 bias,
                                   const FusedActivation& act, int64_t ow, float* out) {
+  // (Every loop over the accumulators is unrolled, so they stay in registers.)
   __m512 acc[kPixels];
+#pragma GCC unroll 8
   for (int p = 0; p < kPixels; ++p) acc[p] = bias;
   for (int64_t kh = 0; kh < g.KH; ++kh) {
     const float* row = rows[kh] + ow * g.sw * kLanes;
     for (int64_t kw = 0; kw < g.KW; ++kw) {
       const __m512 wv = _mm512_loadu_ps(wt + (kh * g.KW + kw) * kLanes);
       const float* tap = row + kw * g.dw * kLanes;
+#pragma GCC unroll 8
       for (int p = 0; p < kPixels; ++p)
         acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps(tap + p * g.sw * kLanes), wv, acc[p]);
     }
   }
+#pragma GCC unroll 8
   for (int p = 0; p < kPixels; ++p) _mm512_storeu_ps(out + (ow + p) * kLanes, Activate16<K>(act, acc[p]));
 }
 
