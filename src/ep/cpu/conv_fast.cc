@@ -7,6 +7,8 @@
 //    channel per group, sixteen channels per vector (depthwise_blocked.cc);
 //    otherwise a direct sliding-window kernel over each channel plane,
 //    vectorized along output rows;
+//  - 3x3 stride-1 single-group convs with constant weights, on AVX-512:
+//    Winograd F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
 //  - everything else: im2col + SGEMM (sgemm.cc), the im2col rows written
 //    straight into SGEMM's packed B panels (a PackBFn), so the im2col
 //    matrix is never materialized; output columns are split into tiles that
@@ -30,6 +32,7 @@
 
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/depthwise_blocked.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
@@ -586,6 +589,13 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
       ctx.ParallelFor(planes, 1, chunk);
     }
     return Status::Ok();
+  }
+
+  const bool winograd_shape = planar && s.group == 1 && s.kernel[1] == 3 && s.kernel[2] == 3 && s.stride[1] == 1 &&
+                              s.stride[2] == 1 && s.dilation[1] == 1 && s.dilation[2] == 1 && padded_copy_ok;
+  if (winograd_shape) {
+    const Winograd3x3 g{s.N, s.C, s.in[1], s.in[2], s.M, s.out[1], s.out[2], s.pad[1], s.pad[2]};
+    if (WinogradApplies(ctx, g)) return ConvWinograd(ctx, g, xp, wp, bp, epilogue, z, yp);
   }
 
   // (image, group) units split into column tiles: one task each, all in one

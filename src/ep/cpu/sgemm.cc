@@ -193,7 +193,7 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   const int threads = pool && worth_threads ? pool->num_threads() : 1;
   // Column blocks bound the B packed per call; B packed beforehand needs none.
   const int64_t block_cols =
-      b.packed ? n : std::min(n, std::max<int64_t>(8 * kCols, kPackBudget / k / kCols * kCols));
+      b.packed || b.panels ? n : std::min(n, std::max<int64_t>(8 * kCols, kPackBudget / k / kCols * kCols));
   Block x{};
   x.m = m;
   x.k0 = k0;
@@ -213,6 +213,8 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     const int64_t panels = CeilDiv(x.nc, kCols);
     if (b.packed) {
       x.b = {b.packed->block(k0), RoundUp(n, kCols), j0 / kCols};
+    } else if (b.panels) {
+      x.b = {b.panels + k0 * RoundUp(n, kCols), RoundUp(n, kCols), j0 / kCols};
     } else {
       float* buffer = t_b_scratch.Get(RoundUp(x.nc, kCols) * k);
       PackBlockOfB(b, k0, k, j0, x.nc, buffer, pool, threads);

@@ -100,14 +100,34 @@ struct SgemmA {
   const SgemmPackedA* packed = nullptr;
 };
 
-// Where B comes from: a plain matrix, a packer (PackBFn), or packed beforehand.
+// Where B[p, j] of a k x n matrix lies in the packed layout (in floats from
+// the start), for producers that write B packed themselves (see SgemmB's
+// Prepacked); the buffer holds k * RoundUp(n, kSgemmPanelWidth) floats.
+inline int64_t SgemmPackedBIndex(int64_t k, int64_t n, int64_t p, int64_t j) {
+  const int64_t padded_n = (n + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth;
+  const int64_t p0 = p / kSgemmDepthBlock * kSgemmDepthBlock;
+  const int64_t kc = k - p0 < kSgemmDepthBlock ? k - p0 : kSgemmDepthBlock;
+  return p0 * padded_n + (j / kSgemmPanelWidth) * kc * kSgemmPanelWidth + (p - p0) * kSgemmPanelWidth +
+         j % kSgemmPanelWidth;
+}
+
+// Where B comes from: a plain matrix, a packer (PackBFn), packed beforehand
+// (SgemmPackedB), or a caller's buffer already in the packed layout.
 struct SgemmB {
   SgemmB(MatrixView view) : view(view) {}
   SgemmB(const PackBFn& pack) : view{nullptr, 0, 0}, pack(&pack) {}
   SgemmB(const SgemmPackedB& packed) : view{nullptr, 0, 0}, packed(&packed) {}
+  // `panels` laid out as SgemmPackedBIndex says, 64-byte aligned (e.g. from
+  // SgemmAllocate); not copied, not owned.
+  static SgemmB Prepacked(const float* panels) {
+    SgemmB b(MatrixView{nullptr, 0, 0});
+    b.panels = panels;
+    return b;
+  }
   MatrixView view;
   const PackBFn* pack = nullptr;
   const SgemmPackedB* packed = nullptr;
+  const float* panels = nullptr;
 };
 
 // C (row-major, leading dimension ldc) = A x B + beta * C, then `epilogue`

@@ -120,6 +120,13 @@ std::vector<ConvCase> Grid() {
        {IntAttr("group", 33), IntsAttr("dilations", {2, 1}), IntsAttr("pads", {4, 2, 3, 1})}},
       {"1d_depthwise_blocked", {2, 17, 30}, {17, 1, 5}, true,
        {IntAttr("group", 17), IntsAttr("pads", {2, 2}), IntsAttr("strides", {3})}},
+      // Winograd F(2x2, 3x3): odd output sizes (a half-used last tile row and
+      // column), asymmetric pads, tile rows wider than one vector of 16
+      // tiles, and planes cut into several blocks of tile rows.
+      {"2d_winograd_odd", {2, 17, 9, 11}, {19, 17, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_winograd_asymmetric_pads", {1, 16, 8, 12}, {16, 16, 3, 3}, false, {IntsAttr("pads", {0, 2, 1, 0})}},
+      {"2d_winograd_wide", {1, 16, 5, 70}, {24, 16, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_winograd_blocks", {1, 32, 60, 61}, {32, 32, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
   };
 }
 

@@ -52,6 +52,8 @@ const std::vector<Geometry> kGeometries = {
     // Two k-blocks of SGEMM (40 x 9 = 360 > 256) and ragged tiles (14 output
     // channels, 156 columns): the epilogue runs once, after the last block.
     {"deep", {1, 40, 12, 13}, {14, 40, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
+    // Winograd F(2x2, 3x3), odd output width.
+    {"winograd", {1, 20, 10, 9}, {18, 20, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
     // The 16-channel blocked depthwise kernel with a partial block.
     {"depthwise_blocked", {1, 21, 9, 11}, {21, 1, 3, 3}, {IntAttr("group", 21), IntsAttr("pads", {1, 1, 1, 1})}},
 };
