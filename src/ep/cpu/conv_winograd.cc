@@ -302,6 +302,8 @@ OutputTransformFn InRegisterActivation(const FusedActivation& act, bool has_resi
     case Kind::kLeakyRelu: return OutputTransform<Kind::kLeakyRelu>;
     case Kind::kHardSigmoid: return OutputTransform<Kind::kHardSigmoid>;
     case Kind::kHardSwish: return OutputTransform<Kind::kHardSwish>;
+    case Kind::kSigmoid: return OutputTransform<Kind::kSigmoid>;
+    case Kind::kSilu: return OutputTransform<Kind::kSilu>;
     default: return nullptr;
   }
 }

@@ -11,7 +11,7 @@
 //     vector FMA per tap for all 16 channels, eight pixels at a time;
 //  3. each finished output row is transposed back to the 16 NCHW rows. The
 //     FusedConv activation is applied in registers before that when it is
-//     piecewise linear and there is no residual; otherwise the epilogue
+//     not Tanh and there is no residual; otherwise the epilogue
 //     (residual, activation) runs over the finished strip.
 // The 16x16 transposes are in registers. Blocks past the last channel use
 // zero weights and are never stored.
@@ -169,6 +169,8 @@ OutputRowFn InRegisterActivation(const FusedActivation& act, bool has_residual) 
     case Kind::kLeakyRelu: return OutputRow<Kind::kLeakyRelu>;
     case Kind::kHardSigmoid: return OutputRow<Kind::kHardSigmoid>;
     case Kind::kHardSwish: return OutputRow<Kind::kHardSwish>;
+    case Kind::kSigmoid: return OutputRow<Kind::kSigmoid>;
+    case Kind::kSilu: return OutputRow<Kind::kSilu>;
     default: return nullptr;
   }
 }

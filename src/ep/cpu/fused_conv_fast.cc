@@ -93,7 +93,7 @@ __attribute__((target("avx2,fma"))) void BiasResidualActivateAvx2(const FusedAct
   }
 }
 
-// The piecewise-linear activations also run sixteen lanes at a time
+// All activations but Tanh also run sixteen lanes at a time
 // (activation_simd.h), reloading the 64-byte stores SGEMM's kernel just made
 // at full width (a narrower load of part of a wider store can miss
 // store-to-load forwarding and stall).
@@ -124,7 +124,9 @@ RowsFn SelectAvx512(Kind kind) {
     case Kind::kLeakyRelu: return BiasResidualActivateAvx512<Kind::kLeakyRelu>;
     case Kind::kHardSigmoid: return BiasResidualActivateAvx512<Kind::kHardSigmoid>;
     case Kind::kHardSwish: return BiasResidualActivateAvx512<Kind::kHardSwish>;
-    default: return nullptr;  // the exponential ones: AVX2 (simd_math.h)
+    case Kind::kSigmoid: return BiasResidualActivateAvx512<Kind::kSigmoid>;
+    case Kind::kSilu: return BiasResidualActivateAvx512<Kind::kSilu>;
+    default: return nullptr;  // Tanh: AVX2 (simd_math.h)
   }
 }
 
