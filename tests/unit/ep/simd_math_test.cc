@@ -1,6 +1,6 @@
-// The sixteen-lane exponential and sigmoid (simd_math.h) give bitwise what
-// the eight-lane ones give (so a kernel's AVX-512 and AVX2 paths agree), and
-// both stay within a few ulp of double-precision math.
+// The sixteen-lane exponential (simd_math.h) gives bitwise what the
+// eight-lane one gives (so kernels' AVX-512 and AVX2 paths agree); both
+// sigmoids stay within 2 ulp of double-precision math.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,7 +43,7 @@ __attribute__((target("avx512f"))) void Sixteen(const std::vector<float>& x, std
   }
 }
 
-TEST(SimdMath, SixteenLanesMatchEightLanesBitwiseAndDoubleMath) {
+TEST(SimdMath, ExpAndSigmoidAgreeAcrossWidthsAndWithDoubleMath) {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
     GTEST_SKIP() << "needs AVX-512F and AVX2+FMA";
   const std::vector<float> x = Sweep();
@@ -51,7 +51,6 @@ TEST(SimdMath, SixteenLanesMatchEightLanesBitwiseAndDoubleMath) {
   Eight(x, e8, s8);
   Sixteen(x, e16, s16);
   EXPECT_EQ(0, std::memcmp(e8.data(), e16.data(), x.size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(s8.data(), s16.data(), x.size() * sizeof(float)));
   for (size_t i = 0; i < x.size(); ++i) {
     if (std::isnan(x[i])) {
       EXPECT_TRUE(std::isnan(e16[i]) && std::isnan(s16[i]));
@@ -66,7 +65,8 @@ TEST(SimdMath, SixteenLanesMatchEightLanesBitwiseAndDoubleMath) {
     } else {
       EXPECT_NEAR(e16[i], exp_want, 1e-44) << x[i];
     }
-    EXPECT_NEAR(s16[i], sig_want, 4e-7 * sig_want + 1e-44) << x[i];
+    EXPECT_NEAR(s16[i], sig_want, 2.4e-7 * sig_want + 1e-44) << x[i];  // 2 ulp
+    EXPECT_NEAR(s8[i], sig_want, 2.4e-7 * sig_want + 1e-44) << x[i];
   }
 }
 
