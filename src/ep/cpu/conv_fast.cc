@@ -168,6 +168,29 @@ int64_t ColumnTile(const ConvShape& s, int64_t units, int threads) {
 #define NEE_NO_LIBCALL_LOOPS
 #endif
 
+// dst[i] = src[2 * i] for i in [0, n), reading nothing past src[2n - 2].
+#ifdef NEE_CONV_X86
+__attribute__((target("avx512f"))) void CopyEvensAvx512(const float* src, float* dst, int64_t n) {
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t k = std::min<int64_t>(16, n - i), floats = 2 * k - 1;  // src floats this chunk needs
+    const auto lanes = [](int64_t count) {
+      return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(count, 0)) - 1u);
+    };
+    const __m512 lo = _mm512_maskz_loadu_ps(lanes(floats), src + 2 * i);
+    const __m512 hi = _mm512_maskz_loadu_ps(lanes(floats - 16), src + 2 * i + 16);
+    _mm512_mask_storeu_ps(dst + i, lanes(k), _mm512_permutex2var_ps(lo, evens, hi));
+  }
+}
+#endif
+
+NEE_NO_LIBCALL_LOOPS void CopyEvens(const float* __restrict src, float* __restrict dst, int64_t n) {
+#ifdef NEE_CONV_X86
+  if (n >= 8 && SgemmActiveIsa() == SgemmIsa::kAvx512) return CopyEvensAvx512(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[2 * i];
+}
+
 // Writes row r of the im2col matrix of one (image, group), output columns
 // [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
 // each output position sees through that tap (0 in padding).
@@ -222,9 +245,8 @@ NEE_NO_LIBCALL_LOOPS void FillColumnRow(const ConvShape& s, const float* x_group
       for (int64_t o = ow; o < lo; ++o) out[o - ow] = 0.f;
       if (sw == 1) {
         for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o + w_offset];
-      } else if (sw == 2) {  // a constant stride the compiler can vectorize (downsampling convs)
-        const float* __restrict even = src + w_offset;
-        for (int64_t o = lo; o < hi; ++o) out[o - ow] = even[2 * o];
+      } else if (sw == 2) {  // downsampling convs
+        CopyEvens(src + w_offset + 2 * lo, out + (lo - ow), hi - lo);
       } else {
         for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * sw + w_offset];
       }
