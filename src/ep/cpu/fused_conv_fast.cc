@@ -97,21 +97,52 @@ __attribute__((target("avx2,fma"))) void BiasResidualActivateAvx2(const FusedAct
 // (activation_simd.h), reloading the 64-byte stores SGEMM's kernel just made
 // at full width (a narrower load of part of a wider store can miss
 // store-to-load forwarding and stall).
+
+// One run of up to 16 floats: the vector, its mask and where it goes.
+struct TileRun {
+  float* y;
+  const float* z;  // null: no residual
+  float bias;
+  __mmask16 mask;
+};
+
+// Four runs at a time: the exponential activations are one long chain of
+// dependent operations per vector, and four independent chains side by side
+// keep both vector pipes busy.
+template <Kind K>
+__attribute__((target("avx512f"), always_inline)) inline void FinishRuns(const FusedActivation& act,
+                                                                          const TileRun* runs, int count) {
+  __m512 v[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    if (i >= count) break;
+    v[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(runs[i].mask, runs[i].y), _mm512_set1_ps(runs[i].bias));
+    if (runs[i].z) v[i] = _mm512_add_ps(v[i], _mm512_maskz_loadu_ps(runs[i].mask, runs[i].z));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    if (i < count) v[i] = Activate16<K>(act, v[i]);
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    if (i < count) _mm512_mask_storeu_ps(runs[i].y, runs[i].mask, v[i]);
+}
+
 template <Kind K>
 __attribute__((target("avx512f"))) void BiasResidualActivateAvx512(const FusedActivation& act, const float* bias,
                                                                     const float* z, int64_t ldz, float* y, int64_t ldy,
                                                                     int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m512 b = _mm512_set1_ps(bias ? bias[r] : 0.f);
-    float* row = y + r * ldy;
-    const float* z_row = z ? z + r * ldz : nullptr;
+  TileRun runs[4];
+  int count = 0;
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < cols; i += 16) {
       const __mmask16 mask = cols - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (cols - i)) - 1u);
-      __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, row + i), b);
-      if (z_row) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, z_row + i));
-      _mm512_mask_storeu_ps(row + i, mask, Activate16<K>(act, v));
+      runs[count++] = {y + r * ldy + i, z ? z + r * ldz + i : nullptr, bias ? bias[r] : 0.f, mask};
+      if (count == 4) {
+        FinishRuns<K>(act, runs, 4);
+        count = 0;
+      }
     }
-  }
+  if (count) FinishRuns<K>(act, runs, count);
 }
 
 using RowsFn = void (*)(const FusedActivation&, const float*, const float*, int64_t, float*, int64_t, int64_t, int64_t);

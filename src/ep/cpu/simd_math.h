@@ -131,19 +131,16 @@ NEE_AVX2_INLINE void MapTail8(const float* x, float* y, int64_t n, Op op) {
 
 
 // ---- Sixteen lanes (AVX-512F) ---------------------------------------------------
-// Exp16 has Exp8's algorithm, constants and operation order (every step
-// rounds the same way), so both give the same bits. Only for functions
-// compiled with target("avx512f").
+// Only for functions compiled with target("avx512f").
 #define NEE_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
 
-NEE_AVX512_INLINE __m512 Pow2x16(__m512i n) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
-}
-
+// exp(x) = 2^n * e^r as in Exp8 (same reduction, same polynomial), with 2^n
+// applied by scalef, which rounds once where Exp8's two factors may round
+// twice: the same bits wherever exp(x) is a normal float. The bounds are
+// applied with x as the first operand so that NaN passes through them.
 NEE_AVX512_INLINE __m512 Exp16(__m512 x) {
-  const __mmask16 is_nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-  __m512 xc = _mm512_max_ps(x, _mm512_set1_ps(-110.f));
-  xc = _mm512_min_ps(xc, _mm512_set1_ps(100.f));
+  __m512 xc = _mm512_max_ps(_mm512_set1_ps(-110.f), x);  // NaN stays NaN
+  xc = _mm512_min_ps(_mm512_set1_ps(100.f), xc);
   const __m512 n_float = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n_float, _mm512_set1_ps(0.693145751953125f), xc);
@@ -156,10 +153,7 @@ NEE_AVX512_INLINE __m512 Exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.f));
-  const __m512i n = _mm512_cvtps_epi32(n_float);
-  const __m512i half = _mm512_srai_epi32(n, 1);
-  const __m512 result = _mm512_mul_ps(_mm512_mul_ps(p, Pow2x16(half)), Pow2x16(_mm512_sub_epi32(n, half)));
-  return _mm512_mask_blend_ps(is_nan, result, x);
+  return _mm512_scalef_ps(p, n_float);
 }
 
 // As Sigmoid8, but 1 / (1 + e) by a 14-bit reciprocal estimate and one
