@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ops/op_registry.h"
+#include "ops/ml_tree.h"
 #include "ops/ml_util.h"
 #include "ops/op_util.h"
 
@@ -35,44 +36,17 @@ namespace {
 using ml::AttrError;
 using ml::PostTransform;
 
-enum class Mode : uint8_t { kLeq, kLt, kGte, kGt, kEq, kNeq, kMember, kLeaf };
-enum class Aggregate { kAverage, kSum, kMin, kMax };
+using ml_tree::Aggregate;
+using ml_tree::Branch;
+using ml_tree::BlockScorer;
+using ml_tree::Forest;
+using ml_tree::LeafWeight;
+using ml_tree::Mode;
+using ml_tree::Ref;
+using ml_tree::ScorerFactory;
 
-// A child reference: >= 0 is a branch index, < 0 is leaf ~ref. 32 bits keep
-// a branch at 24 bytes; forests are limited to 2^30 nodes and leaves.
-using Ref = int32_t;
 constexpr int64_t kMaxNodes = int64_t{1} << 30;
 constexpr Ref LeafRef(int64_t leaf) { return static_cast<Ref>(~leaf); }
-
-struct Branch {
-  double threshold = 0;
-  int32_t feature = 0;
-  Ref true_ref = 0;
-  Ref false_ref = 0;
-  Mode mode = Mode::kLeq;
-  bool missing_tracks_true = false;
-};
-
-struct LeafWeight {
-  int64_t target;
-  double weight;
-};
-
-struct Forest {
-  std::vector<Branch> branches;
-  std::vector<Ref> roots;
-  // Leaf l holds leaf_weights[leaf_begin[l] .. leaf_begin[l + 1]).
-  std::vector<int64_t> leaf_begin;
-  std::vector<LeafWeight> leaf_weights;
-  // Per branch (only when a BRANCH_MEMBER node exists): its sorted range in members.
-  std::vector<std::pair<int64_t, int64_t>> member_range;
-  std::vector<double> members;
-  int64_t targets = 0;
-  Aggregate aggregate = Aggregate::kSum;
-  std::vector<double> base_values;
-
-  int64_t leaf_count() const { return static_cast<int64_t>(leaf_begin.size()) - 1; }
-};
 
 // Groups (leaf, weight) pairs by leaf into Forest::leaf_begin/leaf_weights.
 void SetLeafWeights(Forest& f, int64_t leaf_count, const std::vector<std::pair<int64_t, LeafWeight>>& weights) {
@@ -147,11 +121,31 @@ bool ScoreBlock(const Forest& f, const double* rows, int64_t width, int64_t coun
   return true;
 }
 
+// The reference scorer: ScoreBlock over the forest's branches.
+class ReferenceScorer final : public BlockScorer {
+ public:
+  explicit ReferenceScorer(const Forest& f) : f_(f) {}
+  bool Score(const double* rows, int64_t width, int64_t count, double* scores, bool* has_score) const override {
+    return ScoreBlock(f_, rows, width, count, scores, has_score);
+  }
+
+ private:
+  const Forest& f_;
+};
+
 // Runs `per_row(row_index, scores, has_score)` for every row of X in parallel,
-// after scoring it. Rows are independent, so results do not depend on chunking.
+// after scoring it with `make_scorer`'s scorer (the reference's when it has
+// none). Rows are independent, so results do not depend on chunking.
 template <typename PerRow>
-Status ForEachScoredRow(KernelContext& ctx, const Forest& f, const Tensor& x, int64_t rows, int64_t width,
-                        const PerRow& per_row) {
+Status ForEachScoredRow(KernelContext& ctx, const std::shared_ptr<const Forest>& forest, ScorerFactory make_scorer,
+                        const Tensor& x, int64_t rows, int64_t width, const PerRow& per_row) {
+  const Forest& f = *forest;
+  std::shared_ptr<const BlockScorer> scorer;
+  if (make_scorer) {
+    NEE_ASSIGN_OR_RETURN(scorer, make_scorer(ctx, forest, width));
+  }
+  const ReferenceScorer reference(f);
+  const BlockScorer& score = scorer ? *scorer : reference;
   constexpr int64_t kBlock = 64;
   std::atomic<bool> any_cycle{false};
   ctx.ParallelFor(rows, 16, [&](int64_t begin, int64_t end) {
@@ -162,7 +156,7 @@ Status ForEachScoredRow(KernelContext& ctx, const Forest& f, const Tensor& x, in
     for (int64_t first = begin; first < end; first += block) {
       const int64_t count = std::min(block, end - first);
       for (int64_t i = 0; i < count * width; ++i) features[i] = ReadAsDouble(x, first * width + i);
-      if (!ScoreBlock(f, features.data(), width, count, scores.data(), has_score.get())) {
+      if (!score.Score(features.data(), width, count, scores.data(), has_score.get())) {
         any_cycle = true;
         return;
       }
@@ -597,7 +591,7 @@ Status InferTreeEnsembleRegressor(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-Status RunTreeEnsembleRegressor(KernelContext& ctx) {
+Status RunTreeEnsembleRegressorWith(KernelContext& ctx, ScorerFactory make_scorer) {
   const Node& node = ctx.node();
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   int64_t rows = 0;
@@ -616,7 +610,7 @@ Status RunTreeEnsembleRegressor(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat, {rows, targets}));
   float* out = y.data<float>();
-  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
+  return ForEachScoredRow(ctx, forest, make_scorer, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
     if (!f.base_values.empty())
       for (int64_t t = 0; t < targets; ++t) scores[t] += f.base_values[t];
     ml::ApplyPostTransform(transform, scores, targets);
@@ -676,7 +670,7 @@ void FinalizeBinary(double s, bool all_positive, PostTransform transform, double
   }
 }
 
-Status RunTreeEnsembleClassifier(KernelContext& ctx) {
+Status RunTreeEnsembleClassifierWith(KernelContext& ctx, ScorerFactory make_scorer) {
   const Node& node = ctx.node();
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   int64_t rows = 0;
@@ -684,7 +678,6 @@ Status RunTreeEnsembleClassifier(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Labels labels, ReadLabels(node));
   const int64_t classes = labels.size();
   NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(ctx, width, [&] { return CompileLegacyForest(node, width, classes, "class"); }));
-  const Forest& f = *forest;
   NEE_ASSIGN_OR_RETURN(std::vector<double> base, ReadReals(node, "base_values"));
   NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
   NEE_ASSIGN_OR_RETURN(std::vector<int64_t> class_ids, node.GetInts("class_ids", {}));
@@ -710,7 +703,7 @@ Status RunTreeEnsembleClassifier(KernelContext& ctx) {
   if (ctx.num_outputs() > 1 && ctx.wants_output(1)) {
     NEE_ASSIGN_OR_RETURN(z, ctx.AllocateOutput(1, DataType::kFloat, {rows, classes}));
   }
-  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool* has_score) {
+  return ForEachScoredRow(ctx, forest, make_scorer, *x, rows, width, [&](int64_t r, double* scores, const bool* has_score) {
     int64_t cls = 0;
     double binary_scores[2];
     double* final_scores = scores;
@@ -864,7 +857,7 @@ Status InferTreeEnsemble(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-Status RunTreeEnsemble(KernelContext& ctx) {
+Status RunTreeEnsembleWith(KernelContext& ctx, ScorerFactory make_scorer) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   DataType type = x->dtype();
   if (type != DataType::kFloat && type != DataType::kDouble && type != DataType::kFloat16)
@@ -875,23 +868,37 @@ Status RunTreeEnsemble(KernelContext& ctx) {
   const Forest& f = *forest;
   NEE_ASSIGN_OR_RETURN(PostTransform transform, PostTransform5(ctx.node()));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, type, {rows, f.targets}));
-  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
+  return ForEachScoredRow(ctx, forest, make_scorer, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
     ml::ApplyPostTransform(transform, scores, f.targets);
     for (int64_t t = 0; t < f.targets; ++t) WriteFromDouble(y, r * f.targets + t, scores[t]);
   });
 }
 
+Status RunTreeEnsembleClassifierRef(KernelContext& ctx) { return RunTreeEnsembleClassifierWith(ctx, nullptr); }
+Status RunTreeEnsembleRegressorRef(KernelContext& ctx) { return RunTreeEnsembleRegressorWith(ctx, nullptr); }
+Status RunTreeEnsembleRef(KernelContext& ctx) { return RunTreeEnsembleWith(ctx, nullptr); }
+
 }  // namespace
+
+namespace ml_tree {
+Status RunTreeEnsembleClassifier(KernelContext& ctx, ScorerFactory scorer) {
+  return RunTreeEnsembleClassifierWith(ctx, scorer);
+}
+Status RunTreeEnsembleRegressor(KernelContext& ctx, ScorerFactory scorer) {
+  return RunTreeEnsembleRegressorWith(ctx, scorer);
+}
+Status RunTreeEnsemble(KernelContext& ctx, ScorerFactory scorer) { return RunTreeEnsembleWith(ctx, scorer); }
+}  // namespace ml_tree
 
 void RegisterMlTreeOps(OpRegistry& registry) {
   const char* ml = "ai.onnx.ml";
   // ml opset 3 added the *_as_tensor attributes; 5 deprecated both in favour
   // of TreeEnsemble, but models importing ml opset 5 may still use them.
   registry.RegisterVersions(ml, "TreeEnsembleClassifier", {1, 3, 5}, 1, 1, 1, 2, InferTreeEnsembleClassifier,
-                            RunTreeEnsembleClassifier);
+                            RunTreeEnsembleClassifierRef);
   registry.RegisterVersions(ml, "TreeEnsembleRegressor", {1, 3, 5}, 1, 1, 1, 1, InferTreeEnsembleRegressor,
-                            RunTreeEnsembleRegressor);
-  registry.RegisterVersions(ml, "TreeEnsemble", {5}, 1, 1, 1, 1, InferTreeEnsemble, RunTreeEnsemble);
+                            RunTreeEnsembleRegressorRef);
+  registry.RegisterVersions(ml, "TreeEnsemble", {5}, 1, 1, 1, 1, InferTreeEnsemble, RunTreeEnsembleRef);
 }
 
 }  // namespace nee
