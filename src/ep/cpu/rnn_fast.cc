@@ -686,18 +686,19 @@ Status RunFast(KernelContext& ctx, Cell cell) {
   const int64_t group_size = (p.batch + groups - 1) / groups;
   const int64_t groups_used = (p.batch + group_size - 1) / group_size;
   const int64_t dir_floats = p.seq * p.batch * p.cols();
-  std::vector<float> xw(static_cast<size_t>(p.dirs * dir_floats));
+  // Not zero-filled: Project writes every element (bias, then the SGEMM adds).
+  SgemmBuffer xw = SgemmAllocate(std::max<int64_t>(p.dirs * dir_floats, 1));
   // A task that runs a whole direction projects it itself, on its own thread
   // (its W and projection stay in that core's cache); otherwise the
   // projections come first, on all threads.
   const bool project_in_task = groups_used == 1 && p.dirs > 1;
   for (int64_t d = 0; !project_in_task && d < p.dirs; ++d)
-    Project(ctx, p, weights->dirs[static_cast<size_t>(d)], xw.data() + d * dir_floats, ctx.pool());
+    Project(ctx, p, weights->dirs[static_cast<size_t>(d)], xw.get() + d * dir_floats, ctx.pool());
   ParallelTasks(ctx, p.dirs * groups_used, [&](int64_t task) {
     const int64_t d = task / groups_used, b0 = task % groups_used * group_size;
     const DirectionWeights& w = weights->dirs[static_cast<size_t>(d)];
-    if (project_in_task) Project(ctx, p, w, xw.data() + d * dir_floats, nullptr);
-    RunGroup(ctx, p, w, d, b0, std::min(p.batch, b0 + group_size), xw.data() + d * dir_floats, out);
+    if (project_in_task) Project(ctx, p, w, xw.get() + d * dir_floats, nullptr);
+    RunGroup(ctx, p, w, d, b0, std::min(p.batch, b0 + group_size), xw.get() + d * dir_floats, out);
   });
   return Status::Ok();
 }
