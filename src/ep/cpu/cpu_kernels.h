@@ -103,5 +103,7 @@ Status RnnFloat(KernelContext& ctx);
 Status TreeEnsembleClassifierFast(KernelContext& ctx);
 Status TreeEnsembleRegressorFast(KernelContext& ctx);
 Status TreeEnsembleFast(KernelContext& ctx);
+// Tests: walk with the portable loop even where AVX-512 is available.
+void TreeForcePortable(bool on);
 
 }  // namespace nee::cpu

@@ -10,10 +10,14 @@
 // branch. Here the forest is laid out once per session as 16-byte nodes in
 // preorder (the true child right after its parent) and a group of rows walks
 // each tree together with selects instead of branches, so the rows' memory
-// accesses overlap. Comparisons are the reference's (double x <= double
+// accesses overlap; with AVX-512, four vectors of eight rows step together
+// by gathers. Comparisons are the reference's (double x <= double
 // threshold) and each row adds its leaves in tree order, so scores are
 // bitwise the reference's.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -22,8 +26,16 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ops/ml_tree.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define NEE_TREE_X86 1
+#define NEE_TREE_AVX512 __attribute__((target("avx512f,avx512vl")))
+#endif
+
 namespace nee::cpu {
 namespace {
+
+std::atomic<bool> force_portable{false};
 
 using ml_tree::Aggregate;
 using ml_tree::BlockScorer;
@@ -41,9 +53,67 @@ struct Node {
   int32_t false_next;  // the true child is the next node
 };
 
-// Rows walked through a tree together: enough independent loads to hide
-// the latency of each step, few enough to stay in registers.
+// Rows walked through a tree together by the portable walk: enough
+// independent loads to hide the latency of each step, few enough to stay in
+// registers.
 constexpr int kGroup = 8;
+// The AVX-512 walk: four vectors of eight rows, so that four chains of
+// gathers (each step's node, then the row's feature) are in flight at once.
+constexpr int kVectors512 = 4;
+constexpr int kGroup512 = 8 * kVectors512;
+
+static_assert(sizeof(Node) == 16 && offsetof(Node, feature) == 8 && offsetof(Node, false_next) == 12,
+              "the AVX-512 walk gathers a node's fields at these offsets");
+
+#if NEE_TREE_X86
+// The walk on AVX-512, eight rows to a vector: a lane's threshold and its
+// (feature, false child) pair are gathered from its node, its feature from
+// its row, and `x <= threshold` (_CMP_LE_OQ: false for NaN, as in C++)
+// picks the next node. Rows past `n` repeat the last row.
+NEE_TREE_AVX512 void Walk512(const Node* nodes, int32_t root, const double* rows, int64_t width, int n,
+                             int32_t* at) {
+  __m256i index[kVectors512], row_start[kVectors512];
+  for (int v = 0; v < kVectors512; ++v) {
+    alignas(32) int32_t start[8];
+    for (int l = 0; l < 8; ++l) start[l] = static_cast<int32_t>(std::min(8 * v + l, n - 1) * width);
+    row_start[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(start));
+    index[v] = _mm256_set1_epi32(root);
+  }
+  const double* thresholds = &nodes[0].threshold;
+  const void* pairs = reinterpret_cast<const char*>(nodes) + offsetof(Node, feature);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m512i zero = _mm512_setzero_si512();
+  const __mmask8 kAll = 0xFF;
+  __mmask8 moved = 1;
+  while (moved) {
+    moved = 0;
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors512; ++v) {
+      const __m256i slot = _mm256_add_epi32(index[v], index[v]);  // in units of 8 bytes
+      // The masked forms with a zero source: GCC 12's unmasked ones warn about
+      // their undefined source.
+      const __m512d threshold = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), kAll, slot, thresholds, 8);
+      const __m512i pair = _mm512_mask_i32gather_epi64(zero, kAll, slot, pairs, 8);  // feature | false_next << 32
+      const __m256i feature = _mm512_maskz_cvtepi64_epi32(kAll, pair);
+      const __m256i false_next = _mm512_maskz_cvtepi64_epi32(kAll, _mm512_maskz_srli_epi64(kAll, pair, 32));
+      const __m512d x =
+          _mm512_mask_i32gather_pd(_mm512_setzero_pd(), kAll, _mm256_add_epi32(row_start[v], feature), rows, 8);
+      const __mmask8 go_true = _mm512_cmp_pd_mask(x, threshold, _CMP_LE_OQ);
+      const __m256i next = _mm256_mask_blend_epi32(go_true, false_next, _mm256_add_epi32(index[v], one));
+      moved |= _mm256_cmpneq_epi32_mask(next, index[v]);
+      index[v] = next;
+    }
+  }
+  for (int v = 0; v < kVectors512; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + 8 * v), index[v]);
+}
+
+bool UseAvx512() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  return has && !force_portable.load(std::memory_order_relaxed);
+}
+#else
+bool UseAvx512() { return false; }
+#endif
 
 class LeqForest final : public BlockScorer {
  public:
@@ -68,11 +138,20 @@ class LeqForest final : public BlockScorer {
     const Forest& f = *forest_;
     std::fill(scores, scores + count * f.targets, 0.0);
     std::fill(has_score, has_score + count * f.targets, false);
+    // Gathers index with int32 offsets: rows * width and 2 * nodes must fit.
+    const bool avx512 = UseAvx512() && count * width < (int64_t{1} << 31) &&
+                        nodes_.size() < (size_t{1} << 30);
+    const int group = avx512 ? kGroup512 : kGroup;
     for (int32_t root : roots_) {
-      for (int64_t first = 0; first < count; first += kGroup) {
-        const int n = static_cast<int>(std::min<int64_t>(kGroup, count - first));
-        int32_t at[kGroup];
+      for (int64_t first = 0; first < count; first += group) {
+        const int n = static_cast<int>(std::min<int64_t>(group, count - first));
+        int32_t at[kGroup512];
+#if NEE_TREE_X86
+        if (avx512) Walk512(nodes_.data(), root, rows + first * width, width, n, at);
+        else Walk(root, rows + first * width, width, n, at);
+#else
         Walk(root, rows + first * width, width, n, at);
+#endif
         for (int g = 0; g < n; ++g)
           AddLeaf(leaf_of_[static_cast<size_t>(at[g])], scores + (first + g) * f.targets,
                   has_score + (first + g) * f.targets);
@@ -170,6 +249,8 @@ Result<std::shared_ptr<const BlockScorer>> LeqScorer(KernelContext& ctx, const s
 }
 
 }  // namespace
+
+void TreeForcePortable(bool on) { force_portable.store(on, std::memory_order_relaxed); }
 
 Status TreeEnsembleClassifierFast(KernelContext& ctx) { return ml_tree::RunTreeEnsembleClassifier(ctx, LeqScorer); }
 Status TreeEnsembleRegressorFast(KernelContext& ctx) { return ml_tree::RunTreeEnsembleRegressor(ctx, LeqScorer); }

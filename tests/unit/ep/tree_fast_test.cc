@@ -125,10 +125,8 @@ Result<std::vector<Value>> RunTree(KernelFn kernel, const Node& node, int64_t op
   return outputs;
 }
 
-// Every output of the fast kernel is bitwise the reference's, on several row
-// counts at 1 and 2 threads.
-void ExpectSameAsReference(KernelFn fast, const Node& node, int64_t opset, int64_t width, std::mt19937& rng) {
-  for (int64_t rows : {1, 7, 8, 9, 64, 130}) {
+void ExpectSameAsReferenceOnce(KernelFn fast, const Node& node, int64_t opset, int64_t width, std::mt19937& rng) {
+  for (int64_t rows : {1, 7, 8, 9, 31, 33, 64, 130}) {
     Tensor x = MakeRows(rows, width, rng);
     auto want = RunTree(cpu::RunReference, node, opset, x, 1);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
@@ -144,6 +142,17 @@ void ExpectSameAsReference(KernelFn fast, const Node& node, int64_t opset, int64
             << node.op_type << " output " << o << ", rows " << rows << ", threads " << threads;
       }
     }
+  }
+}
+
+// Every output of the fast kernel is bitwise the reference's, on several row
+// counts (around both walks' group sizes, 8 and 32) at 1 and 2 threads, with
+// the AVX-512 walk (where the CPU has it) and the portable one.
+void ExpectSameAsReference(KernelFn fast, const Node& node, int64_t opset, int64_t width, std::mt19937& rng) {
+  for (bool portable : {false, true}) {
+    cpu::TreeForcePortable(portable);
+    ExpectSameAsReferenceOnce(fast, node, opset, width, rng);
+    cpu::TreeForcePortable(false);
   }
 }
 
