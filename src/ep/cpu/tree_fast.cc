@@ -153,7 +153,7 @@ class LeqForest final : public BlockScorer {
         Walk(root, rows + first * width, width, n, at);
 #endif
         for (int g = 0; g < n; ++g)
-          AddLeaf(leaf_of_[static_cast<size_t>(at[g])], scores + (first + g) * f.targets,
+          AddLeaf(at[g], scores + (first + g) * f.targets,
                   has_score + (first + g) * f.targets);
       }
     }
@@ -181,13 +181,18 @@ class LeqForest final : public BlockScorer {
       if (p.parent >= 0) nodes_[static_cast<size_t>(p.parent)].false_next = index;
       if (p.ref < 0) {
         nodes_.push_back({std::numeric_limits<double>::quiet_NaN(), 0, index});
-        leaf_of_.push_back(~p.ref);
+        const int64_t leaf = ~static_cast<int64_t>(p.ref);
+        for (int64_t k = f.leaf_begin[leaf]; k < f.leaf_begin[leaf + 1]; ++k) {
+          const ml_tree::LeafWeight& w = f.leaf_weights[static_cast<size_t>(k)];
+          leaf_weights_.push_back({w.weight, w.target});
+        }
+        weights_end_.push_back(static_cast<int64_t>(leaf_weights_.size()));
         continue;
       }
       if (seen[static_cast<size_t>(p.ref)]++) return false;
       const ml_tree::Branch& b = f.branches[static_cast<size_t>(p.ref)];
       nodes_.push_back({b.threshold, b.feature, -1});
-      leaf_of_.push_back(-1);
+      weights_end_.push_back(static_cast<int64_t>(leaf_weights_.size()));
       stack.push_back({b.false_ref, index});
       stack.push_back({b.true_ref, -1});
     }
@@ -219,11 +224,12 @@ class LeqForest final : public BlockScorer {
     }
   }
 
-  // As the reference adds a leaf for SUM and AVERAGE.
-  void AddLeaf(int64_t leaf, double* scores, bool* has_score) const {
-    const Forest& f = *forest_;
-    for (int64_t k = f.leaf_begin[leaf]; k < f.leaf_begin[leaf + 1]; ++k) {
-      const ml_tree::LeafWeight& w = f.leaf_weights[static_cast<size_t>(k)];
+  // As the reference adds a leaf for SUM and AVERAGE (its weights in the
+  // same order).
+  void AddLeaf(int32_t node, double* scores, bool* has_score) const {
+    const size_t n = static_cast<size_t>(node);
+    for (int64_t k = n ? weights_end_[n - 1] : 0; k < weights_end_[n]; ++k) {
+      const LeafWeight& w = leaf_weights_[static_cast<size_t>(k)];
       scores[w.target] += w.weight;
       has_score[w.target] = true;
     }
@@ -232,7 +238,14 @@ class LeqForest final : public BlockScorer {
   std::shared_ptr<const Forest> forest_;
   std::vector<Node> nodes_;
   std::vector<int32_t> roots_;    // per tree, its root node
-  std::vector<int64_t> leaf_of_;  // per node, the forest's leaf index (-1 for branches)
+  // The leaves' weights in node order, so that a tree's leaves lie together:
+  // node i's are leaf_weights_[weights_end_[i - 1] .. weights_end_[i]).
+  struct LeafWeight {
+    double weight;
+    int64_t target;
+  };
+  std::vector<LeafWeight> leaf_weights_;
+  std::vector<int64_t> weights_end_;
 };
 
 // The compact forest, built once per session (null when it does not apply).
