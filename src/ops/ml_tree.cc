@@ -526,6 +526,18 @@ class ForestCache {
   std::vector<Entry> entries_;
 };
 
+// State read from the node's attributes alone (no input): once per session
+// in the node's prepared state, else on every call.
+template <typename T, typename Read>
+Result<std::shared_ptr<const T>> Prepared(const KernelContext& ctx, const Read& read) {
+  auto build = [&]() -> Result<std::shared_ptr<const T>> {
+    NEE_ASSIGN_OR_RETURN(T value, read());
+    return std::shared_ptr<const T>(std::make_shared<const T>(std::move(value)));
+  };
+  if (PreparedCache* prepared = ctx.prepared()) return prepared->GetOrBuild<T>({}, build);
+  return build();
+}
+
 // The node's compiled forest: in a session, compiled once and kept in the
 // node's prepared state (its attributes cannot change); outside one (constant
 // folding, a kernel run alone), from the process-wide cache above, which has
@@ -576,8 +588,8 @@ Result<int64_t> RegressorTargets(const Node& node) {
   NEE_ASSIGN_OR_RETURN(int64_t targets, node.GetInt("n_targets", -1));
   if (targets == -1) {
     // Absent: one more than the largest target id.
-    NEE_ASSIGN_OR_RETURN(std::vector<int64_t> ids, node.GetInts("target_ids", {}));
-    targets = ids.empty() ? 1 : *std::max_element(ids.begin(), ids.end()) + 1;
+    NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* ids, IntsRef(node, "target_ids", false));
+    targets = ids->empty() ? 1 : *std::max_element(ids->begin(), ids->end()) + 1;
   }
   if (targets <= 0 || targets > (int64_t{1} << 24))
     return AttrError(node, "n_targets", "must be in 1..2^24, got " + std::to_string(targets));
@@ -670,6 +682,40 @@ void FinalizeBinary(double s, bool all_positive, PostTransform transform, double
   }
 }
 
+// What the classifier derives from its attributes besides the forest: read
+// once per session (the class ids and weights are as long as the forest).
+struct ClassifierSetup {
+  std::vector<double> base;
+  PostTransform transform = PostTransform::kNone;
+  bool binary = false, all_positive = false;
+  int64_t used_class = 0;
+  double binary_base = 0;
+};
+
+Result<ClassifierSetup> ReadClassifierSetup(const Node& node, int64_t classes) {
+  ClassifierSetup s;
+  NEE_ASSIGN_OR_RETURN(s.base, ReadReals(node, "base_values"));
+  NEE_ASSIGN_OR_RETURN(s.transform, ml::ParsePostTransform(node));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* class_ids_ref, IntsRef(node, "class_ids", false));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> class_weights, ReadReals(node, "class_weights"));
+  const std::vector<int64_t>& class_ids = *class_ids_ref;
+  const bool one_class_used = !class_ids.empty() &&
+      std::all_of(class_ids.begin(), class_ids.end(), [&](int64_t c) { return c == class_ids[0]; });
+  s.binary = classes == 2 && one_class_used;
+  s.used_class = s.binary ? class_ids[0] : 0;
+  s.all_positive = std::all_of(class_weights.begin(), class_weights.end(), [](double w) { return w >= 0; });
+  if (s.binary) {
+    if (s.base.size() == 1) s.binary_base = s.base[0];
+    else if (s.base.size() == 2) s.binary_base = s.base[static_cast<size_t>(s.used_class)];
+    else if (!s.base.empty())
+      return AttrError(node, "base_values", "has " + std::to_string(s.base.size()) + " values for 2 classes");
+  } else if (!s.base.empty() && static_cast<int64_t>(s.base.size()) != classes) {
+    return AttrError(node, "base_values", "has " + std::to_string(s.base.size()) + " values for " +
+                     std::to_string(classes) + " classes");
+  }
+  return s;
+}
+
 Status RunTreeEnsembleClassifierWith(KernelContext& ctx, ScorerFactory make_scorer) {
   const Node& node = ctx.node();
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
@@ -678,25 +724,13 @@ Status RunTreeEnsembleClassifierWith(KernelContext& ctx, ScorerFactory make_scor
   NEE_ASSIGN_OR_RETURN(Labels labels, ReadLabels(node));
   const int64_t classes = labels.size();
   NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(ctx, width, [&] { return CompileLegacyForest(node, width, classes, "class"); }));
-  NEE_ASSIGN_OR_RETURN(std::vector<double> base, ReadReals(node, "base_values"));
-  NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> class_ids, node.GetInts("class_ids", {}));
-  NEE_ASSIGN_OR_RETURN(std::vector<double> class_weights, ReadReals(node, "class_weights"));
-
-  const bool one_class_used = !class_ids.empty() &&
-      std::all_of(class_ids.begin(), class_ids.end(), [&](int64_t c) { return c == class_ids[0]; });
-  const bool binary = classes == 2 && one_class_used;
-  const int64_t used_class = binary ? class_ids[0] : 0;
-  const bool all_positive = std::all_of(class_weights.begin(), class_weights.end(), [](double w) { return w >= 0; });
-  double binary_base = 0;
-  if (binary) {
-    if (base.size() == 1) binary_base = base[0];
-    else if (base.size() == 2) binary_base = base[static_cast<size_t>(used_class)];
-    else if (!base.empty()) return AttrError(node, "base_values", "has " + std::to_string(base.size()) + " values for 2 classes");
-  } else if (!base.empty() && static_cast<int64_t>(base.size()) != classes) {
-    return AttrError(node, "base_values", "has " + std::to_string(base.size()) + " values for " +
-                     std::to_string(classes) + " classes");
-  }
+  NEE_ASSIGN_OR_RETURN(std::shared_ptr<const ClassifierSetup> setup,
+                       Prepared<ClassifierSetup>(ctx, [&] { return ReadClassifierSetup(node, classes); }));
+  const std::vector<double>& base = setup->base;
+  const PostTransform transform = setup->transform;
+  const bool binary = setup->binary, all_positive = setup->all_positive;
+  const int64_t used_class = setup->used_class;
+  const double binary_base = setup->binary_base;
 
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, labels.use_strings ? DataType::kString : DataType::kInt64, {rows}));
   Tensor z;

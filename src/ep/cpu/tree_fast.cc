@@ -65,19 +65,23 @@ constexpr int kGroup512 = 8 * kVectors512;
 static_assert(sizeof(Node) == 16 && offsetof(Node, feature) == 8 && offsetof(Node, false_next) == 12,
               "the AVX-512 walk gathers a node's fields at these offsets");
 
+// What a walk's lanes start from: a root node and the offset of a row in
+// the block (lanes may differ in both: rows of one tree, or trees of one row).
+struct Lanes {
+  int32_t root[kGroup512];
+  int32_t row_start[kGroup512];
+};
+
 #if NEE_TREE_X86
-// The walk on AVX-512, eight rows to a vector: a lane's threshold and its
+// The walk on AVX-512, eight lanes to a vector: a lane's threshold and its
 // (feature, false child) pair are gathered from its node, its feature from
 // its row, and `x <= threshold` (_CMP_LE_OQ: false for NaN, as in C++)
-// picks the next node. Rows past `n` repeat the last row.
-NEE_TREE_AVX512 void Walk512(const Node* nodes, int32_t root, const double* rows, int64_t width, int n,
-                             int32_t* at) {
+// picks the next node; at[l] is lane l's leaf node.
+NEE_TREE_AVX512 void Walk512(const Node* nodes, const Lanes& lanes, const double* rows, int32_t* at) {
   __m256i index[kVectors512], row_start[kVectors512];
   for (int v = 0; v < kVectors512; ++v) {
-    alignas(32) int32_t start[8];
-    for (int l = 0; l < 8; ++l) start[l] = static_cast<int32_t>(std::min(8 * v + l, n - 1) * width);
-    row_start[v] = _mm256_load_si256(reinterpret_cast<const __m256i*>(start));
-    index[v] = _mm256_set1_epi32(root);
+    row_start[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.row_start + 8 * v));
+    index[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.root + 8 * v));
   }
   const double* thresholds = &nodes[0].threshold;
   const void* pairs = reinterpret_cast<const char*>(nodes) + offsetof(Node, feature);
@@ -120,8 +124,13 @@ class LeqForest final : public BlockScorer {
   // The compact layout of `forest`, or null when a forest is outside what
   // this scorer handles (modes, missing-value tracking, aggregation, a node
   // reached twice).
-  static std::shared_ptr<const LeqForest> Build(const std::shared_ptr<const Forest>& forest) {
+  static std::shared_ptr<const LeqForest> Build(const std::shared_ptr<const Forest>& forest, int64_t width) {
     const Forest& f = *forest;
+    // Walks address rows and nodes with int32 offsets (the AVX-512 one with
+    // twice a node's index): (kGroup512 - 1) * width plus a feature, and twice
+    // the node count (at most a branch and its two children per branch, plus
+    // single-leaf trees) must fit.
+    if (width >= (int64_t{1} << 24) || 3 * f.branches.size() + f.roots.size() >= (size_t{1} << 30)) return nullptr;
     if (f.aggregate != Aggregate::kSum && f.aggregate != Aggregate::kAverage) return nullptr;
     for (const ml_tree::Branch& b : f.branches)
       if (b.mode != Mode::kLeq || b.missing_tracks_true) return nullptr;
@@ -138,31 +147,60 @@ class LeqForest final : public BlockScorer {
     const Forest& f = *forest_;
     std::fill(scores, scores + count * f.targets, 0.0);
     std::fill(has_score, has_score + count * f.targets, false);
-    // Gathers index with int32 offsets: rows * width and 2 * nodes must fit.
-    const bool avx512 = UseAvx512() && count * width < (int64_t{1} << 31) &&
-                        nodes_.size() < (size_t{1} << 30);
-    const int group = avx512 ? kGroup512 : kGroup;
-    for (int32_t root : roots_) {
-      for (int64_t first = 0; first < count; first += group) {
-        const int n = static_cast<int>(std::min<int64_t>(group, count - first));
-        int32_t at[kGroup512];
-#if NEE_TREE_X86
-        if (avx512) Walk512(nodes_.data(), root, rows + first * width, width, n, at);
-        else Walk(root, rows + first * width, width, n, at);
-#else
-        Walk(root, rows + first * width, width, n, at);
-#endif
-        for (int g = 0; g < n; ++g)
-          AddLeaf(at[g], scores + (first + g) * f.targets,
-                  has_score + (first + g) * f.targets);
-      }
-    }
+    const bool avx512 = UseAvx512();
+    const int lanes = avx512 ? kGroup512 : kGroup;
+    // Each row adds its leaves in tree order either way.
+    if (2 * count <= lanes) ScoreByTrees(rows, width, count, lanes, avx512, scores, has_score);
+    else ScoreByRows(rows, width, count, lanes, avx512, scores, has_score);
     if (f.aggregate == Aggregate::kAverage && !f.roots.empty())
       for (int64_t i = 0; i < count * f.targets; ++i) scores[i] /= static_cast<double>(f.roots.size());
     return true;
   }
 
  private:
+  // Lanes are rows walking one tree; trees are the outer loop, so a tree's
+  // nodes stay in L1 across the block. Lanes past the last row repeat it.
+  void ScoreByRows(const double* rows, int64_t width, int64_t count, int lanes, bool avx512, double* scores,
+                   bool* has_score) const {
+    const int64_t targets = forest_->targets;
+    Lanes start;
+    for (int32_t root : roots_) {
+      std::fill(start.root, start.root + lanes, root);
+      for (int64_t first = 0; first < count; first += lanes) {
+        const int n = static_cast<int>(std::min<int64_t>(lanes, count - first));
+        for (int l = 0; l < lanes; ++l) start.row_start[l] = static_cast<int32_t>(std::min(l, n - 1) * width);
+        int32_t at[kGroup512];
+        Walk(avx512, start, rows + first * width, at);
+        for (int l = 0; l < n; ++l) AddLeaf(at[l], scores + (first + l) * targets, has_score + (first + l) * targets);
+      }
+    }
+  }
+
+  // Lanes are trees one row walks (a few rows would leave most row lanes
+  // idle). Lanes past the last tree repeat it.
+  void ScoreByTrees(const double* rows, int64_t width, int64_t count, int lanes, bool avx512, double* scores,
+                    bool* has_score) const {
+    const int64_t targets = forest_->targets, trees = static_cast<int64_t>(roots_.size());
+    Lanes start;
+    std::fill(start.row_start, start.row_start + lanes, 0);
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t first = 0; first < trees; first += lanes) {
+        const int n = static_cast<int>(std::min<int64_t>(lanes, trees - first));
+        for (int l = 0; l < lanes; ++l) start.root[l] = roots_[static_cast<size_t>(first + std::min(l, n - 1))];
+        int32_t at[kGroup512];
+        Walk(avx512, start, rows + r * width, at);
+        for (int l = 0; l < n; ++l) AddLeaf(at[l], scores + r * targets, has_score + r * targets);
+      }
+    }
+  }
+
+  void Walk(bool avx512, const Lanes& lanes, const double* rows, int32_t* at) const {
+#if NEE_TREE_X86
+    if (avx512) return Walk512(nodes_.data(), lanes, rows, at);
+#endif
+    WalkPortable(lanes, rows, at);
+  }
+
   // Appends one tree in preorder, true child first; false when a branch is
   // reached twice (a cycle, or a node shared between trees or parents).
   bool AddTree(Ref root, std::vector<uint8_t>& seen) {
@@ -199,15 +237,15 @@ class LeqForest final : public BlockScorer {
     return true;
   }
 
-  // Walks `n` rows (n <= kGroup) from `root` until each stands on its leaf;
-  // at[g] is row g's leaf node. Each step is a select, not a branch, and the
-  // rows' steps are independent; the loop ends when no row moved.
-  void Walk(int32_t root, const double* rows, int64_t width, int n, int32_t* at) const {
+  // Walks kGroup lanes until each stands on its leaf; at[l] is lane l's leaf
+  // node. Each step is a select, not a branch, and the lanes' steps are
+  // independent; the loop ends when no lane moved.
+  void WalkPortable(const Lanes& lanes, const double* rows, int32_t* at) const {
     const Node* nodes = nodes_.data();
     const double* row[kGroup];
     for (int g = 0; g < kGroup; ++g) {
-      row[g] = rows + std::min(g, n - 1) * width;  // missing rows repeat the last one
-      at[g] = root;
+      row[g] = rows + lanes.row_start[g];
+      at[g] = lanes.root[g];
     }
     int32_t moved = 1;
     while (moved) {
@@ -254,11 +292,11 @@ Result<std::shared_ptr<const BlockScorer>> LeqScorer(KernelContext& ctx, const s
   if (PreparedCache* prepared = ctx.prepared()) {
     NEE_ASSIGN_OR_RETURN(std::shared_ptr<const LeqForest> built,
                          prepared->GetOrBuild<LeqForest>({width}, [&]() -> Result<std::shared_ptr<const LeqForest>> {
-                           return LeqForest::Build(forest);
+                           return LeqForest::Build(forest, width);
                          }));
     return std::shared_ptr<const BlockScorer>(built);
   }
-  return std::shared_ptr<const BlockScorer>(LeqForest::Build(forest));
+  return std::shared_ptr<const BlockScorer>(LeqForest::Build(forest, width));
 }
 
 }  // namespace
