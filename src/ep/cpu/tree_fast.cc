@@ -11,9 +11,11 @@
 // preorder (the true child right after its parent) and a group of rows walks
 // each tree together with selects instead of branches, so the rows' memory
 // accesses overlap; with AVX-512, four vectors of eight rows step together
-// by gathers. Comparisons are the reference's (double x <= double
-// threshold) and each row adds its leaves in tree order, so scores are
-// bitwise the reference's.
+// by gathers. A block of only a few rows walks several trees at once instead
+// (one row per lane would leave most lanes idle). Comparisons are the
+// reference's (double x <= double threshold) and each row adds its leaves in
+// tree order whatever the lanes hold, so scores are bitwise the reference's
+// and do not depend on how rows are split between threads.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
