@@ -29,9 +29,15 @@
 // which also reports the errors.
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
@@ -184,14 +190,40 @@ bool ReadProblem(const KernelContext& ctx, Cell cell, Problem* p) {
 
 // A k x n matrix (n a multiple of 8) stored as panels of kPanel columns (the
 // last narrower), each k rows of its width: what the per-step product reads.
+// Panels are streamed from L2 once per step. On 4 KB pages the hardware
+// prefetchers restart at every page boundary (every 8 rows of a full panel);
+// on a transparent huge page they run through: the step product of a
+// 320-unit LSTM direction (320 x 1280) took 17 instead of 24 us on a 2 MB
+// page (thread CPU time, best of 20). Large panel buffers are therefore
+// 2 MB-aligned, rounded up to 2 MB and advised as huge; where the system
+// declines, they are ordinary memory.
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using PanelBuffer = std::unique_ptr<float[], FreeDeleter>;
+
+PanelBuffer AllocatePanels(int64_t floats) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float);
+  const bool huge = bytes >= kHugePage / 2;  // smaller ones would waste most of the page
+  const size_t align = huge ? kHugePage : 64;
+  const size_t size = (bytes + align - 1) / align * align;
+  float* p = static_cast<float*>(std::aligned_alloc(align, size));
+  if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (huge) madvise(p, size, MADV_HUGEPAGE);
+#endif
+  return PanelBuffer(p);
+}
+
 struct PanelMatrix {
   int64_t k = 0, n = 0;
-  SgemmBuffer data;
+  PanelBuffer data;
 };
 
 template <typename At>
 PanelMatrix MakePanels(int64_t k, int64_t n, At at) {
-  PanelMatrix m{k, n, SgemmAllocate(std::max<int64_t>(k * n, 1))};
+  PanelMatrix m{k, n, AllocatePanels(k * n)};
   for (int64_t j0 = 0; j0 < n; j0 += kPanel) {
     const int64_t width = std::min(kPanel, n - j0);
     float* panel = m.data.get() + j0 * k;
