@@ -83,14 +83,12 @@ std::vector<double> TimeRuns(const neeapi::Session& session, const Feed& feed, i
   return times;
 }
 
-// The batch the runs process: --batch, or the first input's first dim when
-// it is fixed or set by --dim; 1 otherwise.
-int64_t BatchOf(const Args& a, const std::vector<neeapi::ValueInfo>& inputs) {
-  if (a.batch > 0) return a.batch;
-  if (inputs.empty() || inputs[0].rank < 1) return 1;
-  if (inputs[0].dims[0] >= 0) return inputs[0].dims[0];
-  auto it = a.dims.find(inputs[0].symbols[0]);
-  return it != a.dims.end() ? it->second : 1;
+// The batch the runs process: the first dim of the first input as fed (what
+// --batch or --dim set, or the model fixes); 1 for a scalar or no input.
+int64_t BatchOf(const Feed& feed) {
+  if (feed.values.empty() || nee_value_kind(feed.values[0].get()) != NEE_VALUE_TENSOR) return 1;
+  if (nee_value_rank(feed.values[0].get()) == 0) return 1;
+  return nee_value_dims(feed.values[0].get())[0];
 }
 
 }  // namespace
@@ -117,7 +115,7 @@ int Bench(const Args& a) {
   double total_ms = 0;
   for (double t : times) total_ms += t;
   const double mean_ms = total_ms / static_cast<double>(times.size());
-  const int64_t batch = BatchOf(a, inputs);
+  const int64_t batch = BatchOf(feed);
 
   std::printf("model:            %s\n", a.model.c_str());
   std::printf("threads:          %s\n", a.threads > 0 ? std::to_string(a.threads).c_str() : "default");

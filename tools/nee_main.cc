@@ -203,7 +203,7 @@ neeapi::ValuePtr RandomInput(const neeapi::ValueInfo& vi, const std::map<std::st
                              int64_t batch) {
   if (vi.rank < 0 || vi.element_type == NEE_DTYPE_UNDEFINED)
     throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type +
-                                                      ") has no static tensor type; --random cannot fill it");
+                                                      ") has no static tensor type, so random values cannot fill it");
   std::vector<int64_t> shape;
   int64_t count = 1;
   for (size_t d = 0; d < vi.dims.size(); ++d) {

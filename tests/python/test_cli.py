@@ -213,3 +213,17 @@ def test_bench_bad_flags_are_clear_usage_errors(tmp_path):
     assert r.returncode == 2 and "applies only to nee bench" in r.stderr
     r = nee_cli("bench", tmp_path / "missing.onnx")
     assert r.returncode == 1 and "missing.onnx" in r.stderr
+
+
+def test_bench_batch_leaves_fixed_dims_alone(tmp_path):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "fixed",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "fixed.onnx"
+    onnx.save(model, path)
+    r = nee_cli("bench", path, "--runs", 2, "--warmup", 0, "--batch", 5)
+    assert r.returncode == 0, r.stderr
+    report = bench_report(r.stdout)
+    assert "[2,3]" in report["inputs"] and "(batch 2)" in report["throughput"]
