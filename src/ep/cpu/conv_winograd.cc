@@ -231,8 +231,8 @@ NEE_AVX512 void InputTiles(const Winograd3x3& g, const float* plane, int64_t ty,
 
 // Every V_e of the block (a tile row's tiles are consecutive columns).
 NEE_AVX512 void InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* x,
-                               const PackedV& pv) {
-  for (int64_t c = 0; c < g.C; ++c) {
+                               const PackedV& pv, int64_t c0, int64_t c1) {
+  for (int64_t c = c0; c < c1; ++c) {
     const float* plane = x + (b.n * g.C + c) * g.H * g.W;
     for (int64_t ty = b.ty0; ty < b.ty1; ++ty)
       for (int64_t tx0 = 0; tx0 < t.tiles_x; tx0 += kLanes)
@@ -275,9 +275,9 @@ NEE_AVX512 void OutputTiles(const Winograd3x3& g, const float* out, int64_t ldo,
 
 template <FusedActivation::Kind K>
 NEE_AVX512 void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* out,
-                                const float* bias, const FusedActivation& act, float* y) {
+                                const float* bias, const FusedActivation& act, float* y, int64_t m0, int64_t m1) {
   const int64_t cols = t.columns(b), stride_e = g.M * cols;
-  for (int64_t m = 0; m < g.M; ++m) {
+  for (int64_t m = m0; m < m1; ++m) {
     const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
     float* plane = y + (b.n * g.M + m) * g.OH * g.OW;
     for (int64_t ty = b.ty0; ty < b.ty1; ++ty)
@@ -288,7 +288,7 @@ NEE_AVX512 void OutputTransform(const Winograd3x3& g, const Tiling& t, const Blo
 }
 
 using OutputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, const float*,
-                                   const FusedActivation&, float*);
+                                   const FusedActivation&, float*, int64_t, int64_t);
 
 // The activation in registers, or null when it runs after the block (an
 // exponential one, or a residual to add first).
@@ -319,27 +319,49 @@ float* BlockScratch(int64_t floats) {
   return buffer.get();
 }
 
-// One block: transforms and GEMMs; `pool` (may be null) parallelizes the GEMMs.
+// Runs fn(begin, end) over [0, n) in `parts` chunks: on the context's
+// threads when `ctx` is given, else in one call on this thread.
+template <typename Fn>
+void Split(const KernelContext* ctx, int64_t n, Fn&& fn) {
+  if (!ctx) return fn(int64_t{0}, n);
+  const int64_t parts = std::min<int64_t>(n, 4 * NumThreads(*ctx));
+  ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
+}
+
+// One block: input transform, the 16 GEMMs, output transform. With `ctx`
+// (when blocks are fewer than threads) each phase is shared between the
+// threads: input channels, then the GEMMs one per task, then output
+// channels; the arithmetic is the same either way.
 void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const WinogradWeights& weights, const float* x,
-              const float* bias, const ConvEpilogue* epilogue, const float* z, float* y, ThreadPool* pool) {
+              const float* bias, const ConvEpilogue* epilogue, const float* z, float* y, const KernelContext* ctx) {
   const int64_t cols = t.columns(b);
   float* v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
   const PackedV pv{v, g.C, cols};
   float* out = v + kElems * pv.matrix_floats();
   ZeroPanelPadding(pv);
-  InputTransform(g, t, b, x, pv);
-  for (int e = 0; e < kElems; ++e)
-    Sgemm(g.M, cols, g.C, SgemmA(weights.u[e]), SgemmB::Prepacked(pv.matrix(e)), 0.f, out + e * g.M * cols, cols,
-          pool);
+  Split(ctx, g.C, [&](int64_t c0, int64_t c1) { InputTransform(g, t, b, x, pv, c0, c1); });
+  auto gemm = [&](int64_t e) {
+    Sgemm(g.M, cols, g.C, SgemmA(weights.u[e]), SgemmB::Prepacked(pv.matrix(static_cast<int>(e))), 0.f,
+          out + e * g.M * cols, cols, nullptr);
+  };
+  if (ctx) {
+    ParallelTasks(*ctx, kElems, gemm);
+  } else {
+    for (int e = 0; e < kElems; ++e) gemm(e);
+  }
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const OutputTransformFn in_registers = InRegisterActivation(act, z != nullptr);
-  (in_registers ? in_registers : OutputTransform<FusedActivation::Kind::kNone>)(g, t, b, out, bias, act, y);
-  if (in_registers) return;
-  // The residual and the activation over the block's rows, still in cache.
+  const OutputTransformFn output = in_registers ? in_registers : OutputTransform<FusedActivation::Kind::kNone>;
   const int64_t oy0 = 2 * b.ty0, oy1 = std::min(g.OH, 2 * b.ty1), plane = g.OH * g.OW;
-  const int64_t offset = b.n * g.M * plane + oy0 * g.OW;
-  BiasResidualActivate(act, nullptr, z ? z + offset : nullptr, plane, y + offset, plane, g.M, (oy1 - oy0) * g.OW);
+  Split(ctx, g.M, [&](int64_t m0, int64_t m1) {
+    output(g, t, b, out, bias, act, y, m0, m1);
+    if (in_registers) return;
+    // The residual and the activation over these channels' rows, still in cache.
+    const int64_t offset = (b.n * g.M + m0) * plane + oy0 * g.OW;
+    BiasResidualActivate(act, nullptr, z ? z + offset : nullptr, plane, y + offset, plane, m1 - m0,
+                         (oy1 - oy0) * g.OW);
+  });
 }
 #endif  // NEE_WINOGRAD_X86
 
@@ -380,8 +402,8 @@ Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, co
   if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
     ParallelTasks(ctx, tasks, [&](int64_t task) { RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, nullptr); });
   } else {
-    // Fewer blocks than threads (small late layers): the GEMMs share the threads.
-    for (int64_t task = 0; task < tasks; ++task) RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, ctx.pool());
+    // Fewer blocks than threads (small late layers): each block's phases are shared.
+    for (int64_t task = 0; task < tasks; ++task) RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, &ctx);
   }
   return Status::Ok();
 #else
