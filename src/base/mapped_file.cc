@@ -6,9 +6,41 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace nee {
+
+namespace {
+
+// The live file mappings: start -> size.
+struct MappingRegistry {
+  std::mutex mu;
+  std::map<uintptr_t, size_t> ranges;
+};
+
+MappingRegistry& Registry() {
+  static MappingRegistry* registry = new MappingRegistry();  // never destroyed: used by destructors at exit
+  return *registry;
+}
+
+}  // namespace
+
+void ReleaseFileBackedPages(const void* data, size_t bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data), end = begin + bytes;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (bytes == 0 || first >= last) return;
+  MappingRegistry& registry = Registry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  auto it = registry.ranges.upper_bound(begin);
+  if (it == registry.ranges.begin()) return;
+  --it;
+  if (end > it->first + it->second) return;  // not inside one mapping
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
 
 Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -29,6 +61,9 @@ Result<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
     }
     file->data_ = static_cast<const uint8_t*>(p);
     file->is_mmap_ = true;
+    MappingRegistry& registry = Registry();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    registry.ranges[reinterpret_cast<uintptr_t>(p)] = file->size_;
   }
   ::close(fd);
   return file;
@@ -45,7 +80,13 @@ std::shared_ptr<MappedFile> MappedFile::FromBytes(const void* data, size_t size)
 }
 
 MappedFile::~MappedFile() {
-  if (is_mmap_ && data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (!is_mmap_ || !data_) return;
+  {
+    MappingRegistry& registry = Registry();
+    std::lock_guard<std::mutex> lock(registry.mu);
+    registry.ranges.erase(reinterpret_cast<uintptr_t>(data_));
+  }
+  ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 }  // namespace nee

@@ -10,6 +10,14 @@
 
 namespace nee {
 
+// Drops the resident pages that lie wholly inside [data, data + bytes) when
+// that range is part of a file mapped by MappedFile::Open; does nothing for
+// other memory. The mapping is read-only and private, so the bytes stay
+// readable: a later access reads them from the file again. Kernels call it
+// once they have packed a constant weight into a layout of their own, so the
+// process does not keep both copies resident.
+void ReleaseFileBackedPages(const void* data, size_t bytes);
+
 class MappedFile {
  public:
   static Result<std::shared_ptr<MappedFile>> Open(const std::string& path);

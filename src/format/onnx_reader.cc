@@ -7,6 +7,7 @@
 #include <new>
 #include <optional>
 
+#include "base/mapped_file.h"
 #include "format/external_data.h"
 #include "format/wire_decoder.h"
 
@@ -821,6 +822,9 @@ Result<Tensor> OnnxParser::ViewOrCopy(DataType type, std::vector<int64_t> dims, 
   void* copy = ::operator new(size, std::align_val_t(64), std::nothrow);
   if (!copy) return OutOfMemory("cannot allocate " + std::to_string(size) + " bytes for a tensor");
   std::memcpy(copy, bytes, size);
+  // The copy is what everyone reads from now on: the mapped file's pages
+  // need not stay resident beside it (a no-op unless they are file pages).
+  ReleaseFileBackedPages(bytes, size);
   std::shared_ptr<void> copy_owner(copy, [](void* p) { ::operator delete(p, std::align_val_t(64)); });
   return Tensor::View(type, std::move(dims), copy, std::move(copy_owner));
 }

@@ -1,5 +1,7 @@
 #include "ops/op_schema.h"
 
+#include "base/mapped_file.h"
+
 namespace nee {
 
 Status InferenceContext::Error(const std::string& message) const {
@@ -46,6 +48,12 @@ void KernelContext::ParallelFor(int64_t n, int64_t min_chunk,
                                 const std::function<void(int64_t, int64_t)>& fn) const {
   if (pool_) pool_->ParallelFor(n, min_chunk, fn);
   else if (n > 0) fn(0, n);
+}
+
+void KernelContext::ReleaseConstantInput(size_t i) const {
+  if (!input_is_constant(i) || i >= inputs_.size() || !inputs_[i] || !inputs_[i]->is_tensor()) return;
+  const Tensor& t = inputs_[i]->tensor();
+  ReleaseFileBackedPages(t.raw_data(), t.byte_size());
 }
 
 Status KernelContext::Error(const std::string& message) const {

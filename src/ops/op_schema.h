@@ -163,6 +163,10 @@ class KernelContext {
   bool input_is_constant(size_t i) const {
     return constant_inputs_ && i < constant_inputs_->size() && (*constant_inputs_)[i];
   }
+  // For a kernel that has just packed constant input i into its prepared
+  // state: lets the process drop the input's pages if they are a view of the
+  // mapped model file (see ReleaseFileBackedPages). No-op otherwise.
+  void ReleaseConstantInput(size_t i) const;
 
   Status Error(const std::string& message) const;
   Status InputError(size_t index, const std::string& message) const;

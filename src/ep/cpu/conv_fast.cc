@@ -334,6 +334,7 @@ std::shared_ptr<const PackedConvWeights> PackedWeights(KernelContext& ctx, const
         p->groups.reserve(static_cast<size_t>(s.group));
         for (int64_t g = 0; g < s.group; ++g)
           p->groups.emplace_back(s.Mg, s.rows(), 1.f, MatrixView{w + g * s.Mg * s.rows(), s.rows(), 1});
+        ctx.ReleaseConstantInput(1);  // the packed copy is what runs use
         return std::shared_ptr<const PackedConvWeights>(std::move(p));
       });
   return packed.ok() ? packed.value() : nullptr;

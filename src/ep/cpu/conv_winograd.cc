@@ -388,7 +388,9 @@ Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, co
   if (ctx.prepared() && ctx.input_is_constant(1)) {
     NEE_ASSIGN_OR_RETURN(weights, ctx.prepared()->GetOrBuild<WinogradWeights>(
                                       {g.M, g.C}, [&]() -> Result<std::shared_ptr<const WinogradWeights>> {
-                                        return PackWeights(g, w);
+                                        auto packed = PackWeights(g, w);
+                                        ctx.ReleaseConstantInput(1);  // runs use the transformed copy
+                                        return packed;
                                       }));
   } else {
     weights = PackWeights(g, w);

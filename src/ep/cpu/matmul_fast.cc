@@ -84,7 +84,9 @@ std::shared_ptr<const SgemmPackedB> PackedConstantB(KernelContext& ctx, size_t i
   if (!ctx.prepared() || !ctx.input_is_constant(index)) return nullptr;
   auto packed = ctx.prepared()->GetOrBuild<SgemmPackedB>(
       {k, n, transposed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const SgemmPackedB>> {
-        return std::shared_ptr<const SgemmPackedB>(std::make_shared<const SgemmPackedB>(k, n, view));
+        auto b = std::make_shared<const SgemmPackedB>(k, n, view);
+        ctx.ReleaseConstantInput(index);  // the packed copy is what runs use
+        return std::shared_ptr<const SgemmPackedB>(std::move(b));
       });
   return packed.ok() ? packed.value() : nullptr;
 }

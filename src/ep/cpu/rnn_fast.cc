@@ -311,7 +311,12 @@ std::shared_ptr<const Weights> GetWeights(KernelContext& ctx, const Problem& p) 
     auto cached = ctx.prepared()->GetOrBuild<Weights>(
         {static_cast<int64_t>(p.cell), p.dirs, p.input, p.hidden, p.linear_before_reset ? 1 : 0,
          ctx.has_input(3) ? 1 : 0, p.peepholes ? 1 : 0},
-        [&]() -> Result<std::shared_ptr<const Weights>> { return PrepareWeights(ctx, p); });
+        [&]() -> Result<std::shared_ptr<const Weights>> {
+          auto weights = PrepareWeights(ctx, p);
+          ctx.ReleaseConstantInput(1);  // runs use the prepared copies of W and R
+          ctx.ReleaseConstantInput(2);
+          return weights;
+        });
     if (cached.ok()) return cached.value();
   }
   return PrepareWeights(ctx, p);
