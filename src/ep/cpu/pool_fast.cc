@@ -46,6 +46,7 @@ struct PoolShape {
   // Along the last dim: kernel, stride, begin pad, and the output columns
   // [interior_lo, interior_hi) whose every tap is inside the input.
   int64_t kernel_w = 1, stride_w = 1, pad_w = 0, interior_lo = 0, interior_hi = 0;
+  int64_t kernel_h = 1, stride_h = 1, pad_h = 0;  // the same along the dim before it (2-D pools)
   // Interior columns [vector_lo, vector_hi) the AVX2 row kernel computes
   // (empty without AVX2 or when fewer than eight; stride 2 stops where its
   // sixteen-float loads would leave the row).
@@ -101,6 +102,11 @@ bool PlanFastPool(const KernelContext& ctx, const Tensor& x, PoolShape& s) {
   s.kernel_w = spec.kernel[n - 1];
   s.stride_w = spec.strides[n - 1];
   s.pad_w = spec.pad_begin(n - 1);
+  if (n == 2) {
+    s.kernel_h = spec.kernel[0];
+    s.stride_h = spec.strides[0];
+    s.pad_h = spec.pad_begin(0);
+  }
   s.interior_lo = s.interior_hi = 0;
   for (int64_t o = 0; o < s.out[2]; ++o) {
     const TapRange& t = s.taps[2][static_cast<size_t>(o)];
@@ -188,6 +194,79 @@ __attribute__((target("avx2,fma"))) void PoolRowAvx2(const PoolShape& s, const f
   for (; ow + 8 <= hi; ow += 8) PoolChunk<kKind, kStride, 1>(s, rows, n_rows, divisor, ow, y_row);
   if (ow < hi) PoolChunk<kKind, kStride, 1>(s, rows, n_rows, divisor, hi - 8, y_row);
 }
+#endif
+
+#ifdef NEE_POOL_X86
+// Stride-1 2-D MaxPool whose every window holds an input element (pads below
+// the kernel), planes of at most kMaxPaddedCols columns: the SPPF block of
+// YOLO-style detectors (5x5, pad 2, three in a row on 20x20 planes). The
+// plane is copied into a -inf bordered scratch, so every output row is
+// sixteen-column vectors over whole windows with no edge cases. The taps are
+// still combined in the reference's order and a -inf border never wins
+// `v > best`, so the result is the reference's bitwise, except that a NaN
+// first in-window tap would be lost to a border: planes holding NaN take the
+// general path.
+constexpr int64_t kMaxPaddedCols = 240;
+
+bool PaddedMaxPoolApplies(const PoolShape& s) {
+  if (!__builtin_cpu_supports("avx512f") || SgemmPortableForced()) return false;
+  if (s.in[0] != 1 || s.stride_h != 1 || s.stride_w != 1 || s.dilation[1] != 1 || s.dilation[2] != 1) return false;
+  const int64_t pad_bottom = s.out[1] - s.in[1] - s.pad_h + s.kernel_h - 1;
+  const int64_t pad_right = s.out[2] - s.in[2] - s.pad_w + s.kernel_w - 1;
+  return s.pad_h >= 0 && s.pad_h < s.kernel_h && pad_bottom >= 0 && pad_bottom < s.kernel_h && s.pad_w >= 0 &&
+         s.pad_w < s.kernel_w && pad_right >= 0 && pad_right < s.kernel_w && s.out[2] + s.kernel_w + 16 <= kMaxPaddedCols;
+}
+
+__attribute__((target("avx512f"))) void FillNegInf(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16)
+    _mm512_mask_storeu_ps(p + i, n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1),
+                          _mm512_set1_ps(-__builtin_inff()));
+}
+
+// Copies the plane into `pad` (rows of `ld` floats, -inf around it); false if it holds a NaN.
+__attribute__((target("avx512f"))) bool FillPadded(const PoolShape& s, const float* x, float* pad, int64_t ld,
+                                                   int64_t rows) {
+  __mmask16 nan = 0;
+  const int64_t W = s.in[2];
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = pad + r * ld;
+    const int64_t h = r - s.pad_h;
+    if (h < 0 || h >= s.in[1]) {
+      FillNegInf(dst, ld);
+      continue;
+    }
+    FillNegInf(dst, s.pad_w);
+    const float* src = x + h * W;
+    for (int64_t w = 0; w < W; w += 16) {
+      const __mmask16 m = W - w >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (W - w)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(m, src + w);
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      _mm512_mask_storeu_ps(dst + s.pad_w + w, m, v);
+    }
+    FillNegInf(dst + s.pad_w + W, ld - s.pad_w - W);
+  }
+  return nan == 0;
+}
+
+// Output row oh from the padded plane; columns [ow, ow + 16) per vector, the
+// last vector masked. (GCC 12 warns about the self-initialized
+// _mm512_undefined_ps inside its own _mm512_max_ps; nothing here is.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) void PaddedMaxRow(const PoolShape& s, const float* pad, int64_t ld, int64_t oh,
+                                                      float* y_row) {
+  const int64_t OW = s.out[2];
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const __mmask16 keep = OW - ow >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (OW - ow)) - 1);
+    const float* base = pad + oh * ld + ow;
+    __m512 acc = _mm512_loadu_ps(base);
+    for (int64_t kh = 0; kh < s.kernel_h; ++kh)
+      for (int64_t kw = kh == 0 ? 1 : 0; kw < s.kernel_w; ++kw)
+        acc = _mm512_max_ps(_mm512_loadu_ps(base + kh * ld + kw), acc);  // v > acc ? v : acc
+    _mm512_mask_storeu_ps(y_row + ow, keep, acc);
+  }
+}
+#pragma GCC diagnostic pop
 #endif
 
 // One plane. `acc` is scratch for one output row.
@@ -280,6 +359,20 @@ void PoolPlane(const PoolShape& s, bool count_include_pad, const float* x, float
   }
 }
 
+// One plane through the padded path; false (nothing written) when it holds a NaN.
+bool PaddedMaxPlane(const PoolShape& s, const float* x, float* y, std::vector<float>& scratch) {
+#ifdef NEE_POOL_X86
+  const int64_t ld = s.out[2] + s.kernel_w - 1 + 16;  // room for a whole last vector
+  const int64_t rows = s.out[1] + s.kernel_h - 1;
+  scratch.resize(static_cast<size_t>(ld * rows));
+  if (!FillPadded(s, x, scratch.data(), ld, rows)) return false;
+  for (int64_t oh = 0; oh < s.out[1]; ++oh) PaddedMaxRow(s, scratch.data(), ld, oh, y + oh * s.out[2]);
+  return true;
+#else
+  return false;
+#endif
+}
+
 template <Pool kKind>
 Status WindowPoolFloat(KernelContext& ctx, bool count_include_pad) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
@@ -295,10 +388,16 @@ Status WindowPoolFloat(KernelContext& ctx, bool count_include_pad) {
   // Planes are tasks claimed dynamically; a few planes per task keep the claiming cheap.
   const int64_t per_task = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.out_size * window));
   const int64_t tasks = (s.planes + per_task - 1) / per_task;
+#ifdef NEE_POOL_X86
+  const bool padded = kKind == Pool::kMax && PaddedMaxPoolApplies(s);
+#else
+  const bool padded = false;
+#endif
   auto run = [&](int64_t task) {
     thread_local std::vector<float> acc;
     for (int64_t p = task * per_task; p < std::min(s.planes, (task + 1) * per_task); ++p)
-      PoolPlane<kKind>(s, count_include_pad, xp + p * s.in_size, yp + p * s.out_size, acc);
+      if (!padded || !PaddedMaxPlane(s, xp + p * s.in_size, yp + p * s.out_size, acc))
+        PoolPlane<kKind>(s, count_include_pad, xp + p * s.in_size, yp + p * s.out_size, acc);
   };
   if (s.planes * s.out_size * window < 32768) {
     for (int64_t t = 0; t < tasks; ++t) run(t);  // too little work to share out

@@ -14,6 +14,7 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/simd_math.h"
 #include "ep/cpu/simd_math16.h"
+#include "ep/cpu/simd_x86.h"
 
 namespace nee {
 namespace {
