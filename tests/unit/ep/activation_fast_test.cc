@@ -12,9 +12,6 @@
 
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
-#include "ep/cpu/simd_math.h"
-#include "ep/cpu/simd_math16.h"
-#include "ep/cpu/simd_x86.h"
 
 namespace nee {
 namespace {
@@ -133,40 +130,6 @@ TEST(FastActivation, MatchesNumpy) {
     EXPECT_NEAR(s->data<float>()[i], sigmoid_numpy[i], 2e-7f * sigmoid_numpy[i]);
   }
 }
-
-#if defined(__x86_64__) || defined(__i386__)
-// y[i] = Exp/Sigmoid of x[i] through eight lanes, then through sixteen.
-__attribute__((target("avx2,fma"))) void Eight(const float* x, float* exp, float* sig) {
-  _mm256_storeu_ps(exp, cpu::Exp8(_mm256_loadu_ps(x)));
-  _mm256_storeu_ps(sig, cpu::Sigmoid8(_mm256_loadu_ps(x)));
-}
-__attribute__((target("avx512f,avx512dq"))) void Sixteen(const float* x, float* exp, float* sig) {
-  _mm512_storeu_ps(exp, cpu::Exp16(_mm512_loadu_ps(x)));
-  _mm512_storeu_ps(sig, cpu::Sigmoid16(_mm512_loadu_ps(x)));
-}
-
-// The AVX-512 forms must give the AVX2 forms' bits lane for lane, so that
-// outputs do not depend on the vector width or on where a loop was cut.
-TEST(FastActivation, SixteenLanesGiveTheBitsOfEight) {
-  if (!cpu::CpuHasAvx2Fma() || !cpu::CpuHasAvx512Dq()) GTEST_SKIP() << "needs AVX2 and AVX-512";
-  std::vector<float> v = Sweep();
-  std::mt19937 rng(9);
-  for (int i = 0; i < 20000; ++i) {  // random bit patterns: subnormals, NaN payloads, huge values
-    uint32_t bits = static_cast<uint32_t>(rng());
-    float f;
-    std::memcpy(&f, &bits, sizeof(f));
-    v.push_back(f);
-  }
-  v.resize((v.size() + 15) / 16 * 16, 0.5f);
-  std::vector<float> e8(v.size()), s8(v.size()), e16(v.size()), s16(v.size());
-  for (size_t i = 0; i < v.size(); i += 8) Eight(&v[i], &e8[i], &s8[i]);
-  for (size_t i = 0; i < v.size(); i += 16) Sixteen(&v[i], &e16[i], &s16[i]);
-  for (size_t i = 0; i < v.size(); ++i) {
-    EXPECT_EQ(std::memcmp(&e8[i], &e16[i], 4), 0) << "exp(" << v[i] << ")";
-    EXPECT_EQ(std::memcmp(&s8[i], &s16[i], 4), 0) << "sigmoid(" << v[i] << ")";
-  }
-}
-#endif
 
 TEST(FastActivation, OtherTypesGoToTheReference) {
   Tensor x = Tensor::FromVector<double>({0.0, 1.0}, {2});
