@@ -12,6 +12,7 @@
 // GlobalAveragePool sums each plane in eight interleaved partial sums (a
 // fixed order, so deterministic, but not the reference's sequential order).
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -200,12 +201,13 @@ __attribute__((target("avx2,fma"))) void PoolRowAvx2(const PoolShape& s, const f
 // Stride-1 2-D MaxPool whose every window holds an input element (pads below
 // the kernel), planes of at most kMaxPaddedCols columns: the SPPF block of
 // YOLO-style detectors (5x5, pad 2, three in a row on 20x20 planes). The
-// plane is copied into a -inf bordered scratch, so every output row is
-// sixteen-column vectors over whole windows with no edge cases. The taps are
-// still combined in the reference's order and a -inf border never wins
-// `v > best`, so the result is the reference's bitwise, except that a NaN
-// first in-window tap would be lost to a border: planes holding NaN take the
-// general path.
+// plane is copied into a -inf bordered scratch, then pooled separably (rows,
+// then columns: 2K instead of K^2 maxima per output), sixteen columns per
+// vector. Bitwise the reference when the plane holds no NaN and no -0: then
+// equal floats have equal bits, so the order the taps are combined in cannot
+// change the result, and a -inf border never exceeds the in-window element
+// every window has. Planes with NaN or -0 (where the reference's "first of
+// equals wins" and NaN rules depend on the order) take the general path.
 constexpr int64_t kMaxPaddedCols = 240;
 
 bool PaddedMaxPoolApplies(const PoolShape& s) {
@@ -223,10 +225,11 @@ __attribute__((target("avx512f"))) void FillNegInf(float* p, int64_t n) {
                           _mm512_set1_ps(-__builtin_inff()));
 }
 
-// Copies the plane into `pad` (rows of `ld` floats, -inf around it); false if it holds a NaN.
+// Copies the plane into `pad` (rows of `ld` floats, -inf around it); false if
+// it holds a NaN or a -0.
 __attribute__((target("avx512f"))) bool FillPadded(const PoolShape& s, const float* x, float* pad, int64_t ld,
                                                    int64_t rows) {
-  __mmask16 nan = 0;
+  __mmask16 special = 0;
   const int64_t W = s.in[2];
   for (int64_t r = 0; r < rows; ++r) {
     float* dst = pad + r * ld;
@@ -240,31 +243,47 @@ __attribute__((target("avx512f"))) bool FillPadded(const PoolShape& s, const flo
     for (int64_t w = 0; w < W; w += 16) {
       const __mmask16 m = W - w >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (W - w)) - 1);
       const __m512 v = _mm512_maskz_loadu_ps(m, src + w);
-      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      special |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) |
+                 _mm512_mask_cmpeq_epi32_mask(m, _mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
       _mm512_mask_storeu_ps(dst + s.pad_w + w, m, v);
     }
     FillNegInf(dst + s.pad_w + W, ld - s.pad_w - W);
   }
-  return nan == 0;
+  return special == 0;
 }
 
-// Output row oh from the padded plane; columns [ow, ow + 16) per vector, the
-// last vector masked. (GCC 12 warns about the self-initialized
-// _mm512_undefined_ps inside its own _mm512_max_ps; nothing here is.)
+// out[r][c] = max over t < k of in[r * ld_in + c + t * tap] for rows [r0,
+// r0 + R) and columns [0, width), sixteen per vector (the last one's lanes
+// past `width` computed, stored only where `keep_all`). R rows run side by
+// side so that R chains of `max` hide its latency. (GCC 12 warns about the
+// self-initialized _mm512_undefined_ps inside its own _mm512_max_ps.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f"))) void PaddedMaxRow(const PoolShape& s, const float* pad, int64_t ld, int64_t oh,
-                                                      float* y_row) {
-  const int64_t OW = s.out[2];
-  for (int64_t ow = 0; ow < OW; ow += 16) {
-    const __mmask16 keep = OW - ow >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (OW - ow)) - 1);
-    const float* base = pad + oh * ld + ow;
-    __m512 acc = _mm512_loadu_ps(base);
-    for (int64_t kh = 0; kh < s.kernel_h; ++kh)
-      for (int64_t kw = kh == 0 ? 1 : 0; kw < s.kernel_w; ++kw)
-        acc = _mm512_max_ps(_mm512_loadu_ps(base + kh * ld + kw), acc);  // v > acc ? v : acc
-    _mm512_mask_storeu_ps(y_row + ow, keep, acc);
+template <int R>
+__attribute__((target("avx512f"))) void MaxChains(const float* in, int64_t ld_in, float* out, int64_t ld_out,
+                                                   int64_t r0, int64_t width, int64_t k, int64_t tap, bool keep_all) {
+  for (int64_t c = 0; c < width; c += 16) {
+    const __mmask16 keep =
+        keep_all || width - c >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (width - c)) - 1);
+    const float* base = in + r0 * ld_in + c;
+    __m512 acc[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_loadu_ps(base + r * ld_in);
+    for (int64_t t = 1; t < k; ++t)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_max_ps(_mm512_loadu_ps(base + r * ld_in + t * tap), acc[r]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * ld_out + c, keep, acc[r]);
   }
+}
+
+__attribute__((target("avx512f"))) void MaxChainsAll(const float* in, int64_t ld_in, float* out, int64_t ld_out,
+                                                      int64_t rows, int64_t width, int64_t k, int64_t tap,
+                                                      bool keep_all) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) MaxChains<8>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  for (; r + 4 <= rows; r += 4) MaxChains<4>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  for (; r < rows; ++r) MaxChains<1>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
 }
 #pragma GCC diagnostic pop
 #endif
@@ -364,9 +383,13 @@ bool PaddedMaxPlane(const PoolShape& s, const float* x, float* y, std::vector<fl
 #ifdef NEE_POOL_X86
   const int64_t ld = s.out[2] + s.kernel_w - 1 + 16;  // room for a whole last vector
   const int64_t rows = s.out[1] + s.kernel_h - 1;
-  scratch.resize(static_cast<size_t>(ld * rows));
-  if (!FillPadded(s, x, scratch.data(), ld, rows)) return false;
-  for (int64_t oh = 0; oh < s.out[1]; ++oh) PaddedMaxRow(s, scratch.data(), ld, oh, y + oh * s.out[2]);
+  const int64_t hw = (s.out[2] + 15) / 16 * 16;  // row maxima: whole vectors, all written
+  scratch.resize(static_cast<size_t>(ld * rows + hw * rows));
+  float* pad = scratch.data();
+  float* row_max = pad + ld * rows;
+  if (!FillPadded(s, x, pad, ld, rows)) return false;
+  MaxChainsAll(pad, ld, row_max, hw, rows, hw, s.kernel_w, 1, /*keep_all=*/true);
+  MaxChainsAll(row_max, hw, y, s.out[2], s.out[1], s.out[2], s.kernel_h, hw, /*keep_all=*/false);
   return true;
 #else
   return false;
