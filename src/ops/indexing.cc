@@ -11,6 +11,7 @@
 
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/slice_geometry.h"
 #include "ops/tensor_util.h"
 
 namespace nee {
@@ -75,9 +76,10 @@ Status ValidateSlice(const Node& node, int64_t rank, SliceParams& p) {
   return Status::Ok();
 }
 
-Status SliceKernel(KernelContext& ctx) {
+}  // namespace
+
+Result<SliceGeometry> ResolveSlice(KernelContext& ctx, const Tensor& x) {
   const Node& node = ctx.node();
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   SliceParams p;
   if (ctx.opset() < 10) {
     NEE_ASSIGN_OR_RETURN(p.starts, node.GetInts("starts"));
@@ -93,21 +95,27 @@ Status SliceKernel(KernelContext& ctx) {
       NEE_ASSIGN_OR_RETURN(p.steps, IntInput(ctx, 4));
     }
   }
-  Status valid = ValidateSlice(node, x->rank(), p);
+  Status valid = ValidateSlice(node, x.rank(), p);
   if (!valid.ok()) return InvalidArgument(valid.message());
-  std::vector<int64_t> in_strides = StridesOf(x->dims());
-  std::vector<int64_t> out_dims = x->dims();
-  std::vector<int64_t> strides = in_strides;
-  int64_t base = 0;
+  std::vector<int64_t> in_strides = StridesOf(x.dims());
+  SliceGeometry g{x.dims(), in_strides, 0};
   for (size_t i = 0; i < p.axes.size(); ++i) {
     int64_t a = p.axes[i];
-    AxisSlice s = ResolveAxisSlice(p.starts[i], p.ends[i], p.steps[i], x->dim(a));
-    out_dims[a] = s.count;
-    base += s.start * in_strides[a];
-    strides[a] = s.step * in_strides[a];
+    AxisSlice s = ResolveAxisSlice(p.starts[i], p.ends[i], p.steps[i], x.dim(a));
+    g.out_dims[a] = s.count;
+    g.base += s.start * in_strides[a];
+    g.strides[a] = s.step * in_strides[a];
   }
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), out_dims));
-  return StridedCopy(node, *x, base, strides, out);
+  return g;
+}
+
+namespace {
+
+Status SliceKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(SliceGeometry g, ResolveSlice(ctx, *x));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), g.out_dims));
+  return StridedCopy(ctx.node(), *x, g.base, g.strides, out);
 }
 
 Status SliceInfer(InferenceContext& ictx) {

@@ -39,6 +39,9 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"com.microsoft", "BiasGelu", 1, 1000, BiasGeluFloat},
       {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat},
       {"", "Transpose", 1, 1000, TransposeFast},
+      {"", "Concat", 1, 1000, ConcatFast},
+      {"", "Split", 1, 1000, SplitFast},
+      {"", "Slice", 1, 1000, SliceFast},
       // ---- end element-wise block ----
       // ---- Fused ops written by the optimizer (src/opt) ----
       {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat},

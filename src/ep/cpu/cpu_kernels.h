@@ -73,6 +73,11 @@ Status FastGeluFloat(KernelContext& ctx);
 // Transpose of 4-byte types (transpose_fast.cc): row copies when the innermost dim stays, tiled
 // batched 2-D transposes; other permutations to the reference.
 Status TransposeFast(KernelContext& ctx);
+// Concat, Split and Slice (contiguous innermost runs) on every whole-byte element type (copy_fast.cc):
+// byte copies cut into equal pieces over the threads; bitwise the reference.
+Status ConcatFast(KernelContext& ctx);
+Status SplitFast(KernelContext& ctx);
+Status SliceFast(KernelContext& ctx);
 // ---- end element-wise block ----
 // ---- Fused ops written by the optimizer (src/opt) ----
 // com.microsoft FusedConv on float32 (fused_conv_fast.cc): the fast Conv, then

@@ -12,6 +12,7 @@
 // GlobalAveragePool sums each plane in eight interleaved partial sums (a
 // fixed order, so deterministic, but not the reference's sequential order).
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,7 @@ struct PoolShape {
   // Along the last dim: kernel, stride, begin pad, and the output columns
   // [interior_lo, interior_hi) whose every tap is inside the input.
   int64_t kernel_w = 1, stride_w = 1, pad_w = 0, interior_lo = 0, interior_hi = 0;
+  int64_t kernel_h = 1, stride_h = 1, pad_h = 0;  // the same along the dim before it (2-D pools)
   // Interior columns [vector_lo, vector_hi) the AVX2 row kernel computes
   // (empty without AVX2 or when fewer than eight; stride 2 stops where its
   // sixteen-float loads would leave the row).
@@ -101,6 +103,11 @@ bool PlanFastPool(const KernelContext& ctx, const Tensor& x, PoolShape& s) {
   s.kernel_w = spec.kernel[n - 1];
   s.stride_w = spec.strides[n - 1];
   s.pad_w = spec.pad_begin(n - 1);
+  if (n == 2) {
+    s.kernel_h = spec.kernel[0];
+    s.stride_h = spec.strides[0];
+    s.pad_h = spec.pad_begin(0);
+  }
   s.interior_lo = s.interior_hi = 0;
   for (int64_t o = 0; o < s.out[2]; ++o) {
     const TapRange& t = s.taps[2][static_cast<size_t>(o)];
@@ -188,6 +195,97 @@ __attribute__((target("avx2,fma"))) void PoolRowAvx2(const PoolShape& s, const f
   for (; ow + 8 <= hi; ow += 8) PoolChunk<kKind, kStride, 1>(s, rows, n_rows, divisor, ow, y_row);
   if (ow < hi) PoolChunk<kKind, kStride, 1>(s, rows, n_rows, divisor, hi - 8, y_row);
 }
+#endif
+
+#ifdef NEE_POOL_X86
+// Stride-1 2-D MaxPool whose every window holds an input element (pads below
+// the kernel), planes of at most kMaxPaddedCols columns: the SPPF block of
+// YOLO-style detectors (5x5, pad 2, three in a row on 20x20 planes). The
+// plane is copied into a -inf bordered scratch, then pooled separably (rows,
+// then columns: 2K instead of K^2 maxima per output), sixteen columns per
+// vector. Bitwise the reference when the plane holds no NaN and no -0: then
+// equal floats have equal bits, so the order the taps are combined in cannot
+// change the result, and a -inf border never exceeds the in-window element
+// every window has. Planes with NaN or -0 (where the reference's "first of
+// equals wins" and NaN rules depend on the order) take the general path.
+constexpr int64_t kMaxPaddedCols = 240;
+
+bool PaddedMaxPoolApplies(const PoolShape& s) {
+  if (!__builtin_cpu_supports("avx512f") || SgemmPortableForced()) return false;
+  if (s.in[0] != 1 || s.stride_h != 1 || s.stride_w != 1 || s.dilation[1] != 1 || s.dilation[2] != 1) return false;
+  const int64_t pad_bottom = s.out[1] - s.in[1] - s.pad_h + s.kernel_h - 1;
+  const int64_t pad_right = s.out[2] - s.in[2] - s.pad_w + s.kernel_w - 1;
+  return s.pad_h >= 0 && s.pad_h < s.kernel_h && pad_bottom >= 0 && pad_bottom < s.kernel_h && s.pad_w >= 0 &&
+         s.pad_w < s.kernel_w && pad_right >= 0 && pad_right < s.kernel_w && s.out[2] + s.kernel_w + 16 <= kMaxPaddedCols;
+}
+
+__attribute__((target("avx512f"))) void FillNegInf(float* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16)
+    _mm512_mask_storeu_ps(p + i, n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1),
+                          _mm512_set1_ps(-__builtin_inff()));
+}
+
+// Copies the plane into `pad` (rows of `ld` floats, -inf around it); false if
+// it holds a NaN or a -0.
+__attribute__((target("avx512f"))) bool FillPadded(const PoolShape& s, const float* x, float* pad, int64_t ld,
+                                                   int64_t rows) {
+  __mmask16 special = 0;
+  const int64_t W = s.in[2];
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = pad + r * ld;
+    const int64_t h = r - s.pad_h;
+    if (h < 0 || h >= s.in[1]) {
+      FillNegInf(dst, ld);
+      continue;
+    }
+    FillNegInf(dst, s.pad_w);
+    const float* src = x + h * W;
+    for (int64_t w = 0; w < W; w += 16) {
+      const __mmask16 m = W - w >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (W - w)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(m, src + w);
+      special |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) |
+                 _mm512_mask_cmpeq_epi32_mask(m, _mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
+      _mm512_mask_storeu_ps(dst + s.pad_w + w, m, v);
+    }
+    FillNegInf(dst + s.pad_w + W, ld - s.pad_w - W);
+  }
+  return special == 0;
+}
+
+// out[r][c] = max over t < k of in[r * ld_in + c + t * tap] for rows [r0,
+// r0 + R) and columns [0, width), sixteen per vector (the last one's lanes
+// past `width` computed, stored only where `keep_all`). R rows run side by
+// side so that R chains of `max` hide its latency. (GCC 12 warns about the
+// self-initialized _mm512_undefined_ps inside its own _mm512_max_ps.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <int R>
+__attribute__((target("avx512f"))) void MaxChains(const float* in, int64_t ld_in, float* out, int64_t ld_out,
+                                                   int64_t r0, int64_t width, int64_t k, int64_t tap, bool keep_all) {
+  for (int64_t c = 0; c < width; c += 16) {
+    const __mmask16 keep =
+        keep_all || width - c >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (width - c)) - 1);
+    const float* base = in + r0 * ld_in + c;
+    __m512 acc[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = _mm512_loadu_ps(base + r * ld_in);
+    for (int64_t t = 1; t < k; ++t)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_max_ps(_mm512_loadu_ps(base + r * ld_in + t * tap), acc[r]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * ld_out + c, keep, acc[r]);
+  }
+}
+
+__attribute__((target("avx512f"))) void MaxChainsAll(const float* in, int64_t ld_in, float* out, int64_t ld_out,
+                                                      int64_t rows, int64_t width, int64_t k, int64_t tap,
+                                                      bool keep_all) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) MaxChains<8>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  for (; r + 4 <= rows; r += 4) MaxChains<4>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  for (; r < rows; ++r) MaxChains<1>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+}
+#pragma GCC diagnostic pop
 #endif
 
 // One plane. `acc` is scratch for one output row.
@@ -280,6 +378,24 @@ void PoolPlane(const PoolShape& s, bool count_include_pad, const float* x, float
   }
 }
 
+// One plane through the padded path; false (nothing written) when it holds a NaN.
+bool PaddedMaxPlane(const PoolShape& s, const float* x, float* y, std::vector<float>& scratch) {
+#ifdef NEE_POOL_X86
+  const int64_t ld = s.out[2] + s.kernel_w - 1 + 16;  // room for a whole last vector
+  const int64_t rows = s.out[1] + s.kernel_h - 1;
+  const int64_t hw = (s.out[2] + 15) / 16 * 16;  // row maxima: whole vectors, all written
+  scratch.resize(static_cast<size_t>(ld * rows + hw * rows));
+  float* pad = scratch.data();
+  float* row_max = pad + ld * rows;
+  if (!FillPadded(s, x, pad, ld, rows)) return false;
+  MaxChainsAll(pad, ld, row_max, hw, rows, hw, s.kernel_w, 1, /*keep_all=*/true);
+  MaxChainsAll(row_max, hw, y, s.out[2], s.out[1], s.out[2], s.kernel_h, hw, /*keep_all=*/false);
+  return true;
+#else
+  return false;
+#endif
+}
+
 template <Pool kKind>
 Status WindowPoolFloat(KernelContext& ctx, bool count_include_pad) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
@@ -295,10 +411,16 @@ Status WindowPoolFloat(KernelContext& ctx, bool count_include_pad) {
   // Planes are tasks claimed dynamically; a few planes per task keep the claiming cheap.
   const int64_t per_task = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, s.out_size * window));
   const int64_t tasks = (s.planes + per_task - 1) / per_task;
+#ifdef NEE_POOL_X86
+  const bool padded = kKind == Pool::kMax && PaddedMaxPoolApplies(s);
+#else
+  const bool padded = false;
+#endif
   auto run = [&](int64_t task) {
     thread_local std::vector<float> acc;
     for (int64_t p = task * per_task; p < std::min(s.planes, (task + 1) * per_task); ++p)
-      PoolPlane<kKind>(s, count_include_pad, xp + p * s.in_size, yp + p * s.out_size, acc);
+      if (!padded || !PaddedMaxPlane(s, xp + p * s.in_size, yp + p * s.out_size, acc))
+        PoolPlane<kKind>(s, count_include_pad, xp + p * s.in_size, yp + p * s.out_size, acc);
   };
   if (s.planes * s.out_size * window < 32768) {
     for (int64_t t = 0; t < tasks; ++t) run(t);  // too little work to share out

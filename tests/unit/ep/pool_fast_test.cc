@@ -71,6 +71,12 @@ std::vector<PoolCase> Cases() {
         IntsAttr("pads", {2, 2, 2, 2})}},
       {"wide_1d_s1", {2, 2, 100}, 17, {IntsAttr("kernel_shape", {5}), IntsAttr("pads", {2, 2})}},
       {"wide_3d", {1, 2, 3, 4, 40}, 17, {IntsAttr("kernel_shape", {2, 2, 3}), IntsAttr("pads", {0, 1, 1, 1, 0, 1})}},
+      // Stride 1 with pads below the kernel: MaxPool's padded-plane path (YOLO's SPPF, odd planes).
+      {"sppf_5x5_pad2", {1, 5, 20, 20}, 13, {IntsAttr("kernel_shape", {5, 5}), IntsAttr("pads", {2, 2, 2, 2})}},
+      {"5x5_pad2_odd", {2, 3, 13, 37}, 13, {IntsAttr("kernel_shape", {5, 5}), IntsAttr("pads", {2, 2, 2, 2})}},
+      {"4x3_asym_pads", {1, 2, 9, 17}, 13, {IntsAttr("kernel_shape", {4, 3}), IntsAttr("pads", {3, 0, 1, 2})}},
+      {"pads_as_big_as_the_kernel", {1, 2, 6, 6}, 13, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}},
+      {"5x5_single_column", {1, 2, 7, 1}, 13, {IntsAttr("kernel_shape", {5, 5}), IntsAttr("pads", {2, 2, 2, 2})}},
   };
 }
 
@@ -139,6 +145,31 @@ TEST(PoolFast, MaxPoolNaNLikeReferenceInVectorKernel) {
     ASSERT_EQ(got->dims(), want.dims());
     EXPECT_EQ(0, std::memcmp(got->data<float>(), want.data<float>(), sizeof(float) * want.num_elements()))
         << "stride " << stride;
+  }
+}
+
+// The padded-plane path (stride 1, 5x5 pad 2): NaN, infinities and signed
+// zeros as the reference treats them (planes with a NaN take the general path;
+// a -inf border must not change which of equal values wins).
+TEST(PoolFast, MaxPoolSpecialValuesLikeReferenceInPaddedPath) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(4);
+  Tensor t = RandomTensor({1, 4, 9, 21}, rng);
+  float* p = t.data<float>();
+  const int64_t plane = 9 * 21;
+  for (int64_t i = 0; i < plane; ++i) p[i] = (i % 3 == 0) ? 0.f : -0.f;            // plane 0: signed zeros
+  for (int64_t i = plane; i < 2 * plane; ++i) p[i] = (i % 5 == 0) ? -inf : -1e30f;  // plane 1: -inf
+  p[2 * plane + 10] = nan;                                                          // plane 2: one NaN
+  p[3 * plane + 4] = inf;                                                           // plane 3: +inf
+  Value x(t);
+  Node node = testing::MakeNode("MaxPool", 1, 1, {IntsAttr("kernel_shape", {5, 5}), IntsAttr("pads", {2, 2, 2, 2})});
+  auto ref = testing::RunOp(node, 12, {x});
+  ASSERT_TRUE(ref.ok());
+  for (int threads : {1, 2}) {
+    auto got = RunFast(cpu::MaxPoolFloat, node, 12, x, threads);
+    ASSERT_TRUE(got.ok());
+    const Tensor& want = ref->outputs[0].tensor();
+    EXPECT_EQ(0, std::memcmp(got->data<float>(), want.data<float>(), sizeof(float) * want.num_elements()));
   }
 }
 

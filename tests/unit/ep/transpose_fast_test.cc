@@ -51,6 +51,9 @@ TEST(FastTranspose, BitwiseEqualToTheReference) {
       {{2, 0, 3}, {0, 2, 1}},            // empty
       {{}, {}},                          // scalar
       {{300, 3, 60}, {1, 0, 2}},         // many rows, several tasks
+      {{2, 19, 700}, {0, 2, 1}},         // bands narrowed to spread over the threads, ragged last band
+      {{1, 3, 85, 9, 31}, {0, 1, 3, 4, 2}},  // detector head: the 85 channels move innermost
+      {{37, 600}, {1, 0}},               // 2-D, wider than one band
   };
   for (const Case& c : cases) ExpectSameAsReference(testing::RandomTensor(c.dims, rng), c.perm);
   ExpectSameAsReference(testing::RandomTensor({5, 6, 7}, rng), {2, 1, 0}, false);  // default: reversed

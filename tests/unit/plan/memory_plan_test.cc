@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 #include "ops/op_util.h"
@@ -17,6 +18,7 @@ const OpRegistry& Registry() {
     OpRegistry reg;
     reg.RegisterVersions("", "U", {1}, 1, 1, 1, 1, InferSameAsInput0, Noop);
     reg.RegisterVersions("", "B", {1}, 2, 2, 1, 1, InferBroadcast, Noop);
+    reg.RegisterVersions("", "Identity", {1}, 1, 1, 1, 1, InferSameAsInput0, Noop);  // a view op
     return reg;
   }();
   return r;
@@ -97,6 +99,76 @@ TEST(MemoryPlan, ChainUsesTwoBuffers) {
   EXPECT_EQ(mp.num_planned, 4u);  // the graph output is not planned
   EXPECT_EQ(mp.planned_bytes, 4u * 4000u);
   EXPECT_EQ(mp.arena_bytes, 2u * 4032u);
+}
+
+// A random DAG of U/B/Identity nodes: Identity outputs share their input's
+// bytes, and each alias group (a value and the views of it) must own its
+// bytes from its first producer to its last reader.
+TEST(MemoryPlan, ViewOutputsShareTheirInputAndGroupsNeverOverlap) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 60; ++trial) {
+    Graph g = RandomGraph(rng, 5 + trial % 30);
+    for (Node& n : g.nodes)
+      if (n.op_type == "U" && rng() % 2) n.op_type = "Identity";
+    auto checked = CheckGraph(g, {{"", 13}}, Registry(), nullptr, {});
+    ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+    auto plan = BuildExecutionPlan(g, checked.value(), CpuProvider::Default());
+    ASSERT_TRUE(plan.ok());
+    MemoryPlan mp = PlanMemory(plan.value(), checked->types);
+    // Expected groups, computed independently: a planned Identity output joins its planned input's group.
+    std::vector<int> root(plan->num_slots());
+    for (size_t s = 0; s < root.size(); ++s) root[s] = static_cast<int>(s);
+    for (const PlannedNode& pn : plan->nodes)
+      if (pn.node->op_type == "Identity" && mp.offset[pn.inputs[0]] >= 0 && mp.offset[pn.outputs[0]] >= 0)
+        root[pn.outputs[0]] = root[pn.inputs[0]];
+    struct Span { int first, last; int64_t begin; };
+    std::map<int, Span> spans;  // per group root
+    for (size_t s = 0; s < plan->num_slots(); ++s) {
+      if (mp.offset[s] < 0) continue;
+      int first = plan->producer[s], last = std::max(plan->last_use[s], first);
+      auto [it, fresh] = spans.emplace(root[s], Span{first, last, mp.offset[s]});
+      EXPECT_EQ(it->second.begin, mp.offset[s]) << "trial " << trial << ": a view is not on its input's bytes";
+      it->second.first = std::min(it->second.first, first);
+      it->second.last = std::max(it->second.last, last);
+    }
+    for (auto a = spans.begin(); a != spans.end(); ++a)
+      for (auto b = std::next(a); b != spans.end(); ++b) {
+        bool alive_together = !(a->second.last < b->second.first || b->second.last < a->second.first);
+        bool overlap = a->second.begin < b->second.begin + 1088 && b->second.begin < a->second.begin + 1088;
+        EXPECT_FALSE(alive_together && overlap) << "trial " << trial;
+      }
+  }
+}
+
+TEST(MemoryPlan, ViewOfAGraphInputOrIntoAGraphOutputIsNotAliased) {
+  // x -> Identity -> a -> U -> b -> Identity -> c -> Identity -> out
+  Graph g;
+  g.name = "views";
+  g.inputs.push_back({"x", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({100})), "", {}});
+  const char* ops[] = {"Identity", "U", "Identity", "Identity"};
+  const char* outs[] = {"a", "b", "c", "out"};
+  std::string prev = "x";
+  for (int i = 0; i < 4; ++i) {
+    Node n;
+    n.name = "n" + std::to_string(i);
+    n.op_type = ops[i];
+    n.inputs = {prev};
+    n.outputs = {outs[i]};
+    prev = outs[i];
+    g.nodes.push_back(std::move(n));
+  }
+  g.outputs.push_back({"out", TypeInfo{}, "", {}});
+  auto checked = CheckGraph(g, {{"", 13}}, Registry(), nullptr, {});
+  ASSERT_TRUE(checked.ok());
+  auto plan = BuildExecutionPlan(g, checked.value(), CpuProvider::Default());
+  ASSERT_TRUE(plan.ok());
+  MemoryPlan mp = PlanMemory(plan.value(), checked->types);
+  auto offset = [&](const char* name) { return mp.offset[plan->slot_of.at(name)]; };
+  EXPECT_GE(offset("a"), 0);  // its own block: x is the caller's
+  EXPECT_EQ(offset("out"), -1);
+  EXPECT_EQ(offset("b"), offset("c"));
+  EXPECT_NE(offset("a"), offset("b"));  // a is read while b is written
+  EXPECT_EQ(mp.arena_bytes, 2u * 448u);
 }
 
 }  // namespace

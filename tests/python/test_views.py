@@ -1,0 +1,106 @@
+"""Zero-copy views (plan/memory_plan.cc alias groups): Reshape, Flatten, Squeeze,
+Unsqueeze and Identity outputs share their input's arena bytes. These graphs keep
+the input of a view alive after the view (read again later), chain views, mix
+views with graph inputs/outputs, and feed the same value to two views; every
+result is checked against numpy, in every session configuration, at 1-3 threads."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nee
+
+CONFIGS = [
+    {},
+    {"graph_optimization_level": 0},
+    {"reference_kernels_only": True},
+]
+
+
+def _session(model, config, threads):
+    options = nee.SessionOptions()
+    options.intra_op_num_threads = threads
+    for key, value in config.items():
+        setattr(options, key, value)
+    return nee.InferenceSession(model.SerializeToString(), options)
+
+
+def _model(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "views", inputs, outputs, initializer=list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _tensor(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _chain_model():
+    # a = x + 1; r = Reshape(a); u = Unsqueeze(r); s = Squeeze(u); f = Flatten(s); i = Identity(f)
+    # m = Relu(i) * 2; b = a * 3 (a read again after its views); out = m + Reshape(b)
+    shape = numpy_helper.from_array(np.array([6, 20], np.int64), "shape")
+    axes = numpy_helper.from_array(np.array([0], np.int64), "axes")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    three = numpy_helper.from_array(np.array(3.0, np.float32), "three")
+    nodes = [
+        helper.make_node("Add", ["x", "one"], ["a"]),
+        helper.make_node("Reshape", ["a", "shape"], ["r"]),
+        helper.make_node("Unsqueeze", ["r", "axes"], ["u"]),
+        helper.make_node("Squeeze", ["u", "axes"], ["s"]),
+        helper.make_node("Flatten", ["s"], ["f"], axis=1),
+        helper.make_node("Identity", ["f"], ["i"]),
+        helper.make_node("Relu", ["i"], ["relu"]),
+        helper.make_node("Mul", ["relu", "two"], ["m"]),
+        helper.make_node("Mul", ["a", "three"], ["b"]),
+        helper.make_node("Reshape", ["b", "shape"], ["rb"]),
+        helper.make_node("Add", ["m", "rb"], ["out"]),
+        helper.make_node("Identity", ["r"], ["r_out"]),  # a view that is a graph output
+    ]
+    model = _model(nodes, [_tensor("x", [3, 4, 10])], [_tensor("out", [6, 20]), _tensor("r_out", [6, 20])],
+                   [shape, axes, two, one, three])
+
+    def expected(x):
+        a = x + 1
+        return [np.maximum(a.reshape(6, 20), 0) * 2 + (a * 3).reshape(6, 20), a.reshape(6, 20)]
+
+    return model, expected
+
+
+def _input_view_model():
+    # Views of a graph input and of an initializer, and a view feeding two views.
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4), "w")
+    shape = numpy_helper.from_array(np.array([4, 3], np.int64), "shape")
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["rx"]),
+        helper.make_node("Reshape", ["w", "shape"], ["rw"]),
+        helper.make_node("Add", ["rx", "rw"], ["sum"]),
+        helper.make_node("Identity", ["sum"], ["i1"]),
+        helper.make_node("Flatten", ["sum"], ["i2"], axis=0),
+        helper.make_node("Neg", ["i1"], ["n"]),
+        helper.make_node("Reshape", ["i2", "shape"], ["i3"]),
+        helper.make_node("Sub", ["n", "i3"], ["out"]),
+    ]
+    model = _model(nodes, [_tensor("x", [2, 6])], [_tensor("out", [4, 3])], [w, shape])
+
+    def expected(x):
+        s = x.reshape(4, 3) + np.arange(12, dtype=np.float32).reshape(4, 3)
+        return [-s - s]
+
+    return model, expected
+
+
+@pytest.mark.parametrize("make", [_chain_model, _input_view_model])
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_views_compute_what_numpy_does(make, config, threads):
+    model, expected = make()
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(threads).standard_normal(shape).astype(np.float32)
+    sess = _session(model, config, threads)
+    for _ in range(3):  # the arena is reused run after run
+        got = sess.run(None, {"x": x})
+        for g, e in zip(got, expected(x)):
+            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
+    # Outputs are the caller's own: writing to them must not change a later run.
+    got[0][...] = 123.0
+    again = sess.run(None, {"x": x})
+    np.testing.assert_allclose(again[0], expected(x)[0], rtol=1e-6, atol=1e-6)
