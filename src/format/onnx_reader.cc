@@ -576,6 +576,7 @@ Status OnnxParser::ParseShape(ByteRange b, Shape* shape) {
 Status OnnxParser::ParseDim(ByteRange b, Dim* dim) {
   MessageReader m(d_, b, kDimFields);
   *dim = Dim::Unknown();
+  std::string denotation;  // kept across the dim_value / dim_param oneof, which replaces *dim
   while (!m.done()) {
     Field f;
     NEE_RETURN_IF_ERROR(m.Next(&f));
@@ -591,13 +592,15 @@ Status OnnxParser::ParseDim(ByteRange b, Dim* dim) {
         *dim = s.empty() ? Dim::Unknown() : Dim::Symbol(std::move(s));
         break;
       }
-      case 3:  // denotation: not kept in the IR
-        NEE_RETURN_IF_ERROR(m.Bytes(f).status());
+      case 3: {
+        NEE_ASSIGN_OR_RETURN(denotation, m.String(f));
         break;
+      }
       default:
         NEE_RETURN_IF_ERROR(m.Unknown(f));
     }
   }
+  dim->denotation = std::move(denotation);
   return Status::Ok();
 }
 

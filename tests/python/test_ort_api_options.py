@@ -1,0 +1,201 @@
+"""SessionOptions and RunOptions as ONNX Runtime has them: the same attributes and
+defaults, AttributeError for unknown names, config entries, free dimension
+overrides, replacement initializers, the optimized model file and profiling.
+Each behaviour runs against onnxruntime and nee and must agree."""
+import json
+import os
+
+import numpy as np
+import onnxruntime
+import pytest
+
+import nee
+from ort_api_util import X32, add_model, free_dims_model, mul_model, rt, session, write  # noqa: F401
+
+SESSION_ATTRS = ["enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "enable_profiling",
+                 "execution_mode", "execution_order", "graph_optimization_level", "inter_op_num_threads",
+                 "intra_op_num_threads", "log_severity_level", "log_verbosity_level", "logid",
+                 "optimized_model_filepath", "profile_file_prefix", "use_deterministic_compute",
+                 "use_per_session_threads"]
+RUN_ATTRS = ["log_severity_level", "log_verbosity_level", "logid", "only_execute_path_to_fetches", "terminate"]
+
+
+def _plain(value):
+    return int(value) if hasattr(value, "__int__") and not isinstance(value, (bool, str)) else value
+
+
+@pytest.mark.parametrize("attr", SESSION_ATTRS)
+def test_session_options_defaults_match(attr):
+    assert _plain(getattr(nee.SessionOptions(), attr)) == _plain(getattr(onnxruntime.SessionOptions(), attr))
+
+
+@pytest.mark.parametrize("attr", RUN_ATTRS)
+def test_run_options_defaults_match(attr):
+    assert getattr(nee.RunOptions(), attr) == getattr(onnxruntime.RunOptions(), attr)
+
+
+@pytest.mark.parametrize("cls", ["SessionOptions", "RunOptions"])
+def test_unknown_attributes_raise_attribute_error(rt, cls):
+    options = getattr(rt, cls)()
+    with pytest.raises(AttributeError):
+        options.intra_op_num_thread = 2  # misspelt
+    with pytest.raises(AttributeError):
+        options.no_such_option  # noqa: B018
+
+
+def test_wrongly_typed_values_raise_type_error(rt):
+    so = rt.SessionOptions()
+    with pytest.raises(TypeError):
+        so.intra_op_num_threads = "two"
+    with pytest.raises(TypeError):
+        so.logid = 3
+
+
+def test_enum_attributes_round_trip(rt):
+    so = rt.SessionOptions()
+    so.execution_mode = rt.ExecutionMode.ORT_PARALLEL
+    so.execution_order = rt.ExecutionOrder.PRIORITY_BASED
+    so.graph_optimization_level = rt.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    assert so.execution_mode == rt.ExecutionMode.ORT_PARALLEL
+    assert so.execution_order == rt.ExecutionOrder.PRIORITY_BASED
+    assert so.graph_optimization_level == rt.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    sess = session(rt, mul_model(), sess_options=so)
+    np.testing.assert_array_equal(sess.run(None, {"X": X32})[0], X32 * X32)
+
+
+def test_session_config_entries(rt):
+    so = rt.SessionOptions()
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("CONFIG_KEY", "CONFIG_VAL")
+    assert so.get_session_config_entry("CONFIG_KEY") == "CONFIG_VAL"
+    assert so.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    with pytest.raises(RuntimeError, match="SessionOptions does not have configuration with key: INVALID"):
+        so.get_session_config_entry("INVALID")
+    session(rt, mul_model(), sess_options=so)  # the session accepts them
+
+
+def test_run_config_entries(rt):
+    ro = rt.RunOptions()
+    ro.add_run_config_entry("memory.enable_memory_arena_shrinkage", "cpu:0")
+    assert ro.get_run_config_entry("memory.enable_memory_arena_shrinkage") == "cpu:0"
+    with pytest.raises(RuntimeError, match="RunOptions does not have configuration with key: nope"):
+        ro.get_run_config_entry("nope")
+    ro.logid = "thread1"
+    ro.log_severity_level = 3
+    ro.only_execute_path_to_fetches = True
+    out = session(rt, mul_model()).run(None, {"X": X32}, ro)
+    np.testing.assert_array_equal(out[0], X32 * X32)
+
+
+@pytest.mark.parametrize("by", ["name", "denotation"])
+def test_free_dimension_overrides(by):
+    def shapes_and_result(rt):
+        so = rt.SessionOptions()
+        if by == "name":
+            so.add_free_dimension_override_by_name("Dim1", 4)
+            so.add_free_dimension_override_by_name("Dim2", 6)
+        else:
+            so.add_free_dimension_override_by_denotation("DATA_BATCH", 4)
+            so.add_free_dimension_override_by_denotation("DATA_CHANNEL", 6)
+        sess = session(rt, free_dims_model(), sess_options=so)
+        x = -np.arange(120, dtype=np.float32).reshape(4, 6, 5)
+        return sess.get_inputs()[0].shape, sess.run(None, {"x": x})[0]
+
+    ort_shape, ort_out = shapes_and_result(onnxruntime)
+    nee_shape, nee_out = shapes_and_result(nee)
+    assert nee_shape == ort_shape == [4, 6, 5]
+    np.testing.assert_array_equal(nee_out, ort_out)
+
+
+def test_free_dimension_override_refuses_other_sizes(rt):
+    so = rt.SessionOptions()
+    so.add_free_dimension_override_by_name("Dim1", 4)
+    sess = session(rt, free_dims_model(), sess_options=so)
+    with pytest.raises(rt.capi.onnxruntime_pybind11_state.InvalidArgument):
+        sess.run(None, {"x": np.ones((3, 6, 5), np.float32)})
+
+
+def test_add_initializer_replaces_the_models(rt):
+    so = rt.SessionOptions()
+    w = rt.OrtValue.ortvalue_from_numpy(np.array([[2.0, 1.0], [4.0, 3.0], [6.0, 5.0]], dtype=np.float32))
+    so.add_initializer("W", w)
+    out = session(rt, mul_model(), sess_options=so).run(["Y"], {"X": X32})[0]
+    np.testing.assert_array_equal(out, X32 * np.array([[2, 1], [4, 3], [6, 5]], np.float32))
+
+
+def test_add_external_initializers_replace_by_name():
+    # nee replaces any initializer so named; ONNX Runtime only one stored as external data
+    # (it refuses this model's B), so the expected values come from numpy.
+    so = nee.SessionOptions()
+    so.add_external_initializers(["B"], [nee.OrtValue.ortvalue_from_numpy(np.array([10, 20, 30], np.float32))])
+    out = session(nee, add_model(), sess_options=so).run(None, {"X": np.ones((2, 3), np.float32)})[0]
+    np.testing.assert_array_equal(out, np.ones((2, 3), np.float32) + np.array([10, 20, 30], np.float32))
+
+
+def test_add_initializer_of_a_wrong_type_is_refused():
+    so = nee.SessionOptions()
+    so.add_initializer("W", nee.OrtValue.ortvalue_from_numpy(np.ones((3, 2), np.int64)))
+    with pytest.raises(nee.InvalidArgument, match="'W'.*float"):
+        session(nee, mul_model(), sess_options=so)
+
+
+def test_optimized_model_filepath_writes_a_model_onnxruntime_runs(rt, tmp_path):
+    model = write(mul_model(), tmp_path)
+    so = rt.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    rt.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
+    assert os.path.isfile(so.optimized_model_filepath)
+    out = onnxruntime.InferenceSession(so.optimized_model_filepath).run(None, {"X": X32})[0]
+    np.testing.assert_array_equal(out, X32 * X32)
+
+
+def test_optimized_model_filepath_from_model_bytes(tmp_path):
+    so = nee.SessionOptions()
+    so.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    session(nee, mul_model(), sess_options=so)
+    assert os.path.getsize(so.optimized_model_filepath) > 0
+
+
+def test_profiling_writes_a_chrome_trace(rt, tmp_path):
+    so = rt.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    sess = session(rt, mul_model(), sess_options=so)
+    start = sess.get_profiling_start_time_ns()
+    assert start > 0
+    sess.run(None, {"X": X32})
+    path = sess.end_profiling()
+    assert os.path.isfile(path)
+    with open(path) as f:
+        events = json.load(f)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    assert any(e.get("ph") == "X" for e in events)
+    for e in events:
+        assert {"name", "ph", "ts", "pid"} <= set(e)
+
+
+def test_profiling_start_times_are_chronological(rt, tmp_path):
+    starts = []
+    for i in range(3):
+        so = rt.SessionOptions()
+        so.enable_profiling = True
+        so.profile_file_prefix = str(tmp_path / f"p{i}")
+        sess = session(rt, mul_model(), sess_options=so)
+        starts.append(sess.get_profiling_start_time_ns())
+        os.remove(sess.end_profiling())
+    assert starts == sorted(starts)
+
+
+def test_profiling_off(rt):
+    sess = session(rt, mul_model())
+    assert sess.get_profiling_start_time_ns() == 0
+    assert sess.end_profiling() == ""
+
+
+def test_session_options_are_kept(rt):
+    so = rt.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.logid = "kept"
+    sess = session(rt, mul_model(), sess_options=so)
+    assert sess.get_session_options().intra_op_num_threads == 1
+    assert sess.get_session_options().logid == "kept"
