@@ -177,6 +177,12 @@ NEE_API nee_status_t nee_session_options_add_free_dimension_override(nee_session
  * name that is not an initializer of the main graph fails session creation. */
 NEE_API nee_status_t nee_session_options_add_initializer(nee_session_options_t* options, const char* name,
                                                          const nee_value_t* value);
+/* Supplies a copy of the tensor `value` for the model's tensor `name` stored as
+ * external data (ONNX Runtime's add_external_initializers): it is used instead
+ * of the external file, which need not exist. Session creation fails when the
+ * model stores no such tensor externally, or one of another type or shape. */
+NEE_API nee_status_t nee_session_options_add_external_initializer(nee_session_options_t* options,
+                                                                  const char* name, const nee_value_t* value);
 NEE_API void nee_session_options_release(nee_session_options_t* options);
 
 /* ---- Sessions ------------------------------------------------------------ */

@@ -62,7 +62,7 @@ class SessionOptions:
                  "_enable_mem_pattern", "_enable_mem_reuse", "_use_deterministic_compute",
                  "_use_per_session_threads", "_run_timeout_ms", "_run_memory_limit_bytes",
                  "_reference_kernels_only", "_config", "_free_dims_by_name", "_free_dims_by_denotation",
-                 "_initializers", "_custom_op_libraries", "__weakref__")
+                 "_initializers", "_external_initializers", "_custom_op_libraries", "__weakref__")
 
     def __init__(self) -> None:
         self._intra_op_num_threads = 0
@@ -93,6 +93,7 @@ class SessionOptions:
         self._free_dims_by_name: List[Tuple[str, int]] = []
         self._free_dims_by_denotation: List[Tuple[str, int]] = []
         self._initializers: Dict[str, Any] = {}
+        self._external_initializers: Dict[str, Any] = {}
         self._custom_op_libraries: List[str] = []
 
     def add_session_config_entry(self, key: str, value: str) -> None:
@@ -127,11 +128,12 @@ class SessionOptions:
         self._initializers[_as_str("name", name)] = _tensor_of(ortvalue, name)
 
     def add_external_initializers(self, names: List[str], ortvalues: List[Any]) -> None:
-        """Supplies the tensors of initializers by name (for models whose weights are kept elsewhere)."""
+        """Supplies the tensors of initializers the model stores as external data, by
+        name: they are used instead of the external file, which need not exist."""
         if len(names) != len(ortvalues):
             raise InvalidArgument(f"add_external_initializers: {len(names)} names but {len(ortvalues)} values")
         for name, value in zip(names, ortvalues):
-            self.add_initializer(name, value)
+            self._external_initializers[_as_str("name", name)] = _tensor_of(value, name)
 
     def register_custom_ops_library(self, library_path: str) -> None:
         """nee has no custom-op ABI: a session with a registered library is refused with NotImplemented."""

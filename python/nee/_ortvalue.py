@@ -43,6 +43,11 @@ def _type_string(value: Any) -> str:
 
 
 def _check_cpu(device_type: Any) -> None:
+    """Refuses any device but the CPU: a name ("cpu"), or an OrtDevice (the C-level signatures)."""
+    if isinstance(device_type, OrtDevice):
+        if device_type.device_type() != 0:
+            raise InvalidArgument(f"device type {device_type.device_type()}: nee runs on the CPU only")
+        return
     name = device_type if isinstance(device_type, str) else getattr(device_type, "__name__", str(device_type))
     if str(name).lower() != "cpu":
         raise InvalidArgument(f"device '{name}': nee runs on the CPU only (device_type must be 'cpu')")
@@ -380,10 +385,14 @@ class OrtValue:
         return OrtValue(sparse_tensor)
 
     @staticmethod
-    def from_dlpack(data: Any, /) -> "OrtValue":
-        """An OrtValue over a DLPack producer's memory (or a DLPack capsule), without a copy."""
+    def from_dlpack(data: Any, /, is_bool_tensor: bool = False) -> "OrtValue":
+        """An OrtValue over a DLPack producer's memory (or a DLPack capsule), without a
+        copy; `is_bool_tensor` (the C-level signature's) reads uint8 elements as bool."""
         source = data if hasattr(data, "__dlpack__") else _Capsule(data)
-        return OrtValue(np.from_dlpack(source))
+        arr = np.from_dlpack(source)
+        if is_bool_tensor and arr.dtype == np.uint8:
+            arr = arr.view(np.bool_)
+        return OrtValue(arr)
 
     # Inspection
 

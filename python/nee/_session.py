@@ -5,6 +5,8 @@ I/O binding, profiling, providers (nee has one: the CPU; any other name
 warns and falls back to it, as ONNX Runtime does when a provider is missing)."""
 from __future__ import annotations
 
+import copy
+import json
 import os
 import tempfile
 import threading
@@ -140,6 +142,8 @@ class InferenceSession:
         self._sess_options = options
         self._profiling_start_ns = time.time_ns() if options.enable_profiling else 0
         self._session = self._create(model, options)
+        if os.environ.get("ORT_LOAD_CONFIG_FROM_MODEL") == "1":
+            self._apply_model_config(model)
         self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
         self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
         self._input_types = {n: (t, code) for (n, t, code, _) in self._session.inputs()}
@@ -151,10 +155,31 @@ class InferenceSession:
         free_dims = ([(n, v, False) for n, v in options._free_dims_by_name]
                      + [(d, v, True) for d, v in options._free_dims_by_denotation])
         initializers = [(name, _to_value(value)) for name, value in options._initializers.items()]
+        external = [(name, _to_value(value)) for name, value in options._external_initializers.items()]
         return _nee.Session.create(model, int(options.intra_op_num_threads), int(options.graph_optimization_level),
                                    int(options.run_timeout_ms), int(options.run_memory_limit_bytes),
                                    bool(options.reference_kernels_only), bool(options.enable_profiling),
-                                   str(options.profile_file_prefix), free_dims, initializers)
+                                   str(options.profile_file_prefix), free_dims, initializers, external)
+
+    def _apply_model_config(self, model: Any) -> None:
+        """ONNX Runtime's ORT_LOAD_CONFIG_FROM_MODEL=1: session options stored in the
+        model's "ort_config" metadata ({"session_options": {...}}) take precedence;
+        the session is made again with them."""
+        keys = self._session.custom_metadata_keys()
+        if "ort_config" not in keys:
+            return
+        try:
+            config = json.loads(self._session.metadata("custom:ort_config")).get("session_options", {})
+        except (ValueError, AttributeError) as err:
+            raise InvalidArgument(f"the model's ort_config metadata is not a JSON object: {err}") from None
+        options = copy.copy(self._sess_options)
+        for key, value in config.items():
+            current = getattr(options, key, None)  # an unknown key raises AttributeError below, as a typo should
+            setattr(options, key, bool(value) if isinstance(current, bool) else value)
+        self._sess_options = options
+        if options.enable_profiling and not self._profiling_start_ns:
+            self._profiling_start_ns = time.time_ns()
+        self._session = self._create(model, options)
 
     def _write_optimized_model(self, options: SessionOptions) -> None:
         """Writes the model as nee optimized it to options.optimized_model_filepath (ONNX format)."""

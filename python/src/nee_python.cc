@@ -228,18 +228,22 @@ struct RunOptions {
 
 // (dim_param or denotation, size, by_denotation): SessionOptions.add_free_dimension_override_by_*.
 using FreeDims = std::vector<std::tuple<std::string, int64_t, bool>>;
-// (name, tensor): SessionOptions.add_initializer / add_external_initializers.
+// (name, tensor): SessionOptions.add_initializer, or add_external_initializers.
 using Initializers = std::vector<std::pair<std::string, const Value*>>;
 
 // The model edits ONNX Runtime's session options make; the caller releases `options` on failure.
 nee_status_t AddModelOverrides(nee_session_options_t* options, const FreeDims& free_dims,
-                               const Initializers& initializers) {
+                               const Initializers& initializers, const Initializers& external_initializers) {
   for (const auto& [name, value, by_denotation] : free_dims) {
     nee_status_t st = nee_session_options_add_free_dimension_override(options, name.c_str(), by_denotation, value);
     if (st) return st;
   }
   for (const auto& [name, value] : initializers) {
     nee_status_t st = nee_session_options_add_initializer(options, name.c_str(), value->handle);
+    if (st) return st;
+  }
+  for (const auto& [name, value] : external_initializers) {
+    nee_status_t st = nee_session_options_add_external_initializer(options, name.c_str(), value->handle);
     if (st) return st;
   }
   return nullptr;
@@ -252,10 +256,10 @@ struct Session {
   static Session* Create(nb::object model, int threads, int opt_level, int64_t run_timeout_ms,
                          int64_t run_memory_limit, bool reference_kernels_only, bool profiling,
                          const std::string& profile_prefix, const FreeDims& free_dims,
-                         const Initializers& initializers) {
+                         const Initializers& initializers, const Initializers& external_initializers) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
-    if (nee_status_t st = AddModelOverrides(options, free_dims, initializers)) {
+    if (nee_status_t st = AddModelOverrides(options, free_dims, initializers, external_initializers)) {
       nee_session_options_release(options);
       Raise(st);
     }

@@ -392,18 +392,37 @@ nee_status_t nee_session_options_add_free_dimension_override(nee_session_options
   });
 }
 
-nee_status_t nee_session_options_add_initializer(nee_session_options_t* options, const char* name,
-                                                 const nee_value_t* value) {
-  if (!options) return NullArg("options");
+// A copy of a tensor value for the session options (the caller may free its value).
+static nee_status_t CopyTensorArg(const char* name, const nee_value_t* value, nee::Tensor* out) {
   if (!name) return NullArg("name");
   if (!value) return NullArg("value");
   if (!value->value.is_tensor())
     return Err(NEE_STATUS_INVALID_ARGUMENT,
                ("initializer '" + std::string(name) + "': the value is not a tensor").c_str());
+  nee::Result<nee::Tensor> copy = value->value.tensor().Clone();
+  if (!copy.ok()) return MakeStatus(copy.status());
+  *out = std::move(copy).value();
+  return nullptr;
+}
+
+nee_status_t nee_session_options_add_initializer(nee_session_options_t* options, const char* name,
+                                                 const nee_value_t* value) {
+  if (!options) return NullArg("options");
   return Guard([&]() -> nee_status_t {
-    nee::Result<nee::Tensor> copy = value->value.tensor().Clone();  // the caller may free its value
-    if (!copy.ok()) return MakeStatus(copy.status());
-    options->overrides.initializers.emplace_back(name, std::move(copy).value());
+    nee::Tensor copy;
+    if (nee_status_t st = CopyTensorArg(name, value, &copy)) return st;
+    options->overrides.initializers.emplace_back(name, std::move(copy));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_session_options_add_external_initializer(nee_session_options_t* options, const char* name,
+                                                          const nee_value_t* value) {
+  if (!options) return NullArg("options");
+  return Guard([&]() -> nee_status_t {
+    nee::Tensor copy;
+    if (nee_status_t st = CopyTensorArg(name, value, &copy)) return st;
+    options->overrides.external_initializers[name] = std::move(copy);
     return nullptr;
   });
 }
@@ -462,7 +481,9 @@ nee_status_t nee_session_create_from_file(const char* path, const nee_session_op
     nee::SessionOptions opts = options ? options->options : nee::SessionOptions{};
     if (!options || options->overrides.empty())
       return FinishSession(nee::Session::CreateFromFile(path, opts), out_session);
-    nee::Result<nee::Model> model = nee::ReadModelFile(path);
+    nee::ReadOptions read_options;
+    read_options.external_initializers = options->overrides.external_initializers;
+    nee::Result<nee::Model> model = nee::ReadModelFile(path, std::move(read_options));
     return FinishSession(CreateWithOverrides(std::move(model), options->overrides, opts), out_session);
   });
 }
@@ -476,7 +497,8 @@ nee_status_t nee_session_create_from_memory(const void* data, size_t size, const
     nee::SessionOptions opts = options ? options->options : nee::SessionOptions{};
     if (!options || options->overrides.empty())
       return FinishSession(nee::Session::CreateFromBytes(data, size, opts), out_session);
-    nee::ReadOptions read_options;  // as CreateFromBytes: no folder, so external data is refused
+    nee::ReadOptions read_options;  // as CreateFromBytes: no folder, so external data is refused...
+    read_options.external_initializers = options->overrides.external_initializers;  // ...unless supplied
     nee::Result<nee::Model> model = nee::ReadModelBytes(nee::MappedFile::FromBytes(data, size), read_options);
     return FinishSession(CreateWithOverrides(std::move(model), options->overrides, opts), out_session);
   });

@@ -1,8 +1,10 @@
 // Edits ONNX Runtime's SessionOptions make to a model before it is checked:
 // free dimension overrides (a symbolic input dim fixed to a size, chosen by
 // its dim_param or its denotation) and initializers supplied by the caller in
-// place of the model's (add_initializer / add_external_initializers).
+// place of the model's (add_initializer; add_external_initializers, which the
+// reader takes instead of external data: ReadOptions::external_initializers).
 #pragma once
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,8 +23,9 @@ struct DimOverride {
 struct ModelOverrides {
   std::vector<DimOverride> dims;
   std::vector<std::pair<std::string, Tensor>> initializers;  // name -> replacement (owned copies)
+  std::map<std::string, Tensor> external_initializers;  // for tensors stored as external data
 
-  bool empty() const { return dims.empty() && initializers.empty(); }
+  bool empty() const { return dims.empty() && initializers.empty() && external_initializers.empty(); }
 };
 
 // Applies `overrides` to the main graph. A replacement initializer must name

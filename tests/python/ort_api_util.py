@@ -84,3 +84,24 @@ def session(rt, model, **kwargs):
 
 
 X32 = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], dtype=np.float32)
+
+
+def external_bias_model():
+    """Y = X + P with P (float [2]) stored as external data in a file that does not exist
+    ("P_not_on_disk.bin"): the caller supplies P (as in ONNX Runtime's test
+    model_with_external_initializer_come_from_user)."""
+    bias = helper.make_tensor("P", TensorProto.FLOAT, [2], [0, 0])
+    bias.ClearField("float_data")
+    bias.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", "P_not_on_disk.bin"), ("offset", "0"), ("length", "8")):
+        entry = bias.external_data.add()
+        entry.key, entry.value = key, value
+    return _model([helper.make_node("Add", ["X", "P"], ["Y"])],
+                  [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 2])],
+                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 2])], [bias])
+
+
+def model_with_ort_config(config_json):
+    model = mul_model()
+    helper.set_model_props(model, {"ort_config": config_json, "dummy_key": "dummy_value"})
+    return model

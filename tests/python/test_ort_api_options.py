@@ -10,7 +10,8 @@ import onnxruntime
 import pytest
 
 import nee
-from ort_api_util import X32, add_model, free_dims_model, mul_model, rt, session, write  # noqa: F401
+from ort_api_util import (X32, add_model, external_bias_model, free_dims_model, model_with_ort_config,  # noqa: F401
+                          mul_model, rt, session, write)
 
 SESSION_ATTRS = ["enable_cpu_mem_arena", "enable_mem_pattern", "enable_mem_reuse", "enable_profiling",
                  "execution_mode", "execution_order", "graph_optimization_level", "inter_op_num_threads",
@@ -123,13 +124,45 @@ def test_add_initializer_replaces_the_models(rt):
     np.testing.assert_array_equal(out, X32 * np.array([[2, 1], [4, 3], [6, 5]], np.float32))
 
 
-def test_add_external_initializers_replace_by_name():
-    # nee replaces any initializer so named; ONNX Runtime only one stored as external data
-    # (it refuses this model's B), so the expected values come from numpy.
+def test_add_external_initializers_stand_in_for_missing_external_data(tmp_path):
+    path = write(external_bias_model(), tmp_path)  # P_not_on_disk.bin does not exist
+
+    def result(rt):
+        so = rt.SessionOptions()
+        so.add_external_initializers(["P"], [rt.OrtValue.ortvalue_from_numpy(np.array([10, 20], np.float32))])
+        sess = rt.InferenceSession(path, sess_options=so, providers=["CPUExecutionProvider"])
+        return sess.run(None, {"X": np.arange(4, dtype=np.float32).reshape(2, 2)})[0]
+
+    ours, theirs = result(nee), result(onnxruntime)
+    np.testing.assert_array_equal(theirs, [[10, 21], [12, 23]])
+    np.testing.assert_array_equal(ours, theirs)
+
+
+def test_add_external_initializers_refuse_what_the_model_does_not_store_externally(rt, tmp_path):
+    so = rt.SessionOptions()
+    so.add_external_initializers(["B"], [rt.OrtValue.ortvalue_from_numpy(np.array([10, 20, 30], np.float32))])
+    with pytest.raises(rt.capi.onnxruntime_pybind11_state.Fail):
+        rt.InferenceSession(write(add_model(), tmp_path), sess_options=so, providers=["CPUExecutionProvider"])
+
+
+def test_add_external_initializers_of_another_shape_are_refused(tmp_path):
     so = nee.SessionOptions()
-    so.add_external_initializers(["B"], [nee.OrtValue.ortvalue_from_numpy(np.array([10, 20, 30], np.float32))])
-    out = session(nee, add_model(), sess_options=so).run(None, {"X": np.ones((2, 3), np.float32)})[0]
-    np.testing.assert_array_equal(out, np.ones((2, 3), np.float32) + np.array([10, 20, 30], np.float32))
+    so.add_external_initializers(["P"], [nee.OrtValue.ortvalue_from_numpy(np.zeros(3, np.float32))])
+    with pytest.raises(nee.InvalidArgument, match=r"'P'.*float\[2\].*float\[3\]"):
+        nee.InferenceSession(write(external_bias_model(), tmp_path), sess_options=so)
+
+
+def test_session_options_stored_in_the_model(rt, tmp_path, monkeypatch):
+    monkeypatch.setenv("ORT_LOAD_CONFIG_FROM_MODEL", "1")
+    config = '{"session_options": {"inter_op_num_threads": 5, "intra_op_num_threads": 2, ' \
+             '"graph_optimization_level": 99, "enable_profiling": 1}}'
+    so = rt.SessionOptions()
+    so.profile_file_prefix = str(tmp_path / "prof")
+    sess = session(rt, model_with_ort_config(config), sess_options=so)
+    got = sess.get_session_options()
+    assert (got.inter_op_num_threads, got.intra_op_num_threads, got.enable_profiling) == (5, 2, True)
+    assert got.execution_mode == rt.ExecutionMode.ORT_SEQUENTIAL
+    assert os.path.isfile(sess.end_profiling())
 
 
 def test_add_initializer_of_a_wrong_type_is_refused():

@@ -130,3 +130,14 @@ def test_ort_arena_cfg(rt):
           "initial_growth_chunk_size_bytes": 12, "max_power_of_two_extend_bytes": 17}
     cfg = rt.OrtArenaCfg(kv)
     assert {k: getattr(cfg, k) for k in kv} == kv
+
+
+def test_c_level_signatures(rt):
+    # What scripts written against onnxruntime.capi._pybind_state call.
+    C = rt.capi._pybind_state
+    v = C.OrtValue.from_dlpack(X32.__dlpack__())
+    np.testing.assert_array_equal(v.numpy(), X32)
+    cpu = C.OrtDevice(C.OrtDevice.cpu(), C.OrtDevice.default_memory(), 0)
+    v = C.OrtValue.ortvalue_from_numpy(X32, cpu)
+    np.testing.assert_array_equal(v.numpy(), X32)
+    assert C.get_default_session_options().graph_optimization_level == rt.GraphOptimizationLevel.ORT_ENABLE_ALL

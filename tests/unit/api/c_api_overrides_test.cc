@@ -1,6 +1,8 @@
-// The C API's model overrides (ONNX Runtime's free dimension overrides and
-// add_initializer), on data/free_dims.onnx (made by data/make_free_dims.py):
-// y = x + B, x float [Dim1 (DATA_BATCH), Dim2 (DATA_CHANNEL), 3], B = [1, 2, 3].
+// The C API's model overrides (ONNX Runtime's free dimension overrides,
+// add_initializer and add_external_initializers), on models made by
+// data/make_models.py: free_dims.onnx, y = x + B, x float [Dim1 (DATA_BATCH),
+// Dim2 (DATA_CHANNEL), 3], B = [1, 2, 3]; external_bias.onnx, y = x + P with P
+// stored in an external file that does not exist.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -10,7 +12,9 @@
 
 namespace {
 
-std::string ModelPath() { return std::string(NEE_TEST_DATA_DIR) + "/unit/api/data/free_dims.onnx"; }
+std::string ModelPath(const char* name = "free_dims.onnx") {
+  return std::string(NEE_TEST_DATA_DIR) + "/unit/api/data/" + name;
+}
 
 // Owns the handles one test makes; statuses are checked where they are made.
 struct Fixture {
@@ -30,8 +34,8 @@ struct Fixture {
     return v;
   }
   // Creates the session; returns the failure's code and message ("" when it succeeded).
-  std::string Create(nee_status_code_t* code = nullptr) {
-    nee_status_t st = nee_session_create_from_file(ModelPath().c_str(), options, &session);
+  std::string Create(nee_status_code_t* code = nullptr, const char* model = "free_dims.onnx") {
+    nee_status_t st = nee_session_create_from_file(ModelPath(model).c_str(), options, &session);
     if (code) *code = st ? nee_status_code(st) : NEE_STATUS_OK;
     std::string message = st ? nee_status_message(st) : "";
     nee_status_free(st);
@@ -131,6 +135,53 @@ TEST(CApiOverrides, UnknownInitializerNameIsRefused) {
   EXPECT_NE(message.find("'nope'"), std::string::npos) << message;
 }
 
+TEST(CApiOverrides, ExternalInitializerStandsInForMissingExternalData) {
+  Fixture f;
+  float p[2] = {10, 20};
+  ASSERT_EQ(nee_session_options_add_external_initializer(f.options, "P", f.Tensor(NEE_DTYPE_FLOAT32, {2}, p, sizeof p)),
+            nullptr);
+  ASSERT_EQ(f.Create(nullptr, "external_bias.onnx"), "");
+  float x[2] = {1, 2};
+  const nee_value_t* in = f.Tensor(NEE_DTYPE_FLOAT32, {2}, x, sizeof x);
+  const char* name = "x";
+  nee_value_t* out = nullptr;
+  ASSERT_EQ(nee_session_run(f.session, &name, &in, 1, nullptr, 0, &out), nullptr);
+  f.values.push_back(out);
+  const float* y = static_cast<const float*>(nee_value_data(out));
+  EXPECT_EQ(y[0], 11);  // 1 + 10
+  EXPECT_EQ(y[1], 22);  // 2 + 20
+}
+
+TEST(CApiOverrides, WithoutItTheMissingExternalFileIsReported) {
+  Fixture f;
+  nee_status_code_t code;
+  std::string message = f.Create(&code, "external_bias.onnx");
+  EXPECT_NE(code, NEE_STATUS_OK);
+  EXPECT_NE(message.find("P_not_on_disk.bin"), std::string::npos) << message;
+}
+
+TEST(CApiOverrides, ExternalInitializerMustMatchTheStoredShape) {
+  Fixture f;
+  float p[3] = {1, 2, 3};
+  ASSERT_EQ(nee_session_options_add_external_initializer(f.options, "P", f.Tensor(NEE_DTYPE_FLOAT32, {3}, p, sizeof p)),
+            nullptr);
+  nee_status_code_t code;
+  std::string message = f.Create(&code, "external_bias.onnx");
+  EXPECT_EQ(code, NEE_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("'P'"), std::string::npos) << message;
+}
+
+TEST(CApiOverrides, ExternalInitializerForAnInternalTensorIsRefused) {
+  Fixture f;  // free_dims.onnx stores B inside the model, as ONNX Runtime requires it to be external
+  float b[3] = {1, 2, 3};
+  ASSERT_EQ(nee_session_options_add_external_initializer(f.options, "B", f.Tensor(NEE_DTYPE_FLOAT32, {3}, b, sizeof b)),
+            nullptr);
+  nee_status_code_t code;
+  std::string message = f.Create(&code);
+  EXPECT_EQ(code, NEE_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("'B'"), std::string::npos) << message;
+}
+
 TEST(CApiOverrides, NullArgumentsAreRefused) {
   Fixture f;
   float b[1] = {0};
@@ -138,7 +189,8 @@ TEST(CApiOverrides, NullArgumentsAreRefused) {
   for (nee_status_t st : {nee_session_options_add_free_dimension_override(nullptr, "a", 0, 1),
                           nee_session_options_add_free_dimension_override(f.options, nullptr, 0, 1),
                           nee_session_options_add_initializer(f.options, nullptr, v),
-                          nee_session_options_add_initializer(f.options, "B", nullptr)}) {
+                          nee_session_options_add_initializer(f.options, "B", nullptr),
+                          nee_session_options_add_external_initializer(f.options, nullptr, v)}) {
     ASSERT_NE(st, nullptr);
     EXPECT_EQ(nee_status_code(st), NEE_STATUS_INVALID_ARGUMENT);
     nee_status_free(st);
