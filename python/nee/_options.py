@@ -198,7 +198,7 @@ class RunOptions:
         self._log_severity_level = -1
         self._log_verbosity_level = 0
         self._logid = ""
-        self._only_execute_path_to_fetches = False  # nee always runs only what the fetched outputs need
+        self._only_execute_path_to_fetches = False  # kept and read back; nee runs the whole graph either way
         self._handle = _nee.RunOptions()
         self._terminate = False
         self._timeout_ms = 0
