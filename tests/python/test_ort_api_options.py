@@ -234,3 +234,16 @@ def test_session_options_are_kept(rt):
     sess = session(rt, mul_model(), sess_options=so)
     assert sess.get_session_options().intra_op_num_threads == 1
     assert sess.get_session_options().logid == "kept"
+
+
+def test_what_nee_cannot_load_is_refused_by_name():
+    so = nee.SessionOptions()
+    so.register_custom_ops_library("./libcustom_op_library.so")
+    with pytest.raises(nee.NotImplemented, match="libcustom_op_library.so"):
+        session(nee, mul_model(), sess_options=so)
+    so = nee.SessionOptions()
+    so.add_session_config_entry("session.load_model_format", "ORT")
+    with pytest.raises(nee.NotImplemented, match="ORT"):
+        session(nee, mul_model(), sess_options=so)
+    with pytest.raises(nee.NotImplemented, match="LoRA"):
+        nee.RunOptions().add_active_adapter(object())
