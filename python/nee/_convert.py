@@ -125,7 +125,7 @@ def _as_array(obj: Any, type_hint: str, elem_code: int) -> np.ndarray:
             try:
                 return np.asarray(obj, dtype=dtype)
             except (TypeError, ValueError, OverflowError) as err:
-                raise InvalidArgument(f"cannot convert the given list to {type_hint}: {err}") from None
+                raise InvalidArgument(f"cannot convert the given {type(obj).__name__} to {type_hint}: {err}") from None
     return np.asarray(obj)
 
 

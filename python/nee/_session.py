@@ -270,7 +270,13 @@ class InferenceSession:
 
     def _input_value(self, name: str, value: Any) -> "_nee.Value":
         type_string, code = self._input_types.get(name, ("", 0))
-        return _to_value(value, type_string, code)
+        try:
+            return _to_value(value, type_string, code)
+        except InvalidArgument as err:
+            raise InvalidArgument(f"input '{name}': {err}") from None
+        except (TypeError, ValueError, OverflowError) as err:  # what numpy says of an object it cannot convert
+            raise InvalidArgument(f"input '{name}': cannot make {type_string or 'a value'} of a "
+                                  f"{type(value).__name__}: {err}") from None
 
     def _check_required_inputs(self, input_feed: Dict[str, Any]) -> None:
         missing = [a.name for a in self._inputs if a.name not in input_feed and not a.type.startswith("optional")]

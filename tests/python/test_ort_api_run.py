@@ -233,3 +233,14 @@ def test_iobinding_rebinding_and_clearing(rt):
     sess.run_with_iobinding(binding)
     binding.synchronize_outputs()
     np.testing.assert_array_equal(binding.copy_outputs_to_cpu()[0], 2 * X32 * X32)
+
+
+@pytest.mark.parametrize("bad", [object(), {"a": 1}, [[1, "a", 3]], "text"])
+def test_unconvertible_inputs_raise_a_runtime_error_naming_the_input(rt, bad):
+    # ONNX Runtime raises RuntimeError or its InvalidArgument; nee raises InvalidArgument
+    # (a RuntimeError) naming the input.
+    sess = session(rt, add_model())
+    with pytest.raises((RuntimeError, rt.capi.onnxruntime_pybind11_state.InvalidArgument)) as err:
+        sess.run(None, {"X": bad})
+    if rt is nee:
+        assert "'X'" in str(err.value)
