@@ -1,6 +1,8 @@
-// The `nee` command line: `nee run` and `nee inspect`. Argument handling and
-// printing only; everything else goes through the public C/C++ API.
+// The `nee` command line: `nee run`, `nee inspect`, `nee optimize` (here) and
+// `nee bench` (bench_command.cc). Argument handling and printing only;
+// everything else goes through the public C/C++ API.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,12 +14,11 @@
 #include <vector>
 
 #include "nee/nee.hpp"
-
-namespace neeapi = nee::api;
+#include "tools/cli_common.h"
 
 namespace fs = std::filesystem;
 
-namespace {
+namespace nee_cli {
 
 constexpr int kExitBadInput = 1;
 constexpr int kExitUsage = 2;
@@ -31,6 +32,7 @@ const char kUsage[] =
     "              [--repeat N]\n"
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
+    "  nee bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
@@ -40,11 +42,10 @@ const char kUsage[] =
     "tensors the run holds at once (SIZE like 512M or 2G; default: the machine's physical memory).\n"
     "--profile times every node: prints the time per op type and writes a Chrome trace to\n"
     "PREFIX_<date>_<time>.json (open it in chrome://tracing or Perfetto). --repeat runs the model N more\n"
-    "times after the first and prints their median time (the first run also prepares kernels).\n";
-
-struct UsageError {
-  std::string message;
-};
+    "times after the first and prints their median time (the first run also prepares kernels).\n"
+    "nee bench times --runs runs (default 20) after --warmup runs (default 3) on random inputs of the\n"
+    "declared types (--batch sets symbolic first dims, --dim any symbol) and prints latency percentiles,\n"
+    "throughput, session-creation time and peak memory.\n";
 
 bool SplitPair(const std::string& arg, std::string* key, std::string* value) {
   size_t eq = arg.find('=');
@@ -53,19 +54,6 @@ bool SplitPair(const std::string& arg, std::string* key, std::string* value) {
   *value = arg.substr(eq + 1);
   return true;
 }
-
-struct Args {
-  std::string command, model;
-  std::vector<std::pair<std::string, std::string>> inputs, expects;
-  std::map<std::string, int64_t> dims;
-  std::string inputs_dir, output_dir, output_format = "npy", profile_prefix, output_model;
-  bool random = false, plan = false;
-  int threads = 0;
-  int opt_level = -1;  // not given: run optimizes fully (99), inspect shows the model as written (0)
-  int64_t timeout_ms = 0;
-  int64_t memory_limit = -1;
-  int repeat = 0;
-};
 
 // The number `text` starts with (-1 if none); what follows it goes to *rest.
 double LeadingNumber(const std::string& text, std::string* rest) {
@@ -100,15 +88,40 @@ int64_t ParseSize(const std::string& text) {
   return static_cast<int64_t>(number * scale->second);
 }
 
+int64_t ParseCount(const std::string& flag, const std::string& text, int64_t min, int64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end || errno == ERANGE || value < min || value > max)
+    throw UsageError{flag + " expects a whole number from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got '" + text + "'"};
+  return value;
+}
+
+// nee bench takes only the options that shape its runs; the bench-only
+// options mean nothing to the other commands. Either mistake is reported
+// rather than ignored.
+void CheckApplies(const std::string& command, const std::string& arg) {
+  static const char* const kBenchOptions[] = {"--threads", "--runs", "--warmup", "--batch", "--dim", "--opt-level"};
+  const bool bench_option = std::find_if(std::begin(kBenchOptions), std::end(kBenchOptions),
+                                         [&](const char* o) { return arg == o; }) != std::end(kBenchOptions);
+  if (command == "bench" && !bench_option && arg.rfind("-", 0) == 0)
+    throw UsageError{"option '" + arg + "' does not apply to nee bench"};
+  if (command != "bench" && (arg == "--runs" || arg == "--warmup" || arg == "--batch"))
+    throw UsageError{"option '" + arg + "' applies only to nee bench"};
+}
+
 Args Parse(int argc, char** argv) {
   if (argc < 3) throw UsageError{"missing command or model"};
   Args a;
   a.command = argv[1];
   a.model = argv[2];
-  if (a.command != "run" && a.command != "inspect" && a.command != "optimize")
+  if (a.command != "run" && a.command != "inspect" && a.command != "optimize" && a.command != "bench")
     throw UsageError{"unknown command '" + a.command + "'"};
+  if (a.model.rfind("--", 0) == 0) throw UsageError{"expected a model path after '" + a.command + "', got '" + a.model + "'"};
   for (int i = 3; i < argc; ++i) {
     std::string arg = argv[i];
+    CheckApplies(a.command, arg);
     auto next = [&]() -> std::string {
       if (i + 1 >= argc) throw UsageError{arg + " needs a value"};
       return argv[++i];
@@ -125,6 +138,7 @@ Args Parse(int argc, char** argv) {
         } catch (...) {
           throw UsageError{"--dim " + pair + ": size is not a number"};
         }
+        if (a.dims[k] < 0) throw UsageError{"--dim " + pair + ": size must not be negative"};
       }
     } else if (arg == "--inputs-dir") a.inputs_dir = next();
     else if (arg == "--output-dir") a.output_dir = next();
@@ -143,6 +157,9 @@ Args Parse(int argc, char** argv) {
         throw UsageError{"--repeat expects a count from 0 to 1000000, got '" + n + "'"};
       a.repeat = static_cast<int>(value);
     }
+    else if (arg == "--runs") a.runs = ParseCount(arg, next(), 1, 10000000);
+    else if (arg == "--warmup") a.warmup = ParseCount(arg, next(), 0, 10000000);
+    else if (arg == "--batch") a.batch = ParseCount(arg, next(), 1, int64_t{1} << 40);
     else if (arg == "--timeout") a.timeout_ms = ParseSeconds(next());
     else if (arg == "--memory-limit") a.memory_limit = ParseSize(next());
     else if (arg == "--threads" || arg == "--opt-level") {
@@ -182,17 +199,18 @@ size_t ElementSize(nee_dtype_t t) {
 }
 
 // Random values of the declared type: floats in [-1, 1), integers in [0, 10), bools.
-neeapi::ValuePtr RandomInput(const neeapi::ValueInfo& vi, const std::map<std::string, int64_t>& dims, std::mt19937& rng) {
+neeapi::ValuePtr RandomInput(const neeapi::ValueInfo& vi, const std::map<std::string, int64_t>& dims, std::mt19937& rng,
+                             int64_t batch) {
   if (vi.rank < 0 || vi.element_type == NEE_DTYPE_UNDEFINED)
     throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type +
-                                                      ") has no static tensor type; --random cannot fill it");
+                                                      ") has no static tensor type, so random values cannot fill it");
   std::vector<int64_t> shape;
   int64_t count = 1;
   for (size_t d = 0; d < vi.dims.size(); ++d) {
     int64_t size = vi.dims[d];
     if (size < 0) {
       auto it = dims.find(vi.symbols[d]);
-      size = it != dims.end() ? it->second : 1;
+      size = it != dims.end() ? it->second : d == 0 && batch > 0 ? batch : 1;
     }
     shape.push_back(size);
     count *= size;
@@ -230,16 +248,6 @@ neeapi::ValuePtr RandomInput(const neeapi::ValueInfo& vi, const std::map<std::st
   neeapi::Check(nee_value_create_tensor(vi.element_type, shape.data(), shape.size(), bytes.data(), bytes.size(), &v));
   return neeapi::ValuePtr(v);
 }
-
-struct Feed {
-  std::vector<std::string> names;
-  std::vector<neeapi::ValuePtr> values;
-  std::vector<const nee_value_t*> View() const {
-    std::vector<const nee_value_t*> v;
-    for (const auto& p : values) v.push_back(p.get());
-    return v;
-  }
-};
 
 Feed GatherInputs(const Args& a, const neeapi::Session& session) {
   Feed feed;
@@ -460,12 +468,14 @@ int Optimize(const Args& a) {
   return 0;
 }
 
-}  // namespace
+}  // namespace nee_cli
 
 int main(int argc, char** argv) {
+  using namespace nee_cli;
   try {
     Args a = Parse(argc, argv);
     if (a.command == "optimize") return Optimize(a);
+    if (a.command == "bench") return Bench(a);
     return a.command == "run" ? Run(a) : Inspect(a);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nee: %s\n\n%s", e.message.c_str(), kUsage);

@@ -25,6 +25,8 @@
 #include <vector>
 
 #include "ops/op_registry.h"
+#include "ops/ml_tree.h"
+#include "ops/ml_tree_cache.h"
 #include "ops/ml_util.h"
 #include "ops/op_util.h"
 
@@ -35,44 +37,17 @@ namespace {
 using ml::AttrError;
 using ml::PostTransform;
 
-enum class Mode : uint8_t { kLeq, kLt, kGte, kGt, kEq, kNeq, kMember, kLeaf };
-enum class Aggregate { kAverage, kSum, kMin, kMax };
+using ml_tree::Aggregate;
+using ml_tree::Branch;
+using ml_tree::BlockScorer;
+using ml_tree::Forest;
+using ml_tree::LeafWeight;
+using ml_tree::Mode;
+using ml_tree::Ref;
+using ml_tree::ScorerFactory;
 
-// A child reference: >= 0 is a branch index, < 0 is leaf ~ref. 32 bits keep
-// a branch at 24 bytes; forests are limited to 2^30 nodes and leaves.
-using Ref = int32_t;
 constexpr int64_t kMaxNodes = int64_t{1} << 30;
 constexpr Ref LeafRef(int64_t leaf) { return static_cast<Ref>(~leaf); }
-
-struct Branch {
-  double threshold = 0;
-  int32_t feature = 0;
-  Ref true_ref = 0;
-  Ref false_ref = 0;
-  Mode mode = Mode::kLeq;
-  bool missing_tracks_true = false;
-};
-
-struct LeafWeight {
-  int64_t target;
-  double weight;
-};
-
-struct Forest {
-  std::vector<Branch> branches;
-  std::vector<Ref> roots;
-  // Leaf l holds leaf_weights[leaf_begin[l] .. leaf_begin[l + 1]).
-  std::vector<int64_t> leaf_begin;
-  std::vector<LeafWeight> leaf_weights;
-  // Per branch (only when a BRANCH_MEMBER node exists): its sorted range in members.
-  std::vector<std::pair<int64_t, int64_t>> member_range;
-  std::vector<double> members;
-  int64_t targets = 0;
-  Aggregate aggregate = Aggregate::kSum;
-  std::vector<double> base_values;
-
-  int64_t leaf_count() const { return static_cast<int64_t>(leaf_begin.size()) - 1; }
-};
 
 // Groups (leaf, weight) pairs by leaf into Forest::leaf_begin/leaf_weights.
 void SetLeafWeights(Forest& f, int64_t leaf_count, const std::vector<std::pair<int64_t, LeafWeight>>& weights) {
@@ -147,11 +122,31 @@ bool ScoreBlock(const Forest& f, const double* rows, int64_t width, int64_t coun
   return true;
 }
 
+// The reference scorer: ScoreBlock over the forest's branches.
+class ReferenceScorer final : public BlockScorer {
+ public:
+  explicit ReferenceScorer(const Forest& f) : f_(f) {}
+  bool Score(const double* rows, int64_t width, int64_t count, double* scores, bool* has_score) const override {
+    return ScoreBlock(f_, rows, width, count, scores, has_score);
+  }
+
+ private:
+  const Forest& f_;
+};
+
 // Runs `per_row(row_index, scores, has_score)` for every row of X in parallel,
-// after scoring it. Rows are independent, so results do not depend on chunking.
+// after scoring it with `make_scorer`'s scorer (the reference's when it has
+// none). Rows are independent, so results do not depend on chunking.
 template <typename PerRow>
-Status ForEachScoredRow(KernelContext& ctx, const Forest& f, const Tensor& x, int64_t rows, int64_t width,
-                        const PerRow& per_row) {
+Status ForEachScoredRow(KernelContext& ctx, const std::shared_ptr<const Forest>& forest, ScorerFactory make_scorer,
+                        const Tensor& x, int64_t rows, int64_t width, const PerRow& per_row) {
+  const Forest& f = *forest;
+  std::shared_ptr<const BlockScorer> scorer;
+  if (make_scorer) {
+    NEE_ASSIGN_OR_RETURN(scorer, make_scorer(ctx, forest, width));
+  }
+  const ReferenceScorer reference(f);
+  const BlockScorer& score = scorer ? *scorer : reference;
   constexpr int64_t kBlock = 64;
   std::atomic<bool> any_cycle{false};
   ctx.ParallelFor(rows, 16, [&](int64_t begin, int64_t end) {
@@ -162,7 +157,7 @@ Status ForEachScoredRow(KernelContext& ctx, const Forest& f, const Tensor& x, in
     for (int64_t first = begin; first < end; first += block) {
       const int64_t count = std::min(block, end - first);
       for (int64_t i = 0; i < count * width; ++i) features[i] = ReadAsDouble(x, first * width + i);
-      if (!ScoreBlock(f, features.data(), width, count, scores.data(), has_score.get())) {
+      if (!score.Score(features.data(), width, count, scores.data(), has_score.get())) {
         any_cycle = true;
         return;
       }
@@ -407,130 +402,19 @@ Result<Forest> CompileLegacyForest(const Node& node, int64_t width, int64_t targ
 }
 
 // ---- Compiled-forest cache -------------------------------------------------------
-// Compiling a large ensemble (10^5 nodes) costs far more than scoring a few
-// rows, and kernels are stateless functions, so compiled forests are kept in a
-// small process-wide cache. The key is the node's address, the input width and
-// a hash of every attribute's content: a node freed and replaced by a
-// different one at the same address does not match. Hashing is one linear
-// pass over the attributes, much cheaper than compiling.
+// (ml_tree_cache.cc: the process-wide cache for kernels run outside a session.)
 
-class Hasher {
- public:
-  void Add(uint64_t v) { h_ = Mix(h_, v); }
-  void AddBytes(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    Add(n);
-    // Four independent lanes: the multiplications of different lanes overlap.
-    uint64_t l0 = h_, l1 = h_ ^ 1, l2 = h_ ^ 2, l3 = h_ ^ 3;
-    for (; n >= 32; n -= 32, p += 32) {
-      l0 = Mix(l0, Load(p));
-      l1 = Mix(l1, Load(p + 8));
-      l2 = Mix(l2, Load(p + 16));
-      l3 = Mix(l3, Load(p + 24));
-    }
-    Add(l0), Add(l1), Add(l2), Add(l3);
-    for (; n >= 8; n -= 8, p += 8) {
-      uint64_t v;
-      std::memcpy(&v, p, 8);
-      Add(v);
-    }
-    uint64_t tail = 0;
-    for (size_t k = 0; k < n; ++k) tail = (tail << 8) | static_cast<unsigned char>(p[k]);
-    Add(tail);
-  }
-  void AddString(const std::string& s) { AddBytes(s.data(), s.size()); }
-  // Many short strings (nodes_modes): one value per string, in four lanes.
-  void AddStrings(const std::vector<std::string>& strings) {
-    Add(strings.size());
-    uint64_t l0 = h_, l1 = h_ ^ 1;
-    size_t i = 0;
-    for (; i + 2 <= strings.size(); i += 2) {
-      l0 = Mix(l0, ShortValue(strings[i]));
-      l1 = Mix(l1, ShortValue(strings[i + 1]));
-    }
-    if (i < strings.size()) l0 = Mix(l0, ShortValue(strings[i]));
-    Add(l0), Add(l1);
-  }
-  uint64_t value() const { return h_; }
-
- private:
-  static uint64_t Load(const char* p) {
-    uint64_t v;
-    std::memcpy(&v, p, 8);
-    return v;
-  }
-  // A string folded into one word (exact for strings of up to 7 bytes, a
-  // further mix beyond): its length and bytes.
-  static uint64_t ShortValue(const std::string& s) {
-    uint64_t x = s.size();
-    for (unsigned char c : s) x = (x << 8 | x >> 56) ^ c;
-    return x;
-  }
-  // One 64x64->128 multiply, folded (as in wyhash/mum): fast and well mixed.
-  static uint64_t Mix(uint64_t a, uint64_t v) {
-    unsigned __int128 m = static_cast<unsigned __int128>(a ^ v) * 0x9E3779B97F4A7C15ull;
-    return static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);
-  }
-  uint64_t h_ = 0xCBF29CE484222325ull;
-};
-
-uint64_t HashAttributes(const Node& node) {
-  Hasher h;
-  h.AddString(node.op_type);
-  for (const Attribute& a : node.attributes) {
-    h.AddString(a.name);
-    h.Add(static_cast<uint64_t>(a.type));
-    h.Add(static_cast<uint64_t>(a.i));
-    uint32_t f_bits;
-    std::memcpy(&f_bits, &a.f, 4);
-    h.Add(f_bits);
-    h.AddString(a.s);
-    h.AddBytes(a.ints.data(), a.ints.size() * sizeof(int64_t));
-    h.AddBytes(a.floats.data(), a.floats.size() * sizeof(float));
-    h.AddStrings(a.strings);
-    if (a.t.defined()) {
-      h.Add(static_cast<uint64_t>(a.t.dtype()));
-      for (int64_t d : a.t.dims()) h.Add(static_cast<uint64_t>(d));
-      if (a.t.dtype() == DataType::kString) {
-        for (const std::string& str : a.t.span<std::string>()) h.AddString(str);
-      } else {
-        h.AddBytes(a.t.raw_data(), a.t.byte_size());
-      }
-    }
-  }
-  return h.value();
-}
-
-class ForestCache {
- public:
-  std::shared_ptr<const Forest> Find(const Node* node, int64_t width, uint64_t hash) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t i = 0; i < entries_.size(); ++i) {
-      if (entries_[i].node == node && entries_[i].width == width && entries_[i].hash == hash) {
-        std::rotate(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(i),
-                    entries_.begin() + static_cast<std::ptrdiff_t>(i) + 1);  // most recent first
-        return entries_[0].forest;
-      }
-    }
-    return nullptr;
-  }
-  void Insert(const Node* node, int64_t width, uint64_t hash, std::shared_ptr<const Forest> forest) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    entries_.insert(entries_.begin(), Entry{node, width, hash, std::move(forest)});
-    if (entries_.size() > kCapacity) entries_.pop_back();
-  }
-
- private:
-  static constexpr size_t kCapacity = 16;
-  struct Entry {
-    const Node* node;
-    int64_t width;
-    uint64_t hash;
-    std::shared_ptr<const Forest> forest;
+// State read from the node's attributes alone (no input): once per session
+// in the node's prepared state, else on every call.
+template <typename T, typename Read>
+Result<std::shared_ptr<const T>> Prepared(const KernelContext& ctx, const Read& read) {
+  auto build = [&]() -> Result<std::shared_ptr<const T>> {
+    NEE_ASSIGN_OR_RETURN(T value, read());
+    return std::shared_ptr<const T>(std::make_shared<const T>(std::move(value)));
   };
-  std::mutex mutex_;
-  std::vector<Entry> entries_;
-};
+  if (PreparedCache* prepared = ctx.prepared()) return prepared->GetOrBuild<T>({}, build);
+  return build();
+}
 
 // The node's compiled forest: in a session, compiled once and kept in the
 // node's prepared state (its attributes cannot change); outside one (constant
@@ -545,8 +429,8 @@ Result<std::shared_ptr<const Forest>> CachedForest(const KernelContext& ctx, int
     });
   }
   const Node& node = ctx.node();
-  static ForestCache* cache = new ForestCache();  // never destroyed: kernels may run during exit
-  const uint64_t hash = HashAttributes(node);
+  static ml_tree::ForestCache* cache = new ml_tree::ForestCache();  // never destroyed: kernels may run during exit
+  const uint64_t hash = ml_tree::HashAttributes(node);
   if (auto forest = cache->Find(&node, width, hash)) return forest;
   NEE_ASSIGN_OR_RETURN(Forest compiled, compile());
   auto forest = std::make_shared<const Forest>(std::move(compiled));
@@ -582,8 +466,8 @@ Result<int64_t> RegressorTargets(const Node& node) {
   NEE_ASSIGN_OR_RETURN(int64_t targets, node.GetInt("n_targets", -1));
   if (targets == -1) {
     // Absent: one more than the largest target id.
-    NEE_ASSIGN_OR_RETURN(std::vector<int64_t> ids, node.GetInts("target_ids", {}));
-    targets = ids.empty() ? 1 : *std::max_element(ids.begin(), ids.end()) + 1;
+    NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* ids, IntsRef(node, "target_ids", false));
+    targets = ids->empty() ? 1 : *std::max_element(ids->begin(), ids->end()) + 1;
   }
   if (targets <= 0 || targets > (int64_t{1} << 24))
     return AttrError(node, "n_targets", "must be in 1..2^24, got " + std::to_string(targets));
@@ -597,7 +481,7 @@ Status InferTreeEnsembleRegressor(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-Status RunTreeEnsembleRegressor(KernelContext& ctx) {
+Status RunTreeEnsembleRegressorWith(KernelContext& ctx, ScorerFactory make_scorer) {
   const Node& node = ctx.node();
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   int64_t rows = 0;
@@ -616,7 +500,7 @@ Status RunTreeEnsembleRegressor(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kFloat, {rows, targets}));
   float* out = y.data<float>();
-  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
+  return ForEachScoredRow(ctx, forest, make_scorer, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
     if (!f.base_values.empty())
       for (int64_t t = 0; t < targets; ++t) scores[t] += f.base_values[t];
     ml::ApplyPostTransform(transform, scores, targets);
@@ -676,7 +560,41 @@ void FinalizeBinary(double s, bool all_positive, PostTransform transform, double
   }
 }
 
-Status RunTreeEnsembleClassifier(KernelContext& ctx) {
+// What the classifier derives from its attributes besides the forest: read
+// once per session (the class ids and weights are as long as the forest).
+struct ClassifierSetup {
+  std::vector<double> base;
+  PostTransform transform = PostTransform::kNone;
+  bool binary = false, all_positive = false;
+  int64_t used_class = 0;
+  double binary_base = 0;
+};
+
+Result<ClassifierSetup> ReadClassifierSetup(const Node& node, int64_t classes) {
+  ClassifierSetup s;
+  NEE_ASSIGN_OR_RETURN(s.base, ReadReals(node, "base_values"));
+  NEE_ASSIGN_OR_RETURN(s.transform, ml::ParsePostTransform(node));
+  NEE_ASSIGN_OR_RETURN(const std::vector<int64_t>* class_ids_ref, IntsRef(node, "class_ids", false));
+  NEE_ASSIGN_OR_RETURN(std::vector<double> class_weights, ReadReals(node, "class_weights"));
+  const std::vector<int64_t>& class_ids = *class_ids_ref;
+  const bool one_class_used = !class_ids.empty() &&
+      std::all_of(class_ids.begin(), class_ids.end(), [&](int64_t c) { return c == class_ids[0]; });
+  s.binary = classes == 2 && one_class_used;
+  s.used_class = s.binary ? class_ids[0] : 0;
+  s.all_positive = std::all_of(class_weights.begin(), class_weights.end(), [](double w) { return w >= 0; });
+  if (s.binary) {
+    if (s.base.size() == 1) s.binary_base = s.base[0];
+    else if (s.base.size() == 2) s.binary_base = s.base[static_cast<size_t>(s.used_class)];
+    else if (!s.base.empty())
+      return AttrError(node, "base_values", "has " + std::to_string(s.base.size()) + " values for 2 classes");
+  } else if (!s.base.empty() && static_cast<int64_t>(s.base.size()) != classes) {
+    return AttrError(node, "base_values", "has " + std::to_string(s.base.size()) + " values for " +
+                     std::to_string(classes) + " classes");
+  }
+  return s;
+}
+
+Status RunTreeEnsembleClassifierWith(KernelContext& ctx, ScorerFactory make_scorer) {
   const Node& node = ctx.node();
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   int64_t rows = 0;
@@ -684,33 +602,20 @@ Status RunTreeEnsembleClassifier(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Labels labels, ReadLabels(node));
   const int64_t classes = labels.size();
   NEE_ASSIGN_OR_RETURN(auto forest, CachedForest(ctx, width, [&] { return CompileLegacyForest(node, width, classes, "class"); }));
-  const Forest& f = *forest;
-  NEE_ASSIGN_OR_RETURN(std::vector<double> base, ReadReals(node, "base_values"));
-  NEE_ASSIGN_OR_RETURN(PostTransform transform, ml::ParsePostTransform(node));
-  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> class_ids, node.GetInts("class_ids", {}));
-  NEE_ASSIGN_OR_RETURN(std::vector<double> class_weights, ReadReals(node, "class_weights"));
-
-  const bool one_class_used = !class_ids.empty() &&
-      std::all_of(class_ids.begin(), class_ids.end(), [&](int64_t c) { return c == class_ids[0]; });
-  const bool binary = classes == 2 && one_class_used;
-  const int64_t used_class = binary ? class_ids[0] : 0;
-  const bool all_positive = std::all_of(class_weights.begin(), class_weights.end(), [](double w) { return w >= 0; });
-  double binary_base = 0;
-  if (binary) {
-    if (base.size() == 1) binary_base = base[0];
-    else if (base.size() == 2) binary_base = base[static_cast<size_t>(used_class)];
-    else if (!base.empty()) return AttrError(node, "base_values", "has " + std::to_string(base.size()) + " values for 2 classes");
-  } else if (!base.empty() && static_cast<int64_t>(base.size()) != classes) {
-    return AttrError(node, "base_values", "has " + std::to_string(base.size()) + " values for " +
-                     std::to_string(classes) + " classes");
-  }
+  NEE_ASSIGN_OR_RETURN(std::shared_ptr<const ClassifierSetup> setup,
+                       Prepared<ClassifierSetup>(ctx, [&] { return ReadClassifierSetup(node, classes); }));
+  const std::vector<double>& base = setup->base;
+  const PostTransform transform = setup->transform;
+  const bool binary = setup->binary, all_positive = setup->all_positive;
+  const int64_t used_class = setup->used_class;
+  const double binary_base = setup->binary_base;
 
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, labels.use_strings ? DataType::kString : DataType::kInt64, {rows}));
   Tensor z;
   if (ctx.num_outputs() > 1 && ctx.wants_output(1)) {
     NEE_ASSIGN_OR_RETURN(z, ctx.AllocateOutput(1, DataType::kFloat, {rows, classes}));
   }
-  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool* has_score) {
+  return ForEachScoredRow(ctx, forest, make_scorer, *x, rows, width, [&](int64_t r, double* scores, const bool* has_score) {
     int64_t cls = 0;
     double binary_scores[2];
     double* final_scores = scores;
@@ -864,7 +769,7 @@ Status InferTreeEnsemble(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-Status RunTreeEnsemble(KernelContext& ctx) {
+Status RunTreeEnsembleWith(KernelContext& ctx, ScorerFactory make_scorer) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   DataType type = x->dtype();
   if (type != DataType::kFloat && type != DataType::kDouble && type != DataType::kFloat16)
@@ -875,23 +780,37 @@ Status RunTreeEnsemble(KernelContext& ctx) {
   const Forest& f = *forest;
   NEE_ASSIGN_OR_RETURN(PostTransform transform, PostTransform5(ctx.node()));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, type, {rows, f.targets}));
-  return ForEachScoredRow(ctx, f, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
+  return ForEachScoredRow(ctx, forest, make_scorer, *x, rows, width, [&](int64_t r, double* scores, const bool*) {
     ml::ApplyPostTransform(transform, scores, f.targets);
     for (int64_t t = 0; t < f.targets; ++t) WriteFromDouble(y, r * f.targets + t, scores[t]);
   });
 }
 
+Status RunTreeEnsembleClassifierRef(KernelContext& ctx) { return RunTreeEnsembleClassifierWith(ctx, nullptr); }
+Status RunTreeEnsembleRegressorRef(KernelContext& ctx) { return RunTreeEnsembleRegressorWith(ctx, nullptr); }
+Status RunTreeEnsembleRef(KernelContext& ctx) { return RunTreeEnsembleWith(ctx, nullptr); }
+
 }  // namespace
+
+namespace ml_tree {
+Status RunTreeEnsembleClassifier(KernelContext& ctx, ScorerFactory scorer) {
+  return RunTreeEnsembleClassifierWith(ctx, scorer);
+}
+Status RunTreeEnsembleRegressor(KernelContext& ctx, ScorerFactory scorer) {
+  return RunTreeEnsembleRegressorWith(ctx, scorer);
+}
+Status RunTreeEnsemble(KernelContext& ctx, ScorerFactory scorer) { return RunTreeEnsembleWith(ctx, scorer); }
+}  // namespace ml_tree
 
 void RegisterMlTreeOps(OpRegistry& registry) {
   const char* ml = "ai.onnx.ml";
   // ml opset 3 added the *_as_tensor attributes; 5 deprecated both in favour
   // of TreeEnsemble, but models importing ml opset 5 may still use them.
   registry.RegisterVersions(ml, "TreeEnsembleClassifier", {1, 3, 5}, 1, 1, 1, 2, InferTreeEnsembleClassifier,
-                            RunTreeEnsembleClassifier);
+                            RunTreeEnsembleClassifierRef);
   registry.RegisterVersions(ml, "TreeEnsembleRegressor", {1, 3, 5}, 1, 1, 1, 1, InferTreeEnsembleRegressor,
-                            RunTreeEnsembleRegressor);
-  registry.RegisterVersions(ml, "TreeEnsemble", {5}, 1, 1, 1, 1, InferTreeEnsemble, RunTreeEnsemble);
+                            RunTreeEnsembleRegressorRef);
+  registry.RegisterVersions(ml, "TreeEnsemble", {5}, 1, 1, 1, 1, InferTreeEnsemble, RunTreeEnsembleRef);
 }
 
 }  // namespace nee

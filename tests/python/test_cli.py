@@ -126,3 +126,104 @@ def test_non_tensor_outputs_are_written_as_value_protos(tmp_path):
     assert len(values) == 2
     for v in values:
         np.testing.assert_array_equal(v, [1.5, -2.0])
+
+
+# ---- nee bench: the report's structure and its errors (never its timings) ----
+
+def bench_report(stdout):
+    """The 'key: value' lines of a bench report as a dict."""
+    return dict(line.split(":", 1) for line in stdout.splitlines() if ":" in line)
+
+
+def test_bench_reports_latency_throughput_creation_and_memory(tmp_path):
+    path = mlp(tmp_path)
+    r = nee_cli("bench", path, "--runs", 5, "--warmup", 1, "--batch", 4, "--threads", 1)
+    assert r.returncode == 0, r.stderr
+    report = bench_report(r.stdout)
+    assert set(report) >= {"model", "threads", "inputs", "session creation", "runs", "latency ms", "throughput",
+                           "peak memory"}
+    assert report["threads"].strip() == "1"
+    assert "[4,8]" in report["inputs"]  # --batch sets the symbolic first dim
+    assert report["runs"].split() == ["5", "timed", "after", "1", "warmup"]
+    latency = report["latency ms"].split()
+    values = dict(zip(latency[0::2], map(float, latency[1::2])))
+    assert set(values) == {"median", "p90", "p99", "min", "max", "mean"}
+    assert values["min"] <= values["median"] <= values["p90"] <= values["p99"] <= values["max"]
+    assert "runs/s" in report["throughput"] and "(batch 4)" in report["throughput"]
+    assert report["session creation"].strip().endswith("ms")
+    assert "(VmHWM)" in report["peak memory"]
+    assert r.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_bench_dim_sets_symbolic_dims(tmp_path):
+    r = nee_cli("bench", mlp(tmp_path), "--runs", 2, "--warmup", 0, "--dim", "batch=3")
+    assert r.returncode == 0, r.stderr
+    report = bench_report(r.stdout)
+    assert "[3,8]" in report["inputs"] and "(batch 3)" in report["throughput"]
+    assert report["threads"].strip() == "default"
+
+
+def test_bench_progress_bar_only_on_a_terminal(tmp_path):
+    import pty
+    master, slave = pty.openpty()
+    try:
+        r = subprocess.run([NEE, "bench", str(mlp(tmp_path)), "--runs", "3", "--warmup", "1"], stdout=subprocess.PIPE,
+                           stderr=slave, text=True, timeout=120)
+        os.close(slave)
+        slave = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal's other side is closed: everything was read
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        if slave >= 0:
+            os.close(slave)
+        os.close(master)
+    assert r.returncode == 0
+    assert b"3/3 timed" in shown and b"1/1 warmup" in shown
+    assert "#" not in r.stdout  # the bar stays off stdout
+
+
+def test_bench_bad_flags_are_clear_usage_errors(tmp_path):
+    path = mlp(tmp_path)
+    cases = {
+        ("--runs", "0"): "--runs expects a whole number from 1",
+        ("--runs", "ten"): "--runs expects a whole number from 1",
+        ("--warmup", "-1"): "--warmup expects a whole number from 0",
+        ("--batch", "0"): "--batch expects a whole number from 1",
+        ("--batch", "2.5"): "--batch expects a whole number from 1",
+        ("--threads", "x"): "--threads expects a number",
+        ("--dim", "batch"): "--dim expects NAME=VALUE",
+        ("--dim", "batch=-2"): "size must not be negative",
+        ("--input", "x=a.npy"): "option '--input' does not apply to nee bench",
+        ("--bogus",): "option '--bogus' does not apply to nee bench",
+        ("--runs",): "--runs needs a value",
+    }
+    for args, message in cases.items():
+        r = nee_cli("bench", path, *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert message in r.stderr, (args, r.stderr)
+        assert "nee bench MODEL" in r.stderr  # the usage follows
+    r = nee_cli("run", path, "--random", "--runs", "3")
+    assert r.returncode == 2 and "applies only to nee bench" in r.stderr
+    r = nee_cli("bench", tmp_path / "missing.onnx")
+    assert r.returncode == 1 and "missing.onnx" in r.stderr
+
+
+def test_bench_batch_leaves_fixed_dims_alone(tmp_path):
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "fixed",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "fixed.onnx"
+    onnx.save(model, path)
+    r = nee_cli("bench", path, "--runs", 2, "--warmup", 0, "--batch", 5)
+    assert r.returncode == 0, r.stderr
+    report = bench_report(r.stdout)
+    assert "[2,3]" in report["inputs"] and "(batch 2)" in report["throughput"]

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/fused_conv.h"
 #include "ops/op_schema.h"
 
 namespace nee::cpu {
@@ -30,6 +31,26 @@ inline Result<bool> ReadConvOperands(const KernelContext& ctx, ConvOperands* in)
   }
   return true;
 }
+
+// What FusedConv does after the convolution: add the residual Z (shaped as
+// the output), then the activation. The fast kernel applies it to each tile
+// of the output while the tile is still in cache, instead of in another pass.
+struct ConvEpilogue {
+  FusedActivation activation;
+  const Tensor* z = nullptr;  // null when absent
+};
+
+// y[r, j] = act(y[r, j] + bias[r] + z[r, j]) for rows [0, rows) and columns
+// [0, cols), in place (leading dimensions ldy and ldz); bias and z may be
+// null. (fused_conv_fast.cc: vectorized where the CPU allows; an element gets
+// the same value wherever the run it is in starts.)
+void BiasResidualActivate(const FusedActivation& act, const float* bias, const float* z, int64_t ldz, float* y,
+                          int64_t ldy, int64_t rows, int64_t cols);
+
+// The fast float Conv with `epilogue` applied (null: a plain Conv). Nodes it
+// does not handle go to the reference kernel of the node's own op (Conv, or
+// FusedConv, which applies its epilogue itself).
+Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue);
 
 // [N, M, spatial...] for a shape whose `out` holds kSpatialDims normalized dims,
 // keeping only the last `spatial_rank` of them.

@@ -3,8 +3,12 @@
 // Three strategies, chosen per node from its geometry:
 //  - pointwise (1x1 kernel, stride 1, no padding): the input of each (image,
 //    group) already is the GEMM's B matrix, so Y_g = W_g x X_g is one SGEMM;
-//  - depthwise (one input channel per group): a direct sliding-window kernel
-//    over each channel plane, vectorized along output rows;
+//  - depthwise (one input channel per group): with AVX-512 and one output
+//    channel per group, sixteen channels per vector (depthwise_blocked.cc);
+//    otherwise a direct sliding-window kernel over each channel plane,
+//    vectorized along output rows;
+//  - 3x3 stride-1 single-group convs with constant weights, on AVX-512:
+//    Winograd F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
 //  - everything else: im2col + SGEMM (sgemm.cc), the im2col rows written
 //    straight into SGEMM's packed B panels (a PackBFn), so the im2col
 //    matrix is never materialized; output columns are split into tiles that
@@ -28,6 +32,8 @@
 
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/conv_winograd.h"
+#include "ep/cpu/depthwise_blocked.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/nn_util.h"
@@ -162,6 +168,29 @@ int64_t ColumnTile(const ConvShape& s, int64_t units, int threads) {
 #define NEE_NO_LIBCALL_LOOPS
 #endif
 
+// dst[i] = src[2 * i] for i in [0, n), reading nothing past src[2n - 2].
+#ifdef NEE_CONV_X86
+__attribute__((target("avx512f"))) void CopyEvensAvx512(const float* src, float* dst, int64_t n) {
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t k = std::min<int64_t>(16, n - i), floats = 2 * k - 1;  // src floats this chunk needs
+    const auto lanes = [](int64_t count) {
+      return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(count, 0)) - 1u);
+    };
+    const __m512 lo = _mm512_maskz_loadu_ps(lanes(floats), src + 2 * i);
+    const __m512 hi = _mm512_maskz_loadu_ps(lanes(floats - 16), src + 2 * i + 16);
+    _mm512_mask_storeu_ps(dst + i, lanes(k), _mm512_permutex2var_ps(lo, evens, hi));
+  }
+}
+#endif
+
+NEE_NO_LIBCALL_LOOPS void CopyEvens(const float* __restrict src, float* __restrict dst, int64_t n) {
+#ifdef NEE_CONV_X86
+  if (n >= 8 && SgemmActiveIsa() == SgemmIsa::kAvx512) return CopyEvensAvx512(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[2 * i];
+}
+
 // Writes row r of the im2col matrix of one (image, group), output columns
 // [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
 // each output position sees through that tap (0 in padding).
@@ -216,9 +245,8 @@ NEE_NO_LIBCALL_LOOPS void FillColumnRow(const ConvShape& s, const float* x_group
       for (int64_t o = ow; o < lo; ++o) out[o - ow] = 0.f;
       if (sw == 1) {
         for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o + w_offset];
-      } else if (sw == 2) {  // a constant stride the compiler can vectorize (downsampling convs)
-        const float* __restrict even = src + w_offset;
-        for (int64_t o = lo; o < hi; ++o) out[o - ow] = even[2 * o];
+      } else if (sw == 2) {  // downsampling convs
+        CopyEvens(src + w_offset + 2 * lo, out + (lo - ow), hi - lo);
       } else {
         for (int64_t o = lo; o < hi; ++o) out[o - ow] = src[o * sw + w_offset];
       }
@@ -233,28 +261,45 @@ NEE_NO_LIBCALL_LOOPS void FillColumnRow(const ConvShape& s, const float* x_group
   }
 }
 
-// Sets rows [0, Mg) x columns [j0, j0+nc) of one group's output to its bias.
-void FillBias(const ConvShape& s, const float* bias_g, float* y_g, int64_t j0, int64_t nc) {
-  for (int64_t m = 0; m < s.Mg; ++m) std::fill(y_g + m * s.out_size + j0, y_g + m * s.out_size + j0 + nc, bias_g[m]);
-}
+// What every output element gets after its sum: the bias of its channel
+// (null: none), and the FusedConv epilogue (null: none).
+struct ConvFinish {
+  const float* bias = nullptr;
+  const ConvEpilogue* epilogue = nullptr;
+  const float* z = nullptr;  // the epilogue's residual, if any
+  bool needed() const {
+    return bias || (epilogue && (epilogue->z || epilogue->activation.kind != FusedActivation::Kind::kNone));
+  }
+};
 
 // Output columns [j0, j0 + nc) of one (image, group): one SGEMM directly on
 // the input for pointwise convs, else SGEMM with B = im2col of those columns,
 // packed as SGEMM asks for it. `pool` (may be null) parallelizes inside.
 // `packed_w` (may be null) holds each group's weights packed beforehand.
-void ConvTile(const ConvShape& s, const float* x, const float* w, const SgemmPackedA* packed_w, const float* bias,
+void ConvTile(const ConvShape& s, const float* x, const float* w, const SgemmPackedA* packed_w, const ConvFinish& finish,
               float* y, int64_t unit, int64_t j0, int64_t nc, ThreadPool* pool) {
   const int64_t n = unit / s.group, g = unit % s.group;
   const float* x_g = x + (n * s.C + g * s.Cg) * s.in_size;
   const float* w_g = w + g * s.Mg * s.rows();
-  const float* bias_g = bias ? bias + g * s.Mg : nullptr;
-  float* y_g = y + (n * s.M + g * s.Mg) * s.out_size;
+  const int64_t first_channel = n * s.M + g * s.Mg;
+  float* y_g = y + first_channel * s.out_size;
   const int64_t rows = s.rows();
   const SgemmA weights = packed_w ? SgemmA(packed_w[g]) : SgemmA(MatrixView{w_g, rows, 1});
-  if (bias_g) FillBias(s, bias_g, y_g, j0, nc);
-  const float beta = bias_g ? 1.f : 0.f;  // accumulate onto the bias
+  // Bias, residual and activation per finished tile of the GEMM (rows are
+  // this group's output channels, columns start at j0), while it is in L1.
+  const FusedActivation none;
+  const FusedActivation& act = finish.epilogue ? finish.epilogue->activation : none;
+  const SgemmEpilogueFn finish_tile = [&](int64_t i0, int64_t jt, int64_t tile_rows, int64_t cols, float* tile,
+                                          int64_t ldc) {
+    const int64_t channel = g * s.Mg + i0;
+    const float* z_tile = finish.z ? finish.z + (n * s.M + channel) * s.out_size + j0 + jt : nullptr;
+    BiasResidualActivate(act, finish.bias ? finish.bias + channel : nullptr, z_tile, s.out_size, tile, ldc, tile_rows,
+                         cols);
+  };
+  const SgemmEpilogueFn* epilogue = finish.needed() ? &finish_tile : nullptr;
   if (s.pointwise()) {
-    Sgemm(s.Mg, nc, rows, weights, SgemmB(MatrixView{x_g + j0, s.in_size, 1}), beta, y_g + j0, s.out_size, pool);
+    Sgemm(s.Mg, nc, rows, weights, SgemmB(MatrixView{x_g + j0, s.in_size, 1}), 0.f, y_g + j0, s.out_size, pool,
+          epilogue);
     return;
   }
   // im2col straight into SGEMM's packed panels: each im2col row is built in
@@ -271,7 +316,7 @@ void ConvTile(const ConvShape& s, const float* x, const float* w, const SgemmPac
     }
   };
   const PackBFn pack_fn = pack;
-  Sgemm(s.Mg, nc, rows, weights, SgemmB(pack_fn), beta, y_g + j0, s.out_size, pool);
+  Sgemm(s.Mg, nc, rows, weights, SgemmB(pack_fn), 0.f, y_g + j0, s.out_size, pool, epilogue);
 }
 
 // Each group's weights (Mg x rows) packed as SGEMM's A, once per session.
@@ -502,19 +547,30 @@ void DepthwisePlane(const ConvShape& s, const ConvShape& p, const float* x, cons
 
 }  // namespace
 
-Status ConvFloat(KernelContext& ctx) {
+Status ConvFloat(KernelContext& ctx) { return ConvFloatWithEpilogue(ctx, nullptr); }
+
+Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   ConvOperands in;
   NEE_ASSIGN_OR_RETURN(bool usable, ReadConvOperands(ctx, &in));
   ConvShape s;
-  // Conv's own reference: FusedConv runs this kernel too and applies its activation after.
-  if (!usable || !PlanFastConv(ctx, *in.x, *in.w, in.bias, s)) return RunReferenceOf(ctx, "Conv");
+  if (!usable || !PlanFastConv(ctx, *in.x, *in.w, in.bias, s))
+    return epilogue ? RunReference(ctx) : RunReferenceOf(ctx, "Conv");
   const Tensor *x = in.x, *w = in.w, *b = in.bias;
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, ConvOutputDims(s, x->rank() - 2)));
+  const std::vector<int64_t> out_dims = ConvOutputDims(s, x->rank() - 2);
+  const float* z = nullptr;
+  if (epilogue && epilogue->z) {
+    if (epilogue->z->dims() != out_dims)
+      return ctx.InputError(3, "(Z) must have the output's shape " + DimsToString(out_dims) + ", got " +
+                                   epilogue->z->Describe());
+    z = epilogue->z->data<float>();
+  }
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
   const float* xp = x->data<float>();
   const float* wp = w->data<float>();
   const float* bp = b ? b->data<float>() : nullptr;
   float* yp = out.data<float>();
   const int threads = NumThreads(ctx);
+  const ConvFinish finish{bp, epilogue, z};
 
   // The depthwise kernel works on a padded copy of each plane; absurd pads
   // (possible with huge strides) would make that copy too big, so such nodes
@@ -523,6 +579,13 @@ Status ConvFloat(KernelContext& ctx) {
   for (int d = 0; d < kDims; ++d) padded_size *= static_cast<double>(s.in[d] + s.pad[d] + s.pad_end[d]);
   const bool padded_copy_ok = padded_size <= 4.0 * static_cast<double>(s.in_size + s.out_size) + 65536;
   const ConvShape padded = padded_copy_ok ? PaddedGeometry(s) : s;
+  const bool planar = s.in[0] == 1 && s.kernel[0] == 1 && s.out[0] == 1;  // 1-D or 2-D
+  if (s.depthwise() && s.Mg == 1 && planar && padded_copy_ok && DepthwiseBlockedAvailable()) {
+    const Depthwise2D g{s.N,         s.C,         s.in[1],       s.in[2],       s.out[1], s.out[2], s.kernel[1],
+                        s.kernel[2], s.stride[1], s.stride[2], s.dilation[1], s.dilation[2], s.pad[1], s.pad[2]};
+    DepthwiseBlocked(ctx, g, xp, wp, bp, epilogue, z, yp);
+    return Status::Ok();
+  }
   if (s.depthwise() && padded_copy_ok) {
     const DepthwiseRowsFn rows_fn = SelectDepthwiseRows();
     const int64_t planes = s.N * s.C;
@@ -532,7 +595,15 @@ Status ConvFloat(KernelContext& ctx) {
     auto chunk = [&](int64_t begin, int64_t end) {
       float* scratch = ThreadScratch(static_cast<size_t>(padded.in_size + kPlaneSlack));
       DepthwiseRows rows;
-      for (int64_t p = begin; p < end; ++p) DepthwisePlane(s, padded, xp, wp, bp, yp, p, rows_fn, scratch, rows);
+      for (int64_t p = begin; p < end; ++p) {
+        DepthwisePlane(s, padded, xp, wp, bp, yp, p, rows_fn, scratch, rows);
+        // The plane's outputs (bias included) are still in cache: finish them now.
+        if (finish.epilogue && ConvFinish{nullptr, finish.epilogue, z}.needed()) {
+          const int64_t offset = (p / s.C * s.M + p % s.C * s.Mg) * s.out_size, count = s.Mg * s.out_size;
+          BiasResidualActivate(finish.epilogue->activation, nullptr, z ? z + offset : nullptr, 0, yp + offset, 0, 1,
+                               count);
+        }
+      }
     };
     if (planes * work_per_plane < 32768) {
       chunk(0, planes);  // too little work to share out
@@ -540,6 +611,13 @@ Status ConvFloat(KernelContext& ctx) {
       ctx.ParallelFor(planes, 1, chunk);
     }
     return Status::Ok();
+  }
+
+  const bool winograd_shape = planar && s.group == 1 && s.kernel[1] == 3 && s.kernel[2] == 3 && s.stride[1] == 1 &&
+                              s.stride[2] == 1 && s.dilation[1] == 1 && s.dilation[2] == 1 && padded_copy_ok;
+  if (winograd_shape) {
+    const Winograd3x3 g{s.N, s.C, s.in[1], s.in[2], s.M, s.out[1], s.out[2], s.pad[1], s.pad[2]};
+    if (WinogradApplies(ctx, g)) return ConvWinograd(ctx, g, xp, wp, bp, epilogue, z, yp);
   }
 
   // (image, group) units split into column tiles: one task each, all in one
@@ -554,13 +632,13 @@ Status ConvFloat(KernelContext& ctx) {
   if (threads == 1 || units * tiles >= threads) {
     ParallelTasks(ctx, units * tiles, [&](int64_t t) {
       const int64_t j0 = t % tiles * tile;
-      ConvTile(s, xp, wp, packed_w, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
+      ConvTile(s, xp, wp, packed_w, finish, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
     });
   } else {
     // Too few columns to go around: parallelize inside each tile (SGEMM over output channels).
     for (int64_t t = 0; t < units * tiles; ++t) {
       const int64_t j0 = t % tiles * tile;
-      ConvTile(s, xp, wp, packed_w, bp, yp, t / tiles, j0, std::min(tile, s.out_size - j0), ctx.pool());
+      ConvTile(s, xp, wp, packed_w, finish, yp, t / tiles, j0, std::min(tile, s.out_size - j0), ctx.pool());
     }
   }
   return Status::Ok();

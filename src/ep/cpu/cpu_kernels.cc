@@ -51,6 +51,10 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "GRU", 1, 1000, GruFloat},
       {"", "RNN", 1, 1000, RnnFloat},
       // ---- end recurrent block ----
+      // ---- Tree ensembles (tree_fast.cc) ----
+      {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 1000, TreeEnsembleClassifierFast},
+      {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 1000, TreeEnsembleRegressorFast},
+      {"ai.onnx.ml", "TreeEnsemble", 1, 1000, TreeEnsembleFast},
   };
   return kTable;
 }

@@ -97,4 +97,13 @@ Status GruFloat(KernelContext& ctx);
 Status RnnFloat(KernelContext& ctx);
 // ---- end recurrent block ----
 
+// ---- Tree ensembles (tree_fast.cc) ----
+// ai.onnx.ml TreeEnsembleClassifier/Regressor/TreeEnsemble: the reference kernels' driver with a faster
+// tree walk for BRANCH_LEQ forests without missing-value tracking (SUM/AVERAGE); bitwise the reference.
+Status TreeEnsembleClassifierFast(KernelContext& ctx);
+Status TreeEnsembleRegressorFast(KernelContext& ctx);
+Status TreeEnsembleFast(KernelContext& ctx);
+// Tests: walk with the portable loop even where AVX-512 is available.
+void TreeForcePortable(bool on);
+
 }  // namespace nee::cpu

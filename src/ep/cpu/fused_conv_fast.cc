@@ -1,22 +1,22 @@
-// com.microsoft FusedConv on float32: the fast Conv kernel (conv_fast.cc),
-// then the activation applied in place over its output, one pass over memory
-// that the Conv just wrote (so mostly still in cache for small layers).
+// com.microsoft FusedConv on float32: the fast Conv kernel (conv_fast.cc)
+// with an epilogue (conv_common.h's ConvEpilogue) that it applies to each
+// output tile while the tile is in L1: bias, the optional residual Z (Conv +
+// Add), then the activation. This file holds that per-run arithmetic.
 //
 // Every activation is vectorized with AVX2 where the CPU has it (Sigmoid, Tanh
 // and Silu over simd_math.h's exponential and tanh), per element otherwise.
-// Each element is computed the same way whichever thread gets it, so results
-// do not depend on the thread count. The optional Z input (the residual of
-// Conv + Add) is added before the activation, in the same pass. Other types
+// Each element is computed the same way whichever thread gets it and wherever
+// its run starts, so results do not depend on the thread count. Other types
 // and invalid attributes go to FusedConv's reference kernel.
-//
-// Next step when it pays: apply the activation per tile inside the Conv, while
-// the tile is in L1.
 #include <cmath>
 
+#include "ep/cpu/conv_common.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 #include "ops/fused_conv.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include "ep/cpu/activation_simd.h"
 #include "ep/cpu/simd_math.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_FUSED_CONV_X86 1
@@ -28,57 +28,166 @@ namespace {
 
 using Kind = FusedActivation::Kind;
 
-void ActivatePortable(const FusedActivation& act, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = ApplyFusedActivation<float>(act, y[i]);
+void BiasResidualActivatePortable(const FusedActivation& act, const float* bias, const float* z, int64_t ldz,
+                                  float* y, int64_t ldy, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float b = bias ? bias[r] : 0.f;
+    float* row = y + r * ldy;
+    for (int64_t j = 0; j < cols; ++j) row[j] = ApplyFusedActivation<float>(act, row[j] + b + (z ? z[r * ldz + j] : 0.f));
+  }
 }
 
 #ifdef NEE_FUSED_CONV_X86
 
-// max_ps(a, b) returns b when either is NaN, so every bound goes first: NaN
-// inputs stay NaN, as in the reference.
+// The activation is a template argument so that the loops below hold no
+// branch. max_ps(a, b) returns b when either is NaN, so every bound goes
+// first: NaN inputs stay NaN, as in the reference.
+template <Kind K>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate8(const FusedActivation& act, __m256 x) {
   const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
-  switch (act.kind) {
-    case Kind::kRelu: return _mm256_max_ps(zero, x);
-    case Kind::kClip: return _mm256_min_ps(_mm256_set1_ps(act.b), _mm256_max_ps(_mm256_set1_ps(act.a), x));
-    case Kind::kLeakyRelu:
-      return _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(act.a)), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-    case Kind::kHardSigmoid: {
-      const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(act.a)), _mm256_set1_ps(act.b));
-      return _mm256_min_ps(one, _mm256_max_ps(zero, v));
-    }
-    case Kind::kHardSwish: {
-      const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.f / 6.f)), _mm256_set1_ps(0.5f));
-      return _mm256_mul_ps(x, _mm256_min_ps(one, _mm256_max_ps(zero, v)));
-    }
-    case Kind::kSigmoid: return Sigmoid8(x);
-    case Kind::kSilu: return _mm256_mul_ps(x, Sigmoid8(x));
-    case Kind::kTanh: return Tanh8(x);
-    case Kind::kNone: return x;
+  if constexpr (K == Kind::kRelu) return _mm256_max_ps(zero, x);
+  if constexpr (K == Kind::kClip) return _mm256_min_ps(_mm256_set1_ps(act.b), _mm256_max_ps(_mm256_set1_ps(act.a), x));
+  if constexpr (K == Kind::kLeakyRelu)
+    return _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(act.a)), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+  if constexpr (K == Kind::kHardSigmoid) {
+    const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(act.a)), _mm256_set1_ps(act.b));
+    return _mm256_min_ps(one, _mm256_max_ps(zero, v));
   }
+  if constexpr (K == Kind::kHardSwish) {
+    const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.f / 6.f)), _mm256_set1_ps(0.5f));
+    return _mm256_mul_ps(x, _mm256_min_ps(one, _mm256_max_ps(zero, v)));
+  }
+  if constexpr (K == Kind::kSigmoid) return Sigmoid8(x);
+  if constexpr (K == Kind::kSilu) return _mm256_mul_ps(x, Sigmoid8(x));
+  if constexpr (K == Kind::kTanh) return Tanh8(x);
   return x;
 }
 
-__attribute__((target("avx2,fma"))) void ActivateAvx2(const FusedActivation& act, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Activate8(act, _mm256_loadu_ps(y + i)));
-  if (i == n) return;
-  // The tail through a padded buffer, so that it is computed exactly as a full vector.
-  alignas(32) float tail[8] = {};
-  for (int64_t k = i; k < n; ++k) tail[k - i] = y[k];
-  _mm256_store_ps(tail, Activate8(act, _mm256_load_ps(tail)));
-  for (int64_t k = i; k < n; ++k) y[k] = tail[k - i];
+// The sum is (y + bias) + z, as in the portable loop, so both give the same
+// bits before the activation.
+template <Kind K>
+__attribute__((target("avx2,fma"))) void BiasResidualActivateAvx2(const FusedActivation& act, const float* bias,
+                                                                   const float* z, int64_t ldz, float* y, int64_t ldy,
+                                                                   int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m256 b = _mm256_set1_ps(bias ? bias[r] : 0.f);
+    float* row = y + r * ldy;
+    const float* z_row = z ? z + r * ldz : nullptr;
+    int64_t i = 0;
+    for (; i + 8 <= cols; i += 8) {
+      __m256 v = _mm256_add_ps(_mm256_loadu_ps(row + i), b);
+      if (z_row) v = _mm256_add_ps(v, _mm256_loadu_ps(z_row + i));
+      _mm256_storeu_ps(row + i, Activate8<K>(act, v));
+    }
+    if (i == cols) continue;
+    // The tail through padded buffers, computed exactly as a full vector.
+    alignas(32) float tail[8] = {}, z_tail[8] = {};
+    for (int64_t k = i; k < cols; ++k) {
+      tail[k - i] = row[k];
+      if (z_row) z_tail[k - i] = z_row[k];
+    }
+    __m256 v = _mm256_add_ps(_mm256_load_ps(tail), b);
+    if (z_row) v = _mm256_add_ps(v, _mm256_load_ps(z_tail));
+    _mm256_store_ps(tail, Activate8<K>(act, v));
+    for (int64_t k = i; k < cols; ++k) row[k] = tail[k - i];
+  }
 }
-#endif
 
-void Activate(const FusedActivation& act, float* y, int64_t n) {
-#ifdef NEE_FUSED_CONV_X86
-  if (CpuHasAvx2Fma()) return ActivateAvx2(act, y, n);
-#endif
-  ActivatePortable(act, y, n);
+// All activations but Tanh also run sixteen lanes at a time
+// (activation_simd.h), reloading the 64-byte stores SGEMM's kernel just made
+// at full width (a narrower load of part of a wider store can miss
+// store-to-load forwarding and stall).
+
+// One run of up to 16 floats: the vector, its mask and where it goes.
+struct TileRun {
+  float* y;
+  const float* z;  // null: no residual
+  float bias;
+  __mmask16 mask;
+};
+
+// Four runs at a time: the exponential activations are one long chain of
+// dependent operations per vector, and four independent chains side by side
+// keep both vector pipes busy.
+template <Kind K>
+__attribute__((target("avx512f"), always_inline)) inline void FinishRuns(const FusedActivation& act,
+                                                                          const TileRun* runs, int count) {
+  __m512 v[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    if (i >= count) break;
+    v[i] = _mm512_add_ps(_mm512_maskz_loadu_ps(runs[i].mask, runs[i].y), _mm512_set1_ps(runs[i].bias));
+    if (runs[i].z) v[i] = _mm512_add_ps(v[i], _mm512_maskz_loadu_ps(runs[i].mask, runs[i].z));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    if (i < count) v[i] = Activate16<K>(act, v[i]);
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)
+    if (i < count) _mm512_mask_storeu_ps(runs[i].y, runs[i].mask, v[i]);
 }
+
+template <Kind K>
+__attribute__((target("avx512f"))) void BiasResidualActivateAvx512(const FusedActivation& act, const float* bias,
+                                                                    const float* z, int64_t ldz, float* y, int64_t ldy,
+                                                                    int64_t rows, int64_t cols) {
+  TileRun runs[4];
+  int count = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < cols; i += 16) {
+      const __mmask16 mask = cols - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (cols - i)) - 1u);
+      runs[count++] = {y + r * ldy + i, z ? z + r * ldz + i : nullptr, bias ? bias[r] : 0.f, mask};
+      if (count == 4) {
+        FinishRuns<K>(act, runs, 4);
+        count = 0;
+      }
+    }
+  if (count) FinishRuns<K>(act, runs, count);
+}
+
+using RowsFn = void (*)(const FusedActivation&, const float*, const float*, int64_t, float*, int64_t, int64_t, int64_t);
+
+RowsFn SelectAvx512(Kind kind) {
+  switch (kind) {
+    case Kind::kNone: return BiasResidualActivateAvx512<Kind::kNone>;
+    case Kind::kRelu: return BiasResidualActivateAvx512<Kind::kRelu>;
+    case Kind::kClip: return BiasResidualActivateAvx512<Kind::kClip>;
+    case Kind::kLeakyRelu: return BiasResidualActivateAvx512<Kind::kLeakyRelu>;
+    case Kind::kHardSigmoid: return BiasResidualActivateAvx512<Kind::kHardSigmoid>;
+    case Kind::kHardSwish: return BiasResidualActivateAvx512<Kind::kHardSwish>;
+    case Kind::kSigmoid: return BiasResidualActivateAvx512<Kind::kSigmoid>;
+    case Kind::kSilu: return BiasResidualActivateAvx512<Kind::kSilu>;
+    default: return nullptr;  // Tanh: AVX2 (simd_math.h)
+  }
+}
+
+RowsFn SelectAvx2(Kind kind) {
+  switch (kind) {
+    case Kind::kRelu: return BiasResidualActivateAvx2<Kind::kRelu>;
+    case Kind::kClip: return BiasResidualActivateAvx2<Kind::kClip>;
+    case Kind::kLeakyRelu: return BiasResidualActivateAvx2<Kind::kLeakyRelu>;
+    case Kind::kHardSigmoid: return BiasResidualActivateAvx2<Kind::kHardSigmoid>;
+    case Kind::kHardSwish: return BiasResidualActivateAvx2<Kind::kHardSwish>;
+    case Kind::kSigmoid: return BiasResidualActivateAvx2<Kind::kSigmoid>;
+    case Kind::kSilu: return BiasResidualActivateAvx2<Kind::kSilu>;
+    case Kind::kTanh: return BiasResidualActivateAvx2<Kind::kTanh>;
+    case Kind::kNone: break;
+  }
+  return BiasResidualActivateAvx2<Kind::kNone>;
+}
+#endif
 
 }  // namespace
+
+void BiasResidualActivate(const FusedActivation& act, const float* bias, const float* z, int64_t ldz, float* y,
+                          int64_t ldy, int64_t rows, int64_t cols) {
+#ifdef NEE_FUSED_CONV_X86
+  if (SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced())
+    if (RowsFn fn = SelectAvx512(act.kind)) return fn(act, bias, z, ldz, y, ldy, rows, cols);
+  if (CpuHasAvx2Fma() && !SgemmPortableForced()) return SelectAvx2(act.kind)(act, bias, z, ldz, y, ldy, rows, cols);
+#endif
+  BiasResidualActivatePortable(act, bias, z, ldz, y, ldy, rows, cols);
+}
 
 Status FusedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
@@ -86,23 +195,8 @@ Status FusedConvFloat(KernelContext& ctx) {
   const bool z_usable =
       !ctx.has_input(3) || (ctx.input(3)->is_tensor() && ctx.input(3)->tensor().dtype() == DataType::kFloat);
   if (x->dtype() != DataType::kFloat || !act.ok() || !z_usable) return RunReference(ctx);
-  NEE_ASSIGN_OR_RETURN(Tensor y, RunKeepingOutput(ctx, ConvFloat));
-  const float* z = nullptr;
-  if (ctx.has_input(3)) {
-    const Tensor& zt = ctx.input(3)->tensor();
-    if (zt.dims() != y.dims())
-      return ctx.InputError(3, "(Z) must have the output's shape " + DimsToString(y.dims()) + ", got " + zt.Describe());
-    z = zt.data<float>();
-  }
-  const FusedActivation activation = act.value();
-  if (activation.kind == Kind::kNone && !z) return Status::Ok();
-  float* data = y.data<float>();
-  ctx.ParallelFor(y.num_elements(), 1 << 14, [&](int64_t begin, int64_t end) {
-    if (z)
-      for (int64_t i = begin; i < end; ++i) data[i] += z[i];
-    if (activation.kind != Kind::kNone) Activate(activation, data + begin, end - begin);
-  });
-  return Status::Ok();
+  ConvEpilogue epilogue{act.value(), ctx.has_input(3) ? &ctx.input(3)->tensor() : nullptr};
+  return ConvFloatWithEpilogue(ctx, &epilogue);
 }
 
 }  // namespace nee::cpu

@@ -29,9 +29,15 @@
 // which also reports the errors.
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
@@ -184,14 +190,40 @@ bool ReadProblem(const KernelContext& ctx, Cell cell, Problem* p) {
 
 // A k x n matrix (n a multiple of 8) stored as panels of kPanel columns (the
 // last narrower), each k rows of its width: what the per-step product reads.
+// Panels are streamed from L2 once per step. On 4 KB pages the hardware
+// prefetchers restart at every page boundary (every 8 rows of a full panel);
+// on a transparent huge page they run through: the step product of a
+// 320-unit LSTM direction (320 x 1280) took 17 instead of 24 us on a 2 MB
+// page (thread CPU time, best of 20). Large panel buffers are therefore
+// 2 MB-aligned, rounded up to 2 MB and advised as huge; where the system
+// declines, they are ordinary memory.
+struct FreeDeleter {
+  void operator()(float* p) const { std::free(p); }
+};
+using PanelBuffer = std::unique_ptr<float[], FreeDeleter>;
+
+PanelBuffer AllocatePanels(int64_t floats) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(floats, 1)) * sizeof(float);
+  const bool huge = bytes >= kHugePage / 2;  // smaller ones would waste most of the page
+  const size_t align = huge ? kHugePage : 64;
+  const size_t size = (bytes + align - 1) / align * align;
+  float* p = static_cast<float*>(std::aligned_alloc(align, size));
+  if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  if (huge) madvise(p, size, MADV_HUGEPAGE);
+#endif
+  return PanelBuffer(p);
+}
+
 struct PanelMatrix {
   int64_t k = 0, n = 0;
-  SgemmBuffer data;
+  PanelBuffer data;
 };
 
 template <typename At>
 PanelMatrix MakePanels(int64_t k, int64_t n, At at) {
-  PanelMatrix m{k, n, SgemmAllocate(std::max<int64_t>(k * n, 1))};
+  PanelMatrix m{k, n, AllocatePanels(k * n)};
   for (int64_t j0 = 0; j0 < n; j0 += kPanel) {
     const int64_t width = std::min(kPanel, n - j0);
     float* panel = m.data.get() + j0 * k;
@@ -686,18 +718,19 @@ Status RunFast(KernelContext& ctx, Cell cell) {
   const int64_t group_size = (p.batch + groups - 1) / groups;
   const int64_t groups_used = (p.batch + group_size - 1) / group_size;
   const int64_t dir_floats = p.seq * p.batch * p.cols();
-  std::vector<float> xw(static_cast<size_t>(p.dirs * dir_floats));
+  // Not zero-filled: Project writes every element (bias, then the SGEMM adds).
+  SgemmBuffer xw = SgemmAllocate(std::max<int64_t>(p.dirs * dir_floats, 1));
   // A task that runs a whole direction projects it itself, on its own thread
   // (its W and projection stay in that core's cache); otherwise the
   // projections come first, on all threads.
   const bool project_in_task = groups_used == 1 && p.dirs > 1;
   for (int64_t d = 0; !project_in_task && d < p.dirs; ++d)
-    Project(ctx, p, weights->dirs[static_cast<size_t>(d)], xw.data() + d * dir_floats, ctx.pool());
+    Project(ctx, p, weights->dirs[static_cast<size_t>(d)], xw.get() + d * dir_floats, ctx.pool());
   ParallelTasks(ctx, p.dirs * groups_used, [&](int64_t task) {
     const int64_t d = task / groups_used, b0 = task % groups_used * group_size;
     const DirectionWeights& w = weights->dirs[static_cast<size_t>(d)];
-    if (project_in_task) Project(ctx, p, w, xw.data() + d * dir_floats, nullptr);
-    RunGroup(ctx, p, w, d, b0, std::min(p.batch, b0 + group_size), xw.data() + d * dir_floats, out);
+    if (project_in_task) Project(ctx, p, w, xw.get() + d * dir_floats, nullptr);
+    RunGroup(ctx, p, w, d, b0, std::min(p.batch, b0 + group_size), xw.get() + d * dir_floats, out);
   });
   return Status::Ok();
 }

@@ -89,6 +89,7 @@ struct Block {
   float* c;
   int64_t ldc;
   MicroKernel micro;
+  const SgemmEpilogueFn* epilogue;  // null, or applied after the last k-block
   int64_t task_rows, task_panels, panel_groups;
 };
 
@@ -109,14 +110,18 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
   for (int64_t p0 = 0; p0 < x.k; p0 += kKc) {
     const int64_t kc = std::min(kKc, x.k - p0);
     const bool accumulate = p0 > 0 || x.beta != 0.f;  // beta == 0: the first block overwrites C
+    const bool last = p0 + kc == x.k;
     const float* a_block = a.At(p0, kc, kRows);
     const float* b_block = x.b.At(p0, kc, kCols);
     for (int64_t ib = 0; ib < mc; ib += kRows) {
       const float* ai = a_block + ib * kc;
       const int64_t rows = std::min(kRows, mc - ib);
-      for (int64_t q = q0; q < q1; ++q)
-        x.micro(kc, ai, b_block + q * kc * kCols, c0 + ib * x.ldc + q * kCols, x.ldc, rows,
-                std::min(kCols, x.nc - q * kCols), accumulate);
+      for (int64_t q = q0; q < q1; ++q) {
+        float* tile = c0 + ib * x.ldc + q * kCols;
+        const int64_t cols = std::min(kCols, x.nc - q * kCols);
+        x.micro(kc, ai, b_block + q * kc * kCols, tile, x.ldc, rows, cols, accumulate);
+        if (last && x.epilogue) (*x.epilogue)(i0 + ib, x.j0 + q * kCols, rows, cols, tile, x.ldc);
+      }
     }
   }
 }
@@ -182,13 +187,13 @@ void PackBlockOfB(const SgemmB& b, int64_t k0, int64_t k, int64_t j0, int64_t nc
 
 // C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
 void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& a, const SgemmB& b, float beta,
-                     float* c, int64_t ldc, ThreadPool* pool) {
+                     float* c, int64_t ldc, ThreadPool* pool, const SgemmEpilogueFn* epilogue) {
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool worth_threads = flops >= kParallelFlops || static_cast<double>(n) * static_cast<double>(k) >= kParallelBElements;
   const int threads = pool && worth_threads ? pool->num_threads() : 1;
   // Column blocks bound the B packed per call; B packed beforehand needs none.
   const int64_t block_cols =
-      b.packed ? n : std::min(n, std::max<int64_t>(8 * kCols, kPackBudget / k / kCols * kCols));
+      b.packed || b.panels ? n : std::min(n, std::max<int64_t>(8 * kCols, kPackBudget / k / kCols * kCols));
   Block x{};
   x.m = m;
   x.k0 = k0;
@@ -198,6 +203,7 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   x.c = c;
   x.ldc = ldc;
   x.micro = sgemm_internal::KernelFor(SgemmActiveIsa());
+  x.epilogue = epilogue;
   int64_t row_blocks = CeilDiv(m, kMaxTaskRows);
   x.task_rows = std::min(m, RoundUp(CeilDiv(m, row_blocks), kRows));
   row_blocks = CeilDiv(m, x.task_rows);  // rounding up to whole panels may leave fewer
@@ -207,6 +213,8 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     const int64_t panels = CeilDiv(x.nc, kCols);
     if (b.packed) {
       x.b = {b.packed->block(k0), RoundUp(n, kCols), j0 / kCols};
+    } else if (b.panels) {
+      x.b = {b.panels + k0 * RoundUp(n, kCols), RoundUp(n, kCols), j0 / kCols};
     } else {
       float* buffer = t_b_scratch.Get(RoundUp(x.nc, kCols) * k);
       PackBlockOfB(b, k0, k, j0, x.nc, buffer, pool, threads);
@@ -227,14 +235,18 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
 }  // namespace
 
 void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, float beta, float* c, int64_t ldc,
-           ThreadPool* pool) {
+           ThreadPool* pool, const SgemmEpilogueFn* epilogue) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || (!a.packed && a.alpha == 0.f)) {
     if (beta != 1.f) ScaleC(c, ldc, m, n, beta);
+    if (epilogue) (*epilogue)(0, 0, m, n, c, ldc);
     return;
   }
-  for (int64_t k0 = 0; k0 < k; k0 += kMaxDepth)
-    SgemmDepthRange(m, n, k0, std::min(kMaxDepth, k - k0), a, b, k0 == 0 ? beta : 1.f, c, ldc, pool);
+  for (int64_t k0 = 0; k0 < k; k0 += kMaxDepth) {
+    const int64_t depth = std::min(kMaxDepth, k - k0);
+    const bool last_range = k0 + depth == k;
+    SgemmDepthRange(m, n, k0, depth, a, b, k0 == 0 ? beta : 1.f, c, ldc, pool, last_range ? epilogue : nullptr);
+  }
 }
 
 }  // namespace nee::cpu

@@ -81,6 +81,16 @@ class SgemmPackedA {
 // k-blocks above. It is called from the calling thread only.
 using PackBFn = std::function<void(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out)>;
 
+// Applied to each finished tile of C right after its last k-block, while the
+// tile is still in L1: rows [i0, i0+rows) x columns [j0, j0+cols) of C (in
+// the coordinates of the Sgemm call) start at `tile`, leading dimension ldc.
+// A consumer's bias, residual and activation go here instead of another pass
+// over C. Each element is visited exactly once and in the same state whatever
+// the thread count, so a deterministic epilogue keeps results deterministic.
+// It may run on any of the pool's threads, concurrently for different tiles.
+using SgemmEpilogueFn =
+    std::function<void(int64_t i0, int64_t j0, int64_t rows, int64_t cols, float* tile, int64_t ldc)>;
+
 // Where A comes from: a plain matrix times alpha (packed per call), or packed beforehand.
 struct SgemmA {
   SgemmA(MatrixView view, float alpha = 1.f) : view(view), alpha(alpha) {}
@@ -90,20 +100,41 @@ struct SgemmA {
   const SgemmPackedA* packed = nullptr;
 };
 
-// Where B comes from: a plain matrix, a packer (PackBFn), or packed beforehand.
+// Where B[p, j] of a k x n matrix lies in the packed layout (in floats from
+// the start), for producers that write B packed themselves (see SgemmB's
+// Prepacked); the buffer holds k * RoundUp(n, kSgemmPanelWidth) floats.
+inline int64_t SgemmPackedBIndex(int64_t k, int64_t n, int64_t p, int64_t j) {
+  const int64_t padded_n = (n + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth;
+  const int64_t p0 = p / kSgemmDepthBlock * kSgemmDepthBlock;
+  const int64_t kc = k - p0 < kSgemmDepthBlock ? k - p0 : kSgemmDepthBlock;
+  return p0 * padded_n + (j / kSgemmPanelWidth) * kc * kSgemmPanelWidth + (p - p0) * kSgemmPanelWidth +
+         j % kSgemmPanelWidth;
+}
+
+// Where B comes from: a plain matrix, a packer (PackBFn), packed beforehand
+// (SgemmPackedB), or a caller's buffer already in the packed layout.
 struct SgemmB {
   SgemmB(MatrixView view) : view(view) {}
   SgemmB(const PackBFn& pack) : view{nullptr, 0, 0}, pack(&pack) {}
   SgemmB(const SgemmPackedB& packed) : view{nullptr, 0, 0}, packed(&packed) {}
+  // `panels` laid out as SgemmPackedBIndex says, 64-byte aligned (e.g. from
+  // SgemmAllocate); not copied, not owned.
+  static SgemmB Prepacked(const float* panels) {
+    SgemmB b(MatrixView{nullptr, 0, 0});
+    b.panels = panels;
+    return b;
+  }
   MatrixView view;
   const PackBFn* pack = nullptr;
   const SgemmPackedB* packed = nullptr;
+  const float* panels = nullptr;
 };
 
-// C (row-major, leading dimension ldc) = A x B + beta * C. When beta == 0, C
-// is not read. A packed operand must have been packed with these m, n, k.
+// C (row-major, leading dimension ldc) = A x B + beta * C, then `epilogue`
+// (may be null) over every tile. When beta == 0, C is not read. A packed
+// operand must have been packed with these m, n, k.
 void Sgemm(int64_t m, int64_t n, int64_t k, const SgemmA& a, const SgemmB& b, float beta, float* c, int64_t ldc,
-           ThreadPool* pool);
+           ThreadPool* pool, const SgemmEpilogueFn* epilogue = nullptr);
 
 // The plain spellings of the above.
 inline void Sgemm(int64_t m, int64_t n, int64_t k, float alpha, MatrixView a, MatrixView b, float beta, float* c,

@@ -104,6 +104,29 @@ std::vector<ConvCase> Grid() {
       {"3d_depthwise", {1, 3, 4, 5, 6}, {3, 1, 3, 3, 3}, true,
        {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1, 1, 1})}},
       {"batch4_groups4", {4, 8, 6, 5}, {8, 2, 3, 3}, true, {IntAttr("group", 4), IntsAttr("pads", {1, 1, 1, 1})}},
+      // The 16-channel blocked depthwise kernel: a partial last block (37 =
+      // 2 x 16 + 5), rows wider than one 16-pixel transpose, strips of rows
+      // (tall planes), asymmetric pads with stride 2, a 7x7 plane as in
+      // MobileNet's last layers, and 1-D.
+      {"2d_depthwise_37_channels_7x7", {2, 37, 7, 7}, {37, 1, 3, 3}, true,
+       {IntAttr("group", 37), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_depthwise_wide_rows", {1, 18, 6, 70}, {18, 1, 3, 3}, false,
+       {IntAttr("group", 18), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_depthwise_tall_strips", {1, 17, 140, 60}, {17, 1, 3, 3}, true,
+       {IntAttr("group", 17), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_depthwise_stride2_asymmetric", {2, 20, 15, 14}, {20, 1, 3, 3}, true,
+       {IntAttr("group", 20), IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 1, 2, 0})}},
+      {"2d_depthwise_5x5_dilated", {1, 33, 12, 19}, {33, 1, 5, 5}, true,
+       {IntAttr("group", 33), IntsAttr("dilations", {2, 1}), IntsAttr("pads", {4, 2, 3, 1})}},
+      {"1d_depthwise_blocked", {2, 17, 30}, {17, 1, 5}, true,
+       {IntAttr("group", 17), IntsAttr("pads", {2, 2}), IntsAttr("strides", {3})}},
+      // Winograd F(2x2, 3x3): odd output sizes (a half-used last tile row and
+      // column), asymmetric pads, tile rows wider than one vector of 16
+      // tiles, and planes cut into several blocks of tile rows.
+      {"2d_winograd_odd", {2, 17, 9, 11}, {19, 17, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_winograd_asymmetric_pads", {1, 16, 8, 12}, {16, 16, 3, 3}, false, {IntsAttr("pads", {0, 2, 1, 0})}},
+      {"2d_winograd_wide", {1, 16, 5, 70}, {24, 16, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_winograd_blocks", {1, 32, 60, 61}, {32, 32, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
   };
 }
 

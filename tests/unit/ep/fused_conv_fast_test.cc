@@ -49,6 +49,13 @@ const std::vector<Geometry> kGeometries = {
     {"depthwise", {1, 4, 9, 9}, {4, 1, 3, 3}, {IntAttr("group", 4), IntsAttr("pads", {1, 1, 1, 1})}},
     {"im2col", {2, 3, 7, 5}, {5, 3, 3, 3}, {IntsAttr("strides", {2, 1})}},
     {"1-D", {1, 3, 11}, {4, 3, 2}, {}},
+    // Two k-blocks of SGEMM (40 x 9 = 360 > 256) and ragged tiles (14 output
+    // channels, 156 columns): the epilogue runs once, after the last block.
+    {"deep", {1, 40, 12, 13}, {14, 40, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
+    // Winograd F(2x2, 3x3), odd output width.
+    {"winograd", {1, 20, 10, 9}, {18, 20, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
+    // The 16-channel blocked depthwise kernel with a partial block.
+    {"depthwise_blocked", {1, 21, 9, 11}, {21, 1, 3, 3}, {IntAttr("group", 21), IntsAttr("pads", {1, 1, 1, 1})}},
 };
 
 TEST(FusedConvFast, AgreesWithTheReferenceForEveryActivationAndGeometry) {
@@ -84,26 +91,30 @@ TEST(FusedConvFast, AgreesWithTheReferenceForEveryActivationAndGeometry) {
 
 TEST(FusedConvFast, AddsZBeforeTheActivation) {
   std::mt19937 rng(11);
+  for (const Geometry& g : kGeometries) {
+    Tensor x = testing::RandomTensor(g.x, rng);
+    Tensor w = testing::RandomTensor(g.w, rng);
+    for (const ActivationCase& act : std::vector<ActivationCase>{{"Relu", {}}, {"Silu", {}}, {"Clip", {0.f, 0.5f}}}) {
+      Node probe = FusedConvNode(act, g.attrs, 2);
+      auto shape = testing::RunOp(probe, 1, {Value(x), Value(w)});
+      ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+      Tensor z = testing::RandomTensor(shape->outputs[0].tensor().dims(), rng);
+      Node node = FusedConvNode(act, g.attrs, 4);
+      Tensor b = testing::RandomTensor({g.w[0]}, rng);
+      const std::vector<Value> inputs = {Value(x), Value(w), Value(b), Value(z)};
+      auto ref = testing::RunOp(node, 1, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      auto got = testing::RunKernel(cpu::FusedConvFloat, node, 1, inputs, 3);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const Tensor& want = ref->outputs[0].tensor();
+      for (int64_t i = 0; i < want.num_elements(); ++i)
+        EXPECT_NEAR(got->data<float>()[i], want.data<float>()[i], 1e-5f + 1e-5f * std::fabs(want.data<float>()[i]))
+            << g.name << " " << act.name << " at " << i;
+    }
+  }
   const Geometry& g = kGeometries[2];
   Tensor x = testing::RandomTensor(g.x, rng);
   Tensor w = testing::RandomTensor(g.w, rng);
-  for (const ActivationCase& act : std::vector<ActivationCase>{{"Relu", {}}, {"Silu", {}}, {"Clip", {0.f, 0.5f}}}) {
-    Node probe = FusedConvNode(act, g.attrs, 2);
-    auto shape = testing::RunOp(probe, 1, {Value(x), Value(w)});
-    ASSERT_TRUE(shape.ok()) << shape.status().ToString();
-    Tensor z = testing::RandomTensor(shape->outputs[0].tensor().dims(), rng);
-    Node node = FusedConvNode(act, g.attrs, 4);
-    Tensor b = testing::RandomTensor({g.w[0]}, rng);
-    const std::vector<Value> inputs = {Value(x), Value(w), Value(b), Value(z)};
-    auto ref = testing::RunOp(node, 1, inputs);
-    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-    auto got = testing::RunKernel(cpu::FusedConvFloat, node, 1, inputs, 3);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    const Tensor& want = ref->outputs[0].tensor();
-    for (int64_t i = 0; i < want.num_elements(); ++i)
-      EXPECT_NEAR(got->data<float>()[i], want.data<float>()[i], 1e-5f + 1e-5f * std::fabs(want.data<float>()[i]))
-          << act.name << " at " << i;
-  }
   // A Z of another shape is an error, not a broadcast.
   Node node = FusedConvNode({"Relu", {}}, g.attrs, 4);
   Tensor b = testing::RandomTensor({g.w[0]}, rng);

@@ -1,0 +1,46 @@
+// FusedConv's activations (all but Tanh) on sixteen floats with AVX-512,
+// with the same operations per lane as the eight-lane versions in
+// fused_conv_fast.cc and simd_math.h, so every path gives the same bits. Kernels apply them to results still in
+// registers (depthwise_blocked.cc) or in L1 (the SGEMM epilogue).
+#pragma once
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "ep/cpu/simd_math.h"
+#include "ops/fused_conv.h"
+
+namespace nee::cpu {
+
+// Whether Activate16 computes `kind` (Tanh has no sixteen-lane version yet).
+constexpr bool HasActivate16(FusedActivation::Kind kind) {
+  using K = FusedActivation::Kind;
+  return kind == K::kNone || kind == K::kRelu || kind == K::kClip || kind == K::kLeakyRelu ||
+         kind == K::kHardSigmoid || kind == K::kHardSwish || kind == K::kSigmoid || kind == K::kSilu;
+}
+
+// max_ps(a, b) returns b when either is NaN, so every bound goes first: NaN
+// inputs stay NaN, as in the reference.
+template <FusedActivation::Kind K>
+__attribute__((target("avx512f"), always_inline)) inline __m512 Activate16(const FusedActivation& act, __m512 x) {
+  using Kind = FusedActivation::Kind;
+  static_assert(HasActivate16(K), "the exponential activations have no sixteen-lane version");
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.f);
+  if constexpr (K == Kind::kRelu) return _mm512_max_ps(zero, x);
+  if constexpr (K == Kind::kClip) return _mm512_min_ps(_mm512_set1_ps(act.b), _mm512_max_ps(_mm512_set1_ps(act.a), x));
+  if constexpr (K == Kind::kLeakyRelu)
+    return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, _mm512_set1_ps(act.a));
+  if constexpr (K == Kind::kHardSigmoid) {
+    const __m512 v = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(act.a)), _mm512_set1_ps(act.b));
+    return _mm512_min_ps(one, _mm512_max_ps(zero, v));
+  }
+  if constexpr (K == Kind::kHardSwish) {
+    const __m512 v = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.f / 6.f)), _mm512_set1_ps(0.5f));
+    return _mm512_mul_ps(x, _mm512_min_ps(one, _mm512_max_ps(zero, v)));
+  }
+  if constexpr (K == Kind::kSigmoid) return Sigmoid16(x);
+  if constexpr (K == Kind::kSilu) return _mm512_mul_ps(x, Sigmoid16(x));
+  return x;
+}
+
+}  // namespace nee::cpu
+#endif

@@ -1,0 +1,415 @@
+// Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (AVX-512).
+//
+// With d a 4x4 input tile, g a 3x3 filter and Y the 2x2 outputs they give,
+//   Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A
+// where the transforms only add, subtract and halve. Summed over input
+// channels, the element-wise product becomes 16 independent matrix products,
+// one per element e of the 4x4 transformed tile:
+//   Out_e [M x tiles] = U_e [M x C] x V_e [C x tiles],
+// U_e the transformed weights (packed once per session, SgemmPackedA) and V_e
+// the transformed input. A task takes one image and a block of tile rows:
+//  1. input transform of the block into 16 matrices V_e (sixteen tiles per
+//     vector: a tile row's tiles are consecutive columns of V_e), written
+//     straight into SGEMM's packed B layout;
+//  2. the 16 SGEMMs;
+//  3. output transform, bias and activation, written as NCHW rows.
+// Blocks are sized so that V and Out stay within about 1 MiB (L2).
+//
+// Numerics: the transforms reassociate the sums, so results differ from the
+// direct convolution by rounding (see the tests for the measured bound);
+// they do not depend on the thread count (blocks depend on the geometry, and
+// SGEMM is deterministic).
+#include "ep/cpu/conv_winograd.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#define NEE_WINOGRAD_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+constexpr int kElems = 16;             // transformed tile elements: 16 GEMMs
+constexpr int64_t kLanes = 16;          // tiles per vector
+constexpr int64_t kBlockFloats = 1 << 19;  // V and Out of a block: about 2 MiB
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The transformed weights: U_e = (G g Gᵀ)[e] for every (output, input)
+// channel pair, packed as SGEMM's A (M x C), one matrix per element e.
+struct WinogradWeights {
+  std::vector<SgemmPackedA> u;
+};
+
+// G g Gᵀ of one 3x3 filter (row-major 4x4), G = [1 0 0; ½ ½ ½; ½ -½ ½; 0 0 1].
+void TransformFilter(const float* g, float* u) {
+  float p[4][3];  // G g
+  for (int c = 0; c < 3; ++c) {
+    p[0][c] = g[c];
+    p[1][c] = 0.5f * (g[c] + g[3 + c] + g[6 + c]);
+    p[2][c] = 0.5f * (g[c] - g[3 + c] + g[6 + c]);
+    p[3][c] = g[6 + c];
+  }
+  for (int r = 0; r < 4; ++r) {
+    u[4 * r + 0] = p[r][0];
+    u[4 * r + 1] = 0.5f * (p[r][0] + p[r][1] + p[r][2]);
+    u[4 * r + 2] = 0.5f * (p[r][0] - p[r][1] + p[r][2]);
+    u[4 * r + 3] = p[r][2];
+  }
+}
+
+std::shared_ptr<const WinogradWeights> PackWeights(const Winograd3x3& g, const float* w) {
+  std::vector<float> u(static_cast<size_t>(kElems * g.M * g.C));  // element-major: u[e][m][c]
+  float tile[kElems];
+  for (int64_t m = 0; m < g.M; ++m)
+    for (int64_t c = 0; c < g.C; ++c) {
+      TransformFilter(w + (m * g.C + c) * 9, tile);
+      for (int e = 0; e < kElems; ++e) u[(e * g.M + m) * g.C + c] = tile[e];
+    }
+  auto packed = std::make_shared<WinogradWeights>();
+  packed->u.reserve(kElems);
+  for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.data() + e * g.M * g.C, g.C, 1});
+  return packed;
+}
+
+// A block of tile rows [ty0, ty1) of one image.
+struct Block {
+  int64_t n, ty0, ty1;
+};
+
+struct Tiling {
+  int64_t tiles_x, tiles_y, rows_per_block, blocks;
+  int64_t columns(const Block& b) const { return (b.ty1 - b.ty0) * tiles_x; }
+};
+
+Tiling TilingOf(const Winograd3x3& g) {
+  Tiling t;
+  t.tiles_x = CeilDiv(g.OW, 2);
+  t.tiles_y = CeilDiv(g.OH, 2);
+  const int64_t per_row = kElems * (g.C + g.M) * t.tiles_x;
+  t.rows_per_block = std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(per_row, 1), 1, t.tiles_y);
+  t.blocks = CeilDiv(t.tiles_y, t.rows_per_block);
+  return t;
+}
+
+#ifdef NEE_WINOGRAD_X86
+#define NEE_AVX512 __attribute__((target("avx512f")))
+
+NEE_AVX512 inline __mmask16 LanesBelow(int64_t k) {
+  return k >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(k, 0)) - 1u);
+}
+
+// Lanes j of a 16-float window starting at column `start` that fall in [0, W).
+NEE_AVX512 inline __mmask16 ColumnsInside(int64_t start, int64_t width) {
+  const int64_t lo = std::max<int64_t>(0, -start), hi = std::min<int64_t>(16, width - start);
+  if (hi <= lo) return 0;
+  return static_cast<__mmask16>(LanesBelow(hi) & ~LanesBelow(lo));
+}
+
+// The lanes of the four 16-float windows a tile row's input row is read
+// through (columns start, start + 16, start + 2, start + 18) inside [0, W).
+struct WindowMasks {
+  __mmask16 m[4];
+  WindowMasks(int64_t start, int64_t width) {
+    m[0] = ColumnsInside(start, width);
+    m[1] = ColumnsInside(start + 16, width);
+    m[2] = ColumnsInside(start + 2, width);
+    m[3] = ColumnsInside(start + 18, width);
+  }
+};
+
+// Columns start, start+2, ..., start+30 (evens) and start+1, ..., start+31
+// (odds) of an input row, zero outside [0, W) (lanes outside lo_mask/hi_mask).
+__attribute__((target("avx512f"), always_inline)) inline void EvenOdd(const float* row, int64_t start,
+                                                                       __mmask16 lo_mask, __mmask16 hi_mask,
+                                                                       __m512& even, __m512& odd) {
+  const __m512 lo = _mm512_maskz_loadu_ps(lo_mask, row + start);
+  const __m512 hi = _mm512_maskz_loadu_ps(hi_mask, row + start + 16);
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+  even = _mm512_permutex2var_ps(lo, evens, hi);
+  odd = _mm512_permutex2var_ps(lo, odds, hi);
+}
+
+// The transformed input of one block: 16 matrices V_e (C x cols), each in
+// SGEMM's packed B layout, so the GEMMs read them without another copy.
+struct PackedV {
+  float* data;
+  int64_t c, cols;
+  int64_t matrix_floats() const { return c * RoundUp32(cols); }
+  static int64_t RoundUp32(int64_t n) { return CeilDiv(n, kSgemmPanelWidth) * kSgemmPanelWidth; }
+  float* matrix(int e) const { return data + e * matrix_floats(); }
+};
+
+// Where lanes [0, k) of a vector go as V_e[c, t0 .. t0 + k) (the same place
+// in every V_e): one run, or two when the columns cross from one 32-column
+// panel into the next.
+struct PackedSlot {
+  int64_t first, second;  // float offsets of lane 0 and (shifted back) of lane `split`
+  __mmask16 first_lanes, second_lanes;
+
+  PackedSlot(const PackedV& pv, int64_t c, int64_t t0, int64_t k) {
+    first = SgemmPackedBIndex(pv.c, pv.cols, c, t0);
+    const int64_t split = kSgemmPanelWidth - t0 % kSgemmPanelWidth;
+    if (split >= k) {
+      first_lanes = LanesBelow(k);
+      second_lanes = 0;
+      second = first;
+      return;
+    }
+    first_lanes = LanesBelow(split);
+    second_lanes = static_cast<__mmask16>(LanesBelow(k) & ~LanesBelow(split));
+    // Lane `split` is column 0 of the next panel: its base shifted back by `split`.
+    second = SgemmPackedBIndex(pv.c, pv.cols, c, t0 + split) - split;
+  }
+};
+
+__attribute__((target("avx512f"), always_inline)) inline void StorePacked(const PackedV& pv, const PackedSlot& slot,
+                                                                           int e, __m512 v) {
+  float* m = pv.matrix(e);
+  _mm512_mask_storeu_ps(m + slot.first, slot.first_lanes, v);
+  if (slot.second_lanes) _mm512_mask_storeu_ps(m + slot.second, slot.second_lanes, v);
+}
+
+// Zeroes the columns past `cols` in the last panel of every k-block (the
+// GEMM reads them; their products land in columns it never stores).
+void ZeroPanelPadding(const PackedV& pv) {
+  const int64_t padded = PackedV::RoundUp32(pv.cols);
+  if (padded == pv.cols) return;
+  for (int e = 0; e < kElems; ++e)
+    for (int64_t c = 0; c < pv.c; ++c) {
+      float* row = pv.matrix(e) + SgemmPackedBIndex(pv.c, pv.cols, c, padded - kSgemmPanelWidth);
+      std::fill(row + pv.cols % kSgemmPanelWidth, row + kSgemmPanelWidth, 0.f);
+    }
+}
+
+// Bᵀ d B for sixteen tiles of one tile row (tiles tx0.., k of them) of
+// channel c, stored as columns t0.. of row c of every V_e.
+NEE_AVX512 void InputTiles(const Winograd3x3& g, const float* plane, int64_t ty, int64_t tx0, int64_t k,
+                           const PackedV& pv, int64_t c, int64_t t0) {
+  __m512 d[4][4];
+  const int64_t col = 2 * tx0 - g.pw;
+  const WindowMasks masks(col, g.W);
+  #pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const int64_t iy = 2 * ty - g.ph + r;
+    if (iy < 0 || iy >= g.H) {
+      d[r][0] = d[r][1] = d[r][2] = d[r][3] = _mm512_setzero_ps();
+      continue;
+    }
+    const float* row = plane + iy * g.W;
+    EvenOdd(row, col, masks.m[0], masks.m[1], d[r][0], d[r][1]);
+    EvenOdd(row, col + 2, masks.m[2], masks.m[3], d[r][2], d[r][3]);
+  }
+  __m512 t[4][4];  // Bᵀ d: rows d0 - d2, d1 + d2, d2 - d1, d1 - d3
+  #pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    t[0][c] = _mm512_sub_ps(d[0][c], d[2][c]);
+    t[1][c] = _mm512_add_ps(d[1][c], d[2][c]);
+    t[2][c] = _mm512_sub_ps(d[2][c], d[1][c]);
+    t[3][c] = _mm512_sub_ps(d[1][c], d[3][c]);
+  }
+  const PackedSlot slot(pv, c, t0, k);
+  #pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {  // (Bᵀ d) B: the same on columns
+    StorePacked(pv, slot, 4 * r + 0, _mm512_sub_ps(t[r][0], t[r][2]));
+    StorePacked(pv, slot, 4 * r + 1, _mm512_add_ps(t[r][1], t[r][2]));
+    StorePacked(pv, slot, 4 * r + 2, _mm512_sub_ps(t[r][2], t[r][1]));
+    StorePacked(pv, slot, 4 * r + 3, _mm512_sub_ps(t[r][1], t[r][3]));
+  }
+}
+
+// Every V_e of the block (a tile row's tiles are consecutive columns).
+NEE_AVX512 void InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* x,
+                               const PackedV& pv, int64_t c0, int64_t c1) {
+  for (int64_t c = c0; c < c1; ++c) {
+    const float* plane = x + (b.n * g.C + c) * g.H * g.W;
+    for (int64_t ty = b.ty0; ty < b.ty1; ++ty)
+      for (int64_t tx0 = 0; tx0 < t.tiles_x; tx0 += kLanes)
+        InputTiles(g, plane, ty, tx0, std::min(kLanes, t.tiles_x - tx0), pv, c, (ty - b.ty0) * t.tiles_x + tx0);
+  }
+}
+
+// Aᵀ Out A (+ bias, activation K) for sixteen tiles of one tile row of output
+// channel m; element e of the tiles is at out[e * ldo]. Writes output rows
+// 2ty and 2ty+1 (those inside), columns 2tx0...
+template <FusedActivation::Kind K>
+NEE_AVX512 void OutputTiles(const Winograd3x3& g, const float* out, int64_t ldo, int64_t k, __m512 bias,
+                            const FusedActivation& act, int64_t ty, int64_t tx0, float* plane) {
+  const __mmask16 mask = LanesBelow(k);
+  __m512 m[16];
+  #pragma GCC unroll 16
+  for (int e = 0; e < kElems; ++e) m[e] = _mm512_maskz_loadu_ps(mask, out + e * ldo);
+  __m512 s[2][4];  // Aᵀ Out: rows m0 + m1 + m2, m1 - m2 - m3
+  #pragma GCC unroll 16
+  for (int c = 0; c < 4; ++c) {
+    s[0][c] = _mm512_add_ps(_mm512_add_ps(m[c], m[4 + c]), m[8 + c]);
+    s[1][c] = _mm512_sub_ps(_mm512_sub_ps(m[4 + c], m[8 + c]), m[12 + c]);
+  }
+  const __m512i lo_idx = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi_idx = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const int64_t x0 = 2 * tx0;
+  #pragma GCC unroll 16
+  for (int r = 0; r < 2; ++r) {
+    const int64_t oy = 2 * ty + r;
+    if (oy >= g.OH) break;
+    __m512 y0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s[r][0], s[r][1]), s[r][2]), bias);
+    __m512 y1 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s[r][1], s[r][2]), s[r][3]), bias);
+    y0 = Activate16<K>(act, y0);
+    y1 = Activate16<K>(act, y1);
+    float* row = plane + oy * g.OW + x0;
+    _mm512_mask_storeu_ps(row, LanesBelow(g.OW - x0), _mm512_permutex2var_ps(y0, lo_idx, y1));
+    _mm512_mask_storeu_ps(row + 16, LanesBelow(g.OW - x0 - 16), _mm512_permutex2var_ps(y0, hi_idx, y1));
+  }
+}
+
+template <FusedActivation::Kind K>
+NEE_AVX512 void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* out,
+                                const float* bias, const FusedActivation& act, float* y, int64_t m0, int64_t m1) {
+  const int64_t cols = t.columns(b), stride_e = g.M * cols;
+  for (int64_t m = m0; m < m1; ++m) {
+    const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
+    float* plane = y + (b.n * g.M + m) * g.OH * g.OW;
+    for (int64_t ty = b.ty0; ty < b.ty1; ++ty)
+      for (int64_t tx0 = 0; tx0 < t.tiles_x; tx0 += kLanes)
+        OutputTiles<K>(g, out + m * cols + (ty - b.ty0) * t.tiles_x + tx0, stride_e,
+                       std::min(kLanes, t.tiles_x - tx0), bv, act, ty, tx0, plane);
+  }
+}
+
+using OutputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, const float*,
+                                   const FusedActivation&, float*, int64_t, int64_t);
+
+// The activation in registers, or null when it runs after the block (an
+// exponential one, or a residual to add first).
+OutputTransformFn InRegisterActivation(const FusedActivation& act, bool has_residual) {
+  using Kind = FusedActivation::Kind;
+  if (has_residual) return act.kind == Kind::kNone ? OutputTransform<Kind::kNone> : nullptr;
+  switch (act.kind) {
+    case Kind::kNone: return OutputTransform<Kind::kNone>;
+    case Kind::kRelu: return OutputTransform<Kind::kRelu>;
+    case Kind::kClip: return OutputTransform<Kind::kClip>;
+    case Kind::kLeakyRelu: return OutputTransform<Kind::kLeakyRelu>;
+    case Kind::kHardSigmoid: return OutputTransform<Kind::kHardSigmoid>;
+    case Kind::kHardSwish: return OutputTransform<Kind::kHardSwish>;
+    case Kind::kSigmoid: return OutputTransform<Kind::kSigmoid>;
+    case Kind::kSilu: return OutputTransform<Kind::kSilu>;
+    default: return nullptr;
+  }
+}
+
+// Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be.
+float* BlockScratch(int64_t floats) {
+  thread_local SgemmBuffer buffer;
+  thread_local int64_t capacity = 0;
+  if (floats > capacity) {
+    buffer = SgemmAllocate(floats);
+    capacity = floats;
+  }
+  return buffer.get();
+}
+
+// Runs fn(begin, end) over [0, n) in `parts` chunks: on the context's
+// threads when `ctx` is given, else in one call on this thread.
+template <typename Fn>
+void Split(const KernelContext* ctx, int64_t n, Fn&& fn) {
+  if (!ctx) return fn(int64_t{0}, n);
+  const int64_t parts = std::min<int64_t>(n, 4 * NumThreads(*ctx));
+  ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
+}
+
+// One block: input transform, the 16 GEMMs, output transform. With `ctx`
+// (when blocks are fewer than threads) each phase is shared between the
+// threads: input channels, then the GEMMs one per task, then output
+// channels; the arithmetic is the same either way.
+void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const WinogradWeights& weights, const float* x,
+              const float* bias, const ConvEpilogue* epilogue, const float* z, float* y, const KernelContext* ctx) {
+  const int64_t cols = t.columns(b);
+  float* v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
+  const PackedV pv{v, g.C, cols};
+  float* out = v + kElems * pv.matrix_floats();
+  ZeroPanelPadding(pv);
+  Split(ctx, g.C, [&](int64_t c0, int64_t c1) { InputTransform(g, t, b, x, pv, c0, c1); });
+  auto gemm = [&](int64_t e) {
+    Sgemm(g.M, cols, g.C, SgemmA(weights.u[e]), SgemmB::Prepacked(pv.matrix(static_cast<int>(e))), 0.f,
+          out + e * g.M * cols, cols, nullptr);
+  };
+  if (ctx) {
+    ParallelTasks(*ctx, kElems, gemm);
+  } else {
+    for (int e = 0; e < kElems; ++e) gemm(e);
+  }
+  const FusedActivation none;
+  const FusedActivation& act = epilogue ? epilogue->activation : none;
+  const OutputTransformFn in_registers = InRegisterActivation(act, z != nullptr);
+  const OutputTransformFn output = in_registers ? in_registers : OutputTransform<FusedActivation::Kind::kNone>;
+  const int64_t oy0 = 2 * b.ty0, oy1 = std::min(g.OH, 2 * b.ty1), plane = g.OH * g.OW;
+  Split(ctx, g.M, [&](int64_t m0, int64_t m1) {
+    output(g, t, b, out, bias, act, y, m0, m1);
+    if (in_registers) return;
+    // The residual and the activation over these channels' rows, still in cache.
+    const int64_t offset = (b.n * g.M + m0) * plane + oy0 * g.OW;
+    BiasResidualActivate(act, nullptr, z ? z + offset : nullptr, plane, y + offset, plane, m1 - m0,
+                         (oy1 - oy0) * g.OW);
+  });
+}
+#endif  // NEE_WINOGRAD_X86
+
+}  // namespace
+
+bool WinogradApplies(const KernelContext& ctx, const Winograd3x3& g) {
+#ifdef NEE_WINOGRAD_X86
+  // Below 16 channels on either side the 16 GEMMs are too thin to beat im2col.
+  (void)ctx;
+  return SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced() && g.C >= 16 && g.M >= 16 &&
+         g.OH >= 2 && g.OW >= 2;
+#else
+  (void)ctx, (void)g;
+  return false;
+#endif
+}
+
+Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w, const float* bias,
+                    const ConvEpilogue* epilogue, const float* z, float* y) {
+#ifdef NEE_WINOGRAD_X86
+  // Constant weights are transformed once per session, others on every call
+  // (the same arithmetic, so the same bits either way).
+  std::shared_ptr<const WinogradWeights> weights;
+  if (ctx.prepared() && ctx.input_is_constant(1)) {
+    NEE_ASSIGN_OR_RETURN(weights, ctx.prepared()->GetOrBuild<WinogradWeights>(
+                                      {g.M, g.C}, [&]() -> Result<std::shared_ptr<const WinogradWeights>> {
+                                        return PackWeights(g, w);
+                                      }));
+  } else {
+    weights = PackWeights(g, w);
+  }
+  const Tiling t = TilingOf(g);
+  const int64_t tasks = g.N * t.blocks;
+  auto block = [&](int64_t task) {
+    const int64_t ty0 = task % t.blocks * t.rows_per_block;
+    return Block{task / t.blocks, ty0, std::min(t.tiles_y, ty0 + t.rows_per_block)};
+  };
+  if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
+    ParallelTasks(ctx, tasks, [&](int64_t task) { RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, nullptr); });
+  } else {
+    // Fewer blocks than threads (small late layers): each block's phases are shared.
+    for (int64_t task = 0; task < tasks; ++task) RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, &ctx);
+  }
+  return Status::Ok();
+#else
+  (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
+  return RuntimeError("Winograd convolution needs x86 (WinogradApplies said no)");
+#endif
+}
+
+}  // namespace nee::cpu

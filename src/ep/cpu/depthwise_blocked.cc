@@ -1,0 +1,278 @@
+// Depthwise 2-D convolution, sixteen channels per AVX-512 vector.
+//
+// The plane-at-a-time kernel in conv_fast.cc vectorizes along output rows,
+// which wastes most of each vector on the 7- and 14-wide planes of mobile
+// networks and pays per-plane overheads 960 times per layer. Here a task
+// takes a block of 16 channels and a strip of output rows:
+//  1. the input rows the strip reads are transposed into a scratch buffer in
+//     "pixel-major" order (for each padded pixel, its 16 channels side by
+//     side), zeros in the padding, so every tap is a plain vector load;
+//  2. each output pixel is bias + sum over taps of weights[tap] * input, one
+//     vector FMA per tap for all 16 channels, eight pixels at a time;
+//  3. each finished output row is transposed back to the 16 NCHW rows. The
+//     FusedConv activation is applied in registers before that when it is
+//     not Tanh and there is no residual; otherwise the epilogue
+//     (residual, activation) runs over the finished strip.
+// The 16x16 transposes are in registers. Blocks past the last channel use
+// zero weights and are never stored.
+//
+// Every output is bias + taps in (kh, kw) order, computed by exactly one
+// task, so results do not depend on the thread count.
+#include "ep/cpu/depthwise_blocked.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#define NEE_DEPTHWISE_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+// Scratch per task: the strip's transposed input rows stay within about
+// this many floats (64 KiB: L1 and a bit of L2), at least one output row.
+constexpr int64_t kStripFloats = 16 * 1024;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// What one task works on.
+struct Strip {
+  int64_t n, c0, channels;  // image, first channel, channels in the block (<= 16)
+  int64_t oh0, oh1;         // output rows [oh0, oh1)
+};
+
+// Padded width: the columns the taps of all output columns reach.
+int64_t PaddedWidth(const Depthwise2D& g) { return (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1; }
+
+int64_t StripRows(const Depthwise2D& g) {
+  const int64_t row_floats = PaddedWidth(g) * kLanes * g.sh;
+  return std::clamp<int64_t>(kStripFloats / std::max<int64_t>(row_floats, 1), 1, g.OH);
+}
+
+#ifdef NEE_DEPTHWISE_X86
+#define NEE_AVX512 __attribute__((target("avx512f")))
+
+// r[i] becomes column i of the 16x16 matrix whose rows were r[0..15].
+__attribute__((target("avx512f"), always_inline)) inline void Transpose16(__m512 r[16]) {
+  __m512 a[16], b[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // b[4i + j] holds, in each 128-bit lane L, element 4L + j of rows 4i..4i+3.
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d lo0 = _mm512_castps_pd(a[4 * i]), hi0 = _mm512_castps_pd(a[4 * i + 1]);
+    const __m512d lo1 = _mm512_castps_pd(a[4 * i + 2]), hi1 = _mm512_castps_pd(a[4 * i + 3]);
+    b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(lo0, lo1));
+    b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(lo0, lo1));
+    b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(hi0, hi1));
+    b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(hi0, hi1));
+  }
+  // Gather lane L of the four groups: column 4L + j.
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512 u = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x44), v = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x44);
+    const __m512 u2 = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xEE), v2 = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xEE);
+    r[j] = _mm512_shuffle_f32x4(u, v, 0x88);
+    r[4 + j] = _mm512_shuffle_f32x4(u, v, 0xDD);
+    r[8 + j] = _mm512_shuffle_f32x4(u2, v2, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(u2, v2, 0xDD);
+  }
+}
+
+NEE_AVX512 inline __mmask16 FirstLanes(int64_t k) { return static_cast<__mmask16>((1u << k) - 1u); }
+
+// dst[(i * 16) + lane] = src_row(lane)[i] for i in [0, count): `channels`
+// source rows (the rest zero) turned into `count` pixel vectors.
+NEE_AVX512 void RowsToPixels(const float* const* src_rows, int64_t channels, int64_t count, float* dst) {
+  for (int64_t j = 0; j < count; j += kLanes) {
+    const int64_t k = std::min(kLanes, count - j);
+    const __mmask16 mask = FirstLanes(k);
+    __m512 r[16];
+    for (int64_t l = 0; l < kLanes; ++l)
+      r[l] = l < channels ? _mm512_maskz_loadu_ps(mask, src_rows[l] + j) : _mm512_setzero_ps();
+    Transpose16(r);
+    for (int64_t i = 0; i < k; ++i) _mm512_storeu_ps(dst + (j + i) * kLanes, r[i]);
+  }
+}
+
+// The inverse: dst_row(lane)[i] = src[(i * 16) + lane] for the first `channels` lanes.
+NEE_AVX512 void PixelsToRows(const float* src, int64_t count, float* const* dst_rows, int64_t channels) {
+  for (int64_t j = 0; j < count; j += kLanes) {
+    const int64_t k = std::min(kLanes, count - j);
+    const __mmask16 mask = FirstLanes(k);
+    __m512 r[16];
+    for (int64_t i = 0; i < kLanes; ++i) r[i] = i < k ? _mm512_loadu_ps(src + (j + i) * kLanes) : _mm512_setzero_ps();
+    Transpose16(r);
+    for (int64_t l = 0; l < channels; ++l) _mm512_mask_storeu_ps(dst_rows[l] + j, mask, r[l]);
+  }
+}
+
+// Output pixels [ow, ow + kPixels) of one row: `rows[kh]` is the transposed
+// padded input row tap kh reads, `wt` the weights tap-major (16 per tap).
+template <FusedActivation::Kind K, int kPixels>
+NEE_AVX512 inline void PixelBlock(const Depthwise2D& g, const float* const* rows, const float* wt, __m512 bias,
+                                  const FusedActivation& act, int64_t ow, float* out) {
+  // (Every loop over the accumulators is unrolled, so they stay in registers.)
+  __m512 acc[kPixels];
+#pragma GCC unroll 8
+  for (int p = 0; p < kPixels; ++p) acc[p] = bias;
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    const float* row = rows[kh] + ow * g.sw * kLanes;
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const __m512 wv = _mm512_loadu_ps(wt + (kh * g.KW + kw) * kLanes);
+      const float* tap = row + kw * g.dw * kLanes;
+#pragma GCC unroll 8
+      for (int p = 0; p < kPixels; ++p)
+        acc[p] = _mm512_fmadd_ps(_mm512_loadu_ps(tap + p * g.sw * kLanes), wv, acc[p]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < kPixels; ++p) _mm512_storeu_ps(out + (ow + p) * kLanes, Activate16<K>(act, acc[p]));
+}
+
+// One output row into `out` (pixel-major), with activation K applied (kNone
+// when the epilogue runs later or there is none).
+template <FusedActivation::Kind K>
+NEE_AVX512 void OutputRow(const Depthwise2D& g, const float* const* rows, const float* wt, const float* bias16,
+                          const FusedActivation& act, float* out) {
+  const __m512 bias = _mm512_loadu_ps(bias16);
+  int64_t ow = 0;
+  for (; ow + 8 <= g.OW; ow += 8) PixelBlock<K, 8>(g, rows, wt, bias, act, ow, out);
+  for (; ow + 2 <= g.OW; ow += 2) PixelBlock<K, 2>(g, rows, wt, bias, act, ow, out);
+  for (; ow < g.OW; ++ow) PixelBlock<K, 1>(g, rows, wt, bias, act, ow, out);
+}
+
+using OutputRowFn = void (*)(const Depthwise2D&, const float* const*, const float*, const float*,
+                             const FusedActivation&, float*);
+
+// The activation applied in registers, or null when it must run after the
+// strip (an exponential one, or a residual to add first).
+OutputRowFn InRegisterActivation(const FusedActivation& act, bool has_residual) {
+  using Kind = FusedActivation::Kind;
+  if (has_residual) return act.kind == Kind::kNone ? OutputRow<Kind::kNone> : nullptr;
+  switch (act.kind) {
+    case Kind::kNone: return OutputRow<Kind::kNone>;
+    case Kind::kRelu: return OutputRow<Kind::kRelu>;
+    case Kind::kClip: return OutputRow<Kind::kClip>;
+    case Kind::kLeakyRelu: return OutputRow<Kind::kLeakyRelu>;
+    case Kind::kHardSigmoid: return OutputRow<Kind::kHardSigmoid>;
+    case Kind::kHardSwish: return OutputRow<Kind::kHardSwish>;
+    case Kind::kSigmoid: return OutputRow<Kind::kSigmoid>;
+    case Kind::kSilu: return OutputRow<Kind::kSilu>;
+    default: return nullptr;
+  }
+}
+
+// Per-thread scratch, grown as needed and kept between calls.
+float* TaskScratch(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
+
+// Transposes the input rows the strip reads into `in` (row r: padded row
+// oh0 * sh + r), with zeros for padding.
+NEE_AVX512 void FillInput(const Depthwise2D& g, const Strip& s, const float* x, int64_t rows, int64_t wp, float* in) {
+  const float* planes[kLanes];
+  for (int64_t l = 0; l < s.channels; ++l) planes[l] = x + (s.n * g.C + s.c0 + l) * g.H * g.W;
+  // Input columns inside the padded width: [0, cols) at padded column pw.
+  const int64_t cols = std::clamp<int64_t>(wp - g.pw, 0, g.W);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = in + r * wp * kLanes;
+    const int64_t ih = s.oh0 * g.sh + r - g.ph;
+    if (ih < 0 || ih >= g.H || cols == 0) {
+      std::fill(dst, dst + wp * kLanes, 0.f);
+      continue;
+    }
+    const int64_t left = std::min(g.pw, wp);
+    std::fill(dst, dst + left * kLanes, 0.f);
+    const float* src[kLanes];
+    for (int64_t l = 0; l < s.channels; ++l) src[l] = planes[l] + ih * g.W;
+    RowsToPixels(src, s.channels, cols, dst + left * kLanes);
+    std::fill(dst + (left + cols) * kLanes, dst + wp * kLanes, 0.f);
+  }
+}
+
+NEE_AVX512 void RunStrip(const Depthwise2D& g, const Strip& s, const float* x, const float* wt, const float* bias16,
+                         OutputRowFn output_row, const FusedActivation& act, float* y) {
+  const int64_t wp = PaddedWidth(g);
+  const int64_t in_rows = (s.oh1 - 1 - s.oh0) * g.sh + (g.KH - 1) * g.dh + 1;
+  const int64_t out_width = CeilDiv(g.OW, kLanes) * kLanes;
+  float* in = TaskScratch(static_cast<size_t>((in_rows * wp + out_width) * kLanes));
+  float* out = in + in_rows * wp * kLanes;
+  FillInput(g, s, x, in_rows, wp, in);
+  std::vector<const float*> rows(static_cast<size_t>(g.KH));
+  float* dst[kLanes];
+  for (int64_t oh = s.oh0; oh < s.oh1; ++oh) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) rows[kh] = in + ((oh - s.oh0) * g.sh + kh * g.dh) * wp * kLanes;
+    output_row(g, rows.data(), wt, bias16, act, out);
+    for (int64_t l = 0; l < s.channels; ++l) dst[l] = y + ((s.n * g.C + s.c0 + l) * g.OH + oh) * g.OW;
+    PixelsToRows(out, g.OW, dst, s.channels);
+  }
+}
+#endif  // NEE_DEPTHWISE_X86
+
+// The weights of channels [c0, c0 + 16) tap-major (16 per tap) and their
+// bias, zero past the last channel.
+void BlockWeights(const Depthwise2D& g, const float* w, const float* bias, int64_t c0, int64_t channels,
+                  std::vector<float>& wt, float* bias16) {
+  const int64_t taps = g.KH * g.KW;
+  wt.assign(static_cast<size_t>(taps * kLanes), 0.f);
+  for (int64_t l = 0; l < kLanes; ++l) bias16[l] = l < channels && bias ? bias[c0 + l] : 0.f;
+  for (int64_t l = 0; l < channels; ++l)
+    for (int64_t t = 0; t < taps; ++t) wt[t * kLanes + l] = w[(c0 + l) * taps + t];
+}
+
+}  // namespace
+
+bool DepthwiseBlockedAvailable() {
+#ifdef NEE_DEPTHWISE_X86
+  return SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced();
+#else
+  return false;
+#endif
+}
+
+void DepthwiseBlocked(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
+                      const ConvEpilogue* epilogue, const float* z, float* y) {
+#ifdef NEE_DEPTHWISE_X86
+  const int64_t blocks = CeilDiv(g.C, kLanes), strip_rows = StripRows(g), strips = CeilDiv(g.OH, strip_rows);
+  const FusedActivation none;
+  const FusedActivation& act = epilogue ? epilogue->activation : none;
+  OutputRowFn in_registers = InRegisterActivation(act, z != nullptr);
+  // Otherwise rows are computed plainly and the epilogue runs over each strip.
+  const bool finish_after = !in_registers || z;
+  const OutputRowFn output_row = in_registers && !z ? in_registers : OutputRow<FusedActivation::Kind::kNone>;
+  ParallelTasks(ctx, g.N * blocks * strips, [&](int64_t t) {
+    const int64_t block = t / strips % blocks;
+    Strip s{t / strips / blocks, block * kLanes, 0, t % strips * strip_rows, 0};
+    s.channels = std::min(kLanes, g.C - s.c0);
+    s.oh1 = std::min(g.OH, s.oh0 + strip_rows);
+    thread_local std::vector<float> wt;
+    alignas(64) float bias16[kLanes];
+    BlockWeights(g, w, bias, s.c0, s.channels, wt, bias16);
+    RunStrip(g, s, x, wt.data(), bias16, output_row, act, y);
+    if (!finish_after) return;
+    // The strip's rows of each channel are contiguous and still in cache.
+    const int64_t offset = ((s.n * g.C + s.c0) * g.OH + s.oh0) * g.OW, plane = g.OH * g.OW;
+    BiasResidualActivate(act, nullptr, z ? z + offset : nullptr, plane, y + offset, plane, s.channels,
+                         (s.oh1 - s.oh0) * g.OW);
+  });
+#else
+  (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
+#endif
+}
+
+}  // namespace nee::cpu

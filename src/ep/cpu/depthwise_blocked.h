@@ -1,0 +1,32 @@
+// Depthwise 2-D convolution (one input channel per group, one output channel
+// each) computed sixteen channels at a time with AVX-512: the layout ONNX
+// Runtime and OpenVINO use for their blocked kernels, built here only inside
+// the kernel so the graph stays NCHW. See depthwise_blocked.cc.
+#pragma once
+#include <cstdint>
+
+#include "ep/cpu/conv_common.h"
+
+namespace nee::cpu {
+
+// The geometry of a depthwise 2-D conv, NCHW; pads are begin pads (the end
+// pads follow from the output size).
+struct Depthwise2D {
+  int64_t N, C, H, W;      // input
+  int64_t OH, OW;          // output
+  int64_t KH, KW;          // kernel
+  int64_t sh, sw, dh, dw;  // strides, dilations
+  int64_t ph, pw;          // begin pads
+};
+
+// Whether this CPU runs the blocked kernel (it needs AVX-512F).
+bool DepthwiseBlockedAvailable();
+
+// y = depthwise conv of x with weights w ([C, 1, KH, KW]) and optional bias,
+// then the optional FusedConv epilogue (`z`: the residual, shaped as y, or
+// null). Each output is bias + its taps in (kh, kw) order, computed by one
+// task, so results do not depend on the thread count.
+void DepthwiseBlocked(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
+                      const ConvEpilogue* epilogue, const float* z, float* y);
+
+}  // namespace nee::cpu

@@ -1,0 +1,67 @@
+// What the `nee` subcommands share (nee_main.cc, bench_command.cc): the parsed
+// arguments, usage errors and random or file inputs.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nee/nee.hpp"
+
+namespace neeapi = nee::api;
+
+namespace nee_cli {
+
+// A mistake in the command line: printed with the usage text, exit status 2.
+struct UsageError {
+  std::string message;
+};
+
+struct Args {
+  std::string command, model;
+  std::vector<std::pair<std::string, std::string>> inputs, expects;
+  std::map<std::string, int64_t> dims;
+  std::string inputs_dir, output_dir, output_format = "npy", profile_prefix, output_model;
+  bool random = false, plan = false;
+  int threads = 0;
+  int opt_level = -1;  // not given: run optimizes fully (99), inspect shows the model as written (0)
+  int64_t timeout_ms = 0;
+  int64_t memory_limit = -1;
+  int repeat = 0;
+  // nee bench
+  int64_t runs = 20, warmup = 3;
+  int64_t batch = 0;  // 0: not given (symbolic first dims are 1, or what --dim says)
+};
+
+// An integer flag value in [min, max], or a UsageError naming the flag.
+int64_t ParseCount(const std::string& flag, const std::string& text, int64_t min, int64_t max);
+
+std::string ShapeText(const neeapi::ValueInfo& vi);
+std::string HumanBytes(double bytes);
+
+// Random values of the input's declared type and shape: symbolic dims from
+// `dims` (by symbol), else `batch` for a symbolic first dim when batch > 0,
+// else 1.
+neeapi::ValuePtr RandomInput(const neeapi::ValueInfo& vi, const std::map<std::string, int64_t>& dims,
+                             std::mt19937& rng, int64_t batch = 0);
+
+struct Feed {
+  std::vector<std::string> names;
+  std::vector<neeapi::ValuePtr> values;
+  std::vector<const nee_value_t*> View() const {
+    std::vector<const nee_value_t*> v;
+    for (const auto& p : values) v.push_back(p.get());
+    return v;
+  }
+};
+
+// The inputs `nee run` was given (--input, --inputs-dir), the rest random
+// when --random (or --plan) is set.
+Feed GatherInputs(const Args& a, const neeapi::Session& session);
+
+// nee bench (bench_command.cc).
+int Bench(const Args& a);
+
+}  // namespace nee_cli
