@@ -165,6 +165,24 @@ NEE_API void nee_session_options_set_reference_kernels_only(nee_session_options_
 /* Profiling: time every node of every run. `file_prefix` non-NULL turns it on
  * (the trace goes to "<file_prefix>_<date>_<time>.json"), NULL turns it off. */
 NEE_API nee_status_t nee_session_options_set_profiling(nee_session_options_t* options, const char* file_prefix);
+/* ONNX Runtime's free dimension override: every free (symbolic or unknown) dim
+ * of a model input whose dim_param is `name` (by_denotation nonzero: whose
+ * denotation is `name`, e.g. "DATA_BATCH") becomes `value` (>= 0) before the
+ * model is checked. */
+NEE_API nee_status_t nee_session_options_add_free_dimension_override(nee_session_options_t* options,
+                                                                     const char* name, int by_denotation,
+                                                                     int64_t value);
+/* Replaces the model's initializer `name` by a copy of the tensor `value` (same
+ * element type) when a session is created (ONNX Runtime's add_initializer). A
+ * name that is not an initializer of the main graph fails session creation. */
+NEE_API nee_status_t nee_session_options_add_initializer(nee_session_options_t* options, const char* name,
+                                                         const nee_value_t* value);
+/* Supplies a copy of the tensor `value` for the model's tensor `name` stored as
+ * external data (ONNX Runtime's add_external_initializers): it is used instead
+ * of the external file, which need not exist. Session creation fails when the
+ * model stores no such tensor externally, or one of another type or shape. */
+NEE_API nee_status_t nee_session_options_add_external_initializer(nee_session_options_t* options,
+                                                                  const char* name, const nee_value_t* value);
 NEE_API void nee_session_options_release(nee_session_options_t* options);
 
 /* ---- Sessions ------------------------------------------------------------ */

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/tuple.h>
 
 #include <cstring>
 #include <string>
@@ -225,15 +226,43 @@ struct RunOptions {
   RunOptions& operator=(const RunOptions&) = delete;
 };
 
+// (dim_param or denotation, size, by_denotation): SessionOptions.add_free_dimension_override_by_*.
+using FreeDims = std::vector<std::tuple<std::string, int64_t, bool>>;
+// (name, tensor): SessionOptions.add_initializer, or add_external_initializers.
+using Initializers = std::vector<std::pair<std::string, const Value*>>;
+
+// The model edits ONNX Runtime's session options make; the caller releases `options` on failure.
+nee_status_t AddModelOverrides(nee_session_options_t* options, const FreeDims& free_dims,
+                               const Initializers& initializers, const Initializers& external_initializers) {
+  for (const auto& [name, value, by_denotation] : free_dims) {
+    nee_status_t st = nee_session_options_add_free_dimension_override(options, name.c_str(), by_denotation, value);
+    if (st) return st;
+  }
+  for (const auto& [name, value] : initializers) {
+    nee_status_t st = nee_session_options_add_initializer(options, name.c_str(), value->handle);
+    if (st) return st;
+  }
+  for (const auto& [name, value] : external_initializers) {
+    nee_status_t st = nee_session_options_add_external_initializer(options, name.c_str(), value->handle);
+    if (st) return st;
+  }
+  return nullptr;
+}
+
 struct Session {
   nee_session_t* handle = nullptr;
   ~Session() { nee_session_release(handle); }
 
   static Session* Create(nb::object model, int threads, int opt_level, int64_t run_timeout_ms,
                          int64_t run_memory_limit, bool reference_kernels_only, bool profiling,
-                         const std::string& profile_prefix) {
+                         const std::string& profile_prefix, const FreeDims& free_dims,
+                         const Initializers& initializers, const Initializers& external_initializers) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
+    if (nee_status_t st = AddModelOverrides(options, free_dims, initializers, external_initializers)) {
+      nee_session_options_release(options);
+      Raise(st);
+    }
     nee_session_options_set_intra_op_threads(options, threads);
     nee_session_options_set_optimization_level(options, opt_level);
     nee_session_options_set_run_timeout_ms(options, run_timeout_ms);
@@ -383,6 +412,14 @@ NB_MODULE(_nee, m) {
   m.def("sequence", &Sequence);
   m.def("none", &NoneValue);
   m.def("load_file", &LoadFile);
+  m.def("optimize_file", [](const std::string& in_path, const std::string& out_path, int level) {
+    nee_status_t st;
+    {
+      nb::gil_scoped_release release;
+      st = nee_model_optimize_file(in_path.c_str(), out_path.c_str(), level, nullptr, 0, nullptr);
+    }
+    Check(st);
+  });
   m.def("unpack", [](const Value& v) { return Unpack(v.handle); });
   nb::class_<RunOptions>(m, "RunOptions")
       .def(nb::init<>())

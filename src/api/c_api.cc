@@ -5,6 +5,7 @@
 #include <mutex>
 #include <new>
 
+#include "api/model_overrides.h"
 #include "exec/optimize_file.h"
 #include "exec/session.h"
 #include "format/onnx_reader.h"
@@ -21,6 +22,7 @@ struct nee_value_impl {
 };
 struct nee_session_options_impl {
   nee::SessionOptions options;
+  nee::ModelOverrides overrides;  // applied to the model before the session checks it
 };
 struct nee_run_options_impl {
   nee::RunOptions options;
@@ -376,6 +378,55 @@ nee_status_t nee_session_options_set_profiling(nee_session_options_t* options, c
     return nullptr;
   });
 }
+nee_status_t nee_session_options_add_free_dimension_override(nee_session_options_t* options, const char* name,
+                                                             int by_denotation, int64_t value) {
+  if (!options) return NullArg("options");
+  if (!name) return NullArg("name");
+  if (value < 0)
+    return Err(NEE_STATUS_INVALID_ARGUMENT,
+               ("free dimension override '" + std::string(name) + "': value " + std::to_string(value) +
+                " is negative").c_str());
+  return Guard([&]() -> nee_status_t {
+    options->overrides.dims.push_back(nee::DimOverride{name, by_denotation != 0, value});
+    return nullptr;
+  });
+}
+
+// A copy of a tensor value for the session options (the caller may free its value).
+static nee_status_t CopyTensorArg(const char* name, const nee_value_t* value, nee::Tensor* out) {
+  if (!name) return NullArg("name");
+  if (!value) return NullArg("value");
+  if (!value->value.is_tensor())
+    return Err(NEE_STATUS_INVALID_ARGUMENT,
+               ("initializer '" + std::string(name) + "': the value is not a tensor").c_str());
+  nee::Result<nee::Tensor> copy = value->value.tensor().Clone();
+  if (!copy.ok()) return MakeStatus(copy.status());
+  *out = std::move(copy).value();
+  return nullptr;
+}
+
+nee_status_t nee_session_options_add_initializer(nee_session_options_t* options, const char* name,
+                                                 const nee_value_t* value) {
+  if (!options) return NullArg("options");
+  return Guard([&]() -> nee_status_t {
+    nee::Tensor copy;
+    if (nee_status_t st = CopyTensorArg(name, value, &copy)) return st;
+    options->overrides.initializers.emplace_back(name, std::move(copy));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_session_options_add_external_initializer(nee_session_options_t* options, const char* name,
+                                                          const nee_value_t* value) {
+  if (!options) return NullArg("options");
+  return Guard([&]() -> nee_status_t {
+    nee::Tensor copy;
+    if (nee_status_t st = CopyTensorArg(name, value, &copy)) return st;
+    options->overrides.external_initializers[name] = std::move(copy);
+    return nullptr;
+  });
+}
+
 void nee_session_options_release(nee_session_options_t* options) { delete options; }
 
 // Walks the graph and its subgraphs for nee_session_model_stats and the op histogram.
@@ -402,6 +453,14 @@ static void CountModel(const nee::Graph& g, nee_session_impl& s) {
   s.op_histogram.assign(ops.begin(), ops.end());
 }
 
+static nee::Result<std::unique_ptr<nee::Session>> CreateWithOverrides(nee::Result<nee::Model> model,
+                                                                      const nee::ModelOverrides& overrides,
+                                                                      const nee::SessionOptions& options) {
+  if (!model.ok()) return model.status();
+  NEE_RETURN_IF_ERROR(nee::ApplyModelOverrides(overrides, *model));
+  return nee::Session::Create(std::move(model).value(), options);
+}
+
 static nee_status_t FinishSession(nee::Result<std::unique_ptr<nee::Session>> session, nee_session_t** out_session) {
   if (!session.ok()) return MakeStatus(session.status());
   auto* s = new nee_session_impl();
@@ -420,7 +479,12 @@ nee_status_t nee_session_create_from_file(const char* path, const nee_session_op
   *out_session = nullptr;
   return Guard([&]() -> nee_status_t {
     nee::SessionOptions opts = options ? options->options : nee::SessionOptions{};
-    return FinishSession(nee::Session::CreateFromFile(path, opts), out_session);
+    if (!options || options->overrides.empty())
+      return FinishSession(nee::Session::CreateFromFile(path, opts), out_session);
+    nee::ReadOptions read_options;
+    read_options.external_initializers = options->overrides.external_initializers;
+    nee::Result<nee::Model> model = nee::ReadModelFile(path, std::move(read_options));
+    return FinishSession(CreateWithOverrides(std::move(model), options->overrides, opts), out_session);
   });
 }
 
@@ -431,7 +495,12 @@ nee_status_t nee_session_create_from_memory(const void* data, size_t size, const
   *out_session = nullptr;
   return Guard([&]() -> nee_status_t {
     nee::SessionOptions opts = options ? options->options : nee::SessionOptions{};
-    return FinishSession(nee::Session::CreateFromBytes(data, size, opts), out_session);
+    if (!options || options->overrides.empty())
+      return FinishSession(nee::Session::CreateFromBytes(data, size, opts), out_session);
+    nee::ReadOptions read_options;  // as CreateFromBytes: no folder, so external data is refused...
+    read_options.external_initializers = options->overrides.external_initializers;  // ...unless supplied
+    nee::Result<nee::Model> model = nee::ReadModelBytes(nee::MappedFile::FromBytes(data, size), read_options);
+    return FinishSession(CreateWithOverrides(std::move(model), options->overrides, opts), out_session);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <set>
 
 #include "base/mapped_file.h"
 #include "format/external_data.h"
@@ -164,6 +165,8 @@ class OnnxParser {
   }
 
   Status ParseModel(ByteRange b, Model* model);
+  // Fails when a supplied external tensor matched no tensor stored as external data.
+  Status CheckSuppliedTensorsUsed() const;
   Status ParseTensor(ByteRange b, size_t offset, Tensor* tensor, std::string* name,
                      std::string* doc_string);
   Status ParseSequence(ByteRange b, Value* value);
@@ -210,6 +213,8 @@ class OnnxParser {
                       int64_t count, Tensor* tensor);
   Status BuildFromTyped(const TensorFields& tf, DataType type, std::vector<int64_t> dims,
                         int64_t count, Tensor* tensor);
+  Status UseSuppliedTensor(const TensorFields& tf, DataType type, const std::vector<int64_t>& dims,
+                           const Tensor& supplied, Tensor* tensor);
   Status BuildFromExternal(const TensorFields& tf, DataType type, std::vector<int64_t> dims,
                            int64_t count, Tensor* tensor);
   // A view of `bytes` when aligned for `type`, otherwise a copy.
@@ -223,6 +228,7 @@ class OnnxParser {
   Decoder d_;
   format::ExternalDataResolver external_;
   bool viewed_main_file_ = false;
+  std::set<std::string> used_supplied_;  // names of options_.external_initializers met so far
 };
 
 // ---------------------------------------------------------------- model ---
@@ -577,6 +583,7 @@ Status OnnxParser::ParseShape(ByteRange b, Shape* shape) {
 Status OnnxParser::ParseDim(ByteRange b, Dim* dim) {
   MessageReader m(d_, b, kDimFields);
   *dim = Dim::Unknown();
+  std::string denotation;  // kept across the dim_value / dim_param oneof, which replaces *dim
   while (!m.done()) {
     Field f;
     NEE_RETURN_IF_ERROR(m.Next(&f));
@@ -592,13 +599,15 @@ Status OnnxParser::ParseDim(ByteRange b, Dim* dim) {
         *dim = s.empty() ? Dim::Unknown() : Dim::Symbol(std::move(s));
         break;
       }
-      case 3:  // denotation: not kept in the IR
-        NEE_RETURN_IF_ERROR(m.Bytes(f).status());
+      case 3: {
+        NEE_ASSIGN_OR_RETURN(denotation, m.String(f));
         break;
+      }
       default:
         NEE_RETURN_IF_ERROR(m.Unknown(f));
     }
   }
+  dim->denotation = std::move(denotation);
   return Status::Ok();
 }
 
@@ -959,6 +968,9 @@ Status OnnxParser::BuildFromTyped(const TensorFields& tf, DataType type, std::ve
 Status OnnxParser::BuildFromExternal(const TensorFields& tf, DataType type, std::vector<int64_t> dims,
                                      int64_t count, Tensor* tensor) {
   const std::string who = "tensor '" + tf.name + "': ";
+  auto supplied = options_.external_initializers.find(tf.name);
+  if (supplied != options_.external_initializers.end())
+    return UseSuppliedTensor(tf, type, dims, supplied->second, tensor);
   if (type == DataType::kString)
     return d_.Error(who + "string tensors cannot use external data", tf.offset, "data_location");
   size_t expected = StorageBytes(type, count);
@@ -967,6 +979,25 @@ Status OnnxParser::BuildFromExternal(const TensorFields& tf, DataType type, std:
   const format::ExternalSlice& slice = slice_or.value();
   bool viewed = false;
   NEE_ASSIGN_OR_RETURN(*tensor, ViewOrCopy(type, std::move(dims), slice.data, slice.size, slice.file, &viewed));
+  return Status::Ok();
+}
+
+Status OnnxParser::UseSuppliedTensor(const TensorFields& tf, DataType type, const std::vector<int64_t>& dims,
+                                     const Tensor& supplied, Tensor* tensor) {
+  if (supplied.dtype() != type || supplied.dims() != dims)
+    return InvalidArgument("external initializer '" + tf.name + "': the model stores " + DataTypeName(type) +
+                           ShapeToString(ShapeFromDims(dims)) + " but the supplied tensor is " +
+                           DataTypeName(supplied.dtype()) + ShapeToString(ShapeFromDims(supplied.dims())));
+  used_supplied_.insert(tf.name);
+  *tensor = supplied;
+  return Status::Ok();
+}
+
+Status OnnxParser::CheckSuppliedTensorsUsed() const {
+  for (const auto& [name, tensor] : options_.external_initializers)
+    if (!used_supplied_.count(name))
+      return InvalidArgument("external initializer '" + name +
+                             "' was supplied but the model stores no tensor of that name as external data");
   return Status::Ok();
 }
 
@@ -1179,13 +1210,15 @@ Result<Model> ReadModelBytes(std::shared_ptr<MappedFile> bytes, const ReadOption
   OnnxParser parser(bytes, options, "model");
   Model model;
   NEE_RETURN_IF_ERROR(parser.ParseModel(parser.whole(), &model));
+  NEE_RETURN_IF_ERROR(parser.CheckSuppliedTensorsUsed());
   model.mappings = parser.TakeMappings();
   return model;
 }
 
-Result<Model> ReadModelFile(const std::string& path) {
+Result<Model> ReadModelFile(const std::string& path) { return ReadModelFile(path, ReadOptions()); }
+
+Result<Model> ReadModelFile(const std::string& path, ReadOptions options) {
   NEE_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
-  ReadOptions options;
   options.base_dir = DirName(path);
   auto model = ReadModelBytes(std::move(file), options);
   if (!model.ok()) return model.status().WithContext("'" + path + "': ");

@@ -4,6 +4,7 @@
 // allows (zero copy); every length, count and offset is checked, and a
 // malformed file gives InvalidModel("... at <field path> (byte offset N)").
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 
@@ -22,11 +23,18 @@ struct ReadOptions {
   std::string base_dir;
   // Limit on protobuf message nesting (subgraphs, nested types).
   int max_depth = 64;
+  // Tensors the caller supplies for tensors stored as external data, by name
+  // (ONNX Runtime's add_external_initializers): used instead of the external
+  // file, which then need not exist. Each must have the stored tensor's
+  // element type and dims; a name that matches no external tensor is an error.
+  std::map<std::string, Tensor> external_initializers;
 };
 
 // Maps `path` and reads the model; external data is resolved relative to the
 // file's folder.
 Result<Model> ReadModelFile(const std::string& path);
+// The same with `options` (its base_dir is set to the file's folder).
+Result<Model> ReadModelFile(const std::string& path, ReadOptions options);
 Result<Model> ReadModelBytes(std::shared_ptr<MappedFile> bytes, const ReadOptions& options);
 
 // A standalone TensorProto (the .pb input/output files of ONNX tests). Raw

@@ -343,6 +343,7 @@ void OnnxWriter::Type(const TypeInfo& t, MessageBuilder& b) {
         } else if (!d.symbol.empty()) {
           dim.enc().Bytes(2, d.symbol);
         }
+        if (!d.denotation.empty()) dim.enc().Bytes(3, d.denotation);
       }
     }
   };

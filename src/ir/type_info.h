@@ -15,9 +15,12 @@ namespace nee {
 struct Dim {
   int64_t value = -1;  // >= 0 when known
   std::string symbol;  // non-empty for a named symbolic dim
+  // The ONNX dim denotation (e.g. DATA_BATCH), kept for ONNX Runtime's
+  // free-dimension overrides by denotation; not part of a dim's identity.
+  std::string denotation;
 
-  static Dim Known(int64_t v) { return Dim{v, {}}; }
-  static Dim Symbol(std::string s) { return Dim{-1, std::move(s)}; }
+  static Dim Known(int64_t v) { return Dim{v, {}, {}}; }
+  static Dim Symbol(std::string s) { return Dim{-1, std::move(s), {}}; }
   static Dim Unknown() { return Dim{}; }
   bool known() const { return value >= 0; }
   bool operator==(const Dim& o) const { return value == o.value && symbol == o.symbol; }
