@@ -42,6 +42,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       // ---- end element-wise block ----
       // ---- Fused ops written by the optimizer (src/opt) ----
       {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat},
+      {"ai.nee", "ScaledDotProductAttention", 1, 1000, ScaledDotProductAttentionFloat},
       // ---- Resize (resize_fast.cc) ----
       {"", "Resize", 10, 1000, ResizeFloat},
       {"", "Upsample", 7, 9, ResizeFloat},
