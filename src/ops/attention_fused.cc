@@ -1,6 +1,7 @@
-// Operator family: nee's own fused ops for transformer attention (domain
-// ai.nee), written by the optimizer and never by exporters. See
-// ops/attention_sdpa.h for ScaledDotProductAttention's contract.
+// Operator family: nee's own fused ops for transformers (domain ai.nee),
+// written by the optimizer and never by exporters. See ops/attention_sdpa.h
+// for ScaledDotProductAttention's contract and ops/fused_matmul.h for
+// FusedMatMul's.
 //
 // The reference kernel computes each score as a double-precision dot product
 // (as the com.microsoft attention references do), so it is an independent
@@ -10,9 +11,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "ops/attention_sdpa.h"
+#include "ops/fused_matmul.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
 
@@ -105,7 +109,98 @@ Status SdpaKernel(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- FusedMatMul ----------------------------------------------------------------------------
+
+Result<FusedActivation> ActivationOf(const Node& node) {
+  NEE_ASSIGN_OR_RETURN(std::string name, node.GetString("activation", ""));
+  if (name.empty()) return FusedActivation::kNone;
+  if (name == "Gelu") return FusedActivation::kGelu;
+  if (name == "FastGelu") return FusedActivation::kFastGelu;
+  return InvalidArgument(node.Describe() + ": unknown activation '" + name + "' (\"\", Gelu, FastGelu)");
+}
+
+// Output [..., M, N] from A [..., M, K] and B [K, N].
+Status InferFusedMatMul(InferenceContext& ctx) {
+  NEE_RETURN_IF_ERROR(ActivationOf(ctx.node).status());
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    NEE_ASSIGN_OR_RETURN(const TypeInfo* t, InputTensorType(ctx, i));
+    if (t->elem_type != DataType::kFloat)
+      return ctx.InputError(i, std::string("must be float32, got ") + DataTypeName(t->elem_type));
+    const size_t rank = t->shape ? t->shape->size() : 0;
+    if (t->shape && ((i == 0 && rank < 2) || (i == 1 && rank != 2) || (i == 2 && rank != 1)))
+      return ctx.InputError(i, "has rank " + std::to_string(rank) + " (A: >= 2, B: 2, bias: 1)");
+  }
+  const TypeInfo& a = ctx.input_type(0);
+  std::optional<Shape> out;
+  if (a.shape) {
+    out = *a.shape;
+    out->back() = DimAt(ctx.input_type(1), 1);
+  }
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, out);
+  return Status::Ok();
+}
+
+float Activate(FusedActivation act, double x) {
+  switch (act) {
+    case FusedActivation::kGelu:
+      return static_cast<float>(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
+    case FusedActivation::kFastGelu:
+      return static_cast<float>(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))));
+    case FusedActivation::kNone:
+      break;
+  }
+  return static_cast<float>(x);
+}
+
+// Each element summed in double over k, plus the bias, through the activation.
+Status FusedMatMulKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(FusedMatMulGeometry g, FusedMatMulGeometryOf(ctx));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, g.out_dims));
+  float* y = out.data<float>();
+  ctx.ParallelFor(g.rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < g.k; ++p) acc += static_cast<double>(g.a[i * g.k + p]) * g.b[p * g.n + j];
+        y[i * g.n + j] = Activate(g.activation, static_cast<float>(acc) + (g.bias ? g.bias[j] : 0.f));
+      }
+  });
+  return Status::Ok();
+}
+
 }  // namespace
+
+Result<FusedMatMulGeometry> FusedMatMulGeometryOf(const KernelContext& ctx) {
+  FusedMatMulGeometry g;
+  NEE_ASSIGN_OR_RETURN(g.activation, ActivationOf(ctx.node()));
+  const Tensor* t[3] = {nullptr, nullptr, nullptr};
+  for (size_t i = 0; i < 3; ++i) {
+    if (i == 2 && !ctx.has_input(2)) break;
+    NEE_ASSIGN_OR_RETURN(t[i], ctx.InputTensor(i));
+    if (t[i]->dtype() != DataType::kFloat)
+      return ctx.InputError(i, std::string("must be float32, got ") + DataTypeName(t[i]->dtype()));
+  }
+  const Tensor &a = *t[0], &b = *t[1];
+  if (a.rank() < 2 || b.rank() != 2 || a.dims().back() != b.dim(0))
+    return ctx.Error("cannot multiply " + DimsToString(a.dims()) + " by " + DimsToString(b.dims()) +
+                     " (A [..., M, K], B [K, N])");
+  g.k = b.dim(0);
+  g.n = b.dim(1);
+  g.rows = g.k == 0 ? 0 : a.num_elements() / g.k;
+  if (g.k == 0) {
+    g.rows = 1;
+    for (int64_t i = 0; i + 1 < a.rank(); ++i) g.rows *= a.dim(i);
+  }
+  if (t[2] && (t[2]->rank() != 1 || t[2]->dim(0) != g.n))
+    return ctx.InputError(2, "(bias) must be [" + std::to_string(g.n) + "], got " + DimsToString(t[2]->dims()));
+  g.out_dims = a.dims();
+  g.out_dims.back() = g.n;
+  g.a = a.data<float>();
+  g.b = b.data<float>();
+  g.bias = t[2] ? t[2]->data<float>() : nullptr;
+  return g;
+}
 
 Result<SdpaGeometry> SdpaGeometryOf(const KernelContext& ctx) {
   SdpaGeometry g;
@@ -147,6 +242,7 @@ Result<SdpaGeometry> SdpaGeometryOf(const KernelContext& ctx) {
 
 void RegisterAttentionFusedOps(OpRegistry& registry) {
   registry.RegisterVersions(kNeeDomain, "ScaledDotProductAttention", {1}, 3, 4, 1, 1, InferSdpa, SdpaKernel);
+  registry.RegisterVersions(kNeeDomain, "FusedMatMul", {1}, 2, 3, 1, 1, InferFusedMatMul, FusedMatMulKernel);
 }
 
 }  // namespace nee

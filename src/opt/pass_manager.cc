@@ -37,6 +37,8 @@ const GraphPass kPasses[] = {
     {"fuse-gelu", 2, FuseGelu},
     {"fuse-skip-layer-norm", 2, FuseSkipLayerNorm},
     {"fuse-attention", 2, FuseAttention},
+    // After fuse-gelu and fuse-skip-layer-norm, whose ops it takes in (or leaves a bias to).
+    {"fuse-matmul-bias", 2, FuseMatMulBias},
     // The Reshapes around a fused attention that now keep their input's shape.
     {"eliminate-noops", 2, EliminateNoOps},
     // Initializers the folds above replaced.

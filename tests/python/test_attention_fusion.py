@@ -208,3 +208,69 @@ def test_the_op_matches_numpy(bias_shape):
                          extra_opsets=[helper.make_opsetid("ai.nee", 1)])
         with pytest.raises(Exception):
             nee_session(bad, 0).run(None, feeds)
+
+
+def mlp_3d(rng, B=2, S=100, D=48, F1=1100, F2=70, F3=40):
+    """Three Linear layers on [B, S, D] as torch exports them (MatMul + Add bias): erf GELU (-> BiasGelu), no
+    activation, tanh GELU (-> FastGelu). 200 rows make two row blocks; 1100 and 70 columns leave partial panels."""
+    n = helper.make_node
+    c = {"sqrt2": np.float32(np.sqrt(2)), "one": np.float32(1), "half": np.float32(0.5), "three": np.float32(3),
+         "k": np.float32(0.044715), "s2pi": np.float32(np.sqrt(2 / np.pi))}
+    inits = dict(c)
+    for i, (fi, fo) in enumerate(((D, F1), (F1, F2), (F2, F3))):
+        inits[f"W{i}"] = rng.normal(0, fi ** -0.5, (fi, fo)).astype(np.float32)
+        inits[f"b{i}"] = rng.normal(0, 0.1, fo).astype(np.float32)
+    nodes = [n("MatMul", ["x", "W0"], ["h0"]), n("Add", ["h0", "b0"], ["hb0"]),
+             n("Div", ["hb0", "sqrt2"], ["d0"]), n("Erf", ["d0"], ["e0"]), n("Add", ["e0", "one"], ["a0"]),
+             n("Mul", ["hb0", "a0"], ["m0"]), n("Mul", ["m0", "half"], ["g0"]),
+             n("MatMul", ["g0", "W1"], ["h1"]), n("Add", ["b1", "h1"], ["g1"]),
+             n("MatMul", ["g1", "W2"], ["h2"]), n("Add", ["h2", "b2"], ["hb2"]),
+             n("Pow", ["hb2", "three"], ["p2"]), n("Mul", ["p2", "k"], ["kp2"]), n("Add", ["hb2", "kp2"], ["s2"]),
+             n("Mul", ["s2", "s2pi"], ["u2"]), n("Tanh", ["u2"], ["t2"]), n("Add", ["t2", "one"], ["a2"]),
+             n("Mul", ["hb2", "half"], ["hh2"]), n("Mul", ["hh2", "a2"], ["y"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [B, S, D])],
+                       [helper.make_tensor_value_info("y", F, None)], inits)
+    return model, {"x": rng.normal(0, 1, (B, S, D)).astype(np.float32)}
+
+
+def test_fused_matmul_agrees_with_onnxruntime(tmp_path):
+    rng = np.random.default_rng(23)
+    model, feeds = mlp_3d(rng)
+    want = run_ort(model, feeds)[0]
+    np.testing.assert_allclose(nee_session(model, 0).run(None, feeds)[0], want, rtol=1e-4, atol=1e-5)
+    fused = optimized(model, tmp_path)
+    ops = [(n.domain, n.op_type, tuple(a.s for a in n.attribute)) for n in fused.graph.node]
+    assert ops == [("ai.nee", "FusedMatMul", (b"Gelu",)), ("ai.nee", "FusedMatMul", ()),
+                   ("ai.nee", "FusedMatMul", (b"FastGelu",))], ops
+    # Sessions pack the weights: the tiled path, at 1, 2 and 3 threads bitwise alike.
+    runs = [nee_session(model, 99, threads).run(None, feeds)[0] for threads in (1, 2, 3)]
+    np.testing.assert_allclose(runs[0], want, rtol=1e-4, atol=1e-5)
+    for r in runs[1:]:
+        assert r.tobytes() == runs[0].tobytes()
+    reference = nee_session(fused, 0, 1, reference=True).run(None, feeds)[0]
+    np.testing.assert_allclose(runs[0], reference, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_matmul_bails_out(tmp_path):
+    """A product also read elsewhere, a weight fed as an input, and a bias that broadcasts rows stay unfused."""
+    rng = np.random.default_rng(29)
+    n = helper.make_node
+    x = rng.normal(0, 1, (2, 3, 4)).astype(np.float32)
+    w = rng.normal(0, 1, (4, 5)).astype(np.float32)
+    cases = [
+        ([n("MatMul", ["x", "W"], ["h"]), n("Add", ["h", "b"], ["y"]), n("Neg", ["h"], ["z"])],
+         {"W": w, "b": np.ones(5, np.float32)}, {}),
+        ([n("MatMul", ["x", "Win"], ["h"]), n("Add", ["h", "b"], ["y"]), n("Neg", ["h"], ["z"])],
+         {"b": np.ones(5, np.float32)}, {"Win": w}),
+        ([n("MatMul", ["x", "W"], ["h"]), n("Add", ["h", "b"], ["y"]), n("Neg", ["y"], ["z"])],
+         {"W": w, "b": np.ones((3, 5), np.float32)}, {}),
+    ]
+    for nodes, inits, extra in cases:
+        inputs = [helper.make_tensor_value_info("x", F, x.shape)]
+        inputs += [helper.make_tensor_value_info(k, F, v.shape) for k, v in extra.items()]
+        model = make_model(nodes, inputs, [helper.make_tensor_value_info(o, F, None) for o in ("y", "z")], inits)
+        feeds = {"x": x, **extra}
+        fused = optimized(model, tmp_path)
+        assert not any(node.op_type == "FusedMatMul" for node in fused.graph.node)
+        for w_, g in zip(run_ort(model, feeds), nee_session(model, 99).run(None, feeds)):
+            np.testing.assert_allclose(g, w_, rtol=1e-5, atol=1e-5)

@@ -136,3 +136,61 @@ TEST(FastAttention, BadInputsAreErrorsNotCrashes) {
 
 }  // namespace
 }  // namespace nee
+
+// ---- ai.nee FusedMatMul (ep/cpu/fused_matmul_fast.cc) ----
+// Outside a session the kernel takes its untiled path (no packed B); the tiled
+// one is compared in tests/python/test_attention_fusion.py through sessions.
+namespace nee {
+namespace {
+
+Node FusedMatMulNode(bool bias, const std::string& activation) {
+  std::vector<Attribute> attrs;
+  if (!activation.empty()) {
+    Attribute a;
+    a.name = "activation";
+    a.type = AttrType::kString;
+    a.s = activation;
+    attrs.push_back(a);
+  }
+  return testing::MakeNode("FusedMatMul", bias ? 3 : 2, 1, attrs, kNeeDomain);
+}
+
+TEST(FastFusedMatMul, AgreesWithTheReference) {
+  std::mt19937 rng(21);
+  KernelFn ref = OpRegistry::Global().Resolve(kNeeDomain, "FusedMatMul", 1).value()->kernel;
+  const std::vector<std::vector<int64_t>> a_dims = {{1, 1}, {7, 5}, {2, 13, 33}, {3, 1, 40, 17}};
+  const int64_t widths[] = {1, 9, 64, 70};
+  for (const auto& ad : a_dims)
+    for (int64_t n : widths)
+      for (const char* act : {"", "Gelu", "FastGelu"})
+        for (bool bias : {false, true}) {
+          std::vector<Value> in = {Value(testing::RandomTensor(ad, rng)), Value(testing::RandomTensor({ad.back(), n}, rng))};
+          if (bias) in.emplace_back(testing::RandomTensor({n}, rng));
+          const Node node = FusedMatMulNode(bias, act);
+          const std::string what = DimsToString(ad) + " n " + std::to_string(n) + " " + act + (bias ? " bias" : "");
+          auto want = testing::RunKernel(ref, node, 1, in, 1);
+          ASSERT_TRUE(want.ok()) << what << ": " << want.status().message();
+          for (int threads : {1, 2}) {
+            auto got = testing::RunKernel(cpu::FusedMatMulFloat, node, 1, in, threads);
+            ASSERT_TRUE(got.ok()) << what;
+            ExpectClose(got.value(), want.value(), what + " threads " + std::to_string(threads));
+          }
+        }
+}
+
+TEST(FastFusedMatMul, BadInputsAreErrorsNotCrashes) {
+  std::mt19937 rng(22);
+  KernelFn ref = OpRegistry::Global().Resolve(kNeeDomain, "FusedMatMul", 1).value()->kernel;
+  auto run = [&](const Node& node, const std::vector<Value>& in) {
+    EXPECT_FALSE(testing::RunKernel(cpu::FusedMatMulFloat, node, 1, in, 2).ok());
+    EXPECT_FALSE(testing::RunKernel(ref, node, 1, in, 1).ok());
+  };
+  run(FusedMatMulNode(false, ""), {Value(testing::RandomTensor({3, 4}, rng)), Value(testing::RandomTensor({5, 2}, rng))});
+  run(FusedMatMulNode(false, ""), {Value(testing::RandomTensor({4}, rng)), Value(testing::RandomTensor({4, 2}, rng))});
+  run(FusedMatMulNode(true, ""), {Value(testing::RandomTensor({3, 4}, rng)), Value(testing::RandomTensor({4, 2}, rng)),
+                                  Value(testing::RandomTensor({3}, rng))});
+  run(FusedMatMulNode(false, "Relu"), {Value(testing::RandomTensor({3, 4}, rng)), Value(testing::RandomTensor({4, 2}, rng))});
+}
+
+}  // namespace
+}  // namespace nee
