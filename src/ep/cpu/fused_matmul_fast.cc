@@ -106,17 +106,26 @@ void Epilogue(const FusedMatMulGeometry& g, float* y, int64_t rows, int64_t cols
   }
 }
 
+// A's row blocks are packed first, once each (the tasks of a row block share
+// them: packing per task would repeat it for every column group).
 void RunTiled(KernelContext& ctx, const FusedMatMulGeometry& g, const PackedGroups& packed, float* y) {
   const int64_t row_blocks = CeilDiv(g.rows, kMaxTaskRows);
   const int64_t task_rows = std::min(g.rows, CeilDiv(CeilDiv(g.rows, row_blocks), kSgemmTileRows) * kSgemmTileRows);
+  const int64_t blocks = CeilDiv(g.rows, task_rows);
+  std::vector<std::unique_ptr<SgemmPackedA>> packed_a(static_cast<size_t>(blocks));
+  ParallelTasks(ctx, blocks, [&](int64_t r) {
+    const int64_t i0 = r * task_rows;
+    packed_a[static_cast<size_t>(r)] =
+        std::make_unique<SgemmPackedA>(std::min(task_rows, g.rows - i0), g.k, 1.f, MatrixView{g.a + i0 * g.k, g.k, 1});
+  });
   const int64_t groups = static_cast<int64_t>(packed.groups.size());
-  ParallelTasks(ctx, CeilDiv(g.rows, task_rows) * groups, [&](int64_t t) {
-    const int64_t i0 = t / groups * task_rows, mc = std::min(task_rows, g.rows - i0);
-    const int64_t j0 = t % groups * packed.group_cols;
+  ParallelTasks(ctx, blocks * groups, [&](int64_t t) {
+    const SgemmPackedA& a = *packed_a[static_cast<size_t>(t / groups)];
+    const int64_t i0 = t / groups * task_rows, j0 = t % groups * packed.group_cols;
     const SgemmPackedB& b = *packed.groups[static_cast<size_t>(t % groups)];
     float* tile = y + i0 * g.n + j0;
-    Sgemm(mc, b.n(), g.k, SgemmA({g.a + i0 * g.k, g.k, 1}), SgemmB(b), 0.f, tile, g.n, nullptr);
-    Epilogue(g, tile, mc, b.n(), g.bias ? g.bias + j0 : nullptr);
+    Sgemm(a.m(), b.n(), g.k, SgemmA(a), SgemmB(b), 0.f, tile, g.n, nullptr);
+    Epilogue(g, tile, a.m(), b.n(), g.bias ? g.bias + j0 : nullptr);
   });
 }
 
