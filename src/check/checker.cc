@@ -338,6 +338,7 @@ constexpr DomainOpset kNewestOpsets[] = {
     {"ai.onnx.preview", 1},
     {"ai.onnx.preview.training", 1},
     {"com.microsoft", 1},
+    {"ai.nee", 1},  // nee's fused ops (ops/attention_fused.cc), written by the optimizer
 };
 }  // namespace
 

@@ -5,16 +5,22 @@
 namespace nee {
 
 namespace {
-// Fusions write com.microsoft ops (version 1 of each); a model that did not
-// use that domain gets its import here, so that the checker resolves them.
-void ImportMicrosoftDomainIfUsed(Model& model) {
-  if (model.OpsetVersion("com.microsoft") >= 0) return;
+// Fusions write com.microsoft ops and nee's own (ai.nee), version 1 of each;
+// a model that did not use such a domain gets its import here, so that the
+// checker resolves them.
+void ImportDomainIfUsed(Model& model, const char* domain) {
+  if (model.OpsetVersion(domain) >= 0) return;
   for (const Node& node : model.graph.nodes) {
-    if (node.domain == "com.microsoft") {
-      model.opset_imports.push_back({"com.microsoft", 1});
+    if (node.domain == domain) {
+      model.opset_imports.push_back({domain, 1});
       return;
     }
   }
+}
+
+void ImportFusionDomainsIfUsed(Model& model) {
+  ImportDomainIfUsed(model, "com.microsoft");
+  ImportDomainIfUsed(model, "ai.nee");
 }
 
 const GraphPass kPasses[] = {
@@ -30,6 +36,11 @@ const GraphPass kPasses[] = {
     // After MatMul + Add -> Gemm, which then keeps its bias (BiasGelu takes it only otherwise).
     {"fuse-gelu", 2, FuseGelu},
     {"fuse-skip-layer-norm", 2, FuseSkipLayerNorm},
+    {"fuse-attention", 2, FuseAttention},
+    // After fuse-gelu and fuse-skip-layer-norm, whose ops it takes in (or leaves a bias to).
+    {"fuse-matmul-bias", 2, FuseMatMulBias},
+    // The Reshapes around a fused attention that now keep their input's shape.
+    {"eliminate-noops", 2, EliminateNoOps},
     // Initializers the folds above replaced.
     {"eliminate-dead-nodes", 2, EliminateDeadNodes},
 };
@@ -78,7 +89,7 @@ Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report) {
       record(false);
       continue;
     }
-    ImportMicrosoftDomainIfUsed(model);
+    ImportFusionDomainsIfUsed(model);
     Result<CheckedGraph> rechecked = CheckModel(model, OpRegistry::Global());
     if (rechecked.ok()) {
       checked = std::move(rechecked.value());

@@ -53,5 +53,9 @@ Status FoldTransposeIntoGemm(Graph& graph, const CheckedGraph& checked, bool* ch
 Status FuseConvActivation(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseGelu(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseSkipLayerNorm(Graph& graph, const CheckedGraph& checked, bool* changed);
+// Fusion into nee's ai.nee ScaledDotProductAttention (src/opt/fuse_attention.cc).
+Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed);
+// Fusion into nee's ai.nee FusedMatMul (src/opt/fuse_matmul_bias.cc).
+Status FuseMatMulBias(Graph& graph, const CheckedGraph& checked, bool* changed);
 
 }  // namespace nee

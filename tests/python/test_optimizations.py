@@ -273,8 +273,9 @@ def test_expected_node_counts(libnee):
     # Per block: FusedConv (Conv+BN+Relu), FusedConv (Conv+BN+Add+Relu); the second block's sum is a graph
     # output, so its Relu stays apart.
     assert node_count(libnee, resnet_block_model(rng)[0], 99) == 5
-    # Per block: MatMul, BiasGelu / FastGelu, MatMul, SkipLayerNormalization (with the second bias).
-    assert node_count(libnee, transformer_model(rng)[0], 99) == 8
+    # Per block: ai.nee FusedMatMul (MatMul + BiasGelu / FastGelu), MatMul, SkipLayerNormalization (with the
+    # second bias).
+    assert node_count(libnee, transformer_model(rng)[0], 99) == 6
 
 
 NEE_BIN = os.environ.get("NEE_BIN", os.path.join(_ROOT, "build", "bin", "nee"))

@@ -45,6 +45,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       // ---- end element-wise block ----
       // ---- Fused ops written by the optimizer (src/opt) ----
       {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat},
+      {"ai.nee", "ScaledDotProductAttention", 1, 1000, ScaledDotProductAttentionFloat},
+      {"ai.nee", "FusedMatMul", 1, 1000, FusedMatMulFloat},
       // ---- Resize (resize_fast.cc) ----
       {"", "Resize", 10, 1000, ResizeFloat},
       {"", "Upsample", 7, 9, ResizeFloat},

@@ -83,6 +83,12 @@ Status SliceFast(KernelContext& ctx);
 // com.microsoft FusedConv on float32 (fused_conv_fast.cc): the fast Conv, then
 // the activation over its output.
 Status FusedConvFloat(KernelContext& ctx);
+// ai.nee ScaledDotProductAttention on float32 (attention_fast.cc): per (batch, head), two
+// single-threaded SGEMMs around a vectorized softmax; within 1e-5 of the reference.
+Status ScaledDotProductAttentionFloat(KernelContext& ctx);
+// ai.nee FusedMatMul on float32 (fused_matmul_fast.cc): bias and GELU applied per SGEMM tile while it is
+// in cache; the same simd_math.h erf / tanh as unary_fast.cc.
+Status FusedMatMulFloat(KernelContext& ctx);
 
 // ---- Resize (resize_fast.cc) ----
 // Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode),

@@ -1,0 +1,38 @@
+// nee's fused scaled-dot-product attention (domain ai.nee, op
+// ScaledDotProductAttention, since version 1), which the optimizer
+// (opt/fuse_attention.cc) writes for the MatMul -> scale -> mask -> Softmax ->
+// MatMul chains that PyTorch exports for multi-head attention:
+//
+//   inputs  0 query [B, S, N*H], 1 key [B, L, N*H], 2 value [B, L, N*Hv] (float32),
+//           3 bias (optional, float32, rank <= 4, broadcastable to [B, N, S, L])
+//   attrs   num_heads N (required), scale (default 1/sqrt(H))
+//   output  [B, S, N*Hv]: per head n, softmax(scale * Q_n K_n^T + bias[b, n]) V_n,
+//           Q_n = query[b, :, n*H:(n+1)*H] and likewise for K_n, V_n.
+//
+// The geometry and its validation live here so that the reference kernel and
+// the fast one (ep/cpu/attention_fast.cc) accept and reject the same inputs.
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include "ops/op_schema.h"
+
+namespace nee {
+
+constexpr const char* kNeeDomain = "ai.nee";
+
+struct SdpaGeometry {
+  int64_t batch = 0, heads = 0, q_len = 0, kv_len = 0, head = 0, v_head = 0;
+  float scale = 1.f;
+  const float* query = nullptr;
+  const float* key = nullptr;
+  const float* value = nullptr;
+  const float* bias = nullptr;          // nullptr without a bias
+  std::array<int64_t, 4> bias_stride{};  // per [B, N, S, L] axis; 0 where broadcast
+};
+
+// Validates the inputs and attributes (float32, ranks, matching dims, bias
+// broadcastable); a Status error for anything else, never a crash.
+Result<SdpaGeometry> SdpaGeometryOf(const KernelContext& ctx);
+
+}  // namespace nee

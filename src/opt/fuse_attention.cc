@@ -1,0 +1,305 @@
+// Level-2 fusion of multi-head attention, as PyTorch exports it, into nee's
+// ai.nee ScaledDotProductAttention (ops/attention_sdpa.h):
+//
+//   Qh = Transpose(Reshape(q, [B,S,N,H]), [0,2,1,3])     K: [0,2,3,1]  (Kt, heads of K transposed)
+//   scores = MatMul(Qh [* c1], Kt) [* c2]                 c1, c2 scalar constants (Mul, or Div by them)
+//   scores = Add(scores, M) | Where(C, F, scores)         optional: M broadcastable; C constant, F <= -1e30
+//   out = Reshape(Transpose(MatMul(Softmax(scores, -1), Vh), [0,2,1,3]), ...)
+//
+// or the same in 3-D with the batch folded away (perms [1,0,2], K [1,2,0]),
+// as torch's nn.MultiheadAttention writes it for one image. The fused node
+// reads q, k and v as [B, S, N*H] (their Reshapes now produce that shape,
+// which is usually q's own, so eliminate-noops drops them) and writes
+// [B, S, N*Hv], which is the bytes of the Transpose's output: every reader of
+// that must be a Reshape. Its kernel never materializes the [B, N, S, L]
+// scores, nor the transposed copies of Q, K and V.
+//
+// The masked Where becomes an additive bias (0 where a score is kept, F
+// elsewhere): with F <= -1e30 a masked score rounds to F (or -inf) exactly as
+// in the Where, so the softmax is unchanged. The scales become one factor
+// applied to Q·Kᵀ; for powers of two (1/sqrt(64) = 1/8) that is exact.
+// Conditions: float32, static shapes, every intermediate value read only by
+// the next node of the pattern.
+#include <cmath>
+
+#include "ops/attention_sdpa.h"
+#include "opt/pass_manager.h"
+#include "opt/rewrite_util.h"
+
+namespace nee {
+
+namespace {
+using opt::GraphEditor;
+
+// The Reshape and Transpose that split q (or k, v) into heads.
+struct HeadSplit {
+  size_t reshape = 0, transpose = 0;
+  std::vector<int64_t> dims;  // [B, S, N, H]; B = 1 for the 3-D form
+};
+
+// The producer of `name` when it is the only reader-visible node of its kind
+// and op, with opset at least `min_opset`; -1 otherwise.
+int64_t ProducerOp(GraphEditor& ed, const std::string& name, const char* op, int64_t min_opset = 1) {
+  int64_t p = ed.Producer(name);
+  if (p < 0 || opt::SoleConsumer(ed, name) < 0) return -1;
+  const Node& n = ed.node(static_cast<size_t>(p));
+  if (!opt::IsOp(n, op) || n.outputs.size() != 1 || ed.checked().opsets[static_cast<size_t>(p)] < min_opset)
+    return -1;
+  return p;
+}
+
+bool HasPerm(const Node& transpose, const std::vector<int64_t>& perm) {
+  if (opt::HasOtherAttributes(transpose, {"perm"})) return false;
+  auto p = transpose.GetInts("perm");
+  return p.ok() && p.value() == perm;
+}
+
+// `name` = Transpose(Reshape(x, s), perm) with perm the head split of Q/V
+// (`key` false) or the transposed one of K, of rank `rank` (3 or 4).
+bool MatchHeadSplit(GraphEditor& ed, const std::string& name, bool key, size_t rank, HeadSplit* out) {
+  int64_t t = ProducerOp(ed, name, "Transpose");
+  if (t < 0) return false;
+  std::vector<int64_t> perm;
+  if (rank == 4) perm = key ? std::vector<int64_t>{0, 2, 3, 1} : std::vector<int64_t>{0, 2, 1, 3};
+  else perm = key ? std::vector<int64_t>{1, 2, 0} : std::vector<int64_t>{1, 0, 2};
+  const Node& tn = ed.node(static_cast<size_t>(t));
+  if (tn.inputs.size() != 1 || !HasPerm(tn, perm)) return false;
+  int64_t r = ProducerOp(ed, tn.inputs[0], "Reshape", 5);
+  if (r < 0 || opt::HasOtherAttributes(ed.node(static_cast<size_t>(r)), {"allowzero"})) return false;
+  std::vector<int64_t> dims;
+  if (!opt::StaticDims(ed.TensorType(tn.inputs[0]), &dims) || dims.size() != rank) return false;
+  if (ed.TensorType(tn.inputs[0])->elem_type != DataType::kFloat) return false;
+  if (rank == 3) dims.insert(dims.begin(), 1);
+  for (int64_t d : dims)
+    if (d <= 0) return false;
+  *out = HeadSplit{static_cast<size_t>(r), static_cast<size_t>(t), dims};
+  return true;
+}
+
+// `name` = Mul(x, c), Mul(c, x) or Div(x, c) with a scalar constant c: the
+// node, x and the factor it applies.
+bool MatchScale(GraphEditor& ed, const std::string& name, int64_t* node, std::string* x, double* factor) {
+  int64_t p = ed.Producer(name);
+  if (p < 0 || opt::SoleConsumer(ed, name) < 0 || ed.checked().opsets[static_cast<size_t>(p)] < 7) return false;
+  const Node& n = ed.node(static_cast<size_t>(p));
+  const bool div = opt::IsOp(n, "Div");
+  if ((!div && !opt::IsOp(n, "Mul")) || n.inputs.size() != 2 || n.outputs.size() != 1) return false;
+  for (size_t side = div ? 1 : 0; side < 2; ++side) {
+    float c = 0;
+    if (!opt::ScalarConstant(ed, n.inputs[side], &c) || ed.Constant(n.inputs[side]).rank() > 1) continue;
+    if (c == 0 || !std::isfinite(c)) return false;
+    *node = p;
+    *x = n.inputs[1 - side];
+    *factor = div ? 1.0 / c : c;
+    return true;
+  }
+  return false;
+}
+
+// Whether static `dims` broadcast into `target` without enlarging it.
+bool BroadcastsInto(const std::vector<int64_t>& dims, const std::vector<int64_t>& target) {
+  if (dims.size() > target.size()) return false;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const int64_t d = dims[dims.size() - 1 - k];
+    if (d != 1 && d != target[target.size() - 1 - k]) return false;
+  }
+  return true;
+}
+
+// The masking step before the softmax, if any: the node, the scores it
+// reads, and the bias the fused node adds (empty when none).
+struct Mask {
+  int64_t node = -1;
+  std::string scores, bias;
+  Tensor bias_constant;  // for a Where: the bias to add as an initializer once the whole pattern matched
+};
+
+// Add(scores, M) with M float32 of static dims that broadcast into `target`;
+// either side may be the mask (the rest of the match decides).
+void AddMaskCandidates(GraphEditor& ed, int64_t p, const std::vector<int64_t>& target, std::vector<Mask>* out) {
+  const Node& n = ed.node(static_cast<size_t>(p));
+  if (n.inputs.size() != 2 || n.inputs[0] == n.inputs[1] || !n.attributes.empty()) return;
+  for (size_t side = 0; side < 2; ++side) {
+    const std::string& m = n.inputs[side];
+    const TypeInfo* t = ed.TensorType(m);
+    std::vector<int64_t> dims;
+    if (!opt::IsFloatWithRank(t) || !opt::StaticDims(t, &dims) || !BroadcastsInto(dims, target)) continue;
+    if (ed.Producer(n.inputs[1 - side]) < 0) continue;  // the scores come from the pattern
+    out->push_back(Mask{p, n.inputs[1 - side], m, Tensor()});
+  }
+}
+
+// Where(C, F, scores) or Where(C, scores, F), C a constant bool tensor that
+// broadcasts into `target` and F a scalar constant <= -1e30: the bias
+// C ? F : 0 (or C ? 0 : F) as a new initializer.
+void WhereMaskCandidates(GraphEditor& ed, int64_t p, const std::vector<int64_t>& target, std::vector<Mask>* out) {
+  const Node& n = ed.node(static_cast<size_t>(p));
+  if (n.inputs.size() != 3) return;
+  Tensor cond = ed.Constant(n.inputs[0]);
+  if (!cond.defined() || cond.dtype() != DataType::kBool || !BroadcastsInto(cond.dims(), target)) return;
+  for (size_t side = 1; side < 3; ++side) {
+    float fill = 0;
+    if (!opt::ScalarConstant(ed, n.inputs[side], &fill) || !(fill <= -1e30f)) continue;
+    const std::string& scores = n.inputs[3 - side];
+    if (ed.Producer(scores) < 0) continue;
+    Result<Tensor> allocated = Tensor::Allocate(DataType::kFloat, cond.dims());
+    if (!allocated.ok()) return;
+    Tensor bias = std::move(allocated.value());
+    const bool* c = cond.data<bool>();
+    float* b = bias.data<float>();
+    const bool fill_when = side == 1;  // Where(C, F, s): F where C holds
+    for (int64_t i = 0; i < cond.num_elements(); ++i) b[i] = c[i] == fill_when ? fill : 0.f;
+    out->push_back(Mask{p, scores, n.outputs[0] + "_bias", std::move(bias)});
+    return;
+  }
+}
+
+// The readings of the softmax input: masked (Add or Where) in each possible
+// way, then unmasked.
+std::vector<Mask> MaskCandidates(GraphEditor& ed, const std::string& logits, const std::vector<int64_t>& target) {
+  std::vector<Mask> out;
+  int64_t p = ed.Producer(logits);
+  if (p >= 0 && opt::SoleConsumer(ed, logits) >= 0 && ed.node(static_cast<size_t>(p)).outputs.size() == 1) {
+    const Node& n = ed.node(static_cast<size_t>(p));
+    const int64_t opset = ed.checked().opsets[static_cast<size_t>(p)];
+    if (opt::IsOp(n, "Add") && opset >= 7) AddMaskCandidates(ed, p, target, &out);
+    if (opt::IsOp(n, "Where") && opset >= 9) WhereMaskCandidates(ed, p, target, &out);
+  }
+  out.push_back(Mask{-1, logits, "", Tensor()});
+  return out;
+}
+
+// A Softmax over the last axis of a rank-`rank` input (for opset < 13 the
+// input is coerced to 2-D at `axis`, which is the same when axis is the last).
+bool LastAxisSoftmax(GraphEditor& ed, size_t index, size_t rank) {
+  const Node& n = ed.node(index);
+  if (opt::HasOtherAttributes(n, {"axis"}) || n.outputs.size() != 1) return false;
+  auto axis = n.GetInt("axis", ed.checked().opsets[index] >= 13 ? -1 : 1);
+  return axis.ok() && (axis.value() == -1 || axis.value() == static_cast<int64_t>(rank) - 1);
+}
+
+Attribute IntAttr(const std::string& name, int64_t value) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kInt;
+  a.i = value;
+  return a;
+}
+
+// Everything the rewrite needs, found by walking back and forth from a Softmax.
+struct AttentionMatch {
+  HeadSplit q, k, v;
+  std::vector<size_t> removed;  // scales, mask, MatMuls, the softmax
+  std::string bias;
+  Tensor bias_constant;  // when defined, `bias` is the name to give it
+  double scale = 1.0;
+  size_t out_transpose = 0;
+};
+
+// MatMul(Qh [scaled], Kt) [scaled] producing `x`.
+bool MatchProduct(GraphEditor& ed, std::string x, size_t rank, AttentionMatch* m) {
+  int64_t node = -1;
+  double factor = 1.0;
+  if (MatchScale(ed, x, &node, &x, &factor)) {
+    m->removed.push_back(static_cast<size_t>(node));
+    m->scale *= factor;
+  }
+  int64_t mm = ProducerOp(ed, x, "MatMul");
+  if (mm < 0 || ed.node(static_cast<size_t>(mm)).inputs.size() != 2) return false;
+  m->removed.push_back(static_cast<size_t>(mm));
+  std::string qh = ed.node(static_cast<size_t>(mm)).inputs[0];
+  if (MatchScale(ed, qh, &node, &qh, &factor)) {
+    m->removed.push_back(static_cast<size_t>(node));
+    m->scale *= factor;
+  }
+  return MatchHeadSplit(ed, qh, false, rank, &m->q) &&
+         MatchHeadSplit(ed, ed.node(static_cast<size_t>(mm)).inputs[1], true, rank, &m->k);
+}
+
+// The scores side: the product, optionally masked, feeding softmax `sm`.
+bool MatchScores(GraphEditor& ed, size_t sm, size_t rank, AttentionMatch* m) {
+  const std::string& x = ed.node(sm).inputs[0];
+  std::vector<int64_t> sdims;
+  if (!opt::StaticDims(ed.TensorType(x), &sdims) || sdims.size() != rank) return false;
+  for (Mask& mask : MaskCandidates(ed, x, sdims)) {
+    AttentionMatch trial = *m;
+    if (!MatchProduct(ed, mask.scores, rank, &trial)) continue;
+    if (mask.node >= 0) trial.removed.push_back(static_cast<size_t>(mask.node));
+    trial.bias = mask.bias;
+    trial.bias_constant = std::move(mask.bias_constant);
+    *m = std::move(trial);
+    return true;
+  }
+  return false;
+}
+
+// The values side: MatMul(softmax, Vh) -> Transpose back, read only by Reshapes.
+bool MatchContext(GraphEditor& ed, size_t sm, size_t rank, AttentionMatch* m) {
+  const std::string& p = ed.node(sm).outputs[0];
+  int64_t mm = opt::SoleConsumer(ed, p);
+  if (mm < 0 || !opt::IsOp(ed.node(static_cast<size_t>(mm)), "MatMul")) return false;
+  const Node& mmn = ed.node(static_cast<size_t>(mm));
+  if (mmn.inputs.size() != 2 || mmn.inputs[0] != p || mmn.outputs.size() != 1) return false;
+  if (!MatchHeadSplit(ed, mmn.inputs[1], false, rank, &m->v)) return false;
+  int64_t t = opt::SoleConsumer(ed, mmn.outputs[0]);
+  if (t < 0 || !opt::IsOp(ed.node(static_cast<size_t>(t)), "Transpose")) return false;
+  const Node& tn = ed.node(static_cast<size_t>(t));
+  if (!HasPerm(tn, rank == 4 ? std::vector<int64_t>{0, 2, 1, 3} : std::vector<int64_t>{1, 0, 2})) return false;
+  const std::string& out = tn.outputs[0];
+  if (tn.outputs.size() != 1 || ed.IsPinned(out) || ed.Uses(out).empty()) return false;
+  for (const opt::Use& use : ed.Uses(out))
+    if (!opt::IsOp(ed.node(use.node), "Reshape") || use.input != 0) return false;
+  m->removed.push_back(static_cast<size_t>(mm));
+  m->out_transpose = static_cast<size_t>(t);
+  return true;
+}
+
+// Heads agree: q [B,S,N,H], k [B,L,N,H], v [B,L,N,Hv].
+bool GeometryAgrees(const AttentionMatch& m) {
+  const auto &q = m.q.dims, &k = m.k.dims, &v = m.v.dims;
+  return q[0] == k[0] && q[0] == v[0] && q[2] == k[2] && q[2] == v[2] && q[3] == k[3] && k[1] == v[1];
+}
+
+// Makes a head split's Reshape produce [B, S, N*H] and drops its Transpose.
+void Unsplit(GraphEditor& ed, const HeadSplit& h) {
+  const std::vector<int64_t> shape = {h.dims[0], h.dims[1], h.dims[2] * h.dims[3]};
+  const std::string name = ed.AddInitializer(ed.node(h.reshape).outputs[0] + "_bsd",
+                                             Tensor::FromVector<int64_t>(shape, {3}));
+  ed.SetInput(h.reshape, 1, name);
+  ed.RemoveNode(h.transpose);
+}
+
+Status TryFuse(GraphEditor& ed, size_t index) {
+  const Node& sm = ed.node(index);
+  if (!opt::IsOp(sm, "Softmax") || sm.inputs.size() != 1) return Status::Ok();
+  const TypeInfo* t = ed.TensorType(sm.inputs[0]);
+  if (!opt::IsFloatWithRank(t) || (t->shape->size() != 3 && t->shape->size() != 4)) return Status::Ok();
+  const size_t rank = t->shape->size();
+  if (!LastAxisSoftmax(ed, index, rank)) return Status::Ok();
+  AttentionMatch m;
+  if (!MatchContext(ed, index, rank, &m) || !MatchScores(ed, index, rank, &m) || !GeometryAgrees(m))
+    return Status::Ok();
+  Unsplit(ed, m.q);
+  Unsplit(ed, m.k);
+  Unsplit(ed, m.v);
+  for (size_t n : m.removed) ed.RemoveNode(n);
+  ed.RemoveNode(index);
+  std::vector<std::string> inputs = {ed.node(m.q.reshape).outputs[0], ed.node(m.k.reshape).outputs[0],
+                                     ed.node(m.v.reshape).outputs[0]};
+  if (m.bias_constant.defined()) m.bias = ed.AddInitializer(m.bias, std::move(m.bias_constant));
+  if (!m.bias.empty()) inputs.push_back(m.bias);
+  ed.RewriteAs(m.out_transpose, kNeeDomain, "ScaledDotProductAttention", inputs,
+               {IntAttr("num_heads", m.q.dims[2]), opt::FloatAttr("scale", static_cast<float>(m.scale))});
+  return Status::Ok();
+}
+}  // namespace
+
+Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed) {
+  GraphEditor ed(graph, checked);
+  for (size_t index : checked.order)
+    if (!ed.removed(index)) NEE_RETURN_IF_ERROR(TryFuse(ed, index));
+  *changed = ed.Commit();
+  return Status::Ok();
+}
+
+}  // namespace nee

@@ -1,0 +1,196 @@
+// ai.nee ScaledDotProductAttention: the fast kernel (ep/cpu/attention_fast.cc)
+// against the reference kernel (ops/attention_fused.cc), which sums each
+// score in double. Random and awkward shapes (one head, one key, odd head
+// sizes, S != L, Hv != H, batches) and every bias broadcast form, at 1 and 2
+// threads; bitwise equal across 1, 2 and 3 threads; bad inputs are errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "ep_test_util.h"
+#include "ep/cpu/cpu_kernels.h"
+#include "ops/attention_sdpa.h"
+#include "ops/op_registry.h"
+
+namespace nee {
+namespace {
+
+struct Case {
+  int64_t B, S, L, N, H, Hv;
+  std::vector<int64_t> bias;  // empty: no bias
+};
+
+std::string Describe(const Case& c) {
+  return "B" + std::to_string(c.B) + " S" + std::to_string(c.S) + " L" + std::to_string(c.L) + " N" +
+         std::to_string(c.N) + " H" + std::to_string(c.H) + " Hv" + std::to_string(c.Hv) + " bias " +
+         DimsToString(c.bias);
+}
+
+Node SdpaNode(int64_t heads, bool bias, const std::vector<Attribute>& extra = {}) {
+  std::vector<Attribute> attrs = {testing::IntAttr("num_heads", heads)};
+  attrs.insert(attrs.end(), extra.begin(), extra.end());
+  return testing::MakeNode("ScaledDotProductAttention", bias ? 4 : 3, 1, attrs, kNeeDomain);
+}
+
+std::vector<Value> Inputs(const Case& c, std::mt19937& rng) {
+  std::vector<Value> in = {Value(testing::RandomTensor({c.B, c.S, c.N * c.H}, rng)),
+                           Value(testing::RandomTensor({c.B, c.L, c.N * c.H}, rng)),
+                           Value(testing::RandomTensor({c.B, c.L, c.N * c.Hv}, rng))};
+  if (!c.bias.empty()) in.emplace_back(testing::RandomTensor(c.bias, rng));
+  return in;
+}
+
+KernelFn Reference() {
+  return OpRegistry::Global().Resolve(kNeeDomain, "ScaledDotProductAttention", 1).value()->kernel;
+}
+
+void ExpectClose(const Tensor& fast, const Tensor& ref, const std::string& what) {
+  ASSERT_EQ(fast.dims(), ref.dims()) << what;
+  const float* f = fast.data<float>();
+  const float* r = ref.data<float>();
+  for (int64_t i = 0; i < ref.num_elements(); ++i) EXPECT_NEAR(f[i], r[i], 1e-5f + 1e-5f * std::fabs(r[i])) << what << " at " << i;
+}
+
+TEST(FastAttention, AgreesWithTheReferenceOnRandomAndAwkwardShapes) {
+  std::mt19937 rng(11);
+  const Case cases[] = {
+      {1, 128, 128, 12, 64, 64, {1, 1, 1, 128}},  // BERT-base, padding mask
+      {1, 33, 33, 4, 16, 16, {1, 1, 33, 33}},     // causal-style full plane
+      {2, 5, 7, 3, 4, 6, {}},                     // cross attention, Hv != H
+      {1, 1, 1, 1, 1, 1, {}},                     // one of everything
+      {3, 17, 9, 2, 13, 5, {3, 1, 1, 9}},         // per-batch mask, odd head sizes
+      {2, 6, 10, 3, 8, 8, {2, 3, 6, 10}},         // full bias
+      {2, 6, 10, 3, 8, 8, {3, 1, 10}},            // per-head, broadcast over queries
+      {1, 9, 20, 2, 24, 24, {1}},                 // one value
+      {1, 12, 12, 2, 8, 8, {12, 1}},              // per-query value
+  };
+  for (const Case& c : cases) {
+    const std::vector<Value> in = Inputs(c, rng);
+    const Node node = SdpaNode(c.N, !c.bias.empty());
+    auto ref = testing::RunKernel(Reference(), node, 1, in, 1);
+    ASSERT_TRUE(ref.ok()) << Describe(c) << ": " << ref.status().message();
+    for (int threads : {1, 2}) {
+      auto fast = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, threads);
+      ASSERT_TRUE(fast.ok()) << Describe(c) << ": " << fast.status().message();
+      ExpectClose(fast.value(), ref.value(), Describe(c) + " threads " + std::to_string(threads));
+    }
+  }
+}
+
+TEST(FastAttention, ExplicitScaleAndMaskedRowsAgree) {
+  std::mt19937 rng(12);
+  const Case c{2, 8, 8, 2, 16, 16, {1, 1, 8, 8}};
+  std::vector<Value> in = Inputs(c, rng);
+  // A causal mask of -FLT_MAX, as the fusion writes for GPT-2's Where.
+  Tensor bias = Tensor::Allocate(DataType::kFloat, {1, 1, 8, 8}).value();
+  for (int64_t s = 0; s < 8; ++s)
+    for (int64_t l = 0; l < 8; ++l) bias.data<float>()[s * 8 + l] = l > s ? -3.4028234663852886e38f : 0.f;
+  in[3] = Value(bias);
+  const Node node = SdpaNode(c.N, true, {testing::FloatAttr("scale", 0.3f)});
+  auto ref = testing::RunKernel(Reference(), node, 1, in, 1);
+  auto fast = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, 2);
+  ASSERT_TRUE(ref.ok() && fast.ok());
+  ExpectClose(fast.value(), ref.value(), "causal");
+  // The first query sees only the first key: its output is that key's value row.
+  const float* v = in[2].tensor().data<float>();
+  for (int64_t h = 0; h < c.N * c.Hv; ++h) EXPECT_NEAR(fast.value().data<float>()[h], v[h], 1e-6f);
+}
+
+TEST(FastAttention, BitwiseEqualAcrossThreadCounts) {
+  std::mt19937 rng(13);
+  const Case c{2, 40, 40, 6, 32, 32, {2, 1, 1, 40}};
+  const std::vector<Value> in = Inputs(c, rng);
+  const Node node = SdpaNode(c.N, true);
+  auto one = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, 1);
+  ASSERT_TRUE(one.ok());
+  for (int threads : {2, 3}) {
+    auto many = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, threads);
+    ASSERT_TRUE(many.ok());
+    EXPECT_EQ(0, std::memcmp(one.value().raw_data(), many.value().raw_data(), one.value().byte_size()))
+        << threads << " threads";
+  }
+}
+
+TEST(FastAttention, BadInputsAreErrorsNotCrashes) {
+  std::mt19937 rng(14);
+  auto run = [&](const Node& node, const std::vector<Value>& in) {
+    EXPECT_FALSE(testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, 2).ok());
+    EXPECT_FALSE(testing::RunKernel(Reference(), node, 1, in, 1).ok());
+  };
+  const Case c{1, 4, 4, 2, 4, 4, {1, 1, 3, 4}};  // bias rows 3 != S = 4
+  run(SdpaNode(2, true), Inputs(c, rng));
+  run(SdpaNode(3, false), Inputs({1, 4, 4, 2, 4, 4, {}}, rng));  // 8 columns, 3 heads
+  run(SdpaNode(0, false), Inputs({1, 4, 4, 2, 4, 4, {}}, rng));  // no heads
+  std::vector<Value> in = Inputs({1, 4, 4, 2, 4, 4, {}}, rng);
+  in[1] = Value(testing::RandomTensor({1, 4, 6}, rng));  // key width != query width
+  run(SdpaNode(2, false), in);
+  in = Inputs({1, 4, 4, 2, 4, 4, {}}, rng);
+  in[0] = Value(testing::RandomTensor({4, 8}, rng));  // 2-D query
+  run(SdpaNode(2, false), in);
+  in = Inputs({1, 4, 4, 2, 4, 4, {1, 1, 1, 1, 4}}, rng);  // bias of rank 5
+  run(SdpaNode(2, true), in);
+}
+
+}  // namespace
+}  // namespace nee
+
+// ---- ai.nee FusedMatMul (ep/cpu/fused_matmul_fast.cc) ----
+// Outside a session the kernel takes its untiled path (no packed B); the tiled
+// one is compared in tests/python/test_attention_fusion.py through sessions.
+namespace nee {
+namespace {
+
+Node FusedMatMulNode(bool bias, const std::string& activation) {
+  std::vector<Attribute> attrs;
+  if (!activation.empty()) {
+    Attribute a;
+    a.name = "activation";
+    a.type = AttrType::kString;
+    a.s = activation;
+    attrs.push_back(a);
+  }
+  return testing::MakeNode("FusedMatMul", bias ? 3 : 2, 1, attrs, kNeeDomain);
+}
+
+TEST(FastFusedMatMul, AgreesWithTheReference) {
+  std::mt19937 rng(21);
+  KernelFn ref = OpRegistry::Global().Resolve(kNeeDomain, "FusedMatMul", 1).value()->kernel;
+  const std::vector<std::vector<int64_t>> a_dims = {{1, 1}, {7, 5}, {2, 13, 33}, {3, 1, 40, 17}};
+  const int64_t widths[] = {1, 9, 64, 70};
+  for (const auto& ad : a_dims)
+    for (int64_t n : widths)
+      for (const char* act : {"", "Gelu", "FastGelu"})
+        for (bool bias : {false, true}) {
+          std::vector<Value> in = {Value(testing::RandomTensor(ad, rng)), Value(testing::RandomTensor({ad.back(), n}, rng))};
+          if (bias) in.emplace_back(testing::RandomTensor({n}, rng));
+          const Node node = FusedMatMulNode(bias, act);
+          const std::string what = DimsToString(ad) + " n " + std::to_string(n) + " " + act + (bias ? " bias" : "");
+          auto want = testing::RunKernel(ref, node, 1, in, 1);
+          ASSERT_TRUE(want.ok()) << what << ": " << want.status().message();
+          for (int threads : {1, 2}) {
+            auto got = testing::RunKernel(cpu::FusedMatMulFloat, node, 1, in, threads);
+            ASSERT_TRUE(got.ok()) << what;
+            ExpectClose(got.value(), want.value(), what + " threads " + std::to_string(threads));
+          }
+        }
+}
+
+TEST(FastFusedMatMul, BadInputsAreErrorsNotCrashes) {
+  std::mt19937 rng(22);
+  KernelFn ref = OpRegistry::Global().Resolve(kNeeDomain, "FusedMatMul", 1).value()->kernel;
+  auto run = [&](const Node& node, const std::vector<Value>& in) {
+    EXPECT_FALSE(testing::RunKernel(cpu::FusedMatMulFloat, node, 1, in, 2).ok());
+    EXPECT_FALSE(testing::RunKernel(ref, node, 1, in, 1).ok());
+  };
+  run(FusedMatMulNode(false, ""), {Value(testing::RandomTensor({3, 4}, rng)), Value(testing::RandomTensor({5, 2}, rng))});
+  run(FusedMatMulNode(false, ""), {Value(testing::RandomTensor({4}, rng)), Value(testing::RandomTensor({4, 2}, rng))});
+  run(FusedMatMulNode(true, ""), {Value(testing::RandomTensor({3, 4}, rng)), Value(testing::RandomTensor({4, 2}, rng)),
+                                  Value(testing::RandomTensor({3}, rng))});
+  run(FusedMatMulNode(false, "Relu"), {Value(testing::RandomTensor({3, 4}, rng)), Value(testing::RandomTensor({4, 2}, rng))});
+}
+
+}  // namespace
+}  // namespace nee
