@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -87,6 +87,23 @@ class SessionOptions:
         # nee extension: run every node with its reference kernel (the oracle
         # configuration the test suite checks the optimized kernels against).
         self.reference_kernels_only: bool = False
+        # nee extensions, limits on what an untrusted model may make a session do
+        # (docs/SECURITY.md); 0 turns one off. An exceeded limit is an error naming it.
+        self.max_graph_nodes: int = 1_000_000  # subgraphs and expanded functions count
+        self.max_subgraph_depth: int = 32
+        self.max_tensor_bytes: int = 16 << 30  # any one tensor in the model file
+        self.max_external_data_bytes: int = 64 << 30  # all external data together
+        self.session_memory_limit_bytes: int = -1  # all concurrent runs; -1: physical memory
+
+
+# SessionOptions attribute -> nee_limit_t (include/nee/nee.h), in that order.
+_LIMITS = ("max_graph_nodes", "max_subgraph_depth", "max_tensor_bytes", "max_external_data_bytes",
+           "session_memory_limit_bytes")
+
+
+def _limits_of(options: SessionOptions) -> List[Tuple[int, int]]:
+    """The limits set on `options` (an ORT SessionOptions-like object may have none)."""
+    return [(i, int(getattr(options, name))) for i, name in enumerate(_LIMITS) if hasattr(options, name)]
 
 
 class RunOptions:
@@ -317,7 +334,8 @@ class InferenceSession:
                                             int(getattr(options, "run_timeout_ms", 0)),
                                             int(getattr(options, "run_memory_limit_bytes", -1)),
                                             bool(getattr(options, "reference_kernels_only", False)),
-                                            bool(options.enable_profiling), str(options.profile_file_prefix))
+                                            bool(options.enable_profiling), str(options.profile_file_prefix),
+                                            _limits_of(options))
         self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
         self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
         self._input_types = {a.name: a.type for a in self._inputs}
