@@ -109,8 +109,14 @@ fail_on_reports "$REPORTS"
 
 echo "== TSan build (build-tsan)"
 CC=clang CXX=clang++ cmake -S . -B build-tsan "${common[@]}" -DNEE_TSAN=ON -DNEE_BUILD_PYTHON=OFF >/dev/null
-cmake --build build-tsan -j"$JOBS" --target nee_unit_tests
+if [ "$MODE" = quick ]; then
+  cmake --build build-tsan -j"$JOBS" --target nee_concurrency_tests
+  tsan_tests=(build-tsan/bin/nee_concurrency_tests)
+else
+  # Also the optimized kernels' thread-count tests.
+  cmake --build build-tsan -j"$JOBS" --target nee_unit_tests
+  tsan_tests=(build-tsan/bin/nee_unit_tests --gtest_filter='Concurrency.*:Soak.*:*ThreadCount*:*ThreadIndependent*')
+fi
 echo "== TSan: concurrency tests"
-TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" build-tsan/bin/nee_unit_tests --gtest_brief=1 \
-  --gtest_filter='Concurrency.*:*ThreadCount*:*ThreadIndependent*'
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" NEE_SOAK_RUNS=400 "${tsan_tests[@]}" --gtest_brief=1
 echo "sanitizers: no reports"
