@@ -28,7 +28,7 @@ const char kUsage[] =
     "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
     "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
     "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE] [--profile PREFIX]\n"
-    "              [--repeat N]\n"
+    "              [--repeat N] [--limit NAME=VALUE]...\n"
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "\n"
@@ -40,7 +40,9 @@ const char kUsage[] =
     "tensors the run holds at once (SIZE like 512M or 2G; default: the machine's physical memory).\n"
     "--profile times every node: prints the time per op type and writes a Chrome trace to\n"
     "PREFIX_<date>_<time>.json (open it in chrome://tracing or Perfetto). --repeat runs the model N more\n"
-    "times after the first and prints their median time (the first run also prepares kernels).\n";
+    "times after the first and prints their median time (the first run also prepares kernels).\n"
+    "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
+    "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n";
 
 struct UsageError {
   std::string message;
@@ -65,6 +67,7 @@ struct Args {
   int64_t timeout_ms = 0;
   int64_t memory_limit = -1;
   int repeat = 0;
+  std::vector<std::pair<int32_t, int64_t>> limits;  // (nee_limit_t, value) from --limit
 };
 
 // The number `text` starts with (-1 if none); what follows it goes to *rest.
@@ -98,6 +101,25 @@ int64_t ParseSize(const std::string& text) {
   if (scale == kScale.end() || !(number > 0) || number * scale->second > 9e18)
     throw UsageError{"--memory-limit expects a size such as 4096, 512M or 2G, got '" + text + "'"};
   return static_cast<int64_t>(number * scale->second);
+}
+
+// --limit NAME=VALUE -> (nee_limit_t, value).
+std::pair<int32_t, int64_t> ParseLimit(const std::string& text) {
+  const std::map<std::string, int32_t> kNames = {
+      {"nodes", NEE_LIMIT_GRAPH_NODES},       {"subgraph-depth", NEE_LIMIT_SUBGRAPH_DEPTH},
+      {"tensor-bytes", NEE_LIMIT_TENSOR_BYTES}, {"external-data", NEE_LIMIT_EXTERNAL_DATA_BYTES},
+      {"session-memory", NEE_LIMIT_SESSION_MEMORY}};
+  std::string name, value;
+  auto it = SplitPair(text, &name, &value) ? kNames.find(name) : kNames.end();
+  if (it == kNames.end())
+    throw UsageError{"--limit expects NAME=VALUE with NAME one of nodes, subgraph-depth, tensor-bytes, "
+                     "external-data, session-memory; got '" + text + "'"};
+  if (value == "0") return {it->second, 0};
+  try {
+    return {it->second, ParseSize(value)};
+  } catch (const UsageError&) {
+    throw UsageError{"--limit " + name + " expects a number or a size such as 512M, got '" + value + "'"};
+  }
 }
 
 Args Parse(int argc, char** argv) {
@@ -145,6 +167,7 @@ Args Parse(int argc, char** argv) {
     }
     else if (arg == "--timeout") a.timeout_ms = ParseSeconds(next());
     else if (arg == "--memory-limit") a.memory_limit = ParseSize(next());
+    else if (arg == "--limit") a.limits.push_back(ParseLimit(next()));
     else if (arg == "--threads" || arg == "--opt-level") {
       std::string n = next();
       int value;
@@ -341,6 +364,7 @@ int Run(const Args& a) {
   options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level < 0 ? 99 : a.opt_level);
   options.SetRunTimeoutMs(a.timeout_ms).SetRunMemoryLimit(a.memory_limit);
   if (!a.profile_prefix.empty()) options.SetProfiling(a.profile_prefix);
+  for (const auto& [limit, value] : a.limits) options.SetLimit(limit, value);
   neeapi::Session session(a.model, options);
   Feed feed = GatherInputs(a, session);
   auto start = std::chrono::steady_clock::now();

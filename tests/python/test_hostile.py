@@ -2,6 +2,7 @@
 no runaway memory, no file read outside the model's folder. The session and process stay usable."""
 import os
 import random
+import subprocess
 import time
 
 import numpy as np
@@ -311,3 +312,17 @@ def test_session_memory_limit_stops_a_run_and_is_given_back():
 def test_negative_limits_are_invalid_arguments():
     with pytest.raises(nee.InvalidArgument, match="negative"):
         nee.InferenceSession(relu_chain(2), options(max_graph_nodes=-5))
+
+
+def test_cli_limit_flag(tmp_path):
+    nee_bin = os.environ.get("NEE_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin", "nee"))
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(relu_chain(50))
+    capped = subprocess.run([nee_bin, "run", str(path), "--random", "--limit", "nodes=10"],
+                            capture_output=True, text=True, timeout=60)
+    assert capped.returncode == 1 and "max_graph_nodes" in capped.stderr
+    ok = subprocess.run([nee_bin, "run", str(path), "--random", "--limit", "nodes=50", "--limit", "tensor-bytes=1M"],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([nee_bin, "run", str(path), "--limit", "bogus=3"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--limit expects NAME=VALUE" in bad.stderr
