@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Sanitizer builds and runs (docs/SECURITY.md).
 #
-#   scripts/sanitize.sh          # everything: all unit tests, the Python tests,
-#                                # the whole conformance suite, fuzz seeds, TSan
-#   scripts/sanitize.sh quick    # the bounded form scripts/test.sh runs
+#   scripts/sanitize.sh          # everything: all unit tests, the Python and model
+#                                # tests, the whole conformance suite, fuzz seeds, TSan
+#   scripts/sanitize.sh quick    # the bounded form scripts/test.sh runs (about 10
+#                                # minutes cold on 2 cores): no unit-test suite, a
+#                                # slice of the Python and conformance tests, no TSan
 #
 # build-asan/: clang, AddressSanitizer + UndefinedBehaviorSanitizer (no
 # recovery: the first report fails), plus libFuzzer's coverage
@@ -11,9 +13,9 @@
 # runs the unit tests, Python tests with the extension loaded into python
 # (the shared ASan runtime preloaded), the conformance suite, and the fuzz
 # targets over their regression seeds.
-# build-tsan/: clang, ThreadSanitizer; runs the concurrency tests (one session
-# shared by several threads, the thread pool) and the thread-count tests of
-# the optimized kernels.
+# build-tsan/ (full mode): clang, ThreadSanitizer; runs the concurrency tests
+# (one session shared by several threads, the thread pool) and the
+# thread-count tests of the optimized kernels.
 # Any sanitizer report fails the script. Needs clang (Debian: clang-14
 # libclang-rt-14-dev).
 set -euo pipefail
@@ -51,20 +53,20 @@ fail_on_reports() {
 echo "== ASan+UBSan build (build-asan)"
 CC=clang CXX=clang++ cmake -S . -B build-asan "${common[@]}" -DNEE_SANITIZE=ON -DNEE_SANITIZE_FUZZ=ON \
   -DNEE_BUILD_PYTHON=ON >/dev/null
-targets=(nee_unit_tests _nee nee_cli)
+# quick: the unit-test suite is most of the compile time; its concurrency
+# part is built alone.
+targets=(_nee nee_cli nee_concurrency_tests)
+[ "$MODE" = quick ] || targets+=(nee_unit_tests)
 for f in "${FUZZERS[@]}"; do targets+=("nee_$f"); done
 cmake --build build-asan -j"$JOBS" --target "${targets[@]}"
 rm -rf "$REPORTS" && mkdir -p "$REPORTS"
 
-echo "== ASan+UBSan: unit tests"
-if [ "$MODE" = quick ]; then
-  # Everything but the slowest parameterized kernel sweeps, which the
-  # Release build runs in full and the sanitizer build in full mode.
-  filter='-*BitwiseIndependentOfThreadCount*:*ThreadIndependent*:SgemmTest.*:ConvFastTest.*'
-else
-  filter='*'
+echo "== ASan+UBSan: concurrency tests and soak"
+NEE_SOAK_RUNS=400 build-asan/bin/nee_concurrency_tests --gtest_brief=1
+if [ "$MODE" != quick ]; then
+  echo "== ASan+UBSan: unit tests"
+  build-asan/bin/nee_unit_tests --gtest_brief=1
 fi
-build-asan/bin/nee_unit_tests --gtest_filter="$filter" --gtest_brief=1
 
 echo "== ASan+UBSan: fuzz targets over their regression seeds and seed corpora"
 SEEDS="$ROOT/build-asan/fuzz-seeds"
@@ -107,16 +109,16 @@ conf=(--config default)
 "${py_env[@]}" .venv/bin/python tests/conformance/run_conformance.py "${conf[@]}" --build build-asan
 fail_on_reports "$REPORTS"
 
+if [ "$MODE" = quick ]; then
+  echo "sanitizers (quick): no reports"
+  exit 0
+fi
+
 echo "== TSan build (build-tsan)"
 CC=clang CXX=clang++ cmake -S . -B build-tsan "${common[@]}" -DNEE_TSAN=ON -DNEE_BUILD_PYTHON=OFF >/dev/null
-if [ "$MODE" = quick ]; then
-  cmake --build build-tsan -j"$JOBS" --target nee_concurrency_tests
-  tsan_tests=(build-tsan/bin/nee_concurrency_tests)
-else
-  # Also the optimized kernels' thread-count tests.
-  cmake --build build-tsan -j"$JOBS" --target nee_unit_tests
-  tsan_tests=(build-tsan/bin/nee_unit_tests --gtest_filter='Concurrency.*:Soak.*:*ThreadCount*:*ThreadIndependent*')
-fi
+# The session concurrency tests and the optimized kernels' thread-count tests.
+cmake --build build-tsan -j"$JOBS" --target nee_unit_tests
 echo "== TSan: concurrency tests"
-TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" NEE_SOAK_RUNS=400 "${tsan_tests[@]}" --gtest_brief=1
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" NEE_SOAK_RUNS=400 build-tsan/bin/nee_unit_tests \
+  --gtest_brief=1 --gtest_filter='Concurrency.*:Soak.*:*ThreadCount*:*ThreadIndependent*'
 echo "sanitizers: no reports"

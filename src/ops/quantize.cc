@@ -1085,8 +1085,9 @@ Status QLinearAveragePoolKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x->dtype(), out_dims));
   const int64_t in_size = ProductOf(in), out_size = ProductOf(out);
   // Element index of spatial position `pos` (row-major over `in`) of (batch b, channel c).
-  auto x_index = [&](int64_t b, int64_t c, int64_t pos) {
-    return channels_last ? (b * in_size + pos) * channels + c : (b * channels + c) * in_size + pos;
+  // (Copies: clang before 16 cannot capture structured bindings.)
+  auto x_index = [&, last = channels_last, ch = channels](int64_t b, int64_t c, int64_t pos) {
+    return last ? (b * in_size + pos) * ch + c : (b * ch + c) * in_size + pos;
   };
   std::vector<int64_t> o(n), k(n);
   for (int64_t b = 0; b < batch; ++b)
