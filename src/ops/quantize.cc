@@ -355,12 +355,16 @@ Status DynamicQuantizeLinearKernel(KernelContext& ctx) {
   const float qmin = 0, qmax = 255;
   float scale = (max_x == min_x ? 1.0f : (max_x - min_x)) / (qmax - qmin);
   float initial_zero_point = qmin - min_x / scale;
+  // An infinite input makes the scale infinite and -inf/inf NaN; NaN has no
+  // integer value (casting it is undefined), so such a zero point is 0, and
+  // a NaN element below quantizes to the zero point, like 0.
+  if (std::isnan(initial_zero_point)) initial_zero_point = qmin;
   float zero_point = std::nearbyint(std::clamp(initial_zero_point, qmin, qmax));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kUint8, x->dims()));
   ctx.ParallelFor(n, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       float q = std::nearbyint(xs[i] / scale) + zero_point;
-      y.data<uint8_t>()[i] = static_cast<uint8_t>(std::clamp(q, qmin, qmax));
+      y.data<uint8_t>()[i] = static_cast<uint8_t>(std::isnan(q) ? zero_point : std::clamp(q, qmin, qmax));
     }
   });
   if (ctx.num_outputs() > 1) {
