@@ -326,3 +326,18 @@ def test_cli_limit_flag(tmp_path):
     assert ok.returncode == 0, ok.stderr
     bad = subprocess.run([nee_bin, "run", str(path), "--limit", "bogus=3"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--limit expects NAME=VALUE" in bad.stderr
+
+
+def test_dynamic_quantize_of_nan_and_infinity_is_defined():
+    # Found by run_fuzzer under UBSan: NaN was cast to uint8 (undefined behaviour).
+    graph = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dq")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [3]),
+                               helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                               helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    sess = nee.InferenceSession(model.SerializeToString())
+    y, s, z = sess.run(None, {"x": np.array([np.nan, 2.55, -2.55], np.float32)})
+    assert y[0] == z  # NaN quantizes like 0
+    y, s, z = sess.run(None, {"x": np.array([-np.inf, 1.0, np.nan], np.float32)})
+    assert z == 0 and np.isinf(s)
