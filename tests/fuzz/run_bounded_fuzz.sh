@@ -66,7 +66,7 @@ DATA="$ROOT/tests/unit/format/data"
 status=0
 run_target reader_fuzzer "$DATA"/*.onnx "$DATA"/external/*.onnx "$DATA"/values/*.pb \
   "$ROOT"/tests/fuzz/regressions/reader_*.bin || status=1
-run_target npy_fuzzer "$DATA"/npy/*.npy || status=1
+run_target npy_fuzzer "$DATA"/npy/*.npy "$ROOT"/tests/fuzz/regressions/npy_*.bin || status=1
 run_target pb_fuzzer "$DATA"/values/*.pb || status=1
 [ "$status" = 0 ] && echo "no crashes"
 exit "$status"
