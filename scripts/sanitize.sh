@@ -73,7 +73,9 @@ SEEDS="$ROOT/build-asan/fuzz-seeds"
 if [ "$MODE" != quick ] && [ ! -d "$SEEDS/run" ]; then .venv/bin/python tests/fuzz/make_seeds.py "$SEEDS"; fi
 for f in "${FUZZERS[@]}"; do
   inputs=()
-  for r in tests/fuzz/regressions/"${f%_fuzzer}"_*; do [ -e "$r" ] && inputs+=("$r"); done
+  for r in tests/fuzz/regressions/"${f%_fuzzer}"_*; do
+    if [ -e "$r" ]; then inputs+=("$r"); fi  # (not `[ ] &&`: a false test ends the loop with status 1 under -e)
+  done
   # quick: the conformance slice below runs node-test models through the same code.
   if [ "$MODE" != quick ]; then
     case "$f" in
@@ -82,11 +84,11 @@ for f in "${FUZZERS[@]}"; do
       pb_fuzzer) inputs+=("$SEEDS/pb") ;;
     esac
   fi
-  [ ${#inputs[@]} -eq 0 ] && continue
+  if [ ${#inputs[@]} -eq 0 ]; then continue; fi
   # -runs=0: execute the given inputs once each, no mutation.
   ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" build-asan/bin/nee_"$f" -runs=0 -rss_limit_mb=3072 -timeout=60 \
     "${inputs[@]}" >"build-asan/$f.replay.log" 2>&1 || { tail -n 40 "build-asan/$f.replay.log"; exit 1; }
-  grep -h "^#.*DONE\|Done" "build-asan/$f.replay.log" | tail -n 1 | sed "s/^/$f: /"
+  echo "$f: $(tail -n 1 "build-asan/$f.replay.log")"
 done
 
 # Python loads the extension; the ASan runtime must be first in the process.
