@@ -84,8 +84,11 @@ bool IsQuantizedType(DataType t) {
   return (QuantIntRange(t, &r) && t != DataType::kInt32) || IsFloat8(t) || t == DataType::kFloat4E2M1;
 }
 
-// Writes an integer value already clamped to the type's range.
+// Writes an integer value already clamped to the type's range. NaN (a NaN
+// or infinite scale) passes any clamp and has no integer value: casting it
+// is undefined, so it is written as 0.
 void WriteInt(Tensor& t, int64_t i, double v) {
+  if (std::isnan(v)) v = 0;
   switch (t.dtype()) {
     case DataType::kUint8: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
     case DataType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(v); break;
