@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, builds, and runs every test: C++ unit tests and the C
 # example (ctest), Python API and model tests (pytest), ONNX conformance
-# against the committed floor, a bounded fuzz run, and `pip install .`.
+# against the committed floor, a bounded fuzz run, a soak, sanitizer builds
+# (scripts/sanitize.sh quick), and `pip install .`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -24,6 +25,12 @@ if [ -x tests/fuzz/run_bounded_fuzz.sh ]; then
   echo "== bounded fuzz run"
   tests/fuzz/run_bounded_fuzz.sh 120 1 300000
 fi
+
+echo "== soak: one session shared by 8 threads, 10,000 runs (results and RSS)"
+NEE_SOAK_RUNS=10000 build/bin/nee_unit_tests --gtest_filter='Soak.*' | grep -E "^soak:|PASSED|FAILED"
+
+echo "== sanitizers (ASan+UBSan, TSan; bounded)"
+scripts/sanitize.sh quick
 
 echo "== pip install . (clean build of the Python package)"
 tests/python/check_pip_install.sh

@@ -29,7 +29,7 @@ const char kUsage[] =
     "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
     "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
     "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE] [--profile PREFIX]\n"
-    "              [--repeat N]\n"
+    "              [--repeat N] [--limit NAME=VALUE]...\n"
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "  nee bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
@@ -45,7 +45,9 @@ const char kUsage[] =
     "times after the first and prints their median time (the first run also prepares kernels).\n"
     "nee bench times --runs runs (default 20) after --warmup runs (default 3) on random inputs of the\n"
     "declared types (--batch sets symbolic first dims, --dim any symbol) and prints latency percentiles,\n"
-    "throughput, session-creation time and peak memory.\n";
+    "throughput, session-creation time and peak memory.\n"
+    "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
+    "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n";
 
 bool SplitPair(const std::string& arg, std::string* key, std::string* value) {
   size_t eq = arg.find('=');
@@ -111,6 +113,25 @@ void CheckApplies(const std::string& command, const std::string& arg) {
     throw UsageError{"option '" + arg + "' applies only to nee bench"};
 }
 
+// --limit NAME=VALUE -> (nee_limit_t, value).
+std::pair<int32_t, int64_t> ParseLimit(const std::string& text) {
+  const std::map<std::string, int32_t> kNames = {
+      {"nodes", NEE_LIMIT_GRAPH_NODES},       {"subgraph-depth", NEE_LIMIT_SUBGRAPH_DEPTH},
+      {"tensor-bytes", NEE_LIMIT_TENSOR_BYTES}, {"external-data", NEE_LIMIT_EXTERNAL_DATA_BYTES},
+      {"session-memory", NEE_LIMIT_SESSION_MEMORY}};
+  std::string name, value;
+  auto it = SplitPair(text, &name, &value) ? kNames.find(name) : kNames.end();
+  if (it == kNames.end())
+    throw UsageError{"--limit expects NAME=VALUE with NAME one of nodes, subgraph-depth, tensor-bytes, "
+                     "external-data, session-memory; got '" + text + "'"};
+  if (value == "0") return {it->second, 0};
+  try {
+    return {it->second, ParseSize(value)};
+  } catch (const UsageError&) {
+    throw UsageError{"--limit " + name + " expects a number or a size such as 512M, got '" + value + "'"};
+  }
+}
+
 Args Parse(int argc, char** argv) {
   if (argc < 3) throw UsageError{"missing command or model"};
   Args a;
@@ -162,6 +183,7 @@ Args Parse(int argc, char** argv) {
     else if (arg == "--batch") a.batch = ParseCount(arg, next(), 1, int64_t{1} << 40);
     else if (arg == "--timeout") a.timeout_ms = ParseSeconds(next());
     else if (arg == "--memory-limit") a.memory_limit = ParseSize(next());
+    else if (arg == "--limit") a.limits.push_back(ParseLimit(next()));
     else if (arg == "--threads" || arg == "--opt-level") {
       std::string n = next();
       int value;
@@ -349,6 +371,7 @@ int Run(const Args& a) {
   options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level < 0 ? 99 : a.opt_level);
   options.SetRunTimeoutMs(a.timeout_ms).SetRunMemoryLimit(a.memory_limit);
   if (!a.profile_prefix.empty()) options.SetProfiling(a.profile_prefix);
+  for (const auto& [limit, value] : a.limits) options.SetLimit(limit, value);
   neeapi::Session session(a.model, options);
   Feed feed = GatherInputs(a, session);
   auto start = std::chrono::steady_clock::now();

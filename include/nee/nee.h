@@ -185,6 +185,26 @@ NEE_API nee_status_t nee_session_options_add_external_initializer(nee_session_op
                                                                   const char* name, const nee_value_t* value);
 NEE_API void nee_session_options_release(nee_session_options_t* options);
 
+/* ---- Session limits (docs/SECURITY.md) ----------------------------------- */
+
+/* What an untrusted model may make a session do. Each has a default; a
+ * session that would exceed one fails with an error naming the limit. */
+typedef enum nee_limit_e {
+  NEE_LIMIT_GRAPH_NODES = 0,         /* nodes in all graphs, subgraphs and expanded functions; 1000000 */
+  NEE_LIMIT_SUBGRAPH_DEPTH = 1,      /* nesting of subgraphs (bodies in bodies); 32 */
+  NEE_LIMIT_TENSOR_BYTES = 2,        /* bytes any one tensor in the model file may claim; 16 GiB */
+  NEE_LIMIT_EXTERNAL_DATA_BYTES = 3, /* bytes of external data, all tensors together; 64 GiB */
+  NEE_LIMIT_SESSION_MEMORY = 4,      /* bytes of tensors all concurrent runs hold at once; physical memory */
+} nee_limit_t;
+/* 0: no limit (for NEE_LIMIT_TENSOR_BYTES, the hard cap of 2^40 bytes); -1
+ * for NEE_LIMIT_SESSION_MEMORY: the machine's physical memory. Other values
+ * below 0 and unknown limits are NEE_STATUS_INVALID_ARGUMENT. `limit` is a
+ * nee_limit_t, passed as an int so that an unknown value is not undefined. */
+NEE_API nee_status_t nee_session_options_set_limit(nee_session_options_t* options, int32_t limit,
+                                                   int64_t value);
+NEE_API nee_status_t nee_session_options_get_limit(const nee_session_options_t* options, int32_t limit,
+                                                   int64_t* out_value);
+
 /* ---- Sessions ------------------------------------------------------------ */
 
 typedef struct nee_session_impl nee_session_t;

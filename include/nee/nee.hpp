@@ -70,6 +70,11 @@ class SessionOptions {
     nee_session_options_set_reference_kernels_only(options_, on ? 1 : 0);
     return *this;
   }
+  // A limit on what the model may make the session do (nee_limit_t in nee.h).
+  SessionOptions& SetLimit(int32_t limit, int64_t value) {
+    Check(nee_session_options_set_limit(options_, limit, value));
+    return *this;
+  }
   const nee_session_options_t* get() const { return options_; }
 
  private:

@@ -62,7 +62,9 @@ class SessionOptions:
                  "_enable_mem_pattern", "_enable_mem_reuse", "_use_deterministic_compute",
                  "_use_per_session_threads", "_run_timeout_ms", "_run_memory_limit_bytes",
                  "_reference_kernels_only", "_config", "_free_dims_by_name", "_free_dims_by_denotation",
-                 "_initializers", "_external_initializers", "_custom_op_libraries", "__weakref__")
+                 "_initializers", "_external_initializers", "_custom_op_libraries", "_max_graph_nodes",
+                 "_max_subgraph_depth", "_max_tensor_bytes", "_max_external_data_bytes",
+                 "_session_memory_limit_bytes", "__weakref__")
 
     def __init__(self) -> None:
         self._intra_op_num_threads = 0
@@ -95,6 +97,13 @@ class SessionOptions:
         self._initializers: Dict[str, Any] = {}
         self._external_initializers: Dict[str, Any] = {}
         self._custom_op_libraries: List[str] = []
+        # nee extensions, limits on what an untrusted model may make a session do
+        # (docs/SECURITY.md); 0 turns one off. An exceeded limit is an error naming it.
+        self._max_graph_nodes = 1_000_000  # subgraphs and expanded functions count
+        self._max_subgraph_depth = 32
+        self._max_tensor_bytes = 16 << 30  # any one tensor in the model file
+        self._max_external_data_bytes = 64 << 30  # all external data together
+        self._session_memory_limit_bytes = -1  # all concurrent runs; -1: physical memory
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Sets a session configuration entry (ONNX Runtime's keys). nee honours
@@ -180,9 +189,20 @@ for _name, _check in (("intra_op_num_threads", _as_int), ("inter_op_num_threads"
                       ("enable_cpu_mem_arena", _as_bool), ("enable_mem_pattern", _as_bool),
                       ("enable_mem_reuse", _as_bool), ("use_deterministic_compute", _as_bool),
                       ("use_per_session_threads", _as_bool), ("run_timeout_ms", _as_int),
-                      ("run_memory_limit_bytes", _as_int), ("reference_kernels_only", _as_bool)):
+                      ("run_memory_limit_bytes", _as_int), ("reference_kernels_only", _as_bool),
+                      ("max_graph_nodes", _as_int), ("max_subgraph_depth", _as_int), ("max_tensor_bytes", _as_int),
+                      ("max_external_data_bytes", _as_int), ("session_memory_limit_bytes", _as_int)):
     setattr(SessionOptions, _name, _simple_property(_name, _check))
 SessionOptions.graph_optimization_level = _enum_property("graph_optimization_level", GraphOptimizationLevel)
+
+# SessionOptions attribute -> nee_limit_t (include/nee/nee.h), in that order.
+LIMIT_ATTRIBUTES = ("max_graph_nodes", "max_subgraph_depth", "max_tensor_bytes", "max_external_data_bytes",
+                    "session_memory_limit_bytes")
+
+
+def limits_of(options: Any) -> List[Tuple[int, int]]:
+    """The limits set on `options` as (nee_limit_t, value) (an ORT-like object may have none)."""
+    return [(i, int(getattr(options, name))) for i, name in enumerate(LIMIT_ATTRIBUTES) if hasattr(options, name)]
 SessionOptions.execution_mode = _enum_property("execution_mode", ExecutionMode)
 SessionOptions.execution_order = _enum_property("execution_order", ExecutionOrder)
 

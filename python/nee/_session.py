@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import _nee
 from ._convert import _from_unpacked, _to_value
 from ._errors import Fail, InvalidArgument, NotImplemented as _NotImplemented
-from ._options import RunOptions, SessionOptions
+from ._options import RunOptions, SessionOptions, limits_of
 from ._ortvalue import OrtMemoryInfo, OrtAllocatorType, OrtMemType, OrtValue
 
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -159,7 +159,8 @@ class InferenceSession:
         return _nee.Session.create(model, int(options.intra_op_num_threads), int(options.graph_optimization_level),
                                    int(options.run_timeout_ms), int(options.run_memory_limit_bytes),
                                    bool(options.reference_kernels_only), bool(options.enable_profiling),
-                                   str(options.profile_file_prefix), free_dims, initializers, external)
+                                   str(options.profile_file_prefix), free_dims, initializers, external,
+                                   limits_of(options))
 
     def _apply_model_config(self, model: Any) -> None:
         """ONNX Runtime's ORT_LOAD_CONFIG_FROM_MODEL=1: session options stored in the

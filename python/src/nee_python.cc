@@ -256,12 +256,19 @@ struct Session {
   static Session* Create(nb::object model, int threads, int opt_level, int64_t run_timeout_ms,
                          int64_t run_memory_limit, bool reference_kernels_only, bool profiling,
                          const std::string& profile_prefix, const FreeDims& free_dims,
-                         const Initializers& initializers, const Initializers& external_initializers) {
+                         const Initializers& initializers, const Initializers& external_initializers,
+                         const std::vector<std::pair<int32_t, int64_t>>& limits) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
     if (nee_status_t st = AddModelOverrides(options, free_dims, initializers, external_initializers)) {
       nee_session_options_release(options);
       Raise(st);
+    }
+    for (const auto& [limit, value] : limits) {  // (nee_limit_t, value) pairs: see nee.h
+      if (nee_status_t st = nee_session_options_set_limit(options, limit, value)) {
+        nee_session_options_release(options);
+        Raise(st);
+      }
     }
     nee_session_options_set_intra_op_threads(options, threads);
     nee_session_options_set_optimization_level(options, opt_level);

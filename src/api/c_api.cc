@@ -429,6 +429,50 @@ nee_status_t nee_session_options_add_external_initializer(nee_session_options_t*
 
 void nee_session_options_release(nee_session_options_t* options) { delete options; }
 
+// ---- Session limits: one block (nee.h "Session limits").
+
+// The SessionOptions field behind a limit, or null for an unknown one.
+// (The subgraph depth is an int: it comes back through `depth` instead.)
+static int64_t* LimitField(nee::SessionOptions& o, int32_t limit, int32_t** depth) {
+  *depth = nullptr;
+  switch (limit) {
+    case NEE_LIMIT_GRAPH_NODES: return &o.max_graph_nodes;
+    case NEE_LIMIT_SUBGRAPH_DEPTH: *depth = &o.max_subgraph_depth; return nullptr;
+    case NEE_LIMIT_TENSOR_BYTES: return &o.max_tensor_bytes;
+    case NEE_LIMIT_EXTERNAL_DATA_BYTES: return &o.max_external_data_bytes;
+    case NEE_LIMIT_SESSION_MEMORY: return &o.session_memory_limit_bytes;
+  }
+  return nullptr;
+}
+
+nee_status_t nee_session_options_set_limit(nee_session_options_t* options, int32_t limit, int64_t value) {
+  if (!options) return NullArg("options");
+  int32_t* depth = nullptr;
+  int64_t* field = LimitField(options->options, limit, &depth);
+  if (!field && !depth) return Err(NEE_STATUS_INVALID_ARGUMENT, "unknown limit");
+  const bool may_be_default = limit == NEE_LIMIT_SESSION_MEMORY && value == -1;
+  if (value < 0 && !may_be_default) return Err(NEE_STATUS_INVALID_ARGUMENT, "a limit cannot be negative");
+  if (depth) {
+    if (value > INT32_MAX) return Err(NEE_STATUS_INVALID_ARGUMENT, "subgraph depth limit out of range");
+    *depth = static_cast<int32_t>(value);
+  } else {
+    *field = value;
+  }
+  return nullptr;
+}
+
+nee_status_t nee_session_options_get_limit(const nee_session_options_t* options, int32_t limit,
+                                           int64_t* out_value) {
+  if (!options) return NullArg("options");
+  if (!out_value) return NullArg("out_value");
+  nee::SessionOptions copy = options->options;
+  int32_t* depth = nullptr;
+  int64_t* field = LimitField(copy, limit, &depth);
+  if (!field && !depth) return Err(NEE_STATUS_INVALID_ARGUMENT, "unknown limit");
+  *out_value = depth ? *depth : *field;
+  return nullptr;
+}
+
 // Walks the graph and its subgraphs for nee_session_model_stats and the op histogram.
 static void CountGraph(const nee::Graph& g, std::map<std::string, size_t>& ops, nee_model_stats_t& stats) {
   stats.node_count += g.nodes.size();

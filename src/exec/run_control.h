@@ -33,17 +33,29 @@ class RunOptions {
 // Live bytes of the heap tensors one run has made, against its limit. Shared
 // by the tensors themselves (each returns its bytes when freed), so it
 // outlives the run when outputs do.
+//
+// A run's budget may have a parent, the session's budget shared by all its
+// concurrent runs: bytes are reserved in both, so either limit can stop a run.
 class MemoryBudget {
  public:
-  explicit MemoryBudget(int64_t limit_bytes) : limit_(limit_bytes) {}
+  explicit MemoryBudget(int64_t limit_bytes, std::shared_ptr<MemoryBudget> parent = nullptr,
+                        std::string what = "the run's tensors",
+                        std::string limit_name = "SessionOptions memory limit")
+      : limit_(limit_bytes), parent_(std::move(parent)), what_(std::move(what)), limit_name_(std::move(limit_name)) {}
   // Ok, or OutOfMemory naming the request, what is live and the limit.
   Status Reserve(int64_t bytes);
-  void Release(int64_t bytes) { live_.fetch_sub(bytes, std::memory_order_relaxed); }
+  void Release(int64_t bytes) {
+    live_.fetch_sub(bytes, std::memory_order_relaxed);
+    if (parent_) parent_->Release(bytes);
+  }
   int64_t limit() const { return limit_; }
   int64_t live() const { return live_.load(std::memory_order_relaxed); }
 
  private:
   const int64_t limit_;  // <= 0: unlimited (still counted)
+  const std::shared_ptr<MemoryBudget> parent_;  // kept alive by every run budget (outputs outlive runs)
+  const std::string what_;        // for messages: "the run's tensors"
+  const std::string limit_name_;  // for messages: the option that sets the limit
   std::atomic<int64_t> live_{0};
 };
 

@@ -44,15 +44,44 @@ struct Session::ShapePlan {
 
 Session::~Session() = default;
 
+namespace {
+
+ReadOptions ReadLimitsOf(const SessionOptions& options) {
+  ReadOptions read;
+  read.max_tensor_bytes = options.max_tensor_bytes;
+  read.max_external_data_bytes = options.max_external_data_bytes;
+  return read;
+}
+
+// Enforces max_graph_nodes and max_subgraph_depth over the graph and every
+// body nested in it, before the checker and planner spend time on them.
+Status CheckGraphSize(const Graph& graph, const SessionOptions& options, int depth, int64_t* nodes) {
+  if (options.max_subgraph_depth > 0 && depth > options.max_subgraph_depth)
+    return InvalidModel("graph '" + graph.name + "': subgraphs nested " + std::to_string(depth) +
+                        " deep, over the limit of " + std::to_string(options.max_subgraph_depth) +
+                        " (SessionOptions max_subgraph_depth)");
+  *nodes += static_cast<int64_t>(graph.nodes.size());
+  if (options.max_graph_nodes > 0 && *nodes > options.max_graph_nodes)
+    return InvalidModel("graph '" + graph.name + "': the model has more than " +
+                        std::to_string(options.max_graph_nodes) +
+                        " nodes (SessionOptions max_graph_nodes; subgraphs and functions count)");
+  for (const Node& node : graph.nodes)
+    for (const Graph* body : BodiesOf(node))
+      NEE_RETURN_IF_ERROR(CheckGraphSize(*body, options, depth + 1, nodes));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Session>> Session::CreateFromFile(const std::string& path, const SessionOptions& options) {
-  NEE_ASSIGN_OR_RETURN(Model model, ReadModelFile(path));
+  NEE_ASSIGN_OR_RETURN(Model model, ReadModelFile(path, ReadLimitsOf(options)));
   return Create(std::move(model), options);
 }
 
 Result<std::unique_ptr<Session>> Session::CreateFromBytes(const void* data, size_t size,
                                                           const SessionOptions& options) {
-  ReadOptions read_options;  // a model from memory has no folder: external data is refused
-  NEE_ASSIGN_OR_RETURN(Model model, ReadModelBytes(MappedFile::FromBytes(data, size), read_options));
+  // A model from memory has no folder (no base_dir): external data is refused.
+  NEE_ASSIGN_OR_RETURN(Model model, ReadModelBytes(MappedFile::FromBytes(data, size), ReadLimitsOf(options)));
   return Create(std::move(model), options);
 }
 
@@ -60,7 +89,9 @@ Result<std::unique_ptr<Session>> Session::Create(Model model, const SessionOptio
   std::unique_ptr<Session> s(new Session());
   s->options_ = options;
   s->model_ = std::make_unique<Model>(std::move(model));
-  NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_));
+  NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_, options.max_graph_nodes));
+  int64_t nodes = 0;
+  NEE_RETURN_IF_ERROR(CheckGraphSize(s->model_->graph, options, 0, &nodes));
   // The model as written is checked first (inside OptimizeModel, or here at
   // level 0), so errors refer to what the user wrote.
   // A model nee already optimized to this level (`nee optimize`) is only checked.
@@ -77,6 +108,9 @@ Result<std::unique_ptr<Session>> Session::Create(Model model, const SessionOptio
     s->profiling_.store(true);
   }
   s->memory_limit_ = options.run_memory_limit_bytes < 0 ? DefaultRunMemoryLimit() : options.run_memory_limit_bytes;
+  s->session_memory_ = std::make_shared<MemoryBudget>(
+      options.session_memory_limit_bytes < 0 ? DefaultRunMemoryLimit() : options.session_memory_limit_bytes, nullptr,
+      "the session's concurrent runs", "SessionOptions session memory limit");
 
   OpsetMap opsets = OpsetsOf(s->model_->opset_imports);
   NEE_ASSIGN_OR_RETURN(s->main_, GraphRunner::Build(s->model_->graph, s->checked_, opsets, nullptr, 0,
@@ -240,7 +274,7 @@ Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
 
   int64_t timeout_ms = run_options && run_options->timeout_ms > 0 ? run_options->timeout_ms : options_.run_timeout_ms;
   RunControl control(run_options ? run_options->terminate_flag() : nullptr, timeout_ms);
-  RunEnv env{pool_.get(), &control, std::make_shared<MemoryBudget>(memory_limit_)};
+  RunEnv env{pool_.get(), &control, std::make_shared<MemoryBudget>(memory_limit_, session_memory_)};
   if (profiling_.load(std::memory_order_relaxed)) env.profiler = profiler_.get();
   auto arena_bytes = static_cast<int64_t>(plan->memory.arena_bytes);
   if (Status fits = env.memory->Reserve(arena_bytes); !fits.ok())

@@ -34,6 +34,20 @@ struct SessionOptions {
   // `<profile_file_prefix>_<date>_<time>.json`.
   bool enable_profiling = false;
   std::string profile_file_prefix = "nee_profile";
+
+  // Limits on what an untrusted model may make the session do (docs/SECURITY.md).
+  // Exceeding one is an error naming the limit; <= 0 turns a limit off.
+  // Nodes in all the model's graphs, subgraphs and expanded functions included.
+  int64_t max_graph_nodes = 1'000'000;
+  // Nesting of subgraphs (If/Loop/Scan bodies inside bodies).
+  int max_subgraph_depth = 32;
+  // Bytes any one tensor read from the model file may claim.
+  int64_t max_tensor_bytes = int64_t{16} << 30;
+  // Bytes of external data the model may map, all its tensors together.
+  int64_t max_external_data_bytes = int64_t{64} << 30;
+  // Bytes of tensors all concurrent runs of the session hold at once (their
+  // arenas and heap tensors); -1: the machine's physical memory.
+  int64_t session_memory_limit_bytes = -1;
 };
 
 struct NamedValue {
@@ -93,6 +107,7 @@ class Session {
   CheckedGraph checked_;
   std::unique_ptr<ThreadPool> pool_;
   int64_t memory_limit_ = 0;  // per run; 0: unlimited
+  std::shared_ptr<MemoryBudget> session_memory_;  // the parent of every run's budget
   std::unique_ptr<GraphRunner> main_;
   std::vector<ValueInfo> feedable_inputs_;
   std::vector<int> feedable_to_graph_input_;

@@ -105,6 +105,11 @@ Result<ExternalSlice> ExternalDataResolver::Resolve(
   if (length != expected_bytes)
     return InvalidModel(who + "external data length " + std::to_string(length) + " does not match the " +
                         std::to_string(expected_bytes) + " bytes its shape needs ('" + location + "')");
+  if (max_total_bytes_ > 0 && length > static_cast<uint64_t>(max_total_bytes_) - resolved_bytes_)
+    return InvalidModel(who + "external data '" + location + "' would bring the model's external data to " +
+                        std::to_string(resolved_bytes_ + length) + " bytes, over the limit of " +
+                        std::to_string(max_total_bytes_) + " (SessionOptions max_external_data_bytes)");
+  resolved_bytes_ += length;
   ExternalSlice slice;
   slice.data = file->data() + offset;
   slice.size = static_cast<size_t>(length);

@@ -27,7 +27,9 @@ Status CheckExternalLocation(const std::string& location);
 // One per model load: caches one mapping per external file.
 class ExternalDataResolver {
  public:
-  explicit ExternalDataResolver(std::string base_dir) : base_dir_(std::move(base_dir)) {}
+  // `max_total_bytes` (<= 0: none) bounds the bytes all resolved slices claim together.
+  explicit ExternalDataResolver(std::string base_dir, int64_t max_total_bytes = 0)
+      : base_dir_(std::move(base_dir)), max_total_bytes_(max_total_bytes) {}
 
   // `entries` are the tensor's external_data key/value pairs; the slice must
   // hold exactly `expected_bytes`. Errors name the tensor and the path.
@@ -42,6 +44,8 @@ class ExternalDataResolver {
   Result<std::shared_ptr<MappedFile>> Map(const std::string& tensor_name, const std::string& location);
 
   std::string base_dir_;
+  int64_t max_total_bytes_ = 0;
+  uint64_t resolved_bytes_ = 0;  // sum of the slices handed out so far
   std::string real_base_;  // realpath(base_dir_), computed on first use
   std::map<std::string, std::shared_ptr<MappedFile>> files_;  // by real path
 };

@@ -224,7 +224,9 @@ Result<Tensor> ReadStringElements(const StringDtype& dt, const std::vector<int64
                                   size_t available, const std::string& descr) {
   NEE_ASSIGN_OR_RETURN(int64_t count, CheckedElementCount(shape));
   size_t item = dt.item_bytes();
-  bool fits = item == 0 ? available == 0
+  // A zero-width dtype ('S0', '<U0') would let a header claim any number of
+  // elements with no bytes behind them; numpy never writes one with elements.
+  bool fits = item == 0 ? available == 0 && count == 0
                         : static_cast<uint64_t>(count) <= available / item && static_cast<size_t>(count) * item == available;
   if (!fits)
     return InvalidArgument("npy: shape " + DimsToString(shape) + " of " + descr + " does not match the " +

@@ -152,7 +152,7 @@ class OnnxParser {
       : file_(std::move(file)),
         options_(options),
         d_(file_->data(), file_->size(), options.max_depth, std::move(root)),
-        external_(options.base_dir) {}
+        external_(options.base_dir, options.max_external_data_bytes) {}
 
   ByteRange whole() const { return {file_->data(), file_->size()}; }
   void set_strict(bool strict) { d_.set_strict(strict); }
@@ -808,8 +808,13 @@ Status OnnxParser::BuildTensor(const TensorFields& tf, Tensor* tensor) {
   if (!count_or.ok()) return d_.Error(who + count_or.status().message(), tf.offset, "dims");
   int64_t count = count_or.value();
   // Bounds the byte computations below; the data present is checked after.
-  if (count > kMaxTensorBytes * 8 / ElementBits(type))
-    return d_.Error(who + "shape " + DimsToString(tf.dims) + " exceeds the tensor size limit", tf.offset, "dims");
+  const bool custom_limit = options_.max_tensor_bytes > 0 && options_.max_tensor_bytes < kMaxTensorBytes;
+  const int64_t max_bytes = custom_limit ? options_.max_tensor_bytes : kMaxTensorBytes;
+  if (count > max_bytes * 8 / ElementBits(type))
+    return d_.Error(who + "shape " + DimsToString(tf.dims) + " needs more than the limit of " +
+                        std::to_string(max_bytes) + " bytes per tensor" +
+                        (custom_limit ? " (SessionOptions max_tensor_bytes)" : ""),
+                    tf.offset, "dims");
 
   if (tf.data_location == 1) return BuildFromExternal(tf, type, tf.dims, count, tensor);
   if (tf.data_location != 0)

@@ -28,12 +28,20 @@ struct ReadOptions {
   // file, which then need not exist. Each must have the stored tensor's
   // element type and dims; a name that matches no external tensor is an error.
   std::map<std::string, Tensor> external_initializers;
+  // Most bytes any one tensor read from the file (inline or external data)
+  // may claim; a larger shape is refused before any of its data is touched.
+  // <= 0: the hard cap kMaxTensorBytes.
+  int64_t max_tensor_bytes = int64_t{16} << 30;
+  // Most bytes of external data all of the model's tensors together may
+  // map. <= 0: no limit beyond max_tensor_bytes per tensor.
+  int64_t max_external_data_bytes = int64_t{64} << 30;
 };
 
 // Maps `path` and reads the model; external data is resolved relative to the
 // file's folder.
 Result<Model> ReadModelFile(const std::string& path);
-// The same with `options` (its base_dir is set to the file's folder).
+// The same with `options` (limits, supplied external initializers); its
+// base_dir is replaced by the file's folder.
 Result<Model> ReadModelFile(const std::string& path, ReadOptions options);
 Result<Model> ReadModelBytes(std::shared_ptr<MappedFile> bytes, const ReadOptions& options);
 

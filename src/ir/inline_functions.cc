@@ -6,10 +6,11 @@ namespace nee {
 
 namespace {
 constexpr int kMaxInlineDepth = 32;
+constexpr int64_t kMaxInlinedNodes = int64_t{1} << 26;  // when the caller sets no limit
 
 class Inliner {
  public:
-  explicit Inliner(Model& model) : model_(model) {}
+  Inliner(Model& model, int64_t max_nodes) : model_(model), max_nodes_(max_nodes) {}
 
   Status InlineGraph(Graph& graph, int depth) {
     if (depth > kMaxInlineDepth)
@@ -17,7 +18,6 @@ class Inliner {
                           " levels deep (recursion?)");
     std::vector<Node> result;
     result.reserve(graph.nodes.size());
-    bool changed = false;
     for (Node& node : graph.nodes) {
       for (Attribute& a : node.attributes) {
         if (a.g) NEE_RETURN_IF_ERROR(InlineGraph(*a.g, depth));
@@ -29,14 +29,21 @@ class Inliner {
         result.push_back(std::move(node));
         continue;
       }
-      changed = true;
       NEE_ASSIGN_OR_RETURN(std::vector<Node> body, Expand(node, *fn));
+      // Functions calling a function twice, nested, double the graph at each
+      // level: a small file could expand to billions of nodes.
+      expanded_nodes_ += static_cast<int64_t>(body.size());
+      if (expanded_nodes_ > max_nodes_)
+        return InvalidModel(node.Describe() + ": expanding model-local functions would make more than " +
+                            std::to_string(max_nodes_) + " nodes (SessionOptions max_graph_nodes)");
       Graph tmp;
       tmp.nodes = std::move(body);
       NEE_RETURN_IF_ERROR(InlineGraph(tmp, depth + 1));  // functions calling functions
       for (Node& n : tmp.nodes) result.push_back(std::move(n));
     }
-    if (changed) graph.nodes = std::move(result);
+    // Always: every node was moved into `result`, calls or not (replacing only
+    // when something was expanded left a body without calls full of empty nodes).
+    graph.nodes = std::move(result);
     return Status::Ok();
   }
 
@@ -115,13 +122,15 @@ class Inliner {
   }
 
   Model& model_;
-  int counter_ = 0;
+  const int64_t max_nodes_;
+  int64_t expanded_nodes_ = 0;
+  int64_t counter_ = 0;
 };
 }  // namespace
 
-Status InlineModelFunctions(Model& model) {
+Status InlineModelFunctions(Model& model, int64_t max_nodes) {
   if (model.functions.empty()) return Status::Ok();
-  return Inliner(model).InlineGraph(model.graph, 0);
+  return Inliner(model, max_nodes > 0 ? max_nodes : kMaxInlinedNodes).InlineGraph(model.graph, 0);
 }
 
 }  // namespace nee

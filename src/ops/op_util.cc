@@ -11,7 +11,9 @@ Result<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const Node& node, cons
   if (axis < -rank || axis >= std::max<int64_t>(rank, 1) || (rank == 0 && axis != 0 && axis != -1))
     return InvalidModel(node.Describe() + ": " + what + " " + std::to_string(axis) +
                         " is out of range for rank " + std::to_string(rank));
-  return axis < 0 ? axis + rank : axis;
+  // (Rank 0 takes axis 0 or -1, both 0; a caller that indexes dims by the axis
+  // must refuse rank 0 itself.)
+  return axis < 0 ? std::max<int64_t>(axis + rank, 0) : axis;
 }
 
 Result<std::vector<int64_t>> BroadcastDims(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {

@@ -84,8 +84,11 @@ bool IsQuantizedType(DataType t) {
   return (QuantIntRange(t, &r) && t != DataType::kInt32) || IsFloat8(t) || t == DataType::kFloat4E2M1;
 }
 
-// Writes an integer value already clamped to the type's range.
+// Writes an integer value already clamped to the type's range. NaN (a NaN
+// or infinite scale) passes any clamp and has no integer value: casting it
+// is undefined, so it is written as 0.
 void WriteInt(Tensor& t, int64_t i, double v) {
+  if (std::isnan(v)) v = 0;
   switch (t.dtype()) {
     case DataType::kUint8: t.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
     case DataType::kInt8: t.data<int8_t>()[i] = static_cast<int8_t>(v); break;
@@ -355,12 +358,16 @@ Status DynamicQuantizeLinearKernel(KernelContext& ctx) {
   const float qmin = 0, qmax = 255;
   float scale = (max_x == min_x ? 1.0f : (max_x - min_x)) / (qmax - qmin);
   float initial_zero_point = qmin - min_x / scale;
+  // An infinite input makes the scale infinite and -inf/inf NaN; NaN has no
+  // integer value (casting it is undefined), so such a zero point is 0, and
+  // a NaN element below quantizes to the zero point, like 0.
+  if (std::isnan(initial_zero_point)) initial_zero_point = qmin;
   float zero_point = std::nearbyint(std::clamp(initial_zero_point, qmin, qmax));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kUint8, x->dims()));
   ctx.ParallelFor(n, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       float q = std::nearbyint(xs[i] / scale) + zero_point;
-      y.data<uint8_t>()[i] = static_cast<uint8_t>(std::clamp(q, qmin, qmax));
+      y.data<uint8_t>()[i] = static_cast<uint8_t>(std::isnan(q) ? zero_point : std::clamp(q, qmin, qmax));
     }
   });
   if (ctx.num_outputs() > 1) {
@@ -1085,8 +1092,9 @@ Status QLinearAveragePoolKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, x->dtype(), out_dims));
   const int64_t in_size = ProductOf(in), out_size = ProductOf(out);
   // Element index of spatial position `pos` (row-major over `in`) of (batch b, channel c).
-  auto x_index = [&](int64_t b, int64_t c, int64_t pos) {
-    return channels_last ? (b * in_size + pos) * channels + c : (b * channels + c) * in_size + pos;
+  // (Copies: clang before 16 cannot capture structured bindings.)
+  auto x_index = [&, last = channels_last, ch = channels](int64_t b, int64_t c, int64_t pos) {
+    return last ? (b * in_size + pos) * ch + c : (b * ch + c) * in_size + pos;
   };
   std::vector<int64_t> o(n), k(n);
   for (int64_t b = 0; b < batch; ++b)

@@ -541,6 +541,7 @@ Result<std::vector<int64_t>> SplitSizes(const Node& node, int64_t opset, int64_t
 
 Status SplitKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  if (x->rank() == 0) return ctx.InputError(0, "cannot split a scalar (rank 0)");
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node().GetInt("axis", 0));
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, x->rank(), ctx.node()));
   std::optional<std::vector<int64_t>> split;
@@ -578,6 +579,7 @@ Status SplitInfer(InferenceContext& ictx) {
   NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ictx, 0));
   for (auto& t : ictx.output_types) t = TypeInfo::Tensor(x->elem_type);
   if (!x->shape) return Status::Ok();
+  if (x->shape->empty()) return InvalidModel(ictx.node.Describe() + ": cannot split a scalar (input 0 has rank 0)");
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ictx.node.GetInt("axis", 0));
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, static_cast<int64_t>(x->shape->size()), ictx.node));
   std::optional<std::vector<int64_t>> split;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the format fuzzers with clang++ straight from the source list (no
+# Builds the format fuzzers (reader, .npy, .pb values) with clang++ straight from the source list (no
 # CMake) and runs each for a bounded time with the test fixtures as seeds.
 #   tests/fuzz/run_bounded_fuzz.sh [seconds per target, default 60] [jobs, default 1] [max runs, default unbounded]
 # NEE_FUZZ_SEED (default 1) fixes libFuzzer's seed: with a run cap the run is
@@ -66,6 +66,7 @@ DATA="$ROOT/tests/unit/format/data"
 status=0
 run_target reader_fuzzer "$DATA"/*.onnx "$DATA"/external/*.onnx "$DATA"/values/*.pb \
   "$ROOT"/tests/fuzz/regressions/reader_*.bin || status=1
-run_target npy_fuzzer "$DATA"/npy/*.npy || status=1
+run_target npy_fuzzer "$DATA"/npy/*.npy "$ROOT"/tests/fuzz/regressions/npy_*.bin || status=1
+run_target pb_fuzzer "$DATA"/values/*.pb || status=1
 [ "$status" = 0 ] && echo "no crashes"
 exit "$status"

@@ -2,6 +2,6 @@ import os
 import sys
 
 # The package built in the tree (scripts/build.sh) unless an installed one is requested.
-_build_python = os.path.join(os.path.dirname(__file__), "..", "..", "build", "python")
+_build_python = os.environ.get("NEE_PYTHON_DIR") or os.path.join(os.path.dirname(__file__), "..", "..", "build", "python")
 if os.path.isdir(_build_python) and "nee" not in sys.modules:
     sys.path.insert(0, os.path.abspath(_build_python))

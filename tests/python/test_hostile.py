@@ -2,6 +2,7 @@
 no runaway memory, no file read outside the model's folder. The session and process stay usable."""
 import os
 import random
+import subprocess
 
 import numpy as np
 import onnx
@@ -199,3 +200,144 @@ def test_out_of_range_gather_index_is_an_error_and_the_session_survives():
         sess.run(None, {"i": np.array([1000], np.int64)})
     (y,) = sess.run(None, {"i": np.array([-1], np.int64)})
     np.testing.assert_array_equal(y, [4.0])
+
+
+# ---- Limits (SessionOptions; docs/SECURITY.md) -------------------------------
+
+def options(**limits):
+    opts = nee.SessionOptions()
+    for name, value in limits.items():
+        setattr(opts, name, value)
+    return opts
+
+
+def relu_chain(n):
+    nodes = [helper.make_node("Relu", [f"v{i}"], [f"v{i + 1}"], name=f"relu{i}") for i in range(n)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info(f"v{n}", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_limit_defaults_are_visible_on_session_options():
+    opts = nee.SessionOptions()
+    assert opts.max_graph_nodes == 1_000_000
+    assert opts.max_subgraph_depth == 32
+    assert opts.max_tensor_bytes == 16 << 30
+    assert opts.max_external_data_bytes == 64 << 30
+    assert opts.session_memory_limit_bytes == -1
+
+
+def test_graph_node_limit_names_itself_and_the_default_accepts():
+    with pytest.raises(nee.NeeError, match="more than 10 nodes.*max_graph_nodes"):
+        nee.InferenceSession(relu_chain(50), options(max_graph_nodes=10))
+    sess = nee.InferenceSession(relu_chain(50))
+    (y,) = sess.run(None, {"v0": np.array([-1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(y, [0.0, 2.0])
+
+
+def function_bomb(levels):
+    """f0 is one Relu; f(k) calls f(k-1) twice: `levels` levels expand to 2**levels nodes."""
+    functions = [helper.make_function("bomb", "f0", ["x"], ["y"], [helper.make_node("Relu", ["x"], ["y"])],
+                                      [helper.make_opsetid("", 13)])]
+    for k in range(1, levels + 1):
+        body = [helper.make_node(f"f{k - 1}", ["x"], ["t"], domain="bomb"),
+                helper.make_node(f"f{k - 1}", ["t"], ["y"], domain="bomb")]
+        functions.append(helper.make_function("bomb", f"f{k}", ["x"], ["y"], body,
+                                              [helper.make_opsetid("", 13), helper.make_opsetid("bomb", 1)]))
+    graph = helper.make_graph([helper.make_node(f"f{levels}", ["x"], ["y"], domain="bomb", name="call")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, functions=functions,
+                              opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("bomb", 1)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_function_expansion_bomb_is_refused():
+    # A few hundred bytes that would expand to 2**30 nodes: refused after 10**6
+    # (a few seconds; unbounded, it would exhaust memory), or fewer when asked.
+    with pytest.raises(nee.NeeError, match="max_graph_nodes"):
+        nee.InferenceSession(function_bomb(30))
+    with pytest.raises(nee.NeeError, match="more than 1000 nodes"):
+        nee.InferenceSession(function_bomb(30), options(max_graph_nodes=1000))
+    (y,) = nee.InferenceSession(function_bomb(3)).run(None, {"x": np.array([-1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(y, [0.0, 2.0])
+
+
+def test_subgraph_depth_limit():
+    data = nested_if_model(6).SerializeToString()
+    with pytest.raises(nee.NeeError, match="nested 4 deep.*max_subgraph_depth"):
+        nee.InferenceSession(data, options(max_subgraph_depth=3))
+    (y,) = nee.InferenceSession(data).run(None, {"c": np.array(True)})
+    np.testing.assert_array_equal(y, [1.0])
+
+
+def test_tensor_bytes_limit_names_the_tensor():
+    data = small_model().SerializeToString()  # w: 12 floats, 48 bytes
+    with pytest.raises(nee.NeeError, match="tensor 'w'.*40 bytes per tensor.*max_tensor_bytes"):
+        nee.InferenceSession(data, options(max_tensor_bytes=40))
+    nee.InferenceSession(data, options(max_tensor_bytes=48))
+
+
+def test_external_data_limit_names_the_file(tmp_path):
+    path = external_model(tmp_path, "weights.bin")
+    (path.parent / "weights.bin").write_bytes(np.arange(12, dtype=np.float32).tobytes())
+    with pytest.raises(nee.NeeError, match="'weights.bin'.*limit of 40.*max_external_data_bytes"):
+        nee.InferenceSession(str(path), options(max_external_data_bytes=40))
+    nee.InferenceSession(str(path), options(max_external_data_bytes=48))
+
+
+def constant_of_shape_model():
+    graph = helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], "g",
+                              [helper.make_tensor_value_info("s", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_session_memory_limit_stops_a_run_and_is_given_back():
+    sess = nee.InferenceSession(constant_of_shape_model(), options(session_memory_limit_bytes=8 << 20))
+    with pytest.raises(nee.OutOfMemory, match="'fill'.*session memory limit"):
+        sess.run(None, {"s": np.array([4 << 20], np.int64)})  # 16 MiB
+    # 4 MiB at a time, many times: each run's bytes are returned to the session's budget.
+    for _ in range(20):
+        (y,) = sess.run(None, {"s": np.array([1 << 20], np.int64)})
+        assert y.shape == (1 << 20,)
+        del y
+
+
+def test_negative_limits_are_invalid_arguments():
+    with pytest.raises(nee.InvalidArgument, match="negative"):
+        nee.InferenceSession(relu_chain(2), options(max_graph_nodes=-5))
+
+
+def test_cli_limit_flag(tmp_path):
+    nee_bin = os.environ.get("NEE_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin", "nee"))
+    path = tmp_path / "chain.onnx"
+    path.write_bytes(relu_chain(50))
+    capped = subprocess.run([nee_bin, "run", str(path), "--random", "--limit", "nodes=10"],
+                            capture_output=True, text=True, timeout=60)
+    assert capped.returncode == 1 and "max_graph_nodes" in capped.stderr
+    ok = subprocess.run([nee_bin, "run", str(path), "--random", "--limit", "nodes=50", "--limit", "tensor-bytes=1M"],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([nee_bin, "run", str(path), "--limit", "bogus=3"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--limit expects NAME=VALUE" in bad.stderr
+
+
+def test_dynamic_quantize_of_nan_and_infinity_is_defined():
+    # Found by run_fuzzer under UBSan: NaN was cast to uint8 (undefined behaviour).
+    graph = helper.make_graph([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "s", "z"], name="dq")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, [3]),
+                               helper.make_tensor_value_info("s", TensorProto.FLOAT, []),
+                               helper.make_tensor_value_info("z", TensorProto.UINT8, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    sess = nee.InferenceSession(model.SerializeToString())
+    y, s, z = sess.run(None, {"x": np.array([np.nan, 2.55, -2.55], np.float32)})
+    assert y[0] == z  # NaN quantizes like 0
+    y, s, z = sess.run(None, {"x": np.array([-np.inf, 1.0, np.nan], np.float32)})
+    assert z == 0 and np.isinf(s)

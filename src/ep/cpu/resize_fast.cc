@@ -152,6 +152,7 @@ struct FastPlan {
   ResizeAttrs attrs;
   std::vector<int64_t> out_dims;
   int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  AxisGeometry h, w;  // what the tables are built from (AttachTables)
   std::shared_ptr<const AxisTables> tables;
   const AxisTable& rows() const { return tables->rows; }
   const AxisTable& cols() const { return tables->cols; }
@@ -176,12 +177,26 @@ std::optional<FastPlan> PlanFast(KernelContext& ctx) {
   p.planes = x.dim(0) * x.dim(1);
   p.in_h = x.dim(2), p.in_w = x.dim(3), p.out_h = plan.out_dims[2], p.out_w = plan.out_dims[3];
   if (p.out_h == 0 || p.out_w == 0) return std::nullopt;
-  const AxisGeometry h = GeometryOf(plan, x, 2), w = GeometryOf(plan, x, 3);
-  auto build = [&] { return BuildTables(p.attrs, h, w); };
-  auto tables = ctx.prepared() ? ctx.prepared()->GetOrBuild<AxisTables>(TablesKey(h, w), build) : build();
-  if (!tables.ok()) return std::nullopt;
-  p.tables = std::move(tables).value();
+  // The tables hold up to 4 taps per output row and column, outside the run's
+  // memory budget. Only when they are smaller than the output (which is in
+  // the budget, and allocated before them) do they pay; a degenerate shape
+  // such as 1 x 50M goes to the reference, which needs none.
+  constexpr double kMaxTaps = 4;
+  if (kMaxTaps * static_cast<double>(p.out_h + p.out_w) >
+      static_cast<double>(p.planes) * static_cast<double>(p.out_h) * static_cast<double>(p.out_w))
+    return std::nullopt;
+  p.h = GeometryOf(plan, x, 2), p.w = GeometryOf(plan, x, 3);
   return p;
+}
+
+// Builds (or finds in the node's cache) the plan's sampling tables; false
+// sends the call to the reference.
+bool AttachTables(KernelContext& ctx, FastPlan& p) {
+  auto build = [&] { return BuildTables(p.attrs, p.h, p.w); };
+  auto tables = ctx.prepared() ? ctx.prepared()->GetOrBuild<AxisTables>(TablesKey(p.h, p.w), build) : build();
+  if (!tables.ok()) return false;
+  p.tables = std::move(tables).value();
+  return true;
 }
 
 // The reference's store of a final double into float: saturate, then round.
@@ -369,9 +384,14 @@ void ResizeForcePortable(bool on) {
 Status ResizeFloat(KernelContext& ctx) {
   std::optional<FastPlan> plan = PlanFast(ctx);
   if (!plan) return RunReference(ctx);
-  const FastPlan& p = *plan;
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, p.out_dims));
+  // The output before the tables: a size over the memory budget stops here.
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, plan->out_dims));
+  if (!AttachTables(ctx, *plan)) {
+    y = Tensor();  // the reference allocates the output again
+    return RunReference(ctx);
+  }
+  const FastPlan& p = *plan;
   const float* src = x->data<float>();
   float* dst = y.data<float>();
   // Output rows of all planes, in chunks of about 16k outputs: each row is

@@ -182,7 +182,8 @@ INSTANTIATE_TEST_SUITE_P(Kernels, ConvFastTest, ::testing::Values(false, true),
 TEST(SgemmWithPackedB, MatchesSgemmBitwise) {
   std::mt19937 rng(13);
   ThreadPool pool(2);
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{{7, 5, 3}, {13, 1100, 300}, {70, 33, 600}, {1, 17, 1}}) {
+  for (const auto& mnk : std::vector<std::array<int64_t, 3>>{{7, 5, 3}, {13, 1100, 300}, {70, 33, 600}, {1, 17, 1}}) {
+    const int64_t m = mnk[0], n = mnk[1], k = mnk[2];  // not a structured binding: a lambda below reads n (clang 14)
     std::vector<float> a = RandomVector(m * k, rng), b = RandomVector(k * n, rng), c0 = RandomVector(m * n, rng);
     std::vector<float> want = c0, got = c0;
     cpu::Sgemm(m, n, k, 0.5f, {a.data(), k, 1}, {b.data(), n, 1}, 1.f, want.data(), n, &pool);

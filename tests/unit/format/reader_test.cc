@@ -192,11 +192,18 @@ TEST(FormatReader, CountMismatchAndBadTypesAreErrors) {
     cases.push_back({"huge dims", e.Take(), "dims"});
   }
   {
-    ProtoEncoder e;  // huge dims with a typed field
-    e.Varint(1, int64_t{1} << 33);
+    ProtoEncoder e;  // huge dims with a typed field (16 GiB: just within the default max_tensor_bytes)
+    e.Varint(1, int64_t{1} << 31);
     e.Varint(2, 7);
     e.Int64(7, 1);
-    cases.push_back({"huge typed", e.Take(), "int64_data has 1 values, expected 8589934592"});
+    cases.push_back({"huge typed", e.Take(), "int64_data has 1 values, expected 2147483648"});
+  }
+  {
+    ProtoEncoder e;  // one element more than max_tensor_bytes allows
+    e.Varint(1, (int64_t{1} << 31) + 1);
+    e.Varint(2, 7);
+    e.Int64(7, 1);
+    cases.push_back({"over the limit", e.Take(), "limit of 17179869184 bytes per tensor"});
   }
   {
     ProtoEncoder e;  // negative dim
