@@ -97,46 +97,6 @@ Status MapFloat(KernelContext& ctx, Op op) {
   return Status::Ok();
 }
 
-// One softmax row: max, then e^(x - max) and its sum, then a scale. The sum
-// runs in eight lanes then across them, always in the same order. A row
-// holding NaN or an infinite maximum comes out all NaN, as the reference's.
-__attribute__((target("avx2,fma"))) void SoftmaxRowAvx2(const float* x, float* y, int64_t n) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  __m256 vmax = _mm256_set1_ps(-kInf);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, vmax);
-  float row_max = lanes[0];
-  for (int k = 1; k < 8; ++k) row_max = std::max(row_max, lanes[k]);
-  for (; i < n; ++i) row_max = std::max(row_max, x[i]);
-  if (std::isinf(row_max) || std::isnan(row_max)) {
-    std::fill(y, y + n, std::numeric_limits<float>::quiet_NaN());
-    return;
-  }
-  const __m256 shift = _mm256_set1_ps(row_max);
-  __m256 vsum = _mm256_setzero_ps();
-  for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
-    _mm256_storeu_ps(y + i, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  if (i < n) {
-    alignas(32) float tail[8];
-    for (int k = 0; k < 8; ++k) tail[k] = i + k < n ? x[i + k] : -kInf;  // padding: e^-inf = 0
-    const __m256 e = Exp8(_mm256_sub_ps(_mm256_load_ps(tail), shift));
-    _mm256_store_ps(tail, e);
-    std::memcpy(y + i, tail, static_cast<size_t>(n - i) * sizeof(float));
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  _mm256_store_ps(lanes, vsum);
-  float sum = 0.f;
-  for (int k = 0; k < 8; ++k) sum += lanes[k];
-  const float inverse = 1.f / sum;
-  const __m256 scale = _mm256_set1_ps(inverse);
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
-  for (; i < n; ++i) y[i] *= inverse;
-}
 
 }  // namespace
 
@@ -159,7 +119,7 @@ Status SoftmaxFloat(KernelContext& ctx) {
   const float* px = x->data<float>();
   float* py = out.data<float>();
   ctx.ParallelFor(rows, std::max<int64_t>(1, kMinChunk / n), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) SoftmaxRowAvx2(px + r * n, py + r * n, n);
+    for (int64_t r = begin; r < end; ++r) SoftmaxRow8(px + r * n, py + r * n, n);
   });
   return Status::Ok();
 }

@@ -39,55 +39,6 @@ void AddBiasRow(float* row, const float* bias, int64_t stride, int64_t n) {
   }
 }
 
-// e^x, with x below -104 (where e^x rounds to 0 in float) given 0 without
-// computing it: masked scores (a causal mask of -FLT_MAX) would otherwise
-// send half of each row through float underflow, whose microcode assists
-// made the GPT-2 attention 3x slower. The result is the same.
-NEE_AVX2_INLINE __m256 ExpOrZero8(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-104.f), _CMP_LT_OQ);
-  const __m256 e = Exp8(_mm256_andnot_ps(tiny, x));  // e^0 in the lanes that become 0
-  return _mm256_andnot_ps(tiny, e);
-}
-
-// In-place softmax of one row: max, e^(x - max) and its sum in eight lanes
-// (summed across them in a fixed order), then a scale by 1/sum. A row whose
-// maximum is infinite or NaN becomes NaN, as the reference's does.
-__attribute__((target("avx2,fma"))) void SoftmaxRowInPlace(float* x, int64_t n) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  __m256 vmax = _mm256_set1_ps(-kInf);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, vmax);
-  float row_max = lanes[0];
-  for (int k = 1; k < 8; ++k) row_max = std::max(row_max, lanes[k]);
-  for (; i < n; ++i) row_max = std::max(row_max, x[i]);
-  if (std::isinf(row_max) || std::isnan(row_max)) {
-    std::fill(x, x + n, std::numeric_limits<float>::quiet_NaN());
-    return;
-  }
-  const __m256 shift = _mm256_set1_ps(row_max);
-  __m256 vsum = _mm256_setzero_ps();
-  for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = ExpOrZero8(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
-    _mm256_storeu_ps(x + i, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  if (i < n) {
-    alignas(32) float tail[8];
-    for (int k = 0; k < 8; ++k) tail[k] = i + k < n ? x[i + k] : -kInf;  // padding: e^-inf = 0
-    const __m256 e = ExpOrZero8(_mm256_sub_ps(_mm256_load_ps(tail), shift));
-    _mm256_store_ps(tail, e);
-    std::memcpy(x + i, tail, static_cast<size_t>(n - i) * sizeof(float));
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  _mm256_store_ps(lanes, vsum);
-  float sum = 0.f;
-  for (int k = 0; k < 8; ++k) sum += lanes[k];
-  const __m256 inverse = _mm256_set1_ps(1.f / sum);
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inverse));
-  for (; i < n; ++i) x[i] *= 1.f / sum;
-}
 
 // The head's K^T [H, L] written contiguously: SGEMM packs a row-major B much
 // faster than one read down its columns (K in place is [L, H] with row
@@ -115,7 +66,7 @@ void AttendHead(const SdpaGeometry& g, int64_t b, int64_t n, std::vector<float>&
       const float* bias = g.bias + b * g.bias_stride[0] + n * g.bias_stride[1] + s * g.bias_stride[2];
       AddBiasRow(row, bias, g.bias_stride[3], L);
     }
-    SoftmaxRowInPlace(row, L);
+    SoftmaxRow8(row, row, L);
   }
   const MatrixView p{scores.data(), L, 1};
   const MatrixView v{g.value + b * L * Dv + n * g.v_head, Dv, 1};

@@ -10,8 +10,11 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace nee::cpu {
 
@@ -117,6 +120,58 @@ NEE_AVX2_INLINE __m256 Sigmoid8(__m256 x) {
   const __m256 negative = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
   const __m256 numerator = _mm256_blendv_ps(_mm256_set1_ps(1.f), e, negative);
   return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.f), e));
+}
+
+// e^x, with x below -104 (where e^x rounds to 0 in float) given 0 without
+// computing it: masked attention scores (a causal mask of -FLT_MAX) would
+// otherwise send half of each row through float underflow, whose microcode
+// assists made GPT-2's attention 3x slower. The result is the same as Exp8's.
+NEE_AVX2_INLINE __m256 ExpOrZero8(__m256 x) {
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-104.f), _CMP_LT_OQ);
+  const __m256 e = Exp8(_mm256_andnot_ps(tiny, x));  // e^0 in the lanes that become 0
+  return _mm256_andnot_ps(tiny, e);
+}
+
+// One softmax row (x and y may be the same): max, then e^(x - max) and its
+// sum, then a scale. The sum runs in eight lanes then across them, always in
+// the same order. A row holding NaN or an infinite maximum comes out all NaN,
+// as the reference's. Shared by Softmax and the fused attention kernel.
+__attribute__((target("avx2,fma"))) inline void SoftmaxRow8(const float* x, float* y, int64_t n) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  __m256 vmax = _mm256_set1_ps(-kInf);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  float row_max = lanes[0];
+  for (int k = 1; k < 8; ++k) row_max = std::max(row_max, lanes[k]);
+  for (; i < n; ++i) row_max = std::max(row_max, x[i]);
+  if (std::isinf(row_max) || std::isnan(row_max)) {
+    std::fill(y, y + n, std::numeric_limits<float>::quiet_NaN());
+    return;
+  }
+  const __m256 shift = _mm256_set1_ps(row_max);
+  __m256 vsum = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = ExpOrZero8(_mm256_sub_ps(_mm256_loadu_ps(x + i), shift));
+    _mm256_storeu_ps(y + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  if (i < n) {
+    alignas(32) float tail[8];
+    for (int k = 0; k < 8; ++k) tail[k] = i + k < n ? x[i + k] : -kInf;  // padding: e^-inf = 0
+    const __m256 e = ExpOrZero8(_mm256_sub_ps(_mm256_load_ps(tail), shift));
+    _mm256_store_ps(tail, e);
+    std::memcpy(y + i, tail, static_cast<size_t>(n - i) * sizeof(float));
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  _mm256_store_ps(lanes, vsum);
+  float sum = 0.f;
+  for (int k = 0; k < 8; ++k) sum += lanes[k];
+  const float inverse = 1.f / sum;
+  const __m256 scale = _mm256_set1_ps(inverse);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), scale));
+  for (; i < n; ++i) y[i] *= inverse;
 }
 
 // The last n (< 8) floats of a mapping: through a zero-padded buffer, so they
