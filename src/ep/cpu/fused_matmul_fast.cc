@@ -58,19 +58,6 @@ std::shared_ptr<const PackedGroups> PackGroups(KernelContext& ctx, const FusedMa
   return packed.ok() ? packed.value() : nullptr;
 }
 
-struct GeluErf {
-  NEE_AVX2_INLINE __m256 operator()(__m256 x) const {
-    const __m256 e = Erf8(_mm256_mul_ps(x, _mm256_set1_ps(static_cast<float>(M_SQRT1_2))));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), e));
-  }
-};
-struct GeluTanh {
-  NEE_AVX2_INLINE __m256 operator()(__m256 x) const {
-    const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x), x);
-    const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f), _mm256_add_ps(x, cube));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), Tanh8(inner)));
-  }
-};
 struct Identity {
   NEE_AVX2_INLINE __m256 operator()(__m256 x) const { return x; }
 };
@@ -98,8 +85,8 @@ __attribute__((target("avx2,fma"))) void EpilogueTile(float* y, int64_t ld, int6
 
 void Epilogue(const FusedMatMulGeometry& g, float* y, int64_t rows, int64_t cols, const float* bias) {
   switch (g.activation) {
-    case FusedActivation::kGelu: return EpilogueTile(y, g.n, rows, cols, bias, GeluErf{});
-    case FusedActivation::kFastGelu: return EpilogueTile(y, g.n, rows, cols, bias, GeluTanh{});
+    case FusedActivation::kGelu: return EpilogueTile(y, g.n, rows, cols, bias, GeluErfOp{});
+    case FusedActivation::kFastGelu: return EpilogueTile(y, g.n, rows, cols, bias, GeluTanhOp{});
     case FusedActivation::kNone:
       if (bias) EpilogueTile(y, g.n, rows, cols, bias, Identity{});
       return;

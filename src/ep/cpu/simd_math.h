@@ -122,6 +122,24 @@ NEE_AVX2_INLINE __m256 Sigmoid8(__m256 x) {
   return _mm256_div_ps(numerator, _mm256_add_ps(_mm256_set1_ps(1.f), e));
 }
 
+// GELU as functors over eight lanes, in the reference's order of operations;
+// shared by the unary GELU kernels and FusedMatMul's epilogue.
+// 0.5 x (1 + erf(x / sqrt 2)).
+struct GeluErfOp {
+  NEE_AVX2_INLINE __m256 operator()(__m256 x) const {
+    const __m256 e = Erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752440f)));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), e));
+  }
+};
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+struct GeluTanhOp {
+  NEE_AVX2_INLINE __m256 operator()(__m256 x) const {
+    const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x), x);
+    const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f), _mm256_add_ps(x, cube));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), Tanh8(inner)));
+  }
+};
+
 // e^x, with x below -104 (where e^x rounds to 0 in float) given 0 without
 // computing it: masked attention scores (a causal mask of -FLT_MAX) would
 // otherwise send half of each row through float underflow, whose microcode

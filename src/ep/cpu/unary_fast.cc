@@ -153,21 +153,6 @@ bool ReadClipBounds(const KernelContext& ctx, ClipOp* op) {
 struct ErfOp {
   NEE_AVX2_INLINE __m256 operator()(__m256 x) const { return Erf8(x); }
 };
-// 0.5 x (1 + erf(x / sqrt 2)), in the reference's order of operations.
-struct GeluErfOp {
-  NEE_AVX2_INLINE __m256 operator()(__m256 x) const {
-    const __m256 e = Erf8(_mm256_mul_ps(x, _mm256_set1_ps(static_cast<float>(M_SQRT1_2))));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), e));
-  }
-};
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-struct GeluTanhOp {
-  NEE_AVX2_INLINE __m256 operator()(__m256 x) const {
-    const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x), x);
-    const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f), _mm256_add_ps(x, cube));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), Tanh8(inner)));
-  }
-};
 
 // y = op(x (+ bias[i % m])) for n elements starting at element `start` of a
 // tensor whose rows have m elements; bias null for none. The tail goes through
