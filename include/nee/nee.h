@@ -118,6 +118,13 @@ NEE_API nee_status_t nee_value_load_file(const char* path, nee_value_t** out_val
 /* Writes a value, format chosen by the path's extension: .npy (tensors only) or
  * .pb (TensorProto, or SequenceProto/MapProto/OptionalProto for other values). */
 NEE_API nee_status_t nee_value_save_file(const nee_value_t* value, const char* path);
+/* The value as ONNX protobuf bytes, as nee_value_save_file writes a .pb file. When
+ * capacity >= *out_size the bytes are written to buffer; *out_size is always the size
+ * needed (query with capacity 0, then fill). */
+NEE_API nee_status_t nee_value_serialize(const nee_value_t* value, void* buffer, size_t capacity, size_t* out_size);
+/* Reads bytes nee_value_serialize wrote; `kind` (a nee_value_kind_t) chooses the
+ * message: TensorProto, SequenceProto, MapProto or OptionalProto (NEE_VALUE_NONE). */
+NEE_API nee_status_t nee_value_deserialize(const void* data, size_t size, int32_t kind, nee_value_t** out_value);
 NEE_API void nee_value_release(nee_value_t* value);
 
 NEE_API nee_value_kind_t nee_value_kind(const nee_value_t* value);

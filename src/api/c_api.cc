@@ -261,6 +261,41 @@ nee_status_t nee_value_save_file(const nee_value_t* value, const char* path) {
   });
 }
 
+nee_status_t nee_value_serialize(const nee_value_t* value, void* buffer, size_t capacity, size_t* out_size) {
+  if (!value) return NullArg("value");
+  if (!out_size) return NullArg("out_size");
+  if (!buffer && capacity) return NullArg("buffer");
+  *out_size = 0;
+  return Guard([&]() -> nee_status_t {
+    auto bytes = value->value.is_tensor() ? nee::SerializeTensorProto(value->value.tensor(), "")
+                                          : nee::SerializeValueProto(value->value, "");
+    if (!bytes.ok()) return MakeStatus(bytes.status());
+    *out_size = bytes->size();
+    if (capacity >= bytes->size() && !bytes->empty()) std::memcpy(buffer, bytes->data(), bytes->size());
+    return nullptr;
+  });
+}
+
+nee_status_t nee_value_deserialize(const void* data, size_t size, int32_t kind, nee_value_t** out_value) {
+  if (!data && size) return NullArg("data");
+  if (!out_value) return NullArg("out_value");
+  *out_value = nullptr;
+  nee::TypeInfo type;
+  switch (kind) {
+    case NEE_VALUE_TENSOR: type.kind = nee::TypeInfo::Kind::kTensor; break;
+    case NEE_VALUE_SEQUENCE: type.kind = nee::TypeInfo::Kind::kSequence; break;
+    case NEE_VALUE_MAP: type.kind = nee::TypeInfo::Kind::kMap; break;
+    case NEE_VALUE_NONE: type.kind = nee::TypeInfo::Kind::kOptional; break;
+    default: return Err(NEE_STATUS_INVALID_ARGUMENT, ("nee_value_deserialize: unknown kind " + std::to_string(kind)).c_str());
+  }
+  return Guard([&]() -> nee_status_t {
+    auto v = nee::ReadValueProtoBytes(nee::MappedFile::FromBytes(data, size), &type);
+    if (!v.ok()) return MakeStatus(v.status());
+    *out_value = Wrap(std::move(v).value());
+    return nullptr;
+  });
+}
+
 void nee_value_release(nee_value_t* value) { delete value; }
 
 nee_value_kind_t nee_value_kind(const nee_value_t* value) {
