@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 need_apt=()
 # The image codec libraries are for the ImageDecoder operator (each optional to the build).
 for pkg in g++ cmake make libgtest-dev python3-venv ccache clang libclang-rt-14-dev \
-           pkg-config libjpeg-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev; do
+           pkg-config libjpeg-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev libseccomp-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

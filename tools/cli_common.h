@@ -2,6 +2,7 @@
 // arguments, usage errors and random or file inputs.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -25,6 +26,7 @@ struct Args {
   std::map<std::string, int64_t> dims;
   std::string inputs_dir, output_dir, output_format = "npy", profile_prefix, output_model;
   bool random = false, plan = false;
+  bool sandbox = false;  // nee run --sandbox: load and run in a confined child process (sandbox_command.cc)
   int threads = 0;
   int opt_level = -1;  // not given: run optimizes fully (99), inspect shows the model as written (0)
   int64_t timeout_ms = 0;
@@ -61,6 +63,22 @@ struct Feed {
 // The inputs `nee run` was given (--input, --inputs-dir), the rest random
 // when --random (or --plan) is set.
 Feed GatherInputs(const Args& a, const neeapi::Session& session);
+
+// What `nee run` computed: the outputs in graph-output order with their names,
+// the first run's time and lines to print about further runs.
+struct RunOutcome {
+  std::vector<std::string> names;
+  std::vector<neeapi::ValuePtr> outputs;
+  double ms = 0;
+  std::string notes;
+};
+
+// nee run's work: the session, its inputs and the runs; `before_run` (if
+// set) is called once the model and inputs are read, before the first run.
+RunOutcome ComputeRun(const Args& a, const std::function<void()>& before_run);
+// The same in a child process under seccomp and resource limits
+// (sandbox_command.cc); errors come back as neeapi::Error.
+RunOutcome ComputeRunSandboxed(const Args& a);
 
 // nee bench (bench_command.cc).
 int Bench(const Args& a);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -29,7 +30,7 @@ const char kUsage[] =
     "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
     "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
     "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE] [--profile PREFIX]\n"
-    "              [--repeat N] [--limit NAME=VALUE]...\n"
+    "              [--repeat N] [--limit NAME=VALUE]... [--sandbox]\n"
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "  nee bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
@@ -47,7 +48,9 @@ const char kUsage[] =
     "declared types (--batch sets symbolic first dims, --dim any symbol) and prints latency percentiles,\n"
     "throughput, session-creation time and peak memory.\n"
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
-    "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n";
+    "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n"
+    "--sandbox loads and runs the model in a child process under seccomp and resource limits (no new\n"
+    "files, sockets or processes; address space and CPU time bounded by --memory-limit and --timeout).\n";
 
 bool SplitPair(const std::string& arg, std::string* key, std::string* value) {
   size_t eq = arg.find('=');
@@ -167,6 +170,7 @@ Args Parse(int argc, char** argv) {
       a.output_format = next();
       if (a.output_format != "npy" && a.output_format != "pb") throw UsageError{"--output-format must be npy or pb"};
     } else if (arg == "--random") a.random = true;
+    else if (arg == "--sandbox") a.sandbox = true;
     else if (arg == "--plan") a.plan = true;
     else if (arg == "--profile") a.profile_prefix = next();
     else if (arg == "-o" || arg == "--output") a.output_model = next();
@@ -197,6 +201,9 @@ Args Parse(int argc, char** argv) {
     } else throw UsageError{"unknown option '" + arg + "'"};
   }
   if (a.command == "optimize" && a.output_model.empty()) throw UsageError{"optimize needs -o OUT.onnx"};
+  if (a.sandbox && a.command != "run") throw UsageError{"--sandbox applies only to nee run"};
+  if (a.sandbox && !a.profile_prefix.empty())
+    throw UsageError{"--profile writes a file, which a sandboxed run cannot; drop --sandbox or --profile"};
   return a;
 }
 
@@ -366,7 +373,7 @@ std::string Preview(const nee_value_t* v, int64_t max_items = 8) {
   return s + (n > max_items ? ", ...]" : "]");
 }
 
-int Run(const Args& a) {
+RunOutcome ComputeRun(const Args& a, const std::function<void()>& before_run) {
   neeapi::SessionOptions options;
   options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level < 0 ? 99 : a.opt_level);
   options.SetRunTimeoutMs(a.timeout_ms).SetRunMemoryLimit(a.memory_limit);
@@ -374,29 +381,41 @@ int Run(const Args& a) {
   for (const auto& [limit, value] : a.limits) options.SetLimit(limit, value);
   neeapi::Session session(a.model, options);
   Feed feed = GatherInputs(a, session);
+  if (before_run) before_run();
+  RunOutcome r;
   auto start = std::chrono::steady_clock::now();
-  auto outputs = session.Run(feed.names, feed.View());
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  auto infos = session.Outputs();
-  if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
-  std::printf("ran %s in %.3f ms\n", a.model.c_str(), ms);
+  r.outputs = session.Run(feed.names, feed.View());
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (const auto& info : session.Outputs()) r.names.push_back(info.name);
   if (a.repeat > 0) {
     std::vector<double> times;
-    for (int r = 0; r < a.repeat; ++r) {
+    for (int k = 0; k < a.repeat; ++k) {
       auto t0 = std::chrono::steady_clock::now();
       session.Run(feed.names, feed.View());
       times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(times.begin(), times.end());
-    std::printf("%d more runs: median %.3f ms, fastest %.3f ms\n", a.repeat, times[times.size() / 2], times.front());
+    char line[160];
+    std::snprintf(line, sizeof line, "%d more runs: median %.3f ms, fastest %.3f ms\n", a.repeat,
+                  times[times.size() / 2], times.front());
+    r.notes += line;
   }
   if (!a.profile_prefix.empty()) {
-    std::printf("time per op type:\n%s", session.ProfileSummary().c_str());
-    std::printf("profile written to %s\n", session.EndProfiling().c_str());
+    r.notes += "time per op type:\n" + session.ProfileSummary();
+    r.notes += "profile written to " + session.EndProfiling() + "\n";
   }
+  return r;
+}
+
+int Run(const Args& a) {
+  RunOutcome r = a.sandbox ? ComputeRunSandboxed(a) : ComputeRun(a, nullptr);
+  const auto& outputs = r.outputs;
+  if (!a.output_dir.empty()) fs::create_directories(a.output_dir);
+  std::printf("ran %s in %.3f ms\n", a.model.c_str(), r.ms);
+  std::printf("%s", r.notes.c_str());
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::string preview = Preview(outputs[i].get());
-    std::printf("  output %zu '%s': %s%s%s\n", i, infos[i].name.c_str(), neeapi::Describe(outputs[i].get()).c_str(),
+    std::printf("  output %zu '%s': %s%s%s\n", i, r.names[i].c_str(), neeapi::Describe(outputs[i].get()).c_str(),
                 preview.empty() ? "" : " = ", preview.c_str());
     if (!a.output_dir.empty()) {
       // .npy holds tensors only: sequences, maps and optionals go to .pb (SequenceProto, ...).
@@ -409,8 +428,8 @@ int Run(const Args& a) {
   }
   for (const auto& [name, file] : a.expects) {
     size_t i = 0;
-    while (i < infos.size() && infos[i].name != name) ++i;
-    if (i == infos.size()) throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect: no output named '" + name + "'");
+    while (i < r.names.size() && r.names[i] != name) ++i;
+    if (i == r.names.size()) throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "--expect: no output named '" + name + "'");
     CompareWithExpected(name, outputs[i].get(), file);
   }
   return 0;

@@ -1,0 +1,150 @@
+"""`nee run --sandbox`: the model is read and run in a child process under
+seccomp and resource limits; this process writes the outputs. (The filter
+itself is tested in tests/tools/sandbox_test.cc: open, socket, exec and fork
+fail in the child.)"""
+import os
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
+DIGITS = os.path.join(ROOT, "examples", "models", "digits_logreg.onnx")
+DIGITS_X = os.path.join(ROOT, "examples", "models", "digits_test_x.npy")
+
+
+def nee_cli(*args):
+    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def sandbox_available():
+    r = nee_cli("run", DIGITS, "--random", "--sandbox")
+    return r.returncode == 0 or "--sandbox is not available" not in r.stderr
+
+
+pytestmark = pytest.mark.skipif(not sandbox_available(), reason="built without libseccomp")
+
+
+def test_sandboxed_run_matches_onnxruntime_and_the_unconfined_run(tmp_path):
+    r = nee_cli("run", DIGITS, "--input", f"input={DIGITS_X}", "--sandbox", "--threads", "2",
+                "--output-dir", tmp_path / "boxed")
+    assert r.returncode == 0, r.stderr
+    assert "output 1 'probabilities': tensor(float)[450,10]" in r.stdout
+    plain = nee_cli("run", DIGITS, "--input", f"input={DIGITS_X}", "--threads", "2", "--output-dir", tmp_path / "plain")
+    assert plain.returncode == 0, plain.stderr
+    x = np.load(DIGITS_X)
+    label, prob = ort.InferenceSession(DIGITS, providers=["CPUExecutionProvider"]).run(None, {"input": x})
+    np.testing.assert_array_equal(np.load(tmp_path / "boxed" / "output_0.npy"), label)
+    np.testing.assert_allclose(np.load(tmp_path / "boxed" / "output_1.npy"), prob, rtol=1e-5, atol=1e-6)
+    for i in range(2):  # bitwise what the same nee computes unconfined
+        assert (tmp_path / "boxed" / f"output_{i}.npy").read_bytes() == (tmp_path / "plain" / f"output_{i}.npy").read_bytes()
+
+
+def test_sequence_and_map_outputs_cross_the_pipe(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Softmax", ["x"], ["p"], axis=1),
+         helper.make_node("ZipMap", ["p"], ["maps"], domain="ai.onnx.ml", classlabels_int64s=[3, 5, 7]),
+         helper.make_node("SequenceConstruct", ["x", "p"], ["seq"])],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_sequence_value_info("seq", TensorProto.FLOAT, None),
+         helper.make_value_info("maps", helper.make_sequence_type_proto(
+             helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, []))))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)])
+    model.ir_version = 8
+    path = tmp_path / "seq.onnx"
+    onnx.save(model, path)
+    x = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 0.0]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = nee_cli("run", path, "--input", f"x={tmp_path / 'x.npy'}", "--sandbox", "--output-dir", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    seq, maps = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got_seq = onnx.SequenceProto()
+    got_seq.ParseFromString((tmp_path / "out" / "output_0.pb").read_bytes())
+    got = [numpy_helper.to_array(t) for t in got_seq.tensor_values]
+    assert len(got) == 2
+    np.testing.assert_array_equal(got[0], seq[0])
+    np.testing.assert_allclose(got[1], seq[1], rtol=1e-6)
+    got_maps = onnx.SequenceProto()
+    got_maps.ParseFromString((tmp_path / "out" / "output_1.pb").read_bytes())
+    assert len(got_maps.map_values) == 2
+    for m, expected in zip(got_maps.map_values, maps):
+        keys = list(m.keys)
+        values = np.concatenate([numpy_helper.to_array(t).reshape(-1) for t in m.values.tensor_values])
+        assert keys == [3, 5, 7]
+        np.testing.assert_allclose(values.reshape(-1), [expected[k] for k in keys], rtol=1e-6)
+
+
+def external_model(tmp_path, location):
+    w = numpy_helper.from_array(np.zeros((3, 4), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", "0"), ("length", "48")):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "model" / "m.onnx"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_external_data_in_the_folder_is_read_in_the_sandbox(tmp_path):
+    path = external_model(tmp_path, "weights.bin")
+    (path.parent / "weights.bin").write_bytes(np.arange(12, dtype=np.float32).tobytes())
+    x = np.ones((2, 3), np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = nee_cli("run", path, "--input", f"x={tmp_path / 'x.npy'}", "--sandbox", "--output-dir", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "out" / "output_0.npy"),
+                                  x @ np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+@pytest.mark.parametrize("location", ["../secret.bin", "/etc/passwd", "link.bin"])
+def test_external_data_outside_the_folder_is_refused_in_the_sandbox(tmp_path, location):
+    (tmp_path / "secret.bin").write_bytes(b"\0" * 64)
+    path = external_model(tmp_path, location)
+    os.symlink(tmp_path / "secret.bin", path.parent / "link.bin")
+    r = nee_cli("run", path, "--random", "--sandbox")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "'w'" in r.stderr and "sandboxed process" not in r.stderr, r.stderr
+
+
+def test_gigantic_allocation_is_contained(tmp_path):
+    graph = helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")], "g",
+                              [helper.make_tensor_value_info("s", TensorProto.INT64, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = tmp_path / "fill.onnx"
+    onnx.save(model, path)
+    np.save(tmp_path / "s.npy", np.array([1 << 40], np.int64))  # 4 TiB of floats
+    r = nee_cli("run", path, "--input", f"s={tmp_path / 's.npy'}", "--sandbox", "--memory-limit", "256M")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "'fill'" in r.stderr and "memory" in r.stderr, r.stderr
+    # The same without --memory-limit: the default budget and the address-space limit hold.
+    r = nee_cli("run", path, "--input", f"s={tmp_path / 's.npy'}", "--sandbox")
+    assert r.returncode == 3 and "'fill'" in r.stderr, r.stderr
+
+
+def test_model_errors_keep_their_message_and_exit_status(tmp_path):
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(b"\x08\x07\x12\xff\xff")  # truncated
+    plain = nee_cli("run", path, "--random")
+    boxed = nee_cli("run", path, "--random", "--sandbox")
+    assert plain.returncode == boxed.returncode == 1
+    assert boxed.stderr == plain.stderr
+
+
+def test_sandbox_usage_errors(tmp_path):
+    r = nee_cli("run", DIGITS, "--random", "--sandbox", "--profile", tmp_path / "p")
+    assert r.returncode == 2 and "--profile writes a file" in r.stderr
+    r = nee_cli("inspect", DIGITS, "--sandbox")
+    assert r.returncode == 2 and "--sandbox applies only to nee run" in r.stderr

@@ -1,0 +1,403 @@
+// See sandbox.h. Linux only; the filters need libseccomp (NEE_HAVE_SECCOMP).
+#include "tools/sandbox.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#ifdef NEE_HAVE_SECCOMP
+#include <seccomp.h>
+#endif
+
+#include "nee/nee.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define NEE_SANDBOX_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define NEE_SANDBOX_SANITIZED 1
+#endif
+#endif
+
+namespace nee_cli {
+namespace {
+
+// Exit status of a child stopped by its SIGSYS handler (128 + SIGSYS, as a
+// shell would show the signal).
+constexpr int kForbiddenExit = 128 + SIGSYS;
+
+// A page shared between parent and child: the child's SIGSYS handler leaves
+// the offending system call's number there.
+struct SharedPage {
+  std::atomic<int> forbidden_syscall;
+};
+SharedPage* g_shared = nullptr;
+int g_last_forbidden = 0;
+
+void OnForbiddenSyscall(int, siginfo_t* info, void*) {
+  if (g_shared) g_shared->forbidden_syscall.store(info->si_syscall, std::memory_order_relaxed);
+  _exit(kForbiddenExit);
+}
+
+bool WriteAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = write(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// The child's reply on the pipe: 'R', int32 code, uint64 length, bytes.
+void SendReply(int fd, const SandboxReply& reply) {
+  char header[13];
+  header[0] = 'R';
+  int32_t code = reply.code;
+  uint64_t length = reply.bytes.size();
+  std::memcpy(header + 1, &code, 4);
+  std::memcpy(header + 5, &length, 8);
+  if (WriteAll(fd, header, sizeof header)) WriteAll(fd, reply.bytes.data(), reply.bytes.size());
+}
+
+std::string SyscallName(int nr) {
+#ifdef NEE_HAVE_SECCOMP
+  if (char* name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr)) {
+    std::string s = name;
+    free(name);
+    return s;
+  }
+#endif
+  return "#" + std::to_string(nr);
+}
+
+#ifdef NEE_HAVE_SECCOMP
+// Adds rules, remembering the first failure.
+class FilterBuilder {
+ public:
+  explicit FilterBuilder(uint32_t default_action) : ctx_(seccomp_init(default_action)) {
+    if (!ctx_) error_ = "seccomp_init failed";
+  }
+  ~FilterBuilder() {
+    if (ctx_) seccomp_release(ctx_);
+  }
+  template <typename... Cmp>
+  void Rule(uint32_t action, int nr, Cmp... cmp) {
+    if (!ctx_ || !error_.empty() || nr < 0) return;  // (nr < 0: not on this architecture)
+    const scmp_arg_cmp args[] = {cmp..., scmp_arg_cmp{0, SCMP_CMP_EQ, 0, 0}};  // (the last entry only avoids an empty array)
+    int rc = seccomp_rule_add_array(ctx_, action, nr, sizeof...(Cmp), args);
+    if (rc < 0) error_ = "seccomp rule for " + SyscallName(nr) + ": " + std::strerror(-rc);
+  }
+  bool Load(std::string* error) {
+    if (ctx_ && error_.empty()) {
+      // Every thread of the process, including pool workers already started.
+      int rc = seccomp_attr_set(ctx_, SCMP_FLTATR_CTL_TSYNC, 1);
+      if (rc == 0) rc = seccomp_load(ctx_);
+      if (rc < 0) error_ = std::string("loading the seccomp filter: ") + std::strerror(-rc);
+    }
+    if (!error_.empty() && error) *error = error_;
+    return error_.empty();
+  }
+
+ private:
+  scmp_filter_ctx ctx_;
+  std::string error_;
+};
+
+constexpr uint32_t kDeny = SCMP_ACT_ERRNO(EPERM);
+
+// Open flags that write or create.
+const uint64_t kWriteOpenFlags[] = {O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND, 020000000 /* __O_TMPFILE */};
+
+bool InstallLoadingFilter(std::string* error) {
+  // Anything not listed stops the child through the SIGSYS handler.
+  FilterBuilder f(SCMP_ACT_TRAP);
+  const uint32_t allow = SCMP_ACT_ALLOW;
+  for (int nr : {SCMP_SYS(read), SCMP_SYS(readv), SCMP_SYS(pread64), SCMP_SYS(preadv), SCMP_SYS(write),
+                 SCMP_SYS(writev), SCMP_SYS(close), SCMP_SYS(fstat), SCMP_SYS(lseek), SCMP_SYS(fcntl),
+                 SCMP_SYS(munmap), SCMP_SYS(mremap), SCMP_SYS(madvise), SCMP_SYS(brk), SCMP_SYS(futex),
+                 SCMP_SYS(set_robust_list), SCMP_SYS(get_robust_list), SCMP_SYS(rseq), SCMP_SYS(set_tid_address),
+                 SCMP_SYS(sched_yield), SCMP_SYS(sched_getaffinity), SCMP_SYS(sched_setaffinity), SCMP_SYS(getcpu),
+                 SCMP_SYS(membarrier), SCMP_SYS(nanosleep), SCMP_SYS(clock_nanosleep), SCMP_SYS(clock_gettime),
+                 SCMP_SYS(clock_getres), SCMP_SYS(gettimeofday), SCMP_SYS(time), SCMP_SYS(getpid), SCMP_SYS(gettid),
+                 SCMP_SYS(getppid), SCMP_SYS(getuid), SCMP_SYS(geteuid), SCMP_SYS(getgid), SCMP_SYS(getegid),
+                 SCMP_SYS(getrandom), SCMP_SYS(rt_sigprocmask), SCMP_SYS(rt_sigaction), SCMP_SYS(rt_sigreturn),
+                 SCMP_SYS(sigaltstack), SCMP_SYS(exit), SCMP_SYS(exit_group), SCMP_SYS(sysinfo),
+                 SCMP_SYS(getrlimit), SCMP_SYS(getrusage), SCMP_SYS(uname), SCMP_SYS(restart_syscall),
+                 // Path lookups for reading: the model's folder, external data, inputs.
+                 SCMP_SYS(newfstatat), SCMP_SYS(statx), SCMP_SYS(stat), SCMP_SYS(lstat), SCMP_SYS(readlink),
+                 SCMP_SYS(readlinkat), SCMP_SYS(getcwd), SCMP_SYS(access), SCMP_SYS(faccessat),
+                 SCMP_SYS(faccessat2)})
+    f.Rule(allow, nr);
+  // Threads, not processes. glibc tries clone3 first, whose flags live in
+  // memory a filter cannot read: ENOSYS sends it back to clone.
+  f.Rule(allow, SCMP_SYS(clone), SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD));
+  f.Rule(kDeny, SCMP_SYS(clone), SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+  f.Rule(SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3));
+  // Memory, never executable.
+  for (int nr : {SCMP_SYS(mmap), SCMP_SYS(mprotect)}) {
+    f.Rule(allow, nr, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+    f.Rule(kDeny, nr, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC));
+  }
+  // Files: read-only.
+  uint64_t write_flags = 0;
+  for (uint64_t flag : kWriteOpenFlags) {
+    write_flags |= flag;
+    f.Rule(kDeny, SCMP_SYS(openat), SCMP_A2(SCMP_CMP_MASKED_EQ, flag, flag));
+  }
+  f.Rule(allow, SCMP_SYS(openat), SCMP_A2(SCMP_CMP_MASKED_EQ, write_flags, 0));
+  // Signals to this process only (abort, raise); reading limits, not raising them.
+  const pid_t self = getpid();
+  f.Rule(allow, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_EQ, static_cast<uint64_t>(self)));
+  f.Rule(kDeny, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_NE, static_cast<uint64_t>(self)));
+  f.Rule(allow, SCMP_SYS(prlimit64), SCMP_A2(SCMP_CMP_EQ, 0));
+  f.Rule(kDeny, SCMP_SYS(prlimit64), SCMP_A2(SCMP_CMP_NE, 0));
+  // isatty (stdio); other device controls fail.
+  f.Rule(allow, SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_EQ, TCGETS));
+  f.Rule(kDeny, SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_NE, TCGETS));
+  // Thread names, and adding filters (the next stage; filters only restrict).
+  for (int option : {PR_SET_NAME, PR_GET_NAME, PR_SET_NO_NEW_PRIVS, PR_GET_SECCOMP, PR_SET_SECCOMP})
+    f.Rule(allow, SCMP_SYS(prctl), SCMP_A0(SCMP_CMP_EQ, static_cast<uint64_t>(option)));
+  f.Rule(allow, SCMP_SYS(seccomp));
+  // What a compromised child would try first fails with EPERM (rather than
+  // stopping it), so that nee's own error paths report it.
+  for (int nr : {SCMP_SYS(open), SCMP_SYS(creat), SCMP_SYS(openat2), SCMP_SYS(socket), SCMP_SYS(socketpair),
+                 SCMP_SYS(connect), SCMP_SYS(bind), SCMP_SYS(listen), SCMP_SYS(accept), SCMP_SYS(accept4),
+                 SCMP_SYS(execve), SCMP_SYS(execveat), SCMP_SYS(fork), SCMP_SYS(vfork), SCMP_SYS(ptrace),
+                 SCMP_SYS(kill), SCMP_SYS(tkill), SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev),
+                 SCMP_SYS(unlink), SCMP_SYS(unlinkat), SCMP_SYS(rename), SCMP_SYS(renameat), SCMP_SYS(renameat2),
+                 SCMP_SYS(mkdir), SCMP_SYS(mkdirat), SCMP_SYS(rmdir), SCMP_SYS(symlink), SCMP_SYS(symlinkat),
+                 SCMP_SYS(link), SCMP_SYS(linkat), SCMP_SYS(chmod), SCMP_SYS(fchmod), SCMP_SYS(fchmodat),
+                 SCMP_SYS(chown), SCMP_SYS(fchown), SCMP_SYS(fchownat), SCMP_SYS(truncate), SCMP_SYS(ftruncate),
+                 SCMP_SYS(memfd_create), SCMP_SYS(setrlimit), SCMP_SYS(mount), SCMP_SYS(dup), SCMP_SYS(dup2),
+                 SCMP_SYS(dup3), SCMP_SYS(pipe), SCMP_SYS(pipe2)})
+    f.Rule(kDeny, nr);
+  return f.Load(error);
+}
+
+bool InstallRunningFilter(std::string* error) {
+  // Added to the loading filter (the stricter answer of the two wins).
+  FilterBuilder f(SCMP_ACT_ALLOW);
+  for (int nr : {SCMP_SYS(openat), SCMP_SYS(statx), SCMP_SYS(stat), SCMP_SYS(lstat), SCMP_SYS(readlink),
+                 SCMP_SYS(readlinkat), SCMP_SYS(access), SCMP_SYS(faccessat), SCMP_SYS(faccessat2),
+                 SCMP_SYS(sched_setaffinity)})
+    f.Rule(kDeny, nr);
+  // fstat is newfstatat(fd, "", AT_EMPTY_PATH) in glibc; a path is refused.
+  f.Rule(kDeny, SCMP_SYS(newfstatat), SCMP_A3(SCMP_CMP_MASKED_EQ, AT_EMPTY_PATH, 0));
+  return f.Load(error);
+}
+#endif  // NEE_HAVE_SECCOMP
+
+bool ApplyLimits(const SandboxLimits& limits, std::string* error) {
+  auto set = [&](int resource, rlim_t soft, rlim_t hard, const char* what) {
+    rlimit r{soft, hard};
+    if (setrlimit(resource, &r) != 0) {
+      *error = std::string("setting the sandbox's ") + what + " limit: " + std::strerror(errno);
+      return false;
+    }
+    return true;
+  };
+  // A crash must not write a core file.
+  if (!set(RLIMIT_CORE, 0, 0, "core file")) return false;
+#ifndef NEE_SANDBOX_SANITIZED  // (the sanitizers reserve terabytes of address space)
+  if (limits.address_space_bytes > 0) {
+    rlim_t bytes = static_cast<rlim_t>(limits.address_space_bytes);
+    if (!set(RLIMIT_AS, bytes, bytes, "address space")) return false;
+  }
+#endif
+  if (limits.cpu_seconds > 0) {
+    // SIGXCPU at the soft limit, SIGKILL a second later.
+    rlim_t seconds = static_cast<rlim_t>(limits.cpu_seconds);
+    if (!set(RLIMIT_CPU, seconds, seconds + 1, "CPU time")) return false;
+  }
+  return true;
+}
+
+[[noreturn]] void ChildMain(int fd, pid_t parent, const SandboxLimits& limits,
+                            const std::function<SandboxReply()>& work) {
+  // Die with the parent.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);
+  std::string error;
+  SandboxReply reply;
+  struct sigaction action;
+  std::memset(&action, 0, sizeof action);
+  action.sa_sigaction = OnForbiddenSyscall;
+  action.sa_flags = SA_SIGINFO;
+  sigemptyset(&action.sa_mask);
+  if (sigaction(SIGSYS, &action, nullptr) != 0) {
+    reply = {NEE_STATUS_RUNTIME_ERROR, std::string("sandbox: sigaction: ") + std::strerror(errno)};
+  } else if (!ApplyLimits(limits, &error) || !EnterSandboxStage(SandboxStage::kLoading, &error)) {
+    reply = {NEE_STATUS_RUNTIME_ERROR, "sandbox: " + error};
+  } else {
+    try {
+      reply = work();
+    } catch (const std::bad_alloc&) {
+      reply = {NEE_STATUS_OUT_OF_MEMORY, "out of memory in the sandboxed process (address-space limit " +
+                                             std::to_string(limits.address_space_bytes) + " bytes)"};
+    } catch (const std::exception& e) {
+      reply = {NEE_STATUS_RUNTIME_ERROR, e.what()};
+    } catch (...) {
+      reply = {NEE_STATUS_RUNTIME_ERROR, "unknown exception in the sandboxed process"};
+    }
+  }
+  SendReply(fd, reply);
+  // Not exit(): no atexit handlers or destructors in a process that may be
+  // compromised, and the parent's unflushed stdio stays unwritten.
+  _exit(0);
+}
+
+std::string Seconds(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g s", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+}  // namespace
+
+bool SandboxSupported(std::string* why) {
+#ifndef NEE_HAVE_SECCOMP
+  if (why) *why = "this nee was built without libseccomp (Debian: apt-get install libseccomp-dev, then rebuild)";
+  return false;
+#else
+  if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) < 0) {
+    if (why) *why = "the kernel does not support seccomp filters";
+    return false;
+  }
+  return true;
+#endif
+}
+
+bool EnterSandboxStage(SandboxStage stage, std::string* error) {
+#ifndef NEE_HAVE_SECCOMP
+  SandboxSupported(error);
+  return false;
+#else
+  return stage == SandboxStage::kLoading ? InstallLoadingFilter(error) : InstallRunningFilter(error);
+#endif
+}
+
+int LastForbiddenSyscall() { return g_last_forbidden; }
+
+SandboxReply RunInSandbox(const SandboxLimits& limits, const std::function<SandboxReply()>& work) {
+  std::string why;
+  if (!SandboxSupported(&why)) return {NEE_STATUS_NOT_IMPLEMENTED, "--sandbox is not available: " + why};
+  g_last_forbidden = 0;
+  void* page = mmap(nullptr, sizeof(SharedPage), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return {NEE_STATUS_RUNTIME_ERROR, std::string("sandbox: mmap: ") + std::strerror(errno)};
+  SharedPage* shared = new (page) SharedPage{};
+  auto unmap = [&] { munmap(page, sizeof(SharedPage)); };
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    unmap();
+    return {NEE_STATUS_RUNTIME_ERROR, std::string("sandbox: pipe: ") + std::strerror(errno)};
+  }
+  std::fflush(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    unmap();
+    return {NEE_STATUS_RUNTIME_ERROR, std::string("sandbox: fork: ") + std::strerror(errno)};
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    g_shared = shared;
+    ChildMain(fds[1], parent, limits, work);
+  }
+  close(fds[1]);
+
+  // Read the reply until the child closes the pipe (it exits), the wall-clock
+  // limit passes or the reply grows past its limit.
+  std::string received;
+  bool timed_out = false, too_long = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limits.wall_ms);
+  std::vector<char> buffer(1 << 16);
+  for (;;) {
+    int wait_ms = -1;
+    if (limits.wall_ms > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        timed_out = true;
+        break;
+      }
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
+    }
+    pollfd p{fds[0], POLLIN, 0};
+    int ready = poll(&p, 1, wait_ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) continue;  // (the deadline is checked above)
+    ssize_t n = read(fds[0], buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    if (static_cast<int64_t>(received.size()) + n > limits.max_reply_bytes + 13) {
+      too_long = true;
+      break;
+    }
+    received.append(buffer.data(), static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out || too_long) kill(pid, SIGKILL);
+  int status = 0;
+  rusage usage{};
+  while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  const int forbidden = shared->forbidden_syscall.load(std::memory_order_relaxed);
+  unmap();
+  g_last_forbidden = forbidden;
+
+  if (timed_out)
+    return {NEE_STATUS_CANCELLED, "the sandboxed process took longer than " + Seconds(limits.wall_ms) +
+                                      " (loading and running the model) and was stopped"};
+  if (too_long)
+    return {NEE_STATUS_RUNTIME_ERROR, "the sandboxed process sent a reply longer than " +
+                                          std::to_string(limits.max_reply_bytes) + " bytes and was stopped"};
+  const bool signaled = WIFSIGNALED(status);
+  const int signal = signaled ? WTERMSIG(status) : 0;
+  if (forbidden != 0 || signal == SIGSYS || (WIFEXITED(status) && WEXITSTATUS(status) == kForbiddenExit))
+    return {NEE_STATUS_RUNTIME_ERROR, "the sandboxed process attempted a forbidden system call (" +
+                                          (forbidden ? SyscallName(forbidden) : std::string("unknown")) +
+                                          ") and was stopped; nothing it did reached this process"};
+  const double cpu_s = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                       static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+  if (signal == SIGXCPU || (signal == SIGKILL && limits.cpu_seconds > 0 && cpu_s >= limits.cpu_seconds))
+    return {NEE_STATUS_CANCELLED, "the sandboxed process used its CPU time limit of " +
+                                      std::to_string(limits.cpu_seconds) + " s and was stopped"};
+  if (signaled)
+    return {NEE_STATUS_RUNTIME_ERROR, "the sandboxed process was killed by signal " + std::to_string(signal) + " (" +
+                                          strsignal(signal) + ") while loading or running the model"};
+  // A complete reply: 'R', code, length, exactly that many bytes.
+  int32_t code = 0;
+  uint64_t length = 0;
+  if (received.size() >= 13 && received[0] == 'R') {
+    std::memcpy(&code, received.data() + 1, 4);
+    std::memcpy(&length, received.data() + 5, 8);
+  }
+  if (received.size() < 13 || received[0] != 'R' || length != received.size() - 13)
+    return {NEE_STATUS_RUNTIME_ERROR, "the sandboxed process exited with status " +
+                                          std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
+                                          " without a complete reply"};
+  if (code < 0 || code > NEE_STATUS_CANCELLED) code = NEE_STATUS_RUNTIME_ERROR;
+  return {code, received.substr(13)};
+}
+
+}  // namespace nee_cli
