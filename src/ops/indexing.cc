@@ -550,7 +550,7 @@ Status TopKInfer(InferenceContext& ictx) {
 Result<std::vector<int64_t>> ArgReducedDims(const Node& node, const std::vector<int64_t>& dims, int64_t* axis_out) {
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, node.GetInt("axis", 0));
   NEE_ASSIGN_OR_RETURN(int64_t keepdims, node.GetInt("keepdims", 1));
-  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, static_cast<int64_t>(dims.size()), node));
+  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeDimAxis(axis_attr, static_cast<int64_t>(dims.size()), node));
   *axis_out = axis;
   std::vector<int64_t> out = dims;
   if (keepdims) out[axis] = 1;
@@ -770,7 +770,7 @@ struct AxisView {
 Result<AxisView> ViewAlongOptionalAxis(KernelContext& ctx, const Tensor& x) {
   if (!ctx.node().HasAttr("axis")) return AxisView{{x.num_elements()}, 0};
   NEE_ASSIGN_OR_RETURN(int64_t a, ctx.node().GetInt("axis"));
-  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(a, x.rank(), ctx.node()));
+  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeDimAxis(a, x.rank(), ctx.node()));
   return AxisView{x.dims(), axis};
 }
 
@@ -802,7 +802,7 @@ Status CompressInfer(InferenceContext& ictx) {
     out = Shape{Dim::Unknown()};
   } else if (x->shape) {
     NEE_ASSIGN_OR_RETURN(int64_t a, ictx.node.GetInt("axis"));
-    NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(a, static_cast<int64_t>(x->shape->size()), ictx.node));
+    NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeDimAxis(a, static_cast<int64_t>(x->shape->size()), ictx.node));
     Shape s = *x->shape;
     s[axis] = Dim::Unknown();
     out = s;
@@ -888,7 +888,7 @@ Status UniqueInfer(InferenceContext& ictx) {
     y = Shape{Dim::Unknown()};
   } else if (x->shape) {
     NEE_ASSIGN_OR_RETURN(int64_t a, ictx.node.GetInt("axis"));
-    NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(a, static_cast<int64_t>(x->shape->size()), ictx.node));
+    NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeDimAxis(a, static_cast<int64_t>(x->shape->size()), ictx.node));
     Shape s = *x->shape;
     s[axis] = Dim::Unknown();
     y = s;

@@ -671,7 +671,7 @@ Status LpNormKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_RETURN_IF_ERROR(RequireRealFloat(ctx, 0, x->dtype()));
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ctx.node().GetInt("axis", -1));
-  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, x->rank(), ctx.node()));
+  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeDimAxis(axis_attr, x->rank(), ctx.node()));
   NEE_ASSIGN_OR_RETURN(int64_t p, ctx.node().GetInt("p", 2));
   if (p != 1 && p != 2) return ctx.Error("p must be 1 or 2, got " + std::to_string(p));
   if (ComputeKindOf(x->dtype()) == ComputeKind::kFloat) return LpNormTyped<float>(ctx, *x, axis, p);
@@ -778,7 +778,7 @@ Status MvnKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(std::vector<int64_t> axes, ctx.node().GetInts("axes", {0, 2, 3}));
   std::vector<bool> reduced(static_cast<size_t>(x->rank()), false);
   for (int64_t a : axes) {
-    NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(a, x->rank(), ctx.node(), "axes"));
+    NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeDimAxis(a, x->rank(), ctx.node(), "axes"));
     reduced[static_cast<size_t>(axis)] = true;
   }
   if (ComputeKindOf(x->dtype()) == ComputeKind::kFloat) return MvnTyped<float>(ctx, *x, reduced);

@@ -16,6 +16,13 @@ Result<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const Node& node, cons
   return axis < 0 ? std::max<int64_t>(axis + rank, 0) : axis;
 }
 
+Result<int64_t> NormalizeDimAxis(int64_t axis, int64_t rank, const Node& node, const char* what) {
+  if (rank == 0)
+    return InvalidModel(node.Describe() + ": " + what + " " + std::to_string(axis) +
+                        " names a dimension, but the input is a scalar (rank 0)");
+  return NormalizeAxis(axis, rank, node, what);
+}
+
 Result<std::vector<int64_t>> BroadcastDims(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
   size_t rank = std::max(a.size(), b.size());
   std::vector<int64_t> out(rank);

@@ -10,7 +10,13 @@
 namespace nee {
 
 // Maps a possibly negative axis into [0, rank); error names the node.
+// Rank 0 takes axis 0, for ops that treat a scalar as one element along it
+// (CumSum, TopK, Softmax); an op that indexes a dimension by the axis uses
+// NormalizeDimAxis.
 Result<int64_t> NormalizeAxis(int64_t axis, int64_t rank, const Node& node, const char* what = "axis");
+// The same for an axis naming one of the input's dimensions: a scalar has
+// none, so rank 0 is an error (the axis must be in [-rank, rank)).
+Result<int64_t> NormalizeDimAxis(int64_t axis, int64_t rank, const Node& node, const char* what = "axis");
 
 // Numpy-style multidirectional broadcasting of concrete dims.
 Result<std::vector<int64_t>> BroadcastDims(const std::vector<int64_t>& a, const std::vector<int64_t>& b);

@@ -794,7 +794,7 @@ Status QLinearConcatKernel(KernelContext& ctx) {
   const DataType type = first->dtype();
   NEE_ASSIGN_OR_RETURN(QuantParams qy, ReadQuantParams(ctx, 0, 1, type));
   NEE_ASSIGN_OR_RETURN(int64_t axis, ctx.node().GetInt("axis", 0));
-  NEE_ASSIGN_OR_RETURN(axis, NormalizeAxis(axis, first->rank(), ctx.node()));
+  NEE_ASSIGN_OR_RETURN(axis, NormalizeDimAxis(axis, first->rank(), ctx.node()));
   std::vector<const Tensor*> xs;
   std::vector<QuantParams> qs;
   std::vector<int64_t> out = first->dims();

@@ -242,7 +242,7 @@ Status InferSplitToSequence(InferenceContext& ictx) {
   TypeInfo element = TypeInfo::Tensor(in->elem_type);
   if (in->is_tensor() && in->shape) {
     const int64_t rank = static_cast<int64_t>(in->shape->size());
-    NEE_ASSIGN_OR_RETURN(axis, NormalizeAxis(axis, rank, ictx.node));
+    NEE_ASSIGN_OR_RETURN(axis, NormalizeDimAxis(axis, rank, ictx.node));
     Shape shape = *in->shape;
     if (!ictx.has_input(1)) {
       if (keepdims) shape[static_cast<size_t>(axis)] = Dim::Known(1);

@@ -419,7 +419,7 @@ Status ConcatKernel(KernelContext& ctx) {
   if (ctx.num_inputs() == 0) return ctx.Error("needs at least one input");
   NEE_ASSIGN_OR_RETURN(const Tensor* first, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(int64_t axis_attr, ConcatAxis(ctx.node(), ctx.opset()));
-  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, first->rank(), ctx.node()));
+  NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeDimAxis(axis_attr, first->rank(), ctx.node()));
   std::vector<const Tensor*> inputs;
   std::vector<int64_t> out_dims = first->dims();
   out_dims[axis] = 0;
@@ -469,7 +469,7 @@ Status ConcatInfer(InferenceContext& ictx) {
     const Shape& s = *t->shape;
     if (!out) {
       out = s;
-      NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, static_cast<int64_t>(s.size()), ictx.node));
+      NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeDimAxis(axis_attr, static_cast<int64_t>(s.size()), ictx.node));
       (void)axis;
       continue;
     }
