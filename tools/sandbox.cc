@@ -288,6 +288,7 @@ bool SandboxSupported(std::string* why) {
 
 bool EnterSandboxStage(SandboxStage stage, std::string* error) {
 #ifndef NEE_HAVE_SECCOMP
+  (void)stage;
   SandboxSupported(error);
   return false;
 #else
