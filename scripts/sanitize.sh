@@ -6,6 +6,8 @@
 #   scripts/sanitize.sh quick    # the bounded form scripts/test.sh runs (about 10
 #                                # minutes cold on 2 cores): no unit-test suite, a
 #                                # slice of the Python and conformance tests, no TSan
+#                                # unless NEE_SANITIZE_TSAN=1 (about 5 more minutes
+#                                # cold on 2 cores, 1 once build-tsan/ is built)
 #
 # build-asan/: clang, AddressSanitizer + UndefinedBehaviorSanitizer (no
 # recovery: the first report fails), plus libFuzzer's coverage
@@ -13,9 +15,11 @@
 # runs the unit tests, Python tests with the extension loaded into python
 # (the shared ASan runtime preloaded), the conformance suite, and the fuzz
 # targets over their regression seeds.
-# build-tsan/ (full mode): clang, ThreadSanitizer; runs the concurrency tests
-# (one session shared by several threads, the thread pool) and the
-# thread-count tests of the optimized kernels.
+# build-tsan/ (full mode, or quick with NEE_SANITIZE_TSAN=1): clang,
+# ThreadSanitizer; builds nee_threaded_tests (the optimized CPU kernels' tests,
+# which run them at 1-3 threads, the ops tests comparing thread counts, the
+# session concurrency tests and the soak) rather than the whole suite, and runs
+# all of it.
 # Any sanitizer report fails the script. Needs clang (Debian: clang-14
 # libclang-rt-14-dev).
 set -euo pipefail
@@ -114,16 +118,17 @@ conf=(--config default)
 "${py_env[@]}" .venv/bin/python tests/conformance/run_conformance.py "${conf[@]}" --build build-asan
 fail_on_reports "$REPORTS"
 
-if [ "$MODE" = quick ]; then
+if [ "$MODE" = quick ] && [ "${NEE_SANITIZE_TSAN:-0}" != 1 ]; then
   echo "sanitizers (quick): no reports"
   exit 0
 fi
 
 echo "== TSan build (build-tsan)"
 CC=clang CXX=clang++ cmake -S . -B build-tsan "${common[@]}" -DNEE_TSAN=ON -DNEE_BUILD_PYTHON=OFF >/dev/null
-# The session concurrency tests and the optimized kernels' thread-count tests.
-cmake --build build-tsan -j"$JOBS" --target nee_unit_tests
-echo "== TSan: concurrency tests"
-TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" NEE_SOAK_RUNS=400 build-tsan/bin/nee_unit_tests \
-  --gtest_brief=1 --gtest_filter='Concurrency.*:Soak.*:*ThreadCount*:*ThreadIndependent*'
-echo "sanitizers: no reports"
+# The tests that run kernels and sessions on several threads (not the whole
+# suite: the library alone is most of this build).
+cmake --build build-tsan -j"$JOBS" --target nee_threaded_tests
+echo "== TSan: kernels at several thread counts, concurrency tests, soak"
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1" NEE_SOAK_RUNS=400 build-tsan/bin/nee_threaded_tests \
+  --gtest_brief=1
+echo "sanitizers${MODE:+ ($MODE)}: no reports"

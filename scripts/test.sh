@@ -29,7 +29,7 @@ fi
 echo "== soak: one session shared by 8 threads, 10,000 runs (results and RSS)"
 NEE_SOAK_RUNS=10000 build/bin/nee_unit_tests --gtest_filter='Soak.*' | grep -E "^soak:|PASSED|FAILED"
 
-echo "== sanitizers (ASan+UBSan, TSan; bounded)"
+echo "== sanitizers (ASan+UBSan; TSan too with NEE_SANITIZE_TSAN=1; bounded)"
 scripts/sanitize.sh quick
 
 echo "== pip install . (clean build of the Python package)"
