@@ -166,16 +166,16 @@ bool InstallLoadingFilter(std::string* error) {
   f.Rule(allow, SCMP_SYS(openat), SCMP_A2(SCMP_CMP_MASKED_EQ, write_flags, 0));
   // Signals to this process only (abort, raise); reading limits, not raising them.
   const pid_t self = getpid();
-  f.Rule(allow, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_EQ, static_cast<uint64_t>(self)));
-  f.Rule(kDeny, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_NE, static_cast<uint64_t>(self)));
-  f.Rule(allow, SCMP_SYS(prlimit64), SCMP_A2(SCMP_CMP_EQ, 0));
-  f.Rule(kDeny, SCMP_SYS(prlimit64), SCMP_A2(SCMP_CMP_NE, 0));
+  f.Rule(allow, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_EQ, static_cast<uint64_t>(self), 0));
+  f.Rule(kDeny, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_NE, static_cast<uint64_t>(self), 0));
+  f.Rule(allow, SCMP_SYS(prlimit64), SCMP_A2(SCMP_CMP_EQ, 0, 0));
+  f.Rule(kDeny, SCMP_SYS(prlimit64), SCMP_A2(SCMP_CMP_NE, 0, 0));
   // isatty (stdio); other device controls fail.
-  f.Rule(allow, SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_EQ, TCGETS));
-  f.Rule(kDeny, SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_NE, TCGETS));
+  f.Rule(allow, SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_EQ, TCGETS, 0));
+  f.Rule(kDeny, SCMP_SYS(ioctl), SCMP_A1(SCMP_CMP_NE, TCGETS, 0));
   // Thread names, and adding filters (the next stage; filters only restrict).
   for (int option : {PR_SET_NAME, PR_GET_NAME, PR_SET_NO_NEW_PRIVS, PR_GET_SECCOMP, PR_SET_SECCOMP})
-    f.Rule(allow, SCMP_SYS(prctl), SCMP_A0(SCMP_CMP_EQ, static_cast<uint64_t>(option)));
+    f.Rule(allow, SCMP_SYS(prctl), SCMP_A0(SCMP_CMP_EQ, static_cast<uint64_t>(option), 0));
   f.Rule(allow, SCMP_SYS(seccomp));
   // What a compromised child would try first fails with EPERM (rather than
   // stopping it), so that nee's own error paths report it.
@@ -188,8 +188,15 @@ bool InstallLoadingFilter(std::string* error) {
                  SCMP_SYS(link), SCMP_SYS(linkat), SCMP_SYS(chmod), SCMP_SYS(fchmod), SCMP_SYS(fchmodat),
                  SCMP_SYS(chown), SCMP_SYS(fchown), SCMP_SYS(fchownat), SCMP_SYS(truncate), SCMP_SYS(ftruncate),
                  SCMP_SYS(memfd_create), SCMP_SYS(setrlimit), SCMP_SYS(mount), SCMP_SYS(dup), SCMP_SYS(dup2),
-                 SCMP_SYS(dup3), SCMP_SYS(pipe), SCMP_SYS(pipe2)})
+                 SCMP_SYS(dup3)})
     f.Rule(kDeny, nr);
+#ifdef NEE_SANDBOX_SANITIZED
+  // The sanitizers' runtimes check whether memory is readable by writing it
+  // to a pipe (UBSan's vptr check, ASan's reports).
+  for (int nr : {SCMP_SYS(pipe), SCMP_SYS(pipe2)}) f.Rule(allow, nr);
+#else
+  for (int nr : {SCMP_SYS(pipe), SCMP_SYS(pipe2)}) f.Rule(kDeny, nr);
+#endif
   return f.Load(error);
 }
 
@@ -396,7 +403,8 @@ SandboxReply RunInSandbox(const SandboxLimits& limits, const std::function<Sandb
   if (received.size() < 13 || received[0] != 'R' || length != received.size() - 13)
     return {NEE_STATUS_RUNTIME_ERROR, "the sandboxed process exited with status " +
                                           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) +
-                                          " without a complete reply"};
+                                          " without a complete reply (it failed while loading or running the "
+                                          "model; see its messages above)"};
   if (code < 0 || code > NEE_STATUS_CANCELLED) code = NEE_STATUS_RUNTIME_ERROR;
   return {code, received.substr(13)};
 }
