@@ -584,7 +584,8 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   if (s.depthwise() && s.Mg == 1 && planar && padded_copy_ok && DepthwiseBlockedAvailable()) {
     const Depthwise2D g{s.N,         s.C,         s.in[1],       s.in[2],       s.out[1], s.out[2], s.kernel[1],
                         s.kernel[2], s.stride[1], s.stride[2], s.dilation[1], s.dilation[2], s.pad[1], s.pad[2]};
-    DepthwiseBlocked(ctx, g, xp, wp, bp, epilogue, z, yp);
+    if (DepthwisePlanarApplies(g)) DepthwisePlanar(ctx, g, xp, wp, bp, epilogue, z, yp);
+    else DepthwiseBlocked(ctx, g, xp, wp, bp, epilogue, z, yp);
     return Status::Ok();
   }
   if (s.depthwise() && padded_copy_ok) {

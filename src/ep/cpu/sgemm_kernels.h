@@ -25,9 +25,15 @@ constexpr int64_t kTileCols = kSgemmPanelWidth;
 
 // C[0:rows, 0:cols] (= or +=) A_panel x B_panel over kc steps. rows <= 12,
 // cols <= 32; C is row-major with leading dimension ldc; only the first
-// `rows` x `cols` elements of C are read or written.
-using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
-                             int64_t cols, bool accumulate);
+// `rows` x `cols` elements of C are read or written. Row p of the B panel
+// starts at b + p * ldb: ldb is kTileCols for a packed panel; a kernel whose
+// ReadsBInPlace() is true also takes any other ldb (B read where it lies,
+// unaligned, and only its first `cols` columns).
+using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                             int64_t rows, int64_t cols, bool accumulate);
+
+// Whether the kernel for `isa` reads B panels in place (any ldb).
+bool ReadsBInPlace(SgemmIsa isa);
 
 // The kernel for an ISA level (SgemmActiveIsa() says which one is in force).
 MicroKernel KernelFor(SgemmIsa isa);

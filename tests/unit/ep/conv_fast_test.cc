@@ -120,6 +120,17 @@ std::vector<ConvCase> Grid() {
        {IntAttr("group", 33), IntsAttr("dilations", {2, 1}), IntsAttr("pads", {4, 2, 3, 1})}},
       {"1d_depthwise_blocked", {2, 17, 30}, {17, 1, 5}, true,
        {IntAttr("group", 17), IntsAttr("pads", {2, 2}), IntsAttr("strides", {3})}},
+      // The planar depthwise kernel (rows of 12 or more outputs, 3x3 and 5x5,
+      // stride 1 or 2): a ragged last vector of columns, heights that leave
+      // single rows after the row blocks, pads on one side only, no pads, and
+      // stride-2 taps reaching past the right edge.
+      {"2d_depthwise_planar_5x5_stride2_asymmetric", {1, 6, 41, 37}, {6, 1, 5, 5}, true,
+       {IntAttr("group", 6), IntsAttr("strides", {2, 2}), IntsAttr("pads", {2, 1, 1, 2})}},
+      {"2d_depthwise_planar_5x5_valid", {1, 5, 23, 29}, {5, 1, 5, 5}, false, {IntAttr("group", 5)}},
+      {"2d_depthwise_planar_stride2_end_pads", {2, 4, 30, 33}, {4, 1, 3, 3}, true,
+       {IntAttr("group", 4), IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 0, 1, 1})}},
+      {"2d_depthwise_planar_14_wide", {1, 3, 14, 14}, {3, 1, 3, 3}, true,
+       {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1})}},
       // Winograd F(2x2, 3x3): odd output sizes (a half-used last tile row and
       // column), asymmetric pads, tile rows wider than one vector of 16
       // tiles, and planes cut into several blocks of tile rows.
