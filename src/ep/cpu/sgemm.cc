@@ -116,7 +116,7 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
     const float* a_block = a.At(p0, kc, kRows);
     // Panel q of this k-block and the distance between its rows.
     const float* b_block = x.b_in_place ? x.b_in_place + p0 * x.ldb : x.b.At(p0, kc, kCols);
-    const int64_t panel_step = x.b_in_place ? kCols : kc * kCols, ldb = x.b_in_place ? x.ldb : kCols;
+    const int64_t panel_step = x.b_in_place ? kCols : kc * kCols, ldb = x.b_in_place ? x.ldb : 0;
     for (int64_t ib = 0; ib < mc; ib += kRows) {
       const float* ai = a_block + ib * kc;
       const int64_t rows = std::min(kRows, mc - ib);
@@ -197,8 +197,10 @@ void PackBlockOfB(const SgemmB& b, int64_t k0, int64_t k, int64_t j0, int64_t nc
 // with 32 rows of A or 49 columns, and 5-9% slower with 255 rows of A over
 // 6400 columns, where each k-block of a panel spans that many distant rows
 // (pages, L1 sets) and is read 22 times.
-bool ReadBInPlace(int64_t m, int64_t k, const SgemmB& b) {
-  if (b.packed || b.panels || b.pack || b.view.col_stride != 1 || !sgemm_internal::ReadsBInPlace(SgemmActiveIsa()))
+bool ReadBInPlace(int64_t m, int64_t n, int64_t k, const SgemmB& b) {
+  // Rows that overlap (a broadcast B, row stride 0) are packed as before.
+  if (b.packed || b.panels || b.pack || b.view.col_stride != 1 || b.view.row_stride < n ||
+      !sgemm_internal::ReadsBInPlace(SgemmActiveIsa()))
     return false;
   constexpr int64_t kFewRows = 4 * kRows;           // B read by at most four row panels
   constexpr int64_t kSmallSpan = 64 * 1024;         // floats: B's rows span at most 256 KiB
@@ -211,7 +213,7 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool worth_threads = flops >= kParallelFlops || static_cast<double>(n) * static_cast<double>(k) >= kParallelBElements;
   const int threads = pool && worth_threads ? pool->num_threads() : 1;
-  const bool in_place = ReadBInPlace(m, k, b);
+  const bool in_place = ReadBInPlace(m, n, k, b);
   // Column blocks bound the B packed per call; B packed beforehand (or not at all) needs none.
   const int64_t block_cols = b.packed || b.panels || in_place
                                  ? n

@@ -19,15 +19,15 @@ namespace {
 // Multiply and add are separate here: without FMA hardware, std::fma would be
 // a slow library call. The column loop is what the auto-vectorizer turns into
 // SIMD; the accumulators live in memory, which is what costs the speed.
-void MicroPortable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t rows,
+void MicroPortable(int64_t kc, const float* a, const float* b, int64_t /*ldb: 0*/, float* c, int64_t ldc, int64_t rows,
                    int64_t cols, bool accumulate) {
   float acc[kTileRows][kTileCols] = {};
   for (int64_t p = 0; p < kc; ++p) {
-    const float* bp = b + p * ldb;
+    const float* bp = b + p * kTileCols;  // (always a packed panel: ldb == 0)
     const float* ap = a + p * kTileRows;
     for (int64_t r = 0; r < rows; ++r) {
       const float av = ap[r];
-      for (int64_t j = 0; j < kTileCols; ++j) acc[r][j] += av * bp[j];  // (ldb is kTileCols here)
+      for (int64_t j = 0; j < kTileCols; ++j) acc[r][j] += av * bp[j];
     }
   }
   for (int64_t r = 0; r < rows; ++r)
@@ -82,7 +82,7 @@ constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1>, SubTileAvx2<2>, SubTileA
                                         SubTileAvx2<4>, SubTileAvx2<5>, SubTileAvx2<6>};
 
 // The 12x32 tile as up to four 6x16 sub-tiles (only those inside rows x cols).
-void MicroAvx2(int64_t kc, const float* a, const float* b, int64_t /*ldb: kTileCols*/, float* c, int64_t ldc,
+void MicroAvx2(int64_t kc, const float* a, const float* b, int64_t /*ldb: 0*/, float* c, int64_t ldc,
                int64_t rows, int64_t cols, bool accumulate) {
   for (int64_t r0 = 0; r0 < rows; r0 += 6) {
     const SubTileFn sub = kSubTilesAvx2[std::min<int64_t>(6, rows - r0) - 1];
@@ -166,7 +166,8 @@ constexpr TileFn kTilesAvx512[12] = {TileAvx512<1, V, P>, TileAvx512<2, V, P>,  
 
 void MicroAvx512(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int64_t rows,
                  int64_t cols, bool accumulate) {
-  const bool in_place = ldb != kTileCols;
+  const bool in_place = ldb != 0;
+  if (!in_place) ldb = kTileCols;
   const TileFn fn = cols > 16 ? (in_place ? kTilesAvx512<2, true> : kTilesAvx512<2, false>)[rows - 1]
                               : (in_place ? kTilesAvx512<1, true> : kTilesAvx512<1, false>)[rows - 1];
   fn(kc, a, b, ldb, c, ldc, cols, accumulate);

@@ -25,10 +25,10 @@ constexpr int64_t kTileCols = kSgemmPanelWidth;
 
 // C[0:rows, 0:cols] (= or +=) A_panel x B_panel over kc steps. rows <= 12,
 // cols <= 32; C is row-major with leading dimension ldc; only the first
-// `rows` x `cols` elements of C are read or written. Row p of the B panel
-// starts at b + p * ldb: ldb is kTileCols for a packed panel; a kernel whose
-// ReadsBInPlace() is true also takes any other ldb (B read where it lies,
-// unaligned, and only its first `cols` columns).
+// `rows` x `cols` elements of C are read or written. ldb == 0: b is a packed
+// panel (rows kTileCols floats apart, aligned, zero past `cols`). Otherwise
+// (only for a kernel whose ReadsBInPlace() is true) row p of B starts at
+// b + p * ldb, anywhere, and only its first `cols` columns are read.
 using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
                              int64_t rows, int64_t cols, bool accumulate);
 
