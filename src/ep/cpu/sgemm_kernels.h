@@ -23,16 +23,23 @@ namespace nee::cpu::sgemm_internal {
 constexpr int64_t kTileRows = kSgemmTileRows;
 constexpr int64_t kTileCols = kSgemmPanelWidth;
 
-// C[0:rows, 0:cols] (= or +=) A_panel x B_panel over kc steps. rows <= 12,
-// cols <= 32; C is row-major with leading dimension ldc; only the first
-// `rows` x `cols` elements of C are read or written. ldb == 0: b is a packed
-// panel (rows kTileCols floats apart, aligned, zero past `cols`). Otherwise
-// (only for a kernel whose ReadsBInPlace() is true) row p of B starts at
-// b + p * ldb, anywhere, and only its first `cols` columns are read.
-using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                             int64_t rows, int64_t cols, bool accumulate);
+// Where the micro-kernel reads kc rows of B: a packed panel (rows kTileCols
+// floats apart, aligned, zero past `cols`), or, only for a kernel whose
+// ReadsBInPlace() is true, rows anywhere: row p at rows[p] + col, of which
+// only the first `cols` columns are read.
+struct BSource {
+  const float* panel = nullptr;
+  const float* const* rows = nullptr;
+  int64_t col = 0;
+};
 
-// Whether the kernel for `isa` reads B panels in place (any ldb).
+// C[0:rows, 0:cols] (= or +=) A_panel x B over kc steps. rows <= 12,
+// cols <= 32; C is row-major with leading dimension ldc; only the first
+// `rows` x `cols` elements of C are read or written.
+using MicroKernel = void (*)(int64_t kc, const float* a, const BSource& b, float* c, int64_t ldc, int64_t rows,
+                             int64_t cols, bool accumulate);
+
+// Whether the kernel for `isa` reads B in place (BSource::rows).
 bool ReadsBInPlace(SgemmIsa isa);
 
 // The kernel for an ISA level (SgemmActiveIsa() says which one is in force).
