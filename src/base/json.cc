@@ -238,12 +238,28 @@ class JsonParser {
     return NumberValue(out);
   }
 
-  Status ObjectValue(Json& out, int depth) {
-    ++pos_;  // '{'
-    out = Json::Object();
+  // The elements of an object or array after its opening bracket: `element`
+  // separated by ',' up to `close`.
+  template <typename Element>
+  Status Elements(char close, Element element) {
+    ++pos_;  // the opening bracket
     SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, Status::Ok();
+    if (pos_ < s_.size() && s_[pos_] == close) return ++pos_, Status::Ok();
     for (;;) {
+      NEE_RETURN_IF_ERROR(element());
+      SkipSpace();
+      if (pos_ < s_.size() && s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (pos_ < s_.size() && s_[pos_] == close) return ++pos_, Status::Ok();
+      return Error(std::string("expected ',' or '") + close + "'");
+    }
+  }
+
+  Status ObjectValue(Json& out, int depth) {
+    out = Json::Object();
+    return Elements('}', [&]() -> Status {
       SkipSpace();
       if (pos_ >= s_.size() || s_[pos_] != '"') return Error("expected a member name");
       std::string key;
@@ -254,33 +270,18 @@ class JsonParser {
       Json value;
       NEE_RETURN_IF_ERROR(Value(value, depth + 1));
       out.Set(key, std::move(value));
-      SkipSpace();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == '}') return ++pos_, Status::Ok();
-      return Error("expected ',' or '}'");
-    }
+      return Status::Ok();
+    });
   }
 
   Status ArrayValue(Json& out, int depth) {
-    ++pos_;  // '['
     out = Json::Array();
-    SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, Status::Ok();
-    for (;;) {
+    return Elements(']', [&]() -> Status {
       Json value;
       NEE_RETURN_IF_ERROR(Value(value, depth + 1));
       out.Push(std::move(value));
-      SkipSpace();
-      if (pos_ < s_.size() && s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (pos_ < s_.size() && s_[pos_] == ']') return ++pos_, Status::Ok();
-      return Error("expected ',' or ']'");
-    }
+      return Status::Ok();
+    });
   }
 
   Status Hex4(uint32_t& code) {
@@ -322,10 +323,10 @@ class JsonParser {
         case 'r': out += '\r'; break;
         case 't': out += '\t'; break;
         case 'u': {
-          uint32_t code;
+          uint32_t code = 0;
           NEE_RETURN_IF_ERROR(Hex4(code));
           if (code >= 0xd800 && code <= 0xdbff) {
-            uint32_t low;
+            uint32_t low = 0;
             if (!Consume("\\u")) return Error("lone high surrogate");
             NEE_RETURN_IF_ERROR(Hex4(low));
             if (low < 0xdc00 || low > 0xdfff) return Error("bad low surrogate");
