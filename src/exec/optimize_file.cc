@@ -4,6 +4,7 @@
 
 #include "base/json.h"
 #include "format/lineage.h"
+#include "format/metadata_edit.h"
 #include "format/onnx_reader.h"
 #include "format/onnx_writer.h"
 #include "ir/inline_functions.h"
@@ -50,7 +51,7 @@ Result<std::string> OptimizeModelFile(const std::string& in_path, const std::str
   NEE_RETURN_IF_ERROR(CheckModel(model, OpRegistry::Global()).status());
   RecordLevel(model, level);
   NEE_RETURN_IF_ERROR(lineage.Append(model, "optimize", Json::Object().Set("opt_level", Json::Number(level))));
-  NEE_RETURN_IF_ERROR(WriteModelFile(model, out_path));
+  NEE_RETURN_IF_ERROR(WriteModelFile(model, out_path, KeepingExternalData(model, in_path)));
   return FormatReport(report, nodes_in, model.graph.nodes.size());
 }
 

@@ -3,7 +3,6 @@
 #include "base/json.h"
 #include "format/lineage.h"
 #include "format/onnx_reader.h"
-#include "format/onnx_writer.h"
 
 namespace nee {
 
@@ -74,14 +73,18 @@ bool HasExternalData(const Model& model, const std::string& path) {
   return false;
 }
 
+WriteOptions KeepingExternalData(const Model& model, const std::string& in_path) {
+  WriteOptions options;
+  if (HasExternalData(model, in_path)) options.external_data_threshold = kExternalThresholdBytes;
+  return options;
+}
+
 Status EditModelFile(const std::string& in_path, const std::string& out_path, const MetadataEdit& edit) {
   NEE_ASSIGN_OR_RETURN(Model model, ReadModelFile(in_path));
   NEE_ASSIGN_OR_RETURN(LineageRecorder lineage, LineageRecorder::Begin(in_path, model));
   NEE_RETURN_IF_ERROR(ApplyMetadataEdit(model, edit));
   NEE_RETURN_IF_ERROR(lineage.Append(model, "meta", EditParameters(edit)));
-  WriteOptions options;
-  if (HasExternalData(model, in_path)) options.external_data_threshold = kExternalThresholdBytes;
-  return WriteModelFile(model, out_path, options);
+  return WriteModelFile(model, out_path, KeepingExternalData(model, in_path));
 }
 
 }  // namespace nee

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "format/onnx_writer.h"
 #include "ir/graph.h"
 
 namespace nee {
@@ -27,10 +28,13 @@ Status ApplyMetadataEdit(Model& model, const MetadataEdit& edit);
 // Whether any tensor of `model` (read from `path`) came from an external data file.
 bool HasExternalData(const Model& model, const std::string& path);
 
+// How to write a model read from `in_path` so that external data stays
+// external: if it had any, initializers over 1 KiB (onnx.save's default
+// threshold) go to "<OUT file name>.data" beside OUT, the rest inline.
+WriteOptions KeepingExternalData(const Model& model, const std::string& in_path);
+
 // Reads `in_path`, applies `edit`, appends the lineage record and writes
-// `out_path`. A model with external data is written with external data too:
-// initializers over 1 KiB (onnx.save's default threshold) go to
-// "<OUT file name>.data" beside OUT, the rest inline.
+// `out_path` (with KeepingExternalData).
 Status EditModelFile(const std::string& in_path, const std::string& out_path, const MetadataEdit& edit);
 
 }  // namespace nee

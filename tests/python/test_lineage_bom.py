@@ -427,3 +427,21 @@ def test_weights_digest_covers_every_storage_form(tmp_path):
     [(_, record)] = lineage(onnx.load(out))
     assert record["input"]["weights_sha256"] == record["output"]["weights_sha256"] == weights_sha256(model)
     assert nee_cli("meta", out, "--verify").returncode == 0
+
+
+def test_optimize_keeps_external_data_external_and_records_lineage(tmp_path):
+    src = conv_bn_model(tmp_path, "ext.onnx", external=True)
+    out = tmp_path / "ext_optimized.onnx"
+    r = nee_cli("optimize", src, "-o", out, "--opt-level", "2")
+    assert r.returncode == 0, r.stderr
+    raw = onnx.load(out, load_external_data=False)
+    locations = {e.value for t in raw.graph.initializer for e in t.external_data if e.key == "location"}
+    assert locations == {"ext_optimized.onnx.data"}
+    optimized = onnx.load(out)
+    [(_, record)] = lineage(optimized)
+    assert record["input"]["sha256"] == sha256_file(src)
+    assert record["input"]["weights_sha256"] == weights_sha256(onnx.load(src))
+    assert record["output"]["weights_sha256"] == weights_sha256(optimized)
+    x = np.random.default_rng(4).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(run_ort(out, x), run_ort(src, x), rtol=1e-5, atol=1e-5)
+    assert nee_cli("meta", out, "--verify").returncode == 0
