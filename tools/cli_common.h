@@ -65,6 +65,10 @@ Feed GatherInputs(const Args& a, const neeapi::Session& session);
 
 // nee bench (bench_command.cc).
 int Bench(const Args& a);
+// nee ops (ops_command.cc) and nee check (check_command.cc) parse their own
+// arguments (argv[1] is the verb).
+int Ops(int argc, char** argv);
+int Check(int argc, char** argv);
 
 // nee meta and nee bom parse their own arguments (meta_command.cc,
 // bom_command.cc); PrintLineage is `nee inspect`'s lineage section.

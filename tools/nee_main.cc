@@ -1,7 +1,8 @@
 // The `nee` command line: `nee run`, `nee inspect`, `nee optimize` (here),
-// `nee bench` (bench_command.cc), `nee meta` (meta_command.cc) and `nee bom`
-// (bom_command.cc). Argument handling and printing only;
-// everything else goes through the public C/C++ API.
+// `nee bench` (bench_command.cc), `nee meta` (meta_command.cc), `nee bom`
+// (bom_command.cc), `nee ops` (ops_command.cc) and `nee check`
+// (check_command.cc). Argument handling and printing only; run, inspect,
+// optimize and bench go through the public C/C++ API.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -38,6 +39,8 @@ const char kUsage[] =
     "  nee meta MODEL [--verify | [--set KEY=VALUE]... [--delete KEY]... [--producer-name S] [--producer-version S]\n"
     "              [--domain S] [--model-version N] [--doc-string S] -o OUT.onnx]\n"
     "  nee bom MODEL [-o FILE]\n"
+    "  nee check MODEL\n"
+    "  nee ops [--domain D] [--format md|json]\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
@@ -51,6 +54,9 @@ const char kUsage[] =
     "nee bench times --runs runs (default 20) after --warmup runs (default 3) on random inputs of the\n"
     "declared types (--batch sets symbolic first dims, --dim any symbol) and prints latency percentiles,\n"
     "throughput, session-creation time and peak memory.\n"
+    "nee check validates the model and prints its opsets, the inferred type and shape of every value and\n"
+    "every problem, naming the node (exit status 0 when valid, 1 when not). nee ops prints the operators\n"
+    "this build runs, per domain and opset, with the CPU kernels for each (docs/operators.md).\n"
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
     "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n";
 
@@ -510,6 +516,8 @@ int main(int argc, char** argv) {
     const std::string command = argc > 1 ? argv[1] : "";
     if (command == "meta") return Meta(argc, argv);
     if (command == "bom") return Bom(argc, argv);
+    if (command == "ops") return Ops(argc, argv);
+    if (command == "check") return Check(argc, argv);
     Args a = Parse(argc, argv);
     if (a.command == "optimize") return Optimize(a);
     if (a.command == "bench") return Bench(a);
