@@ -260,9 +260,13 @@ class GraphChecker {
     if (out_.order.size() != n) {
       // One problem for the cycle; nodes on it, and after it, get no types.
       for (size_t i = 0; i < n; ++i)
-        if (pending[i] > 0)
-          return Problem(InvalidModel(GraphLabel(g_) + " has a cycle: " + g_.nodes[i].Describe() +
-                                      " depends (directly or not) on its own output"));
+        if (pending[i] > 0) {
+          NEE_RETURN_IF_ERROR(Problem(InvalidModel(GraphLabel(g_) + " has a cycle: " + g_.nodes[i].Describe() +
+                                                   " depends (directly or not) on its own output")));
+          break;
+        }
+      for (size_t i = 0; i < n; ++i)
+        if (pending[i] > 0) SkipNode(i);
     }
     return Status::Ok();
   }

@@ -275,6 +275,25 @@ def test_check_undefined_input_and_unreadable_file(tmp_path):
     assert r.returncode == 1 and "invalid: 1 problem" in r.stdout
 
 
+def test_check_goes_on_past_model_and_graph_problems(tmp_path):
+    """A too-new opset, a cycle and an output nothing produces: each reported once, the rest still typed."""
+    nodes = [helper.make_node("Relu", ["b"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
+             helper.make_node("Abs", ["x"], ["w"], name="abs")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])]
+    outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("a", "w", "missing")]
+    path, model = save(tmp_path, nodes, inputs, outputs, opset=99)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model)
+    r = nee_cli("check", path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    values, problems = parse_check(r.stdout)
+    assert len(problems) == 3, problems
+    assert "imports opset 99 of domain 'ai.onnx'" in problems[0]
+    assert "has a cycle" in problems[1] and "node 'r1' (Relu)" in problems[1]
+    assert "output 'missing' is not produced" in problems[2]
+    assert values["w"] == "tensor(float) [n]"
+
+
 @pytest.mark.parametrize("args, message", [
     ([], "nee check needs a model path"),
     (["--verbose"], "expected a model path after 'check'"),
