@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json.h"
 #include "check/checker.h"
 #include "ep/cpu/op_matrix.h"
 #include "tools/cli_common.h"
@@ -34,26 +35,11 @@ std::string SinceText(const OpSupport& op) {
   return s;
 }
 
-std::string JsonString(const std::string& text) {
-  std::string s = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') s += std::string("\\") + c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      s += buf;
-    } else {
-      s += c;
-    }
-  }
-  return s + "\"";
-}
-
-std::string JsonRanges(const std::vector<OpsetRange>& ranges) {
-  std::string s = "[";
+nee::Json JsonRanges(const std::vector<OpsetRange>& ranges) {
+  nee::Json list = nee::Json::Array();
   for (const OpsetRange& r : ranges)
-    s += (s.size() > 1 ? ", " : "") + std::string("[") + std::to_string(r.first) + ", " + std::to_string(r.last) + "]";
-  return s + "]";
+    list.Push(nee::Json::Array().Push(nee::Json::Number(r.first)).Push(nee::Json::Number(r.last)));
+  return list;
 }
 
 int NewestOpset(const std::string& domain) {
@@ -106,29 +92,39 @@ void PrintMarkdown(const std::vector<OpSupport>& matrix) {
 }
 
 void PrintJson(const std::vector<OpSupport>& matrix) {
-  std::printf("{\n  \"domains\": [");
-  const auto groups = ByDomain(matrix);
-  for (size_t i = 0; i < groups.size(); ++i)
-    std::printf("%s\n    {\"domain\": %s, \"newest_opset\": %d, \"operators\": %zu}", i ? "," : "",
-                JsonString(groups[i].first).c_str(), NewestOpset(groups[i].first), groups[i].second.size());
-  std::printf("\n  ],\n  \"operators\": [");
-  for (size_t i = 0; i < matrix.size(); ++i) {
-    const OpSupport& op = matrix[i];
-    std::string versions;
+  nee::Json domains = nee::Json::Array();
+  for (const auto& [domain, ops] : ByDomain(matrix))
+    domains.Push(nee::Json::Object()
+                     .Set("domain", domain)
+                     .Set("newest_opset", nee::Json::Number(NewestOpset(domain)))
+                     .Set("operators", nee::Json::Number(static_cast<double>(ops.size()))));
+  nee::Json operators = nee::Json::Array();
+  for (const OpSupport& op : matrix) {
+    nee::Json versions = nee::Json::Array();
     for (const auto& v : op.versions)
-      versions += (versions.empty() ? "" : ", ") + std::string("{\"since\": ") + std::to_string(v.since) +
-                  ", \"until\": " + std::to_string(v.until) + ", \"reference\": " + (v.reference ? "true" : "false") +
-                  ", \"optimized\": " + (v.optimized ? "true" : "false") + "}";
+      versions.Push(nee::Json::Object()
+                        .Set("since", nee::Json::Number(v.since))
+                        .Set("until", nee::Json::Number(v.until))
+                        .Set("reference", nee::Json::Bool(v.reference))
+                        .Set("optimized", nee::Json::Bool(v.optimized)));
     const auto fast = op.OptimizedOpsets();
-    std::printf("%s\n    {\"domain\": %s, \"op\": %s, \"versions\": [%s], \"kernels\": {"
-                "\"reference\": {\"opsets\": %s, \"types\": null}, "
-                "\"optimized\": {\"opsets\": %s, \"types\": %s}}, \"has_optimized_kernel\": %s}",
-                i ? "," : "", JsonString(op.domain).c_str(), JsonString(op.op).c_str(), versions.c_str(),
-                JsonRanges(op.ReferenceOpsets()).c_str(), JsonRanges(fast).c_str(),
-                op.optimized_types.empty() ? "null" : JsonString(op.optimized_types).c_str(),
-                fast.empty() ? "false" : "true");
+    nee::Json kernels = nee::Json::Object();
+    // The registry declares no element types for reference kernels (null).
+    kernels.Set("reference", nee::Json::Object().Set("opsets", JsonRanges(op.ReferenceOpsets())).Set("types", nee::Json()));
+    kernels.Set("optimized", nee::Json::Object()
+                                 .Set("opsets", JsonRanges(fast))
+                                 .Set("types", op.optimized_types.empty() ? nee::Json()
+                                                                          : nee::Json::String(op.optimized_types)));
+    operators.Push(nee::Json::Object()
+                       .Set("domain", op.domain)
+                       .Set("op", op.op)
+                       .Set("versions", std::move(versions))
+                       .Set("kernels", std::move(kernels))
+                       .Set("has_optimized_kernel", nee::Json::Bool(!fast.empty())));
   }
-  std::printf("\n  ]\n}\n");
+  nee::Json out = nee::Json::Object();
+  out.Set("domains", std::move(domains)).Set("operators", std::move(operators));
+  std::printf("%s\n", out.Serialize(1).c_str());
 }
 
 }  // namespace
