@@ -1,4 +1,4 @@
-// What the `nee` subcommands share (nee_main.cc, bench_command.cc): the parsed
+// What the `nee` subcommands share (nee_main.cc, bench_command.cc, meta_command.cc, bom_command.cc): the parsed
 // arguments, usage errors and random or file inputs.
 #pragma once
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
 #include "nee/nee.hpp"
 
 namespace neeapi = nee::api;
@@ -82,5 +83,17 @@ RunOutcome ComputeRunSandboxed(const Args& a);
 
 // nee bench (bench_command.cc).
 int Bench(const Args& a);
+// nee ops (ops_command.cc) and nee check (check_command.cc) parse their own
+// arguments (argv[1] is the verb).
+int Ops(int argc, char** argv);
+int Check(int argc, char** argv);
+
+// nee meta and nee bom parse their own arguments (meta_command.cc,
+// bom_command.cc); PrintLineage is `nee inspect`'s lineage section.
+// A library status as the neeapi::Error the commands throw (same code and message).
+void ThrowIfError(const nee::Status& status);
+int Meta(int argc, char** argv);
+int Bom(int argc, char** argv);
+void PrintLineage(const std::vector<std::pair<std::string, std::string>>& metadata_props);
 
 }  // namespace nee_cli

@@ -1,6 +1,8 @@
-// The `nee` command line: `nee run`, `nee inspect`, `nee optimize` (here) and
-// `nee bench` (bench_command.cc). Argument handling and printing only;
-// everything else goes through the public C/C++ API.
+// The `nee` command line: `nee run`, `nee inspect`, `nee optimize` (here),
+// `nee bench` (bench_command.cc), `nee meta` (meta_command.cc), `nee bom`
+// (bom_command.cc), `nee ops` (ops_command.cc) and `nee check`
+// (check_command.cc). Argument handling and printing only; run, inspect,
+// optimize and bench go through the public C/C++ API.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "format/lineage.h"
 #include "nee/nee.hpp"
 #include "tools/cli_common.h"
 
@@ -34,6 +37,11 @@ const char kUsage[] =
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "  nee bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
+    "  nee meta MODEL [--verify | [--set KEY=VALUE]... [--delete KEY]... [--producer-name S] [--producer-version S]\n"
+    "              [--domain S] [--model-version N] [--doc-string S] -o OUT.onnx]\n"
+    "  nee bom MODEL [-o FILE]\n"
+    "  nee check MODEL\n"
+    "  nee ops [--domain D] [--format md|json]\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
@@ -47,6 +55,9 @@ const char kUsage[] =
     "nee bench times --runs runs (default 20) after --warmup runs (default 3) on random inputs of the\n"
     "declared types (--batch sets symbolic first dims, --dim any symbol) and prints latency percentiles,\n"
     "throughput, session-creation time and peak memory.\n"
+    "nee check validates the model and prints its opsets, the inferred type and shape of every value and\n"
+    "every problem, naming the node (exit status 0 when valid, 1 when not). nee ops prints the operators\n"
+    "this build runs, per domain and opset, with the CPU kernels for each (docs/operators.md).\n"
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
     "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n"
     "--sandbox loads and runs the model in a child process under seccomp and resource limits (no new\n"
@@ -464,13 +475,19 @@ int Inspect(const Args& a) {
   std::printf("outputs:\n");
   for (const auto& vi : session.Outputs()) std::printf("  %s: %s %s\n", vi.name.c_str(), vi.type.c_str(), ShapeText(vi).c_str());
   size_t n_meta = nee_session_custom_metadata_count(s);
-  if (n_meta) {
-    std::printf("metadata:\n");
-    for (size_t i = 0; i < n_meta; ++i) {
-      std::string key = nee_session_custom_metadata_key(s, i);
-      std::printf("  %s = %s\n", key.c_str(), session.Metadata("custom:" + key).c_str());
-    }
+  std::vector<std::pair<std::string, std::string>> props;
+  for (size_t i = 0; i < n_meta; ++i) {
+    std::string key = nee_session_custom_metadata_key(s, i);
+    props.emplace_back(key, session.Metadata("custom:" + key));
   }
+  bool lineage_only = true;  // lineage records are shown as a chain below
+  for (const auto& [key, value] : props) lineage_only = lineage_only && nee::IsLineageKey(key);
+  if (!lineage_only) {
+    std::printf("metadata:\n");
+    for (const auto& [key, value] : props)
+      if (!nee::IsLineageKey(key)) std::printf("  %s = %s\n", key.c_str(), value.c_str());
+  }
+  PrintLineage(props);
   nee_model_stats_t stats;
   neeapi::Check(nee_session_model_stats(s, &stats));
   std::printf("nodes:      %zu\n", stats.node_count);
@@ -515,6 +532,11 @@ int Optimize(const Args& a) {
 int main(int argc, char** argv) {
   using namespace nee_cli;
   try {
+    const std::string command = argc > 1 ? argv[1] : "";
+    if (command == "meta") return Meta(argc, argv);
+    if (command == "bom") return Bom(argc, argv);
+    if (command == "ops") return Ops(argc, argv);
+    if (command == "check") return Check(argc, argv);
     Args a = Parse(argc, argv);
     if (a.command == "optimize") return Optimize(a);
     if (a.command == "bench") return Bench(a);

@@ -71,19 +71,63 @@ class GraphChecker {
                           std::to_string(options_.max_subgraph_depth) + " levels");
     for (const ValueInfo& vi : g_.value_info) declared_.emplace(vi.name, &vi.type);
     for (const ValueInfo& vi : g_.outputs) declared_.emplace(vi.name, &vi.type);
+    failed_.assign(g_.nodes.size(), false);
     NEE_RETURN_IF_ERROR(DefineGraphInputs());
     NEE_RETURN_IF_ERROR(ResolveNodes());
     NEE_RETURN_IF_ERROR(TopologicalOrder());
-    for (size_t idx : out_.order) NEE_RETURN_IF_ERROR(InferNode(idx));
+    for (size_t idx : out_.order) {
+      if (failed_[idx] || ReadsFailedValue(idx)) {
+        SkipNode(idx);
+        continue;
+      }
+      Status inferred = InferNode(idx);
+      if (!inferred.ok()) {
+        NEE_RETURN_IF_ERROR(Problem(std::move(inferred)));
+        SkipNode(idx);
+      }
+    }
     NEE_RETURN_IF_ERROR(CheckOutputs());
     return std::move(out_);
   }
 
  private:
+  // A problem found: the error itself when checking fails fast (sessions),
+  // else recorded (CheckOptions::problems) and checking goes on.
+  Status Problem(Status problem) {
+    if (!options_.problems) return problem;
+    options_.problems->push_back(std::move(problem));
+    return Status::Ok();
+  }
+
+  // A node with a problem: reported once; what it defines has no inferred
+  // type and whatever reads it is skipped, so one mistake is not reported
+  // again by every node downstream.
+  Status NodeProblem(size_t idx, Status problem) {
+    failed_[idx] = true;
+    return Problem(std::move(problem));
+  }
+
+  bool ReadsFailedValue(size_t idx) const {
+    if (failed_values_.empty()) return false;
+    for (const std::string& in : g_.nodes[idx].inputs)
+      if (!in.empty() && failed_values_.count(in)) return true;
+    for (const std::string& in : out_.implicit_inputs[idx])
+      if (failed_values_.count(in)) return true;
+    return false;
+  }
+
+  void SkipNode(size_t idx) {
+    for (const std::string& o : g_.nodes[idx].outputs) {
+      if (o.empty()) continue;
+      failed_values_.insert(o);
+      out_.types.emplace(o, TypeInfo{});
+    }
+  }
+
   Status Define(const std::string& name, const TypeInfo& type, const char* what) {
-    if (name.empty()) return InvalidModel(GraphLabel(g_) + ": a " + what + " has an empty name");
+    if (name.empty()) return Problem(InvalidModel(GraphLabel(g_) + ": a " + what + " has an empty name"));
     if (!out_.types.emplace(name, type).second)
-      return InvalidModel(GraphLabel(g_) + ": value '" + name + "' is defined more than once");
+      return Problem(InvalidModel(GraphLabel(g_) + ": value '" + name + "' is defined more than once"));
     return Status::Ok();
   }
 
@@ -102,8 +146,9 @@ class GraphChecker {
         // An initializer that is also a graph input is an overridable default.
         continue;
       }
+      const bool first = !out_.types.count(init.name);
       NEE_RETURN_IF_ERROR(Define(init.name, t, "initializer"));
-      out_.constants.emplace(init.name, init.tensor);
+      if (first) out_.constants.emplace(init.name, init.tensor);
     }
     for (const SparseTensor& s : g_.sparse_initializers) {
       if (input_names.count(s.name)) continue;
@@ -120,35 +165,44 @@ class GraphChecker {
     std::unordered_set<std::string> node_outputs;
     for (size_t i = 0; i < n; ++i) {
       const Node& node = g_.nodes[i];
-      std::string domain = NormalizeDomain(node.domain);
-      auto it = opsets_.find(domain);
-      if (it == opsets_.end())
-        return InvalidModel(node.Describe() + ": the model imports no opset for domain '" + node.domain + "'");
-      out_.opsets[i] = it->second;
-      auto schema = registry_.Resolve(domain, node.op_type, it->second);
-      if (!schema.ok()) return schema.status().WithContext(node.Describe() + ": ");
-      const OpSchema* s = schema.value();
-      out_.schemas[i] = s;
-      int n_in = static_cast<int>(node.inputs.size());
-      int n_out = static_cast<int>(node.outputs.size());
-      if (n_in < s->min_inputs || n_in > s->max_inputs)
-        return InvalidModel(node.Describe() + ": has " + std::to_string(n_in) + " inputs, opset " +
-                            std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs));
-      if (n_out < s->min_outputs || n_out > s->max_outputs)
-        return InvalidModel(node.Describe() + ": has " + std::to_string(n_out) + " outputs, opset " +
-                            std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs));
-      for (size_t k = 0; k < node.inputs.size(); ++k) {
-        // A required (leading) input may not be omitted.
-        if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs)
-          return InvalidModel(node.Describe() + ": required input " + std::to_string(k) + " is empty");
-      }
+      Status resolved = ResolveNode(i);
+      if (!resolved.ok()) NEE_RETURN_IF_ERROR(NodeProblem(i, std::move(resolved)));
       for (const std::string& o : node.outputs) {
         if (o.empty()) continue;
+        // The first definition stands; a later one is the problem.
         if (out_.types.count(o) || !node_outputs.insert(o).second)
-          return InvalidModel(node.Describe() + ": output '" + o + "' is defined more than once");
+          NEE_RETURN_IF_ERROR(NodeProblem(i, InvalidModel(node.Describe() + ": output '" + o + "' is defined more than once")));
       }
       std::unordered_set<std::string> seen;
       for (const Graph* body : BodiesOf(node)) CollectCaptured(*body, {}, out_.implicit_inputs[i], seen);
+    }
+    return Status::Ok();
+  }
+
+  // The node's schema entry at the model's opset, and its arity against it.
+  Status ResolveNode(size_t i) {
+    const Node& node = g_.nodes[i];
+    std::string domain = NormalizeDomain(node.domain);
+    auto it = opsets_.find(domain);
+    if (it == opsets_.end())
+      return InvalidModel(node.Describe() + ": the model imports no opset for domain '" + node.domain + "'");
+    out_.opsets[i] = it->second;
+    auto schema = registry_.Resolve(domain, node.op_type, it->second);
+    if (!schema.ok()) return schema.status().WithContext(node.Describe() + ": ");
+    const OpSchema* s = schema.value();
+    out_.schemas[i] = s;
+    int n_in = static_cast<int>(node.inputs.size());
+    int n_out = static_cast<int>(node.outputs.size());
+    if (n_in < s->min_inputs || n_in > s->max_inputs)
+      return InvalidModel(node.Describe() + ": has " + std::to_string(n_in) + " inputs, opset " +
+                          std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs));
+    if (n_out < s->min_outputs || n_out > s->max_outputs)
+      return InvalidModel(node.Describe() + ": has " + std::to_string(n_out) + " outputs, opset " +
+                          std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs));
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      // A required (leading) input may not be omitted.
+      if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs)
+        return InvalidModel(node.Describe() + ": required input " + std::to_string(k) + " is empty");
     }
     return Status::Ok();
   }
@@ -187,8 +241,9 @@ class GraphChecker {
             ++pending[i];
           }
         } else if (!DefinedOutside(name)) {
-          return InvalidModel(node.Describe() + ": input '" + name + "' is not defined by any node, input or "
-                              "initializer of " + GraphLabel(g_) + (depth_ > 0 ? " or an enclosing graph" : ""));
+          NEE_RETURN_IF_ERROR(NodeProblem(i, InvalidModel(node.Describe() + ": input '" + name +
+                                                          "' is not defined by any node, input or initializer of " +
+                                                          GraphLabel(g_) + (depth_ > 0 ? " or an enclosing graph" : ""))));
         }
       }
     }
@@ -203,10 +258,15 @@ class GraphChecker {
         if (--pending[c] == 0) ready.push_back(c);
     }
     if (out_.order.size() != n) {
+      // One problem for the cycle; nodes on it, and after it, get no types.
       for (size_t i = 0; i < n; ++i)
-        if (pending[i] > 0)
-          return InvalidModel(GraphLabel(g_) + " has a cycle: " + g_.nodes[i].Describe() +
-                              " depends (directly or not) on its own output");
+        if (pending[i] > 0) {
+          NEE_RETURN_IF_ERROR(Problem(InvalidModel(GraphLabel(g_) + " has a cycle: " + g_.nodes[i].Describe() +
+                                                   " depends (directly or not) on its own output")));
+          break;
+        }
+      for (size_t i = 0; i < n; ++i)
+        if (pending[i] > 0) SkipNode(i);
     }
     return Status::Ok();
   }
@@ -248,6 +308,7 @@ class GraphChecker {
       inferred_bodies.insert(&body);
       CheckOptions sub = options_;
       sub.input_types = input_types.size() == body.inputs.size() ? &input_types : nullptr;
+      sub.problems = nullptr;
       NEE_ASSIGN_OR_RETURN(CheckedGraph checked,
                            GraphChecker(body, opsets_, registry_, &scope, sub, depth_ + 1).Run());
       std::vector<TypeInfo> outs;
@@ -264,6 +325,7 @@ class GraphChecker {
         if (inferred_bodies.count(body)) continue;
         CheckOptions sub = options_;
         sub.input_types = nullptr;
+        sub.problems = nullptr;
         auto checked = GraphChecker(*body, opsets_, registry_, &scope, sub, depth_ + 1).Run();
         if (!checked.ok()) return checked.status().WithContext(node.Describe() + ": attribute '" + a.name + "': ");
       }
@@ -286,10 +348,11 @@ class GraphChecker {
   }
 
   Status CheckOutputs() {
-    if (g_.outputs.empty() && depth_ == 0) return InvalidModel(GraphLabel(g_) + " has no outputs");
+    if (g_.outputs.empty() && depth_ == 0) NEE_RETURN_IF_ERROR(Problem(InvalidModel(GraphLabel(g_) + " has no outputs")));
     for (const ValueInfo& vi : g_.outputs) {
-      if (!TypeOf(vi.name))
-        return InvalidModel(GraphLabel(g_) + ": output '" + vi.name + "' is not produced by any node, input or initializer");
+      if (!TypeOf(vi.name) && !failed_values_.count(vi.name))
+        NEE_RETURN_IF_ERROR(Problem(InvalidModel(GraphLabel(g_) + ": output '" + vi.name +
+                                                 "' is not produced by any node, input or initializer")));
     }
     std::unordered_set<std::string> seen;
     std::vector<std::string> captured;
@@ -306,6 +369,10 @@ class GraphChecker {
   int depth_;
   CheckedGraph out_;
   std::unordered_map<std::string, const TypeInfo*> declared_;
+  // Per node: it has a problem (recorded, not returned: CheckOptions::problems).
+  std::vector<bool> failed_;
+  // Values defined by failed nodes, or by nodes skipped because they read one.
+  std::unordered_set<std::string> failed_values_;
 };
 }  // namespace
 
@@ -370,20 +437,28 @@ Result<CheckedGraph> CheckGraph(const Graph& graph, const OpsetMap& opsets, cons
 }
 
 Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry, const CheckOptions& options) {
+  // Fails fast, or records the problem and goes on (CheckOptions::problems).
+  auto problem = [&](Status s) {
+    if (!options.problems) return s;
+    options.problems->push_back(std::move(s));
+    return Status::Ok();
+  };
   if (model.ir_version < 3)
-    return InvalidModel("model ir_version " + std::to_string(model.ir_version) + " is not supported (need 3 or newer)");
-  if (model.opset_imports.empty()) return InvalidModel("model has no opset_import");
+    NEE_RETURN_IF_ERROR(problem(InvalidModel("model ir_version " + std::to_string(model.ir_version) +
+                                             " is not supported (need 3 or newer)")));
+  if (model.opset_imports.empty()) NEE_RETURN_IF_ERROR(problem(InvalidModel("model has no opset_import")));
   for (const OpsetImport& o : model.opset_imports)
     if (o.version <= 0)
-      return InvalidModel("opset_import for domain '" + o.domain + "' has invalid version " + std::to_string(o.version));
+      NEE_RETURN_IF_ERROR(problem(InvalidModel("opset_import for domain '" + o.domain + "' has invalid version " +
+                                               std::to_string(o.version))));
   for (const OpsetImport& o : model.opset_imports) {
     int64_t newest = NewestSupportedOpset(o.domain);
     if (newest > 0 && o.version > newest) {
       std::string domain = NormalizeDomain(o.domain).empty() ? "ai.onnx" : o.domain;
-      return NotImplemented("the model imports opset " + std::to_string(o.version) + " of domain '" + domain +
-                            "', newer than the newest nee supports (" + std::to_string(newest) +
-                            "); convert or re-export the model to opset " + std::to_string(newest) +
-                            " or older, or use a newer nee");
+      NEE_RETURN_IF_ERROR(problem(NotImplemented(
+          "the model imports opset " + std::to_string(o.version) + " of domain '" + domain +
+          "', newer than the newest nee supports (" + std::to_string(newest) +
+          "); convert or re-export the model to opset " + std::to_string(newest) + " or older, or use a newer nee")));
     }
   }
   return CheckGraph(model.graph, OpsetsOf(model.opset_imports), registry, nullptr, options);

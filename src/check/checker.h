@@ -51,6 +51,13 @@ struct CheckOptions {
   // when null, the declared types are used.
   const std::vector<TypeInfo>* input_types = nullptr;
   int max_subgraph_depth = 64;
+  // When set (`nee check`), the main graph's problems are recorded here and
+  // checking goes on where it can: a node with a problem, and every node
+  // reading what it defines, gets no inferred types, and the result is
+  // returned although it is not fit to run. A problem inside a subgraph is
+  // one problem of the node holding it. Unset (sessions): the first problem
+  // is returned as the error.
+  std::vector<Status>* problems = nullptr;
 };
 
 Result<CheckedGraph> CheckGraph(const Graph& graph, const OpsetMap& opsets, const OpRegistry& registry,

@@ -2,6 +2,9 @@
 
 #include <cstdio>
 
+#include "base/json.h"
+#include "format/lineage.h"
+#include "format/metadata_edit.h"
 #include "format/onnx_reader.h"
 #include "format/onnx_writer.h"
 #include "ir/inline_functions.h"
@@ -39,6 +42,7 @@ void RecordLevel(Model& model, int level) {
 Result<std::string> OptimizeModelFile(const std::string& in_path, const std::string& out_path, int level) {
   if (level < 0) return InvalidArgument("optimization level must be 0 or more, got " + std::to_string(level));
   NEE_ASSIGN_OR_RETURN(Model model, ReadModelFile(in_path));
+  NEE_ASSIGN_OR_RETURN(LineageRecorder lineage, LineageRecorder::Begin(in_path, model));
   NEE_RETURN_IF_ERROR(InlineModelFunctions(model));
   const size_t nodes_in = model.graph.nodes.size();
   std::vector<PassReport> report;
@@ -46,7 +50,8 @@ Result<std::string> OptimizeModelFile(const std::string& in_path, const std::str
   // Checked once more as written: what `nee optimize` hands out must load.
   NEE_RETURN_IF_ERROR(CheckModel(model, OpRegistry::Global()).status());
   RecordLevel(model, level);
-  NEE_RETURN_IF_ERROR(WriteModelFile(model, out_path));
+  NEE_RETURN_IF_ERROR(lineage.Append(model, "optimize", Json::Object().Set("opt_level", Json::Number(level))));
+  NEE_RETURN_IF_ERROR(WriteModelFile(model, out_path, KeepingExternalData(model, in_path)));
   return FormatReport(report, nodes_in, model.graph.nodes.size());
 }
 

@@ -539,20 +539,21 @@ Status InferTreeEnsembleClassifier(InferenceContext& ctx) {
 
 // The binary form: two labels but every leaf weight is for one class. The
 // weight sum s is either a probability (all weights >= 0: label 1 when
-// s > 0.5, scores [1-s, s]) or a margin (label 1 when s > 0; scores
-// [logistic(-s), logistic(s)] under LOGISTIC, else [-s, s]).
+// s > 0.5) or a margin (label 1 when s > 0). Under LOGISTIC the scores are
+// [logistic(-s), logistic(s)] either way, as in ONNX Runtime and
+// onnx.reference: weights that are all >= 0 do not make s a probability when
+// a base value (a GradientBoostingClassifier's prior log-odds) is added, e.g.
+// trees that are single leaves of weight 0. Otherwise [1-s, s] for a
+// probability and [-s, s] for a margin.
 void FinalizeBinary(double s, bool all_positive, PostTransform transform, double out[2], int64_t* cls) {
-  if (all_positive) {
-    *cls = s > 0.5 ? 1 : 0;
-    double p = transform == PostTransform::kProbit ? ml::Probit(s) : s;
-    out[0] = 1 - p;
-    out[1] = p;
-    return;
-  }
-  *cls = s > 0 ? 1 : 0;
+  *cls = s > (all_positive ? 0.5 : 0.0) ? 1 : 0;
   if (transform == PostTransform::kLogistic) {
     out[0] = ml::Logistic(-s);
     out[1] = ml::Logistic(s);
+  } else if (all_positive) {
+    double p = transform == PostTransform::kProbit ? ml::Probit(s) : s;
+    out[0] = 1 - p;
+    out[1] = p;
   } else {
     double p = transform == PostTransform::kProbit ? ml::Probit(s) : s;
     out[0] = -p;

@@ -437,7 +437,9 @@ Status ConcatKernel(KernelContext& ctx) {
     out_dims[axis] += t->dim(axis);
     inputs.push_back(t);
   }
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, first->dtype(), out_dims));
+  // Not zero-filled: every element is written, and inputs the memory planner
+  // placed inside the output (plan/memory_plan.cc) must keep their bytes.
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, first->dtype(), out_dims));
   const int64_t outer = ProductOf(out_dims, 0, axis);
   const int64_t inner = ProductOf(out_dims, axis + 1);
   return VisitStorage(ctx.node(), first->dtype(), [&]<typename A>() -> Status {

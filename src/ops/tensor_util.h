@@ -32,7 +32,10 @@ struct Plain {
   const T& Get(int64_t i) const { return p[i]; }
   void Set(int64_t i, const T& v) const { p[i] = v; }
   // Copies `count` consecutive elements (the fast path of most kernels).
+  // Nothing to do when they already are there (a Concat input the memory
+  // planner placed inside the output).
   void CopyRun(int64_t dst, const Plain& src, int64_t src_index, int64_t count) const {
+    if (p + dst == src.p + src_index) return;
     if constexpr (std::is_trivially_copyable_v<T>) {
       if (count > 0) std::memcpy(p + dst, src.p + src_index, static_cast<size_t>(count) * sizeof(T));
     } else {

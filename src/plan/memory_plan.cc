@@ -68,23 +68,87 @@ bool IsViewNode(const PlannedNode& pn) {
   return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
 }
 
-int FindRoot(std::vector<int>& group, int s) {
-  while (group[s] != s) s = group[s] = group[group[s]];
-  return s;
+// Slots that share memory: each slot lies at `offset` bytes into its
+// parent's bytes; a root (parent == itself) gets a block of its own.
+struct AliasForest {
+  std::vector<int> parent;
+  std::vector<size_t> offset;
+
+  explicit AliasForest(size_t n) : parent(n), offset(n, 0) {
+    for (size_t s = 0; s < n; ++s) parent[s] = static_cast<int>(s);
+  }
+  // The root of s, and s's byte offset in it (paths are compressed).
+  std::pair<int, size_t> Find(int s) {
+    if (parent[s] == s) return {s, 0};
+    auto [root, parent_offset] = Find(parent[s]);
+    parent[s] = root;
+    offset[s] += parent_offset;
+    return {root, offset[s]};
+  }
+  // Places the group rooted at `root` at `at` bytes into `host`'s group.
+  void Attach(int root, int host, size_t at) {
+    auto [host_root, host_offset] = Find(host);
+    parent[root] = host_root;
+    offset[root] = host_offset + at;
+  }
+};
+
+// A Concat's output is its inputs' bytes one after another when every dim
+// before the axis is 1 (e.g. channels of one image). Then each planned input
+// can be produced straight into its part of the output, and the Concat finds
+// nothing to copy (its kernels skip a copy onto itself). Returns the byte
+// offset of each input in the output, or nothing when that does not hold.
+std::vector<size_t> ConcatPartOffsets(const PlannedNode& pn, const MemoryPlan& mp, const std::vector<size_t>& bytes) {
+  const std::string& d = pn.node->domain;
+  if (!(d.empty() || d == "ai.onnx") || pn.node->op_type != "Concat" || pn.outputs.size() != 1) return {};
+  const int out = pn.outputs[0];
+  if (out < 0 || bytes[out] == 0) return {};
+  // Whole-byte elements only: a part of 4-bit values may start mid-byte.
+  if (StorageBytes(mp.type[out], 2) != 2 * StorageBytes(mp.type[out], 1)) return {};
+  const std::vector<int64_t>& dims = mp.dims[out];
+  auto axis = pn.node->GetInt("axis", 1);
+  if (!axis.ok()) return {};
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t a = axis.value() < 0 ? axis.value() + rank : axis.value();
+  if (a < 0 || a >= rank) return {};
+  for (int64_t i = 0; i < a; ++i)
+    if (dims[i] != 1) return {};
+  std::vector<size_t> at;
+  size_t next = 0;
+  for (int in : pn.inputs) {
+    at.push_back(next);
+    if (in < 0 || bytes[in] == 0) return {};
+    next += bytes[in];
+  }
+  if (next != bytes[out]) return {};
+  return at;
 }
 
-// Per slot: the slot whose block it shares (itself unless it is the planned
-// output of a view node over a planned input of the same byte size).
-std::vector<int> AliasGroups(const ExecutionPlan& plan, const std::vector<size_t>& bytes) {
-  std::vector<int> group(plan.num_slots());
-  for (size_t s = 0; s < group.size(); ++s) group[s] = static_cast<int>(s);
+// Per slot: its root slot and byte offset in it. View ops' outputs share
+// their input's bytes; Concat inputs live inside the Concat's output where
+// they can (each input once, at a 64-byte aligned offset, when it is the
+// root of its own group, e.g. not already inside another Concat).
+std::vector<std::pair<int, size_t>> AliasGroups(const ExecutionPlan& plan, const MemoryPlan& mp,
+                                                const std::vector<size_t>& bytes) {
+  AliasForest forest(plan.num_slots());
   for (const PlannedNode& pn : plan.nodes) {
-    if (!IsViewNode(pn) || pn.inputs.empty() || pn.outputs.size() != 1) continue;
-    int in = pn.inputs[0], out = pn.outputs[0];
-    if (in < 0 || out < 0 || bytes[in] == 0 || bytes[out] != bytes[in]) continue;
-    group[out] = FindRoot(group, in);
+    if (IsViewNode(pn) && !pn.inputs.empty() && pn.outputs.size() == 1) {
+      int in = pn.inputs[0], out = pn.outputs[0];
+      if (in >= 0 && out >= 0 && bytes[in] != 0 && bytes[out] == bytes[in]) forest.Attach(out, in, 0);
+      continue;
+    }
+    const std::vector<size_t> at = ConcatPartOffsets(pn, mp, bytes);
+    for (size_t i = 0; i < at.size(); ++i) {
+      const int in = pn.inputs[i];
+      auto [root, offset_in_root] = forest.Find(in);
+      // The whole group moves: only when the input is all of it, at its start.
+      if (offset_in_root != 0 || bytes[root] != bytes[in] || at[i] % MemoryPlan::kAlignment != 0) continue;
+      if (root == forest.Find(pn.outputs[0]).first) continue;  // already there (an input repeated)
+      forest.Attach(root, pn.outputs[0], at[i]);
+    }
   }
-  for (size_t s = 0; s < group.size(); ++s) group[s] = FindRoot(group, static_cast<int>(s));
+  std::vector<std::pair<int, size_t>> group(plan.num_slots());
+  for (size_t s = 0; s < group.size(); ++s) group[s] = forest.Find(static_cast<int>(s));
   return group;
 }
 
@@ -123,17 +187,19 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
     mp.planned_bytes += bytes[s];
     ++mp.num_planned;
   }
-  // One block per alias group, alive from its first producer to its last reader.
-  std::vector<int> group = AliasGroups(plan, bytes);
+  // One block per alias group (the root's bytes), alive from its first
+  // producer to its last reader.
+  const std::vector<std::pair<int, size_t>> group = AliasGroups(plan, mp, bytes);
   std::vector<int> block_of(n, -1);
   std::vector<Block> blocks;
   for (size_t s = 0; s < n; ++s) {
     if (bytes[s] == 0) continue;
+    const int root = group[s].first;
     int first = plan.producer[s], last = std::max(plan.last_use[s], first);
-    int& b = block_of[group[s]];
+    int& b = block_of[root];
     if (b < 0) {
       b = static_cast<int>(blocks.size());
-      blocks.push_back({group[s], first, last, AlignUp(bytes[s])});
+      blocks.push_back({root, first, last, AlignUp(bytes[root])});
     } else {
       blocks[b].first = std::min(blocks[b].first, first);
       blocks[b].last = std::max(blocks[b].last, last);
@@ -141,7 +207,7 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
   }
   PlaceBlocks(blocks, mp);
   for (size_t s = 0; s < n; ++s)
-    if (bytes[s] != 0) mp.offset[s] = mp.offset[group[s]];
+    if (bytes[s] != 0) mp.offset[s] = mp.offset[group[s].first] + static_cast<int64_t>(group[s].second);
   return mp;
 }
 

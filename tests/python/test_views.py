@@ -88,7 +88,57 @@ def _input_view_model():
     return model, expected
 
 
-@pytest.mark.parametrize("make", [_chain_model, _input_view_model])
+def _concat_model():
+    # Concat inputs produced in place inside the output (memory_plan.cc): a part
+    # read again after the Concat, an input repeated, a Concat of a Concat, a graph
+    # input as a part, parts at unaligned offsets (3 x 5 x 5 floats), a Concat on
+    # the last axis (outer dims 1), and one with batch 2 (parts not contiguous).
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["b"]),
+        helper.make_node("Mul", ["a", "b"], ["c"]),
+        helper.make_node("Concat", ["a", "c", "b", "a"], ["k"], axis=1),
+        helper.make_node("Neg", ["c"], ["n"]),
+        helper.make_node("Concat", ["k", "n", "x"], ["kk"], axis=-3),
+        helper.make_node("Add", ["kk", "one"], ["out"]),
+        helper.make_node("Add", ["a", "one"], ["a_again"]),
+        helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["xs"]),
+        helper.make_node("Abs", ["xs"], ["s1"]),
+        helper.make_node("Exp", ["xs"], ["s2"]),
+        helper.make_node("Concat", ["s1", "s2"], ["odd"], axis=1),
+        helper.make_node("Add", ["odd", "one"], ["odd_out"]),
+        helper.make_node("Abs", ["x"], ["w1"]),
+        helper.make_node("Concat", ["w1", "a"], ["wide"], axis=3),
+        helper.make_node("Add", ["wide", "one"], ["wide_out"]),
+        helper.make_node("Concat", ["b", "c"], ["batch"], axis=0),
+        helper.make_node("Relu", ["batch"], ["b2"]),
+        helper.make_node("Concat", ["b2", "b2"], ["batch_cat"], axis=1),
+        helper.make_node("Add", ["batch_cat", "one"], ["batch_out"]),
+    ]
+    starts = numpy_helper.from_array(np.array([0, 0, 0], np.int64), "starts")
+    ends = numpy_helper.from_array(np.array([3, 5, 5], np.int64), "ends")
+    axes = numpy_helper.from_array(np.array([1, 2, 3], np.int64), "axes")
+    outs = [_tensor("out", [1, 96, 8, 8]), _tensor("a_again", [1, 16, 8, 8]), _tensor("odd_out", [1, 6, 5, 5]),
+            _tensor("wide_out", [1, 16, 8, 16]), _tensor("batch_out", [2, 32, 8, 8])]
+    model = _model(nodes, [_tensor("x", [1, 16, 8, 8])], outs, [one, starts, ends, axes])
+
+    def expected(x):
+        a = np.maximum(x, 0)
+        b = 1 / (1 + np.exp(-a))
+        c = a * b
+        k = np.concatenate([a, c, b, a], axis=1)
+        xs = x[:, :3, :5, :5]
+        batch = np.maximum(np.concatenate([b, c], axis=0), 0)
+        return [np.concatenate([k, -c, x], axis=1) + 1, a + 1,
+                np.concatenate([np.abs(xs), np.exp(xs)], axis=1) + 1,
+                np.concatenate([np.abs(x), a], axis=3) + 1,
+                np.concatenate([batch, batch], axis=1) + 1]
+
+    return model, expected
+
+
+@pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model])
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_views_compute_what_numpy_does(make, config, threads):

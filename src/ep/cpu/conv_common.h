@@ -47,6 +47,10 @@ struct ConvEpilogue {
 void BiasResidualActivate(const FusedActivation& act, const float* bias, const float* z, int64_t ldz, float* y,
                           int64_t ldy, int64_t rows, int64_t cols);
 
+// dst[i] = src[2 * i] for i in [0, n), reading nothing past src[2n - 2]
+// (vectorized with AVX-512; conv_fast.cc): stride-2 input rows.
+void CopyEvens(const float* src, float* dst, int64_t n);
+
 // The fast float Conv with `epilogue` applied (null: a plain Conv). Nodes it
 // does not handle go to the reference kernel of the node's own op (Conv, or
 // FusedConv, which applies its epilogue itself).

@@ -9,6 +9,9 @@
 //    vectorized along output rows;
 //  - 3x3 stride-1 single-group convs with constant weights, on AVX-512:
 //    Winograd F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
+//  - other single-group 2-D convs with stride 1 or 2, where SGEMM reads B in
+//    place (AVX-512): SGEMM over windows of a padded copy of the input
+//    (conv_indirect.cc), with no im2col matrix;
 //  - everything else: im2col + SGEMM (sgemm.cc), the im2col rows written
 //    straight into SGEMM's packed B panels (a PackBFn), so the im2col
 //    matrix is never materialized; output columns are split into tiles that
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "ep/cpu/conv_common.h"
+#include "ep/cpu/conv_indirect.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/depthwise_blocked.h"
@@ -44,6 +48,29 @@
 #endif
 
 namespace nee::cpu {
+
+// dst[i] = src[2 * i] for i in [0, n), reading nothing past src[2n - 2].
+#ifdef NEE_CONV_X86
+static __attribute__((target("avx512f"))) void CopyEvensAvx512(const float* src, float* dst, int64_t n) {
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t k = std::min<int64_t>(16, n - i), floats = 2 * k - 1;  // src floats this chunk needs
+    const auto lanes = [](int64_t count) {
+      return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(count, 0)) - 1u);
+    };
+    const __m512 lo = _mm512_maskz_loadu_ps(lanes(floats), src + 2 * i);
+    const __m512 hi = _mm512_maskz_loadu_ps(lanes(floats - 16), src + 2 * i + 16);
+    _mm512_mask_storeu_ps(dst + i, lanes(k), _mm512_permutex2var_ps(lo, evens, hi));
+  }
+}
+#endif
+
+void CopyEvens(const float* __restrict src, float* __restrict dst, int64_t n) {
+#ifdef NEE_CONV_X86
+  if (n >= 8 && SgemmActiveIsa() == SgemmIsa::kAvx512) return CopyEvensAvx512(src, dst, n);
+#endif
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[2 * i];
+}
 
 namespace {
 
@@ -167,29 +194,6 @@ int64_t ColumnTile(const ConvShape& s, int64_t units, int threads) {
 #else
 #define NEE_NO_LIBCALL_LOOPS
 #endif
-
-// dst[i] = src[2 * i] for i in [0, n), reading nothing past src[2n - 2].
-#ifdef NEE_CONV_X86
-__attribute__((target("avx512f"))) void CopyEvensAvx512(const float* src, float* dst, int64_t n) {
-  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  for (int64_t i = 0; i < n; i += 16) {
-    const int64_t k = std::min<int64_t>(16, n - i), floats = 2 * k - 1;  // src floats this chunk needs
-    const auto lanes = [](int64_t count) {
-      return count >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << std::max<int64_t>(count, 0)) - 1u);
-    };
-    const __m512 lo = _mm512_maskz_loadu_ps(lanes(floats), src + 2 * i);
-    const __m512 hi = _mm512_maskz_loadu_ps(lanes(floats - 16), src + 2 * i + 16);
-    _mm512_mask_storeu_ps(dst + i, lanes(k), _mm512_permutex2var_ps(lo, evens, hi));
-  }
-}
-#endif
-
-NEE_NO_LIBCALL_LOOPS void CopyEvens(const float* __restrict src, float* __restrict dst, int64_t n) {
-#ifdef NEE_CONV_X86
-  if (n >= 8 && SgemmActiveIsa() == SgemmIsa::kAvx512) return CopyEvensAvx512(src, dst, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[2 * i];
-}
 
 // Writes row r of the im2col matrix of one (image, group), output columns
 // [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
@@ -584,7 +588,8 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   if (s.depthwise() && s.Mg == 1 && planar && padded_copy_ok && DepthwiseBlockedAvailable()) {
     const Depthwise2D g{s.N,         s.C,         s.in[1],       s.in[2],       s.out[1], s.out[2], s.kernel[1],
                         s.kernel[2], s.stride[1], s.stride[2], s.dilation[1], s.dilation[2], s.pad[1], s.pad[2]};
-    DepthwiseBlocked(ctx, g, xp, wp, bp, epilogue, z, yp);
+    if (DepthwisePlanarApplies(g)) DepthwisePlanar(ctx, g, xp, wp, bp, epilogue, z, yp);
+    else DepthwiseBlocked(ctx, g, xp, wp, bp, epilogue, z, yp);
     return Status::Ok();
   }
   if (s.depthwise() && padded_copy_ok) {
@@ -627,6 +632,13 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   // tiling (which depends on the thread count) never changes a result.
   const std::shared_ptr<const PackedConvWeights> packed = PackedWeights(ctx, s, wp);
   const SgemmPackedA* packed_w = packed ? packed->groups.data() : nullptr;
+  const bool indirect_shape = planar && s.group == 1 && !s.pointwise() && s.dilation[1] == 1 && s.dilation[2] == 1 &&
+                              s.stride[1] == s.stride[2];
+  if (indirect_shape) {
+    const IndirectConv2D g{s.N,      s.C,         s.in[1],     s.in[2],     s.M,      s.out[1],
+                           s.out[2], s.kernel[1], s.kernel[2], s.stride[1], s.pad[1], s.pad[2]};
+    if (ConvIndirectApplies(g)) return ConvIndirect(ctx, g, xp, wp, packed_w, bp, epilogue, z, yp);
+  }
   const int64_t units = s.N * s.group;
   const int64_t tile = ColumnTile(s, units, threads);
   const int64_t tiles = (s.out_size + tile - 1) / tile;

@@ -35,8 +35,10 @@ size_t ElementBytes(DataType t) {
 }
 
 // memcpy for runs of any length; short runs (the 2-float boxes of a detector
-// head) inline as 8-byte moves instead of a library call each.
+// head) inline as 8-byte moves instead of a library call each. A run onto
+// itself is skipped: the memory planner puts a Concat's inputs in place.
 inline void CopyRun(uint8_t* dst, const uint8_t* src, size_t n) {
+  if (dst == src) return;
   if (n >= 64) {
     std::memcpy(dst, src, n);
     return;

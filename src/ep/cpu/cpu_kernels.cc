@@ -6,62 +6,72 @@ namespace nee::cpu {
 
 const std::vector<OptimizedKernel>& OptimizedKernels() {
   static const std::vector<OptimizedKernel> kTable = {
-      {"", "MatMul", 1, 1000, MatMulFloat},
-      {"", "Gemm", 1, 1000, GemmFloat},
-      {"", "Conv", 1, 1000, ConvFloat},
-      {"", "ConvTranspose", 1, 1000, ConvTransposeFloat},
-      {"", "MaxPool", 1, 1000, MaxPoolFloat},
-      {"", "AveragePool", 1, 1000, AveragePoolFloat},
-      {"", "GlobalAveragePool", 1, 1000, GlobalAveragePoolFloat},
-      {"", "Exp", 1, 1000, ExpFloat},
-      {"", "Sigmoid", 1, 1000, SigmoidFloat},
-      {"", "Tanh", 1, 1000, TanhFloat},
-      {"", "Softmax", 1, 1000, SoftmaxFloat},
+      {"", "MatMul", 1, 1000, MatMulFloat, "float32"},
+      {"", "Gemm", 1, 1000, GemmFloat, "float32"},
+      {"", "Conv", 1, 1000, ConvFloat, "float32"},
+      {"", "ConvTranspose", 1, 1000, ConvTransposeFloat, "float32"},
+      {"", "MaxPool", 1, 1000, MaxPoolFloat, "float32"},
+      {"", "AveragePool", 1, 1000, AveragePoolFloat, "float32"},
+      {"", "GlobalAveragePool", 1, 1000, GlobalAveragePoolFloat, "float32"},
+      {"", "Exp", 1, 1000, ExpFloat, "float32"},
+      {"", "Sigmoid", 1, 1000, SigmoidFloat, "float32"},
+      {"", "Tanh", 1, 1000, TanhFloat, "float32"},
+      {"", "Softmax", 1, 1000, SoftmaxFloat, "float32"},
       // ---- Element-wise, normalization, transpose (elementwise_fast.cc, normalization_fast.cc, ...) ----
-      {"", "Add", 1, 1000, AddFloat},
-      {"", "Sub", 1, 1000, SubFloat},
-      {"", "Mul", 1, 1000, MulFloat},
-      {"", "Div", 1, 1000, DivFloat},
-      {"", "Pow", 1, 1000, PowFloat},
-      {"", "LayerNormalization", 1, 1000, LayerNormFloat},
-      {"com.microsoft", "SkipLayerNormalization", 1, 1000, SkipLayerNormFloat},
-      {"", "Relu", 1, 1000, ReluFloat},
-      {"", "LeakyRelu", 1, 1000, LeakyReluFloat},
-      {"", "HardSigmoid", 1, 1000, HardSigmoidFloat},
-      {"", "HardSwish", 1, 1000, HardSwishFloat},
-      {"", "Clip", 1, 1000, ClipFloat},
-      {"", "Neg", 1, 1000, NegFloat},
-      {"", "Sqrt", 1, 1000, SqrtFloat},
-      {"", "Reciprocal", 1, 1000, ReciprocalFloat},
-      {"", "Erf", 1, 1000, ErfFloat},
-      {"", "Gelu", 1, 1000, GeluFloat},
-      {"com.microsoft", "Gelu", 1, 1000, MsGeluFloat},
-      {"com.microsoft", "BiasGelu", 1, 1000, BiasGeluFloat},
-      {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat},
-      {"", "Transpose", 1, 1000, TransposeFast},
-      {"", "Concat", 1, 1000, ConcatFast},
-      {"", "Split", 1, 1000, SplitFast},
-      {"", "Slice", 1, 1000, SliceFast},
+      {"", "Add", 1, 1000, AddFloat, "float32"},
+      {"", "Sub", 1, 1000, SubFloat, "float32"},
+      {"", "Mul", 1, 1000, MulFloat, "float32"},
+      {"", "Div", 1, 1000, DivFloat, "float32"},
+      {"", "Pow", 1, 1000, PowFloat, "float32"},
+      {"", "LayerNormalization", 1, 1000, LayerNormFloat, "float32"},
+      {"com.microsoft", "SkipLayerNormalization", 1, 1000, SkipLayerNormFloat, "float32"},
+      {"", "Relu", 1, 1000, ReluFloat, "float32"},
+      {"", "LeakyRelu", 1, 1000, LeakyReluFloat, "float32"},
+      {"", "HardSigmoid", 1, 1000, HardSigmoidFloat, "float32"},
+      {"", "HardSwish", 1, 1000, HardSwishFloat, "float32"},
+      {"", "Clip", 1, 1000, ClipFloat, "float32"},
+      {"", "Neg", 1, 1000, NegFloat, "float32"},
+      {"", "Sqrt", 1, 1000, SqrtFloat, "float32"},
+      {"", "Reciprocal", 1, 1000, ReciprocalFloat, "float32"},
+      {"", "Erf", 1, 1000, ErfFloat, "float32"},
+      {"", "Gelu", 1, 1000, GeluFloat, "float32"},
+      {"com.microsoft", "Gelu", 1, 1000, MsGeluFloat, "float32"},
+      {"com.microsoft", "BiasGelu", 1, 1000, BiasGeluFloat, "float32"},
+      {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat, "float32"},
+      {"", "Transpose", 1, 1000, TransposeFast, "float32, int32, uint32"},
+      {"", "Concat", 1, 1000, ConcatFast, "every type but string and 4-bit"},
+      {"", "Split", 1, 1000, SplitFast, "every type but string and 4-bit"},
+      {"", "Slice", 1, 1000, SliceFast, "every type but string and 4-bit"},
       // ---- end element-wise block ----
       // ---- Fused ops written by the optimizer (src/opt) ----
-      {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat},
-      {"ai.nee", "ScaledDotProductAttention", 1, 1000, ScaledDotProductAttentionFloat},
-      {"ai.nee", "FusedMatMul", 1, 1000, FusedMatMulFloat},
+      {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat, "float32"},
+      {"ai.nee", "ScaledDotProductAttention", 1, 1000, ScaledDotProductAttentionFloat, "float32"},
+      {"ai.nee", "FusedMatMul", 1, 1000, FusedMatMulFloat, "float32"},
       // ---- Resize (resize_fast.cc) ----
-      {"", "Resize", 10, 1000, ResizeFloat},
-      {"", "Upsample", 7, 9, ResizeFloat},
+      {"", "Resize", 10, 1000, ResizeFloat, "float32"},
+      {"", "Upsample", 7, 9, ResizeFloat, "float32"},
       // ---- end Resize block ----
       // ---- Recurrent (rnn_fast.cc) ----
-      {"", "LSTM", 1, 1000, LstmFloat},
-      {"", "GRU", 1, 1000, GruFloat},
-      {"", "RNN", 1, 1000, RnnFloat},
+      {"", "LSTM", 1, 1000, LstmFloat, "float32"},
+      {"", "GRU", 1, 1000, GruFloat, "float32"},
+      {"", "RNN", 1, 1000, RnnFloat, "float32"},
       // ---- end recurrent block ----
       // ---- Tree ensembles (tree_fast.cc) ----
-      {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 1000, TreeEnsembleClassifierFast},
-      {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 1000, TreeEnsembleRegressorFast},
-      {"ai.onnx.ml", "TreeEnsemble", 1, 1000, TreeEnsembleFast},
+      {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 1000, TreeEnsembleClassifierFast, "as the reference"},
+      {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 1000, TreeEnsembleRegressorFast, "as the reference"},
+      {"ai.onnx.ml", "TreeEnsemble", 1, 1000, TreeEnsembleFast, "as the reference"},
   };
   return kTable;
+}
+
+const OptimizedKernel* FindOptimizedKernel(const OpSchema& schema) {
+  if (!schema.kernel) return nullptr;
+  const std::string domain = NormalizeDomain(schema.domain);
+  for (const OptimizedKernel& k : OptimizedKernels())
+    if (domain == k.domain && std::string(schema.name) == k.op && schema.since_version >= k.min_since_version &&
+        schema.since_version <= k.max_since_version)
+      return &k;
+  return nullptr;
 }
 
 Status RunReference(KernelContext& ctx) {

@@ -13,10 +13,16 @@ struct OptimizedKernel {
   int min_since_version;  // applies to schema entries with since_version in [min, max]
   int max_since_version;
   KernelFn kernel;
+  // The element types it computes itself (others go to the reference), as
+  // the compatibility matrix shows them (`nee ops`, docs/operators.md).
+  const char* types = nullptr;
 };
 
 // The table of optimized kernels (ep/cpu/cpu_kernels.cc).
 const std::vector<OptimizedKernel>& OptimizedKernels();
+// The optimized kernel registered for a schema entry; null when none is, or
+// the entry has no reference kernel to fall back on.
+const OptimizedKernel* FindOptimizedKernel(const OpSchema& schema);
 
 // Runs the op's reference kernel (the fallback of every optimized kernel).
 Status RunReference(KernelContext& ctx);

@@ -16,12 +16,8 @@ const CpuProvider& CpuProvider::ReferenceOnly() {
 }
 
 Result<KernelFn> CpuProvider::SelectKernel(const OpSchema& schema, const Node& node) const {
-  for (const cpu::OptimizedKernel& k : cpu::OptimizedKernels()) {
-    if (!use_optimized_) break;
-    if (NormalizeDomain(schema.domain) == k.domain && node.op_type == k.op &&
-        schema.since_version >= k.min_since_version && schema.since_version <= k.max_since_version && schema.kernel)
-      return k.kernel;
-  }
+  if (use_optimized_)
+    if (const cpu::OptimizedKernel* k = cpu::FindOptimizedKernel(schema)) return k->kernel;
   if (!schema.kernel)
     return NotImplemented(node.Describe() + ": no CPU kernel for " + schema.name + " (opset " +
                           std::to_string(schema.since_version) + " entry)");

@@ -60,6 +60,10 @@ int64_t StripRows(const Depthwise2D& g) {
 
 #ifdef NEE_DEPTHWISE_X86
 #define NEE_AVX512 __attribute__((target("avx512f")))
+// GCC 12 warns about the _mm512_undefined_ps() inside _mm512_max_ps and
+// friends once they are inlined into these templates: a false positive.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // r[i] becomes column i of the 16x16 matrix whose rows were r[0..15].
 __attribute__((target("avx512f"), always_inline)) inline void Transpose16(__m512 r[16]) {

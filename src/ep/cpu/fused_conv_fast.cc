@@ -20,6 +20,10 @@
 #include "ep/cpu/simd_math.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_FUSED_CONV_X86 1
+// GCC 12 warns about the _mm512_undefined_ps() inside _mm512_max_ps and
+// friends once they are inlined into these templates: a false positive.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace nee::cpu {

@@ -112,7 +112,9 @@ inline int64_t SgemmPackedBIndex(int64_t k, int64_t n, int64_t p, int64_t j) {
 }
 
 // Where B comes from: a plain matrix, a packer (PackBFn), packed beforehand
-// (SgemmPackedB), or a caller's buffer already in the packed layout.
+// (SgemmPackedB), a caller's buffer already in the packed layout, or a table
+// of row pointers (B[p, j] = rows[p][j]: e.g. a convolution's taps, each row
+// a shifted window of a padded input plane, so there is no im2col matrix).
 struct SgemmB {
   SgemmB(MatrixView view) : view(view) {}
   SgemmB(const PackBFn& pack) : view{nullptr, 0, 0}, pack(&pack) {}
@@ -124,10 +126,17 @@ struct SgemmB {
     b.panels = panels;
     return b;
   }
+  // `rows` has k entries; each row readable for n floats; not copied, not owned.
+  static SgemmB Rows(const float* const* rows) {
+    SgemmB b(MatrixView{nullptr, 0, 0});
+    b.rows = rows;
+    return b;
+  }
   MatrixView view;
   const PackBFn* pack = nullptr;
   const SgemmPackedB* packed = nullptr;
   const float* panels = nullptr;
+  const float* const* rows = nullptr;
 };
 
 // C (row-major, leading dimension ldc) = A x B + beta * C, then `epilogue`
@@ -154,6 +163,10 @@ void SgemmLimitIsa(SgemmIsa max);  // kAvx512: no limit
 
 // Which micro-kernel Sgemm uses now ("avx512", "avx2-fma" or "portable").
 const char* SgemmKernelName();
+
+// Whether that kernel reads B where it lies (SgemmB::Rows, a row-major view)
+// instead of packing it first; Sgemm gives the same bits either way.
+bool SgemmReadsBInPlace();
 
 // Forces the portable kernel (for differential tests of the SIMD and portable
 // paths); other kernels follow SgemmPortableForced() so one switch selects

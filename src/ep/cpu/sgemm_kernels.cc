@@ -19,8 +19,9 @@ namespace {
 // Multiply and add are separate here: without FMA hardware, std::fma would be
 // a slow library call. The column loop is what the auto-vectorizer turns into
 // SIMD; the accumulators live in memory, which is what costs the speed.
-void MicroPortable(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-                   bool accumulate) {
+void MicroPortable(int64_t kc, const float* a, const BSource& source, float* c, int64_t ldc, int64_t rows,
+                   int64_t cols, bool accumulate) {
+  const float* b = source.panel;  // always packed here
   float acc[kTileRows][kTileCols] = {};
   for (int64_t p = 0; p < kc; ++p) {
     const float* bp = b + p * kTileCols;
@@ -82,8 +83,9 @@ constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1>, SubTileAvx2<2>, SubTileA
                                         SubTileAvx2<4>, SubTileAvx2<5>, SubTileAvx2<6>};
 
 // The 12x32 tile as up to four 6x16 sub-tiles (only those inside rows x cols).
-void MicroAvx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int64_t ldc, int64_t rows, int64_t cols,
                bool accumulate) {
+  const float* b = source.panel;  // always packed here
   for (int64_t r0 = 0; r0 < rows; r0 += 6) {
     const SubTileFn sub = kSubTilesAvx2[std::min<int64_t>(6, rows - r0) - 1];
     for (int64_t j0 = 0; j0 < cols; j0 += 16)
@@ -102,9 +104,21 @@ void MicroAvx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
 
 // R rows by V vectors of 16 columns: V = 1 when at most 16 columns are left
 // (a narrow output's last panel), so the zero padding costs no FMAs.
-template <int R, int V>
-NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t cols,
-                                  bool accumulate) {
+// kInPlace: B's rows are read where they lie (BSource::rows), so columns
+// past `cols` are never loaded (the memory past them is another row, or
+// none); a packed panel is aligned and zero-padded and is loaded whole.
+template <int R, int V, bool kInPlace>
+NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const BSource& source, float* c, int64_t ldc,
+                                  int64_t cols, bool accumulate) {
+  const float* b = source.panel;
+  const float* const* b_rows = source.rows;
+  const int64_t col = source.col;
+  __mmask16 mask[V];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) {
+    const int64_t n = std::clamp<int64_t>(cols - 16 * v, 0, 16);
+    mask[v] = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+  }
   __m512 acc[R][V];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
@@ -122,12 +136,18 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const float* b, fl
     // percent faster than leaving it to the hardware prefetcher alone. A is
     // asked for 64 steps (3 KiB) ahead: when A is large and B narrow (conv
     // weights x a few columns), A comes from L3 and needs the longer lead.
-    _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kTileCols), _MM_HINT_T0);
-    if (V == 2) _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kTileCols + 16), _MM_HINT_T0);
+    // (In place, rows past kc are not asked for: the table ends there.)
+    if (kInPlace) {
+      b = b_rows[p] + col;
+      if (p + 16 < kc) _mm_prefetch(reinterpret_cast<const char*>(b_rows[p + 16] + col), _MM_HINT_T0);
+    } else {
+      _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kTileCols), _MM_HINT_T0);
+      if (V == 2) _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kTileCols + 16), _MM_HINT_T0);
+    }
     _mm_prefetch(reinterpret_cast<const char*>(a + 64 * kTileRows), _MM_HINT_T0);
     __m512 bv[V];
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
+    for (int v = 0; v < V; ++v) bv[v] = kInPlace ? _mm512_maskz_loadu_ps(mask[v], b + 16 * v) : _mm512_load_ps(b + 16 * v);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r]);
@@ -135,13 +155,7 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const float* b, fl
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
     a += kTileRows;
-    b += kTileCols;
-  }
-  __mmask16 mask[V];
-#pragma GCC unroll 2
-  for (int v = 0; v < V; ++v) {
-    const int64_t n = std::clamp<int64_t>(cols - 16 * v, 0, 16);
-    mask[v] = n == 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+    if (!kInPlace) b += kTileCols;
   }
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
@@ -154,16 +168,19 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const float* b, fl
     }
 }
 
-using TileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool);
-template <int V>
-constexpr TileFn kTilesAvx512[12] = {TileAvx512<1, V>, TileAvx512<2, V>, TileAvx512<3, V>,  TileAvx512<4, V>,
-                                     TileAvx512<5, V>, TileAvx512<6, V>, TileAvx512<7, V>,  TileAvx512<8, V>,
-                                     TileAvx512<9, V>, TileAvx512<10, V>, TileAvx512<11, V>, TileAvx512<12, V>};
+using TileFn = void (*)(int64_t, const float*, const BSource&, float*, int64_t, int64_t, bool);
+template <int V, bool P>
+constexpr TileFn kTilesAvx512[12] = {TileAvx512<1, V, P>, TileAvx512<2, V, P>,  TileAvx512<3, V, P>,
+                                     TileAvx512<4, V, P>, TileAvx512<5, V, P>,  TileAvx512<6, V, P>,
+                                     TileAvx512<7, V, P>, TileAvx512<8, V, P>,  TileAvx512<9, V, P>,
+                                     TileAvx512<10, V, P>, TileAvx512<11, V, P>, TileAvx512<12, V, P>};
 
-void MicroAvx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+void MicroAvx512(int64_t kc, const float* a, const BSource& b, float* c, int64_t ldc, int64_t rows, int64_t cols,
                  bool accumulate) {
-  if (cols > 16) kTilesAvx512<2>[rows - 1](kc, a, b, c, ldc, cols, accumulate);
-  else kTilesAvx512<1>[rows - 1](kc, a, b, c, ldc, cols, accumulate);
+  const bool in_place = b.rows != nullptr;
+  const TileFn fn = cols > 16 ? (in_place ? kTilesAvx512<2, true> : kTilesAvx512<2, false>)[rows - 1]
+                              : (in_place ? kTilesAvx512<1, true> : kTilesAvx512<1, false>)[rows - 1];
+  fn(kc, a, b, c, ldc, cols, accumulate);
 }
 static_assert(kTileRows == 12 && kTileCols == 32, "the SIMD kernels are written for a 12x32 tile");
 #endif
@@ -187,6 +204,8 @@ std::atomic<SgemmIsa> g_limit{SgemmIsa::kAvx512};
 
 }  // namespace
 
+bool ReadsBInPlace(SgemmIsa isa) { return isa == SgemmIsa::kAvx512; }
+
 MicroKernel KernelFor(SgemmIsa isa) {
 #ifdef NEE_SGEMM_X86
   if (isa == SgemmIsa::kAvx512) return MicroAvx512;
@@ -208,6 +227,8 @@ void SgemmLimitIsa(SgemmIsa max) { sgemm_internal::g_limit.store(max); }
 void SgemmForcePortable(bool force) { SgemmLimitIsa(force ? SgemmIsa::kPortable : SgemmIsa::kAvx512); }
 
 bool SgemmPortableForced() { return sgemm_internal::g_limit.load() == SgemmIsa::kPortable; }
+
+bool SgemmReadsBInPlace() { return sgemm_internal::ReadsBInPlace(SgemmActiveIsa()); }
 
 const char* SgemmKernelName() {
   switch (SgemmActiveIsa()) {

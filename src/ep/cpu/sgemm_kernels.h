@@ -23,11 +23,24 @@ namespace nee::cpu::sgemm_internal {
 constexpr int64_t kTileRows = kSgemmTileRows;
 constexpr int64_t kTileCols = kSgemmPanelWidth;
 
-// C[0:rows, 0:cols] (= or +=) A_panel x B_panel over kc steps. rows <= 12,
+// Where the micro-kernel reads kc rows of B: a packed panel (rows kTileCols
+// floats apart, aligned, zero past `cols`), or, only for a kernel whose
+// ReadsBInPlace() is true, rows anywhere: row p at rows[p] + col, of which
+// only the first `cols` columns are read.
+struct BSource {
+  const float* panel = nullptr;
+  const float* const* rows = nullptr;
+  int64_t col = 0;
+};
+
+// C[0:rows, 0:cols] (= or +=) A_panel x B over kc steps. rows <= 12,
 // cols <= 32; C is row-major with leading dimension ldc; only the first
 // `rows` x `cols` elements of C are read or written.
-using MicroKernel = void (*)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows,
+using MicroKernel = void (*)(int64_t kc, const float* a, const BSource& b, float* c, int64_t ldc, int64_t rows,
                              int64_t cols, bool accumulate);
+
+// Whether the kernel for `isa` reads B in place (BSource::rows).
+bool ReadsBInPlace(SgemmIsa isa);
 
 // The kernel for an ISA level (SgemmActiveIsa() says which one is in force).
 MicroKernel KernelFor(SgemmIsa isa);

@@ -120,6 +120,53 @@ TEST(Checker, UnknownDomainAndOp) {
   EXPECT_NE(c.status().message().find("imports no opset for domain 'com.example'"), std::string::npos);
 }
 
+// A graph with four problems (an unknown op, a broadcast violation, an
+// undefined input, a duplicate output), nodes downstream of them and one
+// valid node.
+Graph GraphWithProblems() {
+  Graph g;
+  g.name = "g";
+  g.inputs.push_back({"x", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({2, 3})), "", {}});
+  g.inputs.push_back({"y", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({4})), "", {}});
+  g.nodes.push_back(MakeNode("mystery", "Mystery", {"x"}, {"m"}));
+  g.nodes.push_back(MakeNode("after_mystery", "U", {"m"}, {"m2"}));
+  g.nodes.push_back(MakeNode("add", "B", {"x", "y"}, {"z"}));
+  g.nodes.push_back(MakeNode("after_add", "B", {"z", "x"}, {"z2"}));
+  g.nodes.push_back(MakeNode("dangling", "U", {"nowhere"}, {"d"}));
+  g.nodes.push_back(MakeNode("fine", "U", {"x"}, {"f"}));
+  g.nodes.push_back(MakeNode("again", "U", {"y"}, {"f"}));
+  for (const char* name : {"m2", "z2", "d", "f"}) g.outputs.push_back({name, TypeInfo{}, "", {}});
+  return g;
+}
+
+TEST(Checker, CollectsEveryProblemOnceWhenAsked) {
+  OpRegistry r = TestRegistry();
+  Graph g = GraphWithProblems();
+  std::vector<Status> problems;
+  CheckOptions options;
+  options.problems = &problems;
+  auto c = CheckGraph(g, kOpsets, r, nullptr, options);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(problems.size(), 4u);
+  // Resolution problems first (node order), then undefined inputs, then inference.
+  EXPECT_NE(problems[0].message().find("node 'mystery' (Mystery)"), std::string::npos) << problems[0].message();
+  EXPECT_NE(problems[1].message().find("node 'again' (U): output 'f' is defined more than once"), std::string::npos)
+      << problems[1].message();
+  EXPECT_NE(problems[2].message().find("node 'dangling' (U): input 'nowhere'"), std::string::npos)
+      << problems[2].message();
+  EXPECT_NE(problems[3].message().find("node 'add' (B)"), std::string::npos) << problems[3].message();
+  // What a broken node defines, and what reads it, is left untyped; the valid node is typed.
+  EXPECT_EQ(c->types.at("m2").kind, TypeInfo::Kind::kUnknown);
+  EXPECT_EQ(c->types.at("z2").kind, TypeInfo::Kind::kUnknown);
+  ASSERT_TRUE(c->types.at("f").shape.has_value());
+  EXPECT_EQ(ShapeToString(*c->types.at("f").shape), "[2,3]");
+
+  // Without `problems` (sessions), the first problem is the error.
+  auto first = CheckGraph(g, kOpsets, r, nullptr, {});
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().message(), problems[0].message());
+}
+
 // A model whose graph applies U to its input, importing `opsets`.
 Model UModel(std::vector<OpsetImport> opsets) {
   Model m;

@@ -120,6 +120,29 @@ std::vector<ConvCase> Grid() {
        {IntAttr("group", 33), IntsAttr("dilations", {2, 1}), IntsAttr("pads", {4, 2, 3, 1})}},
       {"1d_depthwise_blocked", {2, 17, 30}, {17, 1, 5}, true,
        {IntAttr("group", 17), IntsAttr("pads", {2, 2}), IntsAttr("strides", {3})}},
+      // The planar depthwise kernel (rows of 12 or more outputs, 3x3 and 5x5,
+      // stride 1 or 2): a ragged last vector of columns, heights that leave
+      // single rows after the row blocks, pads on one side only, no pads, and
+      // stride-2 taps reaching past the right edge.
+      {"2d_depthwise_planar_5x5_stride2_asymmetric", {1, 6, 41, 37}, {6, 1, 5, 5}, true,
+       {IntAttr("group", 6), IntsAttr("strides", {2, 2}), IntsAttr("pads", {2, 1, 1, 2})}},
+      {"2d_depthwise_planar_5x5_valid", {1, 5, 23, 29}, {5, 1, 5, 5}, false, {IntAttr("group", 5)}},
+      {"2d_depthwise_planar_stride2_end_pads", {2, 4, 30, 33}, {4, 1, 3, 3}, true,
+       {IntAttr("group", 4), IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 0, 1, 1})}},
+      {"2d_depthwise_planar_14_wide", {1, 3, 14, 14}, {3, 1, 3, 3}, true,
+       {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1})}},
+      // The indirect path (conv_indirect.cc, up to 48 output channels) and
+      // the im2col path beside it: stride 1 and 2, a 6x6 stem with pads 2,
+      // asymmetric pads, 1x1 stride 2, batch 2, 1-D.
+      {"2d_indirect_stride2_few_channels", {1, 5, 21, 18}, {16, 5, 5, 4}, true,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 2, 1, 1})}},
+      {"2d_indirect_stride2_many_channels", {2, 7, 13, 16}, {70, 7, 3, 3}, true,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 1, 2, 1})}},
+      {"2d_indirect_stem_6x6", {1, 3, 26, 30}, {16, 3, 6, 6}, true,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}},
+      {"2d_indirect_5x5_stride1", {1, 6, 11, 19}, {40, 6, 5, 5}, false, {IntsAttr("pads", {2, 1, 2, 3})}},
+      {"2d_indirect_1x1_stride2", {1, 9, 12, 11}, {30, 9, 1, 1}, true, {IntsAttr("strides", {2, 2})}},
+      {"1d_indirect", {2, 4, 40}, {20, 4, 7}, true, {IntsAttr("pads", {3, 3})}},
       // Winograd F(2x2, 3x3): odd output sizes (a half-used last tile row and
       // column), asymmetric pads, tile rows wider than one vector of 16
       // tiles, and planes cut into several blocks of tile rows.

@@ -56,6 +56,10 @@ const std::vector<Geometry> kGeometries = {
     {"winograd", {1, 20, 10, 9}, {18, 20, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
     // The 16-channel blocked depthwise kernel with a partial block.
     {"depthwise_blocked", {1, 21, 9, 11}, {21, 1, 3, 3}, {IntAttr("group", 21), IntsAttr("pads", {1, 1, 1, 1})}},
+    // The planar depthwise kernel (rows of 12 or more), stride 1 and 2.
+    {"depthwise_planar", {1, 3, 11, 35}, {3, 1, 3, 3}, {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1})}},
+    {"depthwise_planar_stride2", {1, 3, 10, 40}, {3, 1, 5, 5},
+     {IntAttr("group", 3), IntsAttr("pads", {2, 2, 2, 2}), IntsAttr("strides", {2, 2})}},
 };
 
 TEST(FusedConvFast, AgreesWithTheReferenceForEveryActivationAndGeometry) {

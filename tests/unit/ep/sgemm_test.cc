@@ -170,6 +170,34 @@ TEST_P(SgemmTest, PrepackedOperandsMatchBitwise) {
     }
 }
 
+// B given as a table of row pointers (SgemmB::Rows: rows anywhere, in any
+// order, unaligned) gives the bits of the same B as a plain matrix, whether
+// the kernel reads the rows in place (few rows of A) or packs them (many),
+// across several k-blocks and column blocks, with ragged last panels.
+TEST_P(SgemmTest, RowTableMatchesPlainBBitwise) {
+  std::mt19937 rng(12);
+  ThreadPool pool(2);
+  for (const Case& s : std::vector<Case>{{5, 37, 300}, {48, 70, 257}, {49, 33, 40}, {130, 1100, 20}, {12, 16, 1}}) {
+    const Stored a = RandomStored(s.m, s.k, false, 3, rng);
+    // B's rows live at scattered, unaligned places of one buffer, in reverse order.
+    std::vector<float> store = RandomVector(static_cast<size_t>(s.k * (s.n + 7) + 1), rng);
+    std::vector<const float*> rows(static_cast<size_t>(s.k));
+    Stored b{std::vector<float>(static_cast<size_t>(s.k * s.n)), s.n, false};
+    for (int64_t p = 0; p < s.k; ++p) {
+      rows[p] = store.data() + 1 + (s.k - 1 - p) * (s.n + 7);
+      std::memcpy(b.data.data() + p * s.n, rows[p], sizeof(float) * static_cast<size_t>(s.n));
+    }
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> plain(static_cast<size_t>(s.m * s.n)), table(plain.size());
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(a.view()), cpu::SgemmB(b.view()), 0.f, plain.data(), s.n, p);
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(a.view()), cpu::SgemmB::Rows(rows.data()), 0.f, table.data(), s.n, p);
+      const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+      EXPECT_TRUE(BitwiseEqual(plain, table)) << what;
+      ExpectNear(table, Naive(s.m, s.n, s.k, 1.f, a, b, 0.f, std::vector<float>(plain.size()), s.n), s.k, what);
+    }
+  }
+}
+
 // 1, 2 and 3 threads give the same bits, also for few rows (split over columns).
 TEST_P(SgemmTest, BitwiseIndependentOfThreadCount) {
   std::mt19937 rng(3);
