@@ -64,5 +64,7 @@ Feed GatherInputs(const Args& a, const neeapi::Session& session);
 
 // nee bench (bench_command.cc).
 int Bench(const Args& a);
+// nee profile (profile_command.cc).
+int Profile(const Args& a);
 
 }  // namespace nee_cli

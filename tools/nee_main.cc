@@ -33,6 +33,7 @@ const char kUsage[] =
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "  nee bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
+    "  nee profile MODEL [--runs N] [--profile PREFIX] [--input NAME=FILE]... [--dim SYMBOL=SIZE]... [--threads N]\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
@@ -46,6 +47,8 @@ const char kUsage[] =
     "nee bench times --runs runs (default 20) after --warmup runs (default 3) on random inputs of the\n"
     "declared types (--batch sets symbolic first dims, --dim any symbol) and prints latency percentiles,\n"
     "throughput, session-creation time and peak memory.\n"
+    "nee profile runs the model --runs times (default 20; random inputs where none are given) with\n"
+    "profiling on, prints the time per operator type and writes the trace (PREFIX default nee_profile).\n"
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
     "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n";
 
@@ -109,6 +112,7 @@ void CheckApplies(const std::string& command, const std::string& arg) {
                                          [&](const char* o) { return arg == o; }) != std::end(kBenchOptions);
   if (command == "bench" && !bench_option && arg.rfind("-", 0) == 0)
     throw UsageError{"option '" + arg + "' does not apply to nee bench"};
+  if (command == "profile" && arg == "--runs") return;
   if (command != "bench" && (arg == "--runs" || arg == "--warmup" || arg == "--batch"))
     throw UsageError{"option '" + arg + "' applies only to nee bench"};
 }
@@ -137,7 +141,8 @@ Args Parse(int argc, char** argv) {
   Args a;
   a.command = argv[1];
   a.model = argv[2];
-  if (a.command != "run" && a.command != "inspect" && a.command != "optimize" && a.command != "bench")
+  if (a.command != "run" && a.command != "inspect" && a.command != "optimize" && a.command != "bench" &&
+      a.command != "profile")
     throw UsageError{"unknown command '" + a.command + "'"};
   if (a.model.rfind("--", 0) == 0) throw UsageError{"expected a model path after '" + a.command + "', got '" + a.model + "'"};
   for (int i = 3; i < argc; ++i) {
@@ -499,6 +504,7 @@ int main(int argc, char** argv) {
     Args a = Parse(argc, argv);
     if (a.command == "optimize") return Optimize(a);
     if (a.command == "bench") return Bench(a);
+    if (a.command == "profile") return Profile(a);
     return a.command == "run" ? Run(a) : Inspect(a);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nee: %s\n\n%s", e.message.c_str(), kUsage);

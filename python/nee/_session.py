@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import _nee
 from ._convert import _from_unpacked, _to_value
 from ._errors import Fail, InvalidArgument, NotImplemented as _NotImplemented
-from ._options import RunOptions, SessionOptions, limits_of
+from ._options import RunOptions, SessionOptions, allow_spinning_of, limits_of
 from ._ortvalue import OrtMemoryInfo, OrtAllocatorType, OrtMemType, OrtValue
 
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -146,7 +146,10 @@ class InferenceSession:
             self._apply_model_config(model)
         self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
         self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
-        self._input_types = {n: (t, code) for (n, t, code, _) in self._session.inputs()}
+        self._overridable = [NodeArg(n, t, s) for (n, t, _, s) in self._session.overridable_initializers()]
+        # Declared types of what a run may feed: the inputs and the overridable initializers.
+        self._input_types = {n: (t, code) for (n, t, code, _) in
+                             self._session.inputs() + self._session.overridable_initializers()}
         if options.optimized_model_filepath:
             self._write_optimized_model(options)
 
@@ -160,7 +163,7 @@ class InferenceSession:
                                    int(options.run_timeout_ms), int(options.run_memory_limit_bytes),
                                    bool(options.reference_kernels_only), bool(options.enable_profiling),
                                    str(options.profile_file_prefix), free_dims, initializers, external,
-                                   limits_of(options))
+                                   limits_of(options), allow_spinning_of(options))
 
     def _apply_model_config(self, model: Any) -> None:
         """ONNX Runtime's ORT_LOAD_CONFIG_FROM_MODEL=1: session options stored in the
@@ -203,7 +206,9 @@ class InferenceSession:
         return list(self._outputs)
 
     def get_overridable_initializers(self) -> List[NodeArg]:
-        return []
+        """Initializers that are also graph inputs (IR 4 and later): feeding one by
+        name to run replaces its value for that run."""
+        return list(self._overridable)
 
     def get_modelmeta(self) -> ModelMetadata:
         return ModelMetadata(self._session)
