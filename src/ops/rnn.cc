@@ -385,11 +385,13 @@ void QuantizedGemm(const float* a, int64_t m, const QuantizedWeights& w, bool ac
     lo = std::min(lo, a[i]);
     hi = std::max(hi, a[i]);
   }
+  // A uint8 level; NaN (from NaN or infinite inputs) becomes `fallback`, never an undefined conversion.
+  auto level = [](float v, float fallback) { return std::isnan(v) ? fallback : std::clamp(v, 0.0f, 255.0f); };
   const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
-  const float zero_point = std::nearbyint(std::clamp(0.0f - lo / scale, 0.0f, 255.0f));
+  const float zero_point = std::nearbyint(level(0.0f - lo / scale, 0.0f));
   std::vector<int32_t> qa(count);
   for (size_t i = 0; i < count; ++i)
-    qa[i] = static_cast<int32_t>(std::clamp(std::nearbyint(a[i] / scale) + zero_point, 0.0f, 255.0f) - zero_point);
+    qa[i] = static_cast<int32_t>(level(std::nearbyint(a[i] / scale) + zero_point, zero_point) - zero_point);
   std::vector<float> multiplier(static_cast<size_t>(w.n));
   for (int64_t col = 0; col < w.n; ++col) multiplier[static_cast<size_t>(col)] = scale * w.scale[static_cast<size_t>(col)];
   std::vector<int64_t> acc(static_cast<size_t>(w.n));  // ONNX Runtime's int32 sums, without overflow
