@@ -250,7 +250,7 @@ typedef struct nee_value_info_s {
 } nee_value_info_t;
 NEE_API nee_status_t nee_session_value_info(const nee_session_t* session, int is_output, size_t index,
                                             nee_value_info_t* out_info);
-/* Dimension `axis` of input/output `index`: *out_size is the size, or -1 when
+/* Dimension `axis` of entry `index` of a list (NEE_LIST_*): *out_size is the size, or -1 when
  * symbolic/unknown, in which case *out_symbol is its name ("" if unnamed). */
 NEE_API nee_status_t nee_session_value_dim(const nee_session_t* session, int is_output, size_t index, size_t axis,
                                            int64_t* out_size, const char** out_symbol);
