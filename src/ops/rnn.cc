@@ -7,7 +7,8 @@
 // The reference kernel runs each (direction, batch entry) pair on its own, in
 // double precision, which also makes the result independent of threading.
 // com.microsoft DynamicQuantizeLSTM runs each direction over the whole batch,
-// quantizing X and h as ONNX Runtime does (see RunQuantizedLstm).
+// quantizing X and h as ONNX Runtime does (see RunQuantizedLstm); its result
+// depends on the thread count, as ONNX Runtime's does.
 // Steps past a batch entry's sequence length leave zeros in Y; Y_h / Y_c hold
 // the state after its last valid step.
 #include <algorithm>
@@ -329,8 +330,9 @@ RunResult RunOneSequence(const RnnProblem& pb, int64_t d, int64_t bi) {
 // by a_scale * w_scale[column] in float. This rounding of X and h is part of
 // the op's result (it moves outputs by ~0.1 on real models), so nee does the
 // same. ONNX Runtime quantizes the hidden state per group of batch rows, a
-// group per thread; nee always quantizes the whole batch together, which is
-// ONNX Runtime's result at one thread (and at any thread count for batch 1).
+// group per thread when the batch is worth splitting; nee groups the rows the
+// same way for its own thread count, so the results match ONNX Runtime's at
+// the same intra-op thread count (and stay fixed for a given count).
 
 // One direction's weights [K, N] as integers minus their zero point, and each
 // column's scale (a per-tensor scale repeated).
@@ -410,14 +412,17 @@ void QuantizedGemm(const float* a, int64_t m, const QuantizedWeights& w, bool ac
   }
 }
 
-// One direction of a DynamicQuantizeLSTM over the whole batch, step by step
-// (the batch's hidden states are quantized together). `y_wanted`: as in ONNX
-// Runtime, a finished sequence then feeds zeros (its Y rows) into the next
-// steps' quantization, else its last state.
+// One direction of a DynamicQuantizeLSTM over the whole batch, step by step.
+// `threads` decides the groups of batch rows whose hidden states are
+// quantized together, as in ONNX Runtime's UniDirectionalLstm. `y_wanted`:
+// as in ONNX Runtime, a finished sequence then feeds zeros (its Y rows) into
+// the next steps' quantization, else its last state.
 std::vector<RunResult> RunQuantizedLstm(const RnnProblem& pb, int64_t d, const QuantizedWeights& w,
-                                        const QuantizedWeights& r, bool y_wanted) {
+                                        const QuantizedWeights& r, bool y_wanted, int threads) {
   const RnnConfig& cfg = pb.config;
   const int64_t batch = pb.batch, H = pb.hidden, I = pb.input, N = 4 * H;
+  int64_t group = batch;
+  if (threads > 1 && (batch > 4 || (batch >= 2 && H <= 256))) group = (batch + threads - 1) / threads;
   const std::vector<Activation>& act = cfg.activations[static_cast<size_t>(d)];
   const bool reverse = cfg.reverse_only || d == 1;
   std::vector<int64_t> lens(static_cast<size_t>(batch), pb.seq);
@@ -453,7 +458,8 @@ std::vector<RunResult> RunQuantizedLstm(const RnnProblem& pb, int64_t d, const Q
   const double* peep = pb.p.empty() ? nullptr : pb.p.data() + d * 3 * H;
   for (int64_t step = 0; step < max_len; ++step) {
     float* g = gates.data() + step * batch * N;
-    QuantizedGemm(h_prev.data(), batch, r, true, g);  // + h R
+    for (int64_t first = 0; first < batch; first += group)  // + h R
+      QuantizedGemm(h_prev.data() + first * H, std::min(group, batch - first), r, true, g + first * N);
     for (int64_t b = 0; b < batch; ++b) {
       RunResult& out = res[static_cast<size_t>(b)];
       float* h_row = h_prev.data() + b * H;
@@ -570,7 +576,7 @@ Status RnnKernel(KernelContext& ctx) {
   if constexpr (kQuantizedWeights) {
     for (int64_t d = 0; d < pb.dirs; ++d) {
       std::vector<RunResult> dir = RunQuantizedLstm(pb, d, qw[static_cast<size_t>(d)], qr[static_cast<size_t>(d)],
-                                                    ctx.wants_output(0));
+                                                    ctx.wants_output(0), ctx.pool() ? ctx.pool()->num_threads() : 1);
       std::move(dir.begin(), dir.end(), runs.begin() + d * pb.batch);
     }
   } else {

@@ -1,8 +1,8 @@
 """com.microsoft DynamicQuantizeLSTM behaves as ONNX Runtime, which defines it: X and the
 hidden state are quantized to uint8 on the fly before the integer products. ONNX Runtime
-(at one thread: it quantizes the hidden state per group of batch rows, a group per thread)
-is the oracle; the float LSTM on the dequantized weights, which nee computed before,
-differs from it by far more than the tolerance here."""
+is the oracle, at the same intra-op thread count as nee (both quantize the hidden state per
+group of batch rows, a group per thread); the float LSTM on the dequantized weights, which
+nee computed before, differs from it by far more than the tolerance here."""
 import numpy as np
 import onnxruntime
 import pytest
@@ -62,9 +62,9 @@ def _threads(n):
     return options
 
 
-def ort_one_thread(model):
+def ort_session(model, threads=1):
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
     return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
@@ -74,8 +74,8 @@ def ort_one_thread(model):
 def test_dynamic_quantize_lstm_matches_onnxruntime(direction, per_column, signed, batch, with_lens, with_states):
     model = lstm_model(direction, per_column, signed, with_lens, with_states)
     feed = feeds(batch, with_lens, with_states, 2 if direction == "bidirectional" else 1)
-    expected = ort_one_thread(model).run(None, feed)
-    for threads in (1, 2):  # nee's result does not depend on its thread count
+    for threads in (1, 2, 3):
+        expected = ort_session(model, threads).run(None, feed)
         got = nee.InferenceSession(model, sess_options=_threads(threads)).run(None, feed)
         for name, g, e in zip(("Y", "Y_h", "Y_c"), got, expected):
             np.testing.assert_allclose(g, e, rtol=1e-4, atol=2e-5, err_msg=name)
@@ -86,8 +86,8 @@ def test_only_y_h_asked_for_keeps_finished_states():
     quantizes at the next steps; the other sequences' results depend on that."""
     model = lstm_model("forward", True, True, True, True)
     feed = feeds(4, True, True, 1)
-    expected = ort_one_thread(model).run(["Y_h", "Y_c"], feed)
-    got = nee.InferenceSession(model).run(["Y_h", "Y_c"], feed)
+    expected = ort_session(model).run(["Y_h", "Y_c"], feed)
+    got = nee.InferenceSession(model, sess_options=_threads(1)).run(["Y_h", "Y_c"], feed)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=2e-5)
 
@@ -100,9 +100,9 @@ def test_non_finite_inputs_run(bad):
     model = lstm_model("forward", True, True, False, False)
     feed = feeds(2, False, False, 1)
     feed["X"][SEQ - 1, 1, 2] = bad  # the last step of the second sequence
-    y, y_h, y_c = nee.InferenceSession(model).run(None, feed)
+    y, y_h, y_c = nee.InferenceSession(model, sess_options=_threads(1)).run(None, feed)
     assert y.shape == (SEQ, 1, 2, HIDDEN) and y_h.shape == y_c.shape == (1, 2, HIDDEN)
     if np.isnan(bad):
         feed["X"][SEQ - 1, 1, 2] = 0
-        expected = ort_one_thread(model).run(None, feed)[0]
+        expected = ort_session(model).run(None, feed)[0]
         np.testing.assert_allclose(y[:SEQ - 1], expected[:SEQ - 1], rtol=1e-4, atol=2e-5)
