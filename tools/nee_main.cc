@@ -33,7 +33,8 @@ const char kUsage[] =
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "  nee bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
-    "  nee profile MODEL [--runs N] [--profile PREFIX] [--input NAME=FILE]... [--dim SYMBOL=SIZE]... [--threads N]\n"
+    "  nee profile MODEL [--runs N] [--profile PREFIX] [--input NAME=FILE]... [--inputs-dir DIR] [--dim SYMBOL=SIZE]...\n"
+    "              [--threads N] [--opt-level L] [--timeout SECONDS] [--memory-limit SIZE] [--limit NAME=VALUE]...\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
@@ -112,7 +113,14 @@ void CheckApplies(const std::string& command, const std::string& arg) {
                                          [&](const char* o) { return arg == o; }) != std::end(kBenchOptions);
   if (command == "bench" && !bench_option && arg.rfind("-", 0) == 0)
     throw UsageError{"option '" + arg + "' does not apply to nee bench"};
-  if (command == "profile" && arg == "--runs") return;
+  static const char* const kProfileOptions[] = {"--runs", "--profile", "--input", "--inputs-dir", "--dim",
+                                                "--threads", "--opt-level", "--limit", "--timeout", "--memory-limit"};
+  if (command == "profile") {
+    if (std::find_if(std::begin(kProfileOptions), std::end(kProfileOptions), [&](const char* o) { return arg == o; }) ==
+            std::end(kProfileOptions) && arg.rfind("-", 0) == 0)
+      throw UsageError{"option '" + arg + "' does not apply to nee profile"};
+    return;
+  }
   if (command != "bench" && (arg == "--runs" || arg == "--warmup" || arg == "--batch"))
     throw UsageError{"option '" + arg + "' applies only to nee bench"};
 }

@@ -17,6 +17,7 @@ namespace nee_cli {
 int Profile(const Args& a) {
   neeapi::SessionOptions options;
   options.SetIntraOpThreads(a.threads).SetOptimizationLevel(a.opt_level < 0 ? 99 : a.opt_level);
+  options.SetRunTimeoutMs(a.timeout_ms).SetRunMemoryLimit(a.memory_limit);
   options.SetProfiling(a.profile_prefix.empty() ? "nee_profile" : a.profile_prefix);
   for (const auto& [limit, value] : a.limits) options.SetLimit(limit, value);
   neeapi::Session session(a.model, options);

@@ -118,9 +118,10 @@ def test_nee_profile_prints_a_table_and_writes_the_trace(tmp_path):
     assert sum(e["name"] == "model_run" for e in events) == 3
 
 
-def test_nee_profile_refuses_options_of_other_commands(tmp_path):
+@pytest.mark.parametrize("option", [["--warmup", "2"], ["--expect", "Q=q.npy"], ["--output-dir", "out"]])
+def test_nee_profile_refuses_options_of_other_commands(tmp_path, option):
     model = tmp_path / "model.onnx"
     onnx.save(chain_model(), str(model))
-    result = subprocess.run([os.environ.get("NEE_BIN", "build/bin/nee"), "profile", str(model), "--warmup", "2"],
+    result = subprocess.run([os.environ.get("NEE_BIN", "build/bin/nee"), "profile", str(model)] + option,
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and "--warmup" in result.stderr
+    assert result.returncode == 2 and f"option '{option[0]}' does not apply to nee profile" in result.stderr
