@@ -43,6 +43,11 @@ class NodeArg:
         return f"NodeArg(name='{self.name}', type='{self.type}', shape={self.shape})"
 
 
+def _node_args(infos: List[Tuple[str, str, int, Any]]) -> List[NodeArg]:
+    """NodeArgs of (name, type, element type, dims or None) entries; an unknown shape is [], as ONNX Runtime shows it."""
+    return [NodeArg(name, type_, [] if dims is None else dims) for (name, type_, _, dims) in infos]
+
+
 class ModelMetadata:
     def __init__(self, session: "_nee.Session") -> None:
         self.producer_name = session.metadata("producer_name")
@@ -144,9 +149,9 @@ class InferenceSession:
         self._session = self._create(model, options)
         if os.environ.get("ORT_LOAD_CONFIG_FROM_MODEL") == "1":
             self._apply_model_config(model)
-        self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
-        self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
-        self._overridable = [NodeArg(n, t, s) for (n, t, _, s) in self._session.overridable_initializers()]
+        self._inputs = _node_args(self._session.inputs())
+        self._outputs = _node_args(self._session.outputs())
+        self._overridable = _node_args(self._session.overridable_initializers())
         # Declared types of what a run may feed: the inputs and the overridable initializers.
         self._input_types = {n: (t, code) for (n, t, code, _) in
                              self._session.inputs() + self._session.overridable_initializers()}

@@ -187,3 +187,20 @@ def test_allow_spinning_is_read_back(rt):
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     assert so.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert session(rt, branch_model(), sess_options=so).run(["Y1"], {**BRANCH_FEED, "S": np.array([3, 2])})
+
+
+def test_unknown_shapes_read_as_empty_lists(rt):
+    """ONNX Runtime shows an input, output or overridable initializer declared without a shape as []."""
+    graph = helper.make_graph([helper.make_node("Add", ["X", "B"], ["Y"])], "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("B", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(B, "B")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    sess = session(rt, model)
+    args = sess.get_inputs() + sess.get_outputs() + sess.get_overridable_initializers()
+    assert [(a.name, a.type, a.shape) for a in args] == [
+        ("X", "tensor(float)", []), ("Y", "tensor(float)", []), ("B", "tensor(float)", [])]
+    y, = sess.run(None, {"X": np.ones(3, np.float32), "B": np.full(3, 2, np.float32)})
+    np.testing.assert_array_equal(y, np.full(3, 3, np.float32))
