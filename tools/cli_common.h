@@ -95,5 +95,7 @@ void ThrowIfError(const nee::Status& status);
 int Meta(int argc, char** argv);
 int Bom(int argc, char** argv);
 void PrintLineage(const std::vector<std::pair<std::string, std::string>>& metadata_props);
+// nee profile (profile_command.cc).
+int Profile(const Args& a);
 
 }  // namespace nee_cli

@@ -42,6 +42,8 @@ const char kUsage[] =
     "  nee bom MODEL [-o FILE]\n"
     "  nee check MODEL\n"
     "  nee ops [--domain D] [--format md|json]\n"
+    "  nee profile MODEL [--runs N] [--profile PREFIX] [--input NAME=FILE]... [--inputs-dir DIR] [--dim SYMBOL=SIZE]...\n"
+    "              [--threads N] [--opt-level L] [--timeout SECONDS] [--memory-limit SIZE] [--limit NAME=VALUE]...\n"
     "\n"
     "Inputs are .npy or ONNX .pb files (TensorProto, SequenceProto, OptionalProto). --inputs-dir reads\n"
     "input_0.pb, input_1.pb, ... in graph-input order. --random fills inputs not given with random values\n"
@@ -58,6 +60,8 @@ const char kUsage[] =
     "nee check validates the model and prints its opsets, the inferred type and shape of every value and\n"
     "every problem, naming the node (exit status 0 when valid, 1 when not). nee ops prints the operators\n"
     "this build runs, per domain and opset, with the CPU kernels for each (docs/operators.md).\n"
+    "nee profile runs the model --runs times (default 20; random inputs where none are given) with\n"
+    "profiling on, prints the time per operator type and writes the trace (PREFIX default nee_profile).\n"
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
     "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n"
     "--sandbox loads and runs the model in a child process under seccomp and resource limits (no new\n"
@@ -123,6 +127,14 @@ void CheckApplies(const std::string& command, const std::string& arg) {
                                          [&](const char* o) { return arg == o; }) != std::end(kBenchOptions);
   if (command == "bench" && !bench_option && arg.rfind("-", 0) == 0)
     throw UsageError{"option '" + arg + "' does not apply to nee bench"};
+  static const char* const kProfileOptions[] = {"--runs", "--profile", "--input", "--inputs-dir", "--dim",
+                                                "--threads", "--opt-level", "--limit", "--timeout", "--memory-limit"};
+  if (command == "profile") {
+    if (std::find_if(std::begin(kProfileOptions), std::end(kProfileOptions), [&](const char* o) { return arg == o; }) ==
+            std::end(kProfileOptions) && arg.rfind("-", 0) == 0)
+      throw UsageError{"option '" + arg + "' does not apply to nee profile"};
+    return;
+  }
   if (command != "bench" && (arg == "--runs" || arg == "--warmup" || arg == "--batch"))
     throw UsageError{"option '" + arg + "' applies only to nee bench"};
 }
@@ -151,7 +163,8 @@ Args Parse(int argc, char** argv) {
   Args a;
   a.command = argv[1];
   a.model = argv[2];
-  if (a.command != "run" && a.command != "inspect" && a.command != "optimize" && a.command != "bench")
+  if (a.command != "run" && a.command != "inspect" && a.command != "optimize" && a.command != "bench" &&
+      a.command != "profile")
     throw UsageError{"unknown command '" + a.command + "'"};
   if (a.model.rfind("--", 0) == 0) throw UsageError{"expected a model path after '" + a.command + "', got '" + a.model + "'"};
   for (int i = 3; i < argc; ++i) {
@@ -540,6 +553,7 @@ int main(int argc, char** argv) {
     Args a = Parse(argc, argv);
     if (a.command == "optimize") return Optimize(a);
     if (a.command == "bench") return Bench(a);
+    if (a.command == "profile") return Profile(a);
     return a.command == "run" ? Run(a) : Inspect(a);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nee: %s\n\n%s", e.message.c_str(), kUsage);

@@ -169,6 +169,11 @@ NEE_API void nee_session_options_set_run_memory_limit(nee_session_options_t* opt
 // Nonzero: run every node with its op's reference kernel instead of an optimized
 // one (a slower configuration for checking the optimized kernels against).
 NEE_API void nee_session_options_set_reference_kernels_only(nee_session_options_t* options, int32_t enabled);
+/* Nonzero (default): idle thread-pool workers poll for the next parallel loop
+ * (~1 ms, then between yields for up to 250 ms) before sleeping. 0 (ONNX
+ * Runtime's session.intra_op.allow_spinning=0): they sleep at once, so an idle
+ * session uses no CPU. */
+NEE_API void nee_session_options_set_allow_spinning(nee_session_options_t* options, int32_t allow);
 /* Profiling: time every node of every run. `file_prefix` non-NULL turns it on
  * (the trace goes to "<file_prefix>_<date>_<time>.json"), NULL turns it off. */
 NEE_API nee_status_t nee_session_options_set_profiling(nee_session_options_t* options, const char* file_prefix);
@@ -232,8 +237,18 @@ NEE_API nee_status_t nee_session_load_input_file(const nee_session_t* session, s
 /* Inputs a caller feeds (initializer-backed graph inputs excluded) and outputs. */
 NEE_API size_t nee_session_input_count(const nee_session_t* session);
 NEE_API size_t nee_session_output_count(const nee_session_t* session);
+/* Initializers that are also graph inputs (ONNX Runtime's overridable
+ * initializers): a run may feed one by name, replacing its value for that run
+ * (same element type and shape). */
+NEE_API size_t nee_session_overridable_initializer_count(const nee_session_t* session);
 
-/* Describes input or output `index` (is_output selects which list). */
+/* The lists nee_session_value_info and nee_session_value_dim describe. */
+#define NEE_LIST_INPUTS 0
+#define NEE_LIST_OUTPUTS 1
+#define NEE_LIST_OVERRIDABLE_INITIALIZERS 2
+
+/* Describes entry `index` of a list (is_output: one of NEE_LIST_*; any other
+ * nonzero value means the outputs). */
 typedef struct nee_value_info_s {
   const char* name;          /* borrowed from the session */
   const char* type;          /* "tensor(float)", "seq(tensor(int64))", ... borrowed */
@@ -242,7 +257,7 @@ typedef struct nee_value_info_s {
 } nee_value_info_t;
 NEE_API nee_status_t nee_session_value_info(const nee_session_t* session, int is_output, size_t index,
                                             nee_value_info_t* out_info);
-/* Dimension `axis` of input/output `index`: *out_size is the size, or -1 when
+/* Dimension `axis` of entry `index` of a list (NEE_LIST_*): *out_size is the size, or -1 when
  * symbolic/unknown, in which case *out_symbol is its name ("" if unnamed). */
 NEE_API nee_status_t nee_session_value_dim(const nee_session_t* session, int is_output, size_t index, size_t axis,
                                            int64_t* out_size, const char** out_symbol);
@@ -304,6 +319,9 @@ NEE_API nee_status_t nee_run_options_create(nee_run_options_t** out_options);
 NEE_API void nee_run_options_set_terminate(nee_run_options_t* options, int terminate);
 /* This run's time limit in milliseconds; 0 (default): the session's. */
 NEE_API void nee_run_options_set_timeout_ms(nee_run_options_t* options, int64_t timeout_ms);
+/* Nonzero: run only the nodes the requested outputs depend on (ONNX Runtime's
+ * only_execute_path_to_fetches); 0 (default): every node of the graph. */
+NEE_API void nee_run_options_set_only_execute_path_to_fetches(nee_run_options_t* options, int32_t enabled);
 NEE_API void nee_run_options_release(nee_run_options_t* options);
 
 /* nee_session_run with run options (`run_options` may be NULL). */

@@ -70,6 +70,10 @@ class SessionOptions {
     nee_session_options_set_reference_kernels_only(options_, on ? 1 : 0);
     return *this;
   }
+  SessionOptions& SetAllowSpinning(bool on) {
+    nee_session_options_set_allow_spinning(options_, on ? 1 : 0);
+    return *this;
+  }
   // A limit on what the model may make the session do (nee_limit_t in nee.h).
   SessionOptions& SetLimit(int32_t limit, int64_t value) {
     Check(nee_session_options_set_limit(options_, limit, value));
@@ -90,6 +94,10 @@ class RunOptions {
   RunOptions& operator=(const RunOptions&) = delete;
   RunOptions& SetTerminate(bool terminate) { nee_run_options_set_terminate(options_, terminate ? 1 : 0); return *this; }
   RunOptions& SetTimeoutMs(int64_t ms) { nee_run_options_set_timeout_ms(options_, ms); return *this; }
+  RunOptions& SetOnlyExecutePathToFetches(bool on) {
+    nee_run_options_set_only_execute_path_to_fetches(options_, on ? 1 : 0);
+    return *this;
+  }
   const nee_run_options_t* get() const { return options_; }
 
  private:

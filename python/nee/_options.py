@@ -108,7 +108,9 @@ class SessionOptions:
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Sets a session configuration entry (ONNX Runtime's keys). nee honours
         session.load_model_format ("ONNX"; "ORT" is refused at session creation)
-        and stores every other key so get_session_config_entry reads it back."""
+        and session.intra_op.allow_spinning ("0": idle pool threads sleep at once
+        instead of polling for the next loop), and stores every other key so
+        get_session_config_entry reads it back."""
         self._config[_as_str("key", key)] = _as_str("value", value)
 
     def get_session_config_entry(self, key: str) -> str:
@@ -153,6 +155,11 @@ class SessionOptions:
 
     def has_providers(self) -> bool:
         return False
+
+
+def allow_spinning_of(options: Any) -> bool:
+    """session.intra_op.allow_spinning as ONNX Runtime reads it: on unless set to something other than "1"."""
+    return options._config.get("session.intra_op.allow_spinning", "1") == "1"
 
 
 def _tensor_of(value: Any, name: str) -> Any:
@@ -218,7 +225,7 @@ class RunOptions:
         self._log_severity_level = -1
         self._log_verbosity_level = 0
         self._logid = ""
-        self._only_execute_path_to_fetches = False  # kept and read back; nee runs the whole graph either way
+        self._only_execute_path_to_fetches = False
         self._handle = _nee.RunOptions()
         self._terminate = False
         self._timeout_ms = 0
@@ -245,6 +252,16 @@ class RunOptions:
         self._timeout_ms = int(value)
         self._handle.set_timeout_ms(self._timeout_ms)
 
+    @property
+    def only_execute_path_to_fetches(self) -> bool:
+        """True: run only the nodes the requested outputs depend on (False: every node)."""
+        return self._only_execute_path_to_fetches
+
+    @only_execute_path_to_fetches.setter
+    def only_execute_path_to_fetches(self, value: bool) -> None:
+        self._only_execute_path_to_fetches = _as_bool("only_execute_path_to_fetches", value)
+        self._handle.set_only_execute_path_to_fetches(self._only_execute_path_to_fetches)
+
     def add_run_config_entry(self, key: str, value: str) -> None:
         """Sets a run configuration entry; stored and readable (nee acts on none yet)."""
         self._config[_as_str("key", key)] = _as_str("value", value)
@@ -258,8 +275,7 @@ class RunOptions:
         raise _NotImplemented("nee does not support LoRA adapters")
 
 
-for _name, _check in (("log_severity_level", _as_int), ("log_verbosity_level", _as_int), ("logid", _as_str),
-                      ("only_execute_path_to_fetches", _as_bool)):
+for _name, _check in (("log_severity_level", _as_int), ("log_verbosity_level", _as_int), ("logid", _as_str)):
     setattr(RunOptions, _name, _simple_property(_name, _check))
 del _name, _check
 

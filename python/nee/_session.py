@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import _nee
 from ._convert import _from_unpacked, _to_value
 from ._errors import Fail, InvalidArgument, NotImplemented as _NotImplemented
-from ._options import RunOptions, SessionOptions, limits_of
+from ._options import RunOptions, SessionOptions, allow_spinning_of, limits_of
 from ._ortvalue import OrtMemoryInfo, OrtAllocatorType, OrtMemType, OrtValue
 
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -41,6 +41,11 @@ class NodeArg:
 
     def __repr__(self) -> str:
         return f"NodeArg(name='{self.name}', type='{self.type}', shape={self.shape})"
+
+
+def _node_args(infos: List[Tuple[str, str, int, Any]]) -> List[NodeArg]:
+    """NodeArgs of (name, type, element type, dims or None) entries; an unknown shape is [], as ONNX Runtime shows it."""
+    return [NodeArg(name, type_, [] if dims is None else dims) for (name, type_, _, dims) in infos]
 
 
 class ModelMetadata:
@@ -144,9 +149,12 @@ class InferenceSession:
         self._session = self._create(model, options)
         if os.environ.get("ORT_LOAD_CONFIG_FROM_MODEL") == "1":
             self._apply_model_config(model)
-        self._inputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.inputs()]
-        self._outputs = [NodeArg(n, t, s) for (n, t, _, s) in self._session.outputs()]
-        self._input_types = {n: (t, code) for (n, t, code, _) in self._session.inputs()}
+        self._inputs = _node_args(self._session.inputs())
+        self._outputs = _node_args(self._session.outputs())
+        self._overridable = _node_args(self._session.overridable_initializers())
+        # Declared types of what a run may feed: the inputs and the overridable initializers.
+        self._input_types = {n: (t, code) for (n, t, code, _) in
+                             self._session.inputs() + self._session.overridable_initializers()}
         if options.optimized_model_filepath:
             self._write_optimized_model(options)
 
@@ -160,7 +168,7 @@ class InferenceSession:
                                    int(options.run_timeout_ms), int(options.run_memory_limit_bytes),
                                    bool(options.reference_kernels_only), bool(options.enable_profiling),
                                    str(options.profile_file_prefix), free_dims, initializers, external,
-                                   limits_of(options))
+                                   limits_of(options), allow_spinning_of(options))
 
     def _apply_model_config(self, model: Any) -> None:
         """ONNX Runtime's ORT_LOAD_CONFIG_FROM_MODEL=1: session options stored in the
@@ -203,7 +211,9 @@ class InferenceSession:
         return list(self._outputs)
 
     def get_overridable_initializers(self) -> List[NodeArg]:
-        return []
+        """Initializers that are also graph inputs (IR 4 and later): feeding one by
+        name to run replaces its value for that run."""
+        return list(self._overridable)
 
     def get_modelmeta(self) -> ModelMetadata:
         return ModelMetadata(self._session)

@@ -257,7 +257,7 @@ struct Session {
                          int64_t run_memory_limit, bool reference_kernels_only, bool profiling,
                          const std::string& profile_prefix, const FreeDims& free_dims,
                          const Initializers& initializers, const Initializers& external_initializers,
-                         const std::vector<std::pair<int32_t, int64_t>>& limits) {
+                         const std::vector<std::pair<int32_t, int64_t>>& limits, bool allow_spinning) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
     if (nee_status_t st = AddModelOverrides(options, free_dims, initializers, external_initializers)) {
@@ -275,6 +275,7 @@ struct Session {
     nee_session_options_set_run_timeout_ms(options, run_timeout_ms);
     nee_session_options_set_run_memory_limit(options, run_memory_limit);
     nee_session_options_set_reference_kernels_only(options, reference_kernels_only ? 1 : 0);
+    nee_session_options_set_allow_spinning(options, allow_spinning ? 1 : 0);
     if (profiling) {
       nee_status_t st = nee_session_options_set_profiling(options, profile_prefix.c_str());
       if (st) {
@@ -302,19 +303,22 @@ struct Session {
   }
 
   // (name, type string, element dtype, dims list with symbols as str / None)
-  nb::list Infos(int is_output) const {
+  // of a NEE_LIST_*: inputs, outputs or overridable initializers.
+  nb::list Infos(int list) const {
     nb::list out;
-    size_t n = is_output ? nee_session_output_count(handle) : nee_session_input_count(handle);
+    size_t n = list == NEE_LIST_INPUTS    ? nee_session_input_count(handle)
+               : list == NEE_LIST_OUTPUTS ? nee_session_output_count(handle)
+                                          : nee_session_overridable_initializer_count(handle);
     for (size_t i = 0; i < n; ++i) {
       nee_value_info_t info;
-      Check(nee_session_value_info(handle, is_output, i, &info));
+      Check(nee_session_value_info(handle, list, i, &info));
       nb::object shape = nb::none();
       if (info.rank >= 0) {
         nb::list dims;
         for (int64_t d = 0; d < info.rank; ++d) {
           int64_t size;
           const char* symbol;
-          Check(nee_session_value_dim(handle, is_output, i, static_cast<size_t>(d), &size, &symbol));
+          Check(nee_session_value_dim(handle, list, i, static_cast<size_t>(d), &size, &symbol));
           if (size >= 0) dims.append(size);
           else if (symbol && *symbol) dims.append(Text(symbol));
           else dims.append(nb::none());
@@ -431,11 +435,14 @@ NB_MODULE(_nee, m) {
   nb::class_<RunOptions>(m, "RunOptions")
       .def(nb::init<>())
       .def("set_terminate", [](RunOptions& r, bool t) { nee_run_options_set_terminate(r.handle, t ? 1 : 0); })
-      .def("set_timeout_ms", [](RunOptions& r, int64_t ms) { nee_run_options_set_timeout_ms(r.handle, ms); });
+      .def("set_timeout_ms", [](RunOptions& r, int64_t ms) { nee_run_options_set_timeout_ms(r.handle, ms); })
+      .def("set_only_execute_path_to_fetches",
+           [](RunOptions& r, bool on) { nee_run_options_set_only_execute_path_to_fetches(r.handle, on ? 1 : 0); });
   nb::class_<Session>(m, "Session")
       .def_static("create", &Session::Create, nb::rv_policy::take_ownership)
-      .def("inputs", [](const Session& s) { return s.Infos(0); })
-      .def("outputs", [](const Session& s) { return s.Infos(1); })
+      .def("inputs", [](const Session& s) { return s.Infos(NEE_LIST_INPUTS); })
+      .def("outputs", [](const Session& s) { return s.Infos(NEE_LIST_OUTPUTS); })
+      .def("overridable_initializers", [](const Session& s) { return s.Infos(NEE_LIST_OVERRIDABLE_INITIALIZERS); })
       .def("metadata", &Session::Metadata)
       .def("custom_metadata_keys", &Session::CustomMetadataKeys)
       .def("end_profiling", &Session::EndProfiling)

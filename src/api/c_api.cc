@@ -30,7 +30,7 @@ struct nee_run_options_impl {
 struct nee_session_impl {
   std::unique_ptr<nee::Session> session;
   // Stable strings for nee_value_info_t.
-  std::vector<std::string> input_types, output_types;
+  std::vector<std::string> input_types, output_types, overridable_types;
   std::vector<std::pair<std::string, size_t>> op_histogram;
   nee_model_stats_t stats{};
   std::mutex profile_mu;
@@ -405,6 +405,9 @@ void nee_session_options_set_run_memory_limit(nee_session_options_t* options, in
 void nee_session_options_set_reference_kernels_only(nee_session_options_t* options, int32_t enabled) {
   if (options) options->options.reference_kernels_only = enabled != 0;
 }
+void nee_session_options_set_allow_spinning(nee_session_options_t* options, int32_t allow) {
+  if (options) options->options.allow_spinning = allow != 0;
+}
 nee_status_t nee_session_options_set_profiling(nee_session_options_t* options, const char* file_prefix) {
   if (!options) return NullArg("options");
   return Guard([&]() -> nee_status_t {
@@ -546,6 +549,7 @@ static nee_status_t FinishSession(nee::Result<std::unique_ptr<nee::Session>> ses
   s->session = std::move(session).value();
   for (const auto& vi : s->session->inputs()) s->input_types.push_back(vi.type.ToString());
   for (const auto& vi : s->session->outputs()) s->output_types.push_back(vi.type.ToString());
+  for (const auto& vi : s->session->overridable_initializers()) s->overridable_types.push_back(vi.type.ToString());
   CountModel(s->session->model().graph, *s);
   *out_session = s;
   return nullptr;
@@ -588,10 +592,30 @@ void nee_session_release(nee_session_t* session) { delete session; }
 size_t nee_session_input_count(const nee_session_t* session) { return session ? session->session->inputs().size() : 0; }
 size_t nee_session_output_count(const nee_session_t* session) { return session ? session->session->outputs().size() : 0; }
 
-static const nee::ValueInfo* InfoAt(const nee_session_t* session, int is_output, size_t index) {
+size_t nee_session_overridable_initializer_count(const nee_session_t* session) {
+  return session ? session->session->overridable_initializers().size() : 0;
+}
+
+// The list nee_session_value_info/_dim describe (NEE_LIST_*), and its type strings.
+static const std::vector<nee::ValueInfo>& ListOf(const nee_session_t* session, int list,
+                                                 const std::vector<std::string>** types) {
+  if (list == NEE_LIST_INPUTS) {
+    *types = &session->input_types;
+    return session->session->inputs();
+  }
+  if (list == NEE_LIST_OVERRIDABLE_INITIALIZERS) {
+    *types = &session->overridable_types;
+    return session->session->overridable_initializers();
+  }
+  *types = &session->output_types;
+  return session->session->outputs();
+}
+
+static const nee::ValueInfo* InfoAt(const nee_session_t* session, int list, size_t index) {
   if (!session) return nullptr;
-  const auto& list = is_output ? session->session->outputs() : session->session->inputs();
-  return index < list.size() ? &list[index] : nullptr;
+  const std::vector<std::string>* types = nullptr;
+  const auto& infos = ListOf(session, list, &types);
+  return index < infos.size() ? &infos[index] : nullptr;
 }
 
 nee_status_t nee_session_value_info(const nee_session_t* session, int is_output, size_t index,
@@ -600,7 +624,9 @@ nee_status_t nee_session_value_info(const nee_session_t* session, int is_output,
   const nee::ValueInfo* vi = InfoAt(session, is_output, index);
   if (!vi) return Err(NEE_STATUS_INVALID_ARGUMENT, "input/output index out of range");
   out_info->name = vi->name.c_str();
-  out_info->type = (is_output ? session->output_types : session->input_types)[index].c_str();
+  const std::vector<std::string>* types = nullptr;
+  ListOf(session, is_output, &types);
+  out_info->type = (*types)[index].c_str();
   out_info->element_type = vi->type.is_tensor() ? static_cast<nee_dtype_t>(vi->type.elem_type) : NEE_DTYPE_UNDEFINED;
   out_info->rank = vi->type.is_tensor() && vi->type.shape ? static_cast<int64_t>(vi->type.shape->size()) : -1;
   return nullptr;
@@ -719,6 +745,9 @@ void nee_run_options_set_terminate(nee_run_options_t* options, int terminate) {
 }
 void nee_run_options_set_timeout_ms(nee_run_options_t* options, int64_t timeout_ms) {
   if (options) options->options.timeout_ms = timeout_ms < 0 ? 0 : timeout_ms;
+}
+void nee_run_options_set_only_execute_path_to_fetches(nee_run_options_t* options, int32_t enabled) {
+  if (options) options->options.only_execute_path_to_fetches = enabled != 0;
 }
 void nee_run_options_release(nee_run_options_t* options) { delete options; }
 

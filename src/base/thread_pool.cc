@@ -25,7 +25,7 @@ constexpr int kSpinIterations = 20000;
 constexpr std::chrono::milliseconds kYieldingWait{250};
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads, bool allow_spinning) : allow_spinning_(allow_spinning) {
   int workers = std::max(1, num_threads) - 1;
   for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
@@ -95,8 +95,15 @@ void ThreadPool::WaitForJob(const Job& job) {
 }
 
 bool ThreadPool::WaitForWork(uint64_t seen) {
+  if (allow_spinning_) SpinForWork(seen);
+  std::unique_lock<std::mutex> lock(mu_);
+  work_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
+  return !stop_;
+}
+
+void ThreadPool::SpinForWork(uint64_t seen) const {
   for (int i = 0; i < kSpinIterations; ++i) {
-    if (generation_.load(std::memory_order_acquire) != seen) return true;
+    if (generation_.load(std::memory_order_acquire) != seen) return;
     NEE_CPU_RELAX();
   }
   // Then keep the core awake, yielding it to any other runnable thread, for
@@ -107,12 +114,9 @@ bool ThreadPool::WaitForWork(uint64_t seen) {
   // there is any, so a busy machine loses nothing to the wait.
   const auto until = std::chrono::steady_clock::now() + kYieldingWait;
   while (std::chrono::steady_clock::now() < until) {
-    if (generation_.load(std::memory_order_acquire) != seen) return true;
+    if (generation_.load(std::memory_order_acquire) != seen) return;
     std::this_thread::yield();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  work_cv_.wait(lock, [&] { return stop_ || generation_.load(std::memory_order_acquire) != seen; });
-  return !stop_;
 }
 
 void ThreadPool::WorkerLoop() {

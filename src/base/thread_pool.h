@@ -22,12 +22,16 @@ namespace nee {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int num_threads);
+  // allow_spinning false (ONNX Runtime's session.intra_op.allow_spinning=0):
+  // idle workers sleep at once instead of polling for the next loop, so an
+  // idle session uses no CPU (the next loop pays a wake-up per worker).
+  explicit ThreadPool(int num_threads, bool allow_spinning = true);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+  bool allow_spinning() const { return allow_spinning_; }
 
   // Calls fn(begin, end) over [0, n) in chunks of at least `min_chunk`
   // elements (so tiny loops are not spread across threads).
@@ -49,14 +53,19 @@ class ThreadPool {
   void WorkerLoop();
   // Runs chunks of `job` until none is left unclaimed.
   static void RunChunks(Job& job);
-  // Waits for a generation other than `seen` (spinning briefly first, since a
-  // kernel's next loop usually follows within microseconds); false on stop.
+  // Waits for a generation other than `seen` (spinning briefly first, when
+  // allowed, since a kernel's next loop usually follows within microseconds);
+  // false on stop.
   bool WaitForWork(uint64_t seen);
+  // The polling part of WaitForWork: returns when the generation moved on or
+  // the polling time is over.
+  void SpinForWork(uint64_t seen) const;
   // The caller's wait for the last chunks of its job: polls briefly (the
   // remaining chunks usually finish within microseconds, and a sleep/wake
   // round trip through the kernel costs tens), then sleeps.
   void WaitForJob(const Job& job);
 
+  const bool allow_spinning_;
   std::vector<std::thread> workers_;
   std::mutex busy_;  // held by the caller of an in-flight ParallelFor
   std::mutex mu_;

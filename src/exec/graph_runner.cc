@@ -122,7 +122,8 @@ bool InArena(const Tensor& t, const uint8_t* arena, size_t arena_bytes) {
 }  // namespace
 
 Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const Frame* outer,
-                                                const MemoryPlan* memory, uint8_t* arena, const RunEnv& env) const {
+                                                const MemoryPlan* memory, uint8_t* arena, const RunEnv& env,
+                                                const std::vector<bool>* run_nodes) const {
   std::vector<Value> slots(plan_.num_slots());
   for (const auto& [slot, tensor] : plan_.constant_slots) slots[slot] = Value(tensor);
   for (size_t i = 0; i < plan_.input_slots.size() && i < inputs.size(); ++i)
@@ -140,7 +141,9 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     Status stop = env.control->Check();
     if (!stop.ok()) return stop.WithContext("graph '" + graph_.name + "': ");
   }
-  for (const PlannedNode& pn : plan_.nodes) {
+  for (size_t n = 0; n < plan_.nodes.size(); ++n) {
+    const PlannedNode& pn = plan_.nodes[n];
+    if (run_nodes && !(*run_nodes)[n]) continue;
     if (env.control) {
       Status stop = env.control->Check();
       if (!stop.ok()) return stop.WithContext("before " + pn.node->Describe() + ": ");
@@ -159,6 +162,8 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
       in.push_back(&slots[s]);
     }
     std::vector<Value> out(pn.outputs.size());
+    std::vector<const Value*> profiled_inputs;
+    if (env.profiler) profiled_inputs = in;
     ArenaAllocator allocator(memory, arena, pn, env.memory);
     BodyInvoker bodies(*this, frame, env);
     KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, env.pool, &bodies);
@@ -166,8 +171,8 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     const int64_t start_us = env.profiler ? env.profiler->NowUs() : 0;
     Status st = pn.kernel(ctx);
     if (env.profiler)
-      env.profiler->Record(*pn.node, pn.kernel == pn.schema->kernel ? "reference" : "optimized", start_us,
-                           env.profiler->NowUs() - start_us);
+      env.profiler->RecordNode(*pn.node, n, pn.kernel == pn.schema->kernel ? "reference" : "optimized", start_us,
+                               env.profiler->NowUs() - start_us, profiled_inputs, out);
     if (!st.ok()) return st;
     for (size_t k = 0; k < pn.outputs.size(); ++k) {
       int s = pn.outputs[k];
@@ -190,6 +195,10 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
   std::vector<Value> results;
   results.reserve(plan_.output_slots.size());
   for (int s : plan_.output_slots) {
+    if (slots[s].empty() && run_nodes) {
+      results.emplace_back();  // not asked for
+      continue;
+    }
     if (slots[s].empty())
       return RuntimeError("graph '" + graph_.name + "': output '" + plan_.slot_names[s] + "' was not computed");
     if (slots[s].is_tensor() && InArena(slots[s].tensor(), arena, arena_bytes)) {

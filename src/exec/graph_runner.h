@@ -30,9 +30,12 @@ class GraphRunner {
 
   // Runs with one value per graph input (empty Value: use the initializer
   // default). `memory`/`arena` may be null (then every tensor is heap-allocated).
-  // Before each node, env.control may stop the run (Cancelled).
+  // Before each node, env.control may stop the run (Cancelled). `run_nodes`
+  // (per plan node; null: all) skips the others, and the outputs they would
+  // have made come back empty.
   Result<std::vector<Value>> Execute(std::vector<Value> inputs, const Frame* outer, const MemoryPlan* memory,
-                                     uint8_t* arena, const RunEnv& env) const;
+                                     uint8_t* arena, const RunEnv& env,
+                                     const std::vector<bool>* run_nodes = nullptr) const;
 
   const Graph& graph() const { return graph_; }
   const CheckedGraph& checked() const { return checked_; }

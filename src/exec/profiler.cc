@@ -1,11 +1,12 @@
 #include "exec/profiler.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <sstream>
-#include <thread>
 
 namespace nee {
 
@@ -29,24 +30,61 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
-}  // namespace
-
-Profiler::Profiler()
-    : origin_(std::chrono::steady_clock::now()),
-      start_time_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count()) {}
-
-int64_t Profiler::NowUs() const {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - origin_).count();
+// ONNX Runtime's "input_type_shape" entry of one value: {"float":[2,3]} for a
+// tensor; other kinds by their description.
+std::string TypeShapeJson(const Value* v) {
+  if (!v || v->empty()) return "{}";
+  if (!v->is_tensor()) return "{" + JsonString(v->Describe()) + ":[]}";
+  std::string out = "{" + JsonString(DataTypeName(v->tensor().dtype())) + ":[";
+  const std::vector<int64_t>& dims = v->tensor().dims();
+  for (size_t d = 0; d < dims.size(); ++d) out += (d ? "," : "") + std::to_string(dims[d]);
+  return out + "]}";
 }
 
-void Profiler::Record(const Node& node, const char* kernel, int64_t start_us, int64_t duration_us) {
-  const std::string op = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
+// The kernel thread's id as the system numbers it (what ONNX Runtime writes as "tid").
+int64_t ThreadId() {
+  thread_local const int64_t id = static_cast<int64_t>(::syscall(SYS_gettid));
+  return id;
+}
+
+}  // namespace
+
+Profiler::Profiler(Clock::time_point origin)
+    : origin_(origin),
+      start_time_ns_(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         (std::chrono::system_clock::now() - (Clock::now() - origin)).time_since_epoch())
+                         .count()),
+      pid_(static_cast<int64_t>(::getpid())) {}
+
+int64_t Profiler::Us(Clock::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t - origin_).count();
+}
+
+void Profiler::Add(Event event) {
+  if (events_.size() < kMaxEvents) events_.push_back(std::move(event));
+}
+
+void Profiler::RecordSession(const std::string& name, int64_t start_us, int64_t duration_us) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (events_.size() < kMaxEvents)
-    events_.push_back({node.name, op, kernel, start_us, duration_us,
-                       std::hash<std::thread::id>{}(std::this_thread::get_id()) & 0xffff});
+  Add({"Session", name, start_us, duration_us, ThreadId(), ""});
+}
+
+void Profiler::RecordNode(const Node& node, size_t index, const char* kernel, int64_t start_us, int64_t duration_us,
+                          const std::vector<const Value*>& inputs, const std::vector<Value>& outputs) {
+  const std::string op = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
+  std::string in_shapes, out_shapes;
+  for (const Value* v : inputs) in_shapes += (in_shapes.empty() ? "" : ",") + TypeShapeJson(v);
+  for (const Value& v : outputs) out_shapes += (out_shapes.empty() ? "" : ",") + TypeShapeJson(&v);
+  const int64_t thread = ThreadId();
+  std::string args = "\"op_name\":" + JsonString(node.op_type) + ",\"domain\":" + JsonString(node.domain) +
+                     ",\"node_index\":\"" + std::to_string(index) +
+                     "\",\"provider\":\"CPUExecutionProvider\",\"kernel\":\"" + kernel +
+                     "\",\"thread_id\":" + std::to_string(thread) + ",\"input_type_shape\":[" + in_shapes +
+                     "],\"output_type_shape\":[" + out_shapes + "]";
+  // An unnamed node is called "<op>_<index>", as ONNX Runtime names it.
+  std::string name = (node.name.empty() ? node.op_type + "_" + std::to_string(index) : node.name) + "_kernel_time";
+  std::lock_guard<std::mutex> lock(mu_);
+  Add({"Node", std::move(name), start_us, duration_us, thread, std::move(args)});
   auto it = std::find_if(totals_.begin(), totals_.end(), [&](const OpTotal& t) { return t.op == op; });
   if (it == totals_.end()) it = totals_.insert(totals_.end(), OpTotal{op});
   ++it->calls;
@@ -59,10 +97,9 @@ std::string Profiler::ChromeTraceJson() const {
   out << "[\n";
   for (size_t i = 0; i < events_.size(); ++i) {
     const Event& e = events_[i];
-    out << "{\"cat\":\"Node\",\"ph\":\"X\",\"pid\":1,\"tid\":" << e.thread << ",\"ts\":" << e.start_us
-        << ",\"dur\":" << e.duration_us << ",\"name\":" << JsonString(e.name.empty() ? e.op : e.name)
-        << ",\"args\":{\"op_name\":" << JsonString(e.op) << ",\"kernel\":\"" << e.kernel << "\"}}"
-        << (i + 1 < events_.size() ? ",\n" : "\n");
+    out << "{\"cat\":\"" << e.category << "\",\"pid\":" << pid_ << ",\"tid\":" << e.thread << ",\"dur\":"
+        << e.duration_us << ",\"ts\":" << e.start_us << ",\"ph\":\"X\",\"name\":" << JsonString(e.name)
+        << ",\"args\":{" << e.args << "}}" << (i + 1 < events_.size() ? ",\n" : "\n");
   }
   out << "]\n";
   return out.str();

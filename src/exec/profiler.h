@@ -1,7 +1,12 @@
-// Per-node timings of a session's runs: what `SessionOptions::profiling`
-// turns on. Written out as a Chrome trace (chrome://tracing, Perfetto: one
-// complete event per node run, on the thread that ran it) and summarised per
-// op type, which is how to find the biggest bucket before optimizing.
+// What `SessionOptions::enable_profiling` records: the phases of creating the
+// session and every node of every run, in ONNX Runtime's profile format — a
+// Chrome trace (chrome://tracing, Perfetto) of complete events ("ph":"X")
+// with cat/name/pid/tid/ts/dur/args: "Session" events for loading, checking,
+// optimizing and planning the model and for each run ("model_run"), "Node"
+// events named "<node>_kernel_time" whose args give the op type, the provider,
+// the input and output types and shapes, the thread and the kernel (optimized
+// or reference). Also summarised per op type, which is how to find the
+// biggest bucket before optimizing.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -11,17 +16,27 @@
 
 #include "base/status.h"
 #include "ir/graph.h"
+#include "ir/value.h"
 
 namespace nee {
 
 class Profiler {
  public:
-  Profiler();
+  using Clock = std::chrono::steady_clock;
+  // `origin` is time 0 of the trace (when the session started being made).
+  explicit Profiler(Clock::time_point origin = Clock::now());
 
-  // Microseconds since the profiler started (the trace's time base).
-  int64_t NowUs() const;
-  // One node run: `kernel` says which kernel ran it ("optimized"/"reference").
-  void Record(const Node& node, const char* kernel, int64_t start_us, int64_t duration_us);
+  // Microseconds from the trace's origin to `t` (default: now).
+  int64_t Us(Clock::time_point t) const;
+  int64_t NowUs() const { return Us(Clock::now()); }
+
+  // A phase of the session's life (cat "Session"): "model_loading_uri",
+  // "session_initialization", "model_run", ...
+  void RecordSession(const std::string& name, int64_t start_us, int64_t duration_us);
+  // One node run: `index` its place in the plan, `kernel` which kernel ran it
+  // ("optimized"/"reference"), the values it read and made.
+  void RecordNode(const Node& node, size_t index, const char* kernel, int64_t start_us, int64_t duration_us,
+                  const std::vector<const Value*>& inputs, const std::vector<Value>& outputs);
 
   // The trace as Chrome's JSON array format.
   std::string ChromeTraceJson() const;
@@ -33,19 +48,21 @@ class Profiler {
 
  private:
   struct Event {
+    const char* category;
     std::string name;
-    std::string op;
-    const char* kernel;
     int64_t start_us;
     int64_t duration_us;
-    uint64_t thread;
+    int64_t thread;
+    std::string args;  // the JSON object's members, without braces
   };
   // A long-running profiled session keeps at most this many events (the
   // first ones); the summary still counts every call.
   static constexpr size_t kMaxEvents = 1 << 20;
+  void Add(Event event);
 
-  std::chrono::steady_clock::time_point origin_;
-  int64_t start_time_ns_;  // wall clock at start, as ONNX Runtime reports it
+  Clock::time_point origin_;
+  int64_t start_time_ns_;  // wall clock at the origin, as ONNX Runtime reports it
+  int64_t pid_;
   mutable std::mutex mu_;
   std::vector<Event> events_;
   struct OpTotal {

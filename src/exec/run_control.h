@@ -25,6 +25,9 @@ class RunOptions {
   const std::atomic<bool>* terminate_flag() const { return &terminate_; }
 
   int64_t timeout_ms = 0;  // 0: the session's default (SessionOptions::run_timeout_ms)
+  // Run only the nodes the requested outputs need (ONNX Runtime's
+  // only_execute_path_to_fetches); false: every node of the graph.
+  bool only_execute_path_to_fetches = false;
 
  private:
   std::atomic<bool> terminate_{false};

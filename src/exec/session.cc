@@ -71,57 +71,99 @@ Status CheckGraphSize(const Graph& graph, const SessionOptions& options, int dep
   return Status::Ok();
 }
 
+// Before IR version 4 every initializer had to be listed as a graph input
+// too, and a caller cannot override one (ONNX Runtime refuses the name): they
+// are constants, so the optimizer may fold them and kernels pack them once.
+void DropInitializerInputsBeforeIr4(Model& model) {
+  if (model.ir_version <= 0 || model.ir_version >= 4) return;
+  Graph& g = model.graph;
+  std::vector<ValueInfo> inputs;
+  for (ValueInfo& vi : g.inputs)
+    if (!g.FindInitializer(vi.name)) inputs.push_back(std::move(vi));
+  g.inputs = std::move(inputs);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Session>> Session::CreateFromFile(const std::string& path, const SessionOptions& options) {
+  const auto start = Phase::Clock::now();
   NEE_ASSIGN_OR_RETURN(Model model, ReadModelFile(path, ReadLimitsOf(options)));
-  return Create(std::move(model), options);
+  return CreateTimed(std::move(model), options, {{"model_loading_uri", start, Phase::Clock::now()}});
 }
 
 Result<std::unique_ptr<Session>> Session::CreateFromBytes(const void* data, size_t size,
                                                           const SessionOptions& options) {
   // A model from memory has no folder (no base_dir): external data is refused.
+  const auto start = Phase::Clock::now();
   NEE_ASSIGN_OR_RETURN(Model model, ReadModelBytes(MappedFile::FromBytes(data, size), ReadLimitsOf(options)));
-  return Create(std::move(model), options);
+  return CreateTimed(std::move(model), options, {{"model_loading_array", start, Phase::Clock::now()}});
 }
 
 Result<std::unique_ptr<Session>> Session::Create(Model model, const SessionOptions& options) {
+  return CreateTimed(std::move(model), options, {});
+}
+
+Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const SessionOptions& options,
+                                                      std::vector<Phase> phases) {
+  // Each phase's start and end, for the profile (a few clock reads).
+  const auto init_start = Phase::Clock::now();
+  auto phase_start = init_start;
+  auto end_phase = [&](const char* name) {
+    const auto now = Phase::Clock::now();
+    phases.push_back({name, phase_start, now});
+    phase_start = now;
+  };
   std::unique_ptr<Session> s(new Session());
   s->options_ = options;
   s->model_ = std::make_unique<Model>(std::move(model));
   NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_, options.max_graph_nodes));
+  DropInitializerInputsBeforeIr4(*s->model_);
   int64_t nodes = 0;
   NEE_RETURN_IF_ERROR(CheckGraphSize(s->model_->graph, options, 0, &nodes));
+  end_phase("function_inlining");
   // The model as written is checked first (inside OptimizeModel, or here at
   // level 0), so errors refer to what the user wrote.
   // A model nee already optimized to this level (`nee optimize`) is only checked.
   const int recorded = RecordedOptimizationLevel(*s->model_);
-  if (recorded < 0 || recorded < options.graph_optimization_level)
+  if (recorded < 0 || recorded < options.graph_optimization_level) {
     NEE_RETURN_IF_ERROR(OptimizeModel(*s->model_, options.graph_optimization_level));
+    end_phase("graph_optimization");
+  }
   NEE_ASSIGN_OR_RETURN(s->checked_, CheckModel(*s->model_, OpRegistry::Global()));
+  end_phase("model_check");
 
   int threads = options.intra_op_num_threads;
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  s->pool_ = std::make_unique<ThreadPool>(threads);
-  if (options.enable_profiling) {
-    s->profiler_ = std::make_unique<Profiler>();
-    s->profiling_.store(true);
-  }
+  s->pool_ = std::make_unique<ThreadPool>(threads, options.allow_spinning);
   s->memory_limit_ = options.run_memory_limit_bytes < 0 ? DefaultRunMemoryLimit() : options.run_memory_limit_bytes;
   s->session_memory_ = std::make_shared<MemoryBudget>(
       options.session_memory_limit_bytes < 0 ? DefaultRunMemoryLimit() : options.session_memory_limit_bytes, nullptr,
       "the session's concurrent runs", "SessionOptions session memory limit");
+  end_phase("thread_pool_creation");
 
   OpsetMap opsets = OpsetsOf(s->model_->opset_imports);
   NEE_ASSIGN_OR_RETURN(s->main_, GraphRunner::Build(s->model_->graph, s->checked_, opsets, nullptr, 0,
                                                     options.reference_kernels_only ? CpuProvider::ReferenceOnly()
                                                                                    : CpuProvider::Default()));
+  end_phase("execution_planning");
 
   const Graph& g = s->model_->graph;
   for (size_t i = 0; i < g.inputs.size(); ++i) {
-    if (g.FindInitializer(g.inputs[i].name)) continue;  // overridable default: not listed, like ORT
+    if (g.FindInitializer(g.inputs[i].name)) {  // an overridable default: not listed as an input, like ORT
+      s->overridable_.push_back(g.inputs[i]);
+      s->overridable_to_graph_input_.push_back(static_cast<int>(i));
+      continue;
+    }
     s->feedable_inputs_.push_back(g.inputs[i]);
     s->feedable_to_graph_input_.push_back(static_cast<int>(i));
+  }
+  if (options.enable_profiling) {
+    // Time 0 of the trace is when making the session began (loading included).
+    s->profiler_ = std::make_unique<Profiler>(phases.empty() ? init_start : phases.front().start);
+    phases.push_back({"session_initialization", init_start, Phase::Clock::now()});
+    for (const Phase& p : phases)
+      s->profiler_->RecordSession(p.name, s->profiler_->Us(p.start), s->profiler_->Us(p.end) - s->profiler_->Us(p.start));
+    s->profiling_.store(true);
   }
   return s;
 }
@@ -149,8 +191,7 @@ std::string SignatureKey(const std::vector<TypeInfo>& types) {
 }
 }  // namespace
 
-Status Session::ValidateInput(size_t index, Value& value) const {
-  const ValueInfo& vi = feedable_inputs_[index];
+Status Session::ValidateInput(const ValueInfo& vi, Value& value) const {
   const TypeInfo& want = vi.type;
   std::string label = "input '" + vi.name + "'";
   if (want.kind == TypeInfo::Kind::kTensor) {
@@ -209,44 +250,57 @@ Result<std::shared_ptr<Session::ShapePlan>> Session::PlanFor(const std::vector<T
   return plans_.emplace(key, plan).first->second;
 }
 
+Status Session::PlaceFeeds(const std::vector<NamedValue>& inputs, std::vector<Value>& graph_inputs) const {
+  std::vector<bool> fed(graph_inputs.size(), false);
+  auto find = [](const std::vector<ValueInfo>& list, const std::string& name) {
+    size_t k = 0;
+    while (k < list.size() && list[k].name != name) ++k;
+    return k;
+  };
+  for (const NamedValue& nv : inputs) {
+    const ValueInfo* vi = nullptr;
+    int graph_index = -1;
+    if (size_t k = find(feedable_inputs_, nv.name); k < feedable_inputs_.size()) {
+      vi = &feedable_inputs_[k];
+      graph_index = feedable_to_graph_input_[k];
+    } else if (size_t o = find(overridable_, nv.name); o < overridable_.size()) {
+      // Feeding an overridable initializer replaces its value for this run.
+      vi = &overridable_[o];
+      graph_index = overridable_to_graph_input_[o];
+    } else {
+      std::string names;
+      for (const ValueInfo& in : feedable_inputs_) names += (names.empty() ? "" : ", ") + in.name;
+      std::string defaults;
+      for (const ValueInfo& in : overridable_) defaults += (defaults.empty() ? "" : ", ") + in.name;
+      return InvalidArgument("'" + nv.name + "' is not an input of this model (inputs: " + names +
+                             (defaults.empty() ? "" : "; overridable initializers: " + defaults) + ")");
+    }
+    if (fed[graph_index]) return InvalidArgument("input '" + nv.name + "' is given more than once");
+    if (nv.value.empty()) return InvalidArgument("input '" + nv.name + "' has no value");
+    Value value = nv.value;
+    NEE_RETURN_IF_ERROR(ValidateInput(*vi, value));
+    fed[graph_index] = true;
+    graph_inputs[graph_index] = std::move(value);
+  }
+  for (size_t k = 0; k < feedable_inputs_.size(); ++k) {
+    const int graph_index = feedable_to_graph_input_[k];
+    if (fed[graph_index]) continue;
+    // An optional-typed input may be left out.
+    if (feedable_inputs_[k].type.kind == TypeInfo::Kind::kOptional) {
+      graph_inputs[graph_index] = Value::None(*feedable_inputs_[k].type.inner);
+      continue;
+    }
+    return InvalidArgument("input '" + feedable_inputs_[k].name + "' is required but was not given");
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
                                         const std::vector<std::string>& output_names,
                                         const RunOptions* run_options) const {
   const Graph& g = model_->graph;
   std::vector<Value> graph_inputs(g.inputs.size());
-  std::vector<bool> fed(feedable_inputs_.size(), false);
-  for (const NamedValue& nv : inputs) {
-    size_t k = 0;
-    while (k < feedable_inputs_.size() && feedable_inputs_[k].name != nv.name) ++k;
-    if (k == feedable_inputs_.size()) {
-      // Feeding an initializer-backed input overrides its default.
-      bool is_default = false;
-      for (size_t i = 0; i < g.inputs.size(); ++i)
-        if (g.inputs[i].name == nv.name) {
-          graph_inputs[i] = nv.value;
-          is_default = true;
-        }
-      if (is_default) continue;
-      std::string names;
-      for (const ValueInfo& vi : feedable_inputs_) names += (names.empty() ? "" : ", ") + vi.name;
-      return InvalidArgument("'" + nv.name + "' is not an input of this model (inputs: " + names + ")");
-    }
-    if (fed[k]) return InvalidArgument("input '" + nv.name + "' is given more than once");
-    if (nv.value.empty()) return InvalidArgument("input '" + nv.name + "' has no value");
-    Value value = nv.value;
-    NEE_RETURN_IF_ERROR(ValidateInput(k, value));
-    fed[k] = true;
-    graph_inputs[feedable_to_graph_input_[k]] = std::move(value);
-  }
-  for (size_t k = 0; k < feedable_inputs_.size(); ++k) {
-    if (fed[k]) continue;
-    // An optional-typed input may be left out.
-    if (feedable_inputs_[k].type.kind == TypeInfo::Kind::kOptional) {
-      graph_inputs[feedable_to_graph_input_[k]] = Value::None(*feedable_inputs_[k].type.inner);
-      continue;
-    }
-    return InvalidArgument("input '" + feedable_inputs_[k].name + "' is required but was not given");
-  }
+  NEE_RETURN_IF_ERROR(PlaceFeeds(inputs, graph_inputs));
 
   std::vector<size_t> wanted;
   if (output_names.empty()) {
@@ -276,13 +330,18 @@ Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
   RunControl control(run_options ? run_options->terminate_flag() : nullptr, timeout_ms);
   RunEnv env{pool_.get(), &control, std::make_shared<MemoryBudget>(memory_limit_, session_memory_)};
   if (profiling_.load(std::memory_order_relaxed)) env.profiler = profiler_.get();
+  const int64_t run_start_us = env.profiler ? env.profiler->NowUs() : 0;
   auto arena_bytes = static_cast<int64_t>(plan->memory.arena_bytes);
   if (Status fits = env.memory->Reserve(arena_bytes); !fits.ok())
     return fits.WithContext("the memory plan's arena for these input shapes: ");
   NEE_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> arena, plan->Acquire());
-  auto results = main_->Execute(std::move(graph_inputs), nullptr, &plan->memory, arena.get(), env);
+  std::vector<bool> run_nodes;
+  if (run_options && run_options->only_execute_path_to_fetches) run_nodes = NodesNeededFor(main_->plan(), wanted);
+  auto results = main_->Execute(std::move(graph_inputs), nullptr, &plan->memory, arena.get(), env,
+                                run_nodes.empty() ? nullptr : &run_nodes);
   plan->Release(std::move(arena));
   env.memory->Release(arena_bytes);
+  if (env.profiler) env.profiler->RecordSession("model_run", run_start_us, env.profiler->NowUs() - run_start_us);
   if (!results.ok()) return results.status();
   // Callers own their outputs and may write to them (Python hands them out as
   // writable arrays without a copy): an output that shares bytes — an

@@ -2,6 +2,7 @@
 // many times — concurrently from several threads if the caller wants.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +21,9 @@ namespace nee {
 
 struct SessionOptions {
   int intra_op_num_threads = 0;  // 0: one per available core
+  // Idle pool workers poll for the next loop before sleeping (fastest); false
+  // (ONNX Runtime's session.intra_op.allow_spinning=0): they sleep at once.
+  bool allow_spinning = true;
   int graph_optimization_level = 99;  // 0 none, 1 basic, 2 extended, 3/99 all
   size_t max_cached_shape_plans = 32;
   // Default time limit of a run that sets none in its RunOptions; 0: none.
@@ -83,6 +87,10 @@ class Session {
   // Graph inputs a caller may feed (initializers excluded), with declared types.
   const std::vector<ValueInfo>& inputs() const { return feedable_inputs_; }
   const std::vector<ValueInfo>& outputs() const { return model_->graph.outputs; }
+  // Initializers that are also graph inputs (IR 4 and later; ONNX Runtime's
+  // overridable initializers), with their declared types: a run may feed one
+  // to replace its value for that run.
+  const std::vector<ValueInfo>& overridable_initializers() const { return overridable_; }
   int num_threads() const { return pool_->num_threads(); }
   // The memory plan for the given concrete input types (as --plan reports it).
   Result<PlanReport> ReportPlan(const std::vector<TypeInfo>& input_types) const;
@@ -96,11 +104,21 @@ class Session {
 
  private:
   Session() = default;
+  // A phase of making the session, for the profile.
+  struct Phase {
+    using Clock = std::chrono::steady_clock;
+    const char* name;
+    Clock::time_point start, end;
+  };
+  static Result<std::unique_ptr<Session>> CreateTimed(Model model, const SessionOptions& options,
+                                                      std::vector<Phase> phases);
   struct ShapePlan;
   Result<std::shared_ptr<ShapePlan>> PlanFor(const std::vector<TypeInfo>& input_types) const;
   // Checks a fed value against the input's declared type; may replace it (a
   // one-element tensor fed for a declared scalar becomes that scalar).
-  Status ValidateInput(size_t index, Value& value) const;
+  Status ValidateInput(const ValueInfo& vi, Value& value) const;
+  // Places each fed value at its graph input; checks names and types.
+  Status PlaceFeeds(const std::vector<NamedValue>& inputs, std::vector<Value>& graph_inputs) const;
 
   std::unique_ptr<Model> model_;
   SessionOptions options_;
@@ -111,6 +129,8 @@ class Session {
   std::unique_ptr<GraphRunner> main_;
   std::vector<ValueInfo> feedable_inputs_;
   std::vector<int> feedable_to_graph_input_;
+  std::vector<ValueInfo> overridable_;
+  std::vector<int> overridable_to_graph_input_;
   // Made at creation when profiling; kept to the end (a run may still be
   // recording into it while EndProfiling writes), switched off by EndProfiling.
   std::unique_ptr<Profiler> profiler_;

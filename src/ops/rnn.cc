@@ -6,12 +6,17 @@
 //
 // The reference kernel runs each (direction, batch entry) pair on its own, in
 // double precision, which also makes the result independent of threading.
+// com.microsoft DynamicQuantizeLSTM runs each direction over the whole batch,
+// quantizing X and h as ONNX Runtime does (see RunQuantizedLstm); its result
+// depends on the thread count, as ONNX Runtime's does.
 // Steps past a batch entry's sequence length leave zeros in Y; Y_h / Y_c hold
 // the state after its last valid step.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
@@ -314,12 +319,34 @@ RunResult RunOneSequence(const RnnProblem& pb, int64_t d, int64_t bi) {
   return res;
 }
 
-// DynamicQuantizeLSTM (com.microsoft) weights: int8 / uint8 [dirs, rows, cols] with a scale and zero point
-// per direction ([dirs]) or per direction and column ([dirs, cols]). Returns them dequantized (in float,
-// as ONNX Runtime's dequantization) and transposed to ONNX's [dirs, cols, rows]. ONNX Runtime instead
-// quantizes X and h on the fly for an integer GEMM; over the weights' rounding that differs by ~1e-3.
-Result<std::vector<double>> DequantizedTransposedWeights(const KernelContext& ctx, size_t q_index, size_t scale_index,
-                                                         int64_t dirs, int64_t rows, int64_t cols) {
+// ---- DynamicQuantizeLSTM (com.microsoft), as ONNX Runtime defines it -------
+//
+// ONNX Runtime multiplies the float activations by the 8-bit weights in
+// integers: the left operand of each product — all rows of X for the steps
+// run (in the direction's order), then at each step the previous hidden state
+// of the whole batch — is quantized to uint8 with a scale and zero point of
+// its own (its range, widened to include 0; ONNX Runtime's
+// GetQuantizationParameter), the products are summed in int32 and scaled back
+// by a_scale * w_scale[column] in float. This rounding of X and h is part of
+// the op's result (it moves outputs by ~0.1 on real models), so nee does the
+// same. ONNX Runtime quantizes the hidden state per group of batch rows, a
+// group per thread when the batch is worth splitting; nee groups the rows the
+// same way for its own thread count, so the results match ONNX Runtime's at
+// the same intra-op thread count (and stay fixed for a given count).
+
+// One direction's weights [K, N] as integers minus their zero point, and each
+// column's scale (a per-tensor scale repeated).
+struct QuantizedWeights {
+  int64_t k = 0, n = 0;
+  std::vector<int32_t> values;
+  std::vector<float> scale;
+};
+
+// The weights `q_index` (int8 / uint8 [dirs, rows, cols]) with their scale and
+// zero point (inputs scale_index and scale_index + 1: [dirs] or [dirs, cols]).
+Result<std::vector<QuantizedWeights>> ReadQuantizedWeights(const KernelContext& ctx, size_t q_index,
+                                                           size_t scale_index, int64_t dirs, int64_t rows,
+                                                           int64_t cols) {
   NEE_ASSIGN_OR_RETURN(const Tensor* q, ctx.InputTensor(q_index));
   NEE_ASSIGN_OR_RETURN(const Tensor* scale, ctx.InputTensor(scale_index));
   NEE_ASSIGN_OR_RETURN(const Tensor* zp, ctx.InputTensor(scale_index + 1));
@@ -332,16 +359,139 @@ Result<std::vector<double>> DequantizedTransposedWeights(const KernelContext& ct
   NEE_RETURN_IF_ERROR(ExpectDims(ctx, scale_index, "scale", *scale, scale_dims));
   if (zp->dtype() != q->dtype()) return ctx.InputError(scale_index + 1, "(zero point) must have the weights' type");
   NEE_RETURN_IF_ERROR(ExpectDims(ctx, scale_index + 1, "zero point", *zp, scale_dims));
-  std::vector<double> out(static_cast<size_t>(dirs * rows * cols));
-  for (int64_t d = 0; d < dirs; ++d)
-    for (int64_t row = 0; row < rows; ++row)
-      for (int64_t col = 0; col < cols; ++col) {
-        const int64_t param = per_column ? d * cols + col : d;
-        const float v = static_cast<float>(ReadAsDouble(*q, (d * rows + row) * cols + col) - ReadAsDouble(*zp, param)) *
-                        scale->data<float>()[param];
-        out[static_cast<size_t>((d * cols + col) * rows + row)] = v;
-      }
+  std::vector<QuantizedWeights> out(static_cast<size_t>(dirs));
+  for (int64_t d = 0; d < dirs; ++d) {
+    QuantizedWeights& w = out[static_cast<size_t>(d)];
+    w.k = rows;
+    w.n = cols;
+    w.values.resize(static_cast<size_t>(rows * cols));
+    w.scale.resize(static_cast<size_t>(cols));
+    for (int64_t col = 0; col < cols; ++col) {
+      const int64_t param = per_column ? d * cols + col : d;
+      w.scale[static_cast<size_t>(col)] = scale->data<float>()[param];
+      const auto zero = static_cast<int32_t>(ReadAsDouble(*zp, param));
+      for (int64_t row = 0; row < rows; ++row)
+        w.values[static_cast<size_t>(row * cols + col)] =
+            static_cast<int32_t>(ReadAsDouble(*q, (d * rows + row) * cols + col)) - zero;
+    }
+  }
   return out;
+}
+
+// c[m, :] (+)= quantized(a[m, :]) x w for the m rows of `a` (row-major, w.k
+// columns), quantized together as ONNX Runtime quantizes a GEMM's left operand.
+void QuantizedGemm(const float* a, int64_t m, const QuantizedWeights& w, bool accumulate, float* c) {
+  const size_t count = static_cast<size_t>(m * w.k);
+  float lo = 0.0f, hi = 0.0f;
+  for (size_t i = 0; i < count; ++i) {
+    lo = std::min(lo, a[i]);
+    hi = std::max(hi, a[i]);
+  }
+  // A uint8 level; NaN (from NaN or infinite inputs) becomes `fallback`, never an undefined conversion.
+  auto level = [](float v, float fallback) { return std::isnan(v) ? fallback : std::clamp(v, 0.0f, 255.0f); };
+  const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
+  const float zero_point = std::nearbyint(level(0.0f - lo / scale, 0.0f));
+  std::vector<int32_t> qa(count);
+  for (size_t i = 0; i < count; ++i)
+    qa[i] = static_cast<int32_t>(level(std::nearbyint(a[i] / scale) + zero_point, zero_point) - zero_point);
+  std::vector<float> multiplier(static_cast<size_t>(w.n));
+  for (int64_t col = 0; col < w.n; ++col) multiplier[static_cast<size_t>(col)] = scale * w.scale[static_cast<size_t>(col)];
+  std::vector<int64_t> acc(static_cast<size_t>(w.n));  // ONNX Runtime's int32 sums, without overflow
+  for (int64_t row = 0; row < m; ++row) {
+    std::fill(acc.begin(), acc.end(), 0);
+    for (int64_t k = 0; k < w.k; ++k) {
+      const int64_t x = qa[static_cast<size_t>(row * w.k + k)];
+      const int32_t* wk = w.values.data() + k * w.n;
+      for (int64_t col = 0; col < w.n; ++col) acc[static_cast<size_t>(col)] += x * wk[col];
+    }
+    float* out = c + row * w.n;
+    for (int64_t col = 0; col < w.n; ++col) {
+      const float v = static_cast<float>(acc[static_cast<size_t>(col)]) * multiplier[static_cast<size_t>(col)];
+      out[col] = accumulate ? out[col] + v : v;
+    }
+  }
+}
+
+// One direction of a DynamicQuantizeLSTM over the whole batch, step by step.
+// The hidden states of all batch rows are quantized together. ONNX Runtime's
+// UniDirectionalLstm quantizes per group of rows, a group per thread, so its
+// result depends on its thread count; nee keeps its results independent of
+// the thread count (docs/ARCHITECTURE.md) and computes what ONNX Runtime
+// computes on one thread. `y_wanted`: as in ONNX Runtime, a finished sequence
+// then feeds zeros (its Y rows) into the next steps' quantization, else its
+// last state.
+std::vector<RunResult> RunQuantizedLstm(const RnnProblem& pb, int64_t d, const QuantizedWeights& w,
+                                        const QuantizedWeights& r, bool y_wanted) {
+  const RnnConfig& cfg = pb.config;
+  const int64_t batch = pb.batch, H = pb.hidden, I = pb.input, N = 4 * H;
+  const int64_t group = batch;
+  const std::vector<Activation>& act = cfg.activations[static_cast<size_t>(d)];
+  const bool reverse = cfg.reverse_only || d == 1;
+  std::vector<int64_t> lens(static_cast<size_t>(batch), pb.seq);
+  if (!pb.seq_lens.empty()) lens = pb.seq_lens;
+  const int64_t max_len = batch ? *std::max_element(lens.begin(), lens.end()) : 0;
+  auto time_of = [&](int64_t step, int64_t b) {
+    const int64_t len = lens[static_cast<size_t>(b)];
+    return reverse && step < len ? len - 1 - step : step;
+  };
+  // X (W) for every step run, as one quantized product.
+  std::vector<float> xs(static_cast<size_t>(max_len * batch * I));
+  for (int64_t step = 0; step < max_len; ++step)
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < I; ++i)
+        xs[static_cast<size_t>((step * batch + b) * I + i)] = static_cast<float>(pb.x[pb.XIndex(time_of(step, b), b, i)]);
+  std::vector<float> gates(static_cast<size_t>(max_len * batch * N));
+  QuantizedGemm(xs.data(), max_len * batch, w, false, gates.data());
+
+  std::vector<RunResult> res(static_cast<size_t>(batch));
+  std::vector<float> h_prev(static_cast<size_t>(batch * H), 0.0f);
+  std::vector<double> c(static_cast<size_t>(batch * H), 0.0);
+  for (int64_t b = 0; b < batch; ++b) {
+    res[static_cast<size_t>(b)].y.assign(static_cast<size_t>(pb.seq * H), 0.0);
+    res[static_cast<size_t>(b)].h.assign(static_cast<size_t>(H), 0.0);
+    res[static_cast<size_t>(b)].c.assign(static_cast<size_t>(H), 0.0);
+    for (int64_t j = 0; j < H; ++j) {
+      const size_t at = static_cast<size_t>(b * H + j);
+      if (!pb.h0.empty()) h_prev[at] = static_cast<float>(pb.h0[pb.StateIndex(d, b, j)]);
+      if (!pb.c0.empty()) c[at] = pb.c0[pb.StateIndex(d, b, j)];
+    }
+  }
+  const double* wb = pb.b.empty() ? nullptr : pb.b.data() + d * 2 * N;
+  const double* peep = pb.p.empty() ? nullptr : pb.p.data() + d * 3 * H;
+  for (int64_t step = 0; step < max_len; ++step) {
+    float* g = gates.data() + step * batch * N;
+    for (int64_t first = 0; first < batch; first += group)  // + h R
+      QuantizedGemm(h_prev.data() + first * H, std::min(group, batch - first), r, true, g + first * N);
+    for (int64_t b = 0; b < batch; ++b) {
+      RunResult& out = res[static_cast<size_t>(b)];
+      float* h_row = h_prev.data() + b * H;
+      if (step >= lens[static_cast<size_t>(b)]) {
+        if (y_wanted) std::fill(h_row, h_row + H, 0.0f);
+        continue;
+      }
+      // Gate order i, o, f, c; bias Wb + Rb; peepholes P = [Pi, Po, Pf].
+      auto pre = [&](int64_t gate, int64_t j) {
+        const double bias = wb ? wb[gate * H + j] + wb[N + gate * H + j] : 0.0;
+        return static_cast<double>(g[b * N + gate * H + j]) + bias;
+      };
+      for (int64_t j = 0; j < H; ++j) {
+        const size_t at = static_cast<size_t>(b * H + j);
+        const double c_prev = c[at];
+        const double pi = peep ? peep[j] : 0.0, po = peep ? peep[H + j] : 0.0, pf = peep ? peep[2 * H + j] : 0.0;
+        const double in_gate = act[0](Clip(cfg, pre(0, j) + pi * c_prev));
+        const double forget = cfg.input_forget ? 1.0 - in_gate : act[0](Clip(cfg, pre(2, j) + pf * c_prev));
+        const double cell = act[1](Clip(cfg, pre(3, j)));
+        const double c_new = forget * c_prev + in_gate * cell;
+        const double h_new = act[0](Clip(cfg, pre(1, j) + po * c_new)) * act[2](c_new);
+        c[at] = c_new;
+        h_row[j] = static_cast<float>(h_new);
+        out.y[static_cast<size_t>(time_of(step, b) * H + j)] = h_new;
+        out.h[static_cast<size_t>(j)] = h_new;
+        out.c[static_cast<size_t>(j)] = c_new;
+      }
+    }
+  }
+  return res;
 }
 
 template <CellKind kKind, bool kQuantizedWeights = false>
@@ -381,9 +531,10 @@ Status RnnKernel(KernelContext& ctx) {
                                    DataTypeName(in->dtype()));
   }
   pb.x = ToDoubles(*x);
+  std::vector<QuantizedWeights> qw, qr;
   if constexpr (kQuantizedWeights) {
-    NEE_ASSIGN_OR_RETURN(pb.w, DequantizedTransposedWeights(ctx, 1, 8, pb.dirs, pb.input, gh));
-    NEE_ASSIGN_OR_RETURN(pb.r, DequantizedTransposedWeights(ctx, 2, 10, pb.dirs, pb.hidden, gh));
+    NEE_ASSIGN_OR_RETURN(qw, ReadQuantizedWeights(ctx, 1, 8, pb.dirs, pb.input, gh));
+    NEE_ASSIGN_OR_RETURN(qr, ReadQuantizedWeights(ctx, 2, 10, pb.dirs, pb.hidden, gh));
   } else {
     pb.w = ToDoubles(*w);
     pb.r = ToDoubles(*r);
@@ -424,9 +575,18 @@ Status RnnKernel(KernelContext& ctx) {
   }
 
   std::vector<RunResult> runs(static_cast<size_t>(pb.dirs * pb.batch));
-  ctx.ParallelFor(pb.dirs * pb.batch, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) runs[static_cast<size_t>(k)] = RunOneSequence(pb, k / pb.batch, k % pb.batch);
-  });
+  if constexpr (kQuantizedWeights) {
+    for (int64_t d = 0; d < pb.dirs; ++d) {
+      std::vector<RunResult> dir = RunQuantizedLstm(pb, d, qw[static_cast<size_t>(d)], qr[static_cast<size_t>(d)],
+                                                    ctx.wants_output(0));
+      std::move(dir.begin(), dir.end(), runs.begin() + d * pb.batch);
+    }
+  } else {
+    ctx.ParallelFor(pb.dirs * pb.batch, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t k = begin; k < end; ++k)
+        runs[static_cast<size_t>(k)] = RunOneSequence(pb, k / pb.batch, k % pb.batch);
+    });
+  }
 
   const std::vector<int64_t> y_dims = cfg.layout == 0 ? std::vector<int64_t>{pb.seq, pb.dirs, pb.batch, pb.hidden}
                                                       : std::vector<int64_t>{pb.batch, pb.seq, pb.dirs, pb.hidden};

@@ -31,7 +31,6 @@ Result<ExecutionPlan> BuildExecutionPlan(const Graph& graph, const CheckedGraph&
   for (const auto& entry : plan.constant_slots) is_constant_slot[entry.first] = true;
   for (int s : plan.input_slots) is_constant_slot[s] = false;
 
-  std::vector<std::vector<int>> implicit_slots;
   for (size_t idx : checked.order) {
     const Node& node = graph.nodes[idx];
     PlannedNode pn;
@@ -48,9 +47,7 @@ Result<ExecutionPlan> BuildExecutionPlan(const Graph& graph, const CheckedGraph&
                                    is_constant_slot[slot]);
     }
     for (const std::string& out : node.outputs) pn.outputs.push_back(out.empty() ? -1 : SlotFor(plan, out));
-    std::vector<int> implicit;
-    for (const std::string& name : checked.implicit_inputs[idx]) implicit.push_back(SlotFor(plan, name));
-    implicit_slots.push_back(std::move(implicit));
+    for (const std::string& name : checked.implicit_inputs[idx]) pn.implicit_inputs.push_back(SlotFor(plan, name));
     pn.has_subgraphs = !BodiesOf(node).empty();
     plan.nodes.push_back(std::move(pn));
   }
@@ -68,7 +65,7 @@ Result<ExecutionPlan> BuildExecutionPlan(const Graph& graph, const CheckedGraph&
       if (s >= 0) plan.producer[s] = static_cast<int>(i);
     for (int s : pn.inputs)
       if (s >= 0) plan.last_use[s] = static_cast<int>(i);
-    for (int s : implicit_slots[i]) plan.last_use[s] = static_cast<int>(i);
+    for (int s : pn.implicit_inputs) plan.last_use[s] = static_cast<int>(i);
   }
   for (size_t s = 0; s < n_slots; ++s) {
     if (plan.is_graph_output[s]) continue;
@@ -77,6 +74,22 @@ Result<ExecutionPlan> BuildExecutionPlan(const Graph& graph, const CheckedGraph&
     else if (plan.producer[s] >= 0) plan.nodes[plan.producer[s]].release_after.push_back(static_cast<int>(s));
   }
   return plan;
+}
+
+std::vector<bool> NodesNeededFor(const ExecutionPlan& plan, const std::vector<size_t>& outputs) {
+  std::vector<bool> live(plan.num_slots(), false);
+  for (size_t o : outputs)
+    if (o < plan.output_slots.size()) live[plan.output_slots[o]] = true;
+  std::vector<bool> needed(plan.nodes.size(), false);
+  for (size_t i = plan.nodes.size(); i-- > 0;) {
+    const PlannedNode& pn = plan.nodes[i];
+    for (int s : pn.outputs) needed[i] = needed[i] || (s >= 0 && live[s]);
+    if (!needed[i]) continue;
+    for (int s : pn.inputs)
+      if (s >= 0) live[s] = true;
+    for (int s : pn.implicit_inputs) live[s] = true;
+  }
+  return needed;
 }
 
 }  // namespace nee

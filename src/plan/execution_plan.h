@@ -21,6 +21,7 @@ struct PlannedNode {
   std::vector<int> outputs;  // slot per output, -1 when omitted
   std::vector<int> release_after;  // slots whose last reader is this node
   bool has_subgraphs = false;
+  std::vector<int> implicit_inputs;  // slots its subgraphs read from this graph
   // Per input: whether it is a session constant (an initializer that is not
   // also a graph input), so kernels may prepare from its bytes once.
   std::vector<bool> constant_inputs;
@@ -44,6 +45,11 @@ struct ExecutionPlan {
 
   size_t num_slots() const { return slot_names.size(); }
 };
+
+// Per node of `plan`: whether it must run to compute the graph outputs
+// `outputs` (indices into output_slots): their producers and, transitively,
+// the producers of everything those read (subgraph captures included).
+std::vector<bool> NodesNeededFor(const ExecutionPlan& plan, const std::vector<size_t>& outputs);
 
 Result<ExecutionPlan> BuildExecutionPlan(const Graph& graph, const CheckedGraph& checked,
                                          const CpuProvider& provider);

@@ -2,7 +2,8 @@
 
 - scalar inputs fed as one-element tensors (accepted where ONNX Runtime accepts them);
 - opsets newer than nee knows (refused at session creation, as ONNX Runtime refuses them);
-- `import nee` does not import ml_dtypes until a narrow type is met.
+- `import nee` does not import ml_dtypes until a narrow type is met;
+- RunOptions.only_execute_path_to_fetches (honoured by nee; compiled out of ONNX Runtime's inference builds).
 
 Expected values come from numpy or ONNX Runtime, never from nee itself. Where nee is deliberately
 stricter than ONNX Runtime (README, Python section), the test says so."""
@@ -301,3 +302,22 @@ print(json.dumps([results, errors]))
 """, widen=widen)
     results, errors = result
     assert errors == [] and results == [[0.5, -3.0, 100.0]] * 8
+
+
+def test_only_execute_path_to_fetches_skips_what_onnxruntime_runs():
+    """ONNX Runtime documents RunOptions.only_execute_path_to_fetches as running only the
+    nodes the fetches need, but its inference builds compile it out: asked for Y1 only,
+    it still runs the Reshape to Y2, which fails. nee honours the option
+    (test_ort_api_execution.py checks nee's outputs against numpy)."""
+    model = make_model([helper.make_node("Relu", ["X"], ["Y1"]), helper.make_node("Reshape", ["X", "S"], ["Y2"])],
+                       [vi("X", TensorProto.FLOAT, [2, 3]), vi("S", TensorProto.INT64, [2])],
+                       [vi("Y1", TensorProto.FLOAT, [2, 3]), vi("Y2", TensorProto.FLOAT, None)])
+    feed = {"X": np.ones((2, 3), np.float32), "S": np.array([4, 4], np.int64)}
+    options = ort.RunOptions()
+    options.only_execute_path_to_fetches = True
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.Fail, match="Reshape"):
+        ort_session(model).run(["Y1"], feed, options)
+    nee_options = nee.RunOptions()
+    nee_options.only_execute_path_to_fetches = True
+    sess = nee.InferenceSession(model)
+    np.testing.assert_array_equal(sess.run(["Y1"], feed, nee_options)[0], np.ones((2, 3), np.float32))

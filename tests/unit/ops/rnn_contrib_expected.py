@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Prints the expected DynamicQuantizeLSTM values of rnn_contrib_test.cc: onnx.reference's LSTM on the dequantized
-weights, and onnxruntime's own kernel for comparison (venv python)."""
+"""Prints the expected DynamicQuantizeLSTM values of rnn_contrib_test.cc: ONNX Runtime's own kernel (which defines
+the op: X and h are quantized on the fly), and onnx.reference's float LSTM on the dequantized weights, to show how
+far that is (venv python)."""
 import numpy as np, onnx, onnxruntime as ort
 from onnx import helper as h, TensorProto as T, numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
@@ -17,7 +18,7 @@ node = h.make_node("DynamicQuantizeLSTM", ["X", "W", "R", "B", "", "", "", "", "
 g = h.make_graph([node], "g", [h.make_tensor_value_info("X", T.FLOAT, [2, 1, 3])], [h.make_tensor_value_info(n, T.FLOAT, None) for n in ["Y", "Yh", "Yc"]], inits)
 m = h.make_model(g, opset_imports=[h.make_opsetid("", 13), h.make_opsetid("com.microsoft", 1)]); m.ir_version = 8
 o = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": X})
-# float reference: dequantize, transpose to ONNX layout, onnx.reference LSTM
+# float LSTM: dequantize, transpose to ONNX layout, onnx.reference LSTM
 Wf = ((Wq.astype(np.float32) - wz.astype(np.float32)) * ws).transpose(0, 2, 1)
 Rf = ((Rq.astype(np.float32) - rz.astype(np.float32).reshape(1, 1, 8)) * rs.reshape(1, 1, 8)).transpose(0, 2, 1)
 node2 = h.make_node("LSTM", ["X", "W", "R", "B"], ["Y", "Yh", "Yc"], hidden_size=2)
@@ -26,4 +27,4 @@ g2 = h.make_graph([node2], "g", [h.make_tensor_value_info("X", T.FLOAT, [2, 1, 3
 m2 = h.make_model(g2, opset_imports=[h.make_opsetid("", 13)])
 r = ReferenceEvaluator(m2).run(None, {"X": X})
 for a, b, n in zip(o, r, ["Y", "Yh", "Yc"]):
-    print(n, "ref", np.round(b.ravel(), 7).tolist(), "ort", a.ravel().tolist(), "diff", np.abs(a - b).max())
+    print(n, "ort", np.round(a.ravel(), 7).tolist(), "float lstm", np.round(b.ravel(), 7).tolist(), "diff", np.abs(a - b).max())

@@ -1,0 +1,124 @@
+// Session features ONNX Runtime's API exposes, at the C++ level: overridable
+// initializers, RunOptions::only_execute_path_to_fetches and the profile's
+// session phases. Expected values are small hand-computed products.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "../opt/opt_test_util.h"
+
+namespace nee {
+namespace {
+
+using namespace opt_test;
+
+// y = x (1x2) . W (2x2), W = [[1, 2], [3, 4]] an initializer that is also a graph input.
+Model MatMulModel(int64_t ir_version) {
+  ModelBuilder b;
+  b.model.ir_version = ir_version;
+  b.Input("x", ShapeFromDims({1, 2}))
+      .Input("W", ShapeFromDims({2, 2}))
+      .Init("W", Floats({1, 2, 3, 4}, {2, 2}))
+      .Op("MatMul", {"x", "W"}, {"y"})
+      .Output("y");
+  return b.model;
+}
+
+std::unique_ptr<Session> Make(Model model, SessionOptions options = {}) {
+  auto session = Session::Create(std::move(model), options);
+  EXPECT_TRUE(session.ok()) << session.status().ToString();
+  return session.ok() ? std::move(session).value() : nullptr;
+}
+
+TEST(SessionFeatures, AnOverridableInitializerIsReplacedForOneRunOnly) {
+  for (int level : {0, 99}) {
+    SessionOptions options;
+    options.graph_optimization_level = level;
+    auto session = Make(MatMulModel(8), options);
+    ASSERT_TRUE(session);
+    ASSERT_EQ(session->overridable_initializers().size(), 1u);
+    EXPECT_EQ(session->overridable_initializers()[0].name, "W");
+    ASSERT_EQ(session->inputs().size(), 1u);
+    const Value x = Floats({1, 1}, {1, 2});
+    for (int round = 0; round < 2; ++round) {  // the first run also packs constant weights
+      auto fed = session->Run({{"x", x}, {"W", Floats({10, 20, 30, 40}, {2, 2})}}, {});
+      ASSERT_TRUE(fed.ok()) << fed.status().ToString();
+      ExpectNear((*fed)[0].tensor(), {1, 2}, {40, 60});
+      auto plain = session->Run({{"x", x}}, {});
+      ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+      ExpectNear((*plain)[0].tensor(), {1, 2}, {4, 6});
+    }
+    auto wrong = session->Run({{"x", x}, {"W", Floats({1, 2, 3}, {3})}}, {});
+    ASSERT_FALSE(wrong.ok());
+    EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(wrong.status().message().find("input 'W'"), std::string::npos) << wrong.status().message();
+  }
+}
+
+TEST(SessionFeatures, BeforeIr4InitializersListedAsInputsAreConstants) {
+  auto session = Make(MatMulModel(3));
+  ASSERT_TRUE(session);
+  EXPECT_TRUE(session->overridable_initializers().empty());
+  auto fed = session->Run({{"x", Floats({1, 1}, {1, 2})}, {"W", Floats({10, 20, 30, 40}, {2, 2})}}, {});
+  ASSERT_FALSE(fed.ok());
+  EXPECT_NE(fed.status().message().find("'W' is not an input"), std::string::npos) << fed.status().message();
+}
+
+// y1 = Relu(x); y2 = Reshape(x, s): a wrong s fails only the branch to y2.
+Model BranchModel() {
+  ModelBuilder b;
+  b.Input("x", ShapeFromDims({2, 3}))
+      .Input("s", ShapeFromDims({2}), DataType::kInt64)
+      .Op("Relu", {"x"}, {"y1"})
+      .Op("Reshape", {"x", "s"}, {"y2"})
+      .Output("y1")
+      .Output("y2");
+  return b.model;
+}
+
+TEST(SessionFeatures, OnlyExecutePathToFetchesSkipsTheOtherBranches) {
+  auto session = Make(BranchModel());
+  ASSERT_TRUE(session);
+  const std::vector<NamedValue> feed = {{"x", Floats({-1, 2, -3, 4, -5, 6}, {2, 3})}, {"s", Ints({4, 4})}};
+  RunOptions all;
+  auto failed = session->Run(feed, {"y1"}, &all);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("Reshape"), std::string::npos) << failed.status().message();
+  RunOptions path;
+  path.only_execute_path_to_fetches = true;
+  auto y1 = session->Run(feed, {"y1"}, &path);
+  ASSERT_TRUE(y1.ok()) << y1.status().ToString();
+  ASSERT_EQ(y1->size(), 1u);
+  ExpectNear((*y1)[0].tensor(), {2, 3}, {0, 2, 0, 4, 0, 6});
+  EXPECT_FALSE(session->Run(feed, {"y2", "y1"}, &path).ok());  // asked for, the branch runs
+}
+
+TEST(SessionFeatures, TheProfileHasTheSessionPhasesAndOneEventPerNodeRun) {
+  SessionOptions options;
+  options.enable_profiling = true;
+  options.profile_file_prefix = ::testing::TempDir() + "nee_session_features";
+  auto session = Make(BranchModel(), options);
+  ASSERT_TRUE(session);
+  auto run = session->Run({{"x", Floats({1, 2, 3, 4, 5, 6}, {2, 3})}, {"s", Ints({3, 2})}}, {});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  auto path = session->EndProfiling();
+  ASSERT_TRUE(path.ok()) << path.status().ToString();
+  std::FILE* f = std::fopen(path->c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  std::string trace;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) trace.append(buf, n);
+  std::fclose(f);
+  std::remove(path->c_str());
+  for (const char* name : {"\"function_inlining\"", "\"graph_optimization\"", "\"model_check\"",
+                           "\"thread_pool_creation\"", "\"execution_planning\"", "\"session_initialization\"",
+                           "\"model_run\"", "\"Relu0_kernel_time\"", "\"Reshape1_kernel_time\""})
+    EXPECT_NE(trace.find(name), std::string::npos) << name;
+  EXPECT_NE(trace.find("\"input_type_shape\":[{\"float\":[2,3]},{\"int64\":[2]}]"), std::string::npos) << trace;
+  EXPECT_NE(trace.find("\"output_type_shape\":[{\"float\":[3,2]}]"), std::string::npos) << trace;
+  EXPECT_EQ(session->EndProfiling().value(), "");  // profiling stopped
+}
+
+}  // namespace
+}  // namespace nee
