@@ -281,7 +281,11 @@ Status MomentumKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(float norm_coefficient, node.GetFloat("norm_coefficient"));
   NEE_ASSIGN_OR_RETURN(float alpha, node.GetFloat("alpha"));
   NEE_ASSIGN_OR_RETURN(float beta, node.GetFloat("beta"));
-  NEE_ASSIGN_OR_RETURN(std::string mode, node.GetString("mode"));
+  // (Read in place, not moved out of the Result: GCC 12 reports a moved
+  // short string as maybe-uninitialized.)
+  const auto mode_attribute = node.GetString("mode");
+  if (!mode_attribute.ok()) return mode_attribute.status();
+  const std::string& mode = mode_attribute.value();
   if (mode != "standard" && mode != "nesterov")
     return InvalidModel(node.Describe() + ": mode must be 'standard' or 'nesterov', got '" + mode + "'");
   // The first step takes the whole gradient.

@@ -260,7 +260,11 @@ Status BiasGeluFloat(KernelContext& ctx) {
 Status FastGeluFloat(KernelContext& ctx) { return MapApprox(ctx, GeluTanhOp{}, 1); }
 
 Status GeluFloat(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(std::string approximate, ctx.node().GetString("approximate", "none"));
+  // (Read in place, not moved out of the Result: GCC 12 reports a moved
+  // short string as maybe-uninitialized.)
+  const auto attribute = ctx.node().GetString("approximate", "none");
+  if (!attribute.ok()) return attribute.status();
+  const std::string& approximate = attribute.value();
   if (approximate == "none") return MapApprox(ctx, GeluErfOp{});
   if (approximate == "tanh") return MapApprox(ctx, GeluTanhOp{});
   return RunReference(ctx);  // the reference words the error
