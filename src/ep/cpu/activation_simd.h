@@ -6,8 +6,16 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <type_traits>
+
 #include "ep/cpu/simd_math.h"
 #include "ops/fused_conv.h"
+
+// GCC 12 warns about the _mm512_undefined_ps() inside _mm512_max_ps and
+// friends once they are inlined into the kernels that include this header
+// (their templates over Activate16): a false positive, silenced for them.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace nee::cpu {
 
@@ -16,6 +24,25 @@ constexpr bool HasActivate16(FusedActivation::Kind kind) {
   using K = FusedActivation::Kind;
   return kind == K::kNone || kind == K::kRelu || kind == K::kClip || kind == K::kLeakyRelu ||
          kind == K::kHardSigmoid || kind == K::kHardSwish || kind == K::kSigmoid || kind == K::kSilu;
+}
+
+// make(std::integral_constant<Kind, K>{}) for the K equal to `kind` when
+// Activate16 computes it, `otherwise` for the rest (Tanh): the one switch for
+// every kernel instantiated per activation, to pick its instance at run time.
+template <typename Make, typename R>
+R ForActivation16(FusedActivation::Kind kind, Make&& make, R otherwise) {
+  using K = FusedActivation::Kind;
+  switch (kind) {
+    case K::kNone: return make(std::integral_constant<K, K::kNone>{});
+    case K::kRelu: return make(std::integral_constant<K, K::kRelu>{});
+    case K::kClip: return make(std::integral_constant<K, K::kClip>{});
+    case K::kLeakyRelu: return make(std::integral_constant<K, K::kLeakyRelu>{});
+    case K::kHardSigmoid: return make(std::integral_constant<K, K::kHardSigmoid>{});
+    case K::kHardSwish: return make(std::integral_constant<K, K::kHardSwish>{});
+    case K::kSigmoid: return make(std::integral_constant<K, K::kSigmoid>{});
+    case K::kSilu: return make(std::integral_constant<K, K::kSilu>{});
+    default: return otherwise;
+  }
 }
 
 // max_ps(a, b) returns b when either is NaN, so every bound goes first: NaN

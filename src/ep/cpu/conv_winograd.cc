@@ -295,17 +295,9 @@ using OutputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Bloc
 OutputTransformFn InRegisterActivation(const FusedActivation& act, bool has_residual) {
   using Kind = FusedActivation::Kind;
   if (has_residual) return act.kind == Kind::kNone ? OutputTransform<Kind::kNone> : nullptr;
-  switch (act.kind) {
-    case Kind::kNone: return OutputTransform<Kind::kNone>;
-    case Kind::kRelu: return OutputTransform<Kind::kRelu>;
-    case Kind::kClip: return OutputTransform<Kind::kClip>;
-    case Kind::kLeakyRelu: return OutputTransform<Kind::kLeakyRelu>;
-    case Kind::kHardSigmoid: return OutputTransform<Kind::kHardSigmoid>;
-    case Kind::kHardSwish: return OutputTransform<Kind::kHardSwish>;
-    case Kind::kSigmoid: return OutputTransform<Kind::kSigmoid>;
-    case Kind::kSilu: return OutputTransform<Kind::kSilu>;
-    default: return nullptr;
-  }
+  return ForActivation16(
+      act.kind, [](auto k) -> OutputTransformFn { return OutputTransform<decltype(k)::value>; },
+      OutputTransformFn{nullptr});
 }
 
 // Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be.

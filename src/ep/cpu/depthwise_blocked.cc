@@ -60,10 +60,6 @@ int64_t StripRows(const Depthwise2D& g) {
 
 #ifdef NEE_DEPTHWISE_X86
 #define NEE_AVX512 __attribute__((target("avx512f")))
-// GCC 12 warns about the _mm512_undefined_ps() inside _mm512_max_ps and
-// friends once they are inlined into these templates: a false positive.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // r[i] becomes column i of the 16x16 matrix whose rows were r[0..15].
 __attribute__((target("avx512f"), always_inline)) inline void Transpose16(__m512 r[16]) {
@@ -166,17 +162,8 @@ using OutputRowFn = void (*)(const Depthwise2D&, const float* const*, const floa
 OutputRowFn InRegisterActivation(const FusedActivation& act, bool has_residual) {
   using Kind = FusedActivation::Kind;
   if (has_residual) return act.kind == Kind::kNone ? OutputRow<Kind::kNone> : nullptr;
-  switch (act.kind) {
-    case Kind::kNone: return OutputRow<Kind::kNone>;
-    case Kind::kRelu: return OutputRow<Kind::kRelu>;
-    case Kind::kClip: return OutputRow<Kind::kClip>;
-    case Kind::kLeakyRelu: return OutputRow<Kind::kLeakyRelu>;
-    case Kind::kHardSigmoid: return OutputRow<Kind::kHardSigmoid>;
-    case Kind::kHardSwish: return OutputRow<Kind::kHardSwish>;
-    case Kind::kSigmoid: return OutputRow<Kind::kSigmoid>;
-    case Kind::kSilu: return OutputRow<Kind::kSilu>;
-    default: return nullptr;
-  }
+  return ForActivation16(
+      act.kind, [](auto k) -> OutputRowFn { return OutputRow<decltype(k)::value>; }, OutputRowFn{nullptr});
 }
 
 // Per-thread scratch, grown as needed and kept between calls.

@@ -42,10 +42,6 @@ constexpr int64_t kRowsPerTask = 8;  // a multiple of the row blocks (4, 2)
 
 #ifdef NEE_PLANAR_X86
 #define NEE_AVX512 __attribute__((target("avx512f")))
-// GCC 12 warns about the _mm512_undefined_ps() inside _mm512_max_ps and
-// friends once they are inlined into these templates: a false positive.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // Lanes e in [0, 16) whose input column start + e lies in [0, width).
 NEE_AVX512 inline __mmask16 InsideLanes(int64_t start, int64_t width) {
@@ -142,17 +138,10 @@ PlaneRowsFn ForGeometry(const Depthwise2D& g) {
 // epilogue must run after the rows (a residual first, or Tanh).
 PlaneRowsFn SelectPlaneRows(const Depthwise2D& g, const FusedActivation& act, bool has_residual) {
   using Kind = FusedActivation::Kind;
-  if (has_residual || !HasActivate16(act.kind)) return ForGeometry<Kind::kNone>(g);
-  switch (act.kind) {
-    case Kind::kRelu: return ForGeometry<Kind::kRelu>(g);
-    case Kind::kClip: return ForGeometry<Kind::kClip>(g);
-    case Kind::kLeakyRelu: return ForGeometry<Kind::kLeakyRelu>(g);
-    case Kind::kHardSigmoid: return ForGeometry<Kind::kHardSigmoid>(g);
-    case Kind::kHardSwish: return ForGeometry<Kind::kHardSwish>(g);
-    case Kind::kSigmoid: return ForGeometry<Kind::kSigmoid>(g);
-    case Kind::kSilu: return ForGeometry<Kind::kSilu>(g);
-    default: return ForGeometry<Kind::kNone>(g);
-  }
+  const PlaneRowsFn plain = ForGeometry<Kind::kNone>(g);
+  if (has_residual) return plain;
+  return ForActivation16(
+      act.kind, [&](auto k) { return ForGeometry<decltype(k)::value>(g); }, plain);
 }
 #endif  // NEE_PLANAR_X86
 

@@ -20,10 +20,6 @@
 #include "ep/cpu/simd_math.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_FUSED_CONV_X86 1
-// GCC 12 warns about the _mm512_undefined_ps() inside _mm512_max_ps and
-// friends once they are inlined into these templates: a false positive.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace nee::cpu {
@@ -151,18 +147,10 @@ __attribute__((target("avx512f"))) void BiasResidualActivateAvx512(const FusedAc
 
 using RowsFn = void (*)(const FusedActivation&, const float*, const float*, int64_t, float*, int64_t, int64_t, int64_t);
 
+// Null for Tanh, which has only the eight-lane form (simd_math.h).
 RowsFn SelectAvx512(Kind kind) {
-  switch (kind) {
-    case Kind::kNone: return BiasResidualActivateAvx512<Kind::kNone>;
-    case Kind::kRelu: return BiasResidualActivateAvx512<Kind::kRelu>;
-    case Kind::kClip: return BiasResidualActivateAvx512<Kind::kClip>;
-    case Kind::kLeakyRelu: return BiasResidualActivateAvx512<Kind::kLeakyRelu>;
-    case Kind::kHardSigmoid: return BiasResidualActivateAvx512<Kind::kHardSigmoid>;
-    case Kind::kHardSwish: return BiasResidualActivateAvx512<Kind::kHardSwish>;
-    case Kind::kSigmoid: return BiasResidualActivateAvx512<Kind::kSigmoid>;
-    case Kind::kSilu: return BiasResidualActivateAvx512<Kind::kSilu>;
-    default: return nullptr;  // Tanh: AVX2 (simd_math.h)
-  }
+  return ForActivation16(
+      kind, [](auto k) -> RowsFn { return BiasResidualActivateAvx512<decltype(k)::value>; }, RowsFn{nullptr});
 }
 
 RowsFn SelectAvx2(Kind kind) {
