@@ -1,7 +1,8 @@
-// FusedConv's activations (all but Tanh) on sixteen floats with AVX-512,
-// with the same operations per lane as the eight-lane versions in
-// fused_conv_fast.cc and simd_math.h, so every path gives the same bits. Kernels apply them to results still in
-// registers (depthwise_blocked.cc) or in L1 (the SGEMM epilogue).
+// FusedConv's activations on eight floats with AVX2 (all of them) and on
+// sixteen with AVX-512 (all but Tanh), with the same operations per lane, so
+// every path gives the same bits. Kernels apply them to results still in
+// registers (Winograd's output transform, the depthwise kernels) or in L1
+// (the SGEMM epilogue, fused_conv_fast.cc).
 #pragma once
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -43,6 +44,39 @@ R ForActivation16(FusedActivation::Kind kind, Make&& make, R otherwise) {
     case K::kSilu: return make(std::integral_constant<K, K::kSilu>{});
     default: return otherwise;
   }
+}
+
+// make(std::integral_constant<Kind, K>{}) for the K equal to `kind`: every
+// activation has an eight-lane version.
+template <typename Make>
+auto ForActivation8(FusedActivation::Kind kind, Make&& make) {
+  using K = FusedActivation::Kind;
+  if (kind == K::kTanh) return make(std::integral_constant<K, K::kTanh>{});
+  return ForActivation16(kind, make, make(std::integral_constant<K, K::kNone>{}));
+}
+
+// max_ps(a, b) returns b when either is NaN, so every bound goes first: NaN
+// inputs stay NaN, as in the reference.
+template <FusedActivation::Kind K>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate8(const FusedActivation& act, __m256 x) {
+  using Kind = FusedActivation::Kind;
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
+  if constexpr (K == Kind::kRelu) return _mm256_max_ps(zero, x);
+  if constexpr (K == Kind::kClip) return _mm256_min_ps(_mm256_set1_ps(act.b), _mm256_max_ps(_mm256_set1_ps(act.a), x));
+  if constexpr (K == Kind::kLeakyRelu)
+    return _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(act.a)), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+  if constexpr (K == Kind::kHardSigmoid) {
+    const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(act.a)), _mm256_set1_ps(act.b));
+    return _mm256_min_ps(one, _mm256_max_ps(zero, v));
+  }
+  if constexpr (K == Kind::kHardSwish) {
+    const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.f / 6.f)), _mm256_set1_ps(0.5f));
+    return _mm256_mul_ps(x, _mm256_min_ps(one, _mm256_max_ps(zero, v)));
+  }
+  if constexpr (K == Kind::kSigmoid) return Sigmoid8(x);
+  if constexpr (K == Kind::kSilu) return _mm256_mul_ps(x, Sigmoid8(x));
+  if constexpr (K == Kind::kTanh) return Tanh8(x);
+  return x;
 }
 
 // max_ps(a, b) returns b when either is NaN, so every bound goes first: NaN

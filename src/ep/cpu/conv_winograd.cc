@@ -1,4 +1,4 @@
-// Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (AVX-512).
+// Winograd F(2x2, 3x3) for 3x3 stride-1 convolutions (AVX-512 or AVX2).
 //
 // With d a 4x4 input tile, g a 3x3 filter and Y the 2x2 outputs they give,
 //   Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A
@@ -9,7 +9,8 @@
 // U_e the transformed weights (packed once per session, SgemmPackedA) and V_e
 // the transformed input. A task takes one image and a block of tile rows:
 //  1. input transform of the block into 16 matrices V_e (sixteen tiles per
-//     vector: a tile row's tiles are consecutive columns of V_e), written
+//     vector with AVX-512, eight with AVX2: a tile row's tiles are
+//     consecutive columns of V_e), written
 //     straight into SGEMM's packed B layout;
 //  2. the 16 SGEMMs;
 //  3. output transform, bias and activation, written as NCHW rows.
@@ -40,7 +41,6 @@ namespace nee::cpu {
 namespace {
 
 constexpr int kElems = 16;             // transformed tile elements: 16 GEMMs
-constexpr int64_t kLanes = 16;          // tiles per vector
 constexpr int64_t kBlockFloats = 1 << 19;  // V and Out of a block: about 2 MiB
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -229,14 +229,21 @@ NEE_AVX512 void InputTiles(const Winograd3x3& g, const float* plane, int64_t ty,
   }
 }
 
+// One vector of tiles of the input transform: Bᵀ d B for k <= lanes tiles of
+// one tile row (tiles tx0..) of channel c, stored at columns t0.. of row c
+// of every V_e.
+using InputTilesFn = void (*)(const Winograd3x3& g, const float* plane, int64_t ty, int64_t tx0, int64_t k,
+                              const PackedV& pv, int64_t c, int64_t t0);
+
 // Every V_e of the block (a tile row's tiles are consecutive columns).
-NEE_AVX512 void InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* x,
-                               const PackedV& pv, int64_t c0, int64_t c1) {
+template <InputTilesFn Tiles, int64_t kLanes>
+void InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* x, const PackedV& pv,
+                    int64_t c0, int64_t c1) {
   for (int64_t c = c0; c < c1; ++c) {
     const float* plane = x + (b.n * g.C + c) * g.H * g.W;
     for (int64_t ty = b.ty0; ty < b.ty1; ++ty)
       for (int64_t tx0 = 0; tx0 < t.tiles_x; tx0 += kLanes)
-        InputTiles(g, plane, ty, tx0, std::min(kLanes, t.tiles_x - tx0), pv, c, (ty - b.ty0) * t.tiles_x + tx0);
+        Tiles(g, plane, ty, tx0, std::min(kLanes, t.tiles_x - tx0), pv, c, (ty - b.ty0) * t.tiles_x + tx0);
   }
 }
 
@@ -244,9 +251,10 @@ NEE_AVX512 void InputTransform(const Winograd3x3& g, const Tiling& t, const Bloc
 // channel m; element e of the tiles is at out[e * ldo]. Writes output rows
 // 2ty and 2ty+1 (those inside), columns 2tx0...
 template <FusedActivation::Kind K>
-NEE_AVX512 void OutputTiles(const Winograd3x3& g, const float* out, int64_t ldo, int64_t k, __m512 bias,
+NEE_AVX512 void OutputTiles(const Winograd3x3& g, const float* out, int64_t ldo, int64_t k, float bias_value,
                             const FusedActivation& act, int64_t ty, int64_t tx0, float* plane) {
   const __mmask16 mask = LanesBelow(k);
+  const __m512 bias = _mm512_set1_ps(bias_value);
   __m512 m[16];
   #pragma GCC unroll 16
   for (int e = 0; e < kElems; ++e) m[e] = _mm512_maskz_loadu_ps(mask, out + e * ldo);
@@ -273,31 +281,199 @@ NEE_AVX512 void OutputTiles(const Winograd3x3& g, const float* out, int64_t ldo,
   }
 }
 
+// ---- AVX2: eight tiles per vector, the same arithmetic in the same order --
+
+#define NEE_AVX2 __attribute__((target("avx2,fma")))
+
+// Lane masks as AVX2's masked loads and stores take them: all ones in lanes
+// [lo, hi) of eight.
+NEE_AVX2 inline __m256i LanesBetween8(int64_t lo, int64_t hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  lo = std::clamp<int64_t>(lo, 0, 8), hi = std::clamp<int64_t>(hi, 0, 8);
+  const __m256i above_lo = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1));
+  const __m256i below_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane);
+  return _mm256_and_si256(above_lo, below_hi);
+}
+
+// Lanes j of an 8-float window starting at column `start` that fall in [0, W).
+NEE_AVX2 inline __m256i ColumnsInside8(int64_t start, int64_t width) {
+  return LanesBetween8(-start, width - start);
+}
+
+// Columns start, start+2, ..., start+14 (evens) and start+1, ..., start+15
+// (odds) of an input row, zero outside [0, W). Masked-off lanes are not
+// read. kInside: all sixteen columns are inside the row, read with plain
+// loads (AVX2's masked loads and stores are slow on some CPUs).
+template <bool kInside>
+__attribute__((target("avx2,fma"), always_inline)) inline void EvenOdd8(const float* row, int64_t start,
+                                                                         __m256i lo_mask, __m256i hi_mask,
+                                                                         __m256& even, __m256& odd) {
+  const __m256 lo = kInside ? _mm256_loadu_ps(row + start) : _mm256_maskload_ps(row + start, lo_mask);
+  const __m256 hi = kInside ? _mm256_loadu_ps(row + start + 8) : _mm256_maskload_ps(row + start + 8, hi_mask);
+  // shuffle_ps works within 128-bit halves: [lo0 lo2 hi0 hi2 | lo4 lo6 hi4 hi6],
+  // then the 64-bit pairs are put in order.
+  even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+  odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+}
+
+// PackedSlot for eight lanes; `whole`: all eight go to one run, stored with
+// a plain store.
+struct PackedSlot8 {
+  int64_t first, second;
+  __m256i first_lanes, second_lanes;
+  bool whole, split;
+
+  NEE_AVX2 PackedSlot8(const PackedV& pv, int64_t c, int64_t t0, int64_t k) {
+    first = SgemmPackedBIndex(pv.c, pv.cols, c, t0);
+    const int64_t at = kSgemmPanelWidth - t0 % kSgemmPanelWidth;
+    split = at < k;
+    whole = k == 8 && !split;
+    first_lanes = LanesBetween8(0, std::min(at, k));
+    second_lanes = LanesBetween8(at, k);
+    second = split ? SgemmPackedBIndex(pv.c, pv.cols, c, t0 + at) - at : first;
+  }
+};
+
+__attribute__((target("avx2,fma"), always_inline)) inline void StorePacked8(const PackedV& pv, const PackedSlot8& slot,
+                                                                             int e, __m256 v) {
+  float* m = pv.matrix(e);
+  if (slot.whole) return _mm256_storeu_ps(m + slot.first, v);
+  _mm256_maskstore_ps(m + slot.first, slot.first_lanes, v);
+  if (slot.split) _mm256_maskstore_ps(m + slot.second, slot.second_lanes, v);
+}
+
+template <bool kInside>
+__attribute__((target("avx2,fma"), always_inline)) inline void InputTilesAvx2Body(
+    const Winograd3x3& g, const float* plane, int64_t ty, int64_t col, const PackedSlot8& slot, const PackedV& pv) {
+  __m256 d[4][4];
+  __m256i m0{}, m1{}, m2{}, m3{};
+  if (!kInside) {
+    m0 = ColumnsInside8(col, g.W), m1 = ColumnsInside8(col + 8, g.W);
+    m2 = ColumnsInside8(col + 2, g.W), m3 = ColumnsInside8(col + 10, g.W);
+  }
+  #pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const int64_t iy = 2 * ty - g.ph + r;
+    if (iy < 0 || iy >= g.H) {
+      d[r][0] = d[r][1] = d[r][2] = d[r][3] = _mm256_setzero_ps();
+      continue;
+    }
+    const float* row = plane + iy * g.W;
+    EvenOdd8<kInside>(row, col, m0, m1, d[r][0], d[r][1]);
+    EvenOdd8<kInside>(row, col + 2, m2, m3, d[r][2], d[r][3]);
+  }
+  __m256 t[4][4];  // Bᵀ d, as in InputTiles
+  #pragma GCC unroll 4
+  for (int c4 = 0; c4 < 4; ++c4) {
+    t[0][c4] = _mm256_sub_ps(d[0][c4], d[2][c4]);
+    t[1][c4] = _mm256_add_ps(d[1][c4], d[2][c4]);
+    t[2][c4] = _mm256_sub_ps(d[2][c4], d[1][c4]);
+    t[3][c4] = _mm256_sub_ps(d[1][c4], d[3][c4]);
+  }
+  #pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    StorePacked8(pv, slot, 4 * r + 0, _mm256_sub_ps(t[r][0], t[r][2]));
+    StorePacked8(pv, slot, 4 * r + 1, _mm256_add_ps(t[r][1], t[r][2]));
+    StorePacked8(pv, slot, 4 * r + 2, _mm256_sub_ps(t[r][2], t[r][1]));
+    StorePacked8(pv, slot, 4 * r + 3, _mm256_sub_ps(t[r][1], t[r][3]));
+  }
+}
+
+NEE_AVX2 void InputTilesAvx2(const Winograd3x3& g, const float* plane, int64_t ty, int64_t tx0, int64_t k,
+                             const PackedV& pv, int64_t c, int64_t t0) {
+  const int64_t col = 2 * tx0 - g.pw;
+  const PackedSlot8 slot(pv, c, t0, k);
+  if (col >= 0 && col + 18 <= g.W) return InputTilesAvx2Body<true>(g, plane, ty, col, slot, pv);
+  InputTilesAvx2Body<false>(g, plane, ty, col, slot, pv);
+}
+
+// The first k <= 8 floats at p (mask: lanes below k), the rest zero.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadFirst8(const float* p, int64_t k, __m256i mask) {
+  return k == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+}
+
 template <FusedActivation::Kind K>
-NEE_AVX512 void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* out,
-                                const float* bias, const FusedActivation& act, float* y, int64_t m0, int64_t m1) {
+NEE_AVX2 void OutputTilesAvx2(const Winograd3x3& g, const float* out, int64_t ldo, int64_t k, float bias_value,
+                              const FusedActivation& act, int64_t ty, int64_t tx0, float* plane) {
+  const __m256i mask = LanesBetween8(0, k);
+  const __m256 bias = _mm256_set1_ps(bias_value);
+  __m256 s[2][4];  // Aᵀ Out, as in OutputTiles; one column of Out at a time
+  #pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    const __m256 m0 = LoadFirst8(out + c * ldo, k, mask), m1 = LoadFirst8(out + (4 + c) * ldo, k, mask);
+    const __m256 m2 = LoadFirst8(out + (8 + c) * ldo, k, mask), m3 = LoadFirst8(out + (12 + c) * ldo, k, mask);
+    s[0][c] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+    s[1][c] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+  }
+  const int64_t x0 = 2 * tx0;
+  #pragma GCC unroll 2
+  for (int r = 0; r < 2; ++r) {
+    const int64_t oy = 2 * ty + r;
+    if (oy >= g.OH) break;
+    __m256 y0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s[r][0], s[r][1]), s[r][2]), bias);
+    __m256 y1 = _mm256_add_ps(_mm256_sub_ps(_mm256_sub_ps(s[r][1], s[r][2]), s[r][3]), bias);
+    y0 = Activate8<K>(act, y0);
+    y1 = Activate8<K>(act, y1);
+    // Interleave: [y0_0 y1_0 ... y0_3 y1_3] and [y0_4 y1_4 ... y0_7 y1_7].
+    const __m256 lo = _mm256_unpacklo_ps(y0, y1), hi = _mm256_unpackhi_ps(y0, y1);
+    float* row = plane + oy * g.OW + x0;
+    const __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20), second = _mm256_permute2f128_ps(lo, hi, 0x31);
+    if (x0 + 16 <= g.OW) {
+      _mm256_storeu_ps(row, first);
+      _mm256_storeu_ps(row + 8, second);
+    } else {
+      _mm256_maskstore_ps(row, LanesBetween8(0, g.OW - x0), first);
+      _mm256_maskstore_ps(row + 8, LanesBetween8(0, g.OW - x0 - 8), second);
+    }
+  }
+}
+
+// One vector of tiles of the output transform: Aᵀ Out A + bias, activation,
+// for k <= lanes tiles of one tile row (tiles tx0..) of one output channel.
+using OutputTilesFn = void (*)(const Winograd3x3& g, const float* out, int64_t ldo, int64_t k, float bias,
+                               const FusedActivation& act, int64_t ty, int64_t tx0, float* plane);
+
+template <OutputTilesFn Tiles, int64_t kLanes>
+void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* out, const float* bias,
+                     const FusedActivation& act, float* y, int64_t m0, int64_t m1) {
   const int64_t cols = t.columns(b), stride_e = g.M * cols;
   for (int64_t m = m0; m < m1; ++m) {
-    const __m512 bv = _mm512_set1_ps(bias ? bias[m] : 0.f);
+    const float bv = bias ? bias[m] : 0.f;
     float* plane = y + (b.n * g.M + m) * g.OH * g.OW;
     for (int64_t ty = b.ty0; ty < b.ty1; ++ty)
       for (int64_t tx0 = 0; tx0 < t.tiles_x; tx0 += kLanes)
-        OutputTiles<K>(g, out + m * cols + (ty - b.ty0) * t.tiles_x + tx0, stride_e,
-                       std::min(kLanes, t.tiles_x - tx0), bv, act, ty, tx0, plane);
+        Tiles(g, out + m * cols + (ty - b.ty0) * t.tiles_x + tx0, stride_e, std::min(kLanes, t.tiles_x - tx0), bv,
+              act, ty, tx0, plane);
   }
 }
 
 using OutputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, const float*,
                                    const FusedActivation&, float*, int64_t, int64_t);
+using InputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, const PackedV&,
+                                  int64_t, int64_t);
 
-// The activation in registers, or null when it runs after the block (an
-// exponential one, or a residual to add first).
-OutputTransformFn InRegisterActivation(const FusedActivation& act, bool has_residual) {
+// The transforms for the active instruction set: the output transform with
+// the activation in registers, or null when the activation runs after the
+// block (a residual to add first, or Tanh with AVX-512).
+struct Transforms {
+  InputTransformFn input;
+  OutputTransformFn output;
+};
+
+// (The residual is added before the activation, so with one the output
+// transform leaves both to a pass over the block's rows.)
+Transforms TransformsFor(const FusedActivation& act, bool has_residual) {
   using Kind = FusedActivation::Kind;
-  if (has_residual) return act.kind == Kind::kNone ? OutputTransform<Kind::kNone> : nullptr;
-  return ForActivation16(
-      act.kind, [](auto k) -> OutputTransformFn { return OutputTransform<decltype(k)::value>; },
-      OutputTransformFn{nullptr});
+  const Kind kind = has_residual ? Kind::kNone : act.kind;
+  if (SgemmActiveIsa() == SgemmIsa::kAvx512) {
+    OutputTransformFn output = ForActivation16(
+        kind, [](auto k) -> OutputTransformFn { return OutputTransform<OutputTiles<decltype(k)::value>, 16>; },
+        OutputTransformFn{nullptr});
+    return {InputTransform<InputTiles, 16>, has_residual ? nullptr : output};
+  }
+  OutputTransformFn output = ForActivation8(
+      kind, [](auto k) -> OutputTransformFn { return OutputTransform<OutputTilesAvx2<decltype(k)::value>, 8>; });
+  return {InputTransform<InputTilesAvx2, 8>, has_residual ? nullptr : output};
 }
 
 // Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be.
@@ -331,7 +507,10 @@ void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winog
   const PackedV pv{v, g.C, cols};
   float* out = v + kElems * pv.matrix_floats();
   ZeroPanelPadding(pv);
-  Split(ctx, g.C, [&](int64_t c0, int64_t c1) { InputTransform(g, t, b, x, pv, c0, c1); });
+  const FusedActivation none;
+  const FusedActivation& act = epilogue ? epilogue->activation : none;
+  const Transforms transforms = TransformsFor(act, z != nullptr);
+  Split(ctx, g.C, [&](int64_t c0, int64_t c1) { transforms.input(g, t, b, x, pv, c0, c1); });
   auto gemm = [&](int64_t e) {
     Sgemm(g.M, cols, g.C, SgemmA(weights.u[e]), SgemmB::Prepacked(pv.matrix(static_cast<int>(e))), 0.f,
           out + e * g.M * cols, cols, nullptr);
@@ -341,10 +520,8 @@ void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winog
   } else {
     for (int e = 0; e < kElems; ++e) gemm(e);
   }
-  const FusedActivation none;
-  const FusedActivation& act = epilogue ? epilogue->activation : none;
-  const OutputTransformFn in_registers = InRegisterActivation(act, z != nullptr);
-  const OutputTransformFn output = in_registers ? in_registers : OutputTransform<FusedActivation::Kind::kNone>;
+  const OutputTransformFn in_registers = transforms.output;
+  const OutputTransformFn output = in_registers ? in_registers : TransformsFor(none, false).output;
   const int64_t oy0 = 2 * b.ty0, oy1 = std::min(g.OH, 2 * b.ty1), plane = g.OH * g.OW;
   Split(ctx, g.M, [&](int64_t m0, int64_t m1) {
     output(g, t, b, out, bias, act, y, m0, m1);
@@ -363,8 +540,9 @@ bool WinogradApplies(const KernelContext& ctx, const Winograd3x3& g) {
 #ifdef NEE_WINOGRAD_X86
   // Below 16 channels on either side the 16 GEMMs are too thin to beat im2col.
   (void)ctx;
-  return SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced() && g.C >= 16 && g.M >= 16 &&
-         g.OH >= 2 && g.OW >= 2;
+  const SgemmIsa isa = SgemmActiveIsa();
+  return (isa == SgemmIsa::kAvx512 || isa == SgemmIsa::kAvx2) && !SgemmPortableForced() && g.C >= 16 &&
+         g.M >= 16 && g.OH >= 2 && g.OW >= 2;
 #else
   (void)ctx, (void)g;
   return false;

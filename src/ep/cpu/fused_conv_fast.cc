@@ -39,30 +39,6 @@ void BiasResidualActivatePortable(const FusedActivation& act, const float* bias,
 
 #ifdef NEE_FUSED_CONV_X86
 
-// The activation is a template argument so that the loops below hold no
-// branch. max_ps(a, b) returns b when either is NaN, so every bound goes
-// first: NaN inputs stay NaN, as in the reference.
-template <Kind K>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate8(const FusedActivation& act, __m256 x) {
-  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
-  if constexpr (K == Kind::kRelu) return _mm256_max_ps(zero, x);
-  if constexpr (K == Kind::kClip) return _mm256_min_ps(_mm256_set1_ps(act.b), _mm256_max_ps(_mm256_set1_ps(act.a), x));
-  if constexpr (K == Kind::kLeakyRelu)
-    return _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(act.a)), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-  if constexpr (K == Kind::kHardSigmoid) {
-    const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(act.a)), _mm256_set1_ps(act.b));
-    return _mm256_min_ps(one, _mm256_max_ps(zero, v));
-  }
-  if constexpr (K == Kind::kHardSwish) {
-    const __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.f / 6.f)), _mm256_set1_ps(0.5f));
-    return _mm256_mul_ps(x, _mm256_min_ps(one, _mm256_max_ps(zero, v)));
-  }
-  if constexpr (K == Kind::kSigmoid) return Sigmoid8(x);
-  if constexpr (K == Kind::kSilu) return _mm256_mul_ps(x, Sigmoid8(x));
-  if constexpr (K == Kind::kTanh) return Tanh8(x);
-  return x;
-}
-
 // The sum is (y + bias) + z, as in the portable loop, so both give the same
 // bits before the activation.
 template <Kind K>
@@ -154,18 +130,7 @@ RowsFn SelectAvx512(Kind kind) {
 }
 
 RowsFn SelectAvx2(Kind kind) {
-  switch (kind) {
-    case Kind::kRelu: return BiasResidualActivateAvx2<Kind::kRelu>;
-    case Kind::kClip: return BiasResidualActivateAvx2<Kind::kClip>;
-    case Kind::kLeakyRelu: return BiasResidualActivateAvx2<Kind::kLeakyRelu>;
-    case Kind::kHardSigmoid: return BiasResidualActivateAvx2<Kind::kHardSigmoid>;
-    case Kind::kHardSwish: return BiasResidualActivateAvx2<Kind::kHardSwish>;
-    case Kind::kSigmoid: return BiasResidualActivateAvx2<Kind::kSigmoid>;
-    case Kind::kSilu: return BiasResidualActivateAvx2<Kind::kSilu>;
-    case Kind::kTanh: return BiasResidualActivateAvx2<Kind::kTanh>;
-    case Kind::kNone: break;
-  }
-  return BiasResidualActivateAvx2<Kind::kNone>;
+  return ForActivation8(kind, [](auto k) -> RowsFn { return BiasResidualActivateAvx2<decltype(k)::value>; });
 }
 #endif
 

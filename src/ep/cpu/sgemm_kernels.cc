@@ -48,6 +48,7 @@ __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a,
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
+    _mm_prefetch(reinterpret_cast<const char*>(b + (p + 16) * kTileCols), _MM_HINT_T0);
     const __m256 b0 = _mm256_load_ps(b + p * kTileCols);
     const __m256 b1 = _mm256_load_ps(b + p * kTileCols + 8);
     const float* ap = a + p * kTileRows;
@@ -86,11 +87,13 @@ constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1>, SubTileAvx2<2>, SubTileA
 void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int64_t ldc, int64_t rows, int64_t cols,
                bool accumulate) {
   const float* b = source.panel;  // always packed here
-  for (int64_t r0 = 0; r0 < rows; r0 += 6) {
-    const SubTileFn sub = kSubTilesAvx2[std::min<int64_t>(6, rows - r0) - 1];
-    for (int64_t j0 = 0; j0 < cols; j0 += 16)
+  // Column halves outermost: a half panel (one cache line per step of p) is
+  // read from L2 by the first row half and from L1 by the second.
+  for (int64_t j0 = 0; j0 < cols; j0 += 16)
+    for (int64_t r0 = 0; r0 < rows; r0 += 6) {
+      const SubTileFn sub = kSubTilesAvx2[std::min<int64_t>(6, rows - r0) - 1];
       sub(kc, a + r0, b + j0, c + r0 * ldc + j0, ldc, std::min<int64_t>(16, cols - j0), accumulate);
-  }
+    }
 }
 
 // ---- AVX-512 -------------------------------------------------------------------

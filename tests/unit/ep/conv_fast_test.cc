@@ -162,10 +162,13 @@ void ExpectClose(const Tensor& got, const Tensor& want, const std::string& what)
   }
 }
 
-class ConvFastTest : public ::testing::TestWithParam<bool> {
+// Each kernel set the CPU can run: the widest (dispatched), AVX2 at most
+// (the AVX2 kernels on an AVX-512 machine; the same as dispatched on an
+// AVX2 one), and the portable loops.
+class ConvFastTest : public ::testing::TestWithParam<cpu::SgemmIsa> {
  protected:
-  void SetUp() override { cpu::SgemmForcePortable(GetParam()); }
-  void TearDown() override { cpu::SgemmForcePortable(false); }
+  void SetUp() override { cpu::SgemmLimitIsa(GetParam()); }
+  void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
 };
 
 TEST_P(ConvFastTest, AgreesWithReferenceKernel) {
@@ -196,8 +199,16 @@ TEST_P(ConvFastTest, BitwiseIndependentOfThreadCount) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, ConvFastTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "portable" : "dispatched"; });
+INSTANTIATE_TEST_SUITE_P(Kernels, ConvFastTest,
+                         ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case cpu::SgemmIsa::kAvx512: return "dispatched";
+                             case cpu::SgemmIsa::kAvx2: return "avx2";
+                             case cpu::SgemmIsa::kPortable: break;
+                           }
+                           return "portable";
+                         });
 
 // SgemmWithPackedB with a packer that packs a plain matrix the documented
 // way gives bitwise what Sgemm gives for that matrix (odd sizes, several

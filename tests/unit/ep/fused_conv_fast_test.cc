@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
 
 namespace nee {
@@ -32,8 +33,9 @@ const std::vector<ActivationCase> kActivations = {
     {"HardSwish", {}},
 };
 
+// An empty activation name: no activation attribute (a Conv fused with its residual Add only).
 Node FusedConvNode(const ActivationCase& act, std::vector<Attribute> conv_attrs, size_t inputs) {
-  conv_attrs.push_back(StringAttr("activation", act.name));
+  if (!act.name.empty()) conv_attrs.push_back(StringAttr("activation", act.name));
   if (!act.params.empty()) conv_attrs.push_back(FloatsAttr("activation_params", act.params));
   return testing::MakeNode("FusedConv", inputs, 1, conv_attrs, "com.microsoft");
 }
@@ -62,7 +64,15 @@ const std::vector<Geometry> kGeometries = {
      {IntAttr("group", 3), IntsAttr("pads", {2, 2, 2, 2}), IntsAttr("strides", {2, 2})}},
 };
 
-TEST(FusedConvFast, AgreesWithTheReferenceForEveryActivationAndGeometry) {
+// The widest kernels the CPU has, then AVX2 at most (the AVX2 kernels on an
+// AVX-512 machine).
+class FusedConvIsaTest : public ::testing::TestWithParam<cpu::SgemmIsa> {
+ protected:
+  void SetUp() override { cpu::SgemmLimitIsa(GetParam()); }
+  void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
+};
+
+TEST_P(FusedConvIsaTest, AgreesWithTheReferenceForEveryActivationAndGeometry) {
   std::mt19937 rng(7);
   for (const Geometry& g : kGeometries) {
     // Values in [-4, 4) so that Clip and HardSigmoid saturate on both sides; one NaN.
@@ -93,12 +103,13 @@ TEST(FusedConvFast, AgreesWithTheReferenceForEveryActivationAndGeometry) {
   }
 }
 
-TEST(FusedConvFast, AddsZBeforeTheActivation) {
+TEST_P(FusedConvIsaTest, AddsZBeforeTheActivation) {
   std::mt19937 rng(11);
   for (const Geometry& g : kGeometries) {
     Tensor x = testing::RandomTensor(g.x, rng);
     Tensor w = testing::RandomTensor(g.w, rng);
-    for (const ActivationCase& act : std::vector<ActivationCase>{{"Relu", {}}, {"Silu", {}}, {"Clip", {0.f, 0.5f}}}) {
+    for (const ActivationCase& act :
+         std::vector<ActivationCase>{{"Relu", {}}, {"Silu", {}}, {"Clip", {0.f, 0.5f}}, {"", {}}}) {
       Node probe = FusedConvNode(act, g.attrs, 2);
       auto shape = testing::RunOp(probe, 1, {Value(x), Value(w)});
       ASSERT_TRUE(shape.ok()) << shape.status().ToString();
@@ -125,6 +136,9 @@ TEST(FusedConvFast, AddsZBeforeTheActivation) {
   const std::vector<Value> bad = {Value(x), Value(w), Value(b), Value(testing::RandomTensor({1}, rng))};
   EXPECT_FALSE(testing::RunKernel(cpu::FusedConvFloat, node, 1, bad, 1).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, FusedConvIsaTest, ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2),
+                         [](const auto& info) { return info.param == cpu::SgemmIsa::kAvx2 ? "avx2" : "dispatched"; });
 
 TEST(FusedConvFast, ConvsTheFastKernelDoesNotTakeGetTheActivationOnce) {
   // Four spatial dims: the fast Conv hands them to Conv's reference kernel, and
