@@ -585,12 +585,17 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   const bool padded_copy_ok = padded_size <= 4.0 * static_cast<double>(s.in_size + s.out_size) + 65536;
   const ConvShape padded = padded_copy_ok ? PaddedGeometry(s) : s;
   const bool planar = s.in[0] == 1 && s.kernel[0] == 1 && s.out[0] == 1;  // 1-D or 2-D
-  if (s.depthwise() && s.Mg == 1 && planar && padded_copy_ok && DepthwiseBlockedAvailable()) {
+  if (s.depthwise() && s.Mg == 1 && planar && padded_copy_ok) {
     const Depthwise2D g{s.N,         s.C,         s.in[1],       s.in[2],       s.out[1], s.out[2], s.kernel[1],
                         s.kernel[2], s.stride[1], s.stride[2], s.dilation[1], s.dilation[2], s.pad[1], s.pad[2]};
-    if (DepthwisePlanarApplies(g)) DepthwisePlanar(ctx, g, xp, wp, bp, epilogue, z, yp);
-    else DepthwiseBlocked(ctx, g, xp, wp, bp, epilogue, z, yp);
-    return Status::Ok();
+    if (DepthwisePlanarApplies(g)) {
+      DepthwisePlanar(ctx, g, xp, wp, bp, epilogue, z, yp);
+      return Status::Ok();
+    }
+    if (DepthwiseBlockedAvailable()) {
+      DepthwiseBlocked(ctx, g, xp, wp, bp, epilogue, z, yp);
+      return Status::Ok();
+    }
   }
   if (s.depthwise() && padded_copy_ok) {
     const DepthwiseRowsFn rows_fn = SelectDepthwiseRows();

@@ -29,9 +29,10 @@ bool DepthwiseBlockedAvailable();
 void DepthwiseBlocked(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
                       const ConvEpilogue* epilogue, const float* z, float* y);
 
-// The same convolution on NCHW planes, sixteen output columns per vector,
-// with no transposes (depthwise_planar.cc): for 3x3 and 5x5 kernels with
-// stride 1 or 2 and output rows at least sixteen wide, where it is faster.
+// The same convolution on NCHW planes, sixteen output columns per AVX-512
+// vector or eight per AVX2 one, with no transposes (depthwise_planar.cc):
+// for 3x3 and 5x5 kernels with stride 1 or 2 and output rows at least 12
+// wide with AVX-512 (where it beats the blocked kernel), 7 with AVX2.
 bool DepthwisePlanarApplies(const Depthwise2D& g);
 void DepthwisePlanar(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
                      const ConvEpilogue* epilogue, const float* z, float* y);

@@ -47,6 +47,13 @@ __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a,
   __m256 acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  // The tile of C is written after the loop: fetch it now (as the AVX-512
+  // kernel does), so that a tile that left the caches does not stall the end.
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
+  }
   for (int64_t p = 0; p < kc; ++p) {
     _mm_prefetch(reinterpret_cast<const char*>(b + (p + 16) * kTileCols), _MM_HINT_T0);
     const __m256 b0 = _mm256_load_ps(b + p * kTileCols);
