@@ -48,7 +48,7 @@ void BiasResidualActivate(const FusedActivation& act, const float* bias, const f
                           int64_t ldy, int64_t rows, int64_t cols);
 
 // dst[i] = src[2 * i] for i in [0, n), reading nothing past src[2n - 2]
-// (vectorized with AVX-512; conv_fast.cc): stride-2 input rows.
+// (vectorized with AVX-512 or AVX2; conv_fast.cc): stride-2 input rows.
 void CopyEvens(const float* src, float* dst, int64_t n);
 
 // The fast float Conv with `epilogue` applied (null: a plain Conv). Nodes it

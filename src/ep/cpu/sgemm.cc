@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <unistd.h>
 #include <vector>
 
 #include "ep/cpu/sgemm_kernels.h"
@@ -33,7 +34,6 @@ constexpr int64_t kRows = kSgemmTileRows;
 constexpr int64_t kCols = kSgemmPanelWidth;
 constexpr int64_t kKc = kSgemmDepthBlock;
 constexpr int64_t kMaxTaskRows = 144;      // rows of A a task keeps packed (x k: its L2 share)
-constexpr int64_t kMaxTaskPanels = 16;     // B panels per task: 512 columns
 constexpr int64_t kPackBudget = 2 << 20;   // floats of B packed per call at once (8 MiB)
 constexpr int64_t kRetainedScratch = 4 << 20;  // per-thread scratch kept between calls, floats
 // Calls deeper than this run as consecutive depth ranges (the same k-blocks in
@@ -131,6 +131,19 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
       }
     }
   }
+}
+
+// B panels per task at most (16: 512 columns): one k-block of them takes
+// about half of this core's L2, the rest holding the task's rows of A and
+// C's lines. (Which columns a task covers never changes a result.)
+int64_t MaxTaskPanels() {
+  static const int64_t panels = [] {
+    long l2 = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 <= 0) l2 = 1 << 20;
+    const int64_t panel_bytes = kKc * kCols * static_cast<int64_t>(sizeof(float));
+    return std::clamp<int64_t>(l2 / 2 / panel_bytes, 4, 16);
+  }();
+  return panels;
 }
 
 // Runs tasks claimed from `next` until none is left. A task is (row block,
@@ -281,7 +294,7 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     // Enough tasks for threads claiming them one at a time to finish
     // together (about four each), splitting columns when rows are few.
     const int64_t wanted_groups = CeilDiv(threads > 1 ? 4 * threads : 1, row_blocks);
-    const int64_t groups = std::clamp(wanted_groups, CeilDiv(panels, kMaxTaskPanels), panels);
+    const int64_t groups = std::clamp(wanted_groups, CeilDiv(panels, MaxTaskPanels()), panels);
     x.task_panels = CeilDiv(panels, groups);
     x.panel_groups = CeilDiv(panels, x.task_panels);
     const int64_t tasks = row_blocks * x.panel_groups;

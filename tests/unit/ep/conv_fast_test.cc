@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ep_test_util.h"
+#include "ep/cpu/conv_common.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
 
@@ -317,6 +318,24 @@ TEST(ConvFast, MatchesNumpyDilatedGroupedNoBias) {
   testing::ExpectTensorNear<float>(got.value(), {1, 2, 3, 3},
                                    {1.0, 2.375, 1.125, -0.875, -1.25, 1.0, -1.0, -1.375, -0.875, -1.75, -0.75, -0.625,
                                     1.5, -1.0, -1.75, 1.25, 1.375, 1.5});
+}
+
+}  // namespace
+}  // namespace nee
+
+namespace nee {
+namespace {
+
+// CopyEvens under each kernel set: every length up to a few vectors, from a
+// source exactly 2n - 1 floats long (a sanitizer build catches a read past it).
+TEST_P(ConvFastTest, CopyEvensTakesEveryOtherFloatAndReadsNoFurther) {
+  for (int64_t n = 1; n <= 50; ++n) {
+    std::vector<float> src(static_cast<size_t>(2 * n - 1));
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+    std::vector<float> dst(static_cast<size_t>(n), -1.f);
+    cpu::CopyEvens(src.data(), dst.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(dst[i], static_cast<float>(2 * i)) << "n=" << n << " i=" << i;
+  }
 }
 
 }  // namespace
