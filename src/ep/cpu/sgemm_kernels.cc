@@ -41,9 +41,16 @@ void MicroPortable(int64_t kc, const float* a, const BSource& source, float* c, 
 // A 6x16 sub-tile (twelve ymm accumulators, two for B, one broadcast: 15 of
 // the 16 registers). The accumulator arrays stay in registers because every
 // loop over them is fully unrolled with a constant trip count.
-template <int R>
-__attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a, const float* b, float* c,
-                                                     int64_t ldc, int64_t cols, bool accumulate) {
+// B's source: a packed panel (aligned, zero-padded, loaded whole), or, in
+// place, row p at rows[p] (BSource::rows): all sixteen columns, or only the
+// first `cols` (masked loads past them: the memory there is another row, or
+// none). Three instances, so the common ones hold no masks in registers.
+enum class BRead { kPanel, kRowsWhole, kRowsPartial };
+
+template <int R, BRead kRead>
+__attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a, const float* b,
+                                                     const float* const* b_rows, float* c, int64_t ldc, int64_t cols,
+                                                     bool accumulate) {
   __m256 acc0[R], acc1[R];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
@@ -54,10 +61,26 @@ __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a,
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
   }
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols)), lane);
+  const __m256i mask1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols) - 8), lane);
   for (int64_t p = 0; p < kc; ++p) {
-    _mm_prefetch(reinterpret_cast<const char*>(b + (p + 16) * kTileCols), _MM_HINT_T0);
-    const __m256 b0 = _mm256_load_ps(b + p * kTileCols);
-    const __m256 b1 = _mm256_load_ps(b + p * kTileCols + 8);
+    __m256 b0, b1;
+    if constexpr (kRead != BRead::kPanel) {
+      const float* row = b_rows[p];
+      if (p + 8 < kc) _mm_prefetch(reinterpret_cast<const char*>(b_rows[p + 8]), _MM_HINT_T0);
+      if constexpr (kRead == BRead::kRowsWhole) {
+        b0 = _mm256_loadu_ps(row);
+        b1 = _mm256_loadu_ps(row + 8);
+      } else {
+        b0 = _mm256_maskload_ps(row, mask0);
+        b1 = _mm256_maskload_ps(row + 8, mask1);
+      }
+    } else {
+      _mm_prefetch(reinterpret_cast<const char*>(b + (p + 16) * kTileCols), _MM_HINT_T0);
+      b0 = _mm256_load_ps(b + p * kTileCols);
+      b1 = _mm256_load_ps(b + p * kTileCols + 8);
+    }
     const float* ap = a + p * kTileRows;
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
@@ -86,21 +109,32 @@ __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a,
   }
 }
 
-using SubTileFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool);
-constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1>, SubTileAvx2<2>, SubTileAvx2<3>,
-                                        SubTileAvx2<4>, SubTileAvx2<5>, SubTileAvx2<6>};
+using SubTileFn = void (*)(int64_t, const float*, const float*, const float* const*, float*, int64_t, int64_t, bool);
+template <BRead P>
+constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1, P>, SubTileAvx2<2, P>, SubTileAvx2<3, P>,
+                                        SubTileAvx2<4, P>, SubTileAvx2<5, P>, SubTileAvx2<6, P>};
 
 // The 12x32 tile as up to four 6x16 sub-tiles (only those inside rows x cols).
+// Column halves outermost: a half panel (one cache line per step of p) is
+// read from L2 by the first row half and from L1 by the second. In place, a
+// half's rows start `col + j0` into each row of B: a per-call table of them
+// (kc <= kSgemmDepthBlock).
 void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int64_t ldc, int64_t rows, int64_t cols,
                bool accumulate) {
-  const float* b = source.panel;  // always packed here
-  // Column halves outermost: a half panel (one cache line per step of p) is
-  // read from L2 by the first row half and from L1 by the second.
-  for (int64_t j0 = 0; j0 < cols; j0 += 16)
+  const bool in_place = source.rows != nullptr;
+  const float* half_rows[kSgemmDepthBlock];
+  for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+    if (in_place)
+      for (int64_t p = 0; p < kc; ++p) half_rows[p] = source.rows[p] + source.col + j0;
     for (int64_t r0 = 0; r0 < rows; r0 += 6) {
-      const SubTileFn sub = kSubTilesAvx2[std::min<int64_t>(6, rows - r0) - 1];
-      sub(kc, a + r0, b + j0, c + r0 * ldc + j0, ldc, std::min<int64_t>(16, cols - j0), accumulate);
+      const int64_t sub_rows = std::min<int64_t>(6, rows - r0) - 1, sub_cols = std::min<int64_t>(16, cols - j0);
+      float* tile = c + r0 * ldc + j0;
+      const SubTileFn sub = !in_place        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
+                            : sub_cols == 16 ? kSubTilesAvx2<BRead::kRowsWhole>[sub_rows]
+                                             : kSubTilesAvx2<BRead::kRowsPartial>[sub_rows];
+      sub(kc, a + r0, in_place ? nullptr : source.panel + j0, half_rows, tile, ldc, sub_cols, accumulate);
     }
+  }
 }
 
 // ---- AVX-512 -------------------------------------------------------------------
@@ -214,7 +248,7 @@ std::atomic<SgemmIsa> g_limit{SgemmIsa::kAvx512};
 
 }  // namespace
 
-bool ReadsBInPlace(SgemmIsa isa) { return isa == SgemmIsa::kAvx512; }
+bool ReadsBInPlace(SgemmIsa isa) { return isa == SgemmIsa::kAvx512 || isa == SgemmIsa::kAvx2; }
 
 MicroKernel KernelFor(SgemmIsa isa) {
 #ifdef NEE_SGEMM_X86
