@@ -1,4 +1,5 @@
-// Depthwise 2-D convolution, sixteen channels per AVX-512 vector.
+// Depthwise 2-D convolution, sixteen channels per AVX-512 vector (eight per
+// AVX2 vector: the same steps at half the width).
 //
 // The plane-at-a-time kernel in conv_fast.cc vectorizes along output rows,
 // which wastes most of each vector on the 7- and 14-wide planes of mobile
@@ -53,8 +54,8 @@ struct Strip {
 // Padded width: the columns the taps of all output columns reach.
 int64_t PaddedWidth(const Depthwise2D& g) { return (g.OW - 1) * g.sw + (g.KW - 1) * g.dw + 1; }
 
-int64_t StripRows(const Depthwise2D& g) {
-  const int64_t row_floats = PaddedWidth(g) * kLanes * g.sh;
+int64_t StripRows(const Depthwise2D& g, int64_t lanes) {
+  const int64_t row_floats = PaddedWidth(g) * lanes * g.sh;
   return std::clamp<int64_t>(kStripFloats / std::max<int64_t>(row_floats, 1), 1, g.OH);
 }
 
@@ -213,24 +214,181 @@ NEE_AVX512 void RunStrip(const Depthwise2D& g, const Strip& s, const float* x, c
     PixelsToRows(out, g.OW, dst, s.channels);
   }
 }
+
+// ---- AVX2: eight channels per vector ------------------------------------------
+
+#define NEE_AVX2 __attribute__((target("avx2,fma")))
+constexpr int64_t kLanes8 = 8;
+
+// r[i] becomes column i of the 8x8 matrix whose rows were r[0..7].
+__attribute__((target("avx2,fma"), always_inline)) inline void Transpose8(__m256 r[8]) {
+  __m256 a[8], b[8];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    a[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  // b[4i + j]: in each 128-bit half H, element 4H + j of rows 4i..4i+3.
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    b[4 * i] = _mm256_shuffle_ps(a[4 * i], a[4 * i + 2], 0x44);
+    b[4 * i + 1] = _mm256_shuffle_ps(a[4 * i], a[4 * i + 2], 0xEE);
+    b[4 * i + 2] = _mm256_shuffle_ps(a[4 * i + 1], a[4 * i + 3], 0x44);
+    b[4 * i + 3] = _mm256_shuffle_ps(a[4 * i + 1], a[4 * i + 3], 0xEE);
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    r[j] = _mm256_permute2f128_ps(b[j], b[4 + j], 0x20);
+    r[4 + j] = _mm256_permute2f128_ps(b[j], b[4 + j], 0x31);
+  }
+}
+
+NEE_AVX2 inline __m256i FirstLanes8(int64_t k) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(k)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+NEE_AVX2 void RowsToPixels8(const float* const* src_rows, int64_t channels, int64_t count, float* dst) {
+  for (int64_t j = 0; j < count; j += kLanes8) {
+    const int64_t k = std::min(kLanes8, count - j);
+    const __m256i mask = FirstLanes8(k);
+    __m256 r[8];
+    for (int64_t l = 0; l < kLanes8; ++l)
+      r[l] = l >= channels ? _mm256_setzero_ps()
+             : k == kLanes8 ? _mm256_loadu_ps(src_rows[l] + j)
+                            : _mm256_maskload_ps(src_rows[l] + j, mask);
+    Transpose8(r);
+    for (int64_t i = 0; i < k; ++i) _mm256_storeu_ps(dst + (j + i) * kLanes8, r[i]);
+  }
+}
+
+// A partial last vector goes out through a small buffer: AVX2's masked
+// stores are slow on some CPUs.
+NEE_AVX2 void PixelsToRows8(const float* src, int64_t count, float* const* dst_rows, int64_t channels) {
+  for (int64_t j = 0; j < count; j += kLanes8) {
+    const int64_t k = std::min(kLanes8, count - j);
+    __m256 r[8];
+    for (int64_t i = 0; i < kLanes8; ++i) r[i] = i < k ? _mm256_loadu_ps(src + (j + i) * kLanes8) : _mm256_setzero_ps();
+    Transpose8(r);
+    for (int64_t l = 0; l < channels; ++l) {
+      if (k == kLanes8) {
+        _mm256_storeu_ps(dst_rows[l] + j, r[l]);
+      } else {
+        alignas(32) float part[8];
+        _mm256_store_ps(part, r[l]);
+        std::copy(part, part + k, dst_rows[l] + j);
+      }
+    }
+  }
+}
+
+template <FusedActivation::Kind K, int kPixels>
+NEE_AVX2 inline void PixelBlock8(const Depthwise2D& g, const float* const* rows, const float* wt, __m256 bias,
+                                 const FusedActivation& act, int64_t ow, float* out) {
+  __m256 acc[kPixels];
+#pragma GCC unroll 8
+  for (int p = 0; p < kPixels; ++p) acc[p] = bias;
+  for (int64_t kh = 0; kh < g.KH; ++kh) {
+    const float* row = rows[kh] + ow * g.sw * kLanes8;
+    for (int64_t kw = 0; kw < g.KW; ++kw) {
+      const __m256 wv = _mm256_loadu_ps(wt + (kh * g.KW + kw) * kLanes8);
+      const float* tap = row + kw * g.dw * kLanes8;
+#pragma GCC unroll 8
+      for (int p = 0; p < kPixels; ++p)
+        acc[p] = _mm256_fmadd_ps(_mm256_loadu_ps(tap + p * g.sw * kLanes8), wv, acc[p]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < kPixels; ++p) _mm256_storeu_ps(out + (ow + p) * kLanes8, Activate8<K>(act, acc[p]));
+}
+
+template <FusedActivation::Kind K>
+NEE_AVX2 void OutputRow8(const Depthwise2D& g, const float* const* rows, const float* wt, const float* bias8,
+                         const FusedActivation& act, float* out) {
+  const __m256 bias = _mm256_loadu_ps(bias8);
+  int64_t ow = 0;
+  for (; ow + 8 <= g.OW; ow += 8) PixelBlock8<K, 8>(g, rows, wt, bias, act, ow, out);
+  for (; ow + 2 <= g.OW; ow += 2) PixelBlock8<K, 2>(g, rows, wt, bias, act, ow, out);
+  for (; ow < g.OW; ++ow) PixelBlock8<K, 1>(g, rows, wt, bias, act, ow, out);
+}
+
+NEE_AVX2 void FillInput8(const Depthwise2D& g, const Strip& s, const float* x, int64_t rows, int64_t wp, float* in) {
+  const float* planes[kLanes8];
+  for (int64_t l = 0; l < s.channels; ++l) planes[l] = x + (s.n * g.C + s.c0 + l) * g.H * g.W;
+  const int64_t cols = std::clamp<int64_t>(wp - g.pw, 0, g.W);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = in + r * wp * kLanes8;
+    const int64_t ih = s.oh0 * g.sh + r - g.ph;
+    if (ih < 0 || ih >= g.H || cols == 0) {
+      std::fill(dst, dst + wp * kLanes8, 0.f);
+      continue;
+    }
+    const int64_t left = std::min(g.pw, wp);
+    std::fill(dst, dst + left * kLanes8, 0.f);
+    const float* src[kLanes8];
+    for (int64_t l = 0; l < s.channels; ++l) src[l] = planes[l] + ih * g.W;
+    RowsToPixels8(src, s.channels, cols, dst + left * kLanes8);
+    std::fill(dst + (left + cols) * kLanes8, dst + wp * kLanes8, 0.f);
+  }
+}
+
+NEE_AVX2 void RunStrip8(const Depthwise2D& g, const Strip& s, const float* x, const float* wt, const float* bias8,
+                        OutputRowFn output_row, const FusedActivation& act, float* y) {
+  const int64_t wp = PaddedWidth(g);
+  const int64_t in_rows = (s.oh1 - 1 - s.oh0) * g.sh + (g.KH - 1) * g.dh + 1;
+  const int64_t out_width = CeilDiv(g.OW, kLanes8) * kLanes8;
+  float* in = TaskScratch(static_cast<size_t>((in_rows * wp + out_width) * kLanes8));
+  float* out = in + in_rows * wp * kLanes8;
+  FillInput8(g, s, x, in_rows, wp, in);
+  std::vector<const float*> rows(static_cast<size_t>(g.KH));
+  float* dst[kLanes8];
+  for (int64_t oh = s.oh0; oh < s.oh1; ++oh) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) rows[kh] = in + ((oh - s.oh0) * g.sh + kh * g.dh) * wp * kLanes8;
+    output_row(g, rows.data(), wt, bias8, act, out);
+    for (int64_t l = 0; l < s.channels; ++l) dst[l] = y + ((s.n * g.C + s.c0 + l) * g.OH + oh) * g.OW;
+    PixelsToRows8(out, g.OW, dst, s.channels);
+  }
+}
+
+using RunStripFn = void (*)(const Depthwise2D&, const Strip&, const float*, const float*, const float*, OutputRowFn,
+                            const FusedActivation&, float*);
+
+bool UseAvx512() { return SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced(); }
+
+// What one ISA brings: its lanes, its strip runner, and its row kernel with
+// the activation in registers (null: the epilogue runs after the strip).
+struct BlockedKernels {
+  int64_t lanes;
+  RunStripFn run_strip;
+  OutputRowFn plain_row, in_register_row;
+};
+
+BlockedKernels KernelsFor(const FusedActivation& act, bool has_residual) {
+  using Kind = FusedActivation::Kind;
+  if (UseAvx512())
+    return {kLanes, RunStrip, OutputRow<Kind::kNone>, has_residual ? nullptr : InRegisterActivation(act, false)};
+  return {kLanes8, RunStrip8, OutputRow8<Kind::kNone>,
+          has_residual ? nullptr
+                       : ForActivation8(act.kind, [](auto k) -> OutputRowFn { return OutputRow8<decltype(k)::value>; })};
+}
 #endif  // NEE_DEPTHWISE_X86
 
-// The weights of channels [c0, c0 + 16) tap-major (16 per tap) and their
-// bias, zero past the last channel.
+// The weights of channels [c0, c0 + lanes) tap-major (`lanes` per tap) and
+// their bias, zero past the last channel.
 void BlockWeights(const Depthwise2D& g, const float* w, const float* bias, int64_t c0, int64_t channels,
-                  std::vector<float>& wt, float* bias16) {
+                  int64_t lanes, std::vector<float>& wt, float* bias_block) {
   const int64_t taps = g.KH * g.KW;
-  wt.assign(static_cast<size_t>(taps * kLanes), 0.f);
-  for (int64_t l = 0; l < kLanes; ++l) bias16[l] = l < channels && bias ? bias[c0 + l] : 0.f;
+  wt.assign(static_cast<size_t>(taps * lanes), 0.f);
+  for (int64_t l = 0; l < lanes; ++l) bias_block[l] = l < channels && bias ? bias[c0 + l] : 0.f;
   for (int64_t l = 0; l < channels; ++l)
-    for (int64_t t = 0; t < taps; ++t) wt[t * kLanes + l] = w[(c0 + l) * taps + t];
+    for (int64_t t = 0; t < taps; ++t) wt[t * lanes + l] = w[(c0 + l) * taps + t];
 }
 
 }  // namespace
 
 bool DepthwiseBlockedAvailable() {
 #ifdef NEE_DEPTHWISE_X86
-  return SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced();
+  const SgemmIsa isa = SgemmActiveIsa();
+  return (isa == SgemmIsa::kAvx512 || isa == SgemmIsa::kAvx2) && !SgemmPortableForced();
 #else
   return false;
 #endif
@@ -239,22 +397,24 @@ bool DepthwiseBlockedAvailable() {
 void DepthwiseBlocked(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
                       const ConvEpilogue* epilogue, const float* z, float* y) {
 #ifdef NEE_DEPTHWISE_X86
-  const int64_t blocks = CeilDiv(g.C, kLanes), strip_rows = StripRows(g), strips = CeilDiv(g.OH, strip_rows);
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
-  OutputRowFn in_registers = InRegisterActivation(act, z != nullptr);
-  // Otherwise rows are computed plainly and the epilogue runs over each strip.
-  const bool finish_after = !in_registers || z;
-  const OutputRowFn output_row = in_registers && !z ? in_registers : OutputRow<FusedActivation::Kind::kNone>;
+  const BlockedKernels kernels = KernelsFor(act, z != nullptr);
+  const int64_t lanes = kernels.lanes;
+  const int64_t blocks = CeilDiv(g.C, lanes), strip_rows = StripRows(g, lanes), strips = CeilDiv(g.OH, strip_rows);
+  // Without an in-register activation, rows are computed plainly and the
+  // epilogue (residual, activation) runs over each strip.
+  const bool finish_after = !kernels.in_register_row;
+  const OutputRowFn output_row = finish_after ? kernels.plain_row : kernels.in_register_row;
   ParallelTasks(ctx, g.N * blocks * strips, [&](int64_t t) {
     const int64_t block = t / strips % blocks;
-    Strip s{t / strips / blocks, block * kLanes, 0, t % strips * strip_rows, 0};
-    s.channels = std::min(kLanes, g.C - s.c0);
+    Strip s{t / strips / blocks, block * lanes, 0, t % strips * strip_rows, 0};
+    s.channels = std::min(lanes, g.C - s.c0);
     s.oh1 = std::min(g.OH, s.oh0 + strip_rows);
     thread_local std::vector<float> wt;
-    alignas(64) float bias16[kLanes];
-    BlockWeights(g, w, bias, s.c0, s.channels, wt, bias16);
-    RunStrip(g, s, x, wt.data(), bias16, output_row, act, y);
+    alignas(64) float bias_block[kLanes];
+    BlockWeights(g, w, bias, s.c0, s.channels, lanes, wt, bias_block);
+    kernels.run_strip(g, s, x, wt.data(), bias_block, output_row, act, y);
     if (!finish_after) return;
     // The strip's rows of each channel are contiguous and still in cache.
     const int64_t offset = ((s.n * g.C + s.c0) * g.OH + s.oh0) * g.OW, plane = g.OH * g.OW;

@@ -19,7 +19,7 @@ struct Depthwise2D {
   int64_t ph, pw;          // begin pads
 };
 
-// Whether this CPU runs the blocked kernel (it needs AVX-512F).
+// Whether this CPU runs the blocked kernel (it needs AVX-512F or AVX2).
 bool DepthwiseBlockedAvailable();
 
 // y = depthwise conv of x with weights w ([C, 1, KH, KW]) and optional bias,
@@ -32,7 +32,7 @@ void DepthwiseBlocked(KernelContext& ctx, const Depthwise2D& g, const float* x, 
 // The same convolution on NCHW planes, sixteen output columns per AVX-512
 // vector or eight per AVX2 one, with no transposes (depthwise_planar.cc):
 // for 3x3 and 5x5 kernels with stride 1 or 2 and output rows at least 12
-// wide with AVX-512 (where it beats the blocked kernel), 7 with AVX2.
+// wide with AVX-512, 20 with AVX2 (where it beats the blocked kernel).
 bool DepthwisePlanarApplies(const Depthwise2D& g);
 void DepthwisePlanar(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
                      const ConvEpilogue* epilogue, const float* z, float* y);
