@@ -240,7 +240,10 @@ bool ReadBInPlace(int64_t m, int64_t n, int64_t k, const SgemmB& b) {
   if (b.rows) return m <= kFewRows;  // scattered rows: packed once they are read many times
   // Rows that overlap (a broadcast B, row stride 0) are packed as before.
   if (b.packed || b.panels || b.pack || b.view.col_stride != 1 || b.view.row_stride < n) return false;
-  return m <= kFewRows || k * b.view.row_stride <= kSmallSpan;
+  // A small B read by many row panels pays only where L1 is large and one
+  // load is one cache line (AVX-512); AVX2 reads in place for few rows only.
+  const bool small_span = SgemmActiveIsa() == SgemmIsa::kAvx512 && k * b.view.row_stride <= kSmallSpan;
+  return m <= kFewRows || small_span;
 }
 
 // C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
