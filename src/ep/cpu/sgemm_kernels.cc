@@ -126,8 +126,12 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
   for (int64_t j0 = 0; j0 < cols; j0 += 16) {
     if (in_place)
       for (int64_t p = 0; p < kc; ++p) half_rows[p] = source.rows[p] + source.col + j0;
-    for (int64_t r0 = 0; r0 < rows; r0 += 6) {
-      const int64_t sub_rows = std::min<int64_t>(6, rows - r0) - 1, sub_cols = std::min<int64_t>(16, cols - j0);
+    // Rows in sub-tiles of six; 7 or 8 rows left go as 4 + the rest, as a
+    // sub-tile of two rows has too few accumulators to hide the FMA latency.
+    for (int64_t r0 = 0, step = 6; r0 < rows; r0 += step) {
+      const int64_t left = rows - r0;
+      step = left == 7 || left == 8 ? 4 : std::min<int64_t>(6, left);
+      const int64_t sub_rows = step - 1, sub_cols = std::min<int64_t>(16, cols - j0);
       float* tile = c + r0 * ldc + j0;
       const SubTileFn sub = !in_place        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
                             : sub_cols == 16 ? kSubTilesAvx2<BRead::kRowsWhole>[sub_rows]
