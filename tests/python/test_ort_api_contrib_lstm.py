@@ -17,7 +17,10 @@ HIDDEN, INPUT, SEQ = 6, 5, 7
 def lstm_model(direction, per_column, signed, with_lens, with_states):
     rng = np.random.default_rng(7)
     dirs = 2 if direction == "bidirectional" else 1
-    qtype, lo, hi = (np.int8, -127, 128) if signed else (np.uint8, 0, 256)
+    # Signed weights in 7 bits, as onnxruntime.quantization's reduce_range makes them: ONNX
+    # Runtime's AVX2 (non-VNNI) u8 x s8 kernel adds pairs of products in saturating 16-bit
+    # lanes, which full-range int8 weights overflow, so on such CPUs the oracle itself is off.
+    qtype, lo, hi = (np.int8, -64, 64) if signed else (np.uint8, 0, 256)
     w = rng.integers(lo, hi, (dirs, INPUT, 4 * HIDDEN)).astype(qtype)
     r = rng.integers(lo, hi, (dirs, HIDDEN, 4 * HIDDEN)).astype(qtype)
     scale_shape = (dirs, 4 * HIDDEN) if per_column else (dirs,)
