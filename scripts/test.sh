@@ -2,7 +2,7 @@
 # Sets everything up, builds, and runs every test: C++ unit tests and the C
 # example (ctest), Python API and model tests (pytest), ONNX conformance
 # against the committed floor, a bounded fuzz run, a soak, sanitizer builds
-# (scripts/sanitize.sh quick), and `pip install .`.
+# (scripts/sanitize.sh quick), and `pip wheel .` installed into a clean venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -32,5 +32,5 @@ NEE_SOAK_RUNS=10000 build/bin/nee_unit_tests --gtest_filter='Soak.*' | grep -E "
 echo "== sanitizers (ASan+UBSan; TSan too with NEE_SANITIZE_TSAN=1; bounded)"
 scripts/sanitize.sh quick
 
-echo "== pip install . (clean build of the Python package)"
+echo "== pip wheel . (clean build of the Python package, with the nee command) into a clean venv"
 tests/python/check_pip_install.sh

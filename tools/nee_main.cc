@@ -546,6 +546,14 @@ int main(int argc, char** argv) {
   using namespace nee_cli;
   try {
     const std::string command = argc > 1 ? argv[1] : "";
+    if (command == "--help" || command == "-h" || command == "help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (command == "--version") {
+      std::printf("nee %s\n", nee_version());
+      return 0;
+    }
     if (command == "meta") return Meta(argc, argv);
     if (command == "bom") return Bom(argc, argv);
     if (command == "ops") return Ops(argc, argv);

@@ -80,8 +80,13 @@ Status Undecodable(const char* format, const std::string& why) {
 }
 
 [[maybe_unused]] Status MissingCodec(const char* format, const char* library, const char* package) {
+#ifdef NEE_MINIMAL
+  return NotImplemented(std::string(format) + " images need " + library +
+                        ", and this is a minimal build of nee (NEE_MINIMAL: no image codecs; BMP and PNM only)");
+#else
   return NotImplemented(std::string(format) + " images need " + library + ", which this build of nee was built without (install " +
                         package + " and rebuild)");
+#endif
 }
 
 bool WithinPixelLimit(int64_t width, int64_t height) {

@@ -4,6 +4,14 @@
 
 namespace nee::cpu {
 
+#ifdef NEE_MINIMAL
+// The minimal build (CMake -DNEE_MINIMAL=ON) compiles none of the optimized
+// kernels: the table is empty and every op runs its reference kernel.
+const std::vector<OptimizedKernel>& OptimizedKernels() {
+  static const std::vector<OptimizedKernel> kTable;
+  return kTable;
+}
+#else
 const std::vector<OptimizedKernel>& OptimizedKernels() {
   static const std::vector<OptimizedKernel> kTable = {
       {"", "MatMul", 1, 1000, MatMulFloat, "float32"},
@@ -63,6 +71,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
   };
   return kTable;
 }
+#endif  // NEE_MINIMAL
 
 const OptimizedKernel* FindOptimizedKernel(const OpSchema& schema) {
   if (!schema.kernel) return nullptr;
