@@ -535,10 +535,43 @@ Status CastLikeDown(StepCtx& c) {
   Node& n = c.node;
   const DataType type = c.scope.ElemType(n.inputs.at(1));
   if (type == DataType::kUndefined) return c.Fail("the element type of its target_type input is unknown");
+  if (c.target < 13 && (type == DataType::kBFloat16 || c.scope.ElemType(n.inputs[0]) == DataType::kBFloat16))
+    return c.Fail("Cast takes bfloat16 from opset 13 only");
   std::vector<Attribute> attrs = {IntAttr("to", static_cast<int64_t>(type))};
   if (const Attribute* sat = n.FindAttr("saturate")) attrs.push_back(*sat);
   c.Emit("Cast", {n.inputs[0]}, attrs, "cast", false, n.outputs[0]);
   c.replaced = true;
+  return Status::Ok();
+}
+
+// RoiAlign 16 added coordinate_transformation_mode, whose default (half_pixel) is not what RoiAlign-10 did.
+Status RoiAlign16Up(StepCtx& c) {
+  if (!c.node.HasAttr("coordinate_transformation_mode"))
+    SetAttr(c.node, StringAttribute("coordinate_transformation_mode", "output_half_pixel"));
+  return Status::Ok();
+}
+Status RoiAlign16Down(StepCtx& c) {
+  NEE_ASSIGN_OR_RETURN(std::string mode, c.node.GetString("coordinate_transformation_mode", "half_pixel"));
+  if (mode != "output_half_pixel") return c.Fail("coordinate_transformation_mode '" + mode + "' exists from RoiAlign-16 only");
+  RemoveAttr(c.node, "coordinate_transformation_mode");
+  return Status::Ok();
+}
+
+// Mod 28 defines fmod=0 on floating-point inputs, which earlier versions rejected.
+Status Mod28Down(StepCtx& c) {
+  NEE_ASSIGN_OR_RETURN(int64_t fmod, c.node.GetInt("fmod", 0));
+  const DataType type = c.scope.ElemType(c.node.inputs[0]);
+  if (fmod) return Status::Ok();
+  if (type == DataType::kUndefined) return c.Fail("fmod=0 and the element type is unknown (floats need Mod-28)");
+  if (IsFloatingPoint(type)) return c.Fail("fmod=0 on floating-point inputs is defined from Mod-28 only");
+  return Status::Ok();
+}
+
+// MaxPool / AveragePool 22: with ceil_mode, a last window starting in the end padding is dropped, which
+// changes the output size of some shapes; only ceil_mode=0 keeps its meaning across the step.
+Status Pool22(StepCtx& c) {
+  NEE_ASSIGN_OR_RETURN(int64_t ceil_mode, c.node.GetInt("ceil_mode", 0));
+  if (ceil_mode) return c.Fail("the output size with ceil_mode=1 changed at version 22");
   return Status::Ok();
 }
 
@@ -577,6 +610,7 @@ Status VariadicDown(StepCtx& c) {
 }
 
 const Adapter kAdapters[] = {
+    {"AveragePool", 22, Pool22, Pool22},
     {"BatchNormalization", 9, BatchNorm9Up, nullptr},
     {"BatchNormalization", 14, BatchNorm14Up, BatchNorm14Down},
     {"CastLike", 15, nullptr, CastLikeDown},
@@ -591,7 +625,9 @@ const Adapter kAdapters[] = {
     {"LogSoftmax", 13, SoftmaxUp, SoftmaxDown},
     {"Max", 8, nullptr, VariadicDown},
     {"Mean", 8, nullptr, VariadicDown},
+    {"MaxPool", 22, Pool22, Pool22},
     {"Min", 8, nullptr, VariadicDown},
+    {"Mod", 28, nullptr, Mod28Down},
     {"Pad", 11, PadUp, PadDown},
     {"Pad", 19, nullptr, Pad19Down},
     {"ReduceL1", 18, ReduceUp, ReduceDown},
@@ -609,6 +645,7 @@ const Adapter kAdapters[] = {
     {"Resize", 11, Resize11Up, Resize11Down},
     {"Resize", 13, Resize13Up, Resize13Down},
     {"Resize", 19, nullptr, Resize19Down},
+    {"RoiAlign", 16, RoiAlign16Up, RoiAlign16Down},
     {"Scatter", 11, ScatterToScatterElements, nullptr},
     {"ScatterElements", 11, nullptr, ScatterElementsToScatter},
     {"Shape", 15, nullptr, Shape15Down},

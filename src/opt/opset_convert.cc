@@ -320,7 +320,9 @@ Status GenericStep(StepCtx& c, const SpecStep& step) {
                                     std::any_of(axis->ints.begin(), axis->ints.end(), [](int64_t v) { return v < 0; })));
     if (negative) {
       int64_t rank = node.inputs.empty() ? -1 : c.scope.Rank(node.inputs[0]);
+      // Unsqueeze's axes and OneHot's axis count the output's dims.
       if (rank >= 0 && node.op_type == "Unsqueeze") rank += static_cast<int64_t>(axis->ints.size());
+      if (rank >= 0 && node.op_type == "OneHot") rank += 1;
       if (rank < 0)
         return c.Fail("its negative '" + axis->name + "' needs the input's rank, which is unknown, to count from the front");
       if (axis->type == AttrType::kInt) axis->i = NormalizeAxis(axis->i, rank);
@@ -487,6 +489,18 @@ void InferBodyTypes(const Graph& graph, Scope& scope, const OpsetMap& opsets) {
 
 thread_local const OpsetMap* g_source_opsets = nullptr;
 
+// Every name the graph's nodes, subgraphs and outputs read.
+std::unordered_set<std::string> ReadNames(const Graph& graph) {
+  std::unordered_set<std::string> names;
+  for (const ValueInfo& o : graph.outputs) names.insert(o.name);
+  for (const Node& n : graph.nodes) {
+    for (const std::string& i : n.inputs) names.insert(i);
+    for (const Graph* body : BodiesOf(n))
+      for (const std::string& c : CapturedNames(*body)) names.insert(c);
+  }
+  return names;
+}
+
 Status ConvertGraph(Graph& graph, Scope& scope, int64_t source, int64_t target, Counters& counters) {
   if (scope.types.empty() && g_source_opsets) InferBodyTypes(graph, scope, *g_source_opsets);
   // Declared types where inference gave none (a graph the checker could not type).
@@ -502,6 +516,7 @@ Status ConvertGraph(Graph& graph, Scope& scope, int64_t source, int64_t target, 
   for (const ValueInfo& in : graph.inputs) overridable.insert(in.name);
   for (const Initializer& init : graph.initializers)
     if (!overridable.count(init.name)) scope.constants[init.name] = init.tensor;
+  const std::unordered_set<std::string> read_before = ReadNames(graph);
   std::vector<Node> out;
   out.reserve(graph.nodes.size());
   for (Node& node : graph.nodes) {
@@ -509,6 +524,15 @@ Status ConvertGraph(Graph& graph, Scope& scope, int64_t source, int64_t target, 
     NEE_RETURN_IF_ERROR(ConvertNode(std::move(node), scope, source, target, out, counters));
   }
   graph.nodes = std::move(out);
+  // Constants whose only readers now hold their value as an attribute (an input folded back going down).
+  const std::unordered_set<std::string> read_after = ReadNames(graph);
+  graph.nodes.erase(std::remove_if(graph.nodes.begin(), graph.nodes.end(),
+                                   [&](const Node& n) {
+                                     return NormalizeDomain(n.domain).empty() && n.op_type == "Constant" &&
+                                            n.outputs.size() == 1 && read_before.count(n.outputs[0]) &&
+                                            !read_after.count(n.outputs[0]);
+                                   }),
+                    graph.nodes.end());
   return Status::Ok();
 }
 
