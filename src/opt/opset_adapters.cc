@@ -136,6 +136,33 @@ Status PadDown(StepCtx& c) {
   c.node.inputs.resize(1);
   return Status::Ok();
 }
+// Pad 18 added `axes`: going back, the pads of the listed axes are spread over every axis.
+Status Pad18Down(StepCtx& c) {
+  Node& n = c.node;
+  if (!n.HasInput(3)) {
+    n.inputs.resize(std::min<size_t>(n.inputs.size(), 3));
+    return Status::Ok();
+  }
+  NEE_ASSIGN_OR_RETURN(Tensor axes_t, c.ConstantInput(3, "axes"));
+  NEE_ASSIGN_OR_RETURN(Tensor pads_t, c.ConstantInput(1, "pads"));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> axes, Ints(axes_t));
+  NEE_ASSIGN_OR_RETURN(std::vector<int64_t> pads, Ints(pads_t));
+  const int64_t rank = c.scope.Rank(n.inputs[0]);
+  if (rank < 0) return c.Fail("the rank of its input is unknown, so its axes cannot be spread out");
+  if (pads.size() != 2 * axes.size()) return c.Fail("pads does not hold two values per axis");
+  std::vector<int64_t> full(static_cast<size_t>(2 * rank), 0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = NormalizeAxis(axes[i], rank);
+    if (a < 0 || a >= rank) return c.Fail("axis " + std::to_string(axes[i]) + " is out of range");
+    full[static_cast<size_t>(a)] = pads[i];
+    full[static_cast<size_t>(a + rank)] = pads[i + axes.size()];
+  }
+  n.inputs[1] = c.ConstInts(full, "pads");
+  n.inputs.resize(3);
+  while (!n.inputs.empty() && n.inputs.back().empty()) n.inputs.pop_back();
+  return Status::Ok();
+}
+
 Status Pad19Down(StepCtx& c) {
   NEE_ASSIGN_OR_RETURN(std::string mode, c.node.GetString("mode", "constant"));
   if (mode == "wrap") return c.Fail("mode 'wrap' exists from Pad-19 only");
@@ -629,6 +656,7 @@ const Adapter kAdapters[] = {
     {"Min", 8, nullptr, VariadicDown},
     {"Mod", 28, nullptr, Mod28Down},
     {"Pad", 11, PadUp, PadDown},
+    {"Pad", 18, nullptr, Pad18Down},
     {"Pad", 19, nullptr, Pad19Down},
     {"ReduceL1", 18, ReduceUp, ReduceDown},
     {"ReduceL2", 18, ReduceUp, ReduceDown},
