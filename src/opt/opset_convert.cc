@@ -623,6 +623,10 @@ Result<OpsetConversionReport> ConvertModelOpset(Model& model, int64_t target) {
     if (fsource < 0) continue;
     Scope fs;
     fs.names = &names;
+    Graph body;  // the function's nodes and outputs, to see which values are read
+    for (const std::string& o : f.outputs) body.outputs.push_back({o, TypeInfo{}, "", {}});
+    body.nodes = f.nodes;
+    const std::unordered_set<std::string> read_before = ReadNames(body);
     std::vector<Node> out;
     for (Node& node : f.nodes) {
       RecordConstantNode(node, fs);
@@ -633,7 +637,14 @@ Result<OpsetConversionReport> ConvertModelOpset(Model& model, int64_t target) {
       st = InvalidArgument("function '" + f.name + "': " + st.message());
       break;
     }
-    f.nodes = std::move(out);
+    // Constants whose readers now hold their value as an attribute.
+    body.nodes = std::move(out);
+    const std::unordered_set<std::string> read_after = ReadNames(body);
+    f.nodes.clear();
+    for (Node& n : body.nodes)
+      if (!(NormalizeDomain(n.domain).empty() && n.op_type == "Constant" && n.outputs.size() == 1 &&
+            read_before.count(n.outputs[0]) && !read_after.count(n.outputs[0])))
+        f.nodes.push_back(std::move(n));
     for (OpsetImport& o : f.opset_imports)
       if (NormalizeDomain(o.domain).empty()) o.version = target;
   }
