@@ -95,6 +95,8 @@ void ThrowIfError(const nee::Status& status);
 int Meta(int argc, char** argv);
 int Bom(int argc, char** argv);
 void PrintLineage(const std::vector<std::pair<std::string, std::string>>& metadata_props);
+// nee convert MODEL --opset N -o OUT (convert_command.cc).
+int Convert(int argc, char** argv);
 // nee profile (profile_command.cc).
 int Profile(const Args& a);
 

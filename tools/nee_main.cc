@@ -41,6 +41,7 @@ const char kUsage[] =
     "              [--domain S] [--model-version N] [--doc-string S] -o OUT.onnx]\n"
     "  nee bom MODEL [-o FILE]\n"
     "  nee check MODEL\n"
+    "  nee convert MODEL --opset N -o OUT.onnx\n"
     "  nee ops [--domain D] [--format md|json]\n"
     "  nee profile MODEL [--runs N] [--profile PREFIX] [--input NAME=FILE]... [--inputs-dir DIR] [--dim SYMBOL=SIZE]...\n"
     "              [--threads N] [--opt-level L] [--timeout SECONDS] [--memory-limit SIZE] [--limit NAME=VALUE]...\n"
@@ -60,6 +61,8 @@ const char kUsage[] =
     "nee check validates the model and prints its opsets, the inferred type and shape of every value and\n"
     "every problem, naming the node (exit status 0 when valid, 1 when not). nee ops prints the operators\n"
     "this build runs, per domain and opset, with the CPU kernels for each (docs/operators.md).\n"
+    "nee convert rewrites the model for another default-domain opset (up, or down where the spec allows),\n"
+    "checks it and appends a lineage record; a node it cannot convert is named and nothing is written.\n"
     "nee profile runs the model --runs times (default 20; random inputs where none are given) with\n"
     "profiling on, prints the time per operator type and writes the trace (PREFIX default nee_profile).\n"
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
@@ -558,6 +561,7 @@ int main(int argc, char** argv) {
     if (command == "bom") return Bom(argc, argv);
     if (command == "ops") return Ops(argc, argv);
     if (command == "check") return Check(argc, argv);
+    if (command == "convert") return Convert(argc, argv);
     Args a = Parse(argc, argv);
     if (a.command == "optimize") return Optimize(a);
     if (a.command == "bench") return Bench(a);

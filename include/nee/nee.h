@@ -270,6 +270,14 @@ NEE_API nee_status_t nee_session_value_dim(const nee_session_t* session, int is_
 NEE_API nee_status_t nee_model_optimize_file(const char* in_path, const char* out_path, int32_t level, char* report,
                                              size_t capacity, size_t* out_length);
 
+/* Converts the model at in_path to default-domain (ai.onnx) opset `opset`, up or (where the
+ * spec allows) down, checks the result, appends a lineage record and writes it to out_path
+ * (src/opt/opset_convert.h). A node that cannot be converted fails with NEE_STATUS_INVALID_ARGUMENT
+ * naming the node, its op and both versions, and nothing is written. Fills `report` with a one-line
+ * summary (truncated to `capacity`; out_length gets its full length). */
+NEE_API nee_status_t nee_model_convert_opset(const char* in_path, const char* out_path, int64_t opset, char* report,
+                                             size_t capacity, size_t* out_length);
+
 /* Profiling (see nee_session_options_set_profiling). end_profiling writes the
  * Chrome trace of the runs so far, stops profiling, and fills the trace's path
  * (every later call fills the same path; "" when profiling was never on).

@@ -39,6 +39,15 @@ cuda_version = ""  # as ONNX Runtime's CPU package
 import_capi_exception = None  # ONNX Runtime keeps the error of a failed native import here
 SessionIOBinding = IOBinding  # ONNX Runtime's C-level name for the binding
 
+
+
+def convert_opset(in_path: str, out_path: str, opset: int) -> str:
+    """Converts the model at in_path to default-domain opset `opset` (nee's own converter, as
+    `nee convert`), writes it to out_path with a lineage record and returns a one-line summary.
+    Raises InvalidArgument naming the node, op and versions when a node cannot be converted."""
+    return _nee.convert_opset(str(in_path), str(out_path), int(opset))
+
+
 from . import capi  # noqa: E402 - after the names capi re-exports
 from .capi import onnxruntime_validation  # noqa: E402
 
@@ -55,5 +64,5 @@ __all__ = [
     "enable_telemetry_events", "disable_telemetry_events", "create_and_register_allocator",
     "create_and_register_allocator_v2", "set_seed", "set_global_thread_pool_sizes", "has_collective_ops",
     "preload_dlls", "print_debug_info", "capi", "onnxruntime_validation", "__version__", "version", "package_name",
-    "cuda_version",
+    "cuda_version", "convert_opset",
 ]

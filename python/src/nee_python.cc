@@ -431,6 +431,18 @@ NB_MODULE(_nee, m) {
     }
     Check(st);
   });
+  m.def("convert_opset", [](const std::string& in_path, const std::string& out_path, int64_t opset) {
+    nee_status_t st;
+    std::string report(512, '\0');
+    size_t length = 0;
+    {
+      nb::gil_scoped_release release;
+      st = nee_model_convert_opset(in_path.c_str(), out_path.c_str(), opset, report.data(), report.size(), &length);
+    }
+    Check(st);
+    report.resize(std::min(length, report.size() - 1));
+    return report;
+  });
   m.def("unpack", [](const Value& v) { return Unpack(v.handle); });
   nb::class_<RunOptions>(m, "RunOptions")
       .def(nb::init<>())

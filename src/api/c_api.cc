@@ -7,6 +7,7 @@
 
 #include "api/model_overrides.h"
 #include "exec/optimize_file.h"
+#include "opt/opset_convert.h"
 #include "exec/session.h"
 #include "format/onnx_reader.h"
 #include "format/npy.h"
@@ -652,6 +653,18 @@ nee_status_t nee_model_optimize_file(const char* in_path, const char* out_path, 
     nee::Result<std::string> text = nee::OptimizeModelFile(in_path, out_path, level);
     if (!text.ok()) return MakeStatus(text.status());
     FillString(*text, report, capacity, out_length);
+    return nullptr;
+  });
+}
+
+nee_status_t nee_model_convert_opset(const char* in_path, const char* out_path, int64_t opset, char* report,
+                                     size_t capacity, size_t* out_length) {
+  if (!in_path) return NullArg("in_path");
+  if (!out_path) return NullArg("out_path");
+  return Guard([&]() -> nee_status_t {
+    nee::Result<nee::OpsetConversionReport> r = nee::ConvertOpsetFile(in_path, out_path, opset);
+    if (!r.ok()) return MakeStatus(r.status());
+    FillString(r->Text(), report, capacity, out_length);
     return nullptr;
   });
 }
