@@ -44,13 +44,17 @@ Result<const OpSchema*> OpRegistry::Resolve(const std::string& domain, const std
   if (it == by_name_.end() && base_ && base_->Knows(d, name)) return base_->Resolve(d, name, opset);
   std::string label = (d.empty() ? "" : d + ".") + name;
   if (it == by_name_.end()) {
-    if (!d.empty() && !KnowsDomain(d))
-      return NotImplemented("operator '" + name + "' of domain '" + d +
-                            "' is not registered: nee has no operator of that domain. A custom op is registered "
-                            "for a session by a custom-op library (SessionOptions.register_custom_ops_library, "
-                            "nee_session_options_add_custom_ops_library, nee run --custom-ops LIB) or in-process "
-                            "(SessionOptions.register_custom_op, nee_session_options_add_custom_op)");
-    return NotImplemented("operator " + label + " is not supported by nee");
+    const OpRegistry* builtin = this;
+    while (builtin->base_) builtin = builtin->base_;
+    if (d.empty() || builtin->KnowsDomain(d)) return NotImplemented("operator " + label + " is not supported by nee");
+    // A domain nee does not implement: a custom op the session lacks.
+    return NotImplemented("operator '" + name + "' of domain '" + d + "' is not registered: " +
+                          (KnowsDomain(d) ? "the session's custom ops of that domain do not include it"
+                                          : "nee has no operator of that domain") +
+                          ". A custom op is registered for a session by a custom-op library "
+                          "(SessionOptions.register_custom_ops_library, nee_session_options_add_custom_ops_library, "
+                          "nee run --custom-ops LIB) or in-process (SessionOptions.register_custom_op, "
+                          "nee_session_options_add_custom_op)");
   }
   const OpSchema* found = nullptr;
   for (const OpSchema& e : it->second)

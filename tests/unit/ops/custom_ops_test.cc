@@ -138,6 +138,16 @@ TEST(CustomOps, AnUnregisteredCustomOpNamesItsDomainAndOp) {
   const std::string& m = session.status().message();
   EXPECT_TRUE(Contains(m, "operator 'Swish' of domain 'nee.example' is not registered")) << m;
   EXPECT_TRUE(Contains(m, "register_custom_ops_library")) << m;
+  // The library registers other ops of the domain, not this one.
+  ModelBuilder b;
+  b.Input("x", ShapeFromDims({2})).Op("Softplus", {"x"}, {"y"});
+  InDomain(b);
+  b.Output("y");
+  auto other = Session::Create(b.model, WithExampleLibrary());
+  ASSERT_FALSE(other.ok());
+  EXPECT_TRUE(Contains(other.status().message(), "operator 'Softplus' of domain 'nee.example' is not registered: "
+                                                 "the session's custom ops of that domain do not include it"))
+      << other.status().message();
 }
 
 TEST(CustomOps, LibraryErrorsNameThePath) {
