@@ -93,8 +93,9 @@ typedef struct nee_custom_op_def {
   int32_t since_version; /* the domain's opset version the op exists from (>= 1); the model imports the domain */
   int32_t min_inputs, max_inputs;   /* max NEE_CUSTOM_OP_VARIADIC: no upper bound; inputs past min are optional */
   int32_t min_outputs, max_outputs; /* likewise */
-  /* Shape/type rule, called when the session is checked (types as declared)
-   * and for each new input-shape signature at run time (shapes as fed). It
+  /* Shape/type rule, called when the session is checked (types as declared;
+   * more than once when the optimizer rewrites the graph) and for each new
+   * input-shape signature at run time (shapes as fed). It
    * reads input types with api->input_type (and constant inputs' values with
    * api->input_data) and sets each output with api->set_output_type. NULL:
    * outputs have unknown types (the model's value_info may still declare them). */
