@@ -233,11 +233,18 @@ int32_t ScaleCompute(const nee_custom_op_api* api, nee_custom_op_context* ctx, v
   void* out;
   if (api->allocate_output(ctx, 0, type, static_cast<size_t>(rank), dims, &out) != NEE_CUSTOM_OP_OK)
     return NEE_CUSTOM_OP_FAIL;
-  const float* x = static_cast<const float*>(api->input_data(ctx, 0));
   int64_t n = 1;
   for (int64_t k = 0; k < rank; ++k) n *= dims[k];
-  const float factor = static_cast<ScaleOp*>(user_data)->factor;
-  for (int64_t i = 0; i < n; ++i) static_cast<float*>(out)[i] = x[i] * factor;
+  struct Job {
+    const float* x;
+    float* y;
+    float factor;
+  } job{static_cast<const float*>(api->input_data(ctx, 0)), static_cast<float*>(out),
+        static_cast<ScaleOp*>(user_data)->factor};
+  api->parallel_for(ctx, n, 16, [](void* arg, int64_t begin, int64_t end) {
+    auto* j = static_cast<Job*>(arg);
+    for (int64_t i = begin; i < end; ++i) j->y[i] = j->x[i] * j->factor;
+  }, &job);
   return NEE_CUSTOM_OP_OK;
 }
 
@@ -252,9 +259,9 @@ nee_custom_op_def ScaleDef(float factor, std::atomic<int>* released, const char*
                            new ScaleOp{factor, released}, ScaleRelease};
 }
 
-Model ScaleModel(int64_t fail = 0) {
+Model ScaleModel(int64_t fail = 0, int64_t n = 2) {
   ModelBuilder b;
-  b.Input("x", ShapeFromDims({2})).Op("Scale", {"x"}, {"y"}, {IntAttr("fail", fail)});
+  b.Input("x", ShapeFromDims({n})).Op("Scale", {"x"}, {"y"}, {IntAttr("fail", fail)});
   InDomain(b, "test.ops");
   b.Output("y");
   return b.model;
@@ -282,6 +289,23 @@ TEST(CustomOps, SessionsWithDifferentOpsDoNotInterfere) {
     EXPECT_EQ(released.load(), 0);
   }
   EXPECT_EQ(released.load(), 2);  // each op's release once, when options and sessions are gone
+}
+
+TEST(CustomOps, ComputeMayUseTheSessionThreads) {
+  std::atomic<int> released{0};
+  SessionOptions options;
+  options.intra_op_num_threads = 3;
+  options.custom_ops = {CustomOp::Make(ScaleDef(0.5f, &released), nullptr, "a test").value()};
+  auto session = Session::Create(ScaleModel(0, 1000), options);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  std::vector<float> x(1000), want(1000);
+  for (int i = 0; i < 1000; ++i) {
+    x[i] = static_cast<float>(i);
+    want[i] = 0.5f * static_cast<float>(i);
+  }
+  auto out = (*session)->Run({{"x", Value(Floats(x, {1000}))}}, {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  ExpectNear((*out)[0].tensor(), {1000}, want);
 }
 
 TEST(CustomOps, BadDefinitionsAreRefused) {
