@@ -34,6 +34,7 @@ struct Args {
   int64_t memory_limit = -1;
   int repeat = 0;
   std::vector<std::pair<int32_t, int64_t>> limits;  // (nee_limit_t, value) from --limit
+  std::vector<std::string> custom_ops;  // --custom-ops LIB (repeatable): custom-op libraries (nee/custom_op.h)
   // nee bench
   int64_t runs = 20, warmup = 3;
   int64_t batch = 0;  // 0: not given (symbolic first dims are 1, or what --dim says)

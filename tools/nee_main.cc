@@ -33,8 +33,8 @@ const char kUsage[] =
     "  nee run MODEL [--input NAME=FILE]... [--inputs-dir DIR] [--random] [--dim SYMBOL=SIZE]...\n"
     "              [--output-dir DIR] [--output-format npy|pb] [--threads N] [--opt-level L]\n"
     "              [--expect NAME=FILE]... [--timeout SECONDS] [--memory-limit SIZE] [--profile PREFIX]\n"
-    "              [--repeat N] [--limit NAME=VALUE]... [--sandbox]\n"
-    "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
+    "              [--repeat N] [--limit NAME=VALUE]... [--sandbox] [--custom-ops LIB]...\n"
+    "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L] [--custom-ops LIB]...\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "  nee bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
     "  nee meta MODEL [--verify | [--set KEY=VALUE]... [--delete KEY]... [--producer-name S] [--producer-version S]\n"
@@ -68,7 +68,8 @@ const char kUsage[] =
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
     "subgraph-depth, tensor-bytes, external-data (bytes, all tensors), session-memory (SIZE like 2G).\n"
     "--sandbox loads and runs the model in a child process under seccomp and resource limits (no new\n"
-    "files, sockets or processes; address space and CPU time bounded by --memory-limit and --timeout).\n";
+    "files, sockets or processes; address space and CPU time bounded by --memory-limit and --timeout).\n"
+    "--custom-ops loads a custom-op library (include/nee/custom_op.h; repeatable) whose ops the model uses.\n";
 
 bool SplitPair(const std::string& arg, std::string* key, std::string* value) {
   size_t eq = arg.find('=');
@@ -215,6 +216,7 @@ Args Parse(int argc, char** argv) {
     else if (arg == "--timeout") a.timeout_ms = ParseSeconds(next());
     else if (arg == "--memory-limit") a.memory_limit = ParseSize(next());
     else if (arg == "--limit") a.limits.push_back(ParseLimit(next()));
+    else if (arg == "--custom-ops") a.custom_ops.push_back(next());
     else if (arg == "--threads" || arg == "--opt-level") {
       std::string n = next();
       int value;
@@ -229,6 +231,10 @@ Args Parse(int argc, char** argv) {
   }
   if (a.command == "optimize" && a.output_model.empty()) throw UsageError{"optimize needs -o OUT.onnx"};
   if (a.sandbox && a.command != "run") throw UsageError{"--sandbox applies only to nee run"};
+  if (!a.custom_ops.empty() && a.command != "run" && a.command != "inspect")
+    throw UsageError{"--custom-ops applies only to nee run and nee inspect"};
+  if (a.sandbox && !a.custom_ops.empty())  // the sandbox maps no new executable code
+    throw UsageError{"--custom-ops loads code, which a sandboxed run cannot; drop --sandbox or --custom-ops"};
   if (a.sandbox && !a.profile_prefix.empty())
     throw UsageError{"--profile writes a file, which a sandboxed run cannot; drop --sandbox or --profile"};
   return a;
@@ -406,6 +412,7 @@ RunOutcome ComputeRun(const Args& a, const std::function<void()>& before_run) {
   options.SetRunTimeoutMs(a.timeout_ms).SetRunMemoryLimit(a.memory_limit);
   if (!a.profile_prefix.empty()) options.SetProfiling(a.profile_prefix);
   for (const auto& [limit, value] : a.limits) options.SetLimit(limit, value);
+  for (const std::string& library : a.custom_ops) options.AddCustomOpsLibrary(library);
   neeapi::Session session(a.model, options);
   Feed feed = GatherInputs(a, session);
   if (before_run) before_run();
@@ -475,6 +482,7 @@ int Inspect(const Args& a) {
   neeapi::SessionOptions options;
   // The model as written, unless a level is asked for (to see what the optimizer made of it).
   options.SetOptimizationLevel(a.opt_level < 0 ? 0 : a.opt_level);
+  for (const std::string& library : a.custom_ops) options.AddCustomOpsLibrary(library);
   neeapi::Session session(a.model, options);
   const nee_session_t* s = session.get();
   std::printf("model:      %s\n", a.model.c_str());

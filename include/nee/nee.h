@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "nee/custom_op.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -195,6 +197,19 @@ NEE_API nee_status_t nee_session_options_add_initializer(nee_session_options_t* 
  * model stores no such tensor externally, or one of another type or shape. */
 NEE_API nee_status_t nee_session_options_add_external_initializer(nee_session_options_t* options,
                                                                   const char* name, const nee_value_t* value);
+/* Custom operators (include/nee/custom_op.h documents the ABI). The library
+ * at `path` is loaded when a session is created with these options (each
+ * session loads it and registers its ops for itself; it stays loaded while
+ * the session lives). A path that cannot be loaded, a library without the
+ * entry points or built for another ABI version, or a failed registration
+ * fails session creation with NEE_STATUS_INVALID_ARGUMENT naming the path.
+ * Libraries are loaded in the order added. */
+NEE_API nee_status_t nee_session_options_add_custom_ops_library(nee_session_options_t* options, const char* path);
+/* Registers one op defined in-process (the def and its strings are copied).
+ * On success the options own def->user_data: def->release(user_data) is
+ * called once neither the options nor any session made with them needs it.
+ * On failure (a bad def) the caller keeps it. */
+NEE_API nee_status_t nee_session_options_add_custom_op(nee_session_options_t* options, const nee_custom_op_def* def);
 NEE_API void nee_session_options_release(nee_session_options_t* options);
 
 /* ---- Session limits (docs/SECURITY.md) ----------------------------------- */

@@ -74,6 +74,11 @@ class SessionOptions {
     nee_session_options_set_allow_spinning(options_, on ? 1 : 0);
     return *this;
   }
+  // A custom-op library (include/nee/custom_op.h), loaded when a session is created.
+  SessionOptions& AddCustomOpsLibrary(const std::string& path) {
+    Check(nee_session_options_add_custom_ops_library(options_, path.c_str()));
+    return *this;
+  }
   // A limit on what the model may make the session do (nee_limit_t in nee.h).
   SessionOptions& SetLimit(int32_t limit, int64_t value) {
     Check(nee_session_options_set_limit(options_, limit, value));

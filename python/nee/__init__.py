@@ -14,7 +14,8 @@ import::
 Modules: _errors (exception classes), _convert (Python objects <-> nee values),
 _options (SessionOptions, RunOptions, enums), _ortvalue (OrtValue, SparseTensor,
 devices), _session (InferenceSession), _iobinding (IOBinding), _runtime
-(module-level functions)."""
+(module-level functions), _custom_ops (operators written in Python:
+SessionOptions.register_custom_op)."""
 from __future__ import annotations
 
 from . import _nee

@@ -62,7 +62,7 @@ class SessionOptions:
                  "_enable_mem_pattern", "_enable_mem_reuse", "_use_deterministic_compute",
                  "_use_per_session_threads", "_run_timeout_ms", "_run_memory_limit_bytes",
                  "_reference_kernels_only", "_config", "_free_dims_by_name", "_free_dims_by_denotation",
-                 "_initializers", "_external_initializers", "_custom_op_libraries", "_max_graph_nodes",
+                 "_initializers", "_external_initializers", "_custom_op_libraries", "_custom_ops", "_max_graph_nodes",
                  "_max_subgraph_depth", "_max_tensor_bytes", "_max_external_data_bytes",
                  "_session_memory_limit_bytes", "__weakref__")
 
@@ -97,6 +97,7 @@ class SessionOptions:
         self._initializers: Dict[str, Any] = {}
         self._external_initializers: Dict[str, Any] = {}
         self._custom_op_libraries: List[str] = []
+        self._custom_ops: List[Any] = []  # _custom_ops.PythonOp
         # nee extensions, limits on what an untrusted model may make a session do
         # (docs/SECURITY.md); 0 turns one off. An exceeded limit is an error naming it.
         self._max_graph_nodes = 1_000_000  # subgraphs and expanded functions count
@@ -147,8 +148,38 @@ class SessionOptions:
             self._external_initializers[_as_str("name", name)] = _tensor_of(value, name)
 
     def register_custom_ops_library(self, library_path: str) -> None:
-        """nee has no custom-op ABI: a session with a registered library is refused with NotImplemented."""
-        self._custom_op_libraries.append(_as_str("library_path", library_path))
+        """Loads a nee custom-op library (include/nee/custom_op.h) into each session
+        made with these options: its ops are that session's. A path that cannot
+        be loaded, or a library that is not one of nee's (ONNX Runtime's custom-op
+        libraries are not), fails session creation with InvalidArgument naming it."""
+        path = library_path.__fspath__() if hasattr(library_path, "__fspath__") else library_path
+        self._custom_op_libraries.append(_as_str("library_path", path))
+
+    def register_custom_op(self, domain: str, op_type: str, fn: Any, *, output_types: Any = None,
+                           shape_fn: Any = None, num_inputs: Any = 1, num_outputs: Any = 1,
+                           since_version: int = 1) -> None:
+        """nee extension: an operator implemented in Python with numpy, for the
+        sessions made with these options (the model imports `domain`).
+
+        fn(*inputs, **attributes) gets one numpy array per node input (None for
+        an omitted optional one; a fresh copy it may keep or modify) and the
+        node's int, float, string and list attributes as keyword arguments, and
+        returns an array, or a tuple of arrays with one per output. Each output
+        must have its declared element type: output_types (numpy dtypes, names
+        or ONNX element type codes, one per output; the last repeats for
+        variadic outputs), or input 0's type when None.
+        shape_fn(*input_shapes, **attributes), optional, returns each output's
+        shape (a tuple of ints, symbol names (str) or None for unknown; None for
+        an unknown rank) from the input shapes given the same way; without it
+        outputs have an unknown shape until the op runs.
+        num_inputs / num_outputs: a count, or (min, max) with max None for no bound.
+        nee takes the GIL to call them, from the thread running the session. An
+        exception fn raises fails that run with RuntimeException naming the
+        node, domain and op (the session stays usable); one from shape_fn fails
+        session creation (InvalidGraph) or, for new input shapes, the run."""
+        from ._custom_ops import PythonOp  # numpy, imported by nee anyway
+        self._custom_ops.append(PythonOp(domain, op_type, fn, output_types, shape_fn, num_inputs, num_outputs,
+                                         since_version))
 
     def add_provider(self, provider_name: str, provider_options: Dict[str, str]) -> None:
         """Kept for API parity; nee's only provider is the CPU one, always present."""

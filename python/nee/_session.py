@@ -118,9 +118,6 @@ def _refuse_unsupported(options: SessionOptions) -> None:
     fmt = options._config.get("session.load_model_format", "ONNX").upper()
     if fmt != "ONNX":
         raise _NotImplemented(f"session.load_model_format '{fmt}': nee loads ONNX models only")
-    if options._custom_op_libraries:
-        raise _NotImplemented(f"custom op library '{options._custom_op_libraries[0]}': nee cannot load "
-                              "ONNX Runtime custom-op libraries")
 
 
 class InferenceSession:
@@ -168,7 +165,9 @@ class InferenceSession:
                                    int(options.run_timeout_ms), int(options.run_memory_limit_bytes),
                                    bool(options.reference_kernels_only), bool(options.enable_profiling),
                                    str(options.profile_file_prefix), free_dims, initializers, external,
-                                   limits_of(options), allow_spinning_of(options))
+                                   limits_of(options), allow_spinning_of(options),
+                                   list(getattr(options, "_custom_op_libraries", [])),
+                                   [op.spec() for op in getattr(options, "_custom_ops", [])])
 
     def _apply_model_config(self, model: Any) -> None:
         """ONNX Runtime's ORT_LOAD_CONFIG_FROM_MODEL=1: session options stored in the

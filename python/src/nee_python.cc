@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "custom_ops.h"
 #include "nee/nee.h"
 
 namespace nb = nanobind;
@@ -257,9 +258,15 @@ struct Session {
                          int64_t run_memory_limit, bool reference_kernels_only, bool profiling,
                          const std::string& profile_prefix, const FreeDims& free_dims,
                          const Initializers& initializers, const Initializers& external_initializers,
-                         const std::vector<std::pair<int32_t, int64_t>>& limits, bool allow_spinning) {
+                         const std::vector<std::pair<int32_t, int64_t>>& limits, bool allow_spinning,
+                         const std::vector<std::string>& custom_op_libraries,
+                         const std::vector<nee_python::PythonOpSpec>& custom_ops) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
+    if (nee_status_t st = nee_python::AddCustomOps(options, custom_op_libraries, custom_ops)) {
+      nee_session_options_release(options);
+      Raise(st);
+    }
     if (nee_status_t st = AddModelOverrides(options, free_dims, initializers, external_initializers)) {
       nee_session_options_release(options);
       Raise(st);

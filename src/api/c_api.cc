@@ -466,6 +466,27 @@ nee_status_t nee_session_options_add_external_initializer(nee_session_options_t*
   });
 }
 
+nee_status_t nee_session_options_add_custom_ops_library(nee_session_options_t* options, const char* path) {
+  if (!options) return NullArg("options");
+  if (!path) return NullArg("path");
+  return Guard([&]() -> nee_status_t {
+    options->options.custom_op_libraries.emplace_back(path);
+    return nullptr;
+  });
+}
+
+nee_status_t nee_session_options_add_custom_op(nee_session_options_t* options, const nee_custom_op_def* def) {
+  if (!options) return NullArg("options");
+  if (!def) return NullArg("def");
+  return Guard([&]() -> nee_status_t {
+    options->options.custom_ops.reserve(options->options.custom_ops.size() + 1);  // no throw after Make
+    auto op = nee::CustomOp::Make(*def, nullptr, "in-process registration");
+    if (!op.ok()) return MakeStatus(op.status());
+    options->options.custom_ops.push_back(std::move(op).value());
+    return nullptr;
+  });
+}
+
 void nee_session_options_release(nee_session_options_t* options) { delete options; }
 
 // ---- Session limits: one block (nee.h "Session limits").

@@ -294,6 +294,7 @@ class GraphChecker {
     const Node& node = g_.nodes[idx];
     const OpSchema* schema = out_.schemas[idx];
     InferenceContext ctx{node, out_.opsets[idx], {}, {}, {}, {}, nullptr};
+    ctx.schema = schema;
     for (const std::string& in : node.inputs) {
       ctx.input_types.push_back(in.empty() ? nullptr : TypeOf(in));
       ctx.input_values.push_back(in.empty() ? nullptr : ValueOf(in));

@@ -17,13 +17,13 @@ const Value* Frame::Find(const std::string& name) const {
 
 Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, CheckedGraph checked,
                                                         const OpsetMap& opsets, const TypeScope* outer, int depth,
-                                                        const CpuProvider& provider) {
+                                                        const CpuProvider& provider, const OpRegistry& registry) {
   std::unique_ptr<GraphRunner> runner(new GraphRunner(graph, std::move(checked)));
   NEE_ASSIGN_OR_RETURN(runner->plan_, BuildExecutionPlan(graph, runner->checked_, provider));
   TypeScope scope{outer, &runner->checked_.types, &runner->checked_.constants};
   for (const Node& node : graph.nodes) {
     for (const Graph* body : BodiesOf(node)) {
-      auto body_checked = CheckGraph(*body, opsets, OpRegistry::Global(), &scope, CheckOptions{}, depth + 1);
+      auto body_checked = CheckGraph(*body, opsets, registry, &scope, CheckOptions{}, depth + 1);
       if (!body_checked.ok()) {
         // The model-level check already accepted this body under the node's
         // shape rule (e.g. an untaken If branch); fail only if it runs.
@@ -31,7 +31,7 @@ Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, Chec
         continue;
       }
       NEE_ASSIGN_OR_RETURN(auto body_runner,
-                           Build(*body, std::move(body_checked).value(), opsets, &scope, depth + 1, provider));
+                           Build(*body, std::move(body_checked).value(), opsets, &scope, depth + 1, provider, registry));
       runner->bodies_.emplace(body, std::move(body_runner));
     }
   }
@@ -168,11 +168,13 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     BodyInvoker bodies(*this, frame, env);
     KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, env.pool, &bodies);
     ctx.SetPrepared(pn.prepared.get(), &pn.constant_inputs);
+    ctx.SetSchema(pn.schema);
     const int64_t start_us = env.profiler ? env.profiler->NowUs() : 0;
     Status st = pn.kernel(ctx);
-    if (env.profiler)
-      env.profiler->RecordNode(*pn.node, n, pn.kernel == pn.schema->kernel ? "reference" : "optimized", start_us,
-                               env.profiler->NowUs() - start_us, profiled_inputs, out);
+    if (env.profiler) {
+      const char* kind = pn.schema->custom ? "custom" : pn.kernel == pn.schema->kernel ? "reference" : "optimized";
+      env.profiler->RecordNode(*pn.node, n, kind, start_us, env.profiler->NowUs() - start_us, profiled_inputs, out);
+    }
     if (!st.ok()) return st;
     for (size_t k = 0; k < pn.outputs.size(); ++k) {
       int s = pn.outputs[k];

@@ -23,10 +23,12 @@ struct Frame {
 
 class GraphRunner {
  public:
-  // `checked` is the graph's checked form (types under its declared inputs).
+  // `checked` is the graph's checked form (types under its declared inputs);
+  // `registry` resolves the ops of bodies (a session's custom ops included).
   static Result<std::unique_ptr<GraphRunner>> Build(const Graph& graph, CheckedGraph checked,
                                                     const OpsetMap& opsets, const TypeScope* outer, int depth,
-                                                    const CpuProvider& provider);
+                                                    const CpuProvider& provider,
+                                                    const OpRegistry& registry = OpRegistry::Global());
 
   // Runs with one value per graph input (empty Value: use the initializer
   // default). `memory`/`arena` may be null (then every tensor is heap-allocated).

@@ -114,6 +114,11 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
     phase_start = now;
   };
   std::unique_ptr<Session> s(new Session());
+  if (!options.custom_op_libraries.empty() || !options.custom_ops.empty()) {
+    NEE_ASSIGN_OR_RETURN(s->custom_ops_, CustomOpSet::Create(options.custom_op_libraries, options.custom_ops));
+    s->registry_ = &s->custom_ops_->registry();
+    end_phase("custom_ops_loading");
+  }
   s->options_ = options;
   s->model_ = std::make_unique<Model>(std::move(model));
   NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_, options.max_graph_nodes));
@@ -126,10 +131,10 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
   // A model nee already optimized to this level (`nee optimize`) is only checked.
   const int recorded = RecordedOptimizationLevel(*s->model_);
   if (recorded < 0 || recorded < options.graph_optimization_level) {
-    NEE_RETURN_IF_ERROR(OptimizeModel(*s->model_, options.graph_optimization_level));
+    NEE_RETURN_IF_ERROR(OptimizeModel(*s->model_, options.graph_optimization_level, nullptr, s->registry_));
     end_phase("graph_optimization");
   }
-  NEE_ASSIGN_OR_RETURN(s->checked_, CheckModel(*s->model_, OpRegistry::Global()));
+  NEE_ASSIGN_OR_RETURN(s->checked_, CheckModel(*s->model_, *s->registry_));
   end_phase("model_check");
 
   int threads = options.intra_op_num_threads;
@@ -144,7 +149,8 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
   OpsetMap opsets = OpsetsOf(s->model_->opset_imports);
   NEE_ASSIGN_OR_RETURN(s->main_, GraphRunner::Build(s->model_->graph, s->checked_, opsets, nullptr, 0,
                                                     options.reference_kernels_only ? CpuProvider::ReferenceOnly()
-                                                                                   : CpuProvider::Default()));
+                                                                                   : CpuProvider::Default(),
+                                                    *s->registry_));
   end_phase("execution_planning");
 
   const Graph& g = s->model_->graph;
@@ -241,7 +247,7 @@ Result<std::shared_ptr<Session::ShapePlan>> Session::PlanFor(const std::vector<T
   auto plan = std::make_shared<ShapePlan>();
   CheckOptions options;
   options.input_types = &input_types;
-  auto checked = CheckModel(*model_, OpRegistry::Global(), options);
+  auto checked = CheckModel(*model_, *registry_, options);
   if (!checked.ok()) return InvalidArgument(checked.status().message());
   plan->checked = std::move(checked).value();
   plan->memory = PlanMemory(main_->plan(), plan->checked.types);

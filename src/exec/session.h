@@ -14,6 +14,7 @@
 #include "check/checker.h"
 #include "exec/run_control.h"
 #include "ir/graph.h"
+#include "ops/custom_ops.h"
 #include "plan/execution_plan.h"
 #include "plan/memory_plan.h"
 
@@ -52,6 +53,12 @@ struct SessionOptions {
   // Bytes of tensors all concurrent runs of the session hold at once (their
   // arenas and heap tensors); -1: the machine's physical memory.
   int64_t session_memory_limit_bytes = -1;
+
+  // Custom operators (ops/custom_ops.h, include/nee/custom_op.h): shared
+  // libraries loaded, in order, when the session is created, and ops defined
+  // in-process. They are this session's alone.
+  std::vector<std::string> custom_op_libraries;
+  std::vector<std::shared_ptr<const CustomOp>> custom_ops;
 };
 
 struct NamedValue {
@@ -120,6 +127,10 @@ class Session {
   // Places each fed value at its graph input; checks names and types.
   Status PlaceFeeds(const std::vector<NamedValue>& inputs, std::vector<Value>& graph_inputs) const;
 
+  // First, so destroyed last: the schemas of everything below may point into
+  // the custom ops, whose code may live in a library this keeps loaded.
+  std::shared_ptr<const CustomOpSet> custom_ops_;
+  const OpRegistry* registry_ = &OpRegistry::Global();  // custom_ops_'s when there are any
   std::unique_ptr<Model> model_;
   SessionOptions options_;
   CheckedGraph checked_;

@@ -41,8 +41,21 @@ Result<const OpSchema*> OpRegistry::Resolve(const std::string& domain, const std
                                             int64_t opset) const {
   std::string d = NormalizeDomain(domain);
   auto it = by_name_.find({d, name});
+  if (it == by_name_.end() && base_ && base_->Knows(d, name)) return base_->Resolve(d, name, opset);
   std::string label = (d.empty() ? "" : d + ".") + name;
-  if (it == by_name_.end()) return NotImplemented("operator " + label + " is not supported by nee");
+  if (it == by_name_.end()) {
+    const OpRegistry* builtin = this;
+    while (builtin->base_) builtin = builtin->base_;
+    if (d.empty() || builtin->KnowsDomain(d)) return NotImplemented("operator " + label + " is not supported by nee");
+    // A domain nee does not implement: a custom op the session lacks.
+    return NotImplemented("operator '" + name + "' of domain '" + d + "' is not registered: " +
+                          (KnowsDomain(d) ? "the session's custom ops of that domain do not include it"
+                                          : "nee has no operator of that domain") +
+                          ". A custom op is registered for a session by a custom-op library "
+                          "(SessionOptions.register_custom_ops_library, nee_session_options_add_custom_ops_library, "
+                          "nee run --custom-ops LIB) or in-process (SessionOptions.register_custom_op, "
+                          "nee_session_options_add_custom_op)");
+  }
   const OpSchema* found = nullptr;
   for (const OpSchema& e : it->second)
     if (e.since_version <= opset) found = &e;
@@ -53,7 +66,13 @@ Result<const OpSchema*> OpRegistry::Resolve(const std::string& domain, const std
 }
 
 bool OpRegistry::Knows(const std::string& domain, const std::string& name) const {
-  return by_name_.count({NormalizeDomain(domain), name}) > 0;
+  return by_name_.count({NormalizeDomain(domain), name}) > 0 || (base_ && base_->Knows(domain, name));
+}
+
+bool OpRegistry::KnowsDomain(const std::string& domain) const {
+  const std::string d = NormalizeDomain(domain);
+  auto it = by_name_.lower_bound({d, std::string()});
+  return (it != by_name_.end() && it->first.first == d) || (base_ && base_->KnowsDomain(d));
 }
 
 size_t OpRegistry::num_entries() const {

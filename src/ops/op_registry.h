@@ -12,6 +12,12 @@ namespace nee {
 
 class OpRegistry {
  public:
+  OpRegistry() = default;
+  // A registry layered over `base` (which must outlive it): ops registered
+  // here are found first, then base's. A session's custom ops
+  // (ops/custom_ops.h) are such a layer over Global().
+  explicit OpRegistry(const OpRegistry* base) : base_(base) {}
+
   // The registry with every family of ops/op_families.def registered.
   static const OpRegistry& Global();
 
@@ -25,16 +31,19 @@ class OpRegistry {
   // not above it. Errors say whether the op is unknown or too new.
   Result<const OpSchema*> Resolve(const std::string& domain, const std::string& name, int64_t opset) const;
   bool Knows(const std::string& domain, const std::string& name) const;
+  // Whether any op of `domain` is registered (here or in the base).
+  bool KnowsDomain(const std::string& domain) const;
 
   size_t num_ops() const { return by_name_.size(); }
   // Registrations that repeated an existing (domain, op, since-version): two
   // families claiming one op. Global() must have none (a unit test checks).
   const std::vector<std::string>& duplicates() const { return duplicates_; }
   size_t num_entries() const;
-  // Every (domain, name) with its since-versions; for docs and tests.
+  // Every (domain, name) with its since-versions (this layer only); for docs and tests.
   std::vector<std::pair<std::string, std::vector<int>>> List() const;
 
  private:
+  const OpRegistry* base_ = nullptr;
   std::map<std::pair<std::string, std::string>, std::vector<OpSchema>> by_name_;
   std::vector<std::string> duplicates_;
 };

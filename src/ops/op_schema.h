@@ -18,6 +18,9 @@
 
 namespace nee {
 
+class CustomOp;  // ops/custom_ops.h
+struct OpSchema;
+
 // ---- Shape and type inference ---------------------------------------------
 
 // Runs inference on a subgraph (If/Loop/Scan bodies) given the types of its
@@ -39,6 +42,8 @@ struct InferenceContext {
   // tensors), enabling Shape->Gather->Concat->Reshape propagation.
   std::vector<std::optional<Tensor>> output_values;
   SubgraphInferFn infer_subgraph;
+  // The schema entry whose rule runs (set by the checker; custom ops' rules read it).
+  const OpSchema* schema = nullptr;
 
   size_t num_inputs() const { return input_types.size(); }
   bool has_input(size_t i) const { return i < input_types.size() && input_types[i] != nullptr; }
@@ -163,6 +168,10 @@ class KernelContext {
   bool input_is_constant(size_t i) const {
     return constant_inputs_ && i < constant_inputs_->size() && (*constant_inputs_)[i];
   }
+  // The schema entry of the node (set by the run loop; custom ops' kernels read it).
+  void SetSchema(const OpSchema* schema) { schema_ = schema; }
+  const OpSchema* schema() const { return schema_; }
+
   // For a kernel that has just packed constant input i into its prepared
   // state: lets the process drop the input's pages if they are a view of the
   // mapped model file (see ReleaseFileBackedPages). No-op otherwise.
@@ -183,6 +192,7 @@ class KernelContext {
   SubgraphRunner* subgraphs_;
   PreparedCache* prepared_ = nullptr;
   const std::vector<bool>* constant_inputs_ = nullptr;
+  const OpSchema* schema_ = nullptr;
 };
 
 using KernelFn = Status (*)(KernelContext&);
@@ -201,6 +211,9 @@ struct OpSchema {
   int max_outputs;
   ShapeFn infer;          // may be null: outputs then get unknown types
   KernelFn kernel;        // reference kernel; null if the op only has a function body
+  // A session's custom op (ops/custom_ops.h): its definition, which infer and
+  // kernel (ops/custom_op_bridge.cc) call through the C ABI. Null for nee's own ops.
+  const CustomOp* custom = nullptr;
 };
 
 }  // namespace nee

@@ -14,6 +14,8 @@ constexpr int64_t kMaxFoldedBytes = int64_t{1} << 24;
 
 bool IsFoldable(const Node& node, const OpSchema& schema) {
   if (!schema.kernel) return false;
+  // Custom ops are opaque: their kernels run when the model runs, never here.
+  if (schema.custom) return false;
   // Random generators must run every time; bodies need the run loop.
   static const std::unordered_set<std::string> kNever = {
       "RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial", "Bernoulli",

@@ -55,14 +55,15 @@ int RecordedOptimizationLevel(const Model& model) {
   return -1;
 }
 
-Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report) {
+Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report, const OpRegistry* registry) {
+  const OpRegistry& ops = registry ? *registry : OpRegistry::Global();
   // The first check reports problems in the model as the user wrote it; later
   // ones only run after a pass changed something.
   std::optional<CheckedGraph> checked;
   for (const GraphPass& pass : kPasses) {
     if (pass.level > level) continue;
     if (!checked) {
-      NEE_ASSIGN_OR_RETURN(CheckedGraph fresh, CheckModel(model, OpRegistry::Global()));
+      NEE_ASSIGN_OR_RETURN(CheckedGraph fresh, CheckModel(model, ops));
       checked = std::move(fresh);
     }
     // Extended passes are a speed-up, never a reason to fail: keep the graph
@@ -90,7 +91,7 @@ Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report) {
       continue;
     }
     ImportFusionDomainsIfUsed(model);
-    Result<CheckedGraph> rechecked = CheckModel(model, OpRegistry::Global());
+    Result<CheckedGraph> rechecked = CheckModel(model, ops);
     if (rechecked.ok()) {
       checked = std::move(rechecked.value());
       record(false);

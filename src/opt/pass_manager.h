@@ -36,8 +36,10 @@ int RecordedOptimizationLevel(const Model& model);
 
 // Runs every pass up to `level` over the main graph. A level-2+ pass whose
 // result the checker rejects is undone (the model keeps running unfused).
-// `report` (may be null) gets one entry per pass that ran.
-Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report = nullptr);
+// `report` (may be null) gets one entry per pass that ran. `registry`
+// resolves ops (a session's own, with its custom ops; null: nee's).
+Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report = nullptr,
+                     const OpRegistry* registry = nullptr);
 
 // Individual passes, exposed for tests.
 Status FoldConstants(Graph& graph, const CheckedGraph& checked, bool* changed);
