@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/mapped_file.h"
 #include "ep/cpu/cpu_provider.h"
 #include "exec/profiler.h"
 
@@ -36,6 +37,52 @@ Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, Chec
     }
   }
   return runner;
+}
+
+void GraphRunner::EnableConstantDropping(std::function<void(const std::string&)> released) {
+  std::lock_guard<std::mutex> lock(drop_mu_);
+  const size_t n_slots = plan_.num_slots();
+  undropped_reads_.assign(n_slots, -1);
+  for (const auto& entry : plan_.constant_slots) undropped_reads_[entry.first] = 0;
+  for (int s : plan_.input_slots) undropped_reads_[s] = -1;     // overridable default
+  for (int s : plan_.output_slots) undropped_reads_[s] = -1;    // handed to the caller
+  for (const auto& entry : plan_.captured_slots) undropped_reads_[entry.first] = -1;
+  node_dropped_.assign(plan_.nodes.size(), {});
+  for (size_t n = 0; n < plan_.nodes.size(); ++n) {
+    const PlannedNode& pn = plan_.nodes[n];
+    node_dropped_[n].assign(pn.inputs.size(), false);
+    for (int s : pn.inputs)
+      if (s >= 0 && undropped_reads_[s] >= 0) ++undropped_reads_[s];
+    for (int s : pn.implicit_inputs) undropped_reads_[s] = -1;  // a subgraph reads it in place
+  }
+  released_ = std::move(released);
+  drop_hook_ = std::make_unique<DropHook>(*this);
+  dropping_ = true;
+}
+
+void GraphRunner::Dropped(size_t node, size_t input) const {
+  Tensor dropped;  // the bytes are let go (if this was the last reference) once unlocked
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(drop_mu_);
+    if (!dropping_ || node >= node_dropped_.size() || input >= node_dropped_[node].size() ||
+        node_dropped_[node][input])
+      return;
+    node_dropped_[node][input] = true;
+    const int s = plan_.nodes[node].inputs[input];
+    if (s < 0 || undropped_reads_[s] <= 0 || --undropped_reads_[s] > 0) return;
+    for (auto& entry : const_cast<ExecutionPlan&>(plan_).constant_slots) {
+      if (entry.first != s) continue;
+      dropped = std::move(entry.second);
+      entry.second = Tensor::View(dropped.dtype(), dropped.dims(), nullptr, nullptr);
+      break;
+    }
+    const_cast<CheckedGraph&>(checked_).constants.erase(plan_.slot_names[s]);
+    name = plan_.slot_names[s];
+  }
+  // Pages of the mapped file too, now that no reader is left (no-op for heap bytes).
+  if (dropped.defined()) ReleaseFileBackedPages(dropped.raw_data(), dropped.byte_size());
+  if (released_) released_(name);
 }
 
 Result<const GraphRunner*> GraphRunner::BodyRunner(const Graph* body) const {
@@ -125,7 +172,11 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
                                                 const MemoryPlan* memory, uint8_t* arena, const RunEnv& env,
                                                 const std::vector<bool>* run_nodes) const {
   std::vector<Value> slots(plan_.num_slots());
-  for (const auto& [slot, tensor] : plan_.constant_slots) slots[slot] = Value(tensor);
+  {
+    std::unique_lock<std::mutex> lock(drop_mu_, std::defer_lock);
+    if (dropping_) lock.lock();
+    for (const auto& [slot, tensor] : plan_.constant_slots) slots[slot] = Value(tensor);
+  }
   for (size_t i = 0; i < plan_.input_slots.size() && i < inputs.size(); ++i)
     if (!inputs[i].empty()) slots[plan_.input_slots[i]] = std::move(inputs[i]);
   for (const auto& [slot, name] : plan_.captured_slots) {
@@ -169,6 +220,7 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, env.pool, &bodies);
     ctx.SetPrepared(pn.prepared.get(), &pn.constant_inputs);
     ctx.SetSchema(pn.schema);
+    if (drop_hook_) ctx.SetConstantDropHook(drop_hook_.get(), n);
     const int64_t start_us = env.profiler ? env.profiler->NowUs() : 0;
     Status st = pn.kernel(ctx);
     if (env.profiler) {

@@ -1,8 +1,11 @@
 // Executes one graph (the main graph or a control-flow body) by walking its
 // execution plan. Bodies of If/Loop/Scan get runners of their own, built once.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -45,10 +48,28 @@ class GraphRunner {
   // The runner for a body, or the error that prevented preparing it.
   Result<const GraphRunner*> BodyRunner(const Graph* body) const;
 
+  // Lets kernels drop constants (KernelContext::DropConstantInput): once
+  // every node reading a constant initializer has dropped it, the runner
+  // stops handing its bytes to runs (later runs see a tensor of the same
+  // type and shape without data) and calls `released(name)`, so that the
+  // owner drops its own references and the bytes are freed when the last
+  // run holding them lets go. Constants that are graph outputs or read by
+  // a subgraph are never dropped. Off unless enabled (bodies: never).
+  void EnableConstantDropping(std::function<void(const std::string&)> released);
+
  private:
   GraphRunner(const Graph& graph, CheckedGraph checked) : graph_(graph), checked_(std::move(checked)) {}
   class BodyInvoker;
   class ArenaAllocator;
+  class DropHook : public KernelContext::ConstantDropHook {
+   public:
+    explicit DropHook(const GraphRunner& owner) : owner_(owner) {}
+    void Dropped(size_t node, size_t input) const override { owner_.Dropped(node, input); }
+
+   private:
+    const GraphRunner& owner_;
+  };
+  void Dropped(size_t node, size_t input) const;
 
   const Graph& graph_;
   CheckedGraph checked_;
@@ -58,6 +79,17 @@ class GraphRunner {
   // at hand and still be fine when it is never taken, so the error is
   // reported only if the body actually runs.
   std::map<const Graph*, Status> body_errors_;
+
+  // Constant dropping (EnableConstantDropping). Guarded by drop_mu_: the
+  // tensors in plan_.constant_slots (replaced when dropped), and per slot
+  // the number of (node, input) reads not yet dropped (-1: never dropped),
+  // and per node which of its inputs it dropped already.
+  bool dropping_ = false;
+  std::unique_ptr<DropHook> drop_hook_;
+  std::function<void(const std::string&)> released_;
+  mutable std::mutex drop_mu_;
+  mutable std::vector<int> undropped_reads_;
+  mutable std::vector<std::vector<bool>> node_dropped_;
 };
 
 }  // namespace nee

@@ -151,6 +151,16 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
                                                     options.reference_kernels_only ? CpuProvider::ReferenceOnly()
                                                                                    : CpuProvider::Default(),
                                                     *s->registry_));
+  // The runner's constants are all the session needs from here on: kernels
+  // that pack a constant may drop it (see GraphRunner::EnableConstantDropping),
+  // and the model keeps a data-less stand-in for shape checks of later runs.
+  s->checked_.constants.clear();
+  Session* session = s.get();
+  s->main_->EnableConstantDropping([session](const std::string& name) {
+    std::lock_guard<std::mutex> lock(session->constants_mu_);
+    for (Initializer& init : session->model_->graph.initializers)
+      if (init.name == name) init.tensor = Tensor::View(init.tensor.dtype(), init.tensor.dims(), nullptr, nullptr);
+  });
   end_phase("execution_planning");
 
   const Graph& g = s->model_->graph;
@@ -247,10 +257,14 @@ Result<std::shared_ptr<Session::ShapePlan>> Session::PlanFor(const std::vector<T
   auto plan = std::make_shared<ShapePlan>();
   CheckOptions options;
   options.input_types = &input_types;
-  auto checked = CheckModel(*model_, *registry_, options);
+  Result<CheckedGraph> checked = [&] {
+    std::lock_guard<std::mutex> lock(constants_mu_);  // initializers may be dropped meanwhile
+    return CheckModel(*model_, *registry_, options);
+  }();
   if (!checked.ok()) return InvalidArgument(checked.status().message());
   plan->checked = std::move(checked).value();
   plan->memory = PlanMemory(main_->plan(), plan->checked.types);
+  plan->checked.constants.clear();  // only the types are needed: do not keep constants alive
   std::lock_guard<std::mutex> lock(plans_mu_);
   if (plans_.size() >= options_.max_cached_shape_plans) plans_.clear();  // bounded cache for many shapes
   return plans_.emplace(key, plan).first->second;

@@ -147,6 +147,9 @@ class Session {
   std::unique_ptr<Profiler> profiler_;
   std::atomic<bool> profiling_{false};
 
+  // Guards model_'s initializers, which the main runner's constant dropping
+  // replaces by data-less stand-ins, against the checks of PlanFor.
+  mutable std::mutex constants_mu_;
   mutable std::mutex plans_mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<ShapePlan>> plans_;
 };

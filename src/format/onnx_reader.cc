@@ -835,10 +835,17 @@ Result<Tensor> OnnxParser::ViewOrCopy(DataType type, std::vector<int64_t> dims, 
   // Not Tensor::Allocate: its zero-fill would touch every page a second time.
   void* copy = ::operator new(size, std::align_val_t(64), std::nothrow);
   if (!copy) return OutOfMemory("cannot allocate " + std::to_string(size) + " bytes for a tensor");
-  std::memcpy(copy, bytes, size);
   // The copy is what everyone reads from now on: the mapped file's pages
   // need not stay resident beside it (a no-op unless they are file pages).
-  ReleaseFileBackedPages(bytes, size);
+  // Chunk by chunk, so that a large tensor's copy and its file pages are
+  // never resident together in full (a peak of twice its size).
+  constexpr size_t kChunk = size_t{4} << 20;
+  for (size_t done = 0; done < size; done += kChunk) {
+    const size_t n = std::min(kChunk, size - done);
+    std::memcpy(static_cast<uint8_t*>(copy) + done, bytes + done, n);
+    ReleaseFileBackedPages(bytes + done, n);
+  }
+  ReleaseFileBackedPages(bytes, size);  // the pages that straddled two chunks
   std::shared_ptr<void> copy_owner(copy, [](void* p) { ::operator delete(p, std::align_val_t(64)); });
   return Tensor::View(type, std::move(dims), copy, std::move(copy_owner));
 }

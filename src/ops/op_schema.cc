@@ -56,6 +56,12 @@ void KernelContext::ReleaseConstantInput(size_t i) const {
   ReleaseFileBackedPages(t.raw_data(), t.byte_size());
 }
 
+void KernelContext::DropConstantInput(size_t i) const {
+  if (!input_is_constant(i)) return;
+  ReleaseConstantInput(i);
+  if (drop_hook_) drop_hook_->Dropped(node_index_, i);
+}
+
 Status KernelContext::Error(const std::string& message) const {
   return RuntimeError(node_.Describe() + ": " + message);
 }

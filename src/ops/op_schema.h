@@ -177,6 +177,26 @@ class KernelContext {
   // mapped model file (see ReleaseFileBackedPages). No-op otherwise.
   void ReleaseConstantInput(size_t i) const;
 
+  // Told by DropConstantInput which node dropped which input (exec/ implements
+  // it for the session's main graph).
+  class ConstantDropHook {
+   public:
+    virtual ~ConstantDropHook() = default;
+    virtual void Dropped(size_t node, size_t input) const = 0;
+  };
+  void SetConstantDropHook(const ConstantDropHook* hook, size_t node) {
+    drop_hook_ = hook;
+    node_index_ = node;
+  }
+  // ReleaseConstantInput and a promise: this node's kernel never reads input
+  // i's bytes again in this session, whatever the shapes of later runs' inputs
+  // (it holds a prepared copy that does not depend on them). Once every
+  // reader of a constant has promised so, the session lets its bytes go (a
+  // heap copy is freed; file pages are dropped), unless the constant is a
+  // graph output. A kernel that may still take a path reading the input
+  // in place on some later run must call ReleaseConstantInput instead.
+  void DropConstantInput(size_t i) const;
+
   Status Error(const std::string& message) const;
   Status InputError(size_t index, const std::string& message) const;
 
@@ -193,6 +213,8 @@ class KernelContext {
   PreparedCache* prepared_ = nullptr;
   const std::vector<bool>* constant_inputs_ = nullptr;
   const OpSchema* schema_ = nullptr;
+  const ConstantDropHook* drop_hook_ = nullptr;
+  size_t node_index_ = 0;
 };
 
 using KernelFn = Status (*)(KernelContext&);

@@ -53,6 +53,9 @@ std::shared_ptr<const PackedGroups> PackGroups(KernelContext& ctx, const FusedMa
         p->group_cols = cols;
         for (int64_t j0 = 0; j0 < g.n; j0 += cols)
           p->groups.push_back(std::make_unique<SgemmPackedB>(g.k, std::min(cols, g.n - j0), MatrixView{g.b + j0, g.n, 1}));
+        // Every later run multiplies by the packed groups (FusedMatMulFloat
+        // below), whatever A's shape: B's own bytes are not needed again.
+        ctx.DropConstantInput(1);
         return std::shared_ptr<const PackedGroups>(std::move(p));
       });
   return packed.ok() ? packed.value() : nullptr;

@@ -79,13 +79,18 @@ std::vector<int64_t> BatchDims(const std::vector<int64_t>& d) { return {d.begin(
 // a constant (an initializer no caller can override): later runs skip packing
 // it. Null when B may change between runs or the kernel runs outside a session.
 // The key is what the packing depends on besides B's bytes: its shape and layout.
+// `drop`: the caller never reads B in place again once it is packed, whatever
+// A's shape (KernelContext::DropConstantInput); otherwise only B's file pages
+// are let go.
 std::shared_ptr<const SgemmPackedB> PackedConstantB(KernelContext& ctx, size_t index, int64_t k, int64_t n,
-                                                    MatrixView view, bool transposed) {
+                                                    MatrixView view, bool transposed, bool drop) {
   if (!ctx.prepared() || !ctx.input_is_constant(index)) return nullptr;
   auto packed = ctx.prepared()->GetOrBuild<SgemmPackedB>(
       {k, n, transposed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const SgemmPackedB>> {
         auto b = std::make_shared<const SgemmPackedB>(k, n, view);
-        ctx.ReleaseConstantInput(index);  // the packed copy is what runs use
+        // The packed copy is what runs use.
+        if (drop) ctx.DropConstantInput(index);
+        else ctx.ReleaseConstantInput(index);
         return std::shared_ptr<const SgemmPackedB>(std::move(b));
       });
   return packed.ok() ? packed.value() : nullptr;
@@ -95,10 +100,26 @@ std::shared_ptr<const SgemmPackedB> PackedConstantB(KernelContext& ctx, size_t i
 Status MatMulFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
-  if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || a->rank() < 2 || b->rank() < 2)
+  if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || b->rank() < 2 ||
+      a->rank() < (b->rank() == 2 ? 1 : 2))
     return RunReference(ctx);
   const auto& ad = a->dims();
   const auto& bd = b->dims();
+  if (a->rank() == 1) {
+    // A vector times a 2-D B: one row through the same packed B as any other
+    // A, so that a constant B, once packed, is never read in place again.
+    const int64_t k = ad[0], n = bd[1];
+    if (bd[0] != k)
+      return ctx.InputError(1, "inner dimensions differ: " + DimsToString(ad) + " x " + DimsToString(bd));
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, {n}));
+    if (out.num_elements() == 0) return Status::Ok();
+    const MatrixView bv{b->data<float>(), n, 1};
+    if (auto packed = PackedConstantB(ctx, 1, k, n, bv, false, true))
+      Sgemm(1, n, k, SgemmA({a->data<float>(), k, 1}), SgemmB(*packed), 0.f, out.data<float>(), n, ctx.pool());
+    else
+      Sgemm(1, n, k, 1.f, {a->data<float>(), k, 1}, bv, 0.f, out.data<float>(), n, ctx.pool());
+    return Status::Ok();
+  }
   int64_t m = ad[ad.size() - 2], k = ad.back(), n = bd.back();
   if (bd[bd.size() - 2] != k)
     return ctx.InputError(1, "inner dimensions differ: " + DimsToString(ad) + " x " + DimsToString(bd));
@@ -117,7 +138,7 @@ Status MatMulFloat(KernelContext& ctx) {
     int64_t rows = ProductOf(out_dims, 0, out_dims.size() - 1);
     if (ProductOf(BatchDims(ad)) == ProductOf(batch.value())) {
       const MatrixView bv{bp, n, 1};
-      if (auto packed = PackedConstantB(ctx, 1, k, n, bv, false))
+      if (auto packed = PackedConstantB(ctx, 1, k, n, bv, false, true))
         Sgemm(rows, n, k, SgemmA({ap, k, 1}), SgemmB(*packed), 0.f, cp, n, ctx.pool());
       else
         Sgemm(rows, n, k, 1.f, {ap, k, 1}, bv, 0.f, cp, n, ctx.pool());
@@ -197,7 +218,9 @@ Status GemmFloat(KernelContext& ctx) {
   }
   MatrixView av = trans_a ? MatrixView{a->data<float>(), 1, m} : MatrixView{a->data<float>(), k, 1};
   MatrixView bv = trans_b ? MatrixView{b->data<float>(), 1, k} : MatrixView{b->data<float>(), n, 1};
-  if (auto packed = PackedConstantB(ctx, 1, k, n, bv, trans_b != 0))
+  // With B transposed, a one-row A reads B in place (GemvTransposedB above):
+  // B is kept then, only its file pages let go.
+  if (auto packed = PackedConstantB(ctx, 1, k, n, bv, trans_b != 0, trans_b == 0))
     Sgemm(m, n, k, SgemmA(av, alpha), SgemmB(*packed), out_beta, y, n, ctx.pool());
   else
     Sgemm(m, n, k, alpha, av, bv, out_beta, y, n, ctx.pool());

@@ -120,5 +120,52 @@ TEST(SessionFeatures, TheProfileHasTheSessionPhasesAndOneEventPerNodeRun) {
   EXPECT_EQ(session->EndProfiling().value(), "");  // profiling stopped
 }
 
+// A constant read only by kernels that packed it (MatMul's B) is let go by
+// the session after the run that packed it: the test's own copy of its bytes
+// is then their only owner. One also read in place (Gather) or returned as a
+// graph output is kept. Outputs stay the same run after run.
+TEST(SessionFeatures, PackedConstantsAreDroppedUnlessAnotherReaderNeedsThem) {
+  for (int level : {0, 99}) {
+    const Tensor w = Floats({1, 2, 3, 4}, {2, 2});      // MatMul only
+    const Tensor shared = Floats({0, 1, 1, 0}, {2, 2});  // MatMul and Gather
+    const Tensor out = Floats({2, 0, 0, 2}, {2, 2});     // MatMul and a graph output
+    ModelBuilder b;
+    b.Input("x", Shape{Dim::Symbol("rows"), Dim::Known(2)})
+        .Input("idx", ShapeFromDims({1}), DataType::kInt64)  // an input: Gather is not folded away
+        .Init("W", w)
+        .Init("S", shared)
+        .Init("O", out)
+        .Op("MatMul", {"x", "W"}, {"a"})
+        .Op("MatMul", {"a", "S"}, {"c"})
+        .Op("Gather", {"S", "idx"}, {"g"})
+        .Op("MatMul", {"c", "O"}, {"y"})
+        .Output("y")
+        .Output("g")
+        .Output("O");
+    SessionOptions options;
+    options.graph_optimization_level = level;
+    auto session = Make(b.model, options);
+    b.model = Model{};
+    ASSERT_TRUE(session);
+    EXPECT_FALSE(w.exclusively_owned());
+    const Value x = Floats({1, 0, 0, 1}, {2, 2});
+    for (int round = 0; round < 3; ++round) {
+      auto r = session->Run({{"x", x}, {"idx", Ints({1})}}, {});
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      // a = W; c = a S (columns swapped); y = 2 c.
+      ExpectNear((*r)[0].tensor(), {2, 2}, {4, 2, 8, 6});
+      ExpectNear((*r)[1].tensor(), {1, 2}, {1, 0});
+      ExpectNear((*r)[2].tensor(), {2, 2}, {2, 0, 0, 2});
+      EXPECT_TRUE(w.exclusively_owned()) << "level " << level << ", round " << round;
+      EXPECT_FALSE(shared.exclusively_owned());
+      EXPECT_FALSE(out.exclusively_owned());
+    }
+    // A new input shape signature plans again over the model's stand-in for W.
+    auto wide = session->Run({{"x", Floats({1, 0, 0, 1, 1, 1}, {3, 2})}, {"idx", Ints({0})}}, {});
+    ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+    ExpectNear((*wide)[0].tensor(), {3, 2}, {4, 2, 8, 6, 12, 8});
+  }
+}
+
 }  // namespace
 }  // namespace nee
