@@ -60,6 +60,7 @@ class ThreadPool {
   // The polling part of WaitForWork: returns when the generation moved on or
   // the polling time is over.
   void SpinForWork(uint64_t seen) const;
+  static bool OtherWorkWaiting();
   // The caller's wait for the last chunks of its job: polls briefly (the
   // remaining chunks usually finish within microseconds, and a sleep/wake
   // round trip through the kernel costs tens), then sleeps.
