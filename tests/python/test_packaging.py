@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-import pytest
 
 import nee
 from nee import __main__ as launcher
@@ -21,8 +20,7 @@ def test_help_and_version():
 
 
 def test_python_m_nee_runs_the_cli():
-    if launcher.binary() is None:
-        pytest.skip("no nee binary beside this nee package (build the nee_cli target)")
+    assert launcher.binary() is not None, "no nee binary beside this nee package (build the nee_cli target)"
     r = subprocess.run([sys.executable, "-m", "nee", "--version"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == f"nee {nee.__version__}", r.stderr
     # Arguments and the exit status are the tool's own.

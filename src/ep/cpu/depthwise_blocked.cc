@@ -174,44 +174,54 @@ float* TaskScratch(size_t floats) {
   return buffer.data();
 }
 
+// One instruction set's transposes between channel rows and pixel vectors
+// of `lanes` channels (RowsToPixels / PixelsToRows and their AVX2 forms).
+struct Transposes {
+  int64_t lanes;
+  void (*rows_to_pixels)(const float* const* src_rows, int64_t channels, int64_t count, float* dst);
+  void (*pixels_to_rows)(const float* src, int64_t count, float* const* dst_rows, int64_t channels);
+};
+
 // Transposes the input rows the strip reads into `in` (row r: padded row
 // oh0 * sh + r), with zeros for padding.
-NEE_AVX512 void FillInput(const Depthwise2D& g, const Strip& s, const float* x, int64_t rows, int64_t wp, float* in) {
+void FillInput(const Depthwise2D& g, const Strip& s, const float* x, int64_t rows, int64_t wp, const Transposes& t,
+               float* in) {
+  const int64_t lanes = t.lanes;
   const float* planes[kLanes];
   for (int64_t l = 0; l < s.channels; ++l) planes[l] = x + (s.n * g.C + s.c0 + l) * g.H * g.W;
   // Input columns inside the padded width: [0, cols) at padded column pw.
   const int64_t cols = std::clamp<int64_t>(wp - g.pw, 0, g.W);
   for (int64_t r = 0; r < rows; ++r) {
-    float* dst = in + r * wp * kLanes;
+    float* dst = in + r * wp * lanes;
     const int64_t ih = s.oh0 * g.sh + r - g.ph;
     if (ih < 0 || ih >= g.H || cols == 0) {
-      std::fill(dst, dst + wp * kLanes, 0.f);
+      std::fill(dst, dst + wp * lanes, 0.f);
       continue;
     }
     const int64_t left = std::min(g.pw, wp);
-    std::fill(dst, dst + left * kLanes, 0.f);
+    std::fill(dst, dst + left * lanes, 0.f);
     const float* src[kLanes];
     for (int64_t l = 0; l < s.channels; ++l) src[l] = planes[l] + ih * g.W;
-    RowsToPixels(src, s.channels, cols, dst + left * kLanes);
-    std::fill(dst + (left + cols) * kLanes, dst + wp * kLanes, 0.f);
+    t.rows_to_pixels(src, s.channels, cols, dst + left * lanes);
+    std::fill(dst + (left + cols) * lanes, dst + wp * lanes, 0.f);
   }
 }
 
-NEE_AVX512 void RunStrip(const Depthwise2D& g, const Strip& s, const float* x, const float* wt, const float* bias16,
-                         OutputRowFn output_row, const FusedActivation& act, float* y) {
-  const int64_t wp = PaddedWidth(g);
+void RunStrip(const Depthwise2D& g, const Strip& s, const float* x, const float* wt, const float* bias_block,
+              OutputRowFn output_row, const FusedActivation& act, const Transposes& t, float* y) {
+  const int64_t lanes = t.lanes, wp = PaddedWidth(g);
   const int64_t in_rows = (s.oh1 - 1 - s.oh0) * g.sh + (g.KH - 1) * g.dh + 1;
-  const int64_t out_width = CeilDiv(g.OW, kLanes) * kLanes;
-  float* in = TaskScratch(static_cast<size_t>((in_rows * wp + out_width) * kLanes));
-  float* out = in + in_rows * wp * kLanes;
-  FillInput(g, s, x, in_rows, wp, in);
+  const int64_t out_width = CeilDiv(g.OW, lanes) * lanes;
+  float* in = TaskScratch(static_cast<size_t>((in_rows * wp + out_width) * lanes));
+  float* out = in + in_rows * wp * lanes;
+  FillInput(g, s, x, in_rows, wp, t, in);
   std::vector<const float*> rows(static_cast<size_t>(g.KH));
   float* dst[kLanes];
   for (int64_t oh = s.oh0; oh < s.oh1; ++oh) {
-    for (int64_t kh = 0; kh < g.KH; ++kh) rows[kh] = in + ((oh - s.oh0) * g.sh + kh * g.dh) * wp * kLanes;
-    output_row(g, rows.data(), wt, bias16, act, out);
+    for (int64_t kh = 0; kh < g.KH; ++kh) rows[kh] = in + ((oh - s.oh0) * g.sh + kh * g.dh) * wp * lanes;
+    output_row(g, rows.data(), wt, bias_block, act, out);
     for (int64_t l = 0; l < s.channels; ++l) dst[l] = y + ((s.n * g.C + s.c0 + l) * g.OH + oh) * g.OW;
-    PixelsToRows(out, g.OW, dst, s.channels);
+    t.pixels_to_rows(out, g.OW, dst, s.channels);
   }
 }
 
@@ -311,62 +321,21 @@ NEE_AVX2 void OutputRow8(const Depthwise2D& g, const float* const* rows, const f
   for (; ow < g.OW; ++ow) PixelBlock8<K, 1>(g, rows, wt, bias, act, ow, out);
 }
 
-NEE_AVX2 void FillInput8(const Depthwise2D& g, const Strip& s, const float* x, int64_t rows, int64_t wp, float* in) {
-  const float* planes[kLanes8];
-  for (int64_t l = 0; l < s.channels; ++l) planes[l] = x + (s.n * g.C + s.c0 + l) * g.H * g.W;
-  const int64_t cols = std::clamp<int64_t>(wp - g.pw, 0, g.W);
-  for (int64_t r = 0; r < rows; ++r) {
-    float* dst = in + r * wp * kLanes8;
-    const int64_t ih = s.oh0 * g.sh + r - g.ph;
-    if (ih < 0 || ih >= g.H || cols == 0) {
-      std::fill(dst, dst + wp * kLanes8, 0.f);
-      continue;
-    }
-    const int64_t left = std::min(g.pw, wp);
-    std::fill(dst, dst + left * kLanes8, 0.f);
-    const float* src[kLanes8];
-    for (int64_t l = 0; l < s.channels; ++l) src[l] = planes[l] + ih * g.W;
-    RowsToPixels8(src, s.channels, cols, dst + left * kLanes8);
-    std::fill(dst + (left + cols) * kLanes8, dst + wp * kLanes8, 0.f);
-  }
-}
-
-NEE_AVX2 void RunStrip8(const Depthwise2D& g, const Strip& s, const float* x, const float* wt, const float* bias8,
-                        OutputRowFn output_row, const FusedActivation& act, float* y) {
-  const int64_t wp = PaddedWidth(g);
-  const int64_t in_rows = (s.oh1 - 1 - s.oh0) * g.sh + (g.KH - 1) * g.dh + 1;
-  const int64_t out_width = CeilDiv(g.OW, kLanes8) * kLanes8;
-  float* in = TaskScratch(static_cast<size_t>((in_rows * wp + out_width) * kLanes8));
-  float* out = in + in_rows * wp * kLanes8;
-  FillInput8(g, s, x, in_rows, wp, in);
-  std::vector<const float*> rows(static_cast<size_t>(g.KH));
-  float* dst[kLanes8];
-  for (int64_t oh = s.oh0; oh < s.oh1; ++oh) {
-    for (int64_t kh = 0; kh < g.KH; ++kh) rows[kh] = in + ((oh - s.oh0) * g.sh + kh * g.dh) * wp * kLanes8;
-    output_row(g, rows.data(), wt, bias8, act, out);
-    for (int64_t l = 0; l < s.channels; ++l) dst[l] = y + ((s.n * g.C + s.c0 + l) * g.OH + oh) * g.OW;
-    PixelsToRows8(out, g.OW, dst, s.channels);
-  }
-}
-
-using RunStripFn = void (*)(const Depthwise2D&, const Strip&, const float*, const float*, const float*, OutputRowFn,
-                            const FusedActivation&, float*);
-
 bool UseAvx512() { return SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced(); }
 
-// What one ISA brings: its lanes, its strip runner, and its row kernel with
-// the activation in registers (null: the epilogue runs after the strip).
+// What one ISA brings: its transposes, and its row kernel with the
+// activation in registers (null: the epilogue runs after the strip).
 struct BlockedKernels {
-  int64_t lanes;
-  RunStripFn run_strip;
+  Transposes transposes;
   OutputRowFn plain_row, in_register_row;
 };
 
 BlockedKernels KernelsFor(const FusedActivation& act, bool has_residual) {
   using Kind = FusedActivation::Kind;
   if (UseAvx512())
-    return {kLanes, RunStrip, OutputRow<Kind::kNone>, has_residual ? nullptr : InRegisterActivation(act, false)};
-  return {kLanes8, RunStrip8, OutputRow8<Kind::kNone>,
+    return {{kLanes, RowsToPixels, PixelsToRows}, OutputRow<Kind::kNone>,
+            has_residual ? nullptr : InRegisterActivation(act, false)};
+  return {{kLanes8, RowsToPixels8, PixelsToRows8}, OutputRow8<Kind::kNone>,
           has_residual ? nullptr
                        : ForActivation8(act.kind, [](auto k) -> OutputRowFn { return OutputRow8<decltype(k)::value>; })};
 }
@@ -400,7 +369,7 @@ void DepthwiseBlocked(KernelContext& ctx, const Depthwise2D& g, const float* x, 
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const BlockedKernels kernels = KernelsFor(act, z != nullptr);
-  const int64_t lanes = kernels.lanes;
+  const int64_t lanes = kernels.transposes.lanes;
   const int64_t blocks = CeilDiv(g.C, lanes), strip_rows = StripRows(g, lanes), strips = CeilDiv(g.OH, strip_rows);
   // Without an in-register activation, rows are computed plainly and the
   // epilogue (residual, activation) runs over each strip.
@@ -414,7 +383,7 @@ void DepthwiseBlocked(KernelContext& ctx, const Depthwise2D& g, const float* x, 
     thread_local std::vector<float> wt;
     alignas(64) float bias_block[kLanes];
     BlockWeights(g, w, bias, s.c0, s.channels, lanes, wt, bias_block);
-    kernels.run_strip(g, s, x, wt.data(), bias_block, output_row, act, y);
+    RunStrip(g, s, x, wt.data(), bias_block, output_row, act, kernels.transposes, y);
     if (!finish_after) return;
     // The strip's rows of each channel are contiguous and still in cache.
     const int64_t offset = ((s.n * g.C + s.c0) * g.OH + s.oh0) * g.OW, plane = g.OH * g.OW;
