@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-
 import nee
 from nee import __main__ as launcher
 
