@@ -47,6 +47,13 @@ struct ConvEpilogue {
 void BiasResidualActivate(const FusedActivation& act, const float* bias, const float* z, int64_t ldz, float* y,
                           int64_t ldy, int64_t rows, int64_t cols);
 
+// Asks the caches for rows [0, rows) x columns [0, cols) of a matrix with
+// leading dimension ld, one request per 64-byte line (a hint: never faults).
+inline void PrefetchRows(const float* p, int64_t ld, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < cols; j += 16) __builtin_prefetch(p + r * ld + j, 0, 3);
+}
+
 // dst[i] = src[2 * i] for i in [0, n), reading nothing past src[2n - 2]
 // (vectorized with AVX-512 or AVX2; conv_fast.cc): stride-2 input rows.
 void CopyEvens(const float* src, float* dst, int64_t n);

@@ -313,6 +313,10 @@ void ConvTile(const ConvShape& s, const float* x, const float* w, const SgemmPac
     const float* z_tile = finish.z ? finish.z + (n * s.M + channel) * s.out_size + j0 + jt : nullptr;
     BiasResidualActivate(act, finish.bias ? finish.bias + channel : nullptr, z_tile, s.out_size, tile, ldc, tile_rows,
                          cols);
+    // SGEMM's next tile is most often the one to the right: ask for its
+    // residual now, so that it has arrived when that tile is finished (rows of
+    // a residual far apart are too many streams for the hardware prefetcher).
+    if (z_tile && jt + 2 * cols <= nc) PrefetchRows(z_tile + cols, s.out_size, tile_rows, cols);
   };
   const SgemmEpilogueFn* epilogue = finish.needed() ? &finish_tile : nullptr;
   if (s.pointwise()) {

@@ -114,29 +114,34 @@ void PackA(const MatrixView& a, float alpha, int64_t i0, int64_t mc, int64_t p0,
 }
 
 void PackB(const MatrixView& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) {
+  if (b.col_stride == 1) {
+    // Row by row: each row of B is read as one run of nc floats (which the
+    // hardware prefetcher follows) and dealt out to the panels; reading a
+    // panel's worth of every row first would touch kc rows far apart per panel.
+    const int64_t full = nc / kCols, rest = nc - full * kCols;
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b.data + (p0 + p) * b.row_stride + j0;
+      float* dst = out + p * kCols;
+      for (int64_t q = 0; q < full; ++q)
+        std::memcpy(dst + q * kc * kCols, src + q * kCols, sizeof(float) * kCols);  // constant size: vector moves
+      if (rest) {
+        float* last = dst + full * kc * kCols;
+        std::memcpy(last, src + full * kCols, sizeof(float) * rest);
+        std::fill(last + rest, last + kCols, 0.f);
+      }
+    }
+    return;
+  }
   for (int64_t jb = 0; jb < nc; jb += kCols, out += kc * kCols) {
     const int64_t cols = std::min(kCols, nc - jb);
     const float* base = b.data + p0 * b.row_stride + (j0 + jb) * b.col_stride;
-    if (b.col_stride == 1) {
-      for (int64_t p = 0; p < kc; ++p) {
-        float* dst = out + p * kCols;
-        const float* src = base + p * b.row_stride;
-        if (cols == kCols) {
-          std::memcpy(dst, src, sizeof(float) * kCols);  // constant size: inlined as vector moves
-        } else {
-          std::memcpy(dst, src, sizeof(float) * cols);
-          std::fill(dst + cols, dst + kCols, 0.f);
-        }
-      }
-    } else {
-      // B transposed (or strided): read each column of the panel as a run over
-      // p and scatter it into the panel, which is small enough to stay in L1.
-      if (cols < kCols)
-        for (int64_t p = 0; p < kc; ++p) std::fill(out + p * kCols + cols, out + (p + 1) * kCols, 0.f);
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* src = base + j * b.col_stride;
-        for (int64_t p = 0; p < kc; ++p) out[p * kCols + j] = src[p * b.row_stride];
-      }
+    // B transposed (or strided): read each column of the panel as a run over
+    // p and scatter it into the panel, which is small enough to stay in L1.
+    if (cols < kCols)
+      for (int64_t p = 0; p < kc; ++p) std::fill(out + p * kCols + cols, out + (p + 1) * kCols, 0.f);
+    for (int64_t j = 0; j < cols; ++j) {
+      const float* src = base + j * b.col_stride;
+      for (int64_t p = 0; p < kc; ++p) out[p * kCols + j] = src[p * b.row_stride];
     }
   }
 }
