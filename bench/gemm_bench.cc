@@ -179,17 +179,29 @@ int main(int argc, char** argv) {
   double seconds = 0.3;
   bool cpu_time = false;
   std::string only;
+  std::vector<Shape> extra;  // --shape MxNxK[a]: one more case ("a": the weights are A, as in a convolution)
+  std::vector<std::string> extra_names;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) thread_counts = ParseList(argv[++i]);
     else if (arg == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (arg == "--cpu-time") cpu_time = true;
     else if (arg == "--only" && i + 1 < argc) only = argv[++i];
+    else if (arg == "--shape" && i + 1 < argc) {
+      const std::string spec = argv[++i];
+      long long m = 0, n = 0, k = 0;
+      if (std::sscanf(spec.c_str(), "%lldx%lldx%lld", &m, &n, &k) != 3 || m <= 0 || n <= 0 || k <= 0) {
+        std::fprintf(stderr, "--shape wants MxNxK (optionally ending in 'a': weights are A), got '%s'\n", spec.c_str());
+        return 2;
+      }
+      extra_names.push_back(spec);
+      extra.push_back({nullptr, m, n, k, spec.back() == 'a'});
+    }
     else if (arg == "--isa" && i + 1 < argc) {
       const std::string isa = argv[++i];
       SgemmLimitIsa(isa == "portable" ? SgemmIsa::kPortable : isa == "avx2" ? SgemmIsa::kAvx2 : SgemmIsa::kAvx512);
     } else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--seconds S] [--isa avx512|avx2|portable] [--cpu-time] [--only NAME]\n",
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--seconds S] [--isa avx512|avx2|portable] [--cpu-time] [--only NAME] [--shape MxNxK[a]]...\n",
                    argv[0]);
       return 2;
     }
@@ -200,7 +212,7 @@ int main(int argc, char** argv) {
               SgemmKernelName(), peak, how);
   std::printf("timing: %s; GFLOP/s as median / best per call\n\n",
               cpu_time ? "thread CPU time at 1 thread, wall clock otherwise" : "wall clock");
-  const Shape shapes[] = {
+  std::vector<Shape> shapes = {
       {"square 256", 256, 256, 256},          {"square 512", 512, 512, 512},
       {"square 1024", 1024, 1024, 1024},      {"square 2048", 2048, 2048, 2048},
       {"bert qkv/out 128x768x768", 128, 768, 768}, {"bert ffn1 128x3072x768", 128, 3072, 768},
@@ -208,6 +220,8 @@ int main(int argc, char** argv) {
       {"bert 8 tokens 8x3072x768", 8, 3072, 768},  {"resnet conv2 64x3136x576", 64, 3136, 576, true},
       {"resnet conv5 512x49x4608", 512, 49, 4608, true},  {"resnet conv4 256x196x2304", 256, 196, 2304, true},
   };
+  for (size_t i = 0; i < extra.size(); ++i) extra[i].name = extra_names[i].c_str();
+  if (!extra.empty()) shapes = extra;  // only the cases asked for
   std::printf("%-28s %-8s %7s %17s %7s\n", "shape (m x n x k)", "weights", "threads", "GFLOP/s", "%peak");
   for (const Shape& s : shapes) {
     if (!only.empty() && std::string(s.name).find(only) == std::string::npos) continue;
