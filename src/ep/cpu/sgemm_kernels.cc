@@ -38,72 +38,75 @@ void MicroPortable(int64_t kc, const float* a, const BSource& source, float* c, 
 #ifdef NEE_SGEMM_X86
 // ---- AVX2 + FMA ----------------------------------------------------------------
 //
-// A 6x16 sub-tile (twelve ymm accumulators, two for B, one broadcast: 15 of
-// the 16 registers). The accumulator arrays stay in registers because every
-// loop over them is fully unrolled with a constant trip count.
+// Sub-tiles of R rows by V vectors of 8 columns: 6x16 (twelve ymm
+// accumulators, two for B, one broadcast: 15 of the 16 registers), and for
+// a last run of at most 8 columns 12x8 (twelve accumulators, one for B, one
+// broadcast), so that a narrow output (a 7x7 image's 49 columns) does not
+// pay for 16 columns where 8 would do. The accumulator arrays stay in
+// registers because every loop over them is fully unrolled with a constant
+// trip count.
 // B's source: a packed panel (aligned, zero-padded, loaded whole), or, in
-// place, row p at rows[p] (BSource::rows): all sixteen columns, or only the
+// place, row p at rows[p] (BSource::rows): all 8V columns, or only the
 // first `cols` (masked loads past them: the memory there is another row, or
 // none). Three instances, so the common ones hold no masks in registers.
 enum class BRead { kPanel, kRowsWhole, kRowsPartial };
 
-template <int R, BRead kRead>
+template <int R, int V, BRead kRead>
 __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a, const float* b,
                                                      const float* const* b_rows, float* c, int64_t ldc, int64_t cols,
                                                      bool accumulate) {
-  __m256 acc0[R], acc1[R];
-#pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  static_assert(V == 1 || V == 2, "one or two vectors of columns");
+  __m256 acc[R][V];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
   // The tile of C is written after the loop: fetch it now (as the AVX-512
   // kernel does), so that a tile that left the caches does not stall the end.
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 15), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 8 * V - 1), _MM_HINT_T0);
   }
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols)), lane);
-  const __m256i mask1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols) - 8), lane);
+  __m256i mask[V];
+#pragma GCC unroll 2
+  for (int v = 0; v < V; ++v) mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cols) - 8 * v), lane);
   for (int64_t p = 0; p < kc; ++p) {
-    __m256 b0, b1;
+    __m256 bv[V];
     if constexpr (kRead != BRead::kPanel) {
       const float* row = b_rows[p];
       if (p + 8 < kc) _mm_prefetch(reinterpret_cast<const char*>(b_rows[p + 8]), _MM_HINT_T0);
-      if constexpr (kRead == BRead::kRowsWhole) {
-        b0 = _mm256_loadu_ps(row);
-        b1 = _mm256_loadu_ps(row + 8);
-      } else {
-        b0 = _mm256_maskload_ps(row, mask0);
-        b1 = _mm256_maskload_ps(row + 8, mask1);
-      }
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v)
+        bv[v] = kRead == BRead::kRowsWhole ? _mm256_loadu_ps(row + 8 * v) : _mm256_maskload_ps(row + 8 * v, mask[v]);
     } else {
       _mm_prefetch(reinterpret_cast<const char*>(b + (p + 16) * kTileCols), _MM_HINT_T0);
-      b0 = _mm256_load_ps(b + p * kTileCols);
-      b1 = _mm256_load_ps(b + p * kTileCols + 8);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) bv[v] = _mm256_load_ps(b + p * kTileCols + 8 * v);
     }
     const float* ap = a + p * kTileRows;
-#pragma GCC unroll 6
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(ap + r);
-      acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
     }
   }
-#pragma GCC unroll 6
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     float* cr = c + r * ldc;
-    if (cols == 16) {
-      __m256 v0 = acc0[r], v1 = acc1[r];
-      if (accumulate) {
-        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(cr));
-        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(cr + 8));
+    if (cols == 8 * V) {
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) {
+        __m256 sum = acc[r][v];
+        if (accumulate) sum = _mm256_add_ps(sum, _mm256_loadu_ps(cr + 8 * v));
+        _mm256_storeu_ps(cr + 8 * v, sum);
       }
-      _mm256_storeu_ps(cr, v0);
-      _mm256_storeu_ps(cr + 8, v1);
     } else {
-      alignas(32) float tile[16];
-      _mm256_store_ps(tile, acc0[r]);
-      _mm256_store_ps(tile + 8, acc1[r]);
+      alignas(32) float tile[8 * V];
+#pragma GCC unroll 2
+      for (int v = 0; v < V; ++v) _mm256_store_ps(tile + 8 * v, acc[r][v]);
       for (int64_t j = 0; j < cols; ++j) cr[j] = accumulate ? cr[j] + tile[j] : tile[j];
     }
   }
@@ -111,13 +114,24 @@ __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a,
 
 using SubTileFn = void (*)(int64_t, const float*, const float*, const float* const*, float*, int64_t, int64_t, bool);
 template <BRead P>
-constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1, P>, SubTileAvx2<2, P>, SubTileAvx2<3, P>,
-                                        SubTileAvx2<4, P>, SubTileAvx2<5, P>, SubTileAvx2<6, P>};
+constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1, 2, P>, SubTileAvx2<2, 2, P>, SubTileAvx2<3, 2, P>,
+                                        SubTileAvx2<4, 2, P>, SubTileAvx2<5, 2, P>, SubTileAvx2<6, 2, P>};
+template <BRead P>
+constexpr SubTileFn kNarrowSubTilesAvx2[12] = {
+    SubTileAvx2<1, 1, P>, SubTileAvx2<2, 1, P>, SubTileAvx2<3, 1, P>,  SubTileAvx2<4, 1, P>,
+    SubTileAvx2<5, 1, P>, SubTileAvx2<6, 1, P>, SubTileAvx2<7, 1, P>,  SubTileAvx2<8, 1, P>,
+    SubTileAvx2<9, 1, P>, SubTileAvx2<10, 1, P>, SubTileAvx2<11, 1, P>, SubTileAvx2<12, 1, P>};
 
-// The 12x32 tile as up to four 6x16 sub-tiles (only those inside rows x cols).
-// Column halves outermost: a half panel (one cache line per step of p) is
-// read from L2 by the first row half and from L1 by the second. In place, a
-// half's rows start `col + j0` into each row of B: a per-call table of them
+template <BRead P>
+SubTileFn NarrowSubTile(int64_t rows) {
+  return kNarrowSubTilesAvx2<P>[rows - 1];
+}
+
+// The 12x32 tile as 6x16 sub-tiles (only those inside rows x cols), or one
+// 12x8 sub-tile for a last run of at most 8 columns. Column halves
+// outermost: a half panel (one cache line per step of p) is read from L2 by
+// the first row half and from L1 by the second. In place, a half's rows
+// start `col + j0` into each row of B: a per-call table of them
 // (kc <= kSgemmDepthBlock).
 void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int64_t ldc, int64_t rows, int64_t cols,
                bool accumulate) {
@@ -126,17 +140,26 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
   for (int64_t j0 = 0; j0 < cols; j0 += 16) {
     if (in_place)
       for (int64_t p = 0; p < kc; ++p) half_rows[p] = source.rows[p] + source.col + j0;
+    const int64_t sub_cols = std::min<int64_t>(16, cols - j0);
+    const float* panel = in_place ? nullptr : source.panel + j0;
+    if (sub_cols <= 8) {  // all rows at once, one vector wide
+      const SubTileFn sub = !in_place        ? NarrowSubTile<BRead::kPanel>(rows)
+                            : sub_cols == 8 ? NarrowSubTile<BRead::kRowsWhole>(rows)
+                                             : NarrowSubTile<BRead::kRowsPartial>(rows);
+      sub(kc, a, panel, half_rows, c + j0, ldc, sub_cols, accumulate);
+      continue;
+    }
     // Rows in sub-tiles of six; 7 or 8 rows left go as 4 + the rest, as a
     // sub-tile of two rows has too few accumulators to hide the FMA latency.
     for (int64_t r0 = 0, step = 6; r0 < rows; r0 += step) {
       const int64_t left = rows - r0;
       step = left == 7 || left == 8 ? 4 : std::min<int64_t>(6, left);
-      const int64_t sub_rows = step - 1, sub_cols = std::min<int64_t>(16, cols - j0);
+      const int64_t sub_rows = step - 1;
       float* tile = c + r0 * ldc + j0;
       const SubTileFn sub = !in_place        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
                             : sub_cols == 16 ? kSubTilesAvx2<BRead::kRowsWhole>[sub_rows]
                                              : kSubTilesAvx2<BRead::kRowsPartial>[sub_rows];
-      sub(kc, a + r0, in_place ? nullptr : source.panel + j0, half_rows, tile, ldc, sub_cols, accumulate);
+      sub(kc, a + r0, panel, half_rows, tile, ldc, sub_cols, accumulate);
     }
   }
 }

@@ -7,8 +7,9 @@
 //    (a[p * kSgemmTileRows + r] = A[r, p]), rows past the matrix zero;
 //  - a B panel holds kSgemmPanelWidth columns: kc steps of that many floats.
 // The AVX-512 kernel holds the whole 12x32 tile in 24 zmm registers; the
-// AVX2 kernel walks it as four 6x16 sub-tiles (16 ymm registers would not
-// hold more); the portable one is plain loops for the auto-vectorizer.
+// AVX2 kernel walks it as 6x16 sub-tiles (16 ymm registers would not hold
+// more) and a last run of at most 8 columns as one 12x8; the portable one is
+// plain loops for the auto-vectorizer.
 //
 // Within a tile, each C element is one chain of fused multiply-adds over p in
 // increasing order (separate multiply and add in the portable kernel), so a
