@@ -25,16 +25,22 @@ using namespace tensor_util;  // NOLINT: private helpers of this family
 // factor is a known 0).
 Dim ProductDim(const Shape& shape, size_t begin, size_t end) {
   int64_t product = 1;
-  bool all_known = true;
+  int unknown = 0;
+  const Dim* only_unknown = nullptr;
   for (size_t i = begin; i < end; ++i) {
     if (shape[i].known()) {
       if (shape[i].value == 0) return Dim::Known(0);
       product *= shape[i].value;
     } else {
-      all_known = false;
+      ++unknown;
+      only_unknown = &shape[i];
     }
   }
-  return all_known ? Dim::Known(product) : Dim::Unknown();
+  if (unknown == 0) return Dim::Known(product);
+  // One unknown dim times ones is that dim, symbol and all ([batch, 1] -> batch):
+  // Flatten of [batch, 3, 4] at axis 1 keeps its batch dim as onnx's inference does.
+  if (unknown == 1 && product == 1) return *only_unknown;
+  return Dim::Unknown();
 }
 
 // d * m, or unknown when d is unknown or the product would overflow.

@@ -200,11 +200,14 @@ def valid_model(tmp_path):
         helper.make_node("Concat", ["act", "mean"], ["y"], name="concat", axis=1),
         helper.make_node("Shape", ["y"], ["y_shape"], name="shape_of_y"),
         helper.make_node("Cast", ["x"], ["xi"], name="cast", to=TensorProto.INT64),
+        helper.make_node("Flatten", ["x"], ["flat_x"], name="flatten", axis=1),  # [batch, 12]: keeps the symbol
+        helper.make_node("Neg", ["flat_x"], ["neg_flat_x"], name="neg"),
     ]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 4])]
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6]),
                helper.make_tensor_value_info("y_shape", TensorProto.INT64, [2]),
-               helper.make_tensor_value_info("xi", TensorProto.INT64, ["batch", 3, 4])]
+               helper.make_tensor_value_info("xi", TensorProto.INT64, ["batch", 3, 4]),
+               helper.make_tensor_value_info("neg_flat_x", TensorProto.FLOAT, ["batch", 12])]
     return save(tmp_path, nodes, inputs, outputs, [shape, w, bias])
 
 
