@@ -65,6 +65,31 @@ class GraphChecker {
                const CheckOptions& options, int depth)
       : g_(g), opsets_(opsets), registry_(registry), outer_(outer), options_(options), depth_(depth) {}
 
+  // What makes a graph invalid whatever types flow into it: an op with no
+  // schema at the model's opsets, a wrong arity, an input defined nowhere, a
+  // cycle; in this graph and every body nested in it. Types are not inferred.
+  Status CheckStructure() {
+    if (depth_ > options_.max_subgraph_depth)
+      return InvalidModel(GraphLabel(g_) + ": subgraphs nested deeper than " +
+                          std::to_string(options_.max_subgraph_depth) + " levels");
+    failed_.assign(g_.nodes.size(), false);
+    NEE_RETURN_IF_ERROR(DefineGraphInputs());
+    NEE_RETURN_IF_ERROR(ResolveNodes());
+    NEE_RETURN_IF_ERROR(TopologicalOrder());
+    // Nested bodies may read what this graph's nodes define: known, untyped.
+    for (const Node& node : g_.nodes)
+      for (const std::string& o : node.outputs)
+        if (!o.empty()) out_.types.emplace(o, TypeInfo{});
+    TypeScope scope{outer_, &out_.types, &out_.constants};
+    for (const Node& node : g_.nodes)
+      for (const Attribute& a : node.attributes)
+        for (const Graph* body : BodiesOf(a)) {
+          Status nested = GraphChecker(*body, opsets_, registry_, &scope, options_, depth_ + 1).CheckStructure();
+          if (!nested.ok()) return nested.WithContext(node.Describe() + ": attribute '" + a.name + "': ");
+        }
+    return Status::Ok();
+  }
+
   Result<CheckedGraph> Run() {
     if (depth_ > options_.max_subgraph_depth)
       return InvalidModel(GraphLabel(g_) + ": subgraphs nested deeper than " +
@@ -320,6 +345,17 @@ class GraphChecker {
       return outs;
     };
     if (schema->infer) NEE_RETURN_IF_ERROR(schema->infer(ctx));
+    // A rule may forgive a body's type errors (If with an unknown condition:
+    // the branch that fails may be the one never taken), but not what is wrong
+    // whatever the types: an unknown op in either branch fails, as in onnx's
+    // checker and ONNX Runtime.
+    for (const Graph* body : inferred_bodies) {
+      CheckOptions sub = options_;
+      sub.input_types = nullptr;
+      sub.problems = nullptr;
+      Status structure = GraphChecker(*body, opsets_, registry_, &scope, sub, depth_ + 1).CheckStructure();
+      if (!structure.ok()) return structure.WithContext(node.Describe() + ": in subgraph '" + body->name + "': ");
+    }
     // Bodies the rule did not look at are still validated, with their declared input types.
     for (const Attribute& a : node.attributes) {
       for (const Graph* body : BodiesOf(a)) {

@@ -278,6 +278,24 @@ def test_check_undefined_input_and_unreadable_file(tmp_path):
     assert r.returncode == 1 and "invalid: 1 problem" in r.stdout
 
 
+def test_check_unknown_op_in_an_if_branch_fails_whatever_the_condition(tmp_path):
+    """A branch's type errors may be forgiven while the condition is unknown; an op nobody knows may not."""
+    then_branch = helper.make_graph([helper.make_node("Frobnicate", ["x"], ["t"], name="mystery")], "then", [],
+                                    [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2])])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="neg")], "else", [],
+                                    [helper.make_tensor_value_info("e", TensorProto.FLOAT, [2])])
+    nodes = [helper.make_node("If", ["c"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch)]
+    inputs = [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+              helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])]
+    path, model = save(tmp_path, nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    with pytest.raises(onnx.checker.ValidationError, match="Frobnicate"):  # the oracle rejects it too
+        onnx.checker.check_model(model)
+    r = nee_cli("check", path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    _, problems = parse_check(r.stdout)
+    assert len(problems) == 1 and "node 'branch' (If)" in problems[0] and "node 'mystery' (Frobnicate)" in problems[0]
+
+
 def test_check_goes_on_past_model_and_graph_problems(tmp_path):
     """A too-new opset, a cycle and an output nothing produces: each reported once, the rest still typed."""
     nodes = [helper.make_node("Relu", ["b"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
