@@ -3,7 +3,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  # Paths under the source root reach the compiler relative to the build
+  # directory, so that a clone in another directory (CI) hits what this one
+  # cached, and `pip wheel .` (tests/python/check_pip_install.sh) hits this build's objects.
+  export CCACHE_BASEDIR="$PWD"
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DNEE_BUILD_PYTHON=ON \
   -DPython_EXECUTABLE="$PWD/.venv/bin/python" "${launcher[@]}" >/dev/null
 cmake --build build -j"$(nproc)"

@@ -32,11 +32,19 @@ if ! command -v clang++ >/dev/null; then
   exit 2
 fi
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  # As in scripts/build.sh: paths relative to the build directory, so that a
+  # clone elsewhere hits this cache (with -fdebug-prefix-map below, ccache
+  # leaves the working directory out of the hash of a -g compile).
+  export CCACHE_BASEDIR="$ROOT"
+fi
 RUNTIME_DIR="$(clang++ -print-runtime-dir)"
 # -O1: fast enough to run the suites, and keeps stack traces readable.
-common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1"
-        -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DPython_EXECUTABLE="$ROOT/.venv/bin/python" "${launcher[@]}")
+# -fdebug-prefix-map: debug info names files relative to the source root.
+dbg="-O1 -g1 -fdebug-prefix-map=$ROOT=."
+common=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$dbg"
+        -DCMAKE_C_FLAGS_RELWITHDEBINFO="$dbg" -DPython_EXECUTABLE="$ROOT/.venv/bin/python" "${launcher[@]}")
 FUZZERS=(reader_fuzzer npy_fuzzer pb_fuzzer checker_fuzzer run_fuzzer)
 
 # Reports go to files as well as stderr, so that reports from processes whose

@@ -22,12 +22,21 @@ WORK="${NEE_FUZZ_WORK:-$(mktemp -d /tmp/nee_fuzz.XXXXXX)}"
 mkdir -p "$WORK/obj"
 FLAGS=(-std=c++20 -g -O1 -I"$ROOT/src" -fno-omit-frame-pointer)
 SOURCES=("$ROOT"/src/base/*.cc "$ROOT"/src/ir/*.cc "$ROOT"/src/format/*.cc)
+# The library's objects through ccache where there is one: paths relative to
+# the source root (CCACHE_BASEDIR, -fdebug-prefix-map) so that a clone
+# elsewhere hits them too.
+cc_launcher=()
+if command -v ccache >/dev/null; then
+  cc_launcher=(ccache)
+  export CCACHE_BASEDIR="$ROOT"
+fi
 
 echo "building in $WORK"
 objects=()
 for src in "${SOURCES[@]}"; do
   obj="$WORK/obj/$(basename "${src%.cc}")_$(echo "$src" | md5sum | cut -c1-8).o"
-  "$CXX" "${FLAGS[@]}" -fsanitize=fuzzer-no-link,address,undefined -c "$src" -o "$obj"
+  "${cc_launcher[@]}" "$CXX" "${FLAGS[@]}" -fdebug-prefix-map="$ROOT"=. -fsanitize=fuzzer-no-link,address,undefined \
+    -c "$src" -o "$obj"
   objects+=("$obj")
 done
 # An archive: only the objects the fuzzers need get linked.

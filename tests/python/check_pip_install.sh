@@ -12,11 +12,22 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 src="$PWD"
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# The CMake build directory: new and empty (a clean build), removed at the end;
+# a folder of the source root like build/, and built as scripts/build.sh
+# builds (make; cc and c++, CMake's choice there, where scikit-build-core would
+# pass Python's gcc and g++, a name ccache hashes; the same flags) so that with
+# CCACHE_BASEDIR its compiles are ccache hits of build/'s rather than a second
+# compile of everything.
+wheel_build=$(mktemp -d "$src/build-wheel.XXXXXX")
+trap 'rm -rf "$work" "$wheel_build"' EXIT
 launcher=""
-command -v ccache >/dev/null && launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache"
-CMAKE_ARGS="$launcher" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-  .venv/bin/pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$work/wheels" .
+if command -v ccache >/dev/null; then
+  launcher="-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache"
+  export CCACHE_BASEDIR="$src"
+fi
+CC="${CC:-cc}" CXX="${CXX:-c++}" CMAKE_GENERATOR="Unix Makefiles" CMAKE_ARGS="$launcher" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+  .venv/bin/pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$work/wheels" \
+  -C build-dir="$wheel_build" .
 wheel=$(ls "$work"/wheels/nee-*.whl)
 echo "wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 .venv/bin/python - "$wheel" <<'PY'

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../paths_util.h"
 #include "nee/nee.h"
 
 namespace {

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "../paths_util.h"
 #include "base/thread_pool.h"
 #include "exec/session.h"
 #include "format/npy.h"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../paths_util.h"
 #include "base/mapped_file.h"
 
 namespace nee::testing_format {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "../paths_util.h"
+
 namespace nee {
 namespace {
 

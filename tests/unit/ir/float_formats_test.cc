@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "../paths_util.h"
+
 namespace nee {
 namespace {
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../paths_util.h"
 #include "ir/convert.h"
 #include "ir/float_formats.h"
 #include "op_test_util.h"

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "../paths_util.h"
 #include "../opt/opt_test_util.h"
 #include "format/onnx_writer.h"
 #include "nee/nee.h"
