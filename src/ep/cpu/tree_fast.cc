@@ -23,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
@@ -32,12 +33,15 @@
 #include <immintrin.h>
 #define NEE_TREE_X86 1
 #define NEE_TREE_AVX512 __attribute__((target("avx512f,avx512vl")))
+#define NEE_TREE_AVX2 __attribute__((target("avx2,fma")))
 #endif
 
 namespace nee::cpu {
 namespace {
 
-std::atomic<bool> force_portable{false};
+// Which walk to use instead of the best one the CPU has (TreeForceWalk);
+// -1 for the best.
+std::atomic<int> forced_walk{-1};
 
 using ml_tree::Aggregate;
 using ml_tree::BlockScorer;
@@ -63,6 +67,13 @@ constexpr int kGroup = 8;
 // gathers (each step's node, then the row's feature) are in flight at once.
 constexpr int kVectors512 = 4;
 constexpr int kGroup512 = 8 * kVectors512;
+// The AVX2 walk: four vectors of four rows (AVX2 gathers are slower, and
+// four vectors of (threshold, pair, row, index) stay in the 16 registers).
+constexpr int kVectors256 = 4;
+constexpr int kGroup256 = 4 * kVectors256;
+
+// Which walk a block uses.
+enum class WalkKind { kPortable, kAvx2, kAvx512 };
 
 static_assert(sizeof(Node) == 16 && offsetof(Node, feature) == 8 && offsetof(Node, false_next) == 12,
               "the AVX-512 walk gathers a node's fields at these offsets");
@@ -113,13 +124,68 @@ NEE_TREE_AVX512 void Walk512(const Node* nodes, const Lanes& lanes, const double
   for (int v = 0; v < kVectors512; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + 8 * v), index[v]);
 }
 
-bool UseAvx512() {
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  return has && !force_portable.load(std::memory_order_relaxed);
+// The walk on AVX2, four lanes to a vector. A lane holds twice its node's
+// index as an int64 (its offset in units of 8 bytes), so every gather uses
+// 64-bit indices: the threshold at 2i, the (feature, false child) pair at
+// 2i + 1, the feature at row_start + feature. The false child's offset is
+// pair >> 31 (feature < 2^24 leaves bit 31 clear), the true child's the
+// lane's plus 2; `x <= threshold` (_CMP_LE_OQ: false for NaN) picks one.
+NEE_TREE_AVX2 void Walk256(const Node* nodes, const Lanes& lanes, const double* rows, int32_t* at) {
+  __m256i slot[kVectors256], row_start[kVectors256];
+  for (int v = 0; v < kVectors256; ++v) {
+    row_start[v] = _mm256_cvtepi32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lanes.row_start + 4 * v)));
+    const __m256i root = _mm256_cvtepi32_epi64(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lanes.root + 4 * v)));
+    slot[v] = _mm256_add_epi64(root, root);
+  }
+  const double* thresholds = &nodes[0].threshold;
+  const long long* pairs = reinterpret_cast<const long long*>(reinterpret_cast<const char*>(nodes) + offsetof(Node, feature));
+  const __m256i two = _mm256_set1_epi64x(2);
+  const __m256i low = _mm256_set1_epi64x(0xFFFFFFFF);
+  for (;;) {
+    __m256i moved = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors256; ++v) {
+      const __m256d threshold = _mm256_i64gather_pd(thresholds, slot[v], 8);
+      const __m256i pair = _mm256_i64gather_epi64(pairs, slot[v], 8);  // feature | false_next << 32
+      const __m256d x = _mm256_i64gather_pd(rows, _mm256_add_epi64(row_start[v], _mm256_and_si256(pair, low)), 8);
+      const __m256d go_true = _mm256_cmp_pd(x, threshold, _CMP_LE_OQ);
+      const __m256i false_slot = _mm256_srli_epi64(pair, 31);
+      const __m256i next = _mm256_castpd_si256(_mm256_blendv_pd(
+          _mm256_castsi256_pd(false_slot), _mm256_castsi256_pd(_mm256_add_epi64(slot[v], two)), go_true));
+      moved = _mm256_or_si256(moved, _mm256_xor_si256(next, slot[v]));
+      slot[v] = next;
+    }
+    if (_mm256_testz_si256(moved, moved)) break;
+  }
+  // The low halves of the int64 lanes, halved: the node indices.
+  const __m256i pick = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  for (int v = 0; v < kVectors256; ++v) {
+    const __m256i index = _mm256_permutevar8x32_epi32(_mm256_srli_epi64(slot[v], 1), pick);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(at + 4 * v), _mm256_castsi256_si128(index));
+  }
+}
+
+bool Supports(WalkKind kind) {
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  return kind == WalkKind::kPortable || (kind == WalkKind::kAvx2 && avx2) || (kind == WalkKind::kAvx512 && avx512);
 }
 #else
-bool UseAvx512() { return false; }
+bool Supports(WalkKind kind) { return kind == WalkKind::kPortable; }
 #endif
+
+WalkKind ChooseWalk() {
+  const int forced = forced_walk.load(std::memory_order_relaxed);
+  if (forced >= 0) return static_cast<WalkKind>(forced);
+  static const WalkKind best = Supports(WalkKind::kAvx512) ? WalkKind::kAvx512
+                               : Supports(WalkKind::kAvx2) ? WalkKind::kAvx2
+                                                           : WalkKind::kPortable;
+  return best;
+}
+
+int LanesOf(WalkKind kind) {
+  return kind == WalkKind::kAvx512 ? kGroup512 : kind == WalkKind::kAvx2 ? kGroup256 : kGroup;
+}
 
 class LeqForest final : public BlockScorer {
  public:
@@ -149,11 +215,11 @@ class LeqForest final : public BlockScorer {
     const Forest& f = *forest_;
     std::fill(scores, scores + count * f.targets, 0.0);
     std::fill(has_score, has_score + count * f.targets, false);
-    const bool avx512 = UseAvx512();
-    const int lanes = avx512 ? kGroup512 : kGroup;
+    const WalkKind kind = ChooseWalk();
+    const int lanes = LanesOf(kind);
     // Each row adds its leaves in tree order either way.
-    if (2 * count <= lanes) ScoreByTrees(rows, width, count, lanes, avx512, scores, has_score);
-    else ScoreByRows(rows, width, count, lanes, avx512, scores, has_score);
+    if (2 * count <= lanes) ScoreByTrees(rows, width, count, lanes, kind, scores, has_score);
+    else ScoreByRows(rows, width, count, lanes, kind, scores, has_score);
     if (f.aggregate == Aggregate::kAverage && !f.roots.empty())
       for (int64_t i = 0; i < count * f.targets; ++i) scores[i] /= static_cast<double>(f.roots.size());
     return true;
@@ -162,7 +228,7 @@ class LeqForest final : public BlockScorer {
  private:
   // Lanes are rows walking one tree; trees are the outer loop, so a tree's
   // nodes stay in L1 across the block. Lanes past the last row repeat it.
-  void ScoreByRows(const double* rows, int64_t width, int64_t count, int lanes, bool avx512, double* scores,
+  void ScoreByRows(const double* rows, int64_t width, int64_t count, int lanes, WalkKind kind, double* scores,
                    bool* has_score) const {
     const int64_t targets = forest_->targets;
     Lanes start;
@@ -172,7 +238,7 @@ class LeqForest final : public BlockScorer {
         const int n = static_cast<int>(std::min<int64_t>(lanes, count - first));
         for (int l = 0; l < lanes; ++l) start.row_start[l] = static_cast<int32_t>(std::min(l, n - 1) * width);
         int32_t at[kGroup512];
-        Walk(avx512, start, rows + first * width, at);
+        Walk(kind, start, rows + first * width, at);
         for (int l = 0; l < n; ++l) AddLeaf(at[l], scores + (first + l) * targets, has_score + (first + l) * targets);
       }
     }
@@ -180,7 +246,7 @@ class LeqForest final : public BlockScorer {
 
   // Lanes are trees one row walks (a few rows would leave most row lanes
   // idle). Lanes past the last tree repeat it.
-  void ScoreByTrees(const double* rows, int64_t width, int64_t count, int lanes, bool avx512, double* scores,
+  void ScoreByTrees(const double* rows, int64_t width, int64_t count, int lanes, WalkKind kind, double* scores,
                     bool* has_score) const {
     const int64_t targets = forest_->targets, trees = static_cast<int64_t>(roots_.size());
     Lanes start;
@@ -190,15 +256,16 @@ class LeqForest final : public BlockScorer {
         const int n = static_cast<int>(std::min<int64_t>(lanes, trees - first));
         for (int l = 0; l < lanes; ++l) start.root[l] = roots_[static_cast<size_t>(first + std::min(l, n - 1))];
         int32_t at[kGroup512];
-        Walk(avx512, start, rows + r * width, at);
+        Walk(kind, start, rows + r * width, at);
         for (int l = 0; l < n; ++l) AddLeaf(at[l], scores + r * targets, has_score + r * targets);
       }
     }
   }
 
-  void Walk(bool avx512, const Lanes& lanes, const double* rows, int32_t* at) const {
+  void Walk(WalkKind kind, const Lanes& lanes, const double* rows, int32_t* at) const {
 #if NEE_TREE_X86
-    if (avx512) return Walk512(nodes_.data(), lanes, rows, at);
+    if (kind == WalkKind::kAvx512) return Walk512(nodes_.data(), lanes, rows, at);
+    if (kind == WalkKind::kAvx2) return Walk256(nodes_.data(), lanes, rows, at);
 #endif
     WalkPortable(lanes, rows, at);
   }
@@ -303,7 +370,21 @@ Result<std::shared_ptr<const BlockScorer>> LeqScorer(KernelContext& ctx, const s
 
 }  // namespace
 
-void TreeForcePortable(bool on) { force_portable.store(on, std::memory_order_relaxed); }
+void TreeForcePortable(bool on) { forced_walk.store(on ? static_cast<int>(WalkKind::kPortable) : -1); }
+
+// For tests: "portable", "avx2" or "avx512" instead of the best walk, or the
+// best again for null; false (and no change) for a walk this CPU lacks.
+bool TreeForceWalk(const char* name) {
+  if (!name) {
+    forced_walk.store(-1);
+    return true;
+  }
+  const std::string n = name;
+  const WalkKind kind = n == "avx512" ? WalkKind::kAvx512 : n == "avx2" ? WalkKind::kAvx2 : WalkKind::kPortable;
+  if ((n != "portable" && kind == WalkKind::kPortable) || !Supports(kind)) return false;
+  forced_walk.store(static_cast<int>(kind));
+  return true;
+}
 
 Status TreeEnsembleClassifierFast(KernelContext& ctx) { return ml_tree::RunTreeEnsembleClassifier(ctx, LeqScorer); }
 Status TreeEnsembleRegressorFast(KernelContext& ctx) { return ml_tree::RunTreeEnsembleRegressor(ctx, LeqScorer); }
