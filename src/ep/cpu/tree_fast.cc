@@ -52,12 +52,24 @@ using ml_tree::Ref;
 // 16 bytes, four to a cache line. A leaf leads to itself whatever the row:
 // its threshold is NaN (x <= NaN is false for every x, NaN included) and its
 // false child is itself, so a walk can step past the leaf without testing
-// for it.
+// for it. The NaN's payload locates the leaf's weights (LeafNaN), so adding
+// a leaf reads only the node the walk ended on and the weights.
 struct Node {
   double threshold;
   int32_t feature;
   int32_t false_next;  // the true child is the next node
 };
+
+// A leaf's threshold: a quiet NaN whose low 32 bits are the index of its
+// first weight and the next 19 bits the count of its weights.
+constexpr uint64_t kQuietNaN = 0x7FF8000000000000;
+constexpr int64_t kMaxLeafWeights = int64_t{1} << 19;
+double LeafNaN(int64_t first, int64_t count) {
+  const uint64_t bits = kQuietNaN | static_cast<uint64_t>(count) << 32 | static_cast<uint64_t>(first);
+  double d;
+  std::memcpy(&d, &bits, sizeof d);
+  return d;
+}
 
 // Rows walked through a tree together by the portable walk: enough
 // independent loads to hide the latency of each step, few enough to stay in
@@ -83,6 +95,7 @@ static_assert(sizeof(Node) == 16 && offsetof(Node, feature) == 8 && offsetof(Nod
 struct Lanes {
   int32_t root[kGroup512];
   int32_t row_start[kGroup512];
+  int32_t steps;  // the deepest leaf of the lanes' trees: every lane is on its leaf after this many steps
 };
 
 #if NEE_TREE_X86
@@ -141,8 +154,9 @@ NEE_TREE_AVX2 void Walk256(const Node* nodes, const Lanes& lanes, const double* 
   const long long* pairs = reinterpret_cast<const long long*>(reinterpret_cast<const char*>(nodes) + offsetof(Node, feature));
   const __m256i two = _mm256_set1_epi64x(2);
   const __m256i low = _mm256_set1_epi64x(0xFFFFFFFF);
-  for (;;) {
-    __m256i moved = _mm256_setzero_si256();
+  // As many steps as the deepest leaf: no test for lanes that still move
+  // (one more step to find none did, and a mispredicted exit).
+  for (int32_t step = 0; step < lanes.steps; ++step) {
 #pragma GCC unroll 4
     for (int v = 0; v < kVectors256; ++v) {
       const __m256d threshold = _mm256_i64gather_pd(thresholds, slot[v], 8);
@@ -152,10 +166,8 @@ NEE_TREE_AVX2 void Walk256(const Node* nodes, const Lanes& lanes, const double* 
       const __m256i false_slot = _mm256_srli_epi64(pair, 31);
       const __m256i next = _mm256_castpd_si256(_mm256_blendv_pd(
           _mm256_castsi256_pd(false_slot), _mm256_castsi256_pd(_mm256_add_epi64(slot[v], two)), go_true));
-      moved = _mm256_or_si256(moved, _mm256_xor_si256(next, slot[v]));
       slot[v] = next;
     }
-    if (_mm256_testz_si256(moved, moved)) break;
   }
   // The low halves of the int64 lanes, halved: the node indices.
   const __m256i pick = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
@@ -232,8 +244,9 @@ class LeqForest final : public BlockScorer {
                    bool* has_score) const {
     const int64_t targets = forest_->targets;
     Lanes start;
-    for (int32_t root : roots_) {
-      std::fill(start.root, start.root + lanes, root);
+    for (size_t t = 0; t < roots_.size(); ++t) {
+      std::fill(start.root, start.root + lanes, roots_[t]);
+      start.steps = depths_[t];
       for (int64_t first = 0; first < count; first += lanes) {
         const int n = static_cast<int>(std::min<int64_t>(lanes, count - first));
         for (int l = 0; l < lanes; ++l) start.row_start[l] = static_cast<int32_t>(std::min(l, n - 1) * width);
@@ -254,7 +267,12 @@ class LeqForest final : public BlockScorer {
     for (int64_t r = 0; r < count; ++r) {
       for (int64_t first = 0; first < trees; first += lanes) {
         const int n = static_cast<int>(std::min<int64_t>(lanes, trees - first));
-        for (int l = 0; l < lanes; ++l) start.root[l] = roots_[static_cast<size_t>(first + std::min(l, n - 1))];
+        start.steps = 0;
+        for (int l = 0; l < lanes; ++l) {
+          const size_t t = static_cast<size_t>(first + std::min(l, n - 1));
+          start.root[l] = roots_[t];
+          start.steps = std::max(start.steps, depths_[t]);
+        }
         int32_t at[kGroup512];
         Walk(kind, start, rows + r * width, at);
         for (int l = 0; l < n; ++l) AddLeaf(at[l], scores + r * targets, has_score + r * targets);
@@ -271,15 +289,18 @@ class LeqForest final : public BlockScorer {
   }
 
   // Appends one tree in preorder, true child first; false when a branch is
-  // reached twice (a cycle, or a node shared between trees or parents).
+  // reached twice (a cycle, or a node shared between trees or parents) or
+  // the leaves' weights do not fit LeafNaN.
   bool AddTree(Ref root, std::vector<uint8_t>& seen) {
     const Forest& f = *forest_;
     struct Pending {
       Ref ref;
       int64_t parent;  // the node whose false child this is, or -1
+      int32_t depth;
     };
-    std::vector<Pending> stack{{root, -1}};
+    std::vector<Pending> stack{{root, -1, 0}};
     roots_.push_back(static_cast<int32_t>(nodes_.size()));
+    depths_.push_back(0);
     while (!stack.empty()) {
       Pending p = stack.back();
       stack.pop_back();
@@ -287,21 +308,23 @@ class LeqForest final : public BlockScorer {
       const int32_t index = static_cast<int32_t>(nodes_.size());
       if (p.parent >= 0) nodes_[static_cast<size_t>(p.parent)].false_next = index;
       if (p.ref < 0) {
-        nodes_.push_back({std::numeric_limits<double>::quiet_NaN(), 0, index});
+        depths_.back() = std::max(depths_.back(), p.depth);
         const int64_t leaf = ~static_cast<int64_t>(p.ref);
+        const int64_t first = static_cast<int64_t>(leaf_weights_.size());
+        const int64_t count = f.leaf_begin[leaf + 1] - f.leaf_begin[leaf];
+        if (count >= kMaxLeafWeights || first + count >= (int64_t{1} << 32)) return false;
+        nodes_.push_back({LeafNaN(first, count), 0, index});
         for (int64_t k = f.leaf_begin[leaf]; k < f.leaf_begin[leaf + 1]; ++k) {
           const ml_tree::LeafWeight& w = f.leaf_weights[static_cast<size_t>(k)];
           leaf_weights_.push_back({w.weight, w.target});
         }
-        weights_end_.push_back(static_cast<int64_t>(leaf_weights_.size()));
         continue;
       }
       if (seen[static_cast<size_t>(p.ref)]++) return false;
       const ml_tree::Branch& b = f.branches[static_cast<size_t>(p.ref)];
       nodes_.push_back({b.threshold, b.feature, -1});
-      weights_end_.push_back(static_cast<int64_t>(leaf_weights_.size()));
-      stack.push_back({b.false_ref, index});
-      stack.push_back({b.true_ref, -1});
+      stack.push_back({b.false_ref, index, p.depth + 1});
+      stack.push_back({b.true_ref, -1, p.depth + 1});
     }
     return true;
   }
@@ -334,9 +357,12 @@ class LeqForest final : public BlockScorer {
   // As the reference adds a leaf for SUM and AVERAGE (its weights in the
   // same order).
   void AddLeaf(int32_t node, double* scores, bool* has_score) const {
-    const size_t n = static_cast<size_t>(node);
-    for (int64_t k = n ? weights_end_[n - 1] : 0; k < weights_end_[n]; ++k) {
-      const LeafWeight& w = leaf_weights_[static_cast<size_t>(k)];
+    uint64_t bits;
+    std::memcpy(&bits, &nodes_[static_cast<size_t>(node)].threshold, sizeof bits);
+    const LeafWeight* weights = leaf_weights_.data() + (bits & 0xFFFFFFFF);
+    const int64_t count = static_cast<int64_t>(bits >> 32) & (kMaxLeafWeights - 1);
+    for (int64_t k = 0; k < count; ++k) {
+      const LeafWeight& w = weights[k];
       scores[w.target] += w.weight;
       has_score[w.target] = true;
     }
@@ -345,14 +371,14 @@ class LeqForest final : public BlockScorer {
   std::shared_ptr<const Forest> forest_;
   std::vector<Node> nodes_;
   std::vector<int32_t> roots_;    // per tree, its root node
-  // The leaves' weights in node order, so that a tree's leaves lie together:
-  // node i's are leaf_weights_[weights_end_[i - 1] .. weights_end_[i]).
+  std::vector<int32_t> depths_;   // per tree, its deepest leaf's depth (a lone leaf: 0)
+  // The leaves' weights in node order, so that a tree's leaves lie together
+  // (where each leaf's are: its threshold's NaN payload).
   struct LeafWeight {
     double weight;
     int64_t target;
   };
   std::vector<LeafWeight> leaf_weights_;
-  std::vector<int64_t> weights_end_;
 };
 
 // The compact forest, built once per session (null when it does not apply).
