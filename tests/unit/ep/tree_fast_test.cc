@@ -14,6 +14,12 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep_test_util.h"
 
+namespace nee::cpu {
+// tree_fast.cc's test hook: "portable", "x86" or "avx512" instead of the
+// best walk (null: the best again); false for a walk this CPU lacks.
+bool TreeForceWalk(const char* name);
+}  // namespace nee::cpu
+
 namespace nee::testing {
 namespace {
 
@@ -126,7 +132,7 @@ Result<std::vector<Value>> RunTree(KernelFn kernel, const Node& node, int64_t op
 }
 
 void ExpectSameAsReferenceOnce(KernelFn fast, const Node& node, int64_t opset, int64_t width, std::mt19937& rng) {
-  for (int64_t rows : {1, 7, 8, 9, 31, 33, 64, 130}) {
+  for (int64_t rows : {1, 3, 7, 8, 9, 16, 17, 31, 33, 64, 130, 1000, 2100}) {
     Tensor x = MakeRows(rows, width, rng);
     auto want = RunTree(cpu::RunReference, node, opset, x, 1);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
@@ -146,15 +152,32 @@ void ExpectSameAsReferenceOnce(KernelFn fast, const Node& node, int64_t opset, i
 }
 
 // Every output of the fast kernel is bitwise the reference's, on several row
-// counts (around both walks' group sizes, 8 and 32) at 1 and 2 threads, with
-// the AVX-512 walk (where the CPU has it) and the portable one.
+// counts (around the walks' group sizes, 8, 16 and 32) at 1 and 2 threads,
+// with each walk the CPU has: AVX-512, x86-64 (scalar compare and cmov) and
+// the portable one.
 void ExpectSameAsReference(KernelFn fast, const Node& node, int64_t opset, int64_t width, std::mt19937& rng) {
-  for (bool portable : {false, true}) {
-    cpu::TreeForcePortable(portable);
+  for (const char* walk : {"avx512", "x86", "portable"}) {
+    if (!cpu::TreeForceWalk(walk)) continue;
+    SCOPED_TRACE(std::string("walk ") + walk);
     ExpectSameAsReferenceOnce(fast, node, opset, width, rng);
-    cpu::TreeForcePortable(false);
+    cpu::TreeForceWalk(nullptr);
   }
+  // The best walk, as sessions choose it.
+  ExpectSameAsReferenceOnce(fast, node, opset, width, rng);
 }
+
+#if defined(__x86_64__)
+// The x86 walks are there wherever the CPU has the instructions, so the
+// tests above run them.
+TEST(TreeFast, WalksFollowTheCpu) {
+  EXPECT_TRUE(cpu::TreeForceWalk("x86"));
+  EXPECT_EQ(cpu::TreeForceWalk("avx512"),
+            __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx512vl") != 0);
+  EXPECT_TRUE(cpu::TreeForceWalk("portable"));
+  EXPECT_FALSE(cpu::TreeForceWalk("sse9"));
+  EXPECT_TRUE(cpu::TreeForceWalk(nullptr));
+}
+#endif
 
 TEST(TreeFast, RegressorMatchesReference) {
   std::mt19937 rng(11);
