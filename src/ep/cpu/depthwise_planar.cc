@@ -168,8 +168,12 @@ NEE_AVX2 inline __m256i InsideLanes8(int64_t start, int64_t width) {
 // Several small planes go to one task. Padding rows are a zero scratch row,
 // so each output is still bias + its taps in (kh, kw) order.
 
-// Scratch row length: the loads of the vectors of a row stay inside it.
-int64_t ScratchRow(const Depthwise2D& g) { return (std::max<int64_t>(g.OW, kLanes8) + 7) / 8 * 8 + 8; }
+// Scratch row length, a multiple of 8: the taps of a row's last vector
+// (first column max(OW - 8, 0)) stay inside it.
+int64_t ScratchRow(const Depthwise2D& g) {
+  const int64_t last = std::max<int64_t>(g.OW - kLanes8, 0), reach = g.sh == 1 ? g.KW - 1 : (g.KW - 1) / 2;
+  return (last + reach + kLanes8 + 7) / 8 * 8;
+}
 
 // The eight floats from `p` whose lanes `inside` keeps, zero in the others.
 // A masked load is slow on some CPUs (AMD's): where all eight floats lie in
@@ -189,16 +193,35 @@ NEE_AVX2 inline __m256 RowVector8(const float* row, int64_t start, int64_t width
 }
 
 // Fills dst[0, len) with P (stride 1) or Q_0 at dst, Q_1 at dst + len
-// (stride 2); [lo, hi) is the whole input tensor.
+// (stride 2); [lo, hi) is the whole input tensor. `keep` (S * len lanes,
+// all ones where column k - pw lies in [0, width), else zero) is the same
+// for every row: where the row's reads [row - pw, row - pw + S * len) lie in
+// the tensor, each vector is a plain load ANDed with it, without a branch.
 template <int S>
-NEE_AVX2 void PadRow8(const float* row, int64_t width, int64_t pw, int64_t len, const float* lo, const float* hi,
-                      float* dst) {
+__attribute__((target("avx2,fma"), always_inline)) inline void PadRow8(const float* row, int64_t width, int64_t pw, int64_t len, const int32_t* keep,
+                      const float* lo, const float* hi, float* dst) {
+  const float* base = row - pw;
+  const auto first = reinterpret_cast<uintptr_t>(base), last = first + S * len * sizeof(float);
+  const bool plain = first >= reinterpret_cast<uintptr_t>(lo) && last <= reinterpret_cast<uintptr_t>(hi);
   for (int64_t j = 0; j < len; j += kLanes8) {
     if constexpr (S == 1) {
-      _mm256_storeu_ps(dst + j, RowVector8(row, j - pw, width, lo, hi));
+      const __m256 v = plain ? _mm256_and_ps(_mm256_loadu_ps(base + j),
+                                             _mm256_castsi256_ps(_mm256_loadu_si256(
+                                                 reinterpret_cast<const __m256i*>(keep + j))))
+                             : RowVector8(row, j - pw, width, lo, hi);
+      _mm256_storeu_ps(dst + j, v);
     } else {
       const int64_t start = 2 * j - pw;
-      const __m256 a = RowVector8(row, start, width, lo, hi), b = RowVector8(row, start + kLanes8, width, lo, hi);
+      __m256 a, b;
+      if (plain) {
+        a = _mm256_and_ps(_mm256_loadu_ps(base + 2 * j),
+                          _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep + 2 * j))));
+        b = _mm256_and_ps(_mm256_loadu_ps(base + 2 * j + kLanes8),
+                          _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep + 2 * j + kLanes8))));
+      } else {
+        a = RowVector8(row, start, width, lo, hi);
+        b = RowVector8(row, start + kLanes8, width, lo, hi);
+      }
       // shuffle_ps picks within 128-bit halves; the 64-bit pairs are then put in order.
       const __m256 even = _mm256_shuffle_ps(a, b, 0x88), odd = _mm256_shuffle_ps(a, b, 0xDD);
       _mm256_storeu_ps(dst + j, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), 0xD8)));
@@ -270,7 +293,7 @@ NEE_AVX2 inline void ScratchRows8(const Depthwise2D& g, const float* const* rows
 template <FusedActivation::Kind K, int kK, int S>
 NEE_AVX2 void ScratchPlaneRows8(const Depthwise2D& g, const float* x, const float* w, float bias,
                                 const FusedActivation& act, int64_t oh0, int64_t oh1, float* y, float* scratch,
-                                const float* lo, const float* hi) {
+                                const int32_t* keep, const float* lo, const float* hi) {
   const int64_t len = ScratchRow(g), stride = S * len;  // floats per scratch row
   const int64_t in_rows = (oh1 - oh0 - 1) * S + kK;
   float* zero = scratch + in_rows * stride;
@@ -282,7 +305,7 @@ NEE_AVX2 void ScratchPlaneRows8(const Depthwise2D& g, const float* x, const floa
       rows[i] = zero;
       continue;
     }
-    PadRow8<S>(x + ih * g.W, g.W, g.pw, len, lo, hi, scratch + i * stride);
+    PadRow8<S>(x + ih * g.W, g.W, g.pw, len, keep, lo, hi, scratch + i * stride);
     rows[i] = scratch + i * stride;
   }
   __m256 wv[kK * kK];
@@ -303,7 +326,7 @@ NEE_AVX2 void ScratchPlaneRows8(const Depthwise2D& g, const float* x, const floa
 }
 
 using ScratchRowsFn = void (*)(const Depthwise2D&, const float*, const float*, float, const FusedActivation&, int64_t,
-                               int64_t, float*, float*, const float*, const float*);
+                               int64_t, float*, float*, const int32_t*, const float*, const float*);
 
 template <FusedActivation::Kind K>
 ScratchRowsFn ScratchForGeometry8(const Depthwise2D& g) {
@@ -368,9 +391,15 @@ void DepthwisePlanar(KernelContext& ctx, const Depthwise2D& g, const float* x, c
     const int64_t out_plane = g.OH * g.OW, planes = g.N * g.C, in_plane = g.H * g.W, taps = g.KH * g.KW;
     const int64_t strip_rows = g.OH <= 2 * kRowsPerTask ? g.OH : kRowsPerTask;
     const int64_t strips = (g.OH + strip_rows - 1) / strip_rows;
-    const int64_t group = std::clamp<int64_t>(kScratchTaskOutputs / (strip_rows * g.OW), 1, planes);
+    const int64_t group = strips > 1 ? 1 : std::clamp<int64_t>(kScratchTaskOutputs / out_plane, 1, planes);
     const int64_t groups = (planes + group - 1) / group;
     const size_t scratch_floats = static_cast<size_t>(((strip_rows - 1) * g.sh + g.KH + 1) * g.sh * ScratchRow(g));
+    // PadRow8's lanes to keep: padded column k holds input column k - pw.
+    std::vector<int32_t> keep(static_cast<size_t>(g.sh * ScratchRow(g)));
+    for (size_t k = 0; k < keep.size(); ++k) {
+      const int64_t col = static_cast<int64_t>(k) - g.pw;
+      keep[k] = col >= 0 && col < g.W ? -1 : 0;
+    }
     ParallelTasks(ctx, groups * strips, [&](int64_t t) {
       thread_local std::vector<float> buffer;
       if (buffer.size() < scratch_floats) buffer.resize(scratch_floats);
@@ -378,8 +407,14 @@ void DepthwisePlanar(KernelContext& ctx, const Depthwise2D& g, const float* x, c
       const int64_t oh0 = t % strips * strip_rows, oh1 = std::min(g.OH, oh0 + strip_rows);
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t c = p % g.C;
-        fn(g, x + p * in_plane, w + c * taps, bias ? bias[c] : 0.f, act, oh0, oh1, y + p * out_plane, buffer.data(), x,
-           x + planes * in_plane);
+        // Small planes follow one another too quickly for the hardware
+        // prefetcher: the next one is asked for while this one is computed.
+        if (p + 1 < p1) {
+          const char* next = reinterpret_cast<const char*>(x + (p + 1) * in_plane);
+          for (int64_t b = 0; b < in_plane * static_cast<int64_t>(sizeof(float)); b += 64) _mm_prefetch(next + b, _MM_HINT_T0);
+        }
+        fn(g, x + p * in_plane, w + c * taps, bias ? bias[c] : 0.f, act, oh0, oh1, y + p * out_plane, buffer.data(),
+           keep.data(), x, x + planes * in_plane);
         if (!z) continue;
         const int64_t offset = p * out_plane + oh0 * g.OW, count = (oh1 - oh0) * g.OW;
         BiasResidualActivate(act, nullptr, z + offset, 0, y + offset, 0, 1, count);
