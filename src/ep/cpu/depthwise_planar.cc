@@ -192,11 +192,16 @@ NEE_AVX2 inline __m256 RowVector8(const float* row, int64_t start, int64_t width
   return LoadInside8(row + start, InsideLanes8(start, width), lo, hi);
 }
 
+NEE_AVX2 inline __m256 LoadKeep(const int32_t* keep) {
+  return _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep)));
+}
+
 // Fills dst[0, len) with P (stride 1) or Q_0 at dst, Q_1 at dst + len
 // (stride 2); [lo, hi) is the whole input tensor. `keep` (S * len lanes,
 // all ones where column k - pw lies in [0, width), else zero) is the same
 // for every row: where the row's reads [row - pw, row - pw + S * len) lie in
-// the tensor, each vector is a plain load ANDed with it, without a branch.
+// the tensor, a vector that reaches into the padding is a plain load ANDed
+// with it (a masked load is slow on some CPUs).
 template <int S>
 __attribute__((target("avx2,fma"), always_inline)) inline void PadRow8(const float* row, int64_t width, int64_t pw, int64_t len, const int32_t* keep,
                       const float* lo, const float* hi, float* dst) {
@@ -205,19 +210,20 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PadRow8(const flo
   const bool plain = first >= reinterpret_cast<uintptr_t>(lo) && last <= reinterpret_cast<uintptr_t>(hi);
   for (int64_t j = 0; j < len; j += kLanes8) {
     if constexpr (S == 1) {
-      const __m256 v = plain ? _mm256_and_ps(_mm256_loadu_ps(base + j),
-                                             _mm256_castsi256_ps(_mm256_loadu_si256(
-                                                 reinterpret_cast<const __m256i*>(keep + j))))
-                             : RowVector8(row, j - pw, width, lo, hi);
+      __m256 v;
+      if (j >= pw && j - pw + kLanes8 <= width) v = _mm256_loadu_ps(base + j);
+      else if (plain) v = _mm256_and_ps(_mm256_loadu_ps(base + j), LoadKeep(keep + j));
+      else v = RowVector8(row, j - pw, width, lo, hi);
       _mm256_storeu_ps(dst + j, v);
     } else {
       const int64_t start = 2 * j - pw;
       __m256 a, b;
-      if (plain) {
-        a = _mm256_and_ps(_mm256_loadu_ps(base + 2 * j),
-                          _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep + 2 * j))));
-        b = _mm256_and_ps(_mm256_loadu_ps(base + 2 * j + kLanes8),
-                          _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep + 2 * j + kLanes8))));
+      if (start >= 0 && start + 2 * kLanes8 <= width) {
+        a = _mm256_loadu_ps(base + 2 * j);
+        b = _mm256_loadu_ps(base + 2 * j + kLanes8);
+      } else if (plain) {
+        a = _mm256_and_ps(_mm256_loadu_ps(base + 2 * j), LoadKeep(keep + 2 * j));
+        b = _mm256_and_ps(_mm256_loadu_ps(base + 2 * j + kLanes8), LoadKeep(keep + 2 * j + kLanes8));
       } else {
         a = RowVector8(row, start, width, lo, hi);
         b = RowVector8(row, start + kLanes8, width, lo, hi);
