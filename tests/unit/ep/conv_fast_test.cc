@@ -144,7 +144,7 @@ std::vector<ConvCase> Grid() {
        {IntAttr("group", 7), IntsAttr("pads", {2, 2, 2, 2})}},
       {"2d_depthwise_scratch_5x5_stride2_uneven", {1, 5, 19, 23}, {5, 1, 5, 5}, true,
        {IntAttr("group", 5), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 2, 2, 1})}},
-      {"2d_depthwise_scratch_tall_strips", {1, 3, 45, 21}, {3, 1, 3, 3}, true,
+      {"2d_depthwise_scratch_tall_strips", {1, 3, 75, 21}, {3, 1, 3, 3}, true,
        {IntAttr("group", 3), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
       {"2d_depthwise_scratch_3_wide", {1, 4, 9, 3}, {4, 1, 3, 3}, false,
        {IntAttr("group", 4), IntsAttr("pads", {0, 1, 0, 1})}},
