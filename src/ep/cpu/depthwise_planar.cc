@@ -377,10 +377,10 @@ bool DepthwisePlanarApplies(const Depthwise2D& g) {
   // are the channel-blocked kernel's (MobileNetV2's layers, 1 thread: 112
   // wide 2.2x faster here, 56 1.7x, 28 1.4x, 14 1.1x; 7 wide 1.4x slower).
   // AVX2 (eight lanes, the scratch-row kernel; 1 thread, MobileNetV2's
-  // shapes, Zen 3): faster than the channel-blocked kernel on every one,
-  // 2.2x on 112-wide rows, 1.2-1.5x on 28, 14 and 7 (stride 1), 1.1-1.4x
-  // with stride 2; and than the direct eight-lane kernel it replaced by
-  // 5-30% (stride 1) and 20-30% (stride 2).
+  // shapes, Zen 3): faster than the channel-blocked kernel on every one
+  // (stride 1: 2.1x on 112-wide rows, 1.4-1.5x on 28, 14 and 7; stride 2:
+  // 1.15-1.85x), and than the direct eight-lane kernel it replaced by 5-35%
+  // (stride 1) and about 30% (stride 2), both before its later tuning.
   const bool square = g.KH == g.KW && g.sh == g.sw && g.dh == 1 && g.dw == 1;
   const bool shape = square && (g.KH == 3 || g.KH == 5) && (g.sh == 1 || g.sh == 2);
   if (UseAvx512()) return shape && g.OW >= 12;
