@@ -132,6 +132,24 @@ std::vector<ConvCase> Grid() {
        {IntAttr("group", 4), IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 0, 1, 1})}},
       {"2d_depthwise_planar_14_wide", {1, 3, 14, 14}, {3, 1, 3, 3}, true,
        {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1})}},
+      // The AVX2 planar kernel through padded scratch rows (3x3 and 5x5,
+      // stride 1 or 2): planes narrower than a vector, several small planes
+      // to a task with a partial last group, odd widths with stride 2, pads
+      // on one side only, and planes tall enough to be cut into strips.
+      {"2d_depthwise_scratch_7x7_many", {2, 45, 7, 7}, {45, 1, 3, 3}, true,
+       {IntAttr("group", 45), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_depthwise_scratch_stride2_odd", {1, 9, 15, 13}, {9, 1, 3, 3}, true,
+       {IntAttr("group", 9), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_depthwise_scratch_5x5_narrow", {1, 7, 5, 5}, {7, 1, 5, 5}, false,
+       {IntAttr("group", 7), IntsAttr("pads", {2, 2, 2, 2})}},
+      {"2d_depthwise_scratch_5x5_stride2_uneven", {1, 5, 19, 23}, {5, 1, 5, 5}, true,
+       {IntAttr("group", 5), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 2, 2, 1})}},
+      {"2d_depthwise_scratch_tall_strips", {1, 3, 75, 21}, {3, 1, 3, 3}, true,
+       {IntAttr("group", 3), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_depthwise_scratch_3_wide", {1, 4, 9, 3}, {4, 1, 3, 3}, false,
+       {IntAttr("group", 4), IntsAttr("pads", {0, 1, 0, 1})}},
+      {"2d_depthwise_scratch_14x14_stride2", {1, 20, 14, 14}, {20, 1, 3, 3}, true,
+       {IntAttr("group", 20), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
       // The indirect path (conv_indirect.cc, up to 48 output channels) and
       // the im2col path beside it: stride 1 and 2, a 6x6 stem with pads 2,
       // asymmetric pads, 1x1 stride 2, batch 2, 1-D.
