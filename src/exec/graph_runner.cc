@@ -225,7 +225,9 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     Status st = pn.kernel(ctx);
     if (env.profiler) {
       const char* kind = pn.schema->custom ? "custom" : pn.kernel == pn.schema->kernel ? "reference" : "optimized";
-      env.profiler->RecordNode(*pn.node, n, kind, start_us, env.profiler->NowUs() - start_us, profiled_inputs, out);
+      const int64_t prepare_us = pn.prepared ? pn.prepared->TakeBuildMicroseconds() : 0;
+      env.profiler->RecordNode(*pn.node, n, kind, start_us, env.profiler->NowUs() - start_us, profiled_inputs, out,
+                               prepare_us);
     }
     if (!st.ok()) return st;
     for (size_t k = 0; k < pn.outputs.size(); ++k) {

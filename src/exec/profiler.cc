@@ -70,7 +70,9 @@ void Profiler::RecordSession(const std::string& name, int64_t start_us, int64_t 
 }
 
 void Profiler::RecordNode(const Node& node, size_t index, const char* kernel, int64_t start_us, int64_t duration_us,
-                          const std::vector<const Value*>& inputs, const std::vector<Value>& outputs) {
+                          const std::vector<const Value*>& inputs, const std::vector<Value>& outputs,
+                          int64_t prepare_us) {
+  prepare_us = std::clamp<int64_t>(prepare_us, 0, duration_us);
   const std::string op = node.domain.empty() ? node.op_type : node.domain + "." + node.op_type;
   std::string in_shapes, out_shapes;
   for (const Value* v : inputs) in_shapes += (in_shapes.empty() ? "" : ",") + TypeShapeJson(v);
@@ -82,13 +84,21 @@ void Profiler::RecordNode(const Node& node, size_t index, const char* kernel, in
                      "\",\"thread_id\":" + std::to_string(thread) + ",\"input_type_shape\":[" + in_shapes +
                      "],\"output_type_shape\":[" + out_shapes + "]";
   // An unnamed node is called "<op>_<index>", as ONNX Runtime names it.
-  std::string name = (node.name.empty() ? node.op_type + "_" + std::to_string(index) : node.name) + "_kernel_time";
+  const std::string base = node.name.empty() ? node.op_type + "_" + std::to_string(index) : node.name;
   std::lock_guard<std::mutex> lock(mu_);
-  Add({"Node", std::move(name), start_us, duration_us, thread, std::move(args)});
+  if (prepare_us > 0) {
+    Add({"Node", base + "_kernel_prepare", start_us, prepare_us, thread, args});
+    AddToTotal(kPrepareTotal, prepare_us);
+  }
+  Add({"Node", base + "_kernel_time", start_us + prepare_us, duration_us - prepare_us, thread, std::move(args)});
+  AddToTotal(op, duration_us - prepare_us);
+}
+
+void Profiler::AddToTotal(const std::string& op, int64_t us) {
   auto it = std::find_if(totals_.begin(), totals_.end(), [&](const OpTotal& t) { return t.op == op; });
   if (it == totals_.end()) it = totals_.insert(totals_.end(), OpTotal{op});
   ++it->calls;
-  it->total_us += duration_us;
+  it->total_us += us;
 }
 
 std::string Profiler::ChromeTraceJson() const {

@@ -5,8 +5,9 @@
 // optimizing and planning the model and for each run ("model_run"), "Node"
 // events named "<node>_kernel_time" whose args give the op type, the provider,
 // the input and output types and shapes, the thread and the kernel (optimized
-// or reference). Also summarised per op type, which is how to find the
-// biggest bucket before optimizing.
+// or reference), and "<node>_kernel_prepare" for the time a node's first run
+// spent preparing its kernel (packing weights). Also summarised per op type,
+// which is how to find the biggest bucket before optimizing.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -34,9 +35,13 @@ class Profiler {
   // "session_initialization", "model_run", ...
   void RecordSession(const std::string& name, int64_t start_us, int64_t duration_us);
   // One node run: `index` its place in the plan, `kernel` which kernel ran it
-  // ("optimized"/"reference"), the values it read and made.
+  // ("optimized"/"reference"), the values it read and made. `prepare_us` of
+  // the call went into preparing the kernel (weights packed on its first
+  // run, PreparedCache): recorded as its own "<node>_kernel_prepare" event
+  // at the start of the call, and left out of the kernel time.
   void RecordNode(const Node& node, size_t index, const char* kernel, int64_t start_us, int64_t duration_us,
-                  const std::vector<const Value*>& inputs, const std::vector<Value>& outputs);
+                  const std::vector<const Value*>& inputs, const std::vector<Value>& outputs,
+                  int64_t prepare_us = 0);
 
   // The trace as Chrome's JSON array format.
   std::string ChromeTraceJson() const;
@@ -58,7 +63,10 @@ class Profiler {
   // A long-running profiled session keeps at most this many events (the
   // first ones); the summary still counts every call.
   static constexpr size_t kMaxEvents = 1 << 20;
+  // The summary's row for kernel preparation (all ops together).
+  static constexpr const char* kPrepareTotal = "(kernel prepare)";
   void Add(Event event);
+  void AddToTotal(const std::string& op, int64_t us);  // one call of `op` that took `us`
 
   Clock::time_point origin_;
   int64_t start_time_ns_;  // wall clock at the origin, as ONNX Runtime reports it

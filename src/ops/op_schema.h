@@ -2,6 +2,7 @@
 // was introduced or changed in, arity), its shape/type rule and its reference
 // kernel. One family file in ops/ defines these for a group of related ops.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -87,7 +88,10 @@ class PreparedCache {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Entry& e : entries_)
       if (e.type == std::type_index(typeid(T)) && e.key == key) return std::static_pointer_cast<const T>(e.state);
+    const auto started = std::chrono::steady_clock::now();
     Result<std::shared_ptr<const T>> built = build();
+    build_us_ += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - started)
+                     .count();
     if (!built.ok()) return built.status();
     // Bounded like the session's per-shape plans: a model fed ever-new shapes
     // drops its oldest states (runs still holding one keep it alive).
@@ -101,6 +105,17 @@ class PreparedCache {
     return entries_.size();
   }
 
+  // Microseconds spent building entries since the last call (the profiler
+  // reports them apart from the run that triggered them: weights packed on
+  // the first run are preparation, not that run's kernel time). With
+  // concurrent runs a build may be reported by another run of the node.
+  int64_t TakeBuildMicroseconds() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int64_t us = build_us_;
+    build_us_ = 0;
+    return us;
+  }
+
  private:
   static constexpr size_t kMaxEntries = 16;
   struct Entry {
@@ -110,6 +125,7 @@ class PreparedCache {
   };
   mutable std::mutex mu_;
   std::vector<Entry> entries_;
+  int64_t build_us_ = 0;
 };
 
 class KernelContext {

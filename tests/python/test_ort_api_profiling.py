@@ -125,3 +125,29 @@ def test_nee_profile_refuses_options_of_other_commands(tmp_path, option):
     result = subprocess.run([os.environ.get("NEE_BIN", "build/bin/nee"), "profile", str(model)] + option,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and f"option '{option[0]}' does not apply to nee profile" in result.stderr
+
+
+def test_weight_packing_on_the_first_run_is_its_own_event(tmp_path):
+    """A MatMul with constant weights packs them on its first run: that time is reported as
+    "<node>_kernel_prepare" (once), not as kernel time, so every run's kernel time is comparable."""
+    import nee
+    w = onnx.numpy_helper.from_array(np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32), "W")
+    graph = helper.make_graph([helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("X", TensorProto.FLOAT, [64, 256])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [64, 256])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    so = nee.SessionOptions()
+    so.enable_profiling = True
+    so.profile_file_prefix = str(tmp_path / "prof")
+    sess = session(nee, model, sess_options=so)
+    for _ in range(3):
+        sess.run(None, {"X": np.ones((64, 256), np.float32)})
+    with open(sess.end_profiling()) as f:
+        events = json.load(f)
+    runs = sorted((e for e in events if e["name"] == "model_run"), key=lambda e: e["ts"])
+    prepares = [e for e in events if e["name"] == "mm_kernel_prepare"]
+    kernels = sorted((e for e in events if e["name"] == "mm_kernel_time"), key=lambda e: e["ts"])
+    assert len(runs) == 3 and len(kernels) == 3 and len(prepares) == 1
+    prepare = prepares[0]
+    assert prepare["cat"] == "Node" and prepare["args"]["op_name"] == "MatMul" and prepare["dur"] > 0
+    assert runs[0]["ts"] <= prepare["ts"] and prepare["ts"] + prepare["dur"] <= kernels[0]["ts"] <= runs[1]["ts"]
