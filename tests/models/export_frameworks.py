@@ -400,7 +400,89 @@ def export_keras():
     export("attention_block", m, x, 17, {"trained_on": "none (seeded initial weights)"})
 
 
-FRAMEWORKS = {"lightgbm": export_lightgbm, "xgboost": export_xgboost, "sklearn": export_sklearn, "keras": export_keras}
+# ---------------------------------------------------------------------------------------- JAX
+
+
+def export_jax():
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+    from jax2onnx import to_onnx
+    from sklearn import datasets
+
+    mods = ["jax", "flax", "jax2onnx", "onnx", "numpy"]
+    opset = 21
+
+    def export(name, fn, feeds, meta):
+        arrays = list(feeds.values())
+        want = np.asarray(fn(*[jnp.asarray(a) for a in arrays]))
+        spec = [("B",) + a.shape[1:] for a in arrays]
+        onx = to_onnx(fn, spec, opset=opset, model_name=name, input_names=list(feeds),
+                      output_names=["output"])
+        save("jax", name, onx.SerializeToString(), feeds, {"value": want},
+             [{"output": "output", "expected": "value", "kind": "value"}], meta, mods)
+
+    # Plain jax.numpy MLP trained by a few hundred full-batch gradient steps on iris.
+    xt, xs, yt, _ = split(datasets.load_iris)
+    key = jax.random.PRNGKey(SEED)
+    k1, k2 = jax.random.split(key)
+    params = {"w1": jax.random.normal(k1, (4, 16)) * 0.5, "b1": jnp.zeros(16),
+              "w2": jax.random.normal(k2, (16, 3)) * 0.5, "b2": jnp.zeros(3)}
+
+    def mlp(p, x):
+        h = jnp.tanh(x @ p["w1"] + p["b1"])
+        return jax.nn.softmax(h @ p["w2"] + p["b2"], axis=-1)
+
+    def loss(p, x, y):
+        return -jnp.mean(jnp.log(mlp(p, x)[jnp.arange(len(y)), y] + 1e-7))
+
+    step = jax.jit(lambda p, x, y: jax.tree.map(lambda a, g: a - 0.1 * g, p,
+                                                jax.grad(loss)(p, x, y)))
+    for _ in range(300):
+        params = step(params, jnp.asarray(xt), jnp.asarray(yt))
+    export("mlp_iris", lambda x: mlp(params, x), {"x": xs}, {"trained_on": "iris"})
+
+    # Flax NNX CNN (NHWC): Conv, BatchNorm (inference), relu, avg_pool, Linear; seeded weights.
+    class CNN(nnx.Module):
+        def __init__(self, rngs):
+            self.conv1 = nnx.Conv(1, 8, (3, 3), rngs=rngs)
+            self.bn = nnx.BatchNorm(8, use_running_average=True, rngs=rngs)
+            self.conv2 = nnx.Conv(8, 16, (3, 3), strides=(2, 2), rngs=rngs)
+            self.fc = nnx.Linear(16 * 4 * 4, 10, rngs=rngs)
+
+        def __call__(self, x):
+            x = nnx.relu(self.bn(self.conv1(x)))
+            x = nnx.gelu(self.conv2(x))
+            x = nnx.avg_pool(x, window_shape=(2, 2), strides=(1, 1), padding="SAME")
+            return self.fc(x.reshape(x.shape[0], -1))
+
+    cnn = CNN(nnx.Rngs(SEED))
+    cnn.bn.mean.value = jnp.linspace(-0.2, 0.2, 8)  # non-trivial running statistics
+    cnn.bn.var.value = jnp.linspace(0.5, 1.5, 8)
+    _, xs, _, _ = split(datasets.load_digits)
+    images = (xs / 16.0).reshape(-1, 8, 8, 1).astype(np.float32)
+    export("cnn_digits", cnn, {"x": images}, {"trained_on": "none (seeded weights); digits input"})
+
+    # Flax NNX attention block: LayerNorm, MultiHeadAttention, residual, Linear + gelu.
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.ln1 = nnx.LayerNorm(16, rngs=rngs)
+            self.attn = nnx.MultiHeadAttention(num_heads=2, in_features=16, decode=False, rngs=rngs)
+            self.ln2 = nnx.LayerNorm(16, rngs=rngs)
+            self.fc1 = nnx.Linear(16, 32, rngs=rngs)
+            self.fc2 = nnx.Linear(32, 16, rngs=rngs)
+
+        def __call__(self, x):
+            h = self.ln1(x)
+            x = x + self.attn(h, h, h)
+            return x + self.fc2(nnx.gelu(self.fc1(self.ln2(x))))
+
+    block = Block(nnx.Rngs(SEED + 1))
+    x = np.random.default_rng(SEED).standard_normal((2, 7, 16)).astype(np.float32)
+    export("attention_block", block, {"x": x}, {"trained_on": "none (seeded weights)"})
+
+
+FRAMEWORKS = {"lightgbm": export_lightgbm, "xgboost": export_xgboost, "sklearn": export_sklearn, "keras": export_keras, "jax": export_jax}
 
 
 if __name__ == "__main__":
