@@ -1,23 +1,35 @@
 #!/usr/bin/env python3
 """Exports small models from other frameworks with their real ONNX converters, together with
 the framework's own outputs, for tests/models/test_framework_models.py (which needs only numpy
-and nee). Run by hand, never in CI; the frameworks live in throwaway venvs, not in .venv:
+and nee). Run by hand, never in CI; the frameworks live in throwaway venvs (PyPI), never in .venv. Versions
+the committed fixtures were made with (also recorded in each meta.json):
 
     python3 -m venv /work/fxvenv
     /work/fxvenv/bin/pip install lightgbm==4.7.0 xgboost==3.2.0 onnxmltools==1.16.0 \
-        onnxconverter-common==1.16.0 skl2onnx==1.20.0 scikit-learn==1.9.1 onnx==1.23.2 \
-        numpy==2.4.6 onnxruntime==1.32.0
+        onnxconverter-common==1.16.0 skl2onnx==1.20.0 scikit-learn==1.9.1 pandas==2.3.3 \
+        onnx==1.23.2 numpy==2.4.6 onnxruntime==1.32.0
     /work/fxvenv/bin/python tests/models/export_frameworks.py lightgbm xgboost sklearn
 
-    python3 -m venv /work/fxvenv-tf     # tf2onnx pins its own protobuf / numpy
-    /work/fxvenv-tf/bin/pip install tensorflow-cpu==TF_VERSION tf2onnx==TF2ONNX_VERSION onnxruntime
+    python3 -m venv /work/fxvenv-tf        # separate: TensorFlow pins its own protobuf / numpy
+    /work/fxvenv-tf/bin/pip install tensorflow-cpu==2.21.0 keras==3.15.1 tf2onnx==1.17.0 \
+        onnx==1.23.2 numpy==2.4.6 scikit-learn==1.9.1 onnxruntime==1.32.0
     /work/fxvenv-tf/bin/python tests/models/export_frameworks.py keras
 
     python3 -m venv /work/fxvenv-jax
-    /work/fxvenv-jax/bin/pip install jax==JAX_VERSION jax2onnx==JAX2ONNX_VERSION onnxruntime
+    /work/fxvenv-jax/bin/pip install jax==0.10.2 jaxlib==0.10.2 flax==0.12.8 jax2onnx==0.17.1 \
+        onnx-ir==1.1.0 onnx==1.23.2 numpy==2.4.6 scikit-learn==1.9.1 onnxruntime==1.32.0
     /work/fxvenv-jax/bin/python tests/models/export_frameworks.py jax
 
-(the versions above are the ones the committed fixtures were made with; see meta.json of each.)
+Regeneration is byte-stable except the Keras lstm_gru and attention_block exports: tf2onnx orders
+and names some nodes differently from run to run (same graph, same expected outputs).
+
+Not exported, and why:
+  - HistGradientBoostingClassifier / Regressor: skl2onnx 1.20 with scikit-learn 1.9 fails
+    ("Expected an int, got a boolean": it writes nodes_missing_value_tracks_true as bools).
+  - LinearSVC inside a Pipeline: skl2onnx 1.20 raises "Option 'zipmap' not in [...] for class
+    'LinearSVC'" (a bare LinearSVC exports); the SVM pipeline uses SVC(kernel="linear").
+  - exact GELU in Keras: tf2onnx 1.17 has no Erfc converter; the Keras block uses the tanh form.
+  - onnxmltools 1.16 exports at most opset 15.
 
 Each model lands in tests/models/<framework>/<name>/:
     model.onnx           the converter's export, unchanged
@@ -42,6 +54,9 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The fixture folders tests/models/jax, keras, ... would shadow the real packages as namespace
+# packages (Keras probes for jax), so this script's folder must not be on the import path.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 SEED = 0
 BATCH = 24
 
@@ -86,13 +101,21 @@ def save(framework, name, model_bytes, feeds, expected, checks, extra_meta, mods
     "zipmap": bool}."""
     import onnx
 
+    model = onnx.load_from_string(model_bytes)
+    # Byte-stable regeneration: onnxmltools names the graph with a random uuid4 hex, and skl2onnx
+    # lists opset imports in set order.
+    if len(model.graph.name) == 32:
+        model.graph.name = name
+    imports = sorted(model.opset_import, key=lambda o: o.domain)
+    del model.opset_import[:]
+    model.opset_import.extend(imports)
+    model_bytes = model.SerializeToString()
     folder = os.path.join(HERE, framework, name)
     if os.path.isdir(folder):
         shutil.rmtree(folder)
     os.makedirs(folder)
     with open(os.path.join(folder, "model.onnx"), "wb") as f:
         f.write(model_bytes)
-    model = onnx.load_from_string(model_bytes)
     graph_inputs = [i.name for i in model.graph.input
                     if i.name not in {t.name for t in model.graph.initializer}]
     assert sorted(graph_inputs) == sorted(feeds), (graph_inputs, list(feeds))
@@ -482,7 +505,8 @@ def export_jax():
     export("attention_block", block, {"x": x}, {"trained_on": "none (seeded weights)"})
 
 
-FRAMEWORKS = {"lightgbm": export_lightgbm, "xgboost": export_xgboost, "sklearn": export_sklearn, "keras": export_keras, "jax": export_jax}
+FRAMEWORKS = {"lightgbm": export_lightgbm, "xgboost": export_xgboost, "sklearn": export_sklearn,
+              "keras": export_keras, "jax": export_jax}
 
 
 if __name__ == "__main__":

@@ -67,12 +67,20 @@ def as_matrix(value, zipmap):
 
 def test_models_were_exported():
     found = {m.split(os.sep)[0] for m in MODELS}
-    assert {"lightgbm", "xgboost"} <= found, MODELS
+    assert set(FRAMEWORKS) <= found, MODELS
+    assert len(MODELS) >= 18, MODELS
+
+
+def cases():
+    for m in MODELS:
+        if m in KNOWN_FAILURES:
+            yield pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[m]))
+        else:
+            yield m
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
-@pytest.mark.parametrize("model", [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[m]))
-                                   if m in KNOWN_FAILURES else m for m in MODELS])
+@pytest.mark.parametrize("model", list(cases()))
 def test_matches_framework(model, config):
     folder, meta, feeds, expected = load(model)
     sess = nee.InferenceSession(os.path.join(folder, "model.onnx"), session_options(config))
