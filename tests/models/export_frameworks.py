@@ -31,7 +31,7 @@ Not exported, and why:
   - exact GELU in Keras: tf2onnx 1.17 has no Erfc converter; the Keras block uses the tanh form.
   - onnxmltools 1.16 exports at most opset 15.
 
-Each model lands in tests/models/<framework>/<name>/:
+Each model lands in tests/models/frameworks/<framework>/<name>/:
     model.onnx           the converter's export, unchanged
     input_<name>.npy     one file per graph input, named after the input
     expected_<key>.npy   the framework's own outputs (predict / predict_proba / forward pass)
@@ -54,8 +54,9 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# The fixture folders tests/models/jax, keras, ... would shadow the real packages as namespace
-# packages (Keras probes for jax), so this script's folder must not be on the import path.
+# The fixtures live under tests/models/frameworks/, not beside this script: folders named jax,
+# keras, ... on the import path would shadow the real packages as namespace packages (Keras
+# probes for jax). Drop this script's folder from the path all the same.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 SEED = 0
 BATCH = 24
@@ -110,7 +111,7 @@ def save(framework, name, model_bytes, feeds, expected, checks, extra_meta, mods
     del model.opset_import[:]
     model.opset_import.extend(imports)
     model_bytes = model.SerializeToString()
-    folder = os.path.join(HERE, framework, name)
+    folder = os.path.join(HERE, "frameworks", framework, name)
     if os.path.isdir(folder):
         shutil.rmtree(folder)
     os.makedirs(folder)

@@ -24,8 +24,9 @@ import nee
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FRAMEWORKS = ["lightgbm", "xgboost", "keras", "jax", "sklearn_pipelines"]
-MODELS = sorted(os.path.relpath(os.path.dirname(p), HERE)
-                for fw in FRAMEWORKS for p in glob.glob(os.path.join(HERE, fw, "*", "meta.json")))
+FIXTURES = os.path.join(HERE, "frameworks")  # not tests/models/<fw>: that would shadow the packages
+MODELS = sorted(os.path.relpath(os.path.dirname(p), FIXTURES)
+                for fw in FRAMEWORKS for p in glob.glob(os.path.join(FIXTURES, fw, "*", "meta.json")))
 
 sys.path.insert(0, os.path.join(HERE, ".."))
 from session_configs import CONFIGS, session_options  # noqa: E402
@@ -45,7 +46,7 @@ def tolerance(framework, kind):
 
 
 def load(model):
-    folder = os.path.join(HERE, model)
+    folder = os.path.join(FIXTURES, model)
     with open(os.path.join(folder, "meta.json")) as f:
         meta = json.load(f)
     feeds = {name: np.load(os.path.join(folder, f"input_{name}.npy")) for name in meta["inputs"]}
