@@ -12,6 +12,7 @@
 // GlobalAveragePool sums each plane in eight interleaved partial sums (a
 // fixed order, so deterministic, but not the reference's sequential order).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -203,15 +204,25 @@ __attribute__((target("avx2,fma"))) void PoolRowAvx2(const PoolShape& s, const f
 // YOLO-style detectors (5x5, pad 2, three in a row on 20x20 planes). The
 // plane is copied into a -inf bordered scratch, then pooled separably (rows,
 // then columns: 2K instead of K^2 maxima per output), sixteen columns per
-// vector. Bitwise the reference when the plane holds no NaN and no -0: then
+// vector (eight with AVX2). Bitwise the reference when the plane holds no NaN and no -0: then
 // equal floats have equal bits, so the order the taps are combined in cannot
 // change the result, and a -inf border never exceeds the in-window element
 // every window has. Planes with NaN or -0 (where the reference's "first of
 // equals wins" and NaN rules depend on the order) take the general path.
 constexpr int64_t kMaxPaddedCols = 240;
 
+// The padded path's instruction set: AVX-512 (sixteen columns per vector),
+// AVX2 (eight), or none.
+enum class PaddedIsa { kNone, kAvx2, kAvx512 };
+PaddedIsa PaddedMaxPoolIsa() {
+  if (SgemmPortableForced()) return PaddedIsa::kNone;
+  if (__builtin_cpu_supports("avx512f")) return PaddedIsa::kAvx512;
+  if (__builtin_cpu_supports("avx2")) return PaddedIsa::kAvx2;
+  return PaddedIsa::kNone;
+}
+
 bool PaddedMaxPoolApplies(const PoolShape& s) {
-  if (!__builtin_cpu_supports("avx512f") || SgemmPortableForced()) return false;
+  if (PaddedMaxPoolIsa() == PaddedIsa::kNone) return false;
   if (s.in[0] != 1 || s.stride_h != 1 || s.stride_w != 1 || s.dilation[1] != 1 || s.dilation[2] != 1) return false;
   const int64_t pad_bottom = s.out[1] - s.in[1] - s.pad_h + s.kernel_h - 1;
   const int64_t pad_right = s.out[2] - s.in[2] - s.pad_w + s.kernel_w - 1;
@@ -286,6 +297,85 @@ __attribute__((target("avx512f"))) void MaxChainsAll(const float* in, int64_t ld
   for (; r < rows; ++r) MaxChains<1>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
 }
 #pragma GCC diagnostic pop
+
+// The same three steps eight columns at a time with AVX2; tails scalar (a
+// masked store is slow on some AVX2 CPUs, and these tails are short).
+__attribute__((target("avx2"))) void FillNegInfAvx2(float* p, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_set1_ps(-__builtin_inff()));
+  for (; i < n; ++i) p[i] = -__builtin_inff();
+}
+
+// A NaN or a -0 among v's lanes.
+__attribute__((target("avx2"))) inline bool SpecialAvx2(__m256 v) {
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  const __m256i neg_zero = _mm256_cmpeq_epi32(_mm256_castps_si256(v), _mm256_set1_epi32(INT32_MIN));
+  return _mm256_movemask_ps(_mm256_or_ps(nan, _mm256_castsi256_ps(neg_zero))) != 0;
+}
+
+__attribute__((target("avx2"))) bool FillPaddedAvx2(const PoolShape& s, const float* x, float* pad, int64_t ld,
+                                                    int64_t rows) {
+  bool special = false;
+  const int64_t W = s.in[2];
+  for (int64_t r = 0; r < rows; ++r) {
+    float* dst = pad + r * ld;
+    const int64_t h = r - s.pad_h;
+    if (h < 0 || h >= s.in[1]) {
+      FillNegInfAvx2(dst, ld);
+      continue;
+    }
+    FillNegInfAvx2(dst, s.pad_w);
+    const float* src = x + h * W;
+    int64_t w = 0;
+    for (; w + 8 <= W; w += 8) {
+      const __m256 v = _mm256_loadu_ps(src + w);
+      special |= SpecialAvx2(v);
+      _mm256_storeu_ps(dst + s.pad_w + w, v);
+    }
+    for (; w < W; ++w) {
+      const float v = src[w];
+      special |= v != v || (v == 0.f && std::signbit(v));
+      dst[s.pad_w + w] = v;
+    }
+    FillNegInfAvx2(dst + s.pad_w + W, ld - s.pad_w - W);
+  }
+  return !special;
+}
+
+template <int R>
+__attribute__((target("avx2"))) void MaxChainsAvx2(const float* in, int64_t ld_in, float* out, int64_t ld_out,
+                                                   int64_t r0, int64_t width, int64_t k, int64_t tap, bool keep_all) {
+  for (int64_t c = 0; c < width; c += 8) {
+    const float* base = in + r0 * ld_in + c;
+    __m256 acc[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(base + r * ld_in);
+    for (int64_t t = 1; t < k; ++t)
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) acc[r] = _mm256_max_ps(_mm256_loadu_ps(base + r * ld_in + t * tap), acc[r]);
+    const bool whole = keep_all || width - c >= 8;
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      float* dst = out + (r0 + r) * ld_out + c;
+      if (whole) {
+        _mm256_storeu_ps(dst, acc[r]);
+      } else {
+        alignas(32) float lanes[8];
+        _mm256_store_ps(lanes, acc[r]);
+        for (int64_t j = 0; j < width - c; ++j) dst[j] = lanes[j];
+      }
+    }
+  }
+}
+
+__attribute__((target("avx2"))) void MaxChainsAllAvx2(const float* in, int64_t ld_in, float* out, int64_t ld_out,
+                                                      int64_t rows, int64_t width, int64_t k, int64_t tap,
+                                                      bool keep_all) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) MaxChainsAvx2<8>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  for (; r + 4 <= rows; r += 4) MaxChainsAvx2<4>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  for (; r < rows; ++r) MaxChainsAvx2<1>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+}
 #endif
 
 // One plane. `acc` is scratch for one output row.
@@ -387,9 +477,15 @@ bool PaddedMaxPlane(const PoolShape& s, const float* x, float* y, std::vector<fl
   scratch.resize(static_cast<size_t>(ld * rows + hw * rows));
   float* pad = scratch.data();
   float* row_max = pad + ld * rows;
-  if (!FillPadded(s, x, pad, ld, rows)) return false;
-  MaxChainsAll(pad, ld, row_max, hw, rows, hw, s.kernel_w, 1, /*keep_all=*/true);
-  MaxChainsAll(row_max, hw, y, s.out[2], s.out[1], s.out[2], s.kernel_h, hw, /*keep_all=*/false);
+  if (PaddedMaxPoolIsa() == PaddedIsa::kAvx512) {
+    if (!FillPadded(s, x, pad, ld, rows)) return false;
+    MaxChainsAll(pad, ld, row_max, hw, rows, hw, s.kernel_w, 1, /*keep_all=*/true);
+    MaxChainsAll(row_max, hw, y, s.out[2], s.out[1], s.out[2], s.kernel_h, hw, /*keep_all=*/false);
+    return true;
+  }
+  if (!FillPaddedAvx2(s, x, pad, ld, rows)) return false;
+  MaxChainsAllAvx2(pad, ld, row_max, hw, rows, hw, s.kernel_w, 1, /*keep_all=*/true);
+  MaxChainsAllAvx2(row_max, hw, y, s.out[2], s.out[1], s.out[2], s.kernel_h, hw, /*keep_all=*/false);
   return true;
 #else
   return false;
