@@ -47,24 +47,31 @@ void PackAPanelRowMajor(const float* const* row, int64_t rows, int64_t kc, float
 __attribute__((target("avx2"))) void PackAPanelRowMajorAvx2(const float* const* row, int64_t kc, float* out) {
   static_assert(kRows == 12, "written for 12-row panels");
   int64_t p = 0;
+  // Every loop over the register arrays is unrolled: otherwise GCC keeps
+  // them on the stack.
   for (; p + 8 <= kc; p += 8, out += 8 * kRows) {
     __m256 r[8];
+#pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(row[i] + p);
     __m256 t[8], s[8];
+#pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
     }
+#pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {  // rows 0-3, then rows 4-7
       s[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
       s[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
       s[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
       s[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
     }
+#pragma GCC unroll 4
     for (int q = 0; q < 4; ++q) {
       _mm256_storeu_ps(out + q * kRows, _mm256_permute2f128_ps(s[q], s[q + 4], 0x20));
       _mm256_storeu_ps(out + (q + 4) * kRows, _mm256_permute2f128_ps(s[q], s[q + 4], 0x31));
     }
+#pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
       __m128 v0 = _mm_loadu_ps(row[8] + p + 4 * half), v1 = _mm_loadu_ps(row[9] + p + 4 * half);
       __m128 v2 = _mm_loadu_ps(row[10] + p + 4 * half), v3 = _mm_loadu_ps(row[11] + p + 4 * half);
