@@ -21,6 +21,7 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
+#include "ep/cpu/simd_vector.h"
 #include "ops/nn_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -264,42 +265,60 @@ __attribute__((target("avx512f"))) bool FillPadded(const PoolShape& s, const flo
 }
 
 // out[r][c] = max over t < k of in[r * ld_in + c + t * tap] for rows [r0,
-// r0 + R) and columns [0, width), sixteen per vector (the last one's lanes
-// past `width` computed, stored only where `keep_all`). R rows run side by
-// side so that R chains of `max` hide its latency. (GCC 12 warns about the
-// self-initialized _mm512_undefined_ps inside its own _mm512_max_ps.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-template <int R>
-__attribute__((target("avx512f"))) void MaxChains(const float* in, int64_t ld_in, float* out, int64_t ld_out,
-                                                   int64_t r0, int64_t width, int64_t k, int64_t tap, bool keep_all) {
-  for (int64_t c = 0; c < width; c += 16) {
-    const __mmask16 keep =
-        keep_all || width - c >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (width - c)) - 1);
+// r0 + R) and columns [0, width), a vector of W at a time (the last one's
+// lanes past `width` computed, stored only where `keep_all`). R rows run side
+// by side so that R chains of `max` hide its latency. `v > acc ? v : acc` is
+// the max instruction's own rule, so it compiles to one. Inlined into the
+// ISA's entry point below, which decides the instructions.
+template <typename W, int R>
+inline __attribute__((always_inline)) void MaxChains(const float* in, int64_t ld_in, float* out, int64_t ld_out,
+                                                     int64_t r0, int64_t width, int64_t k, int64_t tap,
+                                                     bool keep_all) {
+  using V = typename W::V;
+  using U = typename W::U;
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  for (int64_t c = 0; c < width; c += kLanes) {
     const float* base = in + r0 * ld_in + c;
-    __m512 acc[R];
+    V acc[R];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] = _mm512_loadu_ps(base + r * ld_in);
+    for (int r = 0; r < R; ++r) acc[r] = *reinterpret_cast<const U*>(base + r * ld_in);
     for (int64_t t = 1; t < k; ++t)
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r] = _mm512_max_ps(_mm512_loadu_ps(base + r * ld_in + t * tap), acc[r]);
+      for (int r = 0; r < R; ++r) {
+        const V v = *reinterpret_cast<const U*>(base + r * ld_in + t * tap);
+        acc[r] = v > acc[r] ? v : acc[r];
+      }
+    const bool whole = keep_all || width - c >= kLanes;
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + (r0 + r) * ld_out + c, keep, acc[r]);
+    for (int r = 0; r < R; ++r) {
+      float* dst = out + (r0 + r) * ld_out + c;
+      if (whole) {
+        *reinterpret_cast<U*>(dst) = acc[r];
+      } else {
+        for (int64_t j = 0; j < width - c; ++j) dst[j] = acc[r][j];
+      }
+    }
   }
+}
+
+template <typename W>
+inline __attribute__((always_inline)) void MaxChainsAllOf(const float* in, int64_t ld_in, float* out, int64_t ld_out,
+                                                          int64_t rows, int64_t width, int64_t k, int64_t tap,
+                                                          bool keep_all) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) MaxChains<W, 8>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  for (; r + 4 <= rows; r += 4) MaxChains<W, 4>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  for (; r < rows; ++r) MaxChains<W, 1>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
 }
 
 __attribute__((target("avx512f"))) void MaxChainsAll(const float* in, int64_t ld_in, float* out, int64_t ld_out,
                                                       int64_t rows, int64_t width, int64_t k, int64_t tap,
                                                       bool keep_all) {
-  int64_t r = 0;
-  for (; r + 8 <= rows; r += 8) MaxChains<8>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
-  for (; r + 4 <= rows; r += 4) MaxChains<4>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
-  for (; r < rows; ++r) MaxChains<1>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  MaxChainsAllOf<Width16>(in, ld_in, out, ld_out, rows, width, k, tap, keep_all);
 }
-#pragma GCC diagnostic pop
 
-// The same three steps eight columns at a time with AVX2; tails scalar (a
-// masked store is slow on some AVX2 CPUs, and these tails are short).
+// The padded plane eight columns at a time with AVX2; tails scalar (a masked
+// store is slow on some AVX2 CPUs, and these tails are short).
 __attribute__((target("avx2"))) void FillNegInfAvx2(float* p, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_set1_ps(-__builtin_inff()));
@@ -342,39 +361,10 @@ __attribute__((target("avx2"))) bool FillPaddedAvx2(const PoolShape& s, const fl
   return !special;
 }
 
-template <int R>
-__attribute__((target("avx2"))) void MaxChainsAvx2(const float* in, int64_t ld_in, float* out, int64_t ld_out,
-                                                   int64_t r0, int64_t width, int64_t k, int64_t tap, bool keep_all) {
-  for (int64_t c = 0; c < width; c += 8) {
-    const float* base = in + r0 * ld_in + c;
-    __m256 acc[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) acc[r] = _mm256_loadu_ps(base + r * ld_in);
-    for (int64_t t = 1; t < k; ++t)
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) acc[r] = _mm256_max_ps(_mm256_loadu_ps(base + r * ld_in + t * tap), acc[r]);
-    const bool whole = keep_all || width - c >= 8;
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      float* dst = out + (r0 + r) * ld_out + c;
-      if (whole) {
-        _mm256_storeu_ps(dst, acc[r]);
-      } else {
-        alignas(32) float lanes[8];
-        _mm256_store_ps(lanes, acc[r]);
-        for (int64_t j = 0; j < width - c; ++j) dst[j] = lanes[j];
-      }
-    }
-  }
-}
-
 __attribute__((target("avx2"))) void MaxChainsAllAvx2(const float* in, int64_t ld_in, float* out, int64_t ld_out,
                                                       int64_t rows, int64_t width, int64_t k, int64_t tap,
                                                       bool keep_all) {
-  int64_t r = 0;
-  for (; r + 8 <= rows; r += 8) MaxChainsAvx2<8>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
-  for (; r + 4 <= rows; r += 4) MaxChainsAvx2<4>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
-  for (; r < rows; ++r) MaxChainsAvx2<1>(in, ld_in, out, ld_out, r, width, k, tap, keep_all);
+  MaxChainsAllOf<Width8>(in, ld_in, out, ld_out, rows, width, k, tap, keep_all);
 }
 #endif
 
