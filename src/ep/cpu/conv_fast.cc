@@ -35,6 +35,7 @@
 
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/conv_indirect.h"
+#include "ep/cpu/conv_pixel_gemm.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/depthwise_blocked.h"
@@ -647,6 +648,12 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   if (winograd_shape) {
     const Winograd3x3 g{s.N, s.C, s.in[1], s.in[2], s.M, s.out[1], s.out[2], s.pad[1], s.pad[2]};
     if (WinogradApplies(ctx, g)) return ConvWinograd(ctx, g, xp, wp, bp, epilogue, z, yp);
+  }
+
+  if (planar && s.group == 1 && s.dilation[1] == 1 && s.dilation[2] == 1 && s.stride[1] == s.stride[2]) {
+    const PixelConv2D g{s.N,      s.C,         s.in[1],     s.in[2],     s.M,      s.out[1],
+                        s.out[2], s.kernel[1], s.kernel[2], s.stride[1], s.pad[1], s.pad[2]};
+    if (ConvPixelApplies(g)) return ConvPixel(ctx, g, xp, wp, bp, epilogue, z, yp);
   }
 
   // (image, group) units split into column tiles: one task each, all in one

@@ -162,6 +162,25 @@ std::vector<ConvCase> Grid() {
       {"2d_indirect_5x5_stride1", {1, 6, 11, 19}, {40, 6, 5, 5}, false, {IntsAttr("pads", {2, 1, 2, 3})}},
       {"2d_indirect_1x1_stride2", {1, 9, 12, 11}, {30, 9, 1, 1}, true, {IntsAttr("strides", {2, 2})}},
       {"1d_indirect", {2, 4, 40}, {20, 4, 7}, true, {IntsAttr("pads", {3, 3})}},
+      // The pixel-major path (conv_pixel_gemm.cc; AVX2): deep pointwise convs
+      // on a small image or with few outputs (output channels not a multiple
+      // of 16, depth split into equal blocks), stride-2 outputs one and two
+      // pixels wide, a deep stride-2 conv, rows wider than one task (240
+      // pixels) at stride 1 and 2, and pads wider than the kernel's reach on
+      // both sides (border pixels gathered over several rows).
+      {"2d_pixel_pointwise_deep_7x7", {2, 170, 7, 7}, {37, 170, 1, 1}, true, {}},
+      {"2d_pixel_pointwise_few_outputs", {1, 200, 20, 20}, {33, 200, 1, 1}, false, {}},
+      {"2d_pixel_stride2_narrow", {2, 4, 3, 3}, {17, 4, 3, 3}, true,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_pixel_stride2_one_wide", {1, 3, 5, 2}, {5, 3, 3, 3}, true,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_pixel_stride2_deep", {1, 150, 9, 9}, {20, 150, 3, 3}, true,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 1, 1, 0})}},
+      {"2d_pixel_wide_rows", {1, 3, 4, 600}, {8, 3, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2d_pixel_wide_rows_stride2", {1, 2, 5, 1101}, {9, 2, 3, 5}, false,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 2, 0, 2})}},
+      {"2d_pixel_wide_pads", {2, 3, 12, 12}, {18, 3, 7, 7}, true,
+       {IntsAttr("strides", {2, 2}), IntsAttr("pads", {3, 5, 2, 4})}},
       // Winograd F(2x2, 3x3): odd output sizes (a half-used last tile row and
       // column), asymmetric pads, tile rows wider than one vector of 16
       // tiles, and planes cut into several blocks of tile rows.

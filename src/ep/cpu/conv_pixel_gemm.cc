@@ -1,0 +1,386 @@
+// ConvPixel: output pixels x output channels, the channels in vectors.
+//
+// Why this orientation: the channel-major GEMM (sgemm.cc, A = weights, B =
+// im2col or the input itself) packs its B operand every run, and with few
+// output channels, a stride of 2 or a small image that packing (K x pixels
+// floats) costs about as much as the multiply. Here the input is the
+// broadcast operand, read as scalars straight from each tap's input row
+// (stride 2 only changes the step between pixels), and the weights, packed
+// once, are the vector operand: the idea of a blocked (NCHWc) direct
+// convolution without changing how tensors are laid out between nodes. The
+// pixel-major result of each output row is transposed into NCHW, 8x8 at a
+// time, while it is in L1.
+//
+// Padding needs no padded copy of the input: an input row above or below the
+// image is a row of zeros, and the few pixels at the left and right ends of
+// an output row, whose taps reach past the image, read small zero-padded
+// copies of the row ends instead (the "strips").
+//
+// The kernel is a 6x16 tile (six pixels by two vectors of eight channels:
+// twelve accumulators, two weight vectors, one broadcast), as the AVX2 SGEMM
+// tile. Each output element sums its taps in order within a depth block and
+// the blocks in order, whatever the tiling or thread count.
+#include "ep/cpu/conv_pixel_gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ep/cpu/parallel_tasks.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_PIXEL_GEMM_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+constexpr int64_t kTilePixels = 6;
+// Pixels per task: their tap rows (kc x stride x chunk floats) stay in L2
+// while every block of sixteen channels passes over them.
+constexpr int64_t kChunkPixels = 240;
+
+}  // namespace
+
+PixelPackedWeights::PixelPackedWeights(const float* w, int64_t M, int64_t K)
+    : M_(M),
+      K_(K),
+      blocks_(std::max<int64_t>(1, (K + kPixelGemmDepth - 1) / kPixelGemmDepth)),
+      data_(SgemmAllocate(std::max<int64_t>(1, K * ((M + 15) / 16 * 16)))) {
+  for (int64_t b = 0; b < blocks_; ++b)
+    for (int64_t cb = 0; cb < padded_m() / 16; ++cb) {
+      float* dst = data_.get() + (Block(b, cb) - data_.get());
+      for (int64_t p = BlockStart(b); p < BlockStart(b + 1); ++p)
+        for (int64_t i = 0; i < 16; ++i) {
+          const int64_t m = cb * 16 + i;
+          *dst++ = m < M ? w[m * K + p] : 0.f;
+        }
+    }
+}
+
+#ifdef NEE_PIXEL_GEMM_X86
+
+namespace {
+
+// R pixels by 16 channels over taps [0, kc): pixel r reads rows[p][S * r].
+// Stores into (or, after the first depth block, adds to) the grid tile.
+template <int R, int S>
+__attribute__((target("avx2,fma"))) void PixelTile(int64_t kc, const float* const* rows, int64_t j, const float* w,
+                                                   float* tile, int64_t ldg, bool accumulate) {
+  __m256 acc[R][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    const float* a = rows[p] + S * j;
+    const __m256 b0 = _mm256_load_ps(w + p * 16), b1 = _mm256_load_ps(w + p * 16 + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + S * r);
+      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < R; ++r) {
+    float* out = tile + r * ldg;
+    __m256 lo = acc[r][0], hi = acc[r][1];
+    if (accumulate) {
+      lo = _mm256_add_ps(_mm256_loadu_ps(out), lo);
+      hi = _mm256_add_ps(_mm256_loadu_ps(out + 8), hi);
+    }
+    _mm256_storeu_ps(out, lo);
+    _mm256_storeu_ps(out + 8, hi);
+  }
+}
+
+// Pixels in the next tile when `left` remain: six, but 7 or 8 go as two
+// halves, since a tile of one or two pixels has too few accumulators to
+// hide the FMA latency (13 pixels: 6 + 4 + 3, not 6 + 6 + 1).
+int64_t TileCount(int64_t left) { return left == 7 || left == 8 ? 4 : std::min(kTilePixels, left); }
+
+using TileFn = void (*)(int64_t, const float* const*, int64_t, const float*, float*, int64_t, bool);
+template <int S>
+constexpr TileFn kTiles[kTilePixels] = {PixelTile<1, S>, PixelTile<2, S>, PixelTile<3, S>,
+                                         PixelTile<4, S>, PixelTile<5, S>, PixelTile<6, S>};
+
+// out[i * ld_out + k] = in[k * ld_in + i] for an 8x8 block.
+__attribute__((target("avx2"))) void Transpose8x8(const float* in, int64_t ld_in, float* out, int64_t ld_out) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * ld_in);
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    _mm256_storeu_ps(out + i * ld_out, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
+    _mm256_storeu_ps(out + (i + 4) * ld_out, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
+  }
+}
+
+}  // namespace
+
+bool PixelGemmAvailable() { return SgemmActiveIsa() == SgemmIsa::kAvx2; }
+
+void PixelGemm(const PixelSegment* segments, int64_t count, const PixelPackedWeights& w, int64_t cb0, int64_t cb1,
+               int64_t ldg) {
+  for (int64_t b = 0; b < w.depth_blocks(); ++b) {
+    const int64_t p0 = w.BlockStart(b), kc = w.BlockStart(b + 1) - p0;
+    for (int64_t cb = cb0; cb < cb1; ++cb) {
+      const float* wb = w.Block(b, cb);  // stays in L1 across the segments
+      for (const PixelSegment* seg = segments; seg < segments + count; ++seg) {
+        const TileFn* tiles = seg->stride == 2 ? kTiles<2> : kTiles<1>;
+        for (int64_t j = 0, count; j < seg->pixels; j += count) {
+          count = TileCount(seg->pixels - j);
+          tiles[count - 1](kc, seg->rows + p0, j, wb, seg->grid + j * ldg + cb * 16, ldg, p0 > 0);
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// y[m * y_plane + j] = grid[j * ldg + m] for m < M, j < pixels.
+void TransposeOut(const float* grid, int64_t ldg, int64_t M, int64_t pixels, float* y, int64_t y_plane) {
+  int64_t j = 0;
+  for (; j + 8 <= pixels; j += 8) {
+    int64_t m = 0;
+    for (; m + 8 <= M; m += 8) Transpose8x8(grid + j * ldg + m, ldg, y + m * y_plane + j, y_plane);
+    for (; m < M; ++m)
+      for (int64_t i = 0; i < 8; ++i) y[m * y_plane + j + i] = grid[(j + i) * ldg + m];
+  }
+  for (; j < pixels; ++j)
+    for (int64_t m = 0; m < M; ++m) y[m * y_plane + j] = grid[j * ldg + m];
+}
+
+}  // namespace
+
+#else
+
+// Without the vector kernel nothing selects this path; the loops below say
+// what it computes and keep the functions defined everywhere.
+bool PixelGemmAvailable() { return false; }
+
+void PixelGemm(const PixelSegment* segments, int64_t count, const PixelPackedWeights& w, int64_t cb0, int64_t cb1,
+               int64_t ldg) {
+  for (int64_t b = 0; b < w.depth_blocks(); ++b)
+    for (int64_t cb = cb0; cb < cb1; ++cb)
+      for (const PixelSegment* seg = segments; seg < segments + count; ++seg)
+        for (int64_t j = 0; j < seg->pixels; ++j)
+          for (int64_t i = 0; i < 16; ++i) {
+            float sum = 0.f;
+            for (int64_t p = w.BlockStart(b); p < w.BlockStart(b + 1); ++p)
+              sum += seg->rows[p][seg->stride * j] * w.Block(b, cb)[(p - w.BlockStart(b)) * 16 + i];
+            float& out = seg->grid[j * ldg + cb * 16 + i];
+            out = b > 0 ? out + sum : sum;
+          }
+}
+
+namespace {
+void TransposeOut(const float* grid, int64_t ldg, int64_t M, int64_t pixels, float* y, int64_t y_plane) {
+  for (int64_t j = 0; j < pixels; ++j)
+    for (int64_t m = 0; m < M; ++m) y[m * y_plane + j] = grid[j * ldg + m];
+}
+}  // namespace
+
+#endif
+
+namespace {
+
+// The node's weights packed for the kernel: once per session when they are
+// a constant, else for this run.
+std::shared_ptr<const PixelPackedWeights> PackedFor(KernelContext& ctx, const float* w, int64_t M, int64_t K) {
+  auto build = [&] { return std::make_shared<const PixelPackedWeights>(w, M, K); };
+  if (!ctx.prepared() || !ctx.input_is_constant(1)) return build();
+  auto packed = ctx.prepared()->GetOrBuild<PixelPackedWeights>(
+      {M, K}, [&]() -> Result<std::shared_ptr<const PixelPackedWeights>> {
+        auto p = build();
+        ctx.ReleaseConstantInput(1);  // runs read the packed copy
+        return std::shared_ptr<const PixelPackedWeights>(p);
+      });
+  return packed.ok() ? packed.value() : build();
+}
+
+// Which pixels of an output row read only inside the image, [lo, hi); those
+// before lo and from hi on reach into the left or right padding.
+struct Interior {
+  int64_t lo, hi;
+};
+
+Interior InteriorOf(const PixelConv2D& g) {
+  const int64_t S = g.stride;
+  const int64_t lo = std::min(g.OW, (g.pl + S - 1) / S);
+  const int64_t last = g.W - g.KW + g.pl;  // S * j <= last
+  const int64_t hi = last < 0 ? lo : std::clamp(last / S + 1, lo, g.OW);
+  return {lo, hi};
+}
+
+// Per-thread buffers, grown as needed and kept between calls.
+struct Scratch {
+  std::vector<const float*> rows;
+  std::vector<PixelSegment> segments;
+  std::vector<float> border, border_grid, grid;
+  std::vector<int64_t> border_pixels;  // grid rows of the border pixels
+};
+Scratch& ThreadScratchOf() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+// A task: output rows [oh0, oh1) of image n, pixels [j0, j1) of each, into a
+// pixel-major grid (row (oh - oh0) * (j1 - j0) + j - j0). Each row's interior
+// pixels are one segment reading the input in place; the pixels whose taps
+// reach into the left or right padding are gathered, over all the task's
+// rows, into one small im2col (zeros for the padding) and computed as one more
+// segment, so that a 7x7 output does not run one-pixel tiles.
+class PixelTask {
+ public:
+  PixelTask(const PixelConv2D& g, const PixelPackedWeights& w, const float* x_n, const float* zeros)
+      : g_(g), w_(w), x_n_(x_n), zeros_(zeros), in_(InteriorOf(g)) {}
+
+  void Run(int64_t oh0, int64_t oh1, int64_t j0, int64_t j1, int64_t cb0, int64_t cb1, Scratch& s) const {
+    const int64_t width = j1 - j0, ldg = w_.padded_m(), K = g_.K();
+    const int64_t lo = std::clamp(in_.lo, j0, j1), hi = std::clamp(in_.hi, j0, j1);
+    s.grid.resize(static_cast<size_t>((oh1 - oh0) * width * ldg));
+    s.rows.resize(static_cast<size_t>((oh1 - oh0 + 1) * K));  // each row's table, then the border's
+    s.segments.clear();
+    s.border_pixels.clear();
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      const int64_t row = (oh - oh0) * width;
+      if (hi > lo) {
+        const float** rows = s.rows.data() + (oh - oh0) * K;
+        InteriorRows(oh, lo, rows);
+        s.segments.push_back({rows, g_.stride, hi - lo, s.grid.data() + (row + lo - j0) * ldg});
+      }
+      for (int64_t j = j0; j < j1; ++j)
+        if (j < lo || j >= hi) s.border_pixels.push_back(oh * g_.OW + j);
+    }
+    const int64_t nb = static_cast<int64_t>(s.border_pixels.size());
+    if (nb > 0) {
+      const float** rows = s.rows.data() + (oh1 - oh0) * K;
+      GatherBorder(s, rows);
+      s.border_grid.resize(static_cast<size_t>(nb * ldg));
+      s.segments.push_back({rows, 1, nb, s.border_grid.data()});
+    }
+    PixelGemm(s.segments.data(), static_cast<int64_t>(s.segments.size()), w_, cb0, cb1, ldg);
+    for (int64_t i = 0; i < nb; ++i) {  // border pixels into their grid rows
+      const int64_t oh = s.border_pixels[i] / g_.OW, j = s.border_pixels[i] % g_.OW;
+      std::copy_n(s.border_grid.data() + i * ldg + 16 * cb0, 16 * (cb1 - cb0),
+                  s.grid.data() + ((oh - oh0) * width + j - j0) * ldg + 16 * cb0);
+    }
+  }
+
+ private:
+  // The input row of tap (c, kh) for output row oh, or null above or below the image.
+  const float* InputRow(int64_t c, int64_t kh, int64_t oh) const {
+    const int64_t ih = oh * g_.stride - g_.pt + kh;
+    if (ih < 0 || ih >= g_.H) return nullptr;
+    return x_n_ + (c * g_.H + ih) * g_.W;
+  }
+
+  // Tap (c, kh, kw) of pixels j, j+1, ... at rows[p][stride * (pixel - j)].
+  void InteriorRows(int64_t oh, int64_t j, const float** rows) const {
+    for (int64_t c = 0; c < g_.C; ++c)
+      for (int64_t kh = 0; kh < g_.KH; ++kh) {
+        const float* row = InputRow(c, kh, oh);
+        for (int64_t kw = 0; kw < g_.KW; ++kw) *rows++ = row ? row + g_.stride * j + kw - g_.pl : zeros_;
+      }
+  }
+
+  // The border pixels' im2col (K rows of nb) and its row table.
+  void GatherBorder(Scratch& s, const float** rows) const {
+    const int64_t nb = static_cast<int64_t>(s.border_pixels.size()), K = g_.K();
+    s.border.resize(static_cast<size_t>(K * nb));
+    for (int64_t c = 0; c < g_.C; ++c)
+      for (int64_t kh = 0; kh < g_.KH; ++kh)
+        for (int64_t i = 0; i < nb; ++i) {
+          const int64_t oh = s.border_pixels[i] / g_.OW, j = s.border_pixels[i] % g_.OW;
+          const float* row = InputRow(c, kh, oh);
+          float* dst = s.border.data() + (c * g_.KH + kh) * g_.KW * nb + i;
+          for (int64_t kw = 0; kw < g_.KW; ++kw) {
+            const int64_t iw = g_.stride * j - g_.pl + kw;
+            dst[kw * nb] = row && iw >= 0 && iw < g_.W ? row[iw] : 0.f;
+          }
+        }
+    for (int64_t p = 0; p < K; ++p) rows[p] = s.border.data() + p * nb;
+  }
+
+  const PixelConv2D& g_;
+  const PixelPackedWeights& w_;
+  const float* x_n_;
+  const float* zeros_;
+  Interior in_;
+};
+
+}  // namespace
+
+bool ConvPixelApplies(const PixelConv2D& g) {
+  if (!PixelGemmAvailable() || (g.stride != 1 && g.stride != 2)) return false;
+  if (g.N <= 0 || g.C <= 0 || g.M <= 0 || g.OH <= 0 || g.OW <= 0) return false;
+  // Measured against the channel-major paths, one conv at a time, 1 thread
+  // (AVX2, Zen 3): every strided or k x k conv that does not take Winograd
+  // ran 5-25% faster here (YOLO's and ResNet's stride-2 3x3s, the 6x6 and
+  // 7x7 stems, a 5x5) -- except 1x1 stride 2, whose scalar reads use an
+  // eighth of each cache line they touch (15-60% slower). Pointwise convs
+  // gain where their depth is large and either the image is small (7x7 and
+  // 14x14: 3-13%) or the output channels few (192 -> 32 at 28x28: 18%);
+  // with a shallow depth (16-128 input channels) the transpose and the
+  // short sums cost more than packing the input (up to 40% slower).
+  const int64_t K = g.K(), pixels = g.OH * g.OW;
+  if (g.pointwise()) return K >= 160 && (pixels <= 196 || 4 * g.M < K);
+  return g.KH * g.KW > 1;
+}
+
+Status ConvPixel(KernelContext& ctx, const PixelConv2D& g, const float* x, const float* w, const float* bias,
+                 const ConvEpilogue* epilogue, const float* z, float* y) {
+  const std::shared_ptr<const PixelPackedWeights> packed = PackedFor(ctx, w, g.M, g.K());
+  const FusedActivation none;
+  const FusedActivation& act = epilogue ? epilogue->activation : none;
+  const bool finish = bias || z || act.kind != FusedActivation::Kind::kNone;
+  // A pointwise conv's output is one run of pixels (its taps are whole input
+  // planes): cut it into chunks, not rows.
+  PixelConv2D flat = g;
+  if (g.pointwise()) flat.H = flat.OH = 1, flat.W = flat.OW = g.OH * g.OW;
+  // Tasks of about kChunkPixels pixels: whole rows when rows are short (a
+  // task streams all the weights once, whatever its size), else parts of a
+  // row. With several threads and few such tasks (a small image), the output
+  // channels are split too, so that threads claiming tasks end together.
+  const int threads = NumThreads(ctx);
+  const int64_t chunks = (flat.OW + kChunkPixels - 1) / kChunkPixels;
+  const int64_t rows_per_task = chunks > 1 ? 1 : std::max<int64_t>(1, kChunkPixels / flat.OW);
+  const int64_t row_groups = (flat.OH + rows_per_task - 1) / rows_per_task;
+  const int64_t pixel_tasks = g.N * row_groups * chunks, blocks = packed->padded_m() / 16;
+  const int64_t channel_groups =
+      threads > 1 ? std::clamp<int64_t>((4 * threads + pixel_tasks - 1) / pixel_tasks, 1, blocks) : 1;
+  const int64_t plane = g.OH * g.OW, ldg = packed->padded_m();
+  // Zeros for taps above or below the image: as long as a row's widest read.
+  std::vector<float> zeros(static_cast<size_t>(g.stride * flat.OW + g.KW + 16), 0.f);
+  ParallelTasks(ctx, pixel_tasks * channel_groups, [&](int64_t t) {
+    const int64_t pixel_task = t / channel_groups, channel_group = t % channel_groups;
+    const int64_t n = pixel_task / (row_groups * chunks), group = pixel_task / chunks % row_groups;
+    const int64_t chunk = pixel_task % chunks;
+    const int64_t oh0 = group * rows_per_task, oh1 = std::min(flat.OH, oh0 + rows_per_task);
+    const int64_t j0 = chunk * flat.OW / chunks, j1 = (chunk + 1) * flat.OW / chunks;
+    const int64_t cb0 = channel_group * blocks / channel_groups, cb1 = (channel_group + 1) * blocks / channel_groups;
+    const int64_t m0 = 16 * cb0, m1 = std::min(g.M, 16 * cb1);
+    Scratch& s = ThreadScratchOf();
+    PixelTask(flat, *packed, x + n * g.C * g.H * g.W, zeros.data()).Run(oh0, oh1, j0, j1, cb0, cb1, s);
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      const int64_t offset = (n * g.M + m0) * plane + oh * flat.OW + j0;
+      TransposeOut(s.grid.data() + (oh - oh0) * (j1 - j0) * ldg + m0, ldg, m1 - m0, j1 - j0, y + offset, plane);
+      if (finish)
+        BiasResidualActivate(act, bias ? bias + m0 : nullptr, z ? z + offset : nullptr, plane, y + offset, plane,
+                             m1 - m0, j1 - j0);
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu
