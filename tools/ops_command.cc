@@ -10,6 +10,7 @@
 #include "base/json.h"
 #include "check/checker.h"
 #include "ep/cpu/op_matrix.h"
+#include "ops/attr_spec.h"
 #include "tools/cli_common.h"
 
 namespace nee_cli {
@@ -91,6 +92,20 @@ void PrintMarkdown(const std::vector<OpSupport>& matrix) {
   }
 }
 
+// The attributes declared at the entry's first opset (ops/attr_spec.h); null where nee
+// has no declaration and the checker leaves them unchecked.
+nee::Json JsonAttributes(const std::string& domain, const std::string& op, int since) {
+  const nee::AttrSchema* spec = nee::FindAttrSchema(domain, op, since);
+  if (!spec) return nee::Json();
+  nee::Json attrs = nee::Json::Array();
+  for (const nee::AttrDecl& a : spec->attrs)
+    attrs.Push(nee::Json::Object()
+                   .Set("name", a.name)
+                   .Set("type", nee::Json::String(nee::AttrTypeSpecName(a.type)))
+                   .Set("required", nee::Json::Bool(a.required)));
+  return attrs;
+}
+
 void PrintJson(const std::vector<OpSupport>& matrix) {
   nee::Json domains = nee::Json::Array();
   for (const auto& [domain, ops] : ByDomain(matrix))
@@ -106,7 +121,8 @@ void PrintJson(const std::vector<OpSupport>& matrix) {
                         .Set("since", nee::Json::Number(v.since))
                         .Set("until", nee::Json::Number(v.until))
                         .Set("reference", nee::Json::Bool(v.reference))
-                        .Set("optimized", nee::Json::Bool(v.optimized)));
+                        .Set("optimized", nee::Json::Bool(v.optimized))
+                        .Set("attributes", JsonAttributes(op.domain, op.op, v.since)));
     const auto fast = op.OptimizedOpsets();
     nee::Json kernels = nee::Json::Object();
     // The registry declares no element types for reference kernels (null).

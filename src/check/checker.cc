@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <deque>
 
+#include "ops/attr_spec.h"
+
 namespace nee {
 
 namespace {
@@ -229,6 +231,41 @@ class GraphChecker {
       if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs)
         return InvalidModel(node.Describe() + ": required input " + std::to_string(k) + " is empty");
     }
+    // A custom op's attributes are its library's business.
+    if (s->custom) return Status::Ok();
+    return CheckAttributes(node, FindAttrSchema(domain, node.op_type, it->second));
+  }
+
+  // The node's attributes against the op version's declaration, refusing
+  // what onnx.checker refuses (and ONNX Runtime, which runs it): an undeclared
+  // attribute (unless named "__...", which onnx reserves for internal use), a
+  // declared one of another type, a required one missing, one given twice. An
+  // op nee has no declaration for (a schema-less since-version) is not checked.
+  static Status CheckAttributes(const Node& node, const AttrSchema* spec) {
+    if (!spec) return Status::Ok();
+    for (size_t k = 0; k < node.attributes.size(); ++k) {
+      const Attribute& a = node.attributes[k];
+      if (a.name.empty()) return InvalidModel(node.Describe() + ": an attribute has an empty name");
+      for (size_t j = 0; j < k; ++j)
+        if (node.attributes[j].name == a.name)
+          return InvalidModel(node.Describe() + ": attribute '" + a.name + "' is given more than once");
+      const AttrDecl* decl = spec->Find(a.name);
+      if (!decl) {
+        if (spec->accepts_undeclared || a.name.rfind("__", 0) == 0) continue;
+        std::string declared;
+        for (const AttrDecl& d : spec->attrs) declared += (declared.empty() ? "" : ", ") + d.name;
+        return InvalidModel(node.Describe() + ": unknown attribute '" + a.name + "' (" + spec->Label() +
+                            (declared.empty() ? " has no attributes)" : " has " + declared + ")"));
+      }
+      if (a.type != decl->type)
+        return InvalidModel(node.Describe() + ": attribute '" + a.name + "' must be " +
+                            AttrTypeSpecName(decl->type) + ", got " + AttrTypeSpecName(a.type) + " (" +
+                            spec->Label() + ")");
+    }
+    for (const AttrDecl& decl : spec->attrs)
+      if (decl.required && !node.HasAttr(decl.name))
+        return InvalidModel(node.Describe() + ": required attribute '" + decl.name + "' (" +
+                            AttrTypeSpecName(decl.type) + ") is missing (" + spec->Label() + ")");
     return Status::Ok();
   }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../ops/op_test_util.h"
+#include "ops/attr_spec.h"
 #include "ops/op_util.h"
 
 namespace nee {
@@ -220,6 +222,95 @@ TEST(Checker, NewestSupportedOpsetCoversEveryRegisteredVersion) {
     ASSERT_GT(newest, 0) << "domain '" << domain << "' of " << qualified << " has no newest opset";
     for (int v : versions) EXPECT_LE(v, newest) << qualified << " is registered at opset " << v;
   }
+}
+
+// ---- Attributes against the op version's declaration (ops/attr_spec.h) ----
+
+// A graph applying one real operator (the global registry) to float input x.
+Result<CheckedGraph> CheckOneNode(const std::string& op, std::vector<Attribute> attrs, int64_t opset = 17,
+                                  const std::string& domain = "", std::vector<std::string> inputs = {"x"}) {
+  Graph g = OneInputGraph({Dim::Known(2), Dim::Known(2)});
+  Node n = MakeNode("n", op, std::move(inputs), {"y"});
+  n.domain = domain;
+  n.attributes = std::move(attrs);
+  g.nodes.push_back(std::move(n));
+  g.outputs.push_back({"y", TypeInfo{}, "", {}});
+  OpsetMap opsets = {{"", opset}};
+  if (!domain.empty()) opsets[domain] = 1;
+  return CheckGraph(g, opsets, OpRegistry::Global(), nullptr, {});
+}
+
+void ExpectRefused(const Result<CheckedGraph>& c, const std::string& expected) {
+  ASSERT_FALSE(c.ok()) << expected;
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidModel);
+  EXPECT_NE(c.status().message().find(expected), std::string::npos) << c.status().message();
+}
+
+TEST(CheckerAttributes, DeclarationsResolveByOpset) {
+  const AttrSchema* relu = FindAttrSchema("", "Relu", 5);
+  ASSERT_NE(relu, nullptr);
+  EXPECT_EQ(relu->Label(), "Relu-1");
+  ASSERT_NE(relu->Find("consumed_inputs"), nullptr);
+  EXPECT_EQ(relu->Find("consumed_inputs")->type, AttrType::kInts);
+  const AttrSchema* relu14 = FindAttrSchema("ai.onnx", "Relu", 17);
+  ASSERT_NE(relu14, nullptr);
+  EXPECT_EQ(relu14->Label(), "Relu-14");
+  EXPECT_TRUE(relu14->attrs.empty());
+  const AttrSchema* cast = FindAttrSchema("", "Cast", 21);
+  ASSERT_NE(cast, nullptr);
+  ASSERT_NE(cast->Find("to"), nullptr);
+  EXPECT_TRUE(cast->Find("to")->required);
+  EXPECT_FALSE(cast->Find("saturate")->required);
+  EXPECT_NE(FindAttrSchema("com.microsoft", "FusedConv", 1), nullptr);
+  EXPECT_NE(FindAttrSchema("ai.nee", "FusedMatMul", 1), nullptr);
+  EXPECT_EQ(FindAttrSchema("", "Relu", 0), nullptr);         // before its first version
+  EXPECT_EQ(FindAttrSchema("com.example", "Relu", 1), nullptr);  // an undeclared domain
+}
+
+TEST(CheckerAttributes, OmittedOptionalAttributesPass) {
+  auto c = CheckOneNode("LeakyRelu", {});
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  c = CheckOneNode("LeakyRelu", {testing::FloatAttr("alpha", 0.2f)});
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  c = CheckOneNode("Cast", {testing::IntAttr("to", 1)});
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  // onnx reserves "__" names for internal use and lets them through.
+  c = CheckOneNode("Relu", {testing::IntAttr("__internal", 1)});
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
+TEST(CheckerAttributes, RefusesUnknownAttributes) {
+  ExpectRefused(CheckOneNode("Relu", {testing::FloatAttr("foo", 1)}),
+                "node 'n' (Relu): unknown attribute 'foo' (Relu-14 has no attributes)");
+  ExpectRefused(CheckOneNode("LeakyRelu", {testing::FloatAttr("beta", 1)}),
+                "unknown attribute 'beta' (LeakyRelu-16 has alpha)");
+  // An attribute an older version had is unknown to a newer one.
+  ExpectRefused(CheckOneNode("Relu", {testing::IntsAttr("consumed_inputs", {0})}), "unknown attribute 'consumed_inputs'");
+  EXPECT_TRUE(CheckOneNode("Relu", {testing::IntsAttr("consumed_inputs", {0})}, 5).ok());
+  ExpectRefused(CheckOneNode("FusedMatMul", {testing::IntAttr("bogus", 1)}, 17, "ai.nee", {"x", "x"}),
+                "unknown attribute 'bogus' (ai.nee.FusedMatMul-1 has activation)");
+}
+
+TEST(CheckerAttributes, RefusesMistypedAttributes) {
+  ExpectRefused(CheckOneNode("LeakyRelu", {testing::IntAttr("alpha", 1)}), "attribute 'alpha' must be FLOAT, got INT");
+  ExpectRefused(CheckOneNode("Cast", {testing::IntsAttr("to", {1})}), "attribute 'to' must be INT, got INTS (Cast-13)");
+}
+
+TEST(CheckerAttributes, RefusesMissingRequiredAndRepeatedAttributes) {
+  ExpectRefused(CheckOneNode("Cast", {}), "node 'n' (Cast): required attribute 'to' (INT) is missing (Cast-13)");
+  ExpectRefused(CheckOneNode("LeakyRelu", {testing::FloatAttr("alpha", 1), testing::FloatAttr("alpha", 2)}),
+                "attribute 'alpha' is given more than once");
+  ExpectRefused(CheckOneNode("LeakyRelu", {testing::FloatAttr("", 1)}), "an attribute has an empty name");
+}
+
+TEST(CheckerAttributes, TestRegistryOpsWithoutDeclarationsAreNotChecked) {
+  // Ops no declaration covers (a test registry's, a custom op's) keep whatever attributes they carry.
+  OpRegistry r = TestRegistry();
+  Graph g = OneInputGraph({Dim::Known(1)});
+  g.nodes.push_back(MakeNode("u", "U", {"x"}, {"a"}));
+  g.nodes[0].attributes.push_back(testing::IntAttr("anything", 1));
+  g.outputs.push_back({"a", TypeInfo{}, "", {}});
+  EXPECT_TRUE(CheckGraph(g, kOpsets, r, nullptr, {}).ok());
 }
 
 }  // namespace

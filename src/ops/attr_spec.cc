@@ -1,0 +1,95 @@
+#include "ops/attr_spec.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <utility>
+
+namespace nee {
+
+namespace {
+struct SpecRow {
+  const char* domain;
+  const char* op;
+  int since_version;
+  int accepts_undeclared;
+  const char* attrs;  // "name:TYPE name:TYPE! ..."; '!' marks a required attribute
+};
+
+constexpr SpecRow kRows[] = {
+#define NEE_ATTR_SPEC(domain, op, since, open, attrs) {domain, op, since, open, attrs},
+#include "ops/attr_spec.inc"
+#undef NEE_ATTR_SPEC
+    // nee's own fused ops (ops/attention_fused.cc), written by its optimizer
+    // (opt/fuse_attention.cc, opt/fuse_matmul_bias.cc): what their rules and
+    // kernels read.
+    {"ai.nee", "ScaledDotProductAttention", 1, 0, "num_heads:INT! scale:FLOAT"},
+    {"ai.nee", "FusedMatMul", 1, 0, "activation:STRING"},
+};
+
+constexpr const char* kTypeNames[] = {
+    "UNDEFINED", "FLOAT", "INT", "STRING", "TENSOR", "GRAPH", "FLOATS", "INTS", "STRINGS",
+    "TENSORS", "GRAPHS", "SPARSE_TENSOR", "SPARSE_TENSORS", "TYPE_PROTO", "TYPE_PROTOS",
+};
+
+AttrType TypeFromName(const std::string& name) {
+  for (size_t i = 0; i < std::size(kTypeNames); ++i)
+    if (name == kTypeNames[i]) return static_cast<AttrType>(i);
+  return AttrType::kUndefined;  // not reached: the generator writes only these names
+}
+
+AttrSchema Parse(const SpecRow& row) {
+  AttrSchema s{row.domain, row.op, row.since_version, row.accepts_undeclared != 0, {}};
+  std::istringstream words(row.attrs);
+  std::string word;
+  while (words >> word) {
+    const size_t colon = word.rfind(':');
+    const bool required = word.back() == '!';
+    std::string type = word.substr(colon + 1, word.size() - colon - 1 - (required ? 1 : 0));
+    s.attrs.push_back({word.substr(0, colon), TypeFromName(type), required});
+  }
+  return s;
+}
+
+using Index = std::map<std::pair<std::string, std::string>, std::vector<AttrSchema>>;
+
+// Built on first use (a function-local static: initialized once, thread-safe).
+const Index& GetIndex() {
+  static const Index* index = [] {
+    auto* idx = new Index();
+    for (const SpecRow& row : kRows) (*idx)[{row.domain, row.op}].push_back(Parse(row));
+    for (auto& [key, versions] : *idx)
+      std::sort(versions.begin(), versions.end(),
+                [](const AttrSchema& a, const AttrSchema& b) { return a.since_version < b.since_version; });
+    return idx;
+  }();
+  return *index;
+}
+}  // namespace
+
+const AttrDecl* AttrSchema::Find(const std::string& name) const {
+  for (const AttrDecl& d : attrs)
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+std::string AttrSchema::Label() const {
+  return (domain.empty() ? "" : domain + ".") + op + "-" + std::to_string(since_version);
+}
+
+const AttrSchema* FindAttrSchema(const std::string& domain, const std::string& op, int64_t opset) {
+  const Index& index = GetIndex();
+  auto it = index.find({NormalizeDomain(domain), op});
+  if (it == index.end()) return nullptr;
+  const AttrSchema* found = nullptr;
+  for (const AttrSchema& s : it->second)
+    if (s.since_version <= opset) found = &s;
+  return found;
+}
+
+const char* AttrTypeSpecName(AttrType type) {
+  const auto i = static_cast<size_t>(type);
+  return i < std::size(kTypeNames) ? kTypeNames[i] : "UNDEFINED";
+}
+
+}  // namespace nee
