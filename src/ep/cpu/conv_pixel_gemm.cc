@@ -222,16 +222,19 @@ Interior InteriorOf(const PixelConv2D& g) {
   return {lo, hi};
 }
 
-// Per-thread buffers, grown as needed and kept between calls.
-struct Scratch {
+// What a task's pixels read and where their sums go: the row tables, the
+// border pixels' im2col, the segments over them and the pixel-major grid.
+// Grown as needed and reused.
+struct TaskTables {
   std::vector<const float*> rows;
   std::vector<PixelSegment> segments;
   std::vector<float> border, border_grid, grid;
-  std::vector<int64_t> border_pixels;  // grid rows of the border pixels
+  std::vector<int64_t> border_pixels;  // output pixel (oh * OW + j) of each border pixel
+  int64_t oh0 = 0, oh1 = 0, j0 = 0, j1 = 0;
 };
-Scratch& ThreadScratchOf() {
-  thread_local Scratch scratch;
-  return scratch;
+TaskTables& ThreadTables() {
+  thread_local TaskTables tables;
+  return tables;
 }
 
 // A task: output rows [oh0, oh1) of image n, pixels [j0, j1) of each, into a
@@ -239,41 +242,48 @@ Scratch& ThreadScratchOf() {
 // pixels are one segment reading the input in place; the pixels whose taps
 // reach into the left or right padding are gathered, over all the task's
 // rows, into one small im2col (zeros for the padding) and computed as one more
-// segment, so that a 7x7 output does not run one-pixel tiles.
+// segment, so that a 7x7 output does not run one-pixel tiles. Prepare builds
+// the tables once; Compute may then run for several ranges of channels.
 class PixelTask {
  public:
   PixelTask(const PixelConv2D& g, const PixelPackedWeights& w, const float* x_n, const float* zeros)
       : g_(g), w_(w), x_n_(x_n), zeros_(zeros), in_(InteriorOf(g)) {}
 
-  void Run(int64_t oh0, int64_t oh1, int64_t j0, int64_t j1, int64_t cb0, int64_t cb1, Scratch& s) const {
+  void Prepare(int64_t oh0, int64_t oh1, int64_t j0, int64_t j1, TaskTables& t) const {
     const int64_t width = j1 - j0, ldg = w_.padded_m(), K = g_.K();
     const int64_t lo = std::clamp(in_.lo, j0, j1), hi = std::clamp(in_.hi, j0, j1);
-    s.grid.resize(static_cast<size_t>((oh1 - oh0) * width * ldg));
-    s.rows.resize(static_cast<size_t>((oh1 - oh0 + 1) * K));  // each row's table, then the border's
-    s.segments.clear();
-    s.border_pixels.clear();
+    t.oh0 = oh0, t.oh1 = oh1, t.j0 = j0, t.j1 = j1;
+    t.grid.resize(static_cast<size_t>((oh1 - oh0) * width * ldg));
+    t.rows.resize(static_cast<size_t>((oh1 - oh0 + 1) * K));  // each row's table, then the border's
+    t.segments.clear();
+    t.border_pixels.clear();
     for (int64_t oh = oh0; oh < oh1; ++oh) {
       const int64_t row = (oh - oh0) * width;
       if (hi > lo) {
-        const float** rows = s.rows.data() + (oh - oh0) * K;
+        const float** rows = t.rows.data() + (oh - oh0) * K;
         InteriorRows(oh, lo, rows);
-        s.segments.push_back({rows, g_.stride, hi - lo, s.grid.data() + (row + lo - j0) * ldg});
+        t.segments.push_back({rows, g_.stride, hi - lo, t.grid.data() + (row + lo - j0) * ldg});
       }
       for (int64_t j = j0; j < j1; ++j)
-        if (j < lo || j >= hi) s.border_pixels.push_back(oh * g_.OW + j);
+        if (j < lo || j >= hi) t.border_pixels.push_back(oh * g_.OW + j);
     }
-    const int64_t nb = static_cast<int64_t>(s.border_pixels.size());
+    const int64_t nb = static_cast<int64_t>(t.border_pixels.size());
     if (nb > 0) {
-      const float** rows = s.rows.data() + (oh1 - oh0) * K;
-      GatherBorder(s, rows);
-      s.border_grid.resize(static_cast<size_t>(nb * ldg));
-      s.segments.push_back({rows, 1, nb, s.border_grid.data()});
+      const float** rows = t.rows.data() + (oh1 - oh0) * K;
+      GatherBorder(t, rows);
+      t.border_grid.resize(static_cast<size_t>(nb * ldg));
+      t.segments.push_back({rows, 1, nb, t.border_grid.data()});
     }
-    PixelGemm(s.segments.data(), static_cast<int64_t>(s.segments.size()), w_, cb0, cb1, ldg);
-    for (int64_t i = 0; i < nb; ++i) {  // border pixels into their grid rows
-      const int64_t oh = s.border_pixels[i] / g_.OW, j = s.border_pixels[i] % g_.OW;
-      std::copy_n(s.border_grid.data() + i * ldg + 16 * cb0, 16 * (cb1 - cb0),
-                  s.grid.data() + ((oh - oh0) * width + j - j0) * ldg + 16 * cb0);
+  }
+
+  // The sums of channel blocks [cb0, cb1) into the grid.
+  void Compute(int64_t cb0, int64_t cb1, TaskTables& t) const {
+    const int64_t ldg = w_.padded_m(), width = t.j1 - t.j0;
+    PixelGemm(t.segments.data(), static_cast<int64_t>(t.segments.size()), w_, cb0, cb1, ldg);
+    for (size_t i = 0; i < t.border_pixels.size(); ++i) {  // border pixels into their grid rows
+      const int64_t oh = t.border_pixels[i] / g_.OW, j = t.border_pixels[i] % g_.OW;
+      std::copy_n(t.border_grid.data() + static_cast<int64_t>(i) * ldg + 16 * cb0, 16 * (cb1 - cb0),
+                  t.grid.data() + ((oh - t.oh0) * width + j - t.j0) * ldg + 16 * cb0);
     }
   }
 
@@ -295,7 +305,7 @@ class PixelTask {
   }
 
   // The border pixels' im2col (K rows of nb) and its row table.
-  void GatherBorder(Scratch& s, const float** rows) const {
+  void GatherBorder(TaskTables& s, const float** rows) const {
     const int64_t nb = static_cast<int64_t>(s.border_pixels.size()), K = g_.K();
     s.border.resize(static_cast<size_t>(K * nb));
     for (int64_t c = 0; c < g_.C; ++c)
@@ -350,36 +360,55 @@ Status ConvPixel(KernelContext& ctx, const PixelConv2D& g, const float* x, const
   if (g.pointwise()) flat.H = flat.OH = 1, flat.W = flat.OW = g.OH * g.OW;
   // Tasks of about kChunkPixels pixels: whole rows when rows are short (a
   // task streams all the weights once, whatever its size), else parts of a
-  // row. With several threads and few such tasks (a small image), the output
-  // channels are split too, so that threads claiming tasks end together.
+  // row, the rows shared out evenly. With several threads and too few such
+  // tasks for threads claiming them to end together (a small image), the
+  // output channels are split too; the tasks' tables are then built once,
+  // before the channel ranges share them.
   const int threads = NumThreads(ctx);
   const int64_t chunks = (flat.OW + kChunkPixels - 1) / kChunkPixels;
   const int64_t rows_per_task = chunks > 1 ? 1 : std::max<int64_t>(1, kChunkPixels / flat.OW);
   const int64_t row_groups = (flat.OH + rows_per_task - 1) / rows_per_task;
   const int64_t pixel_tasks = g.N * row_groups * chunks, blocks = packed->padded_m() / 16;
   const int64_t channel_groups =
-      threads > 1 ? std::clamp<int64_t>((4 * threads + pixel_tasks - 1) / pixel_tasks, 1, blocks) : 1;
-  const int64_t plane = g.OH * g.OW, ldg = packed->padded_m();
+      threads > 1 && pixel_tasks < 4 * threads ? std::clamp<int64_t>((4 * threads + pixel_tasks - 1) / pixel_tasks, 1, blocks) : 1;
+  const int64_t plane = g.OH * g.OW;
   // Zeros for taps above or below the image: as long as a row's widest read.
   std::vector<float> zeros(static_cast<size_t>(g.stride * flat.OW + g.KW + 16), 0.f);
-  ParallelTasks(ctx, pixel_tasks * channel_groups, [&](int64_t t) {
-    const int64_t pixel_task = t / channel_groups, channel_group = t % channel_groups;
-    const int64_t n = pixel_task / (row_groups * chunks), group = pixel_task / chunks % row_groups;
-    const int64_t chunk = pixel_task % chunks;
-    const int64_t oh0 = group * rows_per_task, oh1 = std::min(flat.OH, oh0 + rows_per_task);
-    const int64_t j0 = chunk * flat.OW / chunks, j1 = (chunk + 1) * flat.OW / chunks;
-    const int64_t cb0 = channel_group * blocks / channel_groups, cb1 = (channel_group + 1) * blocks / channel_groups;
-    const int64_t m0 = 16 * cb0, m1 = std::min(g.M, 16 * cb1);
-    Scratch& s = ThreadScratchOf();
-    PixelTask(flat, *packed, x + n * g.C * g.H * g.W, zeros.data()).Run(oh0, oh1, j0, j1, cb0, cb1, s);
-    for (int64_t oh = oh0; oh < oh1; ++oh) {
-      const int64_t offset = (n * g.M + m0) * plane + oh * flat.OW + j0;
-      TransposeOut(s.grid.data() + (oh - oh0) * (j1 - j0) * ldg + m0, ldg, m1 - m0, j1 - j0, y + offset, plane);
+  auto task_of = [&](int64_t pixel_task) {
+    return PixelTask(flat, *packed, x + pixel_task / (row_groups * chunks) * g.C * g.H * g.W, zeros.data());
+  };
+  auto prepare = [&](int64_t pixel_task, TaskTables& t) {
+    const int64_t group = pixel_task / chunks % row_groups, chunk = pixel_task % chunks;
+    const int64_t oh0 = group * flat.OH / row_groups, oh1 = (group + 1) * flat.OH / row_groups;  // balanced
+    task_of(pixel_task).Prepare(oh0, oh1, chunk * flat.OW / chunks, (chunk + 1) * flat.OW / chunks, t);
+  };
+  // Channel blocks [cb0, cb1) of a prepared task: sums, then out into y, finished.
+  auto compute = [&](int64_t pixel_task, int64_t cb0, int64_t cb1, TaskTables& t) {
+    task_of(pixel_task).Compute(cb0, cb1, t);
+    const int64_t n = pixel_task / (row_groups * chunks), m0 = 16 * cb0, m1 = std::min(g.M, 16 * cb1);
+    const int64_t ldg = packed->padded_m(), width = t.j1 - t.j0;
+    for (int64_t oh = t.oh0; oh < t.oh1; ++oh) {
+      const int64_t offset = (n * g.M + m0) * plane + oh * flat.OW + t.j0;
+      TransposeOut(t.grid.data() + (oh - t.oh0) * width * ldg + m0, ldg, m1 - m0, width, y + offset, plane);
       if (finish)
         BiasResidualActivate(act, bias ? bias + m0 : nullptr, z ? z + offset : nullptr, plane, y + offset, plane,
-                             m1 - m0, j1 - j0);
+                             m1 - m0, width);
     }
-  });
+  };
+  if (channel_groups == 1) {
+    ParallelTasks(ctx, pixel_tasks, [&](int64_t t) {
+      TaskTables& tables = ThreadTables();
+      prepare(t, tables);
+      compute(t, 0, blocks, tables);
+    });
+  } else {
+    std::vector<TaskTables> tables(static_cast<size_t>(pixel_tasks));
+    ParallelTasks(ctx, pixel_tasks, [&](int64_t t) { prepare(t, tables[t]); });
+    ParallelTasks(ctx, pixel_tasks * channel_groups, [&](int64_t t) {
+      const int64_t pixel_task = t / channel_groups, group = t % channel_groups;
+      compute(pixel_task, group * blocks / channel_groups, (group + 1) * blocks / channel_groups, tables[pixel_task]);
+    });
+  }
   return Status::Ok();
 }
 
