@@ -188,17 +188,24 @@ float* ThreadScratch(size_t n) {
 // longer tile would gain nothing and only give fewer tasks to share out.
 constexpr int64_t kColumnsPerTask = 1024;
 
-// Output columns per task: at most kColumnsPerTask, and few enough
-// that there are at least as many (unit, tile) tasks as threads when the
-// output is wide enough. Whole SGEMM column panels (16) except at the end.
-int64_t ColumnTile(const ConvShape& s, int64_t units, int threads) {
+// How the output columns of each (image, group) are cut into tasks: at most
+// kColumnsPerTask each, and enough tasks (at least as many as threads, four
+// per thread where tiles keep 64 columns or more) for threads claiming them
+// to end together. Cuts fall on whole SGEMM column panels (16) and share the
+// panels out evenly: 196 columns in four go as 64 + 48 + 48 + 36, not as
+// 64 + 64 + 64 + 4, which left one thread waiting for the other.
+struct ColumnTiles {
+  int64_t tiles, panels, out_size;
+  int64_t Begin(int64_t t) const { return std::min(out_size, t * panels / tiles * 16); }
+  int64_t End(int64_t t) const { return t + 1 == tiles ? out_size : Begin(t + 1); }
+};
+
+ColumnTiles ColumnTilesFor(const ConvShape& s, int64_t units, int threads) {
   int64_t tiles = (s.out_size + kColumnsPerTask - 1) / kColumnsPerTask;
-  // With several threads, aim at four tasks per thread (tiles of at least 64
-  // columns) so that threads claiming tasks dynamically end together.
   if (threads > 1 && units * tiles < 4 * threads)
     tiles = std::max(tiles, std::min((4 * threads + units - 1) / units, (s.out_size + 63) / 64));
-  const int64_t tile = ((s.out_size + tiles - 1) / tiles + 15) / 16 * 16;
-  return std::min(tile, s.out_size);
+  const int64_t panels = (s.out_size + 15) / 16;
+  return {std::min(tiles, panels), panels, s.out_size};
 }
 
 // Runs are short (an output row's worth of columns), so the copies are plain
@@ -670,18 +677,18 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
     if (ConvIndirectApplies(g)) return ConvIndirect(ctx, g, xp, wp, packed_w, bp, epilogue, z, yp);
   }
   const int64_t units = s.N * s.group;
-  const int64_t tile = ColumnTile(s, units, threads);
-  const int64_t tiles = (s.out_size + tile - 1) / tile;
+  const ColumnTiles cut = ColumnTilesFor(s, units, threads);
+  const int64_t tiles = cut.tiles;
   if (threads == 1 || units * tiles >= threads) {
     ParallelTasks(ctx, units * tiles, [&](int64_t t) {
-      const int64_t j0 = t % tiles * tile;
-      ConvTile(s, xp, wp, packed_w, finish, yp, t / tiles, j0, std::min(tile, s.out_size - j0), nullptr);
+      const int64_t j0 = cut.Begin(t % tiles);
+      ConvTile(s, xp, wp, packed_w, finish, yp, t / tiles, j0, cut.End(t % tiles) - j0, nullptr);
     });
   } else {
     // Too few columns to go around: parallelize inside each tile (SGEMM over output channels).
     for (int64_t t = 0; t < units * tiles; ++t) {
-      const int64_t j0 = t % tiles * tile;
-      ConvTile(s, xp, wp, packed_w, finish, yp, t / tiles, j0, std::min(tile, s.out_size - j0), ctx.pool());
+      const int64_t j0 = cut.Begin(t % tiles);
+      ConvTile(s, xp, wp, packed_w, finish, yp, t / tiles, j0, cut.End(t % tiles) - j0, ctx.pool());
     }
   }
   return Status::Ok();

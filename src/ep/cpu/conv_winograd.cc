@@ -88,17 +88,27 @@ struct Block {
 };
 
 struct Tiling {
-  int64_t tiles_x, tiles_y, rows_per_block, blocks;
+  int64_t tiles_x, tiles_y, blocks;  // blocks per image, tile rows shared out evenly
   int64_t columns(const Block& b) const { return (b.ty1 - b.ty0) * tiles_x; }
+  int64_t first_row(int64_t block) const { return block * tiles_y / blocks; }
 };
 
-Tiling TilingOf(const Winograd3x3& g) {
+// Blocks of at most the tile rows whose V and Out fit kBlockFloats. With
+// several threads, enough blocks that every thread gets the same number of
+// tile rows where the image allows (56x56: eight blocks of 3 or 4 rows for
+// two threads, not seven of 4, which left one thread a block behind). Which
+// tiles a block holds never changes a result: each GEMM sums over the
+// channels whatever its columns.
+Tiling TilingOf(const Winograd3x3& g, int threads) {
   Tiling t;
   t.tiles_x = CeilDiv(g.OW, 2);
   t.tiles_y = CeilDiv(g.OH, 2);
   const int64_t per_row = kElems * (g.C + g.M) * t.tiles_x;
-  t.rows_per_block = std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(per_row, 1), 1, t.tiles_y);
-  t.blocks = CeilDiv(t.tiles_y, t.rows_per_block);
+  const int64_t rows_per_block = std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(per_row, 1), 1, t.tiles_y);
+  t.blocks = CeilDiv(t.tiles_y, rows_per_block);
+  const int64_t tasks = g.N * t.blocks;
+  if (threads > 1 && tasks >= threads && tasks % threads != 0)
+    t.blocks = std::min(t.tiles_y, CeilDiv(CeilDiv(tasks, threads) * threads, g.N));
   return t;
 }
 
@@ -565,11 +575,11 @@ Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, co
   } else {
     weights = PackWeights(g, w);
   }
-  const Tiling t = TilingOf(g);
+  const Tiling t = TilingOf(g, NumThreads(ctx));
   const int64_t tasks = g.N * t.blocks;
   auto block = [&](int64_t task) {
-    const int64_t ty0 = task % t.blocks * t.rows_per_block;
-    return Block{task / t.blocks, ty0, std::min(t.tiles_y, ty0 + t.rows_per_block)};
+    const int64_t b = task % t.blocks;
+    return Block{task / t.blocks, t.first_row(b), t.first_row(b + 1)};
   };
   if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
     ParallelTasks(ctx, tasks, [&](int64_t task) { RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, nullptr); });
