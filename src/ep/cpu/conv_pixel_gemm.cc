@@ -362,15 +362,24 @@ Status ConvPixel(KernelContext& ctx, const PixelConv2D& g, const float* x, const
   // task streams all the weights once, whatever its size), else parts of a
   // row, the rows shared out evenly. With several threads and too few such
   // tasks for threads claiming them to end together (a small image), the
-  // output channels are split too; the tasks' tables are then built once,
-  // before the channel ranges share them.
+  // work is cut finer along whichever of pixels and output channels is the
+  // longer: each task reads all of the other side (the input for a channel
+  // range, the weights for a pixel range), so cutting the shorter side would
+  // multiply the larger read. A channel cut shares each pixel task's tables,
+  // built once beforehand.
   const int threads = NumThreads(ctx);
-  const int64_t chunks = (flat.OW + kChunkPixels - 1) / kChunkPixels;
+  const int64_t wanted = 4 * threads;
+  int64_t chunks = (flat.OW + kChunkPixels - 1) / kChunkPixels;
   const int64_t rows_per_task = chunks > 1 ? 1 : std::max<int64_t>(1, kChunkPixels / flat.OW);
-  const int64_t row_groups = (flat.OH + rows_per_task - 1) / rows_per_task;
+  int64_t row_groups = (flat.OH + rows_per_task - 1) / rows_per_task;
+  if (threads > 1 && g.N * row_groups * chunks < wanted && g.N * g.OH * g.OW >= g.M) {
+    if (flat.OH == 1) chunks = std::min((flat.OW + 15) / 16, (wanted + g.N - 1) / g.N);
+    else row_groups = std::min(flat.OH, (wanted + g.N * chunks - 1) / (g.N * chunks));
+  }
   const int64_t pixel_tasks = g.N * row_groups * chunks, blocks = packed->padded_m() / 16;
   const int64_t channel_groups =
-      threads > 1 && pixel_tasks < 4 * threads ? std::clamp<int64_t>((4 * threads + pixel_tasks - 1) / pixel_tasks, 1, blocks) : 1;
+      threads > 1 && pixel_tasks < wanted ? std::clamp<int64_t>((wanted + pixel_tasks - 1) / pixel_tasks, 1, blocks)
+                                          : 1;
   const int64_t plane = g.OH * g.OW;
   // Zeros for taps above or below the image: as long as a row's widest read.
   std::vector<float> zeros(static_cast<size_t>(g.stride * flat.OW + g.KW + 16), 0.f);
