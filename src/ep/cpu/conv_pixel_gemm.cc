@@ -370,7 +370,9 @@ Status ConvPixel(KernelContext& ctx, const PixelConv2D& g, const float* x, const
   const int threads = NumThreads(ctx);
   const int64_t wanted = 4 * threads;
   int64_t chunks = (flat.OW + kChunkPixels - 1) / kChunkPixels;
-  const int64_t rows_per_task = chunks > 1 ? 1 : std::max<int64_t>(1, kChunkPixels / flat.OW);
+  // (A task's row tables hold K pointers per row: at most about a million.)
+  const int64_t rows_per_task =
+      chunks > 1 ? 1 : std::clamp<int64_t>(kChunkPixels / flat.OW, 1, std::max<int64_t>(1, (int64_t{1} << 20) / g.K()));
   int64_t row_groups = (flat.OH + rows_per_task - 1) / rows_per_task;
   if (threads > 1 && g.N * row_groups * chunks < wanted && g.N * g.OH * g.OW >= g.M) {
     if (flat.OH == 1) chunks = std::min((flat.OW + 15) / 16, (wanted + g.N - 1) / g.N);
