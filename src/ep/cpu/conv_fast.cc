@@ -1,14 +1,17 @@
 // Conv on float32 for the CPU provider, NCHW, 1-D, 2-D and 3-D.
 //
-// Three strategies, chosen per node from its geometry:
+// Strategies, chosen per node from its geometry:
 //  - pointwise (1x1 kernel, stride 1, no padding): the input of each (image,
 //    group) already is the GEMM's B matrix, so Y_g = W_g x X_g is one SGEMM;
 //  - depthwise (one input channel per group): with AVX-512 and one output
 //    channel per group, sixteen channels per vector (depthwise_blocked.cc);
 //    otherwise a direct sliding-window kernel over each channel plane,
 //    vectorized along output rows;
-//  - 3x3 stride-1 single-group convs with constant weights, on AVX-512:
-//    Winograd F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
+//  - 3x3 stride-1 single-group convs, on AVX-512 or AVX2: Winograd
+//    F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
+//  - on AVX2, other single-group 2-D k x k convs with stride 1 or 2, and
+//    deep pointwise convs on small images or with few outputs: output pixels
+//    x channel vectors, the input broadcast where it lies (conv_pixel_gemm.cc);
 //  - other single-group 2-D convs with stride 1 or 2, where SGEMM reads B in
 //    place (AVX-512): SGEMM over windows of a padded copy of the input
 //    (conv_indirect.cc), with no im2col matrix;
