@@ -13,8 +13,8 @@
 //
 // Padding needs no padded copy of the input: an input row above or below the
 // image is a row of zeros, and the few pixels at the left and right ends of
-// an output row, whose taps reach past the image, read small zero-padded
-// copies of the row ends instead (the "strips").
+// the output rows, whose taps reach past the image, are gathered into one
+// small im2col per task (zeros for the padding) and computed as one more run.
 //
 // The kernel is a 6x16 tile (six pixels by two vectors of eight channels:
 // twelve accumulators, two weight vectors, one broadcast), as the AVX2 SGEMM
