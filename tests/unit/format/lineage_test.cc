@@ -16,6 +16,7 @@
 #include <string>
 
 #include "format/metadata_edit.h"
+#include "format_test_util.h"
 
 namespace nee {
 namespace {
@@ -31,8 +32,10 @@ Model ModelWithWeight() {
   return m;
 }
 
-std::string FileHolding(const std::string& bytes) {
-  const std::string path = ::testing::TempDir() + "/lineage_test_input.onnx";
+// Each test writes into its own fresh folder: ctest runs the tests of this file
+// in parallel, and a shared path let one test truncate the file another was hashing.
+std::string FileHolding(const testing_format::TempDir& dir, const std::string& bytes) {
+  const std::string path = dir / "lineage_test_input.onnx";
   FILE* f = std::fopen(path.c_str(), "wb");
   std::fwrite(bytes.data(), 1, bytes.size(), f);
   std::fclose(f);
@@ -49,7 +52,8 @@ TEST(Lineage, WeightsDigestFollowsTheDocumentedFraming) {
 
 TEST(Lineage, AppendRecordsTheInputAndNumbersAfterTheLargest) {
   Model m = ModelWithWeight();
-  auto recorder = LineageRecorder::Begin(FileHolding("abc"), m);
+  testing_format::TempDir dir;
+  auto recorder = LineageRecorder::Begin(FileHolding(dir, "abc"), m);
   ASSERT_TRUE(recorder.ok()) << recorder.status().ToString();
   m.metadata_props.emplace_back("nee.lineage.5", "not json");
   m.metadata_props.emplace_back("nee.lineage.x", "{}");
@@ -72,7 +76,8 @@ TEST(Lineage, AppendRecordsTheInputAndNumbersAfterTheLargest) {
 
 TEST(Lineage, VerifyComparesTheLastRecordWithTheWeightsAndEachOtherWithTheNext) {
   Model m = ModelWithWeight();
-  const std::string path = FileHolding("abc");
+  testing_format::TempDir dir;
+  const std::string path = FileHolding(dir, "abc");
   auto first = LineageRecorder::Begin(path, m);
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE(first->Append(m, "one", Json::Object()).ok());
