@@ -81,7 +81,14 @@ void ConvertFromCompute(const A* src, Tensor& t) {
   const int64_t n = t.num_elements();
   auto copy = [&](auto* dst) {
     using D = std::remove_pointer_t<decltype(dst)>;
-    for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(src[i]);
+    if constexpr (std::is_floating_point_v<A> && std::is_integral_v<D> && !std::is_same_v<D, bool>) {
+      // A float result (NaN or out of range from hostile inputs, e.g.
+      // GridSample of an integer image at a NaN grid point) into an integer
+      // tensor: static_cast is undefined there; Cast's rule is not.
+      for (int64_t i = 0; i < n; ++i) WriteFromDouble(t, i, static_cast<double>(src[i]));
+    } else {
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(src[i]);
+    }
   };
   if (WithPlainData(t, copy)) return;
   switch (t.dtype()) {

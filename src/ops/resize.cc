@@ -147,6 +147,9 @@ Result<ResizePlan> MakePlan(const Ctx& ctx, const ResizeAttrs& attrs, const std:
     size_t d = static_cast<size_t>(axes[i]);
     int64_t size = (*sizes_in)[i];
     if (size < 0) return ctx.Error("sizes must be non-negative, got " + std::to_string(size));
+    // The same bound as an output from scales: sizes come from the file or the
+    // caller, and a dim near INT64_MAX overflows the kernels' sums of dims.
+    if (size > kMaxTensorBytes) return ctx.Error("sizes give an output that is too large (" + std::to_string(size) + ")");
     if (in_dims[d] == 0) {
       if (size != 0) return ctx.Error("cannot resize an empty axis to " + std::to_string(size));
       plan.out_dims[d] = 0;

@@ -181,8 +181,9 @@ std::optional<FastPlan> PlanFast(KernelContext& ctx) {
   // memory budget. Only when they are smaller than the output (which is in
   // the budget, and allocated before them) do they pay; a degenerate shape
   // such as 1 x 50M goes to the reference, which needs none.
+  // (Sums in double too: int64 dims this large would overflow.)
   constexpr double kMaxTaps = 4;
-  if (kMaxTaps * static_cast<double>(p.out_h + p.out_w) >
+  if (kMaxTaps * (static_cast<double>(p.out_h) + static_cast<double>(p.out_w)) >
       static_cast<double>(p.planes) * static_cast<double>(p.out_h) * static_cast<double>(p.out_w))
     return std::nullopt;
   p.h = GeometryOf(plan, x, 2), p.w = GeometryOf(plan, x, 3);

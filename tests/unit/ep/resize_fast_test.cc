@@ -272,6 +272,8 @@ TEST(ResizeFast, UnhandledCallsGiveReferenceResult) {
       {"scales_and_sizes", {1, 1, 2, 2}, {1, 1, 2, 2}, {1, 1, 4, 4}, linear},
       {"negative_scale", {1, 1, 2, 2}, {1, 1, -2, 2}, {}, {}},
       {"bad_mode", {1, 1, 2, 2}, {1, 1, 2, 2}, {}, {StringAttr("mode", "quadratic")}},
+      // Sizes whose sum overflows int64 (run_fuzzer finding): an error, as in the reference.
+      {"huge_sizes", {1, 1, 4, 4}, {}, {1, 1, int64_t{1} << 59, 0x4444444444444444}, {}},
   };
   for (const ResizeCase& c : cases) ExpectMatchesReference("Resize", c, rng);
   // Another element type: the reference's gather.

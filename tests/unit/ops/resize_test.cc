@@ -186,6 +186,11 @@ TEST(Resize, InvalidArgumentsAreErrors) {
                     {x, Value(), Tensor::FromVector<float>({2}, {1})});
   ASSERT_FALSE(axes.ok());
   EXPECT_NE(axes.status().message().find("out of range"), std::string::npos);
+  // Sizes beyond any tensor (run_fuzzer finding: near INT64_MAX they overflowed sums of dims).
+  auto huge = RunOp(MakeNode("Resize", 4, 1), 13,
+                    {x, Value(), Value(), Tensor::FromVector<int64_t>({1, 1, 2, 0x4444444444444444}, {4})});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("too large"), std::string::npos) << huge.status().ToString();
   // Unknown mode.
   EXPECT_FALSE(RunOp(MakeNode("Resize", 3, 1, {StringAttr("mode", "bicubic")}), 13,
                      {x, Value(), Tensor::FromVector<float>({1, 1, 2, 2}, {4})}).ok());

@@ -118,6 +118,18 @@ TEST(VisionGridSample, Opset16SpellingAndVolumes) {
               "input 1");
 }
 
+TEST(VisionGridSample, IntegerImageAtNanGridPoint) {
+  // run_fuzzer finding: a NaN grid point sampled into an integer output was a
+  // static_cast of NaN (undefined); it is stored by Cast's rule now.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto r = RunOp(MakeNode("GridSample", 2, 1), 20,
+                 {V<int64_t>({10, 20, 30, 40}, {1, 1, 2, 2}), V<float>({nan, nan, 0, 0}, {1, 1, 2, 2})});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const int64_t* y = r->outputs[0].tensor().data<int64_t>();
+  EXPECT_EQ(y[0], std::numeric_limits<int64_t>::min());  // NaN to int64, as Cast (numpy on x86-64)
+  EXPECT_EQ(y[1], 25);  // the centre (align_corners=0): the mean of the four
+}
+
 TEST(VisionGridSample, Float16InputAndGrid) {
   auto half = [](const std::vector<float>& v, std::vector<int64_t> dims) {
     Tensor t = Tensor::Allocate(DataType::kFloat16, std::move(dims)).value();
