@@ -617,6 +617,10 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   if (s.depthwise() && s.Mg == 1 && planar && padded_copy_ok) {
     const Depthwise2D g{s.N,         s.C,         s.in[1],       s.in[2],       s.out[1], s.out[2], s.kernel[1],
                         s.kernel[2], s.stride[1], s.stride[2], s.dilation[1], s.dilation[2], s.pad[1], s.pad[2]};
+    if (DepthwiseFlatApplies(g)) {
+      DepthwiseFlat(ctx, g, xp, wp, bp, epilogue, z, yp);
+      return Status::Ok();
+    }
     if (DepthwisePlanarApplies(g)) {
       DepthwisePlanar(ctx, g, xp, wp, bp, epilogue, z, yp);
       return Status::Ok();

@@ -38,4 +38,12 @@ bool DepthwisePlanarApplies(const Depthwise2D& g);
 void DepthwisePlanar(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
                      const ConvEpilogue* epilogue, const float* z, float* y);
 
+// Stride 1 on small planes whose output rows are as wide as the input's and
+// under 8 wide (7x7 with "same" padding), AVX2 only: the plane as one flat run of
+// outputs, eight per vector across row ends, each tap one load from the input
+// with the padding lanes masked (depthwise_flat.cc).
+bool DepthwiseFlatApplies(const Depthwise2D& g);
+void DepthwiseFlat(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
+                   const ConvEpilogue* epilogue, const float* z, float* y);
+
 }  // namespace nee::cpu

@@ -1,0 +1,181 @@
+// Depthwise convolution with stride 1 on small planes (AVX2): the plane is
+// taken as one flat run of OH * OW outputs, eight to a vector, across row
+// ends.
+//
+// When the output rows are as wide as the input's (the "same" padding of a
+// mobile network's 7x7 and 14x14 layers), the input of tap (kh, kw) for flat
+// output o is flat input o + (kh - ph) * W + (kw - pw): one load per tap and
+// vector, straight from the input. Lanes whose tap falls in the padding (the
+// row above or below the plane, the column left or right of it, or past the
+// plane's last output) read a neighbouring plane's floats or the end of the
+// row before; a mask per (vector, tap) zeroes them, so each padding tap adds
+// w * 0 as the other kernels' zero-padded rows do.
+//
+// The row kernel (depthwise_planar.cc) fills a vector with at most one row,
+// 7 of 8 lanes on a 7-wide plane, and copies each row into a padded scratch
+// row first; reading that copy back at an offset of one or two floats misses
+// store-to-load forwarding. Here nothing is copied, except for the first and
+// last planes of the tensor when their reads would leave it.
+//
+// Each output is bias + its taps in (kh, kw) order, computed by one task: the
+// same bits as the row kernel, for any thread count.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ep/cpu/depthwise_blocked.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#define NEE_FLAT_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+#ifdef NEE_FLAT_X86
+#define NEE_AVX2 __attribute__((target("avx2,fma")))
+
+constexpr int64_t kLanes = 8;
+// Flat outputs per plane at most: the masks take vectors x taps x 32 bytes
+// (2 KiB for 7 x 7 with a 3x3 kernel), read from L1 for every plane.
+constexpr int64_t kMaxOutputs = 256;
+// Outputs per task at least (several small planes each).
+constexpr int64_t kTaskOutputs = 1024;
+
+// What every plane of one node shares: where each tap reads, relative to
+// the flat output index, and which lanes of which vector keep it.
+struct FlatTables {
+  int64_t vectors = 0;
+  int64_t taps = 0;
+  std::vector<int64_t> offset;  // per tap
+  std::vector<int32_t> keep;    // [vector][tap][lane]: -1 where the tap's input is in the plane
+  int64_t first_read = 0;       // flat input index of the lowest read
+  int64_t end_read = 0;         // one past the highest
+};
+
+FlatTables TablesFor(const Depthwise2D& g) {
+  FlatTables t;
+  const int64_t outputs = g.OH * g.OW;
+  t.vectors = (outputs + kLanes - 1) / kLanes;
+  t.taps = g.KH * g.KW;
+  for (int64_t kh = 0; kh < g.KH; ++kh)
+    for (int64_t kw = 0; kw < g.KW; ++kw) t.offset.push_back((kh - g.ph) * g.W + (kw - g.pw));
+  t.keep.assign(static_cast<size_t>(t.vectors * t.taps * kLanes), 0);
+  for (int64_t v = 0; v < t.vectors; ++v)
+    for (int64_t tap = 0; tap < t.taps; ++tap)
+      for (int64_t lane = 0; lane < kLanes; ++lane) {
+        const int64_t o = v * kLanes + lane;
+        const int64_t ih = o / g.OW + tap / g.KW - g.ph, iw = o % g.OW + tap % g.KW - g.pw;
+        const bool inside = o < outputs && ih >= 0 && ih < g.H && iw >= 0 && iw < g.W;
+        t.keep[static_cast<size_t>((v * t.taps + tap) * kLanes + lane)] = inside ? -1 : 0;
+      }
+  t.first_read = t.offset.front();
+  t.end_read = t.vectors * kLanes + t.offset.back();
+  return t;
+}
+
+// The first n (< 8) floats of v to dst.
+NEE_AVX2 inline void StoreFirst(float* dst, __m256 v, int64_t n) {
+  alignas(32) float lanes[kLanes];
+  _mm256_store_ps(lanes, v);
+  std::copy(lanes, lanes + n, dst);
+}
+
+// One plane: x points at its first input, y at its first output.
+template <FusedActivation::Kind K, int kTaps>
+NEE_AVX2 void FlatPlane(const FlatTables& t, int64_t outputs, const float* x, const float* w, float bias,
+                        const FusedActivation& act, float* y) {
+  __m256 wv[kTaps];
+#pragma GCC unroll 25
+  for (int tap = 0; tap < kTaps; ++tap) wv[tap] = _mm256_set1_ps(w[tap]);
+  const __m256 b = _mm256_set1_ps(bias);
+  const int64_t* offset = t.offset.data();
+  for (int64_t v = 0; v < t.vectors; ++v) {
+    const float* in = x + v * kLanes;
+    const int32_t* keep = t.keep.data() + v * kTaps * kLanes;
+    __m256 acc = b;
+#pragma GCC unroll 25
+    for (int tap = 0; tap < kTaps; ++tap) {
+      const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep + tap * kLanes)));
+      acc = _mm256_fmadd_ps(_mm256_and_ps(_mm256_loadu_ps(in + offset[tap]), mask), wv[tap], acc);
+    }
+    acc = Activate8<K>(act, acc);
+    if (v * kLanes + kLanes <= outputs) _mm256_storeu_ps(y + v * kLanes, acc);
+    else StoreFirst(y + v * kLanes, acc, outputs - v * kLanes);
+  }
+}
+
+using FlatPlaneFn = void (*)(const FlatTables&, int64_t, const float*, const float*, float, const FusedActivation&,
+                             float*);
+
+template <FusedActivation::Kind K>
+FlatPlaneFn ForTaps(int64_t taps) {
+  return taps == 9 ? FlatPlane<K, 9> : FlatPlane<K, 25>;
+}
+
+bool UseAvx2Only() {
+  return SgemmActiveIsa() == SgemmIsa::kAvx2 && !SgemmPortableForced();
+}
+#endif  // NEE_FLAT_X86
+
+}  // namespace
+
+bool DepthwiseFlatApplies(const Depthwise2D& g) {
+#ifdef NEE_FLAT_X86
+  // Only where the row kernel wastes lanes (rows under 8 wide: MobileNetV2's
+  // 7x7 layers 83 -> 55 us a node, 1 thread; its 14x14 ones stay with the row
+  // kernel, 61 vs 63 us) and the flat index works (output rows as wide as the
+  // input's). With AVX-512 such planes are the channel-blocked kernel's.
+  const bool square = g.KH == g.KW && (g.KH == 3 || g.KH == 5);
+  const bool stride1 = g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
+  return UseAvx2Only() && square && stride1 && g.OW == g.W && g.OW < 8 && g.OH * g.OW <= kMaxOutputs &&
+         g.ph < g.KH && g.pw < g.KW;
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+void DepthwiseFlat(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
+                   const ConvEpilogue* epilogue, const float* z, float* y) {
+#ifdef NEE_FLAT_X86
+  using Kind = FusedActivation::Kind;
+  const FusedActivation none;
+  const FusedActivation& act = epilogue ? epilogue->activation : none;
+  const FlatPlaneFn fn =
+      ForActivation8(z ? Kind::kNone : act.kind, [&](auto k) { return ForTaps<decltype(k)::value>(g.KH * g.KW); });
+  const FlatTables tables = TablesFor(g);
+  const int64_t planes = g.N * g.C, in_plane = g.H * g.W, out_plane = g.OH * g.OW, taps = g.KH * g.KW;
+  const int64_t group = std::clamp<int64_t>(kTaskOutputs / out_plane, 1, planes);
+  // A plane whose reads would leave the tensor is computed from a copy with
+  // room around it (the masks drop whatever that room holds).
+  const int64_t before = -std::min<int64_t>(0, tables.first_read);
+  const int64_t after = std::max<int64_t>(in_plane, tables.end_read) - in_plane;
+  ParallelTasks(ctx, (planes + group - 1) / group, [&](int64_t task) {
+    const int64_t p0 = task * group, p1 = std::min(planes, p0 + group);
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* x_plane = x + p * in_plane;
+      const bool inside = p * in_plane - before >= 0 && (p + 1) * in_plane + after <= planes * in_plane;
+      thread_local std::vector<float> copy;
+      if (!inside) {
+        copy.assign(static_cast<size_t>(before + in_plane + after), 0.f);
+        std::copy(x_plane, x_plane + in_plane, copy.begin() + before);
+        x_plane = copy.data() + before;
+      }
+      const int64_t c = p % g.C;
+      fn(tables, out_plane, x_plane, w + c * taps, bias ? bias[c] : 0.f, act, y + p * out_plane);
+      if (z) BiasResidualActivate(act, nullptr, z + p * out_plane, 0, y + p * out_plane, 0, 1, out_plane);
+    }
+  });
+#else
+  (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
+#endif
+}
+
+}  // namespace nee::cpu
