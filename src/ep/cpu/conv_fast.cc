@@ -621,6 +621,10 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
       DepthwiseFlat(ctx, g, xp, wp, bp, epilogue, z, yp);
       return Status::Ok();
     }
+    if (DepthwiseNarrowApplies(g)) {
+      DepthwiseNarrow(ctx, g, xp, wp, bp, epilogue, z, yp);
+      return Status::Ok();
+    }
     if (DepthwisePlanarApplies(g)) {
       DepthwisePlanar(ctx, g, xp, wp, bp, epilogue, z, yp);
       return Status::Ok();

@@ -1,24 +1,28 @@
-// Depthwise convolution with stride 1 on small planes (AVX2): the plane is
-// taken as one flat run of OH * OW outputs, eight to a vector, across row
-// ends.
+// Depthwise convolutions on small planes (AVX2), where the row kernel
+// (depthwise_planar.cc) fills a vector with at most one output row (7 of 8
+// lanes on a 7-wide plane) and first copies each input row into a padded
+// scratch row, whose reads at an offset of one or two floats then miss
+// store-to-load forwarding. Both kernels here read the input where it lies.
 //
-// When the output rows are as wide as the input's (the "same" padding of a
-// mobile network's 7x7 and 14x14 layers), the input of tap (kh, kw) for flat
-// output o is flat input o + (kh - ph) * W + (kw - pw): one load per tap and
-// vector, straight from the input. Lanes whose tap falls in the padding (the
-// row above or below the plane, the column left or right of it, or past the
+// Stride 1 ("flat"): the plane is one run of OH * OW outputs, eight to a
+// vector across row ends. When the output rows are as wide as the input's
+// (the "same" padding of a mobile network's 7x7 layers), the input of tap
+// (kh, kw) for flat output o is flat input o + (kh - ph) * W + (kw - pw): one
+// load per tap and vector. Lanes whose tap falls in the padding (the row
+// above or below the plane, the column left or right of it, or past the
 // plane's last output) read a neighbouring plane's floats or the end of the
-// row before; a mask per (vector, tap) zeroes them, so each padding tap adds
-// w * 0 as the other kernels' zero-padded rows do.
+// row before; a mask per (vector, tap) zeroes them.
 //
-// The row kernel (depthwise_planar.cc) fills a vector with at most one row,
-// 7 of 8 lanes on a 7-wide plane, and copies each row into a padded scratch
-// row first; reading that copy back at an offset of one or two floats misses
-// store-to-load forwarding. Here nothing is copied, except for the first and
-// last planes of the tensor when their reads would leave it.
+// Stride 2, 3x3, pads of 1, output rows of at most 8 ("narrow"): one vector
+// per output row. Each input row is loaded as two vectors and split into its
+// even and odd columns in registers; the odd ones moved up a lane are the
+// columns left of each output's centre. Each such row serves the two output
+// rows that read it.
 //
-// Each output is bias + its taps in (kh, kw) order, computed by one task: the
-// same bits as the row kernel, for any thread count.
+// In both, each padding tap adds w * 0, and each output is bias + its taps in
+// (kh, kw) order, computed by one task: the same bits as the row kernel, for
+// any thread count. Planes whose reads would leave the tensor (the first or
+// last) are computed from a copy with room around it.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -119,6 +123,60 @@ FlatPlaneFn ForTaps(int64_t taps) {
   return taps == 9 ? FlatPlane<K, 9> : FlatPlane<K, 25>;
 }
 
+// The three tap vectors of one input row for stride 2: columns 2c - 1, 2c
+// and 2c + 1 of output column c, masked by keep (zeros above or below the
+// plane: row null).
+struct RowTaps {
+  __m256 t[3];
+};
+
+NEE_AVX2 inline RowTaps TapsOfRow(const float* row, const __m256* keep) {
+  if (!row) return {{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()}};
+  const __m256 lo = _mm256_loadu_ps(row), hi = _mm256_loadu_ps(row + kLanes);
+  // shuffle_ps picks within 128-bit halves; the 64-bit pairs are then put in order.
+  const __m256 even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xD8));
+  const __m256 odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xDD)), 0xD8));
+  const __m256i up_one_lane = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+  return {{_mm256_and_ps(_mm256_permutevar8x32_ps(odd, up_one_lane), keep[0]), _mm256_and_ps(even, keep[1]),
+           _mm256_and_ps(odd, keep[2])}};
+}
+
+// Output rows [0, OH) of one plane, stride 2: x and y at the plane's start.
+// keep: 3 x 8 lanes, -1 where output column c's input column 2c + kw - 1
+// lies in [0, W).
+template <FusedActivation::Kind K>
+NEE_AVX2 void NarrowPlane(const Depthwise2D& g, const int32_t* keep_lanes, const float* x, const float* w,
+                          float bias, const FusedActivation& act, float* y) {
+  __m256 keep[3];
+  for (int kw = 0; kw < 3; ++kw)
+    keep[kw] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep_lanes + kw * kLanes)));
+  __m256 wv[9];
+#pragma GCC unroll 9
+  for (int tap = 0; tap < 9; ++tap) wv[tap] = _mm256_set1_ps(w[tap]);
+  const __m256 b = _mm256_set1_ps(bias);
+  auto row = [&](int64_t ih) { return ih >= 0 && ih < g.H ? x + ih * g.W : nullptr; };
+  RowTaps above = TapsOfRow(nullptr, keep);  // input row 2r - 1
+  for (int64_t r = 0; r < g.OH; ++r) {
+    const RowTaps centre = TapsOfRow(row(2 * r), keep), below = TapsOfRow(row(2 * r + 1), keep);
+    __m256 acc = b;
+#pragma GCC unroll 3
+    for (int kw = 0; kw < 3; ++kw) acc = _mm256_fmadd_ps(above.t[kw], wv[kw], acc);
+#pragma GCC unroll 3
+    for (int kw = 0; kw < 3; ++kw) acc = _mm256_fmadd_ps(centre.t[kw], wv[3 + kw], acc);
+#pragma GCC unroll 3
+    for (int kw = 0; kw < 3; ++kw) acc = _mm256_fmadd_ps(below.t[kw], wv[6 + kw], acc);
+    acc = Activate8<K>(act, acc);
+    // A full store spills into the next row's start, which that row then
+    // overwrites; the plane's last row must not reach the next plane.
+    if (g.OW == kLanes || r + 1 < g.OH) _mm256_storeu_ps(y + r * g.OW, acc);
+    else StoreFirst(y + r * g.OW, acc, g.OW);
+    above = below;
+  }
+}
+
+using NarrowPlaneFn = void (*)(const Depthwise2D&, const int32_t*, const float*, const float*, float,
+                               const FusedActivation&, float*);
+
 bool UseAvx2Only() {
   return SgemmActiveIsa() == SgemmIsa::kAvx2 && !SgemmPortableForced();
 }
@@ -170,6 +228,52 @@ void DepthwiseFlat(KernelContext& ctx, const Depthwise2D& g, const float* x, con
       }
       const int64_t c = p % g.C;
       fn(tables, out_plane, x_plane, w + c * taps, bias ? bias[c] : 0.f, act, y + p * out_plane);
+      if (z) BiasResidualActivate(act, nullptr, z + p * out_plane, 0, y + p * out_plane, 0, 1, out_plane);
+    }
+  });
+#else
+  (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
+#endif
+}
+
+bool DepthwiseNarrowApplies(const Depthwise2D& g) {
+#ifdef NEE_FLAT_X86
+  // A row's 16 loaded floats must hold every column its outputs read.
+  const bool shape = g.KH == 3 && g.KW == 3 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.ph == 1 &&
+                     g.pw == 1;
+  return UseAvx2Only() && shape && g.OW <= kLanes && g.W <= 2 * kLanes;
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+void DepthwiseNarrow(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
+                     const ConvEpilogue* epilogue, const float* z, float* y) {
+#ifdef NEE_FLAT_X86
+  using Kind = FusedActivation::Kind;
+  const FusedActivation none;
+  const FusedActivation& act = epilogue ? epilogue->activation : none;
+  const NarrowPlaneFn fn =
+      ForActivation8(z ? Kind::kNone : act.kind, [](auto k) -> NarrowPlaneFn { return NarrowPlane<decltype(k)::value>; });
+  int32_t keep[3 * kLanes];
+  for (int kw = 0; kw < 3; ++kw)
+    for (int c = 0; c < kLanes; ++c) keep[kw * kLanes + c] = 2 * c + kw - 1 >= 0 && 2 * c + kw - 1 < g.W ? -1 : 0;
+  const int64_t planes = g.N * g.C, in_plane = g.H * g.W, out_plane = g.OH * g.OW;
+  const int64_t group = std::clamp<int64_t>(kTaskOutputs / out_plane, 1, planes);
+  const int64_t after = 2 * kLanes - g.W;  // the last row's loads reach this far past the plane
+  ParallelTasks(ctx, (planes + group - 1) / group, [&](int64_t task) {
+    const int64_t p0 = task * group, p1 = std::min(planes, p0 + group);
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* x_plane = x + p * in_plane;
+      thread_local std::vector<float> copy;
+      if ((p + 1) * in_plane + after > planes * in_plane) {
+        copy.assign(static_cast<size_t>(in_plane + after), 0.f);
+        std::copy(x_plane, x_plane + in_plane, copy.begin());
+        x_plane = copy.data();
+      }
+      const int64_t c = p % g.C;
+      fn(g, keep, x_plane, w + c * 9, bias ? bias[c] : 0.f, act, y + p * out_plane);
       if (z) BiasResidualActivate(act, nullptr, z + p * out_plane, 0, y + p * out_plane, 0, 1, out_plane);
     }
   });
