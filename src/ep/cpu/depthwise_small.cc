@@ -1,17 +1,18 @@
 // Depthwise convolutions on small planes (AVX2), where the row kernel
-// (depthwise_planar.cc) fills a vector with at most one output row (7 of 8
-// lanes on a 7-wide plane) and first copies each input row into a padded
-// scratch row, whose reads at an offset of one or two floats then miss
+// (depthwise_planar.cc) fills its vectors poorly (7 of 8 lanes on a 7-wide
+// row, 14 of 16 on a 14-wide one) and first copies each input row into a
+// padded scratch row, whose reads at an offset of one or two floats then miss
 // store-to-load forwarding. Both kernels here read the input where it lies.
 //
 // Stride 1 ("flat"): the plane is one run of OH * OW outputs, eight to a
 // vector across row ends. When the output rows are as wide as the input's
-// (the "same" padding of a mobile network's 7x7 layers), the input of tap
-// (kh, kw) for flat output o is flat input o + (kh - ph) * W + (kw - pw): one
-// load per tap and vector. Lanes whose tap falls in the padding (the row
-// above or below the plane, the column left or right of it, or past the
+// (the "same" padding of a mobile network's 7x7 and 14x14 layers), the input
+// of tap (kh, kw) for flat output o is flat input o + (kh - ph) * W + (kw -
+// pw): one load per tap and vector. Lanes whose tap falls in the padding (the
+// row above or below the plane, the column left or right of it, or past the
 // plane's last output) read a neighbouring plane's floats or the end of the
-// row before; a mask per (vector, tap) zeroes them.
+// row before; masks zero them: per (vector, tap) in the plane's first and
+// last rows, per (vector, column) between them.
 //
 // Stride 2, 3x3, pads of 1, output rows of at most 8 ("narrow"): one vector
 // per output row. Each input row is loaded as two vectors and split into its
@@ -47,10 +48,13 @@ namespace {
 
 constexpr int64_t kLanes = 8;
 // Flat outputs per plane at most: the masks take vectors x taps x 32 bytes
-// (2 KiB for 7 x 7 with a 3x3 kernel), read from L1 for every plane.
+// (7 KiB for 14 x 14 with a 3x3 kernel), read from L1 for every plane.
 constexpr int64_t kMaxOutputs = 256;
 // Outputs per task at least (several small planes each).
 constexpr int64_t kTaskOutputs = 1024;
+// Rows narrower than this take the flat kernel (measured against the row
+// kernel: DepthwiseFlatApplies).
+constexpr int64_t kFlatMaxWidth = 16;
 
 // What every plane of one node shares: where each tap reads, relative to
 // the flat output index, and which lanes of which vector keep it.
@@ -61,6 +65,10 @@ struct FlatTables {
   std::vector<int32_t> keep;    // [vector][tap][lane]: -1 where the tap's input is in the plane
   int64_t first_read = 0;       // flat input index of the lowest read
   int64_t end_read = 0;         // one past the highest
+  // Vectors [middle_begin, middle_end) have every tap's row inside the plane
+  // and all eight outputs in it: only the column masks below apply.
+  int64_t middle_begin = 0, middle_end = 0;
+  std::vector<int32_t> column_keep;  // [vector][kw][lane]: -1 where column ow + kw - pw is in the plane
 };
 
 FlatTables TablesFor(const Depthwise2D& g) {
@@ -81,6 +89,21 @@ FlatTables TablesFor(const Depthwise2D& g) {
       }
   t.first_read = t.offset.front();
   t.end_read = t.vectors * kLanes + t.offset.back();
+  t.column_keep.assign(static_cast<size_t>(t.vectors * g.KW * kLanes), 0);
+  for (int64_t v = 0; v < t.vectors; ++v)
+    for (int64_t kw = 0; kw < g.KW; ++kw)
+      for (int64_t lane = 0; lane < kLanes; ++lane) {
+        const int64_t iw = (v * kLanes + lane) % g.OW + kw - g.pw;
+        t.column_keep[static_cast<size_t>((v * g.KW + kw) * kLanes + lane)] = iw >= 0 && iw < g.W ? -1 : 0;
+      }
+  auto middle = [&](int64_t v) {
+    const int64_t first_row = v * kLanes / g.OW, last = v * kLanes + kLanes - 1;
+    return last < outputs && first_row - g.ph >= 0 && last / g.OW + g.KH - 1 - g.ph < g.H;
+  };
+  t.middle_begin = 0;
+  while (t.middle_begin < t.vectors && !middle(t.middle_begin)) ++t.middle_begin;
+  t.middle_end = t.middle_begin;
+  while (t.middle_end < t.vectors && middle(t.middle_end)) ++t.middle_end;
   return t;
 }
 
@@ -91,36 +114,68 @@ NEE_AVX2 inline void StoreFirst(float* dst, __m256 v, int64_t n) {
   std::copy(lanes, lanes + n, dst);
 }
 
+// One output vector with every tap masked (the plane's first and last rows).
+template <int kTaps>
+NEE_AVX2 inline __m256 FlatVectorMasked(const FlatTables& t, int64_t v, const float* x, const __m256* wv, __m256 acc) {
+  const float* in = x + v * kLanes;
+  const int32_t* keep = t.keep.data() + v * kTaps * kLanes;
+#pragma GCC unroll 25
+  for (int tap = 0; tap < kTaps; ++tap) {
+    const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep + tap * kLanes)));
+    acc = _mm256_fmadd_ps(_mm256_and_ps(_mm256_loadu_ps(in + t.offset[static_cast<size_t>(tap)]), mask), wv[tap], acc);
+  }
+  return acc;
+}
+
+// One output vector whose taps' rows are all inside the plane: the centre
+// column needs no mask, the others their column's. Pads are (kK - 1) / 2.
+template <int kK>
+NEE_AVX2 inline __m256 FlatVectorMiddle(const FlatTables& t, int64_t v, int64_t width, const float* x,
+                                        const __m256* wv, __m256 acc) {
+  constexpr int kCentre = (kK - 1) / 2;
+  const float* in = x + v * kLanes;
+  const int32_t* keep = t.column_keep.data() + v * kK * kLanes;
+  __m256 column[kK];
+#pragma GCC unroll 5
+  for (int kw = 0; kw < kK; ++kw)
+    column[kw] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep + kw * kLanes)));
+#pragma GCC unroll 5
+  for (int kh = 0; kh < kK; ++kh) {
+    const float* row = in + (kh - kCentre) * width;
+#pragma GCC unroll 5
+    for (int kw = 0; kw < kK; ++kw) {
+      __m256 value = _mm256_loadu_ps(row + kw - kCentre);
+      if (kw != kCentre) value = _mm256_and_ps(value, column[kw]);
+      acc = _mm256_fmadd_ps(value, wv[kh * kK + kw], acc);
+    }
+  }
+  return acc;
+}
+
 // One plane: x points at its first input, y at its first output.
-template <FusedActivation::Kind K, int kTaps>
-NEE_AVX2 void FlatPlane(const FlatTables& t, int64_t outputs, const float* x, const float* w, float bias,
-                        const FusedActivation& act, float* y) {
+template <FusedActivation::Kind K, int kK>
+NEE_AVX2 void FlatPlane(const FlatTables& t, int64_t outputs, int64_t width, const float* x, const float* w,
+                        float bias, const FusedActivation& act, float* y) {
+  constexpr int kTaps = kK * kK;
   __m256 wv[kTaps];
 #pragma GCC unroll 25
   for (int tap = 0; tap < kTaps; ++tap) wv[tap] = _mm256_set1_ps(w[tap]);
   const __m256 b = _mm256_set1_ps(bias);
-  const int64_t* offset = t.offset.data();
   for (int64_t v = 0; v < t.vectors; ++v) {
-    const float* in = x + v * kLanes;
-    const int32_t* keep = t.keep.data() + v * kTaps * kLanes;
-    __m256 acc = b;
-#pragma GCC unroll 25
-    for (int tap = 0; tap < kTaps; ++tap) {
-      const __m256 mask = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(keep + tap * kLanes)));
-      acc = _mm256_fmadd_ps(_mm256_and_ps(_mm256_loadu_ps(in + offset[tap]), mask), wv[tap], acc);
-    }
+    const bool middle = v >= t.middle_begin && v < t.middle_end;
+    __m256 acc = middle ? FlatVectorMiddle<kK>(t, v, width, x, wv, b) : FlatVectorMasked<kTaps>(t, v, x, wv, b);
     acc = Activate8<K>(act, acc);
     if (v * kLanes + kLanes <= outputs) _mm256_storeu_ps(y + v * kLanes, acc);
     else StoreFirst(y + v * kLanes, acc, outputs - v * kLanes);
   }
 }
 
-using FlatPlaneFn = void (*)(const FlatTables&, int64_t, const float*, const float*, float, const FusedActivation&,
-                             float*);
+using FlatPlaneFn = void (*)(const FlatTables&, int64_t, int64_t, const float*, const float*, float,
+                             const FusedActivation&, float*);
 
 template <FusedActivation::Kind K>
 FlatPlaneFn ForTaps(int64_t taps) {
-  return taps == 9 ? FlatPlane<K, 9> : FlatPlane<K, 25>;
+  return taps == 9 ? FlatPlane<K, 3> : FlatPlane<K, 5>;
 }
 
 // The three tap vectors of one input row for stride 2: columns 2c - 1, 2c
@@ -186,14 +241,16 @@ bool UseAvx2Only() {
 
 bool DepthwiseFlatApplies(const Depthwise2D& g) {
 #ifdef NEE_FLAT_X86
-  // Only where the row kernel wastes lanes (rows under 8 wide: MobileNetV2's
-  // 7x7 layers 83 -> 55 us a node, 1 thread; its 14x14 ones stay with the row
-  // kernel, 61 vs 63 us) and the flat index works (output rows as wide as the
-  // input's). With AVX-512 such planes are the channel-blocked kernel's.
+  // Only where the row kernel wastes lanes and the flat index works (output
+  // rows as wide as the input's). Measured per node on MobileNetV2, 1 thread
+  // (AVX2, Zen 3), against the row kernel: 7x7 57 -> 50 us, 14x14 90 -> 77 and
+  // 61 -> 55; 28x28 82 -> 102 and 56x56 206 -> 300, so those stay with it.
+  // With AVX-512 such planes are the channel-blocked kernel's.
   const bool square = g.KH == g.KW && (g.KH == 3 || g.KH == 5);
   const bool stride1 = g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
-  return UseAvx2Only() && square && stride1 && g.OW == g.W && g.OW < 8 && g.OH * g.OW <= kMaxOutputs &&
-         g.ph < g.KH && g.pw < g.KW;
+  const bool same = g.ph == (g.KH - 1) / 2 && g.pw == (g.KW - 1) / 2;
+  return UseAvx2Only() && square && stride1 && same && g.OW == g.W && g.OW < kFlatMaxWidth &&
+         g.OH * g.OW <= kMaxOutputs;
 #else
   (void)g;
   return false;
@@ -227,7 +284,7 @@ void DepthwiseFlat(KernelContext& ctx, const Depthwise2D& g, const float* x, con
         x_plane = copy.data() + before;
       }
       const int64_t c = p % g.C;
-      fn(tables, out_plane, x_plane, w + c * taps, bias ? bias[c] : 0.f, act, y + p * out_plane);
+      fn(tables, out_plane, g.W, x_plane, w + c * taps, bias ? bias[c] : 0.f, act, y + p * out_plane);
       if (z) BiasResidualActivate(act, nullptr, z + p * out_plane, 0, y + p * out_plane, 0, 1, out_plane);
     }
   });
