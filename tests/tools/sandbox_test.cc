@@ -1,8 +1,8 @@
-// The confinement of `nee run --sandbox` (tools/sandbox.h): what a child
+// The confinement of `nee run --sandbox` (base/sandbox.h): what a child
 // running compromised code can still do, and what the parent reports.
 // Each test forks a child through RunInSandbox, so the filters never touch
 // the test process itself.
-#include "tools/sandbox.h"
+#include "base/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +31,7 @@
 #endif
 #endif
 
-namespace nee_cli {
+namespace nee {
 namespace {
 
 SandboxReply Ok(std::string text) { return {NEE_STATUS_OK, std::move(text)}; }
@@ -233,4 +233,4 @@ TEST_F(Sandbox, OversizedReplyIsRefused) {
 }
 
 }  // namespace
-}  // namespace nee_cli
+}  // namespace nee
