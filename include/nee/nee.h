@@ -228,7 +228,8 @@ NEE_API nee_status_t nee_session_options_add_custom_op(nee_session_options_t* op
  * Custom operators and profiling are refused (NEE_STATUS_INVALID_ARGUMENT);
  * nee_session_plan_report is NEE_STATUS_NOT_IMPLEMENTED; inputs are copied
  * to the child and outputs back (a view is never shared); a run's terminate
- * flag is honoured only before the run is sent. The child is a fork of this
+ * flag reaches the child (as a signal) and stops the run as it would
+ * unsandboxed. The child is a fork of this
  * process: it starts with a copy of its memory (see docs/SECURITY.md). Where
  * the sandbox is not available, session creation fails with
  * NEE_STATUS_NOT_IMPLEMENTED saying why. 0 (default): no sandbox. */

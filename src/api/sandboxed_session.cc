@@ -4,10 +4,12 @@
 // .pb input files (nee_value_deserialize).
 #include "api/sandboxed_session.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "api/c_api_internal.h"
@@ -18,6 +20,14 @@ namespace {
 enum Request : int { kRun = 1 };
 
 constexpr int kMaxTypeDepth = 64;
+
+// In the child: the run options of every run (runs come one at a time). The
+// parent's SIGUSR1 (its caller set RunOptions terminate) sets their flag, an
+// atomic store, so the run stops before its next node as it would unsandboxed.
+nee_run_options_t* g_run_options = nullptr;
+void OnTerminate(int) {
+  if (g_run_options) nee_run_options_set_terminate(g_run_options, 1);
+}
 
 nee_status_t Error(int code, const std::string& message) {
   return new (std::nothrow) nee_status_impl{static_cast<nee_status_code_t>(code), message};
@@ -199,8 +209,8 @@ SandboxReply ServeRun(const nee_session_t* session, const std::string& request) 
   std::vector<const char*> name_ptrs, wanted_ptrs;
   for (const auto& n : names) name_ptrs.push_back(n.c_str());
   for (const auto& n : wanted) wanted_ptrs.push_back(n.c_str());
-  nee_run_options_t* options = nullptr;
-  if (nee_status_t st = nee_run_options_create(&options)) return ReplyOf(st);
+  nee_run_options_t* options = g_run_options;
+  nee_run_options_set_terminate(options, 0);
   nee_run_options_set_timeout_ms(options, timeout_ms);
   nee_run_options_set_only_execute_path_to_fetches(options, only_path != 0);
   const size_t count = wanted.empty() ? nee_session_output_count(session) : wanted.size();
@@ -208,7 +218,6 @@ SandboxReply ServeRun(const nee_session_t* session, const std::string& request) 
   nee_status_t st = nee_session_run_with_options(session, options, name_ptrs.data(), values.data(), values.size(),
                                                  wanted.empty() ? nullptr : wanted_ptrs.data(), wanted.size(),
                                                  outputs.data());
-  nee_run_options_release(options);
   if (st) return ReplyOf(st);
   Release release_outputs{outputs};
   MessageWriter w;
@@ -283,6 +292,16 @@ nee_status_t SandboxedSession::Create(const char* path, const void* data, size_t
           channel.Send({NEE_STATUS_RUNTIME_ERROR, "sandbox: " + stage_error});
           return;
         }
+        if (nee_status_t st = nee_run_options_create(&g_run_options)) {
+          channel.Send(ReplyOf(st));
+          return;
+        }
+        struct sigaction action;
+        std::memset(&action, 0, sizeof action);
+        action.sa_handler = OnTerminate;
+        action.sa_flags = SA_RESTART;
+        sigemptyset(&action.sa_mask);
+        sigaction(SIGUSR1, &action, nullptr);
         if (!channel.Send({NEE_STATUS_OK, Describe(*session)})) return;
         SandboxReply request;
         while (channel.Receive(&request)) {
@@ -343,7 +362,8 @@ nee_status_t SandboxedSession::Run(const nee_run_options_t* run_options, const c
   SandboxReply reply;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    reply = process_->Call({kRun, std::move(w.bytes())}, wall_ms, "running the model");
+    reply = process_->Call({kRun, std::move(w.bytes())}, wall_ms, "running the model",
+                           ro ? ro->terminate_flag() : nullptr);
   }
   if (reply.code != NEE_STATUS_OK) return Error(reply.code, reply.bytes);
   MessageReader r(reply.bytes);

@@ -540,8 +540,9 @@ SandboxReply SandboxProcess::End(bool kill_first, int code, std::string message,
   return end_;
 }
 
-SandboxReply SandboxProcess::Receive(int64_t wall_ms, const std::string& what) {
+SandboxReply SandboxProcess::Receive(int64_t wall_ms, const std::string& what, const std::atomic<bool>* interrupt) {
   if (ended_) return Ended();
+  bool interrupted = false;
   const int64_t deadline = wall_ms > 0 ? NowMs() + wall_ms : 0;
   std::string received;
   size_t want = kHeader;
@@ -576,21 +577,27 @@ SandboxReply SandboxProcess::Receive(int64_t wall_ms, const std::string& what) {
     if (n == 0) return End(false, 0, "", what);  // the child closed its end: it ended
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return End(false, 0, "", what);
-    int wait_ms = -1;
+    if (interrupt && !interrupted && interrupt->load(std::memory_order_relaxed)) {
+      kill(pid_, SIGUSR1);
+      interrupted = true;
+    }
+    // While an interrupt may still come, look at it every 10 ms.
+    int wait_ms = interrupt && !interrupted ? 10 : -1;
     if (deadline > 0) {
       int64_t left = deadline - NowMs();
       if (left <= 0)
         return End(true, kCancelled,
                    "the sandboxed process took longer than " + Seconds(wall_ms) + " (" + what + ") and was stopped",
                    what);
-      wait_ms = static_cast<int>(std::min<int64_t>(left, 1 << 30));
+      wait_ms = static_cast<int>(std::min<int64_t>(left, wait_ms < 0 ? (1 << 30) : wait_ms));
     }
     pollfd pf{fd_, POLLIN, 0};
     poll(&pf, 1, wait_ms);
   }
 }
 
-SandboxReply SandboxProcess::Call(const SandboxReply& request, int64_t wall_ms, const std::string& what) {
+SandboxReply SandboxProcess::Call(const SandboxReply& request, int64_t wall_ms, const std::string& what,
+                                  const std::atomic<bool>* interrupt) {
   if (ended_) return Ended();
   const int64_t start = NowMs();
   if (!SendFrame('Q', request, wall_ms > 0 ? start + wall_ms : 0)) {
@@ -602,7 +609,7 @@ SandboxReply SandboxProcess::Call(const SandboxReply& request, int64_t wall_ms, 
   }
   int64_t left = 0;
   if (wall_ms > 0) left = std::max<int64_t>(1, wall_ms - (NowMs() - start));
-  SandboxReply r = Receive(left, what);
+  SandboxReply r = Receive(left, what, interrupt);
   return r;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <sys/types.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -86,10 +87,12 @@ class SandboxProcess {
 
   // Sends a request and waits for the reply; wall_ms > 0: kills the child if
   // no reply came in that time. `what` names the work in error messages
-  // ("running the model").
-  SandboxReply Call(const SandboxReply& request, int64_t wall_ms, const std::string& what);
+  // ("running the model"). When `interrupt` becomes true while waiting, the
+  // child gets one SIGUSR1 (its cue to stop the work and reply early).
+  SandboxReply Call(const SandboxReply& request, int64_t wall_ms, const std::string& what,
+                    const std::atomic<bool>* interrupt = nullptr);
   // Waits for the child's next reply without sending anything.
-  SandboxReply Receive(int64_t wall_ms, const std::string& what);
+  SandboxReply Receive(int64_t wall_ms, const std::string& what, const std::atomic<bool>* interrupt = nullptr);
   bool alive() const { return !ended_; }
   pid_t pid() const { return pid_; }
   // 0 or the system call number that stopped the child.

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 
 import numpy as np
 import onnx
@@ -18,6 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import nee
 from test_hostile import external_model  # x [2,3] @ w [3,4] (w in external data) -> Relu
+from test_run_limits import ENDLESS, counting_loop, feed
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
@@ -292,3 +294,39 @@ def test_dead_child_is_an_error_and_no_zombie_is_left():
     del boxed
     gc.collect()
     assert gone(pid)
+
+
+def test_sandboxed_session_time_limit_and_terminate_stop_the_run_in_the_child():
+    sess = nee.InferenceSession(counting_loop(), sandboxed_options(run_timeout_ms=200))
+    with pytest.raises(nee.RunCancelled, match=r"the_loop.*time limit of 200 ms"):
+        sess.run(None, feed(ENDLESS))
+    (acc,) = sess.run(None, feed(5))
+    np.testing.assert_array_equal(acc, np.arange(4, dtype=np.float32) + 5)
+    # terminate from another thread reaches the child (as SIGUSR1) and stops the loop there.
+    sess = nee.InferenceSession(counting_loop(), sandboxed_options())
+    run_options = nee.RunOptions()
+    errors = []
+
+    def run():
+        try:
+            sess.run(None, feed(ENDLESS), run_options)
+        except nee.NeeError as e:
+            errors.append(e)
+    worker = threading.Thread(target=run)
+    worker.start()
+    time.sleep(0.3)
+    assert worker.is_alive()
+    run_options.terminate = True
+    worker.join(timeout=20)
+    assert not worker.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], nee.RunCancelled) and "terminated" in str(errors[0])
+    run_options.terminate = False
+    (acc,) = sess.run(None, feed(3), run_options)  # the same child, still serving
+    np.testing.assert_array_equal(acc, np.arange(4, dtype=np.float32) + 3)
+
+
+def test_the_sandboxed_child_is_under_seccomp():
+    sess = nee.InferenceSession(DIGITS, sandboxed_options())
+    with open(f"/proc/{sess._session.sandbox_pid()}/status") as f:
+        status = f.read()
+    assert "Seccomp:\t2" in status and "NoNewPrivs:\t1" in status, status

@@ -214,6 +214,21 @@ TEST_F(SandboxedSession, ConcurrentCallersGetTheirOwnResults) {
   nee_session_release(boxed);
 }
 
+// What /proc says of the child: confined by seccomp filters, no new privileges.
+TEST_F(SandboxedSession, TheChildIsUnderSeccompFilters) {
+  nee_session_t* boxed = Create(CnnModel(), true);
+  ASSERT_NE(boxed, nullptr);
+  FILE* f = std::fopen(("/proc/" + std::to_string(nee::SandboxChildPid(boxed)) + "/status").c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::string status;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) status += line;
+  std::fclose(f);
+  EXPECT_NE(status.find("Seccomp:\t2"), std::string::npos) << status;
+  EXPECT_NE(status.find("NoNewPrivs:\t1"), std::string::npos) << status;
+  nee_session_release(boxed);
+}
+
 TEST_F(SandboxedSession, CustomOpsAndProfilingAreRefused) {
   nee_session_options_t* options = nullptr;
   ASSERT_EQ(nee_session_options_create(&options), nullptr);
