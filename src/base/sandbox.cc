@@ -559,8 +559,7 @@ SandboxReply SandboxProcess::Receive(int64_t wall_ms, const std::string& what, c
                      "the sandboxed process sent a reply longer than " + std::to_string(limits_.max_reply_bytes) +
                          " bytes and was stopped",
                      what);
-        want = kHeader + static_cast<size_t>(length);
-        received.reserve(want);
+        want = kHeader + static_cast<size_t>(length);  // (no reserve: the length is the child's word)
         if (want > kHeader) continue;
       }
       int32_t code = 0;
