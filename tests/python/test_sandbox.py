@@ -332,3 +332,14 @@ def test_the_sandboxed_child_is_under_seccomp():
     with open(f"/proc/{sess._session.sandbox_pid()}/status") as f:
         status = f.read()
     assert "Seccomp:\t2" in status and "NoNewPrivs:\t1" in status, status
+
+
+def test_sandboxed_session_from_bytes():
+    with open(DIGITS, "rb") as f:
+        model = f.read()
+    x = np.load(DIGITS_X)
+    expected = nee.InferenceSession(model, plain_options()).run(None, {"input": x})
+    boxed = nee.InferenceSession(model, sandboxed_options())
+    assert boxed._session.sandbox_pid() > 0
+    got = boxed.run(None, {"input": x})
+    assert [g.tobytes() for g in got] == [e.tobytes() for e in expected]
