@@ -10,6 +10,7 @@
 #include "check/checker.h"
 #include "format/onnx_reader.h"
 #include "ir/inline_functions.h"
+#include "ops/attr_spec.h"
 #include "ops/op_registry.h"
 #include "tools/cli_common.h"
 
@@ -64,6 +65,7 @@ int Check(int argc, char** argv) {
   // bodies are checked and typed too.
   nee::Status inlined = nee::InlineModelFunctions(model);
   if (!inlined.ok()) return Report({inlined});
+  nee::BindAttrDeclarations(model);  // shape rules read absent attributes' declared defaults
 
   std::vector<nee::Status> problems;
   nee::CheckOptions options;

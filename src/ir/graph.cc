@@ -1,6 +1,9 @@
 #include "ir/graph.h"
 
 #include <cstring>
+#include <type_traits>
+
+#include "ir/attr_decl.h"
 
 namespace nee {
 
@@ -50,11 +53,28 @@ Status Missing(const Node& node, const std::string& n) {
   return InvalidModel(node.Describe() + ": required attribute '" + n + "' is missing");
 }
 
+// The default the node's declaration gives attribute `n`, when it is bound to
+// one for its op (a pass that rewrote op_type in place leaves a stale
+// pointer: ignored) that declares a default of the type the reader wants.
+const Attribute* DeclaredDefault(const Node& node, const std::string& n, AttrType want) {
+  const AttrSchema* spec = node.declaration;
+  if (!spec || spec->op != node.op_type || spec->domain != NormalizeDomain(node.domain)) return nullptr;
+  const AttrDecl* decl = spec->Find(n);
+  if (!decl || !decl->has_default || decl->type != want) return nullptr;
+  return &decl->default_value;
+}
+
 template <typename T>
 Result<T> Get(const Node& node, const std::string& n, AttrType want, T Attribute::*field,
               const T* def) {
   const Attribute* a = node.FindAttr(n);
   if (!a) {
+    // (The specs declare no tensor defaults.)
+    if constexpr (!std::is_same_v<T, Tensor>) {
+      if (const Attribute* declared = DeclaredDefault(node, n, want)) {
+        return declared->*field;
+      }
+    }
     if (def) return *def;
     return Missing(node, n);
   }

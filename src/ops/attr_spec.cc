@@ -111,16 +111,6 @@ const Index& GetIndex() {
 }
 }  // namespace
 
-const AttrDecl* AttrSchema::Find(const std::string& name) const {
-  for (const AttrDecl& d : attrs)
-    if (d.name == name) return &d;
-  return nullptr;
-}
-
-std::string AttrSchema::Label() const {
-  return (domain.empty() ? "" : domain + ".") + op + "-" + std::to_string(since_version);
-}
-
 const AttrSchema* FindAttrSchema(const std::string& domain, const std::string& op, int64_t opset) {
   const Index& index = GetIndex();
   auto it = index.find({NormalizeDomain(domain), op});
@@ -129,6 +119,33 @@ const AttrSchema* FindAttrSchema(const std::string& domain, const std::string& o
   for (const AttrSchema& s : it->second)
     if (s.since_version <= opset) found = &s;
   return found;
+}
+
+std::vector<const AttrSchema*> AllAttrSchemas() {
+  std::vector<const AttrSchema*> all;
+  for (const auto& [key, versions] : GetIndex())
+    for (const AttrSchema& s : versions) all.push_back(&s);
+  return all;
+}
+
+namespace {
+void BindGraph(Graph& graph, const std::map<std::string, int64_t>& opsets) {
+  for (Node& node : graph.nodes) {
+    auto it = opsets.find(NormalizeDomain(node.domain));
+    node.declaration = it == opsets.end() ? nullptr : FindAttrSchema(node.domain, node.op_type, it->second);
+    for (Attribute& a : node.attributes) {
+      if (a.g) BindGraph(*a.g, opsets);
+      for (const std::shared_ptr<Graph>& body : a.graphs)
+        if (body) BindGraph(*body, opsets);
+    }
+  }
+}
+}  // namespace
+
+void BindAttrDeclarations(Model& model) {
+  std::map<std::string, int64_t> opsets;
+  for (const OpsetImport& o : model.opset_imports) opsets.emplace(NormalizeDomain(o.domain), o.version);
+  BindGraph(model.graph, opsets);
 }
 
 const char* AttrTypeSpecName(AttrType type) {
