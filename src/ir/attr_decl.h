@@ -36,4 +36,14 @@ struct AttrSchema {
   std::string Label() const;
 };
 
+// The audit that keeps kernels' fallbacks equal to the declarations (a test
+// hook, off unless a test turns it on): while on, every Node::Get* that
+// answers for an absent attribute with a declared default which differs from
+// the fallback the caller passed (or for which the caller passed none, i.e.
+// treats the attribute as required) records one line, "Op-since attr:
+// declared X, reader's fallback Y", once per distinct line.
+void SetAttrDefaultAudit(bool on);
+// The lines recorded since the last call, sorted; clears them.
+std::vector<std::string> TakeAttrDefaultMismatches();
+
 }  // namespace nee

@@ -1,7 +1,7 @@
 """Attribute defaults live in one place: each op version's declaration (src/ops/attr_spec.inc,
 generated from onnx's and onnxruntime's schemas). Sessions point every node at its declaration, and
 `Node::Get*` answers an absent attribute with the declared default; a kernel's own fallback is only
-for nodes that are not bound (and must agree).
+for nodes that are not bound (and must agree, which the audit below checks).
 
 Oracles: onnxruntime and onnx.reference for the values where nee's old hard-coded fallbacks
 disagreed with the spec (RNN's activations, Clip-6's bounds); numpy with the default onnx.defs
@@ -17,8 +17,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import nee
+from nee import _nee
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "conformance"))
 
 
 def session(m, config="default", **options):
@@ -37,6 +39,26 @@ def ort_run(m, feed):
     so = ort.SessionOptions()
     so.log_severity_level = 3
     return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def test_node_tests_read_no_fallback_that_disagrees_with_a_declaration():
+    """Runs every ONNX node test under the default and reference-kernel configurations with the
+    audit on: no kernel, shape rule or pass may read an absent attribute with a fallback other
+    than its declared default (or treat as required one the spec gives a default)."""
+    import run_conformance as rc
+
+    _nee._take_attr_default_mismatches()
+    _nee._set_attr_default_audit(True)
+    try:
+        for name, case in sorted(rc.load_cases().items()):
+            for config in ("default", "reference"):
+                try:
+                    rc.run_case(case, config)
+                except Exception:  # pass or fail is the conformance suite's business
+                    pass
+    finally:
+        _nee._set_attr_default_audit(False)
+    assert _nee._take_attr_default_mismatches() == []
 
 
 def unary_model(op, opset, shape, **attrs):

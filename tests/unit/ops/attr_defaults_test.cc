@@ -1,6 +1,7 @@
 // Declared attribute defaults (ops/attr_spec.h, ir/attr_decl.h) as Node::Get*
 // answers them: every declared default is what a bound node without the
-// attribute reads; unbound nodes read the caller's fallback. The values themselves are compared with onnx's
+// attribute reads; unbound nodes read the caller's fallback; the audit records
+// a fallback that disagrees. The values themselves are compared with onnx's
 // schemas in tests/python/test_cli_ops_check.py.
 #include <gtest/gtest.h>
 
@@ -122,6 +123,24 @@ TEST(AttrDefaults, BindingFollowsTheModelsOpsetAndSubgraphs) {
   m.opset_imports[0].version = 13;
   BindAttrDeclarations(m);
   EXPECT_EQ(m.graph.nodes[0].GetInt("axis", 1).value(), -1);
+}
+
+TEST(AttrDefaults, AuditRecordsFallbacksThatDisagree) {
+  const AttrSchema* leaky = FindAttrSchema("", "LeakyRelu", 17);
+  const Node n = BoundNode(*leaky);
+  TakeAttrDefaultMismatches();
+  SetAttrDefaultAudit(true);
+  EXPECT_EQ(n.GetFloat("alpha", 0.01f).value(), 0.01f);  // agrees: nothing recorded
+  EXPECT_EQ(n.GetFloat("alpha", 0.5f).value(), 0.01f);   // the declaration wins, and is recorded
+  EXPECT_EQ(n.GetFloat("alpha", 0.5f).value(), 0.01f);   // once
+  EXPECT_EQ(n.GetFloat("alpha").value(), 0.01f);         // a reader treating it as required
+  SetAttrDefaultAudit(false);
+  EXPECT_EQ(n.GetFloat("alpha", 0.7f).value(), 0.01f);  // audit off: not recorded
+  const std::vector<std::string> lines = TakeAttrDefaultMismatches();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "LeakyRelu-16 alpha: declared 0.01, reader's fallback 0.5");
+  EXPECT_EQ(lines[1], "LeakyRelu-16 alpha: declared 0.01, reader's fallback none (required)");
+  EXPECT_TRUE(TakeAttrDefaultMismatches().empty());
 }
 
 }  // namespace
