@@ -57,6 +57,28 @@ def function_model(body_attrs, call_attrs):
     return m
 
 
+def untyped(n, name):
+    """`n` with attribute `name`'s type field cleared (AttributeProto.type UNDEFINED), its value kept."""
+    for a in n.attribute:
+        if a.name == name:
+            a.ClearField("type")
+    return n
+
+
+def untyped_if_model():
+    const = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True]))
+    inner = untyped(helper.make_node("LeakyRelu", ["x"], ["y"], name="inner", alpha=0.1), "alpha")
+    return model([const, helper.make_node("If", ["c"], ["y"], name="n", then_branch=branch([inner]),
+                                          else_branch=branch([helper.make_node("Identity", ["x"], ["y"])]))])
+
+
+def untyped_function_model():
+    m = function_model({}, {"a": 0.3})
+    m.functions[0].node[0].attribute.append(helper.make_attribute("__x", 1))
+    untyped(m.functions[0].node[0], "__x")
+    return m
+
+
 CASES = {
     "no attributes": model([node("LeakyRelu")]),
     "valid float": model([node("LeakyRelu", alpha=0.2)]),
@@ -79,6 +101,12 @@ CASES = {
     "function body with an unknown attribute": function_model({"foo": 1}, {"a": 0.3}),
     "ml Normalizer norm int": model([helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm=1)],
                                     extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)]),
+    "no type, declared attribute": model([untyped(node("LeakyRelu", alpha=0.2), "alpha")]),
+    "no type, reserved __ name": model([untyped(node("Relu", __internal=1), "__internal")]),
+    "no type, LayerNormalization-17's undeclared attribute": model(
+        [layer_norm(whatever=1)[0], untyped(layer_norm(whatever=1)[1], "whatever")]),
+    "no type inside an If branch": untyped_if_model(),
+    "no type in a function body": untyped_function_model(),
     "ml Normalizer valid": model([helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="L2")],
                                  extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)]),
 }
@@ -106,6 +134,15 @@ def nee_accepts(m):
 def test_acceptance_matches_onnx_checker(name):
     m = CASES[name]
     assert nee_accepts(m) == onnx_accepts(m)
+
+
+def test_an_attribute_without_a_type_is_refused_naming_node_and_attribute():
+    with pytest.raises(nee.InvalidGraph, match=r"node 'n' \(LeakyRelu\): attribute 'alpha' has no type"):
+        nee.InferenceSession(CASES["no type, declared attribute"].SerializeToString())
+    with pytest.raises(nee.InvalidGraph, match=r"node 'inner' \(LeakyRelu\): attribute 'alpha' has no type"):
+        nee.InferenceSession(CASES["no type inside an If branch"].SerializeToString())
+    with pytest.raises(nee.InvalidGraph, match=r"attribute '__x' has no type"):
+        nee.InferenceSession(CASES["no type in a function body"].SerializeToString())
 
 
 def test_errors_name_the_node_the_attribute_and_the_op_version():
