@@ -61,13 +61,18 @@ int Check(int argc, char** argv) {
   nee::Model& model = read.value();
   std::printf("ir version: %lld\n", static_cast<long long>(model.ir_version));
   std::printf("opsets:     %s\n", OpsetsText(model).c_str());
-  // Model-local functions are expanded first, as a session does, so their
-  // bodies are checked and typed too.
+  // Every model-local function's body on its own (called or not); then calls
+  // are expanded, as a session does, so called bodies are typed too.
+  std::vector<nee::Status> problems;
+  nee::Status functions = nee::CheckModelFunctions(model, nee::OpRegistry::Global(), &problems);
+  if (!functions.ok()) return Report({functions});
   nee::Status inlined = nee::InlineModelFunctions(model);
-  if (!inlined.ok()) return Report({inlined});
+  if (!inlined.ok()) {
+    problems.push_back(inlined);
+    return Report(problems);
+  }
   nee::BindAttrDeclarations(model);  // shape rules read absent attributes' declared defaults
 
-  std::vector<nee::Status> problems;
   nee::CheckOptions options;
   options.problems = &problems;
   nee::Result<nee::CheckedGraph> checked = nee::CheckModel(model, nee::OpRegistry::Global(), options);

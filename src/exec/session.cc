@@ -122,6 +122,7 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
   }
   s->options_ = options;
   s->model_ = std::make_unique<Model>(std::move(model));
+  NEE_RETURN_IF_ERROR(CheckModelFunctions(*s->model_, *s->registry_));
   NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_, options.max_graph_nodes));
   DropInitializerInputsBeforeIr4(*s->model_);
   // Kernels and shape rules read absent attributes' declared defaults.

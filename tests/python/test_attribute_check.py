@@ -155,3 +155,63 @@ def test_errors_name_the_node_the_attribute_and_the_op_version():
         nee.InferenceSession(CASES["required missing"].SerializeToString())
     with pytest.raises(nee.InvalidGraph, match="node 'inner' \\(Relu\\): unknown attribute 'foo'"):
         nee.InferenceSession(CASES["unknown inside an If branch"].SerializeToString())
+
+
+# ---- Model-local functions no node calls: checked like onnx.checker checks every function ----
+
+
+def unused_function_model(body_nodes, function_opsets=(("", 17),)):
+    """A model whose graph is one Relu, carrying a function local.Unused that nothing calls."""
+    fn = helper.make_function("local", "Unused", ["i"], ["o"], body_nodes,
+                              [helper.make_opsetid(d, v) for d, v in function_opsets])
+    m = model([helper.make_node("Relu", ["x"], ["y"])], extra_opsets=[helper.make_opsetid("local", 1)])
+    m.functions.append(fn)
+    return m
+
+
+def calls_other_function_model():
+    """local.Unused calls local.Helper (valid); nothing calls local.Unused."""
+    m = unused_function_model([helper.make_node("Helper", ["i"], ["o"], domain="local")],
+                              function_opsets=(("", 17), ("local", 1)))
+    m.functions.append(helper.make_function("local", "Helper", ["a"], ["b"], [helper.make_node("Relu", ["a"], ["b"])],
+                                            [helper.make_opsetid("", 17)]))
+    return m
+
+
+UNUSED_FUNCTION_CASES = {
+    "valid": unused_function_model([helper.make_node("Relu", ["i"], ["o"])]),
+    "valid, calls another local function": calls_other_function_model(),
+    "unknown attribute": unused_function_model([helper.make_node("Relu", ["i"], ["o"], foo=1)]),
+    "mistyped attribute": unused_function_model([helper.make_node("LeakyRelu", ["i"], ["o"], alpha=1)]),
+    "required attribute missing": unused_function_model([helper.make_node("Cast", ["i"], ["o"])]),
+    "unknown op": unused_function_model([helper.make_node("NoSuchOp", ["i"], ["o"])]),
+    "arity": unused_function_model([helper.make_node("Relu", ["i", "i"], ["o"])]),
+    "undefined input": unused_function_model([helper.make_node("Relu", ["zz"], ["o"])]),
+    "output defined twice": unused_function_model([helper.make_node("Relu", ["i"], ["o"]),
+                                                   helper.make_node("Relu", ["i"], ["o"])]),
+    "op older than the function's opset": unused_function_model([helper.make_node("Relu", ["i"], ["o"],
+                                                                                  consumed_inputs=[0])]),
+    "old attribute at the function's old opset": unused_function_model(
+        [helper.make_node("Relu", ["i"], ["o"], consumed_inputs=[0])], function_opsets=(("", 5),)),
+    "function's opset differs, op the same at both": unused_function_model(
+        [helper.make_node("Relu", ["i"], ["o"])], function_opsets=(("", 16),)),
+    "function's opset differs, op changed between": unused_function_model(
+        [helper.make_node("Relu", ["i"], ["o"])], function_opsets=(("", 13),)),
+}
+
+
+def nee_refusal(m):
+    try:
+        nee.InferenceSession(m.SerializeToString())
+        return None
+    except nee.NeeError as e:
+        return str(e)
+
+
+@pytest.mark.parametrize("name", sorted(UNUSED_FUNCTION_CASES))
+def test_functions_no_node_calls_are_checked_as_onnx_checker_does(name):
+    m = UNUSED_FUNCTION_CASES[name]
+    refusal = nee_refusal(m)
+    assert (refusal is None) == onnx_accepts(m), refusal
+    if refusal is not None:
+        assert "model-local function 'local.Unused'" in refusal, refusal

@@ -327,6 +327,29 @@ def test_check_unknown_op(tmp_path):
     assert "    z: tensor(float) [2]" in r.stdout
 
 
+def test_check_reports_a_function_no_node_calls(tmp_path):
+    """A model-local function nothing calls, with an unknown attribute: onnx.checker refuses the model,
+    `nee check` reports the function's problem and still types the graph."""
+    fn = helper.make_function("local", "Unused", ["i"], ["o"], [helper.make_node("Relu", ["i"], ["o"], name="r", foo=1)],
+                              [helper.make_opsetid("", 17)])
+    graph = helper.make_graph([helper.make_node("Abs", ["x"], ["z"], name="abs")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                              functions=[fn])
+    model.ir_version = 8
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model)
+    path = tmp_path / "unused_function.onnx"
+    onnx.save(model, str(path))
+    r = nee_cli("check", path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    _, problems = parse_check(r.stdout)
+    assert len(problems) == 1 and "model-local function 'local.Unused'" in problems[0], problems
+    assert "node 'r' (Relu): unknown attribute 'foo'" in problems[0]
+    assert "    z: tensor(float) [2]" in r.stdout
+
+
 def test_check_undefined_input_and_unreadable_file(tmp_path):
     nodes = [helper.make_node("Relu", ["nowhere"], ["y"], name="dangling")]
     path, _ = save(tmp_path, nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
