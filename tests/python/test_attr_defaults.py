@@ -157,3 +157,31 @@ def test_written_models_gain_no_attributes(tmp_path):
     written = onnx.load(str(out))
     assert [n.op_type for n in written.graph.node] == ["LeakyRelu"]
     assert list(written.graph.node[0].attribute) == []
+
+
+@pytest.mark.parametrize("smooth_softmax", [None, -1, 0])
+def test_group_query_attention_smooth_softmax_default(smooth_softmax):
+    """com.microsoft.GroupQueryAttention declares smooth_softmax=-1; onnxruntime smooths only at 1 (absent,
+    -1 and 0 agree). Read with the declared default, a check `!= 0` refused every GQA node without the
+    attribute in a session (found by the audit in the unit tests' RunOp)."""
+    rng = np.random.default_rng(1)
+    # One decoding step (S = 1) after 3 cached positions: 2 query heads sharing 1 kv head of size 8.
+    feed = {"q": rng.standard_normal((2, 1, 16)).astype(np.float32),
+            "k": rng.standard_normal((2, 1, 8)).astype(np.float32),
+            "v": rng.standard_normal((2, 1, 8)).astype(np.float32),
+            "past_k": rng.standard_normal((2, 1, 3, 8)).astype(np.float32),
+            "past_v": rng.standard_normal((2, 1, 3, 8)).astype(np.float32),
+            "seqlens_k": np.array([3, 2], np.int32), "total": np.array(4, np.int32)}
+    attrs = {} if smooth_softmax is None else {"smooth_softmax": smooth_softmax}
+    n = helper.make_node("GroupQueryAttention", ["q", "k", "v", "past_k", "past_v", "seqlens_k", "total"], ["y", "pk", "pv"],
+                         domain="com.microsoft", num_heads=2, kv_num_heads=1, **attrs)
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT32 if name in ("seqlens_k", "total") else TensorProto.FLOAT,
+                                            value.shape) for name, value in feed.items()]
+    g = helper.make_graph([n], "g", inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("y", "pk", "pv")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    m.ir_version = 8
+    expected = ort_run(m, feed)
+    for config in CONFIGS:
+        actual = session(m, config).run(None, feed)
+        for e, a in zip(expected, actual):
+            np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-6)
