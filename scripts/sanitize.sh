@@ -3,11 +3,12 @@
 #
 #   scripts/sanitize.sh          # everything: all unit tests, the Python and model
 #                                # tests, the whole conformance suite, fuzz seeds, TSan
-#   scripts/sanitize.sh quick    # the bounded form scripts/test.sh runs (about 10
-#                                # minutes cold on 2 cores): no unit-test suite, a
-#                                # slice of the Python and conformance tests, no TSan
-#                                # unless NEE_SANITIZE_TSAN=1 (about 5 more minutes
-#                                # cold on 2 cores, 1 once build-tsan/ is built)
+#   scripts/sanitize.sh quick    # the bounded form (about 10 minutes cold on 2
+#                                # cores): no unit-test suite, a slice of the Python
+#                                # and conformance tests, no TSan unless
+#                                # NEE_SANITIZE_TSAN=1, which scripts/test.sh sets
+#                                # (about 5 more minutes cold on 2 cores, under 1
+#                                # once ccache holds build-tsan/'s objects)
 #
 # build-asan/: clang, AddressSanitizer + UndefinedBehaviorSanitizer (no
 # recovery: the first report fails), plus libFuzzer's coverage

@@ -2,7 +2,8 @@
 # Sets everything up, builds, and runs every test: C++ unit tests and the C
 # example (ctest), Python API and model tests (pytest), ONNX conformance
 # against the committed floor, a bounded fuzz run, a soak, sanitizer builds
-# (scripts/sanitize.sh quick), and `pip wheel .` installed into a clean venv.
+# (scripts/sanitize.sh quick: ASan+UBSan, and TSan over the multi-threaded
+# tests unless NEE_SANITIZE_TSAN=0), and `pip wheel .` installed into a clean venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step's heading says when it began (seconds since the start), so that a
@@ -37,8 +38,8 @@ fi
 step "soak: one session shared by 8 threads, 10,000 runs (results and RSS)"
 NEE_SOAK_RUNS=10000 build/bin/nee_unit_tests --gtest_filter='Soak.*' | grep -E "^soak:|PASSED|FAILED"
 
-step "sanitizers (ASan+UBSan; TSan too with NEE_SANITIZE_TSAN=1; bounded)"
-scripts/sanitize.sh quick
+step "sanitizers (ASan+UBSan, and TSan over the multi-threaded tests; bounded)"
+NEE_SANITIZE_TSAN="${NEE_SANITIZE_TSAN:-1}" scripts/sanitize.sh quick
 
 step "pip wheel . (clean build of the Python package, with the nee command) into a clean venv"
 tests/python/check_pip_install.sh

@@ -1,5 +1,5 @@
 // `nee run --sandbox`: the model is read, checked and run in a child process
-// confined by tools/sandbox.h; the child sends the outputs back as ONNX
+// confined by base/sandbox.h; the child sends the outputs back as ONNX
 // protobuf bytes and this process, which never parses the model, writes
 // them as an unconfined run would.
 #include <unistd.h>
@@ -10,61 +10,28 @@
 #include <string>
 
 #include "tools/cli_common.h"
-#include "tools/sandbox.h"
+#include "base/sandbox.h"
 
 namespace nee_cli {
 namespace {
 
+using nee::EnterSandboxStage;
+using nee::MessageReader;
+using nee::MessageWriter;
+using nee::RunInSandbox;
+using nee::SandboxLimits;
+using nee::SandboxReply;
+using nee::SandboxStage;
+
 // The reply: double ms, then length-prefixed notes, then the output count and
 // per output its name, kind (nee_value_kind_t) and serialized bytes. Lengths
 // and counts are uint64.
-class ReplyWriter {
- public:
-  void Raw(const void* p, size_t n) { bytes_.append(static_cast<const char*>(p), n); }
-  void U64(uint64_t v) { Raw(&v, 8); }
-  void Text(const std::string& s) {
-    U64(s.size());
-    bytes_ += s;
-  }
-  std::string& bytes() { return bytes_; }
-
- private:
-  std::string bytes_;
-};
-
-// Reads what a possibly compromised child sent: every length is checked.
-class ReplyReader {
- public:
-  explicit ReplyReader(const std::string& bytes) : bytes_(bytes) {}
-  void Raw(void* out, size_t n) {
-    if (n > bytes_.size() - pos_) Fail();
-    std::memcpy(out, bytes_.data() + pos_, n);
-    pos_ += n;
-  }
-  uint64_t U64() {
-    uint64_t v;
-    Raw(&v, 8);
-    return v;
-  }
-  std::string Text() {
-    uint64_t n = U64();
-    if (n > bytes_.size() - pos_) Fail();
-    std::string s = bytes_.substr(pos_, n);
-    pos_ += n;
-    return s;
-  }
-  bool done() const { return pos_ == bytes_.size(); }
-  [[noreturn]] static void Fail() {
-    throw neeapi::Error(NEE_STATUS_RUNTIME_ERROR, "the sandboxed process sent a malformed reply");
-  }
-
- private:
-  const std::string& bytes_;
-  size_t pos_ = 0;
-};
+[[noreturn]] void MalformedReply() {
+  throw neeapi::Error(NEE_STATUS_RUNTIME_ERROR, "the sandboxed process sent a malformed reply");
+}
 
 std::string SerializeOutcome(const RunOutcome& r) {
-  ReplyWriter w;
+  MessageWriter w;
   w.Raw(&r.ms, sizeof r.ms);
   w.Text(r.notes);
   w.U64(r.outputs.size());
@@ -83,22 +50,23 @@ std::string SerializeOutcome(const RunOutcome& r) {
 }
 
 RunOutcome ParseOutcome(const std::string& bytes) {
-  ReplyReader in(bytes);
+  MessageReader in(bytes);
   RunOutcome r;
   in.Raw(&r.ms, sizeof r.ms);
   r.notes = in.Text();
-  const uint64_t count = in.U64();
-  if (count > bytes.size()) ReplyReader::Fail();
+  const uint64_t count = in.Count();
+  if (!in.ok()) MalformedReply();
   for (uint64_t i = 0; i < count; ++i) {
     r.names.push_back(in.Text());
     const uint64_t kind = in.U64();
     const std::string value = in.Text();
+    if (!in.ok()) MalformedReply();
     nee_value_t* v = nullptr;
     // The same reader as for .pb input files; a malformed value is an error.
     neeapi::Check(nee_value_deserialize(value.data(), value.size(), static_cast<int32_t>(std::min<uint64_t>(kind, 99)), &v));
     r.outputs.emplace_back(v);
   }
-  if (!in.done()) ReplyReader::Fail();
+  if (!in.done()) MalformedReply();
   return r;
 }
 
@@ -117,7 +85,7 @@ SandboxLimits LimitsFor(const Args& a) {
   // Tensors (the run's memory limit, else physical memory), the mapped model,
   // and per thread its stack and allocator arena reservations, plus code.
   const int64_t tensors = a.memory_limit > 0 ? a.memory_limit : physical;
-  limits.address_space_bytes = tensors + FileSize(a.model) + (int64_t{1} << 30) + threads * (int64_t{160} << 20);
+  limits.address_space_bytes = nee::SandboxAddressSpace(tensors, FileSize(a.model), threads);
   // CPU time of all threads; the run's own --timeout stops it cleanly first.
   // Without --timeout, an hour (a valid model may loop as long as it says).
   const int64_t runs = 1 + a.repeat;

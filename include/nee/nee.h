@@ -210,6 +210,40 @@ NEE_API nee_status_t nee_session_options_add_custom_ops_library(nee_session_opti
  * called once neither the options nor any session made with them needs it.
  * On failure (a bad def) the caller keeps it. */
 NEE_API nee_status_t nee_session_options_add_custom_op(nee_session_options_t* options, const nee_custom_op_def* def);
+/* Nonzero: sessions made with these options are sandboxed (docs/SECURITY.md,
+ * "Sandboxed sessions"; Linux with libseccomp). Creating one forks a child
+ * process that lives as long as the session: it applies resource limits and
+ * a seccomp filter (no new processes, exec, sockets, writing or creating
+ * files, executable memory), then reads, checks and optimizes the model,
+ * then enters a second filter under which it opens no file at all. This
+ * process never parses the model: the child describes the session (inputs,
+ * outputs, metadata, op counts: every query answers as for an unsandboxed
+ * session), and each run sends the inputs to it and gets back the outputs or
+ * the error, with the message and code an unsandboxed run would give. Runs
+ * of one session are serialized on its socket (concurrent callers wait for
+ * each other). If the child dies (a crash, a forbidden system call, its
+ * address-space limit, a run far past its time limit), that run fails with
+ * an error saying so, and so does every later run of the session; nothing
+ * is raised in this process. nee_session_release kills and reaps the child.
+ * Custom operators and profiling are refused (NEE_STATUS_INVALID_ARGUMENT);
+ * nee_session_plan_report is NEE_STATUS_NOT_IMPLEMENTED; inputs are copied
+ * to the child and outputs back (a view is never shared); a run's terminate
+ * flag reaches the child (as a signal) and stops the run as it would
+ * unsandboxed. The child is a fork of this
+ * process: it starts with a copy of its memory (see docs/SECURITY.md). Where
+ * the sandbox is not available, session creation fails with
+ * NEE_STATUS_NOT_IMPLEMENTED saying why. 0 (default): no sandbox. */
+NEE_API void nee_session_options_set_sandbox(nee_session_options_t* options, int32_t enabled);
+NEE_API int32_t nee_session_options_get_sandbox(const nee_session_options_t* options);
+/* Limits of a sandboxed session's child. address_space_bytes: its RLIMIT_AS
+ * beyond what it inherits mapped from this process; 0 (default): the run
+ * memory limit (physical memory when that is -1 or 0) + the model file's
+ * size + 1 GiB + 160 MiB per thread. wall_ms: creating the session and each
+ * run must answer within it or the child is killed; 0 (default): no limit
+ * for creation, and 60 s + twice the run's time limit for a run that has one
+ * (none otherwise). Negative values are NEE_STATUS_INVALID_ARGUMENT. */
+NEE_API nee_status_t nee_session_options_set_sandbox_limits(nee_session_options_t* options,
+                                                            int64_t address_space_bytes, int64_t wall_ms);
 NEE_API void nee_session_options_release(nee_session_options_t* options);
 
 /* ---- Session limits (docs/SECURITY.md) ----------------------------------- */

@@ -74,6 +74,12 @@ class SessionOptions {
     nee_session_options_set_allow_spinning(options_, on ? 1 : 0);
     return *this;
   }
+  // Sessions in a confined child process (nee_session_options_set_sandbox).
+  SessionOptions& SetSandbox(bool on, int64_t address_space_bytes = 0, int64_t wall_ms = 0) {
+    nee_session_options_set_sandbox(options_, on ? 1 : 0);
+    Check(nee_session_options_set_sandbox_limits(options_, address_space_bytes, wall_ms));
+    return *this;
+  }
   // A custom-op library (include/nee/custom_op.h), loaded when a session is created.
   SessionOptions& AddCustomOpsLibrary(const std::string& path) {
     Check(nee_session_options_add_custom_ops_library(options_, path.c_str()));

@@ -64,7 +64,8 @@ class SessionOptions:
                  "_reference_kernels_only", "_config", "_free_dims_by_name", "_free_dims_by_denotation",
                  "_initializers", "_external_initializers", "_custom_op_libraries", "_custom_ops", "_max_graph_nodes",
                  "_max_subgraph_depth", "_max_tensor_bytes", "_max_external_data_bytes",
-                 "_session_memory_limit_bytes", "__weakref__")
+                 "_session_memory_limit_bytes", "_sandbox", "_sandbox_address_space_bytes", "_sandbox_wall_ms",
+                 "__weakref__")
 
     def __init__(self) -> None:
         self._intra_op_num_threads = 0
@@ -105,12 +106,21 @@ class SessionOptions:
         self._max_tensor_bytes = 16 << 30  # any one tensor in the model file
         self._max_external_data_bytes = 64 << 30  # all external data together
         self._session_memory_limit_bytes = -1  # all concurrent runs; -1: physical memory
+        # nee extension: load and run the model in a confined child process
+        # (nee_session_options_set_sandbox; also session config entry
+        # "session.nee.sandbox" = "1"), with the child's address-space limit
+        # beyond what it inherits (0: derived) and the time creation and each run
+        # may take before the child is killed (0: derived); docs/SECURITY.md.
+        self._sandbox = False
+        self._sandbox_address_space_bytes = 0
+        self._sandbox_wall_ms = 0
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Sets a session configuration entry (ONNX Runtime's keys). nee honours
         session.load_model_format ("ONNX"; "ORT" is refused at session creation)
         and session.intra_op.allow_spinning ("0": idle pool threads sleep at once
-        instead of polling for the next loop), and stores every other key so
+        instead of polling for the next loop), nee's session.nee.sandbox ("1":
+        as the sandbox attribute), and stores every other key so
         get_session_config_entry reads it back."""
         self._config[_as_str("key", key)] = _as_str("value", value)
 
@@ -193,6 +203,13 @@ def allow_spinning_of(options: Any) -> bool:
     return options._config.get("session.intra_op.allow_spinning", "1") == "1"
 
 
+def sandbox_of(options: Any) -> Tuple[bool, int, int]:
+    """(on, address-space bytes, wall ms): the sandbox attribute or session.nee.sandbox = "1"."""
+    config = getattr(options, "_config", {})
+    on = bool(getattr(options, "sandbox", False)) or config.get("session.nee.sandbox", "0") == "1"
+    return (on, int(getattr(options, "sandbox_address_space_bytes", 0)), int(getattr(options, "sandbox_wall_ms", 0)))
+
+
 def _tensor_of(value: Any, name: str) -> Any:
     array_of = getattr(value, "_nee_array", None)
     if array_of is None:
@@ -229,7 +246,8 @@ for _name, _check in (("intra_op_num_threads", _as_int), ("inter_op_num_threads"
                       ("use_per_session_threads", _as_bool), ("run_timeout_ms", _as_int),
                       ("run_memory_limit_bytes", _as_int), ("reference_kernels_only", _as_bool),
                       ("max_graph_nodes", _as_int), ("max_subgraph_depth", _as_int), ("max_tensor_bytes", _as_int),
-                      ("max_external_data_bytes", _as_int), ("session_memory_limit_bytes", _as_int)):
+                      ("max_external_data_bytes", _as_int), ("session_memory_limit_bytes", _as_int),
+                      ("sandbox", _as_bool), ("sandbox_address_space_bytes", _as_int), ("sandbox_wall_ms", _as_int)):
     setattr(SessionOptions, _name, _simple_property(_name, _check))
 SessionOptions.graph_optimization_level = _enum_property("graph_optimization_level", GraphOptimizationLevel)
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from . import _nee
 from ._convert import _from_unpacked, _to_value
 from ._errors import Fail, InvalidArgument, NotImplemented as _NotImplemented
-from ._options import RunOptions, SessionOptions, allow_spinning_of, limits_of
+from ._options import RunOptions, SessionOptions, allow_spinning_of, limits_of, sandbox_of
 from ._ortvalue import OrtMemoryInfo, OrtAllocatorType, OrtMemType, OrtValue
 
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -167,7 +167,8 @@ class InferenceSession:
                                    str(options.profile_file_prefix), free_dims, initializers, external,
                                    limits_of(options), allow_spinning_of(options),
                                    list(getattr(options, "_custom_op_libraries", [])),
-                                   [op.spec() for op in getattr(options, "_custom_ops", [])])
+                                   [op.spec() for op in getattr(options, "_custom_ops", [])],
+                                   *sandbox_of(options))
 
     def _apply_model_config(self, model: Any) -> None:
         """ONNX Runtime's ORT_LOAD_CONFIG_FROM_MODEL=1: session options stored in the

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api/sandboxed_session.h"
 #include "custom_ops.h"
 #include "ir/attr_decl.h"  // the attribute-default audit (a test hook below, not API)
 #include "nee/nee.h"
@@ -261,7 +262,8 @@ struct Session {
                          const Initializers& initializers, const Initializers& external_initializers,
                          const std::vector<std::pair<int32_t, int64_t>>& limits, bool allow_spinning,
                          const std::vector<std::string>& custom_op_libraries,
-                         const std::vector<nee_python::PythonOpSpec>& custom_ops) {
+                         const std::vector<nee_python::PythonOpSpec>& custom_ops, bool sandbox,
+                         int64_t sandbox_address_space_bytes, int64_t sandbox_wall_ms) {
     nee_session_options_t* options = nullptr;
     Check(nee_session_options_create(&options));
     if (nee_status_t st = nee_python::AddCustomOps(options, custom_op_libraries, custom_ops)) {
@@ -284,6 +286,11 @@ struct Session {
     nee_session_options_set_run_memory_limit(options, run_memory_limit);
     nee_session_options_set_reference_kernels_only(options, reference_kernels_only ? 1 : 0);
     nee_session_options_set_allow_spinning(options, allow_spinning ? 1 : 0);
+    nee_session_options_set_sandbox(options, sandbox ? 1 : 0);
+    if (nee_status_t st = nee_session_options_set_sandbox_limits(options, sandbox_address_space_bytes, sandbox_wall_ms)) {
+      nee_session_options_release(options);
+      Raise(st);
+    }
     if (profiling) {
       nee_status_t st = nee_session_options_set_profiling(options, profile_prefix.c_str());
       if (st) {
@@ -471,6 +478,8 @@ NB_MODULE(_nee, m) {
       .def("custom_metadata_keys", &Session::CustomMetadataKeys)
       .def("end_profiling", &Session::EndProfiling)
       .def("profile_summary", &Session::ProfileSummary)
+      // The child process of a sandboxed session (-1 for another), for tests.
+      .def("sandbox_pid", [](const Session& s) { return static_cast<int64_t>(nee::SandboxChildPid(s.handle)); })
       .def("run", &Session::Run, nb::arg("output_names"), nb::arg("input_names"), nb::arg("inputs"),
            nb::arg("run_options").none());
 }

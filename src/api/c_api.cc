@@ -14,29 +14,8 @@
 #include "format/onnx_writer.h"
 #include "nee/nee.h"
 
-struct nee_status_impl {
-  nee_status_code_t code;
-  std::string message;
-};
-struct nee_value_impl {
-  nee::Value value;
-};
-struct nee_session_options_impl {
-  nee::SessionOptions options;
-  nee::ModelOverrides overrides;  // applied to the model before the session checks it
-};
-struct nee_run_options_impl {
-  nee::RunOptions options;
-};
-struct nee_session_impl {
-  std::unique_ptr<nee::Session> session;
-  // Stable strings for nee_value_info_t.
-  std::vector<std::string> input_types, output_types, overridable_types;
-  std::vector<std::pair<std::string, size_t>> op_histogram;
-  nee_model_stats_t stats{};
-  std::mutex profile_mu;
-  std::string profile_path;  // the trace nee_session_end_profiling wrote
-};
+#include "api/c_api_internal.h"
+#include "api/sandboxed_session.h"
 
 namespace {
 
@@ -65,6 +44,19 @@ nee_status_t Guard(Fn&& fn) {
 }
 
 nee_value_t* Wrap(nee::Value v) { return new nee_value_impl{std::move(v)}; }
+
+// What a session describes, from the session in this process or from a
+// sandboxed session's description (api/sandboxed_session.h).
+const std::vector<nee::ValueInfo>& InputsOf(const nee_session_t* s) {
+  return s->sandbox ? s->sandbox->inputs : s->session->inputs();
+}
+const std::vector<nee::ValueInfo>& OutputsOf(const nee_session_t* s) {
+  return s->sandbox ? s->sandbox->outputs : s->session->outputs();
+}
+const std::vector<nee::ValueInfo>& OverridableOf(const nee_session_t* s) {
+  return s->sandbox ? s->sandbox->overridable : s->session->overridable_initializers();
+}
+const nee::Model& ModelOf(const nee_session_t* s) { return s->sandbox ? s->sandbox->model : s->session->model(); }
 
 void FillString(const std::string& s, char* buffer, size_t capacity, size_t* out_length) {
   if (out_length) *out_length = s.size();
@@ -226,7 +218,7 @@ nee_status_t nee_session_load_input_file(const nee_session_t* session, size_t in
   if (!path) return NullArg("path");
   if (!out_value) return NullArg("out_value");
   *out_value = nullptr;
-  const auto& inputs = session->session->inputs();
+  const auto& inputs = InputsOf(session);
   if (input_index >= inputs.size()) return Err(NEE_STATUS_INVALID_ARGUMENT, "input index out of range");
   std::string p = path;
   if (EndsWith(p, ".npy")) return nee_value_load_file(path, out_value);
@@ -409,6 +401,21 @@ void nee_session_options_set_reference_kernels_only(nee_session_options_t* optio
 void nee_session_options_set_allow_spinning(nee_session_options_t* options, int32_t allow) {
   if (options) options->options.allow_spinning = allow != 0;
 }
+void nee_session_options_set_sandbox(nee_session_options_t* options, int32_t enabled) {
+  if (options) options->sandbox = enabled != 0;
+}
+nee_status_t nee_session_options_set_sandbox_limits(nee_session_options_t* options, int64_t address_space_bytes,
+                                                    int64_t wall_ms) {
+  if (!options) return NullArg("options");
+  if (address_space_bytes < 0 || wall_ms < 0)
+    return Err(NEE_STATUS_INVALID_ARGUMENT, "sandbox limits must not be negative (0: the default)");
+  options->sandbox_address_space_bytes = address_space_bytes;
+  options->sandbox_wall_ms = wall_ms;
+  return nullptr;
+}
+int32_t nee_session_options_get_sandbox(const nee_session_options_t* options) {
+  return options && options->sandbox ? 1 : 0;
+}
 nee_status_t nee_session_options_set_profiling(nee_session_options_t* options, const char* file_prefix) {
   if (!options) return NullArg("options");
   return Guard([&]() -> nee_status_t {
@@ -583,6 +590,7 @@ nee_status_t nee_session_create_from_file(const char* path, const nee_session_op
   if (!out_session) return NullArg("out_session");
   *out_session = nullptr;
   return Guard([&]() -> nee_status_t {
+    if (options && options->sandbox) return nee::SandboxedSession::Create(path, nullptr, 0, *options, out_session);
     nee::SessionOptions opts = options ? options->options : nee::SessionOptions{};
     if (!options || options->overrides.empty())
       return FinishSession(nee::Session::CreateFromFile(path, opts), out_session);
@@ -599,6 +607,7 @@ nee_status_t nee_session_create_from_memory(const void* data, size_t size, const
   if (!out_session) return NullArg("out_session");
   *out_session = nullptr;
   return Guard([&]() -> nee_status_t {
+    if (options && options->sandbox) return nee::SandboxedSession::Create(nullptr, data, size, *options, out_session);
     nee::SessionOptions opts = options ? options->options : nee::SessionOptions{};
     if (!options || options->overrides.empty())
       return FinishSession(nee::Session::CreateFromBytes(data, size, opts), out_session);
@@ -611,11 +620,11 @@ nee_status_t nee_session_create_from_memory(const void* data, size_t size, const
 
 void nee_session_release(nee_session_t* session) { delete session; }
 
-size_t nee_session_input_count(const nee_session_t* session) { return session ? session->session->inputs().size() : 0; }
-size_t nee_session_output_count(const nee_session_t* session) { return session ? session->session->outputs().size() : 0; }
+size_t nee_session_input_count(const nee_session_t* session) { return session ? InputsOf(session).size() : 0; }
+size_t nee_session_output_count(const nee_session_t* session) { return session ? OutputsOf(session).size() : 0; }
 
 size_t nee_session_overridable_initializer_count(const nee_session_t* session) {
-  return session ? session->session->overridable_initializers().size() : 0;
+  return session ? OverridableOf(session).size() : 0;
 }
 
 // The list nee_session_value_info/_dim describe (NEE_LIST_*), and its type strings.
@@ -623,14 +632,14 @@ static const std::vector<nee::ValueInfo>& ListOf(const nee_session_t* session, i
                                                  const std::vector<std::string>** types) {
   if (list == NEE_LIST_INPUTS) {
     *types = &session->input_types;
-    return session->session->inputs();
+    return InputsOf(session);
   }
   if (list == NEE_LIST_OVERRIDABLE_INITIALIZERS) {
     *types = &session->overridable_types;
-    return session->session->overridable_initializers();
+    return OverridableOf(session);
   }
   *types = &session->output_types;
-  return session->session->outputs();
+  return OutputsOf(session);
 }
 
 static const nee::ValueInfo* InfoAt(const nee_session_t* session, int list, size_t index) {
@@ -694,6 +703,10 @@ nee_status_t nee_session_end_profiling(nee_session_t* session, char* buffer, siz
   if (!session) return NullArg("session");
   return Guard([&]() -> nee_status_t {
     std::lock_guard<std::mutex> lock(session->profile_mu);
+    if (session->sandbox) {  // (a sandboxed session never profiles)
+      FillString("", buffer, capacity, out_length);
+      return nullptr;
+    }
     nee::Result<std::string> path = session->session->EndProfiling();
     if (!path.ok()) return MakeStatus(path.status());
     if (!path->empty()) session->profile_path = *path;
@@ -706,7 +719,7 @@ nee_status_t nee_session_profile_summary(const nee_session_t* session, char* buf
                                          size_t* out_length) {
   if (!session) return NullArg("session");
   return Guard([&]() -> nee_status_t {
-    FillString(session->session->ProfileSummary(), buffer, capacity, out_length);
+    FillString(session->sandbox ? std::string() : session->session->ProfileSummary(), buffer, capacity, out_length);
     return nullptr;
   });
 }
@@ -716,7 +729,7 @@ nee_status_t nee_session_metadata(const nee_session_t* session, const char* key,
   if (!session) return NullArg("session");
   if (!key) return NullArg("key");
   return Guard([&]() -> nee_status_t {
-    const nee::Model& m = session->session->model();
+    const nee::Model& m = ModelOf(session);
     std::string k = key, v;
     if (k == "producer_name") v = m.producer_name;
     else if (k == "producer_version") v = m.producer_version;
@@ -743,11 +756,11 @@ nee_status_t nee_session_metadata(const nee_session_t* session, const char* key,
 }
 
 size_t nee_session_custom_metadata_count(const nee_session_t* session) {
-  return session ? session->session->model().metadata_props.size() : 0;
+  return session ? ModelOf(session).metadata_props.size() : 0;
 }
 const char* nee_session_custom_metadata_key(const nee_session_t* session, size_t index) {
-  if (!session || index >= session->session->model().metadata_props.size()) return nullptr;
-  return session->session->model().metadata_props[index].first.c_str();
+  if (!session || index >= ModelOf(session).metadata_props.size()) return nullptr;
+  return ModelOf(session).metadata_props[index].first.c_str();
 }
 
 nee_status_t nee_session_model_stats(const nee_session_t* session, nee_model_stats_t* out_stats) {
@@ -799,6 +812,11 @@ nee_status_t nee_session_run_with_options(const nee_session_t* session, const ne
   if (!session) return NullArg("session");
   if (!out_values) return NullArg("out_values");
   if (output_count > 0 && !output_names) return NullArg("output_names");
+  if (session->sandbox)
+    return Guard([&] {
+      return session->sandbox->Run(run_options, input_names, inputs, input_count, output_names, output_count,
+                                   out_values);
+    });
   return Guard([&]() -> nee_status_t {
     nee_status_t error = nullptr;
     auto feed = NamedInputs(input_names, inputs, input_count, &error);
@@ -820,6 +838,8 @@ nee_status_t nee_session_plan_report(const nee_session_t* session, const char* c
                                      nee_plan_report_t* out_report) {
   if (!session) return NullArg("session");
   if (!out_report) return NullArg("out_report");
+  if (session->sandbox)
+    return Err(NEE_STATUS_NOT_IMPLEMENTED, "the memory plan report is not available for a sandboxed session");
   return Guard([&]() -> nee_status_t {
     nee_status_t error = nullptr;
     auto feed = NamedInputs(input_names, inputs, input_count, &error);

@@ -1,8 +1,8 @@
-// The confinement of `nee run --sandbox` (tools/sandbox.h): what a child
-// running compromised code can still do, and what the parent reports.
-// Each test forks a child through RunInSandbox, so the filters never touch
-// the test process itself.
-#include "tools/sandbox.h"
+// The confinement of `nee run --sandbox` and sandboxed sessions
+// (base/sandbox.h): what a child running compromised code can still do, and
+// what the parent reports. Each test forks a child (RunInSandbox, or a
+// long-lived SandboxProcess), so the filters never touch the test process.
+#include "base/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,12 +11,14 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <atomic>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -31,7 +33,7 @@
 #endif
 #endif
 
-namespace nee_cli {
+namespace nee {
 namespace {
 
 SandboxReply Ok(std::string text) { return {NEE_STATUS_OK, std::move(text)}; }
@@ -232,5 +234,124 @@ TEST_F(Sandbox, OversizedReplyIsRefused) {
   EXPECT_NE(r.bytes.find("longer than 1000 bytes"), std::string::npos) << r.bytes;
 }
 
+// ---- Long-lived children (SandboxProcess, as sandboxed sessions use) ----
+
+// A server that answers "echo:<request>", and per request code: 2 exits
+// without answering, 3 never answers, 6 waits for SIGUSR1 and answers
+// "interrupted". (An oversized reply: OversizedReplyIsRefused above, the same
+// reading code.)
+volatile sig_atomic_t g_interrupted = 0;
+void Serve(SandboxChannel& channel) {
+  std::string error;
+  if (!EnterSandboxStage(SandboxStage::kRunning, &error)) return;
+  SandboxReply request;
+  while (channel.Receive(&request)) {
+    if (request.code == 2) _exit(1);
+    if (request.code == 3) {
+      for (;;) usleep(1000);  // (pause is not on the allow-list)
+    }
+    if (request.code == 6) {
+      struct sigaction action;
+      std::memset(&action, 0, sizeof action);
+      action.sa_handler = [](int) { g_interrupted = 1; };
+      sigemptyset(&action.sa_mask);
+      sigaction(SIGUSR1, &action, nullptr);
+      while (!g_interrupted) usleep(1000);
+      channel.Send({NEE_STATUS_CANCELLED, "interrupted"});
+      continue;
+    }
+    channel.Send({NEE_STATUS_OK, "echo:" + request.bytes});
+  }
+}
+
+TEST_F(Sandbox, LongLivedChildServesRequestsInOrderAndIsReapedOnDestruction) {
+  SandboxReply error;
+  auto p = SandboxProcess::Start({}, Serve, &error);
+  ASSERT_NE(p, nullptr) << error.bytes;
+  const pid_t pid = p->pid();
+  for (int i = 0; i < 20; ++i) {
+    SandboxReply r = p->Call({1, std::to_string(i)}, 5000, "echoing");
+    ASSERT_EQ(r.code, NEE_STATUS_OK) << r.bytes;
+    EXPECT_EQ(r.bytes, "echo:" + std::to_string(i));
+  }
+  // A request larger than the socket's buffers crosses whole.
+  SandboxReply big = p->Call({1, std::string(8 << 20, 'b')}, 20000, "echoing");
+  ASSERT_EQ(big.code, NEE_STATUS_OK);
+  EXPECT_EQ(big.bytes.size(), (8u << 20) + 5);
+  p.reset();
+  EXPECT_EQ(waitpid(pid, nullptr, WNOHANG), -1);  // reaped
+  EXPECT_EQ(errno, ECHILD);
+}
+
+TEST_F(Sandbox, LongLivedChildThatExitsIsAnErrorThenAndLater) {
+  SandboxReply error;
+  auto p = SandboxProcess::Start({}, Serve, &error);
+  ASSERT_NE(p, nullptr);
+  SandboxReply r = p->Call({2, ""}, 5000, "running the model");
+  EXPECT_EQ(r.code, NEE_STATUS_RUNTIME_ERROR);
+  EXPECT_NE(r.bytes.find("exited with status 1 without a complete reply (it failed while running the model"),
+            std::string::npos)
+      << r.bytes;
+  EXPECT_FALSE(p->alive());
+  r = p->Call({1, "x"}, 5000, "running the model");
+  EXPECT_NE(r.bytes.find("ended earlier: the sandboxed process exited with status 1"), std::string::npos) << r.bytes;
+}
+
+TEST_F(Sandbox, LongLivedChildThatNeverAnswersIsStoppedAtItsDeadline) {
+  SandboxReply error;
+  auto p = SandboxProcess::Start({}, Serve, &error);
+  ASSERT_NE(p, nullptr);
+  SandboxReply r = p->Call({3, ""}, 300, "running the model");
+  EXPECT_EQ(r.code, NEE_STATUS_CANCELLED);
+  EXPECT_NE(r.bytes.find("took longer than 0.3 s (running the model)"), std::string::npos) << r.bytes;
+  EXPECT_FALSE(p->alive());
+}
+
+TEST_F(Sandbox, LongLivedChildThatStopsReadingCannotBlockTheParent) {
+  SandboxReply error;
+  auto p = SandboxProcess::Start({}, Serve, &error);
+  ASSERT_NE(p, nullptr);
+  ASSERT_EQ(p->Call({3, ""}, 200, "x").code, NEE_STATUS_CANCELLED);  // (killed)
+  // A dead child: sending fails at once (EPIPE, no SIGPIPE for this process).
+  SandboxReply r = p->Call({1, std::string(32 << 20, 'z')}, 0, "x");
+  EXPECT_NE(r.bytes.find("ended earlier"), std::string::npos) << r.bytes;
+}
+
+TEST_F(Sandbox, InterruptReachesTheChildAsSigusr1) {
+  SandboxReply error;
+  auto p = SandboxProcess::Start({}, Serve, &error);
+  ASSERT_NE(p, nullptr);
+  std::atomic<bool> interrupt{false};
+  std::thread setter([&] {
+    usleep(100000);
+    interrupt = true;
+  });
+  SandboxReply r = p->Call({6, ""}, 10000, "running the model", &interrupt);
+  setter.join();
+  EXPECT_EQ(r.code, NEE_STATUS_CANCELLED);
+  EXPECT_EQ(r.bytes, "interrupted");
+  EXPECT_TRUE(p->alive());
+  EXPECT_EQ(p->Call({1, "after"}, 5000, "x").bytes, "echo:after");
+}
+
+TEST_F(Sandbox, LongLivedChildInheritsNoDescriptorButStdio) {
+  int fd = open(file_.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  SandboxReply error;
+  auto p = SandboxProcess::Start(
+      {},
+      [fd](SandboxChannel& channel) {
+        char c;
+        errno = 0;
+        const bool readable = read(fd, &c, 1) == 1;
+        channel.Send({NEE_STATUS_OK, readable ? "read the caller's file" : std::strerror(errno)});
+      },
+      &error);
+  ASSERT_NE(p, nullptr);
+  SandboxReply r = p->Receive(5000, "x");
+  close(fd);
+  EXPECT_EQ(r.bytes, std::strerror(EBADF));
+}
+
 }  // namespace
-}  // namespace nee_cli
+}  // namespace nee

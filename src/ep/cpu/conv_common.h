@@ -12,6 +12,20 @@ namespace nee::cpu {
 
 constexpr int kSpatialDims = 3;
 
+// One group-1 2-D convolution as the pixel-major (conv_pixel_gemm) and
+// indirect (conv_indirect) paths see it: NCHW, dilation 1, equal strides on
+// both axes; pads are begin pads (end pads follow from the output size).
+struct Conv2D {
+  int64_t N, C, H, W;  // input
+  int64_t M;           // output channels
+  int64_t OH, OW;      // output
+  int64_t KH, KW;      // kernel
+  int64_t stride;      // 1 or 2 on the paths that take it
+  int64_t pt, pl;      // begin pads
+  int64_t K() const { return C * KH * KW; }
+  bool pointwise() const { return KH == 1 && KW == 1 && stride == 1 && pt == 0 && pl == 0; }
+};
+
 // X, W and the optional bias B of a Conv or ConvTranspose node.
 struct ConvOperands {
   const Tensor* x = nullptr;

@@ -617,6 +617,14 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   if (s.depthwise() && s.Mg == 1 && planar && padded_copy_ok) {
     const Depthwise2D g{s.N,         s.C,         s.in[1],       s.in[2],       s.out[1], s.out[2], s.kernel[1],
                         s.kernel[2], s.stride[1], s.stride[2], s.dilation[1], s.dilation[2], s.pad[1], s.pad[2]};
+    if (DepthwiseFlatApplies(g)) {
+      DepthwiseFlat(ctx, g, xp, wp, bp, epilogue, z, yp);
+      return Status::Ok();
+    }
+    if (DepthwiseNarrowApplies(g)) {
+      DepthwiseNarrow(ctx, g, xp, wp, bp, epilogue, z, yp);
+      return Status::Ok();
+    }
     if (DepthwisePlanarApplies(g)) {
       DepthwisePlanar(ctx, g, xp, wp, bp, epilogue, z, yp);
       return Status::Ok();
@@ -660,11 +668,12 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
     if (WinogradApplies(ctx, g)) return ConvWinograd(ctx, g, xp, wp, bp, epilogue, z, yp);
   }
 
-  if (planar && s.group == 1 && s.dilation[1] == 1 && s.dilation[2] == 1 && s.stride[1] == s.stride[2]) {
-    const PixelConv2D g{s.N,      s.C,         s.in[1],     s.in[2],     s.M,      s.out[1],
-                        s.out[2], s.kernel[1], s.kernel[2], s.stride[1], s.pad[1], s.pad[2]};
-    if (ConvPixelApplies(g)) return ConvPixel(ctx, g, xp, wp, bp, epilogue, z, yp);
-  }
+  // The 2-D group-1 geometry the pixel-major and indirect paths take.
+  const bool conv2d_shape =
+      planar && s.group == 1 && s.dilation[1] == 1 && s.dilation[2] == 1 && s.stride[1] == s.stride[2];
+  const Conv2D g2{s.N,      s.C,         s.in[1],     s.in[2],     s.M,      s.out[1],
+                  s.out[2], s.kernel[1], s.kernel[2], s.stride[1], s.pad[1], s.pad[2]};
+  if (conv2d_shape && ConvPixelApplies(g2)) return ConvPixel(ctx, g2, xp, wp, bp, epilogue, z, yp);
 
   // (image, group) units split into column tiles: one task each, all in one
   // parallel loop (each task's im2col is consumed at once by its own SGEMM).
@@ -672,12 +681,8 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   // tiling (which depends on the thread count) never changes a result.
   const std::shared_ptr<const PackedConvWeights> packed = PackedWeights(ctx, s, wp);
   const SgemmPackedA* packed_w = packed ? packed->groups.data() : nullptr;
-  const bool indirect_shape = planar && s.group == 1 && !s.pointwise() && s.dilation[1] == 1 && s.dilation[2] == 1 &&
-                              s.stride[1] == s.stride[2];
-  if (indirect_shape) {
-    const IndirectConv2D g{s.N,      s.C,         s.in[1],     s.in[2],     s.M,      s.out[1],
-                           s.out[2], s.kernel[1], s.kernel[2], s.stride[1], s.pad[1], s.pad[2]};
-    if (ConvIndirectApplies(g)) return ConvIndirect(ctx, g, xp, wp, packed_w, bp, epilogue, z, yp);
+  if (conv2d_shape && !s.pointwise() && ConvIndirectApplies(g2)) {
+    return ConvIndirect(ctx, g2, xp, wp, packed_w, bp, epilogue, z, yp);
   }
   const int64_t units = s.N * s.group;
   const ColumnTiles cut = ColumnTilesFor(s, units, threads);

@@ -44,21 +44,21 @@ struct PhasePlanes {
 
 // Rows: enough that a tap's window of OH * Wq floats, starting up to
 // ((KH-1)/S) rows and (KW-1)/S columns in, stays inside its plane.
-PhasePlanes PlanesOf(const IndirectConv2D& g) {
+PhasePlanes PlanesOf(const Conv2D& g) {
   const int64_t S = g.stride;
   return {S, g.OH + (g.KH - 1) / S + 1, g.OW + (g.KW - 1) / S};
 }
 
 // Output rows per task: the tile's GEMM output (M x rows*Wq floats, copied
 // out afterwards) stays around 256 KiB, and there are a few tasks per thread.
-int64_t RowsPerTile(const IndirectConv2D& g, const PhasePlanes& q, int threads) {
+int64_t RowsPerTile(const Conv2D& g, const PhasePlanes& q, int threads) {
   int64_t rows = std::max<int64_t>(1, (64 * 1024) / std::max<int64_t>(1, g.M * q.Wq));
   if (threads > 1) rows = std::min(rows, std::max<int64_t>(1, (g.OH * g.N + 4 * threads - 1) / (4 * threads)));
   return std::min(rows, g.OH);
 }
 
 // Channel plane x_c into its phase planes (only the phases some tap reads).
-void FillPhases(const IndirectConv2D& g, const PhasePlanes& q, const float* x_c, float* dst) {
+void FillPhases(const Conv2D& g, const PhasePlanes& q, const float* x_c, float* dst) {
   for (int64_t a = 0; a < std::min(q.S, g.KH); ++a)
     for (int64_t b = 0; b < std::min(q.S, g.KW); ++b) {
       float* plane = dst + (a * q.S + b) * q.plane();
@@ -91,7 +91,7 @@ std::vector<float>& ThreadBuffer(int which) {
 
 }  // namespace
 
-bool ConvIndirectApplies(const IndirectConv2D& g) {
+bool ConvIndirectApplies(const Conv2D& g) {
   if (!SgemmReadsBInPlace() || (g.stride != 1 && g.stride != 2)) return false;
   // The padded copy is a pass over memory (about the input's size) that
   // im2col does not make; it pays where im2col's matrix is much bigger than
@@ -107,7 +107,7 @@ bool ConvIndirectApplies(const IndirectConv2D& g) {
   return copy <= 4.0 * static_cast<double>(g.C * g.H * g.W + g.M * g.OH * g.OW) + 65536;
 }
 
-Status ConvIndirect(KernelContext& ctx, const IndirectConv2D& g, const float* x, const float* w,
+Status ConvIndirect(KernelContext& ctx, const Conv2D& g, const float* x, const float* w,
                     const SgemmPackedA* packed_w, const float* bias, const ConvEpilogue* epilogue, const float* z,
                     float* y) {
   const PhasePlanes q = PlanesOf(g);

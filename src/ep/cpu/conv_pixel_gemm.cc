@@ -214,7 +214,7 @@ struct Interior {
   int64_t lo, hi;
 };
 
-Interior InteriorOf(const PixelConv2D& g) {
+Interior InteriorOf(const Conv2D& g) {
   const int64_t S = g.stride;
   const int64_t lo = std::min(g.OW, (g.pl + S - 1) / S);
   const int64_t last = g.W - g.KW + g.pl;  // S * j <= last
@@ -246,7 +246,7 @@ TaskTables& ThreadTables() {
 // the tables once; Compute may then run for several ranges of channels.
 class PixelTask {
  public:
-  PixelTask(const PixelConv2D& g, const PixelPackedWeights& w, const float* x_n, const float* zeros)
+  PixelTask(const Conv2D& g, const PixelPackedWeights& w, const float* x_n, const float* zeros)
       : g_(g), w_(w), x_n_(x_n), zeros_(zeros), in_(InteriorOf(g)) {}
 
   void Prepare(int64_t oh0, int64_t oh1, int64_t j0, int64_t j1, TaskTables& t) const {
@@ -322,7 +322,7 @@ class PixelTask {
     for (int64_t p = 0; p < K; ++p) rows[p] = s.border.data() + p * nb;
   }
 
-  const PixelConv2D& g_;
+  const Conv2D& g_;
   const PixelPackedWeights& w_;
   const float* x_n_;
   const float* zeros_;
@@ -331,7 +331,7 @@ class PixelTask {
 
 }  // namespace
 
-bool ConvPixelApplies(const PixelConv2D& g) {
+bool ConvPixelApplies(const Conv2D& g) {
   if (!PixelGemmAvailable() || (g.stride != 1 && g.stride != 2)) return false;
   if (g.N <= 0 || g.C <= 0 || g.M <= 0 || g.OH <= 0 || g.OW <= 0) return false;
   // Measured against the channel-major paths, one conv at a time, 1 thread
@@ -348,7 +348,7 @@ bool ConvPixelApplies(const PixelConv2D& g) {
   return g.KH * g.KW > 1;
 }
 
-Status ConvPixel(KernelContext& ctx, const PixelConv2D& g, const float* x, const float* w, const float* bias,
+Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const float* w, const float* bias,
                  const ConvEpilogue* epilogue, const float* z, float* y) {
   const std::shared_ptr<const PixelPackedWeights> packed = PackedFor(ctx, w, g.M, g.K());
   const FusedActivation none;
@@ -356,7 +356,7 @@ Status ConvPixel(KernelContext& ctx, const PixelConv2D& g, const float* x, const
   const bool finish = bias || z || act.kind != FusedActivation::Kind::kNone;
   // A pointwise conv's output is one run of pixels (its taps are whole input
   // planes): cut it into chunks, not rows.
-  PixelConv2D flat = g;
+  Conv2D flat = g;
   if (g.pointwise()) flat.H = flat.OH = 1, flat.W = flat.OW = g.OH * g.OW;
   // Tasks of about kChunkPixels pixels: whole rows when rows are short (a
   // task streams all the weights once, whatever its size), else parts of a

@@ -13,19 +13,6 @@
 
 namespace nee::cpu {
 
-// One group-1 2-D convolution, NCHW, dilation 1, equal strides 1 or 2; pads
-// are begin pads (end pads follow from the output size).
-struct PixelConv2D {
-  int64_t N, C, H, W;  // input
-  int64_t M;           // output channels
-  int64_t OH, OW;      // output
-  int64_t KH, KW;      // kernel
-  int64_t stride;      // 1 or 2
-  int64_t pt, pl;      // begin pads
-  int64_t K() const { return C * KH * KW; }
-  bool pointwise() const { return KH == 1 && KW == 1 && stride == 1 && pt == 0 && pl == 0; }
-};
-
 // Taps per depth block at most: what one tile of six pixels reads (kc cache
 // lines of input) and its block of weights (kc x 16 floats) share L1 with
 // room left. K is cut into equal blocks (144 taps: 72 + 72, not 128 + 16).
@@ -58,13 +45,13 @@ bool PixelGemmAvailable();
 
 // Whether ConvPixel runs this geometry: the kernel exists, the geometry is
 // supported and it measured faster than the channel-major paths for its kind.
-bool ConvPixelApplies(const PixelConv2D& g);
+bool ConvPixelApplies(const Conv2D& g);
 
 // y = conv(x, w) + bias, then the optional FusedConv epilogue (`z`: the
 // residual, shaped as y, or null). Every output element sums its taps in
 // (c, kh, kw) order in fixed depth blocks, so results do not depend on the
 // thread count.
-Status ConvPixel(KernelContext& ctx, const PixelConv2D& g, const float* x, const float* w, const float* bias,
+Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const float* w, const float* bias,
                  const ConvEpilogue* epilogue, const float* z, float* y);
 
 // ---- The pieces, for tests ----

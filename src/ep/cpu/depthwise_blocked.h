@@ -38,4 +38,18 @@ bool DepthwisePlanarApplies(const Depthwise2D& g);
 void DepthwisePlanar(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
                      const ConvEpilogue* epilogue, const float* z, float* y);
 
+// Small planes, AVX2 only, reading the input where it lies
+// (depthwise_small.cc). Flat: stride 1 on planes whose output rows are as
+// wide as the input's and under 16 wide (7x7 and 14x14 with "same" padding), the plane
+// as one run of outputs, eight per vector across row ends, each tap one load
+// with the padding lanes masked. Narrow: 3x3 stride 2 with pads of 1 and
+// output rows of at most 8, one vector per output row, each input row split
+// into even and odd columns in registers.
+bool DepthwiseFlatApplies(const Depthwise2D& g);
+void DepthwiseFlat(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
+                   const ConvEpilogue* epilogue, const float* z, float* y);
+bool DepthwiseNarrowApplies(const Depthwise2D& g);
+void DepthwiseNarrow(KernelContext& ctx, const Depthwise2D& g, const float* x, const float* w, const float* bias,
+                     const ConvEpilogue* epilogue, const float* z, float* y);
+
 }  // namespace nee::cpu

@@ -6,12 +6,13 @@
 // A constant B is packed once per session (PreparedCache) as column groups,
 // each its own SgemmPackedB. A task is one row block x one column group, as
 // SGEMM's own tasks are (rows in blocks of at most 144, columns in groups of
-// up to 512): a single-threaded SGEMM then the epilogue on that tile. Tasks are
+// up to 512): a single-threaded SGEMM that applies the epilogue to each of its
+// micro-tiles as it finishes them (SgemmEpilogueFn). Tasks are
 // claimed by threads one at a time and write disjoint tiles, and neither the
 // tiling nor the thread changes how an element is computed (SGEMM never splits
 // k; the epilogue is per element), so results do not depend on the thread
 // count. A B that is not constant, or a run outside a session, multiplies with
-// the shared SGEMM then applies the epilogue in a second pass. CPUs without
+// the shared SGEMM, with the same per-tile epilogue. CPUs without
 // AVX2+FMA go to the reference kernel.
 #include <algorithm>
 #include <cmath>
@@ -86,15 +87,17 @@ __attribute__((target("avx2,fma"))) void EpilogueTile(float* y, int64_t ld, int6
   }
 }
 
-void Epilogue(const FusedMatMulGeometry& g, float* y, int64_t rows, int64_t cols, const float* bias) {
+void Epilogue(const FusedMatMulGeometry& g, float* y, int64_t ld, int64_t rows, int64_t cols, const float* bias) {
   switch (g.activation) {
-    case FusedActivation::kGelu: return EpilogueTile(y, g.n, rows, cols, bias, GeluErfOp{});
-    case FusedActivation::kFastGelu: return EpilogueTile(y, g.n, rows, cols, bias, GeluTanhOp{});
+    case FusedActivation::kGelu: return EpilogueTile(y, ld, rows, cols, bias, GeluErfOp{});
+    case FusedActivation::kFastGelu: return EpilogueTile(y, ld, rows, cols, bias, GeluTanhOp{});
     case FusedActivation::kNone:
-      if (bias) EpilogueTile(y, g.n, rows, cols, bias, Identity{});
+      if (bias) EpilogueTile(y, ld, rows, cols, bias, Identity{});
       return;
   }
 }
+
+bool NeedsEpilogue(const FusedMatMulGeometry& g) { return g.bias || g.activation != FusedActivation::kNone; }
 
 // A's row blocks are packed first, once each (the tasks of a row block share
 // them: packing per task would repeat it for every column group).
@@ -113,9 +116,15 @@ void RunTiled(KernelContext& ctx, const FusedMatMulGeometry& g, const PackedGrou
     const SgemmPackedA& a = *packed_a[static_cast<size_t>(t / groups)];
     const int64_t i0 = t / groups * task_rows, j0 = t % groups * packed.group_cols;
     const SgemmPackedB& b = *packed.groups[static_cast<size_t>(t % groups)];
-    float* tile = y + i0 * g.n + j0;
-    Sgemm(a.m(), b.n(), g.k, SgemmA(a), SgemmB(b), 0.f, tile, g.n, nullptr);
-    Epilogue(g, tile, a.m(), b.n(), g.bias ? g.bias + j0 : nullptr);
+    // The epilogue runs on each micro-tile as SGEMM finishes it, while it is
+    // in L1: a task's whole tile (144 x 512 floats) would be out of L2 by the
+    // time a pass over it came back (BERT/ViT's GELU cost 2.5 ns an element so).
+    const float* bias = g.bias ? g.bias + j0 : nullptr;
+    const SgemmEpilogueFn epilogue = [&](int64_t, int64_t tj, int64_t rows, int64_t cols, float* c, int64_t ldc) {
+      Epilogue(g, c, ldc, rows, cols, bias ? bias + tj : nullptr);
+    };
+    Sgemm(a.m(), b.n(), g.k, SgemmA(a), SgemmB(b), 0.f, y + i0 * g.n + j0, g.n, nullptr,
+          NeedsEpilogue(g) ? &epilogue : nullptr);
   });
 }
 
@@ -133,11 +142,11 @@ Status FusedMatMulFloat(KernelContext& ctx) {
     RunTiled(ctx, g, *packed, y);
     return Status::Ok();
   }
-  Sgemm(g.rows, g.n, g.k, 1.f, {g.a, g.k, 1}, {g.b, g.n, 1}, 0.f, y, g.n, ctx.pool());
-  const int64_t chunk = std::max<int64_t>(1, 16384 / g.n);
-  ctx.ParallelFor(g.rows, chunk, [&](int64_t begin, int64_t end) {
-    Epilogue(g, y + begin * g.n, end - begin, g.n, g.bias);
-  });
+  const SgemmEpilogueFn epilogue = [&](int64_t, int64_t tj, int64_t rows, int64_t cols, float* c, int64_t ldc) {
+    Epilogue(g, c, ldc, rows, cols, g.bias ? g.bias + tj : nullptr);
+  };
+  Sgemm(g.rows, g.n, g.k, SgemmA({g.a, g.k, 1}), SgemmB(MatrixView{g.b, g.n, 1}), 0.f, y, g.n, ctx.pool(),
+        NeedsEpilogue(g) ? &epilogue : nullptr);
   return Status::Ok();
 }
 

@@ -127,8 +127,12 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
         if (x.b_rows) b.rows = x.b_rows + p0, b.col = x.b_col + q * kCols;
         else b.panel = b_block + q * kc * kCols;
         x.micro(kc, ai, b, tile, x.ldc, rows, cols, accumulate);
-        if (last && x.epilogue) (*x.epilogue)(i0 + ib, x.j0 + q * kCols, rows, cols, tile, x.ldc);
       }
+      // The epilogue over this row block's columns at once: at most 12 rows
+      // of 16 panels (24 KiB), still in L1, in one call rather than a call
+      // per panel (a bias-and-Clip pass took 6% of MobileNetV2 so).
+      if (last && x.epilogue)
+        (*x.epilogue)(i0 + ib, x.j0 + col_begin, rows, col_end - col_begin, c0 + ib * x.ldc + col_begin, x.ldc);
     }
   }
 }

@@ -60,6 +60,18 @@ const std::vector<Geometry> kGeometries = {
     {"depthwise_blocked", {1, 21, 9, 11}, {21, 1, 3, 3}, {IntAttr("group", 21), IntsAttr("pads", {1, 1, 1, 1})}},
     // The planar depthwise kernel (rows of 12 or more), stride 1 and 2.
     {"depthwise_planar", {1, 3, 11, 35}, {3, 1, 3, 3}, {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1})}},
+    // The flat kernel (AVX2, stride 1, rows under 8 wide as wide as the
+    // input's): planes of 49 and 30 outputs, 3x3 and 5x5; a 14x14 beside it.
+    {"depthwise_flat", {1, 13, 7, 7}, {13, 1, 3, 3}, {IntAttr("group", 13), IntsAttr("pads", {1, 1, 1, 1})}},
+    {"depthwise_flat_5x5", {2, 3, 5, 6}, {3, 1, 5, 5}, {IntAttr("group", 3), IntsAttr("pads", {2, 2, 2, 2})}},
+    {"depthwise_flat_14", {1, 4, 14, 14}, {4, 1, 3, 3}, {IntAttr("group", 4), IntsAttr("pads", {1, 1, 1, 1})}},
+    // The narrow stride-2 kernel (AVX2, 3x3, pads 1, output rows of at most
+    // 8): even and odd input widths, rows of 7 and 8, and 5 planes so that
+    // the last one's reads would leave the tensor.
+    {"depthwise_narrow", {1, 5, 14, 14}, {5, 1, 3, 3},
+     {IntAttr("group", 5), IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2})}},
+    {"depthwise_narrow_odd", {2, 3, 9, 15}, {3, 1, 3, 3},
+     {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2})}},
     {"depthwise_planar_stride2", {1, 3, 10, 40}, {3, 1, 5, 5},
      {IntAttr("group", 3), IntsAttr("pads", {2, 2, 2, 2}), IntsAttr("strides", {2, 2})}},
 };
