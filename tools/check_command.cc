@@ -10,6 +10,7 @@
 #include "check/checker.h"
 #include "format/onnx_reader.h"
 #include "ir/inline_functions.h"
+#include "ops/attr_spec.h"
 #include "ops/op_registry.h"
 #include "tools/cli_common.h"
 
@@ -60,12 +61,18 @@ int Check(int argc, char** argv) {
   nee::Model& model = read.value();
   std::printf("ir version: %lld\n", static_cast<long long>(model.ir_version));
   std::printf("opsets:     %s\n", OpsetsText(model).c_str());
-  // Model-local functions are expanded first, as a session does, so their
-  // bodies are checked and typed too.
-  nee::Status inlined = nee::InlineModelFunctions(model);
-  if (!inlined.ok()) return Report({inlined});
-
+  // Every model-local function's body on its own (called or not); then calls
+  // are expanded, as a session does, so called bodies are typed too.
   std::vector<nee::Status> problems;
+  nee::Status functions = nee::CheckModelFunctions(model, nee::OpRegistry::Global(), &problems);
+  if (!functions.ok()) return Report({functions});
+  nee::Status inlined = nee::InlineModelFunctions(model);
+  if (!inlined.ok()) {
+    problems.push_back(inlined);
+    return Report(problems);
+  }
+  nee::BindAttrDeclarations(model);  // shape rules read absent attributes' declared defaults
+
   nee::CheckOptions options;
   options.problems = &problems;
   nee::Result<nee::CheckedGraph> checked = nee::CheckModel(model, nee::OpRegistry::Global(), options);

@@ -94,6 +94,28 @@ void PrintMarkdown(const std::vector<OpSupport>& matrix) {
 
 // The attributes declared at the entry's first opset (ops/attr_spec.h); null where nee
 // has no declaration and the checker leaves them unchecked.
+// A declared default as JSON: a number, a string, or an array of them; null for none.
+nee::Json JsonDefault(const nee::AttrDecl& a) {
+  if (!a.has_default) return nee::Json();
+  const nee::Attribute& d = a.default_value;
+  nee::Json list = nee::Json::Array();
+  switch (a.type) {
+    case nee::AttrType::kInt: return nee::Json::Number(static_cast<double>(d.i));
+    case nee::AttrType::kFloat: return nee::Json::Number(d.f);
+    case nee::AttrType::kString: return nee::Json::String(d.s);
+    case nee::AttrType::kInts:
+      for (int64_t v : d.ints) list.Push(nee::Json::Number(static_cast<double>(v)));
+      return list;
+    case nee::AttrType::kFloats:
+      for (float v : d.floats) list.Push(nee::Json::Number(v));
+      return list;
+    case nee::AttrType::kStrings:
+      for (const std::string& v : d.strings) list.Push(nee::Json::String(v));
+      return list;
+    default: return nee::Json();
+  }
+}
+
 nee::Json JsonAttributes(const std::string& domain, const std::string& op, int since) {
   const nee::AttrSchema* spec = nee::FindAttrSchema(domain, op, since);
   if (!spec) return nee::Json();
@@ -102,7 +124,8 @@ nee::Json JsonAttributes(const std::string& domain, const std::string& op, int s
     attrs.Push(nee::Json::Object()
                    .Set("name", a.name)
                    .Set("type", nee::Json::String(nee::AttrTypeSpecName(a.type)))
-                   .Set("required", nee::Json::Bool(a.required)));
+                   .Set("required", nee::Json::Bool(a.required))
+                   .Set("default", JsonDefault(a)));
   return attrs;
 }
 

@@ -14,6 +14,7 @@
 
 #include "api/sandboxed_session.h"
 #include "custom_ops.h"
+#include "ir/attr_decl.h"  // the attribute-default audit (a test hook below, not API)
 #include "nee/nee.h"
 
 namespace nb = nanobind;
@@ -418,6 +419,10 @@ struct Session {
 NB_MODULE(_nee, m) {
   m.doc() = "Low-level bindings of the nee C API; use the `nee` package instead.";
   m.def("version", [] { return std::string(nee_version()); });
+  // Test hooks (tests/python/test_attr_defaults.py), not API: the audit of
+  // kernels' attribute fallbacks against the declared defaults (ir/attr_decl.h).
+  m.def("_set_attr_default_audit", [](bool on) { nee::SetAttrDefaultAudit(on); });
+  m.def("_take_attr_default_mismatches", [] { return nee::TakeAttrDefaultMismatches(); });
   m.def("register_errors", [](nb::object invalid_model, nb::object invalid_argument, nb::object not_implemented,
                               nb::object out_of_memory, nb::object runtime, nb::object io,
                               nb::object cancelled) {

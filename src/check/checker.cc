@@ -214,6 +214,7 @@ class GraphChecker {
     if (it == opsets_.end())
       return InvalidModel(node.Describe() + ": the model imports no opset for domain '" + node.domain + "'");
     out_.opsets[i] = it->second;
+    if (options_.local_functions && options_.local_functions->FindFunction(node.domain, node.op_type)) return Status::Ok();
     auto schema = registry_.Resolve(domain, node.op_type, it->second);
     if (!schema.ok()) return schema.status().WithContext(node.Describe() + ": ");
     const OpSchema* s = schema.value();
@@ -508,6 +509,61 @@ const TypeInfo* TypeScope::Find(const std::string& name) const {
 Result<CheckedGraph> CheckGraph(const Graph& graph, const OpsetMap& opsets, const OpRegistry& registry,
                                 const TypeScope* outer, const CheckOptions& options, int depth) {
   return GraphChecker(graph, opsets, registry, outer, options, depth).Run();
+}
+
+namespace {
+// A model-local function's body on its own, as onnx.checker checks every
+// function whether or not a node calls it (a called one is also checked where
+// it is inlined): what CheckStructure refuses whatever the types (an op
+// unknown at the function's opsets, arity, attributes against their
+// declarations, SSA, order, undefined names). Calls to other model-local
+// functions are left unresolved (each callee is checked on its own; expanding
+// them here would repeat the session's bounded inlining once per function);
+// the function's opset imports rule, the model's fill in domains it does not
+// import.
+Status CheckFunctionBody(const Model& model, const Function& fn, const OpRegistry& registry) {
+  // A domain both import at different versions: each op of it in the body must
+  // be the same version of the op at both (onnx.checker's compatibility rule).
+  for (const Node& node : fn.nodes) {
+    const std::string domain = NormalizeDomain(node.domain);
+    int64_t in_function = -1;
+    for (const OpsetImport& o : fn.opset_imports)
+      if (NormalizeDomain(o.domain) == domain) in_function = o.version;
+    const int64_t in_model = model.OpsetVersion(domain);
+    if (in_function < 0 || in_model < 0 || in_function == in_model) continue;
+    Result<const OpSchema*> at_function = registry.Resolve(domain, node.op_type, in_function);
+    Result<const OpSchema*> at_model = registry.Resolve(domain, node.op_type, in_model);
+    if (at_function.ok() && at_model.ok() && at_function.value()->since_version != at_model.value()->since_version)
+      return InvalidModel(node.Describe() + ": the function imports opset " + std::to_string(in_function) +
+                          " of domain '" + (domain.empty() ? "ai.onnx" : domain) + "' and the model " +
+                          std::to_string(in_model) + ", at which " + node.op_type + " differs (version " +
+                          std::to_string(at_function.value()->since_version) + " against " +
+                          std::to_string(at_model.value()->since_version) + ")");
+  }
+  Model body;
+  body.ir_version = model.ir_version;
+  body.opset_imports = fn.opset_imports;
+  for (const OpsetImport& o : model.opset_imports)
+    if (body.OpsetVersion(o.domain) < 0) body.opset_imports.push_back(o);
+  body.graph.name = fn.name;
+  for (const std::string& in : fn.inputs) body.graph.inputs.push_back({in, TypeInfo{}, "", {}});
+  for (const std::string& out : fn.outputs) body.graph.outputs.push_back({out, TypeInfo{}, "", {}});
+  body.graph.nodes = fn.nodes;
+  CheckOptions options;
+  options.local_functions = &model;
+  return GraphChecker(body.graph, OpsetsOf(body.opset_imports), registry, nullptr, options, 0).CheckStructure();
+}
+}  // namespace
+
+Status CheckModelFunctions(const Model& model, const OpRegistry& registry, std::vector<Status>* problems) {
+  for (const Function& fn : model.functions) {
+    Status body = CheckFunctionBody(model, fn, registry);
+    if (body.ok()) continue;
+    body = body.WithContext("model-local function '" + fn.domain + "." + fn.name + "': ");
+    if (!problems) return body;
+    problems->push_back(std::move(body));
+  }
+  return Status::Ok();
 }
 
 Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry, const CheckOptions& options) {

@@ -58,6 +58,10 @@ struct CheckOptions {
   // one problem of the node holding it. Unset (sessions): the first problem
   // is returned as the error.
   std::vector<Status>* problems = nullptr;
+  // When set (CheckModelFunctions), a node calling one of this model's
+  // model-local functions is not resolved against the registry: the callee's
+  // body is checked on its own.
+  const Model* local_functions = nullptr;
 };
 
 Result<CheckedGraph> CheckGraph(const Graph& graph, const OpsetMap& opsets, const OpRegistry& registry,
@@ -71,6 +75,14 @@ int64_t NewestSupportedOpset(const std::string& domain);
 // NewestSupportedOpset) plus CheckGraph on the main graph.
 Result<CheckedGraph> CheckModel(const Model& model, const OpRegistry& registry,
                                 const CheckOptions& options = {});
+
+// Every model-local function's body on its own, as onnx.checker checks each
+// whether or not a node calls it: an op unknown at the function's opsets, a
+// wrong arity, attributes against their declarations, SSA, order, undefined
+// names (no types: the body's inputs have none). Sessions and `nee check` run
+// it once, before expanding calls. With `problems`, each function's problem is
+// recorded and Ok returned.
+Status CheckModelFunctions(const Model& model, const OpRegistry& registry, std::vector<Status>* problems = nullptr);
 
 // The subgraphs (If/Loop/Scan bodies, ...) an attribute or a node holds.
 std::vector<const Graph*> BodiesOf(const Attribute& attribute);

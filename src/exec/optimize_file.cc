@@ -8,6 +8,7 @@
 #include "format/onnx_reader.h"
 #include "format/onnx_writer.h"
 #include "ir/inline_functions.h"
+#include "ops/attr_spec.h"
 #include "opt/pass_manager.h"
 
 namespace nee {
@@ -48,6 +49,7 @@ Result<std::string> OptimizeModelFile(const std::string& in_path, const std::str
   std::vector<PassReport> report;
   NEE_RETURN_IF_ERROR(OptimizeModel(model, level, &report));
   // Checked once more as written: what `nee optimize` hands out must load.
+  BindAttrDeclarations(model);
   NEE_RETURN_IF_ERROR(CheckModel(model, OpRegistry::Global()).status());
   RecordLevel(model, level);
   NEE_RETURN_IF_ERROR(lineage.Append(model, "optimize", Json::Object().Set("opt_level", Json::Number(level))));

@@ -8,6 +8,7 @@
 #include "exec/profiler.h"
 #include "format/onnx_reader.h"
 #include "ir/inline_functions.h"
+#include "ops/attr_spec.h"
 #include "opt/pass_manager.h"
 
 namespace nee {
@@ -121,8 +122,11 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
   }
   s->options_ = options;
   s->model_ = std::make_unique<Model>(std::move(model));
+  NEE_RETURN_IF_ERROR(CheckModelFunctions(*s->model_, *s->registry_));
   NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_, options.max_graph_nodes));
   DropInitializerInputsBeforeIr4(*s->model_);
+  // Kernels and shape rules read absent attributes' declared defaults.
+  BindAttrDeclarations(*s->model_);
   int64_t nodes = 0;
   NEE_RETURN_IF_ERROR(CheckGraphSize(s->model_->graph, options, 0, &nodes));
   end_phase("function_inlining");
@@ -132,6 +136,7 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
   const int recorded = RecordedOptimizationLevel(*s->model_);
   if (recorded < 0 || recorded < options.graph_optimization_level) {
     NEE_RETURN_IF_ERROR(OptimizeModel(*s->model_, options.graph_optimization_level, nullptr, s->registry_));
+    BindAttrDeclarations(*s->model_);  // the nodes the passes wrote
     end_phase("graph_optimization");
   }
   NEE_ASSIGN_OR_RETURN(s->checked_, CheckModel(*s->model_, *s->registry_));

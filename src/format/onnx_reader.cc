@@ -229,6 +229,12 @@ class OnnxParser {
   format::ExternalDataResolver external_;
   bool viewed_main_file_ = false;
   std::set<std::string> used_supplied_;  // names of options_.external_initializers met so far
+  // Whether the attribute ParseAttribute last finished had no type field (or
+  // type UNDEFINED), and the error for the first node holding such an
+  // attribute: reported once the model's IR version is known (from 2 on the
+  // field is required, as onnx.checker enforces; IR 1 files infer the type).
+  bool last_attr_untyped_ = false;
+  std::optional<Status> untyped_attr_error_;
 };
 
 // ---------------------------------------------------------------- model ---
@@ -272,6 +278,7 @@ Status OnnxParser::ParseModel(ByteRange b, Model* model) {
     }
   }
   if (!has_graph) return d_.Error("model has no graph", b.data ? d_.OffsetOf(b.data) : 0);
+  if (model->ir_version >= 2 && untyped_attr_error_) return *untyped_attr_error_;
   return Status::Ok();
 }
 
@@ -322,6 +329,7 @@ Status OnnxParser::ParseGraph(ByteRange b, Graph* graph) {
 
 Status OnnxParser::ParseNode(ByteRange b, Node* node) {
   MessageReader m(d_, b, kNodeFields);
+  size_t untyped = SIZE_MAX;  // index of the first attribute without a type
   while (!m.done()) {
     Field f;
     NEE_RETURN_IF_ERROR(m.Next(&f));
@@ -332,6 +340,7 @@ Status OnnxParser::ParseNode(ByteRange b, Node* node) {
       case 4: { NEE_ASSIGN_OR_RETURN(node->op_type, m.String(f)); break; }
       case 5:
         NEE_RETURN_IF_ERROR(SubAppend(m, f, "attribute", &node->attributes, &OnnxParser::ParseAttribute));
+        if (last_attr_untyped_ && untyped == SIZE_MAX) untyped = node->attributes.size() - 1;
         break;
       case 6: { NEE_ASSIGN_OR_RETURN(node->doc_string, m.String(f)); break; }
       case 7: { NEE_ASSIGN_OR_RETURN(node->domain, m.String(f)); break; }
@@ -344,6 +353,10 @@ Status OnnxParser::ParseNode(ByteRange b, Node* node) {
         NEE_RETURN_IF_ERROR(m.Unknown(f));
     }
   }
+  if (untyped != SIZE_MAX && !untyped_attr_error_)
+    untyped_attr_error_ = d_.Error(node->Describe() + ": attribute '" + node->attributes[untyped].name +
+                                       "' has no type (AttributeProto.type is required from IR version 2)",
+                                   d_.OffsetOf(b.data));
   return Status::Ok();
 }
 
@@ -432,7 +445,8 @@ Status OnnxParser::ParseAttribute(ByteRange b, Attribute* attr) {
         NEE_RETURN_IF_ERROR(m.Unknown(f));
     }
   }
-  if (!has_type || attr->type == AttrType::kUndefined) attr->type = seen;
+  last_attr_untyped_ = !has_type || attr->type == AttrType::kUndefined;
+  if (last_attr_untyped_) attr->type = seen;
   // An attribute must carry the value its type announces (a reference to a
   // calling node's attribute, inside a function body, carries none).
   if (attr->type == AttrType::kUndefined)

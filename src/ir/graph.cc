@@ -1,6 +1,11 @@
 #include "ir/graph.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
+#include <type_traits>
+
+#include "ir/attr_decl.h"
 
 namespace nee {
 
@@ -41,6 +46,9 @@ const Attribute* Node::FindAttr(const std::string& attr_name) const {
   return nullptr;
 }
 
+bool AttrDefaultAuditOn();  // ir/attr_decl.cc
+void RecordAttrDefaultMismatch(std::string line);
+
 namespace {
 Status WrongType(const Node& node, const Attribute& a, AttrType want) {
   return InvalidModel(node.Describe() + ": attribute '" + a.name + "' should be " +
@@ -50,11 +58,51 @@ Status Missing(const Node& node, const std::string& n) {
   return InvalidModel(node.Describe() + ": required attribute '" + n + "' is missing");
 }
 
+// The default the node's declaration gives attribute `n`, when it is bound to
+// one for its op (a pass that rewrote op_type in place leaves a stale
+// pointer: ignored) that declares a default of the type the reader wants.
+const Attribute* DeclaredDefault(const Node& node, const std::string& n, AttrType want) {
+  const AttrSchema* spec = node.declaration;
+  if (!spec || spec->op != node.op_type || spec->domain != NormalizeDomain(node.domain)) return nullptr;
+  const AttrDecl* decl = spec->Find(n);
+  if (!decl || !decl->has_default || decl->type != want) return nullptr;
+  return &decl->default_value;
+}
+
+std::string Text(int64_t v) { return std::to_string(v); }
+std::string Text(float v) {  // the shortest spelling that reads back as v
+  std::string text;
+  for (int digits = 1; digits <= 9; ++digits) {
+    std::ostringstream out;
+    out.precision(digits);
+    out << v;
+    text = out.str();
+    if (std::strtof(text.c_str(), nullptr) == v) break;
+  }
+  return text;
+}
+std::string Text(const std::string& v) { return "'" + v + "'"; }
+template <typename T>
+std::string Text(const std::vector<T>& v) {
+  std::string s = "[";
+  for (size_t k = 0; k < v.size(); ++k) s += (k ? ", " : "") + Text(v[k]);
+  return s + "]";
+}
+
 template <typename T>
 Result<T> Get(const Node& node, const std::string& n, AttrType want, T Attribute::*field,
               const T* def) {
   const Attribute* a = node.FindAttr(n);
   if (!a) {
+    // (The specs declare no tensor defaults.)
+    if constexpr (!std::is_same_v<T, Tensor>) {
+      if (const Attribute* declared = DeclaredDefault(node, n, want)) {
+        if (AttrDefaultAuditOn() && (!def || !(*def == declared->*field)))
+          RecordAttrDefaultMismatch(node.declaration->Label() + " " + n + ": declared " + Text(declared->*field) +
+                                    ", reader's fallback " + (def ? Text(*def) : std::string("none (required)")));
+        return declared->*field;
+      }
+    }
     if (def) return *def;
     return Missing(node, n);
   }

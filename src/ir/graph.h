@@ -15,6 +15,7 @@
 namespace nee {
 
 struct Graph;
+struct AttrSchema;  // ir/attr_decl.h
 
 // Sparse tensor in COO form (values 1-D [NNZ]; indices [NNZ] linear or [NNZ, rank]).
 struct SparseTensor {
@@ -64,6 +65,11 @@ struct Node {
   std::vector<std::string> inputs;   // "" marks an omitted optional input
   std::vector<std::string> outputs;  // "" marks an omitted optional output
   std::vector<Attribute> attributes;
+  // The attribute declaration of the op version in force for this node
+  // (ops/attr_spec.h), recorded by BindAttrDeclarations before the model is
+  // checked and run; null when unbound or the op has none. Not part of the
+  // model: never written out, and an absent attribute stays absent.
+  const AttrSchema* declaration = nullptr;
 
   // "node 'conv1' (Conv)"; used as the prefix of every error about the node.
   std::string Describe() const;
@@ -72,9 +78,10 @@ struct Node {
   bool HasInput(size_t index) const { return index < inputs.size() && !inputs[index].empty(); }
   bool HasOutput(size_t index) const { return index < outputs.size() && !outputs[index].empty(); }
 
-  // Typed accessors: the defaulted form returns the default when absent and
-  // an error when present with the wrong type; the other form also fails
-  // when absent. Errors name the node and the attribute.
+  // Typed accessors. For an absent attribute both forms return the default
+  // the node's declaration gives it (the spec's); without one, the defaulted
+  // form returns `def` and the other fails. A present attribute of the wrong
+  // type is an error. Errors name the node and the attribute.
   Result<int64_t> GetInt(const std::string& n) const;
   Result<int64_t> GetInt(const std::string& n, int64_t def) const;
   Result<float> GetFloat(const std::string& n) const;

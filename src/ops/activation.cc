@@ -124,9 +124,11 @@ Status EluKernel(KernelContext& ctx) {
 }
 
 Status SeluKernel(KernelContext& ctx) {
-  // Defaults are the float32 constants of the ONNX schema.
-  NEE_ASSIGN_OR_RETURN(float alpha, ctx.node().GetFloat("alpha", 1.67326319217681884765625f));
-  NEE_ASSIGN_OR_RETURN(float gamma, ctx.node().GetFloat("gamma", 1.05070102214813232421875f));
+  // Defaults are the float32 constants of the ONNX schema: Selu-1 declares
+  // them to 5 digits (1.6732, 1.0507), Selu-6 to float precision.
+  const bool v6 = ctx.opset() >= 6;
+  NEE_ASSIGN_OR_RETURN(float alpha, ctx.node().GetFloat("alpha", v6 ? 1.67326319217681884765625f : 1.6732f));
+  NEE_ASSIGN_OR_RETURN(float gamma, ctx.node().GetFloat("gamma", v6 ? 1.05070102214813232421875f : 1.0507f));
   return FloatActivation(ctx, [alpha, gamma](auto x) {
     using C = decltype(x);
     return x <= 0 ? C(gamma) * (C(alpha) * std::exp(x) - C(alpha)) : C(gamma) * x;
@@ -229,11 +231,14 @@ Result<const Tensor*> ClipBound(const KernelContext& ctx, size_t i, DataType x_t
 Status ClipKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   if (ctx.opset() < 11) {
-    // Bounds are float attributes; absent means unbounded.
+    // Bounds are float attributes. Clip-6 declares defaults of -FLT_MAX and
+    // FLT_MAX (so an infinite input becomes finite, as in ONNX Runtime and
+    // onnx.reference); Clip-1 declares none: an absent bound is no bound.
     const Node& node = ctx.node();
-    const bool has_lo = node.HasAttr("min"), has_hi = node.HasAttr("max");
-    NEE_ASSIGN_OR_RETURN(float lo, node.GetFloat("min", 0.0f));
-    NEE_ASSIGN_OR_RETURN(float hi, node.GetFloat("max", 0.0f));
+    const bool v6 = ctx.opset() >= 6;
+    const bool has_lo = v6 || node.HasAttr("min"), has_hi = v6 || node.HasAttr("max");
+    NEE_ASSIGN_OR_RETURN(float lo, node.GetFloat("min", std::numeric_limits<float>::lowest()));
+    NEE_ASSIGN_OR_RETURN(float hi, node.GetFloat("max", std::numeric_limits<float>::max()));
     return FloatActivation(ctx, [=](auto v) {
       using C = decltype(v);
       if (has_lo && v < C(lo)) v = C(lo);

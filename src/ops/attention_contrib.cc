@@ -653,9 +653,11 @@ Status GroupQueryAttentionKernel(KernelContext& ctx) {
     return ctx.Error("kv_num_heads " + std::to_string(Nkv) + " must be positive and divide num_heads " + std::to_string(N));
   for (size_t i = 10; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i)) return NotImplemented(ctx.node().Describe() + ": input " + std::to_string(i) + " is not supported");
-  NEE_ASSIGN_OR_RETURN(int64_t smooth, ctx.node().GetInt("smooth_softmax", 0));
+  // smooth_softmax is declared with default -1; ONNX Runtime smooths only at
+  // 1 (absent, -1 and 0 give the same result).
+  NEE_ASSIGN_OR_RETURN(int64_t smooth, ctx.node().GetInt("smooth_softmax", -1));
   NEE_ASSIGN_OR_RETURN(int64_t qk_output, ctx.node().GetInt("qk_output", 0));
-  if (smooth != 0 || qk_output != 0 || (ctx.num_outputs() > 3 && ctx.wants_output(3)))
+  if (smooth == 1 || qk_output != 0 || (ctx.num_outputs() > 3 && ctx.wants_output(3)))
     return NotImplemented(ctx.node().Describe() + ": smooth_softmax / output_qk are not supported");
   if (query->rank() != 3) return ctx.InputError(0, "(query) must be 3-D, got " + DimsToString(query->dims()));
   const int64_t B = query->dim(0), S = query->dim(1);

@@ -1,6 +1,7 @@
 #include "ops/attr_spec.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -13,7 +14,9 @@ struct SpecRow {
   const char* op;
   int since_version;
   int accepts_undeclared;
-  const char* attrs;  // "name:TYPE name:TYPE! ..."; '!' marks a required attribute
+  // "name:TYPE name:TYPE! name:TYPE=default ..."; '!' marks a required
+  // attribute, '=' a declared default (see attr_spec.inc's header).
+  const char* attrs;
 };
 
 constexpr SpecRow kRows[] = {
@@ -38,15 +41,56 @@ AttrType TypeFromName(const std::string& name) {
   return AttrType::kUndefined;  // not reached: the generator writes only these names
 }
 
+std::vector<std::string> SplitCommas(const std::string& text) {
+  std::vector<std::string> parts;
+  if (text.empty()) return parts;
+  size_t begin = 0;
+  for (size_t comma; (comma = text.find(',', begin)) != std::string::npos; begin = comma + 1)
+    parts.push_back(text.substr(begin, comma - begin));
+  parts.push_back(text.substr(begin));
+  return parts;
+}
+
+// The generator writes floats as the shortest %g text that reads back as the
+// same float32, so strtof restores the spec's value exactly.
+float ParseFloat(const std::string& text) { return std::strtof(text.c_str(), nullptr); }
+int64_t ParseInt(const std::string& text) { return std::strtoll(text.c_str(), nullptr, 10); }
+
+// Fills the field of `a` that its type reads from the generator's spelling.
+void ParseDefault(const std::string& text, Attribute& a) {
+  switch (a.type) {
+    case AttrType::kInt: a.i = ParseInt(text); break;
+    case AttrType::kFloat: a.f = ParseFloat(text); break;
+    case AttrType::kString: a.s = text; break;
+    case AttrType::kInts:
+      for (const std::string& p : SplitCommas(text)) a.ints.push_back(ParseInt(p));
+      break;
+    case AttrType::kFloats:
+      for (const std::string& p : SplitCommas(text)) a.floats.push_back(ParseFloat(p));
+      break;
+    case AttrType::kStrings: a.strings = SplitCommas(text); break;
+    default: break;  // not reached: the generator writes defaults of these six types only
+  }
+}
+
 AttrSchema Parse(const SpecRow& row) {
   AttrSchema s{row.domain, row.op, row.since_version, row.accepts_undeclared != 0, {}};
   std::istringstream words(row.attrs);
   std::string word;
   while (words >> word) {
-    const size_t colon = word.rfind(':');
-    const bool required = word.back() == '!';
-    std::string type = word.substr(colon + 1, word.size() - colon - 1 - (required ? 1 : 0));
-    s.attrs.push_back({word.substr(0, colon), TypeFromName(type), required});
+    const size_t eq = word.find('=');
+    const std::string head = word.substr(0, eq);
+    const size_t colon = head.rfind(':');
+    const bool required = head.back() == '!';
+    std::string type = head.substr(colon + 1, head.size() - colon - 1 - (required ? 1 : 0));
+    AttrDecl decl{head.substr(0, colon), TypeFromName(type), required, false, {}};
+    if (eq != std::string::npos) {
+      decl.has_default = true;
+      decl.default_value.name = decl.name;
+      decl.default_value.type = decl.type;
+      ParseDefault(word.substr(eq + 1), decl.default_value);
+    }
+    s.attrs.push_back(std::move(decl));
   }
   return s;
 }
@@ -67,16 +111,6 @@ const Index& GetIndex() {
 }
 }  // namespace
 
-const AttrDecl* AttrSchema::Find(const std::string& name) const {
-  for (const AttrDecl& d : attrs)
-    if (d.name == name) return &d;
-  return nullptr;
-}
-
-std::string AttrSchema::Label() const {
-  return (domain.empty() ? "" : domain + ".") + op + "-" + std::to_string(since_version);
-}
-
 const AttrSchema* FindAttrSchema(const std::string& domain, const std::string& op, int64_t opset) {
   const Index& index = GetIndex();
   auto it = index.find({NormalizeDomain(domain), op});
@@ -85,6 +119,33 @@ const AttrSchema* FindAttrSchema(const std::string& domain, const std::string& o
   for (const AttrSchema& s : it->second)
     if (s.since_version <= opset) found = &s;
   return found;
+}
+
+std::vector<const AttrSchema*> AllAttrSchemas() {
+  std::vector<const AttrSchema*> all;
+  for (const auto& [key, versions] : GetIndex())
+    for (const AttrSchema& s : versions) all.push_back(&s);
+  return all;
+}
+
+namespace {
+void BindGraph(Graph& graph, const std::map<std::string, int64_t>& opsets) {
+  for (Node& node : graph.nodes) {
+    auto it = opsets.find(NormalizeDomain(node.domain));
+    node.declaration = it == opsets.end() ? nullptr : FindAttrSchema(node.domain, node.op_type, it->second);
+    for (Attribute& a : node.attributes) {
+      if (a.g) BindGraph(*a.g, opsets);
+      for (const std::shared_ptr<Graph>& body : a.graphs)
+        if (body) BindGraph(*body, opsets);
+    }
+  }
+}
+}  // namespace
+
+void BindAttrDeclarations(Model& model) {
+  std::map<std::string, int64_t> opsets;
+  for (const OpsetImport& o : model.opset_imports) opsets.emplace(NormalizeDomain(o.domain), o.version);
+  BindGraph(model.graph, opsets);
 }
 
 const char* AttrTypeSpecName(AttrType type) {

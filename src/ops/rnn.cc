@@ -136,7 +136,13 @@ Result<RnnConfig> ReadConfig(const Ctx& ctx, const Node& node, CellKind kind, in
   std::vector<std::string> defaults = kind == CellKind::kRnn   ? std::vector<std::string>{"Tanh"}
                                       : kind == CellKind::kGru ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                                                : std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"};
-  NEE_ASSIGN_OR_RETURN(std::vector<std::string> names, node.GetStrings("activations", {}));
+  // RNN declares ["Tanh", "Tanh"] as its default whatever the direction; one
+  // direction uses the first of two (as ONNX Runtime and onnx.reference do,
+  // also for two given explicitly). GRU and LSTM declare none.
+  NEE_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                       node.GetStrings("activations", kind == CellKind::kRnn ? std::vector<std::string>{"Tanh", "Tanh"}
+                                                                             : std::vector<std::string>{}));
+  if (kind == CellKind::kRnn && c.num_directions == 1 && names.size() == 2) names.resize(1);
   NEE_ASSIGN_OR_RETURN(std::vector<float> alphas, node.GetFloats("activation_alpha", {}));
   NEE_ASSIGN_OR_RETURN(std::vector<float> betas, node.GetFloats("activation_beta", {}));
   if (names.empty()) {

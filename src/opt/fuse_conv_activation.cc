@@ -38,7 +38,10 @@ bool ClipBounds(GraphEditor& ed, size_t index, std::vector<float>* bounds) {
   float lo = -kInf, hi = kInf;
   if (ed.checked().opsets[index] < 11) {
     if (opt::HasOtherAttributes(clip, {"min", "max"}) || clip.inputs.size() != 1) return false;
-    auto min = clip.GetFloat("min", -kInf), max = clip.GetFloat("max", kInf);
+    // Clip-6 declares -FLT_MAX and FLT_MAX as defaults; Clip-1 none (no bound).
+    const bool v6 = ed.checked().opsets[index] >= 6;
+    constexpr float kMax = std::numeric_limits<float>::max();
+    auto min = clip.GetFloat("min", v6 ? -kMax : -kInf), max = clip.GetFloat("max", v6 ? kMax : kInf);
     if (!min.ok() || !max.ok()) return false;
     lo = min.value();
     hi = max.value();

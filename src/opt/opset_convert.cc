@@ -17,6 +17,7 @@
 #include "format/onnx_writer.h"
 #include "ir/convert.h"
 #include "ir/inline_functions.h"
+#include "ops/attr_spec.h"
 #include "opt/opset_adapters.h"
 
 namespace nee {
@@ -604,6 +605,7 @@ Result<OpsetConversionReport> ConvertModelOpset(Model& model, int64_t target) {
   {
     Model copy = model;
     if (InlineModelFunctions(copy).ok()) {
+      BindAttrDeclarations(copy);
       Result<CheckedGraph> checked = CheckModel(copy, OpRegistry::Global());
       if (checked.ok()) {
         main.types = checked->types;
@@ -669,6 +671,7 @@ Result<OpsetConversionReport> ConvertOpsetFile(const std::string& in_path, const
     Model copy = model;
     Status inlined = InlineModelFunctions(copy);
     if (!inlined.ok()) return InvalidArgument("the converted model does not load: " + inlined.message());
+    BindAttrDeclarations(copy);
     Result<CheckedGraph> checked = CheckModel(copy, OpRegistry::Global());
     if (!checked.ok()) return InvalidArgument("the converted model does not check: " + checked.status().message());
   }

@@ -2,6 +2,8 @@
 
 #include <optional>
 
+#include "ops/attr_spec.h"
+
 namespace nee {
 
 namespace {
@@ -62,6 +64,9 @@ Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report, c
   std::optional<CheckedGraph> checked;
   for (const GraphPass& pass : kPasses) {
     if (pass.level > level) continue;
+    // Constant folding runs kernels, which read absent attributes' declared
+    // defaults; nodes an earlier pass wrote are bound here too.
+    BindAttrDeclarations(model);
     if (!checked) {
       NEE_ASSIGN_OR_RETURN(CheckedGraph fresh, CheckModel(model, ops));
       checked = std::move(fresh);
@@ -91,6 +96,7 @@ Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report, c
       continue;
     }
     ImportFusionDomainsIfUsed(model);
+    BindAttrDeclarations(model);
     Result<CheckedGraph> rechecked = CheckModel(model, ops);
     if (rechecked.ok()) {
       checked = std::move(rechecked.value());

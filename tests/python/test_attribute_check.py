@@ -57,6 +57,28 @@ def function_model(body_attrs, call_attrs):
     return m
 
 
+def untyped(n, name):
+    """`n` with attribute `name`'s type field cleared (AttributeProto.type UNDEFINED), its value kept."""
+    for a in n.attribute:
+        if a.name == name:
+            a.ClearField("type")
+    return n
+
+
+def untyped_if_model():
+    const = helper.make_node("Constant", [], ["c"], value=helper.make_tensor("c", TensorProto.BOOL, [], [True]))
+    inner = untyped(helper.make_node("LeakyRelu", ["x"], ["y"], name="inner", alpha=0.1), "alpha")
+    return model([const, helper.make_node("If", ["c"], ["y"], name="n", then_branch=branch([inner]),
+                                          else_branch=branch([helper.make_node("Identity", ["x"], ["y"])]))])
+
+
+def untyped_function_model():
+    m = function_model({}, {"a": 0.3})
+    m.functions[0].node[0].attribute.append(helper.make_attribute("__x", 1))
+    untyped(m.functions[0].node[0], "__x")
+    return m
+
+
 CASES = {
     "no attributes": model([node("LeakyRelu")]),
     "valid float": model([node("LeakyRelu", alpha=0.2)]),
@@ -79,6 +101,12 @@ CASES = {
     "function body with an unknown attribute": function_model({"foo": 1}, {"a": 0.3}),
     "ml Normalizer norm int": model([helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm=1)],
                                     extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)]),
+    "no type, declared attribute": model([untyped(node("LeakyRelu", alpha=0.2), "alpha")]),
+    "no type, reserved __ name": model([untyped(node("Relu", __internal=1), "__internal")]),
+    "no type, LayerNormalization-17's undeclared attribute": model(
+        [layer_norm(whatever=1)[0], untyped(layer_norm(whatever=1)[1], "whatever")]),
+    "no type inside an If branch": untyped_if_model(),
+    "no type in a function body": untyped_function_model(),
     "ml Normalizer valid": model([helper.make_node("Normalizer", ["x"], ["y"], domain="ai.onnx.ml", norm="L2")],
                                  extra_opsets=[helper.make_opsetid("ai.onnx.ml", 1)]),
 }
@@ -108,6 +136,15 @@ def test_acceptance_matches_onnx_checker(name):
     assert nee_accepts(m) == onnx_accepts(m)
 
 
+def test_an_attribute_without_a_type_is_refused_naming_node_and_attribute():
+    with pytest.raises(nee.InvalidGraph, match=r"node 'n' \(LeakyRelu\): attribute 'alpha' has no type"):
+        nee.InferenceSession(CASES["no type, declared attribute"].SerializeToString())
+    with pytest.raises(nee.InvalidGraph, match=r"node 'inner' \(LeakyRelu\): attribute 'alpha' has no type"):
+        nee.InferenceSession(CASES["no type inside an If branch"].SerializeToString())
+    with pytest.raises(nee.InvalidGraph, match=r"attribute '__x' has no type"):
+        nee.InferenceSession(CASES["no type in a function body"].SerializeToString())
+
+
 def test_errors_name_the_node_the_attribute_and_the_op_version():
     with pytest.raises(nee.InvalidGraph, match=r"node 'n' \(LeakyRelu\): unknown attribute 'beta' "
                                                r"\(LeakyRelu-16 has alpha\)"):
@@ -118,3 +155,63 @@ def test_errors_name_the_node_the_attribute_and_the_op_version():
         nee.InferenceSession(CASES["required missing"].SerializeToString())
     with pytest.raises(nee.InvalidGraph, match="node 'inner' \\(Relu\\): unknown attribute 'foo'"):
         nee.InferenceSession(CASES["unknown inside an If branch"].SerializeToString())
+
+
+# ---- Model-local functions no node calls: checked like onnx.checker checks every function ----
+
+
+def unused_function_model(body_nodes, function_opsets=(("", 17),)):
+    """A model whose graph is one Relu, carrying a function local.Unused that nothing calls."""
+    fn = helper.make_function("local", "Unused", ["i"], ["o"], body_nodes,
+                              [helper.make_opsetid(d, v) for d, v in function_opsets])
+    m = model([helper.make_node("Relu", ["x"], ["y"])], extra_opsets=[helper.make_opsetid("local", 1)])
+    m.functions.append(fn)
+    return m
+
+
+def calls_other_function_model():
+    """local.Unused calls local.Helper (valid); nothing calls local.Unused."""
+    m = unused_function_model([helper.make_node("Helper", ["i"], ["o"], domain="local")],
+                              function_opsets=(("", 17), ("local", 1)))
+    m.functions.append(helper.make_function("local", "Helper", ["a"], ["b"], [helper.make_node("Relu", ["a"], ["b"])],
+                                            [helper.make_opsetid("", 17)]))
+    return m
+
+
+UNUSED_FUNCTION_CASES = {
+    "valid": unused_function_model([helper.make_node("Relu", ["i"], ["o"])]),
+    "valid, calls another local function": calls_other_function_model(),
+    "unknown attribute": unused_function_model([helper.make_node("Relu", ["i"], ["o"], foo=1)]),
+    "mistyped attribute": unused_function_model([helper.make_node("LeakyRelu", ["i"], ["o"], alpha=1)]),
+    "required attribute missing": unused_function_model([helper.make_node("Cast", ["i"], ["o"])]),
+    "unknown op": unused_function_model([helper.make_node("NoSuchOp", ["i"], ["o"])]),
+    "arity": unused_function_model([helper.make_node("Relu", ["i", "i"], ["o"])]),
+    "undefined input": unused_function_model([helper.make_node("Relu", ["zz"], ["o"])]),
+    "output defined twice": unused_function_model([helper.make_node("Relu", ["i"], ["o"]),
+                                                   helper.make_node("Relu", ["i"], ["o"])]),
+    "op older than the function's opset": unused_function_model([helper.make_node("Relu", ["i"], ["o"],
+                                                                                  consumed_inputs=[0])]),
+    "old attribute at the function's old opset": unused_function_model(
+        [helper.make_node("Relu", ["i"], ["o"], consumed_inputs=[0])], function_opsets=(("", 5),)),
+    "function's opset differs, op the same at both": unused_function_model(
+        [helper.make_node("Relu", ["i"], ["o"])], function_opsets=(("", 16),)),
+    "function's opset differs, op changed between": unused_function_model(
+        [helper.make_node("Relu", ["i"], ["o"])], function_opsets=(("", 13),)),
+}
+
+
+def nee_refusal(m):
+    try:
+        nee.InferenceSession(m.SerializeToString())
+        return None
+    except nee.NeeError as e:
+        return str(e)
+
+
+@pytest.mark.parametrize("name", sorted(UNUSED_FUNCTION_CASES))
+def test_functions_no_node_calls_are_checked_as_onnx_checker_does(name):
+    m = UNUSED_FUNCTION_CASES[name]
+    refusal = nee_refusal(m)
+    assert (refusal is None) == onnx_accepts(m), refusal
+    if refusal is not None:
+        assert "model-local function 'local.Unused'" in refusal, refusal

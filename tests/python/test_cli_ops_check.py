@@ -105,6 +105,67 @@ def test_ort_registers_the_extra_onnx_domain_ops(op, opset):
     assert y.shape == (2, 4)
 
 
+def spec_default(attr):
+    """An attribute's default from its schema as a JSON-like value (None for none): onnx's
+    OpSchema.Attribute.default_value, or onnxruntime's serialized _default_value."""
+    if hasattr(attr, "default_value"):
+        d = attr.default_value
+    else:
+        d = onnx.AttributeProto()
+        if attr._default_value:
+            d.ParseFromString(attr._default_value)
+    if d.type == onnx.AttributeProto.UNDEFINED:
+        return None
+    value = helper.get_attribute_value(d)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [v.decode() if isinstance(v, bytes) else v for v in value]
+    return value
+
+
+def test_declared_attributes_and_defaults_are_the_specs(matrix):
+    """Every declaration `nee ops` lists (which the checker and the kernels' defaults read) has the
+    names, types, required flags and default values of onnx's schema (onnxruntime's for com.microsoft);
+    float defaults compared as float32 values."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as ort
+
+    ort_schemas = {(s.name, s.since_version): s for s in ort.get_all_operator_schema() if s.domain == "com.microsoft"}
+    compared = with_default = 0
+    for op in matrix["operators"]:
+        for v in op["versions"]:
+            if v["attributes"] is None or op["domain"] == "ai.nee":
+                continue
+            domain = "" if op["domain"] == "ai.onnx" else op["domain"]
+            if domain == "com.microsoft":
+                schema = ort_schemas.get((op["op"], v["since"]))
+            else:
+                try:
+                    schema = onnx.defs.get_schema(op["op"], v["since"], domain)
+                except onnx.defs.SchemaError:
+                    schema = None
+            if schema is None or schema.since_version != v["since"]:
+                # An entry nee registers at a version the spec did not change (the declaration
+                # in force there is the older one's).
+                continue
+            listed = {a["name"]: a for a in v["attributes"]}
+            assert sorted(listed) == sorted(schema.attributes), (op["op"], v["since"])
+            for name, attr in schema.attributes.items():
+                a = listed[name]
+                assert a["type"] == onnx.AttributeProto.AttributeType.Name(int(attr.type)), (op["op"], name)
+                assert a["required"] == attr.required, (op["op"], name)
+                want = spec_default(attr)
+                if isinstance(want, float):  # (JSON writes -0 as 0: the sign is unit-tested in C++)
+                    assert np.float32(a["default"]) == np.float32(want), (op["op"], name, a, want)
+                elif isinstance(want, list) and want and isinstance(want[0], float):
+                    assert np.array_equal(np.array(a["default"], np.float32), np.array(want, np.float32))
+                else:
+                    assert a["default"] == want, (op["op"], v["since"], name, a["default"], want)
+                compared += 1
+                with_default += want is not None
+    assert compared > 1000 and with_default > 500, (compared, with_default)
+
+
 def test_standard_domains_stop_at_the_onnx_release(matrix):
     """The newest opset listed per standard domain is the onnx package's (onnx.defs), and every op's last
     entry runs up to it."""
@@ -263,6 +324,29 @@ def test_check_unknown_op(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     _, problems = parse_check(r.stdout)
     assert len(problems) == 1 and "node 'mystery' (Frobnicate)" in problems[0] and "not supported" in problems[0]
+    assert "    z: tensor(float) [2]" in r.stdout
+
+
+def test_check_reports_a_function_no_node_calls(tmp_path):
+    """A model-local function nothing calls, with an unknown attribute: onnx.checker refuses the model,
+    `nee check` reports the function's problem and still types the graph."""
+    fn = helper.make_function("local", "Unused", ["i"], ["o"], [helper.make_node("Relu", ["i"], ["o"], name="r", foo=1)],
+                              [helper.make_opsetid("", 17)])
+    graph = helper.make_graph([helper.make_node("Abs", ["x"], ["z"], name="abs")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)],
+                              functions=[fn])
+    model.ir_version = 8
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model)
+    path = tmp_path / "unused_function.onnx"
+    onnx.save(model, str(path))
+    r = nee_cli("check", path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    _, problems = parse_check(r.stdout)
+    assert len(problems) == 1 and "model-local function 'local.Unused'" in problems[0], problems
+    assert "node 'r' (Relu): unknown attribute 'foo'" in problems[0]
     assert "    z: tensor(float) [2]" in r.stdout
 
 

@@ -98,9 +98,12 @@ bool EqualsIgnoringCase(const std::string& a, const char* b) {
 // Whether the activations attribute is absent or spells out the defaults
 // (once, or once per direction).
 bool DefaultActivations(const Node& node, Cell cell, int64_t dirs) {
-  auto names = node.GetStrings("activations", {});
+  // RNN's declared default is ["Tanh", "Tanh"] (one direction uses the first).
+  auto names = node.GetStrings("activations", cell == Cell::kRnn ? std::vector<std::string>{"Tanh", "Tanh"}
+                                                                 : std::vector<std::string>{});
   if (!names.ok()) return false;
   if (names->empty()) return true;
+  if (cell == Cell::kRnn && dirs == 1 && names->size() == 2) names->resize(1);
   static const char* kLstm[] = {"Sigmoid", "Tanh", "Tanh"};
   static const char* kGru[] = {"Sigmoid", "Tanh"};
   static const char* kRnn[] = {"Tanh"};

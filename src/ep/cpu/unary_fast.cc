@@ -13,6 +13,7 @@
 // the split between threads never changes a result.
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "ep/cpu/cpu_kernels.h"
@@ -127,9 +128,11 @@ Status MapExact(KernelContext& ctx, const Op& op) {
 bool ReadClipBounds(const KernelContext& ctx, ClipOp* op) {
   const Node& node = ctx.node();
   if (ctx.opset() < 11) {
-    op->has_lo = node.HasAttr("min");
-    op->has_hi = node.HasAttr("max");
-    auto lo = node.GetFloat("min", 0.f), hi = node.GetFloat("max", 0.f);
+    // As the reference: Clip-6's declared defaults are -FLT_MAX and FLT_MAX.
+    op->has_lo = ctx.opset() >= 6 || node.HasAttr("min");
+    op->has_hi = ctx.opset() >= 6 || node.HasAttr("max");
+    auto lo = node.GetFloat("min", std::numeric_limits<float>::lowest());
+    auto hi = node.GetFloat("max", std::numeric_limits<float>::max());
     if (!lo.ok() || !hi.ok()) return false;
     op->lo = lo.value();
     op->hi = hi.value();

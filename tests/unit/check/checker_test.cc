@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "../ops/op_test_util.h"
 #include "ops/attr_spec.h"
 #include "ops/op_util.h"
@@ -265,6 +267,34 @@ TEST(CheckerAttributes, DeclarationsResolveByOpset) {
   EXPECT_NE(FindAttrSchema("ai.nee", "FusedMatMul", 1), nullptr);
   EXPECT_EQ(FindAttrSchema("", "Relu", 0), nullptr);         // before its first version
   EXPECT_EQ(FindAttrSchema("com.example", "Relu", 1), nullptr);  // an undeclared domain
+}
+
+// The spec's defaults, as onnx.defs (onnxruntime's schemas for com.microsoft)
+// give them; tests/python/test_cli_ops_check.py compares every one.
+TEST(CheckerAttributes, DeclarationsCarryTheSpecsDefaults) {
+  const AttrDecl* alpha = FindAttrSchema("", "LeakyRelu", 17)->Find("alpha");
+  ASSERT_TRUE(alpha->has_default);
+  EXPECT_EQ(alpha->default_value.type, AttrType::kFloat);
+  EXPECT_EQ(alpha->default_value.f, 0.01f);
+  const AttrSchema* clip6 = FindAttrSchema("", "Clip", 6);
+  EXPECT_EQ(clip6->Find("max")->default_value.f, 3.4028234663852886e38f);  // FLT_MAX, exactly
+  EXPECT_EQ(clip6->Find("min")->default_value.f, -3.4028234663852886e38f);
+  const AttrDecl* mvn = FindAttrSchema("", "MeanVarianceNormalization", 13)->Find("axes");
+  EXPECT_EQ(mvn->default_value.ints, (std::vector<int64_t>{0, 2, 3}));
+  const AttrSchema* rnn = FindAttrSchema("", "RNN", 22);
+  EXPECT_EQ(rnn->Find("activations")->default_value.strings, (std::vector<std::string>{"Tanh", "Tanh"}));
+  EXPECT_EQ(rnn->Find("direction")->default_value.s, "forward");
+  EXPECT_FALSE(rnn->Find("hidden_size")->has_default);
+  EXPECT_FALSE(FindAttrSchema("", "Cast", 21)->Find("to")->has_default);
+  EXPECT_EQ(FindAttrSchema("", "Cast", 21)->Find("saturate")->default_value.i, 1);
+  const AttrDecl* neg_zero = FindAttrSchema("ai.onnx.ml", "LabelEncoder", 4)->Find("default_float");
+  ASSERT_TRUE(neg_zero->has_default);
+  EXPECT_EQ(neg_zero->default_value.f, 0.0f);
+  EXPECT_TRUE(std::signbit(neg_zero->default_value.f));  // onnx declares -0.0
+  const AttrDecl* empty = FindAttrSchema("com.microsoft", "PagedAttention", 1)->Find("k_cache_dtype");
+  ASSERT_TRUE(empty->has_default);
+  EXPECT_EQ(empty->default_value.s, "");
+  EXPECT_EQ(FindAttrSchema("com.microsoft", "PagedAttention", 1)->Find("kv_cache_layout")->default_value.s, "SEPARATE");
 }
 
 TEST(CheckerAttributes, OmittedOptionalAttributesPass) {

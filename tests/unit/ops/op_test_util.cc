@@ -1,5 +1,7 @@
 #include "op_test_util.h"
 
+#include "ops/attr_spec.h"
+
 namespace nee::testing {
 
 Attribute IntAttr(const std::string& name, int64_t v) {
@@ -46,7 +48,20 @@ static TypeInfo TypeOfValue(const Value& v) {
   }
 }
 
-Result<OpRun> RunOp(const Node& node, int64_t opset, const std::vector<Value>& inputs, int num_threads) {
+Result<OpRun> RunOp(const Node& unbound, int64_t opset, const std::vector<Value>& inputs, int num_threads) {
+  // Bound to its declaration as a session binds it (ops/attr_spec.h), with
+  // the audit on: the rule and the kernel must read no absent attribute with
+  // a fallback other than the declared default.
+  Node node = unbound;
+  node.declaration = FindAttrSchema(node.domain, node.op_type, opset);
+  TakeAttrDefaultMismatches();
+  SetAttrDefaultAudit(true);
+  struct AuditCheck {
+    ~AuditCheck() {
+      SetAttrDefaultAudit(false);
+      for (const std::string& line : TakeAttrDefaultMismatches()) ADD_FAILURE() << "attribute default: " << line;
+    }
+  } audit_check;
   NEE_ASSIGN_OR_RETURN(const OpSchema* schema, OpRegistry::Global().Resolve(node.domain, node.op_type, opset));
   std::vector<TypeInfo> input_types;
   for (const Value& v : inputs) input_types.push_back(TypeOfValue(v));
