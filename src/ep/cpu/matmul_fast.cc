@@ -192,38 +192,50 @@ Status GemmFloat(KernelContext& ctx) {
   if (k != kb)
     return ctx.InputError(1, "inner dimensions differ: A " + DimsToString(a->dims()) + (trans_a ? " (transposed)" : "") +
                                  ", B " + DimsToString(b->dims()) + (trans_b ? " (transposed)" : ""));
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, {m, n}));
-  float* y = out.data<float>();
-  float out_beta = 0.f;
-  if (c && beta != 0.f) {
-    // Unidirectional broadcast of C to [m, n].
-    std::vector<int64_t> cd = c->dims();
-    while (cd.size() < 2) cd.insert(cd.begin(), 1);
-    if ((cd[0] != 1 && cd[0] != m) || (cd[1] != 1 && cd[1] != n))
-      return ctx.InputError(2, "shape " + DimsToString(c->dims()) + " does not broadcast to [" + std::to_string(m) +
-                                   "," + std::to_string(n) + "]");
-    // Row by row, so the common [n] bias is a straight vectorizable copy.
-    const float* cp = c->data<float>();
-    for (int64_t i = 0; i < m; ++i) {
-      const float* c_row = cp + (cd[0] == 1 ? 0 : i) * cd[1];
-      float* y_row = y + i * n;
-      if (cd[1] == 1) std::fill(y_row, y_row + n, beta * c_row[0]);
-      else for (int64_t j = 0; j < n; ++j) y_row[j] = beta * c_row[j];
-    }
-    out_beta = 1.f;
-  }
+  // C's dims as [rows, cols] for its unidirectional broadcast to [m, n].
+  std::vector<int64_t> cd = c ? c->dims() : std::vector<int64_t>{};
+  while (cd.size() < 2) cd.insert(cd.begin(), 1);
+  const bool add_c = c && beta != 0.f;
+  if (add_c && ((cd[0] != 1 && cd[0] != m) || (cd[1] != 1 && cd[1] != n)))
+    return ctx.InputError(2, "shape " + DimsToString(c->dims()) + " does not broadcast to [" + std::to_string(m) + "," +
+                                 std::to_string(n) + "]");
+  const float* cp = add_c ? c->data<float>() : nullptr;
   if (m == 1 && trans_b) {
-    GemvTransposedB(ctx, a->data<float>(), b->data<float>(), n, k, alpha, out_beta, y);
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, {m, n}));
+    float* y = out.data<float>();
+    if (add_c)
+      for (int64_t j = 0; j < n; ++j) y[j] = beta * cp[cd[1] == 1 ? 0 : j];
+    GemvTransposedB(ctx, a->data<float>(), b->data<float>(), n, k, alpha, add_c ? 1.f : 0.f, y);
     return Status::Ok();
   }
+  // SGEMM writes every element (beta 0), and beta * C is added to each
+  // finished row block of alpha A B while it is in L1 (its epilogue), instead
+  // of being copied into Y first and read back by every k-block.
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, {m, n}));
+  float* y = out.data<float>();
+  const SgemmEpilogueFn add_c_fn = [&](int64_t i0, int64_t j0, int64_t rows, int64_t cols, float* tile, int64_t ldc) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* c_row = cp + (cd[0] == 1 ? 0 : i0 + r) * cd[1];
+      float* y_row = tile + r * ldc;
+      if (cd[1] == 1) {
+        const float v = beta * c_row[0];
+        for (int64_t j = 0; j < cols; ++j) y_row[j] += v;
+      } else if (beta == 1.f) {
+        for (int64_t j = 0; j < cols; ++j) y_row[j] += c_row[j0 + j];
+      } else {
+        for (int64_t j = 0; j < cols; ++j) y_row[j] += beta * c_row[j0 + j];
+      }
+    }
+  };
+  const SgemmEpilogueFn* epilogue = add_c ? &add_c_fn : nullptr;
   MatrixView av = trans_a ? MatrixView{a->data<float>(), 1, m} : MatrixView{a->data<float>(), k, 1};
   MatrixView bv = trans_b ? MatrixView{b->data<float>(), 1, k} : MatrixView{b->data<float>(), n, 1};
   // With B transposed, a one-row A reads B in place (GemvTransposedB above):
   // B is kept then, only its file pages let go.
   if (auto packed = PackedConstantB(ctx, 1, k, n, bv, trans_b != 0, trans_b == 0))
-    Sgemm(m, n, k, SgemmA(av, alpha), SgemmB(*packed), out_beta, y, n, ctx.pool());
+    Sgemm(m, n, k, SgemmA(av, alpha), SgemmB(*packed), 0.f, y, n, ctx.pool(), epilogue);
   else
-    Sgemm(m, n, k, alpha, av, bv, out_beta, y, n, ctx.pool());
+    Sgemm(m, n, k, SgemmA(av, alpha), SgemmB(bv), 0.f, y, n, ctx.pool(), epilogue);
   return Status::Ok();
 }
 

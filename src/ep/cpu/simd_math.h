@@ -56,26 +56,29 @@ NEE_AVX2_INLINE __m256 Exp8(__m256 x) {
 }
 
 // Polynomials by Estrin's scheme: pairs of coefficients combined by powers of
-// the argument, so the dependent chain is log2 of the degree long instead of
-// the degree (Horner). Tanh8 and Erf8 are latency-bound otherwise: their
-// chains of some 25 dependent FMAs let the core overlap too few vectors.
-// c[0] is the constant term.
+// the argument, so the dependent chain is about log2 of the degree long
+// instead of the degree (Horner). c[0] is the constant term. Written out per
+// degree: GCC leaves a generic combining loop rolled, with its partial sums
+// on the stack.
+// c[i] + c[i + 1] x.
+template <int N>
+NEE_AVX2_INLINE __m256 EstrinPair8(__m256 x, const float (&c)[N], int i) {
+  return _mm256_fmadd_ps(_mm256_set1_ps(c[i + 1]), x, _mm256_set1_ps(c[i]));
+}
+
 template <int N>
 NEE_AVX2_INLINE __m256 Estrin8(__m256 x, const float (&c)[N]) {
-  static_assert(N >= 2 && N <= 9, "degree 1 to 8");
-  __m256 pair[5];
-  for (int i = 0; i < N / 2; ++i)
-    pair[i] = _mm256_fmadd_ps(_mm256_set1_ps(c[2 * i + 1]), x, _mm256_set1_ps(c[2 * i]));
-  int count = N / 2;
-  if (N % 2) pair[count++] = _mm256_set1_ps(c[N - 1]);
-  __m256 power = _mm256_mul_ps(x, x);
-  while (count > 1) {
-    for (int i = 0; i < count / 2; ++i) pair[i] = _mm256_fmadd_ps(pair[2 * i + 1], power, pair[2 * i]);
-    if (count % 2) pair[count / 2] = pair[count - 1];
-    count = (count + 1) / 2;
-    if (count > 1) power = _mm256_mul_ps(power, power);
+  static_assert(N == 6 || N == 7 || N == 9, "degrees 5, 6 and 8");
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  const __m256 low = _mm256_fmadd_ps(EstrinPair8(x, c, 2), x2, EstrinPair8(x, c, 0));  // degree 3
+  if constexpr (N == 6) return _mm256_fmadd_ps(EstrinPair8(x, c, 4), _mm256_mul_ps(x2, x2), low);
+  const __m256 x4 = _mm256_mul_ps(x2, x2);
+  if constexpr (N == 7) {
+    return _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(c[6]), x2, EstrinPair8(x, c, 4)), x4, low);
+  } else {
+    const __m256 high = _mm256_fmadd_ps(EstrinPair8(x, c, 6), x2, EstrinPair8(x, c, 4));  // times x^4
+    return _mm256_fmadd_ps(_mm256_set1_ps(c[8]), _mm256_mul_ps(x4, x4), _mm256_fmadd_ps(high, x4, low));
   }
-  return pair[0];
 }
 
 // e^v for v in [-87, 0] (below -87 it gives e^-87: callers that can go there
