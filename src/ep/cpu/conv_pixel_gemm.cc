@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/simd_x86.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -104,25 +105,6 @@ template <int S>
 constexpr TileFn kTiles[kTilePixels] = {PixelTile<1, S>, PixelTile<2, S>, PixelTile<3, S>,
                                          PixelTile<4, S>, PixelTile<5, S>, PixelTile<6, S>};
 
-// out[i * ld_out + k] = in[k * ld_in + i] for an 8x8 block.
-__attribute__((target("avx2"))) void Transpose8x8(const float* in, int64_t ld_in, float* out, int64_t ld_out) {
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(in + i * ld_in);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(out + i * ld_out, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-    _mm256_storeu_ps(out + (i + 4) * ld_out, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-  }
-}
 
 }  // namespace
 
@@ -152,7 +134,7 @@ void TransposeOut(const float* grid, int64_t ldg, int64_t M, int64_t pixels, flo
   int64_t j = 0;
   for (; j + 8 <= pixels; j += 8) {
     int64_t m = 0;
-    for (; m + 8 <= M; m += 8) Transpose8x8(grid + j * ldg + m, ldg, y + m * y_plane + j, y_plane);
+    for (; m + 8 <= M; m += 8) Transpose8x8Avx2(grid + j * ldg + m, ldg, y + m * y_plane + j, y_plane);
     for (; m < M; ++m)
       for (int64_t i = 0; i < 8; ++i) y[m * y_plane + j + i] = grid[(j + i) * ldg + m];
   }

@@ -5,6 +5,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <cstdint>
+
 namespace nee::cpu {
 
 // Eight consecutive output columns' inputs for one window tap: src[0],
@@ -20,6 +22,34 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadStrided8(co
     // [l0 l2 h0 h2 | l4 l6 h4 h6] -> [l0 l2 l4 l6 h0 h2 h4 h6]
     const __m256 evens = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(evens), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+}
+
+// y[j][i] = x[i][j] for an 8x8 tile; x has row stride ldx, y ldy (elements).
+// Every loop is unrolled: otherwise GCC keeps r and t in memory (stack
+// spills and loop counters were most of the time on a detector head's
+// transposes).
+__attribute__((target("avx2"))) inline void Transpose8x8Avx2(const float* x, int64_t ldx, float* y,
+                                                               int64_t ldy) {
+  __m256 r[8], t[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(x + i * ldx);
+#pragma GCC unroll 4
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));      // a0 b0 c0 d0 | a4 ..
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));  // a1 b1 c1 d1 | a5 ..
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(y + j * ldy, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+    _mm256_storeu_ps(y + (j + 4) * ldy, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
   }
 }
 

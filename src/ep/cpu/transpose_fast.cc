@@ -80,34 +80,6 @@ void CopyRows(const uint32_t* x, uint32_t* y, const std::vector<int64_t>& dims, 
   }
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-// y[j][i] = x[i][j] for an 8x8 tile; x has row stride ldx, y ldy (elements).
-// Every loop is unrolled: otherwise GCC keeps r and t in memory (stack
-// spills and loop counters were most of the time on a detector head's
-// transposes).
-__attribute__((target("avx2"))) void Tile8x8Avx2(const float* x, int64_t ldx, float* y, int64_t ldy) {
-  __m256 r[8], t[8];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(x + i * ldx);
-#pragma GCC unroll 4
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);      // a0 b0 a1 b1 | a4 b4 a5 b5
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);  // a2 b2 a3 b3 | a6 b6 a7 b7
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));      // a0 b0 c0 d0 | a4 ..
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));  // a1 b1 c1 d1 | a5 ..
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    _mm256_storeu_ps(y + j * ldy, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
-    _mm256_storeu_ps(y + (j + 4) * ldy, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
-  }
-}
-#endif
 
 // Output rows [j0, j1) of y = x^T for x [m, n] (y [n, m]).
 void TransposeBand(const uint32_t* x, uint32_t* y, int64_t m, int64_t n, int64_t j0, int64_t j1, bool avx2) {
@@ -122,7 +94,7 @@ void TransposeBand(const uint32_t* x, uint32_t* y, int64_t m, int64_t n, int64_t
         for (int64_t c = j0; c < j1; c += 16) __builtin_prefetch(x + r * n + c);
       int64_t j = j0;
       for (; j + 8 <= j1; j += 8)
-        Tile8x8Avx2(reinterpret_cast<const float*>(x + i * n + j), n, reinterpret_cast<float*>(y + j * m + i), m);
+        Transpose8x8Avx2(reinterpret_cast<const float*>(x + i * n + j), n, reinterpret_cast<float*>(y + j * m + i), m);
       for (; j < j1; ++j)
         for (int64_t ii = i; ii < i + 8; ++ii) y[j * m + ii] = x[ii * n + j];
     }
