@@ -232,6 +232,32 @@ NEE_AVX2 void NarrowPlane(const Depthwise2D& g, const int32_t* keep_lanes, const
 using NarrowPlaneFn = void (*)(const Depthwise2D&, const int32_t*, const float*, const float*, float,
                                const FusedActivation&, float*);
 
+// Every plane of the tensor, several small ones to a task: plane(x_plane,
+// channel, y_plane) computes one, reading it where it lies, or from a copy
+// with `before` and `after` floats of zeroed room when its reads would leave
+// the tensor (the first and last planes). With a residual the kernels ran
+// without the activation; the residual and activation follow per plane.
+template <typename PlaneFn>
+void ForEachPlane(KernelContext& ctx, const Depthwise2D& g, const float* x, int64_t before, int64_t after,
+                  const FusedActivation& act, const float* z, float* y, PlaneFn plane) {
+  const int64_t planes = g.N * g.C, in_plane = g.H * g.W, out_plane = g.OH * g.OW;
+  const int64_t group = std::clamp<int64_t>(kTaskOutputs / out_plane, 1, planes);
+  ParallelTasks(ctx, (planes + group - 1) / group, [&](int64_t task) {
+    const int64_t p0 = task * group, p1 = std::min(planes, p0 + group);
+    for (int64_t p = p0; p < p1; ++p) {
+      const float* x_plane = x + p * in_plane;
+      thread_local std::vector<float> copy;
+      if (p * in_plane - before < 0 || (p + 1) * in_plane + after > planes * in_plane) {
+        copy.assign(static_cast<size_t>(before + in_plane + after), 0.f);
+        std::copy(x_plane, x_plane + in_plane, copy.begin() + before);
+        x_plane = copy.data() + before;
+      }
+      plane(x_plane, p % g.C, y + p * out_plane);
+      if (z) BiasResidualActivate(act, nullptr, z + p * out_plane, 0, y + p * out_plane, 0, 1, out_plane);
+    }
+  });
+}
+
 bool UseAvx2Only() {
   return SgemmActiveIsa() == SgemmIsa::kAvx2 && !SgemmPortableForced();
 }
@@ -266,27 +292,12 @@ void DepthwiseFlat(KernelContext& ctx, const Depthwise2D& g, const float* x, con
   const FlatPlaneFn fn =
       ForActivation8(z ? Kind::kNone : act.kind, [&](auto k) { return ForTaps<decltype(k)::value>(g.KH * g.KW); });
   const FlatTables tables = TablesFor(g);
-  const int64_t planes = g.N * g.C, in_plane = g.H * g.W, out_plane = g.OH * g.OW, taps = g.KH * g.KW;
-  const int64_t group = std::clamp<int64_t>(kTaskOutputs / out_plane, 1, planes);
-  // A plane whose reads would leave the tensor is computed from a copy with
-  // room around it (the masks drop whatever that room holds).
+  const int64_t out_plane = g.OH * g.OW, taps = g.KH * g.KW;
+  // The masks drop whatever a copy's room holds.
   const int64_t before = -std::min<int64_t>(0, tables.first_read);
-  const int64_t after = std::max<int64_t>(in_plane, tables.end_read) - in_plane;
-  ParallelTasks(ctx, (planes + group - 1) / group, [&](int64_t task) {
-    const int64_t p0 = task * group, p1 = std::min(planes, p0 + group);
-    for (int64_t p = p0; p < p1; ++p) {
-      const float* x_plane = x + p * in_plane;
-      const bool inside = p * in_plane - before >= 0 && (p + 1) * in_plane + after <= planes * in_plane;
-      thread_local std::vector<float> copy;
-      if (!inside) {
-        copy.assign(static_cast<size_t>(before + in_plane + after), 0.f);
-        std::copy(x_plane, x_plane + in_plane, copy.begin() + before);
-        x_plane = copy.data() + before;
-      }
-      const int64_t c = p % g.C;
-      fn(tables, out_plane, g.W, x_plane, w + c * taps, bias ? bias[c] : 0.f, act, y + p * out_plane);
-      if (z) BiasResidualActivate(act, nullptr, z + p * out_plane, 0, y + p * out_plane, 0, 1, out_plane);
-    }
+  const int64_t after = std::max<int64_t>(g.H * g.W, tables.end_read) - g.H * g.W;
+  ForEachPlane(ctx, g, x, before, after, act, z, y, [&](const float* x_plane, int64_t c, float* y_plane) {
+    fn(tables, out_plane, g.W, x_plane, w + c * taps, bias ? bias[c] : 0.f, act, y_plane);
   });
 #else
   (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
@@ -316,23 +327,9 @@ void DepthwiseNarrow(KernelContext& ctx, const Depthwise2D& g, const float* x, c
   int32_t keep[3 * kLanes];
   for (int kw = 0; kw < 3; ++kw)
     for (int c = 0; c < kLanes; ++c) keep[kw * kLanes + c] = 2 * c + kw - 1 >= 0 && 2 * c + kw - 1 < g.W ? -1 : 0;
-  const int64_t planes = g.N * g.C, in_plane = g.H * g.W, out_plane = g.OH * g.OW;
-  const int64_t group = std::clamp<int64_t>(kTaskOutputs / out_plane, 1, planes);
   const int64_t after = 2 * kLanes - g.W;  // the last row's loads reach this far past the plane
-  ParallelTasks(ctx, (planes + group - 1) / group, [&](int64_t task) {
-    const int64_t p0 = task * group, p1 = std::min(planes, p0 + group);
-    for (int64_t p = p0; p < p1; ++p) {
-      const float* x_plane = x + p * in_plane;
-      thread_local std::vector<float> copy;
-      if ((p + 1) * in_plane + after > planes * in_plane) {
-        copy.assign(static_cast<size_t>(in_plane + after), 0.f);
-        std::copy(x_plane, x_plane + in_plane, copy.begin());
-        x_plane = copy.data();
-      }
-      const int64_t c = p % g.C;
-      fn(g, keep, x_plane, w + c * 9, bias ? bias[c] : 0.f, act, y + p * out_plane);
-      if (z) BiasResidualActivate(act, nullptr, z + p * out_plane, 0, y + p * out_plane, 0, 1, out_plane);
-    }
+  ForEachPlane(ctx, g, x, 0, after, act, z, y, [&](const float* x_plane, int64_t c, float* y_plane) {
+    fn(g, keep, x_plane, w + c * 9, bias ? bias[c] : 0.f, act, y_plane);
   });
 #else
   (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
