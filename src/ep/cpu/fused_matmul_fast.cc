@@ -6,8 +6,8 @@
 // A constant B is packed once per session (PreparedCache) as column groups,
 // each its own SgemmPackedB. A task is one row block x one column group, as
 // SGEMM's own tasks are (rows in blocks of at most 144, columns in groups of
-// up to 512): a single-threaded SGEMM that applies the epilogue to each of its
-// micro-tiles as it finishes them (SgemmEpilogueFn). Tasks are
+// up to 512): a single-threaded SGEMM that applies the epilogue to each row
+// block as it finishes it, in L1 (SgemmEpilogueFn). Tasks are
 // claimed by threads one at a time and write disjoint tiles, and neither the
 // tiling nor the thread changes how an element is computed (SGEMM never splits
 // k; the epilogue is per element), so results do not depend on the thread
@@ -99,6 +99,13 @@ void Epilogue(const FusedMatMulGeometry& g, float* y, int64_t ld, int64_t rows, 
 
 bool NeedsEpilogue(const FusedMatMulGeometry& g) { return g.bias || g.activation != FusedActivation::kNone; }
 
+// The epilogue as SGEMM calls it; `bias` is the bias of the product's column 0.
+SgemmEpilogueFn EpilogueFor(const FusedMatMulGeometry& g, const float* bias) {
+  return [&g, bias](int64_t, int64_t j0, int64_t rows, int64_t cols, float* c, int64_t ldc) {
+    Epilogue(g, c, ldc, rows, cols, bias ? bias + j0 : nullptr);
+  };
+}
+
 // A's row blocks are packed first, once each (the tasks of a row block share
 // them: packing per task would repeat it for every column group).
 void RunTiled(KernelContext& ctx, const FusedMatMulGeometry& g, const PackedGroups& packed, float* y) {
@@ -116,13 +123,7 @@ void RunTiled(KernelContext& ctx, const FusedMatMulGeometry& g, const PackedGrou
     const SgemmPackedA& a = *packed_a[static_cast<size_t>(t / groups)];
     const int64_t i0 = t / groups * task_rows, j0 = t % groups * packed.group_cols;
     const SgemmPackedB& b = *packed.groups[static_cast<size_t>(t % groups)];
-    // The epilogue runs on each micro-tile as SGEMM finishes it, while it is
-    // in L1: a task's whole tile (144 x 512 floats) would be out of L2 by the
-    // time a pass over it came back (BERT/ViT's GELU cost 2.5 ns an element so).
-    const float* bias = g.bias ? g.bias + j0 : nullptr;
-    const SgemmEpilogueFn epilogue = [&](int64_t, int64_t tj, int64_t rows, int64_t cols, float* c, int64_t ldc) {
-      Epilogue(g, c, ldc, rows, cols, bias ? bias + tj : nullptr);
-    };
+    const SgemmEpilogueFn epilogue = EpilogueFor(g, g.bias ? g.bias + j0 : nullptr);
     Sgemm(a.m(), b.n(), g.k, SgemmA(a), SgemmB(b), 0.f, y + i0 * g.n + j0, g.n, nullptr,
           NeedsEpilogue(g) ? &epilogue : nullptr);
   });
@@ -142,9 +143,7 @@ Status FusedMatMulFloat(KernelContext& ctx) {
     RunTiled(ctx, g, *packed, y);
     return Status::Ok();
   }
-  const SgemmEpilogueFn epilogue = [&](int64_t, int64_t tj, int64_t rows, int64_t cols, float* c, int64_t ldc) {
-    Epilogue(g, c, ldc, rows, cols, g.bias ? g.bias + tj : nullptr);
-  };
+  const SgemmEpilogueFn epilogue = EpilogueFor(g, g.bias);
   Sgemm(g.rows, g.n, g.k, SgemmA({g.a, g.k, 1}), SgemmB(MatrixView{g.b, g.n, 1}), 0.f, y, g.n, ctx.pool(),
         NeedsEpilogue(g) ? &epilogue : nullptr);
   return Status::Ok();

@@ -81,9 +81,10 @@ class SgemmPackedA {
 // k-blocks above. It is called from the calling thread only.
 using PackBFn = std::function<void(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out)>;
 
-// Applied to each finished tile of C right after its last k-block, while the
-// tile is still in L1: rows [i0, i0+rows) x columns [j0, j0+cols) of C (in
-// the coordinates of the Sgemm call) start at `tile`, leading dimension ldc.
+// Applied to each finished row block of C (up to 12 rows by a task's
+// columns) right after its last k-block, while it is still in L1: rows
+// [i0, i0+rows) x columns [j0, j0+cols) of C (in the coordinates of the Sgemm
+// call) start at `tile`, leading dimension ldc.
 // A consumer's bias, residual and activation go here instead of another pass
 // over C. Each element is visited exactly once and in the same state whatever
 // the thread count, so a deterministic epilogue keeps results deterministic.
