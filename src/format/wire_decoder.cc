@@ -88,25 +88,32 @@ const char* MessageReader::NameOf(uint32_t number) const {
   return nullptr;
 }
 
-Status MessageReader::Error(const std::string& what, const Field& f) const {
-  const char* name = NameOf(f.number);
-  std::string field_name = name ? name : "field " + std::to_string(f.number);
-  return d_.Error(what, f.offset, field_name.c_str());
+std::string MessageReader::FieldLabel(uint32_t number) const {
+  const char* name = NameOf(number);
+  return name ? name : "field " + std::to_string(number);
 }
 
-Result<uint64_t> MessageReader::ReadVarint(const char* what_field, size_t field_offset) {
+Status MessageReader::Error(const std::string& what, const Field& f) const {
+  return d_.Error(what, f.offset, FieldLabel(f.number).c_str());
+}
+
+Status MessageReader::VarintError(const char* what_field) const {
+  // Fewer than 10 bytes left means decoding ran off the end.
+  bool truncated = (end_ - p_) < 10;
+  return d_.Error(truncated ? "truncated varint" : "malformed varint (over 64 bits)", d_.OffsetOf(p_),
+                  what_field);
+}
+
+Result<uint64_t> MessageReader::ReadVarint(const char* what_field) {
   uint64_t v = 0;
   size_t n = DecodeVarint(p_, end_, &v);
-  if (n == 0) {
-    // Fewer than 10 bytes left means decoding ran off the end.
-    bool truncated = (end_ - p_) < 10;
-    return d_.Error(truncated ? "truncated varint" : "malformed varint (over 64 bits)",
-                    d_.OffsetOf(p_), what_field);
-  }
+  if (n == 0) return VarintError(what_field);
   p_ += n;
   return v;
 }
 
+// Runs for every field of the file, so a field's name is looked up only to
+// report an error.
 Status MessageReader::Next(Field* f) {
   const uint8_t* tag_start = p_;
   f->offset = d_.OffsetOf(tag_start);
@@ -123,23 +130,21 @@ Status MessageReader::Next(Field* f) {
   f->number = static_cast<uint32_t>(number);
   if (wire > 5) return Error("invalid wire type " + std::to_string(wire), *f);
   f->wire_type = static_cast<WireType>(wire);
-  const char* known = NameOf(f->number);
-  std::string name_storage = known ? known : "field " + std::to_string(f->number);
-  const char* name = name_storage.c_str();
 
   switch (f->wire_type) {
     case WireType::kVarint: {
       const uint8_t* value_start = p_;
-      NEE_ASSIGN_OR_RETURN(f->scalar, ReadVarint(name, f->offset));
-      f->payload = {value_start, static_cast<size_t>(p_ - value_start)};
+      size_t n = DecodeVarint(p_, end_, &f->scalar);
+      if (n == 0) return VarintError(FieldLabel(f->number).c_str());
+      p_ += n;
+      f->payload = {value_start, n};
       return Status::Ok();
     }
     case WireType::kFixed32:
     case WireType::kFixed64: {
       size_t width = f->wire_type == WireType::kFixed32 ? 4 : 8;
       if (static_cast<size_t>(end_ - p_) < width)
-        return d_.Error(std::string("truncated ") + WireTypeName(f->wire_type) + " field",
-                        f->offset, name);
+        return Error(std::string("truncated ") + WireTypeName(f->wire_type) + " field", *f);
       uint64_t bits = 0;
       std::memcpy(&bits, p_, width);  // little-endian host assumed (x86-64, aarch64)
       f->scalar = bits;
@@ -148,11 +153,14 @@ Status MessageReader::Next(Field* f) {
       return Status::Ok();
     }
     case WireType::kLen: {
-      NEE_ASSIGN_OR_RETURN(uint64_t len, ReadVarint(name, f->offset));
+      uint64_t len = 0;
+      size_t n = DecodeVarint(p_, end_, &len);
+      if (n == 0) return VarintError(FieldLabel(f->number).c_str());
+      p_ += n;
       if (len > static_cast<uint64_t>(end_ - p_))
-        return d_.Error("truncated length-delimited field (length " + std::to_string(len) +
-                            ", " + std::to_string(end_ - p_) + " bytes left)",
-                        f->offset, name);
+        return Error("truncated length-delimited field (length " + std::to_string(len) + ", " +
+                         std::to_string(end_ - p_) + " bytes left)",
+                     *f);
       f->payload = {p_, static_cast<size_t>(len)};
       p_ += len;
       return Status::Ok();
@@ -166,9 +174,9 @@ Status MessageReader::Next(Field* f) {
       return Status::Ok();
     }
     case WireType::kEndGroup:
-      return d_.Error("unexpected end-group tag", f->offset, name);
+      return Error("unexpected end-group tag", *f);
   }
-  return d_.Error("invalid wire type", f->offset, name);
+  return Error("invalid wire type", *f);
 }
 
 // Skips fields up to and including the end-group tag matching `number`.
@@ -187,7 +195,7 @@ Status MessageReader::SkipGroup(uint32_t number, size_t offset, int depth) {
       return d_.Error("invalid field number in group", tag_offset);
     switch (wire) {
       case 0: {
-        NEE_ASSIGN_OR_RETURN(uint64_t ignored, ReadVarint("group", tag_offset));
+        NEE_ASSIGN_OR_RETURN(uint64_t ignored, ReadVarint("group"));
         (void)ignored;
         break;
       }
@@ -200,7 +208,7 @@ Status MessageReader::SkipGroup(uint32_t number, size_t offset, int depth) {
         break;
       }
       case 2: {
-        NEE_ASSIGN_OR_RETURN(uint64_t len, ReadVarint("group", tag_offset));
+        NEE_ASSIGN_OR_RETURN(uint64_t len, ReadVarint("group"));
         if (len > static_cast<uint64_t>(end_ - p_))
           return d_.Error("truncated length-delimited field in group", tag_offset);
         p_ += len;

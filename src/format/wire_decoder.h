@@ -136,7 +136,9 @@ class MessageReader {
  private:
   Status ExpectWireType(const Field& f, WireType expected) const;
   Status SkipGroup(uint32_t number, size_t offset, int depth);
-  Result<uint64_t> ReadVarint(const char* what_field, size_t field_offset);
+  Result<uint64_t> ReadVarint(const char* what_field);
+  Status VarintError(const char* what_field) const;
+  std::string FieldLabel(uint32_t number) const;
 
   Decoder& d_;
   const uint8_t* p_;

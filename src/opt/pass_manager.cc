@@ -62,6 +62,13 @@ Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report, c
   // The first check reports problems in the model as the user wrote it; later
   // ones only run after a pass changed something.
   std::optional<CheckedGraph> checked;
+  // Extended passes are a speed-up, never a reason to fail: a pass whose
+  // rewrite does not check is undone from this copy of the graph as it was
+  // before the pass. The copy stays valid while passes leave the graph as it
+  // is, so it is taken again only after a pass changed something (copying a
+  // graph with large attributes, e.g. a 500-tree ensemble, for each of a
+  // dozen passes cost half of such a session's creation).
+  std::optional<Graph> before;
   for (const GraphPass& pass : kPasses) {
     if (pass.level > level) continue;
     // Constant folding runs kernels, which read absent attributes' declared
@@ -71,11 +78,9 @@ Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report, c
       NEE_ASSIGN_OR_RETURN(CheckedGraph fresh, CheckModel(model, ops));
       checked = std::move(fresh);
     }
-    // Extended passes are a speed-up, never a reason to fail: keep the graph
-    // as it was to restore it if the rewritten one does not check.
-    std::optional<Graph> before;
     const size_t imports_before = model.opset_imports.size();
-    if (pass.level >= 2) before = model.graph;
+    const bool undoable = pass.level >= 2;
+    if (undoable && !before) before = model.graph;
     bool changed = false;
     PassReport entry{pass.name, pass.level, model.graph.nodes.size(), 0, false, false};
     auto record = [&](bool undone) {
@@ -84,10 +89,15 @@ Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report, c
       entry.nodes_after = model.graph.nodes.size();
       if (report) report->push_back(entry);
     };
-    Status st = pass.run(model.graph, *checked, &changed);
-    if (!st.ok() && before) {
+    auto undo = [&] {
       model.graph = std::move(*before);
+      before.reset();
+      model.opset_imports.resize(imports_before);
       record(true);
+    };
+    Status st = pass.run(model.graph, *checked, &changed);
+    if (!st.ok() && undoable) {
+      undo();
       continue;
     }
     if (!st.ok()) return st.WithContext(std::string("optimization pass ") + pass.name + ": ");
@@ -100,12 +110,12 @@ Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report, c
     Result<CheckedGraph> rechecked = CheckModel(model, ops);
     if (rechecked.ok()) {
       checked = std::move(rechecked.value());
+      before.reset();
       record(false);
-    } else if (before) {
-      model.graph = std::move(*before);
-      model.opset_imports.resize(imports_before);
-      record(true);
+    } else if (undoable) {
+      undo();
     } else {
+      before.reset();
       record(false);
       checked.reset();  // the next pass's check reports the problem
     }
