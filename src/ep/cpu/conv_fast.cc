@@ -205,7 +205,11 @@ struct ColumnTiles {
 
 ColumnTiles ColumnTilesFor(const ConvShape& s, int64_t units, int threads) {
   int64_t tiles = (s.out_size + kColumnsPerTask - 1) / kColumnsPerTask;
-  if (threads > 1 && units * tiles < 4 * threads)
+  // More output channels than columns (96 -> 576 at 14x14): column tiles
+  // would each read all the weights, the larger operand; one tile per unit
+  // leaves the threads to SGEMM, which splits the channels.
+  if (threads > 1 && units < threads && s.Mg >= s.out_size) tiles = 1;
+  else if (threads > 1 && units * tiles < 4 * threads)
     tiles = std::max(tiles, std::min((4 * threads + units - 1) / units, (s.out_size + 63) / 64));
   const int64_t panels = (s.out_size + 15) / 16;
   return {std::min(tiles, panels), panels, s.out_size};

@@ -298,7 +298,15 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   x.ldc = ldc;
   x.micro = sgemm_internal::KernelFor(SgemmActiveIsa());
   x.epilogue = epilogue;
+  // Tasks are blocks of rows (a task's rows of A packed in its share of L2),
+  // then groups of columns when rows alone give too few. Where B is the
+  // smaller operand (fewer columns than rows: weights times a small image's
+  // pixels, 576 x 196), rows are cut finer first, down to one panel a task:
+  // split by columns, every thread would read nearly all of A, the large
+  // operand, where split by rows the threads share B.
+  const bool rows_first = threads > 1 && block_cols < m;
   int64_t row_blocks = CeilDiv(m, kMaxTaskRows);
+  if (rows_first) row_blocks = std::max(row_blocks, std::min<int64_t>(4 * threads, CeilDiv(m, kRows)));
   x.task_rows = std::min(m, RoundUp(CeilDiv(m, row_blocks), kRows));
   row_blocks = CeilDiv(m, x.task_rows);  // rounding up to whole panels may leave fewer
   for (int64_t j0 = 0; j0 < n; j0 += block_cols) {
@@ -319,7 +327,8 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     }
     // Enough tasks for threads claiming them one at a time to finish
     // together (about four each), splitting columns when rows are few.
-    const int64_t wanted_groups = CeilDiv(threads > 1 ? 4 * threads : 1, row_blocks);
+    const int64_t wanted_groups =
+        rows_first && row_blocks >= 2 * threads ? 1 : CeilDiv(threads > 1 ? 4 * threads : 1, row_blocks);
     const int64_t groups = std::clamp(wanted_groups, CeilDiv(panels, MaxTaskPanels()), panels);
     x.task_panels = CeilDiv(panels, groups);
     x.panel_groups = CeilDiv(panels, x.task_panels);
