@@ -28,6 +28,12 @@ constexpr SpecRow kRows[] = {
     // kernels read.
     {"ai.nee", "ScaledDotProductAttention", 1, 0, "num_heads:INT! scale:FLOAT"},
     {"ai.nee", "FusedMatMul", 1, 0, "activation:STRING"},
+    // The channel-blocked layout (ops/blocked_conv.cc), written by opt/layout_blocked.cc.
+    {"ai.nee", "ToBlocked", 1, 0, ""},
+    {"ai.nee", "FromBlocked", 1, 0, "channels:INT!"},
+    {"ai.nee", "BlockedConv", 1, 0,
+     "channels:INT! activation:STRING activation_params:FLOATS dilations:INTS group:INT=1 kernel_shape:INTS pads:INTS "
+     "strides:INTS"},
 };
 
 constexpr const char* kTypeNames[] = {

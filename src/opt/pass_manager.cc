@@ -41,6 +41,9 @@ const GraphPass kPasses[] = {
     {"fuse-attention", 2, FuseAttention},
     // After fuse-gelu and fuse-skip-layer-norm, whose ops it takes in (or leaves a bias to).
     {"fuse-matmul-bias", 2, FuseMatMulBias},
+    // After fuse-conv-activation: runs of pointwise and depthwise convs, with
+    // their activations and residuals, into the channel-blocked layout.
+    {"block-conv-layout", 2, BlockConvLayout},
     // The Reshapes around a fused attention that now keep their input's shape.
     {"eliminate-noops", 2, EliminateNoOps},
     // Initializers the folds above replaced.

@@ -47,6 +47,7 @@ Status EliminateDeadNodes(Graph& graph, const CheckedGraph& checked, bool* chang
 // Level 2 (src/opt/eliminate_noops.cc, fold_conv.cc, fuse_gemm.cc).
 Status EliminateNoOps(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FoldConvBatchNorm(Graph& graph, const CheckedGraph& checked, bool* changed);
+Status BlockConvLayout(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FoldConvAddMul(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseMatMulAddIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FoldTransposeIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);

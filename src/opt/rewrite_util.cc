@@ -137,10 +137,25 @@ void GraphEditor::RewriteAs(size_t n, const std::string& domain, const std::stri
   changed_ = true;
 }
 
-std::string GraphEditor::AddInitializer(const std::string& hint, Tensor tensor) {
+std::string GraphEditor::FreshName(const std::string& hint) {
   std::string name = hint;
   for (int suffix = 1; names_.count(name); ++suffix) name = hint + "_" + std::to_string(suffix);
   names_.insert(name);
+  return name;
+}
+
+void GraphEditor::InsertBefore(size_t anchor, Node node) {
+  before_[anchor].push_back(std::move(node));
+  changed_ = true;
+}
+
+void GraphEditor::InsertAfter(size_t anchor, Node node) {
+  after_[anchor].push_back(std::move(node));
+  changed_ = true;
+}
+
+std::string GraphEditor::AddInitializer(const std::string& hint, Tensor tensor) {
+  const std::string name = FreshName(hint);
   initializer_index_.emplace(name, graph_.initializers.size());
   graph_.initializers.push_back(Initializer{name, std::move(tensor), ""});
   changed_ = true;
@@ -151,9 +166,19 @@ bool GraphEditor::Commit() {
   if (!changed_) return false;
   std::vector<Node> kept;
   kept.reserve(graph_.nodes.size());
-  for (size_t i = 0; i < graph_.nodes.size(); ++i)
+  auto take = [&](std::unordered_map<size_t, std::vector<Node>>& inserted, size_t i) {
+    auto it = inserted.find(i);
+    if (it == inserted.end()) return;
+    for (Node& node : it->second) kept.push_back(std::move(node));
+  };
+  for (size_t i = 0; i < graph_.nodes.size(); ++i) {
+    take(before_, i);
     if (!removed_[i]) kept.push_back(std::move(graph_.nodes[i]));
+    take(after_, i);
+  }
   graph_.nodes = std::move(kept);
+  before_.clear();
+  after_.clear();
   removed_.assign(graph_.nodes.size(), false);
   return true;
 }

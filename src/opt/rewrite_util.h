@@ -60,6 +60,12 @@ class GraphEditor {
                std::vector<Attribute> attributes);
   // Adds an initializer with a fresh name derived from `hint`; returns the name.
   std::string AddInitializer(const std::string& hint, Tensor tensor);
+  // A value name not in use yet, derived from `hint` (and reserved).
+  std::string FreshName(const std::string& hint);
+  // Adds `node` just before (or after) node `anchor` on Commit, so the node
+  // list stays in execution order. The new node is not editable by index.
+  void InsertBefore(size_t anchor, Node node);
+  void InsertAfter(size_t anchor, Node node);
 
   // Drops removed nodes; returns whether anything changed.
   bool Commit();
@@ -78,6 +84,7 @@ class GraphEditor {
   std::unordered_set<std::string> overridable_;
   std::unordered_set<std::string> names_;  // every name in use, for fresh names
   std::unordered_map<std::string, size_t> initializer_index_;
+  std::unordered_map<size_t, std::vector<Node>> before_, after_;  // InsertBefore / InsertAfter
 };
 
 // A defined float32 tensor.

@@ -55,6 +55,9 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat, "float32"},
       {"ai.nee", "ScaledDotProductAttention", 1, 1000, ScaledDotProductAttentionFloat, "float32"},
       {"ai.nee", "FusedMatMul", 1, 1000, FusedMatMulFloat, "float32"},
+      {"ai.nee", "BlockedConv", 1, 1000, BlockedConvFloat, "float32"},
+      {"ai.nee", "ToBlocked", 1, 1000, ToBlockedFloat, "float32"},
+      {"ai.nee", "FromBlocked", 1, 1000, FromBlockedFloat, "float32"},
       // ---- Resize (resize_fast.cc) ----
       {"", "Resize", 10, 1000, ResizeFloat, "float32"},
       {"", "Upsample", 7, 9, ResizeFloat, "float32"},

@@ -96,6 +96,13 @@ Status ScaledDotProductAttentionFloat(KernelContext& ctx);
 // in cache; the same simd_math.h erf / tanh as unary_fast.cc.
 Status FusedMatMulFloat(KernelContext& ctx);
 
+// ai.nee BlockedConv on float32 (blocked_conv_fast.cc): the channel-blocked
+// layout's pointwise and 3x3 depthwise convolutions (AVX2); others run the reference.
+Status BlockedConvFloat(KernelContext& ctx);
+// ai.nee ToBlocked / FromBlocked on float32 (blocked_conv_fast.cc): 8x8 transposes.
+Status ToBlockedFloat(KernelContext& ctx);
+Status FromBlockedFloat(KernelContext& ctx);
+
 // ---- Resize (resize_fast.cc) ----
 // Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode),
 // bitwise equal to the reference through its shared sampling rules (ops/resize_geometry.h).

@@ -1,0 +1,353 @@
+// ai.nee BlockedConv on float32 for the CPU provider (AVX2): the layout pass's
+// pointwise and depthwise convolutions (ops/blocked_conv.h, opt/layout_blocked.cc).
+//
+//  - pointwise: output tiles of 6 pixels x 2 channel blocks (twelve ymm
+//    accumulators, started at the bias). Per input channel, each of the
+//    tile's pixels is broadcast from where it lies in the blocked input and
+//    meets the two blocks' weight vectors, packed once as [Mb][C][8]. The
+//    finished tile is stored whole: a block's pixels are contiguous.
+//  - depthwise 3x3, stride 1 or 2: each output pixel's eight channels are one
+//    vector, the sum of nine input vectors times the taps' weight vectors
+//    (packed [Cb][9][8]); interior pixels four at a time without bounds
+//    checks, the border with them.
+// The residual and the activation then run over each task's output, while it
+// is in cache. Anything else (other geometries, padding lanes, no AVX2) goes
+// to the reference kernel.
+//
+// Determinism: every output vector is one accumulator chain over the input
+// channels (or taps) in a fixed order, computed by exactly one task, so the
+// results do not depend on the thread count.
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ops/blocked_conv.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#include "ep/cpu/sgemm.h"
+#include "ep/cpu/simd_x86.h"
+#define NEE_BLOCKED_X86 1
+#endif
+
+namespace nee::cpu {
+
+#ifdef NEE_BLOCKED_X86
+namespace {
+
+constexpr int64_t kB = kChannelBlock;
+constexpr int kTilePixels = 6;
+constexpr int64_t kChunkPixels = 48;  // pixels a pointwise task covers (a multiple of the tile)
+
+// Weights (and bias) in the kernels' layout, packed once per session.
+struct BlockedWeights {
+  std::vector<float> w;     // pointwise [Mb][C][8]; depthwise [Cb][KH*KW][8]
+  std::vector<float> bias;  // [Mb * 8], zero past M and without a bias
+};
+
+std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
+  auto p = std::make_shared<BlockedWeights>();
+  const int64_t Mb = g.Mb(), taps = g.KH * g.KW;
+  p->bias.assign(static_cast<size_t>(Mb * kB), 0.f);
+  if (g.bias) std::copy(g.bias, g.bias + g.M, p->bias.begin());
+  if (g.depthwise()) {
+    p->w.assign(static_cast<size_t>(Mb * taps * kB), 0.f);
+    for (int64_t m = 0; m < g.M; ++m)
+      for (int64_t t = 0; t < taps; ++t) p->w[(m / kB * taps + t) * kB + m % kB] = g.w[m * taps + t];
+  } else {
+    p->w.assign(static_cast<size_t>(Mb * g.C * kB), 0.f);
+    for (int64_t m = 0; m < g.M; ++m)
+      for (int64_t c = 0; c < g.C; ++c) p->w[(m / kB * g.C + c) * kB + m % kB] = g.w[m * g.C + c];
+  }
+  return p;
+}
+
+std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
+  if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
+  auto packed = ctx.prepared()->GetOrBuild<BlockedWeights>(
+      {g.M, g.C, g.KH, g.KW, g.group}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> { return Pack(g); });
+  return packed.ok() ? packed.value() : Pack(g);
+}
+
+// ---- Pointwise -------------------------------------------------------------------------
+
+// PX pixels x OB blocks. x: the tile's first pixel in input block 0 (block cb
+// is cb * plane * 8 further); w: the first output block's packed weights;
+// y: the tile's first pixel in its first output block.
+template <int PX, int OB>
+__attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane, const float* x, const float* w,
+                                                       const float* bias, float* y) {
+  __m256 acc[PX][OB];
+#pragma GCC unroll 2
+  for (int j = 0; j < OB; ++j) {
+    const __m256 b = _mm256_loadu_ps(bias + kB * j);
+#pragma GCC unroll 6
+    for (int i = 0; i < PX; ++i) acc[i][j] = b;
+  }
+  for (int64_t cb = 0; cb < C / kB; ++cb) {
+    const float* xc = x + cb * plane * kB;
+    const float* wc = w + cb * kB * kB;
+#pragma GCC unroll 8
+    for (int l = 0; l < kB; ++l) {
+      __m256 wv[OB];
+#pragma GCC unroll 2
+      for (int j = 0; j < OB; ++j) wv[j] = _mm256_loadu_ps(wc + j * C * kB + l * kB);
+#pragma GCC unroll 6
+      for (int i = 0; i < PX; ++i) {
+        const __m256 xv = _mm256_broadcast_ss(xc + i * kB + l);
+#pragma GCC unroll 2
+        for (int j = 0; j < OB; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int j = 0; j < OB; ++j)
+#pragma GCC unroll 6
+    for (int i = 0; i < PX; ++i) _mm256_storeu_ps(y + (j * plane + i) * kB, acc[i][j]);
+}
+
+using TileFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*);
+template <int OB>
+constexpr TileFn kTiles[kTilePixels] = {PointwiseTile<1, OB>, PointwiseTile<2, OB>, PointwiseTile<3, OB>,
+                                        PointwiseTile<4, OB>, PointwiseTile<5, OB>, PointwiseTile<6, OB>};
+
+// Pixels [p0, p1) of image n, output blocks [ob0, ob1), sums only.
+void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, int64_t n, int64_t p0, int64_t p1,
+                    int64_t ob0, int64_t ob1) {
+  const int64_t plane = g.H * g.W;
+  const float* x = g.x + n * g.Cb() * plane * kB;
+  float* y = g.y + n * g.Mb() * plane * kB;
+  for (int64_t ob = ob0; ob < ob1; ob += 2) {
+    const int obs = ob + 2 <= ob1 ? 2 : 1;
+    const float* w = pw.w.data() + ob * g.C * kB;
+    const float* bias = pw.bias.data() + ob * kB;
+    for (int64_t p = p0, px = 0; p < p1; p += px) {
+      // Tiles of six; the last seven or eight pixels as 4 + the rest, not 6 + a
+      // lone pixel (a tile streams all the weights, whatever its width).
+      const int64_t left = p1 - p;
+      px = left == 7 || left == 8 ? 4 : std::min<int64_t>(kTilePixels, left);
+      const TileFn tile = obs == 2 ? kTiles<2>[px - 1] : kTiles<1>[px - 1];
+      tile(g.C, plane, x + p * kB, w, bias, y + (ob * plane + p) * kB);
+    }
+  }
+}
+
+// ---- Depthwise 3x3 -----------------------------------------------------------------------
+
+// Output rows [oh0, oh1) of one channel block: x [H][W][8], w9 the nine taps'
+// weight vectors, y [OH][OW][8].
+template <int S>
+__attribute__((target("avx2,fma"))) void Depthwise3x3Rows(const BlockedConvGeometry& g, const float* x,
+                                                          const float* w9, const float* bias, float* y, int64_t oh0,
+                                                          int64_t oh1) {
+  __m256 wv[9];
+  for (int t = 0; t < 9; ++t) wv[t] = _mm256_loadu_ps(w9 + t * kB);
+  const __m256 b = _mm256_loadu_ps(bias);
+  const int64_t H = g.H, W = g.W, OW = g.OW;
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    const int64_t ih0 = oh * S - g.pt;
+    float* yr = y + oh * OW * kB;
+    int64_t ow = 0;
+    const bool rows_inside = ih0 >= 0 && ih0 + 2 < H;
+    if (rows_inside) {
+      const float* r0 = x + ih0 * W * kB;
+      const float* r1 = r0 + W * kB;
+      const float* r2 = r1 + W * kB;
+      // Columns whose three taps are all inside: iw0 = ow * S - pl >= 0 and iw0 + 2 < W.
+      const int64_t first = (g.pl + S - 1) / S;
+      for (; ow < first && ow < OW; ++ow) {
+        __m256 acc = b;
+        for (int kh = 0; kh < 3; ++kh) {
+          const float* r = x + (ih0 + kh) * W * kB;
+          for (int kw = 0; kw < 3; ++kw) {
+            const int64_t iw = ow * S - g.pl + kw;
+            if (iw >= 0 && iw < W) acc = _mm256_fmadd_ps(_mm256_loadu_ps(r + iw * kB), wv[kh * 3 + kw], acc);
+          }
+        }
+        _mm256_storeu_ps(yr + ow * kB, acc);
+      }
+      for (; ow + 4 <= OW && (ow + 3) * S - g.pl + 2 < W; ow += 4) {
+        __m256 a0 = b, a1 = b, a2 = b, a3 = b;
+        const int64_t iw = ow * S - g.pl;
+#pragma GCC unroll 3
+        for (int kw = 0; kw < 3; ++kw) {
+          const float* c0 = r0 + (iw + kw) * kB;
+          const float* c1 = r1 + (iw + kw) * kB;
+          const float* c2 = r2 + (iw + kw) * kB;
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(c0), wv[kw], a0);
+          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + S * kB), wv[kw], a1);
+          a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 2 * S * kB), wv[kw], a2);
+          a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c0 + 3 * S * kB), wv[kw], a3);
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(c1), wv[3 + kw], a0);
+          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(c1 + S * kB), wv[3 + kw], a1);
+          a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c1 + 2 * S * kB), wv[3 + kw], a2);
+          a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c1 + 3 * S * kB), wv[3 + kw], a3);
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(c2), wv[6 + kw], a0);
+          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + S * kB), wv[6 + kw], a1);
+          a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + 2 * S * kB), wv[6 + kw], a2);
+          a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + 3 * S * kB), wv[6 + kw], a3);
+        }
+        _mm256_storeu_ps(yr + ow * kB, a0);
+        _mm256_storeu_ps(yr + (ow + 1) * kB, a1);
+        _mm256_storeu_ps(yr + (ow + 2) * kB, a2);
+        _mm256_storeu_ps(yr + (ow + 3) * kB, a3);
+      }
+    }
+    // Whatever is left: the border, with every tap checked.
+    for (; ow < OW; ++ow) {
+      __m256 acc = b;
+      for (int kh = 0; kh < 3; ++kh) {
+        const int64_t ih = ih0 + kh;
+        if (ih < 0 || ih >= H) continue;
+        const float* r = x + ih * W * kB;
+        for (int kw = 0; kw < 3; ++kw) {
+          const int64_t iw = ow * S - g.pl + kw;
+          if (iw >= 0 && iw < W) acc = _mm256_fmadd_ps(_mm256_loadu_ps(r + iw * kB), wv[kh * 3 + kw], acc);
+        }
+      }
+      _mm256_storeu_ps(yr + ow * kB, acc);
+    }
+  }
+}
+
+// ---- Residual and activation ----------------------------------------------------------
+
+// y[i] = act(y[i] + z[i]) over a run of n floats (a multiple of 8); z may be null.
+template <FusedActivation::Kind K>
+__attribute__((target("avx2,fma"))) void FinishRun(const FusedActivation& act, const float* z, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += kB) {
+    __m256 v = _mm256_loadu_ps(y + i);
+    if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + i));
+    _mm256_storeu_ps(y + i, Activate8<K>(act, v));
+  }
+}
+using FinishFn = void (*)(const FusedActivation&, const float*, float*, int64_t);
+
+// Output blocks [ob0, ob1) of image n, pixels [p0, p1) of each.
+void Finish(const BlockedConvGeometry& g, FinishFn fn, int64_t n, int64_t ob0, int64_t ob1, int64_t p0, int64_t p1) {
+  if (!fn) return;
+  const int64_t plane = g.OH * g.OW;
+  for (int64_t ob = ob0; ob < ob1; ++ob) {
+    const int64_t at = ((n * g.Mb() + ob) * plane + p0) * kB;
+    fn(g.act, g.z ? g.z + at : nullptr, g.y + at, (p1 - p0) * kB);
+  }
+}
+
+bool Supported(const BlockedConvGeometry& g) {
+  if (!CpuHasAvx2Fma() || SgemmPortableForced() || g.C % kB != 0 || g.M % kB != 0) return false;
+  if (g.pointwise()) return true;
+  return g.depthwise() && g.KH == 3 && g.KW == 3 && (g.sh == 1 || g.sh == 2) && g.sw == g.sh && g.dh == 1 &&
+         g.dw == 1 && g.pt <= 1 && g.pl <= 1;
+}
+
+void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const BlockedWeights& pw, FinishFn finish) {
+  const int threads = NumThreads(ctx);
+  const int64_t plane = g.H * g.W, Mb = g.Mb();
+  // Chunks of about kChunkPixels, starting on whole tiles and sharing the tiles out evenly.
+  const int64_t tiles = (plane + kTilePixels - 1) / kTilePixels;
+  const int64_t chunks = (plane + kChunkPixels - 1) / kChunkPixels, pairs = (Mb + 1) / 2;
+  auto chunk_start = [&](int64_t i) { return std::min(plane, i * tiles / chunks * kTilePixels); };
+  // Few pixels (a small image): the output blocks are shared out too, in pairs.
+  const int64_t wanted = 4 * threads, pixel_tasks = g.N * chunks;
+  const int64_t groups = threads > 1 && pixel_tasks < wanted ? std::min(pairs, (wanted + pixel_tasks - 1) / pixel_tasks) : 1;
+  ParallelTasks(ctx, pixel_tasks * groups, [&](int64_t t) {
+    const int64_t n = t / (chunks * groups), chunk = t / groups % chunks, group = t % groups;
+    const int64_t p0 = chunk_start(chunk), p1 = chunk_start(chunk + 1);
+    const int64_t ob0 = 2 * (group * pairs / groups), ob1 = std::min(Mb, 2 * ((group + 1) * pairs / groups));
+    PointwiseRange(g, pw, n, p0, p1, ob0, ob1);
+    Finish(g, finish, n, ob0, ob1, p0, p1);
+  });
+}
+
+void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const BlockedWeights& pw, FinishFn finish) {
+  const int threads = NumThreads(ctx);
+  const int64_t Cb = g.Cb(), planes = g.N * Cb;
+  const int64_t strips = std::min(g.OH, std::max<int64_t>(1, (4 * threads + planes - 1) / planes));
+  const auto rows = g.sh == 1 ? Depthwise3x3Rows<1> : Depthwise3x3Rows<2>;
+  ParallelTasks(ctx, planes * strips, [&](int64_t t) {
+    const int64_t p = t / strips, strip = t % strips, cb = p % Cb;
+    const int64_t oh0 = strip * g.OH / strips, oh1 = (strip + 1) * g.OH / strips;
+    rows(g, g.x + p * g.H * g.W * kB, pw.w.data() + cb * 9 * kB, pw.bias.data() + cb * kB,
+         g.y + p * g.OH * g.OW * kB, oh0, oh1);
+    Finish(g, finish, p / Cb, cb, cb + 1, oh0 * g.OW, oh1 * g.OW);
+  });
+}
+
+// NCHW planes <-> blocked: 8x8 transposes between eight channel planes and
+// eight pixels' vectors, the last pixels one at a time. `to_blocked` picks the
+// direction; `nchw` is one image's first plane of the block, `blocked` its block.
+__attribute__((target("avx2"))) void ReorderBlock(bool to_blocked, int64_t plane, float* nchw, float* blocked) {
+  int64_t p = 0;
+  for (; p + kB <= plane; p += kB) {
+    if (to_blocked) Transpose8x8Avx2(nchw + p, plane, blocked + p * kB, kB);
+    else Transpose8x8Avx2(blocked + p * kB, kB, nchw + p, plane);
+  }
+  for (; p < plane; ++p)
+    for (int64_t l = 0; l < kB; ++l) {
+      if (to_blocked) blocked[p * kB + l] = nchw[l * plane + p];
+      else nchw[l * plane + p] = blocked[p * kB + l];
+    }
+}
+
+bool ReorderSupported() { return CpuHasAvx2Fma() && !SgemmPortableForced(); }
+
+}  // namespace
+#endif  // NEE_BLOCKED_X86
+
+Status ToBlockedFloat(KernelContext& ctx) {
+#ifdef NEE_BLOCKED_X86
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  if (ReorderSupported() && x->dtype() == DataType::kFloat && x->rank() == 4 && x->dim(1) % kB == 0) {
+    const int64_t N = x->dim(0), Cb = x->dim(1) / kB, plane = x->dim(2) * x->dim(3);
+    NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat,
+                                                                 {N, Cb, x->dim(2), x->dim(3), kB}));
+    float* src = const_cast<float*>(x->data<float>());  // only read: ReorderBlock writes `blocked`
+    float* dst = y.data<float>();
+    ParallelTasks(ctx, N * Cb, [&](int64_t t) { ReorderBlock(true, plane, src + t * kB * plane, dst + t * kB * plane); });
+    return Status::Ok();
+  }
+#endif
+  return RunReference(ctx);
+}
+
+Status FromBlockedFloat(KernelContext& ctx) {
+#ifdef NEE_BLOCKED_X86
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(int64_t C, ctx.node().GetInt("channels"));
+  if (ReorderSupported() && x->dtype() == DataType::kFloat && x->rank() == 5 && x->dim(4) == kB && C % kB == 0 &&
+      x->dim(1) * kB == C) {
+    const int64_t N = x->dim(0), Cb = x->dim(1), plane = x->dim(2) * x->dim(3);
+    NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, {N, C, x->dim(2), x->dim(3)}));
+    float* src = const_cast<float*>(x->data<float>());  // only read: ReorderBlock writes `nchw`
+    float* dst = y.data<float>();
+    ParallelTasks(ctx, N * Cb, [&](int64_t t) { ReorderBlock(false, plane, dst + t * kB * plane, src + t * kB * plane); });
+    return Status::Ok();
+  }
+#endif
+  return RunReference(ctx);
+}
+
+Status BlockedConvFloat(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanBlockedConv(ctx));
+#ifdef NEE_BLOCKED_X86
+  if (Supported(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {
+    const std::shared_ptr<const BlockedWeights> packed = PackedFor(ctx, g);
+    using Kind = FusedActivation::Kind;
+    const FinishFn finish =
+        g.z || g.act.kind != Kind::kNone
+            ? ForActivation8(g.act.kind, [](auto k) -> FinishFn { return FinishRun<decltype(k)::value>; })
+            : nullptr;
+    if (g.pointwise()) RunPointwise(ctx, g, *packed, finish);
+    else RunDepthwise(ctx, g, *packed, finish);
+    return Status::Ok();
+  }
+#endif
+  BlockedConvReference(ctx, g);
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu

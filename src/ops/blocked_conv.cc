@@ -1,0 +1,274 @@
+// Operator family: nee's channel-blocked layout (domain ai.nee): ToBlocked,
+// FromBlocked and BlockedConv (see ops/blocked_conv.h for the layout and the
+// contracts). The reference kernels are plain loops over the layout; the
+// convolution sums in double, so it is an independent yardstick for the fast
+// kernels (ep/cpu/blocked_conv_fast.cc). Work is split over output planes, each
+// written by one task, so results do not depend on the thread count.
+#include "ops/blocked_conv.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "ops/attention_sdpa.h"  // kNeeDomain
+#include "ops/nn_util.h"
+#include "ops/op_registry.h"
+#include "ops/op_util.h"
+
+namespace nee {
+namespace {
+
+Dim BlocksOf(const Dim& channels) {
+  return channels.known() ? Dim::Known(ChannelBlocks(channels.value)) : Dim::Unknown();
+}
+
+Result<const Shape*> FloatInputOfRank(const InferenceContext& ctx, size_t i, size_t rank) {
+  NEE_ASSIGN_OR_RETURN(const TypeInfo* t, InputTensorType(ctx, i));
+  if (t->elem_type != DataType::kFloat)
+    return ctx.InputError(i, std::string("must be float32, got ") + DataTypeName(t->elem_type));
+  if (!t->shape) return static_cast<const Shape*>(nullptr);
+  if (t->shape->size() != rank)
+    return ctx.InputError(i, "must have rank " + std::to_string(rank) + ", got " + ShapeToString(*t->shape));
+  if (rank == 5 && (*t->shape)[4].known() && (*t->shape)[4].value != kChannelBlock)
+    return ctx.InputError(i, "must be blocked by " + std::to_string(kChannelBlock) + " channels, got " +
+                                 ShapeToString(*t->shape));
+  return &*t->shape;
+}
+
+// ---- ToBlocked / FromBlocked ---------------------------------------------------------
+
+Status InferToBlocked(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, 4));
+  if (!x) {
+    ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat);
+    return Status::Ok();
+  }
+  const Shape& s = *x;
+  ctx.output_types[0] =
+      TypeInfo::Tensor(DataType::kFloat, Shape{s[0], BlocksOf(s[1]), s[2], s[3], Dim::Known(kChannelBlock)});
+  return Status::Ok();
+}
+
+Result<int64_t> ChannelsAttr(const Node& node, const std::string& where) {
+  NEE_ASSIGN_OR_RETURN(int64_t channels, node.GetInt("channels"));
+  if (channels <= 0) return InvalidModel(where + "channels must be positive, got " + std::to_string(channels));
+  return channels;
+}
+
+Status InferFromBlocked(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(int64_t channels, ChannelsAttr(ctx.node, ctx.node.Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, 5));
+  if (!x) {
+    ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat);
+    return Status::Ok();
+  }
+  const Shape& s = *x;
+  if (s[1].known() && s[1].value != ChannelBlocks(channels))
+    return ctx.InputError(0, "has " + s[1].ToString() + " channel blocks; " + std::to_string(channels) +
+                                 " channels need " + std::to_string(ChannelBlocks(channels)));
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, Shape{s[0], Dim::Known(channels), s[2], s[3]});
+  return Status::Ok();
+}
+
+Status ToBlockedKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  if (x->dtype() != DataType::kFloat || x->rank() != 4)
+    return ctx.InputError(0, "must be a 4-D float32 tensor, got " + x->Describe());
+  const int64_t N = x->dim(0), C = x->dim(1), plane = x->dim(2) * x->dim(3), Cb = ChannelBlocks(C);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(
+                                     0, DataType::kFloat, {N, Cb, x->dim(2), x->dim(3), kChannelBlock}));
+  const float* src = x->data<float>();
+  float* dst = y.data<float>();
+  ctx.ParallelFor(N * Cb, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nb = begin; nb < end; ++nb) {
+      const int64_t n = nb / Cb, c0 = nb % Cb * kChannelBlock;
+      float* out = dst + nb * plane * kChannelBlock;
+      for (int64_t l = 0; l < kChannelBlock; ++l) {
+        const float* in = c0 + l < C ? src + (n * C + c0 + l) * plane : nullptr;
+        for (int64_t p = 0; p < plane; ++p) out[p * kChannelBlock + l] = in ? in[p] : 0.f;
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+Status FromBlockedKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node(), ctx.node().Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  if (x->dtype() != DataType::kFloat || x->rank() != 5 || x->dim(4) != kChannelBlock ||
+      x->dim(1) != ChannelBlocks(C))
+    return ctx.InputError(0, "must be a float32 [N, " + std::to_string(ChannelBlocks(C)) + ", H, W, " +
+                                 std::to_string(kChannelBlock) + "] tensor, got " + x->Describe());
+  const int64_t N = x->dim(0), plane = x->dim(2) * x->dim(3), Cb = x->dim(1);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, {N, C, x->dim(2), x->dim(3)}));
+  const float* src = x->data<float>();
+  float* dst = y.data<float>();
+  ctx.ParallelFor(N * C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nc = begin; nc < end; ++nc) {
+      const int64_t n = nc / C, c = nc % C;
+      const float* in = src + ((n * Cb + c / kChannelBlock) * plane) * kChannelBlock + c % kChannelBlock;
+      float* out = dst + nc * plane;
+      for (int64_t p = 0; p < plane; ++p) out[p] = in[p * kChannelBlock];
+    }
+  });
+  return Status::Ok();
+}
+
+// ---- BlockedConv ---------------------------------------------------------------------
+
+// Kernel shape from the weights [M, C/group, KH, KW], when known.
+bool KernelOfWeights(const Shape* w, std::vector<int64_t>* kernel) {
+  if (!w || w->size() != 4 || !(*w)[2].known() || !(*w)[3].known()) return false;
+  *kernel = {(*w)[2].value, (*w)[3].value};
+  return true;
+}
+
+Status InferBlockedConv(InferenceContext& ctx) {
+  const std::string where = ctx.node.Describe() + ": ";
+  NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node, where));
+  NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node).status());
+  NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, 5));
+  NEE_ASSIGN_OR_RETURN(const Shape* w, FloatInputOfRank(ctx, 1, 4));
+  if (ctx.has_input(2)) NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 2, 1).status());
+  if (ctx.has_input(3)) NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 3, 5).status());
+  NEE_ASSIGN_OR_RETURN(int64_t group, ctx.node.GetInt("group", 1));
+  if (group <= 0 || C % group != 0)
+    return ctx.Error("group " + std::to_string(group) + " must be positive and divide the " + std::to_string(C) +
+                     " input channels");
+  if (x && (*x)[1].known() && (*x)[1].value != ChannelBlocks(C))
+    return ctx.InputError(0, "has " + (*x)[1].ToString() + " channel blocks; " + std::to_string(C) +
+                                 " channels need " + std::to_string(ChannelBlocks(C)));
+  if (w && (*w)[1].known() && (*w)[1].value * group != C)
+    return ctx.InputError(1, "has " + (*w)[1].ToString() + " input channels per group; expected " +
+                                 std::to_string(C / group));
+  if (w && (*w)[0].known() && (*w)[0].value % group != 0)
+    return ctx.InputError(1, "has " + (*w)[0].ToString() + " output channels, not a multiple of group " +
+                                 std::to_string(group));
+  const Dim M = w ? (*w)[0] : Dim::Unknown();
+  Shape out{x ? (*x)[0] : Dim::Unknown(), BlocksOf(M), Dim::Unknown(), Dim::Unknown(), Dim::Known(kChannelBlock)};
+  std::vector<int64_t> kernel;
+  const bool have_kernel = KernelOfWeights(w, &kernel);
+  if (x && (have_kernel || ctx.node.HasAttr("kernel_shape"))) {
+    NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(ctx.node, 2, have_kernel ? &kernel : nullptr));
+    if (spec.auto_pad != "NOTSET") return ctx.Error("takes explicit pads, not auto_pad " + spec.auto_pad);
+    for (size_t d = 0; d < 2; ++d) {
+      if (!(*x)[2 + d].known()) continue;
+      NEE_ASSIGN_OR_RETURN(int64_t o, nn::WindowOutputDim(ctx.node, spec, d, (*x)[2 + d].value));
+      out[2 + d] = Dim::Known(o);
+    }
+  }
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, out);
+  return Status::Ok();
+}
+
+Result<const Tensor*> FloatTensor(const KernelContext& ctx, size_t i, size_t rank) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* t, ctx.InputTensor(i));
+  if (t->dtype() != DataType::kFloat || t->rank() != static_cast<int64_t>(rank))
+    return ctx.InputError(i, "must be a " + std::to_string(rank) + "-D float32 tensor, got " + t->Describe());
+  return t;
+}
+
+Status BlockedConvKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanBlockedConv(ctx));
+  BlockedConvReference(ctx, g);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  BlockedConvGeometry g;
+  NEE_ASSIGN_OR_RETURN(g.C, ChannelsAttr(node, node.Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(g.act, ReadFusedActivation(node));
+  NEE_ASSIGN_OR_RETURN(g.group, node.GetInt("group", 1));
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, FloatTensor(ctx, 0, 5));
+  NEE_ASSIGN_OR_RETURN(const Tensor* w, FloatTensor(ctx, 1, 4));
+  g.N = x->dim(0);
+  g.H = x->dim(2);
+  g.W = x->dim(3);
+  g.M = w->dim(0);
+  if (x->dim(1) != g.Cb() || x->dim(4) != kChannelBlock)
+    return ctx.InputError(0, "must be [N, " + std::to_string(g.Cb()) + ", H, W, " + std::to_string(kChannelBlock) +
+                                 "] for " + std::to_string(g.C) + " channels, got " + x->Describe());
+  if (g.group <= 0 || g.C % g.group != 0 || g.M % g.group != 0 || w->dim(1) * g.group != g.C)
+    return ctx.InputError(1, "of shape " + DimsToString(w->dims()) + " does not fit " + std::to_string(g.C) +
+                                 " input channels in group " + std::to_string(g.group));
+  std::vector<int64_t> kernel = {w->dim(2), w->dim(3)};
+  NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(node, 2, &kernel));
+  if (spec.auto_pad != "NOTSET") return ctx.Error("takes explicit pads, not auto_pad " + spec.auto_pad);
+  if (spec.kernel != kernel)
+    return ctx.Error("kernel_shape " + DimsToString(spec.kernel) + " does not match the weights " +
+                     DimsToString(w->dims()));
+  NEE_ASSIGN_OR_RETURN(g.OH, nn::WindowOutputDim(node, spec, 0, g.H));
+  NEE_ASSIGN_OR_RETURN(g.OW, nn::WindowOutputDim(node, spec, 1, g.W));
+  g.KH = kernel[0], g.KW = kernel[1];
+  g.sh = spec.strides[0], g.sw = spec.strides[1];
+  g.dh = spec.dilations[0], g.dw = spec.dilations[1];
+  g.pt = spec.pad_begin(0), g.pl = spec.pad_begin(1);
+  if (ctx.has_input(2)) {
+    NEE_ASSIGN_OR_RETURN(const Tensor* b, FloatTensor(ctx, 2, 1));
+    if (b->dim(0) != g.M) return ctx.InputError(2, "(B) must have " + std::to_string(g.M) + " values, got " + b->Describe());
+    g.bias = b->data<float>();
+  }
+  const std::vector<int64_t> out_dims = {g.N, g.Mb(), g.OH, g.OW, kChannelBlock};
+  if (ctx.has_input(3)) {
+    NEE_ASSIGN_OR_RETURN(const Tensor* z, FloatTensor(ctx, 3, 5));
+    if (z->dims() != out_dims)
+      return ctx.InputError(3, "(Z) must have the output's shape " + DimsToString(out_dims) + ", got " + z->Describe());
+    g.z = z->data<float>();
+  }
+  g.x = x->data<float>();
+  g.w = w->data<float>();
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
+  g.y = y.data<float>();
+  return g;
+}
+
+void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g) {
+  const int64_t Cg = g.C / g.group, Mg = g.M / g.group, Cb = g.Cb(), Mb = g.Mb();
+  const int64_t in_plane = g.H * g.W * kChannelBlock, out_plane = g.OH * g.OW * kChannelBlock;
+  ctx.ParallelFor(g.N * Mb, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nb = begin; nb < end; ++nb) {
+      const int64_t n = nb / Mb, mb = nb % Mb;
+      float* y = g.y + nb * out_plane;
+      const float* z = g.z ? g.z + nb * out_plane : nullptr;
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          for (int64_t l = 0; l < kChannelBlock; ++l) {
+            const int64_t m = mb * kChannelBlock + l, at = (oh * g.OW + ow) * kChannelBlock + l;
+            if (m >= g.M) {
+              y[at] = 0.f;
+              continue;
+            }
+            const int64_t c0 = m / Mg * Cg;
+            double sum = 0;
+            for (int64_t c = c0; c < c0 + Cg; ++c) {
+              const float* x = g.x + (n * Cb + c / kChannelBlock) * in_plane + c % kChannelBlock;
+              const float* w = g.w + (m * Cg + c - c0) * g.KH * g.KW;
+              for (int64_t kh = 0; kh < g.KH; ++kh) {
+                const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
+                if (ih < 0 || ih >= g.H) continue;
+                for (int64_t kw = 0; kw < g.KW; ++kw) {
+                  const int64_t iw = ow * g.sw - g.pl + kw * g.dw;
+                  if (iw < 0 || iw >= g.W) continue;
+                  sum += static_cast<double>(x[(ih * g.W + iw) * kChannelBlock]) * w[kh * g.KW + kw];
+                }
+              }
+            }
+            float v = static_cast<float>(sum);
+            if (g.bias) v += g.bias[m];
+            if (z) v += z[at];
+            y[at] = ApplyFusedActivation<float>(g.act, v);
+          }
+    }
+  });
+}
+
+void RegisterBlockedConvOps(OpRegistry& registry) {
+  registry.RegisterVersions(kNeeDomain, "ToBlocked", {1}, 1, 1, 1, 1, InferToBlocked, ToBlockedKernel);
+  registry.RegisterVersions(kNeeDomain, "FromBlocked", {1}, 1, 1, 1, 1, InferFromBlocked, FromBlockedKernel);
+  registry.RegisterVersions(kNeeDomain, "BlockedConv", {1}, 2, 4, 1, 1, InferBlockedConv, BlockedConvKernel);
+}
+
+}  // namespace nee

@@ -1,0 +1,55 @@
+// nee's channel-blocked convolution layout (domain ai.nee), written by the
+// optimizer's layout pass (opt/layout_blocked.cc), never by exporters.
+//
+// A blocked tensor holds an NCHW tensor as [N, ceil(C/8), H, W, 8]: channel c
+// of pixel (h, w) sits in block c / 8, lane c % 8, so the eight channels of a
+// pixel are one AVX2 vector and a block's pixels are contiguous. Lanes past C
+// are padding: written as 0 and never read as data.
+//   ToBlocked(X [N, C, H, W]) -> [N, Cb, H, W, 8]
+//   FromBlocked(X [N, Cb, H, W, 8]; channels = C) -> [N, C, H, W]
+//   BlockedConv(X blocked, W [M, C/group, KH, KW], B [M]?, Z blocked?; channels = C,
+//               kernel_shape, strides, pads, dilations, group, activation, activation_params)
+//     -> Y [N, Mb, OH, OW, 8]: com.microsoft FusedConv's result (conv, + B, + Z,
+//        then the activation), blocked.
+// What the reference kernels (ops/blocked_conv.cc) and the fast ones
+// (ep/cpu/blocked_conv_fast.cc) share is the geometry below.
+#pragma once
+#include <cstdint>
+
+#include "ops/fused_conv.h"
+#include "ops/op_schema.h"
+
+namespace nee {
+
+constexpr int64_t kChannelBlock = 8;
+inline int64_t ChannelBlocks(int64_t channels) { return (channels + kChannelBlock - 1) / kChannelBlock; }
+
+// A BlockedConv node's inputs, validated, and its allocated output.
+struct BlockedConvGeometry {
+  int64_t N = 0, C = 0, M = 0, group = 1;  // images, input and output channels
+  int64_t H = 0, W = 0, OH = 0, OW = 0;
+  int64_t KH = 0, KW = 0, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pt = 0, pl = 0;  // padding before the first row and column
+  FusedActivation act;
+  const float* x = nullptr;     // [N, Cb, H, W, 8]
+  const float* w = nullptr;     // [M, C / group, KH, KW]
+  const float* bias = nullptr;  // [M] or null
+  const float* z = nullptr;     // [N, Mb, OH, OW, 8] or null
+  float* y = nullptr;           // [N, Mb, OH, OW, 8]
+
+  int64_t Cb() const { return ChannelBlocks(C); }
+  int64_t Mb() const { return ChannelBlocks(M); }
+  bool depthwise() const { return group == C && group == M; }
+  bool pointwise() const {
+    return group == 1 && KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H && OW == W;
+  }
+};
+
+// Reads and checks the inputs and attributes, and allocates the output.
+Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx);
+
+// The reference computation of a planned BlockedConv (every output, padding
+// lanes 0): sums in double, in the order of the input channels and taps.
+void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g);
+
+}  // namespace nee

@@ -1,0 +1,104 @@
+"""The channel-blocked layout pass (src/opt/layout_blocked.cc) on MobileNet-style blocks built here with
+onnx.helper: pointwise and depthwise convs (stride 1 and 2) with activations, a residual Add, a value read
+both inside and outside the run, and a graph output from inside it. ONNX Runtime runs the same model as the
+oracle; the optimized model written by nee must contain the blocked ops, so the test covers them; results must
+not depend on the thread count."""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nee
+
+RNG = np.random.default_rng(11)
+
+
+def conv(name, x, cin, cout, k=1, stride=1, group=1, act=None, inits=None, nodes=None):
+    w = (RNG.standard_normal((cout, cin // group, k, k)) * (1.0 / np.sqrt(cin // group * k * k))).astype(np.float32)
+    b = (RNG.standard_normal(cout) * 0.1).astype(np.float32)
+    inits += [numpy_helper.from_array(w, name + "_w"), numpy_helper.from_array(b, name + "_b")]
+    pad = k // 2
+    y = name + "_conv"
+    nodes.append(helper.make_node("Conv", [x, name + "_w", name + "_b"], [y], name=name, kernel_shape=[k, k],
+                                  strides=[stride, stride], pads=[pad] * 4, group=group))
+    if act == "relu6":
+        lo, hi = name + "_lo", name + "_hi"
+        inits += [numpy_helper.from_array(np.array(0, np.float32), lo),
+                  numpy_helper.from_array(np.array(6, np.float32), hi)]
+        nodes.append(helper.make_node("Clip", [y, lo, hi], [name + "_out"]))
+        return name + "_out"
+    if act:
+        nodes.append(helper.make_node(act, [y], [name + "_out"]))
+        return name + "_out"
+    return y
+
+
+def mobilenet_block_model(batch=2, size=14):
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    x = "x"
+    a = conv("expand", x, 16, 32, act="relu6", **c)
+    d = conv("dw", a, 32, 32, k=3, group=32, act="Relu", **c)
+    p = conv("project", d, 32, 16, **c)
+    nodes.append(helper.make_node("Add", [p, x], ["residual"]))
+    e = conv("expand2", "residual", 16, 48, act="HardSwish", **c)
+    d2 = conv("dw2", e, 48, 48, k=3, stride=2, group=48, act="Sigmoid", **c)
+    out = conv("project2", d2, 48, 24, **c)
+    # `e` is also read outside the run (a graph output from inside it).
+    half = (size + 1) // 2
+    outputs = [helper.make_tensor_value_info(out, TensorProto.FLOAT, [batch, 24, half, half]),
+               helper.make_tensor_value_info(e, TensorProto.FLOAT, [batch, 48, size, size])]
+    graph = helper.make_graph(nodes, "blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                               [batch, 16, size, size])],
+                              outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def session(model_bytes, threads=1, optimized_path=None, reference=False):
+    so = nee.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.reference_kernels_only = reference
+    if optimized_path:
+        so.optimized_model_filepath = str(optimized_path)
+    return nee.InferenceSession(model_bytes, so)
+
+
+@pytest.mark.parametrize("size,reference", [(14, False), (9, False), (9, True)])
+def test_blocked_run_agrees_with_onnxruntime(tmp_path, size, reference):
+    model = mobilenet_block_model(size=size)
+    data = model.SerializeToString()
+    x = RNG.standard_normal((2, 16, size, size)).astype(np.float32)
+    optimized = tmp_path / "optimized.onnx"
+    got = session(data, optimized_path=optimized, reference=reference).run(None, {"x": x})
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    assert ops.count("BlockedConv") == 6, ops
+    assert ops.count("ToBlocked") == 1 and ops.count("FromBlocked") == 2, ops  # into the run; out twice
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-5)
+
+
+def test_blocked_run_gives_the_same_bits_at_any_thread_count():
+    data = mobilenet_block_model().SerializeToString()
+    x = RNG.standard_normal((2, 16, 14, 14)).astype(np.float32)
+    first = session(data, 1).run(None, {"x": x})
+    for threads in (2, 3):
+        for a, b in zip(session(data, threads).run(None, {"x": x}), first):
+            assert np.array_equal(a, b)
+
+
+def test_a_lone_pointwise_conv_stays_nchw(tmp_path):
+    inits, nodes = [], []
+    y = conv("only", "x", 16, 32, act="Relu", inits=inits, nodes=nodes)
+    graph = helper.make_graph(nodes, "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 5, 5])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 32, 5, 5])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    optimized = tmp_path / "optimized.onnx"
+    session(model.SerializeToString(), optimized_path=optimized)
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    assert "BlockedConv" not in ops and "ToBlocked" not in ops, ops

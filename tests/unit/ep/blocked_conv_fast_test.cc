@@ -1,0 +1,186 @@
+// The channel-blocked ops (ops/blocked_conv.cc, ep/cpu/blocked_conv_fast.cc):
+//  - the reference BlockedConv equals com.microsoft FusedConv's reference run
+//    on the NCHW tensors, reordered through the ToBlocked / FromBlocked references;
+//  - the fast kernels agree with those references on pointwise and depthwise
+//    geometries with ragged pixel counts, every activation, with and without
+//    bias and residual, and give the same bits at 1, 2 and 3 threads;
+//  - the fast reorders are exact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep_test_util.h"
+
+namespace nee {
+namespace {
+
+using testing::FloatsAttr;
+using testing::IntAttr;
+using testing::IntsAttr;
+using testing::StringAttr;
+
+struct Act {
+  std::string name;
+  std::vector<float> params;
+};
+
+const std::vector<Act> kActs = {{"", {}},         {"Relu", {}},       {"Clip", {0.f, 6.f}},
+                                {"HardSwish", {}}, {"LeakyRelu", {0.1f}}, {"Sigmoid", {}},
+                                {"Silu", {}},      {"Tanh", {}},       {"HardSigmoid", {0.3f, 0.4f}}};
+
+struct Geometry {
+  const char* name;
+  std::vector<int64_t> x, w;  // NCHW input, OIHW weights
+  int64_t group, stride, pad;
+};
+
+const std::vector<Geometry> kGeometries = {
+    {"pointwise 7x7", {1, 16, 7, 7}, {24, 16, 1, 1}, 1, 1, 0},        // 49 pixels: tiles 6 x 7 + 4 + 3
+    {"pointwise batch", {2, 8, 5, 9}, {40, 8, 1, 1}, 1, 1, 0},        // odd blocks (5): a lone last block
+    {"pointwise long", {1, 24, 13, 11}, {8, 24, 1, 1}, 1, 1, 0},      // 143 pixels in several chunks
+    {"depthwise s1", {1, 16, 9, 11}, {16, 1, 3, 3}, 16, 1, 1},
+    {"depthwise s2 even", {2, 8, 12, 14}, {8, 1, 3, 3}, 8, 2, 1},
+    {"depthwise s2 odd", {1, 24, 11, 13}, {24, 1, 3, 3}, 24, 2, 1},
+    {"depthwise tiny", {1, 8, 2, 3}, {8, 1, 3, 3}, 8, 1, 1},          // no interior column at all
+    {"grouped (reference)", {1, 16, 5, 5}, {16, 8, 3, 3}, 2, 1, 1},   // the fast kernel passes it on
+};
+
+Node BlockedConvNode(const Geometry& g, const Act& act, size_t inputs) {
+  std::vector<Attribute> attrs = {IntAttr("channels", g.x[1]), IntAttr("group", g.group),
+                                  IntsAttr("strides", {g.stride, g.stride}),
+                                  IntsAttr("pads", {g.pad, g.pad, g.pad, g.pad})};
+  if (!act.name.empty()) attrs.push_back(StringAttr("activation", act.name));
+  if (!act.params.empty()) attrs.push_back(FloatsAttr("activation_params", act.params));
+  return testing::MakeNode("BlockedConv", inputs, 1, attrs, "ai.nee");
+}
+
+Node FusedConvNode(const Geometry& g, const Act& act, size_t inputs) {
+  std::vector<Attribute> attrs = {IntAttr("group", g.group), IntsAttr("strides", {g.stride, g.stride}),
+                                  IntsAttr("pads", {g.pad, g.pad, g.pad, g.pad})};
+  if (!act.name.empty()) attrs.push_back(StringAttr("activation", act.name));
+  if (!act.params.empty()) attrs.push_back(FloatsAttr("activation_params", act.params));
+  return testing::MakeNode("FusedConv", inputs, 1, attrs, "com.microsoft");
+}
+
+Tensor Reorder(const char* op, const Tensor& t, int64_t channels) {
+  std::vector<Attribute> attrs;
+  if (std::string(op) == "FromBlocked") attrs.push_back(IntAttr("channels", channels));
+  auto out = testing::RunOp(testing::MakeNode(op, 1, 1, attrs, "ai.nee"), 1, {Value(t)});
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return out.ok() ? out->outputs[0].tensor() : Tensor();
+}
+
+void ExpectClose(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const float r = want.data<float>()[i], f = got.data<float>()[i];
+    ASSERT_NEAR(f, r, 2e-5f + 2e-5f * std::fabs(r)) << what << " at " << i;
+  }
+}
+
+void ExpectBitwise(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << what << " at " << i;
+}
+
+TEST(BlockedConv, ReferenceIsFusedConvThroughTheReorders) {
+  std::mt19937 rng(3);
+  for (const Geometry& g : kGeometries) {
+    Tensor x = testing::RandomTensor(g.x, rng);
+    Tensor w = testing::RandomTensor(g.w, rng);
+    Tensor b = testing::RandomTensor({g.w[0]}, rng);
+    for (const Act& act : {kActs[2], kActs[6]}) {
+      auto nchw = testing::RunOp(FusedConvNode(g, act, 3), 1, {Value(x), Value(w), Value(b)});
+      ASSERT_TRUE(nchw.ok()) << nchw.status().ToString();
+      const Tensor& want = nchw->outputs[0].tensor();
+      Tensor z = testing::RandomTensor(want.dims(), rng);
+      auto with_z = testing::RunOp(FusedConvNode(g, act, 4), 1, {Value(x), Value(w), Value(b), Value(z)});
+      ASSERT_TRUE(with_z.ok()) << with_z.status().ToString();
+      Tensor xb = Reorder("ToBlocked", x, g.x[1]);
+      auto blocked = testing::RunOp(BlockedConvNode(g, act, 3), 1, {Value(xb), Value(w), Value(b)});
+      ASSERT_TRUE(blocked.ok()) << blocked.status().ToString();
+      ExpectClose(Reorder("FromBlocked", blocked->outputs[0].tensor(), g.w[0]), want, g.name);
+      Tensor zb = Reorder("ToBlocked", z, g.w[0]);
+      auto blocked_z = testing::RunOp(BlockedConvNode(g, act, 4), 1, {Value(xb), Value(w), Value(b), Value(zb)});
+      ASSERT_TRUE(blocked_z.ok()) << blocked_z.status().ToString();
+      ExpectClose(Reorder("FromBlocked", blocked_z->outputs[0].tensor(), g.w[0]), with_z->outputs[0].tensor(),
+                  std::string(g.name) + " with Z");
+    }
+  }
+}
+
+TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
+  std::mt19937 rng(5);
+  for (const Geometry& g : kGeometries) {
+    Tensor x = testing::RandomTensor(g.x, rng);
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] *= 4.f;  // saturate Clip, HardSigmoid
+    Tensor xb = Reorder("ToBlocked", x, g.x[1]);
+    Tensor w = testing::RandomTensor(g.w, rng);
+    Tensor b = testing::RandomTensor({g.w[0]}, rng);
+    for (const Act& act : kActs) {
+      for (size_t inputs : {2, 3, 4}) {
+        std::vector<Value> in = {Value(xb), Value(w)};
+        if (inputs >= 3) in.push_back(Value(b));
+        if (inputs == 4) {
+          auto shape = testing::RunOp(BlockedConvNode(g, act, 3), 1, {Value(xb), Value(w), Value(b)});
+          ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+          in.push_back(Value(testing::RandomTensor(shape->outputs[0].tensor().dims(), rng)));
+        }
+        const Node node = BlockedConvNode(g, act, inputs);
+        auto ref = testing::RunOp(node, 1, in);
+        ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+        const std::string what = std::string(g.name) + " " + act.name + " inputs " + std::to_string(inputs);
+        Tensor first;
+        for (int threads : {1, 2, 3}) {
+          auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
+          ASSERT_TRUE(got.ok()) << got.status().ToString();
+          ExpectClose(*got, ref->outputs[0].tensor(), what);
+          if (threads == 1) first = *got;
+          else ExpectBitwise(*got, first, what + " threads " + std::to_string(threads));
+        }
+      }
+    }
+  }
+}
+
+TEST(BlockedConvFast, ReordersAreExact) {
+  std::mt19937 rng(8);
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{1, 8, 3, 5}, {2, 24, 7, 7}, {1, 16, 1, 1}}) {
+    Tensor x = testing::RandomTensor(dims, rng);
+    Tensor ref = Reorder("ToBlocked", x, dims[1]);
+    auto fast = testing::RunKernel(cpu::ToBlockedFloat, testing::MakeNode("ToBlocked", 1, 1, {}, "ai.nee"), 1,
+                                   {Value(x)}, 2);
+    ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+    ExpectBitwise(*fast, ref, "ToBlocked");
+    Node back = testing::MakeNode("FromBlocked", 1, 1, {IntAttr("channels", dims[1])}, "ai.nee");
+    auto round = testing::RunKernel(cpu::FromBlockedFloat, back, 1, {Value(*fast)}, 2);
+    ASSERT_TRUE(round.ok()) << round.status().ToString();
+    ExpectBitwise(*round, x, "FromBlocked");
+  }
+  // Channels that are not a multiple of 8 go through the reference, padding lanes 0.
+  Tensor odd = testing::RandomTensor({1, 3, 2, 2}, rng);
+  auto fast = testing::RunKernel(cpu::ToBlockedFloat, testing::MakeNode("ToBlocked", 1, 1, {}, "ai.nee"), 1,
+                                 {Value(odd)}, 1);
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  ASSERT_EQ(fast->dims(), (std::vector<int64_t>{1, 1, 2, 2, 8}));
+  for (int64_t p = 0; p < 4; ++p)
+    for (int64_t l = 0; l < 8; ++l)
+      EXPECT_EQ(fast->data<float>()[p * 8 + l], l < 3 ? odd.data<float>()[l * 4 + p] : 0.f);
+}
+
+TEST(BlockedConv, RefusesMismatchedInputsWithTheirNames) {
+  std::mt19937 rng(1);
+  const Geometry& g = kGeometries[0];
+  Tensor xb = Reorder("ToBlocked", testing::RandomTensor(g.x, rng), g.x[1]);
+  Tensor w = testing::RandomTensor({24, 8, 1, 1}, rng);  // 8 input channels, the node says 16
+  auto out = testing::RunKernel(cpu::BlockedConvFloat, BlockedConvNode(g, kActs[0], 2), 1, {Value(xb), Value(w)}, 1);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("input 1"), std::string::npos) << out.status().message();
+}
+
+}  // namespace
+}  // namespace nee
