@@ -1,0 +1,96 @@
+"""Operator versions older than opset 7, as the IR-3 PyTorch exports in onnx's `pytorch-converted` and
+`pytorch-operator` model tests use them (tests/conformance/run_conformance.py runs those).
+
+ONNX Runtime has no kernels for these versions (BatchNormalization-6, Gemm-6, PRelu-6: "Could not find
+an implementation"), so the oracles are numpy, written from the operator specifications of those
+versions, and onnx.reference where it implements them.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import nee
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from session_configs import CONFIGS, session_options  # noqa: E402
+
+F = TensorProto.FLOAT
+
+
+def model(node, inputs, outputs, opset, initializers=()):
+    g = helper.make_graph([node], "g", inputs, outputs, initializer=list(initializers))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 3
+    return m
+
+
+def run(m, feed, config="default"):
+    return nee.InferenceSession(m.SerializeToString(), session_options(config)).run(None, feed)
+
+
+# ---- BatchNormalization-6: is_test ---------------------------------------------------------------
+
+BN_SHAPE = [3, 4, 2, 5]
+
+
+def bn_model(opset, n_outputs=1, **attrs):
+    c = BN_SHAPE[1]
+    ins = [helper.make_tensor_value_info("x", F, BN_SHAPE)] + [
+        helper.make_tensor_value_info(n, F, [c]) for n in ("scale", "bias", "mean", "var")]
+    names = ["y", "running_mean", "running_var", "saved_mean", "saved_var"][:n_outputs]
+    outs = [helper.make_tensor_value_info(n, F, None) for n in names]
+    node = helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], names, **attrs)
+    return model(node, ins, outs, opset)
+
+
+def bn_feed():
+    rng = np.random.default_rng(7)
+    c = BN_SHAPE[1]
+    return {"x": rng.normal(1.0, 2.0, BN_SHAPE).astype(np.float32),
+            "scale": rng.uniform(0.5, 1.5, c).astype(np.float32),
+            "bias": rng.normal(0, 1, c).astype(np.float32),
+            "mean": rng.normal(0, 1, c).astype(np.float32),
+            "var": rng.uniform(0.5, 2.0, c).astype(np.float32)}
+
+
+def bn_numpy(f, mean, var, eps=1e-5):
+    r = (1, -1, 1, 1)
+    return (f["x"] - mean.reshape(r)) / np.sqrt(var.reshape(r) + eps) * f["scale"].reshape(r) + f["bias"].reshape(r)
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("opset", [1, 6])
+def test_batchnorm_before_7_with_is_test_uses_the_given_statistics(opset, config):
+    """nee refused BatchNormalization below opset 7 ("does not exist at opset 6"): PyTorch's
+    eval-mode exports (is_test=1) failed to load. Oracle: numpy and onnx.reference."""
+    attrs = {"is_test": 1, "epsilon": 1e-3}
+    if opset == 1:
+        attrs["consumed_inputs"] = [0, 0, 0, 1, 1]  # legacy, ignored
+    m = bn_model(opset, **attrs)
+    f = bn_feed()
+    (y,) = run(m, f, config)
+    np.testing.assert_allclose(y, bn_numpy(f, f["mean"], f["var"], 1e-3), rtol=1e-5, atol=1e-5)
+    if opset == 6:
+        (ref,) = ReferenceEvaluator(m).run(None, f)
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_batchnorm_6_without_is_test_is_training_mode(config):
+    """is_test defaults to 0, training: normalize with the batch's statistics; the running ones
+    move by momentum, the saved ones are the batch's (population variance, as onnx.reference)."""
+    m = bn_model(6, n_outputs=5, momentum=0.8)
+    f = bn_feed()
+    y, running_mean, running_var, saved_mean, saved_var = run(m, f, config)
+    axes = (0, 2, 3)
+    batch_mean, batch_var = f["x"].mean(axis=axes), f["x"].var(axis=axes)
+    np.testing.assert_allclose(y, bn_numpy(f, batch_mean, batch_var), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(saved_mean, batch_mean, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(saved_var, batch_var, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(running_mean, f["mean"] * 0.8 + batch_mean * 0.2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(running_var, f["var"] * 0.8 + batch_var * 0.2, rtol=1e-5, atol=1e-6)
