@@ -94,3 +94,53 @@ def test_batchnorm_6_without_is_test_is_training_mode(config):
     np.testing.assert_allclose(saved_var, batch_var, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(running_mean, f["mean"] * 0.8 + batch_mean * 0.2, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(running_var, f["var"] * 0.8 + batch_var * 0.2, rtol=1e-5, atol=1e-6)
+
+
+# ---- Gemm-6: broadcast ---------------------------------------------------------------------------
+
+
+def gemm_model(opset, c_shape, **attrs):
+    ins = [helper.make_tensor_value_info("a", F, [3, 4]), helper.make_tensor_value_info("b", F, [5, 4]),
+           helper.make_tensor_value_info("c", F, c_shape)]
+    node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1, **attrs)
+    return model(node, ins, [helper.make_tensor_value_info("y", F, None)], opset)
+
+
+def gemm_feed(c_shape):
+    rng = np.random.default_rng(3)
+    return {"a": rng.normal(size=(3, 4)).astype(np.float32), "b": rng.normal(size=(5, 4)).astype(np.float32),
+            "c": rng.normal(size=c_shape).astype(np.float32)}
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("opset", [1, 6])
+@pytest.mark.parametrize("c_shape,broadcast", [([3, 5], 0), ([5], 1), ([1, 5], 1), ([3, 1], 1), ([3, 5], 1)])
+def test_gemm_before_7(opset, c_shape, broadcast, config):
+    """nee refused Gemm below opset 7; PyTorch's nn.Linear export (Gemm-6, broadcast=1) failed to
+    load. Oracle: numpy (alpha A B^T + beta C) and onnx.reference's Gemm_6."""
+    m = gemm_model(opset, c_shape, alpha=0.5, beta=2.0, broadcast=broadcast)
+    f = gemm_feed(c_shape)
+    (y,) = run(m, f, config)
+    want = 0.5 * f["a"] @ f["b"].T + 2.0 * f["c"]
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+    if broadcast and opset == 6:  # onnx.reference has no Gemm-1, and adds C without beta when broadcast is 0
+        (ref,) = ReferenceEvaluator(m).run(None, f)
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("opset", [1, 6])
+def test_gemm_before_7_refuses_a_c_to_broadcast_without_the_attribute(opset):
+    """Without broadcast=1, C must be [M, N] (onnx.reference raises "without broadcast" too)."""
+    m = gemm_model(opset, [5])
+    with pytest.raises(Exception, match="broadcast attribute is 0"):
+        run(m, gemm_feed([5]))
+    if opset == 6:
+        with pytest.raises(ValueError, match="without broadcast"):
+            ReferenceEvaluator(m).run(None, gemm_feed([5]))
+
+
+def test_gemm_6_requires_c():
+    ins = [helper.make_tensor_value_info("a", F, [3, 4]), helper.make_tensor_value_info("b", F, [4, 5])]
+    m = model(helper.make_node("Gemm", ["a", "b"], ["y"]), ins, [helper.make_tensor_value_info("y", F, None)], 6)
+    with pytest.raises(Exception, match="input"):
+        nee.InferenceSession(m.SerializeToString())
