@@ -144,3 +144,47 @@ def test_gemm_6_requires_c():
     m = model(helper.make_node("Gemm", ["a", "b"], ["y"]), ins, [helper.make_tensor_value_info("y", F, None)], 6)
     with pytest.raises(Exception, match="input"):
         nee.InferenceSession(m.SerializeToString())
+
+
+# ---- PRelu-6: a per-channel slope ----------------------------------------------------------------
+
+
+def prelu_model(opset, x_shape, slope, as_initializer):
+    ins = [helper.make_tensor_value_info("x", F, x_shape), helper.make_tensor_value_info("slope", F, list(slope.shape))]
+    inits = [numpy_helper.from_array(slope, "slope")] if as_initializer else []
+    node = helper.make_node("PRelu", ["x", "slope"], ["y"])
+    return model(node, ins, [helper.make_tensor_value_info("y", F, None)], opset, inits)
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("opset", [1, 6])
+@pytest.mark.parametrize("x_shape", [[2, 3], [2, 3, 4], [2, 3, 4, 5], [2, 3, 3]])
+@pytest.mark.parametrize("as_initializer", [False, True])
+def test_prelu_before_7_takes_one_slope_per_channel(opset, x_shape, as_initializer, config):
+    """PRelu-6's slope "of size 1 is shared across channels", otherwise one per channel (axis 1), as
+    PyTorch's nn.PReLU(num_parameters=C) exports it. nee applied numpy broadcasting (opset 7's rule)
+    and refused [2,3,4] with [3]. Oracle: numpy with the slope as [C, 1, ...]; [2, 3, 3] is the case
+    where numpy broadcasting would have run but along the last axis."""
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    m = prelu_model(opset, x_shape, slope, as_initializer)
+    x = np.random.default_rng(5).normal(size=x_shape).astype(np.float32)
+    feed = {"x": x} if as_initializer else {"x": x, "slope": slope}
+    (y,) = run(m, feed, config)
+    s = slope.reshape([3] + [1] * (len(x_shape) - 2))
+    np.testing.assert_array_equal(y, np.where(x < 0, x * s, x))
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_prelu_7_still_broadcasts_as_numpy(config):
+    """From opset 7 the same [2, 3, 3] x [3] aligns the slope with the last axis (onnxruntime agrees)."""
+    slope = np.array([0.1, -0.5, 2.0], np.float32)
+    m = prelu_model(7, [2, 3, 3], slope, False)
+    m.ir_version = 7
+    x = np.random.default_rng(5).normal(size=[2, 3, 3]).astype(np.float32)
+    (y,) = run(m, {"x": x, "slope": slope}, config)
+    np.testing.assert_array_equal(y, np.where(x < 0, x * slope, x))
+    import onnxruntime as ort
+
+    (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "slope": slope})
+    np.testing.assert_array_equal(y, want)
