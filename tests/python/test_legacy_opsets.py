@@ -188,3 +188,56 @@ def test_prelu_7_still_broadcasts_as_numpy(config):
     (want,) = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": x, "slope": slope})
     np.testing.assert_array_equal(y, want)
+
+
+# ---- RNN, GRU, LSTM version 1 (and GRU-3) --------------------------------------------------------
+
+RNN_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def rnn_model(op, opset, direction, with_outputs, **attrs):
+    seq, batch, inp, hidden = 4, 2, 3, 5
+    dirs = 2 if direction == "bidirectional" else 1
+    g = RNN_GATES[op]
+    ins = [helper.make_tensor_value_info("x", F, [seq, batch, inp]),
+           helper.make_tensor_value_info("w", F, [dirs, g * hidden, inp]),
+           helper.make_tensor_value_info("r", F, [dirs, g * hidden, hidden]),
+           helper.make_tensor_value_info("b", F, [dirs, 2 * g * hidden])]
+    outs = ["y", "y_h", "y_c"][: (3 if op == "LSTM" else 2)]
+    if direction is not None:
+        attrs["direction"] = direction
+    node = helper.make_node(op, ["x", "w", "r", "b"], outs, hidden_size=hidden, **attrs)
+    m = model(node, ins, [helper.make_tensor_value_info(n, F, None) for n in outs[:with_outputs]], opset)
+    feed = {}
+    rng = np.random.default_rng(11)
+    for vi in ins:
+        dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+        feed[vi.name] = rng.uniform(-0.8, 0.8, dims).astype(np.float32)
+    return m, feed
+
+
+def ort_run(m, feed):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("op,opset", [("RNN", 1), ("GRU", 1), ("GRU", 3), ("LSTM", 1)])
+@pytest.mark.parametrize("direction", [None, "reverse", "bidirectional"])
+def test_recurrent_ops_before_7_compute_what_7_does(op, opset, direction, config):
+    """nee refused RNN/GRU/LSTM-1 and GRU-3 ("introduced in opset 7"). They compute what version 7
+    does (output_sequence only said whether Y was wanted; GRU-1 is linear_before_reset=0). Oracle:
+    onnxruntime, which has no kernel before 7, on the same node at opset 7. GRU-1's declared default
+    direction is the misspelled "foward" (direction None: forward)."""
+    old_attrs = {"output_sequence": 1} if opset == 1 else {}
+    m, feed = rnn_model(op, opset, direction, 3, **old_attrs)
+    m7, _ = rnn_model(op, 7, direction, 3)
+    m7.ir_version = 7
+    got = run(m, feed, config)
+    want = ort_run(m7, feed)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
