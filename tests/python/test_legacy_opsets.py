@@ -241,3 +241,29 @@ def test_recurrent_ops_before_7_compute_what_7_does(op, opset, direction, config
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+# ---- Split-1: the split attribute ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("as_input", [False, True])
+def test_split_1_reads_the_split_attribute_or_input(as_input, config):
+    """Split-1 takes the sizes from its optional second input or, without it, from the split
+    attribute. The shape rule read only the input, so an attribute split of an axis that does not
+    divide evenly was refused ("cannot be split evenly into 2 outputs"). onnxruntime and
+    onnx.reference have no Split-1; oracle: numpy.split."""
+    x = np.arange(2 * 3 * 5, dtype=np.float32).reshape(2, 3, 5)
+    ins = [helper.make_tensor_value_info("x", F, [2, 3, 5])]
+    feed = {"x": x}
+    if as_input:
+        ins.append(helper.make_tensor_value_info("split", TensorProto.INT64, [2]))
+        feed["split"] = np.array([2, 3], np.int64)
+        node = helper.make_node("Split", ["x", "split"], ["y", "z"], axis=2)
+    else:
+        node = helper.make_node("Split", ["x"], ["y", "z"], axis=2, split=[2, 3])
+    m = model(node, ins, [helper.make_tensor_value_info(n, F, None) for n in ("y", "z")], 1)
+    y, z = run(m, feed, config)
+    want_y, want_z = np.split(x, [2], axis=2)
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_array_equal(z, want_z)
