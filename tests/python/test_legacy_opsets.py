@@ -267,3 +267,36 @@ def test_split_1_reads_the_split_attribute_or_input(as_input, config):
     want_y, want_z = np.split(x, [2], axis=2)
     np.testing.assert_array_equal(y, want_y)
     np.testing.assert_array_equal(z, want_z)
+
+
+# ---- Upsample-1: height_scale and width_scale ----------------------------------------------------
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("mode", [None, "nearest", "bilinear"])
+def test_upsample_1_scales_height_and_width(mode, config):
+    """Upsample-1 (experimental) takes height_scale and width_scale for an NCHW input; nee refused it
+    ("introduced in opset 7"). It is Upsample-7 with scales [1, 1, h, w]. Oracle: onnxruntime (which has
+    no Upsample-1) on that Upsample-7, and the spec's own nearest example."""
+    x = np.random.default_rng(2).normal(size=(2, 3, 4, 5)).astype(np.float32)
+    attrs = {} if mode is None else {"mode": mode}
+    ins = [helper.make_tensor_value_info("x", F, [2, 3, 4, 5])]
+    outs = [helper.make_tensor_value_info("y", F, None)]
+    m1 = model(helper.make_node("Upsample", ["x"], ["y"], height_scale=2.0, width_scale=3.0, **attrs), ins, outs, 1)
+    m7 = model(helper.make_node("Upsample", ["x"], ["y"], scales=[1.0, 1.0, 2.0, 3.0],
+                                **({} if mode is None else {"mode": "linear" if mode == "bilinear" else mode})),
+               ins, outs, 7)
+    m7.ir_version = 7
+    (y,) = run(m1, {"x": x}, config)
+    (want,) = ort_run(m7, {"x": x})
+    assert y.shape == (2, 3, 8, 15)
+    np.testing.assert_allclose(y, want, rtol=1e-6, atol=1e-6)
+
+
+def test_upsample_1_spec_example():
+    data = np.array([[[[1, 2], [3, 4]]]], np.float32)
+    ins = [helper.make_tensor_value_info("x", F, [1, 1, 2, 2])]
+    m = model(helper.make_node("Upsample", ["x"], ["y"], height_scale=2.0, width_scale=2.0, mode="nearest"), ins,
+              [helper.make_tensor_value_info("y", F, None)], 1)
+    (y,) = run(m, {"x": data})
+    np.testing.assert_array_equal(y, [[[[1, 1, 2, 2], [1, 1, 2, 2], [3, 3, 4, 4], [3, 3, 4, 4]]]])
