@@ -24,7 +24,7 @@ step "Python tests (pytest)"
 PYTHONPATH="$PWD/build/python" NEE_BIN="$PWD/build/bin/nee" NEE_UNIT_TEST_BINARY="$PWD/build/bin/nee_unit_tests" \
   .venv/bin/python -m pytest -q tests/python tests/models tests/unit/format/check_written_models.py
 
-step "ONNX conformance (node tests), under each session configuration"
+step "ONNX conformance (node tests and model tests), under each session configuration"
 # default, optimizations off, reference kernels only, one thread: each must meet the floor.
 PYTHONPATH="$PWD/build/python" .venv/bin/python tests/conformance/run_conformance.py \
   --config default --config no-opt --config reference --config one-thread \

@@ -61,9 +61,27 @@ Status ThresholdedReluKernel(KernelContext& ctx) {
   return FloatActivation(ctx, [alpha](auto x) { return x > decltype(x)(alpha) ? x : decltype(x)(0); });
 }
 
+// PRelu before opset 7 knew no numpy broadcasting: its slope is shared when of size 1 and otherwise,
+// as Caffe2 defined the op and PyTorch exports nn.PReLU(num_parameters=C), one value per channel (X's
+// axis 1). Such a 1-D slope of X's channel count is read as [C, 1, ..., 1]; from opset 7 numpy
+// broadcasting would align it with X's last axis instead. Other slopes broadcast as from opset 7.
+Result<BinaryInputs> PreparePRelu(const KernelContext& ctx) {
+  if (ctx.opset() >= 7) return PrepareBinary(ctx, true, false);
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* slope, ctx.InputTensor(1));
+  if (x->rank() < 2 || slope->rank() != 1 || slope->dim(0) != x->dim(1) || slope->dim(0) == 1)
+    return PrepareBinary(ctx, true, false);
+  if (x->dtype() != slope->dtype())
+    return ctx.InputError(1, std::string("has element type ") + DataTypeName(slope->dtype()) + " but input 0 has " +
+                                 DataTypeName(x->dtype()));
+  BinaryInputs in{x, slope, x->dims(), std::vector<int64_t>(x->dims().size(), 1), x->dims()};
+  in.b_dims[1] = x->dim(1);
+  return in;
+}
+
 // PRelu: slope broadcasts to X's shape (unidirectionally); the output has X's shape.
 Status PReluKernel(KernelContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(BinaryInputs in, PrepareBinary(ctx, true, false));
+  NEE_ASSIGN_OR_RETURN(BinaryInputs in, PreparePRelu(ctx));
   if (in.out_dims != in.a_dims)
     return ctx.InputError(1, "(slope) of shape " + DimsToString(in.b_dims) +
                                  " does not broadcast to the input's shape " + DimsToString(in.a_dims));

@@ -230,6 +230,14 @@ bool GemmBiasBroadcasts(const Shape& c, const Dim& m, const Dim& n) {
   return true;
 }
 
+// Gemm before opset 7 broadcasts C only when its 'broadcast' attribute is set (then as from 7 on:
+// unidirectionally to [M, N]); without it C must be [M, N] exactly.
+Result<bool> GemmCMustBeExact(const Node& node, int64_t opset) {
+  if (opset >= 7) return false;
+  NEE_ASSIGN_OR_RETURN(int64_t broadcast, node.GetInt("broadcast", 0));
+  return broadcast == 0;
+}
+
 Status InferGemm(InferenceContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const TypeInfo* a, InputTensorType(ctx, 0));
   NEE_ASSIGN_OR_RETURN(const TypeInfo* b, InputTensorType(ctx, 1));
@@ -253,6 +261,11 @@ Status InferGemm(InferenceContext& ctx) {
   if (const Shape* c = nn::KnownShape(ctx, 2); c && !GemmBiasBroadcasts(*c, m, n))
     return ctx.InputError(2, "of shape " + ShapeToString(*c) + " does not broadcast to [" + m.ToString() + "," +
                                  n.ToString() + "]");
+  NEE_ASSIGN_OR_RETURN(bool exact_c, GemmCMustBeExact(ctx.node, ctx.opset));
+  if (const Shape* c = nn::KnownShape(ctx, 2);
+      exact_c && c && (c->size() != 2 || nn::DimsConflict((*c)[0], m) || nn::DimsConflict((*c)[1], n)))
+    return ctx.InputError(2, "of shape " + ShapeToString(*c) + " is not [" + m.ToString() + "," + n.ToString() +
+                                 "] and the broadcast attribute is 0");
   ctx.output_types[0] = TypeInfo::Tensor(a->elem_type, Shape{m, n});
   return Status::Ok();
 }
@@ -327,6 +340,10 @@ Status GemmKernel(KernelContext& ctx) {
     if (!GemmBiasBroadcasts(ShapeFromDims(c->dims()), Dim::Known(M), Dim::Known(N)))
       return ctx.InputError(2, "of shape " + DimsToString(c->dims()) + " does not broadcast to [" +
                                    std::to_string(M) + "," + std::to_string(N) + "]");
+    NEE_ASSIGN_OR_RETURN(bool exact_c, GemmCMustBeExact(ctx.node(), ctx.opset()));
+    if (exact_c && c->dims() != std::vector<int64_t>{M, N})
+      return ctx.InputError(2, "of shape " + DimsToString(c->dims()) + " is not [" + std::to_string(M) + "," +
+                                   std::to_string(N) + "] and the broadcast attribute is 0");
   }
   switch (ComputeKindOf(a->dtype())) {
     case ComputeKind::kFloat: return GemmTyped<float>(ctx, attrs, *a, *b, c, M, N, K);
@@ -602,7 +619,9 @@ Status EinsumKernel(KernelContext& ctx) {
 void RegisterMatMulOps(OpRegistry& registry) {
   registry.RegisterVersions("", "MatMul", {1, 9, 13}, 2, 2, 1, 1, InferMatMul, MatMulKernel);
   registry.RegisterVersions("", "MatMulInteger", {10}, 2, 4, 1, 1, InferMatMulInteger, MatMulIntegerKernel);
-  // Gemm 6 and older carry a 'broadcast' attribute; 7 made broadcasting implicit.
+  // Gemm 6 and older carry a 'broadcast' attribute (GemmCMustBeExact) and require C; 7 made
+  // broadcasting implicit.
+  registry.RegisterVersions("", "Gemm", {1, 6}, 3, 3, 1, 1, InferGemm, GemmKernel);
   registry.RegisterVersions("", "Gemm", {7, 9, 11, 13}, 2, 3, 1, 1, InferGemm, GemmKernel);
   registry.RegisterVersions("", "Einsum", {12, 28}, 1, kVariadic, 1, 1, InferEinsum, EinsumKernel);
 }

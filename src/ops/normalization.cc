@@ -183,10 +183,16 @@ Status BatchNormKernel(KernelContext& ctx) {
     NEE_RETURN_IF_ERROR(RequireRealFloat(ctx, i, p->dtype()));
     params.push_back(p);
   }
+  // Training mode normalizes with the batch's statistics: from opset 14 when training_mode is set;
+  // before opset 7 unless is_test is (its default 0 means training: PyTorch's eval-mode exports
+  // write is_test=1). Opsets 7 to 13 always run inference.
   bool training = false;
   if (ctx.opset() >= 14) {
     NEE_ASSIGN_OR_RETURN(int64_t mode, ctx.node().GetInt("training_mode", 0));
     training = mode != 0;
+  } else if (ctx.opset() < 7) {
+    NEE_ASSIGN_OR_RETURN(int64_t is_test, ctx.node().GetInt("is_test", 0));
+    training = is_test == 0;
   }
   if (ComputeKindOf(x->dtype()) == ComputeKind::kFloat) return BatchNormTyped<float>(ctx, *x, params, training);
   return BatchNormTyped<double>(ctx, *x, params, training);
@@ -788,7 +794,9 @@ Status MvnKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterNormalizationOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "BatchNormalization", {7, 9, 14, 15}, 5, 5, 1, 5, InferBatchNorm, BatchNormKernel);
+  // Opsets 1 and 6 carry is_test (and 1 the ignored consumed_inputs); see BatchNormKernel.
+  registry.RegisterVersions("", "BatchNormalization", {1, 6, 7, 9, 14, 15}, 5, 5, 1, 5, InferBatchNorm,
+                            BatchNormKernel);
   registry.RegisterVersions("", "InstanceNormalization", {1, 6, 22}, 3, 3, 1, 1, InferSameAsInput0, InstanceNormKernel);
   // Version 1 is ONNX Runtime's: its transformer optimizer writes LayerNormalization (same
   // attributes and semantics) into models of any opset, before ONNX added the op in 17.

@@ -1,5 +1,5 @@
 // Operator family: Resize. Resize (opsets 10, 11, 13, 18, 19) and its older
-// form Upsample (7, 9): nearest / linear / cubic on any number of axes, every
+// form Upsample (1, 7, 9): nearest / linear / cubic on any number of axes, every
 // coordinate_transformation_mode and nearest_mode, cubic_coeff_a,
 // exclude_outside, extrapolation_value, scales or sizes, and from 18
 // antialias, axes and keep_aspect_ratio_policy.
@@ -27,6 +27,18 @@ using namespace resize;  // the shared types and sampling rules (ops/resize_geom
 namespace {
 
 bool IsUpsample(const Node& node) { return node.op_type == "Upsample"; }
+
+// Upsample-7 holds its scales in an attribute; Upsample-1 (experimental, NCHW only) in height_scale and
+// width_scale, the batch and channel axes unscaled.
+Result<std::vector<float>> AttrScales(const Node& node, int64_t opset, size_t rank) {
+  if (opset >= 7) return node.GetFloats("scales");
+  NEE_ASSIGN_OR_RETURN(float height, node.GetFloat("height_scale"));
+  NEE_ASSIGN_OR_RETURN(float width, node.GetFloat("width_scale"));
+  if (rank != 4)
+    return InvalidArgument(node.Describe() + ": Upsample-1 takes a 4-D (N, C, H, W) input, got rank " +
+                           std::to_string(rank));
+  return std::vector<float>{1, 1, height, width};
+}
 
 template <typename Ctx>
 Result<ResizeAttrs> ReadAttrs(const Ctx& ctx, const Node& node, int64_t opset) {
@@ -197,7 +209,7 @@ Status InferResize(InferenceContext& ctx) {
   std::vector<int64_t> sizes;
   bool known = true;
   if (slots.scales < 0) {
-    NEE_ASSIGN_OR_RETURN(std::vector<float> s, ctx.node.GetFloats("scales", {}));
+    NEE_ASSIGN_OR_RETURN(std::vector<float> s, AttrScales(ctx.node, ctx.opset, x->shape->size()));
     scales.assign(s.begin(), s.end());
   } else if (ctx.has_input(static_cast<size_t>(slots.scales))) {
     const Tensor* t = ctx.input_value(static_cast<size_t>(slots.scales));
@@ -516,7 +528,7 @@ Result<ResizePlan> ReadKernelPlan(KernelContext& ctx, const ResizeAttrs& attrs, 
   std::vector<double> scales, roi;
   std::vector<int64_t> sizes;
   if (slots.scales < 0) {
-    NEE_ASSIGN_OR_RETURN(std::vector<float> s, ctx.node().GetFloats("scales"));
+    NEE_ASSIGN_OR_RETURN(std::vector<float> s, AttrScales(ctx.node(), ctx.opset(), x.dims().size()));
     scales.assign(s.begin(), s.end());
   } else if (ctx.has_input(static_cast<size_t>(slots.scales))) {
     NEE_ASSIGN_OR_RETURN(const Tensor* t, ctx.InputTensor(static_cast<size_t>(slots.scales)));
@@ -558,7 +570,7 @@ Status ResizeKernel(KernelContext& ctx) {
 void RegisterResizeOps(OpRegistry& registry) {
   registry.RegisterVersions("", "Resize", {10}, 2, 2, 1, 1, InferResize, ResizeKernel);
   registry.RegisterVersions("", "Resize", {11, 13, 18, 19}, 1, 4, 1, 1, InferResize, ResizeKernel);
-  registry.RegisterVersions("", "Upsample", {7}, 1, 1, 1, 1, InferResize, ResizeKernel);
+  registry.RegisterVersions("", "Upsample", {1, 7}, 1, 1, 1, 1, InferResize, ResizeKernel);
   registry.RegisterVersions("", "Upsample", {9}, 2, 2, 1, 1, InferResize, ResizeKernel);
 }
 

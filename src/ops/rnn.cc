@@ -1,4 +1,4 @@
-// Operator family: Rnn. RNN, GRU and LSTM (opset 7, 14 (layout), 22
+// Operator family: Rnn. RNN, GRU and LSTM (opset 1, 7, 14 (layout), 22
 // (bfloat16); GRU also 3), with directions forward / reverse /
 // bidirectional, sequence_lens, initial states, LSTM peepholes and
 // input_forget, GRU linear_before_reset, activations with their alpha/beta,
@@ -108,6 +108,8 @@ Result<RnnConfig> ReadConfig(const Ctx& ctx, const Node& node, CellKind kind, in
   RnnConfig c;
   c.kind = kind;
   NEE_ASSIGN_OR_RETURN(std::string direction, node.GetString("direction", "forward"));
+  // GRU-1's schema spells its default direction "foward"; GRU-3 corrected it to "forward".
+  if (kind == CellKind::kGru && opset < 3 && direction == "foward") direction = "forward";
   if (direction == "bidirectional") c.num_directions = 2;
   else if (direction == "reverse") c.reverse_only = true;
   else if (direction != "forward") return ctx.Error("unknown direction '" + direction + "'");
@@ -622,9 +624,13 @@ Status RnnKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterRnnOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "RNN", {7, 14, 22}, 3, 6, 0, 2, InferRnn<CellKind::kRnn>, RnnKernel<CellKind::kRnn>);
-  registry.RegisterVersions("", "GRU", {7, 14, 22}, 3, 6, 0, 2, InferRnn<CellKind::kGru>, RnnKernel<CellKind::kGru>);
-  registry.RegisterVersions("", "LSTM", {7, 14, 22}, 3, 8, 0, 3, InferRnn<CellKind::kLstm>,
+  // Version 1 (and GRU's 3) computes what 7 does; their output_sequence attribute only said whether Y was
+  // wanted, which an absent output says from 7 on. GRU-1 has no linear_before_reset (it is 0).
+  registry.RegisterVersions("", "RNN", {1, 7, 14, 22}, 3, 6, 0, 2, InferRnn<CellKind::kRnn>,
+                            RnnKernel<CellKind::kRnn>);
+  registry.RegisterVersions("", "GRU", {1, 3, 7, 14, 22}, 3, 6, 0, 2, InferRnn<CellKind::kGru>,
+                            RnnKernel<CellKind::kGru>);
+  registry.RegisterVersions("", "LSTM", {1, 7, 14, 22}, 3, 8, 0, 3, InferRnn<CellKind::kLstm>,
                             RnnKernel<CellKind::kLstm>);
   // ONNX Runtime's contrib op written by onnxruntime.quantization.quantize_dynamic for LSTM nodes: LSTM with
   // int8 weights laid out [dirs, input, 4*hidden] / [dirs, hidden, 4*hidden]; their scales and zero points

@@ -592,7 +592,8 @@ Status SplitInfer(InferenceContext& ictx) {
   NEE_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(axis_attr, static_cast<int64_t>(x->shape->size()), ictx.node));
   std::optional<std::vector<int64_t>> split;
   bool split_unknown = false;
-  if (ictx.opset >= 13 || ictx.opset < 2) {
+  // As the kernel reads it: an input from opset 13; before 2 the input when given, else the attribute.
+  if (ictx.opset >= 13 || (ictx.opset < 2 && ictx.has_input(1))) {
     if (ictx.has_input(1)) {
       split = KnownInts(ictx, 1);
       split_unknown = !split;
