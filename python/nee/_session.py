@@ -48,6 +48,9 @@ def _node_args(infos: List[Tuple[str, str, int, Any]]) -> List[NodeArg]:
     return [NodeArg(name, type_, [] if dims is None else dims) for (name, type_, _, dims) in infos]
 
 
+_NO_MODEL_VERSION = 2**63 - 1
+
+
 class ModelMetadata:
     def __init__(self, session: "_nee.Session") -> None:
         self.producer_name = session.metadata("producer_name")
@@ -55,7 +58,9 @@ class ModelMetadata:
         self.domain = session.metadata("domain")
         self.description = session.metadata("doc_string")
         self.graph_description = session.metadata("graph_doc_string")
-        self.version = int(session.metadata("model_version"))
+        # ONNX Runtime reports a model without model_version as INT64_MAX (its kNoVersion); nee's reader
+        # keeps no field presence, and its writer leaves a 0 out, so 0 reads as absent.
+        self.version = int(session.metadata("model_version")) or _NO_MODEL_VERSION
         self.custom_metadata_map = {k: session.metadata("custom:" + k) for k in session.custom_metadata_keys()}
 
 
