@@ -94,3 +94,44 @@ def test_lstm_state_output_lists_the_batch_of_its_input(rt):
                    [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["T", 1, size])],
                    [helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, "LSTMhn_dim_1", hidden])], [w, r])
     assert session(rt, model).get_outputs()[0].shape == [1, 1, hidden]
+
+
+# ---- the simplest shim: sys.modules["onnxruntime"] = nee -----------------------------------------
+
+ALIAS_SCRIPT = r"""
+import importlib, sys
+import numpy as np
+sys.modules["onnxruntime"] = importlib.import_module(sys.argv[1])
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, NoSuchFile
+from onnxruntime.capi import _pybind_state as C
+import onnxruntime
+print(C.SessionOptions is onnxruntime.SessionOptions, C.GraphOptimizationLevel is onnxruntime.GraphOptimizationLevel)
+try:
+    onnxruntime.InferenceSession(sys.argv[2] + ".missing", providers=["CPUExecutionProvider"])
+except NoSuchFile:
+    print("NoSuchFile caught")
+sess = onnxruntime.InferenceSession(sys.argv[2], providers=["CPUExecutionProvider"])
+try:
+    sess.run(None, {"X": np.zeros((2, 3), np.float64)})
+except InvalidArgument:
+    print("InvalidArgument caught")
+"""
+
+
+def test_aliased_package_raises_the_capi_exception_classes(rt, tmp_path):
+    """`sys.modules["onnxruntime"] = nee` then `from onnxruntime.capi.onnxruntime_pybind11_state import
+    InvalidArgument`: Python runs the capi modules again under the alias, and they must still hand out
+    the classes nee raises (they did not: relative imports loaded a second copy of nee._errors)."""
+    import os
+    import subprocess
+    import sys
+
+    import nee
+    path = str(tmp_path / "add.onnx")
+    onnx.save(add_model(), path)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(nee.__file__))]
+                                                      + [p for p in sys.path if p]))
+    out = subprocess.run([sys.executable, "-c", ALIAS_SCRIPT, rt.__name__, path], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["True True", "NoSuchFile caught", "InvalidArgument caught"]
