@@ -135,3 +135,28 @@ def test_aliased_package_raises_the_capi_exception_classes(rt, tmp_path):
                          env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:3] == ["True True", "NoSuchFile caught", "InvalidArgument caught"]
+
+
+def test_loop_carried_output_shape_nee_proves_and_onnxruntime_does_not():
+    """Where nee's checker proves more than ONNX Runtime's inference, nee lists more (README, the
+    differences on purpose): a Loop's loop-carried value keeps its [4, 3]; ONNX Runtime lists the
+    declared symbols. Both run to [4, 3]."""
+    import numpy as np
+    import onnxruntime
+
+    import nee
+    body = helper.make_graph([helper.make_node("Identity", ["c_in"], ["c_out"]),
+                              helper.make_node("Add", ["x_in", "x_in"], ["x_out"])], "body",
+                             [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                              helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("x_in", TensorProto.FLOAT, None)],
+                             [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+                              helper.make_tensor_value_info("x_out", TensorProto.FLOAT, None)])
+    model = _model([helper.make_node("Loop", ["steps", "", "x"], ["y"], body=body)],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3]),
+                    helper.make_tensor_value_info("steps", TensorProto.INT64, [])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["A", "B"])])
+    listed = {rt.__name__: session(rt, model).get_outputs()[0].shape for rt in (onnxruntime, nee)}
+    assert listed == {"onnxruntime": ["A", "B"], "nee": [4, 3]}
+    feeds = {"x": np.ones((4, 3), np.float32), "steps": np.array(2, np.int64)}
+    assert session(nee, model).run(None, feeds)[0].shape == session(onnxruntime, model).run(None, feeds)[0].shape
