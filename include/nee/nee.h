@@ -297,7 +297,10 @@ NEE_API size_t nee_session_overridable_initializer_count(const nee_session_t* se
 #define NEE_LIST_OVERRIDABLE_INITIALIZERS 2
 
 /* Describes entry `index` of a list (is_output: one of NEE_LIST_*; any other
- * nonzero value means the outputs). */
+ * nonzero value means the outputs). Inputs and overridable initializers have
+ * their declared types; outputs the declared type merged with what checking
+ * inferred, as ONNX Runtime lists them (a dim the model leaves symbolic or
+ * unknown takes an inferred size; a missing shape or type, the inferred one). */
 typedef struct nee_value_info_s {
   const char* name;          /* borrowed from the session */
   const char* type;          /* "tensor(float)", "seq(tensor(int64))", ... borrowed */

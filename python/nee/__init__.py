@@ -21,7 +21,7 @@ from __future__ import annotations
 from . import _nee
 from ._errors import (EngineError, EPFail, Fail, InvalidArgument, InvalidGraph, InvalidModel, InvalidProtobuf,
                       ModelLoaded, NeeError, NoModel, NoSuchFile, NotImplemented, OutOfMemory, RunCancelled,
-                      RuntimeException)
+                      RuntimeException, UnsupportedOperator)
 from ._iobinding import IOBinding
 from ._options import ExecutionMode, ExecutionOrder, GraphOptimizationLevel, RunOptions, SessionOptions
 from ._ortvalue import (OrtAllocatorType, OrtArenaCfg, OrtDevice, OrtDeviceMemoryType, OrtDeviceVendorId,
@@ -59,7 +59,7 @@ __all__ = [
     "OrtMemoryInfoDeviceType", "SparseTensor", "OrtSparseFormat",
     "NeeError", "Fail", "InvalidGraph", "InvalidModel", "InvalidArgument", "NotImplemented", "OutOfMemory",
     "RuntimeException", "NoSuchFile", "RunCancelled", "NoModel", "EngineError", "InvalidProtobuf", "ModelLoaded",
-    "EPFail",
+    "EPFail", "UnsupportedOperator",
     "get_all_providers", "get_available_providers", "get_device", "get_version_string", "get_build_info",
     "set_default_logger_severity", "set_default_logger_verbosity", "set_default_logger_callback",
     "enable_telemetry_events", "disable_telemetry_events", "create_and_register_allocator",

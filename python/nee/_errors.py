@@ -27,6 +27,11 @@ class NotImplemented(NeeError):  # noqa: A001 - ONNX Runtime's name
     """Valid, but not supported by nee yet."""
 
 
+class UnsupportedOperator(NotImplemented, InvalidGraph):
+    """A node whose operator nee does not have. ONNX Runtime raises InvalidGraph for an unknown op of a
+    domain it knows and Fail for another domain; this is both (every class is a Fail) and NotImplemented."""
+
+
 class OutOfMemory(NeeError, MemoryError):
     """An allocation failed or exceeded a limit."""
 

@@ -12,7 +12,18 @@ from . import _nee
 from ._errors import Fail, InvalidArgument, NotImplemented as _NotImplemented
 
 
-class GraphOptimizationLevel(enum.IntEnum):
+class OrtEnum(enum.IntEnum):
+    """ONNX Runtime's enums are pybind11 enums: an int in comparisons, but str() and format() give
+    "Class.MEMBER" (Python 3.11's IntEnum gives the number), as scripts logging their options see."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        return str(self) if not spec else format(int(self), spec)  # ONNX Runtime refuses a spec
+
+
+class GraphOptimizationLevel(OrtEnum):
     ORT_DISABLE_ALL = 0
     ORT_ENABLE_BASIC = 1
     ORT_ENABLE_EXTENDED = 2
@@ -20,13 +31,13 @@ class GraphOptimizationLevel(enum.IntEnum):
     ORT_ENABLE_ALL = 99
 
 
-class ExecutionMode(enum.IntEnum):
+class ExecutionMode(OrtEnum):
     """nee runs nodes in order (ORT_SEQUENTIAL); ORT_PARALLEL is accepted and runs the same way."""
     ORT_SEQUENTIAL = 0
     ORT_PARALLEL = 1
 
 
-class ExecutionOrder(enum.IntEnum):
+class ExecutionOrder(OrtEnum):
     """nee always runs the graph's topological order; the other orders are accepted."""
     DEFAULT = 0
     PRIORITY_BASED = 1

@@ -13,6 +13,7 @@ import numpy as np
 
 from ._convert import _NUMPY_OF_CODE, _code_of_dtype, _numpy_dtype_of
 from ._errors import InvalidArgument
+from ._options import OrtEnum
 
 _ONNX_TYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
                     8: "string", 9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64",
@@ -135,13 +136,13 @@ class OrtDevice:
         return self
 
 
-class OrtAllocatorType(enum.IntEnum):
+class OrtAllocatorType(OrtEnum):
     INVALID = -1
     ORT_DEVICE_ALLOCATOR = 0
     ORT_ARENA_ALLOCATOR = 1
 
 
-class OrtMemType(enum.IntEnum):
+class OrtMemType(OrtEnum):
     CPU_INPUT = -2
     CPU_OUTPUT = -1
     CPU = -1
@@ -159,19 +160,19 @@ class OrtDeviceVendorId(enum.IntEnum):
     INTEL = 0x8086
 
 
-class OrtDeviceMemoryType(enum.IntEnum):
+class OrtDeviceMemoryType(OrtEnum):
     DEFAULT = 0
     HOST_ACCESSIBLE = 5
 
 
-class OrtMemoryInfoDeviceType(enum.IntEnum):
+class OrtMemoryInfoDeviceType(OrtEnum):
     CPU = 0
     GPU = 1
     FPGA = 2
     NPU = 3
 
 
-class OrtSparseFormat(enum.IntEnum):
+class OrtSparseFormat(OrtEnum):
     ORT_SPARSE_UNDEFINED = 0
     ORT_SPARSE_COO = 1
     ORT_SPARSE_CSRC = 2

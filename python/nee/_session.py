@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import tempfile
 import threading
 import time
@@ -16,11 +17,12 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from . import _nee
 from ._convert import _from_unpacked, _to_value
-from ._errors import Fail, InvalidArgument, NotImplemented as _NotImplemented
+from ._errors import Fail, InvalidArgument, NotImplemented as _NotImplemented, UnsupportedOperator
 from ._options import RunOptions, SessionOptions, allow_spinning_of, limits_of, sandbox_of
 from ._ortvalue import OrtMemoryInfo, OrtAllocatorType, OrtMemType, OrtValue
 
 CPU_PROVIDER = "CPUExecutionProvider"
+_UNKNOWN_OPERATOR = re.compile(r"is not supported by nee|is not registered: ")
 # ONNX Runtime's list of every provider a build may have, in its priority order (the CPU last).
 ALL_PROVIDERS = [
     "TensorrtExecutionProvider", "CUDAExecutionProvider", "MIGraphXExecutionProvider", "OpenVINOExecutionProvider",
@@ -48,6 +50,9 @@ def _node_args(infos: List[Tuple[str, str, int, Any]]) -> List[NodeArg]:
     return [NodeArg(name, type_, [] if dims is None else dims) for (name, type_, _, dims) in infos]
 
 
+_NO_MODEL_VERSION = 2**63 - 1
+
+
 class ModelMetadata:
     def __init__(self, session: "_nee.Session") -> None:
         self.producer_name = session.metadata("producer_name")
@@ -55,7 +60,9 @@ class ModelMetadata:
         self.domain = session.metadata("domain")
         self.description = session.metadata("doc_string")
         self.graph_description = session.metadata("graph_doc_string")
-        self.version = int(session.metadata("model_version"))
+        # ONNX Runtime reports a model without model_version as INT64_MAX (its kNoVersion); nee's reader
+        # keeps no field presence, and its writer leaves a 0 out, so 0 reads as absent.
+        self.version = int(session.metadata("model_version")) or _NO_MODEL_VERSION
         self.custom_metadata_map = {k: session.metadata("custom:" + k) for k in session.custom_metadata_keys()}
 
 
@@ -161,14 +168,19 @@ class InferenceSession:
                      + [(d, v, True) for d, v in options._free_dims_by_denotation])
         initializers = [(name, _to_value(value)) for name, value in options._initializers.items()]
         external = [(name, _to_value(value)) for name, value in options._external_initializers.items()]
-        return _nee.Session.create(model, int(options.intra_op_num_threads), int(options.graph_optimization_level),
-                                   int(options.run_timeout_ms), int(options.run_memory_limit_bytes),
-                                   bool(options.reference_kernels_only), bool(options.enable_profiling),
-                                   str(options.profile_file_prefix), free_dims, initializers, external,
-                                   limits_of(options), allow_spinning_of(options),
-                                   list(getattr(options, "_custom_op_libraries", [])),
-                                   [op.spec() for op in getattr(options, "_custom_ops", [])],
-                                   *sandbox_of(options))
+        try:
+            return _nee.Session.create(model, int(options.intra_op_num_threads),
+                                       int(options.graph_optimization_level), int(options.run_timeout_ms),
+                                       int(options.run_memory_limit_bytes), bool(options.reference_kernels_only),
+                                       bool(options.enable_profiling), str(options.profile_file_prefix), free_dims,
+                                       initializers, external, limits_of(options), allow_spinning_of(options),
+                                       list(getattr(options, "_custom_op_libraries", [])),
+                                       [op.spec() for op in getattr(options, "_custom_ops", [])],
+                                       *sandbox_of(options))
+        except _NotImplemented as err:
+            if _UNKNOWN_OPERATOR.search(str(err)):  # the registry's two messages (src/ops/op_registry.cc)
+                raise UnsupportedOperator(str(err)) from None
+            raise
 
     def _apply_model_config(self, model: Any) -> None:
         """ONNX Runtime's ORT_LOAD_CONFIG_FROM_MODEL=1: session options stored in the

@@ -75,6 +75,39 @@ Status CheckGraphSize(const Graph& graph, const SessionOptions& options, int dep
 // Before IR version 4 every initializer had to be listed as a graph input
 // too, and a caller cannot override one (ONNX Runtime refuses the name): they
 // are constants, so the optimizer may fold them and kernels pack them once.
+// The type ONNX Runtime lists for a graph output: the declared type with what
+// inference proved merged in (as onnx's mergeInShapeInfo): a dim declared
+// symbolic or unknown takes an inferred value, an unknown one an inferred
+// symbol, and an output declared without a shape (or a type) takes the inferred
+// one. A silero-vad LSTM state declared [1, "LSTMhn_dim_1", 128] is listed as
+// [1, 1, 128]. A declared value is never replaced.
+TypeInfo ReportedOutputType(const TypeInfo& declared, const TypeInfo* inferred) {
+  if (!inferred || inferred->kind == TypeInfo::Kind::kUnknown) return declared;
+  if (declared.kind == TypeInfo::Kind::kUnknown) return *inferred;
+  const bool tensor = declared.kind == TypeInfo::Kind::kTensor || declared.kind == TypeInfo::Kind::kSparseTensor;
+  if (!tensor || declared.kind != inferred->kind || !inferred->shape) return declared;
+  if (declared.elem_type != DataType::kUndefined && declared.elem_type != inferred->elem_type) return declared;
+  TypeInfo merged = declared;
+  merged.elem_type = inferred->elem_type;
+  if (!merged.shape) {
+    merged.shape = inferred->shape;
+    return merged;
+  }
+  if (merged.shape->size() != inferred->shape->size()) return declared;
+  for (size_t i = 0; i < merged.shape->size(); ++i) {
+    Dim& dim = (*merged.shape)[i];
+    const Dim& found = (*inferred->shape)[i];
+    if (dim.known()) continue;
+    if (found.known()) {
+      dim.value = found.value;
+      dim.symbol.clear();
+    } else if (dim.symbol.empty()) {
+      dim.symbol = found.symbol;
+    }
+  }
+  return merged;
+}
+
 void DropInitializerInputsBeforeIr4(Model& model) {
   if (model.ir_version <= 0 || model.ir_version >= 4) return;
   Graph& g = model.graph;
@@ -140,6 +173,12 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
     end_phase("graph_optimization");
   }
   NEE_ASSIGN_OR_RETURN(s->checked_, CheckModel(*s->model_, *s->registry_));
+  for (const ValueInfo& out : s->model_->graph.outputs) {
+    s->outputs_.push_back(out);
+    auto inferred = s->checked_.types.find(out.name);
+    s->outputs_.back().type =
+        ReportedOutputType(out.type, inferred == s->checked_.types.end() ? nullptr : &inferred->second);
+  }
   end_phase("model_check");
 
   int threads = options.intra_op_num_threads;

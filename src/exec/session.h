@@ -93,7 +93,9 @@ class Session {
   const Model& model() const { return *model_; }
   // Graph inputs a caller may feed (initializers excluded), with declared types.
   const std::vector<ValueInfo>& inputs() const { return feedable_inputs_; }
-  const std::vector<ValueInfo>& outputs() const { return model_->graph.outputs; }
+  // Graph outputs with their declared types, merged with what checking inferred
+  // as ONNX Runtime lists them (see ReportedOutputType in session.cc).
+  const std::vector<ValueInfo>& outputs() const { return outputs_; }
   // Initializers that are also graph inputs (IR 4 and later; ONNX Runtime's
   // overridable initializers), with their declared types: a run may feed one
   // to replace its value for that run.
@@ -139,6 +141,7 @@ class Session {
   std::shared_ptr<MemoryBudget> session_memory_;  // the parent of every run's budget
   std::unique_ptr<GraphRunner> main_;
   std::vector<ValueInfo> feedable_inputs_;
+  std::vector<ValueInfo> outputs_;
   std::vector<int> feedable_to_graph_input_;
   std::vector<ValueInfo> overridable_;
   std::vector<int> overridable_to_graph_input_;

@@ -1,11 +1,16 @@
 """Mirror of `onnxruntime.capi.onnxruntime_pybind11_state`: ONNX Runtime's C-level
-names (the exception classes above all), bound to nee's."""
-from .. import _errors, _iobinding, _options, _ortvalue, _runtime, _session
-from .._errors import *  # noqa: F401,F403 - Fail, InvalidArgument, NoSuchFile, ...
-from .._options import *  # noqa: F401,F403
-from .._ortvalue import *  # noqa: F401,F403
-from .._runtime import *  # noqa: F401,F403
-from .._session import ModelMetadata, NodeArg, OrtValueVector
+names (the exception classes above all), bound to nee's.
+
+The capi modules import nee's absolutely: a script that aliases the package
+(`sys.modules["onnxruntime"] = nee`) and then imports `onnxruntime.capi.X` runs
+this file again under the alias's name, and relative imports would then load
+second copies of nee's modules, whose exception classes nee never raises."""
+from nee import _errors, _iobinding, _options, _ortvalue, _runtime, _session
+from nee._errors import *  # noqa: F401,F403 - Fail, InvalidArgument, NoSuchFile, ...
+from nee._options import *  # noqa: F401,F403
+from nee._ortvalue import *  # noqa: F401,F403
+from nee._runtime import *  # noqa: F401,F403
+from nee._session import ModelMetadata, NodeArg, OrtValueVector
 
 SessionIOBinding = _iobinding.IOBinding
 InferenceSession = _session.InferenceSession  # the C class takes the same arguments here

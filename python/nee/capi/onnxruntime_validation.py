@@ -16,7 +16,7 @@ def check_distro_info() -> None:
 
 def get_package_name_and_version_info() -> Tuple[str, str, str]:
     """(package_name, version, cuda_version), as ONNX Runtime returns them."""
-    from .. import __version__
+    from nee import __version__
     return package_name, __version__, cuda_version
 
 
