@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "check/type_constraints.h"
 #include "ops/attr_spec.h"
 
 namespace nee {
@@ -188,6 +189,7 @@ class GraphChecker {
     size_t n = g_.nodes.size();
     out_.schemas.resize(n);
     out_.opsets.resize(n);
+    decls_.assign(n, nullptr);
     out_.implicit_inputs.resize(n);
     std::unordered_set<std::string> node_outputs;
     for (size_t i = 0; i < n; ++i) {
@@ -232,9 +234,10 @@ class GraphChecker {
       if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs)
         return InvalidModel(node.Describe() + ": required input " + std::to_string(k) + " is empty");
     }
-    // A custom op's attributes are its library's business.
+    // A custom op's attributes and types are its library's business.
     if (s->custom) return Status::Ok();
-    return CheckAttributes(node, FindAttrSchema(domain, node.op_type, it->second));
+    decls_[i] = FindAttrSchema(domain, node.op_type, it->second);
+    return CheckAttributes(node, decls_[i]);
   }
 
   // The node's attributes against the op version's declaration, refusing
@@ -382,6 +385,9 @@ class GraphChecker {
       }
       return outs;
     };
+    // Input types against the declaration's type constraints, before the
+    // rule, whose own type checks then only meet what the spec allows.
+    if (decls_[idx]) NEE_RETURN_IF_ERROR(CheckInputTypes(node, *decls_[idx], ctx.input_types));
     if (schema->infer) NEE_RETURN_IF_ERROR(schema->infer(ctx));
     // A rule may forgive a body's type errors (If with an unknown condition:
     // the branch that fails may be the one never taken), but not what is wrong
@@ -444,6 +450,9 @@ class GraphChecker {
   int depth_;
   CheckedGraph out_;
   std::unordered_map<std::string, const TypeInfo*> declared_;
+  // Per node: its op version's declaration (attributes, formals, type
+  // constraints); null for custom ops, local functions and undeclared ops.
+  std::vector<const AttrSchema*> decls_;
   // Per node: it has a problem (recorded, not returned: CheckOptions::problems).
   std::vector<bool> failed_;
   // Values defined by failed nodes, or by nodes skipped because they read one.
