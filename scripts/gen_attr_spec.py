@@ -165,13 +165,15 @@ def option_text(option, homogeneous, min_arity):
     raise RuntimeError("formal parameter option %s" % option)
 
 
-def formals_text(formals, onnx_api):
+def formals_text(formals, onnx_api, least):
+    """`least`: the schema's min_input (min_output). onnxruntime's binding has no min_arity: a variadic
+    formal (always the last) needs what the schema's least count leaves after the formals before it."""
     words = []
-    for f in formals:
+    for i, f in enumerate(formals):
         if onnx_api:
             type_str, homogeneous, min_arity = f.type_str, f.is_homogeneous, f.min_arity
-        else:  # onnxruntime's binding: camelCase, no min_arity (ONNX Runtime's default is 1)
-            type_str, homogeneous, min_arity = f.typeStr, f.isHomogeneous, 1
+        else:  # onnxruntime's binding: camelCase
+            type_str, homogeneous, min_arity = f.typeStr, f.isHomogeneous, least - i
         if not re.match(r"^[A-Za-z0-9_.]+$", f.name):
             raise RuntimeError("formal name %r needs escaping" % f.name)
         words.append("%s:%s%s" % (f.name, canonical_type(type_str), option_text(f.option, homogeneous, min_arity)))
@@ -182,8 +184,8 @@ def row(domain, name, since, attrs, open_, s, onnx_api, sets):
     decls = " ".join(decl(n, a) for n, a in sorted(attrs.items()))
     constraints = " ".join("%s=%d" % (c.type_param_str, sets.id(c.allowed_type_strs)) for c in s.type_constraints)
     return 'NEE_ATTR_SPEC("%s", "%s", %d, %d, "%s", "%s", "%s", "%s")' % (
-        domain, name, since, 1 if open_ else 0, decls, formals_text(s.inputs, onnx_api),
-        formals_text(s.outputs, onnx_api), constraints)
+        domain, name, since, 1 if open_ else 0, decls, formals_text(s.inputs, onnx_api, s.min_input),
+        formals_text(s.outputs, onnx_api, s.min_output), constraints)
 
 
 def main():

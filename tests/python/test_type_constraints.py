@@ -39,17 +39,33 @@ def option_name(option):
 
 
 def expected(schema, onnx_api):
-    def formal(f):
+    def formal(f, i, least):
         if onnx_api:
             return (f.name, spelt(f.type_str), option_name(f.option), f.is_homogeneous, f.min_arity)
-        return (f.name, spelt(f.typeStr), option_name(f.option), f.isHomogeneous, 1)
+        # onnxruntime's binding has no min_arity: a variadic (last) formal needs what the schema's
+        # least count leaves after the formals before it.
+        return (f.name, spelt(f.typeStr), option_name(f.option), f.isHomogeneous, least - i)
 
     # Homogeneity and arity only mean something for a variadic formal.
     def norm(f):
         return f if f[2] == "variadic" else f[:3]
 
-    return ([norm(formal(f)) for f in schema.inputs], [norm(formal(f)) for f in schema.outputs],
+    return ([norm(formal(f, i, schema.min_input)) for i, f in enumerate(schema.inputs)],
+            [norm(formal(f, i, schema.min_output)) for i, f in enumerate(schema.outputs)],
             {c.type_param_str: sorted(spelt(t) for t in c.allowed_type_strs) for c in schema.type_constraints})
+
+
+def arity(formals):
+    least = most = 0
+    for _, _, option, _, min_arity in formals:
+        if option == "single":
+            most += 1
+            least = most
+        elif option == "optional":
+            most += 1
+        else:
+            least, most = most + min_arity, 2**31 - 1
+    return least, most
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +93,10 @@ def test_every_schema_has_the_specs_formals_and_constraints(declarations):
         assert [norm(f) for f in ins] == want_ins, key
         assert [norm(f) for f in outs] == want_outs, key
         assert {letter: sorted(types) for letter, types in cons} == want_cons, key
+        # The arity the formals imply (onnx's OpSchema::Finalize: a required formal makes every one
+        # before it positional) is the schema's.
+        assert arity(ins) == (s.min_input, s.max_input), key
+        assert arity(outs) == (s.min_output, s.max_output), key
     # Besides these, only nee's own ai.nee ops are declared (by hand).
     assert {k[0] for k in set(declarations) - seen} == {"ai.nee"}
     assert len(seen) > 800
