@@ -221,23 +221,28 @@ class GraphChecker {
     if (!schema.ok()) return schema.status().WithContext(node.Describe() + ": ");
     const OpSchema* s = schema.value();
     out_.schemas[i] = s;
+    // A custom op's attributes and types are its library's business.
+    const AttrSchema* decl = s->custom ? nullptr : FindAttrSchema(domain, node.op_type, it->second);
+    decls_[i] = decl;
     int n_in = static_cast<int>(node.inputs.size());
     int n_out = static_cast<int>(node.outputs.size());
     if (n_in < s->min_inputs || n_in > s->max_inputs)
       return InvalidModel(node.Describe() + ": has " + std::to_string(n_in) + " inputs, opset " +
-                          std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs));
+                          std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs) +
+                          (decl ? " (" + FormalsText(decl->inputs) + ")" : ""));
     if (n_out < s->min_outputs || n_out > s->max_outputs)
       return InvalidModel(node.Describe() + ": has " + std::to_string(n_out) + " outputs, opset " +
-                          std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs));
+                          std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs) +
+                          (decl ? " (" + FormalsText(decl->outputs) + ")" : ""));
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       // A required (leading) input may not be omitted.
-      if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs)
-        return InvalidModel(node.Describe() + ": required input " + std::to_string(k) + " is empty");
+      if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs) {
+        const FormalParam* formal = decl ? decl->InputFormal(k) : nullptr;
+        return InvalidModel(node.Describe() + ": required input " + std::to_string(k) +
+                            (formal ? " ('" + formal->name + "')" : "") + " is empty");
+      }
     }
-    // A custom op's attributes and types are its library's business.
-    if (s->custom) return Status::Ok();
-    decls_[i] = FindAttrSchema(domain, node.op_type, it->second);
-    return CheckAttributes(node, decls_[i]);
+    return CheckAttributes(node, decl);
   }
 
   // The node's attributes against the op version's declaration, refusing
@@ -273,7 +278,17 @@ class GraphChecker {
     return Status::Ok();
   }
 
-  static std::string ArityText(int lo, int hi) {
+  // "X, W, B?" / "inputs...": a declaration's formals as arity errors list them.
+  static std::string FormalsText(const std::vector<FormalParam>& formals) {
+    std::string text;
+    for (const FormalParam& f : formals)
+      text += (text.empty() ? "" : ", ") + f.name +
+              (f.option == FormalParam::Option::kOptional ? "?"
+               : f.option == FormalParam::Option::kVariadic ? "..." : "");
+    return text;
+  }
+
+    static std::string ArityText(int lo, int hi) {
     if (hi >= kVariadic) return std::to_string(lo) + " or more";
     if (lo == hi) return std::to_string(lo);
     return std::to_string(lo) + " to " + std::to_string(hi);

@@ -128,6 +128,13 @@ TEST(TypeConstraints, AnOptionalFormalTakesItsContents) {
   EXPECT_FALSE(CheckInputTypes(node, *has, {&types[0]}).ok());
 }
 
+TEST(TypeConstraints, ArityErrorsNameTheFormals) {
+  ExpectRefused(CheckOne(MakeNode("Gemm", {"a", "a", "a", "a"}), {{"a", T(DataType::kFloat)}}),
+                {"node 'n' (Gemm): has 4 inputs, opset 17 allows 2 to 3 (A, B, C?)"});
+  ExpectRefused(CheckOne(MakeNode("Gemm", {"a", ""}), {{"a", T(DataType::kFloat)}}),
+                {"required input 1 ('B') is empty"});
+}
+
 TEST(TypeConstraints, EveryFormalsLetterIsDeclared) {
   // Every formal's type is a letter of its declaration or a fixed type.
   for (const AttrSchema* s : AllAttrSchemas())
