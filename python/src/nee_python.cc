@@ -15,6 +15,7 @@
 #include "api/sandboxed_session.h"
 #include "custom_ops.h"
 #include "ir/attr_decl.h"  // the attribute-default audit (a test hook below, not API)
+#include "check/type_constraints.h"  // the output-type audit (a test hook below, not API)
 #include "ops/attr_spec.h"  // every op version's declaration (a test hook below, not API)
 #include "nee/nee.h"
 
@@ -424,6 +425,10 @@ NB_MODULE(_nee, m) {
   // kernels' attribute fallbacks against the declared defaults (ir/attr_decl.h).
   m.def("_set_attr_default_audit", [](bool on) { nee::SetAttrDefaultAudit(on); });
   m.def("_take_attr_default_mismatches", [] { return nee::TakeAttrDefaultMismatches(); });
+  // ... and the audit of shape rules' output types against the declarations
+  // (check/type_constraints.h).
+  m.def("_set_output_type_audit", [](bool on) { nee::SetOutputTypeAudit(on); });
+  m.def("_take_output_type_mismatches", [] { return nee::TakeOutputTypeMismatches(); });
   // tests/python/test_type_constraints.py compares every declaration's formal
   // inputs/outputs and type constraints (ops/attr_spec.h) with onnx.defs:
   // (domain, op, since, inputs, outputs, constraints), a formal as (name,

@@ -426,6 +426,7 @@ class GraphChecker {
         if (!checked.ok()) return checked.status().WithContext(node.Describe() + ": attribute '" + a.name + "': ");
       }
     }
+    if (decls_[idx] && OutputTypeAuditOn()) AuditOutputTypes(*decls_[idx], ctx.input_types, ctx.output_types);
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const std::string& name = node.outputs[k];
       if (name.empty()) continue;

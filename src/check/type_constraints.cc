@@ -1,6 +1,9 @@
 #include "check/type_constraints.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
 #include <string>
 
 namespace nee {
@@ -77,6 +80,68 @@ Status CheckInputTypes(const Node& node, const AttrSchema& decl, const std::vect
     }
   }
   return Status::Ok();
+}
+
+namespace {
+std::atomic<bool> g_output_audit{false};
+std::mutex g_output_audit_mu;
+std::set<std::string>& OutputAuditLines() {
+  static auto* lines = new std::set<std::string>();
+  return *lines;
+}
+
+const FormalParam* FormalAt(const std::vector<FormalParam>& formals, size_t index) {
+  if (index < formals.size()) return &formals[index];
+  if (!formals.empty() && formals.back().option == FormalParam::Option::kVariadic) return &formals.back();
+  return nullptr;
+}
+
+bool Binds(const FormalParam& f) { return f.option != FormalParam::Option::kVariadic || f.homogeneous; }
+}  // namespace
+
+void SetOutputTypeAudit(bool on) { g_output_audit.store(on, std::memory_order_relaxed); }
+bool OutputTypeAuditOn() { return g_output_audit.load(std::memory_order_relaxed); }
+
+void AuditOutputTypes(const AttrSchema& decl, const std::vector<const TypeInfo*>& input_types,
+                      const std::vector<TypeInfo>& output_types) {
+  std::vector<std::pair<std::string, std::string>> bound;  // letter -> type, from the inputs first
+  auto binding = [&](const std::string& letter) -> std::string* {
+    for (auto& [l, t] : bound)
+      if (l == letter) return &t;
+    return nullptr;
+  };
+  for (size_t i = 0; i < input_types.size(); ++i) {
+    const FormalParam* f = FormalAt(decl.inputs, i);
+    if (!f || !input_types[i] || !TypeFullyKnown(*input_types[i]) || !Binds(*f) || !decl.FindConstraint(f->type))
+      continue;
+    if (!binding(f->type)) bound.emplace_back(f->type, input_types[i]->ToString());
+  }
+  for (size_t k = 0; k < output_types.size(); ++k) {
+    const FormalParam* f = FormalAt(decl.outputs, k);
+    if (!f || !TypeFullyKnown(output_types[k])) continue;
+    const std::string type = output_types[k].ToString();
+    const TypeConstraint* c = decl.FindConstraint(f->type);
+    std::string problem;
+    if (!Allowed(c ? *c->allowed : std::vector<std::string>{f->type}, type)) {
+      problem = "type " + type + " is not allowed for " + f->type;
+    } else if (c && Binds(*f)) {
+      if (const std::string* b = binding(f->type)) {
+        if (*b != type) problem = "type " + type + ", but " + f->type + " is bound to " + *b;
+      } else {
+        bound.emplace_back(f->type, type);
+      }
+    }
+    if (problem.empty()) continue;
+    std::lock_guard<std::mutex> lock(g_output_audit_mu);
+    OutputAuditLines().insert(decl.Label() + " output " + std::to_string(k) + " ('" + f->name + "'): " + problem);
+  }
+}
+
+std::vector<std::string> TakeOutputTypeMismatches() {
+  std::lock_guard<std::mutex> lock(g_output_audit_mu);
+  std::vector<std::string> lines(OutputAuditLines().begin(), OutputAuditLines().end());
+  OutputAuditLines().clear();
+  return lines;
 }
 
 }  // namespace nee

@@ -102,6 +102,29 @@ def test_every_schema_has_the_specs_formals_and_constraints(declarations):
     assert len(seen) > 800
 
 
+def test_shape_rules_agree_with_the_declarations_on_every_node_test():
+    """Runs every ONNX node test under the default and reference-kernel configurations with the audit
+    on: no shape rule may infer an output type its declaration does not allow, or one that differs from
+    the type its letter is bound to (Add's C is A's type)."""
+    import sys
+
+    sys.path.insert(0, os.path.join(ROOT, "tests", "conformance"))
+    import run_conformance as rc
+
+    _nee._take_output_type_mismatches()
+    _nee._set_output_type_audit(True)
+    try:
+        for name, case in sorted(rc.load_cases().items()):
+            for config in ("default", "reference"):
+                try:
+                    rc.run_case(case, config)
+                except Exception:  # noqa: BLE001 pass or fail is the conformance suite's business
+                    pass
+    finally:
+        _nee._set_output_type_audit(False)
+    assert _nee._take_output_type_mismatches() == []
+
+
 def test_nee_ops_lists_formals_and_constraints():
     """`nee ops --format json` lists, per registered version, the declaration's inputs, outputs and type
     constraints, as the declarations hold them."""

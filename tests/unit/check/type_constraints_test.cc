@@ -135,6 +135,38 @@ TEST(TypeConstraints, ArityErrorsNameTheFormals) {
                 {"required input 1 ('B') is empty"});
 }
 
+// A shape rule that gets its output type wrong (int64 for Relu of float).
+Status WrongRule(InferenceContext& ctx) {
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kInt64);
+  return Status::Ok();
+}
+Status NoKernel(KernelContext&) { return Status::Ok(); }
+
+TEST(TypeConstraints, TheOutputAuditRecordsARuleTheDeclarationContradicts) {
+  OpRegistry r;
+  r.RegisterVersions("", "Relu", {14}, 1, 1, 1, 1, WrongRule, NoKernel);
+  r.RegisterVersions("", "Shape", {15}, 1, 1, 1, 1, WrongRule, NoKernel);
+  Graph g;
+  g.name = "g";
+  g.inputs.push_back({"x", T(DataType::kFloat), "", {}});
+  g.nodes.push_back(MakeNode("Relu", {"x"}));
+  Node shape = MakeNode("Shape", {"x"});
+  shape.outputs = {"s"};
+  g.nodes.push_back(shape);
+  g.outputs.push_back({"y", TypeInfo{}, "", {}});
+  g.outputs.push_back({"s", TypeInfo{}, "", {}});
+  TakeOutputTypeMismatches();
+  SetOutputTypeAudit(true);
+  auto checked = CheckGraph(g, {{"", 17}}, r, nullptr, {});
+  SetOutputTypeAudit(false);
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();  // recorded, not refused
+  EXPECT_EQ(TakeOutputTypeMismatches(),
+            std::vector<std::string>{"Relu-14 output 0 ('Y'): type tensor(int64), but T is bound to tensor(float)"});
+  // Shape's output is int64 as its declaration says: nothing recorded.
+  EXPECT_TRUE(CheckGraph(g, {{"", 17}}, r, nullptr, {}).ok());
+  EXPECT_TRUE(TakeOutputTypeMismatches().empty());
+}
+
 TEST(TypeConstraints, EveryFormalsLetterIsDeclared) {
   // Every formal's type is a letter of its declaration or a fixed type.
   for (const AttrSchema* s : AllAttrSchemas())
