@@ -235,13 +235,15 @@ class GraphChecker {
                           std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs) +
                           (decl ? " (" + FormalsText(decl->outputs) + ")" : ""));
     for (size_t k = 0; k < node.inputs.size(); ++k) {
-      // A required (leading) input may not be omitted.
-      if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs) {
-        const FormalParam* formal = decl ? decl->InputFormal(k) : nullptr;
+      // A required input may not be omitted: one before the registry's least
+      // count, or one the declaration marks single (not optional, not variadic).
+      const FormalParam* formal = decl ? decl->InputFormal(k) : nullptr;
+      if (node.inputs[k].empty() && (static_cast<int>(k) < s->min_inputs ||
+                                     (formal && formal->option == FormalParam::Option::kSingle)))
         return InvalidModel(node.Describe() + ": required input " + std::to_string(k) +
                             (formal ? " ('" + formal->name + "')" : "") + " is empty");
-      }
     }
+    if (decl) NEE_RETURN_IF_ERROR(CheckDeclaredArity(node, *decl));
     return CheckAttributes(node, decl);
   }
 
@@ -275,6 +277,44 @@ class GraphChecker {
       if (decl.required && !node.HasAttr(decl.name))
         return InvalidModel(node.Describe() + ": required attribute '" + decl.name + "' (" +
                             AttrTypeSpecName(decl.type) + ") is missing (" + spec->Label() + ")");
+    return Status::Ok();
+  }
+
+  // The counts of inputs and outputs the declaration allows, as onnx's
+  // OpSchema::Verify (which ONNX Runtime runs on every node) checks them: a
+  // single formal makes every formal before it positional, a variadic one
+  // adds its least arity and lifts the bound. One registry entry may cover
+  // versions whose arity differs (Clip-6 takes only its input, Clip-11 min and
+  // max too); the declaration holds each version's.
+  static std::pair<int, int> DeclaredArity(const std::vector<FormalParam>& formals) {
+    int least = 0, most = 0;
+    for (const FormalParam& f : formals) {
+      if (f.option == FormalParam::Option::kSingle) {
+        least = ++most;
+      } else if (f.option == FormalParam::Option::kOptional) {
+        ++most;
+      } else {
+        least = most + f.min_arity;
+        most = kVariadic;
+      }
+    }
+    return {least, most};
+  }
+
+  static Status CheckDeclaredArity(const Node& node, const AttrSchema& decl) {
+    const struct {
+      const char* what;
+      int count;
+      const std::vector<FormalParam>& formals;
+    } sides[] = {{"inputs", static_cast<int>(node.inputs.size()), decl.inputs},
+                 {"outputs", static_cast<int>(node.outputs.size()), decl.outputs}};
+    for (const auto& side : sides) {
+      const auto [least, most] = DeclaredArity(side.formals);
+      if (side.count < least || side.count > most)
+        return InvalidModel(node.Describe() + ": has " + std::to_string(side.count) + " " + side.what + ", " +
+                            decl.Label() + " allows " + ArityText(least, most) + " (" + FormalsText(side.formals) +
+                            ")");
+    }
     return Status::Ok();
   }
 

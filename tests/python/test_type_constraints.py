@@ -196,6 +196,32 @@ def test_mistyped_inputs_are_refused_as_onnxruntime_refuses_them(op, inputs, att
     assert r.returncode == 1 and message in r.stdout, r.stdout + r.stderr
 
 
+def ort_refuses_arity(m):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    with pytest.raises(Exception, match="not in range|marked single|empty string") as e:  # onnx's OpSchema::Verify
+        ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    return e
+
+
+@pytest.mark.parametrize("op,n_inputs,opset,message", [
+    ("Clip", 3, 10, "has 3 inputs, Clip-6 allows 1 (input)"),
+    ("Gemm", 2, 9, "has 2 inputs, Gemm-9 allows 3 (A, B, C)"),
+    ("Resize", 1, 11, "has 1 inputs, Resize-11 allows 3 to 4 (X, roi, scales, sizes?)"),
+])
+def test_arity_is_each_versions_as_in_onnxruntime(op, n_inputs, opset, message):
+    """The number of inputs each op version declares (one registry entry may cover versions whose arity
+    differs): ONNX Runtime refuses these too, and nee names the version and its formals."""
+    m = one_node(op, [("x", TensorProto.FLOAT)] * 1, opset=opset)
+    del m.graph.node[0].input[:]
+    m.graph.node[0].input.extend(["x"] * n_inputs)
+    ort_refuses_arity(m)
+    with pytest.raises(nee.InvalidModel, match=re.escape("node 'n' (%s): %s" % (op, message))):
+        nee.InferenceSession(m.SerializeToString())
+
+
 @pytest.mark.parametrize("op,inputs,attrs", [
     ("Add", [("a", TensorProto.INT32), ("b", TensorProto.INT32)], {}),
     ("Where", [("c", TensorProto.BOOL), ("a", TensorProto.STRING), ("b", TensorProto.STRING)], {}),

@@ -133,6 +133,16 @@ TEST(TypeConstraints, ArityErrorsNameTheFormals) {
                 {"node 'n' (Gemm): has 4 inputs, opset 17 allows 2 to 3 (A, B, C?)"});
   ExpectRefused(CheckOne(MakeNode("Gemm", {"a", ""}), {{"a", T(DataType::kFloat)}}),
                 {"required input 1 ('B') is empty"});
+  // One registry entry serves Clip-1 to Clip-13 (1 to 3 inputs); Clip-6 declares its input only.
+  ExpectRefused(CheckOne(MakeNode("Clip", {"a", "a", "a"}), {{"a", T(DataType::kFloat)}}, 10),
+                {"node 'n' (Clip): has 3 inputs, Clip-6 allows 1 (input)"});
+  EXPECT_TRUE(CheckOne(MakeNode("Clip", {"a", "a", "a"}), {{"a", T(DataType::kFloat)}}, 13).ok());
+  // Gemm's C is optional from Gemm-11 on.
+  ExpectRefused(CheckOne(MakeNode("Gemm", {"a", "a"}), {{"a", T(DataType::kFloat)}}, 9),
+                {"has 2 inputs, Gemm-9 allows 3 (A, B, C)"});
+  // Loop's M and cond are optional but positional: at least 2 inputs, and at least one output.
+  Node loop = MakeNode("Loop", {"a"});
+  ExpectRefused(CheckOne(loop, {{"a", T(DataType::kFloat)}}, 17), {"has 1 inputs, Loop-16 allows 2 or more (M?, cond?, v_initial...)"});
 }
 
 // A shape rule that gets its output type wrong (int64 for Relu of float).
