@@ -328,7 +328,7 @@ class GraphChecker {
     return text;
   }
 
-    static std::string ArityText(int lo, int hi) {
+  static std::string ArityText(int lo, int hi) {
     if (hi >= kVariadic) return std::to_string(lo) + " or more";
     if (lo == hi) return std::to_string(lo);
     return std::to_string(lo) + " to " + std::to_string(hi);
