@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Generates src/ops/attr_spec.inc: for every operator schema of the ONNX
-domains nee implements, each since-version with its attributes (name,
-AttributeProto type, required or not, and the spec's default value if it
-declares one). The checker (src/check/checker.cc, via
-src/ops/attr_spec.h) refuses nodes whose attributes do not match, as
-onnx.checker and ONNX Runtime do. com.microsoft comes from onnxruntime's own
+domains nee implements, each since-version's declaration: its attributes
+(name, AttributeProto type, required or not, and the spec's default value if
+it declares one), its formal inputs and outputs (name, type or type
+constraint, single / optional / variadic) and its type constraints (each
+letter's allowed types, as an index into a table of distinct type sets). The
+checker (src/check/checker.cc and type_constraints.cc, via src/ops/attr_spec.h)
+refuses nodes whose attributes or input types do not match, as onnx.checker
+and ONNX Runtime do. com.microsoft comes from onnxruntime's own
 schemas (ONNX Runtime validates contrib nodes against them); nee's private
 domain ai.nee is declared by hand in src/ops/attr_spec.cc. Run with the onnx
 and onnxruntime packages:
@@ -106,29 +109,109 @@ def decl(name, a):
     return "%s:%s%s%s" % (name, TYPE_NAMES[int(a.type)], "!" if a.required else "", default_text(d))
 
 
-def row(domain, name, since, attrs, open_):
+SCALARS = ("float", "double", "int64", "int32", "string", "bool")
+
+
+def canonical_type(t):
+    """A type string as nee's TypeInfo::ToString spells it (ONNX Runtime's): no spaces, and a map's
+    value a full type ("map(int64, float)" in the spec is map(int64,tensor(float)))."""
+    t = t.replace(" ", "")
+    m = re.match(r"^(seq|optional|map)\((.*)\)$", t)
+    if not m:
+        return t
+    kind, inner = m.groups()
+    if kind != "map":
+        return "%s(%s)" % (kind, canonical_type(inner))
+    key, value = inner.split(",", 1)
+    if value in SCALARS:
+        value = "tensor(%s)" % value
+    return "map(%s,%s)" % (key, canonical_type(value))
+
+
+def short_type(t):
+    """A type set's spelling of a type: a tensor's element type alone ("float" for tensor(float)),
+    which keeps the table small; other types in full."""
+    m = re.match(r"^tensor\((\w+)\)$", t)
+    return m.group(1) if m else t
+
+
+class TypeSets:
+    """Distinct allowed-type lists, numbered in the order first seen (a list is the same set
+    whatever its order; the first spelling is kept, so errors list types as the spec does)."""
+
+    def __init__(self):
+        self.ids = {}
+        self.lists = []
+
+    def id(self, types):
+        types = [canonical_type(t) for t in types]
+        key = frozenset(types)
+        if key not in self.ids:
+            self.ids[key] = len(self.lists)
+            self.lists.append(types)
+        return self.ids[key]
+
+
+def option_text(option, homogeneous, min_arity):
+    """'' single, '?' optional, '*N' variadic of one type (at least N values), '%N' variadic
+    whose values may differ in type (heterogeneous)."""
+    option = str(option).rsplit(".", 1)[-1]
+    if option == "Single":
+        return ""
+    if option == "Optional":
+        return "?"
+    if option == "Variadic":
+        return "%s%d" % ("*" if homogeneous else "%", min_arity)
+    raise RuntimeError("formal parameter option %s" % option)
+
+
+def formals_text(formals, onnx_api, least):
+    """`least`: the schema's min_input (min_output). onnxruntime's binding has no min_arity: a variadic
+    formal (always the last) needs what the schema's least count leaves after the formals before it."""
+    words = []
+    for i, f in enumerate(formals):
+        if onnx_api:
+            type_str, homogeneous, min_arity = f.type_str, f.is_homogeneous, f.min_arity
+        else:  # onnxruntime's binding: camelCase
+            type_str, homogeneous, min_arity = f.typeStr, f.isHomogeneous, least - i
+        if not re.match(r"^[A-Za-z0-9_.]+$", f.name):
+            raise RuntimeError("formal name %r needs escaping" % f.name)
+        words.append("%s:%s%s" % (f.name, canonical_type(type_str), option_text(f.option, homogeneous, min_arity)))
+    return " ".join(words)
+
+
+def row(domain, name, since, attrs, open_, s, onnx_api, sets):
     decls = " ".join(decl(n, a) for n, a in sorted(attrs.items()))
-    return 'NEE_ATTR_SPEC("%s", "%s", %d, %d, "%s")' % (domain, name, since, 1 if open_ else 0, decls)
+    constraints = " ".join("%s=%d" % (c.type_param_str, sets.id(c.allowed_type_strs)) for c in s.type_constraints)
+    return 'NEE_ATTR_SPEC("%s", "%s", %d, %d, "%s", "%s", "%s", "%s")' % (
+        domain, name, since, 1 if open_ else 0, decls, formals_text(s.inputs, onnx_api, s.min_input),
+        formals_text(s.outputs, onnx_api, s.min_output), constraints)
 
 
 def main():
     rows = []
-    for s in defs.get_all_schemas_with_history():
-        if s.domain in ONNX_DOMAINS:
-            open_ = False if s.deprecated else accepts_any_attribute(s)
-            rows.append(((s.domain, s.name, s.since_version), row(s.domain, s.name, s.since_version,
-                                                                  s.attributes, open_)))
-    for s in ort.get_all_operator_schema():
-        if s.domain == "com.microsoft":
-            rows.append(((s.domain, s.name, s.since_version), row(s.domain, s.name, s.since_version,
-                                                                  s.attributes, False)))
+    schemas = [(s, True) for s in defs.get_all_schemas_with_history() if s.domain in ONNX_DOMAINS]
+    schemas += [(s, False) for s in ort.get_all_operator_schema() if s.domain == "com.microsoft"]
+    schemas.sort(key=lambda e: (e[0].domain, e[0].name, e[0].since_version))
+    sets = TypeSets()  # numbered in row order, so regenerating changes only what changed
+    for s, onnx_api in schemas:
+        open_ = accepts_any_attribute(s) if onnx_api and not s.deprecated else False
+        rows.append(row(s.domain, s.name, s.since_version, s.attributes, open_, s, onnx_api, sets))
     print("// Generated by scripts/gen_attr_spec.py from onnx %s and onnxruntime %s. Do not edit." %
           (onnx.__version__, onnxruntime.__version__))
-    print("// NEE_ATTR_SPEC(domain, op, since_version, accepts_undeclared, \"name:TYPE name:TYPE! name:TYPE=default ...\")")
-    print("// TYPE is the AttributeProto type's name; '!' marks a required attribute; '=' the spec's default")
-    print("// (lists comma-separated, an empty string after '=' for STRING); accepts_undeclared is 1 where")
-    print("// onnx.checker lets undeclared attributes through (LayerNormalization-17).")
-    for _, r in sorted(rows):
+    print("// NEE_TYPE_SET(id, \"type type ...\"): a distinct list of allowed types, as TypeInfo::ToString spells them,")
+    print("// a tensor by its element type alone (\"float\" is tensor(float)).")
+    print("// NEE_ATTR_SPEC(domain, op, since_version, accepts_undeclared, attributes, inputs, outputs, constraints)")
+    print("// attributes: \"name:TYPE name:TYPE! name:TYPE=default ...\": TYPE is the AttributeProto type's name; '!'")
+    print("// marks a required attribute; '=' the spec's default (lists comma-separated, an empty string after '='")
+    print("// for STRING); accepts_undeclared is 1 where onnx.checker lets undeclared attributes through")
+    print("// (LayerNormalization-17).")
+    print("// inputs, outputs: \"name:T name:T? name:T*N name:T%N ...\" in order: T is a constraint letter or a type;")
+    print("// '?' optional, '*N' variadic of one type (at least N values), '%N' variadic of mixed types.")
+    print("// constraints: \"T=id T1=id ...\": each letter's allowed types, a NEE_TYPE_SET's id.")
+    for i, types in enumerate(sets.lists):
+        print('NEE_TYPE_SET(%d, "%s")' % (i, " ".join(short_type(t) for t in types)))
+    for r in rows:
         print(r)
 
 

@@ -73,8 +73,9 @@ void PrintMarkdown(const std::vector<OpSupport>& matrix) {
               "  the domain (a model importing a newer opset is refused).\n"
               "- **Reference kernel**: the opsets the plain reference kernel (`src/ops/`) runs. It is what\n"
               "  `SessionOptions.reference_kernels_only` uses and what the optimized kernels are tested against.\n"
-              "  The registry declares no element types yet: a reference kernel reports a type it lacks with an\n"
-              "  error naming the node.\n"
+              "  The types each input may have are the spec's type constraints (`nee ops --format json` lists\n"
+              "  every version's inputs, outputs and constraints), which the checker enforces; a reference kernel\n"
+              "  that lacks a type the spec allows reports it with an error naming the node.\n"
               "- **Optimized kernel**: the opsets for which the CPU provider picks an optimized kernel\n"
               "  (`src/ep/cpu/`), and the element types it computes itself; other types, and the shapes or\n"
               "  attributes it was not written for, go to the reference kernel.\n\n");
@@ -129,6 +130,34 @@ nee::Json JsonAttributes(const std::string& domain, const std::string& op, int s
   return attrs;
 }
 
+// The formal inputs or outputs of a declaration: name, type (a constraint
+// letter or a type), option; a variadic one also its homogeneity and least arity.
+nee::Json JsonFormals(const std::vector<nee::FormalParam>& formals) {
+  nee::Json list = nee::Json::Array();
+  for (const nee::FormalParam& f : formals) {
+    using Option = nee::FormalParam::Option;
+    nee::Json o = nee::Json::Object().Set("name", f.name).Set("type", f.type).Set(
+        "option", nee::Json::String(f.option == Option::kSingle     ? "single"
+                                    : f.option == Option::kOptional ? "optional"
+                                                                    : "variadic"));
+    if (f.option == Option::kVariadic)
+      o.Set("homogeneous", nee::Json::Bool(f.homogeneous)).Set("min_arity", nee::Json::Number(f.min_arity));
+    list.Push(std::move(o));
+  }
+  return list;
+}
+
+// Each type-constraint letter with the types it allows.
+nee::Json JsonConstraints(const std::vector<nee::TypeConstraint>& constraints) {
+  nee::Json list = nee::Json::Array();
+  for (const nee::TypeConstraint& c : constraints) {
+    nee::Json allowed = nee::Json::Array();
+    for (const std::string& t : *c.allowed) allowed.Push(nee::Json::String(t));
+    list.Push(nee::Json::Object().Set("letter", c.letter).Set("allowed", std::move(allowed)));
+  }
+  return list;
+}
+
 void PrintJson(const std::vector<OpSupport>& matrix) {
   nee::Json domains = nee::Json::Array();
   for (const auto& [domain, ops] : ByDomain(matrix))
@@ -139,13 +168,19 @@ void PrintJson(const std::vector<OpSupport>& matrix) {
   nee::Json operators = nee::Json::Array();
   for (const OpSupport& op : matrix) {
     nee::Json versions = nee::Json::Array();
-    for (const auto& v : op.versions)
+    for (const auto& v : op.versions) {
+      // The declaration in force at the entry's first opset; null where nee has none.
+      const nee::AttrSchema* decl = nee::FindAttrSchema(op.domain, op.op, v.since);
       versions.Push(nee::Json::Object()
                         .Set("since", nee::Json::Number(v.since))
                         .Set("until", nee::Json::Number(v.until))
                         .Set("reference", nee::Json::Bool(v.reference))
                         .Set("optimized", nee::Json::Bool(v.optimized))
-                        .Set("attributes", JsonAttributes(op.domain, op.op, v.since)));
+                        .Set("attributes", JsonAttributes(op.domain, op.op, v.since))
+                        .Set("inputs", decl ? JsonFormals(decl->inputs) : nee::Json())
+                        .Set("outputs", decl ? JsonFormals(decl->outputs) : nee::Json())
+                        .Set("type_constraints", decl ? JsonConstraints(decl->constraints) : nee::Json()));
+    }
     const auto fast = op.OptimizedOpsets();
     nee::Json kernels = nee::Json::Object();
     // The registry declares no element types for reference kernels (null).

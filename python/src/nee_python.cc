@@ -15,6 +15,8 @@
 #include "api/sandboxed_session.h"
 #include "custom_ops.h"
 #include "ir/attr_decl.h"  // the attribute-default audit (a test hook below, not API)
+#include "check/type_constraints.h"  // the output-type audit (a test hook below, not API)
+#include "ops/attr_spec.h"  // every op version's declaration (a test hook below, not API)
 #include "nee/nee.h"
 
 namespace nb = nanobind;
@@ -423,6 +425,38 @@ NB_MODULE(_nee, m) {
   // kernels' attribute fallbacks against the declared defaults (ir/attr_decl.h).
   m.def("_set_attr_default_audit", [](bool on) { nee::SetAttrDefaultAudit(on); });
   m.def("_take_attr_default_mismatches", [] { return nee::TakeAttrDefaultMismatches(); });
+  // ... and the audit of shape rules' output types against the declarations
+  // (check/type_constraints.h).
+  m.def("_set_output_type_audit", [](bool on) { nee::SetOutputTypeAudit(on); });
+  m.def("_take_output_type_mismatches", [] { return nee::TakeOutputTypeMismatches(); });
+  // tests/python/test_type_constraints.py compares every declaration's formal
+  // inputs/outputs and type constraints (ops/attr_spec.h) with onnx.defs:
+  // (domain, op, since, inputs, outputs, constraints), a formal as (name,
+  // type, "single"|"optional"|"variadic", homogeneous, min_arity), a
+  // constraint as (letter, allowed types).
+  m.def("_op_declarations", [] {
+    using Formal = std::tuple<std::string, std::string, std::string, bool, int>;
+    auto formals = [](const std::vector<nee::FormalParam>& list) {
+      std::vector<Formal> out;
+      for (const nee::FormalParam& f : list)
+        out.emplace_back(f.name, f.type,
+                         f.option == nee::FormalParam::Option::kSingle     ? "single"
+                         : f.option == nee::FormalParam::Option::kOptional ? "optional"
+                                                                            : "variadic",
+                         f.homogeneous, f.min_arity);
+      return out;
+    };
+    std::vector<std::tuple<std::string, std::string, int, std::vector<Formal>, std::vector<Formal>,
+                           std::vector<std::pair<std::string, std::vector<std::string>>>>>
+        all;
+    for (const nee::AttrSchema* s : nee::AllAttrSchemas()) {
+      std::vector<std::pair<std::string, std::vector<std::string>>> constraints;
+      for (const nee::TypeConstraint& c : s->constraints) constraints.emplace_back(c.letter, *c.allowed);
+      all.emplace_back(s->domain, s->op, s->since_version, formals(s->inputs), formals(s->outputs),
+                       std::move(constraints));
+    }
+    return all;
+  });
   m.def("register_errors", [](nb::object invalid_model, nb::object invalid_argument, nb::object not_implemented,
                               nb::object out_of_memory, nb::object runtime, nb::object io,
                               nb::object cancelled) {

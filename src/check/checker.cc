@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "check/type_constraints.h"
 #include "ops/attr_spec.h"
 
 namespace nee {
@@ -188,6 +189,7 @@ class GraphChecker {
     size_t n = g_.nodes.size();
     out_.schemas.resize(n);
     out_.opsets.resize(n);
+    decls_.assign(n, nullptr);
     out_.implicit_inputs.resize(n);
     std::unordered_set<std::string> node_outputs;
     for (size_t i = 0; i < n; ++i) {
@@ -219,22 +221,30 @@ class GraphChecker {
     if (!schema.ok()) return schema.status().WithContext(node.Describe() + ": ");
     const OpSchema* s = schema.value();
     out_.schemas[i] = s;
+    // A custom op's attributes and types are its library's business.
+    const AttrSchema* decl = s->custom ? nullptr : FindAttrSchema(domain, node.op_type, it->second);
+    decls_[i] = decl;
     int n_in = static_cast<int>(node.inputs.size());
     int n_out = static_cast<int>(node.outputs.size());
     if (n_in < s->min_inputs || n_in > s->max_inputs)
       return InvalidModel(node.Describe() + ": has " + std::to_string(n_in) + " inputs, opset " +
-                          std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs));
+                          std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs) +
+                          (decl ? " (" + FormalsText(decl->inputs) + ")" : ""));
     if (n_out < s->min_outputs || n_out > s->max_outputs)
       return InvalidModel(node.Describe() + ": has " + std::to_string(n_out) + " outputs, opset " +
-                          std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs));
+                          std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs) +
+                          (decl ? " (" + FormalsText(decl->outputs) + ")" : ""));
     for (size_t k = 0; k < node.inputs.size(); ++k) {
-      // A required (leading) input may not be omitted.
-      if (node.inputs[k].empty() && static_cast<int>(k) < s->min_inputs)
-        return InvalidModel(node.Describe() + ": required input " + std::to_string(k) + " is empty");
+      // A required input may not be omitted: one before the registry's least
+      // count, or one the declaration marks single (not optional, not variadic).
+      const FormalParam* formal = decl ? decl->InputFormal(k) : nullptr;
+      if (node.inputs[k].empty() && (static_cast<int>(k) < s->min_inputs ||
+                                     (formal && formal->option == FormalParam::Option::kSingle)))
+        return InvalidModel(node.Describe() + ": required input " + std::to_string(k) +
+                            (formal ? " ('" + formal->name + "')" : "") + " is empty");
     }
-    // A custom op's attributes are its library's business.
-    if (s->custom) return Status::Ok();
-    return CheckAttributes(node, FindAttrSchema(domain, node.op_type, it->second));
+    if (decl) NEE_RETURN_IF_ERROR(CheckDeclaredArity(node, *decl));
+    return CheckAttributes(node, decl);
   }
 
   // The node's attributes against the op version's declaration, refusing
@@ -268,6 +278,54 @@ class GraphChecker {
         return InvalidModel(node.Describe() + ": required attribute '" + decl.name + "' (" +
                             AttrTypeSpecName(decl.type) + ") is missing (" + spec->Label() + ")");
     return Status::Ok();
+  }
+
+  // The counts of inputs and outputs the declaration allows, as onnx's
+  // OpSchema::Verify (which ONNX Runtime runs on every node) checks them: a
+  // single formal makes every formal before it positional, a variadic one
+  // adds its least arity and lifts the bound. One registry entry may cover
+  // versions whose arity differs (Clip-6 takes only its input, Clip-11 min and
+  // max too); the declaration holds each version's.
+  static std::pair<int, int> DeclaredArity(const std::vector<FormalParam>& formals) {
+    int least = 0, most = 0;
+    for (const FormalParam& f : formals) {
+      if (f.option == FormalParam::Option::kSingle) {
+        least = ++most;
+      } else if (f.option == FormalParam::Option::kOptional) {
+        ++most;
+      } else {
+        least = most + f.min_arity;
+        most = kVariadic;
+      }
+    }
+    return {least, most};
+  }
+
+  static Status CheckDeclaredArity(const Node& node, const AttrSchema& decl) {
+    const struct {
+      const char* what;
+      int count;
+      const std::vector<FormalParam>& formals;
+    } sides[] = {{"inputs", static_cast<int>(node.inputs.size()), decl.inputs},
+                 {"outputs", static_cast<int>(node.outputs.size()), decl.outputs}};
+    for (const auto& side : sides) {
+      const auto [least, most] = DeclaredArity(side.formals);
+      if (side.count < least || side.count > most)
+        return InvalidModel(node.Describe() + ": has " + std::to_string(side.count) + " " + side.what + ", " +
+                            decl.Label() + " allows " + ArityText(least, most) + " (" + FormalsText(side.formals) +
+                            ")");
+    }
+    return Status::Ok();
+  }
+
+  // "X, W, B?" / "inputs...": a declaration's formals as arity errors list them.
+  static std::string FormalsText(const std::vector<FormalParam>& formals) {
+    std::string text;
+    for (const FormalParam& f : formals)
+      text += (text.empty() ? "" : ", ") + f.name +
+              (f.option == FormalParam::Option::kOptional ? "?"
+               : f.option == FormalParam::Option::kVariadic ? "..." : "");
+    return text;
   }
 
   static std::string ArityText(int lo, int hi) {
@@ -382,6 +440,9 @@ class GraphChecker {
       }
       return outs;
     };
+    // Input types against the declaration's type constraints, before the
+    // rule, whose own type checks then only meet what the spec allows.
+    if (decls_[idx]) NEE_RETURN_IF_ERROR(CheckInputTypes(node, *decls_[idx], ctx.input_types));
     if (schema->infer) NEE_RETURN_IF_ERROR(schema->infer(ctx));
     // A rule may forgive a body's type errors (If with an unknown condition:
     // the branch that fails may be the one never taken), but not what is wrong
@@ -405,6 +466,7 @@ class GraphChecker {
         if (!checked.ok()) return checked.status().WithContext(node.Describe() + ": attribute '" + a.name + "': ");
       }
     }
+    if (decls_[idx] && OutputTypeAuditOn()) AuditOutputTypes(*decls_[idx], ctx.input_types, ctx.output_types);
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       const std::string& name = node.outputs[k];
       if (name.empty()) continue;
@@ -444,6 +506,9 @@ class GraphChecker {
   int depth_;
   CheckedGraph out_;
   std::unordered_map<std::string, const TypeInfo*> declared_;
+  // Per node: its op version's declaration (attributes, formals, type
+  // constraints); null for custom ops, local functions and undeclared ops.
+  std::vector<const AttrSchema*> decls_;
   // Per node: it has a problem (recorded, not returned: CheckOptions::problems).
   std::vector<bool> failed_;
   // Values defined by failed nodes, or by nodes skipped because they read one.

@@ -13,6 +13,18 @@ const AttrDecl* AttrSchema::Find(const std::string& name) const {
   return nullptr;
 }
 
+const TypeConstraint* AttrSchema::FindConstraint(const std::string& letter) const {
+  for (const TypeConstraint& c : constraints)
+    if (c.letter == letter) return &c;
+  return nullptr;
+}
+
+const FormalParam* AttrSchema::InputFormal(size_t index) const {
+  if (index < inputs.size()) return &inputs[index];
+  if (!inputs.empty() && inputs.back().option == FormalParam::Option::kVariadic) return &inputs.back();
+  return nullptr;
+}
+
 std::string AttrSchema::Label() const {
   return (domain.empty() ? "" : domain + ".") + op + "-" + std::to_string(since_version);
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <utility>
 
@@ -14,26 +16,47 @@ struct SpecRow {
   const char* op;
   int since_version;
   int accepts_undeclared;
-  // "name:TYPE name:TYPE! name:TYPE=default ..."; '!' marks a required
-  // attribute, '=' a declared default (see attr_spec.inc's header).
-  const char* attrs;
+  // One string (a pointer per row, not four: each costs a relocation in the
+  // shared library), the row's four fields joined by '|':
+  // - attributes, "name:TYPE name:TYPE! name:TYPE=default ...": '!' marks a
+  //   required attribute, '=' a declared default (see attr_spec.inc's header);
+  // - formal inputs, then outputs, in order, "name:T name:T? name:T*N
+  //   name:T%N ...": T a constraint letter or a type; '?' optional, '*N' /
+  //   '%N' variadic of one type / of mixed types, with at least N values;
+  // - constraints, "T=id ...": a NEE_TYPE_SET's id, or (hand-written rows)
+  //   "T=type,type".
+  const char* decl;
+};
+
+// The distinct allowed-type lists the generated rows' constraints refer to by
+// position (the generator numbers them 0, 1, ... in order).
+constexpr const char* kTypeSets[] = {
+#define NEE_TYPE_SET(id, types) types,
+#define NEE_ATTR_SPEC(...)
+#include "ops/attr_spec.inc"
+#undef NEE_ATTR_SPEC
+#undef NEE_TYPE_SET
 };
 
 constexpr SpecRow kRows[] = {
-#define NEE_ATTR_SPEC(domain, op, since, open, attrs) {domain, op, since, open, attrs},
+#define NEE_TYPE_SET(id, types)
+#define NEE_ATTR_SPEC(domain, op, since, open, attrs, inputs, outputs, constraints) \
+  {domain, op, since, open, attrs "|" inputs "|" outputs "|" constraints},
 #include "ops/attr_spec.inc"
 #undef NEE_ATTR_SPEC
+#undef NEE_TYPE_SET
     // nee's own fused ops (ops/attention_fused.cc), written by its optimizer
     // (opt/fuse_attention.cc, opt/fuse_matmul_bias.cc): what their rules and
-    // kernels read.
-    {"ai.nee", "ScaledDotProductAttention", 1, 0, "num_heads:INT! scale:FLOAT"},
-    {"ai.nee", "FusedMatMul", 1, 0, "activation:STRING"},
+    // kernels read (float32 only, which their rules check too).
+    {"ai.nee", "ScaledDotProductAttention", 1, 0,
+     "num_heads:INT! scale:FLOAT|query:T key:T value:T bias:T?|output:T|T=tensor(float)"},
+    {"ai.nee", "FusedMatMul", 1, 0, "activation:STRING|A:T B:T bias:T?|Y:T|T=tensor(float)"},
     // The channel-blocked layout (ops/blocked_conv.cc), written by opt/layout_blocked.cc.
-    {"ai.nee", "ToBlocked", 1, 0, ""},
-    {"ai.nee", "FromBlocked", 1, 0, "channels:INT!"},
+    {"ai.nee", "ToBlocked", 1, 0, "|X:T|Y:T|T=tensor(float)"},
+    {"ai.nee", "FromBlocked", 1, 0, "channels:INT!|X:T|Y:T|T=tensor(float)"},
     {"ai.nee", "BlockedConv", 1, 0,
      "channels:INT! activation:STRING activation_params:FLOATS dilations:INTS group:INT=1 kernel_shape:INTS pads:INTS "
-     "strides:INTS"},
+     "strides:INTS|X:T W:T B:T? Z:T?|Y:T|T=tensor(float)"},
 };
 
 constexpr const char* kTypeNames[] = {
@@ -79,9 +102,76 @@ void ParseDefault(const std::string& text, Attribute& a) {
   }
 }
 
-AttrSchema Parse(const SpecRow& row) {
-  AttrSchema s{row.domain, row.op, row.since_version, row.accepts_undeclared != 0, {}};
-  std::istringstream words(row.attrs);
+// Every allowed-type list, parsed once: kTypeSets by position, then the
+// hand-written rows' literal lists (a deque: pointers into it stay valid).
+using TypeLists = std::deque<std::vector<std::string>>;
+
+std::vector<std::string> SplitWords(const std::string& text) {
+  std::vector<std::string> words;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) words.push_back(std::move(w));
+  return words;
+}
+
+// A NEE_TYPE_SET's types: a tensor is written by its element type alone.
+std::vector<std::string> ParseTypeSet(const char* text) {
+  std::vector<std::string> types = SplitWords(text);
+  for (std::string& t : types)
+    if (t.find('(') == std::string::npos) t = "tensor(" + t + ")";
+  return types;
+}
+
+std::vector<FormalParam> ParseFormals(const std::string& text) {
+  std::vector<FormalParam> formals;
+  for (const std::string& word : SplitWords(text)) {
+    const size_t colon = word.find(':');
+    FormalParam f;
+    f.name = word.substr(0, colon);
+    std::string type = word.substr(colon + 1);
+    const size_t mark = type.find_first_of("?*%");  // never inside a type: "tensor(int64)"
+    if (mark != std::string::npos) {
+      if (type[mark] == '?') {
+        f.option = FormalParam::Option::kOptional;
+      } else {
+        f.option = FormalParam::Option::kVariadic;
+        f.homogeneous = type[mark] == '*';
+        f.min_arity = static_cast<int>(ParseInt(type.substr(mark + 1)));
+      }
+      type.resize(mark);
+    }
+    f.type = std::move(type);
+    formals.push_back(std::move(f));
+  }
+  return formals;
+}
+
+std::vector<TypeConstraint> ParseConstraints(const std::string& text, TypeLists& lists) {
+  std::vector<TypeConstraint> constraints;
+  for (const std::string& word : SplitWords(text)) {
+    const size_t eq = word.find('=');
+    const std::string value = word.substr(eq + 1);
+    const std::vector<std::string>* allowed;
+    if (!value.empty() && value[0] >= '0' && value[0] <= '9') {
+      allowed = &lists[static_cast<size_t>(ParseInt(value))];
+    } else {
+      lists.push_back(SplitCommas(value));
+      allowed = &lists.back();
+    }
+    constraints.push_back({word.substr(0, eq), allowed});
+  }
+  return constraints;
+}
+
+AttrSchema Parse(const SpecRow& row, TypeLists& lists) {
+  AttrSchema s{row.domain, row.op, row.since_version, row.accepts_undeclared != 0, {}, {}, {}, {}};
+  std::vector<std::string> fields;  // attributes | inputs | outputs | constraints
+  std::istringstream decl(row.decl);
+  for (std::string field; std::getline(decl, field, '|');) fields.push_back(std::move(field));
+  fields.resize(4);  // getline yields nothing for an empty last field
+  s.inputs = ParseFormals(fields[1]);
+  s.outputs = ParseFormals(fields[2]);
+  s.constraints = ParseConstraints(fields[3], lists);
+  std::istringstream words(fields[0]);
   std::string word;
   while (words >> word) {
     const size_t eq = word.find('=');
@@ -101,36 +191,59 @@ AttrSchema Parse(const SpecRow& row) {
   return s;
 }
 
-using Index = std::map<std::pair<std::string, std::string>, std::vector<AttrSchema>>;
+// One op's declarations, parsed when the op is first looked up: a session
+// reads the few ops its model uses, not all ~800 versions.
+struct OpEntry {
+  std::vector<const SpecRow*> rows;
+  std::once_flag parsed_once;
+  std::vector<AttrSchema> versions;  // by since-version, once parsed
+};
+
+struct Index {
+  std::map<std::pair<std::string, std::string>, OpEntry> ops;
+  TypeLists lists;  // lives as long as the declarations pointing into it
+};
 
 // Built on first use (a function-local static: initialized once, thread-safe).
-const Index& GetIndex() {
-  static const Index* index = [] {
+Index& GetIndex() {
+  static Index* index = [] {
     auto* idx = new Index();
-    for (const SpecRow& row : kRows) (*idx)[{row.domain, row.op}].push_back(Parse(row));
-    for (auto& [key, versions] : *idx)
-      std::sort(versions.begin(), versions.end(),
-                [](const AttrSchema& a, const AttrSchema& b) { return a.since_version < b.since_version; });
+    for (const char* types : kTypeSets) idx->lists.push_back(ParseTypeSet(types));
+    for (const SpecRow& row : kRows) idx->ops[{row.domain, row.op}].rows.push_back(&row);
     return idx;
   }();
   return *index;
 }
+
+const std::vector<AttrSchema>& Versions(Index& index, OpEntry& entry) {
+  std::call_once(entry.parsed_once, [&] {
+    // The hand-written rows' literal type lists are appended to the shared
+    // table: serialized, as another op may be parsed at the same time.
+    static std::mutex lists_mu;
+    std::lock_guard<std::mutex> lock(lists_mu);
+    for (const SpecRow* row : entry.rows) entry.versions.push_back(Parse(*row, index.lists));
+    std::sort(entry.versions.begin(), entry.versions.end(),
+              [](const AttrSchema& a, const AttrSchema& b) { return a.since_version < b.since_version; });
+  });
+  return entry.versions;
+}
 }  // namespace
 
 const AttrSchema* FindAttrSchema(const std::string& domain, const std::string& op, int64_t opset) {
-  const Index& index = GetIndex();
-  auto it = index.find({NormalizeDomain(domain), op});
-  if (it == index.end()) return nullptr;
+  Index& index = GetIndex();
+  auto it = index.ops.find({NormalizeDomain(domain), op});
+  if (it == index.ops.end()) return nullptr;
   const AttrSchema* found = nullptr;
-  for (const AttrSchema& s : it->second)
+  for (const AttrSchema& s : Versions(index, it->second))
     if (s.since_version <= opset) found = &s;
   return found;
 }
 
 std::vector<const AttrSchema*> AllAttrSchemas() {
+  Index& index = GetIndex();
   std::vector<const AttrSchema*> all;
-  for (const auto& [key, versions] : GetIndex())
-    for (const AttrSchema& s : versions) all.push_back(&s);
+  for (auto& [key, entry] : index.ops)
+    for (const AttrSchema& s : Versions(index, entry)) all.push_back(&s);
   return all;
 }
 
