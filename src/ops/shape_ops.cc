@@ -547,6 +547,21 @@ Result<std::vector<int64_t>> SplitSizes(const Node& node, int64_t opset, int64_t
   return std::vector<int64_t>(num_outputs, dim / n);
 }
 
+// Split-1's split input: typed T like the data (float or double in the
+// spec; integer tensors are read too), holding whole numbers.
+Result<std::vector<int64_t>> LegacySplitInput(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* t, ctx.InputTensor(1));
+  if (t->dtype() != DataType::kFloat && t->dtype() != DataType::kDouble) return IntInput(ctx, 1);
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < t->num_elements(); ++i) {
+    const double v = t->dtype() == DataType::kFloat ? t->data<float>()[i] : t->data<double>()[i];
+    if (!(v >= 0 && v <= 9.0e15) || v != static_cast<double>(static_cast<int64_t>(v)))
+      return ctx.InputError(1, "(split) must hold whole, non-negative sizes, got " + std::to_string(v));
+    sizes.push_back(static_cast<int64_t>(v));
+  }
+  return sizes;
+}
+
 Status SplitKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   if (x->rank() == 0) return ctx.InputError(0, "cannot split a scalar (rank 0)");
@@ -555,7 +570,7 @@ Status SplitKernel(KernelContext& ctx) {
   std::optional<std::vector<int64_t>> split;
   if (ctx.opset() >= 13 || (ctx.opset() < 2 && ctx.has_input(1))) {
     if (ctx.has_input(1)) {
-      NEE_ASSIGN_OR_RETURN(std::vector<int64_t> s, IntInput(ctx, 1));
+      NEE_ASSIGN_OR_RETURN(std::vector<int64_t> s, ctx.opset() < 2 ? LegacySplitInput(ctx) : IntInput(ctx, 1));
       split = s;
     }
   } else if (ctx.node().HasAttr("split")) {
