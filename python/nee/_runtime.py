@@ -5,7 +5,6 @@ nee is a CPU runtime without telemetry; these do what ONNX Runtime does in a
 CPU-only build where that is nothing (telemetry, shared allocators)."""
 from __future__ import annotations
 
-import random
 from typing import Any, Callable, Dict, List, Optional
 
 from . import _nee
@@ -88,6 +87,8 @@ def create_and_register_allocator_v2(provider_type: str, mem_info: Any, provider
 
 def set_seed(seed: int) -> None:
     """Seeds the random ops' generator where a model does not give a seed (nee: Python's, for parity)."""
+    import random  # here, not at import time
+
     random.seed(int(seed))
 
 

@@ -5,11 +5,8 @@ I/O binding, profiling, providers (nee has one: the CPU; any other name
 warns and falls back to it, as ONNX Runtime does when a provider is missing)."""
 from __future__ import annotations
 
-import copy
-import json
 import os
 import re
-import tempfile
 import threading
 import time
 import warnings
@@ -189,6 +186,9 @@ class InferenceSession:
         keys = self._session.custom_metadata_keys()
         if "ort_config" not in keys:
             return
+        import copy  # here, not at import time: few models carry ort_config
+        import json
+
         try:
             config = json.loads(self._session.metadata("custom:ort_config")).get("session_options", {})
         except (ValueError, AttributeError) as err:
@@ -208,6 +208,8 @@ class InferenceSession:
         if self._model_path is not None:
             _nee.optimize_file(self._model_path, options.optimized_model_filepath, level)
             return
+        import tempfile  # here, not at import time (shutil, bz2, lzma come with it)
+
         with tempfile.TemporaryDirectory() as tmp:  # a model from bytes: optimized from a copy on disk
             source = os.path.join(tmp, "model.onnx")
             with open(source, "wb") as f:
