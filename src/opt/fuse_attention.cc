@@ -178,14 +178,6 @@ bool LastAxisSoftmax(GraphEditor& ed, size_t index, size_t rank) {
   return axis.ok() && (axis.value() == -1 || axis.value() == static_cast<int64_t>(rank) - 1);
 }
 
-Attribute IntAttr(const std::string& name, int64_t value) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kInt;
-  a.i = value;
-  return a;
-}
-
 // Everything the rewrite needs, found by walking back and forth from a Softmax.
 struct AttentionMatch {
   HeadSplit q, k, v;
@@ -289,7 +281,7 @@ Status TryFuse(GraphEditor& ed, size_t index) {
   if (m.bias_constant.defined()) m.bias = ed.AddInitializer(m.bias, std::move(m.bias_constant));
   if (!m.bias.empty()) inputs.push_back(m.bias);
   ed.RewriteAs(m.out_transpose, kNeeDomain, "ScaledDotProductAttention", inputs,
-               {IntAttr("num_heads", m.q.dims[2]), opt::FloatAttr("scale", static_cast<float>(m.scale))});
+               {opt::IntAttr("num_heads", m.q.dims[2]), opt::FloatAttr("scale", static_cast<float>(m.scale))});
   return Status::Ok();
 }
 }  // namespace

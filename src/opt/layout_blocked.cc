@@ -31,6 +31,8 @@
 namespace nee {
 namespace {
 using opt::GraphEditor;
+using opt::IntAttr;
+using opt::IntsAttr;
 
 constexpr size_t kMinRun = 3;
 
@@ -109,22 +111,6 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
   std::vector<bool> keep(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) keep[i] = size[runs.Find(i)] >= kMinRun;
   return keep;
-}
-
-Attribute IntAttr(const std::string& name, int64_t value) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kInt;
-  a.i = value;
-  return a;
-}
-
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> values) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kInts;
-  a.ints = std::move(values);
-  return a;
 }
 
 Node LayoutNode(const std::string& op, const std::string& name, const std::string& in, const std::string& out) {

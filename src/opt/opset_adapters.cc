@@ -131,7 +131,7 @@ Status PadDown(StepCtx& c) {
   SetAttr(c.node, IntsAttr("pads", p));
   if (value.defined() && value.num_elements() > 0) {
     NEE_ASSIGN_OR_RETURN(std::vector<float> v, Floats(value));
-    if (v[0] != 0.0f) SetAttr(c.node, FloatAttribute("value", v[0]));
+    if (v[0] != 0.0f) SetAttr(c.node, opt::FloatAttr("value", v[0]));
   }
   c.node.inputs.resize(1);
   return Status::Ok();
@@ -214,11 +214,11 @@ Status ClipDown(StepCtx& c) {
   NEE_ASSIGN_OR_RETURN(Tensor hi, c.ConstantInput(2, "max"));
   if (lo.defined()) {
     NEE_ASSIGN_OR_RETURN(std::vector<float> v, Floats(lo));
-    SetAttr(c.node, FloatAttribute("min", v.at(0)));
+    SetAttr(c.node, opt::FloatAttr("min", v.at(0)));
   }
   if (hi.defined()) {
     NEE_ASSIGN_OR_RETURN(std::vector<float> v, Floats(hi));
-    SetAttr(c.node, FloatAttribute("max", v.at(0)));
+    SetAttr(c.node, opt::FloatAttr("max", v.at(0)));
   }
   c.node.inputs.resize(1);
   return Status::Ok();
@@ -309,7 +309,7 @@ Status DropoutDown(StepCtx& c) {
   NEE_ASSIGN_OR_RETURN(Tensor ratio, c.ConstantInput(1, "ratio"));
   if (ratio.defined()) {
     NEE_ASSIGN_OR_RETURN(std::vector<float> r, Floats(ratio));
-    SetAttr(c.node, FloatAttribute("ratio", r.at(0)));
+    SetAttr(c.node, opt::FloatAttr("ratio", r.at(0)));
   }
   RemoveAttr(c.node, "seed");
   c.node.inputs.resize(1);
@@ -350,8 +350,8 @@ Status Resize11Up(StepCtx& c) {
   NEE_ASSIGN_OR_RETURN(std::string mode, c.node.GetString("mode", "nearest"));
   const std::string scales = c.node.inputs.at(1);
   c.node.inputs = {c.node.inputs[0], c.Const(FloatTensor({}), "roi"), scales};
-  SetAttr(c.node, StringAttribute("coordinate_transformation_mode", "asymmetric"));
-  if (mode == "nearest") SetAttr(c.node, StringAttribute("nearest_mode", "floor"));
+  SetAttr(c.node, opt::StringAttr("coordinate_transformation_mode", "asymmetric"));
+  if (mode == "nearest") SetAttr(c.node, opt::StringAttr("nearest_mode", "floor"));
   return Status::Ok();
 }
 Status Resize11Down(StepCtx& c) {
@@ -522,7 +522,7 @@ Status ScatterElementsToScatter(StepCtx& c) {
 
 Status GridSample20Up(StepCtx& c) {
   NEE_ASSIGN_OR_RETURN(std::string mode, c.node.GetString("mode", "bilinear"));
-  SetAttr(c.node, StringAttribute("mode", mode == "bilinear" ? "linear" : mode == "bicubic" ? "cubic" : mode));
+  SetAttr(c.node, opt::StringAttr("mode", mode == "bilinear" ? "linear" : mode == "bicubic" ? "cubic" : mode));
   return Status::Ok();
 }
 Status GridSample20Down(StepCtx& c) {
@@ -530,7 +530,7 @@ Status GridSample20Down(StepCtx& c) {
   const int64_t rank = c.scope.Rank(c.node.inputs[0]);
   if (rank != 4) return c.Fail(rank < 0 ? "its input's rank is unknown (GridSample-16 is 2-D only)"
                                         : "GridSample-16 samples 4-D inputs only");
-  SetAttr(c.node, StringAttribute("mode", mode == "linear" ? "bilinear" : mode == "cubic" ? "bicubic" : mode));
+  SetAttr(c.node, opt::StringAttr("mode", mode == "linear" ? "bilinear" : mode == "cubic" ? "bicubic" : mode));
   return Status::Ok();
 }
 
@@ -574,7 +574,7 @@ Status CastLikeDown(StepCtx& c) {
 // RoiAlign 16 added coordinate_transformation_mode, whose default (half_pixel) is not what RoiAlign-10 did.
 Status RoiAlign16Up(StepCtx& c) {
   if (!c.node.HasAttr("coordinate_transformation_mode"))
-    SetAttr(c.node, StringAttribute("coordinate_transformation_mode", "output_half_pixel"));
+    SetAttr(c.node, opt::StringAttr("coordinate_transformation_mode", "output_half_pixel"));
   return Status::Ok();
 }
 Status RoiAlign16Down(StepCtx& c) {

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "ir/graph.h"
+#include "opt/rewrite_util.h"
 
 namespace nee::opset {
 
@@ -90,11 +91,9 @@ const Adapter* FindAdapter(const std::string& op, int since);
 // crossed by the generic rule in the directions listed.
 bool NeedsAdapter(const std::string& op, int since, bool up);
 
-// Attribute helpers.
-Attribute IntAttr(const std::string& name, int64_t v);
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> v);
-Attribute FloatAttribute(const std::string& name, float v);
-Attribute StringAttribute(const std::string& name, const std::string& v);
+// Attribute helpers (the builders are the rewrite passes', opt/rewrite_util.h).
+using opt::IntAttr;
+using opt::IntsAttr;
 void RemoveAttr(Node& node, const std::string& name);
 void SetAttr(Node& node, Attribute a);
 // An axis in [0, rank).

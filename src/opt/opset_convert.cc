@@ -147,34 +147,6 @@ Result<Tensor> StepCtx::ConstantInput(size_t i, const char* what) const {
   return *t;
 }
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kInt;
-  a.i = v;
-  return a;
-}
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute FloatAttribute(const std::string& name, float v) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kFloat;
-  a.f = v;
-  return a;
-}
-Attribute StringAttribute(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.type = AttrType::kString;
-  a.s = v;
-  return a;
-}
 void RemoveAttr(Node& node, const std::string& name) {
   node.attributes.erase(std::remove_if(node.attributes.begin(), node.attributes.end(),
                                        [&](const Attribute& a) { return a.name == name; }),
@@ -221,11 +193,11 @@ bool AttrFromDefault(const std::string& name, const std::string& def, Attribute*
   }
   double d = std::strtod(def.c_str(), &end);
   if (*end == 0) {
-    *out = FloatAttribute(name, static_cast<float>(d));
+    *out = opt::FloatAttr(name, static_cast<float>(d));
     return true;
   }
   if (def.find(',') != std::string::npos) return false;
-  *out = StringAttribute(name, def);
+  *out = opt::StringAttr(name, def);
   return true;
 }
 

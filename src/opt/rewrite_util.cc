@@ -233,6 +233,22 @@ Attribute StringAttr(const std::string& name, const std::string& value) {
   return a;
 }
 
+Attribute IntAttr(const std::string& name, int64_t value) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kInt;
+  a.i = value;
+  return a;
+}
+
+Attribute IntsAttr(const std::string& name, std::vector<int64_t> values) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kInts;
+  a.ints = std::move(values);
+  return a;
+}
+
 Attribute FloatAttr(const std::string& name, float value) {
   Attribute a;
   a.name = name;

@@ -115,6 +115,8 @@ bool ScalarConstant(const GraphEditor& ed, const std::string& name, float* value
 // may have rounded differently, such as 1/sqrt(2)).
 bool NearlyEqual(double a, double b, double tolerance = 1e-4);
 Attribute StringAttr(const std::string& name, const std::string& value);
+Attribute IntAttr(const std::string& name, int64_t value);
+Attribute IntsAttr(const std::string& name, std::vector<int64_t> values);
 Attribute FloatAttr(const std::string& name, float value);
 Attribute FloatsAttr(const std::string& name, std::vector<float> values);
 

@@ -335,38 +335,38 @@ bool ReorderSupported() { return CpuHasAvx2Fma() && !SgemmPortableForced(); }
 }  // namespace
 #endif  // NEE_BLOCKED_X86
 
-Status ToBlockedFloat(KernelContext& ctx) {
+namespace {
+// Both reorders: the input's dims and, when the fast path takes it, the
+// output's dims; 8x8 transposes per (image, channel block).
+Status Reorder(KernelContext& ctx, bool to_blocked) {
 #ifdef NEE_BLOCKED_X86
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  if (ReorderSupported() && x->dtype() == DataType::kFloat && x->rank() == 4 && x->dim(1) % kB == 0) {
-    const int64_t N = x->dim(0), Cb = x->dim(1) / kB, plane = x->dim(2) * x->dim(3);
-    NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat,
-                                                                 {N, Cb, x->dim(2), x->dim(3), kB}));
-    float* src = const_cast<float*>(x->data<float>());  // only read: ReorderBlock writes `blocked`
-    float* dst = y.data<float>();
-    ParallelTasks(ctx, N * Cb, [&](int64_t t) { ReorderBlock(true, plane, src + t * kB * plane, dst + t * kB * plane); });
+  int64_t C = to_blocked && x->rank() == 4 ? x->dim(1) : 0;
+  if (!to_blocked) {
+    NEE_ASSIGN_OR_RETURN(C, ctx.node().GetInt("channels"));
+  }
+  const bool shape = to_blocked ? x->rank() == 4 : x->rank() == 5 && x->dim(4) == kB && x->dim(1) * kB == C;
+  if (ReorderSupported() && x->dtype() == DataType::kFloat && shape && C % kB == 0) {
+    const int64_t N = x->dim(0), Cb = C / kB, plane = x->dim(2) * x->dim(3);
+    std::vector<int64_t> dims = {N, C, x->dim(2), x->dim(3)};
+    if (to_blocked) dims = {N, Cb, x->dim(2), x->dim(3), kB};
+    NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, dims));
+    float* in = const_cast<float*>(x->data<float>());  // only read: ReorderBlock writes the other side
+    float* out = y.data<float>();
+    float* nchw = to_blocked ? in : out;
+    float* blocked = to_blocked ? out : in;
+    ParallelTasks(ctx, N * Cb,
+                  [&](int64_t t) { ReorderBlock(to_blocked, plane, nchw + t * kB * plane, blocked + t * kB * plane); });
     return Status::Ok();
   }
 #endif
+  (void)to_blocked;
   return RunReference(ctx);
 }
+}  // namespace
 
-Status FromBlockedFloat(KernelContext& ctx) {
-#ifdef NEE_BLOCKED_X86
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
-  NEE_ASSIGN_OR_RETURN(int64_t C, ctx.node().GetInt("channels"));
-  if (ReorderSupported() && x->dtype() == DataType::kFloat && x->rank() == 5 && x->dim(4) == kB && C % kB == 0 &&
-      x->dim(1) * kB == C) {
-    const int64_t N = x->dim(0), Cb = x->dim(1), plane = x->dim(2) * x->dim(3);
-    NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, {N, C, x->dim(2), x->dim(3)}));
-    float* src = const_cast<float*>(x->data<float>());  // only read: ReorderBlock writes `nchw`
-    float* dst = y.data<float>();
-    ParallelTasks(ctx, N * Cb, [&](int64_t t) { ReorderBlock(false, plane, dst + t * kB * plane, src + t * kB * plane); });
-    return Status::Ok();
-  }
-#endif
-  return RunReference(ctx);
-}
+Status ToBlockedFloat(KernelContext& ctx) { return Reorder(ctx, true); }
+Status FromBlockedFloat(KernelContext& ctx) { return Reorder(ctx, false); }
 
 Status BlockedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanBlockedConv(ctx));
