@@ -253,29 +253,6 @@ bool Supported(const BlockedConvGeometry& g) {
          g.dw == 1 && g.pt <= 1 && g.pl <= 1;
 }
 
-// Tasks [0, n) for a layer writing `bytes`. A large layer's tasks go in
-// contiguous shares, one per thread, in order: consecutive layers whose
-// tasks cover the same pixels in the same order (pixel-major) then leave each
-// thread with the pixels it wrote last, in its own L2, instead of handing
-// them to the other core (MobileNetV2's 112x112 and 56x56 layers ran 25-30%
-// faster at 2 threads so). Smaller ones, whose data stays in cache anyway,
-// are claimed one task at a time, which balances better.
-constexpr int64_t kShareBytes = 512 * 1024;
-
-template <typename Fn>
-void ShareTasks(KernelContext& ctx, int64_t n, int64_t bytes, Fn&& fn) {
-  const int64_t threads = NumThreads(ctx);
-  if (bytes < kShareBytes) return ParallelTasks(ctx, n, fn);
-  if (threads <= 1 || n <= 1) {
-    for (int64_t t = 0; t < n; ++t) fn(t);
-    return;
-  }
-  ctx.ParallelFor(threads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t share = begin; share < end; ++share)
-      for (int64_t t = share * n / threads; t < (share + 1) * n / threads; ++t) fn(t);
-  });
-}
-
 void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const BlockedWeights& pw, FinishFn finish) {
   const int threads = NumThreads(ctx);
   const int64_t plane = g.H * g.W, Mb = g.Mb();
@@ -287,7 +264,7 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   const int64_t wanted = 4 * threads, pixel_tasks = g.N * chunks;
   const int64_t groups = threads > 1 && pixel_tasks < wanted ? std::min(pairs, (wanted + pixel_tasks - 1) / pixel_tasks) : 1;
   const int64_t bytes = g.N * Mb * plane * kB * static_cast<int64_t>(sizeof(float));
-  ShareTasks(ctx, pixel_tasks * groups, bytes, [&](int64_t t) {
+  PixelMajorTasks(ctx, pixel_tasks * groups, bytes, [&](int64_t t) {
     const int64_t n = t / (chunks * groups), chunk = t / groups % chunks, group = t % groups;
     const int64_t p0 = chunk_start(chunk), p1 = chunk_start(chunk + 1);
     const int64_t ob0 = 2 * (group * pairs / groups), ob1 = std::min(Mb, 2 * ((group + 1) * pairs / groups));
@@ -301,11 +278,11 @@ void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   const int64_t Cb = g.Cb(), planes = g.N * Cb;
   const int64_t bytes = planes * g.OH * g.OW * kB * static_cast<int64_t>(sizeof(float));
   // Row strips outermost (pixel-major, as the pointwise convs around it); at
-  // least one a thread when the tasks are shared out (see ShareTasks).
-  const int64_t least = bytes >= kShareBytes ? threads : 1;
+  // least one a thread when the tasks are shared out (see PixelMajorTasks).
+  const int64_t least = bytes >= kAffineBytes ? threads : 1;
   const int64_t strips = std::min(g.OH, std::max<int64_t>(least, (4 * threads + planes - 1) / planes));
   const auto rows = g.sh == 1 ? Depthwise3x3Rows<1> : Depthwise3x3Rows<2>;
-  ShareTasks(ctx, planes * strips, bytes, [&](int64_t t) {
+  PixelMajorTasks(ctx, planes * strips, bytes, [&](int64_t t) {
     const int64_t strip = t / planes, p = t % planes, cb = p % Cb;
     const int64_t oh0 = strip * g.OH / strips, oh1 = (strip + 1) * g.OH / strips;
     rows(g, g.x + p * g.H * g.W * kB, pw.w.data() + cb * 9 * kB, pw.bias.data() + cb * kB,

@@ -32,4 +32,26 @@ void ParallelTasks(const KernelContext& ctx, int64_t n, Fn&& fn) {
   });
 }
 
+// ParallelTasks for a kernel whose tasks run over its output's pixels in
+// order (pixel-major: image, then rows or runs of pixels) and which writes
+// `bytes`. From kAffineBytes (this machine's L2) on, each thread takes one
+// contiguous share of the tasks, in order, instead of claiming them one at a
+// time: consecutive such layers then leave a thread the pixels it wrote last,
+// in its own L2, rather than handing half of them to the other core
+// (at 2 threads: MobileNetV2's blocked 112x112 and 56x56 layers 22-30%
+// faster, YOLO's 160x160 convs 7-17%, the models 3-5% and 2%). Smaller layers,
+// whose data stays in cache anyway, claim tasks one at a time, which balances
+// better. Which thread runs a task still never changes what it computes.
+constexpr int64_t kAffineBytes = 512 * 1024;
+
+template <typename Fn>
+void PixelMajorTasks(const KernelContext& ctx, int64_t n, int64_t bytes, Fn&& fn) {
+  const int threads = NumThreads(ctx);
+  if (bytes < kAffineBytes || threads <= 1 || n <= 1) return ParallelTasks(ctx, n, fn);
+  ctx.ParallelFor(threads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t share = begin; share < end; ++share)
+      for (int64_t t = share * n / threads; t < (share + 1) * n / threads; ++t) fn(t);
+  });
+}
+
 }  // namespace nee::cpu
