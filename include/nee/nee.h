@@ -315,8 +315,9 @@ NEE_API nee_status_t nee_session_value_dim(const nee_session_t* session, int is_
                                            int64_t* out_size, const char** out_symbol);
 
 /* Optimizes the model at in_path up to `level` (as a session would) and writes
- * it to out_path as standard ONNX (fused ops in the com.microsoft domain),
- * recording the level so that nee loads it without optimizing it again. Fills
+ * it to out_path as standard ONNX (fused ops in the com.microsoft domain and
+ * nee's own ai.nee domain, which ONNX Runtime cannot run), recording the level
+ * so that nee loads it without optimizing it again. Fills
  * `report` with a table of what each pass changed (truncated to `capacity`;
  * out_length gets its full length). */
 NEE_API nee_status_t nee_model_optimize_file(const char* in_path, const char* out_path, int32_t level, char* report,

@@ -1,8 +1,11 @@
 // `nee optimize`: a model file optimized once, written back as standard ONNX.
 // The fused ops are ONNX Runtime's com.microsoft contrib ops (FusedConv, Gelu,
-// SkipLayerNormalization, ...), whose schemas nee registers, so nee checks the
-// file like any other; the level goes into the metadata (kOptimizedLevelKey)
-// and a session at that level loads the file without optimizing it again.
+// SkipLayerNormalization, ...) and nee's own ai.nee ops (FusedMatMul,
+// ScaledDotProductAttention, the channel-blocked BlockedConv and its
+// reorders), whose schemas nee registers, so nee checks the file like any
+// other; ONNX Runtime cannot run a file holding ai.nee ops. The level goes
+// into the metadata (kOptimizedLevelKey) and a session at that level loads
+// the file without optimizing it again.
 #pragma once
 #include <string>
 

@@ -72,9 +72,6 @@ Status CheckGraphSize(const Graph& graph, const SessionOptions& options, int dep
   return Status::Ok();
 }
 
-// Before IR version 4 every initializer had to be listed as a graph input
-// too, and a caller cannot override one (ONNX Runtime refuses the name): they
-// are constants, so the optimizer may fold them and kernels pack them once.
 // The type ONNX Runtime lists for a graph output: the declared type with what
 // inference proved merged in (as onnx's mergeInShapeInfo): a dim declared
 // symbolic or unknown takes an inferred value, an unknown one an inferred
@@ -108,6 +105,9 @@ TypeInfo ReportedOutputType(const TypeInfo& declared, const TypeInfo* inferred) 
   return merged;
 }
 
+// Before IR version 4 every initializer had to be listed as a graph input
+// too, and a caller cannot override one (ONNX Runtime refuses the name): they
+// are constants, so the optimizer may fold them and kernels pack them once.
 void DropInitializerInputsBeforeIr4(Model& model) {
   if (model.ir_version <= 0 || model.ir_version >= 4) return;
   Graph& g = model.graph;
