@@ -41,7 +41,6 @@
 namespace nee {
 namespace {
 
-constexpr int kOk = static_cast<int>(StatusCode::kOk);
 constexpr int kRuntimeError = static_cast<int>(StatusCode::kRuntime);
 constexpr int kOutOfMemory = static_cast<int>(StatusCode::kOutOfMemory);
 constexpr int kNotImplemented = static_cast<int>(StatusCode::kNotImplemented);
