@@ -155,6 +155,7 @@ Result<std::unique_ptr<Session>> Session::CreateTimed(Model model, const Session
   }
   s->options_ = options;
   s->model_ = std::make_unique<Model>(std::move(model));
+  DetachSubgraphs(*s->model_);  // the caller's copies of the model share them
   NEE_RETURN_IF_ERROR(CheckModelFunctions(*s->model_, *s->registry_));
   NEE_RETURN_IF_ERROR(InlineModelFunctions(*s->model_, options.max_graph_nodes));
   DropInitializerInputsBeforeIr4(*s->model_);

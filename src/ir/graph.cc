@@ -133,6 +133,35 @@ Result<const Graph*> Node::GetGraph(const std::string& n) const {
   return static_cast<const Graph*>(a->g.get());
 }
 
+namespace {
+void DetachNodes(std::vector<Node>& nodes);
+
+void DetachGraph(std::shared_ptr<Graph>& g) {
+  if (!g) return;
+  g = std::make_shared<Graph>(*g);
+  DetachNodes(g->nodes);
+}
+
+void DetachAttributes(std::vector<Attribute>& attributes) {
+  for (Attribute& a : attributes) {
+    DetachGraph(a.g);
+    for (std::shared_ptr<Graph>& g : a.graphs) DetachGraph(g);
+  }
+}
+
+void DetachNodes(std::vector<Node>& nodes) {
+  for (Node& node : nodes) DetachAttributes(node.attributes);
+}
+}  // namespace
+
+void DetachSubgraphs(Model& model) {
+  DetachNodes(model.graph.nodes);
+  for (Function& f : model.functions) {
+    DetachNodes(f.nodes);
+    DetachAttributes(f.attribute_defaults);
+  }
+}
+
 const Initializer* Graph::FindInitializer(const std::string& value_name) const {
   for (const Initializer& init : initializers)
     if (init.name == value_name) return &init;

@@ -146,6 +146,14 @@ struct Function {
   std::vector<std::pair<std::string, std::string>> metadata_props;
 };
 
+// Gives every subgraph (If/Loop/Scan bodies, at any depth, in the graph and
+// in the model's functions) a copy of its own. Copies of a Model share their
+// subgraphs (attributes hold them by shared_ptr); a session detaches its copy
+// before binding declarations or rewriting, so that two sessions made at once
+// from one in-memory model never write the same Graph.
+struct Model;
+void DetachSubgraphs(Model& model);
+
 struct Model {
   int64_t ir_version = 0;
   std::vector<OpsetImport> opset_imports;

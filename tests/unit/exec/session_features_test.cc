@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
 
 #include "../opt/opt_test_util.h"
 
@@ -164,6 +165,53 @@ TEST(SessionFeatures, PackedConstantsAreDroppedUnlessAnotherReaderNeedsThem) {
     auto wide = session->Run({{"x", Floats({1, 0, 0, 1, 1, 1}, {3, 2})}, {"idx", Ints({0})}}, {});
     ASSERT_TRUE(wide.ok()) << wide.status().ToString();
     ExpectNear((*wide)[0].tensor(), {3, 2}, {4, 2, 8, 6, 12, 8});
+  }
+}
+
+// y = If(c, then: Relu(x), else: Neg(x)): the branches are subgraphs, which
+// copies of a Model share.
+Model IfModel() {
+  auto branch = [](const char* op, const char* name) {
+    auto g = std::make_shared<Graph>();
+    g->name = name;
+    Node n;
+    n.name = std::string(name) + "_op";
+    n.op_type = op;
+    n.inputs = {"x"};
+    n.outputs = {std::string(name) + "_y"};
+    g->nodes.push_back(n);
+    g->outputs.push_back({std::string(name) + "_y", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({2})), "", {}});
+    Attribute a;
+    a.name = std::string(name) + "_branch";
+    a.type = AttrType::kGraph;
+    a.g = g;
+    return a;
+  };
+  ModelBuilder b;
+  b.Input("c", ShapeFromDims({}), DataType::kBool)
+      .Input("x", ShapeFromDims({2}))
+      .Op("If", {"c"}, {"y"}, {branch("Relu", "then"), branch("Neg", "else")})
+      .Output("y");
+  b.model.graph.nodes[0].attributes[0].name = "then_branch";
+  b.model.graph.nodes[0].attributes[1].name = "else_branch";
+  return b.model;
+}
+
+TEST(SessionFeatures, SessionsMadeAtOnceFromOneModelDoNotWriteItsSubgraphs) {
+  const Model model = IfModel();
+  const Graph& then_body = *model.graph.nodes[0].attributes[0].g;
+  std::unique_ptr<Session> a, b;
+  std::thread other([&] { a = Make(model); });  // each takes a copy; the copies share the bodies
+  b = Make(model);
+  other.join();
+  ASSERT_TRUE(a && b);
+  // Binding the declarations went into each session's own bodies, not the caller's.
+  EXPECT_EQ(then_body.nodes[0].declaration, nullptr);
+  const Tensor cond = Tensor::Scalar(true);
+  for (Session* s : {a.get(), b.get()}) {
+    auto out = s->Run({{"c", Value(cond)}, {"x", Floats({-1, 2}, {2})}}, {});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    ExpectNear((*out)[0].tensor(), {2}, {0, 2});
   }
 }
 
