@@ -256,10 +256,9 @@ bool Supported(const BlockedConvGeometry& g) {
 void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const BlockedWeights& pw, FinishFn finish) {
   const int threads = NumThreads(ctx);
   const int64_t plane = g.H * g.W, Mb = g.Mb();
-  // Chunks of about kChunkPixels, starting on whole tiles and sharing the tiles out evenly.
-  const int64_t tiles = (plane + kTilePixels - 1) / kTilePixels;
+  // Chunks of about kChunkPixels, starting on whole tiles.
   const int64_t chunks = (plane + kChunkPixels - 1) / kChunkPixels, pairs = (Mb + 1) / 2;
-  auto chunk_start = [&](int64_t i) { return std::min(plane, i * tiles / chunks * kTilePixels); };
+  auto chunk_start = [&](int64_t i) { return TileAlignedStart(i, chunks, plane, kTilePixels); };
   // Few pixels (a small image): the output blocks are shared out too, in pairs.
   const int64_t wanted = 4 * threads, pixel_tasks = g.N * chunks;
   const int64_t groups = threads > 1 && pixel_tasks < wanted ? std::min(pairs, (wanted + pixel_tasks - 1) / pixel_tasks) : 1;

@@ -313,15 +313,6 @@ class PixelTask {
 
 }  // namespace
 
-// Where chunk i of `chunks` along a row of `width` pixels starts: on a
-// whole tile, so that the chunks together run no more tiles than the row
-// alone (a tile costs about as much with one pixel as with six: it streams
-// the weights once). 196 pixels in 8 chunks of 24 or 25 ran 36 tiles, not 33.
-int64_t ChunkStart(int64_t i, int64_t chunks, int64_t width) {
-  const int64_t tiles = (width + kTilePixels - 1) / kTilePixels;
-  return std::min(width, i * tiles / chunks * kTilePixels);
-}
-
 bool ConvPixelApplies(const Conv2D& g) {
   if (!PixelGemmAvailable() || (g.stride != 1 && g.stride != 2)) return false;
   if (g.N <= 0 || g.C <= 0 || g.M <= 0 || g.OH <= 0 || g.OW <= 0) return false;
@@ -382,8 +373,8 @@ Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const floa
   auto prepare = [&](int64_t pixel_task, TaskTables& t) {
     const int64_t group = pixel_task / chunks % row_groups, chunk = pixel_task % chunks;
     const int64_t oh0 = group * flat.OH / row_groups, oh1 = (group + 1) * flat.OH / row_groups;  // balanced
-    task_of(pixel_task).Prepare(oh0, oh1, ChunkStart(chunk, chunks, flat.OW), ChunkStart(chunk + 1, chunks, flat.OW),
-                                t);
+    task_of(pixel_task).Prepare(oh0, oh1, TileAlignedStart(chunk, chunks, flat.OW, kTilePixels),
+                                TileAlignedStart(chunk + 1, chunks, flat.OW, kTilePixels), t);
   };
   // Channel blocks [cb0, cb1) of a prepared task: sums, then out into y, finished.
   auto compute = [&](int64_t pixel_task, int64_t cb0, int64_t cb1, TaskTables& t) {
