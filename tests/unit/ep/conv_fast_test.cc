@@ -188,6 +188,18 @@ std::vector<ConvCase> Grid() {
       {"2d_winograd_asymmetric_pads", {1, 16, 8, 12}, {16, 16, 3, 3}, false, {IntsAttr("pads", {0, 2, 1, 0})}},
       {"2d_winograd_wide", {1, 16, 5, 70}, {24, 16, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
       {"2d_winograd_blocks", {1, 32, 60, 61}, {32, 32, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      // 1-D convs written as 2-D or 3-D with axes the window does not move
+      // along (extent 1, kernel 1, no pads): run as the 1-D conv they are
+      // (magika's 5x1 kernel over [C, 512, 1]); a stride on the trivial axis,
+      // a depthwise and a grouped one, and a 3-D conv trivial in the middle.
+      {"2d_width_one_5x1", {1, 24, 40, 1}, {20, 24, 5, 1}, false, {}},
+      {"2d_width_one_strided_padded", {2, 6, 33, 1}, {10, 6, 3, 1}, true,
+       {IntsAttr("strides", {2, 3}), IntsAttr("pads", {1, 0, 2, 0}), IntsAttr("dilations", {2, 1})}},
+      {"2d_height_one_1x7", {1, 5, 1, 50}, {9, 5, 1, 7}, true, {IntsAttr("pads", {0, 3, 0, 3})}},
+      {"2d_width_one_depthwise", {1, 12, 30, 1}, {12, 1, 3, 1}, true,
+       {IntAttr("group", 12), IntsAttr("pads", {1, 0, 1, 0})}},
+      {"2d_width_one_grouped", {1, 8, 17, 1}, {6, 4, 3, 1}, true, {IntAttr("group", 2)}},
+      {"3d_middle_one", {1, 3, 6, 1, 7}, {4, 3, 3, 1, 3}, true, {IntsAttr("pads", {1, 0, 1, 1, 0, 1})}},
   };
 }
 
