@@ -13,9 +13,14 @@ constexpr int64_t kMaxPropagatedElements = 1024;
 
 std::string GraphLabel(const Graph& g) { return "graph '" + g.name + "'"; }
 
-// Adds a graph's definitions to `defined`, and every used-but-undefined name to `captured`.
+// What bodies capture, where already known (from checking them).
+using CapturedByBody = std::unordered_map<const Graph*, std::vector<std::string>>;
+
+// Adds a graph's definitions to `defined`, and every used-but-undefined name
+// to `captured`; a body listed in `known` is not walked again.
 void CollectCaptured(const Graph& g, const std::unordered_set<std::string>& outer_defined,
-                     std::vector<std::string>& captured, std::unordered_set<std::string>& seen) {
+                     std::vector<std::string>& captured, std::unordered_set<std::string>& seen,
+                     const CapturedByBody* known = nullptr) {
   std::unordered_set<std::string> defined = outer_defined;
   for (const ValueInfo& vi : g.inputs) defined.insert(vi.name);
   for (const Initializer& init : g.initializers) defined.insert(init.name);
@@ -31,7 +36,14 @@ void CollectCaptured(const Graph& g, const std::unordered_set<std::string>& oute
     for (const Attribute& a : n.attributes) {
       std::vector<std::string> inner;
       std::unordered_set<std::string> inner_seen;
-      for (const Graph* body : BodiesOf(a)) CollectCaptured(*body, {}, inner, inner_seen);
+      for (const Graph* body : BodiesOf(a)) {
+        auto it = known ? known->find(body) : CapturedByBody::const_iterator{};
+        if (known && it != known->end()) {
+          for (const std::string& name : it->second) use(name);
+        } else {
+          CollectCaptured(*body, {}, inner, inner_seen);
+        }
+      }
       for (const std::string& name : inner) use(name);
     }
   }
@@ -423,7 +435,7 @@ class GraphChecker {
     ctx.output_types.resize(node.outputs.size());
     ctx.output_values.resize(node.outputs.size());
 
-    std::unordered_set<const Graph*> inferred_bodies;
+    std::unordered_set<const Graph*> inferred_bodies, fully_checked_bodies;
     TypeScope scope{outer_, &out_.types, &out_.constants};
     ctx.infer_subgraph = [&](const Graph& body, const std::vector<TypeInfo>& input_types)
         -> Result<std::vector<TypeInfo>> {
@@ -433,6 +445,8 @@ class GraphChecker {
       sub.problems = nullptr;
       NEE_ASSIGN_OR_RETURN(CheckedGraph checked,
                            GraphChecker(body, opsets_, registry_, &scope, sub, depth_ + 1).Run());
+      fully_checked_bodies.insert(&body);
+      body_captured_[&body] = checked.captured;
       std::vector<TypeInfo> outs;
       for (const ValueInfo& vi : body.outputs) {
         auto it = checked.types.find(vi.name);
@@ -449,6 +463,10 @@ class GraphChecker {
     // whatever the types: an unknown op in either branch fails, as in onnx's
     // checker and ONNX Runtime.
     for (const Graph* body : inferred_bodies) {
+      // A body checked in full above passed the structure checks on the way
+      // (checking them again at every level of nesting made checking nested
+      // bodies cost their size times their depth).
+      if (fully_checked_bodies.count(body)) continue;
       CheckOptions sub = options_;
       sub.input_types = nullptr;
       sub.problems = nullptr;
@@ -493,11 +511,14 @@ class GraphChecker {
     }
     std::unordered_set<std::string> seen;
     std::vector<std::string> captured;
-    CollectCaptured(g_, {}, captured, seen);
+    CollectCaptured(g_, {}, captured, seen, &body_captured_);
     out_.captured = std::move(captured);
     return Status::Ok();
   }
 
+  // Names each body checked in full captures (its CheckedGraph's), so that
+  // this graph's own list does not walk the nested bodies again.
+  CapturedByBody body_captured_;
   const Graph& g_;
   const OpsetMap& opsets_;
   const OpRegistry& registry_;

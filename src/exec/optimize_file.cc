@@ -22,9 +22,10 @@ std::string FormatReport(const std::vector<PassReport>& report, size_t nodes_in,
   out += line;
   for (const PassReport& r : report) {
     const char* result = r.undone ? "undone (the checker rejected it)" : r.changed ? "changed" : "-";
-    std::snprintf(line, sizeof line, "%-24s %5d %8zu %8zu  %s\n", r.pass.c_str(), r.level, r.nodes_before,
+    std::snprintf(line, sizeof line, "%-24s %5d %8zu %8zu  %s", r.pass.c_str(), r.level, r.nodes_before,
                   r.nodes_after, result);
     out += line;
+    out += r.graph.empty() ? "\n" : " in " + r.graph + "\n";
   }
   std::snprintf(line, sizeof line, "nodes: %zu -> %zu\n", nodes_in, nodes_out);
   return out + line;

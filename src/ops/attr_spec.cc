@@ -261,11 +261,13 @@ void BindGraph(Graph& graph, const std::map<std::string, int64_t>& opsets) {
 }
 }  // namespace
 
-void BindAttrDeclarations(Model& model) {
+void BindAttrDeclarations(Graph& graph, const std::vector<OpsetImport>& imports) {
   std::map<std::string, int64_t> opsets;
-  for (const OpsetImport& o : model.opset_imports) opsets.emplace(NormalizeDomain(o.domain), o.version);
-  BindGraph(model.graph, opsets);
+  for (const OpsetImport& o : imports) opsets.emplace(NormalizeDomain(o.domain), o.version);
+  BindGraph(graph, opsets);
 }
+
+void BindAttrDeclarations(Model& model) { BindAttrDeclarations(model.graph, model.opset_imports); }
 
 const char* AttrTypeSpecName(AttrType type) {
   const auto i = static_cast<size_t>(type);

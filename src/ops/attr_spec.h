@@ -34,6 +34,8 @@ std::vector<const AttrSchema*> AllAttrSchemas();
 // check` / `nee optimize` / `nee convert` before they check. Model-local
 // function bodies are not bound: nodes are once inlined into the graph.
 void BindAttrDeclarations(Model& model);
+// The same for one graph (and the bodies inside it) under the model's imports.
+void BindAttrDeclarations(Graph& graph, const std::vector<OpsetImport>& imports);
 
 // "FLOAT", "INTS", ...: AttributeProto's names, as errors and onnx spell them.
 const char* AttrTypeSpecName(AttrType type);

@@ -33,6 +33,12 @@ Status FoldConstants(Graph& graph, const CheckedGraph& checked, bool* changed) {
   for (const ValueInfo& vi : graph.inputs) graph_inputs.insert(vi.name);
   for (const Initializer& init : graph.initializers)
     if (!graph_inputs.count(init.name)) known.emplace(init.name, Value(init.tensor));
+  // A subgraph body's captured names whose values its enclosing graphs fix
+  // (their initializers; the optimizer puts those into `constants`).
+  for (const std::string& name : checked.captured) {
+    auto it = checked.constants.find(name);
+    if (it != checked.constants.end()) known.emplace(name, Value(it->second));
+  }
   std::unordered_set<std::string> graph_outputs;
   for (const ValueInfo& vi : graph.outputs) graph_outputs.insert(vi.name);
 

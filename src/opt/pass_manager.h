@@ -25,6 +25,9 @@ struct PassReport {
   int level = 0;
   size_t nodes_before = 0, nodes_after = 0;
   bool changed = false, undone = false;
+  // The subgraph the pass ran on ("" for the main graph; for a body, its
+  // node and attribute); nodes_* then count that body's nodes.
+  std::string graph;
 };
 
 // The metadata key a model optimized by nee carries (`nee optimize`), with the
@@ -34,9 +37,12 @@ constexpr const char* kOptimizedLevelKey = "nee.optimization_level";
 // The level recorded in the model's metadata, or -1.
 int RecordedOptimizationLevel(const Model& model);
 
-// Runs every pass up to `level` over the main graph. A level-2+ pass whose
-// result the checker rejects is undone (the model keeps running unfused).
-// `report` (may be null) gets one entry per pass that ran. `registry`
+// Runs every pass up to `level` over the main graph, then over every
+// subgraph body within its enclosing scope (folding may read the enclosing
+// graphs' initializers). A level-2+ pass whose result the checker rejects
+// is undone (the model keeps running unfused); in a body, any pass is. `report`
+// (may be null) gets one entry per pass that ran on the main graph and one
+// per pass that changed or was undone in a body. `registry`
 // resolves ops (a session's own, with its custom ops; null: nee's).
 Status OptimizeModel(Model& model, int level, std::vector<PassReport>* report = nullptr,
                      const OpRegistry* registry = nullptr);

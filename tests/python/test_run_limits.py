@@ -31,10 +31,15 @@ def counting_loop(scan_elements=0):
                helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [4])]
     if scan_elements:
         size = helper.make_tensor("size", TensorProto.INT64, [1], [scan_elements])
-        fill = helper.make_tensor("fill", TensorProto.FLOAT, [1], [1.0])
-        nodes.append(helper.make_node("ConstantOfShape", ["size"], ["chunk"], name="chunk", value=fill))
+        # ones computed from the iteration number (0 * i + 1): a chunk made from constants alone
+        # (ConstantOfShape) is folded into one initializer that every iteration shares, taking no memory.
+        zero = helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])
+        nodes += [helper.make_node("Cast", ["i"], ["i_float"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", ["i_float", "zero"], ["i_zero"]),
+                  helper.make_node("Add", ["i_zero", "one"], ["i_one"]),
+                  helper.make_node("Expand", ["i_one", "size"], ["chunk"], name="chunk")]
         outputs.append(helper.make_tensor_value_info("chunk", TensorProto.FLOAT, [scan_elements]))
-        initializers = [one, size]
+        initializers = [one, size, zero]
     else:
         initializers = [one]
     body = helper.make_graph(
