@@ -7,6 +7,9 @@
 //    channel per group, sixteen channels per vector (depthwise_blocked.cc);
 //    otherwise a direct sliding-window kernel over each channel plane,
 //    vectorized along output rows;
+//  - several images with few output pixels each (a batch of 1-D windows):
+//    the im2col columns of a chunk of images side by side in one SGEMM, the
+//    result scattered back per image (conv_batched.cc);
 //  - 3x3 stride-1 single-group convs, on AVX-512 or AVX2: Winograd
 //    F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
 //  - on AVX2, other single-group 2-D k x k convs with stride 1 or 2, and
@@ -36,6 +39,7 @@
 #include <memory>
 #include <vector>
 
+#include "ep/cpu/conv_batched.h"
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/conv_indirect.h"
 #include "ep/cpu/conv_pixel_gemm.h"
@@ -405,6 +409,26 @@ std::shared_ptr<const PackedConvWeights> PackedWeights(KernelContext& ctx, const
   return packed.ok() ? packed.value() : nullptr;
 }
 
+// The batched path's view of a conv: which input element of a channel plane
+// each output pixel reads through each tap (-1: padding).
+BatchedConv BatchedGeometry(const ConvShape& s) {
+  BatchedConv g{s.N, s.C, s.M, s.group, s.in_size, s.out_size, s.kernel_size, {}};
+  g.tap_offsets.reserve(static_cast<size_t>(s.kernel_size * s.out_size));
+  for (int64_t tap = 0; tap < s.kernel_size; ++tap) {
+    const int64_t k[kDims] = {tap / (s.kernel[1] * s.kernel[2]), tap / s.kernel[2] % s.kernel[1], tap % s.kernel[2]};
+    for (int64_t o = 0; o < s.out_size; ++o) {
+      const int64_t at[kDims] = {o / (s.out[1] * s.out[2]), o / s.out[2] % s.out[1], o % s.out[2]};
+      int64_t offset = 0;
+      for (int d = 0; d < kDims && offset >= 0; ++d) {
+        const int64_t i = at[d] * s.stride[d] - s.pad[d] + k[d] * s.dilation[d];
+        offset = i >= 0 && i < s.in[d] ? offset * s.in[d] + i : -1;
+      }
+      g.tap_offsets.push_back(offset);
+    }
+  }
+  return g;
+}
+
 // ---- Depthwise ---------------------------------------------------------------------
 //
 // Each input channel plane is first copied into a zero-padded scratch plane,
@@ -692,6 +716,11 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
       ctx.ParallelFor(planes, 1, chunk);
     }
     return Status::Ok();
+  }
+
+  if (!s.depthwise() && ConvBatchedApplies(s.N, s.out_size)) {
+    const std::shared_ptr<const PackedConvWeights> packed = PackedWeights(ctx, s, wp);
+    return ConvBatched(ctx, BatchedGeometry(s), xp, wp, packed ? packed->groups.data() : nullptr, bp, epilogue, z, yp);
   }
 
   const bool winograd_shape = planar && s.group == 1 && s.kernel[1] == 3 && s.kernel[2] == 3 && s.stride[1] == 1 &&

@@ -1,0 +1,165 @@
+// Convolution of a batch of small images (silero-vad's 100 windows of 1 to 5
+// pixels): im2col + SGEMM image by image gives SGEMM 1 to 5 columns, a
+// fraction of one 32-column panel, so the call, the packing and the padded
+// panel lanes cost more than the arithmetic. Here the im2col columns of a
+// chunk of whole images sit side by side in one B matrix (100 images of 4
+// pixels: 400 columns), written straight into SGEMM's packed panels; SGEMM
+// writes C into a scratch matrix, and its epilogue scatters each finished
+// tile to the images' [M, pixels] planes with bias, residual and activation
+// while the tile is in L1.
+//
+// Determinism: SGEMM computes each column of C on its own, its sum over k in
+// a fixed order, so which chunk (and which thread) an image falls in never
+// changes a bit of its output.
+#include "ep/cpu/conv_batched.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ep/cpu/parallel_tasks.h"
+
+namespace nee::cpu {
+
+namespace {
+
+// Output pixels per image up to which images are batched. Measured one conv
+// at a time against image-by-image im2col and the pixel-major path (AVX2, 1
+// thread): see ConvBatchedApplies.
+constexpr int64_t kMaxBatchedPixels = 16;
+
+// About this many GEMM columns per chunk of images: eight panels, so that B's
+// k-block (256 x 256 floats) and the chunk's C stay within L2 next to A.
+constexpr int64_t kChunkColumns = 256;
+
+// Whole images per chunk: about kChunkColumns columns, and with several
+// threads enough chunks (four per thread) for threads claiming them to end
+// together.
+int64_t ImagesPerChunk(const BatchedConv& g, int threads) {
+  int64_t images = std::max<int64_t>(1, kChunkColumns / g.out_size);
+  if (threads > 1) {
+    const int64_t wanted_chunks = std::max<int64_t>(1, (4 * threads + g.group - 1) / g.group);
+    images = std::min(images, std::max<int64_t>(1, (g.N + wanted_chunks - 1) / wanted_chunks));
+  }
+  return std::min(images, g.N);
+}
+
+// Scratch of the calling thread: `which` 0 holds an im2col row, 1 the chunk's C.
+float* Scratch(int which, size_t floats) {
+  thread_local std::vector<float> buffers[2];
+  std::vector<float>& b = buffers[which];
+  if (b.size() < floats) b.resize(floats);
+  return b.data();
+}
+
+// One (chunk of images, group): the chunk's images and where their data is.
+struct Unit {
+  const BatchedConv* g;
+  int64_t first_image, images, group;
+  int64_t columns() const { return images * g->out_size; }
+};
+
+// Row p of the chunk's B, columns [j0, j0 + nc), into `row`: image after image,
+// each output pixel the input value it sees through tap p % kernel_size of
+// channel p / kernel_size (0 in padding).
+void FillBatchedRow(const Unit& u, const float* x, int64_t p, int64_t j0, int64_t nc, float* __restrict row) {
+  const BatchedConv& g = *u.g;
+  const int64_t c = p / g.kernel_size, tap = p % g.kernel_size, out = g.out_size;
+  const int64_t* offsets = g.tap_offsets.data() + tap * out;
+  const int64_t image_stride = g.C * g.in_size;
+  const int64_t n = u.first_image + j0 / out;
+  const float* plane = x + (n * g.C + u.group * g.Cg() + c) * g.in_size;
+  int64_t ow = j0 % out;
+  for (int64_t left = nc; left > 0; plane += image_stride) {
+    const int64_t end = std::min(out, ow + left);
+    for (int64_t o = ow; o < end; ++o) {
+      const int64_t at = offsets[o];
+      *row++ = at < 0 ? 0.f : plane[at];
+    }
+    left -= end - ow;
+    ow = 0;
+  }
+}
+
+// Rows [0, rows) x columns [0, cols) of a finished C tile (chunk columns
+// from j0, output channels from `channel`) to the images' planes in y.
+void Scatter(const Unit& u, int64_t channel, int64_t j0, int64_t rows, int64_t cols, const float* tile, int64_t ldc,
+             float* y) {
+  const int64_t out = u.g->out_size;
+  for (int64_t j = j0; j < j0 + cols;) {
+    const int64_t n = u.first_image + j / out, ow = j % out, seg = std::min(out - ow, j0 + cols - j);
+    float* dst = y + (n * u.g->M + channel) * out + ow;
+    const float* src = tile + (j - j0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < seg; ++o) dst[r * out + o] = src[r * ldc + o];
+    j += seg;
+  }
+}
+
+// Residual and activation (and bias) on the scattered copy, one image at a time.
+void FinishImages(const Unit& u, const FusedActivation& act, const float* bias, const float* z, int64_t channel,
+                  int64_t j0, int64_t rows, int64_t cols, float* y) {
+  const int64_t out = u.g->out_size;
+  for (int64_t j = j0; j < j0 + cols;) {
+    const int64_t n = u.first_image + j / out, ow = j % out, seg = std::min(out - ow, j0 + cols - j);
+    const int64_t at = (n * u.g->M + channel) * out + ow;
+    BiasResidualActivate(act, bias ? bias + channel : nullptr, z + at, out, y + at, out, rows, seg);
+    j += seg;
+  }
+}
+
+void RunUnit(const Unit& u, const float* x, const float* w, const SgemmPackedA* packed_w, const float* bias,
+             const FusedActivation& act, const float* z, float* y) {
+  const BatchedConv& g = *u.g;
+  const int64_t rows = g.rows(), cols = u.columns(), Mg = g.Mg();
+  constexpr int64_t kPanel = kSgemmPanelWidth;
+  float* row = Scratch(0, static_cast<size_t>((cols + kPanel - 1) / kPanel * kPanel));
+  float* c = Scratch(1, static_cast<size_t>(Mg * cols));
+  // im2col straight into SGEMM's packed panels, a row at a time (it stays in L1).
+  auto pack = [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* packed) {
+    const int64_t panels = (nc + kPanel - 1) / kPanel;
+    for (int64_t p = p0; p < p0 + kc; ++p) {
+      FillBatchedRow(u, x, p, j0, nc, row);
+      std::fill(row + nc, row + panels * kPanel, 0.f);
+      for (int64_t q = 0; q < panels; ++q)
+        std::memcpy(packed + (q * kc + (p - p0)) * kPanel, row + q * kPanel, sizeof(float) * kPanel);
+    }
+  };
+  const bool finish = bias || z || act.kind != FusedActivation::Kind::kNone;
+  const SgemmEpilogueFn scatter = [&](int64_t i0, int64_t j0, int64_t tile_rows, int64_t tile_cols, float* tile,
+                                      int64_t ldc) {
+    const int64_t channel = u.group * Mg + i0;
+    // Without a residual the whole tile is finished at once, before it moves.
+    if (finish && !z) BiasResidualActivate(act, bias ? bias + channel : nullptr, nullptr, 0, tile, ldc, tile_rows, tile_cols);
+    Scatter(u, channel, j0, tile_rows, tile_cols, tile, ldc, y);
+    if (z) FinishImages(u, act, bias, z, channel, j0, tile_rows, tile_cols, y);
+  };
+  const SgemmA weights =
+      packed_w ? SgemmA(packed_w[u.group]) : SgemmA(MatrixView{w + u.group * Mg * rows, rows, 1});
+  const PackBFn pack_fn = pack;
+  Sgemm(Mg, cols, rows, weights, SgemmB(pack_fn), 0.f, c, cols, nullptr, &scatter);
+}
+
+}  // namespace
+
+// Measured (AVX2, 1 thread) on silero-vad v6's convs, 100 images of 1 to 5
+// pixels: see the commit; the threshold is where whole images alone fill
+// SGEMM's panels well enough.
+bool ConvBatchedApplies(int64_t N, int64_t out_size) { return N > 1 && out_size <= kMaxBatchedPixels; }
+
+Status ConvBatched(KernelContext& ctx, const BatchedConv& g, const float* x, const float* w,
+                   const SgemmPackedA* packed_w, const float* bias, const ConvEpilogue* epilogue, const float* z,
+                   float* y) {
+  const FusedActivation none;
+  const FusedActivation& act = epilogue ? epilogue->activation : none;
+  const int64_t images = ImagesPerChunk(g, NumThreads(ctx));
+  const int64_t chunks = (g.N + images - 1) / images;
+  const int64_t bytes = g.N * g.M * g.out_size * static_cast<int64_t>(sizeof(float));
+  PixelMajorTasks(ctx, chunks * g.group, bytes, [&](int64_t t) {
+    const int64_t first = t / g.group * images;
+    const Unit u{&g, first, std::min(images, g.N - first), t % g.group};
+    RunUnit(u, x, w, packed_w, bias, act, z, y);
+  });
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu
