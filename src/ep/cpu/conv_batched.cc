@@ -43,9 +43,10 @@ int64_t ImagesPerChunk(const BatchedConv& g, int threads) {
   return std::min(images, g.N);
 }
 
-// Scratch of the calling thread: `which` 0 holds an im2col row, 1 the chunk's C.
+// Scratch of the calling thread: `which` 0 holds an im2col row, 1 the
+// chunk's C, 2 the chunk's padded input (1-D convs).
 float* Scratch(int which, size_t floats) {
-  thread_local std::vector<float> buffers[2];
+  thread_local std::vector<float> buffers[3];
   std::vector<float>& b = buffers[which];
   if (b.size() < floats) b.resize(floats);
   return b.data();
@@ -80,6 +81,69 @@ void FillBatchedRow(const Unit& u, const float* x, int64_t p, int64_t j0, int64_
   }
 }
 
+// ---- 1-D convs: each image's input rows padded, then strided copies ----------------
+//
+// Each input row of the chunk is copied once with its padding around it, so
+// every tap of every output lies inside it: a row of B is then, image after
+// image, `out` floats read at the conv's stride from a fixed offset, with no
+// border cases. Rows of at most 8 or 16 pixels are copied as 8 or 16 floats
+// at once (a fixed count the compiler vectorizes; the extra floats are
+// overwritten by the next image or lie past the row), which needs kLineSlack
+// readable floats past the padded rows.
+constexpr int64_t kLineSlack = 32;
+
+int64_t PaddedLength(const BatchedConv& g) { return g.pad + g.in_size + g.pad_end; }
+
+// The chunk's input channels of its group, [images][Cg][padded length], then kLineSlack zeros.
+NEE_NO_LIBCALL_LOOPS void PadLines(const Unit& u, const float* x, float* __restrict padded) {
+  const BatchedConv& g = *u.g;
+  const int64_t in = g.in_size, pad = g.pad, pad_end = g.pad_end;
+  for (int64_t n = u.first_image; n < u.first_image + u.images; ++n) {
+    const float* __restrict src = x + (n * g.C + u.group * g.Cg()) * in;
+    for (int64_t c = 0; c < g.Cg(); ++c, src += in) {
+      for (int64_t i = 0; i < pad; ++i) *padded++ = 0.f;
+      for (int64_t i = 0; i < in; ++i) *padded++ = src[i];
+      for (int64_t i = 0; i < pad_end; ++i) *padded++ = 0.f;
+    }
+  }
+  for (int64_t i = 0; i < kLineSlack; ++i) padded[i] = 0.f;
+}
+
+// dst[n * out + o] = src[n * image_stride + o * stride] for n < images, o < out.
+template <int kStride>
+void CopyLines(const float* __restrict src, int64_t image_stride, int64_t images, int64_t out, float* __restrict dst) {
+  if (out <= 8) {
+    for (int64_t n = 0; n < images; ++n)
+      for (int i = 0; i < 8; ++i) dst[n * out + i] = src[n * image_stride + i * kStride];
+  } else if (out <= 16) {
+    for (int64_t n = 0; n < images; ++n)
+      for (int i = 0; i < 16; ++i) dst[n * out + i] = src[n * image_stride + i * kStride];
+  } else {
+    for (int64_t n = 0; n < images; ++n)
+      for (int64_t o = 0; o < out; ++o) dst[n * out + o] = src[n * image_stride + o * kStride];
+  }
+}
+
+void CopyLinesStrided(const float* src, int64_t image_stride, int64_t images, int64_t out, int64_t stride,
+                      float* dst) {
+  for (int64_t n = 0; n < images; ++n)
+    for (int64_t o = 0; o < out; ++o) dst[n * out + o] = src[n * image_stride + o * stride];
+}
+
+// Row p of the chunk's B for the whole images that columns [j0, j0 + nc)
+// touch, from `dst` on (16 floats of slack after them); returns where column j0 is.
+float* FillLineRow(const Unit& u, const float* padded, int64_t p, int64_t j0, int64_t nc, float* dst) {
+  const BatchedConv& g = *u.g;
+  const int64_t c = p / g.kernel_size, tap = p % g.kernel_size, out = g.out_size, length = PaddedLength(g);
+  const int64_t first = j0 / out, images = (j0 + nc + out - 1) / out - first;
+  const int64_t image_stride = g.Cg() * length;
+  const float* src = padded + first * image_stride + c * length + tap * g.dilation;
+  if (g.stride == 1) CopyLines<1>(src, image_stride, images, out, dst);
+  else if (g.stride == 2) CopyLines<2>(src, image_stride, images, out, dst);
+  else CopyLinesStrided(src, image_stride, images, out, g.stride, dst);
+  return dst + j0 % out;
+}
+
 // Rows [0, rows) x columns [0, cols) of a finished C tile (chunk columns
 // from j0, output channels from `channel`) to the images' planes in y.
 void Scatter(const Unit& u, int64_t channel, int64_t j0, int64_t rows, int64_t cols, const float* tile, int64_t ldc,
@@ -112,13 +176,21 @@ void RunUnit(const Unit& u, const float* x, const float* w, const SgemmPackedA* 
   const BatchedConv& g = *u.g;
   const int64_t rows = g.rows(), cols = u.columns(), Mg = g.Mg();
   constexpr int64_t kPanel = kSgemmPanelWidth;
-  float* row = Scratch(0, static_cast<size_t>((cols + kPanel - 1) / kPanel * kPanel));
+  // An im2col row (whole images, a partial panel's zeros and the 1-D copies' slack).
+  float* row_buffer = Scratch(0, static_cast<size_t>((cols + kPanel - 1) / kPanel * kPanel + g.out_size + 16));
   float* c = Scratch(1, static_cast<size_t>(Mg * cols));
+  float* padded = nullptr;
+  if (g.line) {
+    padded = Scratch(2, static_cast<size_t>(u.images * g.Cg() * PaddedLength(g) + kLineSlack));
+    PadLines(u, x, padded);
+  }
   // im2col straight into SGEMM's packed panels, a row at a time (it stays in L1).
   auto pack = [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* packed) {
     const int64_t panels = (nc + kPanel - 1) / kPanel;
     for (int64_t p = p0; p < p0 + kc; ++p) {
-      FillBatchedRow(u, x, p, j0, nc, row);
+      float* row = row_buffer;
+      if (padded) row = FillLineRow(u, padded, p, j0, nc, row_buffer);
+      else FillBatchedRow(u, x, p, j0, nc, row_buffer);
       std::fill(row + nc, row + panels * kPanel, 0.f);
       for (int64_t q = 0; q < panels; ++q)
         std::memcpy(packed + (q * kc + (p - p0)) * kPanel, row + q * kPanel, sizeof(float) * kPanel);

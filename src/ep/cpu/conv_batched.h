@@ -17,6 +17,10 @@ struct BatchedConv {
   // [tap * out_size + pixel]: the offset in an input channel plane that
   // output pixel reads through that tap, or -1 where it reads padding.
   std::vector<int64_t> tap_offsets;
+  // A 1-D conv (every other axis trivial) is described by its window as
+  // well, for the faster copies of the 1-D path; `line` false: use the table.
+  bool line = false;
+  int64_t pad = 0, pad_end = 0, stride = 1, dilation = 1;
   int64_t Cg() const { return C / group; }
   int64_t Mg() const { return M / group; }
   int64_t rows() const { return Cg() * kernel_size; }  // GEMM depth per group

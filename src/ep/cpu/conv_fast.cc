@@ -248,14 +248,7 @@ ColumnTiles ColumnTilesFor(const ConvShape& s, int64_t units, int threads) {
 }
 
 // Runs are short (an output row's worth of columns), so the copies are plain
-// loops: GCC would otherwise turn them into memset/memcpy calls, whose call
-// overhead dominates at these sizes.
-#if defined(__GNUC__) && !defined(__clang__)
-#define NEE_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
-#else
-#define NEE_NO_LIBCALL_LOOPS
-#endif
-
+// loops (NEE_NO_LIBCALL_LOOPS).
 // Writes row r of the im2col matrix of one (image, group), output columns
 // [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
 // each output position sees through that tap (0 in padding).
@@ -413,6 +406,13 @@ std::shared_ptr<const PackedConvWeights> PackedWeights(KernelContext& ctx, const
 // each output pixel reads through each tap (-1: padding).
 BatchedConv BatchedGeometry(const ConvShape& s) {
   BatchedConv g{s.N, s.C, s.M, s.group, s.in_size, s.out_size, s.kernel_size, {}};
+  const bool line = s.in[0] * s.in[1] * s.kernel[0] * s.kernel[1] * s.out[0] * s.out[1] == 1 &&
+                    s.pad[0] == 0 && s.pad[1] == 0;
+  // (Absurd pads, possible with huge strides, would make the padded copy too big.)
+  if (line && s.pad[2] >= 0 && s.pad_end[2] >= 0 && s.pad[2] + s.pad_end[2] <= 4 * (s.in_size + s.out_size) + 4096) {
+    g.line = true;
+    g.pad = s.pad[2], g.pad_end = s.pad_end[2], g.stride = s.stride[2], g.dilation = s.dilation[2];
+  }
   g.tap_offsets.reserve(static_cast<size_t>(s.kernel_size * s.out_size));
   for (int64_t tap = 0; tap < s.kernel_size; ++tap) {
     const int64_t k[kDims] = {tap / (s.kernel[1] * s.kernel[2]), tap / s.kernel[2] % s.kernel[1], tap % s.kernel[2]};
