@@ -109,19 +109,31 @@ NEE_NO_LIBCALL_LOOPS void PadLines(const Unit& u, const float* x, float* __restr
   for (int64_t i = 0; i < kLineSlack; ++i) padded[i] = 0.f;
 }
 
-// dst[n * out + o] = src[n * image_stride + o * stride] for n < images, o < out.
+// dst[n * out + o] = src[n * image_stride + o * kStride] for n < images, o <
+// out, copying kCount >= out floats an image (the compiler vectorizes a
+// fixed count; the floats past `out` are overwritten by the next image).
+template <int kStride, int kCount>
+void CopyLinesFixed(const float* __restrict src, int64_t image_stride, int64_t images, int64_t out,
+                    float* __restrict dst) {
+  for (int64_t n = 0; n < images; ++n)
+    for (int i = 0; i < kCount; ++i) dst[n * out + i] = src[n * image_stride + i * kStride];
+}
+
+// The same for any out: up to 4 pixels copied exactly (overlapping 8-float
+// copies of 1-pixel images cost more than the table path), then 8 or 16.
 template <int kStride>
-void CopyLines(const float* __restrict src, int64_t image_stride, int64_t images, int64_t out, float* __restrict dst) {
-  if (out <= 8) {
-    for (int64_t n = 0; n < images; ++n)
-      for (int i = 0; i < 8; ++i) dst[n * out + i] = src[n * image_stride + i * kStride];
-  } else if (out <= 16) {
-    for (int64_t n = 0; n < images; ++n)
-      for (int i = 0; i < 16; ++i) dst[n * out + i] = src[n * image_stride + i * kStride];
-  } else {
-    for (int64_t n = 0; n < images; ++n)
-      for (int64_t o = 0; o < out; ++o) dst[n * out + o] = src[n * image_stride + o * kStride];
+void CopyLines(const float* src, int64_t image_stride, int64_t images, int64_t out, float* dst) {
+  switch (out) {
+    case 1: return CopyLinesFixed<kStride, 1>(src, image_stride, images, out, dst);
+    case 2: return CopyLinesFixed<kStride, 2>(src, image_stride, images, out, dst);
+    case 3: return CopyLinesFixed<kStride, 3>(src, image_stride, images, out, dst);
+    case 4: return CopyLinesFixed<kStride, 4>(src, image_stride, images, out, dst);
+    default: break;
   }
+  if (out <= 8) return CopyLinesFixed<kStride, 8>(src, image_stride, images, out, dst);
+  if (out <= 16) return CopyLinesFixed<kStride, 16>(src, image_stride, images, out, dst);
+  for (int64_t n = 0; n < images; ++n)
+    for (int64_t o = 0; o < out; ++o) dst[n * out + o] = src[n * image_stride + o * kStride];
 }
 
 void CopyLinesStrided(const float* src, int64_t image_stride, int64_t images, int64_t out, int64_t stride,
@@ -130,18 +142,40 @@ void CopyLinesStrided(const float* src, int64_t image_stride, int64_t images, in
     for (int64_t o = 0; o < out; ++o) dst[n * out + o] = src[n * image_stride + o * stride];
 }
 
+// Where a chunk's 1-D input rows are: its padded copy, or (no padding, and
+// copies that read no float past a row) the input itself.
+struct Lines {
+  const float* first;  // the chunk's first image, the group's first channel
+  int64_t image_stride, channel_stride;
+};
+
+bool ReadsInPlace(const BatchedConv& g) {
+  return g.pad == 0 && g.pad_end == 0 && (g.stride > 2 || g.out_size <= 4);
+}
+
 // Row p of the chunk's B for the whole images that columns [j0, j0 + nc)
 // touch, from `dst` on (16 floats of slack after them); returns where column j0 is.
-float* FillLineRow(const Unit& u, const float* padded, int64_t p, int64_t j0, int64_t nc, float* dst) {
+float* FillLineRow(const Unit& u, const Lines& lines, int64_t p, int64_t j0, int64_t nc, float* dst) {
   const BatchedConv& g = *u.g;
-  const int64_t c = p / g.kernel_size, tap = p % g.kernel_size, out = g.out_size, length = PaddedLength(g);
+  const int64_t c = p / g.kernel_size, tap = p % g.kernel_size, out = g.out_size;
   const int64_t first = j0 / out, images = (j0 + nc + out - 1) / out - first;
-  const int64_t image_stride = g.Cg() * length;
-  const float* src = padded + first * image_stride + c * length + tap * g.dilation;
+  const int64_t image_stride = lines.image_stride;
+  const float* src = lines.first + first * image_stride + c * lines.channel_stride + tap * g.dilation;
   if (g.stride == 1) CopyLines<1>(src, image_stride, images, out, dst);
   else if (g.stride == 2) CopyLines<2>(src, image_stride, images, out, dst);
   else CopyLinesStrided(src, image_stride, images, out, g.stride, dst);
   return dst + j0 % out;
+}
+
+// The chunk's rows, padded into scratch unless they can be read in place.
+Lines LinesOf(const Unit& u, const float* x) {
+  const BatchedConv& g = *u.g;
+  if (ReadsInPlace(g))
+    return {x + (u.first_image * g.C + u.group * g.Cg()) * g.in_size, g.C * g.in_size, g.in_size};
+  const int64_t length = PaddedLength(g);
+  float* padded = Scratch(2, static_cast<size_t>(u.images * g.Cg() * length + kLineSlack));
+  PadLines(u, x, padded);
+  return {padded, g.Cg() * length, length};
 }
 
 // Rows [0, rows) x columns [0, cols) of a finished C tile (chunk columns
@@ -179,17 +213,13 @@ void RunUnit(const Unit& u, const float* x, const float* w, const SgemmPackedA* 
   // An im2col row (whole images, a partial panel's zeros and the 1-D copies' slack).
   float* row_buffer = Scratch(0, static_cast<size_t>((cols + kPanel - 1) / kPanel * kPanel + g.out_size + 16));
   float* c = Scratch(1, static_cast<size_t>(Mg * cols));
-  float* padded = nullptr;
-  if (g.line) {
-    padded = Scratch(2, static_cast<size_t>(u.images * g.Cg() * PaddedLength(g) + kLineSlack));
-    PadLines(u, x, padded);
-  }
+  const Lines lines = g.line ? LinesOf(u, x) : Lines{nullptr, 0, 0};
   // im2col straight into SGEMM's packed panels, a row at a time (it stays in L1).
   auto pack = [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* packed) {
     const int64_t panels = (nc + kPanel - 1) / kPanel;
     for (int64_t p = p0; p < p0 + kc; ++p) {
       float* row = row_buffer;
-      if (padded) row = FillLineRow(u, padded, p, j0, nc, row_buffer);
+      if (g.line) row = FillLineRow(u, lines, p, j0, nc, row_buffer);
       else FillBatchedRow(u, x, p, j0, nc, row_buffer);
       std::fill(row + nc, row + panels * kPanel, 0.f);
       for (int64_t q = 0; q < panels; ++q)
