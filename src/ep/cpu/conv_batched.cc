@@ -23,24 +23,30 @@ namespace nee::cpu {
 namespace {
 
 // Output pixels per image up to which images are batched. Measured one conv
-// at a time against image-by-image im2col and the pixel-major path (AVX2, 1
-// thread): see ConvBatchedApplies.
+// at a time, 100 images (16 for the 1-D k3), AVX2 Zen 3, 1 thread, against
+// what ran before: 1-D k3 64->64 stride 1 (the pixel-major path) 0.85x at 8
+// pixels, 0.92x at 16, 0.98x at 24, 1.03x at 32; stride 2 0.50x at 16; a
+// 2-D 4x4 image 0.56x; kernel 256 stride 128 (image-by-image im2col) 0.38x
+// at 5 pixels, 0.92x at 16, 1.05x at 32.
 constexpr int64_t kMaxBatchedPixels = 16;
 
 // About this many GEMM columns per chunk of images: eight panels, so that B's
 // k-block (256 x 256 floats) and the chunk's C stay within L2 next to A.
 constexpr int64_t kChunkColumns = 256;
 
-// Whole images per chunk: about kChunkColumns columns, and with several
-// threads enough chunks (four per thread) for threads claiming them to end
-// together.
+// Whole images per chunk: as many as fill a whole number of SGEMM's panels
+// (a chunk's last panel is padded with zeros: 13 images of 5 pixels are 65
+// columns, three panels' work), up to kChunkColumns, and with several threads
+// enough chunks (four per thread) for threads claiming them to end together.
 int64_t ImagesPerChunk(const BatchedConv& g, int threads) {
-  int64_t images = std::max<int64_t>(1, kChunkColumns / g.out_size);
+  constexpr int64_t kPanel = kSgemmPanelWidth;
+  int64_t panels = kChunkColumns / kPanel;
   if (threads > 1) {
     const int64_t wanted_chunks = std::max<int64_t>(1, (4 * threads + g.group - 1) / g.group);
-    images = std::min(images, std::max<int64_t>(1, (g.N + wanted_chunks - 1) / wanted_chunks));
+    const int64_t total_panels = (g.N * g.out_size + kPanel - 1) / kPanel;
+    panels = std::clamp<int64_t>((total_panels + wanted_chunks - 1) / wanted_chunks, 1, panels);
   }
-  return std::min(images, g.N);
+  return std::clamp<int64_t>(panels * kPanel / g.out_size, 1, g.N);
 }
 
 // Scratch of the calling thread: `which` 0 holds an im2col row, 1 the
@@ -243,9 +249,7 @@ void RunUnit(const Unit& u, const float* x, const float* w, const SgemmPackedA* 
 
 }  // namespace
 
-// Measured (AVX2, 1 thread) on silero-vad v6's convs, 100 images of 1 to 5
-// pixels: see the commit; the threshold is where whole images alone fill
-// SGEMM's panels well enough.
+// (Batch-1 models never come here: one image has its own paths.)
 bool ConvBatchedApplies(int64_t N, int64_t out_size) { return N > 1 && out_size <= kMaxBatchedPixels; }
 
 Status ConvBatched(KernelContext& ctx, const BatchedConv& g, const float* x, const float* w,
