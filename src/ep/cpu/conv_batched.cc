@@ -173,6 +173,14 @@ float* FillLineRow(const Unit& u, const Lines& lines, int64_t p, int64_t j0, int
   return dst + j0 % out;
 }
 
+// Whether a unit takes the 1-D copies: its rows read in place, or a padded
+// copy of them of at most 4 MiB (long rows read at a large stride would
+// otherwise make a copy far bigger than the B it feeds).
+bool UsesLines(const Unit& u) {
+  constexpr int64_t kMaxPaddedFloats = 1 << 20;
+  return ReadsInPlace(*u.g) || u.images * u.g->Cg() * PaddedLength(*u.g) <= kMaxPaddedFloats;
+}
+
 // The chunk's rows, padded into scratch unless they can be read in place.
 Lines LinesOf(const Unit& u, const float* x) {
   const BatchedConv& g = *u.g;
@@ -211,21 +219,23 @@ void FinishImages(const Unit& u, const FusedActivation& act, const float* bias, 
   }
 }
 
+// One unit's SGEMM; `pool` (may be null) parallelizes inside it.
 void RunUnit(const Unit& u, const float* x, const float* w, const SgemmPackedA* packed_w, const float* bias,
-             const FusedActivation& act, const float* z, float* y) {
+             const FusedActivation& act, const float* z, float* y, ThreadPool* pool) {
   const BatchedConv& g = *u.g;
   const int64_t rows = g.rows(), cols = u.columns(), Mg = g.Mg();
   constexpr int64_t kPanel = kSgemmPanelWidth;
   // An im2col row (whole images, a partial panel's zeros and the 1-D copies' slack).
   float* row_buffer = Scratch(0, static_cast<size_t>((cols + kPanel - 1) / kPanel * kPanel + g.out_size + 16));
   float* c = Scratch(1, static_cast<size_t>(Mg * cols));
-  const Lines lines = g.line ? LinesOf(u, x) : Lines{nullptr, 0, 0};
+  const bool line = g.line && UsesLines(u);
+  const Lines lines = line ? LinesOf(u, x) : Lines{nullptr, 0, 0};
   // im2col straight into SGEMM's packed panels, a row at a time (it stays in L1).
   auto pack = [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* packed) {
     const int64_t panels = (nc + kPanel - 1) / kPanel;
     for (int64_t p = p0; p < p0 + kc; ++p) {
       float* row = row_buffer;
-      if (g.line) row = FillLineRow(u, lines, p, j0, nc, row_buffer);
+      if (line) row = FillLineRow(u, lines, p, j0, nc, row_buffer);
       else FillBatchedRow(u, x, p, j0, nc, row_buffer);
       std::fill(row + nc, row + panels * kPanel, 0.f);
       for (int64_t q = 0; q < panels; ++q)
@@ -244,7 +254,7 @@ void RunUnit(const Unit& u, const float* x, const float* w, const SgemmPackedA* 
   const SgemmA weights =
       packed_w ? SgemmA(packed_w[u.group]) : SgemmA(MatrixView{w + u.group * Mg * rows, rows, 1});
   const PackBFn pack_fn = pack;
-  Sgemm(Mg, cols, rows, weights, SgemmB(pack_fn), 0.f, c, cols, nullptr, &scatter);
+  Sgemm(Mg, cols, rows, weights, SgemmB(pack_fn), 0.f, c, cols, pool, &scatter);
 }
 
 }  // namespace
@@ -257,14 +267,21 @@ Status ConvBatched(KernelContext& ctx, const BatchedConv& g, const float* x, con
                    float* y) {
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
-  const int64_t images = ImagesPerChunk(g, NumThreads(ctx));
+  const int64_t images = ImagesPerChunk(g, NumThreads(ctx));  // (the last chunk may have fewer)
   const int64_t chunks = (g.N + images - 1) / images;
   const int64_t bytes = g.N * g.M * g.out_size * static_cast<int64_t>(sizeof(float));
-  PixelMajorTasks(ctx, chunks * g.group, bytes, [&](int64_t t) {
+  const int threads = NumThreads(ctx);
+  auto unit = [&](int64_t t) {
     const int64_t first = t / g.group * images;
-    const Unit u{&g, first, std::min(images, g.N - first), t % g.group};
-    RunUnit(u, x, w, packed_w, bias, act, z, y);
-  });
+    return Unit{&g, first, std::min(images, g.N - first), t % g.group};
+  };
+  if (threads > 1 && chunks * g.group < threads) {
+    // Too few images to go around: the threads share each unit's SGEMM (over output channels).
+    for (int64_t t = 0; t < chunks * g.group; ++t) RunUnit(unit(t), x, w, packed_w, bias, act, z, y, ctx.pool());
+    return Status::Ok();
+  }
+  PixelMajorTasks(ctx, chunks * g.group, bytes,
+                  [&](int64_t t) { RunUnit(unit(t), x, w, packed_w, bias, act, z, y, nullptr); });
   return Status::Ok();
 }
 

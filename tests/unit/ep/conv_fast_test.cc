@@ -125,6 +125,11 @@ std::vector<ConvCase> Grid() {
        {IntAttr("group", 2), IntsAttr("strides", {2, 2})}},
       {"batched_deep_k", {3, 100, 3}, {7, 100, 3}, true, {IntsAttr("pads", {1, 1})}},
       {"batched_many_images", {70, 3, 6}, {13, 3, 3}, true, {IntsAttr("pads", {0, 1})}},
+      // Two images, one chunk: with threads, SGEMM itself splits the channels.
+      {"batched_two_images_deep", {2, 256, 16}, {128, 256, 3}, true, {IntsAttr("pads", {1, 1})}},
+      // Long padded rows read at a large stride: the per-pixel table, not a padded copy.
+      {"batched_1d_long_rows", {2, 1, 600000}, {3, 1, 3}, true,
+       {IntsAttr("strides", {50000}), IntsAttr("pads", {1, 1})}},
       // The 16-channel blocked depthwise kernel: a partial last block (37 =
       // 2 x 16 + 5), rows wider than one 16-pixel transpose, strips of rows
       // (tall planes), asymmetric pads with stride 2, a 7x7 plane as in
