@@ -247,11 +247,10 @@ ColumnTiles ColumnTilesFor(const ConvShape& s, int64_t units, int threads) {
   return {std::min(tiles, panels), panels, s.out_size};
 }
 
-// Runs are short (an output row's worth of columns), so the copies are plain
-// loops (NEE_NO_LIBCALL_LOOPS).
 // Writes row r of the im2col matrix of one (image, group), output columns
 // [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
-// each output position sees through that tap (0 in padding).
+// each output position sees through that tap (0 in padding). Runs are short
+// (an output row's worth of columns), so the copies are plain loops.
 NEE_NO_LIBCALL_LOOPS void FillColumnRow(const ConvShape& s, const float* x_group, int64_t r, int64_t j0, int64_t nc,
                                         float* __restrict dst) {
   const int64_t OH = s.out[1], OW = s.out[2];
@@ -402,18 +401,11 @@ std::shared_ptr<const PackedConvWeights> PackedWeights(KernelContext& ctx, const
   return packed.ok() ? packed.value() : nullptr;
 }
 
-// The batched path's view of a conv: which input element of a channel plane
-// each output pixel reads through each tap (-1: padding).
-BatchedConv BatchedGeometry(const ConvShape& s) {
-  BatchedConv g{s.N, s.C, s.M, s.group, s.in_size, s.out_size, s.kernel_size, {}};
-  const bool line = s.in[0] * s.in[1] * s.kernel[0] * s.kernel[1] * s.out[0] * s.out[1] == 1 &&
-                    s.pad[0] == 0 && s.pad[1] == 0;
-  // (Absurd pads, possible with huge strides, would make the padded copy too big.)
-  if (line && s.pad[2] >= 0 && s.pad_end[2] >= 0 && s.pad[2] + s.pad_end[2] <= 4 * (s.in_size + s.out_size) + 4096) {
-    g.line = true;
-    g.pad = s.pad[2], g.pad_end = s.pad_end[2], g.stride = s.stride[2], g.dilation = s.dilation[2];
-  }
-  g.tap_offsets.reserve(static_cast<size_t>(s.kernel_size * s.out_size));
+// [tap * out_size + pixel]: the offset in an input channel plane that each
+// output pixel reads through each tap, -1 where it reads padding.
+std::vector<int64_t> TapOffsets(const ConvShape& s) {
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(s.kernel_size * s.out_size));
   for (int64_t tap = 0; tap < s.kernel_size; ++tap) {
     const int64_t k[kDims] = {tap / (s.kernel[1] * s.kernel[2]), tap / s.kernel[2] % s.kernel[1], tap % s.kernel[2]};
     for (int64_t o = 0; o < s.out_size; ++o) {
@@ -423,8 +415,21 @@ BatchedConv BatchedGeometry(const ConvShape& s) {
         const int64_t i = at[d] * s.stride[d] - s.pad[d] + k[d] * s.dilation[d];
         offset = i >= 0 && i < s.in[d] ? offset * s.in[d] + i : -1;
       }
-      g.tap_offsets.push_back(offset);
+      offsets.push_back(offset);
     }
+  }
+  return offsets;
+}
+
+// The batched path's view of a conv; a 1-D one (after MoveTrivialAxesFirst,
+// every axis but the last trivial) also gets its window along that axis.
+BatchedConv BatchedGeometry(const ConvShape& s) {
+  BatchedConv g{s.N, s.C, s.M, s.group, s.in_size, s.out_size, s.kernel_size, TapOffsets(s)};
+  const bool line = s.in[0] * s.in[1] * s.kernel[0] * s.kernel[1] * s.out[0] * s.out[1] == 1 &&
+                    s.pad[0] == 0 && s.pad[1] == 0 && s.pad[2] >= 0 && s.pad_end[2] >= 0;
+  if (line) {
+    g.line = true;
+    g.pad = s.pad[2], g.pad_end = s.pad_end[2], g.stride = s.stride[2], g.dilation = s.dilation[2];
   }
   return g;
 }
