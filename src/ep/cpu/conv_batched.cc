@@ -66,11 +66,12 @@ struct Unit {
 };
 
 // Row p of the chunk's B, columns [j0, j0 + nc), into `row`: image after image,
-// each output pixel the input value it sees through tap p % kernel_size of
-// channel p / kernel_size (0 in padding).
+// each output pixel the input value it sees through tap taps[p % taps] of
+// channel p / taps (0 in padding).
 void FillBatchedRow(const Unit& u, const float* x, int64_t p, int64_t j0, int64_t nc, float* __restrict row) {
   const BatchedConv& g = *u.g;
-  const int64_t c = p / g.kernel_size, tap = p % g.kernel_size, out = g.out_size;
+  const int64_t live = static_cast<int64_t>(g.taps.size());
+  const int64_t c = p / live, tap = g.taps[p % live], out = g.out_size;
   const int64_t* offsets = g.tap_offsets.data() + tap * out;
   const int64_t image_stride = g.C * g.in_size;
   const int64_t n = u.first_image + j0 / out;
@@ -163,7 +164,8 @@ bool ReadsInPlace(const BatchedConv& g) {
 // touch, from `dst` on (16 floats of slack after them); returns where column j0 is.
 float* FillLineRow(const Unit& u, const Lines& lines, int64_t p, int64_t j0, int64_t nc, float* dst) {
   const BatchedConv& g = *u.g;
-  const int64_t c = p / g.kernel_size, tap = p % g.kernel_size, out = g.out_size;
+  const int64_t live = static_cast<int64_t>(g.taps.size());
+  const int64_t c = p / live, tap = g.taps[p % live], out = g.out_size;
   const int64_t first = j0 / out, images = (j0 + nc + out - 1) / out - first;
   const int64_t image_stride = lines.image_stride;
   const float* src = lines.first + first * image_stride + c * lines.channel_stride + tap * g.dilation;

@@ -23,7 +23,12 @@ struct BatchedConv {
   int64_t pad = 0, pad_end = 0, stride = 1, dilation = 1;
   int64_t Cg() const { return C / group; }
   int64_t Mg() const { return M / group; }
-  int64_t rows() const { return Cg() * kernel_size; }  // GEMM depth per group
+  // The taps B has rows for, in order: all of them, or (with weights packed
+  // for just those) the ones through which some output pixel reads the input,
+  // the others reading only padding (silero-vad's k3 pad-1 convs over one
+  // pixel: the outer two), whose products are zeros.
+  std::vector<int64_t> taps = {};
+  int64_t rows() const { return Cg() * static_cast<int64_t>(taps.size()); }  // GEMM depth per group
 };
 
 // Whether the batched path runs this conv: several images, each with too few
@@ -32,7 +37,8 @@ bool ConvBatchedApplies(int64_t N, int64_t out_size);
 
 // y = conv(x, w) + bias, then the optional FusedConv epilogue (`z`: the
 // residual, shaped as y, or null). `packed_w`: each group's weights packed as
-// SGEMM's A (Mg x rows), or null to read `w` as given. Every output element
+// SGEMM's A (Mg x rows, the columns of g.taps), or null to read `w` as given
+// (then g.taps must be all taps). Every output element
 // is the same SGEMM sum whatever the chunking, so the same bits for any
 // thread count.
 Status ConvBatched(KernelContext& ctx, const BatchedConv& g, const float* x, const float* w,

@@ -425,6 +425,7 @@ std::vector<int64_t> TapOffsets(const ConvShape& s) {
 // every axis but the last trivial) also gets its window along that axis.
 BatchedConv BatchedGeometry(const ConvShape& s) {
   BatchedConv g{s.N, s.C, s.M, s.group, s.in_size, s.out_size, s.kernel_size, TapOffsets(s)};
+  for (int64_t tap = 0; tap < s.kernel_size; ++tap) g.taps.push_back(tap);
   const bool line = s.in[0] * s.in[1] * s.kernel[0] * s.kernel[1] * s.out[0] * s.out[1] == 1 &&
                     s.pad[0] == 0 && s.pad[1] == 0 && s.pad[2] >= 0 && s.pad_end[2] >= 0;
   if (line) {
@@ -432,6 +433,57 @@ BatchedConv BatchedGeometry(const ConvShape& s) {
     g.pad = s.pad[2], g.pad_end = s.pad_end[2], g.stride = s.stride[2], g.dilation = s.dilation[2];
   }
   return g;
+}
+
+// The taps through which some output pixel reads the input.
+std::vector<int64_t> LiveTaps(const BatchedConv& g) {
+  std::vector<int64_t> live;
+  for (int64_t tap = 0; tap < g.kernel_size; ++tap) {
+    const int64_t* offsets = g.tap_offsets.data() + tap * g.out_size;
+    if (std::any_of(offsets, offsets + g.out_size, [](int64_t at) { return at >= 0; })) live.push_back(tap);
+  }
+  return live;
+}
+
+// Each group's weights packed as SGEMM's A with only the columns of `taps`
+// (per input channel, in order), once per session; null unless the weights
+// are a session constant. The key holds the taps, so convs of this node over
+// other input sizes get their own.
+std::shared_ptr<const PackedConvWeights> PackedTapWeights(KernelContext& ctx, const ConvShape& s, const float* w,
+                                                          const std::vector<int64_t>& taps) {
+  if (!ctx.prepared() || !ctx.input_is_constant(1)) return nullptr;
+  std::vector<int64_t> key{s.group, s.Mg, s.rows(), -1};
+  key.insert(key.end(), taps.begin(), taps.end());
+  const int64_t live = static_cast<int64_t>(taps.size()), depth = s.Cg * live;
+  auto packed = ctx.prepared()->GetOrBuild<PackedConvWeights>(key, [&]() -> Result<std::shared_ptr<const PackedConvWeights>> {
+    auto p = std::make_shared<PackedConvWeights>();
+    std::vector<float> kept(static_cast<size_t>(s.Mg * depth));
+    for (int64_t g = 0; g < s.group; ++g) {
+      for (int64_t m = 0; m < s.Mg; ++m)
+        for (int64_t c = 0; c < s.Cg; ++c)
+          for (int64_t t = 0; t < live; ++t)
+            kept[(m * s.Cg + c) * live + t] = w[((g * s.Mg + m) * s.Cg + c) * s.kernel_size + taps[t]];
+      p->groups.emplace_back(s.Mg, depth, 1.f, MatrixView{kept.data(), depth, 1});
+    }
+    ctx.ReleaseConstantInput(1);  // as PackedWeights does
+    return std::shared_ptr<const PackedConvWeights>(std::move(p));
+  });
+  return packed.ok() ? packed.value() : nullptr;
+}
+
+// The batched path, its weights packed for the taps that read the input when
+// some taps read only padding (or for all taps), or read as given.
+Status RunBatched(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
+                  const ConvEpilogue* epilogue, const float* z, float* y) {
+  BatchedConv g = BatchedGeometry(s);
+  std::shared_ptr<const PackedConvWeights> packed;
+  std::vector<int64_t> live = LiveTaps(g);
+  if (!live.empty() && live.size() < g.taps.size()) {
+    packed = PackedTapWeights(ctx, s, w, live);
+    if (packed) g.taps = std::move(live);
+  }
+  if (!packed) packed = PackedWeights(ctx, s, w);
+  return ConvBatched(ctx, g, x, w, packed ? packed->groups.data() : nullptr, bias, epilogue, z, y);
 }
 
 // ---- Depthwise ---------------------------------------------------------------------
@@ -724,8 +776,7 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   }
 
   if (!s.depthwise() && ConvBatchedApplies(s.N, s.out_size)) {
-    const std::shared_ptr<const PackedConvWeights> packed = PackedWeights(ctx, s, wp);
-    return ConvBatched(ctx, BatchedGeometry(s), xp, wp, packed ? packed->groups.data() : nullptr, bp, epilogue, z, yp);
+    return RunBatched(ctx, s, xp, wp, bp, epilogue, z, yp);
   }
 
   const bool winograd_shape = planar && s.group == 1 && s.kernel[1] == 3 && s.kernel[2] == 3 && s.stride[1] == 1 &&

@@ -312,7 +312,9 @@ TEST(SgemmWithPackedB, MatchesSgemmBitwise) {
 
 // In a session (PreparedCache, weights constant) the weights are packed once
 // per node and the result is bitwise what packing per call gives, for any
-// thread count; weights that are not constant are not cached.
+// thread count; weights that are not constant are not cached. (The batched
+// path packs only the taps that read the input where others read only
+// padding, e.g. batched_1d_out1's first tap: their products were zeros.)
 TEST(ConvFast, ConstantWeightsPackedOncePerSession) {
   std::mt19937 rng(14);
   for (const ConvCase& c : Grid()) {
