@@ -12,6 +12,14 @@ namespace nee::cpu {
 
 constexpr int kSpatialDims = 3;
 
+// For copies of a few floats: plain loops, which GCC would otherwise turn
+// into memset/memcpy calls, whose call overhead dominates at these sizes.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NEE_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NEE_NO_LIBCALL_LOOPS
+#endif
+
 // One group-1 2-D convolution as the pixel-major (conv_pixel_gemm) and
 // indirect (conv_indirect) paths see it: NCHW, dilation 1, equal strides on
 // both axes; pads are begin pads (end pads follow from the output size).

@@ -7,6 +7,9 @@
 //    channel per group, sixteen channels per vector (depthwise_blocked.cc);
 //    otherwise a direct sliding-window kernel over each channel plane,
 //    vectorized along output rows;
+//  - several images with few output pixels each (a batch of 1-D windows):
+//    the im2col columns of a chunk of images side by side in one SGEMM, the
+//    result scattered back per image (conv_batched.cc);
 //  - 3x3 stride-1 single-group convs, on AVX-512 or AVX2: Winograd
 //    F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
 //  - on AVX2, other single-group 2-D k x k convs with stride 1 or 2, and
@@ -36,6 +39,7 @@
 #include <memory>
 #include <vector>
 
+#include "ep/cpu/conv_batched.h"
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/conv_indirect.h"
 #include "ep/cpu/conv_pixel_gemm.h"
@@ -243,18 +247,10 @@ ColumnTiles ColumnTilesFor(const ConvShape& s, int64_t units, int threads) {
   return {std::min(tiles, panels), panels, s.out_size};
 }
 
-// Runs are short (an output row's worth of columns), so the copies are plain
-// loops: GCC would otherwise turn them into memset/memcpy calls, whose call
-// overhead dominates at these sizes.
-#if defined(__GNUC__) && !defined(__clang__)
-#define NEE_NO_LIBCALL_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
-#else
-#define NEE_NO_LIBCALL_LOOPS
-#endif
-
 // Writes row r of the im2col matrix of one (image, group), output columns
 // [j0, j0 + nc), to dst: row r = (channel, kd, kh, kw) holds the input value
-// each output position sees through that tap (0 in padding).
+// each output position sees through that tap (0 in padding). Runs are short
+// (an output row's worth of columns), so the copies are plain loops.
 NEE_NO_LIBCALL_LOOPS void FillColumnRow(const ConvShape& s, const float* x_group, int64_t r, int64_t j0, int64_t nc,
                                         float* __restrict dst) {
   const int64_t OH = s.out[1], OW = s.out[2];
@@ -403,6 +399,91 @@ std::shared_ptr<const PackedConvWeights> PackedWeights(KernelContext& ctx, const
         return std::shared_ptr<const PackedConvWeights>(std::move(p));
       });
   return packed.ok() ? packed.value() : nullptr;
+}
+
+// [tap * out_size + pixel]: the offset in an input channel plane that each
+// output pixel reads through each tap, -1 where it reads padding.
+std::vector<int64_t> TapOffsets(const ConvShape& s) {
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(s.kernel_size * s.out_size));
+  for (int64_t tap = 0; tap < s.kernel_size; ++tap) {
+    const int64_t k[kDims] = {tap / (s.kernel[1] * s.kernel[2]), tap / s.kernel[2] % s.kernel[1], tap % s.kernel[2]};
+    for (int64_t o = 0; o < s.out_size; ++o) {
+      const int64_t at[kDims] = {o / (s.out[1] * s.out[2]), o / s.out[2] % s.out[1], o % s.out[2]};
+      int64_t offset = 0;
+      for (int d = 0; d < kDims && offset >= 0; ++d) {
+        const int64_t i = at[d] * s.stride[d] - s.pad[d] + k[d] * s.dilation[d];
+        offset = i >= 0 && i < s.in[d] ? offset * s.in[d] + i : -1;
+      }
+      offsets.push_back(offset);
+    }
+  }
+  return offsets;
+}
+
+// The batched path's view of a conv; a 1-D one (after MoveTrivialAxesFirst,
+// every axis but the last trivial) also gets its window along that axis.
+BatchedConv BatchedGeometry(const ConvShape& s) {
+  BatchedConv g{s.N, s.C, s.M, s.group, s.in_size, s.out_size, s.kernel_size, TapOffsets(s)};
+  for (int64_t tap = 0; tap < s.kernel_size; ++tap) g.taps.push_back(tap);
+  const bool line = s.in[0] * s.in[1] * s.kernel[0] * s.kernel[1] * s.out[0] * s.out[1] == 1 &&
+                    s.pad[0] == 0 && s.pad[1] == 0 && s.pad[2] >= 0 && s.pad_end[2] >= 0;
+  if (line) {
+    g.line = true;
+    g.pad = s.pad[2], g.pad_end = s.pad_end[2], g.stride = s.stride[2], g.dilation = s.dilation[2];
+  }
+  return g;
+}
+
+// The taps through which some output pixel reads the input.
+std::vector<int64_t> LiveTaps(const BatchedConv& g) {
+  std::vector<int64_t> live;
+  for (int64_t tap = 0; tap < g.kernel_size; ++tap) {
+    const int64_t* offsets = g.tap_offsets.data() + tap * g.out_size;
+    if (std::any_of(offsets, offsets + g.out_size, [](int64_t at) { return at >= 0; })) live.push_back(tap);
+  }
+  return live;
+}
+
+// Each group's weights packed as SGEMM's A with only the columns of `taps`
+// (per input channel, in order), once per session; null unless the weights
+// are a session constant. The key holds the taps, so convs of this node over
+// other input sizes get their own.
+std::shared_ptr<const PackedConvWeights> PackedTapWeights(KernelContext& ctx, const ConvShape& s, const float* w,
+                                                          const std::vector<int64_t>& taps) {
+  if (!ctx.prepared() || !ctx.input_is_constant(1)) return nullptr;
+  std::vector<int64_t> key{s.group, s.Mg, s.rows(), -1};
+  key.insert(key.end(), taps.begin(), taps.end());
+  const int64_t live = static_cast<int64_t>(taps.size()), depth = s.Cg * live;
+  auto packed = ctx.prepared()->GetOrBuild<PackedConvWeights>(key, [&]() -> Result<std::shared_ptr<const PackedConvWeights>> {
+    auto p = std::make_shared<PackedConvWeights>();
+    std::vector<float> kept(static_cast<size_t>(s.Mg * depth));
+    for (int64_t g = 0; g < s.group; ++g) {
+      for (int64_t m = 0; m < s.Mg; ++m)
+        for (int64_t c = 0; c < s.Cg; ++c)
+          for (int64_t t = 0; t < live; ++t)
+            kept[(m * s.Cg + c) * live + t] = w[((g * s.Mg + m) * s.Cg + c) * s.kernel_size + taps[t]];
+      p->groups.emplace_back(s.Mg, depth, 1.f, MatrixView{kept.data(), depth, 1});
+    }
+    ctx.ReleaseConstantInput(1);  // as PackedWeights does
+    return std::shared_ptr<const PackedConvWeights>(std::move(p));
+  });
+  return packed.ok() ? packed.value() : nullptr;
+}
+
+// The batched path, its weights packed for the taps that read the input when
+// some taps read only padding (or for all taps), or read as given.
+Status RunBatched(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
+                  const ConvEpilogue* epilogue, const float* z, float* y) {
+  BatchedConv g = BatchedGeometry(s);
+  std::shared_ptr<const PackedConvWeights> packed;
+  std::vector<int64_t> live = LiveTaps(g);
+  if (!live.empty() && live.size() < g.taps.size()) {
+    packed = PackedTapWeights(ctx, s, w, live);
+    if (packed) g.taps = std::move(live);
+  }
+  if (!packed) packed = PackedWeights(ctx, s, w);
+  return ConvBatched(ctx, g, x, w, packed ? packed->groups.data() : nullptr, bias, epilogue, z, y);
 }
 
 // ---- Depthwise ---------------------------------------------------------------------
@@ -692,6 +773,10 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
       ctx.ParallelFor(planes, 1, chunk);
     }
     return Status::Ok();
+  }
+
+  if (!s.depthwise() && ConvBatchedApplies(s.N, s.out_size)) {
+    return RunBatched(ctx, s, xp, wp, bp, epilogue, z, yp);
   }
 
   const bool winograd_shape = planar && s.group == 1 && s.kernel[1] == 3 && s.kernel[2] == 3 && s.stride[1] == 1 &&

@@ -105,6 +105,31 @@ std::vector<ConvCase> Grid() {
       {"3d_depthwise", {1, 3, 4, 5, 6}, {3, 1, 3, 3, 3}, true,
        {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1, 1, 1})}},
       {"batch4_groups4", {4, 8, 6, 5}, {8, 2, 3, 3}, true, {IntAttr("group", 4), IntsAttr("pads", {1, 1, 1, 1})}},
+      // The batched path (several images of at most 16 output pixels each, one
+      // SGEMM over a chunk of images): silero-vad's 1-D k3 convs (4, 2 and 1
+      // pixels, stride 2), groups, dilation, an odd pixel count that splits
+      // images across SGEMM's panels, small 2-D images, several k-blocks, and
+      // enough images (70 x 5 columns) for several chunks at one thread.
+      {"batched_1d_k3_pad1", {5, 9, 4}, {6, 9, 3}, true, {IntsAttr("pads", {1, 1})}},
+      {"batched_1d_stride2", {3, 8, 4}, {5, 8, 3}, false, {IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
+      {"batched_1d_out1", {7, 6, 2}, {4, 6, 3}, true, {IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
+      {"batched_1d_groups2", {4, 6, 5}, {4, 3, 3}, true, {IntAttr("group", 2), IntsAttr("pads", {1, 0})}},
+      {"batched_1d_groups2_nobias_out2", {6, 4, 4}, {6, 2, 3}, false,
+       {IntAttr("group", 2), IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
+      {"batched_1d_dilation", {4, 3, 7}, {2, 3, 3}, true, {IntsAttr("dilations", {2}), IntsAttr("pads", {2, 0})}},
+      {"batched_1d_feature_extractor", {6, 1, 40}, {13, 1, 8}, true, {IntsAttr("strides", {4})}},
+      {"batched_1d_odd_pixels", {7, 5, 13}, {3, 5, 3}, false, {IntsAttr("pads", {0, 1})}},
+      {"batched_1d_pointwise", {3, 7, 3}, {5, 7, 1}, true, {}},
+      {"batched_2d_3x3", {3, 4, 3, 3}, {5, 4, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"batched_2d_groups2_stride2", {5, 4, 5, 5}, {6, 2, 3, 3}, false,
+       {IntAttr("group", 2), IntsAttr("strides", {2, 2})}},
+      {"batched_deep_k", {3, 100, 3}, {7, 100, 3}, true, {IntsAttr("pads", {1, 1})}},
+      {"batched_many_images", {70, 3, 6}, {13, 3, 3}, true, {IntsAttr("pads", {0, 1})}},
+      // Two images, one chunk: with threads, SGEMM itself splits the channels.
+      {"batched_two_images_deep", {2, 256, 16}, {128, 256, 3}, true, {IntsAttr("pads", {1, 1})}},
+      // Long padded rows read at a large stride: the per-pixel table, not a padded copy.
+      {"batched_1d_long_rows", {2, 1, 600000}, {3, 1, 3}, true,
+       {IntsAttr("strides", {50000}), IntsAttr("pads", {1, 1})}},
       // The 16-channel blocked depthwise kernel: a partial last block (37 =
       // 2 x 16 + 5), rows wider than one 16-pixel transpose, strips of rows
       // (tall planes), asymmetric pads with stride 2, a 7x7 plane as in
@@ -287,7 +312,9 @@ TEST(SgemmWithPackedB, MatchesSgemmBitwise) {
 
 // In a session (PreparedCache, weights constant) the weights are packed once
 // per node and the result is bitwise what packing per call gives, for any
-// thread count; weights that are not constant are not cached.
+// thread count; weights that are not constant are not cached. (The batched
+// path packs only the taps that read the input where others read only
+// padding, e.g. batched_1d_out1's first tap: their products were zeros.)
 TEST(ConvFast, ConstantWeightsPackedOncePerSession) {
   std::mt19937 rng(14);
   for (const ConvCase& c : Grid()) {

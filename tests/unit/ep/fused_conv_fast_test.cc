@@ -1,7 +1,7 @@
 // The float32 FusedConv kernel (ep/cpu/fused_conv_fast.cc) against FusedConv's
 // reference (Conv's reference, then the activation): every activation, the
-// three Conv strategies (pointwise, depthwise, im2col), element counts that
-// leave vector tails, NaN, 1 and 3 threads; plus the reference itself on
+// Conv strategies (pointwise, depthwise, im2col, batched, ...), element
+// counts that leave vector tails, NaN, 1 and 3 threads; plus the reference itself on
 // values computed by hand, and invalid activation attributes.
 #include <gtest/gtest.h>
 
@@ -49,7 +49,7 @@ struct Geometry {
 const std::vector<Geometry> kGeometries = {
     {"pointwise", {1, 8, 5, 7}, {6, 8, 1, 1}, {}},
     {"depthwise", {1, 4, 9, 9}, {4, 1, 3, 3}, {IntAttr("group", 4), IntsAttr("pads", {1, 1, 1, 1})}},
-    {"im2col", {2, 3, 7, 5}, {5, 3, 3, 3}, {IntsAttr("strides", {2, 1})}},
+    {"im2col", {2, 3, 7, 5}, {5, 3, 3, 3}, {IntsAttr("strides", {2, 1})}},  // 9 pixels: now batched
     {"1-D", {1, 3, 11}, {4, 3, 2}, {}},
     // Two k-blocks of SGEMM (40 x 9 = 360 > 256) and ragged tiles (14 output
     // channels, 156 columns): the epilogue runs once, after the last block.
@@ -74,6 +74,16 @@ const std::vector<Geometry> kGeometries = {
      {IntAttr("group", 3), IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2})}},
     {"depthwise_planar_stride2", {1, 3, 10, 40}, {3, 1, 5, 5},
      {IntAttr("group", 3), IntsAttr("pads", {2, 2, 2, 2}), IntsAttr("strides", {2, 2})}},
+    // The batched path (several images, few output pixels each): 1-D k3 with
+    // pads, stride 2 with groups, a small 2-D image, and 70 images of 5
+    // pixels (several chunks; 13 channels: a ragged SGEMM row block). Two
+    // images of 35 pixels stay on the im2col path.
+    {"batched_1d", {5, 9, 4}, {6, 9, 3}, {IntsAttr("pads", {1, 1})}},
+    {"batched_1d_stride2_groups2", {7, 8, 4}, {6, 4, 3},
+     {IntAttr("group", 2), IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
+    {"batched_2d", {3, 4, 3, 3}, {5, 4, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
+    {"batched_many_images", {70, 3, 6}, {13, 3, 3}, {IntsAttr("pads", {0, 1})}},
+    {"im2col_two_images", {2, 3, 11, 9}, {5, 3, 3, 3}, {IntsAttr("strides", {2, 1})}},
 };
 
 // The widest kernels the CPU has, then AVX2 at most (the AVX2 kernels on an
