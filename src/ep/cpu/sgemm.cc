@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <unistd.h>
 #include <vector>
 
@@ -150,14 +151,41 @@ int64_t MaxTaskPanels() {
   return panels;
 }
 
-// Runs tasks claimed from `next` until none is left. A task is (row block,
-// panel group), row-block major, so a thread's consecutive tasks mostly share
-// their rows of A and pack them once.
-void RunTasks(const Block& x, std::atomic<int64_t>& next, int64_t tasks) {
+// Tasks [0, n) cut into one contiguous share per thread. A thread works
+// through its own share in order, then takes what is left of the others',
+// front first, so a thread that starts late does fewer tasks instead of
+// holding the call up. Tasks are (row block, panel group), row-block major,
+// so a share covers whole row blocks where there are enough of them: each
+// thread packs only its own rows of A (claimed one at a time from one
+// counter, both threads worked on the same row block at once and each packed
+// all of A: 1024^3 at 2 threads ran at 1.82x one thread, where ORT's 2.0x).
+class TaskShares {
+ public:
+  TaskShares(int64_t n, int shares) : n_(n), shares_(shares), next_(new std::atomic<int64_t>[shares]) {
+    for (int s = 0; s < shares; ++s) next_[s].store(End(s - 1), std::memory_order_relaxed);
+  }
+  // The next task for a thread whose own share is `home`; -1 when none is left.
+  int64_t Next(int home) {
+    for (int k = 0; k < shares_; ++k) {
+      const int s = (home + k) % shares_;
+      const int64_t t = next_[s].fetch_add(1, std::memory_order_relaxed);
+      if (t < End(s)) return t;
+    }
+    return -1;
+  }
+
+ private:
+  int64_t End(int s) const { return (s + 1) * n_ / shares_; }
+  int64_t n_;
+  int shares_;
+  std::unique_ptr<std::atomic<int64_t>[]> next_;
+};
+
+// Runs the tasks a thread starting on share `home` gets.
+void RunTasks(const Block& x, TaskShares& shares, int home) {
   int64_t packed_rows = -1;
   const int64_t padded_rows = RoundUp(x.task_rows, kRows);
-  for (int64_t t = next.fetch_add(1, std::memory_order_relaxed); t < tasks;
-       t = next.fetch_add(1, std::memory_order_relaxed)) {
+  for (int64_t t = shares.Next(home); t >= 0; t = shares.Next(home)) {
     const int64_t i0 = t / x.panel_groups * x.task_rows, mc = std::min(x.task_rows, x.m - i0);
     const int64_t q0 = t % x.panel_groups * x.task_panels;
     const int64_t q1 = std::min(q0 + x.task_panels, CeilDiv(x.nc, kCols));
@@ -333,7 +361,15 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     x.task_panels = CeilDiv(panels, groups);
     x.panel_groups = CeilDiv(panels, x.task_panels);
     const int64_t tasks = row_blocks * x.panel_groups;
-    Parallel(pool, threads, tasks, [&](std::atomic<int64_t>& next) { RunTasks(x, next, tasks); });
+    const int shares_count = static_cast<int>(std::min<int64_t>(threads, tasks));
+    TaskShares shares(tasks, shares_count);
+    if (shares_count > 1) {
+      pool->ParallelFor(shares_count, 1, [&](int64_t begin, int64_t end) {
+        for (int64_t home = begin; home < end; ++home) RunTasks(x, shares, static_cast<int>(home));
+      });
+    } else {
+      RunTasks(x, shares, 0);
+    }
   }
   t_b_scratch.Trim();
 }
