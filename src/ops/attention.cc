@@ -1234,8 +1234,7 @@ Status TensorScatterKernel(KernelContext& ctx) {
 
 void RegisterAttentionOps(OpRegistry& registry) {
   // 24 added nonpad_kv_seqlen (input 6); 25 added the sliding window attributes.
-  registry.RegisterVersions("", "Attention", {23}, InferAttention, AttentionKernel);
-  registry.RegisterVersions("", "Attention", {24, 25}, InferAttention, AttentionKernel);
+  registry.RegisterVersions("", "Attention", {23, 24, 25}, InferAttention, AttentionKernel);
   registry.RegisterVersions("", "RotaryEmbedding", {23}, InferRotaryEmbedding, RotaryEmbeddingKernel);
   registry.RegisterVersions("", "LinearAttention", {27}, InferLinearAttention, LinearAttentionKernel);
   registry.RegisterVersions("", "CausalConvWithState", {27}, InferCausalConvWithState, CausalConvWithStateKernel);

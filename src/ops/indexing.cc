@@ -999,16 +999,14 @@ Status Col2ImInfer(InferenceContext& ictx) {
 }  // namespace
 
 void RegisterIndexingOps(OpRegistry& r) {
-  r.RegisterVersions("", "Slice", {1}, SliceInfer, SliceKernel);
-  r.RegisterVersions("", "Slice", {10, 11, 13}, SliceInfer, SliceKernel);
+  r.RegisterVersions("", "Slice", {1, 10, 11, 13}, SliceInfer, SliceKernel);
   r.RegisterVersions("", "Gather", {1, 11, 13}, GatherInfer, GatherKernel);
   r.RegisterVersions("", "GatherElements", {11, 13}, GatherElementsInfer, GatherElementsKernel);
   r.RegisterVersions("", "GatherND", {11, 12, 13}, GatherNDInfer, GatherNDKernel);
   r.RegisterVersions("", "ScatterElements", {11, 13, 16, 18}, InferSameAsInput0, ScatterElementsKernel);
   r.RegisterVersions("", "Scatter", {9, 11}, InferSameAsInput0, ScatterElementsKernel);
   r.RegisterVersions("", "ScatterND", {11, 13, 16, 18}, InferSameAsInput0, ScatterNDKernel);
-  r.RegisterVersions("", "TopK", {1}, TopKInfer, TopKKernel);
-  r.RegisterVersions("", "TopK", {10, 11, 24}, TopKInfer, TopKKernel);
+  r.RegisterVersions("", "TopK", {1, 10, 11, 24}, TopKInfer, TopKKernel);
   r.RegisterVersions("", "ArgMax", {1, 11, 12, 13}, ArgInfer, ArgMaxKernel);
   r.RegisterVersions("", "ArgMin", {1, 11, 12, 13}, ArgInfer, ArgMinKernel);
   r.RegisterVersions("", "CumSum", {11, 14}, InferSameAsInput0, CumSumKernel);

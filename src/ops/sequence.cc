@@ -507,8 +507,7 @@ void RegisterSequenceOps(OpRegistry& registry) {
   // 28 only widened the element types.
   registry.RegisterVersions("", "Optional", {15, 28}, InferOptional, OptionalKernel);
   // 18: the input became optional and may be a plain tensor or sequence.
-  registry.RegisterVersions("", "OptionalHasElement", {15}, InferOptionalHasElement, OptionalHasElementKernel);
-  registry.RegisterVersions("", "OptionalHasElement", {18, 28}, InferOptionalHasElement, OptionalHasElementKernel);
+  registry.RegisterVersions("", "OptionalHasElement", {15, 18, 28}, InferOptionalHasElement, OptionalHasElementKernel);
   registry.RegisterVersions("", "OptionalGetElement", {15, 18, 28}, InferOptionalGetElement, OptionalGetElementKernel);
 }
 

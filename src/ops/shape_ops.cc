@@ -1146,28 +1146,20 @@ Status CenterCropPadInfer(InferenceContext& ictx) {
 }  // namespace
 
 void RegisterShapeOpsOps(OpRegistry& r) {
-  r.RegisterVersions("", "Reshape", {1}, ReshapeInfer, ReshapeKernel);
-  r.RegisterVersions("", "Reshape", {5, 13, 14, 19, 21, 23, 24, 25}, ReshapeInfer, ReshapeKernel);
+  r.RegisterVersions("", "Reshape", {1, 5, 13, 14, 19, 21, 23, 24, 25}, ReshapeInfer, ReshapeKernel);
   r.RegisterVersions("", "Flatten", {1, 9, 11, 13, 21, 23, 24, 25}, FlattenInfer, FlattenKernel);
   r.RegisterVersions("", "Transpose", {1, 13, 21, 23, 24, 25}, TransposeInfer, TransposeKernel);
-  r.RegisterVersions("", "Squeeze", {1, 11}, SqueezeInfer, SqueezeKernel);
-  r.RegisterVersions("", "Squeeze", {13, 21, 23, 24, 25}, SqueezeInfer, SqueezeKernel);
-  r.RegisterVersions("", "Unsqueeze", {1, 11}, UnsqueezeInfer, UnsqueezeKernel);
-  r.RegisterVersions("", "Unsqueeze", {13, 21, 23, 24, 25}, UnsqueezeInfer, UnsqueezeKernel);
+  r.RegisterVersions("", "Squeeze", {1, 11, 13, 21, 23, 24, 25}, SqueezeInfer, SqueezeKernel);
+  r.RegisterVersions("", "Unsqueeze", {1, 11, 13, 21, 23, 24, 25}, UnsqueezeInfer, UnsqueezeKernel);
   r.RegisterVersions("", "Concat", {1, 4, 11, 13}, ConcatInfer, ConcatKernel);
-  r.RegisterVersions("", "Split", {1}, SplitInfer, SplitKernel);
-  r.RegisterVersions("", "Split", {2, 11}, SplitInfer, SplitKernel);
-  r.RegisterVersions("", "Split", {13, 18}, SplitInfer, SplitKernel);
+  r.RegisterVersions("", "Split", {1, 2, 11, 13, 18}, SplitInfer, SplitKernel);
   r.RegisterVersions("", "Expand", {8, 13}, ExpandInfer, ExpandKernel);
   r.RegisterVersions("", "Tile", {6, 13}, TileInfer, TileKernel);
-  r.RegisterVersions("", "Pad", {1, 2}, PadInfer, PadKernel);
-  r.RegisterVersions("", "Pad", {11, 13}, PadInfer, PadKernel);
-  r.RegisterVersions("", "Pad", {18, 19, 21, 23, 24, 25}, PadInfer, PadKernel);
+  r.RegisterVersions("", "Pad", {1, 2, 11, 13, 18, 19, 21, 23, 24, 25}, PadInfer, PadKernel);
   r.RegisterVersions("", "Shape", {1, 13, 15, 19, 21, 23, 24, 25}, ShapeInfer, ShapeKernel);
   r.RegisterVersions("", "Size", {1, 13, 19, 21, 23, 24, 25}, SizeInfer, SizeKernel);
   r.RegisterVersions("", "Identity", {1, 13, 14, 16, 19, 21, 23, 24, 25}, IdentityInfer, IdentityKernel);
-  r.RegisterVersions("", "Dropout", {1, 6, 7, 10}, DropoutInfer, DropoutKernel);
-  r.RegisterVersions("", "Dropout", {12, 13, 22}, DropoutInfer, DropoutKernel);
+  r.RegisterVersions("", "Dropout", {1, 6, 7, 10, 12, 13, 22}, DropoutInfer, DropoutKernel);
   r.RegisterVersions("", "Trilu", {14}, TriluInfer, TriluKernel);
   r.RegisterVersions("", "DepthToSpace", {1, 11, 13, 28}, DepthToSpaceInfer, DepthToSpaceKernel);
   r.RegisterVersions("", "SpaceToDepth", {1, 13, 28}, SpaceToDepthInfer, SpaceToDepthKernel);

@@ -544,8 +544,7 @@ Status DetKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterSignalOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "DFT", {17}, DftInfer, DftKernel);
-  registry.RegisterVersions("", "DFT", {20}, DftInfer, DftKernel);
+  registry.RegisterVersions("", "DFT", {17, 20}, DftInfer, DftKernel);
   registry.RegisterVersions("", "STFT", {17}, StftInfer, StftKernel);
   registry.RegisterVersions("", "HannWindow", {17}, WindowInfer, HannWindowKernel);
   registry.RegisterVersions("", "HammingWindow", {17}, WindowInfer, HammingWindowKernel);
