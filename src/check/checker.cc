@@ -236,26 +236,37 @@ class GraphChecker {
     // A custom op's attributes and types are its library's business.
     const AttrSchema* decl = s->custom ? nullptr : FindAttrSchema(domain, node.op_type, it->second);
     decls_[i] = decl;
-    int n_in = static_cast<int>(node.inputs.size());
-    int n_out = static_cast<int>(node.outputs.size());
-    if (n_in < s->min_inputs || n_in > s->max_inputs)
-      return InvalidModel(node.Describe() + ": has " + std::to_string(n_in) + " inputs, opset " +
-                          std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs) +
-                          (decl ? " (" + FormalsText(decl->inputs) + ")" : ""));
-    if (n_out < s->min_outputs || n_out > s->max_outputs)
-      return InvalidModel(node.Describe() + ": has " + std::to_string(n_out) + " outputs, opset " +
-                          std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs) +
-                          (decl ? " (" + FormalsText(decl->outputs) + ")" : ""));
+    // The arity is the declaration's where there is one (the registry states
+    // none for such ops), the registry entry's counts otherwise (custom ops).
+    if (!decl && ArityDeclared(*s))
+      return NotImplemented(node.Describe() + ": nee registers " + node.op_type + " at opset " +
+                            std::to_string(it->second) + " without a declaration to take its arity from");
+    const int least_inputs = decl ? DeclaredArity(decl->inputs).first : s->min_inputs;
+    using Option = FormalParam::Option;
+    if (decl) {
+      NEE_RETURN_IF_ERROR(CheckDeclaredArity(node, *decl));
+    } else {
+      int n_in = static_cast<int>(node.inputs.size());
+      int n_out = static_cast<int>(node.outputs.size());
+      if (n_in < s->min_inputs || n_in > s->max_inputs)
+        return InvalidModel(node.Describe() + ": has " + std::to_string(n_in) + " inputs, opset " +
+                            std::to_string(it->second) + " allows " + ArityText(s->min_inputs, s->max_inputs));
+      if (n_out < s->min_outputs || n_out > s->max_outputs)
+        return InvalidModel(node.Describe() + ": has " + std::to_string(n_out) + " outputs, opset " +
+                            std::to_string(it->second) + " allows " + ArityText(s->min_outputs, s->max_outputs));
+    }
     for (size_t k = 0; k < node.inputs.size(); ++k) {
-      // A required input may not be omitted: one before the registry's least
-      // count, or one the declaration marks single (not optional, not variadic).
+      // A required input may not be omitted: one the declaration marks single,
+      // one of a variadic formal's least arity, or, for an undeclared op, one
+      // before the registry's least count.
       const FormalParam* formal = decl ? decl->InputFormal(k) : nullptr;
-      if (node.inputs[k].empty() && (static_cast<int>(k) < s->min_inputs ||
-                                     (formal && formal->option == FormalParam::Option::kSingle)))
+      const bool required = formal ? formal->option == Option::kSingle ||
+                                         (formal->option == Option::kVariadic && static_cast<int>(k) < least_inputs)
+                                   : static_cast<int>(k) < least_inputs;
+      if (node.inputs[k].empty() && required)
         return InvalidModel(node.Describe() + ": required input " + std::to_string(k) +
                             (formal ? " ('" + formal->name + "')" : "") + " is empty");
     }
-    if (decl) NEE_RETURN_IF_ERROR(CheckDeclaredArity(node, *decl));
     return CheckAttributes(node, decl);
   }
 

@@ -372,31 +372,29 @@ Status QuickGeluKernel(KernelContext& ctx) {
 
 void RegisterActivationOps(OpRegistry& r) {
   constexpr ShapeFn kFloatUnary = InferUnary<kFloatTypes, false>;
-  r.RegisterVersions("", "Relu", {1, 6, 13, 14}, 1, 1, 1, 1,
-                     InferAndFold<InferUnary<kReluTypes, false>, ReluKernel>,
-                     ReluKernel);
-  r.RegisterVersions("", "LeakyRelu", {1, 6, 16}, 1, 1, 1, 1, kFloatUnary, LeakyReluKernel);
-  r.RegisterVersions("", "PRelu", {1, 6, 7, 9, 16}, 2, 2, 1, 1, InferPRelu, PReluKernel);
-  r.RegisterVersions("", "ThresholdedRelu", {10, 22}, 1, 1, 1, 1, kFloatUnary, ThresholdedReluKernel);
-  r.RegisterVersions("", "Sigmoid", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, SigmoidKernel);
-  r.RegisterVersions("", "HardSigmoid", {1, 6, 22}, 1, 1, 1, 1, kFloatUnary, HardSigmoidKernel);
-  r.RegisterVersions("", "HardSwish", {14, 22}, 1, 1, 1, 1, kFloatUnary, HardSwishKernel);
-  r.RegisterVersions("", "Tanh", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, TanhKernel);
-  r.RegisterVersions("", "Elu", {1, 6, 22}, 1, 1, 1, 1, kFloatUnary, EluKernel);
-  r.RegisterVersions("", "Selu", {1, 6, 22}, 1, 1, 1, 1, kFloatUnary, SeluKernel);
-  r.RegisterVersions("", "Celu", {12, 28}, 1, 1, 1, 1, kFloatUnary, CeluKernel);
-  r.RegisterVersions("", "Softplus", {1, 22}, 1, 1, 1, 1, kFloatUnary, SoftplusKernel);
-  r.RegisterVersions("", "Softsign", {1, 22}, 1, 1, 1, 1, kFloatUnary, SoftsignKernel);
-  r.RegisterVersions("", "Gelu", {20}, 1, 1, 1, 1, kFloatUnary, GeluKernel);
-  r.RegisterVersions("", "Mish", {18, 22}, 1, 1, 1, 1, kFloatUnary, MishKernel);
-  r.RegisterVersions("", "Swish", {24}, 1, 1, 1, 1, kFloatUnary, SwishKernel);
-  r.RegisterVersions("", "SwiGLU", {28}, 2, 2, 1, 1, InferSwiGLU, SwiGLUKernel);
-  r.RegisterVersions("", "Clip", {1, 6, 11, 12, 13}, 1, 3, 1, 1, InferAndFold<InferClip, ClipKernel>, ClipKernel);
-  r.RegisterVersions("", "Shrink", {9}, 1, 1, 1, 1, InferUnary<kNumericTypes, false>, ShrinkKernel);
-  r.RegisterVersions("com.microsoft", "Gelu", {1}, 1, 1, 1, 1, kFloatUnary, MsGeluKernel);
-  r.RegisterVersions("com.microsoft", "BiasGelu", {1}, 2, 2, 1, 1, InferWithOptionalBias, BiasGeluKernel);
-  r.RegisterVersions("com.microsoft", "FastGelu", {1}, 1, 2, 1, 1, InferWithOptionalBias, FastGeluKernel);
-  r.RegisterVersions("com.microsoft", "QuickGelu", {1}, 1, 1, 1, 1, kFloatUnary, QuickGeluKernel);
+  r.RegisterVersions("", "Relu", {1, 6, 13, 14}, InferAndFold<InferUnary<kReluTypes, false>, ReluKernel>, ReluKernel);
+  r.RegisterVersions("", "LeakyRelu", {1, 6, 16}, kFloatUnary, LeakyReluKernel);
+  r.RegisterVersions("", "PRelu", {1, 6, 7, 9, 16}, InferPRelu, PReluKernel);
+  r.RegisterVersions("", "ThresholdedRelu", {10, 22}, kFloatUnary, ThresholdedReluKernel);
+  r.RegisterVersions("", "Sigmoid", {1, 6, 13}, kFloatUnary, SigmoidKernel);
+  r.RegisterVersions("", "HardSigmoid", {1, 6, 22}, kFloatUnary, HardSigmoidKernel);
+  r.RegisterVersions("", "HardSwish", {14, 22}, kFloatUnary, HardSwishKernel);
+  r.RegisterVersions("", "Tanh", {1, 6, 13}, kFloatUnary, TanhKernel);
+  r.RegisterVersions("", "Elu", {1, 6, 22}, kFloatUnary, EluKernel);
+  r.RegisterVersions("", "Selu", {1, 6, 22}, kFloatUnary, SeluKernel);
+  r.RegisterVersions("", "Celu", {12, 28}, kFloatUnary, CeluKernel);
+  r.RegisterVersions("", "Softplus", {1, 22}, kFloatUnary, SoftplusKernel);
+  r.RegisterVersions("", "Softsign", {1, 22}, kFloatUnary, SoftsignKernel);
+  r.RegisterVersions("", "Gelu", {20}, kFloatUnary, GeluKernel);
+  r.RegisterVersions("", "Mish", {18, 22}, kFloatUnary, MishKernel);
+  r.RegisterVersions("", "Swish", {24}, kFloatUnary, SwishKernel);
+  r.RegisterVersions("", "SwiGLU", {28}, InferSwiGLU, SwiGLUKernel);
+  r.RegisterVersions("", "Clip", {1, 6, 11, 12, 13}, InferAndFold<InferClip, ClipKernel>, ClipKernel);
+  r.RegisterVersions("", "Shrink", {9}, InferUnary<kNumericTypes, false>, ShrinkKernel);
+  r.RegisterVersions("com.microsoft", "Gelu", {1}, kFloatUnary, MsGeluKernel);
+  r.RegisterVersions("com.microsoft", "BiasGelu", {1}, InferWithOptionalBias, BiasGeluKernel);
+  r.RegisterVersions("com.microsoft", "FastGelu", {1}, InferWithOptionalBias, FastGeluKernel);
+  r.RegisterVersions("com.microsoft", "QuickGelu", {1}, kFloatUnary, QuickGeluKernel);
 }
 
 }  // namespace nee

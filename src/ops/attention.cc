@@ -1234,14 +1234,12 @@ Status TensorScatterKernel(KernelContext& ctx) {
 
 void RegisterAttentionOps(OpRegistry& registry) {
   // 24 added nonpad_kv_seqlen (input 6); 25 added the sliding window attributes.
-  registry.RegisterVersions("", "Attention", {23}, 3, 6, 1, 4, InferAttention, AttentionKernel);
-  registry.RegisterVersions("", "Attention", {24, 25}, 3, 7, 1, 4, InferAttention, AttentionKernel);
-  registry.RegisterVersions("", "RotaryEmbedding", {23}, 3, 4, 1, 1, InferRotaryEmbedding, RotaryEmbeddingKernel);
-  registry.RegisterVersions("", "LinearAttention", {27}, 3, 6, 1, 2, InferLinearAttention, LinearAttentionKernel);
-  registry.RegisterVersions("", "CausalConvWithState", {27}, 2, 4, 1, 2, InferCausalConvWithState,
-                            CausalConvWithStateKernel);
-  registry.RegisterVersions("", "TensorScatter", {24}, 2, 3, 1, 1, InferTensorScatter, TensorScatterKernel);
-  registry.RegisterVersions("ai.onnx.preview", "FlexAttention", {1}, 3, 3, 1, 1, InferFlexAttention, FlexAttentionKernel);
+  registry.RegisterVersions("", "Attention", {23, 24, 25}, InferAttention, AttentionKernel);
+  registry.RegisterVersions("", "RotaryEmbedding", {23}, InferRotaryEmbedding, RotaryEmbeddingKernel);
+  registry.RegisterVersions("", "LinearAttention", {27}, InferLinearAttention, LinearAttentionKernel);
+  registry.RegisterVersions("", "CausalConvWithState", {27}, InferCausalConvWithState, CausalConvWithStateKernel);
+  registry.RegisterVersions("", "TensorScatter", {24}, InferTensorScatter, TensorScatterKernel);
+  registry.RegisterVersions("ai.onnx.preview", "FlexAttention", {1}, InferFlexAttention, FlexAttentionKernel);
 }
 
 }  // namespace nee

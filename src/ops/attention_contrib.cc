@@ -835,11 +835,10 @@ Status InferGroupQueryAttention(InferenceContext& ctx) {
 }  // namespace
 
 void RegisterAttentionContribOps(OpRegistry& registry) {
-  registry.RegisterVersions(kMs, "Attention", {1}, 2, 7, 1, 2, InferContribAttention, ContribAttentionKernel);
-  registry.RegisterVersions(kMs, "MultiHeadAttention", {1}, 1, 10, 1, 4, InferMultiHeadAttention, MultiHeadAttentionKernel);
-  registry.RegisterVersions(kMs, "GroupQueryAttention", {1}, 7, 17, 1, 4, InferGroupQueryAttention,
-                            GroupQueryAttentionKernel);
-  registry.RegisterVersions(kMs, "RotaryEmbedding", {1}, 4, 4, 1, 1, InferSameAsInput0, RotaryEmbeddingKernel);
+  registry.RegisterVersions(kMs, "Attention", {1}, InferContribAttention, ContribAttentionKernel);
+  registry.RegisterVersions(kMs, "MultiHeadAttention", {1}, InferMultiHeadAttention, MultiHeadAttentionKernel);
+  registry.RegisterVersions(kMs, "GroupQueryAttention", {1}, InferGroupQueryAttention, GroupQueryAttentionKernel);
+  registry.RegisterVersions(kMs, "RotaryEmbedding", {1}, InferSameAsInput0, RotaryEmbeddingKernel);
 }
 
 }  // namespace nee

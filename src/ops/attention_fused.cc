@@ -241,8 +241,8 @@ Result<SdpaGeometry> SdpaGeometryOf(const KernelContext& ctx) {
 }
 
 void RegisterAttentionFusedOps(OpRegistry& registry) {
-  registry.RegisterVersions(kNeeDomain, "ScaledDotProductAttention", {1}, 3, 4, 1, 1, InferSdpa, SdpaKernel);
-  registry.RegisterVersions(kNeeDomain, "FusedMatMul", {1}, 2, 3, 1, 1, InferFusedMatMul, FusedMatMulKernel);
+  registry.RegisterVersions(kNeeDomain, "ScaledDotProductAttention", {1}, InferSdpa, SdpaKernel);
+  registry.RegisterVersions(kNeeDomain, "FusedMatMul", {1}, InferFusedMatMul, FusedMatMulKernel);
 }
 
 }  // namespace nee

@@ -195,11 +195,9 @@ Status BitCastKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterCastOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "Cast", {1, 6, 9, 13, 19, 21, 23, 24, 25, 28}, 1, 1, 1, 1, InferCast,
-                            CastKernel);
-  registry.RegisterVersions("", "CastLike", {15, 19, 21, 23, 24, 25}, 2, 2, 1, 1, InferCastLike,
-                            CastLikeKernel);
-  registry.RegisterVersions("", "BitCast", {26}, 1, 1, 1, 1, InferBitCast, BitCastKernel);
+  registry.RegisterVersions("", "Cast", {1, 6, 9, 13, 19, 21, 23, 24, 25, 28}, InferCast, CastKernel);
+  registry.RegisterVersions("", "CastLike", {15, 19, 21, 23, 24, 25}, InferCastLike, CastLikeKernel);
+  registry.RegisterVersions("", "BitCast", {26}, InferBitCast, BitCastKernel);
 }
 
 }  // namespace nee

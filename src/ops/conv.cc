@@ -655,10 +655,10 @@ namespace {
 }  // namespace
 
 void RegisterConvOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "Conv", {1, 11, 22}, 2, 3, 1, 1, InferConv, ConvKernel);
-  registry.RegisterVersions("", "ConvTranspose", {1, 11, 22}, 2, 3, 1, 1, InferConvTranspose, ConvTransposeKernel);
-  registry.RegisterVersions("", "ConvInteger", {10}, 2, 4, 1, 1, InferConvInteger, ConvIntegerKernel);
-  registry.RegisterVersions("com.microsoft", "FusedConv", {1}, 2, 4, 1, 1, InferFusedConv, FusedConvKernel);
+  registry.RegisterVersions("", "Conv", {1, 11, 22}, InferConv, ConvKernel);
+  registry.RegisterVersions("", "ConvTranspose", {1, 11, 22}, InferConvTranspose, ConvTransposeKernel);
+  registry.RegisterVersions("", "ConvInteger", {10}, InferConvInteger, ConvIntegerKernel);
+  registry.RegisterVersions("com.microsoft", "FusedConv", {1}, InferFusedConv, FusedConvKernel);
 }
 
 }  // namespace nee

@@ -370,73 +370,59 @@ Status IsInfKernel(KernelContext& ctx) {
 void RegisterElementwiseMathOps(OpRegistry& r) {
   // Binary arithmetic: numpy broadcasting from 7, legacy attributes before.
   constexpr ShapeFn kArith = InferBroadcastSameType<kNumericTypes, false, true>;
-  r.RegisterVersions("", "Add", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, AddKernel>, AddKernel);
-  r.RegisterVersions("", "Sub", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, SubKernel>, SubKernel);
-  r.RegisterVersions("", "Mul", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, MulKernel>, MulKernel);
-  r.RegisterVersions("", "Div", {1, 6, 7, 13, 14}, 2, 2, 1, 1, InferAndFold<kArith, DivKernel>, DivKernel);
-  r.RegisterVersions("", "Pow", {1, 7, 12, 13, 15}, 2, 2, 1, 1, InferAndFold<InferPow, PowKernel>, PowKernel);
-  r.RegisterVersions("", "Mod", {10, 13, 28}, 2, 2, 1, 1,
-                     InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, ModKernel>,
-                     ModKernel);
+  r.RegisterVersions("", "Add", {1, 6, 7, 13, 14}, InferAndFold<kArith, AddKernel>, AddKernel);
+  r.RegisterVersions("", "Sub", {1, 6, 7, 13, 14}, InferAndFold<kArith, SubKernel>, SubKernel);
+  r.RegisterVersions("", "Mul", {1, 6, 7, 13, 14}, InferAndFold<kArith, MulKernel>, MulKernel);
+  r.RegisterVersions("", "Div", {1, 6, 7, 13, 14}, InferAndFold<kArith, DivKernel>, DivKernel);
+  r.RegisterVersions("", "Pow", {1, 7, 12, 13, 15}, InferAndFold<InferPow, PowKernel>, PowKernel);
+  r.RegisterVersions("", "Mod", {10, 13, 28},
+                     InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, ModKernel>, ModKernel);
 
   // Unary math.
-  r.RegisterVersions("", "Neg", {1, 6, 13}, 1, 1, 1, 1,
-                     InferAndFold<InferUnary<kSignedNumericTypes, false>, NegKernel>,
-                     NegKernel);
-  r.RegisterVersions("", "Abs", {1, 6, 13}, 1, 1, 1, 1,
-                     InferAndFold<InferUnary<kNumericTypes, false>, AbsKernel>,
-                     AbsKernel);
-  r.RegisterVersions("", "Sign", {9, 13}, 1, 1, 1, 1,
-                     InferAndFold<InferUnary<kNumericTypes, false>, SignKernel>,
-                     SignKernel);
+  r.RegisterVersions("", "Neg", {1, 6, 13}, InferAndFold<InferUnary<kSignedNumericTypes, false>, NegKernel>, NegKernel);
+  r.RegisterVersions("", "Abs", {1, 6, 13}, InferAndFold<InferUnary<kNumericTypes, false>, AbsKernel>, AbsKernel);
+  r.RegisterVersions("", "Sign", {9, 13}, InferAndFold<InferUnary<kNumericTypes, false>, SignKernel>, SignKernel);
   constexpr ShapeFn kFloatUnary = InferUnary<kFloatTypes, false>;
-  r.RegisterVersions("", "Sqrt", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, SqrtKernel);
-  r.RegisterVersions("", "Exp", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, ExpKernel);
-  r.RegisterVersions("", "Log", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, LogKernel);
-  r.RegisterVersions("", "Reciprocal", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, ReciprocalKernel);
-  r.RegisterVersions("", "Floor", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, FloorKernel);
-  r.RegisterVersions("", "Ceil", {1, 6, 13}, 1, 1, 1, 1, kFloatUnary, CeilKernel);
-  r.RegisterVersions("", "Round", {11, 22}, 1, 1, 1, 1, kFloatUnary, RoundKernel);
-  r.RegisterVersions("", "Erf", {9, 13}, 1, 1, 1, 1, kFloatUnary, ErfKernel);
-  r.RegisterVersions("", "Sin", {7, 22}, 1, 1, 1, 1, kFloatUnary, SinKernel);
-  r.RegisterVersions("", "Cos", {7, 22}, 1, 1, 1, 1, kFloatUnary, CosKernel);
-  r.RegisterVersions("", "Tan", {7, 22}, 1, 1, 1, 1, kFloatUnary, TanKernel);
-  r.RegisterVersions("", "Asin", {7, 22}, 1, 1, 1, 1, kFloatUnary, AsinKernel);
-  r.RegisterVersions("", "Acos", {7, 22}, 1, 1, 1, 1, kFloatUnary, AcosKernel);
-  r.RegisterVersions("", "Atan", {7, 22}, 1, 1, 1, 1, kFloatUnary, AtanKernel);
-  r.RegisterVersions("", "Sinh", {9, 22}, 1, 1, 1, 1, kFloatUnary, SinhKernel);
-  r.RegisterVersions("", "Cosh", {9, 22}, 1, 1, 1, 1, kFloatUnary, CoshKernel);
-  r.RegisterVersions("", "Asinh", {9, 22}, 1, 1, 1, 1, kFloatUnary, AsinhKernel);
-  r.RegisterVersions("", "Acosh", {9, 22}, 1, 1, 1, 1, kFloatUnary, AcoshKernel);
-  r.RegisterVersions("", "Atanh", {9, 22}, 1, 1, 1, 1, kFloatUnary, AtanhKernel);
+  r.RegisterVersions("", "Sqrt", {1, 6, 13}, kFloatUnary, SqrtKernel);
+  r.RegisterVersions("", "Exp", {1, 6, 13}, kFloatUnary, ExpKernel);
+  r.RegisterVersions("", "Log", {1, 6, 13}, kFloatUnary, LogKernel);
+  r.RegisterVersions("", "Reciprocal", {1, 6, 13}, kFloatUnary, ReciprocalKernel);
+  r.RegisterVersions("", "Floor", {1, 6, 13}, kFloatUnary, FloorKernel);
+  r.RegisterVersions("", "Ceil", {1, 6, 13}, kFloatUnary, CeilKernel);
+  r.RegisterVersions("", "Round", {11, 22}, kFloatUnary, RoundKernel);
+  r.RegisterVersions("", "Erf", {9, 13}, kFloatUnary, ErfKernel);
+  r.RegisterVersions("", "Sin", {7, 22}, kFloatUnary, SinKernel);
+  r.RegisterVersions("", "Cos", {7, 22}, kFloatUnary, CosKernel);
+  r.RegisterVersions("", "Tan", {7, 22}, kFloatUnary, TanKernel);
+  r.RegisterVersions("", "Asin", {7, 22}, kFloatUnary, AsinKernel);
+  r.RegisterVersions("", "Acos", {7, 22}, kFloatUnary, AcosKernel);
+  r.RegisterVersions("", "Atan", {7, 22}, kFloatUnary, AtanKernel);
+  r.RegisterVersions("", "Sinh", {9, 22}, kFloatUnary, SinhKernel);
+  r.RegisterVersions("", "Cosh", {9, 22}, kFloatUnary, CoshKernel);
+  r.RegisterVersions("", "Asinh", {9, 22}, kFloatUnary, AsinhKernel);
+  r.RegisterVersions("", "Acosh", {9, 22}, kFloatUnary, AcoshKernel);
+  r.RegisterVersions("", "Atanh", {9, 22}, kFloatUnary, AtanhKernel);
 
   // Variadic, broadcasting from 8 (same shapes before; broadcasting is a superset).
-  r.RegisterVersions("", "Min", {1, 6, 8, 12, 13}, 1, kVariadic, 1, 1,
+  r.RegisterVersions("", "Min", {1, 6, 8, 12, 13},
                      InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, MinKernel>, MinKernel);
-  r.RegisterVersions("", "Max", {1, 6, 8, 12, 13}, 1, kVariadic, 1, 1,
+  r.RegisterVersions("", "Max", {1, 6, 8, 12, 13},
                      InferAndFold<InferBroadcastSameType<kNumericTypes, false, false>, MaxKernel>, MaxKernel);
-  r.RegisterVersions("", "Mean", {1, 6, 8, 13}, 1, kVariadic, 1, 1,
-                     InferBroadcastSameType<kFloatTypes, false, false>, MeanKernel);
-  r.RegisterVersions("", "Sum", {1, 6, 8, 13}, 1, kVariadic, 1, 1,
-                     InferBroadcastSameType<kFloatTypes, false, false>, SumKernel);
+  r.RegisterVersions("", "Mean", {1, 6, 8, 13}, InferBroadcastSameType<kFloatTypes, false, false>, MeanKernel);
+  r.RegisterVersions("", "Sum", {1, 6, 8, 13}, InferBroadcastSameType<kFloatTypes, false, false>, SumKernel);
 
   // Bit operations.
   constexpr ShapeFn kIntBinary = InferBroadcastSameType<kIntTypes, false, false>;
-  r.RegisterVersions("", "BitShift", {11, 28}, 2, 2, 1, 1, InferAndFold<kIntBinary, BitShiftKernel>, BitShiftKernel);
-  r.RegisterVersions("", "BitwiseAnd", {18}, 2, 2, 1, 1,
-                     InferAndFold<kIntBinary, BitwiseAndKernel>,
-                     BitwiseAndKernel);
-  r.RegisterVersions("", "BitwiseOr", {18}, 2, 2, 1, 1, InferAndFold<kIntBinary, BitwiseOrKernel>, BitwiseOrKernel);
-  r.RegisterVersions("", "BitwiseXor", {18}, 2, 2, 1, 1,
-                     InferAndFold<kIntBinary, BitwiseXorKernel>,
-                     BitwiseXorKernel);
-  r.RegisterVersions("", "BitwiseNot", {18}, 1, 1, 1, 1,
-                     InferAndFold<InferUnary<kIntTypes, false>, BitwiseNotKernel>,
+  r.RegisterVersions("", "BitShift", {11, 28}, InferAndFold<kIntBinary, BitShiftKernel>, BitShiftKernel);
+  r.RegisterVersions("", "BitwiseAnd", {18}, InferAndFold<kIntBinary, BitwiseAndKernel>, BitwiseAndKernel);
+  r.RegisterVersions("", "BitwiseOr", {18}, InferAndFold<kIntBinary, BitwiseOrKernel>, BitwiseOrKernel);
+  r.RegisterVersions("", "BitwiseXor", {18}, InferAndFold<kIntBinary, BitwiseXorKernel>, BitwiseXorKernel);
+  r.RegisterVersions("", "BitwiseNot", {18}, InferAndFold<InferUnary<kIntTypes, false>, BitwiseNotKernel>,
                      BitwiseNotKernel);
 
   // Float predicates.
-  r.RegisterVersions("", "IsNaN", {9, 13, 20}, 1, 1, 1, 1, InferUnary<kIsNaNTypes, true>, IsNaNKernel);
-  r.RegisterVersions("", "IsInf", {10, 20}, 1, 1, 1, 1, InferUnary<kIsNaNTypes, true>, IsInfKernel);
+  r.RegisterVersions("", "IsNaN", {9, 13, 20}, InferUnary<kIsNaNTypes, true>, IsNaNKernel);
+  r.RegisterVersions("", "IsInf", {10, 20}, InferUnary<kIsNaNTypes, true>, IsInfKernel);
 }
 
 }  // namespace nee

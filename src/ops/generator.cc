@@ -323,17 +323,15 @@ Status BernoulliKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterGeneratorOps(OpRegistry& r) {
-  r.RegisterVersions("", "Constant", {1, 9, 11, 12, 13, 19, 21, 23, 24, 25}, 0, 0, 1, 1, ConstantInfer,
-                     ConstantKernel);
-  r.RegisterVersions("", "ConstantOfShape", {9, 20, 21, 23, 24, 25}, 1, 1, 1, 1, ConstantOfShapeInfer,
-                     ConstantOfShapeKernel);
-  r.RegisterVersions("", "Range", {11, 27}, 3, 3, 1, 1, RangeInfer, RangeKernel);
-  r.RegisterVersions("", "EyeLike", {9, 22}, 1, 1, 1, 1, EyeLikeInfer, EyeLikeKernel);
-  r.RegisterVersions("", "RandomUniform", {1, 22}, 0, 0, 1, 1, RandomInfer, RandomUniformKernel);
-  r.RegisterVersions("", "RandomNormal", {1, 22}, 0, 0, 1, 1, RandomInfer, RandomNormalKernel);
-  r.RegisterVersions("", "RandomUniformLike", {1, 22}, 1, 1, 1, 1, RandomLikeInfer, RandomUniformLikeKernel);
-  r.RegisterVersions("", "RandomNormalLike", {1, 22}, 1, 1, 1, 1, RandomLikeInfer, RandomNormalLikeKernel);
-  r.RegisterVersions("", "Bernoulli", {15, 22}, 1, 1, 1, 1, RandomLikeInfer, BernoulliKernel);
+  r.RegisterVersions("", "Constant", {1, 9, 11, 12, 13, 19, 21, 23, 24, 25}, ConstantInfer, ConstantKernel);
+  r.RegisterVersions("", "ConstantOfShape", {9, 20, 21, 23, 24, 25}, ConstantOfShapeInfer, ConstantOfShapeKernel);
+  r.RegisterVersions("", "Range", {11, 27}, RangeInfer, RangeKernel);
+  r.RegisterVersions("", "EyeLike", {9, 22}, EyeLikeInfer, EyeLikeKernel);
+  r.RegisterVersions("", "RandomUniform", {1, 22}, RandomInfer, RandomUniformKernel);
+  r.RegisterVersions("", "RandomNormal", {1, 22}, RandomInfer, RandomNormalKernel);
+  r.RegisterVersions("", "RandomUniformLike", {1, 22}, RandomLikeInfer, RandomUniformLikeKernel);
+  r.RegisterVersions("", "RandomNormalLike", {1, 22}, RandomLikeInfer, RandomNormalLikeKernel);
+  r.RegisterVersions("", "Bernoulli", {15, 22}, RandomLikeInfer, BernoulliKernel);
 }
 
 }  // namespace nee

@@ -931,7 +931,7 @@ Status ImageDecoderKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterImageOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "ImageDecoder", {20}, 1, 1, 1, 1, InferImageDecoder, ImageDecoderKernel);
+  registry.RegisterVersions("", "ImageDecoder", {20}, InferImageDecoder, ImageDecoderKernel);
 }
 
 }  // namespace nee

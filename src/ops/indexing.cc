@@ -999,24 +999,22 @@ Status Col2ImInfer(InferenceContext& ictx) {
 }  // namespace
 
 void RegisterIndexingOps(OpRegistry& r) {
-  r.RegisterVersions("", "Slice", {1}, 1, 1, 1, 1, SliceInfer, SliceKernel);
-  r.RegisterVersions("", "Slice", {10, 11, 13}, 3, 5, 1, 1, SliceInfer, SliceKernel);
-  r.RegisterVersions("", "Gather", {1, 11, 13}, 2, 2, 1, 1, GatherInfer, GatherKernel);
-  r.RegisterVersions("", "GatherElements", {11, 13}, 2, 2, 1, 1, GatherElementsInfer, GatherElementsKernel);
-  r.RegisterVersions("", "GatherND", {11, 12, 13}, 2, 2, 1, 1, GatherNDInfer, GatherNDKernel);
-  r.RegisterVersions("", "ScatterElements", {11, 13, 16, 18}, 3, 3, 1, 1, InferSameAsInput0, ScatterElementsKernel);
-  r.RegisterVersions("", "Scatter", {9, 11}, 3, 3, 1, 1, InferSameAsInput0, ScatterElementsKernel);
-  r.RegisterVersions("", "ScatterND", {11, 13, 16, 18}, 3, 3, 1, 1, InferSameAsInput0, ScatterNDKernel);
-  r.RegisterVersions("", "TopK", {1}, 1, 1, 2, 2, TopKInfer, TopKKernel);
-  r.RegisterVersions("", "TopK", {10, 11, 24}, 2, 2, 2, 2, TopKInfer, TopKKernel);
-  r.RegisterVersions("", "ArgMax", {1, 11, 12, 13}, 1, 1, 1, 1, ArgInfer, ArgMaxKernel);
-  r.RegisterVersions("", "ArgMin", {1, 11, 12, 13}, 1, 1, 1, 1, ArgInfer, ArgMinKernel);
-  r.RegisterVersions("", "CumSum", {11, 14}, 2, 2, 1, 1, InferSameAsInput0, CumSumKernel);
-  r.RegisterVersions("", "NonZero", {9, 13}, 1, 1, 1, 1, NonZeroInfer, NonZeroKernel);
-  r.RegisterVersions("", "OneHot", {9, 11, 28}, 3, 3, 1, 1, OneHotInfer, OneHotKernel);
-  r.RegisterVersions("", "Compress", {9, 11, 28}, 2, 2, 1, 1, CompressInfer, CompressKernel);
-  r.RegisterVersions("", "Unique", {11, 28}, 1, 1, 1, 4, UniqueInfer, UniqueKernel);
-  r.RegisterVersions("", "Col2Im", {18}, 3, 3, 1, 1, Col2ImInfer, Col2ImKernel);
+  r.RegisterVersions("", "Slice", {1, 10, 11, 13}, SliceInfer, SliceKernel);
+  r.RegisterVersions("", "Gather", {1, 11, 13}, GatherInfer, GatherKernel);
+  r.RegisterVersions("", "GatherElements", {11, 13}, GatherElementsInfer, GatherElementsKernel);
+  r.RegisterVersions("", "GatherND", {11, 12, 13}, GatherNDInfer, GatherNDKernel);
+  r.RegisterVersions("", "ScatterElements", {11, 13, 16, 18}, InferSameAsInput0, ScatterElementsKernel);
+  r.RegisterVersions("", "Scatter", {9, 11}, InferSameAsInput0, ScatterElementsKernel);
+  r.RegisterVersions("", "ScatterND", {11, 13, 16, 18}, InferSameAsInput0, ScatterNDKernel);
+  r.RegisterVersions("", "TopK", {1, 10, 11, 24}, TopKInfer, TopKKernel);
+  r.RegisterVersions("", "ArgMax", {1, 11, 12, 13}, ArgInfer, ArgMaxKernel);
+  r.RegisterVersions("", "ArgMin", {1, 11, 12, 13}, ArgInfer, ArgMinKernel);
+  r.RegisterVersions("", "CumSum", {11, 14}, InferSameAsInput0, CumSumKernel);
+  r.RegisterVersions("", "NonZero", {9, 13}, NonZeroInfer, NonZeroKernel);
+  r.RegisterVersions("", "OneHot", {9, 11, 28}, OneHotInfer, OneHotKernel);
+  r.RegisterVersions("", "Compress", {9, 11, 28}, CompressInfer, CompressKernel);
+  r.RegisterVersions("", "Unique", {11, 28}, UniqueInfer, UniqueKernel);
+  r.RegisterVersions("", "Col2Im", {18}, Col2ImInfer, Col2ImKernel);
 }
 
 }  // namespace nee

@@ -122,26 +122,22 @@ Status InferWhere(InferenceContext& ictx) {
 }  // namespace
 
 void RegisterLogicOps(OpRegistry& r) {
-  r.RegisterVersions("", "Equal", {1, 7, 11, 13, 19}, 2, 2, 1, 1,
-                     InferAndFold<InferBroadcastSameType<kEqualTypes, true, true>, EqualKernel>,
-                     EqualKernel);
+  r.RegisterVersions("", "Equal", {1, 7, 11, 13, 19},
+                     InferAndFold<InferBroadcastSameType<kEqualTypes, true, true>, EqualKernel>, EqualKernel);
   constexpr ShapeFn kCompare = InferBroadcastSameType<kNumericTypes, true, true>;
-  r.RegisterVersions("", "Greater", {1, 7, 9, 13}, 2, 2, 1, 1, InferAndFold<kCompare, GreaterKernel>, GreaterKernel);
-  r.RegisterVersions("", "Less", {1, 7, 9, 13}, 2, 2, 1, 1, InferAndFold<kCompare, LessKernel>, LessKernel);
-  r.RegisterVersions("", "GreaterOrEqual", {12, 16}, 2, 2, 1, 1,
-                     InferAndFold<kCompare, GreaterOrEqualKernel>,
+  r.RegisterVersions("", "Greater", {1, 7, 9, 13}, InferAndFold<kCompare, GreaterKernel>, GreaterKernel);
+  r.RegisterVersions("", "Less", {1, 7, 9, 13}, InferAndFold<kCompare, LessKernel>, LessKernel);
+  r.RegisterVersions("", "GreaterOrEqual", {12, 16}, InferAndFold<kCompare, GreaterOrEqualKernel>,
                      GreaterOrEqualKernel);
-  r.RegisterVersions("", "LessOrEqual", {12, 16}, 2, 2, 1, 1,
-                     InferAndFold<kCompare, LessOrEqualKernel>,
-                     LessOrEqualKernel);
+  r.RegisterVersions("", "LessOrEqual", {12, 16}, InferAndFold<kCompare, LessOrEqualKernel>, LessOrEqualKernel);
 
   constexpr ShapeFn kLogic = InferBroadcastSameType<kBoolType, true, true>;
-  r.RegisterVersions("", "And", {1, 7}, 2, 2, 1, 1, InferAndFold<kLogic, AndKernel>, AndKernel);
-  r.RegisterVersions("", "Or", {1, 7}, 2, 2, 1, 1, InferAndFold<kLogic, OrKernel>, OrKernel);
-  r.RegisterVersions("", "Xor", {1, 7}, 2, 2, 1, 1, InferAndFold<kLogic, XorKernel>, XorKernel);
-  r.RegisterVersions("", "Not", {1}, 1, 1, 1, 1, InferAndFold<InferUnary<kBoolType, true>, NotKernel>, NotKernel);
+  r.RegisterVersions("", "And", {1, 7}, InferAndFold<kLogic, AndKernel>, AndKernel);
+  r.RegisterVersions("", "Or", {1, 7}, InferAndFold<kLogic, OrKernel>, OrKernel);
+  r.RegisterVersions("", "Xor", {1, 7}, InferAndFold<kLogic, XorKernel>, XorKernel);
+  r.RegisterVersions("", "Not", {1}, InferAndFold<InferUnary<kBoolType, true>, NotKernel>, NotKernel);
 
-  r.RegisterVersions("", "Where", {9, 16}, 3, 3, 1, 1, InferAndFold<InferWhere, WhereKernel>, WhereKernel);
+  r.RegisterVersions("", "Where", {9, 16}, InferAndFold<InferWhere, WhereKernel>, WhereKernel);
 }
 
 }  // namespace nee

@@ -321,14 +321,13 @@ Status InferOptimizer(InferenceContext& ctx) {
 }  // namespace
 
 void RegisterLossOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "NegativeLogLikelihoodLoss", {12, 13, 22}, 2, 3, 1, 1, InferLossCommon,
+  registry.RegisterVersions("", "NegativeLogLikelihoodLoss", {12, 13, 22}, InferLossCommon,
                             NegativeLogLikelihoodLossKernel);
-  registry.RegisterVersions("", "SoftmaxCrossEntropyLoss", {12, 13}, 2, 3, 1, 2, InferLossCommon,
-                            SoftmaxCrossEntropyLossKernel);
+  registry.RegisterVersions("", "SoftmaxCrossEntropyLoss", {12, 13}, InferLossCommon, SoftmaxCrossEntropyLossKernel);
   const char* kTraining = "ai.onnx.preview.training";
-  registry.RegisterVersions(kTraining, "Adagrad", {1}, 3, kVariadic, 1, kVariadic, InferOptimizer, AdagradKernel);
-  registry.RegisterVersions(kTraining, "Adam", {1}, 3, kVariadic, 1, kVariadic, InferOptimizer, AdamKernel);
-  registry.RegisterVersions(kTraining, "Momentum", {1}, 3, kVariadic, 1, kVariadic, InferOptimizer, MomentumKernel);
+  registry.RegisterVersions(kTraining, "Adagrad", {1}, InferOptimizer, AdagradKernel);
+  registry.RegisterVersions(kTraining, "Adam", {1}, InferOptimizer, AdamKernel);
+  registry.RegisterVersions(kTraining, "Momentum", {1}, InferOptimizer, MomentumKernel);
 }
 
 }  // namespace nee

@@ -617,13 +617,13 @@ Status EinsumKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterMatMulOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "MatMul", {1, 9, 13}, 2, 2, 1, 1, InferMatMul, MatMulKernel);
-  registry.RegisterVersions("", "MatMulInteger", {10}, 2, 4, 1, 1, InferMatMulInteger, MatMulIntegerKernel);
+  registry.RegisterVersions("", "MatMul", {1, 9, 13}, InferMatMul, MatMulKernel);
+  registry.RegisterVersions("", "MatMulInteger", {10}, InferMatMulInteger, MatMulIntegerKernel);
   // Gemm 6 and older carry a 'broadcast' attribute (GemmCMustBeExact) and require C; 7 made
   // broadcasting implicit.
-  registry.RegisterVersions("", "Gemm", {1, 6}, 3, 3, 1, 1, InferGemm, GemmKernel);
-  registry.RegisterVersions("", "Gemm", {7, 9, 11, 13}, 2, 3, 1, 1, InferGemm, GemmKernel);
-  registry.RegisterVersions("", "Einsum", {12, 28}, 1, kVariadic, 1, 1, InferEinsum, EinsumKernel);
+  registry.RegisterVersions("", "Gemm", {1, 6}, InferGemm, GemmKernel);
+  registry.RegisterVersions("", "Gemm", {7, 9, 11, 13}, InferGemm, GemmKernel);
+  registry.RegisterVersions("", "Einsum", {12, 28}, InferEinsum, EinsumKernel);
 }
 
 }  // namespace nee

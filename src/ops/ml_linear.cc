@@ -481,10 +481,10 @@ Status RunSvmClassifier(KernelContext& ctx) {
 
 void RegisterMlLinearOps(OpRegistry& registry) {
   const char* ml = "ai.onnx.ml";
-  registry.RegisterVersions(ml, "LinearClassifier", {1}, 1, 1, 1, 2, InferLinearClassifier, RunLinearClassifier);
-  registry.RegisterVersions(ml, "LinearRegressor", {1}, 1, 1, 1, 1, InferLinearRegressor, RunLinearRegressor);
-  registry.RegisterVersions(ml, "SVMRegressor", {1}, 1, 1, 1, 1, InferSvmRegressor, RunSvmRegressor);
-  registry.RegisterVersions(ml, "SVMClassifier", {1}, 1, 1, 1, 2, InferSvmClassifier, RunSvmClassifier);
+  registry.RegisterVersions(ml, "LinearClassifier", {1}, InferLinearClassifier, RunLinearClassifier);
+  registry.RegisterVersions(ml, "LinearRegressor", {1}, InferLinearRegressor, RunLinearRegressor);
+  registry.RegisterVersions(ml, "SVMRegressor", {1}, InferSvmRegressor, RunSvmRegressor);
+  registry.RegisterVersions(ml, "SVMClassifier", {1}, InferSvmClassifier, RunSvmClassifier);
 }
 
 }  // namespace nee

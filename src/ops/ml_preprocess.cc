@@ -681,20 +681,18 @@ Status RunCastMap(KernelContext& ctx) {
 
 void RegisterMlPreprocessOps(OpRegistry& registry) {
   const char* ml = "ai.onnx.ml";
-  registry.RegisterVersions(ml, "Scaler", {1}, 1, 1, 1, 1, InferFloatSameShape, RunScaler);
-  registry.RegisterVersions(ml, "Normalizer", {1}, 1, 1, 1, 1, InferFloatSameShape, RunNormalizer);
-  registry.RegisterVersions(ml, "Binarizer", {1}, 1, 1, 1, 1, InferSameAsInput0, RunBinarizer);
-  registry.RegisterVersions(ml, "Imputer", {1}, 1, 1, 1, 1, InferSameAsInput0, RunImputer);
-  registry.RegisterVersions(ml, "OneHotEncoder", {1}, 1, 1, 1, 1, InferOneHotEncoder, RunOneHotEncoder);
-  registry.RegisterVersions(ml, "ArrayFeatureExtractor", {1}, 2, 2, 1, 1, InferArrayFeatureExtractor,
-                            RunArrayFeatureExtractor);
-  registry.RegisterVersions(ml, "FeatureVectorizer", {1}, 1, kVariadic, 1, 1, InferFeatureVectorizer,
-                            RunFeatureVectorizer);
-  registry.RegisterVersions(ml, "ZipMap", {1}, 1, 1, 1, 1, InferZipMap, RunZipMap);
-  registry.RegisterVersions(ml, "LabelEncoder", {1, 2, 4}, 1, 1, 1, 1, InferLabelEncoder, RunLabelEncoder);
-  registry.RegisterVersions(ml, "CategoryMapper", {1}, 1, 1, 1, 1, InferCategoryMapper, RunCategoryMapper);
-  registry.RegisterVersions(ml, "DictVectorizer", {1}, 1, 1, 1, 1, InferDictVectorizer, RunDictVectorizer);
-  registry.RegisterVersions(ml, "CastMap", {1}, 1, 1, 1, 1, InferCastMap, RunCastMap);
+  registry.RegisterVersions(ml, "Scaler", {1}, InferFloatSameShape, RunScaler);
+  registry.RegisterVersions(ml, "Normalizer", {1}, InferFloatSameShape, RunNormalizer);
+  registry.RegisterVersions(ml, "Binarizer", {1}, InferSameAsInput0, RunBinarizer);
+  registry.RegisterVersions(ml, "Imputer", {1}, InferSameAsInput0, RunImputer);
+  registry.RegisterVersions(ml, "OneHotEncoder", {1}, InferOneHotEncoder, RunOneHotEncoder);
+  registry.RegisterVersions(ml, "ArrayFeatureExtractor", {1}, InferArrayFeatureExtractor, RunArrayFeatureExtractor);
+  registry.RegisterVersions(ml, "FeatureVectorizer", {1}, InferFeatureVectorizer, RunFeatureVectorizer);
+  registry.RegisterVersions(ml, "ZipMap", {1}, InferZipMap, RunZipMap);
+  registry.RegisterVersions(ml, "LabelEncoder", {1, 2, 4}, InferLabelEncoder, RunLabelEncoder);
+  registry.RegisterVersions(ml, "CategoryMapper", {1}, InferCategoryMapper, RunCategoryMapper);
+  registry.RegisterVersions(ml, "DictVectorizer", {1}, InferDictVectorizer, RunDictVectorizer);
+  registry.RegisterVersions(ml, "CastMap", {1}, InferCastMap, RunCastMap);
 }
 
 }  // namespace nee

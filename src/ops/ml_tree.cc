@@ -816,11 +816,11 @@ void RegisterMlTreeOps(OpRegistry& registry) {
   const char* ml = "ai.onnx.ml";
   // ml opset 3 added the *_as_tensor attributes; 5 deprecated both in favour
   // of TreeEnsemble, but models importing ml opset 5 may still use them.
-  registry.RegisterVersions(ml, "TreeEnsembleClassifier", {1, 3, 5}, 1, 1, 1, 2, InferTreeEnsembleClassifier,
+  registry.RegisterVersions(ml, "TreeEnsembleClassifier", {1, 3, 5}, InferTreeEnsembleClassifier,
                             RunTreeEnsembleClassifierRef);
-  registry.RegisterVersions(ml, "TreeEnsembleRegressor", {1, 3, 5}, 1, 1, 1, 1, InferTreeEnsembleRegressor,
+  registry.RegisterVersions(ml, "TreeEnsembleRegressor", {1, 3, 5}, InferTreeEnsembleRegressor,
                             RunTreeEnsembleRegressorRef);
-  registry.RegisterVersions(ml, "TreeEnsemble", {5}, 1, 1, 1, 1, InferTreeEnsemble, RunTreeEnsembleRef);
+  registry.RegisterVersions(ml, "TreeEnsemble", {5}, InferTreeEnsemble, RunTreeEnsembleRef);
 }
 
 }  // namespace nee

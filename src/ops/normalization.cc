@@ -795,26 +795,23 @@ Status MvnKernel(KernelContext& ctx) {
 
 void RegisterNormalizationOps(OpRegistry& registry) {
   // Opsets 1 and 6 carry is_test (and 1 the ignored consumed_inputs); see BatchNormKernel.
-  registry.RegisterVersions("", "BatchNormalization", {1, 6, 7, 9, 14, 15}, 5, 5, 1, 5, InferBatchNorm,
-                            BatchNormKernel);
-  registry.RegisterVersions("", "InstanceNormalization", {1, 6, 22}, 3, 3, 1, 1, InferSameAsInput0, InstanceNormKernel);
+  registry.RegisterVersions("", "BatchNormalization", {1, 6, 7, 9, 14, 15}, InferBatchNorm, BatchNormKernel);
+  registry.RegisterVersions("", "InstanceNormalization", {1, 6, 22}, InferSameAsInput0, InstanceNormKernel);
   // Version 1 is ONNX Runtime's: its transformer optimizer writes LayerNormalization (same
   // attributes and semantics) into models of any opset, before ONNX added the op in 17.
-  registry.RegisterVersions("", "LayerNormalization", {1, 17}, 2, 3, 1, 3, InferLayerNormLike, LayerNormKernel);
-  registry.RegisterVersions("", "GroupNormalization", {18, 21}, 3, 3, 1, 1, InferSameAsInput0, GroupNormKernel);
-  registry.RegisterVersions("", "RMSNormalization", {23}, 2, 2, 1, 1, InferSameAsInput0, RmsNormKernel);
+  registry.RegisterVersions("", "LayerNormalization", {1, 17}, InferLayerNormLike, LayerNormKernel);
+  registry.RegisterVersions("", "GroupNormalization", {18, 21}, InferSameAsInput0, GroupNormKernel);
+  registry.RegisterVersions("", "RMSNormalization", {23}, InferSameAsInput0, RmsNormKernel);
   // ONNX Runtime's RMS norm (T5 / LLaMA graphs from its optimizer): RMSNormalization's
   // computation, with the inverse RMS as an optional second output.
-  registry.RegisterVersions("", "SimplifiedLayerNormalization", {1}, 2, 2, 1, 2, InferLayerNormLike, RmsNormKernel);
-  registry.RegisterVersions("", "LpNormalization", {1, 22}, 1, 1, 1, 1, InferSameAsInput0, LpNormKernel);
-  registry.RegisterVersions("", "LRN", {1, 13}, 1, 1, 1, 1, InferSameAsInput0, LrnKernel);
-  registry.RegisterVersions("", "MeanVarianceNormalization", {9, 13}, 1, 1, 1, 1, InferSameAsInput0, MvnKernel);
-  registry.RegisterVersions("com.microsoft", "SkipLayerNormalization", {1}, 3, 5, 1, 4, InferSkipLayerNorm,
-                            SkipLayerNormKernel);
-  registry.RegisterVersions("com.microsoft", "SkipSimplifiedLayerNormalization", {1}, 3, 4, 1, 4, InferSkipLayerNorm,
+  registry.RegisterVersions("", "SimplifiedLayerNormalization", {1}, InferLayerNormLike, RmsNormKernel);
+  registry.RegisterVersions("", "LpNormalization", {1, 22}, InferSameAsInput0, LpNormKernel);
+  registry.RegisterVersions("", "LRN", {1, 13}, InferSameAsInput0, LrnKernel);
+  registry.RegisterVersions("", "MeanVarianceNormalization", {9, 13}, InferSameAsInput0, MvnKernel);
+  registry.RegisterVersions("com.microsoft", "SkipLayerNormalization", {1}, InferSkipLayerNorm, SkipLayerNormKernel);
+  registry.RegisterVersions("com.microsoft", "SkipSimplifiedLayerNormalization", {1}, InferSkipLayerNorm,
                             SkipSimplifiedLayerNormKernel);
-  registry.RegisterVersions("com.microsoft", "EmbedLayerNormalization", {1}, 7, 9, 1, 3, InferEmbedLayerNorm,
-                            EmbedLayerNormKernel);
+  registry.RegisterVersions("com.microsoft", "EmbedLayerNormalization", {1}, InferEmbedLayerNorm, EmbedLayerNormKernel);
 }
 
 }  // namespace nee

@@ -37,6 +37,12 @@ void OpRegistry::RegisterVersions(const char* domain, const char* name, std::ini
     Register(OpSchema{domain, name, v, min_inputs, max_inputs, min_outputs, max_outputs, infer, kernel});
 }
 
+void OpRegistry::RegisterVersions(const char* domain, const char* name, std::initializer_list<int> versions,
+                                  ShapeFn infer, KernelFn kernel) {
+  for (int v : versions)
+    Register(OpSchema{domain, name, v, kArityDeclared, kVariadic, kArityDeclared, kVariadic, infer, kernel});
+}
+
 Result<const OpSchema*> OpRegistry::Resolve(const std::string& domain, const std::string& name,
                                             int64_t opset) const {
   std::string d = NormalizeDomain(domain);

@@ -10,6 +10,14 @@
 
 namespace nee {
 
+// The min_inputs and min_outputs of an entry registered without counts: its
+// arity is what each version's declaration (ops/attr_spec.h) states, which
+// the checker enforces (one entry may serve versions of different arity), so
+// nee's own ops state their counts once, in the declaration. Entries with
+// counts are ops without one (custom ops).
+constexpr int kArityDeclared = -1;
+inline bool ArityDeclared(const OpSchema& s) { return s.min_inputs == kArityDeclared; }
+
 class OpRegistry {
  public:
   OpRegistry() = default;
@@ -22,7 +30,11 @@ class OpRegistry {
   static const OpRegistry& Global();
 
   void Register(const OpSchema& schema);
-  // Registers one entry per listed since-version, sharing arity, rule and kernel.
+  // Registers one entry per listed since-version, sharing rule and kernel,
+  // whose arity is its declaration's (kArityDeclared).
+  void RegisterVersions(const char* domain, const char* name, std::initializer_list<int> versions, ShapeFn infer,
+                        KernelFn kernel);
+  // The same with explicit counts, for an op without a declaration.
   void RegisterVersions(const char* domain, const char* name, std::initializer_list<int> versions,
                         int min_inputs, int max_inputs, int min_outputs, int max_outputs,
                         ShapeFn infer, KernelFn kernel);

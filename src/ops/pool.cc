@@ -464,14 +464,14 @@ Status MaxRoiPoolKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterPoolOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "MaxPool", {1, 8, 10, 11, 12, 22}, 1, 1, 1, 2, InferWindowPool, MaxPoolKernel);
-  registry.RegisterVersions("", "AveragePool", {1, 7, 10, 11, 19, 22}, 1, 1, 1, 1, InferWindowPool, AveragePoolKernel);
-  registry.RegisterVersions("", "LpPool", {1, 2, 11, 18, 22}, 1, 1, 1, 1, InferWindowPool, LpPoolKernel);
-  registry.RegisterVersions("", "GlobalAveragePool", {1, 22}, 1, 1, 1, 1, InferGlobalPool, GlobalAveragePoolKernel);
-  registry.RegisterVersions("", "GlobalMaxPool", {1, 22}, 1, 1, 1, 1, InferGlobalPool, GlobalMaxPoolKernel);
-  registry.RegisterVersions("", "GlobalLpPool", {1, 2, 22}, 1, 1, 1, 1, InferGlobalPool, GlobalLpPoolKernel);
-  registry.RegisterVersions("", "MaxUnpool", {9, 11, 22}, 2, 3, 1, 1, InferMaxUnpool, MaxUnpoolKernel);
-  registry.RegisterVersions("", "MaxRoiPool", {1, 22}, 2, 2, 1, 1, InferMaxRoiPool, MaxRoiPoolKernel);
+  registry.RegisterVersions("", "MaxPool", {1, 8, 10, 11, 12, 22}, InferWindowPool, MaxPoolKernel);
+  registry.RegisterVersions("", "AveragePool", {1, 7, 10, 11, 19, 22}, InferWindowPool, AveragePoolKernel);
+  registry.RegisterVersions("", "LpPool", {1, 2, 11, 18, 22}, InferWindowPool, LpPoolKernel);
+  registry.RegisterVersions("", "GlobalAveragePool", {1, 22}, InferGlobalPool, GlobalAveragePoolKernel);
+  registry.RegisterVersions("", "GlobalMaxPool", {1, 22}, InferGlobalPool, GlobalMaxPoolKernel);
+  registry.RegisterVersions("", "GlobalLpPool", {1, 2, 22}, InferGlobalPool, GlobalLpPoolKernel);
+  registry.RegisterVersions("", "MaxUnpool", {9, 11, 22}, InferMaxUnpool, MaxUnpoolKernel);
+  registry.RegisterVersions("", "MaxRoiPool", {1, 22}, InferMaxRoiPool, MaxRoiPoolKernel);
 }
 
 }  // namespace nee

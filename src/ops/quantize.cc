@@ -758,6 +758,13 @@ Status QLinearBinaryKernel(KernelContext& ctx) {
 
 // QLinearConcat (Y_scale, Y_zp, then (X_i, X_i_scale, X_i_zp) triples), attribute axis.
 Status InferQLinearConcat(InferenceContext& ctx) {
+  // The declaration's variadic formal admits any count from 3 on; ONNX
+  // Runtime's kernel takes (tensor, scale, zero point) triples, at least one,
+  // and refuses other counts when the session is created: so does nee.
+  const size_t n = ctx.num_inputs();
+  if (n < 5 || (n - 2) % 3 != 0 || n > 2 + 3 * 1024)
+    return ctx.Error("takes Y_scale, Y_zero_point, then one to 1024 (tensor, scale, zero point) triples: got " +
+                     std::to_string(n) + " inputs");
   NEE_ASSIGN_OR_RETURN(int64_t axis, ctx.node.GetInt("axis", 0));
   std::optional<Shape> shape;
   std::vector<int64_t> out;
@@ -1172,32 +1179,25 @@ Status QLinearSoftmaxKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterQuantizeOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "QuantizeLinear", {10, 13, 19, 21, 23, 24, 25, 28}, 2, 3, 1, 1,
-                            InferQuantizeLinear, QuantizeLinearKernel);
-  registry.RegisterVersions("", "DequantizeLinear", {10, 13, 19, 21, 23, 24, 25, 28}, 2, 3, 1, 1,
-                            InferDequantizeLinear, DequantizeLinearKernel);
-  registry.RegisterVersions("", "DynamicQuantizeLinear", {11}, 1, 1, 3, 3, InferDynamicQuantizeLinear,
-                            DynamicQuantizeLinearKernel);
-  registry.RegisterVersions("", "QLinearMatMul", {10, 21}, 8, 8, 1, 1, InferQLinearMatMul, QLinearMatMulKernel);
-  registry.RegisterVersions("", "QLinearConv", {10}, 8, 9, 1, 1, InferQLinearConv, QLinearConvKernel);
+  registry.RegisterVersions("", "QuantizeLinear", {10, 13, 19, 21, 23, 24, 25, 28}, InferQuantizeLinear,
+                            QuantizeLinearKernel);
+  registry.RegisterVersions("", "DequantizeLinear", {10, 13, 19, 21, 23, 24, 25, 28}, InferDequantizeLinear,
+                            DequantizeLinearKernel);
+  registry.RegisterVersions("", "DynamicQuantizeLinear", {11}, InferDynamicQuantizeLinear, DynamicQuantizeLinearKernel);
+  registry.RegisterVersions("", "QLinearMatMul", {10, 21}, InferQLinearMatMul, QLinearMatMulKernel);
+  registry.RegisterVersions("", "QLinearConv", {10}, InferQLinearConv, QLinearConvKernel);
   // ONNX Runtime contrib ops written by onnxruntime.quantization (QOperator format).
-  registry.RegisterVersions("com.microsoft", "QLinearAdd", {1}, 7, 8, 1, 1, InferQLinearBinary,
-                            QLinearBinaryKernel<false>);
-  registry.RegisterVersions("com.microsoft", "QLinearMul", {1}, 7, 8, 1, 1, InferQLinearBinary,
-                            QLinearBinaryKernel<true>);
-  registry.RegisterVersions("com.microsoft", "QLinearConcat", {1}, 5, 2 + 3 * 1024, 1, 1, InferQLinearConcat,
-                            QLinearConcatKernel);
-  registry.RegisterVersions("com.microsoft", "QLinearGlobalAveragePool", {1}, 5, 5, 1, 1,
-                            InferQLinearGlobalAveragePool, QLinearGlobalAveragePoolKernel);
-  registry.RegisterVersions("com.microsoft", "QGemm", {1}, 6, 9, 1, 1, InferQGemm, QGemmKernel);
-  registry.RegisterVersions("com.microsoft", "QLinearSigmoid", {1}, 4, 5, 1, 1, InferQLinearUnary,
-                            QLinearSigmoidKernel);
-  registry.RegisterVersions("com.microsoft", "QLinearLeakyRelu", {1}, 4, 5, 1, 1, InferQLinearUnary,
-                            QLinearLeakyReluKernel);
-  registry.RegisterVersions("com.microsoft", "QLinearAveragePool", {1}, 4, 5, 1, 1, InferQLinearAveragePool,
+  registry.RegisterVersions("com.microsoft", "QLinearAdd", {1}, InferQLinearBinary, QLinearBinaryKernel<false>);
+  registry.RegisterVersions("com.microsoft", "QLinearMul", {1}, InferQLinearBinary, QLinearBinaryKernel<true>);
+  registry.RegisterVersions("com.microsoft", "QLinearConcat", {1}, InferQLinearConcat, QLinearConcatKernel);
+  registry.RegisterVersions("com.microsoft", "QLinearGlobalAveragePool", {1}, InferQLinearGlobalAveragePool,
+                            QLinearGlobalAveragePoolKernel);
+  registry.RegisterVersions("com.microsoft", "QGemm", {1}, InferQGemm, QGemmKernel);
+  registry.RegisterVersions("com.microsoft", "QLinearSigmoid", {1}, InferQLinearUnary, QLinearSigmoidKernel);
+  registry.RegisterVersions("com.microsoft", "QLinearLeakyRelu", {1}, InferQLinearUnary, QLinearLeakyReluKernel);
+  registry.RegisterVersions("com.microsoft", "QLinearAveragePool", {1}, InferQLinearAveragePool,
                             QLinearAveragePoolKernel);
-  registry.RegisterVersions("com.microsoft", "QLinearSoftmax", {1}, 4, 5, 1, 1, InferQLinearUnary,
-                            QLinearSoftmaxKernel);
+  registry.RegisterVersions("com.microsoft", "QLinearSoftmax", {1}, InferQLinearUnary, QLinearSoftmaxKernel);
 }
 
 }  // namespace nee

@@ -402,8 +402,8 @@ Status ReduceKernel(KernelContext& ctx) {
 template <ReduceKind kKind>
 void RegisterReduce(OpRegistry& registry, const char* name, std::initializer_list<int> attr_versions,
                     std::initializer_list<int> input_versions) {
-  registry.RegisterVersions("", name, attr_versions, 1, 1, 1, 1, InferReduce<kKind>, ReduceKernel<kKind>);
-  registry.RegisterVersions("", name, input_versions, 1, 2, 1, 1, InferReduce<kKind>, ReduceKernel<kKind>);
+  registry.RegisterVersions("", name, attr_versions, InferReduce<kKind>, ReduceKernel<kKind>);
+  registry.RegisterVersions("", name, input_versions, InferReduce<kKind>, ReduceKernel<kKind>);
 }
 
 }  // namespace

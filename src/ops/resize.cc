@@ -568,10 +568,8 @@ Status ResizeKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterResizeOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "Resize", {10}, 2, 2, 1, 1, InferResize, ResizeKernel);
-  registry.RegisterVersions("", "Resize", {11, 13, 18, 19}, 1, 4, 1, 1, InferResize, ResizeKernel);
-  registry.RegisterVersions("", "Upsample", {1, 7}, 1, 1, 1, 1, InferResize, ResizeKernel);
-  registry.RegisterVersions("", "Upsample", {9}, 2, 2, 1, 1, InferResize, ResizeKernel);
+  registry.RegisterVersions("", "Resize", {10, 11, 13, 18, 19}, InferResize, ResizeKernel);
+  registry.RegisterVersions("", "Upsample", {1, 7, 9}, InferResize, ResizeKernel);
 }
 
 }  // namespace nee

@@ -626,16 +626,13 @@ Status RnnKernel(KernelContext& ctx) {
 void RegisterRnnOps(OpRegistry& registry) {
   // Version 1 (and GRU's 3) computes what 7 does; their output_sequence attribute only said whether Y was
   // wanted, which an absent output says from 7 on. GRU-1 has no linear_before_reset (it is 0).
-  registry.RegisterVersions("", "RNN", {1, 7, 14, 22}, 3, 6, 0, 2, InferRnn<CellKind::kRnn>,
-                            RnnKernel<CellKind::kRnn>);
-  registry.RegisterVersions("", "GRU", {1, 3, 7, 14, 22}, 3, 6, 0, 2, InferRnn<CellKind::kGru>,
-                            RnnKernel<CellKind::kGru>);
-  registry.RegisterVersions("", "LSTM", {1, 7, 14, 22}, 3, 8, 0, 3, InferRnn<CellKind::kLstm>,
-                            RnnKernel<CellKind::kLstm>);
+  registry.RegisterVersions("", "RNN", {1, 7, 14, 22}, InferRnn<CellKind::kRnn>, RnnKernel<CellKind::kRnn>);
+  registry.RegisterVersions("", "GRU", {1, 3, 7, 14, 22}, InferRnn<CellKind::kGru>, RnnKernel<CellKind::kGru>);
+  registry.RegisterVersions("", "LSTM", {1, 7, 14, 22}, InferRnn<CellKind::kLstm>, RnnKernel<CellKind::kLstm>);
   // ONNX Runtime's contrib op written by onnxruntime.quantization.quantize_dynamic for LSTM nodes: LSTM with
   // int8 weights laid out [dirs, input, 4*hidden] / [dirs, hidden, 4*hidden]; their scales and zero points
   // (inputs 8 to 11) are required, which the kernel checks (the optional inputs 3 to 7 come before them).
-  registry.RegisterVersions("com.microsoft", "DynamicQuantizeLSTM", {1}, 3, 12, 0, 3, InferRnn<CellKind::kLstm>,
+  registry.RegisterVersions("com.microsoft", "DynamicQuantizeLSTM", {1}, InferRnn<CellKind::kLstm>,
                             RnnKernel<CellKind::kLstm, true>);
 }
 

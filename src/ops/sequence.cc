@@ -494,29 +494,21 @@ Status OptionalGetElementKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterSequenceOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "SequenceConstruct", {11}, 1, kVariadic, 1, 1, InferSequenceConstruct,
-                            SequenceConstructKernel);
-  registry.RegisterVersions("", "SequenceEmpty", {11}, 0, 0, 1, 1, InferSequenceEmpty, SequenceEmptyKernel);
-  registry.RegisterVersions("", "SequenceAt", {11}, 2, 2, 1, 1, InferSequenceAt, SequenceAtKernel);
-  registry.RegisterVersions("", "SequenceInsert", {11}, 2, 3, 1, 1, InferSequenceInsert, SequenceInsertKernel);
-  registry.RegisterVersions("", "SequenceErase", {11}, 1, 2, 1, 1, InferSameSequence, SequenceEraseKernel);
-  registry.RegisterVersions("", "SequenceLength", {11}, 1, 1, 1, 1, InferSequenceLength, SequenceLengthKernel);
+  registry.RegisterVersions("", "SequenceConstruct", {11}, InferSequenceConstruct, SequenceConstructKernel);
+  registry.RegisterVersions("", "SequenceEmpty", {11}, InferSequenceEmpty, SequenceEmptyKernel);
+  registry.RegisterVersions("", "SequenceAt", {11}, InferSequenceAt, SequenceAtKernel);
+  registry.RegisterVersions("", "SequenceInsert", {11}, InferSequenceInsert, SequenceInsertKernel);
+  registry.RegisterVersions("", "SequenceErase", {11}, InferSameSequence, SequenceEraseKernel);
+  registry.RegisterVersions("", "SequenceLength", {11}, InferSequenceLength, SequenceLengthKernel);
   // 24 only widened the element types.
-  registry.RegisterVersions("", "SplitToSequence", {11, 24}, 1, 2, 1, 1, InferSplitToSequence,
-                            SplitToSequenceKernel);
-  registry.RegisterVersions("", "ConcatFromSequence", {11}, 1, 1, 1, 1, InferConcatFromSequence,
-                            ConcatFromSequenceKernel);
-  registry.RegisterVersions("", "SequenceMap", {17}, 1, kVariadic, 1, kVariadic, InferSequenceMap,
-                            SequenceMapKernel);
+  registry.RegisterVersions("", "SplitToSequence", {11, 24}, InferSplitToSequence, SplitToSequenceKernel);
+  registry.RegisterVersions("", "ConcatFromSequence", {11}, InferConcatFromSequence, ConcatFromSequenceKernel);
+  registry.RegisterVersions("", "SequenceMap", {17}, InferSequenceMap, SequenceMapKernel);
   // 28 only widened the element types.
-  registry.RegisterVersions("", "Optional", {15, 28}, 0, 1, 1, 1, InferOptional, OptionalKernel);
+  registry.RegisterVersions("", "Optional", {15, 28}, InferOptional, OptionalKernel);
   // 18: the input became optional and may be a plain tensor or sequence.
-  registry.RegisterVersions("", "OptionalHasElement", {15}, 1, 1, 1, 1, InferOptionalHasElement,
-                            OptionalHasElementKernel);
-  registry.RegisterVersions("", "OptionalHasElement", {18, 28}, 0, 1, 1, 1, InferOptionalHasElement,
-                            OptionalHasElementKernel);
-  registry.RegisterVersions("", "OptionalGetElement", {15, 18, 28}, 1, 1, 1, 1, InferOptionalGetElement,
-                            OptionalGetElementKernel);
+  registry.RegisterVersions("", "OptionalHasElement", {15, 18, 28}, InferOptionalHasElement, OptionalHasElementKernel);
+  registry.RegisterVersions("", "OptionalGetElement", {15, 18, 28}, InferOptionalGetElement, OptionalGetElementKernel);
 }
 
 }  // namespace nee

@@ -937,6 +937,21 @@ Status DropoutKernel(KernelContext& ctx) {
 
 Status DropoutInfer(InferenceContext& ictx) {
   NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ictx, 0));
+  if (ictx.opset < 7) {
+    // Dropout-1 and -6 choose the mode by attribute, and is_test=0 (the
+    // default) is training mode: "the output Y will either be a random
+    // dropout, or a simple copy of the input". nee runs inference and refuses
+    // it when the session is created, as it refuses training_mode=1 from
+    // Dropout-12 on; a ratio of 0 drops nothing, so it is a copy. ONNX Runtime
+    // and onnx.reference refuse both versions whatever is_test says (no
+    // kernel before Dropout-7); nee runs is_test=1, the spec's copy.
+    NEE_ASSIGN_OR_RETURN(int64_t is_test, ictx.node.GetInt("is_test", 0));
+    NEE_ASSIGN_OR_RETURN(float ratio, ictx.node.GetFloat("ratio", 0.5f));
+    if (is_test == 0 && ratio != 0)
+      return NotImplemented(ictx.node.Describe() +
+                            ": training-mode Dropout (is_test=0, the default before opset 7: "
+                            "random masking) is not supported; set is_test=1 for inference");
+  }
   ictx.output_types[0] = *x;
   if (ictx.num_outputs() > 1)
     ictx.output_types[1] = TypeInfo::Tensor(ictx.opset >= 10 ? DataType::kBool : x->elem_type, x->shape);
@@ -1131,33 +1146,25 @@ Status CenterCropPadInfer(InferenceContext& ictx) {
 }  // namespace
 
 void RegisterShapeOpsOps(OpRegistry& r) {
-  r.RegisterVersions("", "Reshape", {1}, 1, 1, 1, 1, ReshapeInfer, ReshapeKernel);
-  r.RegisterVersions("", "Reshape", {5, 13, 14, 19, 21, 23, 24, 25}, 2, 2, 1, 1, ReshapeInfer, ReshapeKernel);
-  r.RegisterVersions("", "Flatten", {1, 9, 11, 13, 21, 23, 24, 25}, 1, 1, 1, 1, FlattenInfer, FlattenKernel);
-  r.RegisterVersions("", "Transpose", {1, 13, 21, 23, 24, 25}, 1, 1, 1, 1, TransposeInfer, TransposeKernel);
-  r.RegisterVersions("", "Squeeze", {1, 11}, 1, 1, 1, 1, SqueezeInfer, SqueezeKernel);
-  r.RegisterVersions("", "Squeeze", {13, 21, 23, 24, 25}, 1, 2, 1, 1, SqueezeInfer, SqueezeKernel);
-  r.RegisterVersions("", "Unsqueeze", {1, 11}, 1, 1, 1, 1, UnsqueezeInfer, UnsqueezeKernel);
-  r.RegisterVersions("", "Unsqueeze", {13, 21, 23, 24, 25}, 2, 2, 1, 1, UnsqueezeInfer, UnsqueezeKernel);
-  r.RegisterVersions("", "Concat", {1, 4, 11, 13}, 1, kVariadic, 1, 1, ConcatInfer, ConcatKernel);
-  r.RegisterVersions("", "Split", {1}, 1, 2, 1, kVariadic, SplitInfer, SplitKernel);
-  r.RegisterVersions("", "Split", {2, 11}, 1, 1, 1, kVariadic, SplitInfer, SplitKernel);
-  r.RegisterVersions("", "Split", {13, 18}, 1, 2, 1, kVariadic, SplitInfer, SplitKernel);
-  r.RegisterVersions("", "Expand", {8, 13}, 2, 2, 1, 1, ExpandInfer, ExpandKernel);
-  r.RegisterVersions("", "Tile", {6, 13}, 2, 2, 1, 1, TileInfer, TileKernel);
-  r.RegisterVersions("", "Pad", {1, 2}, 1, 1, 1, 1, PadInfer, PadKernel);
-  r.RegisterVersions("", "Pad", {11, 13}, 2, 3, 1, 1, PadInfer, PadKernel);
-  r.RegisterVersions("", "Pad", {18, 19, 21, 23, 24, 25}, 2, 4, 1, 1, PadInfer, PadKernel);
-  r.RegisterVersions("", "Shape", {1, 13, 15, 19, 21, 23, 24, 25}, 1, 1, 1, 1, ShapeInfer, ShapeKernel);
-  r.RegisterVersions("", "Size", {1, 13, 19, 21, 23, 24, 25}, 1, 1, 1, 1, SizeInfer, SizeKernel);
-  r.RegisterVersions("", "Identity", {1, 13, 14, 16, 19, 21, 23, 24, 25}, 1, 1, 1, 1, IdentityInfer, IdentityKernel);
-  r.RegisterVersions("", "Dropout", {1, 6, 7, 10}, 1, 1, 1, 2, DropoutInfer, DropoutKernel);
-  r.RegisterVersions("", "Dropout", {12, 13, 22}, 1, 3, 1, 2, DropoutInfer, DropoutKernel);
-  r.RegisterVersions("", "Trilu", {14}, 1, 2, 1, 1, TriluInfer, TriluKernel);
-  r.RegisterVersions("", "DepthToSpace", {1, 11, 13, 28}, 1, 1, 1, 1, DepthToSpaceInfer, DepthToSpaceKernel);
-  r.RegisterVersions("", "SpaceToDepth", {1, 13, 28}, 1, 1, 1, 1, SpaceToDepthInfer, SpaceToDepthKernel);
-  r.RegisterVersions("", "ReverseSequence", {10, 28}, 2, 2, 1, 1, InferSameAsInput0, ReverseSequenceKernel);
-  r.RegisterVersions("", "CenterCropPad", {18}, 2, 2, 1, 1, CenterCropPadInfer, CenterCropPadKernel);
+  r.RegisterVersions("", "Reshape", {1, 5, 13, 14, 19, 21, 23, 24, 25}, ReshapeInfer, ReshapeKernel);
+  r.RegisterVersions("", "Flatten", {1, 9, 11, 13, 21, 23, 24, 25}, FlattenInfer, FlattenKernel);
+  r.RegisterVersions("", "Transpose", {1, 13, 21, 23, 24, 25}, TransposeInfer, TransposeKernel);
+  r.RegisterVersions("", "Squeeze", {1, 11, 13, 21, 23, 24, 25}, SqueezeInfer, SqueezeKernel);
+  r.RegisterVersions("", "Unsqueeze", {1, 11, 13, 21, 23, 24, 25}, UnsqueezeInfer, UnsqueezeKernel);
+  r.RegisterVersions("", "Concat", {1, 4, 11, 13}, ConcatInfer, ConcatKernel);
+  r.RegisterVersions("", "Split", {1, 2, 11, 13, 18}, SplitInfer, SplitKernel);
+  r.RegisterVersions("", "Expand", {8, 13}, ExpandInfer, ExpandKernel);
+  r.RegisterVersions("", "Tile", {6, 13}, TileInfer, TileKernel);
+  r.RegisterVersions("", "Pad", {1, 2, 11, 13, 18, 19, 21, 23, 24, 25}, PadInfer, PadKernel);
+  r.RegisterVersions("", "Shape", {1, 13, 15, 19, 21, 23, 24, 25}, ShapeInfer, ShapeKernel);
+  r.RegisterVersions("", "Size", {1, 13, 19, 21, 23, 24, 25}, SizeInfer, SizeKernel);
+  r.RegisterVersions("", "Identity", {1, 13, 14, 16, 19, 21, 23, 24, 25}, IdentityInfer, IdentityKernel);
+  r.RegisterVersions("", "Dropout", {1, 6, 7, 10, 12, 13, 22}, DropoutInfer, DropoutKernel);
+  r.RegisterVersions("", "Trilu", {14}, TriluInfer, TriluKernel);
+  r.RegisterVersions("", "DepthToSpace", {1, 11, 13, 28}, DepthToSpaceInfer, DepthToSpaceKernel);
+  r.RegisterVersions("", "SpaceToDepth", {1, 13, 28}, SpaceToDepthInfer, SpaceToDepthKernel);
+  r.RegisterVersions("", "ReverseSequence", {10, 28}, InferSameAsInput0, ReverseSequenceKernel);
+  r.RegisterVersions("", "CenterCropPad", {18}, CenterCropPadInfer, CenterCropPadKernel);
 }
 
 }  // namespace nee

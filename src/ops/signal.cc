@@ -544,15 +544,14 @@ Status DetKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterSignalOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "DFT", {17}, 1, 2, 1, 1, DftInfer, DftKernel);
-  registry.RegisterVersions("", "DFT", {20}, 1, 3, 1, 1, DftInfer, DftKernel);
-  registry.RegisterVersions("", "STFT", {17}, 2, 4, 1, 1, StftInfer, StftKernel);
-  registry.RegisterVersions("", "HannWindow", {17}, 1, 1, 1, 1, WindowInfer, HannWindowKernel);
-  registry.RegisterVersions("", "HammingWindow", {17}, 1, 1, 1, 1, WindowInfer, HammingWindowKernel);
-  registry.RegisterVersions("", "BlackmanWindow", {17}, 1, 1, 1, 1, WindowInfer, BlackmanWindowKernel);
-  registry.RegisterVersions("", "MelWeightMatrix", {17}, 5, 5, 1, 1, MelWeightMatrixInfer, MelWeightMatrixKernel);
-  registry.RegisterVersions("", "CumProd", {26}, 2, 2, 1, 1, InferSameAsInput0, CumProdKernel);
-  registry.RegisterVersions("", "Det", {11, 22}, 1, 1, 1, 1, DetInfer, DetKernel);
+  registry.RegisterVersions("", "DFT", {17, 20}, DftInfer, DftKernel);
+  registry.RegisterVersions("", "STFT", {17}, StftInfer, StftKernel);
+  registry.RegisterVersions("", "HannWindow", {17}, WindowInfer, HannWindowKernel);
+  registry.RegisterVersions("", "HammingWindow", {17}, WindowInfer, HammingWindowKernel);
+  registry.RegisterVersions("", "BlackmanWindow", {17}, WindowInfer, BlackmanWindowKernel);
+  registry.RegisterVersions("", "MelWeightMatrix", {17}, MelWeightMatrixInfer, MelWeightMatrixKernel);
+  registry.RegisterVersions("", "CumProd", {26}, InferSameAsInput0, CumProdKernel);
+  registry.RegisterVersions("", "Det", {11, 22}, DetInfer, DetKernel);
 }
 
 }  // namespace nee

@@ -113,9 +113,9 @@ Status HardmaxKernel(KernelContext& ctx) { return SoftmaxLikeKernel(ctx, Softmax
 }  // namespace
 
 void RegisterSoftmaxOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "Softmax", {1, 11, 13}, 1, 1, 1, 1, InferSoftmax, SoftmaxKernel);
-  registry.RegisterVersions("", "LogSoftmax", {1, 11, 13}, 1, 1, 1, 1, InferSoftmax, LogSoftmaxKernel);
-  registry.RegisterVersions("", "Hardmax", {1, 11, 13}, 1, 1, 1, 1, InferSoftmax, HardmaxKernel);
+  registry.RegisterVersions("", "Softmax", {1, 11, 13}, InferSoftmax, SoftmaxKernel);
+  registry.RegisterVersions("", "LogSoftmax", {1, 11, 13}, InferSoftmax, LogSoftmaxKernel);
+  registry.RegisterVersions("", "Hardmax", {1, 11, 13}, InferSoftmax, HardmaxKernel);
 }
 
 }  // namespace nee

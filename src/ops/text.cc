@@ -673,12 +673,12 @@ Status TfIdfVectorizerKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterTextOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "StringNormalizer", {10}, 1, 1, 1, 1, StringNormalizerInfer, StringNormalizerKernel);
-  registry.RegisterVersions("", "StringSplit", {20}, 1, 1, 2, 2, StringSplitInfer, StringSplitKernel);
-  registry.RegisterVersions("", "StringConcat", {20}, 2, 2, 1, 1, StringConcatInfer, StringConcatKernel);
-  registry.RegisterVersions("", "RegexFullMatch", {20}, 1, 1, 1, 1, RegexFullMatchInfer, RegexFullMatchKernel);
-  registry.RegisterVersions("", "TfIdfVectorizer", {9}, 1, 1, 1, 1, TfIdfVectorizerInfer, TfIdfVectorizerKernel);
-  registry.RegisterVersions("com.microsoft", "Tokenizer", {1}, 1, 1, 1, 1, TokenizerInfer, TokenizerKernel);
+  registry.RegisterVersions("", "StringNormalizer", {10}, StringNormalizerInfer, StringNormalizerKernel);
+  registry.RegisterVersions("", "StringSplit", {20}, StringSplitInfer, StringSplitKernel);
+  registry.RegisterVersions("", "StringConcat", {20}, StringConcatInfer, StringConcatKernel);
+  registry.RegisterVersions("", "RegexFullMatch", {20}, RegexFullMatchInfer, RegexFullMatchKernel);
+  registry.RegisterVersions("", "TfIdfVectorizer", {9}, TfIdfVectorizerInfer, TfIdfVectorizerKernel);
+  registry.RegisterVersions("com.microsoft", "Tokenizer", {1}, TokenizerInfer, TokenizerKernel);
 }
 
 }  // namespace nee

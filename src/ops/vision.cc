@@ -729,12 +729,11 @@ Status DeformConvKernel(KernelContext& ctx) {
 }  // namespace
 
 void RegisterVisionOps(OpRegistry& registry) {
-  registry.RegisterVersions("", "GridSample", {16, 20, 22}, 2, 2, 1, 1, GridSampleInfer, GridSampleKernel);
-  registry.RegisterVersions("", "AffineGrid", {20}, 2, 2, 1, 1, AffineGridInfer, AffineGridKernel);
-  registry.RegisterVersions("", "NonMaxSuppression", {10, 11}, 2, 5, 1, 1, NonMaxSuppressionInfer,
-                            NonMaxSuppressionKernel);
-  registry.RegisterVersions("", "RoiAlign", {10, 16, 22}, 3, 3, 1, 1, RoiAlignInfer, RoiAlignKernel);
-  registry.RegisterVersions("", "DeformConv", {19, 22}, 3, 5, 1, 1, DeformConvInfer, DeformConvKernel);
+  registry.RegisterVersions("", "GridSample", {16, 20, 22}, GridSampleInfer, GridSampleKernel);
+  registry.RegisterVersions("", "AffineGrid", {20}, AffineGridInfer, AffineGridKernel);
+  registry.RegisterVersions("", "NonMaxSuppression", {10, 11}, NonMaxSuppressionInfer, NonMaxSuppressionKernel);
+  registry.RegisterVersions("", "RoiAlign", {10, 16, 22}, RoiAlignInfer, RoiAlignKernel);
+  registry.RegisterVersions("", "DeformConv", {19, 22}, DeformConvInfer, DeformConvKernel);
 }
 
 }  // namespace nee

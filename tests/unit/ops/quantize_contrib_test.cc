@@ -112,6 +112,17 @@ TEST(QuantizeContrib, RejectsBadInputs) {
             {F(0.1f), U8(5), Tensor::FromVector<uint8_t>({1, 2}, {1, 2}), F(0.2f), U8(3),
              Tensor::FromVector<uint8_t>({1, 2, 3, 4}, {2, 2}), F(0.05f), U8(128)});
   EXPECT_FALSE(r.ok());
+  // The declaration admits 3 or more inputs; the op takes Y's scale and zero
+  // point, then whole (tensor, scale, zero point) triples, at least one.
+  for (int n : {3, 4, 6}) {
+    std::vector<Value> inputs = {F(0.1f), U8(5)};
+    for (int k = 2; k < n; ++k) inputs.push_back(k % 3 == 2 ? Tensor::FromVector<uint8_t>({1, 2}, {1, 2})
+                                                 : k % 3 == 0 ? F(0.2f) : U8(3));
+    r = RunOp(MakeNode("QLinearConcat", n, 1, {IntAttr("axis", 1)}, kMs), 1, inputs);
+    ASSERT_FALSE(r.ok()) << n;
+    EXPECT_NE(r.status().message().find("triples: got " + std::to_string(n) + " inputs"), std::string::npos)
+        << r.status().ToString();
+  }
   r = RunOp(MakeNode("QGemm", 6, 1, {}, kMs), 1,
             {Tensor::FromVector<uint8_t>({1, 2, 3}, {1, 3}), F(0.1f), U8(0),
              Tensor::FromVector<int8_t>({1, 2}, {2, 1}), F(0.1f), I8(0)});
