@@ -266,9 +266,9 @@ void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g
 }
 
 void RegisterBlockedConvOps(OpRegistry& registry) {
-  registry.RegisterVersions(kNeeDomain, "ToBlocked", {1}, 1, 1, 1, 1, InferToBlocked, ToBlockedKernel);
-  registry.RegisterVersions(kNeeDomain, "FromBlocked", {1}, 1, 1, 1, 1, InferFromBlocked, FromBlockedKernel);
-  registry.RegisterVersions(kNeeDomain, "BlockedConv", {1}, 2, 4, 1, 1, InferBlockedConv, BlockedConvKernel);
+  registry.RegisterVersions(kNeeDomain, "ToBlocked", {1}, InferToBlocked, ToBlockedKernel);
+  registry.RegisterVersions(kNeeDomain, "FromBlocked", {1}, InferFromBlocked, FromBlockedKernel);
+  registry.RegisterVersions(kNeeDomain, "BlockedConv", {1}, InferBlockedConv, BlockedConvKernel);
 }
 
 }  // namespace nee

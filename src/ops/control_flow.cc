@@ -674,17 +674,13 @@ Status ScanKernel(KernelContext& ctx) {
 void RegisterControlFlowOps(OpRegistry& registry) {
   // Later versions only widened the allowed types (sequences, optionals, new
   // element types); the semantics nee implements are the same throughout.
-  registry.RegisterVersions("", "If", {1, 11, 13, 16, 19, 21, 23, 24, 25}, 1, 1, 1, kVariadic, InferIf,
-                            IfKernel);
-  registry.RegisterVersions("", "Loop", {1, 11, 13, 16, 19, 21, 23, 24, 25}, 0, kVariadic, 0, kVariadic,
-                            InferLoop, LoopKernel);
+  registry.RegisterVersions("", "If", {1, 11, 13, 16, 19, 21, 23, 24, 25}, InferIf, IfKernel);
+  registry.RegisterVersions("", "Loop", {1, 11, 13, 16, 19, 21, 23, 24, 25}, InferLoop, LoopKernel);
   // Scan 8 has the batch axis and sequence_lens; 9 introduced the per-input
-  // axes and directions; the rest widened types. In Scan 8 the leading
-  // input (sequence_lens) may be omitted, so no input counts as required
-  // here; the kernel and rule check the counts against num_scan_inputs.
-  registry.RegisterVersions("", "Scan", {8}, 0, kVariadic, 1, kVariadic, InferScan, ScanKernel);
-  registry.RegisterVersions("", "Scan", {9, 11, 16, 19, 21, 23, 24, 25}, 1, kVariadic, 1, kVariadic, InferScan,
-                            ScanKernel);
+  // axes and directions; the rest widened types. (The declarations give each
+  // version's arity; the kernel and rule check the counts against
+  // num_scan_inputs.)
+  registry.RegisterVersions("", "Scan", {8, 9, 11, 16, 19, 21, 23, 24, 25}, InferScan, ScanKernel);
 }
 
 }  // namespace nee
