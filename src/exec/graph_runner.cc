@@ -241,12 +241,49 @@ bool InArena(const Tensor& t, const uint8_t* arena, size_t arena_bytes) {
   auto p = static_cast<const uint8_t*>(t.raw_data());
   return arena && p >= arena && p < arena + arena_bytes;
 }
+
+// The slots of one execution, taken from the vectors finished executions on
+// this thread left behind (every Value empty again) instead of building and
+// destroying num_slots Values each time: a body runs once per node that
+// holds it, per loop iteration. Nested bodies take vectors of their own.
+class SlotVector {
+ public:
+  explicit SlotVector(size_t n) {
+    std::vector<std::vector<Value>>& spare = Spare();
+    if (!spare.empty()) {
+      slots_ = std::move(spare.back());
+      spare.pop_back();
+    }
+    slots_.resize(n);
+  }
+  SlotVector(const SlotVector&) = delete;
+  SlotVector& operator=(const SlotVector&) = delete;
+  ~SlotVector() {
+    for (Value& v : slots_)
+      if (!v.empty()) v = Value();  // drops what the run still held
+    std::vector<std::vector<Value>>& spare = Spare();
+    if (spare.size() < kMaxSpare && slots_.capacity() <= kMaxSpareSlots) spare.push_back(std::move(slots_));
+  }
+  std::vector<Value>& get() { return slots_; }
+
+ private:
+  // At most this many vectors per thread, none of a big graph's (its
+  // execution dwarfs building the vector; the thread would keep ~1 MiB).
+  static constexpr size_t kMaxSpare = 8;
+  static constexpr size_t kMaxSpareSlots = 4096;
+  static std::vector<std::vector<Value>>& Spare() {
+    thread_local std::vector<std::vector<Value>> spare;
+    return spare;
+  }
+  std::vector<Value> slots_;
+};
 }  // namespace
 
 Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const Frame* outer,
                                                 const MemoryPlan* memory, uint8_t* arena, const RunEnv& env,
                                                 const std::vector<bool>* run_nodes) const {
-  std::vector<Value> slots(plan_.num_slots());
+  SlotVector slot_vector(plan_.num_slots());
+  std::vector<Value>& slots = slot_vector.get();
   Frame frame{outer, &plan_, &slots, fixed_values_.empty() ? nullptr : &fixed_values_};
   if (!frame.fixed) {
     std::unique_lock<std::mutex> lock(drop_mu_, std::defer_lock);
