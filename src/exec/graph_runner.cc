@@ -11,7 +11,8 @@ namespace nee {
 const Value* Frame::Find(const std::string& name) const {
   for (const Frame* f = this; f; f = f->parent) {
     auto it = f->plan->slot_of.find(name);
-    if (it != f->plan->slot_of.end() && !(*f->slots)[it->second].empty()) return &(*f->slots)[it->second];
+    if (it == f->plan->slot_of.end()) continue;
+    if (const Value* v = f->At(it->second)) return v;
   }
   return nullptr;
 }
@@ -19,8 +20,18 @@ const Value* Frame::Find(const std::string& name) const {
 Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, CheckedGraph checked,
                                                         const OpsetMap& opsets, const TypeScope* outer, int depth,
                                                         const CpuProvider& provider, const OpRegistry& registry) {
-  std::unique_ptr<GraphRunner> runner(new GraphRunner(graph, std::move(checked)));
+  return Make(graph, std::move(checked), opsets, outer, depth, provider, registry, nullptr);
+}
+
+Result<std::unique_ptr<GraphRunner>> GraphRunner::Make(const Graph& graph, CheckedGraph checked,
+                                                       const OpsetMap& opsets, const TypeScope* outer, int depth,
+                                                       const CpuProvider& provider, const OpRegistry& registry,
+                                                       const GraphRunner* parent) {
+  std::unique_ptr<GraphRunner> runner(new GraphRunner(graph, std::move(checked), parent));
   NEE_ASSIGN_OR_RETURN(runner->plan_, BuildExecutionPlan(graph, runner->checked_, provider));
+  runner->fixed_values_.resize(runner->plan_.num_slots());
+  for (const auto& [slot, tensor] : runner->plan_.constant_slots) runner->fixed_values_[slot] = Value(tensor);
+  runner->ResolveCaptures();
   TypeScope scope{outer, &runner->checked_.types, &runner->checked_.constants};
   for (const Node& node : graph.nodes) {
     for (const Graph* body : BodiesOf(node)) {
@@ -31,12 +42,37 @@ Result<std::unique_ptr<GraphRunner>> GraphRunner::Build(const Graph& graph, Chec
         runner->body_errors_.emplace(body, body_checked.status().WithContext(node.Describe() + ": "));
         continue;
       }
-      NEE_ASSIGN_OR_RETURN(auto body_runner,
-                           Build(*body, std::move(body_checked).value(), opsets, &scope, depth + 1, provider, registry));
+      NEE_ASSIGN_OR_RETURN(auto body_runner, Make(*body, std::move(body_checked).value(), opsets, &scope, depth + 1,
+                                                  provider, registry, runner.get()));
       runner->bodies_.emplace(body, std::move(body_runner));
     }
   }
   return runner;
+}
+
+void GraphRunner::ResolveCaptures() {
+  captures_.assign(plan_.captured_slots.size(), CaptureRef{});
+  for (size_t i = 0; i < captures_.size(); ++i) {
+    int up = 0;
+    for (const GraphRunner* r = parent_; r; r = r->parent_, ++up) {
+      auto it = r->plan_.slot_of.find(plan_.captured_slots[i].second);
+      if (it == r->plan_.slot_of.end()) continue;
+      captures_[i] = CaptureRef{up, it->second, &r->plan_};
+      break;
+    }
+  }
+}
+
+const Value* GraphRunner::CapturedValue(size_t i, const Frame* outer) const {
+  const CaptureRef& ref = captures_[i];
+  const Frame* f = outer;
+  for (int k = 0; k < ref.up && f; ++k) f = f->parent;
+  // The frames are those of the enclosing graphs (bodies run only from their
+  // owner's nodes); the plan check keeps a surprise from reading a wrong slot.
+  if (ref.up >= 0 && f && f->plan == ref.plan)
+    if (const Value* v = f->At(ref.slot)) return v;
+  // Not there (e.g. released): the name is looked for further out.
+  return outer ? outer->Find(plan_.captured_slots[i].second) : nullptr;
 }
 
 void GraphRunner::EnableConstantDropping(std::function<void(const std::string&)> released) {
@@ -56,6 +92,7 @@ void GraphRunner::EnableConstantDropping(std::function<void(const std::string&)>
     for (int s : pn.implicit_inputs) undropped_reads_[s] = -1;  // a subgraph reads it in place
   }
   released_ = std::move(released);
+  fixed_values_.clear();  // constants are copied into each run's slots: they may be replaced when dropped
   drop_hook_ = std::make_unique<DropHook>(*this);
   dropping_ = true;
 }
@@ -114,13 +151,13 @@ class GraphRunner::BodyInvoker : public SubgraphRunner {
   const RunEnv& env_;
 };
 
-// Places planned outputs at their arena offset; everything else on the heap,
-// counted against the run's memory budget.
+// Places planned outputs at their arena offset; everything else on the heap
+// (small blocks from the session's BlockCache), counted against the run's
+// memory budget.
 class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
  public:
-  ArenaAllocator(const MemoryPlan* memory, uint8_t* arena, const PlannedNode& node,
-                 const std::shared_ptr<MemoryBudget>& budget)
-      : memory_(memory), arena_(arena), node_(node), budget_(budget) {}
+  ArenaAllocator(const MemoryPlan* memory, uint8_t* arena, const PlannedNode& node, const RunEnv& env)
+      : memory_(memory), arena_(arena), node_(node), budget_(env.memory), blocks_(env.blocks) {}
   Result<Tensor> Allocate(size_t i, DataType type, std::vector<int64_t> dims, bool zero_fill) override {
     if (memory_ && arena_ && i < node_.outputs.size()) {
       int slot = node_.outputs[i];
@@ -136,11 +173,35 @@ class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
   }
 
  private:
+  // Owns a cached block: gives it back, and its bytes to the budget, when the
+  // last tensor viewing it is gone.
+  struct CachedBlock {
+    CachedBlock(std::shared_ptr<BlockCache> cache, std::shared_ptr<MemoryBudget> budget, void* data,
+                int64_t bytes)
+        : cache(std::move(cache)), budget(std::move(budget)), data(data), bytes(bytes) {}
+    CachedBlock(const CachedBlock&) = delete;
+    CachedBlock& operator=(const CachedBlock&) = delete;
+    ~CachedBlock() {
+      cache->Give(data, BlockCache::CapacityFor(static_cast<size_t>(bytes)));
+      budget->Release(bytes);
+    }
+    std::shared_ptr<BlockCache> cache;
+    std::shared_ptr<MemoryBudget> budget;
+    void* data;
+    int64_t bytes;
+  };
+
   // A heap tensor whose bytes stay reserved in the budget until it is freed.
   Result<Tensor> AllocateCounted(DataType type, std::vector<int64_t> dims, bool zero_fill) {
     NEE_ASSIGN_OR_RETURN(int64_t count, CheckedElementCount(dims));
     auto bytes = static_cast<int64_t>(StorageBytes(type, count));
+    // Small counts only: `bytes` of a huge count may have wrapped around, and
+    // the heap path is what refuses tensors over the size limit.
+    const bool cached = blocks_ && type != DataType::kString && IsValidDataType(static_cast<int32_t>(type)) &&
+                        count <= static_cast<int64_t>(BlockCache::kMaxBlockBytes) &&
+                        BlockCache::Serves(static_cast<size_t>(bytes));
     NEE_RETURN_IF_ERROR(budget_->Reserve(bytes));
+    if (cached) return FromCache(type, std::move(dims), bytes, zero_fill);
     Result<Tensor> heap = zero_fill ? Tensor::Allocate(type, dims) : Tensor::AllocateUninitialized(type, dims);
     if (!heap.ok()) {
       budget_->Release(bytes);
@@ -155,10 +216,24 @@ class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
     return Tensor::View(type, std::move(dims), data, std::move(owner));
   }
 
+  // One small allocation (the owner) instead of an aligned block, a tensor
+  // and two shared-pointer control blocks. `bytes` is already reserved.
+  Result<Tensor> FromCache(DataType type, std::vector<int64_t> dims, int64_t bytes, bool zero_fill) {
+    void* data = blocks_->Take(static_cast<size_t>(bytes));
+    if (!data) {
+      budget_->Release(bytes);
+      return OutOfMemory("cannot allocate " + std::to_string(bytes) + " bytes for tensor " + DimsToString(dims));
+    }
+    auto owner = std::make_shared<CachedBlock>(blocks_, budget_, data, bytes);
+    if (zero_fill) std::memset(data, 0, static_cast<size_t>(bytes));
+    return Tensor::View(type, std::move(dims), data, std::move(owner));
+  }
+
   const MemoryPlan* memory_;
   uint8_t* arena_;
   const PlannedNode& node_;
   const std::shared_ptr<MemoryBudget>& budget_;
+  const std::shared_ptr<BlockCache>& blocks_;
 };
 
 namespace {
@@ -166,25 +241,64 @@ bool InArena(const Tensor& t, const uint8_t* arena, size_t arena_bytes) {
   auto p = static_cast<const uint8_t*>(t.raw_data());
   return arena && p >= arena && p < arena + arena_bytes;
 }
+
+// The slots of one execution, taken from the vectors finished executions on
+// this thread left behind (every Value empty again) instead of building and
+// destroying num_slots Values each time: a body runs once per node that
+// holds it, per loop iteration. Nested bodies take vectors of their own.
+class SlotVector {
+ public:
+  explicit SlotVector(size_t n) {
+    std::vector<std::vector<Value>>& spare = Spare();
+    if (!spare.empty()) {
+      slots_ = std::move(spare.back());
+      spare.pop_back();
+    }
+    slots_.resize(n);
+  }
+  SlotVector(const SlotVector&) = delete;
+  SlotVector& operator=(const SlotVector&) = delete;
+  ~SlotVector() {
+    for (Value& v : slots_)
+      if (!v.empty()) v = Value();  // drops what the run still held
+    std::vector<std::vector<Value>>& spare = Spare();
+    if (spare.size() < kMaxSpare && slots_.capacity() <= kMaxSpareSlots) spare.push_back(std::move(slots_));
+  }
+  std::vector<Value>& get() { return slots_; }
+
+ private:
+  // At most this many vectors per thread, none of a big graph's (its
+  // execution dwarfs building the vector; the thread would keep ~1 MiB).
+  static constexpr size_t kMaxSpare = 8;
+  static constexpr size_t kMaxSpareSlots = 4096;
+  static std::vector<std::vector<Value>>& Spare() {
+    thread_local std::vector<std::vector<Value>> spare;
+    return spare;
+  }
+  std::vector<Value> slots_;
+};
 }  // namespace
 
 Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const Frame* outer,
                                                 const MemoryPlan* memory, uint8_t* arena, const RunEnv& env,
                                                 const std::vector<bool>* run_nodes) const {
-  std::vector<Value> slots(plan_.num_slots());
-  {
+  SlotVector slot_vector(plan_.num_slots());
+  std::vector<Value>& slots = slot_vector.get();
+  Frame frame{outer, &plan_, &slots, fixed_values_.empty() ? nullptr : &fixed_values_};
+  if (!frame.fixed) {
     std::unique_lock<std::mutex> lock(drop_mu_, std::defer_lock);
     if (dropping_) lock.lock();
     for (const auto& [slot, tensor] : plan_.constant_slots) slots[slot] = Value(tensor);
   }
   for (size_t i = 0; i < plan_.input_slots.size() && i < inputs.size(); ++i)
     if (!inputs[i].empty()) slots[plan_.input_slots[i]] = std::move(inputs[i]);
-  for (const auto& [slot, name] : plan_.captured_slots) {
-    const Value* v = outer ? outer->Find(name) : nullptr;
-    if (!v) return RuntimeError("graph '" + graph_.name + "' reads '" + name + "' from an enclosing graph, which has no value for it");
-    slots[slot] = *v;
+  for (size_t i = 0; i < plan_.captured_slots.size(); ++i) {
+    const Value* v = CapturedValue(i, outer);
+    if (!v)
+      return RuntimeError("graph '" + graph_.name + "' reads '" + plan_.captured_slots[i].second +
+                          "' from an enclosing graph, which has no value for it");
+    slots[plan_.captured_slots[i].first] = *v;
   }
-  Frame frame{outer, &plan_, &slots};
   size_t arena_bytes = memory ? memory->arena_bytes : 0;
 
   // A body without nodes is checked too: a loop over it must still stop.
@@ -192,6 +306,7 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     Status stop = env.control->Check();
     if (!stop.ok()) return stop.WithContext("graph '" + graph_.name + "': ");
   }
+  std::vector<Value> out;  // the node's outputs; its capacity serves every node
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const PlannedNode& pn = plan_.nodes[n];
     if (run_nodes && !(*run_nodes)[n]) continue;
@@ -207,15 +322,17 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
         in.push_back(nullptr);
         continue;
       }
-      if (slots[s].empty())
+      const Value* v = frame.At(s);
+      if (!v)
         return RuntimeError(pn.node->Describe() + ": input " + std::to_string(k) + " '" + plan_.slot_names[s] +
                             "' has no value (an optional output that was not produced?)");
-      in.push_back(&slots[s]);
+      in.push_back(v);
     }
-    std::vector<Value> out(pn.outputs.size());
+    out.clear();
+    out.resize(pn.outputs.size());
     std::vector<const Value*> profiled_inputs;
     if (env.profiler) profiled_inputs = in;
-    ArenaAllocator allocator(memory, arena, pn, env.memory);
+    ArenaAllocator allocator(memory, arena, pn, env);
     BodyInvoker bodies(*this, frame, env);
     KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, env.pool, &bodies);
     ctx.SetPrepared(pn.prepared.get(), &pn.constant_inputs);
@@ -251,17 +368,17 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
   std::vector<Value> results;
   results.reserve(plan_.output_slots.size());
   for (int s : plan_.output_slots) {
-    if (slots[s].empty() && run_nodes) {
+    const Value* v = frame.At(s);
+    if (!v && run_nodes) {
       results.emplace_back();  // not asked for
       continue;
     }
-    if (slots[s].empty())
-      return RuntimeError("graph '" + graph_.name + "': output '" + plan_.slot_names[s] + "' was not computed");
-    if (slots[s].is_tensor() && InArena(slots[s].tensor(), arena, arena_bytes)) {
-      NEE_ASSIGN_OR_RETURN(Tensor copy, slots[s].tensor().Clone());
+    if (!v) return RuntimeError("graph '" + graph_.name + "': output '" + plan_.slot_names[s] + "' was not computed");
+    if (v->is_tensor() && InArena(v->tensor(), arena, arena_bytes)) {
+      NEE_ASSIGN_OR_RETURN(Tensor copy, v->tensor().Clone());
       results.emplace_back(std::move(copy));
     } else {
-      results.push_back(slots[s]);
+      results.push_back(*v);
     }
   }
   return results;

@@ -21,6 +21,15 @@ struct Frame {
   const Frame* parent = nullptr;
   const ExecutionPlan* plan = nullptr;
   const std::vector<Value>* slots = nullptr;
+  // Per slot, the constants a body reads in place instead of copying them
+  // into `slots` (see GraphRunner::fixed_values_); null: all in `slots`.
+  const std::vector<Value>* fixed = nullptr;
+  // The value of slot `s` (null: none yet, or released).
+  const Value* At(int s) const {
+    const Value& v = (*slots)[s];
+    if (!v.empty()) return &v;
+    return fixed && !(*fixed)[s].empty() ? &(*fixed)[s] : nullptr;
+  }
   const Value* Find(const std::string& name) const;
 };
 
@@ -58,7 +67,16 @@ class GraphRunner {
   void EnableConstantDropping(std::function<void(const std::string&)> released);
 
  private:
-  GraphRunner(const Graph& graph, CheckedGraph checked) : graph_(graph), checked_(std::move(checked)) {}
+  GraphRunner(const Graph& graph, CheckedGraph checked, const GraphRunner* parent)
+      : graph_(graph), checked_(std::move(checked)), parent_(parent) {}
+  static Result<std::unique_ptr<GraphRunner>> Make(const Graph& graph, CheckedGraph checked, const OpsetMap& opsets,
+                                                   const TypeScope* outer, int depth, const CpuProvider& provider,
+                                                   const OpRegistry& registry, const GraphRunner* parent);
+  // Where each captured name lives: found once here rather than by name on
+  // every execution of the body.
+  void ResolveCaptures();
+  // The value of captured_slots[i] in the frames enclosing this graph.
+  const Value* CapturedValue(size_t i, const Frame* outer) const;
   class BodyInvoker;
   class ArenaAllocator;
   class DropHook : public KernelContext::ConstantDropHook {
@@ -73,7 +91,21 @@ class GraphRunner {
 
   const Graph& graph_;
   CheckedGraph checked_;
+  const GraphRunner* parent_;  // the runner of the enclosing graph; null for the main graph
   ExecutionPlan plan_;
+  // Per slot: the constant (initializer) it holds, for runners that never
+  // drop constants (bodies). Executions read these in place: a body run on
+  // every loop iteration no longer copies each constant into its slots.
+  std::vector<Value> fixed_values_;
+  // Per captured slot (plan_.captured_slots): how many frames up its name is
+  // first declared (-1: nowhere above; looked up by name), the slot there
+  // and that graph's plan (checked against the frame before it is trusted).
+  struct CaptureRef {
+    int up = -1;
+    int slot = -1;
+    const ExecutionPlan* plan = nullptr;
+  };
+  std::vector<CaptureRef> captures_;
   std::map<const Graph*, std::unique_ptr<GraphRunner>> bodies_;
   // Bodies that failed to check: an If branch can be invalid for the shapes
   // at hand and still be fine when it is never taken, so the error is

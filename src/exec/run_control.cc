@@ -12,7 +12,7 @@ Status MemoryBudget::Reserve(int64_t bytes) {
   int64_t now = live_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
   if (limit_ > 0 && now > limit_) {
     live_.fetch_sub(bytes, std::memory_order_relaxed);
-    return OutOfMemory(what_ + " would take " + Mib(now) + " (" + Mib(bytes) + " requested, " +
+    return OutOfMemory(std::string(what_) + " would take " + Mib(now) + " (" + Mib(bytes) + " requested, " +
                        Mib(now - bytes) + " live), over its memory limit of " + Mib(limit_) + " (" + limit_name_ + ")");
   }
   if (parent_) {

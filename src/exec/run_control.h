@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "exec/block_cache.h"
 
 namespace nee {
 
@@ -41,10 +42,10 @@ class RunOptions {
 // concurrent runs: bytes are reserved in both, so either limit can stop a run.
 class MemoryBudget {
  public:
+  // `what` and `limit_name` are literals (a budget is made for every run: no strings to copy).
   explicit MemoryBudget(int64_t limit_bytes, std::shared_ptr<MemoryBudget> parent = nullptr,
-                        std::string what = "the run's tensors",
-                        std::string limit_name = "SessionOptions memory limit")
-      : limit_(limit_bytes), parent_(std::move(parent)), what_(std::move(what)), limit_name_(std::move(limit_name)) {}
+                        const char* what = "the run's tensors", const char* limit_name = "SessionOptions memory limit")
+      : limit_(limit_bytes), parent_(std::move(parent)), what_(what), limit_name_(limit_name) {}
   // Ok, or OutOfMemory naming the request, what is live and the limit.
   Status Reserve(int64_t bytes);
   void Release(int64_t bytes) {
@@ -57,8 +58,8 @@ class MemoryBudget {
  private:
   const int64_t limit_;  // <= 0: unlimited (still counted)
   const std::shared_ptr<MemoryBudget> parent_;  // kept alive by every run budget (outputs outlive runs)
-  const std::string what_;        // for messages: "the run's tensors"
-  const std::string limit_name_;  // for messages: the option that sets the limit
+  const char* const what_;        // for messages: "the run's tensors"
+  const char* const limit_name_;  // for messages: the option that sets the limit
   std::atomic<int64_t> live_{0};
 };
 
@@ -82,6 +83,9 @@ struct RunEnv {
   const RunControl* control = nullptr;  // null: never stopped early
   std::shared_ptr<MemoryBudget> memory;  // null: not counted
   class Profiler* profiler = nullptr;     // null: nodes are not timed
+  // Where counted heap tensors get small blocks (the session's, shared by its
+  // runs); null: each from the heap.
+  std::shared_ptr<BlockCache> blocks;
 };
 
 // The default per-run memory limit: the machine's physical memory (a run that

@@ -241,25 +241,51 @@ TypeInfo TypeOfValue(const Value& v) {
   return TypeInfo{};
 }
 
+// The plan cache's key: per input, a tensor of known dims as bytes (element
+// type, rank, dims: no text to format on every run), any other type as its
+// text with its length in front, so that no two signatures share a key.
+template <typename T>
+void AppendBytes(std::string& key, T v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+void AppendSignature(std::string& key, DataType type, std::span<const int64_t> dims) {
+  key += 'T';
+  AppendBytes(key, static_cast<int32_t>(type));
+  AppendBytes(key, static_cast<uint64_t>(dims.size()));
+  key.append(reinterpret_cast<const char*>(dims.data()), dims.size() * sizeof(int64_t));
+}
+
+void AppendSignature(std::string& key, const TypeInfo& t) {
+  if (t.is_tensor() && t.shape &&
+      std::all_of(t.shape->begin(), t.shape->end(), [](const Dim& d) { return d.known(); })) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : *t.shape) dims.push_back(d.value);
+    AppendSignature(key, t.elem_type, dims);
+    return;
+  }
+  std::string text = t.ToString();
+  if (t.shape) text += ShapeToString(*t.shape);
+  key += 'X';
+  AppendBytes(key, static_cast<uint64_t>(text.size()));
+  key += text;
+}
+
 std::string SignatureKey(const std::vector<TypeInfo>& types) {
   std::string key;
-  for (const TypeInfo& t : types) {
-    key += t.ToString();
-    if (t.shape) key += ShapeToString(*t.shape);
-    key += ';';
-  }
+  for (const TypeInfo& t : types) AppendSignature(key, t);
   return key;
 }
 }  // namespace
 
 Status Session::ValidateInput(const ValueInfo& vi, Value& value) const {
   const TypeInfo& want = vi.type;
-  std::string label = "input '" + vi.name + "'";
+  auto label = [&vi] { return "input '" + vi.name + "'"; };  // for errors only: not spelled out on every run
   if (want.kind == TypeInfo::Kind::kTensor) {
-    if (!value.is_tensor()) return InvalidArgument(label + ": expected " + want.ToString() + ", got " + value.Describe());
+    if (!value.is_tensor()) return InvalidArgument(label() + ": expected " + want.ToString() + ", got " + value.Describe());
     const Tensor& t = value.tensor();
     if (want.elem_type != DataType::kUndefined && t.dtype() != want.elem_type)
-      return InvalidArgument(label + ": expected element type " + DataTypeName(want.elem_type) + " (" +
+      return InvalidArgument(label() + ": expected element type " + DataTypeName(want.elem_type) + " (" +
                              DataTypeNumpyName(want.elem_type) + "), got " + DataTypeName(t.dtype()) + " (" +
                              DataTypeNumpyName(t.dtype()) + ")");
     if (want.shape && want.shape->empty() && !t.dims().empty()) {
@@ -269,7 +295,7 @@ Status Session::ValidateInput(const ValueInfo& vi, Value& value) const {
       // the shape the model declares. ONNX Runtime checks no shape at all for a
       // declared scalar; a tensor of several or no elements is refused here.
       if (t.num_elements() != 1)
-        return InvalidArgument(label + ": expected a scalar (shape []; a one-element tensor such as [1] is "
+        return InvalidArgument(label() + ": expected a scalar (shape []; a one-element tensor such as [1] is "
                                "accepted too), got shape " + DimsToString(t.dims()) + " with " +
                                std::to_string(t.num_elements()) + " elements");
       NEE_ASSIGN_OR_RETURN(Tensor scalar, t.Reshaped({}));
@@ -281,24 +307,31 @@ Status Session::ValidateInput(const ValueInfo& vi, Value& value) const {
       bool ok = s.size() == t.dims().size();
       for (size_t d = 0; ok && d < s.size(); ++d) ok = !s[d].known() || s[d].value == t.dims()[d];
       if (!ok)
-        return InvalidArgument(label + ": expected shape " + ShapeToString(s) + ", got " + DimsToString(t.dims()));
+        return InvalidArgument(label() + ": expected shape " + ShapeToString(s) + ", got " + DimsToString(t.dims()));
     }
     return Status::Ok();
   }
   if (want.kind == TypeInfo::Kind::kSequence && !value.is_sequence())
-    return InvalidArgument(label + ": expected " + want.ToString() + ", got " + value.Describe());
+    return InvalidArgument(label() + ": expected " + want.ToString() + ", got " + value.Describe());
   if (want.kind == TypeInfo::Kind::kMap && !value.is_map())
-    return InvalidArgument(label + ": expected " + want.ToString() + ", got " + value.Describe());
+    return InvalidArgument(label() + ": expected " + want.ToString() + ", got " + value.Describe());
   return Status::Ok();
 }
 
 Result<std::shared_ptr<Session::ShapePlan>> Session::PlanFor(const std::vector<TypeInfo>& input_types) const {
   std::string key = SignatureKey(input_types);
-  {
-    std::lock_guard<std::mutex> lock(plans_mu_);
-    auto it = plans_.find(key);
-    if (it != plans_.end()) return it->second;
-  }
+  if (std::shared_ptr<ShapePlan> plan = CachedPlan(key)) return plan;
+  return MakePlan(std::move(key), input_types);
+}
+
+std::shared_ptr<Session::ShapePlan> Session::CachedPlan(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  auto it = plans_.find(key);
+  return it == plans_.end() ? nullptr : it->second;
+}
+
+Result<std::shared_ptr<Session::ShapePlan>> Session::MakePlan(std::string key,
+                                                              const std::vector<TypeInfo>& input_types) const {
   auto plan = std::make_shared<ShapePlan>();
   CheckOptions options;
   options.input_types = &input_types;
@@ -312,7 +345,30 @@ Result<std::shared_ptr<Session::ShapePlan>> Session::PlanFor(const std::vector<T
   plan->checked.constants.clear();  // only the types are needed: do not keep constants alive
   std::lock_guard<std::mutex> lock(plans_mu_);
   if (plans_.size() >= options_.max_cached_shape_plans) plans_.clear();  // bounded cache for many shapes
-  return plans_.emplace(key, plan).first->second;
+  return plans_.emplace(std::move(key), plan).first->second;
+}
+
+TypeInfo Session::DefaultInputType(size_t i) const {
+  const ValueInfo& input = model_->graph.inputs[i];
+  const Initializer* init = model_->graph.FindInitializer(input.name);
+  return init ? TypeInfo::Tensor(init->tensor.dtype(), ShapeFromDims(init->tensor.dims())) : input.type;
+}
+
+Result<std::shared_ptr<Session::ShapePlan>> Session::PlanForInputs(const std::vector<Value>& graph_inputs) const {
+  // The key straight from the values: their types are spelled out only when
+  // no plan has them yet.
+  std::string key;
+  key.reserve(64);
+  for (size_t i = 0; i < graph_inputs.size(); ++i) {
+    const Value& v = graph_inputs[i];
+    if (v.is_tensor()) AppendSignature(key, v.tensor().dtype(), v.tensor().dims());
+    else AppendSignature(key, v.empty() ? DefaultInputType(i) : TypeOfValue(v));
+  }
+  if (std::shared_ptr<ShapePlan> plan = CachedPlan(key)) return plan;
+  std::vector<TypeInfo> input_types;
+  for (size_t i = 0; i < graph_inputs.size(); ++i)
+    input_types.push_back(graph_inputs[i].empty() ? DefaultInputType(i) : TypeOfValue(graph_inputs[i]));
+  return MakePlan(std::move(key), input_types);
 }
 
 Status Session::PlaceFeeds(const std::vector<NamedValue>& inputs, std::vector<Value>& graph_inputs) const {
@@ -379,21 +435,15 @@ Result<std::vector<Value>> Session::Run(const std::vector<NamedValue>& inputs,
     }
   }
 
-  std::vector<TypeInfo> input_types;
-  for (size_t i = 0; i < g.inputs.size(); ++i) {
-    if (!graph_inputs[i].empty()) {
-      input_types.push_back(TypeOfValue(graph_inputs[i]));
-    } else {
-      const Initializer* init = g.FindInitializer(g.inputs[i].name);
-      input_types.push_back(init ? TypeInfo::Tensor(init->tensor.dtype(), ShapeFromDims(init->tensor.dims()))
-                                 : g.inputs[i].type);
-    }
-  }
-  NEE_ASSIGN_OR_RETURN(std::shared_ptr<ShapePlan> plan, PlanFor(input_types));
+  NEE_ASSIGN_OR_RETURN(std::shared_ptr<ShapePlan> plan, PlanForInputs(graph_inputs));
 
   int64_t timeout_ms = run_options && run_options->timeout_ms > 0 ? run_options->timeout_ms : options_.run_timeout_ms;
   RunControl control(run_options ? run_options->terminate_flag() : nullptr, timeout_ms);
-  RunEnv env{pool_.get(), &control, std::make_shared<MemoryBudget>(memory_limit_, session_memory_)};
+  RunEnv env;
+  env.pool = pool_.get();
+  env.control = &control;
+  env.memory = std::make_shared<MemoryBudget>(memory_limit_, session_memory_);
+  env.blocks = blocks_;
   if (profiling_.load(std::memory_order_relaxed)) env.profiler = profiler_.get();
   const int64_t run_start_us = env.profiler ? env.profiler->NowUs() : 0;
   auto arena_bytes = static_cast<int64_t>(plan->memory.arena_bytes);

@@ -123,6 +123,12 @@ class Session {
                                                       std::vector<Phase> phases);
   struct ShapePlan;
   Result<std::shared_ptr<ShapePlan>> PlanFor(const std::vector<TypeInfo>& input_types) const;
+  // The plan for a run's graph inputs (empty: the input's default).
+  Result<std::shared_ptr<ShapePlan>> PlanForInputs(const std::vector<Value>& graph_inputs) const;
+  std::shared_ptr<ShapePlan> CachedPlan(const std::string& key) const;  // null: none yet
+  Result<std::shared_ptr<ShapePlan>> MakePlan(std::string key, const std::vector<TypeInfo>& input_types) const;
+  // The type of graph input i when a run does not feed it.
+  TypeInfo DefaultInputType(size_t i) const;
   // Checks a fed value against the input's declared type; may replace it (a
   // one-element tensor fed for a declared scalar becomes that scalar).
   Status ValidateInput(const ValueInfo& vi, Value& value) const;
@@ -139,6 +145,7 @@ class Session {
   std::unique_ptr<ThreadPool> pool_;
   int64_t memory_limit_ = 0;  // per run; 0: unlimited
   std::shared_ptr<MemoryBudget> session_memory_;  // the parent of every run's budget
+  std::shared_ptr<BlockCache> blocks_ = std::make_shared<BlockCache>();  // small tensors' bytes, all runs
   std::unique_ptr<GraphRunner> main_;
   std::vector<ValueInfo> feedable_inputs_;
   std::vector<ValueInfo> outputs_;
