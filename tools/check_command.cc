@@ -1,8 +1,10 @@
-// `nee check MODEL`: validates a model through nee's own loader and checker
+// `nee check MODEL [--custom-ops LIB]...`: validates a model through nee's own loader and checker
 // (what onnx.checker and onnx.shape_inference do together) and prints the
 // opsets, the inferred type and shape of every value and every problem
 // found, each naming the node it concerns. Exit status 0 when the model is
-// valid, 1 when it is not (2 for usage errors), for use in CI.
+// valid, 1 when it is not (2 for usage errors), for use in CI. A model with
+// custom ops is checked against the ops of the libraries given, as a session
+// created with them would check it (their shape rules included).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "format/onnx_reader.h"
 #include "ir/inline_functions.h"
 #include "ops/attr_spec.h"
+#include "ops/custom_ops.h"
 #include "ops/op_registry.h"
 #include "tools/cli_common.h"
 
@@ -53,7 +56,13 @@ int Check(int argc, char** argv) {
   if (argc < 3) throw UsageError{"nee check needs a model path"};
   const std::string path = argv[2];
   if (path.rfind("-", 0) == 0) throw UsageError{"expected a model path after 'check', got '" + path + "'"};
-  if (argc > 3) throw UsageError{"option '" + std::string(argv[3]) + "' does not apply to nee check"};
+  std::vector<std::string> libraries;
+  for (int i = 3; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg != "--custom-ops") throw UsageError{"option '" + arg + "' does not apply to nee check"};
+    if (i + 1 >= argc) throw UsageError{"--custom-ops needs a library path"};
+    libraries.push_back(argv[++i]);
+  }
 
   std::printf("model:      %s\n", path.c_str());
   nee::Result<nee::Model> read = nee::ReadModelFile(path);
@@ -63,8 +72,11 @@ int Check(int argc, char** argv) {
   std::printf("opsets:     %s\n", OpsetsText(model).c_str());
   // Every model-local function's body on its own (called or not); then calls
   // are expanded, as a session does, so called bodies are typed too.
+  nee::Result<std::shared_ptr<const nee::CustomOpSet>> custom = nee::CustomOpSet::Create(libraries, {});
+  if (!custom.ok()) return Report({custom.status()});
+  const nee::OpRegistry& registry = custom.value()->registry();
   std::vector<nee::Status> problems;
-  nee::Status functions = nee::CheckModelFunctions(model, nee::OpRegistry::Global(), &problems);
+  nee::Status functions = nee::CheckModelFunctions(model, registry, &problems);
   if (!functions.ok()) return Report({functions});
   nee::Status inlined = nee::InlineModelFunctions(model);
   if (!inlined.ok()) {
@@ -75,7 +87,7 @@ int Check(int argc, char** argv) {
 
   nee::CheckOptions options;
   options.problems = &problems;
-  nee::Result<nee::CheckedGraph> checked = nee::CheckModel(model, nee::OpRegistry::Global(), options);
+  nee::Result<nee::CheckedGraph> checked = nee::CheckModel(model, registry, options);
   if (!checked.ok()) {
     problems.push_back(checked.status());
     return Report(problems);

@@ -40,7 +40,7 @@ const char kUsage[] =
     "  nee meta MODEL [--verify | [--set KEY=VALUE]... [--delete KEY]... [--producer-name S] [--producer-version S]\n"
     "              [--domain S] [--model-version N] [--doc-string S] -o OUT.onnx]\n"
     "  nee bom MODEL [-o FILE]\n"
-    "  nee check MODEL\n"
+    "  nee check MODEL [--custom-ops LIB]...\n"
     "  nee convert MODEL --opset N -o OUT.onnx\n"
     "  nee ops [--domain D] [--format md|json]\n"
     "  nee profile MODEL [--runs N] [--profile PREFIX] [--input NAME=FILE]... [--inputs-dir DIR] [--dim SYMBOL=SIZE]...\n"

@@ -89,6 +89,25 @@ def test_example_library_through_the_cli(tmp_path):
     assert r.returncode == 2 and "--custom-ops" in r.stderr
 
 
+@needs_library
+def test_nee_check_with_the_library_types_the_custom_ops(tmp_path):
+    model = tmp_path / "example.onnx"
+    model.write_bytes(example_model())
+    r = subprocess.run([NEE, "check", str(model)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "operator 'Swish' of domain 'nee.example' is not registered" in r.stdout
+    r = subprocess.run([NEE, "check", str(model), "--custom-ops", EXAMPLE_LIB], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # The library's shape rules typed the custom ops' outputs.
+    assert "s: tensor(float) [batch,3]" in r.stdout and "y: tensor(float) [batch,3]" in r.stdout
+    assert "valid" in r.stdout.splitlines()[-1]
+    r = subprocess.run([NEE, "check", str(model), "--custom-ops", "/nonexistent/libops.so"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and "/nonexistent/libops.so" in r.stdout
+    r = subprocess.run([NEE, "check", str(model), "--custom-ops"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--custom-ops needs a library path" in r.stderr
+
+
 def test_an_unregistered_custom_op_names_its_domain_and_op():
     with pytest.raises(nee.NotImplemented, match="operator 'Swish' of domain 'nee.example' is not registered"):
         nee.InferenceSession(example_model())
