@@ -471,19 +471,48 @@ std::shared_ptr<const PackedConvWeights> PackedTapWeights(KernelContext& ctx, co
   return packed.ok() ? packed.value() : nullptr;
 }
 
+// The batched path's geometry for one input shape, prepared once per session
+// and shape: the offset table has kernel_size x out_size entries (1280 for
+// faster-whisper's 256-tap feature extractor), too many to rebuild per run.
+// `live`: the same with only the taps that read the input, when some read
+// only padding (null otherwise).
+struct BatchedPlan {
+  BatchedConv all;
+  std::unique_ptr<const BatchedConv> live;
+};
+
+std::shared_ptr<const BatchedPlan> PlanBatched(KernelContext& ctx, const ConvShape& s) {
+  auto build = [&] {
+    auto plan = std::make_shared<BatchedPlan>();
+    plan->all = BatchedGeometry(s);
+    std::vector<int64_t> live = LiveTaps(plan->all);
+    if (!live.empty() && live.size() < plan->all.taps.size()) {
+      auto g = std::make_unique<BatchedConv>(plan->all);
+      g->taps = std::move(live);
+      plan->live = std::move(g);
+    }
+    return plan;
+  };
+  if (!ctx.prepared()) return build();
+  PreparedCache::Key key{s.N, s.C, s.M, s.group};
+  for (int d = 0; d < kDims; ++d)
+    key.insert(key.end(), {s.in[d], s.out[d], s.kernel[d], s.stride[d], s.dilation[d], s.pad[d], s.pad_end[d]});
+  auto plan = ctx.prepared()->GetOrBuild<BatchedPlan>(
+      key, [&]() -> Result<std::shared_ptr<const BatchedPlan>> { return std::shared_ptr<const BatchedPlan>(build()); });
+  return plan.ok() ? plan.value() : build();
+}
+
 // The batched path, its weights packed for the taps that read the input when
 // some taps read only padding (or for all taps), or read as given.
 Status RunBatched(KernelContext& ctx, const ConvShape& s, const float* x, const float* w, const float* bias,
                   const ConvEpilogue* epilogue, const float* z, float* y) {
-  BatchedConv g = BatchedGeometry(s);
-  std::shared_ptr<const PackedConvWeights> packed;
-  std::vector<int64_t> live = LiveTaps(g);
-  if (!live.empty() && live.size() < g.taps.size()) {
-    packed = PackedTapWeights(ctx, s, w, live);
-    if (packed) g.taps = std::move(live);
+  const std::shared_ptr<const BatchedPlan> plan = PlanBatched(ctx, s);
+  if (plan->live) {
+    if (auto packed = PackedTapWeights(ctx, s, w, plan->live->taps))
+      return ConvBatched(ctx, *plan->live, x, w, packed->groups.data(), bias, epilogue, z, y);
   }
-  if (!packed) packed = PackedWeights(ctx, s, w);
-  return ConvBatched(ctx, g, x, w, packed ? packed->groups.data() : nullptr, bias, epilogue, z, y);
+  const std::shared_ptr<const PackedConvWeights> packed = PackedWeights(ctx, s, w);
+  return ConvBatched(ctx, plan->all, x, w, packed ? packed->groups.data() : nullptr, bias, epilogue, z, y);
 }
 
 // ---- Depthwise ---------------------------------------------------------------------
