@@ -446,7 +446,7 @@ class GraphChecker {
     ctx.output_types.resize(node.outputs.size());
     ctx.output_values.resize(node.outputs.size());
 
-    std::unordered_set<const Graph*> inferred_bodies, fully_checked_bodies;
+    std::unordered_set<const Graph*> inferred_bodies;
     TypeScope scope{outer_, &out_.types, &out_.constants};
     ctx.infer_subgraph = [&](const Graph& body, const std::vector<TypeInfo>& input_types)
         -> Result<std::vector<TypeInfo>> {
@@ -456,8 +456,7 @@ class GraphChecker {
       sub.problems = nullptr;
       NEE_ASSIGN_OR_RETURN(CheckedGraph checked,
                            GraphChecker(body, opsets_, registry_, &scope, sub, depth_ + 1).Run());
-      fully_checked_bodies.insert(&body);
-      body_captured_[&body] = checked.captured;
+      body_captured_[&body] = checked.captured;  // (also: this body was checked in full)
       std::vector<TypeInfo> outs;
       for (const ValueInfo& vi : body.outputs) {
         auto it = checked.types.find(vi.name);
@@ -477,7 +476,7 @@ class GraphChecker {
       // A body checked in full above passed the structure checks on the way
       // (checking them again at every level of nesting made checking nested
       // bodies cost their size times their depth).
-      if (fully_checked_bodies.count(body)) continue;
+      if (body_captured_.count(body)) continue;
       CheckOptions sub = options_;
       sub.input_types = nullptr;
       sub.problems = nullptr;
