@@ -194,31 +194,38 @@ Lines LinesOf(const Unit& u, const float* x) {
   return {padded, g.Cg() * length, length};
 }
 
+// fn(at, j, seg) for each run of one image's pixels among the chunk's
+// columns [j0, j0 + cols): column j starts it, `seg` pixels long, and `at` is
+// where its first output channel's row of the run lies in y, given `channel`.
+template <typename Fn>
+void ForEachImageRun(const Unit& u, int64_t channel, int64_t j0, int64_t cols, Fn&& fn) {
+  const int64_t out = u.g->out_size;
+  for (int64_t j = j0; j < j0 + cols;) {
+    const int64_t n = u.first_image + j / out, ow = j % out, seg = std::min(out - ow, j0 + cols - j);
+    fn((n * u.g->M + channel) * out + ow, j, seg);
+    j += seg;
+  }
+}
+
 // Rows [0, rows) x columns [0, cols) of a finished C tile (chunk columns
 // from j0, output channels from `channel`) to the images' planes in y.
 void Scatter(const Unit& u, int64_t channel, int64_t j0, int64_t rows, int64_t cols, const float* tile, int64_t ldc,
              float* y) {
   const int64_t out = u.g->out_size;
-  for (int64_t j = j0; j < j0 + cols;) {
-    const int64_t n = u.first_image + j / out, ow = j % out, seg = std::min(out - ow, j0 + cols - j);
-    float* dst = y + (n * u.g->M + channel) * out + ow;
+  ForEachImageRun(u, channel, j0, cols, [&](int64_t at, int64_t j, int64_t seg) {
     const float* src = tile + (j - j0);
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < seg; ++o) dst[r * out + o] = src[r * ldc + o];
-    j += seg;
-  }
+      for (int64_t o = 0; o < seg; ++o) y[at + r * out + o] = src[r * ldc + o];
+  });
 }
 
 // Residual and activation (and bias) on the scattered copy, one image at a time.
 void FinishImages(const Unit& u, const FusedActivation& act, const float* bias, const float* z, int64_t channel,
                   int64_t j0, int64_t rows, int64_t cols, float* y) {
   const int64_t out = u.g->out_size;
-  for (int64_t j = j0; j < j0 + cols;) {
-    const int64_t n = u.first_image + j / out, ow = j % out, seg = std::min(out - ow, j0 + cols - j);
-    const int64_t at = (n * u.g->M + channel) * out + ow;
+  ForEachImageRun(u, channel, j0, cols, [&](int64_t at, int64_t, int64_t seg) {
     BiasResidualActivate(act, bias ? bias + channel : nullptr, z + at, out, y + at, out, rows, seg);
-    j += seg;
-  }
+  });
 }
 
 // One unit's SGEMM; `pool` (may be null) parallelizes inside it.
