@@ -14,7 +14,6 @@
 #include "ep/cpu/conv_batched.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "ep/cpu/parallel_tasks.h"
 
@@ -233,22 +232,18 @@ void RunUnit(const Unit& u, const float* x, const float* w, const SgemmPackedA* 
              const FusedActivation& act, const float* z, float* y, ThreadPool* pool) {
   const BatchedConv& g = *u.g;
   const int64_t rows = g.rows(), cols = u.columns(), Mg = g.Mg();
-  constexpr int64_t kPanel = kSgemmPanelWidth;
-  // An im2col row (whole images, a partial panel's zeros and the 1-D copies' slack).
-  float* row_buffer = Scratch(0, static_cast<size_t>((cols + kPanel - 1) / kPanel * kPanel + g.out_size + 16));
+  // An im2col row (whole images, and the 1-D copies' slack).
+  float* row_buffer = Scratch(0, static_cast<size_t>(cols + g.out_size + 16));
   float* c = Scratch(1, static_cast<size_t>(Mg * cols));
   const bool line = g.line && UsesLines(u);
   const Lines lines = line ? LinesOf(u, x) : Lines{nullptr, 0, 0};
   // im2col straight into SGEMM's packed panels, a row at a time (it stays in L1).
   auto pack = [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* packed) {
-    const int64_t panels = (nc + kPanel - 1) / kPanel;
     for (int64_t p = p0; p < p0 + kc; ++p) {
       float* row = row_buffer;
       if (line) row = FillLineRow(u, lines, p, j0, nc, row_buffer);
       else FillBatchedRow(u, x, p, j0, nc, row_buffer);
-      std::fill(row + nc, row + panels * kPanel, 0.f);
-      for (int64_t q = 0; q < panels; ++q)
-        std::memcpy(packed + (q * kc + (p - p0)) * kPanel, row + q * kPanel, sizeof(float) * kPanel);
+      SgemmPackBRow(row, nc, kc, p - p0, packed);
     }
   };
   const bool finish = bias || z || act.kind != FusedActivation::Kind::kNone;

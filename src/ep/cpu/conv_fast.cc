@@ -364,16 +364,12 @@ void ConvTile(const ConvShape& s, const float* x, const float* w, const SgemmPac
     return;
   }
   // im2col straight into SGEMM's packed panels: each im2col row is built in
-  // a small buffer (it stays in L1) and dealt out to the panels, 16 columns each.
-  constexpr int64_t kPanel = kSgemmPanelWidth;
-  float* row = ThreadScratch(static_cast<size_t>((nc + kPanel - 1) / kPanel * kPanel));
+  // a small buffer (it stays in L1) and dealt out to the panels.
+  float* row = ThreadScratch(static_cast<size_t>(nc));
   auto pack = [&](int64_t p0, int64_t kc, int64_t jb, int64_t ncb, float* out) {
-    const int64_t panels = (ncb + kPanel - 1) / kPanel;
     for (int64_t p = p0; p < p0 + kc; ++p) {
       FillColumnRow(s, x_g, p, j0 + jb, ncb, row);
-      std::fill(row + ncb, row + panels * kPanel, 0.f);
-      for (int64_t q = 0; q < panels; ++q)
-        std::memcpy(out + (q * kc + (p - p0)) * kPanel, row + q * kPanel, sizeof(float) * kPanel);
+      SgemmPackBRow(row, ncb, kc, p - p0, out);
     }
   };
   const PackBFn pack_fn = pack;

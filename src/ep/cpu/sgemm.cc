@@ -9,7 +9,7 @@
 //    them when the same thread's next task covers the same rows;
 //  - within a task, k-blocks of kSgemmDepthBlock; for each, every 12-row A
 //    panel (kc x 12, broadcast from L1) meets every B panel of the task
-//    (kc x 32, streamed from L2 by vector loads).
+//    (kc x 32 as two runs of kc x 16, streamed from L2 by vector loads).
 // Tasks split rows and columns only, so a C element is always summed over
 // the same k-blocks in the same order; the thread count changes who computes
 // it, never how.
@@ -224,23 +224,10 @@ void PackBlockOfB(const SgemmB& b, int64_t k0, int64_t k, int64_t j0, int64_t nc
     for (int64_t p0 = 0; p0 < k; p0 += kKc) (*b.pack)(k0 + p0, std::min(kKc, k - p0), j0, nc, out + p0 * padded);
     return;
   }
-  if (b.rows) {  // rows not read in place: copied into the panels, 32 columns at a time
+  if (b.rows) {  // rows not read in place: copied into the panels
     for (int64_t p0 = 0; p0 < k; p0 += kKc) {
       const int64_t kc = std::min(kKc, k - p0);
-      float* block = out + p0 * padded;
-      for (int64_t p = 0; p < kc; ++p) {
-        const float* row = b.rows[k0 + p0 + p] + j0;
-        for (int64_t jb = 0; jb < nc; jb += kCols) {
-          float* dst = block + (jb / kCols) * kc * kCols + p * kCols;
-          const int64_t cols = std::min(kCols, nc - jb);
-          if (cols == kCols) {
-            std::memcpy(dst, row + jb, sizeof(float) * kCols);
-          } else {
-            std::memcpy(dst, row + jb, sizeof(float) * static_cast<size_t>(cols));
-            std::fill(dst + cols, dst + kCols, 0.f);
-          }
-        }
-      }
+      for (int64_t p = 0; p < kc; ++p) SgemmPackBRow(b.rows[k0 + p0 + p] + j0, nc, kc, p, out + p0 * padded);
     }
     return;
   }

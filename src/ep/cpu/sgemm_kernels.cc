@@ -24,11 +24,13 @@ void MicroPortable(int64_t kc, const float* a, const BSource& source, float* c, 
   const float* b = source.panel;  // always packed here
   float acc[kTileRows][kTileCols] = {};
   for (int64_t p = 0; p < kc; ++p) {
-    const float* bp = b + p * kTileCols;
     const float* ap = a + p * kTileRows;
-    for (int64_t r = 0; r < rows; ++r) {
-      const float av = ap[r];
-      for (int64_t j = 0; j < kTileCols; ++j) acc[r][j] += av * bp[j];
+    for (int64_t half = 0; half < kTileCols / kRun; ++half) {
+      const float* bp = b + half * kc * kRun + p * kRun;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float av = ap[r];
+        for (int64_t j = 0; j < kRun; ++j) acc[r][half * kRun + j] += av * bp[j];
+      }
     }
   }
   for (int64_t r = 0; r < rows; ++r)
@@ -81,9 +83,9 @@ __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a,
       for (int v = 0; v < V; ++v)
         bv[v] = kRead == BRead::kRowsWhole ? _mm256_loadu_ps(row + 8 * v) : _mm256_maskload_ps(row + 8 * v, mask[v]);
     } else {
-      _mm_prefetch(reinterpret_cast<const char*>(b + (p + 16) * kTileCols), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(b + (p + 32) * kRun), _MM_HINT_T0);
 #pragma GCC unroll 2
-      for (int v = 0; v < V; ++v) bv[v] = _mm256_load_ps(b + p * kTileCols + 8 * v);
+      for (int v = 0; v < V; ++v) bv[v] = _mm256_load_ps(b + p * kRun + 8 * v);
     }
     const float* ap = a + p * kTileRows;
 #pragma GCC unroll 12
@@ -129,8 +131,8 @@ SubTileFn NarrowSubTile(int64_t rows) {
 
 // The 12x32 tile as 6x16 sub-tiles (only those inside rows x cols), or one
 // 12x8 sub-tile for a last run of at most 8 columns. Column halves
-// outermost: a half panel (one cache line per step of p) is read from L2 by
-// the first row half and from L1 by the second. In place, a half's rows
+// outermost: a half panel (one run: a cache line per step of p, contiguous)
+// is read from L2 by the first row half and from L1 by the second. In place, a half's rows
 // start `col + j0` into each row of B: a per-call table of them
 // (kc <= kSgemmDepthBlock).
 void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int64_t ldc, int64_t rows, int64_t cols,
@@ -141,7 +143,7 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
     if (in_place)
       for (int64_t p = 0; p < kc; ++p) half_rows[p] = source.rows[p] + source.col + j0;
     const int64_t sub_cols = std::min<int64_t>(16, cols - j0);
-    const float* panel = in_place ? nullptr : source.panel + j0;
+    const float* panel = in_place ? nullptr : source.panel + j0 / kRun * kc * kRun;  // this half's run
     if (sub_cols <= 8) {  // all rows at once, one vector wide
       const SubTileFn sub = !in_place        ? NarrowSubTile<BRead::kPanel>(rows)
                             : sub_cols == 8 ? NarrowSubTile<BRead::kRowsWhole>(rows)
@@ -184,6 +186,7 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const BSource& sou
   const float* b = source.panel;
   const float* const* b_rows = source.rows;
   const int64_t col = source.col;
+  const int64_t run_stride = kc * kRun;  // packed: the second run of 16 columns
   __mmask16 mask[V];
 #pragma GCC unroll 2
   for (int v = 0; v < V; ++v) {
@@ -203,7 +206,8 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const BSource& sou
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + 16 * V - 1), _MM_HINT_T0);
   }
   for (int64_t p = 0; p < kc; ++p) {
-    // B streams from L2; asking for it 16 steps (2 KiB) ahead measured a few
+    // B streams from L2; asking for it 16 steps ahead (2 KiB, when a panel
+    // was not yet two runs: 1 KiB of each run now) measured a few
     // percent faster than leaving it to the hardware prefetcher alone. A is
     // asked for 64 steps (3 KiB) ahead: when A is large and B narrow (conv
     // weights x a few columns), A comes from L3 and needs the longer lead.
@@ -211,14 +215,15 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const BSource& sou
     if (kInPlace) {
       b = b_rows[p] + col;
       if (p + 16 < kc) _mm_prefetch(reinterpret_cast<const char*>(b_rows[p + 16] + col), _MM_HINT_T0);
-    } else {
-      _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kTileCols), _MM_HINT_T0);
-      if (V == 2) _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kTileCols + 16), _MM_HINT_T0);
+    } else {  // the two runs of the panel: kc * kRun floats apart
+      _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kRun), _MM_HINT_T0);
+      if (V == 2) _mm_prefetch(reinterpret_cast<const char*>(b + run_stride + 16 * kRun), _MM_HINT_T0);
     }
     _mm_prefetch(reinterpret_cast<const char*>(a + 64 * kTileRows), _MM_HINT_T0);
     __m512 bv[V];
 #pragma GCC unroll 2
-    for (int v = 0; v < V; ++v) bv[v] = kInPlace ? _mm512_maskz_loadu_ps(mask[v], b + 16 * v) : _mm512_load_ps(b + 16 * v);
+    for (int v = 0; v < V; ++v)
+      bv[v] = kInPlace ? _mm512_maskz_loadu_ps(mask[v], b + 16 * v) : _mm512_load_ps(b + v * run_stride);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(a[r]);
@@ -226,7 +231,7 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const BSource& sou
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
     a += kTileRows;
-    if (!kInPlace) b += kTileCols;
+    if (!kInPlace) b += kRun;
   }
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
@@ -253,7 +258,8 @@ void MicroAvx512(int64_t kc, const float* a, const BSource& b, float* c, int64_t
                               : (in_place ? kTilesAvx512<1, true> : kTilesAvx512<1, false>)[rows - 1];
   fn(kc, a, b, c, ldc, cols, accumulate);
 }
-static_assert(kTileRows == 12 && kTileCols == 32, "the SIMD kernels are written for a 12x32 tile");
+static_assert(kTileRows == 12 && kTileCols == 32 && kRun == 16,
+              "the SIMD kernels are written for a 12x32 tile of two 16-column runs");
 #endif
 
 SgemmIsa BestIsa() {

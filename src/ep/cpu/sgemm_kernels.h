@@ -5,7 +5,8 @@
 // (including ones packed once per session) serve whichever kernel runs:
 //  - an A panel holds kSgemmTileRows rows: kc steps of kSgemmTileRows floats
 //    (a[p * kSgemmTileRows + r] = A[r, p]), rows past the matrix zero;
-//  - a B panel holds kSgemmPanelWidth columns: kc steps of that many floats.
+//  - a B panel holds kSgemmPanelWidth columns as two runs of kSgemmPanelRun:
+//    each run kc steps of kSgemmPanelRun floats (SgemmPanelOffset).
 // The AVX-512 kernel holds the whole 12x32 tile in 24 zmm registers; the
 // AVX2 kernel walks it as 6x16 sub-tiles (16 ymm registers would not hold
 // more) and a last run of at most 8 columns as one 12x8; the portable one is
@@ -23,9 +24,10 @@ namespace nee::cpu::sgemm_internal {
 
 constexpr int64_t kTileRows = kSgemmTileRows;
 constexpr int64_t kTileCols = kSgemmPanelWidth;
+constexpr int64_t kRun = kSgemmPanelRun;
 
-// Where the micro-kernel reads kc rows of B: a packed panel (rows kTileCols
-// floats apart, aligned, zero past `cols`), or, only for a kernel whose
+// Where the micro-kernel reads kc rows of B: a packed panel (two runs of
+// kc x kRun floats, aligned, zero past `cols`), or, only for a kernel whose
 // ReadsBInPlace() is true, rows anywhere: row p at rows[p] + col, of which
 // only the first `cols` columns are read.
 struct BSource {

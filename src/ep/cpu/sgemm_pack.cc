@@ -125,18 +125,7 @@ void PackB(const MatrixView& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, 
     // Row by row: each row of B is read as one run of nc floats (which the
     // hardware prefetcher follows) and dealt out to the panels; reading a
     // panel's worth of every row first would touch kc rows far apart per panel.
-    const int64_t full = nc / kCols, rest = nc - full * kCols;
-    for (int64_t p = 0; p < kc; ++p) {
-      const float* src = b.data + (p0 + p) * b.row_stride + j0;
-      float* dst = out + p * kCols;
-      for (int64_t q = 0; q < full; ++q)
-        std::memcpy(dst + q * kc * kCols, src + q * kCols, sizeof(float) * kCols);  // constant size: vector moves
-      if (rest) {
-        float* last = dst + full * kc * kCols;
-        std::memcpy(last, src + full * kCols, sizeof(float) * rest);
-        std::fill(last + rest, last + kCols, 0.f);
-      }
-    }
+    for (int64_t p = 0; p < kc; ++p) SgemmPackBRow(b.data + (p0 + p) * b.row_stride + j0, nc, kc, p, out);
     return;
   }
   for (int64_t jb = 0; jb < nc; jb += kCols, out += kc * kCols) {
@@ -144,16 +133,34 @@ void PackB(const MatrixView& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, 
     const float* base = b.data + p0 * b.row_stride + (j0 + jb) * b.col_stride;
     // B transposed (or strided): read each column of the panel as a run over
     // p and scatter it into the panel, which is small enough to stay in L1.
-    if (cols < kCols)
-      for (int64_t p = 0; p < kc; ++p) std::fill(out + p * kCols + cols, out + (p + 1) * kCols, 0.f);
+    if (cols < kCols) std::fill(out, out + kc * kCols, 0.f);
     for (int64_t j = 0; j < cols; ++j) {
       const float* src = base + j * b.col_stride;
-      for (int64_t p = 0; p < kc; ++p) out[p * kCols + j] = src[p * b.row_stride];
+      float* dst = out + SgemmPanelOffset(kc, 0, j);
+      for (int64_t p = 0; p < kc; ++p) dst[p * kSgemmPanelRun] = src[p * b.row_stride];
     }
   }
 }
 
 }  // namespace sgemm_internal
+
+// A panel is two runs of kSgemmPanelRun columns, so the runs of all panels
+// are simply consecutive, each kc x kSgemmPanelRun floats.
+void SgemmPackBRow(const float* row, int64_t cols, int64_t kc, int64_t p, float* panels) {
+  constexpr int64_t kRun = kSgemmPanelRun;
+  const int64_t runs = (cols + kSgemmPanelWidth - 1) / kSgemmPanelWidth * (kSgemmPanelWidth / kRun);
+  float* dst = panels + p * kRun;
+  for (int64_t r = 0; r < runs; ++r, dst += kc * kRun) {
+    const int64_t j = r * kRun;
+    if (j + kRun <= cols) {
+      std::memcpy(dst, row + j, sizeof(float) * kRun);  // constant size: vector moves
+    } else {
+      const int64_t n = std::max<int64_t>(0, cols - j);
+      if (n > 0) std::memcpy(dst, row + j, sizeof(float) * static_cast<size_t>(n));
+      std::fill(dst + n, dst + kRun, 0.f);
+    }
+  }
+}
 
 SgemmPackedB::SgemmPackedB(int64_t k, int64_t n, MatrixView b)
     : k_(k), n_(n), padded_n_((n + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth),

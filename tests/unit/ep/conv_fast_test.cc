@@ -297,13 +297,15 @@ TEST(SgemmWithPackedB, MatchesSgemmBitwise) {
     std::vector<float> a = RandomVector(m * k, rng), b = RandomVector(k * n, rng), c0 = RandomVector(m * n, rng);
     std::vector<float> want = c0, got = c0;
     cpu::Sgemm(m, n, k, 0.5f, {a.data(), k, 1}, {b.data(), n, 1}, 1.f, want.data(), n, &pool);
-    const int64_t width = cpu::kSgemmPanelWidth;
+    // Panels of 32 columns, each two runs of 16 columns of kc rows.
+    const int64_t width = cpu::kSgemmPanelWidth, run = cpu::kSgemmPanelRun;
+    ASSERT_EQ(width, 2 * run);
     auto pack = [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out) {
       for (int64_t q = 0; q * width < nc; ++q)
         for (int64_t p = 0; p < kc; ++p)
           for (int64_t j = 0; j < width; ++j) {
             const int64_t col = q * width + j;
-            out[(q * kc + p) * width + j] = col < nc ? b[(p0 + p) * n + j0 + col] : 0.f;
+            out[q * kc * width + (j / run) * kc * run + p * run + j % run] = col < nc ? b[(p0 + p) * n + j0 + col] : 0.f;
           }
     };
     cpu::SgemmWithPackedB(m, n, k, 0.5f, {a.data(), k, 1}, pack, 1.f, got.data(), n, &pool);
