@@ -232,13 +232,13 @@ void RunUnit(const Unit& u, const float* x, const float* w, const SgemmPackedA* 
              const FusedActivation& act, const float* z, float* y, ThreadPool* pool) {
   const BatchedConv& g = *u.g;
   const int64_t rows = g.rows(), cols = u.columns(), Mg = g.Mg();
-  // An im2col row (whole images, and the 1-D copies' slack).
-  float* row_buffer = Scratch(0, static_cast<size_t>(cols + g.out_size + 16));
   float* c = Scratch(1, static_cast<size_t>(Mg * cols));
   const bool line = g.line && UsesLines(u);
   const Lines lines = line ? LinesOf(u, x) : Lines{nullptr, 0, 0};
   // im2col straight into SGEMM's packed panels, a row at a time (it stays in L1).
   auto pack = [&](int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* packed) {
+    // An im2col row (whole images, and the 1-D copies' slack), the packing thread's own.
+    float* row_buffer = Scratch(0, static_cast<size_t>(nc + 2 * g.out_size + 16));
     for (int64_t p = p0; p < p0 + kc; ++p) {
       float* row = row_buffer;
       if (line) row = FillLineRow(u, lines, p, j0, nc, row_buffer);

@@ -364,9 +364,9 @@ void ConvTile(const ConvShape& s, const float* x, const float* w, const SgemmPac
     return;
   }
   // im2col straight into SGEMM's packed panels: each im2col row is built in
-  // a small buffer (it stays in L1) and dealt out to the panels.
-  float* row = ThreadScratch(static_cast<size_t>(nc));
+  // a small buffer (it stays in L1; the packing thread's own) and dealt out to the panels.
   auto pack = [&](int64_t p0, int64_t kc, int64_t jb, int64_t ncb, float* out) {
+    float* row = ThreadScratch(static_cast<size_t>(ncb));
     for (int64_t p = p0; p < p0 + kc; ++p) {
       FillColumnRow(s, x_g, p, j0 + jb, ncb, row);
       SgemmPackBRow(row, ncb, kc, p - p0, out);

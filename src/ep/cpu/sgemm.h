@@ -97,8 +97,10 @@ class SgemmPackedA {
 // ceil(nc / kSgemmPanelWidth) panels, one after another; panel q holds
 // columns [j0+32q, j0+32q+32), B[p, j0+32q+j] at
 // out[q*kc*32 + SgemmPanelOffset(kc, p-p0, j)], columns past nc zero
-// (SgemmPackBRow writes a row so). p0 and kc follow the k-blocks above. It is
-// called from the calling thread only.
+// (SgemmPackBRow writes a row so). p0 and kc follow the k-blocks above. With
+// a thread pool it is called from the pool's threads, concurrently, for
+// disjoint pieces of B (a k-block's columns in runs of a few panels): any
+// scratch it uses must be per thread.
 using PackBFn = std::function<void(int64_t p0, int64_t kc, int64_t j0, int64_t nc, float* out)>;
 
 // Applied to each finished row block of C (up to 12 rows by a task's
