@@ -1,0 +1,236 @@
+#include "ep/cpu/igemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ep/cpu/sgemm.h"
+#include "ops/op_schema.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_IGEMM_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+// Wrapping int32 arithmetic (the reference narrows int64 sums to int32, i.e.
+// modulo 2^32); unsigned so that overflow is defined.
+inline int32_t WrapMulSub(int32_t acc, int32_t x, int32_t y) {
+  return static_cast<int32_t>(static_cast<uint32_t>(acc) - static_cast<uint32_t>(x) * static_cast<uint32_t>(y));
+}
+
+// One micro-tile: rows [0, rows) of a packed A panel times one packed B
+// panel, minus row_sums[r] * zb[j], stored to `cols` columns of C.
+using TileFn = void (*)(const int16_t* a, const uint8_t* b, int64_t kpairs, const int32_t* row_sums,
+                        const int32_t* zb, int32_t* c, int64_t ldc, int64_t cols);
+
+template <int kRows, bool kSigned>
+void TilePortable(const int16_t* a, const uint8_t* b, int64_t kpairs, const int32_t* row_sums, const int32_t* zb,
+                  int32_t* c, int64_t ldc, int64_t cols) {
+  uint32_t acc[kRows][kIgemmCols] = {};
+  for (int64_t p = 0; p < kpairs; ++p) {
+    const int16_t* ap = a + p * kIgemmRows * 2;
+    const uint8_t* bp = b + p * kIgemmCols * 2;
+    for (int r = 0; r < kRows; ++r) {
+      const int32_t a0 = ap[2 * r], a1 = ap[2 * r + 1];
+      for (int j = 0; j < kIgemmCols; ++j) {
+        const int32_t b0 = kSigned ? static_cast<int8_t>(bp[2 * j]) : bp[2 * j];
+        const int32_t b1 = kSigned ? static_cast<int8_t>(bp[2 * j + 1]) : bp[2 * j + 1];
+        // |a0 * b0 + a1 * b1| <= 2 * 255 * 255: exact in int32, as vpmaddwd's pair sum is.
+        acc[r][j] += static_cast<uint32_t>(a0 * b0 + a1 * b1);
+      }
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = WrapMulSub(static_cast<int32_t>(acc[r][j]), row_sums[r], zb[j]);
+}
+
+#ifdef NEE_IGEMM_X86
+template <bool kSigned>
+__attribute__((target("avx2,fma"))) inline __m256i Widen(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return kSigned ? _mm256_cvtepi8_epi16(v) : _mm256_cvtepu8_epi16(v);
+}
+
+// Per k pair: B's two vectors (8 columns each, a pair of int16 per int32
+// lane) and one broadcast pair of A per row; vpmaddwd sums each lane's two
+// products exactly in int32.
+template <int kRows, bool kSigned>
+__attribute__((target("avx2,fma"))) void TileAvx2(const int16_t* a, const uint8_t* b, int64_t kpairs,
+                                                  const int32_t* row_sums, const int32_t* zb, int32_t* c, int64_t ldc,
+                                                  int64_t cols) {
+  __m256i acc0[kRows], acc1[kRows];
+  for (int r = 0; r < kRows; ++r) acc0[r] = acc1[r] = _mm256_setzero_si256();
+  for (int64_t p = 0; p < kpairs; ++p) {
+    const __m256i b0 = Widen<kSigned>(b), b1 = Widen<kSigned>(b + 16);
+    for (int r = 0; r < kRows; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, a + 2 * r, sizeof pair);
+      const __m256i av = _mm256_set1_epi32(pair);
+      acc0[r] = _mm256_add_epi32(acc0[r], _mm256_madd_epi16(av, b0));
+      acc1[r] = _mm256_add_epi32(acc1[r], _mm256_madd_epi16(av, b1));
+    }
+    a += kIgemmRows * 2;
+    b += kIgemmCols * 2;
+  }
+  const __m256i z0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb));
+  const __m256i z1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb + 8));
+  for (int r = 0; r < kRows; ++r) {
+    const __m256i s = _mm256_set1_epi32(row_sums[r]);
+    const __m256i v0 = _mm256_sub_epi32(acc0[r], _mm256_mullo_epi32(s, z0));
+    const __m256i v1 = _mm256_sub_epi32(acc1[r], _mm256_mullo_epi32(s, z1));
+    int32_t* out = c + r * ldc;
+    if (cols == kIgemmCols) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), v0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), v1);
+    } else {
+      alignas(32) int32_t tmp[kIgemmCols];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), v0);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8), v1);
+      std::memcpy(out, tmp, static_cast<size_t>(cols) * sizeof(int32_t));
+    }
+  }
+}
+#endif
+
+bool UseAvx2() {
+#ifdef NEE_IGEMM_X86
+  return SgemmActiveIsa() >= SgemmIsa::kAvx2 && !SgemmPortableForced();
+#else
+  return false;
+#endif
+}
+
+template <bool kSigned>
+TileFn SelectTile(int64_t rows, bool avx2) {
+#ifdef NEE_IGEMM_X86
+  if (avx2) {
+    switch (rows) {
+      case 1: return TileAvx2<1, kSigned>;
+      case 2: return TileAvx2<2, kSigned>;
+      case 3: return TileAvx2<3, kSigned>;
+      case 4: return TileAvx2<4, kSigned>;
+      case 5: return TileAvx2<5, kSigned>;
+      default: return TileAvx2<6, kSigned>;
+    }
+  }
+#endif
+  (void)avx2;
+  switch (rows) {
+    case 1: return TilePortable<1, kSigned>;
+    case 2: return TilePortable<2, kSigned>;
+    case 3: return TilePortable<3, kSigned>;
+    case 4: return TilePortable<4, kSigned>;
+    case 5: return TilePortable<5, kSigned>;
+    default: return TilePortable<6, kSigned>;
+  }
+}
+
+}  // namespace
+
+void IgemmPackA(int64_t m, int64_t k, const void* a, int64_t lda, bool is_signed, const int32_t* za,
+                int64_t za_stride, IgemmPackedA* out) {
+  const int64_t kpairs = IgemmKPairs(k);
+  const int64_t panels = (m + kIgemmRows - 1) / kIgemmRows;
+  out->m = m;
+  out->k = k;
+  out->data.assign(static_cast<size_t>(panels * kpairs * kIgemmRows * 2), 0);
+  out->row_sums.assign(static_cast<size_t>(panels * kIgemmRows), 0);
+  const auto* bytes = static_cast<const uint8_t*>(a);
+  for (int64_t i = 0; i < m; ++i) {
+    const int32_t zero = za ? za[i * za_stride] : 0;
+    int16_t* dst = out->data.data() + (i / kIgemmRows) * kpairs * kIgemmRows * 2 + (i % kIgemmRows) * 2;
+    const uint8_t* src = bytes + i * lda;
+    int32_t sum = 0;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int32_t v = (is_signed ? static_cast<int8_t>(src[kk]) : src[kk]) - zero;
+      dst[(kk / 2) * kIgemmRows * 2 + (kk & 1)] = static_cast<int16_t>(v);
+      sum += v;
+    }
+    out->row_sums[static_cast<size_t>(i)] = sum;
+  }
+}
+
+void IgemmPackB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, uint8_t* dst) {
+  const int64_t kpairs = IgemmKPairs(k);
+  const int64_t panels = (n + kIgemmCols - 1) / kIgemmCols;
+  alignas(16) uint8_t zeros[kIgemmCols] = {};
+  for (int64_t p = 0; p < kpairs; ++p) {
+    const uint8_t* row0 = b + 2 * p * ldb;
+    const uint8_t* row1 = 2 * p + 1 < k ? row0 + ldb : nullptr;
+    for (int64_t q = 0; q < panels; ++q) {
+      const int64_t j0 = q * kIgemmCols, cols = std::min(kIgemmCols, n - j0);
+      // Ragged panels and a missing odd row read zeros.
+      alignas(16) uint8_t r0[kIgemmCols] = {}, r1[kIgemmCols] = {};
+      const uint8_t* s0 = row0 + j0;
+      const uint8_t* s1 = row1 ? row1 + j0 : zeros;
+      if (cols < kIgemmCols) {
+        std::memcpy(r0, s0, static_cast<size_t>(cols));
+        if (row1) std::memcpy(r1, s1, static_cast<size_t>(cols));
+        s0 = r0;
+        s1 = r1;
+      }
+      uint8_t* d = dst + (q * kpairs + p) * kIgemmCols * 2;
+#ifdef NEE_IGEMM_X86
+      const __m128i v0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0));
+      const __m128i v1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi8(v0, v1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16), _mm_unpackhi_epi8(v0, v1));
+#else
+      for (int64_t j = 0; j < kIgemmCols; ++j) {
+        d[2 * j] = s0[j];
+        d[2 * j + 1] = s1[j];
+      }
+#endif
+    }
+  }
+}
+
+void IgemmRange(const IgemmPackedA& a, const IgemmB& b, const int32_t* zb, int64_t zb_stride, int32_t* c,
+                int64_t ldc, int64_t row_panel_begin, int64_t row_panel_end, int64_t col_panel_begin,
+                int64_t col_panel_end) {
+  const int64_t kpairs = IgemmKPairs(a.k);
+  const bool avx2 = UseAvx2();
+  for (int64_t q = col_panel_begin; q < col_panel_end; ++q) {
+    const int64_t j0 = q * kIgemmCols, cols = std::min(kIgemmCols, b.n - j0);
+    int32_t zero_points[kIgemmCols] = {};
+    for (int64_t j = 0; j < cols; ++j) zero_points[j] = zb ? zb[(j0 + j) * zb_stride] : 0;
+    const uint8_t* bp = b.data + q * kpairs * kIgemmCols * 2;
+    for (int64_t rp = row_panel_begin; rp < row_panel_end; ++rp) {
+      const int64_t i0 = rp * kIgemmRows, rows = std::min(kIgemmRows, a.m - i0);
+      const TileFn tile = b.is_signed ? SelectTile<true>(rows, avx2) : SelectTile<false>(rows, avx2);
+      tile(a.data.data() + rp * kpairs * kIgemmRows * 2, bp, kpairs, a.row_sums.data() + i0, zero_points,
+           c + i0 * ldc + j0, ldc, cols);
+    }
+  }
+}
+
+void Igemm(const KernelContext* ctx, const IgemmPackedA& a, const IgemmB& b, const int32_t* zb, int64_t zb_stride,
+           int32_t* c, int64_t ldc) {
+  const int64_t row_panels = (a.m + kIgemmRows - 1) / kIgemmRows;
+  const int64_t col_panels = b.panels();
+  if (row_panels == 0 || col_panels == 0) return;
+  if (!ctx || !ctx->pool()) {
+    IgemmRange(a, b, zb, zb_stride, c, ldc, 0, row_panels, 0, col_panels);
+    return;
+  }
+  // Column panels share A (read from L2), so tasks are runs of column panels
+  // of at least ~64k multiply-adds; with fewer panels than that, row panels.
+  const int64_t work_per_panel = std::max<int64_t>(1, a.m * a.k * kIgemmCols);
+  const int64_t min_panels = std::max<int64_t>(1, 65536 / work_per_panel);
+  if (col_panels >= 2 * min_panels || row_panels == 1) {
+    ctx->ParallelFor(col_panels, min_panels, [&](int64_t begin, int64_t end) {
+      IgemmRange(a, b, zb, zb_stride, c, ldc, 0, row_panels, begin, end);
+    });
+  } else {
+    ctx->ParallelFor(row_panels, 1, [&](int64_t begin, int64_t end) {
+      IgemmRange(a, b, zb, zb_stride, c, ldc, begin, end, 0, col_panels);
+    });
+  }
+}
+
+const char* IgemmKernelName() { return UseAvx2() ? "avx2" : "portable"; }
+
+}  // namespace nee::cpu
