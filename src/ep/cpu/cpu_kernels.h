@@ -127,7 +127,7 @@ Status RnnFloat(KernelContext& ctx);
 Status ConvIntegerFast(KernelContext& ctx);
 Status MatMulIntegerFast(KernelContext& ctx);
 Status DynamicQuantizeLinearFast(KernelContext& ctx);
-// com.microsoft DynamicQuantizeLSTM (rnn_fast.cc): its gate products on the integer GEMM, weights packed
+// com.microsoft DynamicQuantizeLSTM (qlstm_fast.cc): its gate products on the integer GEMM, weights packed
 // once; the float cell as the reference computes it, so bitwise the reference.
 Status DynamicQuantizeLstmFast(KernelContext& ctx);
 // DynamicQuantizeLinear's pieces, shared with DynamicQuantizeLSTM: widens [lo, hi] to x's range (NaNs
