@@ -56,42 +56,62 @@ __attribute__((target("avx2,fma"))) inline __m256i Widen(const uint8_t* p) {
 
 // Per k pair: B's two vectors (8 columns each, a pair of int16 per int32
 // lane) and one broadcast pair of A per row; vpmaddwd sums each lane's two
-// products exactly in int32.
+// products exactly in int32. The accumulators are named variables, not an
+// array, and an empty asm after each row pins the row's work in place:
+// otherwise GCC hoists all six broadcasts first and spills accumulators.
+template <bool kSigned>
+__attribute__((target("avx2,fma"))) inline void StoreRow(__m256i acc0, __m256i acc1, int32_t row_sum, __m256i z0,
+                                                         __m256i z1, int32_t* out, int64_t cols) {
+  const __m256i s = _mm256_set1_epi32(row_sum);
+  const __m256i v0 = _mm256_sub_epi32(acc0, _mm256_mullo_epi32(s, z0));
+  const __m256i v1 = _mm256_sub_epi32(acc1, _mm256_mullo_epi32(s, z1));
+  if (cols == kIgemmCols) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), v0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), v1);
+  } else {
+    alignas(32) int32_t tmp[kIgemmCols];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), v0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8), v1);
+    std::memcpy(out, tmp, static_cast<size_t>(cols) * sizeof(int32_t));
+  }
+}
+
 template <int kRows, bool kSigned>
 __attribute__((target("avx2,fma"))) void TileAvx2(const int16_t* a, const uint8_t* b, int64_t kpairs,
                                                   const int32_t* row_sums, const int32_t* zb, int32_t* c, int64_t ldc,
                                                   int64_t cols) {
-  __m256i acc0[kRows], acc1[kRows];
-  for (int r = 0; r < kRows; ++r) acc0[r] = acc1[r] = _mm256_setzero_si256();
+  static_assert(kRows >= 1 && kRows <= 6, "up to six rows");
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t p = 0; p < kpairs; ++p) {
     const __m256i b0 = Widen<kSigned>(b), b1 = Widen<kSigned>(b + 16);
-    for (int r = 0; r < kRows; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, a + 2 * r, sizeof pair);
-      const __m256i av = _mm256_set1_epi32(pair);
-      acc0[r] = _mm256_add_epi32(acc0[r], _mm256_madd_epi16(av, b0));
-      acc1[r] = _mm256_add_epi32(acc1[r], _mm256_madd_epi16(av, b1));
-    }
+#define NEE_IGEMM_ROW(r)                                                 \
+  if constexpr (kRows > r) {                                             \
+    int32_t pair;                                                        \
+    std::memcpy(&pair, a + 2 * r, sizeof pair);                          \
+    const __m256i av = _mm256_set1_epi32(pair);                          \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(av, b0));      \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(av, b1));      \
+    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                 \
+  }
+    NEE_IGEMM_ROW(0)
+    NEE_IGEMM_ROW(1)
+    NEE_IGEMM_ROW(2)
+    NEE_IGEMM_ROW(3)
+    NEE_IGEMM_ROW(4)
+    NEE_IGEMM_ROW(5)
+#undef NEE_IGEMM_ROW
     a += kIgemmRows * 2;
     b += kIgemmCols * 2;
   }
   const __m256i z0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb));
   const __m256i z1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb + 8));
-  for (int r = 0; r < kRows; ++r) {
-    const __m256i s = _mm256_set1_epi32(row_sums[r]);
-    const __m256i v0 = _mm256_sub_epi32(acc0[r], _mm256_mullo_epi32(s, z0));
-    const __m256i v1 = _mm256_sub_epi32(acc1[r], _mm256_mullo_epi32(s, z1));
-    int32_t* out = c + r * ldc;
-    if (cols == kIgemmCols) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), v0);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8), v1);
-    } else {
-      alignas(32) int32_t tmp[kIgemmCols];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp), v0);
-      _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8), v1);
-      std::memcpy(out, tmp, static_cast<size_t>(cols) * sizeof(int32_t));
-    }
-  }
+  StoreRow<kSigned>(c00, c01, row_sums[0], z0, z1, c, cols);
+  if constexpr (kRows > 1) StoreRow<kSigned>(c10, c11, row_sums[1], z0, z1, c + ldc, cols);
+  if constexpr (kRows > 2) StoreRow<kSigned>(c20, c21, row_sums[2], z0, z1, c + 2 * ldc, cols);
+  if constexpr (kRows > 3) StoreRow<kSigned>(c30, c31, row_sums[3], z0, z1, c + 3 * ldc, cols);
+  if constexpr (kRows > 4) StoreRow<kSigned>(c40, c41, row_sums[4], z0, z1, c + 4 * ldc, cols);
+  if constexpr (kRows > 5) StoreRow<kSigned>(c50, c51, row_sums[5], z0, z1, c + 5 * ldc, cols);
 }
 #endif
 
