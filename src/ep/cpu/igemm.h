@@ -40,19 +40,25 @@ struct IgemmPackedA {
 void IgemmPackA(int64_t m, int64_t k, const void* a, int64_t lda, bool is_signed, const int32_t* za,
                 int64_t za_stride, IgemmPackedA* out);
 
-// B (k x n, 8-bit) in panels of kIgemmCols columns, each [k pairs][16 cols][2]
-// bytes: a pair (B[2p][j], B[2p+1][j]) per column, columns past n and the odd
-// k's partner 0. IgemmPackBSize bytes.
+// B (k x n, 8-bit) in panels of kIgemmCols columns, each [k pairs][32 bytes]:
+// a pair (B[2p][j], B[2p+1][j]) per column, columns in the order 0-3, 8-11,
+// 4-7, 12-15 (so that in-lane unpacks widen them in order); int8 stored as
+// uint8 with the top bit flipped (its zero points are then raised by 128);
+// columns past n and the odd k's partner zero. IgemmPackBSize bytes.
 inline int64_t IgemmPackBSize(int64_t k, int64_t n) {
   return (n + kIgemmCols - 1) / kIgemmCols * IgemmKPairs(k) * kIgemmCols * 2;
 }
-void IgemmPackB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, uint8_t* dst);
+void IgemmPackB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_signed, uint8_t* dst);
+// Packs k pair p alone, from its two rows of n bytes (row1 null: the odd k's
+// missing partner), for producers that build B two rows at a time (im2col).
+void IgemmPackBPair(int64_t k, int64_t n, int64_t p, const uint8_t* row0, const uint8_t* row1, bool is_signed,
+                    uint8_t* dst);
 
 // A packed B and how to read it.
 struct IgemmB {
   const uint8_t* data = nullptr;
   int64_t k = 0, n = 0;
-  bool is_signed = false;
+  bool is_signed = false;  // int8 (packed with the top bit flipped)
   int64_t panels() const { return (n + kIgemmCols - 1) / kIgemmCols; }
 };
 
@@ -60,7 +66,7 @@ struct IgemmB {
 struct IgemmPackedB {
   IgemmPackedB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_signed)
       : bytes(static_cast<size_t>(IgemmPackBSize(k, n))), k(k), n(n), is_signed(is_signed) {
-    IgemmPackB(k, n, b, ldb, bytes.data());
+    IgemmPackB(k, n, b, ldb, is_signed, bytes.data());
   }
   IgemmB view() const { return {bytes.data(), k, n, is_signed}; }
   std::vector<uint8_t> bytes;

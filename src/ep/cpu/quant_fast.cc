@@ -115,39 +115,59 @@ std::shared_ptr<const ConvIntWeights> PackConvWeights(const ConvInt2D& g, const 
   return packed;
 }
 
-// im2col of one (image, group): row (c, i, j) holds, for every output pixel,
-// the input its tap (i, j) of channel c reads, or the zero point in the
-// padding (the reference subtracts the zero point before padding).
-void Im2ColInt(const ConvInt2D& g, const uint8_t* x, uint8_t pad, uint8_t* col) {
-  const int64_t P = g.P();
-  for (int64_t c = 0; c < g.Cg; ++c) {
-    const uint8_t* plane = x + c * g.ih * g.iw;
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) {
-        uint8_t* row = col + ((c * g.kh + i) * g.kw + j) * P;
-        // Output columns whose tap lands inside the row: [lo, hi).
-        const int64_t shift = j * g.dw - g.pw;
-        int64_t lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
-        int64_t hi = g.iw - shift <= 0 ? 0 : (g.iw - shift + g.sw - 1) / g.sw;
-        lo = std::min(lo, g.ow);
-        hi = std::clamp(hi, lo, g.ow);
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          uint8_t* dst = row + oy * g.ow;
-          const int64_t y = oy * g.sh - g.ph + i * g.dh;
-          if (y < 0 || y >= g.ih) {
-            std::memset(dst, pad, static_cast<size_t>(g.ow));
-            continue;
-          }
-          const uint8_t* src = plane + y * g.iw + shift;
-          std::memset(dst, pad, static_cast<size_t>(lo));
-          if (g.sw == 1) {
-            std::memcpy(dst + lo, src + lo, static_cast<size_t>(hi - lo));
-          } else {
-            for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * g.sw];
-          }
-          std::memset(dst + hi, pad, static_cast<size_t>(g.ow - hi));
-        }
-      }
+// GCC turns short fill and copy loops into memset/memcpy calls, whose call
+// overhead dominates for rows of 25-100 bytes and margins of a byte or two.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NEE_QUANT_NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NEE_QUANT_NO_LIBCALLS
+#endif
+
+// One im2col row of one (image, group): for im2col row r = (c, i, j), the
+// input tap (i, j) of channel c reads at every output pixel, or the zero
+// point in the padding (the reference subtracts the zero point before
+// padding, so padding counts as the zero point).
+NEE_QUANT_NO_LIBCALLS void Im2ColRowInt(const ConvInt2D& g, const uint8_t* x, uint8_t pad, int64_t r, uint8_t* row) {
+  const int64_t c = r / (g.kh * g.kw), i = r / g.kw % g.kh, j = r % g.kw;
+  const uint8_t* plane = x + c * g.ih * g.iw;
+  // Output columns whose tap lands inside the input row: [lo, hi).
+  const int64_t shift = j * g.dw - g.pw;
+  int64_t lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+  int64_t hi = g.iw - shift <= 0 ? 0 : (g.iw - shift + g.sw - 1) / g.sw;
+  lo = std::min(lo, g.ow);
+  hi = std::clamp(hi, lo, g.ow);
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    uint8_t* dst = row + oy * g.ow;
+    const int64_t y = oy * g.sh - g.ph + i * g.dh;
+    if (y < 0 || y >= g.ih) {
+      for (int64_t o = 0; o < g.ow; ++o) dst[o] = pad;
+      continue;
+    }
+    const uint8_t* src = plane + y * g.iw + shift;
+    for (int64_t o = 0; o < lo; ++o) dst[o] = pad;
+    if (g.sw == 1) {
+      for (int64_t o = lo; o < hi; ++o) dst[o] = src[o];
+    } else {
+      for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * g.sw];
+    }
+    for (int64_t o = hi; o < g.ow; ++o) dst[o] = pad;
+  }
+}
+
+// B of one (image, group) packed for the GEMM: the im2col rows built two at a
+// time into a scratch pair that stays in L1 and packed from there, instead of
+// writing the whole K x P im2col and reading it back.
+void PackIm2ColInt(const ConvInt2D& g, const uint8_t* x, uint8_t pad, bool is_signed, uint8_t* packed) {
+  const int64_t K = g.K(), P = g.P();
+  thread_local std::vector<uint8_t> t_rows;
+  t_rows.resize(static_cast<size_t>(2 * P));
+  uint8_t* row0 = t_rows.data();
+  uint8_t* row1 = row0 + P;
+  for (int64_t p = 0; p < IgemmKPairs(K); ++p) {
+    Im2ColRowInt(g, x, pad, 2 * p, row0);
+    const bool odd = 2 * p + 1 < K;
+    if (odd) Im2ColRowInt(g, x, pad, 2 * p + 1, row1);
+    IgemmPackBPair(K, P, p, row0, odd ? row1 : nullptr, is_signed, packed);
   }
 }
 
@@ -186,19 +206,18 @@ Status ConvIntegerFast(KernelContext& ctx) {
   const auto* xs = static_cast<const uint8_t*>(x->raw_data());
   const uint8_t pad = static_cast<uint8_t>(xzp[0]);  // the zero point's own byte (int8 in two's complement)
   const int32_t zx = xzp[0];
-  thread_local std::vector<uint8_t> t_col, t_packed;
+  const bool x_signed = x->dtype() == DataType::kInt8;
+  thread_local std::vector<uint8_t> t_packed;
   t_packed.resize(static_cast<size_t>(IgemmPackBSize(K, P)));
-  if (!g.pointwise()) t_col.resize(static_cast<size_t>(K * P));
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t grp = 0; grp < g.group; ++grp) {
       const uint8_t* xg = xs + (n * g.C + grp * g.Cg) * g.ih * g.iw;
       if (g.pointwise()) {
-        IgemmPackB(K, P, xg, P, t_packed.data());
+        IgemmPackB(K, P, xg, P, x_signed, t_packed.data());
       } else {
-        Im2ColInt(g, xg, pad, t_col.data());
-        IgemmPackB(K, P, t_col.data(), P, t_packed.data());
+        PackIm2ColInt(g, xg, pad, x_signed, t_packed.data());
       }
-      const IgemmB b{t_packed.data(), K, P, x->dtype() == DataType::kInt8};
+      const IgemmB b{t_packed.data(), K, P, x_signed};
       Igemm(&ctx, weights->groups[static_cast<size_t>(grp)], b, &zx, 0,
             y.data<int32_t>() + (n * g.M + grp * g.Mg) * P, P);
     }
