@@ -110,13 +110,14 @@ void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, 
   thread_local std::vector<int32_t> t_acc;
   thread_local std::vector<float> t_multiplier;
   thread_local IgemmPackedA t_a;
-  t_levels.resize(static_cast<size_t>(count));
-  t_acc.resize(static_cast<size_t>(m * n));
+  // Grown, never shrunk (the steps' products are smaller than X's).
+  if (t_levels.size() < static_cast<size_t>(count)) t_levels.resize(static_cast<size_t>(count));
+  if (t_acc.size() < static_cast<size_t>(m * n)) t_acc.resize(static_cast<size_t>(m * n));
   QuantizeToUint8(a, count, scale, zero_point, t_levels.data());
   const int32_t za = static_cast<int32_t>(zero_point);
   IgemmPackA(m, k, t_levels.data(), k, false, &za, 0, &t_a);
   Igemm(gemm_ctx, t_a, w, p.zero.data(), 1, t_acc.data(), n);
-  t_multiplier.resize(static_cast<size_t>(n));
+  if (t_multiplier.size() < static_cast<size_t>(n)) t_multiplier.resize(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) t_multiplier[static_cast<size_t>(j)] = scale * p.scale[static_cast<size_t>(j)];
   for (int64_t i = 0; i < m; ++i) {
     const int32_t* acc = t_acc.data() + i * n;

@@ -160,7 +160,7 @@ NEE_QUANT_NO_LIBCALLS void Im2ColRowInt(const ConvInt2D& g, const uint8_t* x, ui
 void PackIm2ColInt(const ConvInt2D& g, const uint8_t* x, uint8_t pad, bool is_signed, uint8_t* packed) {
   const int64_t K = g.K(), P = g.P();
   thread_local std::vector<uint8_t> t_rows;
-  t_rows.resize(static_cast<size_t>(2 * P));
+  if (t_rows.size() < static_cast<size_t>(2 * P)) t_rows.resize(static_cast<size_t>(2 * P));
   uint8_t* row0 = t_rows.data();
   uint8_t* row1 = row0 + P;
   for (int64_t p = 0; p < IgemmKPairs(K); ++p) {
@@ -207,8 +207,11 @@ Status ConvIntegerFast(KernelContext& ctx) {
   const uint8_t pad = static_cast<uint8_t>(xzp[0]);  // the zero point's own byte (int8 in two's complement)
   const int32_t zx = xzp[0];
   const bool x_signed = x->dtype() == DataType::kInt8;
+  // Grown, never shrunk: resizing up again after a smaller layer would zero-fill
+  // bytes that packing overwrites anyway.
   thread_local std::vector<uint8_t> t_packed;
-  t_packed.resize(static_cast<size_t>(IgemmPackBSize(K, P)));
+  const size_t packed_bytes = static_cast<size_t>(IgemmPackBSize(K, P));
+  if (t_packed.size() < packed_bytes) t_packed.resize(packed_bytes);
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t grp = 0; grp < g.group; ++grp) {
       const uint8_t* xg = xs + (n * g.C + grp * g.Cg) * g.ih * g.iw;
