@@ -157,18 +157,22 @@ NEE_QUANT_NO_LIBCALLS void Im2ColRowInt(const ConvInt2D& g, const uint8_t* x, ui
 // B of one (image, group) packed for the GEMM: the im2col rows built two at a
 // time into a scratch pair that stays in L1 and packed from there, instead of
 // writing the whole K x P im2col and reading it back.
-void PackIm2ColInt(const ConvInt2D& g, const uint8_t* x, uint8_t pad, bool is_signed, uint8_t* packed) {
+void PackIm2ColInt(const KernelContext& ctx, const ConvInt2D& g, const uint8_t* x, uint8_t pad, bool is_signed,
+                   uint8_t* packed) {
   const int64_t K = g.K(), P = g.P();
-  thread_local std::vector<uint8_t> t_rows;
-  if (t_rows.size() < static_cast<size_t>(2 * P)) t_rows.resize(static_cast<size_t>(2 * P));
-  uint8_t* row0 = t_rows.data();
-  uint8_t* row1 = row0 + P;
-  for (int64_t p = 0; p < IgemmKPairs(K); ++p) {
-    Im2ColRowInt(g, x, pad, 2 * p, row0);
-    const bool odd = 2 * p + 1 < K;
-    if (odd) Im2ColRowInt(g, x, pad, 2 * p + 1, row1);
-    IgemmPackBPair(K, P, p, row0, odd ? row1 : nullptr, is_signed, packed);
-  }
+  // k pairs write disjoint bytes: shared out over the threads in runs of about 16 KB of input.
+  ctx.ParallelFor(IgemmKPairs(K), std::max<int64_t>(1, 8192 / P), [&](int64_t begin, int64_t end) {
+    thread_local std::vector<uint8_t> t_rows;
+    if (t_rows.size() < static_cast<size_t>(2 * P)) t_rows.resize(static_cast<size_t>(2 * P));
+    uint8_t* row0 = t_rows.data();
+    uint8_t* row1 = row0 + P;
+    for (int64_t p = begin; p < end; ++p) {
+      Im2ColRowInt(g, x, pad, 2 * p, row0);
+      const bool odd = 2 * p + 1 < K;
+      if (odd) Im2ColRowInt(g, x, pad, 2 * p + 1, row1);
+      IgemmPackBPair(K, P, p, row0, odd ? row1 : nullptr, is_signed, packed);
+    }
+  });
 }
 
 }  // namespace
@@ -218,7 +222,7 @@ Status ConvIntegerFast(KernelContext& ctx) {
       if (g.pointwise()) {
         IgemmPackB(K, P, xg, P, x_signed, t_packed.data());
       } else {
-        PackIm2ColInt(g, xg, pad, x_signed, t_packed.data());
+        PackIm2ColInt(ctx, g, xg, pad, x_signed, t_packed.data());
       }
       const IgemmB b{t_packed.data(), K, P, x_signed};
       Igemm(&ctx, weights->groups[static_cast<size_t>(grp)], b, &zx, 0,
