@@ -302,8 +302,11 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx) {
         {s.dirs, s.input, H, w.dtype() == DataType::kInt8, r.dtype() == DataType::kInt8},
         [&]() -> Result<std::shared_ptr<const QLstmWeights>> {
           std::shared_ptr<const QLstmWeights> p = pack();
-          ctx.DropConstantInput(1);
-          ctx.DropConstantInput(2);
+          // Released, not dropped: a later run whose other inputs this kernel
+          // does not take goes to the reference, which reads W and R before it
+          // checks B, the states and the peepholes.
+          ctx.ReleaseConstantInput(1);
+          ctx.ReleaseConstantInput(2);
           return p;
         });
     if (built.ok()) weights = built.value();

@@ -115,6 +115,8 @@ TEST_P(QuantFastTest, ConvIntegerMatchesReference) {
       {"1d_pointwise_s8", {1, 5, 9}, {3, 5, 1}, {}, s8, s8},
       {"3d_to_reference", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {}},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {}},
+      {"no_output_channels", {1, 3, 5, 5}, {0, 3, 3, 3}, {}, u8, u8, 1},
+      {"no_input_channels", {2, 0, 5, 4}, {6, 0, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
   };
   std::mt19937 rng(21);
   for (const ConvCase& c : cases) {
