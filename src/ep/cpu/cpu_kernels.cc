@@ -67,6 +67,12 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "GRU", 1, 1000, GruFloat, "float32"},
       {"", "RNN", 1, 1000, RnnFloat, "float32"},
       // ---- end recurrent block ----
+      // ---- Quantized (quant_fast.cc, qlstm_fast.cc) ----
+      {"", "ConvInteger", 1, 1000, ConvIntegerFast, "uint8, int8"},
+      {"", "MatMulInteger", 1, 1000, MatMulIntegerFast, "uint8, int8"},
+      {"", "DynamicQuantizeLinear", 1, 1000, DynamicQuantizeLinearFast, "float32"},
+      {"com.microsoft", "DynamicQuantizeLSTM", 1, 1000, DynamicQuantizeLstmFast, "float32"},
+      // ---- end quantized block ----
       // ---- Tree ensembles (tree_fast.cc) ----
       {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 1000, TreeEnsembleClassifierFast, "as the reference"},
       {"ai.onnx.ml", "TreeEnsembleRegressor", 1, 1000, TreeEnsembleRegressorFast, "as the reference"},

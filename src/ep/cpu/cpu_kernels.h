@@ -121,6 +121,21 @@ Status GruFloat(KernelContext& ctx);
 Status RnnFloat(KernelContext& ctx);
 // ---- end recurrent block ----
 
+// ---- Quantized (quant_fast.cc, on the integer GEMM of igemm.h) ----
+// ConvInteger (1-D and 2-D: im2col of the 8-bit input, weights packed once), MatMulInteger (2-D B, packed
+// once when constant) and DynamicQuantizeLinear (vectorized range and rounding): bitwise the reference.
+Status ConvIntegerFast(KernelContext& ctx);
+Status MatMulIntegerFast(KernelContext& ctx);
+Status DynamicQuantizeLinearFast(KernelContext& ctx);
+// com.microsoft DynamicQuantizeLSTM (qlstm_fast.cc): its gate products on the integer GEMM, weights packed
+// once; the float cell as the reference computes it, so bitwise the reference.
+Status DynamicQuantizeLstmFast(KernelContext& ctx);
+// DynamicQuantizeLinear's pieces, shared with DynamicQuantizeLSTM: widens [lo, hi] to x's range (NaNs
+// skipped), and y = clamp(nearbyint(x / scale) + zero_point, 0, 255) with NaN -> zero_point.
+void QuantizeRange(const float* x, int64_t n, float& lo, float& hi);
+void QuantizeToUint8(const float* x, int64_t n, float scale, float zero_point, uint8_t* y);
+// ---- end quantized block ----
+
 // ---- Tree ensembles (tree_fast.cc) ----
 // ai.onnx.ml TreeEnsembleClassifier/Regressor/TreeEnsemble: the reference kernels' driver with a faster
 // tree walk for BRANCH_LEQ forests without missing-value tracking (SUM/AVERAGE); bitwise the reference.

@@ -1,0 +1,93 @@
+// Integer GEMM for the quantized ops (ConvInteger, MatMulInteger,
+// DynamicQuantizeLSTM): 8-bit operands with zero points, int32 results.
+//
+//   C[i][j] = sum_k (A[i][k] - za[i]) * (B[k][j] - zb[j])
+//
+// computed exactly, wrapping modulo 2^32 like the reference kernels' int64
+// sums narrowed to int32. A is packed with its zero point already subtracted
+// (int16, exact: an 8-bit value minus an 8-bit zero point lies in [-255, 255]);
+// B stays 8-bit and its zero point is applied afterwards as
+// - zb[j] * sum_k (A[i][k] - za[i]), so a constant B packed once per session
+// keeps its size. On AVX2 the products are vpmaddwd on int16 pairs (exact, no
+// saturation), on other machines plain integer loops over the same layout.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace nee {
+class KernelContext;
+}
+
+namespace nee::cpu {
+
+constexpr int64_t kIgemmRows = 6;     // rows of A per packed panel (micro-tile height)
+constexpr int64_t kIgemmCols = 16;    // columns of B per packed panel (micro-tile width)
+
+inline int64_t IgemmKPairs(int64_t k) { return (k + 1) / 2; }
+
+// A (m x k) minus its zero points: panels of kIgemmRows rows, each
+// [k pairs][kIgemmRows rows][2] int16 (rows past m and the odd k's partner are
+// 0), plus each row's sum of A - za for B's zero point.
+struct IgemmPackedA {
+  int64_t m = 0, k = 0;
+  std::vector<int16_t> data;
+  std::vector<int32_t> row_sums;
+};
+
+// Packs 8-bit A (row-major, lda elements between rows; uint8 or int8 as
+// `is_signed` says) minus za[i * za_stride] (za_stride 0: one zero point).
+void IgemmPackA(int64_t m, int64_t k, const void* a, int64_t lda, bool is_signed, const int32_t* za,
+                int64_t za_stride, IgemmPackedA* out);
+
+// B (k x n, 8-bit) in panels of kIgemmCols columns, each [k pairs][32 bytes]:
+// a pair (B[2p][j], B[2p+1][j]) per column, columns in the order 0-3, 8-11,
+// 4-7, 12-15 (so that in-lane unpacks widen them in order); int8 stored as
+// uint8 with the top bit flipped (its zero points are then raised by 128);
+// columns past n and the odd k's partner zero. IgemmPackBSize bytes.
+inline int64_t IgemmPackBSize(int64_t k, int64_t n) {
+  return (n + kIgemmCols - 1) / kIgemmCols * IgemmKPairs(k) * kIgemmCols * 2;
+}
+void IgemmPackB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_signed, uint8_t* dst);
+// Packs k pair p alone, from its two rows of n bytes (row1 null: the odd k's
+// missing partner), for producers that build B two rows at a time (im2col).
+void IgemmPackBPair(int64_t k, int64_t n, int64_t p, const uint8_t* row0, const uint8_t* row1, bool is_signed,
+                    uint8_t* dst);
+
+// A packed B and how to read it.
+struct IgemmB {
+  const uint8_t* data = nullptr;
+  int64_t k = 0, n = 0;
+  bool is_signed = false;  // int8 (packed with the top bit flipped)
+  int64_t panels() const { return (n + kIgemmCols - 1) / kIgemmCols; }
+};
+
+// B packed once and kept (a constant operand: weights).
+struct IgemmPackedB {
+  IgemmPackedB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_signed)
+      : bytes(static_cast<size_t>(IgemmPackBSize(k, n))), k(k), n(n), is_signed(is_signed) {
+    IgemmPackB(k, n, b, ldb, is_signed, bytes.data());
+  }
+  IgemmB view() const { return {bytes.data(), k, n, is_signed}; }
+  std::vector<uint8_t> bytes;
+  int64_t k, n;
+  bool is_signed;
+};
+
+// C's row panels [row_panel_begin, row_panel_end) x B's column panels
+// [col_panel_begin, col_panel_end) on the calling thread; zb[j * zb_stride]
+// is B's zero point for column j (zb_stride 0: one zero point). Each element
+// is computed the same way whichever range holds it.
+void IgemmRange(const IgemmPackedA& a, const IgemmB& b, const int32_t* zb, int64_t zb_stride, int32_t* c,
+                int64_t ldc, int64_t row_panel_begin, int64_t row_panel_end, int64_t col_panel_begin,
+                int64_t col_panel_end);
+
+// All of C, its tiles shared out over the context's threads (null: this thread).
+void Igemm(const KernelContext* ctx, const IgemmPackedA& a, const IgemmB& b, const int32_t* zb, int64_t zb_stride,
+           int32_t* c, int64_t ldc);
+
+// Which kernel IgemmRange uses now ("avx2" or "portable"); it follows
+// SgemmPortableForced() / SgemmLimitIsa like the float kernels.
+const char* IgemmKernelName();
+
+}  // namespace nee::cpu

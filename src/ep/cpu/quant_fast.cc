@@ -1,0 +1,400 @@
+// ConvInteger, MatMulInteger and DynamicQuantizeLinear on the integer GEMM
+// (igemm.h). Integer results are exact, so these are bitwise the reference
+// kernels (ops/conv.cc, ops/matmul.cc, ops/quantize.cc); anything they do not
+// take (other ranks, broadcast batches, malformed inputs) goes to the
+// reference, which also reports the errors.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/igemm.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+#include "ops/nn_util.h"
+#include "ops/op_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_QUANT_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
+
+// A zero point input: absent (0), one value, or `per_axis` values of `type`.
+// False when malformed (the reference reports it).
+bool ReadZeroPoint(const KernelContext& ctx, size_t index, DataType type, int64_t per_axis, bool allow_per_axis,
+                   std::vector<int32_t>& out, int64_t& stride) {
+  out.assign(1, 0);
+  stride = 0;
+  if (!ctx.has_input(index)) return true;
+  const Value* v = ctx.input(index);
+  if (!v->is_tensor()) return false;
+  const Tensor& t = v->tensor();
+  if (t.dtype() != type) return false;
+  if (t.num_elements() == 1) {
+    out[0] = static_cast<int32_t>(ReadAsDouble(t, 0));
+    return true;
+  }
+  if (!allow_per_axis || t.num_elements() != per_axis) return false;
+  out.resize(static_cast<size_t>(per_axis));
+  for (int64_t i = 0; i < per_axis; ++i) out[static_cast<size_t>(i)] = static_cast<int32_t>(ReadAsDouble(t, i));
+  stride = 1;
+  return true;
+}
+
+// ---- ConvInteger ---------------------------------------------------------------
+
+// A 1-D or 2-D convolution as 2-D (a 1-D one has a height of 1).
+struct ConvInt2D {
+  int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
+  int64_t ih = 1, iw = 1, oh = 1, ow = 1, kh = 1, kw = 1;
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+  int64_t K() const { return Cg * kh * kw; }
+  int64_t P() const { return oh * ow; }
+  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && oh == ih && ow == iw; }
+};
+
+bool PlanConvInt(const KernelContext& ctx, const Tensor& x, const Tensor& w, ConvInt2D& g) {
+  if (!Is8Bit(x.dtype()) || !Is8Bit(w.dtype())) return false;
+  if (x.rank() < 3 || x.rank() > 4 || w.rank() != x.rank()) return false;
+  const size_t n = static_cast<size_t>(x.rank() - 2);
+  auto group = ctx.node().GetInt("group", 1);
+  if (!group.ok() || group.value() <= 0) return false;
+  g.group = group.value();
+  g.N = x.dim(0);
+  g.C = x.dim(1);
+  g.M = w.dim(0);
+  g.Cg = w.dim(1);
+  if (g.C != g.Cg * g.group || g.M % g.group != 0) return false;
+  g.Mg = g.M / g.group;
+  std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
+  auto spec = nn::ReadWindowSpec(ctx.node(), n, &kernel);
+  if (!spec.ok() || spec.value().kernel != kernel) return false;
+  nn::WindowSpec& ws = spec.value();
+  int64_t in[2] = {1, 1}, out[2] = {1, 1}, k[2] = {1, 1}, s[2] = {1, 1}, dl[2] = {1, 1}, p[2] = {0, 0};
+  const size_t first = 2 - n;
+  for (size_t d = 0; d < n; ++d) {
+    auto o = nn::WindowOutputDim(ctx.node(), ws, d, x.dim(static_cast<int64_t>(d + 2)));
+    if (!o.ok()) return false;
+    in[first + d] = x.dim(static_cast<int64_t>(d + 2));
+    out[first + d] = o.value();
+    k[first + d] = kernel[d];
+    s[first + d] = ws.strides[d];
+    dl[first + d] = ws.dilations[d];
+    p[first + d] = ws.pad_begin(d);
+  }
+  g.ih = in[0], g.iw = in[1], g.oh = out[0], g.ow = out[1], g.kh = k[0], g.kw = k[1];
+  g.sh = s[0], g.sw = s[1], g.dh = dl[0], g.dw = dl[1], g.ph = p[0], g.pw = p[1];
+  // Empty outputs (N, M or P zero) and empty sums (Cg zero) are the caller's
+  // and the GEMM's to handle: after the weights are packed and dropped, only
+  // inputs the reference refuses before reading them may go to it.
+  return true;
+}
+
+// The weights of every group minus their zero points, packed as the GEMM's A.
+struct ConvIntWeights {
+  std::vector<IgemmPackedA> groups;
+};
+
+std::shared_ptr<const ConvIntWeights> PackConvWeights(const ConvInt2D& g, const Tensor& w,
+                                                      const std::vector<int32_t>& wzp, int64_t wzp_stride) {
+  auto packed = std::make_shared<ConvIntWeights>();
+  packed->groups.resize(static_cast<size_t>(g.group));
+  const int64_t k = g.K();
+  for (int64_t grp = 0; grp < g.group; ++grp)
+    IgemmPackA(g.Mg, k, static_cast<const uint8_t*>(w.raw_data()) + grp * g.Mg * k, k,
+               w.dtype() == DataType::kInt8, wzp.data() + grp * g.Mg * wzp_stride, wzp_stride,
+               &packed->groups[static_cast<size_t>(grp)]);
+  return packed;
+}
+
+// GCC turns short fill and copy loops into memset/memcpy calls, whose call
+// overhead dominates for rows of 25-100 bytes and margins of a byte or two.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NEE_QUANT_NO_LIBCALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NEE_QUANT_NO_LIBCALLS
+#endif
+
+// One im2col row of one (image, group): for im2col row r = (c, i, j), the
+// input tap (i, j) of channel c reads at every output pixel, or the zero
+// point in the padding (the reference subtracts the zero point before
+// padding, so padding counts as the zero point).
+NEE_QUANT_NO_LIBCALLS void Im2ColRowInt(const ConvInt2D& g, const uint8_t* x, uint8_t pad, int64_t r, uint8_t* row) {
+  const int64_t c = r / (g.kh * g.kw), i = r / g.kw % g.kh, j = r % g.kw;
+  const uint8_t* plane = x + c * g.ih * g.iw;
+  // Output columns whose tap lands inside the input row: [lo, hi).
+  const int64_t shift = j * g.dw - g.pw;
+  int64_t lo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+  int64_t hi = g.iw - shift <= 0 ? 0 : (g.iw - shift + g.sw - 1) / g.sw;
+  lo = std::min(lo, g.ow);
+  hi = std::clamp(hi, lo, g.ow);
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    uint8_t* dst = row + oy * g.ow;
+    const int64_t y = oy * g.sh - g.ph + i * g.dh;
+    if (y < 0 || y >= g.ih) {
+      for (int64_t o = 0; o < g.ow; ++o) dst[o] = pad;
+      continue;
+    }
+    const uint8_t* src = plane + y * g.iw + shift;
+    for (int64_t o = 0; o < lo; ++o) dst[o] = pad;
+    if (g.sw == 1) {
+      for (int64_t o = lo; o < hi; ++o) dst[o] = src[o];
+    } else {
+      for (int64_t o = lo; o < hi; ++o) dst[o] = src[o * g.sw];
+    }
+    for (int64_t o = hi; o < g.ow; ++o) dst[o] = pad;
+  }
+}
+
+// B of one (image, group) packed for the GEMM: the im2col rows built two at a
+// time into a scratch pair that stays in L1 and packed from there, instead of
+// writing the whole K x P im2col and reading it back.
+void PackIm2ColInt(const KernelContext& ctx, const ConvInt2D& g, const uint8_t* x, uint8_t pad, bool is_signed,
+                   uint8_t* packed) {
+  const int64_t K = g.K(), P = g.P();
+  // k pairs write disjoint bytes: shared out over the threads in runs of about 16 KB of input.
+  ctx.ParallelFor(IgemmKPairs(K), std::max<int64_t>(1, 8192 / P), [&](int64_t begin, int64_t end) {
+    thread_local std::vector<uint8_t> t_rows;
+    if (t_rows.size() < static_cast<size_t>(2 * P)) t_rows.resize(static_cast<size_t>(2 * P));
+    uint8_t* row0 = t_rows.data();
+    uint8_t* row1 = row0 + P;
+    for (int64_t p = begin; p < end; ++p) {
+      Im2ColRowInt(g, x, pad, 2 * p, row0);
+      const bool odd = 2 * p + 1 < K;
+      if (odd) Im2ColRowInt(g, x, pad, 2 * p + 1, row1);
+      IgemmPackBPair(K, P, p, row0, odd ? row1 : nullptr, is_signed, packed);
+    }
+  });
+}
+
+}  // namespace
+
+Status ConvIntegerFast(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* w, ctx.InputTensor(1));
+  ConvInt2D g;
+  if (!PlanConvInt(ctx, *x, *w, g)) return RunReference(ctx);
+  std::vector<int32_t> xzp, wzp;
+  int64_t xzp_stride = 0, wzp_stride = 0;
+  if (!ReadZeroPoint(ctx, 2, x->dtype(), 1, false, xzp, xzp_stride) ||
+      !ReadZeroPoint(ctx, 3, w->dtype(), g.M, true, wzp, wzp_stride))
+    return RunReference(ctx);
+  if (wzp_stride == 0) wzp.assign(static_cast<size_t>(g.M), wzp[0]);
+  wzp_stride = 1;
+  std::vector<int64_t> out_dims{g.N, g.M};
+  for (int64_t d = 2; d < x->rank(); ++d) out_dims.push_back(d + 1 == x->rank() ? g.ow : g.oh);
+  if (g.N == 0 || g.M == 0 || g.P() == 0) return ctx.AllocateOutput(0, DataType::kInt32, out_dims).status();
+  // The weights are packed once per session when they and their zero point are constants.
+  std::shared_ptr<const ConvIntWeights> weights;
+  const bool constant = ctx.input_is_constant(1) && (!ctx.has_input(3) || ctx.input_is_constant(3));
+  if (ctx.prepared() && constant) {
+    auto built = ctx.prepared()->GetOrBuild<ConvIntWeights>(
+        {g.M, g.Cg, g.kh, g.kw, g.group}, [&]() -> Result<std::shared_ptr<const ConvIntWeights>> {
+          auto p = PackConvWeights(g, *w, wzp, wzp_stride);
+          ctx.DropConstantInput(1);
+          return p;
+        });
+    if (built.ok()) weights = built.value();
+  }
+  if (!weights) weights = PackConvWeights(g, *w, wzp, wzp_stride);
+
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kInt32, out_dims));
+  const int64_t K = g.K(), P = g.P();
+  const auto* xs = static_cast<const uint8_t*>(x->raw_data());
+  const uint8_t pad = static_cast<uint8_t>(xzp[0]);  // the zero point's own byte (int8 in two's complement)
+  const int32_t zx = xzp[0];
+  const bool x_signed = x->dtype() == DataType::kInt8;
+  // Grown, never shrunk: resizing up again after a smaller layer would zero-fill
+  // bytes that packing overwrites anyway.
+  thread_local std::vector<uint8_t> t_packed;
+  const size_t packed_bytes = static_cast<size_t>(IgemmPackBSize(K, P));
+  if (t_packed.size() < packed_bytes) t_packed.resize(packed_bytes);
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t grp = 0; grp < g.group; ++grp) {
+      const uint8_t* xg = xs + (n * g.C + grp * g.Cg) * g.ih * g.iw;
+      if (g.pointwise()) {
+        IgemmPackB(K, P, xg, P, x_signed, t_packed.data());
+      } else {
+        PackIm2ColInt(ctx, g, xg, pad, x_signed, t_packed.data());
+      }
+      const IgemmB b{t_packed.data(), K, P, x_signed};
+      Igemm(&ctx, weights->groups[static_cast<size_t>(grp)], b, &zx, 0,
+            y.data<int32_t>() + (n * g.M + grp * g.Mg) * P, P);
+    }
+  return Status::Ok();
+}
+
+// ---- MatMulInteger -------------------------------------------------------------
+
+Status MatMulIntegerFast(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
+  // Batched B (one matrix per batch) and mismatched shapes go to the reference.
+  if (!Is8Bit(a->dtype()) || !Is8Bit(b->dtype()) || a->rank() < 1 || b->rank() != 2) return RunReference(ctx);
+  const auto& ad = a->dims();
+  const int64_t k = ad.back(), n = b->dim(1);
+  const int64_t m = a->rank() == 1 ? 1 : ad[ad.size() - 2];
+  if (b->dim(0) != k) return RunReference(ctx);
+  std::vector<int32_t> za, zb;
+  int64_t za_stride = 0, zb_stride = 0;
+  if (!ReadZeroPoint(ctx, 2, a->dtype(), m, true, za, za_stride) ||
+      !ReadZeroPoint(ctx, 3, b->dtype(), n, true, zb, zb_stride))
+    return RunReference(ctx);
+  std::vector<int64_t> out_dims(ad.begin(), ad.end() - 1);
+  out_dims.push_back(n);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kInt32, out_dims));
+  const int64_t rows = a->rank() == 1 ? 1 : ProductOf(ad, 0, ad.size() - 1);
+  if (rows == 0 || n == 0) return Status::Ok();
+  if (k == 0) {
+    std::fill(y.data<int32_t>(), y.data<int32_t>() + rows * n, 0);
+    return Status::Ok();
+  }
+  const bool b_signed = b->dtype() == DataType::kInt8;
+  std::shared_ptr<const IgemmPackedB> packed;
+  if (ctx.prepared() && ctx.input_is_constant(1)) {
+    auto built = ctx.prepared()->GetOrBuild<IgemmPackedB>(
+        {k, n, b_signed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const IgemmPackedB>> {
+          auto p = std::make_shared<const IgemmPackedB>(k, n, static_cast<const uint8_t*>(b->raw_data()), n, b_signed);
+          ctx.DropConstantInput(1);
+          return p;
+        });
+    if (built.ok()) packed = built.value();
+  }
+  if (!packed) packed = std::make_shared<const IgemmPackedB>(k, n, static_cast<const uint8_t*>(b->raw_data()), n, b_signed);
+  // A's zero point per row of each matrix, repeated over the batch.
+  std::vector<int32_t> row_zp(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) row_zp[static_cast<size_t>(r)] = za[static_cast<size_t>((r % m) * za_stride)];
+  IgemmPackedA pa;
+  IgemmPackA(rows, k, a->raw_data(), k, a->dtype() == DataType::kInt8, row_zp.data(), 1, &pa);
+  Igemm(&ctx, pa, packed->view(), zb.data(), zb_stride, y.data<int32_t>(), n);
+  return Status::Ok();
+}
+
+// ---- DynamicQuantizeLinear -------------------------------------------------------
+
+namespace {
+
+// The range [min(0, x), max(0, x)]: NaN never wins a comparison, so NaNs are
+// skipped, and -0 never replaces the initial +0, as in the reference's
+// std::min / std::max chain.
+void RangePortable(const float* x, int64_t n, float& lo, float& hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    hi = std::max(hi, x[i]);
+    lo = std::min(lo, x[i]);
+  }
+}
+
+// q = clamp(nearbyint(x / scale) + zero_point), NaN -> zero_point.
+void QuantizePortable(const float* x, int64_t n, float scale, float zero_point, uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float q = std::nearbyint(x[i] / scale) + zero_point;
+    y[i] = static_cast<uint8_t>(std::isnan(q) ? zero_point : std::clamp(q, 0.0f, 255.0f));
+  }
+}
+
+#ifdef NEE_QUANT_X86
+// vmaxps / vminps return their second operand when either is NaN or both are
+// zeros: with the running range second, a NaN or a -0 leaves it unchanged,
+// exactly as the scalar chain. Max and min are exact, so the lane order does
+// not matter.
+__attribute__((target("avx2,fma"))) void RangeAvx2(const float* x, int64_t n, float& lo, float& hi) {
+  __m256 vhi = _mm256_set1_ps(hi), vlo = _mm256_set1_ps(lo);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    vhi = _mm256_max_ps(v, vhi);
+    vlo = _mm256_min_ps(v, vlo);
+  }
+  alignas(32) float h[8], l[8];
+  _mm256_store_ps(h, vhi);
+  _mm256_store_ps(l, vlo);
+  for (int j = 0; j < 8; ++j) {
+    hi = std::max(hi, h[j]);
+    lo = std::min(lo, l[j]);
+  }
+  RangePortable(x + i, n - i, lo, hi);
+}
+
+// The same division and round-half-to-even as the scalar loop (vroundps in
+// nearest mode is nearbyint under the default rounding mode).
+__attribute__((target("avx2,fma"))) void QuantizeAvx2(const float* x, int64_t n, float scale, float zero_point,
+                                                      uint8_t* y) {
+  const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zero_point);
+  const __m256 vmax = _mm256_set1_ps(255.0f), vmin = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_add_ps(q, vz);
+    const __m256 nan = _mm256_cmp_ps(q, q, _CMP_UNORD_Q);
+    q = _mm256_min_ps(_mm256_max_ps(q, vmin), vmax);
+    q = _mm256_blendv_ps(q, vz, nan);
+    const __m256i qi = _mm256_cvtps_epi32(q);  // integral values in [0, 255]: exact
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(qi), _mm256_extracti128_si256(qi, 1));
+    const __m128i b = _mm_packus_epi16(w, w);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), b);
+  }
+  QuantizePortable(x + i, n - i, scale, zero_point, y + i);
+}
+#endif
+
+bool QuantAvx2() {
+#ifdef NEE_QUANT_X86
+  return !SgemmPortableForced() && SgemmActiveIsa() >= SgemmIsa::kAvx2;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+void QuantizeRange(const float* x, int64_t n, float& lo, float& hi) {
+#ifdef NEE_QUANT_X86
+  if (QuantAvx2()) return RangeAvx2(x, n, lo, hi);
+#endif
+  RangePortable(x, n, lo, hi);
+}
+
+void QuantizeToUint8(const float* x, int64_t n, float scale, float zero_point, uint8_t* y) {
+#ifdef NEE_QUANT_X86
+  if (QuantAvx2()) return QuantizeAvx2(x, n, scale, zero_point, y);
+#endif
+  QuantizePortable(x, n, scale, zero_point, y);
+}
+
+Status DynamicQuantizeLinearFast(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  if (x->dtype() != DataType::kFloat) return RunReference(ctx);
+  const float* xs = x->data<float>();
+  const int64_t n = x->num_elements();
+  float max_x = 0, min_x = 0;
+  QuantizeRange(xs, n, min_x, max_x);
+  // As the reference: the scale, and a zero point that is 0 when NaN.
+  const float qmin = 0, qmax = 255;
+  const float scale = (max_x == min_x ? 1.0f : (max_x - min_x)) / (qmax - qmin);
+  float initial_zero_point = qmin - min_x / scale;
+  if (std::isnan(initial_zero_point)) initial_zero_point = qmin;
+  const float zero_point = std::nearbyint(std::clamp(initial_zero_point, qmin, qmax));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kUint8, x->dims()));
+  uint8_t* ys = y.data<uint8_t>();
+  ctx.ParallelFor(n, 16384, [&](int64_t begin, int64_t end) {
+    QuantizeToUint8(xs + begin, end - begin, scale, zero_point, ys + begin);
+  });
+  if (ctx.num_outputs() > 1) {
+    NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutput(1, DataType::kFloat, {}));
+    s.data<float>()[0] = scale;
+  }
+  if (ctx.num_outputs() > 2) {
+    NEE_ASSIGN_OR_RETURN(Tensor z, ctx.AllocateOutput(2, DataType::kUint8, {}));
+    z.data<uint8_t>()[0] = static_cast<uint8_t>(zero_point);
+  }
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu
