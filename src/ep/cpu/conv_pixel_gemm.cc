@@ -26,10 +26,12 @@
 #include <vector>
 
 #include "ep/cpu/parallel_tasks.h"
-#include "ep/cpu/simd_x86.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#include "ep/cpu/simd_x86.h"
 #define NEE_PIXEL_GEMM_X86 1
 #endif
 
@@ -59,6 +61,22 @@ PixelPackedWeights::PixelPackedWeights(const float* w, int64_t M, int64_t K)
         }
     }
 }
+
+namespace {
+
+// What goes onto each output element after its sum: the bias of its
+// channel, the residual, the activation (FusedConv's epilogue).
+struct OutFinish {
+  const FusedActivation* act;
+  const float* bias;  // at the first channel of the block, or null
+  const float* z;     // at the block's first output, laid out as y, or null
+};
+
+// Transposes a pixel-major grid into NCHW rows and finishes them.
+using TransposeFinishFn = void (*)(const float* grid, int64_t ldg, int64_t M, int64_t pixels, float* y,
+                                   int64_t y_plane, const OutFinish& f);
+
+}  // namespace
 
 #ifdef NEE_PIXEL_GEMM_X86
 
@@ -137,16 +155,63 @@ void PixelGemm(const PixelSegment* segments, int64_t count, const PixelPackedWei
 namespace {
 
 // y[m * y_plane + j] = grid[j * ldg + m] for m < M, j < pixels.
+// Eight channels at a time, each along the whole run of pixels: the eight
+// output rows are then written front to back, each cache line completed by
+// two consecutive 8x8 blocks. (Pixels outermost wrote all M rows at once, 32
+// bytes each; the rows lie a plane apart, for 160x160 outputs a multiple of
+// 4 KiB, so they shared a few L1 sets and evicted each other's half-written
+// lines: the transpose took 9% of a 3x3 stride-2 conv's time.)
 void TransposeOut(const float* grid, int64_t ldg, int64_t M, int64_t pixels, float* y, int64_t y_plane) {
-  int64_t j = 0;
-  for (; j + 8 <= pixels; j += 8) {
-    int64_t m = 0;
-    for (; m + 8 <= M; m += 8) Transpose8x8Avx2(grid + j * ldg + m, ldg, y + m * y_plane + j, y_plane);
-    for (; m < M; ++m)
-      for (int64_t i = 0; i < 8; ++i) y[m * y_plane + j + i] = grid[(j + i) * ldg + m];
+  const int64_t full = pixels / 8 * 8;
+  int64_t m = 0;
+  for (; m + 8 <= M; m += 8)
+    for (int64_t j = 0; j < full; j += 8) Transpose8x8Avx2(grid + j * ldg + m, ldg, y + m * y_plane + j, y_plane);
+  for (; m < M; ++m)
+    for (int64_t j = 0; j < full; ++j) y[m * y_plane + j] = grid[j * ldg + m];
+  for (int64_t j = full; j < pixels; ++j)
+    for (int64_t c = 0; c < M; ++c) y[c * y_plane + j] = grid[j * ldg + c];
+}
+
+// TransposeOut with the finish applied to each 8x8 block in registers as it
+// is stored: (sum + bias) + z, then the activation, the operations
+// BiasResidualActivate performs, so the same bits. Channels and pixels past
+// the last whole block are copied, then finished by BiasResidualActivate.
+template <FusedActivation::Kind K>
+__attribute__((target("avx2,fma"))) void TransposeFinish(const float* grid, int64_t ldg, int64_t M, int64_t pixels,
+                                                         float* y, int64_t y_plane, const OutFinish& f) {
+  const int64_t full = pixels / 8 * 8, whole = M / 8 * 8;
+  for (int64_t m = 0; m < whole; m += 8) {
+    __m256 bias[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) bias[i] = _mm256_set1_ps(f.bias ? f.bias[m + i] : 0.f);
+    for (int64_t j = 0; j < full; j += 8) {
+      __m256 v[8];
+      Transpose8x8ToRegs(grid + j * ldg + m, ldg, v);
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const int64_t at = (m + i) * y_plane + j;
+        __m256 s = _mm256_add_ps(v[i], bias[i]);
+        if (f.z) s = _mm256_add_ps(s, _mm256_loadu_ps(f.z + at));
+        _mm256_storeu_ps(y + at, Activate8<K>(*f.act, s));
+      }
+    }
   }
-  for (; j < pixels; ++j)
+  for (int64_t m = whole; m < M; ++m)
+    for (int64_t j = 0; j < full; ++j) y[m * y_plane + j] = grid[j * ldg + m];
+  for (int64_t j = full; j < pixels; ++j)
     for (int64_t m = 0; m < M; ++m) y[m * y_plane + j] = grid[j * ldg + m];
+  auto finish = [&](int64_t m0, int64_t rows, int64_t j0, int64_t cols) {
+    if (rows <= 0 || cols <= 0) return;
+    const int64_t at = m0 * y_plane + j0;
+    BiasResidualActivate(*f.act, f.bias ? f.bias + m0 : nullptr, f.z ? f.z + at : nullptr, y_plane, y + at, y_plane,
+                         rows, cols);
+  };
+  finish(whole, M - whole, 0, full);
+  finish(0, M, full, pixels - full);
+}
+
+TransposeFinishFn TransposeFinishFor(FusedActivation::Kind kind) {
+  return ForActivation8(kind, [](auto k) -> TransposeFinishFn { return TransposeFinish<decltype(k)::value>; });
 }
 
 }  // namespace
@@ -177,6 +242,14 @@ void TransposeOut(const float* grid, int64_t ldg, int64_t M, int64_t pixels, flo
   for (int64_t j = 0; j < pixels; ++j)
     for (int64_t m = 0; m < M; ++m) y[m * y_plane + j] = grid[j * ldg + m];
 }
+
+void TransposeThenFinish(const float* grid, int64_t ldg, int64_t M, int64_t pixels, float* y, int64_t y_plane,
+                         const OutFinish& f) {
+  TransposeOut(grid, ldg, M, pixels, y, y_plane);
+  BiasResidualActivate(*f.act, f.bias, f.z, y_plane, y, y_plane, M, pixels);
+}
+
+TransposeFinishFn TransposeFinishFor(FusedActivation::Kind) { return TransposeThenFinish; }
 }  // namespace
 
 #endif
@@ -343,6 +416,7 @@ Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const floa
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const bool finish = bias || z || act.kind != FusedActivation::Kind::kNone;
+  const TransposeFinishFn finish_fn = TransposeFinishFor(act.kind);
   // A pointwise conv's output is one run of pixels (its taps are whole input
   // planes): cut it into chunks, not rows.
   Conv2D flat = g;
@@ -390,10 +464,12 @@ Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const floa
     const int64_t ldg = packed->padded_m(), width = t.j1 - t.j0;
     for (int64_t oh = t.oh0; oh < t.oh1; ++oh) {
       const int64_t offset = (n * g.M + m0) * plane + oh * flat.OW + t.j0;
-      TransposeOut(t.grid.data() + (oh - t.oh0) * width * ldg + m0, ldg, m1 - m0, width, y + offset, plane);
+      const float* grid = t.grid.data() + (oh - t.oh0) * width * ldg + m0;
       if (finish)
-        BiasResidualActivate(act, bias ? bias + m0 : nullptr, z ? z + offset : nullptr, plane, y + offset, plane,
-                             m1 - m0, width);
+        finish_fn(grid, ldg, m1 - m0, width, y + offset, plane,
+                  OutFinish{&act, bias ? bias + m0 : nullptr, z ? z + offset : nullptr});
+      else
+        TransposeOut(grid, ldg, m1 - m0, width, y + offset, plane);
     }
   };
   if (channel_groups == 1) {
