@@ -43,6 +43,7 @@
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/conv_indirect.h"
 #include "ep/cpu/conv_pixel_gemm.h"
+#include "ep/cpu/conv_pointwise_small.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/depthwise_blocked.h"
@@ -813,6 +814,12 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   if (winograd_shape) {
     const Winograd3x3 g{s.N, s.C, s.in[1], s.in[2], s.M, s.out[1], s.out[2], s.pad[1], s.pad[2]};
     if (WinogradApplies(ctx, g)) return ConvWinograd(ctx, g, xp, wp, bp, epilogue, z, yp);
+  }
+
+  if (s.pointwise() && s.group == 1) {  // few input channels, many pixels: conv_pointwise_small.cc
+    const Pointwise pw{s.N, s.C, s.M, s.out_size};
+    const FusedActivation::Kind act = epilogue ? epilogue->activation.kind : FusedActivation::Kind::kNone;
+    if (ConvPointwiseSmallApplies(pw, act)) return ConvPointwiseSmall(ctx, pw, xp, wp, bp, epilogue, z, yp);
   }
 
   // The 2-D group-1 geometry the pixel-major and indirect paths take.
