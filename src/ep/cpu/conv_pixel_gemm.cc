@@ -172,42 +172,57 @@ void TransposeOut(const float* grid, int64_t ldg, int64_t M, int64_t pixels, flo
     for (int64_t c = 0; c < M; ++c) y[c * y_plane + j] = grid[j * ldg + c];
 }
 
-// TransposeOut with the finish applied to each 8x8 block in registers as it
-// is stored: (sum + bias) + z, then the activation, the operations
-// BiasResidualActivate performs, so the same bits. Channels and pixels past
-// the last whole block are copied, then finished by BiasResidualActivate.
+// Channels [m, m + 8) of pixels [j, j + count), count <= 8, out of the grid,
+// finished ((sum + bias) + z, then the activation: the operations
+// BiasResidualActivate performs, so the same bits) and stored. A part block
+// is read through a zero-padded copy and stored through a mask.
+template <FusedActivation::Kind K>
+__attribute__((target("avx2,fma"), always_inline)) inline void FinishBlock(const float* grid, int64_t ldg,
+                                                                           const __m256* bias, int count, float* y,
+                                                                           int64_t y_plane, const float* z,
+                                                                           const FusedActivation& act) {
+  __m256 v[8];
+  if (count == 8) {
+    Transpose8x8ToRegs(grid, ldg, v);
+  } else {
+    alignas(32) float part[8][8];
+    for (int i = 0; i < 8; ++i) _mm256_store_ps(part[i], i < count ? _mm256_loadu_ps(grid + i * ldg) : _mm256_setzero_ps());
+    Transpose8x8ToRegs(&part[0][0], 8, v);
+  }
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    __m256 s = _mm256_add_ps(v[i], bias[i]);
+    if (z) s = _mm256_add_ps(s, count == 8 ? _mm256_loadu_ps(z + i * y_plane) : _mm256_maskload_ps(z + i * y_plane, mask));
+    s = Activate8<K>(act, s);
+    if (count == 8) _mm256_storeu_ps(y + i * y_plane, s);
+    else _mm256_maskstore_ps(y + i * y_plane, mask, s);
+  }
+}
+
+// TransposeOut with the finish applied in registers to each block of 8
+// channels x 8 pixels as it is stored. Channels past the last 8 are copied,
+// then finished by BiasResidualActivate.
 template <FusedActivation::Kind K>
 __attribute__((target("avx2,fma"))) void TransposeFinish(const float* grid, int64_t ldg, int64_t M, int64_t pixels,
                                                          float* y, int64_t y_plane, const OutFinish& f) {
-  const int64_t full = pixels / 8 * 8, whole = M / 8 * 8;
+  const int64_t whole = M / 8 * 8;
   for (int64_t m = 0; m < whole; m += 8) {
     __m256 bias[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) bias[i] = _mm256_set1_ps(f.bias ? f.bias[m + i] : 0.f);
-    for (int64_t j = 0; j < full; j += 8) {
-      __m256 v[8];
-      Transpose8x8ToRegs(grid + j * ldg + m, ldg, v);
-#pragma GCC unroll 8
-      for (int i = 0; i < 8; ++i) {
-        const int64_t at = (m + i) * y_plane + j;
-        __m256 s = _mm256_add_ps(v[i], bias[i]);
-        if (f.z) s = _mm256_add_ps(s, _mm256_loadu_ps(f.z + at));
-        _mm256_storeu_ps(y + at, Activate8<K>(*f.act, s));
-      }
+    for (int64_t j = 0; j < pixels; j += 8) {
+      const int64_t at = m * y_plane + j;
+      FinishBlock<K>(grid + j * ldg + m, ldg, bias, static_cast<int>(std::min<int64_t>(8, pixels - j)), y + at,
+                     y_plane, f.z ? f.z + at : nullptr, *f.act);
     }
   }
+  if (whole == M) return;
   for (int64_t m = whole; m < M; ++m)
-    for (int64_t j = 0; j < full; ++j) y[m * y_plane + j] = grid[j * ldg + m];
-  for (int64_t j = full; j < pixels; ++j)
-    for (int64_t m = 0; m < M; ++m) y[m * y_plane + j] = grid[j * ldg + m];
-  auto finish = [&](int64_t m0, int64_t rows, int64_t j0, int64_t cols) {
-    if (rows <= 0 || cols <= 0) return;
-    const int64_t at = m0 * y_plane + j0;
-    BiasResidualActivate(*f.act, f.bias ? f.bias + m0 : nullptr, f.z ? f.z + at : nullptr, y_plane, y + at, y_plane,
-                         rows, cols);
-  };
-  finish(whole, M - whole, 0, full);
-  finish(0, M, full, pixels - full);
+    for (int64_t j = 0; j < pixels; ++j) y[m * y_plane + j] = grid[j * ldg + m];
+  const int64_t at = whole * y_plane;
+  BiasResidualActivate(*f.act, f.bias ? f.bias + whole : nullptr, f.z ? f.z + at : nullptr, y_plane, y + at, y_plane,
+                       M - whole, pixels);
 }
 
 TransposeFinishFn TransposeFinishFor(FusedActivation::Kind kind) {
