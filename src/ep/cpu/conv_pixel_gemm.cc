@@ -341,8 +341,10 @@ class PixelTask {
         InteriorRows(oh, lo, rows);
         t.segments.push_back({rows, g_.stride, hi - lo, t.grid.data() + (row + lo - j0) * ldg});
       }
-      for (int64_t j = j0; j < j1; ++j)
-        if (j < lo || j >= hi) t.border_pixels.push_back(oh * g_.OW + j);
+      // The pixels outside [lo, hi): lo and hi are clamped to [j0, j1), so
+      // these are the two ends of the row (a 320-pixel row has one or two).
+      for (int64_t j = j0; j < lo; ++j) t.border_pixels.push_back(oh * g_.OW + j);
+      for (int64_t j = std::max(hi, lo); j < j1; ++j) t.border_pixels.push_back(oh * g_.OW + j);
     }
     const int64_t nb = static_cast<int64_t>(t.border_pixels.size());
     if (nb > 0) {
