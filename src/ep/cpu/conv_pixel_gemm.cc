@@ -186,14 +186,18 @@ __attribute__((target("avx2,fma"), always_inline)) inline void FinishBlock(const
     Transpose8x8ToRegs(grid, ldg, v);
   } else {
     alignas(32) float part[8][8];
-    for (int i = 0; i < 8; ++i) _mm256_store_ps(part[i], i < count ? _mm256_loadu_ps(grid + i * ldg) : _mm256_setzero_ps());
+    for (int i = 0; i < 8; ++i)
+      _mm256_store_ps(part[i], i < count ? _mm256_loadu_ps(grid + i * ldg) : _mm256_setzero_ps());
     Transpose8x8ToRegs(&part[0][0], 8, v);
   }
   const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) {
     __m256 s = _mm256_add_ps(v[i], bias[i]);
-    if (z) s = _mm256_add_ps(s, count == 8 ? _mm256_loadu_ps(z + i * y_plane) : _mm256_maskload_ps(z + i * y_plane, mask));
+    if (z) {
+      const float* zi = z + i * y_plane;
+      s = _mm256_add_ps(s, count == 8 ? _mm256_loadu_ps(zi) : _mm256_maskload_ps(zi, mask));
+    }
     s = Activate8<K>(act, s);
     if (count == 8) _mm256_storeu_ps(y + i * y_plane, s);
     else _mm256_maskstore_ps(y + i * y_plane, mask, s);
