@@ -12,6 +12,10 @@
 //    result scattered back per image (conv_batched.cc);
 //  - 3x3 stride-1 single-group convs, on AVX-512 or AVX2: Winograd
 //    F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
+//  - on AVX2, pointwise convs over at most 64 input channels with many
+//    pixels and no exponential activation: tiles of 4 output channels x 24
+//    pixels, the pixels in vectors, finished in registers
+//    (conv_pointwise_small.cc);
 //  - on AVX2, other single-group 2-D k x k convs with stride 1 or 2, and
 //    deep pointwise convs on small images or with few outputs: output pixels
 //    x channel vectors, the input broadcast where it lies (conv_pixel_gemm.cc);
