@@ -13,9 +13,8 @@
 //  - 3x3 stride-1 single-group convs, on AVX-512 or AVX2: Winograd
 //    F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
 //  - on AVX2, pointwise convs over at most 64 input channels with many
-//    pixels and no exponential activation: tiles of 4 output channels x 24
-//    pixels, the pixels in vectors, finished in registers
-//    (conv_pointwise_small.cc);
+//    pixels: tiles of 4 output channels x 24 pixels, the pixels in vectors,
+//    finished in registers (conv_pointwise_small.cc);
 //  - on AVX2, other single-group 2-D k x k convs with stride 1 or 2, and
 //    deep pointwise convs on small images or with few outputs: output pixels
 //    x channel vectors, the input broadcast where it lies (conv_pixel_gemm.cc);
@@ -822,8 +821,7 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
 
   if (s.pointwise() && s.group == 1) {  // few input channels, many pixels: conv_pointwise_small.cc
     const Pointwise pw{s.N, s.C, s.M, s.out_size};
-    const FusedActivation::Kind act = epilogue ? epilogue->activation.kind : FusedActivation::Kind::kNone;
-    if (ConvPointwiseSmallApplies(pw, act)) return ConvPointwiseSmall(ctx, pw, xp, wp, bp, epilogue, z, yp);
+    if (ConvPointwiseSmallApplies(pw)) return ConvPointwiseSmall(ctx, pw, xp, wp, bp, epilogue, z, yp);
   }
 
   // The 2-D group-1 geometry the pixel-major and indirect paths take.

@@ -7,8 +7,9 @@
 // bias and the activation. Here the input is the vector operand; the weights,
 // packed once, are the broadcast operand and stay in L1; the twelve sums of a
 // tile get their bias, residual and activation in registers and are stored
-// once, straight into NCHW, and four output channels per tile waste no rows
-// (SGEMM's six-row tiles run 16 channels as 6 + 6 + 4, 255 as 42 x 6 + 3).
+// once, straight into NCHW (Sigmoid, SiLU and Tanh: activated right after,
+// while in L1), and four output channels per tile waste no rows (SGEMM's
+// six-row tiles run 16 channels as 6 + 6 + 4, 255 as 42 x 6 + 3).
 //
 // The input is still copied, a span of 1008 pixels at a time, into tiles of
 // C x 24 contiguous floats: read in place, a tile's C rows lie a plane apart,
@@ -152,7 +153,15 @@ TileSet MakeTileSet() {
   return {Tile<kVecs, false, A>, {Tile<1, true, A>, Tile<2, true, A>, Tile<3, true, A>}};
 }
 
+// The exponential activations (Sigmoid, SiLU, Tanh) are not applied in the
+// tile: finishing twelve sums at once in registers kept them all live across
+// the activation's temporaries, and the spills made a SiLU conv 15% slower
+// (1x1 32 -> 32 at 160x160). Their tiles store (sum + bias) + z, and the
+// activation follows over each block's rows of a span, still in L1.
+bool ActivatesAfter(Kind kind) { return kind == Kind::kSigmoid || kind == Kind::kSilu || kind == Kind::kTanh; }
+
 TileSet TileSetFor(Kind kind) {
+  if (ActivatesAfter(kind)) return MakeTileSet<Kind::kNone>();
   return ForActivation8(kind, [](auto k) { return MakeTileSet<decltype(k)::value>(); });
 }
 
@@ -215,6 +224,10 @@ void RunPixels(const Pointwise& g, const PackedPointwise& packed, const TileSet&
         t.last = static_cast<int>(count - (count - 1) / 8 * 8);
         (count == kTilePixels ? tiles.full : tiles.tail[(count + 7) / 8 - 1])(t);
       }
+      if (ActivatesAfter(base.act->kind)) {
+        float* y = base.y + image_out + m0 * g.pixels + s0;
+        BiasResidualActivate(*base.act, nullptr, nullptr, 0, y, g.pixels, t.rows, s1 - s0);
+      }
     }
   }
 }
@@ -223,23 +236,19 @@ void RunPixels(const Pointwise& g, const PackedPointwise& packed, const TileSet&
 
 }  // namespace
 
-bool ConvPointwiseSmallApplies(const Pointwise& g, FusedActivation::Kind activation) {
+bool ConvPointwiseSmallApplies(const Pointwise& g) {
 #ifdef NEE_POINTWISE_X86
   if (SgemmActiveIsa() != SgemmIsa::kAvx2) return false;
   if (g.N <= 0 || g.C <= 0 || g.M <= 0 || g.pixels < 256) return false;
   // Measured against the SGEMM path one conv at a time (1 thread, Zen 3),
   // without activation: 16 -> 64 at 112x112 15% faster, 32 -> 32 at 160x160
   // 12%, 64 -> 256 at 56x56 5%, YOLO's 64 -> 255 head at 80x80 4%; deeper
-  // inputs 1-2% (128 -> 255 at 40x40), within the noise. With SiLU (YOLO's
-  // other 1x1 convs) no faster: the activation's arithmetic is most of the
-  // difference the epilogue makes, and finishing twelve sums at once in
-  // registers spills them (17 such convs in YOLO: 10.3 ms here, 10.2 ms on
-  // the SGEMM path, whose epilogue passes over each tile in L1).
-  using K = FusedActivation::Kind;
-  const bool exponential = activation == K::kSigmoid || activation == K::kSilu || activation == K::kTanh;
-  return g.C <= 64 && !exponential;
+  // inputs 1-2% (128 -> 255 at 40x40), within the noise. With SiLU, whose
+  // arithmetic is the same on both paths: 32 -> 32 at 160x160 5%, 16 -> 16
+  // 4%, 64 -> 64 at 80x80 2%.
+  return g.C <= 64;
 #else
-  (void)g, (void)activation;
+  (void)g;
   return false;
 #endif
 }

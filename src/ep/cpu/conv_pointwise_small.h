@@ -15,10 +15,9 @@ struct Pointwise {
   int64_t N, C, M, pixels;
 };
 
-// Whether ConvPointwiseSmall runs this geometry with this FusedConv
-// activation (kNone for a plain Conv): the AVX2 kernel is active and it
-// measured faster than the SGEMM path for such convs.
-bool ConvPointwiseSmallApplies(const Pointwise& g, FusedActivation::Kind activation);
+// Whether ConvPointwiseSmall runs this geometry: the AVX2 kernel is active
+// and it measured faster than the SGEMM path for such convs.
+bool ConvPointwiseSmallApplies(const Pointwise& g);
 
 // y = w x + bias, then the optional FusedConv epilogue (`z`: the residual,
 // shaped as y, or null). Each output sums its C products in channel order,

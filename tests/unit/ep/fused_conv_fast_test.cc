@@ -89,8 +89,8 @@ const std::vector<Geometry> kGeometries = {
     // blocks and 3 more) and rows of 10 and 13 pixels leave both kinds of rest.
     {"pixel_stride2", {1, 5, 21, 19}, {19, 5, 3, 3}, {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
     {"pixel_stem_6x6", {2, 3, 26, 26}, {16, 3, 6, 6}, {IntsAttr("strides", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}},
-    // The small-depth pointwise kernel (AVX2; not for the exponential
-    // activations): 551 pixels (a last tile of 23), 9 channels (4 + 4 + 1).
+    // The small-depth pointwise kernel (AVX2; Sigmoid, SiLU and Tanh after
+    // the tiles): 551 pixels (a last tile of 23), 9 channels (4 + 4 + 1).
     {"pointwise_small", {2, 6, 19, 29}, {9, 6, 1, 1}, {}},
 };
 
