@@ -245,7 +245,8 @@ bool ConvPointwiseSmallApplies(const Pointwise& g) {
   // 12%, 64 -> 256 at 56x56 5%, YOLO's 64 -> 255 head at 80x80 4%; deeper
   // inputs 1-2% (128 -> 255 at 40x40), within the noise. With SiLU, whose
   // arithmetic is the same on both paths: 32 -> 32 at 160x160 5%, 16 -> 16
-  // 4%, 64 -> 64 at 80x80 2%.
+  // 4%, 64 -> 64 at 80x80 2%, but from 128 input channels on 3-5% slower
+  // (128 -> 32 at 80x80, 128 -> 64 and 256 -> 64 at 40x40).
   return g.C <= 64;
 #else
   (void)g;
