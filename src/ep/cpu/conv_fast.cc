@@ -12,6 +12,9 @@
 //    result scattered back per image (conv_batched.cc);
 //  - 3x3 stride-1 single-group convs, on AVX-512 or AVX2: Winograd
 //    F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
+//  - on AVX2, pointwise convs over at most 64 input channels with many
+//    pixels: tiles of 4 output channels x 24 pixels, the pixels in vectors,
+//    finished in registers (conv_pointwise_small.cc);
 //  - on AVX2, other single-group 2-D k x k convs with stride 1 or 2, and
 //    deep pointwise convs on small images or with few outputs: output pixels
 //    x channel vectors, the input broadcast where it lies (conv_pixel_gemm.cc);
@@ -43,6 +46,7 @@
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/conv_indirect.h"
 #include "ep/cpu/conv_pixel_gemm.h"
+#include "ep/cpu/conv_pointwise_small.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/depthwise_blocked.h"
@@ -809,6 +813,11 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   if (winograd_shape) {
     const Winograd3x3 g{s.N, s.C, s.in[1], s.in[2], s.M, s.out[1], s.out[2], s.pad[1], s.pad[2]};
     if (WinogradApplies(ctx, g)) return ConvWinograd(ctx, g, xp, wp, bp, epilogue, z, yp);
+  }
+
+  if (s.pointwise() && s.group == 1) {  // few input channels, many pixels: conv_pointwise_small.cc
+    const Pointwise pw{s.N, s.C, s.M, s.out_size};
+    if (ConvPointwiseSmallApplies(pw)) return ConvPointwiseSmall(ctx, pw, xp, wp, bp, epilogue, z, yp);
   }
 
   // The 2-D group-1 geometry the pixel-major and indirect paths take.

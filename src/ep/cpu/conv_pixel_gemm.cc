@@ -26,10 +26,12 @@
 #include <vector>
 
 #include "ep/cpu/parallel_tasks.h"
-#include "ep/cpu/simd_x86.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#include "ep/cpu/simd_x86.h"
 #define NEE_PIXEL_GEMM_X86 1
 #endif
 
@@ -59,6 +61,22 @@ PixelPackedWeights::PixelPackedWeights(const float* w, int64_t M, int64_t K)
         }
     }
 }
+
+namespace {
+
+// What goes onto each output element after its sum: the bias of its
+// channel, the residual, the activation (FusedConv's epilogue).
+struct OutFinish {
+  const FusedActivation* act;
+  const float* bias;  // at the first channel of the block, or null
+  const float* z;     // at the block's first output, laid out as y, or null
+};
+
+// Transposes a pixel-major grid into NCHW rows and finishes them.
+using TransposeFinishFn = void (*)(const float* grid, int64_t ldg, int64_t M, int64_t pixels, float* y,
+                                   int64_t y_plane, const OutFinish& f);
+
+}  // namespace
 
 #ifdef NEE_PIXEL_GEMM_X86
 
@@ -137,16 +155,82 @@ void PixelGemm(const PixelSegment* segments, int64_t count, const PixelPackedWei
 namespace {
 
 // y[m * y_plane + j] = grid[j * ldg + m] for m < M, j < pixels.
+// Eight channels at a time, each along the whole run of pixels: the eight
+// output rows are then written front to back, each cache line completed by
+// two consecutive 8x8 blocks. (Pixels outermost wrote all M rows at once, 32
+// bytes each; the rows lie a plane apart, for 160x160 outputs a multiple of
+// 4 KiB, so they shared a few L1 sets and evicted each other's half-written
+// lines: the transpose took 9% of a 3x3 stride-2 conv's time.)
 void TransposeOut(const float* grid, int64_t ldg, int64_t M, int64_t pixels, float* y, int64_t y_plane) {
-  int64_t j = 0;
-  for (; j + 8 <= pixels; j += 8) {
-    int64_t m = 0;
-    for (; m + 8 <= M; m += 8) Transpose8x8Avx2(grid + j * ldg + m, ldg, y + m * y_plane + j, y_plane);
-    for (; m < M; ++m)
-      for (int64_t i = 0; i < 8; ++i) y[m * y_plane + j + i] = grid[(j + i) * ldg + m];
+  const int64_t full = pixels / 8 * 8;
+  int64_t m = 0;
+  for (; m + 8 <= M; m += 8)
+    for (int64_t j = 0; j < full; j += 8) Transpose8x8Avx2(grid + j * ldg + m, ldg, y + m * y_plane + j, y_plane);
+  for (; m < M; ++m)
+    for (int64_t j = 0; j < full; ++j) y[m * y_plane + j] = grid[j * ldg + m];
+  for (int64_t j = full; j < pixels; ++j)
+    for (int64_t c = 0; c < M; ++c) y[c * y_plane + j] = grid[j * ldg + c];
+}
+
+// Channels [m, m + 8) of pixels [j, j + count), count <= 8, out of the grid,
+// finished ((sum + bias) + z, then the activation: the operations
+// BiasResidualActivate performs, so the same bits) and stored. A part block
+// is read through a zero-padded copy and stored through a mask.
+template <FusedActivation::Kind K>
+__attribute__((target("avx2,fma"), always_inline)) inline void FinishBlock(const float* grid, int64_t ldg,
+                                                                           const __m256* bias, int count, float* y,
+                                                                           int64_t y_plane, const float* z,
+                                                                           const FusedActivation& act) {
+  __m256 v[8];
+  if (count == 8) {
+    Transpose8x8ToRegs(grid, ldg, v);
+  } else {
+    alignas(32) float part[8][8];
+    for (int i = 0; i < 8; ++i)
+      _mm256_store_ps(part[i], i < count ? _mm256_loadu_ps(grid + i * ldg) : _mm256_setzero_ps());
+    Transpose8x8ToRegs(&part[0][0], 8, v);
   }
-  for (; j < pixels; ++j)
-    for (int64_t m = 0; m < M; ++m) y[m * y_plane + j] = grid[j * ldg + m];
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    __m256 s = _mm256_add_ps(v[i], bias[i]);
+    if (z) {
+      const float* zi = z + i * y_plane;
+      s = _mm256_add_ps(s, count == 8 ? _mm256_loadu_ps(zi) : _mm256_maskload_ps(zi, mask));
+    }
+    s = Activate8<K>(act, s);
+    if (count == 8) _mm256_storeu_ps(y + i * y_plane, s);
+    else _mm256_maskstore_ps(y + i * y_plane, mask, s);
+  }
+}
+
+// TransposeOut with the finish applied in registers to each block of 8
+// channels x 8 pixels as it is stored. Channels past the last 8 are copied,
+// then finished by BiasResidualActivate.
+template <FusedActivation::Kind K>
+__attribute__((target("avx2,fma"))) void TransposeFinish(const float* grid, int64_t ldg, int64_t M, int64_t pixels,
+                                                         float* y, int64_t y_plane, const OutFinish& f) {
+  const int64_t whole = M / 8 * 8;
+  for (int64_t m = 0; m < whole; m += 8) {
+    __m256 bias[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) bias[i] = _mm256_set1_ps(f.bias ? f.bias[m + i] : 0.f);
+    for (int64_t j = 0; j < pixels; j += 8) {
+      const int64_t at = m * y_plane + j;
+      FinishBlock<K>(grid + j * ldg + m, ldg, bias, static_cast<int>(std::min<int64_t>(8, pixels - j)), y + at,
+                     y_plane, f.z ? f.z + at : nullptr, *f.act);
+    }
+  }
+  if (whole == M) return;
+  for (int64_t m = whole; m < M; ++m)
+    for (int64_t j = 0; j < pixels; ++j) y[m * y_plane + j] = grid[j * ldg + m];
+  const int64_t at = whole * y_plane;
+  BiasResidualActivate(*f.act, f.bias ? f.bias + whole : nullptr, f.z ? f.z + at : nullptr, y_plane, y + at, y_plane,
+                       M - whole, pixels);
+}
+
+TransposeFinishFn TransposeFinishFor(FusedActivation::Kind kind) {
+  return ForActivation8(kind, [](auto k) -> TransposeFinishFn { return TransposeFinish<decltype(k)::value>; });
 }
 
 }  // namespace
@@ -177,6 +261,14 @@ void TransposeOut(const float* grid, int64_t ldg, int64_t M, int64_t pixels, flo
   for (int64_t j = 0; j < pixels; ++j)
     for (int64_t m = 0; m < M; ++m) y[m * y_plane + j] = grid[j * ldg + m];
 }
+
+void TransposeThenFinish(const float* grid, int64_t ldg, int64_t M, int64_t pixels, float* y, int64_t y_plane,
+                         const OutFinish& f) {
+  TransposeOut(grid, ldg, M, pixels, y, y_plane);
+  BiasResidualActivate(*f.act, f.bias, f.z, y_plane, y, y_plane, M, pixels);
+}
+
+TransposeFinishFn TransposeFinishFor(FusedActivation::Kind) { return TransposeThenFinish; }
 }  // namespace
 
 #endif
@@ -253,8 +345,10 @@ class PixelTask {
         InteriorRows(oh, lo, rows);
         t.segments.push_back({rows, g_.stride, hi - lo, t.grid.data() + (row + lo - j0) * ldg});
       }
-      for (int64_t j = j0; j < j1; ++j)
-        if (j < lo || j >= hi) t.border_pixels.push_back(oh * g_.OW + j);
+      // The pixels outside [lo, hi): lo and hi are clamped to [j0, j1), so
+      // these are the two ends of the row (a 320-pixel row has one or two).
+      for (int64_t j = j0; j < lo; ++j) t.border_pixels.push_back(oh * g_.OW + j);
+      for (int64_t j = std::max(hi, lo); j < j1; ++j) t.border_pixels.push_back(oh * g_.OW + j);
     }
     const int64_t nb = static_cast<int64_t>(t.border_pixels.size());
     if (nb > 0) {
@@ -343,6 +437,7 @@ Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const floa
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const bool finish = bias || z || act.kind != FusedActivation::Kind::kNone;
+  const TransposeFinishFn finish_fn = TransposeFinishFor(act.kind);
   // A pointwise conv's output is one run of pixels (its taps are whole input
   // planes): cut it into chunks, not rows.
   Conv2D flat = g;
@@ -390,10 +485,12 @@ Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const floa
     const int64_t ldg = packed->padded_m(), width = t.j1 - t.j0;
     for (int64_t oh = t.oh0; oh < t.oh1; ++oh) {
       const int64_t offset = (n * g.M + m0) * plane + oh * flat.OW + t.j0;
-      TransposeOut(t.grid.data() + (oh - t.oh0) * width * ldg + m0, ldg, m1 - m0, width, y + offset, plane);
+      const float* grid = t.grid.data() + (oh - t.oh0) * width * ldg + m0;
       if (finish)
-        BiasResidualActivate(act, bias ? bias + m0 : nullptr, z ? z + offset : nullptr, plane, y + offset, plane,
-                             m1 - m0, width);
+        finish_fn(grid, ldg, m1 - m0, width, y + offset, plane,
+                  OutFinish{&act, bias ? bias + m0 : nullptr, z ? z + offset : nullptr});
+      else
+        TransposeOut(grid, ldg, m1 - m0, width, y + offset, plane);
     }
   };
   if (channel_groups == 1) {

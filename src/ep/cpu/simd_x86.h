@@ -25,12 +25,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 LoadStrided8(co
   }
 }
 
-// y[j][i] = x[i][j] for an 8x8 tile; x has row stride ldx, y ldy (elements).
-// Every loop is unrolled: otherwise GCC keeps r and t in memory (stack
-// spills and loop counters were most of the time on a detector head's
-// transposes).
-__attribute__((target("avx2"))) inline void Transpose8x8Avx2(const float* x, int64_t ldx, float* y,
-                                                               int64_t ldy) {
+// out[j] = column j of the 8x8 tile at x (row stride ldx, elements): the
+// transpose, left in registers. Every loop is unrolled: otherwise GCC keeps
+// r and t in memory (stack spills and loop counters were most of the time on
+// a detector head's transposes).
+__attribute__((target("avx2"), always_inline)) inline void Transpose8x8ToRegs(const float* x, int64_t ldx,
+                                                                              __m256 out[8]) {
   __m256 r[8], t[8];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(x + i * ldx);
@@ -48,9 +48,18 @@ __attribute__((target("avx2"))) inline void Transpose8x8Avx2(const float* x, int
   }
 #pragma GCC unroll 4
   for (int j = 0; j < 4; ++j) {
-    _mm256_storeu_ps(y + j * ldy, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
-    _mm256_storeu_ps(y + (j + 4) * ldy, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+    out[j] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x20);
+    out[j + 4] = _mm256_permute2f128_ps(r[j], r[j + 4], 0x31);
   }
+}
+
+// y[j][i] = x[i][j] for an 8x8 tile; x has row stride ldx, y ldy (elements).
+__attribute__((target("avx2"))) inline void Transpose8x8Avx2(const float* x, int64_t ldx, float* y,
+                                                               int64_t ldy) {
+  __m256 out[8];
+  Transpose8x8ToRegs(x, ldx, out);
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) _mm256_storeu_ps(y + j * ldy, out[j]);
 }
 
 // Whether this CPU can run the AVX2+FMA kernels.

@@ -203,6 +203,11 @@ std::vector<ConvCase> Grid() {
       {"2d_pixel_stride2_deep", {1, 150, 9, 9}, {20, 150, 3, 3}, true,
        {IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 1, 1, 0})}},
       {"2d_pixel_wide_rows", {1, 3, 4, 600}, {8, 3, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      // The small-depth pointwise kernel (AVX2): 1081 pixels (a span of 1008
+      // and one of 73, whose last tile has one pixel), 7 outputs (a block of
+      // 4 and one of 3), two images; 64 channels, 289 pixels, no bias.
+      {"2d_pointwise_small_spans", {2, 5, 23, 47}, {7, 5, 1, 1}, true, {}},
+      {"2d_pointwise_small_deep_nobias", {1, 64, 17, 17}, {5, 64, 1, 1}, false, {}},
       {"2d_pixel_wide_rows_stride2", {1, 2, 5, 1101}, {9, 2, 3, 5}, false,
        {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 2, 0, 2})}},
       {"2d_pixel_wide_pads", {2, 3, 12, 12}, {18, 3, 7, 7}, true,

@@ -84,6 +84,14 @@ const std::vector<Geometry> kGeometries = {
     {"batched_2d", {3, 4, 3, 3}, {5, 4, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
     {"batched_many_images", {70, 3, 6}, {13, 3, 3}, {IntsAttr("pads", {0, 1})}},
     {"im2col_two_images", {2, 3, 11, 9}, {5, 3, 3, 3}, {IntsAttr("strides", {2, 1})}},
+    // The pixel-major path (AVX2): its transpose finishes whole blocks of 8
+    // channels x 8 pixels in registers and the rest after; 19 channels (two
+    // blocks and 3 more) and rows of 10 and 13 pixels leave both kinds of rest.
+    {"pixel_stride2", {1, 5, 21, 19}, {19, 5, 3, 3}, {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+    {"pixel_stem_6x6", {2, 3, 26, 26}, {16, 3, 6, 6}, {IntsAttr("strides", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}},
+    // The small-depth pointwise kernel (AVX2; Sigmoid, SiLU and Tanh after
+    // the tiles): 551 pixels (a last tile of 23), 9 channels (4 + 4 + 1).
+    {"pointwise_small", {2, 6, 19, 29}, {9, 6, 1, 1}, {}},
 };
 
 // The widest kernels the CPU has, then AVX2 at most (the AVX2 kernels on an
