@@ -26,6 +26,7 @@
 #include <memory>
 #include <vector>
 
+#include "ep/cpu/conv_winograd43.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 
@@ -577,6 +578,13 @@ bool WinogradApplies(const KernelContext& ctx, const Winograd3x3& g) {
 Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w, const float* bias,
                     const ConvEpilogue* epilogue, const float* z, float* y) {
 #ifdef NEE_WINOGRAD_X86
+  // F(4x4, 3x3) on AVX2 where its larger tiles still fill the GEMMs; it
+  // declines inputs that are NaN or infinite, which F(2x2, 3x3) keeps to
+  // the outputs whose windows hold them.
+  if (Winograd43Preferred(g)) {
+    NEE_ASSIGN_OR_RETURN(const bool done, ConvWinograd43(ctx, g, x, w, bias, epilogue, z, y));
+    if (done) return Status::Ok();
+  }
   // Constant weights are transformed once per session, others on every call
   // (the same arithmetic, so the same bits either way).
   std::shared_ptr<const WinogradWeights> weights;

@@ -1,0 +1,577 @@
+// Winograd F(4x4, 3x3) for 3x3 stride-1 convolutions (AVX2 + FMA).
+//
+// The same scheme as conv_winograd.cc's F(2x2, 3x3), with 6x6 input tiles
+// at a stride of 4: Y = Aᵀ [ (G g Gᵀ) ⊙ (Bᵀ d B) ] A, and summed over input
+// channels 36 matrix products Out_e [M x tiles] = U_e [M x C] x V_e [C x
+// tiles], one per element e of the 6x6 transformed tile. A task takes one
+// image and a block of tile rows: input transform into SGEMM's packed B
+// layout (eight tiles per vector, a tile row's tiles consecutive columns),
+// the 36 SGEMMs, output transform with bias and activation.
+//
+// Interpolation points 0, 1, -1, 1/2, -2 (and infinity). The usual 0, ±1,
+// ±2 give about 6-15x F(2x2, 3x3)'s error on ReLU outputs (inputs all
+// positive, so Bᵀ's large coefficients cancel big terms); 0, ±1, ±1/2 are no
+// better. Mixing 1/2 with -2 keeps the transforms' coefficients small on
+// both sides: on ResNet-50's layers (conv_winograd43_test, against double)
+// 3.1-3.3x F(2x2, 3x3)'s rms error and 4-6x its largest, 1.2-2.2x the
+// error of the direct sum in float (the reference kernel), within 2.3e-6
+// of the output's scale. Every
+// coefficient of Bᵀ and Aᵀ is exact in binary; G's thirds and fifteenths are
+// applied in double, once per session.
+//   Bᵀ = [1 -3/2  -2  3/2  1   0]    Aᵀ = [1  1  1  1    1  0]
+//        [0  -1  1/2  5/2  1   0]         [0  1 -1  1/2 -2  0]
+//        [0   1 -5/2  1/2  1   0]         [0  1  1  1/4  4  0]
+//        [0  -2   -1    2  1   0]         [0  1 -1  1/8 -8  1]
+//        [0 1/2   -1 -1/2  1   0]
+//        [0   1 -3/2   -2 3/2  1]
+#include "ep/cpu/conv_winograd43.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#define NEE_WINOGRAD43_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+constexpr int kElems = 36;                 // transformed tile elements: 36 GEMMs
+constexpr int64_t kBlockFloats = 1 << 19;  // V and Out of a block, as F(2x2, 3x3)'s
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The transformed weights, U_e packed as SGEMM's A (M x C), one per element.
+struct Winograd43Weights {
+  std::vector<SgemmPackedA> u;
+};
+
+// G g Gᵀ of one 3x3 filter (row-major 6x6), in double: G's thirds and
+// fifteenths are not exact in float, and this runs once per session.
+void TransformFilter(const float *g, float *u) {
+  static constexpr double kG[6][3] = {{1, 0, 0},
+                                      {1. / 3, 1. / 3, 1. / 3},
+                                      {-1. / 3, 1. / 3, -1. / 3},
+                                      {-16. / 15, -8. / 15, -4. / 15},
+                                      {1. / 15, -2. / 15, 4. / 15},
+                                      {0, 0, 1}};
+  double p[6][3];  // G g
+  for (int i = 0; i < 6; ++i)
+    for (int c = 0; c < 3; ++c) p[i][c] = kG[i][0] * g[c] + kG[i][1] * g[3 + c] + kG[i][2] * g[6 + c];
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j)
+      u[6 * i + j] = static_cast<float>(p[i][0] * kG[j][0] + p[i][1] * kG[j][1] + p[i][2] * kG[j][2]);
+}
+
+std::shared_ptr<const Winograd43Weights> PackWeights(const Winograd3x3 &g, const float *w) {
+  std::vector<float> u(static_cast<size_t>(kElems * g.M * g.C));  // element-major: u[e][m][c]
+  float tile[kElems];
+  for (int64_t m = 0; m < g.M; ++m)
+    for (int64_t c = 0; c < g.C; ++c) {
+      TransformFilter(w + (m * g.C + c) * 9, tile);
+      for (int e = 0; e < kElems; ++e) u[(e * g.M + m) * g.C + c] = tile[e];
+    }
+  auto packed = std::make_shared<Winograd43Weights>();
+  packed->u.reserve(kElems);
+  for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.data() + e * g.M * g.C, g.C, 1});
+  return packed;
+}
+
+// A block of tile rows [ty0, ty1) of image n.
+struct Block {
+  int64_t n, ty0, ty1;
+};
+
+// Tile (ty, tx) of a block is column (ty - ty0) * stride + tx of V_e and
+// Out_e. stride is tiles_x, or 4 in an image at most four tiles wide: a
+// vector of eight tiles is then two tile rows (padded with tiles whose
+// outputs are not written, where fewer than four).
+struct Tiling {
+  int64_t tiles_x, tiles_y,
+      blocks;  // blocks per image, tile rows shared out evenly
+  int64_t stride;
+  bool narrow() const { return tiles_x <= 4; }
+  int64_t columns(const Block &b) const { return (b.ty1 - b.ty0) * stride; }
+  int64_t first_row(int64_t block) const { return block * tiles_y / blocks; }
+};
+
+// As F(2x2, 3x3)'s TilingOf: blocks within kBlockFloats, and with several
+// threads a number of tasks every thread gets equally many of where the
+// image allows. Which tiles a block holds never changes a result.
+Tiling TilingOf(const Winograd3x3 &g, int threads) {
+  Tiling t;
+  t.tiles_x = CeilDiv(g.OW, 4);
+  t.tiles_y = CeilDiv(g.OH, 4);
+  t.stride = t.narrow() ? 4 : t.tiles_x;
+  const int64_t per_row = kElems * (g.C + g.M) * t.stride;
+  const int64_t rows_per_block = std::clamp<int64_t>(kBlockFloats / std::max<int64_t>(per_row, 1), 1, t.tiles_y);
+  t.blocks = CeilDiv(t.tiles_y, rows_per_block);
+  const int64_t tasks = g.N * t.blocks;
+  if (threads > 1 && tasks >= threads && tasks % threads != 0)
+    t.blocks = std::min(t.tiles_y, CeilDiv(CeilDiv(tasks, threads) * threads, g.N));
+  return t;
+}
+
+// Multiply-adds of the GEMMs as SGEMM's AVX2 kernel does them (16 columns
+// at a time), per image and per output and input channel, for tiles of
+// `size` outputs a side.
+#ifdef NEE_WINOGRAD43_X86
+int64_t GemmCost(const Winograd3x3 &g, int64_t size) {
+  const int64_t tiles_x = CeilDiv(g.OW, size), stride = size == 4 && tiles_x <= 4 ? 4 : tiles_x;
+  const int64_t elems = (size + 2) * (size + 2), tiles = CeilDiv(g.OH, size) * stride;
+  return elems * CeilDiv(tiles, 16) * 16;
+}
+
+#define NEE_AVX2 __attribute__((target("avx2,fma")))
+#define NEE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+
+// The transformed input of one block: 36 matrices V_e (C x cols) in SGEMM's
+// packed B layout.
+struct PackedV {
+  float *data;
+  int64_t c, cols;
+  int64_t matrix_floats() const { return c * RoundUp32(cols); }
+  static int64_t RoundUp32(int64_t n) { return CeilDiv(n, kSgemmPanelWidth) * kSgemmPanelWidth; }
+  float *matrix(int e) const { return data + e * matrix_floats(); }
+};
+
+// All ones in lanes [lo, hi) of eight (AVX2's masked loads and stores).
+NEE_AVX2 inline __m256i LanesBetween8(int64_t lo, int64_t hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  lo = std::clamp<int64_t>(lo, 0, 8), hi = std::clamp<int64_t>(hi, 0, 8);
+  const __m256i above_lo = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1));
+  const __m256i below_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane);
+  return _mm256_and_si256(above_lo, below_hi);
+}
+
+// The same for four lanes: of a 4-float chunk at column `start`, those in [0,
+// W).
+NEE_AVX2 inline __m128i ColumnsInside4(int64_t start, int64_t width) {
+  const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
+  const int64_t lo = std::clamp<int64_t>(-start, 0, 4), hi = std::clamp<int64_t>(width - start, 0, 4);
+  const __m128i above_lo = _mm_cmpgt_epi32(lane, _mm_set1_epi32(static_cast<int>(lo) - 1));
+  const __m128i below_hi = _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(hi)), lane);
+  return _mm_and_si128(above_lo, below_hi);
+}
+
+// Where lanes [0, k) of a vector go as V_e[c, t0 .. t0 + k): one run of a
+// packed panel, or two when the columns cross into the next run; `whole`:
+// all eight lanes in one run, stored with a plain store.
+struct PackedSlot8 {
+  int64_t first, second;
+  __m256i first_lanes, second_lanes;
+  bool whole, split;
+
+  NEE_AVX2 PackedSlot8(const PackedV &pv, int64_t c, int64_t t0, int64_t k) {
+    first = SgemmPackedBIndex(pv.c, pv.cols, c, t0);
+    const int64_t at = kSgemmPanelRun - t0 % kSgemmPanelRun;
+    split = at < k;
+    whole = k == 8 && !split;
+    first_lanes = LanesBetween8(0, std::min(at, k));
+    second_lanes = LanesBetween8(at, k);
+    second = split ? SgemmPackedBIndex(pv.c, pv.cols, c, t0 + at) - at : first;
+  }
+};
+
+NEE_AVX2_INLINE void StorePacked8(const PackedV &pv, const PackedSlot8 &slot, int e, __m256 v) {
+  float *m = pv.matrix(e);
+  if (slot.whole) return _mm256_storeu_ps(m + slot.first, v);
+  _mm256_maskstore_ps(m + slot.first, slot.first_lanes, v);
+  if (slot.split) _mm256_maskstore_ps(m + slot.second, slot.second_lanes, v);
+}
+
+// Zeroes the columns past `cols` in the last panel of every k-block (the
+// GEMM reads them; their products land in columns it never stores).
+void ZeroPanelPadding(const PackedV &pv) {
+  const int64_t padded = PackedV::RoundUp32(pv.cols);
+  if (padded == pv.cols) return;
+  for (int e = 0; e < kElems; ++e)
+    for (int64_t c = 0; c < pv.c; ++c)
+      for (int64_t j = pv.cols; j < padded;) {  // one run of the last panel at a time
+        const int64_t run_end = std::min(padded, (j / kSgemmPanelRun + 1) * kSgemmPanelRun);
+        float *at = pv.matrix(e) + SgemmPackedBIndex(pv.c, pv.cols, c, j);
+        std::fill(at, at + (run_end - j), 0.f);
+        j = run_end;
+      }
+}
+
+// Bᵀ applied to six vectors (d[0] .. d[5], one per tile row or column).
+NEE_AVX2_INLINE void TransformInput6(const __m256 d[6], __m256 r[6]) {
+  const __m256 two = _mm256_set1_ps(2.f), half = _mm256_set1_ps(0.5f), three_halves = _mm256_set1_ps(1.5f);
+  const __m256 five_halves = _mm256_set1_ps(2.5f);
+  const __m256 d31 = _mm256_sub_ps(d[3], d[1]), d42 = _mm256_sub_ps(d[4], d[2]);
+  r[0] = _mm256_fmadd_ps(three_halves, d31, _mm256_fnmadd_ps(two, d[2], _mm256_add_ps(d[0], d[4])));
+  r[1] = _mm256_fmadd_ps(five_halves, d[3], _mm256_fmadd_ps(half, d[2], _mm256_sub_ps(d[4], d[1])));
+  r[2] = _mm256_fnmadd_ps(five_halves, d[2], _mm256_fmadd_ps(half, d[3], _mm256_add_ps(d[4], d[1])));
+  r[3] = _mm256_fmadd_ps(two, d31, d42);
+  r[4] = _mm256_fnmadd_ps(half, d31, d42);
+  r[5] = _mm256_fmadd_ps(three_halves, d42, _mm256_fnmadd_ps(two, d[3], _mm256_add_ps(d[5], d[1])));
+}
+
+// Aᵀ applied to six vectors m[0] .. m[5] (stride `step` apart).
+NEE_AVX2_INLINE void TransformOutput6(const __m256 *m, int step, __m256 o[4]) {
+  const __m256 m0 = m[0], m1 = m[step], m2 = m[2 * step], m3 = m[3 * step], m4 = m[4 * step], m5 = m[5 * step];
+  const __m256 p = _mm256_add_ps(m1, m2), q = _mm256_sub_ps(m1, m2);
+  o[0] = _mm256_add_ps(_mm256_add_ps(m0, p), _mm256_add_ps(m3, m4));
+  o[1] = _mm256_fmadd_ps(_mm256_set1_ps(0.5f), m3, _mm256_fnmadd_ps(_mm256_set1_ps(2.f), m4, q));
+  o[2] = _mm256_fmadd_ps(_mm256_set1_ps(0.25f), m3, _mm256_fmadd_ps(_mm256_set1_ps(4.f), m4, p));
+  o[3] = _mm256_fmadd_ps(_mm256_set1_ps(0.125f), m3, _mm256_fnmadd_ps(_mm256_set1_ps(8.f), m4, _mm256_add_ps(q, m5)));
+}
+
+// Lanes 0-3 and 4-7 of a vector of tiles: four consecutive tiles each, of
+// tile rows ty[0] and ty[1], starting at input column col[h] (output column
+// col[h] + pw). In a wide image both halves are in one tile row (col[1] =
+// col[0] + 16); in an image at most four tiles wide each half is a whole
+// tile row (see Tiling::stride), so no lane idles for want of tiles.
+struct Halves {
+  int64_t ty[2], col[2];
+};
+
+// Columns 0..5 of the tiles of one input row: p[j] lane 4h + t =
+// row[h][4t + j], zero outside [0, W) (masks[h][i]: the lanes of chunk i of
+// half h, columns 4i .. 4i + 3 from row[h], that are inside; not read with
+// kInside, where every column is). Chunk i of both halves makes one
+// vector, so a transpose of 4x4 blocks within each 128-bit half puts the
+// tiles in order.
+template <bool kInside>
+NEE_AVX2_INLINE __m256 Chunks(const float *const row[2], const __m128i *const masks[2], int i) {
+  if (kInside) return _mm256_loadu2_m128(row[1] + 4 * i, row[0] + 4 * i);
+  return _mm256_set_m128(_mm_maskload_ps(row[1] + 4 * i, masks[1][i]), _mm_maskload_ps(row[0] + 4 * i, masks[0][i]));
+}
+
+template <bool kInside>
+NEE_AVX2_INLINE void LoadTileColumns(const float *const row[2], const __m128i *const masks[2], __m256 p[6]) {
+  const __m256 a = Chunks<kInside>(row, masks, 0), b = Chunks<kInside>(row, masks, 1);
+  const __m256 c = Chunks<kInside>(row, masks, 2), d = Chunks<kInside>(row, masks, 3);
+  const __m256 e = Chunks<kInside>(row, masks, 4);
+  const __m256d ab_lo = _mm256_castps_pd(_mm256_unpacklo_ps(a, b)), ab_hi = _mm256_castps_pd(_mm256_unpackhi_ps(a, b));
+  const __m256d cd_lo = _mm256_castps_pd(_mm256_unpacklo_ps(c, d)), cd_hi = _mm256_castps_pd(_mm256_unpackhi_ps(c, d));
+  p[0] = _mm256_castpd_ps(_mm256_unpacklo_pd(ab_lo, cd_lo));
+  p[1] = _mm256_castpd_ps(_mm256_unpackhi_pd(ab_lo, cd_lo));
+  p[2] = _mm256_castpd_ps(_mm256_unpacklo_pd(ab_hi, cd_hi));
+  p[3] = _mm256_castpd_ps(_mm256_unpackhi_pd(ab_hi, cd_hi));
+  // Columns 4 and 5 are columns 0 and 1 of the next tile: chunks 1 .. 4.
+  const __m256d bc_lo = _mm256_castps_pd(_mm256_unpacklo_ps(b, c)), de_lo = _mm256_castps_pd(_mm256_unpacklo_ps(d, e));
+  p[4] = _mm256_castpd_ps(_mm256_unpacklo_pd(bc_lo, de_lo));
+  p[5] = _mm256_castpd_ps(_mm256_unpackhi_pd(bc_lo, de_lo));
+}
+
+// masks[h]: chunks 0..4 of half h (null with kInside). A half's rows
+// outside [0, H) read as zeros (no lane of theirs loaded). Returns whether
+// every input the tiles read is finite.
+template <bool kInside>
+NEE_AVX2_INLINE bool InputTilesBody(const Winograd3x3 &g, const float *plane, const Halves &h,
+                                    const __m128i *const masks[2], const PackedSlot8 &slot, const PackedV &pv) {
+  static const __m128i kNone[5] = {};
+  const __m256 zero = _mm256_setzero_ps();
+  __m256 nonfinite = zero;  // 0 * x: NaN where x is NaN or infinite
+  __m256 rows[6][6];        // d B: rows[r][j], one input row r of the tiles at a time
+  for (int r = 0; r < 6; ++r) {
+    const int64_t iy[2] = {4 * h.ty[0] - g.ph + r, 4 * h.ty[1] - g.ph + r};
+    const bool in[2] = {iy[0] >= 0 && iy[0] < g.H, iy[1] >= 0 && iy[1] < g.H};
+    if (!in[0] && !in[1]) {
+      for (int j = 0; j < 6; ++j) rows[r][j] = _mm256_setzero_ps();
+      continue;
+    }
+    const float *const row[2] = {plane + (in[0] ? iy[0] : 0) * g.W + h.col[0],
+                                 plane + (in[1] ? iy[1] : 0) * g.W + h.col[1]};
+    const __m128i *const row_masks[2] = {in[0] ? masks[0] : kNone, in[1] ? masks[1] : kNone};
+    __m256 d[6];
+    LoadTileColumns<kInside>(row, row_masks, d);
+    for (int j = 0; j < 6; ++j) nonfinite = _mm256_fmadd_ps(d[j], zero, nonfinite);
+    TransformInput6(d, rows[r]);
+  }
+  for (int j = 0; j < 6; ++j) {  // Bᵀ (d B), one column at a time
+    const __m256 column[6] = {rows[0][j], rows[1][j], rows[2][j], rows[3][j], rows[4][j], rows[5][j]};
+    __m256 v[6];
+    TransformInput6(column, v);
+    for (int i = 0; i < 6; ++i) StorePacked8(pv, slot, 6 * i + j, v[i]);
+  }
+  return _mm256_testz_ps(_mm256_cmp_ps(nonfinite, nonfinite, _CMP_UNORD_Q), _mm256_castsi256_ps(LanesBetween8(0, 8)));
+}
+
+// Bᵀ d B for the k <= 8 tiles of `h` of channel c, stored as columns t0..
+// of row c of every V_e. Returns whether every input read is finite.
+NEE_AVX2 bool InputTiles(const Winograd3x3 &g, const float *plane, const Halves &h, int64_t k, const PackedV &pv,
+                         int64_t c, int64_t t0) {
+  const PackedSlot8 slot(pv, c, t0, k);
+  const bool one_row = h.ty[0] == h.ty[1];
+  if (one_row && h.col[0] >= 0 && h.col[0] + 36 <= g.W) {
+    const __m128i *const none[2] = {nullptr, nullptr};
+    return InputTilesBody<true>(g, plane, h, none, slot, pv);
+  }
+  __m128i masks[2][5];
+  for (int half = 0; half < 2; ++half)
+    for (int i = 0; i < 5; ++i) masks[half][i] = ColumnsInside4(h.col[half] + 4 * i, g.W);
+  const __m128i *const halves[2] = {masks[0], masks[1]};
+  return InputTilesBody<false>(g, plane, h, halves, slot, pv);
+}
+
+// Every V_e of the block. In a wide image, vectors start at columns that
+// are multiples of 8 where that costs no extra vector, so a vector stays
+// within one of the packed panels' runs of 16 columns (one plain store
+// instead of two masked); in a narrow one every vector is two tile rows.
+// Returns whether every input read is finite.
+bool InputTransform(const Winograd3x3 &g, const Tiling &t, const Block &b, const float *x, const PackedV &pv,
+                    int64_t c0, int64_t c1) {
+  constexpr int64_t kLanes = 8;
+  static_assert(kSgemmPanelRun % kLanes == 0, "aligned vectors stay within a run");
+  const int64_t cols = t.columns(b);
+  bool finite = true;
+  for (int64_t c = c0; c < c1; ++c) {
+    const float *plane = x + (b.n * g.C + c) * g.H * g.W;
+    if (t.narrow()) {
+      for (int64_t ty = b.ty0; ty < b.ty1; ty += 2) {
+        const int64_t t0 = (ty - b.ty0) * t.stride;
+        finite &= InputTiles(g, plane, Halves{{ty, ty + 1}, {-g.pw, -g.pw}}, std::min(kLanes, cols - t0), pv, c, t0);
+      }
+      continue;
+    }
+    for (int64_t ty = b.ty0; ty < b.ty1; ++ty) {
+      const int64_t row_start = (ty - b.ty0) * t.stride;
+      const bool aligned = CeilDiv(row_start % kLanes + t.tiles_x, kLanes) == CeilDiv(t.tiles_x, kLanes);
+      for (int64_t tx0 = 0, k = 0; tx0 < t.tiles_x; tx0 += k) {
+        k = std::min(aligned ? kLanes - (row_start + tx0) % kLanes : kLanes, t.tiles_x - tx0);
+        const int64_t col = 4 * tx0 - g.pw;
+        finite &= InputTiles(g, plane, Halves{{ty, ty}, {col, col + 16}}, k, pv, c, row_start + tx0);
+      }
+    }
+  }
+  return finite;
+}
+
+// The first k <= 8 floats at p (mask: lanes below k), the rest zero.
+NEE_AVX2_INLINE __m256 LoadFirst8(const float *p, int64_t k, __m256i mask) {
+  return k == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
+}
+
+// Output columns 0..3 of the tiles (y[j] lane 4h + t: column 4t + j of half
+// h) written as 16 consecutive floats from row[h], those below width[h]:
+// the inverse of LoadTileColumns' transpose.
+NEE_AVX2_INLINE void StoreTileColumns(const __m256 y[4], float *const row[2], const int64_t width[2]) {
+  const __m256d lo01 = _mm256_castps_pd(_mm256_unpacklo_ps(y[0], y[1])),
+                hi01 = _mm256_castps_pd(_mm256_unpackhi_ps(y[0], y[1]));
+  const __m256d lo23 = _mm256_castps_pd(_mm256_unpacklo_ps(y[2], y[3])),
+                hi23 = _mm256_castps_pd(_mm256_unpackhi_ps(y[2], y[3]));
+  const __m256 t04 = _mm256_castpd_ps(_mm256_unpacklo_pd(lo01, lo23)),
+               t15 = _mm256_castpd_ps(_mm256_unpackhi_pd(lo01, lo23));
+  const __m256 t26 = _mm256_castpd_ps(_mm256_unpacklo_pd(hi01, hi23)),
+               t37 = _mm256_castpd_ps(_mm256_unpackhi_pd(hi01, hi23));
+  const __m256 out[2][2] = {{_mm256_permute2f128_ps(t04, t15, 0x20), _mm256_permute2f128_ps(t26, t37, 0x20)},
+                            {_mm256_permute2f128_ps(t04, t15, 0x31), _mm256_permute2f128_ps(t26, t37, 0x31)}};
+  for (int h = 0; h < 2; ++h) {
+    if (width[h] >= 16) {
+      _mm256_storeu_ps(row[h], out[h][0]);
+      _mm256_storeu_ps(row[h] + 8, out[h][1]);
+      continue;
+    }
+    for (int q = 0; q < 2 && 8 * q < width[h]; ++q)
+      _mm256_maskstore_ps(row[h] + 8 * q, LanesBetween8(0, width[h] - 8 * q), out[h][q]);
+  }
+}
+
+// Aᵀ Out A (+ bias, activation K) for the k <= 8 tiles of `h` (col: output
+// columns; a half with col[h] >= OW is not written) of output channel m;
+// element e of the tiles is at out[e * ldo].
+template <FusedActivation::Kind K>
+NEE_AVX2 void OutputTiles(const Winograd3x3 &g, const float *out, int64_t ldo, int64_t k, float bias_value,
+                          const FusedActivation &act, const Halves &h, float *plane) {
+  const __m256i mask = LanesBetween8(0, k);
+  const __m256 bias = _mm256_set1_ps(bias_value);
+  __m256 s[4][6];  // Aᵀ Out, one column of Out at a time
+  for (int j = 0; j < 6; ++j) {
+    __m256 column[6], o[4];
+    for (int i = 0; i < 6; ++i) column[i] = LoadFirst8(out + (6 * i + j) * ldo, k, mask);
+    TransformOutput6(column, 1, o);
+    for (int i = 0; i < 4; ++i) s[i][j] = o[i];
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int64_t oy[2] = {4 * h.ty[0] + i, 4 * h.ty[1] + i};
+    if (oy[0] >= g.OH && oy[1] >= g.OH) break;
+    __m256 y[4];
+    TransformOutput6(s[i], 1, y);
+    for (int j = 0; j < 4; ++j) y[j] = Activate8<K>(act, _mm256_add_ps(y[j], bias));
+    int64_t width[2];
+    float *row[2];
+    for (int half = 0; half < 2; ++half) {
+      const bool inside = oy[half] < g.OH && h.col[half] < g.OW;
+      width[half] = inside ? g.OW - h.col[half] : 0;
+      row[half] = inside ? plane + oy[half] * g.OW + h.col[half] : plane;
+    }
+    StoreTileColumns(y, row, width);
+  }
+}
+
+using OutputTilesFn = void (*)(const Winograd3x3 &g, const float *out, int64_t ldo, int64_t k, float bias,
+                               const FusedActivation &act, const Halves &h, float *plane);
+
+// Output channels [m0, m1) of the block, vectors of tiles as InputTransform has
+// them.
+template <OutputTilesFn Tiles>
+void OutputTransform(const Winograd3x3 &g, const Tiling &t, const Block &b, const float *out, const float *bias,
+                     const FusedActivation &act, float *y, int64_t m0, int64_t m1) {
+  constexpr int64_t kLanes = 8;
+  const int64_t cols = t.columns(b), stride_e = g.M * cols;
+  for (int64_t m = m0; m < m1; ++m) {
+    const float bv = bias ? bias[m] : 0.f;
+    float *plane = y + (b.n * g.M + m) * g.OH * g.OW;
+    const float *tiles = out + m * cols;
+    if (t.narrow()) {
+      for (int64_t ty = b.ty0; ty < b.ty1; ty += 2) {
+        const int64_t t0 = (ty - b.ty0) * t.stride;
+        const Halves h{{ty, ty + 1}, {0, ty + 1 < b.ty1 ? 0 : g.OW}};
+        Tiles(g, tiles + t0, stride_e, std::min(kLanes, cols - t0), bv, act, h, plane);
+      }
+      continue;
+    }
+    for (int64_t ty = b.ty0; ty < b.ty1; ++ty)
+      for (int64_t tx0 = 0; tx0 < t.tiles_x; tx0 += kLanes)
+        Tiles(g, tiles + (ty - b.ty0) * t.stride + tx0, stride_e, std::min(kLanes, t.tiles_x - tx0), bv, act,
+              Halves{{ty, ty}, {4 * tx0, 4 * tx0 + 16}}, plane);
+  }
+}
+
+using OutputTransformFn = void (*)(const Winograd3x3 &, const Tiling &, const Block &, const float *, const float *,
+                                   const FusedActivation &, float *, int64_t, int64_t);
+
+// The output transform with the activation in registers.
+OutputTransformFn OutputTransformFor(FusedActivation::Kind kind) {
+  return ForActivation8(kind,
+                        [](auto k) -> OutputTransformFn { return OutputTransform<OutputTiles<decltype(k)::value>>; });
+}
+
+// Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be.
+float *BlockScratch(int64_t floats) {
+  thread_local SgemmBuffer buffer;
+  thread_local int64_t capacity = 0;
+  if (floats > capacity) {
+    buffer = SgemmAllocate(floats);
+    capacity = floats;
+  }
+  return buffer.get();
+}
+
+// Runs fn(begin, end) over [0, n): in chunks on the context's threads when
+// `ctx` is given, else in one call on this thread.
+template <typename Fn>
+void Split(const KernelContext *ctx, int64_t n, Fn &&fn) {
+  if (!ctx) return fn(int64_t{0}, n);
+  const int64_t parts = std::min<int64_t>(n, 4 * NumThreads(*ctx));
+  ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
+}
+
+// One block: input transform, the 36 GEMMs, output transform (with a
+// residual, the residual and activation in a pass over the block's rows
+// after it). With `ctx` each phase is shared between the threads; the
+// arithmetic is the same either way. Returns false, leaving y unwritten,
+// where an input the block reads is NaN or infinite.
+bool RunBlock(const Winograd3x3 &g, const Tiling &t, const Block &b, const Winograd43Weights &weights, const float *x,
+              const float *bias, const ConvEpilogue *epilogue, const float *z, float *y, const KernelContext *ctx) {
+  const int64_t cols = t.columns(b);
+  float *v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
+  const PackedV pv{v, g.C, cols};
+  float *out = v + kElems * pv.matrix_floats();
+  ZeroPanelPadding(pv);
+  const FusedActivation none;
+  const FusedActivation &act = epilogue ? epilogue->activation : none;
+  std::atomic<bool> finite{true};
+  Split(ctx, g.C, [&](int64_t c0, int64_t c1) {
+    if (!InputTransform(g, t, b, x, pv, c0, c1)) finite.store(false, std::memory_order_relaxed);
+  });
+  if (!finite.load()) return false;
+  auto gemm = [&](int64_t e) {
+    Sgemm(g.M, cols, g.C, SgemmA(weights.u[e]), SgemmB::Prepacked(pv.matrix(static_cast<int>(e))), 0.f,
+          out + e * g.M * cols, cols, nullptr);
+  };
+  if (ctx) {
+    ParallelTasks(*ctx, kElems, gemm);
+  } else {
+    for (int e = 0; e < kElems; ++e) gemm(e);
+  }
+  const OutputTransformFn output = OutputTransformFor(z ? FusedActivation::Kind::kNone : act.kind);
+  const int64_t oy0 = 4 * b.ty0, oy1 = std::min(g.OH, 4 * b.ty1), plane = g.OH * g.OW;
+  Split(ctx, g.M, [&](int64_t m0, int64_t m1) {
+    output(g, t, b, out, bias, act, y, m0, m1);
+    if (!z) return;
+    // The residual goes before the activation: both over these channels' rows,
+    // still in cache.
+    const int64_t offset = (b.n * g.M + m0) * plane + oy0 * g.OW;
+    BiasResidualActivate(act, nullptr, z + offset, plane, y + offset, plane, m1 - m0, (oy1 - oy0) * g.OW);
+  });
+  return true;
+}
+#endif  // NEE_WINOGRAD43_X86
+
+std::atomic<Winograd43Mode> g_mode{Winograd43Mode::kAuto};
+
+}  // namespace
+
+void SetWinograd43Mode(Winograd43Mode mode) { g_mode.store(mode, std::memory_order_relaxed); }
+
+bool Winograd43Preferred(const Winograd3x3 &g) {
+#ifdef NEE_WINOGRAD43_X86
+  // AVX2 here means AVX2 and FMA (SGEMM's AVX2 kernel needs both).
+  if (SgemmActiveIsa() != SgemmIsa::kAvx2 || SgemmPortableForced()) return false;
+  const Winograd43Mode mode = g_mode.load(std::memory_order_relaxed);
+  if (mode != Winograd43Mode::kAuto) return mode == Winograd43Mode::kAlways;
+  // Fewer multiplies only pay where 4x4 tiles fill the GEMMs' columns about
+  // as well as 2x2 tiles do (7x7: 4 tiles padded to 16 lose to 16 tiles).
+  return 4 * GemmCost(g, 4) < 3 * GemmCost(g, 2);
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+Result<bool> ConvWinograd43(KernelContext &ctx, const Winograd3x3 &g, const float *x, const float *w, const float *bias,
+                            const ConvEpilogue *epilogue, const float *z, float *y) {
+#ifdef NEE_WINOGRAD43_X86
+  // Constant weights are transformed once per session, others on every call
+  // (the same arithmetic, so the same bits either way). Unlike F(2x2, 3x3),
+  // the weights are kept: a run with non-finite inputs falls back to the
+  // other kernels, which read them.
+  std::shared_ptr<const Winograd43Weights> weights;
+  if (ctx.prepared() && ctx.input_is_constant(1)) {
+    NEE_ASSIGN_OR_RETURN(weights, ctx.prepared()->GetOrBuild<Winograd43Weights>(
+                                      {g.M, g.C}, [&]() -> Result<std::shared_ptr<const Winograd43Weights>> {
+                                        return PackWeights(g, w);
+                                      }));
+  } else {
+    weights = PackWeights(g, w);
+  }
+  const Tiling t = TilingOf(g, NumThreads(ctx));
+  const int64_t tasks = g.N * t.blocks;
+  auto block = [&](int64_t task) {
+    const int64_t b = task % t.blocks;
+    return Block{task / t.blocks, t.first_row(b), t.first_row(b + 1)};
+  };
+  std::atomic<bool> finite{true};
+  if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
+    const int64_t bytes = g.N * g.M * g.OH * g.OW * static_cast<int64_t>(sizeof(float));
+    PixelMajorTasks(ctx, tasks, bytes, [&](int64_t task) {
+      if (finite.load(std::memory_order_relaxed) &&
+          !RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, nullptr))
+        finite.store(false, std::memory_order_relaxed);
+    });
+  } else {
+    // Fewer blocks than threads: each block's phases are shared.
+    for (int64_t task = 0; task < tasks && finite.load(); ++task)
+      if (!RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, &ctx)) finite.store(false);
+  }
+  return finite.load();
+#else
+  (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
+  return RuntimeError("Winograd F(4x4, 3x3) needs x86 (Winograd43Preferred said no)");
+#endif
+}
+
+}  // namespace nee::cpu
