@@ -57,7 +57,7 @@ struct Winograd43Weights {
 
 // G g Gᵀ of one 3x3 filter (row-major 6x6), in double: G's thirds and
 // fifteenths are not exact in float, and this runs once per session.
-void TransformFilter(const float *g, float *u) {
+void TransformFilter(const float* g, float* u) {
   static constexpr double kG[6][3] = {{1, 0, 0},
                                       {1. / 3, 1. / 3, 1. / 3},
                                       {-1. / 3, 1. / 3, -1. / 3},
@@ -72,7 +72,7 @@ void TransformFilter(const float *g, float *u) {
       u[6 * i + j] = static_cast<float>(p[i][0] * kG[j][0] + p[i][1] * kG[j][1] + p[i][2] * kG[j][2]);
 }
 
-std::shared_ptr<const Winograd43Weights> PackWeights(const Winograd3x3 &g, const float *w) {
+std::shared_ptr<const Winograd43Weights> PackWeights(const Winograd3x3& g, const float* w) {
   std::vector<float> u(static_cast<size_t>(kElems * g.M * g.C));  // element-major: u[e][m][c]
   float tile[kElems];
   for (int64_t m = 0; m < g.M; ++m)
@@ -100,14 +100,14 @@ struct Tiling {
       blocks;  // blocks per image, tile rows shared out evenly
   int64_t stride;
   bool narrow() const { return tiles_x <= 4; }
-  int64_t columns(const Block &b) const { return (b.ty1 - b.ty0) * stride; }
+  int64_t columns(const Block& b) const { return (b.ty1 - b.ty0) * stride; }
   int64_t first_row(int64_t block) const { return block * tiles_y / blocks; }
 };
 
 // As F(2x2, 3x3)'s TilingOf: blocks within kBlockFloats, and with several
 // threads a number of tasks every thread gets equally many of where the
 // image allows. Which tiles a block holds never changes a result.
-Tiling TilingOf(const Winograd3x3 &g, int threads) {
+Tiling TilingOf(const Winograd3x3& g, int threads) {
   Tiling t;
   t.tiles_x = CeilDiv(g.OW, 4);
   t.tiles_y = CeilDiv(g.OH, 4);
@@ -125,7 +125,7 @@ Tiling TilingOf(const Winograd3x3 &g, int threads) {
 // at a time), per image and per output and input channel, for tiles of
 // `size` outputs a side.
 #ifdef NEE_WINOGRAD43_X86
-int64_t GemmCost(const Winograd3x3 &g, int64_t size) {
+int64_t GemmCost(const Winograd3x3& g, int64_t size) {
   const int64_t tiles_x = CeilDiv(g.OW, size), stride = size == 4 && tiles_x <= 4 ? 4 : tiles_x;
   const int64_t elems = (size + 2) * (size + 2), tiles = CeilDiv(g.OH, size) * stride;
   return elems * CeilDiv(tiles, 16) * 16;
@@ -137,11 +137,11 @@ int64_t GemmCost(const Winograd3x3 &g, int64_t size) {
 // The transformed input of one block: 36 matrices V_e (C x cols) in SGEMM's
 // packed B layout.
 struct PackedV {
-  float *data;
+  float* data;
   int64_t c, cols;
   int64_t matrix_floats() const { return c * RoundUp32(cols); }
   static int64_t RoundUp32(int64_t n) { return CeilDiv(n, kSgemmPanelWidth) * kSgemmPanelWidth; }
-  float *matrix(int e) const { return data + e * matrix_floats(); }
+  float* matrix(int e) const { return data + e * matrix_floats(); }
 };
 
 // All ones in lanes [lo, hi) of eight (AVX2's masked loads and stores).
@@ -164,26 +164,31 @@ NEE_AVX2 inline __m128i ColumnsInside4(int64_t start, int64_t width) {
 }
 
 // Where lanes [0, k) of a vector go as V_e[c, t0 .. t0 + k): one run of a
-// packed panel, or two when the columns cross into the next run; `whole`:
-// all eight lanes in one run, stored with a plain store.
+// packed panel, or two when the columns cross into the next run. `whole`:
+// all eight lanes fit in the run, stored with a plain store even when k < 8
+// (AVX2's masked stores are slow on AMD: they took a quarter of the input
+// transform at 32 channels). The lanes past k land on columns of the same
+// row of V_e that a later vector of this channel overwrites (the same tile
+// row's next tiles, the next tile row's first), or on the last panel's
+// padding, whose products the GEMM never stores.
 struct PackedSlot8 {
   int64_t first, second;
   __m256i first_lanes, second_lanes;
   bool whole, split;
 
-  NEE_AVX2 PackedSlot8(const PackedV &pv, int64_t c, int64_t t0, int64_t k) {
+  NEE_AVX2 PackedSlot8(const PackedV& pv, int64_t c, int64_t t0, int64_t k) {
     first = SgemmPackedBIndex(pv.c, pv.cols, c, t0);
     const int64_t at = kSgemmPanelRun - t0 % kSgemmPanelRun;
     split = at < k;
-    whole = k == 8 && !split;
+    whole = at >= 8;
     first_lanes = LanesBetween8(0, std::min(at, k));
     second_lanes = LanesBetween8(at, k);
     second = split ? SgemmPackedBIndex(pv.c, pv.cols, c, t0 + at) - at : first;
   }
 };
 
-NEE_AVX2_INLINE void StorePacked8(const PackedV &pv, const PackedSlot8 &slot, int e, __m256 v) {
-  float *m = pv.matrix(e);
+NEE_AVX2_INLINE void StorePacked8(const PackedV& pv, const PackedSlot8& slot, int e, __m256 v) {
+  float* m = pv.matrix(e);
   if (slot.whole) return _mm256_storeu_ps(m + slot.first, v);
   _mm256_maskstore_ps(m + slot.first, slot.first_lanes, v);
   if (slot.split) _mm256_maskstore_ps(m + slot.second, slot.second_lanes, v);
@@ -191,14 +196,14 @@ NEE_AVX2_INLINE void StorePacked8(const PackedV &pv, const PackedSlot8 &slot, in
 
 // Zeroes the columns past `cols` in the last panel of every k-block (the
 // GEMM reads them; their products land in columns it never stores).
-void ZeroPanelPadding(const PackedV &pv) {
+void ZeroPanelPadding(const PackedV& pv) {
   const int64_t padded = PackedV::RoundUp32(pv.cols);
   if (padded == pv.cols) return;
   for (int e = 0; e < kElems; ++e)
     for (int64_t c = 0; c < pv.c; ++c)
       for (int64_t j = pv.cols; j < padded;) {  // one run of the last panel at a time
         const int64_t run_end = std::min(padded, (j / kSgemmPanelRun + 1) * kSgemmPanelRun);
-        float *at = pv.matrix(e) + SgemmPackedBIndex(pv.c, pv.cols, c, j);
+        float* at = pv.matrix(e) + SgemmPackedBIndex(pv.c, pv.cols, c, j);
         std::fill(at, at + (run_end - j), 0.f);
         j = run_end;
       }
@@ -218,7 +223,7 @@ NEE_AVX2_INLINE void TransformInput6(const __m256 d[6], __m256 r[6]) {
 }
 
 // Aᵀ applied to six vectors m[0] .. m[5] (stride `step` apart).
-NEE_AVX2_INLINE void TransformOutput6(const __m256 *m, int step, __m256 o[4]) {
+NEE_AVX2_INLINE void TransformOutput6(const __m256* m, int step, __m256 o[4]) {
   const __m256 m0 = m[0], m1 = m[step], m2 = m[2 * step], m3 = m[3 * step], m4 = m[4 * step], m5 = m[5 * step];
   const __m256 p = _mm256_add_ps(m1, m2), q = _mm256_sub_ps(m1, m2);
   o[0] = _mm256_add_ps(_mm256_add_ps(m0, p), _mm256_add_ps(m3, m4));
@@ -243,13 +248,13 @@ struct Halves {
 // vector, so a transpose of 4x4 blocks within each 128-bit half puts the
 // tiles in order.
 template <bool kInside>
-NEE_AVX2_INLINE __m256 Chunks(const float *const row[2], const __m128i *const masks[2], int i) {
+NEE_AVX2_INLINE __m256 Chunks(const float* const row[2], const __m128i* const masks[2], int i) {
   if (kInside) return _mm256_loadu2_m128(row[1] + 4 * i, row[0] + 4 * i);
   return _mm256_set_m128(_mm_maskload_ps(row[1] + 4 * i, masks[1][i]), _mm_maskload_ps(row[0] + 4 * i, masks[0][i]));
 }
 
 template <bool kInside>
-NEE_AVX2_INLINE void LoadTileColumns(const float *const row[2], const __m128i *const masks[2], __m256 p[6]) {
+NEE_AVX2_INLINE void LoadTileColumns(const float* const row[2], const __m128i* const masks[2], __m256 p[6]) {
   const __m256 a = Chunks<kInside>(row, masks, 0), b = Chunks<kInside>(row, masks, 1);
   const __m256 c = Chunks<kInside>(row, masks, 2), d = Chunks<kInside>(row, masks, 3);
   const __m256 e = Chunks<kInside>(row, masks, 4);
@@ -269,8 +274,8 @@ NEE_AVX2_INLINE void LoadTileColumns(const float *const row[2], const __m128i *c
 // outside [0, H) read as zeros (no lane of theirs loaded). Returns whether
 // every input the tiles read is finite.
 template <bool kInside>
-NEE_AVX2_INLINE bool InputTilesBody(const Winograd3x3 &g, const float *plane, const Halves &h,
-                                    const __m128i *const masks[2], const PackedSlot8 &slot, const PackedV &pv) {
+NEE_AVX2_INLINE bool InputTilesBody(const Winograd3x3& g, const float* plane, const Halves& h,
+                                    const __m128i* const masks[2], const PackedSlot8& slot, const PackedV& pv) {
   static const __m128i kNone[5] = {};
   const __m256 zero = _mm256_setzero_ps();
   __m256 nonfinite = zero;  // 0 * x: NaN where x is NaN or infinite
@@ -282,9 +287,9 @@ NEE_AVX2_INLINE bool InputTilesBody(const Winograd3x3 &g, const float *plane, co
       for (int j = 0; j < 6; ++j) rows[r][j] = _mm256_setzero_ps();
       continue;
     }
-    const float *const row[2] = {plane + (in[0] ? iy[0] : 0) * g.W + h.col[0],
+    const float* const row[2] = {plane + (in[0] ? iy[0] : 0) * g.W + h.col[0],
                                  plane + (in[1] ? iy[1] : 0) * g.W + h.col[1]};
-    const __m128i *const row_masks[2] = {in[0] ? masks[0] : kNone, in[1] ? masks[1] : kNone};
+    const __m128i* const row_masks[2] = {in[0] ? masks[0] : kNone, in[1] ? masks[1] : kNone};
     __m256 d[6];
     LoadTileColumns<kInside>(row, row_masks, d);
     for (int j = 0; j < 6; ++j) nonfinite = _mm256_fmadd_ps(d[j], zero, nonfinite);
@@ -301,18 +306,18 @@ NEE_AVX2_INLINE bool InputTilesBody(const Winograd3x3 &g, const float *plane, co
 
 // Bᵀ d B for the k <= 8 tiles of `h` of channel c, stored as columns t0..
 // of row c of every V_e. Returns whether every input read is finite.
-NEE_AVX2 bool InputTiles(const Winograd3x3 &g, const float *plane, const Halves &h, int64_t k, const PackedV &pv,
+NEE_AVX2 bool InputTiles(const Winograd3x3& g, const float* plane, const Halves& h, int64_t k, const PackedV& pv,
                          int64_t c, int64_t t0) {
   const PackedSlot8 slot(pv, c, t0, k);
   const bool one_row = h.ty[0] == h.ty[1];
   if (one_row && h.col[0] >= 0 && h.col[0] + 36 <= g.W) {
-    const __m128i *const none[2] = {nullptr, nullptr};
+    const __m128i* const none[2] = {nullptr, nullptr};
     return InputTilesBody<true>(g, plane, h, none, slot, pv);
   }
   __m128i masks[2][5];
   for (int half = 0; half < 2; ++half)
     for (int i = 0; i < 5; ++i) masks[half][i] = ColumnsInside4(h.col[half] + 4 * i, g.W);
-  const __m128i *const halves[2] = {masks[0], masks[1]};
+  const __m128i* const halves[2] = {masks[0], masks[1]};
   return InputTilesBody<false>(g, plane, h, halves, slot, pv);
 }
 
@@ -321,14 +326,14 @@ NEE_AVX2 bool InputTiles(const Winograd3x3 &g, const float *plane, const Halves 
 // within one of the packed panels' runs of 16 columns (one plain store
 // instead of two masked); in a narrow one every vector is two tile rows.
 // Returns whether every input read is finite.
-bool InputTransform(const Winograd3x3 &g, const Tiling &t, const Block &b, const float *x, const PackedV &pv,
+bool InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* x, const PackedV& pv,
                     int64_t c0, int64_t c1) {
   constexpr int64_t kLanes = 8;
   static_assert(kSgemmPanelRun % kLanes == 0, "aligned vectors stay within a run");
   const int64_t cols = t.columns(b);
   bool finite = true;
   for (int64_t c = c0; c < c1; ++c) {
-    const float *plane = x + (b.n * g.C + c) * g.H * g.W;
+    const float* plane = x + (b.n * g.C + c) * g.H * g.W;
     if (t.narrow()) {
       for (int64_t ty = b.ty0; ty < b.ty1; ty += 2) {
         const int64_t t0 = (ty - b.ty0) * t.stride;
@@ -350,14 +355,14 @@ bool InputTransform(const Winograd3x3 &g, const Tiling &t, const Block &b, const
 }
 
 // The first k <= 8 floats at p (mask: lanes below k), the rest zero.
-NEE_AVX2_INLINE __m256 LoadFirst8(const float *p, int64_t k, __m256i mask) {
+NEE_AVX2_INLINE __m256 LoadFirst8(const float* p, int64_t k, __m256i mask) {
   return k == 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask);
 }
 
 // Output columns 0..3 of the tiles (y[j] lane 4h + t: column 4t + j of half
 // h) written as 16 consecutive floats from row[h], those below width[h]:
 // the inverse of LoadTileColumns' transpose.
-NEE_AVX2_INLINE void StoreTileColumns(const __m256 y[4], float *const row[2], const int64_t width[2]) {
+NEE_AVX2_INLINE void StoreTileColumns(const __m256 y[4], float* const row[2], const int64_t width[2]) {
   const __m256d lo01 = _mm256_castps_pd(_mm256_unpacklo_ps(y[0], y[1])),
                 hi01 = _mm256_castps_pd(_mm256_unpackhi_ps(y[0], y[1]));
   const __m256d lo23 = _mm256_castps_pd(_mm256_unpacklo_ps(y[2], y[3])),
@@ -383,8 +388,8 @@ NEE_AVX2_INLINE void StoreTileColumns(const __m256 y[4], float *const row[2], co
 // columns; a half with col[h] >= OW is not written) of output channel m;
 // element e of the tiles is at out[e * ldo].
 template <FusedActivation::Kind K>
-NEE_AVX2 void OutputTiles(const Winograd3x3 &g, const float *out, int64_t ldo, int64_t k, float bias_value,
-                          const FusedActivation &act, const Halves &h, float *plane) {
+NEE_AVX2 void OutputTiles(const Winograd3x3& g, const float* out, int64_t ldo, int64_t k, float bias_value,
+                          const FusedActivation& act, const Halves& h, float* plane) {
   const __m256i mask = LanesBetween8(0, k);
   const __m256 bias = _mm256_set1_ps(bias_value);
   __m256 s[4][6];  // Aᵀ Out, one column of Out at a time
@@ -401,7 +406,7 @@ NEE_AVX2 void OutputTiles(const Winograd3x3 &g, const float *out, int64_t ldo, i
     TransformOutput6(s[i], 1, y);
     for (int j = 0; j < 4; ++j) y[j] = Activate8<K>(act, _mm256_add_ps(y[j], bias));
     int64_t width[2];
-    float *row[2];
+    float* row[2];
     for (int half = 0; half < 2; ++half) {
       const bool inside = oy[half] < g.OH && h.col[half] < g.OW;
       width[half] = inside ? g.OW - h.col[half] : 0;
@@ -411,20 +416,20 @@ NEE_AVX2 void OutputTiles(const Winograd3x3 &g, const float *out, int64_t ldo, i
   }
 }
 
-using OutputTilesFn = void (*)(const Winograd3x3 &g, const float *out, int64_t ldo, int64_t k, float bias,
-                               const FusedActivation &act, const Halves &h, float *plane);
+using OutputTilesFn = void (*)(const Winograd3x3& g, const float* out, int64_t ldo, int64_t k, float bias,
+                               const FusedActivation& act, const Halves& h, float* plane);
 
 // Output channels [m0, m1) of the block, vectors of tiles as InputTransform has
 // them.
 template <OutputTilesFn Tiles>
-void OutputTransform(const Winograd3x3 &g, const Tiling &t, const Block &b, const float *out, const float *bias,
-                     const FusedActivation &act, float *y, int64_t m0, int64_t m1) {
+void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* out, const float* bias,
+                     const FusedActivation& act, float* y, int64_t m0, int64_t m1) {
   constexpr int64_t kLanes = 8;
   const int64_t cols = t.columns(b), stride_e = g.M * cols;
   for (int64_t m = m0; m < m1; ++m) {
     const float bv = bias ? bias[m] : 0.f;
-    float *plane = y + (b.n * g.M + m) * g.OH * g.OW;
-    const float *tiles = out + m * cols;
+    float* plane = y + (b.n * g.M + m) * g.OH * g.OW;
+    const float* tiles = out + m * cols;
     if (t.narrow()) {
       for (int64_t ty = b.ty0; ty < b.ty1; ty += 2) {
         const int64_t t0 = (ty - b.ty0) * t.stride;
@@ -440,8 +445,8 @@ void OutputTransform(const Winograd3x3 &g, const Tiling &t, const Block &b, cons
   }
 }
 
-using OutputTransformFn = void (*)(const Winograd3x3 &, const Tiling &, const Block &, const float *, const float *,
-                                   const FusedActivation &, float *, int64_t, int64_t);
+using OutputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, const float*,
+                                   const FusedActivation&, float*, int64_t, int64_t);
 
 // The output transform with the activation in registers.
 OutputTransformFn OutputTransformFor(FusedActivation::Kind kind) {
@@ -450,7 +455,7 @@ OutputTransformFn OutputTransformFor(FusedActivation::Kind kind) {
 }
 
 // Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be.
-float *BlockScratch(int64_t floats) {
+float* BlockScratch(int64_t floats) {
   thread_local SgemmBuffer buffer;
   thread_local int64_t capacity = 0;
   if (floats > capacity) {
@@ -463,7 +468,7 @@ float *BlockScratch(int64_t floats) {
 // Runs fn(begin, end) over [0, n): in chunks on the context's threads when
 // `ctx` is given, else in one call on this thread.
 template <typename Fn>
-void Split(const KernelContext *ctx, int64_t n, Fn &&fn) {
+void Split(const KernelContext* ctx, int64_t n, Fn&& fn) {
   if (!ctx) return fn(int64_t{0}, n);
   const int64_t parts = std::min<int64_t>(n, 4 * NumThreads(*ctx));
   ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
@@ -474,15 +479,15 @@ void Split(const KernelContext *ctx, int64_t n, Fn &&fn) {
 // after it). With `ctx` each phase is shared between the threads; the
 // arithmetic is the same either way. Returns false, leaving y unwritten,
 // where an input the block reads is NaN or infinite.
-bool RunBlock(const Winograd3x3 &g, const Tiling &t, const Block &b, const Winograd43Weights &weights, const float *x,
-              const float *bias, const ConvEpilogue *epilogue, const float *z, float *y, const KernelContext *ctx) {
+bool RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winograd43Weights& weights, const float* x,
+              const float* bias, const ConvEpilogue* epilogue, const float* z, float* y, const KernelContext* ctx) {
   const int64_t cols = t.columns(b);
-  float *v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
+  float* v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
   const PackedV pv{v, g.C, cols};
-  float *out = v + kElems * pv.matrix_floats();
+  float* out = v + kElems * pv.matrix_floats();
   ZeroPanelPadding(pv);
   const FusedActivation none;
-  const FusedActivation &act = epilogue ? epilogue->activation : none;
+  const FusedActivation& act = epilogue ? epilogue->activation : none;
   std::atomic<bool> finite{true};
   Split(ctx, g.C, [&](int64_t c0, int64_t c1) {
     if (!InputTransform(g, t, b, x, pv, c0, c1)) finite.store(false, std::memory_order_relaxed);
@@ -517,7 +522,7 @@ std::atomic<Winograd43Mode> g_mode{Winograd43Mode::kAuto};
 
 void SetWinograd43Mode(Winograd43Mode mode) { g_mode.store(mode, std::memory_order_relaxed); }
 
-bool Winograd43Preferred(const Winograd3x3 &g) {
+bool Winograd43Preferred(const Winograd3x3& g) {
 #ifdef NEE_WINOGRAD43_X86
   // AVX2 here means AVX2 and FMA (SGEMM's AVX2 kernel needs both).
   if (SgemmActiveIsa() != SgemmIsa::kAvx2 || SgemmPortableForced()) return false;
@@ -532,8 +537,8 @@ bool Winograd43Preferred(const Winograd3x3 &g) {
 #endif
 }
 
-Result<bool> ConvWinograd43(KernelContext &ctx, const Winograd3x3 &g, const float *x, const float *w, const float *bias,
-                            const ConvEpilogue *epilogue, const float *z, float *y) {
+Result<bool> ConvWinograd43(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w, const float* bias,
+                            const ConvEpilogue* epilogue, const float* z, float* y) {
 #ifdef NEE_WINOGRAD43_X86
   // Constant weights are transformed once per session, others on every call
   // (the same arithmetic, so the same bits either way). Unlike F(2x2, 3x3),

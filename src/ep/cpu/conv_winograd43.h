@@ -12,7 +12,7 @@ namespace nee::cpu {
 // Whether F(4x4, 3x3) runs this geometry (one WinogradApplies accepted) faster
 // than F(2x2, 3x3) on this CPU: AVX2 and FMA only (AVX-512 keeps F(2x2, 3x3)),
 // and images whose 4x4 tiles do not leave the GEMMs mostly padding.
-bool Winograd43Preferred(const Winograd3x3 &g);
+bool Winograd43Preferred(const Winograd3x3& g);
 
 // For tests: kAuto (the rule above), kNever (F(2x2, 3x3) throughout), or
 // kAlways (every Winograd conv, but still on AVX2 and FMA only).
@@ -25,7 +25,7 @@ void SetWinograd43Mode(Winograd43Mode mode);
 // an input is NaN or infinite: F(4x4, 3x3)'s transforms would spread it to
 // outputs whose windows do not hold it (F(2x2, 3x3)'s do not), so the
 // caller computes the conv another way.
-Result<bool> ConvWinograd43(KernelContext &ctx, const Winograd3x3 &g, const float *x, const float *w, const float *bias,
-                            const ConvEpilogue *epilogue, const float *z, float *y);
+Result<bool> ConvWinograd43(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w, const float* bias,
+                            const ConvEpilogue* epilogue, const float* z, float* y);
 
 }  // namespace nee::cpu

@@ -56,14 +56,14 @@ const std::vector<Shape> kShapes = {
     {"deep", {1, 300, 10, 10}, 20, {1, 1, 1, 1}},
 };
 
-std::vector<int64_t> WeightDims(const Shape &s) { return {s.m, s.x[1], 3, 3}; }
+std::vector<int64_t> WeightDims(const Shape& s) { return {s.m, s.x[1], 3, 3}; }
 
 // Within `tol` of the output's scale (its largest magnitude, at least 1):
 // how nee states Winograd's error. NaNs must match.
-void ExpectWithinScale(const Tensor &got, const Tensor &want, double tol, const std::string &what) {
+void ExpectWithinScale(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
   ASSERT_EQ(got.dims(), want.dims()) << what;
-  const float *g = got.data<float>();
-  const float *w = want.data<float>();
+  const float* g = got.data<float>();
+  const float* w = want.data<float>();
   double scale = 1;
   for (int64_t i = 0; i < want.num_elements(); ++i)
     if (std::isfinite(w[i])) scale = std::max(scale, std::fabs(static_cast<double>(w[i])));
@@ -76,7 +76,7 @@ void ExpectWithinScale(const Tensor &got, const Tensor &want, double tol, const 
   }
 }
 
-void ExpectSameBits(const Tensor &a, const Tensor &b, const std::string &what) {
+void ExpectSameBits(const Tensor& a, const Tensor& b, const std::string& what) {
   ASSERT_EQ(a.dims(), b.dims()) << what;
   EXPECT_EQ(0, std::memcmp(a.data<float>(), b.data<float>(), sizeof(float) * a.num_elements())) << what;
 }
@@ -87,7 +87,7 @@ void ExpectSameBits(const Tensor &a, const Tensor &b, const std::string &what) {
 TEST_F(Winograd43Test, ConvAgreesWithReferenceKernel) {
   cpu::SetWinograd43Mode(cpu::Winograd43Mode::kAlways);
   std::mt19937 rng(43);
-  for (const Shape &s : kShapes) {
+  for (const Shape& s : kShapes) {
     Node node = testing::MakeNode("Conv", 3, 1, {IntsAttr("pads", s.pads)});
     const std::vector<Value> inputs = {Value(testing::RandomTensor(s.x, rng)),
                                        Value(testing::RandomTensor(WeightDims(s), rng)),
@@ -114,11 +114,11 @@ TEST_F(Winograd43Test, FusedConvAgreesWithReference) {
   std::mt19937 rng(44);
   const std::vector<std::vector<Attribute>> activations = {
       {StringAttr("activation", "Relu")}, {StringAttr("activation", "Silu")}, {StringAttr("activation", "Tanh")}, {}};
-  for (const Shape &s : {kShapes[2], kShapes[4], kShapes[6]}) {
+  for (const Shape& s : {kShapes[2], kShapes[4], kShapes[6]}) {
     Tensor x = testing::RandomTensor(s.x, rng);
     x.data<float>()[5] = std::nanf("");
     const Tensor w = testing::RandomTensor(WeightDims(s), rng), b = testing::RandomTensor({s.m}, rng);
-    for (const auto &act : activations)
+    for (const auto& act : activations)
       for (bool residual : {false, true}) {
         std::vector<Attribute> attrs = act;
         attrs.push_back(IntsAttr("pads", s.pads));
@@ -148,8 +148,8 @@ struct Layer {
 };
 
 // y = conv(x, w) + b, pads 1, in double: the exact result to measure against.
-std::vector<double> DirectConv(const Layer &l, const std::vector<float> &x, const std::vector<float> &w,
-                               const std::vector<float> &b) {
+std::vector<double> DirectConv(const Layer& l, const std::vector<float>& x, const std::vector<float>& w,
+                               const std::vector<float>& b) {
   const int64_t c_n = l.channels, s = l.size;
   std::vector<double> y(static_cast<size_t>(c_n * s * s));
   std::vector<double> acc(static_cast<size_t>(s * s));
@@ -162,8 +162,8 @@ std::vector<double> DirectConv(const Layer &l, const std::vector<float> &x, cons
           for (int64_t oy = 0; oy < s; ++oy) {
             const int64_t iy = oy + ky - 1;
             if (iy < 0 || iy >= s) continue;
-            const float *row = x.data() + (c * s + iy) * s;
-            double *out = acc.data() + oy * s;
+            const float* row = x.data() + (c * s + iy) * s;
+            double* out = acc.data() + oy * s;
             for (int64_t ox = std::max<int64_t>(0, 1 - kx); ox < std::min(s, s + 1 - kx); ++ox)
               out[ox] += wv * row[ox + kx - 1];
           }
@@ -178,7 +178,7 @@ struct Error {
       rms;  // largest and rms error, relative to the largest and rms output
 };
 
-Error ErrorOf(const Tensor &got, const std::vector<double> &exact) {
+Error ErrorOf(const Tensor& got, const std::vector<double>& exact) {
   double max_err = 0, max_y = 0, sq_err = 0, sq_y = 0;
   for (size_t i = 0; i < exact.size(); ++i) {
     const double e = std::fabs(got.data<float>()[i] - exact[i]);
@@ -194,13 +194,13 @@ Error ErrorOf(const Tensor &got, const std::vector<double> &exact) {
 // measured values are printed).
 TEST_F(Winograd43Test, ErrorOnResNetAndDetectorLayers) {
   std::mt19937 rng(45);
-  for (const Layer &l : {Layer{64, 56}, Layer{128, 28}, Layer{256, 14}, Layer{32, 160}, Layer{64, 80}}) {
+  for (const Layer& l : {Layer{64, 56}, Layer{128, 28}, Layer{256, 14}, Layer{32, 160}, Layer{64, 80}}) {
     const int64_t c = l.channels, s = l.size;
     std::normal_distribution<float> normal(0.f, 1.f);
     std::vector<float> x(static_cast<size_t>(c * s * s)), w(static_cast<size_t>(c * c * 9)), b(static_cast<size_t>(c));
-    for (float &v : x) v = std::fabs(normal(rng));
-    for (float &v : w) v = normal(rng) * std::sqrt(2.f / (9.f * c));
-    for (float &v : b) v = 0.1f * normal(rng);
+    for (float& v : x) v = std::fabs(normal(rng));
+    for (float& v : w) v = normal(rng) * std::sqrt(2.f / (9.f * c));
+    for (float& v : b) v = 0.1f * normal(rng);
     const std::vector<double> exact = DirectConv(l, x, w, b);
     Node node = testing::MakeNode("Conv", 3, 1, {IntsAttr("pads", {1, 1, 1, 1})});
     const std::vector<Value> inputs = {Value(Tensor::FromVector(x, {1, c, s, s})),
