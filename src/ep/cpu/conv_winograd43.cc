@@ -153,11 +153,14 @@ struct PackedV {
 // row's next tiles, the next tile row's first), or on the last panel's
 // padding, whose products the GEMM never stores.
 struct PackedSlot8 {
+  float* base;     // V_0's first lane; V_e's is e * stride further
+  int64_t stride;  // floats from one V_e to the next (hoisted out of the 36 stores)
   int64_t first, second;
   __m256i first_lanes, second_lanes;
   bool whole, split;
 
   NEE_AVX2 PackedSlot8(const PackedV& pv, int64_t c, int64_t t0, int64_t k) {
+    base = pv.data, stride = pv.matrix_floats();
     first = SgemmPackedBIndex(pv.c, pv.cols, c, t0);
     const int64_t at = kSgemmPanelRun - t0 % kSgemmPanelRun;
     split = at < k;
@@ -168,8 +171,8 @@ struct PackedSlot8 {
   }
 };
 
-NEE_AVX2_INLINE void StorePacked8(const PackedV& pv, const PackedSlot8& slot, int e, __m256 v) {
-  float* m = pv.matrix(e);
+NEE_AVX2_INLINE void StorePacked8(const PackedSlot8& slot, int e, __m256 v) {
+  float* m = slot.base + e * slot.stride;
   if (slot.whole) return _mm256_storeu_ps(m + slot.first, v);
   _mm256_maskstore_ps(m + slot.first, slot.first_lanes, v);
   if (slot.split) _mm256_maskstore_ps(m + slot.second, slot.second_lanes, v);
@@ -204,7 +207,7 @@ struct Halves {
 // every input the tiles read is finite.
 template <bool kInside>
 NEE_AVX2_INLINE bool InputTilesBody(const Winograd3x3& g, const float* plane, const Halves& h,
-                                    const __m128i* const masks[2], const PackedSlot8& slot, const PackedV& pv) {
+                                    const __m128i* const masks[2], const PackedSlot8& slot) {
   static const __m128i kNone[5] = {};
   const __m256 zero = _mm256_setzero_ps();
   __m256 nonfinite = zero;  // 0 * x: NaN where x is NaN or infinite
@@ -221,14 +224,18 @@ NEE_AVX2_INLINE bool InputTilesBody(const Winograd3x3& g, const float* plane, co
     const __m128i* const row_masks[2] = {in[0] ? masks[0] : kNone, in[1] ? masks[1] : kNone};
     __m256 d[6];
     LoadTileColumns<kInside>(row, row_masks, d);
-    for (int j = 0; j < 6; ++j) nonfinite = _mm256_fmadd_ps(d[j], zero, nonfinite);
+    // A sum is NaN or infinite where a term is (or, harmlessly, where it
+    // overflows); summed as a tree, the check's dependent chain is one op a row.
+    const __m256 sum =
+        _mm256_add_ps(_mm256_add_ps(d[0], d[1]), _mm256_add_ps(_mm256_add_ps(d[2], d[3]), _mm256_add_ps(d[4], d[5])));
+    nonfinite = _mm256_fmadd_ps(sum, zero, nonfinite);
     TransformInput6(d, rows[r]);
   }
   for (int j = 0; j < 6; ++j) {  // Bᵀ (d B), one column at a time
     const __m256 column[6] = {rows[0][j], rows[1][j], rows[2][j], rows[3][j], rows[4][j], rows[5][j]};
     __m256 v[6];
     TransformInput6(column, v);
-    for (int i = 0; i < 6; ++i) StorePacked8(pv, slot, 6 * i + j, v[i]);
+    for (int i = 0; i < 6; ++i) StorePacked8(slot, 6 * i + j, v[i]);
   }
   return _mm256_testz_ps(_mm256_cmp_ps(nonfinite, nonfinite, _CMP_UNORD_Q), _mm256_castsi256_ps(LanesBetween8(0, 8)));
 }
@@ -241,13 +248,13 @@ NEE_AVX2 bool InputTiles(const Winograd3x3& g, const float* plane, const Halves&
   const bool one_row = h.ty[0] == h.ty[1];
   if (one_row && h.col[0] >= 0 && h.col[0] + 36 <= g.W) {
     const __m128i* const none[2] = {nullptr, nullptr};
-    return InputTilesBody<true>(g, plane, h, none, slot, pv);
+    return InputTilesBody<true>(g, plane, h, none, slot);
   }
   __m128i masks[2][5];
   for (int half = 0; half < 2; ++half)
     for (int i = 0; i < 5; ++i) masks[half][i] = ColumnsInside4(h.col[half] + 4 * i, g.W);
   const __m128i* const halves[2] = {masks[0], masks[1]};
-  return InputTilesBody<false>(g, plane, h, halves, slot, pv);
+  return InputTilesBody<false>(g, plane, h, halves, slot);
 }
 
 // Every V_e of the block. In a wide image, vectors start at columns that
