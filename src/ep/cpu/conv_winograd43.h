@@ -3,6 +3,7 @@
 // 64 (16 per 2x2), so the GEMMs do 1.78x fewer flops. Rounding error grows
 // with the tile: see conv_winograd43.cc for the interpolation points chosen
 // to keep it within a few times F(2x2, 3x3)'s. conv_winograd.cc picks it.
+// Memory: the transformed weights are 4x the weights (F(2x2, 3x3)'s 1.78x).
 #pragma once
 
 #include "ep/cpu/conv_winograd.h"
