@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ep/cpu/conv_winograd43.h"
+#include "ep/cpu/conv_winograd_common.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 
@@ -34,6 +35,7 @@
 #include <immintrin.h>
 
 #include "ep/cpu/activation_simd.h"
+#include "ep/cpu/simd_x86.h"
 #define NEE_WINOGRAD_X86 1
 #endif
 
@@ -41,10 +43,15 @@ namespace nee::cpu {
 
 namespace {
 
+using winograd_common::Block;
+using winograd_common::BlockScratch;
+using winograd_common::CeilDiv;
+using winograd_common::PackedV;
+using winograd_common::Split;
+using winograd_common::ZeroPanelPadding;
+
 constexpr int kElems = 16;             // transformed tile elements: 16 GEMMs
 constexpr int64_t kBlockFloats = 1 << 19;  // V and Out of a block: about 2 MiB
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The transformed weights: U_e = (G g Gᵀ)[e] for every (output, input)
 // channel pair, packed as SGEMM's A (M x C), one matrix per element e.
@@ -82,11 +89,6 @@ std::shared_ptr<const WinogradWeights> PackWeights(const Winograd3x3& g, const f
   for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.data() + e * g.M * g.C, g.C, 1});
   return packed;
 }
-
-// A block of tile rows [ty0, ty1) of one image.
-struct Block {
-  int64_t n, ty0, ty1;
-};
 
 struct Tiling {
   int64_t tiles_x, tiles_y, blocks;  // blocks per image, tile rows shared out evenly
@@ -152,16 +154,6 @@ __attribute__((target("avx512f"), always_inline)) inline void EvenOdd(const floa
   odd = _mm512_permutex2var_ps(lo, odds, hi);
 }
 
-// The transformed input of one block: 16 matrices V_e (C x cols), each in
-// SGEMM's packed B layout, so the GEMMs read them without another copy.
-struct PackedV {
-  float* data;
-  int64_t c, cols;
-  int64_t matrix_floats() const { return c * RoundUp32(cols); }
-  static int64_t RoundUp32(int64_t n) { return CeilDiv(n, kSgemmPanelWidth) * kSgemmPanelWidth; }
-  float* matrix(int e) const { return data + e * matrix_floats(); }
-};
-
 // Where lanes [0, k) of a vector go as V_e[c, t0 .. t0 + k) (the same place
 // in every V_e): one run, or two when the columns cross from one run of
 // kSgemmPanelRun columns of a packed panel into the next.
@@ -190,21 +182,6 @@ __attribute__((target("avx512f"), always_inline)) inline void StorePacked(const 
   float* m = pv.matrix(e);
   _mm512_mask_storeu_ps(m + slot.first, slot.first_lanes, v);
   if (slot.second_lanes) _mm512_mask_storeu_ps(m + slot.second, slot.second_lanes, v);
-}
-
-// Zeroes the columns past `cols` in the last panel of every k-block (the
-// GEMM reads them; their products land in columns it never stores).
-void ZeroPanelPadding(const PackedV& pv) {
-  const int64_t padded = PackedV::RoundUp32(pv.cols);
-  if (padded == pv.cols) return;
-  for (int e = 0; e < kElems; ++e)
-    for (int64_t c = 0; c < pv.c; ++c)
-      for (int64_t j = pv.cols; j < padded;) {  // one run of the last panel at a time
-        const int64_t run_end = std::min(padded, (j / kSgemmPanelRun + 1) * kSgemmPanelRun);
-        float* at = pv.matrix(e) + SgemmPackedBIndex(pv.c, pv.cols, c, j);
-        std::fill(at, at + (run_end - j), 0.f);
-        j = run_end;
-      }
 }
 
 // Bᵀ d B for sixteen tiles of one tile row (tiles tx0.., k of them) of
@@ -310,16 +287,6 @@ NEE_AVX512 void OutputTiles(const Winograd3x3& g, const float* out, int64_t ldo,
 // ---- AVX2: eight tiles per vector, the same arithmetic in the same order --
 
 #define NEE_AVX2 __attribute__((target("avx2,fma")))
-
-// Lane masks as AVX2's masked loads and stores take them: all ones in lanes
-// [lo, hi) of eight.
-NEE_AVX2 inline __m256i LanesBetween8(int64_t lo, int64_t hi) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  lo = std::clamp<int64_t>(lo, 0, 8), hi = std::clamp<int64_t>(hi, 0, 8);
-  const __m256i above_lo = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1));
-  const __m256i below_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane);
-  return _mm256_and_si256(above_lo, below_hi);
-}
 
 // Lanes j of an 8-float window starting at column `start` that fall in [0, W).
 NEE_AVX2 inline __m256i ColumnsInside8(int64_t start, int64_t width) {
@@ -502,26 +469,6 @@ Transforms TransformsFor(const FusedActivation& act, bool has_residual) {
   return {InputTransform<InputTilesAvx2, 8>, has_residual ? nullptr : output};
 }
 
-// Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be.
-float* BlockScratch(int64_t floats) {
-  thread_local SgemmBuffer buffer;
-  thread_local int64_t capacity = 0;
-  if (floats > capacity) {
-    buffer = SgemmAllocate(floats);
-    capacity = floats;
-  }
-  return buffer.get();
-}
-
-// Runs fn(begin, end) over [0, n) in `parts` chunks: on the context's
-// threads when `ctx` is given, else in one call on this thread.
-template <typename Fn>
-void Split(const KernelContext* ctx, int64_t n, Fn&& fn) {
-  if (!ctx) return fn(int64_t{0}, n);
-  const int64_t parts = std::min<int64_t>(n, 4 * NumThreads(*ctx));
-  ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
-}
-
 // One block: input transform, the 16 GEMMs, output transform. With `ctx`
 // (when blocks are fewer than threads) each phase is shared between the
 // threads: input channels, then the GEMMs one per task, then output
@@ -532,7 +479,7 @@ void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winog
   float* v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
   const PackedV pv{v, g.C, cols};
   float* out = v + kElems * pv.matrix_floats();
-  ZeroPanelPadding(pv);
+  ZeroPanelPadding(pv, kElems);
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const Transforms transforms = TransformsFor(act, z != nullptr);

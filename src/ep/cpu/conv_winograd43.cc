@@ -31,6 +31,7 @@
 #include <memory>
 #include <vector>
 
+#include "ep/cpu/conv_winograd_common.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 
@@ -46,10 +47,15 @@ namespace nee::cpu {
 
 namespace {
 
+using winograd_common::Block;
+using winograd_common::BlockScratch;
+using winograd_common::CeilDiv;
+using winograd_common::PackedV;
+using winograd_common::Split;
+using winograd_common::ZeroPanelPadding;
+
 constexpr int kElems = 36;                 // transformed tile elements: 36 GEMMs
 constexpr int64_t kBlockFloats = 1 << 19;  // V and Out of a block, as F(2x2, 3x3)'s
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The transformed weights, U_e packed as SGEMM's A (M x C), one per element.
 struct Winograd43Weights {
@@ -86,11 +92,6 @@ std::shared_ptr<const Winograd43Weights> PackWeights(const Winograd3x3& g, const
   for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.data() + e * g.M * g.C, g.C, 1});
   return packed;
 }
-
-// A block of tile rows [ty0, ty1) of image n.
-struct Block {
-  int64_t n, ty0, ty1;
-};
 
 // Tile (ty, tx) of a block is column (ty - ty0) * stride + tx of V_e and
 // Out_e. stride is tiles_x, or 4 in an image at most four tiles wide: a
@@ -134,16 +135,6 @@ int64_t GemmCost(const Winograd3x3& g, int64_t size) {
 
 using namespace winograd43;  // NOLINT: this file's own register-level pieces
 
-// The transformed input of one block: 36 matrices V_e (C x cols) in SGEMM's
-// packed B layout.
-struct PackedV {
-  float* data;
-  int64_t c, cols;
-  int64_t matrix_floats() const { return c * RoundUp32(cols); }
-  static int64_t RoundUp32(int64_t n) { return CeilDiv(n, kSgemmPanelWidth) * kSgemmPanelWidth; }
-  float* matrix(int e) const { return data + e * matrix_floats(); }
-};
-
 // Where lanes [0, k) of a vector go as V_e[c, t0 .. t0 + k): one run of a
 // packed panel, or two when the columns cross into the next run. `whole`:
 // all eight lanes fit in the run, stored with a plain store even when k < 8
@@ -176,21 +167,6 @@ NEE_AVX2_INLINE void StorePacked8(const PackedSlot8& slot, int e, __m256 v) {
   if (slot.whole) return _mm256_storeu_ps(m + slot.first, v);
   _mm256_maskstore_ps(m + slot.first, slot.first_lanes, v);
   if (slot.split) _mm256_maskstore_ps(m + slot.second, slot.second_lanes, v);
-}
-
-// Zeroes the columns past `cols` in the last panel of every k-block (the
-// GEMM reads them; their products land in columns it never stores).
-void ZeroPanelPadding(const PackedV& pv) {
-  const int64_t padded = PackedV::RoundUp32(pv.cols);
-  if (padded == pv.cols) return;
-  for (int e = 0; e < kElems; ++e)
-    for (int64_t c = 0; c < pv.c; ++c)
-      for (int64_t j = pv.cols; j < padded;) {  // one run of the last panel at a time
-        const int64_t run_end = std::min(padded, (j / kSgemmPanelRun + 1) * kSgemmPanelRun);
-        float* at = pv.matrix(e) + SgemmPackedBIndex(pv.c, pv.cols, c, j);
-        std::fill(at, at + (run_end - j), 0.f);
-        j = run_end;
-      }
 }
 
 // Lanes 0-3 and 4-7 of a vector of tiles: four consecutive tiles each, of
@@ -360,26 +336,6 @@ OutputTransformFn OutputTransformFor(FusedActivation::Kind kind) {
                         [](auto k) -> OutputTransformFn { return OutputTransform<OutputTiles<decltype(k)::value>>; });
 }
 
-// Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be.
-float* BlockScratch(int64_t floats) {
-  thread_local SgemmBuffer buffer;
-  thread_local int64_t capacity = 0;
-  if (floats > capacity) {
-    buffer = SgemmAllocate(floats);
-    capacity = floats;
-  }
-  return buffer.get();
-}
-
-// Runs fn(begin, end) over [0, n): in chunks on the context's threads when
-// `ctx` is given, else in one call on this thread.
-template <typename Fn>
-void Split(const KernelContext* ctx, int64_t n, Fn&& fn) {
-  if (!ctx) return fn(int64_t{0}, n);
-  const int64_t parts = std::min<int64_t>(n, 4 * NumThreads(*ctx));
-  ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
-}
-
 // One block: input transform, the 36 GEMMs, output transform (with a
 // residual, the residual and activation in a pass over the block's rows
 // after it). With `ctx` each phase is shared between the threads; the
@@ -391,7 +347,7 @@ bool RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winog
   float* v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
   const PackedV pv{v, g.C, cols};
   float* out = v + kElems * pv.matrix_floats();
-  ZeroPanelPadding(pv);
+  ZeroPanelPadding(pv, kElems);
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   std::atomic<bool> finite{true};

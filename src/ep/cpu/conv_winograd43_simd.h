@@ -10,22 +10,15 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "ep/cpu/simd_x86.h"
+
 #define NEE_AVX2 __attribute__((target("avx2,fma")))
 #define NEE_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 
 namespace nee::cpu::winograd43 {
 
-// All ones in lanes [lo, hi) of eight (AVX2's masked loads and stores).
-NEE_AVX2 inline __m256i LanesBetween8(int64_t lo, int64_t hi) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  lo = std::clamp<int64_t>(lo, 0, 8), hi = std::clamp<int64_t>(hi, 0, 8);
-  const __m256i above_lo = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1));
-  const __m256i below_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane);
-  return _mm256_and_si256(above_lo, below_hi);
-}
-
-// The same for four lanes: of a 4-float chunk at column `start`, those in [0,
-// W).
+// Of a 4-float chunk at column `start`, the lanes in [0, W) (as LanesBetween8
+// in simd_x86.h, for four lanes).
 NEE_AVX2 inline __m128i ColumnsInside4(int64_t start, int64_t width) {
   const __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
   const int64_t lo = std::clamp<int64_t>(-start, 0, 4), hi = std::clamp<int64_t>(width - start, 0, 4);

@@ -5,9 +5,20 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace nee::cpu {
+
+// All ones in lanes [lo, hi) of eight, as AVX2's masked loads and stores
+// take their masks (lo and hi clamped to [0, 8]).
+__attribute__((target("avx2,fma"))) inline __m256i LanesBetween8(int64_t lo, int64_t hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  lo = std::clamp<int64_t>(lo, 0, 8), hi = std::clamp<int64_t>(hi, 0, 8);
+  const __m256i above_lo = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1));
+  const __m256i below_hi = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane);
+  return _mm256_and_si256(above_lo, below_hi);
+}
 
 // Eight consecutive output columns' inputs for one window tap: src[0],
 // src[stride], ..., src[7 * stride], for stride 1 or 2. Stride 2 loads

@@ -1,0 +1,69 @@
+// What the two Winograd convolutions share (internal to conv_winograd.cc,
+// F(2x2, 3x3), and conv_winograd43.cc, F(4x4, 3x3)): the block of tile rows a
+// task takes, the transformed input's layout in SGEMM's packed B panels, the
+// per-thread scratch and the way a phase is shared out among threads.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+
+namespace nee::cpu::winograd_common {
+
+inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// A block of tile rows [ty0, ty1) of image n.
+struct Block {
+  int64_t n, ty0, ty1;
+};
+
+// The transformed input of one block: one matrix V_e (C x cols) per element
+// e of the transformed tile, each in SGEMM's packed B layout, so the GEMMs
+// read them without another copy.
+struct PackedV {
+  float* data;
+  int64_t c, cols;
+  int64_t matrix_floats() const { return c * RoundUp32(cols); }
+  static int64_t RoundUp32(int64_t n) { return CeilDiv(n, kSgemmPanelWidth) * kSgemmPanelWidth; }
+  float* matrix(int e) const { return data + e * matrix_floats(); }
+};
+
+// Zeroes the columns past `cols` in the last panel of every k-block of the
+// first `elems` matrices (the GEMM reads them; their products land in
+// columns it never stores).
+inline void ZeroPanelPadding(const PackedV& pv, int elems) {
+  const int64_t padded = PackedV::RoundUp32(pv.cols);
+  if (padded == pv.cols) return;
+  for (int e = 0; e < elems; ++e)
+    for (int64_t c = 0; c < pv.c; ++c)
+      for (int64_t j = pv.cols; j < padded;) {  // one run of the last panel at a time
+        const int64_t run_end = std::min(padded, (j / kSgemmPanelRun + 1) * kSgemmPanelRun);
+        float* at = pv.matrix(e) + SgemmPackedBIndex(pv.c, pv.cols, c, j);
+        std::fill(at, at + (run_end - j), 0.f);
+        j = run_end;
+      }
+}
+
+// Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be (one
+// buffer for both transforms: a thread runs one block at a time).
+inline float* BlockScratch(int64_t floats) {
+  thread_local SgemmBuffer buffer;
+  thread_local int64_t capacity = 0;
+  if (floats > capacity) {
+    buffer = SgemmAllocate(floats);
+    capacity = floats;
+  }
+  return buffer.get();
+}
+
+// Runs fn(begin, end) over [0, n): in chunks on the context's threads when
+// `ctx` is given, else in one call on this thread.
+template <typename Fn>
+void Split(const KernelContext* ctx, int64_t n, Fn&& fn) {
+  if (!ctx) return fn(int64_t{0}, n);
+  const int64_t parts = std::min<int64_t>(n, 4 * NumThreads(*ctx));
+  ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
+}
+
+}  // namespace nee::cpu::winograd_common
