@@ -189,13 +189,8 @@ __attribute__((target("avx2,fma"))) void PackSpan(const float* x, int64_t C, int
 }
 
 float* SpanBuffer(int64_t floats) {
-  thread_local SgemmBuffer buffer;
-  thread_local int64_t capacity = 0;
-  if (floats > capacity) {
-    buffer = SgemmAllocate(floats);
-    capacity = floats;
-  }
-  return buffer.get();
+  thread_local SgemmScratch scratch;
+  return scratch.Get(floats);
 }
 
 // Pixels [p0, p1) of image n, every output channel: in spans of

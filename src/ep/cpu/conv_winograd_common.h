@@ -48,13 +48,8 @@ inline void ZeroPanelPadding(const PackedV& pv, int elems) {
 // Per-thread scratch, 64-byte aligned as SGEMM's packed panels must be (one
 // buffer for both transforms: a thread runs one block at a time).
 inline float* BlockScratch(int64_t floats) {
-  thread_local SgemmBuffer buffer;
-  thread_local int64_t capacity = 0;
-  if (floats > capacity) {
-    buffer = SgemmAllocate(floats);
-    capacity = floats;
-  }
-  return buffer.get();
+  thread_local SgemmScratch scratch;
+  return scratch.Get(floats);
 }
 
 // Runs fn(begin, end) over [0, n): in chunks on the context's threads when

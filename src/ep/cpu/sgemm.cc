@@ -49,31 +49,9 @@ constexpr double kParallelBElements = 1 << 18;
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
-// Grow-only scratch per thread, so repeated calls allocate nothing; very
-// large buffers are dropped after the call instead of held forever.
-class Scratch {
- public:
-  float* Get(int64_t floats) {
-    if (floats > capacity_) {
-      buffer_ = SgemmAllocate(floats);
-      capacity_ = floats;
-    }
-    return buffer_.get();
-  }
-  void Trim() {
-    if (capacity_ > kRetainedScratch) {
-      buffer_.reset();
-      capacity_ = 0;
-    }
-  }
-
- private:
-  SgemmBuffer buffer_;
-  int64_t capacity_ = 0;
-};
-thread_local Scratch t_a_scratch;  // a task's rows of A
-thread_local Scratch t_b_scratch;  // a column block of B (the calling thread's)
-thread_local Scratch t_a_shared;   // all of A, packed by all threads for all (the calling thread's)
+thread_local SgemmScratch t_a_scratch;  // a task's rows of A
+thread_local SgemmScratch t_b_scratch;  // a column block of B (the calling thread's)
+thread_local SgemmScratch t_a_shared;   // all of A, packed by all threads for all (the calling thread's)
 
 // Panels of one operand: k-block p0 (depth kc) starts at base + p0 * stride,
 // and the panels wanted start `first` panels of `width` floats x kc into it.
@@ -208,7 +186,7 @@ void RunTasks(const Block& x, TaskShares& shares, int home) {
     }
     RunTile(x, a, i0, mc, q0, q1);
   }
-  t_a_scratch.Trim();
+  t_a_scratch.Trim(kRetainedScratch);
 }
 
 // Runs fn(unit) for units [0, n) on up to `threads` threads, claimed one at a time.
@@ -397,8 +375,8 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
       RunTasks(x, shares, 0);
     }
   }
-  t_b_scratch.Trim();
-  t_a_shared.Trim();
+  t_b_scratch.Trim(kRetainedScratch);
+  t_a_shared.Trim(kRetainedScratch);
 }
 
 }  // namespace

@@ -62,6 +62,30 @@ struct SgemmAlignedDelete {
 using SgemmBuffer = std::unique_ptr<float[], SgemmAlignedDelete>;
 SgemmBuffer SgemmAllocate(int64_t floats);
 
+// Grow-only scratch, 64-byte aligned as packed panels must be: kept per
+// thread (thread_local), so repeated calls allocate nothing.
+class SgemmScratch {
+ public:
+  float* Get(int64_t floats) {
+    if (floats > capacity_) {
+      buffer_ = SgemmAllocate(floats);
+      capacity_ = floats;
+    }
+    return buffer_.get();
+  }
+  // Drops the buffer if it grew past `keep` floats (a very large one is not held forever).
+  void Trim(int64_t keep) {
+    if (capacity_ > keep) {
+      buffer_.reset();
+      capacity_ = 0;
+    }
+  }
+
+ private:
+  SgemmBuffer buffer_;
+  int64_t capacity_ = 0;
+};
+
 // B (k x n) packed once, e.g. a constant weight matrix; shared read-only.
 class SgemmPackedB {
  public:
