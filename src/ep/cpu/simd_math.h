@@ -68,11 +68,16 @@ NEE_AVX2_INLINE __m256 EstrinPair8(__m256 x, const float (&c)[N], int i) {
 
 template <int N>
 NEE_AVX2_INLINE __m256 Estrin8(__m256 x, const float (&c)[N]) {
-  static_assert(N == 6 || N == 7 || N == 9, "degrees 5, 6 and 8");
+  static_assert(N == 6 || N == 7 || N == 9 || N == 12, "degrees 5, 6, 8 and 11");
   const __m256 x2 = _mm256_mul_ps(x, x);
   const __m256 low = _mm256_fmadd_ps(EstrinPair8(x, c, 2), x2, EstrinPair8(x, c, 0));  // degree 3
   if constexpr (N == 6) return _mm256_fmadd_ps(EstrinPair8(x, c, 4), _mm256_mul_ps(x2, x2), low);
   const __m256 x4 = _mm256_mul_ps(x2, x2);
+  if constexpr (N == 12) {
+    const __m256 mid = _mm256_fmadd_ps(EstrinPair8(x, c, 6), x2, EstrinPair8(x, c, 4));     // times x^4
+    const __m256 high = _mm256_fmadd_ps(EstrinPair8(x, c, 10), x2, EstrinPair8(x, c, 8));  // times x^8
+    return _mm256_fmadd_ps(high, _mm256_mul_ps(x4, x4), _mm256_fmadd_ps(mid, x4, low));
+  }
   if constexpr (N == 7) {
     return _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(c[6]), x2, EstrinPair8(x, c, 4)), x4, low);
   } else {
@@ -192,21 +197,55 @@ NEE_AVX2_INLINE __m256 Sigmoid8(__m256 x) {
   return _mm256_div_ps(numerator, _mm256_fmadd_ps(p, s, one));
 }
 
-// GELU as functors over eight lanes, in the reference's order of operations;
-// shared by the unary GELU kernels and FusedMatMul's epilogue.
-// 0.5 x (1 + erf(x / sqrt 2)).
+// GELU as functors over eight lanes, shared by the unary GELU kernels and
+// FusedMatMul's epilogue. Both are written as x * Phi(x) with Phi computed
+// directly, not as the reference's 0.5 x (1 + f(x)): the same function, and
+// what matters for GELU is f's absolute error (scaled by x / 2), so neither
+// needs erf's or tanh's relative accuracy near 0 and their two-branch
+// forms. Their dependency chains are also about half as long: the erf form
+// was latency-bound at ~33 cycles per vector (1.3 ns an element, ~8% of a
+// ViT MLP's GEMM time), now ~2x faster. For x < 0 the result is also no
+// longer 1 - erf's cancellation, so it is more accurate than the reference
+// there; the tests hold both within 1.5e-7 |x| + 2.5e-7 |y| of it.
+//
+// 0.5 x (1 + erf(x / sqrt 2)) = x Phi(x), Phi(x) = 1 - E / 2 for x >= 0 and
+// E / 2 for x < 0, E = erfc(|x| / sqrt 2) = exp(Q(z)), Q of degree 11 fitted
+// to log erfc(z) on [0, 3.92] with Q(0) = 0 (weighted least squares, numpy;
+// Phi's absolute error 4.7e-8 in float evaluation by Estrin's scheme).
+// From z = 3.92 erfc(z) / 2 is below float's resolution next to 1, and E is
+// taken as 0: Phi is 1 or 0 exactly, as in the reference, and -inf gives
+// -inf * 0 = NaN as the reference does. NaN stays NaN (min passes the bound,
+// the final product keeps x's NaN).
 struct GeluErfOp {
   NEE_AVX2_INLINE __m256 operator()(__m256 x) const {
-    const __m256 e = Erf8(_mm256_mul_ps(x, _mm256_set1_ps(0.70710678118654752440f)));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), e));
+    static constexpr float kLogErfc[] = {0.0f,
+                                         -1.128380537033081f,
+                                         -0.636604905128479f,
+                                         -0.10283549129962921f,
+                                         0.019254062324762344f,
+                                         9.509966184850782e-05f,
+                                         -0.001699435873888433f,
+                                         0.000712219625711441f,
+                                         -0.00016971775039564818f,
+                                         2.524907722545322e-05f,
+                                         -2.1849134554940974e-06f,
+                                         8.419311825491604e-08f};
+    const __m256 z = _mm256_mul_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.f), x), _mm256_set1_ps(0.70710678118654752440f));
+    const __m256 bound = _mm256_set1_ps(3.92f);
+    __m256 e = ExpOfNonPositive8(Estrin8(_mm256_min_ps(z, bound), kLogErfc));
+    e = _mm256_andnot_ps(_mm256_cmp_ps(z, bound, _CMP_GE_OQ), e);
+    const __m256 half_e = _mm256_mul_ps(_mm256_set1_ps(0.5f), e);
+    const __m256 phi = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(1.f), half_e), half_e, x);  // x's sign bit
+    return _mm256_mul_ps(x, phi);
   }
 };
-// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+// 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), as x sigmoid(2u)
+// (1 + tanh(u) = 2 sigmoid(2u)) by Sigmoid8, whose result is within 2.5 ulp.
 struct GeluTanhOp {
   NEE_AVX2_INLINE __m256 operator()(__m256 x) const {
     const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), x), x), x);
-    const __m256 inner = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f), _mm256_add_ps(x, cube));
-    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.f), Tanh8(inner)));
+    const __m256 two_u = _mm256_mul_ps(_mm256_set1_ps(2.f * 0.79788456080286535588f), _mm256_add_ps(x, cube));
+    return _mm256_mul_ps(x, Sigmoid8(two_u));
   }
 };
 
