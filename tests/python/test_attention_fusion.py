@@ -242,7 +242,7 @@ def test_fused_matmul_agrees_with_onnxruntime(tmp_path):
     ops = [(n.domain, n.op_type, tuple(a.s for a in n.attribute)) for n in fused.graph.node]
     assert ops == [("ai.nee", "FusedMatMul", (b"Gelu",)), ("ai.nee", "FusedMatMul", ()),
                    ("ai.nee", "FusedMatMul", (b"FastGelu",))], ops
-    # Sessions pack the weights: the tiled path, at 1, 2 and 3 threads bitwise alike.
+    # Sessions pack the weights once: the packed path, at 1, 2 and 3 threads bitwise alike.
     runs = [nee_session(model, 99, threads).run(None, feeds)[0] for threads in (1, 2, 3)]
     np.testing.assert_allclose(runs[0], want, rtol=1e-4, atol=1e-5)
     for r in runs[1:]:

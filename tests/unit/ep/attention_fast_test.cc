@@ -138,8 +138,8 @@ TEST(FastAttention, BadInputsAreErrorsNotCrashes) {
 }  // namespace nee
 
 // ---- ai.nee FusedMatMul (ep/cpu/fused_matmul_fast.cc) ----
-// Outside a session the kernel takes its untiled path (no packed B); the tiled
-// one is compared in tests/python/test_attention_fusion.py through sessions.
+// Outside a session the kernel multiplies by B unpacked; B packed once per
+// session is compared in tests/python/test_attention_fusion.py through sessions.
 namespace nee {
 namespace {
 
