@@ -10,7 +10,10 @@
 // transB is 1, with alpha folded into the scale and beta * C added after:
 //   y = Add(Mul(Cast<float>(p), s * alpha), beta * C)   (beta * C precomputed;
 // a Gemm whose C is computed and beta is not 1 stays float32).
-// The weights are symmetric int8: W_q = round_half_even(w / scale) with
+// B may reach the initializer through Identity nodes (a weight PyTorch
+// shares between layers), which are dropped once nothing reads them. (ONNX
+// Runtime's quantizer leaves such products in float.) The weights are
+// symmetric int8: W_q = round_half_even(w / scale) with
 // scale = max|w| / 127 (reduce_range: / 64), zero point 0, which is what ONNX
 // Runtime's quantize_dynamic(weight_type=QInt8) writes, so both tools give the
 // same bytes for the same model.
@@ -72,6 +75,20 @@ Result<Tensor> Scaled(const Tensor& t, float factor) {
   return out;
 }
 
+// The value `name` is a copy of through Identity nodes (PyTorch exports a
+// weight shared by two layers as Identity(W)), recording those nodes.
+std::string ThroughIdentities(GraphEditor& ed, std::string name, std::vector<size_t>* identities) {
+  for (int depth = 0; depth < 64; ++depth) {
+    const int64_t producer = ed.Producer(name);
+    if (producer < 0) break;
+    const Node& node = ed.graph().nodes[static_cast<size_t>(producer)];
+    if (!opt::IsOp(node, "Identity") || !node.HasInput(0)) break;
+    identities->push_back(static_cast<size_t>(producer));
+    name = node.inputs[0];
+  }
+  return name;
+}
+
 }  // namespace
 
 Status QuantizeWeightsSymmetric(const Tensor& w, bool per_channel, bool reduce_range, Tensor* quantized,
@@ -129,6 +146,7 @@ Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeRep
   std::unordered_map<std::string, QuantizedInput> inputs;     // by float input name
   std::unordered_map<std::string, QuantizedWeight> weights;  // by initializer name (+ "^T" transposed)
   std::vector<std::string> replaced;  // float initializers a removed node read
+  std::vector<size_t> identities;     // Identity nodes between a quantized B and its initializer
 
   for (size_t index : checked.order) {
     const Node& node = ed.node(index);
@@ -144,7 +162,9 @@ Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeRep
       skip("unexpected inputs or outputs");
       continue;
     }
-    const std::string a = node.inputs[0], b = node.inputs[1], y = node.outputs[0];
+    const std::string a = node.inputs[0], y = node.outputs[0];
+    std::vector<size_t> identity_nodes;
+    const std::string b = ThroughIdentities(ed, node.inputs[1], &identity_nodes);
     const TypeInfo* a_type = ed.TensorType(a);
     if (!a_type || a_type->elem_type != DataType::kFloat) {
       skip("A is not a float32 tensor");
@@ -252,9 +272,23 @@ Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeRep
     }
     report->converted.push_back(node.name.empty() ? y : node.name);
     replaced.push_back(b);
+    identities.insert(identities.end(), identity_nodes.begin(), identity_nodes.end());
     ed.RemoveNode(index);
   }
 
+  // Identity copies of quantized weights that nothing reads any more (until
+  // none is left: dropping one may leave the one before it in a chain unread).
+  for (bool again = true; again;) {
+    again = false;
+    for (size_t n : identities) {
+      if (ed.removed(n) || ed.node(n).outputs.size() != 1) continue;
+      const std::string out = ed.node(n).outputs[0];
+      if (ed.Uses(out).empty() && !ed.IsPinned(out)) {
+        ed.RemoveNode(n);
+        again = true;
+      }
+    }
+  }
   // The float weights (and pre-scaled biases' originals) nothing reads any more.
   std::unordered_set<std::string> unused;
   for (const std::string& name : replaced)

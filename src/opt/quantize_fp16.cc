@@ -5,8 +5,9 @@
 // fixed type (Resize's scales) and letters without float16 stay float32.
 // Nodes stay float32 as a whole when they are excluded, hold a subgraph, are
 // in another domain, take their output type from an attribute
-// (ConstantOfShape, Random*, EyeLike, Range, ...), or compute shapes (their
-// outputs depend on Shape/Size and constants only). Then each value gets one
+// (ConstantOfShape, Random*, EyeLike, Range, ...), quantize or dequantize
+// (their scales set the integer grid), or compute shapes (outputs of rank 0
+// or 1 that depend on Shape/Size and constants only). Then each value gets one
 // type: float32 initializers and Constant nodes read only by float16 inputs
 // become float16 (saturated at +-65504), a Cast to float whose readers all
 // want float16 casts to float16 instead, and a Cast is inserted at every
@@ -43,7 +44,7 @@ const std::unordered_set<std::string>& KeptOps() {
   static const std::unordered_set<std::string> ops = {
       "ConstantOfShape", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
       "EyeLike",         "Multinomial",  "Bernoulli",     "Range",            "Constant",
-      "Cast"};
+      "Cast",            "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"};
   return ops;
 }
 
@@ -116,9 +117,14 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
   };
   auto is_initializer = [&](const std::string& name) { return ed.Constant(name).defined(); };
 
-  // Values computed from shapes: outputs of Shape/Size, and of nodes reading
-  // only those and constants (and what the checker evaluated as constants).
+  // Values computed from shapes: outputs of Shape/Size, and outputs of rank
+  // 0 or 1 of nodes reading only those and constants (a Slice of a weight
+  // by a length taken from a shape is data, not a shape).
   std::unordered_set<std::string> shape_values;
+  auto small_rank = [&](const std::string& name) {
+    auto it = checked.types.find(name);
+    return it != checked.types.end() && it->second.is_tensor() && it->second.shape && it->second.shape->size() <= 1;
+  };
   for (size_t i : checked.order) {
     const Node& node = graph.nodes[i];
     bool derived = opt::IsOp(node, "Shape") || opt::IsOp(node, "Size");
@@ -132,7 +138,7 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
       derived = any && only_static;
     }
     for (const std::string& out : node.outputs)
-      if (!out.empty() && (derived || (checked.constants.count(out) && !is_initializer(out))))
+      if (!out.empty() && derived && (opt::IsOp(node, "Shape") || opt::IsOp(node, "Size") || small_rank(out)))
         shape_values.insert(out);
   }
 
@@ -171,7 +177,7 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
     if (!NormalizeDomain(node.domain).empty()) { keep("not an ai.onnx op"); continue; }
     if (HoldsSubgraph(node)) { keep("holds a subgraph"); continue; }
     if (KeptOps().count(node.op_type) || node.HasAttr("dtype")) {
-      if (!opt::IsOp(node, "Constant")) keep("its output type comes from an attribute");
+      if (!opt::IsOp(node, "Constant")) keep(node.op_type.find("uantizeLinear") != std::string::npos ? "quantization keeps float32 scales" : "its output type comes from an attribute");
       continue;
     }
     if (unknown || other_float) { keep("a float value of unknown or non-tensor type"); continue; }

@@ -139,6 +139,26 @@ TEST(QuantizeDynamic, SharesOneQuantizationPerInputAndSkipsWhatItCannot) {
   EXPECT_NE(FindInit(m, "Wb"), nullptr);  // still read by the excluded node
 }
 
+TEST(QuantizeDynamic, LooksThroughIdentityCopiesOfWeights) {
+  // Two layers sharing one weight, the second through Identity (as PyTorch exports it).
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 4}))
+      .Init("W", Random({4, 4}, 1))
+      .Op("Identity", {"W"}, {"W_copy"})
+      .Op("MatMul", {"x", "W"}, {"h"})
+      .Op("MatMul", {"h", "W_copy"}, {"y"})
+      .Output("y");
+  Model m = b.model;
+  auto r = QuantizeModel(m, QuantizeOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->converted.size(), 2u);
+  for (const Node& n : m.graph.nodes) EXPECT_NE(n.op_type, "Identity");
+  EXPECT_EQ(FindInit(m, "W"), nullptr);
+  size_t quantized = 0;
+  for (const Initializer& i : m.graph.initializers) quantized += i.tensor.dtype() == DataType::kInt8 && i.tensor.rank() == 2;
+  EXPECT_EQ(quantized, 1u);  // one int8 copy, shared
+}
+
 TEST(QuantizeDynamic, Errors) {
   Model m = Mlp().model;
   QuantizeOptions options;
@@ -179,6 +199,40 @@ TEST(QuantizeFloat16, CastsAtTheEdgesOnly) {
   ASSERT_EQ(got.dtype(), DataType::kFloat);
   for (int64_t i = 0; i < want.num_elements(); ++i)
     EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 5e-3f * (1 + std::fabs(want.data<float>()[i])));
+}
+
+TEST(QuantizeFloat16, ShapeComputationsStayFloatButSlicedWeightsDoNot) {
+  // Shape -> Cast(float) -> Mul -> Cast(int64) computes a shape (kept float32); a Slice of a float weight
+  // whose end comes from a shape is data (float16).
+  ModelBuilder b(13);
+  b.Input("x", ShapeFromDims({2, 3}))
+      .Init("pos", Random({8, 3}, 2))
+      .Init("k", Floats({1}, {1}))
+      .Init("zero", Ints({0}))
+      .Op("Shape", {"x"}, {"s"})
+      .Op("Cast", {"s"}, {"sf"}, {IntAttr("to", 1)})
+      .Op("Mul", {"sf", "k"}, {"sk"})
+      .Op("Cast", {"sk"}, {"si"}, {IntAttr("to", 7)})
+      .Op("Slice", {"si", "zero", "k_end"}, {"rows"})
+      .Op("Slice", {"pos", "zero", "rows"}, {"p"})
+      .Op("Add", {"x", "p"}, {"y"})
+      .Output("y");
+  b.model.graph.initializers.push_back({"k_end", Ints({1}), ""});
+  Model m = b.model;
+  QuantizeOptions options;
+  options.mode = QuantizeMode::kFloat16;
+  auto r = QuantizeModel(m, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(FindInit(m, "k")->tensor.dtype(), DataType::kFloat);
+  EXPECT_EQ(FindInit(m, "pos")->tensor.dtype(), DataType::kFloat16);
+  bool kept_mul = false;
+  for (const std::string& s : r->skipped) kept_mul |= s == "node 'Mul2' (Mul): computes a shape";
+  EXPECT_TRUE(kept_mul);
+  const Tensor x = Random({2, 3}, 4);
+  const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+  const Tensor got = RunAt(m, {{"x", Value(x)}}, 0);
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 2e-3f * (1 + std::fabs(want.data<float>()[i])));
 }
 
 TEST(QuantizeFloat16, ExcludedAndFixedTypeInputsStayFloat) {
