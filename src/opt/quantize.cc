@@ -53,7 +53,9 @@ std::string QuantizeReport::Text() const {
   const char* verb = mode == QuantizeMode::kDynamic ? "quantized to int8 (dynamic)" : "computing in float16";
   std::snprintf(line, sizeof line, "%zu nodes %s, %zu left as they were\n", converted.size(), verb, skipped.size());
   out += line;
-  for (const std::string& s : skipped) out += "  kept: " + s + "\n";
+  constexpr size_t kListed = 40;  // the rest are counted (the lineage record lists every rewritten node)
+  for (size_t i = 0; i < skipped.size() && i < kListed; ++i) out += "  kept: " + skipped[i] + "\n";
+  if (skipped.size() > kListed) out += "  ... and " + std::to_string(skipped.size() - kListed) + " more kept\n";
   std::snprintf(line, sizeof line, "nodes: %zu -> %zu", nodes_before, nodes_after);
   out += line;
   if (mode == QuantizeMode::kFloat16) {

@@ -148,7 +148,9 @@ Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeRep
   std::vector<std::string> replaced;  // float initializers a removed node read
   std::vector<size_t> identities;     // Identity nodes between a quantized B and its initializer
 
-  for (size_t index : checked.order) {
+  // In list order, so that a shared DynamicQuantizeLinear goes before the
+  // first reader in the written file.
+  for (size_t index = 0; index < model.graph.nodes.size(); ++index) {
     const Node& node = ed.node(index);
     const bool is_gemm = opt::IsOp(node, "Gemm");
     if (!opt::IsOp(node, "MatMul") && !is_gemm) continue;

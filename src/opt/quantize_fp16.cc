@@ -5,7 +5,7 @@
 // fixed type (Resize's scales) and letters without float16 stay float32.
 // Nodes stay float32 as a whole when they are excluded, hold a subgraph, are
 // in another domain, take their output type from an attribute
-// (ConstantOfShape, Random*, EyeLike, Range, ...), quantize or dequantize
+// (ConstantOfShape, Random*, EyeLike, BitCast, Range, ...), quantize or dequantize
 // (their scales set the integer grid), or compute shapes (outputs of rank 0
 // or 1 that depend on Shape/Size and constants only). Then each value gets one
 // type: float32 initializers and Constant nodes read only by float16 inputs
@@ -176,7 +176,7 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
     if (excluded.count(node.name)) { keep("excluded"); continue; }
     if (!NormalizeDomain(node.domain).empty()) { keep("not an ai.onnx op"); continue; }
     if (HoldsSubgraph(node)) { keep("holds a subgraph"); continue; }
-    if (KeptOps().count(node.op_type) || node.HasAttr("dtype")) {
+    if (KeptOps().count(node.op_type) || node.HasAttr("dtype") || node.HasAttr("to")) {
       if (!opt::IsOp(node, "Constant")) keep(node.op_type.find("uantizeLinear") != std::string::npos ? "quantization keeps float32 scales" : "its output type comes from an attribute");
       continue;
     }
@@ -271,9 +271,11 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
     }
   }
 
-  // A Cast at every remaining boundary, one per value and direction.
+  // A Cast at every remaining boundary, one per value and direction: after
+  // the value's producer, or before its first reader in the node list (for
+  // graph inputs and initializers).
   std::map<std::pair<std::string, bool>, std::string> casts;
-  for (size_t i : checked.order) {
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
     Node& node = graph.nodes[i];
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       const Want want = plans[i].inputs[k];

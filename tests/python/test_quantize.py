@@ -486,3 +486,34 @@ def test_pytorch_transformer(tmp_path):
     d_o, d_n = float(np.abs(y_o16 - y_f).max()) / scale, float(np.abs(y_n16 - y_f).max()) / scale
     print(f"torch transformer fp16: max error / max |y|: ORT {d_o:.2e}, nee {d_n:.2e}")
     assert d_o < 1e-2 and d_n < 1e-2
+
+
+# ONNX node tests that once went wrong: Casts of a graph input placed after a reader (the checker's order is
+# not the file's), and BitCast (its output type comes from `to`).
+FP16_NODE_CASES = ["test_elu_expanded_ver18", "test_mvn_expanded_ver18", "test_prelu_broadcast_expanded",
+                   "test_affine_grid_2d_expanded", "test_bitcast_float32_to_int32", "test_softsign_expanded_ver18"]
+
+
+@pytest.mark.parametrize("name", FP16_NODE_CASES)
+def test_fp16_onnx_node_cases(name, tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "conformance"))
+    import run_conformance
+
+    cases = run_conformance.load_cases(("node",))
+    if name not in cases:
+        pytest.skip(f"{name} not in this onnx")
+    model, data_sets = run_conformance.case_model_and_data(cases[name])
+    src, out = tmp_path / "src.onnx", tmp_path / "f16.onnx"
+    onnx.save(model, str(src))
+    nee.quantize(src, out, mode="fp16")
+    onnx.checker.check_model(onnx.load(str(out)), full_check=True)
+    inputs, expected = data_sets[0]
+    names = [i.name for i in model.graph.input]
+    feed = dict(zip(names, inputs))
+    for got in (nee_run(out, feed), ort_run(out, feed)):
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype
+            if e.dtype.kind == "f":
+                np.testing.assert_allclose(g, e, rtol=5e-3, atol=5e-3 * (np.abs(e).max() + 1))
+            else:
+                assert np.array_equal(g, e)
