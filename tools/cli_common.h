@@ -98,6 +98,8 @@ int Bom(int argc, char** argv);
 void PrintLineage(const std::vector<std::pair<std::string, std::string>>& metadata_props);
 // nee convert MODEL --opset N -o OUT (convert_command.cc).
 int Convert(int argc, char** argv);
+// nee quantize MODEL -o OUT --mode dynamic|fp16 (quantize_command.cc).
+int Quantize(int argc, char** argv);
 // nee profile (profile_command.cc).
 int Profile(const Args& a);
 

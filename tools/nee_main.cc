@@ -42,6 +42,7 @@ const char kUsage[] =
     "  nee bom MODEL [-o FILE]\n"
     "  nee check MODEL [--custom-ops LIB]...\n"
     "  nee convert MODEL --opset N -o OUT.onnx\n"
+    "  nee quantize MODEL -o OUT.onnx --mode dynamic|fp16 [--exclude NODE]... [--per-channel] [--reduce-range]\n"
     "  nee ops [--domain D] [--format md|json]\n"
     "  nee profile MODEL [--runs N] [--profile PREFIX] [--input NAME=FILE]... [--inputs-dir DIR] [--dim SYMBOL=SIZE]...\n"
     "              [--threads N] [--opt-level L] [--timeout SECONDS] [--memory-limit SIZE] [--limit NAME=VALUE]...\n"
@@ -63,6 +64,10 @@ const char kUsage[] =
     "this build runs, per domain and opset, with the CPU kernels for each (docs/operators.md).\n"
     "nee convert rewrites the model for another default-domain opset (up, or down where the spec allows),\n"
     "checks it and appends a lineage record; a node it cannot convert is named and nothing is written.\n"
+    "nee quantize writes a lower-precision model ONNX Runtime also runs (docs/quantization.md): dynamic\n"
+    "quantizes MatMul/Gemm weights to int8 (symmetric; --per-channel: a scale per output column;\n"
+    "--reduce-range: 7 bits, for u8s8 kernels that saturate without VNNI) with activations quantized at run\n"
+    "time; fp16 computes in float16 with float32 inputs and outputs. --exclude keeps a node as it is.\n"
     "nee profile runs the model --runs times (default 20; random inputs where none are given) with\n"
     "profiling on, prints the time per operator type and writes the trace (PREFIX default nee_profile).\n"
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
@@ -570,6 +575,7 @@ int main(int argc, char** argv) {
     if (command == "ops") return Ops(argc, argv);
     if (command == "check") return Check(argc, argv);
     if (command == "convert") return Convert(argc, argv);
+    if (command == "quantize") return Quantize(argc, argv);
     Args a = Parse(argc, argv);
     if (a.command == "optimize") return Optimize(a);
     if (a.command == "bench") return Bench(a);

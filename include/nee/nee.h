@@ -331,6 +331,23 @@ NEE_API nee_status_t nee_model_optimize_file(const char* in_path, const char* ou
 NEE_API nee_status_t nee_model_convert_opset(const char* in_path, const char* out_path, int64_t opset, char* report,
                                              size_t capacity, size_t* out_length);
 
+/* Quantizes the model at in_path and writes it to out_path as a standard ONNX model that ONNX
+ * Runtime also runs (src/opt/quantize.h, docs/quantization.md): mode "dynamic" (MatMul/Gemm weights
+ * int8, activations quantized at run time: DynamicQuantizeLinear + MatMulInteger) or "fp16" (float16
+ * weights and computation, float32 inputs and outputs). `exclude` holds `num_exclude` node names left
+ * as they are (each must name a node); `flags` is a bitwise or of nee_quantize_flag_t. Appends a
+ * lineage record (mode, parameters, excluded nodes, the source file's sha256). A bad mode, an
+ * unknown node or an unreadable model fail (NEE_STATUS_INVALID_ARGUMENT / _INVALID_MODEL /
+ * _IO_ERROR) and nothing is written. Fills `report` with a summary (nodes rewritten, weight bytes
+ * before and after; truncated to `capacity`; out_length gets its full length). */
+typedef enum nee_quantize_flag_e {
+  NEE_QUANTIZE_PER_CHANNEL = 1, /* dynamic: one weight scale per output column */
+  NEE_QUANTIZE_REDUCE_RANGE = 2 /* dynamic: 7-bit weights (no int16 saturation in u8s8 kernels without VNNI) */
+} nee_quantize_flag_t;
+NEE_API nee_status_t nee_model_quantize(const char* in_path, const char* out_path, const char* mode,
+                                        const char* const* exclude, size_t num_exclude, int32_t flags, char* report,
+                                        size_t capacity, size_t* out_length);
+
 /* Profiling (see nee_session_options_set_profiling). end_profiling writes the
  * Chrome trace of the runs so far, stops profiling, and fills the trace's path
  * (every later call fills the same path; "" when profiling was never on).

@@ -49,6 +49,21 @@ def convert_opset(in_path: str, out_path: str, opset: int) -> str:
     return _nee.convert_opset(str(in_path), str(out_path), int(opset))
 
 
+def quantize(in_path: str, out_path: str, mode: str = "dynamic", exclude=(), per_channel: bool = False,
+             reduce_range: bool = False) -> str:
+    """Writes a lower-precision copy of the model at in_path to out_path, as `nee quantize`
+    (docs/quantization.md): mode "dynamic" quantizes MatMul/Gemm weights to int8 (symmetric; per
+    output column with per_channel; 7-bit with reduce_range) with activations quantized at run time,
+    "fp16" computes in float16 keeping float32 inputs and outputs. Nodes named in `exclude` are left
+    as they are. The output is standard ONNX (ONNX Runtime runs it) with a lineage record. Returns
+    the summary (nodes rewritten, weight bytes before and after). Raises InvalidArgument for a bad
+    mode or an excluded name that is no node, NoSuchFile/InvalidProtobuf for an unreadable model."""
+    if isinstance(exclude, str):
+        exclude = (exclude,)
+    flags = (1 if per_channel else 0) | (2 if reduce_range else 0)
+    return _nee.quantize(str(in_path), str(out_path), str(mode), [str(n) for n in exclude], flags)
+
+
 from . import capi  # noqa: E402 - after the names capi re-exports
 from .capi import onnxruntime_validation  # noqa: E402
 
@@ -65,5 +80,5 @@ __all__ = [
     "enable_telemetry_events", "disable_telemetry_events", "create_and_register_allocator",
     "create_and_register_allocator_v2", "set_seed", "set_global_thread_pool_sizes", "has_collective_ops",
     "preload_dlls", "print_debug_info", "capi", "onnxruntime_validation", "__version__", "version", "package_name",
-    "cuda_version", "convert_opset",
+    "cuda_version", "convert_opset", "quantize",
 ]

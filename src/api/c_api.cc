@@ -8,6 +8,7 @@
 #include "api/model_overrides.h"
 #include "exec/optimize_file.h"
 #include "opt/opset_convert.h"
+#include "opt/quantize.h"
 #include "exec/session.h"
 #include "format/onnx_reader.h"
 #include "format/npy.h"
@@ -693,6 +694,33 @@ nee_status_t nee_model_convert_opset(const char* in_path, const char* out_path, 
   if (!out_path) return NullArg("out_path");
   return Guard([&]() -> nee_status_t {
     nee::Result<nee::OpsetConversionReport> r = nee::ConvertOpsetFile(in_path, out_path, opset);
+    if (!r.ok()) return MakeStatus(r.status());
+    FillString(r->Text(), report, capacity, out_length);
+    return nullptr;
+  });
+}
+
+nee_status_t nee_model_quantize(const char* in_path, const char* out_path, const char* mode,
+                                const char* const* exclude, size_t num_exclude, int32_t flags, char* report,
+                                size_t capacity, size_t* out_length) {
+  if (!in_path) return NullArg("in_path");
+  if (!out_path) return NullArg("out_path");
+  if (!mode) return NullArg("mode");
+  if (num_exclude > 0 && !exclude) return NullArg("exclude");
+  if (flags & ~(NEE_QUANTIZE_PER_CHANNEL | NEE_QUANTIZE_REDUCE_RANGE))
+    return Err(NEE_STATUS_INVALID_ARGUMENT, ("unknown quantize flags " + std::to_string(flags)).c_str());
+  return Guard([&]() -> nee_status_t {
+    nee::Result<nee::QuantizeMode> parsed = nee::ParseQuantizeMode(mode);
+    if (!parsed.ok()) return MakeStatus(parsed.status());
+    nee::QuantizeOptions options;
+    options.mode = *parsed;
+    for (size_t i = 0; i < num_exclude; ++i) {
+      if (!exclude[i]) return NullArg(("exclude[" + std::to_string(i) + "]").c_str());
+      options.exclude.emplace_back(exclude[i]);
+    }
+    options.per_channel = (flags & NEE_QUANTIZE_PER_CHANNEL) != 0;
+    options.reduce_range = (flags & NEE_QUANTIZE_REDUCE_RANGE) != 0;
+    nee::Result<nee::QuantizeReport> r = nee::QuantizeModelFile(in_path, out_path, options);
     if (!r.ok()) return MakeStatus(r.status());
     FillString(r->Text(), report, capacity, out_length);
     return nullptr;

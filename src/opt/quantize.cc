@@ -1,0 +1,128 @@
+// The driver of `nee quantize` (opt/quantize.h): options, the file function
+// with its lineage record, and the summary.
+#include "opt/quantize.h"
+
+#include <cstdio>
+#include <unordered_set>
+
+#include "base/json.h"
+#include "check/checker.h"
+#include "format/lineage.h"
+#include "format/metadata_edit.h"
+#include "format/onnx_reader.h"
+#include "format/onnx_writer.h"
+#include "ir/inline_functions.h"
+#include "ops/attr_spec.h"
+#include "ops/op_registry.h"
+
+namespace nee {
+
+namespace {
+
+uint64_t InitializerBytes(const Graph& graph) {
+  uint64_t total = 0;
+  for (const Initializer& init : graph.initializers) total += init.tensor.byte_size();
+  return total;
+}
+
+// Every excluded name must be a node of the main graph: a misspelt name would
+// otherwise quantize the node the user meant to protect.
+Status CheckExcluded(const Graph& graph, const std::vector<std::string>& exclude) {
+  std::unordered_set<std::string> names;
+  for (const Node& node : graph.nodes) names.insert(node.name);
+  for (const std::string& name : exclude) {
+    if (name.empty()) return InvalidArgument("--exclude: an empty node name");
+    if (!names.count(name)) return InvalidArgument("--exclude: the model has no node named '" + name + "'");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<QuantizeMode> ParseQuantizeMode(const std::string& text) {
+  if (text == "dynamic") return QuantizeMode::kDynamic;
+  if (text == "fp16") return QuantizeMode::kFloat16;
+  return InvalidArgument("unknown quantization mode '" + text + "' (expected dynamic or fp16)");
+}
+
+const char* QuantizeModeName(QuantizeMode mode) { return mode == QuantizeMode::kDynamic ? "dynamic" : "fp16"; }
+
+std::string QuantizeReport::Text() const {
+  std::string out;
+  char line[256];
+  const char* verb = mode == QuantizeMode::kDynamic ? "quantized to int8 (dynamic)" : "computing in float16";
+  std::snprintf(line, sizeof line, "%zu nodes %s, %zu left as they were\n", converted.size(), verb, skipped.size());
+  out += line;
+  constexpr size_t kListed = 40;  // the rest are counted (the lineage record lists every rewritten node)
+  for (size_t i = 0; i < skipped.size() && i < kListed; ++i) out += "  kept: " + skipped[i] + "\n";
+  if (skipped.size() > kListed) out += "  ... and " + std::to_string(skipped.size() - kListed) + " more kept\n";
+  std::snprintf(line, sizeof line, "nodes: %zu -> %zu", nodes_before, nodes_after);
+  out += line;
+  if (mode == QuantizeMode::kFloat16) {
+    std::snprintf(line, sizeof line, " (%zu casts at float16/float32 boundaries)", casts_added);
+    out += line;
+  }
+  out += "\n";
+  const double ratio = weight_bytes_before ? static_cast<double>(weight_bytes_after) / weight_bytes_before : 1.0;
+  std::snprintf(line, sizeof line, "weights: %llu -> %llu bytes (%.1f%%)\n",
+                static_cast<unsigned long long>(weight_bytes_before),
+                static_cast<unsigned long long>(weight_bytes_after), 100.0 * ratio);
+  out += line;
+  if (values_clamped) {
+    std::snprintf(line, sizeof line, "%zu weights beyond float16's range saturated to +-65504\n", values_clamped);
+    out += line;
+  }
+  return out;
+}
+
+Result<QuantizeReport> QuantizeModel(Model& model, const QuantizeOptions& options) {
+  NEE_RETURN_IF_ERROR(InlineModelFunctions(model));
+  NEE_RETURN_IF_ERROR(CheckExcluded(model.graph, options.exclude));
+  QuantizeReport report;
+  report.mode = options.mode;
+  report.nodes_before = model.graph.nodes.size();
+  report.weight_bytes_before = InitializerBytes(model.graph);
+  if (options.mode == QuantizeMode::kDynamic) {
+    NEE_RETURN_IF_ERROR(quant::QuantizeDynamic(model, options, &report));
+  } else {
+    NEE_RETURN_IF_ERROR(quant::ConvertToFloat16(model, options, &report));
+  }
+  report.nodes_after = model.graph.nodes.size();
+  report.weight_bytes_after = InitializerBytes(model.graph);
+  return report;
+}
+
+Result<QuantizeReport> QuantizeModelFile(const std::string& in_path, const std::string& out_path,
+                                         const QuantizeOptions& options) {
+  NEE_ASSIGN_OR_RETURN(Model model, ReadModelFile(in_path));
+  NEE_ASSIGN_OR_RETURN(LineageRecorder lineage, LineageRecorder::Begin(in_path, model));
+  NEE_ASSIGN_OR_RETURN(QuantizeReport report, QuantizeModel(model, options));
+  // What `nee quantize` hands out must load.
+  BindAttrDeclarations(model);
+  Result<CheckedGraph> checked = CheckModel(model, OpRegistry::Global());
+  if (!checked.ok())
+    return InvalidArgument("the quantized model does not check (a bug in nee quantize): " +
+                           checked.status().message());
+  Json excluded = Json::Array();
+  for (const std::string& name : options.exclude) excluded.Push(Json::String(name));
+  Json quantized = Json::Array();
+  for (const std::string& name : report.converted) quantized.Push(Json::String(name));
+  Json params = Json::Object();
+  params.Set("mode", QuantizeModeName(options.mode));
+  if (options.mode == QuantizeMode::kDynamic) {
+    params.Set("weight_type", "int8")
+        .Set("activation_type", "uint8")
+        .Set("symmetric_weights", Json::Bool(true))
+        .Set("per_channel", Json::Bool(options.per_channel))
+        .Set("reduce_range", Json::Bool(options.reduce_range))
+        .Set("op_types", Json::Array().Push(Json::String("MatMul")).Push(Json::String("Gemm")));
+  } else {
+    params.Set("keep_io_types", Json::Bool(true));
+  }
+  params.Set("excluded_nodes", std::move(excluded)).Set("nodes", std::move(quantized));
+  NEE_RETURN_IF_ERROR(lineage.Append(model, "quantize", std::move(params)));
+  NEE_RETURN_IF_ERROR(WriteModelFile(model, out_path, KeepingExternalData(model, in_path)));
+  return report;
+}
+
+}  // namespace nee

@@ -1,0 +1,88 @@
+// `nee quantize IN -o OUT --mode dynamic|fp16`: a model rewritten to lower
+// precision, written back as a standard ONNX model (ai.onnx ops only) that
+// ONNX Runtime loads and runs too. docs/quantization.md describes the modes.
+//
+//   dynamic (quantize_dynamic.cc): every MatMul, and every Gemm without
+//     transA, whose B is a constant float32 2-D initializer gets its weights
+//     quantized once to int8, symmetric (zero point 0; scale = max|w| / 127,
+//     per tensor or, with per_channel, per output column; reduce_range: 7 bits,
+//     max|w| / 64, for CPUs whose u8s8 kernels saturate int16 pair sums),
+//     and computes
+//       DynamicQuantizeLinear(A) -> MatMulInteger(A_q, W_q, A_zp, W_zp)
+//       -> Cast(float) -> Mul(A_scale * W_scale) [-> Add(bias)]
+//     as ONNX Runtime's quantize_dynamic(weight_type=QInt8) writes it (one
+//     DynamicQuantizeLinear per distinct A). Everything else stays float32.
+//   fp16 (quantize_fp16.cc): float32 initializers and computation become
+//     float16; the graph's inputs and outputs (and values a subgraph reads)
+//     keep float32 through Casts at the edges. A node stays float32 when its
+//     op's declaration at the model's opset does not allow float16 for a
+//     position, when it computes shapes (fed by Shape/Size), when its output
+//     type comes from an attribute, when it holds a subgraph, when it is not
+//     in the ai.onnx domain, and when it is excluded.
+//
+// Only the main graph is rewritten (subgraph bodies keep float32).
+// Model-local functions are expanded first, as `nee optimize` does.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "ir/graph.h"
+
+namespace nee {
+
+enum class QuantizeMode { kDynamic, kFloat16 };
+
+// "dynamic" / "fp16"; an InvalidArgument listing the modes otherwise.
+Result<QuantizeMode> ParseQuantizeMode(const std::string& text);
+const char* QuantizeModeName(QuantizeMode mode);
+
+struct QuantizeOptions {
+  QuantizeMode mode = QuantizeMode::kDynamic;
+  // Node names left as they are; each must name a node of the main graph.
+  std::vector<std::string> exclude;
+  // dynamic: one scale per output column of W instead of one per tensor.
+  bool per_channel = false;
+  // dynamic: 7-bit weights in [-64, 64] (ONNX Runtime's reduce_range).
+  bool reduce_range = false;
+};
+
+struct QuantizeReport {
+  QuantizeMode mode = QuantizeMode::kDynamic;
+  std::vector<std::string> converted;  // nodes rewritten (dynamic: quantized; fp16: computing in float16)
+  // Candidates left as they were, each "node 'x' (Op): why".
+  std::vector<std::string> skipped;
+  size_t nodes_before = 0, nodes_after = 0;
+  size_t casts_added = 0;            // fp16: Cast nodes at the float16/float32 boundaries
+  size_t values_clamped = 0;         // fp16: weights beyond float16's range, saturated to +-65504
+  uint64_t weight_bytes_before = 0;  // bytes of the main graph's initializers
+  uint64_t weight_bytes_after = 0;
+  std::string Text() const;
+};
+
+// Rewrites `model` in place (functions expanded, then checked). On error the
+// model is left in an unspecified state (callers quantize a copy).
+Result<QuantizeReport> QuantizeModel(Model& model, const QuantizeOptions& options);
+
+// Reads `in_path`, quantizes it, checks the result with nee's checker,
+// appends a lineage record ("quantize": mode, parameters, excluded nodes;
+// the record's input carries the source file's sha256) and writes
+// `out_path`. Writes nothing on error.
+Result<QuantizeReport> QuantizeModelFile(const std::string& in_path, const std::string& out_path,
+                                         const QuantizeOptions& options);
+
+namespace quant {
+// The passes, on a model whose functions are expanded; each checks the main
+// graph itself (types, constants) before rewriting it.
+Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+// Symmetric int8 quantization of a [K, N] float32 matrix (exposed for tests):
+// `scales` gets one value (per tensor) or N (per column); values in
+// [-qmax, qmax] with qmax 127 (or 64 with reduce_range). A scale is 1 where
+// the weights are all 0. Fails when a weight is NaN or infinite.
+Status QuantizeWeightsSymmetric(const Tensor& w, bool per_channel, bool reduce_range, Tensor* quantized,
+                                Tensor* scales);
+}  // namespace quant
+
+}  // namespace nee

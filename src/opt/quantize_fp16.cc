@@ -1,0 +1,320 @@
+// Float16 conversion (opt/quantize.h, mode fp16). Each ai.onnx node of the
+// main graph is planned on its own: a type-constraint letter of its op's
+// declaration (at the model's opset) that binds float32 here and allows
+// float16 becomes float16, with every input and output it binds; formals of a
+// fixed type (Resize's scales) and letters without float16 stay float32.
+// Nodes stay float32 as a whole when they are excluded, hold a subgraph, are
+// in another domain, take their output type from an attribute
+// (ConstantOfShape, Random*, EyeLike, BitCast, Range, ...), quantize or dequantize
+// (their scales set the integer grid), or compute shapes (outputs of rank 0
+// or 1 that depend on Shape/Size and constants only). Then each value gets one
+// type: float32 initializers and Constant nodes read only by float16 inputs
+// become float16 (saturated at +-65504), a Cast to float whose readers all
+// want float16 casts to float16 instead, and a Cast is inserted at every
+// remaining boundary (one per value and direction). The graph's inputs and
+// outputs, and values a subgraph reads, keep float32: a float16 producer of
+// such a value writes "<name>_fp16", and a Cast writes the name.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "check/checker.h"
+#include "ir/attr_decl.h"
+#include "ir/float_formats.h"
+#include "ops/attr_spec.h"
+#include "ops/op_registry.h"
+#include "opt/quantize.h"
+#include "opt/rewrite_util.h"
+
+namespace nee::quant {
+
+namespace {
+
+using opt::GraphEditor;
+
+enum class Want : uint8_t { kAny, kFloat, kHalf };
+
+const char* const kHalfType = "tensor(float16)";
+
+// Ops whose output element type comes from an attribute or whose float
+// inputs are read as counts, kept float32.
+const std::unordered_set<std::string>& KeptOps() {
+  static const std::unordered_set<std::string> ops = {
+      "ConstantOfShape", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+      "EyeLike",         "Multinomial",  "Bernoulli",     "Range",            "Constant",
+      "Cast",            "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"};
+  return ops;
+}
+
+struct NodePlan {
+  bool half = false;
+  std::vector<Want> inputs;
+  std::vector<bool> outputs_half;
+};
+
+const FormalParam* OutputFormal(const AttrSchema& schema, size_t index) {
+  if (schema.outputs.empty()) return nullptr;
+  if (index < schema.outputs.size()) return &schema.outputs[index];
+  const FormalParam& last = schema.outputs.back();
+  return last.option == FormalParam::Option::kVariadic ? &last : nullptr;
+}
+
+bool LetterAllowsHalf(const AttrSchema& schema, const FormalParam* formal) {
+  if (!formal) return false;
+  const TypeConstraint* c = schema.FindConstraint(formal->type);
+  if (!c || !c->allowed) return false;
+  return std::find(c->allowed->begin(), c->allowed->end(), kHalfType) != c->allowed->end();
+}
+
+bool HoldsSubgraph(const Node& node) {
+  for (const Attribute& a : node.attributes)
+    if (a.type == AttrType::kGraph || a.type == AttrType::kGraphs) return true;
+  return false;
+}
+
+// float32 -> float16 bits, finite values beyond float16's range saturated.
+uint16_t ToHalfSaturated(float v, size_t* clamped) {
+  constexpr float kMaxHalf = 65504.0f;
+  if (std::isfinite(v) && std::fabs(v) > kMaxHalf) {
+    ++*clamped;
+    v = v > 0 ? kMaxHalf : -kMaxHalf;
+  }
+  return FloatToHalf(v);
+}
+
+Result<Tensor> ToHalfTensor(const Tensor& t, size_t* clamped) {
+  NEE_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(DataType::kFloat16, t.dims()));
+  const float* src = t.data<float>();
+  uint16_t* dst = out.data<uint16_t>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) dst[i] = ToHalfSaturated(src[i], clamped);
+  return out;
+}
+
+Node CastNode(const std::string& name, const std::string& input, const std::string& output, DataType to) {
+  Node node;
+  node.name = name;
+  node.op_type = "Cast";
+  node.inputs = {input};
+  node.outputs = {output};
+  node.attributes.push_back(opt::IntAttr("to", static_cast<int64_t>(to)));
+  return node;
+}
+
+}  // namespace
+
+Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeReport* report) {
+  BindAttrDeclarations(model);
+  NEE_ASSIGN_OR_RETURN(CheckedGraph checked, CheckModel(model, OpRegistry::Global()));
+  Graph& graph = model.graph;
+  GraphEditor ed(graph, checked);
+  const std::unordered_set<std::string> excluded(options.exclude.begin(), options.exclude.end());
+
+  auto is_float = [&](const std::string& name) {
+    const TypeInfo* t = ed.TensorType(name);
+    return t && t->elem_type == DataType::kFloat;
+  };
+  auto is_initializer = [&](const std::string& name) { return ed.Constant(name).defined(); };
+
+  // Values computed from shapes: outputs of Shape/Size, and outputs of rank
+  // 0 or 1 of nodes reading only those and constants (a Slice of a weight
+  // by a length taken from a shape is data, not a shape).
+  std::unordered_set<std::string> shape_values;
+  auto small_rank = [&](const std::string& name) {
+    auto it = checked.types.find(name);
+    return it != checked.types.end() && it->second.is_tensor() && it->second.shape && it->second.shape->size() <= 1;
+  };
+  for (size_t i : checked.order) {
+    const Node& node = graph.nodes[i];
+    bool derived = opt::IsOp(node, "Shape") || opt::IsOp(node, "Size");
+    if (!derived) {
+      bool any = false, only_static = true;
+      for (const std::string& in : node.inputs) {
+        if (in.empty()) continue;
+        if (shape_values.count(in)) any = true;
+        else if (!checked.constants.count(in)) only_static = false;
+      }
+      derived = any && only_static;
+    }
+    for (const std::string& out : node.outputs)
+      if (!out.empty() && derived && (opt::IsOp(node, "Shape") || opt::IsOp(node, "Size") || small_rank(out)))
+        shape_values.insert(out);
+  }
+
+  // Each node's plan.
+  std::vector<NodePlan> plans(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& node = graph.nodes[i];
+    NodePlan& plan = plans[i];
+    plan.inputs.assign(node.inputs.size(), Want::kAny);
+    plan.outputs_half.assign(node.outputs.size(), false);
+    bool has_float = false, unknown = false, other_float = false;
+    for (const std::string& v : node.inputs) {
+      if (v.empty()) continue;
+      auto it = checked.types.find(v);
+      if (it == checked.types.end()) unknown = true;
+      else if (is_float(v)) has_float = true;
+      else if (!it->second.is_tensor() && it->second.ToString().find("tensor(float)") != std::string::npos)
+        other_float = true;
+    }
+    for (const std::string& v : node.outputs) {
+      if (v.empty()) continue;
+      if (is_float(v)) has_float = true;
+      else if (!ed.TensorType(v)) {
+        auto it = checked.types.find(v);
+        if (it == checked.types.end()) unknown = true;
+        else if (it->second.ToString().find("tensor(float)") != std::string::npos) other_float = true;
+      }
+    }
+    const bool type_agnostic = opt::IsOp(node, "Shape") || opt::IsOp(node, "Size") || opt::IsOp(node, "Cast");
+    for (size_t k = 0; k < node.inputs.size(); ++k)
+      if (!node.inputs[k].empty() && is_float(node.inputs[k]) && !type_agnostic) plan.inputs[k] = Want::kFloat;
+    if (!has_float || type_agnostic) continue;
+    const std::string label = node.Describe();
+    auto keep = [&](const std::string& why) { report->skipped.push_back(label + ": " + why); };
+    if (excluded.count(node.name)) { keep("excluded"); continue; }
+    if (!NormalizeDomain(node.domain).empty()) { keep("not an ai.onnx op"); continue; }
+    if (HoldsSubgraph(node)) { keep("holds a subgraph"); continue; }
+    if (KeptOps().count(node.op_type) || node.HasAttr("dtype") || node.HasAttr("to")) {
+      if (!opt::IsOp(node, "Constant")) keep(node.op_type.find("uantizeLinear") != std::string::npos ? "quantization keeps float32 scales" : "its output type comes from an attribute");
+      continue;
+    }
+    if (unknown || other_float) { keep("a float value of unknown or non-tensor type"); continue; }
+    bool shape_path = false;
+    for (const std::string& out : node.outputs) shape_path |= !out.empty() && shape_values.count(out) > 0;
+    if (shape_path) { keep("computes a shape"); continue; }
+    const AttrSchema* schema = node.declaration;
+    if (!schema) { keep("no declaration"); continue; }
+    bool any_half = false;
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      if (plan.inputs[k] != Want::kFloat) continue;
+      if (LetterAllowsHalf(*schema, schema->InputFormal(k))) {
+        plan.inputs[k] = Want::kHalf;
+        any_half = true;
+      }
+    }
+    for (size_t k = 0; k < node.outputs.size(); ++k) {
+      if (node.outputs[k].empty() || !is_float(node.outputs[k])) continue;
+      if (LetterAllowsHalf(*schema, OutputFormal(*schema, k))) {
+        plan.outputs_half[k] = true;
+        any_half = true;
+      }
+    }
+    if (!any_half) {
+      keep("no float16 in " + schema->Label() + "'s type constraints");
+      continue;
+    }
+    plan.half = true;
+    report->converted.push_back(node.name.empty() ? node.outputs[0] : node.name);
+  }
+
+  // Whether every reader of `name` wants float16 (and nothing else sees it).
+  auto only_half_readers = [&](const std::string& name) {
+    if (ed.IsPinned(name)) return false;
+    std::vector<opt::Use> uses = ed.Uses(name);
+    if (uses.empty()) return false;
+    for (const opt::Use& u : uses)
+      if (plans[u.node].inputs[u.input] != Want::kHalf) return false;
+    return true;
+  };
+
+  // The type each float32 value will have.
+  std::unordered_set<std::string> half_values;
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    for (size_t k = 0; k < graph.nodes[i].outputs.size(); ++k)
+      if (plans[i].outputs_half[k]) half_values.insert(graph.nodes[i].outputs[k]);
+  std::unordered_set<std::string> half_initializers;
+  for (const Initializer& init : graph.initializers)
+    if (is_initializer(init.name) && init.tensor.dtype() == DataType::kFloat && only_half_readers(init.name)) {
+      half_initializers.insert(init.name);
+      half_values.insert(init.name);
+    }
+  size_t clamped = 0;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    Node& node = graph.nodes[i];
+    if (node.outputs.size() != 1 || node.outputs[0].empty() || !is_float(node.outputs[0]) ||
+        excluded.count(node.name) || !only_half_readers(node.outputs[0]))
+      continue;
+    if (opt::IsOp(node, "Constant")) {
+      for (Attribute& a : node.attributes)
+        if (a.name == "value" && a.type == AttrType::kTensor && a.t.dtype() == DataType::kFloat) {
+          NEE_ASSIGN_OR_RETURN(Tensor half, ToHalfTensor(a.t, &clamped));
+          a.t = std::move(half);
+          half_values.insert(node.outputs[0]);
+          report->converted.push_back(node.name.empty() ? node.outputs[0] : node.name);
+        }
+    } else if (opt::IsOp(node, "Cast")) {
+      for (Attribute& a : node.attributes)
+        if (a.name == "to" && a.i == static_cast<int64_t>(DataType::kFloat)) {
+          a.i = static_cast<int64_t>(DataType::kFloat16);
+          half_values.insert(node.outputs[0]);
+          report->converted.push_back(node.name.empty() ? node.outputs[0] : node.name);
+        }
+    }
+  }
+
+  // float16 values whose name must stay float32: the producer writes a new
+  // name, and a Cast back writes the old one.
+  std::unordered_map<std::string, std::string> float_twin;  // float16 name -> its float32 copy
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    for (size_t k = 0; k < graph.nodes[i].outputs.size(); ++k) {
+      const std::string name = graph.nodes[i].outputs[k];
+      if (name.empty() || !half_values.count(name) || !ed.IsPinned(name)) continue;
+      const std::string renamed = ed.FreshName(name + "_fp16");
+      ed.RenameOutput(i, k, renamed);
+      ed.InsertAfter(i, CastNode(name + "_cast_to_fp32", renamed, name, DataType::kFloat));
+      ++report->casts_added;
+      half_values.erase(name);
+      half_values.insert(renamed);
+      float_twin[renamed] = name;
+    }
+  }
+
+  // A Cast at every remaining boundary, one per value and direction: after
+  // the value's producer, or before its first reader in the node list (for
+  // graph inputs and initializers).
+  std::map<std::pair<std::string, bool>, std::string> casts;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    Node& node = graph.nodes[i];
+    for (size_t k = 0; k < node.inputs.size(); ++k) {
+      const Want want = plans[i].inputs[k];
+      const std::string v = node.inputs[k];
+      if (want == Want::kAny || v.empty()) continue;
+      const bool is_half = half_values.count(v) > 0;
+      if (is_half == (want == Want::kHalf)) continue;
+      if (want == Want::kFloat) {
+        auto twin = float_twin.find(v);
+        if (twin != float_twin.end()) {
+          ed.SetInput(i, k, twin->second);
+          continue;
+        }
+      }
+      const bool to_half = want == Want::kHalf;
+      auto it = casts.find({v, to_half});
+      if (it == casts.end()) {
+        const std::string out = ed.FreshName(v + (to_half ? "_to_fp16" : "_to_fp32"));
+        Node cast = CastNode(out, v, out, to_half ? DataType::kFloat16 : DataType::kFloat);
+        const int64_t producer = ed.Producer(v);
+        if (producer >= 0) ed.InsertAfter(static_cast<size_t>(producer), std::move(cast));
+        else ed.InsertBefore(i, std::move(cast));
+        ++report->casts_added;
+        it = casts.emplace(std::make_pair(v, to_half), out).first;
+      }
+      ed.SetInput(i, k, it->second);
+    }
+  }
+  ed.Commit();
+
+  for (Initializer& init : graph.initializers) {
+    if (!half_initializers.count(init.name)) continue;
+    NEE_ASSIGN_OR_RETURN(init.tensor, ToHalfTensor(init.tensor, &clamped));
+  }
+  for (ValueInfo& vi : graph.value_info)
+    if (half_values.count(vi.name) && vi.type.is_tensor() && vi.type.elem_type == DataType::kFloat)
+      vi.type.elem_type = DataType::kFloat16;
+  report->values_clamped = clamped;
+  return Status::Ok();
+}
+
+}  // namespace nee::quant

@@ -1,0 +1,261 @@
+// `nee quantize`'s rewrites (src/opt/quantize*.cc): the weight quantization's
+// arithmetic, the nodes each mode writes, results near the float model's, and
+// errors. The comparisons with ONNX Runtime's quantizer and ONNX Runtime
+// running the output are in tests/python/test_quantize.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "opt/quantize.h"
+#include "opt_test_util.h"
+
+namespace nee {
+namespace {
+
+using namespace opt_test;
+
+std::vector<std::string> OpTypes(const Model& m) {
+  std::vector<std::string> ops;
+  for (const Node& n : m.graph.nodes) ops.push_back(n.op_type);
+  return ops;
+}
+
+const Initializer* FindInit(const Model& m, const std::string& name) {
+  for (const Initializer& i : m.graph.initializers)
+    if (i.name == name) return &i;
+  return nullptr;
+}
+
+TEST(QuantizeWeights, PerTensorRoundsHalfToEven) {
+  // max|w| = 127: scale 1, so the quantized values are the weights rounded half to even.
+  Tensor w = Floats({127.0f, -3.5f, 2.5f, 0.4f, -126.5f, 0.5f}, {3, 2});
+  Tensor q, s;
+  ASSERT_TRUE(quant::QuantizeWeightsSymmetric(w, false, false, &q, &s).ok());
+  ASSERT_EQ(s.rank(), 0);
+  EXPECT_EQ(s.data<float>()[0], 1.0f);
+  const std::vector<int8_t> want = {127, -4, 2, 0, -126, 0};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(q.data<int8_t>()[i], want[i]) << i;
+}
+
+TEST(QuantizeWeights, PerChannelScalesEachColumn) {
+  Tensor w = Floats({2.0f, -0.5f, -1.0f, 0.25f, 0.0f, 0.0f}, {3, 2});
+  Tensor q, s;
+  ASSERT_TRUE(quant::QuantizeWeightsSymmetric(w, true, false, &q, &s).ok());
+  ASSERT_EQ(s.dims(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(s.data<float>()[0], static_cast<float>(2.0 / 127));
+  EXPECT_EQ(s.data<float>()[1], static_cast<float>(0.5 / 127));
+  const std::vector<int8_t> want = {127, -127, -64, 64, 0, 0};  // -63.5 -> -64, 63.5 -> 64 (even)
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(q.data<int8_t>()[i], want[i]) << i;
+}
+
+TEST(QuantizeWeights, ReduceRangeZerosAndNaN) {
+  Tensor q, s;
+  ASSERT_TRUE(quant::QuantizeWeightsSymmetric(Floats({64.0f, -64.0f, 31.5f, 1.0f}, {2, 2}), false, true, &q, &s).ok());
+  EXPECT_EQ(s.data<float>()[0], 1.0f);
+  EXPECT_EQ(q.data<int8_t>()[0], 64);
+  EXPECT_EQ(q.data<int8_t>()[1], -64);
+  EXPECT_EQ(q.data<int8_t>()[2], 32);
+  // All zero: a scale of 1 (none is usable), every value 0.
+  ASSERT_TRUE(quant::QuantizeWeightsSymmetric(Floats({0, 0, 0, 0}, {2, 2}), true, false, &q, &s).ok());
+  EXPECT_EQ(s.data<float>()[0], 1.0f);
+  EXPECT_EQ(s.data<float>()[1], 1.0f);
+  Status st = quant::QuantizeWeightsSymmetric(Floats({1, NAN, 0, 0}, {2, 2}), false, false, &q, &s);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("NaN"), std::string::npos);
+  st = quant::QuantizeWeightsSymmetric(Floats({1, 2}, {2}), false, false, &q, &s);
+  EXPECT_FALSE(st.ok());
+}
+
+// x[4,8] -> MatMul(W1) -> Relu -> Gemm(transB, alpha 0.5, beta 2, C) -> y
+ModelBuilder Mlp() {
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({4, 8}))
+      .Init("W1", Random({8, 6}, 3))
+      .Init("W2t", Random({5, 6}, 4))
+      .Init("C", Random({5}, 5))
+      .Op("MatMul", {"x", "W1"}, {"h"})
+      .Op("Relu", {"h"}, {"r"})
+      .Op("Gemm", {"r", "W2t", "C"}, {"y"},
+          {IntAttr("transB", 1), FloatAttr("alpha", 0.5f), FloatAttr("beta", 2.0f)})
+      .Output("y");
+  return b;
+}
+
+TEST(QuantizeDynamic, WritesIntegerProductsAndStaysClose) {
+  ModelBuilder b = Mlp();
+  Model m = b.model;
+  QuantizeOptions options;
+  auto r = QuantizeModel(m, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->converted, (std::vector<std::string>{"MatMul0", "Gemm2"}));
+  EXPECT_EQ(OpTypes(m), (Ops{"DynamicQuantizeLinear", "Mul", "MatMulInteger", "Cast", "Mul", "Relu",
+                             "DynamicQuantizeLinear", "Mul", "MatMulInteger", "Cast", "Mul", "Add"}));
+  // The float weights are gone; the transposed Gemm weight is [K, N].
+  EXPECT_EQ(FindInit(m, "W1"), nullptr);
+  EXPECT_EQ(FindInit(m, "W2t"), nullptr);
+  ASSERT_NE(FindInit(m, "W2t_Transposed_quantized"), nullptr);
+  EXPECT_EQ(FindInit(m, "W2t_Transposed_quantized")->tensor.dims(), (std::vector<int64_t>{6, 5}));
+  EXPECT_EQ(FindInit(m, "W1_quantized")->tensor.dtype(), DataType::kInt8);
+  EXPECT_LT(r->weight_bytes_after, r->weight_bytes_before);
+
+  const Tensor x = Random({4, 8}, 9);
+  const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+  const Tensor got = RunAt(m, {{"x", Value(x)}}, 0);
+  float scale = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::fabs(want.data<float>()[i]));
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 0.03f * scale) << i;
+  // nee's optimized kernels give the reference kernels' answer.
+  const Tensor fast = RunAt(m, {{"x", Value(x)}}, 99);
+  for (int64_t i = 0; i < want.num_elements(); ++i) EXPECT_NEAR(fast.data<float>()[i], got.data<float>()[i], 1e-5f);
+}
+
+TEST(QuantizeDynamic, SharesOneQuantizationPerInputAndSkipsWhatItCannot) {
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 4}))
+      .Input("w_in", ShapeFromDims({4, 3}))
+      .Init("Wa", Random({4, 3}, 1))
+      .Init("Wb", Random({4, 3}, 2))
+      .Op("MatMul", {"x", "Wa"}, {"a"})
+      .Op("MatMul", {"x", "Wb"}, {"b"})
+      .Op("MatMul", {"x", "w_in"}, {"c"})
+      .Op("Gemm", {"x", "Wa"}, {"d"}, {IntAttr("transA", 1)})
+      .Output("a")
+      .Output("b")
+      .Output("c");
+  b.model.graph.nodes.pop_back();  // (transA would not type-check with these shapes)
+  Model m = b.model;
+  QuantizeOptions options;
+  options.exclude = {"MatMul1"};
+  auto r = QuantizeModel(m, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->converted, (std::vector<std::string>{"MatMul0"}));
+  ASSERT_EQ(r->skipped.size(), 2u);
+  EXPECT_EQ(r->skipped[0], "node 'MatMul1' (MatMul): excluded");
+  EXPECT_NE(r->skipped[1].find("B 'w_in' is not a constant initializer"), std::string::npos);
+  size_t dql = 0;
+  for (const Node& n : m.graph.nodes) dql += n.op_type == "DynamicQuantizeLinear";
+  EXPECT_EQ(dql, 1u);
+  EXPECT_NE(FindInit(m, "Wb"), nullptr);  // still read by the excluded node
+}
+
+TEST(QuantizeDynamic, LooksThroughIdentityCopiesOfWeights) {
+  // Two layers sharing one weight, the second through Identity (as PyTorch exports it).
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 4}))
+      .Init("W", Random({4, 4}, 1))
+      .Op("Identity", {"W"}, {"W_copy"})
+      .Op("MatMul", {"x", "W"}, {"h"})
+      .Op("MatMul", {"h", "W_copy"}, {"y"})
+      .Output("y");
+  Model m = b.model;
+  auto r = QuantizeModel(m, QuantizeOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->converted.size(), 2u);
+  for (const Node& n : m.graph.nodes) EXPECT_NE(n.op_type, "Identity");
+  EXPECT_EQ(FindInit(m, "W"), nullptr);
+  size_t quantized = 0;
+  for (const Initializer& i : m.graph.initializers) quantized += i.tensor.dtype() == DataType::kInt8 && i.tensor.rank() == 2;
+  EXPECT_EQ(quantized, 1u);  // one int8 copy, shared
+}
+
+TEST(QuantizeDynamic, Errors) {
+  Model m = Mlp().model;
+  QuantizeOptions options;
+  options.exclude = {"no_such_node"};
+  auto r = QuantizeModel(m, options);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("no node named 'no_such_node'"), std::string::npos);
+
+  ModelBuilder old(10);
+  old.Input("x", ShapeFromDims({2, 4})).Init("W", Random({4, 3}, 1)).Op("MatMul", {"x", "W"}, {"y"}).Output("y");
+  r = QuantizeModel(old.model, QuantizeOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("opset 11"), std::string::npos);
+
+  EXPECT_FALSE(ParseQuantizeMode("int4").ok());
+  EXPECT_EQ(ParseQuantizeMode("fp16").value(), QuantizeMode::kFloat16);
+  auto missing = QuantizeModelFile("/nonexistent/model.onnx", "/tmp/never_written.onnx", QuantizeOptions{});
+  EXPECT_FALSE(missing.ok());
+}
+
+TEST(QuantizeFloat16, CastsAtTheEdgesOnly) {
+  ModelBuilder b = Mlp();
+  Model m = b.model;
+  QuantizeOptions options;
+  options.mode = QuantizeMode::kFloat16;
+  auto r = QuantizeModel(m, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(OpTypes(m), (Ops{"Cast", "MatMul", "Relu", "Gemm", "Cast"}));
+  EXPECT_EQ(r->casts_added, 2u);
+  for (const Initializer& i : m.graph.initializers) EXPECT_EQ(i.tensor.dtype(), DataType::kFloat16) << i.name;
+  EXPECT_EQ(m.graph.nodes.back().outputs[0], "y");
+  EXPECT_EQ(r->weight_bytes_after * 2, r->weight_bytes_before);
+
+  const Tensor x = Random({4, 8}, 9);
+  const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+  const Tensor got = RunAt(m, {{"x", Value(x)}}, 0);
+  ASSERT_EQ(got.dtype(), DataType::kFloat);
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 5e-3f * (1 + std::fabs(want.data<float>()[i])));
+}
+
+TEST(QuantizeFloat16, ShapeComputationsStayFloatButSlicedWeightsDoNot) {
+  // Shape -> Cast(float) -> Mul -> Cast(int64) computes a shape (kept float32); a Slice of a float weight
+  // whose end comes from a shape is data (float16).
+  ModelBuilder b(13);
+  b.Input("x", ShapeFromDims({2, 3}))
+      .Init("pos", Random({8, 3}, 2))
+      .Init("k", Floats({1}, {1}))
+      .Init("zero", Ints({0}))
+      .Op("Shape", {"x"}, {"s"})
+      .Op("Cast", {"s"}, {"sf"}, {IntAttr("to", 1)})
+      .Op("Mul", {"sf", "k"}, {"sk"})
+      .Op("Cast", {"sk"}, {"si"}, {IntAttr("to", 7)})
+      .Op("Slice", {"si", "zero", "k_end"}, {"rows"})
+      .Op("Slice", {"pos", "zero", "rows"}, {"p"})
+      .Op("Add", {"x", "p"}, {"y"})
+      .Output("y");
+  b.model.graph.initializers.push_back({"k_end", Ints({1}), ""});
+  Model m = b.model;
+  QuantizeOptions options;
+  options.mode = QuantizeMode::kFloat16;
+  auto r = QuantizeModel(m, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(FindInit(m, "k")->tensor.dtype(), DataType::kFloat);
+  EXPECT_EQ(FindInit(m, "pos")->tensor.dtype(), DataType::kFloat16);
+  bool kept_mul = false;
+  for (const std::string& s : r->skipped) kept_mul |= s == "node 'Mul2' (Mul): computes a shape";
+  EXPECT_TRUE(kept_mul);
+  const Tensor x = Random({2, 3}, 4);
+  const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+  const Tensor got = RunAt(m, {{"x", Value(x)}}, 0);
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 2e-3f * (1 + std::fabs(want.data<float>()[i])));
+}
+
+TEST(QuantizeFloat16, ExcludedAndFixedTypeInputsStayFloat) {
+  ModelBuilder b(13);
+  b.Input("x", ShapeFromDims({1, 1, 2, 2}))
+      .Init("scales", Floats({1, 1, 2, 2}, {4}))
+      .Init("k", Floats({3}, {}))
+      .Op("Resize", {"x", "", "scales"}, {"up"})
+      .Op("Mul", {"up", "k"}, {"y"})
+      .Output("y");
+  Model m = b.model;
+  QuantizeOptions options;
+  options.mode = QuantizeMode::kFloat16;
+  options.exclude = {"Mul1"};
+  auto r = QuantizeModel(m, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(FindInit(m, "scales")->tensor.dtype(), DataType::kFloat);
+  EXPECT_EQ(FindInit(m, "k")->tensor.dtype(), DataType::kFloat);
+  EXPECT_EQ(OpTypes(m), (Ops{"Cast", "Resize", "Cast", "Mul"}));
+  const Tensor x = Floats({1, 2, 3, 4}, {1, 1, 2, 2});
+  ExpectNear(RunAt(m, {{"x", Value(x)}}, 0), {1, 1, 4, 4},
+             {3, 3, 6, 6, 3, 3, 6, 6, 9, 9, 12, 12, 9, 9, 12, 12});
+}
+
+}  // namespace
+}  // namespace nee

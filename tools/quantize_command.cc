@@ -1,0 +1,50 @@
+// `nee quantize MODEL -o OUT.onnx --mode dynamic|fp16 [--exclude NODE]... [--per-channel]
+// [--reduce-range]`: the model rewritten to int8 (dynamic: weights quantized
+// once, activations at run time) or float16 by src/opt/quantize.h, written as
+// a standard ONNX model ONNX Runtime also runs, with a lineage record
+// ("quantize"). Prints what was rewritten, what was kept and why, and the
+// weight bytes before and after. A bad mode or an --exclude naming no node
+// is an error (exit status 1) and nothing is written.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/cli_common.h"
+
+namespace nee_cli {
+
+int Quantize(int argc, char** argv) {
+  if (argc < 3) throw UsageError{"nee quantize needs a model path"};
+  const std::string in = argv[2];
+  if (in.rfind("-", 0) == 0) throw UsageError{"expected a model path after 'quantize', got '" + in + "'"};
+  std::string out, mode;
+  std::vector<std::string> exclude;
+  int32_t flags = 0;
+  for (int i = 3; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw UsageError{arg + " needs a value"};
+      return argv[++i];
+    };
+    if (arg == "--mode") mode = next();
+    else if (arg == "-o" || arg == "--output") out = next();
+    else if (arg == "--exclude") exclude.push_back(next());
+    else if (arg == "--per-channel") flags |= NEE_QUANTIZE_PER_CHANNEL;
+    else if (arg == "--reduce-range") flags |= NEE_QUANTIZE_REDUCE_RANGE;
+    else throw UsageError{"option '" + arg + "' does not apply to nee quantize"};
+  }
+  if (mode.empty()) throw UsageError{"quantize needs --mode dynamic|fp16"};
+  if (out.empty()) throw UsageError{"quantize needs -o OUT.onnx"};
+  std::vector<const char*> names;
+  for (const std::string& name : exclude) names.push_back(name.c_str());
+  std::string report(1 << 16, '\0');
+  size_t length = 0;
+  neeapi::Check(nee_model_quantize(in.c_str(), out.c_str(), mode.c_str(), names.data(), names.size(), flags,
+                                   report.data(), report.size(), &length));
+  report.resize(std::min(length, report.size() - 1));
+  std::printf("%s", report.c_str());
+  std::printf("written to %s (lineage record appended)\n", out.c_str());
+  return 0;
+}
+
+}  // namespace nee_cli
