@@ -355,6 +355,20 @@ def machine():
     return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version()}
 
 
+def core_round_trip_ns():
+    """The inter-core round trip of a cache line (bench/core_latency.cc), or None where it is not built.
+    On this VM it tells whether the host ran the two vCPUs close together (~100 ns) or apart (~450 ns),
+    which moves two-thread timings by 5-15%."""
+    tool = os.path.join(HERE, "..", "build", "bin", "nee_core_latency")
+    if not os.path.exists(tool):
+        return None
+    try:
+        out = subprocess.run([tool], capture_output=True, text=True, timeout=30).stdout.split()
+        return float(out[1]) if len(out) == 2 and out[0] == "round_trip_ns" else None
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return None
+
+
 def nee_build():
     """Where the nee module comes from and, when it sits in a git checkout, that checkout's commit."""
     import importlib.util
@@ -460,6 +474,12 @@ def report(results, meta, args):
             f"{meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after. Date: {meta['date']}.",
             f"Runtimes: {versions(results)}. nee and ORT: intra_op_num_threads = T; OpenVINO: CPU, "
             "1 stream of T threads, f32, no pinning; tract: single-threaded (no thread setting)."]
+    trips = meta.get("core_round_trip_ns") or []
+    if any(t is not None for t in trips):
+        shown = ", ".join("?" if t is None else f"{t:.0f} ns" for t in trips)
+        head.append(f"Inter-core round trip of a cache line (build/bin/nee_core_latency) before and after: {shown} "
+                    "(this VM: ~100 ns with the two vCPUs close together, ~450 ns apart, which makes two-thread "
+                    "times 5-15% slower).")
     if meta["load_before"][0] > meta["machine"]["cores"]:
         head.append("The machine was busy (load average above its core count): absolute times are noisy; "
                     "the ratios, taken from the same alternating rounds, less so.")
@@ -607,11 +627,12 @@ def main(argv):
     meta = {"date": stamp.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "load_before": os.getloadavg(),
             "command": command_line(argv), "runs": args.runs, "warmup": args.warmup,
             "pause_ms": args.pause_ms, "note": args.note, "nee_build": nee_build(), "threads": args.threads,
-            "runtimes": args.runtimes}
+            "runtimes": args.runtimes, "core_round_trip_ns": [core_round_trip_ns()]}
     results = {}
     for name in models:
         results[label(name)] = measure_model(name, args)
     meta["load_after"] = os.getloadavg()
+    meta["core_round_trip_ns"].append(core_round_trip_ns())
     text = report(results, meta, args)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(text)
