@@ -130,7 +130,12 @@ PrecisionMetrics PrecisionAccumulator::Finish() const {
     m.rms = std::sqrt(sum_sq_ / static_cast<double>(finite_pairs_));
     if (norm_a_ == 0 && norm_b_ == 0) m.cosine = 1;
     else if (norm_a_ == 0 || norm_b_ == 0) m.cosine = 0;
-    else m.cosine = dot_ / (std::sqrt(norm_a_) * std::sqrt(norm_b_));
+    else if (sum_sq_ == 0) m.cosine = 1;  // identical
+    else {
+      const double product = norm_a_ * norm_b_;  // (inf only for float64 values beyond 1e154)
+      const double denominator = std::isfinite(product) ? std::sqrt(product) : std::sqrt(norm_a_) * std::sqrt(norm_b_);
+      m.cosine = std::clamp(dot_ / denominator, -1.0, 1.0);
+    }
     // The median as numpy takes it: the mean of the two middle order statistics.
     const int64_t k1 = (finite_pairs_ - 1) / 2, k2 = finite_pairs_ / 2;
     double v1 = 0, v2 = 0;
