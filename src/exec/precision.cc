@@ -475,7 +475,9 @@ std::string TableOf(const std::vector<TensorComparison>& rows, bool numbered) {
   if (numbered) cells[0].insert(cells[0].begin(), "#");
   size_t index = 0;
   for (const auto& c : rows) {
-    std::string name = c.name == c.model_name ? c.name : c.name + " <- " + c.model_name;
+    std::string name = c.name == c.model_name                                   ? c.name
+                       : c.model_name == c.name + "_DequantizeLinear_Output" ? c.name + " (dequantized)"
+                                                                             : c.name + " <- " + c.model_name;
     std::string type = c.model_type == c.reference_type ? c.model_type : c.model_type + "/" + c.reference_type;
     std::vector<std::string> row;
     if (c.skipped.empty()) {
@@ -603,8 +605,11 @@ Result<PrecisionReport> ComparePrecision(const PrecisionRequest& req) {
   }
 
   // Layers: every node output of the reference's main graph (Constant nodes
-  // aside) that the model also computes, under the same name or, for a
-  // tensor a QDQ quantizer rewrote, as <name>_DequantizeLinear_Output.
+  // aside) that the model also computes: as <name>_DequantizeLinear_Output
+  // where a QDQ quantizer (ONNX Runtime's) quantized it, which is the value the
+  // rest of the quantized model reads (the same-named float value before the
+  // QuantizeLinear may differ from it, e.g. a Relu the quantizer folded into
+  // the quantization's range), else under the same name.
   std::vector<Pair> layers;
   std::unique_ptr<Session> layer_model, layer_ref;
   if (req.per_layer) {
@@ -635,7 +640,7 @@ Result<PrecisionReport> ComparePrecision(const PrecisionRequest& req) {
       auto rt = rtypes.find(n);
       if (rt == rtypes.end() || !IsComparedFloat(rt->second)) continue;
       std::string match;
-      for (const std::string& candidate : {n, n + "_DequantizeLinear_Output"}) {
+      for (const std::string& candidate : {n + "_DequantizeLinear_Output", n}) {
         auto mt = mtypes.find(candidate);
         if (model_values.count(candidate) && mt != mtypes.end() && IsComparedFloat(mt->second)) {
           match = candidate;

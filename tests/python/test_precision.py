@@ -356,3 +356,39 @@ def test_outputs_matched_by_position_and_plot(tmp_path):
         assert "plot written to" in p.stdout and (tmp_path / "p.png").stat().st_size > 0
     except ImportError:
         assert "matplotlib is not importable" in p.stdout
+
+
+# ---- a QDQ model from ONNX Runtime's quantizer: its values matched through <name>_DequantizeLinear_Output ----
+
+def test_qdq_model_layers_matched_through_dequantize(tmp_path):
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    ref = mlp(tmp_path / "ref.onnx")
+
+    class Calibration(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter(samples(n=4))
+
+        def get_next(self):
+            return next(self.it, None)
+
+    q = tmp_path / "qdq.onnx"
+    quantize_static(str(ref), str(q), Calibration(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    qnames = {o for n in onnx.load(str(q)).graph.node for o in n.output}
+    feeds = samples(n=2)
+    r = nee.precision(q, ref, feeds, max_top1_drop=50)
+    layers = by_name(r["layers"])
+    dq = [n for n in LAYERS if n + "_DequantizeLinear_Output" in qnames]
+    assert dq, sorted(qnames)
+    for n in dq:
+        assert layers[n]["model_name"] == n + "_DequantizeLinear_Output"
+        assert 0 < layers[n]["max_abs"] < 0.5 and layers[n]["cosine"] > 0.99
+        # numpy on ONNX Runtime's values of the same pair; a value on a rounding boundary may quantize one
+        # step apart in the two runtimes, so the cosine is compared, not the max.
+        want = np_metrics([ort_values(q, f, [n + "_DequantizeLinear_Output"])[n + "_DequantizeLinear_Output"]
+                           for f in feeds], [ort_values(ref, f, [n])[n] for f in feeds])
+        assert layers[n]["cosine"] == pytest.approx(want["cosine"], abs=1e-4)
+    assert r["outputs"][0]["cosine"] > 0.99
+    p = nee_cli("precision", q, "--against", ref, "--random", "2", "--dim", "N=4")
+    assert p.returncode == 0 and "(dequantized)" in p.stdout, p.stdout + p.stderr
