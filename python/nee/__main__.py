@@ -43,7 +43,13 @@ def _precision_with_plot(exe: str, args: list[str]) -> int:
         rest = rest + ["--json", json_path]
     try:
         sys.stdout.flush()
-        rc = subprocess.call([exe, *rest])
+        if tmp is None:
+            rc = subprocess.call([exe, *rest])
+        else:  # the tool's output less its line about the temporary JSON file
+            p = subprocess.run([exe, *rest], stdout=subprocess.PIPE, text=True)
+            sys.stdout.write("".join(line for line in p.stdout.splitlines(keepends=True)
+                                     if line.strip() != f"written to {json_path}"))
+            rc = p.returncode
         if os.path.isfile(json_path) and rc in (0, 4):  # 4: a gate failed; the report is complete
             import json
             from ._precision import plot

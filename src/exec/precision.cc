@@ -554,6 +554,11 @@ std::string PrecisionReport::Table() const {
     if (layers_unmatched > 0) out += ", " + std::to_string(layers_unmatched) + " of the reference's not in the model";
     out += "):\n" + TableOf(layers, true);
   }
+  bool narrow = false;
+  for (const auto* list : {&outputs, &layers})
+    for (const auto& c : *list)
+      for (const std::string& t : {c.model_type, c.reference_type}) narrow = narrow || t == "float16" || t == "bfloat16";
+  if (narrow) out += "\n(float16 and bfloat16 values are compared in float32; type reads model/reference where they differ)\n";
   return out;
 }
 

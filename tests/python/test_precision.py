@@ -263,6 +263,9 @@ def test_fp16_copy_against_fp32(tmp_path):
         assert got["ulp_median"] == pytest.approx(want["ulp_median"], rel=0.25)
         assert got["ulp_max"] > 100  # float16 keeps 13 fewer mantissa bits than float32
     assert out["top1_agreement"] >= 0.9
+    p = nee_cli("precision", model, "--against", ref, "--random", "2", "--dim", "N=3")
+    assert p.returncode == 0, p.stderr
+    assert "h1      float16/float32" in p.stdout and "compared in float32" in p.stdout
 
 
 # ---- (4) gates ----
@@ -351,6 +354,7 @@ def test_outputs_matched_by_position_and_plot(tmp_path):
                         str(ref), "--random", "2", "--plot", str(tmp_path / "p.png")],
                        capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr
+    assert "outputs (matched by position)" in p.stdout and "precision.json" not in p.stdout  # (the temporary JSON)
     try:
         import matplotlib  # noqa: F401
         assert "plot written to" in p.stdout and (tmp_path / "p.png").stat().st_size > 0
@@ -392,3 +396,16 @@ def test_qdq_model_layers_matched_through_dequantize(tmp_path):
     assert r["outputs"][0]["cosine"] > 0.99
     p = nee_cli("precision", q, "--against", ref, "--random", "2", "--dim", "N=4")
     assert p.returncode == 0 and "(dequantized)" in p.stdout, p.stdout + p.stderr
+
+
+def test_non_float_outputs_are_listed_as_skipped(tmp_path):
+    xv = helper.make_tensor_value_info
+    path = save(tmp_path / "two.onnx", [helper.make_node("Softmax", ["x"], ["p"], axis=-1),
+                                       helper.make_node("ArgMax", ["p"], ["k"], axis=1, keepdims=0)],
+                [xv("x", TensorProto.FLOAT, [3, 4])], [xv("p", TensorProto.FLOAT, [3, 4]), xv("k", TensorProto.INT64, [3])])
+    r = nee.precision(path, path, random=2)
+    out = by_name(r["outputs"])
+    assert out["k"]["skipped"] == "not a float tensor" and out["k"]["model_type"] == "int64"
+    assert out["p"]["max_abs"] == 0 and out["p"]["top1_rows"] == 6
+    p = nee_cli("precision", path, "--against", path, "--random", "1")
+    assert p.returncode == 0 and "skipped: not a float tensor" in p.stdout
