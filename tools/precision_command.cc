@@ -66,11 +66,15 @@ int Precision(int argc, char** argv) {
   if (req.reference_path.empty()) throw UsageError{"precision needs --against REF_MODEL"};
   if (req.random_samples > 0 && (!req.inputs_dir.empty() || !req.input_files.empty()))
     throw UsageError{"--random and --inputs/--input exclude each other"};
+  std::ofstream out;
+  if (!json_path.empty()) {  // opened first: an unwritable path fails before the models run
+    out.open(json_path, std::ios::binary);
+    if (!out) throw neeapi::Error(NEE_STATUS_IO_ERROR, "--json: cannot write '" + json_path + "'");
+  }
   nee::Result<nee::PrecisionReport> report = nee::ComparePrecision(req);
   ThrowIfError(report.status());
   std::printf("%s", report->Table().c_str());
   if (!json_path.empty()) {
-    std::ofstream out(json_path, std::ios::binary);
     out << report->ToJson().Serialize(2) << "\n";
     out.close();
     if (!out) throw neeapi::Error(NEE_STATUS_IO_ERROR, "--json: cannot write '" + json_path + "'");

@@ -171,10 +171,10 @@ Result<Loaded> Load(const std::string& path, const char* what, const SessionOpti
   if (!fs::is_regular_file(path, ec)) return IoError(std::string(what) + " '" + path + "' is not a readable file");
   Loaded l;
   auto model = ReadModelFile(path);
-  if (!model.ok()) return model.status().WithContext(std::string(what) + " '" + path + "'");
+  if (!model.ok()) return model.status().WithContext(std::string(what) + ": ");  // (the reader names the file)
   l.model = std::move(model).value();
   auto session = Session::Create(l.model, options);
-  if (!session.ok()) return session.status().WithContext(std::string(what) + " '" + path + "'");
+  if (!session.ok()) return session.status().WithContext(std::string(what) + " '" + path + "': ");
   l.session = std::move(session).value();
   return l;
 }
@@ -265,11 +265,11 @@ Result<Value> LoadInputFile(const std::string& path, const ValueInfo& vi) {
   if (!fs::is_regular_file(path, ec)) return IoError("input '" + vi.name + "': file '" + path + "' does not exist");
   if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
     auto t = ReadNpyFile(path);
-    if (!t.ok()) return t.status().WithContext("input '" + vi.name + "'");
+    if (!t.ok()) return t.status().WithContext("input '" + vi.name + "': ");
     return Value(std::move(t).value());
   }
   auto value = ReadValueProtoFileAs(path, vi.type);
-  if (!value.ok()) return value.status().WithContext("input '" + vi.name + "'");
+  if (!value.ok()) return value.status().WithContext("input '" + vi.name + "': ");
   return std::move(value).value();
 }
 
@@ -635,9 +635,9 @@ Result<PrecisionReport> ComparePrecision(const PrecisionRequest& req) {
       if (model_values.count(n + "_DequantizeLinear_Output")) model_names.push_back(n + "_DequantizeLinear_Output");
     }
     auto lm = Session::Create(WithOutputs(model.model, model_names), options);
-    if (!lm.ok()) return lm.status().WithContext("the model with its intermediate values as outputs");
+    if (!lm.ok()) return lm.status().WithContext("the model with its intermediate values as outputs: ");
     auto lr = Session::Create(WithOutputs(ref.model, ref_names), options);
-    if (!lr.ok()) return lr.status().WithContext("the reference model with its intermediate values as outputs");
+    if (!lr.ok()) return lr.status().WithContext("the reference model with its intermediate values as outputs: ");
     layer_model = std::move(lm).value();
     layer_ref = std::move(lr).value();
     const auto mtypes = OutputTypes(*layer_model), rtypes = OutputTypes(*layer_ref);
@@ -681,21 +681,21 @@ Result<PrecisionReport> ComparePrecision(const PrecisionRequest& req) {
   for (size_t s = 0; s < samples.size(); ++s) {
     const std::string where = "sample " + std::to_string(s);
     auto mo = model.session->Run(samples[s], {});
-    if (!mo.ok()) return mo.status().WithContext(where + ", model");
+    if (!mo.ok()) return mo.status().WithContext(where + ", model: ");
     auto ro = ref.session->Run(samples[s], {});
-    if (!ro.ok()) return ro.status().WithContext(where + ", reference model");
+    if (!ro.ok()) return ro.status().WithContext(where + ", reference model: ");
     for (size_t i = 0; i < outs.size(); ++i) {
       Status st = Accumulate(outs[i], (*mo)[matched[i].first], (*ro)[matched[i].second], static_cast<int64_t>(s));
-      if (!st.ok()) return st.WithContext("output '" + outs[i].c.name + "'");
+      if (!st.ok()) return st.WithContext("output '" + outs[i].c.name + "': ");
     }
     if (!layers.empty()) {
       auto lmo = layer_model->Run(samples[s], layer_model_names);
-      if (!lmo.ok()) return lmo.status().WithContext(where + ", model (intermediate values)");
+      if (!lmo.ok()) return lmo.status().WithContext(where + ", model (intermediate values): ");
       auto lro = layer_ref->Run(samples[s], layer_ref_names);
-      if (!lro.ok()) return lro.status().WithContext(where + ", reference model (intermediate values)");
+      if (!lro.ok()) return lro.status().WithContext(where + ", reference model (intermediate values): ");
       for (size_t i = 0; i < layers.size(); ++i) {
         Status st = Accumulate(layers[i], (*lmo)[i], (*lro)[i], static_cast<int64_t>(s));
-        if (!st.ok()) return st.WithContext("value '" + layers[i].c.name + "'");
+        if (!st.ok()) return st.WithContext("value '" + layers[i].c.name + "': ");
       }
     }
   }
