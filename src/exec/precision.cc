@@ -565,6 +565,8 @@ std::string PrecisionReport::Table() const {
 Result<PrecisionReport> ComparePrecision(const PrecisionRequest& req) {
   SessionOptions options;
   options.intra_op_num_threads = req.threads;
+  // Four sessions take turns: idle pools should not poll for work while another runs.
+  options.allow_spinning = false;
   NEE_ASSIGN_OR_RETURN(Loaded model, Load(req.model_path, "model", options));
   NEE_ASSIGN_OR_RETURN(Loaded ref, Load(req.reference_path, "reference model", options));
   NEE_RETURN_IF_ERROR(CompareInputs(*model.session, *ref.session, req.model_path, req.reference_path));
