@@ -1,6 +1,7 @@
-// `nee precision MODEL --against REF_MODEL`: runs both models on the same
-// inputs and prints how far the model's outputs, and every float intermediate
-// value the two share, drift from the reference's (src/exec/precision.h,
+// `nee precision MODEL --against REF_MODEL` (or `--variant int8|fp16`: the
+// model against the variant nee quantize makes of it): runs both models on the
+// same inputs and prints how far the model's outputs, and every float
+// intermediate value the two share, drift from the reference's (src/exec/precision.h,
 // docs/precision.md). With --max-top1-drop / --max-abs it is a CI gate: exit
 // status 4 when one fails.
 #include <cstdio>
@@ -49,6 +50,7 @@ int Precision(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--against") req.reference_path = next();
+    else if (arg == "--variant") req.variant = next();
     else if (arg == "--inputs") req.inputs_dir = next();
     else if (arg == "--input") req.input_files.push_back(SplitNameValue(arg, next()));
     else if (arg == "--random") req.random_samples = ParseCount(arg, next(), 1, 1'000'000);
@@ -63,7 +65,8 @@ int Precision(int argc, char** argv) {
     else if (arg == "--no-layers") req.per_layer = false;
     else throw UsageError{"option '" + arg + "' does not apply to nee precision"};
   }
-  if (req.reference_path.empty()) throw UsageError{"precision needs --against REF_MODEL"};
+  if (req.reference_path.empty() == req.variant.empty())
+    throw UsageError{"precision needs --against REF_MODEL or --variant int8|fp16 (one of them)"};
   if (req.random_samples > 0 && (!req.inputs_dir.empty() || !req.input_files.empty()))
     throw UsageError{"--random and --inputs/--input exclude each other"};
   std::ofstream out;

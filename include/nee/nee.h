@@ -353,7 +353,8 @@ NEE_API nee_status_t nee_model_quantize(const char* in_path, const char* out_pat
  * this order of precedence: `num_samples` samples of `num_inputs` values each (`input_values` sample by
  * sample, named by `input_names`); a folder `inputs_dir` (input_<i>.pb/.npy or <name>.npy, or
  * subfolders of them, one sample each); else `random_samples` random samples (0: 8), symbolic dims
- * from `dim_symbols`/`dim_values` (else 1). Gates are off when negative. A NULL options is all defaults. */
+ * from `dim_symbols`/`dim_values` (else 1). Gates are off when negative. A NULL options is all defaults.
+ * reference_path may be NULL when options->variant is set. */
 typedef struct nee_precision_options_t {
   const char* inputs_dir;
   const char* const* input_names;
@@ -368,6 +369,8 @@ typedef struct nee_precision_options_t {
   int32_t no_layers;      /* 1: outputs only */
   double max_top1_drop;   /* percent, 100 - top-1 agreement of any output; < 0: no gate */
   double max_abs;         /* max abs error of any output; < 0: no gate */
+  const char* variant;    /* with reference_path NULL: "int8" or "fp16", the model against the variant
+                             nee_model_quantize makes of it (in memory); NULL: none */
 } nee_precision_options_t;
 
 /* Fills out_report with a string scalar (nee_value_string_at(…, 0, …)) holding the report as JSON

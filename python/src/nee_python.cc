@@ -517,7 +517,7 @@ NB_MODULE(_nee, m) {
         [](const std::string& model, const std::string& against, const std::string& inputs_dir,
            const std::vector<std::string>& input_names, const std::vector<const Value*>& values, int64_t random,
            const std::vector<std::pair<std::string, int64_t>>& dims, uint64_t seed, int threads, bool per_layer,
-           double max_top1_drop, double max_abs) {
+           double max_top1_drop, double max_abs, const std::string& variant) {
           std::vector<const char*> names, symbols;
           for (const auto& n : input_names) names.push_back(n.c_str());
           std::vector<const nee_value_t*> handles;
@@ -542,11 +542,12 @@ NB_MODULE(_nee, m) {
           o.no_layers = per_layer ? 0 : 1;
           o.max_top1_drop = max_top1_drop;
           o.max_abs = max_abs;
+          o.variant = variant.empty() ? nullptr : variant.c_str();
           nee_value_t* report = nullptr;
           nee_status_t st;
           {
             nb::gil_scoped_release release;
-            st = nee_model_compare_precision(model.c_str(), against.c_str(), &o, &report);
+            st = nee_model_compare_precision(model.c_str(), against.empty() ? nullptr : against.c_str(), &o, &report);
           }
           Check(st);
           Value held(report);

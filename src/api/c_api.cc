@@ -731,14 +731,15 @@ nee_status_t nee_model_quantize(const char* in_path, const char* out_path, const
 nee_status_t nee_model_compare_precision(const char* model_path, const char* reference_path,
                                          const nee_precision_options_t* options, nee_value_t** out_report) {
   if (!model_path) return NullArg("model_path");
-  if (!reference_path) return NullArg("reference_path");
+  if (!reference_path && !(options && options->variant)) return NullArg("reference_path");
   if (!out_report) return NullArg("out_report");
   *out_report = nullptr;
   return Guard([&]() -> nee_status_t {
     nee::PrecisionRequest req;
     req.model_path = model_path;
-    req.reference_path = reference_path;
+    if (reference_path) req.reference_path = reference_path;
     if (options) {
+      if (options->variant) req.variant = options->variant;
       const nee_precision_options_t& o = *options;
       if (o.num_samples > 0 && o.num_inputs > 0) {
         if (!o.input_names || !o.input_values) return NullArg("input_names / input_values");

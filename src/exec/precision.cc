@@ -14,6 +14,7 @@
 #include "format/npy.h"
 #include "format/onnx_reader.h"
 #include "ir/float_formats.h"
+#include "opt/quantize.h"
 
 namespace nee {
 namespace {
@@ -166,17 +167,36 @@ struct Loaded {
   std::unique_ptr<Session> session;  // as written
 };
 
+Result<Loaded> MakeSession(Model model, const std::string& what, const SessionOptions& options) {
+  Loaded l;
+  l.model = std::move(model);
+  auto session = Session::Create(l.model, options);
+  if (!session.ok()) return session.status().WithContext(what + ": ");
+  l.session = std::move(session).value();
+  return l;
+}
+
 Result<Loaded> Load(const std::string& path, const char* what, const SessionOptions& options) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return IoError(std::string(what) + " '" + path + "' is not a readable file");
-  Loaded l;
   auto model = ReadModelFile(path);
   if (!model.ok()) return model.status().WithContext(std::string(what) + ": ");  // (the reader names the file)
-  l.model = std::move(model).value();
-  auto session = Session::Create(l.model, options);
-  if (!session.ok()) return session.status().WithContext(std::string(what) + " '" + path + "': ");
-  l.session = std::move(session).value();
-  return l;
+  return MakeSession(std::move(model).value(), std::string(what) + " '" + path + "'", options);
+}
+
+// The model `nee quantize --mode <variant>` would write, made in memory.
+Result<Loaded> MakeVariant(const Loaded& source, const std::string& variant, const SessionOptions& options) {
+  QuantizeOptions q;
+  if (variant == "int8" || variant == "dynamic") q.mode = QuantizeMode::kDynamic;
+  else if (variant == "fp16") q.mode = QuantizeMode::kFloat16;
+  else if (variant == "bf16" || variant == "int4")
+    return NotImplemented("--variant " + variant + ": nee quantize has no such mode yet (int8, fp16)");
+  else return InvalidArgument("--variant " + variant + ": expected int8 (dynamic) or fp16");
+  Model copy = source.model;
+  DetachSubgraphs(copy);
+  auto report = QuantizeModel(copy, q);
+  if (!report.ok()) return report.status().WithContext("making the " + variant + " variant: ");
+  return MakeSession(std::move(copy), "the " + variant + " variant", options);
 }
 
 std::string ShapeText(const TypeInfo& t) {
@@ -567,13 +587,24 @@ Result<PrecisionReport> ComparePrecision(const PrecisionRequest& req) {
   options.intra_op_num_threads = req.threads;
   // Four sessions take turns: idle pools should not poll for work while another runs.
   options.allow_spinning = false;
-  NEE_ASSIGN_OR_RETURN(Loaded model, Load(req.model_path, "model", options));
-  NEE_ASSIGN_OR_RETURN(Loaded ref, Load(req.reference_path, "reference model", options));
-  NEE_RETURN_IF_ERROR(CompareInputs(*model.session, *ref.session, req.model_path, req.reference_path));
-
   PrecisionReport report;
-  report.model_path = req.model_path;
-  report.reference_path = req.reference_path;
+  Loaded model, ref;
+  if (!req.variant.empty()) {
+    if (!req.reference_path.empty())
+      return InvalidArgument("a variant (--variant " + req.variant + ") is compared against the model it is made "
+                             "from: give --variant or --against, not both");
+    NEE_ASSIGN_OR_RETURN(ref, Load(req.model_path, "model", options));
+    NEE_ASSIGN_OR_RETURN(model, MakeVariant(ref, req.variant, options));
+    report.model_path = req.model_path + " (" + req.variant + " variant, as nee quantize makes it)";
+    report.reference_path = req.model_path;
+  } else {
+    if (req.reference_path.empty()) return InvalidArgument("no reference model (--against) and no --variant");
+    NEE_ASSIGN_OR_RETURN(model, Load(req.model_path, "model", options));
+    NEE_ASSIGN_OR_RETURN(ref, Load(req.reference_path, "reference model", options));
+    NEE_RETURN_IF_ERROR(CompareInputs(*model.session, *ref.session, req.model_path, req.reference_path));
+    report.model_path = req.model_path;
+    report.reference_path = req.reference_path;
+  }
   report.per_layer = req.per_layer;
   report.max_top1_drop_percent = req.max_top1_drop_percent;
   report.max_abs = req.max_abs;

@@ -19,6 +19,9 @@ namespace nee {
 
 struct PrecisionRequest {
   std::string model_path, reference_path;
+  // Instead of reference_path: compare the model (then the reference) with
+  // the variant `nee quantize` makes of it, in memory: "int8" (dynamic) or "fp16".
+  std::string variant;
   // Inputs given as values: one entry per sample, every input of the models named.
   std::vector<std::vector<NamedValue>> samples;
   // Inputs given as files: a folder holding input_<i>.pb / input_<i>.npy (the

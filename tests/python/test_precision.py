@@ -409,3 +409,37 @@ def test_non_float_outputs_are_listed_as_skipped(tmp_path):
     assert out["p"]["max_abs"] == 0 and out["p"]["top1_rows"] == 6
     p = nee_cli("precision", path, "--against", path, "--random", "1")
     assert p.returncode == 0 and "skipped: not a float tensor" in p.stdout
+
+
+# ---- --variant: the model against what nee quantize makes of it ----
+
+@pytest.mark.parametrize("variant,mode", [("int8", "dynamic"), ("fp16", "fp16")])
+def test_variant_against_its_source(tmp_path, variant, mode):
+    ref = mlp(tmp_path / "ref.onnx")
+    feeds = samples(n=3)
+    r = nee.precision(ref, inputs=feeds, variant=variant)
+    assert r["reference"] == str(ref) and f"{variant} variant" in r["model"]
+    # Oracle: the file nee quantize writes, run by the onnx reference evaluator (not ONNX Runtime: its u8s8 kernels
+    # saturate int16 pair sums on CPUs without VNNI, docs/quantization.md), against ONNX Runtime's fp32 outputs,
+    # metrics by numpy. A value on a rounding boundary may quantize one step apart in two runtimes, hence the
+    # tolerances.
+    from onnx.reference import ReferenceEvaluator
+    q = tmp_path / "q.onnx"
+    nee.quantize(ref, q, mode)
+    ev = ReferenceEvaluator(str(q))
+    got_q = [ev.run(["prob"], f)[0] for f in feeds]
+    want = np_metrics(got_q, [ort_values(ref, f, ["prob"])["prob"] for f in feeds])
+    got = r["outputs"][0]
+    assert got["max_abs"] > 0
+    assert got["max_abs"] == pytest.approx(want["max_abs"], rel=0.25)
+    assert got["rms"] == pytest.approx(want["rms"], rel=0.25)
+    assert got["cosine"] == pytest.approx(want["cosine"], abs=1e-4)
+    assert abs(got["top1_agreement"] - want["top1_agreement"]) <= 1 / 24
+    p = nee_cli("precision", ref, "--variant", variant, "--random", "1", "--dim", "N=2")
+    assert p.returncode == 0 and f"({variant} variant" in p.stdout, p.stderr
+    p = nee_cli("precision", ref, "--variant", variant, "--against", ref)
+    assert p.returncode == 2 and "one of them" in p.stderr
+    p = nee_cli("precision", ref, "--variant", "bf16")
+    assert p.returncode == 1 and "no such mode yet" in p.stderr
+    with pytest.raises(ValueError):
+        nee.precision(ref)
