@@ -100,6 +100,8 @@ void PrintLineage(const std::vector<std::pair<std::string, std::string>>& metada
 int Convert(int argc, char** argv);
 // nee quantize MODEL -o OUT --mode dynamic|fp16 (quantize_command.cc).
 int Quantize(int argc, char** argv);
+// nee precision MODEL --against REF (precision_command.cc).
+int Precision(int argc, char** argv);
 // nee profile (profile_command.cc).
 int Profile(const Args& a);
 

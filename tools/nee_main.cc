@@ -43,6 +43,8 @@ const char kUsage[] =
     "  nee check MODEL [--custom-ops LIB]...\n"
     "  nee convert MODEL --opset N -o OUT.onnx\n"
     "  nee quantize MODEL -o OUT.onnx --mode dynamic|fp16 [--exclude NODE]... [--per-channel] [--reduce-range]\n"
+    "  nee precision MODEL (--against REF_MODEL | --variant int8|fp16) [--inputs DIR] [--input NAME=FILE]... [--random N] [--dim SYMBOL=SIZE]...\n"
+    "              [--max-top1-drop PCT] [--max-abs X] [--json OUT.json] [--threads N] [--seed N] [--no-layers]\n"
     "  nee ops [--domain D] [--format md|json]\n"
     "  nee profile MODEL [--runs N] [--profile PREFIX] [--input NAME=FILE]... [--inputs-dir DIR] [--dim SYMBOL=SIZE]...\n"
     "              [--threads N] [--opt-level L] [--timeout SECONDS] [--memory-limit SIZE] [--limit NAME=VALUE]...\n"
@@ -68,6 +70,13 @@ const char kUsage[] =
     "quantizes MatMul/Gemm weights to int8 (symmetric; --per-channel: a scale per output column;\n"
     "--reduce-range: 7 bits, for u8s8 kernels that saturate without VNNI) with activations quantized at run\n"
     "time; fp16 computes in float16 with float32 inputs and outputs. --exclude keeps a node as it is.\n"
+    "nee precision runs MODEL and REF_MODEL on the same inputs (--inputs DIR: input_<i>.pb/.npy or <name>.npy,\n"
+    "or subfolders of them, one sample each; else --random N samples, default 8) and prints, per output and\n"
+    "per float intermediate value both compute (docs/precision.md), max abs error, max relative error\n"
+    "|a-r| / max(|r|, 1e-6 * max|r| of the tensor), ULP distance (float32 bits; float16/bfloat16 compared in\n"
+    "float32), cosine similarity, RMS error and top-1 agreement over the last axis; --max-top1-drop PCT\n"
+    "(100 - agreement, in percent) and --max-abs X gate the outputs (exit status 4 when one fails).\n"
+    "--variant compares MODEL (the reference) with the model nee quantize --mode dynamic|fp16 makes of it.\n"
     "nee profile runs the model --runs times (default 20; random inputs where none are given) with\n"
     "profiling on, prints the time per operator type and writes the trace (PREFIX default nee_profile).\n"
     "--limit bounds what the model may make nee do (docs/SECURITY.md; 0 turns one off): nodes,\n"
@@ -576,6 +585,7 @@ int main(int argc, char** argv) {
     if (command == "check") return Check(argc, argv);
     if (command == "convert") return Convert(argc, argv);
     if (command == "quantize") return Quantize(argc, argv);
+    if (command == "precision") return Precision(argc, argv);
     Args a = Parse(argc, argv);
     if (a.command == "optimize") return Optimize(a);
     if (a.command == "bench") return Bench(a);

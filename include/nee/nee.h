@@ -348,6 +348,38 @@ NEE_API nee_status_t nee_model_quantize(const char* in_path, const char* out_pat
                                         const char* const* exclude, size_t num_exclude, int32_t flags, char* report,
                                         size_t capacity, size_t* out_length);
 
+/* nee precision (src/exec/precision.h, docs/precision.md): runs the model and a reference model on the
+ * same inputs and compares every output and every float intermediate value both compute. Inputs, in
+ * this order of precedence: `num_samples` samples of `num_inputs` values each (`input_values` sample by
+ * sample, named by `input_names`); a folder `inputs_dir` (input_<i>.pb/.npy or <name>.npy, or
+ * subfolders of them, one sample each); else `random_samples` random samples (0: 8), symbolic dims
+ * from `dim_symbols`/`dim_values` (else 1). Gates are off when negative. A NULL options is all defaults.
+ * reference_path may be NULL when options->variant is set. */
+typedef struct nee_precision_options_t {
+  const char* inputs_dir;
+  const char* const* input_names;
+  const nee_value_t* const* input_values;
+  size_t num_inputs, num_samples;
+  int64_t random_samples;
+  const char* const* dim_symbols;
+  const int64_t* dim_values;
+  size_t num_dims;
+  uint64_t seed;          /* random inputs; 0: 12345 */
+  int32_t threads;        /* 0: one per core */
+  int32_t no_layers;      /* 1: outputs only */
+  double max_top1_drop;   /* percent, 100 - top-1 agreement of any output; < 0: no gate */
+  double max_abs;         /* max abs error of any output; < 0: no gate */
+  const char* variant;    /* with reference_path NULL: "int8" or "fp16", the model against the variant
+                             nee_model_quantize makes of it (in memory); NULL: none */
+} nee_precision_options_t;
+
+/* Fills out_report with a string scalar (nee_value_string_at(…, 0, …)) holding the report as JSON
+ * (the same as `nee precision --json`); release it with nee_value_release. A failed gate is not an
+ * error: the report's "gates" say so. Models whose inputs differ, no float outputs, missing input
+ * files: NEE_STATUS_INVALID_ARGUMENT / NEE_STATUS_IO_ERROR naming what. */
+NEE_API nee_status_t nee_model_compare_precision(const char* model_path, const char* reference_path,
+                                                 const nee_precision_options_t* options, nee_value_t** out_report);
+
 /* Profiling (see nee_session_options_set_profiling). end_profiling writes the
  * Chrome trace of the runs so far, stops profiling, and fills the trace's path
  * (every later call fills the same path; "" when profiling was never on).

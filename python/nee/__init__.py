@@ -15,7 +15,7 @@ Modules: _errors (exception classes), _convert (Python objects <-> nee values),
 _options (SessionOptions, RunOptions, enums), _ortvalue (OrtValue, SparseTensor,
 devices), _session (InferenceSession), _iobinding (IOBinding), _runtime
 (module-level functions), _custom_ops (operators written in Python:
-SessionOptions.register_custom_op)."""
+SessionOptions.register_custom_op), _precision (nee.precision and its plot)."""
 from __future__ import annotations
 
 from . import _nee
@@ -64,6 +64,8 @@ def quantize(in_path: str, out_path: str, mode: str = "dynamic", exclude=(), per
     return _nee.quantize(str(in_path), str(out_path), str(mode), [str(n) for n in exclude], flags)
 
 
+from ._precision import precision  # noqa: E402
+
 from . import capi  # noqa: E402 - after the names capi re-exports
 from .capi import onnxruntime_validation  # noqa: E402
 
@@ -80,5 +82,5 @@ __all__ = [
     "enable_telemetry_events", "disable_telemetry_events", "create_and_register_allocator",
     "create_and_register_allocator_v2", "set_seed", "set_global_thread_pool_sizes", "has_collective_ops",
     "preload_dlls", "print_debug_info", "capi", "onnxruntime_validation", "__version__", "version", "package_name",
-    "cuda_version", "convert_opset", "quantize",
+    "cuda_version", "convert_opset", "quantize", "precision",
 ]

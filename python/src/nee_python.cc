@@ -512,6 +512,50 @@ NB_MODULE(_nee, m) {
     report.resize(std::min(length, report.size() - 1));
     return report;
   });
+  // nee.precision (python/nee/__init__.py): the report as JSON text.
+  m.def("compare_precision",
+        [](const std::string& model, const std::string& against, const std::string& inputs_dir,
+           const std::vector<std::string>& input_names, const std::vector<const Value*>& values, int64_t random,
+           const std::vector<std::pair<std::string, int64_t>>& dims, uint64_t seed, int threads, bool per_layer,
+           double max_top1_drop, double max_abs, const std::string& variant) {
+          std::vector<const char*> names, symbols;
+          for (const auto& n : input_names) names.push_back(n.c_str());
+          std::vector<const nee_value_t*> handles;
+          for (const Value* v : values) handles.push_back(v ? v->handle : nullptr);
+          std::vector<int64_t> sizes;
+          for (const auto& [symbol, size] : dims) {
+            symbols.push_back(symbol.c_str());
+            sizes.push_back(size);
+          }
+          nee_precision_options_t o{};
+          o.inputs_dir = inputs_dir.empty() ? nullptr : inputs_dir.c_str();
+          o.input_names = names.data();
+          o.input_values = handles.data();
+          o.num_inputs = names.size();
+          o.num_samples = names.empty() ? 0 : handles.size() / names.size();
+          o.random_samples = random;
+          o.dim_symbols = symbols.data();
+          o.dim_values = sizes.data();
+          o.num_dims = sizes.size();
+          o.seed = seed;
+          o.threads = threads;
+          o.no_layers = per_layer ? 0 : 1;
+          o.max_top1_drop = max_top1_drop;
+          o.max_abs = max_abs;
+          o.variant = variant.empty() ? nullptr : variant.c_str();
+          nee_value_t* report = nullptr;
+          nee_status_t st;
+          {
+            nb::gil_scoped_release release;
+            st = nee_model_compare_precision(model.c_str(), against.empty() ? nullptr : against.c_str(), &o, &report);
+          }
+          Check(st);
+          Value held(report);
+          const char* bytes = nullptr;
+          size_t length = 0;
+          Check(nee_value_string_at(held.handle, 0, &bytes, &length));
+          return std::string(bytes, length);
+        });
   m.def("unpack", [](const Value& v) { return Unpack(v.handle); });
   nb::class_<RunOptions>(m, "RunOptions")
       .def(nb::init<>())

@@ -9,6 +9,7 @@
 #include "exec/optimize_file.h"
 #include "opt/opset_convert.h"
 #include "opt/quantize.h"
+#include "exec/precision.h"
 #include "exec/session.h"
 #include "format/onnx_reader.h"
 #include "format/npy.h"
@@ -723,6 +724,56 @@ nee_status_t nee_model_quantize(const char* in_path, const char* out_path, const
     nee::Result<nee::QuantizeReport> r = nee::QuantizeModelFile(in_path, out_path, options);
     if (!r.ok()) return MakeStatus(r.status());
     FillString(r->Text(), report, capacity, out_length);
+    return nullptr;
+  });
+}
+
+nee_status_t nee_model_compare_precision(const char* model_path, const char* reference_path,
+                                         const nee_precision_options_t* options, nee_value_t** out_report) {
+  if (!model_path) return NullArg("model_path");
+  if (!reference_path && !(options && options->variant)) return NullArg("reference_path");
+  if (!out_report) return NullArg("out_report");
+  *out_report = nullptr;
+  return Guard([&]() -> nee_status_t {
+    nee::PrecisionRequest req;
+    req.model_path = model_path;
+    if (reference_path) req.reference_path = reference_path;
+    if (options) {
+      if (options->variant) req.variant = options->variant;
+      const nee_precision_options_t& o = *options;
+      if (o.num_samples > 0 && o.num_inputs > 0) {
+        if (!o.input_names || !o.input_values) return NullArg("input_names / input_values");
+        for (size_t s = 0; s < o.num_samples; ++s) {
+          std::vector<nee::NamedValue> sample;
+          for (size_t i = 0; i < o.num_inputs; ++i) {
+            const nee_value_t* v = o.input_values[s * o.num_inputs + i];
+            if (!o.input_names[i] || !v) return NullArg("an input name or value");
+            sample.push_back({o.input_names[i], v->value});
+          }
+          req.samples.push_back(std::move(sample));
+        }
+      }
+      if (o.inputs_dir) req.inputs_dir = o.inputs_dir;
+      if (o.random_samples < 0) return Err(NEE_STATUS_INVALID_ARGUMENT, "random_samples must not be negative");
+      req.random_samples = o.random_samples;
+      if (o.num_dims > 0 && (!o.dim_symbols || !o.dim_values)) return NullArg("dim_symbols / dim_values");
+      for (size_t i = 0; i < o.num_dims; ++i) {
+        if (!o.dim_symbols[i]) return NullArg("a dim symbol");
+        if (o.dim_values[i] < 0) return Err(NEE_STATUS_INVALID_ARGUMENT, "a dim value must not be negative");
+        req.dims[o.dim_symbols[i]] = o.dim_values[i];
+      }
+      if (o.seed != 0) req.seed = o.seed;
+      req.threads = o.threads;
+      req.per_layer = o.no_layers == 0;
+      req.max_top1_drop_percent = o.max_top1_drop;
+      req.max_abs = o.max_abs;
+    }
+    nee::Result<nee::PrecisionReport> report = nee::ComparePrecision(req);
+    if (!report.ok()) return MakeStatus(report.status());
+    auto t = nee::Tensor::Allocate(nee::DataType::kString, {});
+    if (!t.ok()) return MakeStatus(t.status());
+    t->data<std::string>()[0] = report->ToJson().Serialize(-1);
+    *out_report = Wrap(nee::Value(std::move(t).value()));
     return nullptr;
   });
 }
