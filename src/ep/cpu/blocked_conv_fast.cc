@@ -262,8 +262,7 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   // Few pixels (a small image): the output blocks are shared out too, in pairs.
   const int64_t wanted = 4 * threads, pixel_tasks = g.N * chunks;
   const int64_t groups = threads > 1 && pixel_tasks < wanted ? std::min(pairs, (wanted + pixel_tasks - 1) / pixel_tasks) : 1;
-  const int64_t bytes = g.N * Mb * plane * kB * static_cast<int64_t>(sizeof(float));
-  PixelMajorTasks(ctx, pixel_tasks * groups, bytes, [&](int64_t t) {
+  PixelMajorTasks(ctx, pixel_tasks * groups, [&](int64_t t) {
     const int64_t n = t / (chunks * groups), chunk = t / groups % chunks, group = t % groups;
     const int64_t p0 = chunk_start(chunk), p1 = chunk_start(chunk + 1);
     const int64_t ob0 = 2 * (group * pairs / groups), ob1 = std::min(Mb, 2 * ((group + 1) * pairs / groups));
@@ -272,16 +271,20 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   });
 }
 
+constexpr int64_t kStripsPerThreadBytes = 512 * 1024;  // see RunDepthwise
+
 void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const BlockedWeights& pw, FinishFn finish) {
   const int threads = NumThreads(ctx);
   const int64_t Cb = g.Cb(), planes = g.N * Cb;
   const int64_t bytes = planes * g.OH * g.OW * kB * static_cast<int64_t>(sizeof(float));
-  // Row strips outermost (pixel-major, as the pointwise convs around it); at
-  // least one a thread when the tasks are shared out (see PixelMajorTasks).
-  const int64_t least = bytes >= kAffineBytes ? threads : 1;
+  // Row strips outermost (pixel-major, as the pointwise convs around it); from
+  // an output the size of this machine's L2 on, at least one a thread, so
+  // each thread's share is rows of every plane (PixelMajorTasks); smaller
+  // outputs are shared out by planes.
+  const int64_t least = bytes >= kStripsPerThreadBytes ? threads : 1;
   const int64_t strips = std::min(g.OH, std::max<int64_t>(least, (4 * threads + planes - 1) / planes));
   const auto rows = g.sh == 1 ? Depthwise3x3Rows<1> : Depthwise3x3Rows<2>;
-  PixelMajorTasks(ctx, planes * strips, bytes, [&](int64_t t) {
+  PixelMajorTasks(ctx, planes * strips, [&](int64_t t) {
     const int64_t strip = t / planes, p = t % planes, cb = p % Cb;
     const int64_t oh0 = strip * g.OH / strips, oh1 = (strip + 1) * g.OH / strips;
     rows(g, g.x + p * g.H * g.W * kB, pw.w.data() + cb * 9 * kB, pw.bias.data() + cb * kB,

@@ -273,7 +273,6 @@ Status ConvBatched(KernelContext& ctx, const BatchedConv& g, const float* x, con
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const int64_t images = ImagesPerChunk(g, NumThreads(ctx));  // (the last chunk may have fewer)
   const int64_t chunks = (g.N + images - 1) / images;
-  const int64_t bytes = g.N * g.M * g.out_size * static_cast<int64_t>(sizeof(float));
   const int threads = NumThreads(ctx);
   auto unit = [&](int64_t t) {
     const int64_t first = t / g.group * images;
@@ -284,7 +283,7 @@ Status ConvBatched(KernelContext& ctx, const BatchedConv& g, const float* x, con
     for (int64_t t = 0; t < chunks * g.group; ++t) RunUnit(unit(t), x, w, packed_w, bias, act, z, y, ctx.pool());
     return Status::Ok();
   }
-  PixelMajorTasks(ctx, chunks * g.group, bytes,
+  PixelMajorTasks(ctx, chunks * g.group,
                   [&](int64_t t) { RunUnit(unit(t), x, w, packed_w, bias, act, z, y, nullptr); });
   return Status::Ok();
 }

@@ -840,8 +840,7 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   const ColumnTiles cut = ColumnTilesFor(s, units, threads);
   const int64_t tiles = cut.tiles;
   if (threads == 1 || units * tiles >= threads) {
-    const int64_t bytes = s.N * s.M * s.out_size * static_cast<int64_t>(sizeof(float));
-    PixelMajorTasks(ctx, units * tiles, bytes, [&](int64_t t) {
+    PixelMajorTasks(ctx, units * tiles, [&](int64_t t) {
       const int64_t j0 = cut.Begin(t % tiles);
       ConvTile(s, xp, wp, packed_w, finish, yp, t / tiles, j0, cut.End(t % tiles) - j0, nullptr);
     });

@@ -494,8 +494,7 @@ Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const floa
     }
   };
   if (channel_groups == 1) {
-    const int64_t bytes = g.N * g.M * plane * static_cast<int64_t>(sizeof(float));
-    PixelMajorTasks(ctx, pixel_tasks, bytes, [&](int64_t t) {
+    PixelMajorTasks(ctx, pixel_tasks, [&](int64_t t) {
       TaskTables& tables = ThreadTables();
       prepare(t, tables);
       compute(t, 0, blocks, tables);

@@ -552,8 +552,7 @@ Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, co
     return Block{task / t.blocks, t.first_row(b), t.first_row(b + 1)};
   };
   if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
-    const int64_t bytes = g.N * g.M * g.OH * g.OW * static_cast<int64_t>(sizeof(float));
-    PixelMajorTasks(ctx, tasks, bytes,
+    PixelMajorTasks(ctx, tasks,
                     [&](int64_t task) { RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, nullptr); });
   } else {
     // Fewer blocks than threads (small late layers): each block's phases are shared.

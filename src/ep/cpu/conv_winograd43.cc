@@ -427,8 +427,7 @@ Result<bool> ConvWinograd43(KernelContext& ctx, const Winograd3x3& g, const floa
   };
   std::atomic<bool> finite{true};
   if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
-    const int64_t bytes = g.N * g.M * g.OH * g.OW * static_cast<int64_t>(sizeof(float));
-    PixelMajorTasks(ctx, tasks, bytes, [&](int64_t task) {
+    PixelMajorTasks(ctx, tasks, [&](int64_t task) {
       if (finite.load(std::memory_order_relaxed) &&
           !RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, nullptr))
         finite.store(false, std::memory_order_relaxed);

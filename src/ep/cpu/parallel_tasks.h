@@ -45,24 +45,25 @@ inline int64_t TileAlignedStart(int64_t i, int64_t parts, int64_t length, int64_
 }
 
 // ParallelTasks for a kernel whose tasks run over its output's pixels in
-// order (pixel-major: image, then rows or runs of pixels) and which writes
-// `bytes`. From kAffineBytes (this machine's L2) on, each thread takes one
-// contiguous share of the tasks, in order, instead of claiming them one at a
-// time: consecutive such layers then leave a thread the pixels it wrote last,
-// in its own L2, rather than handing half of them to the other core
-// (at 2 threads: MobileNetV2's blocked 112x112 and 56x56 layers 22-30%
-// faster, YOLO's 160x160 convs 7-17%, the models 3-5% and 2%). A thread that
-// finishes its share then claims what is left of the others', front first, so
-// a thread that starts late (the other core busy) does less instead of
-// holding the layer up. Smaller layers, whose data stays in cache anyway,
-// claim tasks one at a time from the start. Which thread runs a task still
-// never changes what it computes.
-constexpr int64_t kAffineBytes = 512 * 1024;
-
+// order (pixel-major: image, then rows or runs of pixels): each thread takes
+// one contiguous share of the tasks, in order, instead of claiming them one
+// at a time, so consecutive such layers leave a thread the pixels it wrote
+// last, in its own caches, rather than handing half of them to the other
+// core (at 2 threads: MobileNetV2's blocked 112x112 and 56x56 layers 22-30%
+// faster, YOLO's 160x160 convs 7-17%). This holds for small layers too: on
+// this VM the host places the two vCPUs near (a cache line's round trip
+// ~100 ns) or far apart (~450 ns) for minutes at a time, and far apart every
+// line the other core wrote is slow to fetch (with contiguous shares for
+// every size, not only from 512 KiB of output: MobileNetV2 2 threads -4 to
+// -8% far apart, -2% near; YOLO -3% / -1%; ResNet-50 level). A thread that
+// finishes its share then claims what is left of the others', front first,
+// so a thread that starts late (the other core busy) does less instead of
+// holding the layer up. Which thread runs a task never changes what it
+// computes.
 template <typename Fn>
-void PixelMajorTasks(const KernelContext& ctx, int64_t n, int64_t bytes, Fn&& fn) {
+void PixelMajorTasks(const KernelContext& ctx, int64_t n, Fn&& fn) {
   const int threads = NumThreads(ctx);
-  if (bytes < kAffineBytes || threads <= 1 || n <= 1) return ParallelTasks(ctx, n, fn);
+  if (threads <= 1 || n <= 1) return ParallelTasks(ctx, n, fn);
   auto next = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(threads));
   for (int s = 0; s < threads; ++s) next[s].store(s * n / threads, std::memory_order_relaxed);
   ctx.ParallelFor(threads, 1, [&](int64_t begin, int64_t end) {
