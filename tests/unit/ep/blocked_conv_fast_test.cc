@@ -149,7 +149,9 @@ TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
 
 TEST(BlockedConvFast, ReordersAreExact) {
   std::mt19937 rng(8);
-  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{1, 8, 3, 5}, {2, 24, 7, 7}, {1, 16, 1, 1}}) {
+  // (23 x 29: several pixel runs a plane, 8-pixel tails.)
+  for (const std::vector<int64_t>& dims :
+       std::vector<std::vector<int64_t>>{{1, 8, 3, 5}, {2, 24, 7, 7}, {1, 16, 1, 1}, {2, 16, 23, 29}}) {
     Tensor x = testing::RandomTensor(dims, rng);
     Tensor ref = Reorder("ToBlocked", x, dims[1]);
     auto fast = testing::RunKernel(cpu::ToBlockedFloat, testing::MakeNode("ToBlocked", 1, 1, {}, "ai.nee"), 1,
