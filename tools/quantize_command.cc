@@ -1,5 +1,5 @@
 // `nee quantize MODEL -o OUT.onnx --mode dynamic|fp16 [--exclude NODE]... [--per-channel]
-// [--reduce-range]`, `--mode static --calibration DIR [--calibrator minmax|percentile]
+// [--reduce-range]`, `--mode static --calibration DIR [--calibrator minmax|percentile|entropy]
 // [--percentile P] [--per-channel] [--symmetric-activations]` (QDQ, exec/calibrate.h): the model rewritten to int8 (dynamic: weights quantized
 // once, activations at run time) or float16 by src/opt/quantize.h, written as
 // a standard ONNX model ONNX Runtime also runs, with a lineage record

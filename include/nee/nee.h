@@ -353,7 +353,8 @@ NEE_API nee_status_t nee_model_quantize(const char* in_path, const char* out_pat
 /* Static int8 quantization in QDQ form (docs/quantization.md): runs the model on every sample of
  * `calibration_dir` (one subfolder per sample holding, per graph input NAME at index i, NAME.npy,
  * NAME.pb, input_<i>.pb or input_<i>.npy), computes each quantized activation's range with
- * `calibrator` ("minmax" or "percentile"; `percentile` in (50, 100] is used by the latter) and
+ * `calibrator` ("minmax", "percentile" or "entropy"; `percentile` in (50, 100] is used by
+ * "percentile" only) and
  * writes Conv/MatMul/Gemm with QuantizeLinear/DequantizeLinear pairs (uint8 activations, int8
  * symmetric weights, int32 biases), as ONNX Runtime's quantize_static(QDQ) does. `flags`:
  * NEE_QUANTIZE_PER_CHANNEL, NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS, NEE_QUANTIZE_PROGRESS. Excluded nodes,

@@ -61,8 +61,8 @@ def quantize(in_path: str, out_path: str, mode: str = "dynamic", exclude=(), per
     mode or an excluded name that is no node, NoSuchFile/InvalidProtobuf for an unreadable model.
     Mode "static" writes Conv/MatMul/Gemm in QDQ form from activation ranges calibrated on the
     folder `calibration` (one subfolder per sample holding NAME.npy, NAME.pb, input_<i>.pb or
-    input_<i>.npy per graph input) with `calibrator` "minmax" or "percentile" (`percentile`;
-    of |x| with symmetric_activations).
+    input_<i>.npy per graph input) with `calibrator` "minmax", "percentile" (`percentile`;
+    of |x| with symmetric_activations) or "entropy" (KL-divergence threshold, TensorRT's method).
     """
     if isinstance(exclude, str):
         exclude = (exclude,)

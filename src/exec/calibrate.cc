@@ -22,6 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kPercentileBins = 16384;
+constexpr int64_t kEntropyBins = 2048;
 
 // "[#######.............]  7/20 calibration" on one line of stderr, redrawn
 // in place (as `nee bench` draws its runs).
@@ -67,13 +68,14 @@ void AddMinMax(const Tensor& t, TensorStats& s) {
 
 void AddHistogram(const Tensor& t, bool absolute, TensorStats& s) {
   const float* p = t.data<float>();
-  const double width = (s.hi - s.lo) / static_cast<double>(kPercentileBins);
+  const int64_t bins = static_cast<int64_t>(s.bins.size());
+  const double width = (s.hi - s.lo) / static_cast<double>(bins);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     double v = p[i];
     if (!std::isfinite(v)) continue;
     if (absolute) v = std::fabs(v);
     int64_t b = width > 0 ? static_cast<int64_t>((v - s.lo) / width) : 0;
-    b = std::min(std::max<int64_t>(b, 0), kPercentileBins - 1);
+    b = std::min(std::max<int64_t>(b, 0), bins - 1);
     ++s.bins[static_cast<size_t>(b)];
   }
 }
@@ -104,6 +106,74 @@ double HistogramPercentile(const TensorStats& s, double p) {
   return v0 + frac * (at(below + 1) - v0);
 }
 
+// The entropy calibrator's threshold (TensorRT's method, as in Migacz, "8-bit
+// Inference with TensorRT", GTC 2017), from a 2048-bin histogram of |x| over
+// [0, max|x|]: for each candidate threshold i (in bins, from `levels` to
+// 2048),
+//   P = the first i bins, the counts of the bins beyond added to bin i - 1
+//       (values past the threshold are clipped to it);
+//   Q = the first i bins as they are (without the clipped values) merged
+//       into `levels` groups of consecutive bins (the last group takes the
+//       remainder), each group's total spread evenly over the group's
+//       non-empty bins (empty bins stay empty);
+//   both normalized to sum 1; KL(P || Q) = sum over P > 0 of P log(P / Q).
+//       Leaving the clipped values out of Q is what makes clipping cost
+//       (with them in, i = levels gives Q = P and always wins); a candidate
+//       whose last bin is empty but receives clipped values (P > 0, Q = 0)
+//       is infinitely far and never chosen.
+// The threshold is the end of the bin of the i with the least divergence
+// (the first of equals): t = i * width. `levels` is the number of quantized
+// values on the side of 0 the data covers: 128 for signed data (uint8's 255
+// steps over [-t, t]), 255 for data that is never negative.
+double EntropyThreshold(const TensorStats& s, int64_t levels) {
+  const int64_t bins = static_cast<int64_t>(s.bins.size());
+  const double width = (s.hi - s.lo) / static_cast<double>(bins);
+  if (s.count == 0 || width <= 0) return s.hi;
+  if (levels >= bins) return s.hi;
+  double best = std::numeric_limits<double>::infinity();
+  int64_t best_i = bins;
+  std::vector<double> p, q;
+  for (int64_t i = levels; i <= bins; ++i) {
+    p.assign(s.bins.begin(), s.bins.begin() + i);
+    double outliers = 0;
+    for (int64_t b = i; b < bins; ++b) outliers += static_cast<double>(s.bins[static_cast<size_t>(b)]);
+    p[static_cast<size_t>(i - 1)] += outliers;
+    q.assign(static_cast<size_t>(i), 0.0);
+    const int64_t per = i / levels;  // bins per group; the last group takes the rest
+    for (int64_t g = 0; g < levels; ++g) {
+      const int64_t start = g * per, end = g == levels - 1 ? i : start + per;
+      double total = 0;
+      int64_t nonzero = 0;
+      for (int64_t b = start; b < end; ++b) {
+        const double n = static_cast<double>(s.bins[static_cast<size_t>(b)]);
+        total += n;
+        if (n > 0) ++nonzero;
+      }
+      for (int64_t b = start; b < end && nonzero > 0; ++b)
+        if (s.bins[static_cast<size_t>(b)] > 0) q[static_cast<size_t>(b)] = total / static_cast<double>(nonzero);
+    }
+    double p_sum = 0, q_sum = 0;
+    for (int64_t b = 0; b < i; ++b) {
+      p_sum += p[static_cast<size_t>(b)];
+      q_sum += q[static_cast<size_t>(b)];
+    }
+    if (p_sum <= 0 || q_sum <= 0) continue;
+    double kl = 0;
+    bool finite = true;
+    for (int64_t b = 0; b < i && finite; ++b) {
+      const double pb = p[static_cast<size_t>(b)] / p_sum, qb = q[static_cast<size_t>(b)] / q_sum;
+      if (pb > 0 && qb <= 0) finite = false;  // clipped values in an empty bin: infinitely far
+      else if (pb > 0) kl += pb * std::log(pb / qb);
+    }
+    if (!finite) continue;
+    if (kl < best) {
+      best = kl;
+      best_i = i;
+    }
+  }
+  return s.lo + width * static_cast<double>(best_i);
+}
+
 std::string Quoted(const std::string& s) { return "'" + s + "'"; }
 
 }  // namespace
@@ -111,11 +181,20 @@ std::string Quoted(const std::string& s) { return "'" + s + "'"; }
 Result<CalibrationMethod> ParseCalibrationMethod(const std::string& text) {
   if (text == "minmax") return CalibrationMethod::kMinMax;
   if (text == "percentile") return CalibrationMethod::kPercentile;
-  return InvalidArgument("unknown calibrator '" + text + "' (expected minmax or percentile)");
+  if (text == "entropy") return CalibrationMethod::kEntropy;
+  return InvalidArgument("unknown calibrator '" + text + "' (expected minmax, percentile or entropy)");
 }
 
 const char* CalibrationMethodName(CalibrationMethod method) {
-  return method == CalibrationMethod::kMinMax ? "minmax" : "percentile";
+  switch (method) {
+    case CalibrationMethod::kMinMax:
+      return "minmax";
+    case CalibrationMethod::kPercentile:
+      return "percentile";
+    case CalibrationMethod::kEntropy:
+      break;
+  }
+  return "entropy";
 }
 
 Result<std::vector<std::string>> ListCalibrationSamples(const std::string& dir) {
@@ -206,7 +285,9 @@ Result<CalibrationResult> Calibrate(Model model, const std::vector<std::string>&
 
   std::map<std::string, TensorStats> stats;
   for (const std::string& t : tensors) stats[t];
-  const bool histogram = options.method == CalibrationMethod::kPercentile;
+  const bool entropy = options.method == CalibrationMethod::kEntropy;
+  const bool histogram = options.method != CalibrationMethod::kMinMax;
+  const bool absolute = options.symmetric || entropy;  // histograms of |x|
   const int passes = histogram ? 2 : 1;
   const int64_t total = static_cast<int64_t>(samples.size()) * passes;
   Progress progress(options.progress);
@@ -214,9 +295,9 @@ Result<CalibrationResult> Calibrate(Model model, const std::vector<std::string>&
   for (int pass = 0; pass < passes; ++pass) {
     if (pass == 1) {  // the histograms' extents from the first pass
       for (auto& [name, s] : stats) {
-        s.bins.assign(static_cast<size_t>(kPercentileBins), 0);
+        s.bins.assign(static_cast<size_t>(entropy ? kEntropyBins : kPercentileBins), 0);
         if (s.count == 0) continue;
-        if (options.symmetric) {
+        if (absolute) {
           s.lo = 0;
           s.hi = std::max(std::fabs(s.min), std::fabs(s.max));
         } else {
@@ -239,7 +320,7 @@ Result<CalibrationResult> Calibrate(Model model, const std::vector<std::string>&
                                  " is not a float32 tensor");
         TensorStats& s = stats[name];
         if (pass == 0) AddMinMax(v.tensor(), s);
-        else if (s.count > 0) AddHistogram(v.tensor(), options.symmetric, s);
+        else if (s.count > 0) AddHistogram(v.tensor(), absolute, s);
         return Status::Ok();
       };
       for (size_t i = 0; i < fetched.size(); ++i) NEE_RETURN_IF_ERROR(record(fetched[i], (*outs)[i]));
@@ -259,6 +340,12 @@ Result<CalibrationResult> Calibrate(Model model, const std::vector<std::string>&
     } else if (!histogram) {
       r.min = static_cast<float>(s.min);
       r.max = static_cast<float>(s.max);
+    } else if (entropy) {
+      // Clipped at the threshold on each side the data reaches (a never
+      // negative tensor keeps 0 as its low end); symmetric: [-t, t].
+      const double t = EntropyThreshold(s, s.min >= 0 ? 255 : 128);
+      r.min = static_cast<float>(options.symmetric ? -t : std::max(s.min, -t));
+      r.max = static_cast<float>(options.symmetric ? t : std::min(s.max, t));
     } else if (options.symmetric) {
       const double t = HistogramPercentile(s, options.percentile);
       r.min = static_cast<float>(-t);

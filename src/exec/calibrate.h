@@ -7,7 +7,12 @@
 //               ends (with symmetric activations: [-t, t], t the p-th
 //               percentile of |x|), read from a 16384-bin histogram per
 //               tensor over its min/max range (a second pass over the
-//               samples), so no tensor's values are held.
+//               samples), so no tensor's values are held;
+//   entropy     the clipping threshold t that minimizes the KL divergence
+//               between a 2048-bin histogram of |x| and its quantized form
+//               (TensorRT's method; EntropyThreshold in calibrate.cc
+//               describes it), the range [max(min, -t), min(max, t)]
+//               ([-t, t] with symmetric activations).
 // Non-finite values are left out of every statistic.
 //
 // Samples: each subfolder of the calibration folder (in name order) is one
@@ -28,9 +33,9 @@
 
 namespace nee {
 
-enum class CalibrationMethod { kMinMax, kPercentile };
+enum class CalibrationMethod { kMinMax, kPercentile, kEntropy };
 
-// "minmax" / "percentile"; an InvalidArgument listing them otherwise.
+// "minmax" / "percentile" / "entropy"; an InvalidArgument listing them otherwise.
 Result<CalibrationMethod> ParseCalibrationMethod(const std::string& text);
 const char* CalibrationMethodName(CalibrationMethod method);
 

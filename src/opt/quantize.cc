@@ -135,6 +135,8 @@ Result<QuantizeReport> QuantizeModelFile(const std::string& in_path, const std::
     Json calibrator = Json::Object();
     calibrator.Set("method", options.calibrator.empty() ? "given" : options.calibrator.c_str());
     if (options.calibrator == "percentile") calibrator.Set("percentile", Json::Number(options.percentile));
+    if (options.calibrator == "percentile") calibrator.Set("bins", Json::Number(16384));
+    if (options.calibrator == "entropy") calibrator.Set("bins", Json::Number(2048));
     params.Set("format", "QDQ")
         .Set("weight_type", "int8")
         .Set("activation_type", "uint8")

@@ -68,7 +68,7 @@ struct QuantizeOptions {
   // static: activation range symmetric around 0 (zero point 128).
   bool symmetric_activations = false;
   // static, for the lineage record only: how the ranges were computed.
-  std::string calibrator;         // "minmax" / "percentile"
+  std::string calibrator;         // "minmax" / "percentile" / "entropy"
   double percentile = 0;          // percentile: the percentile used
   size_t calibration_samples = 0;
 };

@@ -315,6 +315,59 @@ def test_percentile(case, tmp_path, symmetric):
     assert checked >= 4
 
 
+def entropy_threshold(v, levels, bins=2048):
+    """The documented method (src/exec/calibrate.cc, EntropyThreshold), written from its description."""
+    hist, edges = np.histogram(np.abs(v), bins=bins, range=(0, float(np.max(np.abs(v)))))
+    hist = hist.astype(np.float64)
+    best, best_i = np.inf, bins
+    for i in range(levels, bins + 1):
+        p = hist[:i].copy()
+        p[-1] += hist[i:].sum()
+        per = i // levels
+        q = np.zeros(i)
+        raw = hist[:i]
+        for g in range(levels):
+            lo, hi = g * per, (i if g == levels - 1 else g * per + per)
+            nz = raw[lo:hi] > 0
+            if nz.any():
+                q[lo:hi][nz] = raw[lo:hi].sum() / nz.sum()
+        p, q = p / p.sum(), q / q.sum()
+        m = p > 0
+        if np.any(q[m] == 0):
+            continue
+        kl = float(np.sum(p[m] * np.log(p[m] / q[m])))
+        if kl < best:
+            best, best_i = kl, i
+    return edges[best_i], edges[1] - edges[0]
+
+
+def test_entropy(case, tmp_path):
+    ours = tmp_path / "nee.onnx"
+    quantize(case, ours, calibrator="entropy")
+    m = onnx.load(str(ours))
+    inits = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    params = {n.input[0].replace("_QuantizeLinear_Input", ""): (float(inits[n.input[1]]), int(inits[n.input[2]]))
+              for n in m.graph.node if n.op_type == "QuantizeLinear"}
+    values = collected_values(case["src"], case["samples"], list(params))
+    clipped = 0
+    for name, (scale, zp) in params.items():
+        v = values[name]
+        t, width = entropy_threshold(v, 255 if v.min() >= 0 else 128)
+        lo, hi = max(v.min(), -t), min(v.max(), t)
+        want = (max(hi, 0) - min(lo, 0)) / 255
+        assert abs(scale - want) <= 2 * width / 255 + 1e-6 * want, (name, scale, want)
+        clipped += t < np.max(np.abs(v)) * 0.999
+    print(f"{case['name']}: entropy clipped {clipped} of {len(params)} activations")
+    x = np.concatenate(samples_for(case["shape"], 64, seed=1234))
+    y32, y8 = nee_run(case["src"], {"x": x})[0], nee_run(ours, {"x": x})[0]
+    top1 = float(np.mean(np.argmax(y32, 1) == np.argmax(y8, 1)))
+    print(f"{case['name']}: entropy held-out top-1 agreement {top1:.3f}")
+    # The entropy threshold also clips the logits (a graph output, quantized as Gemm/MatMul's output):
+    # on these 128-row calibration sets that ties the largest logits of some inputs (measured: CNN 0.977,
+    # MLP 0.828). A calibration set this small is not what the method is for; the bound says so.
+    assert top1 >= 0.75
+
+
 def test_lineage_and_cli(case, tmp_path):
     out = tmp_path / "q.onnx"
     r = nee_cli("quantize", case["src"], "-o", out, "--mode", "static", "--calibration", case["calib"],
@@ -327,7 +380,7 @@ def test_lineage_and_cli(case, tmp_path):
     assert record["action"] == "quantize"
     params = record["parameters"]
     assert params["mode"] == "static" and params["format"] == "QDQ" and params["per_channel"] is True
-    assert params["calibrator"] == {"method": "percentile", "percentile": 99.9}
+    assert params["calibrator"] == {"method": "percentile", "percentile": 99.9, "bins": 16384}
     assert params["calibration_samples"] == 64 and len(params["excluded_nodes"]) == 1
     assert record["input"]["sha256"] == hashlib.sha256(case["src"].read_bytes()).hexdigest()
     assert nee_cli("meta", out, "--verify").returncode == 0
@@ -376,7 +429,7 @@ def test_errors(tmp_path):
         nee.quantize(src, out, mode="static", calibration=bad)
     good = tmp_path / "good"
     write_calibration(good, samples_for((16,), 2, 0))
-    with pytest.raises(nee.InvalidArgument, match="unknown calibrator 'kl'"):
+    with pytest.raises(nee.InvalidArgument, match="unknown calibrator 'kl' .expected minmax, percentile or entropy"):
         nee.quantize(src, out, mode="static", calibration=good, calibrator="kl")
     with pytest.raises(nee.InvalidArgument, match="percentile must be in"):
         nee.quantize(src, out, mode="static", calibration=good, calibrator="percentile", percentile=20)
