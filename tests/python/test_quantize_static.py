@@ -124,7 +124,7 @@ def case(request, tmp_path_factory):
             "calib": write_calibration(d / "calib", samples)}
 
 
-def ort_quantize_static(src, dst, samples, per_channel):
+def ort_quantize_static(src, dst, samples, per_channel, symmetric=False):
     # Imported here, not at collection (test_ort_api_names.py compares the onnxruntime namespace with nee's).
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
@@ -138,7 +138,8 @@ def ort_quantize_static(src, dst, samples, per_channel):
 
     quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=per_channel,
-                    op_types_to_quantize=list(QUANTIZED_OPS), calibrate_method=CalibrationMethod.MinMax)
+                    op_types_to_quantize=list(QUANTIZED_OPS), calibrate_method=CalibrationMethod.MinMax,
+                    extra_options={"ActivationSymmetric": symmetric})
 
 
 def qdq_view(path):
@@ -182,12 +183,12 @@ def quantize(case, dst, **kw):
 
 
 # (1) nee's quantizer against ONNX Runtime's on the same samples, MinMax.
-@pytest.mark.parametrize("per_channel", [False, True])
-def test_same_as_ort_quantizer(case, tmp_path, per_channel):
+@pytest.mark.parametrize("per_channel,symmetric", [(False, False), (True, False), (False, True)])
+def test_same_as_ort_quantizer(case, tmp_path, per_channel, symmetric):
     ours, theirs = tmp_path / "nee.onnx", tmp_path / "ort.onnx"
-    report = quantize(case, ours, per_channel=per_channel)
+    report = quantize(case, ours, per_channel=per_channel, symmetric_activations=symmetric)
     assert "quantized to int8 (static, QDQ)" in report
-    ort_quantize_static(case["src"], theirs, case["samples"], per_channel)
+    ort_quantize_static(case["src"], theirs, case["samples"], per_channel, symmetric)
     m_nee, v_nee = qdq_view(ours)
     m_ort, v_ort = qdq_view(theirs)
     assert Counter(n.op_type for n in m_nee.graph.node) == Counter(n.op_type for n in m_ort.graph.node)
@@ -219,7 +220,8 @@ def test_same_as_ort_quantizer(case, tmp_path, per_channel):
                 # b / (input_scale * weight_scale) lands on a rounding tie after float rounding.
                 assert xv.dtype == yv.dtype and xv.shape == yv.shape, (name, slot)
                 assert np.max(np.abs(xv.astype(np.int64) - yv.astype(np.int64))) <= (0 if xv.dtype == np.int8 else 1)
-    print(f"{case['name']} per_channel={per_channel}: largest relative scale difference {worst_scale:.2e}")
+    print(f"{case['name']} per_channel={per_channel} symmetric={symmetric}: largest relative scale difference "
+          f"{worst_scale:.2e}")
     # ONNX Runtime's outputs on the two models: within one output quantization step.
     step = output_step(ours)
     x = samples_for(case["shape"], 1, seed=99)[0]
