@@ -342,7 +342,9 @@ NEE_API nee_status_t nee_model_convert_opset(const char* in_path, const char* ou
  * before and after; truncated to `capacity`; out_length gets its full length). */
 typedef enum nee_quantize_flag_e {
   NEE_QUANTIZE_PER_CHANNEL = 1, /* dynamic: one weight scale per output column */
-  NEE_QUANTIZE_REDUCE_RANGE = 2 /* dynamic: 7-bit weights (no int16 saturation in u8s8 kernels without VNNI) */
+  NEE_QUANTIZE_REDUCE_RANGE = 2, /* dynamic: 7-bit weights (no int16 saturation in u8s8 kernels without VNNI) */
+  NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS = 4, /* static: activation ranges symmetric around 0 (zero point 128) */
+  NEE_QUANTIZE_PROGRESS = 8 /* static: a progress bar over the calibration samples on stderr (when a terminal) */
 } nee_quantize_flag_t;
 NEE_API nee_status_t nee_model_quantize(const char* in_path, const char* out_path, const char* mode,
                                         const char* const* exclude, size_t num_exclude, int32_t flags, char* report,
@@ -379,6 +381,22 @@ typedef struct nee_precision_options_t {
  * files: NEE_STATUS_INVALID_ARGUMENT / NEE_STATUS_IO_ERROR naming what. */
 NEE_API nee_status_t nee_model_compare_precision(const char* model_path, const char* reference_path,
                                                  const nee_precision_options_t* options, nee_value_t** out_report);
+
+/* Static int8 quantization in QDQ form (docs/quantization.md): runs the model on every sample of
+ * `calibration_dir` (one subfolder per sample holding, per graph input NAME at index i, NAME.npy,
+ * NAME.pb, input_<i>.pb or input_<i>.npy), computes each quantized activation's range with
+ * `calibrator` ("minmax", "percentile" or "entropy"; `percentile` in (50, 100] is used by
+ * "percentile" only) and
+ * writes Conv/MatMul/Gemm with QuantizeLinear/DequantizeLinear pairs (uint8 activations, int8
+ * symmetric weights, int32 biases), as ONNX Runtime's quantize_static(QDQ) does. `flags`:
+ * NEE_QUANTIZE_PER_CHANNEL, NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS, NEE_QUANTIZE_PROGRESS. Excluded nodes,
+ * the lineage record and the report as nee_model_quantize. A missing or empty folder, a sample
+ * missing an input, or an input of the wrong type or shape fail with NEE_STATUS_INVALID_ARGUMENT
+ * naming the sample and the input; nothing is written. */
+NEE_API nee_status_t nee_model_quantize_static(const char* in_path, const char* out_path, const char* calibration_dir,
+                                               const char* calibrator, double percentile, const char* const* exclude,
+                                               size_t num_exclude, int32_t flags, char* report, size_t capacity,
+                                               size_t* out_length);
 
 /* Profiling (see nee_session_options_set_profiling). end_profiling writes the
  * Chrome trace of the runs so far, stops profiling, and fills the trace's path

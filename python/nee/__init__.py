@@ -50,16 +50,32 @@ def convert_opset(in_path: str, out_path: str, opset: int) -> str:
 
 
 def quantize(in_path: str, out_path: str, mode: str = "dynamic", exclude=(), per_channel: bool = False,
-             reduce_range: bool = False) -> str:
+             reduce_range: bool = False, calibration=None, calibrator: str = "minmax",
+             percentile: float = 99.999, symmetric_activations: bool = False) -> str:
     """Writes a lower-precision copy of the model at in_path to out_path, as `nee quantize`
     (docs/quantization.md): mode "dynamic" quantizes MatMul/Gemm weights to int8 (symmetric; per
     output column with per_channel; 7-bit with reduce_range) with activations quantized at run time,
     "fp16" computes in float16 keeping float32 inputs and outputs. Nodes named in `exclude` are left
     as they are. The output is standard ONNX (ONNX Runtime runs it) with a lineage record. Returns
     the summary (nodes rewritten, weight bytes before and after). Raises InvalidArgument for a bad
-    mode or an excluded name that is no node, NoSuchFile/InvalidProtobuf for an unreadable model."""
+    mode or an excluded name that is no node, NoSuchFile/InvalidProtobuf for an unreadable model.
+    Mode "static" writes Conv/MatMul/Gemm in QDQ form from activation ranges calibrated on the
+    folder `calibration` (one subfolder per sample holding NAME.npy, NAME.pb, input_<i>.pb or
+    input_<i>.npy per graph input) with `calibrator` "minmax", "percentile" (`percentile`;
+    of |x| with symmetric_activations) or "entropy" (KL-divergence threshold, TensorRT's method).
+    """
     if isinstance(exclude, str):
         exclude = (exclude,)
+    if mode == "static":
+        if calibration is None:
+            raise InvalidArgument("mode 'static' needs calibration=DIR")
+        if reduce_range:
+            raise InvalidArgument("reduce_range applies to mode 'dynamic' only")
+        flags = (1 if per_channel else 0) | (4 if symmetric_activations else 0)
+        return _nee.quantize_static(str(in_path), str(out_path), str(calibration), str(calibrator),
+                                    float(percentile), [str(n) for n in exclude], flags)
+    if calibration is not None or symmetric_activations:
+        raise InvalidArgument("calibration and symmetric_activations apply to mode 'static' only")
     flags = (1 if per_channel else 0) | (2 if reduce_range else 0)
     return _nee.quantize(str(in_path), str(out_path), str(mode), [str(n) for n in exclude], flags)
 

@@ -556,6 +556,23 @@ NB_MODULE(_nee, m) {
           Check(nee_value_string_at(held.handle, 0, &bytes, &length));
           return std::string(bytes, length);
         });
+  m.def("quantize_static", [](const std::string& in_path, const std::string& out_path, const std::string& dir,
+                              const std::string& calibrator, double percentile, const std::vector<std::string>& exclude,
+                              int32_t flags) {
+    nee_status_t st;
+    std::vector<const char*> names;
+    for (const std::string& name : exclude) names.push_back(name.c_str());
+    std::string report(1 << 16, '\0');
+    size_t length = 0;
+    {
+      nb::gil_scoped_release release;
+      st = nee_model_quantize_static(in_path.c_str(), out_path.c_str(), dir.c_str(), calibrator.c_str(), percentile,
+                                     names.data(), names.size(), flags, report.data(), report.size(), &length);
+    }
+    Check(st);
+    report.resize(std::min(length, report.size() - 1));
+    return report;
+  });
   m.def("unpack", [](const Value& v) { return Unpack(v.handle); });
   nb::class_<RunOptions>(m, "RunOptions")
       .def(nb::init<>())

@@ -8,6 +8,7 @@
 #include "api/model_overrides.h"
 #include "exec/optimize_file.h"
 #include "opt/opset_convert.h"
+#include "exec/calibrate.h"
 #include "opt/quantize.h"
 #include "exec/precision.h"
 #include "exec/session.h"
@@ -713,6 +714,9 @@ nee_status_t nee_model_quantize(const char* in_path, const char* out_path, const
   return Guard([&]() -> nee_status_t {
     nee::Result<nee::QuantizeMode> parsed = nee::ParseQuantizeMode(mode);
     if (!parsed.ok()) return MakeStatus(parsed.status());
+    if (*parsed == nee::QuantizeMode::kStatic)
+      return Err(NEE_STATUS_INVALID_ARGUMENT,
+                 "static quantization needs calibration data: use nee_model_quantize_static");
     nee::QuantizeOptions options;
     options.mode = *parsed;
     for (size_t i = 0; i < num_exclude; ++i) {
@@ -774,6 +778,40 @@ nee_status_t nee_model_compare_precision(const char* model_path, const char* ref
     if (!t.ok()) return MakeStatus(t.status());
     t->data<std::string>()[0] = report->ToJson().Serialize(-1);
     *out_report = Wrap(nee::Value(std::move(t).value()));
+    return nullptr;
+  });
+}
+
+nee_status_t nee_model_quantize_static(const char* in_path, const char* out_path, const char* calibration_dir,
+                                       const char* calibrator, double percentile, const char* const* exclude,
+                                       size_t num_exclude, int32_t flags, char* report, size_t capacity,
+                                       size_t* out_length) {
+  if (!in_path) return NullArg("in_path");
+  if (!out_path) return NullArg("out_path");
+  if (!calibration_dir) return NullArg("calibration_dir");
+  if (!calibrator) return NullArg("calibrator");
+  if (num_exclude > 0 && !exclude) return NullArg("exclude");
+  if (flags & ~(NEE_QUANTIZE_PER_CHANNEL | NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS | NEE_QUANTIZE_PROGRESS))
+    return Err(NEE_STATUS_INVALID_ARGUMENT, ("unknown static quantize flags " + std::to_string(flags)).c_str());
+  return Guard([&]() -> nee_status_t {
+    nee::Result<nee::CalibrationMethod> method = nee::ParseCalibrationMethod(calibrator);
+    if (!method.ok()) return MakeStatus(method.status());
+    nee::QuantizeOptions options;
+    options.mode = nee::QuantizeMode::kStatic;
+    for (size_t i = 0; i < num_exclude; ++i) {
+      if (!exclude[i]) return NullArg(("exclude[" + std::to_string(i) + "]").c_str());
+      options.exclude.emplace_back(exclude[i]);
+    }
+    options.per_channel = (flags & NEE_QUANTIZE_PER_CHANNEL) != 0;
+    options.symmetric_activations = (flags & NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS) != 0;
+    nee::CalibrationOptions calibration;
+    calibration.dir = calibration_dir;
+    calibration.method = *method;
+    calibration.percentile = percentile;
+    calibration.progress = (flags & NEE_QUANTIZE_PROGRESS) != 0;
+    nee::Result<nee::QuantizeReport> r = nee::QuantizeStaticFile(in_path, out_path, options, calibration);
+    if (!r.ok()) return MakeStatus(r.status());
+    FillString(r->Text(), report, capacity, out_length);
     return nullptr;
   });
 }

@@ -42,15 +42,28 @@ Status CheckExcluded(const Graph& graph, const std::vector<std::string>& exclude
 Result<QuantizeMode> ParseQuantizeMode(const std::string& text) {
   if (text == "dynamic") return QuantizeMode::kDynamic;
   if (text == "fp16") return QuantizeMode::kFloat16;
-  return InvalidArgument("unknown quantization mode '" + text + "' (expected dynamic or fp16)");
+  if (text == "static") return QuantizeMode::kStatic;
+  return InvalidArgument("unknown quantization mode '" + text + "' (expected dynamic, static or fp16)");
 }
 
-const char* QuantizeModeName(QuantizeMode mode) { return mode == QuantizeMode::kDynamic ? "dynamic" : "fp16"; }
+const char* QuantizeModeName(QuantizeMode mode) {
+  switch (mode) {
+    case QuantizeMode::kDynamic:
+      return "dynamic";
+    case QuantizeMode::kStatic:
+      return "static";
+    case QuantizeMode::kFloat16:
+      break;
+  }
+  return "fp16";
+}
 
 std::string QuantizeReport::Text() const {
   std::string out;
   char line[256];
-  const char* verb = mode == QuantizeMode::kDynamic ? "quantized to int8 (dynamic)" : "computing in float16";
+  const char* verb = mode == QuantizeMode::kDynamic  ? "quantized to int8 (dynamic)"
+                     : mode == QuantizeMode::kStatic ? "quantized to int8 (static, QDQ)"
+                                                     : "computing in float16";
   std::snprintf(line, sizeof line, "%zu nodes %s, %zu left as they were\n", converted.size(), verb, skipped.size());
   out += line;
   constexpr size_t kListed = 40;  // the rest are counted (the lineage record lists every rewritten node)
@@ -84,6 +97,8 @@ Result<QuantizeReport> QuantizeModel(Model& model, const QuantizeOptions& option
   report.weight_bytes_before = InitializerBytes(model.graph);
   if (options.mode == QuantizeMode::kDynamic) {
     NEE_RETURN_IF_ERROR(quant::QuantizeDynamic(model, options, &report));
+  } else if (options.mode == QuantizeMode::kStatic) {
+    NEE_RETURN_IF_ERROR(quant::QuantizeStatic(model, options, &report));
   } else {
     NEE_RETURN_IF_ERROR(quant::ConvertToFloat16(model, options, &report));
   }
@@ -116,6 +131,24 @@ Result<QuantizeReport> QuantizeModelFile(const std::string& in_path, const std::
         .Set("per_channel", Json::Bool(options.per_channel))
         .Set("reduce_range", Json::Bool(options.reduce_range))
         .Set("op_types", Json::Array().Push(Json::String("MatMul")).Push(Json::String("Gemm")));
+  } else if (options.mode == QuantizeMode::kStatic) {
+    Json calibrator = Json::Object();
+    calibrator.Set("method", options.calibrator.empty() ? "given" : options.calibrator.c_str());
+    if (options.calibrator == "percentile") calibrator.Set("percentile", Json::Number(options.percentile));
+    if (options.calibrator == "percentile") calibrator.Set("bins", Json::Number(16384));
+    if (options.calibrator == "entropy") calibrator.Set("bins", Json::Number(2048));
+    params.Set("format", "QDQ")
+        .Set("weight_type", "int8")
+        .Set("activation_type", "uint8")
+        .Set("symmetric_weights", Json::Bool(true))
+        .Set("symmetric_activations", Json::Bool(options.symmetric_activations))
+        .Set("per_channel", Json::Bool(options.per_channel))
+        .Set("calibrator", std::move(calibrator))
+        .Set("calibration_samples", Json::Number(static_cast<double>(options.calibration_samples)))
+        .Set("op_types", Json::Array()
+                             .Push(Json::String("Conv"))
+                             .Push(Json::String("MatMul"))
+                             .Push(Json::String("Gemm")));
   } else {
     params.Set("keep_io_types", Json::Bool(true));
   }

@@ -1,4 +1,4 @@
-// `nee quantize IN -o OUT --mode dynamic|fp16`: a model rewritten to lower
+// `nee quantize IN -o OUT --mode dynamic|static|fp16`: a model rewritten to lower
 // precision, written back as a standard ONNX model (ai.onnx ops only) that
 // ONNX Runtime loads and runs too. docs/quantization.md describes the modes.
 //
@@ -12,6 +12,17 @@
 //       -> Cast(float) -> Mul(A_scale * W_scale) [-> Add(bias)]
 //     as ONNX Runtime's quantize_dynamic(weight_type=QInt8) writes it (one
 //     DynamicQuantizeLinear per distinct A). Everything else stays float32.
+//   static (quantize_static.cc; calibration in exec/calibrate.h): QDQ form,
+//     as ONNX Runtime's quantize_static(quant_format=QDQ, activation_type=
+//     QUInt8, weight_type=QInt8) writes it, for Conv, MatMul and Gemm: each
+//     float activation such a node reads or writes goes through a
+//     QuantizeLinear -> DequantizeLinear pair (uint8, scale and zero point
+//     from its calibrated range widened to include 0), constant weights are
+//     int8 symmetric initializers (per tensor, or per output channel) read
+//     through DequantizeLinear, and a constant bias of Conv/Gemm is int32
+//     with scale input_scale * weight_scale, read through DequantizeLinear.
+//     The ranges come in QuantizeOptions::ranges (plain data: src/opt does
+//     not run models).
 //   fp16 (quantize_fp16.cc): float32 initializers and computation become
 //     float16; the graph's inputs and outputs (and values a subgraph reads)
 //     keep float32 through Casts at the edges. A node stays float32 when its
@@ -24,6 +35,7 @@
 // Model-local functions are expanded first, as `nee optimize` does.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,9 +44,9 @@
 
 namespace nee {
 
-enum class QuantizeMode { kDynamic, kFloat16 };
+enum class QuantizeMode { kDynamic, kFloat16, kStatic };
 
-// "dynamic" / "fp16"; an InvalidArgument listing the modes otherwise.
+// "dynamic" / "static" / "fp16"; an InvalidArgument listing the modes otherwise.
 Result<QuantizeMode> ParseQuantizeMode(const std::string& text);
 const char* QuantizeModeName(QuantizeMode mode);
 
@@ -46,6 +58,19 @@ struct QuantizeOptions {
   bool per_channel = false;
   // dynamic: 7-bit weights in [-64, 64] (ONNX Runtime's reduce_range).
   bool reduce_range = false;
+  // static: the calibrated range of every activation the quantized nodes
+  // read or write (quant::StaticCalibrationTensors lists them); a node with
+  // an activation missing here is left in float (and listed as kept).
+  struct Range {
+    float min = 0, max = 0;
+  };
+  std::map<std::string, Range> ranges;
+  // static: activation range symmetric around 0 (zero point 128).
+  bool symmetric_activations = false;
+  // static, for the lineage record only: how the ranges were computed.
+  std::string calibrator;         // "minmax" / "percentile" / "entropy"
+  double percentile = 0;          // percentile: the percentile used
+  size_t calibration_samples = 0;
 };
 
 struct QuantizeReport {
@@ -77,6 +102,22 @@ namespace quant {
 // graph itself (types, constants) before rewriting it.
 Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeReport* report);
 Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+Status QuantizeStatic(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+// The float activations (graph inputs and node outputs, no initializers) that
+// static quantization of `model` would quantize under `options` (exclusions
+// applied; ranges ignored), in node order: what calibration must measure.
+// Expands the model's functions first (as QuantizeModel does).
+Result<std::vector<std::string>> StaticCalibrationTensors(Model& model, const QuantizeOptions& options);
+// Activation quantization parameters from a range, as ONNX Runtime's
+// compute_scale_zp computes them for uint8: the range widened to include 0
+// (and made symmetric with `symmetric`), scale = (max - min) / 255 in double
+// stored as float, zero point round_half_even(-min / scale) (128 when
+// symmetric); scale 1 and zero point 0 for an empty range.
+void ActivationScaleZeroPoint(float min, float max, bool symmetric, float* scale, uint8_t* zero_point);
+// Symmetric int8 quantization of a float32 tensor of any rank, per tensor
+// (axis < 0) or with one scale per index of `axis` (values in [-127, 127];
+// scale = max|w| / 127, 1 where the group is all 0). Fails on NaN/Inf.
+Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, Tensor* quantized, Tensor* scales);
 // Symmetric int8 quantization of a [K, N] float32 matrix (exposed for tests):
 // `scales` gets one value (per tensor) or N (per column); values in
 // [-qmax, qmax] with qmax 127 (or 64 with reduce_range). A scale is 1 where

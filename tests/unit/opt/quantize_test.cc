@@ -259,3 +259,141 @@ TEST(QuantizeFloat16, ExcludedAndFixedTypeInputsStayFloat) {
 
 }  // namespace
 }  // namespace nee
+
+namespace nee {
+namespace {
+
+using namespace opt_test;
+
+TEST(QuantizeStatic, ActivationParametersAsOrtComputesThem) {
+  float s = 0;
+  uint8_t z = 0;
+  quant::ActivationScaleZeroPoint(-1.0f, 3.0f, false, &s, &z);
+  EXPECT_EQ(s, static_cast<float>(4.0 / 255));
+  EXPECT_EQ(z, 64);  // round(1 / (4 / 255)) = round(63.75)
+  quant::ActivationScaleZeroPoint(0.5f, 2.0f, false, &s, &z);  // widened to [0, 2]
+  EXPECT_EQ(s, static_cast<float>(2.0 / 255));
+  EXPECT_EQ(z, 0);
+  quant::ActivationScaleZeroPoint(-2.0f, -1.0f, false, &s, &z);  // widened to [-2, 0]
+  EXPECT_EQ(z, 255);
+  quant::ActivationScaleZeroPoint(-1.0f, 3.0f, true, &s, &z);  // [-3, 3]
+  EXPECT_EQ(s, static_cast<float>(6.0 / 255));
+  EXPECT_EQ(z, 128);
+  quant::ActivationScaleZeroPoint(0.0f, 0.0f, false, &s, &z);
+  EXPECT_EQ(s, 1.0f);
+  EXPECT_EQ(z, 0);
+}
+
+TEST(QuantizeStatic, WeightsPerAxis) {
+  // [2, 1, 1, 2]: channel 0 max 2, channel 1 max 0.5.
+  Tensor w = Floats({2.0f, -1.0f, 0.25f, -0.5f}, {2, 1, 1, 2});
+  Tensor q, s;
+  ASSERT_TRUE(quant::QuantizeWeightsPerAxis(w, 0, &q, &s).ok());
+  ASSERT_EQ(s.dims(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(s.data<float>()[0], static_cast<float>(2.0 / 127));
+  EXPECT_EQ(s.data<float>()[1], static_cast<float>(0.5 / 127));
+  const std::vector<int8_t> want = {127, -64, 64, -127};  // -63.5 -> -64, 63.5 -> 64
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(q.data<int8_t>()[i], want[i]) << i;
+  ASSERT_TRUE(quant::QuantizeWeightsPerAxis(w, -1, &q, &s).ok());
+  EXPECT_EQ(s.rank(), 0);
+  EXPECT_EQ(q.data<int8_t>()[2], 16);  // 0.25 / (2 / 127) = 15.875
+  EXPECT_FALSE(quant::QuantizeWeightsPerAxis(Floats({1, NAN}, {2}), -1, &q, &s).ok());
+  EXPECT_FALSE(quant::QuantizeWeightsPerAxis(w, 4, &q, &s).ok());
+}
+
+// x[4,8] -> MatMul(W1) -> Relu -> Gemm(transB, C) -> y
+ModelBuilder StaticMlp() {
+  ModelBuilder b(13);
+  b.Input("x", ShapeFromDims({4, 8}))
+      .Init("W1", Random({8, 6}, 3))
+      .Init("W2t", Random({5, 6}, 4))
+      .Init("C", Random({5}, 5))
+      .Op("MatMul", {"x", "W1"}, {"h"})
+      .Op("Relu", {"h"}, {"r"})
+      .Op("Gemm", {"r", "W2t", "C"}, {"y"}, {IntAttr("transB", 1)})
+      .Output("y");
+  return b;
+}
+
+TEST(QuantizeStatic, WritesQdqPairsAndStaysClose) {
+  ModelBuilder b = StaticMlp();
+  Model m = b.model;
+  QuantizeOptions options;
+  options.mode = QuantizeMode::kStatic;
+  options.per_channel = true;
+  Model listed = b.model;
+  auto tensors = quant::StaticCalibrationTensors(listed, options);
+  ASSERT_TRUE(tensors.ok()) << tensors.status().ToString();
+  EXPECT_EQ(*tensors, (std::vector<std::string>{"x", "h", "r", "y"}));
+  // The ranges on the input used below (MinMax calibration on one sample).
+  const Tensor x = Random({4, 8}, 9);
+  for (const std::string& name : *tensors) {
+    Model probe = b.model;
+    probe.graph.outputs = {ValueInfo{name, TypeInfo::Tensor(DataType::kFloat), "", {}}};
+    const Tensor t = name == "x" ? x : RunAt(probe, {{"x", Value(x)}}, 0);
+    QuantizeOptions::Range range{t.data<float>()[0], t.data<float>()[0]};
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      range.min = std::min(range.min, t.data<float>()[i]);
+      range.max = std::max(range.max, t.data<float>()[i]);
+    }
+    options.ranges[name] = range;
+  }
+  auto r = QuantizeModel(m, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->converted, (std::vector<std::string>{"MatMul0", "Gemm2"}));
+  EXPECT_EQ(OpTypes(m), (Ops{"DequantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMul", "QuantizeLinear",
+                               "DequantizeLinear", "Relu", "QuantizeLinear", "DequantizeLinear", "DequantizeLinear",
+                               "DequantizeLinear", "Gemm", "QuantizeLinear", "DequantizeLinear"}));
+  // The graph output keeps its name, written by the last DequantizeLinear.
+  EXPECT_EQ(m.graph.nodes.back().outputs[0], "y");
+  EXPECT_EQ(FindInit(m, "W1"), nullptr);
+  EXPECT_EQ(FindInit(m, "C"), nullptr);
+  ASSERT_NE(FindInit(m, "C_quantized"), nullptr);
+  EXPECT_EQ(FindInit(m, "C_quantized")->tensor.dtype(), DataType::kInt32);
+  EXPECT_EQ(FindInit(m, "W1_scale")->tensor.dims(), (std::vector<int64_t>{6}));   // axis 1 of [K, N]
+  EXPECT_EQ(FindInit(m, "W2t_scale")->tensor.dims(), (std::vector<int64_t>{5}));  // axis 0 of transB's [N, K]
+
+  const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+  const Tensor got = RunAt(m, {{"x", Value(x)}}, 0);
+  float scale = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::fabs(want.data<float>()[i]));
+  for (int64_t i = 0; i < want.num_elements(); ++i)
+    EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 0.03f * scale) << i;
+  const Tensor fast = RunAt(m, {{"x", Value(x)}}, 99);
+  for (int64_t i = 0; i < want.num_elements(); ++i) EXPECT_NEAR(fast.data<float>()[i], got.data<float>()[i], 1e-4f);
+}
+
+TEST(QuantizeStatic, MissingRangesExclusionAndOpset) {
+  ModelBuilder b = StaticMlp();
+  QuantizeOptions options;
+  options.mode = QuantizeMode::kStatic;
+  options.exclude = {"Gemm2"};
+  options.ranges = {{"x", {-3, 3}}};  // no range for h: MatMul0 stays float
+  Model m = b.model;
+  auto r = QuantizeModel(m, options);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->converted.empty());
+  ASSERT_EQ(r->skipped.size(), 2u);
+  EXPECT_NE(r->skipped[0].find("no calibrated range for 'h'"), std::string::npos) << r->skipped[0];
+  EXPECT_NE(r->skipped[1].find("excluded"), std::string::npos);
+  EXPECT_EQ(OpTypes(m), (Ops{"MatMul", "Relu", "Gemm"}));
+
+  ModelBuilder old(12);
+  old.Input("x", ShapeFromDims({2, 3})).Init("W", Random({3, 2}, 1)).Op("MatMul", {"x", "W"}, {"y"}).Output("y");
+  options = QuantizeOptions();
+  options.mode = QuantizeMode::kStatic;
+  options.per_channel = true;
+  Model om = old.model;
+  auto st = QuantizeModel(om, options);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("opset 13"), std::string::npos) << st.status().message();
+  options.ranges = {{"x", {-1, 1}}, {"y", {-1, 1}}, {"bad", {1, -1}}};
+  options.per_channel = false;
+  om = old.model;
+  st = QuantizeModel(om, options);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("'bad'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace nee
