@@ -5,7 +5,6 @@
 // runs, and prints latency percentiles, throughput, the creation time and
 // the process's peak resident memory. A progress bar goes to stderr, only
 // when stderr is a terminal, so piped output stays clean.
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/progress_bar.h"
 #include "tools/cli_common.h"
 
 namespace nee_cli {
@@ -46,30 +46,9 @@ double PeakResidentBytes() {
   return -1;
 }
 
-// "[#######.............]  7/20 warmup" on one line of stderr, redrawn in place.
-class Progress {
- public:
-  Progress() : enabled_(isatty(STDERR_FILENO) == 1) {}
-  void Show(const char* phase, int64_t done, int64_t total) {
-    if (!enabled_ || total <= 0) return;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * done / total);
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld %s", std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total), phase);
-    std::fflush(stderr);
-  }
-  void Clear() {
-    if (enabled_) std::fprintf(stderr, "\r\033[K");
-  }
-
- private:
-  bool enabled_;
-};
-
 // Runs the model `count` times; the time of each run in ms.
 std::vector<double> TimeRuns(const neeapi::Session& session, const Feed& feed, int64_t count, const char* phase,
-                             Progress& progress) {
+                             nee::ProgressBar& progress) {
   std::vector<double> times;
   times.reserve(static_cast<size_t>(count));
   const auto view = feed.View();
@@ -107,7 +86,7 @@ int Bench(const Args& a) {
     feed.names.push_back(vi.name);
     feed.values.push_back(RandomInput(vi, a.dims, rng, a.batch));
   }
-  Progress progress;
+  nee::ProgressBar progress;
   TimeRuns(session, feed, a.warmup, "warmup", progress);
   std::vector<double> times = TimeRuns(session, feed, a.runs, "timed", progress);
   progress.Clear();

@@ -1,7 +1,6 @@
 // Calibration for static quantization (exec/calibrate.h).
 #include "exec/calibrate.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +11,7 @@
 #include <unordered_set>
 
 #include "base/mapped_file.h"
+#include "base/progress_bar.h"
 #include "format/npy.h"
 #include "format/onnx_reader.h"
 
@@ -23,28 +23,6 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kPercentileBins = 16384;
 constexpr int64_t kEntropyBins = 2048;
-
-// "[#######.............]  7/20 calibration" on one line of stderr, redrawn
-// in place (as `nee bench` draws its runs).
-class Progress {
- public:
-  explicit Progress(bool wanted) : enabled_(wanted && isatty(STDERR_FILENO) == 1) {}
-  void Show(const char* phase, int64_t done, int64_t total) {
-    if (!enabled_ || total <= 0) return;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * done / total);
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld %s", std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(kWidth - filled), '.').c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total), phase);
-    std::fflush(stderr);
-  }
-  ~Progress() {
-    if (enabled_) std::fprintf(stderr, "\r\033[K");
-  }
-
- private:
-  bool enabled_;
-};
 
 struct TensorStats {
   double min = std::numeric_limits<double>::infinity();
@@ -290,7 +268,7 @@ Result<CalibrationResult> Calibrate(Model model, const std::vector<std::string>&
   const bool absolute = options.symmetric || entropy;  // histograms of |x|
   const int passes = histogram ? 2 : 1;
   const int64_t total = static_cast<int64_t>(samples.size()) * passes;
-  Progress progress(options.progress);
+  ProgressBar progress(options.progress);
   int64_t done = 0;
   for (int pass = 0; pass < passes; ++pass) {
     if (pass == 1) {  // the histograms' extents from the first pass

@@ -292,13 +292,7 @@ Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeRep
     }
   }
   // The float weights (and pre-scaled biases' originals) nothing reads any more.
-  std::unordered_set<std::string> unused;
-  for (const std::string& name : replaced)
-    if (ed.Uses(name).empty() && !ed.IsPinned(name)) unused.insert(name);
-  ed.Commit();
-  auto& inits = model.graph.initializers;
-  inits.erase(std::remove_if(inits.begin(), inits.end(), [&](const Initializer& i) { return unused.count(i.name); }),
-              inits.end());
+  ed.CommitDroppingInitializers(replaced);
   return Status::Ok();
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 namespace nee::opt {
 
@@ -181,6 +182,17 @@ bool GraphEditor::Commit() {
   after_.clear();
   removed_.assign(graph_.nodes.size(), false);
   return true;
+}
+
+bool GraphEditor::CommitDroppingInitializers(const std::vector<std::string>& candidates) {
+  std::unordered_set<std::string> unused;
+  for (const std::string& name : candidates)
+    if (Uses(name).empty() && !IsPinned(name)) unused.insert(name);
+  const bool changed = Commit();
+  auto& inits = graph_.initializers;
+  inits.erase(std::remove_if(inits.begin(), inits.end(), [&](const Initializer& i) { return unused.count(i.name); }),
+              inits.end());
+  return changed || !unused.empty();
 }
 
 bool IsFloatWithRank(const TypeInfo* type) {

@@ -69,6 +69,9 @@ class GraphEditor {
 
   // Drops removed nodes; returns whether anything changed.
   bool Commit();
+  // Commit(), then drops the initializers among `candidates` that nothing
+  // reads any more (a rewrite's replaced weights); returns Commit()'s answer.
+  bool CommitDroppingInitializers(const std::vector<std::string>& candidates);
 
  private:
   void AddUse(const std::string& name, Use use);

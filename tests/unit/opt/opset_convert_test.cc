@@ -13,12 +13,6 @@ namespace {
 
 using namespace opt_test;
 
-std::vector<std::string> OpTypes(const Model& m) {
-  std::vector<std::string> ops;
-  for (const Node& n : m.graph.nodes) ops.push_back(n.op_type);
-  return ops;
-}
-
 TEST(OpsetConvert, SoftmaxAxisSemanticsUpAndDown) {
   // Softmax-11 at axis 1 of a rank-3 tensor normalizes over dims 1 and 2 together.
   ModelBuilder b(11);

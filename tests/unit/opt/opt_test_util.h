@@ -137,6 +137,13 @@ inline void AddIfReading(ModelBuilder& b, const std::string& captured, const std
 }
 
 // A float32 scalar (rank 0).
+// The op types of the main graph's nodes, in order.
+inline std::vector<std::string> OpTypes(const Model& m) {
+  std::vector<std::string> ops;
+  for (const Node& n : m.graph.nodes) ops.push_back(n.op_type);
+  return ops;
+}
+
 inline Tensor Scalar(float v) { return Tensor::FromVector(std::vector<float>{v}, {}); }
 
 // n floats uniform in [-3, 3), from a fixed seed.

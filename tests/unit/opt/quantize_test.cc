@@ -14,12 +14,6 @@ namespace {
 
 using namespace opt_test;
 
-std::vector<std::string> OpTypes(const Model& m) {
-  std::vector<std::string> ops;
-  for (const Node& n : m.graph.nodes) ops.push_back(n.op_type);
-  return ops;
-}
-
 const Initializer* FindInit(const Model& m, const std::string& name) {
   for (const Initializer& i : m.graph.initializers)
     if (i.name == name) return &i;
