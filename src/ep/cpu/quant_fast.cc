@@ -271,9 +271,69 @@ Status MatMulIntegerFast(KernelContext& ctx) {
   // A's zero point per row of each matrix, repeated over the batch.
   std::vector<int32_t> row_zp(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) row_zp[static_cast<size_t>(r)] = za[static_cast<size_t>((r % m) * za_stride)];
-  IgemmPackedA pa;
-  IgemmPackA(rows, k, a->raw_data(), k, a->dtype() == DataType::kInt8, row_zp.data(), 1, &pa);
-  Igemm(&ctx, pa, packed->view(), zb.data(), zb_stride, y.data<int32_t>(), n);
+  // Kept per thread: grown, never zero-filled again (IgemmPackA writes every element).
+  thread_local IgemmPackedA t_pa;
+  IgemmPackA(rows, k, a->raw_data(), k, a->dtype() == DataType::kInt8, row_zp.data(), 1, &t_pa);
+  Igemm(&ctx, t_pa, packed->view(), zb.data(), zb_stride, y.data<int32_t>(), n);
+  return Status::Ok();
+}
+
+// ---- MatMulIntegerToFloat (com.microsoft) ---------------------------------------
+
+// The integer product as MatMulInteger computes it (exact), dequantized in
+// the GEMM's tile epilogue while the tile is in L1 (IgemmFloatOut): the same
+// roundings as the reference (ops/quant_matmul.cc), so bitwise equal to it.
+Status MatMulIntegerToFloatFast(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
+  NEE_ASSIGN_OR_RETURN(const Tensor* a_scale, ctx.InputTensor(2));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b_scale, ctx.InputTensor(3));
+  if (!Is8Bit(a->dtype()) || !Is8Bit(b->dtype()) || a->rank() < 1 || b->rank() != 2) return RunReference(ctx);
+  const int64_t k = a->dims().back(), n = b->dim(1);
+  if (b->dim(0) != k || k == 0 || a_scale->dtype() != DataType::kFloat || a_scale->num_elements() != 1 ||
+      b_scale->dtype() != DataType::kFloat || (b_scale->num_elements() != 1 && b_scale->num_elements() != n))
+    return RunReference(ctx);
+  const Tensor* bias = nullptr;
+  if (ctx.has_input(6)) {
+    NEE_ASSIGN_OR_RETURN(bias, ctx.InputTensor(6));
+    if (bias->dtype() != DataType::kFloat || bias->rank() != 1 || bias->dim(0) != n) return RunReference(ctx);
+  }
+  std::vector<int32_t> za, zb;
+  int64_t za_stride = 0, zb_stride = 0;
+  if (!ReadZeroPoint(ctx, 4, a->dtype(), 1, false, za, za_stride) ||
+      !ReadZeroPoint(ctx, 5, b->dtype(), n, true, zb, zb_stride))
+    return RunReference(ctx);
+  std::vector<int64_t> out_dims(a->dims().begin(), a->dims().end() - 1);
+  out_dims.push_back(n);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
+  const int64_t rows = ProductOf(a->dims(), 0, a->dims().size() - 1);
+  if (rows == 0 || n == 0) return Status::Ok();
+  const bool b_signed = b->dtype() == DataType::kInt8;
+  std::shared_ptr<const IgemmPackedB> packed;
+  if (ctx.prepared() && ctx.input_is_constant(1)) {
+    auto built = ctx.prepared()->GetOrBuild<IgemmPackedB>(
+        {k, n, b_signed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const IgemmPackedB>> {
+          auto p = std::make_shared<const IgemmPackedB>(k, n, static_cast<const uint8_t*>(b->raw_data()), n, b_signed);
+          ctx.DropConstantInput(1);
+          return p;
+        });
+    if (built.ok()) packed = built.value();
+  }
+  if (!packed) packed = std::make_shared<const IgemmPackedB>(k, n, static_cast<const uint8_t*>(b->raw_data()), n, b_signed);
+  // The scale of each column: the float product a_scale * b_scale[j], as Mul computes it.
+  const float sa = a_scale->data<float>()[0];
+  const int64_t ns = b_scale->num_elements();
+  std::vector<float> scale(static_cast<size_t>(ns));
+  for (int64_t j = 0; j < ns; ++j) scale[static_cast<size_t>(j)] = sa * b_scale->data<float>()[j];
+  thread_local IgemmPackedA t_pa;
+  IgemmPackA(rows, k, a->raw_data(), k, a->dtype() == DataType::kInt8, za.data(), 0, &t_pa);
+  IgemmFloatOut fout;
+  fout.out = y.data<float>();
+  fout.ldo = n;
+  fout.scale = scale.data();
+  fout.scale_stride = ns == 1 ? 0 : 1;
+  fout.bias = bias ? bias->data<float>() : nullptr;
+  Igemm(&ctx, t_pa, packed->view(), zb.data(), zb_stride, nullptr, 0, &fout);
   return Status::Ok();
 }
 
