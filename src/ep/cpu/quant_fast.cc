@@ -337,6 +337,49 @@ Status MatMulIntegerToFloatFast(KernelContext& ctx) {
   return Status::Ok();
 }
 
+// ---- DequantizeLinear ------------------------------------------------------------
+
+namespace {
+
+// y = float(x - zero_point) * scale: x - zero_point is an exact integer of at
+// most 9 bits, so the float product rounds once, as the reference's double
+// product narrowed to float does.
+template <typename T>
+void Dequantize8(const T* x, int64_t n, int32_t zero_point, float scale, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zero_point) * scale;
+}
+
+}  // namespace
+
+// Per-tensor DequantizeLinear of 8-bit integers to float (a scalar scale and
+// zero point); everything else (per axis, blocked, other types, an
+// output_dtype) goes to the reference.
+Status DequantizeLinearFast(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* scale, ctx.InputTensor(1));
+  if (!Is8Bit(x->dtype()) || scale->dtype() != DataType::kFloat || scale->rank() != 0 ||
+      ctx.node().FindAttr("output_dtype") != nullptr || ctx.node().FindAttr("block_size") != nullptr)
+    return RunReference(ctx);
+  int32_t zero_point = 0;
+  if (ctx.has_input(2)) {
+    NEE_ASSIGN_OR_RETURN(const Tensor* zp, ctx.InputTensor(2));
+    if (zp->dtype() != x->dtype() || zp->rank() != 0) return RunReference(ctx);
+    zero_point = static_cast<int32_t>(ReadAsDouble(*zp, 0));
+  }
+  const float s = scale->data<float>()[0];
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x->dims()));
+  float* ys = y.data<float>();
+  const bool is_signed = x->dtype() == DataType::kInt8;
+  ctx.ParallelFor(x->num_elements(), 16384, [&](int64_t begin, int64_t end) {
+    if (is_signed) {
+      Dequantize8(x->data<int8_t>() + begin, end - begin, zero_point, s, ys + begin);
+    } else {
+      Dequantize8(x->data<uint8_t>() + begin, end - begin, zero_point, s, ys + begin);
+    }
+  });
+  return Status::Ok();
+}
+
 // ---- DynamicQuantizeLinear -------------------------------------------------------
 
 namespace {

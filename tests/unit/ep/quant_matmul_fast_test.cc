@@ -1,10 +1,11 @@
-// com.microsoft MatMulIntegerToFloat: the fast kernel (ep/cpu/quant_fast.cc, the integer GEMM
+// com.microsoft MatMulIntegerToFloat (and DequantizeLinear's per-tensor fast path): the fast kernel (ep/cpu/quant_fast.cc, the integer GEMM
 // with its float epilogue) against the reference kernel (ops/quant_matmul.cc), bitwise, on the
 // AVX2 and the portable GEMM, at one and two threads; the reference against the chain it stands
 // for (MatMulInteger, Cast, Mul, Add run by their own reference kernels); bad inputs reported.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -217,6 +218,47 @@ TEST_P(QuantMatMulFastTest, IgemmFloatEpilogueMatchesPlainSums) {
             const float expect = prod + bias[static_cast<size_t>(j)];
             ASSERT_EQ(out[static_cast<size_t>(i * n + j)], expect) << m << "x" << n << "x" << k << " at " << i << "," << j;
           }
+      }
+    }
+  }
+}
+
+// DequantizeLinear's per-tensor fast path against the reference, bitwise; per-axis scales,
+// odd types and bad inputs go to the reference (same result or the same error).
+TEST_P(QuantMatMulFastTest, DequantizeLinearMatchesReference) {
+  std::mt19937 rng(35);
+  struct DqCase {
+    DataType type;
+    std::vector<int64_t> dims;
+    std::vector<int64_t> scale_dims;
+    bool zp;
+    float scale;
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<DqCase> cases = {
+      {DataType::kUint8, {128, 768}, {}, true, 0.0173f}, {DataType::kInt8, {3, 5, 7}, {}, true, 1e-3f},
+      {DataType::kUint8, {17}, {}, false, 3.5f},         {DataType::kInt8, {0, 4}, {}, true, 0.5f},
+      {DataType::kUint8, {9}, {}, true, inf},            {DataType::kInt8, {4, 6}, {6}, true, 0.25f},  // per axis
+      {DataType::kUint8, {2, 3}, {1}, true, 0.25f},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const DqCase& c = cases[i];
+    std::vector<float> sv(static_cast<size_t>(Product(c.scale_dims)), c.scale);
+    std::vector<Value> in = {Value(Random8(c.type, c.dims, rng)), Value(Tensor::FromVector(sv, c.scale_dims))};
+    if (c.zp) in.push_back(Value(Random8(c.type, c.scale_dims, rng)));
+    Node node = testing::MakeNode("DequantizeLinear", in.size(), 1);
+    if (!c.scale_dims.empty()) node.attributes.push_back(testing::IntAttr("axis", static_cast<int64_t>(c.dims.size()) - 1));
+    for (int64_t opset : {13, 21}) {
+      auto ref = testing::RunOp(node, opset, in);
+      for (int threads : {1, 2}) {
+        std::vector<const Value*> ptrs;
+        for (const Value& v : in) ptrs.push_back(&v);
+        std::vector<Value> outputs(1);
+        ThreadPool pool(threads);
+        KernelContext ctx(node, opset, ptrs, &outputs, nullptr, &pool, nullptr);
+        Status st = cpu::DequantizeLinearFast(ctx);
+        ASSERT_EQ(st.ok(), ref.ok()) << "case " << i;
+        if (st.ok()) ExpectBitwise(outputs[0].tensor(), ref->outputs[0].tensor(), "dq case " + std::to_string(i));
       }
     }
   }
