@@ -1,6 +1,7 @@
 #include "ep/cpu/igemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "ep/cpu/sgemm.h"
@@ -236,7 +237,7 @@ __attribute__((target("avx2,fma"))) void TileAvx2Wide(const int16_t* a, const ui
 
 // The float epilogue of one row of a tile: float(v) * scale, then + bias, as
 // two roundings (no FMA: this function is not compiled for it).
-__attribute__((target("avx2"))) void FloatRowAvx2(const int32_t* v, int64_t cols, const float* scale,
+__attribute__((target("avx2"), noinline)) void FloatRowAvx2(const int32_t* v, int64_t cols, const float* scale,
                                                   const float* bias, float* out) {
   int64_t j = 0;
   for (; j + 8 <= cols; j += 8) {
@@ -546,5 +547,265 @@ void Igemm(const KernelContext* ctx, const IgemmPackedA& a, const IgemmB& b, con
 }
 
 const char* IgemmKernelName() { return UseAvx2() ? "avx2" : "portable"; }
+
+// ---- u8 x s8 ---------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kQuadBytesB = kIgemmCols * 4;  // one k quad of a B panel
+constexpr int64_t kQuadBytesA = kIgemmRows * 4;  // one k quad of an A panel
+
+// The raw sums of one tile over the same layouts, without SIMD (int32 wrap
+// like vpaddd; each pair's sum is exact in int16 as vpmaddubsw's is).
+void TileU8S8Portable(int64_t rows, const uint8_t* a, const int8_t* b, int64_t kquads, int32_t* s) {
+  uint32_t acc[kIgemmRows][kIgemmCols] = {};
+  for (int64_t p = 0; p < kquads; ++p) {
+    const uint8_t* ap = a + p * kQuadBytesA;
+    const int8_t* bp = b + p * kQuadBytesB;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < kIgemmCols; ++j) {
+        const int8_t* bj = bp + (j / 8) * 32 + (j % 8) * 4;
+        int32_t sum = 0;
+        for (int t = 0; t < 4; ++t) sum += static_cast<int32_t>(ap[r * 4 + t]) * bj[t];
+        acc[r][j] += static_cast<uint32_t>(sum);
+      }
+  }
+  for (int64_t r = 0; r < kIgemmRows; ++r)
+    for (int j = 0; j < kIgemmCols; ++j) s[r * kIgemmCols + j] = static_cast<int32_t>(acc[r][j]);
+}
+
+void FinishRowU8S8Portable(const int32_t* sums, int32_t row_term, int32_t za, const int32_t* zb,
+                           const int32_t* col_sums, int32_t* out) {
+  for (int j = 0; j < kIgemmCols; ++j)
+    out[j] = static_cast<int32_t>(static_cast<uint32_t>(sums[j]) -
+                                  static_cast<uint32_t>(zb[j]) * static_cast<uint32_t>(row_term) -
+                                  static_cast<uint32_t>(za) * static_cast<uint32_t>(col_sums[j]));
+}
+
+#ifdef NEE_IGEMM_X86
+// Raw sums S[r][j] = sum_k A[r][k] * B'[k][j] of one tile into s (kIgemmRows x kIgemmCols).
+// Per k quad and row: a broadcast of A's four bytes, vpmaddubsw against each
+// half of B's quad (exact int16 pair sums: see igemm.h), vpmaddwd by ones
+// adding the two pairs into int32, vpaddd.
+template <int kRows>
+__attribute__((target("avx2,fma"))) void TileU8S8Avx2(const uint8_t* a, const int8_t* b, int64_t kquads,
+                                                      int32_t* s) {
+  static_assert(kRows >= 1 && kRows <= 6, "up to six rows");
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t p = 0; p < kquads; ++p) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
+#define NEE_U8S8_ROW(r)                                                                        \
+  if constexpr (kRows > r) {                                                                   \
+    int32_t quad;                                                                              \
+    std::memcpy(&quad, a + 4 * r, sizeof quad);                                                \
+    const __m256i av = _mm256_set1_epi32(quad);                                                \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones)); \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones)); \
+    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                       \
+  }
+    NEE_U8S8_ROW(0)
+    NEE_U8S8_ROW(1)
+    NEE_U8S8_ROW(2)
+    NEE_U8S8_ROW(3)
+    NEE_U8S8_ROW(4)
+    NEE_U8S8_ROW(5)
+#undef NEE_U8S8_ROW
+    a += kQuadBytesA;
+    b += kQuadBytesB;
+  }
+#define NEE_U8S8_STORE(r, lo, hi)                                                \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kIgemmCols), lo);     \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kIgemmCols + 8), hi);
+  NEE_U8S8_STORE(0, c00, c01)
+  if constexpr (kRows > 1) { NEE_U8S8_STORE(1, c10, c11) }
+  if constexpr (kRows > 2) { NEE_U8S8_STORE(2, c20, c21) }
+  if constexpr (kRows > 3) { NEE_U8S8_STORE(3, c30, c31) }
+  if constexpr (kRows > 4) { NEE_U8S8_STORE(4, c40, c41) }
+  if constexpr (kRows > 5) { NEE_U8S8_STORE(5, c50, c51) }
+#undef NEE_U8S8_STORE
+}
+
+using TileU8S8Fn = void (*)(const uint8_t*, const int8_t*, int64_t, int32_t*);
+TileU8S8Fn SelectTileU8S8(int64_t rows) {
+  switch (rows) {
+    case 1: return TileU8S8Avx2<1>;
+    case 2: return TileU8S8Avx2<2>;
+    case 3: return TileU8S8Avx2<3>;
+    case 4: return TileU8S8Avx2<4>;
+    case 5: return TileU8S8Avx2<5>;
+    default: return TileU8S8Avx2<6>;
+  }
+}
+
+// One row of a tile from its raw sums: S - zb[j] * (row_sum - k * za) - za * col_sum[j], modulo 2^32.
+__attribute__((target("avx2,fma"), noinline)) void FinishRowU8S8(const int32_t* sums, int32_t row_term, int32_t za,
+                                                                 const int32_t* zb, const int32_t* col_sums,
+                                                                 int32_t* out) {
+  const __m256i t = _mm256_set1_epi32(row_term), z = _mm256_set1_epi32(za);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i sv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + 8 * h));
+    const __m256i zv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb + 8 * h));
+    const __m256i cs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col_sums + 8 * h));
+    const __m256i v = _mm256_sub_epi32(_mm256_sub_epi32(sv, _mm256_mullo_epi32(zv, t)), _mm256_mullo_epi32(z, cs));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * h), v);
+  }
+}
+#endif
+
+void U8S8Range(const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32_t* za, int64_t za_stride,
+               const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc, const IgemmFloatOut* fout,
+               int64_t row_panel_begin, int64_t row_panel_end, int64_t col_panel_begin, int64_t col_panel_end) {
+  const bool avx2 = UseAvx2();
+  const int64_t kquads = (a.k + 3) / 4;
+  for (int64_t q = col_panel_begin; q < col_panel_end; ++q) {
+    const int64_t j0 = q * kIgemmCols, cols = std::min(kIgemmCols, b.n - j0);
+    alignas(32) int32_t zero_points[kIgemmCols] = {}, col_sums[kIgemmCols] = {};
+    alignas(32) float scales[kIgemmCols] = {};
+    for (int64_t j = 0; j < cols; ++j) {
+      zero_points[j] = zb ? zb[(j0 + j) * zb_stride] : 0;
+      col_sums[j] = b.col_sums[static_cast<size_t>(j0 + j)];
+      if (fout) scales[j] = fout->scale[(j0 + j) * fout->scale_stride];
+    }
+    const float* bias = fout && fout->bias ? fout->bias + j0 : nullptr;
+    const int8_t* bp = b.data.data() + q * kquads * kQuadBytesB;
+    const auto* rem_begin = b.remainders.data() + b.remainder_begin[static_cast<size_t>(q)];
+    const auto* rem_end = b.remainders.data() + b.remainder_begin[static_cast<size_t>(q) + 1];
+    for (int64_t rp = row_panel_begin; rp < row_panel_end; ++rp) {
+      const int64_t i0 = rp * kIgemmRows, rows = std::min(kIgemmRows, a.m - i0);
+      const uint8_t* ap = a.data.data() + rp * kquads * kQuadBytesA;
+      alignas(32) int32_t sums[kIgemmRows * kIgemmCols];
+#ifdef NEE_IGEMM_X86
+      if (avx2) SelectTileU8S8(rows)(ap, bp, kquads, sums);
+#endif
+      if (!avx2) TileU8S8Portable(rows, ap, bp, kquads, sums);
+      // The clamped weights' remainders, as scalar products (wrapping like the sums).
+      for (const auto* e = rem_begin; e != rem_end; ++e) {
+        const uint8_t* av = ap + (e->k / 4) * kQuadBytesA + (e->k % 4);
+        for (int64_t r = 0; r < rows; ++r)
+          sums[r * kIgemmCols + e->j] = static_cast<int32_t>(static_cast<uint32_t>(sums[r * kIgemmCols + e->j]) +
+                                                             static_cast<uint32_t>(av[r * 4]) * static_cast<uint32_t>(e->r));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        const int32_t zai = za ? za[i * za_stride] : 0;
+        const int32_t row_term = static_cast<int32_t>(static_cast<uint32_t>(a.row_sums[static_cast<size_t>(i)]) -
+                                                      static_cast<uint32_t>(a.k) * static_cast<uint32_t>(zai));
+        alignas(32) int32_t v[kIgemmCols];
+#ifdef NEE_IGEMM_X86
+        if (avx2) {
+          FinishRowU8S8(sums + r * kIgemmCols, row_term, zai, zero_points, col_sums, v);
+          if (fout) FloatRowAvx2(v, cols, scales, bias, fout->out + i * fout->ldo + j0);
+        }
+#endif
+        if (!avx2) {
+          FinishRowU8S8Portable(sums + r * kIgemmCols, row_term, zai, zero_points, col_sums, v);
+          if (fout) FloatRowPortable(v, cols, scales, bias, fout->out + i * fout->ldo + j0);
+        }
+        if (!fout) std::memcpy(c + i * ldc + j0, v, static_cast<size_t>(cols) * sizeof(int32_t));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool IgemmU8S8Available() { return UseAvx2(); }
+
+void IgemmPackAU8(int64_t m, int64_t k, const uint8_t* a, int64_t lda, IgemmPackedAU8* out) {
+  const int64_t kquads = (k + 3) / 4;
+  const int64_t panels = (m + kIgemmRows - 1) / kIgemmRows;
+  out->m = m;
+  out->k = k;
+  out->data.resize(static_cast<size_t>(panels * kquads * kQuadBytesA));
+  out->row_sums.resize(static_cast<size_t>(panels * kIgemmRows));
+  for (int64_t q = 0; q < panels; ++q) {
+    const int64_t i0 = q * kIgemmRows, rows = std::min(kIgemmRows, m - i0);
+    uint8_t* panel = out->data.data() + q * kquads * kQuadBytesA;
+    for (int64_t r = 0; r < kIgemmRows; ++r) {
+      uint32_t sum = 0;
+      if (r < rows) {
+        const uint8_t* row = a + (i0 + r) * lda;
+        int64_t kk = 0;
+        for (; kk + 4 <= k; kk += 4) std::memcpy(panel + (kk / 4) * kQuadBytesA + r * 4, row + kk, 4);
+        if (kk < k) {
+          uint8_t tail[4] = {};
+          std::memcpy(tail, row + kk, static_cast<size_t>(k - kk));
+          std::memcpy(panel + (kk / 4) * kQuadBytesA + r * 4, tail, 4);
+        }
+        for (kk = 0; kk < k; ++kk) sum += row[kk];
+      } else {
+        for (int64_t p = 0; p < kquads; ++p) std::memset(panel + p * kQuadBytesA + r * 4, 0, 4);
+      }
+      out->row_sums[static_cast<size_t>(i0 + r)] = static_cast<int32_t>(sum);
+    }
+  }
+}
+
+bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max_remainder_fraction,
+                  IgemmPackedBS8* out) {
+  const int64_t kquads = (k + 3) / 4;
+  const int64_t panels = (n + kIgemmCols - 1) / kIgemmCols;
+  const int64_t pairs = (k + 1) / 2;
+  out->k = k;
+  out->n = n;
+  out->data.assign(static_cast<size_t>(panels * kquads * kQuadBytesB), 0);
+  out->col_sums.assign(static_cast<size_t>(n), 0);
+  out->remainder_begin.assign(static_cast<size_t>(panels + 1), 0);
+  out->remainders.clear();
+  const double limit = max_remainder_fraction * static_cast<double>(pairs) * static_cast<double>(n);
+  for (int64_t q = 0; q < panels; ++q) {
+    out->remainder_begin[static_cast<size_t>(q)] = static_cast<int64_t>(out->remainders.size());
+    for (int64_t jj = 0; jj < kIgemmCols && q * kIgemmCols + jj < n; ++jj) {
+      const int64_t j = q * kIgemmCols + jj;
+      int32_t col_sum = 0;
+      for (int64_t p = 0; p < pairs; ++p) {
+        const int64_t k0 = 2 * p, k1 = 2 * p + 1;
+        const int32_t b0 = b[k0 * ldb + j];
+        const int32_t b1 = k1 < k ? b[k1 * ldb + j] : 0;
+        col_sum += b0 + b1;
+        int32_t packed1 = b1;
+        // Same sign and |b0| + |b1| > 128: the pair could saturate; keep |b0| + |b1'| = 128.
+        const bool same_sign = (b0 > 0 && b1 > 0) || (b0 < 0 && b1 < 0);
+        if (same_sign && std::abs(b0) + std::abs(b1) > 128) {
+          packed1 = (b1 > 0 ? 1 : -1) * (128 - std::abs(b0));
+          out->remainders.push_back({static_cast<int32_t>(k1), static_cast<int32_t>(jj), b1 - packed1});
+          if (static_cast<double>(out->remainders.size()) > limit) return false;
+        }
+        int8_t* d = out->data.data() + (q * kquads + k0 / 4) * kQuadBytesB + (jj / 8) * 32 + (jj % 8) * 4 + (k0 % 4);
+        d[0] = static_cast<int8_t>(b0);
+        d[1] = static_cast<int8_t>(packed1);
+      }
+      out->col_sums[static_cast<size_t>(j)] = col_sum;
+    }
+  }
+  out->remainder_begin[static_cast<size_t>(panels)] = static_cast<int64_t>(out->remainders.size());
+  return true;
+}
+
+void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32_t* za,
+               int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
+               const IgemmFloatOut* fout) {
+  const int64_t row_panels = (a.m + kIgemmRows - 1) / kIgemmRows;
+  const int64_t col_panels = (b.n + kIgemmCols - 1) / kIgemmCols;
+  if (row_panels == 0 || col_panels == 0) return;
+  if (!ctx || !ctx->pool()) {
+    U8S8Range(a, b, za, za_stride, zb, zb_stride, c, ldc, fout, 0, row_panels, 0, col_panels);
+    return;
+  }
+  const int64_t work_per_panel = std::max<int64_t>(1, a.m * a.k * kIgemmCols);
+  const int64_t min_panels = std::max<int64_t>(1, 65536 / work_per_panel);
+  if (col_panels >= 2 * min_panels || row_panels == 1) {
+    ctx->ParallelFor(col_panels, min_panels, [&](int64_t begin, int64_t end) {
+      U8S8Range(a, b, za, za_stride, zb, zb_stride, c, ldc, fout, 0, row_panels, begin, end);
+    });
+  } else {
+    ctx->ParallelFor(row_panels, 1, [&](int64_t begin, int64_t end) {
+      U8S8Range(a, b, za, za_stride, zb, zb_stride, c, ldc, fout, begin, end, 0, col_panels);
+    });
+  }
+}
 
 }  // namespace nee::cpu

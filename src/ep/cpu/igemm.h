@@ -122,3 +122,53 @@ void Igemm(const KernelContext* ctx, const IgemmPackedA& a, const IgemmB& b, con
 const char* IgemmKernelName();
 
 }  // namespace nee::cpu
+
+namespace nee::cpu {
+
+// ---- u8 x s8 by vpmaddubsw, exact ------------------------------------------------
+//
+// vpmaddubsw multiplies unsigned bytes by signed bytes and adds each pair of
+// products into int16 with saturation; with A's bytes in [0, 255] a pair
+// (b0, b1) of B saturates only when both have one sign and |b0| + |b1| > 128
+// (255 * 128 = 32640 fits). Such pairs are rare in quantized weights (0.04% of
+// BERT's), so B is packed with the second weight of each such pair clamped to
+// |b0| + |b1| = 128 and the remainder kept in a short list per column panel,
+// added to the tile's sums as scalar products before they leave it: the
+// result is exact. Per 32 multiply-adds this is vpmaddubsw, vpmaddwd by ones
+// and vpaddd (three ops) instead of two vpmaddwd and two vpaddd. Used for
+// uint8 A (DynamicQuantizeLinear's output) times a constant int8 B whose
+// remainders are few (IgemmPackU8S8 declines otherwise).
+
+// A (m x k, uint8, row-major): panels of kIgemmRows rows, each [k quads][rows][4] bytes, zero padded; the
+// raw row sums (sum_k A[i][k]).
+struct IgemmPackedAU8 {
+  int64_t m = 0, k = 0;
+  std::vector<uint8_t> data;
+  std::vector<int32_t> row_sums;
+};
+void IgemmPackAU8(int64_t m, int64_t k, const uint8_t* a, int64_t lda, IgemmPackedAU8* out);
+
+struct IgemmPackedBS8 {
+  struct Remainder {
+    int32_t k;  // row of B
+    int32_t j;  // column within its panel
+    int32_t r;  // B[k][j] minus the packed value
+  };
+  int64_t k = 0, n = 0;
+  std::vector<int8_t> data;                  // panels of kIgemmCols columns: [k quads][2 halves][8 columns][4]
+  std::vector<int32_t> col_sums;             // sum_k B[k][j] (the original values)
+  std::vector<int64_t> remainder_begin;      // per column panel, into remainders (panels + 1)
+  std::vector<Remainder> remainders;
+};
+// Packs int8 B (k x n); false (nothing usable) when more than max_remainder_fraction of B's pairs overflow.
+bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max_remainder_fraction,
+                  IgemmPackedBS8* out);
+// Whether the u8 x s8 kernel runs on this machine now (AVX2, not forced portable).
+bool IgemmU8S8Available();
+// C = (A - za[i]) (B - zb[j]) over the context's threads, as Igemm (int32 C, or fout's float epilogue);
+// za[i * za_stride], zb[j * zb_stride].
+void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32_t* za,
+               int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
+               const IgemmFloatOut* fout = nullptr);
+
+}  // namespace nee::cpu

@@ -233,6 +233,65 @@ Status ConvIntegerFast(KernelContext& ctx) {
 
 // ---- MatMulInteger -------------------------------------------------------------
 
+namespace {
+
+// A constant B packed once: for uint8 A times int8 B on AVX2, for the u8 x s8
+// kernel when few of its pairs need a remainder (igemm.h); otherwise widened.
+struct QuantWeights {
+  std::unique_ptr<IgemmPackedBS8> s8;
+  std::unique_ptr<IgemmPackedB> wide;
+};
+
+// At most 0.2% of the pairs with a remainder: each costs about 20-40 times a
+// packed pair, so this bounds their share of the work to a few percent.
+constexpr double kMaxRemainderFraction = 0.002;
+
+std::shared_ptr<const QuantWeights> PackQuantWeights(const Tensor& b, int64_t k, int64_t n, bool a_unsigned) {
+  auto w = std::make_shared<QuantWeights>();
+  const bool b_signed = b.dtype() == DataType::kInt8;
+  if (a_unsigned && b_signed && IgemmU8S8Available()) {
+    auto s8 = std::make_unique<IgemmPackedBS8>();
+    if (IgemmPackBS8(k, n, static_cast<const int8_t*>(b.raw_data()), n, kMaxRemainderFraction, s8.get()))
+      w->s8 = std::move(s8);
+  }
+  if (!w->s8) w->wide = std::make_unique<IgemmPackedB>(k, n, static_cast<const uint8_t*>(b.raw_data()), n, b_signed);
+  return w;
+}
+
+// B (input 1, [k, n]) packed, once per session when constant.
+std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, const Tensor& b, int64_t k, int64_t n,
+                                                    bool a_unsigned) {
+  if (ctx.prepared() && ctx.input_is_constant(1)) {
+    auto built = ctx.prepared()->GetOrBuild<QuantWeights>(
+        {k, n, b.dtype() == DataType::kInt8 ? 1 : 0, a_unsigned ? 1 : 0},
+        [&]() -> Result<std::shared_ptr<const QuantWeights>> {
+          auto p = PackQuantWeights(b, k, n, a_unsigned);
+          ctx.DropConstantInput(1);
+          return p;
+        });
+    if (built.ok()) return built.value();
+  }
+  return PackQuantWeights(b, k, n, a_unsigned);
+}
+
+// C = (A - za) (B - zb) for A [rows, k] (row-major), into int32 c or through fout.
+void QuantProduct(KernelContext& ctx, const Tensor& a, int64_t rows, int64_t k, const QuantWeights& w,
+                  const int32_t* za, int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
+                  const IgemmFloatOut* fout) {
+  if (w.s8) {
+    thread_local IgemmPackedAU8 t_a8;
+    IgemmPackAU8(rows, k, static_cast<const uint8_t*>(a.raw_data()), k, &t_a8);
+    IgemmU8S8(&ctx, t_a8, *w.s8, za, za_stride, zb, zb_stride, c, ldc, fout);
+    return;
+  }
+  // Kept per thread: grown, never zero-filled again (IgemmPackA writes every element).
+  thread_local IgemmPackedA t_pa;
+  IgemmPackA(rows, k, a.raw_data(), k, a.dtype() == DataType::kInt8, za, za_stride, &t_pa);
+  Igemm(&ctx, t_pa, w.wide->view(), zb, zb_stride, c, ldc, fout);
+}
+
+}  // namespace
+
 Status MatMulIntegerFast(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
@@ -256,25 +315,12 @@ Status MatMulIntegerFast(KernelContext& ctx) {
     std::fill(y.data<int32_t>(), y.data<int32_t>() + rows * n, 0);
     return Status::Ok();
   }
-  const bool b_signed = b->dtype() == DataType::kInt8;
-  std::shared_ptr<const IgemmPackedB> packed;
-  if (ctx.prepared() && ctx.input_is_constant(1)) {
-    auto built = ctx.prepared()->GetOrBuild<IgemmPackedB>(
-        {k, n, b_signed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const IgemmPackedB>> {
-          auto p = std::make_shared<const IgemmPackedB>(k, n, static_cast<const uint8_t*>(b->raw_data()), n, b_signed);
-          ctx.DropConstantInput(1);
-          return p;
-        });
-    if (built.ok()) packed = built.value();
-  }
-  if (!packed) packed = std::make_shared<const IgemmPackedB>(k, n, static_cast<const uint8_t*>(b->raw_data()), n, b_signed);
+  const bool a_unsigned = a->dtype() == DataType::kUint8;
+  std::shared_ptr<const QuantWeights> w = GetQuantWeights(ctx, *b, k, n, a_unsigned);
   // A's zero point per row of each matrix, repeated over the batch.
   std::vector<int32_t> row_zp(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) row_zp[static_cast<size_t>(r)] = za[static_cast<size_t>((r % m) * za_stride)];
-  // Kept per thread: grown, never zero-filled again (IgemmPackA writes every element).
-  thread_local IgemmPackedA t_pa;
-  IgemmPackA(rows, k, a->raw_data(), k, a->dtype() == DataType::kInt8, row_zp.data(), 1, &t_pa);
-  Igemm(&ctx, t_pa, packed->view(), zb.data(), zb_stride, y.data<int32_t>(), n);
+  QuantProduct(ctx, *a, rows, k, *w, row_zp.data(), 1, zb.data(), zb_stride, y.data<int32_t>(), n, nullptr);
   return Status::Ok();
 }
 
@@ -308,32 +354,19 @@ Status MatMulIntegerToFloatFast(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
   const int64_t rows = ProductOf(a->dims(), 0, a->dims().size() - 1);
   if (rows == 0 || n == 0) return Status::Ok();
-  const bool b_signed = b->dtype() == DataType::kInt8;
-  std::shared_ptr<const IgemmPackedB> packed;
-  if (ctx.prepared() && ctx.input_is_constant(1)) {
-    auto built = ctx.prepared()->GetOrBuild<IgemmPackedB>(
-        {k, n, b_signed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const IgemmPackedB>> {
-          auto p = std::make_shared<const IgemmPackedB>(k, n, static_cast<const uint8_t*>(b->raw_data()), n, b_signed);
-          ctx.DropConstantInput(1);
-          return p;
-        });
-    if (built.ok()) packed = built.value();
-  }
-  if (!packed) packed = std::make_shared<const IgemmPackedB>(k, n, static_cast<const uint8_t*>(b->raw_data()), n, b_signed);
+  std::shared_ptr<const QuantWeights> w = GetQuantWeights(ctx, *b, k, n, a->dtype() == DataType::kUint8);
   // The scale of each column: the float product a_scale * b_scale[j], as Mul computes it.
   const float sa = a_scale->data<float>()[0];
   const int64_t ns = b_scale->num_elements();
   std::vector<float> scale(static_cast<size_t>(ns));
   for (int64_t j = 0; j < ns; ++j) scale[static_cast<size_t>(j)] = sa * b_scale->data<float>()[j];
-  thread_local IgemmPackedA t_pa;
-  IgemmPackA(rows, k, a->raw_data(), k, a->dtype() == DataType::kInt8, za.data(), 0, &t_pa);
   IgemmFloatOut fout;
   fout.out = y.data<float>();
   fout.ldo = n;
   fout.scale = scale.data();
   fout.scale_stride = ns == 1 ? 0 : 1;
   fout.bias = bias ? bias->data<float>() : nullptr;
-  Igemm(&ctx, t_pa, packed->view(), zb.data(), zb_stride, nullptr, 0, &fout);
+  QuantProduct(ctx, *a, rows, k, *w, za.data(), 0, zb.data(), zb_stride, nullptr, 0, &fout);
   return Status::Ok();
 }
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <array>
 #include <limits>
 #include <random>
 #include <string>
@@ -73,12 +74,22 @@ struct Case {
   int b_zp = 1;      // 0: none, 1: one, 2: per column
   bool b_scale_per_column = false;
   bool bias = true;
+  bool small_b = false;  // int8 B mostly in [-60, 60] with a few +-127: the u8 x s8 kernel, with remainders
 };
+
+// int8 weights as quantized layers have them: small, a few at the extremes (pairs that need a remainder).
+Tensor SmallWeights(const std::vector<int64_t>& dims, std::mt19937& rng) {
+  std::uniform_int_distribution<int> dist(-60, 60), pick(0, 999);
+  std::vector<int8_t> v(static_cast<size_t>(Product(dims)));
+  for (auto& e : v) e = static_cast<int8_t>(pick(rng) == 0 ? (dist(rng) < 0 ? -127 : 127) : dist(rng));
+  return Tensor::FromVector(v, dims);
+}
 
 // The inputs of one case: A, B, a_scale, b_scale, a_zp?, b_zp?, bias? ("" slots empty values).
 std::vector<Value> MakeInputs(const Case& c, std::mt19937& rng) {
   const int64_t k = c.a_dims.back();
-  std::vector<Value> in = {Value(Random8(c.at, c.a_dims, rng)), Value(Random8(c.bt, {k, c.n}, rng)),
+  std::vector<Value> in = {Value(Random8(c.at, c.a_dims, rng)),
+                           Value(c.small_b ? SmallWeights({k, c.n}, rng) : Random8(c.bt, {k, c.n}, rng)),
                            Value(RandomFloat({}, 0.001f, 0.05f, rng)),
                            Value(RandomFloat(c.b_scale_per_column ? std::vector<int64_t>{c.n} : std::vector<int64_t>{},
                                              0.001f, 0.05f, rng))};
@@ -109,6 +120,11 @@ TEST_P(QuantMatMulFastTest, MatchesReferenceBitwise) {
       {{0, 8}, 4},                                    // no rows
       {{3, 8}, 0, u8, s8, true, 1, false, false},     // no columns
       {{4, 0}, 3},                                    // k = 0: sums are 0, the reference's
+      // The u8 x s8 kernel (uint8 A, int8 B with few overflowing pairs), remainders included.
+      {{128, 768}, 768, u8, s8, true, 1, false, true, true},
+      {{13, 67}, 35, u8, s8, true, 2, true, true, true},
+      {{1, 5}, 17, u8, s8, false, 0, false, false, true},
+      {{2, 7, 30}, 16, u8, s8, true, 2, true, true, true},
   };
   std::mt19937 rng(31);
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -174,6 +190,63 @@ TEST_P(QuantMatMulFastTest, BadInputsAreReported) {
   in = MakeInputs(c, rng);
   in[1] = Value(Random8(DataType::kInt8, {2, 8, 5}, rng));  // batched B
   expect_error(in, "batched B");
+}
+
+// The u8 x s8 GEMM against plain sums: full-range int8 B (so many pairs take the remainder path,
+// IgemmPackBS8 told to accept them all), per-row and per-column zero points, the panel edges.
+TEST_P(QuantMatMulFastTest, IgemmU8S8MatchesPlainSums) {
+  std::mt19937 rng(36);
+  for (int64_t m : {1, 5, 6, 7, 13}) {
+    for (int64_t n : {1, 15, 16, 17, 40}) {
+      for (int64_t k : {1, 2, 3, 5, 31, 64}) {
+        Tensor a = Random8(DataType::kUint8, {m, k}, rng);
+        Tensor b = Random8(DataType::kInt8, {k, n}, rng);
+        std::vector<int32_t> za(static_cast<size_t>(m)), zb(static_cast<size_t>(n));
+        for (auto& z : za) z = static_cast<int32_t>(rng() % 256);
+        for (auto& z : zb) z = static_cast<int32_t>(rng() % 256) - 128;
+        cpu::IgemmPackedAU8 pa;
+        cpu::IgemmPackAU8(m, k, static_cast<const uint8_t*>(a.raw_data()), k, &pa);
+        cpu::IgemmPackedBS8 pb;
+        ASSERT_TRUE(cpu::IgemmPackBS8(k, n, static_cast<const int8_t*>(b.raw_data()), n, 1.0, &pb));
+        std::vector<int32_t> c(static_cast<size_t>(m * n));
+        cpu::IgemmU8S8(nullptr, pa, pb, za.data(), 1, zb.data(), 1, c.data(), n);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t want = 0;
+            for (int64_t p = 0; p < k; ++p)
+              want += (a.data<uint8_t>()[i * k + p] - za[static_cast<size_t>(i)]) *
+                      (b.data<int8_t>()[p * n + j] - zb[static_cast<size_t>(j)]);
+            ASSERT_EQ(c[static_cast<size_t>(i * n + j)], static_cast<int32_t>(want))
+                << m << "x" << n << "x" << k << " at " << i << "," << j;
+          }
+      }
+    }
+  }
+  // Too many remainders for the given share: declined.
+  Tensor b = Random8(DataType::kInt8, {64, 64}, rng);
+  cpu::IgemmPackedBS8 pb;
+  EXPECT_FALSE(cpu::IgemmPackBS8(64, 64, static_cast<const int8_t*>(b.raw_data()), 64, 0.002, &pb));
+}
+
+// MatMulInteger through the u8 x s8 kernel (small weights) against the reference.
+TEST_P(QuantMatMulFastTest, MatMulIntegerU8S8MatchesReference) {
+  std::mt19937 rng(37);
+  for (auto [m, k, n] : {std::array<int64_t, 3>{128, 768, 64}, {7, 33, 19}, {1, 4, 16}}) {
+    std::vector<Value> in = {Value(Random8(DataType::kUint8, {m, k}, rng)), Value(SmallWeights({k, n}, rng)),
+                             Value(Random8(DataType::kUint8, {m}, rng)), Value(Random8(DataType::kInt8, {n}, rng))};
+    Node node = testing::MakeNode("MatMulInteger", 4, 1);
+    auto ref = testing::RunOp(node, 10, in);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    for (int threads : {1, 2}) {
+      std::vector<const Value*> ptrs;
+      for (const Value& v : in) ptrs.push_back(&v);
+      std::vector<Value> outputs(1);
+      ThreadPool pool(threads);
+      KernelContext ctx(node, 10, ptrs, &outputs, nullptr, &pool, nullptr);
+      ASSERT_TRUE(cpu::MatMulIntegerFast(ctx).ok());
+      ExpectBitwise(outputs[0].tensor(), ref->outputs[0].tensor(), "u8s8 matmul");
+    }
+  }
 }
 
 // Widened B (IgemmPackedB) and the float epilogue against plain sums, around the panel edges.
