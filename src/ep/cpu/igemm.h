@@ -137,7 +137,7 @@ namespace nee::cpu {
 // result is exact. Per 32 multiply-adds this is vpmaddubsw, vpmaddwd by ones
 // and vpaddd (three ops) instead of two vpmaddwd and two vpaddd. Used for
 // uint8 A (DynamicQuantizeLinear's output) times a constant int8 B whose
-// remainders are few (IgemmPackU8S8 declines otherwise).
+// remainders are few (IgemmPackBS8 declines otherwise).
 
 // A (m x k, uint8, row-major): panels of kIgemmRows rows, each [k quads][rows][4] bytes, zero padded; the
 // raw row sums (sum_k A[i][k]).
