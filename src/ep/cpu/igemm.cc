@@ -756,30 +756,39 @@ bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max
   out->remainder_begin.assign(static_cast<size_t>(panels + 1), 0);
   out->remainders.clear();
   const double limit = max_remainder_fraction * static_cast<double>(pairs) * static_cast<double>(n);
+  // Row pairs in order (B read row by row); the remainders gathered per column panel.
+  std::vector<std::vector<IgemmPackedBS8::Remainder>> per_panel(static_cast<size_t>(panels));
+  size_t count = 0;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t k0 = 2 * p, k1 = 2 * p + 1;
+    const int8_t* row0 = b + k0 * ldb;
+    const int8_t* row1 = k1 < k ? b + k1 * ldb : nullptr;
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t b0 = row0[j];
+      const int32_t b1 = row1 ? row1[j] : 0;
+      int32_t& col_sum = out->col_sums[static_cast<size_t>(j)];
+      col_sum = static_cast<int32_t>(static_cast<uint32_t>(col_sum) + static_cast<uint32_t>(b0 + b1));
+      const int64_t q = j / kIgemmCols, jj = j % kIgemmCols;
+      int32_t packed1 = b1;
+      // |b0| + |b1| > 128 and one sign (both are then nonzero): the pair could
+      // saturate; keep |b0| + |b1'| = 128. The rare magnitude test first, so
+      // that the branch on the signs (random) is seldom taken.
+      if (std::abs(b0) + std::abs(b1) > 128 && (b0 ^ b1) >= 0) {
+        packed1 = (b1 > 0 ? 1 : -1) * (128 - std::abs(b0));
+        per_panel[static_cast<size_t>(q)].push_back(
+            {static_cast<int32_t>(k1), static_cast<int32_t>(jj), b1 - packed1});
+        if (static_cast<double>(++count) > limit) return false;
+      }
+      int8_t* d = out->data.data() + (q * kquads + k0 / 4) * kQuadBytesB + (jj / 8) * 32 + (jj % 8) * 4 + (k0 % 4);
+      d[0] = static_cast<int8_t>(b0);
+      d[1] = static_cast<int8_t>(packed1);
+    }
+  }
+  out->remainders.reserve(count);
   for (int64_t q = 0; q < panels; ++q) {
     out->remainder_begin[static_cast<size_t>(q)] = static_cast<int64_t>(out->remainders.size());
-    for (int64_t jj = 0; jj < kIgemmCols && q * kIgemmCols + jj < n; ++jj) {
-      const int64_t j = q * kIgemmCols + jj;
-      int32_t col_sum = 0;
-      for (int64_t p = 0; p < pairs; ++p) {
-        const int64_t k0 = 2 * p, k1 = 2 * p + 1;
-        const int32_t b0 = b[k0 * ldb + j];
-        const int32_t b1 = k1 < k ? b[k1 * ldb + j] : 0;
-        col_sum += b0 + b1;
-        int32_t packed1 = b1;
-        // Same sign and |b0| + |b1| > 128: the pair could saturate; keep |b0| + |b1'| = 128.
-        const bool same_sign = (b0 > 0 && b1 > 0) || (b0 < 0 && b1 < 0);
-        if (same_sign && std::abs(b0) + std::abs(b1) > 128) {
-          packed1 = (b1 > 0 ? 1 : -1) * (128 - std::abs(b0));
-          out->remainders.push_back({static_cast<int32_t>(k1), static_cast<int32_t>(jj), b1 - packed1});
-          if (static_cast<double>(out->remainders.size()) > limit) return false;
-        }
-        int8_t* d = out->data.data() + (q * kquads + k0 / 4) * kQuadBytesB + (jj / 8) * 32 + (jj % 8) * 4 + (k0 % 4);
-        d[0] = static_cast<int8_t>(b0);
-        d[1] = static_cast<int8_t>(packed1);
-      }
-      out->col_sums[static_cast<size_t>(j)] = col_sum;
-    }
+    out->remainders.insert(out->remainders.end(), per_panel[static_cast<size_t>(q)].begin(),
+                           per_panel[static_cast<size_t>(q)].end());
   }
   out->remainder_begin[static_cast<size_t>(panels)] = static_cast<int64_t>(out->remainders.size());
   return true;
