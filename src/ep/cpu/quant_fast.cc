@@ -514,7 +514,26 @@ Status DynamicQuantizeLinearFast(KernelContext& ctx) {
   const float* xs = x->data<float>();
   const int64_t n = x->num_elements();
   float max_x = 0, min_x = 0;
-  QuantizeRange(xs, n, min_x, max_x);
+  // The range by blocks over the threads, then the blocks' ranges in order:
+  // max and min are exact and each block starts from [0, 0] as the whole
+  // does, so this is the serial scan's result (NaNs skipped, +0 kept over -0).
+  constexpr int64_t kRangeBlock = 32768;
+  const int64_t blocks = (n + kRangeBlock - 1) / kRangeBlock;
+  if (blocks > 1 && ctx.pool()) {
+    std::vector<float> block_lo(static_cast<size_t>(blocks), 0.0f), block_hi(static_cast<size_t>(blocks), 0.0f);
+    ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t blk = begin; blk < end; ++blk) {
+        const int64_t b0 = blk * kRangeBlock, len = std::min(kRangeBlock, n - b0);
+        QuantizeRange(xs + b0, len, block_lo[static_cast<size_t>(blk)], block_hi[static_cast<size_t>(blk)]);
+      }
+    });
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      max_x = std::max(max_x, block_hi[static_cast<size_t>(blk)]);
+      min_x = std::min(min_x, block_lo[static_cast<size_t>(blk)]);
+    }
+  } else {
+    QuantizeRange(xs, n, min_x, max_x);
+  }
   // As the reference: the scale, and a zero point that is 0 when NaN.
   const float qmin = 0, qmax = 255;
   const float scale = (max_x == min_x ? 1.0f : (max_x - min_x)) / (qmax - qmin);

@@ -4,6 +4,7 @@
 // for (MatMulInteger, Cast, Mul, Add run by their own reference kernels); bad inputs reported.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <array>
 #include <limits>
@@ -333,6 +334,45 @@ TEST_P(QuantMatMulFastTest, DequantizeLinearMatchesReference) {
         ASSERT_EQ(st.ok(), ref.ok()) << "case " << i;
         if (st.ok()) ExpectBitwise(outputs[0].tensor(), ref->outputs[0].tensor(), "dq case " + std::to_string(i));
       }
+    }
+  }
+}
+
+// DynamicQuantizeLinear over several range blocks (its range is scanned by blocks over the
+// threads): the reference's scale, zero point and values at 1 and 2 threads, with NaNs, -0 and
+// one-signed inputs.
+TEST_P(QuantMatMulFastTest, DynamicQuantizeLinearBlockedRangeMatchesReference) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 rng(38);
+  std::uniform_real_distribution<float> dist(-4.f, 4.f);
+  for (int variant = 0; variant < 4; ++variant) {
+    std::vector<float> v(100003);
+    for (auto& e : v) e = dist(rng);
+    if (variant == 1) {
+      for (auto& e : v) e = -std::fabs(e);  // all negative: zero point 255
+      v[70000] = -0.0f;
+    }
+    if (variant == 2) {
+      for (size_t i = 0; i < v.size(); i += 997) v[i] = nan;
+      v[99999] = 9.5f;  // the maximum in the last block
+    }
+    if (variant == 3) {
+      for (auto& e : v) e = std::fabs(e) + 1.0f;  // all positive, minimum 0 from the initial range
+      v[0] = -0.0f;
+    }
+    std::vector<Value> in = {Value(Tensor::FromVector(v, {static_cast<int64_t>(v.size())}))};
+    Node node = testing::MakeNode("DynamicQuantizeLinear", 1, 3);
+    auto ref = testing::RunOp(node, 11, in);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    for (int threads : {1, 2}) {
+      std::vector<const Value*> ptrs = {&in[0]};
+      std::vector<Value> outputs(3);
+      ThreadPool pool(threads);
+      KernelContext ctx(node, 11, ptrs, &outputs, nullptr, &pool, nullptr);
+      ASSERT_TRUE(cpu::DynamicQuantizeLinearFast(ctx).ok());
+      for (int o = 0; o < 3; ++o)
+        ExpectBitwise(outputs[static_cast<size_t>(o)].tensor(), ref->outputs[static_cast<size_t>(o)].tensor(),
+                      "dql variant " + std::to_string(variant) + " output " + std::to_string(o));
     }
   }
 }
