@@ -41,6 +41,8 @@ const GraphPass kPasses[] = {
     {"fold-transpose-gemm", 2, FoldTransposeIntoGemm},
     // After the folds above, so that Conv + BatchNormalization + Relu becomes one node.
     {"fuse-conv-activation", 2, FuseConvActivation},
+    // Before fuse-gelu and fuse-skip-layer-norm: the bias goes into the GEMM's epilogue.
+    {"fuse-quant-matmul", 2, FuseQuantMatMul},
     // After MatMul + Add -> Gemm, which then keeps its bias (BiasGelu takes it only otherwise).
     {"fuse-gelu", 2, FuseGelu},
     {"fuse-skip-layer-norm", 2, FuseSkipLayerNorm},

@@ -66,5 +66,7 @@ Status FuseSkipLayerNorm(Graph& graph, const CheckedGraph& checked, bool* change
 Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusion into nee's ai.nee FusedMatMul (src/opt/fuse_matmul_bias.cc).
 Status FuseMatMulBias(Graph& graph, const CheckedGraph& checked, bool* changed);
+// Fusion into com.microsoft MatMulIntegerToFloat (src/opt/fuse_quant_matmul.cc).
+Status FuseQuantMatMul(Graph& graph, const CheckedGraph& checked, bool* changed);
 
 }  // namespace nee

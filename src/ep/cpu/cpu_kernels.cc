@@ -70,6 +70,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       // ---- Quantized (quant_fast.cc, qlstm_fast.cc) ----
       {"", "ConvInteger", 1, 1000, ConvIntegerFast, "uint8, int8"},
       {"", "MatMulInteger", 1, 1000, MatMulIntegerFast, "uint8, int8"},
+      {"com.microsoft", "MatMulIntegerToFloat", 1, 1000, MatMulIntegerToFloatFast, "uint8, int8"},
+      {"", "DequantizeLinear", 10, 1000, DequantizeLinearFast, "uint8, int8 per tensor"},
       {"", "DynamicQuantizeLinear", 1, 1000, DynamicQuantizeLinearFast, "float32"},
       {"com.microsoft", "DynamicQuantizeLSTM", 1, 1000, DynamicQuantizeLstmFast, "float32"},
       // ---- end quantized block ----

@@ -126,6 +126,8 @@ Status RnnFloat(KernelContext& ctx);
 // once when constant) and DynamicQuantizeLinear (vectorized range and rounding): bitwise the reference.
 Status ConvIntegerFast(KernelContext& ctx);
 Status MatMulIntegerFast(KernelContext& ctx);
+Status MatMulIntegerToFloatFast(KernelContext& ctx);
+Status DequantizeLinearFast(KernelContext& ctx);  // per tensor, 8-bit to float  // com.microsoft, dequantized in the GEMM's epilogue
 Status DynamicQuantizeLinearFast(KernelContext& ctx);
 // com.microsoft DynamicQuantizeLSTM (qlstm_fast.cc): its gate products on the integer GEMM, weights packed
 // once; the float cell as the reference computes it, so bitwise the reference.

@@ -1,6 +1,7 @@
 #include "ep/cpu/igemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "ep/cpu/sgemm.h"
@@ -45,6 +46,25 @@ void TilePortable(const int16_t* a, const uint8_t* b, int64_t kpairs, const int3
         // |a0 * b0 + a1 * b1| <= 2 * 255 * 255: exact in int32, as vpmaddwd's pair sum is.
         acc[r][j] += static_cast<uint32_t>(a0 * b0 + a1 * b1);
       }
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int64_t j = 0; j < cols; ++j) c[r * ldc + j] = WrapMulSub(static_cast<int32_t>(acc[r][j]), row_sums[r], zb[j]);
+}
+
+// The same over IgemmPackBWide's layout.
+template <int kRows>
+void TilePortableWide(const int16_t* a, const uint8_t* bytes, int64_t kpairs, const int32_t* row_sums,
+                      const int32_t* zb, int32_t* c, int64_t ldc, int64_t cols) {
+  const auto* b = reinterpret_cast<const int16_t*>(bytes);
+  uint32_t acc[kRows][kIgemmCols] = {};
+  for (int64_t p = 0; p < kpairs; ++p) {
+    const int16_t* ap = a + p * kIgemmRows * 2;
+    const int16_t* bp = b + p * kIgemmCols * 2;
+    for (int r = 0; r < kRows; ++r) {
+      const int32_t a0 = ap[2 * r], a1 = ap[2 * r + 1];
+      for (int j = 0; j < kIgemmCols; ++j)
+        acc[r][j] += static_cast<uint32_t>(a0 * bp[2 * j] + a1 * bp[2 * j + 1]);
     }
   }
   for (int r = 0; r < kRows; ++r)
@@ -118,7 +138,139 @@ __attribute__((target("avx2,fma"))) void TileAvx2(const int16_t* a, const uint8_
   if constexpr (kRows > 4) StoreRow(c40, c41, row_sums[4], z0, z1, c + 4 * ldc, cols);
   if constexpr (kRows > 5) StoreRow(c50, c51, row_sums[5], z0, z1, c + 5 * ldc, cols);
 }
+
+// The same over IgemmPackBWide's layout: per k pair two 32-byte loads of B
+// already in int16, no unpacking, so the loop is 12 vpmaddwd and 12 vpaddd
+// (Zen 3 runs vpmaddwd on two pipes: 6 cycles for 192 multiply-adds).
+template <int kRows>
+__attribute__((target("avx2,fma"))) void TileAvx2Wide(const int16_t* a, const uint8_t* bytes, int64_t kpairs,
+                                                      const int32_t* row_sums, const int32_t* zb, int32_t* c,
+                                                      int64_t ldc, int64_t cols) {
+  static_assert(kRows >= 1 && kRows <= 6, "up to six rows");
+  const auto* b = reinterpret_cast<const int16_t*>(bytes);
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  if constexpr (kRows == 6) {
+    // The full tile's loop in assembly: GCC's register allocation of it added a
+    // vmovdqa per row (accumulators renamed through a temporary); here 12
+    // accumulators, B's two vectors, A's broadcast and one product fill the
+    // 16 ymm registers exactly.
+    if (kpairs > 0) {
+      int64_t n = kpairs;
+      __asm__ volatile(
+          "1:\n\t"
+          "vmovdqu (%[b]), %%ymm12\n\t"
+          "vmovdqu 32(%[b]), %%ymm13\n\t"
+          "vbroadcastss (%[a]), %%ymm14\n\t"
+          "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c00], %[c00]\n\t"
+          "vpmaddwd %%ymm13, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c01], %[c01]\n\t"
+          "vbroadcastss 4(%[a]), %%ymm14\n\t"
+          "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c10], %[c10]\n\t"
+          "vpmaddwd %%ymm13, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c11], %[c11]\n\t"
+          "vbroadcastss 8(%[a]), %%ymm14\n\t"
+          "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c20], %[c20]\n\t"
+          "vpmaddwd %%ymm13, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c21], %[c21]\n\t"
+          "vbroadcastss 12(%[a]), %%ymm14\n\t"
+          "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c30], %[c30]\n\t"
+          "vpmaddwd %%ymm13, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c31], %[c31]\n\t"
+          "vbroadcastss 16(%[a]), %%ymm14\n\t"
+          "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c40], %[c40]\n\t"
+          "vpmaddwd %%ymm13, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c41], %[c41]\n\t"
+          "vbroadcastss 20(%[a]), %%ymm14\n\t"
+          "vpmaddwd %%ymm12, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c50], %[c50]\n\t"
+          "vpmaddwd %%ymm13, %%ymm14, %%ymm15\n\t"
+          "vpaddd %%ymm15, %[c51], %[c51]\n\t"
+          "add $24, %[a]\n\t"
+          "add $64, %[b]\n\t"
+          "dec %[n]\n\t"
+          "jnz 1b\n\t"
+          : [a] "+r"(a), [b] "+r"(b), [n] "+r"(n), [c00] "+v"(c00), [c01] "+v"(c01), [c10] "+v"(c10),
+            [c11] "+v"(c11), [c20] "+v"(c20), [c21] "+v"(c21), [c30] "+v"(c30), [c31] "+v"(c31), [c40] "+v"(c40),
+            [c41] "+v"(c41), [c50] "+v"(c50), [c51] "+v"(c51)
+          :
+          : "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
+    }
+  } else {
+    for (int64_t p = 0; p < kpairs; ++p) {
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 16));
+#define NEE_IGEMM_ROW(r)                                                 \
+  if constexpr (kRows > r) {                                             \
+    int32_t pair;                                                        \
+    std::memcpy(&pair, a + 2 * r, sizeof pair);                          \
+    const __m256i av = _mm256_set1_epi32(pair);                          \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(av, b0));      \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(av, b1));      \
+    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                 \
+  }
+      NEE_IGEMM_ROW(0)
+      NEE_IGEMM_ROW(1)
+      NEE_IGEMM_ROW(2)
+      NEE_IGEMM_ROW(3)
+      NEE_IGEMM_ROW(4)
+      NEE_IGEMM_ROW(5)
+#undef NEE_IGEMM_ROW
+      a += kIgemmRows * 2;
+      b += kIgemmCols * 2;
+    }
+  }
+  const __m256i z0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb));
+  const __m256i z1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb + 8));
+  StoreRow(c00, c01, row_sums[0], z0, z1, c, cols);
+  if constexpr (kRows > 1) StoreRow(c10, c11, row_sums[1], z0, z1, c + ldc, cols);
+  if constexpr (kRows > 2) StoreRow(c20, c21, row_sums[2], z0, z1, c + 2 * ldc, cols);
+  if constexpr (kRows > 3) StoreRow(c30, c31, row_sums[3], z0, z1, c + 3 * ldc, cols);
+  if constexpr (kRows > 4) StoreRow(c40, c41, row_sums[4], z0, z1, c + 4 * ldc, cols);
+  if constexpr (kRows > 5) StoreRow(c50, c51, row_sums[5], z0, z1, c + 5 * ldc, cols);
+}
+
+// The float epilogue of one row of a tile: float(v) * scale, then + bias, as
+// two roundings (no FMA: this function is not compiled for it).
+__attribute__((target("avx2"), noinline)) void FloatRowAvx2(const int32_t* v, int64_t cols, const float* scale,
+                                                  const float* bias, float* out) {
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8) {
+    __m256 y = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + j))),
+                             _mm256_loadu_ps(scale + j));
+    if (bias) y = _mm256_add_ps(y, _mm256_loadu_ps(bias + j));
+    _mm256_storeu_ps(out + j, y);
+  }
+  for (; j < cols; ++j) {
+    const float y = static_cast<float>(v[j]) * scale[j];
+    out[j] = bias ? y + bias[j] : y;
+  }
+}
 #endif
+
+#if defined(__clang__)
+#define NEE_IGEMM_NO_CONTRACT
+#elif defined(__GNUC__)
+#define NEE_IGEMM_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define NEE_IGEMM_NO_CONTRACT
+#endif
+
+NEE_IGEMM_NO_CONTRACT void FloatRowPortable(const int32_t* v, int64_t cols, const float* scale, const float* bias,
+                                            float* out) {
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+  for (int64_t j = 0; j < cols; ++j) {
+    const float y = static_cast<float>(v[j]) * scale[j];
+    out[j] = bias ? y + bias[j] : y;
+  }
+}
 
 bool UseAvx2() {
 #ifdef NEE_IGEMM_X86
@@ -128,8 +280,18 @@ bool UseAvx2() {
 #endif
 }
 
-TileFn SelectTile(int64_t rows, bool avx2) {
+TileFn SelectTile(int64_t rows, bool avx2, bool wide) {
 #ifdef NEE_IGEMM_X86
+  if (avx2 && wide) {
+    switch (rows) {
+      case 1: return TileAvx2Wide<1>;
+      case 2: return TileAvx2Wide<2>;
+      case 3: return TileAvx2Wide<3>;
+      case 4: return TileAvx2Wide<4>;
+      case 5: return TileAvx2Wide<5>;
+      default: return TileAvx2Wide<6>;
+    }
+  }
   if (avx2) {
     switch (rows) {
       case 1: return TileAvx2<1>;
@@ -142,6 +304,16 @@ TileFn SelectTile(int64_t rows, bool avx2) {
   }
 #endif
   (void)avx2;
+  if (wide) {
+    switch (rows) {
+      case 1: return TilePortableWide<1>;
+      case 2: return TilePortableWide<2>;
+      case 3: return TilePortableWide<3>;
+      case 4: return TilePortableWide<4>;
+      case 5: return TilePortableWide<5>;
+      default: return TilePortableWide<6>;
+    }
+  }
   switch (rows) {
     case 1: return TilePortable<1>;
     case 2: return TilePortable<2>;
@@ -154,26 +326,99 @@ TileFn SelectTile(int64_t rows, bool avx2) {
 
 }  // namespace
 
+namespace {
+
+// Rows [0, rows) of one A panel, k pairs [p_begin, kpairs): each value minus
+// its row's zero point; rows past `rows` and the odd k's partner 0.
+void PackAPanelPortable(int64_t rows, int64_t k, const uint8_t* src, int64_t lda, bool is_signed, const int32_t* zero,
+                        int64_t p_begin, int16_t* panel) {
+  const int64_t kpairs = IgemmKPairs(k);
+  for (int64_t r = 0; r < kIgemmRows; ++r) {
+    const uint8_t* row = r < rows ? src + r * lda : src;
+    for (int64_t p = p_begin; p < kpairs; ++p) {
+      int16_t* d = panel + (p * kIgemmRows + r) * 2;
+      for (int64_t h = 0; h < 2; ++h) {
+        const int64_t kk = 2 * p + h;
+        d[h] = r < rows && kk < k
+                   ? static_cast<int16_t>((is_signed ? static_cast<int8_t>(row[kk]) : row[kk]) - zero[r])
+                   : int16_t{0};
+      }
+    }
+  }
+}
+
+#ifdef NEE_IGEMM_X86
+// A full panel's first k / 8 * 8 columns, 8 at a time: each row's 8 bytes
+// widened and less the zero point are 4 int32 pairs; a 4x4 transpose of rows
+// 0-3 and an interleave of rows 4-5 give each k pair's 6 rows in order.
+__attribute__((target("avx2,fma"))) int64_t PackAPanelAvx2(int64_t k, const uint8_t* src, int64_t lda, bool is_signed,
+                                                           const int32_t* zero, int16_t* panel) {
+  __m128i z[kIgemmRows];
+  for (int r = 0; r < kIgemmRows; ++r) z[r] = _mm_set1_epi16(static_cast<int16_t>(zero[r]));
+  int64_t kk = 0;
+  for (; kk + 8 <= k; kk += 8) {
+    __m128i v[kIgemmRows];
+    for (int r = 0; r < kIgemmRows; ++r) {
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + r * lda + kk));
+      v[r] = _mm_sub_epi16(is_signed ? _mm_cvtepi8_epi16(bytes) : _mm_cvtepu8_epi16(bytes), z[r]);
+    }
+    const __m128i t0 = _mm_unpacklo_epi32(v[0], v[1]), t1 = _mm_unpackhi_epi32(v[0], v[1]);
+    const __m128i t2 = _mm_unpacklo_epi32(v[2], v[3]), t3 = _mm_unpackhi_epi32(v[2], v[3]);
+    const __m128i u0 = _mm_unpacklo_epi32(v[4], v[5]), u1 = _mm_unpackhi_epi32(v[4], v[5]);
+    int16_t* d = panel + (kk / 2) * kIgemmRows * 2;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(t0, t2));  // pair 0, rows 0-3
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 8), u0);                      // pair 0, rows 4-5
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 12), _mm_unpackhi_epi64(t0, t2));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 20), _mm_unpackhi_epi64(u0, u0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 24), _mm_unpacklo_epi64(t1, t3));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 32), u1);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 36), _mm_unpackhi_epi64(t1, t3));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(d + 44), _mm_unpackhi_epi64(u1, u1));
+  }
+  return kk / 2;
+}
+#endif
+
+}  // namespace
+
 void IgemmPackA(int64_t m, int64_t k, const void* a, int64_t lda, bool is_signed, const int32_t* za,
                 int64_t za_stride, IgemmPackedA* out) {
   const int64_t kpairs = IgemmKPairs(k);
   const int64_t panels = (m + kIgemmRows - 1) / kIgemmRows;
   out->m = m;
   out->k = k;
-  out->data.assign(static_cast<size_t>(panels * kpairs * kIgemmRows * 2), 0);
-  out->row_sums.assign(static_cast<size_t>(panels * kIgemmRows), 0);
+  // Every element is written below: resize, not a zero fill (a kept
+  // IgemmPackedA then costs nothing when it does not grow).
+  out->data.resize(static_cast<size_t>(panels * kpairs * kIgemmRows * 2));
+  out->row_sums.resize(static_cast<size_t>(panels * kIgemmRows));
   const auto* bytes = static_cast<const uint8_t*>(a);
-  for (int64_t i = 0; i < m; ++i) {
-    const int32_t zero = za ? za[i * za_stride] : 0;
-    int16_t* dst = out->data.data() + (i / kIgemmRows) * kpairs * kIgemmRows * 2 + (i % kIgemmRows) * 2;
-    const uint8_t* src = bytes + i * lda;
-    int32_t sum = 0;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const int32_t v = (is_signed ? static_cast<int8_t>(src[kk]) : src[kk]) - zero;
-      dst[(kk / 2) * kIgemmRows * 2 + (kk & 1)] = static_cast<int16_t>(v);
-      sum += v;
+  const bool avx2 = UseAvx2();
+  for (int64_t q = 0; q < panels; ++q) {
+    const int64_t i0 = q * kIgemmRows, rows = std::min(kIgemmRows, m - i0);
+    int32_t zero[kIgemmRows] = {};
+    for (int64_t r = 0; r < rows; ++r) zero[r] = za ? za[(i0 + r) * za_stride] : 0;
+    int16_t* panel = out->data.data() + q * kpairs * kIgemmRows * 2;
+    const uint8_t* src = bytes + i0 * lda;
+    int64_t done = 0;
+#ifdef NEE_IGEMM_X86
+    if (avx2 && rows == kIgemmRows) done = PackAPanelAvx2(k, src, lda, is_signed, zero, panel);
+#endif
+    (void)avx2;
+    PackAPanelPortable(rows, k, src, lda, is_signed, zero, done, panel);
+    // Row sums of A - za, modulo 2^32 like the GEMM's sums.
+    for (int64_t r = 0; r < kIgemmRows; ++r) {
+      uint32_t sum = 0;
+      if (r < rows) {
+        const uint8_t* row = src + r * lda;
+        if (is_signed) {
+          for (int64_t kk = 0; kk < k; ++kk) sum += static_cast<uint32_t>(static_cast<int8_t>(row[kk]));
+        } else {
+          for (int64_t kk = 0; kk < k; ++kk) sum += row[kk];
+        }
+        sum -= static_cast<uint32_t>(k) * static_cast<uint32_t>(zero[r]);
+      }
+      out->row_sums[static_cast<size_t>(i0 + r)] = static_cast<int32_t>(sum);
     }
-    out->row_sums[static_cast<size_t>(i)] = sum;
   }
 }
 
@@ -215,6 +460,21 @@ void IgemmPackBPair(int64_t k, int64_t n, int64_t p, const uint8_t* row0, const 
   }
 }
 
+void IgemmPackBWide(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_signed, int16_t* dst) {
+  const int64_t kpairs = IgemmKPairs(k);
+  const int64_t panels = (n + kIgemmCols - 1) / kIgemmCols;
+  std::fill(dst, dst + IgemmPackBWideSize(k, n), int16_t{0});
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const uint8_t* row = b + kk * ldb;
+    for (int64_t q = 0; q < panels; ++q) {
+      int16_t* d = dst + (q * kpairs + kk / 2) * kIgemmCols * 2 + (kk & 1);
+      const int64_t j0 = q * kIgemmCols, cols = std::min(kIgemmCols, n - j0);
+      for (int64_t j = 0; j < cols; ++j)
+        d[2 * j] = static_cast<int16_t>(is_signed ? static_cast<int8_t>(row[j0 + j]) : row[j0 + j]);
+    }
+  }
+}
+
 void IgemmPackB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_signed, uint8_t* dst) {
   for (int64_t p = 0; p < IgemmKPairs(k); ++p)
     IgemmPackBPair(k, n, p, b + 2 * p * ldb, 2 * p + 1 < k ? b + (2 * p + 1) * ldb : nullptr, is_signed, dst);
@@ -222,30 +482,53 @@ void IgemmPackB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_sig
 
 void IgemmRange(const IgemmPackedA& a, const IgemmB& b, const int32_t* zb, int64_t zb_stride, int32_t* c,
                 int64_t ldc, int64_t row_panel_begin, int64_t row_panel_end, int64_t col_panel_begin,
-                int64_t col_panel_end) {
+                int64_t col_panel_end, const IgemmFloatOut* fout) {
   const int64_t kpairs = IgemmKPairs(a.k);
   const bool avx2 = UseAvx2();
+  // The 8-bit layout stores int8 flipped (+128) and so raises its zero points; the wide one does not.
+  const int32_t flip = b.is_signed && !b.wide ? 128 : 0;
+  const int64_t elem = b.wide ? 2 : 1;  // bytes per packed element
   for (int64_t q = col_panel_begin; q < col_panel_end; ++q) {
     const int64_t j0 = q * kIgemmCols, cols = std::min(kIgemmCols, b.n - j0);
-    int32_t zero_points[kIgemmCols] = {};
-    for (int64_t j = 0; j < cols; ++j) zero_points[j] = (zb ? zb[(j0 + j) * zb_stride] : 0) + (b.is_signed ? 128 : 0);
-    const uint8_t* bp = b.data + q * kpairs * kIgemmCols * 2;
+    alignas(32) int32_t zero_points[kIgemmCols] = {};
+    for (int64_t j = 0; j < cols; ++j) zero_points[j] = (zb ? zb[(j0 + j) * zb_stride] : 0) + flip;
+    alignas(32) float scales[kIgemmCols] = {};
+    if (fout)
+      for (int64_t j = 0; j < cols; ++j) scales[j] = fout->scale[(j0 + j) * fout->scale_stride];
+    const float* bias = fout && fout->bias ? fout->bias + j0 : nullptr;
+    const uint8_t* bp = b.data + q * kpairs * kIgemmCols * 2 * elem;
     for (int64_t rp = row_panel_begin; rp < row_panel_end; ++rp) {
       const int64_t i0 = rp * kIgemmRows, rows = std::min(kIgemmRows, a.m - i0);
-      const TileFn tile = SelectTile(rows, avx2);
-      tile(a.data.data() + rp * kpairs * kIgemmRows * 2, bp, kpairs, a.row_sums.data() + i0, zero_points,
-           c + i0 * ldc + j0, ldc, cols);
+      const TileFn tile = SelectTile(rows, avx2, b.wide);
+      const int16_t* ap = a.data.data() + rp * kpairs * kIgemmRows * 2;
+      if (!fout) {
+        tile(ap, bp, kpairs, a.row_sums.data() + i0, zero_points, c + i0 * ldc + j0, ldc, cols);
+        continue;
+      }
+      // The tile's int32 sums go through a scratch tile in L1 to the epilogue.
+      alignas(32) int32_t sums[kIgemmRows * kIgemmCols];
+      tile(ap, bp, kpairs, a.row_sums.data() + i0, zero_points, sums, kIgemmCols, kIgemmCols);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* out = fout->out + (i0 + r) * fout->ldo + j0;
+#ifdef NEE_IGEMM_X86
+        if (avx2) {
+          FloatRowAvx2(sums + r * kIgemmCols, cols, scales, bias, out);
+          continue;
+        }
+#endif
+        FloatRowPortable(sums + r * kIgemmCols, cols, scales, bias, out);
+      }
     }
   }
 }
 
 void Igemm(const KernelContext* ctx, const IgemmPackedA& a, const IgemmB& b, const int32_t* zb, int64_t zb_stride,
-           int32_t* c, int64_t ldc) {
+           int32_t* c, int64_t ldc, const IgemmFloatOut* fout) {
   const int64_t row_panels = (a.m + kIgemmRows - 1) / kIgemmRows;
   const int64_t col_panels = b.panels();
   if (row_panels == 0 || col_panels == 0) return;
   if (!ctx || !ctx->pool()) {
-    IgemmRange(a, b, zb, zb_stride, c, ldc, 0, row_panels, 0, col_panels);
+    IgemmRange(a, b, zb, zb_stride, c, ldc, 0, row_panels, 0, col_panels, fout);
     return;
   }
   // Column panels share A (read from L2), so tasks are runs of column panels
@@ -254,15 +537,284 @@ void Igemm(const KernelContext* ctx, const IgemmPackedA& a, const IgemmB& b, con
   const int64_t min_panels = std::max<int64_t>(1, 65536 / work_per_panel);
   if (col_panels >= 2 * min_panels || row_panels == 1) {
     ctx->ParallelFor(col_panels, min_panels, [&](int64_t begin, int64_t end) {
-      IgemmRange(a, b, zb, zb_stride, c, ldc, 0, row_panels, begin, end);
+      IgemmRange(a, b, zb, zb_stride, c, ldc, 0, row_panels, begin, end, fout);
     });
   } else {
     ctx->ParallelFor(row_panels, 1, [&](int64_t begin, int64_t end) {
-      IgemmRange(a, b, zb, zb_stride, c, ldc, begin, end, 0, col_panels);
+      IgemmRange(a, b, zb, zb_stride, c, ldc, begin, end, 0, col_panels, fout);
     });
   }
 }
 
 const char* IgemmKernelName() { return UseAvx2() ? "avx2" : "portable"; }
+
+// ---- u8 x s8 ---------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kQuadBytesB = kIgemmCols * 4;  // one k quad of a B panel
+constexpr int64_t kQuadBytesA = kIgemmRows * 4;  // one k quad of an A panel
+
+// The raw sums of one tile over the same layouts, without SIMD (int32 wrap
+// like vpaddd; each pair's sum is exact in int16 as vpmaddubsw's is).
+void TileU8S8Portable(int64_t rows, const uint8_t* a, const int8_t* b, int64_t kquads, int32_t* s) {
+  uint32_t acc[kIgemmRows][kIgemmCols] = {};
+  for (int64_t p = 0; p < kquads; ++p) {
+    const uint8_t* ap = a + p * kQuadBytesA;
+    const int8_t* bp = b + p * kQuadBytesB;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int j = 0; j < kIgemmCols; ++j) {
+        const int8_t* bj = bp + (j / 8) * 32 + (j % 8) * 4;
+        int32_t sum = 0;
+        for (int t = 0; t < 4; ++t) sum += static_cast<int32_t>(ap[r * 4 + t]) * bj[t];
+        acc[r][j] += static_cast<uint32_t>(sum);
+      }
+  }
+  for (int64_t r = 0; r < kIgemmRows; ++r)
+    for (int j = 0; j < kIgemmCols; ++j) s[r * kIgemmCols + j] = static_cast<int32_t>(acc[r][j]);
+}
+
+void FinishRowU8S8Portable(const int32_t* sums, int32_t row_term, int32_t za, const int32_t* zb,
+                           const int32_t* col_sums, int32_t* out) {
+  for (int j = 0; j < kIgemmCols; ++j)
+    out[j] = static_cast<int32_t>(static_cast<uint32_t>(sums[j]) -
+                                  static_cast<uint32_t>(zb[j]) * static_cast<uint32_t>(row_term) -
+                                  static_cast<uint32_t>(za) * static_cast<uint32_t>(col_sums[j]));
+}
+
+#ifdef NEE_IGEMM_X86
+// Raw sums S[r][j] = sum_k A[r][k] * B'[k][j] of one tile into s (kIgemmRows x kIgemmCols).
+// Per k quad and row: a broadcast of A's four bytes, vpmaddubsw against each
+// half of B's quad (exact int16 pair sums: see igemm.h), vpmaddwd by ones
+// adding the two pairs into int32, vpaddd.
+template <int kRows>
+__attribute__((target("avx2,fma"))) void TileU8S8Avx2(const uint8_t* a, const int8_t* b, int64_t kquads,
+                                                      int32_t* s) {
+  static_assert(kRows >= 1 && kRows <= 6, "up to six rows");
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t p = 0; p < kquads; ++p) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
+#define NEE_U8S8_ROW(r)                                                                        \
+  if constexpr (kRows > r) {                                                                   \
+    int32_t quad;                                                                              \
+    std::memcpy(&quad, a + 4 * r, sizeof quad);                                                \
+    const __m256i av = _mm256_set1_epi32(quad);                                                \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones)); \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones)); \
+    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                       \
+  }
+    NEE_U8S8_ROW(0)
+    NEE_U8S8_ROW(1)
+    NEE_U8S8_ROW(2)
+    NEE_U8S8_ROW(3)
+    NEE_U8S8_ROW(4)
+    NEE_U8S8_ROW(5)
+#undef NEE_U8S8_ROW
+    a += kQuadBytesA;
+    b += kQuadBytesB;
+  }
+#define NEE_U8S8_STORE(r, lo, hi)                                                \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kIgemmCols), lo);     \
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kIgemmCols + 8), hi);
+  NEE_U8S8_STORE(0, c00, c01)
+  if constexpr (kRows > 1) { NEE_U8S8_STORE(1, c10, c11) }
+  if constexpr (kRows > 2) { NEE_U8S8_STORE(2, c20, c21) }
+  if constexpr (kRows > 3) { NEE_U8S8_STORE(3, c30, c31) }
+  if constexpr (kRows > 4) { NEE_U8S8_STORE(4, c40, c41) }
+  if constexpr (kRows > 5) { NEE_U8S8_STORE(5, c50, c51) }
+#undef NEE_U8S8_STORE
+}
+
+using TileU8S8Fn = void (*)(const uint8_t*, const int8_t*, int64_t, int32_t*);
+TileU8S8Fn SelectTileU8S8(int64_t rows) {
+  switch (rows) {
+    case 1: return TileU8S8Avx2<1>;
+    case 2: return TileU8S8Avx2<2>;
+    case 3: return TileU8S8Avx2<3>;
+    case 4: return TileU8S8Avx2<4>;
+    case 5: return TileU8S8Avx2<5>;
+    default: return TileU8S8Avx2<6>;
+  }
+}
+
+// One row of a tile from its raw sums: S - zb[j] * (row_sum - k * za) - za * col_sum[j], modulo 2^32.
+__attribute__((target("avx2,fma"), noinline)) void FinishRowU8S8(const int32_t* sums, int32_t row_term, int32_t za,
+                                                                 const int32_t* zb, const int32_t* col_sums,
+                                                                 int32_t* out) {
+  const __m256i t = _mm256_set1_epi32(row_term), z = _mm256_set1_epi32(za);
+  for (int h = 0; h < 2; ++h) {
+    const __m256i sv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + 8 * h));
+    const __m256i zv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb + 8 * h));
+    const __m256i cs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col_sums + 8 * h));
+    const __m256i v = _mm256_sub_epi32(_mm256_sub_epi32(sv, _mm256_mullo_epi32(zv, t)), _mm256_mullo_epi32(z, cs));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * h), v);
+  }
+}
+#endif
+
+void U8S8Range(const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32_t* za, int64_t za_stride,
+               const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc, const IgemmFloatOut* fout,
+               int64_t row_panel_begin, int64_t row_panel_end, int64_t col_panel_begin, int64_t col_panel_end) {
+  const bool avx2 = UseAvx2();
+  const int64_t kquads = (a.k + 3) / 4;
+  for (int64_t q = col_panel_begin; q < col_panel_end; ++q) {
+    const int64_t j0 = q * kIgemmCols, cols = std::min(kIgemmCols, b.n - j0);
+    alignas(32) int32_t zero_points[kIgemmCols] = {}, col_sums[kIgemmCols] = {};
+    alignas(32) float scales[kIgemmCols] = {};
+    for (int64_t j = 0; j < cols; ++j) {
+      zero_points[j] = zb ? zb[(j0 + j) * zb_stride] : 0;
+      col_sums[j] = b.col_sums[static_cast<size_t>(j0 + j)];
+      if (fout) scales[j] = fout->scale[(j0 + j) * fout->scale_stride];
+    }
+    const float* bias = fout && fout->bias ? fout->bias + j0 : nullptr;
+    const int8_t* bp = b.data.data() + q * kquads * kQuadBytesB;
+    const auto* rem_begin = b.remainders.data() + b.remainder_begin[static_cast<size_t>(q)];
+    const auto* rem_end = b.remainders.data() + b.remainder_begin[static_cast<size_t>(q) + 1];
+    for (int64_t rp = row_panel_begin; rp < row_panel_end; ++rp) {
+      const int64_t i0 = rp * kIgemmRows, rows = std::min(kIgemmRows, a.m - i0);
+      const uint8_t* ap = a.data.data() + rp * kquads * kQuadBytesA;
+      alignas(32) int32_t sums[kIgemmRows * kIgemmCols];
+#ifdef NEE_IGEMM_X86
+      if (avx2) SelectTileU8S8(rows)(ap, bp, kquads, sums);
+#endif
+      if (!avx2) TileU8S8Portable(rows, ap, bp, kquads, sums);
+      // The clamped weights' remainders, as scalar products (wrapping like the sums).
+      for (const auto* e = rem_begin; e != rem_end; ++e) {
+        const uint8_t* av = ap + (e->k / 4) * kQuadBytesA + (e->k % 4);
+        for (int64_t r = 0; r < rows; ++r)
+          sums[r * kIgemmCols + e->j] = static_cast<int32_t>(static_cast<uint32_t>(sums[r * kIgemmCols + e->j]) +
+                                                             static_cast<uint32_t>(av[r * 4]) * static_cast<uint32_t>(e->r));
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        const int32_t zai = za ? za[i * za_stride] : 0;
+        const int32_t row_term = static_cast<int32_t>(static_cast<uint32_t>(a.row_sums[static_cast<size_t>(i)]) -
+                                                      static_cast<uint32_t>(a.k) * static_cast<uint32_t>(zai));
+        alignas(32) int32_t v[kIgemmCols];
+#ifdef NEE_IGEMM_X86
+        if (avx2) {
+          FinishRowU8S8(sums + r * kIgemmCols, row_term, zai, zero_points, col_sums, v);
+          if (fout) FloatRowAvx2(v, cols, scales, bias, fout->out + i * fout->ldo + j0);
+        }
+#endif
+        if (!avx2) {
+          FinishRowU8S8Portable(sums + r * kIgemmCols, row_term, zai, zero_points, col_sums, v);
+          if (fout) FloatRowPortable(v, cols, scales, bias, fout->out + i * fout->ldo + j0);
+        }
+        if (!fout) std::memcpy(c + i * ldc + j0, v, static_cast<size_t>(cols) * sizeof(int32_t));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool IgemmU8S8Available() { return UseAvx2(); }
+
+void IgemmPackAU8(int64_t m, int64_t k, const uint8_t* a, int64_t lda, IgemmPackedAU8* out) {
+  const int64_t kquads = (k + 3) / 4;
+  const int64_t panels = (m + kIgemmRows - 1) / kIgemmRows;
+  out->m = m;
+  out->k = k;
+  out->data.resize(static_cast<size_t>(panels * kquads * kQuadBytesA));
+  out->row_sums.resize(static_cast<size_t>(panels * kIgemmRows));
+  for (int64_t q = 0; q < panels; ++q) {
+    const int64_t i0 = q * kIgemmRows, rows = std::min(kIgemmRows, m - i0);
+    uint8_t* panel = out->data.data() + q * kquads * kQuadBytesA;
+    for (int64_t r = 0; r < kIgemmRows; ++r) {
+      uint32_t sum = 0;
+      if (r < rows) {
+        const uint8_t* row = a + (i0 + r) * lda;
+        int64_t kk = 0;
+        for (; kk + 4 <= k; kk += 4) std::memcpy(panel + (kk / 4) * kQuadBytesA + r * 4, row + kk, 4);
+        if (kk < k) {
+          uint8_t tail[4] = {};
+          std::memcpy(tail, row + kk, static_cast<size_t>(k - kk));
+          std::memcpy(panel + (kk / 4) * kQuadBytesA + r * 4, tail, 4);
+        }
+        for (kk = 0; kk < k; ++kk) sum += row[kk];
+      } else {
+        for (int64_t p = 0; p < kquads; ++p) std::memset(panel + p * kQuadBytesA + r * 4, 0, 4);
+      }
+      out->row_sums[static_cast<size_t>(i0 + r)] = static_cast<int32_t>(sum);
+    }
+  }
+}
+
+bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max_remainder_fraction,
+                  IgemmPackedBS8* out) {
+  const int64_t kquads = (k + 3) / 4;
+  const int64_t panels = (n + kIgemmCols - 1) / kIgemmCols;
+  const int64_t pairs = (k + 1) / 2;
+  out->k = k;
+  out->n = n;
+  out->data.assign(static_cast<size_t>(panels * kquads * kQuadBytesB), 0);
+  out->col_sums.assign(static_cast<size_t>(n), 0);
+  out->remainder_begin.assign(static_cast<size_t>(panels + 1), 0);
+  out->remainders.clear();
+  const double limit = max_remainder_fraction * static_cast<double>(pairs) * static_cast<double>(n);
+  // Row pairs in order (B read row by row); the remainders gathered per column panel.
+  std::vector<std::vector<IgemmPackedBS8::Remainder>> per_panel(static_cast<size_t>(panels));
+  size_t count = 0;
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t k0 = 2 * p, k1 = 2 * p + 1;
+    const int8_t* row0 = b + k0 * ldb;
+    const int8_t* row1 = k1 < k ? b + k1 * ldb : nullptr;
+    for (int64_t j = 0; j < n; ++j) {
+      const int32_t b0 = row0[j];
+      const int32_t b1 = row1 ? row1[j] : 0;
+      int32_t& col_sum = out->col_sums[static_cast<size_t>(j)];
+      col_sum = static_cast<int32_t>(static_cast<uint32_t>(col_sum) + static_cast<uint32_t>(b0 + b1));
+      const int64_t q = j / kIgemmCols, jj = j % kIgemmCols;
+      int32_t packed1 = b1;
+      // |b0| + |b1| > 128 and one sign (both are then nonzero): the pair could
+      // saturate; keep |b0| + |b1'| = 128. The rare magnitude test first, so
+      // that the branch on the signs (random) is seldom taken.
+      if (std::abs(b0) + std::abs(b1) > 128 && (b0 ^ b1) >= 0) {
+        packed1 = (b1 > 0 ? 1 : -1) * (128 - std::abs(b0));
+        per_panel[static_cast<size_t>(q)].push_back(
+            {static_cast<int32_t>(k1), static_cast<int32_t>(jj), b1 - packed1});
+        if (static_cast<double>(++count) > limit) return false;
+      }
+      int8_t* d = out->data.data() + (q * kquads + k0 / 4) * kQuadBytesB + (jj / 8) * 32 + (jj % 8) * 4 + (k0 % 4);
+      d[0] = static_cast<int8_t>(b0);
+      d[1] = static_cast<int8_t>(packed1);
+    }
+  }
+  out->remainders.reserve(count);
+  for (int64_t q = 0; q < panels; ++q) {
+    out->remainder_begin[static_cast<size_t>(q)] = static_cast<int64_t>(out->remainders.size());
+    out->remainders.insert(out->remainders.end(), per_panel[static_cast<size_t>(q)].begin(),
+                           per_panel[static_cast<size_t>(q)].end());
+  }
+  out->remainder_begin[static_cast<size_t>(panels)] = static_cast<int64_t>(out->remainders.size());
+  return true;
+}
+
+void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32_t* za,
+               int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
+               const IgemmFloatOut* fout) {
+  const int64_t row_panels = (a.m + kIgemmRows - 1) / kIgemmRows;
+  const int64_t col_panels = (b.n + kIgemmCols - 1) / kIgemmCols;
+  if (row_panels == 0 || col_panels == 0) return;
+  if (!ctx || !ctx->pool()) {
+    U8S8Range(a, b, za, za_stride, zb, zb_stride, c, ldc, fout, 0, row_panels, 0, col_panels);
+    return;
+  }
+  const int64_t work_per_panel = std::max<int64_t>(1, a.m * a.k * kIgemmCols);
+  const int64_t min_panels = std::max<int64_t>(1, 65536 / work_per_panel);
+  if (col_panels >= 2 * min_panels || row_panels == 1) {
+    ctx->ParallelFor(col_panels, min_panels, [&](int64_t begin, int64_t end) {
+      U8S8Range(a, b, za, za_stride, zb, zb_stride, c, ldc, fout, 0, row_panels, begin, end);
+    });
+  } else {
+    ctx->ParallelFor(row_panels, 1, [&](int64_t begin, int64_t end) {
+      U8S8Range(a, b, za, za_stride, zb, zb_stride, c, ldc, fout, begin, end, 0, col_panels);
+    });
+  }
+}
 
 }  // namespace nee::cpu

@@ -6,10 +6,16 @@
 // computed exactly, wrapping modulo 2^32 like the reference kernels' int64
 // sums narrowed to int32. A is packed with its zero point already subtracted
 // (int16, exact: an 8-bit value minus an 8-bit zero point lies in [-255, 255]);
-// B stays 8-bit and its zero point is applied afterwards as
-// - zb[j] * sum_k (A[i][k] - za[i]), so a constant B packed once per session
-// keeps its size. On AVX2 the products are vpmaddwd on int16 pairs (exact, no
-// saturation), on other machines plain integer loops over the same layout.
+// B keeps its values and its zero point is applied afterwards as
+// - zb[j] * sum_k (A[i][k] - za[i]). B packed per call (ConvInteger's im2col)
+// stays 8-bit and is widened in the kernel; a constant B packed once per
+// session (IgemmPackedB: weights) is stored already widened to int16, twice
+// the bytes, so that the kernel's inner loop is only loads, vpmaddwd and
+// vpaddd (on Zen 3 the two in-lane unpacks per k pair were ~10% of it).
+// On AVX2 the products are vpmaddwd on int16 pairs (exact, no saturation),
+// on other machines plain integer loops over the same layouts. (u8 x s8
+// vpmaddubsw would halve the multiplies but saturates its int16 pair sums
+// for full-range operands, and these kernels must be exact.)
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -54,40 +60,115 @@ void IgemmPackB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_sig
 void IgemmPackBPair(int64_t k, int64_t n, int64_t p, const uint8_t* row0, const uint8_t* row1, bool is_signed,
                     uint8_t* dst);
 
+// B (k x n, 8-bit) widened: panels of kIgemmCols columns, each [k pairs][2
+// halves][8 columns][2] int16 (half 0: columns 0-7, half 1: 8-15; a column's
+// pair (B[2p][j], B[2p+1][j]) adjacent), the values themselves (int8
+// sign-extended, no flip), columns past n and the odd k's partner zero.
+// IgemmPackBWideSize int16 elements.
+inline int64_t IgemmPackBWideSize(int64_t k, int64_t n) {
+  return (n + kIgemmCols - 1) / kIgemmCols * IgemmKPairs(k) * kIgemmCols * 2;
+}
+void IgemmPackBWide(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_signed, int16_t* dst);
+
 // A packed B and how to read it.
 struct IgemmB {
-  const uint8_t* data = nullptr;
+  const uint8_t* data = nullptr;  // int16 elements when `wide`
   int64_t k = 0, n = 0;
-  bool is_signed = false;  // int8 (packed with the top bit flipped)
+  bool is_signed = false;  // int8 (8-bit layout: packed with the top bit flipped)
+  bool wide = false;       // IgemmPackBWide's layout
   int64_t panels() const { return (n + kIgemmCols - 1) / kIgemmCols; }
 };
 
-// B packed once and kept (a constant operand: weights).
+// B packed once and kept (a constant operand: weights), widened.
 struct IgemmPackedB {
   IgemmPackedB(int64_t k, int64_t n, const uint8_t* b, int64_t ldb, bool is_signed)
-      : bytes(static_cast<size_t>(IgemmPackBSize(k, n))), k(k), n(n), is_signed(is_signed) {
-    IgemmPackB(k, n, b, ldb, is_signed, bytes.data());
+      : data(static_cast<size_t>(IgemmPackBWideSize(k, n))), k(k), n(n), is_signed(is_signed) {
+    IgemmPackBWide(k, n, b, ldb, is_signed, data.data());
   }
-  IgemmB view() const { return {bytes.data(), k, n, is_signed}; }
-  std::vector<uint8_t> bytes;
+  IgemmB view() const { return {reinterpret_cast<const uint8_t*>(data.data()), k, n, is_signed, true}; }
+  std::vector<int16_t> data;
   int64_t k, n;
   bool is_signed;
+};
+
+// Optional float epilogue: instead of int32 C, out[i][j] = float(C[i][j]) *
+// scale[j * scale_stride] (+ bias[j] when bias is set), each step rounded
+// once, in that order: the same float operations as Cast, Mul by the scale,
+// Add of the bias (com.microsoft MatMulIntegerToFloat), so the result is that
+// of those three ops run one after another.
+struct IgemmFloatOut {
+  float* out = nullptr;
+  int64_t ldo = 0;
+  const float* scale = nullptr;
+  int64_t scale_stride = 0;
+  const float* bias = nullptr;
 };
 
 // C's row panels [row_panel_begin, row_panel_end) x B's column panels
 // [col_panel_begin, col_panel_end) on the calling thread; zb[j * zb_stride]
 // is B's zero point for column j (zb_stride 0: one zero point). Each element
 // is computed the same way whichever range holds it.
+// With `fout`, C goes through its float epilogue instead (c, ldc unused).
 void IgemmRange(const IgemmPackedA& a, const IgemmB& b, const int32_t* zb, int64_t zb_stride, int32_t* c,
                 int64_t ldc, int64_t row_panel_begin, int64_t row_panel_end, int64_t col_panel_begin,
-                int64_t col_panel_end);
+                int64_t col_panel_end, const IgemmFloatOut* fout = nullptr);
 
 // All of C, its tiles shared out over the context's threads (null: this thread).
 void Igemm(const KernelContext* ctx, const IgemmPackedA& a, const IgemmB& b, const int32_t* zb, int64_t zb_stride,
-           int32_t* c, int64_t ldc);
+           int32_t* c, int64_t ldc, const IgemmFloatOut* fout = nullptr);
 
 // Which kernel IgemmRange uses now ("avx2" or "portable"); it follows
 // SgemmPortableForced() / SgemmLimitIsa like the float kernels.
 const char* IgemmKernelName();
+
+}  // namespace nee::cpu
+
+namespace nee::cpu {
+
+// ---- u8 x s8 by vpmaddubsw, exact ------------------------------------------------
+//
+// vpmaddubsw multiplies unsigned bytes by signed bytes and adds each pair of
+// products into int16 with saturation; with A's bytes in [0, 255] a pair
+// (b0, b1) of B saturates only when both have one sign and |b0| + |b1| > 128
+// (255 * 128 = 32640 fits). Such pairs are rare in quantized weights (0.04% of
+// BERT's), so B is packed with the second weight of each such pair clamped to
+// |b0| + |b1| = 128 and the remainder kept in a short list per column panel,
+// added to the tile's sums as scalar products before they leave it: the
+// result is exact. Per 32 multiply-adds this is vpmaddubsw, vpmaddwd by ones
+// and vpaddd (three ops) instead of two vpmaddwd and two vpaddd. Used for
+// uint8 A (DynamicQuantizeLinear's output) times a constant int8 B whose
+// remainders are few (IgemmPackBS8 declines otherwise).
+
+// A (m x k, uint8, row-major): panels of kIgemmRows rows, each [k quads][rows][4] bytes, zero padded; the
+// raw row sums (sum_k A[i][k]).
+struct IgemmPackedAU8 {
+  int64_t m = 0, k = 0;
+  std::vector<uint8_t> data;
+  std::vector<int32_t> row_sums;
+};
+void IgemmPackAU8(int64_t m, int64_t k, const uint8_t* a, int64_t lda, IgemmPackedAU8* out);
+
+struct IgemmPackedBS8 {
+  struct Remainder {
+    int32_t k;  // row of B
+    int32_t j;  // column within its panel
+    int32_t r;  // B[k][j] minus the packed value
+  };
+  int64_t k = 0, n = 0;
+  std::vector<int8_t> data;                  // panels of kIgemmCols columns: [k quads][2 halves][8 columns][4]
+  std::vector<int32_t> col_sums;             // sum_k B[k][j] (the original values)
+  std::vector<int64_t> remainder_begin;      // per column panel, into remainders (panels + 1)
+  std::vector<Remainder> remainders;
+};
+// Packs int8 B (k x n); false (nothing usable) when more than max_remainder_fraction of B's pairs overflow.
+bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max_remainder_fraction,
+                  IgemmPackedBS8* out);
+// Whether the u8 x s8 kernel runs on this machine now (AVX2, not forced portable).
+bool IgemmU8S8Available();
+// C = (A - za[i]) (B - zb[j]) over the context's threads, as Igemm (int32 C, or fout's float epilogue);
+// za[i * za_stride], zb[j * zb_stride].
+void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32_t* za,
+               int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
+               const IgemmFloatOut* fout = nullptr);
 
 }  // namespace nee::cpu
