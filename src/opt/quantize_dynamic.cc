@@ -34,6 +34,7 @@ namespace nee::quant {
 namespace {
 
 using opt::GraphEditor;
+using opt::MakeNode;
 
 constexpr int64_t kDynamicQuantizeLinearOpset = 11;
 
@@ -44,17 +45,6 @@ struct QuantizedWeight {
 struct QuantizedInput {
   std::string values, scale, zero_point;
 };
-
-Node MakeNode(const std::string& name, const char* op, std::vector<std::string> inputs,
-              std::vector<std::string> outputs, std::vector<Attribute> attrs = {}) {
-  Node node;
-  node.name = name;
-  node.op_type = op;
-  node.inputs = std::move(inputs);
-  node.outputs = std::move(outputs);
-  node.attributes = std::move(attrs);
-  return node;
-}
 
 // W [K, N] as [N, K]^T, i.e. B of a Gemm with transB = 1 turned into [K, N].
 Result<Tensor> Transposed(const Tensor& w) {

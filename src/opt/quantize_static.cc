@@ -42,20 +42,10 @@ namespace nee::quant {
 namespace {
 
 using opt::GraphEditor;
+using opt::MakeNode;
 
 constexpr int64_t kQdqOpset = 10;        // QuantizeLinear / DequantizeLinear
 constexpr int64_t kPerAxisQdqOpset = 13;  // their `axis` attribute
-
-Node MakeNode(const std::string& name, const char* op, std::vector<std::string> inputs,
-              std::vector<std::string> outputs, std::vector<Attribute> attrs = {}) {
-  Node node;
-  node.name = name;
-  node.op_type = op;
-  node.inputs = std::move(inputs);
-  node.outputs = std::move(outputs);
-  node.attributes = std::move(attrs);
-  return node;
-}
 
 // What quantizing one node takes.
 struct Candidate {

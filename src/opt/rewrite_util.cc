@@ -184,6 +184,17 @@ bool GraphEditor::Commit() {
   return true;
 }
 
+Node MakeNode(const std::string& name, const char* op, std::vector<std::string> inputs,
+              std::vector<std::string> outputs, std::vector<Attribute> attrs) {
+  Node node;
+  node.name = name;
+  node.op_type = op;
+  node.inputs = std::move(inputs);
+  node.outputs = std::move(outputs);
+  node.attributes = std::move(attrs);
+  return node;
+}
+
 bool GraphEditor::CommitDroppingInitializers(const std::vector<std::string>& candidates) {
   std::unordered_set<std::string> unused;
   for (const std::string& name : candidates)

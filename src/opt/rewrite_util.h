@@ -18,6 +18,10 @@ struct Use {
   size_t input;
 };
 
+// A default-domain node, for rewrites that build new ones.
+Node MakeNode(const std::string& name, const char* op, std::vector<std::string> inputs,
+              std::vector<std::string> outputs, std::vector<Attribute> attrs = {});
+
 // A mutable view of one graph used by a rewrite pass. Nodes are only marked
 // removed during the pass; Commit() drops them, so indices stay stable.
 class GraphEditor {
