@@ -17,6 +17,7 @@
 #include <string>
 
 #include "ir/float_formats.h"
+#include "ops/dynamic_quantize.h"
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
@@ -356,13 +357,8 @@ Status DynamicQuantizeLinearKernel(KernelContext& ctx) {
     min_x = std::min(min_x, xs[i]);
   }
   const float qmin = 0, qmax = 255;
-  float scale = (max_x == min_x ? 1.0f : (max_x - min_x)) / (qmax - qmin);
-  float initial_zero_point = qmin - min_x / scale;
-  // An infinite input makes the scale infinite and -inf/inf NaN; NaN has no
-  // integer value (casting it is undefined), so such a zero point is 0, and
-  // a NaN element below quantizes to the zero point, like 0.
-  if (std::isnan(initial_zero_point)) initial_zero_point = qmin;
-  float zero_point = std::nearbyint(std::clamp(initial_zero_point, qmin, qmax));
+  const DynamicQuantParams p = DynamicQuantizeParams(min_x, max_x);
+  const float scale = p.scale, zero_point = p.zero_point;
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, DataType::kUint8, x->dims()));
   ctx.ParallelFor(n, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -370,15 +366,7 @@ Status DynamicQuantizeLinearKernel(KernelContext& ctx) {
       y.data<uint8_t>()[i] = static_cast<uint8_t>(std::isnan(q) ? zero_point : std::clamp(q, qmin, qmax));
     }
   });
-  if (ctx.num_outputs() > 1) {
-    NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutput(1, DataType::kFloat, {}));
-    s.data<float>()[0] = scale;
-  }
-  if (ctx.num_outputs() > 2) {
-    NEE_ASSIGN_OR_RETURN(Tensor z, ctx.AllocateOutput(2, DataType::kUint8, {}));
-    z.data<uint8_t>()[0] = static_cast<uint8_t>(zero_point);
-  }
-  return Status::Ok();
+  return WriteDynamicQuantizeParams(ctx, p);
 }
 
 // ---- QLinearMatMul ---------------------------------------------------------

@@ -14,6 +14,7 @@
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
+#include "ops/dynamic_quantize.h"
 #include "ops/nn_util.h"
 #include "ops/op_util.h"
 
@@ -534,26 +535,13 @@ Status DynamicQuantizeLinearFast(KernelContext& ctx) {
   } else {
     QuantizeRange(xs, n, min_x, max_x);
   }
-  // As the reference: the scale, and a zero point that is 0 when NaN.
-  const float qmin = 0, qmax = 255;
-  const float scale = (max_x == min_x ? 1.0f : (max_x - min_x)) / (qmax - qmin);
-  float initial_zero_point = qmin - min_x / scale;
-  if (std::isnan(initial_zero_point)) initial_zero_point = qmin;
-  const float zero_point = std::nearbyint(std::clamp(initial_zero_point, qmin, qmax));
+  const DynamicQuantParams p = DynamicQuantizeParams(min_x, max_x);  // as the reference
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kUint8, x->dims()));
   uint8_t* ys = y.data<uint8_t>();
   ctx.ParallelFor(n, 16384, [&](int64_t begin, int64_t end) {
-    QuantizeToUint8(xs + begin, end - begin, scale, zero_point, ys + begin);
+    QuantizeToUint8(xs + begin, end - begin, p.scale, p.zero_point, ys + begin);
   });
-  if (ctx.num_outputs() > 1) {
-    NEE_ASSIGN_OR_RETURN(Tensor s, ctx.AllocateOutput(1, DataType::kFloat, {}));
-    s.data<float>()[0] = scale;
-  }
-  if (ctx.num_outputs() > 2) {
-    NEE_ASSIGN_OR_RETURN(Tensor z, ctx.AllocateOutput(2, DataType::kUint8, {}));
-    z.data<uint8_t>()[0] = static_cast<uint8_t>(zero_point);
-  }
-  return Status::Ok();
+  return WriteDynamicQuantizeParams(ctx, p);
 }
 
 }  // namespace nee::cpu

@@ -16,6 +16,26 @@ inline std::vector<float> RandomFloats(int64_t n, std::mt19937& rng) {
   return v;
 }
 
+inline int64_t ElementCount(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// Uniform 8-bit values of `type` (uint8 or int8) over the whole range.
+inline Tensor Random8(DataType type, const std::vector<int64_t>& dims, std::mt19937& rng) {
+  std::uniform_int_distribution<int> dist(0, 255);
+  const int64_t n = ElementCount(dims);
+  if (type == DataType::kUint8) {
+    std::vector<uint8_t> v(static_cast<size_t>(n));
+    for (auto& e : v) e = static_cast<uint8_t>(dist(rng));
+    return Tensor::FromVector(v, dims);
+  }
+  std::vector<int8_t> v(static_cast<size_t>(n));
+  for (auto& e : v) e = static_cast<int8_t>(dist(rng) - 128);
+  return Tensor::FromVector(v, dims);
+}
+
 inline Tensor RandomTensor(const std::vector<int64_t>& dims, std::mt19937& rng) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;

@@ -21,26 +21,6 @@ using testing::IntAttr;
 using testing::IntsAttr;
 using testing::StringAttr;
 
-int64_t Product(const std::vector<int64_t>& d) {
-  int64_t p = 1;
-  for (int64_t v : d) p *= v;
-  return p;
-}
-
-// Uniform 8-bit values of `type` (uint8 or int8) over the whole range.
-Tensor Random8(DataType type, const std::vector<int64_t>& dims, std::mt19937& rng) {
-  std::uniform_int_distribution<int> dist(0, 255);
-  const int64_t n = Product(dims);
-  if (type == DataType::kUint8) {
-    std::vector<uint8_t> v(static_cast<size_t>(n));
-    for (auto& e : v) e = static_cast<uint8_t>(dist(rng));
-    return Tensor::FromVector(v, dims);
-  }
-  std::vector<int8_t> v(static_cast<size_t>(n));
-  for (auto& e : v) e = static_cast<int8_t>(dist(rng) - 128);
-  return Tensor::FromVector(v, dims);
-}
-
 // Every output of the fast kernel with a pool of `threads` threads.
 Result<std::vector<Value>> RunFastAll(KernelFn kernel, const Node& node, int64_t opset,
                                       const std::vector<Value>& inputs, int threads) {
@@ -120,9 +100,9 @@ TEST_P(QuantFastTest, ConvIntegerMatchesReference) {
   };
   std::mt19937 rng(21);
   for (const ConvCase& c : cases) {
-    std::vector<Value> inputs = {Value(Random8(c.xt, c.x_dims, rng)), Value(Random8(c.wt, c.w_dims, rng))};
-    if (c.zero_points >= 1) inputs.push_back(Value(Random8(c.xt, {}, rng)));
-    if (c.zero_points >= 2) inputs.push_back(Value(Random8(c.wt, c.per_channel ? std::vector<int64_t>{c.w_dims[0]}
+    std::vector<Value> inputs = {Value(testing::Random8(c.xt, c.x_dims, rng)), Value(testing::Random8(c.wt, c.w_dims, rng))};
+    if (c.zero_points >= 1) inputs.push_back(Value(testing::Random8(c.xt, {}, rng)));
+    if (c.zero_points >= 2) inputs.push_back(Value(testing::Random8(c.wt, c.per_channel ? std::vector<int64_t>{c.w_dims[0]}
                                                                                 : std::vector<int64_t>{}, rng)));
     Node node = testing::MakeNode("ConvInteger", inputs.size(), 1, c.attrs);
     ExpectFastMatchesReference(cpu::ConvIntegerFast, node, 10, inputs, c.name);
@@ -132,8 +112,8 @@ TEST_P(QuantFastTest, ConvIntegerMatchesReference) {
 // Extreme values: every product at its largest magnitude, a deep k.
 TEST_P(QuantFastTest, ConvIntegerExtremeValues) {
   const std::vector<int64_t> xd{1, 64, 6, 6}, wd{20, 64, 3, 3};
-  Tensor x = Tensor::FromVector(std::vector<uint8_t>(static_cast<size_t>(Product(xd)), 255), xd);
-  Tensor w = Tensor::FromVector(std::vector<int8_t>(static_cast<size_t>(Product(wd)), -128), wd);
+  Tensor x = Tensor::FromVector(std::vector<uint8_t>(static_cast<size_t>(testing::ElementCount(xd)), 255), xd);
+  Tensor w = Tensor::FromVector(std::vector<int8_t>(static_cast<size_t>(testing::ElementCount(wd)), -128), wd);
   std::vector<Value> inputs = {Value(x), Value(w), Value(Tensor::Scalar<uint8_t>(0)), Value(Tensor::Scalar<int8_t>(127))};
   Node node = testing::MakeNode("ConvInteger", 4, 1, {IntsAttr("pads", {1, 1, 1, 1})});
   ExpectFastMatchesReference(cpu::ConvIntegerFast, node, 10, inputs, "extreme");
@@ -166,10 +146,10 @@ TEST_P(QuantFastTest, MatMulIntegerMatchesReference) {
   for (size_t i = 0; i < cases.size(); ++i) {
     const MatMulCase& c = cases[i];
     const int64_t m = c.a_dims.size() >= 2 ? c.a_dims[c.a_dims.size() - 2] : 1;
-    std::vector<Value> inputs = {Value(Random8(c.at, c.a_dims, rng)), Value(Random8(c.bt, c.b_dims, rng))};
-    inputs.push_back(c.a_zp ? Value(Random8(c.at, c.a_zp == 2 ? std::vector<int64_t>{m} : std::vector<int64_t>{}, rng))
+    std::vector<Value> inputs = {Value(testing::Random8(c.at, c.a_dims, rng)), Value(testing::Random8(c.bt, c.b_dims, rng))};
+    inputs.push_back(c.a_zp ? Value(testing::Random8(c.at, c.a_zp == 2 ? std::vector<int64_t>{m} : std::vector<int64_t>{}, rng))
                             : Value());
-    if (c.b_zp) inputs.push_back(Value(Random8(c.bt, c.b_zp == 2 ? std::vector<int64_t>{c.b_dims.back()}
+    if (c.b_zp) inputs.push_back(Value(testing::Random8(c.bt, c.b_zp == 2 ? std::vector<int64_t>{c.b_dims.back()}
                                                                     : std::vector<int64_t>{}, rng)));
     Node node = testing::MakeNode("MatMulInteger", inputs.size(), 1);
     ExpectFastMatchesReference(cpu::MatMulIntegerFast, node, 10, inputs, "matmul case " + std::to_string(i));
@@ -183,8 +163,8 @@ TEST_P(QuantFastTest, IgemmMatchesPlainSums) {
     for (int64_t n : {1, 15, 16, 17, 40}) {
       for (int64_t k : {1, 2, 3, 31, 64}) {
         for (bool b_signed : {false, true}) {
-          Tensor a = Random8(DataType::kUint8, {m, k}, rng);
-          Tensor b = Random8(b_signed ? DataType::kInt8 : DataType::kUint8, {k, n}, rng);
+          Tensor a = testing::Random8(DataType::kUint8, {m, k}, rng);
+          Tensor b = testing::Random8(b_signed ? DataType::kInt8 : DataType::kUint8, {k, n}, rng);
           std::vector<int32_t> za(static_cast<size_t>(m)), zb(static_cast<size_t>(n));
           for (auto& z : za) z = static_cast<int32_t>(rng() % 256);
           for (auto& z : zb) z = b_signed ? static_cast<int32_t>(rng() % 256) - 128 : static_cast<int32_t>(rng() % 256);
@@ -253,24 +233,24 @@ struct LstmCase {
 std::vector<Value> LstmInputs(const LstmCase& c, std::mt19937& rng) {
   const int64_t dirs = c.direction == "bidirectional" ? 2 : 1, H = c.hidden, N = 4 * H;
   auto floats = [&](std::vector<int64_t> dims, float scale) {
-    std::vector<float> v = testing::RandomFloats(Product(dims), rng);
+    std::vector<float> v = testing::RandomFloats(testing::ElementCount(dims), rng);
     for (float& f : v) f *= scale;
     return Value(Tensor::FromVector(v, dims));
   };
   auto scales = [&](float base) {
     std::vector<int64_t> dims = c.per_column ? std::vector<int64_t>{dirs, N} : std::vector<int64_t>{dirs};
-    std::vector<float> v(static_cast<size_t>(Product(dims)));
+    std::vector<float> v(static_cast<size_t>(testing::ElementCount(dims)));
     for (float& f : v) f = base * (1.0f + 0.5f * static_cast<float>(rng() % 100) / 100.0f);
     return Value(Tensor::FromVector(v, dims));
   };
   auto zero_points = [&]() {
     std::vector<int64_t> dims = c.per_column ? std::vector<int64_t>{dirs, N} : std::vector<int64_t>{dirs};
-    return Value(Random8(c.wt, dims, rng));
+    return Value(testing::Random8(c.wt, dims, rng));
   };
   std::vector<Value> in(12);
   in[0] = floats({c.seq, c.batch, c.input}, 2.0f);
-  in[1] = Value(Random8(c.wt, {dirs, c.input, N}, rng));
-  in[2] = Value(Random8(c.wt, {dirs, H, N}, rng));
+  in[1] = Value(testing::Random8(c.wt, {dirs, c.input, N}, rng));
+  in[2] = Value(testing::Random8(c.wt, {dirs, H, N}, rng));
   if (c.bias) in[3] = floats({dirs, 2 * N}, 0.5f);
   if (c.lens) {
     std::vector<int32_t> lens(static_cast<size_t>(c.batch));

@@ -19,28 +19,9 @@
 namespace nee {
 namespace {
 
-int64_t Product(const std::vector<int64_t>& d) {
-  int64_t p = 1;
-  for (int64_t v : d) p *= v;
-  return p;
-}
-
-Tensor Random8(DataType type, const std::vector<int64_t>& dims, std::mt19937& rng) {
-  std::uniform_int_distribution<int> dist(0, 255);
-  const int64_t n = Product(dims);
-  if (type == DataType::kUint8) {
-    std::vector<uint8_t> v(static_cast<size_t>(n));
-    for (auto& e : v) e = static_cast<uint8_t>(dist(rng));
-    return Tensor::FromVector(v, dims);
-  }
-  std::vector<int8_t> v(static_cast<size_t>(n));
-  for (auto& e : v) e = static_cast<int8_t>(dist(rng) - 128);
-  return Tensor::FromVector(v, dims);
-}
-
 Tensor RandomFloat(const std::vector<int64_t>& dims, float lo, float hi, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(Product(dims)));
+  std::vector<float> v(static_cast<size_t>(testing::ElementCount(dims)));
   for (auto& e : v) e = dist(rng);
   return Tensor::FromVector(v, dims);
 }
@@ -81,7 +62,7 @@ struct Case {
 // int8 weights as quantized layers have them: small, a few at the extremes (pairs that need a remainder).
 Tensor SmallWeights(const std::vector<int64_t>& dims, std::mt19937& rng) {
   std::uniform_int_distribution<int> dist(-60, 60), pick(0, 999);
-  std::vector<int8_t> v(static_cast<size_t>(Product(dims)));
+  std::vector<int8_t> v(static_cast<size_t>(testing::ElementCount(dims)));
   for (auto& e : v) e = static_cast<int8_t>(pick(rng) == 0 ? (dist(rng) < 0 ? -127 : 127) : dist(rng));
   return Tensor::FromVector(v, dims);
 }
@@ -89,14 +70,14 @@ Tensor SmallWeights(const std::vector<int64_t>& dims, std::mt19937& rng) {
 // The inputs of one case: A, B, a_scale, b_scale, a_zp?, b_zp?, bias? ("" slots empty values).
 std::vector<Value> MakeInputs(const Case& c, std::mt19937& rng) {
   const int64_t k = c.a_dims.back();
-  std::vector<Value> in = {Value(Random8(c.at, c.a_dims, rng)),
-                           Value(c.small_b ? SmallWeights({k, c.n}, rng) : Random8(c.bt, {k, c.n}, rng)),
+  std::vector<Value> in = {Value(testing::Random8(c.at, c.a_dims, rng)),
+                           Value(c.small_b ? SmallWeights({k, c.n}, rng) : testing::Random8(c.bt, {k, c.n}, rng)),
                            Value(RandomFloat({}, 0.001f, 0.05f, rng)),
                            Value(RandomFloat(c.b_scale_per_column ? std::vector<int64_t>{c.n} : std::vector<int64_t>{},
                                              0.001f, 0.05f, rng))};
-  in.push_back(c.a_zp ? Value(Random8(c.at, {}, rng)) : Value());
+  in.push_back(c.a_zp ? Value(testing::Random8(c.at, {}, rng)) : Value());
   if (c.b_zp == 0) in.push_back(Value());
-  else in.push_back(Value(Random8(c.bt, c.b_zp == 2 ? std::vector<int64_t>{c.n} : std::vector<int64_t>{}, rng)));
+  else in.push_back(Value(testing::Random8(c.bt, c.b_zp == 2 ? std::vector<int64_t>{c.n} : std::vector<int64_t>{}, rng)));
   if (c.bias) in.push_back(Value(RandomFloat({c.n}, -2.f, 2.f, rng)));
   while (!in.empty() && !in.back().is_tensor()) in.pop_back();
   return in;
@@ -177,19 +158,19 @@ TEST_P(QuantMatMulFastTest, BadInputsAreReported) {
     EXPECT_FALSE(got.ok()) << what;
   };
   std::vector<Value> in = MakeInputs(c, rng);
-  in[1] = Value(Random8(DataType::kInt8, {7, 5}, rng));  // K mismatch
+  in[1] = Value(testing::Random8(DataType::kInt8, {7, 5}, rng));  // K mismatch
   expect_error(in, "k mismatch");
   in = MakeInputs(c, rng);
   in[3] = Value(RandomFloat({4}, 0.1f, 0.2f, rng));  // b_scale neither 1 nor n
   expect_error(in, "b_scale size");
   in = MakeInputs(c, rng);
-  in[4] = Value(Random8(DataType::kUint8, {4}, rng));  // per-row a_zero_point
+  in[4] = Value(testing::Random8(DataType::kUint8, {4}, rng));  // per-row a_zero_point
   expect_error(in, "a_zero_point per row");
   in = MakeInputs(c, rng);
   in[6] = Value(RandomFloat({6}, -1.f, 1.f, rng));  // bias of the wrong length
   expect_error(in, "bias size");
   in = MakeInputs(c, rng);
-  in[1] = Value(Random8(DataType::kInt8, {2, 8, 5}, rng));  // batched B
+  in[1] = Value(testing::Random8(DataType::kInt8, {2, 8, 5}, rng));  // batched B
   expect_error(in, "batched B");
 }
 
@@ -200,8 +181,8 @@ TEST_P(QuantMatMulFastTest, IgemmU8S8MatchesPlainSums) {
   for (int64_t m : {1, 5, 6, 7, 13}) {
     for (int64_t n : {1, 15, 16, 17, 40}) {
       for (int64_t k : {1, 2, 3, 5, 31, 64}) {
-        Tensor a = Random8(DataType::kUint8, {m, k}, rng);
-        Tensor b = Random8(DataType::kInt8, {k, n}, rng);
+        Tensor a = testing::Random8(DataType::kUint8, {m, k}, rng);
+        Tensor b = testing::Random8(DataType::kInt8, {k, n}, rng);
         std::vector<int32_t> za(static_cast<size_t>(m)), zb(static_cast<size_t>(n));
         for (auto& z : za) z = static_cast<int32_t>(rng() % 256);
         for (auto& z : zb) z = static_cast<int32_t>(rng() % 256) - 128;
@@ -224,7 +205,7 @@ TEST_P(QuantMatMulFastTest, IgemmU8S8MatchesPlainSums) {
     }
   }
   // Too many remainders for the given share: declined.
-  Tensor b = Random8(DataType::kInt8, {64, 64}, rng);
+  Tensor b = testing::Random8(DataType::kInt8, {64, 64}, rng);
   cpu::IgemmPackedBS8 pb;
   EXPECT_FALSE(cpu::IgemmPackBS8(64, 64, static_cast<const int8_t*>(b.raw_data()), 64, 0.002, &pb));
 }
@@ -233,8 +214,8 @@ TEST_P(QuantMatMulFastTest, IgemmU8S8MatchesPlainSums) {
 TEST_P(QuantMatMulFastTest, MatMulIntegerU8S8MatchesReference) {
   std::mt19937 rng(37);
   for (auto [m, k, n] : {std::array<int64_t, 3>{128, 768, 64}, {7, 33, 19}, {1, 4, 16}}) {
-    std::vector<Value> in = {Value(Random8(DataType::kUint8, {m, k}, rng)), Value(SmallWeights({k, n}, rng)),
-                             Value(Random8(DataType::kUint8, {m}, rng)), Value(Random8(DataType::kInt8, {n}, rng))};
+    std::vector<Value> in = {Value(testing::Random8(DataType::kUint8, {m, k}, rng)), Value(SmallWeights({k, n}, rng)),
+                             Value(testing::Random8(DataType::kUint8, {m}, rng)), Value(testing::Random8(DataType::kInt8, {n}, rng))};
     Node node = testing::MakeNode("MatMulInteger", 4, 1);
     auto ref = testing::RunOp(node, 10, in);
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
@@ -256,8 +237,8 @@ TEST_P(QuantMatMulFastTest, IgemmFloatEpilogueMatchesPlainSums) {
   for (int64_t m : {1, 6, 7, 13}) {
     for (int64_t n : {1, 16, 17, 40}) {
       for (int64_t k : {1, 3, 64}) {
-        Tensor a = Random8(DataType::kUint8, {m, k}, rng);
-        Tensor b = Random8(DataType::kInt8, {k, n}, rng);
+        Tensor a = testing::Random8(DataType::kUint8, {m, k}, rng);
+        Tensor b = testing::Random8(DataType::kInt8, {k, n}, rng);
         const int32_t za = static_cast<int32_t>(rng() % 256);
         std::vector<int32_t> zb(static_cast<size_t>(n));
         for (auto& z : zb) z = static_cast<int32_t>(rng() % 256) - 128;
@@ -317,9 +298,9 @@ TEST_P(QuantMatMulFastTest, DequantizeLinearMatchesReference) {
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const DqCase& c = cases[i];
-    std::vector<float> sv(static_cast<size_t>(Product(c.scale_dims)), c.scale);
-    std::vector<Value> in = {Value(Random8(c.type, c.dims, rng)), Value(Tensor::FromVector(sv, c.scale_dims))};
-    if (c.zp) in.push_back(Value(Random8(c.type, c.scale_dims, rng)));
+    std::vector<float> sv(static_cast<size_t>(testing::ElementCount(c.scale_dims)), c.scale);
+    std::vector<Value> in = {Value(testing::Random8(c.type, c.dims, rng)), Value(Tensor::FromVector(sv, c.scale_dims))};
+    if (c.zp) in.push_back(Value(testing::Random8(c.type, c.scale_dims, rng)));
     Node node = testing::MakeNode("DequantizeLinear", in.size(), 1);
     if (!c.scale_dims.empty()) node.attributes.push_back(testing::IntAttr("axis", static_cast<int64_t>(c.dims.size()) - 1));
     for (int64_t opset : {13, 21}) {
