@@ -445,7 +445,6 @@ def test_cli_usage_lists_quantize():
 TORCH_TRANSFORMER = ROOT / "tests" / "models" / "torch" / "transformer_opset13" / "model.onnx"
 
 
-@pytest.mark.skipif(not TORCH_TRANSFORMER.exists(), reason="PyTorch-exported model not present")
 def test_pytorch_transformer(tmp_path):
     """A PyTorch export: layer 1 reads layer 0's weights through Identity nodes (ONNX Runtime's quantizer leaves
     those products in float; nee quantizes them and drops the copies)."""
@@ -500,8 +499,7 @@ def test_fp16_onnx_node_cases(name, tmp_path):
     import run_conformance
 
     cases = run_conformance.load_cases(("node",))
-    if name not in cases:
-        pytest.skip(f"{name} not in this onnx")
+    assert name in cases, f"{name} is not among the pinned onnx's node tests"
     model, data_sets = run_conformance.case_model_and_data(cases[name])
     src, out = tmp_path / "src.onnx", tmp_path / "f16.onnx"
     onnx.save(model, str(src))
