@@ -130,7 +130,8 @@ Result<QuantizeReport> QuantizeModelFile(const std::string& in_path, const std::
         .Set("symmetric_weights", Json::Bool(true))
         .Set("per_channel", Json::Bool(options.per_channel))
         .Set("reduce_range", Json::Bool(options.reduce_range))
-        .Set("op_types", Json::Array().Push(Json::String("MatMul")).Push(Json::String("Gemm")));
+        .Set("op_types",
+             Json::Array().Push(Json::String("MatMul")).Push(Json::String("Gemm")).Push(Json::String("Gather")));
   } else if (options.mode == QuantizeMode::kStatic) {
     Json calibrator = Json::Object();
     calibrator.Set("method", options.calibrator.empty() ? "given" : options.calibrator.c_str());

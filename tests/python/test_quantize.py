@@ -54,9 +54,10 @@ def ort_quantize(src, dst, per_channel=False, reduce_range=False):
     # test_ort_api_names.py compares with nee's.
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # Like for like: MatMul and Gemm only, and only MatMuls whose B is a constant.
+    # Like for like: the ops nee quantizes (MatMul, Gemm, Gather of a constant table), and only MatMuls
+    # whose B is a constant.
     quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=per_channel,
-                     reduce_range=reduce_range, op_types_to_quantize=["MatMul", "Gemm"],
+                     reduce_range=reduce_range, op_types_to_quantize=["MatMul", "Gemm", "Gather"],
                      extra_options={"MatMulConstBOnly": True})
 
 
@@ -82,6 +83,39 @@ def mlp_model(path):
     graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def embedding_model(path, vocab=200, seq=12, dim=32, classes=10):
+    """ids x[N,seq] -> word embedding (Gather) + position embedding (Gather of constant positions) -> MatMul
+    -> Relu -> mean over the sequence -> MatMul -> logits[N,10]: both Gathers read constant tables, so the
+    dynamic quantizer writes them as uint8 Gathers; the word embedding feeds a quantized MatMul only through
+    an Add, so both come back through DequantizeLinear, and a third Gather's output feeds a MatMul directly
+    (as its quantized A)."""
+    rng = np.random.default_rng(3)
+    inits = [init(rng, "word", (vocab, dim), 0.5), init(rng, "pos", (seq, dim), 0.1), init(rng, "W1", (dim, 48)),
+             init(rng, "W2", (48, classes)), init(rng, "W3", (dim, classes)),
+             numpy_helper.from_array(np.arange(seq, dtype=np.int64), "positions"),
+             numpy_helper.from_array(np.array([1], dtype=np.int64), "seq_axis")]
+    nodes = [
+        helper.make_node("Gather", ["word", "x"], ["we"], name="word_embedding"),
+        helper.make_node("Gather", ["pos", "positions"], ["pe"], name="position_embedding"),
+        helper.make_node("Add", ["we", "pe"], ["e"], name="embed_add"),
+        helper.make_node("MatMul", ["e", "W1"], ["h"], name="fc1"),
+        helper.make_node("Relu", ["h"], ["a"], name="relu"),
+        helper.make_node("ReduceMean", ["a", "seq_axis"], ["m"], name="pool", keepdims=0),
+        helper.make_node("MatMul", ["m", "W2"], ["l1"], name="fc2"),
+        helper.make_node("Gather", ["word", "x"], ["we2"], name="word_embedding_2"),
+        helper.make_node("MatMul", ["we2", "W3"], ["t"], name="fc3"),
+        helper.make_node("ReduceMean", ["t", "seq_axis"], ["l2"], name="pool_2", keepdims=0),
+        helper.make_node("Add", ["l1", "l2"], ["logits"], name="sum"),
+    ]
+    graph = helper.make_graph(nodes, "embedding", [helper.make_tensor_value_info("x", TensorProto.INT64, ["N", seq])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", classes])], inits)
+    # Opset 19: onnx.reference implements DequantizeLinear from there on.
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     onnx.checker.check_model(model, full_check=True)
     onnx.save(model, str(path))
     return path
@@ -158,6 +192,7 @@ def gemm_alpha_beta_model(path):
 
 
 MODELS = {"mlp": (mlp_model, lambda rng, n: rng.standard_normal((n, 64)).astype(np.float32)),
+          "embedding": (embedding_model, lambda rng, n: rng.integers(0, 200, (n, 12), dtype=np.int64)),
           "transformer": (transformer_model, lambda rng, n: rng.standard_normal((n, 16, 64)).astype(np.float32))}
 
 
@@ -280,7 +315,7 @@ def test_gemm_alpha_beta(tmp_path):
 
 def test_exclude_keeps_node_float(float_model, tmp_path):
     name, src, make_input = float_model
-    first = "fc1" if name == "mlp" else "q_proj"
+    first = "q_proj" if name == "transformer" else "fc1"
     out = tmp_path / "q.onnx"
     report = nee.quantize(str(src), str(out), mode="dynamic", exclude=[first])
     assert f"node '{first}' (MatMul): excluded" in report
@@ -454,11 +489,14 @@ def test_pytorch_transformer(tmp_path):
     (y_f,) = ort_run(src, feed)
     q = tmp_path / "q.onnx"
     report = nee.quantize(src, q, mode="dynamic", reduce_range=True)
-    assert report.startswith("9 nodes quantized")
+    assert report.startswith("10 nodes quantized")  # 9 MatMul/Gemm and the token embedding's Gather
     m = onnx.load(str(q))
     onnx.checker.check_model(m)
     ops = [n.op_type for n in m.graph.node]
     assert ops.count("MatMul") == 4 and "Gemm" not in ops  # the attention products of two activations stay
+    tables = {i.name: i.data_type for i in m.graph.initializer}
+    gathers = [n for n in m.graph.node if n.op_type == "Gather" and n.input[0] in tables]
+    assert gathers and all(tables[n.input[0]] == TensorProto.UINT8 for n in gathers)
     readers = {i for n in m.graph.node for i in n.input}
     assert not [i.name for i in m.graph.initializer if i.data_type == TensorProto.FLOAT and len(i.dims) == 2
                 and i.name not in readers]  # no float weight left unread (its Identity copies are gone too)
