@@ -7,12 +7,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
+from cli_util import NEE, nee_cli
 
 
 def mlp(tmp_path):

@@ -6,7 +6,6 @@ shapes `nee check` prints, and `onnx.checker` / strict shape inference for the m
 import json
 import os
 import re
-import subprocess
 
 import onnx
 import pytest
@@ -14,13 +13,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 import numpy as np
 
+from cli_util import nee_cli
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
 REGENERATE = "build/bin/nee ops --format md > docs/operators.md"
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 # ---- nee ops ------------------------------------------------------------------------------------

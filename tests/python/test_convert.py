@@ -8,7 +8,6 @@ both versions, writing nothing; the lineage record must be appended and verify.
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,13 +22,10 @@ import nee
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_cases  # noqa: E402
 
+from cli_util import nee_cli
+
 ROOT = Path(__file__).resolve().parents[2]
-NEE = os.environ.get("NEE_BIN", str(ROOT / "build" / "bin" / "nee"))
 TORCH = ROOT / "tests" / "models" / "torch"
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 def ort_run(path, feed):

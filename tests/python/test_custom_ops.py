@@ -13,12 +13,11 @@ from onnx import TensorProto, helper
 
 import nee
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
+from cli_util import NEE
+
 LIB_DIR = os.path.join(os.path.dirname(NEE), "..", "lib")
 EXAMPLE_LIB = os.path.abspath(os.environ.get("NEE_EXAMPLE_OPS", os.path.join(LIB_DIR, "libnee_example_ops.so")))
 BAD_ABI_LIB = os.path.abspath(os.path.join(LIB_DIR, "libnee_test_bad_abi_ops.so"))
-
 
 
 def needs_library(test):

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import struct
-import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -21,13 +20,10 @@ import referencing
 import referencing.jsonschema
 from onnx import TensorProto, helper, numpy_helper
 
+from cli_util import nee_cli
+
 ROOT = Path(__file__).resolve().parents[2]
-NEE = os.environ.get("NEE_BIN", str(ROOT / "build" / "bin" / "nee"))
 LINEAGE_KEY = re.compile(r"^nee\.lineage\.(\d+)$")
-
-
-def nee_cli(*args, env=None):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
 
 
 def sha256_file(path):

@@ -13,8 +13,7 @@ from onnx import TensorProto, helper
 
 import nee
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
+from cli_util import NEE
 
 
 def ort_session(m):

@@ -7,8 +7,9 @@ import sys
 import nee
 from nee import __main__ as launcher
 
+from cli_util import NEE, nee_cli
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
 
 
 def test_help_and_version():

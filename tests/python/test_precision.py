@@ -22,12 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import nee
 
-ROOT = Path(__file__).resolve().parents[2]
-NEE = os.environ.get("NEE_BIN", str(ROOT / "build" / "bin" / "nee"))
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
+from cli_util import nee_cli
 
 
 # ---- the oracle: numpy's metrics, as docs/precision.md defines them ----

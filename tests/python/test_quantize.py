@@ -13,8 +13,6 @@ therefore use reduce_range models, and full-range models are checked against the
 """
 import hashlib
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -27,12 +25,9 @@ from onnx.reference import ReferenceEvaluator
 
 import nee
 
+from cli_util import nee_cli
+
 ROOT = Path(__file__).resolve().parents[2]
-NEE = os.environ.get("NEE_BIN", str(ROOT / "build" / "bin" / "nee"))
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 def ort_run(path, feed):

@@ -14,8 +14,6 @@ Oracles, each independent of nee's quantizer:
 """
 import hashlib
 import json
-import os
-import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -27,13 +25,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import nee
 
-ROOT = Path(__file__).resolve().parents[2]
-NEE = os.environ.get("NEE_BIN", str(ROOT / "build" / "bin" / "nee"))
+from cli_util import nee_cli
+
 QUANTIZED_OPS = ("Conv", "MatMul", "Gemm")
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 def ort_session(path, optimize=True):

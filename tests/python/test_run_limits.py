@@ -5,7 +5,6 @@ valid ONNX); these limits turn such a model into a clear error instead of a
 hang or an exhausted machine, and the session stays usable afterwards.
 Expected values come from numpy.
 """
-import os
 import subprocess
 import threading
 import time
@@ -17,7 +16,8 @@ from onnx import TensorProto, helper
 
 import nee
 
-NEE = os.environ.get("NEE_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin", "nee"))
+from cli_util import NEE
+
 ENDLESS = 2**62
 
 

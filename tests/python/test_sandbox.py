@@ -7,7 +7,6 @@ session (C side: tests/unit/api/sandboxed_session_test.cc)."""
 import gc
 import os
 import signal
-import subprocess
 import threading
 import time
 
@@ -21,14 +20,11 @@ import nee
 from test_hostile import external_model  # x [2,3] @ w [3,4] (w in external data) -> Relu
 from test_run_limits import ENDLESS, counting_loop, feed
 
+from cli_util import nee_cli
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
 DIGITS = os.path.join(ROOT, "examples", "models", "digits_logreg.onnx")
 DIGITS_X = os.path.join(ROOT, "examples", "models", "digits_test_x.npy")
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 def sandbox_available():

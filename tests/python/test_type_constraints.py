@@ -15,8 +15,9 @@ from onnx import TensorProto, defs, helper
 import nee
 from nee import _nee
 
+from cli_util import NEE
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-NEE = os.environ.get("NEE_BIN", os.path.join(ROOT, "build", "bin", "nee"))
 ONNX_DOMAINS = ("", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training")
 SCALARS = ("float", "double", "int64", "int32", "string", "bool")
 
