@@ -47,7 +47,9 @@ using winograd_common::Block;
 using winograd_common::BlockScratch;
 using winograd_common::CeilDiv;
 using winograd_common::PackedV;
+using winograd_common::RunBlocks;
 using winograd_common::Split;
+using winograd_common::TransformedWeights;
 using winograd_common::ZeroPanelPadding;
 
 constexpr int kElems = 16;             // transformed tile elements: 16 GEMMs
@@ -532,32 +534,13 @@ Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, co
     NEE_ASSIGN_OR_RETURN(const bool done, ConvWinograd43(ctx, g, x, w, bias, epilogue, z, y));
     if (done) return Status::Ok();
   }
-  // Constant weights are transformed once per session, others on every call
-  // (the same arithmetic, so the same bits either way).
-  std::shared_ptr<const WinogradWeights> weights;
-  if (ctx.prepared() && ctx.input_is_constant(1)) {
-    NEE_ASSIGN_OR_RETURN(weights, ctx.prepared()->GetOrBuild<WinogradWeights>(
-                                      {g.M, g.C}, [&]() -> Result<std::shared_ptr<const WinogradWeights>> {
-                                        auto packed = PackWeights(g, w);
-                                        ctx.ReleaseConstantInput(1);  // runs use the transformed copy
-                                        return packed;
-                                      }));
-  } else {
-    weights = PackWeights(g, w);
-  }
+  NEE_ASSIGN_OR_RETURN(const std::shared_ptr<const WinogradWeights> weights,
+                       TransformedWeights<WinogradWeights>(ctx, g.M, g.C, [&] { return PackWeights(g, w); }));
   const Tiling t = TilingOf(g, NumThreads(ctx));
-  const int64_t tasks = g.N * t.blocks;
-  auto block = [&](int64_t task) {
-    const int64_t b = task % t.blocks;
-    return Block{task / t.blocks, t.first_row(b), t.first_row(b + 1)};
-  };
-  if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
-    PixelMajorTasks(ctx, tasks,
-                    [&](int64_t task) { RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, nullptr); });
-  } else {
-    // Fewer blocks than threads (small late layers): each block's phases are shared.
-    for (int64_t task = 0; task < tasks; ++task) RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, &ctx);
-  }
+  RunBlocks(ctx, g.N, t, [&](const Block& b, const KernelContext* shared) {
+    RunBlock(g, t, b, *weights, x, bias, epilogue, z, y, shared);
+    return true;
+  });
   return Status::Ok();
 #else
   (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;

@@ -51,7 +51,9 @@ using winograd_common::Block;
 using winograd_common::BlockScratch;
 using winograd_common::CeilDiv;
 using winograd_common::PackedV;
+using winograd_common::RunBlocks;
 using winograd_common::Split;
+using winograd_common::TransformedWeights;
 using winograd_common::ZeroPanelPadding;
 
 constexpr int kElems = 36;                 // transformed tile elements: 36 GEMMs
@@ -404,40 +406,15 @@ bool Winograd43Preferred(const Winograd3x3& g) {
 Result<bool> ConvWinograd43(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w, const float* bias,
                             const ConvEpilogue* epilogue, const float* z, float* y) {
 #ifdef NEE_WINOGRAD43_X86
-  // Constant weights are transformed once per session, others on every call
-  // (the same arithmetic, so the same bits either way). Releasing the
-  // weights' file pages is safe although a run with non-finite inputs falls
-  // back to F(2x2, 3x3), which reads them: they fault back in from the file.
-  std::shared_ptr<const Winograd43Weights> weights;
-  if (ctx.prepared() && ctx.input_is_constant(1)) {
-    NEE_ASSIGN_OR_RETURN(weights, ctx.prepared()->GetOrBuild<Winograd43Weights>(
-                                      {g.M, g.C}, [&]() -> Result<std::shared_ptr<const Winograd43Weights>> {
-                                        auto packed = PackWeights(g, w);
-                                        ctx.ReleaseConstantInput(1);  // runs use the transformed copy
-                                        return packed;
-                                      }));
-  } else {
-    weights = PackWeights(g, w);
-  }
+  // Releasing the weights' file pages is safe although a run with non-finite
+  // inputs falls back to F(2x2, 3x3), which reads them: they fault back in
+  // from the file.
+  NEE_ASSIGN_OR_RETURN(const std::shared_ptr<const Winograd43Weights> weights,
+                       TransformedWeights<Winograd43Weights>(ctx, g.M, g.C, [&] { return PackWeights(g, w); }));
   const Tiling t = TilingOf(g, NumThreads(ctx));
-  const int64_t tasks = g.N * t.blocks;
-  auto block = [&](int64_t task) {
-    const int64_t b = task % t.blocks;
-    return Block{task / t.blocks, t.first_row(b), t.first_row(b + 1)};
-  };
-  std::atomic<bool> finite{true};
-  if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
-    PixelMajorTasks(ctx, tasks, [&](int64_t task) {
-      if (finite.load(std::memory_order_relaxed) &&
-          !RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, nullptr))
-        finite.store(false, std::memory_order_relaxed);
-    });
-  } else {
-    // Fewer blocks than threads: each block's phases are shared.
-    for (int64_t task = 0; task < tasks && finite.load(); ++task)
-      if (!RunBlock(g, t, block(task), *weights, x, bias, epilogue, z, y, &ctx)) finite.store(false);
-  }
-  return finite.load();
+  return RunBlocks(ctx, g.N, t, [&](const Block& b, const KernelContext* shared) {
+    return RunBlock(g, t, b, *weights, x, bias, epilogue, z, y, shared);
+  });
 #else
   (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
   return RuntimeError("Winograd F(4x4, 3x3) needs x86 (Winograd43Preferred said no)");

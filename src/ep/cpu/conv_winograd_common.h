@@ -4,7 +4,9 @@
 // per-thread scratch and the way a phase is shared out among threads.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
@@ -59,6 +61,44 @@ void Split(const KernelContext* ctx, int64_t n, Fn&& fn) {
   if (!ctx) return fn(int64_t{0}, n);
   const int64_t parts = std::min<int64_t>(n, 4 * NumThreads(*ctx));
   ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
+}
+
+// The transformed weights: made once per session when the weights are a
+// constant (the original's pages released: runs read the transformed copy),
+// else on every call; the same arithmetic, so the same bits either way.
+// `transform()` returns a std::shared_ptr to a W.
+template <typename W, typename TransformFn>
+Result<std::shared_ptr<const W>> TransformedWeights(KernelContext& ctx, int64_t M, int64_t C, TransformFn&& transform) {
+  if (!ctx.prepared() || !ctx.input_is_constant(1)) return std::shared_ptr<const W>(transform());
+  return ctx.prepared()->GetOrBuild<W>({M, C}, [&]() -> Result<std::shared_ptr<const W>> {
+    std::shared_ptr<const W> transformed = transform();
+    ctx.ReleaseConstantInput(1);
+    return transformed;
+  });
+}
+
+// Runs run(block, shared) over every block of tile rows of the N images
+// (`tiling`: blocks per image and first_row(b)): with a block or more per
+// thread, the blocks as pixel-major tasks (shared null); with fewer blocks
+// than threads, one block after another, each with its phases shared among
+// the threads (shared = &ctx). Stops, returning false, once a run returns false.
+template <typename TilingT, typename RunFn>
+bool RunBlocks(const KernelContext& ctx, int64_t N, const TilingT& tiling, RunFn&& run) {
+  const int64_t tasks = N * tiling.blocks;
+  auto block = [&](int64_t task) {
+    const int64_t b = task % tiling.blocks;
+    return Block{task / tiling.blocks, tiling.first_row(b), tiling.first_row(b + 1)};
+  };
+  std::atomic<bool> ok{true};
+  if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
+    PixelMajorTasks(ctx, tasks, [&](int64_t task) {
+      if (ok.load(std::memory_order_relaxed) && !run(block(task), nullptr)) ok.store(false, std::memory_order_relaxed);
+    });
+  } else {
+    for (int64_t task = 0; task < tasks && ok.load(); ++task)
+      if (!run(block(task), &ctx)) ok.store(false);
+  }
+  return ok.load();
 }
 
 }  // namespace nee::cpu::winograd_common
