@@ -152,7 +152,7 @@ def encoder(weights, head=None):
     graph = helper.make_graph(nodes, "byte_encoder",
                               [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["n", SEQ])],
                               [helper.make_tensor_value_info(output, TensorProto.FLOAT, ["n", width])], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     onnx.checker.check_model(model, full_check=True)
     return model
 
