@@ -19,9 +19,9 @@ random; the Gemm is fitted by scikit-learn's LogisticRegression on the pooled fe
 Runtime (not by nee). Expected values are the labels and the float model's predictions (ONNX Runtime).
 ONNX Runtime runs nee's int8 model as a second opinion on reduce_range models only: on this AVX2 CPU
 without VNNI its u8 x s8 MatMulInteger saturates with full-range weights (docs/quantization.md), even with
-graph optimizations off (measured on these lines: within 1e-4 of nee on 10% / 0% of them, per tensor / per
-channel, against 92-94% with reduce_range; top-1 0.997 / 0.971), so the full-range models are checked
-against onnx's reference evaluator instead."""
+graph optimizations off (measured on these lines with the embedding float: within 1e-4 of nee on 10% / 0% of
+them, per tensor / per channel, against 96% with reduce_range; top-1 0.997 / 0.971), so the full-range models
+are checked against onnx's reference evaluator instead."""
 import collections
 import io
 import pathlib
