@@ -10,9 +10,11 @@
 //    vector, the sum of nine input vectors times the taps' weight vectors
 //    (packed [Cb][9][8]); interior pixels four at a time without bounds
 //    checks, the border with them.
-// The residual and the activation then run over each task's output, while it
-// is in cache. Anything else (other geometries, padding lanes, no AVX2) goes
-// to the reference kernel.
+// The pointwise tiles add the residual and apply the cheap activations (none,
+// Relu, Clip) in registers as they store; otherwise, and for the depthwise
+// convs, the residual and the activation run over each task's output after
+// it, while it is in cache. Anything else (other geometries, padding lanes,
+// no AVX2) goes to the reference kernel.
 //
 // Determinism: every output vector is one accumulator chain over the input
 // channels (or taps) in a fixed order, computed by exactly one task, so the
@@ -77,10 +79,14 @@ std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const Blocke
 
 // PX pixels x OB blocks. x: the tile's first pixel in input block 0 (block cb
 // is cb * plane * 8 further); w: the first output block's packed weights;
-// y: the tile's first pixel in its first output block.
-template <int PX, int OB>
+// y: the tile's first pixel in its first output block, z (null: none) the
+// residual there. Each sum is finished in registers as FinishRun would finish
+// it once stored, (sum + z), then activation K: the same operations, so the
+// same bits, without another pass over the output (MobileNetV2's ReLU6: 5%).
+template <int PX, int OB, FusedActivation::Kind K>
 __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane, const float* x, const float* w,
-                                                       const float* bias, float* y) {
+                                                       const float* bias, float* y, const float* z,
+                                                       const FusedActivation& act) {
   __m256 acc[PX][OB];
 #pragma GCC unroll 3
   for (int j = 0; j < OB; ++j) {
@@ -107,31 +113,67 @@ __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane,
 #pragma GCC unroll 3
   for (int j = 0; j < OB; ++j)
 #pragma GCC unroll 12
-    for (int i = 0; i < PX; ++i) _mm256_storeu_ps(y + (j * plane + i) * kB, acc[i][j]);
+    for (int i = 0; i < PX; ++i) {
+      const int64_t at = (j * plane + i) * kB;
+      __m256 v = acc[i][j];
+      if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + at));
+      _mm256_storeu_ps(y + at, Activate8<K>(act, v));
+    }
 }
 
-using TileFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*);
+using TileFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*, const float*,
+                        const FusedActivation&);
 // Tiles of twelve accumulators by the blocks they cover: 12 pixels x 1 block,
 // 6 x 2, 4 x 3 (and narrower ones for the last pixels). An odd number of
 // blocks ends in a group of three, not a lone block whose six accumulators
 // could not hide the FMA latency (M = 24 convs ran 10% slower so).
-constexpr TileFn kTiles1[12] = {PointwiseTile<1, 1>, PointwiseTile<2, 1>,  PointwiseTile<3, 1>,  PointwiseTile<4, 1>,
-                                PointwiseTile<5, 1>, PointwiseTile<6, 1>,  PointwiseTile<7, 1>,  PointwiseTile<8, 1>,
-                                PointwiseTile<9, 1>, PointwiseTile<10, 1>, PointwiseTile<11, 1>, PointwiseTile<12, 1>};
-constexpr TileFn kTiles2[6] = {PointwiseTile<1, 2>, PointwiseTile<2, 2>, PointwiseTile<3, 2>,
-                               PointwiseTile<4, 2>, PointwiseTile<5, 2>, PointwiseTile<6, 2>};
-constexpr TileFn kTiles3[4] = {PointwiseTile<1, 3>, PointwiseTile<2, 3>, PointwiseTile<3, 3>, PointwiseTile<4, 3>};
+template <FusedActivation::Kind K>
+struct PointwiseTiles {
+  static constexpr TileFn one[12] = {PointwiseTile<1, 1, K>,  PointwiseTile<2, 1, K>,  PointwiseTile<3, 1, K>,
+                                     PointwiseTile<4, 1, K>,  PointwiseTile<5, 1, K>,  PointwiseTile<6, 1, K>,
+                                     PointwiseTile<7, 1, K>,  PointwiseTile<8, 1, K>,  PointwiseTile<9, 1, K>,
+                                     PointwiseTile<10, 1, K>, PointwiseTile<11, 1, K>, PointwiseTile<12, 1, K>};
+  static constexpr TileFn two[6] = {PointwiseTile<1, 2, K>, PointwiseTile<2, 2, K>, PointwiseTile<3, 2, K>,
+                                    PointwiseTile<4, 2, K>, PointwiseTile<5, 2, K>, PointwiseTile<6, 2, K>};
+  static constexpr TileFn three[4] = {PointwiseTile<1, 3, K>, PointwiseTile<2, 3, K>, PointwiseTile<3, 3, K>,
+                                      PointwiseTile<4, 3, K>};
+};
 
-// Pixels [p0, p1) of image n, output blocks [ob0, ob1), sums only.
-void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, int64_t n, int64_t p0, int64_t p1,
-                    int64_t ob0, int64_t ob1) {
+// The tiles' finish in registers: the residual and the cheap activations
+// (None, Relu, Clip: MobileNetV2's, ResNet's, most CNNs'). The exponential
+// ones cost what they cost wherever they run; those tiles store the sums and
+// FinishRun finishes them after (fewer tile instances).
+struct TileSet {
+  const TileFn* one;
+  const TileFn* two;
+  const TileFn* three;
+  bool finishes;  // the tiles apply the residual and the activation
+};
+template <FusedActivation::Kind K>
+constexpr TileSet kTileSet{PointwiseTiles<K>::one, PointwiseTiles<K>::two, PointwiseTiles<K>::three,
+                           true};
+
+TileSet TilesFor(FusedActivation::Kind kind) {
+  using Kind = FusedActivation::Kind;
+  if (kind == Kind::kRelu) return kTileSet<Kind::kRelu>;
+  if (kind == Kind::kClip) return kTileSet<Kind::kClip>;
+  TileSet sums = kTileSet<Kind::kNone>;
+  sums.finishes = kind == Kind::kNone;
+  return sums;
+}
+
+// Pixels [p0, p1) of image n, output blocks [ob0, ob1): finished when the
+// tile set finishes, else sums only.
+void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, const TileSet& set, int64_t n, int64_t p0,
+                    int64_t p1, int64_t ob0, int64_t ob1) {
   const int64_t plane = g.H * g.W;
   const float* x = g.x + n * g.Cb() * plane * kB;
   float* y = g.y + n * g.Mb() * plane * kB;
+  const float* z = set.finishes && g.z ? g.z + n * g.Mb() * plane * kB : nullptr;
   for (int64_t ob = ob0, obs = 0; ob < ob1; ob += obs) {
     const int64_t left_blocks = ob1 - ob;
     obs = left_blocks == 3 ? 3 : std::min<int64_t>(2, left_blocks);
-    const TileFn* tiles = obs == 1 ? kTiles1 : obs == 2 ? kTiles2 : kTiles3;
+    const TileFn* tiles = obs == 1 ? set.one : obs == 2 ? set.two : set.three;
     const int64_t widest = 12 / obs;
     const float* w = pw.w.data() + ob * g.C * kB;
     const float* bias = pw.bias.data() + ob * kB;
@@ -140,7 +182,8 @@ void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, int6
       // 6 + a lone pixel (a tile streams all the weights, whatever its width).
       const int64_t left = p1 - p;
       px = widest == 6 && (left == 7 || left == 8) ? 4 : std::min(widest, left);
-      tiles[px - 1](g.C, plane, x + p * kB, w, bias, y + (ob * plane + p) * kB);
+      const int64_t at = (ob * plane + p) * kB;
+      tiles[px - 1](g.C, plane, x + p * kB, w, bias, y + at, z ? z + at : nullptr, g.act);
     }
   }
 }
@@ -254,6 +297,7 @@ bool Supported(const BlockedConvGeometry& g) {
 }
 
 void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const BlockedWeights& pw, FinishFn finish) {
+  const TileSet tiles = TilesFor(g.act.kind);
   const int threads = NumThreads(ctx);
   const int64_t plane = g.H * g.W, Mb = g.Mb();
   // Chunks of about kChunkPixels, starting on whole tiles.
@@ -266,8 +310,8 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
     const int64_t n = t / (chunks * groups), chunk = t / groups % chunks, group = t % groups;
     const int64_t p0 = chunk_start(chunk), p1 = chunk_start(chunk + 1);
     const int64_t ob0 = 2 * (group * pairs / groups), ob1 = std::min(Mb, 2 * ((group + 1) * pairs / groups));
-    PointwiseRange(g, pw, n, p0, p1, ob0, ob1);
-    Finish(g, finish, n, ob0, ob1, p0, p1);
+    PointwiseRange(g, pw, tiles, n, p0, p1, ob0, ob1);
+    if (!tiles.finishes) Finish(g, finish, n, ob0, ob1, p0, p1);
   });
 }
 
