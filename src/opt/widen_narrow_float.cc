@@ -18,12 +18,15 @@
 // rounding and stays. The exact pair, narrow -> float -> the same narrow type,
 // is bypassed.
 //
-// Memory: widened weights are float32 initializers, twice the narrow bytes,
-// and the fast kernels pack them as for a float32 model.
+// Memory: widened weights are float32 heap initializers, twice the narrow
+// bytes; the fast kernels pack them as for a float32 model and drop them
+// (GraphRunner's constant dropping), and the narrow bytes of a mapped model
+// file are released once read.
 #include <map>
 #include <optional>
 #include <unordered_map>
 
+#include "base/mapped_file.h"
 #include "ir/attr_decl.h"
 #include "ir/float_formats.h"
 #include "opt/pass_manager.h"
@@ -130,6 +133,9 @@ class FloatTwins {
     Tensor constant = ed_.Constant(v);
     if (constant.defined() && IsNarrow(constant.dtype())) {
       NEE_ASSIGN_OR_RETURN(Tensor wide, WidenTensor(constant));
+      // The narrow bytes are read once: pages of a mapped model file go back
+      // to the page cache (no-op for heap bytes; a later read re-reads the file).
+      ReleaseFileBackedPages(constant.raw_data(), constant.byte_size());
       name = ed_.AddInitializer(v + "_fp32", std::move(wide));
       replaced_initializers_.push_back(v);
     } else {
