@@ -22,6 +22,7 @@
 // bytes; the fast kernels pack them as for a float32 model and drop them
 // (GraphRunner's constant dropping), and the narrow bytes of a mapped model
 // file are released once read.
+#include <cstring>
 #include <map>
 #include <optional>
 #include <unordered_map>
@@ -111,12 +112,33 @@ Node CastNode(const std::string& name, const std::string& input, const std::stri
   return opt::MakeNode(name, "Cast", {input}, {output}, {opt::IntAttr("to", static_cast<int64_t>(to))});
 }
 
+// Every float16 pattern's float value: widening BERT-base's 110M weights
+// element by element through HalfToFloat's branches took ~0.4 s of session
+// creation; a table read is exact and a fraction of that.
+const std::vector<float>& HalfTable() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = HalfToFloat(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table;
+}
+
 Result<Tensor> WidenTensor(const Tensor& t) {
   NEE_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(DataType::kFloat, t.dims()));
   const uint16_t* src = t.data<uint16_t>();
   float* dst = out.data<float>();
-  const bool half = t.dtype() == DataType::kFloat16;
-  for (int64_t i = 0; i < t.num_elements(); ++i) dst[i] = half ? HalfToFloat(src[i]) : BFloat16ToFloat(src[i]);
+  const int64_t n = t.num_elements();
+  if (t.dtype() == DataType::kFloat16) {
+    const float* table = HalfTable().data();
+    for (int64_t i = 0; i < n; ++i) dst[i] = table[src[i]];
+  } else {
+    // bfloat16 is float32's upper half (BFloat16ToFloat, inlined).
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+      std::memcpy(dst + i, &bits, 4);
+    }
+  }
   return out;
 }
 
