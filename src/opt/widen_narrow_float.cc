@@ -15,8 +15,10 @@
 // each output once, so a widened node gives the same values up to float32
 // accumulation order, and each op's output is still rounded to the narrow
 // type: a Cast pair float -> narrow -> float between two widened nodes is that
-// rounding and stays. The exact pair, narrow -> float -> the same narrow type,
-// is bypassed.
+// rounding and stays, except before Relu and MaxPool, which commute with the
+// rounding: they read the float32 value and their output is rounded once
+// (CommutesWithRounding; so Conv + Relu still fuse). The exact pair, narrow ->
+// float -> the same narrow type, is bypassed.
 //
 // Memory: widened weights are float32 heap initializers, twice the narrow
 // bytes; the fast kernels pack them as for a float32 model and drop them
@@ -142,13 +144,26 @@ Result<Tensor> WidenTensor(const Tensor& t) {
   return out;
 }
 
-// The float32 value standing for each narrow value the widened nodes read.
-class FloatTwins {
- public:
-  explicit FloatTwins(GraphEditor& ed) : ed_(ed) {}
+// Relu and MaxPool (without Indices) commute with rounding to a narrow type
+// (monotone, and mapping narrow values to narrow values): reading their
+// input before its rounding and rounding their output once gives the same
+// values (only a zero's sign may differ: Relu(-0) is -0, Relu of a tiny
+// negative float +0). So a Conv + Relu stays a pair FusedConv can take.
+bool CommutesWithRounding(const Node& node) {
+  if (opt::IsOp(node, "Relu")) return true;
+  return opt::IsOp(node, "MaxPool") && (node.outputs.size() == 1 || node.outputs[1].empty());
+}
 
-  // The float32 name of narrow value `v`, read by node `reader`.
-  Result<std::string> Of(const std::string& v) {
+// The pass's bookkeeping: the float32 value standing for each narrow value
+// the widened nodes read, and the Casts it adds. Casts that follow a widened
+// node are held back until Flush(), so that a Cast back nothing reads any
+// more (its reader took the value before rounding) is never added.
+class Widening {
+ public:
+  explicit Widening(GraphEditor& ed) : ed_(ed) {}
+
+  // The float32 name of narrow value `v`.
+  Result<std::string> FloatOf(const std::string& v) {
     auto it = twins_.find(v);
     if (it != twins_.end()) return it->second;
     std::string name;
@@ -163,32 +178,67 @@ class FloatTwins {
     } else {
       name = ed_.FreshName(v + "_fp32");
       Node cast = CastNode(name, v, name, DataType::kFloat);
-      auto widened = written_after_.find(v);
-      const int64_t producer = widened != written_after_.end() ? static_cast<int64_t>(widened->second) : ed_.Producer(v);
-      if (producer >= 0) ed_.InsertAfter(static_cast<size_t>(producer), std::move(cast));
+      auto back = cast_backs_.find(v);
+      const int64_t producer = ed_.Producer(v);
+      if (back != cast_backs_.end()) pending_[back->second.anchor].push_back(std::move(cast));  // after the Cast back
+      else if (producer >= 0) ed_.InsertAfter(static_cast<size_t>(producer), std::move(cast));
       else ed_.InsertBefore(0, std::move(cast));  // a graph input: before every node
     }
     twins_.emplace(v, name);
     return name;
   }
 
-  // Narrow value `v` is now written by a Cast inserted after node `widened`
-  // (which the editor does not index): its twin goes after that Cast.
-  void NoteCastBack(const std::string& v, size_t widened) { written_after_[v] = widened; }
+  // Node `anchor`, widened, writes `wide`; a Cast to `type` writes `narrow`.
+  void AddCastBack(size_t anchor, const std::string& wide, const std::string& narrow, DataType type) {
+    pending_[anchor].push_back(CastNode(narrow, wide, narrow, type));
+    cast_backs_[narrow] = {anchor, wide};
+  }
+
+  // The float32 value `v` was rounded from, when `v` is a widened node's
+  // output that node `reader` (input `input`) alone reads; empty otherwise.
+  std::string BeforeRounding(const std::string& v, size_t reader, size_t input) const {
+    auto back = cast_backs_.find(v);
+    if (back == cast_backs_.end() || twins_.count(v) || ed_.IsPinned(v)) return "";
+    const std::vector<opt::Use> uses = ed_.Uses(v);
+    if (uses.size() != 1 || uses[0].node != reader || uses[0].input != input) return "";
+    return back->second.wide;
+  }
+
+  // Adds the held-back Casts, but no Cast back that nothing reads.
+  void Flush() {
+    for (auto& [anchor, nodes] : pending_)
+      for (Node& node : nodes) {
+        const std::string& out = node.outputs[0];
+        const bool cast_back = cast_backs_.count(out) > 0;
+        if (cast_back && ed_.Uses(out).empty() && !ed_.IsPinned(out) && !twins_.count(out)) continue;
+        ed_.InsertAfter(anchor, std::move(node));
+      }
+    pending_.clear();
+  }
 
   const std::vector<std::string>& replaced_initializers() const { return replaced_initializers_; }
 
  private:
+  struct CastBack {
+    size_t anchor;
+    std::string wide;
+  };
   GraphEditor& ed_;
   std::unordered_map<std::string, std::string> twins_;
-  std::unordered_map<std::string, size_t> written_after_;
+  std::unordered_map<std::string, CastBack> cast_backs_;  // by the narrow name
+  std::map<size_t, std::vector<Node>> pending_;            // by widened node, in the order made
   std::vector<std::string> replaced_initializers_;
 };
 
-Status Widen(GraphEditor& ed, size_t i, const WidenPlan& plan, FloatTwins& twins) {
+Status Widen(GraphEditor& ed, size_t i, const WidenPlan& plan, Widening& widening) {
+  const bool commutes = CommutesWithRounding(ed.node(i));
   for (size_t k = 0; k < plan.inputs.size(); ++k) {
     if (plan.inputs[k] == DataType::kUndefined) continue;
-    NEE_ASSIGN_OR_RETURN(std::string wide, twins.Of(ed.node(i).inputs[k]));
+    const std::string v = ed.node(i).inputs[k];
+    std::string wide = commutes ? widening.BeforeRounding(v, i, k) : "";
+    if (wide.empty()) {
+      NEE_ASSIGN_OR_RETURN(wide, widening.FloatOf(v));
+    }
     ed.SetInput(i, k, wide);
   }
   for (size_t k = 0; k < plan.outputs.size(); ++k) {
@@ -199,8 +249,7 @@ Status Widen(GraphEditor& ed, size_t i, const WidenPlan& plan, FloatTwins& twins
     // which the Cast back now writes.
     ed.RenameOutput(i, k, wide);
     ed.ReplaceUses(wide, narrow);
-    ed.InsertAfter(i, CastNode(narrow, wide, narrow, plan.outputs[k]));
-    twins.NoteCastBack(narrow, i);
+    widening.AddCastBack(i, wide, narrow, plan.outputs[k]);
   }
   return Status::Ok();
 }
@@ -245,7 +294,7 @@ const std::vector<std::pair<const char*, const char*>>& WidenedOps() {
 
 Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed) {
   GraphEditor ed(graph, checked);
-  FloatTwins twins(ed);
+  Widening widening(ed);
   bool any = false;
   for (size_t i : checked.order) {
     if (!ed.removed(i) && BypassExactPair(ed, i)) {
@@ -256,10 +305,11 @@ Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed
     if (!IsWidenedOp(node) || !node.declaration) continue;
     std::optional<WidenPlan> plan = PlanNode(ed, node, *node.declaration);
     if (!plan || !plan->any) continue;
-    NEE_RETURN_IF_ERROR(Widen(ed, i, *plan, twins));
+    NEE_RETURN_IF_ERROR(Widen(ed, i, *plan, widening));
     any = true;
   }
-  *changed = ed.CommitDroppingInitializers(twins.replaced_initializers()) || any;
+  widening.Flush();
+  *changed = ed.CommitDroppingInitializers(widening.replaced_initializers()) || any;
   return Status::Ok();
 }
 
