@@ -67,13 +67,6 @@ struct NodePlan {
   std::vector<bool> outputs_narrow;
 };
 
-const FormalParam* OutputFormal(const AttrSchema& schema, size_t index) {
-  if (schema.outputs.empty()) return nullptr;
-  if (index < schema.outputs.size()) return &schema.outputs[index];
-  const FormalParam& last = schema.outputs.back();
-  return last.option == FormalParam::Option::kVariadic ? &last : nullptr;
-}
-
 bool LetterAllows(const AttrSchema& schema, const FormalParam* formal, const char* type_name) {
   if (!formal) return false;
   const TypeConstraint* c = schema.FindConstraint(formal->type);
@@ -109,16 +102,6 @@ Result<Tensor> ToNarrowTensor(const Tensor& t, DataType narrow, size_t* clamped)
     for (int64_t i = 0; i < t.num_elements(); ++i) dst[i] = ToHalfSaturated(src[i], clamped);
   }
   return out;
-}
-
-Node CastNode(const std::string& name, const std::string& input, const std::string& output, DataType to) {
-  Node node;
-  node.name = name;
-  node.op_type = "Cast";
-  node.inputs = {input};
-  node.outputs = {output};
-  node.attributes.push_back(opt::IntAttr("to", static_cast<int64_t>(to)));
-  return node;
 }
 
 }  // namespace
@@ -216,7 +199,7 @@ Status ConvertToNarrowFloat(Model& model, const QuantizeOptions& options, DataTy
     }
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       if (node.outputs[k].empty() || !is_float(node.outputs[k])) continue;
-      if (LetterAllows(*schema, OutputFormal(*schema, k), target.type_name)) {
+      if (LetterAllows(*schema, schema->OutputFormal(k), target.type_name)) {
         plan.outputs_narrow[k] = true;
         any_narrow = true;
       }
@@ -283,7 +266,7 @@ Status ConvertToNarrowFloat(Model& model, const QuantizeOptions& options, DataTy
       if (name.empty() || !narrow_values.count(name) || !ed.IsPinned(name)) continue;
       const std::string renamed = ed.FreshName(name + "_" + target.suffix);
       ed.RenameOutput(i, k, renamed);
-      ed.InsertAfter(i, CastNode(name + "_cast_to_fp32", renamed, name, DataType::kFloat));
+      ed.InsertAfter(i, opt::CastNode(name + "_cast_to_fp32", renamed, name, DataType::kFloat));
       ++report->casts_added;
       narrow_values.erase(name);
       narrow_values.insert(renamed);
@@ -314,7 +297,7 @@ Status ConvertToNarrowFloat(Model& model, const QuantizeOptions& options, DataTy
       auto it = casts.find({v, to_narrow});
       if (it == casts.end()) {
         const std::string out = ed.FreshName(v + (to_narrow ? std::string("_to_") + target.suffix : std::string("_to_fp32")));
-        Node cast = CastNode(out, v, out, to_narrow ? target.type : DataType::kFloat);
+        Node cast = opt::CastNode(out, v, out, to_narrow ? target.type : DataType::kFloat);
         const int64_t producer = ed.Producer(v);
         if (producer >= 0) ed.InsertAfter(static_cast<size_t>(producer), std::move(cast));
         else ed.InsertBefore(i, std::move(cast));

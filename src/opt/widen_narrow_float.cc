@@ -49,13 +49,6 @@ bool AllowsFloat(const TypeConstraint& c) {
   return false;
 }
 
-const FormalParam* OutputFormal(const AttrSchema& schema, size_t index) {
-  if (schema.outputs.empty()) return nullptr;
-  if (index < schema.outputs.size()) return &schema.outputs[index];
-  const FormalParam& last = schema.outputs.back();
-  return last.option == FormalParam::Option::kVariadic ? &last : nullptr;
-}
-
 bool IsWidenedOp(const Node& node) {
   const std::string domain = NormalizeDomain(node.domain);
   for (const auto& [d, op] : WidenedOps())
@@ -93,7 +86,7 @@ std::optional<WidenPlan> PlanNode(const GraphEditor& ed, const Node& node, const
   for (size_t k = 0; k < node.inputs.size(); ++k)
     if (!visit(node.inputs[k], schema.InputFormal(k), &plan.inputs[k])) return std::nullopt;
   for (size_t k = 0; k < node.outputs.size(); ++k)
-    if (!visit(node.outputs[k], OutputFormal(schema, k), &plan.outputs[k])) return std::nullopt;
+    if (!visit(node.outputs[k], schema.OutputFormal(k), &plan.outputs[k])) return std::nullopt;
   // A letter is widened everywhere or nowhere: a value bound to it that is
   // not narrow (float32 already, or unknown) would leave the letter bound to
   // two types.
@@ -103,15 +96,11 @@ std::optional<WidenPlan> PlanNode(const GraphEditor& ed, const Node& node, const
       return std::nullopt;
   }
   for (size_t k = 0; k < node.outputs.size(); ++k) {
-    const FormalParam* f = OutputFormal(schema, k);
+    const FormalParam* f = schema.OutputFormal(k);
     if (!node.outputs[k].empty() && f && letters.count(f->type) && plan.outputs[k] == DataType::kUndefined)
       return std::nullopt;
   }
   return plan;
-}
-
-Node CastNode(const std::string& name, const std::string& input, const std::string& output, DataType to) {
-  return opt::MakeNode(name, "Cast", {input}, {output}, {opt::IntAttr("to", static_cast<int64_t>(to))});
 }
 
 // Every float16 pattern's float value: widening BERT-base's 110M weights
@@ -177,7 +166,7 @@ class Widening {
       replaced_initializers_.push_back(v);
     } else {
       name = ed_.FreshName(v + "_fp32");
-      Node cast = CastNode(name, v, name, DataType::kFloat);
+      Node cast = opt::CastNode(name, v, name, DataType::kFloat);
       auto back = cast_backs_.find(v);
       const int64_t producer = ed_.Producer(v);
       if (back != cast_backs_.end()) pending_[back->second.anchor].push_back(std::move(cast));  // after the Cast back
@@ -190,7 +179,7 @@ class Widening {
 
   // Node `anchor`, widened, writes `wide`; a Cast to `type` writes `narrow`.
   void AddCastBack(size_t anchor, const std::string& wide, const std::string& narrow, DataType type) {
-    pending_[anchor].push_back(CastNode(narrow, wide, narrow, type));
+    pending_[anchor].push_back(opt::CastNode(narrow, wide, narrow, type));
     cast_backs_[narrow] = {anchor, wide};
   }
 
