@@ -1,7 +1,7 @@
-// `nee quantize MODEL -o OUT.onnx --mode dynamic|fp16 [--exclude NODE]... [--per-channel]
+// `nee quantize MODEL -o OUT.onnx --mode dynamic|fp16|bf16 [--exclude NODE]... [--per-channel]
 // [--reduce-range]`, `--mode static --calibration DIR [--calibrator minmax|percentile|entropy]
 // [--percentile P] [--per-channel] [--symmetric-activations]` (QDQ, exec/calibrate.h): the model rewritten to int8 (dynamic: weights quantized
-// once, activations at run time) or float16 by src/opt/quantize.h, written as
+// once, activations at run time) or float16 / bfloat16 by src/opt/quantize.h, written as
 // a standard ONNX model ONNX Runtime also runs, with a lineage record
 // ("quantize"). Prints what was rewritten, what was kept and why, and the
 // weight bytes before and after. A bad mode or an --exclude naming no node
@@ -44,7 +44,7 @@ int Quantize(int argc, char** argv) {
     } else if (arg == "--symmetric-activations") flags |= NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS;
     else throw UsageError{"option '" + arg + "' does not apply to nee quantize"};
   }
-  if (mode.empty()) throw UsageError{"quantize needs --mode dynamic|static|fp16"};
+  if (mode.empty()) throw UsageError{"quantize needs --mode dynamic|static|fp16|bf16"};
   if (out.empty()) throw UsageError{"quantize needs -o OUT.onnx"};
   if (mode == "static" && calibration.empty()) throw UsageError{"--mode static needs --calibration DIR"};
   if (mode != "static" && (!calibration.empty() || (flags & NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS)))

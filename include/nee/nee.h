@@ -333,8 +333,8 @@ NEE_API nee_status_t nee_model_convert_opset(const char* in_path, const char* ou
 
 /* Quantizes the model at in_path and writes it to out_path as a standard ONNX model that ONNX
  * Runtime also runs (src/opt/quantize.h, docs/quantization.md): mode "dynamic" (MatMul/Gemm weights
- * int8, activations quantized at run time: DynamicQuantizeLinear + MatMulInteger) or "fp16" (float16
- * weights and computation, float32 inputs and outputs). `exclude` holds `num_exclude` node names left
+ * int8, activations quantized at run time: DynamicQuantizeLinear + MatMulInteger), "fp16" (float16
+ * weights and computation, float32 inputs and outputs) or "bf16" (the same in bfloat16). `exclude` holds `num_exclude` node names left
  * as they are (each must name a node); `flags` is a bitwise or of nee_quantize_flag_t. Appends a
  * lineage record (mode, parameters, excluded nodes, the source file's sha256). A bad mode, an
  * unknown node or an unreadable model fail (NEE_STATUS_INVALID_ARGUMENT / _INVALID_MODEL /

@@ -55,7 +55,7 @@ def quantize(in_path: str, out_path: str, mode: str = "dynamic", exclude=(), per
     """Writes a lower-precision copy of the model at in_path to out_path, as `nee quantize`
     (docs/quantization.md): mode "dynamic" quantizes MatMul/Gemm weights to int8 (symmetric; per
     output column with per_channel; 7-bit with reduce_range) with activations quantized at run time,
-    "fp16" computes in float16 keeping float32 inputs and outputs. Nodes named in `exclude` are left
+    "fp16" ("bf16") computes in float16 (bfloat16) keeping float32 inputs and outputs. Nodes named in `exclude` are left
     as they are. The output is standard ONNX (ONNX Runtime runs it) with a lineage record. Returns
     the summary (nodes rewritten, weight bytes before and after). Raises InvalidArgument for a bad
     mode or an excluded name that is no node, NoSuchFile/InvalidProtobuf for an unreadable model.

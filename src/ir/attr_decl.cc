@@ -25,6 +25,12 @@ const FormalParam* AttrSchema::InputFormal(size_t index) const {
   return nullptr;
 }
 
+const FormalParam* AttrSchema::OutputFormal(size_t index) const {
+  if (index < outputs.size()) return &outputs[index];
+  if (!outputs.empty() && outputs.back().option == FormalParam::Option::kVariadic) return &outputs.back();
+  return nullptr;
+}
+
 std::string AttrSchema::Label() const {
   return (domain.empty() ? "" : domain + ".") + op + "-" + std::to_string(since_version);
 }

@@ -65,6 +65,8 @@ struct AttrSchema {
   // The formal input that node input `index` binds to (the last, variadic one
   // for every index past it); null past the declared inputs.
   const FormalParam* InputFormal(size_t index) const;
+  // The same for node output `index`.
+  const FormalParam* OutputFormal(size_t index) const;
   // "Relu-14", "com.microsoft.FusedConv-1".
   std::string Label() const;
 };

@@ -34,6 +34,8 @@ void ImportFusionDomainsIfUsed(Model& model) {
 const GraphPass kPasses[] = {
     {"fold-constants", 1, FoldConstants},
     {"eliminate-dead-nodes", 1, EliminateDeadNodes},
+    // First at level 2: the fusions below then see float32 nodes.
+    {"widen-narrow-float", 2, WidenNarrowFloat},
     {"eliminate-noops", 2, EliminateNoOps},
     {"fold-conv-batchnorm", 2, FoldConvBatchNorm},
     {"fold-conv-add-mul", 2, FoldConvAddMul},

@@ -4,6 +4,7 @@
 //   fusions into com.microsoft ops: FusedConv, Gelu, SkipLayerNormalization);
 //   3 layout. Each pass sees the graph with a fresh check of it.
 #pragma once
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -68,5 +69,10 @@ Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseMatMulBias(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusion into com.microsoft MatMulIntegerToFloat (src/opt/fuse_quant_matmul.cc).
 Status FuseQuantMatMul(Graph& graph, const CheckedGraph& checked, bool* changed);
+// float16 / bfloat16 nodes of ops with a fast float32 kernel computed in
+// float32 between Casts (src/opt/widen_narrow_float.cc); WidenedOps() lists
+// those ops as (domain, op) pairs.
+Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed);
+const std::vector<std::pair<const char*, const char*>>& WidenedOps();
 
 }  // namespace nee

@@ -43,7 +43,8 @@ Result<QuantizeMode> ParseQuantizeMode(const std::string& text) {
   if (text == "dynamic") return QuantizeMode::kDynamic;
   if (text == "fp16") return QuantizeMode::kFloat16;
   if (text == "static") return QuantizeMode::kStatic;
-  return InvalidArgument("unknown quantization mode '" + text + "' (expected dynamic, static or fp16)");
+  if (text == "bf16") return QuantizeMode::kBFloat16;
+  return InvalidArgument("unknown quantization mode '" + text + "' (expected dynamic, static, fp16 or bf16)");
 }
 
 const char* QuantizeModeName(QuantizeMode mode) {
@@ -52,6 +53,8 @@ const char* QuantizeModeName(QuantizeMode mode) {
       return "dynamic";
     case QuantizeMode::kStatic:
       return "static";
+    case QuantizeMode::kBFloat16:
+      return "bf16";
     case QuantizeMode::kFloat16:
       break;
   }
@@ -63,7 +66,8 @@ std::string QuantizeReport::Text() const {
   char line[256];
   const char* verb = mode == QuantizeMode::kDynamic  ? "quantized to int8 (dynamic)"
                      : mode == QuantizeMode::kStatic ? "quantized to int8 (static, QDQ)"
-                                                     : "computing in float16";
+                     : mode == QuantizeMode::kBFloat16 ? "computing in bfloat16"
+                                                       : "computing in float16";
   std::snprintf(line, sizeof line, "%zu nodes %s, %zu left as they were\n", converted.size(), verb, skipped.size());
   out += line;
   constexpr size_t kListed = 40;  // the rest are counted (the lineage record lists every rewritten node)
@@ -71,8 +75,9 @@ std::string QuantizeReport::Text() const {
   if (skipped.size() > kListed) out += "  ... and " + std::to_string(skipped.size() - kListed) + " more kept\n";
   std::snprintf(line, sizeof line, "nodes: %zu -> %zu", nodes_before, nodes_after);
   out += line;
-  if (mode == QuantizeMode::kFloat16) {
-    std::snprintf(line, sizeof line, " (%zu casts at float16/float32 boundaries)", casts_added);
+  if (mode == QuantizeMode::kFloat16 || mode == QuantizeMode::kBFloat16) {
+    std::snprintf(line, sizeof line, " (%zu casts at %s/float32 boundaries)", casts_added,
+                  mode == QuantizeMode::kFloat16 ? "float16" : "bfloat16");
     out += line;
   }
   out += "\n";
@@ -100,7 +105,8 @@ Result<QuantizeReport> QuantizeModel(Model& model, const QuantizeOptions& option
   } else if (options.mode == QuantizeMode::kStatic) {
     NEE_RETURN_IF_ERROR(quant::QuantizeStatic(model, options, &report));
   } else {
-    NEE_RETURN_IF_ERROR(quant::ConvertToFloat16(model, options, &report));
+    const DataType narrow = options.mode == QuantizeMode::kBFloat16 ? DataType::kBFloat16 : DataType::kFloat16;
+    NEE_RETURN_IF_ERROR(quant::ConvertToNarrowFloat(model, options, narrow, &report));
   }
   report.nodes_after = model.graph.nodes.size();
   report.weight_bytes_after = InitializerBytes(model.graph);

@@ -1,4 +1,4 @@
-// `nee quantize IN -o OUT --mode dynamic|static|fp16`: a model rewritten to lower
+// `nee quantize IN -o OUT --mode dynamic|static|fp16|bf16`: a model rewritten to lower
 // precision, written back as a standard ONNX model (ai.onnx ops only) that
 // ONNX Runtime loads and runs too. docs/quantization.md describes the modes.
 //
@@ -23,10 +23,10 @@
 //     with scale input_scale * weight_scale, read through DequantizeLinear.
 //     The ranges come in QuantizeOptions::ranges (plain data: src/opt does
 //     not run models).
-//   fp16 (quantize_fp16.cc): float32 initializers and computation become
-//     float16; the graph's inputs and outputs (and values a subgraph reads)
+//   fp16, bf16 (quantize_narrow_float.cc): float32 initializers and computation become
+//     float16 (bfloat16); the graph's inputs and outputs (and values a subgraph reads)
 //     keep float32 through Casts at the edges. A node stays float32 when its
-//     op's declaration at the model's opset does not allow float16 for a
+//     op's declaration at the model's opset does not allow the type for a
 //     position, when it computes shapes (fed by Shape/Size), when its output
 //     type comes from an attribute, when it holds a subgraph, when it is not
 //     in the ai.onnx domain, and when it is excluded.
@@ -44,9 +44,9 @@
 
 namespace nee {
 
-enum class QuantizeMode { kDynamic, kFloat16, kStatic };
+enum class QuantizeMode { kDynamic, kFloat16, kStatic, kBFloat16 };
 
-// "dynamic" / "static" / "fp16"; an InvalidArgument listing the modes otherwise.
+// "dynamic" / "static" / "fp16" / "bf16"; an InvalidArgument listing the modes otherwise.
 Result<QuantizeMode> ParseQuantizeMode(const std::string& text);
 const char* QuantizeModeName(QuantizeMode mode);
 
@@ -75,11 +75,11 @@ struct QuantizeOptions {
 
 struct QuantizeReport {
   QuantizeMode mode = QuantizeMode::kDynamic;
-  std::vector<std::string> converted;  // nodes rewritten (dynamic: quantized; fp16: computing in float16)
+  std::vector<std::string> converted;  // nodes rewritten (dynamic: quantized; fp16/bf16: computing in float16/bfloat16)
   // Candidates left as they were, each "node 'x' (Op): why".
   std::vector<std::string> skipped;
   size_t nodes_before = 0, nodes_after = 0;
-  size_t casts_added = 0;            // fp16: Cast nodes at the float16/float32 boundaries
+  size_t casts_added = 0;            // fp16/bf16: Cast nodes at the narrow/float32 boundaries
   size_t values_clamped = 0;         // fp16: weights beyond float16's range, saturated to +-65504
   uint64_t weight_bytes_before = 0;  // bytes of the main graph's initializers
   uint64_t weight_bytes_after = 0;
@@ -101,7 +101,8 @@ namespace quant {
 // The passes, on a model whose functions are expanded; each checks the main
 // graph itself (types, constants) before rewriting it.
 Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeReport* report);
-Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+// `narrow`: DataType::kFloat16 or kBFloat16.
+Status ConvertToNarrowFloat(Model& model, const QuantizeOptions& options, DataType narrow, QuantizeReport* report);
 Status QuantizeStatic(Model& model, const QuantizeOptions& options, QuantizeReport* report);
 // The float activations (graph inputs and node outputs, no initializers) that
 // static quantization of `model` would quantize under `options` (exclusions

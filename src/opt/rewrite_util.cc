@@ -184,6 +184,10 @@ bool GraphEditor::Commit() {
   return true;
 }
 
+Node CastNode(const std::string& name, const std::string& input, const std::string& output, DataType to) {
+  return MakeNode(name, "Cast", {input}, {output}, {IntAttr("to", static_cast<int64_t>(to))});
+}
+
 Node MakeNode(const std::string& name, const char* op, std::vector<std::string> inputs,
               std::vector<std::string> outputs, std::vector<Attribute> attrs) {
   Node node;

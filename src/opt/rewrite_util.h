@@ -21,6 +21,8 @@ struct Use {
 // A default-domain node, for rewrites that build new ones.
 Node MakeNode(const std::string& name, const char* op, std::vector<std::string> inputs,
               std::vector<std::string> outputs, std::vector<Attribute> attrs = {});
+// A Cast of `input` to `to` writing `output`.
+Node CastNode(const std::string& name, const std::string& input, const std::string& output, DataType to);
 
 // A mutable view of one graph used by a rewrite pass. Nodes are only marked
 // removed during the pass; Commit() drops them, so indices stay stable.

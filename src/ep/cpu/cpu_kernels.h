@@ -84,6 +84,8 @@ Status TransposeFast(KernelContext& ctx);
 Status ConcatFast(KernelContext& ctx);
 Status SplitFast(KernelContext& ctx);
 Status SliceFast(KernelContext& ctx);
+// Cast between float32 and float16 / bfloat16 (cast_fast.cc): F16C and AVX2 shifts; bitwise the reference.
+Status CastFast(KernelContext& ctx);
 // ---- end element-wise block ----
 // ---- Fused ops written by the optimizer (src/opt) ----
 // com.microsoft FusedConv on float32 (fused_conv_fast.cc): the fast Conv, then

@@ -1,19 +1,22 @@
-// Float16 conversion (opt/quantize.h, mode fp16). Each ai.onnx node of the
-// main graph is planned on its own: a type-constraint letter of its op's
-// declaration (at the model's opset) that binds float32 here and allows
-// float16 becomes float16, with every input and output it binds; formals of a
-// fixed type (Resize's scales) and letters without float16 stay float32.
+// Narrow-float conversion (opt/quantize.h, modes fp16 and bf16): one
+// mechanism for both targets, float16 and bfloat16 ("narrow" below). Each
+// ai.onnx node of the main graph is planned on its own: a type-constraint
+// letter of its op's declaration (at the model's opset) that binds float32
+// here and allows the narrow type becomes narrow, with every input and output
+// it binds; formals of a fixed type (Resize's scales) and letters without the
+// narrow type stay float32 (many ops allow bfloat16 only from later opsets).
 // Nodes stay float32 as a whole when they are excluded, hold a subgraph, are
 // in another domain, take their output type from an attribute
 // (ConstantOfShape, Random*, EyeLike, BitCast, Range, ...), quantize or dequantize
 // (their scales set the integer grid), or compute shapes (outputs of rank 0
 // or 1 that depend on Shape/Size and constants only). Then each value gets one
-// type: float32 initializers and Constant nodes read only by float16 inputs
-// become float16 (saturated at +-65504), a Cast to float whose readers all
-// want float16 casts to float16 instead, and a Cast is inserted at every
+// type: float32 initializers and Constant nodes read only by narrow inputs
+// become narrow (rounded to nearest even; float16 saturates finite values at
+// +-65504, bfloat16 has float32's range), a Cast to float whose readers all
+// want the narrow type casts to it instead, and a Cast is inserted at every
 // remaining boundary (one per value and direction). The graph's inputs and
-// outputs, and values a subgraph reads, keep float32: a float16 producer of
-// such a value writes "<name>_fp16", and a Cast writes the name.
+// outputs, and values a subgraph reads, keep float32: a narrow producer of
+// such a value writes "<name>_fp16" (or "_bf16"), and a Cast writes the name.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -34,9 +37,19 @@ namespace {
 
 using opt::GraphEditor;
 
-enum class Want : uint8_t { kAny, kFloat, kHalf };
+enum class Want : uint8_t { kAny, kFloat, kNarrow };  // kNarrow: the narrow target type
 
-const char* const kHalfType = "tensor(float16)";
+// What differs between the two targets.
+struct NarrowTarget {
+  DataType type;
+  const char* type_name;  // as type constraints spell it
+  const char* suffix;     // of renamed values and inserted Casts
+};
+
+NarrowTarget TargetOf(DataType type) {
+  if (type == DataType::kBFloat16) return {type, "tensor(bfloat16)", "bf16"};
+  return {DataType::kFloat16, "tensor(float16)", "fp16"};
+}
 
 // Ops whose output element type comes from an attribute or whose float
 // inputs are read as counts, kept float32.
@@ -49,23 +62,16 @@ const std::unordered_set<std::string>& KeptOps() {
 }
 
 struct NodePlan {
-  bool half = false;
+  bool narrow = false;
   std::vector<Want> inputs;
-  std::vector<bool> outputs_half;
+  std::vector<bool> outputs_narrow;
 };
 
-const FormalParam* OutputFormal(const AttrSchema& schema, size_t index) {
-  if (schema.outputs.empty()) return nullptr;
-  if (index < schema.outputs.size()) return &schema.outputs[index];
-  const FormalParam& last = schema.outputs.back();
-  return last.option == FormalParam::Option::kVariadic ? &last : nullptr;
-}
-
-bool LetterAllowsHalf(const AttrSchema& schema, const FormalParam* formal) {
+bool LetterAllows(const AttrSchema& schema, const FormalParam* formal, const char* type_name) {
   if (!formal) return false;
   const TypeConstraint* c = schema.FindConstraint(formal->type);
   if (!c || !c->allowed) return false;
-  return std::find(c->allowed->begin(), c->allowed->end(), kHalfType) != c->allowed->end();
+  return std::find(c->allowed->begin(), c->allowed->end(), type_name) != c->allowed->end();
 }
 
 bool HoldsSubgraph(const Node& node) {
@@ -84,27 +90,24 @@ uint16_t ToHalfSaturated(float v, size_t* clamped) {
   return FloatToHalf(v);
 }
 
-Result<Tensor> ToHalfTensor(const Tensor& t, size_t* clamped) {
-  NEE_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(DataType::kFloat16, t.dims()));
+// A float32 tensor in the narrow type, rounded to nearest even (bfloat16
+// needs no saturation: its range is float32's).
+Result<Tensor> ToNarrowTensor(const Tensor& t, DataType narrow, size_t* clamped) {
+  NEE_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(narrow, t.dims()));
   const float* src = t.data<float>();
   uint16_t* dst = out.data<uint16_t>();
-  for (int64_t i = 0; i < t.num_elements(); ++i) dst[i] = ToHalfSaturated(src[i], clamped);
+  if (narrow == DataType::kBFloat16) {
+    for (int64_t i = 0; i < t.num_elements(); ++i) dst[i] = FloatToBFloat16(src[i]);
+  } else {
+    for (int64_t i = 0; i < t.num_elements(); ++i) dst[i] = ToHalfSaturated(src[i], clamped);
+  }
   return out;
-}
-
-Node CastNode(const std::string& name, const std::string& input, const std::string& output, DataType to) {
-  Node node;
-  node.name = name;
-  node.op_type = "Cast";
-  node.inputs = {input};
-  node.outputs = {output};
-  node.attributes.push_back(opt::IntAttr("to", static_cast<int64_t>(to)));
-  return node;
 }
 
 }  // namespace
 
-Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeReport* report) {
+Status ConvertToNarrowFloat(Model& model, const QuantizeOptions& options, DataType narrow, QuantizeReport* report) {
+  const NarrowTarget target = TargetOf(narrow);
   BindAttrDeclarations(model);
   NEE_ASSIGN_OR_RETURN(CheckedGraph checked, CheckModel(model, OpRegistry::Global()));
   Graph& graph = model.graph;
@@ -148,7 +151,7 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
     const Node& node = graph.nodes[i];
     NodePlan& plan = plans[i];
     plan.inputs.assign(node.inputs.size(), Want::kAny);
-    plan.outputs_half.assign(node.outputs.size(), false);
+    plan.outputs_narrow.assign(node.outputs.size(), false);
     bool has_float = false, unknown = false, other_float = false;
     for (const std::string& v : node.inputs) {
       if (v.empty()) continue;
@@ -186,87 +189,87 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
     if (shape_path) { keep("computes a shape"); continue; }
     const AttrSchema* schema = node.declaration;
     if (!schema) { keep("no declaration"); continue; }
-    bool any_half = false;
+    bool any_narrow = false;
     for (size_t k = 0; k < node.inputs.size(); ++k) {
       if (plan.inputs[k] != Want::kFloat) continue;
-      if (LetterAllowsHalf(*schema, schema->InputFormal(k))) {
-        plan.inputs[k] = Want::kHalf;
-        any_half = true;
+      if (LetterAllows(*schema, schema->InputFormal(k), target.type_name)) {
+        plan.inputs[k] = Want::kNarrow;
+        any_narrow = true;
       }
     }
     for (size_t k = 0; k < node.outputs.size(); ++k) {
       if (node.outputs[k].empty() || !is_float(node.outputs[k])) continue;
-      if (LetterAllowsHalf(*schema, OutputFormal(*schema, k))) {
-        plan.outputs_half[k] = true;
-        any_half = true;
+      if (LetterAllows(*schema, schema->OutputFormal(k), target.type_name)) {
+        plan.outputs_narrow[k] = true;
+        any_narrow = true;
       }
     }
-    if (!any_half) {
-      keep("no float16 in " + schema->Label() + "'s type constraints");
+    if (!any_narrow) {
+      keep(std::string("no ") + DataTypeName(target.type) + " in " + schema->Label() + "'s type constraints");
       continue;
     }
-    plan.half = true;
+    plan.narrow = true;
     report->converted.push_back(node.name.empty() ? node.outputs[0] : node.name);
   }
 
-  // Whether every reader of `name` wants float16 (and nothing else sees it).
-  auto only_half_readers = [&](const std::string& name) {
+  // Whether every reader of `name` wants the narrow type (and nothing else sees it).
+  auto only_narrow_readers = [&](const std::string& name) {
     if (ed.IsPinned(name)) return false;
     std::vector<opt::Use> uses = ed.Uses(name);
     if (uses.empty()) return false;
     for (const opt::Use& u : uses)
-      if (plans[u.node].inputs[u.input] != Want::kHalf) return false;
+      if (plans[u.node].inputs[u.input] != Want::kNarrow) return false;
     return true;
   };
 
   // The type each float32 value will have.
-  std::unordered_set<std::string> half_values;
+  std::unordered_set<std::string> narrow_values;
   for (size_t i = 0; i < graph.nodes.size(); ++i)
     for (size_t k = 0; k < graph.nodes[i].outputs.size(); ++k)
-      if (plans[i].outputs_half[k]) half_values.insert(graph.nodes[i].outputs[k]);
-  std::unordered_set<std::string> half_initializers;
+      if (plans[i].outputs_narrow[k]) narrow_values.insert(graph.nodes[i].outputs[k]);
+  std::unordered_set<std::string> narrow_initializers;
   for (const Initializer& init : graph.initializers)
-    if (is_initializer(init.name) && init.tensor.dtype() == DataType::kFloat && only_half_readers(init.name)) {
-      half_initializers.insert(init.name);
-      half_values.insert(init.name);
+    if (is_initializer(init.name) && init.tensor.dtype() == DataType::kFloat && only_narrow_readers(init.name)) {
+      narrow_initializers.insert(init.name);
+      narrow_values.insert(init.name);
     }
   size_t clamped = 0;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     Node& node = graph.nodes[i];
     if (node.outputs.size() != 1 || node.outputs[0].empty() || !is_float(node.outputs[0]) ||
-        excluded.count(node.name) || !only_half_readers(node.outputs[0]))
+        excluded.count(node.name) || !only_narrow_readers(node.outputs[0]))
       continue;
     if (opt::IsOp(node, "Constant")) {
       for (Attribute& a : node.attributes)
         if (a.name == "value" && a.type == AttrType::kTensor && a.t.dtype() == DataType::kFloat) {
-          NEE_ASSIGN_OR_RETURN(Tensor half, ToHalfTensor(a.t, &clamped));
-          a.t = std::move(half);
-          half_values.insert(node.outputs[0]);
+          NEE_ASSIGN_OR_RETURN(Tensor narrowed, ToNarrowTensor(a.t, target.type, &clamped));
+          a.t = std::move(narrowed);
+          narrow_values.insert(node.outputs[0]);
           report->converted.push_back(node.name.empty() ? node.outputs[0] : node.name);
         }
     } else if (opt::IsOp(node, "Cast")) {
       for (Attribute& a : node.attributes)
         if (a.name == "to" && a.i == static_cast<int64_t>(DataType::kFloat)) {
-          a.i = static_cast<int64_t>(DataType::kFloat16);
-          half_values.insert(node.outputs[0]);
+          a.i = static_cast<int64_t>(target.type);
+          narrow_values.insert(node.outputs[0]);
           report->converted.push_back(node.name.empty() ? node.outputs[0] : node.name);
         }
     }
   }
 
-  // float16 values whose name must stay float32: the producer writes a new
+  // Narrow values whose name must stay float32: the producer writes a new
   // name, and a Cast back writes the old one.
-  std::unordered_map<std::string, std::string> float_twin;  // float16 name -> its float32 copy
+  std::unordered_map<std::string, std::string> float_twin;  // narrow name -> its float32 copy
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     for (size_t k = 0; k < graph.nodes[i].outputs.size(); ++k) {
       const std::string name = graph.nodes[i].outputs[k];
-      if (name.empty() || !half_values.count(name) || !ed.IsPinned(name)) continue;
-      const std::string renamed = ed.FreshName(name + "_fp16");
+      if (name.empty() || !narrow_values.count(name) || !ed.IsPinned(name)) continue;
+      const std::string renamed = ed.FreshName(name + "_" + target.suffix);
       ed.RenameOutput(i, k, renamed);
-      ed.InsertAfter(i, CastNode(name + "_cast_to_fp32", renamed, name, DataType::kFloat));
+      ed.InsertAfter(i, opt::CastNode(name + "_cast_to_fp32", renamed, name, DataType::kFloat));
       ++report->casts_added;
-      half_values.erase(name);
-      half_values.insert(renamed);
+      narrow_values.erase(name);
+      narrow_values.insert(renamed);
       float_twin[renamed] = name;
     }
   }
@@ -281,8 +284,8 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
       const Want want = plans[i].inputs[k];
       const std::string v = node.inputs[k];
       if (want == Want::kAny || v.empty()) continue;
-      const bool is_half = half_values.count(v) > 0;
-      if (is_half == (want == Want::kHalf)) continue;
+      const bool is_narrow = narrow_values.count(v) > 0;
+      if (is_narrow == (want == Want::kNarrow)) continue;
       if (want == Want::kFloat) {
         auto twin = float_twin.find(v);
         if (twin != float_twin.end()) {
@@ -290,16 +293,16 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
           continue;
         }
       }
-      const bool to_half = want == Want::kHalf;
-      auto it = casts.find({v, to_half});
+      const bool to_narrow = want == Want::kNarrow;
+      auto it = casts.find({v, to_narrow});
       if (it == casts.end()) {
-        const std::string out = ed.FreshName(v + (to_half ? "_to_fp16" : "_to_fp32"));
-        Node cast = CastNode(out, v, out, to_half ? DataType::kFloat16 : DataType::kFloat);
+        const std::string out = ed.FreshName(v + (to_narrow ? std::string("_to_") + target.suffix : std::string("_to_fp32")));
+        Node cast = opt::CastNode(out, v, out, to_narrow ? target.type : DataType::kFloat);
         const int64_t producer = ed.Producer(v);
         if (producer >= 0) ed.InsertAfter(static_cast<size_t>(producer), std::move(cast));
         else ed.InsertBefore(i, std::move(cast));
         ++report->casts_added;
-        it = casts.emplace(std::make_pair(v, to_half), out).first;
+        it = casts.emplace(std::make_pair(v, to_narrow), out).first;
       }
       ed.SetInput(i, k, it->second);
     }
@@ -307,12 +310,12 @@ Status ConvertToFloat16(Model& model, const QuantizeOptions& options, QuantizeRe
   ed.Commit();
 
   for (Initializer& init : graph.initializers) {
-    if (!half_initializers.count(init.name)) continue;
-    NEE_ASSIGN_OR_RETURN(init.tensor, ToHalfTensor(init.tensor, &clamped));
+    if (!narrow_initializers.count(init.name)) continue;
+    NEE_ASSIGN_OR_RETURN(init.tensor, ToNarrowTensor(init.tensor, target.type, &clamped));
   }
   for (ValueInfo& vi : graph.value_info)
-    if (half_values.count(vi.name) && vi.type.is_tensor() && vi.type.elem_type == DataType::kFloat)
-      vi.type.elem_type = DataType::kFloat16;
+    if (narrow_values.count(vi.name) && vi.type.is_tensor() && vi.type.elem_type == DataType::kFloat)
+      vi.type.elem_type = target.type;
   report->values_clamped = clamped;
   return Status::Ok();
 }

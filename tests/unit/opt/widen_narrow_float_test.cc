@@ -1,0 +1,211 @@
+// The widen-narrow-float pass (src/opt/widen_narrow_float.cc): what it
+// rewrites (float16 / bfloat16 nodes of ops with a fast float32 kernel: Casts
+// around them, narrow weights widened once), what it leaves (data movement,
+// ops without a fast kernel, float32 nodes, the rounding Cast pairs between
+// widened nodes), the exact Cast pair it bypasses, and that its op list only
+// names ops ep/cpu has a float32 kernel for. That the widened graph computes
+// what the reference kernels compute is in tests/python/test_quantize_bf16.py
+// (against onnx.reference and numpy).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ir/float_formats.h"
+#include "ops/attr_spec.h"
+#include "ops/op_registry.h"
+#include "opt_test_util.h"
+
+namespace nee {
+namespace {
+
+using namespace opt_test;
+
+Tensor Narrow(const Tensor& f, DataType type) {
+  Tensor t = Tensor::Allocate(type, f.dims()).value();
+  for (int64_t i = 0; i < f.num_elements(); ++i)
+    t.data<uint16_t>()[i] = type == DataType::kFloat16 ? FloatToHalf(f.data<float>()[i])
+                                                       : FloatToBFloat16(f.data<float>()[i]);
+  return t;
+}
+
+// Runs the pass alone; whether it changed the graph.
+bool Widen(Model& m) {
+  BindAttrDeclarations(m);
+  auto checked = CheckModel(m, OpRegistry::Global());
+  EXPECT_TRUE(checked.ok()) << checked.status().ToString();
+  if (!checked.ok()) return false;
+  bool changed = false;
+  Status st = WidenNarrowFloat(m.graph, *checked, &changed);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  // What the pass leaves must check.
+  BindAttrDeclarations(m);
+  auto again = CheckModel(m, OpRegistry::Global());
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+  return changed;
+}
+
+const Initializer* FindInit(const Model& m, const std::string& name) {
+  for (const Initializer& i : m.graph.initializers)
+    if (i.name == name) return &i;
+  return nullptr;
+}
+
+// x (narrow) -> MatMul(W) -> Relu -> Reshape -> ReduceMean -> y, all narrow.
+ModelBuilder NarrowMlp(DataType type) {
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 3}), type)
+      .Init("W", Narrow(Random({3, 4}, 3), type))
+      .Init("shape", Ints({4, 2}))
+      .Op("MatMul", {"x", "W"}, {"h"})
+      .Op("Relu", {"h"}, {"r"})
+      .Op("Reshape", {"r", "shape"}, {"s"})
+      .Op("ReduceMean", {"s"}, {"y"}, {IntsAttr("axes", {1})})
+      .Output("y");
+  return b;
+}
+
+TEST(WidenNarrowFloat, WidensComputeOpsAndTheirWeightsOnly) {
+  for (DataType type : {DataType::kFloat16, DataType::kBFloat16}) {
+    Model m = NarrowMlp(type).model;
+    ASSERT_TRUE(Widen(m));
+    // MatMul and Relu compute in float32; Relu, which commutes with the
+    // rounding, reads MatMul's float32 output, and its own output is cast back
+    // to the narrow type; Reshape (data movement) and ReduceMean (no fast
+    // kernel) stay narrow.
+    EXPECT_EQ(OpTypes(m), (Ops{"Cast", "MatMul", "Relu", "Cast", "Reshape", "ReduceMean"})) << DataTypeName(type);
+    const Initializer* w = FindInit(m, "W_fp32");
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->tensor.dtype(), DataType::kFloat);
+    EXPECT_EQ(FindInit(m, "W"), nullptr) << "the narrow weight nothing reads any more is dropped";
+    const Tensor original = NarrowMlp(type).model.graph.initializers[0].tensor;
+    for (int64_t i = 0; i < original.num_elements(); ++i) {
+      const uint16_t bits = original.data<uint16_t>()[i];
+      EXPECT_EQ(w->tensor.data<float>()[i], type == DataType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits));
+    }
+    const Node& matmul = m.graph.nodes[1];
+    EXPECT_EQ(matmul.inputs, (std::vector<std::string>{"x_fp32", "W_fp32"}));
+    EXPECT_EQ(m.graph.nodes[2].inputs[0], matmul.outputs[0]);
+    EXPECT_EQ(m.graph.nodes[3].outputs[0], "r");  // the narrow name is written by the Cast back
+    EXPECT_EQ(m.graph.nodes[3].GetInt("to").value(), static_cast<int64_t>(type));
+    EXPECT_EQ(m.graph.nodes[4].inputs[0], "r");
+    // A second run finds nothing left to widen.
+    EXPECT_FALSE(Widen(m));
+  }
+}
+
+TEST(WidenNarrowFloat, LeavesFloat32AndCastsAlone) {
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 3}))
+      .Init("W", Random({3, 4}, 3))
+      .Op("MatMul", {"x", "W"}, {"h"})
+      .Op("Cast", {"h"}, {"h16"}, {IntAttr("to", static_cast<int64_t>(DataType::kFloat16))})
+      .Op("Cast", {"h16"}, {"y"}, {IntAttr("to", static_cast<int64_t>(DataType::kFloat))})
+      .Output("y");
+  Model m = b.model;
+  // float -> float16 -> float rounds: it is the model's meaning and stays.
+  EXPECT_FALSE(Widen(m));
+  EXPECT_EQ(OpTypes(m), (Ops{"MatMul", "Cast", "Cast"}));
+}
+
+TEST(WidenNarrowFloat, BypassesTheExactCastPair) {
+  // float16 -> float -> float16 gives its input back bit for bit.
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 3}), DataType::kFloat16)
+      .Op("Cast", {"x"}, {"xf"}, {IntAttr("to", static_cast<int64_t>(DataType::kFloat))})
+      .Op("Cast", {"xf"}, {"x16"}, {IntAttr("to", static_cast<int64_t>(DataType::kFloat16))})
+      .Op("Transpose", {"x16"}, {"y"})
+      .Output("y");
+  Model m = b.model;
+  ASSERT_TRUE(Widen(m));
+  EXPECT_EQ(m.graph.nodes.back().inputs[0], "x");
+  // Bypassing a Cast to bfloat16 of a float16 value's float would not be exact.
+  ModelBuilder c(17);
+  c.Input("x", ShapeFromDims({2, 3}), DataType::kFloat16)
+      .Op("Cast", {"x"}, {"xf"}, {IntAttr("to", static_cast<int64_t>(DataType::kFloat))})
+      .Op("Cast", {"xf"}, {"xb"}, {IntAttr("to", static_cast<int64_t>(DataType::kBFloat16))})
+      .Op("Transpose", {"xb"}, {"y"})
+      .Output("y");
+  Model n = c.model;
+  EXPECT_FALSE(Widen(n));
+  EXPECT_EQ(OpTypes(n), (Ops{"Cast", "Cast", "Transpose"}));
+}
+
+TEST(WidenNarrowFloat, GraphOutputsAndSharedInputsKeepOneCastEach) {
+  // x is read by two widened nodes (one Cast up), and h is a graph output
+  // written by the Cast back under its own name.
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 3}), DataType::kFloat16)
+      .Op("Relu", {"x"}, {"h"})
+      .Op("Sigmoid", {"x"}, {"s"})
+      .Op("Add", {"h", "s"}, {"y"})
+      .Output("h")
+      .Output("y");
+  Model m = b.model;
+  ASSERT_TRUE(Widen(m));
+  EXPECT_EQ(OpTypes(m), (Ops{"Cast", "Relu", "Cast", "Cast", "Sigmoid", "Cast", "Cast", "Add", "Cast"}));
+  EXPECT_EQ(m.graph.nodes[2].outputs[0], "h");
+  EXPECT_EQ(m.graph.nodes.back().outputs[0], "y");
+  const Tensor x = Narrow(Floats({-1, 0.5f, 2, -3, 0.25f, 7}, {2, 3}), DataType::kFloat16);
+  const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+  const Tensor got = RunAt(m, {{"x", Value(x)}}, 0);
+  ASSERT_EQ(got.dtype(), DataType::kFloat16);
+  // Relu, Sigmoid and Add round once each either way: the values agree bit for bit.
+  EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.byte_size()), 0);
+}
+
+TEST(WidenNarrowFloat, EveryWidenedOpHasAFloat32Kernel) {
+  for (const auto& [domain, op] : WidenedOps()) {
+    bool found = false;
+    for (const cpu::OptimizedKernel& k : cpu::OptimizedKernels())
+      found |= std::string(k.domain) == domain && std::string(k.op) == op && k.types &&
+               std::string(k.types).find("float32") != std::string::npos;
+    EXPECT_TRUE(found) << domain << "." << op << " has no fast float32 kernel in ep/cpu/cpu_kernels.cc";
+  }
+}
+
+TEST(WidenNarrowFloat, RoundingBetweenWidenedNodesStaysExceptBeforeRelu) {
+  // Neg -> Tanh: the Cast pair between them is Neg's rounding and
+  // stays; Tanh -> Relu: Relu reads Tanh's float32 output (it commutes with
+  // the rounding), unless something else reads Tanh's narrow output too.
+  for (bool shared : {false, true}) {
+    ModelBuilder b(17);
+    b.Input("x", ShapeFromDims({2, 3}), DataType::kFloat16)
+        .Op("Neg", {"x"}, {"s"})
+        .Op("Tanh", {"s"}, {"t"})
+        .Op("Relu", {"t"}, {"y"})
+        .Output("y");
+    if (shared) b.Output("t");
+    Model m = b.model;
+    ASSERT_TRUE(Widen(m));
+    if (shared)
+      EXPECT_EQ(OpTypes(m), (Ops{"Cast", "Neg", "Cast", "Cast", "Tanh", "Cast", "Cast", "Relu", "Cast"}));
+    else
+      EXPECT_EQ(OpTypes(m), (Ops{"Cast", "Neg", "Cast", "Cast", "Tanh", "Relu", "Cast"}));
+    // Against the reference kernels on the narrow graph, with values around
+    // zero where Relu meets rounding (6e-8: float16's smallest subnormal):
+    // equal as numbers (a zero's sign may differ).
+    const std::vector<float> xs = {-1e-4f, 3.f, 0.f, 6e-8f, -0.f, -2.f};
+    const Tensor x = Narrow(Floats(xs, {2, 3}), DataType::kFloat16);
+    const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+    const Tensor got = RunAt(m, {{"x", Value(x)}}, 0);
+    for (int64_t i = 0; i < want.num_elements(); ++i)
+      EXPECT_EQ(HalfToFloat(got.data<uint16_t>()[i]), HalfToFloat(want.data<uint16_t>()[i])) << i;
+  }
+}
+
+TEST(WidenNarrowFloat, RunsAtLevelTwoBeforeTheFusions) {
+  // float16 Conv + Relu: widened, Relu reads Conv's float32 output, and
+  // FusedConv takes the pair; one Cast in, one out.
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({1, 2, 4, 4}), DataType::kFloat16)
+      .Init("W", Narrow(Random({3, 2, 3, 3}, 5), DataType::kFloat16))
+      .Op("Conv", {"x", "W"}, {"c"}, {IntsAttr("pads", {1, 1, 1, 1})})
+      .Op("Relu", {"c"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(b.model, 1), (Ops{"Conv", "Relu"}));
+  EXPECT_EQ(OpsAfter(b.model, 2), (Ops{"Cast", "FusedConv", "Cast"}));
+}
+
+}  // namespace
+}  // namespace nee
