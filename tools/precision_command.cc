@@ -1,4 +1,4 @@
-// `nee precision MODEL --against REF_MODEL` (or `--variant int8|fp16`: the
+// `nee precision MODEL --against REF_MODEL` (or `--variant int8|fp16|bf16`: the
 // model against the variant nee quantize makes of it): runs both models on the
 // same inputs and prints how far the model's outputs, and every float
 // intermediate value the two share, drift from the reference's (src/exec/precision.h,
@@ -63,10 +63,11 @@ int Precision(int argc, char** argv) {
     else if (arg == "--threads") req.threads = static_cast<int>(ParseCount(arg, next(), 0, 4096));
     else if (arg == "--seed") req.seed = static_cast<uint64_t>(ParseCount(arg, next(), 0, INT64_MAX));
     else if (arg == "--no-layers") req.per_layer = false;
+    else if (arg == "--fp64") req.fp64_reference = true;
     else throw UsageError{"option '" + arg + "' does not apply to nee precision"};
   }
   if (req.reference_path.empty() == req.variant.empty())
-    throw UsageError{"precision needs --against REF_MODEL or --variant int8|fp16 (one of them)"};
+    throw UsageError{"precision needs --against REF_MODEL or --variant int8|fp16|bf16 (one of them)"};
   if (req.random_samples > 0 && (!req.inputs_dir.empty() || !req.input_files.empty()))
     throw UsageError{"--random and --inputs/--input exclude each other"};
   std::ofstream out;

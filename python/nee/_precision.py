@@ -15,7 +15,7 @@ Inputs = Union[None, str, "os.PathLike[str]", Mapping[str, Any], Sequence[Mappin
 def precision(model: Union[str, "os.PathLike[str]"], against: Union[None, str, "os.PathLike[str]"] = None,
               inputs: Inputs = None, *, variant: Optional[str] = None, random: int = 0,
               dims: Optional[Mapping[str, int]] = None, seed: int = 12345, threads: int = 0, layers: bool = True,
-              max_top1_drop: Optional[float] = None, max_abs: Optional[float] = None) -> dict:
+              max_top1_drop: Optional[float] = None, max_abs: Optional[float] = None, fp64: bool = False) -> dict:
     """Runs `model` and the reference model `against` on the same inputs and returns the comparison as a
     dict, the same content `nee precision --json` writes: "outputs" and (unless layers=False) "layers",
     each entry with max_abs, max_rel, ulp_max, ulp_median, cosine, rms and top1_agreement, and "gates".
@@ -24,10 +24,12 @@ def precision(model: Union[str, "os.PathLike[str]"], against: Union[None, str, "
     a folder (input_<i>.pb/.npy or <name>.npy, or subfolders of them, one sample each), a dict
     {input name: array} (one sample) or a list of such dicts. max_top1_drop (percent) and max_abs are
     gates: a failed one is listed in result["gates"]["failures"] (passed False), not raised.
-    variant="int8" or "fp16" instead of `against`: `model` is the reference, compared with the variant
-    nee.quantize (mode dynamic or fp16) makes of it, in memory."""
+    variant="int8", "fp16" or "bf16" instead of `against`: `model` is the reference, compared with the variant
+    nee.quantize (mode dynamic, fp16 or bf16) makes of it, in memory. fp64=True: the reference computed in
+    float64 where its ops allow double (its outputs rounded once to float32), so the errors are the model's
+    distance from the exact answer rather than from another float32 run."""
     if (against is None) == (variant is None):
-        raise ValueError("give either against (a reference model) or variant ('int8' or 'fp16')")
+        raise ValueError("give either against (a reference model) or variant ('int8', 'fp16' or 'bf16')")
     names: list = []
     values: list = []
     inputs_dir = ""
@@ -52,7 +54,7 @@ def precision(model: Union[str, "os.PathLike[str]"], against: Union[None, str, "
         os.fspath(model), "" if against is None else os.fspath(against), inputs_dir, [str(n) for n in names], values, int(random),
         [(str(k), int(v)) for k, v in (dims or {}).items()], int(seed), int(threads), bool(layers),
         -1.0 if max_top1_drop is None else float(max_top1_drop), -1.0 if max_abs is None else float(max_abs),
-        "" if variant is None else str(variant))
+        "" if variant is None else str(variant), bool(fp64))
     return json.loads(result)
 
 

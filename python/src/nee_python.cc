@@ -517,7 +517,7 @@ NB_MODULE(_nee, m) {
         [](const std::string& model, const std::string& against, const std::string& inputs_dir,
            const std::vector<std::string>& input_names, const std::vector<const Value*>& values, int64_t random,
            const std::vector<std::pair<std::string, int64_t>>& dims, uint64_t seed, int threads, bool per_layer,
-           double max_top1_drop, double max_abs, const std::string& variant) {
+           double max_top1_drop, double max_abs, const std::string& variant, bool fp64) {
           std::vector<const char*> names, symbols;
           for (const auto& n : input_names) names.push_back(n.c_str());
           std::vector<const nee_value_t*> handles;
@@ -543,6 +543,7 @@ NB_MODULE(_nee, m) {
           o.max_top1_drop = max_top1_drop;
           o.max_abs = max_abs;
           o.variant = variant.empty() ? nullptr : variant.c_str();
+          o.fp64_reference = fp64 ? 1 : 0;
           nee_value_t* report = nullptr;
           nee_status_t st;
           {

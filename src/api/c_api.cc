@@ -744,6 +744,7 @@ nee_status_t nee_model_compare_precision(const char* model_path, const char* ref
     if (reference_path) req.reference_path = reference_path;
     if (options) {
       if (options->variant) req.variant = options->variant;
+      req.fp64_reference = options->fp64_reference != 0;
       const nee_precision_options_t& o = *options;
       if (o.num_samples > 0 && o.num_inputs > 0) {
         if (!o.input_names || !o.input_values) return NullArg("input_names / input_values");

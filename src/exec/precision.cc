@@ -14,6 +14,7 @@
 #include "format/npy.h"
 #include "format/onnx_reader.h"
 #include "ir/float_formats.h"
+#include "ir/inline_functions.h"
 #include "opt/quantize.h"
 
 namespace nee {
@@ -184,14 +185,36 @@ Result<Loaded> Load(const std::string& path, const char* what, const SessionOpti
   return MakeSession(std::move(model).value(), std::string(what) + " '" + path + "'", options);
 }
 
+// The model computed in float64 where its ops allow it: nee quantize's
+// narrow-float conversion with float64 as the target type (the same rules:
+// each op's type constraints at the model's opset, Casts at the edges). Its
+// graph inputs and outputs stay float32, so its outputs are the float64
+// results rounded once; the values inside are float64. It runs at the basic
+// optimization level, on the reference kernels (nee's fast kernels and fused
+// ops are float32 ones).
+Result<Loaded> InFloat64(const Loaded& source, SessionOptions options) {
+  Model copy = source.model;
+  DetachSubgraphs(copy);
+  NEE_RETURN_IF_ERROR(InlineModelFunctions(copy));
+  QuantizeReport report;
+  Status converted = quant::ConvertToNarrowFloat(copy, QuantizeOptions{}, DataType::kDouble, &report);
+  if (!converted.ok()) return converted.WithContext("making the float64 reference: ");
+  if (report.converted.empty())
+    return InvalidArgument("--fp64: no node of the reference model computes in float64 (no float32 computation, or "
+                           "no op of it allows double)");
+  options.graph_optimization_level = 1;
+  return MakeSession(std::move(copy), "the float64 reference", options);
+}
+
 // The model `nee quantize --mode <variant>` would write, made in memory.
 Result<Loaded> MakeVariant(const Loaded& source, const std::string& variant, const SessionOptions& options) {
   QuantizeOptions q;
   if (variant == "int8" || variant == "dynamic") q.mode = QuantizeMode::kDynamic;
   else if (variant == "fp16") q.mode = QuantizeMode::kFloat16;
-  else if (variant == "bf16" || variant == "int4")
-    return NotImplemented("--variant " + variant + ": nee quantize has no such mode yet (int8, fp16)");
-  else return InvalidArgument("--variant " + variant + ": expected int8 (dynamic) or fp16");
+  else if (variant == "bf16") q.mode = QuantizeMode::kBFloat16;
+  else if (variant == "int4")
+    return NotImplemented("--variant " + variant + ": nee quantize has no such mode yet (int8, fp16, bf16)");
+  else return InvalidArgument("--variant " + variant + ": expected int8 (dynamic), fp16 or bf16");
   Model copy = source.model;
   DetachSubgraphs(copy);
   auto report = QuantizeModel(copy, q);
@@ -604,6 +627,10 @@ Result<PrecisionReport> ComparePrecision(const PrecisionRequest& req) {
     NEE_RETURN_IF_ERROR(CompareInputs(*model.session, *ref.session, req.model_path, req.reference_path));
     report.model_path = req.model_path;
     report.reference_path = req.reference_path;
+  }
+  if (req.fp64_reference) {
+    NEE_ASSIGN_OR_RETURN(ref, InFloat64(ref, options));
+    report.reference_path += " (in float64)";
   }
   report.per_layer = req.per_layer;
   report.max_top1_drop_percent = req.max_top1_drop_percent;

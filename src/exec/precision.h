@@ -22,6 +22,10 @@ struct PrecisionRequest {
   // Instead of reference_path: compare the model (then the reference) with
   // the variant `nee quantize` makes of it, in memory: "int8" (dynamic) or "fp16".
   std::string variant;
+  // The reference (REF_MODEL, or with a variant the model itself) computed in
+  // float64 where its ops allow it, its outputs rounded once to float32: how
+  // far the model is from the exact answer, not from another float32 run.
+  bool fp64_reference = false;
   // Inputs given as values: one entry per sample, every input of the models named.
   std::vector<std::vector<NamedValue>> samples;
   // Inputs given as files: a folder holding input_<i>.pb / input_<i>.npy (the

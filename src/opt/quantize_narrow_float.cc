@@ -1,5 +1,7 @@
 // Narrow-float conversion (opt/quantize.h, modes fp16 and bf16): one
-// mechanism for both targets, float16 and bfloat16 ("narrow" below). Each
+// mechanism for both targets, float16 and bfloat16 ("narrow" below), and for
+// float64 too (`nee precision --fp64` makes its reference so: the same rules,
+// the values widened exactly). Each
 // ai.onnx node of the main graph is planned on its own: a type-constraint
 // letter of its op's declaration (at the model's opset) that binds float32
 // here and allows the narrow type becomes narrow, with every input and output
@@ -48,6 +50,7 @@ struct NarrowTarget {
 
 NarrowTarget TargetOf(DataType type) {
   if (type == DataType::kBFloat16) return {type, "tensor(bfloat16)", "bf16"};
+  if (type == DataType::kDouble) return {type, "tensor(double)", "fp64"};
   return {DataType::kFloat16, "tensor(float16)", "fp16"};
 }
 
@@ -91,10 +94,14 @@ uint16_t ToHalfSaturated(float v, size_t* clamped) {
 }
 
 // A float32 tensor in the narrow type, rounded to nearest even (bfloat16
-// needs no saturation: its range is float32's).
+// needs no saturation: its range is float32's); in float64, exactly.
 Result<Tensor> ToNarrowTensor(const Tensor& t, DataType narrow, size_t* clamped) {
   NEE_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(narrow, t.dims()));
   const float* src = t.data<float>();
+  if (narrow == DataType::kDouble) {
+    std::copy(src, src + t.num_elements(), out.data<double>());
+    return out;
+  }
   uint16_t* dst = out.data<uint16_t>();
   if (narrow == DataType::kBFloat16) {
     for (int64_t i = 0; i < t.num_elements(); ++i) dst[i] = FloatToBFloat16(src[i]);

@@ -434,7 +434,88 @@ def test_variant_against_its_source(tmp_path, variant, mode):
     assert p.returncode == 0 and f"({variant} variant" in p.stdout, p.stderr
     p = nee_cli("precision", ref, "--variant", variant, "--against", ref)
     assert p.returncode == 2 and "one of them" in p.stderr
-    p = nee_cli("precision", ref, "--variant", "bf16")
+    p = nee_cli("precision", ref, "--variant", "int4")
     assert p.returncode == 1 and "no such mode yet" in p.stderr
     with pytest.raises(ValueError):
         nee.precision(ref)
+
+
+def test_bf16_variant_against_its_source(tmp_path):
+    """Oracle for the bf16 variant: numpy with ml_dtypes, each op computed in float32 from bfloat16 values and
+    its output rounded to bfloat16 (the model's semantics; onnx.reference's bfloat16 MatMul accumulates
+    differently), against ONNX Runtime's fp32 outputs. A sum next to a rounding boundary may round the other
+    way in nee (float32 accumulation order): hence the tolerance."""
+    import ml_dtypes
+    bf = lambda v: np.asarray(v, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)  # noqa: E731
+    ref = mlp(tmp_path / "ref.onnx")
+    feeds = samples(n=3)
+    r = nee.precision(ref, inputs=feeds, variant="bf16")
+    assert "bf16 variant" in r["model"]
+
+    def emulated(x):
+        h1 = bf(bf(x) @ bf(W1))
+        r1 = bf(np.maximum(bf(h1 + bf(B1)), 0))
+        logits = bf(r1 @ bf(W2))
+        e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        return bf(e / e.sum(axis=-1, keepdims=True))
+
+    want = np_metrics([emulated(f["x"]) for f in feeds], [ort_values(ref, f, ["prob"])["prob"] for f in feeds])
+    got = r["outputs"][0]
+    assert got["max_abs"] == pytest.approx(want["max_abs"], rel=0.25)
+    assert got["rms"] == pytest.approx(want["rms"], rel=0.25)
+    assert abs(got["top1_agreement"] - want["top1_agreement"]) <= 1 / 24
+
+
+# ---- --fp64: the reference computed in float64 ----
+
+def nee_values(path, feed, names):
+    """nee's float32 values of `names` (made extra graph outputs of a copy, as the tool does): the side measured."""
+    m = onnx.load(str(path))
+    have = {o.name for o in m.graph.output}
+    m.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in have)
+    return dict(zip(names, nee.InferenceSession(m.SerializeToString()).run(names, feed)))
+
+
+def mlp_in_float64(x):
+    """The MLP in numpy float64 from the same float32 weights: the exact answer up to float64 rounding."""
+    h1 = x.astype(np.float64) @ W1.astype(np.float64)
+    r1 = np.maximum(h1 + B1.astype(np.float64), 0)
+    logits = r1 @ W2.astype(np.float64)
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return {"h1": h1, "logits": logits, "prob": e / e.sum(axis=-1, keepdims=True)}
+
+
+def test_fp64_reference_is_the_float64_answer(tmp_path):
+    ref = mlp(tmp_path / "ref.onnx")
+    feeds = samples(n=3)
+    r = nee.precision(ref, ref, inputs=feeds, fp64=True)
+    assert r["reference"] == f"{ref} (in float64)"
+    exact = [mlp_in_float64(f["x"]) for f in feeds]
+    # Outputs: the float64 results rounded once to float32 (the graph's outputs keep float32).
+    got = r["outputs"][0]
+    assert got["compared_in"] == "float32"
+    mine = [nee.InferenceSession(str(ref)).run(["prob"], f)[0] for f in feeds]
+    assert_metrics(got, np_metrics(mine, [e["prob"].astype(np.float32) for e in exact]), rtol=1e-6)
+    assert 0 < got["max_abs"] < 1e-6  # nee's float32 rounding, a few ulp
+    # Layers inside the graph are float64 in the reference: compared in float64 against numpy's float64 values
+    # (float64 sums in another order: equal to ~1e-16, far below the float32 errors measured).
+    layers = by_name(r["layers"])
+    for name in ("h1", "logits"):
+        assert layers[name]["compared_in"] == "float64" and layers[name]["reference_type"] == "float64"
+        measured = [nee_values(ref, f, [name])[name] for f in feeds]
+        want = np_metrics(measured, [e[name] for e in exact])
+        assert layers[name]["max_abs"] == pytest.approx(want["max_abs"], rel=1e-6)
+        assert layers[name]["rms"] == pytest.approx(want["rms"], rel=1e-6)
+    # The CLI, and a variant against the float64 model it comes from.
+    p = nee_cli("precision", ref, "--against", ref, "--fp64", "--random", "2", "--dim", "N=3")
+    assert p.returncode == 0 and "(in float64)" in p.stdout, p.stderr
+    q = nee.precision(ref, inputs=feeds, variant="int8", fp64=True)
+    assert q["reference"] == f"{ref} (in float64)" and q["outputs"][0]["max_abs"] > got["max_abs"]
+
+
+def test_fp64_reference_needs_a_float_computation(tmp_path):
+    xv = helper.make_tensor_value_info
+    path = save(tmp_path / "int.onnx", [helper.make_node("Neg", ["x"], ["y"])], [xv("x", TensorProto.INT64, [2])],
+                [xv("y", TensorProto.INT64, [2])])
+    p = nee_cli("precision", path, "--against", path, "--fp64", "--random", "1")
+    assert p.returncode == 1 and "--fp64: no node of the reference model computes in float64" in p.stderr
