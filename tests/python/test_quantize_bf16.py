@@ -13,9 +13,6 @@ model: both round each op's output once, so they agree up to float32 accumulatio
 lands next to a rounding boundary may round the other way: at most one narrow ulp, rarely).
 """
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -26,13 +23,9 @@ from onnx.reference import ReferenceEvaluator
 
 import nee
 
-ROOT = Path(__file__).resolve().parents[2]
-NEE = os.environ.get("NEE_BIN", str(ROOT / "build" / "bin" / "nee"))
+from cli_util import nee_cli
+
 BF16 = ml_dtypes.bfloat16
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 def nee_run(path, feed, level=None, threads=1):
