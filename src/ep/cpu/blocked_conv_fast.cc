@@ -75,6 +75,14 @@ std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const Blocke
   return packed.ok() ? packed.value() : Pack(g);
 }
 
+// y[at..at+8) = activation K of (v + z[at..at+8)) (z null: of v).
+template <FusedActivation::Kind K>
+__attribute__((target("avx2,fma"), always_inline)) inline void StoreFinished(const FusedActivation& act, float* y,
+                                                                            const float* z, int64_t at, __m256 v) {
+  if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + at));
+  _mm256_storeu_ps(y + at, Activate8<K>(act, v));
+}
+
 // ---- Pointwise -------------------------------------------------------------------------
 
 // PX pixels x OB blocks. x: the tile's first pixel in input block 0 (block cb
@@ -114,10 +122,7 @@ __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane,
   for (int j = 0; j < OB; ++j)
 #pragma GCC unroll 12
     for (int i = 0; i < PX; ++i) {
-      const int64_t at = (j * plane + i) * kB;
-      __m256 v = acc[i][j];
-      if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + at));
-      _mm256_storeu_ps(y + at, Activate8<K>(act, v));
+      StoreFinished<K>(act, y, z, (j * plane + i) * kB, acc[i][j]);
     }
 }
 
@@ -191,18 +196,20 @@ void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, cons
 // ---- Depthwise 3x3 -----------------------------------------------------------------------
 
 // Output rows [oh0, oh1) of one channel block: x [H][W][8], w9 the nine taps'
-// weight vectors, y [OH][OW][8].
-template <int S>
+// weight vectors, y [OH][OW][8], z (null: none) the residual laid out as y.
+// Each output vector is finished as it is stored, (sum + z) then activation
+// K, as FinishRun would do it after (the same bits).
+template <int S, FusedActivation::Kind K>
 __attribute__((target("avx2,fma"))) void Depthwise3x3Rows(const BlockedConvGeometry& g, const float* x,
-                                                          const float* w9, const float* bias, float* y, int64_t oh0,
-                                                          int64_t oh1) {
+                                                          const float* w9, const float* bias, float* y,
+                                                          const float* z, int64_t oh0, int64_t oh1) {
   __m256 wv[9];
   for (int t = 0; t < 9; ++t) wv[t] = _mm256_loadu_ps(w9 + t * kB);
   const __m256 b = _mm256_loadu_ps(bias);
   const int64_t H = g.H, W = g.W, OW = g.OW;
   for (int64_t oh = oh0; oh < oh1; ++oh) {
     const int64_t ih0 = oh * S - g.pt;
-    float* yr = y + oh * OW * kB;
+    const int64_t yr = oh * OW * kB;  // the row's offset in y (and z)
     int64_t ow = 0;
     const bool rows_inside = ih0 >= 0 && ih0 + 2 < H;
     if (rows_inside) {
@@ -220,7 +227,7 @@ __attribute__((target("avx2,fma"))) void Depthwise3x3Rows(const BlockedConvGeome
             if (iw >= 0 && iw < W) acc = _mm256_fmadd_ps(_mm256_loadu_ps(r + iw * kB), wv[kh * 3 + kw], acc);
           }
         }
-        _mm256_storeu_ps(yr + ow * kB, acc);
+        StoreFinished<K>(g.act, y, z, yr + ow * kB, acc);
       }
       for (; ow + 4 <= OW && (ow + 3) * S - g.pl + 2 < W; ow += 4) {
         __m256 a0 = b, a1 = b, a2 = b, a3 = b;
@@ -243,10 +250,10 @@ __attribute__((target("avx2,fma"))) void Depthwise3x3Rows(const BlockedConvGeome
           a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + 2 * S * kB), wv[6 + kw], a2);
           a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c2 + 3 * S * kB), wv[6 + kw], a3);
         }
-        _mm256_storeu_ps(yr + ow * kB, a0);
-        _mm256_storeu_ps(yr + (ow + 1) * kB, a1);
-        _mm256_storeu_ps(yr + (ow + 2) * kB, a2);
-        _mm256_storeu_ps(yr + (ow + 3) * kB, a3);
+        StoreFinished<K>(g.act, y, z, yr + ow * kB, a0);
+        StoreFinished<K>(g.act, y, z, yr + (ow + 1) * kB, a1);
+        StoreFinished<K>(g.act, y, z, yr + (ow + 2) * kB, a2);
+        StoreFinished<K>(g.act, y, z, yr + (ow + 3) * kB, a3);
       }
     }
     // Whatever is left: the border, with every tap checked.
@@ -261,7 +268,7 @@ __attribute__((target("avx2,fma"))) void Depthwise3x3Rows(const BlockedConvGeome
           if (iw >= 0 && iw < W) acc = _mm256_fmadd_ps(_mm256_loadu_ps(r + iw * kB), wv[kh * 3 + kw], acc);
         }
       }
-      _mm256_storeu_ps(yr + ow * kB, acc);
+      StoreFinished<K>(g.act, y, z, yr + ow * kB, acc);
     }
   }
 }
@@ -317,6 +324,25 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
 
 constexpr int64_t kStripsPerThreadBytes = 512 * 1024;  // see RunDepthwise
 
+// The depthwise rows kernel for a stride, finishing the outputs itself for
+// the cheap activations as the pointwise tiles do (TilesFor).
+using DepthwiseRowsFn = void (*)(const BlockedConvGeometry&, const float*, const float*, const float*, float*,
+                                 const float*, int64_t, int64_t);
+struct DepthwiseRows {
+  DepthwiseRowsFn fn;
+  bool finishes;
+};
+template <FusedActivation::Kind K>
+DepthwiseRows DepthwiseRowsOf(int64_t stride, bool finishes) {
+  return {stride == 1 ? Depthwise3x3Rows<1, K> : Depthwise3x3Rows<2, K>, finishes};
+}
+DepthwiseRows DepthwiseRowsFor(FusedActivation::Kind kind, int64_t stride) {
+  using Kind = FusedActivation::Kind;
+  if (kind == Kind::kRelu) return DepthwiseRowsOf<Kind::kRelu>(stride, true);
+  if (kind == Kind::kClip) return DepthwiseRowsOf<Kind::kClip>(stride, true);
+  return DepthwiseRowsOf<Kind::kNone>(stride, kind == Kind::kNone);
+}
+
 void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const BlockedWeights& pw, FinishFn finish) {
   const int threads = NumThreads(ctx);
   const int64_t Cb = g.Cb(), planes = g.N * Cb;
@@ -327,13 +353,14 @@ void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   // outputs are shared out by planes.
   const int64_t least = bytes >= kStripsPerThreadBytes ? threads : 1;
   const int64_t strips = std::min(g.OH, std::max<int64_t>(least, (4 * threads + planes - 1) / planes));
-  const auto rows = g.sh == 1 ? Depthwise3x3Rows<1> : Depthwise3x3Rows<2>;
+  const DepthwiseRows rows = DepthwiseRowsFor(g.act.kind, g.sh);
   PixelMajorTasks(ctx, planes * strips, [&](int64_t t) {
     const int64_t strip = t / planes, p = t % planes, cb = p % Cb;
     const int64_t oh0 = strip * g.OH / strips, oh1 = (strip + 1) * g.OH / strips;
-    rows(g, g.x + p * g.H * g.W * kB, pw.w.data() + cb * 9 * kB, pw.bias.data() + cb * kB,
-         g.y + p * g.OH * g.OW * kB, oh0, oh1);
-    Finish(g, finish, p / Cb, cb, cb + 1, oh0 * g.OW, oh1 * g.OW);
+    const int64_t at = p * g.OH * g.OW * kB;
+    rows.fn(g, g.x + p * g.H * g.W * kB, pw.w.data() + cb * 9 * kB, pw.bias.data() + cb * kB, g.y + at,
+            rows.finishes && g.z ? g.z + at : nullptr, oh0, oh1);
+    if (!rows.finishes) Finish(g, finish, p / Cb, cb, cb + 1, oh0 * g.OW, oh1 * g.OW);
   });
 }
 
