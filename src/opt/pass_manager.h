@@ -68,5 +68,8 @@ Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseMatMulBias(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusion into com.microsoft MatMulIntegerToFloat (src/opt/fuse_quant_matmul.cc).
 Status FuseQuantMatMul(Graph& graph, const CheckedGraph& checked, bool* changed);
+// QDQ Conv / Relu / Add into QLinearConv, com.microsoft QLinearLeakyRelu and
+// QLinearAdd (src/opt/fuse_qdq_conv.cc).
+Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed);
 
 }  // namespace nee
