@@ -353,6 +353,10 @@ struct Requant {
   bool any_zw = false;
   double yzp = 0, lo = 0, hi = 255;
   bool y_signed = false;
+  // Every |multiplier| below 1/2: |double(acc) * mult + yzp| < 2^31 for any int32 acc, so the value
+  // converts to int32 (rounding half to even, the default mode, as nearbyint) and the saturating packs
+  // clamp it exactly as clamping the double first would.
+  bool small_multipliers = false;
 };
 
 // The reference's double arithmetic: clamp(double(acc) * mult + yzp), rounded half to even.
@@ -367,6 +371,33 @@ void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Re
 }
 
 #ifdef NEE_QCONV_X86
+// A whole tile (rows x kCols sums, kCols apart) plus each row's constant, requantized and stored at out
+// (rows P bytes apart, count pixels each), for small multipliers (see Requant).
+__attribute__((target("avx2"))) void FinishTileAvx2(const int32_t* sums, int64_t rows, int64_t count,
+                                                    const int32_t* constant, const double* mult, const Requant& q,
+                                                    uint8_t* out, int64_t ld) {
+  const __m256d z = _mm256_set1_pd(q.yzp);
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m256i c = _mm256_set1_epi32(constant[r]);
+    const __m256d m = _mm256_set1_pd(mult[r]);
+    const __m256i s0 = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + r * kCols)), c);
+    const __m256i s1 = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + r * kCols + 8)), c);
+#define convert(v) _mm256_cvtpd_epi32(_mm256_add_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(v), m), z))
+    const __m128i w0 = _mm_packs_epi32(convert(_mm256_castsi256_si128(s0)), convert(_mm256_extracti128_si256(s0, 1)));
+    const __m128i w1 = _mm_packs_epi32(convert(_mm256_castsi256_si128(s1)), convert(_mm256_extracti128_si256(s1, 1)));
+#undef convert
+    const __m128i bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+    uint8_t* dst = out + r * ld;
+    if (count == kCols) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), bytes);
+    } else {
+      alignas(16) uint8_t tmp[kCols];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
+      std::memcpy(dst, tmp, static_cast<size_t>(count));
+    }
+  }
+}
+
 // kCols sums at once (count of them stored). No FMA in this target, so mul and add round separately.
 __attribute__((target("avx2"))) void RequantRowAvx2(const int32_t* acc, int64_t count, double mult, const Requant& q,
                                                     uint8_t* out) {
@@ -458,6 +489,13 @@ void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uin
                                       static_cast<uint32_t>(xk[j * 4]) * static_cast<uint32_t>(e->v));
       }
       const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
+#ifdef NEE_QCONV_X86
+      if (run.avx2 && !run.q->any_zw && run.q->small_multipliers) {
+        const int64_t m0 = grp * g.Mg + rp * kRows;
+        FinishTileAvx2(sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
+        continue;
+      }
+#endif
       for (int64_t r = 0; r < rows_here; ++r) {
         const int64_t m = grp * g.Mg + rp * kRows + r;
         const uint32_t c = static_cast<uint32_t>(run.q->constant[m]);
@@ -556,6 +594,7 @@ Status QLinearConvFast(KernelContext& ctx) {
   q.yzp = ValueAt(y_zp, 0);
   q.lo = q.y_signed ? -128 : 0;
   q.hi = q.y_signed ? 127 : 255;
+  q.small_multipliers = std::all_of(mult.begin(), mult.end(), [](double v) { return std::fabs(v) < 0.5; });
 
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, y_zp.dtype(), out_dims));
   const QConvRun run{&g, weights.get(), &q, IgemmU8S8Available(), static_cast<uint8_t>(zx)};
@@ -715,9 +754,14 @@ NEE_NO_FP_CONTRACT Status QLinearLeakyReluFast(KernelContext& ctx) {
   const auto* xp = static_cast<const uint8_t*>(x.raw_data());
   auto* yp = static_cast<uint8_t*>(y.raw_data());
   const uint8_t offset = is_signed ? 0x80 : 0;  // int8 v sits at table[v + 128]
-  ctx.ParallelFor((x.num_elements() + 16383) / 16384, 1, [&](int64_t begin, int64_t end) {
-    const int64_t stop = std::min(end * 16384, x.num_elements());
-    for (int64_t i = begin * 16384; i < stop; ++i) yp[i] = table[static_cast<uint8_t>(xp[i] ^ offset)];
+  const int64_t total = x.num_elements();
+  ctx.ParallelFor((total + 16383) / 16384, 1, [&](int64_t begin, int64_t end) {
+    uint8_t local[256];  // a copy the stores cannot alias
+    std::memcpy(local, table, sizeof local);
+    const uint8_t* __restrict src = xp;
+    uint8_t* __restrict dst = yp;
+    const int64_t stop = std::min(end * 16384, total);
+    for (int64_t i = begin * 16384; i < stop; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
   });
   return Status::Ok();
 }

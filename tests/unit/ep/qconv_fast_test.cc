@@ -67,6 +67,7 @@ struct ConvCase {
   int x_zp = -1, y_zp = -1;  // a fixed zero point (as its type's value), or -1: random
   bool bias = true;
   int weight_bits = 8;  // 7: weights in [-64, 64] (reduce-range); 8: the full int8 range
+  float y_scale = 0.05f;  // small: multipliers x_scale * w_scale / y_scale of 1/2 and more (clamped in double)
 };
 
 Tensor Scalar8(DataType t, int v) {
@@ -97,7 +98,7 @@ std::vector<Value> ConvInputs(const ConvCase& c, std::mt19937& rng) {
                            Value(scales(per)),
                            Value(w_zp),
                            // y scale small enough that outputs spread over the range and saturate at both ends.
-                           Value(Tensor::Scalar<float>(0.05f)),
+                           Value(Tensor::Scalar<float>(c.y_scale)),
                            Value(c.y_zp != -1 ? Scalar8(c.yt, c.y_zp) : testing::Random8(c.yt, {}, rng))};
   if (c.bias) {
     std::uniform_int_distribution<int32_t> b(-20000, 20000);
@@ -130,6 +131,8 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
       {"no_bias", {1, 4, 7, 5}, {6, 4, 3, 3}, {pads1}, u8, s8, u8, true, -1, -1, false},
       {"reduce_range_weights", {1, 32, 8, 8}, {20, 32, 3, 3}, {pads1}, u8, s8, u8, true, -1, -1, true, 7},
       {"int8_activations", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, s8, s8, s8},
+      {"large_multipliers", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, s8, u8, true, -1, -1, true, 8, 1e-5f},
+      {"large_multipliers_int8_out", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, s8, s8, false, -1, -1, true, 8, 2e-4f},
       {"uint8_weights", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, u8, u8},
       {"int8_weights_wzp", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, s8, u8},
       {"1d", {2, 3, 20}, {4, 3, 5}, {IntsAttr("pads", {2, 1}), IntsAttr("strides", {2})}},
