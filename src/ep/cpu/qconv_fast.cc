@@ -182,11 +182,21 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
 void PadImage(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad, uint8_t* dst) {
   for (int64_t c = 0; c < g.Cg; ++c) {
     uint8_t* plane = dst + c * g.hp * g.wp;
-    std::memset(plane, pad, static_cast<size_t>(g.hp * g.wp));
+    // Only the border: the rows' interiors are copied below.
+    std::memset(plane, pad, static_cast<size_t>(g.ph * g.wp));
+    std::memset(plane + (g.ph + g.ih) * g.wp, pad, static_cast<size_t>((g.hp - g.ph - g.ih) * g.wp));
+    for (int64_t y = g.ph; y < g.ph + g.ih; ++y) {
+      std::memset(plane + y * g.wp, pad, static_cast<size_t>(g.pw));
+      std::memset(plane + y * g.wp + g.pw + g.iw, pad, static_cast<size_t>(g.wp - g.pw - g.iw));
+    }
     for (int64_t y = 0; y < g.ih; ++y) {
       const uint8_t* src = x + (c * g.ih + y) * g.iw;
       uint8_t* row = plane + (y + g.ph) * g.wp + g.pw;
-      for (int64_t i = 0; i < g.iw; ++i) row[i] = static_cast<uint8_t>(src[i] ^ flip);
+      if (flip == 0) {
+        std::memcpy(row, src, static_cast<size_t>(g.iw));
+      } else {
+        for (int64_t i = 0; i < g.iw; ++i) row[i] = static_cast<uint8_t>(src[i] ^ flip);
+      }
     }
   }
 }
@@ -343,6 +353,28 @@ TileFn SelectTile(int64_t rows) {
 }
 #endif
 
+#ifdef NEE_QCONV_X86
+// The clamped weights' remainders, each times its row of X (the byte k % 4 of every pixel's quad in the
+// panel) added to its row of the tile's sums, eight pixels per vector (int32 products wrap as the sums do).
+__attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* begin,
+                                                       const QConvWeights::Remainder* end, const uint8_t* x,
+                                                       int32_t* sums) {
+  const __m256i low_byte = _mm256_set1_epi32(0xFF);
+  for (const auto* e = begin; e != end; ++e) {
+    const uint8_t* quad = x + (e->k / 4) * kQuadB;
+    const __m128i shift = _mm_cvtsi32_si128(8 * (e->k % 4));
+    const __m256i v = _mm256_set1_epi32(e->v);
+    int32_t* s = sums + e->r * kCols;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h));
+      const __m256i xv = _mm256_and_si256(_mm256_srl_epi32(q, shift), low_byte);
+      __m256i* dst = reinterpret_cast<__m256i*>(s + 8 * h);
+      _mm256_storeu_si256(dst, _mm256_add_epi32(_mm256_loadu_si256(dst), _mm256_mullo_epi32(xv, v)));
+    }
+  }
+}
+#endif
+
 // ---- requantization ------------------------------------------------------------------------
 
 // What turns a channel's int32 sums into output bytes.
@@ -481,12 +513,19 @@ void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uin
       if (run.avx2) SelectTile(rows_here)(wp, xp, kquads, sums);
 #endif
       if (!run.avx2) TilePortable(rows_here, wp, xp, kquads, sums);
-      for (const auto* e = rem_begin; e != rem_end; ++e) {
-        const uint8_t* xk = xp + (e->k / 4) * kQuadB + (e->k % 4);
-        int32_t* s = sums + e->r * kCols;
-        for (int64_t j = 0; j < kCols; ++j)
-          s[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) +
-                                      static_cast<uint32_t>(xk[j * 4]) * static_cast<uint32_t>(e->v));
+#ifdef NEE_QCONV_X86
+      if (run.avx2) {
+        AddRemaindersAvx2(rem_begin, rem_end, xp, sums);
+      } else
+#endif
+      {
+        for (const auto* e = rem_begin; e != rem_end; ++e) {
+          const uint8_t* xk = xp + (e->k / 4) * kQuadB + (e->k % 4);
+          int32_t* s = sums + e->r * kCols;
+          for (int64_t j = 0; j < kCols; ++j)
+            s[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) +
+                                        static_cast<uint32_t>(xk[j * 4]) * static_cast<uint32_t>(e->v));
+        }
       }
       const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
 #ifdef NEE_QCONV_X86
