@@ -207,15 +207,15 @@ void PadImage(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pa
 // kCols of slack.
 void GatherPanelRows(const QConvGeometry& g, const uint8_t* padded, int64_t p0, uint8_t pad, uint8_t* rows) {
   const int64_t K = g.K(), P = g.P();
-  // The panel's pixels as runs along output rows.
+  // The panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane.
   struct Run {
-    int64_t at, oy, ox, count;
+    int64_t at, offset, count;
   };
   Run runs[kCols];
   int64_t nruns = 0;
   for (int64_t p = p0; p < std::min(p0 + kCols, P);) {
     const int64_t oy = p / g.ow, ox = p % g.ow, count = std::min(g.ow - ox, std::min(p0 + kCols, P) - p);
-    runs[nruns++] = {p - p0, oy, ox, count};
+    runs[nruns++] = {p - p0, oy * g.sh * g.wp + ox * g.sw, count};
     p += count;
   }
   const int64_t valid = std::min(kCols, P - p0);
@@ -223,17 +223,25 @@ void GatherPanelRows(const QConvGeometry& g, const uint8_t* padded, int64_t p0, 
   for (int64_t k = 0; k < K; ++k) {
     uint8_t* dst = rows + k * kCols;
     const uint8_t* plane = padded + c * g.hp * g.wp + i * g.dh * g.wp + j * g.dw;
-    for (int64_t r = 0; r < nruns; ++r) {
-      const Run& run = runs[r];
-      const uint8_t* src = plane + run.oy * g.sh * g.wp + run.ox * g.sw;
-      if (g.sw == 1) {
-        // A whole vector whatever the run's length: the bytes past it are
-        // overwritten by the next run or the next row (rows and the padded
-        // copy have kCols bytes of slack).
-        std::memcpy(dst + run.at, src, kCols);
-      } else {
-        for (int64_t t = 0; t < run.count; ++t) dst[run.at + t] = src[t * g.sw];
+    if (g.sw == 1) {
+      // A whole vector whatever the run's length: the bytes past it are
+      // overwritten by the next run or the next row (rows and the padded
+      // copy have slack).
+      for (int64_t r = 0; r < nruns; ++r) std::memcpy(dst + runs[r].at, plane + runs[r].offset, kCols);
+#ifdef NEE_QCONV_X86
+    } else if (g.sw == 2) {
+      // The even bytes of 32: the low byte of each 16-bit word, packed.
+      const __m128i low = _mm_set1_epi16(0xFF);
+      for (int64_t r = 0; r < nruns; ++r) {
+        const uint8_t* src = plane + runs[r].offset;
+        const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), low);
+        const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), low);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + runs[r].at), _mm_packus_epi16(a, b));
       }
+#endif
+    } else {
+      for (int64_t r = 0; r < nruns; ++r)
+        for (int64_t t = 0; t < runs[r].count; ++t) dst[runs[r].at + t] = plane[runs[r].offset + t * g.sw];
     }
     for (int64_t t = valid; t < kCols; ++t) dst[t] = pad;
     if (++j == g.kw) {
@@ -650,11 +658,14 @@ Status QLinearConvFast(KernelContext& ctx) {
   const int64_t blocks = (panels + per_block - 1) / per_block;
   const int64_t images = g.N * g.group;
   std::vector<uint8_t> padded;
-  const int64_t padded_bytes = g.Cg * g.hp * g.wp + kCols;
+  const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
   for (int64_t img = 0; img < images; ++img) {
     const int64_t n = img / g.group, grp = img % g.group;
     const uint8_t* xg = xb + (n * g.C + grp * g.Cg) * g.ih * g.iw;
-    if (!direct) {
+    // A pointwise conv reads its full panels from x itself; a last partial panel, like every panel of
+    // the others, from the copy, whose slack the whole-vector reads may run into.
+    const bool copy = !direct || P % kCols != 0;
+    if (copy) {
       padded.resize(static_cast<size_t>(padded_bytes));
       PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
     }
@@ -662,7 +673,7 @@ Status QLinearConvFast(KernelContext& ctx) {
     ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
       for (int64_t blk = begin; blk < end; ++blk)
-        RunBlock(run, grp, direct ? xg : padded.data(), direct ? xg : nullptr, blk * per_block,
+        RunBlock(run, grp, copy ? padded.data() : nullptr, direct ? xg : nullptr, blk * per_block,
                  std::min(panels, (blk + 1) * per_block), y_image, t_scratch);
     });
   }
