@@ -5,6 +5,7 @@
 //
 //   Conv(DQ(x_q), DQ(W_q), [DQ(B_i32)]) -> Q          => QLinearConv(x_q, ..., W_q, ..., B_i32)
 //   DQ(q) -> Relu -> Q                                 => com.microsoft QLinearLeakyRelu(q, alpha = 0)
+//   DQ(q) -> Clip(lo, hi) -> Q, Q(lo), Q(hi) at Q's ends => com.microsoft QLinearLeakyRelu(q, alpha = 1)
 //   Add(DQ(a_q), DQ(b_q)) [-> Relu] -> Q               => com.microsoft QLinearAdd
 //
 // These are the fusions ONNX Runtime makes of the same graph (its QDQ
@@ -24,6 +25,8 @@
 //   lowest value: Q's saturation then clamps exactly where Relu would.
 // Runs before constant folding, which would otherwise turn DQ(W_q) into a
 // float weight; the DQ nodes left without readers go with dead-node removal.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "opt/pass_manager.h"
@@ -209,6 +212,70 @@ void TryFuseRelu(GraphEditor& ed, size_t index) {
                {opt::FloatAttr("alpha", 0.0f)});
 }
 
+// ---- DQ -> Clip -> Q into QLinearLeakyRelu(alpha = 1), when Q alone clamps as Clip does ------------
+
+// A float scalar constant: an initializer or a Constant node's value.
+bool FloatScalarConstant(GraphEditor& ed, const std::string& name, float* value) {
+  Tensor t = ed.Constant(name);
+  if (!t.defined()) {
+    const int64_t p = ed.Producer(name);
+    if (p < 0 || !opt::IsOp(ed.node(static_cast<size_t>(p)), "Constant")) return false;
+    const Attribute* a = ed.node(static_cast<size_t>(p)).FindAttr("value");
+    if (!a) return false;
+    t = a->t;
+  }
+  if (!t.defined() || t.dtype() != DataType::kFloat || t.num_elements() != 1) return false;
+  *value = t.data<float>()[0];
+  return true;
+}
+
+// QuantizeLinear of one float as the reference computes it (the float quotient, rounded half to even,
+// plus the zero point, saturated); false when Q's parameters are not constants.
+bool QuantizeScalar(GraphEditor& ed, const QdqNode& q, float v, int32_t* out, int32_t* lowest, int32_t* highest) {
+  float scale;
+  if (!FloatScalarConstant(ed, q.scale, &scale)) return false;
+  const bool is_signed = QuantType(ed, q) == DataType::kInt8;
+  int32_t zp = 0;
+  if (!q.zero_point.empty()) {
+    Tensor z = ed.Constant(q.zero_point);
+    if (!z.defined() || z.num_elements() != 1) return false;
+    zp = is_signed ? z.data<int8_t>()[0] : z.data<uint8_t>()[0];
+  }
+  *lowest = is_signed ? -128 : 0;
+  *highest = is_signed ? 127 : 255;
+  const float r = std::nearbyint(v / scale);
+  if (std::isnan(r)) return false;
+  *out = static_cast<int32_t>(std::clamp(static_cast<double>(r) + zp, static_cast<double>(*lowest), static_cast<double>(*highest)));
+  return true;
+}
+
+// Q(Clip(v, lo, hi)) = Q(v) for every v exactly when Q(lo) is Q's lowest value and Q(hi) its highest
+// (Q is monotone: below lo both give Q(lo), above hi both Q(hi)). DQ -> Q is then QLinearLeakyRelu with
+// alpha 1 (v * 1 is v): bitwise the chain.
+void TryFuseClip(GraphEditor& ed, size_t index) {
+  const Node& clip = ed.node(index);
+  if (!IsOpSince(ed, index, "Clip", 11) || clip.inputs.empty() || clip.outputs.size() != 1) return;
+  QdqNode x, y;
+  if (DequantizeProducer(ed, clip.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  const int64_t q_index = opt::SoleConsumer(ed, clip.outputs[0]);
+  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
+      QuantType(ed, y) != QuantType(ed, x))
+    return;
+  for (size_t bound = 1; bound <= 2; ++bound) {
+    if (!clip.HasInput(bound)) continue;
+    float v;
+    int32_t q, lowest, highest;
+    if (!FloatScalarConstant(ed, clip.inputs[bound], &v) || !QuantizeScalar(ed, y, v, &q, &lowest, &highest) ||
+        q != (bound == 1 ? lowest : highest))
+      return;
+  }
+  std::vector<std::string> inputs = {x.data, x.scale, x.zero_point, y.scale, y.zero_point};
+  while (inputs.back().empty()) inputs.pop_back();
+  ed.RemoveNode(index);
+  ed.RewriteAs(static_cast<size_t>(q_index), opt::kMicrosoftDomain, "QLinearLeakyRelu", inputs,
+               {opt::FloatAttr("alpha", 1.0f)});
+}
+
 // ---- Add(DQ a, DQ b) [-> Relu] -> Q into QLinearAdd -------------------------------------
 
 // Whether Q's zero point is the lowest value of its type (0 for uint8, -128 for int8).
@@ -257,6 +324,7 @@ Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
     TryFuseConv(ed, index);
     if (!ed.removed(index)) TryFuseRelu(ed, index);
     if (!ed.removed(index)) TryFuseAdd(ed, index);
+    if (!ed.removed(index)) TryFuseClip(ed, index);
   }
   // The DequantizeLinear nodes nothing reads any more (weights, biases): gone
   // now, before constant folding would dequantize them for nothing.

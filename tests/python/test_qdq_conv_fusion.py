@@ -68,6 +68,24 @@ def residual_cnn(path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
+def inverted_residual(path):
+    """x[N,8,12,12] -> conv1x1 (24) -> Clip(0, 6) -> depthwise 3x3 -> Clip(0, 6) -> conv1x1 (8) -> y: a
+    MobileNetV2 block, whose Relu6 is Clip."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(np.float32(0), "zero"), numpy_helper.from_array(np.float32(6), "six")]
+    nodes = conv_node(rng, inits, "expand", "x", "e", 8, 24, 1)
+    nodes.append(helper.make_node("Clip", ["e", "zero", "six"], ["e6"]))
+    w = (rng.standard_normal((24, 1, 3, 3)) * 0.4).astype(np.float32)
+    inits += [numpy_helper.from_array(w, "dw_w"), numpy_helper.from_array(np.zeros(24, np.float32), "dw_b")]
+    nodes.append(helper.make_node("Conv", ["e6", "dw_w", "dw_b"], ["d"], group=24, pads=[1, 1, 1, 1]))
+    nodes.append(helper.make_node("Clip", ["d", "zero", "six"], ["d6"]))
+    nodes += conv_node(rng, inits, "project", "d6", "y", 24, 8, 1)
+    graph = helper.make_graph(nodes, "inverted_residual",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
 def single_conv(path, relu):
     """x[N,8,10,10] -> Conv 3x3 (+ Relu) -> y: one quantized op (two with the Relu)."""
     rng = np.random.default_rng(3)
@@ -181,3 +199,22 @@ def test_one_quantized_conv_within_one_step(tmp_path, per_channel, reduce_range)
           f"{d_ort_qdq:.2f}; equal {np.mean(fused == unfused):.4f}")
     assert d_unfused <= 1.001 and d_ort_qdq <= 1.001
     assert np.mean(fused == unfused) >= 0.95
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_clip_and_depthwise(tmp_path, per_channel):
+    _, model = quantized(tmp_path, inverted_residual, (8, 12, 12), per_channel=per_channel)
+    ops = optimized_ops(model, tmp_path)
+    # Each Clip(0, 6) whose output's quantization saturates at 0 and 6 is the requantization alone.
+    assert ops["QLinearConv"] == 3 and ops["QLinearLeakyRelu"] == 2 and ops["Clip"] == 0, ops
+    x = inputs((8, 12, 12), 32, seed=8) * np.float32(1.5)
+    fused = nee_out(model, x)
+    assert np.array_equal(fused, nee_out(model, x, threads=2))
+    unfused = nee_out(model, x, level=0)
+    ort_qdq = ort_out(model, x, optimize=False)
+    step = output_step(model)
+    d_unfused = np.max(np.abs(fused - unfused)) / step
+    d_ort_qdq = np.max(np.abs(unfused - ort_qdq)) / step
+    print(f"per_channel={per_channel}: fused vs unfused {d_unfused:.2f} steps, unfused vs ORT's QDQ "
+          f"{d_ort_qdq:.2f}; equal {np.mean(fused == unfused):.4f}")
+    assert d_ort_qdq <= 1.001 and d_unfused <= 1.001 and np.mean(fused == unfused) >= 0.95

@@ -126,6 +126,7 @@ struct QConvWeights {
   int64_t K = 0, kquads = 0, panels_per_group = 0;
   std::vector<int8_t> data;              // per group, its row panels: [kquads][kRows][4]
   std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
+  std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
   std::vector<int64_t> remainder_begin;  // per row panel (all groups), into remainders
   std::vector<Remainder> remainders;
 };
@@ -168,6 +169,10 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
           d[1] = static_cast<int8_t>(packed1);
         }
         out->row_sums[static_cast<size_t>(m)] = sum;
+        if (g.Cg == 1 && g.Mg == 1)
+          for (int64_t k = 0; k < K; ++k)
+            out->taps.push_back(static_cast<int16_t>(shift ? static_cast<int32_t>(row[k]) - 128
+                                                           : static_cast<int32_t>(static_cast<int8_t>(row[k]))));
       }
     }
   out->remainder_begin.back() = static_cast<int64_t>(out->remainders.size());
@@ -565,6 +570,71 @@ void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uin
   }
 }
 
+#ifdef NEE_QCONV_X86
+// ---- depthwise (one input and one output channel per group), AVX2 --------------------------------
+//
+// Per channel, sixteen output pixels of a row at a time from the channel's padded copy, two taps per
+// vpmaddwd: the pixels of taps t and t + 1 widened to int16 and interleaved, times the pair
+// (W'[t] - zw, W'[t + 1] - zw), exact in int32 (|x| <= 255, |w| <= 255). acc = bias + sum x (w - zw) -
+// zx * sum (w - zw): padding reads zx and adds nothing. Strides 1 and 2.
+
+// Sixteen taps of one output row chunk: x at columns col, col + stride, ... of `row`, as int16.
+__attribute__((target("avx2"))) inline __m256i LoadTaps16(const uint8_t* src, int64_t stride) {
+  __m128i v;
+  if (stride == 1) {
+    v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  } else {
+    const __m128i low = _mm_set1_epi16(0xFF);
+    const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), low);
+    const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), low);
+    v = _mm_packus_epi16(a, b);
+  }
+  return _mm256_cvtepu8_epi16(v);
+}
+
+__attribute__((target("avx2"))) void DepthwiseChannelAvx2(const QConvGeometry& g, const uint8_t* plane,
+                                                          const int16_t* taps, int32_t zw, int32_t constant,
+                                                          double mult, const Requant& q, uint8_t* out) {
+  const int64_t K = g.kh * g.kw;
+  int32_t pairs[64];  // (w[t] - zw, w[t + 1] - zw) as one int32 per tap pair; K <= 128
+  const int64_t npairs = (K + 1) / 2;
+  for (int64_t t = 0; t < npairs; ++t) {
+    const int32_t a = taps[2 * t] - zw, b = 2 * t + 1 < K ? taps[2 * t + 1] - zw : 0;
+    pairs[t] = static_cast<int32_t>((static_cast<uint32_t>(b) << 16) | (static_cast<uint32_t>(a) & 0xFFFF));
+  }
+  int64_t offsets[128];  // each tap's offset in the padded plane
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) offsets[i * g.kw + j] = i * g.dh * g.wp + j * g.dw;
+  offsets[K] = offsets[K - 1];  // an odd last tap's partner (weight 0)
+  alignas(32) int32_t sums[kCols];
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const uint8_t* row = plane + oy * g.sh * g.wp;
+    for (int64_t ox = 0; ox < g.ow; ox += kCols) {
+      const uint8_t* base = row + ox * g.sw;
+      __m256i lo = _mm256_setzero_si256(), hi = lo;
+      for (int64_t t = 0; t < npairs; ++t) {
+        const __m256i a = LoadTaps16(base + offsets[2 * t], g.sw);
+        const __m256i b = LoadTaps16(base + offsets[2 * t + 1], g.sw);
+        const __m256i w = _mm256_set1_epi32(pairs[t]);
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), w));  // pixels 0-3, 8-11
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), w));  // pixels 4-7, 12-15
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+      const int64_t count = std::min(kCols, g.ow - ox);
+      uint8_t* dst = out + oy * g.ow + ox;
+      if (q.small_multipliers) {
+        FinishTileAvx2(sums, 1, count, &constant, &mult, q, dst, 0);
+      } else {
+        for (int64_t j = 0; j < kCols; ++j)
+          sums[j] = static_cast<int32_t>(static_cast<uint32_t>(sums[j]) + static_cast<uint32_t>(constant));
+        RequantRowAvx2(sums, count, mult, q, dst);
+      }
+    }
+  }
+}
+#endif
+
 // A per-tensor or per-channel input's value for channel m (already checked to hold 1 or M values).
 double ValueAt(const Tensor& t, int64_t m) { return ReadAsDouble(t, t.num_elements() == 1 ? 0 : m); }
 
@@ -656,6 +726,26 @@ Status QLinearConvFast(KernelContext& ctx) {
   int64_t per_block = std::max<int64_t>(1, (96 * 1024) / std::max<int64_t>(1, K * kCols));
   per_block = std::min(per_block, std::max<int64_t>(1, (panels + 2 * threads - 1) / (2 * threads)));
   const int64_t blocks = (panels + per_block - 1) / per_block;
+#ifdef NEE_QCONV_X86
+  if (run.avx2 && g.Cg == 1 && g.Mg == 1 && (g.sw == 1 || g.sw == 2) && g.kh * g.kw <= 127 &&
+      !weights->taps.empty()) {
+    const int64_t plane_bytes = g.hp * g.wp + 2 * kCols;
+    ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<uint8_t> t_plane;
+      if (t_plane.size() < static_cast<size_t>(plane_bytes)) t_plane.resize(static_cast<size_t>(plane_bytes));
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const int64_t c = nc % g.C;
+        PadImage(g, xb + nc * g.ih * g.iw, flip, static_cast<uint8_t>(zx), t_plane.data());
+        // zw[c] is W's zero point shifted as W' is; constant[c] holds bias - zx * sum W' + K zx zw, i.e.
+        // bias - zx * sum (W' - zw).
+        DepthwiseChannelAvx2(g, t_plane.data(), weights->taps.data() + c * K, zw[static_cast<size_t>(c)],
+                             constant[static_cast<size_t>(c)], mult[static_cast<size_t>(c)], q,
+                             yb + nc * P);
+      }
+    });
+    return Status::Ok();
+  }
+#endif
   const int64_t images = g.N * g.group;
   std::vector<uint8_t> padded;
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
