@@ -54,7 +54,6 @@ int Quantize(int argc, char** argv) {
   std::string report(1 << 16, '\0');
   size_t length = 0;
   if (mode == "static") {
-    if (flags & NEE_QUANTIZE_REDUCE_RANGE) throw UsageError{"--reduce-range applies to --mode dynamic only"};
     neeapi::Check(nee_model_quantize_static(in.c_str(), out.c_str(), calibration.c_str(), calibrator.c_str(),
                                             percentile, names.data(), names.size(), flags | NEE_QUANTIZE_PROGRESS,
                                             report.data(), report.size(), &length));

@@ -69,9 +69,7 @@ def quantize(in_path: str, out_path: str, mode: str = "dynamic", exclude=(), per
     if mode == "static":
         if calibration is None:
             raise InvalidArgument("mode 'static' needs calibration=DIR")
-        if reduce_range:
-            raise InvalidArgument("reduce_range applies to mode 'dynamic' only")
-        flags = (1 if per_channel else 0) | (4 if symmetric_activations else 0)
+        flags = (1 if per_channel else 0) | (2 if reduce_range else 0) | (4 if symmetric_activations else 0)
         return _nee.quantize_static(str(in_path), str(out_path), str(calibration), str(calibrator),
                                     float(percentile), [str(n) for n in exclude], flags)
     if calibration is not None or symmetric_activations:

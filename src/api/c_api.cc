@@ -792,7 +792,8 @@ nee_status_t nee_model_quantize_static(const char* in_path, const char* out_path
   if (!calibration_dir) return NullArg("calibration_dir");
   if (!calibrator) return NullArg("calibrator");
   if (num_exclude > 0 && !exclude) return NullArg("exclude");
-  if (flags & ~(NEE_QUANTIZE_PER_CHANNEL | NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS | NEE_QUANTIZE_PROGRESS))
+  if (flags & ~(NEE_QUANTIZE_PER_CHANNEL | NEE_QUANTIZE_REDUCE_RANGE | NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS |
+                NEE_QUANTIZE_PROGRESS))
     return Err(NEE_STATUS_INVALID_ARGUMENT, ("unknown static quantize flags " + std::to_string(flags)).c_str());
   return Guard([&]() -> nee_status_t {
     nee::Result<nee::CalibrationMethod> method = nee::ParseCalibrationMethod(calibrator);
@@ -804,6 +805,7 @@ nee_status_t nee_model_quantize_static(const char* in_path, const char* out_path
       options.exclude.emplace_back(exclude[i]);
     }
     options.per_channel = (flags & NEE_QUANTIZE_PER_CHANNEL) != 0;
+    options.reduce_range = (flags & NEE_QUANTIZE_REDUCE_RANGE) != 0;
     options.symmetric_activations = (flags & NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS) != 0;
     nee::CalibrationOptions calibration;
     calibration.dir = calibration_dir;

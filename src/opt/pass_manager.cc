@@ -32,6 +32,8 @@ void ImportFusionDomainsIfUsed(Model& model) {
 }
 
 const GraphPass kPasses[] = {
+    // Before constant folding, which would dequantize the int8 weights into float ones.
+    {"fuse-qdq-conv", 2, FuseQdqConv},
     {"fold-constants", 1, FoldConstants},
     {"eliminate-dead-nodes", 1, EliminateDeadNodes},
     // First at level 2: the fusions below then see float32 nodes.

@@ -74,5 +74,8 @@ Status FuseQuantMatMul(Graph& graph, const CheckedGraph& checked, bool* changed)
 // those ops as (domain, op) pairs.
 Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed);
 const std::vector<std::pair<const char*, const char*>>& WidenedOps();
+// QDQ Conv / Relu / Add into QLinearConv, com.microsoft QLinearLeakyRelu and
+// QLinearAdd (src/opt/fuse_qdq_conv.cc).
+Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed);
 
 }  // namespace nee

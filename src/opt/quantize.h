@@ -56,7 +56,7 @@ struct QuantizeOptions {
   std::vector<std::string> exclude;
   // dynamic: one scale per output column of W instead of one per tensor.
   bool per_channel = false;
-  // dynamic: 7-bit weights in [-64, 64] (ONNX Runtime's reduce_range).
+  // dynamic and static: 7-bit weights in [-64, 64] (ONNX Runtime's reduce_range).
   bool reduce_range = false;
   // static: the calibrated range of every activation the quantized nodes
   // read or write (quant::StaticCalibrationTensors lists them); a node with
@@ -117,8 +117,9 @@ Result<std::vector<std::string>> StaticCalibrationTensors(Model& model, const Qu
 void ActivationScaleZeroPoint(float min, float max, bool symmetric, float* scale, uint8_t* zero_point);
 // Symmetric int8 quantization of a float32 tensor of any rank, per tensor
 // (axis < 0) or with one scale per index of `axis` (values in [-127, 127];
-// scale = max|w| / 127, 1 where the group is all 0). Fails on NaN/Inf.
-Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, Tensor* quantized, Tensor* scales);
+// scale = max|w| / 127, 1 where the group is all 0; reduce_range: [-64, 64]
+// and max|w| / 64). Fails on NaN/Inf.
+Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, bool reduce_range, Tensor* quantized, Tensor* scales);
 // Symmetric int8 quantization of a [K, N] float32 matrix (exposed for tests):
 // `scales` gets one value (per tensor) or N (per column); values in
 // [-qmax, qmax] with qmax 127 (or 64 with reduce_range). A scale is 1 where

@@ -201,7 +201,7 @@ void ActivationScaleZeroPoint(float min, float max, bool symmetric, float* scale
   *zero_point = static_cast<uint8_t>(std::min(std::max(zp, 0.0), 255.0));
 }
 
-Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, Tensor* quantized, Tensor* scales) {
+Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, bool reduce_range, Tensor* quantized, Tensor* scales) {
   if (!w.defined() || w.dtype() != DataType::kFloat)
     return InvalidArgument("weights to quantize must be float32, got " + w.Describe());
   if (axis >= w.rank()) return InvalidArgument("axis " + std::to_string(axis) + " is beyond " + w.Describe());
@@ -223,13 +223,16 @@ Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, Tensor* quantized, 
         if (!std::isfinite(v)) return InvalidArgument("a weight is NaN or infinite");
         absmax[static_cast<size_t>(g)] = std::max(absmax[static_cast<size_t>(g)], std::fabs(v));
       }
+  const double qmax = reduce_range ? 64.0 : 127.0;
+  const float qmax_f = static_cast<float>(qmax);
   std::vector<int64_t> scale_dims;
   if (axis >= 0) scale_dims.push_back(groups);
   NEE_ASSIGN_OR_RETURN(*scales, Tensor::Allocate(DataType::kFloat, scale_dims));
   float* scale = scales->data<float>();
   for (int64_t g = 0; g < groups; ++g) {
-    // (2 max) / 254 in double, stored as float (ONNX Runtime's symmetric int8).
-    const double s = static_cast<double>(absmax[static_cast<size_t>(g)]) / 127.0;
+    // (2 max) / 254 in double, stored as float (ONNX Runtime's symmetric int8;
+    // reduce_range: (2 max) / 128, values in [-64, 64]).
+    const double s = static_cast<double>(absmax[static_cast<size_t>(g)]) / qmax;
     scale[g] = s < static_cast<double>(std::numeric_limits<float>::min()) ? 1.0f : static_cast<float>(s);
   }
   NEE_ASSIGN_OR_RETURN(*quantized, Tensor::Allocate(DataType::kInt8, w.dims()));
@@ -239,7 +242,7 @@ Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, Tensor* quantized, 
       for (int64_t i = 0; i < inner; ++i) {
         const int64_t k = (o * groups + g) * inner + i;
         float q = std::nearbyint(src[k] / scale[g]);
-        q = std::min(std::max(q, -127.0f), 127.0f);
+        q = std::min(std::max(q, -qmax_f), qmax_f);
         dst[k] = static_cast<int8_t>(q);
       }
   return Status::Ok();
@@ -296,7 +299,7 @@ Status QuantizeStatic(Model& model, const QuantizeOptions& options, QuantizeRepo
     const std::string key = c.weight + "@" + std::to_string(c.axis);
     if (!weights.count(key)) {
       Tensor q, scales;
-      Status st = QuantizeWeightsPerAxis(ed.Constant(c.weight), c.axis, &q, &scales);
+      Status st = QuantizeWeightsPerAxis(ed.Constant(c.weight), c.axis, options.reduce_range, &q, &scales);
       if (!st.ok()) {
         report->skipped.push_back(node.Describe() + ": weight '" + c.weight + "': " + st.message());
         continue;

@@ -73,6 +73,10 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "MatMulInteger", 1, 1000, MatMulIntegerFast, "uint8, int8"},
       {"com.microsoft", "MatMulIntegerToFloat", 1, 1000, MatMulIntegerToFloatFast, "uint8, int8"},
       {"", "DequantizeLinear", 10, 1000, DequantizeLinearFast, "uint8, int8 per tensor"},
+      {"", "QuantizeLinear", 10, 1000, QuantizeLinearFast, "float32 to uint8 per tensor"},
+      {"", "QLinearConv", 10, 1000, QLinearConvFast, "uint8, int8 (1-D, 2-D)"},
+      {"com.microsoft", "QLinearAdd", 1, 1000, QLinearAddFast, "uint8, int8 same shape"},
+      {"com.microsoft", "QLinearLeakyRelu", 1, 1000, QLinearLeakyReluFast, "uint8, int8"},
       {"", "DynamicQuantizeLinear", 1, 1000, DynamicQuantizeLinearFast, "float32"},
       {"com.microsoft", "DynamicQuantizeLSTM", 1, 1000, DynamicQuantizeLstmFast, "float32"},
       // ---- end quantized block ----

@@ -138,6 +138,13 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx);
 // skipped), and y = clamp(nearbyint(x / scale) + zero_point, 0, 255) with NaN -> zero_point.
 void QuantizeRange(const float* x, int64_t n, float& lo, float& hi);
 void QuantizeToUint8(const float* x, int64_t n, float scale, float zero_point, uint8_t* y);
+// QLinearConv (qconv_fast.cc: u8 x s8 products by vpmaddubsw with exact remainders, weights packed once,
+// the reference's double requantization; depthwise per channel) and the com.microsoft QLinearAdd (same shapes)
+// and QLinearLeakyRelu (qlinear_fast.cc) that the QDQ fusion writes between quantized convs: bitwise the reference.
+Status QLinearConvFast(KernelContext& ctx);
+Status QuantizeLinearFast(KernelContext& ctx);  // float32 to uint8 per tensor (quant_fast.cc)
+Status QLinearAddFast(KernelContext& ctx);
+Status QLinearLeakyReluFast(KernelContext& ctx);
 // ---- end quantized block ----
 
 // ---- Tree ensembles (tree_fast.cc) ----

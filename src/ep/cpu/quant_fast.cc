@@ -509,6 +509,33 @@ void QuantizeToUint8(const float* x, int64_t n, float scale, float zero_point, u
   QuantizePortable(x, n, scale, zero_point, y);
 }
 
+// Per-tensor QuantizeLinear of float32 to uint8 (a scalar float scale, a
+// uint8 zero point or none): the reference's quotient is the double quotient
+// rounded to float, which is the float division (double rounding is
+// innocuous for a quotient of floats), then the same rounding, NaN handling
+// and saturation as DynamicQuantizeLinear's. Everything else: the reference.
+Status QuantizeLinearFast(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  NEE_ASSIGN_OR_RETURN(const Tensor* scale, ctx.InputTensor(1));
+  const Node& node = ctx.node();
+  if (x->dtype() != DataType::kFloat || scale->dtype() != DataType::kFloat || scale->num_elements() != 1 ||
+      scale->rank() > 1 || node.FindAttr("output_dtype") || node.FindAttr("block_size") || node.FindAttr("precision"))
+    return RunReference(ctx);
+  float zero_point = 0;
+  if (ctx.has_input(2)) {
+    NEE_ASSIGN_OR_RETURN(const Tensor* zp, ctx.InputTensor(2));
+    if (zp->dtype() != DataType::kUint8 || zp->num_elements() != 1 || zp->rank() > 1) return RunReference(ctx);
+    zero_point = zp->data<uint8_t>()[0];
+  }
+  const float s = scale->data<float>()[0];
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kUint8, x->dims()));
+  const float* xs = x->data<float>();
+  uint8_t* ys = y.data<uint8_t>();
+  ctx.ParallelFor(x->num_elements(), 16384,
+                  [&](int64_t begin, int64_t end) { QuantizeToUint8(xs + begin, end - begin, s, zero_point, ys + begin); });
+  return Status::Ok();
+}
+
 Status DynamicQuantizeLinearFast(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   if (x->dtype() != DataType::kFloat) return RunReference(ctx);

@@ -282,17 +282,23 @@ TEST(QuantizeStatic, WeightsPerAxis) {
   // [2, 1, 1, 2]: channel 0 max 2, channel 1 max 0.5.
   Tensor w = Floats({2.0f, -1.0f, 0.25f, -0.5f}, {2, 1, 1, 2});
   Tensor q, s;
-  ASSERT_TRUE(quant::QuantizeWeightsPerAxis(w, 0, &q, &s).ok());
+  ASSERT_TRUE(quant::QuantizeWeightsPerAxis(w, 0, false, &q, &s).ok());
   ASSERT_EQ(s.dims(), (std::vector<int64_t>{2}));
   EXPECT_EQ(s.data<float>()[0], static_cast<float>(2.0 / 127));
   EXPECT_EQ(s.data<float>()[1], static_cast<float>(0.5 / 127));
   const std::vector<int8_t> want = {127, -64, 64, -127};  // -63.5 -> -64, 63.5 -> 64
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(q.data<int8_t>()[i], want[i]) << i;
-  ASSERT_TRUE(quant::QuantizeWeightsPerAxis(w, -1, &q, &s).ok());
+  ASSERT_TRUE(quant::QuantizeWeightsPerAxis(w, -1, false, &q, &s).ok());
   EXPECT_EQ(s.rank(), 0);
   EXPECT_EQ(q.data<int8_t>()[2], 16);  // 0.25 / (2 / 127) = 15.875
-  EXPECT_FALSE(quant::QuantizeWeightsPerAxis(Floats({1, NAN}, {2}), -1, &q, &s).ok());
-  EXPECT_FALSE(quant::QuantizeWeightsPerAxis(w, 4, &q, &s).ok());
+  EXPECT_FALSE(quant::QuantizeWeightsPerAxis(Floats({1, NAN}, {2}), -1, false, &q, &s).ok());
+  EXPECT_FALSE(quant::QuantizeWeightsPerAxis(w, 4, false, &q, &s).ok());
+  // reduce_range (ONNX Runtime's: qmax 64): scale max / 64, values in [-64, 64].
+  ASSERT_TRUE(quant::QuantizeWeightsPerAxis(w, 0, true, &q, &s).ok());
+  EXPECT_EQ(s.data<float>()[0], static_cast<float>(2.0 / 64));
+  EXPECT_EQ(s.data<float>()[1], static_cast<float>(0.5 / 64));
+  const std::vector<int8_t> want7 = {64, -32, 32, -64};
+  for (size_t i = 0; i < want7.size(); ++i) EXPECT_EQ(q.data<int8_t>()[i], want7[i]) << i;
 }
 
 // x[4,8] -> MatMul(W1) -> Relu -> Gemm(transB, C) -> y

@@ -1,0 +1,772 @@
+// QLinearConv (1-D and 2-D, any group): bitwise the reference kernel
+// (ops/quantize.cc). (QLinearAdd and QLinearLeakyRelu: qlinear_fast.cc.)
+//
+// QLinearConv as a GEMM per (image, group): C[m][p] = sum_k W[m][k] X[k][p]
+// over K = C/group * kh * kw, output channels m as rows and output pixels p as
+// columns, so that the result lands in NCHW order. On AVX2 the products are
+// vpmaddubsw: X's bytes unsigned (int8 inputs are flipped by 128, their zero
+// point with them), W's signed (uint8 weights are shifted down by 128, their
+// zero point with them), each pair of products summed in int16, then
+// vpmaddwd by ones and vpaddd into int32 — three instructions per 32
+// multiply-adds. A pair sum saturates only when two weights of one sign have
+// |w0| + |w1| > 128 (255 * 128 fits int16): such pairs are packed clamped
+// to 128 and the remainder kept in a list per panel of rows, added to the
+// tile's sums as scalar products, so the result is exact (7-bit weights, as
+// --reduce-range writes them, never need one). The zero points are applied
+// afterwards, exactly, modulo 2^32 like the reference's int64 sums narrowed
+// to int32:
+//
+//   acc = bias[m] + S - zx * sum_k W[m][k] - zw[m] * sum_k X[k][p] + K * zx * zw[m]
+//
+// with padding read as zx (it then contributes nothing). The first three
+// terms are one constant per channel; the pixel sums are formed only when a
+// weight zero point is nonzero. Requantization is the reference's double
+// arithmetic (double(acc) * multiplier + y_zero_point, clamped, rounded half
+// to even) on four lanes at a time, without contraction.
+//
+// Layouts: W in panels of kRows rows, [k quads][kRows][4] bytes, packed once
+// per session; X per task, panels of kCols pixels, [k quads][kCols][4] bytes
+// (pixel-major quads: the two halves of a panel are two vectors), built from
+// a zero-point-padded copy of the image so that every tap is a plain read.
+// Tasks are blocks of pixel panels of one (image, group); every output element
+// is computed by the same instructions whatever the blocking, so results do
+// not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/igemm.h"
+#include "ops/nn_util.h"
+#include "ops/op_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_QCONV_X86 1
+#endif
+
+// The float steps below must round as the reference's separate operations do.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NEE_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define NEE_NO_FP_CONTRACT
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+constexpr int64_t kRows = 6;    // output channels per tile
+constexpr int64_t kCols = 16;   // output pixels per tile (two vectors of eight quads)
+constexpr int64_t kQuadA = kRows * 4;
+constexpr int64_t kQuadB = kCols * 4;
+
+bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
+
+// ---- geometry --------------------------------------------------------------------------
+
+struct QConvGeometry {
+  int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
+  int64_t ih = 1, iw = 1, oh = 1, ow = 1, kh = 1, kw = 1;
+  int64_t sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+  // The zero-point-padded copy of one image's group: hp x wp per channel.
+  int64_t hp = 1, wp = 1;
+  int64_t K() const { return Cg * kh * kw; }
+  int64_t P() const { return oh * ow; }
+  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && oh == ih && ow == iw; }
+};
+
+bool PlanGeometry(const KernelContext& ctx, const Tensor& x, const Tensor& w, QConvGeometry& g) {
+  if (x.rank() < 3 || x.rank() > 4 || w.rank() != x.rank()) return false;
+  const size_t n = static_cast<size_t>(x.rank() - 2);
+  auto group = ctx.node().GetInt("group", 1);
+  if (!group.ok() || group.value() <= 0) return false;
+  g.group = group.value();
+  g.N = x.dim(0);
+  g.C = x.dim(1);
+  g.M = w.dim(0);
+  g.Cg = w.dim(1);
+  if (g.Cg <= 0 || g.C != g.Cg * g.group || g.M % g.group != 0) return false;
+  g.Mg = g.M / g.group;
+  std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
+  auto spec = nn::ReadWindowSpec(ctx.node(), n, &kernel);
+  if (!spec.ok() || spec.value().kernel != kernel) return false;
+  nn::WindowSpec& ws = spec.value();
+  int64_t in[2] = {1, 1}, out[2] = {1, 1}, k[2] = {1, 1}, s[2] = {1, 1}, dl[2] = {1, 1}, p[2] = {0, 0};
+  const size_t first = 2 - n;
+  for (size_t d = 0; d < n; ++d) {
+    auto o = nn::WindowOutputDim(ctx.node(), ws, d, x.dim(static_cast<int64_t>(d + 2)));
+    if (!o.ok()) return false;
+    in[first + d] = x.dim(static_cast<int64_t>(d + 2));
+    out[first + d] = o.value();
+    k[first + d] = kernel[d];
+    s[first + d] = ws.strides[d];
+    dl[first + d] = ws.dilations[d];
+    p[first + d] = ws.pad_begin(d);
+    if (k[first + d] <= 0 || p[first + d] < 0) return false;
+  }
+  g.ih = in[0], g.iw = in[1], g.oh = out[0], g.ow = out[1], g.kh = k[0], g.kw = k[1];
+  g.sh = s[0], g.sw = s[1], g.dh = dl[0], g.dw = dl[1], g.ph = p[0], g.pw = p[1];
+  // Every tap of every output pixel inside the padded copy.
+  g.hp = std::max(g.ih + g.ph, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+  g.wp = std::max(g.iw + g.pw, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+  return true;
+}
+
+// ---- weights, packed once ----------------------------------------------------------------
+
+struct QConvWeights {
+  struct Remainder {
+    int32_t k;  // column of W (row of X)
+    int32_t r;  // row within its panel
+    int32_t v;  // W[m][k] minus the packed value
+  };
+  int64_t K = 0, kquads = 0, panels_per_group = 0;
+  std::vector<int8_t> data;              // per group, its row panels: [kquads][kRows][4]
+  std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
+  std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
+  std::vector<int64_t> remainder_begin;  // per row panel (all groups), into remainders
+  std::vector<Remainder> remainders;
+};
+
+// W' = W (int8) or W - 128 (uint8), so that every weight is a signed byte.
+std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& w) {
+  auto out = std::make_shared<QConvWeights>();
+  const int64_t K = g.K(), kquads = (K + 3) / 4, ppg = (g.Mg + kRows - 1) / kRows;
+  out->K = K;
+  out->kquads = kquads;
+  out->panels_per_group = ppg;
+  out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA), 0);
+  out->row_sums.assign(static_cast<size_t>(g.M), 0);
+  out->remainder_begin.assign(static_cast<size_t>(g.group * ppg + 1), 0);
+  const bool shift = w.dtype() == DataType::kUint8;
+  const auto* bytes = static_cast<const uint8_t*>(w.raw_data());
+  for (int64_t grp = 0; grp < g.group; ++grp)
+    for (int64_t q = 0; q < ppg; ++q) {
+      const int64_t panel = grp * ppg + q;
+      out->remainder_begin[static_cast<size_t>(panel)] = static_cast<int64_t>(out->remainders.size());
+      int8_t* dst = out->data.data() + panel * kquads * kQuadA;
+      for (int64_t r = 0; r < kRows && q * kRows + r < g.Mg; ++r) {
+        const int64_t m = grp * g.Mg + q * kRows + r;
+        const uint8_t* row = bytes + m * K;
+        int32_t sum = 0;
+        for (int64_t k = 0; k < K; k += 2) {
+          auto weight = [&](int64_t kk) -> int32_t {
+            if (kk >= K) return 0;
+            return shift ? static_cast<int32_t>(row[kk]) - 128 : static_cast<int32_t>(static_cast<int8_t>(row[kk]));
+          };
+          const int32_t w0 = weight(k), w1 = weight(k + 1);
+          sum += w0 + w1;
+          int32_t packed1 = w1;
+          if (std::abs(w0) + std::abs(w1) > 128 && (w0 ^ w1) >= 0) {
+            packed1 = (w1 > 0 ? 1 : -1) * (128 - std::abs(w0));
+            out->remainders.push_back({static_cast<int32_t>(k + 1), static_cast<int32_t>(r), w1 - packed1});
+          }
+          int8_t* d = dst + (k / 4) * kQuadA + r * 4 + (k % 4);
+          d[0] = static_cast<int8_t>(w0);
+          d[1] = static_cast<int8_t>(packed1);
+        }
+        out->row_sums[static_cast<size_t>(m)] = sum;
+        if (g.Cg == 1 && g.Mg == 1)
+          for (int64_t k = 0; k < K; ++k)
+            out->taps.push_back(static_cast<int16_t>(shift ? static_cast<int32_t>(row[k]) - 128
+                                                           : static_cast<int32_t>(static_cast<int8_t>(row[k]))));
+      }
+    }
+  out->remainder_begin.back() = static_cast<int64_t>(out->remainders.size());
+  return out;
+}
+
+// ---- the input, per task ---------------------------------------------------------------
+
+// The padded copy of channels [0, Cg) of one image's group: every byte
+// flipped by `flip` (0x80 for int8, making it unsigned), the border the zero
+// point (flipped too).
+void PadImage(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad, uint8_t* dst) {
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    uint8_t* plane = dst + c * g.hp * g.wp;
+    // Only the border: the rows' interiors are copied below.
+    std::memset(plane, pad, static_cast<size_t>(g.ph * g.wp));
+    std::memset(plane + (g.ph + g.ih) * g.wp, pad, static_cast<size_t>((g.hp - g.ph - g.ih) * g.wp));
+    for (int64_t y = g.ph; y < g.ph + g.ih; ++y) {
+      std::memset(plane + y * g.wp, pad, static_cast<size_t>(g.pw));
+      std::memset(plane + y * g.wp + g.pw + g.iw, pad, static_cast<size_t>(g.wp - g.pw - g.iw));
+    }
+    for (int64_t y = 0; y < g.ih; ++y) {
+      const uint8_t* src = x + (c * g.ih + y) * g.iw;
+      uint8_t* row = plane + (y + g.ph) * g.wp + g.pw;
+      if (flip == 0) {
+        std::memcpy(row, src, static_cast<size_t>(g.iw));
+      } else {
+        for (int64_t i = 0; i < g.iw; ++i) row[i] = static_cast<uint8_t>(src[i] ^ flip);
+      }
+    }
+  }
+}
+
+// One panel's rows of X: row k = (c, i, j) holds the tap (i, j) of channel c
+// at the panel's kCols pixels [p0, p0 + kCols) (pixels past P read the
+// padding: their outputs are not stored). `rows` is K x kCols bytes plus
+// kCols of slack.
+void GatherPanelRows(const QConvGeometry& g, const uint8_t* padded, int64_t p0, uint8_t pad, uint8_t* rows) {
+  const int64_t K = g.K(), P = g.P();
+  // The panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane.
+  struct Run {
+    int64_t at, offset, count;
+  };
+  Run runs[kCols];
+  int64_t nruns = 0;
+  for (int64_t p = p0; p < std::min(p0 + kCols, P);) {
+    const int64_t oy = p / g.ow, ox = p % g.ow, count = std::min(g.ow - ox, std::min(p0 + kCols, P) - p);
+    runs[nruns++] = {p - p0, oy * g.sh * g.wp + ox * g.sw, count};
+    p += count;
+  }
+  const int64_t valid = std::min(kCols, P - p0);
+  int64_t c = 0, i = 0, j = 0;  // row k's channel and tap, stepped along with k
+  for (int64_t k = 0; k < K; ++k) {
+    uint8_t* dst = rows + k * kCols;
+    const uint8_t* plane = padded + c * g.hp * g.wp + i * g.dh * g.wp + j * g.dw;
+    if (g.sw == 1) {
+      // A whole vector whatever the run's length: the bytes past it are
+      // overwritten by the next run or the next row (rows and the padded
+      // copy have slack).
+      for (int64_t r = 0; r < nruns; ++r) std::memcpy(dst + runs[r].at, plane + runs[r].offset, kCols);
+#ifdef NEE_QCONV_X86
+    } else if (g.sw == 2) {
+      // The even bytes of 32: the low byte of each 16-bit word, packed.
+      const __m128i low = _mm_set1_epi16(0xFF);
+      for (int64_t r = 0; r < nruns; ++r) {
+        const uint8_t* src = plane + runs[r].offset;
+        const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), low);
+        const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), low);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + runs[r].at), _mm_packus_epi16(a, b));
+      }
+#endif
+    } else {
+      for (int64_t r = 0; r < nruns; ++r)
+        for (int64_t t = 0; t < runs[r].count; ++t) dst[runs[r].at + t] = plane[runs[r].offset + t * g.sw];
+    }
+    for (int64_t t = valid; t < kCols; ++t) dst[t] = pad;
+    if (++j == g.kw) {
+      j = 0;
+      if (++i == g.kh) i = 0, ++c;
+    }
+  }
+}
+
+// Rows (K x kCols, row-major, `ld` bytes apart) into the panel layout
+// [k quads][kCols][4]; rows past K read as `pad` (their weights are 0).
+void PackPanelPortable(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad, uint8_t* dst) {
+  const int64_t kquads = (K + 3) / 4;
+  for (int64_t q = 0; q < kquads; ++q)
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t k = 4 * q + t;
+      for (int64_t p = 0; p < kCols; ++p) dst[q * kQuadB + p * 4 + t] = k < K ? rows[k * ld + p] : pad;
+    }
+}
+
+#ifdef NEE_QCONV_X86
+__attribute__((target("avx2"))) void PackPanelAvx2(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad,
+                                                   uint8_t* dst) {
+  const int64_t full = K / 4;
+  for (int64_t q = 0; q < full; ++q) {
+    const uint8_t* r = rows + 4 * q * ld;
+    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r));
+    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + ld));
+    const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * ld));
+    const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 3 * ld));
+    const __m128i a_lo = _mm_unpacklo_epi8(r0, r1), a_hi = _mm_unpackhi_epi8(r0, r1);
+    const __m128i b_lo = _mm_unpacklo_epi8(r2, r3), b_hi = _mm_unpackhi_epi8(r2, r3);
+    __m128i* d = reinterpret_cast<__m128i*>(dst + q * kQuadB);
+    _mm_storeu_si128(d + 0, _mm_unpacklo_epi16(a_lo, b_lo));  // pixels 0-3
+    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(a_lo, b_lo));  // 4-7
+    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(a_hi, b_hi));  // 8-11
+    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(a_hi, b_hi));  // 12-15
+  }
+  if (full * 4 < K) {
+    uint8_t tail[4 * kCols];
+    std::memset(tail, pad, sizeof tail);
+    for (int64_t k = full * 4; k < K; ++k) std::memcpy(tail + (k - full * 4) * kCols, rows + k * ld, kCols);
+    PackPanelPortable(tail, kCols, 4, pad, dst + full * kQuadB);
+  }
+}
+#endif
+
+// ---- the tile --------------------------------------------------------------------------
+
+// Raw sums S[r][j] = sum_k W'[r][k] X'[k][j] (packed W, so clamped pairs
+// without their remainders) of one tile into s (kRows x kCols), modulo 2^32.
+void TilePortable(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
+  uint32_t acc[kRows][kCols] = {};
+  for (int64_t q = 0; q < kquads; ++q)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < kCols; ++j) {
+        int32_t sum = 0;
+        for (int t = 0; t < 4; ++t) sum += static_cast<int32_t>(w[q * kQuadA + r * 4 + t]) * x[q * kQuadB + j * 4 + t];
+        acc[r][j] += static_cast<uint32_t>(sum);
+      }
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t j = 0; j < kCols; ++j) s[r * kCols + j] = static_cast<int32_t>(acc[r][j]);
+}
+
+#ifdef NEE_QCONV_X86
+template <int kR>
+__attribute__((target("avx2"))) void TileAvx2(const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t q = 0; q < kquads; ++q) {
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+#define NEE_QCONV_ROW(r)                                                                       \
+  if constexpr (kR > r) {                                                                      \
+    int32_t quad;                                                                              \
+    std::memcpy(&quad, w + 4 * r, sizeof quad);                                                \
+    const __m256i wv = _mm256_set1_epi32(quad);                                                \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, wv), ones)); \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, wv), ones)); \
+    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                       \
+  }
+    NEE_QCONV_ROW(0)
+    NEE_QCONV_ROW(1)
+    NEE_QCONV_ROW(2)
+    NEE_QCONV_ROW(3)
+    NEE_QCONV_ROW(4)
+    NEE_QCONV_ROW(5)
+#undef NEE_QCONV_ROW
+    w += kQuadA;
+    x += kQuadB;
+  }
+#define NEE_QCONV_STORE(r)                                                               \
+  if constexpr (kR > r) {                                                                \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kCols), c##r##0);           \
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kCols + 8), c##r##1);       \
+  }
+  NEE_QCONV_STORE(0)
+  NEE_QCONV_STORE(1)
+  NEE_QCONV_STORE(2)
+  NEE_QCONV_STORE(3)
+  NEE_QCONV_STORE(4)
+  NEE_QCONV_STORE(5)
+#undef NEE_QCONV_STORE
+}
+
+using TileFn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
+TileFn SelectTile(int64_t rows) {
+  switch (rows) {
+    case 1: return TileAvx2<1>;
+    case 2: return TileAvx2<2>;
+    case 3: return TileAvx2<3>;
+    case 4: return TileAvx2<4>;
+    case 5: return TileAvx2<5>;
+    default: return TileAvx2<6>;
+  }
+}
+#endif
+
+#ifdef NEE_QCONV_X86
+// The clamped weights' remainders, each times its row of X (the byte k % 4 of every pixel's quad in the
+// panel) added to its row of the tile's sums, eight pixels per vector (int32 products wrap as the sums do).
+__attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* begin,
+                                                       const QConvWeights::Remainder* end, const uint8_t* x,
+                                                       int32_t* sums) {
+  const __m256i low_byte = _mm256_set1_epi32(0xFF);
+  for (const auto* e = begin; e != end; ++e) {
+    const uint8_t* quad = x + (e->k / 4) * kQuadB;
+    const __m128i shift = _mm_cvtsi32_si128(8 * (e->k % 4));
+    const __m256i v = _mm256_set1_epi32(e->v);
+    int32_t* s = sums + e->r * kCols;
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h));
+      const __m256i xv = _mm256_and_si256(_mm256_srl_epi32(q, shift), low_byte);
+      __m256i* dst = reinterpret_cast<__m256i*>(s + 8 * h);
+      _mm256_storeu_si256(dst, _mm256_add_epi32(_mm256_loadu_si256(dst), _mm256_mullo_epi32(xv, v)));
+    }
+  }
+}
+#endif
+
+// ---- requantization ------------------------------------------------------------------------
+
+// What turns a channel's int32 sums into output bytes.
+struct Requant {
+  const double* mult = nullptr;     // per output channel
+  const int32_t* constant = nullptr;  // per output channel: bias - zx * row_sum + K * zx * zw
+  const int32_t* zw = nullptr;      // per output channel (weights' zero points, shifted)
+  bool any_zw = false;
+  double yzp = 0, lo = 0, hi = 255;
+  bool y_signed = false;
+  // Every |multiplier| below 1/2: |double(acc) * mult + yzp| < 2^31 for any int32 acc, so the value
+  // converts to int32 (rounding half to even, the default mode, as nearbyint) and the saturating packs
+  // clamp it exactly as clamping the double first would.
+  bool small_multipliers = false;
+};
+
+// The reference's double arithmetic: clamp(double(acc) * mult + yzp), rounded half to even.
+NEE_NO_FP_CONTRACT inline uint8_t RequantOne(int32_t acc, double mult, const Requant& q) {
+  double v = static_cast<double>(acc) * mult + q.yzp;
+  v = std::nearbyint(std::clamp(v, q.lo, q.hi));
+  return q.y_signed ? static_cast<uint8_t>(static_cast<int8_t>(v)) : static_cast<uint8_t>(v);
+}
+
+void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Requant& q, uint8_t* out) {
+  for (int64_t j = 0; j < count; ++j) out[j] = RequantOne(acc[j], mult, q);
+}
+
+#ifdef NEE_QCONV_X86
+// A whole tile (rows x kCols sums, kCols apart) plus each row's constant, requantized and stored at out
+// (rows P bytes apart, count pixels each), for small multipliers (see Requant).
+__attribute__((target("avx2"))) void FinishTileAvx2(const int32_t* sums, int64_t rows, int64_t count,
+                                                    const int32_t* constant, const double* mult, const Requant& q,
+                                                    uint8_t* out, int64_t ld) {
+  const __m256d z = _mm256_set1_pd(q.yzp);
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m256i c = _mm256_set1_epi32(constant[r]);
+    const __m256d m = _mm256_set1_pd(mult[r]);
+    const __m256i s0 = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + r * kCols)), c);
+    const __m256i s1 = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + r * kCols + 8)), c);
+#define convert(v) _mm256_cvtpd_epi32(_mm256_add_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(v), m), z))
+    const __m128i w0 = _mm_packs_epi32(convert(_mm256_castsi256_si128(s0)), convert(_mm256_extracti128_si256(s0, 1)));
+    const __m128i w1 = _mm_packs_epi32(convert(_mm256_castsi256_si128(s1)), convert(_mm256_extracti128_si256(s1, 1)));
+#undef convert
+    const __m128i bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+    uint8_t* dst = out + r * ld;
+    if (count == kCols) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), bytes);
+    } else {
+      alignas(16) uint8_t tmp[kCols];
+      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
+      std::memcpy(dst, tmp, static_cast<size_t>(count));
+    }
+  }
+}
+
+// kCols sums at once (count of them stored). No FMA in this target, so mul and add round separately.
+__attribute__((target("avx2"))) void RequantRowAvx2(const int32_t* acc, int64_t count, double mult, const Requant& q,
+                                                    uint8_t* out) {
+  const __m256d m = _mm256_set1_pd(mult), z = _mm256_set1_pd(q.yzp), lo = _mm256_set1_pd(q.lo),
+                hi = _mm256_set1_pd(q.hi);
+  __m128i parts[4];
+  for (int h = 0; h < 4; ++h) {
+    __m256d v = _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + 4 * h)));
+    v = _mm256_add_pd(_mm256_mul_pd(v, m), z);
+    v = _mm256_min_pd(_mm256_max_pd(v, lo), hi);
+    v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    parts[h] = _mm256_cvtpd_epi32(v);
+  }
+  const __m128i w0 = _mm_packs_epi32(parts[0], parts[1]), w1 = _mm_packs_epi32(parts[2], parts[3]);
+  const __m128i bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+  if (count == kCols) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), bytes);
+  } else {
+    alignas(16) uint8_t tmp[kCols];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
+    std::memcpy(out, tmp, static_cast<size_t>(count));
+  }
+}
+#endif
+
+// ---- one task: a block of pixel panels of one (image, group) ------------------------------
+
+struct QConvRun {
+  const QConvGeometry* g;
+  const QConvWeights* w;
+  const Requant* q;
+  bool avx2;
+  uint8_t pad;  // the (flipped) input zero point
+};
+
+void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uint8_t* x_direct, int64_t panel_begin,
+              int64_t panel_end, uint8_t* y, std::vector<uint8_t>& scratch) {
+  const QConvGeometry& g = *run.g;
+  const QConvWeights& w = *run.w;
+  const int64_t K = g.K(), P = g.P(), kquads = w.kquads, npanels = panel_end - panel_begin;
+  const size_t block_bytes = static_cast<size_t>(npanels * kquads * kQuadB);
+  const size_t rows_bytes = static_cast<size_t>((K + 1) * kCols);
+  if (scratch.size() < block_bytes + rows_bytes) scratch.resize(block_bytes + rows_bytes);
+  uint8_t* block = scratch.data();
+  uint8_t* rows = block + block_bytes;
+  std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
+  for (int64_t b = 0; b < npanels; ++b) {
+    const int64_t p0 = (panel_begin + b) * kCols;
+    const uint8_t* src = rows;
+    int64_t ld = kCols;
+    if (x_direct && p0 + kCols <= P) {
+      src = x_direct + p0;  // a pointwise conv over unflipped input: X's rows are the GEMM's
+      ld = P;
+    } else {
+      GatherPanelRows(g, padded, p0, run.pad, rows);
+    }
+    uint8_t* dst = block + b * kquads * kQuadB;
+#ifdef NEE_QCONV_X86
+    if (run.avx2) PackPanelAvx2(src, ld, K, run.pad, dst);
+#endif
+    if (!run.avx2) PackPanelPortable(src, ld, K, run.pad, dst);
+    if (run.q->any_zw)
+      for (int64_t j = 0; j < kCols; ++j) {
+        uint32_t sum = 0;
+        for (int64_t k = 0; k < K; ++k) sum += src[k * ld + j];
+        pixel_sums[static_cast<size_t>(b * kCols + j)] = static_cast<int32_t>(sum);
+      }
+  }
+  const int64_t ppg = w.panels_per_group;
+  alignas(32) int32_t sums[kRows * kCols];
+  alignas(32) int32_t acc[kCols];
+  for (int64_t rp = 0; rp < ppg; ++rp) {
+    const int64_t panel = grp * ppg + rp;
+    const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows);
+    const int8_t* wp = w.data.data() + panel * kquads * kQuadA;
+    const auto* rem_begin = w.remainders.data() + w.remainder_begin[static_cast<size_t>(panel)];
+    const auto* rem_end = w.remainders.data() + w.remainder_begin[static_cast<size_t>(panel) + 1];
+    for (int64_t b = 0; b < npanels; ++b) {
+      const uint8_t* xp = block + b * kquads * kQuadB;
+#ifdef NEE_QCONV_X86
+      if (run.avx2) SelectTile(rows_here)(wp, xp, kquads, sums);
+#endif
+      if (!run.avx2) TilePortable(rows_here, wp, xp, kquads, sums);
+#ifdef NEE_QCONV_X86
+      if (run.avx2) {
+        AddRemaindersAvx2(rem_begin, rem_end, xp, sums);
+      } else
+#endif
+      {
+        for (const auto* e = rem_begin; e != rem_end; ++e) {
+          const uint8_t* xk = xp + (e->k / 4) * kQuadB + (e->k % 4);
+          int32_t* s = sums + e->r * kCols;
+          for (int64_t j = 0; j < kCols; ++j)
+            s[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) +
+                                        static_cast<uint32_t>(xk[j * 4]) * static_cast<uint32_t>(e->v));
+        }
+      }
+      const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
+#ifdef NEE_QCONV_X86
+      if (run.avx2 && !run.q->any_zw && run.q->small_multipliers) {
+        const int64_t m0 = grp * g.Mg + rp * kRows;
+        FinishTileAvx2(sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
+        continue;
+      }
+#endif
+      for (int64_t r = 0; r < rows_here; ++r) {
+        const int64_t m = grp * g.Mg + rp * kRows + r;
+        const uint32_t c = static_cast<uint32_t>(run.q->constant[m]);
+        const int32_t* s = sums + r * kCols;
+        if (run.q->any_zw) {
+          const uint32_t zw = static_cast<uint32_t>(run.q->zw[m]);
+          for (int64_t j = 0; j < kCols; ++j)
+            acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c -
+                                          zw * static_cast<uint32_t>(pixel_sums[static_cast<size_t>(b * kCols + j)]));
+        } else {
+          for (int64_t j = 0; j < kCols; ++j) acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c);
+        }
+        uint8_t* out = y + m * P + p0;
+#ifdef NEE_QCONV_X86
+        if (run.avx2) RequantRowAvx2(acc, count, run.q->mult[m], *run.q, out);
+#endif
+        if (!run.avx2) RequantRowPortable(acc, count, run.q->mult[m], *run.q, out);
+      }
+    }
+  }
+}
+
+#ifdef NEE_QCONV_X86
+// ---- depthwise (one input and one output channel per group), AVX2 --------------------------------
+//
+// Per channel, sixteen output pixels of a row at a time from the channel's padded copy, two taps per
+// vpmaddwd: the pixels of taps t and t + 1 widened to int16 and interleaved, times the pair
+// (W'[t] - zw, W'[t + 1] - zw), exact in int32 (|x| <= 255, |w| <= 255). acc = bias + sum x (w - zw) -
+// zx * sum (w - zw): padding reads zx and adds nothing. Strides 1 and 2.
+
+// Sixteen taps of one output row chunk: x at columns col, col + stride, ... of `row`, as int16.
+__attribute__((target("avx2"))) inline __m256i LoadTaps16(const uint8_t* src, int64_t stride) {
+  __m128i v;
+  if (stride == 1) {
+    v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+  } else {
+    const __m128i low = _mm_set1_epi16(0xFF);
+    const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), low);
+    const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), low);
+    v = _mm_packus_epi16(a, b);
+  }
+  return _mm256_cvtepu8_epi16(v);
+}
+
+__attribute__((target("avx2"))) void DepthwiseChannelAvx2(const QConvGeometry& g, const uint8_t* plane,
+                                                          const int16_t* taps, int32_t zw, int32_t constant,
+                                                          double mult, const Requant& q, uint8_t* out) {
+  const int64_t K = g.kh * g.kw;
+  int32_t pairs[64];  // (w[t] - zw, w[t + 1] - zw) as one int32 per tap pair; K <= 128
+  const int64_t npairs = (K + 1) / 2;
+  for (int64_t t = 0; t < npairs; ++t) {
+    const int32_t a = taps[2 * t] - zw, b = 2 * t + 1 < K ? taps[2 * t + 1] - zw : 0;
+    pairs[t] = static_cast<int32_t>((static_cast<uint32_t>(b) << 16) | (static_cast<uint32_t>(a) & 0xFFFF));
+  }
+  int64_t offsets[128];  // each tap's offset in the padded plane
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) offsets[i * g.kw + j] = i * g.dh * g.wp + j * g.dw;
+  offsets[K] = offsets[K - 1];  // an odd last tap's partner (weight 0)
+  alignas(32) int32_t sums[kCols];
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const uint8_t* row = plane + oy * g.sh * g.wp;
+    for (int64_t ox = 0; ox < g.ow; ox += kCols) {
+      const uint8_t* base = row + ox * g.sw;
+      __m256i lo = _mm256_setzero_si256(), hi = lo;
+      for (int64_t t = 0; t < npairs; ++t) {
+        const __m256i a = LoadTaps16(base + offsets[2 * t], g.sw);
+        const __m256i b = LoadTaps16(base + offsets[2 * t + 1], g.sw);
+        const __m256i w = _mm256_set1_epi32(pairs[t]);
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), w));  // pixels 0-3, 8-11
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), w));  // pixels 4-7, 12-15
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
+      const int64_t count = std::min(kCols, g.ow - ox);
+      uint8_t* dst = out + oy * g.ow + ox;
+      if (q.small_multipliers) {
+        FinishTileAvx2(sums, 1, count, &constant, &mult, q, dst, 0);
+      } else {
+        for (int64_t j = 0; j < kCols; ++j)
+          sums[j] = static_cast<int32_t>(static_cast<uint32_t>(sums[j]) + static_cast<uint32_t>(constant));
+        RequantRowAvx2(sums, count, mult, q, dst);
+      }
+    }
+  }
+}
+#endif
+
+// A per-tensor or per-channel input's value for channel m (already checked to hold 1 or M values).
+double ValueAt(const Tensor& t, int64_t m) { return ReadAsDouble(t, t.num_elements() == 1 ? 0 : m); }
+
+bool IsScalarOrVector(const Tensor& t, int64_t n) {
+  return t.num_elements() == 1 ? t.rank() <= 1 : (t.rank() == 1 && t.dim(0) == n);
+}
+
+}  // namespace
+
+Status QLinearConvFast(KernelContext& ctx) {
+  const Tensor* in[8];
+  for (size_t i = 0; i < 8; ++i) {
+    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
+    in[i] = &ctx.input(i)->tensor();
+  }
+  const Tensor &x = *in[0], &x_scale = *in[1], &x_zp = *in[2], &w = *in[3], &w_scale = *in[4], &w_zp = *in[5],
+               &y_scale = *in[6], &y_zp = *in[7];
+  const Tensor* bias = ctx.has_input(8) && ctx.input(8)->is_tensor() ? &ctx.input(8)->tensor() : nullptr;
+  QConvGeometry g;
+  if (!Is8Bit(x.dtype()) || !Is8Bit(w.dtype()) || !Is8Bit(y_zp.dtype()) || !PlanGeometry(ctx, x, w, g))
+    return RunReference(ctx);
+  if (x_scale.dtype() != DataType::kFloat || w_scale.dtype() != DataType::kFloat ||
+      y_scale.dtype() != DataType::kFloat || x_zp.dtype() != x.dtype() || w_zp.dtype() != w.dtype() ||
+      !IsScalarOrVector(x_scale, 1) || !IsScalarOrVector(x_zp, 1) || !IsScalarOrVector(y_scale, 1) ||
+      !IsScalarOrVector(y_zp, 1) || !IsScalarOrVector(w_scale, g.M) || !IsScalarOrVector(w_zp, g.M) ||
+      (bias && (bias->dtype() != DataType::kInt32 || bias->rank() != 1 || bias->dim(0) != g.M)))
+    return RunReference(ctx);
+  const int64_t K = g.K(), P = g.P();
+  // Multipliers as the reference forms them: float(float(xs * ws) / ys), in double.
+  std::vector<double> mult(static_cast<size_t>(g.M));
+  const double xs = ValueAt(x_scale, 0), ys = ValueAt(y_scale, 0);
+  for (int64_t m = 0; m < g.M; ++m) {
+    const double ab = static_cast<float>(xs * ValueAt(w_scale, m));
+    mult[static_cast<size_t>(m)] = static_cast<float>(ab / ys);
+    if (!std::isfinite(mult[static_cast<size_t>(m)])) return RunReference(ctx);  // NaN handling is the reference's
+  }
+  std::vector<int64_t> out_dims{g.N, g.M};
+  for (int64_t d = 2; d < x.rank(); ++d) out_dims.push_back(d + 1 == x.rank() ? g.ow : g.oh);
+  if (g.N == 0 || g.M == 0 || P == 0) return ctx.AllocateOutput(0, y_zp.dtype(), out_dims).status();
+
+  std::shared_ptr<const QConvWeights> weights;
+  if (ctx.prepared() && ctx.input_is_constant(3)) {
+    auto built = ctx.prepared()->GetOrBuild<QConvWeights>(
+        {g.M, g.Cg, g.kh, g.kw, g.group, w.dtype() == DataType::kInt8 ? 1 : 0},
+        [&]() -> Result<std::shared_ptr<const QConvWeights>> {
+          auto p = PackWeights(g, w);
+          ctx.DropConstantInput(3);
+          return p;
+        });
+    if (built.ok()) weights = built.value();
+  }
+  if (!weights) weights = PackWeights(g, w);
+
+  // Zero points in the shifted domains: x' = x ^ 0x80 for int8, w' = w - 128 for uint8.
+  const bool x_signed = x.dtype() == DataType::kInt8, w_unsigned = w.dtype() == DataType::kUint8;
+  const int32_t zx = static_cast<int32_t>(ValueAt(x_zp, 0)) + (x_signed ? 128 : 0);
+  std::vector<int32_t> constant(static_cast<size_t>(g.M)), zw(static_cast<size_t>(g.M));
+  bool any_zw = false;
+  for (int64_t m = 0; m < g.M; ++m) {
+    const int32_t z = static_cast<int32_t>(ValueAt(w_zp, m)) - (w_unsigned ? 128 : 0);
+    zw[static_cast<size_t>(m)] = z;
+    any_zw = any_zw || z != 0;
+    const uint32_t b = bias ? static_cast<uint32_t>(bias->data<int32_t>()[m]) : 0;
+    constant[static_cast<size_t>(m)] = static_cast<int32_t>(
+        b - static_cast<uint32_t>(zx) * static_cast<uint32_t>(weights->row_sums[static_cast<size_t>(m)]) +
+        static_cast<uint32_t>(K) * static_cast<uint32_t>(zx) * static_cast<uint32_t>(z));
+  }
+  Requant q;
+  q.mult = mult.data();
+  q.constant = constant.data();
+  q.zw = zw.data();
+  q.any_zw = any_zw;
+  q.y_signed = y_zp.dtype() == DataType::kInt8;
+  q.yzp = ValueAt(y_zp, 0);
+  q.lo = q.y_signed ? -128 : 0;
+  q.hi = q.y_signed ? 127 : 255;
+  q.small_multipliers = std::all_of(mult.begin(), mult.end(), [](double v) { return std::fabs(v) < 0.5; });
+
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, y_zp.dtype(), out_dims));
+  const QConvRun run{&g, weights.get(), &q, IgemmU8S8Available(), static_cast<uint8_t>(zx)};
+  const uint8_t flip = x_signed ? 0x80 : 0;
+  const auto* xb = static_cast<const uint8_t*>(x.raw_data());
+  auto* yb = static_cast<uint8_t*>(y.raw_data());
+  const bool direct = g.pointwise() && !x_signed;
+  // Blocks of pixel panels whose packed X stays in L2 (about 96 KB), at least
+  // two per thread when there are enough panels.
+  const int64_t panels = (P + kCols - 1) / kCols;
+  const int64_t threads = ctx.pool() ? std::max<int64_t>(1, ctx.pool()->num_threads()) : 1;
+  int64_t per_block = std::max<int64_t>(1, (96 * 1024) / std::max<int64_t>(1, K * kCols));
+  per_block = std::min(per_block, std::max<int64_t>(1, (panels + 2 * threads - 1) / (2 * threads)));
+  const int64_t blocks = (panels + per_block - 1) / per_block;
+#ifdef NEE_QCONV_X86
+  if (run.avx2 && g.Cg == 1 && g.Mg == 1 && (g.sw == 1 || g.sw == 2) && g.kh * g.kw <= 127 &&
+      !weights->taps.empty()) {
+    const int64_t plane_bytes = g.hp * g.wp + 2 * kCols;
+    ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<uint8_t> t_plane;
+      if (t_plane.size() < static_cast<size_t>(plane_bytes)) t_plane.resize(static_cast<size_t>(plane_bytes));
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const int64_t c = nc % g.C;
+        PadImage(g, xb + nc * g.ih * g.iw, flip, static_cast<uint8_t>(zx), t_plane.data());
+        // zw[c] is W's zero point shifted as W' is; constant[c] holds bias - zx * sum W' + K zx zw, i.e.
+        // bias - zx * sum (W' - zw).
+        DepthwiseChannelAvx2(g, t_plane.data(), weights->taps.data() + c * K, zw[static_cast<size_t>(c)],
+                             constant[static_cast<size_t>(c)], mult[static_cast<size_t>(c)], q,
+                             yb + nc * P);
+      }
+    });
+    return Status::Ok();
+  }
+#endif
+  const int64_t images = g.N * g.group;
+  std::vector<uint8_t> padded;
+  const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
+  for (int64_t img = 0; img < images; ++img) {
+    const int64_t n = img / g.group, grp = img % g.group;
+    const uint8_t* xg = xb + (n * g.C + grp * g.Cg) * g.ih * g.iw;
+    // A pointwise conv reads its full panels from x itself; a last partial panel, like every panel of
+    // the others, from the copy, whose slack the whole-vector reads may run into.
+    const bool copy = !direct || P % kCols != 0;
+    if (copy) {
+      padded.resize(static_cast<size_t>(padded_bytes));
+      PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
+    }
+    uint8_t* y_image = yb + n * g.M * P;
+    ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
+      thread_local std::vector<uint8_t> t_scratch;
+      for (int64_t blk = begin; blk < end; ++blk)
+        RunBlock(run, grp, copy ? padded.data() : nullptr, direct ? xg : nullptr, blk * per_block,
+                 std::min(panels, (blk + 1) * per_block), y_image, t_scratch);
+    });
+  }
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu

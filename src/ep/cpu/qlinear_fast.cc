@@ -1,0 +1,165 @@
+// com.microsoft QLinearAdd (same shapes) and QLinearLeakyRelu, which the QDQ fusion
+// (opt/fuse_qdq_conv.cc) writes between quantized convolutions: bitwise the reference kernels
+// (ops/quantize.cc). QLinearAdd as the reference's float operations eight lanes at a time, without
+// contraction; QLinearLeakyRelu through the reference's 256-entry table.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/igemm.h"
+#include "ops/op_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_QLINEAR_X86 1
+#endif
+
+// The float steps below must round as the reference's separate operations do.
+#if defined(__GNUC__) && !defined(__clang__)
+#define NEE_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define NEE_NO_FP_CONTRACT
+#endif
+
+namespace nee::cpu {
+
+namespace {
+bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
+}  // namespace
+
+namespace {
+
+struct Quant8 {
+  float scale = 1.0f;
+  int32_t zero_point = 0;
+};
+
+// A float scalar scale and its optional 8-bit scalar zero point of `type`; false when malformed.
+bool ReadQuant8(const KernelContext& ctx, size_t scale_input, size_t zp_input, DataType type, Quant8* q) {
+  const Value* s = ctx.input(scale_input);
+  if (!s || !s->is_tensor() || s->tensor().dtype() != DataType::kFloat || s->tensor().num_elements() != 1)
+    return false;
+  q->scale = s->tensor().data<float>()[0];
+  q->zero_point = 0;
+  if (!ctx.has_input(zp_input)) return true;
+  const Value* z = ctx.input(zp_input);
+  if (!z->is_tensor() || z->tensor().dtype() != type || z->tensor().num_elements() != 1) return false;
+  q->zero_point = static_cast<int32_t>(ReadAsDouble(z->tensor(), 0));
+  return true;
+}
+
+// round half to even, plus the zero point, saturated: the reference's StoreQuantized8.
+NEE_NO_FP_CONTRACT inline int32_t Store8(float value, int32_t zero_point, bool is_signed) {
+  float v = std::nearbyint(value);
+  if (std::isnan(v)) v = 0;
+  v = std::clamp(v + static_cast<float>(zero_point), is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f);
+  return static_cast<int32_t>(v);
+}
+
+NEE_NO_FP_CONTRACT void AddRangePortable(const uint8_t* a, const uint8_t* b, int64_t n, bool is_signed,
+                                         const Quant8& qa, const Quant8& qb, float ra, float rb, int32_t zc,
+                                         uint8_t* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t av = is_signed ? static_cast<int8_t>(a[i]) : a[i], bv = is_signed ? static_cast<int8_t>(b[i]) : b[i];
+    const float va = static_cast<float>(av - qa.zero_point), vb = static_cast<float>(bv - qb.zero_point);
+    const float prod_a = ra * va, prod_b = rb * vb;
+    y[i] = static_cast<uint8_t>(Store8(prod_a + prod_b, zc, is_signed));
+  }
+}
+
+#ifdef NEE_QLINEAR_X86
+// Eight at a time: the same float operations (no FMA in this target), nearest-even rounding, saturation.
+__attribute__((target("avx2"))) void AddRangeAvx2(const uint8_t* a, const uint8_t* b, int64_t n, bool is_signed,
+                                                  const Quant8& qa, const Quant8& qb, float ra, float rb, int32_t zc,
+                                                  uint8_t* y) {
+  const __m256i za = _mm256_set1_epi32(qa.zero_point), zb = _mm256_set1_epi32(qb.zero_point);
+  const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb), vzc = _mm256_set1_ps(static_cast<float>(zc));
+  const __m256 lo = _mm256_set1_ps(is_signed ? -128.0f : 0.0f), hi = _mm256_set1_ps(is_signed ? 127.0f : 255.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a + i));
+    const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b + i));
+    const __m256i ai = is_signed ? _mm256_cvtepi8_epi32(a8) : _mm256_cvtepu8_epi32(a8);
+    const __m256i bi = is_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8);
+    const __m256 va = _mm256_cvtepi32_ps(_mm256_sub_epi32(ai, za)), vb = _mm256_cvtepi32_ps(_mm256_sub_epi32(bi, zb));
+    __m256 v = _mm256_add_ps(_mm256_mul_ps(vra, va), _mm256_mul_ps(vrb, vb));
+    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, vzc), lo), hi);
+    const __m256i r = _mm256_cvtps_epi32(v);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    const __m128i b16 = is_signed ? _mm_packs_epi16(w16, w16) : _mm_packus_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), b16);
+  }
+  AddRangePortable(a + i, b + i, n - i, is_signed, qa, qb, ra, rb, zc, y + i);
+}
+#endif
+
+}  // namespace
+
+// QLinearAdd of two tensors of one shape (broadcasting goes to the reference).
+Status QLinearAddFast(KernelContext& ctx) {
+  for (size_t i : {size_t{0}, size_t{3}})
+    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
+  const Tensor& a = ctx.input(0)->tensor();
+  const Tensor& b = ctx.input(3)->tensor();
+  Quant8 qa, qb, qc;
+  if (!Is8Bit(a.dtype()) || a.dtype() != b.dtype() || a.dims() != b.dims() ||
+      !ReadQuant8(ctx, 1, 2, a.dtype(), &qa) || !ReadQuant8(ctx, 4, 5, b.dtype(), &qb) || !ctx.has_input(6) ||
+      !ReadQuant8(ctx, 6, 7, a.dtype(), &qc))
+    return RunReference(ctx);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, a.dtype(), a.dims()));
+  const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale;
+  // Beyond this a product could overflow to infinity and a sum be NaN, which the vector path rounds differently.
+  if (!(std::fabs(ra) < 1e30f) || !(std::fabs(rb) < 1e30f)) return RunReference(ctx);
+  const bool is_signed = a.dtype() == DataType::kInt8;
+  const auto* ap = static_cast<const uint8_t*>(a.raw_data());
+  const auto* bp = static_cast<const uint8_t*>(b.raw_data());
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+  const bool avx2 = IgemmU8S8Available();
+  ctx.ParallelFor((a.num_elements() + 4095) / 4096, 4, [&](int64_t begin, int64_t end) {
+    const int64_t i0 = begin * 4096, n = std::min(end * 4096, a.num_elements()) - i0;
+#ifdef NEE_QLINEAR_X86
+    if (avx2) return AddRangeAvx2(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
+#endif
+    AddRangePortable(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
+  });
+  (void)avx2;
+  return Status::Ok();
+}
+
+// QLinearLeakyRelu through its 256-entry table, built as the reference builds it.
+NEE_NO_FP_CONTRACT Status QLinearLeakyReluFast(KernelContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.input(0)->is_tensor() || !ctx.has_input(3)) return RunReference(ctx);
+  const Tensor& x = ctx.input(0)->tensor();
+  Quant8 qx, qy;
+  if (!Is8Bit(x.dtype()) || !ReadQuant8(ctx, 1, 2, x.dtype(), &qx) || !ReadQuant8(ctx, 3, 4, x.dtype(), &qy))
+    return RunReference(ctx);
+  auto alpha_attr = ctx.node().GetFloat("alpha", 0.01f);
+  if (!alpha_attr.ok()) return RunReference(ctx);
+  const float alpha = alpha_attr.value();
+  const bool is_signed = x.dtype() == DataType::kInt8;
+  const int32_t low = is_signed ? -128 : 0;
+  uint8_t table[256];
+  for (int32_t v = low; v < low + 256; ++v) {
+    const float dq = static_cast<float>(v - qx.zero_point) * qx.scale;
+    const float f = dq >= 0 ? dq : dq * alpha;
+    table[v - low] = static_cast<uint8_t>(Store8(f / qy.scale, qy.zero_point, is_signed));
+  }
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, x.dtype(), x.dims()));
+  const auto* xp = static_cast<const uint8_t*>(x.raw_data());
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+  const uint8_t offset = is_signed ? 0x80 : 0;  // int8 v sits at table[v + 128]
+  const int64_t total = x.num_elements();
+  ctx.ParallelFor((total + 16383) / 16384, 1, [&](int64_t begin, int64_t end) {
+    uint8_t local[256];  // a copy the stores cannot alias
+    std::memcpy(local, table, sizeof local);
+    const uint8_t* __restrict src = xp;
+    uint8_t* __restrict dst = yp;
+    const int64_t stop = std::min(end * 16384, total);
+    for (int64_t i = begin * 16384; i < stop; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
+  });
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu

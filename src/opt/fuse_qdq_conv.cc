@@ -1,0 +1,341 @@
+// Level-2 fusion of the QDQ form that static quantization writes (nee
+// quantize --mode static, ONNX Runtime's quantize_static(QuantFormat.QDQ))
+// into integer ops, so that 8-bit tensors flow from one quantized op to the
+// next instead of being dequantized to float and quantized again:
+//
+//   Conv(DQ(x_q), DQ(W_q), [DQ(B_i32)]) -> Q          => QLinearConv(x_q, ..., W_q, ..., B_i32)
+//   DQ(q) -> Relu -> Q                                 => com.microsoft QLinearLeakyRelu(q, alpha = 0)
+//   DQ(q) -> Clip(lo, hi) -> Q, Q(lo), Q(hi) at Q's ends => com.microsoft QLinearLeakyRelu(q, alpha = 1)
+//   Add(DQ(a_q), DQ(b_q)) [-> Relu] -> Q               => com.microsoft QLinearAdd
+//
+// These are the fusions ONNX Runtime makes of the same graph (its QDQ
+// selectors); like its, they compute in integers and round once at the
+// output, so they agree with the QDQ graph computed in float within one
+// quantization step of the output (the float graph rounds the dequantized
+// products and their sum in float32 first; ORT agrees with nee's fused
+// result in the same way). Exactly:
+// - QLinearConv: conditions are those under which the integer formula is the
+//   spec's: W and B constants, B's scale the float product x_scale *
+//   w_scale (per channel when W is) with zero point 0, which is how both
+//   quantizers write it; per-tensor x and y.
+// - DQ -> Relu -> Q is the same 256-entry table as QLinearLeakyRelu with
+//   alpha 0 (a negative value times 0 is -0, which quantizes as 0 does):
+//   bitwise the chain.
+// - Add -> Relu -> Q folds the Relu only when Q's zero point is its type's
+//   lowest value: Q's saturation then clamps exactly where Relu would.
+// Runs before constant folding, which would otherwise turn DQ(W_q) into a
+// float weight; the DQ nodes left without readers go with dead-node removal.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "opt/pass_manager.h"
+#include "opt/rewrite_util.h"
+
+namespace nee {
+
+namespace {
+using opt::GraphEditor;
+
+bool Is8Bit(DataType t) { return t == DataType::kUint8 || t == DataType::kInt8; }
+
+// A node in the default domain of the given op at an opset of at least `since`.
+bool IsOpSince(GraphEditor& ed, size_t index, const char* op, int64_t since) {
+  return opt::IsOp(ed.node(index), op) && ed.checked().opsets[index] >= since;
+}
+
+// The DequantizeLinear or QuantizeLinear node at `index`, read as (data,
+// scale, zero point, axis). Only the attribute axis is allowed (no blocked
+// quantization, no output_dtype / saturate).
+struct QdqNode {
+  std::string data, scale, zero_point;
+  int64_t axis = 1;
+};
+bool ReadQdq(GraphEditor& ed, size_t index, const char* op, QdqNode* q) {
+  const Node& n = ed.node(index);
+  if (!IsOpSince(ed, index, op, 10) || n.inputs.size() < 2 || n.outputs.size() != 1 ||
+      opt::HasOtherAttributes(n, {"axis"}))
+    return false;
+  q->data = n.inputs[0];
+  q->scale = n.inputs[1];
+  q->zero_point = n.HasInput(2) ? n.inputs[2] : std::string();
+  auto axis = n.GetInt("axis", 1);
+  if (!axis.ok()) return false;
+  q->axis = axis.value();
+  return true;
+}
+
+// The DequantizeLinear producing `name` (-1 when it is not one).
+int64_t DequantizeProducer(GraphEditor& ed, const std::string& name, QdqNode* q) {
+  const int64_t p = ed.Producer(name);
+  if (p < 0 || !ReadQdq(ed, static_cast<size_t>(p), "DequantizeLinear", q)) return -1;
+  return p;
+}
+
+std::vector<int64_t> DimsOf(GraphEditor& ed, const std::string& name, bool* ok) {
+  std::vector<int64_t> d;
+  *ok = opt::StaticDims(ed.TensorType(name), &d);
+  return d;
+}
+
+int64_t Elements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// A float32 scale of one element (rank <= 1).
+bool IsScalarScale(GraphEditor& ed, const std::string& name) {
+  bool ok;
+  const TypeInfo* t = ed.TensorType(name);
+  std::vector<int64_t> d = DimsOf(ed, name, &ok);
+  return t && t->elem_type == DataType::kFloat && ok && d.size() <= 1 && Elements(d) == 1;
+}
+
+// The quantized type a Q/DQ pair uses: its zero point's, else uint8 (the default).
+DataType QuantType(GraphEditor& ed, const QdqNode& q) {
+  if (q.zero_point.empty()) return DataType::kUint8;
+  const TypeInfo* t = ed.TensorType(q.zero_point);
+  return t ? t->elem_type : DataType::kUndefined;
+}
+
+// A per-tensor 8-bit quantization: scalar scale, scalar zero point (or none).
+bool IsPerTensor8(GraphEditor& ed, const QdqNode& q) {
+  if (!IsScalarScale(ed, q.scale) || !Is8Bit(QuantType(ed, q))) return false;
+  if (q.zero_point.empty()) return true;
+  bool ok;
+  std::vector<int64_t> d = DimsOf(ed, q.zero_point, &ok);
+  return ok && d.size() <= 1 && Elements(d) == 1;
+}
+
+// The zero point input to use: the node's own, or a new scalar 0 of `type`.
+std::string ZeroPointOrNew(GraphEditor& ed, const QdqNode& q, DataType type, const std::vector<int64_t>& dims) {
+  if (!q.zero_point.empty()) return q.zero_point;
+  auto t = Tensor::Allocate(type, dims);  // zero-filled
+  return ed.AddInitializer(q.scale + "_zero_point", std::move(t).value());
+}
+
+// ---- Conv -> QLinearConv -------------------------------------------------------------
+
+// The weight's DequantizeLinear: constant 8-bit W [M, C/g, k...], constant
+// float scale and zero point, per tensor or per output channel (axis 0).
+bool ConstantWeight(GraphEditor& ed, const QdqNode& w, int64_t* out_channels, bool* per_channel) {
+  Tensor wq = ed.Constant(w.data), ws = ed.Constant(w.scale);
+  if (!wq.defined() || !ws.defined() || !Is8Bit(wq.dtype()) || wq.rank() < 3 || ws.dtype() != DataType::kFloat)
+    return false;
+  const int64_t m = wq.dim(0);
+  *out_channels = m;
+  const bool scalar = ws.num_elements() == 1 && ws.rank() <= 1;
+  *per_channel = !scalar;
+  if (!scalar && !(ws.rank() == 1 && ws.dim(0) == m && (w.axis == 0 || w.axis == -wq.rank()))) return false;
+  if (w.zero_point.empty()) return wq.dtype() == DataType::kUint8;
+  Tensor wz = ed.Constant(w.zero_point);
+  return wz.defined() && wz.dtype() == wq.dtype() && wz.num_elements() == ws.num_elements() &&
+         wz.rank() == ws.rank();
+}
+
+// The bias's DequantizeLinear: constant int32 [M], zero point 0, scale
+// exactly the float product x_scale * w_scale (per channel as W's).
+bool ExactBias(GraphEditor& ed, const QdqNode& b, const std::string& x_scale, const std::string& w_scale,
+               int64_t m) {
+  Tensor bq = ed.Constant(b.data), bs = ed.Constant(b.scale), xs = ed.Constant(x_scale), ws = ed.Constant(w_scale);
+  if (!bq.defined() || !bs.defined() || !xs.defined() || !ws.defined() || bq.dtype() != DataType::kInt32 ||
+      bq.rank() != 1 || bq.dim(0) != m || bs.dtype() != DataType::kFloat || xs.dtype() != DataType::kFloat ||
+      xs.num_elements() != 1)
+    return false;
+  const bool bias_per_channel = bs.num_elements() != 1;
+  if (bias_per_channel && !(bs.rank() == 1 && bs.dim(0) == m && (b.axis == 0 || b.axis == -1))) return false;
+  if (!bias_per_channel && ws.num_elements() != 1) return false;  // would need one scale per channel
+  const float x = xs.data<float>()[0];
+  for (int64_t i = 0; i < m; ++i) {
+    const float w = ws.data<float>()[ws.num_elements() == 1 ? 0 : i];
+    const float expected = x * w, got = bs.data<float>()[bias_per_channel ? i : 0];
+    if (std::memcmp(&expected, &got, sizeof got) != 0) return false;
+  }
+  if (b.zero_point.empty()) return true;
+  Tensor bz = ed.Constant(b.zero_point);
+  if (!bz.defined() || bz.dtype() != DataType::kInt32) return false;
+  for (int64_t i = 0; i < bz.num_elements(); ++i)
+    if (bz.data<int32_t>()[i] != 0) return false;
+  return true;
+}
+
+// Conv at `index` (its DQ inputs and the one Q reading it) into QLinearConv.
+void TryFuseConv(GraphEditor& ed, size_t index) {
+  const Node& conv = ed.node(index);
+  if (!IsOpSince(ed, index, "Conv", 10) || conv.inputs.size() < 2 || conv.outputs.size() != 1) return;
+  QdqNode x, w, b, y;
+  if (DequantizeProducer(ed, conv.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  if (DequantizeProducer(ed, conv.inputs[1], &w) < 0) return;
+  int64_t m = 0;
+  bool per_channel = false;
+  if (!ConstantWeight(ed, w, &m, &per_channel)) return;
+  const bool has_bias = conv.HasInput(2);
+  if (has_bias && (DequantizeProducer(ed, conv.inputs[2], &b) < 0 || !ExactBias(ed, b, x.scale, w.scale, m))) return;
+  const int64_t q_index = opt::SoleConsumer(ed, conv.outputs[0]);
+  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y))
+    return;
+
+  const DataType x_type = QuantType(ed, x), w_type = ed.Constant(w.data).dtype();
+  const std::vector<int64_t> w_zp_dims = per_channel ? std::vector<int64_t>{m} : std::vector<int64_t>{};
+  std::vector<std::string> inputs = {x.data,
+                                     x.scale,
+                                     ZeroPointOrNew(ed, x, x_type, {}),
+                                     w.data,
+                                     w.scale,
+                                     ZeroPointOrNew(ed, w, w_type, w_zp_dims),
+                                     y.scale,
+                                     ZeroPointOrNew(ed, y, QuantType(ed, y), {})};
+  if (has_bias) inputs.push_back(b.data);
+  std::vector<Attribute> attrs = ed.node(index).attributes;
+  ed.RemoveNode(index);
+  ed.RewriteAs(static_cast<size_t>(q_index), "", "QLinearConv", inputs, std::move(attrs));
+}
+
+// ---- DQ -> Relu -> Q into QLinearLeakyRelu(alpha = 0) ----------------------------------
+
+void TryFuseRelu(GraphEditor& ed, size_t index) {
+  const Node& relu = ed.node(index);
+  if (!IsOpSince(ed, index, "Relu", 6) || relu.inputs.size() != 1 || relu.outputs.size() != 1 ||
+      !relu.attributes.empty())
+    return;
+  QdqNode x, y;
+  if (DequantizeProducer(ed, relu.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  const int64_t q_index = opt::SoleConsumer(ed, relu.outputs[0]);
+  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
+      QuantType(ed, y) != QuantType(ed, x))
+    return;
+  std::vector<std::string> inputs = {x.data, x.scale, x.zero_point, y.scale, y.zero_point};
+  while (inputs.back().empty()) inputs.pop_back();
+  ed.RemoveNode(index);
+  ed.RewriteAs(static_cast<size_t>(q_index), opt::kMicrosoftDomain, "QLinearLeakyRelu", inputs,
+               {opt::FloatAttr("alpha", 0.0f)});
+}
+
+// ---- DQ -> Clip -> Q into QLinearLeakyRelu(alpha = 1), when Q alone clamps as Clip does ------------
+
+// A float scalar constant: an initializer or a Constant node's value.
+bool FloatScalarConstant(GraphEditor& ed, const std::string& name, float* value) {
+  Tensor t = ed.Constant(name);
+  if (!t.defined()) {
+    const int64_t p = ed.Producer(name);
+    if (p < 0 || !opt::IsOp(ed.node(static_cast<size_t>(p)), "Constant")) return false;
+    const Attribute* a = ed.node(static_cast<size_t>(p)).FindAttr("value");
+    if (!a) return false;
+    t = a->t;
+  }
+  if (!t.defined() || t.dtype() != DataType::kFloat || t.num_elements() != 1) return false;
+  *value = t.data<float>()[0];
+  return true;
+}
+
+// QuantizeLinear of one float as the reference computes it (the float quotient, rounded half to even,
+// plus the zero point, saturated); false when Q's parameters are not constants.
+bool QuantizeScalar(GraphEditor& ed, const QdqNode& q, float v, int32_t* out, int32_t* lowest, int32_t* highest) {
+  float scale;
+  if (!FloatScalarConstant(ed, q.scale, &scale)) return false;
+  const bool is_signed = QuantType(ed, q) == DataType::kInt8;
+  int32_t zp = 0;
+  if (!q.zero_point.empty()) {
+    Tensor z = ed.Constant(q.zero_point);
+    if (!z.defined() || z.num_elements() != 1) return false;
+    zp = is_signed ? z.data<int8_t>()[0] : z.data<uint8_t>()[0];
+  }
+  *lowest = is_signed ? -128 : 0;
+  *highest = is_signed ? 127 : 255;
+  const float r = std::nearbyint(v / scale);
+  if (std::isnan(r)) return false;
+  *out = static_cast<int32_t>(std::clamp(static_cast<double>(r) + zp, static_cast<double>(*lowest), static_cast<double>(*highest)));
+  return true;
+}
+
+// Q(Clip(v, lo, hi)) = Q(v) for every v exactly when Q(lo) is Q's lowest value and Q(hi) its highest
+// (Q is monotone: below lo both give Q(lo), above hi both Q(hi)). DQ -> Q is then QLinearLeakyRelu with
+// alpha 1 (v * 1 is v): bitwise the chain.
+void TryFuseClip(GraphEditor& ed, size_t index) {
+  const Node& clip = ed.node(index);
+  if (!IsOpSince(ed, index, "Clip", 11) || clip.inputs.empty() || clip.outputs.size() != 1) return;
+  QdqNode x, y;
+  if (DequantizeProducer(ed, clip.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  const int64_t q_index = opt::SoleConsumer(ed, clip.outputs[0]);
+  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
+      QuantType(ed, y) != QuantType(ed, x))
+    return;
+  for (size_t bound = 1; bound <= 2; ++bound) {
+    if (!clip.HasInput(bound)) continue;
+    float v;
+    int32_t q, lowest, highest;
+    if (!FloatScalarConstant(ed, clip.inputs[bound], &v) || !QuantizeScalar(ed, y, v, &q, &lowest, &highest) ||
+        q != (bound == 1 ? lowest : highest))
+      return;
+  }
+  std::vector<std::string> inputs = {x.data, x.scale, x.zero_point, y.scale, y.zero_point};
+  while (inputs.back().empty()) inputs.pop_back();
+  ed.RemoveNode(index);
+  ed.RewriteAs(static_cast<size_t>(q_index), opt::kMicrosoftDomain, "QLinearLeakyRelu", inputs,
+               {opt::FloatAttr("alpha", 1.0f)});
+}
+
+// ---- Add(DQ a, DQ b) [-> Relu] -> Q into QLinearAdd -------------------------------------
+
+// Whether Q's zero point is the lowest value of its type (0 for uint8, -128 for int8).
+bool ZeroPointIsLowest(GraphEditor& ed, const QdqNode& q) {
+  const DataType type = QuantType(ed, q);
+  if (q.zero_point.empty()) return type == DataType::kUint8;
+  Tensor z = ed.Constant(q.zero_point);
+  if (!z.defined() || z.num_elements() != 1) return false;
+  return type == DataType::kUint8 ? z.data<uint8_t>()[0] == 0 : z.data<int8_t>()[0] == -128;
+}
+
+void TryFuseAdd(GraphEditor& ed, size_t index) {
+  const Node& add = ed.node(index);
+  if (!IsOpSince(ed, index, "Add", 7) || add.inputs.size() != 2 || add.outputs.size() != 1 || !add.attributes.empty())
+    return;
+  QdqNode a, b, y;
+  if (DequantizeProducer(ed, add.inputs[0], &a) < 0 || DequantizeProducer(ed, add.inputs[1], &b) < 0 ||
+      !IsPerTensor8(ed, a) || !IsPerTensor8(ed, b) || QuantType(ed, a) != QuantType(ed, b))
+    return;
+  int64_t next = opt::SoleConsumer(ed, add.outputs[0]);
+  if (next < 0) return;
+  int64_t relu_index = -1;
+  if (IsOpSince(ed, static_cast<size_t>(next), "Relu", 6) && ed.node(static_cast<size_t>(next)).attributes.empty()) {
+    relu_index = next;
+    next = opt::SoleConsumer(ed, ed.node(static_cast<size_t>(next)).outputs[0]);
+    if (next < 0) return;
+  }
+  if (!ReadQdq(ed, static_cast<size_t>(next), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
+      QuantType(ed, y) != QuantType(ed, a))
+    return;
+  if (relu_index >= 0 && !ZeroPointIsLowest(ed, y)) return;
+  std::vector<std::string> inputs = {a.data, a.scale, a.zero_point, b.data, b.scale, b.zero_point, y.scale,
+                                     y.zero_point};
+  while (inputs.back().empty()) inputs.pop_back();
+  ed.RemoveNode(index);
+  if (relu_index >= 0) ed.RemoveNode(static_cast<size_t>(relu_index));
+  ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, "QLinearAdd", inputs, {});
+}
+
+}  // namespace
+
+Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
+  GraphEditor ed(graph, checked);
+  for (size_t index : checked.order) {
+    if (ed.removed(index)) continue;
+    TryFuseConv(ed, index);
+    if (!ed.removed(index)) TryFuseRelu(ed, index);
+    if (!ed.removed(index)) TryFuseAdd(ed, index);
+    if (!ed.removed(index)) TryFuseClip(ed, index);
+  }
+  // The DequantizeLinear nodes nothing reads any more (weights, biases): gone
+  // now, before constant folding would dequantize them for nothing.
+  for (size_t index : checked.order) {
+    const Node& n = ed.node(index);
+    if (!ed.removed(index) && opt::IsOp(n, "DequantizeLinear") && n.outputs.size() == 1 &&
+        !ed.IsPinned(n.outputs[0]) && ed.Uses(n.outputs[0]).empty())
+      ed.RemoveNode(index);
+  }
+  *changed = ed.Commit();
+  return Status::Ok();
+}
+
+}  // namespace nee

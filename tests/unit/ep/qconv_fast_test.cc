@@ -1,0 +1,218 @@
+// QLinearConv, QLinearAdd, QLinearLeakyRelu and QuantizeLinear fast kernels (ep/cpu/qconv_fast.cc,
+// quant_fast.cc) against the reference kernels of ops/quantize.cc: every output bitwise equal, on the
+// AVX2 and the portable paths, at one and two threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "ep_test_util.h"
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
+
+namespace nee {
+namespace {
+
+using testing::FloatAttr;
+using testing::IntAttr;
+using testing::IntsAttr;
+using testing::StringAttr;
+
+Result<Tensor> RunFast(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,
+                       int threads) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(v.is_tensor() ? &v : nullptr);
+  std::vector<Value> outputs(node.outputs.size());
+  ThreadPool pool(threads);
+  KernelContext ctx(node, opset, ptrs, &outputs, nullptr, &pool, nullptr);
+  NEE_RETURN_IF_ERROR(kernel(ctx));
+  return outputs[0].tensor();
+}
+
+void ExpectFastMatchesReference(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,
+                                const std::string& name) {
+  auto ref = testing::RunOp(node, opset, inputs);
+  ASSERT_TRUE(ref.ok()) << name << ": " << ref.status().ToString();
+  const Tensor& want = ref->outputs[0].tensor();
+  for (int threads : {1, 2}) {
+    auto got = RunFast(kernel, node, opset, inputs, threads);
+    ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
+    ASSERT_EQ(got->dtype(), want.dtype()) << name;
+    ASSERT_EQ(got->dims(), want.dims()) << name;
+    ASSERT_EQ(0, std::memcmp(got->raw_data(), want.raw_data(), want.byte_size()))
+        << name << " threads=" << threads;
+  }
+}
+
+Node MsNode(const std::string& op, size_t inputs, std::vector<Attribute> attrs = {}) {
+  Node n = testing::MakeNode(op, inputs, 1, std::move(attrs));
+  n.domain = "com.microsoft";
+  return n;
+}
+
+class QConvFastTest : public ::testing::TestWithParam<cpu::SgemmIsa> {
+ protected:
+  void SetUp() override { cpu::SgemmLimitIsa(GetParam()); }
+  void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
+};
+
+struct ConvCase {
+  std::string name;
+  std::vector<int64_t> x_dims, w_dims;
+  std::vector<Attribute> attrs;
+  DataType xt = DataType::kUint8, wt = DataType::kInt8, yt = DataType::kUint8;
+  bool per_channel = true;
+  int x_zp = -1, y_zp = -1;  // a fixed zero point (as its type's value), or -1: random
+  bool bias = true;
+  int weight_bits = 8;  // 7: weights in [-64, 64] (reduce-range); 8: the full int8 range
+  float y_scale = 0.05f;  // small: multipliers x_scale * w_scale / y_scale of 1/2 and more (clamped in double)
+};
+
+Tensor Scalar8(DataType t, int v) {
+  return t == DataType::kUint8 ? Tensor::Scalar<uint8_t>(static_cast<uint8_t>(v))
+                               : Tensor::Scalar<int8_t>(static_cast<int8_t>(v));
+}
+
+std::vector<Value> ConvInputs(const ConvCase& c, std::mt19937& rng) {
+  const int64_t m = c.w_dims[0];
+  Tensor w = testing::Random8(c.wt, c.w_dims, rng);
+  if (c.weight_bits == 7)
+    for (int64_t i = 0; i < w.num_elements(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(w.data<int8_t>()[i] / 2);
+  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+  auto scales = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& s : v) s = scale(rng);
+    return n == 1 ? Tensor::Scalar<float>(v[0]) : Tensor::FromVector(v, {n});
+  };
+  const int64_t per = c.per_channel ? m : 1;
+  Tensor w_zp = c.per_channel ? testing::Random8(c.wt, {m}, rng) : testing::Random8(c.wt, {}, rng);
+  // Signed weights: symmetric (zero point 0) as quantizers write them, and also random.
+  if (c.wt == DataType::kInt8 && c.name.find("wzp") == std::string::npos)
+    std::memset(w_zp.raw_data(), 0, w_zp.byte_size());
+  std::vector<Value> in = {Value(testing::Random8(c.xt, c.x_dims, rng)),
+                           Value(scales(1)),
+                           Value(c.x_zp >= -128 && c.x_zp != -1 ? Scalar8(c.xt, c.x_zp) : testing::Random8(c.xt, {}, rng)),
+                           Value(w),
+                           Value(scales(per)),
+                           Value(w_zp),
+                           // y scale small enough that outputs spread over the range and saturate at both ends.
+                           Value(Tensor::Scalar<float>(c.y_scale)),
+                           Value(c.y_zp != -1 ? Scalar8(c.yt, c.y_zp) : testing::Random8(c.yt, {}, rng))};
+  if (c.bias) {
+    std::uniform_int_distribution<int32_t> b(-20000, 20000);
+    std::vector<int32_t> v(static_cast<size_t>(m));
+    for (int32_t& x : v) x = b(rng);
+    in.push_back(Value(Tensor::FromVector(v, {m})));
+  }
+  return in;
+}
+
+TEST_P(QConvFastTest, QLinearConvMatchesReference) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  const auto pads1 = IntsAttr("pads", {1, 1, 1, 1});
+  const std::vector<ConvCase> cases = {
+      {"3x3_pad1", {1, 8, 9, 11}, {16, 8, 3, 3}, {pads1}},
+      {"3x3_stride2", {1, 5, 15, 14}, {7, 5, 3, 3}, {pads1, IntsAttr("strides", {2, 2})}},
+      {"pointwise", {1, 24, 5, 7}, {13, 24, 1, 1}, {}},
+      {"pointwise_odd_channels_per_tensor", {2, 5, 3, 6}, {7, 5, 1, 1}, {}, u8, s8, u8, false},
+      {"pointwise_stride2", {1, 16, 9, 9}, {12, 16, 1, 1}, {IntsAttr("strides", {2, 2})}},
+      {"pointwise_wide_image", {1, 9, 3, 40}, {6, 9, 1, 1}, {}},
+      {"7x7_stem_like", {1, 3, 23, 21}, {8, 3, 7, 7}, {IntsAttr("pads", {3, 3, 3, 3}), IntsAttr("strides", {2, 2})}},
+      {"dilation_asym_pads", {1, 3, 14, 12}, {4, 3, 3, 3}, {IntsAttr("dilations", {2, 3}), IntsAttr("pads", {2, 3, 1, 0})}},
+      {"groups2", {2, 6, 8, 9}, {4, 3, 3, 3}, {IntAttr("group", 2), pads1}},
+      {"depthwise", {1, 8, 10, 13}, {8, 1, 3, 3}, {IntAttr("group", 8), pads1}},
+      {"depthwise_stride2_wide", {1, 16, 9, 37}, {16, 1, 3, 3}, {IntAttr("group", 16), pads1, IntsAttr("strides", {2, 2})}},
+      {"depthwise_5x5_dilated_wzp", {2, 4, 12, 21}, {4, 1, 5, 5},
+       {IntAttr("group", 4), IntsAttr("pads", {4, 4, 4, 4}), IntsAttr("dilations", {2, 2})}, s8, u8, s8},
+      {"depthwise_int8_wzp_large_multipliers", {1, 6, 8, 17}, {6, 1, 3, 3}, {IntAttr("group", 6), pads1}, u8, s8, u8,
+       true, -1, -1, true, 8, 1e-5f},
+      {"depthwise_stride3_to_gemm", {1, 3, 10, 10}, {3, 1, 3, 3}, {IntAttr("group", 3), IntsAttr("strides", {3, 3})}},
+      {"channel_multiplier_2", {1, 4, 7, 9}, {8, 1, 3, 3}, {IntAttr("group", 4), pads1}},
+      {"same_upper", {1, 3, 10, 9}, {4, 3, 3, 4}, {StringAttr("auto_pad", "SAME_UPPER"), IntsAttr("strides", {2, 2})}},
+      {"many_outputs_ragged_deep", {1, 37, 11, 7}, {37, 37, 3, 3}, {pads1}},
+      {"x_zp_0_y_zp_0", {1, 8, 6, 6}, {9, 8, 3, 3}, {pads1}, u8, s8, u8, true, 0, 0},
+      {"x_zp_128_y_zp_128", {1, 8, 6, 6}, {9, 8, 3, 3}, {pads1}, u8, s8, u8, true, 128, 128},
+      {"x_zp_255_y_zp_255", {1, 8, 6, 6}, {9, 8, 3, 3}, {pads1}, u8, s8, u8, true, 255, 255},
+      {"no_bias", {1, 4, 7, 5}, {6, 4, 3, 3}, {pads1}, u8, s8, u8, true, -1, -1, false},
+      {"reduce_range_weights", {1, 32, 8, 8}, {20, 32, 3, 3}, {pads1}, u8, s8, u8, true, -1, -1, true, 7},
+      {"int8_activations", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, s8, s8, s8},
+      {"large_multipliers", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, s8, u8, true, -1, -1, true, 8, 1e-5f},
+      {"large_multipliers_int8_out", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, s8, s8, false, -1, -1, true, 8, 2e-4f},
+      {"uint8_weights", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, u8, u8},
+      {"int8_weights_wzp", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, s8, u8},
+      {"1d", {2, 3, 20}, {4, 3, 5}, {IntsAttr("pads", {2, 1}), IntsAttr("strides", {2})}},
+      {"3d_to_reference", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {}},
+      {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {}},
+  };
+  std::mt19937 rng(5);
+  for (const ConvCase& c : cases) {
+    std::vector<Value> inputs = ConvInputs(c, rng);
+    Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+    ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+  }
+}
+
+// Every weight pair at the saturating extremes (255 * (-128 - 128) overflows int16): the remainders keep it exact.
+TEST_P(QConvFastTest, QLinearConvSaturatingPairs) {
+  const std::vector<int64_t> xd{1, 64, 6, 6}, wd{20, 64, 3, 3};
+  Tensor x = Tensor::FromVector(std::vector<uint8_t>(static_cast<size_t>(testing::ElementCount(xd)), 255), xd);
+  std::vector<int8_t> wv(static_cast<size_t>(testing::ElementCount(wd)));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<int8_t>(i % 7 == 3 ? 127 : -128);
+  std::vector<Value> inputs = {Value(x),
+                               Value(Tensor::Scalar<float>(0.01f)),
+                               Value(Tensor::Scalar<uint8_t>(0)),
+                               Value(Tensor::FromVector(wv, wd)),
+                               Value(Tensor::Scalar<float>(0.001f)),
+                               Value(Tensor::Scalar<int8_t>(0)),
+                               Value(Tensor::Scalar<float>(7.0f)),
+                               Value(Tensor::Scalar<uint8_t>(128))};
+  Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, {IntsAttr("pads", {1, 1, 1, 1})});
+  ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "saturating");
+}
+
+TEST_P(QConvFastTest, QLinearAddAndLeakyReluMatchReference) {
+  std::mt19937 rng(9);
+  for (DataType t : {DataType::kUint8, DataType::kInt8}) {
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{9000}}) {
+      std::vector<Value> add = {Value(testing::Random8(t, {1, n}, rng)), Value(Tensor::Scalar<float>(0.031f)),
+                                Value(testing::Random8(t, {}, rng)),      Value(testing::Random8(t, {1, n}, rng)),
+                                Value(Tensor::Scalar<float>(0.017f)),     Value(testing::Random8(t, {}, rng)),
+                                Value(Tensor::Scalar<float>(0.043f)),     Value(testing::Random8(t, {}, rng))};
+      ExpectFastMatchesReference(cpu::QLinearAddFast, MsNode("QLinearAdd", 8), 1, add, "QLinearAdd");
+      for (float alpha : {0.0f, 0.1f}) {
+        std::vector<Value> relu = {Value(testing::Random8(t, {2, n}, rng)), Value(Tensor::Scalar<float>(0.05f)),
+                                   Value(testing::Random8(t, {}, rng)), Value(Tensor::Scalar<float>(0.02f)),
+                                   Value(testing::Random8(t, {}, rng))};
+        ExpectFastMatchesReference(cpu::QLinearLeakyReluFast, MsNode("QLinearLeakyRelu", 5, {FloatAttr("alpha", alpha)}),
+                                   1, relu, "QLinearLeakyRelu");
+      }
+    }
+  }
+  // Broadcasting goes to the reference.
+  std::vector<Value> bcast = {Value(testing::Random8(DataType::kUint8, {3, 4}, rng)), Value(Tensor::Scalar<float>(0.1f)),
+                              Value(Tensor::Scalar<uint8_t>(3)), Value(testing::Random8(DataType::kUint8, {4}, rng)),
+                              Value(Tensor::Scalar<float>(0.2f)), Value(Tensor::Scalar<uint8_t>(200)),
+                              Value(Tensor::Scalar<float>(0.3f)), Value(Tensor::Scalar<uint8_t>(0))};
+  ExpectFastMatchesReference(cpu::QLinearAddFast, MsNode("QLinearAdd", 8), 1, bcast, "QLinearAdd broadcast");
+}
+
+TEST_P(QConvFastTest, QuantizeLinearMatchesReference) {
+  std::mt19937 rng(3);
+  std::vector<float> v = testing::RandomFloats(10001, rng);
+  for (float& f : v) f *= 9.0f;
+  v[0] = NAN, v[1] = INFINITY, v[2] = -INFINITY, v[3] = -0.0f, v[4] = 0.5f, v[5] = 1.5f, v[6] = -2.5f;
+  for (int zp : {0, 128, 255}) {
+    std::vector<Value> in = {Value(Tensor::FromVector(v, {1, 10001})), Value(Tensor::Scalar<float>(0.5f)),
+                             Value(Tensor::Scalar<uint8_t>(static_cast<uint8_t>(zp)))};
+    ExpectFastMatchesReference(cpu::QuantizeLinearFast, testing::MakeNode("QuantizeLinear", 3, 1), 13, in,
+                               "QuantizeLinear zp " + std::to_string(zp));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, QConvFastTest, ::testing::Values(cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
+                         [](const auto& info) { return info.param == cpu::SgemmIsa::kAvx2 ? "avx2" : "portable"; });
+
+}  // namespace
+}  // namespace nee
