@@ -15,10 +15,7 @@ float sum's error crosses it, so a single quantized op is within one step of its
 layers such one-step differences feed the next layer and can grow a little; the end-to-end bounds below say
 how much was measured.
 """
-import os
-import subprocess
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -28,8 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import nee
 
-ROOT = Path(__file__).resolve().parents[2]
-NEE = os.environ.get("NEE_BIN", str(ROOT / "build" / "bin" / "nee"))
+from cli_util import nee_cli
 
 
 def conv_node(rng, inits, name, x, y, cin, cout, k, stride=1, relu=False):
@@ -142,7 +138,7 @@ def output_step(path):
 
 def optimized_ops(path, tmp_path):
     out = tmp_path / "optimized.onnx"
-    r = subprocess.run([NEE, "optimize", str(path), "-o", str(out)], capture_output=True, text=True, timeout=120)
+    r = nee_cli("optimize", path, "-o", out)
     assert r.returncode == 0, r.stderr
     return Counter(n.op_type for n in onnx.load(str(out)).graph.node)
 
