@@ -1,4 +1,5 @@
-// `nee bench MODEL`: times a model on random inputs of its declared types.
+// `nee bench MODEL`: times a model on the inputs given (--input, --inputs-dir)
+// and random values of the declared types for the rest.
 //
 // It creates the session (timed), runs --warmup untimed runs (the first run
 // also prepares kernels: packed weights, compiled forests), then --runs timed
@@ -79,13 +80,9 @@ int Bench(const Args& a) {
   neeapi::Session session(a.model, options);
   const double create_ms = MsSince(create_start);
 
-  const auto inputs = session.Inputs();
-  Feed feed;
-  std::mt19937 rng(12345);
-  for (const auto& vi : inputs) {
-    feed.names.push_back(vi.name);
-    feed.values.push_back(RandomInput(vi, a.dims, rng, a.batch));
-  }
+  Args given = a;
+  given.random = true;  // what --input / --inputs-dir leave out
+  const Feed feed = GatherInputs(given, session);
   nee::ProgressBar progress;
   TimeRuns(session, feed, a.warmup, "warmup", progress);
   std::vector<double> times = TimeRuns(session, feed, a.runs, "timed", progress);
@@ -99,8 +96,8 @@ int Bench(const Args& a) {
   std::printf("model:            %s\n", a.model.c_str());
   std::printf("threads:          %s\n", a.threads > 0 ? std::to_string(a.threads).c_str() : "default");
   std::printf("inputs:          ");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    std::printf("%s %s %s", i ? "," : "", inputs[i].name.c_str(), neeapi::Describe(feed.values[i].get()).c_str());
+  for (size_t i = 0; i < feed.names.size(); ++i)
+    std::printf("%s %s %s", i ? "," : "", feed.names[i].c_str(), neeapi::Describe(feed.values[i].get()).c_str());
   std::printf("\n");
   std::printf("session creation: %.3f ms\n", create_ms);
   std::printf("runs:             %lld timed after %lld warmup\n", static_cast<long long>(a.runs),

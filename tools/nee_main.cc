@@ -37,6 +37,7 @@ const char kUsage[] =
     "  nee inspect MODEL [--plan] [--dim SYMBOL=SIZE]... [--opt-level L] [--custom-ops LIB]...\n"
     "  nee optimize MODEL -o OUT.onnx [--opt-level L]\n"
     "  nee bench MODEL [--threads N] [--runs N] [--warmup N] [--batch N] [--dim SYMBOL=SIZE]... [--opt-level L]\n"
+    "              [--input NAME=FILE]... [--inputs-dir DIR]\n"
     "  nee meta MODEL [--verify | [--set KEY=VALUE]... [--delete KEY]... [--producer-name S] [--producer-version S]\n"
     "              [--domain S] [--model-version N] [--doc-string S] -o OUT.onnx]\n"
     "  nee bom MODEL [-o FILE]\n"
@@ -62,9 +63,11 @@ const char kUsage[] =
     "--profile times every node: prints the time per op type and writes a Chrome trace to\n"
     "PREFIX_<date>_<time>.json (open it in chrome://tracing or Perfetto). --repeat runs the model N more\n"
     "times after the first and prints their median time (the first run also prepares kernels).\n"
-    "nee bench times --runs runs (default 20) after --warmup runs (default 3) on random inputs of the\n"
-    "declared types (--batch sets symbolic first dims, --dim any symbol) and prints latency percentiles,\n"
-    "throughput, session-creation time and peak memory.\n"
+    "nee bench times --runs runs (default 20) after --warmup runs (default 3) on the inputs given (--input,\n"
+    "--inputs-dir, as nee run reads them) and random values of the declared types for the rest (--batch sets\n"
+    "symbolic first dims, --dim any symbol; integers in [0, 10), which may be out of range for an index such as\n"
+    "BERT's token types: give that input) and prints latency percentiles, throughput, session-creation time and\n"
+    "peak memory.\n"
     "nee check validates the model and prints its opsets, the inferred type and shape of every value and\n"
     "every problem, naming the node (exit status 0 when valid, 1 when not). nee ops prints the operators\n"
     "this build runs, per domain and opset, with the CPU kernels for each (docs/operators.md).\n"
@@ -150,7 +153,8 @@ int64_t ParseCount(const std::string& flag, const std::string& text, int64_t min
 // options mean nothing to the other commands. Either mistake is reported
 // rather than ignored.
 void CheckApplies(const std::string& command, const std::string& arg) {
-  static const char* const kBenchOptions[] = {"--threads", "--runs", "--warmup", "--batch", "--dim", "--opt-level"};
+  static const char* const kBenchOptions[] = {"--threads", "--runs",  "--warmup",    "--batch",
+                                              "--dim",     "--input", "--inputs-dir", "--opt-level"};
   const bool bench_option = std::find_if(std::begin(kBenchOptions), std::end(kBenchOptions),
                                          [&](const char* o) { return arg == o; }) != std::end(kBenchOptions);
   if (command == "bench" && !bench_option && arg.rfind("-", 0) == 0)
@@ -369,7 +373,7 @@ Feed GatherInputs(const Args& a, const neeapi::Session& session) {
       throw neeapi::Error(NEE_STATUS_INVALID_ARGUMENT, "input '" + vi.name + "' (" + vi.type + ShapeText(vi) +
                                                         ") was not given; use --input, --inputs-dir or --random");
     feed.names.push_back(vi.name);
-    feed.values.push_back(RandomInput(vi, a.dims, rng));
+    feed.values.push_back(RandomInput(vi, a.dims, rng, a.batch));
   }
   return feed;
 }

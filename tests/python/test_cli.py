@@ -158,6 +158,30 @@ def test_bench_dim_sets_symbolic_dims(tmp_path):
     assert report["threads"].strip() == "default"
 
 
+def test_bench_reads_given_inputs_and_randomizes_the_rest(tmp_path):
+    """A Gather over a 2-row table: random integers in [0, 10) would index past it (BERT's token types), so that
+    input is given, in a file (--input) or a folder (--inputs-dir); the other one stays random."""
+    table = numpy_helper.from_array(np.ones((2, 4), np.float32), "table")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"]), helper.make_node("Add", ["e", "x"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 3]),
+                                           helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [table])
+    path = tmp_path / "gather.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    r = nee_cli("bench", path, "--runs", 2, "--warmup", 0)
+    assert r.returncode == 1 and "out of range" in r.stderr  # random ids
+    np.save(tmp_path / "ids.npy", np.array([[0, 1, 1]], np.int64))
+    r = nee_cli("bench", path, "--runs", 2, "--warmup", 0, "--input", f"ids={tmp_path / 'ids.npy'}")
+    assert r.returncode == 0, r.stderr
+    assert "ids tensor(int64)[1,3]" in bench_report(r.stdout)["inputs"]
+    (tmp_path / "dir").mkdir()
+    np.save(tmp_path / "dir" / "input_0.npy", np.array([[1, 0, 1]], np.int64))
+    r = nee_cli("bench", path, "--runs", 2, "--warmup", 0, "--inputs-dir", tmp_path / "dir")
+    assert r.returncode == 0, r.stderr
+    r = nee_cli("bench", path, "--runs", 2, "--input", f"bogus={tmp_path / 'ids.npy'}")
+    assert r.returncode == 1 and "'bogus' is not an input of this model" in r.stderr
+
+
 def test_bench_progress_bar_only_on_a_terminal(tmp_path):
     import pty
     master, slave = pty.openpty()
@@ -195,7 +219,8 @@ def test_bench_bad_flags_are_clear_usage_errors(tmp_path):
         ("--threads", "x"): "--threads expects a number",
         ("--dim", "batch"): "--dim expects NAME=VALUE",
         ("--dim", "batch=-2"): "size must not be negative",
-        ("--input", "x=a.npy"): "option '--input' does not apply to nee bench",
+        ("--input", "x"): "--input expects NAME=VALUE",
+        ("--expect", "y=a.npy"): "option '--expect' does not apply to nee bench",
         ("--bogus",): "option '--bogus' does not apply to nee bench",
         ("--runs",): "--runs needs a value",
     }
