@@ -139,6 +139,9 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx);
 void QuantizeRange(const float* x, int64_t n, float& lo, float& hi);
 void QuantizeToUint8(const float* x, int64_t n, float scale, float zero_point, uint8_t* y);
 // ---- end quantized block ----
+// com.microsoft MatMulNBits with 4-bit weights (matmul_nbits_fast.cc): weights read 4-bit where they lie,
+// dequantized per call into registers (few rows) or SGEMM's packed panels; float zero points to the reference.
+Status MatMulNBitsFast(KernelContext& ctx);
 
 // ---- Tree ensembles (tree_fast.cc) ----
 // ai.onnx.ml TreeEnsembleClassifier/Regressor/TreeEnsemble: the reference kernels' driver with a faster
