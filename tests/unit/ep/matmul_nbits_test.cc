@@ -127,13 +127,16 @@ const std::vector<Case>& Cases() {
       {{1, 100}, 7, 32, Zp::kPacked, true},      // K % 32 = 4 (and % 16 = 4), N odd, bias
       {{1, 1}, 3, 16, Zp::kNone},                // K = 1: one padded block, default zero point 8
       {{3, 70}, 5, 16, Zp::kNone, true},         // 3 rows, odd block count (packed zero point's last byte half used)
-      {{4, 520}, 3, 256},                        // direct path's most rows; blocks of 256
+      {{4, 520}, 3, 256},                        // 4 rows x 2 columns at a time; blocks of 256
+      {{6, 130}, 11, 64, Zp::kPacked, true},     // 6 rows x 1 column at a time, K % 16 = 2
+      {{8, 50}, 5, 16, Zp::kNone},               // the direct path's most rows
+      {{9, 33}, 40, 32},                         // the fewest rows the SGEMM path takes
       {{1, 4096}, 37, 32},                       // a long K for the GEMV
       {{2, 5, 300}, 33, 64, Zp::kPacked, true},  // batched A: 10 rows, the SGEMM path
       {{13, 777}, 65, 128},                      // SGEMM: 4 k-blocks, the last 9 deep, two panels and a bit
       {{20, 600}, 9, 512, Zp::kNone},            // block larger than SGEMM's k-block (256)
       {{40, 96}, 70, 32, Zp::kFloat, true},      // float zero points (the reference's)
-      {{2, 96}, 4, 32, Zp::kFloat},              // float zero points, direct path rows
+      {{2, 96}, 4, 32, Zp::kFloat},              // float zero points, few rows
       {{17}, 6, 16},                             // 1-D A: Y is [N]
       {{0, 32}, 4, 32},                          // no rows
   };
@@ -172,7 +175,7 @@ TEST(MatMulNBitsTest, FastMatchesReferenceAtOneAndTwoThreads) {
 TEST(MatMulNBitsTest, FastIsIndependentOfThreadsOnLargeProducts) {
   std::mt19937 rng(9);
   for (const Case& c : {Case{{1, 768}, 2304, 32, Zp::kPacked, true}, Case{{3, 1000}, 515, 64},
-                        Case{{64, 768}, 600, 32, Zp::kPacked, true}}) {
+                        Case{{7, 300}, 301, 128}, Case{{64, 768}, 600, 32, Zp::kPacked, true}}) {
     std::vector<Value> in = MakeInputs(c, rng);
     const Node node = NBitsNode(c, in);
     auto one = RunFast(node, in, 1);
