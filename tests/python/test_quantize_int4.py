@@ -11,9 +11,6 @@ Oracles, each independent of nee:
   - the float32 model, within the error 4-bit weights allow (stated below).
 """
 import json
-import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -23,14 +20,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.capi._pybind_state import quantize_matmul_4bits
 
 import nee
+from cli_util import nee_cli
 
-ROOT = Path(__file__).resolve().parents[2]
-NEE = os.environ.get("NEE_BIN", str(ROOT / "build" / "bin" / "nee"))
 K1, N1, N2 = 100, 70, 33  # K1 is not a multiple of any block size; N odd
-
-
-def nee_cli(*args):
-    return subprocess.run([NEE, *map(str, args)], capture_output=True, text=True, timeout=120)
 
 
 def ort_run(path, feed, threads=1):
