@@ -18,7 +18,7 @@
 // The node keeps its name, inputs A and output; the float weights nothing
 // else reads are dropped. A weight read by several MatMuls is quantized once.
 // Skipped, with the reason: excluded nodes, A not float32, B not a constant
-// float32 matrix, non-finite weights. Everything else stays as it was.
+// float32 matrix (or an empty one), non-finite weights. Everything else stays as it was.
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
@@ -144,6 +144,10 @@ Status QuantizeInt4(Model& model, const QuantizeOptions& options, QuantizeReport
     }
     if (w.dtype() != DataType::kFloat || w.rank() != 2) {
       skip("B '" + b + "' is " + w.Describe() + ", not a float32 matrix");
+      continue;
+    }
+    if (w.num_elements() == 0) {  // MatMulNBits needs K and N of at least 1
+      skip("B '" + b + "' is empty");
       continue;
     }
     auto it = done.find(b);

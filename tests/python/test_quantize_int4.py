@@ -237,3 +237,18 @@ def test_hostile_models_are_refused_by_name(tmp_path):
     path = hostile_model(tmp_path / "bits8.onnx", (5, 4, 32), (5, 4), bits=8)
     with pytest.raises(nee.NotImplemented, match="only 4-bit weights are implemented"):
         nee_run(path, x)
+
+
+def test_empty_weight_is_kept(tmp_path):
+    """A [0, N] weight has no block to quantize (MatMulNBits needs K >= 1): the MatMul stays, listed."""
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"], name="empty")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 0])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              [numpy_helper.from_array(np.zeros((0, 3), np.float32), "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    src, out = tmp_path / "empty.onnx", tmp_path / "empty_int4.onnx"
+    onnx.save(model, str(src))
+    summary = nee.quantize(src, out, mode="int4")
+    assert "0 nodes with weights quantized to int4" in summary and "B 'W' is empty" in summary, summary
+    assert [n.op_type for n in onnx.load(str(out)).graph.node] == ["MatMul"]
