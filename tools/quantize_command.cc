@@ -1,7 +1,8 @@
 // `nee quantize MODEL -o OUT.onnx --mode dynamic|fp16|bf16 [--exclude NODE]... [--per-channel]
 // [--reduce-range]`, `--mode static --calibration DIR [--calibrator minmax|percentile|entropy]
-// [--percentile P] [--per-channel] [--symmetric-activations]` (QDQ, exec/calibrate.h): the model rewritten to int8 (dynamic: weights quantized
-// once, activations at run time) or float16 / bfloat16 by src/opt/quantize.h, written as
+// [--percentile P] [--per-channel] [--symmetric-activations]` (QDQ, exec/calibrate.h), `--mode int4
+// [--block-size 32|64|128]` (MatMulNBits, weights only): the model rewritten to int8 (dynamic: weights quantized
+// once, activations at run time), float16 / bfloat16 or int4 weights by src/opt/quantize.h, written as
 // a standard ONNX model ONNX Runtime also runs, with a lineage record
 // ("quantize"). Prints what was rewritten, what was kept and why, and the
 // weight bytes before and after. A bad mode or an --exclude naming no node
@@ -21,6 +22,7 @@ int Quantize(int argc, char** argv) {
   if (in.rfind("-", 0) == 0) throw UsageError{"expected a model path after 'quantize', got '" + in + "'"};
   std::string out, mode, calibration, calibrator = "minmax";
   double percentile = 99.999;
+  int64_t block_size = 0;  // int4; 0: the default (32)
   std::vector<std::string> exclude;
   int32_t flags = 0;
   for (int i = 3; i < argc; ++i) {
@@ -41,10 +43,15 @@ int Quantize(int argc, char** argv) {
       char* end = nullptr;
       percentile = std::strtod(v.c_str(), &end);
       if (v.empty() || *end) throw UsageError{"--percentile needs a number, got '" + v + "'"};
+    } else if (arg == "--block-size") {
+      const std::string v = next();
+      char* end = nullptr;
+      block_size = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end || block_size <= 0) throw UsageError{"--block-size needs a positive integer, got '" + v + "'"};
     } else if (arg == "--symmetric-activations") flags |= NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS;
     else throw UsageError{"option '" + arg + "' does not apply to nee quantize"};
   }
-  if (mode.empty()) throw UsageError{"quantize needs --mode dynamic|static|fp16|bf16"};
+  if (mode.empty()) throw UsageError{"quantize needs --mode dynamic|static|fp16|bf16|int4"};
   if (out.empty()) throw UsageError{"quantize needs -o OUT.onnx"};
   if (mode == "static" && calibration.empty()) throw UsageError{"--mode static needs --calibration DIR"};
   if (mode != "static" && (!calibration.empty() || (flags & NEE_QUANTIZE_SYMMETRIC_ACTIVATIONS)))
@@ -53,7 +60,12 @@ int Quantize(int argc, char** argv) {
   for (const std::string& name : exclude) names.push_back(name.c_str());
   std::string report(1 << 16, '\0');
   size_t length = 0;
-  if (mode == "static") {
+  if (mode != "int4" && block_size != 0) throw UsageError{"--block-size applies to --mode int4 only"};
+  if (mode == "int4") {
+    if (flags) throw UsageError{"--per-channel and --reduce-range apply to --mode dynamic/static only"};
+    neeapi::Check(nee_model_quantize_int4(in.c_str(), out.c_str(), block_size ? block_size : 32, names.data(),
+                                          names.size(), report.data(), report.size(), &length));
+  } else if (mode == "static") {
     neeapi::Check(nee_model_quantize_static(in.c_str(), out.c_str(), calibration.c_str(), calibrator.c_str(),
                                             percentile, names.data(), names.size(), flags | NEE_QUANTIZE_PROGRESS,
                                             report.data(), report.size(), &length));

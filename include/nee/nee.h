@@ -350,6 +350,16 @@ NEE_API nee_status_t nee_model_quantize(const char* in_path, const char* out_pat
                                         const char* const* exclude, size_t num_exclude, int32_t flags, char* report,
                                         size_t capacity, size_t* out_length);
 
+/* Weight-only int4 (docs/quantization.md, mode "int4"; nee_model_quantize with mode "int4" uses
+ * block_size 32): every MatMul whose B is a constant float32 matrix becomes com.microsoft MatMulNBits
+ * with 4-bit weights, a scale and a zero point per `block_size` weights along K (a power of two >= 16),
+ * as ONNX Runtime's MatMulNBitsQuantizer (asymmetric) writes it. Excluded nodes, the lineage record
+ * (with the block size) and the report as nee_model_quantize; a bad block size is
+ * NEE_STATUS_INVALID_ARGUMENT and nothing is written. */
+NEE_API nee_status_t nee_model_quantize_int4(const char* in_path, const char* out_path, int64_t block_size,
+                                             const char* const* exclude, size_t num_exclude, char* report,
+                                             size_t capacity, size_t* out_length);
+
 /* nee precision (src/exec/precision.h, docs/precision.md): runs the model and a reference model on the
  * same inputs and compares every output and every float intermediate value both compute. Inputs, in
  * this order of precedence: `num_samples` samples of `num_inputs` values each (`input_values` sample by

@@ -51,7 +51,7 @@ def convert_opset(in_path: str, out_path: str, opset: int) -> str:
 
 def quantize(in_path: str, out_path: str, mode: str = "dynamic", exclude=(), per_channel: bool = False,
              reduce_range: bool = False, calibration=None, calibrator: str = "minmax",
-             percentile: float = 99.999, symmetric_activations: bool = False) -> str:
+             percentile: float = 99.999, symmetric_activations: bool = False, block_size=None) -> str:
     """Writes a lower-precision copy of the model at in_path to out_path, as `nee quantize`
     (docs/quantization.md): mode "dynamic" quantizes MatMul/Gemm weights to int8 (symmetric; per
     output column with per_channel; 7-bit with reduce_range) with activations quantized at run time,
@@ -63,9 +63,19 @@ def quantize(in_path: str, out_path: str, mode: str = "dynamic", exclude=(), per
     folder `calibration` (one subfolder per sample holding NAME.npy, NAME.pb, input_<i>.pb or
     input_<i>.npy per graph input) with `calibrator` "minmax", "percentile" (`percentile`;
     of |x| with symmetric_activations) or "entropy" (KL-divergence threshold, TensorRT's method).
+    Mode "int4" rewrites MatMuls by constant weights into com.microsoft MatMulNBits with 4-bit weights,
+    a scale and zero point per `block_size` (default 32; a power of two >= 16) weights along K.
     """
     if isinstance(exclude, str):
         exclude = (exclude,)
+    if mode == "int4":
+        if per_channel or reduce_range or calibration is not None or symmetric_activations:
+            raise InvalidArgument("per_channel, reduce_range, calibration and symmetric_activations do not apply "
+                                  "to mode 'int4'")
+        return _nee.quantize_int4(str(in_path), str(out_path), 32 if block_size is None else int(block_size),
+                                  [str(n) for n in exclude])
+    if block_size is not None:
+        raise InvalidArgument("block_size applies to mode 'int4' only")
     if mode == "static":
         if calibration is None:
             raise InvalidArgument("mode 'static' needs calibration=DIR")

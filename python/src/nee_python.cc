@@ -512,6 +512,22 @@ NB_MODULE(_nee, m) {
     report.resize(std::min(length, report.size() - 1));
     return report;
   });
+  m.def("quantize_int4", [](const std::string& in_path, const std::string& out_path, int64_t block_size,
+                            const std::vector<std::string>& exclude) {
+    nee_status_t st;
+    std::vector<const char*> names;
+    for (const std::string& name : exclude) names.push_back(name.c_str());
+    std::string report(1 << 16, '\0');
+    size_t length = 0;
+    {
+      nb::gil_scoped_release release;
+      st = nee_model_quantize_int4(in_path.c_str(), out_path.c_str(), block_size, names.data(), names.size(),
+                                   report.data(), report.size(), &length);
+    }
+    Check(st);
+    report.resize(std::min(length, report.size() - 1));
+    return report;
+  });
   // nee.precision (python/nee/__init__.py): the report as JSON text.
   m.def("compare_precision",
         [](const std::string& model, const std::string& against, const std::string& inputs_dir,

@@ -732,6 +732,27 @@ nee_status_t nee_model_quantize(const char* in_path, const char* out_path, const
   });
 }
 
+nee_status_t nee_model_quantize_int4(const char* in_path, const char* out_path, int64_t block_size,
+                                     const char* const* exclude, size_t num_exclude, char* report, size_t capacity,
+                                     size_t* out_length) {
+  if (!in_path) return NullArg("in_path");
+  if (!out_path) return NullArg("out_path");
+  if (num_exclude > 0 && !exclude) return NullArg("exclude");
+  return Guard([&]() -> nee_status_t {
+    nee::QuantizeOptions options;
+    options.mode = nee::QuantizeMode::kInt4;
+    options.block_size = block_size;
+    for (size_t i = 0; i < num_exclude; ++i) {
+      if (!exclude[i]) return NullArg(("exclude[" + std::to_string(i) + "]").c_str());
+      options.exclude.emplace_back(exclude[i]);
+    }
+    nee::Result<nee::QuantizeReport> r = nee::QuantizeModelFile(in_path, out_path, options);
+    if (!r.ok()) return MakeStatus(r.status());
+    FillString(r->Text(), report, capacity, out_length);
+    return nullptr;
+  });
+}
+
 nee_status_t nee_model_compare_precision(const char* model_path, const char* reference_path,
                                          const nee_precision_options_t* options, nee_value_t** out_report) {
   if (!model_path) return NullArg("model_path");

@@ -44,7 +44,8 @@ Result<QuantizeMode> ParseQuantizeMode(const std::string& text) {
   if (text == "fp16") return QuantizeMode::kFloat16;
   if (text == "static") return QuantizeMode::kStatic;
   if (text == "bf16") return QuantizeMode::kBFloat16;
-  return InvalidArgument("unknown quantization mode '" + text + "' (expected dynamic, static, fp16 or bf16)");
+  if (text == "int4") return QuantizeMode::kInt4;
+  return InvalidArgument("unknown quantization mode '" + text + "' (expected dynamic, static, fp16, bf16 or int4)");
 }
 
 const char* QuantizeModeName(QuantizeMode mode) {
@@ -55,6 +56,8 @@ const char* QuantizeModeName(QuantizeMode mode) {
       return "static";
     case QuantizeMode::kBFloat16:
       return "bf16";
+    case QuantizeMode::kInt4:
+      return "int4";
     case QuantizeMode::kFloat16:
       break;
   }
@@ -67,6 +70,7 @@ std::string QuantizeReport::Text() const {
   const char* verb = mode == QuantizeMode::kDynamic  ? "quantized to int8 (dynamic)"
                      : mode == QuantizeMode::kStatic ? "quantized to int8 (static, QDQ)"
                      : mode == QuantizeMode::kBFloat16 ? "computing in bfloat16"
+                     : mode == QuantizeMode::kInt4     ? "with weights quantized to int4 (MatMulNBits)"
                                                        : "computing in float16";
   std::snprintf(line, sizeof line, "%zu nodes %s, %zu left as they were\n", converted.size(), verb, skipped.size());
   out += line;
@@ -104,6 +108,8 @@ Result<QuantizeReport> QuantizeModel(Model& model, const QuantizeOptions& option
     NEE_RETURN_IF_ERROR(quant::QuantizeDynamic(model, options, &report));
   } else if (options.mode == QuantizeMode::kStatic) {
     NEE_RETURN_IF_ERROR(quant::QuantizeStatic(model, options, &report));
+  } else if (options.mode == QuantizeMode::kInt4) {
+    NEE_RETURN_IF_ERROR(quant::QuantizeInt4(model, options, &report));
   } else {
     const DataType narrow = options.mode == QuantizeMode::kBFloat16 ? DataType::kBFloat16 : DataType::kFloat16;
     NEE_RETURN_IF_ERROR(quant::ConvertToNarrowFloat(model, options, narrow, &report));
@@ -156,6 +162,13 @@ Result<QuantizeReport> QuantizeModelFile(const std::string& in_path, const std::
                              .Push(Json::String("Conv"))
                              .Push(Json::String("MatMul"))
                              .Push(Json::String("Gemm")));
+  } else if (options.mode == QuantizeMode::kInt4) {
+    params.Set("format", "MatMulNBits")
+        .Set("weight_type", "int4")
+        .Set("bits", Json::Number(4))
+        .Set("block_size", Json::Number(static_cast<double>(options.block_size)))
+        .Set("symmetric_weights", Json::Bool(false))
+        .Set("op_types", Json::Array().Push(Json::String("MatMul")));
   } else {
     params.Set("keep_io_types", Json::Bool(true));
   }

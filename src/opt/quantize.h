@@ -30,6 +30,11 @@
 //     position, when it computes shapes (fed by Shape/Size), when its output
 //     type comes from an attribute, when it holds a subgraph, when it is not
 //     in the ai.onnx domain, and when it is excluded.
+//   int4 (quantize_int4.cc): weight-only; every MatMul whose B is a constant
+//     float32 [K, N] initializer becomes com.microsoft MatMulNBits with 4-bit
+//     weights, asymmetric per block of block_size values along K (scale and
+//     zero point per block, the last block zero-padded), as ONNX Runtime's
+//     MatMulNBitsQuantizer (is_symmetric=False) writes it. A stays float32.
 //
 // Only the main graph is rewritten (subgraph bodies keep float32).
 // Model-local functions are expanded first, as `nee optimize` does.
@@ -44,9 +49,9 @@
 
 namespace nee {
 
-enum class QuantizeMode { kDynamic, kFloat16, kStatic, kBFloat16 };
+enum class QuantizeMode { kDynamic, kFloat16, kStatic, kBFloat16, kInt4 };
 
-// "dynamic" / "static" / "fp16" / "bf16"; an InvalidArgument listing the modes otherwise.
+// "dynamic" / "static" / "fp16" / "bf16" / "int4"; an InvalidArgument listing the modes otherwise.
 Result<QuantizeMode> ParseQuantizeMode(const std::string& text);
 const char* QuantizeModeName(QuantizeMode mode);
 
@@ -71,6 +76,8 @@ struct QuantizeOptions {
   std::string calibrator;         // "minmax" / "percentile" / "entropy"
   double percentile = 0;          // percentile: the percentile used
   size_t calibration_samples = 0;
+  // int4: weights per scale and zero point along K (a power of two >= 16).
+  int64_t block_size = 32;
 };
 
 struct QuantizeReport {
@@ -104,6 +111,15 @@ Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeRep
 // `narrow`: DataType::kFloat16 or kBFloat16.
 Status ConvertToNarrowFloat(Model& model, const QuantizeOptions& options, DataType narrow, QuantizeReport* report);
 Status QuantizeStatic(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+Status QuantizeInt4(Model& model, const QuantizeOptions& options, QuantizeReport* report);
+// A [K, N] float32 matrix as MatMulNBits' inputs (exposed for tests): b
+// uint8 [N, blocks, block_size / 2], scales float [N, blocks], zero_points
+// uint8 [N, ceil(blocks / 2)] (quantize_int4.cc states the rounding). Fails
+// when a weight is NaN or infinite or the block size is not a power of two >= 16.
+struct Int4Weights {
+  Tensor b, scales, zero_points;
+};
+Status QuantizeWeightsInt4(const Tensor& w, int64_t block_size, Int4Weights* out);
 // The float activations (graph inputs and node outputs, no initializers) that
 // static quantization of `model` would quantize under `options` (exclusions
 // applied; ranges ignored), in node order: what calibration must measure.

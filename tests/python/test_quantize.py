@@ -437,7 +437,7 @@ def test_errors(tmp_path):
     with pytest.raises(nee.NeeError, match="missing.onnx"):
         nee.quantize(tmp_path / "missing.onnx", out)
     with pytest.raises(nee.InvalidArgument, match="unknown quantization mode"):
-        nee.quantize(src, out, mode="int4")
+        nee.quantize(src, out, mode="int3")
     with pytest.raises(nee.InvalidArgument, match="no node named 'nope'"):
         nee.quantize(src, out, exclude=["nope"])
     garbage = tmp_path / "garbage.onnx"

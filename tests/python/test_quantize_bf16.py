@@ -157,7 +157,7 @@ def test_bf16_cli_and_lineage(tmp_path):
     assert params["mode"] == "bf16" and params["keep_io_types"] is True and params["excluded_nodes"] == ["scale"]
     assert "fc1" in params["nodes"] and "scale" not in params["nodes"]
     bad = nee_cli("quantize", src, "-o", tmp_path / "x.onnx", "--mode", "bf8")
-    assert bad.returncode == 1 and "expected dynamic, static, fp16 or bf16" in bad.stderr
+    assert bad.returncode == 1 and "expected dynamic, static, fp16, bf16 or int4" in bad.stderr
     assert not (tmp_path / "x.onnx").exists()
 
 

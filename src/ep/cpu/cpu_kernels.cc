@@ -79,6 +79,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"com.microsoft", "QLinearLeakyRelu", 1, 1000, QLinearLeakyReluFast, "uint8, int8"},
       {"", "DynamicQuantizeLinear", 1, 1000, DynamicQuantizeLinearFast, "float32"},
       {"com.microsoft", "DynamicQuantizeLSTM", 1, 1000, DynamicQuantizeLstmFast, "float32"},
+      {"com.microsoft", "MatMulNBits", 1, 1000, MatMulNBitsFast, "float32, 4-bit weights"},
       // ---- end quantized block ----
       // ---- Tree ensembles (tree_fast.cc) ----
       {"ai.onnx.ml", "TreeEnsembleClassifier", 1, 1000, TreeEnsembleClassifierFast, "as the reference"},

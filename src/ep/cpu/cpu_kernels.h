@@ -146,6 +146,9 @@ Status QuantizeLinearFast(KernelContext& ctx);  // float32 to uint8 per tensor (
 Status QLinearAddFast(KernelContext& ctx);
 Status QLinearLeakyReluFast(KernelContext& ctx);
 // ---- end quantized block ----
+// com.microsoft MatMulNBits with 4-bit weights (matmul_nbits_fast.cc): weights read 4-bit where they lie,
+// dequantized per call into registers (few rows) or SGEMM's packed panels; float zero points to the reference.
+Status MatMulNBitsFast(KernelContext& ctx);
 
 // ---- Tree ensembles (tree_fast.cc) ----
 // ai.onnx.ml TreeEnsembleClassifier/Regressor/TreeEnsemble: the reference kernels' driver with a faster

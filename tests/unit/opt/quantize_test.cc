@@ -168,7 +168,8 @@ TEST(QuantizeDynamic, Errors) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("opset 11"), std::string::npos);
 
-  EXPECT_FALSE(ParseQuantizeMode("int4").ok());
+  EXPECT_FALSE(ParseQuantizeMode("int3").ok());
+  EXPECT_EQ(ParseQuantizeMode("int4").value(), QuantizeMode::kInt4);
   EXPECT_EQ(ParseQuantizeMode("fp16").value(), QuantizeMode::kFloat16);
   auto missing = QuantizeModelFile("/nonexistent/model.onnx", "/tmp/never_written.onnx", QuantizeOptions{});
   EXPECT_FALSE(missing.ok());
