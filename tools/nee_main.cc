@@ -48,7 +48,7 @@ const char kUsage[] =
     "              [--calibrator minmax|percentile|entropy] [--percentile P] [--per-channel]\n"
     "              [--reduce-range] [--symmetric-activations] [--exclude NODE]...\n"
     "  nee quantize MODEL -o OUT.onnx --mode int4 [--block-size 32|64|128] [--exclude NODE]...\n"
-    "  nee precision MODEL (--against REF_MODEL | --variant int8|fp16|bf16) [--fp64] [--inputs DIR] [--input NAME=FILE]...\n"
+    "  nee precision MODEL (--against REF_MODEL | --variant int8|fp16|bf16|int4) [--fp64] [--inputs DIR] [--input NAME=FILE]...\n"
     "              [--random N] [--dim SYMBOL=SIZE]... [--max-top1-drop PCT] [--max-abs X] [--json OUT.json] [--threads N]\n"
     "              [--seed N] [--no-layers]\n"
     "  nee ops [--domain D] [--format md|json]\n"

@@ -1,4 +1,4 @@
-// `nee precision MODEL --against REF_MODEL` (or `--variant int8|fp16|bf16`: the
+// `nee precision MODEL --against REF_MODEL` (or `--variant int8|fp16|bf16|int4`: the
 // model against the variant nee quantize makes of it): runs both models on the
 // same inputs and prints how far the model's outputs, and every float
 // intermediate value the two share, drift from the reference's (src/exec/precision.h,
@@ -67,7 +67,7 @@ int Precision(int argc, char** argv) {
     else throw UsageError{"option '" + arg + "' does not apply to nee precision"};
   }
   if (req.reference_path.empty() == req.variant.empty())
-    throw UsageError{"precision needs --against REF_MODEL or --variant int8|fp16|bf16 (one of them)"};
+    throw UsageError{"precision needs --against REF_MODEL or --variant int8|fp16|bf16|int4 (one of them)"};
   if (req.random_samples > 0 && (!req.inputs_dir.empty() || !req.input_files.empty()))
     throw UsageError{"--random and --inputs/--input exclude each other"};
   std::ofstream out;

@@ -381,7 +381,7 @@ typedef struct nee_precision_options_t {
   int32_t no_layers;      /* 1: outputs only */
   double max_top1_drop;   /* percent, 100 - top-1 agreement of any output; < 0: no gate */
   double max_abs;         /* max abs error of any output; < 0: no gate */
-  const char* variant;    /* with reference_path NULL: "int8", "fp16" or "bf16", the model against the variant
+  const char* variant;    /* with reference_path NULL: "int8", "fp16", "bf16" or "int4", the model against the variant
                              nee_model_quantize makes of it (in memory); NULL: none */
   int32_t fp64_reference; /* 1: the reference (or, with a variant, the model itself) computed in float64 where
                              its ops allow double, its outputs rounded once to float32 */

@@ -24,12 +24,12 @@ def precision(model: Union[str, "os.PathLike[str]"], against: Union[None, str, "
     a folder (input_<i>.pb/.npy or <name>.npy, or subfolders of them, one sample each), a dict
     {input name: array} (one sample) or a list of such dicts. max_top1_drop (percent) and max_abs are
     gates: a failed one is listed in result["gates"]["failures"] (passed False), not raised.
-    variant="int8", "fp16" or "bf16" instead of `against`: `model` is the reference, compared with the variant
-    nee.quantize (mode dynamic, fp16 or bf16) makes of it, in memory. fp64=True: the reference computed in
+    variant="int8", "fp16", "bf16" or "int4" instead of `against`: `model` is the reference, compared with the variant
+    nee.quantize (mode dynamic, fp16, bf16 or int4) makes of it, in memory. fp64=True: the reference computed in
     float64 where its ops allow double (its outputs rounded once to float32), so the errors are the model's
     distance from the exact answer rather than from another float32 run."""
     if (against is None) == (variant is None):
-        raise ValueError("give either against (a reference model) or variant ('int8', 'fp16' or 'bf16')")
+        raise ValueError("give either against (a reference model) or variant ('int8', 'fp16', 'bf16' or 'int4')")
     names: list = []
     values: list = []
     inputs_dir = ""

@@ -212,9 +212,8 @@ Result<Loaded> MakeVariant(const Loaded& source, const std::string& variant, con
   if (variant == "int8" || variant == "dynamic") q.mode = QuantizeMode::kDynamic;
   else if (variant == "fp16") q.mode = QuantizeMode::kFloat16;
   else if (variant == "bf16") q.mode = QuantizeMode::kBFloat16;
-  else if (variant == "int4")
-    return NotImplemented("--variant " + variant + ": nee quantize has no such mode yet (int8, fp16, bf16)");
-  else return InvalidArgument("--variant " + variant + ": expected int8 (dynamic), fp16 or bf16");
+  else if (variant == "int4") q.mode = QuantizeMode::kInt4;  // block size 32, as nee quantize's default
+  else return InvalidArgument("--variant " + variant + ": expected int8 (dynamic), fp16, bf16 or int4");
   Model copy = source.model;
   DetachSubgraphs(copy);
   auto report = QuantizeModel(copy, q);

@@ -434,10 +434,30 @@ def test_variant_against_its_source(tmp_path, variant, mode):
     assert p.returncode == 0 and f"({variant} variant" in p.stdout, p.stderr
     p = nee_cli("precision", ref, "--variant", variant, "--against", ref)
     assert p.returncode == 2 and "one of them" in p.stderr
-    p = nee_cli("precision", ref, "--variant", "int4")
-    assert p.returncode == 1 and "no such mode yet" in p.stderr
+    p = nee_cli("precision", ref, "--variant", "int3")
+    assert p.returncode == 1 and "expected int8 (dynamic), fp16, bf16 or int4" in p.stderr
     with pytest.raises(ValueError):
         nee.precision(ref)
+
+
+def test_int4_variant_against_its_source(tmp_path):
+    """Oracle: ONNX Runtime running the int4 file nee quantize writes (its MatMulNBits kernel) against its own
+    fp32 outputs, metrics by numpy; the two runtimes sum in different orders, hence the tolerance."""
+    ref = mlp(tmp_path / "ref.onnx")
+    feeds = samples(n=3)
+    r = nee.precision(ref, inputs=feeds, variant="int4")
+    assert "int4 variant" in r["model"]
+    q = tmp_path / "q.onnx"
+    nee.quantize(ref, q, "int4")
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    s = ort.InferenceSession(str(q), so, providers=["CPUExecutionProvider"])
+    want = np_metrics([s.run(["prob"], f)[0] for f in feeds], [ort_values(ref, f, ["prob"])["prob"] for f in feeds])
+    got = r["outputs"][0]
+    assert got["max_abs"] > 0
+    assert got["max_abs"] == pytest.approx(want["max_abs"], rel=1e-3)
+    assert got["rms"] == pytest.approx(want["rms"], rel=1e-3)
+    assert got["top1_agreement"] == pytest.approx(want["top1_agreement"])
 
 
 def test_bf16_variant_against_its_source(tmp_path):
