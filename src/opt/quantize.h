@@ -104,7 +104,16 @@ Result<QuantizeReport> QuantizeModel(Model& model, const QuantizeOptions& option
 Result<QuantizeReport> QuantizeModelFile(const std::string& in_path, const std::string& out_path,
                                          const QuantizeOptions& options);
 
+namespace opt {
+class GraphEditor;
+}
+
 namespace quant {
+// Why MatMul(a, b) is not a float32 activation times a constant float32
+// matrix, as the MatMul rewrites (dynamic, int4) need it ("A is not a float32
+// tensor", ...); "" when it is, with the matrix in *w.
+std::string WhyNotFloatTimesConstantMatrix(const opt::GraphEditor& ed, const std::string& a, const std::string& b,
+                                           Tensor* w);
 // The passes, on a model whose functions are expanded; each checks the main
 // graph itself (types, constants) before rewriting it.
 Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeReport* report);

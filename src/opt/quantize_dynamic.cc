@@ -190,6 +190,17 @@ void DequantizeGatherOutputs(GraphEditor& ed, const std::vector<QuantizedGather>
 
 }  // namespace
 
+std::string WhyNotFloatTimesConstantMatrix(const GraphEditor& ed, const std::string& a, const std::string& b,
+                                           Tensor* w) {
+  const TypeInfo* a_type = ed.TensorType(a);
+  if (!a_type || a_type->elem_type != DataType::kFloat) return "A is not a float32 tensor";
+  *w = ed.Constant(b);
+  if (!w->defined()) return "B '" + b + "' is not a constant initializer";
+  if (w->dtype() != DataType::kFloat || w->rank() != 2)
+    return "B '" + b + "' is " + w->Describe() + ", not a float32 matrix";
+  return "";
+}
+
 Status QuantizeWeightsSymmetric(const Tensor& w, bool per_channel, bool reduce_range, Tensor* quantized,
                                 Tensor* scales) {
   if (!w.defined() || w.dtype() != DataType::kFloat || w.rank() != 2)
@@ -268,18 +279,9 @@ Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeRep
     const std::string a = node.inputs[0], y = node.outputs[0];
     std::vector<size_t> identity_nodes;
     const std::string b = ThroughIdentities(ed, node.inputs[1], &identity_nodes);
-    const TypeInfo* a_type = ed.TensorType(a);
-    if (!a_type || a_type->elem_type != DataType::kFloat) {
-      skip("A is not a float32 tensor");
-      continue;
-    }
-    const Tensor w = ed.Constant(b);
-    if (!w.defined()) {
-      skip("B '" + b + "' is not a constant initializer");
-      continue;
-    }
-    if (w.dtype() != DataType::kFloat || w.rank() != 2) {
-      skip("B '" + b + "' is " + w.Describe() + ", not a float32 matrix");
+    Tensor w;
+    if (const std::string why = WhyNotFloatTimesConstantMatrix(ed, a, b, &w); !why.empty()) {
+      skip(why);
       continue;
     }
     bool trans_b = false;

@@ -132,18 +132,9 @@ Status QuantizeInt4(Model& model, const QuantizeOptions& options, QuantizeReport
       continue;
     }
     const std::string a = node.inputs[0], b = node.inputs[1];
-    const TypeInfo* a_type = ed.TensorType(a);
-    if (!a_type || a_type->elem_type != DataType::kFloat) {
-      skip("A is not a float32 tensor");
-      continue;
-    }
-    const Tensor w = ed.Constant(b);
-    if (!w.defined()) {
-      skip("B '" + b + "' is not a constant initializer");
-      continue;
-    }
-    if (w.dtype() != DataType::kFloat || w.rank() != 2) {
-      skip("B '" + b + "' is " + w.Describe() + ", not a float32 matrix");
+    Tensor w;
+    if (const std::string why = WhyNotFloatTimesConstantMatrix(ed, a, b, &w); !why.empty()) {
+      skip(why);
       continue;
     }
     if (w.num_elements() == 0) {  // MatMulNBits needs K and N of at least 1

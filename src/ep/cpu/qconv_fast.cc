@@ -36,6 +36,7 @@
 #include <cstring>
 #include <memory>
 
+#include "ep/cpu/conv_int_geometry.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
 #include "ops/nn_util.h"
@@ -62,52 +63,18 @@ constexpr int64_t kCols = 16;   // output pixels per tile (two vectors of eight 
 constexpr int64_t kQuadA = kRows * 4;
 constexpr int64_t kQuadB = kCols * 4;
 
-bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
 
 // ---- geometry --------------------------------------------------------------------------
 
-struct QConvGeometry {
-  int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
-  int64_t ih = 1, iw = 1, oh = 1, ow = 1, kh = 1, kw = 1;
-  int64_t sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
-  // The zero-point-padded copy of one image's group: hp x wp per channel.
+// ConvInt2D and the zero-point-padded copy of one image's group it reads:
+// hp x wp per channel.
+struct QConvGeometry : ConvInt2D {
   int64_t hp = 1, wp = 1;
-  int64_t K() const { return Cg * kh * kw; }
-  int64_t P() const { return oh * ow; }
-  bool pointwise() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && oh == ih && ow == iw; }
 };
 
 bool PlanGeometry(const KernelContext& ctx, const Tensor& x, const Tensor& w, QConvGeometry& g) {
-  if (x.rank() < 3 || x.rank() > 4 || w.rank() != x.rank()) return false;
-  const size_t n = static_cast<size_t>(x.rank() - 2);
-  auto group = ctx.node().GetInt("group", 1);
-  if (!group.ok() || group.value() <= 0) return false;
-  g.group = group.value();
-  g.N = x.dim(0);
-  g.C = x.dim(1);
-  g.M = w.dim(0);
-  g.Cg = w.dim(1);
-  if (g.Cg <= 0 || g.C != g.Cg * g.group || g.M % g.group != 0) return false;
-  g.Mg = g.M / g.group;
-  std::vector<int64_t> kernel(w.dims().begin() + 2, w.dims().end());
-  auto spec = nn::ReadWindowSpec(ctx.node(), n, &kernel);
-  if (!spec.ok() || spec.value().kernel != kernel) return false;
-  nn::WindowSpec& ws = spec.value();
-  int64_t in[2] = {1, 1}, out[2] = {1, 1}, k[2] = {1, 1}, s[2] = {1, 1}, dl[2] = {1, 1}, p[2] = {0, 0};
-  const size_t first = 2 - n;
-  for (size_t d = 0; d < n; ++d) {
-    auto o = nn::WindowOutputDim(ctx.node(), ws, d, x.dim(static_cast<int64_t>(d + 2)));
-    if (!o.ok()) return false;
-    in[first + d] = x.dim(static_cast<int64_t>(d + 2));
-    out[first + d] = o.value();
-    k[first + d] = kernel[d];
-    s[first + d] = ws.strides[d];
-    dl[first + d] = ws.dilations[d];
-    p[first + d] = ws.pad_begin(d);
-    if (k[first + d] <= 0 || p[first + d] < 0) return false;
-  }
-  g.ih = in[0], g.iw = in[1], g.oh = out[0], g.ow = out[1], g.kh = k[0], g.kw = k[1];
-  g.sh = s[0], g.sw = s[1], g.dh = dl[0], g.dw = dl[1], g.ph = p[0], g.pw = p[1];
+  if (!PlanConvInt(ctx, x, w, g)) return false;
+  if (g.Cg <= 0 || g.kh <= 0 || g.kw <= 0 || g.ph < 0 || g.pw < 0) return false;
   // Every tap of every output pixel inside the padded copy.
   g.hp = std::max(g.ih + g.ph, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
   g.wp = std::max(g.iw + g.pw, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
