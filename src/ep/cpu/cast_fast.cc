@@ -18,6 +18,7 @@
 #include "ir/float_formats.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -50,8 +51,14 @@ void ScalarCast(CastPath path, const void* src, void* dst, int64_t n) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
+// F16C from CPUID leaf 1 (ECX bit 29) directly: clang's __builtin_cpu_supports
+// does not know "f16c". Its instructions use the AVX state, which AVX2's check
+// has found the OS to save.
 bool CpuHasF16c() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 
