@@ -583,60 +583,65 @@ void FinishRowU8S8Portable(const int32_t* sums, int32_t row_term, int32_t za, co
 }
 
 #ifdef NEE_IGEMM_X86
-// Raw sums S[r][j] = sum_k A[r][k] * B'[k][j] of one tile into s (kIgemmRows x kIgemmCols).
-// Per k quad and row: a broadcast of A's four bytes, vpmaddubsw against each
-// half of B's quad (exact int16 pair sums: see igemm.h), vpmaddwd by ones
-// adding the two pairs into int32, vpaddd.
-template <int kRows>
-__attribute__((target("avx2,fma"))) void TileU8S8Avx2(const uint8_t* a, const int8_t* b, int64_t kquads,
-                                                      int32_t* s) {
+// Per k quad and row: a broadcast of the row's four bytes, vpmaddubsw against
+// each half of the vector operand's quad, vpmaddwd by ones adding the two
+// pairs into int32, vpaddd (see IgemmQuadTile in igemm.h).
+template <int kRows, bool kBroadcastUnsigned>
+__attribute__((target("avx2"))) void QuadTileAvx2(const void* broadcast, const void* vector, int64_t kquads,
+                                                  int32_t* s) {
   static_assert(kRows >= 1 && kRows <= 6, "up to six rows");
+  const auto* a = static_cast<const uint8_t*>(broadcast);
+  const auto* b = static_cast<const uint8_t*>(vector);
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t p = 0; p < kquads; ++p) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32));
-#define NEE_U8S8_ROW(r)                                                                        \
-  if constexpr (kRows > r) {                                                                   \
-    int32_t quad;                                                                              \
-    std::memcpy(&quad, a + 4 * r, sizeof quad);                                                \
-    const __m256i av = _mm256_set1_epi32(quad);                                                \
-    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(av, b0), ones)); \
-    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(av, b1), ones)); \
-    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                       \
+// vpmaddubsw's first operand is the unsigned one.
+#define NEE_QUAD_PRODUCT(bcast, vec) \
+  (kBroadcastUnsigned ? _mm256_maddubs_epi16(bcast, vec) : _mm256_maddubs_epi16(vec, bcast))
+#define NEE_QUAD_ROW(r)                                                                 \
+  if constexpr (kRows > r) {                                                            \
+    int32_t quad;                                                                       \
+    std::memcpy(&quad, a + 4 * r, sizeof quad);                                         \
+    const __m256i av = _mm256_set1_epi32(quad);                                         \
+    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(NEE_QUAD_PRODUCT(av, b0), ones)); \
+    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(NEE_QUAD_PRODUCT(av, b1), ones)); \
+    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                \
   }
-    NEE_U8S8_ROW(0)
-    NEE_U8S8_ROW(1)
-    NEE_U8S8_ROW(2)
-    NEE_U8S8_ROW(3)
-    NEE_U8S8_ROW(4)
-    NEE_U8S8_ROW(5)
-#undef NEE_U8S8_ROW
+    NEE_QUAD_ROW(0)
+    NEE_QUAD_ROW(1)
+    NEE_QUAD_ROW(2)
+    NEE_QUAD_ROW(3)
+    NEE_QUAD_ROW(4)
+    NEE_QUAD_ROW(5)
+#undef NEE_QUAD_ROW
+#undef NEE_QUAD_PRODUCT
     a += kQuadBytesA;
     b += kQuadBytesB;
   }
-#define NEE_U8S8_STORE(r, lo, hi)                                                \
+#define NEE_QUAD_STORE(r, lo, hi)                                                \
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kIgemmCols), lo);     \
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kIgemmCols + 8), hi);
-  NEE_U8S8_STORE(0, c00, c01)
-  if constexpr (kRows > 1) { NEE_U8S8_STORE(1, c10, c11) }
-  if constexpr (kRows > 2) { NEE_U8S8_STORE(2, c20, c21) }
-  if constexpr (kRows > 3) { NEE_U8S8_STORE(3, c30, c31) }
-  if constexpr (kRows > 4) { NEE_U8S8_STORE(4, c40, c41) }
-  if constexpr (kRows > 5) { NEE_U8S8_STORE(5, c50, c51) }
-#undef NEE_U8S8_STORE
+  NEE_QUAD_STORE(0, c00, c01)
+  if constexpr (kRows > 1) { NEE_QUAD_STORE(1, c10, c11) }
+  if constexpr (kRows > 2) { NEE_QUAD_STORE(2, c20, c21) }
+  if constexpr (kRows > 3) { NEE_QUAD_STORE(3, c30, c31) }
+  if constexpr (kRows > 4) { NEE_QUAD_STORE(4, c40, c41) }
+  if constexpr (kRows > 5) { NEE_QUAD_STORE(5, c50, c51) }
+#undef NEE_QUAD_STORE
 }
 
-using TileU8S8Fn = void (*)(const uint8_t*, const int8_t*, int64_t, int32_t*);
-TileU8S8Fn SelectTileU8S8(int64_t rows) {
+template <bool kBroadcastUnsigned>
+IgemmQuadTileFn QuadTileFor(int64_t rows) {
   switch (rows) {
-    case 1: return TileU8S8Avx2<1>;
-    case 2: return TileU8S8Avx2<2>;
-    case 3: return TileU8S8Avx2<3>;
-    case 4: return TileU8S8Avx2<4>;
-    case 5: return TileU8S8Avx2<5>;
-    default: return TileU8S8Avx2<6>;
+    case 1: return QuadTileAvx2<1, kBroadcastUnsigned>;
+    case 2: return QuadTileAvx2<2, kBroadcastUnsigned>;
+    case 3: return QuadTileAvx2<3, kBroadcastUnsigned>;
+    case 4: return QuadTileAvx2<4, kBroadcastUnsigned>;
+    case 5: return QuadTileAvx2<5, kBroadcastUnsigned>;
+    default: return QuadTileAvx2<6, kBroadcastUnsigned>;
   }
 }
 
@@ -678,7 +683,7 @@ void U8S8Range(const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32_t* 
       const uint8_t* ap = a.data.data() + rp * kquads * kQuadBytesA;
       alignas(32) int32_t sums[kIgemmRows * kIgemmCols];
 #ifdef NEE_IGEMM_X86
-      if (avx2) SelectTileU8S8(rows)(ap, bp, kquads, sums);
+      if (avx2) QuadTileFor<true>(rows)(ap, bp, kquads, sums);
 #endif
       if (!avx2) TileU8S8Portable(rows, ap, bp, kquads, sums);
       // The clamped weights' remainders, as scalar products (wrapping like the sums).
@@ -815,6 +820,15 @@ void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPac
       U8S8Range(a, b, za, za_stride, zb, zb_stride, c, ldc, fout, begin, end, 0, col_panels);
     });
   }
+}
+
+IgemmQuadTileFn IgemmQuadTile(int64_t rows, bool broadcast_unsigned) {
+#ifdef NEE_IGEMM_X86
+  return broadcast_unsigned ? QuadTileFor<true>(rows) : QuadTileFor<false>(rows);
+#else
+  (void)rows, (void)broadcast_unsigned;
+  return nullptr;  // AVX2 only: callers check first (IgemmU8S8Available)
+#endif
 }
 
 }  // namespace nee::cpu

@@ -171,4 +171,14 @@ void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPac
                int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
                const IgemmFloatOut* fout = nullptr);
 
+// The u8 x s8 tile both IgemmU8S8 and QLinearConv (qconv_fast.cc) run, AVX2
+// only: raw int32 sums s[r][j] (rows r < `rows` <= kIgemmRows, kIgemmCols
+// columns) over `kquads` k quads of a broadcast operand (kIgemmRows rows x 4
+// bytes a quad) and a vector operand (kIgemmCols columns x 4 bytes a quad):
+// vpmaddubsw (exact only where no int16 pair sum can saturate: the packers'
+// job), vpmaddwd by ones, vpaddd. vpmaddubsw takes the unsigned operand
+// first, so the function depends on which operand is the uint8 one.
+using IgemmQuadTileFn = void (*)(const void* broadcast, const void* vector, int64_t kquads, int32_t* s);
+IgemmQuadTileFn IgemmQuadTile(int64_t rows, bool broadcast_unsigned);
+
 }  // namespace nee::cpu

@@ -62,6 +62,8 @@ constexpr int64_t kRows = 6;    // output channels per tile
 constexpr int64_t kCols = 16;   // output pixels per tile (two vectors of eight quads)
 constexpr int64_t kQuadA = kRows * 4;
 constexpr int64_t kQuadB = kCols * 4;
+// The tile is igemm's (IgemmQuadTile: weights broadcast, pixels in vectors).
+static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igemm's quad tile");
 
 
 // ---- geometry --------------------------------------------------------------------------
@@ -278,61 +280,6 @@ void TilePortable(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquad
 }
 
 #ifdef NEE_QCONV_X86
-template <int kR>
-__attribute__((target("avx2"))) void TileAvx2(const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int64_t q = 0; q < kquads; ++q) {
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
-#define NEE_QCONV_ROW(r)                                                                       \
-  if constexpr (kR > r) {                                                                      \
-    int32_t quad;                                                                              \
-    std::memcpy(&quad, w + 4 * r, sizeof quad);                                                \
-    const __m256i wv = _mm256_set1_epi32(quad);                                                \
-    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(x0, wv), ones)); \
-    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(x1, wv), ones)); \
-    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                       \
-  }
-    NEE_QCONV_ROW(0)
-    NEE_QCONV_ROW(1)
-    NEE_QCONV_ROW(2)
-    NEE_QCONV_ROW(3)
-    NEE_QCONV_ROW(4)
-    NEE_QCONV_ROW(5)
-#undef NEE_QCONV_ROW
-    w += kQuadA;
-    x += kQuadB;
-  }
-#define NEE_QCONV_STORE(r)                                                               \
-  if constexpr (kR > r) {                                                                \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kCols), c##r##0);           \
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + (r) * kCols + 8), c##r##1);       \
-  }
-  NEE_QCONV_STORE(0)
-  NEE_QCONV_STORE(1)
-  NEE_QCONV_STORE(2)
-  NEE_QCONV_STORE(3)
-  NEE_QCONV_STORE(4)
-  NEE_QCONV_STORE(5)
-#undef NEE_QCONV_STORE
-}
-
-using TileFn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
-TileFn SelectTile(int64_t rows) {
-  switch (rows) {
-    case 1: return TileAvx2<1>;
-    case 2: return TileAvx2<2>;
-    case 3: return TileAvx2<3>;
-    case 4: return TileAvx2<4>;
-    case 5: return TileAvx2<5>;
-    default: return TileAvx2<6>;
-  }
-}
-#endif
-
-#ifdef NEE_QCONV_X86
 // The clamped weights' remainders, each times its row of X (the byte k % 4 of every pixel's quad in the
 // panel) added to its row of the tile's sums, eight pixels per vector (int32 products wrap as the sums do).
 __attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* begin,
@@ -489,7 +436,7 @@ void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uin
     for (int64_t b = 0; b < npanels; ++b) {
       const uint8_t* xp = block + b * kquads * kQuadB;
 #ifdef NEE_QCONV_X86
-      if (run.avx2) SelectTile(rows_here)(wp, xp, kquads, sums);
+      if (run.avx2) IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
 #endif
       if (!run.avx2) TilePortable(rows_here, wp, xp, kquads, sums);
 #ifdef NEE_QCONV_X86
