@@ -36,9 +36,9 @@
 #include <cstring>
 #include <memory>
 
-#include "ep/cpu/conv_int_geometry.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
+#include "ep/cpu/qconv_common.h"
 #include "ops/nn_util.h"
 #include "ops/op_util.h"
 
@@ -47,41 +47,28 @@
 #define NEE_QCONV_X86 1
 #endif
 
-// The float steps below must round as the reference's separate operations do.
-#if defined(__GNUC__) && !defined(__clang__)
-#define NEE_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
-#else
-#define NEE_NO_FP_CONTRACT
-#endif
-
 namespace nee::cpu {
 
 namespace {
 
+using qconv::kCols;  // output pixels per tile (two vectors of eight quads)
+using qconv::PadImage;
+using qconv::QConvGeometry;
+using qconv::Requant;
+using qconv::RequantRowPortable;
+using qconv::PlanGeometry;
+#ifdef NEE_QCONV_X86
+using qconv::FinishTileAvx2;
+using qconv::RequantRowAvx2;
+#endif
+
 constexpr int64_t kRows = 6;    // output channels per tile
-constexpr int64_t kCols = 16;   // output pixels per tile (two vectors of eight quads)
 constexpr int64_t kQuadA = kRows * 4;
 constexpr int64_t kQuadB = kCols * 4;
 // The tile is igemm's (IgemmQuadTile: weights broadcast, pixels in vectors).
 static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igemm's quad tile");
 
 
-// ---- geometry --------------------------------------------------------------------------
-
-// ConvInt2D and the zero-point-padded copy of one image's group it reads:
-// hp x wp per channel.
-struct QConvGeometry : ConvInt2D {
-  int64_t hp = 1, wp = 1;
-};
-
-bool PlanGeometry(const KernelContext& ctx, const Tensor& x, const Tensor& w, QConvGeometry& g) {
-  if (!PlanConvInt(ctx, x, w, g)) return false;
-  if (g.Cg <= 0 || g.kh <= 0 || g.kw <= 0 || g.ph < 0 || g.pw < 0) return false;
-  // Every tap of every output pixel inside the padded copy.
-  g.hp = std::max(g.ih + g.ph, (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1);
-  g.wp = std::max(g.iw + g.pw, (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
-  return true;
-}
 
 // ---- weights, packed once ----------------------------------------------------------------
 
@@ -147,32 +134,6 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
   return out;
 }
 
-// ---- the input, per task ---------------------------------------------------------------
-
-// The padded copy of channels [0, Cg) of one image's group: every byte
-// flipped by `flip` (0x80 for int8, making it unsigned), the border the zero
-// point (flipped too).
-void PadImage(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad, uint8_t* dst) {
-  for (int64_t c = 0; c < g.Cg; ++c) {
-    uint8_t* plane = dst + c * g.hp * g.wp;
-    // Only the border: the rows' interiors are copied below.
-    std::memset(plane, pad, static_cast<size_t>(g.ph * g.wp));
-    std::memset(plane + (g.ph + g.ih) * g.wp, pad, static_cast<size_t>((g.hp - g.ph - g.ih) * g.wp));
-    for (int64_t y = g.ph; y < g.ph + g.ih; ++y) {
-      std::memset(plane + y * g.wp, pad, static_cast<size_t>(g.pw));
-      std::memset(plane + y * g.wp + g.pw + g.iw, pad, static_cast<size_t>(g.wp - g.pw - g.iw));
-    }
-    for (int64_t y = 0; y < g.ih; ++y) {
-      const uint8_t* src = x + (c * g.ih + y) * g.iw;
-      uint8_t* row = plane + (y + g.ph) * g.wp + g.pw;
-      if (flip == 0) {
-        std::memcpy(row, src, static_cast<size_t>(g.iw));
-      } else {
-        for (int64_t i = 0; i < g.iw; ++i) row[i] = static_cast<uint8_t>(src[i] ^ flip);
-      }
-    }
-  }
-}
 
 // One panel's rows of X: row k = (c, i, j) holds the tap (i, j) of channel c
 // at the panel's kCols pixels [p0, p0 + kCols) (pixels past P read the
@@ -301,85 +262,6 @@ __attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remai
 }
 #endif
 
-// ---- requantization ------------------------------------------------------------------------
-
-// What turns a channel's int32 sums into output bytes.
-struct Requant {
-  const double* mult = nullptr;     // per output channel
-  const int32_t* constant = nullptr;  // per output channel: bias - zx * row_sum + K * zx * zw
-  const int32_t* zw = nullptr;      // per output channel (weights' zero points, shifted)
-  bool any_zw = false;
-  double yzp = 0, lo = 0, hi = 255;
-  bool y_signed = false;
-  // Every |multiplier| below 1/2: |double(acc) * mult + yzp| < 2^31 for any int32 acc, so the value
-  // converts to int32 (rounding half to even, the default mode, as nearbyint) and the saturating packs
-  // clamp it exactly as clamping the double first would.
-  bool small_multipliers = false;
-};
-
-// The reference's double arithmetic: clamp(double(acc) * mult + yzp), rounded half to even.
-NEE_NO_FP_CONTRACT inline uint8_t RequantOne(int32_t acc, double mult, const Requant& q) {
-  double v = static_cast<double>(acc) * mult + q.yzp;
-  v = std::nearbyint(std::clamp(v, q.lo, q.hi));
-  return q.y_signed ? static_cast<uint8_t>(static_cast<int8_t>(v)) : static_cast<uint8_t>(v);
-}
-
-void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Requant& q, uint8_t* out) {
-  for (int64_t j = 0; j < count; ++j) out[j] = RequantOne(acc[j], mult, q);
-}
-
-#ifdef NEE_QCONV_X86
-// A whole tile (rows x kCols sums, kCols apart) plus each row's constant, requantized and stored at out
-// (rows P bytes apart, count pixels each), for small multipliers (see Requant).
-__attribute__((target("avx2"))) void FinishTileAvx2(const int32_t* sums, int64_t rows, int64_t count,
-                                                    const int32_t* constant, const double* mult, const Requant& q,
-                                                    uint8_t* out, int64_t ld) {
-  const __m256d z = _mm256_set1_pd(q.yzp);
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m256i c = _mm256_set1_epi32(constant[r]);
-    const __m256d m = _mm256_set1_pd(mult[r]);
-    const __m256i s0 = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + r * kCols)), c);
-    const __m256i s1 = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + r * kCols + 8)), c);
-#define convert(v) _mm256_cvtpd_epi32(_mm256_add_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(v), m), z))
-    const __m128i w0 = _mm_packs_epi32(convert(_mm256_castsi256_si128(s0)), convert(_mm256_extracti128_si256(s0, 1)));
-    const __m128i w1 = _mm_packs_epi32(convert(_mm256_castsi256_si128(s1)), convert(_mm256_extracti128_si256(s1, 1)));
-#undef convert
-    const __m128i bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
-    uint8_t* dst = out + r * ld;
-    if (count == kCols) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), bytes);
-    } else {
-      alignas(16) uint8_t tmp[kCols];
-      _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
-      std::memcpy(dst, tmp, static_cast<size_t>(count));
-    }
-  }
-}
-
-// kCols sums at once (count of them stored). No FMA in this target, so mul and add round separately.
-__attribute__((target("avx2"))) void RequantRowAvx2(const int32_t* acc, int64_t count, double mult, const Requant& q,
-                                                    uint8_t* out) {
-  const __m256d m = _mm256_set1_pd(mult), z = _mm256_set1_pd(q.yzp), lo = _mm256_set1_pd(q.lo),
-                hi = _mm256_set1_pd(q.hi);
-  __m128i parts[4];
-  for (int h = 0; h < 4; ++h) {
-    __m256d v = _mm256_cvtepi32_pd(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + 4 * h)));
-    v = _mm256_add_pd(_mm256_mul_pd(v, m), z);
-    v = _mm256_min_pd(_mm256_max_pd(v, lo), hi);
-    v = _mm256_round_pd(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    parts[h] = _mm256_cvtpd_epi32(v);
-  }
-  const __m128i w0 = _mm_packs_epi32(parts[0], parts[1]), w1 = _mm_packs_epi32(parts[2], parts[3]);
-  const __m128i bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
-  if (count == kCols) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), bytes);
-  } else {
-    alignas(16) uint8_t tmp[kCols];
-    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), bytes);
-    std::memcpy(out, tmp, static_cast<size_t>(count));
-  }
-}
-#endif
 
 // ---- one task: a block of pixel panels of one (image, group) ------------------------------
 
@@ -483,70 +365,6 @@ void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uin
   }
 }
 
-#ifdef NEE_QCONV_X86
-// ---- depthwise (one input and one output channel per group), AVX2 --------------------------------
-//
-// Per channel, sixteen output pixels of a row at a time from the channel's padded copy, two taps per
-// vpmaddwd: the pixels of taps t and t + 1 widened to int16 and interleaved, times the pair
-// (W'[t] - zw, W'[t + 1] - zw), exact in int32 (|x| <= 255, |w| <= 255). acc = bias + sum x (w - zw) -
-// zx * sum (w - zw): padding reads zx and adds nothing. Strides 1 and 2.
-
-// Sixteen taps of one output row chunk: x at columns col, col + stride, ... of `row`, as int16.
-__attribute__((target("avx2"))) inline __m256i LoadTaps16(const uint8_t* src, int64_t stride) {
-  __m128i v;
-  if (stride == 1) {
-    v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
-  } else {
-    const __m128i low = _mm_set1_epi16(0xFF);
-    const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), low);
-    const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), low);
-    v = _mm_packus_epi16(a, b);
-  }
-  return _mm256_cvtepu8_epi16(v);
-}
-
-__attribute__((target("avx2"))) void DepthwiseChannelAvx2(const QConvGeometry& g, const uint8_t* plane,
-                                                          const int16_t* taps, int32_t zw, int32_t constant,
-                                                          double mult, const Requant& q, uint8_t* out) {
-  const int64_t K = g.kh * g.kw;
-  int32_t pairs[64];  // (w[t] - zw, w[t + 1] - zw) as one int32 per tap pair; K <= 128
-  const int64_t npairs = (K + 1) / 2;
-  for (int64_t t = 0; t < npairs; ++t) {
-    const int32_t a = taps[2 * t] - zw, b = 2 * t + 1 < K ? taps[2 * t + 1] - zw : 0;
-    pairs[t] = static_cast<int32_t>((static_cast<uint32_t>(b) << 16) | (static_cast<uint32_t>(a) & 0xFFFF));
-  }
-  int64_t offsets[128];  // each tap's offset in the padded plane
-  for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) offsets[i * g.kw + j] = i * g.dh * g.wp + j * g.dw;
-  offsets[K] = offsets[K - 1];  // an odd last tap's partner (weight 0)
-  alignas(32) int32_t sums[kCols];
-  for (int64_t oy = 0; oy < g.oh; ++oy) {
-    const uint8_t* row = plane + oy * g.sh * g.wp;
-    for (int64_t ox = 0; ox < g.ow; ox += kCols) {
-      const uint8_t* base = row + ox * g.sw;
-      __m256i lo = _mm256_setzero_si256(), hi = lo;
-      for (int64_t t = 0; t < npairs; ++t) {
-        const __m256i a = LoadTaps16(base + offsets[2 * t], g.sw);
-        const __m256i b = LoadTaps16(base + offsets[2 * t + 1], g.sw);
-        const __m256i w = _mm256_set1_epi32(pairs[t]);
-        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), w));  // pixels 0-3, 8-11
-        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), w));  // pixels 4-7, 12-15
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), _mm256_permute2x128_si256(lo, hi, 0x20));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums + 8), _mm256_permute2x128_si256(lo, hi, 0x31));
-      const int64_t count = std::min(kCols, g.ow - ox);
-      uint8_t* dst = out + oy * g.ow + ox;
-      if (q.small_multipliers) {
-        FinishTileAvx2(sums, 1, count, &constant, &mult, q, dst, 0);
-      } else {
-        for (int64_t j = 0; j < kCols; ++j)
-          sums[j] = static_cast<int32_t>(static_cast<uint32_t>(sums[j]) + static_cast<uint32_t>(constant));
-        RequantRowAvx2(sums, count, mult, q, dst);
-      }
-    }
-  }
-}
-#endif
 
 // A per-tensor or per-channel input's value for channel m (already checked to hold 1 or M values).
 double ValueAt(const Tensor& t, int64_t m) { return ReadAsDouble(t, t.num_elements() == 1 ? 0 : m); }
@@ -639,26 +457,9 @@ Status QLinearConvFast(KernelContext& ctx) {
   int64_t per_block = std::max<int64_t>(1, (96 * 1024) / std::max<int64_t>(1, K * kCols));
   per_block = std::min(per_block, std::max<int64_t>(1, (panels + 2 * threads - 1) / (2 * threads)));
   const int64_t blocks = (panels + per_block - 1) / per_block;
-#ifdef NEE_QCONV_X86
-  if (run.avx2 && g.Cg == 1 && g.Mg == 1 && (g.sw == 1 || g.sw == 2) && g.kh * g.kw <= 127 &&
-      !weights->taps.empty()) {
-    const int64_t plane_bytes = g.hp * g.wp + 2 * kCols;
-    ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
-      thread_local std::vector<uint8_t> t_plane;
-      if (t_plane.size() < static_cast<size_t>(plane_bytes)) t_plane.resize(static_cast<size_t>(plane_bytes));
-      for (int64_t nc = begin; nc < end; ++nc) {
-        const int64_t c = nc % g.C;
-        PadImage(g, xb + nc * g.ih * g.iw, flip, static_cast<uint8_t>(zx), t_plane.data());
-        // zw[c] is W's zero point shifted as W' is; constant[c] holds bias - zx * sum W' + K zx zw, i.e.
-        // bias - zx * sum (W' - zw).
-        DepthwiseChannelAvx2(g, t_plane.data(), weights->taps.data() + c * K, zw[static_cast<size_t>(c)],
-                             constant[static_cast<size_t>(c)], mult[static_cast<size_t>(c)], q,
-                             yb + nc * P);
-      }
-    });
+  if (RunDepthwiseQConv(ctx, g, xb, flip, static_cast<uint8_t>(zx), weights->taps, zw.data(), constant.data(),
+                         mult.data(), q, yb))
     return Status::Ok();
-  }
-#endif
   const int64_t images = g.N * g.group;
   std::vector<uint8_t> padded;
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads

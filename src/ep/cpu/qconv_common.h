@@ -1,0 +1,65 @@
+// What QLinearConv's fast paths share (qconv_fast.cc: the GEMM path for any
+// group; qconv_depthwise.cc: one channel per group): the geometry with its
+// zero-point-padded input copy, and the requantization of int32 sums to
+// output bytes as the reference computes it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ep/cpu/conv_int_geometry.h"
+#include "ops/op_schema.h"
+
+namespace nee::cpu::qconv {
+
+constexpr int64_t kCols = 16;  // output pixels per tile or per depthwise step
+
+// ConvInt2D and the zero-point-padded copy of one image's group it reads:
+// hp x wp per channel.
+struct QConvGeometry : ConvInt2D {
+  int64_t hp = 1, wp = 1;
+};
+
+bool PlanGeometry(const KernelContext& ctx, const Tensor& x, const Tensor& w, QConvGeometry& g);
+
+// The padded copy of channels [0, Cg) of one image's group: every byte
+// flipped by `flip` (0x80 for int8, making it unsigned), the border the zero
+// point (flipped too).
+void PadImage(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad, uint8_t* dst);
+
+// What turns a channel's int32 sums into output bytes.
+struct Requant {
+  const double* mult = nullptr;     // per output channel
+  const int32_t* constant = nullptr;  // per output channel: bias - zx * row_sum + K * zx * zw
+  const int32_t* zw = nullptr;      // per output channel (weights' zero points, shifted)
+  bool any_zw = false;
+  double yzp = 0, lo = 0, hi = 255;
+  bool y_signed = false;
+  // Every |multiplier| below 1/2: |double(acc) * mult + yzp| < 2^31 for any int32 acc, so the value
+  // converts to int32 (rounding half to even, the default mode, as nearbyint) and the saturating packs
+  // clamp it exactly as clamping the double first would.
+  bool small_multipliers = false;
+};
+
+// The reference's double arithmetic, clamp(double(acc) * mult + yzp) rounded
+// half to even, for `count` sums.
+void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Requant& q, uint8_t* out);
+
+#if defined(__x86_64__) || defined(__i386__)
+// A whole tile (rows x kCols sums, kCols apart) plus each row's constant, requantized and stored at out
+// (rows `ld` bytes apart, count pixels each), for small multipliers (see Requant).
+void FinishTileAvx2(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant, const double* mult,
+                    const Requant& q, uint8_t* out, int64_t ld);
+// kCols sums at once (count of them stored).
+void RequantRowAvx2(const int32_t* acc, int64_t count, double mult, const Requant& q, uint8_t* out);
+#endif
+
+// A depthwise QLinearConv (one input and one output channel per group) on
+// AVX2, strides 1 and 2: false (nothing written) when this path does not
+// apply. `taps` holds W' (weights shifted to signed) as [M][kh * kw]; zw,
+// constant and mult are per channel as in Requant.
+bool RunDepthwiseQConv(KernelContext& ctx, const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t zx,
+                       const std::vector<int16_t>& taps, const int32_t* zw, const int32_t* constant,
+                       const double* mult, const Requant& q, uint8_t* y);
+
+}  // namespace nee::cpu::qconv
