@@ -32,7 +32,8 @@ constexpr std::chrono::microseconds kContendedYield{100};
 
 ThreadPool::ThreadPool(int num_threads, bool allow_spinning) : allow_spinning_(allow_spinning) {
   int workers = std::max(1, num_threads) - 1;
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  shares_ = std::make_unique<Share[]>(static_cast<size_t>(workers + 1));
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this, i] { WorkerLoop(i + 1); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -45,14 +46,16 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::RunChunks(Job& job) {
-  for (;;) {
-    int64_t index = job.next_chunk.fetch_add(1, std::memory_order_relaxed);
-    if (index >= job.chunks) return;
-    int64_t begin = job.n * index / job.chunks;
-    int64_t end = job.n * (index + 1) / job.chunks;
-    if (begin < end) (*job.fn)(begin, end);
-    job.chunks_done.fetch_add(1, std::memory_order_acq_rel);
+void ThreadPool::RunChunks(Job& job, int thread) {
+  for (int k = 0; k < job.threads; ++k) {
+    Share& share = job.shares[(thread + k) % job.threads];
+    for (int64_t index = share.next.fetch_add(1, std::memory_order_relaxed); index < share.end;
+         index = share.next.fetch_add(1, std::memory_order_relaxed)) {
+      int64_t begin = job.n * index / job.chunks;
+      int64_t end = job.n * (index + 1) / job.chunks;
+      if (begin < end) (*job.fn)(begin, end);
+      job.chunks_done.fetch_add(1, std::memory_order_acq_rel);
+    }
   }
 }
 
@@ -69,13 +72,19 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   job.fn = &fn;
   job.n = n;
   job.chunks = chunks;
+  job.threads = num_threads();
+  job.shares = shares_.get();
+  for (int t = 0; t < job.threads; ++t) {
+    job.shares[t].next.store(chunks * t / job.threads, std::memory_order_relaxed);
+    job.shares[t].end = chunks * (t + 1) / job.threads;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &job;
     generation_.fetch_add(1, std::memory_order_release);
   }
   work_cv_.notify_all();
-  RunChunks(job);
+  RunChunks(job, 0);
   WaitForJob(job);
   busy_.unlock();
 }
@@ -138,7 +147,7 @@ bool ThreadPool::OtherWorkWaiting() {
   return std::chrono::steady_clock::now() - before > kContendedYield;
 }
 
-void ThreadPool::WorkerLoop() {
+void ThreadPool::WorkerLoop(int thread) {
   uint64_t seen = 0;
   for (;;) {
     if (!WaitForWork(seen)) return;
@@ -151,7 +160,7 @@ void ThreadPool::WorkerLoop() {
       if (!job) continue;  // woke after that loop had finished
       ++workers_in_job_;
     }
-    RunChunks(*job);
+    RunChunks(*job, thread);
     bool wake_caller;
     {
       std::lock_guard<std::mutex> lock(mu_);

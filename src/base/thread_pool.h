@@ -2,11 +2,18 @@
 //
 // The session's thread count is respected exactly: a pool for N threads owns
 // N-1 workers and the calling thread works too. A loop is cut into fixed
-// chunks (the same cut whoever runs them), and threads claim the next
-// unclaimed chunk until none is left: on a busy machine a worker that wakes
-// late simply does fewer chunks instead of holding everyone up. Kernels must
-// compute every output element the same way whatever the chunking, which
-// keeps results bitwise deterministic.
+// chunks (the same cut whoever runs them). Each thread (the caller is thread
+// 0, worker i thread i + 1) first runs its own contiguous share of the
+// chunks, in order, then claims what is left of the others' shares, front
+// first: on a busy machine a worker that wakes late simply does fewer chunks
+// instead of holding everyone up, and otherwise the same thread runs the same
+// chunks every time, so the data a loop writes stays in that thread's caches
+// for the next loop over the same range and the next run. (Claiming chunks
+// one at a time from a single counter interleaved them between threads
+// differently on every call; on this VM, where the host sometimes places the
+// two vCPUs far apart, every line the other core wrote is slow to fetch.)
+// Kernels must compute every output element the same way whatever the
+// chunking, which keeps results bitwise deterministic.
 // When two runs on one session call ParallelFor at once, the one that finds
 // the pool busy runs its loop inline instead of waiting.
 #pragma once
@@ -14,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -42,17 +50,26 @@ class ThreadPool {
   // Chunks per thread: enough that threads finishing early find more work.
   static constexpr int64_t kChunksPerThread = 4;
 
+  // One thread's share of a loop's chunks: the next unclaimed one and the end.
+  // A cache line each, so claiming from one's own share touches no line the
+  // other threads write.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+
   struct Job {
     const std::function<void(int64_t, int64_t)>* fn = nullptr;
     int64_t n = 0;
     int64_t chunks = 0;
-    std::atomic<int64_t> next_chunk{0};
+    Share* shares = nullptr;  // num_threads() of them
+    int threads = 1;
     std::atomic<int64_t> chunks_done{0};
   };
 
-  void WorkerLoop();
-  // Runs chunks of `job` until none is left unclaimed.
-  static void RunChunks(Job& job);
+  void WorkerLoop(int thread);
+  // Runs chunks of `job` as thread `thread`: its own share, then the others'.
+  static void RunChunks(Job& job, int thread);
   // Waits for a generation other than `seen` (spinning briefly first, when
   // allowed, since a kernel's next loop usually follows within microseconds);
   // false on stop.
@@ -79,6 +96,7 @@ class ThreadPool {
   bool caller_sleeping_ = false;   // guarded by mu_: the caller waits on done_cv_
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;              // guarded by mu_
+  std::unique_ptr<Share[]> shares_;  // the in-flight loop's (one loop at a time: busy_)
 };
 
 }  // namespace nee

@@ -313,7 +313,7 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   // Few pixels (a small image): the output blocks are shared out too, in pairs.
   const int64_t wanted = 4 * threads, pixel_tasks = g.N * chunks;
   const int64_t groups = threads > 1 && pixel_tasks < wanted ? std::min(pairs, (wanted + pixel_tasks - 1) / pixel_tasks) : 1;
-  PixelMajorTasks(ctx, pixel_tasks * groups, [&](int64_t t) {
+  ParallelTasks(ctx, pixel_tasks * groups, [&](int64_t t) {
     const int64_t n = t / (chunks * groups), chunk = t / groups % chunks, group = t % groups;
     const int64_t p0 = chunk_start(chunk), p1 = chunk_start(chunk + 1);
     const int64_t ob0 = 2 * (group * pairs / groups), ob1 = std::min(Mb, 2 * ((group + 1) * pairs / groups));
@@ -349,12 +349,12 @@ void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   const int64_t bytes = planes * g.OH * g.OW * kB * static_cast<int64_t>(sizeof(float));
   // Row strips outermost (pixel-major, as the pointwise convs around it); from
   // an output the size of this machine's L2 on, at least one a thread, so
-  // each thread's share is rows of every plane (PixelMajorTasks); smaller
+  // each thread's share is rows of every plane (ParallelTasks); smaller
   // outputs are shared out by planes.
   const int64_t least = bytes >= kStripsPerThreadBytes ? threads : 1;
   const int64_t strips = std::min(g.OH, std::max<int64_t>(least, (4 * threads + planes - 1) / planes));
   const DepthwiseRows rows = DepthwiseRowsFor(g.act.kind, g.sh);
-  PixelMajorTasks(ctx, planes * strips, [&](int64_t t) {
+  ParallelTasks(ctx, planes * strips, [&](int64_t t) {
     const int64_t strip = t / planes, p = t % planes, cb = p % Cb;
     const int64_t oh0 = strip * g.OH / strips, oh1 = (strip + 1) * g.OH / strips;
     const int64_t at = p * g.OH * g.OW * kB;

@@ -283,7 +283,7 @@ Status ConvBatched(KernelContext& ctx, const BatchedConv& g, const float* x, con
     for (int64_t t = 0; t < chunks * g.group; ++t) RunUnit(unit(t), x, w, packed_w, bias, act, z, y, ctx.pool());
     return Status::Ok();
   }
-  PixelMajorTasks(ctx, chunks * g.group,
+  ParallelTasks(ctx, chunks * g.group,
                   [&](int64_t t) { RunUnit(unit(t), x, w, packed_w, bias, act, z, y, nullptr); });
   return Status::Ok();
 }

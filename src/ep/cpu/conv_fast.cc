@@ -840,7 +840,7 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
   const ColumnTiles cut = ColumnTilesFor(s, units, threads);
   const int64_t tiles = cut.tiles;
   if (threads == 1 || units * tiles >= threads) {
-    PixelMajorTasks(ctx, units * tiles, [&](int64_t t) {
+    ParallelTasks(ctx, units * tiles, [&](int64_t t) {
       const int64_t j0 = cut.Begin(t % tiles);
       ConvTile(s, xp, wp, packed_w, finish, yp, t / tiles, j0, cut.End(t % tiles) - j0, nullptr);
     });

@@ -494,7 +494,7 @@ Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const floa
     }
   };
   if (channel_groups == 1) {
-    PixelMajorTasks(ctx, pixel_tasks, [&](int64_t t) {
+    ParallelTasks(ctx, pixel_tasks, [&](int64_t t) {
       TaskTables& tables = ThreadTables();
       prepare(t, tables);
       compute(t, 0, blocks, tables);

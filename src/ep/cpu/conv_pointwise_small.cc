@@ -265,7 +265,7 @@ Status ConvPointwiseSmall(KernelContext& ctx, const Pointwise& g, const float* x
   int64_t chunks = (g.pixels + 4095) / 4096;
   if (threads > 1) chunks = std::max(chunks, (4 * threads + g.N - 1) / g.N);
   chunks = std::clamp<int64_t>(chunks, 1, tiles_per_image);
-  PixelMajorTasks(ctx, g.N * chunks, [&](int64_t task) {
+  ParallelTasks(ctx, g.N * chunks, [&](int64_t task) {
     const int64_t n = task / chunks, c = task % chunks;
     RunPixels(g, *packed, tiles, base, n, TileAlignedStart(c, chunks, g.pixels, kTilePixels),
               TileAlignedStart(c + 1, chunks, g.pixels, kTilePixels));

@@ -91,7 +91,7 @@ bool RunBlocks(const KernelContext& ctx, int64_t N, const TilingT& tiling, RunFn
   };
   std::atomic<bool> ok{true};
   if (NumThreads(ctx) == 1 || tasks >= NumThreads(ctx)) {
-    PixelMajorTasks(ctx, tasks, [&](int64_t task) {
+    ParallelTasks(ctx, tasks, [&](int64_t task) {
       if (ok.load(std::memory_order_relaxed) && !run(block(task), nullptr)) ok.store(false, std::memory_order_relaxed);
     });
   } else {
