@@ -133,7 +133,7 @@ bool QuantizeClampsAs(GraphEditor& ed, size_t act, const QdqNode& q) {
   int32_t zero_point = 0;
   if (!q.zero_point.empty()) {
     Tensor z = ed.Constant(q.zero_point);
-    if (!z.defined() || z.num_elements() != 1) return false;
+    if (!z.defined() || z.num_elements() != 1 || z.dtype() != QuantType(ed, q)) return false;
     zero_point = is_signed ? z.data<int8_t>()[0] : z.data<uint8_t>()[0];
   }
   return quant::QuantizeSaturatesAt(lo, hi, scale, zero_point, is_signed);
@@ -145,7 +145,8 @@ int64_t QuantizeReader(GraphEditor& ed, const std::string& name, QdqNode* q, int
   *act = -1;
   int64_t next = opt::SoleConsumer(ed, name);
   float lo, hi;
-  if (next >= 0 && quant::ClampInterval(ed, static_cast<size_t>(next), &lo, &hi)) {
+  if (next >= 0 && quant::ClampInterval(ed, static_cast<size_t>(next), &lo, &hi) &&
+      ed.node(static_cast<size_t>(next)).inputs[0] == name) {
     *act = next;
     next = opt::SoleConsumer(ed, ed.node(static_cast<size_t>(next)).outputs[0]);
   }
