@@ -3,10 +3,10 @@
 // into integer ops, so that 8-bit tensors flow from one quantized op to the
 // next instead of being dequantized to float and quantized again:
 //
-//   Conv(DQ(x_q), DQ(W_q), [DQ(B_i32)]) -> Q          => QLinearConv(x_q, ..., W_q, ..., B_i32)
+//   Conv(DQ(x_q), DQ(W_q), [DQ(B_i32)]) [-> Relu | Clip] -> Q => QLinearConv(x_q, ..., W_q, ..., B_i32)
 //   DQ(q) -> Relu -> Q                                 => com.microsoft QLinearLeakyRelu(q, alpha = 0)
 //   DQ(q) -> Clip(lo, hi) -> Q, Q(lo), Q(hi) at Q's ends => com.microsoft QLinearLeakyRelu(q, alpha = 1)
-//   Add(DQ(a_q), DQ(b_q)) [-> Relu] -> Q               => com.microsoft QLinearAdd
+//   Add(DQ(a_q), DQ(b_q)) [-> Relu | Clip] -> Q        => com.microsoft QLinearAdd
 //
 // These are the fusions ONNX Runtime makes of the same graph (its QDQ
 // selectors); like its, they compute in integers and round once at the
@@ -21,8 +21,14 @@
 // - DQ -> Relu -> Q is the same 256-entry table as QLinearLeakyRelu with
 //   alpha 0 (a negative value times 0 is -0, which quantizes as 0 does):
 //   bitwise the chain.
-// - Add -> Relu -> Q folds the Relu only when Q's zero point is its type's
-//   lowest value: Q's saturation then clamps exactly where Relu would.
+// - A Relu or Clip between Conv/Add and Q (the activation the op's output
+//   alone feeds, Q the activation's output alone feeds) folds only when Q's
+//   saturation clamps exactly where it would (quant::QuantizeSaturatesAt:
+//   for Relu, Q's zero point is its type's lowest value; for Clip(lo, hi),
+//   Q(lo) and Q(hi) are its type's ends): then Q(act(v)) == Q(v) for every
+//   v, and the fused op with Q's scale and zero point is bitwise the chain's
+//   integer result. nee's quantizer writes Conv -> Relu -> Q so (ONNX
+//   Runtime's removes the Relu/Clip itself and writes Conv -> Q).
 // Runs before constant folding, which would otherwise turn DQ(W_q) into a
 // float weight; the DQ nodes left without readers go with dead-node removal.
 #include <algorithm>
@@ -30,6 +36,7 @@
 #include <cstring>
 
 #include "opt/pass_manager.h"
+#include "opt/quantize.h"
 #include "opt/rewrite_util.h"
 
 namespace nee {
@@ -115,6 +122,39 @@ std::string ZeroPointOrNew(GraphEditor& ed, const QdqNode& q, DataType type, con
   return ed.AddInitializer(q.scale + "_zero_point", std::move(t).value());
 }
 
+// ---- Relu / Clip that Q's saturation stands for (quant::QuantizeSaturatesAt) -----------
+
+// Whether node `act` is a Relu or constant-bound Clip that Q (constant scale and zero point) clamps
+// exactly as it does: Q(act(v)) == Q(v) for every v, so the activation can go.
+bool QuantizeClampsAs(GraphEditor& ed, size_t act, const QdqNode& q) {
+  float lo, hi, scale;
+  if (!quant::ClampInterval(ed, act, &lo, &hi) || !quant::ConstantFloatScalar(ed, q.scale, &scale)) return false;
+  const bool is_signed = QuantType(ed, q) == DataType::kInt8;
+  int32_t zero_point = 0;
+  if (!q.zero_point.empty()) {
+    Tensor z = ed.Constant(q.zero_point);
+    if (!z.defined() || z.num_elements() != 1 || z.dtype() != QuantType(ed, q)) return false;
+    zero_point = is_signed ? z.data<int8_t>()[0] : z.data<uint8_t>()[0];
+  }
+  return quant::QuantizeSaturatesAt(lo, hi, scale, zero_point, is_signed);
+}
+
+// The QuantizeLinear reading `name` alone, through at most one Relu/Clip it clamps as (QuantizeClampsAs):
+// its index, with the activation's in *act (-1 when none); -1 when there is no such Q.
+int64_t QuantizeReader(GraphEditor& ed, const std::string& name, QdqNode* q, int64_t* act) {
+  *act = -1;
+  int64_t next = opt::SoleConsumer(ed, name);
+  float lo, hi;
+  if (next >= 0 && quant::ClampInterval(ed, static_cast<size_t>(next), &lo, &hi) &&
+      ed.node(static_cast<size_t>(next)).inputs[0] == name) {
+    *act = next;
+    next = opt::SoleConsumer(ed, ed.node(static_cast<size_t>(next)).outputs[0]);
+  }
+  if (next < 0 || !ReadQdq(ed, static_cast<size_t>(next), "QuantizeLinear", q) || !IsPerTensor8(ed, *q)) return -1;
+  if (*act >= 0 && !QuantizeClampsAs(ed, static_cast<size_t>(*act), *q)) return -1;
+  return next;
+}
+
 // ---- Conv -> QLinearConv -------------------------------------------------------------
 
 // The weight's DequantizeLinear: constant 8-bit W [M, C/g, k...], constant
@@ -172,9 +212,9 @@ void TryFuseConv(GraphEditor& ed, size_t index) {
   if (!ConstantWeight(ed, w, &m, &per_channel)) return;
   const bool has_bias = conv.HasInput(2);
   if (has_bias && (DequantizeProducer(ed, conv.inputs[2], &b) < 0 || !ExactBias(ed, b, x.scale, w.scale, m))) return;
-  const int64_t q_index = opt::SoleConsumer(ed, conv.outputs[0]);
-  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y))
-    return;
+  int64_t act = -1;
+  const int64_t q_index = QuantizeReader(ed, conv.outputs[0], &y, &act);
+  if (q_index < 0) return;
 
   const DataType x_type = QuantType(ed, x), w_type = ed.Constant(w.data).dtype();
   const std::vector<int64_t> w_zp_dims = per_channel ? std::vector<int64_t>{m} : std::vector<int64_t>{};
@@ -189,6 +229,7 @@ void TryFuseConv(GraphEditor& ed, size_t index) {
   if (has_bias) inputs.push_back(b.data);
   std::vector<Attribute> attrs = ed.node(index).attributes;
   ed.RemoveNode(index);
+  if (act >= 0) ed.RemoveNode(static_cast<size_t>(act));
   ed.RewriteAs(static_cast<size_t>(q_index), "", "QLinearConv", inputs, std::move(attrs));
 }
 
@@ -214,61 +255,16 @@ void TryFuseRelu(GraphEditor& ed, size_t index) {
 
 // ---- DQ -> Clip -> Q into QLinearLeakyRelu(alpha = 1), when Q alone clamps as Clip does ------------
 
-// A float scalar constant: an initializer or a Constant node's value.
-bool FloatScalarConstant(GraphEditor& ed, const std::string& name, float* value) {
-  Tensor t = ed.Constant(name);
-  if (!t.defined()) {
-    const int64_t p = ed.Producer(name);
-    if (p < 0 || !opt::IsOp(ed.node(static_cast<size_t>(p)), "Constant")) return false;
-    const Attribute* a = ed.node(static_cast<size_t>(p)).FindAttr("value");
-    if (!a) return false;
-    t = a->t;
-  }
-  if (!t.defined() || t.dtype() != DataType::kFloat || t.num_elements() != 1) return false;
-  *value = t.data<float>()[0];
-  return true;
-}
-
-// QuantizeLinear of one float as the reference computes it (the float quotient, rounded half to even,
-// plus the zero point, saturated); false when Q's parameters are not constants.
-bool QuantizeScalar(GraphEditor& ed, const QdqNode& q, float v, int32_t* out, int32_t* lowest, int32_t* highest) {
-  float scale;
-  if (!FloatScalarConstant(ed, q.scale, &scale)) return false;
-  const bool is_signed = QuantType(ed, q) == DataType::kInt8;
-  int32_t zp = 0;
-  if (!q.zero_point.empty()) {
-    Tensor z = ed.Constant(q.zero_point);
-    if (!z.defined() || z.num_elements() != 1) return false;
-    zp = is_signed ? z.data<int8_t>()[0] : z.data<uint8_t>()[0];
-  }
-  *lowest = is_signed ? -128 : 0;
-  *highest = is_signed ? 127 : 255;
-  const float r = std::nearbyint(v / scale);
-  if (std::isnan(r)) return false;
-  *out = static_cast<int32_t>(std::clamp(static_cast<double>(r) + zp, static_cast<double>(*lowest), static_cast<double>(*highest)));
-  return true;
-}
-
-// Q(Clip(v, lo, hi)) = Q(v) for every v exactly when Q(lo) is Q's lowest value and Q(hi) its highest
-// (Q is monotone: below lo both give Q(lo), above hi both Q(hi)). DQ -> Q is then QLinearLeakyRelu with
-// alpha 1 (v * 1 is v): bitwise the chain.
+// DQ -> Clip -> Q is then QLinearLeakyRelu with alpha 1 (v * 1 is v): bitwise the chain.
 void TryFuseClip(GraphEditor& ed, size_t index) {
   const Node& clip = ed.node(index);
-  if (!IsOpSince(ed, index, "Clip", 11) || clip.inputs.empty() || clip.outputs.size() != 1) return;
+  if (!IsOpSince(ed, index, "Clip", 11) || clip.outputs.size() != 1) return;
   QdqNode x, y;
-  if (DequantizeProducer(ed, clip.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  if (clip.inputs.empty() || DequantizeProducer(ed, clip.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
   const int64_t q_index = opt::SoleConsumer(ed, clip.outputs[0]);
   if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
-      QuantType(ed, y) != QuantType(ed, x))
+      QuantType(ed, y) != QuantType(ed, x) || !QuantizeClampsAs(ed, index, y))
     return;
-  for (size_t bound = 1; bound <= 2; ++bound) {
-    if (!clip.HasInput(bound)) continue;
-    float v;
-    int32_t q, lowest, highest;
-    if (!FloatScalarConstant(ed, clip.inputs[bound], &v) || !QuantizeScalar(ed, y, v, &q, &lowest, &highest) ||
-        q != (bound == 1 ? lowest : highest))
-      return;
-  }
   std::vector<std::string> inputs = {x.data, x.scale, x.zero_point, y.scale, y.zero_point};
   while (inputs.back().empty()) inputs.pop_back();
   ed.RemoveNode(index);
@@ -276,16 +272,7 @@ void TryFuseClip(GraphEditor& ed, size_t index) {
                {opt::FloatAttr("alpha", 1.0f)});
 }
 
-// ---- Add(DQ a, DQ b) [-> Relu] -> Q into QLinearAdd -------------------------------------
-
-// Whether Q's zero point is the lowest value of its type (0 for uint8, -128 for int8).
-bool ZeroPointIsLowest(GraphEditor& ed, const QdqNode& q) {
-  const DataType type = QuantType(ed, q);
-  if (q.zero_point.empty()) return type == DataType::kUint8;
-  Tensor z = ed.Constant(q.zero_point);
-  if (!z.defined() || z.num_elements() != 1) return false;
-  return type == DataType::kUint8 ? z.data<uint8_t>()[0] == 0 : z.data<int8_t>()[0] == -128;
-}
+// ---- Add(DQ a, DQ b) [-> Relu | Clip] -> Q into QLinearAdd -------------------------------------
 
 void TryFuseAdd(GraphEditor& ed, size_t index) {
   const Node& add = ed.node(index);
@@ -295,23 +282,14 @@ void TryFuseAdd(GraphEditor& ed, size_t index) {
   if (DequantizeProducer(ed, add.inputs[0], &a) < 0 || DequantizeProducer(ed, add.inputs[1], &b) < 0 ||
       !IsPerTensor8(ed, a) || !IsPerTensor8(ed, b) || QuantType(ed, a) != QuantType(ed, b))
     return;
-  int64_t next = opt::SoleConsumer(ed, add.outputs[0]);
-  if (next < 0) return;
-  int64_t relu_index = -1;
-  if (IsOpSince(ed, static_cast<size_t>(next), "Relu", 6) && ed.node(static_cast<size_t>(next)).attributes.empty()) {
-    relu_index = next;
-    next = opt::SoleConsumer(ed, ed.node(static_cast<size_t>(next)).outputs[0]);
-    if (next < 0) return;
-  }
-  if (!ReadQdq(ed, static_cast<size_t>(next), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
-      QuantType(ed, y) != QuantType(ed, a))
-    return;
-  if (relu_index >= 0 && !ZeroPointIsLowest(ed, y)) return;
+  int64_t act = -1;
+  const int64_t next = QuantizeReader(ed, add.outputs[0], &y, &act);
+  if (next < 0 || QuantType(ed, y) != QuantType(ed, a)) return;
   std::vector<std::string> inputs = {a.data, a.scale, a.zero_point, b.data, b.scale, b.zero_point, y.scale,
                                      y.zero_point};
   while (inputs.back().empty()) inputs.pop_back();
   ed.RemoveNode(index);
-  if (relu_index >= 0) ed.RemoveNode(static_cast<size_t>(relu_index));
+  if (act >= 0) ed.RemoveNode(static_cast<size_t>(act));
   ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, "QLinearAdd", inputs, {});
 }
 

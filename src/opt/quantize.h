@@ -21,6 +21,8 @@
 //     int8 symmetric initializers (per tensor, or per output channel) read
 //     through DequantizeLinear, and a constant bias of Conv/Gemm is int32
 //     with scale input_scale * weight_scale, read through DequantizeLinear.
+//     An output a Relu/Clip alone reads is quantized after the activation
+//     instead, when that quantization clamps as the activation does.
 //     The ranges come in QuantizeOptions::ranges (plain data: src/opt does
 //     not run models).
 //   fp16, bf16 (quantize_narrow_float.cc): float32 initializers and computation become
@@ -145,6 +147,25 @@ void ActivationScaleZeroPoint(float min, float max, bool symmetric, float* scale
 // scale = max|w| / 127, 1 where the group is all 0; reduce_range: [-64, 64]
 // and max|w| / 64). Fails on NaN/Inf.
 Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, bool reduce_range, Tensor* quantized, Tensor* scales);
+
+// ---- Activations a QuantizeLinear can stand for (the static quantizer and fuse-qdq-conv share these) ----
+//
+// Q(clamp(v, lo, hi)) == Q(v) for every v when Q(lo) is Q's lowest value and Q(hi) its highest (Q is
+// monotone: below lo both give Q(lo), above hi both Q(hi)). Relu is clamp(v, 0, +inf), Clip(min, max) is
+// clamp(v, min, max): after such a check the activation can go, Q's saturation clamps where it would.
+
+// A float32 scalar constant: an initializer or a Constant node's value (one element, any rank).
+bool ConstantFloatScalar(opt::GraphEditor& ed, const std::string& name, float* value);
+// The interval node `index` clamps its one input to: Relu (opset 6+) [0, +inf); Clip (opset 11+)
+// [min, max] from constant float scalar inputs, an absent bound infinite. False for any other node.
+bool ClampInterval(opt::GraphEditor& ed, size_t index, float* lo, float* hi);
+// QuantizeLinear of one float as the spec computes it: round_half_even(v / scale) (in float) plus the
+// zero point, saturated to uint8's (int8's with is_signed) range; false when v / scale is NaN.
+bool QuantizeScalar(float v, float scale, int32_t zero_point, bool is_signed, int32_t* q);
+// Whether Q(scale, zero point) saturates exactly where clamping to [lo, hi] would (Q(lo) lowest, Q(hi)
+// highest), so that Q(clamp(v, lo, hi)) == Q(v) bitwise for every v.
+bool QuantizeSaturatesAt(float lo, float hi, float scale, int32_t zero_point, bool is_signed);
+
 // Symmetric int8 quantization of a [K, N] float32 matrix (exposed for tests):
 // `scales` gets one value (per tensor) or N (per column); values in
 // [-qmax, qmax] with qmax 127 (or 64 with reduce_range). A scale is 1 where

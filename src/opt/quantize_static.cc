@@ -11,6 +11,12 @@
 //     A tensor is quantized once: every reader of it (quantized or not) reads
 //     the dequantized value; a graph output keeps its name at the
 //     DequantizeLinear (the producer writes `<T>_QuantizeLinear_Input`).
+//   - an output read by one Relu or constant-bound Clip alone (and not a graph
+//     output) is not quantized when the activation's output, quantized from
+//     its own range, saturates where the activation clamps: the pair goes
+//     after the activation (Conv -> Relu -> Q -> DQ), Q(Relu(y)) == Q(y), and
+//     fuse-qdq-conv folds the Relu into QLinearConv. Calibration measures both
+//     tensors (ChooseOutputQuantization says why).
 //   - the weight becomes an int8 initializer, symmetric (zero point 0), per
 //     tensor or with --per-channel per output channel (axis 0 for Conv's
 //     [M, C/g, k...] and a transB Gemm's [N, K]; axis 1 for a [K, N] B),
@@ -23,7 +29,9 @@
 //     the weight scale).
 // This is the graph ONNX Runtime's quantize_static(quant_format=QDQ,
 // activation_type=QUInt8, weight_type=QInt8, op_types_to_quantize=[Conv,
-// MatMul, Gemm]) writes; the parameters follow its compute_scale_zp.
+// MatMul, Gemm, Relu, Clip]) writes, but for the Relu/Clip it removes where
+// nee keeps them before the Q (with symmetric activations: [Conv, MatMul,
+// Gemm]); the parameters follow its compute_scale_zp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -57,11 +65,49 @@ struct Candidate {
   int64_t axis = -1;                     // per-channel axis of the weight
   size_t bias_slot = 0;
   std::string bias;                      // constant float bias to make int32 ("" none)
+  // The output's sole reader when it is a Relu or a constant-bound Clip (ClampInterval): that
+  // activation's output, and the interval it clamps to. The output's QDQ pair can then go after the
+  // activation instead (ChooseOutputQuantization).
+  std::string clamped;
+  float clamp_lo = 0, clamp_hi = 0;
 };
 
 bool IsFloat32(GraphEditor& ed, const std::string& name) {
   const TypeInfo* t = ed.TensorType(name);
   return t && t->elem_type == DataType::kFloat;
+}
+
+// Whether `y` (a candidate's output, not a graph output) is read by one Relu or constant-bound Clip
+// alone; if so, that activation goes into the candidate.
+void FindClampingReader(GraphEditor& ed, const std::string& y, Candidate* c) {
+  const int64_t reader = opt::SoleConsumer(ed, y);
+  if (reader < 0) return;
+  const Node& act = ed.node(static_cast<size_t>(reader));
+  float lo, hi;
+  if (!ClampInterval(ed, static_cast<size_t>(reader), &lo, &hi) || act.inputs[0] != y || act.outputs[0].empty() ||
+      !IsFloat32(ed, act.outputs[0]))
+    return;
+  c->clamped = act.outputs[0];
+  c->clamp_lo = lo;
+  c->clamp_hi = hi;
+}
+
+// Where the candidate's output is quantized. As ONNX Runtime's quantizer does with a Relu/Clip it
+// quantizes (QDQRemovableActivation): Conv -> Relu -> Q(r) -> DQ instead of Conv -> Q(y) -> DQ -> Relu ->
+// Q(r) -> DQ, when Q(r)'s parameters (from r's calibrated range) saturate where the activation clamps;
+// then Q(Relu(y)) == Q(y) bitwise and fuse-qdq-conv folds the activation into QLinearConv. Unlike ONNX
+// Runtime, the activation stays in the graph (it removes it, exact only under the same condition) and the
+// pair goes after it only when the condition holds: with symmetric activations (zero point 128), or a
+// Clip whose bounds lie inside r's quantization range, Q(y) stays.
+void ChooseOutputQuantization(const QuantizeOptions& options, Candidate* c) {
+  if (c->clamped.empty()) return;
+  auto range = options.ranges.find(c->clamped);
+  if (range == options.ranges.end()) return;
+  float scale = 1;
+  uint8_t zero_point = 0;
+  ActivationScaleZeroPoint(range->second.min, range->second.max, options.symmetric_activations, &scale, &zero_point);
+  if (QuantizeSaturatesAt(c->clamp_lo, c->clamp_hi, scale, zero_point, /*is_signed=*/false))
+    c->activations.back() = c->clamped;
 }
 
 // The candidates of the main graph, in node order; `skipped` gets the
@@ -147,7 +193,9 @@ Status FindCandidates(GraphEditor& ed, const QuantizeOptions& options, bool need
       }
     }
     c.activations.push_back(y);
+    FindClampingReader(ed, y, &c);
     if (need_ranges) {
+      ChooseOutputQuantization(options, &c);
       std::string missing;
       for (const std::string& t : c.activations)
         if (!options.ranges.count(t)) missing = t;
@@ -248,6 +296,52 @@ Status QuantizeWeightsPerAxis(const Tensor& w, int64_t axis, bool reduce_range, 
   return Status::Ok();
 }
 
+bool ConstantFloatScalar(GraphEditor& ed, const std::string& name, float* value) {
+  Tensor t = ed.Constant(name);
+  if (!t.defined()) {
+    const int64_t p = ed.Producer(name);
+    if (p < 0 || !opt::IsOp(ed.node(static_cast<size_t>(p)), "Constant")) return false;
+    const Attribute* a = ed.node(static_cast<size_t>(p)).FindAttr("value");
+    if (!a) return false;
+    t = a->t;
+  }
+  if (!t.defined() || t.dtype() != DataType::kFloat || t.num_elements() != 1) return false;
+  *value = t.data<float>()[0];
+  return true;
+}
+
+bool ClampInterval(GraphEditor& ed, size_t index, float* lo, float* hi) {
+  const Node& n = ed.node(index);
+  const int64_t opset = ed.checked().opsets[index];
+  if (n.inputs.empty() || n.outputs.size() != 1 || !n.attributes.empty()) return false;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  if (opt::IsOp(n, "Relu") && opset >= 6 && n.inputs.size() == 1) {
+    *lo = 0.0f;
+    *hi = kInf;
+    return true;
+  }
+  if (!opt::IsOp(n, "Clip") || opset < 11 || n.inputs.size() > 3) return false;
+  *lo = -kInf;
+  *hi = kInf;
+  if (n.HasInput(1) && !ConstantFloatScalar(ed, n.inputs[1], lo)) return false;
+  if (n.HasInput(2) && !ConstantFloatScalar(ed, n.inputs[2], hi)) return false;
+  return true;
+}
+
+bool QuantizeScalar(float v, float scale, int32_t zero_point, bool is_signed, int32_t* q) {
+  const float r = std::nearbyint(v / scale);
+  if (std::isnan(r)) return false;
+  const double lowest = is_signed ? -128.0 : 0.0, highest = is_signed ? 127.0 : 255.0;
+  *q = static_cast<int32_t>(std::clamp(static_cast<double>(r) + zero_point, lowest, highest));
+  return true;
+}
+
+bool QuantizeSaturatesAt(float lo, float hi, float scale, int32_t zero_point, bool is_signed) {
+  int32_t q_lo, q_hi;
+  return QuantizeScalar(lo, scale, zero_point, is_signed, &q_lo) && q_lo == (is_signed ? -128 : 0) &&
+         QuantizeScalar(hi, scale, zero_point, is_signed, &q_hi) && q_hi == (is_signed ? 127 : 255);
+}
+
 Result<std::vector<std::string>> StaticCalibrationTensors(Model& model, const QuantizeOptions& options) {
   NEE_RETURN_IF_ERROR(InlineModelFunctions(model));
   {
@@ -266,9 +360,14 @@ Result<std::vector<std::string>> StaticCalibrationTensors(Model& model, const Qu
   NEE_RETURN_IF_ERROR(FindCandidates(ed, options, /*need_ranges=*/false, &candidates, &skipped));
   std::vector<std::string> names;
   std::unordered_set<std::string> seen;
-  for (const Candidate& c : candidates)
-    for (const std::string& t : c.activations)
+  for (const Candidate& c : candidates) {
+    // Both the output and its clamping activation's output: which of them is quantized depends on the
+    // latter's range (ChooseOutputQuantization).
+    std::vector<std::string> tensors = c.activations;
+    if (!c.clamped.empty()) tensors.push_back(c.clamped);
+    for (const std::string& t : tensors)
       if (seen.insert(t).second) names.push_back(t);
+  }
   return names;
 }
 

@@ -1,6 +1,10 @@
-"""Static int8 CNNs in integers: the QDQ fusion (src/opt/fuse_qdq_conv.cc: DQ -> Conv -> Q into QLinearConv,
-DQ -> Relu -> Q into com.microsoft QLinearLeakyRelu(alpha=0), DQ + DQ -> Add [-> Relu] -> Q into QLinearAdd)
-and their kernels (src/ep/cpu/qconv_fast.cc, bitwise the reference kernels: tests/unit/ep/qconv_fast_test.cc).
+"""Static int8 CNNs in integers: the QDQ fusion (src/opt/fuse_qdq_conv.cc: DQ -> Conv [-> Relu | Clip] -> Q into
+QLinearConv, DQ -> Relu -> Q into com.microsoft QLinearLeakyRelu(alpha=0), DQ + DQ -> Add [-> Relu] -> Q into
+QLinearAdd) and their kernels (src/ep/cpu/qconv_fast.cc, bitwise the reference kernels:
+tests/unit/ep/qconv_fast_test.cc). nee's quantizer writes Conv -> Relu -> Q (the activation's output quantized,
+not the Conv's), which fuses into one QLinearConv; the layouts ONNX Runtime's quantizer writes (Conv -> Q -> DQ ->
+Relu -> Q when told to quantize Conv/MatMul/Gemm alone, Conv -> Q with the Relu/Clip removed when told to
+quantize them too) fuse as well.
 
 Oracles, independent of the fusion:
   - nee with graph optimizations off, which computes the QDQ graph as the spec states it
@@ -147,9 +151,11 @@ def optimized_ops(path, tmp_path):
 def test_residual_cnn_fuses_and_agrees(tmp_path, per_channel, reduce_range):
     src, model = quantized(tmp_path, residual_cnn, (3, 16, 16), per_channel=per_channel, reduce_range=reduce_range)
     ops = optimized_ops(model, tmp_path)
-    # Every Conv in integers; the Relus after them are tables; the residual Add and its Relu one QLinearAdd.
+    # Every Conv in integers, its Relu folded in (the quantizer put the Q after the Relu, zero point 0); the
+    # residual Add and its Relu one QLinearAdd.
     assert ops["QLinearConv"] == 5 and ops["Conv"] == 0, ops
-    assert ops["QLinearLeakyRelu"] == 3 and ops["QLinearAdd"] == 1 and ops["Add"] == 0, ops
+    assert ops["QLinearLeakyRelu"] == 0 and ops["Relu"] == 0, ops
+    assert ops["QLinearAdd"] == 1 and ops["Add"] == 0, ops
     x = inputs((3, 16, 16), 64, seed=99)
     fused = nee_out(model, x)
     assert np.array_equal(fused, nee_out(model, x, threads=2))  # independent of the thread count
@@ -201,8 +207,9 @@ def test_one_quantized_conv_within_one_step(tmp_path, per_channel, reduce_range)
 def test_clip_and_depthwise(tmp_path, per_channel):
     _, model = quantized(tmp_path, inverted_residual, (8, 12, 12), per_channel=per_channel)
     ops = optimized_ops(model, tmp_path)
-    # Each Clip(0, 6) whose output's quantization saturates at 0 and 6 is the requantization alone.
-    assert ops["QLinearConv"] == 3 and ops["QLinearLeakyRelu"] == 2 and ops["Clip"] == 0, ops
+    # Each Clip(0, 6) whose output's quantization saturates at 0 and 6 is the requantization alone, inside
+    # the QLinearConv before it.
+    assert ops["QLinearConv"] == 3 and ops["QLinearLeakyRelu"] == 0 and ops["Clip"] == 0, ops
     x = inputs((8, 12, 12), 32, seed=8) * np.float32(1.5)
     fused = nee_out(model, x)
     assert np.array_equal(fused, nee_out(model, x, threads=2))
@@ -214,3 +221,48 @@ def test_clip_and_depthwise(tmp_path, per_channel):
     print(f"per_channel={per_channel}: fused vs unfused {d_unfused:.2f} steps, unfused vs ORT's QDQ "
           f"{d_ort_qdq:.2f}; equal {np.mean(fused == unfused):.4f}")
     assert d_ort_qdq <= 1.001 and d_unfused <= 1.001 and np.mean(fused == unfused) >= 0.95
+
+
+def ort_quantized(tmp_path, make, shape, op_types):
+    """The float model quantized by ONNX Runtime's quantize_static (QDQ, uint8 activations, int8 weights, MinMax)
+    on the calibration rows quantized() uses."""
+    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.rows = iter(inputs(shape, 32, seed=11))
+
+        def get_next(self):
+            row = next(self.rows, None)
+            return None if row is None else {"x": row[None]}
+
+    src, dst = tmp_path / "float.onnx", tmp_path / "ort_int8.onnx"
+    make(src)
+    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, calibrate_method=CalibrationMethod.MinMax,
+                    op_types_to_quantize=list(op_types))
+    return dst
+
+
+# ONNX Runtime's files fuse as they did: with Relu/Clip among the ops to quantize it removes them (Conv -> Q);
+# told to quantize Conv/MatMul/Gemm alone it leaves Conv -> Q -> DQ -> Relu -> Q (the layout nee's quantizer
+# wrote before it put the Q after the activation), whose Relus stay tables.
+@pytest.mark.parametrize("with_activations", [False, True])
+@pytest.mark.parametrize("model", ["residual", "inverted_residual"])
+def test_ort_quantized_models_fuse_and_agree(tmp_path, model, with_activations):
+    make, shape, convs, tables = {"residual": (residual_cnn, (3, 16, 16), 5, 3),
+                                  "inverted_residual": (inverted_residual, (8, 12, 12), 3, 2)}[model]
+    ops_to_quantize = ["Conv", "MatMul", "Gemm"] + (["Relu", "Clip"] if with_activations else [])
+    path = ort_quantized(tmp_path, make, shape, ops_to_quantize)
+    ops = optimized_ops(path, tmp_path)
+    assert ops["QLinearConv"] == convs and ops["Conv"] == 0, ops
+    assert ops["QLinearLeakyRelu"] == (0 if with_activations else tables), ops
+    x = inputs(shape, 32, seed=21)
+    fused = nee_out(path, x)
+    ort_qdq = ort_out(path, x, optimize=False)
+    step = output_step(path)
+    d = np.max(np.abs(fused - ort_qdq)) / step
+    print(f"{model} with_activations={with_activations}: nee fused vs ORT's QDQ evaluation {d:.2f} steps, "
+          f"equal {np.mean(fused == ort_qdq):.3f}")
+    assert d <= 1.001 and np.mean(fused == ort_qdq) >= 0.95

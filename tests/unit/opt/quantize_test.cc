@@ -4,7 +4,10 @@
 // running the output are in tests/python/test_quantize.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include "opt/quantize.h"
 #include "opt_test_util.h"
@@ -342,9 +345,14 @@ TEST(QuantizeStatic, WritesQdqPairsAndStaysClose) {
   auto r = QuantizeModel(m, options);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->converted, (std::vector<std::string>{"MatMul0", "Gemm2"}));
-  EXPECT_EQ(OpTypes(m), (Ops{"DequantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMul", "QuantizeLinear",
-                               "DequantizeLinear", "Relu", "QuantizeLinear", "DequantizeLinear", "DequantizeLinear",
-                               "DequantizeLinear", "Gemm", "QuantizeLinear", "DequantizeLinear"}));
+  // The MatMul's output h is read by the Relu alone, and r's zero point is 0: h is not quantized, r is
+  // (Q(Relu(h)) == Q(h)), as ONNX Runtime's quantizer does with a Relu it quantizes.
+  EXPECT_EQ(OpTypes(m), (Ops{"DequantizeLinear", "QuantizeLinear", "DequantizeLinear", "MatMul", "Relu",
+                               "QuantizeLinear", "DequantizeLinear", "DequantizeLinear", "DequantizeLinear", "Gemm",
+                               "QuantizeLinear", "DequantizeLinear"}));
+  EXPECT_EQ(FindInit(m, "h_scale"), nullptr);
+  ASSERT_NE(FindInit(m, "r_zero_point"), nullptr);
+  EXPECT_EQ(FindInit(m, "r_zero_point")->tensor.data<uint8_t>()[0], 0);
   // The graph output keeps its name, written by the last DequantizeLinear.
   EXPECT_EQ(m.graph.nodes.back().outputs[0], "y");
   EXPECT_EQ(FindInit(m, "W1"), nullptr);
@@ -362,6 +370,98 @@ TEST(QuantizeStatic, WritesQdqPairsAndStaysClose) {
     EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 0.03f * scale) << i;
   const Tensor fast = RunAt(m, {{"x", Value(x)}}, 99);
   for (int64_t i = 0; i < want.num_elements(); ++i) EXPECT_NEAR(fast.data<float>()[i], got.data<float>()[i], 1e-4f);
+}
+
+// x[1,2,5,5] -> Conv(3 channels, 3x3, pad 1, B) -> c -> `activation` (c -> a) -> Conv(2, 1x1) -> y
+ModelBuilder ConvActivationConv(const std::function<void(ModelBuilder&)>& activation) {
+  ModelBuilder b(13);
+  b.Input("x", ShapeFromDims({1, 2, 5, 5}))
+      .Init("W1", Random({3, 2, 3, 3}, 3))
+      .Init("B1", Random({3}, 4))
+      .Init("W2", Random({2, 3, 1, 1}, 5))
+      .Op("Conv", {"x", "W1", "B1"}, {"c"}, {IntsAttr("pads", {1, 1, 1, 1})});
+  activation(b);
+  b.Op("Conv", {"a", "W2"}, {"y"}).Output("y");
+  return b;
+}
+
+std::function<void(ModelBuilder&)> ClipActivation(float lo, float hi) {
+  return [lo, hi](ModelBuilder& b) {
+    b.Init("lo", Scalar(lo)).Init("hi", Scalar(hi)).Op("Clip", {"c", "lo", "hi"}, {"a"});
+  };
+}
+
+// Quantizes with hand-given ranges (the choice depends on them alone); the op types written.
+Ops QuantizedOps(ModelBuilder b, std::map<std::string, QuantizeOptions::Range> ranges, bool symmetric = false) {
+  QuantizeOptions options;
+  options.mode = QuantizeMode::kStatic;
+  options.symmetric_activations = symmetric;
+  options.ranges = std::move(ranges);
+  Model m = b.model;
+  auto r = QuantizeModel(m, options);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return OpTypes(m);
+}
+
+// DQ(W1), Q/DQ(x), DQ(B1), Conv, ...
+const Ops kActivationQuantized = {"DequantizeLinear", "QuantizeLinear", "DequantizeLinear", "DequantizeLinear",
+                                  "Conv",             "ACT",            "QuantizeLinear",   "DequantizeLinear",
+                                  "DequantizeLinear", "Conv",           "QuantizeLinear",   "DequantizeLinear"};
+const Ops kBothQuantized = {"DequantizeLinear", "QuantizeLinear",   "DequantizeLinear", "DequantizeLinear",
+                            "Conv",             "QuantizeLinear",   "DequantizeLinear", "ACT",
+                            "QuantizeLinear",   "DequantizeLinear", "DequantizeLinear", "Conv",
+                            "QuantizeLinear",   "DequantizeLinear"};
+Ops WithActivation(Ops ops, const std::string& act) {
+  std::replace(ops.begin(), ops.end(), std::string("ACT"), act);
+  return ops;
+}
+
+TEST(QuantizeStatic, QuantizesAfterTheActivationWhenQClampsAsItDoes) {
+  const std::map<std::string, QuantizeOptions::Range> ranges = {
+      {"x", {-3, 3}}, {"c", {-8, 9}}, {"a", {0, 6}}, {"y", {-4, 5}}};
+  auto relu = [](ModelBuilder& b) { b.Op("Relu", {"c"}, {"a"}); };
+  // Calibration measures both c and a: which one is quantized depends on a's range.
+  Model listed = ConvActivationConv(ClipActivation(0, 6)).model;
+  QuantizeOptions options;
+  options.mode = QuantizeMode::kStatic;
+  auto tensors = quant::StaticCalibrationTensors(listed, options);
+  ASSERT_TRUE(tensors.ok()) << tensors.status().ToString();
+  EXPECT_EQ(*tensors, (std::vector<std::string>{"x", "c", "a", "y"}));
+
+  EXPECT_EQ(QuantizedOps(ConvActivationConv(relu), ranges), WithActivation(kActivationQuantized, "Relu"));
+  // Relu6 with a's range [0, 6]: scale 6/255, Q(0) = 0, Q(6) = 255.
+  EXPECT_EQ(QuantizedOps(ConvActivationConv(ClipActivation(0, 6)), ranges),
+            WithActivation(kActivationQuantized, "Clip"));
+  // A range that never reaches the bound: Q(6) saturates anyway.
+  auto narrow = ranges;
+  narrow["a"] = {0, 4};
+  EXPECT_EQ(QuantizedOps(ConvActivationConv(ClipActivation(0, 6)), narrow),
+            WithActivation(kActivationQuantized, "Clip"));
+}
+
+TEST(QuantizeStatic, KeepsTheOutputsPairWhenQCannotStandForTheActivation) {
+  const std::map<std::string, QuantizeOptions::Range> ranges = {
+      {"x", {-3, 3}}, {"c", {-8, 9}}, {"a", {1, 6}}, {"y", {-4, 5}}};
+  auto relu = [](ModelBuilder& b) { b.Op("Relu", {"c"}, {"a"}); };
+  // Clip(1, 6): a's range widened to [0, 6] puts 1 at 43, not 0.
+  EXPECT_EQ(QuantizedOps(ConvActivationConv(ClipActivation(1, 6)), ranges), WithActivation(kBothQuantized, "Clip"));
+  // Symmetric activations: zero point 128, Q(0) = 128.
+  EXPECT_EQ(QuantizedOps(ConvActivationConv(relu), ranges, /*symmetric=*/true),
+            WithActivation(kBothQuantized, "Relu"));
+  // c read by the Relu and a Neg; c a graph output.
+  ModelBuilder two = ConvActivationConv(relu);
+  two.Op("Neg", {"c"}, {"n"}).Output("n");
+  Ops ops = QuantizedOps(two, ranges);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "QuantizeLinear"), 4) << ::testing::PrintToString(ops);
+  ModelBuilder out = ConvActivationConv(relu);
+  out.Output("c");
+  ops = QuantizedOps(out, ranges);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "QuantizeLinear"), 4) << ::testing::PrintToString(ops);
+  // No range for a: c's pair, the old placement (a is still the second Conv's input: no range, not quantized).
+  auto no_a = ranges;
+  no_a.erase("a");
+  ops = QuantizedOps(ConvActivationConv(relu), no_a);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "QuantizeLinear"), 2) << ::testing::PrintToString(ops);
 }
 
 TEST(QuantizeStatic, MissingRangesExclusionAndOpset) {
