@@ -107,8 +107,9 @@ __attribute__((target("avx2"))) inline void WidenRow(const uint8_t* src, int64_t
 
 // One (image, channel)'s phase planes from its input plane x; x_end bounds what whole-vector reads may
 // touch (the end of the input tensor). Whole-vector writes run up to 15 int16 past where they should
-// stop: always forward, into what is written next (the row's next part, the next row, the slack, the
-// next plane, or the 16 int16 past the last plane), so everything is written in address order.
+// stop: always forward, into what is written next (the row's next part, the next row) or into the
+// plane's slack. The slack is not filled: only dropped positions read it (see PhaseLayout), and it holds
+// whatever it last held (zeros at first).
 __attribute__((target("avx2"))) void BuildPhasePlanes(const QConvGeometry& g, const PhaseLayout& L, const uint8_t* x,
                                                       const uint8_t* x_end, uint8_t flip, uint8_t zx,
                                                       int16_t* planes) {
@@ -133,7 +134,6 @@ __attribute__((target("avx2"))) void BuildPhasePlanes(const QConvGeometry& g, co
         WidenRow(src, c1 - c0, g.sw, x_end - src, flip_bytes, row + c0);
         FillPad(row + c1, L.wq - c1, pad);
       }
-      FillPad(plane + L.hq * L.wq, L.stride - L.hq * L.wq, pad);
     }
 }
 
