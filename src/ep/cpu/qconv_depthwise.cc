@@ -150,18 +150,37 @@ __attribute__((target("avx2"))) inline __m128i Requant4(__m128i acc, __m256d mul
   return _mm256_cvtpd_epi32(d);
 }
 
-// Sixteen sums (lo: positions 0-3 and 8-11, hi: 4-7 and 12-15, as vpunpck leaves them) plus the
-// channel's constant, requantized to sixteen bytes in position order.
+// Sixteen sums (lo: positions 0-3 and 8-11, hi: 4-7 and 12-15, as vpunpck leaves them), the channel's
+// constant included, requantized to sixteen bytes in position order.
 template <bool kClamp>
-__attribute__((target("avx2"))) inline __m128i Requant16(__m256i lo, __m256i hi, __m256i constant, __m256d mult,
-                                                         __m256d yzp, __m256d low, __m256d high, bool y_signed) {
-  lo = _mm256_add_epi32(lo, constant);
-  hi = _mm256_add_epi32(hi, constant);
+__attribute__((target("avx2"))) inline __m128i Requant16(__m256i lo, __m256i hi, __m256d mult, __m256d yzp,
+                                                         __m256d low, __m256d high, bool y_signed) {
   const __m128i w0 = _mm_packs_epi32(Requant4<kClamp>(_mm256_castsi256_si128(lo), mult, yzp, low, high),
                                      Requant4<kClamp>(_mm256_castsi256_si128(hi), mult, yzp, low, high));
   const __m128i w1 = _mm_packs_epi32(Requant4<kClamp>(_mm256_extracti128_si256(lo, 1), mult, yzp, low, high),
                                      Requant4<kClamp>(_mm256_extracti128_si256(hi, 1), mult, yzp, low, high));
   return y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+}
+
+// The float shortcut, for small multipliers (every |mult| < 1/2), proven to give the reference's bytes
+// or to say it cannot. The reference: D = double(acc) * m + yzp in double, clamped to [lo, hi] (the
+// output type's whole range), rounded half to even. Here F = float(float(float(acc) * m) + yzp): m (a
+// float, as the multipliers are formed) and yzp (an integer of at most 255) are exact in float, so F
+// carries three float roundings, each within 2^-24 relative (2^-23 in any rounding mode), D two
+// double ones. Where |F| <= 512, |acc * m| <= 768 and |F - D| < 1.3e-4 (2.6e-4 in any mode), well
+// below delta = 2^-11. Then F - delta and F + delta (both exact: delta is a multiple of F's ulp) round
+// to the same integer k only if [F - delta, F + delta] lies within [k - 1/2, k + 1/2], so D, strictly
+// inside it, lies strictly inside (k - 1/2, k + 1/2) and rounds to k too; clamping commutes with that
+// rounding (lo and hi are integers), and the saturating packs clamp. Where |F| > 512, D has F's sign
+// and |D| > 256, so both clamp to the same end: k from F - delta does too (small multipliers keep
+// |F| < 2^31, so it converts). Lanes whose two roundings differ (about 1 in 1000) send the whole
+// vector to the double arithmetic. Eight sums: the rounded values, and which lanes agreed.
+__attribute__((target("avx2"))) inline __m256i RoundFloat8(__m256i acc, __m256 mult, __m256 yzp, __m256i* agree) {
+  const __m256 delta = _mm256_set1_ps(1.0f / 2048);
+  const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), mult), yzp);
+  const __m256i below = _mm256_cvtps_epi32(_mm256_sub_ps(v, delta));
+  *agree = _mm256_cmpeq_epi32(below, _mm256_cvtps_epi32(_mm256_add_ps(v, delta)));
+  return below;
 }
 
 // What one channel's flat run needs.
@@ -174,19 +193,25 @@ struct ChannelRun {
   double mult;
 };
 
-// The flat run's bytes into out (flat rounded up to 16, plus nothing: out has that room). kPairs: the
-// number of tap pairs when fixed at compile time (5: 3x3), so that the loop over them unrolls; 0: any.
-template <int kPairs, bool kClamp>
+// How a flat run requantizes: the reference's double arithmetic (clamped, or for small multipliers
+// not: see Requant), or the float shortcut (small multipliers; RoundFloat8) falling back to it.
+enum class RequantMode { kDouble, kDoubleClamped, kFloatShortcut };
+
+// The flat run's bytes into out (flat rounded up to 16: out has that room). kPairs: the number of tap
+// pairs when fixed at compile time (5: 3x3), so that the loop over them unrolls; 0: any.
+template <int kPairs, RequantMode kMode>
 __attribute__((target("avx2"))) void FlatRunAvx2(const ChannelRun& run, const Requant& q, uint8_t* out) {
   const int64_t npairs = kPairs > 0 ? kPairs : run.npairs;
   constexpr int kMax = kPairs > 0 ? kPairs : (kMaxTaps + 1) / 2;
+  constexpr bool kClamp = kMode == RequantMode::kDoubleClamped;
   const int16_t* tap[2 * kMax];
   for (int64_t t = 0; t < 2 * npairs; ++t) tap[t] = run.planes + run.offsets[t];
   const __m256i constant = _mm256_set1_epi32(run.constant);
   const __m256d mult = _mm256_set1_pd(run.mult), yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo),
                 high = _mm256_set1_pd(q.hi);
+  const __m256 mult_f = _mm256_set1_ps(static_cast<float>(run.mult)), yzp_f = _mm256_set1_ps(static_cast<float>(q.yzp));
   for (int64_t f = 0; f < run.flat; f += 16) {
-    __m256i lo = _mm256_setzero_si256(), hi = lo;
+    __m256i lo = constant, hi = constant;
 #pragma GCC unroll 8
     for (int64_t p = 0; p < npairs; ++p) {
       const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tap[2 * p] + f));
@@ -195,16 +220,34 @@ __attribute__((target("avx2"))) void FlatRunAvx2(const ChannelRun& run, const Re
       lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), w));
       hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), w));
     }
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + f),
-                     Requant16<kClamp>(lo, hi, constant, mult, yzp, low, high, q.y_signed));
+    __m128i bytes;
+    if (kMode == RequantMode::kFloatShortcut) {
+      __m256i agree_lo, agree_hi;
+      const __m256i r_lo = RoundFloat8(lo, mult_f, yzp_f, &agree_lo), r_hi = RoundFloat8(hi, mult_f, yzp_f, &agree_hi);
+      if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
+        const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // positions 0-7 | 8-15
+        const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
+        bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+      } else {
+        bytes = Requant16<false>(lo, hi, mult, yzp, low, high, q.y_signed);
+      }
+    } else {
+      bytes = Requant16<kClamp>(lo, hi, mult, yzp, low, high, q.y_signed);
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + f), bytes);
   }
 }
 
 using FlatRunFn = void (*)(const ChannelRun&, const Requant&, uint8_t*);
 
-FlatRunFn PickFlatRun(int64_t npairs, bool clamp) {
-  if (npairs == 5) return clamp ? FlatRunAvx2<5, true> : FlatRunAvx2<5, false>;
-  return clamp ? FlatRunAvx2<0, true> : FlatRunAvx2<0, false>;
+template <RequantMode kMode>
+FlatRunFn PickFlatRunFor(int64_t npairs) {
+  return npairs == 5 ? FlatRunAvx2<5, kMode> : FlatRunAvx2<0, kMode>;
+}
+
+FlatRunFn PickFlatRun(int64_t npairs, const Requant& q) {
+  if (!q.small_multipliers) return PickFlatRunFor<RequantMode::kDoubleClamped>(npairs);
+  return PickFlatRunFor<RequantMode::kFloatShortcut>(npairs);
 }
 
 // The flat rows (W' bytes apart, ow of each kept) into y's contiguous plane of oh x ow. Sixteen bytes at
@@ -241,7 +284,7 @@ bool RunDepthwiseQConv(KernelContext& ctx, const QConvGeometry& g, const uint8_t
   const int64_t plane_count = g.sh * g.sw;
   const int64_t flat_bytes = (L.flat + 15) / 16 * 16 + 16;  // whole vectors, and CopyRowsOut's reads past
   const uint8_t* x_end = x + g.N * g.C * g.ih * g.iw;
-  const FlatRunFn flat_run = PickFlatRun(npairs, !q.small_multipliers);
+  const FlatRunFn flat_run = PickFlatRun(npairs, q);
   ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<int16_t> t_planes;
     thread_local std::vector<uint8_t> t_flat;

@@ -257,6 +257,40 @@ TEST_P(QConvDepthwiseTest, ExtremeInputsAndWeights) {
     }
 }
 
+// The requantization at its edges: multipliers 1/4 and 3/8 (exact halves, which round to even, in
+// many lanes), and sums near 2^30 (float(acc) inexact) with tiny multipliers that bring them back into
+// range, for uint8 and int8 outputs.
+TEST_P(QConvDepthwiseTest, RequantizationTiesAndLargeSums) {
+  std::mt19937 rng(41);
+  struct Scales {
+    std::string name;
+    float x_scale, w_scale, y_scale;
+    int32_t bias_base;
+  };
+  const std::vector<Scales> scales = {{"mult_1_4", 0.5f, 0.5f, 1.0f, 0},
+                                      {"mult_3_8", 0.5f, 0.75f, 1.0f, 0},
+                                      {"mult_1_10", 0.25f, 0.4f, 1.0f, 0},
+                                      {"large_sums", 1.0f / 1024, 1.0f / 8192, 1.0f, 1 << 30},
+                                      {"large_negative_sums", 1.0f / 1024, 1.0f / 8192, 1.0f, -(1 << 30)}};
+  for (const Scales& sc : scales)
+    for (DataType yt : {kU8, kS8}) {
+      DwCase c;
+      c.c = 5, c.h = 11, c.w = 23, c.yt = yt, c.per_channel = false;
+      c.name = sc.name + (yt == kS8 ? "_int8_out" : "");
+      std::vector<Value> inputs = Inputs(c, rng);
+      inputs[1] = Value(Tensor::Scalar<float>(sc.x_scale));
+      inputs[4] = Value(Tensor::Scalar<float>(sc.w_scale));
+      inputs[6] = Value(Tensor::Scalar<float>(sc.y_scale));
+      // Small biases spread the ties over the range; large ones put the sums near 2^30, where
+      // 2^30 / 2^23 = 128 lands mid-range.
+      std::uniform_int_distribution<int32_t> spread(-300, 300);
+      std::vector<int32_t> bias(static_cast<size_t>(c.c));
+      for (int32_t& b : bias) b = sc.bias_base + spread(rng) * (sc.bias_base != 0 ? 4096 : 1);
+      inputs[8] = Value(Tensor::FromVector(bias, {c.c}));
+      ExpectMatchesReference(c, inputs);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, QConvDepthwiseTest, ::testing::Values(cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
                          [](const auto& info) { return info.param == cpu::SgemmIsa::kAvx2 ? "avx2" : "portable"; });
 
