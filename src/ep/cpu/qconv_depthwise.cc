@@ -55,6 +55,8 @@ struct PhaseLayout {
   int64_t stride = 0;            // int16 per phase plane, slack included
   int64_t flat = 0;              // oh * W' positions
   std::vector<bool> used;        // per phase (a * sw + b)
+  // Per column phase b: column c reads input column sw c + b - pw, inside [0, iw) for c in [c0, c1).
+  std::vector<int64_t> c0, c1;
   std::vector<int64_t> offsets;  // per tap: phase * stride + row * W' + column
 };
 
@@ -68,6 +70,11 @@ PhaseLayout PlanPhases(const QConvGeometry& g) {
   // tap offset, which is less than row_reach * W' (inside H') plus W'.
   L.stride = L.hq * L.wq + L.wq + kSlack;
   L.used.assign(static_cast<size_t>(g.sh * g.sw), false);
+  for (int64_t b = 0; b < g.sw; ++b) {
+    const int64_t c0 = std::min(L.wq, std::max<int64_t>(0, (g.pw - b + g.sw - 1) / g.sw));
+    L.c0.push_back(c0);
+    L.c1.push_back(std::max(c0, std::min(L.wq, (g.iw + g.pw - b + g.sw - 1) / g.sw)));
+  }
   for (int64_t i = 0; i < g.kh; ++i)
     for (int64_t j = 0; j < g.kw; ++j) {
       const int64_t phase = ((i * g.dh) % g.sh) * g.sw + (j * g.dw) % g.sw;
@@ -118,9 +125,7 @@ __attribute__((target("avx2"))) void BuildPhasePlanes(const QConvGeometry& g, co
     for (int64_t b = 0; b < g.sw; ++b) {
       if (!L.used[static_cast<size_t>(a * g.sw + b)]) continue;
       int16_t* plane = planes + (a * g.sw + b) * L.stride;
-      // Columns c read input column sw c + b - pw: inside [0, iw) for c in [c0, c1).
-      const int64_t c0 = std::min(L.wq, std::max<int64_t>(0, (g.pw - b + g.sw - 1) / g.sw));
-      const int64_t c1 = std::max(c0, std::min(L.wq, (g.iw + g.pw - b + g.sw - 1) / g.sw));
+      const int64_t c0 = L.c0[static_cast<size_t>(b)], c1 = L.c1[static_cast<size_t>(b)];
       const int64_t first = c0 * g.sw + b - g.pw;  // the input column of c0
       for (int64_t r = 0; r < L.hq; ++r) {
         int16_t* row = plane + r * L.wq;
