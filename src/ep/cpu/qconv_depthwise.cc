@@ -255,8 +255,31 @@ FlatRunFn PickFlatRun(int64_t npairs, const Requant& q) {
   return PickFlatRunFor<RequantMode::kFloatShortcut>(npairs);
 }
 
+// `size` bytes (a constant, so that memcpy is a plain move) from src + at to dst + at.
+template <int size>
+inline void CopyPiece(uint8_t* dst, const uint8_t* src, int64_t at) {
+  std::memcpy(dst + at, src + at, size);
+}
+
+// n bytes exactly, without a call: 16 at a time, the last 16 ending at n (overlapping the ones before),
+// or two overlapping halves of 8, 4 or 2 bytes for short rows.
+inline void CopyExact(uint8_t* dst, const uint8_t* src, int64_t n) {
+  if (n >= 16) {
+    for (int64_t k = 0; k + 16 < n; k += 16) CopyPiece<16>(dst, src, k);
+    CopyPiece<16>(dst, src, n - 16);
+  } else if (n >= 8) {
+    CopyPiece<8>(dst, src, 0), CopyPiece<8>(dst, src, n - 8);
+  } else if (n >= 4) {
+    CopyPiece<4>(dst, src, 0), CopyPiece<4>(dst, src, n - 4);
+  } else if (n >= 2) {
+    CopyPiece<2>(dst, src, 0), CopyPiece<2>(dst, src, n - 2);
+  } else if (n == 1) {
+    dst[0] = src[0];
+  }
+}
+
 // The flat rows (W' bytes apart, ow of each kept) into y's contiguous plane of oh x ow. Sixteen bytes at
-// a time where the overrun stays inside the plane (a later row overwrites it); memcpy for the rest.
+// a time where the overrun stays inside the plane (a later row overwrites it); exactly for the rest.
 __attribute__((target("avx2"))) void CopyRowsOut(const uint8_t* flat, int64_t wq, int64_t oh, int64_t ow,
                                                  uint8_t* y) {
   const int64_t plane = oh * ow, chunks = (ow + 15) / 16;
@@ -268,7 +291,7 @@ __attribute__((target("avx2"))) void CopyRowsOut(const uint8_t* flat, int64_t wq
         _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * k),
                          _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * k)));
     } else {
-      std::memcpy(dst, src, static_cast<size_t>(ow));
+      CopyExact(dst, src, ow);
     }
   }
 }
