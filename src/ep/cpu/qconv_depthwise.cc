@@ -22,10 +22,11 @@
 // 3. Requantization right there, on the registers (the shared FinishTileAvx2 /
 //    RequantRowAvx2 take sums from memory, one call per sixteen: a store, a
 //    call and a reload per vector, and no overlap between vectors' long
-//    convert chains): the same double arithmetic, double(acc) * mult + yzp
-//    without contraction, clamped unless the multipliers are small (see
-//    Requant), rounded half to even. Into a flat byte row, whose rows are then
-//    copied out.
+//    convert chains, so this file has its own): the reference's double
+//    arithmetic, double(acc) * mult + yzp without contraction, clamped unless
+//    the multipliers are small (see Requant), rounded half to even; for small
+//    multipliers first in float, which RoundFloat8 proves equal to it or hands
+//    back to it. Into a flat byte row, whose rows are then copied out.
 //
 // Every output is computed by the same instructions whatever the thread
 // count: threads split the (image, channel) planes.
@@ -198,9 +199,9 @@ struct ChannelRun {
   double mult;
 };
 
-// How a flat run requantizes: the reference's double arithmetic (clamped, or for small multipliers
-// not: see Requant), or the float shortcut (small multipliers; RoundFloat8) falling back to it.
-enum class RequantMode { kDouble, kDoubleClamped, kFloatShortcut };
+// How a flat run requantizes: the reference's double arithmetic, clamped (any multipliers), or for small
+// multipliers the float shortcut (RoundFloat8), falling back to that arithmetic unclamped (see Requant).
+enum class RequantMode { kDoubleClamped, kFloatShortcut };
 
 // The flat run's bytes into out (flat rounded up to 16: out has that room). kPairs: the number of tap
 // pairs when fixed at compile time (5: 3x3), so that the loop over them unrolls; 0: any.
