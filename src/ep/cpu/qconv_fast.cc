@@ -10,8 +10,9 @@
 // vpmaddwd by ones and vpaddd into int32 — three instructions per 32
 // multiply-adds. A pair sum saturates only when two weights of one sign have
 // |w0| + |w1| > 128 (255 * 128 fits int16): such pairs are packed clamped
-// to 128 and the remainder kept in a list per panel of rows, added to the
-// tile's sums as scalar products, so the result is exact (7-bit weights, as
+// to 128 and the remainders kept per row and k quad, multiplied by their
+// quads of X (vpmaddwd) and added to the tile's sums, so the result is
+// exact (7-bit weights, as
 // --reduce-range writes them, never need one). The zero points are applied
 // afterwards, exactly, modulo 2^32 like the reference's int64 sums narrowed
 // to int32:
@@ -73,10 +74,12 @@ static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igem
 // ---- weights, packed once ----------------------------------------------------------------
 
 struct QConvWeights {
+  // A row's clamped weights in one k quad: the remainders W[m][k] minus the packed value (|w0| + |w1| - 128
+  // <= 128 in magnitude), at the quad's bytes 1 and 3 only (a pair's second weight is the clamped one).
   struct Remainder {
-    int32_t k;  // column of W (row of X)
-    int32_t r;  // row within its panel
-    int32_t v;  // W[m][k] minus the packed value
+    int32_t quad;  // k / 4
+    int32_t r;     // row within its panel
+    int32_t pair;  // int16 (remainder at byte 1, at byte 3): vpmaddwd's operand
   };
   int64_t K = 0, kquads = 0, panels_per_group = 0;
   std::vector<int8_t> data;              // per group, its row panels: [kquads][kRows][4]
@@ -117,7 +120,14 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
           int32_t packed1 = w1;
           if (std::abs(w0) + std::abs(w1) > 128 && (w0 ^ w1) >= 0) {
             packed1 = (w1 > 0 ? 1 : -1) * (128 - std::abs(w0));
-            out->remainders.push_back({static_cast<int32_t>(k + 1), static_cast<int32_t>(r), w1 - packed1});
+            auto& list = out->remainders;
+            const auto quad = static_cast<int32_t>(k / 4);
+            const bool panel_has = static_cast<int64_t>(list.size()) > out->remainder_begin[static_cast<size_t>(panel)];
+            if (!panel_has || list.back().quad != quad || list.back().r != r)
+              list.push_back({quad, static_cast<int32_t>(r), 0});
+            // k + 1 is byte 1 or 3 of its quad: the pair's low or high int16.
+            const uint32_t half = static_cast<uint16_t>(static_cast<int16_t>(w1 - packed1));
+            list.back().pair = static_cast<int32_t>(static_cast<uint32_t>(list.back().pair) | (half << (k % 4 == 0 ? 0 : 16)));
           }
           int8_t* d = dst + (k / 4) * kQuadA + r * 4 + (k % 4);
           d[0] = static_cast<int8_t>(w0);
@@ -240,24 +250,42 @@ void TilePortable(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquad
     for (int64_t j = 0; j < kCols; ++j) s[r * kCols + j] = static_cast<int32_t>(acc[r][j]);
 }
 
+// The clamped weights' remainders times their quads of X (one panel) added to the tile's sums, wrapping as
+// the sums do.
+void AddRemaindersPortable(const QConvWeights::Remainder* begin, const QConvWeights::Remainder* end,
+                           const uint8_t* x, int32_t* sums) {
+  for (const auto* e = begin; e != end; ++e) {
+    const uint8_t* xq = x + e->quad * kQuadB;
+    int32_t* s = sums + e->r * kCols;
+    const auto low = static_cast<int16_t>(e->pair & 0xFFFF), high = static_cast<int16_t>(static_cast<uint32_t>(e->pair) >> 16);
+    for (int64_t j = 0; j < kCols; ++j) {
+      const int32_t add = static_cast<int32_t>(xq[j * 4 + 1]) * low + static_cast<int32_t>(xq[j * 4 + 3]) * high;
+      s[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + static_cast<uint32_t>(add));
+    }
+  }
+}
+
 #ifdef NEE_QCONV_X86
-// The clamped weights' remainders, each times its row of X (the byte k % 4 of every pixel's quad in the
-// panel) added to its row of the tile's sums, eight pixels per vector (int32 products wrap as the sums do).
+// The same with one multiply per eight pixels: a quad's 16-bit halves shifted right by 8 are its bytes 1 and
+// 3 (the only ones with remainders), multiplied by the two remainders and summed in int32 by vpmaddwd; a
+// row's products summed in registers (the list is sorted by row) and added to its sums once.
 __attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* begin,
                                                        const QConvWeights::Remainder* end, const uint8_t* x,
                                                        int32_t* sums) {
-  const __m256i low_byte = _mm256_set1_epi32(0xFF);
-  for (const auto* e = begin; e != end; ++e) {
-    const uint8_t* quad = x + (e->k / 4) * kQuadB;
-    const __m128i shift = _mm_cvtsi32_si128(8 * (e->k % 4));
-    const __m256i v = _mm256_set1_epi32(e->v);
-    int32_t* s = sums + e->r * kCols;
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h));
-      const __m256i xv = _mm256_and_si256(_mm256_srl_epi32(q, shift), low_byte);
-      __m256i* dst = reinterpret_cast<__m256i*>(s + 8 * h);
-      _mm256_storeu_si256(dst, _mm256_add_epi32(_mm256_loadu_si256(dst), _mm256_mullo_epi32(xv, v)));
-    }
+  for (const auto* e = begin; e != end;) {
+    const int32_t row = e->r;
+    __m256i lo = _mm256_setzero_si256(), hi = lo;
+    do {
+      const __m256i v = _mm256_set1_epi32(e->pair);
+      const uint8_t* xq = x + e->quad * kQuadB;
+      const __m256i x0 = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), 8);
+      const __m256i x1 = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8);
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(x0, v));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(x1, v));
+    } while (++e != end && e->r == row);
+    __m256i* s = reinterpret_cast<__m256i*>(sums + row * kCols);
+    _mm256_storeu_si256(s, _mm256_add_epi32(_mm256_loadu_si256(s), lo));
+    _mm256_storeu_si256(s + 1, _mm256_add_epi32(_mm256_loadu_si256(s + 1), hi));
   }
 }
 #endif
@@ -274,14 +302,15 @@ struct QConvRun {
 };
 
 void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uint8_t* x_direct, int64_t panel_begin,
-              int64_t panel_end, uint8_t* y, std::vector<uint8_t>& scratch) {
+              int64_t panel_end, uint8_t* y, std::vector<uint8_t>& scratch, std::vector<int32_t>& tile_sums) {
   const QConvGeometry& g = *run.g;
   const QConvWeights& w = *run.w;
   const int64_t K = g.K(), P = g.P(), kquads = w.kquads, npanels = panel_end - panel_begin;
   const size_t block_bytes = static_cast<size_t>(npanels * kquads * kQuadB);
   const size_t rows_bytes = static_cast<size_t>((K + 1) * kCols);
-  if (scratch.size() < block_bytes + rows_bytes) scratch.resize(block_bytes + rows_bytes);
-  uint8_t* block = scratch.data();
+  // The panels 64-byte aligned: a quad of pixels is one cache line, and no vector load splits one.
+  if (scratch.size() < block_bytes + rows_bytes + 64) scratch.resize(block_bytes + rows_bytes + 64);
+  uint8_t* block = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
   uint8_t* rows = block + block_bytes;
   std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
   for (int64_t b = 0; b < npanels; ++b) {
@@ -306,8 +335,9 @@ void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uin
         pixel_sums[static_cast<size_t>(b * kCols + j)] = static_cast<int32_t>(sum);
       }
   }
-  const int64_t ppg = w.panels_per_group;
-  alignas(32) int32_t sums[kRows * kCols];
+  const int64_t ppg = w.panels_per_group, panel_bytes = kquads * kQuadB;
+  if (tile_sums.size() < static_cast<size_t>(npanels * kRows * kCols))
+    tile_sums.resize(static_cast<size_t>(npanels * kRows * kCols));
   alignas(32) int32_t acc[kCols];
   for (int64_t rp = 0; rp < ppg; ++rp) {
     const int64_t panel = grp * ppg + rp;
@@ -315,26 +345,23 @@ void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uin
     const int8_t* wp = w.data.data() + panel * kquads * kQuadA;
     const auto* rem_begin = w.remainders.data() + w.remainder_begin[static_cast<size_t>(panel)];
     const auto* rem_end = w.remainders.data() + w.remainder_begin[static_cast<size_t>(panel) + 1];
+    // Each tile's remainders right after it, while the end of its panel of X is still in L1.
     for (int64_t b = 0; b < npanels; ++b) {
-      const uint8_t* xp = block + b * kquads * kQuadB;
-#ifdef NEE_QCONV_X86
-      if (run.avx2) IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
-#endif
-      if (!run.avx2) TilePortable(rows_here, wp, xp, kquads, sums);
+      int32_t* sums = tile_sums.data() + b * kRows * kCols;
+      const uint8_t* xp = block + b * panel_bytes;
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
-        AddRemaindersAvx2(rem_begin, rem_end, xp, sums);
-      } else
-#endif
-      {
-        for (const auto* e = rem_begin; e != rem_end; ++e) {
-          const uint8_t* xk = xp + (e->k / 4) * kQuadB + (e->k % 4);
-          int32_t* s = sums + e->r * kCols;
-          for (int64_t j = 0; j < kCols; ++j)
-            s[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) +
-                                        static_cast<uint32_t>(xk[j * 4]) * static_cast<uint32_t>(e->v));
-        }
+        IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
+        if (rem_begin != rem_end) AddRemaindersAvx2(rem_begin, rem_end, xp, sums);
       }
+#endif
+      if (!run.avx2) {
+        TilePortable(rows_here, wp, xp, kquads, sums);
+        AddRemaindersPortable(rem_begin, rem_end, xp, sums);
+      }
+    }
+    for (int64_t b = 0; b < npanels; ++b) {
+      const int32_t* sums = tile_sums.data() + b * kRows * kCols;
       const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
 #ifdef NEE_QCONV_X86
       if (run.avx2 && !run.q->any_zw && run.q->small_multipliers) {
@@ -476,9 +503,10 @@ Status QLinearConvFast(KernelContext& ctx) {
     uint8_t* y_image = yb + n * g.M * P;
     ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
+      thread_local std::vector<int32_t> t_sums;
       for (int64_t blk = begin; blk < end; ++blk)
         RunBlock(run, grp, copy ? padded.data() : nullptr, direct ? xg : nullptr, blk * per_block,
-                 std::min(panels, (blk + 1) * per_block), y_image, t_scratch);
+                 std::min(panels, (blk + 1) * per_block), y_image, t_scratch, t_sums);
     });
   }
   return Status::Ok();
