@@ -291,6 +291,44 @@ __attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remai
 #endif
 
 
+#ifdef NEE_QCONV_X86
+// igemm's quad tile on the first half of a panel only (pixels 0-7, the first 32 bytes of each 64-byte quad),
+// for a last panel with at most eight pixels: the same instructions per pixel, each sum the same, at half
+// the cost. Sums of pixels 8-15 are left as they were (not stored).
+template <int kTileRows>
+__attribute__((target("avx2"))) void HalfTileAvx2(const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+  for (int64_t q = 0; q < kquads; ++q) {
+    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadB));
+    const int8_t* wq = w + q * kQuadA;
+// Accumulators named, not indexed, so that they stay in registers.
+#define NEE_HALF_ROW(r)                                                                       \
+  if constexpr (kTileRows > r) {                                                              \
+    int32_t quad;                                                                             \
+    std::memcpy(&quad, wq + 4 * r, sizeof quad);                                              \
+    c##r = _mm256_add_epi32(c##r, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, _mm256_set1_epi32(quad)), ones)); \
+  }
+    NEE_HALF_ROW(0)
+    NEE_HALF_ROW(1)
+    NEE_HALF_ROW(2)
+    NEE_HALF_ROW(3)
+    NEE_HALF_ROW(4)
+    NEE_HALF_ROW(5)
+#undef NEE_HALF_ROW
+  }
+  const __m256i c[kRows] = {c0, c1, c2, c3, c4, c5};
+  for (int r = 0; r < kTileRows; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), c[r]);
+}
+
+using HalfTileFn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
+HalfTileFn HalfTile(int64_t rows) {
+  static constexpr HalfTileFn kByRows[kRows] = {HalfTileAvx2<1>, HalfTileAvx2<2>, HalfTileAvx2<3>,
+                                                HalfTileAvx2<4>, HalfTileAvx2<5>, HalfTileAvx2<6>};
+  return kByRows[rows - 1];
+}
+#endif
+
 // ---- one task: a block of pixel panels of one (image, group) ------------------------------
 
 struct QConvRun {
@@ -351,7 +389,11 @@ void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uin
       const uint8_t* xp = block + b * panel_bytes;
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
-        IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
+        if ((panel_begin + b) * kCols + kCols / 2 >= P) {
+          HalfTile(rows_here)(wp, xp, kquads, sums);
+        } else {
+          IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
+        }
         if (rem_begin != rem_end) AddRemaindersAvx2(rem_begin, rem_end, xp, sums);
       }
 #endif
