@@ -206,30 +206,114 @@ void PackPanelPortable(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad, 
     }
 }
 
+
 #ifdef NEE_QCONV_X86
-__attribute__((target("avx2"))) void PackPanelAvx2(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad,
-                                                   uint8_t* dst) {
-  const int64_t full = K / 4;
-  for (int64_t q = 0; q < full; ++q) {
-    const uint8_t* r = rows + 4 * q * ld;
-    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r));
-    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + ld));
-    const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * ld));
-    const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 3 * ld));
-    const __m128i a_lo = _mm_unpacklo_epi8(r0, r1), a_hi = _mm_unpackhi_epi8(r0, r1);
-    const __m128i b_lo = _mm_unpacklo_epi8(r2, r3), b_hi = _mm_unpackhi_epi8(r2, r3);
+// Where a panel's bytes are read from: channel 0 of the image's group, either the zero-point-padded copy
+// (flipped already) or x itself when no tap leaves the image (flipped here, as it is read).
+struct PanelSource {
+  const uint8_t* image;
+  const uint8_t* end;  // one past the last byte whole-vector reads may touch
+  int64_t plane, row;  // bytes between channels, between rows
+  uint8_t flip;
+};
+
+// A panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane, how
+// many, and for the vector reads the shuffle that moves a run's bytes into place and the bytes it fills.
+struct PanelRuns {
+  int64_t n = 0, at[kCols], offset[kCols], count[kCols];
+  __m128i shift[kCols], inside[kCols];
+  int64_t stride = 1;
+  __m128i pad, flip;
+};
+
+// A run's bytes of the tap plane at `base`, from its first pixel on: one 16-byte read (stride 2: 32 bytes,
+// the even ones kept: the low byte of each 16-bit word, packed).
+template <int kStride>
+__attribute__((target("avx2"))) inline __m128i ReadRun(const uint8_t* s) {
+  if constexpr (kStride == 1) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  const __m128i low = _mm_set1_epi16(0xFF);
+  return _mm_packus_epi16(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), low),
+                          _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)), low));
+}
+
+// Row k of the panel (the tap plane at `base`): kStride 1 or 2 reads whole vectors (kWhole: one run, the
+// whole panel); kStride 0 gathers byte by byte.
+template <int kStride, bool kWhole>
+__attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, const uint8_t* base, uint8_t pad,
+                                                        uint8_t flip) {
+  if constexpr (kStride == 0) {
+    alignas(16) uint8_t bytes[kCols];
+    std::memset(bytes, pad, sizeof bytes);
+    for (int64_t r = 0; r < runs.n; ++r)
+      for (int64_t t = 0; t < runs.count[r]; ++t)
+        bytes[runs.at[r] + t] = static_cast<uint8_t>(base[runs.offset[r] + t * runs.stride] ^ flip);
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
+  } else if constexpr (kWhole) {
+    return _mm_xor_si128(ReadRun<kStride>(base + runs.offset[0]), runs.flip);
+  } else {
+    __m128i v = runs.pad;
+    for (int64_t r = 0; r < runs.n; ++r)
+      v = _mm_blendv_epi8(v, _mm_shuffle_epi8(_mm_xor_si128(ReadRun<kStride>(base + runs.offset[r]), runs.flip), runs.shift[r]),
+                          runs.inside[r]);
+    return v;
+  }
+}
+
+// The panel's quads, row k (channel c, tap (i, j)) stepped along with k.
+template <int kStride, bool kWhole>
+__attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs,
+                                                  uint8_t pad, uint8_t* dst) {
+  const int64_t K = g.K(), kquads = (K + 3) / 4;
+  int64_t c = 0, i = 0, j = 0;
+  for (int64_t q = 0; q < kquads; ++q) {
+    __m128i rows[4];
+    for (int t = 0; t < 4; ++t) {
+      if (4 * q + t >= K) {
+        rows[t] = runs.pad;
+        continue;
+      }
+      rows[t] = PanelRow<kStride, kWhole>(runs, src.image + c * src.plane + i * g.dh * src.row + j * g.dw, pad, src.flip);
+      if (++j == g.kw) {
+        j = 0;
+        if (++i == g.kh) i = 0, ++c;
+      }
+    }
+    const __m128i a_lo = _mm_unpacklo_epi8(rows[0], rows[1]), a_hi = _mm_unpackhi_epi8(rows[0], rows[1]);
+    const __m128i b_lo = _mm_unpacklo_epi8(rows[2], rows[3]), b_hi = _mm_unpackhi_epi8(rows[2], rows[3]);
     __m128i* d = reinterpret_cast<__m128i*>(dst + q * kQuadB);
-    _mm_storeu_si128(d + 0, _mm_unpacklo_epi16(a_lo, b_lo));  // pixels 0-3
-    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(a_lo, b_lo));  // 4-7
-    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(a_hi, b_hi));  // 8-11
-    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(a_hi, b_hi));  // 12-15
+    _mm_store_si128(d + 0, _mm_unpacklo_epi16(a_lo, b_lo));  // pixels 0-3
+    _mm_store_si128(d + 1, _mm_unpackhi_epi16(a_lo, b_lo));  // 4-7
+    _mm_store_si128(d + 2, _mm_unpacklo_epi16(a_hi, b_hi));  // 8-11
+    _mm_store_si128(d + 3, _mm_unpackhi_epi16(a_hi, b_hi));  // 12-15
   }
-  if (full * 4 < K) {
-    uint8_t tail[4 * kCols];
-    std::memset(tail, pad, sizeof tail);
-    for (int64_t k = full * 4; k < K; ++k) std::memcpy(tail + (k - full * 4) * kCols, rows + k * ld, kCols);
-    PackPanelPortable(tail, kCols, 4, pad, dst + full * kQuadB);
+}
+
+// One panel straight into the layout [k quads][kCols][4], without the K x kCols rows between: each row k
+// as a vector, from one read per run of the panel's pixels along an output row, runs after the first
+// shifted into place (pshufb) and blended in; pixels past P and rows past K read as `pad`. Strides above 2,
+// and panels whose whole-vector reads would pass src.end, gather their bytes one by one.
+__attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0,
+                                                         uint8_t pad, uint8_t* dst) {
+  const int64_t P = g.P(), last = std::min(p0 + kCols, P);
+  const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  PanelRuns runs;
+  runs.stride = g.sw;
+  runs.pad = _mm_set1_epi8(static_cast<char>(pad));
+  runs.flip = _mm_set1_epi8(static_cast<char>(src.flip));
+  for (int64_t p = p0; p < last; ++runs.n) {
+    const int64_t oy = p / g.ow, ox = p % g.ow, n = std::min(g.ow - ox, last - p), r = runs.n;
+    runs.at[r] = p - p0, runs.offset[r] = oy * g.sh * src.row + ox * g.sw, runs.count[r] = n;
+    const __m128i a = _mm_set1_epi8(static_cast<char>(p - p0)), b = _mm_set1_epi8(static_cast<char>(p - p0 + n));
+    runs.shift[r] = _mm_sub_epi8(iota, a);  // byte i takes the run's byte i - at; negative (top bit set): zero
+    runs.inside[r] = _mm_andnot_si128(_mm_cmpgt_epi8(a, iota), _mm_cmpgt_epi8(b, iota));
+    p += n;
   }
+  const bool whole = runs.n == 1 && runs.count[0] == kCols;
+  const int64_t span = g.sw == 1 ? kCols : 2 * kCols;
+  const uint8_t* last_tap = src.image + (g.Cg - 1) * src.plane + (g.kh - 1) * g.dh * src.row + (g.kw - 1) * g.dw;
+  if (g.sw > 2 || last_tap + runs.offset[runs.n - 1] + span > src.end) return PackRowsAvx2<0, false>(g, src, runs, pad, dst);
+  if (g.sw == 1) return whole ? PackRowsAvx2<1, true>(g, src, runs, pad, dst) : PackRowsAvx2<1, false>(g, src, runs, pad, dst);
+  return whole ? PackRowsAvx2<2, true>(g, src, runs, pad, dst) : PackRowsAvx2<2, false>(g, src, runs, pad, dst);
 }
 #endif
 
@@ -339,40 +423,61 @@ struct QConvRun {
   uint8_t pad;  // the (flipped) input zero point
 };
 
-void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uint8_t* x_direct, int64_t panel_begin,
-              int64_t panel_end, uint8_t* y, std::vector<uint8_t>& scratch, std::vector<int32_t>& tile_sums) {
+// Where a block's panels of X come from: AVX2 packs them straight from `source`; the portable path gathers
+// rows from the padded copy, or takes a pointwise conv's rows from x itself.
+struct BlockSource {
+  const uint8_t* padded;
+  const uint8_t* x_direct;
+#ifdef NEE_QCONV_X86
+  PanelSource source;
+#endif
+};
+
+// The block's panels of X, packed, and with weight zero points each pixel's sum over k.
+void PackBlock(const QConvRun& run, const BlockSource& from, int64_t panel_begin, int64_t npanels, uint8_t* block,
+               uint8_t* rows, int32_t* pixel_sums) {
+  const QConvGeometry& g = *run.g;
+  const int64_t K = g.K(), P = g.P(), kquads = run.w->kquads;
+  for (int64_t b = 0; b < npanels; ++b) {
+    const int64_t p0 = (panel_begin + b) * kCols;
+    uint8_t* dst = block + b * kquads * kQuadB;
+#ifdef NEE_QCONV_X86
+    if (run.avx2) GatherPackPanelAvx2(g, from.source, p0, run.pad, dst);
+#endif
+    if (!run.avx2) {
+      const uint8_t* src = rows;
+      int64_t ld = kCols;
+      if (from.x_direct && p0 + kCols <= P) {
+        src = from.x_direct + p0;  // a pointwise conv over unflipped input: X's rows are the GEMM's
+        ld = P;
+      } else {
+        GatherPanelRows(g, from.padded, p0, run.pad, rows);
+      }
+      PackPanelPortable(src, ld, K, run.pad, dst);
+    }
+    if (!run.q->any_zw) continue;
+    // Every byte of the panel less the rows past K (read as the zero point), wrapping like the sums.
+    for (int64_t j = 0; j < kCols; ++j) {
+      uint32_t sum = 0;
+      for (int64_t q = 0; q < kquads; ++q)
+        for (int t = 0; t < 4; ++t) sum += dst[q * kQuadB + j * 4 + t];
+      pixel_sums[b * kCols + j] = static_cast<int32_t>(sum - static_cast<uint32_t>(4 * kquads - K) * run.pad);
+    }
+  }
+}
+
+void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panel_begin, int64_t panel_end,
+              uint8_t* y, std::vector<uint8_t>& scratch, std::vector<int32_t>& tile_sums) {
   const QConvGeometry& g = *run.g;
   const QConvWeights& w = *run.w;
   const int64_t K = g.K(), P = g.P(), kquads = w.kquads, npanels = panel_end - panel_begin;
   const size_t block_bytes = static_cast<size_t>(npanels * kquads * kQuadB);
-  const size_t rows_bytes = static_cast<size_t>((K + 1) * kCols);
+  const size_t rows_bytes = run.avx2 ? 0 : static_cast<size_t>((K + 1) * kCols);
   // The panels 64-byte aligned: a quad of pixels is one cache line, and no vector load splits one.
   if (scratch.size() < block_bytes + rows_bytes + 64) scratch.resize(block_bytes + rows_bytes + 64);
   uint8_t* block = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-  uint8_t* rows = block + block_bytes;
   std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
-  for (int64_t b = 0; b < npanels; ++b) {
-    const int64_t p0 = (panel_begin + b) * kCols;
-    const uint8_t* src = rows;
-    int64_t ld = kCols;
-    if (x_direct && p0 + kCols <= P) {
-      src = x_direct + p0;  // a pointwise conv over unflipped input: X's rows are the GEMM's
-      ld = P;
-    } else {
-      GatherPanelRows(g, padded, p0, run.pad, rows);
-    }
-    uint8_t* dst = block + b * kquads * kQuadB;
-#ifdef NEE_QCONV_X86
-    if (run.avx2) PackPanelAvx2(src, ld, K, run.pad, dst);
-#endif
-    if (!run.avx2) PackPanelPortable(src, ld, K, run.pad, dst);
-    if (run.q->any_zw)
-      for (int64_t j = 0; j < kCols; ++j) {
-        uint32_t sum = 0;
-        for (int64_t k = 0; k < K; ++k) sum += src[k * ld + j];
-        pixel_sums[static_cast<size_t>(b * kCols + j)] = static_cast<int32_t>(sum);
-      }
-  }
+  PackBlock(run, from, panel_begin, npanels, block, block + block_bytes, pixel_sums.data());
   const int64_t ppg = w.panels_per_group, panel_bytes = kquads * kQuadB;
   if (tile_sums.size() < static_cast<size_t>(npanels * kRows * kCols))
     tile_sums.resize(static_cast<size_t>(npanels * kRows * kCols));
@@ -532,23 +637,31 @@ Status QLinearConvFast(KernelContext& ctx) {
   const int64_t images = g.N * g.group;
   std::vector<uint8_t> padded;
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
+  // No tap of any output pixel outside the image: AVX2 reads x itself.
+  const bool inside = g.ph == 0 && g.pw == 0 && g.hp == g.ih && g.wp == g.iw;
   for (int64_t img = 0; img < images; ++img) {
     const int64_t n = img / g.group, grp = img % g.group;
     const uint8_t* xg = xb + (n * g.C + grp * g.Cg) * g.ih * g.iw;
-    // A pointwise conv reads its full panels from x itself; a last partial panel, like every panel of
-    // the others, from the copy, whose slack the whole-vector reads may run into.
-    const bool copy = !direct || P % kCols != 0;
+    // The portable path reads a pointwise conv's full panels from x itself; a last partial panel, like every
+    // panel of the others, from the copy, whose slack the whole-vector reads may run into.
+    const bool copy = run.avx2 ? !inside : !direct || P % kCols != 0;
     if (copy) {
       padded.resize(static_cast<size_t>(padded_bytes));
       PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
     }
+    BlockSource from{};
+    from.padded = copy ? padded.data() : nullptr;
+    from.x_direct = direct ? xg : nullptr;
+#ifdef NEE_QCONV_X86
+    from.source = copy ? PanelSource{padded.data(), padded.data() + padded_bytes, g.hp * g.wp, g.wp, 0}
+                       : PanelSource{xg, xb + x.byte_size(), g.ih * g.iw, g.iw, flip};
+#endif
     uint8_t* y_image = yb + n * g.M * P;
     ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
       thread_local std::vector<int32_t> t_sums;
       for (int64_t blk = begin; blk < end; ++blk)
-        RunBlock(run, grp, copy ? padded.data() : nullptr, direct ? xg : nullptr, blk * per_block,
-                 std::min(panels, (blk + 1) * per_block), y_image, t_scratch, t_sums);
+        RunBlock(run, grp, from, blk * per_block, std::min(panels, (blk + 1) * per_block), y_image, t_scratch, t_sums);
     });
   }
   return Status::Ok();
