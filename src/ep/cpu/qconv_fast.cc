@@ -215,6 +215,7 @@ struct PanelSource {
   const uint8_t* end;  // one past the last byte whole-vector reads may touch
   int64_t plane, row;  // bytes between channels, between rows
   uint8_t flip;
+  const int64_t* taps;  // per row k of X (channel c, tap (i, j)): where its plane starts, from image
 };
 
 // A panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane, how
@@ -264,19 +265,14 @@ template <int kStride, bool kWhole>
 __attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs,
                                                   uint8_t pad, uint8_t* dst) {
   const int64_t K = g.K(), kquads = (K + 3) / 4;
-  int64_t c = 0, i = 0, j = 0;
+  const int64_t* taps = src.taps;
   for (int64_t q = 0; q < kquads; ++q) {
     __m128i rows[4];
-    for (int t = 0; t < 4; ++t) {
-      if (4 * q + t >= K) {
-        rows[t] = runs.pad;
-        continue;
-      }
-      rows[t] = PanelRow<kStride, kWhole>(runs, src.image + c * src.plane + i * g.dh * src.row + j * g.dw, pad, src.flip);
-      if (++j == g.kw) {
-        j = 0;
-        if (++i == g.kh) i = 0, ++c;
-      }
+    if (4 * q + 4 <= K) {
+      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kWhole>(runs, src.image + taps[4 * q + t], pad, src.flip);
+    } else {
+      for (int t = 0; t < 4; ++t)
+        rows[t] = 4 * q + t < K ? PanelRow<kStride, kWhole>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
     }
     const __m128i a_lo = _mm_unpacklo_epi8(rows[0], rows[1]), a_hi = _mm_unpackhi_epi8(rows[0], rows[1]);
     const __m128i b_lo = _mm_unpacklo_epi8(rows[2], rows[3]), b_hi = _mm_unpackhi_epi8(rows[2], rows[3]);
@@ -310,7 +306,7 @@ __attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g,
   }
   const bool whole = runs.n == 1 && runs.count[0] == kCols;
   const int64_t span = g.sw == 1 ? kCols : 2 * kCols;
-  const uint8_t* last_tap = src.image + (g.Cg - 1) * src.plane + (g.kh - 1) * g.dh * src.row + (g.kw - 1) * g.dw;
+  const uint8_t* last_tap = src.image + src.taps[g.K() - 1];
   if (g.sw > 2 || last_tap + runs.offset[runs.n - 1] + span > src.end) return PackRowsAvx2<0, false>(g, src, runs, pad, dst);
   if (g.sw == 1) return whole ? PackRowsAvx2<1, true>(g, src, runs, pad, dst) : PackRowsAvx2<1, false>(g, src, runs, pad, dst);
   return whole ? PackRowsAvx2<2, true>(g, src, runs, pad, dst) : PackRowsAvx2<2, false>(g, src, runs, pad, dst);
@@ -639,6 +635,7 @@ Status QLinearConvFast(KernelContext& ctx) {
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
   // No tap of any output pixel outside the image: AVX2 reads x itself.
   const bool inside = g.ph == 0 && g.pw == 0 && g.hp == g.ih && g.wp == g.iw;
+  std::vector<int64_t> taps;  // the same for every image: PanelSource::taps
   for (int64_t img = 0; img < images; ++img) {
     const int64_t n = img / g.group, grp = img % g.group;
     const uint8_t* xg = xb + (n * g.C + grp * g.Cg) * g.ih * g.iw;
@@ -653,8 +650,15 @@ Status QLinearConvFast(KernelContext& ctx) {
     from.padded = copy ? padded.data() : nullptr;
     from.x_direct = direct ? xg : nullptr;
 #ifdef NEE_QCONV_X86
-    from.source = copy ? PanelSource{padded.data(), padded.data() + padded_bytes, g.hp * g.wp, g.wp, 0}
-                       : PanelSource{xg, xb + x.byte_size(), g.ih * g.iw, g.iw, flip};
+    from.source = copy ? PanelSource{padded.data(), padded.data() + padded_bytes, g.hp * g.wp, g.wp, 0, nullptr}
+                       : PanelSource{xg, xb + x.byte_size(), g.ih * g.iw, g.iw, flip, nullptr};
+    if (taps.empty()) {
+      for (int64_t c = 0; c < g.Cg; ++c)
+        for (int64_t i = 0; i < g.kh; ++i)
+          for (int64_t j = 0; j < g.kw; ++j)
+            taps.push_back(c * from.source.plane + i * g.dh * from.source.row + j * g.dw);
+    }
+    from.source.taps = taps.data();
 #endif
     uint8_t* y_image = yb + n * g.M * P;
     ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
