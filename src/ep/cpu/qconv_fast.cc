@@ -66,6 +66,7 @@ using qconv::RequantRowAvx2;
 constexpr int64_t kRows = 6;    // output channels per tile
 constexpr int64_t kQuadA = kRows * 4;
 constexpr int64_t kQuadB = kCols * 4;
+constexpr int64_t kFewPixels = 4;  // last panels of up to this many pixels run pixel by pixel (PixelTileAvx2)
 // The tile is igemm's (IgemmQuadTile: weights broadcast, pixels in vectors).
 static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igemm's quad tile");
 
@@ -96,7 +97,8 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
   out->K = K;
   out->kquads = kquads;
   out->panels_per_group = ppg;
-  out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA), 0);
+  // 32 bytes of slack: PixelTileAvx2 reads a 32-byte vector at each 24-byte quad.
+  out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA + 32), 0);
   out->row_sums.assign(static_cast<size_t>(g.M), 0);
   out->remainder_begin.assign(static_cast<size_t>(g.group * ppg + 1), 0);
   const bool shift = w.dtype() == DataType::kUint8;
@@ -401,6 +403,27 @@ __attribute__((target("avx2"))) void HalfTileAvx2(const int8_t* w, const uint8_t
   for (int r = 0; r < kTileRows; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), c[r]);
 }
 
+// A tile's sums for the first `count` pixels only, one pixel at a time: the pixel's quad broadcast, a row
+// panel's quad (six rows' four weights, 24 bytes, read as 32) the vector, so that the int32 lanes 0-5 are the
+// rows' sums (the same pairs of products as the tile, so the same sums). For last panels of a few pixels
+// (1x1 left over from a 7x7 image): two multiplies per quad and pixel where a half tile takes twelve.
+__attribute__((target("avx2"))) void PixelTileAvx2(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
+                                                   int64_t count, int32_t* s) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t j = 0; j < count; ++j) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int64_t q = 0; q < kquads; ++q) {
+      int32_t quad;
+      std::memcpy(&quad, x + q * kQuadB + 4 * j, sizeof quad);
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
+      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(quad), wv), ones));
+    }
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+    for (int64_t r = 0; r < rows; ++r) s[r * kCols + j] = lanes[r];
+  }
+}
+
 using HalfTileFn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
 HalfTileFn HalfTile(int64_t rows) {
   static constexpr HalfTileFn kByRows[kRows] = {HalfTileAvx2<1>, HalfTileAvx2<2>, HalfTileAvx2<3>,
@@ -490,7 +513,10 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
       const uint8_t* xp = block + b * panel_bytes;
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
-        if ((panel_begin + b) * kCols + kCols / 2 >= P) {
+        const int64_t count = std::min(kCols, P - (panel_begin + b) * kCols);
+        if (count <= kFewPixels) {
+          PixelTileAvx2(rows_here, wp, xp, kquads, count, sums);
+        } else if (count <= kCols / 2) {
           HalfTile(rows_here)(wp, xp, kquads, sums);
         } else {
           IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
