@@ -78,15 +78,14 @@ struct QConvWeights {
   // A row's clamped weights in one k quad: the remainders W[m][k] minus the packed value (|w0| + |w1| - 128
   // <= 128 in magnitude), at the quad's bytes 1 and 3 only (a pair's second weight is the clamped one).
   struct Remainder {
-    int32_t quad;  // k / 4
-    int32_t r;     // row within its panel
-    int32_t pair;  // int16 (remainder at byte 1, at byte 3): vpmaddwd's operand
+    int32_t offset;  // of its quad in a panel of X: k / 4 * kQuadB
+    int32_t pair;    // int16 (remainder at byte 1, at byte 3): vpmaddwd's operand
   };
   int64_t K = 0, kquads = 0, panels_per_group = 0;
   std::vector<int8_t> data;              // per group, its row panels: [kquads][kRows][4]
   std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
   std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
-  std::vector<int64_t> remainder_begin;  // per row panel (all groups), into remainders
+  std::vector<int64_t> remainder_begin;  // per row of each row panel (all groups), into remainders
   std::vector<Remainder> remainders;
 };
 
@@ -100,15 +99,15 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
   // 32 bytes of slack: PixelTileAvx2 reads a 32-byte vector at each 24-byte quad.
   out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA + 32), 0);
   out->row_sums.assign(static_cast<size_t>(g.M), 0);
-  out->remainder_begin.assign(static_cast<size_t>(g.group * ppg + 1), 0);
+  out->remainder_begin.assign(static_cast<size_t>(g.group * ppg * kRows + 1), 0);
   const bool shift = w.dtype() == DataType::kUint8;
   const auto* bytes = static_cast<const uint8_t*>(w.raw_data());
   for (int64_t grp = 0; grp < g.group; ++grp)
     for (int64_t q = 0; q < ppg; ++q) {
       const int64_t panel = grp * ppg + q;
-      out->remainder_begin[static_cast<size_t>(panel)] = static_cast<int64_t>(out->remainders.size());
       int8_t* dst = out->data.data() + panel * kquads * kQuadA;
       for (int64_t r = 0; r < kRows && q * kRows + r < g.Mg; ++r) {
+        out->remainder_begin[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
         const int64_t m = grp * g.Mg + q * kRows + r;
         const uint8_t* row = bytes + m * K;
         int32_t sum = 0;
@@ -124,9 +123,8 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
             packed1 = (w1 > 0 ? 1 : -1) * (128 - std::abs(w0));
             auto& list = out->remainders;
             const auto quad = static_cast<int32_t>(k / 4);
-            const bool panel_has = static_cast<int64_t>(list.size()) > out->remainder_begin[static_cast<size_t>(panel)];
-            if (!panel_has || list.back().quad != quad || list.back().r != r)
-              list.push_back({quad, static_cast<int32_t>(r), 0});
+            const bool row_has = static_cast<int64_t>(list.size()) > out->remainder_begin[static_cast<size_t>(panel * kRows + r)];
+            if (!row_has || list.back().offset != quad * kQuadB) list.push_back({static_cast<int32_t>(quad * kQuadB), 0});
             // k + 1 is byte 1 or 3 of its quad: the pair's low or high int16.
             const uint32_t half = static_cast<uint16_t>(static_cast<int16_t>(w1 - packed1));
             list.back().pair = static_cast<int32_t>(static_cast<uint32_t>(list.back().pair) | (half << (k % 4 == 0 ? 0 : 16)));
@@ -141,6 +139,8 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
             out->taps.push_back(static_cast<int16_t>(shift ? static_cast<int32_t>(row[k]) - 128
                                                            : static_cast<int32_t>(static_cast<int8_t>(row[k]))));
       }
+      for (int64_t r = std::min(kRows, g.Mg - q * kRows); r < kRows; ++r)  // rows past Mg: none
+        out->remainder_begin[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
     }
   out->remainder_begin.back() = static_cast<int64_t>(out->remainders.size());
   return out;
@@ -333,39 +333,37 @@ void TilePortable(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquad
 }
 
 // The clamped weights' remainders times their quads of X (one panel) added to the tile's sums, wrapping as
-// the sums do.
-void AddRemaindersPortable(const QConvWeights::Remainder* begin, const QConvWeights::Remainder* end,
-                           const uint8_t* x, int32_t* sums) {
-  for (const auto* e = begin; e != end; ++e) {
-    const uint8_t* xq = x + e->quad * kQuadB;
-    int32_t* s = sums + e->r * kCols;
-    const auto low = static_cast<int16_t>(e->pair & 0xFFFF), high = static_cast<int16_t>(static_cast<uint32_t>(e->pair) >> 16);
-    for (int64_t j = 0; j < kCols; ++j) {
-      const int32_t add = static_cast<int32_t>(xq[j * 4 + 1]) * low + static_cast<int32_t>(xq[j * 4 + 3]) * high;
-      s[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + static_cast<uint32_t>(add));
+// the sums do; row r's remainders are [begin[r], begin[r + 1]).
+void AddRemaindersPortable(const QConvWeights::Remainder* list, const int64_t* begin, const uint8_t* x,
+                           int32_t* sums) {
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t e = begin[r]; e < begin[r + 1]; ++e) {
+      const uint8_t* xq = x + list[e].offset;
+      const auto low = static_cast<int16_t>(list[e].pair & 0xFFFF);
+      const auto high = static_cast<int16_t>(static_cast<uint32_t>(list[e].pair) >> 16);
+      for (int64_t j = 0; j < kCols; ++j) {
+        const int32_t add = static_cast<int32_t>(xq[j * 4 + 1]) * low + static_cast<int32_t>(xq[j * 4 + 3]) * high;
+        sums[r * kCols + j] = static_cast<int32_t>(static_cast<uint32_t>(sums[r * kCols + j]) + static_cast<uint32_t>(add));
+      }
     }
-  }
 }
 
 #ifdef NEE_QCONV_X86
 // The same with one multiply per eight pixels: a quad's 16-bit halves shifted right by 8 are its bytes 1 and
 // 3 (the only ones with remainders), multiplied by the two remainders and summed in int32 by vpmaddwd; a
-// row's products summed in registers (the list is sorted by row) and added to its sums once.
-__attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* begin,
-                                                       const QConvWeights::Remainder* end, const uint8_t* x,
-                                                       int32_t* sums) {
-  for (const auto* e = begin; e != end;) {
-    const int32_t row = e->r;
+// row's products summed in registers and added to its sums once.
+__attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* list, const int64_t* begin,
+                                                       const uint8_t* x, int32_t* sums) {
+  for (int64_t r = 0; r < kRows; ++r) {
+    if (begin[r] == begin[r + 1]) continue;
     __m256i lo = _mm256_setzero_si256(), hi = lo;
-    do {
+    for (const auto* e = list + begin[r]; e != list + begin[r + 1]; ++e) {
       const __m256i v = _mm256_set1_epi32(e->pair);
-      const uint8_t* xq = x + e->quad * kQuadB;
-      const __m256i x0 = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), 8);
-      const __m256i x1 = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8);
-      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(x0, v));
-      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(x1, v));
-    } while (++e != end && e->r == row);
-    __m256i* s = reinterpret_cast<__m256i*>(sums + row * kCols);
+      const uint8_t* xq = x + e->offset;
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_srli_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq)), 8), v));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_srli_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8), v));
+    }
+    __m256i* s = reinterpret_cast<__m256i*>(sums + r * kCols);
     _mm256_storeu_si256(s, _mm256_add_epi32(_mm256_loadu_si256(s), lo));
     _mm256_storeu_si256(s + 1, _mm256_add_epi32(_mm256_loadu_si256(s + 1), hi));
   }
@@ -505,8 +503,8 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
     const int64_t panel = grp * ppg + rp;
     const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows);
     const int8_t* wp = w.data.data() + panel * kquads * kQuadA;
-    const auto* rem_begin = w.remainders.data() + w.remainder_begin[static_cast<size_t>(panel)];
-    const auto* rem_end = w.remainders.data() + w.remainder_begin[static_cast<size_t>(panel) + 1];
+    const int64_t* rem_begin = w.remainder_begin.data() + panel * kRows;  // per row, into w.remainders
+    const bool any_remainders = rem_begin[0] != rem_begin[kRows];
     // Each tile's remainders right after it, while the end of its panel of X is still in L1.
     for (int64_t b = 0; b < npanels; ++b) {
       int32_t* sums = tile_sums.data() + b * kRows * kCols;
@@ -521,12 +519,12 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
         } else {
           IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
         }
-        if (rem_begin != rem_end) AddRemaindersAvx2(rem_begin, rem_end, xp, sums);
+        if (any_remainders) AddRemaindersAvx2(w.remainders.data(), rem_begin, xp, sums);
       }
 #endif
       if (!run.avx2) {
         TilePortable(rows_here, wp, xp, kquads, sums);
-        AddRemaindersPortable(rem_begin, rem_end, xp, sums);
+        AddRemaindersPortable(w.remainders.data(), rem_begin, xp, sums);
       }
     }
     for (int64_t b = 0; b < npanels; ++b) {
