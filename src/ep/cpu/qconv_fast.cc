@@ -239,9 +239,9 @@ __attribute__((target("avx2"))) inline __m128i ReadRun(const uint8_t* s) {
                           _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)), low));
 }
 
-// Row k of the panel (the tap plane at `base`): kStride 1 or 2 reads whole vectors (kWhole: one run, the
-// whole panel); kStride 0 gathers byte by byte.
-template <int kStride, bool kWhole>
+// Row k of the panel (the tap plane at `base`): kStride 1 or 2 reads whole vectors (kRuns 1: one run, the
+// whole panel; 2: two runs that fill it; 0: any runs); kStride 0 gathers byte by byte.
+template <int kStride, int kRuns>
 __attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, const uint8_t* base, uint8_t pad,
                                                         uint8_t flip) {
   if constexpr (kStride == 0) {
@@ -251,8 +251,11 @@ __attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, c
       for (int64_t t = 0; t < runs.count[r]; ++t)
         bytes[runs.at[r] + t] = static_cast<uint8_t>(base[runs.offset[r] + t * runs.stride] ^ flip);
     return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
-  } else if constexpr (kWhole) {
+  } else if constexpr (kRuns == 1) {
     return _mm_xor_si128(ReadRun<kStride>(base + runs.offset[0]), runs.flip);
+  } else if constexpr (kRuns == 2) {
+    const __m128i second = _mm_shuffle_epi8(ReadRun<kStride>(base + runs.offset[1]), runs.shift[1]);
+    return _mm_xor_si128(_mm_blendv_epi8(ReadRun<kStride>(base + runs.offset[0]), second, runs.inside[1]), runs.flip);
   } else {
     __m128i v = runs.pad;
     for (int64_t r = 0; r < runs.n; ++r)
@@ -263,7 +266,7 @@ __attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, c
 }
 
 // The panel's quads, row k (channel c, tap (i, j)) stepped along with k.
-template <int kStride, bool kWhole>
+template <int kStride, int kRuns>
 __attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs,
                                                   uint8_t pad, uint8_t* dst) {
   const int64_t K = g.K(), kquads = (K + 3) / 4;
@@ -271,10 +274,10 @@ __attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const 
   for (int64_t q = 0; q < kquads; ++q) {
     __m128i rows[4];
     if (4 * q + 4 <= K) {
-      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kWhole>(runs, src.image + taps[4 * q + t], pad, src.flip);
+      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
     } else {
       for (int t = 0; t < 4; ++t)
-        rows[t] = 4 * q + t < K ? PanelRow<kStride, kWhole>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
+        rows[t] = 4 * q + t < K ? PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
     }
     const __m128i a_lo = _mm_unpacklo_epi8(rows[0], rows[1]), a_hi = _mm_unpackhi_epi8(rows[0], rows[1]);
     const __m128i b_lo = _mm_unpacklo_epi8(rows[2], rows[3]), b_hi = _mm_unpackhi_epi8(rows[2], rows[3]);
@@ -306,12 +309,15 @@ __attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g,
     runs.inside[r] = _mm_andnot_si128(_mm_cmpgt_epi8(a, iota), _mm_cmpgt_epi8(b, iota));
     p += n;
   }
-  const bool whole = runs.n == 1 && runs.count[0] == kCols;
+  // One run filling the panel, two that fill it, or any.
+  const int runs_kind = runs.at[runs.n - 1] + runs.count[runs.n - 1] < kCols ? 0 : runs.n <= 2 ? static_cast<int>(runs.n) : 0;
   const int64_t span = g.sw == 1 ? kCols : 2 * kCols;
   const uint8_t* last_tap = src.image + src.taps[g.K() - 1];
-  if (g.sw > 2 || last_tap + runs.offset[runs.n - 1] + span > src.end) return PackRowsAvx2<0, false>(g, src, runs, pad, dst);
-  if (g.sw == 1) return whole ? PackRowsAvx2<1, true>(g, src, runs, pad, dst) : PackRowsAvx2<1, false>(g, src, runs, pad, dst);
-  return whole ? PackRowsAvx2<2, true>(g, src, runs, pad, dst) : PackRowsAvx2<2, false>(g, src, runs, pad, dst);
+  if (g.sw > 2 || last_tap + runs.offset[runs.n - 1] + span > src.end) return PackRowsAvx2<0, 0>(g, src, runs, pad, dst);
+  using Pack = void (*)(const QConvGeometry&, const PanelSource&, const PanelRuns&, uint8_t, uint8_t*);
+  static constexpr Pack kStride1[3] = {PackRowsAvx2<1, 0>, PackRowsAvx2<1, 1>, PackRowsAvx2<1, 2>};
+  static constexpr Pack kStride2[3] = {PackRowsAvx2<2, 0>, PackRowsAvx2<2, 1>, PackRowsAvx2<2, 2>};
+  (g.sw == 1 ? kStride1 : kStride2)[runs_kind](g, src, runs, pad, dst);
 }
 #endif
 
@@ -401,25 +407,36 @@ __attribute__((target("avx2"))) void HalfTileAvx2(const int8_t* w, const uint8_t
   for (int r = 0; r < kTileRows; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), c[r]);
 }
 
-// A tile's sums for the first `count` pixels only, one pixel at a time: the pixel's quad broadcast, a row
-// panel's quad (six rows' four weights, 24 bytes, read as 32) the vector, so that the int32 lanes 0-5 are the
-// rows' sums (the same pairs of products as the tile, so the same sums). For last panels of a few pixels
-// (1x1 left over from a 7x7 image): two multiplies per quad and pixel where a half tile takes twelve.
+// A tile's sums for its first kPixels pixels only: each pixel's quad broadcast, a row panel's quad (six rows'
+// four weights, 24 bytes, read as 32) the vector, so that int32 lanes 0-5 are the rows' sums (the same pairs
+// of products as the tile, so the same sums). For last panels of a few pixels (one left over from a 7x7
+// image): two multiplies per quad and pixel where a half tile takes twelve.
+template <int kPixels>
 __attribute__((target("avx2"))) void PixelTileAvx2(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
-                                                   int64_t count, int32_t* s) {
+                                                   int32_t* s) {
   const __m256i ones = _mm256_set1_epi16(1);
-  for (int64_t j = 0; j < count; ++j) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int64_t q = 0; q < kquads; ++q) {
+  __m256i acc[kPixels];
+  for (int j = 0; j < kPixels; ++j) acc[j] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < kquads; ++q) {
+    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
+    for (int j = 0; j < kPixels; ++j) {
       int32_t quad;
       std::memcpy(&quad, x + q * kQuadB + 4 * j, sizeof quad);
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(quad), wv), ones));
+      acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(quad), wv), ones));
     }
+  }
+  for (int j = 0; j < kPixels; ++j) {
     alignas(32) int32_t lanes[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[j]);
     for (int64_t r = 0; r < rows; ++r) s[r * kCols + j] = lanes[r];
   }
+}
+
+using PixelTileFn = void (*)(int64_t, const int8_t*, const uint8_t*, int64_t, int32_t*);
+PixelTileFn PixelTile(int64_t count) {
+  static constexpr PixelTileFn kByCount[kFewPixels] = {PixelTileAvx2<1>, PixelTileAvx2<2>, PixelTileAvx2<3>,
+                                                       PixelTileAvx2<4>};
+  return kByCount[count - 1];
 }
 
 using HalfTileFn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
@@ -513,7 +530,7 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
       if (run.avx2) {
         const int64_t count = std::min(kCols, P - (panel_begin + b) * kCols);
         if (count <= kFewPixels) {
-          PixelTileAvx2(rows_here, wp, xp, kquads, count, sums);
+          PixelTile(count)(rows_here, wp, xp, kquads, sums);
         } else if (count <= kCols / 2) {
           HalfTile(rows_here)(wp, xp, kquads, sums);
         } else {
