@@ -500,8 +500,33 @@ void PackBlock(const QConvRun& run, const BlockSource& from, int64_t panel_begin
   }
 }
 
+// A tile's sums (rows from channel m0) plus the zero-point terms, requantized row by row into out (rows P
+// bytes apart, count pixels each).
+void RequantTile(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* sums, const int32_t* pixel_sums,
+                 int64_t count, uint8_t* out) {
+  const Requant& q = *run.q;
+  alignas(32) int32_t acc[kCols];
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t m = m0 + r;
+    const uint32_t c = static_cast<uint32_t>(q.constant[m]);
+    const int32_t* s = sums + r * kCols;
+    if (q.any_zw) {
+      const uint32_t zw = static_cast<uint32_t>(q.zw[m]);
+      for (int64_t j = 0; j < kCols; ++j)
+        acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c - zw * static_cast<uint32_t>(pixel_sums[j]));
+    } else {
+      for (int64_t j = 0; j < kCols; ++j) acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c);
+    }
+    uint8_t* row = out + r * run.g->P();
+#ifdef NEE_QCONV_X86
+    if (run.avx2) RequantRowAvx2(acc, count, q.mult[m], q, row);
+#endif
+    if (!run.avx2) RequantRowPortable(acc, count, q.mult[m], q, row);
+  }
+}
+
 void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panel_begin, int64_t panel_end,
-              uint8_t* y, std::vector<uint8_t>& scratch, std::vector<int32_t>& tile_sums) {
+              uint8_t* y, std::vector<uint8_t>& scratch) {
   const QConvGeometry& g = *run.g;
   const QConvWeights& w = *run.w;
   const int64_t K = g.K(), P = g.P(), kquads = w.kquads, npanels = panel_end - panel_begin;
@@ -513,22 +538,19 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
   std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
   PackBlock(run, from, panel_begin, npanels, block, block + block_bytes, pixel_sums.data());
   const int64_t ppg = w.panels_per_group, panel_bytes = kquads * kQuadB;
-  if (tile_sums.size() < static_cast<size_t>(npanels * kRows * kCols))
-    tile_sums.resize(static_cast<size_t>(npanels * kRows * kCols));
-  alignas(32) int32_t acc[kCols];
+  alignas(32) int32_t sums[kRows * kCols];
   for (int64_t rp = 0; rp < ppg; ++rp) {
     const int64_t panel = grp * ppg + rp;
-    const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows);
+    const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
     const int8_t* wp = w.data.data() + panel * kquads * kQuadA;
     const int64_t* rem_begin = w.remainder_begin.data() + panel * kRows;  // per row, into w.remainders
     const bool any_remainders = rem_begin[0] != rem_begin[kRows];
-    // Each tile's remainders right after it, while the end of its panel of X is still in L1.
     for (int64_t b = 0; b < npanels; ++b) {
-      int32_t* sums = tile_sums.data() + b * kRows * kCols;
       const uint8_t* xp = block + b * panel_bytes;
+      const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
+      // The tile, its remainders while the end of its panel of X is still in L1, its outputs.
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
-        const int64_t count = std::min(kCols, P - (panel_begin + b) * kCols);
         if (count <= kFewPixels) {
           PixelTile(count)(rows_here, wp, xp, kquads, sums);
         } else if (count <= kCols / 2) {
@@ -537,45 +559,21 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
           IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
         }
         if (any_remainders) AddRemaindersAvx2(w.remainders.data(), rem_begin, xp, sums);
+        if (!run.q->any_zw && run.q->small_multipliers) {
+          FinishTileAvx2(sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
+          continue;
+        }
       }
 #endif
       if (!run.avx2) {
         TilePortable(rows_here, wp, xp, kquads, sums);
         AddRemaindersPortable(w.remainders.data(), rem_begin, xp, sums);
       }
-    }
-    for (int64_t b = 0; b < npanels; ++b) {
-      const int32_t* sums = tile_sums.data() + b * kRows * kCols;
-      const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
-#ifdef NEE_QCONV_X86
-      if (run.avx2 && !run.q->any_zw && run.q->small_multipliers) {
-        const int64_t m0 = grp * g.Mg + rp * kRows;
-        FinishTileAvx2(sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
-        continue;
-      }
-#endif
-      for (int64_t r = 0; r < rows_here; ++r) {
-        const int64_t m = grp * g.Mg + rp * kRows + r;
-        const uint32_t c = static_cast<uint32_t>(run.q->constant[m]);
-        const int32_t* s = sums + r * kCols;
-        if (run.q->any_zw) {
-          const uint32_t zw = static_cast<uint32_t>(run.q->zw[m]);
-          for (int64_t j = 0; j < kCols; ++j)
-            acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c -
-                                          zw * static_cast<uint32_t>(pixel_sums[static_cast<size_t>(b * kCols + j)]));
-        } else {
-          for (int64_t j = 0; j < kCols; ++j) acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c);
-        }
-        uint8_t* out = y + m * P + p0;
-#ifdef NEE_QCONV_X86
-        if (run.avx2) RequantRowAvx2(acc, count, run.q->mult[m], *run.q, out);
-#endif
-        if (!run.avx2) RequantRowPortable(acc, count, run.q->mult[m], *run.q, out);
-      }
+      RequantTile(run, m0, rows_here, sums, run.q->any_zw ? pixel_sums.data() + b * kCols : nullptr, count,
+                  y + m0 * P + p0);
     }
   }
 }
-
 
 // A per-tensor or per-channel input's value for channel m (already checked to hold 1 or M values).
 double ValueAt(const Tensor& t, int64_t m) { return ReadAsDouble(t, t.num_elements() == 1 ? 0 : m); }
@@ -704,9 +702,8 @@ Status QLinearConvFast(KernelContext& ctx) {
     uint8_t* y_image = yb + n * g.M * P;
     ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
-      thread_local std::vector<int32_t> t_sums;
       for (int64_t blk = begin; blk < end; ++blk)
-        RunBlock(run, grp, from, blk * per_block, std::min(panels, (blk + 1) * per_block), y_image, t_scratch, t_sums);
+        RunBlock(run, grp, from, blk * per_block, std::min(panels, (blk + 1) * per_block), y_image, t_scratch);
     });
   }
   return Status::Ok();
