@@ -12,8 +12,8 @@
 // |w0| + |w1| > 128 (255 * 128 fits int16): such pairs are packed clamped
 // to 128 and the remainders kept per row and k quad, multiplied by their
 // quads of X (vpmaddwd) and added to the tile's sums, so the result is
-// exact (7-bit weights, as
-// --reduce-range writes them, never need one). The zero points are applied
+// exact (7-bit weights, as --reduce-range writes them, never need one).
+// The zero points are applied
 // afterwards, exactly, modulo 2^32 like the reference's int64 sums narrowed
 // to int32:
 //
@@ -27,11 +27,15 @@
 //
 // Layouts: W in panels of kRows rows, [k quads][kRows][4] bytes, packed once
 // per session; X per task, panels of kCols pixels, [k quads][kCols][4] bytes
-// (pixel-major quads: the two halves of a panel are two vectors), built from
-// a zero-point-padded copy of the image so that every tap is a plain read.
+// (pixel-major quads: the two halves of a panel are two vectors), gathered
+// straight into that layout on AVX2 (GatherPackPanelAvx2), from x itself when
+// no tap leaves the image and otherwise from a zero-point-padded copy. A last
+// panel of at most 8 pixels runs on a half-width tile, one of at most 3 pixel
+// by pixel, so a 7x7 image costs a little over 3 panels' work, not 4.
 // Tasks are blocks of pixel panels of one (image, group); every output element
-// is computed by the same instructions whatever the blocking, so results do
-// not depend on the thread count.
+// is computed by the same instructions whatever the blocking (the narrower
+// tiles form each sum from the same pairs of products), so results do not
+// depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
