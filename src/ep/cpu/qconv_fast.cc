@@ -318,8 +318,10 @@ __attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g,
   // One run filling the panel, two that fill it, or any.
   const int runs_kind = runs.at[runs.n - 1] + runs.count[runs.n - 1] < kCols ? 0 : runs.n <= 2 ? static_cast<int>(runs.n) : 0;
   const int64_t span = g.sw == 1 ? kCols : 2 * kCols;
-  const uint8_t* last_tap = src.image + src.taps[g.K() - 1];
-  if (g.sw > 2 || last_tap + runs.offset[runs.n - 1] + span > src.end) return PackRowsAvx2<0, 0>(g, src, runs, pad, dst);
+  // The furthest whole-vector read: the last run of the last row's tap plane (offsets compared, not pointers
+  // formed past the end).
+  const int64_t furthest = src.taps[g.K() - 1] + runs.offset[runs.n - 1] + span;
+  if (g.sw > 2 || furthest > src.end - src.image) return PackRowsAvx2<0, 0>(g, src, runs, pad, dst);
   using Pack = void (*)(const QConvGeometry&, const PanelSource&, const PanelRuns&, uint8_t, uint8_t*);
   static constexpr Pack kStride1[3] = {PackRowsAvx2<1, 0>, PackRowsAvx2<1, 1>, PackRowsAvx2<1, 2>};
   static constexpr Pack kStride2[3] = {PackRowsAvx2<2, 0>, PackRowsAvx2<2, 1>, PackRowsAvx2<2, 2>};
