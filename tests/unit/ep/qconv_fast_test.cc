@@ -149,6 +149,10 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
       {"deep_7x7_remainders", {1, 96, 7, 7}, {20, 96, 3, 3}, {pads1}},
       {"deep_pointwise_14x14", {1, 200, 14, 14}, {13, 200, 1, 1}, {}},
       {"dilated_no_pads_stride2", {1, 4, 15, 17}, {6, 4, 3, 3}, {IntsAttr("dilations", {2, 2}), IntsAttr("strides", {2, 2})}},
+      {"groups3_unpadded_int8_batch2", {2, 9, 7, 7}, {12, 3, 3, 3}, {IntAttr("group", 3)}, s8, s8, u8},
+      {"groups2_pointwise_7x7_wzp", {2, 8, 7, 7}, {10, 4, 1, 1}, {IntAttr("group", 2)}, u8, u8, s8},
+      {"large_multipliers_7x7_few_pixels", {1, 40, 7, 7}, {9, 40, 1, 1}, {}, u8, s8, u8, true, -1, -1, true, 8, 1e-5f},
+      {"large_multipliers_14x14_half_tile", {1, 8, 14, 14}, {7, 8, 3, 3}, {pads1}, s8, s8, s8, false, -1, -1, true, 8, 2e-4f},
       {"3d_to_reference", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {}},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {}},
   };
