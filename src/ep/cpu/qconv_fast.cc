@@ -10,9 +10,10 @@
 // vpmaddwd by ones and vpaddd into int32 — three instructions per 32
 // multiply-adds. A pair sum saturates only when two weights of one sign have
 // |w0| + |w1| > 128 (255 * 128 fits int16): such pairs are packed clamped
-// to 128 and the remainder kept in a list per panel of rows, added to the
-// tile's sums as scalar products, so the result is exact (7-bit weights, as
-// --reduce-range writes them, never need one). The zero points are applied
+// to 128 and the remainders kept per row and k quad, multiplied by their
+// quads of X (vpmaddwd) and added to the tile's sums, so the result is
+// exact (7-bit weights, as --reduce-range writes them, never need one).
+// The zero points are applied
 // afterwards, exactly, modulo 2^32 like the reference's int64 sums narrowed
 // to int32:
 //
@@ -26,11 +27,15 @@
 //
 // Layouts: W in panels of kRows rows, [k quads][kRows][4] bytes, packed once
 // per session; X per task, panels of kCols pixels, [k quads][kCols][4] bytes
-// (pixel-major quads: the two halves of a panel are two vectors), built from
-// a zero-point-padded copy of the image so that every tap is a plain read.
+// (pixel-major quads: the two halves of a panel are two vectors), gathered
+// straight into that layout on AVX2 (GatherPackPanelAvx2), from x itself when
+// no tap leaves the image and otherwise from a zero-point-padded copy. A last
+// panel of at most 8 pixels runs on a half-width tile, one of at most 3 pixel
+// by pixel, so a 7x7 image costs a little over 3 panels' work, not 4.
 // Tasks are blocks of pixel panels of one (image, group); every output element
-// is computed by the same instructions whatever the blocking, so results do
-// not depend on the thread count.
+// is computed by the same instructions whatever the blocking (the narrower
+// tiles form each sum from the same pairs of products), so results do not
+// depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -65,6 +70,9 @@ using qconv::RequantRowAvx2;
 constexpr int64_t kRows = 6;    // output channels per tile
 constexpr int64_t kQuadA = kRows * 4;
 constexpr int64_t kQuadB = kCols * 4;
+// Last panels of up to this many pixels run pixel by pixel (PixelTileAvx2); from 4 on the half tile was
+// faster (14x14 images: 4 pixels left over).
+constexpr int64_t kFewPixels = 3;
 // The tile is igemm's (IgemmQuadTile: weights broadcast, pixels in vectors).
 static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igemm's quad tile");
 
@@ -73,16 +81,17 @@ static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igem
 // ---- weights, packed once ----------------------------------------------------------------
 
 struct QConvWeights {
+  // A row's clamped weights in one k quad: the remainders W[m][k] minus the packed value (|w0| + |w1| - 128
+  // <= 128 in magnitude), at the quad's bytes 1 and 3 only (a pair's second weight is the clamped one).
   struct Remainder {
-    int32_t k;  // column of W (row of X)
-    int32_t r;  // row within its panel
-    int32_t v;  // W[m][k] minus the packed value
+    int32_t offset;  // of its quad in a panel of X: k / 4 * kQuadB
+    int32_t pair;    // int16 (remainder at byte 1, at byte 3): vpmaddwd's operand
   };
   int64_t K = 0, kquads = 0, panels_per_group = 0;
   std::vector<int8_t> data;              // per group, its row panels: [kquads][kRows][4]
   std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
   std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
-  std::vector<int64_t> remainder_begin;  // per row panel (all groups), into remainders
+  std::vector<int64_t> remainder_begin;  // per row of each row panel (all groups), into remainders
   std::vector<Remainder> remainders;
 };
 
@@ -93,17 +102,18 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
   out->K = K;
   out->kquads = kquads;
   out->panels_per_group = ppg;
-  out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA), 0);
+  // 32 bytes of slack: PixelTileAvx2 reads a 32-byte vector at each 24-byte quad.
+  out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA + 32), 0);
   out->row_sums.assign(static_cast<size_t>(g.M), 0);
-  out->remainder_begin.assign(static_cast<size_t>(g.group * ppg + 1), 0);
+  out->remainder_begin.assign(static_cast<size_t>(g.group * ppg * kRows + 1), 0);
   const bool shift = w.dtype() == DataType::kUint8;
   const auto* bytes = static_cast<const uint8_t*>(w.raw_data());
   for (int64_t grp = 0; grp < g.group; ++grp)
     for (int64_t q = 0; q < ppg; ++q) {
       const int64_t panel = grp * ppg + q;
-      out->remainder_begin[static_cast<size_t>(panel)] = static_cast<int64_t>(out->remainders.size());
       int8_t* dst = out->data.data() + panel * kquads * kQuadA;
       for (int64_t r = 0; r < kRows && q * kRows + r < g.Mg; ++r) {
+        out->remainder_begin[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
         const int64_t m = grp * g.Mg + q * kRows + r;
         const uint8_t* row = bytes + m * K;
         int32_t sum = 0;
@@ -117,7 +127,13 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
           int32_t packed1 = w1;
           if (std::abs(w0) + std::abs(w1) > 128 && (w0 ^ w1) >= 0) {
             packed1 = (w1 > 0 ? 1 : -1) * (128 - std::abs(w0));
-            out->remainders.push_back({static_cast<int32_t>(k + 1), static_cast<int32_t>(r), w1 - packed1});
+            auto& list = out->remainders;
+            const auto quad = static_cast<int32_t>(k / 4);
+            const bool row_has = static_cast<int64_t>(list.size()) > out->remainder_begin[static_cast<size_t>(panel * kRows + r)];
+            if (!row_has || list.back().offset != quad * kQuadB) list.push_back({static_cast<int32_t>(quad * kQuadB), 0});
+            // k + 1 is byte 1 or 3 of its quad: the pair's low or high int16.
+            const uint32_t half = static_cast<uint16_t>(static_cast<int16_t>(w1 - packed1));
+            list.back().pair = static_cast<int32_t>(static_cast<uint32_t>(list.back().pair) | (half << (k % 4 == 0 ? 0 : 16)));
           }
           int8_t* d = dst + (k / 4) * kQuadA + r * 4 + (k % 4);
           d[0] = static_cast<int8_t>(w0);
@@ -129,6 +145,8 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
             out->taps.push_back(static_cast<int16_t>(shift ? static_cast<int32_t>(row[k]) - 128
                                                            : static_cast<int32_t>(static_cast<int8_t>(row[k]))));
       }
+      for (int64_t r = std::min(kRows, g.Mg - q * kRows); r < kRows; ++r)  // rows past Mg: none
+        out->remainder_begin[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
     }
   out->remainder_begin.back() = static_cast<int64_t>(out->remainders.size());
   return out;
@@ -196,30 +214,118 @@ void PackPanelPortable(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad, 
     }
 }
 
+
 #ifdef NEE_QCONV_X86
-__attribute__((target("avx2"))) void PackPanelAvx2(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad,
-                                                   uint8_t* dst) {
-  const int64_t full = K / 4;
-  for (int64_t q = 0; q < full; ++q) {
-    const uint8_t* r = rows + 4 * q * ld;
-    const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r));
-    const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + ld));
-    const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 2 * ld));
-    const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r + 3 * ld));
-    const __m128i a_lo = _mm_unpacklo_epi8(r0, r1), a_hi = _mm_unpackhi_epi8(r0, r1);
-    const __m128i b_lo = _mm_unpacklo_epi8(r2, r3), b_hi = _mm_unpackhi_epi8(r2, r3);
+// Where a panel's bytes are read from: channel 0 of the image's group, either the zero-point-padded copy
+// (flipped already) or x itself when no tap leaves the image (flipped here, as it is read).
+struct PanelSource {
+  const uint8_t* image;
+  const uint8_t* end;  // one past the last byte whole-vector reads may touch
+  int64_t plane, row;  // bytes between channels, between rows
+  uint8_t flip;
+  const int64_t* taps;  // per row k of X (channel c, tap (i, j)): where its plane starts, from image
+};
+
+// A panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane, how
+// many, and for the vector reads the shuffle that moves a run's bytes into place and the bytes it fills.
+struct PanelRuns {
+  int64_t n = 0, at[kCols], offset[kCols], count[kCols];
+  __m128i shift[kCols], inside[kCols];
+  int64_t stride = 1;
+  __m128i pad, flip;
+};
+
+// A run's bytes of the tap plane at `base`, from its first pixel on: one 16-byte read (stride 2: 32 bytes,
+// the even ones kept: the low byte of each 16-bit word, packed).
+template <int kStride>
+__attribute__((target("avx2"))) inline __m128i ReadRun(const uint8_t* s) {
+  if constexpr (kStride == 1) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  const __m128i low = _mm_set1_epi16(0xFF);
+  return _mm_packus_epi16(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), low),
+                          _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)), low));
+}
+
+// Row k of the panel (the tap plane at `base`): kStride 1 or 2 reads whole vectors (kRuns 1: one run, the
+// whole panel; 2: two runs that fill it; 0: any runs); kStride 0 gathers byte by byte.
+template <int kStride, int kRuns>
+__attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, const uint8_t* base, uint8_t pad,
+                                                        uint8_t flip) {
+  if constexpr (kStride == 0) {
+    alignas(16) uint8_t bytes[kCols];
+    std::memset(bytes, pad, sizeof bytes);
+    for (int64_t r = 0; r < runs.n; ++r)
+      for (int64_t t = 0; t < runs.count[r]; ++t)
+        bytes[runs.at[r] + t] = static_cast<uint8_t>(base[runs.offset[r] + t * runs.stride] ^ flip);
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
+  } else if constexpr (kRuns == 1) {
+    return _mm_xor_si128(ReadRun<kStride>(base + runs.offset[0]), runs.flip);
+  } else if constexpr (kRuns == 2) {
+    const __m128i second = _mm_shuffle_epi8(ReadRun<kStride>(base + runs.offset[1]), runs.shift[1]);
+    return _mm_xor_si128(_mm_blendv_epi8(ReadRun<kStride>(base + runs.offset[0]), second, runs.inside[1]), runs.flip);
+  } else {
+    __m128i v = runs.pad;
+    for (int64_t r = 0; r < runs.n; ++r)
+      v = _mm_blendv_epi8(v, _mm_shuffle_epi8(_mm_xor_si128(ReadRun<kStride>(base + runs.offset[r]), runs.flip), runs.shift[r]),
+                          runs.inside[r]);
+    return v;
+  }
+}
+
+// The panel's quads, row k (channel c, tap (i, j)) stepped along with k.
+template <int kStride, int kRuns>
+__attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs,
+                                                  uint8_t pad, uint8_t* dst) {
+  const int64_t K = g.K(), kquads = (K + 3) / 4;
+  const int64_t* taps = src.taps;
+  for (int64_t q = 0; q < kquads; ++q) {
+    __m128i rows[4];
+    if (4 * q + 4 <= K) {
+      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
+    } else {
+      for (int t = 0; t < 4; ++t)
+        rows[t] = 4 * q + t < K ? PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
+    }
+    const __m128i a_lo = _mm_unpacklo_epi8(rows[0], rows[1]), a_hi = _mm_unpackhi_epi8(rows[0], rows[1]);
+    const __m128i b_lo = _mm_unpacklo_epi8(rows[2], rows[3]), b_hi = _mm_unpackhi_epi8(rows[2], rows[3]);
     __m128i* d = reinterpret_cast<__m128i*>(dst + q * kQuadB);
-    _mm_storeu_si128(d + 0, _mm_unpacklo_epi16(a_lo, b_lo));  // pixels 0-3
-    _mm_storeu_si128(d + 1, _mm_unpackhi_epi16(a_lo, b_lo));  // 4-7
-    _mm_storeu_si128(d + 2, _mm_unpacklo_epi16(a_hi, b_hi));  // 8-11
-    _mm_storeu_si128(d + 3, _mm_unpackhi_epi16(a_hi, b_hi));  // 12-15
+    _mm_store_si128(d + 0, _mm_unpacklo_epi16(a_lo, b_lo));  // pixels 0-3
+    _mm_store_si128(d + 1, _mm_unpackhi_epi16(a_lo, b_lo));  // 4-7
+    _mm_store_si128(d + 2, _mm_unpacklo_epi16(a_hi, b_hi));  // 8-11
+    _mm_store_si128(d + 3, _mm_unpackhi_epi16(a_hi, b_hi));  // 12-15
   }
-  if (full * 4 < K) {
-    uint8_t tail[4 * kCols];
-    std::memset(tail, pad, sizeof tail);
-    for (int64_t k = full * 4; k < K; ++k) std::memcpy(tail + (k - full * 4) * kCols, rows + k * ld, kCols);
-    PackPanelPortable(tail, kCols, 4, pad, dst + full * kQuadB);
+}
+
+// One panel straight into the layout [k quads][kCols][4], without the K x kCols rows between: each row k
+// as a vector, from one read per run of the panel's pixels along an output row, runs after the first
+// shifted into place (pshufb) and blended in; pixels past P and rows past K read as `pad`. Strides above 2,
+// and panels whose whole-vector reads would pass src.end, gather their bytes one by one.
+__attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0,
+                                                         uint8_t pad, uint8_t* dst) {
+  const int64_t P = g.P(), last = std::min(p0 + kCols, P);
+  const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  PanelRuns runs;
+  runs.stride = g.sw;
+  runs.pad = _mm_set1_epi8(static_cast<char>(pad));
+  runs.flip = _mm_set1_epi8(static_cast<char>(src.flip));
+  for (int64_t p = p0; p < last; ++runs.n) {
+    const int64_t oy = p / g.ow, ox = p % g.ow, n = std::min(g.ow - ox, last - p), r = runs.n;
+    runs.at[r] = p - p0, runs.offset[r] = oy * g.sh * src.row + ox * g.sw, runs.count[r] = n;
+    const __m128i a = _mm_set1_epi8(static_cast<char>(p - p0)), b = _mm_set1_epi8(static_cast<char>(p - p0 + n));
+    runs.shift[r] = _mm_sub_epi8(iota, a);  // byte i takes the run's byte i - at; negative (top bit set): zero
+    runs.inside[r] = _mm_andnot_si128(_mm_cmpgt_epi8(a, iota), _mm_cmpgt_epi8(b, iota));
+    p += n;
   }
+  // One run filling the panel, two that fill it, or any.
+  const int runs_kind = runs.at[runs.n - 1] + runs.count[runs.n - 1] < kCols ? 0 : runs.n <= 2 ? static_cast<int>(runs.n) : 0;
+  const int64_t span = g.sw == 1 ? kCols : 2 * kCols;
+  // The furthest whole-vector read: the last run of the last row's tap plane (offsets compared, not pointers
+  // formed past the end).
+  const int64_t furthest = src.taps[g.K() - 1] + runs.offset[runs.n - 1] + span;
+  if (g.sw > 2 || furthest > src.end - src.image) return PackRowsAvx2<0, 0>(g, src, runs, pad, dst);
+  using Pack = void (*)(const QConvGeometry&, const PanelSource&, const PanelRuns&, uint8_t, uint8_t*);
+  static constexpr Pack kStride1[3] = {PackRowsAvx2<1, 0>, PackRowsAvx2<1, 1>, PackRowsAvx2<1, 2>};
+  static constexpr Pack kStride2[3] = {PackRowsAvx2<2, 0>, PackRowsAvx2<2, 1>, PackRowsAvx2<2, 2>};
+  (g.sw == 1 ? kStride1 : kStride2)[runs_kind](g, src, runs, pad, dst);
 }
 #endif
 
@@ -240,28 +346,113 @@ void TilePortable(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquad
     for (int64_t j = 0; j < kCols; ++j) s[r * kCols + j] = static_cast<int32_t>(acc[r][j]);
 }
 
-#ifdef NEE_QCONV_X86
-// The clamped weights' remainders, each times its row of X (the byte k % 4 of every pixel's quad in the
-// panel) added to its row of the tile's sums, eight pixels per vector (int32 products wrap as the sums do).
-__attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* begin,
-                                                       const QConvWeights::Remainder* end, const uint8_t* x,
-                                                       int32_t* sums) {
-  const __m256i low_byte = _mm256_set1_epi32(0xFF);
-  for (const auto* e = begin; e != end; ++e) {
-    const uint8_t* quad = x + (e->k / 4) * kQuadB;
-    const __m128i shift = _mm_cvtsi32_si128(8 * (e->k % 4));
-    const __m256i v = _mm256_set1_epi32(e->v);
-    int32_t* s = sums + e->r * kCols;
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + 32 * h));
-      const __m256i xv = _mm256_and_si256(_mm256_srl_epi32(q, shift), low_byte);
-      __m256i* dst = reinterpret_cast<__m256i*>(s + 8 * h);
-      _mm256_storeu_si256(dst, _mm256_add_epi32(_mm256_loadu_si256(dst), _mm256_mullo_epi32(xv, v)));
+// The clamped weights' remainders times their quads of X (one panel) added to the tile's sums, wrapping as
+// the sums do; row r's remainders are [begin[r], begin[r + 1]).
+void AddRemaindersPortable(const QConvWeights::Remainder* list, const int64_t* begin, const uint8_t* x,
+                           int32_t* sums) {
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t e = begin[r]; e < begin[r + 1]; ++e) {
+      const uint8_t* xq = x + list[e].offset;
+      const auto low = static_cast<int16_t>(list[e].pair & 0xFFFF);
+      const auto high = static_cast<int16_t>(static_cast<uint32_t>(list[e].pair) >> 16);
+      for (int64_t j = 0; j < kCols; ++j) {
+        const int32_t add = static_cast<int32_t>(xq[j * 4 + 1]) * low + static_cast<int32_t>(xq[j * 4 + 3]) * high;
+        sums[r * kCols + j] = static_cast<int32_t>(static_cast<uint32_t>(sums[r * kCols + j]) + static_cast<uint32_t>(add));
+      }
     }
+}
+
+#ifdef NEE_QCONV_X86
+// The same with one multiply per eight pixels: a quad's 16-bit halves shifted right by 8 are its bytes 1 and
+// 3 (the only ones with remainders), multiplied by the two remainders and summed in int32 by vpmaddwd; a
+// row's products summed in registers and added to its sums once.
+__attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* list, const int64_t* begin,
+                                                       const uint8_t* x, int32_t* sums) {
+  for (int64_t r = 0; r < kRows; ++r) {
+    if (begin[r] == begin[r + 1]) continue;
+    __m256i lo = _mm256_setzero_si256(), hi = lo;
+    for (const auto* e = list + begin[r]; e != list + begin[r + 1]; ++e) {
+      const __m256i v = _mm256_set1_epi32(e->pair);
+      const uint8_t* xq = x + e->offset;
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_srli_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq)), 8), v));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_srli_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8), v));
+    }
+    __m256i* s = reinterpret_cast<__m256i*>(sums + r * kCols);
+    _mm256_storeu_si256(s, _mm256_add_epi32(_mm256_loadu_si256(s), lo));
+    _mm256_storeu_si256(s + 1, _mm256_add_epi32(_mm256_loadu_si256(s + 1), hi));
   }
 }
 #endif
 
+
+#ifdef NEE_QCONV_X86
+// igemm's quad tile on the first half of a panel only (pixels 0-7, the first 32 bytes of each 64-byte quad),
+// for a last panel with at most eight pixels: the same instructions per pixel, each sum the same, at half
+// the cost. Sums of pixels 8-15 are left as they were (not stored).
+template <int kTileRows>
+__attribute__((target("avx2"))) void HalfTileAvx2(const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+  for (int64_t q = 0; q < kquads; ++q) {
+    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadB));
+    const int8_t* wq = w + q * kQuadA;
+// Accumulators named, not indexed, so that they stay in registers.
+#define NEE_HALF_ROW(r)                                                                       \
+  if constexpr (kTileRows > r) {                                                              \
+    int32_t quad;                                                                             \
+    std::memcpy(&quad, wq + 4 * r, sizeof quad);                                              \
+    c##r = _mm256_add_epi32(c##r, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, _mm256_set1_epi32(quad)), ones)); \
+  }
+    NEE_HALF_ROW(0)
+    NEE_HALF_ROW(1)
+    NEE_HALF_ROW(2)
+    NEE_HALF_ROW(3)
+    NEE_HALF_ROW(4)
+    NEE_HALF_ROW(5)
+#undef NEE_HALF_ROW
+  }
+  const __m256i c[kRows] = {c0, c1, c2, c3, c4, c5};
+  for (int r = 0; r < kTileRows; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), c[r]);
+}
+
+// A tile's sums for its first kPixels pixels only: each pixel's quad broadcast, a row panel's quad (six rows'
+// four weights, 24 bytes, read as 32) the vector, so that int32 lanes 0-5 are the rows' sums (the same pairs
+// of products as the tile, so the same sums). For last panels of a few pixels (one left over from a 7x7
+// image): two multiplies per quad and pixel where a half tile takes twelve.
+template <int kPixels>
+__attribute__((target("avx2"))) void PixelTileAvx2(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
+                                                   int32_t* s) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[kPixels];
+  for (int j = 0; j < kPixels; ++j) acc[j] = _mm256_setzero_si256();
+  for (int64_t q = 0; q < kquads; ++q) {
+    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
+    for (int j = 0; j < kPixels; ++j) {
+      int32_t quad;
+      std::memcpy(&quad, x + q * kQuadB + 4 * j, sizeof quad);
+      acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(quad), wv), ones));
+    }
+  }
+  for (int j = 0; j < kPixels; ++j) {
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[j]);
+    for (int64_t r = 0; r < rows; ++r) s[r * kCols + j] = lanes[r];
+  }
+}
+
+using PixelTileFn = void (*)(int64_t, const int8_t*, const uint8_t*, int64_t, int32_t*);
+PixelTileFn PixelTile(int64_t count) {
+  static constexpr PixelTileFn kByCount[kFewPixels] = {PixelTileAvx2<1>, PixelTileAvx2<2>, PixelTileAvx2<3>};
+  return kByCount[count - 1];
+}
+
+using HalfTileFn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
+HalfTileFn HalfTile(int64_t rows) {
+  static constexpr HalfTileFn kByRows[kRows] = {HalfTileAvx2<1>, HalfTileAvx2<2>, HalfTileAvx2<3>,
+                                                HalfTileAvx2<4>, HalfTileAvx2<5>, HalfTileAvx2<6>};
+  return kByRows[rows - 1];
+}
+#endif
 
 // ---- one task: a block of pixel panels of one (image, group) ------------------------------
 
@@ -273,98 +464,123 @@ struct QConvRun {
   uint8_t pad;  // the (flipped) input zero point
 };
 
-void RunBlock(const QConvRun& run, int64_t grp, const uint8_t* padded, const uint8_t* x_direct, int64_t panel_begin,
-              int64_t panel_end, uint8_t* y, std::vector<uint8_t>& scratch) {
+// Where a block's panels of X come from: AVX2 packs them straight from `source`; the portable path gathers
+// rows from the padded copy, or takes a pointwise conv's rows from x itself.
+struct BlockSource {
+  const uint8_t* padded;
+  const uint8_t* x_direct;
+#ifdef NEE_QCONV_X86
+  PanelSource source;
+#endif
+};
+
+// The block's panels of X, packed, and with weight zero points each pixel's sum over k.
+void PackBlock(const QConvRun& run, const BlockSource& from, int64_t panel_begin, int64_t npanels, uint8_t* block,
+               uint8_t* rows, int32_t* pixel_sums) {
   const QConvGeometry& g = *run.g;
-  const QConvWeights& w = *run.w;
-  const int64_t K = g.K(), P = g.P(), kquads = w.kquads, npanels = panel_end - panel_begin;
-  const size_t block_bytes = static_cast<size_t>(npanels * kquads * kQuadB);
-  const size_t rows_bytes = static_cast<size_t>((K + 1) * kCols);
-  if (scratch.size() < block_bytes + rows_bytes) scratch.resize(block_bytes + rows_bytes);
-  uint8_t* block = scratch.data();
-  uint8_t* rows = block + block_bytes;
-  std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
+  const int64_t K = g.K(), P = g.P(), kquads = run.w->kquads;
   for (int64_t b = 0; b < npanels; ++b) {
     const int64_t p0 = (panel_begin + b) * kCols;
-    const uint8_t* src = rows;
-    int64_t ld = kCols;
-    if (x_direct && p0 + kCols <= P) {
-      src = x_direct + p0;  // a pointwise conv over unflipped input: X's rows are the GEMM's
-      ld = P;
-    } else {
-      GatherPanelRows(g, padded, p0, run.pad, rows);
-    }
     uint8_t* dst = block + b * kquads * kQuadB;
 #ifdef NEE_QCONV_X86
-    if (run.avx2) PackPanelAvx2(src, ld, K, run.pad, dst);
+    if (run.avx2) GatherPackPanelAvx2(g, from.source, p0, run.pad, dst);
 #endif
-    if (!run.avx2) PackPanelPortable(src, ld, K, run.pad, dst);
-    if (run.q->any_zw)
-      for (int64_t j = 0; j < kCols; ++j) {
-        uint32_t sum = 0;
-        for (int64_t k = 0; k < K; ++k) sum += src[k * ld + j];
-        pixel_sums[static_cast<size_t>(b * kCols + j)] = static_cast<int32_t>(sum);
+    if (!run.avx2) {
+      const uint8_t* src = rows;
+      int64_t ld = kCols;
+      if (from.x_direct && p0 + kCols <= P) {
+        src = from.x_direct + p0;  // a pointwise conv over unflipped input: X's rows are the GEMM's
+        ld = P;
+      } else {
+        GatherPanelRows(g, from.padded, p0, run.pad, rows);
       }
-  }
-  const int64_t ppg = w.panels_per_group;
-  alignas(32) int32_t sums[kRows * kCols];
-  alignas(32) int32_t acc[kCols];
-  for (int64_t rp = 0; rp < ppg; ++rp) {
-    const int64_t panel = grp * ppg + rp;
-    const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows);
-    const int8_t* wp = w.data.data() + panel * kquads * kQuadA;
-    const auto* rem_begin = w.remainders.data() + w.remainder_begin[static_cast<size_t>(panel)];
-    const auto* rem_end = w.remainders.data() + w.remainder_begin[static_cast<size_t>(panel) + 1];
-    for (int64_t b = 0; b < npanels; ++b) {
-      const uint8_t* xp = block + b * kquads * kQuadB;
-#ifdef NEE_QCONV_X86
-      if (run.avx2) IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
-#endif
-      if (!run.avx2) TilePortable(rows_here, wp, xp, kquads, sums);
-#ifdef NEE_QCONV_X86
-      if (run.avx2) {
-        AddRemaindersAvx2(rem_begin, rem_end, xp, sums);
-      } else
-#endif
-      {
-        for (const auto* e = rem_begin; e != rem_end; ++e) {
-          const uint8_t* xk = xp + (e->k / 4) * kQuadB + (e->k % 4);
-          int32_t* s = sums + e->r * kCols;
-          for (int64_t j = 0; j < kCols; ++j)
-            s[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) +
-                                        static_cast<uint32_t>(xk[j * 4]) * static_cast<uint32_t>(e->v));
-        }
-      }
-      const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
-#ifdef NEE_QCONV_X86
-      if (run.avx2 && !run.q->any_zw && run.q->small_multipliers) {
-        const int64_t m0 = grp * g.Mg + rp * kRows;
-        FinishTileAvx2(sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
-        continue;
-      }
-#endif
-      for (int64_t r = 0; r < rows_here; ++r) {
-        const int64_t m = grp * g.Mg + rp * kRows + r;
-        const uint32_t c = static_cast<uint32_t>(run.q->constant[m]);
-        const int32_t* s = sums + r * kCols;
-        if (run.q->any_zw) {
-          const uint32_t zw = static_cast<uint32_t>(run.q->zw[m]);
-          for (int64_t j = 0; j < kCols; ++j)
-            acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c -
-                                          zw * static_cast<uint32_t>(pixel_sums[static_cast<size_t>(b * kCols + j)]));
-        } else {
-          for (int64_t j = 0; j < kCols; ++j) acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c);
-        }
-        uint8_t* out = y + m * P + p0;
-#ifdef NEE_QCONV_X86
-        if (run.avx2) RequantRowAvx2(acc, count, run.q->mult[m], *run.q, out);
-#endif
-        if (!run.avx2) RequantRowPortable(acc, count, run.q->mult[m], *run.q, out);
-      }
+      PackPanelPortable(src, ld, K, run.pad, dst);
+    }
+    if (!run.q->any_zw) continue;
+    // Every byte of the panel less the rows past K (read as the zero point), wrapping like the sums.
+    for (int64_t j = 0; j < kCols; ++j) {
+      uint32_t sum = 0;
+      for (int64_t q = 0; q < kquads; ++q)
+        for (int t = 0; t < 4; ++t) sum += dst[q * kQuadB + j * 4 + t];
+      pixel_sums[b * kCols + j] = static_cast<int32_t>(sum - static_cast<uint32_t>(4 * kquads - K) * run.pad);
     }
   }
 }
 
+// A tile's sums (rows from channel m0) plus the zero-point terms, requantized row by row into out (rows P
+// bytes apart, count pixels each).
+void RequantTile(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* sums, const int32_t* pixel_sums,
+                 int64_t count, uint8_t* out) {
+  const Requant& q = *run.q;
+  alignas(32) int32_t acc[kCols];
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t m = m0 + r;
+    const uint32_t c = static_cast<uint32_t>(q.constant[m]);
+    const int32_t* s = sums + r * kCols;
+    if (q.any_zw) {
+      const uint32_t zw = static_cast<uint32_t>(q.zw[m]);
+      for (int64_t j = 0; j < kCols; ++j)
+        acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c - zw * static_cast<uint32_t>(pixel_sums[j]));
+    } else {
+      for (int64_t j = 0; j < kCols; ++j) acc[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) + c);
+    }
+    uint8_t* row = out + r * run.g->P();
+#ifdef NEE_QCONV_X86
+    if (run.avx2) RequantRowAvx2(acc, count, q.mult[m], q, row);
+#endif
+    if (!run.avx2) RequantRowPortable(acc, count, q.mult[m], q, row);
+  }
+}
+
+void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panel_begin, int64_t panel_end,
+              uint8_t* y, std::vector<uint8_t>& scratch) {
+  const QConvGeometry& g = *run.g;
+  const QConvWeights& w = *run.w;
+  const int64_t K = g.K(), P = g.P(), kquads = w.kquads, npanels = panel_end - panel_begin;
+  const size_t block_bytes = static_cast<size_t>(npanels * kquads * kQuadB);
+  const size_t rows_bytes = run.avx2 ? 0 : static_cast<size_t>((K + 1) * kCols);
+  // The panels 64-byte aligned: a quad of pixels is one cache line, and no vector load splits one.
+  if (scratch.size() < block_bytes + rows_bytes + 64) scratch.resize(block_bytes + rows_bytes + 64);
+  uint8_t* block = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
+  PackBlock(run, from, panel_begin, npanels, block, block + block_bytes, pixel_sums.data());
+  const int64_t ppg = w.panels_per_group, panel_bytes = kquads * kQuadB;
+  alignas(32) int32_t sums[kRows * kCols];
+  for (int64_t rp = 0; rp < ppg; ++rp) {
+    const int64_t panel = grp * ppg + rp;
+    const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
+    const int8_t* wp = w.data.data() + panel * kquads * kQuadA;
+    const int64_t* rem_begin = w.remainder_begin.data() + panel * kRows;  // per row, into w.remainders
+    const bool any_remainders = rem_begin[0] != rem_begin[kRows];
+    for (int64_t b = 0; b < npanels; ++b) {
+      const uint8_t* xp = block + b * panel_bytes;
+      const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
+      // The tile, its remainders while the end of its panel of X is still in L1, its outputs.
+#ifdef NEE_QCONV_X86
+      if (run.avx2) {
+        if (count <= kFewPixels) {
+          PixelTile(count)(rows_here, wp, xp, kquads, sums);
+        } else if (count <= kCols / 2) {
+          HalfTile(rows_here)(wp, xp, kquads, sums);
+        } else {
+          IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
+        }
+        if (any_remainders) AddRemaindersAvx2(w.remainders.data(), rem_begin, xp, sums);
+        if (!run.q->any_zw && run.q->small_multipliers) {
+          FinishTileAvx2(sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
+          continue;
+        }
+      }
+#endif
+      if (!run.avx2) {
+        TilePortable(rows_here, wp, xp, kquads, sums);
+        AddRemaindersPortable(w.remainders.data(), rem_begin, xp, sums);
+      }
+      RequantTile(run, m0, rows_here, sums, run.q->any_zw ? pixel_sums.data() + b * kCols : nullptr, count,
+                  y + m0 * P + p0);
+    }
+  }
+}
 
 // A per-tensor or per-channel input's value for channel m (already checked to hold 1 or M values).
 double ValueAt(const Tensor& t, int64_t m) { return ReadAsDouble(t, t.num_elements() == 1 ? 0 : m); }
@@ -463,22 +679,38 @@ Status QLinearConvFast(KernelContext& ctx) {
   const int64_t images = g.N * g.group;
   std::vector<uint8_t> padded;
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
+  // No tap of any output pixel outside the image: AVX2 reads x itself.
+  const bool inside = g.ph == 0 && g.pw == 0 && g.hp == g.ih && g.wp == g.iw;
+  std::vector<int64_t> taps;  // the same for every image: PanelSource::taps
   for (int64_t img = 0; img < images; ++img) {
     const int64_t n = img / g.group, grp = img % g.group;
     const uint8_t* xg = xb + (n * g.C + grp * g.Cg) * g.ih * g.iw;
-    // A pointwise conv reads its full panels from x itself; a last partial panel, like every panel of
-    // the others, from the copy, whose slack the whole-vector reads may run into.
-    const bool copy = !direct || P % kCols != 0;
+    // The portable path reads a pointwise conv's full panels from x itself; a last partial panel, like every
+    // panel of the others, from the copy, whose slack the whole-vector reads may run into.
+    const bool copy = run.avx2 ? !inside : !direct || P % kCols != 0;
     if (copy) {
       padded.resize(static_cast<size_t>(padded_bytes));
       PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
     }
+    BlockSource from{};
+    from.padded = copy ? padded.data() : nullptr;
+    from.x_direct = direct ? xg : nullptr;
+#ifdef NEE_QCONV_X86
+    from.source = copy ? PanelSource{padded.data(), padded.data() + padded_bytes, g.hp * g.wp, g.wp, 0, nullptr}
+                       : PanelSource{xg, xb + x.byte_size(), g.ih * g.iw, g.iw, flip, nullptr};
+    if (taps.empty()) {
+      for (int64_t c = 0; c < g.Cg; ++c)
+        for (int64_t i = 0; i < g.kh; ++i)
+          for (int64_t j = 0; j < g.kw; ++j)
+            taps.push_back(c * from.source.plane + i * g.dh * from.source.row + j * g.dw);
+    }
+    from.source.taps = taps.data();
+#endif
     uint8_t* y_image = yb + n * g.M * P;
     ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
       for (int64_t blk = begin; blk < end; ++blk)
-        RunBlock(run, grp, copy ? padded.data() : nullptr, direct ? xg : nullptr, blk * per_block,
-                 std::min(panels, (blk + 1) * per_block), y_image, t_scratch);
+        RunBlock(run, grp, from, blk * per_block, std::min(panels, (blk + 1) * per_block), y_image, t_scratch);
     });
   }
   return Status::Ok();

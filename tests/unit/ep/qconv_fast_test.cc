@@ -143,6 +143,16 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
       {"uint8_weights", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, u8, u8},
       {"int8_weights_wzp", {1, 6, 7, 9}, {5, 6, 3, 3}, {pads1}, u8, s8, u8},
       {"1d", {2, 3, 20}, {4, 3, 5}, {IntsAttr("pads", {2, 1}), IntsAttr("strides", {2})}},
+      {"1d_no_pads_int8", {2, 3, 29}, {4, 3, 5}, {IntsAttr("strides", {2})}, s8, s8, s8},
+      {"pointwise_int8_ragged_image", {1, 12, 5, 9}, {10, 12, 1, 1}, {}, s8, s8, u8},
+      {"pointwise_stride2_int8_wzp", {1, 16, 13, 9}, {12, 16, 1, 1}, {IntsAttr("strides", {2, 2})}, s8, s8, s8},
+      {"deep_7x7_remainders", {1, 96, 7, 7}, {20, 96, 3, 3}, {pads1}},
+      {"deep_pointwise_14x14", {1, 200, 14, 14}, {13, 200, 1, 1}, {}},
+      {"dilated_no_pads_stride2", {1, 4, 15, 17}, {6, 4, 3, 3}, {IntsAttr("dilations", {2, 2}), IntsAttr("strides", {2, 2})}},
+      {"groups3_unpadded_int8_batch2", {2, 9, 7, 7}, {12, 3, 3, 3}, {IntAttr("group", 3)}, s8, s8, u8},
+      {"groups2_pointwise_7x7_wzp", {2, 8, 7, 7}, {10, 4, 1, 1}, {IntAttr("group", 2)}, u8, u8, s8},
+      {"large_multipliers_7x7_few_pixels", {1, 40, 7, 7}, {9, 40, 1, 1}, {}, u8, s8, u8, true, -1, -1, true, 8, 1e-5f},
+      {"large_multipliers_14x14_half_tile", {1, 8, 14, 14}, {7, 8, 3, 3}, {pads1}, s8, s8, s8, false, -1, -1, true, 8, 2e-4f},
       {"3d_to_reference", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {}},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {}},
   };
@@ -152,6 +162,39 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
     Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
     ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
   }
+}
+
+// Small images (last panels of 1..16 pixels: the half-width tile, many runs per panel), strides 1-3, with
+// and without padding (reading x itself, int8 inputs flipped as they are read), 1x1 and 3x3 kernels, full-range
+// weights (clamped pairs' remainders), weight zero points, int8 and uint8 everywhere.
+TEST_P(QConvFastTest, QLinearConvSmallImagesStridesPads) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  std::mt19937 rng(11);
+  const std::vector<std::pair<int64_t, int64_t>> sizes = {{1, 1}, {2, 3}, {3, 3}, {4, 4}, {5, 5}, {7, 7},
+                                                          {9, 9}, {4, 13}, {1, 37}, {14, 14}, {6, 11}};
+  int index = 0;
+  for (const auto& [h, w] : sizes)
+    for (int64_t k : {1, 3})
+      for (int64_t stride : {1, 2, 3})
+        for (int64_t pad : {0, 1}) {
+          if (k == 1 && pad == 1 && stride != 1) continue;
+          if ((h + 2 * pad - k) < 0 || (w + 2 * pad - k) < 0) continue;
+          ConvCase c;
+          const int v = index++;
+          c.name = "img" + std::to_string(h) + "x" + std::to_string(w) + "_k" + std::to_string(k) + "_s" +
+                   std::to_string(stride) + "_p" + std::to_string(pad) + (v % 4 == 3 ? "_wzp" : "");
+          const int64_t channels = 5 + v % 7, outputs = 7 + 2 * (v % 5);
+          c.x_dims = {1 + v % 2, channels, h, w};
+          c.w_dims = {outputs, channels, k, k};
+          c.attrs = {IntsAttr("strides", {stride, stride}), IntsAttr("pads", {pad, pad, pad, pad})};
+          c.xt = v % 3 == 1 ? s8 : u8;
+          c.wt = v % 5 == 2 ? u8 : s8;
+          c.yt = v % 2 ? s8 : u8;
+          std::vector<Value> inputs = ConvInputs(c, rng);
+          Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+          ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+        }
+  EXPECT_GT(index, 100);
 }
 
 // Every weight pair at the saturating extremes (255 * (-128 - 128) overflows int16): the remainders keep it exact.
