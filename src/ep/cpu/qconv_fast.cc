@@ -585,6 +585,23 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
 // A per-tensor or per-channel input's value for channel m (already checked to hold 1 or M values).
 double ValueAt(const Tensor& t, int64_t m) { return ReadAsDouble(t, t.num_elements() == 1 ? 0 : m); }
 
+// All M values of a per-tensor or per-channel float scale or 8-bit zero point, read in one typed loop
+// (ValueAt per channel dispatched on the type for every element: ~20 us a call for 960 channels).
+std::vector<double> PerChannel(const Tensor& t, int64_t M) {
+  std::vector<double> v(static_cast<size_t>(M));
+  const bool one = t.num_elements() == 1;
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t i = one ? 0 : m;
+    switch (t.dtype()) {
+      case DataType::kFloat: v[static_cast<size_t>(m)] = t.data<float>()[i]; break;
+      case DataType::kInt8: v[static_cast<size_t>(m)] = t.data<int8_t>()[i]; break;
+      case DataType::kUint8: v[static_cast<size_t>(m)] = t.data<uint8_t>()[i]; break;
+      default: v[static_cast<size_t>(m)] = ReadAsDouble(t, i);
+    }
+  }
+  return v;
+}
+
 bool IsScalarOrVector(const Tensor& t, int64_t n) {
   return t.num_elements() == 1 ? t.rank() <= 1 : (t.rank() == 1 && t.dim(0) == n);
 }
@@ -613,8 +630,9 @@ Status QLinearConvFast(KernelContext& ctx) {
   // Multipliers as the reference forms them: float(float(xs * ws) / ys), in double.
   std::vector<double> mult(static_cast<size_t>(g.M));
   const double xs = ValueAt(x_scale, 0), ys = ValueAt(y_scale, 0);
+  const std::vector<double> w_scales = PerChannel(w_scale, g.M), w_zero_points = PerChannel(w_zp, g.M);
   for (int64_t m = 0; m < g.M; ++m) {
-    const double ab = static_cast<float>(xs * ValueAt(w_scale, m));
+    const double ab = static_cast<float>(xs * w_scales[static_cast<size_t>(m)]);
     mult[static_cast<size_t>(m)] = static_cast<float>(ab / ys);
     if (!std::isfinite(mult[static_cast<size_t>(m)])) return RunReference(ctx);  // NaN handling is the reference's
   }
@@ -641,7 +659,7 @@ Status QLinearConvFast(KernelContext& ctx) {
   std::vector<int32_t> constant(static_cast<size_t>(g.M)), zw(static_cast<size_t>(g.M));
   bool any_zw = false;
   for (int64_t m = 0; m < g.M; ++m) {
-    const int32_t z = static_cast<int32_t>(ValueAt(w_zp, m)) - (w_unsigned ? 128 : 0);
+    const int32_t z = static_cast<int32_t>(w_zero_points[static_cast<size_t>(m)]) - (w_unsigned ? 128 : 0);
     zw[static_cast<size_t>(m)] = z;
     any_zw = any_zw || z != 0;
     const uint32_t b = bias ? static_cast<uint32_t>(bias->data<int32_t>()[m]) : 0;
