@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "base/status.h"
@@ -111,6 +112,11 @@ class GraphEditor;
 }
 
 namespace quant {
+// Why a node of an op the quantizer rewrites is left as it is before its
+// inputs are looked at: "excluded" (named in QuantizeOptions::exclude), or
+// "unexpected inputs or outputs" (no A or B, not one named output); "" when
+// it goes on to the rewrite's own checks.
+std::string WhyNotCandidateNode(const Node& node, const std::unordered_set<std::string>& excluded);
 // Why MatMul(a, b) is not a float32 activation times a constant float32
 // matrix, as the MatMul rewrites (dynamic, int4) need it ("A is not a float32
 // tensor", ...); "" when it is, with the matrix in *w.

@@ -190,6 +190,13 @@ void DequantizeGatherOutputs(GraphEditor& ed, const std::vector<QuantizedGather>
 
 }  // namespace
 
+std::string WhyNotCandidateNode(const Node& node, const std::unordered_set<std::string>& excluded) {
+  if (excluded.count(node.name)) return "excluded";
+  if (!node.HasInput(0) || !node.HasInput(1) || node.outputs.size() != 1 || node.outputs[0].empty())
+    return "unexpected inputs or outputs";
+  return "";
+}
+
 std::string WhyNotFloatTimesConstantMatrix(const GraphEditor& ed, const std::string& a, const std::string& b,
                                            Tensor* w) {
   const TypeInfo* a_type = ed.TensorType(a);
@@ -268,12 +275,8 @@ Status QuantizeDynamic(Model& model, const QuantizeOptions& options, QuantizeRep
     if (!opt::IsOp(node, "MatMul") && !is_gemm) continue;
     const std::string label = node.Describe();
     auto skip = [&](const std::string& why) { report->skipped.push_back(label + ": " + why); };
-    if (excluded.count(node.name)) {
-      skip("excluded");
-      continue;
-    }
-    if (!node.HasInput(0) || !node.HasInput(1) || node.outputs.size() != 1 || node.outputs[0].empty()) {
-      skip("unexpected inputs or outputs");
+    if (const std::string why = WhyNotCandidateNode(node, excluded); !why.empty()) {
+      skip(why);
       continue;
     }
     const std::string a = node.inputs[0], y = node.outputs[0];

@@ -123,12 +123,8 @@ Status QuantizeInt4(Model& model, const QuantizeOptions& options, QuantizeReport
     if (!opt::IsOp(node, "MatMul")) continue;
     const std::string label = node.Describe();
     auto skip = [&](const std::string& why) { report->skipped.push_back(label + ": " + why); };
-    if (excluded.count(node.name)) {
-      skip("excluded");
-      continue;
-    }
-    if (!node.HasInput(0) || !node.HasInput(1) || node.outputs.size() != 1 || node.outputs[0].empty()) {
-      skip("unexpected inputs or outputs");
+    if (const std::string why = WhyNotCandidateNode(node, excluded); !why.empty()) {
+      skip(why);
       continue;
     }
     const std::string a = node.inputs[0], b = node.inputs[1];

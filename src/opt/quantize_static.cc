@@ -122,12 +122,8 @@ Status FindCandidates(GraphEditor& ed, const QuantizeOptions& options, bool need
     if (!conv && !matmul && !gemm) continue;
     const std::string label = node.Describe();
     auto skip = [&](const std::string& why) { skipped->push_back(label + ": " + why); };
-    if (excluded.count(node.name)) {
-      skip("excluded");
-      continue;
-    }
-    if (!node.HasInput(0) || !node.HasInput(1) || node.outputs.size() != 1 || node.outputs[0].empty()) {
-      skip("unexpected inputs or outputs");
+    if (const std::string why = WhyNotCandidateNode(node, excluded); !why.empty()) {
+      skip(why);
       continue;
     }
     Candidate c;
