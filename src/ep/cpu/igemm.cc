@@ -633,8 +633,66 @@ __attribute__((target("avx2"))) void QuadTileAvx2(const void* broadcast, const v
 #undef NEE_QUAD_STORE
 }
 
+// The same tile by AVX-512 VNNI: per k quad and row, one vpdpbusd of the
+// row's broadcast four bytes against the whole 64-byte quad of the vector
+// operand (sixteen columns in order). vpdpbusd adds the four u8 x s8 products
+// of a lane in int32 without saturating, so it is exact for any bytes (the
+// clamped weights and their remainders stay correct, merely unneeded), and
+// its int32 adds wrap like vpaddd.
+template <int kRows, bool kBroadcastUnsigned>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) void QuadTileVnni(const void* broadcast, const void* vector,
+                                                                          int64_t kquads, int32_t* s) {
+  static_assert(kRows >= 1 && kRows <= 6, "up to six rows");
+  const auto* a = static_cast<const uint8_t*>(broadcast);
+  const auto* b = static_cast<const uint8_t*>(vector);
+  __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+  for (int64_t p = 0; p < kquads; ++p) {
+    const __m512i bv = _mm512_loadu_si512(b);
+// vpdpbusd's second operand is the unsigned one, its third the signed one.
+#define NEE_QUAD_ROW(r)                                                                       \
+  if constexpr (kRows > r) {                                                                  \
+    int32_t quad;                                                                             \
+    std::memcpy(&quad, a + 4 * r, sizeof quad);                                               \
+    const __m512i av = _mm512_set1_epi32(quad);                                               \
+    c##r = kBroadcastUnsigned ? _mm512_dpbusd_epi32(c##r, av, bv) : _mm512_dpbusd_epi32(c##r, bv, av); \
+  }
+    NEE_QUAD_ROW(0)
+    NEE_QUAD_ROW(1)
+    NEE_QUAD_ROW(2)
+    NEE_QUAD_ROW(3)
+    NEE_QUAD_ROW(4)
+    NEE_QUAD_ROW(5)
+#undef NEE_QUAD_ROW
+    a += kQuadBytesA;
+    b += kQuadBytesB;
+  }
+  _mm512_storeu_si512(s, c0);
+  if constexpr (kRows > 1) _mm512_storeu_si512(s + kIgemmCols, c1);
+  if constexpr (kRows > 2) _mm512_storeu_si512(s + 2 * kIgemmCols, c2);
+  if constexpr (kRows > 3) _mm512_storeu_si512(s + 3 * kIgemmCols, c3);
+  if constexpr (kRows > 4) _mm512_storeu_si512(s + 4 * kIgemmCols, c4);
+  if constexpr (kRows > 5) _mm512_storeu_si512(s + 5 * kIgemmCols, c5);
+}
+
+// AVX-512 VNNI when the CPU has it and no test lowered the ISA below AVX-512.
+bool UseVnni() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vnni");
+  return has && SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced();
+}
+
 template <bool kBroadcastUnsigned>
 IgemmQuadTileFn QuadTileFor(int64_t rows) {
+  if (UseVnni()) {
+    switch (rows) {
+      case 1: return QuadTileVnni<1, kBroadcastUnsigned>;
+      case 2: return QuadTileVnni<2, kBroadcastUnsigned>;
+      case 3: return QuadTileVnni<3, kBroadcastUnsigned>;
+      case 4: return QuadTileVnni<4, kBroadcastUnsigned>;
+      case 5: return QuadTileVnni<5, kBroadcastUnsigned>;
+      default: return QuadTileVnni<6, kBroadcastUnsigned>;
+    }
+  }
   switch (rows) {
     case 1: return QuadTileAvx2<1, kBroadcastUnsigned>;
     case 2: return QuadTileAvx2<2, kBroadcastUnsigned>;

@@ -163,7 +163,7 @@ struct IgemmPackedBS8 {
 // Packs int8 B (k x n); false (nothing usable) when more than max_remainder_fraction of B's pairs overflow.
 bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max_remainder_fraction,
                   IgemmPackedBS8* out);
-// Whether the u8 x s8 kernel runs on this machine now (AVX2, not forced portable).
+// Whether the u8 x s8 kernel runs on this machine now (AVX2 or VNNI, not forced portable).
 bool IgemmU8S8Available();
 // C = (A - za[i]) (B - zb[j]) over the context's threads, as Igemm (int32 C, or fout's float epilogue);
 // za[i * za_stride], zb[j * zb_stride].
@@ -172,7 +172,8 @@ void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPac
                const IgemmFloatOut* fout = nullptr);
 
 // The u8 x s8 tile both IgemmU8S8 and QLinearConv (qconv_fast.cc) run, AVX2
-// only: raw int32 sums s[r][j] (rows r < `rows` <= kIgemmRows, kIgemmCols
+// or AVX-512 VNNI (vpdpbusd, exact for any bytes; chosen when the CPU has it
+// and the ISA limit allows AVX-512): raw int32 sums s[r][j] (rows r < `rows` <= kIgemmRows, kIgemmCols
 // columns) over `kquads` k quads of a broadcast operand (kIgemmRows rows x 4
 // bytes a quad) and a vector operand (kIgemmCols columns x 4 bytes a quad):
 // vpmaddubsw (exact only where no int16 pair sum can saturate: the packers'

@@ -359,8 +359,13 @@ TEST_P(QuantMatMulFastTest, DynamicQuantizeLinearBlockedRangeMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, QuantMatMulFastTest,
-                         ::testing::Values(cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
-                         [](const auto& info) { return info.param == cpu::SgemmIsa::kAvx2 ? "avx2" : "portable"; });
+                         ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
+                         // kAvx512: no limit, the best kernel this CPU has (VNNI where it has it).
+                         [](const auto& info) {
+                           return info.param == cpu::SgemmIsa::kAvx512 ? "dispatched"
+                                  : info.param == cpu::SgemmIsa::kAvx2  ? "avx2"
+                                                                         : "portable";
+                         });
 
 }  // namespace
 }  // namespace nee
