@@ -1,5 +1,7 @@
 // ai.nee BlockedConv on float32 for the CPU provider (AVX2): the layout pass's
 // pointwise and depthwise convolutions (ops/blocked_conv.h, opt/layout_blocked.cc).
+// On AVX-512 the pointwise convs run blocked_pointwise_avx512.cc's tiles instead
+// (two blocks a vector, twice the accumulators; the same bits).
 //
 //  - pointwise: output tiles of 6 pixels x 2 channel blocks (twelve ymm
 //    accumulators, started at the bias; 4 x 3 or 12 x 1 for odd block counts). Per input channel, each of the
@@ -31,6 +33,7 @@
 #include <immintrin.h>
 
 #include "ep/cpu/activation_simd.h"
+#include "ep/cpu/blocked_pointwise_avx512.h"
 #include "ep/cpu/sgemm.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_BLOCKED_X86 1
@@ -46,13 +49,21 @@ constexpr int kTilePixels = 6;
 constexpr int64_t kChunkPixels = 48;  // pixels a pointwise task covers (a multiple of the tile)
 
 // Weights (and bias) in the kernels' layout, packed once per session.
+// A pointwise conv's weights are packed for the AVX-512 tiles (pairs) when
+// they will run, else for the AVX2 ones (w, bias): one layout, not both.
 struct BlockedWeights {
   std::vector<float> w;     // pointwise [Mb][C][8]; depthwise [Cb][KH*KW][8]
   std::vector<float> bias;  // [Mb * 8], zero past M and without a bias
+  PointwisePairs pairs;     // pointwise on AVX-512 (blocked_pointwise_avx512.h); w and bias then empty
+  bool avx512() const { return !pairs.w16.empty(); }
 };
 
 std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
   auto p = std::make_shared<BlockedWeights>();
+  if (g.pointwise() && BlockedPointwiseAvx512()) {
+    PackPointwisePairs(g, &p->pairs);
+    return p;
+  }
   const int64_t Mb = g.Mb(), taps = g.KH * g.KW;
   p->bias.assign(static_cast<size_t>(Mb * kB), 0.f);
   if (g.bias) std::copy(g.bias, g.bias + g.M, p->bias.begin());
@@ -70,8 +81,10 @@ std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
 
 std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
   if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
+  // The layout depends on the ISA (tests change it at run time): part of the key.
+  const int64_t layout = g.pointwise() && BlockedPointwiseAvx512() ? 1 : 0;
   auto packed = ctx.prepared()->GetOrBuild<BlockedWeights>(
-      {g.M, g.C, g.KH, g.KW, g.group}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> { return Pack(g); });
+      {g.M, g.C, g.KH, g.KW, g.group, layout}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> { return Pack(g); });
   return packed.ok() ? packed.value() : Pack(g);
 }
 
@@ -317,7 +330,8 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
     const int64_t n = t / (chunks * groups), chunk = t / groups % chunks, group = t % groups;
     const int64_t p0 = chunk_start(chunk), p1 = chunk_start(chunk + 1);
     const int64_t ob0 = 2 * (group * pairs / groups), ob1 = std::min(Mb, 2 * ((group + 1) * pairs / groups));
-    PointwiseRange(g, pw, tiles, n, p0, p1, ob0, ob1);
+    if (pw.avx512()) PointwiseRangeAvx512(g, pw.pairs, tiles.finishes, n, p0, p1, ob0, ob1);
+    else PointwiseRange(g, pw, tiles, n, p0, p1, ob0, ob1);
     if (!tiles.finishes) Finish(g, finish, n, ob0, ob1, p0, p1);
   });
 }

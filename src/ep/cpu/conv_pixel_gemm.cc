@@ -133,7 +133,7 @@ constexpr TileFn kTiles[kTilePixels] = {PixelTile<1, S>, PixelTile<2, S>, PixelT
 
 }  // namespace
 
-bool PixelGemmAvailable() { return SgemmActiveIsa() == SgemmIsa::kAvx2; }
+bool PixelGemmAvailable() { return SgemmActiveIsa() >= SgemmIsa::kAvx2; }
 
 void PixelGemm(const PixelSegment* segments, int64_t count, const PixelPackedWeights& w, int64_t cb0, int64_t cb1,
                int64_t ldg) {

@@ -233,7 +233,7 @@ void RunPixels(const Pointwise& g, const PackedPointwise& packed, const TileSet&
 
 bool ConvPointwiseSmallApplies(const Pointwise& g) {
 #ifdef NEE_POINTWISE_X86
-  if (SgemmActiveIsa() != SgemmIsa::kAvx2) return false;
+  if (SgemmActiveIsa() < SgemmIsa::kAvx2) return false;
   if (g.N <= 0 || g.C <= 0 || g.M <= 0 || g.pixels < 256) return false;
   // Measured against the SGEMM path one conv at a time (1 thread, Zen 3),
   // without activation: 16 -> 64 at 112x112 15% faster, 32 -> 32 at 160x160

@@ -3,7 +3,8 @@
 //    on the NCHW tensors, reordered through the ToBlocked / FromBlocked references;
 //  - the fast kernels agree with those references on pointwise and depthwise
 //    geometries with ragged pixel counts, every activation, with and without
-//    bias and residual, and give the same bits at 1, 2 and 3 threads;
+//    bias and residual, and give the same bits at 1, 2 and 3 threads and on
+//    AVX-512 (the pointwise pair tiles) and AVX2;
 //  - the fast reorders are exact.
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
 
 namespace nee {
@@ -41,6 +43,8 @@ const std::vector<Geometry> kGeometries = {
     {"pointwise 7x7", {1, 16, 7, 7}, {24, 16, 1, 1}, 1, 1, 0},        // 49 pixels: tiles 6 x 7 + 4 + 3
     {"pointwise batch", {2, 8, 5, 9}, {40, 8, 1, 1}, 1, 1, 0},        // odd blocks (5): a lone last block
     {"pointwise long", {1, 24, 13, 11}, {8, 24, 1, 1}, 1, 1, 0},      // 143 pixels in several chunks
+    {"pointwise pairs", {1, 32, 9, 9}, {48, 32, 1, 1}, 1, 1, 0},      // AVX-512: three pairs, 81 pixels
+    {"pointwise odd pairs", {2, 16, 7, 5}, {56, 16, 1, 1}, 1, 1, 0},  // AVX-512: 2 + 2 pairs, the last half
     {"depthwise s1", {1, 16, 9, 11}, {16, 1, 3, 3}, 16, 1, 1},
     {"depthwise s2 even", {2, 8, 12, 14}, {8, 1, 3, 3}, 8, 2, 1},
     {"depthwise s2 odd", {1, 24, 11, 13}, {24, 1, 3, 3}, 24, 2, 1},
@@ -135,13 +139,19 @@ TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
         ASSERT_TRUE(ref.ok()) << ref.status().ToString();
         const std::string what = std::string(g.name) + " " + act.name + " inputs " + std::to_string(inputs);
         Tensor first;
-        for (int threads : {1, 2, 3}) {
-          auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
-          ASSERT_TRUE(got.ok()) << got.status().ToString();
-          ExpectClose(*got, ref->outputs[0].tensor(), what);
-          if (threads == 1) first = *got;
-          else ExpectBitwise(*got, first, what + " threads " + std::to_string(threads));
+        // kAvx512: the best this CPU has (where it has AVX-512, the pointwise pair tiles).
+        for (cpu::SgemmIsa isa : {cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kAvx512}) {
+          cpu::SgemmLimitIsa(isa);
+          for (int threads : {1, 2, 3}) {
+            auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
+            ASSERT_TRUE(got.ok()) << got.status().ToString();
+            ExpectClose(*got, ref->outputs[0].tensor(), what);
+            if (first.num_elements() == 0) first = *got;
+            else ExpectBitwise(*got, first, what + " threads " + std::to_string(threads) +
+                                                (isa == cpu::SgemmIsa::kAvx2 ? " avx2" : " dispatched"));
+          }
         }
+        cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
       }
     }
   }

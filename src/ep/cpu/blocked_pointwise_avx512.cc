@@ -1,0 +1,168 @@
+#include "ep/cpu/blocked_pointwise_avx512.h"
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#define NEE_PAIRS_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+constexpr int64_t kB = kChannelBlock;  // 8: a block; a pair of blocks is one zmm
+constexpr int64_t kLanes = 2 * kB;
+}  // namespace
+
+void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out) {
+  const int64_t pairs = (g.Mb() + 1) / 2;
+  out->w16.assign(static_cast<size_t>(pairs * g.C * kLanes), 0.f);
+  out->bias16.assign(static_cast<size_t>(pairs * kLanes), 0.f);
+  for (int64_t m = 0; m < g.M; ++m) {
+    const int64_t pair = m / kLanes, lane = m % kLanes;
+    if (g.bias) out->bias16[static_cast<size_t>(m)] = g.bias[m];
+    for (int64_t c = 0; c < g.C; ++c) out->w16[static_cast<size_t>((pair * g.C + c) * kLanes + lane)] = g.w[m * g.C + c];
+  }
+}
+
+#ifdef NEE_PAIRS_X86
+namespace {
+
+// The two blocks' eight floats at `lo` and `hi` as one vector, and back.
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 LoadHalves(const float* lo, const float* hi) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(lo)), _mm256_loadu_ps(hi), 1);
+}
+
+// One finished vector: (v + z) then activation K, low half to block 2j's
+// pixel, high half to block 2j + 1's (absent for the last pair of an odd
+// block count: `has_high`).
+template <FusedActivation::Kind K>
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair(const FusedActivation& act, float* y,
+                                                                                  const float* z, int64_t lo,
+                                                                                  int64_t hi, bool has_high, __m512 v) {
+  if (z) v = _mm512_add_ps(v, has_high ? LoadHalves(z + lo, z + hi) : _mm512_castps256_ps512(_mm256_loadu_ps(z + lo)));
+  v = Activate16<K>(act, v);
+  _mm256_storeu_ps(y + lo, _mm512_castps512_ps256(v));
+  if (has_high) _mm256_storeu_ps(y + hi, _mm512_extractf32x8_ps(v, 1));
+}
+
+// PX pixels x OP pairs of output blocks. x: the tile's first pixel in input
+// block 0 (block cb is cb * plane * 8 further); w: the first pair's packed
+// weights ([C][16], the next pair C * 16 further); y, z: the tile's first
+// pixel in its first output block; `odd_tail`: the last pair has one block.
+template <int PX, int OP, FusedActivation::Kind K>
+__attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t plane, const float* x, const float* w,
+                                                          const float* bias, float* y, const float* z,
+                                                          const FusedActivation& act, bool odd_tail) {
+  __m512 acc[PX][OP];
+#pragma GCC unroll 3
+  for (int j = 0; j < OP; ++j) {
+    const __m512 b = _mm512_loadu_ps(bias + kLanes * j);
+#pragma GCC unroll 16
+    for (int i = 0; i < PX; ++i) acc[i][j] = b;
+  }
+  for (int64_t cb = 0; cb < C / kB; ++cb) {
+    const float* xc = x + cb * plane * kB;
+    const float* wc = w + cb * kB * kLanes;
+#pragma GCC unroll 8
+    for (int l = 0; l < kB; ++l) {
+      __m512 wv[OP];
+#pragma GCC unroll 3
+      for (int j = 0; j < OP; ++j) wv[j] = _mm512_loadu_ps(wc + j * C * kLanes + l * kLanes);
+#pragma GCC unroll 16
+      for (int i = 0; i < PX; ++i) {
+        const __m512 xv = _mm512_set1_ps(xc[i * kB + l]);
+#pragma GCC unroll 3
+        for (int j = 0; j < OP; ++j) acc[i][j] = _mm512_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+  }
+#pragma GCC unroll 3
+  for (int j = 0; j < OP; ++j) {
+    const bool has_high = !(odd_tail && j == OP - 1);
+#pragma GCC unroll 16
+    for (int i = 0; i < PX; ++i) {
+      const int64_t lo = (2 * j * plane + i) * kB;
+      StorePair<K>(act, y, z, lo, lo + plane * kB, has_high, acc[i][j]);
+    }
+  }
+}
+
+using TileFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*, const float*,
+                        const FusedActivation&, bool);
+
+template <int OP, FusedActivation::Kind K, int... PX>
+constexpr auto TableOf(std::integer_sequence<int, PX...>) {
+  return std::array<TileFn, sizeof...(PX)>{PairTile<PX + 1, OP, K>...};
+}
+
+// Tiles by the pairs they cover, indexed by pixels - 1: 16 x 1, 12 x 2, 8 x 3.
+template <FusedActivation::Kind K>
+struct PairTiles {
+  static constexpr auto one = TableOf<1, K>(std::make_integer_sequence<int, 16>{});
+  static constexpr auto two = TableOf<2, K>(std::make_integer_sequence<int, 12>{});
+  static constexpr auto three = TableOf<3, K>(std::make_integer_sequence<int, 8>{});
+  static const TileFn* For(int64_t pairs) { return pairs == 1 ? one.data() : pairs == 2 ? two.data() : three.data(); }
+};
+
+// Pixels the next tile covers of `left`, at most `widest`: a remainder just
+// above the widest is split in two near halves (13 -> 7 + 6), not widest + a
+// lone pixel, since a tile streams all its weights whatever its width.
+int64_t TilePixels(int64_t left, int64_t widest) {
+  if (left <= widest) return left;
+  if (left < widest + widest / 2) return (left + 1) / 2;
+  return widest;
+}
+
+template <FusedActivation::Kind K>
+void RangeWith(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
+               int64_t p1, int64_t ob0, int64_t ob1) {
+  const int64_t plane = g.H * g.W;
+  const float* x = g.x + n * g.Cb() * plane * kB;
+  float* y = g.y + n * g.Mb() * plane * kB;
+  const float* z = finish && g.z ? g.z + n * g.Mb() * plane * kB : nullptr;
+  const FusedActivation none;
+  const FusedActivation& act = finish ? g.act : none;
+  const int64_t pair_end = (ob1 + 1) / 2;
+  for (int64_t pair = ob0 / 2, step = 0; pair < pair_end; pair += step) {
+    const int64_t left_pairs = pair_end - pair;
+    step = left_pairs == 3 ? 3 : std::min<int64_t>(2, left_pairs);
+    const TileFn* tiles = PairTiles<K>::For(step);
+    const int64_t widest = step == 1 ? 16 : step == 2 ? 12 : 8;
+    const bool odd_tail = pair + step == pair_end && ob1 % 2 == 1;
+    const float* w = pw.w16.data() + pair * g.C * kLanes;
+    const float* bias = pw.bias16.data() + pair * kLanes;
+    for (int64_t p = p0, px = 0; p < p1; p += px) {
+      px = TilePixels(p1 - p, widest);
+      const int64_t at = (2 * pair * plane + p) * kB;
+      tiles[px - 1](g.C, plane, x + p * kB, w, bias, y + at, z ? z + at : nullptr, act, odd_tail);
+    }
+  }
+}
+
+}  // namespace
+
+bool BlockedPointwiseAvx512() { return SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced(); }
+
+void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
+                          int64_t p1, int64_t ob0, int64_t ob1) {
+  using Kind = FusedActivation::Kind;
+  const Kind kind = finish ? g.act.kind : Kind::kNone;
+  if (kind == Kind::kRelu) return RangeWith<Kind::kRelu>(g, pw, finish, n, p0, p1, ob0, ob1);
+  if (kind == Kind::kClip) return RangeWith<Kind::kClip>(g, pw, finish, n, p0, p1, ob0, ob1);
+  RangeWith<Kind::kNone>(g, pw, finish, n, p0, p1, ob0, ob1);
+}
+
+#else
+bool BlockedPointwiseAvx512() { return false; }
+void PointwiseRangeAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, int64_t,
+                          int64_t) {}
+#endif
+
+}  // namespace nee::cpu

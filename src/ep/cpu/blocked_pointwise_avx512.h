@@ -1,0 +1,38 @@
+// BlockedConv's pointwise convolutions on AVX-512 (blocked_conv_fast.cc runs
+// them; the layout is ops/blocked_conv.h's, eight channels a block).
+//
+// One zmm holds a pixel's sixteen output channels: two consecutive output
+// blocks, their weights packed once as pairs of blocks [pairs][C][16]. The
+// tiles are up to 12 pixels x 2 pairs (24 accumulators of AVX-512's 32
+// registers; 16 x 1 and 8 x 3 for odd pair counts), started at the bias, one
+// FMA chain per output over the input channels in order: the same operations
+// as the AVX2 tiles (6 pixels x 2 blocks), so the same bits. A finished
+// vector's two halves go to their two blocks' planes.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ops/blocked_conv.h"
+
+namespace nee::cpu {
+
+// Whether this machine runs the AVX-512 tiles now (AVX-512F, not limited
+// below it by SgemmLimitIsa, not forced portable).
+bool BlockedPointwiseAvx512();
+
+// The weights and the bias as pairs of output blocks: w16 [pairs][C][16]
+// (lanes 0-7 block 2p, 8-15 block 2p + 1), bias16 [pairs * 16]; channels past
+// M zero.
+struct PointwisePairs {
+  std::vector<float> w16, bias16;
+};
+void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out);
+
+// Pixels [p0, p1) of image n, output blocks [ob0, ob1) (ob0 even): with
+// `finish`, the residual (g.z) added and the activation applied as each
+// vector is stored (only None, Relu and Clip: the caller checks); without,
+// the sums (bias included) only.
+void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
+                          int64_t p1, int64_t ob0, int64_t ob1);
+
+}  // namespace nee::cpu
