@@ -58,9 +58,14 @@ struct BlockedWeights {
   bool avx512() const { return !pairs.w16.empty(); }
 };
 
+// The AVX-512 pair tiles, where they pay: with three output blocks (M = 24,
+// MobileNetV2's narrowest projections) a quarter of their lanes would be
+// padding, and the AVX2 4 x 3 tiles ran 20% faster there.
+bool UsePairs(const BlockedConvGeometry& g) { return g.pointwise() && BlockedPointwiseAvx512() && g.Mb() != 3; }
+
 std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
   auto p = std::make_shared<BlockedWeights>();
-  if (g.pointwise() && BlockedPointwiseAvx512()) {
+  if (UsePairs(g)) {
     PackPointwisePairs(g, &p->pairs);
     return p;
   }
@@ -82,7 +87,7 @@ std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
 std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
   if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
   // The layout depends on the ISA (tests change it at run time): part of the key.
-  const int64_t layout = g.pointwise() && BlockedPointwiseAvx512() ? 1 : 0;
+  const int64_t layout = UsePairs(g) ? 1 : 0;
   auto packed = ctx.prepared()->GetOrBuild<BlockedWeights>(
       {g.M, g.C, g.KH, g.KW, g.group, layout}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> { return Pack(g); });
   return packed.ok() ? packed.value() : Pack(g);
