@@ -33,6 +33,7 @@
 #include <immintrin.h>
 
 #include "ep/cpu/activation_simd.h"
+#include "ep/cpu/blocked_direct_avx512.h"
 #include "ep/cpu/blocked_pointwise_avx512.h"
 #include "ep/cpu/sgemm.h"
 #include "ep/cpu/simd_x86.h"
@@ -316,7 +317,7 @@ void Finish(const BlockedConvGeometry& g, FinishFn fn, int64_t n, int64_t ob0, i
 
 bool Supported(const BlockedConvGeometry& g) {
   if (!CpuHasAvx2Fma() || SgemmPortableForced() || g.C % kB != 0 || g.M % kB != 0) return false;
-  if (g.pointwise()) return true;
+  if (g.pointwise() || BlockedDirectApplies(g)) return true;
   return g.depthwise() && g.KH == 3 && g.KW == 3 && (g.sh == 1 || g.sh == 2) && g.sw == g.sh && g.dh == 1 &&
          g.dw == 1 && g.pt <= 1 && g.pl <= 1;
 }
@@ -454,6 +455,10 @@ Status BlockedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanBlockedConv(ctx));
 #ifdef NEE_BLOCKED_X86
   if (Supported(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {
+    if (!g.pointwise() && !g.depthwise()) {
+      RunBlockedDirect(ctx, g);
+      return Status::Ok();
+    }
     const std::shared_ptr<const BlockedWeights> packed = PackedFor(ctx, g);
     using Kind = FusedActivation::Kind;
     const FinishFn finish =

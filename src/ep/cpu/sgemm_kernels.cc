@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <string>
+
+#include "base/cpu_isa.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -267,34 +267,9 @@ static_assert(kTileRows == 12 && kTileCols == 32 && kRun == 16,
               "the SIMD kernels are written for a 12x32 tile of two 16-column runs");
 #endif
 
-// NEE_MAX_ISA=avx2|portable caps the kernels' instruction set for the whole
-// process (as oneDNN's ONEDNN_MAX_CPU_ISA does): to compare a machine's AVX2
-// and AVX-512 paths, or to rule a kernel family out when chasing a problem.
-// Unset, empty or unknown: no cap.
-SgemmIsa IsaCapFromEnvironment() {
-  const char* cap = std::getenv("NEE_MAX_ISA");
-  if (!cap) return SgemmIsa::kAvx512;
-  const std::string value(cap);
-  if (value == "portable") return SgemmIsa::kPortable;
-  if (value == "avx2") return SgemmIsa::kAvx2;
-  return SgemmIsa::kAvx512;
-}
-
 SgemmIsa BestIsa() {
-#ifdef NEE_SGEMM_X86
-  static const SgemmIsa best = [] {
-    SgemmIsa detected = SgemmIsa::kPortable;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma"))
-      detected = SgemmIsa::kAvx512;
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      detected = SgemmIsa::kAvx2;
-    return std::min(detected, IsaCapFromEnvironment());
-  }();
-  return best;
-#else
-  return SgemmIsa::kPortable;
-#endif
+  // The CPU's, capped by NEE_MAX_ISA (base/cpu_isa.h); the levels are the same.
+  return static_cast<SgemmIsa>(static_cast<int>(HostIsaLevel()));
 }
 
 std::atomic<SgemmIsa> g_limit{SgemmIsa::kAvx512};

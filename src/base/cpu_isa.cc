@@ -1,0 +1,38 @@
+#include "base/cpu_isa.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace nee {
+
+namespace {
+
+CpuIsaLevel Detected() {
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma"))
+    return CpuIsaLevel::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsaLevel::kAvx2;
+#endif
+  return CpuIsaLevel::kPortable;
+}
+
+// Unset, empty or unknown: no cap.
+CpuIsaLevel CapFromEnvironment() {
+  const char* cap = std::getenv("NEE_MAX_ISA");
+  if (!cap) return CpuIsaLevel::kAvx512;
+  const std::string value(cap);
+  if (value == "portable") return CpuIsaLevel::kPortable;
+  if (value == "avx2") return CpuIsaLevel::kAvx2;
+  return CpuIsaLevel::kAvx512;
+}
+
+}  // namespace
+
+CpuIsaLevel HostIsaLevel() {
+  static const CpuIsaLevel level = std::min(Detected(), CapFromEnvironment());
+  return level;
+}
+
+}  // namespace nee

@@ -1,0 +1,15 @@
+// The vector instruction set this process's kernels may use: what the CPU
+// has, capped by NEE_MAX_ISA (avx2 | portable; as oneDNN's
+// ONEDNN_MAX_CPU_ISA). The CPU provider's kernels choose by it at run time
+// (ep/cpu/sgemm.h's SgemmActiveIsa, which tests may lower further), and the
+// layout pass by it when a layout pays only with a kernel one level has.
+#pragma once
+
+namespace nee {
+
+enum class CpuIsaLevel { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// AVX-512 means F, DQ, VL and BW with FMA; AVX2 means AVX2 with FMA.
+CpuIsaLevel HostIsaLevel();
+
+}  // namespace nee
