@@ -18,24 +18,58 @@ namespace nee::cpu {
 
 void Bf16PackedB::AlignedDelete::operator()(uint32_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
 
+namespace {
+
+// One panel row pair, any strides: out[j] = lo[j] | hi[j] << 16 (hi null: 0),
+// columns past `cols` zero.
+void PackPairScalar(const uint16_t* lo, const uint16_t* hi, int64_t col_stride, int64_t cols, uint32_t* out) {
+  for (int64_t j = 0; j < cols; ++j) out[j] = lo[j * col_stride] | (hi ? uint32_t{hi[j * col_stride]} << 16 : 0u);
+  for (int64_t j = cols; j < kBf16PanelWidth; ++j) out[j] = 0;
+}
+
+#ifdef NEE_BF16_GEMM_X86
+// The same for a full panel of a row-major B (col_stride 1, both rows
+// there): two 32-column rows interleaved word by word in registers.
+__attribute__((target("avx512f,avx512bw"))) void PackPairAvx512(const uint16_t* lo, const uint16_t* hi, uint32_t* out) {
+  // Word 2j of the result is lo[j], word 2j + 1 hi[j] (hi's words are 32-63 of the pair of vectors).
+  alignas(64) static const uint16_t kFirst[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                                  8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i first = _mm512_load_si512(kFirst);
+  const __m512i second = _mm512_add_epi16(first, _mm512_set1_epi16(16));
+  const __m512i l = _mm512_loadu_si512(lo), h = _mm512_loadu_si512(hi);
+  _mm512_store_si512(out, _mm512_permutex2var_epi16(l, first, h));
+  _mm512_store_si512(out + 16, _mm512_permutex2var_epi16(l, second, h));
+}
+#endif
+
+}  // namespace
+
 Bf16PackedB::Bf16PackedB(int64_t k, int64_t n, const uint16_t* b, int64_t row_stride, int64_t col_stride)
     : k_(k), n_(n) {
   const int64_t words = std::max<int64_t>(1, panels() * pairs() * kBf16PanelWidth);
   data_.reset(static_cast<uint32_t*>(::operator new[](static_cast<size_t>(words) * 4, std::align_val_t(64))));
-  for (int64_t panel = 0; panel < panels(); ++panel) {
-    uint32_t* out = data_.get() + panel * pairs() * kBf16PanelWidth;
-    const int64_t j0 = panel * kBf16PanelWidth;
-    const int64_t cols = std::min(kBf16PanelWidth, n - j0);
-    for (int64_t p = 0; p < pairs(); ++p, out += kBf16PanelWidth) {
+#ifdef NEE_BF16_GEMM_X86
+  const bool vector = col_stride == 1 && CpuHasAvx512Bf16();
+#else
+  const bool vector = false;
+#endif
+  // Pair by pair, each pair of rows of B read once along its length and
+  // dealt out to the panels.
+  for (int64_t p = 0; p < pairs(); ++p)
+    for (int64_t panel = 0; panel < panels(); ++panel) {
+      uint32_t* out = data_.get() + (panel * pairs() + p) * kBf16PanelWidth;
+      const int64_t j0 = panel * kBf16PanelWidth;
+      const int64_t cols = std::min(kBf16PanelWidth, n - j0);
       const uint16_t* lo = b + 2 * p * row_stride + j0 * col_stride;
       const uint16_t* hi = 2 * p + 1 < k ? lo + row_stride : nullptr;
-      for (int64_t j = 0; j < cols; ++j) {
-        const uint32_t upper = hi ? hi[j * col_stride] : 0;
-        out[j] = lo[j * col_stride] | (upper << 16);
+#ifdef NEE_BF16_GEMM_X86
+      if (vector && hi && cols == kBf16PanelWidth) {
+        PackPairAvx512(lo, hi, out);
+        continue;
       }
-      for (int64_t j = cols; j < kBf16PanelWidth; ++j) out[j] = 0;
+#endif
+      PackPairScalar(lo, hi, col_stride, cols, out);
     }
-  }
 }
 
 #ifndef NEE_BF16_GEMM_X86
