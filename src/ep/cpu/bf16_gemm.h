@@ -2,7 +2,7 @@
 //
 // vdpbf16ps multiplies pairs of bfloat16 values and adds both products to a
 // float32 lane: 32 multiply-adds per 512-bit instruction where a float32 FMA
-// does 16, at the same issue rate (measured on this project's Zen 4 VM: one
+// does 16, at the same issue rate (measured on this project's AMD EPYC VM: one
 // of either per cycle, so twice the multiply-adds per second). B is packed
 // into its pair layout once (weights: once per session); A is read where it
 // lies, each k pair of a row being one 32-bit word, broadcast as it is.
