@@ -93,9 +93,11 @@ namespace {
 
 // GCC 12 warns about the self-initialized _mm512_undefined_epi32 inside its
 // own intrinsics once they are inlined here; nothing of ours is uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #define NEE_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -126,13 +128,15 @@ NEE_BF16_TARGET inline __m512 LoadBf16(const uint16_t* p, __mmask16 mask) {
 
 // alpha * sum [+ beta * C], rounded, stored for columns [j0, j0 + 16) of row i
 // (`mask`: the columns that exist). The float32 operations are the
-// reference Gemm's, in its order (a product, then a sum), never fused.
+// reference Gemm's, in its order (a product, then a sum), never fused: the
+// _round forms are builtins the compiler does not contract into an FMA.
 NEE_BF16_TARGET inline void StoreRow(const Bf16GemmArgs& g, int64_t i, int64_t j0, __mmask16 mask, __m512 sum) {
-  if (g.alpha != 1.f) sum = _mm512_mul_ps(_mm512_set1_ps(g.alpha), sum);
+  constexpr int kCurrent = _MM_FROUND_CUR_DIRECTION;
+  if (g.alpha != 1.f) sum = _mm512_mul_round_ps(_mm512_set1_ps(g.alpha), sum, kCurrent);
   if (g.c) {
     const uint16_t* c = g.c + i * g.c_row_stride + j0 * g.c_col_stride;
     const __m512 cv = g.c_col_stride == 0 ? _mm512_set1_ps(BFloat16ToFloat(c[0])) : LoadBf16(c, mask);
-    sum = _mm512_add_ps(sum, _mm512_mul_ps(_mm512_set1_ps(g.beta), cv));
+    sum = _mm512_add_round_ps(sum, _mm512_mul_round_ps(_mm512_set1_ps(g.beta), cv, kCurrent), kCurrent);
   }
   _mm256_mask_storeu_epi16(g.y + i * g.ldy + j0, mask, RoundToBf16(sum));
 }
@@ -196,7 +200,9 @@ TileFn TileFor(int64_t rows) {
 // (576 KiB at k = 3072), stay in L2 while the task's panel streams past them.
 constexpr int64_t kRowsPerTask = 8 * kBf16TileRows;
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
