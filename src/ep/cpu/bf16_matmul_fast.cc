@@ -46,10 +46,11 @@ Status BatchedMatMul(KernelContext& ctx, const Tensor& a, const Tensor& b, const
   };
   std::vector<Product> products;
   std::vector<std::vector<int64_t>> in_batches = {BatchDims(a.dims()), BatchDims(b.dims())};
-  ForEachBroadcastBlock(batch, in_batches, [&](int64_t out_off, const int64_t* in_off, const int64_t* steps,
-                                               int64_t count) {
-    for (int64_t i = 0; i < count; ++i) products.push_back({in_off[0] + i * steps[0], in_off[1] + i * steps[1], out_off + i});
-  });
+  ForEachBroadcastBlock(batch, in_batches,
+                        [&](int64_t out_off, const int64_t* in_off, const int64_t* steps, int64_t count) {
+                          for (int64_t i = 0; i < count; ++i)
+                            products.push_back({in_off[0] + i * steps[0], in_off[1] + i * steps[1], out_off + i});
+                        });
   std::map<int64_t, size_t> slot_of_b;  // B's batch offset -> its packed copy
   std::vector<int64_t> distinct_b;
   for (const Product& p : products)
@@ -133,8 +134,9 @@ Status GemmBFloat16(KernelContext& ctx) {
   const int64_t m = trans_a ? a->dim(1) : a->dim(0), k = trans_a ? a->dim(0) : a->dim(1);
   const int64_t kb = trans_b ? b->dim(1) : b->dim(0), n = trans_b ? b->dim(0) : b->dim(1);
   if (k != kb)
-    return ctx.InputError(1, "inner dimensions differ: A " + DimsToString(a->dims()) + (trans_a ? " (transposed)" : "") +
-                                 ", B " + DimsToString(b->dims()) + (trans_b ? " (transposed)" : ""));
+    return ctx.InputError(1, "inner dimensions differ: A " + DimsToString(a->dims()) +
+                                 (trans_a ? " (transposed)" : "") + ", B " + DimsToString(b->dims()) +
+                                 (trans_b ? " (transposed)" : ""));
   std::vector<int64_t> cd = c ? c->dims() : std::vector<int64_t>{};
   while (cd.size() < 2) cd.insert(cd.begin(), 1);
   if (c && ((cd[0] != 1 && cd[0] != m) || (cd[1] != 1 && cd[1] != n)))
