@@ -20,6 +20,12 @@
 // (CommutesWithRounding; so Conv + Relu still fuse). The exact pair, narrow ->
 // float -> the same narrow type, is bypassed.
 //
+// The exception: MatMul and Gemm on bfloat16 stay bfloat16 where the CPU
+// provider computes them so (ep/cpu/bf16_matmul_fast.cc: vdpbf16ps on CPUs
+// with AVX512-BF16, twice float32's multiply-adds per instruction; the same
+// float32 sums rounded once): they read their bfloat16 inputs and weights
+// directly, without Casts and with half the weight bytes.
+//
 // Memory: widened weights are float32 heap initializers, twice the narrow
 // bytes; the fast kernels pack them as for a float32 model and drop them
 // (GraphRunner's constant dropping), and the narrow bytes of a mapped model
@@ -30,6 +36,7 @@
 #include <unordered_map>
 
 #include "base/mapped_file.h"
+#include "ep/cpu/cpu_kernels.h"
 #include "ir/attr_decl.h"
 #include "ir/float_formats.h"
 #include "opt/pass_manager.h"
@@ -101,6 +108,17 @@ std::optional<WidenPlan> PlanNode(const GraphEditor& ed, const Node& node, const
       return std::nullopt;
   }
   return plan;
+}
+
+// Whether the node is a MatMul or Gemm whose narrow type is bfloat16 and the
+// CPU provider computes it in bfloat16 itself (see the file comment).
+bool RunsInBFloat16(const Node& node, const WidenPlan& plan) {
+  if (!(opt::IsOp(node, "MatMul") || opt::IsOp(node, "Gemm")) || !cpu::ComputesBFloat16MatMul()) return false;
+  for (DataType t : plan.inputs)
+    if (t != DataType::kUndefined && t != DataType::kBFloat16) return false;
+  for (DataType t : plan.outputs)
+    if (t != DataType::kUndefined && t != DataType::kBFloat16) return false;
+  return true;
 }
 
 // Every float16 pattern's float value: widening BERT-base's 110M weights
@@ -293,7 +311,7 @@ Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed
     const Node& node = ed.node(i);
     if (!IsWidenedOp(node) || !node.declaration) continue;
     std::optional<WidenPlan> plan = PlanNode(ed, node, *node.declaration);
-    if (!plan || !plan->any) continue;
+    if (!plan || !plan->any || RunsInBFloat16(node, *plan)) continue;
     NEE_RETURN_IF_ERROR(Widen(ed, i, *plan, widening));
     any = true;
   }

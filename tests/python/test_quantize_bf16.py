@@ -8,9 +8,10 @@ Oracles, each independent of nee:
   - the float32 model, within what bfloat16's 8 significant bits allow (2^-8 = 3.9e-3 relative per
     rounding, a few layers: 3e-2 of the output's scale);
   - onnx.checker (full check) on every written model.
-The widening pass is checked against nee's reference kernels (optimizations off) on the same narrow
-model: both round each op's output once, so they agree up to float32 accumulation order (a sum that
-lands next to a rounding boundary may round the other way: at most one narrow ulp, rarely).
+The widening pass (and, on CPUs with AVX512-BF16, the bfloat16 MatMul kernel it leaves bfloat16
+MatMuls to) is checked against nee's reference kernels (optimizations off) on the same narrow model:
+both round each op's output once, so they agree up to float32 accumulation order (a sum that lands
+next to a rounding boundary may round the other way: at most one narrow ulp, rarely).
 """
 import json
 
@@ -26,6 +27,15 @@ import nee
 from cli_util import nee_cli
 
 BF16 = ml_dtypes.bfloat16
+
+
+def cpu_has_avx512_bf16():
+    """Whether nee's bfloat16 MatMul/Gemm kernel (vdpbf16ps) runs here: those nodes then stay bfloat16."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return any(line.startswith("flags") and "avx512_bf16" in line.split() for line in f)
+    except OSError:
+        return False
 
 
 def nee_run(path, feed, level=None, threads=1):
@@ -192,7 +202,11 @@ def test_widening_matches_the_reference_kernels(tmp_path):
             om = onnx.load(str(opt))
             onnx.checker.check_model(om)
             heavy = [nd for nd in om.graph.node if nd.op_type in ("MatMul", "Conv", "FusedMatMul", "FusedConv")]
-            assert heavy and all(i.data_type == TensorProto.FLOAT for i in om.graph.initializer
+            # With AVX512-BF16, bfloat16 MatMuls stay bfloat16 (ep/cpu/bf16_matmul_fast.cc) and read
+            # bfloat16 weights; the rest is widened.
+            native = mode == "bf16" and name == "mlp" and cpu_has_avx512_bf16()
+            weight_type = TensorProto.BFLOAT16 if native else TensorProto.FLOAT
+            assert heavy and all(i.data_type == weight_type for i in om.graph.initializer
                                  if any(i.name in nd.input for nd in heavy))
             ref, widened = widened_and_reference(out, feed)
             for threads, got in zip((1, 2), widened):
@@ -218,3 +232,51 @@ def test_widened_fp16_agrees_with_onnxruntime(tmp_path):
     for g, w in zip(got, want):
         tol = 2 * narrow_ulp(np.abs(w).max(), np.float16)
         assert np.abs(g - w).max() <= tol, (np.abs(g - w).max(), tol)
+
+
+# (5) bfloat16 Gemm and batched MatMul through a session: on AVX512-BF16 CPUs they stay bfloat16 and run
+# the vdpbf16ps kernel (ep/cpu/bf16_gemm.cc); elsewhere they are widened. Either way each output is the
+# float32 sum rounded once to bfloat16: numpy with ml_dtypes (float64 sums of the bfloat16 values, rounded
+# once) is the oracle, and 1, 2 and 3 threads give the same bits.
+def bf16_gemm_model(path):
+    """x[37,50] bf16 -> Gemm(W[45,50]^T, C[45], alpha .5, beta 2) -> t[37,45]; t @ V[3,45,19] -> y[3,37,19]."""
+    rng = np.random.default_rng(11)
+    arr = lambda *s: rng.standard_normal(s).astype(BF16)  # noqa: E731
+    w, c, v = arr(45, 50), arr(45), arr(3, 45, 19)
+    n = helper.make_node
+    nodes = [n("Gemm", ["x", "W", "C"], ["t"], name="gemm", transB=1, alpha=0.5, beta=2.0),
+             n("MatMul", ["t", "V"], ["y"], name="batched")]
+    inits = [numpy_helper.from_array(a, name) for a, name in ((w, "W"), (c, "C"), (v, "V"))]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [37, 50])],
+                              [helper.make_tensor_value_info("t", TensorProto.BFLOAT16, [37, 45]),
+                               helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [3, 37, 19])], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path, w, c, v
+
+
+def test_bf16_gemm_and_batched_matmul_in_a_session(tmp_path):
+    path, w, c, v = bf16_gemm_model(tmp_path / "gemm_bf16.onnx")
+    x = np.random.default_rng(12).standard_normal((37, 50)).astype(BF16)
+    f64 = lambda a: np.asarray(a).astype(np.float64)  # noqa: E731
+    t = (0.5 * (f64(x) @ f64(w).T) + 2.0 * f64(c)).astype(np.float32).astype(BF16)
+    want = [t, (f64(t) @ f64(v)).astype(np.float32).astype(BF16)]
+    runs = [nee_run(path, {"x": x}, threads=threads) for threads in (1, 2, 3)]
+    for got in runs[1:]:
+        for g, one in zip(got, runs[0]):
+            assert g.view(np.uint16).tobytes() == one.view(np.uint16).tobytes()
+    ref = nee_run(path, {"x": x}, nee.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    for g, r, wnt in zip(runs[0], ref, want):
+        assert g.dtype == BF16 and g.shape == wnt.shape
+        g32, w32 = g.astype(np.float32), wnt.astype(np.float32)
+        # A sum next to a rounding boundary may round the other way: one bfloat16 ulp of the element.
+        ulp = narrow_ulp(np.maximum(np.abs(g32), np.abs(w32)), BF16)
+        assert np.all(np.abs(g32 - w32) <= ulp), np.abs(g32 - w32).max()
+        assert np.mean(g32 == w32) >= 0.9
+        assert np.all(np.abs(g32 - r.astype(np.float32)) <= narrow_ulp(np.abs(g32), BF16) * 2)
+    om_path = tmp_path / "gemm_opt.onnx"
+    assert nee_cli("optimize", path, "-o", om_path, "--opt-level", "2").returncode == 0
+    ops = [nd.op_type for nd in onnx.load(str(om_path)).graph.node]
+    if cpu_has_avx512_bf16():
+        assert ops == ["Gemm", "MatMul"]  # bfloat16 throughout, no Casts
+    else:
+        assert "Cast" in ops  # widened

@@ -2,6 +2,10 @@
 
 #include "ops/op_registry.h"
 
+#ifndef NEE_MINIMAL
+#include "ep/cpu/bf16_gemm.h"
+#endif
+
 namespace nee::cpu {
 
 #ifdef NEE_MINIMAL
@@ -14,8 +18,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
 #else
 const std::vector<OptimizedKernel>& OptimizedKernels() {
   static const std::vector<OptimizedKernel> kTable = {
-      {"", "MatMul", 1, 1000, MatMulFloat, "float32"},
-      {"", "Gemm", 1, 1000, GemmFloat, "float32"},
+      {"", "MatMul", 1, 1000, MatMulFloat, "float32; bfloat16 with AVX512-BF16"},
+      {"", "Gemm", 1, 1000, GemmFloat, "float32; bfloat16 with AVX512-BF16"},
       {"", "Conv", 1, 1000, ConvFloat, "float32"},
       {"", "ConvTranspose", 1, 1000, ConvTransposeFloat, "float32"},
       {"", "MaxPool", 1, 1000, MaxPoolFloat, "float32"},
@@ -89,6 +93,14 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
   return kTable;
 }
 #endif  // NEE_MINIMAL
+
+bool ComputesBFloat16MatMul() {
+#ifdef NEE_MINIMAL
+  return false;
+#else
+  return CpuHasAvx512Bf16();
+#endif
+}
 
 const OptimizedKernel* FindOptimizedKernel(const OpSchema& schema) {
   if (!schema.kernel) return nullptr;

@@ -1,5 +1,6 @@
-// MatMul and Gemm on float32 through the blocked SGEMM (sgemm.cc). Other
-// element types, and shapes these do not handle, go to the reference kernels.
+// MatMul and Gemm on float32 through the blocked SGEMM (sgemm.cc); bfloat16
+// goes to bf16_matmul_fast.cc. Other element types, and shapes these do not
+// handle, go to the reference kernels.
 // A constant 2-D B (weights) is packed once per session (PreparedCache).
 #include <algorithm>
 #include <cmath>
@@ -100,6 +101,7 @@ std::shared_ptr<const SgemmPackedB> PackedConstantB(KernelContext& ctx, size_t i
 Status MatMulFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
+  if (a->dtype() == DataType::kBFloat16) return MatMulBFloat16(ctx);
   if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || b->rank() < 2 ||
       a->rank() < (b->rank() == 2 ? 1 : 2))
     return RunReference(ctx);
@@ -176,6 +178,7 @@ Status MatMulFloat(KernelContext& ctx) {
 Status GemmFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
+  if (a->dtype() == DataType::kBFloat16) return GemmBFloat16(ctx);
   const Tensor* c = ctx.has_input(2) ? &ctx.input(2)->tensor() : nullptr;
   if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || a->rank() != 2 || b->rank() != 2 ||
       (c && (!ctx.input(2)->is_tensor() || c->dtype() != DataType::kFloat || c->rank() > 2)))

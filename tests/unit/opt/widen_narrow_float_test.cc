@@ -67,6 +67,8 @@ ModelBuilder NarrowMlp(DataType type) {
 
 TEST(WidenNarrowFloat, WidensComputeOpsAndTheirWeightsOnly) {
   for (DataType type : {DataType::kFloat16, DataType::kBFloat16}) {
+    // A bfloat16 MatMul stays bfloat16 where ep/cpu computes it so (next test).
+    if (type == DataType::kBFloat16 && cpu::ComputesBFloat16MatMul()) continue;
     Model m = NarrowMlp(type).model;
     ASSERT_TRUE(Widen(m));
     // MatMul and Relu compute in float32; Relu, which commutes with the
@@ -92,6 +94,37 @@ TEST(WidenNarrowFloat, WidensComputeOpsAndTheirWeightsOnly) {
     // A second run finds nothing left to widen.
     EXPECT_FALSE(Widen(m));
   }
+}
+
+// On a CPU with AVX512-BF16 (cpu::ComputesBFloat16MatMul), bfloat16 MatMul
+// and Gemm run ep/cpu's bfloat16 kernel: they keep their bfloat16 inputs and
+// weights; the rest of the graph is widened as elsewhere, and float16 is
+// unaffected.
+TEST(WidenNarrowFloat, KeepsBFloat16MatMulAndGemmWhereTheCpuComputesThem) {
+  if (!cpu::ComputesBFloat16MatMul()) GTEST_SKIP() << "this CPU lacks avx512bf16: MatMul is widened";
+  Model m = NarrowMlp(DataType::kBFloat16).model;
+  ASSERT_TRUE(Widen(m));
+  // Relu reads MatMul's bfloat16 output through a Cast and is cast back.
+  EXPECT_EQ(OpTypes(m), (Ops{"MatMul", "Cast", "Relu", "Cast", "Reshape", "ReduceMean"}));
+  EXPECT_EQ(m.graph.nodes[0].inputs, (std::vector<std::string>{"x", "W"}));
+  ASSERT_NE(FindInit(m, "W"), nullptr);
+  EXPECT_EQ(FindInit(m, "W")->tensor.dtype(), DataType::kBFloat16);
+  EXPECT_EQ(FindInit(m, "W_fp32"), nullptr);
+  EXPECT_FALSE(Widen(m));
+
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 3}), DataType::kBFloat16)
+      .Init("W", Narrow(Random({4, 3}, 4), DataType::kBFloat16))
+      .Init("C", Narrow(Random({4}, 5), DataType::kBFloat16))
+      .Op("Gemm", {"x", "W", "C"}, {"y"}, {IntAttr("transB", 1)})
+      .Output("y");
+  Model gemm = b.model;
+  EXPECT_FALSE(Widen(gemm));
+  EXPECT_EQ(OpTypes(gemm), (Ops{"Gemm"}));
+
+  Model half = NarrowMlp(DataType::kFloat16).model;
+  ASSERT_TRUE(Widen(half));
+  EXPECT_EQ(OpTypes(half), (Ops{"Cast", "MatMul", "Relu", "Cast", "Reshape", "ReduceMean"}));
 }
 
 TEST(WidenNarrowFloat, LeavesFloat32AndCastsAlone) {

@@ -1,0 +1,219 @@
+// The bfloat16 MatMul / Gemm fast kernels (ep/cpu/bf16_matmul_fast.cc over
+// bf16_gemm.cc's vdpbf16ps GEMM) against the reference kernels, which compute
+// bfloat16 in float32 and round each output once. The two differ only in the
+// order of the float32 sums (and vdpbf16ps's flushing of denormals), so each
+// output may differ by the rounding of a sum: within one bfloat16 ulp of the
+// output plus float32's epsilon times k times the sum of |a b| over k.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "ep/cpu/bf16_gemm.h"
+#include "ep/cpu/cpu_kernels.h"
+#include "ep_test_util.h"
+#include "ir/float_formats.h"
+
+namespace nee {
+namespace {
+
+#define SKIP_WITHOUT_AVX512BF16() \
+  if (!cpu::CpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU lacks avx512bf16"
+
+std::vector<int64_t> Dims(std::initializer_list<int64_t> d) { return d; }
+
+// bfloat16 values uniform in [-1, 1) (rounded from float32).
+Tensor RandomBf16(const std::vector<int64_t>& dims, std::mt19937& rng) {
+  const std::vector<float> f = testing::RandomFloats(testing::ElementCount(dims), rng);
+  Tensor t = Tensor::Allocate(DataType::kBFloat16, dims).value();
+  for (size_t i = 0; i < f.size(); ++i) t.data<uint16_t>()[i] = FloatToBFloat16(f[i]);
+  return t;
+}
+
+float At(const Tensor& t, int64_t i) { return BFloat16ToFloat(t.data<uint16_t>()[i]); }
+
+bool BitwiseEqual(const Tensor& x, const Tensor& y) {
+  return x.dtype() == y.dtype() && x.dims() == y.dims() &&
+         std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) == 0;
+}
+
+// One bfloat16 ulp at |v| (8 significant bits), at least the smallest normal's.
+double BfUlp(double v) { return std::ldexp(1.0, std::max(std::ilogb(std::max(std::abs(v), 1e-30)), -126) - 7); }
+
+// Expects `got` within the accumulation-order bound of `want` for a sum over
+// `k` terms whose magnitudes add up to at most `abs_sum` (an upper bound for
+// every output: the inputs lie in [-1, 1], so k * max |alpha| suffices).
+void ExpectCloseToReference(const Tensor& got, const Tensor& want, double abs_sum, const std::string& what) {
+  ASSERT_EQ(got.dtype(), DataType::kBFloat16) << what;
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  int differing = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const double g = At(got, i), w = At(want, i);
+    const double tol = BfUlp(std::max(std::abs(g), std::abs(w))) + abs_sum * 0x1p-23;
+    ASSERT_LE(std::abs(g - w), tol) << what << " element " << i << ": " << g << " vs " << w;
+    differing += g != w;
+  }
+  // Most outputs round alike: a difference is a float32 sum next to a rounding boundary.
+  EXPECT_LE(differing, want.num_elements() / 4 + 1) << what;
+}
+
+// The fast kernel with a pool of `threads` threads, as a session runs it:
+// with a PreparedCache when `cache` is given, the inputs marked `constant`.
+Result<Tensor> RunFast(KernelFn kernel, const Node& node, const std::vector<Value>& inputs, int threads,
+                       PreparedCache* cache = nullptr, std::vector<bool> constant = {}) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(&v);
+  std::vector<Value> outputs(1);
+  ThreadPool pool(threads);
+  KernelContext ctx(node, 13, ptrs, &outputs, nullptr, &pool, nullptr);
+  constant.resize(inputs.size(), false);
+  if (cache) ctx.SetPrepared(cache, &constant);
+  NEE_RETURN_IF_ERROR(kernel(ctx));
+  return outputs[0].tensor();
+}
+
+// Runs the fast kernel at 1, 2 and 3 threads and with B packed once through a
+// PreparedCache: every result bitwise equal, and within the accumulation
+// bound of the reference kernel.
+void CheckAgainstReference(KernelFn kernel, const Node& node, const std::vector<Value>& inputs, int64_t k,
+                           const std::string& what, double scale = 1.0) {
+  auto ref = testing::RunOp(node, 13, inputs);
+  ASSERT_TRUE(ref.ok()) << what << ": " << ref.status().ToString();
+  auto one = RunFast(kernel, node, inputs, 1);
+  ASSERT_TRUE(one.ok()) << what << ": " << one.status().ToString();
+  ExpectCloseToReference(one.value(), ref->outputs[0].tensor(), scale * static_cast<double>(k), what);
+  for (int threads : {2, 3}) {
+    auto many = RunFast(kernel, node, inputs, threads);
+    ASSERT_TRUE(many.ok()) << what;
+    EXPECT_TRUE(BitwiseEqual(one.value(), many.value())) << what << ", " << threads << " threads";
+  }
+  PreparedCache cache;
+  for (int run = 0; run < 2; ++run) {
+    auto packed = RunFast(kernel, node, inputs, 2, &cache, {false, true});
+    ASSERT_TRUE(packed.ok()) << what;
+    EXPECT_TRUE(BitwiseEqual(one.value(), packed.value())) << what << ", B constant, run " << run;
+  }
+}
+
+TEST(Bf16MatMul, AgreesWithReferenceOnAwkwardShapes) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(21);
+  // k odd and even, n below / across / past the 32-column panel and its
+  // 16-column halves, m across the 12-row tile and the 96-row task.
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{1, 1}, {1, 1}},        {{3, 5}, {5, 7}},          {{13, 16}, {16, 17}},   {{12, 31}, {31, 32}},
+      {{25, 64}, {64, 33}},    {{97, 129}, {129, 70}},    {{200, 96}, {96, 48}},  {{7}, {7, 40}},
+      {{2, 3, 11}, {11, 16}},  {{4, 50, 300}, {300, 65}}, {{3, 0, 8}, {8, 5}},    {{5, 0}, {0, 9}}};
+  for (const auto& [ad, bd] : cases) {
+    std::vector<Value> inputs = {Value(RandomBf16(ad, rng)), Value(RandomBf16(bd, rng))};
+    CheckAgainstReference(cpu::MatMulFloat, testing::MakeNode("MatMul", 2, 1), inputs, ad.back(),
+                          DimsToString(ad) + " x " + DimsToString(bd));
+  }
+}
+
+TEST(Bf16MatMul, BatchedAndBroadcastProducts) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(22);
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
+      {{2, 6, 40, 24}, {2, 6, 24, 50}},  // attention heads: many small products
+      {{2, 1, 9, 17}, {3, 17, 20}},      // both batches broadcast
+      {{5, 4, 33}, {1, 33, 7}},          // one B for every batch of A
+      {{1, 3}, {4, 3, 18}},              // A broadcast over B's batch
+      {{2, 130, 260}, {2, 260, 100}}};   // few large products, each over the threads
+  for (const auto& [ad, bd] : cases) {
+    std::vector<Value> inputs = {Value(RandomBf16(ad, rng)), Value(RandomBf16(bd, rng))};
+    CheckAgainstReference(cpu::MatMulFloat, testing::MakeNode("MatMul", 2, 1), inputs, ad.back(),
+                          DimsToString(ad) + " x " + DimsToString(bd));
+  }
+}
+
+TEST(Bf16Gemm, AgreesWithReferenceWithTransposesAlphaBetaAndC) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(23);
+  const int64_t m = 29, n = 45, k = 37;
+  const std::vector<std::vector<int64_t>> c_shapes = {{n}, {1, n}, {m, 1}, {m, n}, {1}, {}};
+  for (size_t trial = 0; trial < 4 * c_shapes.size() + 4; ++trial) {
+    const bool ta = trial & 1, tb = trial & 2;
+    const bool with_c = trial < 4 * c_shapes.size();
+    std::vector<Value> inputs = {Value(RandomBf16(ta ? Dims({k, m}) : Dims({m, k}), rng)),
+                                 Value(RandomBf16(tb ? Dims({n, k}) : Dims({k, n}), rng))};
+    if (with_c) inputs.push_back(Value(RandomBf16(c_shapes[trial / 4], rng)));
+    const float alpha = trial % 3 ? 0.5f : 1.f, beta = trial % 5 ? 2.f : 0.f;
+    Node node = testing::MakeNode("Gemm", inputs.size(), 1,
+                                  {testing::IntAttr("transA", ta), testing::IntAttr("transB", tb),
+                                   testing::FloatAttr("alpha", alpha), testing::FloatAttr("beta", beta)});
+    const std::string what = "trans " + std::to_string(trial % 4) +
+                             (with_c ? ", C " + DimsToString(c_shapes[trial / 4]) : std::string(", no C"));
+    CheckAgainstReference(cpu::GemmFloat, node, inputs, k, what);
+  }
+}
+
+// vdpbf16ps treats denormal inputs as zero, whatever MXCSR says: a product
+// of a denormal bfloat16 counts as 0, where the reference keeps it. (The
+// kernel's documented difference; bfloat16 denormals lie below 1.2e-38.)
+TEST(Bf16MatMul, DenormalInputsCountAsZero) {
+  SKIP_WITHOUT_AVX512BF16();
+  Tensor a = Tensor::Allocate(DataType::kBFloat16, {1, 2}).value();
+  Tensor b = Tensor::Allocate(DataType::kBFloat16, {2, 1}).value();
+  a.data<uint16_t>()[0] = 0x0040;  // 2^-127: a denormal (exponent bits 0)
+  a.data<uint16_t>()[1] = FloatToBFloat16(1.f);
+  b.data<uint16_t>()[0] = FloatToBFloat16(4.f);
+  b.data<uint16_t>()[1] = FloatToBFloat16(0.f);
+  Node node = testing::MakeNode("MatMul", 2, 1);
+  std::vector<Value> inputs = {Value(a), Value(b)};
+  auto ref = testing::RunOp(node, 13, inputs);
+  auto fast = RunFast(cpu::MatMulFloat, node, inputs, 1);
+  ASSERT_TRUE(ref.ok() && fast.ok());
+  EXPECT_GT(At(ref->outputs[0].tensor(), 0), 0.f);  // 4 x the denormal
+  EXPECT_EQ(At(fast.value(), 0), 0.f);
+}
+
+// Infinities and NaN propagate as the reference's: inf * 0 in a sum is NaN,
+// a NaN output is a quiet NaN, an overflowing sum rounds to infinity.
+TEST(Bf16MatMul, NonFiniteValuesAsTheReference) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(24);
+  Tensor a = RandomBf16({14, 9}, rng);
+  Tensor b = RandomBf16({9, 35}, rng);
+  a.data<uint16_t>()[3] = FloatToBFloat16(INFINITY);
+  a.data<uint16_t>()[9 * 5 + 8] = FloatToBFloat16(NAN);
+  b.data<uint16_t>()[35 * 4 + 2] = FloatToBFloat16(3e38f);
+  a.data<uint16_t>()[9 * 7 + 4] = FloatToBFloat16(3e38f);
+  Node node = testing::MakeNode("MatMul", 2, 1);
+  std::vector<Value> inputs = {Value(a), Value(b)};
+  auto ref = testing::RunOp(node, 13, inputs);
+  auto fast = RunFast(cpu::MatMulFloat, node, inputs, 2);
+  ASSERT_TRUE(ref.ok() && fast.ok());
+  const Tensor& want = ref->outputs[0].tensor();
+  int non_finite = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const float g = At(fast.value(), i), w = At(want, i);
+    if (std::isfinite(w)) continue;
+    ++non_finite;
+    EXPECT_EQ(std::isnan(g), std::isnan(w)) << i;
+    if (!std::isnan(w)) EXPECT_EQ(g, w) << i;
+  }
+  EXPECT_GT(non_finite, 35);
+}
+
+// Bad shapes are errors, not crashes.
+TEST(Bf16MatMul, MismatchedShapesAreErrors) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(25);
+  std::vector<Value> inputs = {Value(RandomBf16({3, 4}, rng)), Value(RandomBf16({5, 6}, rng))};
+  EXPECT_FALSE(RunFast(cpu::MatMulFloat, testing::MakeNode("MatMul", 2, 1), inputs, 1).ok());
+  std::vector<Value> batched = {Value(RandomBf16({2, 3, 4}, rng)), Value(RandomBf16({3, 4, 6}, rng))};
+  EXPECT_FALSE(RunFast(cpu::MatMulFloat, testing::MakeNode("MatMul", 2, 1), batched, 1).ok());
+  std::vector<Value> gemm = {Value(RandomBf16({3, 4}, rng)), Value(RandomBf16({4, 6}, rng)),
+                             Value(RandomBf16({2, 6}, rng))};
+  EXPECT_FALSE(RunFast(cpu::GemmFloat, testing::MakeNode("Gemm", 3, 1), gemm, 1).ok());
+}
+
+// The optimizer keeps MatMul/Gemm bfloat16 exactly when this runs them.
+TEST(Bf16MatMul, ComputesBFloat16MatMulFollowsTheCpu) {
+  EXPECT_EQ(cpu::ComputesBFloat16MatMul(), cpu::CpuHasAvx512Bf16());
+}
+
+}  // namespace
+}  // namespace nee
