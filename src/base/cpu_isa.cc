@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace nee {
 
 namespace {
@@ -33,6 +37,20 @@ CpuIsaLevel CapFromEnvironment() {
 CpuIsaLevel HostIsaLevel() {
   static const CpuIsaLevel level = std::min(Detected(), CapFromEnvironment());
   return level;
+}
+
+bool HostHasAvx512Bf16() {
+  static const bool has = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    // Not every compiler knows "avx512bf16" for __builtin_cpu_supports: the CPUID bit itself.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return HostIsaLevel() == CpuIsaLevel::kAvx512 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) &&
+           (eax & (1u << 5)) != 0;
+#else
+    return false;
+#endif
+  }();
+  return has;
 }
 
 }  // namespace nee

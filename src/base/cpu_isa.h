@@ -12,4 +12,9 @@ enum class CpuIsaLevel { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
 // AVX-512 means F, DQ, VL and BW with FMA; AVX2 means AVX2 with FMA.
 CpuIsaLevel HostIsaLevel();
 
+// AVX512-BF16 (vdpbf16ps; CPUID leaf 7, sub-leaf 1, EAX bit 5) at the
+// AVX-512 level: the CPU provider's bfloat16 MatMul/Gemm (ep/cpu/bf16_gemm.h),
+// which the optimizer's widen-narrow-float pass then leaves bfloat16.
+bool HostHasAvx512Bf16();
+
 }  // namespace nee

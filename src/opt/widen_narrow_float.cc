@@ -36,7 +36,7 @@
 #include <unordered_map>
 
 #include "base/mapped_file.h"
-#include "ep/cpu/cpu_kernels.h"
+#include "base/cpu_isa.h"
 #include "ir/attr_decl.h"
 #include "ir/float_formats.h"
 #include "opt/pass_manager.h"
@@ -113,7 +113,7 @@ std::optional<WidenPlan> PlanNode(const GraphEditor& ed, const Node& node, const
 // Whether the node is a MatMul or Gemm whose narrow type is bfloat16 and the
 // CPU provider computes it in bfloat16 itself (see the file comment).
 bool RunsInBFloat16(const Node& node, const WidenPlan& plan) {
-  if (!(opt::IsOp(node, "MatMul") || opt::IsOp(node, "Gemm")) || !cpu::ComputesBFloat16MatMul()) return false;
+  if (!(opt::IsOp(node, "MatMul") || opt::IsOp(node, "Gemm")) || !HostHasAvx512Bf16()) return false;
   for (DataType t : plan.inputs)
     if (t != DataType::kUndefined && t != DataType::kBFloat16) return false;
   for (DataType t : plan.outputs)

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "base/cpu_isa.h"
 #include "ir/float_formats.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -77,17 +78,7 @@ bool CpuHasAvx512Bf16() { return false; }
 void Bf16Gemm(const Bf16GemmArgs&, ThreadPool*) {}
 #else
 
-bool CpuHasAvx512Bf16() {
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    // GCC and clang 14 agree on __builtin_cpu_supports for these; not all
-    // versions know "avx512bf16", so its CPUID bit is read directly.
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) &&
-           (eax & (1u << 5)) != 0;
-  }();
-  return has;
-}
+bool CpuHasAvx512Bf16() { return HostHasAvx512Bf16(); }
 
 namespace {
 

@@ -2,10 +2,6 @@
 
 #include "ops/op_registry.h"
 
-#ifndef NEE_MINIMAL
-#include "ep/cpu/bf16_gemm.h"
-#endif
-
 namespace nee::cpu {
 
 #ifdef NEE_MINIMAL
@@ -93,14 +89,6 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
   return kTable;
 }
 #endif  // NEE_MINIMAL
-
-bool ComputesBFloat16MatMul() {
-#ifdef NEE_MINIMAL
-  return false;
-#else
-  return CpuHasAvx512Bf16();
-#endif
-}
 
 const OptimizedKernel* FindOptimizedKernel(const OpSchema& schema) {
   if (!schema.kernel) return nullptr;

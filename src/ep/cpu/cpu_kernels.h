@@ -38,10 +38,6 @@ Status GemmFloat(KernelContext& ctx);
 // (bf16_gemm.h), the reference kernels elsewhere.
 Status MatMulBFloat16(KernelContext& ctx);
 Status GemmBFloat16(KernelContext& ctx);
-// Whether MatMul and Gemm compute bfloat16 themselves on this CPU in this
-// build (false in the minimal build and without AVX512-BF16), so the
-// optimizer's widen-narrow-float pass leaves them bfloat16.
-bool ComputesBFloat16MatMul();
 // Conv on float32 (conv_fast.cc): pointwise and im2col paths over SGEMM, a direct depthwise kernel.
 Status ConvFloat(KernelContext& ctx);
 // ConvTranspose on float32 (conv_transpose_fast.cc): SGEMM + col2im.

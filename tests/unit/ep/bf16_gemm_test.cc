@@ -6,6 +6,8 @@
 // output plus float32's epsilon times k times the sum of |a b| over k.
 #include <gtest/gtest.h>
 
+#include "base/cpu_isa.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -210,10 +212,6 @@ TEST(Bf16MatMul, MismatchedShapesAreErrors) {
   EXPECT_FALSE(RunFast(cpu::GemmFloat, testing::MakeNode("Gemm", 3, 1), gemm, 1).ok());
 }
 
-// The optimizer keeps MatMul/Gemm bfloat16 exactly when this runs them.
-TEST(Bf16MatMul, ComputesBFloat16MatMulFollowsTheCpu) {
-  EXPECT_EQ(cpu::ComputesBFloat16MatMul(), cpu::CpuHasAvx512Bf16());
-}
 
 }  // namespace
 }  // namespace nee

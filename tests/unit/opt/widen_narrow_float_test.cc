@@ -8,6 +8,8 @@
 // (against onnx.reference and numpy).
 #include <gtest/gtest.h>
 
+#include "base/cpu_isa.h"
+
 #include <cstring>
 
 #include "ep/cpu/cpu_kernels.h"
@@ -68,7 +70,7 @@ ModelBuilder NarrowMlp(DataType type) {
 TEST(WidenNarrowFloat, WidensComputeOpsAndTheirWeightsOnly) {
   for (DataType type : {DataType::kFloat16, DataType::kBFloat16}) {
     // A bfloat16 MatMul stays bfloat16 where ep/cpu computes it so (next test).
-    if (type == DataType::kBFloat16 && cpu::ComputesBFloat16MatMul()) continue;
+    if (type == DataType::kBFloat16 && HostHasAvx512Bf16()) continue;
     Model m = NarrowMlp(type).model;
     ASSERT_TRUE(Widen(m));
     // MatMul and Relu compute in float32; Relu, which commutes with the
@@ -96,12 +98,12 @@ TEST(WidenNarrowFloat, WidensComputeOpsAndTheirWeightsOnly) {
   }
 }
 
-// On a CPU with AVX512-BF16 (cpu::ComputesBFloat16MatMul), bfloat16 MatMul
+// On a CPU with AVX512-BF16 (HostHasAvx512Bf16), bfloat16 MatMul
 // and Gemm run ep/cpu's bfloat16 kernel: they keep their bfloat16 inputs and
 // weights; the rest of the graph is widened as elsewhere, and float16 is
 // unaffected.
 TEST(WidenNarrowFloat, KeepsBFloat16MatMulAndGemmWhereTheCpuComputesThem) {
-  if (!cpu::ComputesBFloat16MatMul()) GTEST_SKIP() << "this CPU lacks avx512bf16: MatMul is widened";
+  if (!HostHasAvx512Bf16()) GTEST_SKIP() << "this CPU lacks avx512bf16: MatMul is widened";
   Model m = NarrowMlp(DataType::kBFloat16).model;
   ASSERT_TRUE(Widen(m));
   // Relu reads MatMul's bfloat16 output through a Cast and is cast back.
