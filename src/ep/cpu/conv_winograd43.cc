@@ -388,10 +388,17 @@ void SetWinograd43Mode(Winograd43Mode mode) { g_mode.store(mode, std::memory_ord
 
 bool Winograd43Preferred(const Winograd3x3& g) {
 #ifdef NEE_WINOGRAD43_X86
-  // AVX2 here means AVX2 and FMA (SGEMM's AVX2 kernel needs both).
-  if (SgemmActiveIsa() != SgemmIsa::kAvx2 || SgemmPortableForced()) return false;
+  // AVX2 and FMA at least: its transforms are AVX2 code, its GEMMs SGEMM's
+  // (the AVX-512 kernel where the CPU has it: the 3x3 stride-1 convs of
+  // ResNet-50 on Zen 4 15-22% faster than F(2x2, 3x3) there, the 7x7 ones
+  // still take F(2x2, 3x3) by the cost rule below).
+  if (SgemmActiveIsa() < SgemmIsa::kAvx2 || SgemmPortableForced()) return false;
   const Winograd43Mode mode = g_mode.load(std::memory_order_relaxed);
   if (mode != Winograd43Mode::kAuto) return mode == Winograd43Mode::kAlways;
+  // Where F(2x2, 3x3) runs on AVX-512, its transforms are twice as wide as
+  // these: with few channels they outweigh the saved multiplies (YOLO's
+  // 16@160 and 32@80 convs 12-20% slower here, 128@20 13% faster).
+  if (SgemmActiveIsa() == SgemmIsa::kAvx512 && (g.C < 64 || g.M < 64)) return false;
   // Fewer multiplies only pay where 4x4 tiles fill the GEMMs' columns about
   // as well as 2x2 tiles do (7x7: 4 tiles padded to 16 lose to 16 tiles).
   // Zen 3, 1 thread, conv + bias + Relu with C = M: 16@160 to 256@14 16-34%

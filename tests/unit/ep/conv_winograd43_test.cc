@@ -23,12 +23,13 @@ namespace {
 using testing::IntsAttr;
 using testing::StringAttr;
 
-// The AVX2 kernels (also on an AVX-512 machine); skipped without AVX2.
-class Winograd43Test : public ::testing::Test {
+// The AVX2 transforms, with SGEMM's AVX2 kernel and (kAvx512: the best this
+// CPU has) its AVX-512 one where the CPU has it; skipped without AVX2.
+class Winograd43Test : public ::testing::TestWithParam<cpu::SgemmIsa> {
  protected:
   void SetUp() override {
-    cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx2);
-    if (cpu::SgemmActiveIsa() != cpu::SgemmIsa::kAvx2) GTEST_SKIP() << "no AVX2";
+    cpu::SgemmLimitIsa(GetParam());
+    if (cpu::SgemmActiveIsa() < cpu::SgemmIsa::kAvx2) GTEST_SKIP() << "no AVX2";
   }
   void TearDown() override {
     cpu::SetWinograd43Mode(cpu::Winograd43Mode::kAuto);
@@ -85,7 +86,7 @@ void ExpectSameBits(const Tensor& a, const Tensor& b, const std::string& what) {
 // F(4x4, 3x3) on every shape (forced: the selection rule would leave the
 // tiny ones to F(2x2, 3x3)) against the reference kernel, at 1 and 2
 // threads, and bitwise the same at 1, 2 and 3 threads.
-TEST_F(Winograd43Test, ConvAgreesWithReferenceKernel) {
+TEST_P(Winograd43Test, ConvAgreesWithReferenceKernel) {
   cpu::SetWinograd43Mode(cpu::Winograd43Mode::kAlways);
   std::mt19937 rng(43);
   for (const Shape& s : kShapes) {
@@ -110,7 +111,7 @@ TEST_F(Winograd43Test, ConvAgreesWithReferenceKernel) {
 
 // FusedConv: the activation in the output transform, or with a residual Z
 // added before the activation in a pass after it; NaN inputs stay NaN.
-TEST_F(Winograd43Test, FusedConvAgreesWithReference) {
+TEST_P(Winograd43Test, FusedConvAgreesWithReference) {
   cpu::SetWinograd43Mode(cpu::Winograd43Mode::kAlways);
   std::mt19937 rng(44);
   const std::vector<std::vector<Attribute>> activations = {
@@ -146,7 +147,7 @@ TEST_F(Winograd43Test, FusedConvAgreesWithReference) {
 // transforming per call gives at 1-3 threads; and a later run whose input
 // holds NaN and infinity falls back to F(2x2, 3x3) through the same cache,
 // keeping them to the outputs whose windows hold them, as the reference.
-TEST_F(Winograd43Test, SessionCacheAndNonFiniteFallback) {
+TEST_P(Winograd43Test, SessionCacheAndNonFiniteFallback) {
   cpu::SetWinograd43Mode(cpu::Winograd43Mode::kAlways);
   std::mt19937 rng(46);
   const Shape& s = kShapes[6];
@@ -230,7 +231,7 @@ Error ErrorOf(const Tensor& got, const std::vector<double>& exact) {
 // cancellations), He-initialized weights. F(4x4, 3x3)'s error stays within
 // 1e-5 of the output's scale and its rms within 4x F(2x2, 3x3)'s (the
 // measured values are printed).
-TEST_F(Winograd43Test, ErrorOnResNetAndDetectorLayers) {
+TEST_P(Winograd43Test, ErrorOnResNetAndDetectorLayers) {
   std::mt19937 rng(45);
   for (const Layer& l : {Layer{64, 56}, Layer{128, 28}, Layer{256, 14}, Layer{32, 160}, Layer{64, 80}}) {
     const int64_t c = l.channels, s = l.size;
@@ -262,6 +263,9 @@ TEST_F(Winograd43Test, ErrorOnResNetAndDetectorLayers) {
     EXPECT_LT(f43.rms, 4 * f23.rms) << c << "@" << s;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, Winograd43Test, ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2),
+                         [](const auto& info) { return info.param == cpu::SgemmIsa::kAvx512 ? "dispatched" : "avx2"; });
 
 }  // namespace
 }  // namespace nee
