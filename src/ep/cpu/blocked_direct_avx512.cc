@@ -75,7 +75,19 @@ struct TileArgs {
   bool odd_tail;      // the last pair has one block
 };
 
-template <Kind K>
+// The tiles' activations, chosen per stored vector: a predictable branch,
+// where an instance per activation made four times the code (and minutes of
+// compile time in the sanitizer builds).
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 Activate(const FusedActivation& act,
+                                                                                  __m512 v) {
+  switch (act.kind) {
+    case Kind::kRelu: return Activate16<Kind::kRelu>(act, v);
+    case Kind::kClip: return Activate16<Kind::kClip>(act, v);
+    case Kind::kSilu: return Activate16<Kind::kSilu>(act, v);
+    default: return v;
+  }
+}
+
 __attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair(const FusedActivation& act, float* y,
                                                                                   const float* z, int64_t lo,
                                                                                   int64_t hi, bool has_high, __m512 v) {
@@ -84,7 +96,7 @@ __attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair
     if (has_high) r = _mm512_insertf32x8(r, _mm256_loadu_ps(z + hi), 1);
     v = _mm512_add_ps(v, r);
   }
-  v = Activate16<K>(act, v);
+  v = Activate(act, v);
   _mm256_storeu_ps(y + lo, _mm512_castps512_ps256(v));
   if (has_high) _mm256_storeu_ps(y + hi, _mm512_extractf32x8_ps(v, 1));
 }
@@ -92,7 +104,7 @@ __attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair
 // PX pixels of one output row x OP pairs of output blocks, stride S (a
 // constant, so that the pixels' broadcasts are offsets from one register:
 // with a run-time stride GCC kept a pointer per pixel, spilled to the stack).
-template <int PX, int OP, int S, Kind K>
+template <int PX, int OP, int S>
 __attribute__((target("avx512f,avx512dq"))) void DirectTile(const TileArgs& t, const float* w, const float* bias) {
   const BlockedConvGeometry& g = *t.g;
   const int64_t taps = g.KH * g.KW, pair_stride = g.Cb() * taps * kB * kLanes;
@@ -138,25 +150,25 @@ __attribute__((target("avx512f,avx512dq"))) void DirectTile(const TileArgs& t, c
 #pragma GCC unroll 16
     for (int i = 0; i < PX; ++i) {
       const int64_t lo = 2 * j * out_plane + i * kB;
-      StorePair<K>(g.act, t.y, t.z, lo, lo + out_plane, has_high, acc[i][j]);
+      StorePair(g.act, t.y, t.z, lo, lo + out_plane, has_high, acc[i][j]);
     }
   }
 }
 
 using TileFn = void (*)(const TileArgs&, const float*, const float*);
 
-template <int OP, int S, Kind K, int... PX>
+template <int OP, int S, int... PX>
 constexpr auto TableOf(std::integer_sequence<int, PX...>) {
-  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OP, S, K>...};
+  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OP, S>...};
 }
 
 constexpr int64_t kWidest = 12;
 
 // Tiles by pixels - 1 (up to 12), one or two pairs wide.
-template <int S, Kind K>
+template <int S>
 struct DirectTiles {
-  static constexpr auto one = TableOf<1, S, K>(std::make_integer_sequence<int, kWidest>{});
-  static constexpr auto two = TableOf<2, S, K>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto one = TableOf<1, S>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto two = TableOf<2, S>(std::make_integer_sequence<int, kWidest>{});
 };
 
 struct TileSet {
@@ -164,18 +176,10 @@ struct TileSet {
   const TileFn* two;
 };
 
-template <int S, Kind K>
-constexpr TileSet kTiles{DirectTiles<S, K>::one.data(), DirectTiles<S, K>::two.data()};
-
 template <int S>
-TileSet TilesWithStride(Kind kind) {
-  if (kind == Kind::kRelu) return kTiles<S, Kind::kRelu>;
-  if (kind == Kind::kClip) return kTiles<S, Kind::kClip>;
-  if (kind == Kind::kSilu) return kTiles<S, Kind::kSilu>;
-  return kTiles<S, Kind::kNone>;
-}
+constexpr TileSet kTiles{DirectTiles<S>::one.data(), DirectTiles<S>::two.data()};
 
-TileSet TilesFor(Kind kind, int64_t stride) { return stride == 1 ? TilesWithStride<1>(kind) : TilesWithStride<2>(kind); }
+TileSet TilesFor(int64_t stride) { return stride == 1 ? kTiles<1> : kTiles<2>; }
 
 // As the pointwise tiles: a remainder just above the widest splits in two.
 int64_t TilePixels(int64_t left, int64_t widest) {
@@ -307,7 +311,7 @@ void RunBlockedDirect(KernelContext& ctx, const BlockedConvGeometry& given) {
   std::vector<float> padded_input;
   if (BorderHeavy(given)) padded_input = PaddedInput(ctx, given, &g);
   const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g);
-  const TileSet tiles = TilesFor(g.act.kind, g.sw);
+  const TileSet tiles = TilesFor(g.sw);
   const int threads = NumThreads(ctx);
   const int64_t rows = g.N * g.OH, pairs = (g.Mb() + 1) / 2;
   // Output rows are the tasks; with few rows, the pairs of output blocks are

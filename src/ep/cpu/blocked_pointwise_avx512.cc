@@ -42,12 +42,21 @@ __attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 LoadHal
 // One finished vector: (v + z) then activation K, low half to block 2j's
 // pixel, high half to block 2j + 1's (absent for the last pair of an odd
 // block count: `has_high`).
-template <FusedActivation::Kind K>
+// The tiles' activations (none, Relu, Clip), chosen per stored vector: a
+// predictable branch, where an instance per activation tripled the code.
+__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 Activate(const FusedActivation& act,
+                                                                                  __m512 v) {
+  using Kind = FusedActivation::Kind;
+  if (act.kind == Kind::kRelu) return Activate16<Kind::kRelu>(act, v);
+  if (act.kind == Kind::kClip) return Activate16<Kind::kClip>(act, v);
+  return v;
+}
+
 __attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair(const FusedActivation& act, float* y,
                                                                                   const float* z, int64_t lo,
                                                                                   int64_t hi, bool has_high, __m512 v) {
   if (z) v = _mm512_add_ps(v, has_high ? LoadHalves(z + lo, z + hi) : _mm512_castps256_ps512(_mm256_loadu_ps(z + lo)));
-  v = Activate16<K>(act, v);
+  v = Activate(act, v);
   _mm256_storeu_ps(y + lo, _mm512_castps512_ps256(v));
   if (has_high) _mm256_storeu_ps(y + hi, _mm512_extractf32x8_ps(v, 1));
 }
@@ -56,7 +65,7 @@ __attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair
 // block 0 (block cb is cb * plane * 8 further); w: the first pair's packed
 // weights ([C][16], the next pair C * 16 further); y, z: the tile's first
 // pixel in its first output block; `odd_tail`: the last pair has one block.
-template <int PX, int OP, FusedActivation::Kind K>
+template <int PX, int OP>
 __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t plane, const float* x, const float* w,
                                                           const float* bias, float* y, const float* z,
                                                           const FusedActivation& act, bool odd_tail) {
@@ -89,7 +98,7 @@ __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t pla
 #pragma GCC unroll 16
     for (int i = 0; i < PX; ++i) {
       const int64_t lo = (2 * j * plane + i) * kB;
-      StorePair<K>(act, y, z, lo, lo + plane * kB, has_high, acc[i][j]);
+      StorePair(act, y, z, lo, lo + plane * kB, has_high, acc[i][j]);
     }
   }
 }
@@ -97,17 +106,16 @@ __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t pla
 using TileFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*, const float*,
                         const FusedActivation&, bool);
 
-template <int OP, FusedActivation::Kind K, int... PX>
+template <int OP, int... PX>
 constexpr auto TableOf(std::integer_sequence<int, PX...>) {
-  return std::array<TileFn, sizeof...(PX)>{PairTile<PX + 1, OP, K>...};
+  return std::array<TileFn, sizeof...(PX)>{PairTile<PX + 1, OP>...};
 }
 
 // Tiles by the pairs they cover, indexed by pixels - 1: 16 x 1, 12 x 2, 8 x 3.
-template <FusedActivation::Kind K>
 struct PairTiles {
-  static constexpr auto one = TableOf<1, K>(std::make_integer_sequence<int, 16>{});
-  static constexpr auto two = TableOf<2, K>(std::make_integer_sequence<int, 12>{});
-  static constexpr auto three = TableOf<3, K>(std::make_integer_sequence<int, 8>{});
+  static constexpr auto one = TableOf<1>(std::make_integer_sequence<int, 16>{});
+  static constexpr auto two = TableOf<2>(std::make_integer_sequence<int, 12>{});
+  static constexpr auto three = TableOf<3>(std::make_integer_sequence<int, 8>{});
   static const TileFn* For(int64_t pairs) { return pairs == 1 ? one.data() : pairs == 2 ? two.data() : three.data(); }
 };
 
@@ -120,9 +128,8 @@ int64_t TilePixels(int64_t left, int64_t widest) {
   return widest;
 }
 
-template <FusedActivation::Kind K>
-void RangeWith(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
-               int64_t p1, int64_t ob0, int64_t ob1) {
+void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0, int64_t p1,
+           int64_t ob0, int64_t ob1) {
   const int64_t plane = g.H * g.W;
   const float* x = g.x + n * g.Cb() * plane * kB;
   float* y = g.y + n * g.Mb() * plane * kB;
@@ -133,7 +140,7 @@ void RangeWith(const BlockedConvGeometry& g, const PointwisePairs& pw, bool fini
   for (int64_t pair = ob0 / 2, step = 0; pair < pair_end; pair += step) {
     const int64_t left_pairs = pair_end - pair;
     step = left_pairs == 3 ? 3 : std::min<int64_t>(2, left_pairs);
-    const TileFn* tiles = PairTiles<K>::For(step);
+    const TileFn* tiles = PairTiles::For(step);
     const int64_t widest = step == 1 ? 16 : step == 2 ? 12 : 8;
     const bool odd_tail = pair + step == pair_end && ob1 % 2 == 1;
     const float* w = pw.w16.data() + pair * g.C * kLanes;
@@ -152,11 +159,7 @@ bool BlockedPointwiseAvx512() { return SgemmActiveIsa() == SgemmIsa::kAvx512 && 
 
 void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
                           int64_t p1, int64_t ob0, int64_t ob1) {
-  using Kind = FusedActivation::Kind;
-  const Kind kind = finish ? g.act.kind : Kind::kNone;
-  if (kind == Kind::kRelu) return RangeWith<Kind::kRelu>(g, pw, finish, n, p0, p1, ob0, ob1);
-  if (kind == Kind::kClip) return RangeWith<Kind::kClip>(g, pw, finish, n, p0, p1, ob0, ob1);
-  RangeWith<Kind::kNone>(g, pw, finish, n, p0, p1, ob0, ob1);
+  Range(g, pw, finish, n, p0, p1, ob0, ob1);
 }
 
 #else
