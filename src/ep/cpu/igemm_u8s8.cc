@@ -377,6 +377,32 @@ void IgemmPackAU8(int64_t m, int64_t k, const uint8_t* a, int64_t lda, IgemmPack
   }
 }
 
+namespace {
+
+// B as it is (the VNNI kernel's packing): each panel's quads written in
+// order from four rows of 16 bytes; the column sums over whole rows.
+void PackBS8Exact(int64_t k, int64_t n, const int8_t* b, int64_t ldb, IgemmPackedBS8* out) {
+  const int64_t kquads = (k + 3) / 4;
+  const int64_t panels = (n + kIgemmCols - 1) / kIgemmCols;
+  for (int64_t q = 0; q < panels; ++q) {
+    const int64_t j0 = q * kIgemmCols, cols = std::min(kIgemmCols, n - j0);
+    int8_t* d = out->data.data() + q * kquads * kQuadBytesB;
+    for (int64_t p = 0; p < kquads; ++p, d += kQuadBytesB)
+      for (int64_t t = 0; t < 4 && 4 * p + t < k; ++t) {
+        const int8_t* row = b + (4 * p + t) * ldb + j0;
+        for (int64_t j = 0; j < cols; ++j) d[j * 4 + t] = row[j];
+      }
+  }
+  std::vector<uint32_t> sums(static_cast<size_t>(n), 0);
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const int8_t* row = b + kk * ldb;
+    for (int64_t j = 0; j < n; ++j) sums[static_cast<size_t>(j)] += static_cast<uint32_t>(static_cast<int32_t>(row[j]));
+  }
+  for (int64_t j = 0; j < n; ++j) out->col_sums[static_cast<size_t>(j)] = static_cast<int32_t>(sums[static_cast<size_t>(j)]);
+}
+
+}  // namespace
+
 bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max_remainder_fraction,
                   IgemmPackedBS8* out) {
   const int64_t kquads = (k + 3) / 4;
@@ -390,6 +416,10 @@ bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max
   out->col_sums.assign(static_cast<size_t>(n), 0);
   out->remainder_begin.assign(static_cast<size_t>(panels + 1), 0);
   out->remainders.clear();
+  if (exact) {
+    PackBS8Exact(k, n, b, ldb, out);
+    return true;
+  }
   const double limit = max_remainder_fraction * static_cast<double>(pairs) * static_cast<double>(n);
   // Row pairs in order (B read row by row); the remainders gathered per column panel.
   std::vector<std::vector<IgemmPackedBS8::Remainder>> per_panel(static_cast<size_t>(panels));
@@ -408,7 +438,7 @@ bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max
       // |b0| + |b1| > 128 and one sign (both are then nonzero): the pair could
       // saturate; keep |b0| + |b1'| = 128. The rare magnitude test first, so
       // that the branch on the signs (random) is seldom taken.
-      if (!exact && std::abs(b0) + std::abs(b1) > 128 && (b0 ^ b1) >= 0) {
+      if (std::abs(b0) + std::abs(b1) > 128 && (b0 ^ b1) >= 0) {
         packed1 = (b1 > 0 ? 1 : -1) * (128 - std::abs(b0));
         per_panel[static_cast<size_t>(q)].push_back(
             {static_cast<int32_t>(k1), static_cast<int32_t>(jj), b1 - packed1});
