@@ -379,6 +379,23 @@ void IgemmPackAU8(int64_t m, int64_t k, const uint8_t* a, int64_t lda, IgemmPack
 
 namespace {
 
+#ifdef NEE_IGEMM_X86
+// One k quad of a whole panel: four rows of 16 bytes transposed into 16
+// columns of four bytes (byte then word interleaves).
+__attribute__((target("avx2"))) void PackQuadAvx2(const int8_t* b, int64_t ldb, int8_t* d) {
+  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b));
+  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + ldb));
+  const __m128i r2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 * ldb));
+  const __m128i r3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 3 * ldb));
+  const __m128i lo01 = _mm_unpacklo_epi8(r0, r1), hi01 = _mm_unpackhi_epi8(r0, r1);
+  const __m128i lo23 = _mm_unpacklo_epi8(r2, r3), hi23 = _mm_unpackhi_epi8(r2, r3);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi16(lo01, lo23));       // columns 0-3
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 16), _mm_unpackhi_epi16(lo01, lo23));  // 4-7
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 32), _mm_unpacklo_epi16(hi01, hi23));  // 8-11
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 48), _mm_unpackhi_epi16(hi01, hi23));  // 12-15
+}
+#endif
+
 // B as it is (the VNNI kernel's packing): each panel's quads written in
 // order from four rows of 16 bytes; the column sums over whole rows.
 void PackBS8Exact(int64_t k, int64_t n, const int8_t* b, int64_t ldb, IgemmPackedBS8* out) {
@@ -387,11 +404,18 @@ void PackBS8Exact(int64_t k, int64_t n, const int8_t* b, int64_t ldb, IgemmPacke
   for (int64_t q = 0; q < panels; ++q) {
     const int64_t j0 = q * kIgemmCols, cols = std::min(kIgemmCols, n - j0);
     int8_t* d = out->data.data() + q * kquads * kQuadBytesB;
-    for (int64_t p = 0; p < kquads; ++p, d += kQuadBytesB)
+    for (int64_t p = 0; p < kquads; ++p, d += kQuadBytesB) {
+#ifdef NEE_IGEMM_X86
+      if (cols == kIgemmCols && 4 * p + 4 <= k) {
+        PackQuadAvx2(b + 4 * p * ldb + j0, ldb, d);
+        continue;
+      }
+#endif
       for (int64_t t = 0; t < 4 && 4 * p + t < k; ++t) {
         const int8_t* row = b + (4 * p + t) * ldb + j0;
         for (int64_t j = 0; j < cols; ++j) d[j * 4 + t] = row[j];
       }
+    }
   }
   std::vector<uint32_t> sums(static_cast<size_t>(n), 0);
   for (int64_t kk = 0; kk < k; ++kk) {
