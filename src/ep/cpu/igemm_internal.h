@@ -23,7 +23,8 @@ void IgemmFloatRow(const int32_t* v, int64_t cols, const float* scale, const flo
 //   v[r][j] = S[r][j] - zb[j] * row_term[r] - za[r] * col_sum[j]   (mod 2^32)
 // to c (int32, ldc) or, with `scale` set, float(v) * scale[j] (+ bias[j]) to
 // out (ldo). zb, col_sum and scale hold 16 * panels values (zero past cols);
-// bias is read for the stored columns only.
+// bias is read for the stored columns only. za_col_sum and zb_zero only skip
+// work: the values are the same.
 struct U8S8VnniTile {
   const uint8_t* a = nullptr;
   const int8_t* b = nullptr;
@@ -32,6 +33,9 @@ struct U8S8VnniTile {
   const int32_t* za = nullptr;
   const int32_t* zb = nullptr;
   const int32_t* col_sum = nullptr;
+  // Set when every row has one za: za * col_sum[j], the same for all rows (then za and col_sum are not read).
+  const int32_t* za_col_sum = nullptr;
+  bool zb_zero = false;  // zb all 0 (symmetric weights): no row term
   int32_t* c = nullptr;
   int64_t ldc = 0;
   const float* scale = nullptr;

@@ -225,14 +225,21 @@ void U8S8RangeVnni(const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32
   for (int64_t q = col_panel_begin; q < col_panel_end; q += 2) {
     const int64_t panels = std::min<int64_t>(2, col_panel_end - q);
     const int64_t j0 = q * kIgemmCols, cols = std::min(panels * kIgemmCols, b.n - j0);
-    alignas(64) int32_t zero_points[kCols] = {}, col_sums[kCols] = {};
+    alignas(64) int32_t zero_points[kCols] = {}, col_sums[kCols] = {}, za_col_sums[kCols] = {};
     alignas(64) float scales[kCols] = {};
+    bool zb_zero = true;
     for (int64_t j = 0; j < cols; ++j) {
       zero_points[j] = zb ? zb[(j0 + j) * zb_stride] : 0;
+      zb_zero = zb_zero && zero_points[j] == 0;
       col_sums[j] = b.col_sums[static_cast<size_t>(j0 + j)];
+      // One za for all rows: its term per column once here, not per row in the tile.
+      if (za_stride == 0)
+        za_col_sums[j] = static_cast<int32_t>(static_cast<uint32_t>(za ? za[0] : 0) * static_cast<uint32_t>(col_sums[j]));
       if (fout) scales[j] = fout->scale[(j0 + j) * fout->scale_stride];
     }
     U8S8VnniTile t;
+    t.za_col_sum = za_stride == 0 ? za_col_sums : nullptr;
+    t.zb_zero = zb_zero;
     t.b = b.data.data() + q * kquads * kQuadBytesB;
     t.kquads = kquads;
     t.zb = zero_points;

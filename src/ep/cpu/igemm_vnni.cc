@@ -33,10 +33,12 @@ template <int kPanels>
 NEE_VNNI_TARGET inline void StoreRowVnni(const __m512i (&acc)[kPanels], int64_t r, const U8S8VnniTile& t,
                                          const __m512i (&zb)[kPanels], const __m512i (&col_sum)[kPanels],
                                          const __mmask16 (&mask)[kPanels]) {
-  const __m512i row_term = _mm512_set1_epi32(t.row_term[r]), za = _mm512_set1_epi32(t.za[r]);
+  const __m512i row_term = _mm512_set1_epi32(t.row_term[r]), za = _mm512_set1_epi32(t.za ? t.za[r] : 0);
   for (int p = 0; p < kPanels; ++p) {
-    const __m512i v = _mm512_sub_epi32(_mm512_sub_epi32(acc[p], _mm512_mullo_epi32(zb[p], row_term)),
-                                       _mm512_mullo_epi32(za, col_sum[p]));
+    __m512i v = acc[p];
+    if (!t.zb_zero) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(zb[p], row_term));
+    // col_sum[p] holds za * col_sum when t.za_col_sum is set.
+    v = _mm512_sub_epi32(v, t.za_col_sum ? col_sum[p] : _mm512_mullo_epi32(za, col_sum[p]));
     if (!t.scale) {
       _mm512_mask_storeu_epi32(t.c + r * t.ldc + 16 * p, mask[p], v);
       continue;
@@ -135,7 +137,7 @@ NEE_VNNI_TARGET void TileVnni(const U8S8VnniTile& t) {
   __mmask16 mask[kPanels];
   for (int p = 0; p < kPanels; ++p) {
     zb[p] = _mm512_loadu_si512(t.zb + 16 * p);
-    col_sum[p] = _mm512_loadu_si512(t.col_sum + 16 * p);
+    col_sum[p] = _mm512_loadu_si512((t.za_col_sum ? t.za_col_sum : t.col_sum) + 16 * p);
     const int64_t left = t.cols - 16 * p;
     mask[p] = left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
   }
