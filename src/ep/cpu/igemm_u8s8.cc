@@ -15,6 +15,7 @@
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/igemm_internal.h"
 #include "ep/cpu/sgemm.h"
+#include "ep/cpu/simd_x86.h"
 #include "ops/op_schema.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -207,6 +208,16 @@ __attribute__((target("avx2"))) int64_t RowSumU8Avx2(const uint8_t* row, int64_t
   *sum += static_cast<uint32_t>(lanes[0] + lanes[1] + lanes[2] + lanes[3]);
   return kk;
 }
+
+// The first k / 32 * 32 columns of eight rows of A (lda a multiple of 4) into
+// an 8-row panel, 8 quads at a time; returns how many columns it took.
+__attribute__((target("avx2"))) int64_t PackAPanel8Avx2(const uint8_t* a, int64_t lda, int64_t k, uint8_t* panel) {
+  int64_t done = 0;
+  for (; done + 32 <= k; done += 32)
+    Transpose8x8Avx2(reinterpret_cast<const float*>(a + done), lda / 4,
+                     reinterpret_cast<float*>(panel + (done / 4) * kIgemmRowsVnni * 4), kIgemmRowsVnni);
+  return done;
+}
 #endif
 
 // Each row's term for B's zero point: sum_k (A[i][k] - za[i]) = row_sum - k * za (mod 2^32).
@@ -364,15 +375,23 @@ void IgemmPackAU8(int64_t m, int64_t k, const uint8_t* a, int64_t lda, IgemmPack
   for (int64_t q = 0; q < panels; ++q) {
     const int64_t i0 = q * panel_rows, rows = std::min(panel_rows, m - i0);
     uint8_t* panel = out->data.data() + q * kquads * quad_bytes;
+    // A whole 8-row panel's first k / 32 * 8 quads as 8x8 transposes of four-byte units (moves and
+    // shuffles only: the bytes unchanged).
+    int64_t done = 0;
+#ifdef NEE_IGEMM_X86
+    if (rows == kIgemmRowsVnni && panel_rows == kIgemmRowsVnni && lda % 4 == 0 && IgemmUseAvx2()) {
+      done = PackAPanel8Avx2(a + i0 * lda, lda, k, panel);
+    }
+#endif
     for (int64_t r = 0; r < panel_rows; ++r) {
-      uint8_t* d = panel + r * 4;
+      uint8_t* d = panel + (done / 4) * quad_bytes + r * 4;
       if (r >= rows) {
-        for (int64_t p = 0; p < kquads; ++p) std::memset(d + p * quad_bytes, 0, 4);
+        for (int64_t p = done / 4; p < kquads; ++p) std::memset(panel + p * quad_bytes + r * 4, 0, 4);
         out->row_sums[static_cast<size_t>(i0 + r)] = 0;
         continue;
       }
       const uint8_t* row = a + (i0 + r) * lda;
-      int64_t kk = 0;
+      int64_t kk = done;
       for (; kk + 4 <= k; kk += 4, d += quad_bytes) std::memcpy(d, row + kk, 4);
       if (kk < k) {
         uint8_t tail[4] = {};
