@@ -50,89 +50,117 @@ NEE_VNNI_TARGET inline void StoreRowVnni(const __m512i (&acc)[kPanels], int64_t 
   }
 }
 
-// The full tile's k loop (8 rows x 2 panels) in assembly: GCC's register
-// allocation of the intrinsics renamed accumulators through a vmovdqa per
-// vpdpbusd (half the loop's instructions, seen in BERT's profile). Here
-// zmm0-15 accumulate (row r, panel p in zmm(2r + p)), zmm16-17 hold B's two
-// vectors and zmm18 A's broadcast; the sums are stored to `s` (16 x 16
-// int32, row-major by accumulator) for the epilogue, which reads them from L1.
-NEE_VNNI_TARGET void Loop8x2(const uint8_t* a, const int8_t* b, int64_t kquads, int32_t* s) {
-  const int64_t panel_bytes = kquads * 64;
-  // AT&T order: vpdpbusd signed (B), unsigned (A), accumulator.
-#define NEE_VNNI_ROW(r, lo, hi)                 \
-  "vpbroadcastd " #r "*4(%[a]), %%zmm18\n\t"   \
-  "vpdpbusd %%zmm16, %%zmm18, %%zmm" #lo "\n\t" \
+// The k loop in assembly: GCC's register allocation of the intrinsics
+// renamed accumulators through vmovdqa copies inside the loop (half the full
+// tile's instructions, seen in BERT's profile). zmm0-15 accumulate (row r,
+// panel p in zmm(2r + p) for two panels, zmm(r) for one), zmm16-17 hold B's
+// vectors and zmm18 A's broadcast; all sixteen are stored to `s` (16 x 16
+// int32, by register number) for the epilogue, which reads them from L1.
+// AT&T operand order: vpdpbusd signed (B), unsigned (A), accumulator.
+#define NEE_VNNI_ROW2(r, lo, hi)                                                           \
+  "vpbroadcastd " #r "*4(%[a]), %%zmm18\n\t"                                               \
+  "vpdpbusd %%zmm16, %%zmm18, %%zmm" #lo "\n\t"                                            \
   "vpdpbusd %%zmm17, %%zmm18, %%zmm" #hi "\n\t"
+#define NEE_VNNI_ROW1(r)                                                                   \
+  "vpbroadcastd " #r "*4(%[a]), %%zmm18\n\t"                                               \
+  "vpdpbusd %%zmm16, %%zmm18, %%zmm" #r "\n\t"
+#define NEE_VNNI_LOAD2 "vmovdqu64 (%[b]), %%zmm16\n\tvmovdqu64 (%[b],%[stride]), %%zmm17\n\t"
+#define NEE_VNNI_LOAD1 "vmovdqu64 (%[b]), %%zmm16\n\t"
 #define NEE_VNNI_ZERO(x) "vpxord %%zmm" #x ", %%zmm" #x ", %%zmm" #x "\n\t"
 #define NEE_VNNI_STORE(x) "vmovdqu64 %%zmm" #x ", " #x "*64(%[s])\n\t"
-  __asm__ volatile(
-      NEE_VNNI_ZERO(0) NEE_VNNI_ZERO(1) NEE_VNNI_ZERO(2) NEE_VNNI_ZERO(3) NEE_VNNI_ZERO(4) NEE_VNNI_ZERO(5)
-      NEE_VNNI_ZERO(6) NEE_VNNI_ZERO(7) NEE_VNNI_ZERO(8) NEE_VNNI_ZERO(9) NEE_VNNI_ZERO(10) NEE_VNNI_ZERO(11)
-      NEE_VNNI_ZERO(12) NEE_VNNI_ZERO(13) NEE_VNNI_ZERO(14) NEE_VNNI_ZERO(15)
-      "test %[n], %[n]\n\t"
-      "jle 2f\n\t"
-      "1:\n\t"
-      "vmovdqu64 (%[b]), %%zmm16\n\t"
-      "vmovdqu64 (%[b],%[stride]), %%zmm17\n\t"
-      NEE_VNNI_ROW(0, 0, 1) NEE_VNNI_ROW(1, 2, 3) NEE_VNNI_ROW(2, 4, 5) NEE_VNNI_ROW(3, 6, 7)
-      NEE_VNNI_ROW(4, 8, 9) NEE_VNNI_ROW(5, 10, 11) NEE_VNNI_ROW(6, 12, 13) NEE_VNNI_ROW(7, 14, 15)
-      "add $32, %[a]\n\t"
-      "add $64, %[b]\n\t"
-      "dec %[n]\n\t"
-      "jnz 1b\n\t"
-      "2:\n\t"
-      NEE_VNNI_STORE(0) NEE_VNNI_STORE(1) NEE_VNNI_STORE(2) NEE_VNNI_STORE(3) NEE_VNNI_STORE(4)
-      NEE_VNNI_STORE(5) NEE_VNNI_STORE(6) NEE_VNNI_STORE(7) NEE_VNNI_STORE(8) NEE_VNNI_STORE(9)
-      NEE_VNNI_STORE(10) NEE_VNNI_STORE(11) NEE_VNNI_STORE(12) NEE_VNNI_STORE(13) NEE_VNNI_STORE(14)
-      NEE_VNNI_STORE(15)
-      : [a] "+r"(a), [b] "+r"(b), [n] "+r"(kquads)
-      : [stride] "r"(panel_bytes), [s] "r"(s)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
-        "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "memory", "cc");
-#undef NEE_VNNI_ROW
-#undef NEE_VNNI_ZERO
-#undef NEE_VNNI_STORE
-}
+#define NEE_VNNI_LOOP(load, rows)                                                                            \
+  __asm__ volatile(NEE_VNNI_ZERO(0) NEE_VNNI_ZERO(1) NEE_VNNI_ZERO(2) NEE_VNNI_ZERO(3) NEE_VNNI_ZERO(4)       \
+                       NEE_VNNI_ZERO(5) NEE_VNNI_ZERO(6) NEE_VNNI_ZERO(7) NEE_VNNI_ZERO(8) NEE_VNNI_ZERO(9)   \
+                           NEE_VNNI_ZERO(10) NEE_VNNI_ZERO(11) NEE_VNNI_ZERO(12) NEE_VNNI_ZERO(13)           \
+                               NEE_VNNI_ZERO(14) NEE_VNNI_ZERO(15)                                           \
+                   "test %[n], %[n]\n\t"                                                                     \
+                   "jle 2f\n\t"                                                                              \
+                   "1:\n\t" load rows                                                                        \
+                   "add $32, %[a]\n\t"                                                                       \
+                   "add $64, %[b]\n\t"                                                                       \
+                   "dec %[n]\n\t"                                                                            \
+                   "jnz 1b\n\t"                                                                              \
+                   "2:\n\t" NEE_VNNI_STORE(0) NEE_VNNI_STORE(1) NEE_VNNI_STORE(2) NEE_VNNI_STORE(3)          \
+                       NEE_VNNI_STORE(4) NEE_VNNI_STORE(5) NEE_VNNI_STORE(6) NEE_VNNI_STORE(7)               \
+                           NEE_VNNI_STORE(8) NEE_VNNI_STORE(9) NEE_VNNI_STORE(10) NEE_VNNI_STORE(11)         \
+                               NEE_VNNI_STORE(12) NEE_VNNI_STORE(13) NEE_VNNI_STORE(14) NEE_VNNI_STORE(15)   \
+                   : [a] "+r"(a), [b] "+r"(b), [n] "+r"(kquads)                                              \
+                   : [stride] "r"(panel_bytes), [s] "r"(s)                                                   \
+                   : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",  \
+                     "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "memory", "cc")
+#define NEE_VNNI_R2_1 NEE_VNNI_ROW2(0, 0, 1)
+#define NEE_VNNI_R2_2 NEE_VNNI_R2_1 NEE_VNNI_ROW2(1, 2, 3)
+#define NEE_VNNI_R2_3 NEE_VNNI_R2_2 NEE_VNNI_ROW2(2, 4, 5)
+#define NEE_VNNI_R2_4 NEE_VNNI_R2_3 NEE_VNNI_ROW2(3, 6, 7)
+#define NEE_VNNI_R2_5 NEE_VNNI_R2_4 NEE_VNNI_ROW2(4, 8, 9)
+#define NEE_VNNI_R2_6 NEE_VNNI_R2_5 NEE_VNNI_ROW2(5, 10, 11)
+#define NEE_VNNI_R2_7 NEE_VNNI_R2_6 NEE_VNNI_ROW2(6, 12, 13)
+#define NEE_VNNI_R2_8 NEE_VNNI_R2_7 NEE_VNNI_ROW2(7, 14, 15)
+#define NEE_VNNI_R1_1 NEE_VNNI_ROW1(0)
+#define NEE_VNNI_R1_2 NEE_VNNI_R1_1 NEE_VNNI_ROW1(1)
+#define NEE_VNNI_R1_3 NEE_VNNI_R1_2 NEE_VNNI_ROW1(2)
+#define NEE_VNNI_R1_4 NEE_VNNI_R1_3 NEE_VNNI_ROW1(3)
+#define NEE_VNNI_R1_5 NEE_VNNI_R1_4 NEE_VNNI_ROW1(4)
+#define NEE_VNNI_R1_6 NEE_VNNI_R1_5 NEE_VNNI_ROW1(5)
+#define NEE_VNNI_R1_7 NEE_VNNI_R1_6 NEE_VNNI_ROW1(6)
+#define NEE_VNNI_R1_8 NEE_VNNI_R1_7 NEE_VNNI_ROW1(7)
 
-// Any other tile's k loop (intrinsics; the accumulators in registers).
 template <int kRows, int kPanels>
-NEE_VNNI_TARGET inline void LoopVnni(const uint8_t* a, const int8_t* b, int64_t kquads,
-                                     __m512i (&acc)[kRows][kPanels]) {
-#pragma GCC unroll 8
-  for (int r = 0; r < kRows; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < kPanels; ++p) acc[r][p] = _mm512_setzero_si512();
+NEE_VNNI_TARGET void LoopVnni(const uint8_t* a, const int8_t* b, int64_t kquads, int32_t* s) {
   const int64_t panel_bytes = kquads * 64;
-  for (int64_t q = 0; q < kquads; ++q) {
-    __m512i bv[kPanels];
-#pragma GCC unroll 2
-    for (int p = 0; p < kPanels; ++p) bv[p] = _mm512_loadu_si512(b + p * panel_bytes);
-#pragma GCC unroll 8
-    for (int r = 0; r < kRows; ++r) {
-      int32_t quad;
-      std::memcpy(&quad, a + 4 * r, sizeof quad);
-      const __m512i av = _mm512_set1_epi32(quad);
-      // vpdpbusd's second operand is the unsigned one (A), its third the signed one (B).
-#pragma GCC unroll 2
-      for (int p = 0; p < kPanels; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], av, bv[p]);
-    }
-    a += kIgemmRowsVnni * 4;
-    b += 64;
+  if constexpr (kPanels == 2) {
+    if constexpr (kRows == 1) NEE_VNNI_LOOP(NEE_VNNI_LOAD2, NEE_VNNI_R2_1);
+    if constexpr (kRows == 2) NEE_VNNI_LOOP(NEE_VNNI_LOAD2, NEE_VNNI_R2_2);
+    if constexpr (kRows == 3) NEE_VNNI_LOOP(NEE_VNNI_LOAD2, NEE_VNNI_R2_3);
+    if constexpr (kRows == 4) NEE_VNNI_LOOP(NEE_VNNI_LOAD2, NEE_VNNI_R2_4);
+    if constexpr (kRows == 5) NEE_VNNI_LOOP(NEE_VNNI_LOAD2, NEE_VNNI_R2_5);
+    if constexpr (kRows == 6) NEE_VNNI_LOOP(NEE_VNNI_LOAD2, NEE_VNNI_R2_6);
+    if constexpr (kRows == 7) NEE_VNNI_LOOP(NEE_VNNI_LOAD2, NEE_VNNI_R2_7);
+    if constexpr (kRows == 8) NEE_VNNI_LOOP(NEE_VNNI_LOAD2, NEE_VNNI_R2_8);
+  } else {
+    if constexpr (kRows == 1) NEE_VNNI_LOOP(NEE_VNNI_LOAD1, NEE_VNNI_R1_1);
+    if constexpr (kRows == 2) NEE_VNNI_LOOP(NEE_VNNI_LOAD1, NEE_VNNI_R1_2);
+    if constexpr (kRows == 3) NEE_VNNI_LOOP(NEE_VNNI_LOAD1, NEE_VNNI_R1_3);
+    if constexpr (kRows == 4) NEE_VNNI_LOOP(NEE_VNNI_LOAD1, NEE_VNNI_R1_4);
+    if constexpr (kRows == 5) NEE_VNNI_LOOP(NEE_VNNI_LOAD1, NEE_VNNI_R1_5);
+    if constexpr (kRows == 6) NEE_VNNI_LOOP(NEE_VNNI_LOAD1, NEE_VNNI_R1_6);
+    if constexpr (kRows == 7) NEE_VNNI_LOOP(NEE_VNNI_LOAD1, NEE_VNNI_R1_7);
+    if constexpr (kRows == 8) NEE_VNNI_LOOP(NEE_VNNI_LOAD1, NEE_VNNI_R1_8);
   }
 }
+
+#undef NEE_VNNI_ROW2
+#undef NEE_VNNI_ROW1
+#undef NEE_VNNI_LOAD2
+#undef NEE_VNNI_LOAD1
+#undef NEE_VNNI_ZERO
+#undef NEE_VNNI_STORE
+#undef NEE_VNNI_LOOP
+#undef NEE_VNNI_R2_1
+#undef NEE_VNNI_R2_2
+#undef NEE_VNNI_R2_3
+#undef NEE_VNNI_R2_4
+#undef NEE_VNNI_R2_5
+#undef NEE_VNNI_R2_6
+#undef NEE_VNNI_R2_7
+#undef NEE_VNNI_R2_8
+#undef NEE_VNNI_R1_1
+#undef NEE_VNNI_R1_2
+#undef NEE_VNNI_R1_3
+#undef NEE_VNNI_R1_4
+#undef NEE_VNNI_R1_5
+#undef NEE_VNNI_R1_6
+#undef NEE_VNNI_R1_7
+#undef NEE_VNNI_R1_8
 
 template <int kRows, int kPanels>
 NEE_VNNI_TARGET void TileVnni(const U8S8VnniTile& t) {
   static_assert(kRows >= 1 && kRows <= kIgemmRowsVnni && (kPanels == 1 || kPanels == 2), "tile shape");
+  alignas(64) int32_t sums[16 * 16];
+  LoopVnni<kRows, kPanels>(t.a, t.b, t.kquads, sums);
   __m512i acc[kRows][kPanels];
-  if constexpr (kRows == 8 && kPanels == 2) {
-    alignas(64) int32_t sums[16 * 16];
-    Loop8x2(t.a, t.b, t.kquads, sums);
-    for (int r = 0; r < 8; ++r)
-      for (int p = 0; p < 2; ++p) acc[r][p] = _mm512_load_si512(sums + (2 * r + p) * 16);
-  } else {
-    LoopVnni<kRows, kPanels>(t.a, t.b, t.kquads, acc);
-  }
+  for (int r = 0; r < kRows; ++r)
+    for (int p = 0; p < kPanels; ++p) acc[r][p] = _mm512_load_si512(sums + (kPanels * r + p) * 16);
   __m512i zb[kPanels], col_sum[kPanels];
   __mmask16 mask[kPanels];
   for (int p = 0; p < kPanels; ++p) {
