@@ -21,8 +21,10 @@ namespace {
 
 // GCC 12 warns about the self-initialized _mm512_undefined_ps inside its own
 // intrinsics once they are inlined here; nothing of ours is uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // The epilogue of one row: v = S - zb * row_term - za * col_sum (wrapping,
 // as vpsubd / vpmulld do), then int32 out or float(v) * scale (+ bias). The
@@ -189,7 +191,9 @@ TileFn TileFor(int64_t rows) {
   }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
