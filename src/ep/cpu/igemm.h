@@ -125,8 +125,12 @@ const char* IgemmKernelName();
 
 namespace nee::cpu {
 
-// ---- u8 x s8 by vpmaddubsw, exact ------------------------------------------------
+// ---- u8 x s8, exact (igemm_u8s8.cc, igemm_vnni.cc) ---------------------------------
 //
+// On AVX-512 VNNI: vpdpbusd adds the four u8 x s8 products of each int32 lane
+// without saturating, so B is packed as it is (IgemmPackedBS8::exact) and the
+// tile is 8 rows (kIgemmRowsVnni) x two 16-column panels, zero points and
+// the float epilogue applied in registers. On AVX2:
 // vpmaddubsw multiplies unsigned bytes by signed bytes and adds each pair of
 // products into int16 with saturation; with A's bytes in [0, 255] a pair
 // (b0, b1) of B saturates only when both have one sign and |b0| + |b1| > 128
@@ -137,7 +141,7 @@ namespace nee::cpu {
 // result is exact. Per 32 multiply-adds this is vpmaddubsw, vpmaddwd by ones
 // and vpaddd (three ops) instead of two vpmaddwd and two vpaddd. Used for
 // uint8 A (DynamicQuantizeLinear's output) times a constant int8 B whose
-// remainders are few (IgemmPackBS8 declines otherwise).
+// remainders are few (IgemmPackBS8 declines otherwise; never for VNNI).
 
 // On AVX-512 VNNI the tile is kIgemmRowsVnni rows x two B panels (32 columns):
 // 16 zmm accumulators, and BERT's 128 rows are 16 whole panels.
