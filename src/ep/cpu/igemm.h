@@ -125,8 +125,12 @@ const char* IgemmKernelName();
 
 namespace nee::cpu {
 
-// ---- u8 x s8 by vpmaddubsw, exact ------------------------------------------------
+// ---- u8 x s8, exact (igemm_u8s8.cc, igemm_vnni.cc) ---------------------------------
 //
+// On AVX-512 VNNI: vpdpbusd adds the four u8 x s8 products of each int32 lane
+// without saturating, so B is packed as it is (IgemmPackedBS8::exact) and the
+// tile is 8 rows (kIgemmRowsVnni) x two 16-column panels, zero points and
+// the float epilogue applied in registers. On AVX2:
 // vpmaddubsw multiplies unsigned bytes by signed bytes and adds each pair of
 // products into int16 with saturation; with A's bytes in [0, 255] a pair
 // (b0, b1) of B saturates only when both have one sign and |b0| + |b1| > 128
@@ -137,15 +141,22 @@ namespace nee::cpu {
 // result is exact. Per 32 multiply-adds this is vpmaddubsw, vpmaddwd by ones
 // and vpaddd (three ops) instead of two vpmaddwd and two vpaddd. Used for
 // uint8 A (DynamicQuantizeLinear's output) times a constant int8 B whose
-// remainders are few (IgemmPackBS8 declines otherwise).
+// remainders are few (IgemmPackBS8 declines otherwise; never for VNNI).
 
-// A (m x k, uint8, row-major): panels of kIgemmRows rows, each [k quads][rows][4] bytes, zero padded; the
-// raw row sums (sum_k A[i][k]).
+// On AVX-512 VNNI the tile is kIgemmRowsVnni rows x two B panels (32 columns):
+// 16 zmm accumulators, and BERT's 128 rows are 16 whole panels.
+constexpr int64_t kIgemmRowsVnni = 8;
+
+// A (m x k, uint8, row-major): panels of panel_rows rows (kIgemmRowsVnni when
+// packed for the VNNI kernel, else kIgemmRows), each [k quads][rows][4]
+// bytes, zero padded; the raw row sums (sum_k A[i][k]).
 struct IgemmPackedAU8 {
   int64_t m = 0, k = 0;
+  int64_t panel_rows = kIgemmRows;
   std::vector<uint8_t> data;
   std::vector<int32_t> row_sums;
 };
+// Packs for the kernel IgemmU8S8 would run now (panel_rows follows it).
 void IgemmPackAU8(int64_t m, int64_t k, const uint8_t* a, int64_t lda, IgemmPackedAU8* out);
 
 struct IgemmPackedBS8 {
@@ -155,16 +166,25 @@ struct IgemmPackedBS8 {
     int32_t r;  // B[k][j] minus the packed value
   };
   int64_t k = 0, n = 0;
+  // Packed for the VNNI kernel: B's bytes as they are, no clamping, no
+  // remainders (vpdpbusd cannot saturate). Only the VNNI and the portable
+  // kernels may read such a B; IgemmU8S8 picks one of them when the ISA was
+  // lowered after packing.
+  bool exact = false;
   std::vector<int8_t> data;                  // panels of kIgemmCols columns: [k quads][2 halves][8 columns][4]
   std::vector<int32_t> col_sums;             // sum_k B[k][j] (the original values)
   std::vector<int64_t> remainder_begin;      // per column panel, into remainders (panels + 1)
   std::vector<Remainder> remainders;
 };
-// Packs int8 B (k x n); false (nothing usable) when more than max_remainder_fraction of B's pairs overflow.
+// Packs int8 B (k x n) for the kernel IgemmU8S8 would run now: exact (no
+// remainders, never declined) when it is the VNNI one; else clamped, and
+// false (nothing usable) when more than max_remainder_fraction of B's pairs overflow.
 bool IgemmPackBS8(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max_remainder_fraction,
                   IgemmPackedBS8* out);
 // Whether the u8 x s8 kernel runs on this machine now (AVX2 or VNNI, not forced portable).
 bool IgemmU8S8Available();
+// Which u8 x s8 kernel IgemmU8S8 runs now: "vnni", "avx2" or "portable".
+const char* IgemmU8S8KernelName();
 // C = (A - za[i]) (B - zb[j]) over the context's threads, as Igemm (int32 C, or fout's float epilogue);
 // za[i * za_stride], zb[j * zb_stride].
 void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPackedBS8& b, const int32_t* za,

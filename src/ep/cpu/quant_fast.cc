@@ -191,8 +191,9 @@ Status ConvIntegerFast(KernelContext& ctx) {
 
 namespace {
 
-// A constant B packed once: for uint8 A times int8 B on AVX2, for the u8 x s8
-// kernel when few of its pairs need a remainder (igemm.h); otherwise widened.
+// A constant B packed once: for uint8 A times int8 B, for the u8 x s8 kernel
+// (always on AVX-512 VNNI; on AVX2 when few of its pairs need a remainder,
+// igemm.h); otherwise widened.
 struct QuantWeights {
   std::unique_ptr<IgemmPackedBS8> s8;
   std::unique_ptr<IgemmPackedB> wide;

@@ -178,8 +178,9 @@ TEST_P(QuantMatMulFastTest, BadInputsAreReported) {
 // IgemmPackBS8 told to accept them all), per-row and per-column zero points, the panel edges.
 TEST_P(QuantMatMulFastTest, IgemmU8S8MatchesPlainSums) {
   std::mt19937 rng(36);
-  for (int64_t m : {1, 5, 6, 7, 13}) {
-    for (int64_t n : {1, 15, 16, 17, 40}) {
+  // m: the 6- and 8-row panels' edges; n: one or two 16-column panels per VNNI tile, ragged or whole.
+  for (int64_t m : {1, 5, 6, 7, 8, 9, 13, 17}) {
+    for (int64_t n : {1, 15, 16, 17, 32, 33, 40, 48}) {
       for (int64_t k : {1, 2, 3, 5, 31, 64}) {
         Tensor a = testing::Random8(DataType::kUint8, {m, k}, rng);
         Tensor b = testing::Random8(DataType::kInt8, {k, n}, rng);
@@ -204,10 +205,104 @@ TEST_P(QuantMatMulFastTest, IgemmU8S8MatchesPlainSums) {
       }
     }
   }
-  // Too many remainders for the given share: declined.
+  // Too many remainders for the given share: declined, except for the VNNI kernel, which packs B as it is.
   Tensor b = testing::Random8(DataType::kInt8, {64, 64}, rng);
   cpu::IgemmPackedBS8 pb;
-  EXPECT_FALSE(cpu::IgemmPackBS8(64, 64, static_cast<const int8_t*>(b.raw_data()), 64, 0.002, &pb));
+  const bool packed = cpu::IgemmPackBS8(64, 64, static_cast<const int8_t*>(b.raw_data()), 64, 0.002, &pb);
+  if (std::string(cpu::IgemmU8S8KernelName()) == "vnni") {
+    EXPECT_TRUE(packed);
+    EXPECT_TRUE(pb.exact);
+    EXPECT_TRUE(pb.remainders.empty());
+  } else {
+    EXPECT_FALSE(packed);
+  }
+}
+
+// Plain sums of (A - za[i]) (B - zb[j]) for the u8 x s8 tests, as int32 (the reference's wrap).
+std::vector<int32_t> PlainSumsU8S8(const Tensor& a, const Tensor& b, int64_t m, int64_t k, int64_t n,
+                                   const std::vector<int32_t>& za, const std::vector<int32_t>& zb) {
+  std::vector<int32_t> c(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t want = 0;
+      for (int64_t p = 0; p < k; ++p)
+        want += (a.data<uint8_t>()[i * k + p] - za[static_cast<size_t>(i)]) *
+                (b.data<int8_t>()[p * n + j] - zb[static_cast<size_t>(j)]);
+      c[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(want);
+    }
+  return c;
+}
+
+// A session packs its weights once, with the kernel of that moment; tests may lower the ISA
+// afterwards. B packed for VNNI (exact, unclamped: full-range weights) and read by the AVX2 or
+// portable kernel, and B packed clamped with remainders read under the dispatched kernel: the
+// right sums either way.
+TEST_P(QuantMatMulFastTest, IgemmU8S8PackedUnderAnotherIsa) {
+  std::mt19937 rng(39);
+  const int64_t m = 19, k = 70, n = 37;
+  Tensor a = testing::Random8(DataType::kUint8, {m, k}, rng);
+  Tensor b = testing::Random8(DataType::kInt8, {k, n}, rng);  // full range: many pairs saturate vpmaddubsw
+  std::vector<int32_t> za(static_cast<size_t>(m)), zb(static_cast<size_t>(n));
+  for (auto& z : za) z = static_cast<int32_t>(rng() % 256);
+  for (auto& z : zb) z = static_cast<int32_t>(rng() % 256) - 128;
+  const std::vector<int32_t> want = PlainSumsU8S8(a, b, m, k, n, za, zb);
+  for (cpu::SgemmIsa pack_isa : {cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable}) {
+    cpu::SgemmLimitIsa(pack_isa);
+    cpu::IgemmPackedBS8 pb;
+    ASSERT_TRUE(cpu::IgemmPackBS8(k, n, static_cast<const int8_t*>(b.raw_data()), n, 1.0, &pb));
+    cpu::SgemmLimitIsa(GetParam());  // the kernel that runs
+    cpu::IgemmPackedAU8 pa;
+    cpu::IgemmPackAU8(m, k, static_cast<const uint8_t*>(a.raw_data()), k, &pa);
+    std::vector<int32_t> c(static_cast<size_t>(m * n));
+    cpu::IgemmU8S8(nullptr, pa, pb, za.data(), 1, zb.data(), 1, c.data(), n);
+    ASSERT_EQ(c, want) << "packed under ISA " << static_cast<int>(pack_isa) << (pb.exact ? " (exact)" : "");
+  }
+}
+
+// The u8 x s8 GEMM with its float epilogue at 1, 2 and 3 threads: bitwise the same, and the
+// float steps of Cast, Mul and Add on the plain sums (column blocks or, for the small last case, row panels split
+// unevenly among the threads, ragged edges in both).
+TEST_P(QuantMatMulFastTest, IgemmU8S8ThreadsBitwise) {
+  std::mt19937 rng(40);
+  for (auto [m, k, n] : {std::array<int64_t, 3>{37, 130, 150}, {200, 67, 33}, {8, 768, 96}, {20, 20, 40}}) {
+    Tensor a = testing::Random8(DataType::kUint8, {m, k}, rng);
+    Tensor b = testing::Random8(DataType::kInt8, {k, n}, rng);
+    std::vector<int32_t> za(static_cast<size_t>(m), static_cast<int32_t>(rng() % 256)), zb(static_cast<size_t>(n));
+    for (auto& z : zb) z = static_cast<int32_t>(rng() % 256) - 128;
+    std::vector<float> scale(static_cast<size_t>(n)), bias(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      scale[static_cast<size_t>(j)] = 1e-4f * static_cast<float>(j + 1) / 3.0f;
+      bias[static_cast<size_t>(j)] = 0.7f - 0.013f * static_cast<float>(j);
+    }
+    const std::vector<int32_t> sums = PlainSumsU8S8(a, b, m, k, n, za, zb);
+    std::vector<float> want(static_cast<size_t>(m * n));
+    for (size_t e = 0; e < want.size(); ++e) {
+      volatile float v = static_cast<float>(sums[e]);
+      volatile float prod = v * scale[e % static_cast<size_t>(n)];
+      want[e] = prod + bias[e % static_cast<size_t>(n)];
+    }
+    cpu::IgemmPackedBS8 pb;
+    ASSERT_TRUE(cpu::IgemmPackBS8(k, n, static_cast<const int8_t*>(b.raw_data()), n, 1.0, &pb));
+    for (int threads : {1, 2, 3}) {
+      cpu::IgemmPackedAU8 pa;
+      cpu::IgemmPackAU8(m, k, static_cast<const uint8_t*>(a.raw_data()), k, &pa);
+      std::vector<float> out(static_cast<size_t>(m * n), -1.0f);
+      cpu::IgemmFloatOut fo;
+      fo.out = out.data();
+      fo.ldo = n;
+      fo.scale = scale.data();
+      fo.scale_stride = 1;
+      fo.bias = bias.data();
+      ThreadPool pool(threads);
+      std::vector<const Value*> none;
+      std::vector<Value> outs;
+      Node node = testing::MakeNode("Identity", 0, 0);
+      KernelContext ctx(node, 1, none, &outs, nullptr, &pool, nullptr);
+      cpu::IgemmU8S8(&ctx, pa, pb, za.data(), 1, zb.data(), 1, nullptr, 0, &fo);
+      ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
+          << m << "x" << k << "x" << n << " at " << threads << " threads";
+    }
+  }
 }
 
 // MatMulInteger through the u8 x s8 kernel (small weights) against the reference.
