@@ -102,3 +102,56 @@ def test_a_lone_pointwise_conv_stays_nchw(tmp_path):
     session(model.SerializeToString(), optimized_path=optimized)
     ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
     assert "BlockedConv" not in ops and "ToBlocked" not in ops, ops
+
+
+def host_has_avx512():
+    """Whether the CPU has what nee's AVX-512 level needs (base/cpu_isa.cc), read from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return all(f in flags for f in ("avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"))
+
+
+def downsampling_model(batch=2, size=15):
+    """A ResNet bottleneck that halves the image (1x1 -> 3x3 stride 2 -> 1x1, its residual through a 1x1
+    stride-2 conv) and a YOLO-style 3x3 stride-2 conv with SiLU after it; an odd size, so that windows reach
+    into the padding on one side only."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    a = conv("reduce", "x", 16, 16, act="Relu", **c)
+    b = conv("spatial", a, 16, 16, k=3, stride=2, act="Relu", **c)
+    m = conv("expand", b, 16, 32, **c)
+    d = conv("downsample", "x", 16, 32, stride=2, **c)
+    nodes.append(helper.make_node("Add", [m, d], ["sum"]))
+    nodes.append(helper.make_node("Relu", ["sum"], ["block"]))
+    s = conv("down", "block", 32, 24, k=3, stride=2, **c)
+    nodes.append(helper.make_node("Sigmoid", [s], ["gate"]))
+    nodes.append(helper.make_node("Mul", [s, "gate"], ["silu"]))
+    out = conv("head", "silu", 24, 16, **c)
+    half, quarter = (size + 1) // 2, ((size + 1) // 2 + 1) // 2
+    graph = helper.make_graph(nodes, "down", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                             [batch, 16, size, size])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [batch, 16, quarter, quarter])],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("size", [15, 28])
+def test_stride_two_convs_agree_with_onnxruntime(tmp_path, size):
+    data = downsampling_model(size=size).SerializeToString()
+    x = RNG.standard_normal((2, 16, size, size)).astype(np.float32)
+    optimized = tmp_path / "optimized.onnx"
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    blocked = [n for n in onnx.load(str(optimized)).graph.node if n.op_type == "BlockedConv"]
+    strided = [n for n in blocked if any(a.name == "strides" and list(a.ints) == [2, 2] for a in n.attribute)]
+    # Stride-2 convs are blocked where the CPU provider computes them directly: AVX-512 hosts.
+    assert len(strided) == (3 if host_has_avx512() else 0), [n.name for n in blocked]
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
+    for threads in (2, 3):
+        assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got[0])
