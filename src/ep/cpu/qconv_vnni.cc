@@ -1,0 +1,166 @@
+// QLinearConv's tiles on AVX-512 VNNI (qconv_vnni.h).
+#include "ep/cpu/qconv_vnni.h"
+
+#include <cstring>
+#include <utility>
+
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_QCONV_X86 1
+#define NEE_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#endif
+
+namespace nee::cpu::qconv {
+
+bool QConvVnniActive() {
+#ifdef NEE_QCONV_X86
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has && SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced();
+#else
+  return false;
+#endif
+}
+
+#ifdef NEE_QCONV_X86
+namespace {
+
+constexpr int64_t kQuadW = kRowsPerPanel * 4;  // one k quad of a weight panel
+constexpr int64_t kQuadX = kCols * 4;          // one k quad of a pixel panel
+
+inline int32_t LoadQuad(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// kR rows x kP pixel panels. The loops are unrolled completely so that acc stays in registers (24 of the 32
+// zmm at most; two more hold X's quads). vpdpbusd's second operand is the unsigned one (X), its third the
+// signed one (the broadcast weights).
+template <int kR, int kP>
+NEE_VNNI_TARGET void TileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t x_panel, int64_t kquads,
+                              int32_t* s) {
+  static_assert(kR >= 1 && kR <= kVnniRows && kP >= 1 && kP <= kVnniPanels, "tile shape");
+  __m512i acc[kR][kP];
+#pragma GCC unroll 12
+  for (int r = 0; r < kR; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < kP; ++p) acc[r][p] = _mm512_setzero_si512();
+  const int8_t* w1 = w + w_panel;
+  for (int64_t q = 0; q < kquads; ++q) {
+    __m512i xv[kP];
+#pragma GCC unroll 2
+    for (int p = 0; p < kP; ++p) xv[p] = _mm512_load_si512(x + p * x_panel + q * kQuadX);
+#pragma GCC unroll 12
+    for (int r = 0; r < kR; ++r) {
+      const int8_t* quad = r < kRowsPerPanel ? w + q * kQuadW + 4 * r : w1 + q * kQuadW + 4 * (r - kRowsPerPanel);
+      const __m512i wv = _mm512_set1_epi32(LoadQuad(quad));
+#pragma GCC unroll 2
+      for (int p = 0; p < kP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], xv[p], wv);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < kR; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < kP; ++p) _mm512_storeu_si512(s + (p * kVnniRows + r) * kCols, acc[r][p]);
+}
+
+// The first eight pixels of one panel (the first 32 bytes of each 64-byte quad), on ymm.
+template <int kR>
+NEE_VNNI_TARGET void HalfTileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t, int64_t kquads,
+                                  int32_t* s) {
+  __m256i acc[kR];
+#pragma GCC unroll 12
+  for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_si256();
+  const int8_t* w1 = w + w_panel;
+  for (int64_t q = 0; q < kquads; ++q) {
+    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadX));
+#pragma GCC unroll 12
+    for (int r = 0; r < kR; ++r) {
+      const int8_t* quad = r < kRowsPerPanel ? w + q * kQuadW + 4 * r : w1 + q * kQuadW + 4 * (r - kRowsPerPanel);
+      acc[r] = _mm256_dpbusd_epi32(acc[r], xv, _mm256_set1_epi32(LoadQuad(quad)));
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < kR; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), acc[r]);
+}
+
+// The first kPixels pixels of one panel: a pixel's quad broadcast, a weight panel's quad (six rows' four
+// bytes) the vector, so that int32 lanes 0-5 are the six rows' sums; for `rows` past six the second panel.
+template <int kPixels>
+NEE_VNNI_TARGET void PixelTileVnni(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
+                                   int32_t* s) {
+  for (int64_t panel = 0; panel * kRowsPerPanel < rows; ++panel) {
+    const int8_t* wp = w + panel * w_panel;
+    __m256i acc[kPixels];
+    for (int j = 0; j < kPixels; ++j) acc[j] = _mm256_setzero_si256();
+    for (int64_t q = 0; q < kquads; ++q) {
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + q * kQuadW));
+      for (int j = 0; j < kPixels; ++j)
+        acc[j] = _mm256_dpbusd_epi32(acc[j], _mm256_set1_epi32(LoadQuad(x + q * kQuadX + 4 * j)), wv);
+    }
+    for (int j = 0; j < kPixels; ++j) {
+      alignas(32) int32_t lanes[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[j]);
+      for (int64_t r = 0; r < kRowsPerPanel && panel * kRowsPerPanel + r < rows; ++r)
+        s[(panel * kRowsPerPanel + r) * kCols + j] = lanes[r];
+    }
+  }
+}
+
+template <int kP, int... kR>
+VnniTileFn TileByRows(int64_t rows, std::integer_sequence<int, kR...>) {
+  static constexpr VnniTileFn kTiles[] = {TileVnni<kR + 1, kP>...};
+  return kTiles[rows - 1];
+}
+
+template <int... kR>
+VnniTileFn HalfByRows(int64_t rows, std::integer_sequence<int, kR...>) {
+  static constexpr VnniTileFn kTiles[] = {HalfTileVnni<kR + 1>...};
+  return kTiles[rows - 1];
+}
+
+}  // namespace
+
+VnniTileFn VnniTile(int64_t rows, int64_t panels) {
+  const auto all = std::make_integer_sequence<int, kVnniRows>();
+  return panels == 1 ? TileByRows<1>(rows, all) : TileByRows<2>(rows, all);
+}
+
+VnniTileFn VnniHalfTile(int64_t rows) { return HalfByRows(rows, std::make_integer_sequence<int, kVnniRows>()); }
+
+VnniPixelTileFn VnniPixelTile(int64_t pixels) {
+  static constexpr VnniPixelTileFn kByCount[kVnniFewPixels] = {PixelTileVnni<1>, PixelTileVnni<2>, PixelTileVnni<3>};
+  return kByCount[pixels - 1];
+}
+
+namespace {
+NEE_VNNI_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) {
+  constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
+  return _mm512_cvtpd_epi32(_mm512_add_round_pd(_mm512_mul_round_pd(_mm512_cvtepi32_pd(v), m, kCur), z, kCur));
+}
+}  // namespace
+
+// Sixteen lanes at once: sum + constant widened to double in two halves, times the multiplier, plus the zero
+// point (mul and add rounded apart: the _round forms are never contracted into an FMA), converted to int32
+// in the current rounding mode (half to even), clamped to the output type and narrowed.
+NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant,
+                                      const double* mult, const Requant& q, uint8_t* out, int64_t ld) {
+  const __m512d z = _mm512_set1_pd(q.yzp);
+  const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(q.lo)), hi = _mm512_set1_epi32(static_cast<int32_t>(q.hi));
+  const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums + r * kCols), _mm512_set1_epi32(constant[r]));
+    const __m512d m = _mm512_set1_pd(mult[r]);
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), m, z)),
+                                         RequantHalf(_mm512_extracti64x4_epi64(s, 1), m, z), 1);
+    const __m128i bytes = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(v, lo), hi));
+    _mm_mask_storeu_epi8(out + r * ld, store, bytes);
+  }
+}
+
+#endif
+
+}  // namespace nee::cpu::qconv
