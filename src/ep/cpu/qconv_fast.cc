@@ -296,6 +296,7 @@ struct QConvRun {
   const Requant* q;
   bool avx2;    // x86 SIMD packing and requantization, AVX2 tiles
   bool vnni;    // with the AVX-512 VNNI tiles instead (weights packed unclamped)
+  bool vbmi;    // and AVX-512 VBMI's byte permute packing the panels
   uint8_t pad;  // the (flipped) input zero point
 };
 
@@ -318,7 +319,7 @@ void PackBlock(const QConvRun& run, const BlockSource& from, int64_t panel_begin
     const int64_t p0 = (panel_begin + b) * kCols;
     uint8_t* dst = block + b * kquads * kQuadB;
 #ifdef NEE_QCONV_X86
-    if (run.avx2) GatherPackPanelAvx2(g, from.source, p0, run.pad, dst);
+    if (run.avx2) GatherPackPanelAvx2(g, from.source, p0, run.pad, dst, run.vbmi);
 #endif
     if (!run.avx2) {
       const uint8_t* src = rows;
@@ -569,7 +570,7 @@ Status QLinearConvFast(KernelContext& ctx) {
   q.small_multipliers = std::all_of(mult.begin(), mult.end(), [](double v) { return std::fabs(v) < 0.5; });
 
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, y_zp.dtype(), out_dims));
-  const QConvRun run{&g, weights.get(), &q, avx2, vnni, static_cast<uint8_t>(zx)};
+  const QConvRun run{&g, weights.get(), &q, avx2, vnni, vnni && qconv::QConvHasVbmi(), static_cast<uint8_t>(zx)};
   const uint8_t flip = x_signed ? 0x80 : 0;
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());

@@ -32,8 +32,10 @@ struct PanelSource {
   const int64_t* taps;  // per row k of X (channel c, tap (i, j)): where its plane starts, from image
 };
 
-// One panel straight into the layout [k quads][kCols][4] (AVX2; see qconv_gather.cc).
-void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst);
+// One panel straight into the layout [k quads][kCols][4] (AVX2, with `vbmi` AVX-512 VBMI's byte permute for
+// the transposition; see qconv_gather.cc). dst 64-byte aligned.
+void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst,
+                         bool vbmi);
 #endif
 
 }  // namespace nee::cpu::qconv

@@ -24,6 +24,16 @@ bool QConvVnniActive() {
 #endif
 }
 
+bool QConvHasVbmi() {
+#ifdef NEE_QCONV_X86
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vbmi");
+  return has;
+#else
+  return false;
+#endif
+}
+
 #ifdef NEE_QCONV_X86
 namespace {
 

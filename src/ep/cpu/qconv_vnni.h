@@ -23,6 +23,8 @@ constexpr int64_t kVnniSums = kVnniPanels * kVnniRows * kCols;  // int32 sums a 
 
 // Whether the VNNI tiles run now: AVX-512 F/BW/VL and VNNI, the ISA limit at AVX-512, not forced portable.
 bool QConvVnniActive();
+// Whether the CPU has AVX-512 VBMI (vpermb), for the panel packing beside the VNNI tiles.
+bool QConvHasVbmi();
 
 #if defined(__x86_64__) || defined(__i386__)
 // Raw sums of `rows` (1..kVnniRows) output channels from the weight panel at w (the second, for rows past
