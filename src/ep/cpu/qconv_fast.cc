@@ -600,7 +600,12 @@ Status QLinearConvFast(KernelContext& ctx) {
     const bool copy = run.avx2 ? !inside : !direct || P % kCols != 0;
     if (copy) {
       padded.resize(static_cast<size_t>(padded_bytes));
-      PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
+#ifdef NEE_QCONV_X86
+      if (run.vnni)
+        qconv::PadImageAvx512(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
+      else
+#endif
+        PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
     }
     BlockSource from{};
     from.padded = copy ? padded.data() : nullptr;

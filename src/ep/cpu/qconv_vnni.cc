@@ -1,6 +1,7 @@
 // QLinearConv's tiles on AVX-512 VNNI (qconv_vnni.h).
 #include "ep/cpu/qconv_vnni.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -142,8 +143,27 @@ VnniTileFn VnniTile(int64_t rows, int64_t panels) {
 VnniTileFn VnniHalfTile(int64_t rows) { return HalfByRows(rows, std::make_integer_sequence<int, kVnniRows>()); }
 
 VnniPixelTileFn VnniPixelTile(int64_t pixels) {
-  static constexpr VnniPixelTileFn kByCount[kVnniFewPixels] = {PixelTileVnni<1>, PixelTileVnni<2>, PixelTileVnni<3>};
+  static constexpr VnniPixelTileFn kByCount[kVnniFewPixels] = {PixelTileVnni<1>, PixelTileVnni<2>, PixelTileVnni<3>,
+                                                               PixelTileVnni<4>, PixelTileVnni<5>};
   return kByCount[pixels - 1];
+}
+
+NEE_VNNI_TARGET void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad,
+                                    uint8_t* dst) {
+  const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip));
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    uint8_t* plane = dst + c * g.hp * g.wp;
+    std::memset(plane, pad, static_cast<size_t>(g.hp * g.wp));
+    for (int64_t y = 0; y < g.ih; ++y) {
+      const uint8_t* src = x + (c * g.ih + y) * g.iw;
+      uint8_t* row = plane + (y + g.ph) * g.wp + g.pw;
+      for (int64_t k = 0; k < g.iw; k += 64) {
+        const int64_t n = std::min<int64_t>(64, g.iw - k);
+        const __mmask64 m = n == 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+        _mm512_mask_storeu_epi8(row + k, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + k), flip_bytes));
+      }
+    }
+  }
 }
 
 namespace {

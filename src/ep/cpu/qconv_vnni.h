@@ -40,7 +40,13 @@ VnniTileFn VnniHalfTile(int64_t rows);
 using VnniPixelTileFn = void (*)(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
                                  int32_t* s);
 VnniPixelTileFn VnniPixelTile(int64_t pixels);
-constexpr int64_t kVnniFewPixels = 3;
+// Up to five: per k quad and twelve rows, 2 * pixels ymm vpdpbusd where the half tile takes twelve.
+constexpr int64_t kVnniFewPixels = 5;
+
+// PadImage (qconv_common.h) on AVX-512: each plane filled with the pad at once, each row's bytes copied
+// (flipped) by masked 64-byte loads and stores, where PadImage makes two memset and one memcpy calls a row
+// (call overhead: 14-byte rows of a 14x14 image).
+void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad, uint8_t* dst);
 
 // FinishTileAvx2's bytes on AVX-512, sixteen lanes at a time, by the float shortcut qconv_depthwise.cc proves
 // exact for small multipliers, the double arithmetic where it cannot tell (rows `ld` bytes apart, count
