@@ -184,7 +184,6 @@ NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t
   constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
   const __m512d z = _mm512_set1_pd(q.yzp);
   const __m512 z_f = _mm512_set1_ps(static_cast<float>(q.yzp)), delta = _mm512_set1_ps(1.0f / 2048);
-  const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(q.lo)), hi = _mm512_set1_epi32(static_cast<int32_t>(q.hi));
   const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
   for (int64_t r = 0; r < rows; ++r) {
     const __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums + r * kCols), _mm512_set1_epi32(constant[r]));
@@ -196,7 +195,9 @@ NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t
       v = _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), m, z)),
                              RequantHalf(_mm512_extracti64x4_epi64(s, 1), m, z), 1);
     }
-    __m128i bytes = _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(v, lo), hi));
+    // Narrowed with saturation: int8 output clamps to [-128, 127] (vpmovsdb); uint8 to [0, 255] (negatives
+    // to 0 first, then vpmovusdb, which reads the lanes as unsigned).
+    __m128i bytes = q.y_signed ? _mm512_cvtsepi32_epi8(v) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512()));
     // vpmovdb into a register, then a store: its store form (masked or not) is far slower on Zen 4.
     __asm__("" : "+v"(bytes));
     if (count == kCols)
