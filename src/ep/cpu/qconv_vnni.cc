@@ -100,21 +100,39 @@ NEE_VNNI_TARGET void HalfTileVnni(const int8_t* w, int64_t w_panel, const uint8_
 
 // The first kPixels pixels of one panel: a pixel's quad broadcast, a weight panel's quad (six rows' four
 // bytes) the vector, so that int32 lanes 0-5 are the six rows' sums; for `rows` past six the second panel.
+// Four chains of accumulators over the k quads (q % 4), added at the end (int32 sums wrap alike in any
+// order): one chain would wait out vpdpbusd's latency on every quad.
 template <int kPixels>
 NEE_VNNI_TARGET void PixelTileVnni(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
                                    int32_t* s) {
+  constexpr int kChains = 4;
   for (int64_t panel = 0; panel * kRowsPerPanel < rows; ++panel) {
     const int8_t* wp = w + panel * w_panel;
-    __m256i acc[kPixels];
-    for (int j = 0; j < kPixels; ++j) acc[j] = _mm256_setzero_si256();
-    for (int64_t q = 0; q < kquads; ++q) {
+    __m256i acc[kChains][kPixels];
+#pragma GCC unroll 4
+    for (int c = 0; c < kChains; ++c)
+#pragma GCC unroll 5
+      for (int j = 0; j < kPixels; ++j) acc[c][j] = _mm256_setzero_si256();
+    int64_t q = 0;
+    for (; q + kChains <= kquads; q += kChains) {
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains; ++c) {
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + (q + c) * kQuadW));
+#pragma GCC unroll 5
+        for (int j = 0; j < kPixels; ++j)
+          acc[c][j] = _mm256_dpbusd_epi32(acc[c][j], _mm256_set1_epi32(LoadQuad(x + (q + c) * kQuadX + 4 * j)), wv);
+      }
+    }
+    for (; q < kquads; ++q) {
       const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + q * kQuadW));
+#pragma GCC unroll 5
       for (int j = 0; j < kPixels; ++j)
-        acc[j] = _mm256_dpbusd_epi32(acc[j], _mm256_set1_epi32(LoadQuad(x + q * kQuadX + 4 * j)), wv);
+        acc[0][j] = _mm256_dpbusd_epi32(acc[0][j], _mm256_set1_epi32(LoadQuad(x + q * kQuadX + 4 * j)), wv);
     }
     for (int j = 0; j < kPixels; ++j) {
+      const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(acc[0][j], acc[1][j]), _mm256_add_epi32(acc[2][j], acc[3][j]));
       alignas(32) int32_t lanes[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[j]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
       for (int64_t r = 0; r < kRowsPerPanel && panel * kRowsPerPanel + r < rows; ++r)
         s[(panel * kRowsPerPanel + r) * kCols + j] = lanes[r];
     }
