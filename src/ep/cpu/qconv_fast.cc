@@ -13,6 +13,9 @@
 // to 128 and the remainders kept per row and k quad, multiplied by their
 // quads of X (vpmaddwd) and added to the tile's sums, so the result is
 // exact (7-bit weights, as --reduce-range writes them, never need one).
+// On AVX-512 VNNI (qconv_vnni.cc) vpdpbusd sums the four products in int32
+// without saturating: the weights are packed as they are, no remainders, and
+// the tiles are 12 channels x 32 pixels (TilesVnni).
 // The zero points are applied
 // afterwards, exactly, modulo 2^32 like the reference's int64 sums narrowed
 // to int32:
@@ -28,7 +31,7 @@
 // Layouts: W in panels of kRows rows, [k quads][kRows][4] bytes, packed once
 // per session; X per task, panels of kCols pixels, [k quads][kCols][4] bytes
 // (pixel-major quads: the two halves of a panel are two vectors), gathered
-// straight into that layout on AVX2 (GatherPackPanelAvx2), from x itself when
+// straight into that layout on AVX2 (GatherPackPanelAvx2, qconv_gather.cc), from x itself when
 // no tap leaves the image and otherwise from a zero-point-padded copy. A last
 // panel of at most 8 pixels runs on a half-width tile, one of at most 3 pixel
 // by pixel, so a 7x7 image costs a little over 3 panels' work, not 4.
