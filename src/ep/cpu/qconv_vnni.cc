@@ -36,6 +36,13 @@ bool QConvHasVbmi() {
 }
 
 #ifdef NEE_QCONV_X86
+// GCC 12 warns about the self-initialized _mm512_undefined_* inside its own intrinsics once they are inlined
+// here (a false positive, as activation_fast.cc notes); nothing of ours is uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 namespace {
 
 constexpr int64_t kQuadW = kRowsPerPanel * 4;  // one k quad of a weight panel
@@ -225,6 +232,9 @@ NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t
   }
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace nee::cpu::qconv
