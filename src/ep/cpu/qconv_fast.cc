@@ -377,7 +377,8 @@ void FinishPanel(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* s
                  int64_t p0, uint8_t* y) {
   const int64_t P = run.g->P(), count = std::min(kCols, P - p0);
   if (!run.q->any_zw && run.q->small_multipliers)
-    qconv::FinishTileAvx512(sums, rows, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
+    qconv::FinishTileAvx512(sums, rows, count, run.q->constant + m0, run.q->mult + m0, run.q->mult_f + m0, *run.q,
+                            y + m0 * P + p0, P);
   else
     RequantTile(run, m0, rows, sums, pixel_sums, count, y + m0 * P + p0);
 }
@@ -563,6 +564,8 @@ Status QLinearConvFast(KernelContext& ctx) {
   }
   Requant q;
   q.mult = mult.data();
+  const std::vector<float> mult_f(mult.begin(), mult.end());
+  q.mult_f = mult_f.data();
   q.constant = constant.data();
   q.zw = zw.data();
   q.any_zw = any_zw;

@@ -205,7 +205,8 @@ NEE_VNNI_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) {
 // plus the zero point (the _round forms are never contracted into an FMA), converted in the current
 // rounding mode (half to even). Then clamped to the output type and narrowed.
 NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant,
-                                      const double* mult, const Requant& q, uint8_t* out, int64_t ld) {
+                                      const double* mult, const float* mult_f, const Requant& q, uint8_t* out,
+                                      int64_t ld) {
   constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
   const __m512d z = _mm512_set1_pd(q.yzp);
   const __m512 z_f = _mm512_set1_ps(static_cast<float>(q.yzp)), delta = _mm512_set1_ps(1.0f / 2048);
@@ -213,7 +214,7 @@ NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t
   for (int64_t r = 0; r < rows; ++r) {
     const __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums + r * kCols), _mm512_set1_epi32(constant[r]));
     const __m512 f = _mm512_add_round_ps(
-        _mm512_mul_round_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(static_cast<float>(mult[r])), kCur), z_f, kCur);
+        _mm512_mul_round_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(mult_f[r]), kCur), z_f, kCur);
     __m512i v = _mm512_cvtps_epi32(_mm512_sub_ps(f, delta));
     if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_add_ps(f, delta))) != 0) {
       const __m512d m = _mm512_set1_pd(mult[r]);

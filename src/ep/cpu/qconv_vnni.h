@@ -52,7 +52,7 @@ void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint
 // exact for small multipliers, the double arithmetic where it cannot tell (rows `ld` bytes apart, count
 // pixels each).
 void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant, const double* mult,
-                      const Requant& q, uint8_t* out, int64_t ld);
+                      const float* mult_f, const Requant& q, uint8_t* out, int64_t ld);
 #endif
 
 }  // namespace nee::cpu::qconv
