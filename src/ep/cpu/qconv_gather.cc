@@ -142,13 +142,43 @@ __attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const 
   }
 }
 
+#define NEE_VBMI_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vbmi")))
+
+// GCC 12 warns about the self-initialized _mm512_undefined_* inside its own intrinsics once they are inlined
+// here (a false positive, as activation_fast.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+// kStride for PackRowsVbmi: stride 1 with masked reads of exactly each run's bytes, for panels whose whole
+// 16-byte reads would pass the end of what may be read (the last panels of a pointwise conv reading x
+// itself), where AVX2 gathers byte by byte.
+constexpr int kStride1Masked = 3;
+
+// Row k of the panel by masked reads (stride 1, any runs): bytes past a run are not read.
+NEE_VBMI_TARGET inline __m128i PanelRowMasked(const PanelRuns& runs, const uint8_t* base) {
+  __m128i v = runs.pad;
+  for (int64_t r = 0; r < runs.n; ++r) {
+    const auto mask = static_cast<__mmask16>((1u << runs.count[r]) - 1);
+    const __m128i read = _mm_xor_si128(_mm_maskz_loadu_epi8(mask, base + runs.offset[r]), runs.flip);
+    v = _mm_blendv_epi8(v, _mm_shuffle_epi8(read, runs.shift[r]), runs.inside[r]);
+  }
+  return v;
+}
+
+template <int kStride, int kRuns>
+NEE_VBMI_TARGET inline __m128i PanelRowVbmi(const PanelRuns& runs, const uint8_t* base, uint8_t pad, uint8_t flip) {
+  if constexpr (kStride == kStride1Masked) return PanelRowMasked(runs, base);
+  else return PanelRow<kStride, kRuns>(runs, base, pad, flip);
+}
+
 // The same on AVX-512 VBMI: the four rows of a quad side by side in one zmm, one vpermb (byte 4p + t of
 // the quad is row t's byte p) and one 64-byte store, where AVX2 takes eight unpacks and four stores.
 template <int kStride, int kRuns>
-__attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) void PackRowsVbmi(const QConvGeometry& g,
-                                                                            const PanelSource& src,
-                                                                            const PanelRuns& runs, uint8_t pad,
-                                                                            uint8_t* dst) {
+NEE_VBMI_TARGET void PackRowsVbmi(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs, uint8_t pad,
+                                  uint8_t* dst) {
   const int64_t K = g.K(), kquads = (K + 3) / 4;
   const int64_t* taps = src.taps;
   alignas(64) static constexpr uint8_t kTranspose[64] = {
@@ -161,11 +191,11 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) void PackRowsVbmi(co
     // Unrolled, so that rows stays in registers (a loop kept it on the stack: a store and reload per row).
     if (4 * q + 4 <= K) {
 #pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
+      for (int t = 0; t < 4; ++t) rows[t] = PanelRowVbmi<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
     } else {
 #pragma GCC unroll 4
       for (int t = 0; t < 4; ++t)
-        rows[t] = 4 * q + t < K ? PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
+        rows[t] = 4 * q + t < K ? PanelRowVbmi<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
     }
     __m512i quad = _mm512_castsi128_si512(rows[0]);
     quad = _mm512_inserti32x4(quad, rows[1], 1);
@@ -174,6 +204,10 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) void PackRowsVbmi(co
     _mm512_store_si512(dst + q * kQuadB, _mm512_permutexvar_epi8(transpose, quad));
   }
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
@@ -203,6 +237,8 @@ __attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g,
   // The furthest whole-vector read: the last run of the last row's tap plane (offsets compared, not pointers
   // formed past the end).
   const int64_t furthest = src.taps[g.K() - 1] + runs.offset[runs.n - 1] + span;
+  if (vbmi && g.sw == 1 && furthest > src.end - src.image)
+    return PackRowsVbmi<kStride1Masked, 0>(g, src, runs, pad, dst);
   if (g.sw > 2 || furthest > src.end - src.image)
     return (vbmi ? PackRowsVbmi<0, 0> : PackRowsAvx2<0, 0>)(g, src, runs, pad, dst);
   using Pack = void (*)(const QConvGeometry&, const PanelSource&, const PanelRuns&, uint8_t, uint8_t*);

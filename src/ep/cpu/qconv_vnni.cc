@@ -28,7 +28,7 @@ bool QConvVnniActive() {
 bool QConvHasVbmi() {
 #ifdef NEE_QCONV_X86
   static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vbmi");
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi");
   return has;
 #else
   return false;

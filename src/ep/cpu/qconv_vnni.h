@@ -23,7 +23,8 @@ constexpr int64_t kVnniSums = kVnniPanels * kVnniRows * kCols;  // int32 sums a 
 
 // Whether the VNNI tiles run now: AVX-512 F/BW/VL and VNNI, the ISA limit at AVX-512, not forced portable.
 bool QConvVnniActive();
-// Whether the CPU has AVX-512 VBMI (vpermb), for the panel packing beside the VNNI tiles.
+// Whether the CPU has AVX-512 VBMI (vpermb) and BW/VL (masked byte reads), for the panel packing beside the
+// VNNI tiles.
 bool QConvHasVbmi();
 
 #if defined(__x86_64__) || defined(__i386__)
