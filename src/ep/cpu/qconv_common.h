@@ -30,6 +30,7 @@ void PadImage(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pa
 // What turns a channel's int32 sums into output bytes.
 struct Requant {
   const double* mult = nullptr;     // per output channel
+  const float* mult_f = nullptr;    // the same as floats (exact: the reference forms them as floats)
   const int32_t* constant = nullptr;  // per output channel: bias - zx * row_sum + K * zx * zw
   const int32_t* zw = nullptr;      // per output channel (weights' zero points, shifted)
   bool any_zw = false;

@@ -13,6 +13,9 @@
 // to 128 and the remainders kept per row and k quad, multiplied by their
 // quads of X (vpmaddwd) and added to the tile's sums, so the result is
 // exact (7-bit weights, as --reduce-range writes them, never need one).
+// On AVX-512 VNNI (qconv_vnni.cc) vpdpbusd sums the four products in int32
+// without saturating: the weights are packed as they are, no remainders, and
+// the tiles are 12 channels x 32 pixels (TilesVnni).
 // The zero points are applied
 // afterwards, exactly, modulo 2^32 like the reference's int64 sums narrowed
 // to int32:
@@ -28,7 +31,7 @@
 // Layouts: W in panels of kRows rows, [k quads][kRows][4] bytes, packed once
 // per session; X per task, panels of kCols pixels, [k quads][kCols][4] bytes
 // (pixel-major quads: the two halves of a panel are two vectors), gathered
-// straight into that layout on AVX2 (GatherPackPanelAvx2), from x itself when
+// straight into that layout on AVX2 (GatherPackPanelAvx2, qconv_gather.cc), from x itself when
 // no tap leaves the image and otherwise from a zero-point-padded copy. A last
 // panel of at most 8 pixels runs on a half-width tile, one of at most 3 pixel
 // by pixel, so a 7x7 image costs a little over 3 panels' work, not 4.
@@ -44,6 +47,8 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/qconv_common.h"
+#include "ep/cpu/qconv_gather.h"
+#include "ep/cpu/qconv_vnni.h"
 #include "ops/nn_util.h"
 #include "ops/op_util.h"
 
@@ -56,7 +61,9 @@ namespace nee::cpu {
 
 namespace {
 
+using qconv::GatherPanelRows;
 using qconv::kCols;  // output pixels per tile (two vectors of eight quads)
+using qconv::PackPanelPortable;
 using qconv::PadImage;
 using qconv::QConvGeometry;
 using qconv::Requant;
@@ -64,6 +71,8 @@ using qconv::RequantRowPortable;
 using qconv::PlanGeometry;
 #ifdef NEE_QCONV_X86
 using qconv::FinishTileAvx2;
+using qconv::GatherPackPanelAvx2;
+using qconv::PanelSource;
 using qconv::RequantRowAvx2;
 #endif
 
@@ -75,6 +84,7 @@ constexpr int64_t kQuadB = kCols * 4;
 constexpr int64_t kFewPixels = 3;
 // The tile is igemm's (IgemmQuadTile: weights broadcast, pixels in vectors).
 static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igemm's quad tile");
+static_assert(kRows == qconv::kRowsPerPanel && kQuadB == qconv::kPanelQuadBytes, "and the VNNI tiles on its panels");
 
 
 
@@ -95,8 +105,10 @@ struct QConvWeights {
   std::vector<Remainder> remainders;
 };
 
-// W' = W (int8) or W - 128 (uint8), so that every weight is a signed byte.
-std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& w) {
+// W' = W (int8) or W - 128 (uint8), so that every weight is a signed byte. `clamp`: for the AVX2 tiles,
+// pairs that would saturate vpmaddubsw packed clamped, their remainders listed; otherwise (VNNI and the
+// portable tile sum in int32) every weight as it is.
+std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& w, bool clamp) {
   auto out = std::make_shared<QConvWeights>();
   const int64_t K = g.K(), kquads = (K + 3) / 4, ppg = (g.Mg + kRows - 1) / kRows;
   out->K = K;
@@ -125,7 +137,7 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
           const int32_t w0 = weight(k), w1 = weight(k + 1);
           sum += w0 + w1;
           int32_t packed1 = w1;
-          if (std::abs(w0) + std::abs(w1) > 128 && (w0 ^ w1) >= 0) {
+          if (clamp && std::abs(w0) + std::abs(w1) > 128 && (w0 ^ w1) >= 0) {
             packed1 = (w1 > 0 ? 1 : -1) * (128 - std::abs(w0));
             auto& list = out->remainders;
             const auto quad = static_cast<int32_t>(k / 4);
@@ -153,181 +165,6 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
 }
 
 
-// One panel's rows of X: row k = (c, i, j) holds the tap (i, j) of channel c
-// at the panel's kCols pixels [p0, p0 + kCols) (pixels past P read the
-// padding: their outputs are not stored). `rows` is K x kCols bytes plus
-// kCols of slack.
-void GatherPanelRows(const QConvGeometry& g, const uint8_t* padded, int64_t p0, uint8_t pad, uint8_t* rows) {
-  const int64_t K = g.K(), P = g.P();
-  // The panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane.
-  struct Run {
-    int64_t at, offset, count;
-  };
-  Run runs[kCols];
-  int64_t nruns = 0;
-  for (int64_t p = p0; p < std::min(p0 + kCols, P);) {
-    const int64_t oy = p / g.ow, ox = p % g.ow, count = std::min(g.ow - ox, std::min(p0 + kCols, P) - p);
-    runs[nruns++] = {p - p0, oy * g.sh * g.wp + ox * g.sw, count};
-    p += count;
-  }
-  const int64_t valid = std::min(kCols, P - p0);
-  int64_t c = 0, i = 0, j = 0;  // row k's channel and tap, stepped along with k
-  for (int64_t k = 0; k < K; ++k) {
-    uint8_t* dst = rows + k * kCols;
-    const uint8_t* plane = padded + c * g.hp * g.wp + i * g.dh * g.wp + j * g.dw;
-    if (g.sw == 1) {
-      // A whole vector whatever the run's length: the bytes past it are
-      // overwritten by the next run or the next row (rows and the padded
-      // copy have slack).
-      for (int64_t r = 0; r < nruns; ++r) std::memcpy(dst + runs[r].at, plane + runs[r].offset, kCols);
-#ifdef NEE_QCONV_X86
-    } else if (g.sw == 2) {
-      // The even bytes of 32: the low byte of each 16-bit word, packed.
-      const __m128i low = _mm_set1_epi16(0xFF);
-      for (int64_t r = 0; r < nruns; ++r) {
-        const uint8_t* src = plane + runs[r].offset;
-        const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), low);
-        const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), low);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + runs[r].at), _mm_packus_epi16(a, b));
-      }
-#endif
-    } else {
-      for (int64_t r = 0; r < nruns; ++r)
-        for (int64_t t = 0; t < runs[r].count; ++t) dst[runs[r].at + t] = plane[runs[r].offset + t * g.sw];
-    }
-    for (int64_t t = valid; t < kCols; ++t) dst[t] = pad;
-    if (++j == g.kw) {
-      j = 0;
-      if (++i == g.kh) i = 0, ++c;
-    }
-  }
-}
-
-// Rows (K x kCols, row-major, `ld` bytes apart) into the panel layout
-// [k quads][kCols][4]; rows past K read as `pad` (their weights are 0).
-void PackPanelPortable(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad, uint8_t* dst) {
-  const int64_t kquads = (K + 3) / 4;
-  for (int64_t q = 0; q < kquads; ++q)
-    for (int64_t t = 0; t < 4; ++t) {
-      const int64_t k = 4 * q + t;
-      for (int64_t p = 0; p < kCols; ++p) dst[q * kQuadB + p * 4 + t] = k < K ? rows[k * ld + p] : pad;
-    }
-}
-
-
-#ifdef NEE_QCONV_X86
-// Where a panel's bytes are read from: channel 0 of the image's group, either the zero-point-padded copy
-// (flipped already) or x itself when no tap leaves the image (flipped here, as it is read).
-struct PanelSource {
-  const uint8_t* image;
-  const uint8_t* end;  // one past the last byte whole-vector reads may touch
-  int64_t plane, row;  // bytes between channels, between rows
-  uint8_t flip;
-  const int64_t* taps;  // per row k of X (channel c, tap (i, j)): where its plane starts, from image
-};
-
-// A panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane, how
-// many, and for the vector reads the shuffle that moves a run's bytes into place and the bytes it fills.
-struct PanelRuns {
-  int64_t n = 0, at[kCols], offset[kCols], count[kCols];
-  __m128i shift[kCols], inside[kCols];
-  int64_t stride = 1;
-  __m128i pad, flip;
-};
-
-// A run's bytes of the tap plane at `base`, from its first pixel on: one 16-byte read (stride 2: 32 bytes,
-// the even ones kept: the low byte of each 16-bit word, packed).
-template <int kStride>
-__attribute__((target("avx2"))) inline __m128i ReadRun(const uint8_t* s) {
-  if constexpr (kStride == 1) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-  const __m128i low = _mm_set1_epi16(0xFF);
-  return _mm_packus_epi16(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), low),
-                          _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)), low));
-}
-
-// Row k of the panel (the tap plane at `base`): kStride 1 or 2 reads whole vectors (kRuns 1: one run, the
-// whole panel; 2: two runs that fill it; 0: any runs); kStride 0 gathers byte by byte.
-template <int kStride, int kRuns>
-__attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, const uint8_t* base, uint8_t pad,
-                                                        uint8_t flip) {
-  if constexpr (kStride == 0) {
-    alignas(16) uint8_t bytes[kCols];
-    std::memset(bytes, pad, sizeof bytes);
-    for (int64_t r = 0; r < runs.n; ++r)
-      for (int64_t t = 0; t < runs.count[r]; ++t)
-        bytes[runs.at[r] + t] = static_cast<uint8_t>(base[runs.offset[r] + t * runs.stride] ^ flip);
-    return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
-  } else if constexpr (kRuns == 1) {
-    return _mm_xor_si128(ReadRun<kStride>(base + runs.offset[0]), runs.flip);
-  } else if constexpr (kRuns == 2) {
-    const __m128i second = _mm_shuffle_epi8(ReadRun<kStride>(base + runs.offset[1]), runs.shift[1]);
-    return _mm_xor_si128(_mm_blendv_epi8(ReadRun<kStride>(base + runs.offset[0]), second, runs.inside[1]), runs.flip);
-  } else {
-    __m128i v = runs.pad;
-    for (int64_t r = 0; r < runs.n; ++r)
-      v = _mm_blendv_epi8(v, _mm_shuffle_epi8(_mm_xor_si128(ReadRun<kStride>(base + runs.offset[r]), runs.flip), runs.shift[r]),
-                          runs.inside[r]);
-    return v;
-  }
-}
-
-// The panel's quads, row k (channel c, tap (i, j)) stepped along with k.
-template <int kStride, int kRuns>
-__attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs,
-                                                  uint8_t pad, uint8_t* dst) {
-  const int64_t K = g.K(), kquads = (K + 3) / 4;
-  const int64_t* taps = src.taps;
-  for (int64_t q = 0; q < kquads; ++q) {
-    __m128i rows[4];
-    if (4 * q + 4 <= K) {
-      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
-    } else {
-      for (int t = 0; t < 4; ++t)
-        rows[t] = 4 * q + t < K ? PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
-    }
-    const __m128i a_lo = _mm_unpacklo_epi8(rows[0], rows[1]), a_hi = _mm_unpackhi_epi8(rows[0], rows[1]);
-    const __m128i b_lo = _mm_unpacklo_epi8(rows[2], rows[3]), b_hi = _mm_unpackhi_epi8(rows[2], rows[3]);
-    __m128i* d = reinterpret_cast<__m128i*>(dst + q * kQuadB);
-    _mm_store_si128(d + 0, _mm_unpacklo_epi16(a_lo, b_lo));  // pixels 0-3
-    _mm_store_si128(d + 1, _mm_unpackhi_epi16(a_lo, b_lo));  // 4-7
-    _mm_store_si128(d + 2, _mm_unpacklo_epi16(a_hi, b_hi));  // 8-11
-    _mm_store_si128(d + 3, _mm_unpackhi_epi16(a_hi, b_hi));  // 12-15
-  }
-}
-
-// One panel straight into the layout [k quads][kCols][4], without the K x kCols rows between: each row k
-// as a vector, from one read per run of the panel's pixels along an output row, runs after the first
-// shifted into place (pshufb) and blended in; pixels past P and rows past K read as `pad`. Strides above 2,
-// and panels whose whole-vector reads would pass src.end, gather their bytes one by one.
-__attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0,
-                                                         uint8_t pad, uint8_t* dst) {
-  const int64_t P = g.P(), last = std::min(p0 + kCols, P);
-  const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  PanelRuns runs;
-  runs.stride = g.sw;
-  runs.pad = _mm_set1_epi8(static_cast<char>(pad));
-  runs.flip = _mm_set1_epi8(static_cast<char>(src.flip));
-  for (int64_t p = p0; p < last; ++runs.n) {
-    const int64_t oy = p / g.ow, ox = p % g.ow, n = std::min(g.ow - ox, last - p), r = runs.n;
-    runs.at[r] = p - p0, runs.offset[r] = oy * g.sh * src.row + ox * g.sw, runs.count[r] = n;
-    const __m128i a = _mm_set1_epi8(static_cast<char>(p - p0)), b = _mm_set1_epi8(static_cast<char>(p - p0 + n));
-    runs.shift[r] = _mm_sub_epi8(iota, a);  // byte i takes the run's byte i - at; negative (top bit set): zero
-    runs.inside[r] = _mm_andnot_si128(_mm_cmpgt_epi8(a, iota), _mm_cmpgt_epi8(b, iota));
-    p += n;
-  }
-  // One run filling the panel, two that fill it, or any.
-  const int runs_kind = runs.at[runs.n - 1] + runs.count[runs.n - 1] < kCols ? 0 : runs.n <= 2 ? static_cast<int>(runs.n) : 0;
-  const int64_t span = g.sw == 1 ? kCols : 2 * kCols;
-  // The furthest whole-vector read: the last run of the last row's tap plane (offsets compared, not pointers
-  // formed past the end).
-  const int64_t furthest = src.taps[g.K() - 1] + runs.offset[runs.n - 1] + span;
-  if (g.sw > 2 || furthest > src.end - src.image) return PackRowsAvx2<0, 0>(g, src, runs, pad, dst);
-  using Pack = void (*)(const QConvGeometry&, const PanelSource&, const PanelRuns&, uint8_t, uint8_t*);
-  static constexpr Pack kStride1[3] = {PackRowsAvx2<1, 0>, PackRowsAvx2<1, 1>, PackRowsAvx2<1, 2>};
-  static constexpr Pack kStride2[3] = {PackRowsAvx2<2, 0>, PackRowsAvx2<2, 1>, PackRowsAvx2<2, 2>};
-  (g.sw == 1 ? kStride1 : kStride2)[runs_kind](g, src, runs, pad, dst);
-}
-#endif
 
 // ---- the tile --------------------------------------------------------------------------
 
@@ -460,7 +297,9 @@ struct QConvRun {
   const QConvGeometry* g;
   const QConvWeights* w;
   const Requant* q;
-  bool avx2;
+  bool avx2;    // x86 SIMD packing and requantization, AVX2 tiles
+  bool vnni;    // with the AVX-512 VNNI tiles instead (weights packed unclamped)
+  bool vbmi;    // and AVX-512 VBMI's byte permute packing the panels
   uint8_t pad;  // the (flipped) input zero point
 };
 
@@ -483,7 +322,7 @@ void PackBlock(const QConvRun& run, const BlockSource& from, int64_t panel_begin
     const int64_t p0 = (panel_begin + b) * kCols;
     uint8_t* dst = block + b * kquads * kQuadB;
 #ifdef NEE_QCONV_X86
-    if (run.avx2) GatherPackPanelAvx2(g, from.source, p0, run.pad, dst);
+    if (run.avx2) GatherPackPanelAvx2(g, from.source, p0, run.pad, dst, run.vbmi);
 #endif
     if (!run.avx2) {
       const uint8_t* src = rows;
@@ -532,6 +371,56 @@ void RequantTile(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* s
   }
 }
 
+#ifdef NEE_QCONV_X86
+// A tile's sums for one pixel panel (rows from channel m0, kCols apart), requantized into y.
+void FinishPanel(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* sums, const int32_t* pixel_sums,
+                 int64_t p0, uint8_t* y) {
+  const int64_t P = run.g->P(), count = std::min(kCols, P - p0);
+  if (!run.q->any_zw && run.q->small_multipliers)
+    qconv::FinishTileAvx512(sums, rows, count, run.q->constant + m0, run.q->mult + m0, run.q->mult_f + m0, *run.q,
+                            y + m0 * P + p0, P);
+  else
+    RequantTile(run, m0, rows, sums, pixel_sums, count, y + m0 * P + p0);
+}
+
+// The block's tiles on VNNI: twelve output channels (two weight panels) at a time, over pairs of full pixel
+// panels (32 pixels), then a panel alone, a last one of at most eight pixels on the half tile, of at most
+// three pixel by pixel. The weights are unclamped: no remainders.
+void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel_begin, int64_t npanels,
+               const int32_t* pixel_sums, uint8_t* y) {
+  const QConvGeometry& g = *run.g;
+  const QConvWeights& w = *run.w;
+  const int64_t P = g.P(), kquads = w.kquads, ppg = w.panels_per_group;
+  const int64_t x_panel = kquads * kQuadB, w_panel = kquads * kQuadA;
+  alignas(64) int32_t sums[qconv::kVnniSums];
+  for (int64_t rp = 0; rp < ppg; rp += 2) {
+    const int64_t rows = std::min(qconv::kVnniRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
+    const int8_t* wp = w.data.data() + (grp * ppg + rp) * w_panel;
+    for (int64_t b = 0; b < npanels;) {
+      const uint8_t* xp = block + b * x_panel;
+      const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
+      const int32_t* ps = run.q->any_zw ? pixel_sums + b * kCols : nullptr;
+      if (b + 1 < npanels && P - p0 > kCols + kCols / 2) {  // two panels, the second more than half full
+        qconv::VnniTile(rows, 2)(wp, w_panel, xp, x_panel, kquads, sums);
+        FinishPanel(run, m0, rows, sums, ps, p0, y);
+        FinishPanel(run, m0, rows, sums + qconv::kVnniRows * kCols, ps ? ps + kCols : nullptr, p0 + kCols, y);
+        b += 2;
+        continue;
+      }
+      if (count <= qconv::kVnniFewPixels) {
+        qconv::VnniPixelTile(count)(rows, wp, w_panel, xp, kquads, sums);
+      } else if (count <= kCols / 2) {
+        qconv::VnniHalfTile(rows)(wp, w_panel, xp, x_panel, kquads, sums);
+      } else {
+        qconv::VnniTile(rows, 1)(wp, w_panel, xp, x_panel, kquads, sums);
+      }
+      FinishPanel(run, m0, rows, sums, ps, p0, y);
+      ++b;
+    }
+  }
+}
+#endif
+
 void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panel_begin, int64_t panel_end,
               uint8_t* y, std::vector<uint8_t>& scratch) {
   const QConvGeometry& g = *run.g;
@@ -544,6 +433,9 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
   uint8_t* block = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
   std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
   PackBlock(run, from, panel_begin, npanels, block, block + block_bytes, pixel_sums.data());
+#ifdef NEE_QCONV_X86
+  if (run.vnni) return TilesVnni(run, grp, block, panel_begin, npanels, pixel_sums.data(), y);
+#endif
   const int64_t ppg = w.panels_per_group, panel_bytes = kquads * kQuadB;
   alignas(32) int32_t sums[kRows * kCols];
   for (int64_t rp = 0; rp < ppg; ++rp) {
@@ -640,18 +532,21 @@ Status QLinearConvFast(KernelContext& ctx) {
   for (int64_t d = 2; d < x.rank(); ++d) out_dims.push_back(d + 1 == x.rank() ? g.ow : g.oh);
   if (g.N == 0 || g.M == 0 || P == 0) return ctx.AllocateOutput(0, y_zp.dtype(), out_dims).status();
 
+  // Which tiles run decides how the weights are packed: clamped for AVX2's only (part of the cache key, as
+  // tests lower the ISA limit between runs).
+  const bool avx2 = IgemmU8S8Available(), vnni = avx2 && qconv::QConvVnniActive(), clamp = avx2 && !vnni;
   std::shared_ptr<const QConvWeights> weights;
   if (ctx.prepared() && ctx.input_is_constant(3)) {
     auto built = ctx.prepared()->GetOrBuild<QConvWeights>(
-        {g.M, g.Cg, g.kh, g.kw, g.group, w.dtype() == DataType::kInt8 ? 1 : 0},
+        {g.M, g.Cg, g.kh, g.kw, g.group, w.dtype() == DataType::kInt8 ? 1 : 0, clamp ? 1 : 0},
         [&]() -> Result<std::shared_ptr<const QConvWeights>> {
-          auto p = PackWeights(g, w);
+          auto p = PackWeights(g, w, clamp);
           ctx.DropConstantInput(3);
           return p;
         });
     if (built.ok()) weights = built.value();
   }
-  if (!weights) weights = PackWeights(g, w);
+  if (!weights) weights = PackWeights(g, w, clamp);
 
   // Zero points in the shifted domains: x' = x ^ 0x80 for int8, w' = w - 128 for uint8.
   const bool x_signed = x.dtype() == DataType::kInt8, w_unsigned = w.dtype() == DataType::kUint8;
@@ -669,6 +564,8 @@ Status QLinearConvFast(KernelContext& ctx) {
   }
   Requant q;
   q.mult = mult.data();
+  const std::vector<float> mult_f(mult.begin(), mult.end());
+  q.mult_f = mult_f.data();
   q.constant = constant.data();
   q.zw = zw.data();
   q.any_zw = any_zw;
@@ -679,7 +576,7 @@ Status QLinearConvFast(KernelContext& ctx) {
   q.small_multipliers = std::all_of(mult.begin(), mult.end(), [](double v) { return std::fabs(v) < 0.5; });
 
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, y_zp.dtype(), out_dims));
-  const QConvRun run{&g, weights.get(), &q, IgemmU8S8Available(), static_cast<uint8_t>(zx)};
+  const QConvRun run{&g, weights.get(), &q, avx2, vnni, vnni && qconv::QConvHasVbmi(), static_cast<uint8_t>(zx)};
   const uint8_t flip = x_signed ? 0x80 : 0;
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
@@ -689,6 +586,7 @@ Status QLinearConvFast(KernelContext& ctx) {
   const int64_t panels = (P + kCols - 1) / kCols;
   const int64_t threads = ctx.pool() ? std::max<int64_t>(1, ctx.pool()->num_threads()) : 1;
   int64_t per_block = std::max<int64_t>(1, (96 * 1024) / std::max<int64_t>(1, K * kCols));
+  if (vnni) per_block = std::max<int64_t>(per_block, qconv::kVnniPanels);  // room for the two-panel tile
   per_block = std::min(per_block, std::max<int64_t>(1, (panels + 2 * threads - 1) / (2 * threads)));
   const int64_t blocks = (panels + per_block - 1) / per_block;
   if (RunDepthwiseQConv(ctx, g, xb, flip, static_cast<uint8_t>(zx), weights->taps, zw.data(), constant.data(),
@@ -708,7 +606,12 @@ Status QLinearConvFast(KernelContext& ctx) {
     const bool copy = run.avx2 ? !inside : !direct || P % kCols != 0;
     if (copy) {
       padded.resize(static_cast<size_t>(padded_bytes));
-      PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
+#ifdef NEE_QCONV_X86
+      if (run.vnni)
+        qconv::PadImageAvx512(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
+      else
+#endif
+        PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
     }
     BlockSource from{};
     from.padded = copy ? padded.data() : nullptr;

@@ -1,6 +1,6 @@
 // QLinearConv, QLinearAdd, QLinearLeakyRelu and QuantizeLinear fast kernels (ep/cpu/qconv_fast.cc,
 // quant_fast.cc) against the reference kernels of ops/quantize.cc: every output bitwise equal, on the
-// AVX2 and the portable paths, at one and two threads.
+// dispatched (AVX-512 VNNI where the CPU has it), AVX2 and portable paths, at one, two and three threads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,7 +36,7 @@ void ExpectFastMatchesReference(KernelFn kernel, const Node& node, int64_t opset
   auto ref = testing::RunOp(node, opset, inputs);
   ASSERT_TRUE(ref.ok()) << name << ": " << ref.status().ToString();
   const Tensor& want = ref->outputs[0].tensor();
-  for (int threads : {1, 2}) {
+  for (int threads : {1, 2, 3}) {
     auto got = RunFast(kernel, node, opset, inputs, threads);
     ASSERT_TRUE(got.ok()) << name << ": " << got.status().ToString();
     ASSERT_EQ(got->dtype(), want.dtype()) << name;
@@ -213,6 +213,65 @@ TEST_P(QConvFastTest, QLinearConvSaturatingPairs) {
                                Value(Tensor::Scalar<uint8_t>(128))};
   Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, {IntsAttr("pads", {1, 1, 1, 1})});
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "saturating");
+}
+
+// The VNNI tiles' shapes (qconv_vnni.cc: twelve output channels over two weight panels, pairs of pixel
+// panels, half and pixel tiles) and the AVX2 ones alike: channel counts around 6 and 12 (a second weight
+// panel partly or not at all used), K not a multiple of 4, pixel counts that end in a pair whose second
+// panel is 9-15 pixels full, a half panel (4-8) or 1-3 pixels, full-range weights (pairs that saturate
+// vpmaddubsw), per-channel and per-tensor, with and without weight zero points.
+TEST_P(QConvFastTest, QLinearConvTileShapes) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  std::mt19937 rng(17);
+  int index = 0;
+  for (int64_t m : {1, 5, 6, 7, 11, 12, 13, 19, 25})
+    for (int64_t pixels : {1, 3, 5, 8, 9, 17, 19, 24, 25, 31, 33, 35, 41, 47, 49, 57}) {
+      const int v = index++;
+      ConvCase c;
+      const int64_t channels = 1 + v % 7;  // K = channels * 1 or * 3: 1..21, most not a multiple of 4
+      const int64_t kw = v % 2 ? 3 : 1;
+      c.name = "m" + std::to_string(m) + "_p" + std::to_string(pixels) + "_c" + std::to_string(channels) + "_k" +
+               std::to_string(kw) + (v % 5 == 4 ? "_wzp" : "");
+      c.x_dims = {1, channels, 1, pixels + kw - 1};
+      c.w_dims = {m, channels, 1, kw};
+      c.xt = v % 3 == 1 ? s8 : u8;
+      c.yt = v % 2 ? s8 : u8;
+      c.per_channel = v % 4 != 3;
+      std::vector<Value> inputs = ConvInputs(c, rng);
+      Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+      ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+    }
+  // Deep: K = 9 * 61 = 549 (not a multiple of 4), 13 and 26 channels, a 9x9 image (81 pixels: five panels
+  // and one pixel), full-range weights.
+  for (int64_t m : {13, 26}) {
+    ConvCase c{"deep_9x9_m" + std::to_string(m), {2, 61, 9, 9}, {m, 61, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}};
+    std::vector<Value> inputs = ConvInputs(c, rng);
+    Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+    ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+  }
+}
+
+// Multipliers of exactly 2^-4: double(acc) * mult + yzp lands on a half (a tie, rounded to even) for one sum
+// in sixteen, where the float shortcut of the requantization cannot decide and the double arithmetic
+// must; and on values a hair from halves elsewhere.
+TEST_P(QConvFastTest, QLinearConvRequantTies) {
+  std::mt19937 rng(23);
+  const std::vector<int64_t> xd{1, 8, 11, 13}, wd{14, 8, 3, 3};
+  std::uniform_int_distribution<int> small(0, 3);
+  std::vector<uint8_t> xv(static_cast<size_t>(testing::ElementCount(xd)));
+  for (uint8_t& b : xv) b = static_cast<uint8_t>(small(rng));
+  std::vector<Value> inputs = {Value(Tensor::FromVector(xv, xd)),
+                               Value(Tensor::Scalar<float>(0.5f)),
+                               Value(Tensor::Scalar<uint8_t>(1)),
+                               Value(testing::Random8(DataType::kInt8, wd, rng)),
+                               Value(Tensor::Scalar<float>(0.5f)),
+                               Value(Tensor::Scalar<int8_t>(0)),
+                               Value(Tensor::Scalar<float>(4.0f)),
+                               Value(Tensor::Scalar<uint8_t>(128))};
+  Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, {IntsAttr("pads", {1, 1, 1, 1})});
+  ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "ties");
+  inputs[6] = Value(Tensor::Scalar<float>(3.0f));  // 1/12: not a power of two, sums a hair from halves
+  ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "near ties");
 }
 
 TEST_P(QConvFastTest, QLinearAddAndLeakyReluMatchReference) {

@@ -1,0 +1,253 @@
+// QLinearConv's panels of X (qconv_gather.h).
+#include "ep/cpu/qconv_gather.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_QCONV_X86 1
+#endif
+
+namespace nee::cpu::qconv {
+
+namespace {
+constexpr int64_t kQuadB = kPanelQuadBytes;
+}  // namespace
+
+void GatherPanelRows(const QConvGeometry& g, const uint8_t* padded, int64_t p0, uint8_t pad, uint8_t* rows) {
+  const int64_t K = g.K(), P = g.P();
+  // The panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane.
+  struct Run {
+    int64_t at, offset, count;
+  };
+  Run runs[kCols];
+  int64_t nruns = 0;
+  for (int64_t p = p0; p < std::min(p0 + kCols, P);) {
+    const int64_t oy = p / g.ow, ox = p % g.ow, count = std::min(g.ow - ox, std::min(p0 + kCols, P) - p);
+    runs[nruns++] = {p - p0, oy * g.sh * g.wp + ox * g.sw, count};
+    p += count;
+  }
+  const int64_t valid = std::min(kCols, P - p0);
+  int64_t c = 0, i = 0, j = 0;  // row k's channel and tap, stepped along with k
+  for (int64_t k = 0; k < K; ++k) {
+    uint8_t* dst = rows + k * kCols;
+    const uint8_t* plane = padded + c * g.hp * g.wp + i * g.dh * g.wp + j * g.dw;
+    if (g.sw == 1) {
+      // A whole vector whatever the run's length: the bytes past it are
+      // overwritten by the next run or the next row (rows and the padded
+      // copy have slack).
+      for (int64_t r = 0; r < nruns; ++r) std::memcpy(dst + runs[r].at, plane + runs[r].offset, kCols);
+#ifdef NEE_QCONV_X86
+    } else if (g.sw == 2) {
+      // The even bytes of 32: the low byte of each 16-bit word, packed.
+      const __m128i low = _mm_set1_epi16(0xFF);
+      for (int64_t r = 0; r < nruns; ++r) {
+        const uint8_t* src = plane + runs[r].offset;
+        const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), low);
+        const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16)), low);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + runs[r].at), _mm_packus_epi16(a, b));
+      }
+#endif
+    } else {
+      for (int64_t r = 0; r < nruns; ++r)
+        for (int64_t t = 0; t < runs[r].count; ++t) dst[runs[r].at + t] = plane[runs[r].offset + t * g.sw];
+    }
+    for (int64_t t = valid; t < kCols; ++t) dst[t] = pad;
+    if (++j == g.kw) {
+      j = 0;
+      if (++i == g.kh) i = 0, ++c;
+    }
+  }
+}
+
+void PackPanelPortable(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad, uint8_t* dst) {
+  const int64_t kquads = (K + 3) / 4;
+  for (int64_t q = 0; q < kquads; ++q)
+    for (int64_t t = 0; t < 4; ++t) {
+      const int64_t k = 4 * q + t;
+      for (int64_t p = 0; p < kCols; ++p) dst[q * kQuadB + p * 4 + t] = k < K ? rows[k * ld + p] : pad;
+    }
+}
+
+#ifdef NEE_QCONV_X86
+namespace {
+
+// A panel's pixels as runs along output rows: where each starts in the panel and in a tap's plane, how
+// many, and for the vector reads the shuffle that moves a run's bytes into place and the bytes it fills.
+struct PanelRuns {
+  int64_t n = 0, at[kCols], offset[kCols], count[kCols];
+  __m128i shift[kCols], inside[kCols];
+  int64_t stride = 1;
+  __m128i pad, flip;
+};
+
+// A run's bytes of the tap plane at `base`, from its first pixel on: one 16-byte read (stride 2: 32 bytes,
+// the even ones kept: the low byte of each 16-bit word, packed).
+template <int kStride>
+__attribute__((target("avx2"))) inline __m128i ReadRun(const uint8_t* s) {
+  if constexpr (kStride == 1) return _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  const __m128i low = _mm_set1_epi16(0xFF);
+  return _mm_packus_epi16(_mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s)), low),
+                          _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16)), low));
+}
+
+// Row k of the panel (the tap plane at `base`): kStride 1 or 2 reads whole vectors (kRuns 1: one run, the
+// whole panel; 2: two runs that fill it; 0: any runs); kStride 0 gathers byte by byte.
+template <int kStride, int kRuns>
+__attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, const uint8_t* base, uint8_t pad,
+                                                        uint8_t flip) {
+  if constexpr (kStride == 0) {
+    alignas(16) uint8_t bytes[kCols];
+    std::memset(bytes, pad, sizeof bytes);
+    for (int64_t r = 0; r < runs.n; ++r)
+      for (int64_t t = 0; t < runs.count[r]; ++t)
+        bytes[runs.at[r] + t] = static_cast<uint8_t>(base[runs.offset[r] + t * runs.stride] ^ flip);
+    return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
+  } else if constexpr (kRuns == 1) {
+    return _mm_xor_si128(ReadRun<kStride>(base + runs.offset[0]), runs.flip);
+  } else if constexpr (kRuns == 2) {
+    const __m128i second = _mm_shuffle_epi8(ReadRun<kStride>(base + runs.offset[1]), runs.shift[1]);
+    return _mm_xor_si128(_mm_blendv_epi8(ReadRun<kStride>(base + runs.offset[0]), second, runs.inside[1]), runs.flip);
+  } else {
+    __m128i v = runs.pad;
+    for (int64_t r = 0; r < runs.n; ++r)
+      v = _mm_blendv_epi8(v, _mm_shuffle_epi8(_mm_xor_si128(ReadRun<kStride>(base + runs.offset[r]), runs.flip), runs.shift[r]),
+                          runs.inside[r]);
+    return v;
+  }
+}
+
+// The panel's quads, row k (channel c, tap (i, j)) stepped along with k.
+template <int kStride, int kRuns>
+__attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs,
+                                                  uint8_t pad, uint8_t* dst) {
+  const int64_t K = g.K(), kquads = (K + 3) / 4;
+  const int64_t* taps = src.taps;
+  for (int64_t q = 0; q < kquads; ++q) {
+    __m128i rows[4];
+    if (4 * q + 4 <= K) {
+      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
+    } else {
+      for (int t = 0; t < 4; ++t)
+        rows[t] = 4 * q + t < K ? PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
+    }
+    const __m128i a_lo = _mm_unpacklo_epi8(rows[0], rows[1]), a_hi = _mm_unpackhi_epi8(rows[0], rows[1]);
+    const __m128i b_lo = _mm_unpacklo_epi8(rows[2], rows[3]), b_hi = _mm_unpackhi_epi8(rows[2], rows[3]);
+    __m128i* d = reinterpret_cast<__m128i*>(dst + q * kQuadB);
+    _mm_store_si128(d + 0, _mm_unpacklo_epi16(a_lo, b_lo));  // pixels 0-3
+    _mm_store_si128(d + 1, _mm_unpackhi_epi16(a_lo, b_lo));  // 4-7
+    _mm_store_si128(d + 2, _mm_unpacklo_epi16(a_hi, b_hi));  // 8-11
+    _mm_store_si128(d + 3, _mm_unpackhi_epi16(a_hi, b_hi));  // 12-15
+  }
+}
+
+#define NEE_VBMI_TARGET __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512vbmi")))
+
+// GCC 12 warns about the self-initialized _mm512_undefined_* inside its own intrinsics once they are inlined
+// here (a false positive, as activation_fast.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+// kStride for PackRowsVbmi: stride 1 with masked reads of exactly each run's bytes, for panels whose whole
+// 16-byte reads would pass the end of what may be read (the last panels of a pointwise conv reading x
+// itself), where AVX2 gathers byte by byte.
+constexpr int kStride1Masked = 3;
+
+// Row k of the panel by masked reads (stride 1, any runs): bytes past a run are not read.
+NEE_VBMI_TARGET inline __m128i PanelRowMasked(const PanelRuns& runs, const uint8_t* base) {
+  __m128i v = runs.pad;
+  for (int64_t r = 0; r < runs.n; ++r) {
+    const auto mask = static_cast<__mmask16>((1u << runs.count[r]) - 1);
+    const __m128i read = _mm_xor_si128(_mm_maskz_loadu_epi8(mask, base + runs.offset[r]), runs.flip);
+    v = _mm_blendv_epi8(v, _mm_shuffle_epi8(read, runs.shift[r]), runs.inside[r]);
+  }
+  return v;
+}
+
+template <int kStride, int kRuns>
+NEE_VBMI_TARGET inline __m128i PanelRowVbmi(const PanelRuns& runs, const uint8_t* base, uint8_t pad, uint8_t flip) {
+  if constexpr (kStride == kStride1Masked) return PanelRowMasked(runs, base);
+  else return PanelRow<kStride, kRuns>(runs, base, pad, flip);
+}
+
+// The same on AVX-512 VBMI: the four rows of a quad side by side in one zmm, one vpermb (byte 4p + t of
+// the quad is row t's byte p) and one 64-byte store, where AVX2 takes eight unpacks and four stores.
+template <int kStride, int kRuns>
+NEE_VBMI_TARGET void PackRowsVbmi(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs, uint8_t pad,
+                                  uint8_t* dst) {
+  const int64_t K = g.K(), kquads = (K + 3) / 4;
+  const int64_t* taps = src.taps;
+  alignas(64) static constexpr uint8_t kTranspose[64] = {
+      0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
+      37, 53, 6,  22, 38, 54, 7,  23, 39, 55, 8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58,
+      11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+  const __m512i transpose = _mm512_load_si512(kTranspose);
+  for (int64_t q = 0; q < kquads; ++q) {
+    __m128i rows[4];
+    // Unrolled, so that rows stays in registers (a loop kept it on the stack: a store and reload per row).
+    if (4 * q + 4 <= K) {
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) rows[t] = PanelRowVbmi<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
+    } else {
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t)
+        rows[t] = 4 * q + t < K ? PanelRowVbmi<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
+    }
+    __m512i quad = _mm512_castsi128_si512(rows[0]);
+    quad = _mm512_inserti32x4(quad, rows[1], 1);
+    quad = _mm512_inserti32x4(quad, rows[2], 2);
+    quad = _mm512_inserti32x4(quad, rows[3], 3);
+    _mm512_store_si512(dst + q * kQuadB, _mm512_permutexvar_epi8(transpose, quad));
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
+// One panel straight into the layout [k quads][kCols][4], without the K x kCols rows between: each row k
+// as a vector, from one read per run of the panel's pixels along an output row, runs after the first
+// shifted into place (pshufb) and blended in; pixels past P and rows past K read as `pad`. Strides above 2,
+// and panels whose whole-vector reads would pass src.end, gather their bytes one by one.
+__attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0,
+                                                         uint8_t pad, uint8_t* dst, bool vbmi) {
+  const int64_t P = g.P(), last = std::min(p0 + kCols, P);
+  const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  PanelRuns runs;
+  runs.stride = g.sw;
+  runs.pad = _mm_set1_epi8(static_cast<char>(pad));
+  runs.flip = _mm_set1_epi8(static_cast<char>(src.flip));
+  for (int64_t p = p0; p < last; ++runs.n) {
+    const int64_t oy = p / g.ow, ox = p % g.ow, n = std::min(g.ow - ox, last - p), r = runs.n;
+    runs.at[r] = p - p0, runs.offset[r] = oy * g.sh * src.row + ox * g.sw, runs.count[r] = n;
+    const __m128i a = _mm_set1_epi8(static_cast<char>(p - p0)), b = _mm_set1_epi8(static_cast<char>(p - p0 + n));
+    runs.shift[r] = _mm_sub_epi8(iota, a);  // byte i takes the run's byte i - at; negative (top bit set): zero
+    runs.inside[r] = _mm_andnot_si128(_mm_cmpgt_epi8(a, iota), _mm_cmpgt_epi8(b, iota));
+    p += n;
+  }
+  // One run filling the panel, two that fill it, or any.
+  const int runs_kind = runs.at[runs.n - 1] + runs.count[runs.n - 1] < kCols ? 0 : runs.n <= 2 ? static_cast<int>(runs.n) : 0;
+  const int64_t span = g.sw == 1 ? kCols : 2 * kCols;
+  // The furthest whole-vector read: the last run of the last row's tap plane (offsets compared, not pointers
+  // formed past the end).
+  const int64_t furthest = src.taps[g.K() - 1] + runs.offset[runs.n - 1] + span;
+  if (vbmi && g.sw == 1 && furthest > src.end - src.image)
+    return PackRowsVbmi<kStride1Masked, 0>(g, src, runs, pad, dst);
+  if (g.sw > 2 || furthest > src.end - src.image)
+    return (vbmi ? PackRowsVbmi<0, 0> : PackRowsAvx2<0, 0>)(g, src, runs, pad, dst);
+  using Pack = void (*)(const QConvGeometry&, const PanelSource&, const PanelRuns&, uint8_t, uint8_t*);
+  static constexpr Pack kStride1[2][3] = {{PackRowsAvx2<1, 0>, PackRowsAvx2<1, 1>, PackRowsAvx2<1, 2>},
+                                          {PackRowsVbmi<1, 0>, PackRowsVbmi<1, 1>, PackRowsVbmi<1, 2>}};
+  static constexpr Pack kStride2[2][3] = {{PackRowsAvx2<2, 0>, PackRowsAvx2<2, 1>, PackRowsAvx2<2, 2>},
+                                          {PackRowsVbmi<2, 0>, PackRowsVbmi<2, 1>, PackRowsVbmi<2, 2>}};
+  (g.sw == 1 ? kStride1 : kStride2)[vbmi ? 1 : 0][runs_kind](g, src, runs, pad, dst);
+}
+#endif
+
+}  // namespace nee::cpu::qconv

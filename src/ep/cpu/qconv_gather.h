@@ -1,0 +1,41 @@
+// QLinearConv's panels of X (qconv_fast.cc): the pixels of one tile gathered from the image (or its
+// zero-point-padded copy) into the layout the tiles read, [k quads][kCols pixels][4 bytes], rows past K and
+// pixels past P reading as the (flipped) input zero point.
+#pragma once
+
+#include <cstdint>
+
+#include "ep/cpu/qconv_common.h"
+
+namespace nee::cpu::qconv {
+
+constexpr int64_t kPanelQuadBytes = kCols * 4;  // one k quad of a panel
+
+// One panel's rows of X: row k = (c, i, j) holds the tap (i, j) of channel c
+// at the panel's kCols pixels [p0, p0 + kCols) (pixels past P read the
+// padding: their outputs are not stored). `rows` is K x kCols bytes plus
+// kCols of slack.
+void GatherPanelRows(const QConvGeometry& g, const uint8_t* padded, int64_t p0, uint8_t pad, uint8_t* rows);
+
+// Rows (K x kCols, row-major, `ld` bytes apart) into the panel layout
+// [k quads][kCols][4]; rows past K read as `pad` (their weights are 0).
+void PackPanelPortable(const uint8_t* rows, int64_t ld, int64_t K, uint8_t pad, uint8_t* dst);
+
+#if defined(__x86_64__) || defined(__i386__)
+// Where a panel's bytes are read from: channel 0 of the image's group, either the zero-point-padded copy
+// (flipped already) or x itself when no tap leaves the image (flipped here, as it is read).
+struct PanelSource {
+  const uint8_t* image;
+  const uint8_t* end;  // one past the last byte whole-vector reads may touch
+  int64_t plane, row;  // bytes between channels, between rows
+  uint8_t flip;
+  const int64_t* taps;  // per row k of X (channel c, tap (i, j)): where its plane starts, from image
+};
+
+// One panel straight into the layout [k quads][kCols][4] (AVX2, with `vbmi` AVX-512 VBMI's byte permute for
+// the transposition; see qconv_gather.cc). dst 64-byte aligned.
+void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst,
+                         bool vbmi);
+#endif
+
+}  // namespace nee::cpu::qconv

@@ -1,0 +1,241 @@
+// QLinearConv's tiles on AVX-512 VNNI (qconv_vnni.h).
+#include "ep/cpu/qconv_vnni.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_QCONV_X86 1
+#define NEE_VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#endif
+
+namespace nee::cpu::qconv {
+
+bool QConvVnniActive() {
+#ifdef NEE_QCONV_X86
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+  return has && SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced();
+#else
+  return false;
+#endif
+}
+
+bool QConvHasVbmi() {
+#ifdef NEE_QCONV_X86
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi");
+  return has;
+#else
+  return false;
+#endif
+}
+
+#ifdef NEE_QCONV_X86
+// GCC 12 warns about the self-initialized _mm512_undefined_* inside its own intrinsics once they are inlined
+// here (a false positive, as activation_fast.cc notes); nothing of ours is uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+namespace {
+
+constexpr int64_t kQuadW = kRowsPerPanel * 4;  // one k quad of a weight panel
+constexpr int64_t kQuadX = kCols * 4;          // one k quad of a pixel panel
+
+inline int32_t LoadQuad(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// kR rows x kP pixel panels. The loops are unrolled completely so that acc stays in registers (24 of the 32
+// zmm at most; two more hold X's quads). vpdpbusd's second operand is the unsigned one (X), its third the
+// signed one (the broadcast weights).
+template <int kR, int kP>
+NEE_VNNI_TARGET void TileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t x_panel, int64_t kquads,
+                              int32_t* s) {
+  static_assert(kR >= 1 && kR <= kVnniRows && kP >= 1 && kP <= kVnniPanels, "tile shape");
+  __m512i acc[kR][kP];
+#pragma GCC unroll 12
+  for (int r = 0; r < kR; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < kP; ++p) acc[r][p] = _mm512_setzero_si512();
+  const int8_t* w1 = w + w_panel;
+  for (int64_t q = 0; q < kquads; ++q) {
+    __m512i xv[kP];
+#pragma GCC unroll 2
+    for (int p = 0; p < kP; ++p) xv[p] = _mm512_load_si512(x + p * x_panel + q * kQuadX);
+#pragma GCC unroll 12
+    for (int r = 0; r < kR; ++r) {
+      const int8_t* quad = r < kRowsPerPanel ? w + q * kQuadW + 4 * r : w1 + q * kQuadW + 4 * (r - kRowsPerPanel);
+      const __m512i wv = _mm512_set1_epi32(LoadQuad(quad));
+#pragma GCC unroll 2
+      for (int p = 0; p < kP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], xv[p], wv);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < kR; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < kP; ++p) _mm512_storeu_si512(s + (p * kVnniRows + r) * kCols, acc[r][p]);
+}
+
+// The first eight pixels of one panel (the first 32 bytes of each 64-byte quad), on ymm.
+template <int kR>
+NEE_VNNI_TARGET void HalfTileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t, int64_t kquads,
+                                  int32_t* s) {
+  __m256i acc[kR];
+#pragma GCC unroll 12
+  for (int r = 0; r < kR; ++r) acc[r] = _mm256_setzero_si256();
+  const int8_t* w1 = w + w_panel;
+  for (int64_t q = 0; q < kquads; ++q) {
+    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadX));
+#pragma GCC unroll 12
+    for (int r = 0; r < kR; ++r) {
+      const int8_t* quad = r < kRowsPerPanel ? w + q * kQuadW + 4 * r : w1 + q * kQuadW + 4 * (r - kRowsPerPanel);
+      acc[r] = _mm256_dpbusd_epi32(acc[r], xv, _mm256_set1_epi32(LoadQuad(quad)));
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < kR; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), acc[r]);
+}
+
+// The first kPixels pixels of one panel: a pixel's quad broadcast, a weight panel's quad (six rows' four
+// bytes) the vector, so that int32 lanes 0-5 are the six rows' sums; for `rows` past six the second panel.
+// Four chains of accumulators over the k quads (q % 4), added at the end (int32 sums wrap alike in any
+// order): one chain would wait out vpdpbusd's latency on every quad.
+template <int kPixels>
+NEE_VNNI_TARGET void PixelTileVnni(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
+                                   int32_t* s) {
+  constexpr int kChains = 4;
+  for (int64_t panel = 0; panel * kRowsPerPanel < rows; ++panel) {
+    const int8_t* wp = w + panel * w_panel;
+    __m256i acc[kChains][kPixels];
+#pragma GCC unroll 4
+    for (int c = 0; c < kChains; ++c)
+#pragma GCC unroll 5
+      for (int j = 0; j < kPixels; ++j) acc[c][j] = _mm256_setzero_si256();
+    int64_t q = 0;
+    for (; q + kChains <= kquads; q += kChains) {
+#pragma GCC unroll 4
+      for (int c = 0; c < kChains; ++c) {
+        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + (q + c) * kQuadW));
+#pragma GCC unroll 5
+        for (int j = 0; j < kPixels; ++j)
+          acc[c][j] = _mm256_dpbusd_epi32(acc[c][j], _mm256_set1_epi32(LoadQuad(x + (q + c) * kQuadX + 4 * j)), wv);
+      }
+    }
+    for (; q < kquads; ++q) {
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + q * kQuadW));
+#pragma GCC unroll 5
+      for (int j = 0; j < kPixels; ++j)
+        acc[0][j] = _mm256_dpbusd_epi32(acc[0][j], _mm256_set1_epi32(LoadQuad(x + q * kQuadX + 4 * j)), wv);
+    }
+    for (int j = 0; j < kPixels; ++j) {
+      const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(acc[0][j], acc[1][j]), _mm256_add_epi32(acc[2][j], acc[3][j]));
+      alignas(32) int32_t lanes[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
+      for (int64_t r = 0; r < kRowsPerPanel && panel * kRowsPerPanel + r < rows; ++r)
+        s[(panel * kRowsPerPanel + r) * kCols + j] = lanes[r];
+    }
+  }
+}
+
+template <int kP, int... kR>
+VnniTileFn TileByRows(int64_t rows, std::integer_sequence<int, kR...>) {
+  static constexpr VnniTileFn kTiles[] = {TileVnni<kR + 1, kP>...};
+  return kTiles[rows - 1];
+}
+
+template <int... kR>
+VnniTileFn HalfByRows(int64_t rows, std::integer_sequence<int, kR...>) {
+  static constexpr VnniTileFn kTiles[] = {HalfTileVnni<kR + 1>...};
+  return kTiles[rows - 1];
+}
+
+}  // namespace
+
+VnniTileFn VnniTile(int64_t rows, int64_t panels) {
+  const auto all = std::make_integer_sequence<int, kVnniRows>();
+  return panels == 1 ? TileByRows<1>(rows, all) : TileByRows<2>(rows, all);
+}
+
+VnniTileFn VnniHalfTile(int64_t rows) { return HalfByRows(rows, std::make_integer_sequence<int, kVnniRows>()); }
+
+VnniPixelTileFn VnniPixelTile(int64_t pixels) {
+  static constexpr VnniPixelTileFn kByCount[kVnniFewPixels] = {PixelTileVnni<1>, PixelTileVnni<2>, PixelTileVnni<3>,
+                                                               PixelTileVnni<4>, PixelTileVnni<5>};
+  return kByCount[pixels - 1];
+}
+
+NEE_VNNI_TARGET void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad,
+                                    uint8_t* dst) {
+  const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip));
+  for (int64_t c = 0; c < g.Cg; ++c) {
+    uint8_t* plane = dst + c * g.hp * g.wp;
+    std::memset(plane, pad, static_cast<size_t>(g.hp * g.wp));
+    for (int64_t y = 0; y < g.ih; ++y) {
+      const uint8_t* src = x + (c * g.ih + y) * g.iw;
+      uint8_t* row = plane + (y + g.ph) * g.wp + g.pw;
+      for (int64_t k = 0; k < g.iw; k += 64) {
+        const int64_t n = std::min<int64_t>(64, g.iw - k);
+        const __mmask64 m = n == 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+        _mm512_mask_storeu_epi8(row + k, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, src + k), flip_bytes));
+      }
+    }
+  }
+}
+
+namespace {
+NEE_VNNI_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) {
+  constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
+  return _mm512_cvtpd_epi32(_mm512_add_round_pd(_mm512_mul_round_pd(_mm512_cvtepi32_pd(v), m, kCur), z, kCur));
+}
+}  // namespace
+
+// Sixteen lanes at once. First the float shortcut the depthwise kernel proves exact for small multipliers
+// (qconv_depthwise.cc, RoundFloat8): F = float(acc) * float(mult) + yzp in float, and F - 2^-11 and
+// F + 2^-11 rounded to integers; where they agree that is the reference's value. Otherwise (about one row in
+// a hundred) the reference's double arithmetic: sum + constant widened in two halves, times the multiplier,
+// plus the zero point (the _round forms are never contracted into an FMA), converted in the current
+// rounding mode (half to even). Then clamped to the output type and narrowed.
+NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant,
+                                      const double* mult, const float* mult_f, const Requant& q, uint8_t* out,
+                                      int64_t ld) {
+  constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
+  const __m512d z = _mm512_set1_pd(q.yzp);
+  const __m512 z_f = _mm512_set1_ps(static_cast<float>(q.yzp)), delta = _mm512_set1_ps(1.0f / 2048);
+  const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums + r * kCols), _mm512_set1_epi32(constant[r]));
+    const __m512 f = _mm512_add_round_ps(
+        _mm512_mul_round_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(mult_f[r]), kCur), z_f, kCur);
+    __m512i v = _mm512_cvtps_epi32(_mm512_sub_ps(f, delta));
+    if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_add_ps(f, delta))) != 0) {
+      const __m512d m = _mm512_set1_pd(mult[r]);
+      v = _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), m, z)),
+                             RequantHalf(_mm512_extracti64x4_epi64(s, 1), m, z), 1);
+    }
+    // Narrowed with saturation: int8 output clamps to [-128, 127] (vpmovsdb); uint8 to [0, 255] (negatives
+    // to 0 first, then vpmovusdb, which reads the lanes as unsigned).
+    __m128i bytes = q.y_signed ? _mm512_cvtsepi32_epi8(v) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512()));
+    // vpmovdb into a register, then a store: its store form (masked or not) is far slower on Zen 4.
+    __asm__("" : "+v"(bytes));
+    if (count == kCols)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * ld), bytes);
+    else
+      _mm_mask_storeu_epi8(out + r * ld, store, bytes);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+}  // namespace nee::cpu::qconv
