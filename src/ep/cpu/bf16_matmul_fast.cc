@@ -8,6 +8,7 @@
 
 #include "ep/cpu/bf16_gemm.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/gemm_plan.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ops/op_util.h"
 
@@ -126,22 +127,10 @@ Status GemmBFloat16(KernelContext& ctx) {
   if (!CpuHasAvx512Bf16() || !IsBf16(a) || !IsBf16(b) || a->rank() != 2 || b->rank() != 2 ||
       (c && (!ctx.input(2)->is_tensor() || !IsBf16(c) || c->rank() > 2)))
     return RunReference(ctx);
-  const Node& node = ctx.node();
-  NEE_ASSIGN_OR_RETURN(int64_t trans_a, node.GetInt("transA", 0));
-  NEE_ASSIGN_OR_RETURN(int64_t trans_b, node.GetInt("transB", 0));
-  NEE_ASSIGN_OR_RETURN(float alpha, node.GetFloat("alpha", 1.f));
-  NEE_ASSIGN_OR_RETURN(float beta, node.GetFloat("beta", 1.f));
-  const int64_t m = trans_a ? a->dim(1) : a->dim(0), k = trans_a ? a->dim(0) : a->dim(1);
-  const int64_t kb = trans_b ? b->dim(1) : b->dim(0), n = trans_b ? b->dim(0) : b->dim(1);
-  if (k != kb)
-    return ctx.InputError(1, "inner dimensions differ: A " + DimsToString(a->dims()) +
-                                 (trans_a ? " (transposed)" : "") + ", B " + DimsToString(b->dims()) +
-                                 (trans_b ? " (transposed)" : ""));
-  std::vector<int64_t> cd = c ? c->dims() : std::vector<int64_t>{};
-  while (cd.size() < 2) cd.insert(cd.begin(), 1);
-  if (c && ((cd[0] != 1 && cd[0] != m) || (cd[1] != 1 && cd[1] != n)))
-    return ctx.InputError(2, "shape " + DimsToString(c->dims()) + " does not broadcast to [" + std::to_string(m) + "," +
-                                 std::to_string(n) + "]");
+  NEE_ASSIGN_OR_RETURN(const GemmPlan plan, PlanGemm(ctx, *a, *b, c));
+  if (c) NEE_RETURN_IF_ERROR(CheckGemmC(ctx, plan, *c));
+  const int64_t m = plan.m, k = plan.k, n = plan.n;
+  const bool trans_a = plan.trans_a, trans_b = plan.trans_b;
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kBFloat16, {m, n}));
   if (out.num_elements() == 0) return Status::Ok();
   // The kernel reads A's rows in place; a transposed A is copied once.
@@ -159,13 +148,13 @@ Status GemmBFloat16(KernelContext& ctx) {
   g.a = ap;
   g.lda = k;
   g.b = packed.get();
-  g.alpha = alpha;
+  g.alpha = plan.alpha;
   if (c) {
     // The reference adds beta * C whenever C is given (beta 0 included).
     g.c = c->data<uint16_t>();
-    g.c_row_stride = cd[0] == 1 ? 0 : cd[1];
-    g.c_col_stride = cd[1] == 1 ? 0 : 1;
-    g.beta = beta;
+    g.c_row_stride = plan.c_rows == 1 ? 0 : plan.c_cols;
+    g.c_col_stride = plan.c_cols == 1 ? 0 : 1;
+    g.beta = plan.beta;
   }
   g.y = out.data<uint16_t>();
   g.ldy = n;

@@ -273,17 +273,21 @@ bool BorderHeavy(const BlockedConvGeometry& g) {
 // (OW - 1) * s + KW columns, so that every window lies inside: a pass over
 // the input instead of one-pixel tiles along the border. A padded tap then
 // adds 0 * w where the border path skips it: the same sums (up to a zero's sign).
-std::vector<float> PaddedInput(KernelContext& ctx, const BlockedConvGeometry& g, BlockedConvGeometry* padded) {
+// The copy lives in the calling thread's grow-only scratch (the pool's
+// workers read it while the caller waits), so runs allocate nothing: a
+// vector per call was mapped and page-faulted afresh on every run.
+void PadInput(KernelContext& ctx, const BlockedConvGeometry& g, BlockedConvGeometry* padded) {
   *padded = g;
   padded->H = (g.OH - 1) * g.sh + g.KH;
   padded->W = (g.OW - 1) * g.sw + g.KW;
   padded->pt = padded->pl = 0;
   const int64_t rows = padded->H, cols = padded->W;
-  std::vector<float> out(static_cast<size_t>(g.N * g.Cb() * rows * cols * kB));
+  thread_local SgemmScratch scratch;
+  float* out = scratch.Get(g.N * g.Cb() * rows * cols * kB);
   ctx.ParallelFor(g.N * g.Cb(), 1, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const float* src = g.x + plane * g.H * g.W * kB;
-      float* dst = out.data() + plane * rows * cols * kB;
+      float* dst = out + plane * rows * cols * kB;
       for (int64_t r = 0; r < rows; ++r) {
         float* d = dst + r * cols * kB;
         const int64_t ih = r - g.pt;
@@ -298,8 +302,7 @@ std::vector<float> PaddedInput(KernelContext& ctx, const BlockedConvGeometry& g,
       }
     }
   });
-  padded->x = out.data();
-  return out;
+  padded->x = out;
 }
 
 }  // namespace
@@ -308,8 +311,7 @@ std::vector<float> PaddedInput(KernelContext& ctx, const BlockedConvGeometry& g,
 void RunBlockedDirect(KernelContext& ctx, const BlockedConvGeometry& given) {
 #ifdef NEE_DIRECT_X86
   BlockedConvGeometry g = given;
-  std::vector<float> padded_input;
-  if (BorderHeavy(given)) padded_input = PaddedInput(ctx, given, &g);
+  if (BorderHeavy(given)) PadInput(ctx, given, &g);
   const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g);
   const TileSet tiles = TilesFor(g.sw);
   const int threads = NumThreads(ctx);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/gemm_plan.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
@@ -183,31 +184,18 @@ Status GemmFloat(KernelContext& ctx) {
   if (a->dtype() != DataType::kFloat || b->dtype() != DataType::kFloat || a->rank() != 2 || b->rank() != 2 ||
       (c && (!ctx.input(2)->is_tensor() || c->dtype() != DataType::kFloat || c->rank() > 2)))
     return RunReference(ctx);
-  const Node& node = ctx.node();
-  NEE_ASSIGN_OR_RETURN(int64_t trans_a, node.GetInt("transA", 0));
-  NEE_ASSIGN_OR_RETURN(int64_t trans_b, node.GetInt("transB", 0));
-  NEE_ASSIGN_OR_RETURN(float alpha, node.GetFloat("alpha", 1.f));
-  NEE_ASSIGN_OR_RETURN(float beta, node.GetFloat("beta", 1.f));
-  int64_t m = trans_a ? a->dim(1) : a->dim(0);
-  int64_t k = trans_a ? a->dim(0) : a->dim(1);
-  int64_t kb = trans_b ? b->dim(1) : b->dim(0);
-  int64_t n = trans_b ? b->dim(0) : b->dim(1);
-  if (k != kb)
-    return ctx.InputError(1, "inner dimensions differ: A " + DimsToString(a->dims()) + (trans_a ? " (transposed)" : "") +
-                                 ", B " + DimsToString(b->dims()) + (trans_b ? " (transposed)" : ""));
-  // C's dims as [rows, cols] for its unidirectional broadcast to [m, n].
-  std::vector<int64_t> cd = c ? c->dims() : std::vector<int64_t>{};
-  while (cd.size() < 2) cd.insert(cd.begin(), 1);
-  const bool add_c = c && beta != 0.f;
-  if (add_c && ((cd[0] != 1 && cd[0] != m) || (cd[1] != 1 && cd[1] != n)))
-    return ctx.InputError(2, "shape " + DimsToString(c->dims()) + " does not broadcast to [" + std::to_string(m) + "," +
-                                 std::to_string(n) + "]");
+  NEE_ASSIGN_OR_RETURN(const GemmPlan plan, PlanGemm(ctx, *a, *b, c));
+  const bool add_c = c && plan.beta != 0.f;
+  if (add_c) NEE_RETURN_IF_ERROR(CheckGemmC(ctx, plan, *c));
+  const int64_t m = plan.m, k = plan.k, n = plan.n;
+  const bool trans_a = plan.trans_a, trans_b = plan.trans_b;
+  const float alpha = plan.alpha, beta = plan.beta;
   const float* cp = add_c ? c->data<float>() : nullptr;
   if (m == 1 && trans_b) {
     NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, DataType::kFloat, {m, n}));
     float* y = out.data<float>();
     if (add_c)
-      for (int64_t j = 0; j < n; ++j) y[j] = beta * cp[cd[1] == 1 ? 0 : j];
+      for (int64_t j = 0; j < n; ++j) y[j] = beta * cp[plan.c_cols == 1 ? 0 : j];
     GemvTransposedB(ctx, a->data<float>(), b->data<float>(), n, k, alpha, add_c ? 1.f : 0.f, y);
     return Status::Ok();
   }
@@ -218,9 +206,9 @@ Status GemmFloat(KernelContext& ctx) {
   float* y = out.data<float>();
   const SgemmEpilogueFn add_c_fn = [&](int64_t i0, int64_t j0, int64_t rows, int64_t cols, float* tile, int64_t ldc) {
     for (int64_t r = 0; r < rows; ++r) {
-      const float* c_row = cp + (cd[0] == 1 ? 0 : i0 + r) * cd[1];
+      const float* c_row = cp + (plan.c_rows == 1 ? 0 : i0 + r) * plan.c_cols;
       float* y_row = tile + r * ldc;
-      if (cd[1] == 1) {
+      if (plan.c_cols == 1) {
         const float v = beta * c_row[0];
         for (int64_t j = 0; j < cols; ++j) y_row[j] += v;
       } else if (beta == 1.f) {
@@ -239,6 +227,36 @@ Status GemmFloat(KernelContext& ctx) {
     Sgemm(m, n, k, SgemmA(av, alpha), SgemmB(*packed), 0.f, y, n, ctx.pool(), epilogue);
   else
     Sgemm(m, n, k, SgemmA(av, alpha), SgemmB(bv), 0.f, y, n, ctx.pool(), epilogue);
+  return Status::Ok();
+}
+
+
+Result<GemmPlan> PlanGemm(const KernelContext& ctx, const Tensor& a, const Tensor& b, const Tensor* c) {
+  const Node& node = ctx.node();
+  GemmPlan plan;
+  NEE_ASSIGN_OR_RETURN(const int64_t trans_a, node.GetInt("transA", 0));
+  NEE_ASSIGN_OR_RETURN(const int64_t trans_b, node.GetInt("transB", 0));
+  NEE_ASSIGN_OR_RETURN(plan.alpha, node.GetFloat("alpha", 1.f));
+  NEE_ASSIGN_OR_RETURN(plan.beta, node.GetFloat("beta", 1.f));
+  plan.trans_a = trans_a != 0;
+  plan.trans_b = trans_b != 0;
+  plan.m = plan.trans_a ? a.dim(1) : a.dim(0);
+  plan.k = plan.trans_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = plan.trans_b ? b.dim(1) : b.dim(0);
+  plan.n = plan.trans_b ? b.dim(0) : b.dim(1);
+  if (plan.k != kb)
+    return ctx.InputError(1, "inner dimensions differ: A " + DimsToString(a.dims()) +
+                                 (plan.trans_a ? " (transposed)" : "") + ", B " + DimsToString(b.dims()) +
+                                 (plan.trans_b ? " (transposed)" : ""));
+  if (c && c->rank() >= 1) plan.c_cols = c->dim(c->rank() - 1);
+  if (c && c->rank() == 2) plan.c_rows = c->dim(0);
+  return plan;
+}
+
+Status CheckGemmC(const KernelContext& ctx, const GemmPlan& plan, const Tensor& c) {
+  if ((plan.c_rows != 1 && plan.c_rows != plan.m) || (plan.c_cols != 1 && plan.c_cols != plan.n))
+    return ctx.InputError(2, "shape " + DimsToString(c.dims()) + " does not broadcast to [" + std::to_string(plan.m) +
+                                 "," + std::to_string(plan.n) + "]");
   return Status::Ok();
 }
 
