@@ -46,6 +46,7 @@
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/conv_indirect.h"
 #include "ep/cpu/conv_pixel_gemm.h"
+#include "ep/cpu/conv_pointwise_avx512.h"
 #include "ep/cpu/conv_pointwise_small.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/conv_winograd.h"
@@ -817,6 +818,7 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
 
   if (s.pointwise() && s.group == 1) {  // few input channels, many pixels: conv_pointwise_small.cc
     const Pointwise pw{s.N, s.C, s.M, s.out_size};
+    if (ConvPointwiseAvx512Applies(pw)) return ConvPointwiseAvx512(ctx, pw, xp, wp, bp, epilogue, z, yp);
     if (ConvPointwiseSmallApplies(pw)) return ConvPointwiseSmall(ctx, pw, xp, wp, bp, epilogue, z, yp);
   }
 
