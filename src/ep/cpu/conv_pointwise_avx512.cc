@@ -128,14 +128,15 @@ NEE_PW512_TARGET __attribute__((always_inline)) inline void Finish(const TileArg
   else _mm512_storeu_ps(y, s);
 }
 
-// kRows x V vectors of sums; with kTail the last vector's lanes past `count`
+// R x V vectors of sums (R: kRows, or half that for a block of at most
+// kRows / 2 channels); with kTail the last vector's lanes past `count`
 // pixels are neither loaded nor stored. The next tile's input lines are
 // prefetched along (a hint: past the tensor's end it reads nothing).
-template <int V, bool kTail, Kind A>
+template <int R, int V, bool kTail, Kind A>
 NEE_PW512_TARGET void Tile(const TileArgs& t) {
-  __m512 acc[kRows][V];
+  __m512 acc[R][V];
 #pragma GCC unroll 16
-  for (int r = 0; r < kRows; ++r)
+  for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
     for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_ps();
   const float* x = t.x;
@@ -149,14 +150,14 @@ NEE_PW512_TARGET void Tile(const TileArgs& t) {
 #pragma GCC unroll 16
     for (int v = 0; v < V; ++v) _mm_prefetch(reinterpret_cast<const char*>(x + kTilePixels + 16 * v), _MM_HINT_T0);
 #pragma GCC unroll 16
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < R; ++r) {
       const __m512 b = _mm512_set1_ps(w[r]);
 #pragma GCC unroll 16
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_fmadd_ps(b, xv[v], acc[r][v]);
     }
   }
 #pragma GCC unroll 16
-  for (int r = 0; r < kRows; ++r) {
+  for (int r = 0; r < R; ++r) {
     if (r >= t.rows) break;
 #pragma GCC unroll 16
     for (int v = 0; v < V; ++v) Finish<A, kTail>(t, r, v, acc[r][v]);
@@ -168,17 +169,22 @@ void TanhTile(const TileArgs& t) { BiasResidualActivate(*t.act, nullptr, nullptr
 
 using TileFn = void (*)(const TileArgs&);
 
-// A full tile, tails of one, two and three vectors, and what follows a
+// A full tile and tails of one, two and three vectors, of kRows channels
+// ([1]) and of kRows / 2 ([0]: a block of few channels, e.g. all of a conv
+// with at most four outputs, computed in half the FMAs), and what follows a
 // stored tile (Tanh, or null: nothing).
 struct TileSet {
-  TileFn full;
-  TileFn tail[kVecs];
+  TileFn full[2];
+  TileFn tail[2][kVecs];
   TileFn after;
 };
 
 template <Kind A, int... V>
 TileSet MakeTileSet(TileFn after, std::integer_sequence<int, V...>) {
-  return {Tile<kVecs, false, A>, {Tile<V + 1, true, A>...}, after};
+  constexpr int kHalf = kRows / 2;
+  return {{Tile<kHalf, kVecs, false, A>, Tile<kRows, kVecs, false, A>},
+          {{Tile<kHalf, V + 1, true, A>...}, {Tile<kRows, V + 1, true, A>...}},
+          after};
 }
 
 template <Kind A>
@@ -218,13 +224,14 @@ void RunRange(const Pointwise& g, const PackedPointwise512& packed, const TileSe
       TileArgs t = base;
       t.w = packed.w.data() + b * g.C * kRows;
       t.rows = static_cast<int>(std::min<int64_t>(kRows, g.M - m0));
+      const int whole = t.rows > kRows / 2 ? 1 : 0;
       t.bias = base.bias ? base.bias + m0 : nullptr;
       for (int64_t j = s0; j < s1; j += kTilePixels) {
         t.count = static_cast<int>(std::min(kTilePixels, s1 - j));
         t.x = x_n + j;
         t.z = base.z ? base.z + image_out + m0 * g.pixels + j : nullptr;
         t.y = base.y + image_out + m0 * g.pixels + j;
-        (t.count == kTilePixels ? tiles.full : tiles.tail[(t.count + 15) / 16 - 1])(t);
+        (t.count == kTilePixels ? tiles.full[whole] : tiles.tail[whole][(t.count + 15) / 16 - 1])(t);
         if (tiles.after) tiles.after(t);
       }
     }
@@ -247,7 +254,9 @@ bool ConvPointwiseAvx512Applies(const Pointwise& g) {
   // 1.13x, 512 -> 256 at 20x20 1.1x; ResNet-50's at 56x56 to 7x7 1.1-1.3x;
   // MobileNetV2's 1.1-1.5x, except two at 7x7 and 14x14 (960 -> 160,
   // 384 -> 64) within the noise (a 49-pixel image fills 49 of a tile's 64
-  // lanes).
+  // lanes); convs with few outputs 1.3-3.8x (256 -> 1 at 80x80, 16 -> 5 at
+  // 160x160, 64 -> 4 at 40x40), except 128 -> 2 at 40x40, 10% slower (24 us:
+  // a half-height tile still computes four channels).
   return g.N > 0 && g.C > 0 && g.M > 0;
 #else
   (void)g;
