@@ -35,6 +35,7 @@
 #include "ep/cpu/activation_simd.h"
 #include "ep/cpu/blocked_direct_avx512.h"
 #include "ep/cpu/blocked_pointwise_avx512.h"
+#include "ep/cpu/blocked_stem_avx512.h"
 #include "ep/cpu/sgemm.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_BLOCKED_X86 1
@@ -458,6 +459,11 @@ Status FromBlockedFloat(KernelContext& ctx) { return Reorder(ctx, false); }
 Status BlockedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanBlockedConv(ctx));
 #ifdef NEE_BLOCKED_X86
+  if (g.nchw_input) {  // a stem conv on its NCHW input (blocked_stem_avx512.h)
+    if (BlockedStemApplies(g) && g.N > 0 && g.OH > 0 && g.OW > 0) RunBlockedStem(ctx, g);
+    else BlockedConvReference(ctx, g);
+    return Status::Ok();
+  }
   if (Supported(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {
     if (!g.pointwise() && !g.depthwise()) {
       RunBlockedDirect(ctx, g);

@@ -59,6 +59,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"ai.nee", "BlockedConv", 1, 1000, BlockedConvFloat, "float32"},
       {"ai.nee", "ToBlocked", 1, 1000, ToBlockedFloat, "float32"},
       {"ai.nee", "FromBlocked", 1, 1000, FromBlockedFloat, "float32"},
+      {"ai.nee", "BlockedMaxPool", 1, 1000, BlockedMaxPoolFloat, "float32"},
       // ---- Resize (resize_fast.cc) ----
       {"", "Resize", 10, 1000, ResizeFloat, "float32"},
       {"", "Upsample", 7, 9, ResizeFloat, "float32"},

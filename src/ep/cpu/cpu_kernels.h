@@ -109,6 +109,8 @@ Status BlockedConvFloat(KernelContext& ctx);
 // ai.nee ToBlocked / FromBlocked on float32 (blocked_conv_fast.cc): 8x8 transposes.
 Status ToBlockedFloat(KernelContext& ctx);
 Status FromBlockedFloat(KernelContext& ctx);
+// ai.nee BlockedMaxPool on float32 (blocked_pool_fast.cc): a vector per pixel's channel block.
+Status BlockedMaxPoolFloat(KernelContext& ctx);
 
 // ---- Resize (resize_fast.cc) ----
 // Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode),
