@@ -19,7 +19,8 @@
 //     NCHW input (input_layout = "nchw"), so its output needs no ToBlocked;
 //   - MaxPool (2-D, static shapes, channels multiples of 8, no Indices)
 //     becomes BlockedMaxPool, e.g. ResNet's between its stem and first stage.
-// A stem joins the run its output feeds, a MaxPool the runs on both sides.
+// A stem joins the run its output feeds, a MaxPool (only one that feeds a
+// blocked conv) the runs on both sides.
 // Only connected runs of at least kMinRun such nodes (linked through their
 // input or residual) are converted: each value entering a run is reordered
 // once (ToBlocked) and each value leaving it once (FromBlocked), which a lone
@@ -29,6 +30,7 @@
 #include <algorithm>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/cpu_isa.h"
 #include "ops/attention_sdpa.h"  // kNeeDomain
@@ -188,6 +190,24 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
   return keep;
 }
 
+// MaxPool candidates that feed a blocked conv directly (ResNet's, before its
+// first stage), and the rest. A pool read only by NCHW readers or other
+// pools (YOLO's SPPF chain into a Concat) would need a FromBlocked of its own
+// output, where NCHW it shares its producer's one and runs separably
+// (ep/cpu/pool_fast.cc).
+std::vector<Candidate> WithoutPoolsOutsideRuns(GraphEditor& ed, std::vector<Candidate> cands) {
+  std::unordered_set<std::string> conv_inputs;
+  for (const Candidate& c : cands) {
+    if (c.kind != Kind::kConv) continue;
+    conv_inputs.insert(ed.node(c.node).inputs[0]);
+    if (!c.z.empty()) conv_inputs.insert(c.z);
+  }
+  std::vector<Candidate> kept;
+  for (Candidate& c : cands)
+    if (c.kind != Kind::kMaxPool || conv_inputs.count(ed.node(c.node).outputs[0])) kept.push_back(std::move(c));
+  return kept;
+}
+
 Node LayoutNode(const std::string& op, const std::string& name, const std::string& in, const std::string& out) {
   Node node;
   node.name = name;
@@ -258,6 +278,7 @@ Status BlockConvLayout(Graph& graph, const CheckedGraph& checked, bool* changed)
     Candidate c;
     if (Blockable(ed, index, &c)) cands.push_back(c);
   }
+  cands = WithoutPoolsOutsideRuns(ed, std::move(cands));
   const std::vector<bool> keep = InLongRuns(ed, cands);
   Blocker blocker(ed);
   for (size_t i = 0; i < cands.size(); ++i)  // in execution order: a conv's input is converted before it
