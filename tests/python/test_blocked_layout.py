@@ -225,3 +225,30 @@ def test_stems_and_maxpool_join_the_blocked_run(tmp_path, kind, size):
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=3e-5)
     for threads in (2, 3):
         assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got[0])
+
+
+def test_a_maxpool_read_only_outside_the_run_stays_nchw(tmp_path):
+    """YOLO's SPPF: chained stride-1 MaxPools after a blocked run, all read by a Concat. Blocked, each pool
+    would need a FromBlocked of its own output; NCHW they share the run's one."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    a = conv("a", "x", 16, 16, act="Relu", **c)
+    b = conv("b", a, 16, 16, act="Relu", **c)
+    s = conv("c", b, 16, 16, act="Relu", **c)
+    pools = [s]
+    for i in range(2):
+        nodes.append(helper.make_node("MaxPool", [pools[-1]], [f"pool{i}"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]))
+        pools.append(f"pool{i}")
+    nodes.append(helper.make_node("Concat", pools, ["cat"], axis=1))
+    graph = helper.make_graph(nodes, "sppf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 9, 9])],
+                              [helper.make_tensor_value_info("cat", TensorProto.FLOAT, [1, 48, 9, 9])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    optimized = tmp_path / "optimized.onnx"
+    x = RNG.standard_normal((1, 16, 9, 9)).astype(np.float32)
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    assert ops.count("MaxPool") == 2 and "BlockedMaxPool" not in ops and ops.count("BlockedConv") == 3, ops
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
