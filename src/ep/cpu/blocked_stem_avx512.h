@@ -8,11 +8,12 @@
 // pixels of one output row x 1 or 2 pairs, weights packed once as
 // [pairs][C][KH][KW][16]. Per input channel and tap, each of the tile's pixels
 // is broadcast as a scalar from its NCHW plane (the stride is just the step
-// between them) and meets the pairs' weight vectors. Pixels whose window
-// reaches into the left or right padding run one at a time over the taps
-// inside the image; rows skip the taps above or below it. Each output is one
-// FMA chain over (input channel, tap row, tap column) in that order, started
-// at the bias: the same whatever the tiling or the thread count.
+// between them) and meets the pairs' weight vectors. A row's first and last
+// tiles, where windows reach into the left or right padding, read a small
+// zero-padded copy of their input columns instead; rows skip the taps above
+// or below the image. Each output is one FMA chain over (input channel, tap
+// row, tap column) in that order, started at the bias, fixed by the pixel's
+// place in the row: the same whatever the thread count.
 #pragma once
 
 #include "ops/blocked_conv.h"
