@@ -57,7 +57,8 @@ constexpr SpecRow kRows[] = {
     {"ai.nee", "BlockedConv", 1, 0,
      "channels:INT! activation:STRING activation_params:FLOATS dilations:INTS group:INT=1 input_layout:STRING "
      "kernel_shape:INTS pads:INTS strides:INTS|X:T W:T B:T? Z:T?|Y:T|T=tensor(float)"},
-    {"ai.nee", "BlockedMaxPool", 1, 0, "channels:INT! kernel_shape:INTS! pads:INTS strides:INTS|X:T|Y:T|T=tensor(float)"},
+    {"ai.nee", "BlockedMaxPool", 1, 0,
+     "channels:INT! kernel_shape:INTS! pads:INTS strides:INTS|X:T|Y:T|T=tensor(float)"},
 };
 
 constexpr const char* kTypeNames[] = {

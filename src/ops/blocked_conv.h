@@ -49,7 +49,8 @@ struct BlockedConvGeometry {
   int64_t Mb() const { return ChannelBlocks(M); }
   bool depthwise() const { return !nchw_input && group == C && group == M; }
   bool pointwise() const {
-    return !nchw_input && group == 1 && KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H && OW == W;
+    return !nchw_input && group == 1 && KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H &&
+           OW == W;
   }
 };
 

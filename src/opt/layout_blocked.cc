@@ -101,7 +101,8 @@ bool BlockableMaxPool(GraphEditor& ed, size_t index, Candidate* c) {
   // the run's ToBlocked before it, onto its four times larger input.
   if (HostIsaLevel() < CpuIsaLevel::kAvx512) return false;
   std::vector<int64_t> x, y;
-  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
+  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y))
+    return false;
   if (!opt::IsFloatWithRank(ed.TensorType(n.inputs[0])) || x.size() != 4 || y.size() != 4) return false;
   Result<nn::WindowSpec> spec = nn::ReadWindowSpec(n, 2, nullptr);
   if (!spec.ok()) return false;
@@ -231,7 +232,8 @@ class Blocker {
       inputs = {Blocked(n.inputs[0])};
     } else {
       // A stem reads its NCHW input where it lies.
-      inputs = {c.kind == Kind::kStem ? n.inputs[0] : Blocked(n.inputs[0]), n.inputs[1], n.HasInput(2) ? n.inputs[2] : ""};
+      inputs = {c.kind == Kind::kStem ? n.inputs[0] : Blocked(n.inputs[0]), n.inputs[1],
+                n.HasInput(2) ? n.inputs[2] : ""};
       if (!c.z.empty()) inputs.push_back(Blocked(c.z));
       if (inputs.back().empty()) inputs.pop_back();
       attrs.push_back(IntAttr("group", c.group));
