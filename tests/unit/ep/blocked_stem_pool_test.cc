@@ -160,6 +160,13 @@ TEST(BlockedStem, RefusesAnInputThatDoesNotFitTheChannels) {
   Tensor xb = Reorder("ToBlocked", testing::RandomTensor({1, 3, 8, 8}, rng), 3);
   out = testing::RunKernel(cpu::BlockedConvFloat, StemNode(s, kActs[0], 2), 1, {Value(xb), Value(w)}, 1);
   ASSERT_FALSE(out.ok());
+  // An input_layout that is neither "blocked" nor "nchw".
+  Node odd = StemNode(s, kActs[0], 2);
+  for (Attribute& a : odd.attributes)
+    if (a.name == "input_layout") a.s = "nhwc";
+  out = testing::RunKernel(cpu::BlockedConvFloat, odd, 1, {Value(testing::RandomTensor(s.x, rng)), Value(w)}, 1);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("input_layout"), std::string::npos) << out.status().message();
 }
 
 // ---- BlockedMaxPool --------------------------------------------------------------------
