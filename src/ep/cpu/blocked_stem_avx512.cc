@@ -1,3 +1,4 @@
+// The AVX-512 stem kernel: BlockedConv on an NCHW input (see the header).
 #include "ep/cpu/blocked_stem_avx512.h"
 
 #include <algorithm>
