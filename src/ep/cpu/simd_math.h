@@ -431,12 +431,14 @@ NEE_AVX512_INLINE __m512 ExpNegAbsTimes2p64x16(__m512 x) {
 }
 
 // Sigmoid8 on sixteen lanes, operation for operation: the same bits, NaNs
-// included. About 1.4x the speed of the former degree-6 form on a Zen 4
-// core (0.29 -> 0.21 ns an element in L1, bench/simd_math_bench.cc). The
-// division stays: a 14-bit reciprocal estimate and a Newton step measured
-// slower there (vrcp14ps and the step's three FMAs take the FMA pipes,
-// which are the bottleneck; the divider mostly runs beside them), and it
-// would give other bits than the eight-lane AVX2 form.
+// included. About 1.3x the speed of the former degree-6 form on a Zen 4
+// core (0.26 -> 0.20 ns an element in L1, SiLU 0.28 -> 0.22;
+// bench/simd_math_bench.cc). There a zmm FMA or multiply, vrcp14ps and
+// vscalefps each hold the FMA pipes for a cycle (scalef two), and they are
+// the bottleneck: the exponential is 7 of those, SiLU's product 1, and the
+// division about 3.7 (it mostly runs beside them, 6 cycles a zmm). A 14-bit
+// reciprocal estimate and a Newton step (4) measured slower, and would give
+// other bits than the eight-lane AVX2 form; so would vscalefps for 2^n.
 NEE_AVX512_INLINE __m512 Sigmoid16(__m512 x) {
   const __m512 e = ExpNegAbsTimes2p64x16(x);
   const __m512 two_64 = _mm512_set1_ps(0x1p64f);
