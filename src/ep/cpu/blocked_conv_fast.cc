@@ -90,7 +90,11 @@ std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const Blocke
   // The layout depends on the ISA (tests change it at run time): part of the key.
   const int64_t layout = UsePairs(g) ? 1 : 0;
   auto packed = ctx.prepared()->GetOrBuild<BlockedWeights>(
-      {g.M, g.C, g.KH, g.KW, g.group, layout}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> { return Pack(g); });
+      {g.M, g.C, g.KH, g.KW, g.group, layout}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> {
+        std::shared_ptr<const BlockedWeights> p = Pack(g);
+        ctx.ReleaseConstantInput(1);  // runs read the packed copy (a repack faults the file's pages back in)
+        return p;
+      });
   return packed.ok() ? packed.value() : Pack(g);
 }
 

@@ -134,6 +134,8 @@ Status RnnFloat(KernelContext& ctx);
 Status ConvIntegerFast(KernelContext& ctx);
 Status MatMulIntegerFast(KernelContext& ctx);
 Status MatMulIntegerToFloatFast(KernelContext& ctx);
+// QLinearMatMul (qlinear_matmul_fast.cc): MatMulInteger's product, then the reference's requantization.
+Status QLinearMatMulFast(KernelContext& ctx);
 Status DequantizeLinearFast(KernelContext& ctx);  // per tensor, 8-bit to float  // com.microsoft, dequantized in the GEMM's epilogue
 Status DynamicQuantizeLinearFast(KernelContext& ctx);
 // com.microsoft DynamicQuantizeLSTM (qlstm_fast.cc): its gate products on the integer GEMM, weights packed
