@@ -165,7 +165,7 @@ NEE_PW512_TARGET void Tile(const TileArgs& t) {
   }
 }
 
-// Tanh (no sixteen-lane version): the shared finisher.
+// Tanh: the shared finisher (sixteen lanes as well since Tanh16).
 void TanhTile(const TileArgs& t) { BiasResidualActivate(*t.act, nullptr, nullptr, 0, t.y, t.plane, t.rows, t.count); }
 
 using TileFn = void (*)(const TileArgs&);
@@ -196,8 +196,9 @@ TileSet MakeTileSet(TileFn after) {
 // Every activation in registers as the sums are stored, Sigmoid and SiLU
 // included (unlike the AVX2 kernel's, whose twelve sums spilled): applied
 // over the stored tile instead, SiLU convs ran 2-9% slower (32 -> 32 at
-// 160x160 9%, 64 -> 64 at 80x80 5%, 1 thread). Tanh, which has no
-// sixteen-lane version, over each stored tile's rows, still in L1.
+// 160x160 9%, 64 -> 64 at 80x80 5%, 1 thread). Tanh over each stored
+// tile's rows, still in L1 (written before Tanh16 existed; Tanh in registers
+// is untried).
 TileSet TileSetFor(Kind kind) {
   if (kind == Kind::kTanh) return MakeTileSet<Kind::kNone>(TanhTile);
   return ForActivation16(
