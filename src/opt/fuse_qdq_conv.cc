@@ -7,6 +7,7 @@
 //   DQ(q) -> Relu -> Q                                 => com.microsoft QLinearLeakyRelu(q, alpha = 0)
 //   DQ(q) -> Clip(lo, hi) -> Q, Q(lo), Q(hi) at Q's ends => com.microsoft QLinearLeakyRelu(q, alpha = 1)
 //   Add(DQ(a_q), DQ(b_q)) [-> Relu | Clip] -> Q        => com.microsoft QLinearAdd
+//   MatMul(DQ(a_q), DQ(W_q)) [-> Relu | Clip] -> Q     => QLinearMatMul(a_q, ..., W_q, ...)
 //
 // These are the fusions ONNX Runtime makes of the same graph (its QDQ
 // selectors); like its, they compute in integers and round once at the
@@ -18,6 +19,8 @@
 //   spec's: W and B constants, B's scale the float product x_scale *
 //   w_scale (per channel when W is) with zero point 0, which is how both
 //   quantizers write it; per-tensor x and y.
+// - QLinearMatMul likewise: a per tensor, W a constant 2-D matrix per tensor
+//   or per column (axis 1), y per tensor.
 // - DQ -> Relu -> Q is the same 256-entry table as QLinearLeakyRelu with
 //   alpha 0 (a negative value times 0 is -0, which quantizes as 0 does):
 //   bitwise the chain.
@@ -233,6 +236,52 @@ void TryFuseConv(GraphEditor& ed, size_t index) {
   ed.RewriteAs(static_cast<size_t>(q_index), "", "QLinearConv", inputs, std::move(attrs));
 }
 
+// ---- MatMul -> QLinearMatMul -------------------------------------------------------------
+
+// The weight's DequantizeLinear for MatMul: constant 8-bit W [K, N], constant
+// float scale and zero point, per tensor or per column (axis 1).
+bool ConstantMatrix(GraphEditor& ed, const QdqNode& w, bool* per_column) {
+  Tensor wq = ed.Constant(w.data), ws = ed.Constant(w.scale);
+  if (!wq.defined() || !ws.defined() || !Is8Bit(wq.dtype()) || wq.rank() != 2 || ws.dtype() != DataType::kFloat)
+    return false;
+  const bool scalar = ws.num_elements() == 1 && ws.rank() <= 1;
+  *per_column = !scalar;
+  if (!scalar && !(ws.rank() == 1 && ws.dim(0) == wq.dim(1) && (w.axis == 1 || w.axis == -1))) return false;
+  if (w.zero_point.empty()) return wq.dtype() == DataType::kUint8;
+  Tensor wz = ed.Constant(w.zero_point);
+  return wz.defined() && wz.dtype() == wq.dtype() && wz.num_elements() == ws.num_elements() &&
+         wz.rank() == ws.rank();
+}
+
+// MatMul at `index` (DQ of an activation times DQ of a constant matrix, read
+// by one Q) into QLinearMatMul, whose integer product and one rounding are
+// the spec's formula for the fused chain.
+void TryFuseMatMul(GraphEditor& ed, size_t index) {
+  const Node& mm = ed.node(index);
+  if (!IsOpSince(ed, index, "MatMul", 10) || mm.inputs.size() != 2 || mm.outputs.size() != 1) return;
+  QdqNode a, w, y;
+  if (DequantizeProducer(ed, mm.inputs[0], &a) < 0 || !IsPerTensor8(ed, a)) return;
+  if (DequantizeProducer(ed, mm.inputs[1], &w) < 0) return;
+  bool per_column = false;
+  if (!ConstantMatrix(ed, w, &per_column)) return;
+  int64_t act = -1;
+  const int64_t q_index = QuantizeReader(ed, mm.outputs[0], &y, &act);
+  if (q_index < 0) return;
+  const Tensor wq = ed.Constant(w.data);
+  const std::vector<int64_t> w_zp_dims = per_column ? std::vector<int64_t>{wq.dim(1)} : std::vector<int64_t>{};
+  std::vector<std::string> inputs = {a.data,
+                                     a.scale,
+                                     ZeroPointOrNew(ed, a, QuantType(ed, a), {}),
+                                     w.data,
+                                     w.scale,
+                                     ZeroPointOrNew(ed, w, wq.dtype(), w_zp_dims),
+                                     y.scale,
+                                     ZeroPointOrNew(ed, y, QuantType(ed, y), {})};
+  ed.RemoveNode(index);
+  if (act >= 0) ed.RemoveNode(static_cast<size_t>(act));
+  ed.RewriteAs(static_cast<size_t>(q_index), "", "QLinearMatMul", inputs, {});
+}
+
 // ---- DQ -> Relu -> Q into QLinearLeakyRelu(alpha = 0) ----------------------------------
 
 void TryFuseRelu(GraphEditor& ed, size_t index) {
@@ -300,6 +349,7 @@ Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
   for (size_t index : checked.order) {
     if (ed.removed(index)) continue;
     TryFuseConv(ed, index);
+    if (!ed.removed(index)) TryFuseMatMul(ed, index);
     if (!ed.removed(index)) TryFuseRelu(ed, index);
     if (!ed.removed(index)) TryFuseAdd(ed, index);
     if (!ed.removed(index)) TryFuseClip(ed, index);

@@ -1,0 +1,124 @@
+"""Static int8 MatMuls in integers: the QDQ fusion MatMul(DQ(a), DQ(W)) [-> Relu | Clip] -> Q into QLinearMatMul
+(src/opt/fuse_qdq_conv.cc) and its kernel (src/ep/cpu/qlinear_matmul_fast.cc, bitwise the reference kernel:
+tests/unit/ep/qlinear_matmul_fast_test.cc).
+
+Oracles, independent of the fusion: nee with graph optimizations off and ONNX Runtime with its optimizations off,
+which both compute the QDQ graph as the spec states it (DequantizeLinear -> float MatMul -> QuantizeLinear), and
+ONNX Runtime with its optimizations on, which fuses the same group into its own QLinearMatMul. The float graph
+sums dequantized products in float32 and rounds that sum; the fused op sums integers exactly and rounds once, so
+one quantized MatMul lands within one step of its output scale of the float graph.
+"""
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import nee
+
+from cli_util import nee_cli
+
+
+def matmul_model(path, relu_between, batched):
+    """x[N,(4,)32] -> MatMul W1[32,48] (-> Relu -> MatMul W2[48,10]) -> y."""
+    rng = np.random.default_rng(3)
+    w1 = (rng.standard_normal((32, 48)) / 6).astype(np.float32)
+    inits = [numpy_helper.from_array(w1, "w1")]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h" if relu_between else "y"])]
+    if relu_between:
+        w2 = (rng.standard_normal((48, 10)) / 7).astype(np.float32)
+        inits.append(numpy_helper.from_array(w2, "w2"))
+        nodes += [helper.make_node("Relu", ["h"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    dims = ["N", 4, 32] if batched else ["N", 32]
+    graph = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+def inputs(shape, count, seed):
+    return np.random.default_rng(seed).standard_normal((count, *shape)).astype(np.float32)
+
+
+def quantized(tmp_path, shape, per_channel, **make):
+    src = tmp_path / "float.onnx"
+    matmul_model(src, **make)
+    calib = tmp_path / "calib"
+    for i, row in enumerate(inputs(shape, 32, seed=11)):
+        d = calib / f"s{i:03d}"
+        d.mkdir(parents=True)
+        np.save(d / "x.npy", row[None])
+    dst = tmp_path / "int8.onnx"
+    nee.quantize(src, dst, mode="static", calibration=calib, per_channel=per_channel)
+    return dst
+
+
+def nee_out(path, x, level=None, threads=1):
+    so = nee.SessionOptions()
+    so.intra_op_num_threads = threads
+    if level is not None:
+        so.graph_optimization_level = level
+    return nee.InferenceSession(str(path), so).run(None, {"x": x})[0]
+
+
+def ort_out(path, x, optimize):
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    so.intra_op_num_threads = 1
+    if not optimize:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def output_step(path):
+    """The scale of the last QuantizeLinear (the graph output's quantization)."""
+    m = onnx.load(str(path))
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    q = [n for n in m.graph.node if n.op_type == "QuantizeLinear"][-1]
+    return float(inits[q.input[1]])
+
+
+def optimized_ops(path, tmp_path):
+    out = tmp_path / "optimized.onnx"
+    r = nee_cli("optimize", path, "-o", out)
+    assert r.returncode == 0, r.stderr
+    return Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+def test_one_quantized_matmul_within_one_step(tmp_path, per_channel, batched):
+    shape = (4, 32) if batched else (32,)
+    model = quantized(tmp_path, shape, per_channel, relu_between=False, batched=batched)
+    ops = optimized_ops(model, tmp_path)
+    assert ops["QLinearMatMul"] == 1 and ops["MatMul"] == 0, ops
+    x = inputs(shape, 16, seed=5) * np.float32(1.3)  # partly beyond the calibrated range: saturation
+    fused = nee_out(model, x)
+    step = output_step(model)
+    unfused = nee_out(model, x, level=0)
+    ort_qdq = ort_out(model, x, optimize=False)
+    ort_fused = ort_out(model, x, optimize=True)
+    d_unfused = np.max(np.abs(fused - unfused)) / step
+    d_ort_qdq = np.max(np.abs(fused - ort_qdq)) / step
+    d_ort_fused = np.max(np.abs(fused - ort_fused)) / step
+    print(f"per_channel={per_channel} batched={batched}: fused vs unfused {d_unfused:.2f} steps, vs ORT's QDQ "
+          f"{d_ort_qdq:.2f}, vs ORT fused {d_ort_fused:.2f}; equal to unfused {np.mean(fused == unfused):.4f}")
+    assert d_unfused <= 1.001 and d_ort_qdq <= 1.001 and d_ort_fused <= 1.001
+    assert np.mean(fused == unfused) >= 0.95
+    assert np.array_equal(fused, nee_out(model, x, threads=2))
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_mlp_with_relu_fuses_both_matmuls(tmp_path, per_channel):
+    model = quantized(tmp_path, (32,), per_channel, relu_between=True, batched=False)
+    ops = optimized_ops(model, tmp_path)
+    # The Relu between is the first QLinearMatMul's requantization when Q saturates at its zero point.
+    assert ops["QLinearMatMul"] == 2 and ops["MatMul"] == 0 and ops["Relu"] == 0, ops
+    x = inputs((32,), 16, seed=6)
+    fused = nee_out(model, x)
+    step = output_step(model)
+    # One step at the first layer can move the second layer's output by a little more than one step.
+    assert np.max(np.abs(fused - nee_out(model, x, level=0))) / step <= 2.001
+    assert np.max(np.abs(fused - ort_out(model, x, optimize=True))) / step <= 2.001
+    assert np.array_equal(fused, nee_out(model, x, threads=2))
