@@ -198,39 +198,79 @@ NEE_VNNI_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) {
 }
 }  // namespace
 
-// Sixteen lanes at once. First the float shortcut the depthwise kernel proves exact for small multipliers
-// (qconv_depthwise.cc, RoundFloat8): F = float(acc) * float(mult) + yzp in float, and F - 2^-11 and
-// F + 2^-11 rounded to integers; where they agree that is the reference's value. Otherwise (about one row in
-// a hundred) the reference's double arithmetic: sum + constant widened in two halves, times the multiplier,
-// plus the zero point (the _round forms are never contracted into an FMA), converted in the current
-// rounding mode (half to even). Then clamped to the output type and narrowed.
+namespace {
+// One row's sixteen sums (its constant added) requantized to int32, by the float shortcut below where it can
+// tell, else by the reference's double arithmetic.
+//
+// The shortcut (the argument of qconv_depthwise.cc's RoundFloat8, with one rounding fewer): A = float(s),
+// L = fma(A, m, yzp - delta) and H = fma(A, m, yzp + delta), each rounded once (yzp +- delta, an integer of
+// at most 255 plus or minus 2^-11, is exact in float). The reference is D = double(s) * m + yzp in double,
+// rounded half to even. Let E = s * m + yzp exactly. |A * m - s * m| <= |s * m| 2^-24 and L, H are within
+// half an ulp of A * m + yzp -+ delta; where |E| <= 512, |s * m| <= 767, so L <= E - delta + 1.2e-4 and
+// H >= E + delta - 1.2e-4, while |D - E| < 1e-12: D lies strictly inside (L, H). If L and H convert (half to
+// even) to the same integer k, both lie in [k - 1/2, k + 1/2], so D lies strictly inside (k - 1/2, k + 1/2)
+// and rounds to k. Where |E| > 512, D and L share a sign and exceed the output range by far, so both
+// saturate to the same end when narrowed; small multipliers keep |L| < 2^31, so it converts. Lanes whose two
+// conversions differ (ties and near-ties, about one row in a hundred) take the double arithmetic (the _round
+// forms are never contracted into an FMA), converted in the current rounding mode (half to even).
+NEE_VNNI_TARGET inline __m512i RequantRow16(__m512i s, float mult_f, double mult, __m512 z_lo, __m512 z_hi,
+                                             __m512d z) {
+  const __m512 a = _mm512_cvtepi32_ps(s), m = _mm512_set1_ps(mult_f);
+  const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
+  if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi))) == 0) return v;
+  const __m512d md = _mm512_set1_pd(mult);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), md, z)),
+                            RequantHalf(_mm512_extracti64x4_epi64(s, 1), md, z), 1);
+}
+
+// One row's int32 values narrowed with saturation (int8: [-128, 127] by vpmovsdb; uint8: [0, 255], the
+// negatives to 0 first, then vpmovusdb, which reads the lanes as unsigned) and stored.
+NEE_VNNI_TARGET inline void StoreRow16(__m512i v, bool y_signed, __mmask16 store, bool whole, uint8_t* out) {
+  __m128i bytes = y_signed ? _mm512_cvtsepi32_epi8(v) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512()));
+  // vpmovdb into a register, then a store: its store form (masked or not) is far slower on Zen 4.
+  __asm__("" : "+v"(bytes));
+  if (whole)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), bytes);
+  else
+    _mm_mask_storeu_epi8(out, store, bytes);
+}
+
+// Four rows' int32 values narrowed with saturation by two packs (int32 -> int16 signed, then int16 -> 8 bits
+// signed or unsigned: the same clamp as StoreRow16), where four vpmovdb would take eight uops. The packs work
+// within 128-bit lanes, leaving row r's pixels 4l..4l+3 at dword 4l + r; one vpermd gathers each row's
+// sixteen bytes into lane r.
+NEE_VNNI_TARGET inline void StoreRows4x16(__m512i v0, __m512i v1, __m512i v2, __m512i v3, bool y_signed,
+                                          uint8_t* out, int64_t ld) {
+  const __m512i w01 = _mm512_packs_epi32(v0, v1), w23 = _mm512_packs_epi32(v2, v3);
+  const __m512i bytes = y_signed ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
+  const __m512i rows = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), bytes);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_castsi512_si128(rows));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm512_extracti32x4_epi32(rows, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * ld), _mm512_extracti32x4_epi32(rows, 2));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * ld), _mm512_extracti32x4_epi32(rows, 3));
+}
+}  // namespace
+
+// Sixteen lanes at once (RequantRow16), four whole rows narrowed together.
 NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant,
                                       const double* mult, const float* mult_f, const Requant& q, uint8_t* out,
                                       int64_t ld) {
-  constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
   const __m512d z = _mm512_set1_pd(q.yzp);
-  const __m512 z_f = _mm512_set1_ps(static_cast<float>(q.yzp)), delta = _mm512_set1_ps(1.0f / 2048);
+  const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
+  const __m512 z_lo = _mm512_set1_ps(yzp - delta), z_hi = _mm512_set1_ps(yzp + delta);
   const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums + r * kCols), _mm512_set1_epi32(constant[r]));
-    const __m512 f = _mm512_add_round_ps(
-        _mm512_mul_round_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(mult_f[r]), kCur), z_f, kCur);
-    __m512i v = _mm512_cvtps_epi32(_mm512_sub_ps(f, delta));
-    if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_add_ps(f, delta))) != 0) {
-      const __m512d m = _mm512_set1_pd(mult[r]);
-      v = _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), m, z)),
-                             RequantHalf(_mm512_extracti64x4_epi64(s, 1), m, z), 1);
+#define NEE_REQUANT_ROW(r)                                                                                        \
+  RequantRow16(_mm512_add_epi32(_mm512_loadu_si512(sums + (r) * kCols), _mm512_set1_epi32(constant[r])), mult_f[r], \
+               mult[r], z_lo, z_hi, z)
+  int64_t r = 0;
+  if (count == kCols)
+    for (; r + 4 <= rows; r += 4) {
+      const __m512i v0 = NEE_REQUANT_ROW(r), v1 = NEE_REQUANT_ROW(r + 1), v2 = NEE_REQUANT_ROW(r + 2),
+                    v3 = NEE_REQUANT_ROW(r + 3);
+      StoreRows4x16(v0, v1, v2, v3, q.y_signed, out + r * ld, ld);
     }
-    // Narrowed with saturation: int8 output clamps to [-128, 127] (vpmovsdb); uint8 to [0, 255] (negatives
-    // to 0 first, then vpmovusdb, which reads the lanes as unsigned).
-    __m128i bytes = q.y_signed ? _mm512_cvtsepi32_epi8(v) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512()));
-    // vpmovdb into a register, then a store: its store form (masked or not) is far slower on Zen 4.
-    __asm__("" : "+v"(bytes));
-    if (count == kCols)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * ld), bytes);
-    else
-      _mm_mask_storeu_epi8(out + r * ld, store, bytes);
-  }
+  for (; r < rows; ++r) StoreRow16(NEE_REQUANT_ROW(r), q.y_signed, store, count == kCols, out + r * ld);
+#undef NEE_REQUANT_ROW
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
