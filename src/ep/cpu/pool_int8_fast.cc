@@ -96,22 +96,26 @@ __attribute__((target("avx2"))) inline __m256i Max32(__m256i a, __m256i b) {
 // MaxInto's first whole vectors; returns how many bytes it did.
 template <bool kSigned>
 __attribute__((target("avx2"))) int64_t MaxIntoAvx2(uint8_t* dst, const uint8_t* src, int64_t n) {
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
+  if (n < 32) return 0;
+  // The last vector ends at n, overlapping the one before it (a byte maxed twice keeps its value).
+  for (int64_t i = 0; i < n; i = std::min(i + 32, n - 32)) {
     auto* d = reinterpret_cast<__m256i*>(dst + i);
     _mm256_storeu_si256(d, Max32<kSigned>(_mm256_loadu_si256(d), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+    if (i == n - 32) break;
   }
-  return i;
+  return n;
 }
 
-// PoolColumns' first outputs, 32 at a time, for column strides 1 and 2; returns how many it did. Stride 2:
+// PoolColumns' outputs, 32 at a time (the last 32 overlapping the ones before: the same values written twice),
+// for column strides 1 and 2 and at least 32 outputs; returns how many it did. Stride 2:
 // the stride-1 maxima of 64 columns, then their even bytes (16-bit words masked to their low byte and packed;
 // vpackuswb packs within 128-bit lanes, vpermq puts the quarters in order).
 template <bool kSigned>
 __attribute__((target("avx2"))) int64_t PoolColumnsAvx2(const Pool8Geometry& g, const uint8_t* row, uint8_t* out) {
-  int64_t o = 0;
+  if (g.ow < 32 || g.sw > 2) return 0;
+  auto next = [&](int64_t o) { return o + 32 >= g.ow ? g.ow : std::min(o + 32, g.ow - 32); };
   if (g.sw == 1) {
-    for (; o + 32 <= g.ow; o += 32) {
+    for (int64_t o = 0; o < g.ow; o = next(o)) {
       __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + o));
       for (int64_t t = 1; t < g.kw; ++t)
         m = Max32<kSigned>(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + o + t * g.dw)));
@@ -119,7 +123,7 @@ __attribute__((target("avx2"))) int64_t PoolColumnsAvx2(const Pool8Geometry& g, 
     }
   } else if (g.sw == 2) {
     const __m256i low = _mm256_set1_epi16(0xFF);
-    for (; o + 32 <= g.ow; o += 32) {
+    for (int64_t o = 0; o < g.ow; o = next(o)) {
       __m256i m[2];
       for (int h = 0; h < 2; ++h) {
         const uint8_t* r = row + 2 * o + 32 * h;
@@ -131,7 +135,7 @@ __attribute__((target("avx2"))) int64_t PoolColumnsAvx2(const Pool8Geometry& g, 
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_permute4x64_epi64(packed, 0xD8));
     }
   }
-  return o;
+  return g.ow;
 }
 #endif
 
