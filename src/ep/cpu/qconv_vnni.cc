@@ -105,45 +105,80 @@ NEE_VNNI_TARGET void HalfTileVnni(const int8_t* w, int64_t w_panel, const uint8_
   for (int r = 0; r < kR; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), acc[r]);
 }
 
-// The first kPixels pixels of one panel: a pixel's quad broadcast, a weight panel's quad (six rows' four
-// bytes) the vector, so that int32 lanes 0-5 are the six rows' sums; for `rows` past six the second panel.
-// Four chains of accumulators over the k quads (q % 4), added at the end (int32 sums wrap alike in any
-// order): one chain would wait out vpdpbusd's latency on every quad.
-template <int kPixels>
-NEE_VNNI_TARGET void PixelTileVnni(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
-                                   int32_t* s) {
-  constexpr int kChains = 4;
-  for (int64_t panel = 0; panel * kRowsPerPanel < rows; ++panel) {
-    const int8_t* wp = w + panel * w_panel;
-    __m256i acc[kChains][kPixels];
-#pragma GCC unroll 4
-    for (int c = 0; c < kChains; ++c)
+// The first kPixels pixels of one panel, each pixel's quads broadcast against the weights: a zmm of a weight
+// panel at quad q holds quads q (lanes 0-5: six rows' four bytes) and q + 1 (lanes 6-11) of the panel, and
+// 4 rows of q + 2 (lanes 12-15); the pixel's vector holds its quad q in lanes 0-5, q + 1 in lanes 6-11 and
+// zeros in 12-15, so one vpdpbusd does two k quads of six rows. Both weight panels
+// (rows past six) share the pixel's vectors. kChains chains of accumulators over the steps, so that the
+// short tiles do not wait out vpdpbusd's latency; chains and the two halves added at the end (int32 sums
+// wrap alike in any order). The last quads are read by masked loads (nothing past the panel).
+// One step: two quads from q (one when `pair` is false) of every pixel times kPanels weight panels, into
+// one chain of accumulators.
+template <int kPixels, int kPanels>
+NEE_VNNI_TARGET __attribute__((always_inline)) inline void PixelStep(__m512i (&acc)[kPanels][kPixels],
+                                                                   const __m512i (&deal)[kPixels], const int8_t* w,
+                                                                   int64_t w_panel, const uint8_t* x, int64_t q,
+                                                                   __mmask16 wmask, bool pair) {
+  // The first eight pixels' quads q (dwords 0-7) and q + 1 (8-15), then each pixel's two dealt out by one
+  // vpermd (lanes 12-15 zeroed by its mask; 6-11 too for a lone quad).
+  const __m256i first = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadX));
+  const __m512i both = pair ? _mm512_inserti64x4(_mm512_castsi256_si512(first),
+                                                 _mm256_load_si256(reinterpret_cast<const __m256i*>(x + (q + 1) * kQuadX)), 1)
+                            : _mm512_castsi256_si512(first);
+  __m512i xv[kPixels];
 #pragma GCC unroll 5
-      for (int j = 0; j < kPixels; ++j) acc[c][j] = _mm256_setzero_si256();
-    int64_t q = 0;
-    for (; q + kChains <= kquads; q += kChains) {
-#pragma GCC unroll 4
-      for (int c = 0; c < kChains; ++c) {
-        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + (q + c) * kQuadW));
+  for (int j = 0; j < kPixels; ++j) xv[j] = _mm512_maskz_permutexvar_epi32(pair ? 0x0FFF : 0x003F, deal[j], both);
+#pragma GCC unroll 2
+  for (int p = 0; p < kPanels; ++p) {
+    const __m512i wv = _mm512_maskz_loadu_epi32(wmask, w + p * w_panel + q * kQuadW);
 #pragma GCC unroll 5
-        for (int j = 0; j < kPixels; ++j)
-          acc[c][j] = _mm256_dpbusd_epi32(acc[c][j], _mm256_set1_epi32(LoadQuad(x + (q + c) * kQuadX + 4 * j)), wv);
-      }
-    }
-    for (; q < kquads; ++q) {
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + q * kQuadW));
-#pragma GCC unroll 5
-      for (int j = 0; j < kPixels; ++j)
-        acc[0][j] = _mm256_dpbusd_epi32(acc[0][j], _mm256_set1_epi32(LoadQuad(x + q * kQuadX + 4 * j)), wv);
-    }
-    for (int j = 0; j < kPixels; ++j) {
-      const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(acc[0][j], acc[1][j]), _mm256_add_epi32(acc[2][j], acc[3][j]));
-      alignas(32) int32_t lanes[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
-      for (int64_t r = 0; r < kRowsPerPanel && panel * kRowsPerPanel + r < rows; ++r)
-        s[(panel * kRowsPerPanel + r) * kCols + j] = lanes[r];
-    }
+    for (int j = 0; j < kPixels; ++j) acc[p][j] = _mm512_dpbusd_epi32(acc[p][j], xv[j], wv);
   }
+}
+
+template <int kPixels, int kPanels>
+NEE_VNNI_TARGET void PixelTilePanels(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x,
+                                     int64_t kquads, int32_t* s) {
+  constexpr int kChains = kPixels * kPanels <= 2 ? 4 : kPixels * kPanels <= 4 ? 2 : 1;
+  __m512i deal[kPixels];  // pixel j: dword j six times, then dword 8 + j six times
+#pragma GCC unroll 5
+  for (int j = 0; j < kPixels; ++j) deal[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(j), 0x0FC0, 8 + j);
+  __m512i acc[kChains][kPanels][kPixels];
+#pragma GCC unroll 4
+  for (int c = 0; c < kChains; ++c)
+#pragma GCC unroll 2
+    for (int p = 0; p < kPanels; ++p)
+#pragma GCC unroll 5
+      for (int j = 0; j < kPixels; ++j) acc[c][p][j] = _mm512_setzero_si512();
+  int64_t q = 0;
+  // Whole loads while quad q + 2 exists (its four rows in lanes 12-15 are read, times zero).
+  for (; q + 2 * kChains + 1 <= kquads; q += 2 * kChains)
+#pragma GCC unroll 4
+    for (int c = 0; c < kChains; ++c) PixelStep<kPixels, kPanels>(acc[c], deal, w, w_panel, x, q + 2 * c, 0xFFFF, true);
+  for (; q + 3 <= kquads; q += 2) PixelStep<kPixels, kPanels>(acc[0], deal, w, w_panel, x, q, 0xFFFF, true);
+  if (q + 2 == kquads) PixelStep<kPixels, kPanels>(acc[0], deal, w, w_panel, x, q, 0x0FFF, true);
+  if (q + 1 == kquads) PixelStep<kPixels, kPanels>(acc[0], deal, w, w_panel, x, q, 0x003F, false);
+  const __m512i upper = _mm512_setr_epi32(6, 7, 8, 9, 10, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  // Unrolled like the loops above, so that acc stays in registers (an indexed acc lives on the stack).
+#pragma GCC unroll 2
+  for (int p = 0; p < kPanels; ++p)
+#pragma GCC unroll 5
+    for (int j = 0; j < kPixels; ++j) {
+      __m512i sum = acc[0][p][j];
+#pragma GCC unroll 4
+      for (int c = 1; c < kChains; ++c) sum = _mm512_add_epi32(sum, acc[c][p][j]);
+      sum = _mm512_add_epi32(sum, _mm512_permutexvar_epi32(upper, sum));
+      alignas(64) int32_t lanes[16];
+      _mm512_store_si512(lanes, sum);
+      for (int64_t r = 0; r < kRowsPerPanel && p * kRowsPerPanel + r < rows; ++r)
+        s[(p * kRowsPerPanel + r) * kCols + j] = lanes[r];
+    }
+}
+
+template <int kPixels>
+void PixelTileVnni(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads, int32_t* s) {
+  if (rows > kRowsPerPanel) return PixelTilePanels<kPixels, 2>(rows, w, w_panel, x, kquads, s);
+  PixelTilePanels<kPixels, 1>(rows, w, w_panel, x, kquads, s);
 }
 
 template <int kP, int... kR>
