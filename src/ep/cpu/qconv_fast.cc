@@ -386,14 +386,15 @@ void FinishPanel(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* s
 // The block's tiles on VNNI: twelve output channels (two weight panels) at a time, over pairs of full pixel
 // panels (32 pixels), then a panel alone, a last one of at most eight pixels on the half tile, of at most
 // three pixel by pixel. The weights are unclamped: no remainders.
+// Row panels [rp_begin, rp_end) of the group (all of them by default; even bounds).
 void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel_begin, int64_t npanels,
-               const int32_t* pixel_sums, uint8_t* y) {
+               const int32_t* pixel_sums, uint8_t* y, int64_t rp_begin = 0, int64_t rp_end = -1) {
   const QConvGeometry& g = *run.g;
   const QConvWeights& w = *run.w;
   const int64_t P = g.P(), kquads = w.kquads, ppg = w.panels_per_group;
   const int64_t x_panel = kquads * kQuadB, w_panel = kquads * kQuadA;
   alignas(64) int32_t sums[qconv::kVnniSums];
-  for (int64_t rp = 0; rp < ppg; rp += 2) {
+  for (int64_t rp = rp_begin; rp < (rp_end < 0 ? ppg : rp_end); rp += 2) {
     const int64_t rows = std::min(qconv::kVnniRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
     const int8_t* wp = w.data.data() + (grp * ppg + rp) * w_panel;
     for (int64_t b = 0; b < npanels;) {
@@ -473,6 +474,28 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
     }
   }
 }
+
+#ifdef NEE_QCONV_X86
+// A small image (few pixel panels) on several threads, VNNI: its panels packed once into one buffer (a task
+// per panel), then the threads split the output channels (pairs of row panels), each running its rows over
+// every panel. Splitting the pixels instead had each thread stream all the weights (a 3x3 conv over 512
+// channels at 7x7: 2.4 MB each) over one or two panels, with the lone panel's tiles on one thread only.
+void RunImageByRows(KernelContext& ctx, const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panels,
+                    uint8_t* y, std::vector<uint8_t>& packed) {
+  const int64_t kquads = run.w->kquads, panel_bytes = kquads * kQuadB, ppg = run.w->panels_per_group;
+  packed.resize(static_cast<size_t>(panels * panel_bytes + 64));
+  uint8_t* block = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+  std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(panels * kCols) : 0);
+  ctx.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
+    PackBlock(run, from, begin, end - begin, block + begin * panel_bytes, nullptr,
+              run.q->any_zw ? pixel_sums.data() + begin * kCols : nullptr);
+  });
+  const int64_t pairs = (ppg + 1) / 2;
+  ctx.ParallelFor(pairs, 1, [&](int64_t begin, int64_t end) {
+    TilesVnni(run, grp, block, 0, panels, pixel_sums.data(), y, 2 * begin, std::min(ppg, 2 * end));
+  });
+}
+#endif
 
 // A per-tensor or per-channel input's value for channel m (already checked to hold 1 or M values).
 double ValueAt(const Tensor& t, int64_t m) { return ReadAsDouble(t, t.num_elements() == 1 ? 0 : m); }
@@ -651,7 +674,9 @@ Status QLinearConvFast(KernelContext& ctx) {
                          mult.data(), q, yb))
     return Status::Ok();
   const int64_t images = g.N * g.group;
-  std::vector<uint8_t> padded;
+  std::vector<uint8_t> padded, packed;
+  // Few pixel panels and enough output channels for every thread: split the channels (RunImageByRows).
+  const bool by_rows = vnni && threads > 1 && panels <= 2 * threads && weights->panels_per_group >= 4 * threads;
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
   // No tap of any output pixel outside the image: AVX2 reads x itself.
   const bool inside = g.ph == 0 && g.pw == 0 && g.hp == g.ih && g.wp == g.iw;
@@ -679,6 +704,12 @@ Status QLinearConvFast(KernelContext& ctx) {
     from.source.taps = (copy ? plan->taps_padded : plan->taps_direct).data();
 #endif
     uint8_t* y_image = yb + n * g.M * P;
+#ifdef NEE_QCONV_X86
+    if (by_rows) {
+      RunImageByRows(ctx, run, grp, from, panels, y_image, packed);
+      continue;
+    }
+#endif
     ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
       for (int64_t blk = begin; blk < end; ++blk)

@@ -241,6 +241,19 @@ TEST_P(QConvFastTest, QLinearConvTileShapes) {
       Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
       ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
     }
+  // Small images with many output channels: on VNNI at two and three threads the channels are split among
+  // the threads (RunImageByRows) where one or two threads take the pixels; 7x7 (three panels and a pixel),
+  // 5x5, and a weight zero point (pixel sums).
+  for (int64_t m : {50, 77, 100})
+    for (int64_t side : {5, 7}) {
+      ConvCase c{"rows_" + std::to_string(side) + "x" + std::to_string(side) + "_m" + std::to_string(m) +
+                     (m == 77 ? "_wzp" : ""),
+                 {1, 9, side, side}, {m, 9, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}};
+      if (m == 77) c.wt = DataType::kUint8;
+      std::vector<Value> inputs = ConvInputs(c, rng);
+      Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+      ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+    }
   // Deep: K = 9 * 61 = 549 (not a multiple of 4), 13 and 26 channels, a 9x9 image (81 pixels: five panels
   // and one pixel), full-range weights.
   for (int64_t m : {13, 26}) {
