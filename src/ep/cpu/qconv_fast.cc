@@ -476,10 +476,10 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
 }
 
 #ifdef NEE_QCONV_X86
-// A small image (few pixel panels) on several threads, VNNI: its panels packed once into one buffer (a task
-// per panel), then the threads split the output channels (pairs of row panels), each running its rows over
-// every panel. Splitting the pixels instead had each thread stream all the weights (a 3x3 conv over 512
-// channels at 7x7: 2.4 MB each) over one or two panels, with the lone panel's tiles on one thread only.
+// A small image (few pixel panels), VNNI: its panels packed once into one buffer (a task per panel), then the
+// threads split the output channels (pairs of row panels), each running its rows over every panel. Blocks of
+// pixels instead had each block stream all the weights (a 3x3 conv over 512 channels at 7x7: 2.4 MB) over one
+// or two panels, and on several threads the lone panel's tiles ran on one thread only.
 void RunImageByRows(KernelContext& ctx, const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panels,
                     uint8_t* y, std::vector<uint8_t>& packed) {
   const int64_t kquads = run.w->kquads, panel_bytes = kquads * kQuadB, ppg = run.w->panels_per_group;
@@ -675,8 +675,9 @@ Status QLinearConvFast(KernelContext& ctx) {
     return Status::Ok();
   const int64_t images = g.N * g.group;
   std::vector<uint8_t> padded, packed;
-  // Few pixel panels and enough output channels for every thread: split the channels (RunImageByRows).
-  const bool by_rows = vnni && threads > 1 && panels <= 2 * threads && weights->panels_per_group >= 4 * threads;
+  // Few pixel panels (at most four, or two per thread) and enough output channels for every thread: all panels
+  // packed at once and the channels split (RunImageByRows; one thread then streams the weights once).
+  const bool by_rows = vnni && panels <= std::max<int64_t>(4, 2 * threads) && weights->panels_per_group >= 4 * threads;
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
   // No tap of any output pixel outside the image: AVX2 reads x itself.
   const bool inside = g.ph == 0 && g.pw == 0 && g.hp == g.ih && g.wp == g.iw;
