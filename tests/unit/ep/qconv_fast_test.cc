@@ -290,7 +290,8 @@ TEST_P(QConvFastTest, QLinearConvRequantTies) {
 TEST_P(QConvFastTest, QLinearAddAndLeakyReluMatchReference) {
   std::mt19937 rng(9);
   for (DataType t : {DataType::kUint8, DataType::kInt8}) {
-    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{9000}}) {
+    // AVX-512: 32 a step, then 16, then the AVX2 and scalar tails; 12307 spans four 4096-element tasks.
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}, int64_t{47}, int64_t{9000}, int64_t{12307}}) {
       std::vector<Value> add = {Value(testing::Random8(t, {1, n}, rng)), Value(Tensor::Scalar<float>(0.031f)),
                                 Value(testing::Random8(t, {}, rng)),      Value(testing::Random8(t, {1, n}, rng)),
                                 Value(Tensor::Scalar<float>(0.017f)),     Value(testing::Random8(t, {}, rng)),
