@@ -272,21 +272,44 @@ NEE_VNNI_TARGET inline void StoreRow16(__m512i v, bool y_signed, __mmask16 store
 
 // Four rows' int32 values narrowed with saturation by two packs (int32 -> int16 signed, then int16 -> 8 bits
 // signed or unsigned: the same clamp as StoreRow16), where four vpmovdb would take eight uops. The packs work
-// within 128-bit lanes, leaving row r's pixels 4l..4l+3 at dword 4l + r; one vpermd gathers each row's
-// sixteen bytes into lane r.
-NEE_VNNI_TARGET inline void StoreRows4x16(__m512i v0, __m512i v1, __m512i v2, __m512i v3, bool y_signed,
-                                          uint8_t* out, int64_t ld) {
+// within 128-bit lanes, leaving row r's pixels 4l..4l+3 at dword 4l + r (StoreRows4x16 puts them in order).
+NEE_VNNI_TARGET inline __m512i PackRows4(__m512i v0, __m512i v1, __m512i v2, __m512i v3, bool y_signed) {
   const __m512i w01 = _mm512_packs_epi32(v0, v1), w23 = _mm512_packs_epi32(v2, v3);
-  const __m512i bytes = y_signed ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
-  const __m512i rows = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), bytes);
+  return y_signed ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
+}
+
+// PackRows4's bytes stored as four rows: one vpermd gathers each row's sixteen bytes into lane r.
+NEE_VNNI_TARGET inline void StoreRows4x16(__m512i packed, uint8_t* out, int64_t ld) {
+  const __m512i rows = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_castsi512_si128(rows));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm512_extracti32x4_epi32(rows, 1));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * ld), _mm512_extracti32x4_epi32(rows, 2));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * ld), _mm512_extracti32x4_epi32(rows, 3));
 }
+
+// Four whole rows (their constants added): RequantRow16's bounds L and H for all four, narrowed, and compared
+// once as bytes. Rounding and saturating are monotonic and L < D < H (RequantRow16), so where the bytes of L
+// and H agree they are D's too (a bound may even differ before saturating). Rows whose bytes differ somewhere
+// (rare) go through RequantRow16 again, which takes the double arithmetic where it must.
+NEE_VNNI_TARGET inline __m512i RequantRows4(const __m512i (&s)[4], const float* mult_f, const double* mult,
+                                            __m512 z_lo, __m512 z_hi, __m512d z, bool y_signed) {
+  __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const __m512 a = _mm512_cvtepi32_ps(s[r]), m = _mm512_set1_ps(mult_f[r]);
+    lo[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
+    hi[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi));
+  }
+  const __m512i bytes = PackRows4(lo[0], lo[1], lo[2], lo[3], y_signed);
+  if (_mm512_cmpneq_epi8_mask(bytes, PackRows4(hi[0], hi[1], hi[2], hi[3], y_signed)) == 0) return bytes;
+  return PackRows4(RequantRow16(s[0], mult_f[0], mult[0], z_lo, z_hi, z),
+                   RequantRow16(s[1], mult_f[1], mult[1], z_lo, z_hi, z),
+                   RequantRow16(s[2], mult_f[2], mult[2], z_lo, z_hi, z),
+                   RequantRow16(s[3], mult_f[3], mult[3], z_lo, z_hi, z), y_signed);
+}
 }  // namespace
 
-// Sixteen lanes at once (RequantRow16), four whole rows narrowed together.
+// Sixteen lanes at once (RequantRow16), four whole rows narrowed and checked together (RequantRows4).
 NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant,
                                       const double* mult, const float* mult_f, const Requant& q, uint8_t* out,
                                       int64_t ld) {
@@ -294,18 +317,18 @@ NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t
   const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
   const __m512 z_lo = _mm512_set1_ps(yzp - delta), z_hi = _mm512_set1_ps(yzp + delta);
   const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
-#define NEE_REQUANT_ROW(r)                                                                                        \
-  RequantRow16(_mm512_add_epi32(_mm512_loadu_si512(sums + (r) * kCols), _mm512_set1_epi32(constant[r])), mult_f[r], \
-               mult[r], z_lo, z_hi, z)
+  auto with_constant = [&](int64_t r) NEE_VNNI_TARGET {
+    return _mm512_add_epi32(_mm512_loadu_si512(sums + r * kCols), _mm512_set1_epi32(constant[r]));
+  };
   int64_t r = 0;
   if (count == kCols)
     for (; r + 4 <= rows; r += 4) {
-      const __m512i v0 = NEE_REQUANT_ROW(r), v1 = NEE_REQUANT_ROW(r + 1), v2 = NEE_REQUANT_ROW(r + 2),
-                    v3 = NEE_REQUANT_ROW(r + 3);
-      StoreRows4x16(v0, v1, v2, v3, q.y_signed, out + r * ld, ld);
+      const __m512i s[4] = {with_constant(r), with_constant(r + 1), with_constant(r + 2), with_constant(r + 3)};
+      StoreRows4x16(RequantRows4(s, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed), out + r * ld, ld);
     }
-  for (; r < rows; ++r) StoreRow16(NEE_REQUANT_ROW(r), q.y_signed, store, count == kCols, out + r * ld);
-#undef NEE_REQUANT_ROW
+  for (; r < rows; ++r)
+    StoreRow16(RequantRow16(with_constant(r), mult_f[r], mult[r], z_lo, z_hi, z), q.y_signed, store, count == kCols,
+               out + r * ld);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
