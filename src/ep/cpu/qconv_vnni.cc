@@ -208,9 +208,30 @@ VnniPixelTileFn VnniPixelTile(int64_t pixels) {
   return kByCount[pixels - 1];
 }
 
+// Padded rows of at most 64 bytes (images up to 62 wide with a pad of one) are written whole, once: the row's
+// bytes loaded into place by one masked load from x - pw (the zero point, flipped back and forth, in the other
+// lanes), flipped, and stored by one masked store; the rows above and below by one store each. Wider rows: each
+// plane filled with the pad first, then each row's bytes copied (flipped) by masked 64-byte loads and stores.
 NEE_VNNI_TARGET void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad,
                                     uint8_t* dst) {
-  const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip));
+  const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip)), fill = _mm512_set1_epi8(static_cast<char>(pad));
+  if (g.wp <= 64) {
+    const __mmask64 row_mask = g.wp == 64 ? ~__mmask64{0} : (__mmask64{1} << g.wp) - 1;
+    const __mmask64 data = ((g.iw == 64 ? ~__mmask64{0} : (__mmask64{1} << g.iw) - 1) << g.pw);
+    const __m512i fill_flipped = _mm512_xor_si512(fill, flip_bytes);
+    for (int64_t c = 0; c < g.Cg; ++c) {
+      uint8_t* plane = dst + c * g.hp * g.wp;
+      for (int64_t y = 0; y < g.hp; ++y) {
+        const int64_t iy = y - g.ph;
+        __m512i row = fill;
+        if (iy >= 0 && iy < g.ih)
+          row = _mm512_xor_si512(_mm512_mask_loadu_epi8(fill_flipped, data, x + (c * g.ih + iy) * g.iw - g.pw),
+                                 flip_bytes);
+        _mm512_mask_storeu_epi8(plane + y * g.wp, row_mask, row);
+      }
+    }
+    return;
+  }
   for (int64_t c = 0; c < g.Cg; ++c) {
     uint8_t* plane = dst + c * g.hp * g.wp;
     std::memset(plane, pad, static_cast<size_t>(g.hp * g.wp));

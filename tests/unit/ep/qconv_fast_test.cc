@@ -254,6 +254,16 @@ TEST_P(QConvFastTest, QLinearConvTileShapes) {
       Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
       ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
     }
+  // The padded copy around the 64-byte row: rows of 63 and 64 bytes written whole (62 and 61 wide, pads 1 and
+  // asymmetric), 65 and 72 bytes through the plane fill; int8 input (flipped) and uint8.
+  for (int64_t width : {61, 62, 63, 70}) {
+    ConvCase c{"pad_row_w" + std::to_string(width), {1, 5, 4, width}, {7, 5, 3, 3},
+               {IntsAttr("pads", {1, width == 61 ? 2 : 1, 1, 1})}};
+    c.xt = width % 2 ? DataType::kInt8 : DataType::kUint8;
+    std::vector<Value> inputs = ConvInputs(c, rng);
+    Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+    ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+  }
   // Deep: K = 9 * 61 = 549 (not a multiple of 4), 13 and 26 channels, a 9x9 image (81 pixels: five panels
   // and one pixel), full-range weights.
   for (int64_t m : {13, 26}) {
