@@ -403,8 +403,13 @@ void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t p
       const int32_t* ps = run.q->any_zw ? pixel_sums + b * kCols : nullptr;
       if (b + 1 < npanels && P - p0 > kCols + kCols / 2) {  // two panels, the second more than half full
         qconv::VnniTile(rows, 2)(wp, w_panel, xp, x_panel, kquads, sums);
-        FinishPanel(run, m0, rows, sums, ps, p0, y);
-        FinishPanel(run, m0, rows, sums + qconv::kVnniRows * kCols, ps ? ps + kCols : nullptr, p0 + kCols, y);
+        if (!run.q->any_zw && run.q->small_multipliers) {
+          qconv::FinishTilesAvx512(sums, rows, kCols, true, std::min(kCols, P - p0 - kCols), run.q->constant + m0,
+                                   run.q->mult + m0, run.q->mult_f + m0, *run.q, y + m0 * P + p0, P);
+        } else {
+          FinishPanel(run, m0, rows, sums, ps, p0, y);
+          FinishPanel(run, m0, rows, sums + qconv::kVnniRows * kCols, ps ? ps + kCols : nullptr, p0 + kCols, y);
+        }
         b += 2;
         continue;
       }

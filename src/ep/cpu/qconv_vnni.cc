@@ -330,26 +330,50 @@ NEE_VNNI_TARGET inline __m512i RequantRows4(const __m512i (&s)[4], const float* 
 }
 }  // namespace
 
-// Sixteen lanes at once (RequantRow16), four whole rows narrowed and checked together (RequantRows4).
-NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant,
-                                      const double* mult, const float* mult_f, const Requant& q, uint8_t* out,
-                                      int64_t ld) {
+// Sixteen lanes at once (RequantRow16), four whole rows narrowed and checked together (RequantRows4); with
+// `pair`, the second pixel panel's sums (kVnniRows * kCols further, stored kCols further) in the same loop, its
+// four rows beside the first panel's, so that their long convert chains overlap.
+NEE_VNNI_TARGET void FinishTilesAvx512(const int32_t* sums, int64_t rows, int64_t count, bool pair,
+                                       int64_t second_count, const int32_t* constant, const double* mult,
+                                       const float* mult_f, const Requant& q, uint8_t* out, int64_t ld) {
   const __m512d z = _mm512_set1_pd(q.yzp);
   const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
   const __m512 z_lo = _mm512_set1_ps(yzp - delta), z_hi = _mm512_set1_ps(yzp + delta);
-  const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
-  auto with_constant = [&](int64_t r) NEE_VNNI_TARGET {
-    return _mm512_add_epi32(_mm512_loadu_si512(sums + r * kCols), _mm512_set1_epi32(constant[r]));
+  const int32_t* sums2 = sums + kVnniRows * kCols;
+  uint8_t* out2 = out + kCols;
+  auto with_constant = [&](const int32_t* s, int64_t r) NEE_VNNI_TARGET {
+    return _mm512_add_epi32(_mm512_loadu_si512(s + r * kCols), _mm512_set1_epi32(constant[r]));
   };
+  const bool whole = count == kCols, whole2 = pair && second_count == kCols;
   int64_t r = 0;
-  if (count == kCols)
+  if (whole)
     for (; r + 4 <= rows; r += 4) {
-      const __m512i s[4] = {with_constant(r), with_constant(r + 1), with_constant(r + 2), with_constant(r + 3)};
-      StoreRows4x16(RequantRows4(s, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed), out + r * ld, ld);
+      const __m512i s[4] = {with_constant(sums, r), with_constant(sums, r + 1), with_constant(sums, r + 2),
+                            with_constant(sums, r + 3)};
+      const __m512i bytes = RequantRows4(s, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed);
+      if (whole2) {
+        const __m512i s2[4] = {with_constant(sums2, r), with_constant(sums2, r + 1), with_constant(sums2, r + 2),
+                               with_constant(sums2, r + 3)};
+        StoreRows4x16(RequantRows4(s2, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed), out2 + r * ld, ld);
+      }
+      StoreRows4x16(bytes, out + r * ld, ld);
     }
+  const int64_t done2 = whole2 ? r : 0;  // the second panel's rows already stored
+  const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
   for (; r < rows; ++r)
-    StoreRow16(RequantRow16(with_constant(r), mult_f[r], mult[r], z_lo, z_hi, z), q.y_signed, store, count == kCols,
+    StoreRow16(RequantRow16(with_constant(sums, r), mult_f[r], mult[r], z_lo, z_hi, z), q.y_signed, store, whole,
                out + r * ld);
+  if (!pair) return;
+  const __mmask16 store2 = static_cast<__mmask16>((1u << second_count) - 1);
+  for (r = done2; r < rows; ++r)
+    StoreRow16(RequantRow16(with_constant(sums2, r), mult_f[r], mult[r], z_lo, z_hi, z), q.y_signed, store2, whole2,
+               out2 + r * ld);
+}
+
+NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant,
+                                      const double* mult, const float* mult_f, const Requant& q, uint8_t* out,
+                                      int64_t ld) {
+  FinishTilesAvx512(sums, rows, count, false, 0, constant, mult, mult_f, q, out, ld);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -54,6 +54,11 @@ void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint
 // pixels each).
 void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant, const double* mult,
                       const float* mult_f, const Requant& q, uint8_t* out, int64_t ld);
+// The same for a two-panel tile's sums at once (VnniTile's [panel][kVnniRows][kCols]): the first panel's count
+// pixels stored at out, the second's second_count kCols further, in one loop (their chains overlap).
+void FinishTilesAvx512(const int32_t* sums, int64_t rows, int64_t count, bool pair, int64_t second_count,
+                       const int32_t* constant, const double* mult, const float* mult_f, const Requant& q,
+                       uint8_t* out, int64_t ld);
 #endif
 
 }  // namespace nee::cpu::qconv
