@@ -312,7 +312,7 @@ NEE_VNNI_TARGET inline void StoreRows4x16(__m512i packed, uint8_t* out, int64_t 
 // once as bytes. Rounding and saturating are monotonic and L < D < H (RequantRow16), so where the bytes of L
 // and H agree they are D's too (a bound may even differ before saturating). Rows whose bytes differ somewhere
 // (rare) go through RequantRow16 again, which takes the double arithmetic where it must.
-NEE_VNNI_TARGET inline __m512i RequantRows4(const __m512i (&s)[4], const float* mult_f, const double* mult,
+NEE_VNNI_TARGET __attribute__((always_inline)) inline __m512i RequantRows4(const __m512i (&s)[4], const float* mult_f, const double* mult,
                                             __m512 z_lo, __m512 z_hi, __m512d z, bool y_signed) {
   __m512i lo[4], hi[4];
 #pragma GCC unroll 4
