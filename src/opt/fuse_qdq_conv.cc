@@ -353,6 +353,9 @@ void TryFuseMaxPool(GraphEditor& ed, size_t index) {
   if (!IsOpSince(ed, index, "MaxPool", 12) || pool.inputs.size() != 1 || !EveryWindowInside(pool)) return;
   QdqNode x, y;
   if (DequantizeProducer(ed, pool.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  // The bytes themselves of the type Q writes (a DQ without a zero point may read int32).
+  const TypeInfo* bytes = ed.TensorType(x.data);
+  if (!bytes || bytes->elem_type != QuantType(ed, x)) return;
   const int64_t q_index = opt::SoleConsumer(ed, pool.outputs[0]);
   if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
       !SameQuantization(ed, x, y))

@@ -272,6 +272,22 @@ TEST(FuseQdqConv, RefusesMaxPoolWithOtherQuantizationOrEmptyWindows) {
   // Q(0.0f), the zero point 37, where an 8-bit MaxPool gives 0.
   kept(MaxPoolCase(false, 0.0213f, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}));
   kept(MaxPoolCase(false, 0.0213f, Pool3x3({1, 1, 1, 1}, 1)));
+  // int32 dequantized (no zero point, so "uint8" by the zero point's type) and quantized to uint8.
+  ModelBuilder b(13);
+  b.Input("xi", ShapeFromDims({1, 2, 7, 9}), DataType::kInt32)
+      .Init("s", Tensor::Scalar<float>(0.0213f))
+      .Op("DequantizeLinear", {"xi", "s"}, {"x"})
+      .Op("MaxPool", {"x"}, {"p"}, Pool3x3({1, 1, 1, 1}))
+      .Op("QuantizeLinear", {"p", "s"}, {"yq"})
+      .Output("yq");
+  const Ops ops = OpsAfter(b.model);
+  EXPECT_EQ(Count(ops, "DequantizeLinear"), 1);
+  EXPECT_EQ(Count(ops, "QuantizeLinear"), 1);
+  std::vector<int32_t> v(126);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>((i * 89 + 5) % 300);
+  const std::vector<NamedValue> feeds = {{"xi", Tensor::FromVector(v, {1, 2, 7, 9})}};
+  const Tensor off = RunAt(b.model, feeds, 0), on = RunAt(b.model, feeds, 99);
+  EXPECT_EQ(0, std::memcmp(on.raw_data(), off.raw_data(), off.byte_size()));
 }
 
 }  // namespace
