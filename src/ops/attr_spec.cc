@@ -55,8 +55,10 @@ constexpr SpecRow kRows[] = {
     {"ai.nee", "ToBlocked", 1, 0, "|X:T|Y:T|T=tensor(float)"},
     {"ai.nee", "FromBlocked", 1, 0, "channels:INT!|X:T|Y:T|T=tensor(float)"},
     {"ai.nee", "BlockedConv", 1, 0,
-     "channels:INT! activation:STRING activation_params:FLOATS dilations:INTS group:INT=1 kernel_shape:INTS pads:INTS "
-     "strides:INTS|X:T W:T B:T? Z:T?|Y:T|T=tensor(float)"},
+     "channels:INT! activation:STRING activation_params:FLOATS dilations:INTS group:INT=1 input_layout:STRING "
+     "kernel_shape:INTS pads:INTS strides:INTS|X:T W:T B:T? Z:T?|Y:T|T=tensor(float)"},
+    {"ai.nee", "BlockedMaxPool", 1, 0,
+     "channels:INT! kernel_shape:INTS! pads:INTS strides:INTS|X:T|Y:T|T=tensor(float)"},
 };
 
 constexpr const char* kTypeNames[] = {

@@ -1,5 +1,5 @@
 // Operator family: nee's channel-blocked layout (domain ai.nee): ToBlocked,
-// FromBlocked and BlockedConv (see ops/blocked_conv.h for the layout and the
+// FromBlocked, BlockedConv and BlockedMaxPool (see ops/blocked_conv.h for the layout and the
 // contracts). The reference kernels are plain loops over the layout; the
 // convolution sums in double, so it is an independent yardstick for the fast
 // kernels (ep/cpu/blocked_conv_fast.cc). Work is split over output planes, each
@@ -116,6 +116,14 @@ Status FromBlockedKernel(KernelContext& ctx) {
 
 // ---- BlockedConv ---------------------------------------------------------------------
 
+// input_layout: "blocked" (the default) or "nchw" (a stem conv's plain input).
+Result<bool> NchwInputAttr(const Node& node) {
+  NEE_ASSIGN_OR_RETURN(std::string layout, node.GetString("input_layout", "blocked"));
+  if (layout != "blocked" && layout != "nchw")
+    return InvalidModel(node.Describe() + ": input_layout must be \"blocked\" or \"nchw\", got \"" + layout + "\"");
+  return layout == "nchw";
+}
+
 // Kernel shape from the weights [M, C/group, KH, KW], when known.
 bool KernelOfWeights(const Shape* w, std::vector<int64_t>* kernel) {
   if (!w || w->size() != 4 || !(*w)[2].known() || !(*w)[3].known()) return false;
@@ -127,7 +135,8 @@ Status InferBlockedConv(InferenceContext& ctx) {
   const std::string where = ctx.node.Describe() + ": ";
   NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node, where));
   NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node).status());
-  NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, 5));
+  NEE_ASSIGN_OR_RETURN(const bool nchw, NchwInputAttr(ctx.node));
+  NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, nchw ? 4 : 5));
   NEE_ASSIGN_OR_RETURN(const Shape* w, FloatInputOfRank(ctx, 1, 4));
   if (ctx.has_input(2)) NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 2, 1).status());
   if (ctx.has_input(3)) NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 3, 5).status());
@@ -135,9 +144,10 @@ Status InferBlockedConv(InferenceContext& ctx) {
   if (group <= 0 || C % group != 0)
     return ctx.Error("group " + std::to_string(group) + " must be positive and divide the " + std::to_string(C) +
                      " input channels");
-  if (x && (*x)[1].known() && (*x)[1].value != ChannelBlocks(C))
-    return ctx.InputError(0, "has " + (*x)[1].ToString() + " channel blocks; " + std::to_string(C) +
-                                 " channels need " + std::to_string(ChannelBlocks(C)));
+  if (x && (*x)[1].known() && (*x)[1].value != (nchw ? C : ChannelBlocks(C)))
+    return ctx.InputError(0, "has " + (*x)[1].ToString() + (nchw ? " channels; expected " : " channel blocks; ") +
+                                 std::to_string(C) +
+                                 (nchw ? "" : " channels need " + std::to_string(ChannelBlocks(C))));
   if (w && (*w)[1].known() && (*w)[1].value * group != C)
     return ctx.InputError(1, "has " + (*w)[1].ToString() + " input channels per group; expected " +
                                  std::to_string(C / group));
@@ -182,13 +192,16 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(g.C, ChannelsAttr(node, node.Describe() + ": "));
   NEE_ASSIGN_OR_RETURN(g.act, ReadFusedActivation(node));
   NEE_ASSIGN_OR_RETURN(g.group, node.GetInt("group", 1));
-  NEE_ASSIGN_OR_RETURN(const Tensor* x, FloatTensor(ctx, 0, 5));
+  NEE_ASSIGN_OR_RETURN(g.nchw_input, NchwInputAttr(node));
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, FloatTensor(ctx, 0, g.nchw_input ? 4 : 5));
   NEE_ASSIGN_OR_RETURN(const Tensor* w, FloatTensor(ctx, 1, 4));
   g.N = x->dim(0);
   g.H = x->dim(2);
   g.W = x->dim(3);
   g.M = w->dim(0);
-  if (x->dim(1) != g.Cb() || x->dim(4) != kChannelBlock)
+  if (g.nchw_input && x->dim(1) != g.C)
+    return ctx.InputError(0, "must be [N, " + std::to_string(g.C) + ", H, W], got " + x->Describe());
+  if (!g.nchw_input && (x->dim(1) != g.Cb() || x->dim(4) != kChannelBlock))
     return ctx.InputError(0, "must be [N, " + std::to_string(g.Cb()) + ", H, W, " + std::to_string(kChannelBlock) +
                                  "] for " + std::to_string(g.C) + " channels, got " + x->Describe());
   if (g.group <= 0 || g.C % g.group != 0 || g.M % g.group != 0 || w->dim(1) * g.group != g.C)
@@ -228,6 +241,12 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx) {
 void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g) {
   const int64_t Cg = g.C / g.group, Mg = g.M / g.group, Cb = g.Cb(), Mb = g.Mb();
   const int64_t in_plane = g.H * g.W * kChannelBlock, out_plane = g.OH * g.OW * kChannelBlock;
+  // Where channel c of image n starts, and the step from pixel to pixel.
+  const int64_t pixel_step = g.nchw_input ? 1 : kChannelBlock;
+  auto channel_start = [&](int64_t n, int64_t c) {
+    if (g.nchw_input) return g.x + (n * g.C + c) * g.H * g.W;
+    return g.x + (n * Cb + c / kChannelBlock) * in_plane + c % kChannelBlock;
+  };
   ctx.ParallelFor(g.N * Mb, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nb = begin; nb < end; ++nb) {
       const int64_t n = nb / Mb, mb = nb % Mb;
@@ -244,7 +263,7 @@ void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g
             const int64_t c0 = m / Mg * Cg;
             double sum = 0;
             for (int64_t c = c0; c < c0 + Cg; ++c) {
-              const float* x = g.x + (n * Cb + c / kChannelBlock) * in_plane + c % kChannelBlock;
+              const float* x = channel_start(n, c);
               const float* w = g.w + (m * Cg + c - c0) * g.KH * g.KW;
               for (int64_t kh = 0; kh < g.KH; ++kh) {
                 const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
@@ -252,7 +271,7 @@ void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g
                 for (int64_t kw = 0; kw < g.KW; ++kw) {
                   const int64_t iw = ow * g.sw - g.pl + kw * g.dw;
                   if (iw < 0 || iw >= g.W) continue;
-                  sum += static_cast<double>(x[(ih * g.W + iw) * kChannelBlock]) * w[kh * g.KW + kw];
+                  sum += static_cast<double>(x[(ih * g.W + iw) * pixel_step]) * w[kh * g.KW + kw];
                 }
               }
             }
@@ -265,7 +284,100 @@ void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g
   });
 }
 
+// ---- BlockedMaxPool ------------------------------------------------------------------
+
+namespace {
+
+// The window of a BlockedMaxPool: 2-D, explicit pads, no dilation.
+Result<nn::WindowSpec> PoolWindow(const Node& node) {
+  NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(node, 2, nullptr));
+  if (spec.auto_pad != "NOTSET" || spec.ceil_mode || spec.dilations != std::vector<int64_t>{1, 1})
+    return InvalidModel(node.Describe() + ": takes explicit pads, no dilation or ceil_mode");
+  return spec;
+}
+
+Status InferBlockedMaxPool(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node, ctx.node.Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, PoolWindow(ctx.node));
+  NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, 5));
+  if (!x) {
+    ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat);
+    return Status::Ok();
+  }
+  if ((*x)[1].known() && (*x)[1].value != ChannelBlocks(C))
+    return ctx.InputError(0, "has " + (*x)[1].ToString() + " channel blocks; " + std::to_string(C) +
+                                 " channels need " + std::to_string(ChannelBlocks(C)));
+  Shape out{(*x)[0], (*x)[1], Dim::Unknown(), Dim::Unknown(), Dim::Known(kChannelBlock)};
+  for (size_t d = 0; d < 2; ++d) {
+    if (!(*x)[2 + d].known()) continue;
+    NEE_ASSIGN_OR_RETURN(int64_t o, nn::WindowOutputDim(ctx.node, spec, d, (*x)[2 + d].value, false));
+    out[2 + d] = Dim::Known(o);
+  }
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, out);
+  return Status::Ok();
+}
+
+Status BlockedMaxPoolKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(BlockedPoolGeometry g, PlanBlockedMaxPool(ctx));
+  BlockedMaxPoolReference(ctx, g);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<BlockedPoolGeometry> PlanBlockedMaxPool(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  BlockedPoolGeometry g;
+  NEE_ASSIGN_OR_RETURN(g.C, ChannelsAttr(node, node.Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, PoolWindow(node));
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, FloatTensor(ctx, 0, 5));
+  if (x->dim(1) != g.Cb() || x->dim(4) != kChannelBlock)
+    return ctx.InputError(0, "must be [N, " + std::to_string(g.Cb()) + ", H, W, " + std::to_string(kChannelBlock) +
+                                 "] for " + std::to_string(g.C) + " channels, got " + x->Describe());
+  g.N = x->dim(0), g.H = x->dim(2), g.W = x->dim(3);
+  NEE_ASSIGN_OR_RETURN(g.OH, nn::WindowOutputDim(node, spec, 0, g.H, false));
+  NEE_ASSIGN_OR_RETURN(g.OW, nn::WindowOutputDim(node, spec, 1, g.W, false));
+  g.KH = spec.kernel[0], g.KW = spec.kernel[1];
+  g.sh = spec.strides[0], g.sw = spec.strides[1];
+  g.pt = spec.pad_begin(0), g.pl = spec.pad_begin(1);
+  g.x = x->data<float>();
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat,
+                                                                {g.N, g.Cb(), g.OH, g.OW, kChannelBlock}));
+  g.y = y.data<float>();
+  return g;
+}
+
+void BlockedMaxPoolReference(const KernelContext& ctx, const BlockedPoolGeometry& g) {
+  const int64_t in_plane = g.H * g.W * kChannelBlock, out_plane = g.OH * g.OW * kChannelBlock;
+  ctx.ParallelFor(g.N * g.Cb(), 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nb = begin; nb < end; ++nb) {
+      const float* x = g.x + nb * in_plane;
+      float* y = g.y + nb * out_plane;
+      const int64_t c0 = nb % g.Cb() * kChannelBlock;
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          for (int64_t l = 0; l < kChannelBlock; ++l) {
+            float best = 0.f;
+            bool any = false;
+            for (int64_t kh = 0; kh < g.KH; ++kh) {
+              const int64_t ih = oh * g.sh - g.pt + kh;
+              if (ih < 0 || ih >= g.H) continue;
+              for (int64_t kw = 0; kw < g.KW; ++kw) {
+                const int64_t iw = ow * g.sw - g.pl + kw;
+                if (iw < 0 || iw >= g.W) continue;
+                const float v = x[(ih * g.W + iw) * kChannelBlock + l];
+                if (!any || v > best) best = v;
+                any = true;
+              }
+            }
+            y[(oh * g.OW + ow) * kChannelBlock + l] = c0 + l < g.C ? best : 0.f;
+          }
+    }
+  });
+}
+
 void RegisterBlockedConvOps(OpRegistry& registry) {
+  registry.RegisterVersions(kNeeDomain, "BlockedMaxPool", {1}, InferBlockedMaxPool, BlockedMaxPoolKernel);
   registry.RegisterVersions(kNeeDomain, "ToBlocked", {1}, InferToBlocked, ToBlockedKernel);
   registry.RegisterVersions(kNeeDomain, "FromBlocked", {1}, InferFromBlocked, FromBlockedKernel);
   registry.RegisterVersions(kNeeDomain, "BlockedConv", {1}, InferBlockedConv, BlockedConvKernel);

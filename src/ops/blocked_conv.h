@@ -11,6 +11,13 @@
 //               kernel_shape, strides, pads, dilations, group, activation, activation_params)
 //     -> Y [N, Mb, OH, OW, 8]: com.microsoft FusedConv's result (conv, + B, + Z,
 //        then the activation), blocked.
+//     With input_layout = "nchw" X is a plain [N, C, H, W] tensor with any C (a
+//     CNN's stem: 3 channels), so the first conv writes the blocked layout
+//     directly and no ToBlocked follows it.
+//   BlockedMaxPool(X blocked; channels = C, kernel_shape, strides, pads)
+//     -> Y [N, Cb, OH, OW, 8]: MaxPool's result (2-D, no dilation or ceil_mode),
+//        blocked: each output the first tap inside the image, then replaced by
+//        every later tap (row-major) that is greater, as the MaxPool reference.
 // What the reference kernels (ops/blocked_conv.cc) and the fast ones
 // (ep/cpu/blocked_conv_fast.cc) share is the geometry below.
 #pragma once
@@ -31,7 +38,8 @@ struct BlockedConvGeometry {
   int64_t KH = 0, KW = 0, sh = 1, sw = 1, dh = 1, dw = 1;
   int64_t pt = 0, pl = 0;  // padding before the first row and column
   FusedActivation act;
-  const float* x = nullptr;     // [N, Cb, H, W, 8]
+  bool nchw_input = false;      // input_layout = "nchw": x is [N, C, H, W]
+  const float* x = nullptr;     // [N, Cb, H, W, 8], or [N, C, H, W] with nchw_input
   const float* w = nullptr;     // [M, C / group, KH, KW]
   const float* bias = nullptr;  // [M] or null
   const float* z = nullptr;     // [N, Mb, OH, OW, 8] or null
@@ -39,9 +47,10 @@ struct BlockedConvGeometry {
 
   int64_t Cb() const { return ChannelBlocks(C); }
   int64_t Mb() const { return ChannelBlocks(M); }
-  bool depthwise() const { return group == C && group == M; }
+  bool depthwise() const { return !nchw_input && group == C && group == M; }
   bool pointwise() const {
-    return group == 1 && KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H && OW == W;
+    return !nchw_input && group == 1 && KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H &&
+           OW == W;
   }
 };
 
@@ -51,5 +60,20 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx);
 // The reference computation of a planned BlockedConv (every output, padding
 // lanes 0): sums in double, in the order of the input channels and taps.
 void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g);
+
+// A BlockedMaxPool node's input, validated, and its allocated output.
+struct BlockedPoolGeometry {
+  int64_t N = 0, C = 0, H = 0, W = 0, OH = 0, OW = 0;
+  int64_t KH = 0, KW = 0, sh = 1, sw = 1, pt = 0, pl = 0;
+  const float* x = nullptr;  // [N, Cb, H, W, 8]
+  float* y = nullptr;        // [N, Cb, OH, OW, 8]
+  int64_t Cb() const { return ChannelBlocks(C); }
+};
+
+Result<BlockedPoolGeometry> PlanBlockedMaxPool(KernelContext& ctx);
+
+// The reference BlockedMaxPool (padding lanes 0; a window with no tap inside
+// the image gives 0, as the MaxPool reference).
+void BlockedMaxPoolReference(const KernelContext& ctx, const BlockedPoolGeometry& g);
 
 }  // namespace nee

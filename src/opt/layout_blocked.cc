@@ -12,7 +12,16 @@
 //   - depthwise: 3x3, stride 1 or 2, padding 1, one channel per group;
 // with float32 input and output of static shape, 2-D, dilation 1, constant
 // weights, and input and output channels multiples of 8 (no padding lanes).
-// Only connected runs of at least kMinRun such convs (linked through their
+// Two more kinds join a run, on hosts with AVX-512 (the kernels that make
+// them pay are AVX-512's):
+//   - a stem: a group-1 conv over few input channels (not a multiple of 8, at
+//     most 16: a CNN's first conv on RGB) becomes a BlockedConv reading its
+//     NCHW input (input_layout = "nchw"), so its output needs no ToBlocked;
+//   - MaxPool (2-D, static shapes, channels multiples of 8, no Indices)
+//     becomes BlockedMaxPool, e.g. ResNet's between its stem and first stage.
+// A stem joins the run its output feeds, a MaxPool (only one that feeds a
+// blocked conv) the runs on both sides.
+// Only connected runs of at least kMinRun such nodes (linked through their
 // input or residual) are converted: each value entering a run is reordered
 // once (ToBlocked) and each value leaving it once (FromBlocked), which a lone
 // conv would not repay. A converted conv's NCHW output is still produced (by a
@@ -21,6 +30,7 @@
 #include <algorithm>
 #include <numeric>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/cpu_isa.h"
 #include "ops/attention_sdpa.h"  // kNeeDomain
@@ -41,9 +51,14 @@ bool IsConvNode(const Node& n) {
   return (n.domain.empty() && n.op_type == "Conv") || (n.domain == opt::kMicrosoftDomain && n.op_type == "FusedConv");
 }
 
-// The explicit window of a blockable conv, when it is one (see the header).
+// What a candidate becomes: a BlockedConv on blocked input, a BlockedConv on
+// its NCHW input (a stem), or a BlockedMaxPool.
+enum class Kind { kConv, kStem, kMaxPool };
+
+// The explicit window of a blockable node, when it is one (see the header).
 struct Candidate {
   size_t node;
+  Kind kind = Kind::kConv;
   int64_t C = 0, M = 0, group = 1;
   nn::WindowSpec spec;
   std::string z;  // FusedConv's residual input, or ""
@@ -65,8 +80,50 @@ bool DirectStrided(const Node& n, const Candidate& c, const std::vector<int64_t>
   return kind.empty() || kind == "Relu" || kind == "Clip" || kind == "Silu";
 }
 
+// A stem conv that the AVX-512 stem kernel computes (ep/cpu/blocked_stem_avx512.h):
+// group 1, equal strides of 1 or 2, no residual, an activation it finishes.
+bool StemConv(const Node& n, const Candidate& c, const std::vector<int64_t>& kernel) {
+  if (HostIsaLevel() < CpuIsaLevel::kAvx512 || c.group != 1 || c.C > 2 * kChannelBlock || !c.z.empty()) return false;
+  if (c.spec.dilations != std::vector<int64_t>{1, 1} || c.spec.strides[0] != c.spec.strides[1]) return false;
+  if (c.spec.strides[0] != 1 && c.spec.strides[0] != 2) return false;
+  for (size_t d = 0; d < 2; ++d)
+    if (c.spec.pads[d] >= kernel[d] || c.spec.pads[d + 2] >= kernel[d]) return false;
+  const Attribute* act = n.FindAttr("activation");
+  const std::string kind = act ? act->s : "";
+  return kind.empty() || kind == "Relu" || kind == "Clip" || kind == "Silu";
+}
+
+// A 2-D float MaxPool of static shapes without Indices, on channels that fill whole blocks.
+bool BlockableMaxPool(GraphEditor& ed, size_t index, Candidate* c) {
+  const Node& n = ed.node(index);
+  if (!n.domain.empty() || n.op_type != "MaxPool" || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
+  // Where the stems stay NCHW (no AVX-512), a blocked pool would only move
+  // the run's ToBlocked before it, onto its four times larger input.
+  if (HostIsaLevel() < CpuIsaLevel::kAvx512) return false;
+  std::vector<int64_t> x, y;
+  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y))
+    return false;
+  if (!opt::IsFloatWithRank(ed.TensorType(n.inputs[0])) || x.size() != 4 || y.size() != 4) return false;
+  Result<nn::WindowSpec> spec = nn::ReadWindowSpec(n, 2, nullptr);
+  if (!spec.ok()) return false;
+  nn::WindowSpec s = spec.value();
+  for (size_t d = 0; d < 2; ++d) {
+    Result<int64_t> out = nn::WindowOutputDim(n, s, d, x[2 + d], false);  // resolves auto_pad into pads
+    if (!out.ok() || out.value() != y[2 + d]) return false;
+  }
+  if (s.dilations != std::vector<int64_t>{1, 1} || s.ceil_mode || x[1] % kChannelBlock != 0 || y[1] != x[1])
+    return false;
+  c->node = index;
+  c->kind = Kind::kMaxPool;
+  c->C = c->M = x[1];
+  s.auto_pad = "NOTSET";
+  c->spec = s;
+  return true;
+}
+
 bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
+  if (BlockableMaxPool(ed, index, c)) return true;
   if (!IsConvNode(n) || n.outputs.size() != 1 || n.inputs.size() < 2 || n.inputs.size() > 4) return false;
   std::vector<int64_t> x, y;
   if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
@@ -92,7 +149,11 @@ bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   c->group = group.value();
   c->spec = s;
   c->z = n.HasInput(3) ? n.inputs[3] : "";
-  if (c->C % kChannelBlock != 0 || c->M % kChannelBlock != 0 || y[1] != c->M) return false;
+  if (c->M % kChannelBlock != 0 || y[1] != c->M) return false;
+  if (c->C % kChannelBlock != 0) {
+    c->kind = Kind::kStem;
+    return StemConv(n, *c, kernel);
+  }
   if (s.dilations != std::vector<int64_t>{1, 1} || s.strides[0] != s.strides[1]) return false;
   const bool no_pads = std::all_of(s.pads.begin(), s.pads.end(), [](int64_t p) { return p == 0; });
   const bool pads_one = std::all_of(s.pads.begin(), s.pads.end(), [](int64_t p) { return p == 1; });
@@ -117,7 +178,7 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
   for (size_t i = 0; i < cands.size(); ++i) {
     const Node& n = ed.node(cands[i].node);
     for (const std::string& in : {n.inputs[0], cands[i].z}) {
-      if (in.empty()) continue;
+      if (in.empty() || (cands[i].kind == Kind::kStem && in == n.inputs[0])) continue;  // a stem reads NCHW
       const int64_t producer = ed.Producer(in);
       auto it = producer < 0 ? slot.end() : slot.find(static_cast<size_t>(producer));
       if (it != slot.end()) runs.Join(i, it->second);
@@ -128,6 +189,24 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
   std::vector<bool> keep(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) keep[i] = size[runs.Find(i)] >= kMinRun;
   return keep;
+}
+
+// MaxPool candidates that feed a blocked conv directly (ResNet's, before its
+// first stage), and the rest. A pool read only by NCHW readers or other
+// pools (YOLO's SPPF chain into a Concat) would need a FromBlocked of its own
+// output, where NCHW it shares its producer's one and runs separably
+// (ep/cpu/pool_fast.cc).
+std::vector<Candidate> WithoutPoolsOutsideRuns(GraphEditor& ed, std::vector<Candidate> cands) {
+  std::unordered_set<std::string> conv_inputs;
+  for (const Candidate& c : cands) {
+    if (c.kind != Kind::kConv) continue;
+    conv_inputs.insert(ed.node(c.node).inputs[0]);
+    if (!c.z.empty()) conv_inputs.insert(c.z);
+  }
+  std::vector<Candidate> kept;
+  for (Candidate& c : cands)
+    if (c.kind != Kind::kMaxPool || conv_inputs.count(ed.node(c.node).outputs[0])) kept.push_back(std::move(c));
+  return kept;
 }
 
 Node LayoutNode(const std::string& op, const std::string& name, const std::string& in, const std::string& out) {
@@ -146,17 +225,26 @@ class Blocker {
 
   void Convert(const Candidate& c) {
     Node& n = ed_.node(c.node);
-    std::vector<std::string> inputs = {Blocked(n.inputs[0]), n.inputs[1], n.HasInput(2) ? n.inputs[2] : ""};
-    if (!c.z.empty()) inputs.push_back(Blocked(c.z));
-    if (inputs.back().empty()) inputs.pop_back();
-    std::vector<Attribute> attrs = {IntAttr("channels", c.C), IntAttr("group", c.group),
-                                    IntsAttr("kernel_shape", c.spec.kernel), IntsAttr("strides", c.spec.strides),
-                                    IntsAttr("pads", c.spec.pads)};
-    for (const char* keep : {"activation", "activation_params"})
-      if (const Attribute* a = n.FindAttr(keep)) attrs.push_back(*a);
+    std::vector<Attribute> attrs = {IntAttr("channels", c.C), IntsAttr("kernel_shape", c.spec.kernel),
+                                    IntsAttr("strides", c.spec.strides), IntsAttr("pads", c.spec.pads)};
+    std::vector<std::string> inputs;
+    if (c.kind == Kind::kMaxPool) {
+      inputs = {Blocked(n.inputs[0])};
+    } else {
+      // A stem reads its NCHW input where it lies.
+      inputs = {c.kind == Kind::kStem ? n.inputs[0] : Blocked(n.inputs[0]), n.inputs[1],
+                n.HasInput(2) ? n.inputs[2] : ""};
+      if (!c.z.empty()) inputs.push_back(Blocked(c.z));
+      if (inputs.back().empty()) inputs.pop_back();
+      attrs.push_back(IntAttr("group", c.group));
+      if (c.kind == Kind::kStem) attrs.push_back(opt::StringAttr("input_layout", "nchw"));
+      for (const char* keep : {"activation", "activation_params"})
+        if (const Attribute* a = n.FindAttr(keep)) attrs.push_back(*a);
+    }
     const std::string y = n.outputs[0], node_name = n.name;
     const std::string blocked = ed_.FreshName(y + "_blocked");
-    ed_.RewriteAs(c.node, kNeeDomain, "BlockedConv", inputs, std::move(attrs));
+    ed_.RewriteAs(c.node, kNeeDomain, c.kind == Kind::kMaxPool ? "BlockedMaxPool" : "BlockedConv", inputs,
+                  std::move(attrs));
     ed_.SetOutput(c.node, 0, blocked);
     Node back = LayoutNode("FromBlocked", ed_.FreshName(node_name + "_from_blocked"), blocked, y);
     back.attributes.push_back(IntAttr("channels", c.M));
@@ -192,6 +280,7 @@ Status BlockConvLayout(Graph& graph, const CheckedGraph& checked, bool* changed)
     Candidate c;
     if (Blockable(ed, index, &c)) cands.push_back(c);
   }
+  cands = WithoutPoolsOutsideRuns(ed, std::move(cands));
   const std::vector<bool> keep = InLongRuns(ed, cands);
   Blocker blocker(ed);
   for (size_t i = 0; i < cands.size(); ++i)  // in execution order: a conv's input is converted before it

@@ -155,3 +155,104 @@ def test_stride_two_convs_agree_with_onnxruntime(tmp_path, size):
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
     for threads in (2, 3):
         assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got[0])
+
+
+def stem_model(kind, batch=1, size=33):
+    """A CNN's first conv on 3 channels into a blocked run: YOLO's 6x6 stride-2 stem with SiLU then a 3x3
+    stride-2 conv, ResNet's 7x7 stride-2 stem with Relu then its 3x3 stride-2 MaxPool and 1x1 convs (one a
+    residual branch), MobileNetV2's 3x3 stride-2 stem with ReLU6 then depthwise and pointwise convs. An odd
+    size, so that windows reach into the padding on one side only."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    half = (size + 1) // 2  # the side after a stride-2 3x3 or 7x7 window ("same" padding)
+    if kind == "yolo":
+        w = (RNG.standard_normal((16, 3, 6, 6)) * 0.2).astype(np.float32)
+        inits.append(numpy_helper.from_array(w, "stem_w"))
+        nodes.append(helper.make_node("Conv", ["x", "stem_w"], ["stem_conv"], kernel_shape=[6, 6], strides=[2, 2],
+                                      pads=[2, 2, 2, 2]))
+        nodes.append(helper.make_node("Sigmoid", ["stem_conv"], ["stem_gate"]))
+        nodes.append(helper.make_node("Mul", ["stem_conv", "stem_gate"], ["stem"]))
+        a = conv("down", "stem", 16, 32, k=3, stride=2, act="Relu", **c)
+        out = conv("head", a, 32, 16, **c)
+        stem_side = (size + 4 - 6) // 2 + 1
+        dims = [batch, 16, (stem_side + 1) // 2, (stem_side + 1) // 2]
+    elif kind == "resnet":
+        s = conv("stem", "x", 3, 64, k=7, stride=2, act="Relu", **c)
+        nodes.append(helper.make_node("MaxPool", [s], ["pool"], kernel_shape=[3, 3], strides=[2, 2],
+                                      pads=[1, 1, 1, 1]))
+        a = conv("reduce", "pool", 64, 16, act="Relu", **c)
+        b = conv("expand", a, 16, 64, **c)
+        d = conv("downsample", "pool", 64, 64, **c)
+        nodes.append(helper.make_node("Add", [b, d], ["sum"]))
+        nodes.append(helper.make_node("Relu", ["sum"], ["block"]))
+        out = "block"
+        dims = [batch, 64, (half + 1) // 2, (half + 1) // 2]
+    else:
+        s = conv("stem", "x", 3, 32, k=3, stride=2, act="relu6", **c)
+        d = conv("dw", s, 32, 32, k=3, group=32, act="relu6", **c)
+        out = conv("project", d, 32, 16, **c)
+        dims = [batch, 16, half, half]
+    graph = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                           [batch, 3, size, size])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, dims)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("kind", ["yolo", "resnet", "mobilenet"])
+@pytest.mark.parametrize("size", [33, 40])
+def test_stems_and_maxpool_join_the_blocked_run(tmp_path, kind, size):
+    data = stem_model(kind, batch=2, size=size).SerializeToString()
+    x = RNG.standard_normal((2, 3, size, size)).astype(np.float32)
+    optimized = tmp_path / "optimized.onnx"
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    nodes = onnx.load(str(optimized)).graph.node
+    ops = [n.op_type for n in nodes]
+    stems = [n for n in nodes if n.op_type == "BlockedConv" and
+             any(a.name == "input_layout" and a.s == b"nchw" for a in n.attribute)]
+    if host_has_avx512():
+        # The stem reads x where it lies and writes the blocked layout: nothing is reordered into the run.
+        assert len(stems) == 1 and "ToBlocked" not in ops, ops
+        assert ("BlockedMaxPool" in ops) == (kind == "resnet") and "MaxPool" not in ops, ops
+    else:
+        assert not stems and "BlockedMaxPool" not in ops, ops
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
+    # nee's unoptimized graph and its reference kernels agree, and the thread count changes no bit.
+    so = nee.SessionOptions()
+    so.graph_optimization_level = nee.GraphOptimizationLevel(0)
+    plain = nee.InferenceSession(data, so).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], plain[0], rtol=1e-4, atol=3e-5)
+    ref = session(data, reference=True).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=3e-5)
+    for threads in (2, 3):
+        assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got[0])
+
+
+def test_a_maxpool_read_only_outside_the_run_stays_nchw(tmp_path):
+    """YOLO's SPPF: chained stride-1 MaxPools after a blocked run, all read by a Concat. Blocked, each pool
+    would need a FromBlocked of its own output; NCHW they share the run's one."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    a = conv("a", "x", 16, 16, act="Relu", **c)
+    b = conv("b", a, 16, 16, act="Relu", **c)
+    s = conv("c", b, 16, 16, act="Relu", **c)
+    pools = [s]
+    for i in range(2):
+        nodes.append(helper.make_node("MaxPool", [pools[-1]], [f"pool{i}"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]))
+        pools.append(f"pool{i}")
+    nodes.append(helper.make_node("Concat", pools, ["cat"], axis=1))
+    graph = helper.make_graph(nodes, "sppf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 9, 9])],
+                              [helper.make_tensor_value_info("cat", TensorProto.FLOAT, [1, 48, 9, 9])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    optimized = tmp_path / "optimized.onnx"
+    x = RNG.standard_normal((1, 16, 9, 9)).astype(np.float32)
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    assert ops.count("MaxPool") == 2 and "BlockedMaxPool" not in ops and ops.count("BlockedConv") == 3, ops
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)

@@ -28,9 +28,10 @@ namespace {
 
 constexpr int64_t kMinChunk = 1 << 14;
 
-// Exp and Sigmoid also have sixteen-lane forms (simd_math.h): Sigmoid16
-// gives Sigmoid8's bits, Exp16 Exp8's wherever the result is a normal float;
-// a kernel still uses one width for every element.
+// Exp, Sigmoid and Tanh also have sixteen-lane forms (simd_math.h):
+// Sigmoid16 and Tanh16 give their eight-lane forms' bits, Exp16 Exp8's
+// wherever the result is a normal float; a kernel still uses one width for
+// every element.
 struct ExpOp {
   __attribute__((target("avx2,fma"), always_inline)) __m256 operator()(__m256 x) const { return Exp8(x); }
   __attribute__((target("avx512f"), always_inline)) __m512 operator()(__m512 x) const { return Exp16(x); }
@@ -45,6 +46,7 @@ struct SigmoidOp {
 
 struct TanhOp {
   __attribute__((target("avx2,fma"), always_inline)) __m256 operator()(__m256 x) const { return Tanh8(x); }
+  __attribute__((target("avx512f"), always_inline)) __m512 operator()(__m512 x) const { return Tanh16(x); }
 };
 
 template <typename Op>

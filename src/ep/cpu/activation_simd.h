@@ -1,6 +1,6 @@
-// FusedConv's activations on eight floats with AVX2 (all of them) and on
-// sixteen with AVX-512 (all but Tanh), with the same operations per lane, so
-// every path gives the same bits. Kernels apply them to results still in
+// FusedConv's activations on eight floats with AVX2 and on sixteen with
+// AVX-512 (all of them), with the same operations per lane, so every path
+// gives the same bits. Kernels apply them to results still in
 // registers (Winograd's output transform, the depthwise kernels) or in L1
 // (the SGEMM epilogue, fused_conv_fast.cc).
 #pragma once
@@ -20,15 +20,17 @@
 
 namespace nee::cpu {
 
-// Whether Activate16 computes `kind` (Tanh has no sixteen-lane version yet).
+// Whether Activate16 computes `kind` (all of them since Tanh16; kept for the
+// kernels that ask).
 constexpr bool HasActivate16(FusedActivation::Kind kind) {
   using K = FusedActivation::Kind;
   return kind == K::kNone || kind == K::kRelu || kind == K::kClip || kind == K::kLeakyRelu ||
-         kind == K::kHardSigmoid || kind == K::kHardSwish || kind == K::kSigmoid || kind == K::kSilu;
+         kind == K::kHardSigmoid || kind == K::kHardSwish || kind == K::kSigmoid || kind == K::kSilu ||
+         kind == K::kTanh;
 }
 
 // make(std::integral_constant<Kind, K>{}) for the K equal to `kind` when
-// Activate16 computes it, `otherwise` for the rest (Tanh): the one switch for
+// Activate16 computes it, `otherwise` for the rest (none now): the one switch for
 // every kernel instantiated per activation, to pick its instance at run time.
 template <typename Make, typename R>
 R ForActivation16(FusedActivation::Kind kind, Make&& make, R otherwise) {
@@ -42,6 +44,7 @@ R ForActivation16(FusedActivation::Kind kind, Make&& make, R otherwise) {
     case K::kHardSwish: return make(std::integral_constant<K, K::kHardSwish>{});
     case K::kSigmoid: return make(std::integral_constant<K, K::kSigmoid>{});
     case K::kSilu: return make(std::integral_constant<K, K::kSilu>{});
+    case K::kTanh: return make(std::integral_constant<K, K::kTanh>{});
     default: return otherwise;
   }
 }
@@ -84,7 +87,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate8(const
 template <FusedActivation::Kind K>
 __attribute__((target("avx512f"), always_inline)) inline __m512 Activate16(const FusedActivation& act, __m512 x) {
   using Kind = FusedActivation::Kind;
-  static_assert(HasActivate16(K), "the exponential activations have no sixteen-lane version");
+  static_assert(HasActivate16(K), "an activation without a sixteen-lane version");
   const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.f);
   if constexpr (K == Kind::kRelu) return _mm512_max_ps(zero, x);
   if constexpr (K == Kind::kClip) return _mm512_min_ps(_mm512_set1_ps(act.b), _mm512_max_ps(_mm512_set1_ps(act.a), x));
@@ -100,6 +103,7 @@ __attribute__((target("avx512f"), always_inline)) inline __m512 Activate16(const
   }
   if constexpr (K == Kind::kSigmoid) return Sigmoid16(x);
   if constexpr (K == Kind::kSilu) return _mm512_mul_ps(x, Sigmoid16(x));
+  if constexpr (K == Kind::kTanh) return Tanh16(x);
   return x;
 }
 

@@ -35,6 +35,7 @@
 #include "ep/cpu/activation_simd.h"
 #include "ep/cpu/blocked_direct_avx512.h"
 #include "ep/cpu/blocked_pointwise_avx512.h"
+#include "ep/cpu/blocked_stem_avx512.h"
 #include "ep/cpu/sgemm.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_BLOCKED_X86 1
@@ -90,7 +91,11 @@ std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const Blocke
   // The layout depends on the ISA (tests change it at run time): part of the key.
   const int64_t layout = UsePairs(g) ? 1 : 0;
   auto packed = ctx.prepared()->GetOrBuild<BlockedWeights>(
-      {g.M, g.C, g.KH, g.KW, g.group, layout}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> { return Pack(g); });
+      {g.M, g.C, g.KH, g.KW, g.group, layout}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> {
+        std::shared_ptr<const BlockedWeights> p = Pack(g);
+        ctx.ReleaseConstantInput(1);  // runs read the packed copy (a repack faults the file's pages back in)
+        return p;
+      });
   return packed.ok() ? packed.value() : Pack(g);
 }
 
@@ -296,12 +301,47 @@ __attribute__((target("avx2,fma"))) void Depthwise3x3Rows(const BlockedConvGeome
 
 // y[i] = act(y[i] + z[i]) over a run of n floats (a multiple of 8); z may be null.
 template <FusedActivation::Kind K>
-__attribute__((target("avx2,fma"))) void FinishRun(const FusedActivation& act, const float* z, float* y, int64_t n) {
+__attribute__((target("avx2,fma"))) void FinishRunAvx2(const FusedActivation& act, const float* z, float* y,
+                                                       int64_t n) {
   for (int64_t i = 0; i < n; i += kB) {
     __m256 v = _mm256_loadu_ps(y + i);
     if (z) v = _mm256_add_ps(v, _mm256_loadu_ps(z + i));
     _mm256_storeu_ps(y + i, Activate8<K>(act, v));
   }
+}
+
+// The same on sixteen lanes, a last half vector masked: Activate16 gives
+// Activate8's bits, so the result is the same either way. With SiLU in a
+// 32 -> 32 channel 1x1 conv at 160x160 this pass took 0.63 ns an element
+// before (eight lanes, the former sigmoid), 0.35 now (CPU-time samples).
+// Two vectors an iteration: the exponential ones are long chains of
+// dependent operations, and a run is often short (48 pixels, 24 vectors), so
+// two chains side by side keep the FMA pipes busier.
+template <FusedActivation::Kind K>
+__attribute__((target("avx512f"))) void FinishRunAvx512(const FusedActivation& act, const float* z, float* y,
+                                                        int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m512 v0 = _mm512_loadu_ps(y + i), v1 = _mm512_loadu_ps(y + i + 16);
+    if (z) {
+      v0 = _mm512_add_ps(v0, _mm512_loadu_ps(z + i));
+      v1 = _mm512_add_ps(v1, _mm512_loadu_ps(z + i + 16));
+    }
+    _mm512_storeu_ps(y + i, Activate16<K>(act, v0));
+    _mm512_storeu_ps(y + i + 16, Activate16<K>(act, v1));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? 0xFFFF : 0x00FF;
+    __m512 v = _mm512_maskz_loadu_ps(m, y + i);
+    if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + i));
+    _mm512_mask_storeu_ps(y + i, m, Activate16<K>(act, v));
+  }
+}
+
+template <FusedActivation::Kind K>
+void FinishRun(const FusedActivation& act, const float* z, float* y, int64_t n) {
+  if (SgemmActiveIsa() == SgemmIsa::kAvx512) return FinishRunAvx512<K>(act, z, y, n);
+  FinishRunAvx2<K>(act, z, y, n);
 }
 using FinishFn = void (*)(const FusedActivation&, const float*, float*, int64_t);
 
@@ -454,6 +494,11 @@ Status FromBlockedFloat(KernelContext& ctx) { return Reorder(ctx, false); }
 Status BlockedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanBlockedConv(ctx));
 #ifdef NEE_BLOCKED_X86
+  if (g.nchw_input) {  // a stem conv on its NCHW input (blocked_stem_avx512.h)
+    if (BlockedStemApplies(g) && g.N > 0 && g.OH > 0 && g.OW > 0) RunBlockedStem(ctx, g);
+    else BlockedConvReference(ctx, g);
+    return Status::Ok();
+  }
   if (Supported(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {
     if (!g.pointwise() && !g.depthwise()) {
       RunBlockedDirect(ctx, g);

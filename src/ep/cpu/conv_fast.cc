@@ -12,6 +12,9 @@
 //    result scattered back per image (conv_batched.cc);
 //  - 3x3 stride-1 single-group convs, on AVX-512 or AVX2: Winograd
 //    F(2x2, 3x3) (conv_winograd.cc), 2.25x fewer multiplies;
+//  - on AVX-512, every single-group pointwise conv: tiles of 8 output
+//    channels x 48 pixels, the pixels in vectors, the input read in place,
+//    finished in registers (conv_pointwise_avx512.cc);
 //  - on AVX2, pointwise convs over at most 64 input channels with many
 //    pixels: tiles of 4 output channels x 24 pixels, the pixels in vectors,
 //    finished in registers (conv_pointwise_small.cc);
@@ -46,6 +49,7 @@
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/conv_indirect.h"
 #include "ep/cpu/conv_pixel_gemm.h"
+#include "ep/cpu/conv_pointwise_avx512.h"
 #include "ep/cpu/conv_pointwise_small.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/conv_winograd.h"
@@ -815,8 +819,9 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
     if (WinogradApplies(ctx, g)) return ConvWinograd(ctx, g, xp, wp, bp, epilogue, z, yp);
   }
 
-  if (s.pointwise() && s.group == 1) {  // few input channels, many pixels: conv_pointwise_small.cc
+  if (s.pointwise() && s.group == 1) {  // conv_pointwise_avx512.cc; on AVX2 conv_pointwise_small.cc
     const Pointwise pw{s.N, s.C, s.M, s.out_size};
+    if (ConvPointwiseAvx512Applies(pw)) return ConvPointwiseAvx512(ctx, pw, xp, wp, bp, epilogue, z, yp);
     if (ConvPointwiseSmallApplies(pw)) return ConvPointwiseSmall(ctx, pw, xp, wp, bp, epilogue, z, yp);
   }
 

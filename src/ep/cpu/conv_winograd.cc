@@ -449,7 +449,7 @@ using InputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block
 
 // The transforms for the active instruction set: the output transform with
 // the activation in registers, or null when the activation runs after the
-// block (a residual to add first, or Tanh with AVX-512).
+// block (a residual to add first).
 struct Transforms {
   InputTransformFn input;
   OutputTransformFn output;

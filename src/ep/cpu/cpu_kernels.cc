@@ -61,6 +61,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"ai.nee", "BlockedConv", 1, 1000, BlockedConvFloat, "float32"},
       {"ai.nee", "ToBlocked", 1, 1000, ToBlockedFloat, "float32"},
       {"ai.nee", "FromBlocked", 1, 1000, FromBlockedFloat, "float32"},
+      {"ai.nee", "BlockedMaxPool", 1, 1000, BlockedMaxPoolFloat, "float32"},
       // ---- Resize (resize_fast.cc) ----
       {"", "Resize", 10, 1000, ResizeFloat, "float32"},
       {"", "Upsample", 7, 9, ResizeFloat, "float32"},
@@ -74,6 +75,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "ConvInteger", 1, 1000, ConvIntegerFast, "uint8, int8"},
       {"", "MatMulInteger", 1, 1000, MatMulIntegerFast, "uint8, int8"},
       {"com.microsoft", "MatMulIntegerToFloat", 1, 1000, MatMulIntegerToFloatFast, "uint8, int8"},
+      {"", "QLinearMatMul", 10, 1000, QLinearMatMulFast, "uint8, int8"},
       {"", "DequantizeLinear", 10, 1000, DequantizeLinearFast, "uint8, int8 per tensor"},
       {"", "QuantizeLinear", 10, 1000, QuantizeLinearFast, "float32 to uint8 per tensor"},
       {"", "QLinearConv", 10, 1000, QLinearConvFast, "uint8, int8 (1-D, 2-D)"},

@@ -111,6 +111,8 @@ Status BlockedConvFloat(KernelContext& ctx);
 // ai.nee ToBlocked / FromBlocked on float32 (blocked_conv_fast.cc): 8x8 transposes.
 Status ToBlockedFloat(KernelContext& ctx);
 Status FromBlockedFloat(KernelContext& ctx);
+// ai.nee BlockedMaxPool on float32 (blocked_pool_fast.cc): a vector per pixel's channel block.
+Status BlockedMaxPoolFloat(KernelContext& ctx);
 
 // ---- Resize (resize_fast.cc) ----
 // Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode),
@@ -136,6 +138,8 @@ Status RnnFloat(KernelContext& ctx);
 Status ConvIntegerFast(KernelContext& ctx);
 Status MatMulIntegerFast(KernelContext& ctx);
 Status MatMulIntegerToFloatFast(KernelContext& ctx);
+// QLinearMatMul (qlinear_matmul_fast.cc): MatMulInteger's product, then the reference's requantization.
+Status QLinearMatMulFast(KernelContext& ctx);
 Status DequantizeLinearFast(KernelContext& ctx);  // per tensor, 8-bit to float  // com.microsoft, dequantized in the GEMM's epilogue
 Status DynamicQuantizeLinearFast(KernelContext& ctx);
 // com.microsoft DynamicQuantizeLSTM (qlstm_fast.cc): its gate products on the integer GEMM, weights packed

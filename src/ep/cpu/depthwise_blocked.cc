@@ -11,8 +11,8 @@
 //  2. each output pixel is bias + sum over taps of weights[tap] * input, one
 //     vector FMA per tap for all 16 channels, eight pixels at a time;
 //  3. each finished output row is transposed back to the 16 NCHW rows. The
-//     FusedConv activation is applied in registers before that when it is
-//     not Tanh and there is no residual; otherwise the epilogue
+//     FusedConv activation is applied in registers before that when there
+//     is no residual; otherwise the epilogue
 //     (residual, activation) runs over the finished strip.
 // The 16x16 transposes are in registers. Blocks past the last channel use
 // zero weights and are never stored.
@@ -159,7 +159,7 @@ using OutputRowFn = void (*)(const Depthwise2D&, const float* const*, const floa
                              const FusedActivation&, float*);
 
 // The activation applied in registers, or null when it must run after the
-// strip (an exponential one, or a residual to add first).
+// strip (a residual to add first).
 OutputRowFn InRegisterActivation(const FusedActivation& act, bool has_residual) {
   using Kind = FusedActivation::Kind;
   if (has_residual) return act.kind == Kind::kNone ? OutputRow<Kind::kNone> : nullptr;

@@ -359,7 +359,7 @@ constexpr int64_t kScratchTaskOutputs = 1024;
 bool UseScratch8() { return !UseAvx512() && UseAvx2(); }
 
 // The kernel with the activation in registers, or with none when the
-// epilogue must run after the rows (a residual first, or Tanh with AVX-512).
+// epilogue must run after the rows (a residual first).
 PlaneRowsFn SelectPlaneRows(const Depthwise2D& g, const FusedActivation& act, bool has_residual) {
   using Kind = FusedActivation::Kind;
   const PlaneRowsFn plain = ForGeometry<Kind::kNone>(g);

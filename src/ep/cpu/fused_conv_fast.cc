@@ -69,7 +69,7 @@ __attribute__((target("avx2,fma"))) void BiasResidualActivateAvx2(const FusedAct
   }
 }
 
-// All activations but Tanh also run sixteen lanes at a time
+// All activations also run sixteen lanes at a time
 // (activation_simd.h), reloading the 64-byte stores SGEMM's kernel just made
 // at full width (a narrower load of part of a wider store can miss
 // store-to-load forwarding and stall).
@@ -123,7 +123,7 @@ __attribute__((target("avx512f"))) void BiasResidualActivateAvx512(const FusedAc
 
 using RowsFn = void (*)(const FusedActivation&, const float*, const float*, int64_t, float*, int64_t, int64_t, int64_t);
 
-// Null for Tanh, which has only the eight-lane form (simd_math.h).
+// Null for an activation without a sixteen-lane form (none since Tanh16).
 RowsFn SelectAvx512(Kind kind) {
   return ForActivation16(
       kind, [](auto k) -> RowsFn { return BiasResidualActivateAvx512<decltype(k)::value>; }, RowsFn{nullptr});

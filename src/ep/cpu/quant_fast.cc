@@ -14,6 +14,7 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/quant_matmul.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/dynamic_quantize.h"
 #include "ops/nn_util.h"
@@ -26,11 +27,8 @@
 
 namespace nee::cpu {
 
-namespace {
+namespace quant_matmul {
 
-
-// A zero point input: absent (0), one value, or `per_axis` values of `type`.
-// False when malformed (the reference reports it).
 bool ReadZeroPoint(const KernelContext& ctx, size_t index, DataType type, int64_t per_axis, bool allow_per_axis,
                    std::vector<int32_t>& out, int64_t& stride) {
   out.assign(1, 0);
@@ -50,6 +48,14 @@ bool ReadZeroPoint(const KernelContext& ctx, size_t index, DataType type, int64_
   stride = 1;
   return true;
 }
+
+}  // namespace quant_matmul
+
+using quant_matmul::QuantProduct;
+using quant_matmul::QuantWeights;
+using quant_matmul::ReadZeroPoint;
+
+namespace {
 
 // ---- ConvInteger ---------------------------------------------------------------
 
@@ -191,14 +197,6 @@ Status ConvIntegerFast(KernelContext& ctx) {
 
 namespace {
 
-// A constant B packed once: for uint8 A times int8 B, for the u8 x s8 kernel
-// (always on AVX-512 VNNI; on AVX2 when few of its pairs need a remainder,
-// igemm.h); otherwise widened.
-struct QuantWeights {
-  std::unique_ptr<IgemmPackedBS8> s8;
-  std::unique_ptr<IgemmPackedB> wide;
-};
-
 // At most 0.5% of the pairs with a remainder: each costs about 10-20 times a
 // packed pair (a scalar multiply-add per row of a tile), so up to about 10%
 // more work, still less than the widened kernel's ~12% (BERT-base int8: 0.05%
@@ -217,15 +215,18 @@ std::shared_ptr<const QuantWeights> PackQuantWeights(const Tensor& b, int64_t k,
   return w;
 }
 
-// B (input 1, [k, n]) packed, once per session when constant.
-std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, const Tensor& b, int64_t k, int64_t n,
-                                                    bool a_unsigned) {
-  if (ctx.prepared() && ctx.input_is_constant(1)) {
+}  // namespace
+
+namespace quant_matmul {
+
+std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, size_t index, const Tensor& b, int64_t k,
+                                                    int64_t n, bool a_unsigned) {
+  if (ctx.prepared() && ctx.input_is_constant(index)) {
     auto built = ctx.prepared()->GetOrBuild<QuantWeights>(
         {k, n, b.dtype() == DataType::kInt8 ? 1 : 0, a_unsigned ? 1 : 0},
         [&]() -> Result<std::shared_ptr<const QuantWeights>> {
           auto p = PackQuantWeights(b, k, n, a_unsigned);
-          ctx.DropConstantInput(1);
+          ctx.DropConstantInput(index);
           return p;
         });
     if (built.ok()) return built.value();
@@ -233,7 +234,6 @@ std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, const Te
   return PackQuantWeights(b, k, n, a_unsigned);
 }
 
-// C = (A - za) (B - zb) for A [rows, k] (row-major), into int32 c or through fout.
 void QuantProduct(KernelContext& ctx, const Tensor& a, int64_t rows, int64_t k, const QuantWeights& w,
                   const int32_t* za, int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
                   const IgemmFloatOut* fout) {
@@ -249,7 +249,9 @@ void QuantProduct(KernelContext& ctx, const Tensor& a, int64_t rows, int64_t k, 
   Igemm(&ctx, t_pa, w.wide->view(), zb, zb_stride, c, ldc, fout);
 }
 
-}  // namespace
+}  // namespace quant_matmul
+
+using quant_matmul::GetQuantWeights;
 
 Status MatMulIntegerFast(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
@@ -275,7 +277,7 @@ Status MatMulIntegerFast(KernelContext& ctx) {
     return Status::Ok();
   }
   const bool a_unsigned = a->dtype() == DataType::kUint8;
-  std::shared_ptr<const QuantWeights> w = GetQuantWeights(ctx, *b, k, n, a_unsigned);
+  std::shared_ptr<const QuantWeights> w = GetQuantWeights(ctx, 1, *b, k, n, a_unsigned);
   // A's zero point per row of each matrix, repeated over the batch.
   std::vector<int32_t> row_zp(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) row_zp[static_cast<size_t>(r)] = za[static_cast<size_t>((r % m) * za_stride)];
@@ -313,7 +315,7 @@ Status MatMulIntegerToFloatFast(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
   const int64_t rows = ProductOf(a->dims(), 0, a->dims().size() - 1);
   if (rows == 0 || n == 0) return Status::Ok();
-  std::shared_ptr<const QuantWeights> w = GetQuantWeights(ctx, *b, k, n, a->dtype() == DataType::kUint8);
+  std::shared_ptr<const QuantWeights> w = GetQuantWeights(ctx, 1, *b, k, n, a->dtype() == DataType::kUint8);
   // The scale of each column: the float product a_scale * b_scale[j], as Mul computes it.
   const float sa = a_scale->data<float>()[0];
   const int64_t ns = b_scale->num_elements();

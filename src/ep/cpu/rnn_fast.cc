@@ -227,6 +227,10 @@ struct PanelMatrix {
   int64_t k = 0, n = 0;
   PanelBuffer data;
   int64_t panel = 0;  // columns per panel (PanelWidth() when made)
+
+  int64_t panels() const { return (n + panel - 1) / panel; }
+  // The first column of the q-th panel visited, first to last or backwards.
+  int64_t PanelStart(int64_t q, bool backwards) const { return (backwards ? panels() - 1 - q : q) * panel; }
 };
 
 template <typename At>
@@ -354,8 +358,9 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PanelProduct(cons
 }
 
 __attribute__((target("avx2,fma"))) void MatrixVectorAvx2(const PanelMatrix& m, const float* h, const float* init,
-                                                          float* out) {
-  for (int64_t j0 = 0; j0 < m.n; j0 += m.panel) {
+                                                          float* out, bool backwards) {
+  for (int64_t q = 0; q < m.panels(); ++q) {
+    const int64_t j0 = m.PanelStart(q, backwards);
     const int64_t width = std::min(m.panel, m.n - j0);
     for (int64_t c0 = 0; c0 < width; c0 += 64) {
       const float* panel = m.data.get() + j0 * m.k + c0;
@@ -401,8 +406,10 @@ NEE_RNN_AVX512 inline __attribute__((always_inline)) void PanelProduct512(const 
     _mm512_mask_storeu_ps(out + 16 * v, v == kVectors - 1 ? last : __mmask16(0xFFFF), acc[v]);
 }
 
-NEE_RNN_AVX512 void MatrixVectorAvx512(const PanelMatrix& m, const float* h, const float* init, float* out) {
-  for (int64_t j0 = 0; j0 < m.n; j0 += m.panel) {
+NEE_RNN_AVX512 void MatrixVectorAvx512(const PanelMatrix& m, const float* h, const float* init, float* out,
+                                       bool backwards) {
+  for (int64_t q = 0; q < m.panels(); ++q) {
+    const int64_t j0 = m.PanelStart(q, backwards);
     const int64_t width = std::min(m.panel, m.n - j0);
     const float* panel = m.data.get() + j0 * m.k;
     const __mmask16 last = width % 16 ? __mmask16(0x00FF) : __mmask16(0xFFFF);
@@ -420,9 +427,9 @@ NEE_RNN_AVX512 void MatrixVectorAvx512(const PanelMatrix& m, const float* h, con
 }
 
 // out = init + h . m, per the SGEMM's ISA choice (tests may lower it to AVX2).
-void MatrixVector(const PanelMatrix& m, const float* h, const float* init, float* out) {
-  if (SgemmActiveIsa() == SgemmIsa::kAvx512) MatrixVectorAvx512(m, h, init, out);
-  else MatrixVectorAvx2(m, h, init, out);
+void MatrixVector(const PanelMatrix& m, const float* h, const float* init, float* out, bool backwards) {
+  if (SgemmActiveIsa() == SgemmIsa::kAvx512) MatrixVectorAvx512(m, h, init, out, backwards);
+  else MatrixVectorAvx2(m, h, init, out, backwards);
 }
 
 // Up to kGroup sequences of one direction step together, so that each step
@@ -433,6 +440,7 @@ constexpr int kGroup = 4;
 // start from, and where they go.
 struct Rows {
   int n = 0;
+  bool backwards = false;  // panels last to first (PanelMatrix::PanelStart)
   const float* h[kGroup];
   const float* init[kGroup];
   float* out[kGroup];
@@ -472,7 +480,8 @@ NEE_RNN_AVX512 inline __attribute__((always_inline)) void PanelRows512(const flo
 
 template <int kRows>
 NEE_RNN_AVX512 void MatrixRowsAvx512(const PanelMatrix& m, const Rows& rows) {
-  for (int64_t j0 = 0; j0 < m.n; j0 += m.panel) {
+  for (int64_t q = 0; q < m.panels(); ++q) {
+    const int64_t j0 = m.PanelStart(q, rows.backwards);
     const int64_t width = std::min(m.panel, m.n - j0);
     const float* panel = m.data.get() + j0 * m.k;
     for (int64_t c0 = 0; c0 < width; c0 += 64)
@@ -489,7 +498,7 @@ void MatrixRows(const PanelMatrix& m, const Rows& rows) {
       default: MatrixRowsAvx512<4>(m, rows); return;
     }
   }
-  for (int r = 0; r < rows.n; ++r) MatrixVector(m, rows.h[r], rows.init[r], rows.out[r]);
+  for (int r = 0; r < rows.n; ++r) MatrixVector(m, rows.h[r], rows.init[r], rows.out[r], rows.backwards);
 }
 
 
@@ -574,11 +583,16 @@ struct Sequence {
 };
 
 // One time step of `n` sequences; xw[i] is sequence i's projection row [cols].
-void CellStep(const StepArgs& a, Sequence* const* seqs, const float* const* xw, int n) {
+// Odd steps read R's panels last to first: the panels the previous step read
+// last are still in L2 (R of a 320-wide LSTM is 1.6 MB, this core's L2 1 MB),
+// where reading them in one order every step would find none there. Each
+// panel's columns are summed alone, so the order changes no result.
+void CellStep(const StepArgs& a, Sequence* const* seqs, const float* const* xw, int n, bool odd_step) {
   const Problem& p = *a.p;
   const DirectionWeights& w = *a.w;
   Rows rows;
   rows.n = n;
+  rows.backwards = odd_step;
   auto set = [&rows](int i, const float* h, const float* init, float* out) {
     rows.h[i] = h;
     rows.init[i] = init;
@@ -671,7 +685,7 @@ void RunGroup(const KernelContext& ctx, const Problem& p, const DirectionWeights
       rows[n] = xw + p.XRow(times[n], s.b) * p.cols();
       active[n++] = &s;
     }
-    CellStep(args, active, rows, n);
+    CellStep(args, active, rows, n, step % 2 == 1);
     for (int i = 0; out.y && i < n; ++i)
       std::copy(active[i]->h.begin(), active[i]->h.begin() + p.hidden, out.y + p.YOffset(times[i], d, active[i]->b));
   }

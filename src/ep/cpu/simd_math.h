@@ -1,13 +1,19 @@
-// Vectorized float32 math shared by the CPU provider's kernels (8 AVX2 lanes):
-// exp, sigmoid, tanh and erf. Only for use inside functions compiled with
-// __attribute__((target("avx2,fma"))) and called after CpuHasAvx2Fma().
+// Vectorized float32 math shared by the CPU provider's kernels: exp,
+// sigmoid, tanh and erf on 8 AVX2 lanes (functions compiled with
+// __attribute__((target("avx2,fma"))), called after CpuHasAvx2Fma()), and
+// exp, sigmoid and tanh on 16 AVX-512 lanes (target("avx512f")).
 //
-// Accuracy against the C library (float): Exp8 ~1 ulp relative; Sigmoid8
-// within 2.5 ulp (2.40 over every float); Tanh8 within 1.9e-7 relative; Erf8
-// within 2.1e-7 absolute and 2.8e-7 relative (Tanh8 and Erf8 against float64
-// over 4 million points of [-12, 12] and 2 million normal samples; the tests
-// in tests/unit/ep/ hold them to 3e-7 and 2.5e-7). All keep NaN as NaN and saturate at +-inf exactly
-// as the true functions do.
+// Accuracy against float64 math: Exp8 ~1 ulp relative; Sigmoid8 within 3
+// ulp (2.89 measured over every float; SiLU, x times it, 3.72 where the
+// sigmoid is a normal float); Tanh8 within 2.0e-7 relative (1.97e-7 over
+// every float); Erf8 within 2.1e-7 absolute and 2.8e-7 relative (over 4
+// million points of [-12, 12] and 2 million normal samples). The tests in
+// tests/unit/ep/ hold them to 3 ulp, 4 ulp, 3e-7 and 2.5e-7. All keep NaN
+// as NaN and saturate at +-inf exactly as the true functions do.
+// Sigmoid16 and Tanh16 give exactly Sigmoid8's and Tanh8's bits (the same
+// IEEE operations lane by lane; measured over every float), so a kernel may
+// compute a tensor's bulk on one width and its tail on the other, and the
+// AVX2 and AVX-512 paths agree.
 #pragma once
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -55,6 +61,10 @@ NEE_AVX2_INLINE __m256 Exp8(__m256 x) {
   return _mm256_blendv_ps(result, x, is_nan);
 }
 
+// tanh's odd Taylor series after x: x^3 .. x^13, over x^2 (Tanh8, Tanh16).
+inline constexpr float kTanhOdd[] = {-1.f / 3.f,    2.f / 15.f,         -17.f / 315.f,
+                                     62.f / 2835.f, -1382.f / 155925.f, 21844.f / 6081075.f};
+
 // Polynomials by Estrin's scheme: pairs of coefficients combined by powers of
 // the argument, so the dependent chain is about log2 of the degree long
 // instead of the degree (Horner). c[0] is the constant term. Written out per
@@ -87,7 +97,7 @@ NEE_AVX2_INLINE __m256 Estrin8(__m256 x, const float (&c)[N]) {
 }
 
 // e^v for v in [-87, 0] (below -87 it gives e^-87: callers that can go there
-// only use the result where it does not matter; NaN gives NaN), for Tanh8,
+// only use the result where it does not matter; NaN gives NaN), for
 // Erf8, the GELUs and the softmax rows. As
 // NegAbsExp8: n = round(v / ln 2) from the rounding of one FMA onto
 // 1.5 * 2^23 (whose low mantissa bits then hold n + 127, shifted into 2^n's
@@ -104,26 +114,6 @@ NEE_AVX2_INLINE __m256 ExpOfNonPositive8(__m256 v) {
                                     0.008368716575205326f, 0.001381459878757596f};
   const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
   return _mm256_mul_ps(Estrin8(r, kExpR), scale);
-}
-
-// tanh|x| = (1 - e) / (1 + e) with e = e^-2|x|, sign restored. Below 0.4 that
-// loses relative accuracy to cancellation, so there the odd Taylor series to
-// x^13 is used (its first omitted term is < 1e-8 relative). From |x| = 43.5
-// e is held at e^-87, which leaves tanh at 1 in float.
-NEE_AVX2_INLINE __m256 Tanh8(__m256 x) {
-  const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.f));
-  const __m256 abs_x = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
-  const __m256 e = ExpOfNonPositive8(_mm256_mul_ps(abs_x, _mm256_set1_ps(-2.f)));
-  const __m256 one = _mm256_set1_ps(1.f);
-  const __m256 large = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
-  const __m256 x2 = _mm256_mul_ps(abs_x, abs_x);
-  static constexpr float kOdd[] = {-1.f / 3.f,          2.f / 15.f,           -17.f / 315.f,
-                                   62.f / 2835.f,       -1382.f / 155925.f,   21844.f / 6081075.f};
-  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(Estrin8(x2, kOdd), x2), abs_x, abs_x);
-  const __m256 is_small = _mm256_cmp_ps(abs_x, _mm256_set1_ps(0.4f), _CMP_LT_OQ);
-  __m256 magnitude = _mm256_blendv_ps(large, small, is_small);
-  magnitude = _mm256_blendv_ps(magnitude, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN stays NaN
-  return _mm256_or_ps(magnitude, sign);
 }
 
 // erf|x|, sign restored. Below 0.875: |x| * P(x^2), P of degree 6 fitted to
@@ -151,7 +141,8 @@ NEE_AVX2_INLINE __m256 Erf8(__m256 x) {
   return _mm256_or_ps(magnitude, sign);
 }
 
-// e^-|x| = 2^n e^r for the sigmoids, as two factors whose product it is:
+// e^-|x| = 2^n e^r as two factors whose product it is (the sigmoids' former
+// exponential, kept for kernels that want the factors):
 // p = 2^-64 e^r and s = 2^(n+64). n = round(-|x| / ln 2) comes from the
 // rounding of one FMA onto 1.5 * 2^23 (whose low mantissa bits then hold
 // n + 191, shifted into s's exponent field): no round or convert
@@ -182,20 +173,78 @@ NEE_AVX2_INLINE void NegAbsExp8(__m256 x, __m256& p, __m256& s) {
   s = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
 }
 
+// The sigmoids' exponential: E = 2^64 e^-|x| (the factor keeps E a normal
+// float down to |x| = 110, so that the division below rounds once, through
+// the subnormals too). e^-|x| = 2^(k/8) e^r with k = round(-|x| 8 / ln 2)
+// from the rounding of one FMA onto 1.5 * 2^23 (its low mantissa bits then
+// hold k + 512), r = -|x| - k ln(2)/8 in two steps (Cody-Waite), |r| <=
+// ln(2)/16. 2^(k/8 + 64) comes from an eight-entry table of 2^(j/8), j = k
+// mod 8, picked by the low bits of the same sum (vpermd), its exponent field
+// raised by floor(k / 8) + 64 by one shift and one integer add (the table
+// holds 2^(j/8) minus j << 20, which the shift carries in). e^r = 1 + r +
+// c2 r^2 + c3 r^3, c2 and c3 fitted for relative error (2.6e-8 on the
+// interval, with float coefficients), applied as T + (T r)(1 + c2 r + c3 r^2)
+// so that T's rounding is the only large one. Seven FMA-unit operations in
+// all (the old degree-6 form took eleven). Below -110 e^x is 0 in float: the
+// clamp, with the bound first so that NaN passes it; NaN gives NaN. Every
+// operation is exact IEEE arithmetic or bit moves, so the sixteen-lane form
+// (ExpNegAbsTimes2p64x16) gives the same bits.
+alignas(32) inline constexpr uint32_t kExp2EighthsMinusShift[16] = {
+    0x3f800000u, 0x3f7b95c2u, 0x3f7837f0u, 0x3f75fed7u, 0x3f7504f3u, 0x3f75672au, 0x3f7744fdu, 0x3f7ac0c7u,
+    0x3f800000u, 0x3f7b95c2u, 0x3f7837f0u, 0x3f75fed7u, 0x3f7504f3u, 0x3f75672au, 0x3f7744fdu, 0x3f7ac0c7u};
+inline constexpr float kExpEighthsC2 = 0.500064492225647f, kExpEighthsC3 = 0.16666869819164276f;
+
+NEE_AVX2_INLINE __m256 ExpNegAbsTimes2p64x8(__m256 x) {
+  __m256 v = _mm256_or_ps(x, _mm256_set1_ps(-0.f));  // -|x|
+  v = _mm256_max_ps(_mm256_set1_ps(-110.f), v);
+  const __m256 shifter = _mm256_set1_ps(12582912.f + 8 * 64);  // 1.5 * 2^23, and 64 for the factor 2^64
+  const __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(8 * 1.44269504088896341f), shifter);
+  const __m256 k = _mm256_sub_ps(t, shifter);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f / 8), v);
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.42860682030941723212e-6f / 8), r);
+  const __m256i bits = _mm256_castps_si256(t);
+  const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kExp2EighthsMinusShift));
+  const __m256 scale =
+      _mm256_castsi256_ps(_mm256_add_epi32(_mm256_permutevar8x32_epi32(table, bits), _mm256_slli_epi32(bits, 20)));
+  const __m256 tail = _mm256_fmadd_ps(
+      _mm256_fmadd_ps(_mm256_set1_ps(kExpEighthsC3), r, _mm256_set1_ps(kExpEighthsC2)), r, _mm256_set1_ps(1.f));
+  return _mm256_fmadd_ps(_mm256_mul_ps(scale, r), tail, scale);
+}
+
 // Sigmoid of eight floats, never exp of a large positive number: with
-// e = e^-|x|, 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0 (as the
-// reference computes it), 1 + e by one FMA of NegAbsExp8's factors (written
-// out, so that no compiler contraction can make it differ between widths).
-// Within 2.5 ulp of the true value (the rounding of e and of 1 + e, each up
-// to 1 ulp of the result where it lies in a lower binade, and the
-// division's); exactly 0 and 1 at -inf and +inf, NaN stays NaN. Shared by
+// E = 2^64 e^-|x|, 2^64 / (2^64 + E) for x >= 0 and E / (2^64 + E) for
+// x < 0 (as the reference computes it, scaled: 1 / (1 + e), e / (1 + e)),
+// one division, one rounding. Within 3 ulp of the true value (2.89
+// measured over every float; E's rounding, mostly the table's, and 1 + e's
+// each cost up to an ulp of a result in the binade below them, the
+// division half an ulp); exactly 0 and 1 at -inf and +inf, NaN stays NaN.
+// Bitwise the same as Sigmoid16, so kernels may mix widths. Shared by
 // Sigmoid, FusedConv (Sigmoid and SiLU) and the recurrent gates.
 NEE_AVX2_INLINE __m256 Sigmoid8(__m256 x) {
-  __m256 p, s;
-  NegAbsExp8(x, p, s);
-  const __m256 one = _mm256_set1_ps(1.f);
-  const __m256 numerator = _mm256_blendv_ps(one, _mm256_mul_ps(p, s), x);  // e where x's sign bit is set
-  return _mm256_div_ps(numerator, _mm256_fmadd_ps(p, s, one));
+  const __m256 e = ExpNegAbsTimes2p64x8(x);
+  const __m256 two_64 = _mm256_set1_ps(0x1p64f);
+  const __m256 numerator = _mm256_blendv_ps(two_64, e, x);  // e where x's sign bit is set
+  return _mm256_div_ps(numerator, _mm256_add_ps(two_64, e));
+}
+
+// tanh|x| = (1 - e) / (1 + e) with e = e^-2|x|, as (2^64 - E) / (2^64 + E)
+// from the sigmoids' E = 2^64 e^-2|x|, sign restored. Below 0.4 that loses
+// relative accuracy to cancellation, so there the odd Taylor series to x^13
+// is used (its first omitted term is < 1e-8 relative). From |x| = 55 E is
+// held at 2^64 e^-110, which leaves tanh at 1 in float. Within 2.0e-7
+// relative (1.97e-7 measured over every float; the tests hold it to 3e-7).
+NEE_AVX2_INLINE __m256 Tanh8(__m256 x) {
+  const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.f));
+  const __m256 abs_x = _mm256_andnot_ps(_mm256_set1_ps(-0.f), x);
+  const __m256 e = ExpNegAbsTimes2p64x8(_mm256_add_ps(x, x));
+  const __m256 two_64 = _mm256_set1_ps(0x1p64f);
+  const __m256 large = _mm256_div_ps(_mm256_sub_ps(two_64, e), _mm256_add_ps(two_64, e));
+  const __m256 x2 = _mm256_mul_ps(abs_x, abs_x);
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(Estrin8(x2, kTanhOdd), x2), abs_x, abs_x);
+  const __m256 is_small = _mm256_cmp_ps(abs_x, _mm256_set1_ps(0.4f), _CMP_LT_OQ);
+  __m256 magnitude = _mm256_blendv_ps(large, small, is_small);
+  magnitude = _mm256_blendv_ps(magnitude, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN stays NaN
+  return _mm256_or_ps(magnitude, sign);
 }
 
 // GELU as functors over eight lanes, shared by the unary GELU kernels and
@@ -361,22 +410,68 @@ NEE_AVX512_INLINE void NegAbsExp16(__m512 x, __m512& p, __m512& s) {
   s = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23));
 }
 
+// ExpNegAbsTimes2p64x8 on sixteen lanes, operation for operation (bitwise
+// the same; vpermd on sixteen lanes reads the table's low eight entries
+// twice over, by the same three index bits).
+NEE_AVX512_INLINE __m512 ExpNegAbsTimes2p64x16(__m512 x) {
+  __m512 v = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN)));
+  v = _mm512_max_ps(_mm512_set1_ps(-110.f), v);
+  const __m512 shifter = _mm512_set1_ps(12582912.f + 8 * 64);
+  const __m512 t = _mm512_fmadd_ps(v, _mm512_set1_ps(8 * 1.44269504088896341f), shifter);
+  const __m512 k = _mm512_sub_ps(t, shifter);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f / 8), v);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860682030941723212e-6f / 8), r);
+  const __m512i bits = _mm512_castps_si512(t);
+  const __m512i table = _mm512_load_si512(kExp2EighthsMinusShift);
+  const __m512 scale =
+      _mm512_castsi512_ps(_mm512_add_epi32(_mm512_permutexvar_epi32(bits, table), _mm512_slli_epi32(bits, 20)));
+  const __m512 tail = _mm512_fmadd_ps(
+      _mm512_fmadd_ps(_mm512_set1_ps(kExpEighthsC3), r, _mm512_set1_ps(kExpEighthsC2)), r, _mm512_set1_ps(1.f));
+  return _mm512_fmadd_ps(_mm512_mul_ps(scale, r), tail, scale);
+}
+
 // Sigmoid8 on sixteen lanes, operation for operation: the same bits, NaNs
-// included. (It used to multiply by a 14-bit reciprocal estimate refined by
-// one Newton step, within 2 ulp but not Sigmoid8's bits, because next to the
-// old exponential the division cost as much as the rest. The exponential is
-// now some 3 uops shorter, and the other ~17 uops take about as long on two
-// 512-bit FMA ports as a zmm division occupies the divider (10 cycles on
-// Skylake-X), so the division should cost little more than the estimate:
-// estimated from instruction tables, not timed, as no AVX-512 machine was at
-// hand.)
+// included. About 1.3x the speed of the former degree-6 form on a Zen 4
+// core (0.26 -> 0.20 ns an element in L1, SiLU 0.28 -> 0.22;
+// bench/simd_math_bench.cc). There a zmm FMA or multiply, vrcp14ps and
+// vscalefps each hold the FMA pipes for a cycle (scalef two), and they are
+// the bottleneck: the exponential is 7 of those, SiLU's product 1, and the
+// division about 3.7 (it mostly runs beside them, 6 cycles a zmm). A 14-bit
+// reciprocal estimate and a Newton step (4) measured slower, and would give
+// other bits than the eight-lane AVX2 form; so would vscalefps for 2^n.
 NEE_AVX512_INLINE __m512 Sigmoid16(__m512 x) {
-  __m512 p, s;
-  NegAbsExp16(x, p, s);
-  const __m512 one = _mm512_set1_ps(1.f);
+  const __m512 e = ExpNegAbsTimes2p64x16(x);
+  const __m512 two_64 = _mm512_set1_ps(0x1p64f);
   const __mmask16 sign = _mm512_test_epi32_mask(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
-  const __m512 numerator = _mm512_mask_blend_ps(sign, one, _mm512_mul_ps(p, s));
-  return _mm512_div_ps(numerator, _mm512_fmadd_ps(p, s, one));
+  const __m512 numerator = _mm512_mask_blend_ps(sign, two_64, e);
+  return _mm512_div_ps(numerator, _mm512_add_ps(two_64, e));
+}
+
+// Estrin8 of degree 5 (six coefficients) on sixteen lanes, operation for operation.
+NEE_AVX512_INLINE __m512 EstrinPair16(__m512 x, const float (&c)[6], int i) {
+  return _mm512_fmadd_ps(_mm512_set1_ps(c[i + 1]), x, _mm512_set1_ps(c[i]));
+}
+NEE_AVX512_INLINE __m512 Estrin16(__m512 x, const float (&c)[6]) {
+  const __m512 x2 = _mm512_mul_ps(x, x);
+  const __m512 low = _mm512_fmadd_ps(EstrinPair16(x, c, 2), x2, EstrinPair16(x, c, 0));
+  return _mm512_fmadd_ps(EstrinPair16(x, c, 4), _mm512_mul_ps(x2, x2), low);
+}
+
+// Tanh8 on sixteen lanes, operation for operation: the same bits, NaNs
+// included (the unary Tanh and the recurrent gates on AVX-512).
+NEE_AVX512_INLINE __m512 Tanh16(__m512 x) {
+  const __m512i sign_bit = _mm512_set1_epi32(INT32_MIN);
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(x), sign_bit);
+  const __m512 abs_x = _mm512_castsi512_ps(_mm512_andnot_si512(sign_bit, _mm512_castps_si512(x)));
+  const __m512 e = ExpNegAbsTimes2p64x16(_mm512_add_ps(x, x));
+  const __m512 two_64 = _mm512_set1_ps(0x1p64f);
+  const __m512 large = _mm512_div_ps(_mm512_sub_ps(two_64, e), _mm512_add_ps(two_64, e));
+  const __m512 x2 = _mm512_mul_ps(abs_x, abs_x);
+  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(Estrin16(x2, kTanhOdd), x2), abs_x, abs_x);
+  const __mmask16 is_small = _mm512_cmp_ps_mask(abs_x, _mm512_set1_ps(0.4f), _CMP_LT_OQ);
+  __m512 magnitude = _mm512_mask_blend_ps(is_small, large, small);
+  magnitude = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), magnitude, x);  // NaN stays NaN
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(magnitude), sign));
 }
 
 }  // namespace nee::cpu

@@ -10,8 +10,7 @@
 // branch. Here the forest is laid out once per session as 16-byte nodes in
 // preorder (the true child right after its parent) and a group of rows walks
 // each tree together with selects instead of branches, so the rows' memory
-// accesses overlap; with AVX-512, four vectors of eight rows step together
-// by gathers, on other x86-64 sixteen rows by compare and conditional move
+// accesses overlap: on x86-64 sixteen rows by compare and conditional move
 // (WalkX86). A block of only a few rows walks several trees at once instead
 // (one row per lane would leave most lanes idle). Comparisons are the
 // reference's (double x <= double threshold) and each row adds its leaves in
@@ -31,9 +30,7 @@
 #include "ops/ml_tree.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
 #define NEE_TREE_X86 1
-#define NEE_TREE_AVX512 __attribute__((target("avx512f,avx512vl")))
 #endif
 
 namespace nee::cpu {
@@ -75,68 +72,30 @@ double LeafNaN(int64_t first, int64_t count) {
 // independent loads to hide the latency of each step, few enough to stay in
 // registers.
 constexpr int kGroup = 8;
-// The AVX-512 walk: four vectors of eight rows, so that four chains of
-// gathers (each step's node, then the row's feature) are in flight at once.
-constexpr int kVectors512 = 4;
-constexpr int kGroup512 = 8 * kVectors512;
-// The x86-64 walk (no AVX-512): sixteen scalar rows, sixteen chains of
-// loads in flight.
+// The x86-64 walk: sixteen scalar rows, sixteen chains of loads in flight
+// (24 measured the same, 32 slower). A walk of four vectors of eight rows
+// stepping by AVX-512 gathers was 1.7x slower than this one on the AMD EPYC
+// (AVX-512) this was measured on, whose gathers cost about two cycles an
+// element (a forest of 500 trees of depth 10 over 1000 rows: 16.3 against
+// 9.3 ms), so there is none.
 constexpr int kGroupX86 = 16;
+constexpr int kMaxLanes = kGroupX86;
 
 // Which walk a block uses.
-enum class WalkKind { kPortable, kX86, kAvx512 };
+enum class WalkKind { kPortable, kX86 };
 
-static_assert(sizeof(Node) == 16 && offsetof(Node, feature) == 8 && offsetof(Node, false_next) == 12,
-              "the AVX-512 walk gathers a node's fields at these offsets");
+static_assert(sizeof(Node) == 16, "a node is one threshold and two 32-bit indices");
 
 // What a walk's lanes start from: a root node and the offset of a row in
 // the block (lanes may differ in both: rows of one tree, or trees of one row).
 struct Lanes {
-  int32_t root[kGroup512];
-  int32_t row_start[kGroup512];
+  int32_t root[kMaxLanes];
+  int32_t row_start[kMaxLanes];
   int32_t steps;  // the deepest leaf of the lanes' trees: every lane is on its leaf after this many steps
 };
 
 #if NEE_TREE_X86
-// The walk on AVX-512, eight lanes to a vector: a lane's threshold and its
-// (feature, false child) pair are gathered from its node, its feature from
-// its row, and `x <= threshold` (_CMP_LE_OQ: false for NaN, as in C++)
-// picks the next node; at[l] is lane l's leaf node.
-NEE_TREE_AVX512 void Walk512(const Node* nodes, const Lanes& lanes, const double* rows, int32_t* at) {
-  __m256i index[kVectors512], row_start[kVectors512];
-  for (int v = 0; v < kVectors512; ++v) {
-    row_start[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.row_start + 8 * v));
-    index[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.root + 8 * v));
-  }
-  const double* thresholds = &nodes[0].threshold;
-  const void* pairs = reinterpret_cast<const char*>(nodes) + offsetof(Node, feature);
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m512i zero = _mm512_setzero_si512();
-  const __mmask8 kAll = 0xFF;
-  __mmask8 moved = 1;
-  while (moved) {
-    moved = 0;
-#pragma GCC unroll 4
-    for (int v = 0; v < kVectors512; ++v) {
-      const __m256i slot = _mm256_add_epi32(index[v], index[v]);  // in units of 8 bytes
-      // The masked forms with a zero source: GCC 12's unmasked ones warn about
-      // their undefined source.
-      const __m512d threshold = _mm512_mask_i32gather_pd(_mm512_setzero_pd(), kAll, slot, thresholds, 8);
-      const __m512i pair = _mm512_mask_i32gather_epi64(zero, kAll, slot, pairs, 8);  // feature | false_next << 32
-      const __m256i feature = _mm512_maskz_cvtepi64_epi32(kAll, pair);
-      const __m256i false_next = _mm512_maskz_cvtepi64_epi32(kAll, _mm512_maskz_srli_epi64(kAll, pair, 32));
-      const __m512d x =
-          _mm512_mask_i32gather_pd(_mm512_setzero_pd(), kAll, _mm256_add_epi32(row_start[v], feature), rows, 8);
-      const __mmask8 go_true = _mm512_cmp_pd_mask(x, threshold, _CMP_LE_OQ);
-      const __m256i next = _mm256_mask_blend_epi32(go_true, false_next, _mm256_add_epi32(index[v], one));
-      moved |= _mm256_cmpneq_epi32_mask(next, index[v]);
-      index[v] = next;
-    }
-  }
-  for (int v = 0; v < kVectors512; ++v) _mm256_storeu_si256(reinterpret_cast<__m256i*>(at + 8 * v), index[v]);
-}
-
-// The walk on x86-64 without AVX-512: kGroupX86 rows step as scalars, each
+// The walk on x86-64: kGroupX86 rows step as scalars, each
 // step a compare and a conditional move. `ucomisd x, threshold` sets CF
 // when threshold < x or either is NaN, so cmovae (CF clear) takes the true
 // child exactly when x <= threshold, as in C++. Compilers turn `?:` here
@@ -167,8 +126,7 @@ void WalkX86(const Node* nodes, const Lanes& lanes, const double* rows, int32_t*
 }
 
 bool Supports(WalkKind kind) {
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  return kind == WalkKind::kPortable || kind == WalkKind::kX86 || (kind == WalkKind::kAvx512 && avx512);
+  return kind == WalkKind::kPortable || kind == WalkKind::kX86;
 }
 #else
 bool Supports(WalkKind kind) { return kind == WalkKind::kPortable; }
@@ -177,14 +135,12 @@ bool Supports(WalkKind kind) { return kind == WalkKind::kPortable; }
 WalkKind ChooseWalk() {
   int forced = forced_walk.load(std::memory_order_relaxed);
   if (forced >= 0) return static_cast<WalkKind>(forced);
-  static const WalkKind best = Supports(WalkKind::kAvx512) ? WalkKind::kAvx512
-                               : Supports(WalkKind::kX86)  ? WalkKind::kX86
-                                                           : WalkKind::kPortable;
+  static const WalkKind best = Supports(WalkKind::kX86) ? WalkKind::kX86 : WalkKind::kPortable;
   return best;
 }
 
 int LanesOf(WalkKind kind) {
-  return kind == WalkKind::kAvx512 ? kGroup512 : kind == WalkKind::kX86 ? kGroupX86 : kGroup;
+  return kind == WalkKind::kX86 ? kGroupX86 : kGroup;
 }
 
 class LeqForest final : public BlockScorer {
@@ -194,9 +150,8 @@ class LeqForest final : public BlockScorer {
   // reached twice).
   static std::shared_ptr<const LeqForest> Build(const std::shared_ptr<const Forest>& forest, int64_t width) {
     const Forest& f = *forest;
-    // Walks address rows and nodes with int32 offsets (the AVX-512 one with
-    // twice a node's index): (kGroup512 - 1) * width plus a feature, and twice
-    // the node count (at most a branch and its two children per branch, plus
+    // Walks address rows and nodes with int32 offsets: (kMaxLanes - 1) *
+    // width plus a feature, and twice the node count (at most a branch and its two children per branch, plus
     // single-leaf trees) must fit.
     if (width >= (int64_t{1} << 24) || 3 * f.branches.size() + f.roots.size() >= (size_t{1} << 30)) return nullptr;
     if (f.aggregate != Aggregate::kSum && f.aggregate != Aggregate::kAverage) return nullptr;
@@ -238,7 +193,7 @@ class LeqForest final : public BlockScorer {
       for (int64_t first = 0; first < count; first += lanes) {
         const int n = static_cast<int>(std::min<int64_t>(lanes, count - first));
         for (int l = 0; l < lanes; ++l) start.row_start[l] = static_cast<int32_t>(std::min(l, n - 1) * width);
-        int32_t at[kGroup512];
+        int32_t at[kMaxLanes];
         Walk(kind, start, rows + first * width, at);
         for (int l = 0; l < n; ++l) AddLeaf(at[l], scores + (first + l) * targets, has_score + (first + l) * targets);
       }
@@ -261,7 +216,7 @@ class LeqForest final : public BlockScorer {
           start.root[l] = roots_[t];
           start.steps = std::max(start.steps, depths_[t]);
         }
-        int32_t at[kGroup512];
+        int32_t at[kMaxLanes];
         Walk(kind, start, rows + r * width, at);
         for (int l = 0; l < n; ++l) AddLeaf(at[l], scores + r * targets, has_score + r * targets);
       }
@@ -270,7 +225,6 @@ class LeqForest final : public BlockScorer {
 
   void Walk(WalkKind kind, const Lanes& lanes, const double* rows, int32_t* at) const {
 #if NEE_TREE_X86
-    if (kind == WalkKind::kAvx512) return Walk512(nodes_.data(), lanes, rows, at);
     if (kind == WalkKind::kX86) return WalkX86(nodes_.data(), lanes, rows, at);
 #endif
     WalkPortable(lanes, rows, at);
@@ -386,7 +340,7 @@ Result<std::shared_ptr<const BlockScorer>> LeqScorer(KernelContext& ctx, const s
 
 void TreeForcePortable(bool on) { forced_walk.store(on ? static_cast<int>(WalkKind::kPortable) : -1); }
 
-// For tests: "portable", "x86" or "avx512" instead of the best walk, or the
+// For tests: "portable" or "x86" instead of the best walk, or the
 // best again for null; false (and no change) for a walk this CPU lacks.
 bool TreeForceWalk(const char* name) {
   if (!name) {
@@ -394,7 +348,7 @@ bool TreeForceWalk(const char* name) {
     return true;
   }
   const std::string n = name;
-  const WalkKind kind = n == "avx512" ? WalkKind::kAvx512 : n == "x86" ? WalkKind::kX86 : WalkKind::kPortable;
+  const WalkKind kind = n == "x86" ? WalkKind::kX86 : WalkKind::kPortable;
   if ((n != "portable" && kind == WalkKind::kPortable) || !Supports(kind)) return false;
   forced_walk.store(static_cast<int>(kind));
   return true;

@@ -209,6 +209,22 @@ std::vector<ConvCase> Grid() {
       // 4 and one of 3), two images; 64 channels, 289 pixels, no bias.
       {"2d_pointwise_small_spans", {2, 5, 23, 47}, {7, 5, 1, 1}, true, {}},
       {"2d_pointwise_small_deep_nobias", {1, 64, 17, 17}, {5, 64, 1, 1}, false, {}},
+      // The AVX-512 pointwise kernel (conv_pointwise_avx512.cc; tiles of 8
+      // output channels x 48 pixels): input depths 1 to 256, output counts
+      // that leave a partial block of 8 (5, 255), one of at most 4 (1, 12:
+      // the half-height tiles) or none (8, 16), pixel
+      // counts under one vector (1, 9, 15), with partial last vectors (77,
+      // 100, 169), in several spans of a deep input (2500 pixels of 256
+      // channels), in several chunks of 4096 (4900); two images.
+      {"2d_pointwise512_c1_m5", {1, 1, 3, 3}, {5, 1, 1, 1}, true, {}},
+      {"2d_pointwise512_c3_m8_nobias", {1, 3, 3, 5}, {8, 3, 1, 1}, false, {}},
+      {"2d_pointwise512_c129_m1_one_pixel", {1, 129, 1, 1}, {1, 129, 1, 1}, true, {}},
+      {"2d_pointwise512_c17_m16_two_images", {2, 17, 10, 10}, {16, 17, 1, 1}, true, {}},
+      {"2d_pointwise512_c64_m255", {1, 64, 7, 11}, {255, 64, 1, 1}, true, {}},
+      {"2d_pointwise512_c33_m12", {1, 33, 9, 9}, {12, 33, 1, 1}, true, {}},
+      {"2d_pointwise512_c129_m255_nobias", {1, 129, 13, 13}, {255, 129, 1, 1}, false, {}},
+      {"2d_pointwise512_c256_m5_spans", {1, 256, 50, 50}, {5, 256, 1, 1}, true, {}},
+      {"2d_pointwise512_c8_m16_chunks", {1, 8, 70, 70}, {16, 8, 1, 1}, true, {}},
       {"2d_pixel_wide_rows_stride2", {1, 2, 5, 1101}, {9, 2, 3, 5}, false,
        {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 2, 0, 2})}},
       {"2d_pixel_wide_pads", {2, 3, 12, 12}, {18, 3, 7, 7}, true,

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -92,6 +93,11 @@ const std::vector<Geometry> kGeometries = {
     // The small-depth pointwise kernel (AVX2; Sigmoid, SiLU and Tanh after
     // the tiles): 551 pixels (a last tile of 23), 9 channels (4 + 4 + 1).
     {"pointwise_small", {2, 6, 19, 29}, {9, 6, 1, 1}, {}},
+    // The AVX-512 pointwise kernel (Sigmoid, SiLU and Tanh after each tile):
+    // 63 pixels (a full tile of 48 and a tail of 15), 21 channels (8 + 8 +
+    // 5); two images of 169 pixels (a last vector of 9) over 70 channels.
+    {"pointwise512", {1, 17, 9, 7}, {21, 17, 1, 1}, {}},
+    {"pointwise512_two_images", {2, 70, 13, 13}, {9, 70, 1, 1}, {}},
 };
 
 // The widest kernels the CPU has, then AVX2 at most (the AVX2 kernels on an
@@ -165,6 +171,43 @@ TEST_P(FusedConvIsaTest, AddsZBeforeTheActivation) {
   Tensor b = testing::RandomTensor({g.w[0]}, rng);
   const std::vector<Value> bad = {Value(x), Value(w), Value(b), Value(testing::RandomTensor({1}, rng))};
   EXPECT_FALSE(testing::RunKernel(cpu::FusedConvFloat, node, 1, bad, 1).ok());
+}
+
+// The pointwise kernels with every activation and a residual: bitwise the
+// same at 1, 2 and 3 threads (the pixels and channel blocks are cut
+// differently per thread count), on shapes whose cuts differ: few pixels
+// (the output channels cut as well), many (several chunks), partial vectors.
+TEST_P(FusedConvIsaTest, PointwiseBitwiseIndependentOfThreadCount) {
+  std::mt19937 rng(5);
+  const std::vector<Geometry> shapes = {
+      {"few_pixels", {1, 40, 5, 7}, {255, 40, 1, 1}, {}},
+      {"many_pixels", {1, 12, 75, 71}, {16, 12, 1, 1}, {}},
+      {"two_images", {2, 33, 11, 13}, {13, 33, 1, 1}, {}},
+  };
+  for (const Geometry& g : shapes) {
+    Tensor x = testing::RandomTensor(g.x, rng);
+    Tensor w = testing::RandomTensor(g.w, rng);
+    Tensor b = testing::RandomTensor({g.w[0]}, rng);
+    Tensor z = testing::RandomTensor({g.x[0], g.w[0], g.x[2], g.x[3]}, rng);
+    for (const ActivationCase& act : kActivations) {
+      Node node = FusedConvNode(act, g.attrs, 4);
+      const std::vector<Value> inputs = {Value(x), Value(w), Value(b), Value(z)};
+      auto ref = testing::RunOp(node, 1, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      const Tensor& want = ref->outputs[0].tensor();
+      auto one = testing::RunKernel(cpu::FusedConvFloat, node, 1, inputs, 1);
+      ASSERT_TRUE(one.ok()) << one.status().ToString();
+      for (int64_t i = 0; i < want.num_elements(); ++i)
+        ASSERT_NEAR(one->data<float>()[i], want.data<float>()[i], 1e-5f + 1e-5f * std::fabs(want.data<float>()[i]))
+            << g.name << " " << act.name << " at " << i;
+      for (int threads : {2, 3}) {
+        auto got = testing::RunKernel(cpu::FusedConvFloat, node, 1, inputs, threads);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        EXPECT_EQ(0, std::memcmp(got->data<float>(), one->data<float>(), sizeof(float) * want.num_elements()))
+            << g.name << " " << act.name << " threads=" << threads;
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, FusedConvIsaTest, ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2),

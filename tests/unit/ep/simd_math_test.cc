@@ -1,10 +1,12 @@
 // The sixteen-lane exponential (simd_math.h) gives bitwise what the
 // eight-lane one gives wherever the result is a normal float, and the
-// sixteen-lane sigmoid bitwise what the eight-lane one gives everywhere (so
-// kernels' AVX-512 and AVX2 paths agree); both exponentials and both sigmoids
-// stay within a few ulp of double-precision math, subnormals included. The
-// eight-lane sigmoid (and SiLU, x times it) is also held to its ulp bound
-// over a dense sweep of floats against double-precision std::exp.
+// sixteen-lane sigmoid and tanh bitwise what the eight-lane ones give
+// everywhere (so kernels' AVX-512 and AVX2 paths agree, and a kernel may
+// finish a tensor's tail on the other width); both exponentials and both
+// sigmoids stay within a few ulp of double-precision math, subnormals
+// included. The eight-lane sigmoid (and SiLU, x times it) is also held to its
+// ulp bound over a dense sweep of floats against double-precision std::exp,
+// and tanh to its relative bound against std::tanh.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -76,8 +78,8 @@ TEST(SimdMath, ExpAndSigmoidAgreeAcrossWidthsAndWithDoubleMath) {
       EXPECT_NEAR(e16[i], exp_want, 2.9e-45) << x[i];
       EXPECT_NEAR(e8[i], exp_want, 2.9e-45) << x[i];
     }
-    EXPECT_NEAR(s16[i], sig_want, 2.4e-7 * sig_want + 1e-44) << x[i];  // 2 ulp
-    EXPECT_NEAR(s8[i], sig_want, 2.4e-7 * sig_want + 1e-44) << x[i];
+    EXPECT_NEAR(s16[i], sig_want, 3.6e-7 * sig_want + 1e-44) << x[i];  // 3 ulp
+    EXPECT_NEAR(s8[i], sig_want, 3.6e-7 * sig_want + 1e-44) << x[i];
   }
 }
 
@@ -94,11 +96,12 @@ __attribute__((target("avx2,fma"))) void Sigmoid8Of(const float* x, float* y) {
 }
 
 // Every 1021st float of [-120, 120] (2.2 million), against
-// 1 / (1 + exp(-x)) in double: the sigmoid within 2.5 ulp (2.40 measured
-// over every float; the roundings of e^-|x| and of 1 + e each cost up to an
-// ulp of a result in the binade below them), SiLU computed from it within
-// 3.5 ulp where the sigmoid is a normal float; exactly 0 and 1 once
-// saturated, and at the infinities; NaN in, NaN out.
+// 1 / (1 + exp(-x)) in double: the sigmoid within 3 ulp (over every
+// float: 2.89; the roundings of e^-|x| — mostly its table entry's — and of 1 + e
+// each cost up to an ulp of a result in the binade below them), SiLU
+// computed from it within 4 ulp (3.72 over every float) where the sigmoid is a normal
+// float; exactly 0 and 1 once saturated, and at the infinities; NaN in, NaN
+// out.
 TEST(SimdMath, SigmoidWithinUlpsOfDoubleMath) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "needs AVX2+FMA";
   double worst = 0, worst_silu = 0;
@@ -145,8 +148,8 @@ TEST(SimdMath, SigmoidWithinUlpsOfDoubleMath) {
                   -87.5f, -103.9f, -104.f, -110.f, 16.7f, 17.f, 88.8f})
     push(v);
   while (filled) push(0.f);
-  EXPECT_LE(worst, 2.5) << "at x = " << worst_at;
-  EXPECT_LE(worst_silu, 3.5) << "at x = " << worst_silu_at;
+  EXPECT_LE(worst, 3.0) << "at x = " << worst_at;
+  EXPECT_LE(worst_silu, 4.0) << "at x = " << worst_silu_at;
   float y[8], x[8] = {kInf, -kInf, 0.f, -0.f, 200.f, -200.f, 1e30f, -1e30f};
   Sigmoid8Of(x, y);
   EXPECT_EQ(y[0], 1.f);
@@ -157,6 +160,63 @@ TEST(SimdMath, SigmoidWithinUlpsOfDoubleMath) {
   EXPECT_EQ(y[5], 0.f);
   EXPECT_EQ(y[6], 1.f);
   EXPECT_EQ(y[7], 0.f);
+}
+
+// Every 997th float of each sign, all exponents (4.3 million, with the
+// infinities and NaNs among them): Sigmoid16 and Tanh16 give Sigmoid8's and
+// Tanh8's bits, NaN payloads included; tanh within 3e-7 relative of
+// std::tanh in double (1.95e-7 measured over every float), odd, exactly +-1
+// once saturated, NaN in, NaN out.
+__attribute__((target("avx2,fma"))) void EightLanes(const float* x, float* sig, float* tanh_out) {
+  for (int i = 0; i < 16; i += 8) {
+    _mm256_storeu_ps(sig + i, cpu::Sigmoid8(_mm256_loadu_ps(x + i)));
+    _mm256_storeu_ps(tanh_out + i, cpu::Tanh8(_mm256_loadu_ps(x + i)));
+  }
+}
+__attribute__((target("avx512f"))) void SixteenLanes(const float* x, float* sig, float* tanh_out) {
+  _mm512_storeu_ps(sig, cpu::Sigmoid16(_mm512_loadu_ps(x)));
+  _mm512_storeu_ps(tanh_out, cpu::Tanh16(_mm512_loadu_ps(x)));
+}
+
+TEST(SimdMath, SigmoidAndTanhSameBitsOnBothWidthsTanhWithinBound) {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    GTEST_SKIP() << "needs AVX-512F and AVX2+FMA";
+  double worst_tanh = 0;
+  float worst_at = 0;
+  int64_t differing = 0;
+  float x[16], s8[16], t8[16], s16[16], t16[16];
+  for (uint64_t start = 0; start < (uint64_t{1} << 32); start += 16 * 997) {
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t bits = static_cast<uint32_t>(start + uint64_t{997} * j);
+      std::memcpy(&x[j], &bits, sizeof bits);
+    }
+    EightLanes(x, s8, t8);
+    SixteenLanes(x, s16, t16);
+    for (int j = 0; j < 16; ++j) {
+      if (std::memcmp(&s8[j], &s16[j], sizeof(float)) || std::memcmp(&t8[j], &t16[j], sizeof(float))) ++differing;
+      if (std::isnan(x[j])) {
+        EXPECT_TRUE(std::isnan(t16[j]) && std::isnan(s16[j])) << x[j];
+        continue;
+      }
+      const double want = std::tanh(static_cast<double>(x[j]));
+      const double err = want == 0 ? std::fabs(t16[j]) : std::fabs(t16[j] - want) / std::fabs(want);
+      if (err > worst_tanh) worst_tanh = err, worst_at = x[j];
+    }
+  }
+  EXPECT_EQ(differing, 0);
+  EXPECT_LE(worst_tanh, 3e-7) << "at x = " << worst_at;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float special[16] = {kInf, -kInf, 0.f, -0.f, 20.f, -20.f, 1e30f, -1e30f, 0.39999998f, 0.4f, -0.4f,
+                             1e-30f, -1e-30f, 55.f, -60.f, std::numeric_limits<float>::quiet_NaN()};
+  EightLanes(special, s8, t8);
+  SixteenLanes(special, s16, t16);
+  const float tanh_want[15] = {1.f, -1.f, 0.f, -0.f, 1.f, -1.f, 1.f, -1.f, std::tanh(0.39999998f), std::tanh(0.4f),
+                               -std::tanh(0.4f), 1e-30f, -1e-30f, 1.f, -1.f};
+  for (int j = 0; j < 15; ++j) {
+    EXPECT_NEAR(t16[j], tanh_want[j], 3e-7 * std::fabs(tanh_want[j])) << special[j];
+    EXPECT_EQ(std::signbit(t16[j]), std::signbit(special[j])) << special[j];
+  }
+  EXPECT_TRUE(std::isnan(t16[15]) && std::isnan(s16[15]));
 }
 
 }  // namespace

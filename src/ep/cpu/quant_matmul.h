@@ -1,0 +1,41 @@
+// The 8-bit matrix product that MatMulInteger, com.microsoft
+// MatMulIntegerToFloat (quant_fast.cc) and QLinearMatMul
+// (qlinear_matmul_fast.cc) share: a constant B packed once per session for
+// the integer GEMM (igemm.h), and C = (A - za)(B - zb) over the context's
+// threads, exact.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ep/cpu/igemm.h"
+#include "ops/op_schema.h"
+
+namespace nee::cpu::quant_matmul {
+
+// A constant B packed once: for uint8 A times int8 B, for the u8 x s8 kernel
+// (always on AVX-512 VNNI; on AVX2 when few of its pairs need a remainder,
+// igemm.h); otherwise widened.
+struct QuantWeights {
+  std::unique_ptr<IgemmPackedBS8> s8;
+  std::unique_ptr<IgemmPackedB> wide;
+};
+
+// B (input `index`, [k, n], 8-bit) packed, once per session when constant
+// (its bytes then let go: runs read only the packed copy).
+std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, size_t index, const Tensor& b, int64_t k,
+                                                    int64_t n, bool a_unsigned);
+
+// C = (A - za) (B - zb) for A [rows, k] (row-major, 8-bit), into int32 c
+// (row stride ldc) or through fout; za[i * za_stride], zb[j * zb_stride].
+void QuantProduct(KernelContext& ctx, const Tensor& a, int64_t rows, int64_t k, const QuantWeights& w,
+                  const int32_t* za, int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
+                  const IgemmFloatOut* fout);
+
+// A zero point input: absent (0), one value, or `per_axis` values of `type`
+// (stride 1; a single value has stride 0). False when malformed (the
+// reference reports it).
+bool ReadZeroPoint(const KernelContext& ctx, size_t index, DataType type, int64_t per_axis, bool allow_per_axis,
+                   std::vector<int32_t>& out, int64_t& stride);
+
+}  // namespace nee::cpu::quant_matmul

@@ -1,0 +1,147 @@
+// QLinearMatMul: the fast kernel (ep/cpu/qlinear_matmul_fast.cc: the integer
+// GEMM, then the requantization) against the reference kernel
+// (ops/quantize.cc), bitwise, on each GEMM the machine has, at one and two
+// threads; the cases it hands to the reference still get the reference's
+// results and errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
+#include "ep_test_util.h"
+
+namespace nee {
+namespace {
+
+Result<Tensor> RunFast(const Node& node, const std::vector<Value>& inputs, int threads) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : inputs) ptrs.push_back(v.is_tensor() ? &v : nullptr);
+  std::vector<Value> outputs(node.outputs.size());
+  ThreadPool pool(threads);
+  KernelContext ctx(node, 21, ptrs, &outputs, nullptr, &pool, nullptr);
+  NEE_RETURN_IF_ERROR(cpu::QLinearMatMulFast(ctx));
+  return outputs[0].tensor();
+}
+
+Tensor Scale(const std::vector<int64_t>& dims, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(testing::ElementCount(dims)));
+  for (auto& e : v) e = dist(rng);
+  return Tensor::FromVector(v, dims);
+}
+
+struct Case {
+  std::vector<int64_t> a_dims;
+  int64_t n;
+  DataType at = DataType::kUint8, bt = DataType::kInt8, yt = DataType::kUint8;
+  bool per_column = false;  // b's scale and zero point per column
+};
+
+// a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp. y_scale is chosen so
+// that outputs land both inside the range and past both ends.
+std::vector<Value> MakeInputs(const Case& c, std::mt19937& rng) {
+  const int64_t k = c.a_dims.empty() ? 1 : c.a_dims.back();
+  const std::vector<int64_t> per = c.per_column ? std::vector<int64_t>{c.n} : std::vector<int64_t>{};
+  return {Value(testing::Random8(c.at, c.a_dims, rng)),  Value(Scale({}, rng, 0.005f, 0.05f)),
+          Value(testing::Random8(c.at, {}, rng)),        Value(testing::Random8(c.bt, {k, c.n}, rng)),
+          Value(Scale(per, rng, 0.005f, 0.05f)),         Value(testing::Random8(c.bt, per, rng)),
+          Value(Scale({}, rng, 0.02f, 0.4f)),            Value(testing::Random8(c.yt, {}, rng))};
+}
+
+void ExpectBitwise(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  ASSERT_EQ(0, std::memcmp(got.raw_data(), want.raw_data(), got.byte_size())) << what;
+}
+
+class QLinearMatMulFastTest : public ::testing::TestWithParam<cpu::SgemmIsa> {
+ protected:
+  void SetUp() override { cpu::SgemmLimitIsa(GetParam()); }
+  void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
+};
+
+TEST_P(QLinearMatMulFastTest, MatchesReferenceBitwise) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  const std::vector<Case> cases = {
+      {{128, 768}, 768},                  // a BERT projection
+      {{1, 17}, 33},                      // one row, odd k, n past a panel
+      {{17}, 5, u8, s8, u8, true},        // 1-D a, per-column b
+      {{7, 31}, 16, s8, u8, s8},          // int8 a, uint8 b, int8 y
+      {{2, 3, 13}, 40, u8, u8, s8, true}, // batched a, n not a multiple of 16
+      {{6, 1}, 19},                       // k = 1
+      {{13, 64}, 15, s8, s8, u8, true},
+      {{9, 70}, 3},                       // fewer columns than a vector
+      {{0, 8}, 4},                        // no rows
+      {{3, 8}, 0},                        // no columns
+      {{4, 0}, 3},                        // k = 0: sums are 0
+  };
+  std::mt19937 rng(41);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::vector<Value> inputs = MakeInputs(cases[i], rng);
+    const Node node = testing::MakeNode("QLinearMatMul", 8, 1);
+    auto ref = testing::RunOp(node, 21, inputs);
+    ASSERT_TRUE(ref.ok()) << "case " << i << ": " << ref.status().ToString();
+    for (int threads : {1, 2}) {
+      auto got = RunFast(node, inputs, threads);
+      ASSERT_TRUE(got.ok()) << "case " << i << ": " << got.status().ToString();
+      ExpectBitwise(got.value(), ref->outputs[0].tensor(),
+                    "case " + std::to_string(i) + " threads " + std::to_string(threads));
+    }
+  }
+}
+
+// Saturation at both ends of each output type and rounding halves to even:
+// a product of exactly half-integer values after scaling.
+TEST_P(QLinearMatMulFastTest, SaturatesAndRoundsHalvesToEvenAsTheReference) {
+  std::mt19937 rng(42);
+  for (DataType yt : {DataType::kUint8, DataType::kInt8}) {
+    Case c{{5, 24}, 37, DataType::kUint8, DataType::kInt8, yt};
+    std::vector<Value> in = MakeInputs(c, rng);
+    in[1] = Value(Tensor::FromVector(std::vector<float>{0.5f}, {}));
+    in[4] = Value(Tensor::FromVector(std::vector<float>{1.f}, {}));
+    in[6] = Value(Tensor::FromVector(std::vector<float>{1.f}, {}));  // multiplier 0.5: odd sums end in .5
+    const Node node = testing::MakeNode("QLinearMatMul", 8, 1);
+    auto ref = testing::RunOp(node, 21, in);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    auto got = RunFast(node, in, 2);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectBitwise(got.value(), ref->outputs[0].tensor(), DataTypeName(yt));
+  }
+}
+
+// What the fast kernel leaves to the reference: per-row a scales, a batched
+// b, and malformed inputs, which the reference reports.
+TEST_P(QLinearMatMulFastTest, OtherCasesGoToTheReference) {
+  std::mt19937 rng(43);
+  const Node node = testing::MakeNode("QLinearMatMul", 8, 1);
+  Case c{{4, 8}, 5};
+  std::vector<Value> in = MakeInputs(c, rng);
+  in[1] = Value(Scale({4}, rng, 0.01f, 0.02f));  // a_scale per row
+  in[2] = Value(testing::Random8(DataType::kUint8, {4}, rng));
+  auto ref = testing::RunOp(node, 21, in);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  auto got = RunFast(node, in, 2);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectBitwise(got.value(), ref->outputs[0].tensor(), "per-row a");
+
+  in = MakeInputs(c, rng);
+  in[3] = Value(testing::Random8(DataType::kInt8, {7, 5}, rng));  // k mismatch
+  EXPECT_FALSE(RunFast(node, in, 2).ok());
+  in = MakeInputs(c, rng);
+  in[4] = Value(Scale({4}, rng, 0.01f, 0.02f));  // b_scale neither 1 nor n
+  EXPECT_FALSE(RunFast(node, in, 2).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, QLinearMatMulFastTest,
+                         ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
+                         [](const auto& info) {
+                           return std::string(info.param == cpu::SgemmIsa::kAvx512 ? "avx512"
+                                              : info.param == cpu::SgemmIsa::kAvx2 ? "avx2"
+                                                                                   : "portable");
+                         });
+
+}  // namespace
+}  // namespace nee
