@@ -8,6 +8,7 @@
 //   DQ(q) -> Clip(lo, hi) -> Q, Q(lo), Q(hi) at Q's ends => com.microsoft QLinearLeakyRelu(q, alpha = 1)
 //   Add(DQ(a_q), DQ(b_q)) [-> Relu | Clip] -> Q        => com.microsoft QLinearAdd
 //   MatMul(DQ(a_q), DQ(W_q)) [-> Relu | Clip] -> Q     => QLinearMatMul(a_q, ..., W_q, ...)
+//   DQ(q) -> MaxPool -> Q, Q's scale and zero point DQ's => MaxPool(q) on the 8-bit values
 //
 // These are the fusions ONNX Runtime makes of the same graph (its QDQ
 // selectors); like its, they compute in integers and round once at the
@@ -32,6 +33,15 @@
 //   v, and the fused op with Q's scale and zero point is bitwise the chain's
 //   integer result. nee's quantizer writes Conv -> Relu -> Q so (ONNX
 //   Runtime's removes the Relu/Clip itself and writes Conv -> Q).
+// - DQ -> MaxPool -> Q with one scale s and zero point: DQ is increasing
+//   (s > 0), so the window's largest float is DQ of its largest byte v, and
+//   Q(DQ(v)) == v: (v - zp) * s rounded once, divided by s and rounded again,
+//   is within 255 * 2^-22 of v - zp (s in [2^-100, 2^100]: no subnormal
+//   products, no overflow), which rounds to it exactly. Only where every
+//   window holds an input element (explicit pads below the kernel, no
+//   dilation, no ceil_mode): a window of padding alone would be 0.0f, Q(0)
+//   the zero point, where the 8-bit MaxPool gives 0. ONNX Runtime drops the
+//   pair around MaxPool on the same condition (its DropQDQNodes rule).
 // Runs before constant folding, which would otherwise turn DQ(W_q) into a
 // float weight; the DQ nodes left without readers go with dead-node removal.
 #include <algorithm>
@@ -342,6 +352,69 @@ void TryFuseAdd(GraphEditor& ed, size_t index) {
   ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, "QLinearAdd", inputs, {});
 }
 
+// ---- DQ -> MaxPool -> Q, one scale and zero point, into MaxPool on the 8-bit values -----------------
+
+// Q's scale and zero point are DQ's (constants, equal values), the scale in [2^-100, 2^100].
+bool SameQuantization(GraphEditor& ed, const QdqNode& x, const QdqNode& y) {
+  float xs, ys;
+  if (QuantType(ed, x) != QuantType(ed, y) || !quant::ConstantFloatScalar(ed, x.scale, &xs) ||
+      !quant::ConstantFloatScalar(ed, y.scale, &ys) || xs != ys || !(xs >= 0x1p-100f && xs <= 0x1p100f))
+    return false;
+  auto zero_point = [&](const QdqNode& q, int32_t* z) {
+    *z = 0;
+    if (q.zero_point.empty()) return true;
+    Tensor t = ed.Constant(q.zero_point);
+    if (!t.defined() || t.num_elements() != 1 || t.dtype() != QuantType(ed, q)) return false;
+    *z = t.dtype() == DataType::kInt8 ? t.data<int8_t>()[0] : t.data<uint8_t>()[0];
+    return true;
+  };
+  int32_t zx, zy;
+  return zero_point(x, &zx) && zero_point(y, &zy) && zx == zy;
+}
+
+// A MaxPool every window of which holds an input element: no auto_pad, dilations or ceil_mode, explicit
+// pads below the kernel, no Indices output.
+bool EveryWindowInside(const Node& pool) {
+  if (pool.outputs.size() != 1 || opt::HasOtherAttributes(pool, {"kernel_shape", "pads", "strides", "storage_order",
+                                                                  "ceil_mode", "dilations", "auto_pad"}))
+    return false;
+  auto kernel = pool.GetInts("kernel_shape", {});
+  auto pads = pool.GetInts("pads", {});
+  auto dilations = pool.GetInts("dilations", {});
+  auto ceil_mode = pool.GetInt("ceil_mode", 0);
+  auto auto_pad = pool.GetString("auto_pad", "NOTSET");
+  if (!kernel.ok() || !pads.ok() || !dilations.ok() || !ceil_mode.ok() || !auto_pad.ok() || ceil_mode.value() != 0 ||
+      auto_pad.value() != "NOTSET" || kernel.value().empty())
+    return false;
+  for (int64_t d : dilations.value())
+    if (d != 1) return false;
+  const std::vector<int64_t>& k = kernel.value();
+  const std::vector<int64_t>& p = pads.value();
+  if (!p.empty() && p.size() != 2 * k.size()) return false;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] < 0 || p[i] >= k[i % k.size()]) return false;
+  return true;
+}
+
+void TryFuseMaxPool(GraphEditor& ed, size_t index) {
+  const Node& pool = ed.node(index);
+  // 8-bit MaxPool from opset 12.
+  if (!IsOpSince(ed, index, "MaxPool", 12) || pool.inputs.size() != 1 || !EveryWindowInside(pool)) return;
+  QdqNode x, y;
+  if (DequantizeProducer(ed, pool.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  // The bytes themselves of the type Q writes (a DQ without a zero point may read int32).
+  const TypeInfo* bytes = ed.TensorType(x.data);
+  if (!bytes || bytes->elem_type != QuantType(ed, x)) return;
+  const int64_t q_index = opt::SoleConsumer(ed, pool.outputs[0]);
+  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
+      !SameQuantization(ed, x, y))
+    return;
+  std::vector<Attribute> attributes = pool.attributes;
+  const std::string data = x.data;
+  ed.RemoveNode(index);
+  ed.RewriteAs(static_cast<size_t>(q_index), "", "MaxPool", {data}, std::move(attributes));
+}
+
 }  // namespace
 
 Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
@@ -353,6 +426,7 @@ Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
     if (!ed.removed(index)) TryFuseRelu(ed, index);
     if (!ed.removed(index)) TryFuseAdd(ed, index);
     if (!ed.removed(index)) TryFuseClip(ed, index);
+    if (!ed.removed(index)) TryFuseMaxPool(ed, index);
   }
   // The DequantizeLinear nodes nothing reads any more (weights, biases): gone
   // now, before constant folding would dequantize them for nothing.

@@ -18,6 +18,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Gemm", 1, 1000, GemmFloat, "float32; bfloat16 with AVX512-BF16"},
       {"", "Conv", 1, 1000, ConvFloat, "float32"},
       {"", "ConvTranspose", 1, 1000, ConvTransposeFloat, "float32"},
+      // Before the float32 entry, which it hands float tensors to (pool_int8_fast.cc).
+      {"", "MaxPool", 12, 1000, MaxPool8, "float32; uint8, int8 2-D from opset 12"},
       {"", "MaxPool", 1, 1000, MaxPoolFloat, "float32"},
       {"", "AveragePool", 1, 1000, AveragePoolFloat, "float32"},
       {"", "GlobalAveragePool", 1, 1000, GlobalAveragePoolFloat, "float32"},

@@ -45,6 +45,8 @@ Status ConvTransposeFloat(KernelContext& ctx);
 // Pools on float32 (pool_fast.cc): MaxPool (without Indices) and AveragePool
 // bitwise equal to the reference; GlobalAveragePool with vectorized sums.
 Status MaxPoolFloat(KernelContext& ctx);
+// uint8 / int8 2-D MaxPool (pool_int8_fast.cc); hands float tensors to MaxPoolFloat.
+Status MaxPool8(KernelContext& ctx);
 Status AveragePoolFloat(KernelContext& ctx);
 Status GlobalAveragePoolFloat(KernelContext& ctx);
 // Exp, Sigmoid, Tanh and last-axis Softmax on float32 (activation_fast.cc): a vectorized exponential.

@@ -386,14 +386,15 @@ void FinishPanel(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* s
 // The block's tiles on VNNI: twelve output channels (two weight panels) at a time, over pairs of full pixel
 // panels (32 pixels), then a panel alone, a last one of at most eight pixels on the half tile, of at most
 // three pixel by pixel. The weights are unclamped: no remainders.
+// Row panels [rp_begin, rp_end) of the group (all of them by default; even bounds).
 void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel_begin, int64_t npanels,
-               const int32_t* pixel_sums, uint8_t* y) {
+               const int32_t* pixel_sums, uint8_t* y, int64_t rp_begin = 0, int64_t rp_end = -1) {
   const QConvGeometry& g = *run.g;
   const QConvWeights& w = *run.w;
   const int64_t P = g.P(), kquads = w.kquads, ppg = w.panels_per_group;
   const int64_t x_panel = kquads * kQuadB, w_panel = kquads * kQuadA;
   alignas(64) int32_t sums[qconv::kVnniSums];
-  for (int64_t rp = 0; rp < ppg; rp += 2) {
+  for (int64_t rp = rp_begin; rp < (rp_end < 0 ? ppg : rp_end); rp += 2) {
     const int64_t rows = std::min(qconv::kVnniRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
     const int8_t* wp = w.data.data() + (grp * ppg + rp) * w_panel;
     for (int64_t b = 0; b < npanels;) {
@@ -402,8 +403,13 @@ void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t p
       const int32_t* ps = run.q->any_zw ? pixel_sums + b * kCols : nullptr;
       if (b + 1 < npanels && P - p0 > kCols + kCols / 2) {  // two panels, the second more than half full
         qconv::VnniTile(rows, 2)(wp, w_panel, xp, x_panel, kquads, sums);
-        FinishPanel(run, m0, rows, sums, ps, p0, y);
-        FinishPanel(run, m0, rows, sums + qconv::kVnniRows * kCols, ps ? ps + kCols : nullptr, p0 + kCols, y);
+        if (!run.q->any_zw && run.q->small_multipliers) {
+          qconv::FinishTilesAvx512(sums, rows, kCols, true, std::min(kCols, P - p0 - kCols), run.q->constant + m0,
+                                   run.q->mult + m0, run.q->mult_f + m0, *run.q, y + m0 * P + p0, P);
+        } else {
+          FinishPanel(run, m0, rows, sums, ps, p0, y);
+          FinishPanel(run, m0, rows, sums + qconv::kVnniRows * kCols, ps ? ps + kCols : nullptr, p0 + kCols, y);
+        }
         b += 2;
         continue;
       }
@@ -474,6 +480,28 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
   }
 }
 
+#ifdef NEE_QCONV_X86
+// A small image (few pixel panels), VNNI: its panels packed once into one buffer (a task per panel), then the
+// threads split the output channels (pairs of row panels), each running its rows over every panel. Blocks of
+// pixels instead had each block stream all the weights (a 3x3 conv over 512 channels at 7x7: 2.4 MB) over one
+// or two panels, and on several threads the lone panel's tiles ran on one thread only.
+void RunImageByRows(KernelContext& ctx, const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panels,
+                    uint8_t* y, std::vector<uint8_t>& packed) {
+  const int64_t kquads = run.w->kquads, panel_bytes = kquads * kQuadB, ppg = run.w->panels_per_group;
+  if (packed.size() < static_cast<size_t>(panels * panel_bytes + 64)) packed.resize(static_cast<size_t>(panels * panel_bytes + 64));
+  uint8_t* block = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+  std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(panels * kCols) : 0);
+  ctx.ParallelFor(panels, 1, [&](int64_t begin, int64_t end) {
+    PackBlock(run, from, begin, end - begin, block + begin * panel_bytes, nullptr,
+              run.q->any_zw ? pixel_sums.data() + begin * kCols : nullptr);
+  });
+  const int64_t pairs = (ppg + 1) / 2;
+  ctx.ParallelFor(pairs, 1, [&](int64_t begin, int64_t end) {
+    TilesVnni(run, grp, block, 0, panels, pixel_sums.data(), y, 2 * begin, std::min(ppg, 2 * end));
+  });
+}
+#endif
+
 // A per-tensor or per-channel input's value for channel m (already checked to hold 1 or M values).
 double ValueAt(const Tensor& t, int64_t m) { return ReadAsDouble(t, t.num_elements() == 1 ? 0 : m); }
 
@@ -492,6 +520,78 @@ std::vector<double> PerChannel(const Tensor& t, int64_t M) {
     }
   }
   return v;
+}
+
+// What turns a node's sums into its output bytes (Requant, pointing into this), and where each row of X's
+// taps starts: formed once per session when the scales, zero points, weights and bias are constant (forming
+// them each call took ~6 us, 1% of ResNet-50 int8).
+struct QConvRequantPlan {
+  std::vector<double> mult;  // as the reference forms them: float(float(xs * ws) / ys), in double
+  std::vector<float> mult_f;
+  std::vector<int32_t> constant, zw;
+  bool finite = true;  // every multiplier finite (else the reference runs)
+  int32_t zx = 0;      // the input zero point, shifted (int8: + 128)
+  Requant q;
+  // PanelSource::taps for the zero-point-padded copy and for x itself: per row k of X (channel c, tap (i, j)),
+  // where its plane starts.
+  std::vector<int64_t> taps_padded, taps_direct;
+};
+
+std::vector<int64_t> TapOffsets(const QConvGeometry& g, int64_t plane, int64_t row) {
+  std::vector<int64_t> taps;
+  taps.reserve(static_cast<size_t>(g.K()));
+  for (int64_t c = 0; c < g.Cg; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) taps.push_back(c * plane + i * g.dh * row + j * g.dw);
+  return taps;
+}
+
+// in: QLinearConvFast's eight inputs, checked.
+std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, const Tensor* const* in,
+                                                    const Tensor* bias, const QConvWeights& weights) {
+  const Tensor &x = *in[0], &x_scale = *in[1], &x_zp = *in[2], &w = *in[3], &w_scale = *in[4], &w_zp = *in[5],
+               &y_scale = *in[6], &y_zp = *in[7];
+  auto plan = std::make_shared<QConvRequantPlan>();
+  const size_t M = static_cast<size_t>(g.M);
+  plan->mult.resize(M);
+  const double xs = ValueAt(x_scale, 0), ys = ValueAt(y_scale, 0);
+  const std::vector<double> w_scales = PerChannel(w_scale, g.M), w_zero_points = PerChannel(w_zp, g.M);
+  for (size_t m = 0; m < M; ++m) {
+    const double ab = static_cast<float>(xs * w_scales[m]);
+    plan->mult[m] = static_cast<float>(ab / ys);
+    plan->finite = plan->finite && std::isfinite(plan->mult[m]);
+  }
+  plan->mult_f.assign(plan->mult.begin(), plan->mult.end());
+  // Zero points in the shifted domains: x' = x ^ 0x80 for int8, w' = w - 128 for uint8.
+  const bool x_signed = x.dtype() == DataType::kInt8, w_unsigned = w.dtype() == DataType::kUint8;
+  const int32_t zx = static_cast<int32_t>(ValueAt(x_zp, 0)) + (x_signed ? 128 : 0);
+  plan->zx = zx;
+  plan->constant.resize(M);
+  plan->zw.resize(M);
+  bool any_zw = false;
+  const auto K = static_cast<uint32_t>(g.K());
+  for (size_t m = 0; m < M; ++m) {
+    const int32_t z = static_cast<int32_t>(w_zero_points[m]) - (w_unsigned ? 128 : 0);
+    plan->zw[m] = z;
+    any_zw = any_zw || z != 0;
+    const uint32_t b = bias ? static_cast<uint32_t>(bias->data<int32_t>()[m]) : 0;
+    plan->constant[m] = static_cast<int32_t>(b - static_cast<uint32_t>(zx) * static_cast<uint32_t>(weights.row_sums[m]) +
+                                             K * static_cast<uint32_t>(zx) * static_cast<uint32_t>(z));
+  }
+  Requant& q = plan->q;
+  q.mult = plan->mult.data();
+  q.mult_f = plan->mult_f.data();
+  q.constant = plan->constant.data();
+  q.zw = plan->zw.data();
+  q.any_zw = any_zw;
+  q.y_signed = y_zp.dtype() == DataType::kInt8;
+  q.yzp = ValueAt(y_zp, 0);
+  q.lo = q.y_signed ? -128 : 0;
+  q.hi = q.y_signed ? 127 : 255;
+  q.small_multipliers = std::all_of(plan->mult.begin(), plan->mult.end(), [](double v) { return std::fabs(v) < 0.5; });
+  plan->taps_padded = TapOffsets(g, g.hp * g.wp, g.wp);
+  plan->taps_direct = TapOffsets(g, g.ih * g.iw, g.iw);
+  return plan;
 }
 
 bool IsScalarOrVector(const Tensor& t, int64_t n) {
@@ -519,61 +619,44 @@ Status QLinearConvFast(KernelContext& ctx) {
       (bias && (bias->dtype() != DataType::kInt32 || bias->rank() != 1 || bias->dim(0) != g.M)))
     return RunReference(ctx);
   const int64_t K = g.K(), P = g.P();
-  // Multipliers as the reference forms them: float(float(xs * ws) / ys), in double.
-  std::vector<double> mult(static_cast<size_t>(g.M));
-  const double xs = ValueAt(x_scale, 0), ys = ValueAt(y_scale, 0);
-  const std::vector<double> w_scales = PerChannel(w_scale, g.M), w_zero_points = PerChannel(w_zp, g.M);
-  for (int64_t m = 0; m < g.M; ++m) {
-    const double ab = static_cast<float>(xs * w_scales[static_cast<size_t>(m)]);
-    mult[static_cast<size_t>(m)] = static_cast<float>(ab / ys);
-    if (!std::isfinite(mult[static_cast<size_t>(m)])) return RunReference(ctx);  // NaN handling is the reference's
-  }
   std::vector<int64_t> out_dims{g.N, g.M};
   for (int64_t d = 2; d < x.rank(); ++d) out_dims.push_back(d + 1 == x.rank() ? g.ow : g.oh);
-  if (g.N == 0 || g.M == 0 || P == 0) return ctx.AllocateOutput(0, y_zp.dtype(), out_dims).status();
 
   // Which tiles run decides how the weights are packed: clamped for AVX2's only (part of the cache key, as
   // tests lower the ISA limit between runs).
   const bool avx2 = IgemmU8S8Available(), vnni = avx2 && qconv::QConvVnniActive(), clamp = avx2 && !vnni;
+  const PreparedCache::Key key{g.M, g.Cg, g.kh, g.kw, g.group, w.dtype() == DataType::kInt8 ? 1 : 0, clamp ? 1 : 0};
   std::shared_ptr<const QConvWeights> weights;
   if (ctx.prepared() && ctx.input_is_constant(3)) {
-    auto built = ctx.prepared()->GetOrBuild<QConvWeights>(
-        {g.M, g.Cg, g.kh, g.kw, g.group, w.dtype() == DataType::kInt8 ? 1 : 0, clamp ? 1 : 0},
-        [&]() -> Result<std::shared_ptr<const QConvWeights>> {
-          auto p = PackWeights(g, w, clamp);
-          ctx.DropConstantInput(3);
-          return p;
-        });
+    auto built = ctx.prepared()->GetOrBuild<QConvWeights>(key, [&]() -> Result<std::shared_ptr<const QConvWeights>> {
+      auto p = PackWeights(g, w, clamp);
+      ctx.DropConstantInput(3);
+      return p;
+    });
     if (built.ok()) weights = built.value();
   }
   if (!weights) weights = PackWeights(g, w, clamp);
 
-  // Zero points in the shifted domains: x' = x ^ 0x80 for int8, w' = w - 128 for uint8.
-  const bool x_signed = x.dtype() == DataType::kInt8, w_unsigned = w.dtype() == DataType::kUint8;
-  const int32_t zx = static_cast<int32_t>(ValueAt(x_zp, 0)) + (x_signed ? 128 : 0);
-  std::vector<int32_t> constant(static_cast<size_t>(g.M)), zw(static_cast<size_t>(g.M));
-  bool any_zw = false;
-  for (int64_t m = 0; m < g.M; ++m) {
-    const int32_t z = static_cast<int32_t>(w_zero_points[static_cast<size_t>(m)]) - (w_unsigned ? 128 : 0);
-    zw[static_cast<size_t>(m)] = z;
-    any_zw = any_zw || z != 0;
-    const uint32_t b = bias ? static_cast<uint32_t>(bias->data<int32_t>()[m]) : 0;
-    constant[static_cast<size_t>(m)] = static_cast<int32_t>(
-        b - static_cast<uint32_t>(zx) * static_cast<uint32_t>(weights->row_sums[static_cast<size_t>(m)]) +
-        static_cast<uint32_t>(K) * static_cast<uint32_t>(zx) * static_cast<uint32_t>(z));
+  // The requantization's per-channel values, once per session when every input they come from is constant.
+  bool constant_inputs = ctx.prepared() != nullptr && (!bias || ctx.input_is_constant(8));
+  for (size_t i : {1, 2, 3, 4, 5, 6, 7}) constant_inputs = constant_inputs && ctx.input_is_constant(i);
+  std::shared_ptr<const QConvRequantPlan> plan;
+  if (constant_inputs) {
+    PreparedCache::Key plan_key = key;  // the tap offsets depend on the image's size too
+    plan_key.insert(plan_key.end(), {g.ih, g.iw, g.hp, g.wp});
+    auto built = ctx.prepared()->GetOrBuild<QConvRequantPlan>(
+        plan_key, [&]() -> Result<std::shared_ptr<const QConvRequantPlan>> { return PlanRequant(g, in, bias, *weights); });
+    if (built.ok()) plan = built.value();
   }
-  Requant q;
-  q.mult = mult.data();
-  const std::vector<float> mult_f(mult.begin(), mult.end());
-  q.mult_f = mult_f.data();
-  q.constant = constant.data();
-  q.zw = zw.data();
-  q.any_zw = any_zw;
-  q.y_signed = y_zp.dtype() == DataType::kInt8;
-  q.yzp = ValueAt(y_zp, 0);
-  q.lo = q.y_signed ? -128 : 0;
-  q.hi = q.y_signed ? 127 : 255;
-  q.small_multipliers = std::all_of(mult.begin(), mult.end(), [](double v) { return std::fabs(v) < 0.5; });
+  if (!plan) plan = PlanRequant(g, in, bias, *weights);
+  if (!plan->finite) return RunReference(ctx);  // NaN handling is the reference's
+  if (g.N == 0 || g.M == 0 || P == 0) return ctx.AllocateOutput(0, y_zp.dtype(), out_dims).status();
+  const std::vector<int32_t>& constant = plan->constant;
+  const std::vector<int32_t>& zw = plan->zw;
+  const std::vector<double>& mult = plan->mult;
+  const bool x_signed = x.dtype() == DataType::kInt8;
+  const int32_t zx = plan->zx;
+  const Requant& q = plan->q;
 
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, y_zp.dtype(), out_dims));
   const QConvRun run{&g, weights.get(), &q, avx2, vnni, vnni && qconv::QConvHasVbmi(), static_cast<uint8_t>(zx)};
@@ -582,22 +665,29 @@ Status QLinearConvFast(KernelContext& ctx) {
   auto* yb = static_cast<uint8_t*>(y.raw_data());
   const bool direct = g.pointwise() && !x_signed;
   // Blocks of pixel panels whose packed X stays in L2 (about 96 KB), at least
-  // two per thread when there are enough panels.
+  // two per thread when there are several threads and enough panels (one
+  // thread has nothing to balance: each block more re-reads all the weights).
   const int64_t panels = (P + kCols - 1) / kCols;
   const int64_t threads = ctx.pool() ? std::max<int64_t>(1, ctx.pool()->num_threads()) : 1;
   int64_t per_block = std::max<int64_t>(1, (96 * 1024) / std::max<int64_t>(1, K * kCols));
-  if (vnni) per_block = std::max<int64_t>(per_block, qconv::kVnniPanels);  // room for the two-panel tile
-  per_block = std::min(per_block, std::max<int64_t>(1, (panels + 2 * threads - 1) / (2 * threads)));
+  if (threads > 1) per_block = std::min(per_block, std::max<int64_t>(1, (panels + 2 * threads - 1) / (2 * threads)));
+  // VNNI: an even count, so that no block but the last ends on a lone panel (a 12 x 16 tile where the two-panel
+  // tile reads each weight quad once for both).
+  if (vnni) per_block = std::max<int64_t>(qconv::kVnniPanels, per_block + per_block % 2);
   const int64_t blocks = (panels + per_block - 1) / per_block;
   if (RunDepthwiseQConv(ctx, g, xb, flip, static_cast<uint8_t>(zx), weights->taps, zw.data(), constant.data(),
                          mult.data(), q, yb))
     return Status::Ok();
   const int64_t images = g.N * g.group;
-  std::vector<uint8_t> padded;
+  // The calling thread's buffers, grow-only (a few hundred KB: fresh ones cost page faults every run).
+  thread_local std::vector<uint8_t> padded, packed;
+  // Few pixel panels (at most four, or two per thread) and enough output channels for every thread: all panels
+  // packed at once and the channels split (RunImageByRows; one thread then streams the weights once). Eight per
+  // thread (a 14x14 image's thirteen on two) measured no different on this shared machine.
+  const bool by_rows = vnni && panels <= std::max<int64_t>(4, 2 * threads) && weights->panels_per_group >= 4 * threads;
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
   // No tap of any output pixel outside the image: AVX2 reads x itself.
   const bool inside = g.ph == 0 && g.pw == 0 && g.hp == g.ih && g.wp == g.iw;
-  std::vector<int64_t> taps;  // the same for every image: PanelSource::taps
   for (int64_t img = 0; img < images; ++img) {
     const int64_t n = img / g.group, grp = img % g.group;
     const uint8_t* xg = xb + (n * g.C + grp * g.Cg) * g.ih * g.iw;
@@ -605,7 +695,7 @@ Status QLinearConvFast(KernelContext& ctx) {
     // panel of the others, from the copy, whose slack the whole-vector reads may run into.
     const bool copy = run.avx2 ? !inside : !direct || P % kCols != 0;
     if (copy) {
-      padded.resize(static_cast<size_t>(padded_bytes));
+      if (padded.size() < static_cast<size_t>(padded_bytes)) padded.resize(static_cast<size_t>(padded_bytes));
 #ifdef NEE_QCONV_X86
       if (run.vnni)
         qconv::PadImageAvx512(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
@@ -619,15 +709,15 @@ Status QLinearConvFast(KernelContext& ctx) {
 #ifdef NEE_QCONV_X86
     from.source = copy ? PanelSource{padded.data(), padded.data() + padded_bytes, g.hp * g.wp, g.wp, 0, nullptr}
                        : PanelSource{xg, xb + x.byte_size(), g.ih * g.iw, g.iw, flip, nullptr};
-    if (taps.empty()) {
-      for (int64_t c = 0; c < g.Cg; ++c)
-        for (int64_t i = 0; i < g.kh; ++i)
-          for (int64_t j = 0; j < g.kw; ++j)
-            taps.push_back(c * from.source.plane + i * g.dh * from.source.row + j * g.dw);
-    }
-    from.source.taps = taps.data();
+    from.source.taps = (copy ? plan->taps_padded : plan->taps_direct).data();
 #endif
     uint8_t* y_image = yb + n * g.M * P;
+#ifdef NEE_QCONV_X86
+    if (by_rows) {
+      RunImageByRows(ctx, run, grp, from, panels, y_image, packed);
+      continue;
+    }
+#endif
     ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
       for (int64_t blk = begin; blk < end; ++blk)

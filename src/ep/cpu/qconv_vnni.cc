@@ -105,45 +105,80 @@ NEE_VNNI_TARGET void HalfTileVnni(const int8_t* w, int64_t w_panel, const uint8_
   for (int r = 0; r < kR; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), acc[r]);
 }
 
-// The first kPixels pixels of one panel: a pixel's quad broadcast, a weight panel's quad (six rows' four
-// bytes) the vector, so that int32 lanes 0-5 are the six rows' sums; for `rows` past six the second panel.
-// Four chains of accumulators over the k quads (q % 4), added at the end (int32 sums wrap alike in any
-// order): one chain would wait out vpdpbusd's latency on every quad.
-template <int kPixels>
-NEE_VNNI_TARGET void PixelTileVnni(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
-                                   int32_t* s) {
-  constexpr int kChains = 4;
-  for (int64_t panel = 0; panel * kRowsPerPanel < rows; ++panel) {
-    const int8_t* wp = w + panel * w_panel;
-    __m256i acc[kChains][kPixels];
-#pragma GCC unroll 4
-    for (int c = 0; c < kChains; ++c)
+// The first kPixels pixels of one panel, each pixel's quads broadcast against the weights: a zmm of a weight
+// panel at quad q holds quads q (lanes 0-5: six rows' four bytes) and q + 1 (lanes 6-11) of the panel, and
+// 4 rows of q + 2 (lanes 12-15); the pixel's vector holds its quad q in lanes 0-5, q + 1 in lanes 6-11 and
+// zeros in 12-15, so one vpdpbusd does two k quads of six rows. Both weight panels
+// (rows past six) share the pixel's vectors. kChains chains of accumulators over the steps, so that the
+// short tiles do not wait out vpdpbusd's latency; chains and the two halves added at the end (int32 sums
+// wrap alike in any order). The last quads are read by masked loads (nothing past the panel).
+// One step: two quads from q (one when `pair` is false) of every pixel times kPanels weight panels, into
+// one chain of accumulators.
+template <int kPixels, int kPanels>
+NEE_VNNI_TARGET __attribute__((always_inline)) inline void PixelStep(__m512i (&acc)[kPanels][kPixels],
+                                                                   const __m512i (&deal)[kPixels], const int8_t* w,
+                                                                   int64_t w_panel, const uint8_t* x, int64_t q,
+                                                                   __mmask16 wmask, bool pair) {
+  // The first eight pixels' quads q (dwords 0-7) and q + 1 (8-15), then each pixel's two dealt out by one
+  // vpermd (lanes 12-15 zeroed by its mask; 6-11 too for a lone quad).
+  const __m256i first = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadX));
+  const __m512i both = pair ? _mm512_inserti64x4(_mm512_castsi256_si512(first),
+                                                 _mm256_load_si256(reinterpret_cast<const __m256i*>(x + (q + 1) * kQuadX)), 1)
+                            : _mm512_castsi256_si512(first);
+  __m512i xv[kPixels];
 #pragma GCC unroll 5
-      for (int j = 0; j < kPixels; ++j) acc[c][j] = _mm256_setzero_si256();
-    int64_t q = 0;
-    for (; q + kChains <= kquads; q += kChains) {
-#pragma GCC unroll 4
-      for (int c = 0; c < kChains; ++c) {
-        const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + (q + c) * kQuadW));
+  for (int j = 0; j < kPixels; ++j) xv[j] = _mm512_maskz_permutexvar_epi32(pair ? 0x0FFF : 0x003F, deal[j], both);
+#pragma GCC unroll 2
+  for (int p = 0; p < kPanels; ++p) {
+    const __m512i wv = _mm512_maskz_loadu_epi32(wmask, w + p * w_panel + q * kQuadW);
 #pragma GCC unroll 5
-        for (int j = 0; j < kPixels; ++j)
-          acc[c][j] = _mm256_dpbusd_epi32(acc[c][j], _mm256_set1_epi32(LoadQuad(x + (q + c) * kQuadX + 4 * j)), wv);
-      }
-    }
-    for (; q < kquads; ++q) {
-      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + q * kQuadW));
-#pragma GCC unroll 5
-      for (int j = 0; j < kPixels; ++j)
-        acc[0][j] = _mm256_dpbusd_epi32(acc[0][j], _mm256_set1_epi32(LoadQuad(x + q * kQuadX + 4 * j)), wv);
-    }
-    for (int j = 0; j < kPixels; ++j) {
-      const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(acc[0][j], acc[1][j]), _mm256_add_epi32(acc[2][j], acc[3][j]));
-      alignas(32) int32_t lanes[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), sum);
-      for (int64_t r = 0; r < kRowsPerPanel && panel * kRowsPerPanel + r < rows; ++r)
-        s[(panel * kRowsPerPanel + r) * kCols + j] = lanes[r];
-    }
+    for (int j = 0; j < kPixels; ++j) acc[p][j] = _mm512_dpbusd_epi32(acc[p][j], xv[j], wv);
   }
+}
+
+template <int kPixels, int kPanels>
+NEE_VNNI_TARGET void PixelTilePanels(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x,
+                                     int64_t kquads, int32_t* s) {
+  constexpr int kChains = kPixels * kPanels <= 2 ? 4 : kPixels * kPanels <= 4 ? 2 : 1;
+  __m512i deal[kPixels];  // pixel j: dword j six times, then dword 8 + j six times
+#pragma GCC unroll 5
+  for (int j = 0; j < kPixels; ++j) deal[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(j), 0x0FC0, 8 + j);
+  __m512i acc[kChains][kPanels][kPixels];
+#pragma GCC unroll 4
+  for (int c = 0; c < kChains; ++c)
+#pragma GCC unroll 2
+    for (int p = 0; p < kPanels; ++p)
+#pragma GCC unroll 5
+      for (int j = 0; j < kPixels; ++j) acc[c][p][j] = _mm512_setzero_si512();
+  int64_t q = 0;
+  // Whole loads while quad q + 2 exists (its four rows in lanes 12-15 are read, times zero).
+  for (; q + 2 * kChains + 1 <= kquads; q += 2 * kChains)
+#pragma GCC unroll 4
+    for (int c = 0; c < kChains; ++c) PixelStep<kPixels, kPanels>(acc[c], deal, w, w_panel, x, q + 2 * c, 0xFFFF, true);
+  for (; q + 3 <= kquads; q += 2) PixelStep<kPixels, kPanels>(acc[0], deal, w, w_panel, x, q, 0xFFFF, true);
+  if (q + 2 == kquads) PixelStep<kPixels, kPanels>(acc[0], deal, w, w_panel, x, q, 0x0FFF, true);
+  if (q + 1 == kquads) PixelStep<kPixels, kPanels>(acc[0], deal, w, w_panel, x, q, 0x003F, false);
+  const __m512i upper = _mm512_setr_epi32(6, 7, 8, 9, 10, 11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  // Unrolled like the loops above, so that acc stays in registers (an indexed acc lives on the stack).
+#pragma GCC unroll 2
+  for (int p = 0; p < kPanels; ++p)
+#pragma GCC unroll 5
+    for (int j = 0; j < kPixels; ++j) {
+      __m512i sum = acc[0][p][j];
+#pragma GCC unroll 4
+      for (int c = 1; c < kChains; ++c) sum = _mm512_add_epi32(sum, acc[c][p][j]);
+      sum = _mm512_add_epi32(sum, _mm512_permutexvar_epi32(upper, sum));
+      alignas(64) int32_t lanes[16];
+      _mm512_store_si512(lanes, sum);
+      for (int64_t r = 0; r < kRowsPerPanel && p * kRowsPerPanel + r < rows; ++r)
+        s[(p * kRowsPerPanel + r) * kCols + j] = lanes[r];
+    }
+}
+
+template <int kPixels>
+void PixelTileVnni(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads, int32_t* s) {
+  if (rows > kRowsPerPanel) return PixelTilePanels<kPixels, 2>(rows, w, w_panel, x, kquads, s);
+  PixelTilePanels<kPixels, 1>(rows, w, w_panel, x, kquads, s);
 }
 
 template <int kP, int... kR>
@@ -173,9 +208,30 @@ VnniPixelTileFn VnniPixelTile(int64_t pixels) {
   return kByCount[pixels - 1];
 }
 
+// Padded rows of at most 64 bytes (images up to 62 wide with a pad of one) are written whole, once: the row's
+// bytes loaded into place by one masked load from x - pw (the zero point, flipped back and forth, in the other
+// lanes), flipped, and stored by one masked store; the rows above and below by one store each. Wider rows: each
+// plane filled with the pad first, then each row's bytes copied (flipped) by masked 64-byte loads and stores.
 NEE_VNNI_TARGET void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad,
                                     uint8_t* dst) {
-  const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip));
+  const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip)), fill = _mm512_set1_epi8(static_cast<char>(pad));
+  if (g.wp <= 64) {
+    const __mmask64 row_mask = g.wp == 64 ? ~__mmask64{0} : (__mmask64{1} << g.wp) - 1;
+    const __mmask64 data = ((g.iw == 64 ? ~__mmask64{0} : (__mmask64{1} << g.iw) - 1) << g.pw);
+    const __m512i fill_flipped = _mm512_xor_si512(fill, flip_bytes);
+    for (int64_t c = 0; c < g.Cg; ++c) {
+      uint8_t* plane = dst + c * g.hp * g.wp;
+      for (int64_t y = 0; y < g.hp; ++y) {
+        const int64_t iy = y - g.ph;
+        __m512i row = fill;
+        if (iy >= 0 && iy < g.ih)
+          row = _mm512_xor_si512(_mm512_mask_loadu_epi8(fill_flipped, data, x + (c * g.ih + iy) * g.iw - g.pw),
+                                 flip_bytes);
+        _mm512_mask_storeu_epi8(plane + y * g.wp, row_mask, row);
+      }
+    }
+    return;
+  }
   for (int64_t c = 0; c < g.Cg; ++c) {
     uint8_t* plane = dst + c * g.hp * g.wp;
     std::memset(plane, pad, static_cast<size_t>(g.hp * g.wp));
@@ -198,39 +254,126 @@ NEE_VNNI_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) {
 }
 }  // namespace
 
-// Sixteen lanes at once. First the float shortcut the depthwise kernel proves exact for small multipliers
-// (qconv_depthwise.cc, RoundFloat8): F = float(acc) * float(mult) + yzp in float, and F - 2^-11 and
-// F + 2^-11 rounded to integers; where they agree that is the reference's value. Otherwise (about one row in
-// a hundred) the reference's double arithmetic: sum + constant widened in two halves, times the multiplier,
-// plus the zero point (the _round forms are never contracted into an FMA), converted in the current
-// rounding mode (half to even). Then clamped to the output type and narrowed.
+namespace {
+// One row's sixteen sums (its constant added) requantized to int32, by the float shortcut below where it can
+// tell, else by the reference's double arithmetic.
+//
+// The shortcut (the argument of qconv_depthwise.cc's RoundFloat8, with one rounding fewer): A = float(s),
+// L = fma(A, m, yzp - delta) and H = fma(A, m, yzp + delta), each rounded once (yzp +- delta, an integer of
+// at most 255 plus or minus 2^-11, is exact in float). The reference is D = double(s) * m + yzp in double,
+// rounded half to even. Let E = s * m + yzp exactly. |A * m - s * m| <= |s * m| 2^-24 and L, H are within
+// half an ulp of A * m + yzp -+ delta; where |E| <= 512, |s * m| <= 767, so L <= E - delta + 1.2e-4 and
+// H >= E + delta - 1.2e-4, while |D - E| < 1e-12: D lies strictly inside (L, H). If L and H convert (half to
+// even) to the same integer k, both lie in [k - 1/2, k + 1/2], so D lies strictly inside (k - 1/2, k + 1/2)
+// and rounds to k. Where |E| > 512, D and L share a sign and exceed the output range by far, so both
+// saturate to the same end when narrowed; small multipliers keep |L| < 2^31, so it converts. Lanes whose two
+// conversions differ (ties and near-ties, about one row in a hundred) take the double arithmetic (the _round
+// forms are never contracted into an FMA), converted in the current rounding mode (half to even).
+NEE_VNNI_TARGET inline __m512i RequantRow16(__m512i s, float mult_f, double mult, __m512 z_lo, __m512 z_hi,
+                                             __m512d z) {
+  const __m512 a = _mm512_cvtepi32_ps(s), m = _mm512_set1_ps(mult_f);
+  const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
+  if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi))) == 0) return v;
+  const __m512d md = _mm512_set1_pd(mult);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), md, z)),
+                            RequantHalf(_mm512_extracti64x4_epi64(s, 1), md, z), 1);
+}
+
+// One row's int32 values narrowed with saturation (int8: [-128, 127] by vpmovsdb; uint8: [0, 255], the
+// negatives to 0 first, then vpmovusdb, which reads the lanes as unsigned) and stored.
+NEE_VNNI_TARGET inline void StoreRow16(__m512i v, bool y_signed, __mmask16 store, bool whole, uint8_t* out) {
+  __m128i bytes = y_signed ? _mm512_cvtsepi32_epi8(v) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512()));
+  // vpmovdb into a register, then a store: its store form (masked or not) is far slower on Zen 4.
+  __asm__("" : "+v"(bytes));
+  if (whole)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), bytes);
+  else
+    _mm_mask_storeu_epi8(out, store, bytes);
+}
+
+// Four rows' int32 values narrowed with saturation by two packs (int32 -> int16 signed, then int16 -> 8 bits
+// signed or unsigned: the same clamp as StoreRow16), where four vpmovdb would take eight uops. The packs work
+// within 128-bit lanes, leaving row r's pixels 4l..4l+3 at dword 4l + r (StoreRows4x16 puts them in order).
+NEE_VNNI_TARGET inline __m512i PackRows4(__m512i v0, __m512i v1, __m512i v2, __m512i v3, bool y_signed) {
+  const __m512i w01 = _mm512_packs_epi32(v0, v1), w23 = _mm512_packs_epi32(v2, v3);
+  return y_signed ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
+}
+
+// PackRows4's bytes stored as four rows: one vpermd gathers each row's sixteen bytes into lane r.
+NEE_VNNI_TARGET inline void StoreRows4x16(__m512i packed, uint8_t* out, int64_t ld) {
+  const __m512i rows = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_castsi512_si128(rows));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm512_extracti32x4_epi32(rows, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * ld), _mm512_extracti32x4_epi32(rows, 2));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * ld), _mm512_extracti32x4_epi32(rows, 3));
+}
+
+// Four whole rows (their constants added): RequantRow16's bounds L and H for all four, narrowed, and compared
+// once as bytes. Rounding and saturating are monotonic and L < D < H (RequantRow16), so where the bytes of L
+// and H agree they are D's too (a bound may even differ before saturating). Rows whose bytes differ somewhere
+// (rare) go through RequantRow16 again, which takes the double arithmetic where it must.
+NEE_VNNI_TARGET __attribute__((always_inline)) inline __m512i RequantRows4(const __m512i (&s)[4], const float* mult_f, const double* mult,
+                                            __m512 z_lo, __m512 z_hi, __m512d z, bool y_signed) {
+  __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const __m512 a = _mm512_cvtepi32_ps(s[r]), m = _mm512_set1_ps(mult_f[r]);
+    lo[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
+    hi[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi));
+  }
+  const __m512i bytes = PackRows4(lo[0], lo[1], lo[2], lo[3], y_signed);
+  if (_mm512_cmpneq_epi8_mask(bytes, PackRows4(hi[0], hi[1], hi[2], hi[3], y_signed)) == 0) return bytes;
+  return PackRows4(RequantRow16(s[0], mult_f[0], mult[0], z_lo, z_hi, z),
+                   RequantRow16(s[1], mult_f[1], mult[1], z_lo, z_hi, z),
+                   RequantRow16(s[2], mult_f[2], mult[2], z_lo, z_hi, z),
+                   RequantRow16(s[3], mult_f[3], mult[3], z_lo, z_hi, z), y_signed);
+}
+}  // namespace
+
+// Sixteen lanes at once (RequantRow16), four whole rows narrowed and checked together (RequantRows4); with
+// `pair`, the second pixel panel's sums (kVnniRows * kCols further, stored kCols further) in the same loop, its
+// four rows beside the first panel's, so that their long convert chains overlap.
+NEE_VNNI_TARGET void FinishTilesAvx512(const int32_t* sums, int64_t rows, int64_t count, bool pair,
+                                       int64_t second_count, const int32_t* constant, const double* mult,
+                                       const float* mult_f, const Requant& q, uint8_t* out, int64_t ld) {
+  const __m512d z = _mm512_set1_pd(q.yzp);
+  const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
+  const __m512 z_lo = _mm512_set1_ps(yzp - delta), z_hi = _mm512_set1_ps(yzp + delta);
+  const int32_t* sums2 = sums + kVnniRows * kCols;
+  uint8_t* out2 = out + kCols;
+  auto with_constant = [&](const int32_t* s, int64_t r) NEE_VNNI_TARGET {
+    return _mm512_add_epi32(_mm512_loadu_si512(s + r * kCols), _mm512_set1_epi32(constant[r]));
+  };
+  const bool whole = count == kCols, whole2 = pair && second_count == kCols;
+  int64_t r = 0;
+  if (whole)
+    for (; r + 4 <= rows; r += 4) {
+      const __m512i s[4] = {with_constant(sums, r), with_constant(sums, r + 1), with_constant(sums, r + 2),
+                            with_constant(sums, r + 3)};
+      const __m512i bytes = RequantRows4(s, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed);
+      if (whole2) {
+        const __m512i s2[4] = {with_constant(sums2, r), with_constant(sums2, r + 1), with_constant(sums2, r + 2),
+                               with_constant(sums2, r + 3)};
+        StoreRows4x16(RequantRows4(s2, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed), out2 + r * ld, ld);
+      }
+      StoreRows4x16(bytes, out + r * ld, ld);
+    }
+  const int64_t done2 = whole2 ? r : 0;  // the second panel's rows already stored
+  const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
+  for (; r < rows; ++r)
+    StoreRow16(RequantRow16(with_constant(sums, r), mult_f[r], mult[r], z_lo, z_hi, z), q.y_signed, store, whole,
+               out + r * ld);
+  if (!pair) return;
+  const __mmask16 store2 = static_cast<__mmask16>((1u << second_count) - 1);
+  for (r = done2; r < rows; ++r)
+    StoreRow16(RequantRow16(with_constant(sums2, r), mult_f[r], mult[r], z_lo, z_hi, z), q.y_signed, store2, whole2,
+               out2 + r * ld);
+}
+
 NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant,
                                       const double* mult, const float* mult_f, const Requant& q, uint8_t* out,
                                       int64_t ld) {
-  constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
-  const __m512d z = _mm512_set1_pd(q.yzp);
-  const __m512 z_f = _mm512_set1_ps(static_cast<float>(q.yzp)), delta = _mm512_set1_ps(1.0f / 2048);
-  const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m512i s = _mm512_add_epi32(_mm512_loadu_si512(sums + r * kCols), _mm512_set1_epi32(constant[r]));
-    const __m512 f = _mm512_add_round_ps(
-        _mm512_mul_round_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(mult_f[r]), kCur), z_f, kCur);
-    __m512i v = _mm512_cvtps_epi32(_mm512_sub_ps(f, delta));
-    if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_add_ps(f, delta))) != 0) {
-      const __m512d m = _mm512_set1_pd(mult[r]);
-      v = _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), m, z)),
-                             RequantHalf(_mm512_extracti64x4_epi64(s, 1), m, z), 1);
-    }
-    // Narrowed with saturation: int8 output clamps to [-128, 127] (vpmovsdb); uint8 to [0, 255] (negatives
-    // to 0 first, then vpmovusdb, which reads the lanes as unsigned).
-    __m128i bytes = q.y_signed ? _mm512_cvtsepi32_epi8(v) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512()));
-    // vpmovdb into a register, then a store: its store form (masked or not) is far slower on Zen 4.
-    __asm__("" : "+v"(bytes));
-    if (count == kCols)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * ld), bytes);
-    else
-      _mm_mask_storeu_epi8(out + r * ld, store, bytes);
-  }
+  FinishTilesAvx512(sums, rows, count, false, 0, constant, mult, mult_f, q, out, ld);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

@@ -36,12 +36,12 @@ using VnniTileFn = void (*)(const int8_t* w, int64_t w_panel, const uint8_t* x, 
 VnniTileFn VnniTile(int64_t rows, int64_t panels);
 // The same for one pixel panel's first eight pixels only (a last panel of at most eight: half the work).
 VnniTileFn VnniHalfTile(int64_t rows);
-// The same for one pixel panel's first `pixels` (1..3) pixels: each pixel's quad broadcast against a row
-// panel's six weight quads (24 bytes, read as 32: the weights need 32 bytes of slack after the last panel).
+// The same for one pixel panel's first `pixels` (1..kVnniFewPixels) pixels: each pixel's quads against a row
+// panel's weights, two k quads of six rows per vpdpbusd (the last ones by masked loads: nothing past a panel).
 using VnniPixelTileFn = void (*)(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
                                  int32_t* s);
 VnniPixelTileFn VnniPixelTile(int64_t pixels);
-// Up to five: per k quad and twelve rows, 2 * pixels ymm vpdpbusd where the half tile takes twelve.
+// Up to five: per two k quads and twelve rows, 2 * pixels vpdpbusd where the half tile takes twenty-four (ymm).
 constexpr int64_t kVnniFewPixels = 5;
 
 // PadImage (qconv_common.h) on AVX-512: each plane filled with the pad at once, each row's bytes copied
@@ -54,6 +54,11 @@ void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint
 // pixels each).
 void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant, const double* mult,
                       const float* mult_f, const Requant& q, uint8_t* out, int64_t ld);
+// The same for a two-panel tile's sums at once (VnniTile's [panel][kVnniRows][kCols]): the first panel's count
+// pixels stored at out, the second's second_count kCols further, in one loop (their chains overlap).
+void FinishTilesAvx512(const int32_t* sums, int64_t rows, int64_t count, bool pair, int64_t second_count,
+                       const int32_t* constant, const double* mult, const float* mult_f, const Requant& q,
+                       uint8_t* out, int64_t ld);
 #endif
 
 }  // namespace nee::cpu::qconv

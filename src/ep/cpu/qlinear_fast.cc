@@ -8,6 +8,7 @@
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
+#include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -93,6 +94,68 @@ __attribute__((target("avx2"))) void AddRangeAvx2(const uint8_t* a, const uint8_
   }
   AddRangePortable(a + i, b + i, n - i, is_signed, qa, qb, ra, rb, zc, y + i);
 }
+
+// Whether the sixteen-lane form runs: AVX-512 F on the CPU and the ISA limit at AVX-512.
+bool AddAvx512Active() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has && SgemmActiveIsa() == SgemmIsa::kAvx512 && !SgemmPortableForced();
+}
+
+// GCC 12 warns about the self-initialized _mm512_undefined_* inside its own intrinsics once they are inlined
+// here (a false positive, as activation_fast.cc notes).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+// AddRangeAvx2's operations on sixteen lanes: the same float products and sum (the _round forms, which are
+// never contracted into an FMA), nearest-even rounding (vrndscaleps, no fraction bits), zero point and clamp,
+// so the same bytes. The clamped values are integers in the output type's range: vpmov(u)sdb narrows them as
+// they are.
+#define NEE_QLINEAR_AVX512 __attribute__((target("avx512f")))
+struct AddAvx512Consts {
+  __m512i za, zb;
+  __m512 ra, rb, zc, lo, hi;
+};
+
+NEE_QLINEAR_AVX512 inline __m512 Dequant16(const uint8_t* p, __m512i zp, __m512 ratio, bool is_signed) {
+  constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m512i wide = is_signed ? _mm512_cvtepi8_epi32(v) : _mm512_cvtepu8_epi32(v);
+  return _mm512_mul_round_ps(ratio, _mm512_cvtepi32_ps(_mm512_sub_epi32(wide, zp)), kCur);
+}
+
+NEE_QLINEAR_AVX512 inline void Add16(const uint8_t* a, const uint8_t* b, const AddAvx512Consts& k, bool is_signed,
+                                     uint8_t* y) {
+  constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
+  __m512 v = _mm512_add_round_ps(Dequant16(a, k.za, k.ra, is_signed), Dequant16(b, k.zb, k.rb, is_signed), kCur);
+  v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  v = _mm512_min_ps(_mm512_max_ps(_mm512_add_round_ps(v, k.zc, kCur), k.lo), k.hi);
+  const __m512i r = _mm512_cvtps_epi32(v);
+  __m128i bytes = is_signed ? _mm512_cvtsepi32_epi8(r) : _mm512_cvtusepi32_epi8(r);
+  // vpmovdb into a register, then a store: its store form is far slower on Zen 4 (qconv_vnni.cc).
+  __asm__("" : "+v"(bytes));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), bytes);
+}
+
+NEE_QLINEAR_AVX512 void AddRangeAvx512(const uint8_t* a, const uint8_t* b, int64_t n, bool is_signed,
+                                       const Quant8& qa, const Quant8& qb, float ra, float rb, int32_t zc,
+                                       uint8_t* y) {
+  AddAvx512Consts k;
+  k.za = _mm512_set1_epi32(qa.zero_point), k.zb = _mm512_set1_epi32(qb.zero_point);
+  k.ra = _mm512_set1_ps(ra), k.rb = _mm512_set1_ps(rb), k.zc = _mm512_set1_ps(static_cast<float>(zc));
+  k.lo = _mm512_set1_ps(is_signed ? -128.0f : 0.0f), k.hi = _mm512_set1_ps(is_signed ? 127.0f : 255.0f);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    Add16(a + i, b + i, k, is_signed, y + i);
+    Add16(a + i + 16, b + i + 16, k, is_signed, y + i + 16);
+  }
+  for (; i + 16 <= n; i += 16) Add16(a + i, b + i, k, is_signed, y + i);
+  AddRangeAvx2(a + i, b + i, n - i, is_signed, qa, qb, ra, rb, zc, y + i);
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace
@@ -117,9 +180,13 @@ Status QLinearAddFast(KernelContext& ctx) {
   const auto* bp = static_cast<const uint8_t*>(b.raw_data());
   auto* yp = static_cast<uint8_t*>(y.raw_data());
   const bool avx2 = IgemmU8S8Available();
+#ifdef NEE_QLINEAR_X86
+  const bool avx512 = avx2 && AddAvx512Active();
+#endif
   ctx.ParallelFor((a.num_elements() + 4095) / 4096, 4, [&](int64_t begin, int64_t end) {
     const int64_t i0 = begin * 4096, n = std::min(end * 4096, a.num_elements()) - i0;
 #ifdef NEE_QLINEAR_X86
+    if (avx512) return AddRangeAvx512(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
     if (avx2) return AddRangeAvx2(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
 #endif
     AddRangePortable(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);

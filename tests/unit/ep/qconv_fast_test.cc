@@ -241,6 +241,29 @@ TEST_P(QConvFastTest, QLinearConvTileShapes) {
       Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
       ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
     }
+  // Small images with many output channels: on VNNI at two and three threads the channels are split among
+  // the threads (RunImageByRows) where one or two threads take the pixels; 7x7 (three panels and a pixel),
+  // 5x5, and a weight zero point (pixel sums).
+  for (int64_t m : {50, 77, 100})
+    for (int64_t side : {5, 7}) {
+      ConvCase c{"rows_" + std::to_string(side) + "x" + std::to_string(side) + "_m" + std::to_string(m) +
+                     (m == 77 ? "_wzp" : ""),
+                 {1, 9, side, side}, {m, 9, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}};
+      if (m == 77) c.wt = DataType::kUint8;
+      std::vector<Value> inputs = ConvInputs(c, rng);
+      Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+      ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+    }
+  // The padded copy around the 64-byte row: rows of 63 and 64 bytes written whole (62 and 61 wide, pads 1 and
+  // asymmetric), 65 and 72 bytes through the plane fill; int8 input (flipped) and uint8.
+  for (int64_t width : {61, 62, 63, 70}) {
+    ConvCase c{"pad_row_w" + std::to_string(width), {1, 5, 4, width}, {7, 5, 3, 3},
+               {IntsAttr("pads", {1, width == 61 ? 2 : 1, 1, 1})}};
+    c.xt = width % 2 ? DataType::kInt8 : DataType::kUint8;
+    std::vector<Value> inputs = ConvInputs(c, rng);
+    Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+    ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+  }
   // Deep: K = 9 * 61 = 549 (not a multiple of 4), 13 and 26 channels, a 9x9 image (81 pixels: five panels
   // and one pixel), full-range weights.
   for (int64_t m : {13, 26}) {
@@ -277,7 +300,8 @@ TEST_P(QConvFastTest, QLinearConvRequantTies) {
 TEST_P(QConvFastTest, QLinearAddAndLeakyReluMatchReference) {
   std::mt19937 rng(9);
   for (DataType t : {DataType::kUint8, DataType::kInt8}) {
-    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{9000}}) {
+    // AVX-512: 32 a step, then 16, then the AVX2 and scalar tails; 12307 spans four 4096-element tasks.
+    for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{16}, int64_t{33}, int64_t{47}, int64_t{9000}, int64_t{12307}}) {
       std::vector<Value> add = {Value(testing::Random8(t, {1, n}, rng)), Value(Tensor::Scalar<float>(0.031f)),
                                 Value(testing::Random8(t, {}, rng)),      Value(testing::Random8(t, {1, n}, rng)),
                                 Value(Tensor::Scalar<float>(0.017f)),     Value(testing::Random8(t, {}, rng)),

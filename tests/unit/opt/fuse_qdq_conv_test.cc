@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 
 #include "opt_test_util.h"
@@ -208,6 +209,85 @@ TEST(FuseQdqConv, AddThenClipBecomesQLinearAdd) {
   const std::vector<NamedValue> feeds = {{"aq", Uint8s(a, {18})}, {"bq", Uint8s(bq, {18})}};
   EXPECT_EQ(RunQuantized(b.model, feeds),
             (std::vector<int>{0, 0, 0, 43, 163, 0, 61, 0, 0, 80, 0, 0, 99, 219, 0, 0, 0, 16}));
+}
+
+// DQ -> MaxPool -> Q with one scale and zero point: MaxPool on the 8-bit values, bitwise the float chain
+// computed by the unoptimized graph (a scale that is not a power of two, so DQ's products round).
+ModelBuilder MaxPoolCase(bool is_signed, float out_scale, std::vector<Attribute> attrs) {
+  ModelBuilder b(13);
+  b.Input("xq", ShapeFromDims({1, 2, 7, 9}), is_signed ? DataType::kInt8 : DataType::kUint8)
+      .Init("s", Tensor::Scalar<float>(0.0213f))
+      .Init("ys", Tensor::Scalar<float>(out_scale));
+  if (is_signed)
+    b.Init("z", Tensor::Scalar<int8_t>(-37));
+  else
+    b.Init("z", Tensor::Scalar<uint8_t>(37));
+  b.Op("DequantizeLinear", {"xq", "s", "z"}, {"x"})
+      .Op("MaxPool", {"x"}, {"p"}, std::move(attrs))
+      .Op("QuantizeLinear", {"p", "ys", "z"}, {"yq"})
+      .Output("yq");
+  return b;
+}
+
+std::vector<NamedValue> MaxPoolFeeds(bool is_signed) {
+  std::vector<uint8_t> v(126);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>((i * 89 + 5) % 256);
+  Tensor t = Tensor::FromVector(v, {1, 2, 7, 9});
+  if (is_signed) {
+    std::vector<int8_t> s(v.begin(), v.end());
+    t = Tensor::FromVector(s, {1, 2, 7, 9});
+  }
+  return {{"xq", t}};
+}
+
+std::vector<Attribute> Pool3x3(std::vector<int64_t> pads, int64_t ceil_mode = 0) {
+  return {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntsAttr("pads", std::move(pads)),
+          IntAttr("ceil_mode", ceil_mode)};
+}
+
+TEST(FuseQdqConv, MaxPoolBetweenOneQuantizationRunsOnBytes) {
+  for (bool is_signed : {false, true}) {
+    ModelBuilder b = MaxPoolCase(is_signed, 0.0213f, Pool3x3({1, 1, 1, 1}));
+    const Model m = Optimized(b.model);
+    ASSERT_EQ(OpTypes(m), Ops{"MaxPool"});
+    EXPECT_EQ(m.graph.nodes[0].inputs[0], "xq");
+    EXPECT_EQ(m.graph.nodes[0].outputs[0], "yq");
+    const Tensor off = RunAt(b.model, MaxPoolFeeds(is_signed), 0), on = RunAt(b.model, MaxPoolFeeds(is_signed), 99);
+    ASSERT_EQ(on.dtype(), off.dtype());
+    ASSERT_EQ(on.dims(), off.dims());
+    EXPECT_EQ(0, std::memcmp(on.raw_data(), off.raw_data(), off.byte_size())) << "signed=" << is_signed;
+  }
+}
+
+TEST(FuseQdqConv, RefusesMaxPoolWithOtherQuantizationOrEmptyWindows) {
+  auto kept = [](const ModelBuilder& b) {
+    const Ops ops = OpsAfter(b.model);
+    EXPECT_EQ(Count(ops, "DequantizeLinear"), 1);
+    EXPECT_EQ(Count(ops, "QuantizeLinear"), 1);
+    const Tensor off = RunAt(b.model, MaxPoolFeeds(false), 0), on = RunAt(b.model, MaxPoolFeeds(false), 99);
+    EXPECT_EQ(0, std::memcmp(on.raw_data(), off.raw_data(), off.byte_size()));
+  };
+  kept(MaxPoolCase(false, 0.05f, Pool3x3({1, 1, 1, 1})));  // Q's scale is not DQ's
+  // Windows of padding alone (pads as large as the kernel, or ceil_mode's overhang): the float chain gives
+  // Q(0.0f), the zero point 37, where an 8-bit MaxPool gives 0.
+  kept(MaxPoolCase(false, 0.0213f, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}));
+  kept(MaxPoolCase(false, 0.0213f, Pool3x3({1, 1, 1, 1}, 1)));
+  // int32 dequantized (no zero point, so "uint8" by the zero point's type) and quantized to uint8.
+  ModelBuilder b(13);
+  b.Input("xi", ShapeFromDims({1, 2, 7, 9}), DataType::kInt32)
+      .Init("s", Tensor::Scalar<float>(0.0213f))
+      .Op("DequantizeLinear", {"xi", "s"}, {"x"})
+      .Op("MaxPool", {"x"}, {"p"}, Pool3x3({1, 1, 1, 1}))
+      .Op("QuantizeLinear", {"p", "s"}, {"yq"})
+      .Output("yq");
+  const Ops ops = OpsAfter(b.model);
+  EXPECT_EQ(Count(ops, "DequantizeLinear"), 1);
+  EXPECT_EQ(Count(ops, "QuantizeLinear"), 1);
+  std::vector<int32_t> v(126);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>((i * 89 + 5) % 300);
+  const std::vector<NamedValue> feeds = {{"xi", Tensor::FromVector(v, {1, 2, 7, 9})}};
+  const Tensor off = RunAt(b.model, feeds, 0), on = RunAt(b.model, feeds, 99);
+  EXPECT_EQ(0, std::memcmp(on.raw_data(), off.raw_data(), off.byte_size()));
 }
 
 }  // namespace

@@ -1,0 +1,222 @@
+// MaxPool on uint8 and int8 NCHW tensors (2-D windows), which the QDQ fusion writes for DQ -> MaxPool -> Q
+// with one scale and zero point (opt/fuse_qdq_conv.cc): bitwise the reference kernel (ops/pool.cc), whose
+// max over the window's taps inside the input is exact on integers (ties have one value) and whose window
+// with no tap inside the input is 0.
+//
+// Per plane and output row, separably: the input rows the window's taps reach (only those inside the input)
+// are combined by byte max into one row, laid into a buffer whose columns outside the input hold the type's
+// lowest value (never above a real one, so a window's max over all its column taps is its max over those
+// inside); then each output is the max over its column taps in that row, 32 at a time on AVX2 for column
+// strides 1 and 2 (stride 2: the even bytes of the stride-1 maxima, packed), one by one otherwise. Windows
+// without a tap inside the input (whole rows or columns of them) are written as 0 last. Other ranks, the
+// Indices output and the float types go elsewhere (float32: pool_fast.cc's MaxPoolFloat).
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/igemm.h"
+#include "ops/nn_util.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NEE_POOL8_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+// The taps of output position o along one dim that land inside the input: [lo, hi) (empty when equal), and
+// the input coordinate of tap 0 (ops/pool.cc's TapsAt).
+struct Taps {
+  int64_t lo = 0, hi = 0, start = 0;
+};
+
+Taps TapsOf(int64_t kernel, int64_t stride, int64_t dilation, int64_t pad, int64_t in, int64_t o) {
+  Taps t;
+  t.start = o * stride - pad;
+  auto first_at_or_after = [&](int64_t x) { return x <= t.start ? 0 : (x - t.start + dilation - 1) / dilation; };
+  t.lo = std::min(kernel, first_at_or_after(0));
+  t.hi = std::max(t.lo, std::min(kernel, first_at_or_after(in)));
+  return t;
+}
+
+struct Pool8Geometry {
+  int64_t planes = 0, ih = 0, iw = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+  int64_t row_len = 0;  // the padded row buffer: pw lowest bytes, iw input maxima, lowest up to the reach, slack
+  std::vector<Taps> rows;        // per output row
+  std::vector<int64_t> empty_columns;  // output columns whose window has no column tap inside the input
+};
+
+bool PlanPool8(const KernelContext& ctx, const Tensor& x, Pool8Geometry& g) {
+  if (x.rank() != 4) return false;
+  auto spec_or = nn::ReadWindowSpec(ctx.node(), 2, nullptr);
+  if (!spec_or.ok()) return false;
+  nn::WindowSpec& spec = spec_or.value();
+  g.planes = x.dim(0) * x.dim(1);
+  g.ih = x.dim(2), g.iw = x.dim(3);
+  auto oh = nn::WindowOutputDim(ctx.node(), spec, 0, g.ih);
+  auto ow = nn::WindowOutputDim(ctx.node(), spec, 1, g.iw);
+  if (!oh.ok() || !ow.ok()) return false;
+  g.oh = oh.value(), g.ow = ow.value();
+  g.kh = spec.kernel[0], g.kw = spec.kernel[1];
+  g.sh = spec.strides[0], g.sw = spec.strides[1];
+  g.dh = spec.dilations[0], g.dw = spec.dilations[1];
+  g.ph = spec.pad_begin(0), g.pw = spec.pad_begin(1);
+  // The buffer's reach: the last window's last column tap (ceil_mode may pass the declared padding).
+  const int64_t reach = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  if (g.ow <= 0 || g.oh <= 0 || reach > (int64_t{1} << 26) || g.pw > (int64_t{1} << 26)) return false;
+  g.row_len = std::max(g.pw + g.iw, reach) + 64;
+  for (int64_t o = 0; o < g.oh; ++o) g.rows.push_back(TapsOf(g.kh, g.sh, g.dh, g.ph, g.ih, o));
+  for (int64_t o = 0; o < g.ow; ++o) {
+    const Taps t = TapsOf(g.kw, g.sw, g.dw, g.pw, g.iw, o);
+    if (t.lo == t.hi) g.empty_columns.push_back(o);
+  }
+  return true;
+}
+
+// Byte max of one type: uint8 or int8.
+template <bool kSigned>
+inline uint8_t Max8(uint8_t a, uint8_t b) {
+  if constexpr (kSigned) return static_cast<int8_t>(a) > static_cast<int8_t>(b) ? a : b;
+  return a > b ? a : b;
+}
+
+#ifdef NEE_POOL8_X86
+template <bool kSigned>
+__attribute__((target("avx2"))) inline __m256i Max32(__m256i a, __m256i b) {
+  return kSigned ? _mm256_max_epi8(a, b) : _mm256_max_epu8(a, b);
+}
+#endif
+
+#ifdef NEE_POOL8_X86
+// MaxInto's first whole vectors; returns how many bytes it did.
+template <bool kSigned>
+__attribute__((target("avx2"))) int64_t MaxIntoAvx2(uint8_t* dst, const uint8_t* src, int64_t n) {
+  if (n < 32) return 0;
+  // The last vector ends at n, overlapping the one before it (a byte maxed twice keeps its value).
+  for (int64_t i = 0; i < n; i = std::min(i + 32, n - 32)) {
+    auto* d = reinterpret_cast<__m256i*>(dst + i);
+    _mm256_storeu_si256(d, Max32<kSigned>(_mm256_loadu_si256(d), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+    if (i == n - 32) break;
+  }
+  return n;
+}
+
+// PoolColumns' outputs, 32 at a time (the last 32 overlapping the ones before: the same values written twice),
+// for column strides 1 and 2 and at least 32 outputs; returns how many it did. Stride 2:
+// the stride-1 maxima of 64 columns, then their even bytes (16-bit words masked to their low byte and packed;
+// vpackuswb packs within 128-bit lanes, vpermq puts the quarters in order).
+template <bool kSigned>
+__attribute__((target("avx2"))) int64_t PoolColumnsAvx2(const Pool8Geometry& g, const uint8_t* row, uint8_t* out) {
+  if (g.ow < 32 || g.sw > 2) return 0;
+  auto next = [&](int64_t o) { return o + 32 >= g.ow ? g.ow : std::min(o + 32, g.ow - 32); };
+  if (g.sw == 1) {
+    for (int64_t o = 0; o < g.ow; o = next(o)) {
+      __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + o));
+      for (int64_t t = 1; t < g.kw; ++t)
+        m = Max32<kSigned>(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + o + t * g.dw)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), m);
+    }
+  } else if (g.sw == 2) {
+    const __m256i low = _mm256_set1_epi16(0xFF);
+    for (int64_t o = 0; o < g.ow; o = next(o)) {
+      __m256i m[2];
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* r = row + 2 * o + 32 * h;
+        m[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r));
+        for (int64_t t = 1; t < g.kw; ++t)
+          m[h] = Max32<kSigned>(m[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + t * g.dw)));
+      }
+      const __m256i packed = _mm256_packus_epi16(_mm256_and_si256(m[0], low), _mm256_and_si256(m[1], low));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_permute4x64_epi64(packed, 0xD8));
+    }
+  }
+  return g.ow;
+}
+#endif
+
+// dst[i] = max(dst[i], src[i]) for n bytes.
+template <bool kSigned, bool kAvx2>
+void MaxInto(uint8_t* dst, const uint8_t* src, int64_t n) {
+  int64_t i = 0;
+#ifdef NEE_POOL8_X86
+  if constexpr (kAvx2) i = MaxIntoAvx2<kSigned>(dst, src, n);
+#endif
+  for (; i < n; ++i) dst[i] = Max8<kSigned>(dst[i], src[i]);
+}
+
+// out[o] for o in [0, ow): the max over the kw column taps of row (the padded buffer) at o * sw + t * dw.
+template <bool kSigned, bool kAvx2>
+void PoolColumns(const Pool8Geometry& g, const uint8_t* row, uint8_t* out) {
+  int64_t o = 0;
+#ifdef NEE_POOL8_X86
+  if constexpr (kAvx2) o = PoolColumnsAvx2<kSigned>(g, row, out);
+#endif
+  for (; o < g.ow; ++o) {
+    const uint8_t* r = row + o * g.sw;
+    uint8_t m = r[0];
+    for (int64_t t = 1; t < g.kw; ++t) m = Max8<kSigned>(m, r[t * g.dw]);
+    out[o] = m;
+  }
+}
+
+// One plane: x (ih x iw) into y (oh x ow). buffer: g.row_len bytes.
+template <bool kSigned, bool kAvx2>
+void PoolPlane8(const Pool8Geometry& g, const uint8_t* x, uint8_t* y, uint8_t* buffer) {
+  const uint8_t lowest = kSigned ? 0x80 : 0x00;
+  std::memset(buffer, lowest, static_cast<size_t>(g.row_len));
+  uint8_t* inside = buffer + g.pw;  // input column 0
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    uint8_t* out = y + oy * g.ow;
+    const Taps& t = g.rows[static_cast<size_t>(oy)];
+    if (t.lo == t.hi) {  // no row of the window inside the input
+      std::memset(out, 0, static_cast<size_t>(g.ow));
+      continue;
+    }
+    std::memcpy(inside, x + (t.start + t.lo * g.dh) * g.iw, static_cast<size_t>(g.iw));
+    for (int64_t tap = t.lo + 1; tap < t.hi; ++tap) MaxInto<kSigned, kAvx2>(inside, x + (t.start + tap * g.dh) * g.iw, g.iw);
+    PoolColumns<kSigned, kAvx2>(g, buffer, out);
+    for (int64_t o : g.empty_columns) out[o] = 0;
+  }
+}
+
+using PlaneFn = void (*)(const Pool8Geometry&, const uint8_t*, uint8_t*, uint8_t*);
+
+PlaneFn PickPlane(bool is_signed, bool avx2) {
+#ifdef NEE_POOL8_X86
+  if (avx2) return is_signed ? PoolPlane8<true, true> : PoolPlane8<false, true>;
+#endif
+  (void)avx2;
+  return is_signed ? PoolPlane8<true, false> : PoolPlane8<false, false>;
+}
+
+}  // namespace
+
+Status MaxPool8(KernelContext& ctx) {
+  const Value* in = ctx.input(0);
+  if (!in || !in->is_tensor()) return RunReference(ctx);
+  const Tensor& x = in->tensor();
+  if (x.dtype() != DataType::kUint8 && x.dtype() != DataType::kInt8) return MaxPoolFloat(ctx);
+  if (ctx.wants_output(1)) return RunReference(ctx);  // Indices: the reference computes them
+  auto order = ctx.node().GetInt("storage_order", 0);
+  if (!order.ok() || (order.value() != 0 && order.value() != 1)) return RunReference(ctx);
+  Pool8Geometry g;
+  if (!PlanPool8(ctx, x, g)) return RunReference(ctx);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, x.dtype(), {x.dim(0), x.dim(1), g.oh, g.ow}));
+  const PlaneFn plane = PickPlane(x.dtype() == DataType::kInt8, IgemmU8S8Available());
+  const auto* xp = static_cast<const uint8_t*>(x.raw_data());
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+  const int64_t in_size = g.ih * g.iw, out_size = g.oh * g.ow;
+  ctx.ParallelFor(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_size)), [&](int64_t begin, int64_t end) {
+    thread_local std::vector<uint8_t> buffer;
+    if (buffer.size() < static_cast<size_t>(g.row_len)) buffer.resize(static_cast<size_t>(g.row_len));
+    for (int64_t p = begin; p < end; ++p) plane(g, xp + p * in_size, yp + p * out_size, buffer.data());
+  });
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu

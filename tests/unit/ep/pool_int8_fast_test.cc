@@ -1,0 +1,88 @@
+// The uint8 / int8 MaxPool (ep/cpu/pool_int8_fast.cc) against the reference pool kernel (ops/pool.cc):
+// every output bitwise equal, on the AVX2 and portable paths, at one, two and three threads.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "ep_test_util.h"
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
+
+namespace nee {
+namespace {
+
+using testing::IntAttr;
+using testing::IntsAttr;
+using testing::StringAttr;
+
+struct Pool8Case {
+  std::string name;
+  std::vector<int64_t> x_dims;
+  std::vector<Attribute> attrs;
+};
+
+std::vector<Pool8Case> Cases() {
+  return {
+      // ResNet-50's: 3x3 stride 2, pads 1 (here on an image 70 wide: two 32-output vectors and a tail).
+      {"resnet_3x3_s2_pad1", {1, 3, 20, 140}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"2x2_s2", {2, 3, 8, 9}, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})}},
+      {"3x3_s1_pad1_wide", {1, 2, 7, 75}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"asym_pads", {1, 2, 9, 40}, {IntsAttr("kernel_shape", {3, 2}), IntsAttr("pads", {2, 0, 0, 1})}},
+      {"ceil_mode", {1, 3, 10, 71}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntAttr("ceil_mode", 1)}},
+      {"ceil_mode_padded", {1, 2, 9, 9},
+       {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1}), IntAttr("ceil_mode", 1)}},
+      {"dilated_s2", {1, 2, 12, 90},
+       {IntsAttr("kernel_shape", {2, 3}), IntsAttr("strides", {1, 2}), IntsAttr("dilations", {2, 2}), IntsAttr("pads", {1, 2, 1, 2})}},
+      {"stride_3", {1, 2, 11, 50}, {IntsAttr("kernel_shape", {3, 4}), IntsAttr("strides", {3, 3}), IntsAttr("pads", {1, 2, 0, 1})}},
+      {"same_upper", {1, 2, 7, 8}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), StringAttr("auto_pad", "SAME_UPPER")}},
+      {"same_lower_wide", {1, 2, 7, 66}, {IntsAttr("kernel_shape", {2, 3}), StringAttr("auto_pad", "SAME_LOWER")}},
+      {"valid", {1, 2, 7, 8}, {IntsAttr("kernel_shape", {3, 2}), StringAttr("auto_pad", "VALID")}},
+      // Windows of padding alone: the reference writes 0 there.
+      {"pads_as_big_as_the_kernel", {1, 2, 6, 6}, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}},
+      {"kernel_larger_than_input_padded", {1, 1, 2, 2}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"single_column", {1, 2, 7, 1}, {IntsAttr("kernel_shape", {5, 5}), IntsAttr("pads", {2, 2, 2, 2})}},
+      // Not 2-D: the reference's.
+      {"1d", {2, 3, 17}, {IntsAttr("kernel_shape", {3}), IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
+  };
+}
+
+TEST(PoolInt8Fast, MaxPoolMatchesReference) {
+  std::mt19937 rng(11);
+  for (const Pool8Case& c : Cases())
+    for (DataType t : {DataType::kUint8, DataType::kInt8}) {
+      Node node = testing::MakeNode("MaxPool", 1, 1, c.attrs);
+      Value x(testing::Random8(t, c.x_dims, rng));
+      auto ref = testing::RunOp(node, 12, {x});
+      ASSERT_TRUE(ref.ok()) << c.name << ": " << ref.status().ToString();
+      const Tensor& want = ref->outputs[0].tensor();
+      for (bool portable : {false, true}) {
+        cpu::SgemmForcePortable(portable);
+        for (int threads : {1, 2, 3}) {
+          auto got = testing::RunKernel(cpu::MaxPool8, node, 12, {x}, threads);
+          ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().ToString();
+          ASSERT_EQ(got->dtype(), want.dtype()) << c.name;
+          ASSERT_EQ(got->dims(), want.dims()) << c.name;
+          EXPECT_EQ(0, std::memcmp(got->raw_data(), want.raw_data(), want.byte_size()))
+              << c.name << " " << DataTypeName(t) << " threads=" << threads << " portable=" << portable;
+        }
+      }
+      cpu::SgemmForcePortable(false);
+    }
+}
+
+// Float tensors go on to the float32 kernel.
+TEST(PoolInt8Fast, FloatGoesToFloatKernel) {
+  std::mt19937 rng(5);
+  Node node = testing::MakeNode("MaxPool", 1, 1, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2})});
+  Value x(testing::RandomTensor({1, 2, 9, 40}, rng));
+  auto ref = testing::RunOp(node, 12, {x});
+  ASSERT_TRUE(ref.ok());
+  auto got = testing::RunKernel(cpu::MaxPool8, node, 12, {x}, 2);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(0, std::memcmp(got->raw_data(), ref->outputs[0].tensor().raw_data(), got->byte_size()));
+}
+
+}  // namespace
+}  // namespace nee
