@@ -19,17 +19,12 @@ float sum's error crosses it, so a single quantized op is within one step of its
 layers such one-step differences feed the next layer and can grow a little; the end-to-end bounds below say
 how much was measured.
 """
-from collections import Counter
-
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import nee
-
-from cli_util import nee_cli
+from qdq_util import inputs, nee_out, optimized_ops, ort_out, output_step, static_int8
 
 
 def conv_node(rng, inits, name, x, y, cin, cout, k, stride=1, relu=False):
@@ -97,54 +92,10 @@ def single_conv(path, relu):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
-def inputs(shape, count, seed):
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((count, *shape)).astype(np.float32)
-
-
 def quantized(tmp_path, make, shape, **kw):
     src = tmp_path / "float.onnx"
     make(src)
-    calib = tmp_path / "calib"
-    for i, row in enumerate(inputs(shape, 32, seed=11)):
-        d = calib / f"s{i:03d}"
-        d.mkdir(parents=True)
-        np.save(d / "x.npy", row[None])
-    dst = tmp_path / "int8.onnx"
-    nee.quantize(src, dst, mode="static", calibration=calib, **kw)
-    return src, dst
-
-
-def nee_out(path, x, level=None, threads=1):
-    so = nee.SessionOptions()
-    so.intra_op_num_threads = threads
-    if level is not None:
-        so.graph_optimization_level = level
-    return nee.InferenceSession(str(path), so).run(None, {"x": x})[0]
-
-
-def ort_out(path, x, optimize):
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    so.intra_op_num_threads = 1
-    if not optimize:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-
-
-def output_step(path):
-    """The scale of the QuantizeLinear writing the graph output's quantized value."""
-    m = onnx.load(str(path))
-    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
-    q = [n for n in m.graph.node if n.op_type == "QuantizeLinear"][-1]
-    return float(inits[q.input[1]])
-
-
-def optimized_ops(path, tmp_path):
-    out = tmp_path / "optimized.onnx"
-    r = nee_cli("optimize", path, "-o", out)
-    assert r.returncode == 0, r.stderr
-    return Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    return src, static_int8(src, tmp_path, shape, **kw)
 
 
 @pytest.mark.parametrize("per_channel,reduce_range", [(False, False), (True, False), (True, True)])

@@ -8,17 +8,12 @@ ONNX Runtime with its optimizations on, which fuses the same group into its own 
 sums dequantized products in float32 and rounds that sum; the fused op sums integers exactly and rounds once, so
 one quantized MatMul lands within one step of its output scale of the float graph.
 """
-from collections import Counter
-
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import nee
-
-from cli_util import nee_cli
+from qdq_util import inputs, nee_out, optimized_ops, ort_out, output_step, static_int8
 
 
 def matmul_model(path, relu_between, batched):
@@ -37,53 +32,10 @@ def matmul_model(path, relu_between, batched):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
 
 
-def inputs(shape, count, seed):
-    return np.random.default_rng(seed).standard_normal((count, *shape)).astype(np.float32)
-
-
 def quantized(tmp_path, shape, per_channel, **make):
     src = tmp_path / "float.onnx"
     matmul_model(src, **make)
-    calib = tmp_path / "calib"
-    for i, row in enumerate(inputs(shape, 32, seed=11)):
-        d = calib / f"s{i:03d}"
-        d.mkdir(parents=True)
-        np.save(d / "x.npy", row[None])
-    dst = tmp_path / "int8.onnx"
-    nee.quantize(src, dst, mode="static", calibration=calib, per_channel=per_channel)
-    return dst
-
-
-def nee_out(path, x, level=None, threads=1):
-    so = nee.SessionOptions()
-    so.intra_op_num_threads = threads
-    if level is not None:
-        so.graph_optimization_level = level
-    return nee.InferenceSession(str(path), so).run(None, {"x": x})[0]
-
-
-def ort_out(path, x, optimize):
-    so = ort.SessionOptions()
-    so.log_severity_level = 4
-    so.intra_op_num_threads = 1
-    if not optimize:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
-
-
-def output_step(path):
-    """The scale of the last QuantizeLinear (the graph output's quantization)."""
-    m = onnx.load(str(path))
-    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
-    q = [n for n in m.graph.node if n.op_type == "QuantizeLinear"][-1]
-    return float(inits[q.input[1]])
-
-
-def optimized_ops(path, tmp_path):
-    out = tmp_path / "optimized.onnx"
-    r = nee_cli("optimize", path, "-o", out)
-    assert r.returncode == 0, r.stderr
-    return Counter(n.op_type for n in onnx.load(str(out)).graph.node)
+    return static_int8(src, tmp_path, shape, per_channel=per_channel)
 
 
 @pytest.mark.parametrize("per_channel", [False, True])

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/blocked_tile_avx512.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_schema.h"
 
@@ -25,11 +26,6 @@ using Kind = FusedActivation::Kind;
 constexpr int64_t kB = kChannelBlock;  // 8: a block; a pair of blocks is one zmm
 constexpr int64_t kLanes = 2 * kB;
 
-// The activations the tiles finish in registers (the rest are refused:
-// BlockedDirectApplies).
-bool TileActivation(Kind kind) {
-  return kind == Kind::kNone || kind == Kind::kRelu || kind == Kind::kClip || kind == Kind::kSilu;
-}
 
 // [pairs][Cb][KH][KW][8][16]: for a pair, input block, tap and lane, the
 // sixteen output channels' weights; bias16 [pairs * 16]; channels past M 0.
@@ -79,31 +75,7 @@ struct TileArgs {
   bool odd_tail;      // the last pair has one block
 };
 
-// The tiles' activations, chosen per stored vector: a predictable branch,
-// where an instance per activation made four times the code (and minutes of
-// compile time in the sanitizer builds).
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 Activate(const FusedActivation& act,
-                                                                                  __m512 v) {
-  switch (act.kind) {
-    case Kind::kRelu: return Activate16<Kind::kRelu>(act, v);
-    case Kind::kClip: return Activate16<Kind::kClip>(act, v);
-    case Kind::kSilu: return Activate16<Kind::kSilu>(act, v);
-    default: return v;
-  }
-}
 
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair(const FusedActivation& act, float* y,
-                                                                                  const float* z, int64_t lo,
-                                                                                  int64_t hi, bool has_high, __m512 v) {
-  if (z) {
-    __m512 r = _mm512_castps256_ps512(_mm256_loadu_ps(z + lo));
-    if (has_high) r = _mm512_insertf32x8(r, _mm256_loadu_ps(z + hi), 1);
-    v = _mm512_add_ps(v, r);
-  }
-  v = Activate(act, v);
-  _mm256_storeu_ps(y + lo, _mm512_castps512_ps256(v));
-  if (has_high) _mm256_storeu_ps(y + hi, _mm512_extractf32x8_ps(v, 1));
-}
 
 // PX pixels of one output row x OP pairs of output blocks, stride S (a
 // constant, so that the pixels' broadcasts are offsets from one register:
@@ -154,7 +126,7 @@ __attribute__((target("avx512f,avx512dq"))) void DirectTile(const TileArgs& t, c
 #pragma GCC unroll 16
     for (int i = 0; i < PX; ++i) {
       const int64_t lo = 2 * j * out_plane + i * kB;
-      StorePair(g.act, t.y, t.z, lo, lo + out_plane, has_high, acc[i][j]);
+      blocked_tile::StorePair(g.act, t.y, t.z, lo, lo + out_plane, has_high, acc[i][j]);
     }
   }
 }
@@ -185,12 +157,6 @@ constexpr TileSet kTiles{DirectTiles<S>::one.data(), DirectTiles<S>::two.data()}
 
 TileSet TilesFor(int64_t stride) { return stride == 1 ? kTiles<1> : kTiles<2>; }
 
-// As the pointwise tiles: a remainder just above the widest splits in two.
-int64_t TilePixels(int64_t left, int64_t widest) {
-  if (left <= widest) return left;
-  if (left < widest + widest / 2) return (left + 1) / 2;
-  return widest;
-}
 
 // Output row oh of image n, output blocks [ob0, ob1) (ob0 even).
 void DirectRow(const BlockedConvGeometry& g, const DirectWeights& dw, const TileSet& tiles, int64_t n, int64_t oh,
@@ -235,7 +201,7 @@ void DirectRow(const BlockedConvGeometry& g, const DirectWeights& dw, const Tile
   };
   for (int64_t ow = 0; ow < ow_lo; ++ow) border(ow);
   for (int64_t ow = ow_lo, px = 0; ow < ow_hi; ow += px) {
-    px = TilePixels(ow_hi - ow, kWidest);
+    px = blocked_tile::TilePixels(ow_hi - ow, kWidest);
     run(ow, px, 0, g.KW);
   }
   for (int64_t ow = ow_hi; ow < g.OW; ++ow) border(ow);
@@ -257,7 +223,7 @@ bool BlockedDirectApplies(const BlockedConvGeometry& g) {
   if (!BlockedDirectAvailable() || g.group != 1 || g.pointwise() || g.dh != 1 || g.dw != 1) return false;
   if (g.sh != g.sw || (g.sh != 1 && g.sh != 2) || g.KH < 1 || g.KW < 1) return false;
   if (g.pt < 0 || g.pl < 0 || g.pt >= g.KH || g.pl >= g.KW) return false;
-  return g.C % kB == 0 && g.M % kB == 0 && TileActivation(g.act.kind);
+  return g.C % kB == 0 && g.M % kB == 0 && blocked_tile::InRegisters(g.act.kind);
 }
 
 #ifdef NEE_DIRECT_X86

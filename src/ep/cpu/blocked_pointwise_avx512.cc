@@ -4,6 +4,7 @@
 #include <array>
 #include <utility>
 
+#include "ep/cpu/blocked_tile_avx512.h"
 #include "ep/cpu/sgemm.h"
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -33,33 +34,6 @@ void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out) {
 
 #ifdef NEE_PAIRS_X86
 namespace {
-
-// The two blocks' eight floats at `lo` and `hi` as one vector, and back.
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 LoadHalves(const float* lo, const float* hi) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(lo)), _mm256_loadu_ps(hi), 1);
-}
-
-// One finished vector: (v + z) then activation K, low half to block 2j's
-// pixel, high half to block 2j + 1's (absent for the last pair of an odd
-// block count: `has_high`).
-// The tiles' activations (none, Relu, Clip), chosen per stored vector: a
-// predictable branch, where an instance per activation tripled the code.
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 Activate(const FusedActivation& act,
-                                                                                  __m512 v) {
-  using Kind = FusedActivation::Kind;
-  if (act.kind == Kind::kRelu) return Activate16<Kind::kRelu>(act, v);
-  if (act.kind == Kind::kClip) return Activate16<Kind::kClip>(act, v);
-  return v;
-}
-
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair(const FusedActivation& act, float* y,
-                                                                                  const float* z, int64_t lo,
-                                                                                  int64_t hi, bool has_high, __m512 v) {
-  if (z) v = _mm512_add_ps(v, has_high ? LoadHalves(z + lo, z + hi) : _mm512_castps256_ps512(_mm256_loadu_ps(z + lo)));
-  v = Activate(act, v);
-  _mm256_storeu_ps(y + lo, _mm512_castps512_ps256(v));
-  if (has_high) _mm256_storeu_ps(y + hi, _mm512_extractf32x8_ps(v, 1));
-}
 
 // PX pixels x OP pairs of output blocks. x: the tile's first pixel in input
 // block 0 (block cb is cb * plane * 8 further); w: the first pair's packed
@@ -98,7 +72,7 @@ __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t pla
 #pragma GCC unroll 16
     for (int i = 0; i < PX; ++i) {
       const int64_t lo = (2 * j * plane + i) * kB;
-      StorePair(act, y, z, lo, lo + plane * kB, has_high, acc[i][j]);
+      blocked_tile::StorePair(act, y, z, lo, lo + plane * kB, has_high, acc[i][j]);
     }
   }
 }
@@ -119,14 +93,6 @@ struct PairTiles {
   static const TileFn* For(int64_t pairs) { return pairs == 1 ? one.data() : pairs == 2 ? two.data() : three.data(); }
 };
 
-// Pixels the next tile covers of `left`, at most `widest`: a remainder just
-// above the widest is split in two near halves (13 -> 7 + 6), not widest + a
-// lone pixel, since a tile streams all its weights whatever its width.
-int64_t TilePixels(int64_t left, int64_t widest) {
-  if (left <= widest) return left;
-  if (left < widest + widest / 2) return (left + 1) / 2;
-  return widest;
-}
 
 void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0, int64_t p1,
            int64_t ob0, int64_t ob1) {
@@ -146,7 +112,7 @@ void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, 
     const float* w = pw.w16.data() + pair * g.C * kLanes;
     const float* bias = pw.bias16.data() + pair * kLanes;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
-      px = TilePixels(p1 - p, widest);
+      px = blocked_tile::TilePixels(p1 - p, widest);
       const int64_t at = (2 * pair * plane + p) * kB;
       tiles[px - 1](g.C, plane, x + p * kB, w, bias, y + at, z ? z + at : nullptr, act, odd_tail);
     }

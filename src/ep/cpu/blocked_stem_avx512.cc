@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/blocked_tile_avx512.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_schema.h"
 
@@ -26,9 +27,6 @@ using Kind = FusedActivation::Kind;
 constexpr int64_t kB = kChannelBlock;  // 8: a block; a pair of blocks is one zmm
 constexpr int64_t kLanes = 2 * kB;
 
-bool TileActivation(Kind kind) {
-  return kind == Kind::kNone || kind == Kind::kRelu || kind == Kind::kClip || kind == Kind::kSilu;
-}
 
 // [pairs][C][KH][KW][16]: for a pair, input channel and tap, the sixteen
 // output channels' weights; bias16 [pairs * 16]; channels past M 0.
@@ -77,31 +75,7 @@ struct TileArgs {
   bool odd_tail;      // the last pair has one block
 };
 
-// The tiles' activations, chosen per stored vector (a predictable branch).
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline __m512 Activate(const FusedActivation& act,
-                                                                                  __m512 v) {
-  switch (act.kind) {
-    case Kind::kRelu: return Activate16<Kind::kRelu>(act, v);
-    case Kind::kClip: return Activate16<Kind::kClip>(act, v);
-    case Kind::kSilu: return Activate16<Kind::kSilu>(act, v);
-    default: return v;
-  }
-}
 
-// Stores a pixel's sixteen channels as two blocks (lo, and hi a plane further
-// unless the pair has one block), after the residual and the activation.
-__attribute__((target("avx512f,avx512dq"), always_inline)) inline void StorePair(const FusedActivation& act, float* y,
-                                                                                  const float* z, int64_t lo,
-                                                                                  int64_t hi, bool has_high, __m512 v) {
-  if (z) {
-    __m512 r = _mm512_castps256_ps512(_mm256_loadu_ps(z + lo));
-    if (has_high) r = _mm512_insertf32x8(r, _mm256_loadu_ps(z + hi), 1);
-    v = _mm512_add_ps(v, r);
-  }
-  v = Activate(act, v);
-  _mm256_storeu_ps(y + lo, _mm512_castps512_ps256(v));
-  if (has_high) _mm256_storeu_ps(y + hi, _mm512_extractf32x8_ps(v, 1));
-}
 
 // PX pixels of one output row x OP pairs of output blocks, stride S (a
 // constant, so that the pixels' broadcasts are offsets from one register).
@@ -146,7 +120,7 @@ __attribute__((target("avx512f,avx512dq"))) void StemTile(const TileArgs& t, con
 #pragma GCC unroll 16
     for (int i = 0; i < PX; ++i) {
       const int64_t lo = 2 * j * out_plane + i * kB;
-      StorePair(g.act, t.y, t.z, lo, lo + out_plane, has_high, acc[i][j]);
+      blocked_tile::StorePair(g.act, t.y, t.z, lo, lo + out_plane, has_high, acc[i][j]);
     }
   }
 }
@@ -177,12 +151,6 @@ constexpr TileSet kTiles{StemTiles<S>::one.data(), StemTiles<S>::two.data()};
 
 TileSet TilesFor(int64_t stride) { return stride == 1 ? kTiles<1> : kTiles<2>; }
 
-// A remainder just above the widest tile splits in two.
-int64_t TilePixels(int64_t left, int64_t widest) {
-  if (left <= widest) return left;
-  if (left < widest + widest / 2) return (left + 1) / 2;
-  return widest;
-}
 
 // The input under output pixels [ow, ow + px) of a row, tap rows [kh0, kh1):
 // C planes of KH rows of (px - 1) * S + KW columns, the columns outside the
@@ -257,15 +225,15 @@ void StemRow(const BlockedConvGeometry& g, const StemWeights& sw, const TileSet&
     }
   };
   for (int64_t ow = 0, px = 0; ow < left; ow += px) {
-    px = TilePixels(left - ow, kWidest);
+    px = blocked_tile::TilePixels(left - ow, kWidest);
     run(ow, px, true);
   }
   for (int64_t ow = left, px = 0; ow < right; ow += px) {
-    px = TilePixels(right - ow, kWidest);
+    px = blocked_tile::TilePixels(right - ow, kWidest);
     run(ow, px, false);
   }
   for (int64_t ow = right, px = 0; ow < g.OW; ow += px) {
-    px = TilePixels(g.OW - ow, kWidest);
+    px = blocked_tile::TilePixels(g.OW - ow, kWidest);
     run(ow, px, true);
   }
 }
@@ -279,7 +247,8 @@ bool BlockedStemApplies(const BlockedConvGeometry& g) {
   if (SgemmActiveIsa() != SgemmIsa::kAvx512 || SgemmPortableForced()) return false;
   if (!g.nchw_input || g.group != 1 || g.dh != 1 || g.dw != 1 || g.sh != g.sw || (g.sh != 1 && g.sh != 2))
     return false;
-  return g.C > 0 && g.KH > 0 && g.KW > 0 && g.pt >= 0 && g.pl >= 0 && g.M % kB == 0 && TileActivation(g.act.kind);
+  return g.C > 0 && g.KH > 0 && g.KW > 0 && g.pt >= 0 && g.pl >= 0 && g.M % kB == 0 &&
+         blocked_tile::InRegisters(g.act.kind);
 #else
   (void)g;
   return false;
