@@ -539,7 +539,8 @@ SandboxReply SandboxProcess::End(bool kill_first, int code, std::string message,
   return end_;
 }
 
-SandboxReply SandboxProcess::Receive(int64_t wall_ms, const std::string& what, const std::atomic<bool>* interrupt) {
+SandboxReply SandboxProcess::Receive(int64_t wall_ms, const std::string& what, const std::atomic<bool>* interrupt,
+                                     int64_t limit_ms) {
   if (ended_) return Ended();
   bool interrupted = false;
   const int64_t deadline = wall_ms > 0 ? NowMs() + wall_ms : 0;
@@ -585,7 +586,8 @@ SandboxReply SandboxProcess::Receive(int64_t wall_ms, const std::string& what, c
       int64_t left = deadline - NowMs();
       if (left <= 0)
         return End(true, kCancelled,
-                   "the sandboxed process took longer than " + Seconds(wall_ms) + " (" + what + ") and was stopped",
+                   "the sandboxed process took longer than " + Seconds(limit_ms > 0 ? limit_ms : wall_ms) + " (" +
+                       what + ") and was stopped",
                    what);
       wait_ms = static_cast<int>(std::min<int64_t>(left, wait_ms < 0 ? (1 << 30) : wait_ms));
     }
@@ -607,7 +609,7 @@ SandboxReply SandboxProcess::Call(const SandboxReply& request, int64_t wall_ms, 
   }
   int64_t left = 0;
   if (wall_ms > 0) left = std::max<int64_t>(1, wall_ms - (NowMs() - start));
-  SandboxReply r = Receive(left, what, interrupt);
+  SandboxReply r = Receive(left, what, interrupt, wall_ms);
   return r;
 }
 

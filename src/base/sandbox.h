@@ -91,8 +91,11 @@ class SandboxProcess {
   // child gets one SIGUSR1 (its cue to stop the work and reply early).
   SandboxReply Call(const SandboxReply& request, int64_t wall_ms, const std::string& what,
                     const std::atomic<bool>* interrupt = nullptr);
-  // Waits for the child's next reply without sending anything.
-  SandboxReply Receive(int64_t wall_ms, const std::string& what, const std::atomic<bool>* interrupt = nullptr);
+  // Waits for the child's next reply without sending anything. `limit_ms`:
+  // the limit a timeout's message names, when it is not wall_ms (Call waits
+  // for what is left of its limit after sending, but names the whole limit).
+  SandboxReply Receive(int64_t wall_ms, const std::string& what, const std::atomic<bool>* interrupt = nullptr,
+                       int64_t limit_ms = 0);
   bool alive() const { return !ended_; }
   pid_t pid() const { return pid_; }
   // 0 or the system call number that stopped the child.
