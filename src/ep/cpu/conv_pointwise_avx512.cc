@@ -63,31 +63,6 @@ constexpr int64_t kTilePixels = 16 * kVecs;
 constexpr int64_t kSpanBytes = 192 * 1024;
 constexpr int64_t kMaxSpanTiles = 21;
 
-// The weights as blocks of kRows output channels, each C rows of kRows
-// floats ([block][c][r]; channels past M zero), so that a tile's broadcasts
-// for one input channel are adjacent.
-struct PackedPointwise512 {
-  std::vector<float> w;
-  int64_t blocks = 0;
-};
-
-std::shared_ptr<const PackedPointwise512> Pack(const float* w, int64_t M, int64_t C) {
-  auto p = std::make_shared<PackedPointwise512>();
-  p->blocks = (M + kRows - 1) / kRows;
-  p->w.assign(static_cast<size_t>(p->blocks * C * kRows), 0.f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t c = 0; c < C; ++c) p->w[static_cast<size_t>((m / kRows * C + c) * kRows + m % kRows)] = w[m * C + c];
-  return p;
-}
-
-// Once per session when the weights are a constant, else for this run.
-std::shared_ptr<const PackedPointwise512> PackedFor(KernelContext& ctx, const float* w, int64_t M, int64_t C) {
-  if (!ctx.prepared() || !ctx.input_is_constant(1)) return Pack(w, M, C);
-  auto packed = ctx.prepared()->GetOrBuild<PackedPointwise512>(
-      {M, C}, [&]() -> Result<std::shared_ptr<const PackedPointwise512>> { return Pack(w, M, C); });
-  return packed.ok() ? packed.value() : Pack(w, M, C);
-}
-
 // What one tile reads and writes: rows [m0, m0 + rows) of the output, pixels
 // from the tile's first on.
 struct TileArgs {
@@ -214,7 +189,7 @@ int64_t SpanPixels(int64_t C) {
 
 // Pixels [p0, p1) of image n, output channel blocks [b0, b1): in spans, each
 // computed channel block by channel block.
-void RunRange(const Pointwise& g, const PackedPointwise512& packed, const TileSet& tiles, const TileArgs& base,
+void RunRange(const Pointwise& g, const PointwiseRowBlocks& packed, const TileSet& tiles, const TileArgs& base,
               int64_t n, int64_t p0, int64_t p1, int64_t b0, int64_t b1) {
   const int64_t span = SpanPixels(g.C);
   const int64_t image_out = n * g.M * g.pixels;
@@ -269,7 +244,7 @@ bool ConvPointwiseAvx512Applies(const Pointwise& g) {
 Status ConvPointwiseAvx512(KernelContext& ctx, const Pointwise& g, const float* x, const float* w, const float* bias,
                            const ConvEpilogue* epilogue, const float* z, float* y) {
 #ifdef NEE_POINTWISE512_X86
-  const std::shared_ptr<const PackedPointwise512> packed = PackedFor(ctx, w, g.M, g.C);
+  const std::shared_ptr<const PointwiseRowBlocks> packed = PointwiseRowBlocksFor(ctx, w, g.M, g.C, kRows);
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const TileSet tiles = TileSetFor(act.kind);

@@ -47,31 +47,6 @@ constexpr int kVecs = 3;                // vectors of eight pixels per tile
 constexpr int64_t kTilePixels = 8 * kVecs;
 constexpr int64_t kSpanPixels = 42 * kTilePixels;
 
-// The weights as blocks of kRows output channels, each C rows of kRows
-// floats ([block][c][r]; channels past M zero), so that a tile's broadcasts
-// for one input channel are adjacent.
-struct PackedPointwise {
-  std::vector<float> w;
-  int64_t blocks = 0;
-};
-
-std::shared_ptr<const PackedPointwise> Pack(const float* w, int64_t M, int64_t C) {
-  auto p = std::make_shared<PackedPointwise>();
-  p->blocks = (M + kRows - 1) / kRows;
-  p->w.assign(static_cast<size_t>(p->blocks * C * kRows), 0.f);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t c = 0; c < C; ++c) p->w[static_cast<size_t>((m / kRows * C + c) * kRows + m % kRows)] = w[m * C + c];
-  return p;
-}
-
-// Once per session when the weights are a constant, else for this run.
-std::shared_ptr<const PackedPointwise> PackedFor(KernelContext& ctx, const float* w, int64_t M, int64_t C) {
-  if (!ctx.prepared() || !ctx.input_is_constant(1)) return Pack(w, M, C);
-  auto packed = ctx.prepared()->GetOrBuild<PackedPointwise>(
-      {M, C}, [&]() -> Result<std::shared_ptr<const PackedPointwise>> { return Pack(w, M, C); });
-  return packed.ok() ? packed.value() : Pack(w, M, C);
-}
-
 // What one tile reads and writes: rows [m0, m0 + rows) of the output, pixels
 // from the tile's first on.
 struct TileArgs {
@@ -197,7 +172,7 @@ float* SpanBuffer(int64_t floats) {
 // kSpanPixels, each packed once (PackSpan) and then computed channel block
 // by channel block, so that every output row is written in runs of a span's
 // pixels rather than a tile's (the rows of a tile are separate streams).
-void RunPixels(const Pointwise& g, const PackedPointwise& packed, const TileSet& tiles, TileArgs base, int64_t n,
+void RunPixels(const Pointwise& g, const PointwiseRowBlocks& packed, const TileSet& tiles, TileArgs base, int64_t n,
                int64_t p0, int64_t p1) {
   const int64_t image_out = n * g.M * g.pixels;
   float* buf = SpanBuffer(g.C * kSpanPixels);
@@ -252,7 +227,7 @@ bool ConvPointwiseSmallApplies(const Pointwise& g) {
 Status ConvPointwiseSmall(KernelContext& ctx, const Pointwise& g, const float* x, const float* w, const float* bias,
                           const ConvEpilogue* epilogue, const float* z, float* y) {
 #ifdef NEE_POINTWISE_X86
-  const std::shared_ptr<const PackedPointwise> packed = PackedFor(ctx, w, g.M, g.C);
+  const std::shared_ptr<const PointwiseRowBlocks> packed = PointwiseRowBlocksFor(ctx, w, g.M, g.C, kRows);
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const TileSet tiles = TileSetFor(act.kind);
@@ -275,6 +250,27 @@ Status ConvPointwiseSmall(KernelContext& ctx, const Pointwise& g, const float* x
   (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
   return NotImplemented("ConvPointwiseSmall needs AVX2");
 #endif
+}
+
+namespace {
+std::shared_ptr<const PointwiseRowBlocks> PackRowBlocks(const float* w, int64_t M, int64_t C, int64_t rows) {
+  auto p = std::make_shared<PointwiseRowBlocks>();
+  p->rows = rows;
+  p->blocks = (M + rows - 1) / rows;
+  p->w.assign(static_cast<size_t>(p->blocks * C * rows), 0.f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t c = 0; c < C; ++c) p->w[static_cast<size_t>((m / rows * C + c) * rows + m % rows)] = w[m * C + c];
+  return p;
+}
+}  // namespace
+
+std::shared_ptr<const PointwiseRowBlocks> PointwiseRowBlocksFor(KernelContext& ctx, const float* w, int64_t M,
+                                                                int64_t C, int64_t rows) {
+  if (!ctx.prepared() || !ctx.input_is_constant(1)) return PackRowBlocks(w, M, C, rows);
+  auto packed = ctx.prepared()->GetOrBuild<PointwiseRowBlocks>(
+      {M, C, rows},
+      [&]() -> Result<std::shared_ptr<const PointwiseRowBlocks>> { return PackRowBlocks(w, M, C, rows); });
+  return packed.ok() ? packed.value() : PackRowBlocks(w, M, C, rows);
 }
 
 }  // namespace nee::cpu

@@ -4,6 +4,8 @@
 // registers, each output written once, straight into NCHW.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "ep/cpu/conv_common.h"
 #include "ops/op_schema.h"
@@ -14,6 +16,18 @@ namespace nee::cpu {
 struct Pointwise {
   int64_t N, C, M, pixels;
 };
+
+// The weights [M, C] as blocks of `rows` output channels, each C rows of
+// `rows` floats ([block][c][r]; channels past M zero), so that a tile's
+// broadcasts for one input channel are adjacent: the layout both NCHW
+// pointwise kernels (4 rows here, 8 in conv_pointwise_avx512.cc) read.
+struct PointwiseRowBlocks {
+  std::vector<float> w;
+  int64_t rows = 0, blocks = 0;
+};
+// Packed once per session when the weights are a constant, else for this run.
+std::shared_ptr<const PointwiseRowBlocks> PointwiseRowBlocksFor(KernelContext& ctx, const float* w, int64_t M,
+                                                                int64_t C, int64_t rows);
 
 // Whether ConvPointwiseSmall runs this geometry: the AVX2 kernel is active
 // and it measured faster than the SGEMM path for such convs.
