@@ -1,19 +1,25 @@
-// com.microsoft DynamicQuantizeLSTM on the integer GEMM (igemm.h).
+// com.microsoft DynamicQuantizeLSTM on the integer GEMM (igemm.h, quant_matmul.h).
 //
-// The reference (ops/rnn.cc, RunQuantizedLstm) quantizes the left operand of
-// each gate product to uint8 (all steps' X at once, then the whole batch's h
-// at each step), sums the products in integers and scales them back in float;
-// the cell then runs in double. The products are integers, so the GEMM here
-// gives the reference's sums exactly; quantization uses DynamicQuantizeLinear's
+// As the reference (ops/rnn.cc, RunQuantizedLstm), the left operand of each
+// gate product is quantized to uint8 (all steps' X at once, then the whole
+// batch's h at each step), the products are summed in integers and scaled
+// back in float. The products are integers, so the GEMM gives the
+// reference's sums exactly, and quantization uses DynamicQuantizeLinear's
 // pieces (quant_fast.cc), which compute the reference's range, scale, zero
-// point and levels bit for bit; and the cell is the reference's double
-// expressions in the same order (this file is built without FMA contraction,
-// like the reference). So outputs are bitwise the reference's, at every
-// thread count. The weights are packed once per session when constant.
+// point and levels bit for bit. The cell then runs in float on eight lanes
+// (lstm_cell.h, as the float LSTM's), where the reference works in double
+// with the C library's exp and tanh: on ddddocr's 512-wide bidirectional
+// LSTM that double cell was about half of the node's time. So h differs from
+// the reference's by float rounding, and where such a difference moves h
+// across a rounding boundary of the next step's quantization, that level
+// differs by one (tests/unit/ep/quant_fast_test.cc bounds both). Results do
+// not depend on the thread count. The weights are packed once per session
+// when constant.
 //
 // Taken here: float X, the default activations (Sigmoid, Tanh, Tanh), any
-// clip, input_forget, peepholes, sequence lengths and initial states. Other
-// cases, and every malformed input, go to the reference kernel.
+// clip, input_forget, peepholes, sequence lengths and initial states, on
+// CPUs with AVX2 and FMA. Other cases, and every malformed input, go to the
+// reference kernel.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -22,12 +28,19 @@
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
+#include "ep/cpu/lstm_cell.h"
 #include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/quant_matmul.h"
+#include "ep/cpu/simd_x86.h"
 #include "ops/op_util.h"
 
 namespace nee::cpu {
 
 namespace {
+
+using quant_matmul::PackQuantWeights;
+using quant_matmul::QuantProduct;
+using quant_matmul::QuantWeights;
 
 // The reference's int64 sums fit int32 (so the int32 GEMM is exact, not only
 // modulo 2^32) while k * 255 * 255 < 2^31.
@@ -39,15 +52,17 @@ struct QLstmShape {
   double clip = -1;  // < 0: none
 };
 
-// W or R of one direction packed (B of the GEMM) and its per-column scales and zero points.
-struct QLstmWeights {
-  std::vector<IgemmPackedB> w, r;
-};
-
 // The quantized weights' scale and zero point of direction d, one per column.
 struct ColumnParams {
   std::vector<float> scale;
   std::vector<int32_t> zero;
+};
+
+// W and R of every direction as the GEMM's B (quant_matmul.h: int8 bytes for
+// the u8 x s8 kernel where it runs, so the step's product h R reads half the
+// bytes of the widened layout).
+struct QLstmWeights {
+  std::vector<std::shared_ptr<const QuantWeights>> w, r;
 };
 
 bool IsDefaultActivations(const Node& node, int64_t dirs) {
@@ -98,9 +113,9 @@ bool ReadColumnParams(const KernelContext& ctx, size_t si, const Tensor& q, int6
 
 // c[m, :] (+)= dequantized(quantized(a) x w), as the reference's QuantizedGemm:
 // a's m rows quantized together with their own range.
-void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, int64_t k, const IgemmB& w,
-                      const ColumnParams& p, bool accumulate, float* c) {
-  const int64_t count = m * k, n = w.n;
+void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, int64_t k, const QuantWeights& w,
+                      int64_t n, const ColumnParams& p, bool accumulate, float* c) {
+  const int64_t count = m * k;
   float lo = 0.0f, hi = 0.0f;
   QuantizeRange(a, count, lo, hi);
   const float scale = hi == lo ? 1.0f : (hi - lo) / 255.0f;
@@ -109,14 +124,12 @@ void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, 
   thread_local std::vector<uint8_t> t_levels;
   thread_local std::vector<int32_t> t_acc;
   thread_local std::vector<float> t_multiplier;
-  thread_local IgemmPackedA t_a;
   // Grown, never shrunk (the steps' products are smaller than X's).
   if (t_levels.size() < static_cast<size_t>(count)) t_levels.resize(static_cast<size_t>(count));
   if (t_acc.size() < static_cast<size_t>(m * n)) t_acc.resize(static_cast<size_t>(m * n));
   QuantizeToUint8(a, count, scale, zero_point, t_levels.data());
   const int32_t za = static_cast<int32_t>(zero_point);
-  IgemmPackA(m, k, t_levels.data(), k, false, &za, 0, &t_a);
-  Igemm(gemm_ctx, t_a, w, p.zero.data(), 1, t_acc.data(), n);
+  QuantProduct(gemm_ctx, t_levels.data(), false, m, k, w, &za, 0, p.zero.data(), 1, t_acc.data(), n, nullptr);
   if (t_multiplier.size() < static_cast<size_t>(n)) t_multiplier.resize(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) t_multiplier[static_cast<size_t>(j)] = scale * p.scale[static_cast<size_t>(j)];
   for (int64_t i = 0; i < m; ++i) {
@@ -129,9 +142,6 @@ void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, 
   }
 }
 
-double Sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double ClipTo(double clip, double v) { return clip > 0 ? std::clamp(v, -clip, clip) : v; }
-
 struct QLstmIo {
   const float* x = nullptr;
   const float *bias = nullptr, *peep = nullptr, *h0 = nullptr, *c0 = nullptr;
@@ -142,7 +152,7 @@ struct QLstmIo {
 
 // One direction over the whole batch, step by step (the reference's RunQuantizedLstm).
 void RunDirection(const KernelContext* gemm_ctx, const QLstmShape& s, const QLstmIo& io, int64_t d,
-                  const IgemmB& w, const ColumnParams& wp, const IgemmB& r, const ColumnParams& rp) {
+                  const QuantWeights& w, const ColumnParams& wp, const QuantWeights& r, const ColumnParams& rp) {
   const int64_t B = s.batch, H = s.hidden, I = s.input, N = 4 * H, dirs = s.dirs;
   const bool reverse = s.reverse_only || d == 1;
   const int64_t max_len = B ? *std::max_element(io.lens.begin(), io.lens.end()) : 0;
@@ -156,56 +166,39 @@ void RunDirection(const KernelContext* gemm_ctx, const QLstmShape& s, const QLst
     for (int64_t b = 0; b < B; ++b)
       std::copy_n(io.x + (time_of(step, b) * B + b) * I, I, xs.data() + (step * B + b) * I);
   std::vector<float> gates(static_cast<size_t>(max_len * B * N));
-  if (max_len * B > 0) QuantizedProduct(gemm_ctx, xs.data(), max_len * B, I, w, wp, false, gates.data());
+  if (max_len * B > 0) QuantizedProduct(gemm_ctx, xs.data(), max_len * B, I, w, N, wp, false, gates.data());
 
   auto state_at = [&](int64_t b, int64_t j) { return (d * B + b) * H + j; };
-  std::vector<float> h_prev(static_cast<size_t>(B * H), 0.0f);
-  std::vector<double> c(static_cast<size_t>(B * H), 0.0);
+  std::vector<float> h_prev(static_cast<size_t>(B * H), 0.0f), c(static_cast<size_t>(B * H), 0.0f);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t j = 0; j < H; ++j) {
       if (io.h0) h_prev[static_cast<size_t>(b * H + j)] = io.h0[state_at(b, j)];
       if (io.c0) c[static_cast<size_t>(b * H + j)] = io.c0[state_at(b, j)];
     }
+  // Wb + Rb, added to every step's products before the cell.
   const float* wb = io.bias ? io.bias + d * 2 * N : nullptr;
-  const float* peep = io.peep ? io.peep + d * 3 * H : nullptr;
-  // The bias in double, Wb + Rb, as the reference adds it.
-  std::vector<double> bias(static_cast<size_t>(N), 0.0);
+  std::vector<float> bias(static_cast<size_t>(N), 0.0f);
   if (wb)
-    for (int64_t i = 0; i < N; ++i)
-      bias[static_cast<size_t>(i)] = static_cast<double>(wb[i]) + static_cast<double>(wb[N + i]);
+    for (int64_t i = 0; i < N; ++i) bias[static_cast<size_t>(i)] = wb[i] + wb[N + i];
+  const float* peep = io.peep ? io.peep + d * 3 * H : nullptr;
+  const LstmCellOptions cell{s.clip > 0, static_cast<float>(s.clip), s.input_forget};
   for (int64_t step = 0; step < max_len; ++step) {
     float* g = gates.data() + step * B * N;
-    if (B > 0) QuantizedProduct(gemm_ctx, h_prev.data(), B, H, r, rp, true, g);  // + h R
+    if (B > 0) QuantizedProduct(gemm_ctx, h_prev.data(), B, H, r, N, rp, true, g);  // + h R
     for (int64_t b = 0; b < B; ++b) {
       float* h_row = h_prev.data() + b * H;
       if (step >= io.lens[static_cast<size_t>(b)]) {
         if (io.y_wanted) std::fill(h_row, h_row + H, 0.0f);
         continue;
       }
-      const float* gb = g + b * N;
+      float* gb = g + b * N;
+      for (int64_t i = 0; i < N; ++i) gb[i] += bias[static_cast<size_t>(i)];
+      float* c_row = c.data() + b * H;
+      LstmCellRow(gb, peep, H, H, c_row, h_row, cell);
       const int64_t t = time_of(step, b);
-      float* y_row = io.y ? io.y + ((t * dirs + d) * B + b) * H : nullptr;
-      for (int64_t j = 0; j < H; ++j) {
-        // Gate order i, o, f, c; each expression as the reference writes it
-        // (wb ? ... : 0.0 is the same double as the precomputed bias).
-        double* cj = c.data() + b * H + j;
-        const double c_prev = *cj;
-        const double pi = peep ? peep[j] : 0.0, po = peep ? peep[H + j] : 0.0, pf = peep ? peep[2 * H + j] : 0.0;
-        const double pre_i = static_cast<double>(gb[j]) + bias[static_cast<size_t>(j)];
-        const double pre_o = static_cast<double>(gb[H + j]) + bias[static_cast<size_t>(H + j)];
-        const double pre_f = static_cast<double>(gb[2 * H + j]) + bias[static_cast<size_t>(2 * H + j)];
-        const double pre_c = static_cast<double>(gb[3 * H + j]) + bias[static_cast<size_t>(3 * H + j)];
-        const double in_gate = Sigmoid(ClipTo(s.clip, pre_i + pi * c_prev));
-        const double forget = s.input_forget ? 1.0 - in_gate : Sigmoid(ClipTo(s.clip, pre_f + pf * c_prev));
-        const double cell = std::tanh(ClipTo(s.clip, pre_c));
-        const double c_new = forget * c_prev + in_gate * cell;
-        const double h_new = Sigmoid(ClipTo(s.clip, pre_o + po * c_new)) * std::tanh(c_new);
-        *cj = c_new;
-        h_row[j] = static_cast<float>(h_new);
-        if (y_row) y_row[j] = static_cast<float>(h_new);
-        if (io.yh) io.yh[state_at(b, j)] = static_cast<float>(h_new);
-        if (io.yc) io.yc[state_at(b, j)] = static_cast<float>(c_new);
-      }
+      if (io.y) std::copy_n(h_row, H, io.y + ((t * dirs + d) * B + b) * H);
+      if (io.yh) std::copy_n(h_row, H, io.yh + state_at(b, 0));
+      if (io.yc) std::copy_n(c_row, H, io.yc + state_at(b, 0));
     }
   }
 }
@@ -217,7 +210,8 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx) {
   const Value* xv = ctx.input(0);
   const Value* wv = ctx.input(1);
   const Value* rv = ctx.input(2);
-  if (!xv || !wv || !rv || !xv->is_tensor() || !wv->is_tensor() || !rv->is_tensor()) return RunReference(ctx);
+  if (!xv || !wv || !rv || !xv->is_tensor() || !wv->is_tensor() || !rv->is_tensor() || !CpuHasAvx2Fma())
+    return RunReference(ctx);
   const Tensor& x = xv->tensor();
   const Tensor& w = wv->tensor();
   const Tensor& r = rv->tensor();
@@ -291,8 +285,8 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx) {
     const auto* wb = static_cast<const uint8_t*>(w.raw_data());
     const auto* rb = static_cast<const uint8_t*>(r.raw_data());
     for (int64_t d = 0; d < s.dirs; ++d) {
-      p->w.emplace_back(s.input, N, wb + d * s.input * N, N, w.dtype() == DataType::kInt8);
-      p->r.emplace_back(H, N, rb + d * H * N, N, r.dtype() == DataType::kInt8);
+      p->w.push_back(PackQuantWeights(wb + d * s.input * N, s.input, N, w.dtype() == DataType::kInt8, true));
+      p->r.push_back(PackQuantWeights(rb + d * H * N, H, N, r.dtype() == DataType::kInt8, true));
     }
     return p;
   };
@@ -331,7 +325,7 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx) {
   // with the GEMMs shared out. Either way each value is computed the same way.
   auto run = [&](int64_t d, const KernelContext* gemm_ctx) {
     const size_t i = static_cast<size_t>(d);
-    RunDirection(gemm_ctx, s, io, d, weights->w[i].view(), wp[i], weights->r[i].view(), rp[i]);
+    RunDirection(gemm_ctx, s, io, d, *weights->w[i], wp[i], *weights->r[i], rp[i]);
   };
   if (s.dirs > 1 && NumThreads(ctx) > 1) {
     ParallelTasks(ctx, s.dirs, [&](int64_t d) { run(d, nullptr); });

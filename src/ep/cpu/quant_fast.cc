@@ -203,21 +203,30 @@ namespace {
 // on average, 0.2% at most).
 constexpr double kMaxRemainderFraction = 0.005;
 
-std::shared_ptr<const QuantWeights> PackQuantWeights(const Tensor& b, int64_t k, int64_t n, bool a_unsigned) {
-  auto w = std::make_shared<QuantWeights>();
-  const bool b_signed = b.dtype() == DataType::kInt8;
-  if (a_unsigned && b_signed && IgemmU8S8Available()) {
-    auto s8 = std::make_unique<IgemmPackedBS8>();
-    if (IgemmPackBS8(k, n, static_cast<const int8_t*>(b.raw_data()), n, kMaxRemainderFraction, s8.get()))
-      w->s8 = std::move(s8);
-  }
-  if (!w->s8) w->wide = std::make_unique<IgemmPackedB>(k, n, static_cast<const uint8_t*>(b.raw_data()), n, b_signed);
-  return w;
-}
-
 }  // namespace
 
 namespace quant_matmul {
+
+std::shared_ptr<QuantWeights> PackQuantWeights(const uint8_t* b, int64_t k, int64_t n, bool b_signed,
+                                               bool a_unsigned) {
+  auto w = std::make_shared<QuantWeights>();
+  if (a_unsigned && IgemmU8S8Available()) {
+    std::vector<int8_t> shifted;
+    const int8_t* s8_bytes = reinterpret_cast<const int8_t*>(b);
+    if (!b_signed) {
+      shifted.resize(static_cast<size_t>(k * n));
+      for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = static_cast<int8_t>(static_cast<int32_t>(b[i]) - 128);
+      s8_bytes = shifted.data();
+    }
+    auto s8 = std::make_unique<IgemmPackedBS8>();
+    if (IgemmPackBS8(k, n, s8_bytes, n, kMaxRemainderFraction, s8.get())) {
+      w->s8 = std::move(s8);
+      w->shifted = !b_signed;
+    }
+  }
+  if (!w->s8) w->wide = std::make_unique<IgemmPackedB>(k, n, b, n, b_signed);
+  return w;
+}
 
 std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, size_t index, const Tensor& b, int64_t k,
                                                     int64_t n, bool a_unsigned) {
@@ -225,28 +234,42 @@ std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, size_t i
     auto built = ctx.prepared()->GetOrBuild<QuantWeights>(
         {k, n, b.dtype() == DataType::kInt8 ? 1 : 0, a_unsigned ? 1 : 0},
         [&]() -> Result<std::shared_ptr<const QuantWeights>> {
-          auto p = PackQuantWeights(b, k, n, a_unsigned);
+          std::shared_ptr<const QuantWeights> p = PackQuantWeights(
+              static_cast<const uint8_t*>(b.raw_data()), k, n, b.dtype() == DataType::kInt8, a_unsigned);
           ctx.DropConstantInput(index);
           return p;
         });
     if (built.ok()) return built.value();
   }
-  return PackQuantWeights(b, k, n, a_unsigned);
+  return PackQuantWeights(static_cast<const uint8_t*>(b.raw_data()), k, n, b.dtype() == DataType::kInt8, a_unsigned);
 }
 
 void QuantProduct(KernelContext& ctx, const Tensor& a, int64_t rows, int64_t k, const QuantWeights& w,
                   const int32_t* za, int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
                   const IgemmFloatOut* fout) {
+  QuantProduct(&ctx, static_cast<const uint8_t*>(a.raw_data()), a.dtype() == DataType::kInt8, rows, k, w, za,
+               za_stride, zb, zb_stride, c, ldc, fout);
+}
+
+void QuantProduct(const KernelContext* ctx, const uint8_t* a, bool a_signed, int64_t rows, int64_t k,
+                  const QuantWeights& w, const int32_t* za, int64_t za_stride, const int32_t* zb, int64_t zb_stride,
+                  int32_t* c, int64_t ldc, const IgemmFloatOut* fout) {
   if (w.s8) {
     thread_local IgemmPackedAU8 t_a8;
-    IgemmPackAU8(rows, k, static_cast<const uint8_t*>(a.raw_data()), k, &t_a8);
-    IgemmU8S8(&ctx, t_a8, *w.s8, za, za_stride, zb, zb_stride, c, ldc, fout);
+    thread_local std::vector<int32_t> t_zb;
+    if (w.shifted) {  // the zero points of B - 128
+      t_zb.assign(zb, zb + (zb_stride == 0 ? 1 : w.s8->n));
+      for (int32_t& z : t_zb) z -= 128;
+      zb = t_zb.data();
+    }
+    IgemmPackAU8(rows, k, a, k, &t_a8);
+    IgemmU8S8(ctx, t_a8, *w.s8, za, za_stride, zb, zb_stride, c, ldc, fout);
     return;
   }
   // Kept per thread: grown, never zero-filled again (IgemmPackA writes every element).
   thread_local IgemmPackedA t_pa;
-  IgemmPackA(rows, k, a.raw_data(), k, a.dtype() == DataType::kInt8, za, za_stride, &t_pa);
-  Igemm(&ctx, t_pa, w.wide->view(), zb, zb_stride, c, ldc, fout);
+  IgemmPackA(rows, k, a, k, a_signed, za, za_stride, &t_pa);
+  Igemm(ctx, t_pa, w.wide->view(), zb, zb_stride, c, ldc, fout);
 }
 
 }  // namespace quant_matmul

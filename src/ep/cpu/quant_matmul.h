@@ -13,13 +13,21 @@
 
 namespace nee::cpu::quant_matmul {
 
-// A constant B packed once: for uint8 A times int8 B, for the u8 x s8 kernel
-// (always on AVX-512 VNNI; on AVX2 when few of its pairs need a remainder,
-// igemm.h); otherwise widened.
+// A constant B packed once: for uint8 A, for the u8 x s8 kernel (always on
+// AVX-512 VNNI; on AVX2 when few of its pairs need a remainder, igemm.h);
+// otherwise widened. uint8 weights take the u8 x s8 kernel too, as int8 bytes
+// B - 128 with zero points zb - 128: every B - zb, so every sum, is the same,
+// in half the bytes of the widened layout and on VNNI's instruction.
 struct QuantWeights {
   std::unique_ptr<IgemmPackedBS8> s8;
+  bool shifted = false;  // s8 holds uint8 weights minus 128: their zero points are read minus 128
   std::unique_ptr<IgemmPackedB> wide;
 };
+
+// B (k x n bytes, row-major; int8 when b_signed, else uint8) packed for A of
+// uint8 (a_unsigned) or int8.
+std::shared_ptr<QuantWeights> PackQuantWeights(const uint8_t* b, int64_t k, int64_t n, bool b_signed,
+                                               bool a_unsigned);
 
 // B (input `index`, [k, n], 8-bit) packed, once per session when constant
 // (its bytes then let go: runs read only the packed copy).
@@ -31,6 +39,11 @@ std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, size_t i
 void QuantProduct(KernelContext& ctx, const Tensor& a, int64_t rows, int64_t k, const QuantWeights& w,
                   const int32_t* za, int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
                   const IgemmFloatOut* fout);
+// The same for A's bytes at `a` (int8 when a_signed, else uint8), over ctx's
+// threads (null: the calling thread's alone).
+void QuantProduct(const KernelContext* ctx, const uint8_t* a, bool a_signed, int64_t rows, int64_t k,
+                  const QuantWeights& w, const int32_t* za, int64_t za_stride, const int32_t* zb, int64_t zb_stride,
+                  int32_t* c, int64_t ldc, const IgemmFloatOut* fout);
 
 // A zero point input: absent (0), one value, or `per_axis` values of `type`
 // (stride 1; a single value has stride 0). False when malformed (the

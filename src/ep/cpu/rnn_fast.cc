@@ -45,6 +45,7 @@
 #include "ops/op_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include "ep/cpu/lstm_cell.h"
 #include "ep/cpu/simd_math.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_RNN_X86 1
@@ -512,32 +513,13 @@ struct StepArgs {
   float clip;
 };
 
-// Clamps to [-clip, clip] when the node has a clip (min/max would turn NaN into a bound).
 __attribute__((target("avx2,fma"), always_inline)) inline __m256 Clip8(__m256 x, const StepArgs& a) {
-  return a.clipped ? _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-a.clip)), _mm256_set1_ps(a.clip)) : x;
+  return ClipGate8(x, a.clipped, a.clip);
 }
 
-__attribute__((target("avx2,fma"))) void LstmGates(const StepArgs& a, const float* g, float* h, float* c) {
-  const int64_t hp = a.p->hp;
+void LstmGates(const StepArgs& a, const float* g, float* h, float* c) {
   const float* peep = a.w->peep.empty() ? nullptr : a.w->peep.data();
-  const __m256 one = _mm256_set1_ps(1.f);
-  for (int64_t j = 0; j < hp; j += 8) {
-    const __m256 c_prev = _mm256_loadu_ps(c + j);
-    __m256 gi = _mm256_loadu_ps(g + j), go = _mm256_loadu_ps(g + hp + j);
-    __m256 gf = _mm256_loadu_ps(g + 2 * hp + j);
-    if (peep) {
-      gi = _mm256_fmadd_ps(_mm256_loadu_ps(peep + j), c_prev, gi);
-      gf = _mm256_fmadd_ps(_mm256_loadu_ps(peep + 2 * hp + j), c_prev, gf);
-    }
-    const __m256 in = Sigmoid8(Clip8(gi, a));
-    const __m256 forget = a.p->input_forget ? _mm256_sub_ps(one, in) : Sigmoid8(Clip8(gf, a));
-    const __m256 cell = Tanh8(Clip8(_mm256_loadu_ps(g + 3 * hp + j), a));
-    const __m256 c_new = _mm256_fmadd_ps(forget, c_prev, _mm256_mul_ps(in, cell));
-    if (peep) go = _mm256_fmadd_ps(_mm256_loadu_ps(peep + hp + j), c_new, go);
-    const __m256 out = Sigmoid8(Clip8(go, a));
-    _mm256_storeu_ps(c + j, c_new);
-    _mm256_storeu_ps(h + j, _mm256_mul_ps(out, Tanh8(c_new)));
-  }
+  LstmCellRow(g, peep, a.p->hp, a.p->hp, c, h, LstmCellOptions{a.clipped, a.clip, a.p->input_forget});
 }
 
 __attribute__((target("avx2,fma"))) void RnnGates(const StepArgs& a, const float* g, float* h) {

@@ -270,6 +270,30 @@ std::vector<Value> LstmInputs(const LstmCase& c, std::mt19937& rng) {
   return in;
 }
 
+// The fast kernel's cell runs in float, the reference's in double (qlstm_fast.cc): outputs within float
+// rounding of the reference's, 2e-6 + 2e-6 |reference| (h and c are at most a few units here; measured: at
+// most 2.4e-7). A difference can also move h across a rounding boundary of the next step's quantization,
+// which changes that level by one; none of these cases has one (the bound would show it: such a level
+// moves a gate by about 1e-3). At 1 and 2 threads the fast kernel's outputs are the same bits.
+void ExpectLstmNearReference(const Node& node, const std::vector<Value>& inputs, const std::string& name) {
+  auto ref = testing::RunOp(node, 1, inputs);
+  ASSERT_TRUE(ref.ok()) << name << ": " << ref.status().ToString();
+  auto one = RunFastAll(cpu::DynamicQuantizeLstmFast, node, 1, inputs, 1);
+  auto two = RunFastAll(cpu::DynamicQuantizeLstmFast, node, 1, inputs, 2);
+  ASSERT_TRUE(one.ok() && two.ok()) << name;
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (!node.HasOutput(i)) continue;
+    const Tensor& got = one.value()[i].tensor();
+    const Tensor& want = ref->outputs[i].tensor();
+    ExpectBitwise(two.value()[i].tensor(), got, name + " output " + std::to_string(i) + ": 2 threads vs 1");
+    ASSERT_EQ(got.dims(), want.dims()) << name;
+    for (int64_t e = 0; e < got.num_elements(); ++e) {
+      const float g = got.data<float>()[e], w = want.data<float>()[e];
+      ASSERT_LE(std::fabs(g - w), 2e-6f + 2e-6f * std::fabs(w)) << name << " output " << i << " element " << e;
+    }
+  }
+}
+
 TEST_P(QuantFastTest, DynamicQuantizeLstmMatchesReference) {
   const std::vector<LstmCase> cases = {
       {"forward", 5, 1, 7, 4},
@@ -296,7 +320,7 @@ TEST_P(QuantFastTest, DynamicQuantizeLstmMatchesReference) {
     for (size_t i = 0; i < inputs.size(); ++i)
       if (!inputs[i].is_tensor()) node.inputs[i] = "";
     if (!c.want_y) node.outputs[0] = "";
-    ExpectFastMatchesReference(cpu::DynamicQuantizeLstmFast, node, 1, inputs, c.name);
+    ExpectLstmNearReference(node, inputs, c.name);
   }
 }
 
