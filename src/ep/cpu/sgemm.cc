@@ -76,6 +76,7 @@ struct Block {
   MicroKernel micro;
   const SgemmEpilogueFn* epilogue;  // null, or applied after the last k-block
   int64_t task_rows, task_panels, panel_groups;
+  bool columns_major;  // tasks ordered column group first (see ColumnsMajor)
 };
 
 void ScaleC(float* c, int64_t ldc, int64_t rows, int64_t cols, float beta) {
@@ -166,8 +167,11 @@ void RunTasks(const Block& x, TaskShares& shares, int home) {
   int64_t packed_rows = -1;
   const int64_t padded_rows = RoundUp(x.task_rows, kRows);
   for (int64_t t = shares.Next(home); t >= 0; t = shares.Next(home)) {
-    const int64_t i0 = t / x.panel_groups * x.task_rows, mc = std::min(x.task_rows, x.m - i0);
-    const int64_t q0 = t % x.panel_groups * x.task_panels;
+    const int64_t row_blocks = CeilDiv(x.m, x.task_rows);
+    const int64_t row_block = x.columns_major ? t % row_blocks : t / x.panel_groups;
+    const int64_t group = x.columns_major ? t / row_blocks : t % x.panel_groups;
+    const int64_t i0 = row_block * x.task_rows, mc = std::min(x.task_rows, x.m - i0);
+    const int64_t q0 = group * x.task_panels;
     const int64_t q1 = std::min(q0 + x.task_panels, CeilDiv(x.nc, kCols));
     Panels a;
     if (x.a->packed) {
@@ -290,9 +294,24 @@ void PackAllOfA(const SgemmA& a, int64_t m, int64_t k0, int64_t k, float* out, T
 // are one) every thread packed all of A. Packed up front instead, a
 // 128x3072x768 GEMM at 2 threads ran 1-3% faster; with a row block or more
 // per thread, the shares keep each block on one thread and nothing is shared.
-bool ShareA(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t row_blocks) {
+bool ShareA(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t row_blocks, bool columns_major) {
   constexpr int64_t kMaxSharedFloats = 4 << 20;  // 16 MiB
-  return !a.packed && threads > 1 && row_blocks < threads && RoundUp(m, kRows) * k <= kMaxSharedFloats;
+  return !a.packed && threads > 1 && (row_blocks < threads || columns_major) &&
+         RoundUp(m, kRows) * k <= kMaxSharedFloats;
+}
+
+// Whether the tasks go column group first, so that each thread's share is a
+// run of whole columns over all rows, instead of row block first. With a few
+// row blocks of unequal height (ViT's 197 rows: 108 + 89) a row-major share
+// was one thread's block, so the threads' shares differed by a fifth and each
+// read all of B, the large operand; the thread done first then took the
+// other's last task, packing its rows of A again. Column-major shares are
+// equal and each reads its half of B. A is then packed once for all threads
+// (ShareA), since a thread's tasks take every row block in turn.
+bool ColumnsMajor(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t row_blocks, bool rows_first) {
+  constexpr int64_t kMaxSharedFloats = 4 << 20;  // as ShareA
+  const bool a_ready = a.packed || RoundUp(m, kRows) * k <= kMaxSharedFloats;
+  return threads > 1 && !rows_first && row_blocks >= 2 && row_blocks < 2 * threads && a_ready;
 }
 
 // C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
@@ -335,8 +354,9 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   if (rows_first) row_blocks = std::max(row_blocks, std::min<int64_t>(4 * threads, CeilDiv(m, kRows)));
   x.task_rows = std::min(m, RoundUp(CeilDiv(m, row_blocks), kRows));
   row_blocks = CeilDiv(m, x.task_rows);  // rounding up to whole panels may leave fewer
+  x.columns_major = ColumnsMajor(a, m, k, threads, row_blocks, rows_first);
   x.a_shared = nullptr;
-  if (ShareA(a, m, k, threads, row_blocks)) {
+  if (ShareA(a, m, k, threads, row_blocks, x.columns_major)) {
     float* shared = t_a_shared.Get(RoundUp(m, kRows) * k);
     PackAllOfA(a, m, k0, k, shared, pool, threads);
     x.a_shared = shared;
