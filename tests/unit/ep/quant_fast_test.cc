@@ -92,6 +92,13 @@ TEST_P(QuantFastTest, ConvIntegerMatchesReference) {
       {"kernel_wider_than_input", {1, 2, 4, 3}, {3, 2, 3, 7}, {IntsAttr("pads", {1, 3, 1, 3})}},
       {"many_outputs_ragged", {1, 9, 11, 7}, {37, 9, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}, u8, s8, 2, true},
       {"1d", {2, 3, 20}, {4, 3, 5}, {IntsAttr("pads", {2, 1}), IntsAttr("strides", {2})}},
+      // 128 output channels a group and more take the u8 x s8 (VNNI) kernel where the CPU has it:
+      {"vnni_channels", {1, 9, 7, 11}, {129, 9, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}, s8, u8, 2, true},
+      {"vnni_groups2_stride2", {2, 16, 12, 13}, {256, 8, 3, 3}, {IntAttr("group", 2), IntsAttr("strides", {2, 2})},
+       u8, s8, 2, true},
+      {"vnni_pointwise", {1, 40, 6, 9}, {130, 40, 1, 1}, {}, u8, u8, 1},
+      // An im2col over 4 MB (1152 x 4000): two blocks of pixels, the cut inside an output row.
+      {"vnni_pixel_blocks", {1, 128, 50, 80}, {128, 128, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}, u8, s8, 2, true},
       {"1d_pointwise_s8", {1, 5, 9}, {3, 5, 1}, {}, s8, s8},
       {"3d_to_reference", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {}},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {}},
