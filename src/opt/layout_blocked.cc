@@ -52,8 +52,10 @@ bool IsConvNode(const Node& n) {
 }
 
 // What a candidate becomes: a BlockedConv on blocked input, a BlockedConv on
-// its NCHW input (a stem), or a BlockedMaxPool.
-enum class Kind { kConv, kStem, kMaxPool };
+// its NCHW input (a stem), a BlockedMaxPool, or a join: a Concat along
+// channels or an Add of equal shapes, which stay the same ONNX ops, run on
+// the blocked tensors (see BlockableJoin).
+enum class Kind { kConv, kStem, kMaxPool, kJoin };
 
 // The explicit window of a blockable node, when it is one (see the header).
 struct Candidate {
@@ -121,9 +123,44 @@ bool BlockableMaxPool(GraphEditor& ed, size_t index, Candidate* c) {
   return true;
 }
 
+// A Concat along channels or an Add of two equal shapes, all of whose
+// operands have channels that fill whole blocks: the same op on the blocked
+// tensors [N, Cb, H, W, 8] gives the blocked result (a Concat along axis 1
+// there appends whole blocks; an Add is elementwise on one layout). Joining
+// a run through them keeps a CSP block's branches (YOLO's C3: two convs
+// concatenated, a bottleneck's residual Add) blocked, where they went
+// FromBlocked into an NCHW Concat and ToBlocked again after it.
+bool BlockableJoin(GraphEditor& ed, size_t index, Candidate* c) {
+  const Node& n = ed.node(index);
+  const bool concat = n.op_type == "Concat", add = n.op_type == "Add";
+  if (!n.domain.empty() || (!concat && !add) || n.outputs.size() != 1 || n.inputs.empty()) return false;
+  // Only where blocked runs reach them: the stride-2 and stem convs that
+  // link YOLO's blocks are AVX-512's.
+  if (HostIsaLevel() < CpuIsaLevel::kAvx512) return false;
+  std::vector<int64_t> y;
+  if (!opt::StaticDims(ed.TensorType(n.outputs[0]), &y) || y.size() != 4 || y[1] % kChannelBlock != 0) return false;
+  if (!opt::IsFloatWithRank(ed.TensorType(n.outputs[0]))) return false;
+  if (add && n.inputs.size() != 2) return false;
+  if (concat) {
+    Result<int64_t> axis = n.GetInt("axis", 0);
+    if (!axis.ok() || (axis.value() != 1 && axis.value() != -3)) return false;
+  }
+  for (const std::string& in : n.inputs) {
+    std::vector<int64_t> x;
+    if (in.empty() || !opt::StaticDims(ed.TensorType(in), &x) || x.size() != 4) return false;
+    if (!opt::IsFloatWithRank(ed.TensorType(in)) || x[1] % kChannelBlock != 0) return false;
+    if (add && x != y) return false;  // no broadcasting
+    if (concat && (x[0] != y[0] || x[2] != y[2] || x[3] != y[3])) return false;
+  }
+  c->node = index;
+  c->kind = Kind::kJoin;
+  c->C = c->M = y[1];
+  return true;
+}
+
 bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
-  if (BlockableMaxPool(ed, index, c)) return true;
+  if (BlockableMaxPool(ed, index, c) || BlockableJoin(ed, index, c)) return true;
   if (!IsConvNode(n) || n.outputs.size() != 1 || n.inputs.size() < 2 || n.inputs.size() > 4) return false;
   std::vector<int64_t> x, y;
   if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
@@ -177,15 +214,20 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
   std::iota(runs.parent.begin(), runs.parent.end(), size_t{0});
   for (size_t i = 0; i < cands.size(); ++i) {
     const Node& n = ed.node(cands[i].node);
-    for (const std::string& in : {n.inputs[0], cands[i].z}) {
+    std::vector<std::string> read = {n.inputs[0], cands[i].z};
+    if (cands[i].kind == Kind::kJoin) read = n.inputs;
+    for (const std::string& in : read) {
       if (in.empty() || (cands[i].kind == Kind::kStem && in == n.inputs[0])) continue;  // a stem reads NCHW
       const int64_t producer = ed.Producer(in);
       auto it = producer < 0 ? slot.end() : slot.find(static_cast<size_t>(producer));
       if (it != slot.end()) runs.Join(i, it->second);
     }
   }
+  // A run's length counts its convs and pools: joins only copy or add, and
+  // repay no reorders of their own.
   std::vector<size_t> size(cands.size(), 0);
-  for (size_t i = 0; i < cands.size(); ++i) ++size[runs.Find(i)];
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].kind != Kind::kJoin) ++size[runs.Find(i)];
   std::vector<bool> keep(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) keep[i] = size[runs.Find(i)] >= kMinRun;
   return keep;
@@ -197,8 +239,9 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
 // output, where NCHW it shares its producer's one and runs separably
 // (ep/cpu/pool_fast.cc).
 std::vector<Candidate> WithoutPoolsOutsideRuns(GraphEditor& ed, std::vector<Candidate> cands) {
-  std::unordered_set<std::string> conv_inputs;
+  std::unordered_set<std::string> conv_inputs;  // and joins' inputs (YOLO's SPPF pools into a blocked Concat)
   for (const Candidate& c : cands) {
+    if (c.kind == Kind::kJoin) conv_inputs.insert(ed.node(c.node).inputs.begin(), ed.node(c.node).inputs.end());
     if (c.kind != Kind::kConv) continue;
     conv_inputs.insert(ed.node(c.node).inputs[0]);
     if (!c.z.empty()) conv_inputs.insert(c.z);
@@ -224,6 +267,7 @@ class Blocker {
   explicit Blocker(GraphEditor& ed) : ed_(ed) {}
 
   void Convert(const Candidate& c) {
+    if (c.kind == Kind::kJoin) return ConvertJoin(c);
     Node& n = ed_.node(c.node);
     std::vector<Attribute> attrs = {IntAttr("channels", c.C), IntsAttr("kernel_shape", c.spec.kernel),
                                     IntsAttr("strides", c.spec.strides), IntsAttr("pads", c.spec.pads)};
@@ -241,10 +285,29 @@ class Blocker {
       for (const char* keep : {"activation", "activation_params"})
         if (const Attribute* a = n.FindAttr(keep)) attrs.push_back(*a);
     }
-    const std::string y = n.outputs[0], node_name = n.name;
-    const std::string blocked = ed_.FreshName(y + "_blocked");
     ed_.RewriteAs(c.node, kNeeDomain, c.kind == Kind::kMaxPool ? "BlockedMaxPool" : "BlockedConv", inputs,
                   std::move(attrs));
+    BlockedOutput(c);
+  }
+
+ private:
+  // A join keeps its op, now on its inputs' blocked twins (a Concat's axis
+  // written as 1: a negative one would count from the blocked rank).
+  void ConvertJoin(const Candidate& c) {
+    std::vector<std::string> inputs;
+    for (const std::string& in : ed_.node(c.node).inputs) inputs.push_back(Blocked(in));
+    const Node& n = ed_.node(c.node);
+    std::vector<Attribute> attrs;
+    if (n.op_type == "Concat") attrs.push_back(IntAttr("axis", 1));
+    ed_.RewriteAs(c.node, "", n.op_type, inputs, std::move(attrs));
+    BlockedOutput(c);
+  }
+
+  // The converted node writes the blocked twin of its output; a FromBlocked
+  // right after it still writes the NCHW value, for readers outside the run.
+  void BlockedOutput(const Candidate& c) {
+    const std::string y = ed_.node(c.node).outputs[0], node_name = ed_.node(c.node).name;
+    const std::string blocked = ed_.FreshName(y + "_blocked");
     ed_.SetOutput(c.node, 0, blocked);
     Node back = LayoutNode("FromBlocked", ed_.FreshName(node_name + "_from_blocked"), blocked, y);
     back.attributes.push_back(IntAttr("channels", c.M));
@@ -252,7 +315,6 @@ class Blocker {
     blocked_[y] = blocked;
   }
 
- private:
   // The blocked twin of an NCHW value: a converted conv's output, or a
   // ToBlocked made once, right after the value's producer.
   std::string Blocked(const std::string& value) {
