@@ -52,10 +52,10 @@ bool IsConvNode(const Node& n) {
 }
 
 // What a candidate becomes: a BlockedConv on blocked input, a BlockedConv on
-// its NCHW input (a stem), a BlockedMaxPool, or a join: a Concat along
-// channels or an Add of equal shapes, which stay the same ONNX ops, run on
-// the blocked tensors (see BlockableJoin).
-enum class Kind { kConv, kStem, kMaxPool, kJoin };
+// its NCHW input (a stem), a BlockedMaxPool, or a kept op: a Concat along
+// channels, an Add of equal shapes (joins: BlockableJoin) or a nearest Resize
+// (BlockableResize), which stay the same ONNX ops, run on the blocked tensors.
+enum class Kind { kConv, kStem, kMaxPool, kJoin, kResize };
 
 // The explicit window of a blockable node, when it is one (see the header).
 struct Candidate {
@@ -64,6 +64,7 @@ struct Candidate {
   int64_t C = 0, M = 0, group = 1;
   nn::WindowSpec spec;
   std::string z;  // FusedConv's residual input, or ""
+  std::vector<float> scales;  // a Resize's scales, NCHW
 };
 
 // Stride-2 group-1 convs (ResNet's and YOLO's downsampling 3x3 and 1x1),
@@ -158,9 +159,39 @@ bool BlockableJoin(GraphEditor& ed, size_t index, Candidate* c) {
   return true;
 }
 
+// A nearest Resize of H and W (YOLO's and FPNs' upsampling) by constant
+// scales: on the blocked tensor the same Resize with scales [1, 1, sh, sw, 1]
+// picks the same source pixel for each output pixel (nearest sampling along
+// an axis depends only on that axis), and copies its eight lanes.
+bool BlockableResize(GraphEditor& ed, size_t index, Candidate* c) {
+  const Node& n = ed.node(index);
+  if (!n.domain.empty() || n.op_type != "Resize" || n.outputs.size() != 1) return false;
+  if (HostIsaLevel() < CpuIsaLevel::kAvx512) return false;  // as the joins
+  // The opset-11+ form with constant scales and no roi or sizes.
+  if (n.inputs.size() < 3 || n.inputs.size() > 4 || !n.inputs[1].empty() || n.inputs[2].empty()) return false;
+  if (n.inputs.size() == 4 && !n.inputs[3].empty()) return false;
+  const Attribute* mode = n.FindAttr("mode");
+  const Attribute* coord = n.FindAttr("coordinate_transformation_mode");
+  if ((mode && mode->s != "nearest") || (coord && coord->s == "tf_crop_and_resize") || n.FindAttr("axes"))
+    return false;
+  const Tensor scales = ed.Constant(n.inputs[2]);
+  if (!opt::IsFloatTensor(scales) || scales.num_elements() != 4) return false;
+  const float* sc = scales.data<float>();
+  if (sc[0] != 1.f || sc[1] != 1.f) return false;
+  std::vector<int64_t> x, y;
+  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
+  if (!opt::IsFloatWithRank(ed.TensorType(n.inputs[0])) || x.size() != 4 || y.size() != 4) return false;
+  if (x[1] % kChannelBlock != 0 || y[0] != x[0] || y[1] != x[1]) return false;
+  c->node = index;
+  c->kind = Kind::kResize;
+  c->C = c->M = x[1];
+  c->scales.assign(sc, sc + 4);
+  return true;
+}
+
 bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
-  if (BlockableMaxPool(ed, index, c) || BlockableJoin(ed, index, c)) return true;
+  if (BlockableMaxPool(ed, index, c) || BlockableJoin(ed, index, c) || BlockableResize(ed, index, c)) return true;
   if (!IsConvNode(n) || n.outputs.size() != 1 || n.inputs.size() < 2 || n.inputs.size() > 4) return false;
   std::vector<int64_t> x, y;
   if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
@@ -223,11 +254,11 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
       if (it != slot.end()) runs.Join(i, it->second);
     }
   }
-  // A run's length counts its convs and pools: joins only copy or add, and
-  // repay no reorders of their own.
+  // A run's length counts its convs and pools: joins and resizes only copy
+  // or add, and repay no reorders of their own.
   std::vector<size_t> size(cands.size(), 0);
   for (size_t i = 0; i < cands.size(); ++i)
-    if (cands[i].kind != Kind::kJoin) ++size[runs.Find(i)];
+    if (cands[i].kind != Kind::kJoin && cands[i].kind != Kind::kResize) ++size[runs.Find(i)];
   std::vector<bool> keep(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) keep[i] = size[runs.Find(i)] >= kMinRun;
   return keep;
@@ -268,6 +299,7 @@ class Blocker {
 
   void Convert(const Candidate& c) {
     if (c.kind == Kind::kJoin) return ConvertJoin(c);
+    if (c.kind == Kind::kResize) return ConvertResize(c);
     Node& n = ed_.node(c.node);
     std::vector<Attribute> attrs = {IntAttr("channels", c.C), IntsAttr("kernel_shape", c.spec.kernel),
                                     IntsAttr("strides", c.spec.strides), IntsAttr("pads", c.spec.pads)};
@@ -300,6 +332,18 @@ class Blocker {
     std::vector<Attribute> attrs;
     if (n.op_type == "Concat") attrs.push_back(IntAttr("axis", 1));
     ed_.RewriteAs(c.node, "", n.op_type, inputs, std::move(attrs));
+    BlockedOutput(c);
+  }
+
+  // A Resize keeps its attributes; its scales gain the lanes' axis (1).
+  void ConvertResize(const Candidate& c) {
+    const Node& n = ed_.node(c.node);
+    std::vector<std::string> inputs = {Blocked(n.inputs[0]), "", ""};
+    std::vector<float> scales = c.scales;
+    scales.push_back(1.f);
+    inputs[2] = ed_.AddInitializer(n.inputs[2] + "_blocked", Tensor::FromVector<float>(scales, {5}));
+    std::vector<Attribute> attrs = ed_.node(c.node).attributes;
+    ed_.RewriteAs(c.node, "", "Resize", inputs, std::move(attrs));
     BlockedOutput(c);
   }
 
