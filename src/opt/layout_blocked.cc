@@ -283,6 +283,29 @@ std::vector<Candidate> WithoutPoolsOutsideRuns(GraphEditor& ed, std::vector<Cand
   return kept;
 }
 
+// Kept ops (joins, resizes) whose output no other candidate reads: blocked,
+// they would need a FromBlocked of their output, as large as (a Concat) or
+// larger than (a Resize) what they read, so they stay NCHW. Dropping one can
+// leave another without a blocked reader: repeated until none is dropped.
+std::vector<Candidate> WithoutDeadEndKeptOps(GraphEditor& ed, std::vector<Candidate> cands) {
+  auto kept_op = [](const Candidate& c) { return c.kind == Kind::kJoin || c.kind == Kind::kResize; };
+  for (bool dropped = true; dropped;) {
+    std::unordered_set<std::string> read;
+    for (const Candidate& c : cands) {
+      const Node& n = ed.node(c.node);
+      if (kept_op(c)) read.insert(n.inputs.begin(), n.inputs.end());
+      else read.insert(n.inputs[0]);
+      if (!c.z.empty()) read.insert(c.z);
+    }
+    const size_t before = cands.size();
+    cands.erase(std::remove_if(cands.begin(), cands.end(),
+                               [&](const Candidate& c) { return kept_op(c) && !read.count(ed.node(c.node).outputs[0]); }),
+                cands.end());
+    dropped = cands.size() != before;
+  }
+  return cands;
+}
+
 Node LayoutNode(const std::string& op, const std::string& name, const std::string& in, const std::string& out) {
   Node node;
   node.name = name;
@@ -386,6 +409,7 @@ Status BlockConvLayout(Graph& graph, const CheckedGraph& checked, bool* changed)
     Candidate c;
     if (Blockable(ed, index, &c)) cands.push_back(c);
   }
+  cands = WithoutDeadEndKeptOps(ed, std::move(cands));
   cands = WithoutPoolsOutsideRuns(ed, std::move(cands));
   const std::vector<bool> keep = InLongRuns(ed, cands);
   Blocker blocker(ed);
