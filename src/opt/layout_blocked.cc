@@ -20,7 +20,13 @@
 //   - MaxPool (2-D, static shapes, channels multiples of 8, no Indices)
 //     becomes BlockedMaxPool, e.g. ResNet's between its stem and first stage.
 // A stem joins the run its output feeds, a MaxPool (only one that feeds a
-// blocked conv) the runs on both sides.
+// blocked conv or Concat) the runs on both sides. Also on AVX-512 hosts, ops
+// that give the blocked result when run unchanged on blocked tensors link
+// runs: a Concat along channels, an Add of equal shapes, a nearest Resize by
+// constant scales (its scales given the lanes' axis), all on channels that
+// fill whole blocks, and only where a blocked node reads their output. So
+// YOLO's CSP blocks (1x1 branches concatenated, residual Adds), its SPPF and
+// its upsampling neck stay blocked, and its stride-2 convs with them.
 // Only connected runs of at least kMinRun such nodes (linked through their
 // input or residual) are converted: each value entering a run is reordered
 // once (ToBlocked) and each value leaving it once (FromBlocked), which a lone
