@@ -207,6 +207,21 @@ def stem_model(kind, batch=1, size=33):
     return model
 
 
+def expect_agrees_everywhere(data, x, got):
+    """The optimized session's output `got` for input x agrees with ONNX Runtime, nee's unoptimized (NCHW)
+    graph and nee's reference kernels, and other thread counts give the same bits."""
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(got, want[0], rtol=1e-4, atol=3e-5)
+    so = nee.SessionOptions()
+    so.graph_optimization_level = nee.GraphOptimizationLevel(0)
+    plain = nee.InferenceSession(data, so).run(None, {"x": x})
+    np.testing.assert_allclose(got, plain[0], rtol=1e-4, atol=3e-5)
+    ref = session(data, reference=True).run(None, {"x": x})
+    np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=3e-5)
+    for threads in (2, 3):
+        assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got)
+
+
 @pytest.mark.parametrize("kind", ["yolo", "resnet", "mobilenet"])
 @pytest.mark.parametrize("size", [33, 40])
 def test_stems_and_maxpool_join_the_blocked_run(tmp_path, kind, size):
@@ -224,17 +239,7 @@ def test_stems_and_maxpool_join_the_blocked_run(tmp_path, kind, size):
         assert ("BlockedMaxPool" in ops) == (kind == "resnet") and "MaxPool" not in ops, ops
     else:
         assert not stems and "BlockedMaxPool" not in ops, ops
-    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
-    # nee's unoptimized graph and its reference kernels agree, and the thread count changes no bit.
-    so = nee.SessionOptions()
-    so.graph_optimization_level = nee.GraphOptimizationLevel(0)
-    plain = nee.InferenceSession(data, so).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], plain[0], rtol=1e-4, atol=3e-5)
-    ref = session(data, reference=True).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=3e-5)
-    for threads in (2, 3):
-        assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got[0])
+    expect_agrees_everywhere(data, x, got[0])
 
 
 def test_a_maxpool_read_only_outside_the_run_stays_nchw(tmp_path):
@@ -345,17 +350,7 @@ def test_concat_add_and_resize_join_the_blocked_run(tmp_path, size):
         assert "MaxPool" not in on_blocked, on_blocked
     else:
         assert not on_blocked.get("Concat") and not on_blocked.get("Add"), on_blocked
-    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
-    # nee's unoptimized graph (NCHW) and its reference kernels agree, and the thread count changes no bit.
-    so = nee.SessionOptions()
-    so.graph_optimization_level = nee.GraphOptimizationLevel(0)
-    plain = nee.InferenceSession(data, so).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], plain[0], rtol=1e-4, atol=3e-5)
-    ref = session(data, reference=True).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=3e-5)
-    for threads in (2, 3):
-        assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got[0])
+    expect_agrees_everywhere(data, x, got[0])
 
 
 @pytest.mark.parametrize("coord,nearest,scales", [
