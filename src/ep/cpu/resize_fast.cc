@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
 #include "ops/resize_geometry.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -269,6 +270,23 @@ void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int
   }
 }
 
+// Rank 5 (the blocked layout [N, Cb, H, W, 8]) on more than one thread: the
+// tasks are ranges of output rows of an image, every channel block each, as
+// the blocked convs around it share their pixels (parallel_tasks.h), so each
+// thread writes the rows its next conv reads; a split of the rows of all
+// planes would hand each thread half the channel blocks instead.
+void NearestByRowRanges(const KernelContext& ctx, const FastPlan& p, const float* x, float* y, int64_t images,
+                        int64_t min_chunk) {
+  const int64_t blocks = p.planes / images;
+  const int64_t chunks = std::clamp<int64_t>(p.out_h * blocks / min_chunk, 1, 4 * NumThreads(ctx));
+  ParallelTasks(ctx, images * chunks, [&](int64_t t) {
+    const int64_t n = t / chunks, part = t % chunks;
+    const int64_t oh0 = part * p.out_h / chunks, oh1 = (part + 1) * p.out_h / chunks;
+    for (int64_t plane = n * blocks; plane < (n + 1) * blocks; ++plane)
+      NearestRows(p, x, y, plane * p.out_h + oh0, plane * p.out_h + oh1);
+  });
+}
+
 // ---- Linear / cubic -----------------------------------------------------------
 
 #if NEE_RESIZE_X86
@@ -422,6 +440,10 @@ Status ResizeFloat(KernelContext& ctx) {
   const int64_t rows = p.planes * p.out_h;
   const int64_t min_chunk = std::max<int64_t>(1, 16384 / (p.out_w * p.unit));
   const bool nearest = p.attrs.mode == Mode::kNearest;
+  if (p.unit != 1 && NumThreads(ctx) > 1) {
+    NearestByRowRanges(ctx, p, src, dst, x->dim(0), min_chunk);
+    return Status::Ok();
+  }
   ctx.ParallelFor(rows, min_chunk, [&](int64_t begin, int64_t end) {
     if (nearest) NearestRows(p, src, dst, begin, end);
     else InterpolateRows(p, src, dst, begin, end);
