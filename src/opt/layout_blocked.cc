@@ -303,10 +303,9 @@ std::vector<Candidate> WithoutDeadEndKeptOps(GraphEditor& ed, std::vector<Candid
       else read.insert(n.inputs[0]);
       if (!c.z.empty()) read.insert(c.z);
     }
+    auto dead_end = [&](const Candidate& c) { return kept_op(c) && !read.count(ed.node(c.node).outputs[0]); };
     const size_t before = cands.size();
-    cands.erase(std::remove_if(cands.begin(), cands.end(),
-                               [&](const Candidate& c) { return kept_op(c) && !read.count(ed.node(c.node).outputs[0]); }),
-                cands.end());
+    cands.erase(std::remove_if(cands.begin(), cands.end(), dead_end), cands.end());
     dropped = cands.size() != before;
   }
   return cands;

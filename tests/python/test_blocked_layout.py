@@ -304,8 +304,9 @@ def csp_model(size):
               numpy_helper.from_array(np.array([2, 3], np.int64), "axes")]
     nodes.append(helper.make_node("Concat", ["up_cut", c3], ["neck"], axis=1))
     out = silu("head", "neck", 48, 24)
-    graph = helper.make_graph(nodes, "csp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, size, size])],
-                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 24, size, size])], inits)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, size, size])
+    graph = helper.make_graph(nodes, "csp", [x], [helper.make_tensor_value_info(out, TensorProto.FLOAT,
+                                                                              [1, 24, size, size])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)

@@ -226,7 +226,8 @@ void NearestUnitRow(const FastPlan& p, const float* src, float* dst) {
     for (int64_t o = 0; o < p.out_w; ++o) std::memcpy(dst + o * 8, src + index[o] * 8, 8 * sizeof(float));
     return;
   }
-  for (int64_t o = 0; o < p.out_w; ++o) std::memcpy(dst + o * u, src + index[o] * u, static_cast<size_t>(u) * sizeof(float));
+  for (int64_t o = 0; o < p.out_w; ++o)
+    std::memcpy(dst + o * u, src + index[o] * u, static_cast<size_t>(u) * sizeof(float));
 }
 
 // One output row gathered from one input row.

@@ -183,8 +183,8 @@ TEST(ResizeFast, NearestRankFiveCopiesWholePixels) {
         ExpectMatchesReference("Resize", c, rng);
       }
   // Interpolating modes on rank 5, and a resized last axis, stay with the reference.
-  ExpectMatchesReference("Resize", {"rank5_linear", {1, 2, 3, 4, 8}, {1, 1, 2, 2, 1}, {}, {StringAttr("mode", "linear")}},
-                         rng);
+  const std::vector<Attribute> linear = {StringAttr("mode", "linear")};
+  ExpectMatchesReference("Resize", {"rank5_linear", {1, 2, 3, 4, 8}, {1, 1, 2, 2, 1}, {}, linear}, rng);
   ExpectMatchesReference("Resize", {"rank5_lanes_resized", {1, 2, 3, 4, 8}, {1, 1, 2, 2, 0.5f}, {}}, rng);
 }
 
