@@ -20,7 +20,13 @@
 //   - MaxPool (2-D, static shapes, channels multiples of 8, no Indices)
 //     becomes BlockedMaxPool, e.g. ResNet's between its stem and first stage.
 // A stem joins the run its output feeds, a MaxPool (only one that feeds a
-// blocked conv) the runs on both sides.
+// blocked conv or Concat) the runs on both sides. Also on AVX-512 hosts, ops
+// that give the blocked result when run unchanged on blocked tensors link
+// runs: a Concat along channels, an Add of equal shapes, a nearest Resize by
+// constant scales (its scales given the lanes' axis), all on channels that
+// fill whole blocks, and only where a blocked node reads their output. So
+// YOLO's CSP blocks (1x1 branches concatenated, residual Adds), its SPPF and
+// its upsampling neck stay blocked, and its stride-2 convs with them.
 // Only connected runs of at least kMinRun such nodes (linked through their
 // input or residual) are converted: each value entering a run is reordered
 // once (ToBlocked) and each value leaving it once (FromBlocked), which a lone
@@ -52,8 +58,10 @@ bool IsConvNode(const Node& n) {
 }
 
 // What a candidate becomes: a BlockedConv on blocked input, a BlockedConv on
-// its NCHW input (a stem), or a BlockedMaxPool.
-enum class Kind { kConv, kStem, kMaxPool };
+// its NCHW input (a stem), a BlockedMaxPool, or a kept op: a Concat along
+// channels, an Add of equal shapes (joins: BlockableJoin) or a nearest Resize
+// (BlockableResize), which stay the same ONNX ops, run on the blocked tensors.
+enum class Kind { kConv, kStem, kMaxPool, kJoin, kResize };
 
 // The explicit window of a blockable node, when it is one (see the header).
 struct Candidate {
@@ -62,6 +70,7 @@ struct Candidate {
   int64_t C = 0, M = 0, group = 1;
   nn::WindowSpec spec;
   std::string z;  // FusedConv's residual input, or ""
+  std::vector<float> scales;  // a Resize's scales, NCHW
 };
 
 // Stride-2 group-1 convs (ResNet's and YOLO's downsampling 3x3 and 1x1),
@@ -121,9 +130,74 @@ bool BlockableMaxPool(GraphEditor& ed, size_t index, Candidate* c) {
   return true;
 }
 
+// A Concat along channels or an Add of two equal shapes, all of whose
+// operands have channels that fill whole blocks: the same op on the blocked
+// tensors [N, Cb, H, W, 8] gives the blocked result (a Concat along axis 1
+// there appends whole blocks; an Add is elementwise on one layout). Joining
+// a run through them keeps a CSP block's branches (YOLO's C3: two convs
+// concatenated, a bottleneck's residual Add) blocked, where they went
+// FromBlocked into an NCHW Concat and ToBlocked again after it.
+bool BlockableJoin(GraphEditor& ed, size_t index, Candidate* c) {
+  const Node& n = ed.node(index);
+  const bool concat = n.op_type == "Concat", add = n.op_type == "Add";
+  if (!n.domain.empty() || (!concat && !add) || n.outputs.size() != 1 || n.inputs.empty()) return false;
+  // Only where blocked runs reach them: the stride-2 and stem convs that
+  // link YOLO's blocks are AVX-512's.
+  if (HostIsaLevel() < CpuIsaLevel::kAvx512) return false;
+  std::vector<int64_t> y;
+  if (!opt::StaticDims(ed.TensorType(n.outputs[0]), &y) || y.size() != 4 || y[1] % kChannelBlock != 0) return false;
+  if (!opt::IsFloatWithRank(ed.TensorType(n.outputs[0]))) return false;
+  if (add && n.inputs.size() != 2) return false;
+  if (concat) {
+    Result<int64_t> axis = n.GetInt("axis", 0);
+    if (!axis.ok() || (axis.value() != 1 && axis.value() != -3)) return false;
+  }
+  for (const std::string& in : n.inputs) {
+    std::vector<int64_t> x;
+    if (in.empty() || !opt::StaticDims(ed.TensorType(in), &x) || x.size() != 4) return false;
+    if (!opt::IsFloatWithRank(ed.TensorType(in)) || x[1] % kChannelBlock != 0) return false;
+    if (add && x != y) return false;  // no broadcasting
+    if (concat && (x[0] != y[0] || x[2] != y[2] || x[3] != y[3])) return false;
+  }
+  c->node = index;
+  c->kind = Kind::kJoin;
+  c->C = c->M = y[1];
+  return true;
+}
+
+// A nearest Resize of H and W (YOLO's and FPNs' upsampling) by constant
+// scales: on the blocked tensor the same Resize with scales [1, 1, sh, sw, 1]
+// picks the same source pixel for each output pixel (nearest sampling along
+// an axis depends only on that axis), and copies its eight lanes.
+bool BlockableResize(GraphEditor& ed, size_t index, Candidate* c) {
+  const Node& n = ed.node(index);
+  if (!n.domain.empty() || n.op_type != "Resize" || n.outputs.size() != 1) return false;
+  if (HostIsaLevel() < CpuIsaLevel::kAvx512) return false;  // as the joins
+  // The opset-11+ form with constant scales and no roi or sizes.
+  if (n.inputs.size() < 3 || n.inputs.size() > 4 || !n.inputs[1].empty() || n.inputs[2].empty()) return false;
+  if (n.inputs.size() == 4 && !n.inputs[3].empty()) return false;
+  const Attribute* mode = n.FindAttr("mode");
+  const Attribute* coord = n.FindAttr("coordinate_transformation_mode");
+  if ((mode && mode->s != "nearest") || (coord && coord->s == "tf_crop_and_resize") || n.FindAttr("axes"))
+    return false;
+  const Tensor scales = ed.Constant(n.inputs[2]);
+  if (!opt::IsFloatTensor(scales) || scales.num_elements() != 4) return false;
+  const float* sc = scales.data<float>();
+  if (sc[0] != 1.f || sc[1] != 1.f) return false;
+  std::vector<int64_t> x, y;
+  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
+  if (!opt::IsFloatWithRank(ed.TensorType(n.inputs[0])) || x.size() != 4 || y.size() != 4) return false;
+  if (x[1] % kChannelBlock != 0 || y[0] != x[0] || y[1] != x[1]) return false;
+  c->node = index;
+  c->kind = Kind::kResize;
+  c->C = c->M = x[1];
+  c->scales.assign(sc, sc + 4);
+  return true;
+}
+
 bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
-  if (BlockableMaxPool(ed, index, c)) return true;
+  if (BlockableMaxPool(ed, index, c) || BlockableJoin(ed, index, c) || BlockableResize(ed, index, c)) return true;
   if (!IsConvNode(n) || n.outputs.size() != 1 || n.inputs.size() < 2 || n.inputs.size() > 4) return false;
   std::vector<int64_t> x, y;
   if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
@@ -177,15 +251,20 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
   std::iota(runs.parent.begin(), runs.parent.end(), size_t{0});
   for (size_t i = 0; i < cands.size(); ++i) {
     const Node& n = ed.node(cands[i].node);
-    for (const std::string& in : {n.inputs[0], cands[i].z}) {
+    std::vector<std::string> read = {n.inputs[0], cands[i].z};
+    if (cands[i].kind == Kind::kJoin) read = n.inputs;
+    for (const std::string& in : read) {
       if (in.empty() || (cands[i].kind == Kind::kStem && in == n.inputs[0])) continue;  // a stem reads NCHW
       const int64_t producer = ed.Producer(in);
       auto it = producer < 0 ? slot.end() : slot.find(static_cast<size_t>(producer));
       if (it != slot.end()) runs.Join(i, it->second);
     }
   }
+  // A run's length counts its convs and pools: joins and resizes only copy
+  // or add, and repay no reorders of their own.
   std::vector<size_t> size(cands.size(), 0);
-  for (size_t i = 0; i < cands.size(); ++i) ++size[runs.Find(i)];
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].kind != Kind::kJoin && cands[i].kind != Kind::kResize) ++size[runs.Find(i)];
   std::vector<bool> keep(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) keep[i] = size[runs.Find(i)] >= kMinRun;
   return keep;
@@ -197,8 +276,9 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
 // output, where NCHW it shares its producer's one and runs separably
 // (ep/cpu/pool_fast.cc).
 std::vector<Candidate> WithoutPoolsOutsideRuns(GraphEditor& ed, std::vector<Candidate> cands) {
-  std::unordered_set<std::string> conv_inputs;
+  std::unordered_set<std::string> conv_inputs;  // and joins' inputs (YOLO's SPPF pools into a blocked Concat)
   for (const Candidate& c : cands) {
+    if (c.kind == Kind::kJoin) conv_inputs.insert(ed.node(c.node).inputs.begin(), ed.node(c.node).inputs.end());
     if (c.kind != Kind::kConv) continue;
     conv_inputs.insert(ed.node(c.node).inputs[0]);
     if (!c.z.empty()) conv_inputs.insert(c.z);
@@ -207,6 +287,28 @@ std::vector<Candidate> WithoutPoolsOutsideRuns(GraphEditor& ed, std::vector<Cand
   for (Candidate& c : cands)
     if (c.kind != Kind::kMaxPool || conv_inputs.count(ed.node(c.node).outputs[0])) kept.push_back(std::move(c));
   return kept;
+}
+
+// Kept ops (joins, resizes) whose output no other candidate reads: blocked,
+// they would need a FromBlocked of their output, as large as (a Concat) or
+// larger than (a Resize) what they read, so they stay NCHW. Dropping one can
+// leave another without a blocked reader: repeated until none is dropped.
+std::vector<Candidate> WithoutDeadEndKeptOps(GraphEditor& ed, std::vector<Candidate> cands) {
+  auto kept_op = [](const Candidate& c) { return c.kind == Kind::kJoin || c.kind == Kind::kResize; };
+  for (bool dropped = true; dropped;) {
+    std::unordered_set<std::string> read;
+    for (const Candidate& c : cands) {
+      const Node& n = ed.node(c.node);
+      if (kept_op(c)) read.insert(n.inputs.begin(), n.inputs.end());
+      else read.insert(n.inputs[0]);
+      if (!c.z.empty()) read.insert(c.z);
+    }
+    auto dead_end = [&](const Candidate& c) { return kept_op(c) && !read.count(ed.node(c.node).outputs[0]); };
+    const size_t before = cands.size();
+    cands.erase(std::remove_if(cands.begin(), cands.end(), dead_end), cands.end());
+    dropped = cands.size() != before;
+  }
+  return cands;
 }
 
 Node LayoutNode(const std::string& op, const std::string& name, const std::string& in, const std::string& out) {
@@ -224,6 +326,8 @@ class Blocker {
   explicit Blocker(GraphEditor& ed) : ed_(ed) {}
 
   void Convert(const Candidate& c) {
+    if (c.kind == Kind::kJoin) return ConvertJoin(c);
+    if (c.kind == Kind::kResize) return ConvertResize(c);
     Node& n = ed_.node(c.node);
     std::vector<Attribute> attrs = {IntAttr("channels", c.C), IntsAttr("kernel_shape", c.spec.kernel),
                                     IntsAttr("strides", c.spec.strides), IntsAttr("pads", c.spec.pads)};
@@ -241,10 +345,41 @@ class Blocker {
       for (const char* keep : {"activation", "activation_params"})
         if (const Attribute* a = n.FindAttr(keep)) attrs.push_back(*a);
     }
-    const std::string y = n.outputs[0], node_name = n.name;
-    const std::string blocked = ed_.FreshName(y + "_blocked");
     ed_.RewriteAs(c.node, kNeeDomain, c.kind == Kind::kMaxPool ? "BlockedMaxPool" : "BlockedConv", inputs,
                   std::move(attrs));
+    BlockedOutput(c);
+  }
+
+ private:
+  // A join keeps its op, now on its inputs' blocked twins (a Concat's axis
+  // written as 1: a negative one would count from the blocked rank).
+  void ConvertJoin(const Candidate& c) {
+    std::vector<std::string> inputs;
+    for (const std::string& in : ed_.node(c.node).inputs) inputs.push_back(Blocked(in));
+    const Node& n = ed_.node(c.node);
+    std::vector<Attribute> attrs;
+    if (n.op_type == "Concat") attrs.push_back(IntAttr("axis", 1));
+    ed_.RewriteAs(c.node, "", n.op_type, inputs, std::move(attrs));
+    BlockedOutput(c);
+  }
+
+  // A Resize keeps its attributes; its scales gain the lanes' axis (1).
+  void ConvertResize(const Candidate& c) {
+    const Node& n = ed_.node(c.node);
+    std::vector<std::string> inputs = {Blocked(n.inputs[0]), "", ""};
+    std::vector<float> scales = c.scales;
+    scales.push_back(1.f);
+    inputs[2] = ed_.AddInitializer(n.inputs[2] + "_blocked", Tensor::FromVector<float>(scales, {5}));
+    std::vector<Attribute> attrs = ed_.node(c.node).attributes;
+    ed_.RewriteAs(c.node, "", "Resize", inputs, std::move(attrs));
+    BlockedOutput(c);
+  }
+
+  // The converted node writes the blocked twin of its output; a FromBlocked
+  // right after it still writes the NCHW value, for readers outside the run.
+  void BlockedOutput(const Candidate& c) {
+    const std::string y = ed_.node(c.node).outputs[0], node_name = ed_.node(c.node).name;
+    const std::string blocked = ed_.FreshName(y + "_blocked");
     ed_.SetOutput(c.node, 0, blocked);
     Node back = LayoutNode("FromBlocked", ed_.FreshName(node_name + "_from_blocked"), blocked, y);
     back.attributes.push_back(IntAttr("channels", c.M));
@@ -252,7 +387,6 @@ class Blocker {
     blocked_[y] = blocked;
   }
 
- private:
   // The blocked twin of an NCHW value: a converted conv's output, or a
   // ToBlocked made once, right after the value's producer.
   std::string Blocked(const std::string& value) {
@@ -280,6 +414,7 @@ Status BlockConvLayout(Graph& graph, const CheckedGraph& checked, bool* changed)
     Candidate c;
     if (Blockable(ed, index, &c)) cands.push_back(c);
   }
+  cands = WithoutDeadEndKeptOps(ed, std::move(cands));
   cands = WithoutPoolsOutsideRuns(ed, std::move(cands));
   const std::vector<bool> keep = InLongRuns(ed, cands);
   Blocker blocker(ed);

@@ -3,11 +3,14 @@ onnx.helper: pointwise and depthwise convs (stride 1 and 2) with activations, a 
 both inside and outside the run, and a graph output from inside it. ONNX Runtime runs the same model as the
 oracle; the optimized model written by nee must contain the blocked ops, so the test covers them; results must
 not depend on the thread count."""
+import os
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 import nee
 
@@ -105,7 +108,10 @@ def test_a_lone_pointwise_conv_stays_nchw(tmp_path):
 
 
 def host_has_avx512():
-    """Whether the CPU has what nee's AVX-512 level needs (base/cpu_isa.cc), read from /proc/cpuinfo."""
+    """Whether the CPU has what nee's AVX-512 level needs (base/cpu_isa.cc), read from /proc/cpuinfo, and
+    NEE_MAX_ISA does not cap nee below it (avx2, portable)."""
+    if os.environ.get("NEE_MAX_ISA") in ("avx2", "portable"):
+        return False
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line for line in f if line.startswith("flags")), "").split()
@@ -201,6 +207,21 @@ def stem_model(kind, batch=1, size=33):
     return model
 
 
+def expect_agrees_everywhere(data, x, got):
+    """The optimized session's output `got` for input x agrees with ONNX Runtime, nee's unoptimized (NCHW)
+    graph and nee's reference kernels, and other thread counts give the same bits."""
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    np.testing.assert_allclose(got, want[0], rtol=1e-4, atol=3e-5)
+    so = nee.SessionOptions()
+    so.graph_optimization_level = nee.GraphOptimizationLevel(0)
+    plain = nee.InferenceSession(data, so).run(None, {"x": x})
+    np.testing.assert_allclose(got, plain[0], rtol=1e-4, atol=3e-5)
+    ref = session(data, reference=True).run(None, {"x": x})
+    np.testing.assert_allclose(got, ref[0], rtol=1e-4, atol=3e-5)
+    for threads in (2, 3):
+        assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got)
+
+
 @pytest.mark.parametrize("kind", ["yolo", "resnet", "mobilenet"])
 @pytest.mark.parametrize("size", [33, 40])
 def test_stems_and_maxpool_join_the_blocked_run(tmp_path, kind, size):
@@ -218,17 +239,7 @@ def test_stems_and_maxpool_join_the_blocked_run(tmp_path, kind, size):
         assert ("BlockedMaxPool" in ops) == (kind == "resnet") and "MaxPool" not in ops, ops
     else:
         assert not stems and "BlockedMaxPool" not in ops, ops
-    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
-    # nee's unoptimized graph and its reference kernels agree, and the thread count changes no bit.
-    so = nee.SessionOptions()
-    so.graph_optimization_level = nee.GraphOptimizationLevel(0)
-    plain = nee.InferenceSession(data, so).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], plain[0], rtol=1e-4, atol=3e-5)
-    ref = session(data, reference=True).run(None, {"x": x})
-    np.testing.assert_allclose(got[0], ref[0], rtol=1e-4, atol=3e-5)
-    for threads in (2, 3):
-        assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got[0])
+    expect_agrees_everywhere(data, x, got[0])
 
 
 def test_a_maxpool_read_only_outside_the_run_stays_nchw(tmp_path):
@@ -256,3 +267,113 @@ def test_a_maxpool_read_only_outside_the_run_stays_nchw(tmp_path):
     assert ops.count("MaxPool") == 2 and "BlockedMaxPool" not in ops and ops.count("BlockedConv") == 3, ops
     want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
+
+
+def csp_model(size):
+    """YOLO's blocks: a C3 (two 1x1 branches, one through a bottleneck whose 3x3 conv stays NCHW and whose
+    residual Add joins the run, concatenated and fused), a stride-2 conv, an SPPF (chained MaxPools into a
+    Concat), a nearest 2x upsampling concatenated with the C3's output, and a last 1x1 conv; SiLU throughout.
+    An odd size, so that the stride-2 window reaches into the padding on one side only."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+
+    def silu(name, x, cin, cout, k=1, stride=1):
+        y = conv(name, x, cin, cout, k=k, stride=stride, act="Sigmoid", **c)
+        nodes.append(helper.make_node("Mul", [name + "_conv", y], [name + "_silu"]))
+        return name + "_silu"
+
+    a = silu("a", "x", 16, 16)
+    b = silu("b", "x", 16, 16)
+    m = silu("m_b", silu("m_a", a, 16, 16), 16, 16, k=3)
+    nodes.append(helper.make_node("Add", [a, m], ["res"]))
+    nodes.append(helper.make_node("Concat", ["res", b], ["cat"], axis=-3))
+    c3 = silu("out", "cat", 32, 32)
+    down = silu("down", c3, 32, 16, k=3, stride=2)
+    pools = [down]
+    for i in range(2):
+        nodes.append(helper.make_node("MaxPool", [pools[-1]], [f"pool{i}"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]))
+        pools.append(f"pool{i}")
+    nodes.append(helper.make_node("Concat", pools, ["sppf"], axis=1))
+    lat = silu("lat", silu("sppf_out", "sppf", 48, 32), 32, 16)
+    inits.append(numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales"))
+    nodes.append(helper.make_node("Resize", [lat, "", "scales"], ["up"], mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor"))
+    nodes.append(helper.make_node("Slice", ["up", "starts", "ends", "axes"], ["up_cut"]))
+    inits += [numpy_helper.from_array(np.array([0, 0], np.int64), "starts"),
+              numpy_helper.from_array(np.array([size, size], np.int64), "ends"),
+              numpy_helper.from_array(np.array([2, 3], np.int64), "axes")]
+    nodes.append(helper.make_node("Concat", ["up_cut", c3], ["neck"], axis=1))
+    out = silu("head", "neck", 48, 24)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, size, size])
+    graph = helper.make_graph(nodes, "csp", [x], [helper.make_tensor_value_info(out, TensorProto.FLOAT,
+                                                                              [1, 24, size, size])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def upsampled_csp_model(size):
+    """csp_model without the Slice (an even size: the upsampling gives back the C3's size), so that the
+    Resize feeds the Concat directly and runs blocked."""
+    model = csp_model(size)
+    graph = model.graph
+    for n in graph.node:
+        if n.op_type == "Concat" and n.output[0] == "neck":
+            n.input[0] = "up"
+    kept = [n for n in graph.node if n.op_type != "Slice"]
+    del graph.node[:]
+    graph.node.extend(kept)
+    kept_inits = [i for i in graph.initializer if i.name not in ("starts", "ends", "axes")]
+    del graph.initializer[:]
+    graph.initializer.extend(kept_inits)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("size", [15, 16, 30])
+def test_concat_add_and_resize_join_the_blocked_run(tmp_path, size):
+    model = upsampled_csp_model(size) if size % 2 == 0 else csp_model(size)
+    data = model.SerializeToString()
+    x = RNG.standard_normal((1, 16, size, size)).astype(np.float32)
+    optimized = tmp_path / "optimized.onnx"
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    nodes = onnx.load(str(optimized)).graph.node
+    blocked = {o for n in nodes if n.op_type in ("ToBlocked", "BlockedConv", "BlockedMaxPool", "Concat", "Add",
+                                                  "Resize") for o in n.output if o.endswith("_blocked")}
+    on_blocked = {n.op_type: sum(1 for m in nodes if m.op_type == n.op_type and m.input[0] in blocked)
+                  for n in nodes}
+    if host_has_avx512():
+        # The C3, SPPF and neck concats and the residual Add run on blocked tensors, and with an even size the
+        # upsampling too (with an odd one a Slice, NCHW, reads it); only the 3x3 stride-1 conv leaves the run.
+        assert on_blocked.get("Concat", 0) == 3 and on_blocked.get("Add") == 1, on_blocked
+        assert on_blocked.get("Resize", 0) == (1 if size % 2 == 0 else 0), on_blocked
+        assert "MaxPool" not in on_blocked, on_blocked
+    else:
+        assert not on_blocked.get("Concat") and not on_blocked.get("Add"), on_blocked
+    expect_agrees_everywhere(data, x, got[0])
+
+
+@pytest.mark.parametrize("coord,nearest,scales", [
+    ("asymmetric", "floor", [1, 1, 2, 2, 1]),
+    ("half_pixel", "round_prefer_floor", [1, 1, 1.5, 3, 1]),
+    ("align_corners", "ceil", [1, 1, 0.6, 2.5, 1]),
+])
+def test_rank_five_nearest_resize_copies_whole_pixels(coord, nearest, scales):
+    """Resize's fast path on [N, Cb, H, W, 8] (the blocked layout the layout pass gives a Resize): bitwise
+    onnx's reference evaluator (ONNX Runtime picks other pixels for align_corners with these scales) and
+    nee's reference kernel, at any thread count."""
+    x = RNG.standard_normal((2, 3, 5, 7, 8)).astype(np.float32)
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                            coordinate_transformation_mode=coord, nearest_mode=nearest)
+    graph = helper.make_graph([node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.array(scales, np.float32), "scales")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    got = session(data).run(None, {"x": x})[0]
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    assert got.shape == want.shape and np.array_equal(got, want)
+    assert np.array_equal(session(data, reference=True).run(None, {"x": x})[0], got)
+    assert np.array_equal(session(data, 3).run(None, {"x": x})[0], got)

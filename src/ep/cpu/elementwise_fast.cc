@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/simd_vector.h"
 #include "ep/cpu/simd_x86.h"
+#include "ops/blocked_conv.h"
 #include "ops/op_util.h"
 
 namespace nee::cpu {
@@ -161,6 +163,30 @@ void RunRows(const BroadcastPlan& plan, RowFn row, const float* a, const float* 
   }
 }
 
+// Equal shapes in the channel-blocked layout [N, Cb, H, W, 8], as the layout
+// pass runs a residual Add (opt/layout_blocked.cc), on more than one thread:
+// split by pixel ranges of an image, every channel block each, as the blocked
+// convs and reorders around it share their pixels (parallel_tasks.h), so each
+// thread adds the pixels it wrote and will read; a flat split would hand each
+// thread half the channel blocks, half of them written on the other core.
+bool SplitsByPixels(const KernelContext& ctx, const Tensor& a, const Tensor& b) {
+  return NumThreads(ctx) > 1 && a.rank() == 5 && a.dims() == b.dims() && a.dim(4) == kChannelBlock;
+}
+
+void RunByPixels(const KernelContext& ctx, RowFn row, const float* a, const float* b, float* y,
+                 const std::vector<int64_t>& dims) {
+  const int64_t images = dims[0], blocks = dims[1], pixels = dims[2] * dims[3];
+  const int64_t chunks = std::clamp<int64_t>(pixels * kChannelBlock * blocks / kMinChunk, 1, 4 * NumThreads(ctx));
+  ParallelTasks(ctx, images * chunks, [&](int64_t t) {
+    const int64_t n = t / chunks, part = t % chunks;
+    const int64_t p0 = part * pixels / chunks, p1 = (part + 1) * pixels / chunks;
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+      const int64_t at = ((n * blocks + cb) * pixels + p0) * kChannelBlock;
+      row(a + at, b + at, y + at, (p1 - p0) * kChannelBlock);
+    }
+  });
+}
+
 template <BinOp kOp>
 Status BinaryFloat(KernelContext& ctx) {
   if (ctx.opset() < 7) return RunReference(ctx);
@@ -178,6 +204,10 @@ Status BinaryFloat(KernelContext& ctx) {
   const float* pb = b->data<float>();
   float* py = out.data<float>();
   const int64_t n = plan.dims.back();
+  if (SplitsByPixels(ctx, *a, *b)) {
+    RunByPixels(ctx, row, pa, pb, py, a->dims());
+    return Status::Ok();
+  }
   if (plan.dims.size() == 1) {  // one row: split it
     const int64_t sa = plan.a_steps[0], sb = plan.b_steps[0];
     ctx.ParallelFor(n, kMinChunk, [&](int64_t begin, int64_t end) {

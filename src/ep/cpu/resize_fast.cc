@@ -17,7 +17,10 @@
 // cached per geometry in the node's PreparedCache.
 //
 // Handled: rank 4, N and C left as they are (the reference's identity-axis
-// rule), H and W resized in any mode the reference knows. Everything else
+// rule), H and W resized in any mode the reference knows; and nearest on
+// rank 5 with the last axis left as it is too: the channel-blocked layout's
+// [N, Cb, H, W, 8] (opt/layout_blocked.cc), each pixel's 8 lanes copied as
+// one unit. Everything else
 // (other ranks and types, resized N or C, empty tensors, invalid models) goes
 // to the reference kernel.
 #include <algorithm>
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
 #include "ops/resize_geometry.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -152,6 +156,7 @@ struct FastPlan {
   ResizeAttrs attrs;
   std::vector<int64_t> out_dims;
   int64_t planes = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t unit = 1;  // floats a pixel: 1, or a rank-5 tensor's last dim
   AxisGeometry h, w;  // what the tables are built from (AttachTables)
   std::shared_ptr<const AxisTables> tables;
   const AxisTable& rows() const { return tables->rows; }
@@ -163,17 +168,20 @@ std::optional<FastPlan> PlanFast(KernelContext& ctx) {
   auto x_or = ctx.InputTensor(0);
   if (!x_or.ok()) return std::nullopt;
   const Tensor& x = *x_or.value();
-  if (x.dtype() != DataType::kFloat || x.dims().size() != 4 || x.num_elements() == 0) return std::nullopt;
+  const size_t rank = x.dims().size();
+  if (x.dtype() != DataType::kFloat || (rank != 4 && rank != 5) || x.num_elements() == 0) return std::nullopt;
   auto attrs_or = resize::ReadKernelAttrs(ctx);
   if (!attrs_or.ok()) return std::nullopt;
   FastPlan p;
   p.attrs = std::move(attrs_or).value();
+  if (rank == 5 && p.attrs.mode != Mode::kNearest) return std::nullopt;
   auto plan_or = resize::ReadKernelPlan(ctx, p.attrs, x);
   if (!plan_or.ok()) return std::nullopt;
   const ResizePlan& plan = plan_or.value();
-  for (size_t d = 0; d < 2; ++d)
-    if (!resize::IsIdentityAxis(p.attrs, GeometryOf(plan, x, d))) return std::nullopt;
+  for (size_t d : {size_t{0}, size_t{1}, size_t{4}})
+    if (d < rank && !resize::IsIdentityAxis(p.attrs, GeometryOf(plan, x, d))) return std::nullopt;
   p.out_dims = plan.out_dims;
+  p.unit = rank == 5 ? x.dim(4) : 1;
   p.planes = x.dim(0) * x.dim(1);
   p.in_h = x.dim(2), p.in_w = x.dim(3), p.out_h = plan.out_dims[2], p.out_w = plan.out_dims[3];
   if (p.out_h == 0 || p.out_w == 0) return std::nullopt;
@@ -184,7 +192,7 @@ std::optional<FastPlan> PlanFast(KernelContext& ctx) {
   // (Sums in double too: int64 dims this large would overflow.)
   constexpr double kMaxTaps = 4;
   if (kMaxTaps * (static_cast<double>(p.out_h) + static_cast<double>(p.out_w)) >
-      static_cast<double>(p.planes) * static_cast<double>(p.out_h) * static_cast<double>(p.out_w))
+      static_cast<double>(p.planes * p.unit) * static_cast<double>(p.out_h) * static_cast<double>(p.out_w))
     return std::nullopt;
   p.h = GeometryOf(plan, x, 2), p.w = GeometryOf(plan, x, 3);
   return p;
@@ -209,10 +217,25 @@ inline float SaturateToFloat(double v) {
 
 // ---- Nearest ----------------------------------------------------------------
 
+// One output row of blocked pixels (p.unit floats each) gathered from one
+// input row; eight-lane units (the blocked layout's) as one fixed-size copy.
+void NearestUnitRow(const FastPlan& p, const float* src, float* dst) {
+  const int64_t* index = p.cols().index.data();
+  const int64_t u = p.unit;
+  if (u == 8) {
+    for (int64_t o = 0; o < p.out_w; ++o) std::memcpy(dst + o * 8, src + index[o] * 8, 8 * sizeof(float));
+    return;
+  }
+  for (int64_t o = 0; o < p.out_w; ++o)
+    std::memcpy(dst + o * u, src + index[o] * u, static_cast<size_t>(u) * sizeof(float));
+}
+
 // One output row gathered from one input row.
 void NearestRow(const FastPlan& p, const float* src, float* dst) {
   const AxisTable& c = p.cols();
-  if (c.factor == 1) {
+  if (p.unit != 1) {
+    NearestUnitRow(p, src, dst);
+  } else if (c.factor == 1) {
     std::memcpy(dst, src, static_cast<size_t>(p.out_w) * sizeof(float));
   } else if (c.factor == 2) {
     for (int64_t i = 0; i < p.in_w; ++i) dst[2 * i] = dst[2 * i + 1] = src[i];
@@ -227,24 +250,42 @@ void NearestRow(const FastPlan& p, const float* src, float* dst) {
 // Output rows [begin, end) of all planes (row r = plane * out_h + oh).
 void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int64_t end) {
   const float extrapolated = SaturateToFloat(p.attrs.extrapolation_value);
+  const int64_t row = p.out_w * p.unit;  // floats an output row
   for (int64_t r = begin; r < end; ++r) {
     const int64_t plane = r / p.out_h, oh = r % p.out_h;
-    float* dst = y + r * p.out_w;
+    float* dst = y + r * row;
     const int64_t ih = p.rows().index[static_cast<size_t>(oh)];
     if (p.rows().outside[static_cast<size_t>(oh)]) {
-      std::fill(dst, dst + p.out_w, extrapolated);
+      std::fill(dst, dst + row, extrapolated);
       continue;
     }
     if (r > begin && oh > 0 && !p.rows().outside[static_cast<size_t>(oh - 1)] &&
         p.rows().index[static_cast<size_t>(oh - 1)] == ih) {
-      std::memcpy(dst, dst - p.out_w, static_cast<size_t>(p.out_w) * sizeof(float));
+      std::memcpy(dst, dst - row, static_cast<size_t>(row) * sizeof(float));
       continue;
     }
-    NearestRow(p, x + (plane * p.in_h + ih) * p.in_w, dst);
+    NearestRow(p, x + (plane * p.in_h + ih) * p.in_w * p.unit, dst);
     if (p.cols().any_outside)
       for (int64_t o = 0; o < p.out_w; ++o)
-        if (p.cols().outside[static_cast<size_t>(o)]) dst[o] = extrapolated;
+        if (p.cols().outside[static_cast<size_t>(o)]) std::fill(dst + o * p.unit, dst + (o + 1) * p.unit, extrapolated);
   }
+}
+
+// Rank 5 (the blocked layout [N, Cb, H, W, 8]) on more than one thread: the
+// tasks are ranges of output rows of an image, every channel block each, as
+// the blocked convs around it share their pixels (parallel_tasks.h), so each
+// thread writes the rows its next conv reads; a split of the rows of all
+// planes would hand each thread half the channel blocks instead.
+void NearestByRowRanges(const KernelContext& ctx, const FastPlan& p, const float* x, float* y, int64_t images,
+                        int64_t min_chunk) {
+  const int64_t blocks = p.planes / images;
+  const int64_t chunks = std::clamp<int64_t>(p.out_h * blocks / min_chunk, 1, 4 * NumThreads(ctx));
+  ParallelTasks(ctx, images * chunks, [&](int64_t t) {
+    const int64_t n = t / chunks, part = t % chunks;
+    const int64_t oh0 = part * p.out_h / chunks, oh1 = (part + 1) * p.out_h / chunks;
+    for (int64_t plane = n * blocks; plane < (n + 1) * blocks; ++plane)
+      NearestRows(p, x, y, plane * p.out_h + oh0, plane * p.out_h + oh1);
+  });
 }
 
 // ---- Linear / cubic -----------------------------------------------------------
@@ -398,8 +439,12 @@ Status ResizeFloat(KernelContext& ctx) {
   // Output rows of all planes, in chunks of about 16k outputs: each row is
   // computed the same way whichever chunk (thread) it falls in.
   const int64_t rows = p.planes * p.out_h;
-  const int64_t min_chunk = std::max<int64_t>(1, 16384 / p.out_w);
+  const int64_t min_chunk = std::max<int64_t>(1, 16384 / (p.out_w * p.unit));
   const bool nearest = p.attrs.mode == Mode::kNearest;
+  if (p.unit != 1 && NumThreads(ctx) > 1) {
+    NearestByRowRanges(ctx, p, src, dst, x->dim(0), min_chunk);
+    return Status::Ok();
+  }
   ctx.ParallelFor(rows, min_chunk, [&](int64_t begin, int64_t end) {
     if (nearest) NearestRows(p, src, dst, begin, end);
     else InterpolateRows(p, src, dst, begin, end);

@@ -66,6 +66,14 @@ std::vector<ShapePair> Shapes() {
       {{40001}, {40001}},                    // one long row (threads split it)
       {{1, 24, 37, 41}, {24, 1, 1}},         // long per-channel rows
       {{2, 12, 40, 40}, {2, 1, 1, 40}},      // mask, several tasks
+      // Equal shapes in the blocked layout [N, Cb, H, W, 8] (split by pixel
+      // ranges on more than one thread): odd planes, several images and
+      // tasks, one block, and a last dim that is not a block (flat split).
+      {{2, 3, 5, 7, 8}, {2, 3, 5, 7, 8}},
+      {{1, 4, 41, 43, 8}, {1, 4, 41, 43, 8}},
+      {{3, 1, 1, 1, 8}, {3, 1, 1, 1, 8}},
+      {{1, 2, 40, 40, 4}, {1, 2, 40, 40, 4}},
+      {{1, 2, 40, 40, 8}, {1, 2, 40, 1, 8}},  // blocked, broadcast: the flat path
   };
 }
 

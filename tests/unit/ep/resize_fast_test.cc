@@ -161,6 +161,33 @@ TEST(ResizeFast, NearestYoloUpsample) {
   }
 }
 
+// Rank 5 with the last axis kept (the channel-blocked layout [N, Cb, H, W, 8]
+// the layout pass gives a nearest Resize, and other last-axis widths): each
+// pixel's lanes copied whole, bitwise the reference, for every coordinate
+// and nearest mode, up and down, scales and sizes.
+TEST(ResizeFast, NearestRankFiveCopiesWholePixels) {
+  std::mt19937 rng(28);
+  const std::vector<ResizeCase> shapes = {
+      {"blocked_x2", {1, 3, 5, 7, 8}, {1, 1, 2, 2, 1}, {}},
+      {"blocked_batch_fractional", {2, 2, 6, 5, 8}, {1, 1, 1.5f, 0.7f, 1}, {}},
+      {"blocked_sizes", {1, 2, 7, 9, 8}, {}, {1, 2, 3, 20, 8}},
+      {"width_three", {1, 2, 4, 3, 3}, {1, 1, 2.5f, 3, 1}, {}},
+      {"width_one", {2, 1, 3, 4, 1}, {1, 1, 0.5f, 2, 1}, {}},
+  };
+  for (const char* coord : kCoords)
+    for (const char* nearest : {"round_prefer_floor", "floor", "ceil"})
+      for (ResizeCase c : shapes) {
+        c.name += std::string(" ") + coord + " " + nearest;
+        c.attrs = {StringAttr("mode", "nearest"), StringAttr("coordinate_transformation_mode", coord),
+                   StringAttr("nearest_mode", nearest)};
+        ExpectMatchesReference("Resize", c, rng);
+      }
+  // Interpolating modes on rank 5, and a resized last axis, stay with the reference.
+  const std::vector<Attribute> linear = {StringAttr("mode", "linear")};
+  ExpectMatchesReference("Resize", {"rank5_linear", {1, 2, 3, 4, 8}, {1, 1, 2, 2, 1}, {}, linear}, rng);
+  ExpectMatchesReference("Resize", {"rank5_lanes_resized", {1, 2, 3, 4, 8}, {1, 1, 2, 2, 0.5f}, {}}, rng);
+}
+
 // The AVX2 loops (where the CPU has them) and the portable ones.
 class ResizeFastPaths : public ::testing::TestWithParam<bool> {
  protected:
