@@ -7,7 +7,7 @@
 //   Conv -> Sigmoid, with Mul(conv, sigmoid) (SiLU / Swish)     => FusedConv("Silu")
 //   Conv -> HardSwish                                           => FusedConv("HardSwish"), a nee extension
 //   Conv -> Add(z) [-> any of the above] (ResNet's residual)    => FusedConv(X, W, B, Z = z, activation)
-// Conditions: a float32 Conv whose output nothing else reads (no other node,
+// Conditions: a float32 (or bfloat16: ai.nee FusedConv) Conv whose output nothing else reads (no other node,
 // graph output or subgraph), likewise the residual sum when an activation
 // follows it; z of provably the Conv output's shape (FusedConv adds it
 // without broadcasting); the activation with only the attributes its schema
@@ -15,6 +15,7 @@
 // over the last absorbed node's output name.
 #include <limits>
 
+#include "ops/attention_sdpa.h"  // kNeeDomain
 #include "opt/pass_manager.h"
 #include "opt/rewrite_util.h"
 
@@ -95,7 +96,7 @@ bool IsFusableConv(GraphEditor& ed, size_t index) {
   if (opt::HasOtherAttributes(conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}))
     return false;
   const TypeInfo* y = ed.TensorType(conv.outputs[0]);
-  return y && y->elem_type == DataType::kFloat;
+  return y && (y->elem_type == DataType::kFloat || y->elem_type == DataType::kBFloat16);
 }
 
 // What the Conv absorbs: an optional residual Add (its other operand z) and
@@ -112,7 +113,10 @@ void Rewrite(GraphEditor& ed, size_t conv_index, const Fusion& f, const std::str
   if (!f.z.empty()) ed.SetInput(conv_index, 3, f.z);  // an absent bias stays an empty input 2
   Node& conv = ed.node(conv_index);
   conv.op_type = "FusedConv";
-  conv.domain = opt::kMicrosoftDomain;
+  // A bfloat16 Conv (which widen-narrow-float left narrow): ai.nee FusedConv,
+  // com.microsoft's on bfloat16, each step rounded as the unfused nodes round.
+  const TypeInfo* y = ed.TensorType(conv.outputs[0]);
+  conv.domain = y && y->elem_type == DataType::kBFloat16 ? kNeeDomain : opt::kMicrosoftDomain;
   if (!f.act.name.empty()) conv.attributes.push_back(opt::StringAttr("activation", f.act.name));
   if (!f.act.params.empty()) conv.attributes.push_back(opt::FloatsAttr("activation_params", f.act.params));
   ed.RenameOutput(conv_index, 0, output);
@@ -128,7 +132,8 @@ bool MatchResidualAdd(GraphEditor& ed, const std::string& c, size_t* add, std::s
       ed.checked().opsets[static_cast<size_t>(reader)] < 7)
     return false;
   const std::string& other = n.inputs[0] == c ? n.inputs[1] : n.inputs[0];
-  if (other == c || !opt::ProvablySameShape(ed.TensorType(c), ed.TensorType(other))) return false;
+  const TypeInfo* ct = ed.TensorType(c);
+  if (other == c || !ct || !opt::ProvablySameShape(ct, ed.TensorType(other), ct->elem_type)) return false;
   *add = static_cast<size_t>(reader);
   *z = other;
   return true;
