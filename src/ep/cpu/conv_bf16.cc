@@ -13,7 +13,9 @@
 //    the epilogue adds the bias, rounds to bfloat16 and, for FusedConv, adds
 //    Z and applies the activation, rounding after each step as the unfused
 //    bfloat16 graph does (Conv, Add, activation each round their output), so
-//    a FusedConv gives the unfused nodes' values up to float32 summation order.
+//    a FusedConv gives the unfused nodes' values up to float32 summation order
+//    (the rounding before Relu or Clip is the final one's: they commute). The
+//    rounding is vcvtneps2bf16's, which makes denormals zero as vdpbf16ps does.
 //
 // Each output's sum runs over k in the same order whatever the task split, so
 // the results are the same at any thread count. vdpbf16ps treats denormal
@@ -142,6 +144,10 @@ struct Bf16ConvFinish {
   const uint16_t* z = nullptr;       // the output's shape, or null
   FusedActivation act;               // kNone for a plain Conv
   bool fused = false;                // FusedConv: round, add Z, round, activate
+  // The activation commutes with rounding to bfloat16 (none, Relu, Clip:
+  // monotone, and a bfloat16 value stays one), so the rounding before it
+  // can be left to the final one: the same values.
+  bool commutes = true;
 };
 
 bool ActivationTaken(const FusedActivation& act) {
@@ -292,11 +298,11 @@ NEE_BF16_TARGET inline void StoreOutputs(const Bf16ConvFinish& f, int64_t pixels
                                          __mmask16 mask, __m512 sum, const uint16_t* z, uint16_t* y) {
   if (f.bias) sum = _mm512_add_ps(sum, _mm512_set1_ps(f.bias[co]));
   if (f.fused) {
-    sum = RoundedToBf16(sum);
-    if (z) sum = RoundedToBf16(_mm512_add_ps(sum, LoadBf16(z + co * pixels + p, mask)));
+    if (z) sum = _mm512_add_ps(RoundedToBf16(sum), LoadBf16(z + co * pixels + p, mask));
+    if (!f.commutes) sum = RoundedToBf16(sum);
     sum = Activate(f.act, sum);
   }
-  _mm256_mask_storeu_epi16(y + co * pixels + p, mask, RoundToBf16(sum));
+  _mm256_mask_storeu_epi16(y + co * pixels + p, mask, RoundToBf16Fast(sum));
 }
 
 // R output channels (block `a`) x one 32-pixel panel `b` starting at pixel
@@ -426,6 +432,7 @@ Status ConvBFloat16(KernelContext& ctx, const ConvEpilogue* epilogue) {
     finish.fused = true;
     finish.act = epilogue->activation;
     if (!ActivationTaken(finish.act)) return RunReference(ctx);
+    finish.commutes = finish.act.kind != FusedActivation::Kind::kLeakyRelu;
     if (epilogue->z) {
       const std::vector<int64_t> out_dims{s.N, s.M, s.OH, s.OW};
       if (!IsBf16(*epilogue->z) || epilogue->z->dims() != out_dims)
