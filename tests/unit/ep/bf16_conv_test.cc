@@ -11,6 +11,7 @@
 // packed once through a PreparedCache.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -158,6 +159,40 @@ TEST(Bf16FusedConv, RejectsAMisshapenResidual) {
   auto got = RunFast(cpu::FusedConvBFloat16, ConvNode(c, "FusedConv", "ai.nee", {}, 4), inputs, 1, nullptr, {}, 22);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("(Z)"), std::string::npos) << got.status().ToString();
+}
+
+// Infinities and NaN propagate as the reference's: inf * 0 in a sum is NaN,
+// each NaN output the reference's quiet NaN bit for bit (also after Z and
+// Relu), an overflowing sum rounds to infinity.
+TEST(Bf16FusedConv, NonFiniteValuesAsTheReference) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(35);
+  const ConvCase c = {{1, 6, 9, 8}, {14, 6, 3, 3}, {testing::IntsAttr("pads", {1, 1, 1, 1})}};
+  std::vector<Value> inputs = ConvInputs(c, rng);
+  uint16_t* x = inputs[0].tensor().data<uint16_t>();
+  x[3] = FloatToBFloat16(INFINITY);
+  x[72 + 20] = FloatToBFloat16(NAN);
+  x[5 * 72 + 40] = FloatToBFloat16(-3e38f);
+  inputs[1].tensor().data<uint16_t>()[100] = FloatToBFloat16(3e38f);
+  inputs.push_back(Value(RandomBf16({1, 14, 9, 8}, rng)));
+  inputs.back().tensor().data<uint16_t>()[7] = FloatToBFloat16(-NAN);
+  for (const char* act : {"Relu", "LeakyRelu"}) {
+    std::vector<Attribute> attrs = {testing::StringAttr("activation", act)};
+    if (std::string(act) == "LeakyRelu") attrs.push_back(testing::FloatsAttr("activation_params", {0.5f}));
+    const Node node = ConvNode(c, "FusedConv", "ai.nee", attrs, 4);
+    auto ref = testing::RunOp(node, 22, inputs);
+    auto fast = RunFast(cpu::FusedConvBFloat16, node, inputs, 2, nullptr, {}, 22);
+    ASSERT_TRUE(ref.ok() && fast.ok());
+    const Tensor& want = ref->outputs[0].tensor();
+    int non_finite = 0;
+    for (int64_t i = 0; i < want.num_elements(); ++i) {
+      const float w = At(want, i);
+      if (std::isfinite(w)) continue;
+      ++non_finite;
+      EXPECT_EQ(fast.value().data<uint16_t>()[i], want.data<uint16_t>()[i]) << act << " element " << i;
+    }
+    EXPECT_GT(non_finite, 20) << act;
+  }
 }
 
 // The float32 Conv still takes the float32 kernel through the same entry.
