@@ -15,6 +15,7 @@
 // over the last absorbed node's output name.
 #include <limits>
 
+#include "ir/float_formats.h"
 #include "ops/attention_sdpa.h"  // kNeeDomain
 #include "opt/pass_manager.h"
 #include "opt/rewrite_util.h"
@@ -30,6 +31,16 @@ struct Activation {
   std::string name;
   std::vector<float> params;
 };
+
+// A constant scalar Clip bound: float32, or bfloat16 (a bfloat16 Clip before
+// an ai.nee FusedConv), whose float value is exact.
+bool BoundConstant(GraphEditor& ed, const std::string& name, float* value) {
+  const Tensor t = ed.Constant(name);
+  if (!t.defined() || t.dtype() != DataType::kBFloat16 || t.num_elements() != 1)
+    return opt::ScalarConstant(ed, name, value);
+  *value = BFloat16ToFloat(t.data<uint16_t>()[0]);
+  return true;
+}
 
 // Clip's bounds: attributes before opset 11, optional constant inputs after.
 // An absent bound is infinite, which clips nothing.
@@ -48,8 +59,8 @@ bool ClipBounds(GraphEditor& ed, size_t index, std::vector<float>* bounds) {
     hi = max.value();
   } else {
     if (!clip.attributes.empty()) return false;
-    if (clip.HasInput(1) && !opt::ScalarConstant(ed, clip.inputs[1], &lo)) return false;
-    if (clip.HasInput(2) && !opt::ScalarConstant(ed, clip.inputs[2], &hi)) return false;
+    if (clip.HasInput(1) && !BoundConstant(ed, clip.inputs[1], &lo)) return false;
+    if (clip.HasInput(2) && !BoundConstant(ed, clip.inputs[2], &hi)) return false;
   }
   *bounds = {lo, hi};
   return true;

@@ -15,7 +15,7 @@
 // each output once, so a widened node gives the same values up to float32
 // accumulation order, and each op's output is still rounded to the narrow
 // type: a Cast pair float -> narrow -> float between two widened nodes is that
-// rounding and stays, except before Relu and MaxPool, which commute with the
+// rounding and stays, except before Relu, Clip and MaxPool, which commute with the
 // rounding: they read the float32 value and their output is rounded once
 // (CommutesWithRounding; so Conv + Relu still fuse). The exact pair, narrow ->
 // float -> the same narrow type, is bypassed.
@@ -141,11 +141,21 @@ bool IsBf16KernelConv(const GraphEditor& ed, const Node& node, const WidenPlan& 
          HasRank(ed.TensorType(node.inputs[1]), 4);
 }
 
+// Clip (opset 11 on) with constant bounds, if any: like Relu, monotone and
+// mapping narrow values to narrow values (a narrow bound is one), so it
+// commutes with rounding too; FusedConv takes it with constant bounds.
+bool ClipOfConstantBounds(GraphEditor& ed, const Node& node) {
+  if (!opt::IsOp(node, "Clip") || !node.attributes.empty() || node.inputs.empty()) return false;
+  for (size_t k = 1; k < node.inputs.size(); ++k)
+    if (!node.inputs[k].empty() && !ed.Constant(node.inputs[k]).defined()) return false;
+  return true;
+}
+
 // The bfloat16 nodes kept narrow around such Convs: the Conv itself, and the
-// residual Add and Relu that fuse-conv-activation will fold into it (ai.nee
-// FusedConv): an Add reading a kept Conv's output, which nothing else reads,
-// and a value of its shape; a Relu reading, alone, a kept Conv's or Add's
-// output. Kept, they read and write bfloat16 with no Casts between them.
+// residual Add and Relu or Clip that fuse-conv-activation will fold into it
+// (ai.nee FusedConv): an Add reading a kept Conv's output, which nothing else
+// reads, and a value of its shape; a Relu or Clip (constant bounds) reading,
+// alone, a kept Conv's or Add's output. Kept, they read and write bfloat16 with no Casts between them.
 class KeptBf16 {
  public:
   explicit KeptBf16(GraphEditor& ed) : ed_(ed) {}
@@ -160,7 +170,7 @@ class KeptBf16 {
   bool Decide(const Node& node, const WidenPlan& plan) const {
     if (node.outputs.size() != 1 || !AllBFloat16(plan)) return false;
     if (IsBf16KernelConv(ed_, node, plan)) return true;
-    if (opt::IsOp(node, "Relu")) return node.inputs.size() == 1 && FusableInto(node.inputs[0]);
+    if (opt::IsOp(node, "Relu") || ClipOfConstantBounds(ed_, node)) return FusableInto(node.inputs[0]);
     if (!opt::IsOp(node, "Add") || node.inputs.size() != 2) return false;
     for (int k = 0; k < 2; ++k) {
       const std::string& c = node.inputs[k];
@@ -215,13 +225,14 @@ Result<Tensor> WidenTensor(const Tensor& t) {
   return out;
 }
 
-// Relu and MaxPool (without Indices) commute with rounding to a narrow type
-// (monotone, and mapping narrow values to narrow values): reading their
-// input before its rounding and rounding their output once gives the same
-// values (only a zero's sign may differ: Relu(-0) is -0, Relu of a tiny
-// negative float +0). So a Conv + Relu stays a pair FusedConv can take.
-bool CommutesWithRounding(const Node& node) {
-  if (opt::IsOp(node, "Relu")) return true;
+// Relu, Clip (ClipOfConstantBounds) and MaxPool (without Indices) commute
+// with rounding to a narrow type (monotone, and mapping narrow values to
+// narrow values): reading their input before its rounding and rounding their
+// output once gives the same values (only a zero's sign may differ: Relu(-0)
+// is -0, Relu of a tiny negative float +0). So a Conv + Relu or Clip stays a
+// pair FusedConv can take.
+bool CommutesWithRounding(GraphEditor& ed, const Node& node) {
+  if (opt::IsOp(node, "Relu") || ClipOfConstantBounds(ed, node)) return true;
   return opt::IsOp(node, "MaxPool") && (node.outputs.size() == 1 || node.outputs[1].empty());
 }
 
@@ -302,7 +313,7 @@ class Widening {
 };
 
 Status Widen(GraphEditor& ed, size_t i, const WidenPlan& plan, Widening& widening) {
-  const bool commutes = CommutesWithRounding(ed.node(i));
+  const bool commutes = CommutesWithRounding(ed, ed.node(i));
   for (size_t k = 0; k < plan.inputs.size(); ++k) {
     if (plan.inputs[k] == DataType::kUndefined) continue;
     const std::string v = ed.node(i).inputs[k];

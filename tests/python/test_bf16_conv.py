@@ -54,7 +54,8 @@ def resnet_block_model(path):
         n("Flatten", ["g"], ["f"]),
         n("Gemm", ["f", *weight("fc", 10, 24)], ["y"], transB=1),
     ]
-    graph = helper.make_graph(nodes, "resnet_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 37, 33])],
+    graph = helper.make_graph(nodes, "resnet_block",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 37, 33])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]), str(path))
     return path

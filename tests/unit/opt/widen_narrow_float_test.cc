@@ -179,6 +179,41 @@ TEST(WidenNarrowFloat, KeepsBFloat16ConvsAndTheirResidualChain) {
   }
 }
 
+// Clip with constant bounds (Relu6) commutes with rounding as Relu does: a
+// widened float16 Conv + Clip fuse into FusedConv; a bfloat16 one stays
+// bfloat16 with the Clip (AVX512-BF16) and becomes ai.nee FusedConv.
+TEST(WidenNarrowFloat, ClipFusesLikeRelu) {
+  for (DataType type : {DataType::kFloat16, DataType::kBFloat16}) {
+    ModelBuilder b(22);
+    b.Input("x", ShapeFromDims({1, 2, 5, 5}), type)
+        .Init("W", Narrow(Random({3, 2, 3, 3}, 10), type))
+        .Init("lo", Narrow(Floats({0.f}, {}), type))
+        .Init("hi", Narrow(Floats({0.5f}, {}), type))
+        .Op("Conv", {"x", "W"}, {"c"}, {IntsAttr("pads", {1, 1, 1, 1})})
+        .Op("Clip", {"c", "lo", "hi"}, {"y"})
+        .Output("y");
+    Model m = b.model;
+    ASSERT_TRUE(OptimizeModel(m, 2).ok());
+    const bool narrow = type == DataType::kBFloat16 && HostHasAvx512Bf16();
+    EXPECT_EQ(OpTypes(m), (narrow ? Ops{"FusedConv"} : Ops{"Cast", "FusedConv", "Cast"}));
+    const Node& conv = m.graph.nodes[narrow ? 0 : 1];
+    EXPECT_EQ(conv.domain, narrow ? "ai.nee" : "com.microsoft");
+    ASSERT_NE(conv.FindAttr("activation"), nullptr);
+    EXPECT_EQ(conv.FindAttr("activation")->s, "Clip");
+    // The values of the unfused per-op-rounded graph (the reference kernels).
+    const Tensor x = Narrow(Random({1, 2, 5, 5}, 11), type);
+    const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+    const Tensor got = RunAt(b.model, {{"x", Value(x)}}, 99);
+    for (int64_t i = 0; i < want.num_elements(); ++i) {
+      auto value = [type](const Tensor& t, int64_t k) {
+        const uint16_t bits = t.data<uint16_t>()[k];
+        return type == DataType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
+      };
+      EXPECT_LE(std::abs(value(got, i) - value(want, i)), std::abs(value(want, i)) * 0x1p-6 + 1e-6f) << i;
+    }
+  }
+}
+
 // A bfloat16 Conv whose output is also a graph output stays bfloat16, but
 // the Relu after it is widened: no fusion could take it.
 TEST(WidenNarrowFloat, WidensWhatCannotFuseIntoABFloat16Conv) {
