@@ -555,18 +555,23 @@ Status InferFusedConv(InferenceContext& ctx) {
   return InferConv(ctx);
 }
 
+// FusedConv's Z (input 3) as T values, checked against Conv's output y; null
+// when absent.
+template <typename T>
+Result<const T*> ReadResidual(KernelContext& ctx, const Tensor& y) {
+  if (!ctx.has_input(3)) return static_cast<const T*>(nullptr);
+  NEE_ASSIGN_OR_RETURN(const Tensor* zt, ctx.InputTensor(3));
+  if (zt->dtype() != y.dtype() || zt->dims() != y.dims())
+    return ctx.InputError(3, "(Z) must have the output's type and shape " + DimsToString(y.dims()) + ", got " +
+                                 zt->Describe());
+  return zt->data<T>();
+}
+
 // Adds Z (when given) and applies the activation over Conv's output y.
 template <typename T>
 Status FinishFusedConv(KernelContext& ctx, const FusedActivation& act, Tensor& y) {
   T* data = y.data<T>();
-  const T* z = nullptr;
-  if (ctx.has_input(3)) {
-    NEE_ASSIGN_OR_RETURN(const Tensor* zt, ctx.InputTensor(3));
-    if (zt->dtype() != y.dtype() || zt->dims() != y.dims())
-      return ctx.InputError(3, "(Z) must have the output's type and shape " + DimsToString(y.dims()) + ", got " +
-                                   zt->Describe());
-    z = zt->data<T>();
-  }
+  NEE_ASSIGN_OR_RETURN(const T* z, ReadResidual<T>(ctx, y));
   ctx.ParallelFor(y.num_elements(), 16384, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) data[i] = ApplyFusedActivation<T>(act, z ? data[i] + z[i] : data[i]);
   });
@@ -578,14 +583,7 @@ Status FinishFusedConv(KernelContext& ctx, const FusedActivation& act, Tensor& y
 // output, is already rounded): y + Z rounded, then the activation rounded.
 Status FinishFusedConvBFloat16(KernelContext& ctx, const FusedActivation& act, Tensor& y) {
   uint16_t* data = y.data<uint16_t>();
-  const uint16_t* z = nullptr;
-  if (ctx.has_input(3)) {
-    NEE_ASSIGN_OR_RETURN(const Tensor* zt, ctx.InputTensor(3));
-    if (zt->dtype() != y.dtype() || zt->dims() != y.dims())
-      return ctx.InputError(3, "(Z) must have the output's type and shape " + DimsToString(y.dims()) + ", got " +
-                                   zt->Describe());
-    z = zt->data<uint16_t>();
-  }
+  NEE_ASSIGN_OR_RETURN(const uint16_t* z, ReadResidual<uint16_t>(ctx, y));
   ctx.ParallelFor(y.num_elements(), 16384, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       float v = BFloat16ToFloat(data[i]);
