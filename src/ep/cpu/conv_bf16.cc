@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/cpu_isa.h"
+#include "base/mapped_file.h"
 #include "ep/cpu/bf16_gemm.h"
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/cpu_kernels.h"
@@ -157,15 +158,17 @@ bool ActivationTaken(const FusedActivation& act) {
 
 #ifdef NEE_CONV_BF16_X86
 
-// Packed once per session when W is a constant (then dropped: the packed
-// copy is all later runs read), per call otherwise.
+// Packed once per session when W is a constant, per call otherwise. W
+// itself is kept (an input too small for the window sends a later run to
+// the reference kernel, which reads it), but the pages of a mapped model
+// file go back to the page cache once read.
 std::shared_ptr<const Bf16ConvWeights> PackWeights(KernelContext& ctx, const Tensor& w, const Bf16ConvShape& s) {
   auto pack = [&] { return std::make_shared<const Bf16ConvWeights>(w.data<uint16_t>(), s); };
   if (!ctx.prepared() || !ctx.input_is_constant(1)) return pack();
   auto packed = ctx.prepared()->GetOrBuild<Bf16ConvWeights>(
       {s.M, s.C, s.KH, s.KW}, [&]() -> Result<std::shared_ptr<const Bf16ConvWeights>> {
         auto built = pack();
-        ctx.DropConstantInput(1);
+        ReleaseFileBackedPages(w.raw_data(), w.byte_size());
         return built;
       });
   return packed.ok() ? packed.value() : pack();

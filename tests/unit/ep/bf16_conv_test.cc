@@ -195,6 +195,25 @@ TEST(Bf16FusedConv, NonFiniteValuesAsTheReference) {
   }
 }
 
+// A later run whose input is smaller than the window goes to the reference
+// kernel, which reports it: the weights packed on the first run did not take
+// W away from it.
+TEST(Bf16Conv, AnInputSmallerThanTheWindowIsAnErrorAfterPacking) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(36);
+  const ConvCase c = {{1, 4, 6, 6}, {5, 4, 5, 5}, {}};
+  const Node node = ConvNode(c);
+  PreparedCache cache;
+  auto first = RunFast(cpu::ConvFloatOrBFloat16, node, ConvInputs(c, rng), 1, &cache, {false, true, true}, 22);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::vector<Value> small = ConvInputs(c, rng);
+  small[0] = Value(RandomBf16({1, 4, 3, 3}, rng));
+  auto second = RunFast(cpu::ConvFloatOrBFloat16, node, small, 1, &cache, {false, true, true}, 22);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("bigger than the padded input"), std::string::npos)
+      << second.status().ToString();
+}
+
 // The float32 Conv still takes the float32 kernel through the same entry.
 TEST(Bf16Conv, Float32InputsKeepTheFloat32Kernel) {
   std::mt19937 rng(34);
