@@ -97,8 +97,8 @@ bool PlanBf16Conv(const KernelContext& ctx, const Tensor& x, const Tensor& w, co
   return s.N > 0 && s.C > 0 && s.M > 0 && s.OH > 0 && s.OW > 0 && s.KH > 0 && s.KW > 0;
 }
 
-constexpr int64_t kRows = kBf16TileRows;        // output channels per tile
-constexpr int64_t kPanel = kBf16PanelWidth;     // pixels per panel
+constexpr int64_t kRows = kBf16TileRows;     // output channels per tile
+constexpr int64_t kPanel = kBf16PanelWidth;  // pixels per panel
 
 struct AlignedFree {
   void operator()(void* p) const { ::operator delete[](p, std::align_val_t(64)); }
@@ -141,10 +141,10 @@ class Bf16ConvWeights {
 
 // What the epilogue applies: bias (widened once), Z and the activation.
 struct Bf16ConvFinish {
-  const float* bias = nullptr;       // M values, or null
-  const uint16_t* z = nullptr;       // the output's shape, or null
-  FusedActivation act;               // kNone for a plain Conv
-  bool fused = false;                // FusedConv: round, add Z, round, activate
+  const float* bias = nullptr;  // M values, or null
+  const uint16_t* z = nullptr;  // the output's shape, or null
+  FusedActivation act;          // kNone for a plain Conv
+  bool fused = false;           // FusedConv: round, add Z, round, activate
   // The activation commutes with rounding to bfloat16 (none, Relu, Clip:
   // monotone, and a bfloat16 value stays one), so the rounding before it
   // can be left to the final one: the same values.
@@ -221,8 +221,8 @@ int TapRuns(const Bf16ConvShape& s, int64_t kh, int64_t kw, int64_t p, int64_t c
 // (BMI2 for pdep: every AVX-512 CPU has it.)
 #define NEE_BF16_PACK_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,bmi2")))
 
-NEE_BF16_PACK_TARGET inline __m512i GatherLanes(const Bf16ConvShape& s, const uint16_t* plane, const PanelRun* runs,
-                                           int count) {
+NEE_BF16_PACK_TARGET inline __m512i GatherLanes(const Bf16ConvShape& s, const uint16_t* plane,
+                                                const PanelRun* runs, int count) {
   __m512i v = _mm512_setzero_si512();
   if (s.sw == 1) {
     for (int i = 0; i < count; ++i) v = _mm512_mask_loadu_epi16(v, runs[i].mask, plane + runs[i].offset);
@@ -262,7 +262,7 @@ NEE_BF16_TARGET inline void StorePair(__m512i lo, __m512i hi, uint32_t* out) {
 // The B operand of one task: `panels` panels of k pairs x 32 pixels for
 // pixels [p0, p0 + count) of image `x_img`, straight from X (no im2col).
 NEE_BF16_PACK_TARGET void PackPixels(const Bf16ConvShape& s, const uint16_t* x_img, int64_t p0, int64_t count,
-                                int64_t panels, uint32_t* packed) {
+                                     int64_t panels, uint32_t* packed) {
   const int64_t plane = s.H * s.W, cpairs = s.channel_pairs(), pairs = s.pairs();
   PanelRun runs[kPanel + 1];
   for (int64_t t = 0; t < s.taps(); ++t)
@@ -349,8 +349,8 @@ ConvTileFn ConvTileFor(int64_t rows) {
 #pragma GCC diagnostic pop
 #endif
 
-// Per-thread scratch for a task's packed pixels, kept
-// between calls (bounded by the largest chunk seen).
+// Per-thread scratch for a task's packed pixels, kept between calls
+// (bounded by the largest chunk seen).
 template <typename T>
 T* ThreadBuffer(std::unique_ptr<T[], AlignedFree>& buffer, size_t& capacity, size_t n) {
   if (n > capacity) {
