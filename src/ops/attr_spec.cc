@@ -51,6 +51,12 @@ constexpr SpecRow kRows[] = {
     {"ai.nee", "ScaledDotProductAttention", 1, 0,
      "num_heads:INT! scale:FLOAT|query:T key:T value:T bias:T?|output:T|T=tensor(float)"},
     {"ai.nee", "FusedMatMul", 1, 0, "activation:STRING|A:T B:T bias:T?|Y:T|T=tensor(float)"},
+    // com.microsoft FusedConv on bfloat16 (ops/conv.cc), which ORT's schema
+    // does not allow, written by opt/fuse_conv_activation.cc for the bfloat16
+    // Convs opt/widen_narrow_float.cc keeps narrow: each step rounded to bfloat16.
+    {"ai.nee", "FusedConv", 1, 0,
+     "activation:STRING activation_params:FLOATS auto_pad:STRING=NOTSET dilations:INTS group:INT=1 "
+     "kernel_shape:INTS pads:INTS strides:INTS|X:T W:T B:T? Z:T?|Y:T|T=tensor(bfloat16)"},
     // The channel-blocked layout (ops/blocked_conv.cc), written by opt/layout_blocked.cc.
     {"ai.nee", "ToBlocked", 1, 0, "|X:T|Y:T|T=tensor(float)"},
     {"ai.nee", "FromBlocked", 1, 0, "channels:INT!|X:T|Y:T|T=tensor(float)"},

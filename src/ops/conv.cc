@@ -6,6 +6,7 @@
 // in fact). float16/bfloat16 compute in float; ConvInteger in int64.
 #include <algorithm>
 
+#include "ir/float_formats.h"
 #include "ops/fused_conv.h"
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
@@ -541,8 +542,9 @@ Status InferFusedConv(InferenceContext& ctx) {
   NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node).status());
   // Every input is a tensor of X's type, float or double.
   NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
-  if (x->elem_type != DataType::kFloat && x->elem_type != DataType::kDouble)
-    return ctx.InputError(0, std::string("must be float or double, got ") + DataTypeName(x->elem_type));
+  // bfloat16: ai.nee FusedConv, whose declaration allows only that type.
+  if (x->elem_type != DataType::kFloat && x->elem_type != DataType::kDouble && x->elem_type != DataType::kBFloat16)
+    return ctx.InputError(0, std::string("must be float, double or bfloat16, got ") + DataTypeName(x->elem_type));
   for (size_t i = 1; i < ctx.num_inputs(); ++i) {
     if (!ctx.has_input(i)) continue;
     NEE_ASSIGN_OR_RETURN(const TypeInfo* t, InputTensorType(ctx, i));
@@ -553,20 +555,41 @@ Status InferFusedConv(InferenceContext& ctx) {
   return InferConv(ctx);
 }
 
+// FusedConv's Z (input 3) as T values, checked against Conv's output y; null
+// when absent.
+template <typename T>
+Result<const T*> ReadResidual(KernelContext& ctx, const Tensor& y) {
+  if (!ctx.has_input(3)) return static_cast<const T*>(nullptr);
+  NEE_ASSIGN_OR_RETURN(const Tensor* zt, ctx.InputTensor(3));
+  if (zt->dtype() != y.dtype() || zt->dims() != y.dims())
+    return ctx.InputError(3, "(Z) must have the output's type and shape " + DimsToString(y.dims()) + ", got " +
+                                 zt->Describe());
+  return zt->data<T>();
+}
+
 // Adds Z (when given) and applies the activation over Conv's output y.
 template <typename T>
 Status FinishFusedConv(KernelContext& ctx, const FusedActivation& act, Tensor& y) {
   T* data = y.data<T>();
-  const T* z = nullptr;
-  if (ctx.has_input(3)) {
-    NEE_ASSIGN_OR_RETURN(const Tensor* zt, ctx.InputTensor(3));
-    if (zt->dtype() != y.dtype() || zt->dims() != y.dims())
-      return ctx.InputError(3, "(Z) must have the output's type and shape " + DimsToString(y.dims()) + ", got " +
-                                   zt->Describe());
-    z = zt->data<T>();
-  }
+  NEE_ASSIGN_OR_RETURN(const T* z, ReadResidual<T>(ctx, y));
   ctx.ParallelFor(y.num_elements(), 16384, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) data[i] = ApplyFusedActivation<T>(act, z ? data[i] + z[i] : data[i]);
+  });
+  return Status::Ok();
+}
+
+// The bfloat16 form (ai.nee FusedConv): each step rounds its result to
+// bfloat16 as the unfused Conv -> Add -> activation nodes would (y, Conv's
+// output, is already rounded): y + Z rounded, then the activation rounded.
+Status FinishFusedConvBFloat16(KernelContext& ctx, const FusedActivation& act, Tensor& y) {
+  uint16_t* data = y.data<uint16_t>();
+  NEE_ASSIGN_OR_RETURN(const uint16_t* z, ReadResidual<uint16_t>(ctx, y));
+  ctx.ParallelFor(y.num_elements(), 16384, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float v = BFloat16ToFloat(data[i]);
+      if (z) v = BFloat16ToFloat(FloatToBFloat16(v + BFloat16ToFloat(z[i])));
+      data[i] = FloatToBFloat16(ApplyFusedActivation<float>(act, v));
+    }
   });
   return Status::Ok();
 }
@@ -577,6 +600,7 @@ Status FusedConvKernel(KernelContext& ctx) {
   switch (y.dtype()) {
     case DataType::kFloat: return FinishFusedConv<float>(ctx, act, y);
     case DataType::kDouble: return FinishFusedConv<double>(ctx, act, y);
+    case DataType::kBFloat16: return FinishFusedConvBFloat16(ctx, act, y);
     default: return NotImplemented(ctx.node().Describe() + ": " + nn::TypeError("FusedConv", y.dtype()));
   }
 }
@@ -659,6 +683,7 @@ void RegisterConvOps(OpRegistry& registry) {
   registry.RegisterVersions("", "ConvTranspose", {1, 11, 22}, InferConvTranspose, ConvTransposeKernel);
   registry.RegisterVersions("", "ConvInteger", {10}, InferConvInteger, ConvIntegerKernel);
   registry.RegisterVersions("com.microsoft", "FusedConv", {1}, InferFusedConv, FusedConvKernel);
+  registry.RegisterVersions("ai.nee", "FusedConv", {1}, InferFusedConv, FusedConvKernel);
 }
 
 }  // namespace nee

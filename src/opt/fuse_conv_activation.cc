@@ -7,7 +7,7 @@
 //   Conv -> Sigmoid, with Mul(conv, sigmoid) (SiLU / Swish)     => FusedConv("Silu")
 //   Conv -> HardSwish                                           => FusedConv("HardSwish"), a nee extension
 //   Conv -> Add(z) [-> any of the above] (ResNet's residual)    => FusedConv(X, W, B, Z = z, activation)
-// Conditions: a float32 Conv whose output nothing else reads (no other node,
+// Conditions: a float32 (or bfloat16: ai.nee FusedConv) Conv whose output nothing else reads (no other node,
 // graph output or subgraph), likewise the residual sum when an activation
 // follows it; z of provably the Conv output's shape (FusedConv adds it
 // without broadcasting); the activation with only the attributes its schema
@@ -15,6 +15,8 @@
 // over the last absorbed node's output name.
 #include <limits>
 
+#include "ir/float_formats.h"
+#include "ops/attention_sdpa.h"  // kNeeDomain
 #include "opt/pass_manager.h"
 #include "opt/rewrite_util.h"
 
@@ -29,6 +31,16 @@ struct Activation {
   std::string name;
   std::vector<float> params;
 };
+
+// A constant scalar Clip bound: float32, or bfloat16 (a bfloat16 Clip before
+// an ai.nee FusedConv), whose float value is exact.
+bool BoundConstant(GraphEditor& ed, const std::string& name, float* value) {
+  const Tensor t = ed.Constant(name);
+  if (!t.defined() || t.dtype() != DataType::kBFloat16 || t.num_elements() != 1)
+    return opt::ScalarConstant(ed, name, value);
+  *value = BFloat16ToFloat(t.data<uint16_t>()[0]);
+  return true;
+}
 
 // Clip's bounds: attributes before opset 11, optional constant inputs after.
 // An absent bound is infinite, which clips nothing.
@@ -47,8 +59,8 @@ bool ClipBounds(GraphEditor& ed, size_t index, std::vector<float>* bounds) {
     hi = max.value();
   } else {
     if (!clip.attributes.empty()) return false;
-    if (clip.HasInput(1) && !opt::ScalarConstant(ed, clip.inputs[1], &lo)) return false;
-    if (clip.HasInput(2) && !opt::ScalarConstant(ed, clip.inputs[2], &hi)) return false;
+    if (clip.HasInput(1) && !BoundConstant(ed, clip.inputs[1], &lo)) return false;
+    if (clip.HasInput(2) && !BoundConstant(ed, clip.inputs[2], &hi)) return false;
   }
   *bounds = {lo, hi};
   return true;
@@ -95,7 +107,7 @@ bool IsFusableConv(GraphEditor& ed, size_t index) {
   if (opt::HasOtherAttributes(conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}))
     return false;
   const TypeInfo* y = ed.TensorType(conv.outputs[0]);
-  return y && y->elem_type == DataType::kFloat;
+  return y && (y->elem_type == DataType::kFloat || y->elem_type == DataType::kBFloat16);
 }
 
 // What the Conv absorbs: an optional residual Add (its other operand z) and
@@ -112,7 +124,10 @@ void Rewrite(GraphEditor& ed, size_t conv_index, const Fusion& f, const std::str
   if (!f.z.empty()) ed.SetInput(conv_index, 3, f.z);  // an absent bias stays an empty input 2
   Node& conv = ed.node(conv_index);
   conv.op_type = "FusedConv";
-  conv.domain = opt::kMicrosoftDomain;
+  // A bfloat16 Conv (which widen-narrow-float left narrow): ai.nee FusedConv,
+  // com.microsoft's on bfloat16, each step rounded as the unfused nodes round.
+  const TypeInfo* y = ed.TensorType(conv.outputs[0]);
+  conv.domain = y && y->elem_type == DataType::kBFloat16 ? kNeeDomain : opt::kMicrosoftDomain;
   if (!f.act.name.empty()) conv.attributes.push_back(opt::StringAttr("activation", f.act.name));
   if (!f.act.params.empty()) conv.attributes.push_back(opt::FloatsAttr("activation_params", f.act.params));
   ed.RenameOutput(conv_index, 0, output);
@@ -128,7 +143,8 @@ bool MatchResidualAdd(GraphEditor& ed, const std::string& c, size_t* add, std::s
       ed.checked().opsets[static_cast<size_t>(reader)] < 7)
     return false;
   const std::string& other = n.inputs[0] == c ? n.inputs[1] : n.inputs[0];
-  if (other == c || !opt::ProvablySameShape(ed.TensorType(c), ed.TensorType(other))) return false;
+  const TypeInfo* ct = ed.TensorType(c);
+  if (other == c || !ct || !opt::ProvablySameShape(ct, ed.TensorType(other), ct->elem_type)) return false;
   *add = static_cast<size_t>(reader);
   *z = other;
   return true;

@@ -218,8 +218,11 @@ bool StaticDims(const TypeInfo* type, std::vector<int64_t>* dims) {
   return type && type->is_tensor() && type->shape && ShapeIsStatic(*type->shape, dims);
 }
 
-bool ProvablySameShape(const TypeInfo* a, const TypeInfo* b) {
-  if (!IsFloatWithRank(a) || !IsFloatWithRank(b) || *a->shape != *b->shape) return false;
+bool ProvablySameShape(const TypeInfo* a, const TypeInfo* b, DataType elem) {
+  auto typed = [elem](const TypeInfo* t) {
+    return t && t->is_tensor() && t->elem_type == elem && t->shape.has_value();
+  };
+  if (!typed(a) || !typed(b) || *a->shape != *b->shape) return false;
   for (const Dim& d : *a->shape)
     if (!d.known() && d.symbol.empty()) return false;
   return true;

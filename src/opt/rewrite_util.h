@@ -104,10 +104,10 @@ bool IsFloatWithRank(const TypeInfo* type);
 bool StaticDims(const TypeInfo* type, std::vector<int64_t>* dims);
 // Whether a node is in the default ONNX domain with the given op type.
 bool IsOp(const Node& node, const char* op_type);
-// Whether two values provably have one shape at run time: both float32 with
-// a known rank and every dim known or named (an unnamed unknown dim could be 1
-// on one side and broadcast), dim for dim equal.
-bool ProvablySameShape(const TypeInfo* a, const TypeInfo* b);
+// Whether two values provably have one shape at run time: both float32 (or
+// both `elem`) with a known rank and every dim known or named (an unnamed
+// unknown dim could be 1 on one side and broadcast), dim for dim equal.
+bool ProvablySameShape(const TypeInfo* a, const TypeInfo* b, DataType elem = DataType::kFloat);
 // Whether the node sets any attribute outside `allowed`.
 bool HasOtherAttributes(const Node& node, const std::vector<std::string>& allowed);
 

@@ -15,7 +15,7 @@
 // each output once, so a widened node gives the same values up to float32
 // accumulation order, and each op's output is still rounded to the narrow
 // type: a Cast pair float -> narrow -> float between two widened nodes is that
-// rounding and stays, except before Relu and MaxPool, which commute with the
+// rounding and stays, except before Relu, Clip and MaxPool, which commute with the
 // rounding: they read the float32 value and their output is rounded once
 // (CommutesWithRounding; so Conv + Relu still fuse). The exact pair, narrow ->
 // float -> the same narrow type, is bypassed.
@@ -24,7 +24,11 @@
 // provider computes them so (ep/cpu/bf16_matmul_fast.cc: vdpbf16ps on CPUs
 // with AVX512-BF16, twice float32's multiply-adds per instruction; the same
 // float32 sums rounded once): they read their bfloat16 inputs and weights
-// directly, without Casts and with half the weight bytes.
+// directly, without Casts and with half the weight bytes. So do 2-D group-1
+// Convs (ep/cpu/conv_bf16.cc, on the same instruction) with the residual Add
+// and Relu after them that fuse-conv-activation folds into an ai.nee
+// FusedConv (KeptBf16): a ResNet's convolutions then run in bfloat16 from
+// one conv to the next, with half the activation bytes.
 //
 // Memory: widened weights are float32 heap initializers, twice the narrow
 // bytes; the fast kernels pack them as for a float32 model and drop them
@@ -34,6 +38,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/mapped_file.h"
 #include "base/cpu_isa.h"
@@ -110,16 +115,85 @@ std::optional<WidenPlan> PlanNode(const GraphEditor& ed, const Node& node, const
   return plan;
 }
 
-// Whether the node is a MatMul or Gemm whose narrow type is bfloat16 and the
-// CPU provider computes it in bfloat16 itself (see the file comment).
-bool RunsInBFloat16(const Node& node, const WidenPlan& plan) {
-  if (!(opt::IsOp(node, "MatMul") || opt::IsOp(node, "Gemm")) || !HostHasAvx512Bf16()) return false;
+// Whether every narrow value of the plan is bfloat16.
+bool AllBFloat16(const WidenPlan& plan) {
   for (DataType t : plan.inputs)
     if (t != DataType::kUndefined && t != DataType::kBFloat16) return false;
   for (DataType t : plan.outputs)
     if (t != DataType::kUndefined && t != DataType::kBFloat16) return false;
   return true;
 }
+
+// Whether the node is a MatMul or Gemm whose narrow type is bfloat16 and the
+// CPU provider computes it in bfloat16 itself (see the file comment).
+bool RunsInBFloat16(const Node& node, const WidenPlan& plan) {
+  return (opt::IsOp(node, "MatMul") || opt::IsOp(node, "Gemm")) && HostHasAvx512Bf16() && AllBFloat16(plan);
+}
+
+bool HasRank(const TypeInfo* t, size_t rank) { return t && t->shape && t->shape->size() == rank; }
+
+// A bfloat16 Conv the CPU provider computes in bfloat16 (ep/cpu/conv_bf16.cc:
+// 2-D, group 1, on AVX512-BF16): X and W of rank 4.
+bool IsBf16KernelConv(const GraphEditor& ed, const Node& node, const WidenPlan& plan) {
+  if (!opt::IsOp(node, "Conv") || !HostHasAvx512Bf16() || !AllBFloat16(plan) || node.inputs.size() < 2) return false;
+  auto group = node.GetInt("group", 1);
+  return group.ok() && group.value() == 1 && HasRank(ed.TensorType(node.inputs[0]), 4) &&
+         HasRank(ed.TensorType(node.inputs[1]), 4);
+}
+
+// Clip (opset 11 on) with constant bounds, if any: like Relu, monotone and
+// mapping narrow values to narrow values (a narrow bound is one), so it
+// commutes with rounding too; FusedConv takes it with constant bounds.
+bool ClipOfConstantBounds(GraphEditor& ed, const Node& node) {
+  if (!opt::IsOp(node, "Clip") || !node.attributes.empty() || node.inputs.empty()) return false;
+  for (size_t k = 1; k < node.inputs.size(); ++k)
+    if (!node.inputs[k].empty() && !ed.Constant(node.inputs[k]).defined()) return false;
+  return true;
+}
+
+// The bfloat16 nodes kept narrow around such Convs: the Conv itself, and the
+// residual Add and Relu or Clip that fuse-conv-activation will fold into it
+// (ai.nee FusedConv): an Add reading a kept Conv's output, which nothing else
+// reads, and a value of its shape; a Relu or Clip (constant bounds) reading,
+// alone, a kept Conv's or Add's output. Kept, they read and write bfloat16 with no Casts between them.
+class KeptBf16 {
+ public:
+  explicit KeptBf16(GraphEditor& ed) : ed_(ed) {}
+
+  bool Keep(const Node& node, const WidenPlan& plan) {
+    if (!Decide(node, plan)) return false;
+    kept_.insert(node.outputs[0]);
+    return true;
+  }
+
+ private:
+  bool Decide(const Node& node, const WidenPlan& plan) const {
+    if (node.outputs.size() != 1 || !AllBFloat16(plan)) return false;
+    if (IsBf16KernelConv(ed_, node, plan)) return true;
+    if (opt::IsOp(node, "Relu") || ClipOfConstantBounds(ed_, node)) return FusableInto(node.inputs[0]);
+    if (!opt::IsOp(node, "Add") || node.inputs.size() != 2) return false;
+    for (int k = 0; k < 2; ++k) {
+      const std::string& c = node.inputs[k];
+      const std::string& z = node.inputs[1 - k];
+      if (c != z && FusableInto(c) && IsConvOutput(c) &&
+          opt::ProvablySameShape(ed_.TensorType(c), ed_.TensorType(z), DataType::kBFloat16))
+        return true;
+    }
+    return false;
+  }
+
+  // `v` is a kept node's output that only one node reads.
+  bool FusableInto(const std::string& v) const {
+    return kept_.count(v) && !ed_.IsPinned(v) && ed_.Uses(v).size() == 1;
+  }
+  bool IsConvOutput(const std::string& v) const {
+    const int64_t p = ed_.Producer(v);
+    return p >= 0 && opt::IsOp(ed_.node(static_cast<size_t>(p)), "Conv");
+  }
+
+  GraphEditor& ed_;
+  std::unordered_set<std::string> kept_;
+};
 
 // Every float16 pattern's float value: widening BERT-base's 110M weights
 // element by element through HalfToFloat's branches took ~0.4 s of session
@@ -151,13 +225,14 @@ Result<Tensor> WidenTensor(const Tensor& t) {
   return out;
 }
 
-// Relu and MaxPool (without Indices) commute with rounding to a narrow type
-// (monotone, and mapping narrow values to narrow values): reading their
-// input before its rounding and rounding their output once gives the same
-// values (only a zero's sign may differ: Relu(-0) is -0, Relu of a tiny
-// negative float +0). So a Conv + Relu stays a pair FusedConv can take.
-bool CommutesWithRounding(const Node& node) {
-  if (opt::IsOp(node, "Relu")) return true;
+// Relu, Clip (ClipOfConstantBounds) and MaxPool (without Indices) commute
+// with rounding to a narrow type (monotone, and mapping narrow values to
+// narrow values): reading their input before its rounding and rounding their
+// output once gives the same values (only a zero's sign may differ: Relu(-0)
+// is -0, Relu of a tiny negative float +0). So a Conv + Relu or Clip stays a
+// pair FusedConv can take.
+bool CommutesWithRounding(GraphEditor& ed, const Node& node) {
+  if (opt::IsOp(node, "Relu") || ClipOfConstantBounds(ed, node)) return true;
   return opt::IsOp(node, "MaxPool") && (node.outputs.size() == 1 || node.outputs[1].empty());
 }
 
@@ -238,7 +313,7 @@ class Widening {
 };
 
 Status Widen(GraphEditor& ed, size_t i, const WidenPlan& plan, Widening& widening) {
-  const bool commutes = CommutesWithRounding(ed.node(i));
+  const bool commutes = CommutesWithRounding(ed, ed.node(i));
   for (size_t k = 0; k < plan.inputs.size(); ++k) {
     if (plan.inputs[k] == DataType::kUndefined) continue;
     const std::string v = ed.node(i).inputs[k];
@@ -302,6 +377,7 @@ const std::vector<std::pair<const char*, const char*>>& WidenedOps() {
 Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed) {
   GraphEditor ed(graph, checked);
   Widening widening(ed);
+  KeptBf16 kept_bf16(ed);
   bool any = false;
   for (size_t i : checked.order) {
     if (!ed.removed(i) && BypassExactPair(ed, i)) {
@@ -311,7 +387,7 @@ Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed
     const Node& node = ed.node(i);
     if (!IsWidenedOp(node) || !node.declaration) continue;
     std::optional<WidenPlan> plan = PlanNode(ed, node, *node.declaration);
-    if (!plan || !plan->any || RunsInBFloat16(node, *plan)) continue;
+    if (!plan || !plan->any || RunsInBFloat16(node, *plan) || kept_bf16.Keep(node, *plan)) continue;
     NEE_RETURN_IF_ERROR(Widen(ed, i, *plan, widening));
     any = true;
   }

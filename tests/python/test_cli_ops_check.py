@@ -183,7 +183,7 @@ def test_standard_domains_stop_at_the_onnx_release(matrix):
 def test_optimized_kernels_are_listed(matrix):
     ops = {(op["domain"], op["op"]): op for op in matrix["operators"]}
     conv = ops["ai.onnx", "Conv"]
-    assert conv["has_optimized_kernel"] and conv["kernels"]["optimized"]["types"] == "float32"
+    assert conv["has_optimized_kernel"] and conv["kernels"]["optimized"]["types"] == "float32; bfloat16 with AVX512-BF16"
     assert conv["kernels"]["optimized"]["opsets"] == conv["kernels"]["reference"]["opsets"]
     # Resize's optimized kernel is registered from its opset 10 entry on, and nee's Resize starts there.
     resize = ops["ai.onnx", "Resize"]

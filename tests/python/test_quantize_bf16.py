@@ -14,6 +14,7 @@ both round each op's output once, so they agree up to float32 accumulation order
 next to a rounding boundary may round the other way: at most one narrow ulp, rarely).
 """
 import json
+import os
 
 import ml_dtypes
 import numpy as np
@@ -30,7 +31,10 @@ BF16 = ml_dtypes.bfloat16
 
 
 def cpu_has_avx512_bf16():
-    """Whether nee's bfloat16 MatMul/Gemm kernel (vdpbf16ps) runs here: those nodes then stay bfloat16."""
+    """Whether nee's bfloat16 MatMul/Gemm/Conv kernels (vdpbf16ps) run here: those nodes then stay bfloat16.
+    NEE_MAX_ISA=avx2 or portable hides AVX-512, AVX512-BF16 included."""
+    if os.environ.get("NEE_MAX_ISA") in ("avx2", "portable"):
+        return False
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             return any(line.startswith("flags") and "avx512_bf16" in line.split() for line in f)
@@ -202,9 +206,9 @@ def test_widening_matches_the_reference_kernels(tmp_path):
             om = onnx.load(str(opt))
             onnx.checker.check_model(om)
             heavy = [nd for nd in om.graph.node if nd.op_type in ("MatMul", "Conv", "FusedMatMul", "FusedConv")]
-            # With AVX512-BF16, bfloat16 MatMuls stay bfloat16 (ep/cpu/bf16_matmul_fast.cc) and read
-            # bfloat16 weights; the rest is widened.
-            native = mode == "bf16" and name == "mlp" and cpu_has_avx512_bf16()
+            # With AVX512-BF16, bfloat16 MatMuls and Convs stay bfloat16 (ep/cpu/bf16_matmul_fast.cc,
+            # conv_bf16.cc; the Conv + Relu as ai.nee FusedConv) and read bfloat16 weights; the rest is widened.
+            native = mode == "bf16" and cpu_has_avx512_bf16()
             weight_type = TensorProto.BFLOAT16 if native else TensorProto.FLOAT
             assert heavy and all(i.data_type == weight_type for i in om.graph.initializer
                                  if any(i.name in nd.input for nd in heavy))

@@ -12,6 +12,8 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
+
+#include "ep/cpu/bf16_simd.h"
 #define NEE_BF16_GEMM_X86 1
 #endif
 
@@ -90,32 +92,10 @@ namespace {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-#define NEE_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-
 // One row block's share of a task: rows [i0, i0 + R) times one column panel.
 struct Tile {
   int64_t i0, panel;
 };
-
-// FloatToBFloat16 on sixteen lanes: round to nearest even on the dropped
-// 16 bits (a carry may reach infinity, as it should), NaN made quiet with
-// its sign kept.
-NEE_BF16_TARGET inline __m256i RoundToBf16(__m512 v) {
-  const __m512i u = _mm512_castps_si512(v);
-  const __m512i upper = _mm512_srli_epi32(u, 16);
-  const __m512i bias = _mm512_add_epi32(_mm512_and_si512(upper, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, bias), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  const __m512i quiet = _mm512_or_si512(_mm512_and_si512(upper, _mm512_set1_epi32(0x8000)), _mm512_set1_epi32(0x7fc0));
-  r = _mm512_mask_mov_epi32(r, nan, quiet);
-  return _mm512_cvtepi32_epi16(r);
-}
-
-// Sixteen bfloat16 values (masked) widened to float32 (exact: the upper half).
-NEE_BF16_TARGET inline __m512 LoadBf16(const uint16_t* p, __mmask16 mask) {
-  const __m256i h = _mm256_maskz_loadu_epi16(mask, p);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 // alpha * sum [+ beta * C], rounded, stored for columns [j0, j0 + 16) of row i
 // (`mask`: the columns that exist). The float32 operations are the

@@ -16,7 +16,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
   static const std::vector<OptimizedKernel> kTable = {
       {"", "MatMul", 1, 1000, MatMulFloat, "float32; bfloat16 with AVX512-BF16"},
       {"", "Gemm", 1, 1000, GemmFloat, "float32; bfloat16 with AVX512-BF16"},
-      {"", "Conv", 1, 1000, ConvFloat, "float32"},
+      {"", "Conv", 1, 1000, ConvFloatOrBFloat16, "float32; bfloat16 with AVX512-BF16"},
       {"", "ConvTranspose", 1, 1000, ConvTransposeFloat, "float32"},
       // Before the float32 entry, which it hands float tensors to (pool_int8_fast.cc).
       {"", "MaxPool", 12, 1000, MaxPool8, "float32; uint8, int8 2-D from opset 12"},
@@ -56,6 +56,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       // ---- end element-wise block ----
       // ---- Fused ops written by the optimizer (src/opt) ----
       {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat, "float32"},
+      {"ai.nee", "FusedConv", 1, 1000, FusedConvBFloat16, "bfloat16 with AVX512-BF16"},
       {"ai.nee", "ScaledDotProductAttention", 1, 1000, ScaledDotProductAttentionFloat, "float32"},
       {"ai.nee", "FusedMatMul", 1, 1000, FusedMatMulFloat, "float32"},
       {"ai.nee", "BlockedConv", 1, 1000, BlockedConvFloat, "float32"},

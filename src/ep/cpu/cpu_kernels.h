@@ -38,6 +38,13 @@ Status GemmFloat(KernelContext& ctx);
 // (bf16_gemm.h), the reference kernels elsewhere.
 Status MatMulBFloat16(KernelContext& ctx);
 Status GemmBFloat16(KernelContext& ctx);
+// Conv: ConvFloat, or on bfloat16 (conv_bf16.cc) group-1 2-D convs as a
+// vdpbf16ps GEMM over weights packed once, on CPUs with AVX512-BF16; the
+// reference kernel for the rest.
+Status ConvFloatOrBFloat16(KernelContext& ctx);
+// ai.nee FusedConv (com.microsoft FusedConv on bfloat16, each step rounded)
+// on the same kernel, bias, Z and Relu/Clip/LeakyRelu in its epilogue.
+Status FusedConvBFloat16(KernelContext& ctx);
 // Conv on float32 (conv_fast.cc): pointwise and im2col paths over SGEMM, a direct depthwise kernel.
 Status ConvFloat(KernelContext& ctx);
 // ConvTranspose on float32 (conv_transpose_fast.cc): SGEMM + col2im.

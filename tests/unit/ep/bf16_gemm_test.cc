@@ -14,34 +14,16 @@
 
 #include "ep/cpu/bf16_gemm.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "bf16_test_util.h"
 #include "ep_test_util.h"
 #include "ir/float_formats.h"
 
 namespace nee {
 namespace {
 
-#define SKIP_WITHOUT_AVX512BF16() \
-  if (!cpu::CpuHasAvx512Bf16()) GTEST_SKIP() << "this CPU lacks avx512bf16"
+using namespace bf16_test;
 
 std::vector<int64_t> Dims(std::initializer_list<int64_t> d) { return d; }
-
-// bfloat16 values uniform in [-1, 1) (rounded from float32).
-Tensor RandomBf16(const std::vector<int64_t>& dims, std::mt19937& rng) {
-  const std::vector<float> f = testing::RandomFloats(testing::ElementCount(dims), rng);
-  Tensor t = Tensor::Allocate(DataType::kBFloat16, dims).value();
-  for (size_t i = 0; i < f.size(); ++i) t.data<uint16_t>()[i] = FloatToBFloat16(f[i]);
-  return t;
-}
-
-float At(const Tensor& t, int64_t i) { return BFloat16ToFloat(t.data<uint16_t>()[i]); }
-
-bool BitwiseEqual(const Tensor& x, const Tensor& y) {
-  return x.dtype() == y.dtype() && x.dims() == y.dims() &&
-         std::memcmp(x.raw_data(), y.raw_data(), x.byte_size()) == 0;
-}
-
-// One bfloat16 ulp at |v| (8 significant bits), at least the smallest normal's.
-double BfUlp(double v) { return std::ldexp(1.0, std::max(std::ilogb(std::max(std::abs(v), 1e-30)), -126) - 7); }
 
 // Expects `got` within the accumulation-order bound of `want` for a sum over
 // `k` terms whose magnitudes add up to at most `abs_sum` (an upper bound for
@@ -58,21 +40,6 @@ void ExpectCloseToReference(const Tensor& got, const Tensor& want, double abs_su
   }
   // Most outputs round alike: a difference is a float32 sum next to a rounding boundary.
   EXPECT_LE(differing, want.num_elements() / 4 + 1) << what;
-}
-
-// The fast kernel with a pool of `threads` threads, as a session runs it:
-// with a PreparedCache when `cache` is given, the inputs marked `constant`.
-Result<Tensor> RunFast(KernelFn kernel, const Node& node, const std::vector<Value>& inputs, int threads,
-                       PreparedCache* cache = nullptr, std::vector<bool> constant = {}) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : inputs) ptrs.push_back(&v);
-  std::vector<Value> outputs(1);
-  ThreadPool pool(threads);
-  KernelContext ctx(node, 13, ptrs, &outputs, nullptr, &pool, nullptr);
-  constant.resize(inputs.size(), false);
-  if (cache) ctx.SetPrepared(cache, &constant);
-  NEE_RETURN_IF_ERROR(kernel(ctx));
-  return outputs[0].tensor();
 }
 
 // Runs the fast kernel at 1, 2 and 3 threads and with B packed once through a

@@ -10,6 +10,7 @@
 
 #include "base/cpu_isa.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "ep/cpu/cpu_kernels.h"
@@ -127,6 +128,106 @@ TEST(WidenNarrowFloat, KeepsBFloat16MatMulAndGemmWhereTheCpuComputesThem) {
   Model half = NarrowMlp(DataType::kFloat16).model;
   ASSERT_TRUE(Widen(half));
   EXPECT_EQ(OpTypes(half), (Ops{"Cast", "MatMul", "Relu", "Cast", "Reshape", "ReduceMean"}));
+}
+
+// x -> Conv -> Relu -> Conv -> Add(r) -> Relu -> Neg, all bfloat16: on a CPU
+// with AVX512-BF16 the Convs (ep/cpu/conv_bf16.cc) and the Add and Relus
+// fuse-conv-activation folds into them stay bfloat16, then become two ai.nee
+// FusedConv (the second with Z = r) with no Cast between them; Neg (no such
+// kernel) is widened. Elsewhere every node is widened.
+ModelBuilder Bf16ResidualBlock() {
+  ModelBuilder b(22);
+  b.Input("x", ShapeFromDims({1, 4, 6, 5}), DataType::kBFloat16)
+      .Init("W1", Narrow(Random({4, 4, 3, 3}, 6), DataType::kBFloat16))
+      .Init("W2", Narrow(Random({4, 4, 1, 1}, 7), DataType::kBFloat16))
+      .Op("Conv", {"x", "W1"}, {"c1"}, {IntsAttr("pads", {1, 1, 1, 1})})
+      .Op("Relu", {"c1"}, {"r"})
+      .Op("Conv", {"r", "W2"}, {"c2"})
+      .Op("Add", {"c2", "r"}, {"s"})
+      .Op("Relu", {"s"}, {"t"})
+      .Op("Neg", {"t"}, {"y"})
+      .Output("y");
+  return b;
+}
+
+TEST(WidenNarrowFloat, KeepsBFloat16ConvsAndTheirResidualChain) {
+  ModelBuilder b = Bf16ResidualBlock();
+  Model m = b.model;
+  if (!HostHasAvx512Bf16()) {
+    ASSERT_TRUE(Widen(m));
+    for (const Node& n : m.graph.nodes)
+      if (n.op_type != "Cast") EXPECT_NE(n.inputs[0], "x") << n.op_type;  // every compute node reads a Cast
+    return;
+  }
+  ASSERT_TRUE(Widen(m));
+  EXPECT_EQ(OpTypes(m), (Ops{"Conv", "Relu", "Conv", "Add", "Relu", "Cast", "Neg", "Cast"}));
+  EXPECT_EQ(FindInit(m, "W1")->tensor.dtype(), DataType::kBFloat16);
+  EXPECT_EQ(OpsAfter(b.model, 2), (Ops{"FusedConv", "FusedConv", "Cast", "Neg", "Cast"}));
+  Model fused = b.model;
+  ASSERT_TRUE(OptimizeModel(fused, 2).ok());
+  EXPECT_EQ(fused.graph.nodes[0].domain, "ai.nee");
+  ASSERT_EQ(fused.graph.nodes[1].inputs.size(), 4u);
+  EXPECT_EQ(fused.graph.nodes[1].inputs[3], fused.graph.nodes[0].outputs[0]);  // Z: the first block's output
+  // The fused graph computes the unfused one's per-op-rounded values (float32 summation order aside).
+  Tensor x = Narrow(Random({1, 4, 6, 5}, 8), DataType::kBFloat16);
+  const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+  const Tensor got = RunAt(b.model, {{"x", Value(x)}}, 99);
+  ASSERT_EQ(got.dims(), want.dims());
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const float g = BFloat16ToFloat(got.data<uint16_t>()[i]), w = BFloat16ToFloat(want.data<uint16_t>()[i]);
+    EXPECT_LE(std::abs(g - w), std::abs(w) * 0x1p-6 + 1e-6f) << i;  // two bfloat16 ulps
+  }
+}
+
+// Clip with constant bounds (Relu6) commutes with rounding as Relu does: a
+// widened float16 Conv + Clip fuse into FusedConv; a bfloat16 one stays
+// bfloat16 with the Clip (AVX512-BF16) and becomes ai.nee FusedConv.
+TEST(WidenNarrowFloat, ClipFusesLikeRelu) {
+  for (DataType type : {DataType::kFloat16, DataType::kBFloat16}) {
+    ModelBuilder b(22);
+    b.Input("x", ShapeFromDims({1, 2, 5, 5}), type)
+        .Init("W", Narrow(Random({3, 2, 3, 3}, 10), type))
+        .Init("lo", Narrow(Floats({0.f}, {}), type))
+        .Init("hi", Narrow(Floats({0.5f}, {}), type))
+        .Op("Conv", {"x", "W"}, {"c"}, {IntsAttr("pads", {1, 1, 1, 1})})
+        .Op("Clip", {"c", "lo", "hi"}, {"y"})
+        .Output("y");
+    Model m = b.model;
+    ASSERT_TRUE(OptimizeModel(m, 2).ok());
+    const bool narrow = type == DataType::kBFloat16 && HostHasAvx512Bf16();
+    EXPECT_EQ(OpTypes(m), (narrow ? Ops{"FusedConv"} : Ops{"Cast", "FusedConv", "Cast"}));
+    const Node& conv = m.graph.nodes[narrow ? 0 : 1];
+    EXPECT_EQ(conv.domain, narrow ? "ai.nee" : "com.microsoft");
+    ASSERT_NE(conv.FindAttr("activation"), nullptr);
+    EXPECT_EQ(conv.FindAttr("activation")->s, "Clip");
+    // The values of the unfused per-op-rounded graph (the reference kernels).
+    const Tensor x = Narrow(Random({1, 2, 5, 5}, 11), type);
+    const Tensor want = RunAt(b.model, {{"x", Value(x)}}, 0);
+    const Tensor got = RunAt(b.model, {{"x", Value(x)}}, 99);
+    for (int64_t i = 0; i < want.num_elements(); ++i) {
+      auto value = [type](const Tensor& t, int64_t k) {
+        const uint16_t bits = t.data<uint16_t>()[k];
+        return type == DataType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
+      };
+      EXPECT_LE(std::abs(value(got, i) - value(want, i)), std::abs(value(want, i)) * 0x1p-6 + 1e-6f) << i;
+    }
+  }
+}
+
+// A bfloat16 Conv whose output is also a graph output stays bfloat16, but
+// the Relu after it is widened: no fusion could take it.
+TEST(WidenNarrowFloat, WidensWhatCannotFuseIntoABFloat16Conv) {
+  if (!HostHasAvx512Bf16()) GTEST_SKIP() << "this CPU lacks avx512bf16: every Conv is widened";
+  ModelBuilder b(22);
+  b.Input("x", ShapeFromDims({1, 2, 4, 4}), DataType::kBFloat16)
+      .Init("W", Narrow(Random({3, 2, 3, 3}, 9), DataType::kBFloat16))
+      .Op("Conv", {"x", "W"}, {"c"}, {IntsAttr("pads", {1, 1, 1, 1}), IntAttr("group", 1)})
+      .Op("Relu", {"c"}, {"y"})
+      .Output("y")
+      .Output("c");
+  Model m = b.model;
+  ASSERT_TRUE(Widen(m));
+  EXPECT_EQ(OpTypes(m), (Ops{"Conv", "Cast", "Relu", "Cast"}));
 }
 
 TEST(WidenNarrowFloat, LeavesFloat32AndCastsAlone) {
