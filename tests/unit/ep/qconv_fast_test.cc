@@ -22,13 +22,7 @@ using testing::StringAttr;
 
 Result<Tensor> RunFast(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,
                        int threads) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : inputs) ptrs.push_back(v.is_tensor() ? &v : nullptr);
-  std::vector<Value> outputs(node.outputs.size());
-  ThreadPool pool(threads);
-  KernelContext ctx(node, opset, ptrs, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(kernel(ctx));
-  return outputs[0].tensor();
+  return testing::RunKernelOmitting(kernel, node, opset, inputs, threads);
 }
 
 void ExpectFastMatchesReference(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,

@@ -16,21 +16,10 @@ namespace nee {
 namespace {
 
 Result<Tensor> RunFast(const Node& node, const std::vector<Value>& inputs, int threads) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : inputs) ptrs.push_back(v.is_tensor() ? &v : nullptr);
-  std::vector<Value> outputs(node.outputs.size());
-  ThreadPool pool(threads);
-  KernelContext ctx(node, 1, ptrs, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(cpu::QGemmFast(ctx));
-  return outputs[0].tensor();
+  return testing::RunKernelOmitting(cpu::QGemmFast, node, 1, inputs, threads);
 }
 
-Tensor Scale(const std::vector<int64_t>& dims, std::mt19937& rng, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(testing::ElementCount(dims)));
-  for (auto& e : v) e = dist(rng);
-  return Tensor::FromVector(v, dims);
-}
+const auto Scale = testing::UniformFloats;
 
 Tensor Bias(const std::vector<int64_t>& dims, std::mt19937& rng) {
   std::uniform_int_distribution<int32_t> dist(-40000, 40000);
@@ -62,11 +51,7 @@ std::vector<Value> MakeInputs(const Case& c, std::mt19937& rng) {
   return in;
 }
 
-void ExpectBitwise(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.dtype(), want.dtype()) << what;
-  ASSERT_EQ(got.dims(), want.dims()) << what;
-  ASSERT_EQ(0, std::memcmp(got.raw_data(), want.raw_data(), got.byte_size())) << what;
-}
+using testing::ExpectBitwise;
 
 void ExpectAsReference(const Case& c, const std::vector<Value>& inputs, std::vector<Attribute> attrs,
                        const std::string& what) {
@@ -81,11 +66,7 @@ void ExpectAsReference(const Case& c, const std::vector<Value>& inputs, std::vec
   (void)c;
 }
 
-class QGemmFastTest : public ::testing::TestWithParam<cpu::SgemmIsa> {
- protected:
-  void SetUp() override { cpu::SgemmLimitIsa(GetParam()); }
-  void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
-};
+using QGemmFastTest = testing::IsaLimitedTest;
 
 TEST_P(QGemmFastTest, MatchesReferenceBitwise) {
   const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
@@ -148,13 +129,7 @@ TEST_P(QGemmFastTest, OtherCasesGoToTheReference) {
   EXPECT_FALSE(RunFast(node, in, 2).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, QGemmFastTest,
-                         ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
-                         [](const auto& info) {
-                           return std::string(info.param == cpu::SgemmIsa::kAvx512 ? "avx512"
-                                              : info.param == cpu::SgemmIsa::kAvx2 ? "avx2"
-                                                                                   : "portable");
-                         });
+INSTANTIATE_TEST_SUITE_P(Isa, QGemmFastTest, testing::AllGemmIsas(), testing::IsaName);
 
 }  // namespace
 }  // namespace nee
