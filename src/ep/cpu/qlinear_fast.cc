@@ -116,7 +116,7 @@ bool AddAvx512Active() {
 // they are.
 #define NEE_QLINEAR_AVX512 __attribute__((target("avx512f")))
 struct AddAvx512Consts {
-  __m512i za, zb;
+  __m512i za, zb, zc_int;
   __m512 ra, rb, zc, lo, hi;
 };
 
@@ -127,32 +127,45 @@ NEE_QLINEAR_AVX512 inline __m512 Dequant16(const uint8_t* p, __m512i zp, __m512 
   return _mm512_mul_round_ps(ratio, _mm512_cvtepi32_ps(_mm512_sub_epi32(wide, zp)), kCur);
 }
 
+// kSmall: every |sum| is below 2^30 (AddRangeAvx512's caller checks the ratios), so vcvtps2dq rounds it (to
+// nearest even, as nearbyint) into int32 exactly, the zero point is added in int32 and the narrowing saturates:
+// the reference's float add of the zero point is exact below 2^24, and from there on both land on the same end
+// of the range. Two vector operations fewer than rounding, adding, clamping and converting in float.
+template <bool kSmall>
 NEE_QLINEAR_AVX512 inline void Add16(const uint8_t* a, const uint8_t* b, const AddAvx512Consts& k, bool is_signed,
                                      uint8_t* y) {
   constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
   __m512 v = _mm512_add_round_ps(Dequant16(a, k.za, k.ra, is_signed), Dequant16(b, k.zb, k.rb, is_signed), kCur);
-  v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  v = _mm512_min_ps(_mm512_max_ps(_mm512_add_round_ps(v, k.zc, kCur), k.lo), k.hi);
-  const __m512i r = _mm512_cvtps_epi32(v);
+  __m512i r;
+  if constexpr (kSmall) {
+    r = _mm512_add_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), k.zc_int);
+    if (!is_signed) r = _mm512_max_epi32(r, _mm512_setzero_si512());
+  } else {
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_round_ps(v, k.zc, kCur), k.lo), k.hi);
+    r = _mm512_cvtps_epi32(v);
+  }
   __m128i bytes = is_signed ? _mm512_cvtsepi32_epi8(r) : _mm512_cvtusepi32_epi8(r);
   // vpmovdb into a register, then a store: its store form is far slower on Zen 4 (qconv_vnni.cc).
   __asm__("" : "+v"(bytes));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(y), bytes);
 }
 
+template <bool kSmall>
 NEE_QLINEAR_AVX512 void AddRangeAvx512(const uint8_t* a, const uint8_t* b, int64_t n, bool is_signed,
                                        const Quant8& qa, const Quant8& qb, float ra, float rb, int32_t zc,
                                        uint8_t* y) {
   AddAvx512Consts k;
   k.za = _mm512_set1_epi32(qa.zero_point), k.zb = _mm512_set1_epi32(qb.zero_point);
   k.ra = _mm512_set1_ps(ra), k.rb = _mm512_set1_ps(rb), k.zc = _mm512_set1_ps(static_cast<float>(zc));
+  k.zc_int = _mm512_set1_epi32(zc);
   k.lo = _mm512_set1_ps(is_signed ? -128.0f : 0.0f), k.hi = _mm512_set1_ps(is_signed ? 127.0f : 255.0f);
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    Add16(a + i, b + i, k, is_signed, y + i);
-    Add16(a + i + 16, b + i + 16, k, is_signed, y + i + 16);
+    Add16<kSmall>(a + i, b + i, k, is_signed, y + i);
+    Add16<kSmall>(a + i + 16, b + i + 16, k, is_signed, y + i + 16);
   }
-  for (; i + 16 <= n; i += 16) Add16(a + i, b + i, k, is_signed, y + i);
+  for (; i + 16 <= n; i += 16) Add16<kSmall>(a + i, b + i, k, is_signed, y + i);
   AddRangeAvx2(a + i, b + i, n - i, is_signed, qa, qb, ra, rb, zc, y + i);
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -184,11 +197,15 @@ Status QLinearAddFast(KernelContext& ctx) {
   const bool avx2 = IgemmU8S8Available();
 #ifdef NEE_QLINEAR_X86
   const bool avx512 = avx2 && AddAvx512Active();
+  // |sum| <= (|ra| + |rb|) * 255 (each difference from a zero point is at most 255), plus its roundings.
+  const bool small = (std::fabs(static_cast<double>(ra)) + std::fabs(static_cast<double>(rb))) * 256.0 < 0x1p30;
 #endif
   ctx.ParallelFor((a.num_elements() + 4095) / 4096, 4, [&](int64_t begin, int64_t end) {
     const int64_t i0 = begin * 4096, n = std::min(end * 4096, a.num_elements()) - i0;
 #ifdef NEE_QLINEAR_X86
-    if (avx512) return AddRangeAvx512(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
+    if (avx512 && small)
+      return AddRangeAvx512<true>(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
+    if (avx512) return AddRangeAvx512<false>(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
     if (avx2) return AddRangeAvx2(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
 #endif
     AddRangePortable(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);

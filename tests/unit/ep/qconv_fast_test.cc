@@ -310,6 +310,16 @@ TEST_P(QConvFastTest, QLinearAddAndLeakyReluMatchReference) {
       }
     }
   }
+  // Sums past 2^24 and past 2^30 (large scale ratios): the float zero point add rounds, and from 2^30 on the
+  // sixteen-lane form rounds and clamps in float instead of in int32; both saturate as the reference does.
+  for (DataType t : {DataType::kUint8, DataType::kInt8})
+    for (float a_scale : {2e4f, 3e6f, 5e9f}) {
+      std::vector<Value> add = {Value(testing::Random8(t, {1, 999}, rng)), Value(Tensor::Scalar<float>(a_scale)),
+                                Value(testing::Random8(t, {}, rng)),       Value(testing::Random8(t, {1, 999}, rng)),
+                                Value(Tensor::Scalar<float>(0.5f)),        Value(testing::Random8(t, {}, rng)),
+                                Value(Tensor::Scalar<float>(0.25f)),       Value(testing::Random8(t, {}, rng))};
+      ExpectFastMatchesReference(cpu::QLinearAddFast, MsNode("QLinearAdd", 8), 1, add, "QLinearAdd large");
+    }
   // Broadcasting goes to the reference.
   std::vector<Value> bcast = {Value(testing::Random8(DataType::kUint8, {3, 4}, rng)), Value(Tensor::Scalar<float>(0.1f)),
                               Value(Tensor::Scalar<uint8_t>(3)), Value(testing::Random8(DataType::kUint8, {4}, rng)),
