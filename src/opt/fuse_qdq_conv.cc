@@ -8,6 +8,7 @@
 //   DQ(q) -> Clip(lo, hi) -> Q, Q(lo), Q(hi) at Q's ends => com.microsoft QLinearLeakyRelu(q, alpha = 1)
 //   Add(DQ(a_q), DQ(b_q)) [-> Relu | Clip] -> Q        => com.microsoft QLinearAdd
 //   MatMul(DQ(a_q), DQ(W_q)) [-> Relu | Clip] -> Q     => QLinearMatMul(a_q, ..., W_q, ...)
+//   Gemm(DQ(a_q), DQ(W_q), [DQ(C_i32)]) [-> Relu | Clip] -> Q => com.microsoft QGemm(a_q, ..., W_q, ..., C_i32, ...)
 //   DQ(q) -> MaxPool -> Q, Q's scale and zero point DQ's => MaxPool(q) on the 8-bit values
 //
 // These are the fusions ONNX Runtime makes of the same graph (its QDQ
@@ -21,7 +22,9 @@
 //   w_scale (per channel when W is) with zero point 0, which is how both
 //   quantizers write it; per-tensor x and y.
 // - QLinearMatMul likewise: a per tensor, W a constant 2-D matrix per tensor
-//   or per column (axis 1), y per tensor.
+//   or per column (axis 1), y per tensor. QGemm too (alpha = beta = 1, no
+//   transA; with transB, W per row, stored transposed once), C as the Conv's
+//   bias: int32 [N], scale a_scale * w_scale, zero point 0.
 // - DQ -> Relu -> Q is the same 256-entry table as QLinearLeakyRelu with
 //   alpha 0 (a negative value times 0 is -0, which quantizes as 0 does):
 //   bitwise the chain.
@@ -292,6 +295,85 @@ void TryFuseMatMul(GraphEditor& ed, size_t index) {
   ed.RewriteAs(static_cast<size_t>(q_index), "", "QLinearMatMul", inputs, {});
 }
 
+// ---- Gemm -> com.microsoft QGemm ----------------------------------------------------------
+
+// The weight's DequantizeLinear for Gemm: constant 8-bit W, [N, K] with transB (scale per tensor or per row,
+// axis 0) or [K, N] without (per column, axis 1); zero point as ConstantMatrix's. *n: the output columns.
+bool ConstantGemmWeight(GraphEditor& ed, const QdqNode& w, bool trans_b, int64_t* n, bool* per_column) {
+  if (!trans_b) {
+    Tensor wq = ed.Constant(w.data);
+    *n = wq.defined() && wq.rank() == 2 ? wq.dim(1) : 0;
+    return ConstantMatrix(ed, w, per_column);
+  }
+  Tensor wq = ed.Constant(w.data), ws = ed.Constant(w.scale);
+  if (!wq.defined() || !ws.defined() || !Is8Bit(wq.dtype()) || wq.rank() != 2 || ws.dtype() != DataType::kFloat)
+    return false;
+  *n = wq.dim(0);
+  const bool scalar = ws.num_elements() == 1 && ws.rank() <= 1;
+  *per_column = !scalar;
+  if (!scalar && !(ws.rank() == 1 && ws.dim(0) == *n && (w.axis == 0 || w.axis == -2))) return false;
+  if (w.zero_point.empty()) return wq.dtype() == DataType::kUint8;
+  Tensor wz = ed.Constant(w.zero_point);
+  return wz.defined() && wz.dtype() == wq.dtype() && wz.num_elements() == ws.num_elements() &&
+         wz.rank() == ws.rank();
+}
+
+// W [N, K] as a new [K, N] initializer (QGemm's kernel takes B untransposed).
+std::string TransposedWeight(GraphEditor& ed, const std::string& name) {
+  const Tensor w = ed.Constant(name);
+  const int64_t n = w.dim(0), k = w.dim(1);
+  Tensor t = Tensor::Allocate(w.dtype(), {k, n}).value();
+  const auto* src = static_cast<const uint8_t*>(w.raw_data());
+  auto* dst = static_cast<uint8_t*>(t.raw_data());
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t p = 0; p < k; ++p) dst[p * n + j] = src[j * k + p];
+  return ed.AddInitializer(name + "_transposed", std::move(t));
+}
+
+// Gemm(DQ a, DQ W[, DQ C]) [-> Relu | Clip] -> Q (alpha = beta = 1, no transA; a per tensor, W a constant
+// matrix, C the exact int32 bias of [N]) into com.microsoft QGemm(a, W, C) with Q's scale and zero point:
+// the integer product plus C, rounded once (ONNX Runtime fuses the same group into its QGemm). A transposed
+// W is stored transposed once, so QGemm runs without transB. Returns W's name when it was replaced.
+std::string TryFuseGemm(GraphEditor& ed, size_t index) {
+  const Node& gemm = ed.node(index);
+  if (!IsOpSince(ed, index, "Gemm", 11) || gemm.inputs.size() < 2 || gemm.outputs.size() != 1 ||
+      opt::HasOtherAttributes(gemm, {"alpha", "beta", "transA", "transB"}))
+    return {};
+  auto alpha = gemm.GetFloat("alpha", 1.0f), beta = gemm.GetFloat("beta", 1.0f);
+  auto trans_a = gemm.GetInt("transA", 0), trans_b = gemm.GetInt("transB", 0);
+  if (!alpha.ok() || !beta.ok() || !trans_a.ok() || !trans_b.ok() || alpha.value() != 1.0f ||
+      trans_a.value() != 0 || (gemm.HasInput(2) && beta.value() != 1.0f))
+    return {};
+  QdqNode a, w, c, y;
+  if (DequantizeProducer(ed, gemm.inputs[0], &a) < 0 || !IsPerTensor8(ed, a)) return {};
+  if (DequantizeProducer(ed, gemm.inputs[1], &w) < 0) return {};
+  int64_t n = 0;
+  bool per_column = false;
+  if (!ConstantGemmWeight(ed, w, trans_b.value() != 0, &n, &per_column)) return {};
+  const bool has_c = gemm.HasInput(2);
+  if (has_c && (DequantizeProducer(ed, gemm.inputs[2], &c) < 0 || !ExactBias(ed, c, a.scale, w.scale, n))) return {};
+  int64_t act = -1;
+  const int64_t q_index = QuantizeReader(ed, gemm.outputs[0], &y, &act);
+  if (q_index < 0) return {};
+  const DataType w_type = ed.Constant(w.data).dtype();
+  const std::vector<int64_t> w_zp_dims = per_column ? std::vector<int64_t>{n} : std::vector<int64_t>{};
+  const std::string weight = trans_b.value() ? TransposedWeight(ed, w.data) : w.data;
+  std::vector<std::string> inputs = {a.data,
+                                     a.scale,
+                                     ZeroPointOrNew(ed, a, QuantType(ed, a), {}),
+                                     weight,
+                                     w.scale,
+                                     ZeroPointOrNew(ed, w, w_type, w_zp_dims),
+                                     has_c ? c.data : std::string(),
+                                     y.scale,
+                                     ZeroPointOrNew(ed, y, QuantType(ed, y), {})};
+  const std::string replaced = trans_b.value() ? w.data : std::string();
+  ed.RemoveNode(index);
+  if (act >= 0) ed.RemoveNode(static_cast<size_t>(act));
+  ed.RewriteAs(static_cast<size_t>(q_index), opt::kMicrosoftDomain, "QGemm", inputs, {});
+  return replaced;
+}
+
 // ---- DQ -> Relu -> Q into QLinearLeakyRelu(alpha = 0) ----------------------------------
 
 void TryFuseRelu(GraphEditor& ed, size_t index) {
@@ -419,10 +501,15 @@ void TryFuseMaxPool(GraphEditor& ed, size_t index) {
 
 Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
   GraphEditor ed(graph, checked);
+  std::vector<std::string> replaced_weights;  // transposed copies took their place
   for (size_t index : checked.order) {
     if (ed.removed(index)) continue;
     TryFuseConv(ed, index);
     if (!ed.removed(index)) TryFuseMatMul(ed, index);
+    if (!ed.removed(index)) {
+      std::string replaced = TryFuseGemm(ed, index);
+      if (!replaced.empty()) replaced_weights.push_back(std::move(replaced));
+    }
     if (!ed.removed(index)) TryFuseRelu(ed, index);
     if (!ed.removed(index)) TryFuseAdd(ed, index);
     if (!ed.removed(index)) TryFuseClip(ed, index);
@@ -436,7 +523,7 @@ Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
         !ed.IsPinned(n.outputs[0]) && ed.Uses(n.outputs[0]).empty())
       ed.RemoveNode(index);
   }
-  *changed = ed.Commit();
+  *changed = ed.CommitDroppingInitializers(replaced_weights);
   return Status::Ok();
 }
 

@@ -67,10 +67,64 @@ def test_mlp_with_relu_fuses_both_matmuls(tmp_path, per_channel):
     ops = optimized_ops(model, tmp_path)
     # The Relu between is the first QLinearMatMul's requantization when Q saturates at its zero point.
     assert ops["QLinearMatMul"] == 2 and ops["MatMul"] == 0 and ops["Relu"] == 0, ops
-    x = inputs((32,), 16, seed=6)
+    assert_two_layers_within_two_steps(model, inputs((32,), 16, seed=6))
+
+
+def assert_two_layers_within_two_steps(model, x):
     fused = nee_out(model, x)
     step = output_step(model)
     # One step at the first layer can move the second layer's output by a little more than one step.
     assert np.max(np.abs(fused - nee_out(model, x, level=0))) / step <= 2.001
     assert np.max(np.abs(fused - ort_out(model, x, optimize=True))) / step <= 2.001
     assert np.array_equal(fused, nee_out(model, x, threads=2))
+
+
+def gemm_model(path, trans_b, relu_between):
+    """x[N,32] -> Gemm(W1, b1) (-> Relu -> Gemm(W2, b2)) -> y, W stored [out, in] with transB (a classifier's
+    layout) or [in, out] without."""
+    rng = np.random.default_rng(4)
+    dims = [(32, 48), (48, 10)] if relu_between else [(32, 10)]
+    inits, nodes, x = [], [], "x"
+    for i, (k, n) in enumerate(dims):
+        w = (rng.standard_normal((n, k) if trans_b else (k, n)) / 6).astype(np.float32)
+        b = (rng.standard_normal(n) / 4).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"w{i}"), numpy_helper.from_array(b, f"b{i}")]
+        out = "y" if i + 1 == len(dims) else f"h{i}"
+        nodes.append(helper.make_node("Gemm", [x, f"w{i}", f"b{i}"], [out], transB=1 if trans_b else 0))
+        if out != "y":
+            nodes.append(helper.make_node("Relu", [out], [f"r{i}"]))
+            x = f"r{i}"
+    graph = helper.make_graph(nodes, "gemm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+def test_quantized_gemm_fuses_into_qgemm_within_one_step(tmp_path, per_channel, trans_b):
+    """Gemm(DQ(a), DQ(W), DQ(bias)) -> Q into com.microsoft QGemm (ONNX Runtime fuses the same group into its
+    QGemm); the kernel is bitwise the reference (tests/unit/ep/qgemm_fast_test.cc)."""
+    src = tmp_path / "float.onnx"
+    gemm_model(src, trans_b, relu_between=False)
+    model = static_int8(src, tmp_path, (32,), per_channel=per_channel)
+    ops = optimized_ops(model, tmp_path)
+    assert ops["QGemm"] == 1 and ops["Gemm"] == 0, ops
+    x = inputs((32,), 16, seed=7) * np.float32(1.3)  # [16, 32]; partly beyond the calibrated range
+    fused = nee_out(model, x)
+    step = output_step(model)
+    d_unfused = np.max(np.abs(fused - nee_out(model, x, level=0))) / step
+    d_ort_qdq = np.max(np.abs(fused - ort_out(model, x, optimize=False))) / step
+    d_ort_fused = np.max(np.abs(fused - ort_out(model, x, optimize=True))) / step
+    print(f"per_channel={per_channel} trans_b={trans_b}: fused vs unfused {d_unfused:.2f} steps, vs ORT's QDQ "
+          f"{d_ort_qdq:.2f}, vs ORT fused {d_ort_fused:.2f}")
+    assert d_unfused <= 1.001 and d_ort_qdq <= 1.001 and d_ort_fused <= 1.001
+    assert np.array_equal(fused, nee_out(model, x, threads=2))
+
+
+def test_mlp_of_gemms_with_relu_fuses_both(tmp_path):
+    src = tmp_path / "float.onnx"
+    gemm_model(src, trans_b=True, relu_between=True)
+    model = static_int8(src, tmp_path, (32,), per_channel=True)
+    ops = optimized_ops(model, tmp_path)
+    assert ops["QGemm"] == 2 and ops["Gemm"] == 0 and ops["Relu"] == 0, ops
+    assert_two_layers_within_two_steps(model, inputs((32,), 16, seed=8))

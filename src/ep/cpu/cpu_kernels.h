@@ -163,6 +163,9 @@ Status QLinearConvFast(KernelContext& ctx);
 Status QuantizeLinearFast(KernelContext& ctx);  // float32 to uint8 per tensor (quant_fast.cc)
 Status QLinearAddFast(KernelContext& ctx);
 Status QLinearLeakyReluFast(KernelContext& ctx);
+// com.microsoft QGemm (qlinear_fast.cc; the QDQ fusion's classifier Gemm): MatMulInteger's exact product, C,
+// then the reference's float requantization; bitwise the reference.
+Status QGemmFast(KernelContext& ctx);
 // ---- end quantized block ----
 // com.microsoft MatMulNBits with 4-bit weights (matmul_nbits_fast.cc): weights read 4-bit where they lie,
 // dequantized per call into registers (few rows) or SGEMM's packed panels; float zero points to the reference.

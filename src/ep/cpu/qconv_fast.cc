@@ -594,6 +594,41 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
   return plan;
 }
 
+// The blocks of pixel panels a conv's tasks take: block b is [Start(b), Start(b + 1)).
+struct PanelBlocks {
+  int64_t panels = 0, count = 0, per_block = 0;
+  bool balanced = false;  // bounds spread evenly (several threads), else per_block apart
+  bool even = false;      // balanced bounds on even panels (VNNI's two-panel tiles)
+  int64_t Start(int64_t b) const {
+    if (b >= count) return panels;
+    if (!balanced) return std::min(panels, b * per_block);
+    return even ? 2 * ((b * panels + count) / (2 * count)) : (b * panels + count / 2) / count;
+  }
+};
+
+// Blocks whose packed X stays in L2 (about 96 KB). One thread: per_block panels each (VNNI: an even count,
+// so that no block but the last ends on a lone panel, a 12 x 16 tile where the two-panel tile reads each
+// weight quad once for both). Several threads: a multiple of their count, at least two each where there
+// are panels enough, of equal size up to the even bounds, so that each thread's share (the pool deals
+// chunks of blocks out in order) is the same work: fixed-size blocks left a 14x14 image's 13 panels as
+// 4 + 4 | 4 + 1 (and a 28x28 image's 49 as 28 | 21) on two threads.
+PanelBlocks PlanPanelBlocks(int64_t panels, int64_t K, int64_t threads, bool vnni) {
+  PanelBlocks b;
+  b.panels = panels;
+  const int64_t fit = std::max<int64_t>(1, (96 * 1024) / std::max<int64_t>(1, K * kCols));
+  if (threads <= 1) {
+    b.per_block = vnni ? std::max<int64_t>(qconv::kVnniPanels, fit + fit % 2) : fit;
+    b.count = (panels + b.per_block - 1) / b.per_block;
+    return b;
+  }
+  b.balanced = true;
+  b.even = vnni;
+  const int64_t per_thread = std::max<int64_t>(2, (panels + threads * fit - 1) / (threads * fit));
+  const int64_t smallest = vnni ? qconv::kVnniPanels : 1;  // panels a block holds at least
+  b.count = std::max<int64_t>(1, std::min(threads * per_thread, panels / smallest));
+  return b;
+}
+
 bool IsScalarOrVector(const Tensor& t, int64_t n) {
   return t.num_elements() == 1 ? t.rank() <= 1 : (t.rank() == 1 && t.dim(0) == n);
 }
@@ -664,17 +699,9 @@ Status QLinearConvFast(KernelContext& ctx) {
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
   const bool direct = g.pointwise() && !x_signed;
-  // Blocks of pixel panels whose packed X stays in L2 (about 96 KB), at least
-  // two per thread when there are several threads and enough panels (one
-  // thread has nothing to balance: each block more re-reads all the weights).
   const int64_t panels = (P + kCols - 1) / kCols;
   const int64_t threads = ctx.pool() ? std::max<int64_t>(1, ctx.pool()->num_threads()) : 1;
-  int64_t per_block = std::max<int64_t>(1, (96 * 1024) / std::max<int64_t>(1, K * kCols));
-  if (threads > 1) per_block = std::min(per_block, std::max<int64_t>(1, (panels + 2 * threads - 1) / (2 * threads)));
-  // VNNI: an even count, so that no block but the last ends on a lone panel (a 12 x 16 tile where the two-panel
-  // tile reads each weight quad once for both).
-  if (vnni) per_block = std::max<int64_t>(qconv::kVnniPanels, per_block + per_block % 2);
-  const int64_t blocks = (panels + per_block - 1) / per_block;
+  const PanelBlocks blocks = PlanPanelBlocks(panels, K, threads, vnni);
   if (RunDepthwiseQConv(ctx, g, xb, flip, static_cast<uint8_t>(zx), weights->taps, zw.data(), constant.data(),
                          mult.data(), q, yb))
     return Status::Ok();
@@ -718,10 +745,12 @@ Status QLinearConvFast(KernelContext& ctx) {
       continue;
     }
 #endif
-    ctx.ParallelFor(blocks, 1, [&](int64_t begin, int64_t end) {
+    ctx.ParallelFor(blocks.count, 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
-      for (int64_t blk = begin; blk < end; ++blk)
-        RunBlock(run, grp, from, blk * per_block, std::min(panels, (blk + 1) * per_block), y_image, t_scratch);
+      for (int64_t blk = begin; blk < end; ++blk) {
+        const int64_t first = blocks.Start(blk), last = blocks.Start(blk + 1);
+        if (first < last) RunBlock(run, grp, from, first, last, y_image, t_scratch);
+      }
     });
   }
   return Status::Ok();

@@ -1,13 +1,15 @@
-// com.microsoft QLinearAdd (same shapes) and QLinearLeakyRelu, which the QDQ fusion
-// (opt/fuse_qdq_conv.cc) writes between quantized convolutions: bitwise the reference kernels
-// (ops/quantize.cc). QLinearAdd as the reference's float operations eight lanes at a time, without
-// contraction; QLinearLeakyRelu through the reference's 256-entry table.
+// com.microsoft QLinearAdd (same shapes), QLinearLeakyRelu and QGemm, which the QDQ fusion
+// (opt/fuse_qdq_conv.cc) writes between quantized convolutions and for a classifier's Gemm: bitwise the
+// reference kernels (ops/quantize.cc). QLinearAdd as the reference's float operations eight lanes at a time,
+// without contraction; QLinearLeakyRelu through the reference's 256-entry table; QGemm as MatMulInteger's
+// exact product (quant_matmul.h), then the reference's float requantization of each element.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
+#include "ep/cpu/quant_matmul.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
 
@@ -114,7 +116,7 @@ bool AddAvx512Active() {
 // they are.
 #define NEE_QLINEAR_AVX512 __attribute__((target("avx512f")))
 struct AddAvx512Consts {
-  __m512i za, zb;
+  __m512i za, zb, zc_int;
   __m512 ra, rb, zc, lo, hi;
 };
 
@@ -125,32 +127,45 @@ NEE_QLINEAR_AVX512 inline __m512 Dequant16(const uint8_t* p, __m512i zp, __m512 
   return _mm512_mul_round_ps(ratio, _mm512_cvtepi32_ps(_mm512_sub_epi32(wide, zp)), kCur);
 }
 
+// kSmall: every |sum| is below 2^30 (AddRangeAvx512's caller checks the ratios), so vcvtps2dq rounds it (to
+// nearest even, as nearbyint) into int32 exactly, the zero point is added in int32 and the narrowing saturates:
+// the reference's float add of the zero point is exact below 2^24, and from there on both land on the same end
+// of the range. Two vector operations fewer than rounding, adding, clamping and converting in float.
+template <bool kSmall>
 NEE_QLINEAR_AVX512 inline void Add16(const uint8_t* a, const uint8_t* b, const AddAvx512Consts& k, bool is_signed,
                                      uint8_t* y) {
   constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
   __m512 v = _mm512_add_round_ps(Dequant16(a, k.za, k.ra, is_signed), Dequant16(b, k.zb, k.rb, is_signed), kCur);
-  v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  v = _mm512_min_ps(_mm512_max_ps(_mm512_add_round_ps(v, k.zc, kCur), k.lo), k.hi);
-  const __m512i r = _mm512_cvtps_epi32(v);
+  __m512i r;
+  if constexpr (kSmall) {
+    r = _mm512_add_epi32(_mm512_cvt_roundps_epi32(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), k.zc_int);
+    if (!is_signed) r = _mm512_max_epi32(r, _mm512_setzero_si512());
+  } else {
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(_mm512_add_round_ps(v, k.zc, kCur), k.lo), k.hi);
+    r = _mm512_cvtps_epi32(v);
+  }
   __m128i bytes = is_signed ? _mm512_cvtsepi32_epi8(r) : _mm512_cvtusepi32_epi8(r);
   // vpmovdb into a register, then a store: its store form is far slower on Zen 4 (qconv_vnni.cc).
   __asm__("" : "+v"(bytes));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(y), bytes);
 }
 
+template <bool kSmall>
 NEE_QLINEAR_AVX512 void AddRangeAvx512(const uint8_t* a, const uint8_t* b, int64_t n, bool is_signed,
                                        const Quant8& qa, const Quant8& qb, float ra, float rb, int32_t zc,
                                        uint8_t* y) {
   AddAvx512Consts k;
   k.za = _mm512_set1_epi32(qa.zero_point), k.zb = _mm512_set1_epi32(qb.zero_point);
   k.ra = _mm512_set1_ps(ra), k.rb = _mm512_set1_ps(rb), k.zc = _mm512_set1_ps(static_cast<float>(zc));
+  k.zc_int = _mm512_set1_epi32(zc);
   k.lo = _mm512_set1_ps(is_signed ? -128.0f : 0.0f), k.hi = _mm512_set1_ps(is_signed ? 127.0f : 255.0f);
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    Add16(a + i, b + i, k, is_signed, y + i);
-    Add16(a + i + 16, b + i + 16, k, is_signed, y + i + 16);
+    Add16<kSmall>(a + i, b + i, k, is_signed, y + i);
+    Add16<kSmall>(a + i + 16, b + i + 16, k, is_signed, y + i + 16);
   }
-  for (; i + 16 <= n; i += 16) Add16(a + i, b + i, k, is_signed, y + i);
+  for (; i + 16 <= n; i += 16) Add16<kSmall>(a + i, b + i, k, is_signed, y + i);
   AddRangeAvx2(a + i, b + i, n - i, is_signed, qa, qb, ra, rb, zc, y + i);
 }
 #if defined(__GNUC__) && !defined(__clang__)
@@ -182,11 +197,15 @@ Status QLinearAddFast(KernelContext& ctx) {
   const bool avx2 = IgemmU8S8Available();
 #ifdef NEE_QLINEAR_X86
   const bool avx512 = avx2 && AddAvx512Active();
+  // |sum| <= (|ra| + |rb|) * 255 (each difference from a zero point is at most 255), plus its roundings.
+  const bool small = (std::fabs(static_cast<double>(ra)) + std::fabs(static_cast<double>(rb))) * 256.0 < 0x1p30;
 #endif
   ctx.ParallelFor((a.num_elements() + 4095) / 4096, 4, [&](int64_t begin, int64_t end) {
     const int64_t i0 = begin * 4096, n = std::min(end * 4096, a.num_elements()) - i0;
 #ifdef NEE_QLINEAR_X86
-    if (avx512) return AddRangeAvx512(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
+    if (avx512 && small)
+      return AddRangeAvx512<true>(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
+    if (avx512) return AddRangeAvx512<false>(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
     if (avx2) return AddRangeAvx2(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
 #endif
     AddRangePortable(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
@@ -225,6 +244,112 @@ NEE_NO_FP_CONTRACT Status QLinearLeakyReluFast(KernelContext& ctx) {
     uint8_t* __restrict dst = yp;
     const int64_t stop = std::min(end * 16384, total);
     for (int64_t i = begin * 16384; i < stop; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
+  });
+  return Status::Ok();
+}
+
+namespace {
+
+// QGemm's scales and zero points when the fast path takes them (else the reference runs, and reports errors):
+// a per tensor, b per tensor or per column (zero point alike), y per tensor or absent (float output).
+struct QGemmQuant {
+  float a_scale = 1, y_scale = 1, alpha = 1;
+  const float* b_scale = nullptr;
+  int64_t b_scale_stride = 0;
+  std::vector<int32_t> za, zb;
+  int64_t zb_stride = 0;
+  bool quantized_out = false;
+  Quant8 y;
+  DataType out_type = DataType::kFloat;
+};
+
+bool FloatScalar(const KernelContext& ctx, size_t index, float* v) {
+  if (!ctx.has_input(index) || !ctx.input(index)->is_tensor()) return false;
+  const Tensor& t = ctx.input(index)->tensor();
+  if (t.dtype() != DataType::kFloat || t.num_elements() != 1) return false;
+  *v = t.data<float>()[0];
+  return true;
+}
+
+bool ReadQGemmQuant(const KernelContext& ctx, const Tensor& a, const Tensor& b, int64_t n, QGemmQuant* q) {
+  if (!FloatScalar(ctx, 1, &q->a_scale) || !ctx.input(4)->is_tensor()) return false;
+  const Tensor& bs = ctx.input(4)->tensor();
+  if (bs.dtype() != DataType::kFloat || (bs.num_elements() != 1 && bs.num_elements() != n)) return false;
+  q->b_scale = bs.data<float>();
+  q->b_scale_stride = bs.num_elements() == 1 ? 0 : 1;
+  int64_t za_stride = 0;
+  if (!quant_matmul::ReadZeroPoint(ctx, 2, a.dtype(), 1, false, q->za, za_stride) ||
+      !quant_matmul::ReadZeroPoint(ctx, 5, b.dtype(), n, true, q->zb, q->zb_stride))
+    return false;
+  // The reference wants b's zero point of b_scale's size (n == 1 reads either way).
+  if (ctx.has_input(5) && ctx.input(5)->tensor().num_elements() != bs.num_elements()) return false;
+  auto alpha = ctx.node().GetFloat("alpha", 1.0f);
+  if (!alpha.ok()) return false;
+  q->alpha = alpha.value();
+  q->quantized_out = ctx.has_input(7);
+  if (!q->quantized_out) return true;
+  q->out_type = ctx.has_input(8) && ctx.input(8)->is_tensor() ? ctx.input(8)->tensor().dtype() : a.dtype();
+  return Is8Bit(q->out_type) && ReadQuant8(ctx, 7, 8, q->out_type, &q->y);
+}
+
+// C: absent, or int32 holding one value per column ([n] or [1, n]); nullptr when absent, false otherwise.
+bool ReadBiasRow(const KernelContext& ctx, int64_t n, const int32_t** c) {
+  *c = nullptr;
+  if (!ctx.has_input(6)) return true;
+  if (!ctx.input(6)->is_tensor()) return false;
+  const Tensor& t = ctx.input(6)->tensor();
+  const bool row = t.rank() == 1 || (t.rank() == 2 && t.dim(0) == 1);
+  if (t.dtype() != DataType::kInt32 || !row || t.dims().back() != n) return false;
+  *c = t.data<int32_t>();
+  return true;
+}
+
+// One row of the product (plus C) as the reference writes it: float(int32 sum) times, per column,
+// float(alpha * a_scale * b_scale) / y_scale rounded and saturated (Store8), or that scale alone for float.
+NEE_NO_FP_CONTRACT void QGemmRow(const QGemmQuant& q, const int32_t* sums, const int32_t* c, int64_t n,
+                                 void* out) {
+  const bool is_signed = q.out_type == DataType::kInt8;
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t sum = static_cast<uint32_t>(sums[j]) + (c ? static_cast<uint32_t>(c[j]) : 0u);
+    const float accumulated = static_cast<float>(static_cast<int32_t>(sum));
+    const float scale = q.alpha * q.a_scale * q.b_scale[j * q.b_scale_stride];
+    if (!q.quantized_out) {
+      static_cast<float*>(out)[j] = accumulated * scale;
+    } else {
+      static_cast<uint8_t*>(out)[j] =
+          static_cast<uint8_t>(Store8(accumulated * (scale / q.y.scale), q.y.zero_point, is_signed));
+    }
+  }
+}
+
+}  // namespace
+
+// com.microsoft QGemm without transA/transB and with C absent or one row (what the QDQ fusion writes).
+Status QGemmFast(KernelContext& ctx) {
+  for (size_t i : {size_t{0}, size_t{3}, size_t{4}})
+    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
+  const Tensor& a = ctx.input(0)->tensor();
+  const Tensor& b = ctx.input(3)->tensor();
+  auto trans_a = ctx.node().GetInt("transA", 0), trans_b = ctx.node().GetInt("transB", 0);
+  if (!trans_a.ok() || !trans_b.ok() || trans_a.value() != 0 || trans_b.value() != 0 || !Is8Bit(a.dtype()) ||
+      !Is8Bit(b.dtype()) || a.rank() != 2 || b.rank() != 2 || a.dim(1) != b.dim(0))
+    return RunReference(ctx);
+  const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1);
+  QGemmQuant q;
+  const int32_t* c = nullptr;
+  if (!ReadQGemmQuant(ctx, a, b, n, &q) || !ReadBiasRow(ctx, n, &c)) return RunReference(ctx);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, q.out_type, {m, n}));
+  if (m == 0 || n == 0) return Status::Ok();
+  std::vector<int32_t> sums(static_cast<size_t>(m * n), 0);
+  if (k > 0) {
+    auto w = quant_matmul::GetQuantWeights(ctx, 3, b, k, n, a.dtype() == DataType::kUint8);
+    quant_matmul::QuantProduct(ctx, a, m, k, *w, q.za.data(), 0, q.zb.data(), q.zb_stride, sums.data(), n, nullptr);
+  }
+  const size_t out_bytes = q.quantized_out ? 1 : sizeof(float);
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+  ctx.ParallelFor(m, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      QGemmRow(q, sums.data() + i * n, c, n, yp + static_cast<size_t>(i * n) * out_bytes);
   });
   return Status::Ok();
 }

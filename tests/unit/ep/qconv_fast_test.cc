@@ -22,13 +22,7 @@ using testing::StringAttr;
 
 Result<Tensor> RunFast(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,
                        int threads) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : inputs) ptrs.push_back(v.is_tensor() ? &v : nullptr);
-  std::vector<Value> outputs(node.outputs.size());
-  ThreadPool pool(threads);
-  KernelContext ctx(node, opset, ptrs, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(kernel(ctx));
-  return outputs[0].tensor();
+  return testing::RunKernelOmitting(kernel, node, opset, inputs, threads);
 }
 
 void ExpectFastMatchesReference(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,
@@ -316,6 +310,16 @@ TEST_P(QConvFastTest, QLinearAddAndLeakyReluMatchReference) {
       }
     }
   }
+  // Sums past 2^24 and past 2^30 (large scale ratios): the float zero point add rounds, and from 2^30 on the
+  // sixteen-lane form rounds and clamps in float instead of in int32; both saturate as the reference does.
+  for (DataType t : {DataType::kUint8, DataType::kInt8})
+    for (float a_scale : {2e4f, 3e6f, 5e9f}) {
+      std::vector<Value> add = {Value(testing::Random8(t, {1, 999}, rng)), Value(Tensor::Scalar<float>(a_scale)),
+                                Value(testing::Random8(t, {}, rng)),       Value(testing::Random8(t, {1, 999}, rng)),
+                                Value(Tensor::Scalar<float>(0.5f)),        Value(testing::Random8(t, {}, rng)),
+                                Value(Tensor::Scalar<float>(0.25f)),       Value(testing::Random8(t, {}, rng))};
+      ExpectFastMatchesReference(cpu::QLinearAddFast, MsNode("QLinearAdd", 8), 1, add, "QLinearAdd large");
+    }
   // Broadcasting goes to the reference.
   std::vector<Value> bcast = {Value(testing::Random8(DataType::kUint8, {3, 4}, rng)), Value(Tensor::Scalar<float>(0.1f)),
                               Value(Tensor::Scalar<uint8_t>(3)), Value(testing::Random8(DataType::kUint8, {4}, rng)),

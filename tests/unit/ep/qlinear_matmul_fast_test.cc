@@ -17,21 +17,10 @@ namespace nee {
 namespace {
 
 Result<Tensor> RunFast(const Node& node, const std::vector<Value>& inputs, int threads) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : inputs) ptrs.push_back(v.is_tensor() ? &v : nullptr);
-  std::vector<Value> outputs(node.outputs.size());
-  ThreadPool pool(threads);
-  KernelContext ctx(node, 21, ptrs, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(cpu::QLinearMatMulFast(ctx));
-  return outputs[0].tensor();
+  return testing::RunKernelOmitting(cpu::QLinearMatMulFast, node, 21, inputs, threads);
 }
 
-Tensor Scale(const std::vector<int64_t>& dims, std::mt19937& rng, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(testing::ElementCount(dims)));
-  for (auto& e : v) e = dist(rng);
-  return Tensor::FromVector(v, dims);
-}
+const auto Scale = testing::UniformFloats;
 
 struct Case {
   std::vector<int64_t> a_dims;
@@ -51,17 +40,8 @@ std::vector<Value> MakeInputs(const Case& c, std::mt19937& rng) {
           Value(Scale({}, rng, 0.02f, 0.4f)),            Value(testing::Random8(c.yt, {}, rng))};
 }
 
-void ExpectBitwise(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.dtype(), want.dtype()) << what;
-  ASSERT_EQ(got.dims(), want.dims()) << what;
-  ASSERT_EQ(0, std::memcmp(got.raw_data(), want.raw_data(), got.byte_size())) << what;
-}
-
-class QLinearMatMulFastTest : public ::testing::TestWithParam<cpu::SgemmIsa> {
- protected:
-  void SetUp() override { cpu::SgemmLimitIsa(GetParam()); }
-  void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
-};
+using testing::ExpectBitwise;
+using QLinearMatMulFastTest = testing::IsaLimitedTest;
 
 TEST_P(QLinearMatMulFastTest, MatchesReferenceBitwise) {
   const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
@@ -135,13 +115,7 @@ TEST_P(QLinearMatMulFastTest, OtherCasesGoToTheReference) {
   EXPECT_FALSE(RunFast(node, in, 2).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Isa, QLinearMatMulFastTest,
-                         ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
-                         [](const auto& info) {
-                           return std::string(info.param == cpu::SgemmIsa::kAvx512 ? "avx512"
-                                              : info.param == cpu::SgemmIsa::kAvx2 ? "avx2"
-                                                                                   : "portable");
-                         });
+INSTANTIATE_TEST_SUITE_P(Isa, QLinearMatMulFastTest, testing::AllGemmIsas(), testing::IsaName);
 
 }  // namespace
 }  // namespace nee

@@ -24,13 +24,7 @@ using testing::StringAttr;
 // Every output of the fast kernel with a pool of `threads` threads.
 Result<std::vector<Value>> RunFastAll(KernelFn kernel, const Node& node, int64_t opset,
                                       const std::vector<Value>& inputs, int threads) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : inputs) ptrs.push_back(v.is_tensor() ? &v : nullptr);
-  std::vector<Value> outputs(node.outputs.size());
-  ThreadPool pool(threads);
-  KernelContext ctx(node, opset, ptrs, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(kernel(ctx));
-  return outputs;
+  return testing::RunKernelOmittingAll(kernel, node, opset, inputs, threads);
 }
 
 void ExpectBitwise(const Tensor& got, const Tensor& want, const std::string& what) {
