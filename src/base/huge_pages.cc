@@ -30,24 +30,25 @@ class HugePagePool {
     bytes = RoundUp(bytes == 0 ? 1 : bytes, kAlign);
     if (bytes > static_cast<size_t>(-1) - kChunk) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
-    if (bytes > kChunk / 2) {  // its own chunks: packing it with others would waste most of one
-      char* base = NewChunk(RoundUp(bytes, kChunk));
-      if (!base) return nullptr;
-      chunks_[base].live = 1;
-      return base;
-    }
-    if (!current_ || chunks_[current_].used + bytes > kChunk) {
-      char* base = NewChunk(kChunk);
-      if (!base) return nullptr;
+    if (current_ && Left(current_) >= bytes) return Carve(current_, bytes);
+    // A new region of whole huge pages; what the buffer leaves of it serves the next ones when that is more
+    // than the current region has left.
+    char* base = NewChunk(RoundUp(bytes, kChunk));
+    if (!base) return nullptr;
+    void* p = Carve(base, bytes);
+    if (!current_ || Left(base) > Left(current_)) {
       char* old = current_;
       current_ = base;
       if (old && chunks_[old].live == 0) FreeChunk(chunks_.find(old));
     }
-    Chunk& c = chunks_[current_];
-    void* p = current_ + c.used;
-    c.used += bytes;
-    ++c.live;
     return p;
+  }
+
+  size_t BytesHeld() {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t bytes = 0;
+    for (const auto& entry : chunks_) bytes += entry.second.size;
+    return bytes;
   }
 
   void Free(void* block) {
@@ -65,12 +66,23 @@ class HugePagePool {
   }
 
  private:
+  // A region of whole huge pages, buffers carved from its front.
   struct Chunk {
     size_t size = 0;  // bytes, a multiple of kChunk
     size_t used = 0;  // bytes handed out from the front
     size_t live = 0;  // buffers not yet freed
   };
   using ChunkMap = std::map<char*, Chunk>;
+
+  size_t Left(char* base) { return chunks_[base].size - chunks_[base].used; }
+
+  void* Carve(char* base, size_t bytes) {
+    Chunk& c = chunks_[base];
+    void* p = base + c.used;
+    c.used += bytes;
+    ++c.live;
+    return p;
+  }
 
   char* NewChunk(size_t size) {
     auto* base = static_cast<char*>(std::aligned_alloc(kChunk, size));
@@ -89,12 +101,13 @@ class HugePagePool {
 
   std::mutex mu_;
   ChunkMap chunks_;
-  char* current_ = nullptr;  // the chunk small buffers are carved from
+  char* current_ = nullptr;  // the region buffers are carved from now
 };
 
 }  // namespace
 
 void* HugePageAllocate(size_t bytes) { return HugePagePool::Global().Allocate(bytes); }
 void HugePageFree(void* block) { HugePagePool::Global().Free(block); }
+size_t HugePageBytesHeld() { return HugePagePool::Global().BytesHeld(); }
 
 }  // namespace nee

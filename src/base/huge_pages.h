@@ -5,10 +5,13 @@
 // arena pages: more than the second-level TLB holds, and the hardware
 // prefetchers stop at every page boundary. Between two runs of a shared
 // machine the caches and the TLB go cold, so each run pays those misses
-// again. The allocator carves buffers out of 2 MiB chunks advised as huge
-// (MADV_HUGEPAGE; the system may decline, then they are ordinary pages), so
-// neighbouring layers' weights share a page; a buffer above half a chunk gets
-// chunks of its own. A chunk is freed when the last buffer in it is.
+// again. The allocator carves buffers one after the other out of regions of
+// whole 2 MiB pages advised as huge (MADV_HUGEPAGE; the system may decline,
+// then they are ordinary pages), so neighbouring layers' weights share a page
+// and no buffer rounds its own size up to a page: a buffer that does not fit
+// in what is left of the current region starts a new one, big enough for it,
+// whose rest serves the next buffers. A region is freed when the last buffer
+// in it is (and it is no longer the current one).
 #pragma once
 #include <cstddef>
 #include <new>
@@ -19,6 +22,8 @@ namespace nee {
 void* HugePageAllocate(size_t bytes);
 // Gives back a block from HugePageAllocate (null: nothing).
 void HugePageFree(void* block);
+// The bytes of the regions the allocator holds now (freed buffers' regions not yet given back included).
+size_t HugePageBytesHeld();
 
 // For std::vector: vector<float, HugePageAllocator<float>>.
 template <class T>
