@@ -7,6 +7,7 @@
 #include <mutex>
 
 #if defined(__linux__)
+#include <pthread.h>
 #include <sys/mman.h>
 #endif
 
@@ -22,7 +23,15 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 class HugePagePool {
  public:
   static HugePagePool& Global() {
-    static HugePagePool* pool = new HugePagePool;  // never destroyed: buffers may outlive static destructors
+    static HugePagePool* pool = [] {
+      auto* p = new HugePagePool;  // never destroyed: buffers may outlive static destructors
+#if defined(__linux__)
+      // A sandbox child is forked without exec (base/sandbox.cc) and allocates from the pool: the lock
+      // is held across fork so the child never inherits it taken by a thread it does not have.
+      pthread_atfork([] { Global().mu_.lock(); }, [] { Global().mu_.unlock(); }, [] { Global().mu_.unlock(); });
+#endif
+      return p;
+    }();
     return *pool;
   }
 
