@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "ops/blocked_conv.h"
 
 namespace nee::cpu {
@@ -24,7 +25,8 @@ bool BlockedPointwiseAvx512();
 // (lanes 0-7 block 2p, 8-15 block 2p + 1), bias16 [pairs * 16]; channels past
 // M zero.
 struct PointwisePairs {
-  std::vector<float> w16, bias16;
+  std::vector<float, HugePageAllocator<float>> w16;  // read end to end by every run: huge pages (base/huge_pages.h)
+  std::vector<float> bias16;
 };
 void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out);
 
