@@ -36,6 +36,7 @@
 #include "ep/cpu/blocked_direct_avx512.h"
 #include "ep/cpu/blocked_pointwise_avx512.h"
 #include "ep/cpu/blocked_stem_avx512.h"
+#include "ep/cpu/depthwise_blocked_avx512.h"
 #include "ep/cpu/sgemm.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_BLOCKED_X86 1
@@ -413,7 +414,9 @@ void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   // outputs are shared out by planes.
   const int64_t least = bytes >= kStripsPerThreadBytes ? threads : 1;
   const int64_t strips = std::min(g.OH, std::max<int64_t>(least, (4 * threads + planes - 1) / planes));
-  const DepthwiseRows rows = DepthwiseRowsFor(g.act.kind, g.sh);
+  DepthwiseRows rows = DepthwiseRowsFor(g.act.kind, g.sh);
+  // Stride 1 on AVX-512: two pixels of a block per zmm (depthwise_blocked_avx512.cc).
+  if (const BlockedDepthwiseRows fast = BlockedDepthwiseAvx512For(g); fast.fn) rows = {fast.fn, fast.finishes};
   ParallelTasks(ctx, planes * strips, [&](int64_t t) {
     const int64_t strip = t / planes, p = t % planes, cb = p % Cb;
     const int64_t oh0 = strip * g.OH / strips, oh1 = (strip + 1) * g.OH / strips;

@@ -160,6 +160,13 @@ NEE_DW_TARGET void Tile(const TileAt& t, const __m512 wv[9], __m512 bias, const 
     }
 }
 
+// A function pointer type with __m512 parameters as a template argument: GCC
+// warns that the vector type's alignment attribute is dropped there, which is
+// harmless for a pointer's type.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-attributes"
+#endif
 using TileFn = void (*)(const TileAt&, const __m512*, __m512, const FusedActivation&);
 
 template <int R, int kEdges, int... P>
@@ -174,6 +181,9 @@ constexpr std::array<TileFn, kMaxPairs> kTiles[4][2] = {
     {TilesOf<1, kLeft>(kPairs), TilesOf<2, kLeft>(kPairs)},
     {TilesOf<1, kRight>(kPairs), TilesOf<2, kRight>(kPairs)},
     {TilesOf<1, kLeft | kRight>(kPairs), TilesOf<2, kLeft | kRight>(kPairs)}};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 // The edge pairs of a row: the first reads column -1 with a left pad; the
 // last reads column W with a right pad, or has a single pixel.
