@@ -155,11 +155,47 @@ NEE_VNNI_TARGET void LoopVnni(const uint8_t* a, const int8_t* b, int64_t kquads,
 #undef NEE_VNNI_R1_7
 #undef NEE_VNNI_R1_8
 
+// One row of A (a matrix-vector product: DynamicQuantizeLSTM's steps, a
+// batch-1 MatMulInteger): with one or two accumulators the loop above waits
+// on each vpdpbusd's latency. Here four accumulators a panel take the k
+// quads in turn and are added at the end; int32 adds wrap and commute, so the
+// sums are the same bits. Sums land where LoopVnni puts row 0's.
+template <int kPanels>
+NEE_VNNI_TARGET inline void StepOneRow(__m512i (&acc)[kPanels], const uint8_t* a, const int8_t* b, int64_t q,
+                                       int64_t panel_bytes) {
+  int32_t quad;
+  std::memcpy(&quad, a + q * 4 * kIgemmRowsVnni, sizeof(quad));  // row 0's four bytes of quad q
+  const __m512i av = _mm512_set1_epi32(quad);
+  for (int p = 0; p < kPanels; ++p)
+    acc[p] = _mm512_dpbusd_epi32(acc[p], av, _mm512_loadu_si512(b + q * 64 + p * panel_bytes));
+}
+
+template <int kPanels>
+NEE_VNNI_TARGET void LoopVnniOneRow(const uint8_t* a, const int8_t* b, int64_t kquads, int32_t* s) {
+  constexpr int kChains = 4;
+  const int64_t panel_bytes = kquads * 64;
+  __m512i acc[kChains][kPanels];
+  for (int c = 0; c < kChains; ++c)
+    for (int p = 0; p < kPanels; ++p) acc[c][p] = _mm512_setzero_si512();
+  int64_t q = 0;
+  for (; q + kChains <= kquads; q += kChains) {
+    StepOneRow<kPanels>(acc[0], a, b, q, panel_bytes);
+    StepOneRow<kPanels>(acc[1], a, b, q + 1, panel_bytes);
+    StepOneRow<kPanels>(acc[2], a, b, q + 2, panel_bytes);
+    StepOneRow<kPanels>(acc[3], a, b, q + 3, panel_bytes);
+  }
+  for (int c = 0; q < kquads; ++q, ++c) StepOneRow<kPanels>(acc[c], a, b, q, panel_bytes);
+  for (int p = 0; p < kPanels; ++p)
+    _mm512_store_si512(s + 16 * p, _mm512_add_epi32(_mm512_add_epi32(acc[0][p], acc[1][p]),
+                                                    _mm512_add_epi32(acc[2][p], acc[3][p])));
+}
+
 template <int kRows, int kPanels>
 NEE_VNNI_TARGET void TileVnni(const U8S8VnniTile& t) {
   static_assert(kRows >= 1 && kRows <= kIgemmRowsVnni && (kPanels == 1 || kPanels == 2), "tile shape");
   alignas(64) int32_t sums[16 * 16];
-  LoopVnni<kRows, kPanels>(t.a, t.b, t.kquads, sums);
+  if constexpr (kRows == 1) LoopVnniOneRow<kPanels>(t.a, t.b, t.kquads, sums);
+  else LoopVnni<kRows, kPanels>(t.a, t.b, t.kquads, sums);
   __m512i acc[kRows][kPanels];
   for (int r = 0; r < kRows; ++r)
     for (int p = 0; p < kPanels; ++p) acc[r][p] = _mm512_load_si512(sums + (kPanels * r + p) * 16);
