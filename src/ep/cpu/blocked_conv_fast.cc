@@ -474,10 +474,7 @@ Status Reorder(KernelContext& ctx, bool to_blocked) {
     // tasks, so each thread reorders the pixels it wrote or will read (by channel block, every thread read
     // half its input from the other core: ResNet-50's reorders ran slower at 2 threads than at 1; the model
     // at 2 threads -0.6% with the vCPUs far apart, -0.4% near).
-    const int64_t chunks = std::clamp<int64_t>(plane / 64, 1, 4 * NumThreads(ctx));
-    ParallelTasks(ctx, N * chunks, [&](int64_t t) {
-      const int64_t n = t / chunks, part = t % chunks;
-      const int64_t p0 = TileAlignedStart(part, chunks, plane, kB), p1 = TileAlignedStart(part + 1, chunks, plane, kB);
+    ParallelImageRanges(ctx, N, RangesPerImage(ctx, plane, 64), plane, kB, [&](int64_t n, int64_t p0, int64_t p1) {
       for (int64_t cb = 0; cb < Cb; ++cb) {
         const int64_t offset = (n * Cb + cb) * kB * plane;
         ReorderPixels(to_blocked, plane, p0, p1, nchw + offset, blocked + offset);

@@ -176,10 +176,8 @@ bool SplitsByPixels(const KernelContext& ctx, const Tensor& a, const Tensor& b) 
 void RunByPixels(const KernelContext& ctx, RowFn row, const float* a, const float* b, float* y,
                  const std::vector<int64_t>& dims) {
   const int64_t images = dims[0], blocks = dims[1], pixels = dims[2] * dims[3];
-  const int64_t chunks = std::clamp<int64_t>(pixels * kChannelBlock * blocks / kMinChunk, 1, 4 * NumThreads(ctx));
-  ParallelTasks(ctx, images * chunks, [&](int64_t t) {
-    const int64_t n = t / chunks, part = t % chunks;
-    const int64_t p0 = part * pixels / chunks, p1 = (part + 1) * pixels / chunks;
+  const int64_t parts = RangesPerImage(ctx, pixels * kChannelBlock * blocks, kMinChunk);
+  ParallelImageRanges(ctx, images, parts, pixels, 1, [&](int64_t n, int64_t p0, int64_t p1) {
     for (int64_t cb = 0; cb < blocks; ++cb) {
       const int64_t at = ((n * blocks + cb) * pixels + p0) * kChannelBlock;
       row(a + at, b + at, y + at, (p1 - p0) * kChannelBlock);

@@ -49,4 +49,25 @@ inline int64_t TileAlignedStart(int64_t i, int64_t parts, int64_t length, int64_
   return std::min(length, i * tiles / parts * tile);
 }
 
+// How many ranges to cut each image's pixels (or rows) into for
+// ParallelImageRanges: one per `min_work` of an image's work, at least one,
+// at most four a thread.
+inline int64_t RangesPerImage(const KernelContext& ctx, int64_t work, int64_t min_work) {
+  return std::clamp<int64_t>(work / std::max<int64_t>(min_work, 1), 1, 4 * NumThreads(ctx));
+}
+
+// Runs fn(image, begin, end) over `parts` ranges of [0, extent) in each of
+// `images` images, one task each, each range starting on a whole tile
+// (TileAlignedStart; tile 1: any item). The blocked layout's kernels cut their
+// pixels so, every channel block in each task, as the blocked convs do: each
+// thread then handles the pixels it wrote in the previous layer.
+template <typename Fn>
+void ParallelImageRanges(const KernelContext& ctx, int64_t images, int64_t parts, int64_t extent, int64_t tile,
+                         Fn&& fn) {
+  ParallelTasks(ctx, images * parts, [&](int64_t t) {
+    const int64_t n = t / parts, part = t % parts;
+    fn(n, TileAlignedStart(part, parts, extent, tile), TileAlignedStart(part + 1, parts, extent, tile));
+  });
+}
+
 }  // namespace nee::cpu

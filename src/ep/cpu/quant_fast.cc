@@ -71,6 +71,14 @@ bool ConvIntOnVnni(const ConvInt2D& g) {
   return g.Mg >= kMinVnniChannels && std::strcmp(IgemmU8S8KernelName(), "vnni") == 0;
 }
 
+// XORs n bytes with `flip` (0: nothing), a vector at a time. With 0x80 it
+// moves bytes between uint8 and int8 by 128: uint8 v becomes the int8 byte
+// of v - 128, int8 v the uint8 byte of v + 128.
+void FlipBytes(uint8_t* __restrict bytes, int64_t n, uint8_t flip) {
+  if (flip == 0) return;
+  for (int64_t j = 0; j < n; ++j) bytes[j] = static_cast<uint8_t>(bytes[j] ^ flip);
+}
+
 // The weights of every group, packed as the GEMM's A once: on VNNI as uint8
 // (int8 weights plus 128, their zero points too: the same W - zw), against an
 // int8 im2col (ConvIntOnVnni); otherwise minus their zero points as int16
@@ -91,8 +99,7 @@ std::shared_ptr<const ConvIntWeights> PackConvWeights(const ConvInt2D& g, const 
   packed->u8s8 = ConvIntOnVnni(g);
   if (packed->u8s8) {
     std::vector<uint8_t> unsigned_w(bytes, bytes + g.M * k);
-    if (w_signed)
-      for (uint8_t& b : unsigned_w) b ^= 0x80;  // int8 v as the byte of v + 128
+    FlipBytes(unsigned_w.data(), g.M * k, w_signed ? 0x80 : 0);
     packed->u8_groups.resize(static_cast<size_t>(g.group));
     for (int64_t grp = 0; grp < g.group; ++grp)
       IgemmPackAU8(g.Mg, k, unsigned_w.data() + grp * g.Mg * k, k, &packed->u8_groups[static_cast<size_t>(grp)]);
@@ -171,12 +178,6 @@ void PackIm2ColInt(const KernelContext& ctx, const ConvInt2D& g, const uint8_t* 
       IgemmPackBPair(K, P, p, row0, odd ? row1 : nullptr, is_signed, packed);
     }
   });
-}
-
-// XORs n bytes with `flip` (0: nothing), a vector at a time.
-void FlipBytes(uint8_t* __restrict bytes, int64_t n, uint8_t flip) {
-  if (flip == 0) return;
-  for (int64_t j = 0; j < n; ++j) bytes[j] = static_cast<uint8_t>(bytes[j] ^ flip);
 }
 
 // Output pixels [p0, p1) of the im2col of one (image, group) as int8 rows
@@ -303,12 +304,12 @@ std::shared_ptr<QuantWeights> PackQuantWeights(const uint8_t* b, int64_t k, int6
                                                bool a_unsigned) {
   auto w = std::make_shared<QuantWeights>();
   if (a_unsigned && IgemmU8S8Available()) {
-    std::vector<int8_t> shifted;
+    std::vector<uint8_t> shifted;
     const int8_t* s8_bytes = reinterpret_cast<const int8_t*>(b);
-    if (!b_signed) {
-      shifted.resize(static_cast<size_t>(k * n));
-      for (size_t i = 0; i < shifted.size(); ++i) shifted[i] = static_cast<int8_t>(static_cast<int32_t>(b[i]) - 128);
-      s8_bytes = shifted.data();
+    if (!b_signed) {  // uint8 B as int8 bytes B - 128
+      shifted.assign(b, b + k * n);
+      FlipBytes(shifted.data(), k * n, 0x80);
+      s8_bytes = reinterpret_cast<const int8_t*>(shifted.data());
     }
     auto s8 = std::make_unique<IgemmPackedBS8>();
     if (IgemmPackBS8(k, n, s8_bytes, n, kMaxRemainderFraction, s8.get())) {

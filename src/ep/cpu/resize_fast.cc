@@ -279,10 +279,8 @@ void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int
 void NearestByRowRanges(const KernelContext& ctx, const FastPlan& p, const float* x, float* y, int64_t images,
                         int64_t min_chunk) {
   const int64_t blocks = p.planes / images;
-  const int64_t chunks = std::clamp<int64_t>(p.out_h * blocks / min_chunk, 1, 4 * NumThreads(ctx));
-  ParallelTasks(ctx, images * chunks, [&](int64_t t) {
-    const int64_t n = t / chunks, part = t % chunks;
-    const int64_t oh0 = part * p.out_h / chunks, oh1 = (part + 1) * p.out_h / chunks;
+  const int64_t parts = RangesPerImage(ctx, p.out_h * blocks, min_chunk);
+  ParallelImageRanges(ctx, images, parts, p.out_h, 1, [&](int64_t n, int64_t oh0, int64_t oh1) {
     for (int64_t plane = n * blocks; plane < (n + 1) * blocks; ++plane)
       NearestRows(p, x, y, plane * p.out_h + oh0, plane * p.out_h + oh1);
   });

@@ -75,7 +75,7 @@ struct Block {
   int64_t ldc;
   MicroKernel micro;
   const SgemmEpilogueFn* epilogue;  // null, or applied after the last k-block
-  int64_t task_rows, task_panels, panel_groups;
+  int64_t task_rows, task_panels, panel_groups, row_blocks;
   bool columns_major;  // tasks ordered column group first (see ColumnsMajor)
 };
 
@@ -167,9 +167,8 @@ void RunTasks(const Block& x, TaskShares& shares, int home) {
   int64_t packed_rows = -1;
   const int64_t padded_rows = RoundUp(x.task_rows, kRows);
   for (int64_t t = shares.Next(home); t >= 0; t = shares.Next(home)) {
-    const int64_t row_blocks = CeilDiv(x.m, x.task_rows);
-    const int64_t row_block = x.columns_major ? t % row_blocks : t / x.panel_groups;
-    const int64_t group = x.columns_major ? t / row_blocks : t % x.panel_groups;
+    const int64_t row_block = x.columns_major ? t % x.row_blocks : t / x.panel_groups;
+    const int64_t group = x.columns_major ? t / x.row_blocks : t % x.panel_groups;
     const int64_t i0 = row_block * x.task_rows, mc = std::min(x.task_rows, x.m - i0);
     const int64_t q0 = group * x.task_panels;
     const int64_t q1 = std::min(q0 + x.task_panels, CeilDiv(x.nc, kCols));
@@ -294,10 +293,14 @@ void PackAllOfA(const SgemmA& a, int64_t m, int64_t k0, int64_t k, float* out, T
 // are one) every thread packed all of A. Packed up front instead, a
 // 128x3072x768 GEMM at 2 threads ran 1-3% faster; with a row block or more
 // per thread, the shares keep each block on one thread and nothing is shared.
-bool ShareA(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t row_blocks, bool columns_major) {
+// Whether all of A (rows [0, m), depth k) is small enough to pack once for all threads.
+bool FitsSharedA(int64_t m, int64_t k) {
   constexpr int64_t kMaxSharedFloats = 4 << 20;  // 16 MiB
-  return !a.packed && threads > 1 && (row_blocks < threads || columns_major) &&
-         RoundUp(m, kRows) * k <= kMaxSharedFloats;
+  return RoundUp(m, kRows) * k <= kMaxSharedFloats;
+}
+
+bool ShareA(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t row_blocks, bool columns_major) {
+  return !a.packed && threads > 1 && (row_blocks < threads || columns_major) && FitsSharedA(m, k);
 }
 
 // Whether the tasks go column group first, so that each thread's share is a
@@ -309,9 +312,7 @@ bool ShareA(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t row_bloc
 // equal and each reads its half of B. A is then packed once for all threads
 // (ShareA), since a thread's tasks take every row block in turn.
 bool ColumnsMajor(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t row_blocks, bool rows_first) {
-  constexpr int64_t kMaxSharedFloats = 4 << 20;  // as ShareA
-  const bool a_ready = a.packed || RoundUp(m, kRows) * k <= kMaxSharedFloats;
-  return threads > 1 && !rows_first && row_blocks >= 2 && row_blocks < 2 * threads && a_ready;
+  return threads > 1 && !rows_first && row_blocks >= 2 && row_blocks < 2 * threads && (a.packed || FitsSharedA(m, k));
 }
 
 // C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
@@ -354,6 +355,7 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   if (rows_first) row_blocks = std::max(row_blocks, std::min<int64_t>(4 * threads, CeilDiv(m, kRows)));
   x.task_rows = std::min(m, RoundUp(CeilDiv(m, row_blocks), kRows));
   row_blocks = CeilDiv(m, x.task_rows);  // rounding up to whole panels may leave fewer
+  x.row_blocks = row_blocks;
   x.columns_major = ColumnsMajor(a, m, k, threads, row_blocks, rows_first);
   x.a_shared = nullptr;
   if (ShareA(a, m, k, threads, row_blocks, x.columns_major)) {
