@@ -19,7 +19,6 @@
 
 namespace nee::cpu {
 
-void Bf16PackedB::AlignedDelete::operator()(uint32_t* p) const { ::operator delete[](p, std::align_val_t(64)); }
 
 namespace {
 
@@ -50,7 +49,7 @@ __attribute__((target("avx512f,avx512bw"))) void PackPairAvx512(const uint16_t* 
 Bf16PackedB::Bf16PackedB(int64_t k, int64_t n, const uint16_t* b, int64_t row_stride, int64_t col_stride)
     : k_(k), n_(n) {
   const int64_t words = std::max<int64_t>(1, panels() * pairs() * kBf16PanelWidth);
-  data_.reset(static_cast<uint32_t*>(::operator new[](static_cast<size_t>(words) * 4, std::align_val_t(64))));
+  data_ = MakeAlignedArray<uint32_t>(static_cast<size_t>(words));
 #ifdef NEE_BF16_GEMM_X86
   const bool vector = col_stride == 1 && CpuHasAvx512Bf16();
 #else

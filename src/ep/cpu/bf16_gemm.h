@@ -16,12 +16,26 @@
 // denormal results (and partial sums) to zero. bfloat16 has float32's
 // exponent range, so this only touches values below 1.2e-38 in magnitude.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 #include "base/thread_pool.h"
 
 namespace nee::cpu {
+
+// 64-byte aligned arrays, as the bfloat16 kernels' packed operands and
+// scratch want them (aligned zmm loads); shared by bf16_gemm.cc and conv_bf16.cc.
+struct AlignedFree {
+  void operator()(void* p) const { ::operator delete[](p, std::align_val_t(64)); }
+};
+template <typename T>
+using AlignedArray = std::unique_ptr<T[], AlignedFree>;
+template <typename T>
+AlignedArray<T> MakeAlignedArray(size_t n) {
+  return AlignedArray<T>(static_cast<T*>(::operator new[](std::max<size_t>(n, 1) * sizeof(T), std::align_val_t(64))));
+}
 
 // Whether this CPU runs the kernel: AVX512-BF16 (CPUID leaf 7, sub-leaf 1,
 // EAX bit 5) with AVX512F/BW/VL, whose check finds the OS saving the state.
@@ -48,11 +62,8 @@ class Bf16PackedB {
   const uint32_t* panel(int64_t p) const { return data_.get() + p * pairs() * kBf16PanelWidth; }
 
  private:
-  struct AlignedDelete {
-    void operator()(uint32_t* p) const;
-  };
   int64_t k_, n_;
-  std::unique_ptr<uint32_t[], AlignedDelete> data_;
+  AlignedArray<uint32_t> data_;
 };
 
 // One product: Y[i][j] = round_bf16(alpha * sum_k A[i][k] B[k][j] + beta * C(i, j)).

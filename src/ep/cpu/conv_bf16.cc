@@ -62,7 +62,7 @@ struct Bf16ConvShape {
   int64_t taps() const { return KH * KW; }
   int64_t pairs() const { return taps() * channel_pairs(); }
   int64_t pixels() const { return OH * OW; }
-  };
+};
 
 // Fills `s`, or returns false for what the kernel does not take (the
 // reference kernel then runs and reports any invalid input).
@@ -100,16 +100,6 @@ bool PlanBf16Conv(const KernelContext& ctx, const Tensor& x, const Tensor& w, co
 constexpr int64_t kRows = kBf16TileRows;     // output channels per tile
 constexpr int64_t kPanel = kBf16PanelWidth;  // pixels per panel
 
-struct AlignedFree {
-  void operator()(void* p) const { ::operator delete[](p, std::align_val_t(64)); }
-};
-
-template <typename T>
-std::unique_ptr<T[], AlignedFree> AlignedArray(size_t n) {
-  return std::unique_ptr<T[], AlignedFree>(
-      static_cast<T*>(::operator new[](std::max<size_t>(n, 1) * sizeof(T), std::align_val_t(64))));
-}
-
 // W [M, C, KH, KW] in blocks of 12 output channels, k pair by k pair in
 // Bf16ConvShape's order: block b, pair (tap t, channel pair q) holds 12
 // words (W[12b + r][2q][t], W[12b + r][2q + 1][t]); channels past M and
@@ -118,7 +108,7 @@ class Bf16ConvWeights {
  public:
   Bf16ConvWeights(const uint16_t* w, const Bf16ConvShape& s) : pairs_(s.pairs()) {
     const int64_t blocks = (s.M + kRows - 1) / kRows, taps = s.taps(), cpairs = s.channel_pairs();
-    data_ = AlignedArray<uint32_t>(static_cast<size_t>(blocks * pairs_ * kRows));
+    data_ = MakeAlignedArray<uint32_t>(static_cast<size_t>(blocks * pairs_ * kRows));
     auto weight = [&](int64_t row, int64_t c, int64_t t) -> uint32_t {
       return row < s.M && c < s.C ? w[(row * s.C + c) * taps + t] : 0u;
     };
@@ -136,7 +126,7 @@ class Bf16ConvWeights {
 
  private:
   int64_t pairs_;
-  std::unique_ptr<uint32_t[], AlignedFree> data_;
+  AlignedArray<uint32_t> data_;
 };
 
 // What the epilogue applies: bias (widened once), Z and the activation.
@@ -352,9 +342,9 @@ ConvTileFn ConvTileFor(int64_t rows) {
 // Per-thread scratch for a task's packed pixels, kept between calls
 // (bounded by the largest chunk seen).
 template <typename T>
-T* ThreadBuffer(std::unique_ptr<T[], AlignedFree>& buffer, size_t& capacity, size_t n) {
+T* ThreadBuffer(AlignedArray<T>& buffer, size_t& capacity, size_t n) {
   if (n > capacity) {
-    buffer = AlignedArray<T>(n);
+    buffer = MakeAlignedArray<T>(n);
     capacity = n;
   }
   return buffer.get();
@@ -404,7 +394,7 @@ Status RunBf16Conv(KernelContext& ctx, const Bf16ConvShape& s, const Tensor& x, 
     const int64_t n = chunk / split.chunks_per_image, p0 = chunk % split.chunks_per_image * split.panels * kPanel;
     const int64_t count = std::min(split.panels * kPanel, pixels - p0);
     const int64_t panels = (count + kPanel - 1) / kPanel;
-    thread_local std::unique_ptr<uint32_t[], AlignedFree> packed_buf;
+    thread_local AlignedArray<uint32_t> packed_buf;
     thread_local size_t packed_cap = 0;
     uint32_t* packed = ThreadBuffer(packed_buf, packed_cap, static_cast<size_t>(pairs * panels * kPanel));
     PackPixels(s, xp + n * s.C * s.H * s.W, p0, count, panels, packed);
