@@ -2,6 +2,7 @@
 // with its lineage record, and the summary.
 #include "opt/quantize.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <unordered_set>
 
@@ -14,6 +15,7 @@
 #include "ir/inline_functions.h"
 #include "ops/attr_spec.h"
 #include "ops/op_registry.h"
+#include "opt/opset_convert.h"
 
 namespace nee {
 
@@ -35,6 +37,48 @@ Status CheckExcluded(const Graph& graph, const std::vector<std::string>& exclude
     if (!names.count(name)) return InvalidArgument("--exclude: the model has no node named '" + name + "'");
   }
   return Status::Ok();
+}
+
+// Conv, ConvTranspose and the pools allow bfloat16 only from opset 22 (MatMul,
+// Add, Relu from 13): converted at opset 17, a CNN would keep every Conv in
+// float32 and compute only the activations between them in bfloat16, each
+// behind a pair of Casts - slower than float32 and less exact. So a bf16
+// target whose model imports an older default-domain opset is converted to
+// this one first, when that converts and lets more nodes take bfloat16.
+constexpr int64_t kBFloat16ConvOpset = 22;
+
+// Main-graph nodes whose declaration allows bfloat16 for some type letter.
+size_t NodesAllowingBFloat16(Model& model) {
+  BindAttrDeclarations(model);
+  size_t count = 0;
+  for (const Node& node : model.graph.nodes) {
+    if (!node.declaration) continue;
+    for (const TypeConstraint& c : node.declaration->constraints) {
+      if (c.allowed && std::find(c.allowed->begin(), c.allowed->end(), "tensor(bfloat16)") != c.allowed->end()) {
+        ++count;
+        break;
+      }
+    }
+  }
+  return count;
+}
+
+void UpgradeOpsetForBFloat16(Model& model, QuantizeReport* report) {
+  const int64_t from = model.OpsetVersion("");
+  if (from < 0 || from >= kBFloat16ConvOpset) return;
+  Model upgraded = model;
+  Result<OpsetConversionReport> converted = ConvertModelOpset(upgraded, kBFloat16ConvOpset);
+  if (!converted.ok()) {
+    report->notes.push_back("kept opset " + std::to_string(from) + " (converting to " +
+                            std::to_string(kBFloat16ConvOpset) + " failed: " + converted.status().message() + ")");
+    return;
+  }
+  if (NodesAllowingBFloat16(upgraded) <= NodesAllowingBFloat16(model)) return;
+  model = std::move(upgraded);
+  report->opset_from = from;
+  report->opset_to = kBFloat16ConvOpset;
+  report->notes.push_back("opset " + std::to_string(from) + " -> " + std::to_string(kBFloat16ConvOpset) +
+                          " first, where Conv and the pools take bfloat16");
 }
 
 }  // namespace
@@ -74,6 +118,7 @@ std::string QuantizeReport::Text() const {
                                                        : "computing in float16";
   std::snprintf(line, sizeof line, "%zu nodes %s, %zu left as they were\n", converted.size(), verb, skipped.size());
   out += line;
+  for (const std::string& note : notes) out += note + "\n";
   constexpr size_t kListed = 40;  // the rest are counted (the lineage record lists every rewritten node)
   for (size_t i = 0; i < skipped.size() && i < kListed; ++i) out += "  kept: " + skipped[i] + "\n";
   if (skipped.size() > kListed) out += "  ... and " + std::to_string(skipped.size() - kListed) + " more kept\n";
@@ -111,6 +156,7 @@ Result<QuantizeReport> QuantizeModel(Model& model, const QuantizeOptions& option
   } else if (options.mode == QuantizeMode::kInt4) {
     NEE_RETURN_IF_ERROR(quant::QuantizeInt4(model, options, &report));
   } else {
+    if (options.mode == QuantizeMode::kBFloat16) UpgradeOpsetForBFloat16(model, &report);
     const DataType narrow = options.mode == QuantizeMode::kBFloat16 ? DataType::kBFloat16 : DataType::kFloat16;
     NEE_RETURN_IF_ERROR(quant::ConvertToNarrowFloat(model, options, narrow, &report));
   }
@@ -171,6 +217,10 @@ Result<QuantizeReport> QuantizeModelFile(const std::string& in_path, const std::
         .Set("op_types", Json::Array().Push(Json::String("MatMul")));
   } else {
     params.Set("keep_io_types", Json::Bool(true));
+    if (report.opset_from)
+      params.Set("opset_upgraded", Json::Object()
+                                       .Set("from", Json::Number(static_cast<double>(report.opset_from)))
+                                       .Set("to", Json::Number(static_cast<double>(report.opset_to))));
   }
   params.Set("excluded_nodes", std::move(excluded)).Set("nodes", std::move(quantized));
   NEE_RETURN_IF_ERROR(lineage.Append(model, "quantize", std::move(params)));

@@ -31,7 +31,10 @@
 //     op's declaration at the model's opset does not allow the type for a
 //     position, when it computes shapes (fed by Shape/Size), when its output
 //     type comes from an attribute, when it holds a subgraph, when it is not
-//     in the ai.onnx domain, and when it is excluded.
+//     in the ai.onnx domain, and when it is excluded. bf16 converts a model
+//     importing a default-domain opset below 22 to 22 first (when that
+//     converts and lets more nodes take bfloat16: Conv and the pools allow it
+//     from 22), so that a CNN's convolutions compute in bfloat16 too.
 //   int4 (quantize_int4.cc): weight-only; every MatMul whose B is a constant
 //     float32 [K, N] initializer becomes com.microsoft MatMulNBits with 4-bit
 //     weights, asymmetric per block of block_size values along K (scale and
@@ -93,6 +96,10 @@ struct QuantizeReport {
   size_t values_clamped = 0;         // fp16: weights beyond float16's range, saturated to +-65504
   uint64_t weight_bytes_before = 0;  // bytes of the main graph's initializers
   uint64_t weight_bytes_after = 0;
+  // bf16: the default-domain opset the model was converted from and to first
+  // (0: not converted; quantize.cc says when and why).
+  int64_t opset_from = 0, opset_to = 0;
+  std::vector<std::string> notes;  // lines for the summary (the opset conversion)
   std::string Text() const;
 };
 

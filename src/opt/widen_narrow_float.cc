@@ -25,7 +25,7 @@
 // with AVX512-BF16, twice float32's multiply-adds per instruction; the same
 // float32 sums rounded once): they read their bfloat16 inputs and weights
 // directly, without Casts and with half the weight bytes. So do 2-D group-1
-// Convs (ep/cpu/conv_bf16.cc, on the same instruction) with the residual Add
+// and depthwise Convs (ep/cpu/conv_bf16.cc) with the residual Add
 // and Relu after them that fuse-conv-activation folds into an ai.nee
 // FusedConv (KeptBf16): a ResNet's convolutions then run in bfloat16 from
 // one conv to the next, with half the activation bytes.
@@ -132,13 +132,20 @@ bool RunsInBFloat16(const Node& node, const WidenPlan& plan) {
 
 bool HasRank(const TypeInfo* t, size_t rank) { return t && t->shape && t->shape->size() == rank; }
 
+// Whether W's type is [group, 1, kh, kw]: a depthwise conv's filters, one
+// per channel (X then has `group` channels).
+bool IsDepthwiseWeight(const TypeInfo* w, int64_t group) {
+  return HasRank(w, 4) && (*w->shape)[0].value == group && (*w->shape)[1].value == 1;
+}
+
 // A bfloat16 Conv the CPU provider computes in bfloat16 (ep/cpu/conv_bf16.cc:
-// 2-D, group 1, on AVX512-BF16): X and W of rank 4.
+// 2-D, group 1 or depthwise, on AVX512-BF16): X and W of rank 4.
 bool IsBf16KernelConv(const GraphEditor& ed, const Node& node, const WidenPlan& plan) {
   if (!opt::IsOp(node, "Conv") || !HostHasAvx512Bf16() || !AllBFloat16(plan) || node.inputs.size() < 2) return false;
   auto group = node.GetInt("group", 1);
-  return group.ok() && group.value() == 1 && HasRank(ed.TensorType(node.inputs[0]), 4) &&
-         HasRank(ed.TensorType(node.inputs[1]), 4);
+  if (!group.ok() || !HasRank(ed.TensorType(node.inputs[0]), 4)) return false;
+  const TypeInfo* w = ed.TensorType(node.inputs[1]);
+  return group.value() == 1 ? HasRank(w, 4) : IsDepthwiseWeight(w, group.value());
 }
 
 // Clip (opset 11 on) with constant bounds, if any: like Relu, monotone and

@@ -140,23 +140,44 @@ def test_bf16_conversion_matches_the_reference_evaluator_and_numpy(tmp_path):
         assert rel < 3e-2
 
 
-# (2) the op's declaration at the model's opset decides: Conv allows bfloat16 from opset 22 only.
+# (2) the op's declaration decides, and Conv allows bfloat16 from opset 22 only: a model at an older
+# opset is converted to 22 first when that lets more nodes compute in bfloat16 (the Conv here), and
+# keeps its opset when it does not (the MLP at 13: MatMul, Add, Relu, Softmax take bfloat16 from 13).
+def default_opset(model):
+    return next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+
+
 def test_bf16_follows_type_constraints_at_the_opset(tmp_path):
     x = np.random.default_rng(6).standard_normal((1, 3, 8, 8)).astype(np.float32)
-    for opset, conv_type in ((17, TensorProto.FLOAT), (22, TensorProto.BFLOAT16)):
+    for opset in (17, 22):
         src = conv_model(tmp_path / f"conv{opset}.onnx", opset)
         out = tmp_path / f"conv{opset}_bf16.onnx"
         report = nee.quantize(str(src), str(out), mode="bf16")
         m = onnx.load(str(out))
         onnx.checker.check_model(m, full_check=True)
         types = {i.name: i.data_type for i in m.graph.initializer}
-        assert types["W"] == conv_type and types["B"] == conv_type, opset
+        assert types["W"] == TensorProto.BFLOAT16 and types["B"] == TensorProto.BFLOAT16, opset
+        assert default_opset(m) == 22
+        assert [n.op_type for n in m.graph.node].count("Cast") == 2, opset  # the input's and the output's
+        params = json.loads({p.key: p.value for p in m.metadata_props}["nee.lineage.1"])["parameters"]
         if opset == 17:
-            assert "node 'conv' (Conv): no bfloat16 in Conv-11's type constraints" in report
+            assert "opset 17 -> 22 first, where Conv and the pools take bfloat16" in report
+            assert params["opset_upgraded"] == {"from": 17, "to": 22}
+        else:
+            assert "opset" not in report and "opset_upgraded" not in params
         ref = ReferenceEvaluator(str(out)).run(None, {"x": x})[0]
         for level in (nee.GraphOptimizationLevel.ORT_DISABLE_ALL, nee.GraphOptimizationLevel.ORT_ENABLE_ALL):
             got = nee_run(out, {"x": x}, level)[0]
             assert np.abs(got - ref).max() <= 2 * narrow_ulp(np.abs(ref).max(), BF16), (opset, level)
+
+
+def test_bf16_keeps_an_opset_that_already_allows_it(tmp_path):
+    src = mlp_model(tmp_path / "mlp13.onnx", opset=13)
+    out = tmp_path / "mlp13_bf16.onnx"
+    report = nee.quantize(str(src), str(out), mode="bf16")
+    assert "opset" not in report
+    m = onnx.load(str(out))
+    assert default_opset(m) == 13 and TensorProto.BFLOAT16 in {i.data_type for i in m.graph.initializer}
 
 
 # (3) CLI, lineage record, errors.

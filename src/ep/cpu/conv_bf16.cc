@@ -1,6 +1,7 @@
 // Conv and com.microsoft FusedConv on bfloat16 with AVX512-BF16 (vdpbf16ps):
 // a group-1 2-D conv as the GEMM Y[M, pixels] = W[M, K] x im2col(X)[K, pixels],
-// K = C * KH * KW, which lands in NCHW directly.
+// K = C * KH * KW, which lands in NCHW directly; a depthwise one (group = C =
+// M) plane by plane in float32 (RunBf16Depthwise, below).
 //
 //  - The weights are A: packed once per session into blocks of 12 output
 //    channels, k pair by k pair (12 words of two bfloat16 each), so a tile
@@ -55,6 +56,7 @@ struct Bf16ConvShape {
   int64_t M = 0, OH = 0, OW = 0;       // output
   int64_t KH = 0, KW = 0;
   int64_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  bool depthwise = false;  // group = C = M: one KH x KW filter per channel
   // The GEMM's k runs tap by tap (kh, kw), and within a tap over channel
   // pairs (c, c + 1), so a pair of B is two input planes at one offset; an
   // odd C gets a zero channel (and zero weights) to pair with its last one.
@@ -69,13 +71,14 @@ struct Bf16ConvShape {
 bool PlanBf16Conv(const KernelContext& ctx, const Tensor& x, const Tensor& w, const Tensor* b, Bf16ConvShape& s) {
   if (!IsBf16(x) || !IsBf16(w) || x.rank() != 4 || w.rank() != 4) return false;
   auto group = ctx.node().GetInt("group", 1);
-  if (!group.ok() || group.value() != 1) return false;
+  if (!group.ok()) return false;
   s.N = x.dim(0);
   s.C = x.dim(1);
   s.H = x.dim(2);
   s.W = x.dim(3);
   s.M = w.dim(0);
-  if (w.dim(1) != s.C) return false;
+  s.depthwise = group.value() != 1;
+  if (s.depthwise ? group.value() != s.C || s.M != s.C || w.dim(1) != 1 : w.dim(1) != s.C) return false;
   if (b && (!IsBf16(*b) || b->rank() != 1 || b->num_elements() != s.M)) return false;
   std::vector<int64_t> kernel{w.dim(2), w.dim(3)};
   auto spec = nn::ReadWindowSpec(ctx.node(), 2, &kernel);
@@ -287,7 +290,7 @@ NEE_BF16_TARGET inline __m512 Activate(const FusedActivation& act, __m512 v) {
 
 // Output channel `co`, pixels [p, p + 16) (`mask`: those that exist) of one
 // image's output `y` (z: that image's Z): bias, rounding, Z, activation.
-NEE_BF16_TARGET inline void StoreOutputs(const Bf16ConvFinish& f, int64_t pixels, int64_t co, int64_t p,
+NEE_BF16_TARGET __attribute__((always_inline)) inline void StoreOutputs(const Bf16ConvFinish& f, int64_t pixels, int64_t co, int64_t p,
                                          __mmask16 mask, __m512 sum, const uint16_t* z, uint16_t* y) {
   if (f.bias) sum = _mm512_add_ps(sum, _mm512_set1_ps(f.bias[co]));
   if (f.fused) {
@@ -412,6 +415,144 @@ Status RunBf16Conv(KernelContext& ctx, const Bf16ConvShape& s, const Tensor& x, 
   return Status::Ok();
 }
 
+// Depthwise: each output plane is one input plane convolved with its
+// channel's KH x KW filter, too little arithmetic per byte for vdpbf16ps'
+// pairs to pay; kept in bfloat16 it saves the Casts around a widened conv
+// and half its bytes. A task is one (image, channel) plane: the plane is
+// widened once into a zero-padded float32 copy (pt rows above, pl columns
+// left, and enough below and right that every tap's sixteen-lane read stays
+// inside it), so the taps read it with plain loads; each output's sum runs
+// over the taps in (kh, kw) order in float32, and the epilogue is the GEMM
+// path's (StoreOutputs), so the values do not depend on the thread count.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push  // GCC 12 flags the intrinsics' own undefined vectors (see above)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+struct DepthwisePadding {
+  int64_t rows = 0, cols = 0;  // of the padded copy
+};
+
+DepthwisePadding PaddedPlaneSize(const Bf16ConvShape& s) {
+  const int64_t vector_cols = (s.OW + 15) / 16 * 16;
+  DepthwisePadding p;
+  p.rows = (s.OH - 1) * s.sh + (s.KH - 1) * s.dh + 1;
+  // Stride 2 reads 32 columns for 16 outputs; the general stride gathers.
+  p.cols = (vector_cols - 1) * s.sw + (s.KW - 1) * s.dw + 1 + 16;
+  return p;
+}
+
+NEE_BF16_TARGET void WidenPaddedPlane(const Bf16ConvShape& s, const DepthwisePadding& pad, const uint16_t* plane,
+                                      float* out) {
+  // Input columns [0, c1) land at pl + c in the copy; the rest is zero.
+  const int64_t c1 = std::min(s.W, pad.cols - s.pl);
+  for (int64_t r = 0; r < pad.rows; ++r) {
+    float* row = out + r * pad.cols;
+    const int64_t ih = r - s.pt;
+    if (ih < 0 || ih >= s.H) {
+      std::fill(row, row + pad.cols, 0.0f);
+      continue;
+    }
+    std::fill(row, row + s.pl, 0.0f);
+    std::fill(row + s.pl + c1, row + pad.cols, 0.0f);
+    for (int64_t c = 0; c < c1; c += 16) {
+      const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, c1 - c)) - 1);
+      _mm512_mask_storeu_ps(row + s.pl + c, mask, LoadBf16(plane + ih * s.W + c, mask));
+    }
+  }
+}
+
+// Sixteen columns of a padded row at `p`, `stride` apart (kStride 1 or 2:
+// that stride, with plain loads; 0: `stride`, gathered).
+template <int kStride>
+NEE_BF16_TARGET inline __m512 StridedColumns(const float* p, int64_t stride) {
+  if constexpr (kStride == 1) {
+    return _mm512_loadu_ps(p);
+  } else if constexpr (kStride == 2) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_loadu_ps(p + 16));
+  } else {
+    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_i32gather_ps(_mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int>(stride))), p, 4);
+  }
+}
+
+// Output rows [oh, oh + R) at columns [ow, ow + 16): R independent sums, so
+// the taps' multiply-adds overlap instead of waiting on one another.
+template <int R, int kStride>
+NEE_BF16_TARGET inline void DepthwiseRows(const Bf16ConvShape& s, const DepthwisePadding& pad, const float* padded,
+                                          const float* taps, const Bf16ConvFinish& f, int64_t c, int64_t oh,
+                                          int64_t ow, const uint16_t* z, uint16_t* y) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, s.OW - ow)) - 1);
+  const int64_t row_step = s.sh * pad.cols;
+  const float* base = padded + oh * row_step + ow * s.sw;
+  __m512 sum[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
+  for (int64_t kh = 0; kh < s.KH; ++kh) {
+    const float* row = base + kh * s.dh * pad.cols;
+    for (int64_t kw = 0; kw < s.KW; ++kw) {
+      const __m512 tap = _mm512_set1_ps(taps[kh * s.KW + kw]);
+      const float* p = row + kw * s.dw;
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) sum[r] = _mm512_fmadd_ps(StridedColumns<kStride>(p + r * row_step, s.sw), tap, sum[r]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) StoreOutputs(f, s.pixels(), c, (oh + r) * s.OW + ow, mask, sum[r], z, y);
+}
+
+template <int kStride>
+NEE_BF16_TARGET void DepthwisePlaneStrided(const Bf16ConvShape& s, const DepthwisePadding& pad, const float* padded,
+                                           const float* taps, const Bf16ConvFinish& f, int64_t c, const uint16_t* z,
+                                           uint16_t* y) {
+  constexpr int kRowsAtOnce = 4;
+  for (int64_t ow = 0; ow < s.OW; ow += 16) {
+    int64_t oh = 0;
+    for (; oh + kRowsAtOnce <= s.OH; oh += kRowsAtOnce)
+      DepthwiseRows<kRowsAtOnce, kStride>(s, pad, padded, taps, f, c, oh, ow, z, y);
+    for (; oh < s.OH; ++oh) DepthwiseRows<1, kStride>(s, pad, padded, taps, f, c, oh, ow, z, y);
+  }
+}
+
+void DepthwisePlane(const Bf16ConvShape& s, const DepthwisePadding& pad, const float* padded, const float* taps,
+                    const Bf16ConvFinish& f, int64_t c, const uint16_t* z, uint16_t* y) {
+  if (s.sw == 1) return DepthwisePlaneStrided<1>(s, pad, padded, taps, f, c, z, y);
+  if (s.sw == 2) return DepthwisePlaneStrided<2>(s, pad, padded, taps, f, c, z, y);
+  DepthwisePlaneStrided<0>(s, pad, padded, taps, f, c, z, y);
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+Status RunBf16Depthwise(KernelContext& ctx, const Bf16ConvShape& s, const Tensor& x, const Tensor& w,
+                        const Tensor* b, Bf16ConvFinish finish) {
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kBFloat16, {s.N, s.M, s.OH, s.OW}));
+  std::vector<float> taps(static_cast<size_t>(s.C * s.taps())), bias;
+  for (size_t i = 0; i < taps.size(); ++i) taps[i] = BFloat16ToFloat(w.data<uint16_t>()[i]);
+  if (b) {
+    bias.resize(static_cast<size_t>(s.M));
+    for (int64_t i = 0; i < s.M; ++i) bias[static_cast<size_t>(i)] = BFloat16ToFloat(b->data<uint16_t>()[i]);
+    finish.bias = bias.data();
+  }
+  const DepthwisePadding pad = PaddedPlaneSize(s);
+  const int64_t pixels = s.pixels();
+  const uint16_t* xp = x.data<uint16_t>();
+  uint16_t* yp = out.data<uint16_t>();
+  ParallelTasks(ctx, s.N * s.C, [&](int64_t task) {
+    const int64_t n = task / s.C, c = task % s.C;
+    thread_local AlignedArray<float> padded_buf;
+    thread_local size_t padded_cap = 0;
+    float* padded = ThreadBuffer(padded_buf, padded_cap, static_cast<size_t>(pad.rows * pad.cols));
+    WidenPaddedPlane(s, pad, xp + task * s.H * s.W, padded);
+    const uint16_t* z = finish.z ? finish.z + n * s.M * pixels : nullptr;
+    DepthwisePlane(s, pad, padded, taps.data() + c * s.taps(), finish, c, z, yp + n * s.M * pixels);
+  });
+  return Status::Ok();
+}
+
 #endif  // NEE_CONV_BF16_X86
 
 // The bfloat16 Conv or FusedConv (`epilogue` non-null), or the reference.
@@ -435,6 +576,7 @@ Status ConvBFloat16(KernelContext& ctx, const ConvEpilogue* epilogue) {
     }
   }
 #ifdef NEE_CONV_BF16_X86
+  if (s.depthwise) return RunBf16Depthwise(ctx, s, *in.x, *in.w, in.bias, finish);
   return RunBf16Conv(ctx, s, *in.x, *in.w, in.bias, finish);
 #else
   return RunReference(ctx);

@@ -113,6 +113,27 @@ std::vector<Value> ConvInputs(const ConvCase& c, std::mt19937& rng) {
 
 double AbsSum(const ConvCase& c) { return static_cast<double>(c.w[1] * c.w[2] * c.w[3] + 1); }
 
+// Each case as an ai.nee FusedConv with bias, the activations taken in turn,
+// without and with Z, against the reference.
+void CheckFusedCases(const std::vector<ConvCase>& cases, const std::vector<std::vector<Attribute>>& activations,
+                     std::mt19937& rng) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    ConvCase c = cases[i];
+    c.bias = true;
+    const auto& act = activations[i % activations.size()];
+    for (bool with_z : {false, true}) {
+      std::vector<Value> inputs = ConvInputs(c, rng);
+      auto plain = testing::RunOp(ConvNode(c), 22, inputs);
+      ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+      const Tensor inner = plain->outputs[0].tensor();
+      if (with_z) inputs.push_back(Value(RandomBf16(inner.dims(), rng)));
+      const Node node = ConvNode(c, "FusedConv", "ai.nee", act, inputs.size());
+      const std::string what = Describe(c) + (act.empty() ? "" : " " + act[0].s) + (with_z ? " + Z" : "");
+      CheckConv(cpu::FusedConvBFloat16, node, inputs, &inner, AbsSum(c) + (with_z ? 1 : 0), what);
+    }
+  }
+}
+
 TEST(Bf16Conv, AgreesWithReferenceOnAwkwardShapes) {
   SKIP_WITHOUT_AVX512BF16();
   std::mt19937 rng(31);
@@ -131,22 +152,47 @@ TEST(Bf16FusedConv, AgreesWithReferenceWithResidualAndActivations) {
       {testing::StringAttr("activation", "Clip"), testing::FloatsAttr("activation_params", {-0.5f, 0.75f})},
       {testing::StringAttr("activation", "LeakyRelu"), testing::FloatsAttr("activation_params", {0.1f})},
       {testing::StringAttr("activation", "Sigmoid")}};
-  const std::vector<ConvCase> cases = Cases();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    ConvCase c = cases[i];
-    c.bias = true;
-    const auto& act = activations[i % activations.size()];
-    for (bool with_z : {false, true}) {
-      std::vector<Value> inputs = ConvInputs(c, rng);
-      auto plain = testing::RunOp(ConvNode(c), 22, inputs);
-      ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-      const Tensor inner = plain->outputs[0].tensor();
-      if (with_z) inputs.push_back(Value(RandomBf16(inner.dims(), rng)));
-      const Node node = ConvNode(c, "FusedConv", "ai.nee", act, inputs.size());
-      const std::string what = Describe(c) + (act.empty() ? "" : " " + act[0].s) + (with_z ? " + Z" : "");
-      CheckConv(cpu::FusedConvBFloat16, node, inputs, &inner, AbsSum(c) + (with_z ? 1 : 0), what);
-    }
-  }
+  CheckFusedCases(Cases(), activations, rng);
+}
+
+// Depthwise convs (group = C = M): the plane-by-plane float32 path. Strides
+// 1 and 2 (two loads and a permute) and 3 (the gather), dilation, kernels of
+// 1x1 to 5x5 and 3x1, asymmetric and SAME padding, rows wider than sixteen
+// lanes and narrower, a one-pixel image, batches, no bias; and a channel
+// multiplier of 2 (M = 2C), which the reference computes.
+std::vector<ConvCase> DepthwiseCases() {
+  using testing::IntAttr;
+  using testing::IntsAttr;
+  using testing::StringAttr;
+  auto group = [](int64_t g) { return IntAttr("group", g); };
+  return {
+      {{1, 5, 16, 16}, {5, 1, 3, 3}, {group(5), IntsAttr("pads", {1, 1, 1, 1})}},
+      {{2, 7, 13, 19}, {7, 1, 3, 3}, {group(7), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {{1, 3, 40, 37}, {3, 1, 5, 5}, {group(3), IntsAttr("pads", {2, 2, 2, 2})}, false},
+      {{1, 4, 11, 35}, {4, 1, 3, 3}, {group(4), IntsAttr("strides", {3, 3}), IntsAttr("pads", {1, 0, 1, 2})}},
+      {{1, 6, 12, 12}, {6, 1, 3, 3}, {group(6), IntsAttr("dilations", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}},
+      {{1, 9, 7, 7}, {9, 1, 3, 1}, {group(9), StringAttr("auto_pad", "SAME_UPPER"), IntsAttr("strides", {2, 1})}},
+      {{1, 32, 1, 1}, {32, 1, 3, 3}, {group(32), IntsAttr("pads", {1, 1, 1, 1})}},
+      {{1, 8, 6, 6}, {8, 1, 1, 1}, {group(8)}},
+      {{1, 3, 9, 9}, {6, 1, 3, 3}, {group(3), IntsAttr("pads", {1, 1, 1, 1})}},
+  };
+}
+
+TEST(Bf16Conv, DepthwiseAgreesWithReference) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(37);
+  for (const ConvCase& c : DepthwiseCases())
+    CheckConv(cpu::ConvFloatOrBFloat16, ConvNode(c), ConvInputs(c, rng), nullptr, AbsSum(c), Describe(c));
+}
+
+TEST(Bf16FusedConv, DepthwiseAgreesWithReferenceWithResidualAndActivations) {
+  SKIP_WITHOUT_AVX512BF16();
+  std::mt19937 rng(38);
+  const std::vector<std::vector<Attribute>> activations = {
+      {testing::StringAttr("activation", "Clip"), testing::FloatsAttr("activation_params", {0.0f, 6.0f})},
+      {testing::StringAttr("activation", "Relu")},
+      {}};
+  CheckFusedCases(DepthwiseCases(), activations, rng);
 }
 
 // A Z of the wrong shape is an error naming it, not a crash.

@@ -214,6 +214,26 @@ TEST(WidenNarrowFloat, ClipFusesLikeRelu) {
   }
 }
 
+// A depthwise bfloat16 Conv (W [C, 1, kh, kw], group C) stays bfloat16 with
+// its Clip where the CPU computes it (conv_bf16.cc); a grouped conv that is
+// not depthwise (two channels a group) is widened.
+TEST(WidenNarrowFloat, KeepsDepthwiseBFloat16ConvsOnly) {
+  for (int64_t channels_per_group : {1, 2}) {
+    ModelBuilder b(22);
+    b.Input("x", ShapeFromDims({1, 4, 6, 6}), DataType::kBFloat16)
+        .Init("W", Narrow(Random({4, channels_per_group, 3, 3}, 12), DataType::kBFloat16))
+        .Init("lo", Narrow(Floats({0.f}, {}), DataType::kBFloat16))
+        .Init("hi", Narrow(Floats({6.f}, {}), DataType::kBFloat16))
+        .Op("Conv", {"x", "W"}, {"c"}, {IntsAttr("pads", {1, 1, 1, 1}), IntAttr("group", 4 / channels_per_group)})
+        .Op("Clip", {"c", "lo", "hi"}, {"y"})
+        .Output("y");
+    Model m = b.model;
+    const bool kept = channels_per_group == 1 && HostHasAvx512Bf16();
+    EXPECT_EQ(Widen(m), !kept);  // changed: something was widened
+    EXPECT_EQ(OpTypes(m), (kept ? Ops{"Conv", "Clip"} : Ops{"Cast", "Conv", "Clip", "Cast"})) << channels_per_group;
+  }
+}
+
 // A bfloat16 Conv whose output is also a graph output stays bfloat16, but
 // the Relu after it is widened: no fusion could take it.
 TEST(WidenNarrowFloat, WidensWhatCannotFuseIntoABFloat16Conv) {
