@@ -418,109 +418,125 @@ Status RunBf16Conv(KernelContext& ctx, const Bf16ConvShape& s, const Tensor& x, 
 // Depthwise: each output plane is one input plane convolved with its
 // channel's KH x KW filter, too little arithmetic per byte for vdpbf16ps'
 // pairs to pay; kept in bfloat16 it saves the Casts around a widened conv
-// and half its bytes. A task is one (image, channel) plane: the plane is
-// widened once into a zero-padded float32 copy (pt rows above, pl columns
-// left, and enough below and right that every tap's sixteen-lane read stays
-// inside it), so the taps read it with plain loads; each output's sum runs
-// over the taps in (kh, kw) order in float32, and the epilogue is the GEMM
-// path's (StoreOutputs), so the values do not depend on the thread count.
+// and half its bytes. Sixteen channels run at once in float32 lanes, as the
+// blocked layout's depthwise kernel runs them: a task's band of input rows
+// of its sixteen channels is widened and transposed into a zero-padded
+// pixel-major copy (each pixel sixteen channel lanes), so that a tap is one
+// multiply-add per output pixel with the sixteen channels' weights and a
+// plane of 7x7 fills the lanes as well as one of 112x112 (the NCHW planes
+// read sixteen pixels at a time wasted 9 of 16 lanes on a 7-wide row, and ran
+// 3-4x slower than the float32 blocked kernel). Sixteen output pixels are
+// transposed back to channel rows for the group-1 path's epilogue
+// (StoreOutputs). Each output's sum runs over the taps in (kh, kw) order in
+// float32, so the values do not depend on the thread count or the banding.
+constexpr int64_t kLanes = 16;
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push  // GCC 12 flags the intrinsics' own undefined vectors (see above)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-struct DepthwisePadding {
-  int64_t rows = 0, cols = 0;  // of the padded copy
+// r[i] lane j -> r[j] lane i: 32-bit elements within pairs, 64-bit pairs
+// within 128-bit lanes, then the 128-bit lanes across registers.
+NEE_BF16_TARGET __attribute__((always_inline)) inline void Transpose16(__m512 r[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  __m512 q[16];  // q[4i + j], 128-bit lane L: rows 4i..4i+3 at column 4L + j
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    q[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    q[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    q[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    q[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512 s0 = _mm512_shuffle_f32x4(q[j], q[4 + j], 0x88), s1 = _mm512_shuffle_f32x4(q[j], q[4 + j], 0xDD);
+    const __m512 s2 = _mm512_shuffle_f32x4(q[8 + j], q[12 + j], 0x88);
+    const __m512 s3 = _mm512_shuffle_f32x4(q[8 + j], q[12 + j], 0xDD);
+    r[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+    r[4 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
+    r[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
+  }
+}
+
+// How the depthwise work is cut: output rows per band, and the padded copy's
+// width (pixels; every tile of sixteen output pixels reads inside it).
+struct DepthwiseBands {
+  int64_t out_rows = 1, cols = 0;
+  int64_t in_rows(const Bf16ConvShape& s, int64_t rows) const { return (rows - 1) * s.sh + (s.KH - 1) * s.dh + 1; }
 };
 
-DepthwisePadding PaddedPlaneSize(const Bf16ConvShape& s) {
-  const int64_t vector_cols = (s.OW + 15) / 16 * 16;
-  DepthwisePadding p;
-  p.rows = (s.OH - 1) * s.sh + (s.KH - 1) * s.dh + 1;
-  // Stride 2 reads 32 columns for 16 outputs; the general stride gathers.
-  p.cols = (vector_cols - 1) * s.sw + (s.KW - 1) * s.dw + 1 + 16;
-  return p;
+// A band's copy takes at most ~192 KiB, so it stays in L2 while its taps
+// run; bands of at least one output row.
+DepthwiseBands PlanDepthwiseBands(const Bf16ConvShape& s) {
+  DepthwiseBands b;
+  const int64_t tile_cols = (s.OW + kLanes - 1) / kLanes * kLanes;
+  b.cols = std::max((tile_cols - 1) * s.sw + (s.KW - 1) * s.dw + 1, s.pl + s.W);
+  const int64_t budget_rows = std::max<int64_t>(1, (192 << 10) / (b.cols * kLanes * 4));
+  b.out_rows = std::clamp<int64_t>((budget_rows - (s.KH - 1) * s.dh - 1) / s.sh + 1, 1, s.OH);
+  return b;
 }
 
-NEE_BF16_TARGET void WidenPaddedPlane(const Bf16ConvShape& s, const DepthwisePadding& pad, const uint16_t* plane,
-                                      float* out) {
-  // Input columns [0, c1) land at pl + c in the copy; the rest is zero.
-  const int64_t c1 = std::min(s.W, pad.cols - s.pl);
-  for (int64_t r = 0; r < pad.rows; ++r) {
-    float* row = out + r * pad.cols;
-    const int64_t ih = r - s.pt;
+// Input rows [r0, r0 + rows) of the padded image (row r is input row r - pt)
+// of channels [c0, c0 + channels) into `band`: pixel (r, col) at
+// ((r - r0) * cols + col) * 16, lane = channel - c0; padding and missing
+// channels zero.
+NEE_BF16_TARGET void FillDepthwiseBand(const Bf16ConvShape& s, const DepthwiseBands& b, const uint16_t* x_img,
+                                       int64_t c0, int64_t channels, int64_t r0, int64_t rows, float* band) {
+  const int64_t row_floats = b.cols * kLanes;
+  for (int64_t rl = 0; rl < rows; ++rl) {
+    float* out = band + rl * row_floats;
+    const int64_t ih = r0 + rl - s.pt;
     if (ih < 0 || ih >= s.H) {
-      std::fill(row, row + pad.cols, 0.0f);
+      std::fill(out, out + row_floats, 0.0f);
       continue;
     }
-    std::fill(row, row + s.pl, 0.0f);
-    std::fill(row + s.pl + c1, row + pad.cols, 0.0f);
-    for (int64_t c = 0; c < c1; c += 16) {
-      const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, c1 - c)) - 1);
-      _mm512_mask_storeu_ps(row + s.pl + c, mask, LoadBf16(plane + ih * s.W + c, mask));
+    std::fill(out, out + s.pl * kLanes, 0.0f);
+    std::fill(out + (s.pl + s.W) * kLanes, out + row_floats, 0.0f);
+    for (int64_t iw = 0; iw < s.W; iw += kLanes) {
+      const int64_t n = std::min(kLanes, s.W - iw);
+      const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
+      __m512 v[16];
+#pragma GCC unroll 16
+      for (int64_t ch = 0; ch < kLanes; ++ch)
+        v[ch] = ch < channels ? LoadBf16(x_img + ((c0 + ch) * s.H + ih) * s.W + iw, mask) : _mm512_setzero_ps();
+      Transpose16(v);
+      for (int64_t p = 0; p < n; ++p) _mm512_storeu_ps(out + (s.pl + iw + p) * kLanes, v[p]);
     }
   }
 }
 
-// Sixteen columns of a padded row at `p`, `stride` apart (kStride 1 or 2:
-// that stride, with plain loads; 0: `stride`, gathered).
-template <int kStride>
-NEE_BF16_TARGET inline __m512 StridedColumns(const float* p, int64_t stride) {
-  if constexpr (kStride == 1) {
-    return _mm512_loadu_ps(p);
-  } else if constexpr (kStride == 2) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    return _mm512_permutex2var_ps(_mm512_loadu_ps(p), even, _mm512_loadu_ps(p + 16));
-  } else {
-    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    return _mm512_i32gather_ps(_mm512_mullo_epi32(lanes, _mm512_set1_epi32(static_cast<int>(stride))), p, 4);
-  }
-}
-
-// Output rows [oh, oh + R) at columns [ow, ow + 16): R independent sums, so
-// the taps' multiply-adds overlap instead of waiting on one another.
-template <int R, int kStride>
-NEE_BF16_TARGET inline void DepthwiseRows(const Bf16ConvShape& s, const DepthwisePadding& pad, const float* padded,
-                                          const float* taps, const Bf16ConvFinish& f, int64_t c, int64_t oh,
-                                          int64_t ow, const uint16_t* z, uint16_t* y) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << std::min<int64_t>(16, s.OW - ow)) - 1);
-  const int64_t row_step = s.sh * pad.cols;
-  const float* base = padded + oh * row_step + ow * s.sw;
-  __m512 sum[R];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_ps();
+// Sixteen output pixels [ow, ow + 16) of output row `oh`, whose window rows
+// start at band row `rl`: sixteen sums (one a pixel, the channels in lanes),
+// then transposed to channel rows for the epilogue.
+NEE_BF16_TARGET void DepthwiseTile(const Bf16ConvShape& s, const DepthwiseBands& b, const float* band, int64_t rl,
+                                   const float* weights, const Bf16ConvFinish& f, int64_t c0, int64_t channels,
+                                   int64_t oh, int64_t ow, const uint16_t* z, uint16_t* y) {
+  __m512 sum[16];
+#pragma GCC unroll 16
+  for (int p = 0; p < 16; ++p) sum[p] = _mm512_setzero_ps();
   for (int64_t kh = 0; kh < s.KH; ++kh) {
-    const float* row = base + kh * s.dh * pad.cols;
+    const float* row = band + ((rl + kh * s.dh) * b.cols + ow * s.sw) * kLanes;
     for (int64_t kw = 0; kw < s.KW; ++kw) {
-      const __m512 tap = _mm512_set1_ps(taps[kh * s.KW + kw]);
-      const float* p = row + kw * s.dw;
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) sum[r] = _mm512_fmadd_ps(StridedColumns<kStride>(p + r * row_step, s.sw), tap, sum[r]);
+      const __m512 w = _mm512_loadu_ps(weights + (kh * s.KW + kw) * kLanes);
+      const float* tap = row + kw * s.dw * kLanes;
+#pragma GCC unroll 16
+      for (int p = 0; p < 16; ++p) sum[p] = _mm512_fmadd_ps(_mm512_loadu_ps(tap + p * s.sw * kLanes), w, sum[p]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) StoreOutputs(f, s.pixels(), c, (oh + r) * s.OW + ow, mask, sum[r], z, y);
-}
-
-template <int kStride>
-NEE_BF16_TARGET void DepthwisePlaneStrided(const Bf16ConvShape& s, const DepthwisePadding& pad, const float* padded,
-                                           const float* taps, const Bf16ConvFinish& f, int64_t c, const uint16_t* z,
-                                           uint16_t* y) {
-  constexpr int kRowsAtOnce = 4;
-  for (int64_t ow = 0; ow < s.OW; ow += 16) {
-    int64_t oh = 0;
-    for (; oh + kRowsAtOnce <= s.OH; oh += kRowsAtOnce)
-      DepthwiseRows<kRowsAtOnce, kStride>(s, pad, padded, taps, f, c, oh, ow, z, y);
-    for (; oh < s.OH; ++oh) DepthwiseRows<1, kStride>(s, pad, padded, taps, f, c, oh, ow, z, y);
-  }
-}
-
-void DepthwisePlane(const Bf16ConvShape& s, const DepthwisePadding& pad, const float* padded, const float* taps,
-                    const Bf16ConvFinish& f, int64_t c, const uint16_t* z, uint16_t* y) {
-  if (s.sw == 1) return DepthwisePlaneStrided<1>(s, pad, padded, taps, f, c, z, y);
-  if (s.sw == 2) return DepthwisePlaneStrided<2>(s, pad, padded, taps, f, c, z, y);
-  DepthwisePlaneStrided<0>(s, pad, padded, taps, f, c, z, y);
+  Transpose16(sum);
+  const __mmask16 mask = static_cast<__mmask16>((1u << std::min(kLanes, s.OW - ow)) - 1);
+  for (int64_t ch = 0; ch < channels; ++ch)
+    StoreOutputs(f, s.pixels(), c0 + ch, oh * s.OW + ow, mask, sum[ch], z, y);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -530,25 +546,36 @@ void DepthwisePlane(const Bf16ConvShape& s, const DepthwisePadding& pad, const f
 Status RunBf16Depthwise(KernelContext& ctx, const Bf16ConvShape& s, const Tensor& x, const Tensor& w,
                         const Tensor* b, Bf16ConvFinish finish) {
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kBFloat16, {s.N, s.M, s.OH, s.OW}));
-  std::vector<float> taps(static_cast<size_t>(s.C * s.taps())), bias;
-  for (size_t i = 0; i < taps.size(); ++i) taps[i] = BFloat16ToFloat(w.data<uint16_t>()[i]);
+  const int64_t groups = (s.C + kLanes - 1) / kLanes, taps = s.taps();
+  // Per group of sixteen channels, tap by tap, the sixteen channels' weights.
+  std::vector<float> weights(static_cast<size_t>(groups * taps * kLanes), 0.0f), bias;
+  for (int64_t c = 0; c < s.C; ++c)
+    for (int64_t t = 0; t < taps; ++t)
+      weights[static_cast<size_t>(((c / kLanes) * taps + t) * kLanes + c % kLanes)] =
+          BFloat16ToFloat(w.data<uint16_t>()[c * taps + t]);
   if (b) {
     bias.resize(static_cast<size_t>(s.M));
     for (int64_t i = 0; i < s.M; ++i) bias[static_cast<size_t>(i)] = BFloat16ToFloat(b->data<uint16_t>()[i]);
     finish.bias = bias.data();
   }
-  const DepthwisePadding pad = PaddedPlaneSize(s);
-  const int64_t pixels = s.pixels();
+  const DepthwiseBands bands = PlanDepthwiseBands(s);
+  const int64_t bands_per_plane = (s.OH + bands.out_rows - 1) / bands.out_rows, pixels = s.pixels();
   const uint16_t* xp = x.data<uint16_t>();
   uint16_t* yp = out.data<uint16_t>();
-  ParallelTasks(ctx, s.N * s.C, [&](int64_t task) {
-    const int64_t n = task / s.C, c = task % s.C;
-    thread_local AlignedArray<float> padded_buf;
-    thread_local size_t padded_cap = 0;
-    float* padded = ThreadBuffer(padded_buf, padded_cap, static_cast<size_t>(pad.rows * pad.cols));
-    WidenPaddedPlane(s, pad, xp + task * s.H * s.W, padded);
+  ParallelTasks(ctx, s.N * groups * bands_per_plane, [&](int64_t task) {
+    const int64_t band_index = task % bands_per_plane, group = task / bands_per_plane % groups;
+    const int64_t n = task / bands_per_plane / groups, c0 = group * kLanes, channels = std::min(kLanes, s.C - c0);
+    const int64_t oh0 = band_index * bands.out_rows, oh1 = std::min(s.OH, oh0 + bands.out_rows);
+    const int64_t rows = bands.in_rows(s, oh1 - oh0);
+    thread_local AlignedArray<float> band_buf;
+    thread_local size_t band_cap = 0;
+    float* band = ThreadBuffer(band_buf, band_cap, static_cast<size_t>(rows * bands.cols * kLanes));
+    FillDepthwiseBand(s, bands, xp + n * s.C * s.H * s.W, c0, channels, oh0 * s.sh, rows, band);
     const uint16_t* z = finish.z ? finish.z + n * s.M * pixels : nullptr;
-    DepthwisePlane(s, pad, padded, taps.data() + c * s.taps(), finish, c, z, yp + n * s.M * pixels);
+    for (int64_t oh = oh0; oh < oh1; ++oh)
+      for (int64_t ow = 0; ow < s.OW; ow += kLanes)
+        DepthwiseTile(s, bands, band, (oh - oh0) * s.sh, weights.data() + group * taps * kLanes, finish, c0, channels,
+                      oh, ow, z, yp + n * s.M * pixels);
   });
   return Status::Ok();
 }

@@ -155,11 +155,12 @@ TEST(Bf16FusedConv, AgreesWithReferenceWithResidualAndActivations) {
   CheckFusedCases(Cases(), activations, rng);
 }
 
-// Depthwise convs (group = C = M): the plane-by-plane float32 path. Strides
-// 1 and 2 (two loads and a permute) and 3 (the gather), dilation, kernels of
-// 1x1 to 5x5 and 3x1, asymmetric and SAME padding, rows wider than sixteen
-// lanes and narrower, a one-pixel image, batches, no bias; and a channel
-// multiplier of 2 (M = 2C), which the reference computes.
+// Depthwise convs (group = C = M): sixteen channels in float32 lanes, in
+// bands of rows. Strides 1, 2 and 3, dilation, kernels of 1x1 to 5x5 and
+// 3x1, asymmetric and SAME padding, rows wider than sixteen pixels and
+// narrower, a one-pixel image, channel counts below, at and past a group of
+// sixteen, a plane tall enough to take several bands, batches, no bias; and a
+// channel multiplier of 2 (M = 2C), which the reference computes.
 std::vector<ConvCase> DepthwiseCases() {
   using testing::IntAttr;
   using testing::IntsAttr;
@@ -174,6 +175,9 @@ std::vector<ConvCase> DepthwiseCases() {
       {{1, 9, 7, 7}, {9, 1, 3, 1}, {group(9), StringAttr("auto_pad", "SAME_UPPER"), IntsAttr("strides", {2, 1})}},
       {{1, 32, 1, 1}, {32, 1, 3, 3}, {group(32), IntsAttr("pads", {1, 1, 1, 1})}},
       {{1, 8, 6, 6}, {8, 1, 1, 1}, {group(8)}},
+      {{1, 20, 9, 18}, {20, 1, 3, 3}, {group(20), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {{2, 35, 6, 6}, {35, 1, 3, 3}, {group(35), IntsAttr("pads", {1, 1, 1, 1})}},
+      {{1, 16, 70, 9}, {16, 1, 3, 3}, {group(16), IntsAttr("pads", {1, 1, 1, 1})}},
       {{1, 3, 9, 9}, {6, 1, 3, 3}, {group(3), IntsAttr("pads", {1, 1, 1, 1})}},
   };
 }
