@@ -41,6 +41,7 @@
 #include <immintrin.h>
 
 #include "ep/cpu/bf16_simd.h"
+#include "ep/cpu/transpose16_avx512.h"
 #define NEE_CONV_BF16_X86 1
 #endif
 
@@ -436,37 +437,6 @@ constexpr int64_t kLanes = 16;
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-
-// r[i] lane j -> r[j] lane i: 32-bit elements within pairs, 64-bit pairs
-// within 128-bit lanes, then the 128-bit lanes across registers.
-NEE_BF16_TARGET __attribute__((always_inline)) inline void Transpose16(__m512 r[16]) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  __m512 q[16];  // q[4i + j], 128-bit lane L: rows 4i..4i+3 at column 4L + j
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    q[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    q[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    q[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    q[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    const __m512 s0 = _mm512_shuffle_f32x4(q[j], q[4 + j], 0x88), s1 = _mm512_shuffle_f32x4(q[j], q[4 + j], 0xDD);
-    const __m512 s2 = _mm512_shuffle_f32x4(q[8 + j], q[12 + j], 0x88);
-    const __m512 s3 = _mm512_shuffle_f32x4(q[8 + j], q[12 + j], 0xDD);
-    r[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
-    r[4 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
-    r[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
-  }
-}
 
 // How the depthwise work is cut: output rows per band, and the padded copy's
 // width (pixels; every tile of sixteen output pixels reads inside it).
