@@ -20,15 +20,25 @@ namespace nee::cpu::qconv {
 namespace {
 constexpr int64_t kQuadW = kRowsPerPanel * 4;  // one k quad of a weight panel
 
-// The most output rows sixteen consecutive pixels of rows ow wide can touch: a partial row at each end and
-// whole ones between.
-int64_t SegmentsFor(int64_t ow) { return (kCols - 2) / ow + 2; }
+// The most output rows a panel (pixels 16b .. 16b + 15 below P) touches, counted up to one past
+// kDirectSegments. In general a partial row at each end
+// and whole ones between, (kCols - 2) / ow + 2; panels start at multiples of 16, so fewer for some widths
+// (14: two, where a panel starting one pixel before a row's end would touch three).
+int64_t SegmentsFor(const QConvGeometry& g) {
+  if (g.ow >= kCols - 1) return 2;
+  int64_t most = 1;
+  for (int64_t p0 = 0; p0 < g.P() && most <= kDirectSegments; p0 += kCols) {
+    const int64_t last = std::min(p0 + kCols, g.P()) - 1;
+    most = std::max(most, last / g.ow - p0 / g.ow + 1);
+  }
+  return most;
+}
 }  // namespace
 
 bool DirectQConvApplies(const QConvGeometry& g, const Requant& q, bool vnni, bool vbmi) {
 #ifdef NEE_QCONV_X86
   return vnni && vbmi && g.group == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.kh * g.kw > 1 &&
-         g.C % 4 == 0 && g.C > 0 && SegmentsFor(g.ow) <= 2 && !q.any_zw && q.small_multipliers;
+         g.C % 4 == 0 && g.C > 0 && SegmentsFor(g) <= kDirectSegments && !q.any_zw && q.small_multipliers;
 #else
   (void)g, (void)q, (void)vnni, (void)vbmi;
   return false;
@@ -170,11 +180,7 @@ DirectTileFn TileFor(int64_t rows, int64_t panels) {
   return panels == 1 ? TileByRows<1, kS>(rows, all) : TileByRows<2, kS>(rows, all);
 }
 
-DirectTileFn PickTile(int64_t segments, int64_t rows, int64_t panels) {
-  if (segments <= 2) return TileFor<2>(rows, panels);
-  if (segments == 3) return TileFor<3>(rows, panels);
-  return TileFor<4>(rows, panels);
-}
+DirectTileFn PickTile(int64_t rows, int64_t panels) { return TileFor<kDirectSegments>(rows, panels); }
 
 // Channels [4c, 4c + 4) of x's rows side by side: the padded copy [C / 4][hp][wp][4], the border `pad`, every
 // input byte flipped by `flip`. Sixteen pixels at a time: four channels' sixteen bytes in one zmm, interleaved
@@ -222,7 +228,6 @@ struct DirectRun {
   const Requant* q;
   const uint8_t* image;  // the interleaved padded copy
   std::vector<int64_t> tap_bytes;
-  int64_t segments;
 };
 
 // Row panels [rp_begin, rp_end) (even bounds) of the output over pixel panels [pb, pe), into y.
@@ -236,16 +241,16 @@ void RunPanels(const DirectRun& d, int64_t pb, int64_t pe, int64_t rp_begin, int
   thread_local std::vector<PanelLoads> t_loads;
   t_loads.resize(static_cast<size_t>(pe - pb));
   for (int64_t b = pb; b < pe; ++b) t_loads[static_cast<size_t>(b - pb)] = PlanPanel(g, d.image, b * kCols);
-  const DirectTileFn pair_tiles[2] = {PickTile(d.segments, kVnniRows, 2), PickTile(d.segments, kVnniRows, 1)};
+  const DirectTileFn pair_tiles[2] = {PickTile(kVnniRows, 2), PickTile(kVnniRows, 1)};
   for (int64_t rp = rp_begin; rp < rp_end; rp += 2) {
     const int64_t rows = std::min(kVnniRows, g.M - rp * kRowsPerPanel), m0 = rp * kRowsPerPanel;
     const int8_t* wp = d.w->data.data() + rp * w_panel;
-    const DirectTileFn two = rows == kVnniRows ? pair_tiles[0] : PickTile(d.segments, rows, 2);
-    const DirectTileFn one = rows == kVnniRows ? pair_tiles[1] : PickTile(d.segments, rows, 1);
+    const DirectTileFn two = rows == kVnniRows ? pair_tiles[0] : PickTile(rows, 2);
+    const DirectTileFn one = rows == kVnniRows ? pair_tiles[1] : PickTile(rows, 1);
     for (int64_t b = pb; b < pe;) {
       const int64_t p0 = b * kCols, count = std::min(kCols, P - p0);
       const bool pair = b + 1 < pe;
-      const DirectTileFn tile = pair ? two : count <= kCols / 2 ? PickTile(d.segments, rows, 0) : one;
+      const DirectTileFn tile = pair ? two : count <= kCols / 2 ? PickTile(rows, 0) : one;
       tile(wp, w_panel, &t_loads[static_cast<size_t>(b - pb)], d.tap_bytes.data(), taps, cquads,
                          plane, sums);
       FinishTilesAvx512(sums, rows, count, pair, pair ? std::min(kCols, P - p0 - kCols) : 0, q.constant + m0,
@@ -269,7 +274,7 @@ void RunDirectQConv(KernelContext& ctx, const QConvGeometry& g, const DirectQCon
   thread_local std::vector<uint8_t> t_image;
   if (t_image.size() < static_cast<size_t>(cquads * plane)) t_image.resize(static_cast<size_t>(cquads * plane));
   uint8_t* image = t_image.data();  // the tasks on other threads read this thread's copy
-  DirectRun d{&g, &w, &q, image, {}, SegmentsFor(g.ow)};
+  DirectRun d{&g, &w, &q, image, {}};
   for (int64_t i = 0; i < g.kh; ++i)
     for (int64_t j = 0; j < g.kw; ++j) d.tap_bytes.push_back(4 * (i * g.wp + j));
   const int64_t threads = std::max(1, NumThreads(ctx));

@@ -7,8 +7,9 @@
 // vpdpbusd's quad). With k ordered tap-major (k = tap * C + c, the weights repacked so), the sixteen quads a
 // tile reads for tap t and channel quad c are those of the panel's pixels shifted by t's offset in the padded
 // plane: contiguous along an output row, so one masked 64-byte load per output row the panel touches (at most
-// kDirectSegments). The tiles are qconv_vnni.cc's 12 x 32 otherwise, and their sums go through the same
-// requantization (FinishTilesAvx512): bitwise the GEMM path, which is bitwise the reference.
+// kDirectSegments: ResNet's 3x3 stride-1 convs at 56x56, 28x28 and 14x14). The tiles are qconv_vnni.cc's
+// 12 x 32 otherwise, and their sums go through the same requantization (FinishTilesAvx512): bitwise the GEMM
+// path, which is bitwise the reference.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,9 @@
 
 namespace nee::cpu::qconv {
 
-// Output rows a panel of 16 pixels may touch on the direct path (narrower rows take the GEMM path).
-constexpr int64_t kDirectSegments = 4;
+// Output rows a panel of 16 pixels may touch on the direct path (where some panel touches more, the GEMM path
+// runs: three masked loads per panel and k quad measured slower than its packing at 14x14).
+constexpr int64_t kDirectSegments = 2;
 
 // The weights in the direct path's order: per row panel of six output channels, [k quads][6][4] signed bytes
 // with k = tap * C + c (the GEMM path's panels have k = c * taps + tap).

@@ -297,7 +297,7 @@ TEST_P(QConvFastTest, QLinearConvRequantTies) {
 }
 
 // The direct path (qconv_direct.cc, AVX-512 VNNI + VBMI: stride 1, undilated, group 1, channels a multiple of
-// four, output rows of at least 15 pixels, no weight zero points, small multipliers): odd pixel counts (a lone
+// four, panels over at most two output rows, no weight zero points, small multipliers): odd pixel counts (a lone
 // last panel, a last one of at most eight pixels on the half tile, one of nine to fifteen), output channels past
 // each twelve, pads on some sides only or none, 2x2 / 5x5 / 1x3 kernels, 1-D, int8 inputs (flipped) and zero
 // points at both ends (the padding), batches. On the AVX2 and portable runs the same convs take the GEMM path.
@@ -319,6 +319,8 @@ TEST_P(QConvFastTest, QLinearConvDirectPathMatchesReference) {
       {"direct_int8_x_zp_-128", {1, 8, 7, 18}, {9, 8, 3, 3}, {pads1}, s8, s8, u8, true, -128, -1},
       {"direct_1d", {2, 8, 40}, {6, 8, 3}, {IntsAttr("pads", {1, 1})}},
       {"direct_no_bias_uint8_weights", {1, 4, 6, 17}, {5, 4, 3, 3}, {pads1}, u8, u8, u8, true, -1, -1, false},
+      {"direct_14x14_half_tile_int8", {1, 20, 14, 14}, {26, 20, 3, 3}, {pads1}, s8, s8, u8},
+      {"direct_14_wide_batch3", {3, 8, 5, 14}, {12, 8, 3, 3}, {pads1}},
   };
   ExpectConvCasesMatchReference(cases, 29);
 }
@@ -344,8 +346,9 @@ TEST(QConvDirect, AppliesToStrideOneConvsOverChannelQuads) {
   EXPECT_FALSE(with([](auto& h, auto&) { h.kh = h.kw = 1; }));            // pointwise: the GEMM reads x itself
   EXPECT_FALSE(with([](auto& h, auto&) { h.C = h.Cg = 62; }));            // not whole channel quads
   EXPECT_FALSE(with([](auto& h, auto&) { h.group = 2, h.Cg = 32; }));
-  EXPECT_FALSE(with([](auto& h, auto&) { h.ow = 14; }));                  // a panel over three output rows
-  EXPECT_TRUE(with([](auto& h, auto&) { h.ow = 15; }));
+  EXPECT_FALSE(with([](auto& h, auto&) { h.ow = 13; }));  // pixels 12 + 13k .. : panels over three output rows
+  EXPECT_TRUE(with([](auto& h, auto&) { h.ow = 14; }));   // panels start at even pixels: two rows at most
+  EXPECT_FALSE(with([](auto& h, auto&) { h.ow = h.oh = h.ih = h.iw = 7; }));  // 7 wide: up to four rows
   EXPECT_FALSE(with([](auto&, auto& r) { r.any_zw = true; }));
   EXPECT_FALSE(with([](auto&, auto& r) { r.small_multipliers = false; }));
 }
