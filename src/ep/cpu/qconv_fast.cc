@@ -47,6 +47,7 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/qconv_common.h"
+#include "ep/cpu/qconv_direct.h"
 #include "ep/cpu/qconv_gather.h"
 #include "ep/cpu/qconv_vnni.h"
 #include "ops/nn_util.h"
@@ -705,6 +706,24 @@ Status QLinearConvFast(KernelContext& ctx) {
   if (RunDepthwiseQConv(ctx, g, xb, flip, static_cast<uint8_t>(zx), weights->taps, zw.data(), constant.data(),
                          mult.data(), q, yb))
     return Status::Ok();
+  if (qconv::DirectQConvApplies(g, q, vnni, run.vbmi)) {
+    // The weights tap-major, from the GEMM packing (its bytes are all that is left of a constant W).
+    std::shared_ptr<const qconv::DirectQConvWeights> direct;
+    auto repack = [&] {
+      return std::make_shared<const qconv::DirectQConvWeights>(
+          qconv::RepackDirect(g, weights->data.data(), weights->panels_per_group, weights->kquads));
+    };
+    if (ctx.prepared() && ctx.input_is_constant(3)) {
+      PreparedCache::Key direct_key = key;
+      direct_key.push_back(-1);  // apart from the GEMM packing under `key`
+      auto built = ctx.prepared()->GetOrBuild<qconv::DirectQConvWeights>(
+          direct_key, [&]() -> Result<std::shared_ptr<const qconv::DirectQConvWeights>> { return repack(); });
+      if (built.ok()) direct = built.value();
+    }
+    if (!direct) direct = repack();
+    qconv::RunDirectQConv(ctx, g, *direct, q, xb, flip, static_cast<uint8_t>(zx), yb);
+    return Status::Ok();
+  }
   const int64_t images = g.N * g.group;
   // The calling thread's buffers, grow-only (a few hundred KB: fresh ones cost page faults every run).
   thread_local std::vector<uint8_t> padded, packed;

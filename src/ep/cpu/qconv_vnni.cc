@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ep/cpu/qconv_vnni_step.h"
 #include "ep/cpu/sgemm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -71,18 +72,9 @@ NEE_VNNI_TARGET void TileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x
     __m512i xv[kP];
 #pragma GCC unroll 2
     for (int p = 0; p < kP; ++p) xv[p] = _mm512_load_si512(x + p * x_panel + q * kQuadX);
-#pragma GCC unroll 12
-    for (int r = 0; r < kR; ++r) {
-      const int8_t* quad = r < kRowsPerPanel ? w + q * kQuadW + 4 * r : w1 + q * kQuadW + 4 * (r - kRowsPerPanel);
-      const __m512i wv = _mm512_set1_epi32(LoadQuad(quad));
-#pragma GCC unroll 2
-      for (int p = 0; p < kP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], xv[p], wv);
-    }
+    VnniQuadStep<kR, kP>(acc, xv, w + q * kQuadW, w1 + q * kQuadW);
   }
-#pragma GCC unroll 12
-  for (int r = 0; r < kR; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < kP; ++p) _mm512_storeu_si512(s + (p * kVnniRows + r) * kCols, acc[r][p]);
+  StoreVnniSums<kR, kP>(acc, s);
 }
 
 // The first eight pixels of one panel (the first 32 bytes of each 64-byte quad), on ymm.

@@ -324,17 +324,20 @@ NEE_NO_FP_CONTRACT void QGemmRow(const QGemmQuant& q, const int32_t* sums, const
 
 }  // namespace
 
-// com.microsoft QGemm without transA/transB and with C absent or one row (what the QDQ fusion writes).
+// com.microsoft QGemm without transA and with C absent or one row (what the QDQ fusion and ONNX Runtime's
+// QOperator quantizer write; the latter's B is [n, k], transB).
 Status QGemmFast(KernelContext& ctx) {
   for (size_t i : {size_t{0}, size_t{3}, size_t{4}})
     if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
   const Tensor& a = ctx.input(0)->tensor();
   const Tensor& b = ctx.input(3)->tensor();
   auto trans_a = ctx.node().GetInt("transA", 0), trans_b = ctx.node().GetInt("transB", 0);
-  if (!trans_a.ok() || !trans_b.ok() || trans_a.value() != 0 || trans_b.value() != 0 || !Is8Bit(a.dtype()) ||
-      !Is8Bit(b.dtype()) || a.rank() != 2 || b.rank() != 2 || a.dim(1) != b.dim(0))
+  if (!trans_a.ok() || !trans_b.ok() || trans_a.value() != 0 || (trans_b.value() != 0 && trans_b.value() != 1) ||
+      !Is8Bit(a.dtype()) || !Is8Bit(b.dtype()) || a.rank() != 2 || b.rank() != 2)
     return RunReference(ctx);
-  const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(1);
+  const bool b_transposed = trans_b.value() == 1;
+  const int64_t m = a.dim(0), k = a.dim(1), n = b.dim(b_transposed ? 0 : 1);
+  if (b.dim(b_transposed ? 1 : 0) != k) return RunReference(ctx);
   QGemmQuant q;
   const int32_t* c = nullptr;
   if (!ReadQGemmQuant(ctx, a, b, n, &q) || !ReadBiasRow(ctx, n, &c)) return RunReference(ctx);
@@ -342,7 +345,7 @@ Status QGemmFast(KernelContext& ctx) {
   if (m == 0 || n == 0) return Status::Ok();
   std::vector<int32_t> sums(static_cast<size_t>(m * n), 0);
   if (k > 0) {
-    auto w = quant_matmul::GetQuantWeights(ctx, 3, b, k, n, a.dtype() == DataType::kUint8);
+    auto w = quant_matmul::GetQuantWeights(ctx, 3, b, k, n, a.dtype() == DataType::kUint8, b_transposed);
     quant_matmul::QuantProduct(ctx, a, m, k, *w, q.za.data(), 0, q.zb.data(), q.zb_stride, sums.data(), n, nullptr);
   }
   const size_t out_bytes = q.quantized_out ? 1 : sizeof(float);

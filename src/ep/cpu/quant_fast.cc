@@ -322,19 +322,28 @@ std::shared_ptr<QuantWeights> PackQuantWeights(const uint8_t* b, int64_t k, int6
 }
 
 std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, size_t index, const Tensor& b, int64_t k,
-                                                    int64_t n, bool a_unsigned) {
+                                                    int64_t n, bool a_unsigned, bool b_transposed) {
+  const bool b_signed = b.dtype() == DataType::kInt8;
+  auto pack = [&]() -> std::shared_ptr<const QuantWeights> {
+    const auto* bytes = static_cast<const uint8_t*>(b.raw_data());
+    if (!b_transposed) return PackQuantWeights(bytes, k, n, b_signed, a_unsigned);
+    // B given as [n, k] (QGemm's transB): the packing reads [k, n], so transpose it once.
+    std::vector<uint8_t> kn(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i) kn[static_cast<size_t>(i * n + j)] = bytes[j * k + i];
+    return PackQuantWeights(kn.data(), k, n, b_signed, a_unsigned);
+  };
   if (ctx.prepared() && ctx.input_is_constant(index)) {
     auto built = ctx.prepared()->GetOrBuild<QuantWeights>(
-        {k, n, b.dtype() == DataType::kInt8 ? 1 : 0, a_unsigned ? 1 : 0},
+        {k, n, b_signed ? 1 : 0, a_unsigned ? 1 : 0, b_transposed ? 1 : 0},
         [&]() -> Result<std::shared_ptr<const QuantWeights>> {
-          std::shared_ptr<const QuantWeights> p = PackQuantWeights(
-              static_cast<const uint8_t*>(b.raw_data()), k, n, b.dtype() == DataType::kInt8, a_unsigned);
+          std::shared_ptr<const QuantWeights> p = pack();
           ctx.DropConstantInput(index);
           return p;
         });
     if (built.ok()) return built.value();
   }
-  return PackQuantWeights(static_cast<const uint8_t*>(b.raw_data()), k, n, b.dtype() == DataType::kInt8, a_unsigned);
+  return pack();
 }
 
 void QuantProduct(KernelContext& ctx, const Tensor& a, int64_t rows, int64_t k, const QuantWeights& w,

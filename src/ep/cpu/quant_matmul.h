@@ -29,10 +29,11 @@ struct QuantWeights {
 std::shared_ptr<QuantWeights> PackQuantWeights(const uint8_t* b, int64_t k, int64_t n, bool b_signed,
                                                bool a_unsigned);
 
-// B (input `index`, [k, n], 8-bit) packed, once per session when constant
-// (its bytes then let go: runs read only the packed copy).
+// B (input `index`, [k, n], 8-bit; [n, k] when b_transposed) packed, once
+// per session when constant (its bytes then let go: runs read only the packed
+// copy).
 std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, size_t index, const Tensor& b, int64_t k,
-                                                    int64_t n, bool a_unsigned);
+                                                    int64_t n, bool a_unsigned, bool b_transposed = false);
 
 // C = (A - za) (B - zb) for A [rows, k] (row-major, 8-bit), into int32 c
 // (row stride ldc) or through fout; za[i * za_stride], zb[j * zb_stride].

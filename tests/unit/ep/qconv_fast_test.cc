@@ -10,6 +10,7 @@
 
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/qconv_direct.h"
 #include "ep/cpu/sgemm.h"
 
 namespace nee {
@@ -103,6 +104,15 @@ std::vector<Value> ConvInputs(const ConvCase& c, std::mt19937& rng) {
   return in;
 }
 
+void ExpectConvCasesMatchReference(const std::vector<ConvCase>& cases, unsigned seed) {
+  std::mt19937 rng(seed);
+  for (const ConvCase& c : cases) {
+    std::vector<Value> inputs = ConvInputs(c, rng);
+    Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+    ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+  }
+}
+
 TEST_P(QConvFastTest, QLinearConvMatchesReference) {
   const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
   const auto pads1 = IntsAttr("pads", {1, 1, 1, 1});
@@ -150,12 +160,7 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
       {"3d_to_reference", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {}},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {}},
   };
-  std::mt19937 rng(5);
-  for (const ConvCase& c : cases) {
-    std::vector<Value> inputs = ConvInputs(c, rng);
-    Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
-    ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
-  }
+  ExpectConvCasesMatchReference(cases, 5);
 }
 
 // Small images (last panels of 1..16 pixels: the half-width tile, many runs per panel), strides 1-3, with
@@ -289,6 +294,63 @@ TEST_P(QConvFastTest, QLinearConvRequantTies) {
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "ties");
   inputs[6] = Value(Tensor::Scalar<float>(3.0f));  // 1/12: not a power of two, sums a hair from halves
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "near ties");
+}
+
+// The direct path (qconv_direct.cc, AVX-512 VNNI + VBMI: stride 1, undilated, group 1, channels a multiple of
+// four, panels over at most two output rows, no weight zero points, small multipliers): odd pixel counts (a lone
+// last panel, a last one of at most eight pixels on the half tile, one of nine to fifteen), output channels past
+// each twelve, pads on some sides only or none, 2x2 / 5x5 / 1x3 kernels, 1-D, int8 inputs (flipped) and zero
+// points at both ends (the padding), batches. On the AVX2 and portable runs the same convs take the GEMM path.
+TEST_P(QConvFastTest, QLinearConvDirectPathMatchesReference) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  const auto pads1 = IntsAttr("pads", {1, 1, 1, 1});
+  const std::vector<ConvCase> cases = {
+      {"direct_16_wide_lone_panel", {1, 8, 17, 16}, {12, 8, 3, 3}, {pads1}},
+      {"direct_20_wide_half_tile_batch2_m13", {2, 4, 9, 20}, {13, 4, 3, 3}, {pads1}},
+      {"direct_31_wide_int8", {1, 12, 6, 31}, {25, 12, 3, 3}, {pads1}, s8, s8, s8},
+      {"direct_5x5_per_tensor", {1, 4, 16, 18}, {6, 4, 5, 5}, {IntsAttr("pads", {2, 2, 2, 2})}, u8, s8, u8, false},
+      {"direct_1x3_asym_pads", {1, 8, 5, 24}, {7, 8, 1, 3}, {IntsAttr("pads", {0, 1, 0, 0})}},
+      {"direct_unpadded", {1, 4, 10, 19}, {7, 4, 3, 3}, {}, u8, s8, s8},
+      {"direct_2x2_pads_one_side", {1, 4, 8, 21}, {5, 4, 2, 2}, {IntsAttr("pads", {1, 0, 0, 1})}},
+      {"direct_57_wide", {1, 16, 5, 57}, {24, 16, 3, 3}, {pads1}},
+      {"direct_deep_16x16", {1, 64, 16, 16}, {30, 64, 3, 3}, {pads1}, u8, s8, u8, true, -1, -1, true, 8},
+      {"direct_x_zp_0", {1, 8, 7, 15}, {9, 8, 3, 3}, {pads1}, u8, s8, u8, true, 0, 0},
+      {"direct_x_zp_255", {1, 8, 7, 15}, {9, 8, 3, 3}, {pads1}, u8, s8, u8, true, 255, 255},
+      {"direct_int8_x_zp_-128", {1, 8, 7, 18}, {9, 8, 3, 3}, {pads1}, s8, s8, u8, true, -128, -1},
+      {"direct_1d", {2, 8, 40}, {6, 8, 3}, {IntsAttr("pads", {1, 1})}},
+      {"direct_no_bias_uint8_weights", {1, 4, 6, 17}, {5, 4, 3, 3}, {pads1}, u8, u8, u8, true, -1, -1, false},
+      {"direct_14x14_half_tile_int8", {1, 20, 14, 14}, {26, 20, 3, 3}, {pads1}, s8, s8, u8},
+      {"direct_14_wide_batch3", {3, 8, 5, 14}, {12, 8, 3, 3}, {pads1}},
+  };
+  ExpectConvCasesMatchReference(cases, 29);
+}
+
+// Which convs the direct path takes (a pure function of the geometry, the requantization and the CPU flags).
+TEST(QConvDirect, AppliesToStrideOneConvsOverChannelQuads) {
+  cpu::qconv::QConvGeometry g;
+  g.N = 1, g.C = 64, g.M = 64, g.Cg = 64, g.Mg = 64, g.ih = g.iw = g.oh = g.ow = 56, g.kh = g.kw = 3;
+  g.ph = g.pw = 1, g.hp = g.wp = 58;
+  cpu::qconv::Requant q;
+  q.small_multipliers = true;
+  EXPECT_TRUE(cpu::qconv::DirectQConvApplies(g, q, true, true));
+  EXPECT_FALSE(cpu::qconv::DirectQConvApplies(g, q, false, true));  // no VNNI
+  EXPECT_FALSE(cpu::qconv::DirectQConvApplies(g, q, true, false));  // no VBMI
+  auto with = [&](auto change) {
+    cpu::qconv::QConvGeometry h = g;
+    cpu::qconv::Requant r = q;
+    change(h, r);
+    return cpu::qconv::DirectQConvApplies(h, r, true, true);
+  };
+  EXPECT_FALSE(with([](auto& h, auto&) { h.sh = h.sw = 2; }));
+  EXPECT_FALSE(with([](auto& h, auto&) { h.dh = 2; }));
+  EXPECT_FALSE(with([](auto& h, auto&) { h.kh = h.kw = 1; }));            // pointwise: the GEMM reads x itself
+  EXPECT_FALSE(with([](auto& h, auto&) { h.C = h.Cg = 62; }));            // not whole channel quads
+  EXPECT_FALSE(with([](auto& h, auto&) { h.group = 2, h.Cg = 32; }));
+  EXPECT_FALSE(with([](auto& h, auto&) { h.ow = 13; }));  // pixels 12 + 13k .. : panels over three output rows
+  EXPECT_TRUE(with([](auto& h, auto&) { h.ow = 14; }));   // panels start at even pixels: two rows at most
+  EXPECT_FALSE(with([](auto& h, auto&) { h.ow = h.oh = h.ih = h.iw = 7; }));  // 7 wide: up to four rows
+  EXPECT_FALSE(with([](auto&, auto& r) { r.any_zw = true; }));
+  EXPECT_FALSE(with([](auto&, auto& r) { r.small_multipliers = false; }));
 }
 
 TEST_P(QConvFastTest, QLinearAddAndLeakyReluMatchReference) {

@@ -1,6 +1,6 @@
 // com.microsoft QGemm: the fast kernel (ep/cpu/qlinear_fast.cc: MatMulInteger's exact product, C, then the
 // reference's float requantization) against the reference kernel (ops/quantize.cc), bitwise, on each GEMM the
-// machine has, at one and two threads; what it leaves to the reference (transA/transB, C of other shapes,
+// machine has, at one and two threads, B as [k, n] and as [n, k] (transB); what it leaves to the reference (transA, C of other shapes,
 // malformed inputs) still gets the reference's results and errors.
 #include <gtest/gtest.h>
 
@@ -34,14 +34,16 @@ struct Case {
   bool per_column = false;          // b's scale and zero point per column
   std::vector<int64_t> c_dims{};    // C's shape; none without
   bool quantized_out = true;        // y_scale and y_zp given, else float output
+  bool trans_b = false;             // B given as [n, k]
 };
 
 // a, a_scale, a_zp, b, b_scale, b_zp, C, y_scale, y_zp. y_scale is chosen so that outputs land inside the range
 // and past both ends.
 std::vector<Value> MakeInputs(const Case& c, std::mt19937& rng) {
   const std::vector<int64_t> per = c.per_column ? std::vector<int64_t>{c.n} : std::vector<int64_t>{};
+  const std::vector<int64_t> b_dims = c.trans_b ? std::vector<int64_t>{c.n, c.k} : std::vector<int64_t>{c.k, c.n};
   std::vector<Value> in = {Value(testing::Random8(c.at, {c.m, c.k}, rng)), Value(Scale({}, rng, 0.005f, 0.05f)),
-                           Value(testing::Random8(c.at, {}, rng)),         Value(testing::Random8(c.bt, {c.k, c.n}, rng)),
+                           Value(testing::Random8(c.at, {}, rng)),         Value(testing::Random8(c.bt, b_dims, rng)),
                            Value(Scale(per, rng, 0.005f, 0.05f)),          Value(testing::Random8(c.bt, per, rng)),
                            c.c_dims.empty() ? Value() : Value(Bias(c.c_dims, rng))};
   if (c.quantized_out) {
@@ -89,6 +91,23 @@ TEST_P(QGemmFastTest, MatchesReferenceBitwise) {
   ExpectAsReference(cases[1], MakeInputs(cases[1], rng), {testing::FloatAttr("alpha", 0.75f)}, "alpha");
 }
 
+// B as [n, k] (transB = 1: ONNX Runtime's QOperator classifier), packed transposed by the fast kernel.
+TEST_P(QGemmFastTest, TransposedBMatchesReferenceBitwise) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  const std::vector<Case> cases = {
+      {1, 2048, 1000, u8, s8, u8, false, {1000}, true, true},  // ResNet-50's classifier, per tensor
+      {3, 37, 21, u8, s8, u8, true, {21}, true, true},         // odd sizes, per column
+      {2, 5, 1, s8, u8, s8, false, {}, true, true},            // one column, int8 a, uint8 b
+      {4, 9, 6, u8, s8, u8, true, {6}, false, true},           // float output
+      {0, 4, 3, u8, s8, u8, false, {}, true, true},            // no rows
+      {2, 0, 3, u8, s8, u8, false, {3}, true, true},           // k = 0
+  };
+  std::mt19937 rng(54);
+  for (size_t i = 0; i < cases.size(); ++i)
+    ExpectAsReference(cases[i], MakeInputs(cases[i], rng), {testing::IntAttr("transB", 1)},
+                      "transB case " + std::to_string(i));
+}
+
 // Saturation at both ends of each output type and rounding halves to even: products of exactly half-integer
 // values after scaling.
 TEST_P(QGemmFastTest, SaturatesAndRoundsHalvesToEvenAsTheReference) {
@@ -103,17 +122,14 @@ TEST_P(QGemmFastTest, SaturatesAndRoundsHalvesToEvenAsTheReference) {
   }
 }
 
-// What the fast kernel leaves to the reference: transposed operands and a C of [m, n]; malformed inputs, which
-// the reference reports.
+// What the fast kernel leaves to the reference: a transposed A and a C of [m, n]; malformed inputs, which the
+// reference reports.
 TEST_P(QGemmFastTest, OtherCasesGoToTheReference) {
   std::mt19937 rng(53);
   Case c{4, 8, 5, DataType::kUint8, DataType::kInt8, DataType::kUint8, true, {4, 5}};
   ExpectAsReference(c, MakeInputs(c, rng), {}, "C of [m, n]");
   c.c_dims = {5};
   std::vector<Value> in = MakeInputs(c, rng);
-  in[3] = Value(testing::Random8(DataType::kInt8, {5, 8}, rng));  // B as [n, k]
-  ExpectAsReference(c, in, {testing::IntAttr("transB", 1)}, "transB");
-  in = MakeInputs(c, rng);
   in[0] = Value(testing::Random8(DataType::kUint8, {8, 4}, rng));  // A as [k, m]
   ExpectAsReference(c, in, {testing::IntAttr("transA", 1)}, "transA");
 
@@ -127,6 +143,10 @@ TEST_P(QGemmFastTest, OtherCasesGoToTheReference) {
   in = MakeInputs(c, rng);
   in[6] = Value(Bias({6}, rng));  // C not broadcastable
   EXPECT_FALSE(RunFast(node, in, 2).ok());
+  const Node trans_node = testing::MakeNode("QGemm", 9, 1, {testing::IntAttr("transB", 1)}, "com.microsoft");
+  in = MakeInputs(c, rng);
+  in[3] = Value(testing::Random8(DataType::kInt8, {5, 7}, rng));  // transposed B's k mismatch
+  EXPECT_FALSE(RunFast(trans_node, in, 2).ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, QGemmFastTest, testing::AllGemmIsas(), testing::IsaName);
