@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
@@ -200,6 +201,62 @@ TEST(BlockedConv, RefusesMismatchedInputsWithTheirNames) {
   auto out = testing::RunKernel(cpu::BlockedConvFloat, BlockedConvNode(g, kActs[0], 2), 1, {Value(xb), Value(w)}, 1);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("input 1"), std::string::npos) << out.status().message();
+}
+
+// Runs the fast kernel as a session does, with the node's PreparedCache
+// (weights and bias constant).
+Result<Tensor> RunPrepared(const Node& node, const std::vector<Value>& in, PreparedCache& cache, int threads) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : in) ptrs.push_back(&v);
+  const std::vector<bool> constant = {false, true, true, false};
+  std::vector<Value> outputs(1);
+  ThreadPool pool(threads);
+  KernelContext ctx(node, 1, ptrs, &outputs, nullptr, &pool, nullptr);
+  ctx.SetPrepared(&cache, &constant);
+  NEE_RETURN_IF_ERROR(cpu::BlockedConvFloat(ctx));
+  return outputs[0].tensor();
+}
+
+// In a session the geometry is planned once per input shapes (and the
+// weights packed once): runs that find it cached, other input shapes, other
+// thread counts and inputs that do not fit give what planning per call gives.
+TEST(BlockedConvFast, CachedGeometryGivesWhatPlanningPerCallGives) {
+  std::mt19937 rng(11);
+  for (const Geometry& g : kGeometries) {
+    for (size_t inputs : {2, 4}) {
+      const Node node = BlockedConvNode(g, kActs[6], inputs);
+      PreparedCache cache;
+      const Value w(testing::RandomTensor(g.w, rng)), b(testing::RandomTensor({g.w[0]}, rng));  // constant
+      // Two input sizes through one cache: the second must not reuse the first's geometry.
+      for (int64_t grow : {0, 3, 0}) {
+        std::vector<int64_t> dims = g.x;
+        dims[2] += grow;
+        dims[3] += grow;
+        std::vector<Value> in = {Value(Reorder("ToBlocked", testing::RandomTensor(dims, rng), g.x[1])), w};
+        if (inputs == 4) {
+          in.push_back(b);
+          auto shape = testing::RunOp(BlockedConvNode(g, kActs[0], 3), 1, {in[0], in[1], in[2]});
+          ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+          in.push_back(Value(testing::RandomTensor(shape->outputs[0].tensor().dims(), rng)));
+        }
+        auto want = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, 1);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        for (int threads : {1, 2, 3})
+          for (int repeat = 0; repeat < 2; ++repeat) {
+            auto got = RunPrepared(node, in, cache, threads);
+            ASSERT_TRUE(got.ok()) << got.status().ToString();
+            ExpectBitwise(*got, *want, std::string(g.name) + " grow " + std::to_string(grow));
+          }
+      }
+      if (inputs != 4) continue;
+      // A residual of another shape after the geometry is cached: refused, naming it.
+      std::vector<Value> in = {Value(Reorder("ToBlocked", testing::RandomTensor(g.x, rng), g.x[1])), w, b,
+                               Value(testing::RandomTensor({1, 1, 1, 1, 8}, rng))};
+      auto bad = RunPrepared(node, in, cache, 2);
+      ASSERT_FALSE(bad.ok()) << g.name;
+      EXPECT_NE(bad.status().message().find("input 3"), std::string::npos) << bad.status().message();
+    }
+  }
 }
 
 }  // namespace
