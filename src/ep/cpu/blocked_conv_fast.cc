@@ -51,6 +51,10 @@ namespace {
 constexpr int64_t kB = kChannelBlock;
 constexpr int kTilePixels = 6;
 constexpr int64_t kChunkPixels = 48;  // pixels a pointwise task covers (a multiple of the tile)
+// Pointwise weights a core's L2 (1 MiB on Zen 4) keeps beside a chunk's
+// input, and what a group of output blocks holds when they do not all fit.
+constexpr int64_t kWeightsInL2 = 768 * 1024;
+constexpr int64_t kGroupWeights = 256 * 1024;
 
 // Weights (and bias) in the kernels' layout, packed once per session.
 // A pointwise conv's weights are packed for the AVX-512 tiles (pairs) when
@@ -373,9 +377,19 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   auto chunk_start = [&](int64_t i) { return TileAlignedStart(i, chunks, plane, kTilePixels); };
   // Few pixels (a small image): the output blocks are shared out too, in pairs.
   const int64_t wanted = 4 * threads, pixel_tasks = g.N * chunks;
-  const int64_t groups = threads > 1 && pixel_tasks < wanted ? std::min(pairs, (wanted + pixel_tasks - 1) / pixel_tasks) : 1;
+  int64_t groups = threads > 1 && pixel_tasks < wanted ? std::min(pairs, (wanted + pixel_tasks - 1) / pixel_tasks) : 1;
+  // Weights beyond L2 (ResNet-50's last two stages: 1-4 MB over 14x14 and
+  // 7x7 planes): groups of output blocks whose weights L2 keeps, each taken
+  // over every pixel chunk before the next group, so that the weights come
+  // from L3 or memory once, not once a chunk, and each thread reads only
+  // its groups' (pixel-major, both threads read all of them).
+  const int64_t weight_bytes = 2 * pairs * kB * g.C * static_cast<int64_t>(sizeof(float));
+  const bool by_channels = weight_bytes > kWeightsInL2;
+  if (by_channels) groups = std::min(pairs, std::max(groups, (weight_bytes + kGroupWeights - 1) / kGroupWeights));
   ParallelTasks(ctx, pixel_tasks * groups, [&](int64_t t) {
-    const int64_t n = t / (chunks * groups), chunk = t / groups % chunks, group = t % groups;
+    const int64_t group = by_channels ? t / pixel_tasks : t % groups;
+    const int64_t pixel_task = by_channels ? t % pixel_tasks : t / groups;
+    const int64_t n = pixel_task / chunks, chunk = pixel_task % chunks;
     const int64_t p0 = chunk_start(chunk), p1 = chunk_start(chunk + 1);
     const int64_t ob0 = 2 * (group * pairs / groups), ob1 = std::min(Mb, 2 * ((group + 1) * pairs / groups));
     if (pw.avx512()) PointwiseRangeAvx512(g, pw.pairs, tiles.finishes, n, p0, p1, ob0, ob1);

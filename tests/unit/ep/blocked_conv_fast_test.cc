@@ -57,7 +57,21 @@ const std::vector<Geometry> kGeometries = {
     {"1x1 s2", {1, 32, 14, 14}, {64, 32, 1, 1}, 1, 2, 0},             // ResNet's downsample, no border
     {"5x5 s1 pad 2", {1, 8, 6, 7}, {16, 8, 5, 5}, 1, 1, 2},           // windows wider than the image
     {"3x3 s2 no pad", {1, 24, 9, 10}, {8, 24, 3, 3}, 1, 2, 0},
+    // Weights beyond L2 (1 MB, 1.2 MB): tasks by output channels first.
+    {"pointwise big weights", {1, 512, 3, 5}, {512, 512, 1, 1}, 1, 1, 0},
+    {"3x3 s2 big weights", {1, 256, 3, 35}, {136, 256, 3, 3}, 1, 2, 1},  // 17 blocks: an odd last pair
 };
+
+// Random weights; over many inputs a window (fan-in beyond 256) scaled by
+// 1 / sqrt(fan-in), so that the sums keep unit scale and float's rounding
+// stays within ExpectClose's bound, as it does for the small geometries.
+Tensor Weights(const Geometry& g, std::mt19937& rng) {
+  Tensor w = testing::RandomTensor(g.w, rng);
+  const int64_t fan_in = g.w[1] * g.w[2] * g.w[3];
+  if (fan_in > 256)
+    for (int64_t i = 0; i < w.num_elements(); ++i) w.data<float>()[i] /= std::sqrt(static_cast<float>(fan_in));
+  return w;
+}
 
 Node BlockedConvNode(const Geometry& g, const Act& act, size_t inputs) {
   std::vector<Attribute> attrs = {IntAttr("channels", g.x[1]), IntAttr("group", g.group),
@@ -102,7 +116,7 @@ TEST(BlockedConv, ReferenceIsFusedConvThroughTheReorders) {
   std::mt19937 rng(3);
   for (const Geometry& g : kGeometries) {
     Tensor x = testing::RandomTensor(g.x, rng);
-    Tensor w = testing::RandomTensor(g.w, rng);
+    Tensor w = Weights(g, rng);
     Tensor b = testing::RandomTensor({g.w[0]}, rng);
     for (const Act& act : {kActs[2], kActs[6]}) {
       auto nchw = testing::RunOp(FusedConvNode(g, act, 3), 1, {Value(x), Value(w), Value(b)});
@@ -130,7 +144,7 @@ TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
     Tensor x = testing::RandomTensor(g.x, rng);
     for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] *= 4.f;  // saturate Clip, HardSigmoid
     Tensor xb = Reorder("ToBlocked", x, g.x[1]);
-    Tensor w = testing::RandomTensor(g.w, rng);
+    Tensor w = Weights(g, rng);
     Tensor b = testing::RandomTensor({g.w[0]}, rng);
     for (const Act& act : kActs) {
       for (size_t inputs : {2, 3, 4}) {
@@ -226,7 +240,7 @@ TEST(BlockedConvFast, CachedGeometryGivesWhatPlanningPerCallGives) {
     for (size_t inputs : {2, 4}) {
       const Node node = BlockedConvNode(g, kActs[6], inputs);
       PreparedCache cache;
-      const Value w(testing::RandomTensor(g.w, rng)), b(testing::RandomTensor({g.w[0]}, rng));  // constant
+      const Value w(Weights(g, rng)), b(testing::RandomTensor({g.w[0]}, rng));  // constant
       // Two input sizes through one cache: the second must not reuse the first's geometry.
       for (int64_t grow : {0, 3, 0}) {
         std::vector<int64_t> dims = g.x;
