@@ -55,6 +55,8 @@ const std::vector<Geometry> kGeometries = {
     {"3x3 s2", {1, 16, 13, 11}, {24, 16, 3, 3}, 1, 2, 1},             // odd pairs, border columns both sides
     {"3x3 s1 wide", {2, 8, 5, 29}, {40, 8, 3, 3}, 1, 1, 1},           // 27 interior columns: 12 + 12 + 3
     {"1x1 s2", {1, 32, 14, 14}, {64, 32, 1, 1}, 1, 2, 0},             // ResNet's downsample, no border
+    {"1x1 s2 odd", {2, 16, 9, 11}, {24, 16, 1, 1}, 1, 2, 0},          // subsampled: 5 x 6 of 9 x 11
+    {"1x1 s3", {1, 8, 10, 7}, {40, 8, 1, 1}, 1, 3, 0},                // subsampled: 4 x 3 of 10 x 7
     {"5x5 s1 pad 2", {1, 8, 6, 7}, {16, 8, 5, 5}, 1, 1, 2},           // windows wider than the image
     {"3x3 s2 no pad", {1, 24, 9, 10}, {8, 24, 3, 3}, 1, 2, 0},
     // Weights beyond L2 (1 MB, 1.2 MB): tasks by output channels first.
