@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
@@ -54,9 +55,25 @@ const std::vector<Geometry> kGeometries = {
     {"3x3 s2", {1, 16, 13, 11}, {24, 16, 3, 3}, 1, 2, 1},             // odd pairs, border columns both sides
     {"3x3 s1 wide", {2, 8, 5, 29}, {40, 8, 3, 3}, 1, 1, 1},           // 27 interior columns: 12 + 12 + 3
     {"1x1 s2", {1, 32, 14, 14}, {64, 32, 1, 1}, 1, 2, 0},             // ResNet's downsample, no border
+    {"1x1 s2 odd", {2, 16, 9, 11}, {24, 16, 1, 1}, 1, 2, 0},          // subsampled: 5 x 6 of 9 x 11
+    {"1x1 s3", {1, 8, 10, 7}, {40, 8, 1, 1}, 1, 3, 0},                // subsampled: 4 x 3 of 10 x 7
     {"5x5 s1 pad 2", {1, 8, 6, 7}, {16, 8, 5, 5}, 1, 1, 2},           // windows wider than the image
     {"3x3 s2 no pad", {1, 24, 9, 10}, {8, 24, 3, 3}, 1, 2, 0},
+    // Weights beyond L2 (1 MB, 1.2 MB): tasks by output channels first.
+    {"pointwise big weights", {1, 512, 3, 5}, {512, 512, 1, 1}, 1, 1, 0},
+    {"3x3 s2 big weights", {1, 256, 3, 35}, {136, 256, 3, 3}, 1, 2, 1},  // 17 blocks: an odd last pair
 };
+
+// Random weights; over many inputs a window (fan-in beyond 256) scaled by
+// 1 / sqrt(fan-in), so that the sums keep unit scale and float's rounding
+// stays within ExpectClose's bound, as it does for the small geometries.
+Tensor Weights(const Geometry& g, std::mt19937& rng) {
+  Tensor w = testing::RandomTensor(g.w, rng);
+  const int64_t fan_in = g.w[1] * g.w[2] * g.w[3];
+  if (fan_in > 256)
+    for (int64_t i = 0; i < w.num_elements(); ++i) w.data<float>()[i] /= std::sqrt(static_cast<float>(fan_in));
+  return w;
+}
 
 Node BlockedConvNode(const Geometry& g, const Act& act, size_t inputs) {
   std::vector<Attribute> attrs = {IntAttr("channels", g.x[1]), IntAttr("group", g.group),
@@ -101,7 +118,7 @@ TEST(BlockedConv, ReferenceIsFusedConvThroughTheReorders) {
   std::mt19937 rng(3);
   for (const Geometry& g : kGeometries) {
     Tensor x = testing::RandomTensor(g.x, rng);
-    Tensor w = testing::RandomTensor(g.w, rng);
+    Tensor w = Weights(g, rng);
     Tensor b = testing::RandomTensor({g.w[0]}, rng);
     for (const Act& act : {kActs[2], kActs[6]}) {
       auto nchw = testing::RunOp(FusedConvNode(g, act, 3), 1, {Value(x), Value(w), Value(b)});
@@ -129,7 +146,7 @@ TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
     Tensor x = testing::RandomTensor(g.x, rng);
     for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] *= 4.f;  // saturate Clip, HardSigmoid
     Tensor xb = Reorder("ToBlocked", x, g.x[1]);
-    Tensor w = testing::RandomTensor(g.w, rng);
+    Tensor w = Weights(g, rng);
     Tensor b = testing::RandomTensor({g.w[0]}, rng);
     for (const Act& act : kActs) {
       for (size_t inputs : {2, 3, 4}) {
@@ -200,6 +217,62 @@ TEST(BlockedConv, RefusesMismatchedInputsWithTheirNames) {
   auto out = testing::RunKernel(cpu::BlockedConvFloat, BlockedConvNode(g, kActs[0], 2), 1, {Value(xb), Value(w)}, 1);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("input 1"), std::string::npos) << out.status().message();
+}
+
+// Runs the fast kernel as a session does, with the node's PreparedCache
+// (weights and bias constant).
+Result<Tensor> RunPrepared(const Node& node, const std::vector<Value>& in, PreparedCache& cache, int threads) {
+  std::vector<const Value*> ptrs;
+  for (const Value& v : in) ptrs.push_back(&v);
+  const std::vector<bool> constant = {false, true, true, false};
+  std::vector<Value> outputs(1);
+  ThreadPool pool(threads);
+  KernelContext ctx(node, 1, ptrs, &outputs, nullptr, &pool, nullptr);
+  ctx.SetPrepared(&cache, &constant);
+  NEE_RETURN_IF_ERROR(cpu::BlockedConvFloat(ctx));
+  return outputs[0].tensor();
+}
+
+// In a session the geometry is planned once per input shapes (and the
+// weights packed once): runs that find it cached, other input shapes, other
+// thread counts and inputs that do not fit give what planning per call gives.
+TEST(BlockedConvFast, CachedGeometryGivesWhatPlanningPerCallGives) {
+  std::mt19937 rng(11);
+  for (const Geometry& g : kGeometries) {
+    for (size_t inputs : {2, 4}) {
+      const Node node = BlockedConvNode(g, kActs[6], inputs);
+      PreparedCache cache;
+      const Value w(Weights(g, rng)), b(testing::RandomTensor({g.w[0]}, rng));  // constant
+      // Two input sizes through one cache: the second must not reuse the first's geometry.
+      for (int64_t grow : {0, 3, 0}) {
+        std::vector<int64_t> dims = g.x;
+        dims[2] += grow;
+        dims[3] += grow;
+        std::vector<Value> in = {Value(Reorder("ToBlocked", testing::RandomTensor(dims, rng), g.x[1])), w};
+        if (inputs == 4) {
+          in.push_back(b);
+          auto shape = testing::RunOp(BlockedConvNode(g, kActs[0], 3), 1, {in[0], in[1], in[2]});
+          ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+          in.push_back(Value(testing::RandomTensor(shape->outputs[0].tensor().dims(), rng)));
+        }
+        auto want = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, 1);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        for (int threads : {1, 2, 3})
+          for (int repeat = 0; repeat < 2; ++repeat) {
+            auto got = RunPrepared(node, in, cache, threads);
+            ASSERT_TRUE(got.ok()) << got.status().ToString();
+            ExpectBitwise(*got, *want, std::string(g.name) + " grow " + std::to_string(grow));
+          }
+      }
+      if (inputs != 4) continue;
+      // A residual of another shape after the geometry is cached: refused, naming it.
+      std::vector<Value> in = {Value(Reorder("ToBlocked", testing::RandomTensor(g.x, rng), g.x[1])), w, b,
+                               Value(testing::RandomTensor({1, 1, 1, 1, 8}, rng))};
+      auto bad = RunPrepared(node, in, cache, 2);
+      ASSERT_FALSE(bad.ok()) << g.name;
+      EXPECT_NE(bad.status().message().find("input 3"), std::string::npos) << bad.status().message();
+    }
+  }
 }
 
 }  // namespace

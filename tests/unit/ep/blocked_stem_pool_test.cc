@@ -183,6 +183,10 @@ const std::vector<Pool> kPools = {
     {"2x2 s2", {1, 8, 7, 10}, 2, 2, 0},
     {"3x3 s1 p1", {1, 8, 5, 6}, 3, 1, 1},
     {"5x5 s1 p2 (SPPF)", {1, 16, 6, 7}, 5, 1, 2},
+    // Stride 1: window maxima along each input row shared by the output rows (PoolStrip).
+    {"5x5 s1 p2 wider", {2, 24, 9, 13}, 5, 1, 2},
+    {"3x3 s1 no pad", {1, 8, 6, 9}, 3, 1, 0},
+    {"5x5 s1 p2 fewer rows than the window", {1, 8, 3, 11}, 5, 1, 2},
     {"window wider than the image", {1, 8, 2, 3}, 5, 2, 2},
 };
 
@@ -240,6 +244,25 @@ TEST(BlockedMaxPoolFast, IsTheReferenceBitwiseAtAnyThreadCount) {
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       ExpectBitwise(*got, ref->outputs[0].tensor(), std::string(p.name) + " threads " + std::to_string(threads));
     }
+  }
+}
+
+// Windows of nothing but -inf and NaN: a row of them has no maximum above
+// -inf, which the stride-1 path's row maxima must give as -inf itself.
+TEST(BlockedMaxPoolFast, WindowsOfMinusInfinityAndNaN) {
+  std::mt19937 rng(31);
+  std::bernoulli_distribution nan(0.3);
+  for (const Pool& p : kPools) {
+    Tensor x = testing::RandomTensor(p.x, rng);
+    for (int64_t i = 0; i < x.num_elements(); ++i)
+      x.data<float>()[i] = nan(rng) ? std::numeric_limits<float>::quiet_NaN() : -std::numeric_limits<float>::infinity();
+    Tensor xb = Reorder("ToBlocked", x, p.x[1]);
+    const Node node = BlockedPoolNode(p, p.x[1]);
+    auto ref = testing::RunOp(node, 1, {Value(xb)});
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    auto got = testing::RunKernel(cpu::BlockedMaxPoolFloat, node, 1, {Value(xb)}, 2);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectBitwise(*got, ref->outputs[0].tensor(), p.name);
   }
 }
 
