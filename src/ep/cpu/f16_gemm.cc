@@ -261,23 +261,26 @@ void RowBlockPortable(const F16GemmArgs& g, const float* a, int64_t i0, int64_t 
     }
 }
 
-// Rows [i0, i0 + rows) of A widened into their packed block.
-void PackABlock(const F16GemmArgs& g, F16GemmIsa isa, int64_t i0, int64_t rows, float* block, float* row_scratch) {
+// Rows [i0, i0 + rows) of A widened into their packed block: each row widened
+// into `rows_scratch` (12 x k floats), then interleaved p by p, so the block
+// is written in order.
+void PackABlock(const F16GemmArgs& g, F16GemmIsa isa, int64_t i0, int64_t rows, float* block, float* rows_scratch) {
   const int64_t k = g.b->k();
-  for (int64_t r = 0; r < kF16TileRows; ++r) {
-    if (r >= rows) {
-      for (int64_t p = 0; p < k; ++p) block[p * kF16TileRows + r] = 0.f;
-      continue;
-    }
+  for (int64_t r = 0; r < rows; ++r) {
     const uint16_t* src = g.a + (i0 + r) * g.a_row_stride;
+    float* dst = rows_scratch + r * k;
     if (g.a_col_stride == 1 && isa != F16GemmIsa::kPortable) {
 #ifdef NEE_F16_GEMM_X86
-      WidenRowF16c(src, row_scratch, k);
+      WidenRowF16c(src, dst, k);
 #endif
     } else {
-      for (int64_t p = 0; p < k; ++p) row_scratch[p] = HalfToFloat(src[p * g.a_col_stride]);
+      for (int64_t p = 0; p < k; ++p) dst[p] = HalfToFloat(src[p * g.a_col_stride]);
     }
-    for (int64_t p = 0; p < k; ++p) block[p * kF16TileRows + r] = row_scratch[p];
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    float* out = block + p * kF16TileRows;
+    for (int64_t r = 0; r < rows; ++r) out[r] = rows_scratch[r * k + p];
+    for (int64_t r = rows; r < kF16TileRows; ++r) out[r] = 0.f;
   }
 }
 
@@ -298,10 +301,10 @@ void F16Gemm(const F16GemmArgs& g, ThreadPool* pool) {
   scratch.Trim(int64_t{64} << 20);
   float* packed_a = scratch.Get(std::max<int64_t>(1, blocks * kF16TileRows * k));
   RunInParallel(pool, blocks, [&](int64_t begin, int64_t end) {
-    std::vector<float> row(static_cast<size_t>(std::max<int64_t>(k, 1)));
+    std::vector<float> rows(static_cast<size_t>(kF16TileRows * std::max<int64_t>(k, 1)));
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t i0 = blk * kF16TileRows;
-      PackABlock(g, isa, i0, std::min(kF16TileRows, g.m - i0), PackedABlock(packed_a, k, i0), row.data());
+      PackABlock(g, isa, i0, std::min(kF16TileRows, g.m - i0), PackedABlock(packed_a, k, i0), rows.data());
     }
   });
   using RowBlockFn = void (*)(const F16GemmArgs&, const float*, int64_t, int64_t, int64_t);

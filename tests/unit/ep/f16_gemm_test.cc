@@ -13,7 +13,7 @@
 #include <random>
 
 #include "base/cpu_isa.h"
-#include "bf16_test_util.h"  // RunFast, BitwiseEqual
+#include "bf16_test_util.h"  // RunFast, CheckGemmAgainstReference
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/f16_gemm.h"
 #include "ep/cpu/sgemm.h"
@@ -23,7 +23,6 @@
 namespace nee {
 namespace {
 
-using bf16_test::BitwiseEqual;
 using bf16_test::RunFast;
 
 std::vector<int64_t> Dims(std::initializer_list<int64_t> d) { return d; }
@@ -41,21 +40,7 @@ float At(const Tensor& t, int64_t i) { return HalfToFloat(t.data<uint16_t>()[i])
 // One float16 ulp at |v| (11 significant bits), at least the smallest subnormal's.
 double HalfUlp(double v) { return std::ldexp(1.0, std::max(std::ilogb(std::max(std::abs(v), 1e-30)), -14) - 10); }
 
-// Expects `got` within the accumulation-order bound of `want` for sums over k
-// terms whose magnitudes add up to at most `abs_sum`.
-void ExpectCloseToReference(const Tensor& got, const Tensor& want, double abs_sum, const std::string& what) {
-  ASSERT_EQ(got.dtype(), DataType::kFloat16) << what;
-  ASSERT_EQ(got.dims(), want.dims()) << what;
-  int differing = 0;
-  for (int64_t i = 0; i < want.num_elements(); ++i) {
-    const double g = At(got, i), w = At(want, i);
-    const double tol = HalfUlp(std::max(std::abs(g), std::abs(w))) + abs_sum * 0x1p-23;
-    ASSERT_LE(std::abs(g - w), tol) << what << " element " << i << ": " << g << " vs " << w;
-    differing += g != w;
-  }
-  // Most outputs round alike: a difference is a float32 sum next to a rounding boundary.
-  EXPECT_LE(differing, want.num_elements() / 8 + 1) << what;
-}
+const bf16_test::NarrowFormat kHalf = {DataType::kFloat16, HalfToFloat, HalfUlp, 8};
 
 // The ISA the kernel should run under the limit `isa` on this CPU.
 cpu::F16GemmIsa ExpectedIsa(cpu::SgemmIsa isa) {
@@ -74,27 +59,9 @@ class F16Gemm : public ::testing::TestWithParam<cpu::SgemmIsa> {
   }
   void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
 
-  // The fast kernel at 1, 2 and 3 threads and with B packed once through a
-  // PreparedCache: every result bitwise equal, and within the accumulation
-  // bound of the reference kernel.
   void CheckAgainstReference(KernelFn kernel, const Node& node, const std::vector<Value>& inputs, int64_t k,
                              const std::string& what, double scale = 1.0) {
-    auto ref = testing::RunOp(node, 13, inputs);
-    ASSERT_TRUE(ref.ok()) << what << ": " << ref.status().ToString();
-    auto one = RunFast(kernel, node, inputs, 1);
-    ASSERT_TRUE(one.ok()) << what << ": " << one.status().ToString();
-    ExpectCloseToReference(one.value(), ref->outputs[0].tensor(), scale * static_cast<double>(k), what);
-    for (int threads : {2, 3}) {
-      auto many = RunFast(kernel, node, inputs, threads);
-      ASSERT_TRUE(many.ok()) << what;
-      EXPECT_TRUE(BitwiseEqual(one.value(), many.value())) << what << ", " << threads << " threads";
-    }
-    PreparedCache cache;
-    for (int run = 0; run < 2; ++run) {
-      auto packed = RunFast(kernel, node, inputs, 2, &cache, {false, true});
-      ASSERT_TRUE(packed.ok()) << what;
-      EXPECT_TRUE(BitwiseEqual(one.value(), packed.value())) << what << ", B constant, run " << run;
-    }
+    bf16_test::CheckGemmAgainstReference(kHalf, kernel, node, inputs, k, what, scale);
   }
 };
 
