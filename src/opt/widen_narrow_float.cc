@@ -30,8 +30,8 @@
 // FusedConv (KeptBf16): a ResNet's convolutions then run in bfloat16 from
 // one conv to the next, with half the activation bytes.
 //
-// float16 MatMul and Gemm stay float16 likewise at the AVX2 level
-// (ep/cpu/f16_matmul_fast.cc): their weights are packed once and kept
+// float16 MatMul and Gemm by a constant B stay float16 likewise at the AVX2
+// level (ep/cpu/f16_matmul_fast.cc): their weights are packed once and kept
 // float16, widened in registers as the kernel loads them, so a float16
 // model's weights take half a float32 model's memory.
 //
@@ -131,14 +131,18 @@ bool AllOfType(const WidenPlan& plan, DataType type) {
 bool AllBFloat16(const WidenPlan& plan) { return AllOfType(plan, DataType::kBFloat16); }
 
 // Whether the node is a MatMul or Gemm the CPU provider computes in its
-// narrow type itself (see the file comment): bfloat16 with AVX512-BF16,
-// float16 at the AVX2 level (F16C's vcvtph2ps, which every AVX2 CPU has; the
-// kernel checks it too and has a portable form, but only the vector ones beat
-// the widened float32 SGEMM).
-bool RunsNarrow(const Node& node, const WidenPlan& plan) {
+// narrow type itself (see the file comment): bfloat16 with AVX512-BF16;
+// float16 by a constant B (weights, which then stay float16) at the AVX2
+// level (F16C's vcvtph2ps, which every AVX2 CPU has; the kernel checks it too
+// and has a portable form, but only the vector ones come near the widened
+// float32 SGEMM). A float16 product of two activations (attention's) is
+// widened: SGEMM reads B where it lies, the float16 kernel would pack it on
+// every run (1.5x the time of 12 heads' 128 x 64 x 128 products).
+bool RunsNarrow(GraphEditor& ed, const Node& node, const WidenPlan& plan) {
   if (!opt::IsOp(node, "MatMul") && !opt::IsOp(node, "Gemm")) return false;
   if (AllBFloat16(plan)) return HostHasAvx512Bf16();
-  return AllOfType(plan, DataType::kFloat16) && HostIsaLevel() >= CpuIsaLevel::kAvx2;
+  return AllOfType(plan, DataType::kFloat16) && HostIsaLevel() >= CpuIsaLevel::kAvx2 && node.inputs.size() >= 2 &&
+         ed.Constant(node.inputs[1]).defined();
 }
 
 bool HasRank(const TypeInfo* t, size_t rank) { return t && t->shape && t->shape->size() == rank; }
@@ -398,7 +402,7 @@ Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed
     const Node& node = ed.node(i);
     if (!IsWidenedOp(node) || !node.declaration) continue;
     std::optional<WidenPlan> plan = PlanNode(ed, node, *node.declaration);
-    if (!plan || !plan->any || RunsNarrow(node, *plan) || kept_bf16.Keep(node, *plan)) continue;
+    if (!plan || !plan->any || RunsNarrow(ed, node, *plan) || kept_bf16.Keep(node, *plan)) continue;
     NEE_RETURN_IF_ERROR(Widen(ed, i, *plan, widening));
     any = true;
   }

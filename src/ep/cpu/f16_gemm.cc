@@ -126,11 +126,16 @@ NEE_F16_AVX2_FMA void TileAvx2(const F16GemmArgs& g, const float* a, int first, 
       acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
     }
   }
+  alignas(32) float sums[R][kF16PanelRun];  // out of the registers before the calls (see TileAvx512)
+  for (int r = 0; r < R; ++r) {
+    _mm256_store_ps(sums[r], acc[r][0]);
+    _mm256_store_ps(sums[r] + 8, acc[r][1]);
+  }
   const int64_t j0 = panel * kF16PanelWidth + half * kF16PanelRun;
   const int64_t cols = std::min(kF16PanelRun, g.b->n() - j0);
   for (int r = 0; r < R; ++r) {
-    FinishAvx2(g, i0 + r, j0, std::min<int64_t>(cols, 8), acc[r][0]);
-    if (cols > 8) FinishAvx2(g, i0 + r, j0 + 8, cols - 8, acc[r][1]);
+    FinishAvx2(g, i0 + r, j0, std::min<int64_t>(cols, 8), _mm256_load_ps(sums[r]));
+    if (cols > 8) FinishAvx2(g, i0 + r, j0 + 8, cols - 8, _mm256_load_ps(sums[r] + 8));
   }
 }
 
@@ -186,14 +191,23 @@ NEE_F16_AVX512 void TileAvx512(const F16GemmArgs& g, const float* a, int64_t i0,
       acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
     }
   }
+  // The sums leave the registers before the epilogue, whose rare calls
+  // (NaN, a broadcast C) clobber every vector register: kept live across
+  // them, GCC spilled four accumulators for the whole k loop (a load and a
+  // store per FMA there).
+  alignas(64) float sums[R][kF16PanelWidth];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+    _mm512_store_ps(sums[r], acc[r][0]);
+    _mm512_store_ps(sums[r] + 16, acc[r][1]);
+  }
   const int64_t j0 = panel * kF16PanelWidth;
   const int64_t cols = std::min(kF16PanelWidth, g.b->n() - j0);
   const __mmask16 mask0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
   const __mmask16 mask1 = cols >= 32 ? __mmask16(0xffff) : cols <= 16 ? 0 : __mmask16((1u << (cols - 16)) - 1);
-#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-    FinishAvx512(g, i0 + r, j0, mask0, acc[r][0]);
-    if (mask1) FinishAvx512(g, i0 + r, j0 + 16, mask1, acc[r][1]);
+    FinishAvx512(g, i0 + r, j0, mask0, _mm512_load_ps(sums[r]));
+    if (mask1) FinishAvx512(g, i0 + r, j0 + 16, mask1, _mm512_load_ps(sums[r] + 16));
   }
 }
 

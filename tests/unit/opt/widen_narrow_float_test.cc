@@ -130,7 +130,6 @@ TEST(WidenNarrowFloat, KeepsBFloat16MatMulAndGemmWhereTheCpuComputesThem) {
   Model gemm = b.model;
   EXPECT_FALSE(Widen(gemm));
   EXPECT_EQ(OpTypes(gemm), (Ops{"Gemm"}));
-
 }
 
 // At the AVX2 level float16 MatMul and Gemm run ep/cpu's float16-weight
@@ -156,6 +155,16 @@ TEST(WidenNarrowFloat, KeepsFloat16MatMulAndGemmWhereTheCpuComputesThem) {
   Model gemm = b.model;
   EXPECT_FALSE(Widen(gemm));
   EXPECT_EQ(OpTypes(gemm), (Ops{"Gemm"}));
+
+  // A product of two activations (attention's) is widened: SGEMM reads B in place.
+  ModelBuilder c(17);
+  c.Input("x", ShapeFromDims({2, 3, 4}), DataType::kFloat16)
+      .Input("y", ShapeFromDims({2, 4, 5}), DataType::kFloat16)
+      .Op("MatMul", {"x", "y"}, {"z"})
+      .Output("z");
+  Model activations = c.model;
+  ASSERT_TRUE(Widen(activations));
+  EXPECT_EQ(OpTypes(activations), (Ops{"Cast", "Cast", "MatMul", "Cast"}));
 }
 
 // x -> Conv -> Relu -> Conv -> Add(r) -> Relu -> Neg, all bfloat16: on a CPU
