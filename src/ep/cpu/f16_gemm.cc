@@ -43,14 +43,15 @@ F16PackedB::F16PackedB(int64_t k, int64_t n, const uint16_t* b, int64_t row_stri
     uint16_t* out = data_.get() + q * k * kF16PanelRun;
     const int64_t j0 = q * kF16PanelRun, cols = std::clamp<int64_t>(n - j0, 0, kF16PanelRun);
     for (int64_t p = 0; p < k; ++p) {
-      const uint16_t* row = b + p * row_stride + j0 * col_stride;
       uint16_t* dst = out + p * kF16PanelRun;
+      std::fill(dst + cols, dst + kF16PanelRun, uint16_t{0});
+      if (cols == 0) continue;  // a padding run: no column of B to point at
+      const uint16_t* row = b + p * row_stride + j0 * col_stride;
       if (col_stride == 1) {
         std::memcpy(dst, row, static_cast<size_t>(cols) * 2);
       } else {
         for (int64_t j = 0; j < cols; ++j) dst[j] = row[j * col_stride];
       }
-      std::fill(dst + cols, dst + kF16PanelRun, uint16_t{0});
     }
   }
 }
