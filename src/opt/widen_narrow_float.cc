@@ -30,6 +30,11 @@
 // FusedConv (KeptBf16): a ResNet's convolutions then run in bfloat16 from
 // one conv to the next, with half the activation bytes.
 //
+// float16 MatMul and Gemm by a constant B stay float16 likewise at the AVX2
+// level (ep/cpu/f16_matmul_fast.cc): their weights are packed once and kept
+// float16, widened in registers as the kernel loads them, so a float16
+// model's weights take half a float32 model's memory.
+//
 // Memory: widened weights are float32 heap initializers, twice the narrow
 // bytes; the fast kernels pack them as for a float32 model and drop them
 // (GraphRunner's constant dropping), and the narrow bytes of a mapped model
@@ -115,19 +120,29 @@ std::optional<WidenPlan> PlanNode(const GraphEditor& ed, const Node& node, const
   return plan;
 }
 
-// Whether every narrow value of the plan is bfloat16.
-bool AllBFloat16(const WidenPlan& plan) {
+// Whether every narrow value of the plan is of type `type`.
+bool AllOfType(const WidenPlan& plan, DataType type) {
   for (DataType t : plan.inputs)
-    if (t != DataType::kUndefined && t != DataType::kBFloat16) return false;
+    if (t != DataType::kUndefined && t != type) return false;
   for (DataType t : plan.outputs)
-    if (t != DataType::kUndefined && t != DataType::kBFloat16) return false;
+    if (t != DataType::kUndefined && t != type) return false;
   return true;
 }
+bool AllBFloat16(const WidenPlan& plan) { return AllOfType(plan, DataType::kBFloat16); }
 
-// Whether the node is a MatMul or Gemm whose narrow type is bfloat16 and the
-// CPU provider computes it in bfloat16 itself (see the file comment).
-bool RunsInBFloat16(const Node& node, const WidenPlan& plan) {
-  return (opt::IsOp(node, "MatMul") || opt::IsOp(node, "Gemm")) && HostHasAvx512Bf16() && AllBFloat16(plan);
+// Whether the node is a MatMul or Gemm the CPU provider computes in its
+// narrow type itself (see the file comment): bfloat16 with AVX512-BF16;
+// float16 by a constant B (weights, which then stay float16) at the AVX2
+// level (F16C's vcvtph2ps, which every AVX2 CPU has; the kernel checks it too
+// and has a portable form, but only the vector ones come near the widened
+// float32 SGEMM). A float16 product of two activations (attention's) is
+// widened: SGEMM reads B where it lies, the float16 kernel would pack it on
+// every run (1.5x the time of 12 heads' 128 x 64 x 128 products).
+bool RunsNarrow(GraphEditor& ed, const Node& node, const WidenPlan& plan) {
+  if (!opt::IsOp(node, "MatMul") && !opt::IsOp(node, "Gemm")) return false;
+  if (AllBFloat16(plan)) return HostHasAvx512Bf16();
+  return AllOfType(plan, DataType::kFloat16) && HostIsaLevel() >= CpuIsaLevel::kAvx2 && node.inputs.size() >= 2 &&
+         ed.Constant(node.inputs[1]).defined();
 }
 
 bool HasRank(const TypeInfo* t, size_t rank) { return t && t->shape && t->shape->size() == rank; }
@@ -394,7 +409,7 @@ Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed
     const Node& node = ed.node(i);
     if (!IsWidenedOp(node) || !node.declaration) continue;
     std::optional<WidenPlan> plan = PlanNode(ed, node, *node.declaration);
-    if (!plan || !plan->any || RunsInBFloat16(node, *plan) || kept_bf16.Keep(node, *plan)) continue;
+    if (!plan || !plan->any || RunsNarrow(ed, node, *plan) || kept_bf16.Keep(node, *plan)) continue;
     NEE_RETURN_IF_ERROR(Widen(ed, i, *plan, widening));
     any = true;
   }

@@ -30,6 +30,15 @@ from cli_util import nee_cli
 BF16 = ml_dtypes.bfloat16
 
 
+def cpu_has_f16_gemm():
+    """Whether nee's float16-weight MatMul/Gemm kernel runs here (the AVX2 level, with F16C): float16 MatMul
+    and Gemm then stay float16. NEE_MAX_ISA=portable hides it."""
+    if os.environ.get("NEE_MAX_ISA") == "portable":
+        return False
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        return any(line.startswith("flags") and {"avx2", "fma", "f16c"} <= set(line.split()) for line in f)
+
+
 def cpu_has_avx512_bf16():
     """Whether nee's bfloat16 MatMul/Gemm/Conv kernels (vdpbf16ps) run here: those nodes then stay bfloat16.
     NEE_MAX_ISA=avx2 or portable hides AVX-512, AVX512-BF16 included."""
@@ -228,11 +237,14 @@ def test_widening_matches_the_reference_kernels(tmp_path):
             onnx.checker.check_model(om)
             heavy = [nd for nd in om.graph.node if nd.op_type in ("MatMul", "Conv", "FusedMatMul", "FusedConv")]
             # With AVX512-BF16, bfloat16 MatMuls and Convs stay bfloat16 (ep/cpu/bf16_matmul_fast.cc,
-            # conv_bf16.cc; the Conv + Relu as ai.nee FusedConv) and read bfloat16 weights; the rest is widened.
-            native = mode == "bf16" and cpu_has_avx512_bf16()
-            weight_type = TensorProto.BFLOAT16 if native else TensorProto.FLOAT
-            assert heavy and all(i.data_type == weight_type for i in om.graph.initializer
-                                 if any(i.name in nd.input for nd in heavy))
+            # conv_bf16.cc; the Conv + Relu as ai.nee FusedConv) and read bfloat16 weights; at the AVX2
+            # level float16 MatMuls stay float16 (ep/cpu/f16_matmul_fast.cc); the rest is widened.
+            assert heavy
+            for nd in heavy:
+                native = cpu_has_avx512_bf16() if mode == "bf16" else nd.op_type == "MatMul" and cpu_has_f16_gemm()
+                narrow_type = TensorProto.BFLOAT16 if mode == "bf16" else TensorProto.FLOAT16
+                weight_type = narrow_type if native else TensorProto.FLOAT
+                assert all(i.data_type == weight_type for i in om.graph.initializer if i.name in nd.input), nd.name
             ref, widened = widened_and_reference(out, feed)
             for threads, got in zip((1, 2), widened):
                 for g, w in zip(got, ref):

@@ -3,14 +3,11 @@
 // CPU without AVX512-BF16, and for shapes these do not take, the reference
 // kernels run. A constant B (weights) is packed once per session.
 #include <map>
-#include <memory>
 #include <vector>
 
 #include "ep/cpu/bf16_gemm.h"
 #include "ep/cpu/cpu_kernels.h"
-#include "ep/cpu/gemm_plan.h"
-#include "ep/cpu/parallel_tasks.h"
-#include "ops/op_util.h"
+#include "ep/cpu/narrow_matmul.h"
 
 namespace nee::cpu {
 
@@ -18,68 +15,15 @@ namespace {
 
 bool IsBf16(const Tensor* t) { return t->dtype() == DataType::kBFloat16; }
 
-// B (k x n, element (r, j) at b[r * row_stride + j * col_stride]) packed: once
-// per session through the node's PreparedCache when input `index` is a
-// constant, per call otherwise. The packed copy is all later runs read, so
-// the constant is dropped (the kernel takes this path on every run of this
-// CPU, whatever A's shape).
-std::shared_ptr<const Bf16PackedB> PackB(KernelContext& ctx, size_t index, const uint16_t* b, int64_t k, int64_t n,
-                                         int64_t row_stride, int64_t col_stride) {
-  auto pack = [&] { return std::make_shared<const Bf16PackedB>(k, n, b, row_stride, col_stride); };
-  if (!ctx.prepared() || !ctx.input_is_constant(index)) return pack();
-  auto packed = ctx.prepared()->GetOrBuild<Bf16PackedB>(
-      {k, n, col_stride == 1 ? 0 : 1}, [&]() -> Result<std::shared_ptr<const Bf16PackedB>> {
-        auto built = pack();
-        ctx.DropConstantInput(index);
-        return built;
-      });
-  return packed.ok() ? packed.value() : pack();
-}
-
-std::vector<int64_t> BatchDims(const std::vector<int64_t>& d) { return {d.begin(), d.end() - 2}; }
-
-// The batched case: one product per broadcast batch index; each distinct B
-// matrix packed once (a B broadcast over A's batch is packed once).
-Status BatchedMatMul(KernelContext& ctx, const Tensor& a, const Tensor& b, const std::vector<int64_t>& batch,
-                     int64_t m, int64_t k, int64_t n, Tensor& out) {
-  struct Product {
-    int64_t a, b, c;
-  };
-  std::vector<Product> products;
-  std::vector<std::vector<int64_t>> in_batches = {BatchDims(a.dims()), BatchDims(b.dims())};
-  ForEachBroadcastBlock(batch, in_batches,
-                        [&](int64_t out_off, const int64_t* in_off, const int64_t* steps, int64_t count) {
-                          for (int64_t i = 0; i < count; ++i)
-                            products.push_back({in_off[0] + i * steps[0], in_off[1] + i * steps[1], out_off + i});
-                        });
-  std::map<int64_t, size_t> slot_of_b;  // B's batch offset -> its packed copy
-  std::vector<int64_t> distinct_b;
-  for (const Product& p : products)
-    if (slot_of_b.emplace(p.b, distinct_b.size()).second) distinct_b.push_back(p.b);
-  std::vector<std::shared_ptr<const Bf16PackedB>> packed(distinct_b.size());
-  const uint16_t* bp = b.data<uint16_t>();
-  ParallelTasks(ctx, static_cast<int64_t>(distinct_b.size()), [&](int64_t t) {
-    packed[t] = std::make_shared<const Bf16PackedB>(k, n, bp + distinct_b[t] * k * n, n, 1);
-  });
-  auto multiply = [&](const Product& p, ThreadPool* pool) {
-    Bf16GemmArgs g;
-    g.m = m;
-    g.a = a.data<uint16_t>() + p.a * m * k;
-    g.lda = k;
-    g.b = packed[slot_of_b[p.b]].get();
-    g.y = out.data<uint16_t>() + p.c * m * n;
-    g.ldy = n;
-    Bf16Gemm(g, pool);
-  };
-  // As MatMulFloat: many small products (attention heads) one per task, few
-  // or large ones each over all threads; each product is computed alike.
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
-  const int threads = NumThreads(ctx);
-  if (threads > 1 && static_cast<int64_t>(products.size()) >= 2 * threads && flops < 5e7)
-    ParallelTasks(ctx, static_cast<int64_t>(products.size()), [&](int64_t t) { multiply(products[t], nullptr); });
-  else
-    for (const Product& p : products) multiply(p, ctx.pool());
-  return Status::Ok();
+Bf16GemmArgs ProductArgs(int64_t m, const uint16_t* a, int64_t k, const Bf16PackedB* b, uint16_t* y, int64_t n) {
+  Bf16GemmArgs g;
+  g.m = m;
+  g.a = a;
+  g.lda = k;
+  g.b = b;
+  g.y = y;
+  g.ldy = n;
+  return g;
 }
 
 }  // namespace
@@ -89,34 +33,24 @@ Status MatMulBFloat16(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
   if (!CpuHasAvx512Bf16() || !IsBf16(a) || !IsBf16(b) || b->rank() < 2 || a->rank() < (b->rank() == 2 ? 1 : 2))
     return RunReference(ctx);
-  const auto& ad = a->dims();
-  const auto& bd = b->dims();
-  const int64_t k = ad.back(), n = bd.back(), m = a->rank() == 1 ? 1 : ad[ad.size() - 2];
-  if (bd[bd.size() - 2] != k)
-    return ctx.InputError(1, "inner dimensions differ: " + DimsToString(ad) + " x " + DimsToString(bd));
-  std::vector<int64_t> batch;
-  if (a->rank() > 1) {
-    auto broadcast = BroadcastDims(BatchDims(ad), BatchDims(bd));
-    if (!broadcast.ok()) return ctx.InputError(1, broadcast.status().message());
-    batch = broadcast.value();
-  }
-  std::vector<int64_t> out_dims = batch;
-  if (a->rank() > 1) out_dims.push_back(m);
-  out_dims.push_back(n);
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kBFloat16, out_dims));
+  NEE_ASSIGN_OR_RETURN(const narrow::MatMulShape s, narrow::PlanMatMul(ctx, *a, *b));
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kBFloat16, s.out_dims));
   if (out.num_elements() == 0) return Status::Ok();
-  const bool shared_b = b->rank() == 2 && (a->rank() == 1 || ProductOf(BatchDims(ad)) == ProductOf(batch));
-  if (!shared_b) return BatchedMatMul(ctx, *a, *b, batch, m, k, n, out);
-  // A 2-D B shared by every batch of A: one product of [batch * m, k] by [k, n].
-  auto packed = PackB(ctx, 1, b->data<uint16_t>(), k, n, n, 1);
-  Bf16GemmArgs g;
-  g.m = out.num_elements() / n;
-  g.a = a->data<uint16_t>();
-  g.lda = k;
-  g.b = packed.get();
-  g.y = out.data<uint16_t>();
-  g.ldy = n;
-  Bf16Gemm(g, ctx.pool());
+  const uint16_t* ap = a->data<uint16_t>();
+  uint16_t* yp = out.data<uint16_t>();
+  if (s.shared_b) {
+    auto packed = narrow::PackB<Bf16PackedB>(ctx, 1, b->data<uint16_t>(), s.k, s.n, s.n, 1);
+    Bf16Gemm(ProductArgs(out.num_elements() / s.n, ap, s.k, packed.get(), yp, s.n), ctx.pool());
+    return Status::Ok();
+  }
+  // The batched case: one product per broadcast batch index; each distinct B
+  // matrix packed once (a B broadcast over A's batch is packed once).
+  const std::vector<narrow::Product> products = narrow::BatchProducts(*a, *b, s);
+  std::map<int64_t, size_t> slot;
+  const auto packed = narrow::PackDistinctB<Bf16PackedB>(ctx, products, b->data<uint16_t>(), s, slot);
+  narrow::RunProducts(ctx, products, s, [&](const narrow::Product& p, ThreadPool* pool) {
+    Bf16Gemm(ProductArgs(s.m, ap + p.a, s.k, packed[slot.at(p.b)].get(), yp + p.y, s.n), pool);
+  });
   return Status::Ok();
 }
 
@@ -130,34 +64,22 @@ Status GemmBFloat16(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const GemmPlan plan, PlanGemm(ctx, *a, *b, c));
   if (c) NEE_RETURN_IF_ERROR(CheckGemmC(ctx, plan, *c));
   const int64_t m = plan.m, k = plan.k, n = plan.n;
-  const bool trans_a = plan.trans_a, trans_b = plan.trans_b;
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kBFloat16, {m, n}));
   if (out.num_elements() == 0) return Status::Ok();
   // The kernel reads A's rows in place; a transposed A is copied once.
   std::vector<uint16_t> a_rows;
   const uint16_t* ap = a->data<uint16_t>();
-  if (trans_a) {
+  if (plan.trans_a) {
     a_rows.resize(static_cast<size_t>(m * k));
     for (int64_t p = 0; p < k; ++p)
       for (int64_t i = 0; i < m; ++i) a_rows[static_cast<size_t>(i * k + p)] = ap[p * m + i];
     ap = a_rows.data();
   }
-  auto packed = PackB(ctx, 1, b->data<uint16_t>(), k, n, trans_b ? 1 : n, trans_b ? k : 1);
-  Bf16GemmArgs g;
-  g.m = m;
-  g.a = ap;
-  g.lda = k;
-  g.b = packed.get();
+  auto packed =
+      narrow::PackB<Bf16PackedB>(ctx, 1, b->data<uint16_t>(), k, n, plan.trans_b ? 1 : n, plan.trans_b ? k : 1);
+  Bf16GemmArgs g = ProductArgs(m, ap, k, packed.get(), out.data<uint16_t>(), n);
   g.alpha = plan.alpha;
-  if (c) {
-    // The reference adds beta * C whenever C is given (beta 0 included).
-    g.c = c->data<uint16_t>();
-    g.c_row_stride = plan.c_rows == 1 ? 0 : plan.c_cols;
-    g.c_col_stride = plan.c_cols == 1 ? 0 : 1;
-    g.beta = plan.beta;
-  }
-  g.y = out.data<uint16_t>();
-  g.ldy = n;
+  narrow::SetGemmC(g, plan, c);
   Bf16Gemm(g, ctx.pool());
   return Status::Ok();
 }

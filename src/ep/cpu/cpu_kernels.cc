@@ -14,8 +14,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
 #else
 const std::vector<OptimizedKernel>& OptimizedKernels() {
   static const std::vector<OptimizedKernel> kTable = {
-      {"", "MatMul", 1, 1000, MatMulFloat, "float32; bfloat16 with AVX512-BF16"},
-      {"", "Gemm", 1, 1000, GemmFloat, "float32; bfloat16 with AVX512-BF16"},
+      {"", "MatMul", 1, 1000, MatMulFloatOrHalf, "float32; float16; bfloat16 with AVX512-BF16"},
+      {"", "Gemm", 1, 1000, GemmFloatOrHalf, "float32; float16; bfloat16 with AVX512-BF16"},
       {"", "Conv", 1, 1000, ConvFloatOrBFloat16, "float32; bfloat16 with AVX512-BF16"},
       {"", "ConvTranspose", 1, 1000, ConvTransposeFloat, "float32"},
       // Before the float32 entry, which it hands float tensors to (pool_int8_fast.cc).

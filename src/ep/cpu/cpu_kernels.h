@@ -38,6 +38,11 @@ Status GemmFloat(KernelContext& ctx);
 // (bf16_gemm.h), the reference kernels elsewhere.
 Status MatMulBFloat16(KernelContext& ctx);
 Status GemmBFloat16(KernelContext& ctx);
+// The table's MatMul and Gemm (f16_matmul_fast.cc): float16 A on the
+// float16-weight GEMM (f16_gemm.h; weights packed once and kept float16),
+// every other type handed to MatMulFloat / GemmFloat.
+Status MatMulFloatOrHalf(KernelContext& ctx);
+Status GemmFloatOrHalf(KernelContext& ctx);
 // Conv: ConvFloat, or on bfloat16 (conv_bf16.cc) group-1 2-D convs as a
 // vdpbf16ps GEMM over weights packed once, on CPUs with AVX512-BF16; the
 // reference kernel for the rest.

@@ -25,44 +25,11 @@ using namespace bf16_test;
 
 std::vector<int64_t> Dims(std::initializer_list<int64_t> d) { return d; }
 
-// Expects `got` within the accumulation-order bound of `want` for a sum over
-// `k` terms whose magnitudes add up to at most `abs_sum` (an upper bound for
-// every output: the inputs lie in [-1, 1], so k * max |alpha| suffices).
-void ExpectCloseToReference(const Tensor& got, const Tensor& want, double abs_sum, const std::string& what) {
-  ASSERT_EQ(got.dtype(), DataType::kBFloat16) << what;
-  ASSERT_EQ(got.dims(), want.dims()) << what;
-  int differing = 0;
-  for (int64_t i = 0; i < want.num_elements(); ++i) {
-    const double g = At(got, i), w = At(want, i);
-    const double tol = BfUlp(std::max(std::abs(g), std::abs(w))) + abs_sum * 0x1p-23;
-    ASSERT_LE(std::abs(g - w), tol) << what << " element " << i << ": " << g << " vs " << w;
-    differing += g != w;
-  }
-  // Most outputs round alike: a difference is a float32 sum next to a rounding boundary.
-  EXPECT_LE(differing, want.num_elements() / 4 + 1) << what;
-}
+const NarrowFormat kBf16 = {DataType::kBFloat16, BFloat16ToFloat, BfUlp, 4};
 
-// Runs the fast kernel at 1, 2 and 3 threads and with B packed once through a
-// PreparedCache: every result bitwise equal, and within the accumulation
-// bound of the reference kernel.
 void CheckAgainstReference(KernelFn kernel, const Node& node, const std::vector<Value>& inputs, int64_t k,
-                           const std::string& what, double scale = 1.0) {
-  auto ref = testing::RunOp(node, 13, inputs);
-  ASSERT_TRUE(ref.ok()) << what << ": " << ref.status().ToString();
-  auto one = RunFast(kernel, node, inputs, 1);
-  ASSERT_TRUE(one.ok()) << what << ": " << one.status().ToString();
-  ExpectCloseToReference(one.value(), ref->outputs[0].tensor(), scale * static_cast<double>(k), what);
-  for (int threads : {2, 3}) {
-    auto many = RunFast(kernel, node, inputs, threads);
-    ASSERT_TRUE(many.ok()) << what;
-    EXPECT_TRUE(BitwiseEqual(one.value(), many.value())) << what << ", " << threads << " threads";
-  }
-  PreparedCache cache;
-  for (int run = 0; run < 2; ++run) {
-    auto packed = RunFast(kernel, node, inputs, 2, &cache, {false, true});
-    ASSERT_TRUE(packed.ok()) << what;
-    EXPECT_TRUE(BitwiseEqual(one.value(), packed.value())) << what << ", B constant, run " << run;
-  }
+                           const std::string& what) {
+  CheckGemmAgainstReference(kBf16, kernel, node, inputs, k, what);
 }
 
 TEST(Bf16MatMul, AgreesWithReferenceOnAwkwardShapes) {

@@ -1,12 +1,15 @@
 // What the bfloat16 kernel tests share (bf16_gemm_test.cc, bf16_conv_test.cc):
 // random bfloat16 tensors, bitwise comparison, the bfloat16 ulp, and running
-// a fast kernel on a thread pool as a session does.
+// a fast kernel on a thread pool as a session does; with the float16 GEMM's
+// test (f16_gemm_test.cc), the check of a 16-bit-float GEMM kernel against
+// the reference (CheckGemmAgainstReference).
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "ep/cpu/bf16_gemm.h"
@@ -51,6 +54,56 @@ inline Result<Tensor> RunFast(KernelFn kernel, const Node& node, const std::vect
   if (cache) ctx.SetPrepared(cache, &constant);
   NEE_RETURN_IF_ERROR(kernel(ctx));
   return outputs[0].tensor();
+}
+
+// A 16-bit float format as the GEMM checks read it.
+struct NarrowFormat {
+  DataType type;
+  float (*to_float)(uint16_t);
+  double (*ulp)(double);  // one ulp at |v|
+  int max_differing_share;  // at most 1 / this of the outputs may differ from the reference
+};
+
+// Expects `got` within the accumulation-order bound of `want` for a sum over
+// `k` terms whose magnitudes add up to at most `abs_sum` (an upper bound for
+// every output: the inputs lie in [-1, 1], so k * max |alpha| suffices).
+inline void ExpectCloseToReference(const NarrowFormat& f, const Tensor& got, const Tensor& want, double abs_sum,
+                                   const std::string& what) {
+  ASSERT_EQ(got.dtype(), f.type) << what;
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  int differing = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const double g = f.to_float(got.data<uint16_t>()[i]), w = f.to_float(want.data<uint16_t>()[i]);
+    const double tol = f.ulp(std::max(std::abs(g), std::abs(w))) + abs_sum * 0x1p-23;
+    ASSERT_LE(std::abs(g - w), tol) << what << " element " << i << ": " << g << " vs " << w;
+    differing += g != w;
+  }
+  // Most outputs round alike: a difference is a float32 sum next to a rounding boundary.
+  EXPECT_LE(differing, want.num_elements() / f.max_differing_share + 1) << what;
+}
+
+// Runs the fast kernel at 1, 2 and 3 threads and with B packed once through a
+// PreparedCache: every result bitwise equal, and within the accumulation
+// bound of the reference kernel.
+inline void CheckGemmAgainstReference(const NarrowFormat& f, KernelFn kernel, const Node& node,
+                                      const std::vector<Value>& inputs, int64_t k, const std::string& what,
+                                      double scale = 1.0) {
+  auto ref = testing::RunOp(node, 13, inputs);
+  ASSERT_TRUE(ref.ok()) << what << ": " << ref.status().ToString();
+  auto one = RunFast(kernel, node, inputs, 1);
+  ASSERT_TRUE(one.ok()) << what << ": " << one.status().ToString();
+  ExpectCloseToReference(f, one.value(), ref->outputs[0].tensor(), scale * static_cast<double>(k), what);
+  for (int threads : {2, 3}) {
+    auto many = RunFast(kernel, node, inputs, threads);
+    ASSERT_TRUE(many.ok()) << what;
+    EXPECT_TRUE(BitwiseEqual(one.value(), many.value())) << what << ", " << threads << " threads";
+  }
+  PreparedCache cache;
+  for (int run = 0; run < 2; ++run) {
+    auto packed = RunFast(kernel, node, inputs, 2, &cache, {false, true});
+    ASSERT_TRUE(packed.ok()) << what;
+    EXPECT_TRUE(BitwiseEqual(one.value(), packed.value())) << what << ", B constant, run " << run;
+  }
 }
 
 }  // namespace nee::bf16_test

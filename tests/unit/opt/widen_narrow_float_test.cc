@@ -68,10 +68,17 @@ ModelBuilder NarrowMlp(DataType type) {
   return b;
 }
 
+// Whether ep/cpu computes a MatMul of `type` in that type, so the pass keeps
+// it: bfloat16 with AVX512-BF16, float16 at the AVX2 level (F16C).
+bool MatMulRunsNarrow(DataType type) {
+  return type == DataType::kBFloat16 ? HostHasAvx512Bf16() : HostIsaLevel() >= CpuIsaLevel::kAvx2;
+}
+
 TEST(WidenNarrowFloat, WidensComputeOpsAndTheirWeightsOnly) {
   for (DataType type : {DataType::kFloat16, DataType::kBFloat16}) {
-    // A bfloat16 MatMul stays bfloat16 where ep/cpu computes it so (next test).
-    if (type == DataType::kBFloat16 && HostHasAvx512Bf16()) continue;
+    // A MatMul stays narrow where ep/cpu computes it so (next tests; this
+    // one then runs under NEE_MAX_ISA=portable).
+    if (MatMulRunsNarrow(type)) continue;
     Model m = NarrowMlp(type).model;
     ASSERT_TRUE(Widen(m));
     // MatMul and Relu compute in float32; Relu, which commutes with the
@@ -101,8 +108,7 @@ TEST(WidenNarrowFloat, WidensComputeOpsAndTheirWeightsOnly) {
 
 // On a CPU with AVX512-BF16 (HostHasAvx512Bf16), bfloat16 MatMul
 // and Gemm run ep/cpu's bfloat16 kernel: they keep their bfloat16 inputs and
-// weights; the rest of the graph is widened as elsewhere, and float16 is
-// unaffected.
+// weights; the rest of the graph is widened as elsewhere.
 TEST(WidenNarrowFloat, KeepsBFloat16MatMulAndGemmWhereTheCpuComputesThem) {
   if (!HostHasAvx512Bf16()) GTEST_SKIP() << "this CPU lacks avx512bf16: MatMul is widened";
   Model m = NarrowMlp(DataType::kBFloat16).model;
@@ -124,10 +130,41 @@ TEST(WidenNarrowFloat, KeepsBFloat16MatMulAndGemmWhereTheCpuComputesThem) {
   Model gemm = b.model;
   EXPECT_FALSE(Widen(gemm));
   EXPECT_EQ(OpTypes(gemm), (Ops{"Gemm"}));
+}
 
-  Model half = NarrowMlp(DataType::kFloat16).model;
-  ASSERT_TRUE(Widen(half));
-  EXPECT_EQ(OpTypes(half), (Ops{"Cast", "MatMul", "Relu", "Cast", "Reshape", "ReduceMean"}));
+// At the AVX2 level float16 MatMul and Gemm run ep/cpu's float16-weight
+// kernel (f16_matmul_fast.cc): they keep their float16 inputs and weights,
+// which are never widened into float32 initializers.
+TEST(WidenNarrowFloat, KeepsFloat16MatMulAndGemmWhereTheCpuComputesThem) {
+  if (!MatMulRunsNarrow(DataType::kFloat16)) GTEST_SKIP() << "below the AVX2 level: MatMul is widened";
+  Model m = NarrowMlp(DataType::kFloat16).model;
+  ASSERT_TRUE(Widen(m));
+  EXPECT_EQ(OpTypes(m), (Ops{"MatMul", "Cast", "Relu", "Cast", "Reshape", "ReduceMean"}));
+  EXPECT_EQ(m.graph.nodes[0].inputs, (std::vector<std::string>{"x", "W"}));
+  ASSERT_NE(FindInit(m, "W"), nullptr);
+  EXPECT_EQ(FindInit(m, "W")->tensor.dtype(), DataType::kFloat16);
+  EXPECT_EQ(FindInit(m, "W_fp32"), nullptr);
+  EXPECT_FALSE(Widen(m));
+
+  ModelBuilder b(17);
+  b.Input("x", ShapeFromDims({2, 3}), DataType::kFloat16)
+      .Init("W", Narrow(Random({4, 3}, 4), DataType::kFloat16))
+      .Init("C", Narrow(Random({4}, 5), DataType::kFloat16))
+      .Op("Gemm", {"x", "W", "C"}, {"y"}, {IntAttr("transB", 1)})
+      .Output("y");
+  Model gemm = b.model;
+  EXPECT_FALSE(Widen(gemm));
+  EXPECT_EQ(OpTypes(gemm), (Ops{"Gemm"}));
+
+  // A product of two activations (attention's) is widened: SGEMM reads B in place.
+  ModelBuilder c(17);
+  c.Input("x", ShapeFromDims({2, 3, 4}), DataType::kFloat16)
+      .Input("y", ShapeFromDims({2, 4, 5}), DataType::kFloat16)
+      .Op("MatMul", {"x", "y"}, {"z"})
+      .Output("z");
+  Model activations = c.model;
+  ASSERT_TRUE(Widen(activations));
+  EXPECT_EQ(OpTypes(activations), (Ops{"Cast", "Cast", "MatMul", "Cast"}));
 }
 
 // x -> Conv -> Relu -> Conv -> Add(r) -> Relu -> Neg, all bfloat16: on a CPU
