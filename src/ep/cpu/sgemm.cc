@@ -99,6 +99,11 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
     const bool last = p0 + kc == x.k;
     const float* a_block = a.At(p0, kc, kRows);
     const float* b_block = x.b_rows ? nullptr : x.b.At(p0, kc, kCols);
+    // The first row panel reads each B panel first (from memory, for weights
+    // too large for the caches): it has the kernel fetch the next panel into
+    // L2 meanwhile, the last one the next k-block's first.
+    const int64_t next_kc = std::min(kKc, x.k - p0 - kc);
+    const float* next_block = x.b_rows || next_kc == 0 ? nullptr : x.b.At(p0 + kc, next_kc, kCols);
     for (int64_t ib = 0; ib < mc; ib += kRows) {
       const float* ai = a_block + ib * kc;
       const int64_t rows = std::min(kRows, mc - ib);
@@ -106,8 +111,13 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
         float* tile = c0 + ib * x.ldc + q * kCols;
         const int64_t cols = std::min(kCols, x.nc - q * kCols);
         sgemm_internal::BSource b;
-        if (x.b_rows) b.rows = x.b_rows + p0, b.col = x.b_col + q * kCols;
-        else b.panel = b_block + q * kc * kCols;
+        if (x.b_rows) {
+          b.rows = x.b_rows + p0, b.col = x.b_col + q * kCols;
+        } else {
+          b.panel = b_block + q * kc * kCols;
+          if (ib == 0 && q + 1 < q1) b.next = b.panel + kc * kCols, b.next_kc = kc;
+          else if (ib == 0 && next_block) b.next = next_block + q0 * next_kc * kCols, b.next_kc = next_kc;
+        }
         x.micro(kc, ai, b, tile, x.ldc, rows, cols, accumulate);
       }
       // The epilogue over this row block's columns at once: at most 12 rows

@@ -1,6 +1,8 @@
 // Packing A and B into SGEMM's panel layout (sgemm.h), per call or once.
 #include "ep/cpu/sgemm_pack.h"
 
+#include "base/huge_pages.h"
+
 #include <algorithm>
 #include <cstring>
 #include <new>
@@ -162,9 +164,13 @@ void SgemmPackBRow(const float* row, int64_t cols, int64_t kc, int64_t p, float*
   }
 }
 
+void SgemmPackedB::HugePageDelete::operator()(float* p) const { HugePageFree(p); }
+
 SgemmPackedB::SgemmPackedB(int64_t k, int64_t n, MatrixView b)
-    : k_(k), n_(n), padded_n_((n + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth),
-      data_(SgemmAllocate(k * padded_n_)) {
+    : k_(k), n_(n), padded_n_((n + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth) {
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(k * padded_n_, 1)) * sizeof(float);
+  data_.reset(static_cast<float*>(HugePageAllocate(bytes)));
+  if (!data_) throw std::bad_alloc();  // as SgemmAllocate's operator new does
   for (int64_t p0 = 0; p0 < k; p0 += kSgemmDepthBlock)
     sgemm_internal::PackB(b, p0, std::min(kSgemmDepthBlock, k - p0), 0, n, data_.get() + p0 * padded_n_);
 }
