@@ -68,10 +68,43 @@ __attribute__((target("avx2,fma"))) void EpilogueTile(float* y, int64_t ld, int6
   }
 }
 
+// EpilogueTile on sixteen lanes, the last few through a masked vector (zero
+// lanes past the row, as the eight-lane tail pads): the GELUs' sixteen-lane
+// forms give their eight-lane bits, so the result does not depend on the width.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on _mm512_undefined_ps inside its intrinsics
+template <typename Op>
+__attribute__((target("avx512f"))) void EpilogueTile16(float* y, int64_t ld, int64_t rows, int64_t cols,
+                                                       const float* bias, Op op) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * ld;
+    int64_t j = 0;
+    for (; j + 16 <= cols; j += 16) {
+      __m512 x = _mm512_loadu_ps(row + j);
+      if (bias) x = _mm512_add_ps(x, _mm512_loadu_ps(bias + j));
+      _mm512_storeu_ps(row + j, op(x));
+    }
+    if (j == cols) continue;
+    const __mmask16 m = static_cast<__mmask16>((1u << (cols - j)) - 1);
+    __m512 x = _mm512_maskz_loadu_ps(m, row + j);
+    if (bias) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, bias + j));
+    _mm512_mask_storeu_ps(row + j, m, op(x));
+  }
+}
+#pragma GCC diagnostic pop
+
+// The activation's tile on the widest vectors SGEMM runs on (NEE_MAX_ISA and
+// the tests' SgemmLimitIsa lower both together).
+template <typename Op>
+void ActivationTile(float* y, int64_t ld, int64_t rows, int64_t cols, const float* bias, Op op) {
+  if (SgemmActiveIsa() == SgemmIsa::kAvx512) EpilogueTile16(y, ld, rows, cols, bias, op);
+  else EpilogueTile(y, ld, rows, cols, bias, op);
+}
+
 void Epilogue(const FusedMatMulGeometry& g, float* y, int64_t ld, int64_t rows, int64_t cols, const float* bias) {
   switch (g.activation) {
-    case FusedActivation::kGelu: return EpilogueTile(y, ld, rows, cols, bias, GeluErfOp{});
-    case FusedActivation::kFastGelu: return EpilogueTile(y, ld, rows, cols, bias, GeluTanhOp{});
+    case FusedActivation::kGelu: return ActivationTile(y, ld, rows, cols, bias, GeluErfOp{});
+    case FusedActivation::kFastGelu: return ActivationTile(y, ld, rows, cols, bias, GeluTanhOp{});
     case FusedActivation::kNone:
       if (bias) EpilogueTile(y, ld, rows, cols, bias, Identity{});
       return;

@@ -99,6 +99,11 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
     const bool last = p0 + kc == x.k;
     const float* a_block = a.At(p0, kc, kRows);
     const float* b_block = x.b_rows ? nullptr : x.b.At(p0, kc, kCols);
+    // The first row panel reads each B panel first (from memory, for weights
+    // too large for the caches): it has the kernel fetch the next panel into
+    // L2 meanwhile, the last one the next k-block's first.
+    const int64_t next_kc = std::min(kKc, x.k - p0 - kc);
+    const float* next_block = x.b_rows || next_kc == 0 ? nullptr : x.b.At(p0 + kc, next_kc, kCols);
     for (int64_t ib = 0; ib < mc; ib += kRows) {
       const float* ai = a_block + ib * kc;
       const int64_t rows = std::min(kRows, mc - ib);
@@ -106,8 +111,13 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
         float* tile = c0 + ib * x.ldc + q * kCols;
         const int64_t cols = std::min(kCols, x.nc - q * kCols);
         sgemm_internal::BSource b;
-        if (x.b_rows) b.rows = x.b_rows + p0, b.col = x.b_col + q * kCols;
-        else b.panel = b_block + q * kc * kCols;
+        if (x.b_rows) {
+          b.rows = x.b_rows + p0, b.col = x.b_col + q * kCols;
+        } else {
+          b.panel = b_block + q * kc * kCols;
+          if (ib == 0 && q + 1 < q1) b.next = b.panel + kc * kCols, b.next_kc = kc;
+          else if (ib == 0 && next_block) b.next = next_block + q0 * next_kc * kCols, b.next_kc = next_kc;
+        }
         x.micro(kc, ai, b, tile, x.ldc, rows, cols, accumulate);
       }
       // The epilogue over this row block's columns at once: at most 12 rows
@@ -383,7 +393,12 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     // together (about four each), splitting columns when rows are few.
     const int64_t wanted_groups =
         rows_first && row_blocks >= 2 * threads ? 1 : CeilDiv(threads > 1 ? 4 * threads : 1, row_blocks);
-    const int64_t groups = std::clamp(wanted_groups, CeilDiv(panels, MaxTaskPanels()), panels);
+    int64_t groups = std::clamp(wanted_groups, CeilDiv(panels, MaxTaskPanels()), panels);
+    // Column-major shares hold whole column groups (every row block of them)
+    // only when the groups divide among the threads: ViT's qkv (72 panels)
+    // made 5 groups of 2 row blocks (108 + 89 rows), and the thread with
+    // three 108-row tasks ran 4% longer than the other, which then idled.
+    if (x.columns_major) groups = std::min(RoundUp(groups, threads), panels);
     x.task_panels = CeilDiv(panels, groups);
     x.panel_groups = CeilDiv(panels, x.task_panels);
     const int64_t tasks = row_blocks * x.panel_groups;

@@ -192,6 +192,8 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const BSource& sou
   const float* const* b_rows = source.rows;
   const int64_t col = source.col;
   const int64_t run_stride = kc * kRun;  // packed: the second run of 16 columns
+  const float* next = source.next;
+  const int64_t next_lines = source.next_kc;  // line pairs of the next panel, one pair a step
   __mmask16 mask[V];
 #pragma GCC unroll 2
   for (int v = 0; v < V; ++v) {
@@ -225,6 +227,10 @@ NEE_TARGET_AVX512 void TileAvx512(int64_t kc, const float* a, const BSource& sou
       if (V == 2) _mm_prefetch(reinterpret_cast<const char*>(b + run_stride + 16 * kRun), _MM_HINT_T0);
     }
     _mm_prefetch(reinterpret_cast<const char*>(a + 64 * kTileRows), _MM_HINT_T0);
+    if (next && p < next_lines) {
+      _mm_prefetch(reinterpret_cast<const char*>(next + 32 * p), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(next + 32 * p + 16), _MM_HINT_T1);
+    }
     __m512 bv[V];
 #pragma GCC unroll 2
     for (int v = 0; v < V; ++v)

@@ -32,6 +32,11 @@ constexpr int64_t kRun = kSgemmPanelRun;
 // only the first `cols` columns are read.
 struct BSource {
   const float* panel = nullptr;
+  // A packed panel the caller reads next (kc steps of kTileCols floats, or
+  // null): the AVX-512 kernel asks for it in L2 while it computes, a line pair
+  // a step, so that B coming from memory arrives a panel ahead of its use.
+  const float* next = nullptr;
+  int64_t next_kc = 0;
   const float* const* rows = nullptr;
   int64_t col = 0;
 };

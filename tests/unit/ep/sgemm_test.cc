@@ -204,7 +204,8 @@ TEST_P(SgemmTest, BitwiseIndependentOfThreadCount) {
   std::mt19937 rng(3);
   ThreadPool pool1(1), pool2(2), pool3(3);
   for (const Case& s : std::vector<Case>{
-           {1, 700, 300}, {8, 3072, 100}, {128, 768, 300}, {200, 300, 260}, {197, 1000, 300}, {257, 45, 600}}) {
+           {1, 700, 300}, {8, 3072, 100}, {128, 768, 300}, {200, 300, 260}, {197, 1000, 300}, {197, 2304, 40},
+           {257, 45, 600}}) {
     Stored a = RandomStored(s.m, s.k, false, 0, rng), b = RandomStored(s.k, s.n, s.m % 2 == 1, 0, rng);
     const cpu::SgemmPackedB pb(s.k, s.n, b.view());
     std::vector<float> runs[3][2];

@@ -219,6 +219,50 @@ TEST(SimdMath, SigmoidAndTanhSameBitsOnBothWidthsTanhWithinBound) {
   EXPECT_TRUE(std::isnan(t16[15]) && std::isnan(s16[15]));
 }
 
+// The sixteen-lane GELUs (FusedMatMul's epilogue on AVX-512) give the
+// eight-lane ones' bits, NaN payloads included, over every 997th float of
+// each sign and all exponents and the special values.
+__attribute__((target("avx2,fma"))) void GelusEight(const float* x, float* erf_form, float* tanh_form) {
+  for (int i = 0; i < 16; i += 8) {
+    _mm256_storeu_ps(erf_form + i, cpu::GeluErfOp{}(_mm256_loadu_ps(x + i)));
+    _mm256_storeu_ps(tanh_form + i, cpu::GeluTanhOp{}(_mm256_loadu_ps(x + i)));
+  }
+}
+__attribute__((target("avx512f"))) void GelusSixteen(const float* x, float* erf_form, float* tanh_form) {
+  _mm512_storeu_ps(erf_form, cpu::GeluErfOp{}(_mm512_loadu_ps(x)));
+  _mm512_storeu_ps(tanh_form, cpu::GeluTanhOp{}(_mm512_loadu_ps(x)));
+}
+
+TEST(SimdMath, GelusSameBitsOnBothWidths) {
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+    GTEST_SKIP() << "needs AVX-512F and AVX2+FMA";
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float x[16], e8[16], t8[16], e16[16], t16[16];
+  int64_t differing = 0, checked = 0;
+  auto compare = [&] {
+    GelusEight(x, e8, t8);
+    GelusSixteen(x, e16, t16);
+    for (int j = 0; j < 16; ++j, ++checked)
+      if (std::memcmp(&e8[j], &e16[j], sizeof(float)) || std::memcmp(&t8[j], &t16[j], sizeof(float))) ++differing;
+  };
+  for (uint64_t start = 0; start < (uint64_t{1} << 32); start += 16 * 997) {
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t bits = static_cast<uint32_t>(start + uint64_t{997} * j);
+      std::memcpy(&x[j], &bits, sizeof bits);
+    }
+    compare();
+  }
+  const float special[16] = {kInf, -kInf, 0.f, -0.f, 3.92f * 1.41421356f, -5.5f, 1e30f, -1e30f, 0.5f, -0.5f, 1.f,
+                             1e-30f, -1e-30f, 10.f, -10.f, std::numeric_limits<float>::quiet_NaN()};
+  std::memcpy(x, special, sizeof x);
+  compare();
+  EXPECT_GT(checked, 4000000);
+  EXPECT_EQ(differing, 0);
+  EXPECT_TRUE(std::isnan(e16[15]) && std::isnan(t16[15]));
+  EXPECT_EQ(e16[0], kInf);
+  EXPECT_EQ(e16[2], 0.f);
+}
+
 }  // namespace
 }  // namespace nee
 #endif
