@@ -94,8 +94,12 @@ class PreparedCache {
                      .count();
     if (!built.ok()) return built.status();
     // Bounded like the session's per-shape plans: a model fed ever-new shapes
-    // drops its oldest states (runs still holding one keep it alive).
-    if (entries_.size() >= kMaxEntries) entries_.erase(entries_.begin());
+    // drops its oldest states (runs still holding one keep it alive). The
+    // oldest of the same type goes first: a kernel keeps one entry of packed
+    // weights (whose build may have dropped the constant input it packed, so
+    // it cannot be rebuilt) beside one plan per input shape, and new shapes
+    // must evict old plans, not the weights.
+    if (entries_.size() >= kMaxEntries) entries_.erase(OldestToEvict(std::type_index(typeid(T))));
     entries_.push_back({std::type_index(typeid(T)), key, built.value()});
     return built;
   }
@@ -123,6 +127,12 @@ class PreparedCache {
     Key key;
     std::shared_ptr<const void> state;
   };
+  // The oldest entry of `type`, or the oldest of all when there is none.
+  typename std::vector<Entry>::iterator OldestToEvict(std::type_index type) {
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->type == type) return it;
+    return entries_.begin();
+  }
   mutable std::mutex mu_;
   std::vector<Entry> entries_;
   int64_t build_us_ = 0;
