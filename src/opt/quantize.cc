@@ -47,12 +47,15 @@ Status CheckExcluded(const Graph& graph, const std::vector<std::string>& exclude
 // this one first, when that converts and lets more nodes take bfloat16.
 constexpr int64_t kBFloat16ConvOpset = 22;
 
-// Main-graph nodes whose declaration allows bfloat16 for some type letter.
-size_t NodesAllowingBFloat16(Model& model) {
+// Main-graph nodes whose declaration allows bfloat16 for some type letter,
+// among those writing one of `outputs` (the original model's nodes: the
+// Constants a conversion adds, such as Squeeze's axes turned inputs, allow
+// bfloat16 at any opset and say nothing about what computes in it).
+size_t NodesAllowingBFloat16(Model& model, const std::unordered_set<std::string>& outputs) {
   BindAttrDeclarations(model);
   size_t count = 0;
   for (const Node& node : model.graph.nodes) {
-    if (!node.declaration) continue;
+    if (!node.declaration || node.outputs.empty() || !outputs.count(node.outputs[0])) continue;
     for (const TypeConstraint& c : node.declaration->constraints) {
       if (c.allowed && std::find(c.allowed->begin(), c.allowed->end(), "tensor(bfloat16)") != c.allowed->end()) {
         ++count;
@@ -73,7 +76,10 @@ void UpgradeOpsetForBFloat16(Model& model, QuantizeReport* report) {
                             std::to_string(kBFloat16ConvOpset) + " failed: " + converted.status().message() + ")");
     return;
   }
-  if (NodesAllowingBFloat16(upgraded) <= NodesAllowingBFloat16(model)) return;
+  std::unordered_set<std::string> original_outputs;
+  for (const Node& node : model.graph.nodes)
+    if (!node.outputs.empty()) original_outputs.insert(node.outputs[0]);
+  if (NodesAllowingBFloat16(upgraded, original_outputs) <= NodesAllowingBFloat16(model, original_outputs)) return;
   model = std::move(upgraded);
   report->opset_from = from;
   report->opset_to = kBFloat16ConvOpset;

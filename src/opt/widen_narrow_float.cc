@@ -141,8 +141,10 @@ bool AllBFloat16(const WidenPlan& plan) { return AllOfType(plan, DataType::kBFlo
 bool RunsNarrow(GraphEditor& ed, const Node& node, const WidenPlan& plan) {
   if (!opt::IsOp(node, "MatMul") && !opt::IsOp(node, "Gemm")) return false;
   if (AllBFloat16(plan)) return HostHasAvx512Bf16();
+  // The kernel packs a constant 2-D B once; a B of another rank would run the
+  // reference kernel (rank 1) or be repacked on every run (rank 3 and more).
   return AllOfType(plan, DataType::kFloat16) && HostIsaLevel() >= CpuIsaLevel::kAvx2 && node.inputs.size() >= 2 &&
-         ed.Constant(node.inputs[1]).defined();
+         ed.Constant(node.inputs[1]).defined() && ed.Constant(node.inputs[1]).rank() == 2;
 }
 
 bool HasRank(const TypeInfo* t, size_t rank) { return t && t->shape && t->shape->size() == rank; }

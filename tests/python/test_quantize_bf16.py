@@ -189,6 +189,20 @@ def test_bf16_keeps_an_opset_that_already_allows_it(tmp_path):
     assert default_opset(m) == 13 and TensorProto.BFLOAT16 in {i.data_type for i in m.graph.initializer}
 
 
+# Converting ReduceMean-13 to 18 turns its axes attribute into a Constant input, which allows bfloat16 at any
+# opset: a node the conversion adds is no reason to convert (nothing original gains bfloat16 from 17 to 22).
+def test_bf16_does_not_count_nodes_the_conversion_adds(tmp_path):
+    n = helper.make_node
+    nodes = [n("ReduceMean", ["x"], ["m"], name="mean", axes=[-1], keepdims=1), n("Sub", ["x", "m"], ["y"], name="sub")]
+    graph = helper.make_graph(nodes, "mean", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])])
+    src = tmp_path / "mean17.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(src))
+    out = tmp_path / "mean17_bf16.onnx"
+    report = nee.quantize(str(src), str(out), mode="bf16")
+    assert "opset" not in report and default_opset(onnx.load(str(out))) == 17
+
+
 # (3) CLI, lineage record, errors.
 def test_bf16_cli_and_lineage(tmp_path):
     src = mlp_model(tmp_path / "mlp.onnx")

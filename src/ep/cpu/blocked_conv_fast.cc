@@ -509,11 +509,13 @@ Status FromBlockedFloat(KernelContext& ctx) { return Reorder(ctx, false); }
 namespace {
 #ifdef NEE_BLOCKED_X86
 // A 1x1 conv with a stride and no padding (ResNet's downsampling shortcuts):
-// the pointwise conv of the pixels it reads.
+// the pointwise conv of the pixels it reads. Every pixel read must lie in
+// the input: a bottom or right pad (an ai.nee BlockedConv written by hand;
+// the layout pass gives a 1x1 conv none) would read past a plane.
 bool StridedPointwise(const BlockedConvGeometry& g) {
   return !g.nchw_input && g.group == 1 && g.KH == 1 && g.KW == 1 && g.pt == 0 && g.pl == 0 && g.dh == 1 &&
-         g.dw == 1 && (g.sh > 1 || g.sw > 1) && g.N > 0 && g.OH > 0 && g.OW > 0 && CpuHasAvx2Fma() &&
-         !SgemmPortableForced();
+         g.dw == 1 && (g.sh > 1 || g.sw > 1) && g.N > 0 && g.OH > 0 && g.OW > 0 && (g.OH - 1) * g.sh < g.H &&
+         (g.OW - 1) * g.sw < g.W && CpuHasAvx2Fma() && !SgemmPortableForced();
 }
 
 // Gathers the pixels a strided 1x1 conv reads, [N, Cb, OH, OW, 8], into the

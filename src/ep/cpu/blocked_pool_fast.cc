@@ -96,8 +96,8 @@ __attribute__((target("avx2"))) void PoolRow(const BlockedPoolGeometry& g, const
   for (int64_t ow = ow_hi; ow < g.OW; ++ow) BorderPixel(g, x, out, ih0, kh0, kh1, ow);
 }
 
-// Whether output rows [oh0, oh1) of a plane run PoolStrip: stride-1 windows
-// at least three wide (YOLO's SPPF 5x5 pools) with interior columns.
+// Whether the pool runs PoolStrip: stride-1 windows at least three wide
+// (YOLO's SPPF 5x5 pools) with interior columns.
 bool Separable(const BlockedPoolGeometry& g) {
   const int64_t ow_hi = std::min(g.OW, g.W - g.KW + g.pl + 1);
   return g.sh == 1 && g.sw == 1 && g.KW >= 3 && g.pl < g.KW && ow_hi > g.pl;

@@ -1,7 +1,7 @@
 // Conv and com.microsoft FusedConv on bfloat16 with AVX512-BF16 (vdpbf16ps):
 // a group-1 2-D conv as the GEMM Y[M, pixels] = W[M, K] x im2col(X)[K, pixels],
 // K = C * KH * KW, which lands in NCHW directly; a depthwise one (group = C =
-// M) plane by plane in float32 (RunBf16Depthwise, below).
+// M) sixteen channels at a time in float32 lanes (RunBf16Depthwise, below).
 //
 //  - The weights are A: packed once per session into blocks of 12 output
 //    channels, k pair by k pair (12 words of two bfloat16 each), so a tile

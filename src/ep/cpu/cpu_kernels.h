@@ -44,8 +44,8 @@ Status GemmBFloat16(KernelContext& ctx);
 Status MatMulFloatOrHalf(KernelContext& ctx);
 Status GemmFloatOrHalf(KernelContext& ctx);
 // Conv: ConvFloat, or on bfloat16 (conv_bf16.cc) group-1 2-D convs as a
-// vdpbf16ps GEMM over weights packed once, on CPUs with AVX512-BF16; the
-// reference kernel for the rest.
+// vdpbf16ps GEMM over weights packed once and depthwise ones in float32
+// lanes, on CPUs with AVX512-BF16; the reference kernel for the rest.
 Status ConvFloatOrBFloat16(KernelContext& ctx);
 // ai.nee FusedConv (com.microsoft FusedConv on bfloat16, each step rounded)
 // on the same kernel, bias, Z and Relu/Clip/LeakyRelu in its epilogue.

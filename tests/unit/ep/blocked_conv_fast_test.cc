@@ -182,6 +182,28 @@ TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
   }
 }
 
+// A strided 1x1 BlockedConv with only end pads (a hand-written ai.nee node;
+// the layout pass never makes one): its last output row and column lie in
+// the padding, so it cannot take the gathered-pointwise path, and the
+// kernel's result is the reference's (which reads zeros there).
+TEST(BlockedConvFast, StridedPointwiseWithEndPadsReadsNoFurtherThanTheInput) {
+  std::mt19937 rng(9);
+  Tensor x = testing::RandomTensor({1, 16, 4, 6}, rng);
+  Tensor w = testing::RandomTensor({24, 16, 1, 1}, rng);
+  const Node node = testing::MakeNode("BlockedConv", 2, 1,
+                                      {IntAttr("channels", 16), IntsAttr("strides", {2, 2}), IntsAttr("pads", {0, 0, 1, 1})},
+                                      "ai.nee");
+  const std::vector<Value> in = {Value(Reorder("ToBlocked", x, 16)), Value(w)};
+  auto ref = testing::RunOp(node, 1, in);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  ASSERT_EQ(ref->outputs[0].tensor().dims(), (std::vector<int64_t>{1, 3, 3, 4, 8}));  // 3 x 4 outputs of 4 x 6
+  for (int threads : {1, 2}) {
+    auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectClose(*got, ref->outputs[0].tensor(), "1x1 s2 end pads");
+  }
+}
+
 TEST(BlockedConvFast, ReordersAreExact) {
   std::mt19937 rng(8);
   // (23 x 29: several pixel runs a plane, 8-pixel tails.)

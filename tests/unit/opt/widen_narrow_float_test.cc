@@ -165,6 +165,16 @@ TEST(WidenNarrowFloat, KeepsFloat16MatMulAndGemmWhereTheCpuComputesThem) {
   Model activations = c.model;
   ASSERT_TRUE(Widen(activations));
   EXPECT_EQ(OpTypes(activations), (Ops{"Cast", "Cast", "MatMul", "Cast"}));
+
+  // So is a MatMul by a constant B that is not a matrix (the kernel packs 2-D weights only).
+  ModelBuilder d(17);
+  d.Input("x", ShapeFromDims({2, 3, 4}), DataType::kFloat16)
+      .Init("B3", Narrow(Random({2, 4, 5}, 6), DataType::kFloat16))
+      .Op("MatMul", {"x", "B3"}, {"z"})
+      .Output("z");
+  Model batched = d.model;
+  ASSERT_TRUE(Widen(batched));
+  EXPECT_EQ(OpTypes(batched), (Ops{"Cast", "MatMul", "Cast"}));
 }
 
 // x -> Conv -> Relu -> Conv -> Add(r) -> Relu -> Neg, all bfloat16: on a CPU
