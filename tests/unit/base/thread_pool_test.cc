@@ -8,7 +8,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
 namespace nee {
 namespace {
@@ -45,6 +49,58 @@ TEST(ThreadPool, WithoutSpinningIdleWorkersUseNoCpu) {
   // Two spinning workers would use up to 0.4 s here (each polls for 250 ms).
   EXPECT_LT(ProcessCpuSeconds() - before, 0.02);
   EXPECT_EQ(SumOfIndices(pool, 1000), 999 * 1000 / 2);  // and they wake for the next loop
+}
+
+void BusyFor(std::chrono::microseconds span) {
+  const auto until = std::chrono::steady_clock::now() + span;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// One loop over [0, n) in the pool's chunks; chunks the workers run sleep
+// `worker_stall` first. Returns the chunks the workers ran; every index must
+// run exactly once and every chunk must be one of `cut` (filled on first use).
+int64_t LoopWithStalledWorkers(ThreadPool& pool, int64_t n, std::chrono::microseconds worker_stall,
+                               std::set<std::pair<int64_t, int64_t>>& cut) {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::vector<std::atomic<int>> runs(static_cast<size_t>(n));
+  std::atomic<int64_t> worker_chunks{0};
+  std::mutex mu;
+  std::set<std::pair<int64_t, int64_t>> seen;
+  pool.ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+    if (std::this_thread::get_id() != caller) {
+      ++worker_chunks;
+      std::this_thread::sleep_for(worker_stall);
+    } else {
+      BusyFor(std::chrono::microseconds(200));  // time for the worker to join the loop
+    }
+    for (int64_t i = begin; i < end; ++i) ++runs[static_cast<size_t>(i)];
+    std::lock_guard<std::mutex> lock(mu);
+    seen.insert({begin, end});
+  });
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(runs[static_cast<size_t>(i)].load(), 1) << "index " << i;
+  if (cut.empty()) cut = seen;
+  EXPECT_EQ(seen, cut);  // the same chunks whoever ran them
+  return worker_chunks.load();
+}
+
+// A worker that stalls in every chunk it takes costs the caller at most the
+// chunk it holds: the caller takes the rest, each chunk runs once, in the same
+// cut every time.
+TEST(ThreadPool, StalledWorkerHoldsUpOnlyItsChunk) {
+  ThreadPool pool(2);
+  std::set<std::pair<int64_t, int64_t>> cut;
+  // Margins for a loaded CI machine (sanitizers, parallel tests): a caller
+  // descheduled for a whole stall may let the worker take a second chunk,
+  // but a worker that held the loop up would run about half of the eight.
+  const auto stall = std::chrono::milliseconds(50);
+  for (int round = 0; round < 5; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t worker_chunks = LoopWithStalledWorkers(pool, 64, stall, cut);
+    EXPECT_LE(worker_chunks, 2) << "round " << round;  // a stalled chunk, then the caller has the rest
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 4 * stall) << "round " << round;
+  }
+  EXPECT_EQ(cut.size(), 8u);  // four chunks a thread
 }
 
 }  // namespace
