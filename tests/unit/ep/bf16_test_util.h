@@ -106,4 +106,37 @@ inline void CheckGemmAgainstReference(const NarrowFormat& f, KernelFn kernel, co
   }
 }
 
+// A 14 x 9 by 9 x 35 MatMul on `kernel` (a and b random, in the format `f`)
+// with an infinity and a NaN in A and a pair of `big` values whose product
+// overflows: inf * 0 in a sum is NaN, a NaN input gives NaN, the overflowing
+// sum rounds to infinity, as in the reference kernel. `same_nan_bits`: NaN
+// outputs must have the reference's encoding too (else: NaN where it has NaN).
+inline void CheckNonFiniteMatMul(const NarrowFormat& f, uint16_t (*from_float)(float), KernelFn kernel, Tensor a,
+                                 Tensor b, float big, bool same_nan_bits) {
+  a.data<uint16_t>()[3] = from_float(INFINITY);
+  a.data<uint16_t>()[9 * 5 + 8] = from_float(NAN);
+  b.data<uint16_t>()[35 * 4 + 2] = from_float(big);
+  a.data<uint16_t>()[9 * 7 + 4] = from_float(big);
+  Node node = testing::MakeNode("MatMul", 2, 1);
+  std::vector<Value> inputs = {Value(a), Value(b)};
+  auto ref = testing::RunOp(node, 13, inputs);
+  auto fast = RunFast(kernel, node, inputs, 2);
+  ASSERT_TRUE(ref.ok() && fast.ok());
+  const Tensor& want = ref->outputs[0].tensor();
+  int non_finite = 0;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const uint16_t gb = fast.value().data<uint16_t>()[i], wb = want.data<uint16_t>()[i];
+    const float g = f.to_float(gb), w = f.to_float(wb);
+    if (std::isfinite(w)) continue;
+    ++non_finite;
+    if (same_nan_bits) {
+      EXPECT_EQ(gb, wb) << i << ": " << g << " vs " << w;
+    } else {
+      EXPECT_EQ(std::isnan(g), std::isnan(w)) << i;
+      if (!std::isnan(w)) EXPECT_EQ(g, w) << i;
+    }
+  }
+  EXPECT_GT(non_finite, 35);
+}
+
 }  // namespace nee::bf16_test
