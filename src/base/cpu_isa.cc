@@ -53,4 +53,17 @@ bool HostHasAvx512Bf16() {
   return has;
 }
 
+bool HostHasF16c() {
+  static const bool has = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    // Clang's __builtin_cpu_supports does not know "f16c": the CPUID bit itself.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return HostIsaLevel() >= CpuIsaLevel::kAvx2 && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+#else
+    return false;
+#endif
+  }();
+  return has;
+}
+
 }  // namespace nee

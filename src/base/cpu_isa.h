@@ -17,4 +17,9 @@ CpuIsaLevel HostIsaLevel();
 // which the optimizer's widen-narrow-float pass then leaves bfloat16.
 bool HostHasAvx512Bf16();
 
+// F16C (vcvtph2ps / vcvtps2ph; CPUID leaf 1, ECX bit 29) at the AVX2 level or
+// above: the float16 casts and the float16-weight GEMM widen with it. Its
+// instructions use the AVX state, which the AVX2 check has found the OS to save.
+bool HostHasF16c();
+
 }  // namespace nee

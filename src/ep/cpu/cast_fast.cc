@@ -14,11 +14,11 @@
 // changes a result.
 #include <cstring>
 
+#include "base/cpu_isa.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ir/float_formats.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -51,17 +51,6 @@ void ScalarCast(CastPath path, const void* src, void* dst, int64_t n) {
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-// F16C from CPUID leaf 1 (ECX bit 29) directly: clang's __builtin_cpu_supports
-// does not know "f16c". Its instructions use the AVX state, which AVX2's check
-// has found the OS to save.
-bool CpuHasF16c() {
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
-  }();
-  return has;
-}
-
 __attribute__((target("avx2,f16c"))) void HalfToFloatAvx2(const uint16_t* x, float* y, int64_t n) {
   const __m128i magnitude = _mm_set1_epi16(0x7fff);
   const __m128i inf = _mm_set1_epi16(0x7c00);
@@ -157,7 +146,7 @@ Status CastFast(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   CastPath path;
   // A string-valued 'to' (a nee extension) and every other pair: the reference.
-  if (!CpuHasF16c() || !to_attr || to_attr->type != AttrType::kInt ||
+  if (!HostHasF16c() || !to_attr || to_attr->type != AttrType::kInt ||
       !FindCastPath(x->dtype(), static_cast<DataType>(to_attr->i), &path))
     return RunReference(ctx);
   const DataType to = static_cast<DataType>(to_attr->i);

@@ -8,11 +8,11 @@
 #include <functional>
 #include <vector>
 
+#include "base/cpu_isa.h"
 #include "ep/cpu/sgemm.h"  // SgemmActiveIsa, SgemmScratch
 #include "ir/float_formats.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define NEE_F16_GEMM_X86 1
 #define NEE_F16_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
@@ -58,16 +58,6 @@ F16PackedB::F16PackedB(int64_t k, int64_t n, const uint16_t* b, int64_t row_stri
 
 #ifdef NEE_F16_GEMM_X86
 namespace {
-
-// F16C from CPUID leaf 1 (ECX bit 29); its instructions use the AVX state,
-// which SGEMM's AVX2 check has found the OS to save.
-bool CpuHasF16c() {
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
-  }();
-  return has;
-}
 
 // n float16 values widened (exact), eight at a time.
 NEE_F16_AVX2_FMA void WidenRowF16c(const uint16_t* h, float* f, int64_t n) {
@@ -239,7 +229,7 @@ void RowBlockAvx2(const F16GemmArgs& g, const float* a, int64_t i0, int64_t rows
 
 F16GemmIsa F16GemmActiveIsa() {
   const SgemmIsa isa = SgemmActiveIsa();
-  if (isa == SgemmIsa::kPortable || !CpuHasF16c()) return F16GemmIsa::kPortable;
+  if (isa == SgemmIsa::kPortable || !HostHasF16c()) return F16GemmIsa::kPortable;
   return isa == SgemmIsa::kAvx512 ? F16GemmIsa::kAvx512 : F16GemmIsa::kAvx2;
 }
 #else
