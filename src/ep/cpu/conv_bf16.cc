@@ -155,17 +155,23 @@ bool ActivationTaken(const FusedActivation& act) {
 // Packed once per session when W is a constant, per call otherwise. W
 // itself is kept (an input too small for the window sends a later run to
 // the reference kernel, which reads it), but the pages of a mapped model
-// file go back to the page cache once read.
-std::shared_ptr<const Bf16ConvWeights> PackWeights(KernelContext& ctx, const Tensor& w, const Bf16ConvShape& s) {
-  auto pack = [&] { return std::make_shared<const Bf16ConvWeights>(w.data<uint16_t>(), s); };
+// file go back to the page cache once read. `pack()` returns a
+// std::shared_ptr<const Packed>.
+template <typename Packed, typename PackFn>
+std::shared_ptr<const Packed> PackedOnce(KernelContext& ctx, const Tensor& w, const Bf16ConvShape& s, PackFn&& pack) {
   if (!ctx.prepared() || !ctx.input_is_constant(1)) return pack();
-  auto packed = ctx.prepared()->GetOrBuild<Bf16ConvWeights>(
-      {s.M, s.C, s.KH, s.KW}, [&]() -> Result<std::shared_ptr<const Bf16ConvWeights>> {
-        auto built = pack();
+  auto packed = ctx.prepared()->GetOrBuild<Packed>(
+      {s.M, s.C, s.KH, s.KW}, [&]() -> Result<std::shared_ptr<const Packed>> {
+        std::shared_ptr<const Packed> built = pack();
         ReleaseFileBackedPages(w.raw_data(), w.byte_size());
         return built;
       });
   return packed.ok() ? packed.value() : pack();
+}
+
+std::shared_ptr<const Bf16ConvWeights> PackWeights(KernelContext& ctx, const Tensor& w, const Bf16ConvShape& s) {
+  return PackedOnce<Bf16ConvWeights>(
+      ctx, w, s, [&] { return std::make_shared<const Bf16ConvWeights>(w.data<uint16_t>(), s); });
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -513,16 +519,31 @@ NEE_BF16_TARGET void DepthwiseTile(const Bf16ConvShape& s, const DepthwiseBands&
 #pragma GCC diagnostic pop
 #endif
 
+// A depthwise conv's weights widened to float32: per group of sixteen
+// channels, tap by tap, the sixteen channels' weights (zero past C).
+class DepthwiseWeights {
+ public:
+  DepthwiseWeights(const uint16_t* w, const Bf16ConvShape& s) {
+    const int64_t groups = (s.C + kLanes - 1) / kLanes, taps = s.taps();
+    data_.assign(static_cast<size_t>(groups * taps * kLanes), 0.0f);
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t t = 0; t < taps; ++t)
+        data_[static_cast<size_t>(((c / kLanes) * taps + t) * kLanes + c % kLanes)] = BFloat16ToFloat(w[c * taps + t]);
+  }
+  const float* data() const { return data_.data(); }
+
+ private:
+  std::vector<float> data_;
+};
+
 Status RunBf16Depthwise(KernelContext& ctx, const Bf16ConvShape& s, const Tensor& x, const Tensor& w,
                         const Tensor* b, Bf16ConvFinish finish) {
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kBFloat16, {s.N, s.M, s.OH, s.OW}));
   const int64_t groups = (s.C + kLanes - 1) / kLanes, taps = s.taps();
-  // Per group of sixteen channels, tap by tap, the sixteen channels' weights.
-  std::vector<float> weights(static_cast<size_t>(groups * taps * kLanes), 0.0f), bias;
-  for (int64_t c = 0; c < s.C; ++c)
-    for (int64_t t = 0; t < taps; ++t)
-      weights[static_cast<size_t>(((c / kLanes) * taps + t) * kLanes + c % kLanes)] =
-          BFloat16ToFloat(w.data<uint16_t>()[c * taps + t]);
+  const auto widened = PackedOnce<DepthwiseWeights>(
+      ctx, w, s, [&] { return std::make_shared<const DepthwiseWeights>(w.data<uint16_t>(), s); });
+  const float* weights = widened->data();
+  std::vector<float> bias;
   if (b) {
     bias.resize(static_cast<size_t>(s.M));
     for (int64_t i = 0; i < s.M; ++i) bias[static_cast<size_t>(i)] = BFloat16ToFloat(b->data<uint16_t>()[i]);
@@ -544,7 +565,7 @@ Status RunBf16Depthwise(KernelContext& ctx, const Bf16ConvShape& s, const Tensor
     const uint16_t* z = finish.z ? finish.z + n * s.M * pixels : nullptr;
     for (int64_t oh = oh0; oh < oh1; ++oh)
       for (int64_t ow = 0; ow < s.OW; ow += kLanes)
-        DepthwiseTile(s, bands, band, (oh - oh0) * s.sh, weights.data() + group * taps * kLanes, finish, c0, channels,
+        DepthwiseTile(s, bands, band, (oh - oh0) * s.sh, weights + group * taps * kLanes, finish, c0, channels,
                       oh, ow, z, yp + n * s.M * pixels);
   });
   return Status::Ok();
