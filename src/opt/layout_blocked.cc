@@ -26,7 +26,9 @@
 // constant scales (its scales given the lanes' axis), all on channels that
 // fill whole blocks, and only where a blocked node reads their output. So
 // YOLO's CSP blocks (1x1 branches concatenated, residual Adds), its SPPF and
-// its upsampling neck stay blocked, and its stride-2 convs with them.
+// its upsampling neck stay blocked, and its stride-2 convs with them. And
+// group-1 3x3 stride-1 convs (Winograd, reading and writing the layout) join
+// there too, so ResNet's and YOLO's bottlenecks need no reorders.
 // Only connected runs of at least kMinRun such nodes (linked through their
 // input or residual) are converted: each value entering a run is reordered
 // once (ToBlocked) and each value leaving it once (FromBlocked), which a lone
@@ -73,15 +75,18 @@ struct Candidate {
   std::vector<float> scales;  // a Resize's scales, NCHW
 };
 
-// Stride-2 group-1 convs (ResNet's and YOLO's downsampling 3x3 and 1x1),
-// which the CPU provider computes directly in the blocked layout on AVX-512
-// (ep/cpu/blocked_direct_avx512.h) -- elsewhere only the reference would, so
-// they stay NCHW there. Stride-1 3x3 convs stay NCHW on Winograd (fewer
-// multiplies: ResNet-50's 25% faster than ONNX Runtime's direct NCHWc ones).
-// Only the activations the direct tiles finish in registers.
-bool DirectStrided(const Node& n, const Candidate& c, const std::vector<int64_t>& kernel) {
-  if (HostIsaLevel() < CpuIsaLevel::kAvx512 || c.group != 1 || c.spec.strides[0] != 2) return false;
-  if (c.spec.dilations != std::vector<int64_t>{1, 1}) return false;
+// Group-1 convs that the CPU provider computes in the blocked layout on
+// AVX-512 (elsewhere only the reference would, so they stay NCHW there):
+// stride 2 (ResNet's and YOLO's downsampling 3x3 and 1x1) directly
+// (ep/cpu/blocked_direct_avx512.h), 3x3 stride 1 by Winograd reading and
+// writing the layout (ep/cpu/conv_winograd.h; fewer multiplies: ResNet-50's
+// 25% faster than ONNX Runtime's direct NCHWc ones), so no FromBlocked and
+// ToBlocked sit around them. Winograd takes 16 channels and more on each
+// side; only the activations the direct tiles finish in registers.
+bool DirectOrWinograd(const Node& n, const Candidate& c, const std::vector<int64_t>& kernel) {
+  if (HostIsaLevel() < CpuIsaLevel::kAvx512 || c.group != 1) return false;
+  const bool winograd = c.spec.strides[0] == 1 && kernel == std::vector<int64_t>{3, 3} && c.C >= 16 && c.M >= 16;
+  if ((c.spec.strides[0] != 2 && !winograd) || c.spec.dilations != std::vector<int64_t>{1, 1}) return false;
   for (size_t d = 0; d < 2; ++d)
     if (c.spec.pads[d] >= kernel[d] || c.spec.pads[d + 2] >= kernel[d]) return false;
   const Attribute* act = n.FindAttr("activation");
@@ -234,7 +239,7 @@ bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const bool pointwise = c->group == 1 && kernel == std::vector<int64_t>{1, 1} && s.strides[0] == 1 && no_pads;
   const bool depthwise = c->group == c->C && c->M == c->C && kernel == std::vector<int64_t>{3, 3} &&
                          (s.strides[0] == 1 || s.strides[0] == 2) && pads_one;
-  return pointwise || depthwise || DirectStrided(n, *c, kernel);
+  return pointwise || depthwise || DirectOrWinograd(n, *c, kernel);
 }
 
 // Candidates joined through their input or residual, by union-find.

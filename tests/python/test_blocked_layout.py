@@ -270,8 +270,8 @@ def test_a_maxpool_read_only_outside_the_run_stays_nchw(tmp_path):
 
 
 def csp_model(size):
-    """YOLO's blocks: a C3 (two 1x1 branches, one through a bottleneck whose 3x3 conv stays NCHW and whose
-    residual Add joins the run, concatenated and fused), a stride-2 conv, an SPPF (chained MaxPools into a
+    """YOLO's blocks: a C3 (two 1x1 branches, one through a bottleneck whose 3x3 conv and residual Add join
+    the run, concatenated and fused), a stride-2 conv, an SPPF (chained MaxPools into a
     Concat), a nearest 2x upsampling concatenated with the C3's output, and a last 1x1 conv; SiLU throughout.
     An odd size, so that the stride-2 window reaches into the padding on one side only."""
     inits, nodes = [], []
@@ -345,8 +345,13 @@ def test_concat_add_and_resize_join_the_blocked_run(tmp_path, size):
                   for n in nodes}
     if host_has_avx512():
         # The C3, SPPF and neck concats and the residual Add run on blocked tensors, and with an even size the
-        # upsampling too (with an odd one a Slice, NCHW, reads it); only the 3x3 stride-1 conv leaves the run.
+        # upsampling too (with an odd one a Slice, NCHW, reads it); the bottleneck's 3x3 stride-1 conv stays
+        # in the run (Winograd on the blocked layout), so only the input and the output are reordered.
         assert on_blocked.get("Concat", 0) == 3 and on_blocked.get("Add") == 1, on_blocked
+        assert [n.name for n in nodes if n.op_type == "BlockedConv" and n.name == "m_b"] == ["m_b"], on_blocked
+        reorders = [n.op_type for n in nodes if n.op_type in ("ToBlocked", "FromBlocked")]
+        if size % 2 == 0:
+            assert reorders == ["ToBlocked", "FromBlocked"], reorders
         assert on_blocked.get("Resize", 0) == (1 if size % 2 == 0 else 0), on_blocked
         assert "MaxPool" not in on_blocked, on_blocked
     else:
