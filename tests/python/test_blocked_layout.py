@@ -107,6 +107,27 @@ def test_a_lone_pointwise_conv_stays_nchw(tmp_path):
     assert "BlockedConv" not in ops and "ToBlocked" not in ops, ops
 
 
+@pytest.mark.parametrize("kinds", [[3, 3, 3, 3], [1, 3, 1, 3, 1]])
+def test_stride_one_3x3_convs_only_join_runs_that_others_make(tmp_path, kinds):
+    """Stride-1 3x3 convs (Winograd either way) repay no reorders: a chain of them (VGG's) stays NCHW, and so
+    do 1x1 convs that only they link (each 1x1 a run of one); inside a run they stay blocked (the CSP test)."""
+    inits, nodes = [], []
+    y = "x"
+    for i, k in enumerate(kinds):
+        y = conv("c%d" % i, y, 16, 16, k=k, act="Relu", inits=inits, nodes=nodes)
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 12, 12])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    optimized = tmp_path / "optimized.onnx"
+    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    assert "BlockedConv" not in ops and "ToBlocked" not in ops, ops
+    expect_agrees_everywhere(data, x, got[0])
+
+
 def host_has_avx512():
     """Whether the CPU has what nee's AVX-512 level needs (base/cpu_isa.cc), read from /proc/cpuinfo, and
     NEE_MAX_ISA does not cap nee below it (avx2, portable)."""
