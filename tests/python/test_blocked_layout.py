@@ -107,6 +107,20 @@ def test_a_lone_pointwise_conv_stays_nchw(tmp_path):
     assert "BlockedConv" not in ops and "ToBlocked" not in ops, ops
 
 
+def run_optimized(tmp_path, nodes, inits, x_shape, y, y_shape):
+    """The one-input model of `nodes` run once on random x by nee, optimized: its bytes, x, the outputs and
+    the optimized graph's op types."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, y_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    optimized = tmp_path / "optimized.onnx"
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    return data, x, got, [n.op_type for n in onnx.load(str(optimized)).graph.node]
+
+
 @pytest.mark.parametrize("kinds", [[3, 3, 3, 3], [1, 3, 1, 3, 1]])
 def test_stride_one_3x3_convs_only_join_runs_that_others_make(tmp_path, kinds):
     """Stride-1 3x3 convs (Winograd either way) repay no reorders: a chain of them (VGG's) stays NCHW, and so
@@ -115,15 +129,7 @@ def test_stride_one_3x3_convs_only_join_runs_that_others_make(tmp_path, kinds):
     y = "x"
     for i, k in enumerate(kinds):
         y = conv("c%d" % i, y, 16, 16, k=k, act="Relu", inits=inits, nodes=nodes)
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 12])],
-                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 16, 12, 12])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    data = model.SerializeToString()
-    optimized = tmp_path / "optimized.onnx"
-    x = RNG.standard_normal((1, 16, 12, 12)).astype(np.float32)
-    got = session(data, optimized_path=optimized).run(None, {"x": x})
-    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    data, x, got, ops = run_optimized(tmp_path, nodes, inits, [1, 16, 12, 12], y, [1, 16, 12, 12])
     assert "BlockedConv" not in ops and "ToBlocked" not in ops, ops
     expect_agrees_everywhere(data, x, got[0])
 
@@ -276,15 +282,7 @@ def test_a_maxpool_read_only_outside_the_run_stays_nchw(tmp_path):
         nodes.append(helper.make_node("MaxPool", [pools[-1]], [f"pool{i}"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]))
         pools.append(f"pool{i}")
     nodes.append(helper.make_node("Concat", pools, ["cat"], axis=1))
-    graph = helper.make_graph(nodes, "sppf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 9, 9])],
-                              [helper.make_tensor_value_info("cat", TensorProto.FLOAT, [1, 48, 9, 9])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    data = model.SerializeToString()
-    optimized = tmp_path / "optimized.onnx"
-    x = RNG.standard_normal((1, 16, 9, 9)).astype(np.float32)
-    got = session(data, optimized_path=optimized).run(None, {"x": x})
-    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    data, x, got, ops = run_optimized(tmp_path, nodes, inits, [1, 16, 9, 9], "cat", [1, 48, 9, 9])
     assert ops.count("MaxPool") == 2 and "BlockedMaxPool" not in ops and ops.count("BlockedConv") == 3, ops
     want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
