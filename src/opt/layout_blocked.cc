@@ -26,7 +26,9 @@
 // constant scales (its scales given the lanes' axis), all on channels that
 // fill whole blocks, and only where a blocked node reads their output. So
 // YOLO's CSP blocks (1x1 branches concatenated, residual Adds), its SPPF and
-// its upsampling neck stay blocked, and its stride-2 convs with them.
+// its upsampling neck stay blocked, and its stride-2 convs with them. And
+// group-1 3x3 stride-1 convs (Winograd, reading and writing the layout) join
+// there too, so ResNet's and YOLO's bottlenecks need no reorders.
 // Only connected runs of at least kMinRun such nodes (linked through their
 // input or residual) are converted: each value entering a run is reordered
 // once (ToBlocked) and each value leaving it once (FromBlocked), which a lone
@@ -70,18 +72,26 @@ struct Candidate {
   int64_t C = 0, M = 0, group = 1;
   nn::WindowSpec spec;
   std::string z;  // FusedConv's residual input, or ""
+  // Whether it repays a run's reorders: not a stride-1 3x3 conv, which
+  // Winograd computes as fast on NCHW (the blocked one reorders each block
+  // of rows in cache instead, a pass about as costly as ToBlocked's), so it
+  // only joins runs that others make (InLongRuns).
+  bool repays = true;
   std::vector<float> scales;  // a Resize's scales, NCHW
 };
 
-// Stride-2 group-1 convs (ResNet's and YOLO's downsampling 3x3 and 1x1),
-// which the CPU provider computes directly in the blocked layout on AVX-512
-// (ep/cpu/blocked_direct_avx512.h) -- elsewhere only the reference would, so
-// they stay NCHW there. Stride-1 3x3 convs stay NCHW on Winograd (fewer
-// multiplies: ResNet-50's 25% faster than ONNX Runtime's direct NCHWc ones).
-// Only the activations the direct tiles finish in registers.
-bool DirectStrided(const Node& n, const Candidate& c, const std::vector<int64_t>& kernel) {
-  if (HostIsaLevel() < CpuIsaLevel::kAvx512 || c.group != 1 || c.spec.strides[0] != 2) return false;
-  if (c.spec.dilations != std::vector<int64_t>{1, 1}) return false;
+// Group-1 convs that the CPU provider computes in the blocked layout on
+// AVX-512 (elsewhere only the reference would, so they stay NCHW there):
+// stride 2 (ResNet's and YOLO's downsampling 3x3 and 1x1) directly
+// (ep/cpu/blocked_direct_avx512.h), 3x3 stride 1 by Winograd reading and
+// writing the layout (ep/cpu/conv_winograd.h; fewer multiplies: ResNet-50's
+// 25% faster than ONNX Runtime's direct NCHWc ones), so no FromBlocked and
+// ToBlocked sit around them. Winograd takes 16 channels and more on each
+// side; only the activations the direct tiles finish in registers.
+bool DirectOrWinograd(const Node& n, const Candidate& c, const std::vector<int64_t>& kernel) {
+  if (HostIsaLevel() < CpuIsaLevel::kAvx512 || c.group != 1) return false;
+  const bool winograd = c.spec.strides[0] == 1 && kernel == std::vector<int64_t>{3, 3} && c.C >= 16 && c.M >= 16;
+  if ((c.spec.strides[0] != 2 && !winograd) || c.spec.dilations != std::vector<int64_t>{1, 1}) return false;
   for (size_t d = 0; d < 2; ++d)
     if (c.spec.pads[d] >= kernel[d] || c.spec.pads[d + 2] >= kernel[d]) return false;
   const Attribute* act = n.FindAttr("activation");
@@ -234,7 +244,8 @@ bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const bool pointwise = c->group == 1 && kernel == std::vector<int64_t>{1, 1} && s.strides[0] == 1 && no_pads;
   const bool depthwise = c->group == c->C && c->M == c->C && kernel == std::vector<int64_t>{3, 3} &&
                          (s.strides[0] == 1 || s.strides[0] == 2) && pads_one;
-  return pointwise || depthwise || DirectStrided(n, *c, kernel);
+  c->repays = !(c->group == 1 && kernel == std::vector<int64_t>{3, 3} && s.strides[0] == 1);
+  return pointwise || depthwise || DirectOrWinograd(n, *c, kernel);
 }
 
 // Candidates joined through their input or residual, by union-find.
@@ -247,8 +258,8 @@ struct Runs {
 std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cands) {
   std::unordered_map<size_t, size_t> slot;  // node index -> candidate
   for (size_t i = 0; i < cands.size(); ++i) slot[cands[i].node] = i;
-  Runs runs{std::vector<size_t>(cands.size())};
-  std::iota(runs.parent.begin(), runs.parent.end(), size_t{0});
+  // Which candidate reads which: (reader, producer) pairs.
+  std::vector<std::pair<size_t, size_t>> links;
   for (size_t i = 0; i < cands.size(); ++i) {
     const Node& n = ed.node(cands[i].node);
     std::vector<std::string> read = {n.inputs[0], cands[i].z};
@@ -257,17 +268,31 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
       if (in.empty() || (cands[i].kind == Kind::kStem && in == n.inputs[0])) continue;  // a stem reads NCHW
       const int64_t producer = ed.Producer(in);
       auto it = producer < 0 ? slot.end() : slot.find(static_cast<size_t>(producer));
-      if (it != slot.end()) runs.Join(i, it->second);
+      if (it != slot.end()) links.emplace_back(i, it->second);
     }
   }
+  // Runs are linked through the candidates that repay reorders (and joins);
+  // a stride-1 3x3 conv does not link two runs, or make one of pointwise
+  // convs that would otherwise each stay NCHW.
+  Runs runs{std::vector<size_t>(cands.size())};
+  std::iota(runs.parent.begin(), runs.parent.end(), size_t{0});
+  for (const auto& [reader, producer] : links)
+    if (cands[reader].repays && cands[producer].repays) runs.Join(reader, producer);
   // A run's length counts its convs and pools: joins and resizes only copy
   // or add, and repay no reorders of their own.
   std::vector<size_t> size(cands.size(), 0);
   for (size_t i = 0; i < cands.size(); ++i)
-    if (cands[i].kind != Kind::kJoin && cands[i].kind != Kind::kResize) ++size[runs.Find(i)];
+    if (cands[i].kind != Kind::kJoin && cands[i].kind != Kind::kResize && cands[i].repays) ++size[runs.Find(i)];
   std::vector<bool> keep(cands.size());
-  for (size_t i = 0; i < cands.size(); ++i) keep[i] = size[runs.Find(i)] >= kMinRun;
-  return keep;
+  for (size_t i = 0; i < cands.size(); ++i) keep[i] = cands[i].repays && size[runs.Find(i)] >= kMinRun;
+  // A stride-1 3x3 conv joins a run it reads from or feeds (ResNet's and
+  // YOLO's bottlenecks): blocked, it saves the reorders around it.
+  std::vector<bool> joins_run = keep;
+  for (const auto& [reader, producer] : links) {
+    if (!cands[reader].repays && keep[producer]) joins_run[reader] = true;
+    if (!cands[producer].repays && keep[reader]) joins_run[producer] = true;
+  }
+  return joins_run;
 }
 
 // MaxPool candidates that feed a blocked conv directly (ResNet's, before its

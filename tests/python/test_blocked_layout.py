@@ -107,6 +107,33 @@ def test_a_lone_pointwise_conv_stays_nchw(tmp_path):
     assert "BlockedConv" not in ops and "ToBlocked" not in ops, ops
 
 
+def run_optimized(tmp_path, nodes, inits, x_shape, y, y_shape):
+    """The one-input model of `nodes` run once on random x by nee, optimized: its bytes, x, the outputs and
+    the optimized graph's op types."""
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, y_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    optimized = tmp_path / "optimized.onnx"
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    return data, x, got, [n.op_type for n in onnx.load(str(optimized)).graph.node]
+
+
+@pytest.mark.parametrize("kinds", [[3, 3, 3, 3], [1, 3, 1, 3, 1]])
+def test_stride_one_3x3_convs_only_join_runs_that_others_make(tmp_path, kinds):
+    """Stride-1 3x3 convs (Winograd either way) repay no reorders: a chain of them (VGG's) stays NCHW, and so
+    do 1x1 convs that only they link (each 1x1 a run of one); inside a run they stay blocked (the CSP test)."""
+    inits, nodes = [], []
+    y = "x"
+    for i, k in enumerate(kinds):
+        y = conv("c%d" % i, y, 16, 16, k=k, act="Relu", inits=inits, nodes=nodes)
+    data, x, got, ops = run_optimized(tmp_path, nodes, inits, [1, 16, 12, 12], y, [1, 16, 12, 12])
+    assert "BlockedConv" not in ops and "ToBlocked" not in ops, ops
+    expect_agrees_everywhere(data, x, got[0])
+
+
 def host_has_avx512():
     """Whether the CPU has what nee's AVX-512 level needs (base/cpu_isa.cc), read from /proc/cpuinfo, and
     NEE_MAX_ISA does not cap nee below it (avx2, portable)."""
@@ -255,23 +282,15 @@ def test_a_maxpool_read_only_outside_the_run_stays_nchw(tmp_path):
         nodes.append(helper.make_node("MaxPool", [pools[-1]], [f"pool{i}"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]))
         pools.append(f"pool{i}")
     nodes.append(helper.make_node("Concat", pools, ["cat"], axis=1))
-    graph = helper.make_graph(nodes, "sppf", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 9, 9])],
-                              [helper.make_tensor_value_info("cat", TensorProto.FLOAT, [1, 48, 9, 9])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    data = model.SerializeToString()
-    optimized = tmp_path / "optimized.onnx"
-    x = RNG.standard_normal((1, 16, 9, 9)).astype(np.float32)
-    got = session(data, optimized_path=optimized).run(None, {"x": x})
-    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    data, x, got, ops = run_optimized(tmp_path, nodes, inits, [1, 16, 9, 9], "cat", [1, 48, 9, 9])
     assert ops.count("MaxPool") == 2 and "BlockedMaxPool" not in ops and ops.count("BlockedConv") == 3, ops
     want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
     np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=3e-5)
 
 
 def csp_model(size):
-    """YOLO's blocks: a C3 (two 1x1 branches, one through a bottleneck whose 3x3 conv stays NCHW and whose
-    residual Add joins the run, concatenated and fused), a stride-2 conv, an SPPF (chained MaxPools into a
+    """YOLO's blocks: a C3 (two 1x1 branches, one through a bottleneck whose 3x3 conv and residual Add join
+    the run, concatenated and fused), a stride-2 conv, an SPPF (chained MaxPools into a
     Concat), a nearest 2x upsampling concatenated with the C3's output, and a last 1x1 conv; SiLU throughout.
     An odd size, so that the stride-2 window reaches into the padding on one side only."""
     inits, nodes = [], []
@@ -345,8 +364,13 @@ def test_concat_add_and_resize_join_the_blocked_run(tmp_path, size):
                   for n in nodes}
     if host_has_avx512():
         # The C3, SPPF and neck concats and the residual Add run on blocked tensors, and with an even size the
-        # upsampling too (with an odd one a Slice, NCHW, reads it); only the 3x3 stride-1 conv leaves the run.
+        # upsampling too (with an odd one a Slice, NCHW, reads it); the bottleneck's 3x3 stride-1 conv stays
+        # in the run (Winograd on the blocked layout), so only the input and the output are reordered.
         assert on_blocked.get("Concat", 0) == 3 and on_blocked.get("Add") == 1, on_blocked
+        assert [n.name for n in nodes if n.op_type == "BlockedConv" and n.name == "m_b"] == ["m_b"], on_blocked
+        reorders = [n.op_type for n in nodes if n.op_type in ("ToBlocked", "FromBlocked")]
+        if size % 2 == 0:
+            assert reorders == ["ToBlocked", "FromBlocked"], reorders
         assert on_blocked.get("Resize", 0) == (1 if size % 2 == 0 else 0), on_blocked
         assert "MaxPool" not in on_blocked, on_blocked
     else:

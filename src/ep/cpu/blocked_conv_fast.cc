@@ -35,6 +35,7 @@
 
 #include "ep/cpu/activation_simd.h"
 #include "ep/cpu/blocked_direct_avx512.h"
+#include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/blocked_pointwise_avx512.h"
 #include "ep/cpu/blocked_stem_avx512.h"
 #include "ep/cpu/depthwise_blocked_avx512.h"
@@ -544,6 +545,12 @@ BlockedConvGeometry SubsampledAsPointwise(KernelContext& ctx, const BlockedConvG
 }
 #endif
 
+// A group-1 3x3 stride-1 conv on blocked input, begin pads inside the window.
+bool WinogradShape(const BlockedConvGeometry& g) {
+  return !g.nchw_input && g.group == 1 && g.KH == 3 && g.KW == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
+         g.dw == 1 && g.pt >= 0 && g.pl >= 0 && g.pt < 3 && g.pl < 3;
+}
+
 // The key of a node's geometry: each input's rank and dims (-1 for one that
 // is absent); nothing when an input is not a float tensor (PlanBlockedConv
 // then says what is wrong).
@@ -600,6 +607,10 @@ Status BlockedConvFloat(KernelContext& ctx) {
     if (BlockedStemApplies(g) && g.N > 0 && g.OH > 0 && g.OW > 0) RunBlockedStem(ctx, g);
     else BlockedConvReference(ctx, g);
     return Status::Ok();
+  }
+  if (WinogradShape(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {  // fewer multiplies, any activation
+    const Winograd3x3 wg{g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, g.pt, g.pl};
+    if (WinogradBlockedApplies(ctx, wg)) return ConvWinogradBlocked(ctx, wg, g.x, g.w, g.bias, g.act, g.z, g.y);
   }
   if (StridedPointwise(g)) g = SubsampledAsPointwise(ctx, g);
   if (Supported(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {

@@ -118,6 +118,11 @@ Tiling TilingOf(const Winograd3x3& g, int threads) {
 }
 
 #ifdef NEE_WINOGRAD_X86
+using winograd_common::InputPlanes;
+using winograd_common::kLayoutBlock;
+using winograd_common::Layout;
+using winograd_common::OutputPlanes;
+
 #define NEE_AVX512 __attribute__((target("avx512f")))
 
 NEE_AVX512 inline __mmask16 LanesBelow(int64_t k) {
@@ -234,12 +239,13 @@ using InputTilesFn = void (*)(const Winograd3x3& g, const float* plane, int64_t 
 // packed panels' runs of 16 columns, where its store would be two masked
 // stores (slow on AMD: with runs of 16 instead of 32 columns, straddling
 // vectors made ResNet-50's 3x3 convs 5% slower).
+// Channel c's plane is planes + (c - c0) * plane_stride (g.H rows of g.W).
 template <InputTilesFn Tiles, int64_t kLanes>
-void InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* x, const PackedV& pv,
-                    int64_t c0, int64_t c1) {
+void InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* planes, int64_t plane_stride,
+                    const PackedV& pv, int64_t c0, int64_t c1) {
   static_assert(kSgemmPanelRun % kLanes == 0, "aligned vectors stay within a run");
   for (int64_t c = c0; c < c1; ++c) {
-    const float* plane = x + (b.n * g.C + c) * g.H * g.W;
+    const float* plane = planes + (c - c0) * plane_stride;
     for (int64_t ty = b.ty0; ty < b.ty1; ++ty) {
       const int64_t row_start = (ty - b.ty0) * t.tiles_x;
       // Aligned unless that takes one more vector than the row needs.
@@ -428,13 +434,14 @@ NEE_AVX2 void OutputTilesAvx2(const Winograd3x3& g, const float* out, int64_t ld
 using OutputTilesFn = void (*)(const Winograd3x3& g, const float* out, int64_t ldo, int64_t k, float bias,
                                const FusedActivation& act, int64_t ty, int64_t tx0, float* plane);
 
+// Output channel m's plane is planes + (m - m0) * plane_stride (g.OH rows of g.OW).
 template <OutputTilesFn Tiles, int64_t kLanes>
 void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* out, const float* bias,
-                     const FusedActivation& act, float* y, int64_t m0, int64_t m1) {
+                     const FusedActivation& act, float* planes, int64_t plane_stride, int64_t m0, int64_t m1) {
   const int64_t cols = t.columns(b), stride_e = g.M * cols;
   for (int64_t m = m0; m < m1; ++m) {
     const float bv = bias ? bias[m] : 0.f;
-    float* plane = y + (b.n * g.M + m) * g.OH * g.OW;
+    float* plane = planes + (m - m0) * plane_stride;
     for (int64_t ty = b.ty0; ty < b.ty1; ++ty)
       for (int64_t tx0 = 0; tx0 < t.tiles_x; tx0 += kLanes)
         Tiles(g, out + m * cols + (ty - b.ty0) * t.tiles_x + tx0, stride_e, std::min(kLanes, t.tiles_x - tx0), bv,
@@ -443,9 +450,9 @@ void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, cons
 }
 
 using OutputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, const float*,
-                                   const FusedActivation&, float*, int64_t, int64_t);
-using InputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, const PackedV&,
-                                  int64_t, int64_t);
+                                   const FusedActivation&, float*, int64_t, int64_t, int64_t);
+using InputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, int64_t,
+                                  const PackedV&, int64_t, int64_t);
 
 // The transforms for the active instruction set: the output transform with
 // the activation in registers, or null when the activation runs after the
@@ -474,18 +481,23 @@ Transforms TransformsFor(const FusedActivation& act, bool has_residual) {
 // One block: input transform, the 16 GEMMs, output transform. With `ctx`
 // (when blocks are fewer than threads) each phase is shared between the
 // threads: input channels, then the GEMMs one per task, then output
-// channels; the arithmetic is the same either way.
-void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const WinogradWeights& weights, const float* x,
-              const float* bias, const ConvEpilogue* epilogue, const float* z, float* y, const KernelContext* ctx) {
+// channels (blocked: in whole blocks); the arithmetic is the same either way.
+void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const WinogradWeights& weights,
+              const float* bias, const FusedActivation& act, const Layout& io, const KernelContext* ctx) {
   const int64_t cols = t.columns(b);
   float* v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
   const PackedV pv{v, g.C, cols};
   float* out = v + kElems * pv.matrix_floats();
   ZeroPanelPadding(pv, kElems);
   const FusedActivation none;
-  const FusedActivation& act = epilogue ? epilogue->activation : none;
-  const Transforms transforms = TransformsFor(act, z != nullptr);
-  Split(ctx, g.C, [&](int64_t c0, int64_t c1) { transforms.input(g, t, b, x, pv, c0, c1); });
+  const Transforms transforms = TransformsFor(act, io.z != nullptr);
+  const int64_t unit = io.blocked ? kLayoutBlock : 1;  // channels a share holds a multiple of
+  Split(ctx, g.C / unit, [&](int64_t c0, int64_t c1) {
+    InputPlanes(g, 2, b, io, c0 * unit, c1 * unit, [&](const Winograd3x3& rows, const float* planes,
+                                                         int64_t stride, int64_t p0, int64_t p1) {
+      transforms.input(rows, t, b, planes, stride, pv, p0, p1);
+    });
+  });
   auto gemm = [&](int64_t e) {
     Sgemm(g.M, cols, g.C, SgemmA(weights.u[e]), SgemmB::Prepacked(pv.matrix(static_cast<int>(e))), 0.f,
           out + e * g.M * cols, cols, nullptr);
@@ -497,15 +509,25 @@ void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winog
   }
   const OutputTransformFn in_registers = transforms.output;
   const OutputTransformFn output = in_registers ? in_registers : TransformsFor(none, false).output;
-  const int64_t oy0 = 2 * b.ty0, oy1 = std::min(g.OH, 2 * b.ty1), plane = g.OH * g.OW;
-  Split(ctx, g.M, [&](int64_t m0, int64_t m1) {
-    output(g, t, b, out, bias, act, y, m0, m1);
-    if (in_registers) return;
-    // The residual and the activation over these channels' rows, still in cache.
-    const int64_t offset = (b.n * g.M + m0) * plane + oy0 * g.OW;
-    BiasResidualActivate(act, nullptr, z ? z + offset : nullptr, plane, y + offset, plane, m1 - m0,
-                         (oy1 - oy0) * g.OW);
+  Split(ctx, g.M / unit, [&](int64_t m0, int64_t m1) {
+    OutputPlanes(g, 2, b, io, act, !in_registers, m0 * unit, m1 * unit,
+                 [&](const Winograd3x3& rows, const Block& rb, float* planes, int64_t stride, int64_t p0, int64_t p1) {
+                   output(rows, t, rb, out, bias, act, planes, stride, p0, p1);
+                 });
   });
+}
+
+// The F(2x2, 3x3) convolution over every block, in either layout.
+Status RunWinograd(KernelContext& ctx, const Winograd3x3& g, const float* w, const float* bias,
+                   const FusedActivation& act, const Layout& io) {
+  NEE_ASSIGN_OR_RETURN(const std::shared_ptr<const WinogradWeights> weights,
+                       TransformedWeights<WinogradWeights>(ctx, g.M, g.C, [&] { return PackWeights(g, w); }));
+  const Tiling t = TilingOf(g, NumThreads(ctx));
+  RunBlocks(ctx, g.N, t, [&](const Block& b, const KernelContext* shared) {
+    RunBlock(g, t, b, *weights, bias, act, io, shared);
+    return true;
+  });
+  return Status::Ok();
 }
 #endif  // NEE_WINOGRAD_X86
 
@@ -534,17 +556,36 @@ Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, co
     NEE_ASSIGN_OR_RETURN(const bool done, ConvWinograd43(ctx, g, x, w, bias, epilogue, z, y));
     if (done) return Status::Ok();
   }
-  NEE_ASSIGN_OR_RETURN(const std::shared_ptr<const WinogradWeights> weights,
-                       TransformedWeights<WinogradWeights>(ctx, g.M, g.C, [&] { return PackWeights(g, w); }));
-  const Tiling t = TilingOf(g, NumThreads(ctx));
-  RunBlocks(ctx, g.N, t, [&](const Block& b, const KernelContext* shared) {
-    RunBlock(g, t, b, *weights, x, bias, epilogue, z, y, shared);
-    return true;
-  });
-  return Status::Ok();
+  const FusedActivation none;
+  return RunWinograd(ctx, g, w, bias, epilogue ? epilogue->activation : none, Layout{false, x, z, y});
 #else
   (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
   return RuntimeError("Winograd convolution needs x86 (WinogradApplies said no)");
+#endif
+}
+
+bool WinogradBlockedApplies(const KernelContext& ctx, const Winograd3x3& g) {
+#ifdef NEE_WINOGRAD_X86
+  // AVX-512 only: the blocked layout's convs are AVX-512's (opt/layout_blocked.cc).
+  return SgemmActiveIsa() == SgemmIsa::kAvx512 && WinogradApplies(ctx, g) && g.C % kLayoutBlock == 0 &&
+         g.M % kLayoutBlock == 0;
+#else
+  (void)ctx, (void)g;
+  return false;
+#endif
+}
+
+Status ConvWinogradBlocked(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w,
+                           const float* bias, const FusedActivation& act, const float* z, float* y) {
+#ifdef NEE_WINOGRAD_X86
+  if (Winograd43Preferred(g)) {  // as ConvWinograd
+    NEE_ASSIGN_OR_RETURN(const bool done, ConvWinograd43Blocked(ctx, g, x, w, bias, act, z, y));
+    if (done) return Status::Ok();
+  }
+  return RunWinograd(ctx, g, w, bias, act, Layout{true, x, z, y});
+#else
+  (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)act, (void)z, (void)y;
+  return RuntimeError("Winograd convolution needs x86 (WinogradBlockedApplies said no)");
 #endif
 }
 

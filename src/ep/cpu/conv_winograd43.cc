@@ -240,14 +240,15 @@ NEE_AVX2 bool InputTiles(const Winograd3x3& g, const float* plane, const Halves&
 // within one of the packed panels' runs of 16 columns (one plain store
 // instead of two masked); in a narrow one every vector is two tile rows.
 // Returns whether every input read is finite.
-bool InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* x, const PackedV& pv,
-                    int64_t c0, int64_t c1) {
+// Channel c's plane is planes + (c - c0) * plane_stride (g.H rows of g.W).
+bool InputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* planes, int64_t plane_stride,
+                    const PackedV& pv, int64_t c0, int64_t c1) {
   constexpr int64_t kLanes = 8;
   static_assert(kSgemmPanelRun % kLanes == 0, "aligned vectors stay within a run");
   const int64_t cols = t.columns(b);
   bool finite = true;
   for (int64_t c = c0; c < c1; ++c) {
-    const float* plane = x + (b.n * g.C + c) * g.H * g.W;
+    const float* plane = planes + (c - c0) * plane_stride;
     if (t.narrow()) {
       for (int64_t ty = b.ty0; ty < b.ty1; ty += 2) {
         const int64_t t0 = (ty - b.ty0) * t.stride;
@@ -304,15 +305,15 @@ using OutputTilesFn = void (*)(const Winograd3x3& g, const float* out, int64_t l
                                const FusedActivation& act, const Halves& h, float* plane);
 
 // Output channels [m0, m1) of the block, vectors of tiles as InputTransform has
-// them.
+// them; channel m's plane is planes + (m - m0) * plane_stride (g.OH rows of g.OW).
 template <OutputTilesFn Tiles>
 void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, const float* out, const float* bias,
-                     const FusedActivation& act, float* y, int64_t m0, int64_t m1) {
+                     const FusedActivation& act, float* planes, int64_t plane_stride, int64_t m0, int64_t m1) {
   constexpr int64_t kLanes = 8;
   const int64_t cols = t.columns(b), stride_e = g.M * cols;
   for (int64_t m = m0; m < m1; ++m) {
     const float bv = bias ? bias[m] : 0.f;
-    float* plane = y + (b.n * g.M + m) * g.OH * g.OW;
+    float* plane = planes + (m - m0) * plane_stride;
     const float* tiles = out + m * cols;
     if (t.narrow()) {
       for (int64_t ty = b.ty0; ty < b.ty1; ty += 2) {
@@ -330,7 +331,7 @@ void OutputTransform(const Winograd3x3& g, const Tiling& t, const Block& b, cons
 }
 
 using OutputTransformFn = void (*)(const Winograd3x3&, const Tiling&, const Block&, const float*, const float*,
-                                   const FusedActivation&, float*, int64_t, int64_t);
+                                   const FusedActivation&, float*, int64_t, int64_t, int64_t);
 
 // The output transform with the activation in registers.
 OutputTransformFn OutputTransformFor(FusedActivation::Kind kind) {
@@ -338,23 +339,30 @@ OutputTransformFn OutputTransformFor(FusedActivation::Kind kind) {
                         [](auto k) -> OutputTransformFn { return OutputTransform<OutputTiles<decltype(k)::value>>; });
 }
 
+using winograd_common::InputPlanes;
+using winograd_common::kLayoutBlock;
+using winograd_common::Layout;
+using winograd_common::OutputPlanes;
+
 // One block: input transform, the 36 GEMMs, output transform (with a
 // residual, the residual and activation in a pass over the block's rows
 // after it). With `ctx` each phase is shared between the threads; the
 // arithmetic is the same either way. Returns false, leaving y unwritten,
 // where an input the block reads is NaN or infinite.
-bool RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winograd43Weights& weights, const float* x,
-              const float* bias, const ConvEpilogue* epilogue, const float* z, float* y, const KernelContext* ctx) {
+bool RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winograd43Weights& weights,
+              const float* bias, const FusedActivation& act, const Layout& io, const KernelContext* ctx) {
   const int64_t cols = t.columns(b);
   float* v = BlockScratch(kElems * (g.C * PackedV::RoundUp32(cols) + g.M * cols));
   const PackedV pv{v, g.C, cols};
   float* out = v + kElems * pv.matrix_floats();
   ZeroPanelPadding(pv, kElems);
-  const FusedActivation none;
-  const FusedActivation& act = epilogue ? epilogue->activation : none;
+  const int64_t unit = io.blocked ? kLayoutBlock : 1;  // channels a share holds a multiple of
   std::atomic<bool> finite{true};
-  Split(ctx, g.C, [&](int64_t c0, int64_t c1) {
-    if (!InputTransform(g, t, b, x, pv, c0, c1)) finite.store(false, std::memory_order_relaxed);
+  Split(ctx, g.C / unit, [&](int64_t c0, int64_t c1) {
+    InputPlanes(g, 4, b, io, c0 * unit, c1 * unit, [&](const Winograd3x3& rows, const float* planes,
+                                                         int64_t stride, int64_t p0, int64_t p1) {
+      if (!InputTransform(rows, t, b, planes, stride, pv, p0, p1)) finite.store(false, std::memory_order_relaxed);
+    });
   });
   if (!finite.load()) return false;
   auto gemm = [&](int64_t e) {
@@ -366,17 +374,29 @@ bool RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winog
   } else {
     for (int e = 0; e < kElems; ++e) gemm(e);
   }
-  const OutputTransformFn output = OutputTransformFor(z ? FusedActivation::Kind::kNone : act.kind);
-  const int64_t oy0 = 4 * b.ty0, oy1 = std::min(g.OH, 4 * b.ty1), plane = g.OH * g.OW;
-  Split(ctx, g.M, [&](int64_t m0, int64_t m1) {
-    output(g, t, b, out, bias, act, y, m0, m1);
-    if (!z) return;
-    // The residual goes before the activation: both over these channels' rows,
-    // still in cache.
-    const int64_t offset = (b.n * g.M + m0) * plane + oy0 * g.OW;
-    BiasResidualActivate(act, nullptr, z + offset, plane, y + offset, plane, m1 - m0, (oy1 - oy0) * g.OW);
+  // With a residual, the residual goes before the activation: both in a pass
+  // over the rows after the transform.
+  const OutputTransformFn output = OutputTransformFor(io.z ? FusedActivation::Kind::kNone : act.kind);
+  Split(ctx, g.M / unit, [&](int64_t m0, int64_t m1) {
+    OutputPlanes(g, 4, b, io, act, io.z != nullptr, m0 * unit, m1 * unit,
+                 [&](const Winograd3x3& rows, const Block& rb, float* planes, int64_t stride, int64_t p0, int64_t p1) {
+                   output(rows, t, rb, out, bias, act, planes, stride, p0, p1);
+                 });
   });
   return true;
+}
+
+Result<bool> RunWinograd43(KernelContext& ctx, const Winograd3x3& g, const float* w, const float* bias,
+                           const FusedActivation& act, const Layout& io) {
+  // Releasing the weights' file pages is safe although a run with non-finite
+  // inputs falls back to F(2x2, 3x3), which reads them: they fault back in
+  // from the file.
+  NEE_ASSIGN_OR_RETURN(const std::shared_ptr<const Winograd43Weights> weights,
+                       TransformedWeights<Winograd43Weights>(ctx, g.M, g.C, [&] { return PackWeights(g, w); }));
+  const Tiling t = TilingOf(g, NumThreads(ctx));
+  return RunBlocks(ctx, g.N, t, [&](const Block& b, const KernelContext* shared) {
+    return RunBlock(g, t, b, *weights, bias, act, io, shared);
+  });
 }
 #endif  // NEE_WINOGRAD43_X86
 
@@ -413,17 +433,20 @@ bool Winograd43Preferred(const Winograd3x3& g) {
 Result<bool> ConvWinograd43(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w, const float* bias,
                             const ConvEpilogue* epilogue, const float* z, float* y) {
 #ifdef NEE_WINOGRAD43_X86
-  // Releasing the weights' file pages is safe although a run with non-finite
-  // inputs falls back to F(2x2, 3x3), which reads them: they fault back in
-  // from the file.
-  NEE_ASSIGN_OR_RETURN(const std::shared_ptr<const Winograd43Weights> weights,
-                       TransformedWeights<Winograd43Weights>(ctx, g.M, g.C, [&] { return PackWeights(g, w); }));
-  const Tiling t = TilingOf(g, NumThreads(ctx));
-  return RunBlocks(ctx, g.N, t, [&](const Block& b, const KernelContext* shared) {
-    return RunBlock(g, t, b, *weights, x, bias, epilogue, z, y, shared);
-  });
+  const FusedActivation none;
+  return RunWinograd43(ctx, g, w, bias, epilogue ? epilogue->activation : none, Layout{false, x, z, y});
 #else
   (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)epilogue, (void)z, (void)y;
+  return RuntimeError("Winograd F(4x4, 3x3) needs x86 (Winograd43Preferred said no)");
+#endif
+}
+
+Result<bool> ConvWinograd43Blocked(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w,
+                                   const float* bias, const FusedActivation& act, const float* z, float* y) {
+#ifdef NEE_WINOGRAD43_X86
+  return RunWinograd43(ctx, g, w, bias, act, Layout{true, x, z, y});
+#else
+  (void)ctx, (void)g, (void)x, (void)w, (void)bias, (void)act, (void)z, (void)y;
   return RuntimeError("Winograd F(4x4, 3x3) needs x86 (Winograd43Preferred said no)");
 #endif
 }

@@ -29,4 +29,8 @@ void SetWinograd43Mode(Winograd43Mode mode);
 Result<bool> ConvWinograd43(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w, const float* bias,
                             const ConvEpilogue* epilogue, const float* z, float* y);
 
+// The same on nee's channel-blocked layout (see ConvWinogradBlocked).
+Result<bool> ConvWinograd43Blocked(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w,
+                                   const float* bias, const FusedActivation& act, const float* z, float* y);
+
 }  // namespace nee::cpu

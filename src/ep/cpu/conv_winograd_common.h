@@ -8,8 +8,15 @@
 #include <cstdint>
 #include <memory>
 
+#include "ep/cpu/conv_common.h"
+#include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include "ep/cpu/simd_x86.h"
+#define NEE_WINOGRAD_COMMON_X86 1
+#endif
 
 namespace nee::cpu::winograd_common {
 
@@ -100,5 +107,103 @@ bool RunBlocks(const KernelContext& ctx, int64_t N, const TilingT& tiling, RunFn
   }
   return ok.load();
 }
+
+
+#ifdef NEE_WINOGRAD_COMMON_X86
+// ---- nee's channel-blocked layout ([N, C/8, H, W, 8], ops/blocked_conv.h) --
+//
+// A block's input rows of eight channels are deinterleaved into planes in the
+// thread's scratch (a block's rows: they stay in L2) and go through the NCHW
+// input transform; each eight output channels' rows are transformed into
+// planes there and interleaved into the blocked output. So the values, and
+// the bits, are the NCHW path's, without the FromBlocked and ToBlocked passes
+// over whole tensors that an NCHW conv inside a blocked run needs.
+
+constexpr int64_t kLayoutBlock = 8;  // channels per block of the layout
+
+inline float* ChannelScratch(int64_t floats) {
+  thread_local SgemmScratch scratch;
+  return scratch.Get(floats);
+}
+
+// planes[l * pixels + p] = blocked[p * 8 + l] for the eight lanes l.
+__attribute__((target("avx2"))) inline void Deinterleave8(const float* blocked, int64_t pixels, float* planes) {
+  constexpr int64_t kB = kLayoutBlock;
+  int64_t p = 0;
+  for (; p + kB <= pixels; p += kB) Transpose8x8Avx2(blocked + p * kB, kB, planes + p, pixels);
+  for (; p < pixels; ++p)
+    for (int64_t l = 0; l < kB; ++l) planes[l * pixels + p] = blocked[p * kB + l];
+}
+
+// blocked[p * 8 + l] = planes[l * pixels + p]: Deinterleave8's inverse.
+__attribute__((target("avx2"))) inline void Interleave8(const float* planes, int64_t pixels, float* blocked) {
+  constexpr int64_t kB = kLayoutBlock;
+  int64_t p = 0;
+  for (; p + kB <= pixels; p += kB) Transpose8x8Avx2(planes + p, pixels, blocked + p * kB, kB);
+  for (; p < pixels; ++p)
+    for (int64_t l = 0; l < kB; ++l) blocked[p * kB + l] = planes[l * pixels + p];
+}
+
+// Where a conv reads its input and writes its output: x, z and y NCHW, or
+// channel-blocked (then a phase's channel ranges are whole blocks).
+struct Layout {
+  bool blocked;
+  const float* x;
+  const float* z;  // the residual, or null
+  float* y;
+};
+
+// Input channels [c0, c1) of block b as planes of H rows of W:
+// input(geometry, planes, plane_stride, c0, c1) reads channel c at
+// planes + (c - c0) * plane_stride. Blocked, eight channels at a time: the
+// rows [r0, r1) the block's tile rows (tile outputs high, tile + 2 inputs)
+// read, as an image of r1 - r0 rows whose begin pad is ph + r0.
+template <typename InputFn>
+void InputPlanes(const Winograd3x3& g, int64_t tile, const Block& b, const Layout& io, int64_t c0, int64_t c1,
+                 InputFn&& input) {
+  if (!io.blocked) return input(g, io.x + (b.n * g.C + c0) * g.H * g.W, g.H * g.W, c0, c1);
+  const int64_t r0 = std::clamp<int64_t>(tile * b.ty0 - g.ph, 0, g.H);
+  const int64_t r1 = std::clamp<int64_t>(tile * b.ty1 - g.ph + 2, r0, g.H);
+  Winograd3x3 rows = g;
+  rows.H = r1 - r0;
+  rows.ph = g.ph + r0;
+  const int64_t pixels = rows.H * g.W;
+  float* planes = ChannelScratch(kLayoutBlock * std::max<int64_t>(pixels, 1));
+  for (int64_t c = c0; c < c1; c += kLayoutBlock) {
+    Deinterleave8(io.x + (b.n * g.C + c) * g.H * g.W + r0 * g.W * kLayoutBlock, pixels, planes);
+    input(rows, planes, pixels, c, c + kLayoutBlock);
+  }
+}
+
+// Output channels [m0, m1) of block b: output(geometry, block, planes,
+// plane_stride, m0, m1) writes channel m's output rows at planes + (m - m0) *
+// plane_stride (blocked: the block's rows as an image of OH - oy0 rows, its
+// tile rows from 0, into scratch, then interleaved into y). `finish`: the
+// residual and activation follow, over the rows while still in cache.
+template <typename OutputFn>
+void OutputPlanes(const Winograd3x3& g, int64_t tile, const Block& b, const Layout& io, const FusedActivation& act,
+                  bool finish, int64_t m0, int64_t m1, OutputFn&& output) {
+  const int64_t oy0 = tile * b.ty0, oy1 = std::min(g.OH, tile * b.ty1), plane = g.OH * g.OW;
+  if (!io.blocked) {
+    output(g, b, io.y + (b.n * g.M + m0) * plane, plane, m0, m1);
+    if (!finish) return;
+    const int64_t offset = (b.n * g.M + m0) * plane + oy0 * g.OW;
+    BiasResidualActivate(act, nullptr, io.z ? io.z + offset : nullptr, plane, io.y + offset, plane, m1 - m0,
+                         (oy1 - oy0) * g.OW);
+    return;
+  }
+  Winograd3x3 rows = g;
+  rows.OH = g.OH - oy0;
+  const Block local{0, 0, b.ty1 - b.ty0};
+  const int64_t pixels = (oy1 - oy0) * g.OW, floats = kLayoutBlock * pixels;
+  float* planes = ChannelScratch(std::max<int64_t>(floats, 1));
+  for (int64_t m = m0; m < m1; m += kLayoutBlock) {
+    output(rows, local, planes, pixels, m, m + kLayoutBlock);
+    const int64_t offset = (b.n * g.M + m) * plane + oy0 * g.OW * kLayoutBlock;  // blocked [n, m / 8, oy0, 0, 0]
+    Interleave8(planes, pixels, io.y + offset);
+    if (finish) BiasResidualActivate(act, nullptr, io.z ? io.z + offset : nullptr, floats, io.y + offset, floats, 1, floats);
+  }
+}
+#endif  // NEE_WINOGRAD_COMMON_X86
 
 }  // namespace nee::cpu::winograd_common

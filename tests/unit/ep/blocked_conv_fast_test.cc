@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "ep/cpu/conv_winograd43.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
@@ -59,6 +61,9 @@ const std::vector<Geometry> kGeometries = {
     {"1x1 s3", {1, 8, 10, 7}, {40, 8, 1, 1}, 1, 3, 0},                // subsampled: 4 x 3 of 10 x 7
     {"5x5 s1 pad 2", {1, 8, 6, 7}, {16, 8, 5, 5}, 1, 1, 2},           // windows wider than the image
     {"3x3 s2 no pad", {1, 24, 9, 10}, {8, 24, 3, 3}, 1, 2, 0},
+    // 3x3 stride 1, 16 channels and more: AVX-512 runs Winograd on the blocked layout (conv_winograd.h).
+    {"3x3 s1 Winograd", {1, 16, 9, 13}, {24, 16, 3, 3}, 1, 1, 1},          // odd rows and columns
+    {"3x3 s1 Winograd no pad", {2, 24, 8, 7}, {16, 24, 3, 3}, 1, 1, 0},
     // Weights beyond L2 (1 MB, 1.2 MB): tasks by output channels first.
     {"pointwise big weights", {1, 512, 3, 5}, {512, 512, 1, 1}, 1, 1, 0},
     {"3x3 s2 big weights", {1, 256, 3, 35}, {136, 256, 3, 3}, 1, 2, 1},  // 17 blocks: an odd last pair
@@ -293,6 +298,67 @@ TEST(BlockedConvFast, CachedGeometryGivesWhatPlanningPerCallGives) {
       auto bad = RunPrepared(node, in, cache, 2);
       ASSERT_FALSE(bad.ok()) << g.name;
       EXPECT_NE(bad.status().message().find("input 3"), std::string::npos) << bad.status().message();
+    }
+  }
+}
+
+// Winograd on the blocked layout reorders per block of tile rows, and
+// otherwise runs the NCHW path's transforms and GEMMs: the same bits as the
+// NCHW FusedConv kernel reordered, for F(2x2, 3x3) and F(4x4, 3x3), images
+// of several blocks, narrow ones (F(4x4, 3x3) packs two tile rows a vector),
+// no pads and pads of 2, residuals, activations in and out of registers, at
+// 1-3 threads; an input with NaN and infinity (F(4x4, 3x3) declines it,
+// F(2x2, 3x3) runs) too.
+TEST(BlockedConvFast, WinogradGivesTheNchwWinogradsBits) {
+  if (cpu::SgemmActiveIsa() != cpu::SgemmIsa::kAvx512) GTEST_SKIP() << "blocked Winograd is AVX-512's";
+  const std::vector<Geometry> geometries = {
+      {"one block", {1, 16, 30, 33}, {24, 16, 3, 3}, 1, 1, 1},
+      {"several blocks", {2, 64, 64, 40}, {64, 64, 3, 3}, 1, 1, 1},
+      {"narrow", {1, 32, 14, 14}, {40, 32, 3, 3}, 1, 1, 1},
+      {"no pad", {1, 24, 11, 10}, {16, 24, 3, 3}, 1, 1, 0},
+      {"pad 2", {1, 16, 7, 9}, {16, 16, 3, 3}, 1, 1, 2},
+  };
+  auto same_bits = [](const Tensor& got, const Tensor& want, const std::string& what) {
+    ASSERT_EQ(got.dims(), want.dims()) << what;
+    for (int64_t i = 0; i < want.num_elements(); ++i)
+      ASSERT_EQ(std::memcmp(got.data<float>() + i, want.data<float>() + i, sizeof(float)), 0)
+          << what << " at " << i << ": " << got.data<float>()[i] << " vs " << want.data<float>()[i];
+  };
+  std::mt19937 rng(17);
+  for (const Geometry& g : geometries) {
+    for (bool non_finite : {false, true}) {
+      Tensor x = testing::RandomTensor(g.x, rng);
+      if (non_finite) {
+        x.data<float>()[x.num_elements() / 3] = std::nanf("");
+        x.data<float>()[x.num_elements() / 2] = INFINITY;
+      }
+      const Tensor w = Weights(g, rng), b = testing::RandomTensor({g.w[0]}, rng);
+      const Tensor xb = Reorder("ToBlocked", x, g.x[1]);
+      for (const Act& act : {kActs[0], kActs[6], kActs[7]}) {  // none, Silu, Tanh
+        for (size_t inputs : {3, 4}) {
+          std::vector<Value> nchw = {Value(x), Value(w), Value(b)}, blocked = {Value(xb), Value(w), Value(b)};
+          if (inputs == 4) {
+            const int64_t OH = g.x[2] + 2 * g.pad - 2, OW = g.x[3] + 2 * g.pad - 2;
+            const Tensor z = testing::RandomTensor({g.x[0], g.w[0], OH, OW}, rng);
+            nchw.push_back(Value(z));
+            blocked.push_back(Value(Reorder("ToBlocked", z, g.w[0])));
+          }
+          for (cpu::Winograd43Mode mode : {cpu::Winograd43Mode::kNever, cpu::Winograd43Mode::kAlways}) {
+            cpu::SetWinograd43Mode(mode);
+            for (int threads : {1, 2, 3}) {
+              const std::string what = std::string(g.name) + " " + act.name + " inputs " + std::to_string(inputs) +
+                                       (mode == cpu::Winograd43Mode::kAlways ? " F(4x4)" : " F(2x2)") + " threads " +
+                                       std::to_string(threads) + (non_finite ? " non-finite" : "");
+              auto want = testing::RunKernel(cpu::FusedConvFloat, FusedConvNode(g, act, inputs), 1, nchw, threads);
+              ASSERT_TRUE(want.ok()) << want.status().ToString();
+              auto got = testing::RunKernel(cpu::BlockedConvFloat, BlockedConvNode(g, act, inputs), 1, blocked, threads);
+              ASSERT_TRUE(got.ok()) << got.status().ToString();
+              same_bits(*got, Reorder("ToBlocked", *want, g.w[0]), what);
+            }
+          }
+          cpu::SetWinograd43Mode(cpu::Winograd43Mode::kAuto);
+        }
+      }
     }
   }
 }
