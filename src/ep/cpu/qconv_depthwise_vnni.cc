@@ -15,8 +15,9 @@
 // Runs: stride-1 convs on narrow images compute "flat" runs over the padded plane (position f = oy * wp
 // + ox reads f plus the tap's offset, so rows follow each other in one run, the wp - ow positions past each
 // row's end computed and dropped: a 7x7 output is 4 vectors, not 7), squeezed in a register when at most 64
-// positions (RunSmallFlat), else through a scratch row copied out; the others one output row at a time,
-// straight into y (masked at the row's end). Threads split the channels;
+// positions (RunSmallFlat), else through a scratch row copied out; outputs at most 8 wide several rows to a
+// vector (lane k: row k / ow, column k % ow), straight into y; the others one output row at a time, straight
+// into y (masked at the row's end). Threads split the channels;
 // every output is computed by the same instructions at any thread count.
 #include <algorithm>
 #include <functional>
@@ -164,6 +165,16 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
   const int64_t flat_vectors = (flat_count + kCols - 1) / kCols;
   const bool flat = g.sh == 1 && g.sw == 1 && flat_vectors < g.oh * row_vectors;
   const bool small_flat = flat && flat_count <= kLoadBytes;
+  // Row groups: outputs at most 8 wide share a vector among `group` consecutive output rows (lane k: row
+  // k / ow, column k % ow; the rows lie one after another in y too), where every lane's taps lie within one
+  // load: a 14x14 stride-2 input's 7x7 output is 4 vectors, not 7.
+  int64_t group = g.ow <= kCols / 2 ? kCols / g.ow : 1;
+  while (group > 1 && (group - 1) * g.sh * g.wp + (g.ow - 1) * g.sw + 3 * g.dw >= kLoadBytes) --group;
+  const bool grouped = !small_flat && group > 1 && (!flat || (g.oh + group - 1) / group <= flat_vectors);
+  const __m512i group_deal = ByteIndices(grouped ? kLoadBytes : 0, [&](int64_t b) {
+    const int64_t k = b / 4;
+    return k < group * g.ow ? (k / g.ow) * g.sh * g.wp + (k % g.ow) * g.sw + (b % 4) * g.dw : 0;
+  });
   const __m512i keep = ByteIndices(small_flat ? P : 0, [&](int64_t i) { return (i / g.ow) * g.wp + i % g.ow; });
   const __mmask64 store = P >= kLoadBytes ? ~__mmask64{0} : (__mmask64{1} << P) - 1;
   // Whole-vector reads run up to 16 pixels and one load past the last tap (see the header comment).
@@ -185,12 +196,15 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
         PadNarrowPlane(g, x + nc * g.ih * g.iw, flip_bytes, fill, plane);
       else
         PadImageAvx512(g, x + nc * g.ih * g.iw, flip, zx, plane);
-      const DwChannel ch{quads.data() + c * nquads, offsets, nquads, deal, _mm512_set1_epi32(q.constant[c]),
+      const DwChannel ch{quads.data() + c * nquads, offsets, nquads, grouped ? group_deal : deal, _mm512_set1_epi32(q.constant[c]),
                          q.mult_f[c], q.mult[c], _mm512_set1_ps(yzp - delta), _mm512_set1_ps(yzp + delta),
                          _mm512_set1_pd(q.yzp)};
       uint8_t* y_plane = y + nc * P;
       if (small_flat) {
         run_small_flat(ch, plane, flat_vectors, keep, store, q.y_signed, y_plane);
+      } else if (grouped) {
+        for (int64_t oy = 0; oy < g.oh; oy += group)
+          run_pixels(ch, plane + oy * g.sh * g.wp, std::min(group, g.oh - oy) * g.ow, 0, q.y_signed, y_plane + oy * g.ow);
       } else if (flat) {
         run_pixels(ch, plane, flat_count, kCols, q.y_signed, t_flat.data());
         CopyFlatRows(t_flat.data(), g.wp, g.oh, g.ow, y_plane);
