@@ -82,6 +82,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "QLinearConv", 10, 1000, QLinearConvFast, "uint8, int8 (1-D, 2-D)"},
       {"com.microsoft", "QLinearAdd", 1, 1000, QLinearAddFast, "uint8, int8 same shape"},
       {"com.microsoft", "QLinearLeakyRelu", 1, 1000, QLinearLeakyReluFast, "uint8, int8"},
+      {"com.microsoft", "QLinearGlobalAveragePool", 1, 1000, QLinearGlobalAveragePoolFast, "uint8, int8 NCHW"},
       {"com.microsoft", "QGemm", 1, 1000, QGemmFast, "uint8, int8, no transA/transB"},
       {"", "DynamicQuantizeLinear", 1, 1000, DynamicQuantizeLinearFast, "float32"},
       {"com.microsoft", "DynamicQuantizeLSTM", 1, 1000, DynamicQuantizeLstmFast, "float32"},

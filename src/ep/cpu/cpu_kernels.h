@@ -168,6 +168,7 @@ Status QLinearConvFast(KernelContext& ctx);
 Status QuantizeLinearFast(KernelContext& ctx);  // float32 to uint8 per tensor (quant_fast.cc)
 Status QLinearAddFast(KernelContext& ctx);
 Status QLinearLeakyReluFast(KernelContext& ctx);
+Status QLinearGlobalAveragePoolFast(KernelContext& ctx);  // NCHW planes (qlinear_fast.cc)
 // com.microsoft QGemm (qlinear_fast.cc; the QDQ fusion's classifier Gemm): MatMulInteger's exact product, C,
 // then the reference's float requantization; bitwise the reference.
 Status QGemmFast(KernelContext& ctx);

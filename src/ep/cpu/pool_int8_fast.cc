@@ -8,7 +8,8 @@
 // lowest value (never above a real one, so a window's max over all its column taps is its max over those
 // inside); then each output is the max over its column taps in that row, 32 at a time on AVX2 for column
 // strides 1 and 2 (stride 2: the even bytes of the stride-1 maxima, packed), one by one otherwise. Windows
-// without a tap inside the input (whole rows or columns of them) are written as 0 last. Other ranks, the
+// without a tap inside the input (whole rows or columns of them) are written as 0 last. On AVX-512 VBMI, rows
+// of at most 128 input and 64 output bytes stay in registers instead (PoolPlaneAvx512). Other ranks, the
 // Indices output and the float types go elsewhere (float32: pool_fast.cc's MaxPoolFloat).
 #include <algorithm>
 #include <cstring>
@@ -17,6 +18,8 @@
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
+#include "ep/cpu/qconv_requant_avx512.h"
+#include "ep/cpu/qconv_vnni.h"
 #include "ops/nn_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -184,6 +187,91 @@ void PoolPlane8(const Pool8Geometry& g, const uint8_t* x, uint8_t* y, uint8_t* b
   }
 }
 
+#ifdef NEE_POOL8_X86
+NEE_QCONV_AVX512_WARNINGS_OFF
+#define NEE_POOL8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi")))
+
+constexpr int64_t kMaxColumnTaps = 16;
+
+// Whether PoolPlaneAvx512 takes a geometry: an input row in two zmm, an output row in one.
+bool Avx512RowsApply(const Pool8Geometry& g) { return g.iw <= 128 && g.ow <= 64 && g.kw <= kMaxColumnTaps; }
+
+// Per column tap: which byte of the two-register input row each output reads (vpermt2b), and which outputs'
+// taps land inside the input; the outputs with none (the reference's 0).
+struct ColumnTaps {
+  __m512i index[kMaxColumnTaps];
+  __mmask64 inside[kMaxColumnTaps];
+  __mmask64 empty = 0;
+};
+
+NEE_POOL8_AVX512 ColumnTaps PlanColumnTaps(const Pool8Geometry& g) {
+  ColumnTaps c;
+  __mmask64 any = 0;
+  for (int64_t t = 0; t < g.kw; ++t) {
+    alignas(64) uint8_t idx[64] = {};
+    __mmask64 inside = 0;
+    for (int64_t o = 0; o < g.ow; ++o) {
+      const int64_t col = o * g.sw + t * g.dw - g.pw;
+      if (col < 0 || col >= g.iw) continue;
+      idx[o] = static_cast<uint8_t>(col);
+      inside |= __mmask64{1} << o;
+    }
+    c.index[t] = _mm512_load_si512(idx);
+    c.inside[t] = inside;
+    any |= inside;
+  }
+  const __mmask64 outputs = g.ow == 64 ? ~__mmask64{0} : (__mmask64{1} << g.ow) - 1;
+  c.empty = outputs & ~any;
+  return c;
+}
+
+template <bool kSigned>
+NEE_POOL8_AVX512 inline __m512i Max64(__m512i a, __m512i b) {
+  return kSigned ? _mm512_max_epi8(a, b) : _mm512_max_epu8(a, b);
+}
+
+// One plane, a row of outputs at a time, all in registers: the window's input rows (inside the input) maxed
+// as two zmm, then each column tap's bytes dealt to the outputs by one vpermt2b and maxed in where the tap
+// lies inside the input; outputs whose window has no tap inside set to 0. Where the buffered path stored a
+// row and reloaded it at other offsets (store-forwarding stalls), nothing here goes through memory.
+template <bool kSigned>
+NEE_POOL8_AVX512 void PoolPlaneAvx512(const Pool8Geometry& g, const ColumnTaps& c, const uint8_t* x, uint8_t* y) {
+  const __mmask64 low_mask = g.iw >= 64 ? ~__mmask64{0} : (__mmask64{1} << g.iw) - 1;
+  const __mmask64 high_mask = g.iw <= 64 ? 0 : g.iw == 128 ? ~__mmask64{0} : (__mmask64{1} << (g.iw - 64)) - 1;
+  const __mmask64 store = g.ow == 64 ? ~__mmask64{0} : (__mmask64{1} << g.ow) - 1;
+  const __m512i lowest = _mm512_set1_epi8(kSigned ? -128 : 0), zero = _mm512_setzero_si512();
+  const int64_t out_size = g.oh * g.ow;
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const Taps& t = g.rows[static_cast<size_t>(oy)];
+    __m512i acc = zero;
+    if (t.lo < t.hi) {
+      __m512i lo = lowest, hi = lowest;
+      for (int64_t tap = t.lo; tap < t.hi; ++tap) {
+        const uint8_t* row = x + (t.start + tap * g.dh) * g.iw;
+        lo = Max64<kSigned>(lo, _mm512_maskz_loadu_epi8(low_mask, row));
+        if (high_mask) hi = Max64<kSigned>(hi, _mm512_maskz_loadu_epi8(high_mask, row + 64));
+      }
+      acc = lowest;
+      for (int64_t k = 0; k < g.kw; ++k) {
+        const __m512i dealt = _mm512_permutex2var_epi8(lo, c.index[k], hi);
+        acc = kSigned ? _mm512_mask_max_epi8(acc, c.inside[k], acc, dealt) : _mm512_mask_max_epu8(acc, c.inside[k], acc, dealt);
+      }
+      acc = _mm512_mask_mov_epi8(acc, c.empty, zero);
+    }
+    uint8_t* out = y + oy * g.ow;
+    // A whole store where its tail stays in this plane (the next row overwrites it), else a masked one.
+    if (oy * g.ow + 64 <= out_size)
+      _mm512_storeu_si512(out, acc);
+    else
+      _mm512_mask_storeu_epi8(out, store, acc);
+  }
+}
+
+// Whether the AVX-512 VBMI rows run: the CPU has them and the ISA limit is at AVX-512.
+bool Pool8Avx512Active() { return qconv::QConvVnniActive() && qconv::QConvHasVbmi(); }
+NEE_QCONV_AVX512_WARNINGS_ON
+#endif
+
 using PlaneFn = void (*)(const Pool8Geometry&, const uint8_t*, uint8_t*, uint8_t*);
 
 PlaneFn PickPlane(bool is_signed, bool avx2) {
@@ -211,6 +299,16 @@ Status MaxPool8(KernelContext& ctx) {
   const auto* xp = static_cast<const uint8_t*>(x.raw_data());
   auto* yp = static_cast<uint8_t*>(y.raw_data());
   const int64_t in_size = g.ih * g.iw, out_size = g.oh * g.ow;
+#ifdef NEE_POOL8_X86
+  if (Avx512RowsApply(g) && Pool8Avx512Active()) {
+    const ColumnTaps columns = PlanColumnTaps(g);
+    const auto pool = x.dtype() == DataType::kInt8 ? PoolPlaneAvx512<true> : PoolPlaneAvx512<false>;
+    ctx.ParallelFor(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_size)), [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; ++p) pool(g, columns, xp + p * in_size, yp + p * out_size);
+    });
+    return Status::Ok();
+  }
+#endif
   ctx.ParallelFor(g.planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, in_size)), [&](int64_t begin, int64_t end) {
     thread_local std::vector<uint8_t> buffer;
     if (buffer.size() < static_cast<size_t>(g.row_len)) buffer.resize(static_cast<size_t>(g.row_len));

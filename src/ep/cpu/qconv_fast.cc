@@ -536,6 +536,7 @@ struct QConvRequantPlan {
   // PanelSource::taps for the zero-point-padded copy and for x itself: per row k of X (channel c, tap (i, j)),
   // where its plane starts.
   std::vector<int64_t> taps_padded, taps_direct;
+  std::vector<int32_t> depthwise_quads;  // PackDepthwiseQuads: empty unless the VNNI depthwise kernel can run
 };
 
 std::vector<int64_t> TapOffsets(const QConvGeometry& g, int64_t plane, int64_t row) {
@@ -592,6 +593,10 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
   q.small_multipliers = std::all_of(plan->mult.begin(), plan->mult.end(), [](double v) { return std::fabs(v) < 0.5; });
   plan->taps_padded = TapOffsets(g, g.hp * g.wp, g.wp);
   plan->taps_direct = TapOffsets(g, g.ih * g.iw, g.iw);
+#ifdef NEE_QCONV_X86
+  if (!weights.taps.empty() && q.small_multipliers)
+    plan->depthwise_quads = qconv::PackDepthwiseQuads(g, weights.taps, plan->zw.data());
+#endif
   return plan;
 }
 
@@ -703,6 +708,12 @@ Status QLinearConvFast(KernelContext& ctx) {
   const int64_t panels = (P + kCols - 1) / kCols;
   const int64_t threads = ctx.pool() ? std::max<int64_t>(1, ctx.pool()->num_threads()) : 1;
   const PanelBlocks blocks = PlanPanelBlocks(panels, K, threads, vnni);
+#ifdef NEE_QCONV_X86
+  if (vnni && run.vbmi && q.small_multipliers && !plan->depthwise_quads.empty()) {
+    qconv::RunDepthwiseQConvVnni(ctx, g, xb, flip, static_cast<uint8_t>(zx), plan->depthwise_quads, q, yb);
+    return Status::Ok();
+  }
+#endif
   if (RunDepthwiseQConv(ctx, g, xb, flip, static_cast<uint8_t>(zx), weights->taps, zw.data(), constant.data(),
                          mult.data(), q, yb))
     return Status::Ok();

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ep/cpu/qconv_requant_avx512.h"
 #include "ep/cpu/qconv_vnni_step.h"
 #include "ep/cpu/sgemm.h"
 
@@ -240,49 +241,6 @@ NEE_VNNI_TARGET void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, ui
 }
 
 namespace {
-NEE_VNNI_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) {
-  constexpr int kCur = _MM_FROUND_CUR_DIRECTION;
-  return _mm512_cvtpd_epi32(_mm512_add_round_pd(_mm512_mul_round_pd(_mm512_cvtepi32_pd(v), m, kCur), z, kCur));
-}
-}  // namespace
-
-namespace {
-// One row's sixteen sums (its constant added) requantized to int32, by the float shortcut below where it can
-// tell, else by the reference's double arithmetic.
-//
-// The shortcut (the argument of qconv_depthwise.cc's RoundFloat8, with one rounding fewer): A = float(s),
-// L = fma(A, m, yzp - delta) and H = fma(A, m, yzp + delta), each rounded once (yzp +- delta, an integer of
-// at most 255 plus or minus 2^-11, is exact in float). The reference is D = double(s) * m + yzp in double,
-// rounded half to even. Let E = s * m + yzp exactly. |A * m - s * m| <= |s * m| 2^-24 and L, H are within
-// half an ulp of A * m + yzp -+ delta; where |E| <= 512, |s * m| <= 767, so L <= E - delta + 1.2e-4 and
-// H >= E + delta - 1.2e-4, while |D - E| < 1e-12: D lies strictly inside (L, H). If L and H convert (half to
-// even) to the same integer k, both lie in [k - 1/2, k + 1/2], so D lies strictly inside (k - 1/2, k + 1/2)
-// and rounds to k. Where |E| > 512, D and L share a sign and exceed the output range by far, so both
-// saturate to the same end when narrowed; small multipliers keep |L| < 2^31, so it converts. Lanes whose two
-// conversions differ (ties and near-ties, about one row in a hundred) take the double arithmetic (the _round
-// forms are never contracted into an FMA), converted in the current rounding mode (half to even).
-NEE_VNNI_TARGET inline __m512i RequantRow16(__m512i s, float mult_f, double mult, __m512 z_lo, __m512 z_hi,
-                                             __m512d z) {
-  const __m512 a = _mm512_cvtepi32_ps(s), m = _mm512_set1_ps(mult_f);
-  const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
-  if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi))) == 0) return v;
-  const __m512d md = _mm512_set1_pd(mult);
-  return _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), md, z)),
-                            RequantHalf(_mm512_extracti64x4_epi64(s, 1), md, z), 1);
-}
-
-// One row's int32 values narrowed with saturation (int8: [-128, 127] by vpmovsdb; uint8: [0, 255], the
-// negatives to 0 first, then vpmovusdb, which reads the lanes as unsigned) and stored.
-NEE_VNNI_TARGET inline void StoreRow16(__m512i v, bool y_signed, __mmask16 store, bool whole, uint8_t* out) {
-  __m128i bytes = y_signed ? _mm512_cvtsepi32_epi8(v) : _mm512_cvtusepi32_epi8(_mm512_max_epi32(v, _mm512_setzero_si512()));
-  // vpmovdb into a register, then a store: its store form (masked or not) is far slower on Zen 4.
-  __asm__("" : "+v"(bytes));
-  if (whole)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), bytes);
-  else
-    _mm_mask_storeu_epi8(out, store, bytes);
-}
-
 // Four rows' int32 values narrowed with saturation by two packs (int32 -> int16 signed, then int16 -> 8 bits
 // signed or unsigned: the same clamp as StoreRow16), where four vpmovdb would take eight uops. The packs work
 // within 128-bit lanes, leaving row r's pixels 4l..4l+3 at dword 4l + r (StoreRows4x16 puts them in order).

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "ep/cpu/qconv_common.h"
 
@@ -48,6 +49,15 @@ constexpr int64_t kVnniFewPixels = 5;
 // (flipped) by masked 64-byte loads and stores, where PadImage makes two memset and one memcpy calls a row
 // (call overhead: 14-byte rows of a 14x14 image).
 void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad, uint8_t* dst);
+
+// Depthwise convs (qconv_depthwise_vnni.cc). PackDepthwiseQuads: per channel its taps W' - zw (W' as
+// QLinearConv packs them, shifted to signed; `taps` [M][kh * kw]) as signed byte quads, kernel row by kernel row
+// ([M][kh][ceil(kw / 4)] int32), once per session; empty where the conv is not depthwise, the geometry does
+// not suit, or some W' - zw does not fit a signed byte. RunDepthwiseQConvVnni runs a conv with such quads
+// (needs VNNI, VBMI and small multipliers; q's per-channel values as the GEMM path's).
+std::vector<int32_t> PackDepthwiseQuads(const QConvGeometry& g, const std::vector<int16_t>& taps, const int32_t* zw);
+void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t zx,
+                           const std::vector<int32_t>& quads, const Requant& q, uint8_t* y);
 
 // FinishTileAvx2's bytes on AVX-512, sixteen lanes at a time, by the float shortcut qconv_depthwise.cc proves
 // exact for small multipliers, the double arithmetic where it cannot tell (rows `ld` bytes apart, count

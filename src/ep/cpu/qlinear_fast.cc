@@ -9,6 +9,7 @@
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
+#include "ep/cpu/qconv_requant_avx512.h"
 #include "ep/cpu/quant_matmul.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
@@ -244,6 +245,83 @@ NEE_NO_FP_CONTRACT Status QLinearLeakyReluFast(KernelContext& ctx) {
     uint8_t* __restrict dst = yp;
     const int64_t stop = std::min(end * 16384, total);
     for (int64_t i = begin * 16384; i < stop; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
+  });
+  return Status::Ok();
+}
+
+namespace {
+
+// The bytes of a plane (flipped by `flip`: int8 made unsigned) summed: 64 at a time by vpsadbw, the last
+// ones by a masked load.
+#ifdef NEE_QLINEAR_X86
+NEE_QCONV_AVX512_WARNINGS_OFF
+__attribute__((target("avx512f,avx512bw"))) int64_t SumBytesAvx512(const uint8_t* p, int64_t n, uint8_t flip) {
+  const __m512i f = _mm512_set1_epi8(static_cast<char>(flip)), zero = _mm512_setzero_si512();
+  __m512i acc = zero;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_xor_si512(_mm512_loadu_si512(p + i), f), zero));
+  if (i < n) {
+    const __mmask64 m = (__mmask64{1} << (n - i)) - 1;
+    // Masked-out lanes load as 0 and are flipped like the rest: their flips are taken off below.
+    acc = _mm512_add_epi64(acc, _mm512_sad_epu8(_mm512_xor_si512(_mm512_maskz_loadu_epi8(m, p + i), f), zero));
+    return _mm512_reduce_add_epi64(acc) - static_cast<int64_t>(flip) * (64 - (n - i));
+  }
+  return _mm512_reduce_add_epi64(acc);
+}
+NEE_QCONV_AVX512_WARNINGS_ON
+#endif
+
+int64_t SumBytesPortable(const uint8_t* p, int64_t n, uint8_t flip) {
+  uint32_t sum = 0;  // a plane of up to 2^24 bytes per call (the caller splits larger ones)
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<uint8_t>(p[i] ^ flip);
+  return sum;
+}
+
+}  // namespace
+
+// com.microsoft QLinearGlobalAveragePool on NCHW planes (channels_last = 0), as the reference: each plane's
+// int64 sum minus zx * image, times one float multiplier x_scale / (y_scale * image), stored as Store8
+// rounds. Sums formed by vpsadbw on AVX-512 (int8 as its bytes flipped by 128, 128 * image taken off after),
+// else a plain loop; planes split among the threads.
+Status QLinearGlobalAveragePoolFast(KernelContext& ctx) {
+  for (size_t i : {0, 1, 3})
+    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
+  const Tensor& x = ctx.input(0)->tensor();
+  Quant8 qx, qy;
+  auto channels_last = ctx.node().GetInt("channels_last", 0);
+  if (!Is8Bit(x.dtype()) || x.rank() < 3 || !channels_last.ok() || channels_last.value() != 0 ||
+      !ReadQuant8(ctx, 1, 2, x.dtype(), &qx) || !ReadQuant8(ctx, 3, 4, x.dtype(), &qy))
+    return RunReference(ctx);
+  int64_t image = 1;
+  for (int64_t d = 2; d < x.rank(); ++d) image *= x.dim(d);
+  if (image == 0 || image > (int64_t{1} << 24)) return RunReference(ctx);  // the reference reports empty planes
+  std::vector<int64_t> out = x.dims();
+  for (int64_t d = 2; d < x.rank(); ++d) out[static_cast<size_t>(d)] = 1;
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, x.dtype(), out));
+  const bool is_signed = x.dtype() == DataType::kInt8;
+  const uint8_t flip = is_signed ? 0x80 : 0;
+  const float multiplier = qx.scale / (qy.scale * static_cast<float>(image));
+  const int64_t planes = x.dim(0) * x.dim(1), offset = (is_signed ? 128 : 0) + qx.zero_point;
+  const auto* xp = static_cast<const uint8_t*>(x.raw_data());
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+#ifdef NEE_QLINEAR_X86
+  const bool avx512 = AddAvx512Active() && __builtin_cpu_supports("avx512bw");
+#else
+  const bool avx512 = false;
+#endif
+  const int64_t per_task = std::max<int64_t>(1, 16384 / image);
+  ctx.ParallelFor((planes + per_task - 1) / per_task, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin * per_task; p < std::min(planes, end * per_task); ++p) {
+      const uint8_t* plane = xp + p * image;
+#ifdef NEE_QLINEAR_X86
+      int64_t sum = avx512 ? SumBytesAvx512(plane, image, flip) : SumBytesPortable(plane, image, flip);
+#else
+      int64_t sum = SumBytesPortable(plane, image, flip);
+#endif
+      sum -= offset * image;  // the flips, then the zero point
+      yp[p] = static_cast<uint8_t>(Store8(static_cast<float>(sum) * multiplier, qy.zero_point, is_signed));
+    }
   });
   return Status::Ok();
 }

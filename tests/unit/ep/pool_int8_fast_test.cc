@@ -1,5 +1,5 @@
 // The uint8 / int8 MaxPool (ep/cpu/pool_int8_fast.cc) against the reference pool kernel (ops/pool.cc):
-// every output bitwise equal, on the AVX2 and portable paths, at one, two and three threads.
+// every output bitwise equal, on the AVX-512 VBMI, AVX2 and portable paths, at one, two and three threads.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -27,6 +27,12 @@ std::vector<Pool8Case> Cases() {
   return {
       // ResNet-50's: 3x3 stride 2, pads 1 (here on an image 70 wide: two 32-output vectors and a tail).
       {"resnet_3x3_s2_pad1", {1, 3, 20, 140}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      // ResNet-50's own plane (112 wide: two input registers, 56 outputs), a 128-wide one (the widest the
+      // AVX-512 rows take), 65 outputs (one more than they take), 64-wide input.
+      {"resnet_112", {1, 3, 112, 112}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"width_128_s2", {2, 2, 5, 128}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 1, 1, 1})}},
+      {"outputs_65", {1, 2, 4, 65}, {IntsAttr("kernel_shape", {1, 1})}},
+      {"width_64_s1", {1, 2, 6, 64}, {IntsAttr("kernel_shape", {3, 2}), IntsAttr("pads", {1, 0, 1, 1})}},
       {"2x2_s2", {2, 3, 8, 9}, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("strides", {2, 2})}},
       {"3x3_s1_pad1_wide", {1, 2, 7, 75}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("pads", {1, 1, 1, 1})}},
       {"asym_pads", {1, 2, 9, 40}, {IntsAttr("kernel_shape", {3, 2}), IntsAttr("pads", {2, 0, 0, 1})}},
@@ -57,7 +63,10 @@ TEST(PoolInt8Fast, MaxPoolMatchesReference) {
       auto ref = testing::RunOp(node, 12, {x});
       ASSERT_TRUE(ref.ok()) << c.name << ": " << ref.status().ToString();
       const Tensor& want = ref->outputs[0].tensor();
-      for (bool portable : {false, true}) {
+      // The AVX-512 VBMI rows (where the CPU has them), AVX2, portable.
+      for (int level : {0, 1, 2}) {
+        const bool portable = level == 2;
+        cpu::SgemmLimitIsa(level == 0 ? cpu::SgemmIsa::kAvx512 : cpu::SgemmIsa::kAvx2);
         cpu::SgemmForcePortable(portable);
         for (int threads : {1, 2, 3}) {
           auto got = testing::RunKernel(cpu::MaxPool8, node, 12, {x}, threads);
@@ -65,10 +74,11 @@ TEST(PoolInt8Fast, MaxPoolMatchesReference) {
           ASSERT_EQ(got->dtype(), want.dtype()) << c.name;
           ASSERT_EQ(got->dims(), want.dims()) << c.name;
           EXPECT_EQ(0, std::memcmp(got->raw_data(), want.raw_data(), want.byte_size()))
-              << c.name << " " << DataTypeName(t) << " threads=" << threads << " portable=" << portable;
+              << c.name << " " << DataTypeName(t) << " threads=" << threads << " level=" << level;
         }
       }
       cpu::SgemmForcePortable(false);
+      cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
     }
 }
 

@@ -1,6 +1,7 @@
 // Depthwise QLinearConv (ep/cpu/qconv_depthwise.cc, reached through QLinearConvFast) against the reference
-// kernel of ops/quantize.cc: every output byte equal, at one and two threads, on the AVX2 path and the
-// portable one. The cases are the depthwise path's awkward ones: every width from 1 to 40 (flat runs
+// kernel of ops/quantize.cc: every output byte equal, at one and two threads, on the AVX-512 VNNI path
+// (qconv_depthwise_vnni.cc, where the CPU has VNNI and VBMI and the weights fit it; the others fall back to
+// the AVX2 kernel there), the AVX2 path and the portable one. The cases are the depthwise path's awkward ones: every width from 1 to 40 (flat runs
 // whose rows end anywhere in a vector, planes shorter than a vector, the last row's copy-out), strides
 // 1, 2 and 3 (phase planes), asymmetric and wide padding, dilation, 5x5 and 1x1 kernels, batches,
 // uint8 and int8 inputs, weights and outputs, weight zero points, large multipliers (the clamped
@@ -291,8 +292,12 @@ TEST_P(QConvDepthwiseTest, RequantizationTiesAndLargeSums) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, QConvDepthwiseTest, ::testing::Values(cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
-                         [](const auto& info) { return info.param == cpu::SgemmIsa::kAvx2 ? "avx2" : "portable"; });
+INSTANTIATE_TEST_SUITE_P(Kernels, QConvDepthwiseTest,
+                         ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable),
+                         [](const auto& info) {
+                           return info.param == cpu::SgemmIsa::kAvx512 ? "avx512"
+                                  : info.param == cpu::SgemmIsa::kAvx2 ? "avx2" : "portable";
+                         });
 
 }  // namespace
 }  // namespace nee

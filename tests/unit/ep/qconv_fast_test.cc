@@ -390,6 +390,33 @@ TEST_P(QConvFastTest, QLinearAddAndLeakyReluMatchReference) {
   ExpectFastMatchesReference(cpu::QLinearAddFast, MsNode("QLinearAdd", 8), 1, bcast, "QLinearAdd broadcast");
 }
 
+// QLinearGlobalAveragePool: planes of 1, 49 (ResNet's 7x7), 64 (one whole vector), 65 and 70 (a masked
+// tail), 2048-channel planes and an empty batch, rank 3 to 5, uint8 and int8, with and without zero points,
+// scales that saturate at both ends; channels_last goes to the reference.
+TEST_P(QConvFastTest, QLinearGlobalAveragePoolMatchesReference) {
+  std::mt19937 rng(17);
+  const std::vector<std::vector<int64_t>> shapes = {{1, 2048, 7, 7}, {2, 3, 5, 13}, {1, 4, 8, 8},  {1, 3, 1, 1},
+                                                    {2, 5, 70},      {1, 2, 3, 4, 5}, {0, 3, 4, 4}, {1, 2, 300, 7}};
+  for (DataType t : {DataType::kUint8, DataType::kInt8})
+    for (const auto& dims : shapes)
+      for (float y_scale : {0.02f, 0.0004f}) {
+        std::vector<Value> in = {Value(testing::Random8(t, dims, rng)), Value(Tensor::Scalar<float>(0.03f)),
+                                 Value(testing::Random8(t, {}, rng)), Value(Tensor::Scalar<float>(y_scale)),
+                                 Value(testing::Random8(t, {}, rng))};
+        ExpectFastMatchesReference(cpu::QLinearGlobalAveragePoolFast, MsNode("QLinearGlobalAveragePool", 5), 1, in,
+                                   "QLinearGlobalAveragePool " + DimsToString(dims));
+        in[2] = Value(), in[4] = Value();  // zero points absent
+        ExpectFastMatchesReference(cpu::QLinearGlobalAveragePoolFast, MsNode("QLinearGlobalAveragePool", 5), 1, in,
+                                   "QLinearGlobalAveragePool no zero points");
+      }
+  std::vector<Value> nhwc = {Value(testing::Random8(DataType::kUint8, {1, 3, 3, 8}, rng)),
+                             Value(Tensor::Scalar<float>(0.03f)), Value(Tensor::Scalar<uint8_t>(7)),
+                             Value(Tensor::Scalar<float>(0.02f)), Value(Tensor::Scalar<uint8_t>(9))};
+  ExpectFastMatchesReference(cpu::QLinearGlobalAveragePoolFast,
+                             MsNode("QLinearGlobalAveragePool", 5, {IntAttr("channels_last", 1)}), 1, nhwc,
+                             "QLinearGlobalAveragePool channels_last");
+}
+
 TEST_P(QConvFastTest, QuantizeLinearMatchesReference) {
   std::mt19937 rng(3);
   std::vector<float> v = testing::RandomFloats(10001, rng);
