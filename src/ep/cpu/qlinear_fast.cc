@@ -273,7 +273,7 @@ NEE_QCONV_AVX512_WARNINGS_ON
 #endif
 
 int64_t SumBytesPortable(const uint8_t* p, int64_t n, uint8_t flip) {
-  uint32_t sum = 0;  // a plane of up to 2^24 bytes per call (the caller splits larger ones)
+  uint32_t sum = 0;  // at most 2^24 bytes a plane, 255 each: no wrap (larger planes go to the reference)
   for (int64_t i = 0; i < n; ++i) sum += static_cast<uint8_t>(p[i] ^ flip);
   return sum;
 }

@@ -324,6 +324,10 @@ TEST(BlockedConvFast, WinogradGivesTheNchwWinogradsBits) {
       ASSERT_EQ(std::memcmp(got.data<float>() + i, want.data<float>() + i, sizeof(float)), 0)
           << what << " at " << i << ": " << got.data<float>()[i] << " vs " << want.data<float>()[i];
   };
+  // The F(4x4, 3x3) mode is process-wide: put back even when an ASSERT leaves the loops early.
+  struct RestoreMode {
+    ~RestoreMode() { cpu::SetWinograd43Mode(cpu::Winograd43Mode::kAuto); }
+  } restore_mode;
   std::mt19937 rng(17);
   for (const Geometry& g : geometries) {
     for (bool non_finite : {false, true}) {
@@ -356,7 +360,6 @@ TEST(BlockedConvFast, WinogradGivesTheNchwWinogradsBits) {
               same_bits(*got, Reorder("ToBlocked", *want, g.w[0]), what);
             }
           }
-          cpu::SetWinograd43Mode(cpu::Winograd43Mode::kAuto);
         }
       }
     }
