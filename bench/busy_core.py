@@ -9,7 +9,9 @@ For each model (~/.cache/nee-zoo/NAME.onnx, inputs "in:NAME" in NAME.npz) each r
 holds a 1-thread and a 2-thread session, and this one alternates all their runs (the starting
 session rotating each round). Condition "quiet" runs them as they are; "busy" first starts --spinners
 processes that spin in pure Python (`while True: pass`) until the condition ends. Prints the
-median latency of every session and its 2t/1t ratio per condition. --base DIR adds a second
+median latency of every session and its 2t/1t ratio per condition, and the 1-minute load average
+at the end of each model's conditions: on a shared machine other work can make "quiet" busy and
+"busy" overloaded (1t busy much slower than 1t quiet is the sign), which moves the ratios. --base DIR adds a second
 nee build (DIR holds its `nee` package) as runtime "base", so old and new are measured in the
 same rounds; --ort adds ONNX Runtime.
 """
@@ -120,12 +122,13 @@ def main():
         runtimes["base"] = ("nee", args.base)
     if args.ort:
         runtimes["ort"] = ("ort", None)
-    print("| model | runtime | " + " | ".join(f"{c} 1t | {c} 2t | {c} 2t/1t" for c in args.conditions) + " |")
-    print("|---|---|" + "--:|" * 3 * len(args.conditions), flush=True)
+    print("| model | runtime | " + " | ".join(f"{c} 1t | {c} 2t | {c} 2t/1t" for c in args.conditions) +
+          " | " + " | ".join(f"{c} load" for c in args.conditions) + " |")
+    print("|---|---|" + "--:|" * 4 * len(args.conditions), flush=True)
     for model in args.models:
         servers = {name: Server(runtime, python_path, model, args.zoo_dir)
                    for name, (runtime, python_path) in runtimes.items()}
-        results = {}
+        results, loads = {}, {}
         for condition in args.conditions:
             spinners = []
             if condition == "busy":
@@ -135,6 +138,7 @@ def main():
                 time.sleep(0.2)
             try:
                 results[condition] = measure(servers, args.runs, args.warmup)
+                loads[condition] = os.getloadavg()[0]
             finally:
                 for p in spinners:
                     p.terminate()
@@ -144,6 +148,7 @@ def main():
             for condition in args.conditions:
                 one, two = results[condition][(name, 1)], results[condition][(name, 2)]
                 cells += [f"{one:.2f}", f"{two:.2f}", f"{two / one:.2f}"]
+            cells += [f"{loads[condition]:.1f}" for condition in args.conditions]
             print(f"| {model} | {name} | " + " | ".join(cells) + " |", flush=True)
         for server in servers.values():
             server.close()
