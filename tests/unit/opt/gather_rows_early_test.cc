@@ -44,6 +44,14 @@ TEST(GatherRowsEarly, MovesAScalarIndexAboveTheRowWiseNodes) {
   ExpectSameRowsAsLevel0(b, {1, 6});
 }
 
+TEST(GatherRowsEarly, MovesAGatherThatIsNotAGraphOutput) {
+  ModelBuilder b = NormMatMulGather(Tensor::Scalar<int64_t>(0), 1);
+  b.model.graph.outputs.clear();
+  b.Op("Relu", {"y"}, {"r"}).Output("r");
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"Gather", "LayerNormalization", "MatMul", "Relu"}));
+  ExpectSameRowsAsLevel0(b, {1, 6});
+}
+
 TEST(GatherRowsEarly, MovesSeveralIndices) {
   ModelBuilder b = NormMatMulGather(Tensor::FromVector<int64_t>({3, -5}, {2}), -2);
   EXPECT_EQ(OpsAfter(b.model), (Ops{"Gather", "LayerNormalization", "MatMul"}));
