@@ -3,7 +3,10 @@
 // input's own shape, Transpose with the identity permutation, and pairs that
 // cancel (Transpose+Transpose, Unsqueeze+Squeeze, Squeeze+Unsqueeze on the
 // same axes). Two Transposes that do not cancel become one; a chain of
-// reshaping ops ending in a Reshape becomes that Reshape.
+// reshaping ops ending in a Reshape becomes that Reshape. A Transpose that
+// only moves axes of size 1 (ViT's [S, 1, D] -> [1, S, D] around attention)
+// keeps the elements in order: it becomes a Reshape to its static output
+// shape, which the memory planner makes a view instead of a copy.
 //
 // A removed node's output name is kept alive when something outside this
 // graph's nodes sees it (a graph output): the producer of the input is then
@@ -78,6 +81,36 @@ bool SimpleNode(const Node& n, size_t max_inputs) {
          !n.outputs[0].empty();
 }
 
+// Whether `perm` keeps the axes of size other than 1 in their order, over a
+// fully known input shape (so the transpose moves no element).
+bool MovesOnlyUnitAxes(const TypeInfo& in, const std::vector<int64_t>& perm) {
+  if (!in.shape || in.shape->size() != perm.size()) return false;
+  int64_t last = -1;
+  for (int64_t axis : perm) {
+    const Dim& d = (*in.shape)[static_cast<size_t>(axis)];
+    if (!d.known()) return false;
+    if (d.value == 1) continue;
+    if (axis < last) return false;
+    last = axis;
+  }
+  return true;
+}
+
+// Rewrites Transpose node `index` as a Reshape to its output shape when it
+// moves only axes of size 1.
+bool TryTransposeAsReshape(GraphEditor& ed, size_t index, const std::vector<int64_t>& perm) {
+  const Node& t = ed.node(index);
+  const TypeInfo* in = ed.TensorType(t.inputs[0]);
+  if (!in || ed.checked().opsets[index] < 5 || !MovesOnlyUnitAxes(*in, perm)) return false;
+  std::vector<int64_t> out_dims;
+  for (int64_t axis : perm) out_dims.push_back((*in->shape)[static_cast<size_t>(axis)].value);
+  const int64_t rank = static_cast<int64_t>(out_dims.size());
+  const std::string shape = ed.AddInitializer(t.outputs[0] + "_shape", Tensor::FromVector<int64_t>(out_dims, {rank}));
+  const std::string source = t.inputs[0];
+  ed.RewriteAs(index, "", "Reshape", {source, shape}, {});
+  return true;
+}
+
 bool TryTranspose(GraphEditor& ed, size_t index) {
   const Node& t2 = ed.node(index);
   if (!SimpleNode(t2, 1) || t2.outputs.size() != 1 || opt::HasOtherAttributes(t2, {"perm"})) return false;
@@ -85,11 +118,11 @@ bool TryTranspose(GraphEditor& ed, size_t index) {
   if (perm2.empty() && RankOf(ed, t2.inputs[0]) != 0) return false;
   if (IsIdentityPerm(perm2)) return Bypass(ed, index, t2.inputs[0], t2.outputs[0]);
   int64_t producer = ed.Producer(t2.inputs[0]);
-  if (producer < 0 || !ed.OnlyUsedBy(t2.inputs[0], index)) return false;
+  if (producer < 0 || !ed.OnlyUsedBy(t2.inputs[0], index)) return TryTransposeAsReshape(ed, index, perm2);
   const Node& t1 = ed.node(static_cast<size_t>(producer));
   if (!opt::IsOp(t1, "Transpose") || !SimpleNode(t1, 1) || t1.outputs.size() != 1 ||
       opt::HasOtherAttributes(t1, {"perm"}))
-    return false;
+    return TryTransposeAsReshape(ed, index, perm2);
   std::vector<int64_t> perm1 = PermOf(ed, t1);
   if (perm1.size() != perm2.size()) return false;
   // Output axis i of the pair is input axis perm1[perm2[i]].

@@ -53,6 +53,8 @@ const GraphPass kPasses[] = {
     {"fuse-attention", 2, FuseAttention},
     // After fuse-gelu and fuse-skip-layer-norm, whose ops it takes in (or leaves a bias to).
     {"fuse-matmul-bias", 2, FuseMatMulBias},
+    // After the fusions, so that it moves above the fused nodes.
+    {"gather-rows-early", 2, GatherRowsEarly},
     // After fuse-conv-activation: runs of pointwise and depthwise convs, with
     // their activations and residuals, into the channel-blocked layout.
     {"block-conv-layout", 2, BlockConvLayout},

@@ -67,6 +67,8 @@ Status FuseSkipLayerNorm(Graph& graph, const CheckedGraph& checked, bool* change
 Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusion into nee's ai.nee FusedMatMul (src/opt/fuse_matmul_bias.cc).
 Status FuseMatMulBias(Graph& graph, const CheckedGraph& checked, bool* changed);
+// A Gather of rows moved above the row-wise nodes computing them (src/opt/gather_rows_early.cc).
+Status GatherRowsEarly(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusion into com.microsoft MatMulIntegerToFloat (src/opt/fuse_quant_matmul.cc).
 Status FuseQuantMatMul(Graph& graph, const CheckedGraph& checked, bool* changed);
 // float16 / bfloat16 nodes of ops with a fast float32 kernel computed in

@@ -358,6 +358,32 @@ TEST(EliminateNoOps, KeepsTransposesWhoseMiddleIsShared) {
   EXPECT_EQ(OpsAfter(b.model), (Ops{"Transpose", "Transpose"}));
 }
 
+// Relu -> Transpose(perm) -> Abs over an input of shape `shape`.
+ModelBuilder TransposeBetween(Shape shape, std::vector<int64_t> perm) {
+  ModelBuilder b;
+  b.Input("x", std::move(shape))
+      .Op("Relu", {"x"}, {"r"})
+      .Op("Transpose", {"r"}, {"t"}, {IntsAttr("perm", std::move(perm))})
+      .Op("Abs", {"t"}, {"y"})
+      .Output("y");
+  return b;
+}
+
+TEST(EliminateNoOps, TurnsATransposeMovingOnlyUnitAxesIntoAReshape) {
+  // ViT's [S, 1, D] -> [1, S, D] around attention moves no element.
+  ModelBuilder unit = TransposeBetween(ShapeFromDims({3, 1, 4}), {1, 0, 2});
+  EXPECT_EQ(OpsAfter(unit.model), (Ops{"Relu", "Reshape", "Abs"}));
+  // numpy: abs(relu(x)).transpose(1, 0, 2) of x = arange(12) - 5 in [3, 1, 4].
+  std::vector<float> want(12);
+  for (int i = 0; i < 12; ++i) want[i] = static_cast<float>(std::max(i - 5, 0));
+  ExpectNear(RunAt(unit.model, {{"x", Seq({3, 1, 4}, 1, 100, 5, 1)}}), {1, 3, 4}, want);
+  // Two axes of size > 1 swap: a real transpose stays.
+  EXPECT_EQ(OpsAfter(TransposeBetween(ShapeFromDims({3, 1, 4}), {2, 1, 0}).model), (Ops{"Relu", "Transpose", "Abs"}));
+  // A symbolic dim might not be 1: the Transpose stays.
+  const Shape symbolic{Dim::Known(3), Dim::Symbol("n"), Dim::Known(4)};
+  EXPECT_EQ(OpsAfter(TransposeBetween(symbolic, {1, 0, 2}).model), (Ops{"Relu", "Transpose", "Abs"}));
+}
+
 TEST(EliminateNoOps, CancelsUnsqueezeSqueezeOnTheSameAxes) {
   ModelBuilder same;
   same.Input("x", ShapeFromDims({2, 3}))
