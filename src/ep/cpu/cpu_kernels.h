@@ -103,6 +103,9 @@ Status TransposeFast(KernelContext& ctx);
 Status ConcatFast(KernelContext& ctx);
 Status SplitFast(KernelContext& ctx);
 Status SliceFast(KernelContext& ctx);
+// Pad (opset 11+, pads >= 0, no axes) on every whole-byte element type (pad_fast.cc): output rows as
+// their source row plus pads, cut over the threads; bitwise the reference.
+Status PadFast(KernelContext& ctx);
 // Cast between float32 and float16 / bfloat16 (cast_fast.cc): F16C and AVX2 shifts; bitwise the reference.
 Status CastFast(KernelContext& ctx);
 // ---- end element-wise block ----
