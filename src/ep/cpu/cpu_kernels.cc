@@ -53,6 +53,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Split", 1, 1000, SplitFast, "every type but string and 4-bit"},
       {"", "Slice", 1, 1000, SliceFast, "every type but string and 4-bit"},
       {"", "Pad", 11, 1000, PadFast, "every type but string and 4-bit; pads >= 0, no axes"},
+      {"", "ReduceSum", 1, 1000, ReduceSumFloat, "float32, one contiguous block of axes"},
+      {"", "ReduceMean", 1, 1000, ReduceMeanFloat, "float32, one contiguous block of axes"},
       {"", "Cast", 1, 1000, CastFast, "float32 <-> float16, bfloat16"},
       // ---- end element-wise block ----
       // ---- Fused ops written by the optimizer (src/opt) ----

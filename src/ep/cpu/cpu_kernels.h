@@ -106,6 +106,10 @@ Status SliceFast(KernelContext& ctx);
 // Pad (opset 11+, pads >= 0, no axes) on every whole-byte element type (pad_fast.cc): output rows as
 // their source row plus pads, cut over the threads; bitwise the reference.
 Status PadFast(KernelContext& ctx);
+// ReduceSum / ReduceMean on float32 over one contiguous block of axes (reduce_fast.cc): each output
+// summed in double in the reference's order, independent outputs side by side; bitwise the reference.
+Status ReduceSumFloat(KernelContext& ctx);
+Status ReduceMeanFloat(KernelContext& ctx);
 // Cast between float32 and float16 / bfloat16 (cast_fast.cc): F16C and AVX2 shifts; bitwise the reference.
 Status CastFast(KernelContext& ctx);
 // ---- end element-wise block ----
