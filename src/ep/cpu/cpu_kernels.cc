@@ -55,7 +55,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Pad", 11, 1000, PadFast, "every type but string and 4-bit; pads >= 0, no axes"},
       {"", "ReduceSum", 1, 1000, ReduceSumFloat, "float32, one contiguous block of axes"},
       {"", "ReduceMean", 1, 1000, ReduceMeanFloat, "float32, one contiguous block of axes"},
-      {"", "Cast", 1, 1000, CastFast, "float32 <-> float16, bfloat16"},
+      {"", "Cast", 1, 1000, CastFast, "float32 <-> float16, bfloat16; bool -> float32"},
       // ---- end element-wise block ----
       // ---- Fused ops written by the optimizer (src/opt) ----
       {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat, "float32"},
