@@ -23,6 +23,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "MaxPool", 1, 1000, MaxPoolFloat, "float32"},
       {"", "AveragePool", 1, 1000, AveragePoolFloat, "float32"},
       {"", "GlobalAveragePool", 1, 1000, GlobalAveragePoolFloat, "float32"},
+      {"", "GlobalMaxPool", 1, 1000, GlobalMaxPoolFloat, "float32"},
       {"", "Exp", 1, 1000, ExpFloat, "float32"},
       {"", "Sigmoid", 1, 1000, SigmoidFloat, "float32"},
       {"", "Tanh", 1, 1000, TanhFloat, "float32"},

@@ -61,6 +61,9 @@ Status MaxPoolFloat(KernelContext& ctx);
 Status MaxPool8(KernelContext& ctx);
 Status AveragePoolFloat(KernelContext& ctx);
 Status GlobalAveragePoolFloat(KernelContext& ctx);
+// GlobalMaxPool on float32: sixteen running maxima per plane, the reference's chain where NaN or a zero
+// maximum makes the order matter; bitwise the reference.
+Status GlobalMaxPoolFloat(KernelContext& ctx);
 // Exp, Sigmoid, Tanh and last-axis Softmax on float32 (activation_fast.cc): a vectorized exponential.
 Status ExpFloat(KernelContext& ctx);
 Status SigmoidFloat(KernelContext& ctx);
