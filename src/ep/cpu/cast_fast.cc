@@ -140,10 +140,26 @@ bool FindCastPath(DataType from, DataType to, CastPath* path) {
 
 }  // namespace
 
+// bool -> float32 (a one-hot mask before a MatMul: magika's [1, 2048, 257]
+// took 1.2 ms through the reference's per-element dispatch): 0 or 1, which is
+// what the reference's static_cast gives.
+static Status CastBoolToFloat(KernelContext& ctx, const Tensor& x) {
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, x.dims()));
+  const auto* src = static_cast<const uint8_t*>(x.raw_data());
+  float* dst = out.data<float>();
+  ctx.ParallelFor(x.num_elements(), kMinChunk, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = src[i] != 0 ? 1.f : 0.f;
+  });
+  return Status::Ok();
+}
+
 Status CastFast(KernelContext& ctx) {
-#if defined(__x86_64__) || defined(__i386__)
   const Attribute* to_attr = ctx.node().FindAttr("to");
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  if (to_attr && to_attr->type == AttrType::kInt && static_cast<DataType>(to_attr->i) == DataType::kFloat &&
+      x->dtype() == DataType::kBool)
+    return CastBoolToFloat(ctx, *x);
+#if defined(__x86_64__) || defined(__i386__)
   CastPath path;
   // A string-valued 'to' (a nee extension) and every other pair: the reference.
   if (!HostHasF16c() || !to_attr || to_attr->type != AttrType::kInt ||

@@ -23,6 +23,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "MaxPool", 1, 1000, MaxPoolFloat, "float32"},
       {"", "AveragePool", 1, 1000, AveragePoolFloat, "float32"},
       {"", "GlobalAveragePool", 1, 1000, GlobalAveragePoolFloat, "float32"},
+      {"", "GlobalMaxPool", 1, 1000, GlobalMaxPoolFloat, "float32"},
       {"", "Exp", 1, 1000, ExpFloat, "float32"},
       {"", "Sigmoid", 1, 1000, SigmoidFloat, "float32"},
       {"", "Tanh", 1, 1000, TanhFloat, "float32"},
@@ -52,7 +53,10 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "Concat", 1, 1000, ConcatFast, "every type but string and 4-bit"},
       {"", "Split", 1, 1000, SplitFast, "every type but string and 4-bit"},
       {"", "Slice", 1, 1000, SliceFast, "every type but string and 4-bit"},
-      {"", "Cast", 1, 1000, CastFast, "float32 <-> float16, bfloat16"},
+      {"", "Pad", 11, 1000, PadFast, "every type but string and 4-bit; pads >= 0, no axes"},
+      {"", "ReduceSum", 1, 1000, ReduceSumFloat, "float32, one contiguous block of axes"},
+      {"", "ReduceMean", 1, 1000, ReduceMeanFloat, "float32, one contiguous block of axes"},
+      {"", "Cast", 1, 1000, CastFast, "float32 <-> float16, bfloat16; bool -> float32"},
       // ---- end element-wise block ----
       // ---- Fused ops written by the optimizer (src/opt) ----
       {"com.microsoft", "FusedConv", 1, 1000, FusedConvFloat, "float32"},

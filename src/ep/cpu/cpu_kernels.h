@@ -61,6 +61,9 @@ Status MaxPoolFloat(KernelContext& ctx);
 Status MaxPool8(KernelContext& ctx);
 Status AveragePoolFloat(KernelContext& ctx);
 Status GlobalAveragePoolFloat(KernelContext& ctx);
+// GlobalMaxPool on float32: sixteen running maxima per plane, the reference's chain where NaN or a zero
+// maximum makes the order matter; bitwise the reference.
+Status GlobalMaxPoolFloat(KernelContext& ctx);
 // Exp, Sigmoid, Tanh and last-axis Softmax on float32 (activation_fast.cc): a vectorized exponential.
 Status ExpFloat(KernelContext& ctx);
 Status SigmoidFloat(KernelContext& ctx);
@@ -103,6 +106,13 @@ Status TransposeFast(KernelContext& ctx);
 Status ConcatFast(KernelContext& ctx);
 Status SplitFast(KernelContext& ctx);
 Status SliceFast(KernelContext& ctx);
+// Pad (opset 11+, pads >= 0, no axes) on every whole-byte element type (pad_fast.cc): output rows as
+// their source row plus pads, cut over the threads; bitwise the reference.
+Status PadFast(KernelContext& ctx);
+// ReduceSum / ReduceMean on float32 over one contiguous block of axes (reduce_fast.cc): each output
+// summed in double in the reference's order, independent outputs side by side; bitwise the reference.
+Status ReduceSumFloat(KernelContext& ctx);
+Status ReduceMeanFloat(KernelContext& ctx);
 // Cast between float32 and float16 / bfloat16 (cast_fast.cc): F16C and AVX2 shifts; bitwise the reference.
 Status CastFast(KernelContext& ctx);
 // ---- end element-wise block ----

@@ -557,4 +557,53 @@ Status GlobalAveragePoolFloat(KernelContext& ctx) {
   return Status::Ok();
 }
 
+namespace {
+
+// The reference's maximum of a plane (acc = x[0], then acc = std::max(acc, x[i])
+// in order), sixteen interleaved running maxima instead of one chain. Their
+// combination is the same value whenever the plane holds no NaN (which the
+// reference skips unless it comes first) and its maximum is not zero (where
+// -0 or +0 is whichever came first); such planes take the reference's chain.
+float PlaneMax(const float* p, int64_t size) {
+  constexpr int64_t kParts = 16;
+  float part[kParts];
+  for (float& v : part) v = p[0];
+  int unordered = 0;
+  const int64_t body = size - size % kParts;
+  for (int64_t i = 0; i < body; i += kParts)
+    for (int64_t j = 0; j < kParts; ++j) {
+      const float v = p[i + j];
+      unordered |= v != v;
+      part[j] = v > part[j] ? v : part[j];
+    }
+  for (int64_t i = body; i < size; ++i) {
+    unordered |= p[i] != p[i];
+    part[i - body] = p[i] > part[i - body] ? p[i] : part[i - body];
+  }
+  float m = part[0];
+  for (int64_t j = 1; j < kParts; ++j) m = part[j] > m ? part[j] : m;
+  if (unordered == 0 && m != 0.f) return m;
+  m = p[0];
+  for (int64_t i = 0; i < size; ++i) m = std::max(m, p[i]);
+  return m;
+}
+
+}  // namespace
+
+Status GlobalMaxPoolFloat(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
+  if (x->dtype() != DataType::kFloat || x->rank() < 2 || x->num_elements() == 0) return RunReference(ctx);
+  std::vector<int64_t> out_dims{x->dim(0), x->dim(1)};
+  out_dims.resize(static_cast<size_t>(x->rank()), 1);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, out_dims));
+  const int64_t planes = x->dim(0) * x->dim(1);
+  const int64_t size = x->num_elements() / planes;
+  const float* xp = x->data<float>();
+  float* yp = y.data<float>();
+  ctx.ParallelFor(planes, std::max<int64_t>(1, 16384 / size), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) yp[plane] = PlaneMax(xp + plane * size, size);
+  });
+  return Status::Ok();
+}
+
 }  // namespace nee::cpu

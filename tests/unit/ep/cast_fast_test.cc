@@ -129,3 +129,22 @@ TEST(FastCast, OtherTypesGoToTheReference) {
 
 }  // namespace
 }  // namespace nee
+
+namespace nee {
+namespace {
+
+// bool -> float32 (magika's one-hot mask): random masks of odd lengths, one
+// past a thread chunk, and empty, against the reference at 1 and 2 threads.
+TEST(CastFast, BoolToFloatMatchesTheReference) {
+  std::mt19937 rng(31);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{13}, int64_t{2048 * 257}, (int64_t{1} << 15) + 1}) {
+    std::vector<bool> bits(static_cast<size_t>(n));
+    for (size_t i = 0; i < bits.size(); ++i) bits[i] = (rng() & 1) != 0;
+    Tensor x = Tensor::Allocate(DataType::kBool, {n}).value();
+    for (int64_t i = 0; i < n; ++i) x.data<bool>()[i] = bits[static_cast<size_t>(i)];
+    ExpectBitwiseReference(x, DataType::kFloat, "bool n=" + std::to_string(n));
+  }
+}
+
+}  // namespace
+}  // namespace nee

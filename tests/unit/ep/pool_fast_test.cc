@@ -229,5 +229,34 @@ TEST(PoolFast, GlobalAveragePoolCloseToReferenceAndThreadIndependent) {
   }
 }
 
+// GlobalMaxPool against the reference kernel, bitwise, on planes of odd
+// sizes, planes holding NaN (first or later), +0 and -0 as the maximum in
+// either order, infinities; 1 and 2 threads; other types to the reference.
+TEST(PoolFast, GlobalMaxPoolBitwiseEqualToTheReference) {
+  std::mt19937 rng(10);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  Node node = testing::MakeNode("GlobalMaxPool", 1, 1);
+  auto check = [&](const Tensor& x, const std::string& what) {
+    auto ref = testing::RunOp(node, 17, {Value(x)});
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    for (int threads : {1, 2}) {
+      auto got = RunFast(cpu::GlobalMaxPoolFloat, node, 17, Value(x), threads);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      testing::ExpectBitwise(*got, ref->outputs[0].tensor(), what + " threads " + std::to_string(threads));
+    }
+  };
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
+           {1, 512, 508}, {2, 3, 7, 9}, {1, 5, 33}, {3, 4, 1, 1}, {1, 2, 3, 4, 5}, {2, 3}, {1, 3, 16}, {1, 2, 17}})
+    check(RandomTensor(dims, rng), DimsToString(dims));
+  std::vector<std::vector<float>> planes = {
+      {nan, 1.f, 2.f, 3.f}, {1.f, nan, 2.f, 0.5f}, {-1.f, 0.f, -0.f, -2.f}, {-1.f, -0.f, 0.f, -2.f},
+      {-0.f, -3.f, 0.f, -1.f}, {-inf, -inf, -inf, -inf}, {inf, 1.f, nan, inf}, {-5.f, -4.f, -3.f, -2.f}};
+  for (const auto& plane : planes) {
+    std::vector<float> v;  // the plane repeated past one 16-wide step, so both paths run
+    for (int r = 0; r < 5; ++r) v.insert(v.end(), plane.begin(), plane.end());
+    check(Tensor::FromVector(v, {1, 1, static_cast<int64_t>(v.size())}), "special values");
+  }
+}
+
 }  // namespace
 }  // namespace nee
