@@ -88,7 +88,8 @@ bool MovesOnlyUnitAxes(const TypeInfo& in, const std::vector<int64_t>& perm) {
   int64_t last = -1;
   for (int64_t axis : perm) {
     const Dim& d = (*in.shape)[static_cast<size_t>(axis)];
-    if (!d.known()) return false;
+    // A zero dim would be read by Reshape (allowzero 0) as "copy the input's dim".
+    if (!d.known() || d.value == 0) return false;
     if (d.value == 1) continue;
     if (axis < last) return false;
     last = axis;

@@ -384,6 +384,20 @@ TEST(EliminateNoOps, TurnsATransposeMovingOnlyUnitAxesIntoAReshape) {
   EXPECT_EQ(OpsAfter(TransposeBetween(symbolic, {1, 0, 2}).model), (Ops{"Relu", "Transpose", "Abs"}));
 }
 
+TEST(EliminateNoOps, KeepsATransposeOfAnEmptyTensorAndTheRestOfThePass) {
+  // Reshape would read the 0 of [1, 0, 4] as "copy the input's dim" (here 1): the checker would refuse
+  // that graph and the whole pass would be undone, the identity Transpose after it kept too.
+  ModelBuilder b;
+  b.Input("x", ShapeFromDims({0, 1, 4}))
+      .Op("Relu", {"x"}, {"r"})
+      .Op("Transpose", {"r"}, {"t"}, {IntsAttr("perm", {1, 0, 2})})
+      .Op("Transpose", {"t"}, {"u"}, {IntsAttr("perm", {0, 1, 2})})
+      .Op("Abs", {"u"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"Relu", "Transpose", "Abs"}));
+  ExpectNear(RunAt(b.model, {{"x", Seq({0, 1, 4}, 1, 100, 5, 1)}}), {1, 0, 4}, {});
+}
+
 TEST(EliminateNoOps, CancelsUnsqueezeSqueezeOnTheSameAxes) {
   ModelBuilder same;
   same.Input("x", ShapeFromDims({2, 3}))
