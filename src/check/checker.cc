@@ -112,6 +112,7 @@ class GraphChecker {
     for (const ValueInfo& vi : g_.value_info) declared_.emplace(vi.name, &vi.type);
     for (const ValueInfo& vi : g_.outputs) declared_.emplace(vi.name, &vi.type);
     failed_.assign(g_.nodes.size(), false);
+    out_.is_body = depth_ > 0;
     NEE_RETURN_IF_ERROR(DefineGraphInputs());
     NEE_RETURN_IF_ERROR(ResolveNodes());
     NEE_RETURN_IF_ERROR(TopologicalOrder());

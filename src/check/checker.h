@@ -44,6 +44,9 @@ struct CheckedGraph {
   std::unordered_map<std::string, Tensor> constants;
   // Names this graph reads from enclosing scopes.
   std::vector<std::string> captured;
+  // A subgraph body checked on its own: its inputs' types are only what the
+  // body declares, not what its node passes it when the model runs.
+  bool is_body = false;
 };
 
 struct CheckOptions {

@@ -1,6 +1,9 @@
 // Constant folding: a node whose inputs are all known before running
 // (initializers, or outputs of nodes folded before it) is evaluated once with
-// its kernel and replaced by an initializer holding the result.
+// its kernel and replaced by an initializer holding the result. A Shape or
+// Size of a tensor whose dims the model fixes is folded too (the checker
+// computed its value from the inferred static shape), so the shape
+// arithmetic after it folds with it.
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,6 +28,21 @@ bool IsFoldable(const Node& node, const OpSchema& schema) {
     if (a.g || !a.graphs.empty()) return false;
   return true;
 }
+
+// The value of a Shape / Size node's output when the checker could compute it
+// from the input's inferred shape: every dim it reads is static in the model.
+// The check here runs on the model's declared input types, never on a feed's
+// shape, so a symbolic dim stays symbolic and its Shape stays a node. Not in
+// a body: a Loop's carried values may change shape from one iteration to the
+// next whatever the body's inputs declare.
+const Tensor* StaticShapeValue(const Node& node, const CheckedGraph& checked) {
+  if (checked.is_body) return nullptr;
+  if (!node.domain.empty() && node.domain != "ai.onnx") return nullptr;
+  if (node.op_type != "Shape" && node.op_type != "Size") return nullptr;
+  if (node.outputs.size() != 1 || node.outputs[0].empty()) return nullptr;
+  auto it = checked.constants.find(node.outputs[0]);
+  return it == checked.constants.end() ? nullptr : &it->second;
+}
 }  // namespace
 
 Status FoldConstants(Graph& graph, const CheckedGraph& checked, bool* changed) {
@@ -46,6 +64,12 @@ Status FoldConstants(Graph& graph, const CheckedGraph& checked, bool* changed) {
   std::vector<Initializer> produced;
   for (size_t idx : checked.order) {
     const Node& node = graph.nodes[idx];
+    if (const Tensor* value = StaticShapeValue(node, checked)) {
+      folded[idx] = true;
+      known[node.outputs[0]] = Value(*value);
+      produced.push_back(Initializer{node.outputs[0], *value, ""});
+      continue;
+    }
     if (!IsFoldable(node, *checked.schemas[idx])) continue;
     std::vector<const Value*> inputs;
     bool all_known = true;
