@@ -61,7 +61,9 @@ __attribute__((target("avx2,fma"))) void MapAvx2(const float* x, float* y, int64
 // warns about the self-initialized _mm512_undefined_ps inside its own
 // intrinsics once they are inlined here; nothing of ours is uninitialized.)
 #pragma GCC diagnostic push
+#ifndef __clang__  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <typename Op>
 __attribute__((target("avx512f"))) void MapAvx512(const float* x, float* y, int64_t n, Op op) {
   int64_t i = 0;

@@ -16,7 +16,9 @@
 // friends once they are inlined into the kernels that include this header
 // (their templates over Activate16): a false positive, silenced for them.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#ifndef __clang__  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace nee::cpu {
 

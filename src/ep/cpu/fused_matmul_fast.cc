@@ -72,7 +72,9 @@ __attribute__((target("avx2,fma"))) void EpilogueTile(float* y, int64_t ld, int6
 // lanes past the row, as the eight-lane tail pads): the GELUs' sixteen-lane
 // forms give their eight-lane bits, so the result does not depend on the width.
 #pragma GCC diagnostic push
+#ifndef __clang__  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on _mm512_undefined_ps inside its intrinsics
+#endif
 template <typename Op>
 __attribute__((target("avx512f"))) void EpilogueTile16(float* y, int64_t ld, int64_t rows, int64_t cols,
                                                        const float* bias, Op op) {
