@@ -38,8 +38,10 @@ nb::object g_error_classes[kStatusCodes];  // indexed by nee_status_code_t
   nee_status_code_t code = nee_status_code(status);
   std::string message = nee_status_message(status);
   nee_status_free(status);
-  nb::object cls = (code >= 0 && code < kStatusCodes && g_error_classes[code].is_valid()) ? g_error_classes[code]
-                                                                                  : nb::borrow(PyExc_RuntimeError);
+  // As an int: a code from a newer library may lie outside the enum this was built with.
+  const int index = static_cast<int>(code);
+  nb::object cls = (index >= 0 && index < kStatusCodes && g_error_classes[index].is_valid()) ? g_error_classes[index]
+                                                                                     : nb::borrow(PyExc_RuntimeError);
   // Names inside messages come from the model file and may not be valid UTF-8.
   PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "replace");
   PyErr_SetObject(cls.ptr(), text);
