@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ep/cpu/qconv_requant_avx512.h"  // NEE_QCONV_AVX512_WARNINGS_OFF
 #include "ep/cpu/qconv_vnni.h"
 #include "ep/cpu/qconv_vnni_step.h"
 #include "ep/cpu/parallel_tasks.h"
@@ -65,11 +66,7 @@ DirectQConvWeights RepackDirect(const QConvGeometry& g, const int8_t* gemm_packe
 }
 
 #ifdef NEE_QCONV_X86
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+NEE_QCONV_AVX512_WARNINGS_OFF  // GCC 12's false positives inside its intrinsics
 namespace {
 
 // Where a panel's sixteen quads of tap 0, channel quad 0 lie: lane i of segment s at ptr[s] + 4 * i (the
@@ -261,9 +258,7 @@ void RunPanels(const DirectRun& d, int64_t pb, int64_t pe, int64_t rp_begin, int
 }
 
 }  // namespace
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+NEE_QCONV_AVX512_WARNINGS_ON
 #endif
 
 void RunDirectQConv(KernelContext& ctx, const QConvGeometry& g, const DirectQConvWeights& w, const Requant& q,

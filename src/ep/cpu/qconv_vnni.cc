@@ -38,13 +38,7 @@ bool QConvHasVbmi() {
 }
 
 #ifdef NEE_QCONV_X86
-// GCC 12 warns about the self-initialized _mm512_undefined_* inside its own intrinsics once they are inlined
-// here (a false positive, as activation_fast.cc notes); nothing of ours is uninitialized.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#endif
+NEE_QCONV_AVX512_WARNINGS_OFF  // GCC 12's false positives inside its intrinsics
 namespace {
 
 constexpr int64_t kQuadW = kRowsPerPanel * 4;  // one k quad of a weight panel
@@ -326,9 +320,7 @@ NEE_VNNI_TARGET void FinishTileAvx512(const int32_t* sums, int64_t rows, int64_t
   FinishTilesAvx512(sums, rows, count, false, 0, constant, mult, mult_f, q, out, ld);
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+NEE_QCONV_AVX512_WARNINGS_ON
 #endif
 
 }  // namespace nee::cpu::qconv
