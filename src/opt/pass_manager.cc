@@ -41,6 +41,8 @@ const GraphPass kPasses[] = {
     {"eliminate-noops", 2, EliminateNoOps},
     {"fold-conv-batchnorm", 2, FoldConvBatchNorm},
     {"fold-conv-add-mul", 2, FoldConvAddMul},
+    // Before MatMul + Add -> Gemm: it rewrites a MatMul.
+    {"one-hot-matmul-as-gather", 2, OneHotMatMulAsGather},
     {"fuse-matmul-add-gemm", 2, FuseMatMulAddIntoGemm},
     {"fold-transpose-gemm", 2, FoldTransposeIntoGemm},
     // After the folds above, so that Conv + BatchNormalization + Relu becomes one node.

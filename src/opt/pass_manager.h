@@ -69,6 +69,9 @@ Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseMatMulBias(Graph& graph, const CheckedGraph& checked, bool* changed);
 // A Gather of rows moved above the row-wise nodes computing them (src/opt/gather_rows_early.cc).
 Status GatherRowsEarly(Graph& graph, const CheckedGraph& checked, bool* changed);
+// A one-hot (Cast of Equal with 0..K-1) times a constant matrix as a Gather of
+// its rows (src/opt/one_hot_matmul.cc).
+Status OneHotMatMulAsGather(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusion into com.microsoft MatMulIntegerToFloat (src/opt/fuse_quant_matmul.cc).
 Status FuseQuantMatMul(Graph& graph, const CheckedGraph& checked, bool* changed);
 // float16 / bfloat16 nodes of ops with a fast float32 kernel computed in
