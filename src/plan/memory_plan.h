@@ -20,9 +20,21 @@ struct MemoryPlan {
   std::vector<DataType> type;
   std::vector<std::vector<int64_t>> dims;
   size_t num_planned = 0;
+  size_t num_aliased = 0;  // planned slots inside another slot's bytes (views, Concat parts)
 };
 
-// `types` are the inferred types for this signature (CheckedGraph::types).
-MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::string, TypeInfo>& types);
+struct MemoryPlanOptions {
+  // Whether slots may share bytes: view outputs on their input, Concat inputs
+  // inside the Concat's output, Slice/Split outputs inside their input. Off:
+  // every planned slot has a block of its own (the reference for tests).
+  bool share_buffers = true;
+};
+
+// `types` are the inferred types for this signature (CheckedGraph::types);
+// `constants` the values known for it (CheckedGraph::constants; may be null),
+// which place a Slice's output inside its input.
+MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::string, TypeInfo>& types,
+                      const std::unordered_map<std::string, Tensor>* constants = nullptr,
+                      const MemoryPlanOptions& options = {});
 
 }  // namespace nee
