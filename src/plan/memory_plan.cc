@@ -92,10 +92,11 @@ struct AliasForest {
 // input itself); otherwise the Concat would copy a part over bytes of the
 // group that may still be read.
 void MoveIntoConcat(const PlannedNode& pn, const std::vector<size_t>& at, size_t i, const std::vector<size_t>& bytes,
-                    AliasForest& forest) {
+                    const std::vector<bool>& output_host, AliasForest& forest) {
   const int out = pn.outputs[0];
   auto [root, offset_in_root] = forest.Find(pn.inputs[i]);
   if (root == forest.Find(out).first) return;  // already there (an input repeated, or a part of a group moved)
+  if (output_host[root]) return;               // a graph output's buffer stays its own
   if (at[i] < offset_in_root) return;
   const size_t begin = at[i] - offset_in_root, end = begin + bytes[root];
   if (begin % MemoryPlan::kAlignment != 0 || end > bytes[out]) return;
@@ -113,7 +114,8 @@ void MoveIntoConcat(const PlannedNode& pn, const std::vector<size_t>& at, size_t
 // offset; Concat inputs live inside the Concat's output where they can
 // (MoveIntoConcat: each input once, at a 64-byte aligned offset).
 std::vector<std::pair<int, size_t>> AliasGroups(const ExecutionPlan& plan, const SlotLayout& slots,
-                                                const std::unordered_map<std::string, Tensor>* constants) {
+                                                const std::unordered_map<std::string, Tensor>* constants,
+                                                const std::vector<bool>& output_host) {
   const std::vector<size_t>& bytes = slots.bytes;
   AliasForest forest(plan.num_slots());
   for (const PlannedNode& pn : plan.nodes) {
@@ -128,7 +130,7 @@ std::vector<std::pair<int, size_t>> AliasGroups(const ExecutionPlan& plan, const
     if (parts.empty()) parts = SplitViewOffsets(pn, slots);
     for (const auto& [out, at] : parts) forest.Attach(out, pn.inputs[0], at);
     const std::vector<size_t> at = ConcatPartOffsets(pn, slots);
-    for (size_t i = 0; i < at.size(); ++i) MoveIntoConcat(pn, at, i, bytes, forest);
+    for (size_t i = 0; i < at.size(); ++i) MoveIntoConcat(pn, at, i, bytes, output_host, forest);
   }
   std::vector<std::pair<int, size_t>> group(plan.num_slots());
   for (size_t s = 0; s < group.size(); ++s) group[s] = forest.Find(static_cast<int>(s));
@@ -136,10 +138,11 @@ std::vector<std::pair<int, size_t>> AliasGroups(const ExecutionPlan& plan, const
 }
 
 // The exact byte size of a slot's tensor when it can live in the arena, 0 otherwise.
+// A graph output counts only when `as_host` (a Concat's output that may hold its parts).
 size_t PlannableBytes(const ExecutionPlan& plan, const std::unordered_map<std::string, TypeInfo>& types,
-                      const std::vector<bool>& safe_readers, size_t s, std::vector<int64_t>* dims) {
+                      const std::vector<bool>& safe_readers, size_t s, std::vector<int64_t>* dims, bool as_host) {
   int producer = plan.producer[s];
-  if (producer < 0 || plan.is_graph_output[s] || !safe_readers[s]) return 0;
+  if (producer < 0 || plan.is_graph_output[s] != as_host || !safe_readers[s]) return 0;
   if (plan.nodes[producer].has_subgraphs) return 0;
   auto it = types.find(plan.slot_names[s]);
   if (it == types.end() || !it->second.is_tensor() || !it->second.shape) return 0;
@@ -161,25 +164,43 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
   mp.type.assign(n, DataType::kUndefined);
   mp.dims.assign(n, {});
   std::vector<bool> safe_readers = SlotsWithSafeReaders(plan, types);
+  mp.host.assign(n, -1);
+  // Graph outputs made by a Concat may hold their parts (their buffers are
+  // the caller's, allocated per run): candidates, kept if a part joins them.
+  std::vector<bool> output_host(n, false);
+  for (const PlannedNode& pn : plan.nodes)
+    if (pn.node->op_type == "Concat" && pn.outputs.size() == 1 && pn.outputs[0] >= 0)
+      output_host[pn.outputs[0]] = plan.is_graph_output[pn.outputs[0]] && options.share_buffers;
   std::vector<size_t> bytes(n, 0);
   for (size_t s = 0; s < n; ++s) {
     std::vector<int64_t> dims;
-    bytes[s] = PlannableBytes(plan, types, safe_readers, s, &dims);
-    if (bytes[s] == 0) continue;
+    bytes[s] = PlannableBytes(plan, types, safe_readers, s, &dims, output_host[s]);
+    if (bytes[s] == 0) {
+      output_host[s] = false;
+      continue;
+    }
     mp.type[s] = types.at(plan.slot_names[s]).elem_type;
     mp.dims[s] = std::move(dims);
-    mp.planned_bytes += bytes[s];
-    ++mp.num_planned;
   }
   // One block per alias group (the root's bytes), alive from its first
   // producer to its last reader.
   std::vector<std::pair<int, size_t>> group(n);
   for (size_t s = 0; s < n; ++s) group[s] = {static_cast<int>(s), 0};
-  if (options.share_buffers) group = AliasGroups(plan, SlotLayout{bytes, mp.type, mp.dims}, constants);
+  if (options.share_buffers)
+    group = AliasGroups(plan, SlotLayout{bytes, mp.type, mp.dims}, constants, output_host);
+  std::vector<bool> hosts_something(n, false);
+  for (size_t s = 0; s < n; ++s)
+    if (bytes[s] != 0 && group[s].first != static_cast<int>(s)) hosts_something[group[s].first] = true;
+  for (size_t s = 0; s < n; ++s) {
+    if (output_host[s] && !hosts_something[s]) bytes[s] = 0, output_host[s] = false;  // an output as before
+    if (bytes[s] == 0) continue;
+    mp.planned_bytes += bytes[s];
+    ++mp.num_planned;
+  }
   std::vector<int> block_of(n, -1);
   std::vector<Block> blocks;
   for (size_t s = 0; s < n; ++s) {
-    if (bytes[s] == 0) continue;
+    if (bytes[s] == 0 || output_host[group[s].first]) continue;
     const int root = group[s].first;
     int first = plan.producer[s], last = std::max(plan.last_use[s], first);
     int& b = block_of[root];
@@ -194,7 +215,9 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
   PlaceBlocks(blocks, mp);
   for (size_t s = 0; s < n; ++s) {
     if (bytes[s] == 0) continue;
-    mp.offset[s] = mp.offset[group[s].first] + static_cast<int64_t>(group[s].second);
+    const int root = group[s].first;
+    if (output_host[root]) mp.host[s] = root;
+    mp.offset[s] = (output_host[root] ? 0 : mp.offset[root]) + static_cast<int64_t>(group[s].second);
     if (group[s].first != static_cast<int>(s)) ++mp.num_aliased;
   }
   return mp;

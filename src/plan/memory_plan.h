@@ -17,6 +17,10 @@ struct MemoryPlan {
   // Per slot: offset in the arena, or -1 when the slot is not planned
   // (graph inputs/outputs, initializers, unknown shapes, non-tensors).
   std::vector<int64_t> offset;
+  // Per slot: -1 when `offset` is into the arena; else the graph output (a
+  // Concat's) whose own buffer, allocated per run and handed to the caller,
+  // holds the slot at `offset` (its parts produced in place, no copy).
+  std::vector<int> host;
   std::vector<DataType> type;
   std::vector<std::vector<int64_t>> dims;
   size_t num_planned = 0;

@@ -181,6 +181,31 @@ def _slice_split_model():
     return model, expected
 
 
+def _output_concat_model():
+    # A detector head's last step: the graph output is a Concat whose parts are views of Concats made just
+    # before, so those are produced straight into the output's own buffer; one part is read again after it.
+    shape = numpy_helper.from_array(np.array([1, -1, 16], np.int64), "shape")
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["s"]),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Concat", ["s", "r"], ["h1"], axis=-1),
+        helper.make_node("Reshape", ["h1", "shape"], ["p1"]),
+        helper.make_node("Neg", ["x"], ["n"]),
+        helper.make_node("Reshape", ["n", "shape"], ["p2"]),
+        helper.make_node("Concat", ["p1", "p2", "p1"], ["detections"], axis=1),
+        helper.make_node("Abs", ["p2"], ["after"]),
+    ]
+    model = _model(nodes, [_tensor("x", [1, 3, 8, 8])], [_tensor("detections", [1, 60, 16]),
+                                                          _tensor("after", [1, 12, 16])], [shape])
+
+    def expected(x):
+        p1 = np.concatenate([1 / (1 + np.exp(-x)), np.maximum(x, 0)], axis=-1).reshape(1, -1, 16)
+        p2 = (-x).reshape(1, -1, 16)
+        return [np.concatenate([p1, p2, p1], axis=1), np.abs(p2)]
+
+    return model, expected
+
+
 def _c2f_conv_model():
     # The same C2f with convolutions (what the blocked layout and the fused kernels see), channels a multiple of 8.
     rng = np.random.default_rng(5)
@@ -200,7 +225,8 @@ def _c2f_conv_model():
     return model, None
 
 
-@pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model, _slice_split_model])
+@pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model, _slice_split_model,
+                                  _output_concat_model])
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_views_compute_what_numpy_does(make, config, threads):
@@ -218,7 +244,8 @@ def test_views_compute_what_numpy_does(make, config, threads):
     np.testing.assert_allclose(again[0], expected(x)[0], rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model, _slice_split_model, _c2f_conv_model])
+@pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model, _slice_split_model,
+                                  _output_concat_model, _c2f_conv_model])
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_shared_buffers_give_bitwise_the_outputs_of_unshared_ones(make, config, threads, monkeypatch):
