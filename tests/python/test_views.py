@@ -206,6 +206,37 @@ def _output_concat_model():
     return model, expected
 
 
+def _subgraph_model():
+    # Bodies of an If read values that live inside a Concat's output (a part, and Split views of the output);
+    # one branch hands a captured value straight back as its output (it must outlive the arena bytes).
+    big = numpy_helper.from_array(np.array(-1e30, np.float32), "big")
+    then_body = helper.make_graph([helper.make_node("Add", ["s1", "a"], ["t"])], "then", [], [_tensor("t", [1, 8, 4, 4])])
+    else_body = helper.make_graph([helper.make_node("Identity", ["s2"], ["e"])], "else", [], [_tensor("e", [1, 8, 4, 4])])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Neg", ["x"], ["c"]),
+        helper.make_node("Concat", ["a", "c"], ["cat"], axis=1),
+        helper.make_node("Split", ["cat"], ["s1", "s2"], axis=1),
+        helper.make_node("ReduceSum", ["x"], ["sum"], keepdims=0),
+        helper.make_node("Greater", ["sum", "big"], ["cond"]),
+        helper.make_node("Not", ["cond"], ["not_cond"]),
+        helper.make_node("If", ["cond"], ["then_out"], then_branch=then_body, else_branch=else_body),
+        helper.make_node("If", ["not_cond"], ["else_out"], then_branch=then_body, else_branch=else_body),
+        helper.make_node("Sigmoid", ["cat"], ["sig"]),
+        helper.make_node("Mul", ["else_out", "then_out"], ["prod"]),
+        helper.make_node("Abs", ["x"], ["after"]),  # new values written after the bodies ran
+        helper.make_node("Add", ["after", "prod"], ["out"]),
+    ]
+    model = _model(nodes, [_tensor("x", [1, 8, 4, 4])], [_tensor("out", [1, 8, 4, 4]), _tensor("sig", [1, 16, 4, 4]),
+                                                        _tensor("else_out", [1, 8, 4, 4])], [big])
+
+    def expected(x):
+        a = np.maximum(x, 0)
+        return [np.abs(x) + (-x) * (a + a), 1 / (1 + np.exp(-np.concatenate([a, -x], axis=1))), -x]
+
+    return model, expected
+
+
 def _c2f_conv_model():
     # The same C2f with convolutions (what the blocked layout and the fused kernels see), channels a multiple of 8.
     rng = np.random.default_rng(5)
@@ -226,7 +257,7 @@ def _c2f_conv_model():
 
 
 @pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model, _slice_split_model,
-                                  _output_concat_model])
+                                  _output_concat_model, _subgraph_model])
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_views_compute_what_numpy_does(make, config, threads):
@@ -245,7 +276,7 @@ def test_views_compute_what_numpy_does(make, config, threads):
 
 
 @pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model, _slice_split_model,
-                                  _output_concat_model, _c2f_conv_model])
+                                  _output_concat_model, _subgraph_model, _c2f_conv_model])
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_shared_buffers_give_bitwise_the_outputs_of_unshared_ones(make, config, threads, monkeypatch):
