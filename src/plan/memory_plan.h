@@ -14,8 +14,9 @@ struct MemoryPlan {
   static constexpr size_t kAlignment = 64;
   size_t arena_bytes = 0;
   size_t planned_bytes = 0;  // sum of the sizes of all planned intermediates
-  // Per slot: offset in the arena, or -1 when the slot is not planned
-  // (graph inputs/outputs, initializers, unknown shapes, non-tensors).
+  // Per slot: offset in the arena (or in its host, below), or -1 when the
+  // slot is not planned (graph inputs, outputs other than hosts,
+  // initializers, unknown shapes, non-tensors).
   std::vector<int64_t> offset;
   // Per slot: -1 when `offset` is into the arena; else the graph output (a
   // Concat's) whose own buffer, allocated per run and handed to the caller,
@@ -24,7 +25,7 @@ struct MemoryPlan {
   std::vector<DataType> type;
   std::vector<std::vector<int64_t>> dims;
   size_t num_planned = 0;
-  size_t num_aliased = 0;  // planned slots inside another slot's bytes (views, Concat parts)
+  size_t num_aliased = 0;  // planned slots inside another slot's bytes (views, slices, Concat parts)
 };
 
 struct MemoryPlanOptions {
