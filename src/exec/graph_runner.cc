@@ -156,13 +156,25 @@ class GraphRunner::BodyInvoker : public SubgraphRunner {
 // memory budget.
 class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
  public:
-  ArenaAllocator(const MemoryPlan* memory, uint8_t* arena, const PlannedNode& node, const RunEnv& env)
-      : memory_(memory), arena_(arena), node_(node), budget_(env.memory), blocks_(env.blocks) {}
+  // The buffers of one run's graph outputs that hold other values (MemoryPlan::host), by slot.
+  using OutputHosts = std::vector<std::pair<int, std::shared_ptr<Tensor>>>;
+
+  ArenaAllocator(const MemoryPlan* memory, uint8_t* arena, OutputHosts* hosts, const PlannedNode& node,
+                 const RunEnv& env)
+      : memory_(memory), arena_(arena), hosts_(hosts), node_(node), budget_(env.memory), blocks_(env.blocks) {}
   Result<Tensor> Allocate(size_t i, DataType type, std::vector<int64_t> dims, bool zero_fill) override {
-    if (memory_ && arena_ && i < node_.outputs.size()) {
+    if (memory_ && i < node_.outputs.size()) {
       int slot = node_.outputs[i];
-      if (slot >= 0 && memory_->offset[slot] >= 0 && memory_->type[slot] == type && memory_->dims[slot] == dims) {
-        Tensor t = Tensor::View(type, std::move(dims), arena_ + memory_->offset[slot], nullptr);
+      if (slot >= 0 && memory_->offset[slot] >= 0 && memory_->type[slot] == type && memory_->dims[slot] == dims &&
+          (arena_ || memory_->host[slot] >= 0)) {
+        Tensor t;
+        if (memory_->host[slot] < 0) {
+          t = Tensor::View(type, std::move(dims), arena_ + memory_->offset[slot], nullptr);
+        } else {
+          NEE_ASSIGN_OR_RETURN(std::shared_ptr<Tensor> host, HostBuffer(memory_->host[slot]));
+          t = Tensor::View(type, std::move(dims), static_cast<uint8_t*>(host->raw_data()) + memory_->offset[slot],
+                           std::shared_ptr<void>(host, host.get()));
+        }
         if (zero_fill) std::memset(t.raw_data(), 0, t.byte_size());
         return t;
       }
@@ -173,6 +185,17 @@ class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
   }
 
  private:
+  // The run's buffer of graph output `slot`, allocated (on the heap, counted
+  // against the budget) when the first value inside it is produced.
+  Result<std::shared_ptr<Tensor>> HostBuffer(int slot) {
+    for (const auto& [s, buffer] : *hosts_)
+      if (s == slot) return buffer;
+    NEE_ASSIGN_OR_RETURN(Tensor t, budget_ ? AllocateCounted(memory_->type[slot], memory_->dims[slot], false)
+                                           : Tensor::AllocateUninitialized(memory_->type[slot], memory_->dims[slot]));
+    hosts_->emplace_back(slot, std::make_shared<Tensor>(std::move(t)));
+    return hosts_->back().second;
+  }
+
   // Owns a cached block: gives it back, and its bytes to the budget, when the
   // last tensor viewing it is gone.
   struct CachedBlock {
@@ -231,6 +254,7 @@ class GraphRunner::ArenaAllocator : public KernelContext::OutputAllocator {
 
   const MemoryPlan* memory_;
   uint8_t* arena_;
+  OutputHosts* hosts_;
   const PlannedNode& node_;
   const std::shared_ptr<MemoryBudget>& budget_;
   const std::shared_ptr<BlockCache>& blocks_;
@@ -307,6 +331,7 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     if (!stop.ok()) return stop.WithContext("graph '" + graph_.name + "': ");
   }
   std::vector<Value> out;  // the node's outputs; its capacity serves every node
+  ArenaAllocator::OutputHosts hosts;
   for (size_t n = 0; n < plan_.nodes.size(); ++n) {
     const PlannedNode& pn = plan_.nodes[n];
     if (run_nodes && !(*run_nodes)[n]) continue;
@@ -332,7 +357,7 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
     out.resize(pn.outputs.size());
     std::vector<const Value*> profiled_inputs;
     if (env.profiler) profiled_inputs = in;
-    ArenaAllocator allocator(memory, arena, pn, env);
+    ArenaAllocator allocator(memory, arena, &hosts, pn, env);
     BodyInvoker bodies(*this, frame, env);
     KernelContext ctx(*pn.node, pn.opset, std::move(in), &out, &allocator, env.pool, &bodies);
     ctx.SetPrepared(pn.prepared.get(), &pn.constant_inputs);

@@ -1,6 +1,7 @@
 #include "exec/session.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -320,6 +321,17 @@ Status Session::ValidateInput(const ValueInfo& vi, Value& value) const {
   return Status::Ok();
 }
 
+namespace {
+// NEE_SHARE_BUFFERS=0 plans every value a block of its own (no views, no
+// Concat parts in place): the reference the tests compare aliasing with.
+MemoryPlanOptions MemoryPlanOptionsFromEnv() {
+  MemoryPlanOptions options;
+  const char* share = std::getenv("NEE_SHARE_BUFFERS");
+  options.share_buffers = !(share && std::string(share) == "0");
+  return options;
+}
+}  // namespace
+
 Result<std::shared_ptr<Session::ShapePlan>> Session::PlanFor(const std::vector<TypeInfo>& input_types) const {
   std::string key = SignatureKey(input_types);
   if (std::shared_ptr<ShapePlan> plan = CachedPlan(key)) return plan;
@@ -343,7 +355,7 @@ Result<std::shared_ptr<Session::ShapePlan>> Session::MakePlan(std::string key,
   }();
   if (!checked.ok()) return InvalidArgument(checked.status().message());
   plan->checked = std::move(checked).value();
-  plan->memory = PlanMemory(main_->plan(), plan->checked.types);
+  plan->memory = PlanMemory(main_->plan(), plan->checked.types, &plan->checked.constants, MemoryPlanOptionsFromEnv());
   plan->checked.constants.clear();  // only the types are needed: do not keep constants alive
   std::lock_guard<std::mutex> lock(plans_mu_);
   if (plans_.size() >= options_.max_cached_shape_plans) plans_.clear();  // bounded cache for many shapes

@@ -26,10 +26,6 @@ std::string IndexError(int64_t index, int64_t size) {
 
 // ---- Slice ----------------------------------------------------------------------------
 
-struct SliceParams {
-  std::vector<int64_t> starts, ends, axes, steps;
-};
-
 // One axis of a slice resolved against its size: first index, step, count.
 struct AxisSlice {
   int64_t start = 0, step = 1, count = 0;
@@ -95,13 +91,17 @@ Result<SliceGeometry> ResolveSlice(KernelContext& ctx, const Tensor& x) {
       NEE_ASSIGN_OR_RETURN(p.steps, IntInput(ctx, 4));
     }
   }
-  Status valid = ValidateSlice(node, x.rank(), p);
+  return ResolveSliceParams(node, x.dims(), std::move(p));
+}
+
+Result<SliceGeometry> ResolveSliceParams(const Node& node, const std::vector<int64_t>& dims, SliceParams p) {
+  Status valid = ValidateSlice(node, static_cast<int64_t>(dims.size()), p);
   if (!valid.ok()) return InvalidArgument(valid.message());
-  std::vector<int64_t> in_strides = StridesOf(x.dims());
-  SliceGeometry g{x.dims(), in_strides, 0};
+  std::vector<int64_t> in_strides = StridesOf(dims);
+  SliceGeometry g{dims, in_strides, 0};
   for (size_t i = 0; i < p.axes.size(); ++i) {
     int64_t a = p.axes[i];
-    AxisSlice s = ResolveAxisSlice(p.starts[i], p.ends[i], p.steps[i], x.dim(a));
+    AxisSlice s = ResolveAxisSlice(p.starts[i], p.ends[i], p.steps[i], dims[a]);
     g.out_dims[a] = s.count;
     g.base += s.start * in_strides[a];
     g.strides[a] = s.step * in_strides[a];
@@ -114,7 +114,9 @@ namespace {
 Status SliceKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(SliceGeometry g, ResolveSlice(ctx, *x));
-  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(0, x->dtype(), g.out_dims));
+  // Not zero-filled: every element is written, and the memory planner may
+  // have placed the output inside x (a contiguous slice), whose bytes it is.
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, x->dtype(), g.out_dims));
   return StridedCopy(ctx.node(), *x, g.base, g.strides, out);
 }
 

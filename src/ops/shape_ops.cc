@@ -586,7 +586,9 @@ Status SplitKernel(KernelContext& ctx) {
   for (size_t k = 0; k < sizes.size(); ++k) {
     std::vector<int64_t> dims = x->dims();
     dims[axis] = sizes[k];
-    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutput(k, x->dtype(), dims));
+    // Not zero-filled: every element is written, and the memory planner may
+    // have placed the output inside x (a split on channels of one image).
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(k, x->dtype(), dims));
     const int64_t chunk = sizes[k] * inner;
     NEE_RETURN_IF_ERROR(VisitStorage(ctx.node(), x->dtype(), [&]<typename A>() -> Status {
       A dst(out), src(*x);

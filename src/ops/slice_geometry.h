@@ -15,8 +15,16 @@ struct SliceGeometry {
   int64_t base = 0;              // input element of output index 0
 };
 
+struct SliceParams {
+  std::vector<int64_t> starts, ends, axes, steps;  // axes, steps: empty for the defaults
+};
+
 // Reads starts/ends/axes/steps (attributes before opset 10, inputs after) and
 // resolves them against x; errors name the node.
 Result<SliceGeometry> ResolveSlice(KernelContext& ctx, const Tensor& x);
+
+// Resolves `p` against an input of `dims` (what ResolveSlice does once it has
+// read them); the memory planner places a Slice's output with it.
+Result<SliceGeometry> ResolveSliceParams(const Node& node, const std::vector<int64_t>& dims, SliceParams p);
 
 }  // namespace nee

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "plan/part_offsets.h"
+
 namespace nee {
 
 namespace {
@@ -58,16 +60,6 @@ void PlaceBlocks(std::vector<Block>& blocks, MemoryPlan& mp) {
   }
 }
 
-// Ops whose output holds exactly the input's bytes under another shape. When
-// both sides are planned, the output takes the input's place and the kernel
-// finds nothing to copy (CopyToOutput skips a copy onto itself).
-bool IsViewNode(const PlannedNode& pn) {
-  const std::string& d = pn.node->domain;
-  if (!(d.empty() || d == "ai.onnx")) return false;
-  const std::string& op = pn.node->op_type;
-  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze" || op == "Identity";
-}
-
 // Slots that share memory: each slot lies at `offset` bytes into its
 // parent's bytes; a root (parent == itself) gets a block of its own.
 struct AliasForest {
@@ -93,59 +85,52 @@ struct AliasForest {
   }
 };
 
-// A Concat's output is its inputs' bytes one after another when every dim
-// before the axis is 1 (e.g. channels of one image). Then each planned input
-// can be produced straight into its part of the output, and the Concat finds
-// nothing to copy (its kernels skip a copy onto itself). Returns the byte
-// offset of each input in the output, or nothing when that does not hold.
-std::vector<size_t> ConcatPartOffsets(const PlannedNode& pn, const MemoryPlan& mp, const std::vector<size_t>& bytes) {
-  const std::string& d = pn.node->domain;
-  if (!(d.empty() || d == "ai.onnx") || pn.node->op_type != "Concat" || pn.outputs.size() != 1) return {};
+// Moves the group of Concat input i into the Concat's output so that the
+// input lands at its part, at[i] bytes in, when the group's bytes cover only
+// whole parts whose inputs all lie in that group exactly where their parts
+// are (e.g. the outputs of a Split feeding the Concat in order, or just the
+// input itself); otherwise the Concat would copy a part over bytes of the
+// group that may still be read.
+void MoveIntoConcat(const PlannedNode& pn, const std::vector<size_t>& at, size_t i, const std::vector<size_t>& bytes,
+                    const std::vector<bool>& output_host, AliasForest& forest) {
   const int out = pn.outputs[0];
-  if (out < 0 || bytes[out] == 0) return {};
-  // Whole-byte elements only: a part of 4-bit values may start mid-byte.
-  if (StorageBytes(mp.type[out], 2) != 2 * StorageBytes(mp.type[out], 1)) return {};
-  const std::vector<int64_t>& dims = mp.dims[out];
-  auto axis = pn.node->GetInt("axis", 1);
-  if (!axis.ok()) return {};
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  const int64_t a = axis.value() < 0 ? axis.value() + rank : axis.value();
-  if (a < 0 || a >= rank) return {};
-  for (int64_t i = 0; i < a; ++i)
-    if (dims[i] != 1) return {};
-  std::vector<size_t> at;
-  size_t next = 0;
-  for (int in : pn.inputs) {
-    at.push_back(next);
-    if (in < 0 || bytes[in] == 0) return {};
-    next += bytes[in];
+  auto [root, offset_in_root] = forest.Find(pn.inputs[i]);
+  if (root == forest.Find(out).first) return;  // already there (an input repeated, or a part of a group moved)
+  if (output_host[root]) return;               // a graph output's buffer stays its own
+  if (at[i] < offset_in_root) return;
+  const size_t begin = at[i] - offset_in_root, end = begin + bytes[root];
+  if (begin % MemoryPlan::kAlignment != 0 || end > bytes[out]) return;
+  for (size_t j = 0; j < at.size(); ++j) {
+    const size_t part_end = at[j] + bytes[pn.inputs[j]];
+    if (part_end <= begin || at[j] >= end) continue;  // outside the group's bytes
+    if (at[j] < begin || part_end > end) return;       // a part only partly covered
+    if (forest.Find(pn.inputs[j]) != std::make_pair(root, at[j] - begin)) return;
   }
-  if (next != bytes[out]) return {};
-  return at;
+  forest.Attach(root, out, begin);
 }
 
 // Per slot: its root slot and byte offset in it. View ops' outputs share
-// their input's bytes; Concat inputs live inside the Concat's output where
-// they can (each input once, at a 64-byte aligned offset, when it is the
-// root of its own group, e.g. not already inside another Concat).
-std::vector<std::pair<int, size_t>> AliasGroups(const ExecutionPlan& plan, const MemoryPlan& mp,
-                                                const std::vector<size_t>& bytes) {
+// their input's bytes, and so do contiguous Slice/Split outputs at their
+// offset; Concat inputs live inside the Concat's output where they can
+// (MoveIntoConcat: each input once, at a 64-byte aligned offset).
+std::vector<std::pair<int, size_t>> AliasGroups(const ExecutionPlan& plan, const SlotLayout& slots,
+                                                const std::unordered_map<std::string, Tensor>* constants,
+                                                const std::vector<bool>& output_host) {
+  const std::vector<size_t>& bytes = slots.bytes;
   AliasForest forest(plan.num_slots());
   for (const PlannedNode& pn : plan.nodes) {
+    // An output is still the root of a group of its own here: it joins
+    // others only at its producer (this node) or at a later Concat.
     if (IsViewNode(pn) && !pn.inputs.empty() && pn.outputs.size() == 1) {
       int in = pn.inputs[0], out = pn.outputs[0];
       if (in >= 0 && out >= 0 && bytes[in] != 0 && bytes[out] == bytes[in]) forest.Attach(out, in, 0);
       continue;
     }
-    const std::vector<size_t> at = ConcatPartOffsets(pn, mp, bytes);
-    for (size_t i = 0; i < at.size(); ++i) {
-      const int in = pn.inputs[i];
-      auto [root, offset_in_root] = forest.Find(in);
-      // The whole group moves: only when the input is all of it, at its start.
-      if (offset_in_root != 0 || bytes[root] != bytes[in] || at[i] % MemoryPlan::kAlignment != 0) continue;
-      if (root == forest.Find(pn.outputs[0]).first) continue;  // already there (an input repeated)
-      forest.Attach(root, pn.outputs[0], at[i]);
-    }
+    std::vector<std::pair<int, size_t>> parts = SliceViewOffset(pn, plan, slots, constants);
+    if (parts.empty()) parts = SplitViewOffsets(pn, slots);
+    for (const auto& [out, at] : parts) forest.Attach(out, pn.inputs[0], at);
+    const std::vector<size_t> at = ConcatPartOffsets(pn, slots);
+    for (size_t i = 0; i < at.size(); ++i) MoveIntoConcat(pn, at, i, bytes, output_host, forest);
   }
   std::vector<std::pair<int, size_t>> group(plan.num_slots());
   for (size_t s = 0; s < group.size(); ++s) group[s] = forest.Find(static_cast<int>(s));
@@ -153,10 +138,11 @@ std::vector<std::pair<int, size_t>> AliasGroups(const ExecutionPlan& plan, const
 }
 
 // The exact byte size of a slot's tensor when it can live in the arena, 0 otherwise.
+// A graph output counts only when `as_host` (a Concat's output that may hold its parts).
 size_t PlannableBytes(const ExecutionPlan& plan, const std::unordered_map<std::string, TypeInfo>& types,
-                      const std::vector<bool>& safe_readers, size_t s, std::vector<int64_t>* dims) {
+                      const std::vector<bool>& safe_readers, size_t s, std::vector<int64_t>* dims, bool as_host) {
   int producer = plan.producer[s];
-  if (producer < 0 || plan.is_graph_output[s] || !safe_readers[s]) return 0;
+  if (producer < 0 || plan.is_graph_output[s] != as_host || !safe_readers[s]) return 0;
   if (plan.nodes[producer].has_subgraphs) return 0;
   auto it = types.find(plan.slot_names[s]);
   if (it == types.end() || !it->second.is_tensor() || !it->second.shape) return 0;
@@ -170,30 +156,51 @@ size_t PlannableBytes(const ExecutionPlan& plan, const std::unordered_map<std::s
 }
 }  // namespace
 
-MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::string, TypeInfo>& types) {
+MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::string, TypeInfo>& types,
+                      const std::unordered_map<std::string, Tensor>* constants, const MemoryPlanOptions& options) {
   MemoryPlan mp;
   size_t n = plan.num_slots();
   mp.offset.assign(n, -1);
   mp.type.assign(n, DataType::kUndefined);
   mp.dims.assign(n, {});
   std::vector<bool> safe_readers = SlotsWithSafeReaders(plan, types);
+  mp.host.assign(n, -1);
+  // Graph outputs made by a Concat may hold their parts (their buffers are
+  // the caller's, allocated per run): candidates, kept if a part joins them.
+  std::vector<bool> output_host(n, false);
+  for (const PlannedNode& pn : plan.nodes)
+    if (pn.node->op_type == "Concat" && pn.outputs.size() == 1 && pn.outputs[0] >= 0)
+      output_host[pn.outputs[0]] = plan.is_graph_output[pn.outputs[0]] && options.share_buffers;
   std::vector<size_t> bytes(n, 0);
   for (size_t s = 0; s < n; ++s) {
     std::vector<int64_t> dims;
-    bytes[s] = PlannableBytes(plan, types, safe_readers, s, &dims);
-    if (bytes[s] == 0) continue;
+    bytes[s] = PlannableBytes(plan, types, safe_readers, s, &dims, output_host[s]);
+    if (bytes[s] == 0) {
+      output_host[s] = false;
+      continue;
+    }
     mp.type[s] = types.at(plan.slot_names[s]).elem_type;
     mp.dims[s] = std::move(dims);
-    mp.planned_bytes += bytes[s];
-    ++mp.num_planned;
   }
   // One block per alias group (the root's bytes), alive from its first
   // producer to its last reader.
-  const std::vector<std::pair<int, size_t>> group = AliasGroups(plan, mp, bytes);
+  std::vector<std::pair<int, size_t>> group(n);
+  for (size_t s = 0; s < n; ++s) group[s] = {static_cast<int>(s), 0};
+  if (options.share_buffers)
+    group = AliasGroups(plan, SlotLayout{bytes, mp.type, mp.dims}, constants, output_host);
+  std::vector<bool> hosts_something(n, false);
+  for (size_t s = 0; s < n; ++s)
+    if (bytes[s] != 0 && group[s].first != static_cast<int>(s)) hosts_something[group[s].first] = true;
+  for (size_t s = 0; s < n; ++s) {
+    if (output_host[s] && !hosts_something[s]) bytes[s] = 0, output_host[s] = false;  // an output as before
+    if (bytes[s] == 0) continue;
+    mp.planned_bytes += bytes[s];
+    ++mp.num_planned;
+  }
   std::vector<int> block_of(n, -1);
   std::vector<Block> blocks;
   for (size_t s = 0; s < n; ++s) {
-    if (bytes[s] == 0) continue;
+    if (bytes[s] == 0 || output_host[group[s].first]) continue;
     const int root = group[s].first;
     int first = plan.producer[s], last = std::max(plan.last_use[s], first);
     int& b = block_of[root];
@@ -206,8 +213,13 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
     }
   }
   PlaceBlocks(blocks, mp);
-  for (size_t s = 0; s < n; ++s)
-    if (bytes[s] != 0) mp.offset[s] = mp.offset[group[s].first] + static_cast<int64_t>(group[s].second);
+  for (size_t s = 0; s < n; ++s) {
+    if (bytes[s] == 0) continue;
+    const int root = group[s].first;
+    if (output_host[root]) mp.host[s] = root;
+    mp.offset[s] = (output_host[root] ? 0 : mp.offset[root]) + static_cast<int64_t>(group[s].second);
+    if (group[s].first != static_cast<int>(s)) ++mp.num_aliased;
+  }
   return mp;
 }
 

@@ -138,7 +138,126 @@ def _concat_model():
     return model, expected
 
 
-@pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model])
+def _slice_split_model():
+    # Slice and Split outputs as views of their input (contiguous: outer dims 1, step 1) next to ones that
+    # are not (a stepped slice, a last-axis slice, batch 2), a YOLOv8 C2f (Split, a branch on the second
+    # half, Concat of both halves and the branch), the Split's input read again after the Concat, and a
+    # Concat with the halves swapped (copied).
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    ints = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Split", ["r", "halves"], ["a", "b"], axis=1),
+        helper.make_node("Sigmoid", ["b"], ["m1"]),
+        helper.make_node("Mul", ["m1", "b"], ["m2"]),
+        helper.make_node("Concat", ["a", "b", "m1", "m2"], ["c2f"], axis=1),
+        helper.make_node("Add", ["c2f", "one"], ["c2f_out"]),
+        helper.make_node("Concat", ["b", "a"], ["swapped"], axis=1),
+        helper.make_node("Add", ["swapped", "r"], ["swapped_out"]),
+        helper.make_node("Slice", ["r", "s_mid", "e_mid", "axes1"], ["mid"]),
+        helper.make_node("Slice", ["r", "s_all", "e_all", "axes1", "step2"], ["stepped"]),
+        helper.make_node("Slice", ["r", "s_all", "e_last", "axes3"], ["last"]),
+        helper.make_node("Concat", ["mid", "stepped"], ["slices"], axis=1),
+        helper.make_node("Neg", ["slices"], ["slices_out"]),
+        helper.make_node("Abs", ["last"], ["last_out"]),
+        helper.make_node("Concat", ["r", "r"], ["pair"], axis=0),
+        helper.make_node("Split", ["pair"], ["p1", "p2"], axis=1),
+        helper.make_node("Sub", ["p1", "p2"], ["pair_out"]),
+    ]
+    inits = [one, ints("halves", [8, 8]), ints("s_mid", [4]), ints("e_mid", [12]), ints("axes1", [1]),
+             ints("s_all", [0]), ints("e_all", [16]), ints("step2", [2]), ints("e_last", [3]), ints("axes3", [3])]
+    outs = [_tensor("c2f_out", [1, 32, 8, 8]), _tensor("swapped_out", [1, 16, 8, 8]),
+            _tensor("slices_out", [1, 16, 8, 8]), _tensor("last_out", [1, 16, 8, 3]), _tensor("pair_out", [2, 8, 8, 8])]
+    model = _model(nodes, [_tensor("x", [1, 16, 8, 8])], outs, inits)
+
+    def expected(x):
+        r = np.maximum(x, 0)
+        a, b = r[:, :8], r[:, 8:]
+        m1 = 1 / (1 + np.exp(-b))
+        pair = np.concatenate([r, r], axis=0)
+        return [np.concatenate([a, b, m1, m1 * b], axis=1) + 1, np.concatenate([b, a], axis=1) + r,
+                -np.concatenate([r[:, 4:12], r[:, ::2]], axis=1), np.abs(r[..., :3]), pair[:, :8] - pair[:, 8:]]
+
+    return model, expected
+
+
+def _output_concat_model():
+    # A detector head's last step: the graph output is a Concat whose parts are views of Concats made just
+    # before, so those are produced straight into the output's own buffer; one part is read again after it.
+    shape = numpy_helper.from_array(np.array([1, -1, 16], np.int64), "shape")
+    nodes = [
+        helper.make_node("Sigmoid", ["x"], ["s"]),
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Concat", ["s", "r"], ["h1"], axis=-1),
+        helper.make_node("Reshape", ["h1", "shape"], ["p1"]),
+        helper.make_node("Neg", ["x"], ["n"]),
+        helper.make_node("Reshape", ["n", "shape"], ["p2"]),
+        helper.make_node("Concat", ["p1", "p2", "p1"], ["detections"], axis=1),
+        helper.make_node("Abs", ["p2"], ["after"]),
+    ]
+    model = _model(nodes, [_tensor("x", [1, 3, 8, 8])], [_tensor("detections", [1, 60, 16]),
+                                                          _tensor("after", [1, 12, 16])], [shape])
+
+    def expected(x):
+        p1 = np.concatenate([1 / (1 + np.exp(-x)), np.maximum(x, 0)], axis=-1).reshape(1, -1, 16)
+        p2 = (-x).reshape(1, -1, 16)
+        return [np.concatenate([p1, p2, p1], axis=1), np.abs(p2)]
+
+    return model, expected
+
+
+def _subgraph_model():
+    # Bodies of an If read values that live inside a Concat's output (a part, and Split views of the output);
+    # one branch hands a captured value straight back as its output (it must outlive the arena bytes).
+    big = numpy_helper.from_array(np.array(-1e30, np.float32), "big")
+    then_body = helper.make_graph([helper.make_node("Add", ["s1", "a"], ["t"])], "then", [], [_tensor("t", [1, 8, 4, 4])])
+    else_body = helper.make_graph([helper.make_node("Identity", ["s2"], ["e"])], "else", [], [_tensor("e", [1, 8, 4, 4])])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Neg", ["x"], ["c"]),
+        helper.make_node("Concat", ["a", "c"], ["cat"], axis=1),
+        helper.make_node("Split", ["cat"], ["s1", "s2"], axis=1),
+        helper.make_node("ReduceSum", ["x"], ["sum"], keepdims=0),
+        helper.make_node("Greater", ["sum", "big"], ["cond"]),
+        helper.make_node("Not", ["cond"], ["not_cond"]),
+        helper.make_node("If", ["cond"], ["then_out"], then_branch=then_body, else_branch=else_body),
+        helper.make_node("If", ["not_cond"], ["else_out"], then_branch=then_body, else_branch=else_body),
+        helper.make_node("Sigmoid", ["cat"], ["sig"]),
+        helper.make_node("Mul", ["else_out", "then_out"], ["prod"]),
+        helper.make_node("Abs", ["x"], ["after"]),  # new values written after the bodies ran
+        helper.make_node("Add", ["after", "prod"], ["out"]),
+    ]
+    model = _model(nodes, [_tensor("x", [1, 8, 4, 4])], [_tensor("out", [1, 8, 4, 4]), _tensor("sig", [1, 16, 4, 4]),
+                                                        _tensor("else_out", [1, 8, 4, 4])], [big])
+
+    def expected(x):
+        a = np.maximum(x, 0)
+        return [np.abs(x) + (-x) * (a + a), 1 / (1 + np.exp(-np.concatenate([a, -x], axis=1))), -x]
+
+    return model, expected
+
+
+def _c2f_conv_model():
+    # The same C2f with convolutions (what the blocked layout and the fused kernels see), channels a multiple of 8.
+    rng = np.random.default_rng(5)
+    w = lambda name, co, ci, k: numpy_helper.from_array(  # noqa: E731
+        (rng.standard_normal((co, ci, k, k)) * 0.2).astype(np.float32), name)
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["c0"]),
+        helper.make_node("Split", ["c0", "halves"], ["a", "b"], axis=1),
+        helper.make_node("Conv", ["b", "w1"], ["m1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["m1", "w2"], ["m2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["a", "b", "m1", "m2"], ["cat"], axis=1),
+        helper.make_node("Conv", ["cat", "w3"], ["out"]),
+    ]
+    inits = [w("w0", 32, 16, 1), numpy_helper.from_array(np.array([16, 16], np.int64), "halves"),
+             w("w1", 16, 16, 3), w("w2", 16, 16, 3), w("w3", 24, 64, 1)]
+    model = _model(nodes, [_tensor("x", [1, 16, 12, 12])], [_tensor("out", [1, 24, 12, 12])], inits)
+    return model, None
+
+
+@pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model, _slice_split_model,
+                                  _output_concat_model, _subgraph_model])
 @pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_views_compute_what_numpy_does(make, config, threads):
@@ -154,3 +273,19 @@ def test_views_compute_what_numpy_does(make, config, threads):
     got[0][...] = 123.0
     again = sess.run(None, {"x": x})
     np.testing.assert_allclose(again[0], expected(x)[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [_chain_model, _input_view_model, _concat_model, _slice_split_model,
+                                  _output_concat_model, _subgraph_model, _c2f_conv_model])
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_shared_buffers_give_bitwise_the_outputs_of_unshared_ones(make, config, threads, monkeypatch):
+    """NEE_SHARE_BUFFERS=0 plans every value its own bytes: the outputs must be the same bits."""
+    model, _ = make()
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(threads + 10).standard_normal(shape).astype(np.float32)
+    shared = _session(model, config, threads).run(None, {"x": x})
+    monkeypatch.setenv("NEE_SHARE_BUFFERS", "0")
+    unshared = _session(model, config, threads).run(None, {"x": x})
+    for s, u in zip(shared, unshared):
+        assert s.tobytes() == u.tobytes()
