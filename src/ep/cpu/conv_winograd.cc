@@ -103,7 +103,8 @@ struct Tiling {
 // tile rows where the image allows (56x56: eight blocks of 3 or 4 rows for
 // two threads, not seven of 4, which left one thread a block behind). Which
 // tiles a block holds never changes a result: each GEMM sums over the
-// channels whatever its columns.
+// channels whatever its columns. An image of fewer blocks than threads is
+// cut into one a thread where the weights are small (EachThreadReadsWeights).
 Tiling TilingOf(const Winograd3x3& g, int threads) {
   Tiling t;
   t.tiles_x = CeilDiv(g.OW, 2);
@@ -114,6 +115,8 @@ Tiling TilingOf(const Winograd3x3& g, int threads) {
   const int64_t tasks = g.N * t.blocks;
   if (threads > 1 && tasks >= threads && tasks % threads != 0)
     t.blocks = std::min(t.tiles_y, CeilDiv(CeilDiv(tasks, threads) * threads, g.N));
+  if (threads > 1 && tasks < threads && winograd_common::EachThreadReadsWeights(kElems, g.M, g.C))
+    t.blocks = std::min(t.tiles_y, CeilDiv(threads, g.N));
   return t;
 }
 

@@ -110,7 +110,8 @@ struct Tiling {
 
 // As F(2x2, 3x3)'s TilingOf: blocks within kBlockFloats, and with several
 // threads a number of tasks every thread gets equally many of where the
-// image allows. Which tiles a block holds never changes a result.
+// image allows, or one a thread where the weights are small
+// (EachThreadReadsWeights). Which tiles a block holds never changes a result.
 Tiling TilingOf(const Winograd3x3& g, int threads) {
   Tiling t;
   t.tiles_x = CeilDiv(g.OW, 4);
@@ -122,6 +123,8 @@ Tiling TilingOf(const Winograd3x3& g, int threads) {
   const int64_t tasks = g.N * t.blocks;
   if (threads > 1 && tasks >= threads && tasks % threads != 0)
     t.blocks = std::min(t.tiles_y, CeilDiv(CeilDiv(tasks, threads) * threads, g.N));
+  if (threads > 1 && tasks < threads && winograd_common::EachThreadReadsWeights(kElems, g.M, g.C))
+    t.blocks = std::min(t.tiles_y, CeilDiv(threads, g.N));
   return t;
 }
 

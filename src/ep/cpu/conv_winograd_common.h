@@ -84,6 +84,21 @@ Result<std::shared_ptr<const W>> TransformedWeights(KernelContext& ctx, int64_t 
   });
 }
 
+// Whether a conv with fewer blocks of tile rows than threads should still be
+// cut into one block a thread (each thread then reads all the transformed
+// weights, `elems` matrices of M x C, but nothing the other threads wrote)
+// rather than run its blocks with each phase shared among the threads (each
+// thread reads half of the weights, and half of each phase's input comes from
+// the other core's caches: input channels, then GEMMs, then output channels).
+// Yes while the weights fit a core's L2 (1 MiB on Zen 4): YOLO's 64-channel
+// 3x3 convs at 40x40 (F(4x4, 3x3), 590 KB) at 2 threads ran 356 us instead
+// of 427 (and their neighbours' pixel-major tasks then find their pixels on
+// their own core); ResNet-50's 14x14 and 7x7 ones (4-16 MB) keep sharing.
+inline bool EachThreadReadsWeights(int64_t elems, int64_t M, int64_t C) {
+  constexpr int64_t kWeightBytesPerThread = 1 << 20;
+  return elems * M * C * static_cast<int64_t>(sizeof(float)) <= kWeightBytesPerThread;
+}
+
 // Runs run(block, shared) over every block of tile rows of the N images
 // (`tiling`: blocks per image and first_row(b)): with a block or more per
 // thread, the blocks as pixel-major tasks (shared null); with fewer blocks

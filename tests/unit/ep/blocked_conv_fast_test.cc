@@ -59,6 +59,10 @@ const std::vector<Geometry> kGeometries = {
     {"1x1 s2", {1, 32, 14, 14}, {64, 32, 1, 1}, 1, 2, 0},             // ResNet's downsample, no border
     {"1x1 s2 odd", {2, 16, 9, 11}, {24, 16, 1, 1}, 1, 2, 0},          // subsampled: 5 x 6 of 9 x 11
     {"1x1 s3", {1, 8, 10, 7}, {40, 8, 1, 1}, 1, 3, 0},                // subsampled: 4 x 3 of 10 x 7
+    // Subsampled: 380 output pixels in 8 chunks (output blocks shared out too at 3 threads, not at 2),
+    // an odd last row of the strided input; and a strided one whose weights go by output channels first.
+    {"1x1 s2 many pixels", {1, 16, 40, 37}, {24, 16, 1, 1}, 1, 2, 0},
+    {"1x1 s2 big weights", {2, 512, 5, 7}, {512, 512, 1, 1}, 1, 2, 0},  // 1 MB: output channel groups first
     {"5x5 s1 pad 2", {1, 8, 6, 7}, {16, 8, 5, 5}, 1, 1, 2},           // windows wider than the image
     {"3x3 s2 no pad", {1, 24, 9, 10}, {8, 24, 3, 3}, 1, 2, 0},
     // 3x3 stride 1, 16 channels and more: AVX-512 runs Winograd on the blocked layout (conv_winograd.h).
@@ -317,6 +321,8 @@ TEST(BlockedConvFast, WinogradGivesTheNchwWinogradsBits) {
       {"narrow", {1, 32, 14, 14}, {40, 32, 3, 3}, 1, 1, 1},
       {"no pad", {1, 24, 11, 10}, {16, 24, 3, 3}, 1, 1, 0},
       {"pad 2", {1, 16, 7, 9}, {16, 16, 3, 3}, 1, 1, 2},
+      // Transformed weights beyond 1 MiB (1.2 MB, 2.7 MB): one block, its phases shared among the threads.
+      {"big weights", {1, 136, 6, 5}, {136, 136, 3, 3}, 1, 1, 1},
   };
   auto same_bits = [](const Tensor& got, const Tensor& want, const std::string& what) {
     ASSERT_EQ(got.dims(), want.dims()) << what;

@@ -236,6 +236,8 @@ std::vector<ConvCase> Grid() {
       {"2d_winograd_asymmetric_pads", {1, 16, 8, 12}, {16, 16, 3, 3}, false, {IntsAttr("pads", {0, 2, 1, 0})}},
       {"2d_winograd_wide", {1, 16, 5, 70}, {24, 16, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
       {"2d_winograd_blocks", {1, 32, 60, 61}, {32, 32, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
+      // 1.2 MB of transformed weights: one block with its phases shared among the threads.
+      {"2d_winograd_big_weights", {1, 136, 5, 6}, {136, 136, 3, 3}, true, {IntsAttr("pads", {1, 1, 1, 1})}},
       // 1-D convs written as 2-D or 3-D with axes the window does not move
       // along (extent 1, kernel 1, no pads): run as the 1-D conv they are
       // (magika's 5x1 kernel over [C, 512, 1]); a stride on the trivial axis,

@@ -54,6 +54,9 @@ const std::vector<Shape> kShapes = {
     {"no_pads_16_wide", {3, 24, 13, 18}, 40, {0, 0, 0, 0}}, {"wide_rows", {1, 20, 7, 70}, 24, {1, 1, 1, 1}},
     {"pads_one_side", {1, 16, 30, 37}, 21, {1, 0, 0, 1}},   {"blocks", {1, 32, 60, 61}, 32, {1, 1, 1, 1}},
     {"deep", {1, 300, 10, 10}, 20, {1, 1, 1, 1}},
+    // Transformed weights beyond 1 MiB (1.4 MB): one block, its phases shared among the threads
+    // (with less, every thread takes a block of its own).
+    {"big_weights_one_block", {1, 96, 6, 7}, 104, {1, 1, 1, 1}},
 };
 
 std::vector<int64_t> WeightDims(const Shape& s) { return {s.m, s.x[1], 3, 3}; }
