@@ -79,10 +79,10 @@ struct DwChannel {
   __m512d z;
 };
 
-// Sixteen output pixels whose first tap reads `first` (pixel k: first + k * sw), requantized to int32.
+// The sums (constant included) of sixteen output pixels whose first tap reads `first` (pixel k: first + k * sw).
 // kQuads: the quads when fixed at compile time (3: 3x3), so that their loop unrolls; 0: any.
 template <int kQuads>
-NEE_DW_VNNI_TARGET inline __m512i Sixteen(const DwChannel& ch, const uint8_t* first) {
+NEE_DW_VNNI_TARGET inline __m512i SixteenSums(const DwChannel& ch, const uint8_t* first) {
   const int64_t nquads = kQuads > 0 ? kQuads : ch.nquads;
   __m512i acc = ch.constant;
 #pragma GCC unroll 4
@@ -90,7 +90,13 @@ NEE_DW_VNNI_TARGET inline __m512i Sixteen(const DwChannel& ch, const uint8_t* fi
     const __m512i bytes = _mm512_loadu_si512(first + ch.offsets[t]);
     acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(ch.deal, bytes), _mm512_set1_epi32(ch.quads[t]));
   }
-  return RequantRow16(acc, ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z);
+  return acc;
+}
+
+// The same sixteen pixels requantized to int32.
+template <int kQuads>
+NEE_DW_VNNI_TARGET inline __m512i Sixteen(const DwChannel& ch, const uint8_t* first) {
+  return RequantRow16(SixteenSums<kQuads>(ch, first), ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z);
 }
 
 // `count` output pixels from `first` on, sixteen `step` bytes apart (16 * sw), their bytes stored at out.
@@ -103,17 +109,39 @@ NEE_DW_VNNI_TARGET void RunPixels(const DwChannel& ch, const uint8_t* first, int
   }
 }
 
-// A flat run of at most 64 positions (a 7x7 output: 4 vectors): its bytes gathered in one register, the
-// dropped positions squeezed out by one vpermb (`keep`: output byte i's flat position), and the plane stored
-// by one masked store (`store`: its oh * ow bytes).
+// `rows` runs of `count` output pixels each (RunPixels), the first reading `first` and each next one `in_step`
+// bytes further, stored `out_step` bytes apart: one call per channel, not one per row (a 14x14 output's rows
+// are one vector each, and the call around each cost a fifth of the time).
+template <int kQuads>
+NEE_DW_VNNI_TARGET void RunRows(const DwChannel& ch, const uint8_t* first, int64_t rows, int64_t in_step,
+                                int64_t count, int64_t step, bool y_signed, uint8_t* out, int64_t out_step) {
+  const __mmask16 last = static_cast<__mmask16>((1u << ((count - 1) % kCols + 1)) - 1);
+  for (int64_t r = 0; r < rows; ++r, first += in_step, out += out_step) {
+    const uint8_t* from = first;
+    for (int64_t p = 0; p < count; p += kCols, from += step) {
+      const bool whole = count - p >= kCols;
+      StoreRow16(Sixteen<kQuads>(ch, from), y_signed, whole ? __mmask16(0xFFFF) : last, whole, out + p);
+    }
+  }
+}
+
+// A flat run of at most 64 positions (a 7x7 output: 4 vectors): its four vectors of sums requantized together
+// and narrowed by two packs (RequantRows4, as the GEMM path's tiles: the same bytes as one vector at a time),
+// the dropped positions squeezed out and PackRows4's interleaving undone by one vpermb (`keep`: output byte
+// i's byte in the packed vector), and the plane stored by one masked store (`store`: its oh * ow bytes).
+// Vectors past the run's (images of at most 48 positions) are zero sums, never stored.
 template <int kQuads>
 NEE_DW_VNNI_TARGET void RunSmallFlat(const DwChannel& ch, const uint8_t* plane, int64_t vectors, __m512i keep,
                                      __mmask64 store, bool y_signed, uint8_t* out) {
-  __m512i all = _mm512_castsi128_si512(Narrow16(Sixteen<kQuads>(ch, plane), y_signed));
-  if (vectors > 1) all = _mm512_inserti32x4(all, Narrow16(Sixteen<kQuads>(ch, plane + kCols), y_signed), 1);
-  if (vectors > 2) all = _mm512_inserti32x4(all, Narrow16(Sixteen<kQuads>(ch, plane + 2 * kCols), y_signed), 2);
-  if (vectors > 3) all = _mm512_inserti32x4(all, Narrow16(Sixteen<kQuads>(ch, plane + 3 * kCols), y_signed), 3);
-  _mm512_mask_storeu_epi8(out, store, _mm512_permutexvar_epi8(keep, all));
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i s[4] = {SixteenSums<kQuads>(ch, plane),
+                        vectors > 1 ? SixteenSums<kQuads>(ch, plane + kCols) : zero,
+                        vectors > 2 ? SixteenSums<kQuads>(ch, plane + 2 * kCols) : zero,
+                        vectors > 3 ? SixteenSums<kQuads>(ch, plane + 3 * kCols) : zero};
+  const float mult_f[4] = {ch.mult_f, ch.mult_f, ch.mult_f, ch.mult_f};
+  const double mult[4] = {ch.mult, ch.mult, ch.mult, ch.mult};
+  const __m512i bytes = RequantRows4(s, mult_f, mult, ch.z_lo, ch.z_hi, ch.z, y_signed);
+  _mm512_mask_storeu_epi8(out, store, _mm512_permutexvar_epi8(keep, bytes));
 }
 
 // The flat run's rows (wp bytes apart, ow of each kept) into y's plane.
@@ -175,27 +203,39 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
     const int64_t k = b / 4;
     return k < group * g.ow ? (k / g.ow) * g.sh * g.wp + (k % g.ow) * g.sw + (b % 4) * g.dw : 0;
   });
-  const __m512i keep = ByteIndices(small_flat ? P : 0, [&](int64_t i) { return (i / g.ow) * g.wp + i % g.ow; });
+  // Flat position f is lane f % 16 of vector f / 16, which PackRows4 leaves at byte 16 * (lane / 4) + 4 * vector
+  // + lane % 4.
+  const __m512i keep = ByteIndices(small_flat ? P : 0, [&](int64_t i) {
+    const int64_t f = (i / g.ow) * g.wp + i % g.ow, lane = f % kCols;
+    return 16 * (lane / 4) + 4 * (f / kCols) + lane % 4;
+  });
   const __mmask64 store = P >= kLoadBytes ? ~__mmask64{0} : (__mmask64{1} << P) - 1;
   // Whole-vector reads run up to 16 pixels and one load past the last tap (see the header comment).
   const int64_t plane_bytes = g.hp * g.wp + kPlaneSlack + 4 * g.dw + kCols * g.sw;
   const int64_t flat_bytes = flat_vectors * kCols;
   const bool pad_narrow = g.wp <= kLoadBytes;
   const auto run_pixels = nquads == 3 ? RunPixels<3> : RunPixels<0>;
+  const auto run_rows = nquads == 3 ? RunRows<3> : RunRows<0>;
   const auto run_small_flat = nquads == 3 ? RunSmallFlat<3> : RunSmallFlat<0>;
   const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip)), fill = _mm512_set1_epi8(static_cast<char>(zx));
   const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
+  auto pad = [&](int64_t nc, uint8_t* plane) NEE_DW_VNNI_TARGET {
+    if (pad_narrow)
+      PadNarrowPlane(g, x + nc * g.ih * g.iw, flip_bytes, fill, plane);
+    else
+      PadImageAvx512(g, x + nc * g.ih * g.iw, flip, zx, plane);
+  };
   ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) NEE_DW_VNNI_TARGET {
+    // Two planes: the next channel's padded while this one's is read, so that its stores are written when
+    // its loads come (a load spanning stores still in flight waits for them to be written).
     thread_local std::vector<uint8_t> t_plane, t_flat;
-    if (t_plane.size() < static_cast<size_t>(plane_bytes)) t_plane.resize(static_cast<size_t>(plane_bytes));
+    if (t_plane.size() < static_cast<size_t>(2 * plane_bytes)) t_plane.resize(static_cast<size_t>(2 * plane_bytes));
     if (flat && t_flat.size() < static_cast<size_t>(flat_bytes)) t_flat.resize(static_cast<size_t>(flat_bytes));
-    uint8_t* plane = t_plane.data();
+    if (begin < end) pad(begin, t_plane.data());
     for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t c = nc % g.C;
-      if (pad_narrow)
-        PadNarrowPlane(g, x + nc * g.ih * g.iw, flip_bytes, fill, plane);
-      else
-        PadImageAvx512(g, x + nc * g.ih * g.iw, flip, zx, plane);
+      uint8_t* plane = t_plane.data() + (nc - begin) % 2 * plane_bytes;
+      if (nc + 1 < end) pad(nc + 1, t_plane.data() + (nc + 1 - begin) % 2 * plane_bytes);
       const DwChannel ch{quads.data() + c * nquads, offsets, nquads, grouped ? group_deal : deal, _mm512_set1_epi32(q.constant[c]),
                          q.mult_f[c], q.mult[c], _mm512_set1_ps(yzp - delta), _mm512_set1_ps(yzp + delta),
                          _mm512_set1_pd(q.yzp)};
@@ -209,8 +249,7 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
         run_pixels(ch, plane, flat_count, kCols, q.y_signed, t_flat.data());
         CopyFlatRows(t_flat.data(), g.wp, g.oh, g.ow, y_plane);
       } else {
-        for (int64_t oy = 0; oy < g.oh; ++oy)
-          run_pixels(ch, plane + oy * g.sh * g.wp, g.ow, kCols * g.sw, q.y_signed, y_plane + oy * g.ow);
+        run_rows(ch, plane, g.oh, g.sh * g.wp, g.ow, kCols * g.sw, q.y_signed, y_plane, g.ow);
       }
     }
   });
