@@ -12,7 +12,9 @@
 // saturating), and acc = constant + sum x (w - zw) with padding read as zx is the AVX2 kernel's, so the
 // requantization (qconv_requant_avx512.h) gives the reference's bytes.
 //
-// Runs: stride-1 convs on narrow images compute "flat" runs over the padded plane (position f = oy * wp
+// Runs: stride-1 convs on small images (a vector's whole output rows and their taps' input rows within 64
+// bytes: 14x14, 7x7) read x itself, no padded plane (PlanPlaneFree). Other stride-1 convs on narrow images
+// compute "flat" runs over the padded plane (position f = oy * wp
 // + ox reads f plus the tap's offset, so rows follow each other in one run, the wp - ow positions past each
 // row's end computed and dropped: a 7x7 output is 4 vectors, not 7), squeezed in a register when at most 64
 // positions (RunSmallFlat), else through a scratch row copied out; outputs at most 8 wide several rows to a
@@ -20,6 +22,8 @@
 // into y (masked at the row's end). Threads split the channels;
 // every output is computed by the same instructions at any thread count.
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -177,6 +181,80 @@ NEE_DW_VNNI_TARGET __m512i ByteIndices(int64_t count, const std::function<int64_
   return _mm512_load_si512(idx);
 }
 
+// Stride-1 convs on small images without the padded plane: a vector of sixteen lanes covers `group` whole
+// output rows (group * ow <= 16), whose taps lie in group + (kh - 1) * dh consecutive input rows of at most
+// 64 bytes, read by one masked load straight from x; per quad one vpermb, masked, deals each lane its four
+// tap bytes from the load and the zero point where a tap leaves the image. Padding the plane first (16
+// stores a 14x14 channel) and reading it back measured as most of such a channel's time.
+struct PlaneFreeRows {
+  int64_t group = 0, vectors = 0, span = 0;  // output rows a vector, vectors a channel, input rows a load
+  std::vector<std::array<uint8_t, kLoadBytes>> index;  // per quad: lane byte 4k + s's byte of the load
+  std::vector<__mmask64> lanes;              // per vector and quad: the lanes whose tap is in the image
+  std::vector<__mmask64> load;               // per vector: the load's bytes in the image
+  std::vector<int64_t> first_row;            // per vector: the load's first input row (may be negative)
+};
+
+// Empty (group 0) where the path does not apply.
+PlaneFreeRows PlanPlaneFree(const QConvGeometry& g, int64_t nquads) {
+  PlaneFreeRows plan;
+  if (g.sh != 1 || g.sw != 1 || g.ow > kCols || g.iw > kLoadBytes) return plan;
+  const int64_t per_row = QuadsPerRow(g), taps_rows = (g.kh - 1) * g.dh;
+  int64_t group = kCols / g.ow;
+  while (group > 0 && (group + taps_rows) * g.iw > kLoadBytes) --group;
+  if (group == 0) return plan;
+  plan.group = group, plan.span = group + taps_rows, plan.vectors = (g.oh + group - 1) / group;
+  // Lane byte b of quad t (pixel b / 4, tap slot b % 4): the load's row it reads, or -1 where its tap is no tap
+  // (past kw) or its column lies outside the image; its column in `col`.
+  auto load_row = [&](int64_t b, int64_t t, int64_t& col) {
+    const int64_t k = b / 4, i = t / per_row, j = 4 * (t % per_row) + b % 4;
+    col = k % g.ow + j * g.dw - g.pw;
+    return k < group * g.ow && j < g.kw && col >= 0 && col < g.iw ? k / g.ow + i * g.dh : -1;
+  };
+  for (int64_t t = 0; t < nquads; ++t) {
+    std::array<uint8_t, kLoadBytes> idx{};
+    for (int64_t b = 0, col = 0; b < kLoadBytes; ++b)
+      if (const int64_t row = load_row(b, t, col); row >= 0) idx[static_cast<size_t>(b)] = static_cast<uint8_t>(row * g.iw + col);
+    plan.index.push_back(idx);
+  }
+  for (int64_t v = 0; v < plan.vectors; ++v) {
+    const int64_t first = v * group - g.ph;  // the load's first input row
+    const int64_t lo = std::max<int64_t>(0, -first), hi = std::min(plan.span, g.ih - first);  // rows in the image
+    plan.first_row.push_back(first);
+    plan.load.push_back(hi <= lo ? 0 : ((hi * g.iw >= 64 ? ~__mmask64{0} : (__mmask64{1} << (hi * g.iw)) - 1) &
+                                        ~((__mmask64{1} << (lo * g.iw)) - 1)));
+    for (int64_t t = 0; t < nquads; ++t) {
+      __mmask64 m = 0;
+      for (int64_t b = 0, col = 0; b < kLoadBytes; ++b)
+        if (const int64_t row = load_row(b, t, col); row >= lo && row < hi) m |= __mmask64{1} << b;
+      plan.lanes.push_back(m);
+    }
+  }
+  return plan;
+}
+
+// One channel (x: its input plane) by PlanPlaneFree's vectors; fill: the (flipped) zero point. kQuads as
+// Sixteen's (3: 3x3, its indices kept in registers).
+template <int kQuads>
+NEE_DW_VNNI_TARGET void RunPlaneFree(const DwChannel& ch, const PlaneFreeRows& plan, const QConvGeometry& g,
+                                     const uint8_t* x, __m512i flip, __m512i fill, bool y_signed, uint8_t* out) {
+  const int64_t nquads = kQuads > 0 ? kQuads : ch.nquads;
+  for (int64_t v = 0; v < plan.vectors; ++v) {
+    // The masked load reads only the image's bytes; the address of rows above it is never dereferenced.
+    const auto from = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(x) + plan.first_row[v] * g.iw);
+    const __m512i bytes = _mm512_xor_si512(_mm512_maskz_loadu_epi8(plan.load[v], from), flip);
+    __m512i acc = ch.constant;
+#pragma GCC unroll 4
+    for (int64_t t = 0; t < nquads; ++t)
+      acc = _mm512_dpbusd_epi32(acc,
+                                _mm512_mask_permutexvar_epi8(fill, plan.lanes[v * nquads + t],
+                                                             _mm512_loadu_si512(plan.index[static_cast<size_t>(t)].data()), bytes),
+                                _mm512_set1_epi32(ch.quads[t]));
+    const int64_t count = std::min(plan.group, g.oh - v * plan.group) * g.ow;
+    StoreRow16(RequantRow16(acc, ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z), y_signed,
+               static_cast<__mmask16>((1u << count) - 1), count == kCols, out + v * plan.group * g.ow);
+  }
+}
+
 }  // namespace
 
 NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeometry& g, const uint8_t* x,
@@ -219,6 +297,23 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
   const auto run_small_flat = nquads == 3 ? RunSmallFlat<3> : RunSmallFlat<0>;
   const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip)), fill = _mm512_set1_epi8(static_cast<char>(zx));
   const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
+  // Plane-free where it takes no more vectors than the flat run or the row groups.
+  const PlaneFreeRows plane_free = PlanPlaneFree(g, nquads);
+  const int64_t current = small_flat || flat ? flat_vectors : grouped ? (g.oh + group - 1) / group : g.oh * row_vectors;
+  const bool free_of_plane = plane_free.group > 0 && plane_free.vectors <= current;
+  if (free_of_plane) {
+    const auto run_plane_free = nquads == 3 ? RunPlaneFree<3> : RunPlaneFree<0>;
+    ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) NEE_DW_VNNI_TARGET {
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const int64_t c = nc % g.C;
+        const DwChannel ch{quads.data() + c * nquads, offsets, nquads, deal, _mm512_set1_epi32(q.constant[c]),
+                           q.mult_f[c], q.mult[c], _mm512_set1_ps(yzp - delta), _mm512_set1_ps(yzp + delta),
+                           _mm512_set1_pd(q.yzp)};
+        run_plane_free(ch, plane_free, g, x + nc * g.ih * g.iw, flip_bytes, fill, q.y_signed, y + nc * P);
+      }
+    });
+    return;
+  }
   auto pad = [&](int64_t nc, uint8_t* plane) NEE_DW_VNNI_TARGET {
     if (pad_narrow)
       PadNarrowPlane(g, x + nc * g.ih * g.iw, flip_bytes, fill, plane);

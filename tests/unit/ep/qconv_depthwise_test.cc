@@ -212,6 +212,22 @@ TEST_P(QConvDepthwiseTest, KernelsStridesDilationsAndBatches) {
     add(c);
   }
   {
+    // Small stride-1 images read without a padded plane on VNNI (a vector's rows and their taps within one
+    // 64-byte load): dilated, 5x5 (two quads a kernel row), unpadded, asymmetric pads, rows 16 wide.
+    DwCase c;
+    c.name = "plane_free_3x3_dilated_2", c.dilations = {2, 2}, c.pads = {2, 2, 2, 2}, c.h = 6, c.w = 9;
+    add(c);
+    c.name = "plane_free_5x5_pad2_two_rows_a_vector", c.kh = 5, c.kw = 5, c.dilations = {1, 1}, c.pads = {2, 2, 2, 2};
+    c.h = 5, c.w = 6;
+    add(c);
+    c.name = "plane_free_unpadded", c.kh = 3, c.kw = 3, c.pads = {0, 0, 0, 0}, c.h = 8, c.w = 7;
+    add(c);
+    c.name = "plane_free_asym_pads_int8", c.pads = {0, 2, 1, 0}, c.h = 9, c.w = 14, c.xt = kS8, c.yt = kS8;
+    add(c);
+    c.name = "plane_free_16_wide", c.pads = {1, 1, 1, 1}, c.h = 3, c.w = 16, c.xt = kU8, c.yt = kU8;
+    add(c);
+  }
+  {
     DwCase c;
     c.name = "batch_2", c.n = 2, c.c = 5, c.h = 9, c.w = 10;
     add(c);
