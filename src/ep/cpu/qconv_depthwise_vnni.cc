@@ -12,8 +12,8 @@
 // saturating), and acc = constant + sum x (w - zw) with padding read as zx is the AVX2 kernel's, so the
 // requantization (qconv_requant_avx512.h) gives the reference's bytes.
 //
-// Runs: stride-1 convs on small images (a vector's whole output rows and their taps' input rows within 64
-// bytes: 14x14, 7x7) read x itself, no padded plane (PlanPlaneFree). Other stride-1 convs on narrow images
+// Runs: convs on small images (a vector's whole output rows and their taps' input rows within 127 bytes:
+// 14x14 and 7x7 at stride 1, 14x14 and 28x28 at stride 2) read x itself, no padded plane (PlanPlaneFree). Other stride-1 convs on narrow images
 // compute "flat" runs over the padded plane (position f = oy * wp
 // + ox reads f plus the tap's offset, so rows follow each other in one run, the wp - ow positions past each
 // row's end computed and dropped: a 7x7 output is 4 vectors, not 7), squeezed in a register when at most 64
@@ -181,74 +181,76 @@ NEE_DW_VNNI_TARGET __m512i ByteIndices(int64_t count, const std::function<int64_
   return _mm512_load_si512(idx);
 }
 
-// Stride-1 convs on small images without the padded plane: a vector of sixteen lanes covers `group` whole
-// output rows (group * ow <= 16), whose taps lie in group + (kh - 1) * dh consecutive input rows of at most
-// 64 bytes, read by one masked load straight from x; per quad one vpermb, masked, deals each lane its four
-// tap bytes from the load and the zero point where a tap leaves the image. Padding the plane first (16
-// stores a 14x14 channel) and reading it back measured as most of such a channel's time.
+// Convs on small images without the padded plane: a vector of sixteen lanes covers `group` whole output rows
+// (group * ow <= 16), whose taps lie in (group - 1) * sh + (kh - 1) * dh + 1 consecutive input rows of fewer
+// than 128 bytes, read straight from x by two masked loads (the bytes outside the image, and past the rows,
+// the zero point); per quad one vpermt2b deals each lane its four tap bytes, those of taps outside the image
+// from byte 127 (always the zero point). Padding the plane first (16 stores a 14x14 channel) and reading it
+// back measured as most of such a channel's time.
+constexpr int64_t kPairBytes = 2 * kLoadBytes;
+
 struct PlaneFreeRows {
-  int64_t group = 0, vectors = 0, span = 0;  // output rows a vector, vectors a channel, input rows a load
-  std::vector<std::array<uint8_t, kLoadBytes>> index;  // per quad: lane byte 4k + s's byte of the load
-  std::vector<__mmask64> lanes;              // per vector and quad: the lanes whose tap is in the image
-  std::vector<__mmask64> load;               // per vector: the load's bytes in the image
-  std::vector<int64_t> first_row;            // per vector: the load's first input row (may be negative)
+  int64_t group = 0, vectors = 0;  // output rows a vector, vectors a channel
+  std::vector<std::array<uint8_t, kLoadBytes>> index;  // per quad: lane byte b's byte of the two loads
+  std::vector<__mmask64> load;     // per vector, two each: the loads' bytes in the image
+  std::vector<int64_t> first_row;  // per vector: the loads' first input row (may be negative)
 };
 
 // Empty (group 0) where the path does not apply.
 PlaneFreeRows PlanPlaneFree(const QConvGeometry& g, int64_t nquads) {
   PlaneFreeRows plan;
-  if (g.sh != 1 || g.sw != 1 || g.ow > kCols || g.iw > kLoadBytes) return plan;
+  if (g.ow > kCols || g.iw * ((g.kh - 1) * g.dh + 1) >= kPairBytes) return plan;
   const int64_t per_row = QuadsPerRow(g), taps_rows = (g.kh - 1) * g.dh;
   int64_t group = kCols / g.ow;
-  while (group > 0 && (group + taps_rows) * g.iw > kLoadBytes) --group;
+  while (group > 0 && ((group - 1) * g.sh + taps_rows + 1) * g.iw >= kPairBytes) --group;
   if (group == 0) return plan;
-  plan.group = group, plan.span = group + taps_rows, plan.vectors = (g.oh + group - 1) / group;
-  // Lane byte b of quad t (pixel b / 4, tap slot b % 4): the load's row it reads, or -1 where its tap is no tap
-  // (past kw) or its column lies outside the image; its column in `col`.
-  auto load_row = [&](int64_t b, int64_t t, int64_t& col) {
-    const int64_t k = b / 4, i = t / per_row, j = 4 * (t % per_row) + b % 4;
-    col = k % g.ow + j * g.dw - g.pw;
-    return k < group * g.ow && j < g.kw && col >= 0 && col < g.iw ? k / g.ow + i * g.dh : -1;
-  };
+  const int64_t span = (group - 1) * g.sh + taps_rows + 1;  // input rows the loads cover
+  plan.group = group, plan.vectors = (g.oh + group - 1) / group;
   for (int64_t t = 0; t < nquads; ++t) {
     std::array<uint8_t, kLoadBytes> idx{};
-    for (int64_t b = 0, col = 0; b < kLoadBytes; ++b)
-      if (const int64_t row = load_row(b, t, col); row >= 0) idx[static_cast<size_t>(b)] = static_cast<uint8_t>(row * g.iw + col);
+    for (int64_t b = 0; b < kLoadBytes; ++b) {
+      // Lane byte b: pixel b / 4 (output row k / ow of the vector, column k % ow), tap slot b % 4.
+      const int64_t k = b / 4, i = t / per_row, j = 4 * (t % per_row) + b % 4;
+      const int64_t col = (k % g.ow) * g.sw + j * g.dw - g.pw, row = (k / g.ow) * g.sh + i * g.dh;
+      const bool inside = k < group * g.ow && j < g.kw && col >= 0 && col < g.iw;
+      idx[static_cast<size_t>(b)] = static_cast<uint8_t>(inside ? row * g.iw + col : kPairBytes - 1);
+    }
     plan.index.push_back(idx);
   }
+  auto bytes_mask = [](int64_t from, int64_t to) {  // bytes [from, to) of a 64-byte load, clipped
+    from = std::clamp<int64_t>(from, 0, kLoadBytes), to = std::clamp<int64_t>(to, 0, kLoadBytes);
+    const auto below = [](int64_t n) { return n >= kLoadBytes ? ~__mmask64{0} : (__mmask64{1} << n) - 1; };
+    return from >= to ? __mmask64{0} : below(to) & ~below(from);
+  };
   for (int64_t v = 0; v < plan.vectors; ++v) {
-    const int64_t first = v * group - g.ph;  // the load's first input row
-    const int64_t lo = std::max<int64_t>(0, -first), hi = std::min(plan.span, g.ih - first);  // rows in the image
+    const int64_t first = v * group * g.sh - g.ph;  // the loads' first input row
+    const int64_t lo = std::max<int64_t>(0, -first) * g.iw, hi = std::min(span, g.ih - first) * g.iw;
     plan.first_row.push_back(first);
-    plan.load.push_back(hi <= lo ? 0 : ((hi * g.iw >= 64 ? ~__mmask64{0} : (__mmask64{1} << (hi * g.iw)) - 1) &
-                                        ~((__mmask64{1} << (lo * g.iw)) - 1)));
-    for (int64_t t = 0; t < nquads; ++t) {
-      __mmask64 m = 0;
-      for (int64_t b = 0, col = 0; b < kLoadBytes; ++b)
-        if (const int64_t row = load_row(b, t, col); row >= lo && row < hi) m |= __mmask64{1} << b;
-      plan.lanes.push_back(m);
-    }
+    plan.load.push_back(bytes_mask(lo, hi));
+    plan.load.push_back(bytes_mask(lo - kLoadBytes, hi - kLoadBytes));
   }
   return plan;
 }
 
-// One channel (x: its input plane) by PlanPlaneFree's vectors; fill: the (flipped) zero point. kQuads as
-// Sixteen's (3: 3x3, its indices kept in registers).
+// One channel (x: its input plane) by PlanPlaneFree's vectors; pad: the (flipped) zero point. kQuads as
+// Sixteen's (3: 3x3, its loop unrolled).
 template <int kQuads>
 NEE_DW_VNNI_TARGET void RunPlaneFree(const DwChannel& ch, const PlaneFreeRows& plan, const QConvGeometry& g,
-                                     const uint8_t* x, __m512i flip, __m512i fill, bool y_signed, uint8_t* out) {
+                                     const uint8_t* x, __m512i flip, __m512i pad, bool y_signed, uint8_t* out) {
   const int64_t nquads = kQuads > 0 ? kQuads : ch.nquads;
+  const __m512i pad_flipped = _mm512_xor_si512(pad, flip);  // flipped back by the xor after the loads
   for (int64_t v = 0; v < plan.vectors; ++v) {
-    // The masked load reads only the image's bytes; the address of rows above it is never dereferenced.
+    // The masked loads read only the image's bytes; the addresses of rows above it are never dereferenced.
     const auto from = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(x) + plan.first_row[v] * g.iw);
-    const __m512i bytes = _mm512_xor_si512(_mm512_maskz_loadu_epi8(plan.load[v], from), flip);
+    const __m512i a = _mm512_xor_si512(_mm512_mask_loadu_epi8(pad_flipped, plan.load[2 * v], from), flip);
+    const __m512i b =
+        _mm512_xor_si512(_mm512_mask_loadu_epi8(pad_flipped, plan.load[2 * v + 1], from + kLoadBytes), flip);
     __m512i acc = ch.constant;
 #pragma GCC unroll 4
-    for (int64_t t = 0; t < nquads; ++t)
-      acc = _mm512_dpbusd_epi32(acc,
-                                _mm512_mask_permutexvar_epi8(fill, plan.lanes[v * nquads + t],
-                                                             _mm512_loadu_si512(plan.index[static_cast<size_t>(t)].data()), bytes),
-                                _mm512_set1_epi32(ch.quads[t]));
+    for (int64_t t = 0; t < nquads; ++t) {
+      const __m512i index = _mm512_loadu_si512(plan.index[static_cast<size_t>(t)].data());
+      acc = _mm512_dpbusd_epi32(acc, _mm512_permutex2var_epi8(a, index, b), _mm512_set1_epi32(ch.quads[t]));
+    }
     const int64_t count = std::min(plan.group, g.oh - v * plan.group) * g.ow;
     StoreRow16(RequantRow16(acc, ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z), y_signed,
                static_cast<__mmask16>((1u << count) - 1), count == kCols, out + v * plan.group * g.ow);

@@ -226,6 +226,12 @@ TEST_P(QConvDepthwiseTest, KernelsStridesDilationsAndBatches) {
     add(c);
     c.name = "plane_free_16_wide", c.pads = {1, 1, 1, 1}, c.h = 3, c.w = 16, c.xt = kU8, c.yt = kU8;
     add(c);
+    // Stride 2: two output rows a vector over five input rows read by both loads (11 wide: 55 bytes; 25 wide:
+    // one row a vector, 75 bytes), asymmetric pads.
+    c.name = "plane_free_s2_two_rows", c.strides = {2, 2}, c.pads = {0, 1, 2, 0}, c.h = 11, c.w = 13;
+    add(c);
+    c.name = "plane_free_s2_both_loads_int8", c.pads = {1, 1, 1, 1}, c.h = 9, c.w = 25, c.xt = kS8;
+    add(c);
   }
   {
     DwCase c;
