@@ -12,7 +12,9 @@
 // saturating), and acc = constant + sum x (w - zw) with padding read as zx is the AVX2 kernel's, so the
 // requantization (qconv_requant_avx512.h) gives the reference's bytes.
 //
-// Runs: stride-1 convs on narrow images compute "flat" runs over the padded plane (position f = oy * wp
+// Runs: convs on small images (a vector's whole output rows and their taps' input rows within 127 bytes:
+// 14x14 and 7x7 at stride 1, 14x14 and 28x28 at stride 2) read x itself, no padded plane (PlanPlaneFree). Other stride-1 convs on narrow images
+// compute "flat" runs over the padded plane (position f = oy * wp
 // + ox reads f plus the tap's offset, so rows follow each other in one run, the wp - ow positions past each
 // row's end computed and dropped: a 7x7 output is 4 vectors, not 7), squeezed in a register when at most 64
 // positions (RunSmallFlat), else through a scratch row copied out; outputs at most 8 wide several rows to a
@@ -20,6 +22,8 @@
 // into y (masked at the row's end). Threads split the channels;
 // every output is computed by the same instructions at any thread count.
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -79,10 +83,10 @@ struct DwChannel {
   __m512d z;
 };
 
-// Sixteen output pixels whose first tap reads `first` (pixel k: first + k * sw), requantized to int32.
+// The sums (constant included) of sixteen output pixels whose first tap reads `first` (pixel k: first + k * sw).
 // kQuads: the quads when fixed at compile time (3: 3x3), so that their loop unrolls; 0: any.
 template <int kQuads>
-NEE_DW_VNNI_TARGET inline __m512i Sixteen(const DwChannel& ch, const uint8_t* first) {
+NEE_DW_VNNI_TARGET inline __m512i SixteenSums(const DwChannel& ch, const uint8_t* first) {
   const int64_t nquads = kQuads > 0 ? kQuads : ch.nquads;
   __m512i acc = ch.constant;
 #pragma GCC unroll 4
@@ -90,7 +94,13 @@ NEE_DW_VNNI_TARGET inline __m512i Sixteen(const DwChannel& ch, const uint8_t* fi
     const __m512i bytes = _mm512_loadu_si512(first + ch.offsets[t]);
     acc = _mm512_dpbusd_epi32(acc, _mm512_permutexvar_epi8(ch.deal, bytes), _mm512_set1_epi32(ch.quads[t]));
   }
-  return RequantRow16(acc, ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z);
+  return acc;
+}
+
+// The same sixteen pixels requantized to int32.
+template <int kQuads>
+NEE_DW_VNNI_TARGET inline __m512i Sixteen(const DwChannel& ch, const uint8_t* first) {
+  return RequantRow16(SixteenSums<kQuads>(ch, first), ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z);
 }
 
 // `count` output pixels from `first` on, sixteen `step` bytes apart (16 * sw), their bytes stored at out.
@@ -103,17 +113,39 @@ NEE_DW_VNNI_TARGET void RunPixels(const DwChannel& ch, const uint8_t* first, int
   }
 }
 
-// A flat run of at most 64 positions (a 7x7 output: 4 vectors): its bytes gathered in one register, the
-// dropped positions squeezed out by one vpermb (`keep`: output byte i's flat position), and the plane stored
-// by one masked store (`store`: its oh * ow bytes).
+// `rows` runs of `count` output pixels each (RunPixels), the first reading `first` and each next one `in_step`
+// bytes further, stored `out_step` bytes apart: one call per channel, not one per row (a 14x14 output's rows
+// are one vector each, and the call around each cost a fifth of the time).
+template <int kQuads>
+NEE_DW_VNNI_TARGET void RunRows(const DwChannel& ch, const uint8_t* first, int64_t rows, int64_t in_step,
+                                int64_t count, int64_t step, bool y_signed, uint8_t* out, int64_t out_step) {
+  const __mmask16 last = static_cast<__mmask16>((1u << ((count - 1) % kCols + 1)) - 1);
+  for (int64_t r = 0; r < rows; ++r, first += in_step, out += out_step) {
+    const uint8_t* from = first;
+    for (int64_t p = 0; p < count; p += kCols, from += step) {
+      const bool whole = count - p >= kCols;
+      StoreRow16(Sixteen<kQuads>(ch, from), y_signed, whole ? __mmask16(0xFFFF) : last, whole, out + p);
+    }
+  }
+}
+
+// A flat run of at most 64 positions (a 7x7 output: 4 vectors): its four vectors of sums requantized together
+// and narrowed by two packs (RequantRows4, as the GEMM path's tiles: the same bytes as one vector at a time),
+// the dropped positions squeezed out and PackRows4's interleaving undone by one vpermb (`keep`: output byte
+// i's byte in the packed vector), and the plane stored by one masked store (`store`: its oh * ow bytes).
+// Vectors past the run's (images of at most 48 positions) are zero sums, never stored.
 template <int kQuads>
 NEE_DW_VNNI_TARGET void RunSmallFlat(const DwChannel& ch, const uint8_t* plane, int64_t vectors, __m512i keep,
                                      __mmask64 store, bool y_signed, uint8_t* out) {
-  __m512i all = _mm512_castsi128_si512(Narrow16(Sixteen<kQuads>(ch, plane), y_signed));
-  if (vectors > 1) all = _mm512_inserti32x4(all, Narrow16(Sixteen<kQuads>(ch, plane + kCols), y_signed), 1);
-  if (vectors > 2) all = _mm512_inserti32x4(all, Narrow16(Sixteen<kQuads>(ch, plane + 2 * kCols), y_signed), 2);
-  if (vectors > 3) all = _mm512_inserti32x4(all, Narrow16(Sixteen<kQuads>(ch, plane + 3 * kCols), y_signed), 3);
-  _mm512_mask_storeu_epi8(out, store, _mm512_permutexvar_epi8(keep, all));
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i s[4] = {SixteenSums<kQuads>(ch, plane),
+                        vectors > 1 ? SixteenSums<kQuads>(ch, plane + kCols) : zero,
+                        vectors > 2 ? SixteenSums<kQuads>(ch, plane + 2 * kCols) : zero,
+                        vectors > 3 ? SixteenSums<kQuads>(ch, plane + 3 * kCols) : zero};
+  const float mult_f[4] = {ch.mult_f, ch.mult_f, ch.mult_f, ch.mult_f};
+  const double mult[4] = {ch.mult, ch.mult, ch.mult, ch.mult};
+  const __m512i bytes = RequantRows4(s, mult_f, mult, ch.z_lo, ch.z_hi, ch.z, y_signed);
+  _mm512_mask_storeu_epi8(out, store, _mm512_permutexvar_epi8(keep, bytes));
 }
 
 // The flat run's rows (wp bytes apart, ow of each kept) into y's plane.
@@ -149,6 +181,82 @@ NEE_DW_VNNI_TARGET __m512i ByteIndices(int64_t count, const std::function<int64_
   return _mm512_load_si512(idx);
 }
 
+// Convs on small images without the padded plane: a vector of sixteen lanes covers `group` whole output rows
+// (group * ow <= 16), whose taps lie in (group - 1) * sh + (kh - 1) * dh + 1 consecutive input rows of fewer
+// than 128 bytes, read straight from x by two masked loads (the bytes outside the image, and past the rows,
+// the zero point); per quad one vpermt2b deals each lane its four tap bytes, those of taps outside the image
+// from byte 127 (always the zero point). Padding the plane first (16 stores a 14x14 channel) and reading it
+// back measured as most of such a channel's time.
+constexpr int64_t kPairBytes = 2 * kLoadBytes;
+
+struct PlaneFreeRows {
+  int64_t group = 0, vectors = 0;  // output rows a vector, vectors a channel
+  std::vector<std::array<uint8_t, kLoadBytes>> index;  // per quad: lane byte b's byte of the two loads
+  std::vector<__mmask64> load;     // per vector, two each: the loads' bytes in the image
+  std::vector<int64_t> first_row;  // per vector: the loads' first input row (may be negative)
+};
+
+// Empty (group 0) where the path does not apply.
+PlaneFreeRows PlanPlaneFree(const QConvGeometry& g, int64_t nquads) {
+  PlaneFreeRows plan;
+  if (g.ow > kCols || g.iw * ((g.kh - 1) * g.dh + 1) >= kPairBytes) return plan;
+  const int64_t per_row = QuadsPerRow(g), taps_rows = (g.kh - 1) * g.dh;
+  int64_t group = kCols / g.ow;
+  while (group > 0 && ((group - 1) * g.sh + taps_rows + 1) * g.iw >= kPairBytes) --group;
+  if (group == 0) return plan;
+  const int64_t span = (group - 1) * g.sh + taps_rows + 1;  // input rows the loads cover
+  plan.group = group, plan.vectors = (g.oh + group - 1) / group;
+  for (int64_t t = 0; t < nquads; ++t) {
+    std::array<uint8_t, kLoadBytes> idx{};
+    for (int64_t b = 0; b < kLoadBytes; ++b) {
+      // Lane byte b: pixel b / 4 (output row k / ow of the vector, column k % ow), tap slot b % 4.
+      const int64_t k = b / 4, i = t / per_row, j = 4 * (t % per_row) + b % 4;
+      const int64_t col = (k % g.ow) * g.sw + j * g.dw - g.pw, row = (k / g.ow) * g.sh + i * g.dh;
+      const bool inside = k < group * g.ow && j < g.kw && col >= 0 && col < g.iw;
+      idx[static_cast<size_t>(b)] = static_cast<uint8_t>(inside ? row * g.iw + col : kPairBytes - 1);
+    }
+    plan.index.push_back(idx);
+  }
+  auto bytes_mask = [](int64_t from, int64_t to) {  // bytes [from, to) of a 64-byte load, clipped
+    from = std::clamp<int64_t>(from, 0, kLoadBytes), to = std::clamp<int64_t>(to, 0, kLoadBytes);
+    const auto below = [](int64_t n) { return n >= kLoadBytes ? ~__mmask64{0} : (__mmask64{1} << n) - 1; };
+    return from >= to ? __mmask64{0} : below(to) & ~below(from);
+  };
+  for (int64_t v = 0; v < plan.vectors; ++v) {
+    const int64_t first = v * group * g.sh - g.ph;  // the loads' first input row
+    const int64_t lo = std::max<int64_t>(0, -first) * g.iw, hi = std::min(span, g.ih - first) * g.iw;
+    plan.first_row.push_back(first);
+    plan.load.push_back(bytes_mask(lo, hi));
+    plan.load.push_back(bytes_mask(lo - kLoadBytes, hi - kLoadBytes));
+  }
+  return plan;
+}
+
+// One channel (x: its input plane) by PlanPlaneFree's vectors; pad: the (flipped) zero point. kQuads as
+// Sixteen's (3: 3x3, its loop unrolled).
+template <int kQuads>
+NEE_DW_VNNI_TARGET void RunPlaneFree(const DwChannel& ch, const PlaneFreeRows& plan, const QConvGeometry& g,
+                                     const uint8_t* x, __m512i flip, __m512i pad, bool y_signed, uint8_t* out) {
+  const int64_t nquads = kQuads > 0 ? kQuads : ch.nquads;
+  const __m512i pad_flipped = _mm512_xor_si512(pad, flip);  // flipped back by the xor after the loads
+  for (int64_t v = 0; v < plan.vectors; ++v) {
+    // The masked loads read only the image's bytes; the addresses of rows above it are never dereferenced.
+    const auto from = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(x) + plan.first_row[v] * g.iw);
+    const __m512i a = _mm512_xor_si512(_mm512_mask_loadu_epi8(pad_flipped, plan.load[2 * v], from), flip);
+    const __m512i b =
+        _mm512_xor_si512(_mm512_mask_loadu_epi8(pad_flipped, plan.load[2 * v + 1], from + kLoadBytes), flip);
+    __m512i acc = ch.constant;
+#pragma GCC unroll 4
+    for (int64_t t = 0; t < nquads; ++t) {
+      const __m512i index = _mm512_loadu_si512(plan.index[static_cast<size_t>(t)].data());
+      acc = _mm512_dpbusd_epi32(acc, _mm512_permutex2var_epi8(a, index, b), _mm512_set1_epi32(ch.quads[t]));
+    }
+    const int64_t count = std::min(plan.group, g.oh - v * plan.group) * g.ow;
+    StoreRow16(RequantRow16(acc, ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z), y_signed,
+               static_cast<__mmask16>((1u << count) - 1), count == kCols, out + v * plan.group * g.ow);
+  }
+}
+
 }  // namespace
 
 NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeometry& g, const uint8_t* x,
@@ -175,27 +283,56 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
     const int64_t k = b / 4;
     return k < group * g.ow ? (k / g.ow) * g.sh * g.wp + (k % g.ow) * g.sw + (b % 4) * g.dw : 0;
   });
-  const __m512i keep = ByteIndices(small_flat ? P : 0, [&](int64_t i) { return (i / g.ow) * g.wp + i % g.ow; });
+  // Flat position f is lane f % 16 of vector f / 16, which PackRows4 leaves at byte 16 * (lane / 4) + 4 * vector
+  // + lane % 4.
+  const __m512i keep = ByteIndices(small_flat ? P : 0, [&](int64_t i) {
+    const int64_t f = (i / g.ow) * g.wp + i % g.ow, lane = f % kCols;
+    return 16 * (lane / 4) + 4 * (f / kCols) + lane % 4;
+  });
   const __mmask64 store = P >= kLoadBytes ? ~__mmask64{0} : (__mmask64{1} << P) - 1;
   // Whole-vector reads run up to 16 pixels and one load past the last tap (see the header comment).
   const int64_t plane_bytes = g.hp * g.wp + kPlaneSlack + 4 * g.dw + kCols * g.sw;
   const int64_t flat_bytes = flat_vectors * kCols;
   const bool pad_narrow = g.wp <= kLoadBytes;
   const auto run_pixels = nquads == 3 ? RunPixels<3> : RunPixels<0>;
+  const auto run_rows = nquads == 3 ? RunRows<3> : RunRows<0>;
   const auto run_small_flat = nquads == 3 ? RunSmallFlat<3> : RunSmallFlat<0>;
   const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip)), fill = _mm512_set1_epi8(static_cast<char>(zx));
   const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
+  // Plane-free where it takes no more vectors than the flat run or the row groups.
+  const PlaneFreeRows plane_free = PlanPlaneFree(g, nquads);
+  const int64_t current = small_flat || flat ? flat_vectors : grouped ? (g.oh + group - 1) / group : g.oh * row_vectors;
+  const bool free_of_plane = plane_free.group > 0 && plane_free.vectors <= current;
+  if (free_of_plane) {
+    const auto run_plane_free = nquads == 3 ? RunPlaneFree<3> : RunPlaneFree<0>;
+    ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) NEE_DW_VNNI_TARGET {
+      for (int64_t nc = begin; nc < end; ++nc) {
+        const int64_t c = nc % g.C;
+        const DwChannel ch{quads.data() + c * nquads, offsets, nquads, deal, _mm512_set1_epi32(q.constant[c]),
+                           q.mult_f[c], q.mult[c], _mm512_set1_ps(yzp - delta), _mm512_set1_ps(yzp + delta),
+                           _mm512_set1_pd(q.yzp)};
+        run_plane_free(ch, plane_free, g, x + nc * g.ih * g.iw, flip_bytes, fill, q.y_signed, y + nc * P);
+      }
+    });
+    return;
+  }
+  auto pad = [&](int64_t nc, uint8_t* plane) NEE_DW_VNNI_TARGET {
+    if (pad_narrow)
+      PadNarrowPlane(g, x + nc * g.ih * g.iw, flip_bytes, fill, plane);
+    else
+      PadImageAvx512(g, x + nc * g.ih * g.iw, flip, zx, plane);
+  };
   ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) NEE_DW_VNNI_TARGET {
+    // Two planes: the next channel's padded while this one's is read, so that its stores are written when
+    // its loads come (a load spanning stores still in flight waits for them to be written).
     thread_local std::vector<uint8_t> t_plane, t_flat;
-    if (t_plane.size() < static_cast<size_t>(plane_bytes)) t_plane.resize(static_cast<size_t>(plane_bytes));
+    if (t_plane.size() < static_cast<size_t>(2 * plane_bytes)) t_plane.resize(static_cast<size_t>(2 * plane_bytes));
     if (flat && t_flat.size() < static_cast<size_t>(flat_bytes)) t_flat.resize(static_cast<size_t>(flat_bytes));
-    uint8_t* plane = t_plane.data();
+    if (begin < end) pad(begin, t_plane.data());
     for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t c = nc % g.C;
-      if (pad_narrow)
-        PadNarrowPlane(g, x + nc * g.ih * g.iw, flip_bytes, fill, plane);
-      else
-        PadImageAvx512(g, x + nc * g.ih * g.iw, flip, zx, plane);
+      uint8_t* plane = t_plane.data() + (nc - begin) % 2 * plane_bytes;
+      if (nc + 1 < end) pad(nc + 1, t_plane.data() + (nc + 1 - begin) % 2 * plane_bytes);
       const DwChannel ch{quads.data() + c * nquads, offsets, nquads, grouped ? group_deal : deal, _mm512_set1_epi32(q.constant[c]),
                          q.mult_f[c], q.mult[c], _mm512_set1_ps(yzp - delta), _mm512_set1_ps(yzp + delta),
                          _mm512_set1_pd(q.yzp)};
@@ -209,8 +346,7 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
         run_pixels(ch, plane, flat_count, kCols, q.y_signed, t_flat.data());
         CopyFlatRows(t_flat.data(), g.wp, g.oh, g.ow, y_plane);
       } else {
-        for (int64_t oy = 0; oy < g.oh; ++oy)
-          run_pixels(ch, plane + oy * g.sh * g.wp, g.ow, kCols * g.sw, q.y_signed, y_plane + oy * g.ow);
+        run_rows(ch, plane, g.oh, g.sh * g.wp, g.ow, kCols * g.sw, q.y_signed, y_plane, g.ow);
       }
     }
   });

@@ -98,10 +98,7 @@ NEE_DIRECT_TARGET void DirectTile(const int8_t* w, int64_t w_panel, const PanelL
                                   const int64_t* tap_bytes, int64_t taps, int64_t cquads, int64_t plane,
                                   int32_t* s) {
   __m512i acc[kR][kP];
-#pragma GCC unroll 12
-  for (int r = 0; r < kR; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < kP; ++p) acc[r][p] = _mm512_setzero_si512();
+  ZeroVnniAcc<kR, kP>(acc);
   const int8_t* w0 = w;
   const int8_t* w1 = w + w_panel;
   for (int64_t t = 0; t < taps; ++t) {

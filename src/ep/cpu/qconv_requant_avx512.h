@@ -74,6 +74,45 @@ NEE_QREQUANT_TARGET inline void StoreRow16(__m512i v, bool y_signed, __mmask16 s
     _mm_mask_storeu_epi8(out, store, bytes);
 }
 
+// Four rows' int32 values narrowed with saturation by two packs (int32 -> int16 signed, then int16 -> 8 bits
+// signed or unsigned: the same clamp as StoreRow16), where four vpmovdb would take eight uops. The packs work
+// within 128-bit lanes, leaving row r's pixels 4l..4l+3 at dword 4l + r (StoreRows4x16 puts them in order).
+NEE_QREQUANT_TARGET inline __m512i PackRows4(__m512i v0, __m512i v1, __m512i v2, __m512i v3, bool y_signed) {
+  const __m512i w01 = _mm512_packs_epi32(v0, v1), w23 = _mm512_packs_epi32(v2, v3);
+  return y_signed ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
+}
+
+// PackRows4's bytes stored as four rows: one vpermd gathers each row's sixteen bytes into lane r.
+NEE_QREQUANT_TARGET inline void StoreRows4x16(__m512i packed, uint8_t* out, int64_t ld) {
+  const __m512i rows = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_castsi512_si128(rows));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm512_extracti32x4_epi32(rows, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * ld), _mm512_extracti32x4_epi32(rows, 2));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * ld), _mm512_extracti32x4_epi32(rows, 3));
+}
+
+// Four whole rows (their constants added): RequantRow16's bounds L and H for all four, narrowed, and compared
+// once as bytes. Rounding and saturating are monotonic and L < D < H (RequantRow16), so where the bytes of L
+// and H agree they are D's too (a bound may even differ before saturating). Rows whose bytes differ somewhere
+// (rare) go through RequantRow16 again, which takes the double arithmetic where it must.
+NEE_QREQUANT_TARGET __attribute__((always_inline)) inline __m512i RequantRows4(const __m512i (&s)[4], const float* mult_f,
+                                                                               const double* mult, __m512 z_lo,
+                                                                               __m512 z_hi, __m512d z, bool y_signed) {
+  __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const __m512 a = _mm512_cvtepi32_ps(s[r]), m = _mm512_set1_ps(mult_f[r]);
+    lo[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
+    hi[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi));
+  }
+  const __m512i bytes = PackRows4(lo[0], lo[1], lo[2], lo[3], y_signed);
+  if (_mm512_cmpneq_epi8_mask(bytes, PackRows4(hi[0], hi[1], hi[2], hi[3], y_signed)) == 0) return bytes;
+  return PackRows4(RequantRow16(s[0], mult_f[0], mult[0], z_lo, z_hi, z),
+                   RequantRow16(s[1], mult_f[1], mult[1], z_lo, z_hi, z),
+                   RequantRow16(s[2], mult_f[2], mult[2], z_lo, z_hi, z),
+                   RequantRow16(s[3], mult_f[3], mult[3], z_lo, z_hi, z), y_signed);
+}
+
 }  // namespace nee::cpu::qconv
 
 #endif

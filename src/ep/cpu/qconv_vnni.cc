@@ -54,14 +54,10 @@ inline int32_t LoadQuad(const void* p) {
 // zmm at most; two more hold X's quads). vpdpbusd's second operand is the unsigned one (X), its third the
 // signed one (the broadcast weights).
 template <int kR, int kP>
-NEE_VNNI_TARGET void TileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t x_panel, int64_t kquads,
-                              int32_t* s) {
+NEE_VNNI_TARGET __attribute__((always_inline)) inline void AccumulateVnni(__m512i (&acc)[kR][kP], const int8_t* w,
+                                                                         int64_t w_panel, const uint8_t* x,
+                                                                         int64_t x_panel, int64_t kquads) {
   static_assert(kR >= 1 && kR <= kVnniRows && kP >= 1 && kP <= kVnniPanels, "tile shape");
-  __m512i acc[kR][kP];
-#pragma GCC unroll 12
-  for (int r = 0; r < kR; ++r)
-#pragma GCC unroll 2
-    for (int p = 0; p < kP; ++p) acc[r][p] = _mm512_setzero_si512();
   const int8_t* w1 = w + w_panel;
   for (int64_t q = 0; q < kquads; ++q) {
     __m512i xv[kP];
@@ -69,8 +65,62 @@ NEE_VNNI_TARGET void TileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x
     for (int p = 0; p < kP; ++p) xv[p] = _mm512_load_si512(x + p * x_panel + q * kQuadX);
     VnniQuadStep<kR, kP>(acc, xv, w + q * kQuadW, w1 + q * kQuadW);
   }
+}
+
+template <int kR, int kP>
+NEE_VNNI_TARGET void TileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t x_panel, int64_t kquads,
+                              int32_t* s) {
+  __m512i acc[kR][kP];
+  ZeroVnniAcc<kR, kP>(acc);
+  AccumulateVnni<kR, kP>(acc, w, w_panel, x, x_panel, kquads);
   StoreVnniSums<kR, kP>(acc, s);
 }
+
+}  // namespace
+
+// One k quad of a whole tile's loop: row r's weight quad (byte `at` of the first weight panel, or of the second,
+// w_panel bytes further) broadcast by vpdpbusd itself against the sixteen pixels' quads in zmm31.
+#define NEE_WHOLE_ROW(r, at) "vpdpbusd " #at "(%[w])%{1to16%}, %%zmm31, %[a" #r "]\n\t"
+#define NEE_WHOLE_ROW2(r, at) "vpdpbusd " #at "(%[w],%[wp])%{1to16%}, %%zmm31, %[a" #r "]\n\t"
+
+// A whole tile of one pixel panel requantized in registers (RequantStoreVnniTile), its accumulators started at
+// the constants. The k loop is written out: with the accumulators read by the requantization afterwards,
+// GCC 12 copied all twelve into other registers and back every k quad. One panel, not two: the
+// requantization's temporaries beside 24 live accumulators spilled them in the loop (measured 2x slower),
+// and twelve rows of a panel leave room for them (a 64-channel 1x1 conv at 56x56 ran 6% faster than as
+// 12 x 32 tiles requantized from memory). (30 asm operands at most: the pixels' register is a clobber.)
+NEE_VNNI_TARGET void WholeTileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
+                                   const VnniTileOut& out) {
+  static_assert(kQuadW == 24 && kQuadX == 64, "the loop's strides");
+  const int32_t* c = out.q->constant + out.m0;
+  __m512i a0 = _mm512_set1_epi32(c[0]), a1 = _mm512_set1_epi32(c[1]), a2 = _mm512_set1_epi32(c[2]),
+          a3 = _mm512_set1_epi32(c[3]), a4 = _mm512_set1_epi32(c[4]), a5 = _mm512_set1_epi32(c[5]),
+          a6 = _mm512_set1_epi32(c[6]), a7 = _mm512_set1_epi32(c[7]), a8 = _mm512_set1_epi32(c[8]),
+          a9 = _mm512_set1_epi32(c[9]), a10 = _mm512_set1_epi32(c[10]), a11 = _mm512_set1_epi32(c[11]);
+  const uint8_t* x_end = x + kquads * kQuadX;
+  if (kquads > 0)
+    __asm__(
+        "1:\n\t"
+        "vmovdqa64 (%[x]), %%zmm31\n\t"
+        NEE_WHOLE_ROW(0, 0) NEE_WHOLE_ROW(1, 4) NEE_WHOLE_ROW(2, 8) NEE_WHOLE_ROW(3, 12) NEE_WHOLE_ROW(4, 16)
+        NEE_WHOLE_ROW(5, 20) NEE_WHOLE_ROW2(6, 0) NEE_WHOLE_ROW2(7, 4) NEE_WHOLE_ROW2(8, 8)
+        NEE_WHOLE_ROW2(9, 12) NEE_WHOLE_ROW2(10, 16) NEE_WHOLE_ROW2(11, 20)
+        "add $24, %[w]\n\t"
+        "add $64, %[x]\n\t"
+        "cmp %[x_end], %[x]\n\t"
+        "jne 1b\n\t"
+        : [a0] "+v"(a0), [a1] "+v"(a1), [a2] "+v"(a2), [a3] "+v"(a3), [a4] "+v"(a4), [a5] "+v"(a5),
+          [a6] "+v"(a6), [a7] "+v"(a7), [a8] "+v"(a8), [a9] "+v"(a9), [a10] "+v"(a10), [a11] "+v"(a11),
+          [w] "+r"(w), [x] "+r"(x)
+        : [wp] "r"(w_panel), [x_end] "r"(x_end)
+        : "xmm31", "cc", "memory");
+  const __m512i acc[kVnniRows][1] = {{a0}, {a1}, {a2}, {a3}, {a4}, {a5}, {a6}, {a7}, {a8}, {a9}, {a10}, {a11}};
+  RequantStoreVnniTile<1>(acc, out);
+}
+#undef NEE_WHOLE_ROW2
+#undef NEE_WHOLE_ROW
+
+namespace {
 
 // The first eight pixels of one panel (the first 32 bytes of each 64-byte quad), on ymm.
 template <int kR>
@@ -234,45 +284,6 @@ NEE_VNNI_TARGET void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, ui
   }
 }
 
-namespace {
-// Four rows' int32 values narrowed with saturation by two packs (int32 -> int16 signed, then int16 -> 8 bits
-// signed or unsigned: the same clamp as StoreRow16), where four vpmovdb would take eight uops. The packs work
-// within 128-bit lanes, leaving row r's pixels 4l..4l+3 at dword 4l + r (StoreRows4x16 puts them in order).
-NEE_VNNI_TARGET inline __m512i PackRows4(__m512i v0, __m512i v1, __m512i v2, __m512i v3, bool y_signed) {
-  const __m512i w01 = _mm512_packs_epi32(v0, v1), w23 = _mm512_packs_epi32(v2, v3);
-  return y_signed ? _mm512_packs_epi16(w01, w23) : _mm512_packus_epi16(w01, w23);
-}
-
-// PackRows4's bytes stored as four rows: one vpermd gathers each row's sixteen bytes into lane r.
-NEE_VNNI_TARGET inline void StoreRows4x16(__m512i packed, uint8_t* out, int64_t ld) {
-  const __m512i rows = _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), packed);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm512_castsi512_si128(rows));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm512_extracti32x4_epi32(rows, 1));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * ld), _mm512_extracti32x4_epi32(rows, 2));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 3 * ld), _mm512_extracti32x4_epi32(rows, 3));
-}
-
-// Four whole rows (their constants added): RequantRow16's bounds L and H for all four, narrowed, and compared
-// once as bytes. Rounding and saturating are monotonic and L < D < H (RequantRow16), so where the bytes of L
-// and H agree they are D's too (a bound may even differ before saturating). Rows whose bytes differ somewhere
-// (rare) go through RequantRow16 again, which takes the double arithmetic where it must.
-NEE_VNNI_TARGET __attribute__((always_inline)) inline __m512i RequantRows4(const __m512i (&s)[4], const float* mult_f, const double* mult,
-                                            __m512 z_lo, __m512 z_hi, __m512d z, bool y_signed) {
-  __m512i lo[4], hi[4];
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r) {
-    const __m512 a = _mm512_cvtepi32_ps(s[r]), m = _mm512_set1_ps(mult_f[r]);
-    lo[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
-    hi[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi));
-  }
-  const __m512i bytes = PackRows4(lo[0], lo[1], lo[2], lo[3], y_signed);
-  if (_mm512_cmpneq_epi8_mask(bytes, PackRows4(hi[0], hi[1], hi[2], hi[3], y_signed)) == 0) return bytes;
-  return PackRows4(RequantRow16(s[0], mult_f[0], mult[0], z_lo, z_hi, z),
-                   RequantRow16(s[1], mult_f[1], mult[1], z_lo, z_hi, z),
-                   RequantRow16(s[2], mult_f[2], mult[2], z_lo, z_hi, z),
-                   RequantRow16(s[3], mult_f[3], mult[3], z_lo, z_hi, z), y_signed);
-}
-}  // namespace
 
 // Sixteen lanes at once (RequantRow16), four whole rows narrowed and checked together (RequantRows4); with
 // `pair`, the second pixel panel's sums (kVnniRows * kCols further, stored kCols further) in the same loop, its

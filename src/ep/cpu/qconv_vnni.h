@@ -35,6 +35,17 @@ bool QConvHasVbmi();
 using VnniTileFn = void (*)(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t x_panel, int64_t kquads,
                             int32_t* s);
 VnniTileFn VnniTile(int64_t rows, int64_t panels);
+// Where a whole tile's output bytes go: rows m0 .. m0 + kVnniRows - 1 of q (no weight zero points, small
+// multipliers), stored at out, rows ld bytes apart.
+struct VnniTileOut {
+  const Requant* q;
+  int64_t m0;
+  uint8_t* out;
+  int64_t ld;
+};
+// A whole tile, kVnniRows rows by one full pixel panel, as VnniTile's sums then FinishTilesAvx512, but
+// requantized in registers: the same bytes.
+void WholeTileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads, const VnniTileOut& out);
 // The same for one pixel panel's first eight pixels only (a last panel of at most eight: half the work).
 VnniTileFn VnniHalfTile(int64_t rows);
 // The same for one pixel panel's first `pixels` (1..kVnniFewPixels) pixels: each pixel's quads against a row

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <random>
 #include <string>
@@ -211,6 +212,28 @@ TEST_P(QConvDepthwiseTest, KernelsStridesDilationsAndBatches) {
     add(c);
   }
   {
+    // Small stride-1 images read without a padded plane on VNNI (a vector's rows and their taps within one
+    // 64-byte load): dilated, 5x5 (two quads a kernel row), unpadded, asymmetric pads, rows 16 wide.
+    DwCase c;
+    c.name = "plane_free_3x3_dilated_2", c.dilations = {2, 2}, c.pads = {2, 2, 2, 2}, c.h = 6, c.w = 9;
+    add(c);
+    c.name = "plane_free_5x5_pad2_two_rows_a_vector", c.kh = 5, c.kw = 5, c.dilations = {1, 1}, c.pads = {2, 2, 2, 2};
+    c.h = 5, c.w = 6;
+    add(c);
+    c.name = "plane_free_unpadded", c.kh = 3, c.kw = 3, c.pads = {0, 0, 0, 0}, c.h = 8, c.w = 7;
+    add(c);
+    c.name = "plane_free_asym_pads_int8", c.pads = {0, 2, 1, 0}, c.h = 9, c.w = 14, c.xt = kS8, c.yt = kS8;
+    add(c);
+    c.name = "plane_free_16_wide", c.pads = {1, 1, 1, 1}, c.h = 3, c.w = 16, c.xt = kU8, c.yt = kU8;
+    add(c);
+    // Stride 2: two output rows a vector over five input rows read by both loads (11 wide: 55 bytes; 25 wide:
+    // one row a vector, 75 bytes), asymmetric pads.
+    c.name = "plane_free_s2_two_rows", c.strides = {2, 2}, c.pads = {0, 1, 2, 0}, c.h = 11, c.w = 13;
+    add(c);
+    c.name = "plane_free_s2_both_loads_int8", c.pads = {1, 1, 1, 1}, c.h = 9, c.w = 25, c.xt = kS8;
+    add(c);
+  }
+  {
     DwCase c;
     c.name = "batch_2", c.n = 2, c.c = 5, c.h = 9, c.w = 10;
     add(c);
@@ -273,23 +296,27 @@ TEST_P(QConvDepthwiseTest, RequantizationTiesAndLargeSums) {
                                       {"mult_1_10", 0.25f, 0.4f, 1.0f, 0},
                                       {"large_sums", 1.0f / 1024, 1.0f / 8192, 1.0f, 1 << 30},
                                       {"large_negative_sums", 1.0f / 1024, 1.0f / 8192, 1.0f, -(1 << 30)}};
-  for (const Scales& sc : scales)
-    for (DataType yt : {kU8, kS8}) {
-      DwCase c;
-      c.c = 5, c.h = 11, c.w = 23, c.yt = yt, c.per_channel = false;
-      c.name = sc.name + (yt == kS8 ? "_int8_out" : "");
-      std::vector<Value> inputs = Inputs(c, rng);
-      inputs[1] = Value(Tensor::Scalar<float>(sc.x_scale));
-      inputs[4] = Value(Tensor::Scalar<float>(sc.w_scale));
-      inputs[6] = Value(Tensor::Scalar<float>(sc.y_scale));
-      // Small biases spread the ties over the range; large ones put the sums near 2^30, where
-      // 2^30 / 2^23 = 128 lands mid-range.
-      std::uniform_int_distribution<int32_t> spread(-300, 300);
-      std::vector<int32_t> bias(static_cast<size_t>(c.c));
-      for (int32_t& b : bias) b = sc.bias_base + spread(rng) * (sc.bias_base != 0 ? 4096 : 1);
-      inputs[8] = Value(Tensor::FromVector(bias, {c.c}));
-      ExpectMatchesReference(c, inputs);
-    }
+  // 11x23 (rows), 7x7 and 4x5 (the VNNI kernel's flat runs of at most 64 positions: four vectors and two,
+  // requantized together) with channels enough that each thread pads one plane while reading another.
+  const std::vector<std::array<int64_t, 3>> shapes = {{5, 11, 23}, {9, 7, 7}, {6, 4, 5}};
+  for (const auto& [channels, h, w] : shapes)
+    for (const Scales& sc : scales)
+      for (DataType yt : {kU8, kS8}) {
+        DwCase c;
+        c.c = channels, c.h = h, c.w = w, c.yt = yt, c.per_channel = false;
+        c.name = sc.name + (yt == kS8 ? "_int8_out_" : "_") + std::to_string(h) + "x" + std::to_string(w);
+        std::vector<Value> inputs = Inputs(c, rng);
+        inputs[1] = Value(Tensor::Scalar<float>(sc.x_scale));
+        inputs[4] = Value(Tensor::Scalar<float>(sc.w_scale));
+        inputs[6] = Value(Tensor::Scalar<float>(sc.y_scale));
+        // Small biases spread the ties over the range; large ones put the sums near 2^30, where
+        // 2^30 / 2^23 = 128 lands mid-range.
+        std::uniform_int_distribution<int32_t> spread(-300, 300);
+        std::vector<int32_t> bias(static_cast<size_t>(c.c));
+        for (int32_t& b : bias) b = sc.bias_base + spread(rng) * (sc.bias_base != 0 ? 4096 : 1);
+        inputs[8] = Value(Tensor::FromVector(bias, {c.c}));
+        ExpectMatchesReference(c, inputs);
+      }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, QConvDepthwiseTest,

@@ -276,24 +276,49 @@ TEST_P(QConvFastTest, QLinearConvTileShapes) {
 // Multipliers of exactly 2^-4: double(acc) * mult + yzp lands on a half (a tie, rounded to even) for one sum
 // in sixteen, where the float shortcut of the requantization cannot decide and the double arithmetic
 // must; and on values a hair from halves elsewhere.
-TEST_P(QConvFastTest, QLinearConvRequantTies) {
-  std::mt19937 rng(23);
-  const std::vector<int64_t> xd{1, 8, 11, 13}, wd{14, 8, 3, 3};
+// QLinearConv's inputs whose sums land on ties: inputs 0..3 around x_zp 1, scales 0.5 * 0.5 / 4 = 2^-4.
+std::vector<Value> TieInputs(const std::vector<int64_t>& xd, const std::vector<int64_t>& wd, unsigned seed) {
+  std::mt19937 rng(seed);
   std::uniform_int_distribution<int> small(0, 3);
   std::vector<uint8_t> xv(static_cast<size_t>(testing::ElementCount(xd)));
   for (uint8_t& b : xv) b = static_cast<uint8_t>(small(rng));
-  std::vector<Value> inputs = {Value(Tensor::FromVector(xv, xd)),
-                               Value(Tensor::Scalar<float>(0.5f)),
-                               Value(Tensor::Scalar<uint8_t>(1)),
-                               Value(testing::Random8(DataType::kInt8, wd, rng)),
-                               Value(Tensor::Scalar<float>(0.5f)),
-                               Value(Tensor::Scalar<int8_t>(0)),
-                               Value(Tensor::Scalar<float>(4.0f)),
-                               Value(Tensor::Scalar<uint8_t>(128))};
+  return {Value(Tensor::FromVector(xv, xd)),
+          Value(Tensor::Scalar<float>(0.5f)),
+          Value(Tensor::Scalar<uint8_t>(1)),
+          Value(testing::Random8(DataType::kInt8, wd, rng)),
+          Value(Tensor::Scalar<float>(0.5f)),
+          Value(Tensor::Scalar<int8_t>(0)),
+          Value(Tensor::Scalar<float>(4.0f)),
+          Value(Tensor::Scalar<uint8_t>(128))};
+}
+
+TEST_P(QConvFastTest, QLinearConvRequantTies) {
+  std::vector<Value> inputs = TieInputs({1, 8, 11, 13}, {14, 8, 3, 3}, 23);
   Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, {IntsAttr("pads", {1, 1, 1, 1})});
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "ties");
   inputs[6] = Value(Tensor::Scalar<float>(3.0f));  // 1/12: not a power of two, sums a hair from halves
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "near ties");
+}
+
+// Whole tiles requantized in registers (qconv_vnni.cc's WholeTileVnni: twelve output channels by sixteen full
+// pixels, no weight zero points, small multipliers): 1x1 convs over K = 64 (ResNet's) and K = 13 or 6 (not a
+// multiple of four), 24 and 36 channels (every row panel pair whole) and 30 (a last pair of six rows), images
+// whose panels are all full or end in a partial one, uint8 and int8 outputs, multipliers of 2^-4 whose sums
+// land on ties (the double arithmetic's fallback inside the tile), and a weight zero point (not whole: sums).
+TEST_P(QConvFastTest, QLinearConvWholeTilesInRegisters) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  const std::vector<ConvCase> cases = {
+      {"whole_k64_m24_16x16", {1, 64, 16, 16}, {24, 64, 1, 1}, {}},
+      {"whole_k64_m36_int8_out", {1, 64, 8, 10}, {36, 64, 1, 1}, {}, u8, s8, s8},
+      {"whole_k13_m30_ragged", {2, 13, 7, 9}, {30, 13, 1, 1}, {}, s8, s8, u8, false},
+      {"whole_k6_m24_uint8_weights", {1, 6, 12, 12}, {24, 6, 1, 1}, {}, u8, u8, u8},
+      {"whole_k64_m24_wzp", {1, 64, 6, 11}, {24, 64, 1, 1}, {}, u8, u8, u8},
+      {"whole_3x3_m48_stride2", {1, 16, 17, 17}, {48, 16, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2})}},
+  };
+  ExpectConvCasesMatchReference(cases, 31);
+  std::vector<Value> inputs = TieInputs({1, 20, 8, 12}, {24, 20, 1, 1}, 37);
+  Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, {});
+  ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "whole tile ties");
 }
 
 // The direct path (qconv_direct.cc, AVX-512 VNNI + VBMI: stride 1, undilated, group 1, channels a multiple of
