@@ -75,7 +75,8 @@ void ReferenceHead(const SdpaGeometry& g, int64_t b, int64_t n, float* out) {
   std::vector<float> p(static_cast<size_t>(L));
   for (int64_t s = 0; s < S; ++s) {
     float max_score = -std::numeric_limits<float>::infinity();
-    for (int64_t l = 0; l < L; ++l) {
+    std::fill(p.begin(), p.end(), -std::numeric_limits<float>::infinity());  // unseen keys: e^-inf = 0
+    for (int64_t l = 0; l < g.VisibleKeys(s); ++l) {
       double dot = 0;
       for (int64_t h = 0; h < H; ++h) dot += static_cast<double>(q[s * N * H + h]) * k[l * N * H + h];
       float score = g.scale * static_cast<float>(dot);
@@ -86,7 +87,7 @@ void ReferenceHead(const SdpaGeometry& g, int64_t b, int64_t n, float* out) {
     }
     double sum = 0;
     for (float& e : p) {
-      e = std::exp(e - max_score);
+      e = std::exp(e - max_score);  // the unseen keys' exactly 0 (max_score is finite or NaN)
       sum += e;
     }
     float* o = out + (b * S + s) * N * Hv + n * Hv;
@@ -230,6 +231,12 @@ Result<SdpaGeometry> SdpaGeometryOf(const KernelContext& ctx) {
     return ctx.InputError(2, "(value) must be [" + std::to_string(g.batch) + ", " + std::to_string(g.kv_len) +
                                  ", N*Hv], got " + DimsToString(v.dims()));
   NEE_ASSIGN_OR_RETURN(g.scale, ctx.node().GetFloat("scale", g.head > 0 ? 1.f / std::sqrt(float(g.head)) : 1.f));
+  NEE_ASSIGN_OR_RETURN(int64_t causal, ctx.node().GetInt("causal", 0));
+  if (causal != 0 && causal != 1) return ctx.Error("causal must be 0 or 1, got " + std::to_string(causal));
+  g.causal = causal == 1;
+  if (g.causal && g.q_len > g.kv_len)
+    return ctx.Error("causal attention needs no more queries than keys, got " + std::to_string(g.q_len) + " and " +
+                     std::to_string(g.kv_len));
   g.query = q.data<float>();
   g.key = k.data<float>();
   g.value = v.data<float>();

@@ -16,7 +16,9 @@
 //
 // The masked Where becomes an additive bias (0 where a score is kept, F
 // elsewhere): with F <= -1e30 a masked score rounds to F (or -inf) exactly as
-// in the Where, so the softmax is unchanged. The scales become one factor
+// in the Where, so the softmax is unchanged. A constant mask (Where's or
+// Add's) of GPT-2's causal pattern becomes the attribute causal = 1 instead,
+// whose kernel skips the masked triangle (see IsCausalBias). The scales become one factor
 // applied to Q·Kᵀ; for powers of two (1/sqrt(64) = 1/8) that is exact.
 // Conditions: float32, static shapes, every intermediate value read only by
 // the next node of the pattern.
@@ -252,6 +254,26 @@ bool GeometryAgrees(const AttentionMatch& m) {
   return q[0] == k[0] && q[0] == v[0] && q[2] == k[2] && q[2] == v[2] && q[3] == k[3] && k[1] == v[1];
 }
 
+// Whether `bias`, read as [B, N, S, L], is a causal mask the kernel can apply
+// by skipping keys: 0 where key l <= s + L - S, at most -1e30 (or -inf)
+// elsewhere, the same for every batch and head (leading dims 1), S <= L. A
+// masked score then rounds to the fill, whose e^x is exactly 0, so the
+// kernel's probability 0 for an unseen key is what the mask gives.
+bool IsCausalBias(const Tensor& bias, int64_t S, int64_t L) {
+  if (!bias.defined() || bias.dtype() != DataType::kFloat || bias.rank() < 2 || bias.rank() > 4 || S > L)
+    return false;
+  for (int64_t axis = 0; axis + 2 < bias.rank(); ++axis)
+    if (bias.dim(axis) != 1) return false;
+  if (bias.dim(bias.rank() - 2) != S || bias.dim(bias.rank() - 1) != L) return false;
+  const float* b = bias.data<float>();
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t l = 0; l < L; ++l) {
+      const float x = b[s * L + l];
+      if (l <= s + L - S ? x != 0.f : !(x <= -1e30f)) return false;
+    }
+  return true;
+}
+
 // Makes a head split's Reshape produce [B, S, N*H] and drops its Transpose.
 void Unsplit(GraphEditor& ed, const HeadSplit& h) {
   const std::vector<int64_t> shape = {h.dims[0], h.dims[1], h.dims[2] * h.dims[3]};
@@ -278,10 +300,16 @@ Status TryFuse(GraphEditor& ed, size_t index) {
   ed.RemoveNode(index);
   std::vector<std::string> inputs = {ed.node(m.q.reshape).outputs[0], ed.node(m.k.reshape).outputs[0],
                                      ed.node(m.v.reshape).outputs[0]};
-  if (m.bias_constant.defined()) m.bias = ed.AddInitializer(m.bias, std::move(m.bias_constant));
-  if (!m.bias.empty()) inputs.push_back(m.bias);
-  ed.RewriteAs(m.out_transpose, kNeeDomain, "ScaledDotProductAttention", inputs,
-               {opt::IntAttr("num_heads", m.q.dims[2]), opt::FloatAttr("scale", static_cast<float>(m.scale))});
+  std::vector<Attribute> attrs = {opt::IntAttr("num_heads", m.q.dims[2]),
+                                  opt::FloatAttr("scale", static_cast<float>(m.scale))};
+  const Tensor mask = m.bias_constant.defined() || m.bias.empty() ? m.bias_constant : ed.Constant(m.bias);
+  if (IsCausalBias(mask, m.q.dims[1], m.k.dims[1])) {
+    attrs.push_back(opt::IntAttr("causal", 1));
+  } else {
+    if (m.bias_constant.defined()) m.bias = ed.AddInitializer(m.bias, std::move(m.bias_constant));
+    if (!m.bias.empty()) inputs.push_back(m.bias);
+  }
+  ed.RewriteAs(m.out_transpose, kNeeDomain, "ScaledDotProductAttention", inputs, std::move(attrs));
   return Status::Ok();
 }
 }  // namespace

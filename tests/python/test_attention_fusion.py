@@ -151,6 +151,74 @@ def test_fused_attention_agrees_with_onnxruntime(build, tmp_path):
         assert r.tobytes() == runs[0].tobytes()
 
 
+def _sdpa_nodes(model):
+    return [n for n in model.graph.node if n.domain == "ai.nee" and n.op_type == "ScaledDotProductAttention"]
+
+
+def gpt2_additive_mask(rng, mask, S=9, N=2, H=16):
+    """GPT-2 with its Where replaced by Add(scores, constant mask [1, 1, S, S])."""
+    model, feeds = gpt2_attention(rng, S, N, H)
+    for node in model.graph.node:
+        if node.op_type == "Where":
+            node.op_type = "Add"
+            del node.input[:]
+            node.input.extend(["qks", "additive"])
+    model.graph.initializer.append(numpy_helper.from_array(mask.astype(np.float32), "additive"))
+    return model, feeds
+
+
+@pytest.mark.parametrize("form", ["where", "where_inf", "add_min", "add_hole", "add_small", "where_hole"])
+def test_causal_mask_is_recognised_only_when_proven(form, tmp_path):
+    """A constant causal mask (Where's fill or Add's values <= -1e30 above the diagonal, 0 on and below it)
+    becomes causal = 1 with no bias input; a mask with one more hole, or -10000 as the fill, stays a bias."""
+    rng = np.random.default_rng(23)
+    S = 9
+    tril = np.tril(np.ones((1, 1, S, S), bool))
+    hole = tril.copy()
+    hole[0, 0, 5, 2] = False
+    fmin = np.finfo(np.float32).min
+    if form.startswith("where"):
+        model, feeds = gpt2_attention(rng, S)
+        for init in model.graph.initializer:
+            if init.name == "causal" and form == "where_hole":
+                init.CopyFrom(numpy_helper.from_array(~hole, "causal"))
+            if init.name == "fill" and form == "where_inf":
+                init.CopyFrom(numpy_helper.from_array(np.float32(-np.inf), "fill"))
+    else:
+        keep = hole if form == "add_hole" else tril
+        fill = -10000.0 if form == "add_small" else fmin
+        model, feeds = gpt2_additive_mask(rng, np.where(keep, 0.0, fill), S)
+    want = run_ort(model, feeds)[0]
+    fused = optimized(model, tmp_path)
+    nodes = _sdpa_nodes(fused)
+    assert len(nodes) == 1, [n.op_type for n in fused.graph.node]
+    attrs = {a.name: helper.get_attribute_value(a) for a in nodes[0].attribute}
+    if form in ("where", "where_inf", "add_min"):
+        assert attrs.get("causal") == 1, attrs
+        assert len(nodes[0].input) == 3, list(nodes[0].input)
+    else:
+        assert attrs.get("causal", 0) == 0, attrs
+        assert len(nodes[0].input) == 4, list(nodes[0].input)
+    for threads in (1, 2):
+        got = nee_session(model, 99, threads).run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{form} threads {threads}")
+    # Causal skipping gives the bits the masked full rows give: the optimized model against the same model
+    # with the fused node fed its mask again.
+    if attrs.get("causal") == 1:
+        masked = onnx.ModelProto()
+        masked.CopyFrom(fused)
+        node = _sdpa_nodes(masked)[0]
+        for a in list(node.attribute):
+            if a.name == "causal":
+                node.attribute.remove(a)
+        masked.graph.initializer.append(numpy_helper.from_array(np.where(tril, 0.0, fmin).astype(np.float32), "m"))
+        node.input.append("m")
+        for threads in (1, 2):
+            a = nee_session(fused, 0, threads).run(None, feeds)[0]
+            b = nee_session(masked, 0, threads).run(None, feeds)[0]
+            assert a.tobytes() == b.tobytes(), threads
+
+
 def test_unfusable_patterns_are_left_alone():
     """A scores tensor that is also a graph output, and a softmax over another axis, keep their nodes."""
     rng = np.random.default_rng(3)
@@ -208,6 +276,29 @@ def test_the_op_matches_numpy(bias_shape):
                          extra_opsets=[helper.make_opsetid("ai.nee", 1)])
         with pytest.raises(Exception):
             nee_session(bad, 0).run(None, feeds)
+
+
+@pytest.mark.parametrize("S,L", [(5, 5), (3, 8), (30, 31)])
+def test_the_causal_op_matches_numpy(S, L):
+    """causal = 1: query s sees keys l <= s + L - S (numpy: -inf above that diagonal); S > L is an error."""
+    rng = np.random.default_rng(10)
+    B, N, H = 2, 3, 4
+    feeds = {"q": rng.normal(0, 1, (B, S, N * H)).astype(np.float32),
+             "k": rng.normal(0, 1, (B, L, N * H)).astype(np.float32),
+             "v": rng.normal(0, 1, (B, L, N * H)).astype(np.float32)}
+    node = helper.make_node("ScaledDotProductAttention", ["q", "k", "v"], ["y"], domain="ai.nee", num_heads=N,
+                            scale=0.7, causal=1)
+    model = make_model([node], [helper.make_tensor_value_info(i, F, None) for i in "qkv"],
+                       [helper.make_tensor_value_info("y", F, None)], {},
+                       extra_opsets=[helper.make_opsetid("ai.nee", 1)])
+    mask = np.where(np.tril(np.ones((S, L), bool), L - S), 0.0, -np.inf)
+    want = numpy_sdpa(feeds["q"], feeds["k"], feeds["v"], mask, N, 0.7)
+    for threads, reference in ((1, False), (2, False), (1, True)):
+        np.testing.assert_allclose(nee_session(model, 0, threads, reference).run(None, feeds)[0], want,
+                                   rtol=1e-5, atol=1e-6)
+    feeds["q"] = rng.normal(0, 1, (B, L + 1, N * H)).astype(np.float32)
+    with pytest.raises(Exception):
+        nee_session(model, 0).run(None, feeds)
 
 
 def mlp_3d(rng, B=2, S=100, D=48, F1=1100, F2=70, F3=40):
