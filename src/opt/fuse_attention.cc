@@ -21,7 +21,10 @@
 // whose kernel skips the masked triangle (see IsCausalBias). The scales become one factor
 // applied to Q·Kᵀ; for powers of two (1/sqrt(64) = 1/8) that is exact.
 // Conditions: float32, static shapes, every intermediate value read only by
-// the next node of the pattern.
+// the next node of the pattern. When q, k and v are column ranges of one
+// tensor (a Split or Slices of a fused projection), the node reads that
+// tensor once instead, key and value absent (see MatchPackedQkv).
+#include <algorithm>
 #include <cmath>
 
 #include "ops/attention_sdpa.h"
@@ -283,6 +286,120 @@ void Unsplit(GraphEditor& ed, const HeadSplit& h) {
   ed.RemoveNode(h.transpose);
 }
 
+// Constant int64 values of `name` (any rank), or false.
+bool ConstInts(GraphEditor& ed, const std::string& name, std::vector<int64_t>* out) {
+  Tensor t = ed.Constant(name);
+  if (!t.defined() || t.dtype() != DataType::kInt64) return false;
+  auto values = t.ToInt64Vector();
+  if (!values.ok()) return false;
+  *out = values.value();
+  return true;
+}
+
+// Where q, k and v (what their head-split Reshapes read) lie side by side in
+// one tensor x [..., 3D] as columns [0, D), [D, 2D), [2D, 3D): the outputs of
+// a Split of x's last axis (GPT-2's c_attn), or three Slices of it (torch's
+// nn.MultiheadAttention, ViT). The fused node then reads x itself, and the
+// Split or Slices (copies of x) go.
+struct PackedQkv {
+  std::string x;
+  std::vector<size_t> nodes;  // the Split, or the three Slices
+};
+
+// The static dims of float32 `x` when its last axis is 3 * width and its rows number rows.
+bool PackedSourceFits(GraphEditor& ed, const std::string& x, int64_t rows, int64_t width) {
+  std::vector<int64_t> dims;
+  if (!opt::IsFloatWithRank(ed.TensorType(x)) || !opt::StaticDims(ed.TensorType(x), &dims) || dims.empty())
+    return false;
+  int64_t leading = 1;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) leading *= dims[i];
+  return dims.back() == 3 * width && leading == rows;
+}
+
+// Split(x) along its last axis into (q, k, v), each of `width` columns.
+bool MatchSplitQkv(GraphEditor& ed, const std::string (&parts)[3], int64_t width, PackedQkv* out) {
+  const int64_t p = ed.Producer(parts[0]);
+  if (p < 0) return false;
+  const Node& n = ed.node(static_cast<size_t>(p));
+  const int64_t opset = ed.checked().opsets[static_cast<size_t>(p)];
+  if (!opt::IsOp(n, "Split") || n.outputs.size() != 3 || n.inputs.empty() ||
+      opt::HasOtherAttributes(n, {"axis", "split", "num_outputs"}))
+    return false;
+  for (size_t i = 0; i < 3; ++i)
+    if (n.outputs[i] != parts[i]) return false;
+  const TypeInfo* t = ed.TensorType(n.inputs[0]);
+  if (!opt::IsFloatWithRank(t)) return false;
+  const int64_t rank = static_cast<int64_t>(t->shape->size());
+  auto axis = n.GetInt("axis", 0);
+  if (!axis.ok() || (axis.value() != -1 && axis.value() != rank - 1)) return false;
+  const std::vector<int64_t> equal = {width, width, width};  // x's last axis is 3 * width (PackedSourceFits)
+  std::vector<int64_t> sizes = equal;                          // no sizes given: an equal split
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    if (opset < 13 || !ConstInts(ed, n.inputs[1], &sizes)) return false;
+  } else if (opset < 13) {
+    auto attr = n.GetInts("split", equal);
+    if (!attr.ok()) return false;
+    sizes = attr.value();
+  }
+  if (sizes != equal) return false;
+  *out = PackedQkv{n.inputs[0], {static_cast<size_t>(p)}};
+  return true;
+}
+
+// Slice(x, [begin], [end], [last axis] [, [1]]) with constant bounds: x and the
+// column range it takes, clamped as Slice clamps.
+bool MatchColumnSlice(GraphEditor& ed, const std::string& name, std::string* x, int64_t* begin, int64_t* end,
+                      size_t* node) {
+  const int64_t p = ed.Producer(name);
+  if (p < 0 || ed.checked().opsets[static_cast<size_t>(p)] < 10) return false;
+  const Node& n = ed.node(static_cast<size_t>(p));
+  if (!opt::IsOp(n, "Slice") || n.outputs.size() != 1 || n.inputs.size() < 4 || !n.attributes.empty()) return false;
+  std::vector<int64_t> dims, starts, ends, axes, steps = {1};
+  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &dims) || dims.empty()) return false;
+  if (!ConstInts(ed, n.inputs[1], &starts) || !ConstInts(ed, n.inputs[2], &ends) ||
+      !ConstInts(ed, n.inputs[3], &axes) || (n.inputs.size() > 4 && !ConstInts(ed, n.inputs[4], &steps)))
+    return false;
+  const int64_t rank = static_cast<int64_t>(dims.size()), dim = dims.back();
+  if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps != std::vector<int64_t>{1} ||
+      (axes[0] != -1 && axes[0] != rank - 1))
+    return false;
+  auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+  *x = n.inputs[0];
+  *begin = clamp(starts[0]);
+  *end = clamp(ends[0]);
+  *node = static_cast<size_t>(p);
+  return true;
+}
+
+bool MatchSlicesQkv(GraphEditor& ed, const std::string (&parts)[3], int64_t width, PackedQkv* out) {
+  PackedQkv found;
+  for (int64_t i = 0; i < 3; ++i) {
+    std::string x;
+    int64_t begin = 0, end = 0;
+    size_t node = 0;
+    if (!MatchColumnSlice(ed, parts[i], &x, &begin, &end, &node)) return false;
+    if ((i > 0 && x != found.x) || begin != i * width || end != (i + 1) * width) return false;
+    found.x = x;
+    found.nodes.push_back(node);
+  }
+  *out = std::move(found);
+  return true;
+}
+
+bool MatchPackedQkv(GraphEditor& ed, const AttentionMatch& m, PackedQkv* out) {
+  const HeadSplit* splits[3] = {&m.q, &m.k, &m.v};
+  std::string parts[3];
+  for (size_t i = 0; i < 3; ++i) {
+    parts[i] = ed.node(splits[i]->reshape).inputs[0];
+    if (opt::SoleConsumer(ed, parts[i]) != static_cast<int64_t>(splits[i]->reshape)) return false;
+  }
+  const std::vector<int64_t>& q = m.q.dims;  // [B, S, N, H]
+  if (m.v.dims[3] != q[3] || m.k.dims[1] != q[1]) return false;  // self-attention, Hv = H
+  const int64_t width = q[2] * q[3];
+  if (!MatchSplitQkv(ed, parts, width, out) && !MatchSlicesQkv(ed, parts, width, out)) return false;
+  return PackedSourceFits(ed, out->x, q[0] * q[1], width);
+}
+
 Status TryFuse(GraphEditor& ed, size_t index) {
   const Node& sm = ed.node(index);
   if (!opt::IsOp(sm, "Softmax") || sm.inputs.size() != 1) return Status::Ok();
@@ -293,13 +410,29 @@ Status TryFuse(GraphEditor& ed, size_t index) {
   AttentionMatch m;
   if (!MatchContext(ed, index, rank, &m) || !MatchScores(ed, index, rank, &m) || !GeometryAgrees(m))
     return Status::Ok();
-  Unsplit(ed, m.q);
-  Unsplit(ed, m.k);
-  Unsplit(ed, m.v);
+  PackedQkv packed;
+  std::vector<std::string> inputs;
+  if (MatchPackedQkv(ed, m, &packed)) {
+    for (const HeadSplit* h : {&m.q, &m.k, &m.v}) {
+      ed.RemoveNode(h->transpose);
+      ed.RemoveNode(h->reshape);
+    }
+    for (size_t n : packed.nodes) ed.RemoveNode(n);
+    // x as [B, S, 3D]: usually its own shape (eliminate-noops drops the Reshape).
+    const std::vector<int64_t> shape = {m.q.dims[0], m.q.dims[1], 3 * m.q.dims[2] * m.q.dims[3]};
+    const std::string base = ed.node(m.out_transpose).name + "_qkv";
+    const std::string shape_name = ed.AddInitializer(base + "_shape", Tensor::FromVector<int64_t>(shape, {3}));
+    const std::string reshaped = ed.FreshName(base);
+    ed.InsertBefore(m.out_transpose, opt::MakeNode(base, "Reshape", {packed.x, shape_name}, {reshaped}));
+    inputs = {reshaped};  // key and value absent
+  } else {
+    Unsplit(ed, m.q);
+    Unsplit(ed, m.k);
+    Unsplit(ed, m.v);
+    inputs = {ed.node(m.q.reshape).outputs[0], ed.node(m.k.reshape).outputs[0], ed.node(m.v.reshape).outputs[0]};
+  }
   for (size_t n : m.removed) ed.RemoveNode(n);
   ed.RemoveNode(index);
-  std::vector<std::string> inputs = {ed.node(m.q.reshape).outputs[0], ed.node(m.k.reshape).outputs[0],
-                                     ed.node(m.v.reshape).outputs[0]};
   std::vector<Attribute> attrs = {opt::IntAttr("num_heads", m.q.dims[2]),
                                   opt::FloatAttr("scale", static_cast<float>(m.scale))};
   const Tensor mask = m.bias_constant.defined() || m.bias.empty() ? m.bias_constant : ed.Constant(m.bias);
@@ -307,7 +440,10 @@ Status TryFuse(GraphEditor& ed, size_t index) {
     attrs.push_back(opt::IntAttr("causal", 1));
   } else {
     if (m.bias_constant.defined()) m.bias = ed.AddInitializer(m.bias, std::move(m.bias_constant));
-    if (!m.bias.empty()) inputs.push_back(m.bias);
+    if (!m.bias.empty()) {
+      inputs.resize(3);  // packed: key and value stay absent ("")
+      inputs.push_back(m.bias);
+    }
   }
   ed.RewriteAs(m.out_transpose, kNeeDomain, "ScaledDotProductAttention", inputs, std::move(attrs));
   return Status::Ok();

@@ -100,6 +100,20 @@ def gpt2_attention(rng, S=9, N=2, H=16):
     return model, {"x": rng.normal(0, 1, (1, S, D)).astype(np.float32)}
 
 
+def _vit_heads_model(rng, nodes, inits, S, N, H):
+    """nn.MultiheadAttention after q, k, v [S, 1, D]: 3-D heads [N, S, H], Q / sqrt(H) first, back to [S, D]."""
+    n = helper.make_node
+    nodes += _heads(n, "q", [S, N, H], [1, 0, 2], "qh", inits)
+    nodes += _heads(n, "k", [S, N, H], [1, 2, 0], "kh", inits)
+    nodes += _heads(n, "v", [S, N, H], [1, 0, 2], "vh", inits)
+    nodes += [n("Div", ["qh_t", "scale"], ["qs"]), n("MatMul", ["qs", "kh_t"], ["qk"]),
+              n("Softmax", ["qk"], ["p"], axis=-1), n("MatMul", ["p", "vh_t"], ["ctx"]),
+              n("Transpose", ["ctx"], ["ctx_t"], perm=[1, 0, 2]), n("Reshape", ["ctx_t", "out_shape"], ["y"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [1, S, N * H])],
+                       [helper.make_tensor_value_info("y", F, None)], inits)
+    return model, {"x": rng.normal(0, 1, (1, S, N * H)).astype(np.float32)}
+
+
 def vit_attention(rng, S=11, N=4, H=8):
     """torch nn.MultiheadAttention for one image: [S, 1, D] rows, 3-D heads [N, S, H], Q / sqrt(H) first."""
     D = N * H
@@ -109,15 +123,7 @@ def vit_attention(rng, S=11, N=4, H=8):
     nodes = [n("Transpose", ["x"], ["xt"], perm=[1, 0, 2])]
     for c in "qkv":
         nodes.append(n("MatMul", ["xt", f"W{c}"], [c]))
-    nodes += _heads(n, "q", [S, N, H], [1, 0, 2], "qh", inits)
-    nodes += _heads(n, "k", [S, N, H], [1, 2, 0], "kh", inits)
-    nodes += _heads(n, "v", [S, N, H], [1, 0, 2], "vh", inits)
-    nodes += [n("Div", ["qh_t", "scale"], ["qs"]), n("MatMul", ["qs", "kh_t"], ["qk"]),
-              n("Softmax", ["qk"], ["p"], axis=-1), n("MatMul", ["p", "vh_t"], ["ctx"]),
-              n("Transpose", ["ctx"], ["ctx_t"], perm=[1, 0, 2]), n("Reshape", ["ctx_t", "out_shape"], ["y"])]
-    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [1, S, D])],
-                       [helper.make_tensor_value_info("y", F, None)], inits)
-    return model, {"x": rng.normal(0, 1, (1, S, D)).astype(np.float32)}
+    return _vit_heads_model(rng, nodes, inits, S, N, H)
 
 
 def optimized(model, tmp_path):
@@ -193,12 +199,14 @@ def test_causal_mask_is_recognised_only_when_proven(form, tmp_path):
     nodes = _sdpa_nodes(fused)
     assert len(nodes) == 1, [n.op_type for n in fused.graph.node]
     attrs = {a.name: helper.get_attribute_value(a) for a in nodes[0].attribute}
+    # GPT-2's q, k, v are a Split of one projection: the node reads it once (key and value absent).
     if form in ("where", "where_inf", "add_min"):
         assert attrs.get("causal") == 1, attrs
-        assert len(nodes[0].input) == 3, list(nodes[0].input)
+        assert list(nodes[0].input) == ["qkv"], list(nodes[0].input)
     else:
         assert attrs.get("causal", 0) == 0, attrs
-        assert len(nodes[0].input) == 4, list(nodes[0].input)
+        assert list(nodes[0].input)[:3] == ["qkv", "", ""] and len(nodes[0].input) == 4, list(nodes[0].input)
+    assert not any(n.op_type == "Split" for n in fused.graph.node)
     for threads in (1, 2):
         got = nee_session(model, 99, threads).run(None, feeds)[0]
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{form} threads {threads}")
@@ -212,11 +220,55 @@ def test_causal_mask_is_recognised_only_when_proven(form, tmp_path):
             if a.name == "causal":
                 node.attribute.remove(a)
         masked.graph.initializer.append(numpy_helper.from_array(np.where(tril, 0.0, fmin).astype(np.float32), "m"))
-        node.input.append("m")
+        node.input.extend(["", "", "m"])
         for threads in (1, 2):
             a = nee_session(fused, 0, threads).run(None, feeds)[0]
             b = nee_session(masked, 0, threads).run(None, feeds)[0]
             assert a.tobytes() == b.tobytes(), threads
+
+
+def vit_packed_attention(rng, S=11, N=4, H=8, ranges=None, split=False):
+    """nn.MultiheadAttention as torch exports it: one in-projection [D, 3D] on [S, 1, D] rows, then three Slices
+    of its last axis (`ranges`, default q | k | v) or a Split, 3-D heads, Q / sqrt(H) first."""
+    D = N * H
+    ranges = ranges or [(0, D), (D, 2 * D), (2 * D, 3 * D)]
+    n = helper.make_node
+    inits = {"W": rng.normal(0, D ** -0.5, (D, 3 * D)).astype(np.float32),
+             "b": rng.normal(0, 0.1, 3 * D).astype(np.float32), "scale": np.float32(np.sqrt(H)),
+             "out_shape": np.array([S, D], np.int64), "axis": np.array([-1], np.int64),
+             "sizes": np.array([D, D, D], np.int64)}
+    nodes = [n("Transpose", ["x"], ["xt"], perm=[1, 0, 2]), n("MatMul", ["xt", "W"], ["mm"]),
+             n("Add", ["mm", "b"], ["qkv"])]
+    if split:
+        nodes.append(n("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=2))
+    else:
+        for c, (lo, hi) in zip("qkv", ranges):
+            inits[f"{c}_lo"], inits[f"{c}_hi"] = np.array([lo], np.int64), np.array([hi], np.int64)
+            nodes.append(n("Slice", ["qkv", f"{c}_lo", f"{c}_hi", "axis"], [c]))
+    return _vit_heads_model(rng, nodes, inits, S, N, H)
+
+
+@pytest.mark.parametrize("form", ["slices", "split", "swapped", "overlap", "shared"])
+def test_qkv_read_from_one_projection_only_when_proven(form, tmp_path):
+    """Slices (or a Split) taking q | k | v in order from one projection go, and the node reads the projection
+    ([S, 1, 3D] through a Reshape to [1, S, 3D]); slices in another order, overlapping ones, or a q also read
+    elsewhere keep the separate inputs. Outputs agree with ONNX Runtime, bitwise across thread counts."""
+    rng = np.random.default_rng(31)
+    D = 32
+    ranges = {"swapped": [(0, D), (2 * D, 3 * D), (D, 2 * D)], "overlap": [(0, D), (D, 2 * D), (D, 2 * D)]}
+    model, feeds = vit_packed_attention(rng, ranges=ranges.get(form), split=form == "split")
+    if form == "shared":
+        model.graph.output.append(helper.make_tensor_value_info("q", F, None))
+    want = run_ort(model, feeds)
+    fused = optimized(model, tmp_path)
+    node = _sdpa_nodes(fused)[0]
+    packed = form in ("slices", "split")
+    assert (len(node.input) == 1) == packed, list(node.input)
+    assert any(n.op_type in ("Slice", "Split") for n in fused.graph.node) != packed
+    runs = [nee_session(model, 99, threads).run(None, feeds) for threads in (1, 2)]
+    for w, g in zip(want, runs[0]):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(runs[0], runs[1]))
 
 
 def test_unfusable_patterns_are_left_alone():

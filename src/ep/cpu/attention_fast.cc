@@ -65,7 +65,7 @@ struct KeyOperand {
 // H x 16 block, written by 8x8 AVX2 transposes; ragged keys one by one.
 __attribute__((target("avx2"))) KeyOperand TransposeKey(const SdpaGeometry& g, int64_t b, int64_t n,
                                                         SgemmScratch& scratch) {
-  const int64_t L = g.kv_len, H = g.head, D = g.heads * g.head;
+  const int64_t L = g.kv_len, H = g.head, D = g.k_ld;
   const float* k = g.key + b * L * D + n * H;
   const int64_t l8 = L / 8 * 8, h8 = H / 8 * 8;
   if (H > kSgemmDepthBlock) {
@@ -93,10 +93,10 @@ __attribute__((target("avx2"))) KeyOperand TransposeKey(const SdpaGeometry& g, i
 // (rows 3 KiB apart, as in the [B, L, N*Hv] input, alias in L1 and would be
 // packed by every block's call). Returns the row stride.
 int64_t CopyValue(const SdpaGeometry& g, int64_t b, int64_t n, SgemmScratch& scratch, const float** data) {
-  const int64_t L = g.kv_len, Dv = g.heads * g.v_head, ld = (g.v_head + 15) / 16 * 16 | 16;
+  const int64_t L = g.kv_len, ld = (g.v_head + 15) / 16 * 16 | 16;
   float* out = scratch.Get(L * ld);
-  const float* v = g.value + b * L * Dv + n * g.v_head;
-  for (int64_t l = 0; l < L; ++l) std::memcpy(out + l * ld, v + l * Dv, static_cast<size_t>(g.v_head) * sizeof(float));
+  const float* v = g.value + b * L * g.v_ld + n * g.v_head;
+  for (int64_t l = 0; l < L; ++l) std::memcpy(out + l * ld, v + l * g.v_ld, static_cast<size_t>(g.v_head) * sizeof(float));
   *data = out;
   return ld;
 }
@@ -119,10 +119,10 @@ constexpr int64_t kCausalBlockRows = 24;
 // full row under a -FLT_MAX mask gives (for finite V).
 void AttendQueries(const SdpaGeometry& g, int64_t b, int64_t n, int64_t s0, int64_t s1, const KeyOperand& kt,
                    const float* v, int64_t ldv, std::vector<float>& scores, float* out) {
-  const int64_t D = g.heads * g.head, Dv = g.heads * g.v_head;
+  const int64_t Dv = g.heads * g.v_head;
   const int64_t rows = s1 - s0, keys = g.VisibleKeys(s1 - 1);
   scores.resize(static_cast<size_t>(rows * keys));
-  const SgemmA q(MatrixView{g.query + (b * g.q_len + s0) * D + n * g.head, D, 1}, g.scale);
+  const SgemmA q(MatrixView{g.query + (b * g.q_len + s0) * g.q_ld + n * g.head, g.q_ld, 1}, g.scale);
   const SgemmB key = kt.packed ? SgemmB::Prepacked(kt.data) : SgemmB(MatrixView{kt.data, g.kv_len, 1});
   Sgemm(rows, keys, g.head, q, key, 0.f, scores.data(), keys, nullptr);
   for (int64_t s = s0; s < s1; ++s) {
@@ -144,8 +144,8 @@ void AttendQueries(const SdpaGeometry& g, int64_t b, int64_t n, int64_t s0, int6
 void AttendHead(const SdpaGeometry& g, int64_t b, int64_t n, HeadScratch& scratch, float* out) {
   const KeyOperand kt = TransposeKey(g, b, n, scratch.key);
   const int64_t block = g.causal ? kCausalBlockRows : g.q_len;
-  const float* v = g.value + b * g.kv_len * g.heads * g.v_head + n * g.v_head;
-  int64_t ldv = g.heads * g.v_head;
+  const float* v = g.value + b * g.kv_len * g.v_ld + n * g.v_head;
+  int64_t ldv = g.v_ld;
   if (block < g.q_len) ldv = CopyValue(g, b, n, scratch.value, &v);
   for (int64_t s0 = 0; s0 < g.q_len; s0 += block)
     AttendQueries(g, b, n, s0, std::min(g.q_len, s0 + block), kt, v, ldv, scratch.scores, out);

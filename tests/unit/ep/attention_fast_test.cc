@@ -196,6 +196,47 @@ TEST_P(FastCausalAttention, AgreesWithTheReferenceAndIsBitwiseTheMaskedRows) {
 INSTANTIATE_TEST_SUITE_P(Isa, FastCausalAttention,
                          ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable));
 
+// Key and value absent: q, k and v read side by side from one [B, S, 3*N*H]
+// tensor. Fast and reference kernels against themselves on the three
+// separate tensors (bitwise: the same values, only read with another row
+// stride), causal or not, with and without a bias, at 1 and 2 threads.
+TEST(FastAttention, PackedQkvIsTheSeparateTensors) {
+  std::mt19937 rng(17);
+  const Case cases[] = {{1, 128, 128, 12, 64, 64, {}}, {2, 13, 13, 3, 8, 8, {2, 1, 1, 13}}, {1, 30, 30, 2, 5, 5, {}}};
+  for (const Case& c : cases)
+    for (int64_t causal : {0, 1}) {
+      const int64_t D = c.N * c.H;
+      const Tensor packed = testing::RandomTensor({c.B, c.S, 3 * D}, rng);
+      std::vector<Value> separate;
+      for (int64_t part = 0; part < 3; ++part) {
+        Tensor t = Tensor::Allocate(DataType::kFloat, {c.B, c.S, D}).value();
+        for (int64_t row = 0; row < c.B * c.S; ++row)
+          std::memcpy(t.data<float>() + row * D, packed.data<float>() + row * 3 * D + part * D, D * sizeof(float));
+        separate.emplace_back(t);
+      }
+      std::vector<Value> one = {Value(packed), Value(), Value()};  // key and value omitted
+      const bool has_bias = !c.bias.empty();
+      if (has_bias) {
+        separate.emplace_back(testing::RandomTensor(c.bias, rng));
+        one.push_back(separate[3]);
+      }
+      const std::vector<Attribute> attrs = {testing::IntAttr("causal", causal)};
+      const Node split_node = SdpaNode(c.N, has_bias, attrs);
+      Node packed_node = split_node;
+      packed_node.inputs[1] = packed_node.inputs[2] = "";
+      const std::string what = Describe(c) + " causal " + std::to_string(causal);
+      for (KernelFn kernel : {Reference(), KernelFn(cpu::ScaledDotProductAttentionFloat)})
+        for (int threads : {1, 2}) {
+          auto want = testing::RunKernel(kernel, split_node, 1, separate, threads);
+          auto got = testing::RunKernelOmitting(kernel, packed_node, 1, one, threads);
+          ASSERT_TRUE(want.ok() && got.ok()) << what << ": " << got.status().message();
+          ASSERT_EQ(got.value().dims(), want.value().dims()) << what;
+          EXPECT_EQ(0, std::memcmp(got.value().raw_data(), want.value().raw_data(), want.value().byte_size()))
+              << what << " threads " << threads;
+        }
+    }
+}
+
 // The reference's causal attribute against its own full rows under a -inf mask.
 TEST(FastCausalAttentionReference, SkipsWhatAnInfiniteMaskRemoves) {
   std::mt19937 rng(16);
@@ -228,6 +269,16 @@ TEST(FastAttention, BadInputsAreErrorsNotCrashes) {
   run(SdpaNode(2, true), in);
   run(SdpaNode(2, false, {testing::IntAttr("causal", 2)}), Inputs({1, 4, 4, 2, 4, 4, {}}, rng));
   run(SdpaNode(2, false, {testing::IntAttr("causal", 1)}), Inputs({1, 5, 4, 2, 4, 4, {}}, rng));  // S > L
+  // Packed q | k | v of width 8, not a multiple of 3 * 2 heads; then only one of key and value given.
+  for (const bool give_key : {false, true}) {
+    Node packed = SdpaNode(2, false);
+    packed.inputs[2] = "";
+    if (!give_key) packed.inputs[1] = "";
+    std::vector<Value> in = {Value(testing::RandomTensor({1, 4, give_key ? 24 : 8}, rng)),
+                             give_key ? Value(testing::RandomTensor({1, 4, 24}, rng)) : Value(), Value()};
+    EXPECT_FALSE(testing::RunKernelOmitting(cpu::ScaledDotProductAttentionFloat, packed, 1, in, 2).ok());
+    EXPECT_FALSE(testing::RunKernelOmitting(Reference(), packed, 1, in, 1).ok());
+  }
 }
 
 }  // namespace
