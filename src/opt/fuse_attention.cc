@@ -23,7 +23,9 @@
 // Conditions: float32, static shapes, every intermediate value read only by
 // the next node of the pattern. When q, k and v are column ranges of one
 // tensor (a Split or Slices of a fused projection), the node reads that
-// tensor once instead, key and value absent (see MatchPackedQkv).
+// tensor once instead, key and value absent (see MatchPackedQkv); three
+// projections of one x by constant matrices become one such projection
+// first (MatchProjectedQkv).
 #include <algorithm>
 #include <cmath>
 
@@ -400,7 +402,108 @@ bool MatchPackedQkv(GraphEditor& ed, const AttentionMatch& m, PackedQkv* out) {
   return PackedSourceFits(ed, out->x, q[0] * q[1], width);
 }
 
-Status TryFuse(GraphEditor& ed, size_t index) {
+// q, k or v as [Add(] MatMul(x, W) [, b)]: W a constant float32 [K, width],
+// b a constant float32 [width], each value read only by the next step.
+struct Projection {
+  std::string x;
+  size_t matmul = 0;
+  int64_t add = -1;  // -1: no bias
+  Tensor w, b;
+};
+
+bool MatchProjection(GraphEditor& ed, const std::string& name, int64_t width, Projection* out) {
+  int64_t p = ed.Producer(name);
+  if (p < 0) return false;
+  Projection proj;
+  const Node* n = &ed.node(static_cast<size_t>(p));
+  if (opt::IsOp(*n, "Add") && ed.checked().opsets[static_cast<size_t>(p)] >= 7 && n->inputs.size() == 2 &&
+      n->attributes.empty()) {
+    for (size_t side = 0; side < 2 && proj.add < 0; ++side) {
+      const Tensor b = ed.Constant(n->inputs[side]);
+      const int64_t mm = ed.Producer(n->inputs[1 - side]);
+      if (!opt::IsFloatTensor(b) || b.rank() != 1 || b.dim(0) != width || mm < 0 ||
+          opt::SoleConsumer(ed, n->inputs[1 - side]) != p)
+        continue;
+      proj.add = p;
+      proj.b = b;
+      p = mm;
+    }
+    if (proj.add < 0) return false;
+    n = &ed.node(static_cast<size_t>(p));
+  }
+  if (!opt::IsOp(*n, "MatMul") || n->inputs.size() != 2 || n->outputs.size() != 1) return false;
+  proj.w = ed.Constant(n->inputs[1]);
+  if (!opt::IsFloatTensor(proj.w) || proj.w.rank() != 2 || proj.w.dim(1) != width) return false;
+  proj.x = n->inputs[0];
+  proj.matmul = static_cast<size_t>(p);
+  *out = std::move(proj);
+  return true;
+}
+
+// [a | b | c] along the last axis of three float32 tensors of equal leading dims.
+Tensor ConcatColumns(const Tensor* parts[3]) {
+  std::vector<int64_t> dims = parts[0]->dims();
+  const int64_t width = dims.back(), rows = parts[0]->num_elements() / std::max<int64_t>(width, 1);
+  dims.back() = 3 * width;
+  Tensor out = Tensor::Allocate(DataType::kFloat, dims).value();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < 3; ++i)
+      std::copy_n(parts[i]->data<float>() + r * width, width, out.data<float>() + (r * 3 + i) * width);
+  return out;
+}
+
+// q, k and v projected from one x by three constant matrices (BERT's query,
+// key and value Linear layers): one MatMul by [Wq | Wk | Wv] (+ [bq | bk | bv])
+// writes them side by side for the packed node. Each column of a product is
+// the same dot product in the same order as before, so the values do not
+// change, and one GEMM three times as wide runs (and splits among threads)
+// better than three. `dropped` gets the old weights and biases.
+bool MatchProjectedQkv(GraphEditor& ed, const AttentionMatch& m, std::vector<std::string>* dropped,
+                       PackedQkv* out) {
+  const HeadSplit* splits[3] = {&m.q, &m.k, &m.v};
+  const std::vector<int64_t>& q = m.q.dims;
+  if (m.v.dims[3] != q[3] || m.k.dims[1] != q[1]) return false;  // self-attention, Hv = H
+  const int64_t width = q[2] * q[3];
+  Projection proj[3];
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string& part = ed.node(splits[i]->reshape).inputs[0];
+    if (opt::SoleConsumer(ed, part) != static_cast<int64_t>(splits[i]->reshape) ||
+        !MatchProjection(ed, part, width, &proj[i]))
+      return false;
+    if (proj[i].x != proj[0].x || (proj[i].add < 0) != (proj[0].add < 0) || proj[i].w.dim(0) != proj[0].w.dim(0))
+      return false;
+  }
+  std::vector<int64_t> xdims;
+  if (!opt::StaticDims(ed.TensorType(proj[0].x), &xdims) || xdims.empty() || xdims.back() != proj[0].w.dim(0))
+    return false;
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < xdims.size(); ++i) rows *= xdims[i];
+  if (rows != q[0] * q[1]) return false;
+  const std::string base = ed.node(m.out_transpose).name + "_qkv";
+  const Tensor* ws[3] = {&proj[0].w, &proj[1].w, &proj[2].w};
+  const std::string w = ed.AddInitializer(base + "_weight", ConcatColumns(ws));
+  std::string product = ed.FreshName(base + "_matmul");
+  ed.InsertBefore(m.out_transpose, opt::MakeNode(product, "MatMul", {proj[0].x, w}, {product}));
+  for (const Projection& p : proj) {
+    dropped->push_back(ed.node(p.matmul).inputs[1]);
+    if (p.add >= 0)
+      for (const std::string& in : ed.node(static_cast<size_t>(p.add)).inputs)
+        if (ed.Producer(in) < 0) dropped->push_back(in);
+    ed.RemoveNode(p.matmul);
+    if (p.add >= 0) ed.RemoveNode(static_cast<size_t>(p.add));
+  }
+  if (proj[0].add >= 0) {
+    const Tensor* bs[3] = {&proj[0].b, &proj[1].b, &proj[2].b};
+    const std::string b = ed.AddInitializer(base + "_bias", ConcatColumns(bs));
+    const std::string sum = ed.FreshName(base + "_add");
+    ed.InsertBefore(m.out_transpose, opt::MakeNode(sum, "Add", {product, b}, {sum}));
+    product = sum;
+  }
+  *out = PackedQkv{product, {}};
+  return true;
+}
+
+Status TryFuse(GraphEditor& ed, size_t index, std::vector<std::string>* dropped) {
   const Node& sm = ed.node(index);
   if (!opt::IsOp(sm, "Softmax") || sm.inputs.size() != 1) return Status::Ok();
   const TypeInfo* t = ed.TensorType(sm.inputs[0]);
@@ -412,7 +515,7 @@ Status TryFuse(GraphEditor& ed, size_t index) {
     return Status::Ok();
   PackedQkv packed;
   std::vector<std::string> inputs;
-  if (MatchPackedQkv(ed, m, &packed)) {
+  if (MatchPackedQkv(ed, m, &packed) || MatchProjectedQkv(ed, m, dropped, &packed)) {
     for (const HeadSplit* h : {&m.q, &m.k, &m.v}) {
       ed.RemoveNode(h->transpose);
       ed.RemoveNode(h->reshape);
@@ -452,9 +555,10 @@ Status TryFuse(GraphEditor& ed, size_t index) {
 
 Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed) {
   GraphEditor ed(graph, checked);
+  std::vector<std::string> dropped;  // weights and biases of q/k/v projections now packed together
   for (size_t index : checked.order)
-    if (!ed.removed(index)) NEE_RETURN_IF_ERROR(TryFuse(ed, index));
-  *changed = ed.Commit();
+    if (!ed.removed(index)) NEE_RETURN_IF_ERROR(TryFuse(ed, index, &dropped));
+  *changed = ed.CommitDroppingInitializers(dropped);
   return Status::Ok();
 }
 

@@ -271,6 +271,48 @@ def test_qkv_read_from_one_projection_only_when_proven(form, tmp_path):
     assert all(a.tobytes() == b.tobytes() for a, b in zip(runs[0], runs[1]))
 
 
+@pytest.mark.parametrize("build", [bert_attention, vit_attention])
+def test_three_projections_become_one(build, tmp_path):
+    """BERT's (and nn.MultiheadAttention's unpacked) q, k, v Linear layers of one x become one MatMul by
+    [Wq | Wk | Wv] (+ [bq | bk | bv]) feeding the packed node; the old weights go. Every column is the same
+    dot product as before: bitwise the model whose q is also a graph output (so nothing merges)."""
+    rng = np.random.default_rng(41)
+    model, feeds = build(rng)
+    fused = optimized(model, tmp_path)
+    node = _sdpa_nodes(fused)[0]
+    assert list(node.input[1:3]) in ([], ["", ""]), list(node.input)  # key and value absent
+    matmuls = [n for n in fused.graph.node if n.op_type in ("MatMul", "FusedMatMul")]
+    assert len(matmuls) == 1, [n.op_type for n in fused.graph.node]
+    names = {i.name for i in fused.graph.initializer}
+    assert not names & {"Wq", "Wk", "Wv", "bq", "bk", "bv"}, names
+    kept = onnx.ModelProto()
+    kept.CopyFrom(model)
+    kept.graph.output.append(helper.make_tensor_value_info("q", F, None))
+    want = run_ort(model, feeds)[0]
+    for threads in (1, 2):
+        got = nee_session(model, 99, threads).run(None, feeds)[0]
+        separate = nee_session(kept, 99, threads).run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        assert got.tobytes() == separate.tobytes(), threads
+
+
+def test_projections_of_different_inputs_stay_apart(tmp_path):
+    """Cross attention (k and v projected from another tensor) keeps three inputs."""
+    rng = np.random.default_rng(42)
+    model, feeds = bert_attention(rng)
+    B, S, D = feeds["x"].shape
+    model.graph.input.append(helper.make_tensor_value_info("memory", F, [B, S, D]))
+    for n in model.graph.node:
+        if n.op_type == "MatMul" and n.input[1] in ("Wk", "Wv"):
+            n.input[0] = "memory"
+    feeds["memory"] = rng.normal(0, 1, (B, S, D)).astype(np.float32)
+    fused = optimized(model, tmp_path)
+    node = _sdpa_nodes(fused)[0]
+    assert len(node.input) == 4 and all(node.input), list(node.input)
+    np.testing.assert_allclose(nee_session(model, 99).run(None, feeds)[0], run_ort(model, feeds)[0],
+                               rtol=1e-4, atol=1e-5)
+
+
 def test_unfusable_patterns_are_left_alone():
     """A scores tensor that is also a graph output, and a softmax over another axis, keep their nodes."""
     rng = np.random.default_rng(3)

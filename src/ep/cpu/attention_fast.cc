@@ -2,10 +2,12 @@
 // one task per (batch, head), claimed by threads one at a time. A task
 // computes its S x L scores (a causal one in blocks of queries, each over the
 // keys its queries see) with one single-threaded SGEMM reading Q in place
-// (the scale folded into its packing) and the head's K^T, copied contiguously
-// (see TransposeKey), adds the bias row by row, takes the softmax of each row with the AVX2
-// exponential, and multiplies by V with a second SGEMM that writes straight
-// into the head's columns of the [B, S, N*Hv] output. Only one head's scores
+// (the scale folded into its packing; q, k and v may lie side by side in one
+// packed tensor, read with its row stride) and the head's K^T, written into
+// SGEMM's packed panels (see TransposeKey), adds the bias row by row, takes
+// the softmax of each row with the AVX2 exponential, and multiplies by V with
+// a second SGEMM that writes straight into the head's columns of the
+// [B, S, N*Hv] output. Only one head's scores
 // exist at a time (per thread), instead of the [B, N, S, L] tensor the
 // unfused graph writes three times.
 //
@@ -39,7 +41,6 @@ void AddBiasRow(float* row, const float* bias, int64_t stride, int64_t n) {
     for (int64_t i = 0; i < n; ++i) row[i] += bias[i];
   }
 }
-
 
 // Per-thread buffers of one head: its scores, K^T and (causal) V.
 struct HeadScratch {
@@ -81,7 +82,8 @@ __attribute__((target("avx2"))) KeyOperand TransposeKey(const SdpaGeometry& g, i
   for (int64_t l0 = 0; l0 < padded; l0 += kSgemmPanelRun) {
     float* run = out + SgemmPanelOffset(H, 0, l0 % kSgemmPanelWidth) + l0 / kSgemmPanelWidth * H * kSgemmPanelWidth;
     for (int64_t l = l0; l < std::min(l0 + kSgemmPanelRun, l8); l += 8)
-      for (int64_t h = 0; h < h8; h += 8) Transpose8x8Avx2(k + l * D + h, D, run + h * kSgemmPanelRun + l - l0, kSgemmPanelRun);
+      for (int64_t h = 0; h < h8; h += 8)
+        Transpose8x8Avx2(k + l * D + h, D, run + h * kSgemmPanelRun + l - l0, kSgemmPanelRun);
     for (int64_t l = l0; l < l0 + kSgemmPanelRun; ++l)
       for (int64_t h = l < l8 ? h8 : 0; h < H; ++h) run[h * kSgemmPanelRun + l - l0] = l < L ? k[l * D + h] : 0.f;
   }
@@ -96,7 +98,8 @@ int64_t CopyValue(const SdpaGeometry& g, int64_t b, int64_t n, SgemmScratch& scr
   const int64_t L = g.kv_len, ld = (g.v_head + 15) / 16 * 16 | 16;
   float* out = scratch.Get(L * ld);
   const float* v = g.value + b * L * g.v_ld + n * g.v_head;
-  for (int64_t l = 0; l < L; ++l) std::memcpy(out + l * ld, v + l * g.v_ld, static_cast<size_t>(g.v_head) * sizeof(float));
+  for (int64_t l = 0; l < L; ++l)
+    std::memcpy(out + l * ld, v + l * g.v_ld, static_cast<size_t>(g.v_head) * sizeof(float));
   *data = out;
   return ld;
 }

@@ -162,7 +162,8 @@ __attribute__((target("avx2,fma"))) void NormalizeRowAvx2(const float* x, float*
 void LayerNormRow(const float* x, float* y, int64_t n, double epsilon, const float* gamma, const float* beta) {
   const bool wide = UseAvx512();
   const double mean = (wide ? SumAvx512(x, n) : SumAvx2(x, n)) / static_cast<double>(n);
-  const double var = (wide ? CenteredSquaresAvx512(x, n, mean) : CenteredSquaresAvx2(x, n, mean)) / static_cast<double>(n);
+  const double squares = wide ? CenteredSquaresAvx512(x, n, mean) : CenteredSquaresAvx2(x, n, mean);
+  const double var = squares / static_cast<double>(n);
   NormalizeRowAvx2(x, y, n, mean, 1.0 / std::sqrt(var + epsilon), gamma, beta);
 }
 

@@ -211,7 +211,8 @@ TEST(FastAttention, PackedQkvIsTheSeparateTensors) {
       for (int64_t part = 0; part < 3; ++part) {
         Tensor t = Tensor::Allocate(DataType::kFloat, {c.B, c.S, D}).value();
         for (int64_t row = 0; row < c.B * c.S; ++row)
-          std::memcpy(t.data<float>() + row * D, packed.data<float>() + row * 3 * D + part * D, D * sizeof(float));
+          std::memcpy(t.data<float>() + row * D, packed.data<float>() + row * 3 * D + part * D,
+                      D * sizeof(float));
         separate.emplace_back(t);
       }
       std::vector<Value> one = {Value(packed), Value(), Value()};  // key and value omitted

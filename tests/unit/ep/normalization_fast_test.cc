@@ -190,7 +190,8 @@ TEST(FastSkipLayerNorm, Avx512IsBitwiseTheAvx2Path) {
       ASSERT_TRUE(wide.ok() && narrow.ok());
       for (size_t o : {size_t{0}, size_t{3}}) {
         const Tensor &a = (*wide)[o].tensor(), &b = (*narrow)[o].tensor();
-        EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()), 0) << hidden << " bias " << bias << " output " << o;
+        EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()), 0)
+            << hidden << " bias " << bias << " output " << o;
       }
     }
 }
