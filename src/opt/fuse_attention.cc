@@ -18,8 +18,9 @@
 // elsewhere): with F <= -1e30 a masked score rounds to F (or -inf) exactly as
 // in the Where, so the softmax is unchanged. A constant mask (Where's or
 // Add's) of GPT-2's causal pattern becomes the attribute causal = 1 instead,
-// whose kernel skips the masked triangle (see IsCausalBias). The scales become one factor
-// applied to Q·Kᵀ; for powers of two (1/sqrt(64) = 1/8) that is exact.
+// whose kernel skips the masked triangle (see IsCausalBias). The scales
+// become one factor applied to Q·Kᵀ; for powers of two (1/sqrt(64) = 1/8)
+// that is exact.
 // Conditions: float32, static shapes, every intermediate value read only by
 // the next node of the pattern. When q, k and v are column ranges of one
 // tensor (a Split or Slices of a fused projection), the node reads that
@@ -440,12 +441,15 @@ bool MatchProjection(GraphEditor& ed, const std::string& name, int64_t width, Pr
   return true;
 }
 
-// [a | b | c] along the last axis of three float32 tensors of equal leading dims.
+// [a | b | c] along the last axis of three float32 tensors of equal dims;
+// undefined when it cannot be allocated.
 Tensor ConcatColumns(const Tensor* parts[3]) {
   std::vector<int64_t> dims = parts[0]->dims();
   const int64_t width = dims.back(), rows = parts[0]->num_elements() / std::max<int64_t>(width, 1);
   dims.back() = 3 * width;
-  Tensor out = Tensor::Allocate(DataType::kFloat, dims).value();
+  Result<Tensor> allocated = Tensor::Allocate(DataType::kFloat, dims);
+  if (!allocated.ok()) return Tensor();
+  Tensor out = std::move(allocated.value());
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < 3; ++i)
       std::copy_n(parts[i]->data<float>() + r * width, width, out.data<float>() + (r * 3 + i) * width);
@@ -479,9 +483,12 @@ bool MatchProjectedQkv(GraphEditor& ed, const AttentionMatch& m, std::vector<std
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < xdims.size(); ++i) rows *= xdims[i];
   if (rows != q[0] * q[1]) return false;
-  const std::string base = ed.node(m.out_transpose).name + "_qkv";
   const Tensor* ws[3] = {&proj[0].w, &proj[1].w, &proj[2].w};
-  const std::string w = ed.AddInitializer(base + "_weight", ConcatColumns(ws));
+  const Tensor* bs[3] = {&proj[0].b, &proj[1].b, &proj[2].b};
+  Tensor weight = ConcatColumns(ws), bias = proj[0].add >= 0 ? ConcatColumns(bs) : Tensor();
+  if (!weight.defined() || (proj[0].add >= 0 && !bias.defined())) return false;
+  const std::string base = ed.node(m.out_transpose).name + "_qkv";
+  const std::string w = ed.AddInitializer(base + "_weight", std::move(weight));
   std::string product = ed.FreshName(base + "_matmul");
   ed.InsertBefore(m.out_transpose, opt::MakeNode(product, "MatMul", {proj[0].x, w}, {product}));
   for (const Projection& p : proj) {
@@ -493,8 +500,7 @@ bool MatchProjectedQkv(GraphEditor& ed, const AttentionMatch& m, std::vector<std
     if (p.add >= 0) ed.RemoveNode(static_cast<size_t>(p.add));
   }
   if (proj[0].add >= 0) {
-    const Tensor* bs[3] = {&proj[0].b, &proj[1].b, &proj[2].b};
-    const std::string b = ed.AddInitializer(base + "_bias", ConcatColumns(bs));
+    const std::string b = ed.AddInitializer(base + "_bias", std::move(bias));
     const std::string sum = ed.FreshName(base + "_add");
     ed.InsertBefore(m.out_transpose, opt::MakeNode(sum, "Add", {product, b}, {sum}));
     product = sum;
