@@ -41,9 +41,17 @@ Status InferSdpa(InferenceContext& ctx) {
     if (t->shape && i < 3 && rank != 3) return ctx.InputError(i, "must be 3-D, got rank " + std::to_string(rank));
     if (t->shape && i == 3 && rank > 4) return ctx.InputError(i, "(bias) must have rank <= 4");
   }
+  if (ctx.has_input(1) != ctx.has_input(2)) return ctx.Error("key and value must both be given or both be absent");
   const TypeInfo& q = ctx.input_type(0);
-  const TypeInfo& v = ctx.input_type(2);
-  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, Shape{DimAt(q, 0), DimAt(q, 1), DimAt(v, 2)});
+  Dim width = Dim::Unknown();
+  if (ctx.has_input(2)) {
+    width = DimAt(ctx.input_type(2), 2);
+  } else if (DimAt(q, 2).value >= 0) {  // packed q | k | v
+    if (DimAt(q, 2).value % (3 * heads) != 0)
+      return ctx.InputError(0, "(packed q, k, v) width must be a multiple of 3 * num_heads");
+    width = Dim::Known(DimAt(q, 2).value / 3);
+  }
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, Shape{DimAt(q, 0), DimAt(q, 1), width});
   return Status::Ok();
 }
 
@@ -69,15 +77,16 @@ Status BiasStrides(const KernelContext& ctx, const std::vector<int64_t>& d, cons
 // One (batch, head): scores, softmax and the weighted sum of values for every query.
 void ReferenceHead(const SdpaGeometry& g, int64_t b, int64_t n, float* out) {
   const int64_t S = g.q_len, L = g.kv_len, H = g.head, Hv = g.v_head, N = g.heads;
-  const float* q = g.query + b * S * N * H + n * H;
-  const float* k = g.key + b * L * N * H + n * H;
-  const float* v = g.value + b * L * N * Hv + n * Hv;
+  const float* q = g.query + b * S * g.q_ld + n * H;
+  const float* k = g.key + b * L * g.k_ld + n * H;
+  const float* v = g.value + b * L * g.v_ld + n * Hv;
   std::vector<float> p(static_cast<size_t>(L));
   for (int64_t s = 0; s < S; ++s) {
     float max_score = -std::numeric_limits<float>::infinity();
-    for (int64_t l = 0; l < L; ++l) {
+    std::fill(p.begin(), p.end(), -std::numeric_limits<float>::infinity());  // unseen keys: e^-inf = 0
+    for (int64_t l = 0; l < g.VisibleKeys(s); ++l) {
       double dot = 0;
-      for (int64_t h = 0; h < H; ++h) dot += static_cast<double>(q[s * N * H + h]) * k[l * N * H + h];
+      for (int64_t h = 0; h < H; ++h) dot += static_cast<double>(q[s * g.q_ld + h]) * k[l * g.k_ld + h];
       float score = g.scale * static_cast<float>(dot);
       if (g.bias)
         score += g.bias[b * g.bias_stride[0] + n * g.bias_stride[1] + s * g.bias_stride[2] + l * g.bias_stride[3]];
@@ -86,13 +95,13 @@ void ReferenceHead(const SdpaGeometry& g, int64_t b, int64_t n, float* out) {
     }
     double sum = 0;
     for (float& e : p) {
-      e = std::exp(e - max_score);
+      e = std::exp(e - max_score);  // the unseen keys' exactly 0 (max_score is finite or NaN)
       sum += e;
     }
     float* o = out + (b * S + s) * N * Hv + n * Hv;
     for (int64_t h = 0; h < Hv; ++h) {
       double acc = 0;
-      for (int64_t l = 0; l < L; ++l) acc += static_cast<double>(p[static_cast<size_t>(l)]) * v[l * N * Hv + h];
+      for (int64_t l = 0; l < L; ++l) acc += static_cast<double>(p[static_cast<size_t>(l)]) * v[l * g.v_ld + h];
       o[h] = static_cast<float>(acc / sum);
     }
   }
@@ -206,33 +215,55 @@ Result<SdpaGeometry> SdpaGeometryOf(const KernelContext& ctx) {
   SdpaGeometry g;
   NEE_ASSIGN_OR_RETURN(g.heads, ctx.node().GetInt("num_heads"));
   if (g.heads <= 0) return ctx.Error("num_heads must be positive, got " + std::to_string(g.heads));
+  const bool packed = !ctx.has_input(1) && !ctx.has_input(2);
   const Tensor* t[4] = {nullptr, nullptr, nullptr, nullptr};
   for (size_t i = 0; i < 4; ++i) {
-    if (i == 3 && !ctx.has_input(3)) break;
+    if ((i == 3 && !ctx.has_input(3)) || (packed && (i == 1 || i == 2))) continue;
     NEE_ASSIGN_OR_RETURN(t[i], ctx.InputTensor(i));
     if (t[i]->dtype() != DataType::kFloat)
       return ctx.InputError(i, std::string("must be float32, got ") + DataTypeName(t[i]->dtype()));
     if (i < 3 && t[i]->rank() != 3) return ctx.InputError(i, "must be 3-D, got " + DimsToString(t[i]->dims()));
   }
-  const Tensor &q = *t[0], &k = *t[1], &v = *t[2];
+  const Tensor& q = *t[0];
   g.batch = q.dim(0);
   g.q_len = q.dim(1);
-  g.kv_len = k.dim(1);
-  if (q.dim(2) % g.heads != 0 || v.dim(2) % g.heads != 0)
-    return ctx.Error("query and value widths " + std::to_string(q.dim(2)) + " and " + std::to_string(v.dim(2)) +
-                     " must be multiples of num_heads " + std::to_string(g.heads));
-  g.head = q.dim(2) / g.heads;
-  g.v_head = v.dim(2) / g.heads;
-  if (k.dim(0) != g.batch || k.dim(2) != q.dim(2))
-    return ctx.InputError(1, "(key) must be [" + std::to_string(g.batch) + ", L, " + std::to_string(q.dim(2)) +
-                                 "], got " + DimsToString(k.dims()));
-  if (v.dim(0) != g.batch || v.dim(1) != g.kv_len)
-    return ctx.InputError(2, "(value) must be [" + std::to_string(g.batch) + ", " + std::to_string(g.kv_len) +
-                                 ", N*Hv], got " + DimsToString(v.dims()));
+  if (packed) {
+    if (q.dim(2) % (3 * g.heads) != 0)
+      return ctx.InputError(0, "(packed q, k, v) width " + std::to_string(q.dim(2)) + " must be a multiple of 3 * " +
+                                   std::to_string(g.heads) + " heads");
+    g.kv_len = g.q_len;
+    g.head = g.v_head = q.dim(2) / (3 * g.heads);
+    g.q_ld = g.k_ld = g.v_ld = q.dim(2);
+    g.query = q.data<float>();
+    g.key = g.query + g.heads * g.head;
+    g.value = g.key + g.heads * g.head;
+  } else {
+    const Tensor &k = *t[1], &v = *t[2];
+    g.kv_len = k.dim(1);
+    if (q.dim(2) % g.heads != 0 || v.dim(2) % g.heads != 0)
+      return ctx.Error("query and value widths " + std::to_string(q.dim(2)) + " and " + std::to_string(v.dim(2)) +
+                       " must be multiples of num_heads " + std::to_string(g.heads));
+    g.head = q.dim(2) / g.heads;
+    g.v_head = v.dim(2) / g.heads;
+    if (k.dim(0) != g.batch || k.dim(2) != q.dim(2))
+      return ctx.InputError(1, "(key) must be [" + std::to_string(g.batch) + ", L, " + std::to_string(q.dim(2)) +
+                                   "], got " + DimsToString(k.dims()));
+    if (v.dim(0) != g.batch || v.dim(1) != g.kv_len)
+      return ctx.InputError(2, "(value) must be [" + std::to_string(g.batch) + ", " + std::to_string(g.kv_len) +
+                                   ", N*Hv], got " + DimsToString(v.dims()));
+    g.q_ld = g.k_ld = q.dim(2);
+    g.v_ld = v.dim(2);
+    g.query = q.data<float>();
+    g.key = k.data<float>();
+    g.value = v.data<float>();
+  }
   NEE_ASSIGN_OR_RETURN(g.scale, ctx.node().GetFloat("scale", g.head > 0 ? 1.f / std::sqrt(float(g.head)) : 1.f));
-  g.query = q.data<float>();
-  g.key = k.data<float>();
-  g.value = v.data<float>();
+  NEE_ASSIGN_OR_RETURN(int64_t causal, ctx.node().GetInt("causal", 0));
+  if (causal != 0 && causal != 1) return ctx.Error("causal must be 0 or 1, got " + std::to_string(causal));
+  g.causal = causal == 1;
+  if (g.causal && g.q_len > g.kv_len)
+    return ctx.Error("causal attention needs no more queries than keys, got " + std::to_string(g.q_len) + " and " +
+                     std::to_string(g.kv_len));
   if (t[3]) {
     NEE_RETURN_IF_ERROR(BiasStrides(ctx, t[3]->dims(), {g.batch, g.heads, g.q_len, g.kv_len}, &g.bias_stride));
     g.bias = t[3]->data<float>();

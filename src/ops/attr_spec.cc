@@ -49,7 +49,7 @@ constexpr SpecRow kRows[] = {
     // (opt/fuse_attention.cc, opt/fuse_matmul_bias.cc): what their rules and
     // kernels read (float32 only, which their rules check too).
     {"ai.nee", "ScaledDotProductAttention", 1, 0,
-     "num_heads:INT! scale:FLOAT|query:T key:T value:T bias:T?|output:T|T=tensor(float)"},
+     "causal:INT=0 num_heads:INT! scale:FLOAT|query:T key:T? value:T? bias:T?|output:T|T=tensor(float)"},
     {"ai.nee", "FusedMatMul", 1, 0, "activation:STRING|A:T B:T bias:T?|Y:T|T=tensor(float)"},
     // com.microsoft FusedConv on bfloat16 (ops/conv.cc), which ORT's schema
     // does not allow, written by opt/fuse_conv_activation.cc for the bfloat16

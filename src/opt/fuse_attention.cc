@@ -16,10 +16,18 @@
 //
 // The masked Where becomes an additive bias (0 where a score is kept, F
 // elsewhere): with F <= -1e30 a masked score rounds to F (or -inf) exactly as
-// in the Where, so the softmax is unchanged. The scales become one factor
-// applied to Q·Kᵀ; for powers of two (1/sqrt(64) = 1/8) that is exact.
+// in the Where, so the softmax is unchanged. A constant mask (Where's or
+// Add's) of GPT-2's causal pattern becomes the attribute causal = 1 instead,
+// whose kernel skips the masked triangle (see IsCausalBias). The scales
+// become one factor applied to Q·Kᵀ; for powers of two (1/sqrt(64) = 1/8)
+// that is exact.
 // Conditions: float32, static shapes, every intermediate value read only by
-// the next node of the pattern.
+// the next node of the pattern. When q, k and v are column ranges of one
+// tensor (a Split or Slices of a fused projection), the node reads that
+// tensor once instead, key and value absent (see MatchPackedQkv); three
+// projections of one x by constant matrices become one such projection
+// first (MatchProjectedQkv).
+#include <algorithm>
 #include <cmath>
 
 #include "ops/attention_sdpa.h"
@@ -252,6 +260,26 @@ bool GeometryAgrees(const AttentionMatch& m) {
   return q[0] == k[0] && q[0] == v[0] && q[2] == k[2] && q[2] == v[2] && q[3] == k[3] && k[1] == v[1];
 }
 
+// Whether `bias`, read as [B, N, S, L], is a causal mask the kernel can apply
+// by skipping keys: 0 where key l <= s + L - S, at most -1e30 (or -inf)
+// elsewhere, the same for every batch and head (leading dims 1), S <= L. A
+// masked score then rounds to the fill, whose e^x is exactly 0, so the
+// kernel's probability 0 for an unseen key is what the mask gives.
+bool IsCausalBias(const Tensor& bias, int64_t S, int64_t L) {
+  if (!bias.defined() || bias.dtype() != DataType::kFloat || bias.rank() < 2 || bias.rank() > 4 || S > L)
+    return false;
+  for (int64_t axis = 0; axis + 2 < bias.rank(); ++axis)
+    if (bias.dim(axis) != 1) return false;
+  if (bias.dim(bias.rank() - 2) != S || bias.dim(bias.rank() - 1) != L) return false;
+  const float* b = bias.data<float>();
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t l = 0; l < L; ++l) {
+      const float x = b[s * L + l];
+      if (l <= s + L - S ? x != 0.f : !(x <= -1e30f)) return false;
+    }
+  return true;
+}
+
 // Makes a head split's Reshape produce [B, S, N*H] and drops its Transpose.
 void Unsplit(GraphEditor& ed, const HeadSplit& h) {
   const std::vector<int64_t> shape = {h.dims[0], h.dims[1], h.dims[2] * h.dims[3]};
@@ -261,7 +289,227 @@ void Unsplit(GraphEditor& ed, const HeadSplit& h) {
   ed.RemoveNode(h.transpose);
 }
 
-Status TryFuse(GraphEditor& ed, size_t index) {
+// Constant int64 values of `name` (any rank), or false.
+bool ConstInts(GraphEditor& ed, const std::string& name, std::vector<int64_t>* out) {
+  Tensor t = ed.Constant(name);
+  if (!t.defined() || t.dtype() != DataType::kInt64) return false;
+  auto values = t.ToInt64Vector();
+  if (!values.ok()) return false;
+  *out = values.value();
+  return true;
+}
+
+// Where q, k and v (what their head-split Reshapes read) lie side by side in
+// one tensor x [..., 3D] as columns [0, D), [D, 2D), [2D, 3D): the outputs of
+// a Split of x's last axis (GPT-2's c_attn), or three Slices of it (torch's
+// nn.MultiheadAttention, ViT). The fused node then reads x itself, and the
+// Split or Slices (copies of x) go.
+struct PackedQkv {
+  std::string x;
+  std::vector<size_t> nodes;  // the Split, or the three Slices
+};
+
+// The static dims of float32 `x` when its last axis is 3 * width and its rows number rows.
+bool PackedSourceFits(GraphEditor& ed, const std::string& x, int64_t rows, int64_t width) {
+  std::vector<int64_t> dims;
+  if (!opt::IsFloatWithRank(ed.TensorType(x)) || !opt::StaticDims(ed.TensorType(x), &dims) || dims.empty())
+    return false;
+  int64_t leading = 1;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) leading *= dims[i];
+  return dims.back() == 3 * width && leading == rows;
+}
+
+// Split(x) along its last axis into (q, k, v), each of `width` columns.
+bool MatchSplitQkv(GraphEditor& ed, const std::string (&parts)[3], int64_t width, PackedQkv* out) {
+  const int64_t p = ed.Producer(parts[0]);
+  if (p < 0) return false;
+  const Node& n = ed.node(static_cast<size_t>(p));
+  const int64_t opset = ed.checked().opsets[static_cast<size_t>(p)];
+  if (!opt::IsOp(n, "Split") || n.outputs.size() != 3 || n.inputs.empty() ||
+      opt::HasOtherAttributes(n, {"axis", "split", "num_outputs"}))
+    return false;
+  for (size_t i = 0; i < 3; ++i)
+    if (n.outputs[i] != parts[i]) return false;
+  const TypeInfo* t = ed.TensorType(n.inputs[0]);
+  if (!opt::IsFloatWithRank(t)) return false;
+  const int64_t rank = static_cast<int64_t>(t->shape->size());
+  auto axis = n.GetInt("axis", 0);
+  if (!axis.ok() || (axis.value() != -1 && axis.value() != rank - 1)) return false;
+  const std::vector<int64_t> equal = {width, width, width};  // x's last axis is 3 * width (PackedSourceFits)
+  std::vector<int64_t> sizes = equal;                          // no sizes given: an equal split
+  if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
+    if (opset < 13 || !ConstInts(ed, n.inputs[1], &sizes)) return false;
+  } else if (opset < 13) {
+    auto attr = n.GetInts("split", equal);
+    if (!attr.ok()) return false;
+    sizes = attr.value();
+  }
+  if (sizes != equal) return false;
+  *out = PackedQkv{n.inputs[0], {static_cast<size_t>(p)}};
+  return true;
+}
+
+// Slice(x, [begin], [end], [last axis] [, [1]]) with constant bounds: x and the
+// column range it takes, clamped as Slice clamps.
+bool MatchColumnSlice(GraphEditor& ed, const std::string& name, std::string* x, int64_t* begin, int64_t* end,
+                      size_t* node) {
+  const int64_t p = ed.Producer(name);
+  if (p < 0 || ed.checked().opsets[static_cast<size_t>(p)] < 10) return false;
+  const Node& n = ed.node(static_cast<size_t>(p));
+  if (!opt::IsOp(n, "Slice") || n.outputs.size() != 1 || n.inputs.size() < 4 || !n.attributes.empty()) return false;
+  std::vector<int64_t> dims, starts, ends, axes, steps = {1};
+  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &dims) || dims.empty()) return false;
+  if (!ConstInts(ed, n.inputs[1], &starts) || !ConstInts(ed, n.inputs[2], &ends) ||
+      !ConstInts(ed, n.inputs[3], &axes) || (n.inputs.size() > 4 && !ConstInts(ed, n.inputs[4], &steps)))
+    return false;
+  const int64_t rank = static_cast<int64_t>(dims.size()), dim = dims.back();
+  if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps != std::vector<int64_t>{1} ||
+      (axes[0] != -1 && axes[0] != rank - 1))
+    return false;
+  auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+  *x = n.inputs[0];
+  *begin = clamp(starts[0]);
+  *end = clamp(ends[0]);
+  *node = static_cast<size_t>(p);
+  return true;
+}
+
+bool MatchSlicesQkv(GraphEditor& ed, const std::string (&parts)[3], int64_t width, PackedQkv* out) {
+  PackedQkv found;
+  for (int64_t i = 0; i < 3; ++i) {
+    std::string x;
+    int64_t begin = 0, end = 0;
+    size_t node = 0;
+    if (!MatchColumnSlice(ed, parts[i], &x, &begin, &end, &node)) return false;
+    if ((i > 0 && x != found.x) || begin != i * width || end != (i + 1) * width) return false;
+    found.x = x;
+    found.nodes.push_back(node);
+  }
+  *out = std::move(found);
+  return true;
+}
+
+bool MatchPackedQkv(GraphEditor& ed, const AttentionMatch& m, PackedQkv* out) {
+  const HeadSplit* splits[3] = {&m.q, &m.k, &m.v};
+  std::string parts[3];
+  for (size_t i = 0; i < 3; ++i) {
+    parts[i] = ed.node(splits[i]->reshape).inputs[0];
+    if (opt::SoleConsumer(ed, parts[i]) != static_cast<int64_t>(splits[i]->reshape)) return false;
+  }
+  const std::vector<int64_t>& q = m.q.dims;  // [B, S, N, H]
+  if (m.v.dims[3] != q[3] || m.k.dims[1] != q[1]) return false;  // self-attention, Hv = H
+  const int64_t width = q[2] * q[3];
+  if (!MatchSplitQkv(ed, parts, width, out) && !MatchSlicesQkv(ed, parts, width, out)) return false;
+  return PackedSourceFits(ed, out->x, q[0] * q[1], width);
+}
+
+// q, k or v as [Add(] MatMul(x, W) [, b)]: W a constant float32 [K, width],
+// b a constant float32 [width], each value read only by the next step.
+struct Projection {
+  std::string x;
+  size_t matmul = 0;
+  int64_t add = -1;  // -1: no bias
+  Tensor w, b;
+};
+
+bool MatchProjection(GraphEditor& ed, const std::string& name, int64_t width, Projection* out) {
+  int64_t p = ed.Producer(name);
+  if (p < 0) return false;
+  Projection proj;
+  const Node* n = &ed.node(static_cast<size_t>(p));
+  if (opt::IsOp(*n, "Add") && ed.checked().opsets[static_cast<size_t>(p)] >= 7 && n->inputs.size() == 2 &&
+      n->attributes.empty()) {
+    for (size_t side = 0; side < 2 && proj.add < 0; ++side) {
+      const Tensor b = ed.Constant(n->inputs[side]);
+      const int64_t mm = ed.Producer(n->inputs[1 - side]);
+      if (!opt::IsFloatTensor(b) || b.rank() != 1 || b.dim(0) != width || mm < 0 ||
+          opt::SoleConsumer(ed, n->inputs[1 - side]) != p)
+        continue;
+      proj.add = p;
+      proj.b = b;
+      p = mm;
+    }
+    if (proj.add < 0) return false;
+    n = &ed.node(static_cast<size_t>(p));
+  }
+  if (!opt::IsOp(*n, "MatMul") || n->inputs.size() != 2 || n->outputs.size() != 1) return false;
+  proj.w = ed.Constant(n->inputs[1]);
+  if (!opt::IsFloatTensor(proj.w) || proj.w.rank() != 2 || proj.w.dim(1) != width) return false;
+  proj.x = n->inputs[0];
+  proj.matmul = static_cast<size_t>(p);
+  *out = std::move(proj);
+  return true;
+}
+
+// [a | b | c] along the last axis of three float32 tensors of equal dims;
+// undefined when it cannot be allocated.
+Tensor ConcatColumns(const Tensor* parts[3]) {
+  std::vector<int64_t> dims = parts[0]->dims();
+  const int64_t width = dims.back(), rows = parts[0]->num_elements() / std::max<int64_t>(width, 1);
+  dims.back() = 3 * width;
+  Result<Tensor> allocated = Tensor::Allocate(DataType::kFloat, dims);
+  if (!allocated.ok()) return Tensor();
+  Tensor out = std::move(allocated.value());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < 3; ++i)
+      std::copy_n(parts[i]->data<float>() + r * width, width, out.data<float>() + (r * 3 + i) * width);
+  return out;
+}
+
+// q, k and v projected from one x by three constant matrices (BERT's query,
+// key and value Linear layers): one MatMul by [Wq | Wk | Wv] (+ [bq | bk | bv])
+// writes them side by side for the packed node. Each column of a product is
+// the same dot product in the same order as before, so the values do not
+// change, and one GEMM three times as wide runs (and splits among threads)
+// better than three. `dropped` gets the old weights and biases.
+bool MatchProjectedQkv(GraphEditor& ed, const AttentionMatch& m, std::vector<std::string>* dropped,
+                       PackedQkv* out) {
+  const HeadSplit* splits[3] = {&m.q, &m.k, &m.v};
+  const std::vector<int64_t>& q = m.q.dims;
+  if (m.v.dims[3] != q[3] || m.k.dims[1] != q[1]) return false;  // self-attention, Hv = H
+  const int64_t width = q[2] * q[3];
+  Projection proj[3];
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string& part = ed.node(splits[i]->reshape).inputs[0];
+    if (opt::SoleConsumer(ed, part) != static_cast<int64_t>(splits[i]->reshape) ||
+        !MatchProjection(ed, part, width, &proj[i]))
+      return false;
+    if (proj[i].x != proj[0].x || (proj[i].add < 0) != (proj[0].add < 0) || proj[i].w.dim(0) != proj[0].w.dim(0))
+      return false;
+  }
+  std::vector<int64_t> xdims;
+  if (!opt::StaticDims(ed.TensorType(proj[0].x), &xdims) || xdims.empty() || xdims.back() != proj[0].w.dim(0))
+    return false;
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < xdims.size(); ++i) rows *= xdims[i];
+  if (rows != q[0] * q[1]) return false;
+  const Tensor* ws[3] = {&proj[0].w, &proj[1].w, &proj[2].w};
+  const Tensor* bs[3] = {&proj[0].b, &proj[1].b, &proj[2].b};
+  Tensor weight = ConcatColumns(ws), bias = proj[0].add >= 0 ? ConcatColumns(bs) : Tensor();
+  if (!weight.defined() || (proj[0].add >= 0 && !bias.defined())) return false;
+  const std::string base = ed.node(m.out_transpose).name + "_qkv";
+  const std::string w = ed.AddInitializer(base + "_weight", std::move(weight));
+  std::string product = ed.FreshName(base + "_matmul");
+  ed.InsertBefore(m.out_transpose, opt::MakeNode(product, "MatMul", {proj[0].x, w}, {product}));
+  for (const Projection& p : proj) {
+    dropped->push_back(ed.node(p.matmul).inputs[1]);
+    if (p.add >= 0)
+      for (const std::string& in : ed.node(static_cast<size_t>(p.add)).inputs)
+        if (ed.Producer(in) < 0) dropped->push_back(in);
+    ed.RemoveNode(p.matmul);
+    if (p.add >= 0) ed.RemoveNode(static_cast<size_t>(p.add));
+  }
+  if (proj[0].add >= 0) {
+    const std::string b = ed.AddInitializer(base + "_bias", std::move(bias));
+    const std::string sum = ed.FreshName(base + "_add");
+    ed.InsertBefore(m.out_transpose, opt::MakeNode(sum, "Add", {product, b}, {sum}));
+    product = sum;
+  }
+  *out = PackedQkv{product, {}};
+  return true;
+}
+
+Status TryFuse(GraphEditor& ed, size_t index, std::vector<std::string>* dropped) {
   const Node& sm = ed.node(index);
   if (!opt::IsOp(sm, "Softmax") || sm.inputs.size() != 1) return Status::Ok();
   const TypeInfo* t = ed.TensorType(sm.inputs[0]);
@@ -271,26 +519,52 @@ Status TryFuse(GraphEditor& ed, size_t index) {
   AttentionMatch m;
   if (!MatchContext(ed, index, rank, &m) || !MatchScores(ed, index, rank, &m) || !GeometryAgrees(m))
     return Status::Ok();
-  Unsplit(ed, m.q);
-  Unsplit(ed, m.k);
-  Unsplit(ed, m.v);
+  PackedQkv packed;
+  std::vector<std::string> inputs;
+  if (MatchPackedQkv(ed, m, &packed) || MatchProjectedQkv(ed, m, dropped, &packed)) {
+    for (const HeadSplit* h : {&m.q, &m.k, &m.v}) {
+      ed.RemoveNode(h->transpose);
+      ed.RemoveNode(h->reshape);
+    }
+    for (size_t n : packed.nodes) ed.RemoveNode(n);
+    // x as [B, S, 3D]: usually its own shape (eliminate-noops drops the Reshape).
+    const std::vector<int64_t> shape = {m.q.dims[0], m.q.dims[1], 3 * m.q.dims[2] * m.q.dims[3]};
+    const std::string base = ed.node(m.out_transpose).name + "_qkv";
+    const std::string shape_name = ed.AddInitializer(base + "_shape", Tensor::FromVector<int64_t>(shape, {3}));
+    const std::string reshaped = ed.FreshName(base);
+    ed.InsertBefore(m.out_transpose, opt::MakeNode(base, "Reshape", {packed.x, shape_name}, {reshaped}));
+    inputs = {reshaped};  // key and value absent
+  } else {
+    Unsplit(ed, m.q);
+    Unsplit(ed, m.k);
+    Unsplit(ed, m.v);
+    inputs = {ed.node(m.q.reshape).outputs[0], ed.node(m.k.reshape).outputs[0], ed.node(m.v.reshape).outputs[0]};
+  }
   for (size_t n : m.removed) ed.RemoveNode(n);
   ed.RemoveNode(index);
-  std::vector<std::string> inputs = {ed.node(m.q.reshape).outputs[0], ed.node(m.k.reshape).outputs[0],
-                                     ed.node(m.v.reshape).outputs[0]};
-  if (m.bias_constant.defined()) m.bias = ed.AddInitializer(m.bias, std::move(m.bias_constant));
-  if (!m.bias.empty()) inputs.push_back(m.bias);
-  ed.RewriteAs(m.out_transpose, kNeeDomain, "ScaledDotProductAttention", inputs,
-               {opt::IntAttr("num_heads", m.q.dims[2]), opt::FloatAttr("scale", static_cast<float>(m.scale))});
+  std::vector<Attribute> attrs = {opt::IntAttr("num_heads", m.q.dims[2]),
+                                  opt::FloatAttr("scale", static_cast<float>(m.scale))};
+  const Tensor mask = m.bias_constant.defined() || m.bias.empty() ? m.bias_constant : ed.Constant(m.bias);
+  if (IsCausalBias(mask, m.q.dims[1], m.k.dims[1])) {
+    attrs.push_back(opt::IntAttr("causal", 1));
+  } else {
+    if (m.bias_constant.defined()) m.bias = ed.AddInitializer(m.bias, std::move(m.bias_constant));
+    if (!m.bias.empty()) {
+      inputs.resize(3);  // packed: key and value stay absent ("")
+      inputs.push_back(m.bias);
+    }
+  }
+  ed.RewriteAs(m.out_transpose, kNeeDomain, "ScaledDotProductAttention", inputs, std::move(attrs));
   return Status::Ok();
 }
 }  // namespace
 
 Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed) {
   GraphEditor ed(graph, checked);
+  std::vector<std::string> dropped;  // weights and biases of q/k/v projections now packed together
   for (size_t index : checked.order)
-    if (!ed.removed(index)) NEE_RETURN_IF_ERROR(TryFuse(ed, index));
-  *changed = ed.Commit();
+    if (!ed.removed(index)) NEE_RETURN_IF_ERROR(TryFuse(ed, index, &dropped));
+  *changed = ed.CommitDroppingInitializers(dropped);
   return Status::Ok();
 }
 

@@ -100,6 +100,20 @@ def gpt2_attention(rng, S=9, N=2, H=16):
     return model, {"x": rng.normal(0, 1, (1, S, D)).astype(np.float32)}
 
 
+def _vit_heads_model(rng, nodes, inits, S, N, H):
+    """nn.MultiheadAttention after q, k, v [S, 1, D]: 3-D heads [N, S, H], Q / sqrt(H) first, back to [S, D]."""
+    n = helper.make_node
+    nodes += _heads(n, "q", [S, N, H], [1, 0, 2], "qh", inits)
+    nodes += _heads(n, "k", [S, N, H], [1, 2, 0], "kh", inits)
+    nodes += _heads(n, "v", [S, N, H], [1, 0, 2], "vh", inits)
+    nodes += [n("Div", ["qh_t", "scale"], ["qs"]), n("MatMul", ["qs", "kh_t"], ["qk"]),
+              n("Softmax", ["qk"], ["p"], axis=-1), n("MatMul", ["p", "vh_t"], ["ctx"]),
+              n("Transpose", ["ctx"], ["ctx_t"], perm=[1, 0, 2]), n("Reshape", ["ctx_t", "out_shape"], ["y"])]
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [1, S, N * H])],
+                       [helper.make_tensor_value_info("y", F, None)], inits)
+    return model, {"x": rng.normal(0, 1, (1, S, N * H)).astype(np.float32)}
+
+
 def vit_attention(rng, S=11, N=4, H=8):
     """torch nn.MultiheadAttention for one image: [S, 1, D] rows, 3-D heads [N, S, H], Q / sqrt(H) first."""
     D = N * H
@@ -109,15 +123,7 @@ def vit_attention(rng, S=11, N=4, H=8):
     nodes = [n("Transpose", ["x"], ["xt"], perm=[1, 0, 2])]
     for c in "qkv":
         nodes.append(n("MatMul", ["xt", f"W{c}"], [c]))
-    nodes += _heads(n, "q", [S, N, H], [1, 0, 2], "qh", inits)
-    nodes += _heads(n, "k", [S, N, H], [1, 2, 0], "kh", inits)
-    nodes += _heads(n, "v", [S, N, H], [1, 0, 2], "vh", inits)
-    nodes += [n("Div", ["qh_t", "scale"], ["qs"]), n("MatMul", ["qs", "kh_t"], ["qk"]),
-              n("Softmax", ["qk"], ["p"], axis=-1), n("MatMul", ["p", "vh_t"], ["ctx"]),
-              n("Transpose", ["ctx"], ["ctx_t"], perm=[1, 0, 2]), n("Reshape", ["ctx_t", "out_shape"], ["y"])]
-    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [1, S, D])],
-                       [helper.make_tensor_value_info("y", F, None)], inits)
-    return model, {"x": rng.normal(0, 1, (1, S, D)).astype(np.float32)}
+    return _vit_heads_model(rng, nodes, inits, S, N, H)
 
 
 def optimized(model, tmp_path):
@@ -149,6 +155,162 @@ def test_fused_attention_agrees_with_onnxruntime(build, tmp_path):
     np.testing.assert_allclose(runs[0], want, rtol=1e-4, atol=1e-5)
     for r in runs[1:]:
         assert r.tobytes() == runs[0].tobytes()
+
+
+def _sdpa_nodes(model):
+    return [n for n in model.graph.node if n.domain == "ai.nee" and n.op_type == "ScaledDotProductAttention"]
+
+
+def gpt2_additive_mask(rng, mask, S=9, N=2, H=16):
+    """GPT-2 with its Where replaced by Add(scores, constant mask [1, 1, S, S])."""
+    model, feeds = gpt2_attention(rng, S, N, H)
+    for node in model.graph.node:
+        if node.op_type == "Where":
+            node.op_type = "Add"
+            del node.input[:]
+            node.input.extend(["qks", "additive"])
+    model.graph.initializer.append(numpy_helper.from_array(mask.astype(np.float32), "additive"))
+    return model, feeds
+
+
+@pytest.mark.parametrize("form", ["where", "where_inf", "add_min", "add_hole", "add_small", "where_hole"])
+def test_causal_mask_is_recognised_only_when_proven(form, tmp_path):
+    """A constant causal mask (Where's fill or Add's values <= -1e30 above the diagonal, 0 on and below it)
+    becomes causal = 1 with no bias input; a mask with one more hole, or -10000 as the fill, stays a bias."""
+    rng = np.random.default_rng(23)
+    S = 9
+    tril = np.tril(np.ones((1, 1, S, S), bool))
+    hole = tril.copy()
+    hole[0, 0, 5, 2] = False
+    fmin = np.finfo(np.float32).min
+    if form.startswith("where"):
+        model, feeds = gpt2_attention(rng, S)
+        for init in model.graph.initializer:
+            if init.name == "causal" and form == "where_hole":
+                init.CopyFrom(numpy_helper.from_array(~hole, "causal"))
+            if init.name == "fill" and form == "where_inf":
+                init.CopyFrom(numpy_helper.from_array(np.float32(-np.inf), "fill"))
+    else:
+        keep = hole if form == "add_hole" else tril
+        fill = -10000.0 if form == "add_small" else fmin
+        model, feeds = gpt2_additive_mask(rng, np.where(keep, 0.0, fill), S)
+    want = run_ort(model, feeds)[0]
+    fused = optimized(model, tmp_path)
+    nodes = _sdpa_nodes(fused)
+    assert len(nodes) == 1, [n.op_type for n in fused.graph.node]
+    attrs = {a.name: helper.get_attribute_value(a) for a in nodes[0].attribute}
+    # GPT-2's q, k, v are a Split of one projection: the node reads it once (key and value absent).
+    if form in ("where", "where_inf", "add_min"):
+        assert attrs.get("causal") == 1, attrs
+        assert list(nodes[0].input) == ["qkv"], list(nodes[0].input)
+    else:
+        assert attrs.get("causal", 0) == 0, attrs
+        assert list(nodes[0].input)[:3] == ["qkv", "", ""] and len(nodes[0].input) == 4, list(nodes[0].input)
+    assert not any(n.op_type == "Split" for n in fused.graph.node)
+    for threads in (1, 2):
+        got = nee_session(model, 99, threads).run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{form} threads {threads}")
+    # Causal skipping gives the bits the masked full rows give: the optimized model against the same model
+    # with the fused node fed its mask again.
+    if attrs.get("causal") == 1:
+        masked = onnx.ModelProto()
+        masked.CopyFrom(fused)
+        node = _sdpa_nodes(masked)[0]
+        for a in list(node.attribute):
+            if a.name == "causal":
+                node.attribute.remove(a)
+        masked.graph.initializer.append(numpy_helper.from_array(np.where(tril, 0.0, fmin).astype(np.float32), "m"))
+        node.input.extend(["", "", "m"])
+        for threads in (1, 2):
+            a = nee_session(fused, 0, threads).run(None, feeds)[0]
+            b = nee_session(masked, 0, threads).run(None, feeds)[0]
+            assert a.tobytes() == b.tobytes(), threads
+
+
+def vit_packed_attention(rng, S=11, N=4, H=8, ranges=None, split=False):
+    """nn.MultiheadAttention as torch exports it: one in-projection [D, 3D] on [S, 1, D] rows, then three Slices
+    of its last axis (`ranges`, default q | k | v) or a Split, 3-D heads, Q / sqrt(H) first."""
+    D = N * H
+    ranges = ranges or [(0, D), (D, 2 * D), (2 * D, 3 * D)]
+    n = helper.make_node
+    inits = {"W": rng.normal(0, D ** -0.5, (D, 3 * D)).astype(np.float32),
+             "b": rng.normal(0, 0.1, 3 * D).astype(np.float32), "scale": np.float32(np.sqrt(H)),
+             "out_shape": np.array([S, D], np.int64), "axis": np.array([-1], np.int64),
+             "sizes": np.array([D, D, D], np.int64)}
+    nodes = [n("Transpose", ["x"], ["xt"], perm=[1, 0, 2]), n("MatMul", ["xt", "W"], ["mm"]),
+             n("Add", ["mm", "b"], ["qkv"])]
+    if split:
+        nodes.append(n("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=2))
+    else:
+        for c, (lo, hi) in zip("qkv", ranges):
+            inits[f"{c}_lo"], inits[f"{c}_hi"] = np.array([lo], np.int64), np.array([hi], np.int64)
+            nodes.append(n("Slice", ["qkv", f"{c}_lo", f"{c}_hi", "axis"], [c]))
+    return _vit_heads_model(rng, nodes, inits, S, N, H)
+
+
+@pytest.mark.parametrize("form", ["slices", "split", "swapped", "overlap", "shared"])
+def test_qkv_read_from_one_projection_only_when_proven(form, tmp_path):
+    """Slices (or a Split) taking q | k | v in order from one projection go, and the node reads the projection
+    ([S, 1, 3D] through a Reshape to [1, S, 3D]); slices in another order, overlapping ones, or a q also read
+    elsewhere keep the separate inputs. Outputs agree with ONNX Runtime, bitwise across thread counts."""
+    rng = np.random.default_rng(31)
+    D = 32
+    ranges = {"swapped": [(0, D), (2 * D, 3 * D), (D, 2 * D)], "overlap": [(0, D), (D, 2 * D), (D, 2 * D)]}
+    model, feeds = vit_packed_attention(rng, ranges=ranges.get(form), split=form == "split")
+    if form == "shared":
+        model.graph.output.append(helper.make_tensor_value_info("q", F, None))
+    want = run_ort(model, feeds)
+    fused = optimized(model, tmp_path)
+    node = _sdpa_nodes(fused)[0]
+    packed = form in ("slices", "split")
+    assert (len(node.input) == 1) == packed, list(node.input)
+    assert any(n.op_type in ("Slice", "Split") for n in fused.graph.node) != packed
+    runs = [nee_session(model, 99, threads).run(None, feeds) for threads in (1, 2)]
+    for w, g in zip(want, runs[0]):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(runs[0], runs[1]))
+
+
+@pytest.mark.parametrize("build", [bert_attention, vit_attention])
+def test_three_projections_become_one(build, tmp_path):
+    """BERT's (and nn.MultiheadAttention's unpacked) q, k, v Linear layers of one x become one MatMul by
+    [Wq | Wk | Wv] (+ [bq | bk | bv]) feeding the packed node; the old weights go. Every column is the same
+    dot product as before: bitwise the model whose q is also a graph output (so nothing merges)."""
+    rng = np.random.default_rng(41)
+    model, feeds = build(rng)
+    fused = optimized(model, tmp_path)
+    node = _sdpa_nodes(fused)[0]
+    assert list(node.input[1:3]) in ([], ["", ""]), list(node.input)  # key and value absent
+    matmuls = [n for n in fused.graph.node if n.op_type in ("MatMul", "FusedMatMul")]
+    assert len(matmuls) == 1, [n.op_type for n in fused.graph.node]
+    names = {i.name for i in fused.graph.initializer}
+    assert not names & {"Wq", "Wk", "Wv", "bq", "bk", "bv"}, names
+    kept = onnx.ModelProto()
+    kept.CopyFrom(model)
+    kept.graph.output.append(helper.make_tensor_value_info("q", F, None))
+    want = run_ort(model, feeds)[0]
+    for threads in (1, 2):
+        got = nee_session(model, 99, threads).run(None, feeds)[0]
+        separate = nee_session(kept, 99, threads).run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        assert got.tobytes() == separate.tobytes(), threads
+
+
+def test_projections_of_different_inputs_stay_apart(tmp_path):
+    """Cross attention (k and v projected from another tensor) keeps three inputs."""
+    rng = np.random.default_rng(42)
+    model, feeds = bert_attention(rng)
+    B, S, D = feeds["x"].shape
+    model.graph.input.append(helper.make_tensor_value_info("memory", F, [B, S, D]))
+    for n in model.graph.node:
+        if n.op_type == "MatMul" and n.input[1] in ("Wk", "Wv"):
+            n.input[0] = "memory"
+    feeds["memory"] = rng.normal(0, 1, (B, S, D)).astype(np.float32)
+    fused = optimized(model, tmp_path)
+    node = _sdpa_nodes(fused)[0]
+    assert len(node.input) == 4 and all(node.input), list(node.input)
+    np.testing.assert_allclose(nee_session(model, 99).run(None, feeds)[0], run_ort(model, feeds)[0],
+                               rtol=1e-4, atol=1e-5)
 
 
 def test_unfusable_patterns_are_left_alone():
@@ -208,6 +370,29 @@ def test_the_op_matches_numpy(bias_shape):
                          extra_opsets=[helper.make_opsetid("ai.nee", 1)])
         with pytest.raises(Exception):
             nee_session(bad, 0).run(None, feeds)
+
+
+@pytest.mark.parametrize("S,L", [(5, 5), (3, 8), (30, 31)])
+def test_the_causal_op_matches_numpy(S, L):
+    """causal = 1: query s sees keys l <= s + L - S (numpy: -inf above that diagonal); S > L is an error."""
+    rng = np.random.default_rng(10)
+    B, N, H = 2, 3, 4
+    feeds = {"q": rng.normal(0, 1, (B, S, N * H)).astype(np.float32),
+             "k": rng.normal(0, 1, (B, L, N * H)).astype(np.float32),
+             "v": rng.normal(0, 1, (B, L, N * H)).astype(np.float32)}
+    node = helper.make_node("ScaledDotProductAttention", ["q", "k", "v"], ["y"], domain="ai.nee", num_heads=N,
+                            scale=0.7, causal=1)
+    model = make_model([node], [helper.make_tensor_value_info(i, F, None) for i in "qkv"],
+                       [helper.make_tensor_value_info("y", F, None)], {},
+                       extra_opsets=[helper.make_opsetid("ai.nee", 1)])
+    mask = np.where(np.tril(np.ones((S, L), bool), L - S), 0.0, -np.inf)
+    want = numpy_sdpa(feeds["q"], feeds["k"], feeds["v"], mask, N, 0.7)
+    for threads, reference in ((1, False), (2, False), (1, True)):
+        np.testing.assert_allclose(nee_session(model, 0, threads, reference).run(None, feeds)[0], want,
+                                   rtol=1e-5, atol=1e-6)
+    feeds["q"] = rng.normal(0, 1, (B, L + 1, N * H)).astype(np.float32)
+    with pytest.raises(Exception):
+        nee_session(model, 0).run(None, feeds)
 
 
 def mlp_3d(rng, B=2, S=100, D=48, F1=1100, F2=70, F3=40):

@@ -1,10 +1,13 @@
 // nee's fused ScaledDotProductAttention (ops/attention_sdpa.h) on float32:
 // one task per (batch, head), claimed by threads one at a time. A task
-// computes its S x L scores with one single-threaded SGEMM reading Q in place
-// (the scale folded into its packing) and the head's K^T, copied contiguously
-// (see TransposeKey), adds the bias row by row, takes the softmax of each row with the AVX2
-// exponential, and multiplies by V with a second SGEMM that writes straight
-// into the head's columns of the [B, S, N*Hv] output. Only one head's scores
+// computes its S x L scores (a causal one in blocks of queries, each over the
+// keys its queries see) with one single-threaded SGEMM reading Q in place
+// (the scale folded into its packing; q, k and v may lie side by side in one
+// packed tensor, read with its row stride) and the head's K^T, written into
+// SGEMM's packed panels (see TransposeKey), adds the bias row by row, takes
+// the softmax of each row with the AVX2 exponential, and multiplies by V with
+// a second SGEMM that writes straight into the head's columns of the
+// [B, S, N*Hv] output. Only one head's scores
 // exist at a time (per thread), instead of the [B, N, S, L] tensor the
 // unfused graph writes three times.
 //
@@ -39,45 +42,116 @@ void AddBiasRow(float* row, const float* bias, int64_t stride, int64_t n) {
   }
 }
 
+// Per-thread buffers of one head: its scores, K^T and (causal) V.
+struct HeadScratch {
+  std::vector<float> scores;
+  SgemmScratch key, value;
+};
 
-// The head's K^T [H, L] written contiguously: SGEMM packs a row-major B much
-// faster than one read down its columns (K in place is [L, H] with row
-// stride D), which made the fused attention slower than the unfused graph's
-// Transpose + MatMul at ViT's 197 tokens.
-// 8x8 tiles by AVX2 (the scalar loop cost ViT-B/16 about 0.5 ms of its 24 ms
-// of attention at 1 thread), the ragged edges one by one.
-__attribute__((target("avx2"))) void TransposeKey(const SdpaGeometry& g, int64_t b, int64_t n,
-                                                  std::vector<float>& kt) {
-  const int64_t L = g.kv_len, H = g.head, D = g.heads * g.head;
-  kt.resize(static_cast<size_t>(H * L));
+// Where the head's K^T [H, L] lies for the scores' SGEMM.
+struct KeyOperand {
+  const float* data;
+  bool packed;  // SGEMM's packed panels (SgemmB::Prepacked), else row-major with row stride L
+};
+
+// The head's K^T [H, L]: K in place is [L, H] with row stride D, which SGEMM
+// would read down its columns (that made the fused attention slower than the
+// unfused graph's Transpose + MatMul at ViT's 197 tokens). With H within one
+// k-block of SGEMM (H <= 256, every model's head), K^T is written straight
+// into SGEMM's packed panels, so no SGEMM call packs it again (a plain K^T
+// of L = 128 rows 512 bytes apart was packed by every call: its rows alias
+// in L1). In that layout a panel's place does not depend on how many columns
+// follow it, so the first `keys` columns are themselves K^T[:, :keys] packed:
+// a causal block's SGEMM reads a prefix. Sixteen keys of a panel run are an
+// H x 16 block, written by 8x8 AVX2 transposes; ragged keys one by one.
+__attribute__((target("avx2"))) KeyOperand TransposeKey(const SdpaGeometry& g, int64_t b, int64_t n,
+                                                        SgemmScratch& scratch) {
+  const int64_t L = g.kv_len, H = g.head, D = g.k_ld;
   const float* k = g.key + b * L * D + n * H;
-  float* out = kt.data();
   const int64_t l8 = L / 8 * 8, h8 = H / 8 * 8;
-  for (int64_t l = 0; l < l8; l += 8)
-    for (int64_t h = 0; h < h8; h += 8) Transpose8x8Avx2(k + l * D + h, D, out + h * L + l, L);
-  for (int64_t l = 0; l < L; ++l)
-    for (int64_t h = l < l8 ? h8 : 0; h < H; ++h) out[h * L + l] = k[l * D + h];
+  if (H > kSgemmDepthBlock) {
+    float* out = scratch.Get(H * L);
+    for (int64_t l = 0; l < l8; l += 8)
+      for (int64_t h = 0; h < h8; h += 8) Transpose8x8Avx2(k + l * D + h, D, out + h * L + l, L);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = l < l8 ? h8 : 0; h < H; ++h) out[h * L + l] = k[l * D + h];
+    return {out, false};
+  }
+  const int64_t padded = (L + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth;
+  float* out = scratch.Get(H * padded);
+  for (int64_t l0 = 0; l0 < padded; l0 += kSgemmPanelRun) {
+    float* run = out + SgemmPanelOffset(H, 0, l0 % kSgemmPanelWidth) + l0 / kSgemmPanelWidth * H * kSgemmPanelWidth;
+    for (int64_t l = l0; l < std::min(l0 + kSgemmPanelRun, l8); l += 8)
+      for (int64_t h = 0; h < h8; h += 8)
+        Transpose8x8Avx2(k + l * D + h, D, run + h * kSgemmPanelRun + l - l0, kSgemmPanelRun);
+    for (int64_t l = l0; l < l0 + kSgemmPanelRun; ++l)
+      for (int64_t h = l < l8 ? h8 : 0; h < H; ++h) run[h * kSgemmPanelRun + l - l0] = l < L ? k[l * D + h] : 0.f;
+  }
+  return {out, true};
 }
 
-// One (batch, head): scores = scale * Q K^T (+ bias), softmax, out = P V.
-void AttendHead(const SdpaGeometry& g, int64_t b, int64_t n, std::vector<float>& scores, std::vector<float>& kt,
-                float* out) {
-  const int64_t S = g.q_len, L = g.kv_len, D = g.heads * g.head, Dv = g.heads * g.v_head;
-  scores.resize(static_cast<size_t>(S * L));
-  TransposeKey(g, b, n, kt);
-  const MatrixView q{g.query + b * S * D + n * g.head, D, 1};
-  Sgemm(S, L, g.head, g.scale, q, MatrixView{kt.data(), L, 1}, 0.f, scores.data(), L, nullptr);
-  for (int64_t s = 0; s < S; ++s) {
-    float* row = scores.data() + s * L;
+// The head's V [L, Hv] copied contiguously, its rows an odd number of 64-byte
+// lines apart, so that SGEMM reads it in place for a causal block's few rows
+// (rows 3 KiB apart, as in the [B, L, N*Hv] input, alias in L1 and would be
+// packed by every block's call). Returns the row stride.
+int64_t CopyValue(const SdpaGeometry& g, int64_t b, int64_t n, SgemmScratch& scratch, const float** data) {
+  const int64_t L = g.kv_len, ld = (g.v_head + 15) / 16 * 16 | 16;
+  float* out = scratch.Get(L * ld);
+  const float* v = g.value + b * L * g.v_ld + n * g.v_head;
+  for (int64_t l = 0; l < L; ++l)
+    std::memcpy(out + l * ld, v + l * g.v_ld, static_cast<size_t>(g.v_head) * sizeof(float));
+  *data = out;
+  return ld;
+}
+
+// Queries per block of a causal head: the block's scores span only the keys
+// its last query sees, so the masked triangle is skipped in blocks of this
+// many rows (two of SGEMM's 12-row panels). Smaller blocks skip more but run
+// more, smaller SGEMMs. GPT-2's head (S = L = 128, H = 64) at 1 thread, against
+// the full rows under the mask: 12 rows 0.69x, 24 0.69x, 36 0.71x, 48 0.72x,
+// 128 (one block: only the softmax skips) 0.92x; at S = L = 256 0.62x, 0.59x,
+// 0.62x for 12, 24, 36.
+constexpr int64_t kCausalBlockRows = 24;
+
+// Queries [s0, s1) of one (batch, head): scores = scale * Q K^T (+ bias) over
+// the `keys` keys the block's last query sees (all L without causal),
+// softmax of each query's visible keys, out = P V (V at `v`, row stride ldv).
+// The scores of a visible key, the softmax's lanes and the order of P V's
+// sums do not depend on how queries are blocked, and an unseen key's
+// probability is exactly 0 either way, so causal blocking gives the bits a
+// full row under a -FLT_MAX mask gives (for finite V).
+void AttendQueries(const SdpaGeometry& g, int64_t b, int64_t n, int64_t s0, int64_t s1, const KeyOperand& kt,
+                   const float* v, int64_t ldv, std::vector<float>& scores, float* out) {
+  const int64_t Dv = g.heads * g.v_head;
+  const int64_t rows = s1 - s0, keys = g.VisibleKeys(s1 - 1);
+  scores.resize(static_cast<size_t>(rows * keys));
+  const SgemmA q(MatrixView{g.query + (b * g.q_len + s0) * g.q_ld + n * g.head, g.q_ld, 1}, g.scale);
+  const SgemmB key = kt.packed ? SgemmB::Prepacked(kt.data) : SgemmB(MatrixView{kt.data, g.kv_len, 1});
+  Sgemm(rows, keys, g.head, q, key, 0.f, scores.data(), keys, nullptr);
+  for (int64_t s = s0; s < s1; ++s) {
+    float* row = scores.data() + (s - s0) * keys;
+    const int64_t visible = g.VisibleKeys(s);
     if (g.bias) {
       const float* bias = g.bias + b * g.bias_stride[0] + n * g.bias_stride[1] + s * g.bias_stride[2];
-      AddBiasRow(row, bias, g.bias_stride[3], L);
+      AddBiasRow(row, bias, g.bias_stride[3], visible);
     }
-    SoftmaxRow8(row, row, L);
+    SoftmaxRow8(row, row, visible);
+    std::fill(row + visible, row + keys, 0.f);
   }
-  const MatrixView p{scores.data(), L, 1};
-  const MatrixView v{g.value + b * L * Dv + n * g.v_head, Dv, 1};
-  Sgemm(S, g.v_head, L, 1.f, p, v, 0.f, out + b * S * Dv + n * g.v_head, Dv, nullptr);
+  const MatrixView p{scores.data(), keys, 1};
+  Sgemm(rows, g.v_head, keys, 1.f, p, MatrixView{v, ldv, 1}, 0.f, out + (b * g.q_len + s0) * Dv + n * g.v_head, Dv,
+        nullptr);
+}
+
+// One (batch, head): all queries at once, or causal ones in blocks.
+void AttendHead(const SdpaGeometry& g, int64_t b, int64_t n, HeadScratch& scratch, float* out) {
+  const KeyOperand kt = TransposeKey(g, b, n, scratch.key);
+  const int64_t block = g.causal ? kCausalBlockRows : g.q_len;
+  const float* v = g.value + b * g.kv_len * g.v_ld + n * g.v_head;
+  int64_t ldv = g.v_ld;
+  if (block < g.q_len) ldv = CopyValue(g, b, n, scratch.value, &v);
+  for (int64_t s0 = 0; s0 < g.q_len; s0 += block)
+    AttendQueries(g, b, n, s0, std::min(g.q_len, s0 + block), kt, v, ldv, scratch.scores, out);
 }
 
 }  // namespace
@@ -92,8 +166,8 @@ Status ScaledDotProductAttentionFloat(KernelContext& ctx) {
   if (out.num_elements() == 0) return Status::Ok();
   float* po = out.data<float>();
   ParallelTasks(ctx, g.batch * g.heads, [&](int64_t task) {
-    thread_local std::vector<float> scores, kt;
-    AttendHead(g, task / g.heads, task % g.heads, scores, kt, po);
+    thread_local HeadScratch scratch;
+    AttendHead(g, task / g.heads, task % g.heads, scratch, po);
   });
   return Status::Ok();
 }

@@ -2,16 +2,19 @@
 // against the reference kernel (ops/attention_fused.cc), which sums each
 // score in double. Random and awkward shapes (one head, one key, odd head
 // sizes, S != L, Hv != H, batches) and every bias broadcast form, at 1 and 2
-// threads; bitwise equal across 1, 2 and 3 threads; bad inputs are errors.
+// threads; bitwise equal across 1, 2 and 3 threads; causal attention against
+// the reference and bitwise against a masked full row; bad inputs are errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 #include "ops/attention_sdpa.h"
 #include "ops/op_registry.h"
 
@@ -114,6 +117,139 @@ TEST(FastAttention, BitwiseEqualAcrossThreadCounts) {
   }
 }
 
+// A bias of the causal pattern (0 where key l <= s + L - S, `fill` elsewhere), [1, 1, S, L].
+Tensor CausalMask(int64_t S, int64_t L, float fill) {
+  Tensor bias = Tensor::Allocate(DataType::kFloat, {1, 1, S, L}).value();
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t l = 0; l < L; ++l) bias.data<float>()[s * L + l] = l > s + L - S ? fill : 0.f;
+  return bias;
+}
+
+// causal = 1 (the kernel skips the masked triangle in blocks of queries) on
+// each SGEMM kernel the CPU has: against the reference, which skips the unseen
+// keys itself, and bitwise against the same kernel reading the full rows under
+// a -FLT_MAX (and -inf) mask, at 1, 2 and 3 threads. Shapes: GPT-2's head,
+// fewer queries than keys, odd sizes, one query block and several with a
+// ragged last one, a head wider than one SGEMM k-block (K^T not prepacked),
+// with and without another bias.
+class FastCausalAttention : public ::testing::TestWithParam<cpu::SgemmIsa> {
+ protected:
+  void SetUp() override { cpu::SgemmLimitIsa(GetParam()); }
+  void TearDown() override { cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512); }
+};
+
+TEST_P(FastCausalAttention, AgreesWithTheReferenceAndIsBitwiseTheMaskedRows) {
+  std::mt19937 rng(15);
+  const Case cases[] = {
+      {1, 128, 128, 12, 64, 64, {}},        // GPT-2
+      {2, 49, 49, 3, 16, 16, {}},           // three blocks, the last ragged
+      {1, 7, 30, 2, 13, 5, {}},             // S < L: the keys before the queries are all seen
+      {1, 1, 1, 1, 1, 1, {}},               // one of everything
+      {2, 25, 25, 2, 8, 8, {2, 2, 25, 25}}, // another bias on the visible keys
+      {1, 30, 33, 2, 24, 24, {1, 1, 1, 33}},
+      {1, 26, 26, 1, 260, 7, {}},           // H > 256: K^T row-major, not prepacked
+  };
+  for (const Case& c : cases) {
+    const std::vector<Value> in = Inputs(c, rng);
+    const bool has_bias = !c.bias.empty();
+    const Node causal = SdpaNode(c.N, has_bias, {testing::IntAttr("causal", 1)});
+    auto ref = testing::RunKernel(Reference(), causal, 1, in, 1);
+    ASSERT_TRUE(ref.ok()) << Describe(c) << ": " << ref.status().message();
+    auto one = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, causal, 1, in, 1);
+    ASSERT_TRUE(one.ok()) << Describe(c) << ": " << one.status().message();
+    ExpectClose(one.value(), ref.value(), "causal " + Describe(c));
+    for (float fill : {-3.4028234663852886e38f, -std::numeric_limits<float>::infinity()}) {
+      // The same scores under a mask, as the unfused graph's Where gives them: the
+      // causal mask plus the other bias where the query sees the key.
+      std::vector<Value> masked = in;
+      Tensor mask = CausalMask(c.S, c.L, fill);
+      if (has_bias) {
+        Tensor full = Tensor::Allocate(DataType::kFloat, {c.B, c.N, c.S, c.L}).value();
+        const Tensor& extra = in[3].tensor();
+        const std::vector<int64_t> d = extra.dims();  // {B or 1, N or 1, S or 1, L}
+        for (int64_t b = 0; b < c.B; ++b)
+          for (int64_t n = 0; n < c.N; ++n)
+            for (int64_t s = 0; s < c.S; ++s)
+              for (int64_t l = 0; l < c.L; ++l) {
+                const int64_t e = ((b % d[0] * d[1] + n % d[1]) * d[2] + s % d[2]) * d[3] + l;
+                full.data<float>()[((b * c.N + n) * c.S + s) * c.L + l] =
+                    mask.data<float>()[s * c.L + l] + extra.data<float>()[e];
+              }
+        mask = full;
+      }
+      if (has_bias) masked[3] = Value(mask);
+      else masked.emplace_back(mask);
+      auto full = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, SdpaNode(c.N, true), 1, masked, 1);
+      ASSERT_TRUE(full.ok()) << Describe(c);
+      EXPECT_EQ(0, std::memcmp(one.value().raw_data(), full.value().raw_data(), one.value().byte_size()))
+          << Describe(c) << " fill " << fill;
+    }
+    for (int threads : {2, 3}) {
+      auto many = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, causal, 1, in, threads);
+      ASSERT_TRUE(many.ok());
+      EXPECT_EQ(0, std::memcmp(one.value().raw_data(), many.value().raw_data(), one.value().byte_size()))
+          << Describe(c) << " threads " << threads;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, FastCausalAttention,
+                         ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable));
+
+// Key and value absent: q, k and v read side by side from one [B, S, 3*N*H]
+// tensor. Fast and reference kernels against themselves on the three
+// separate tensors (bitwise: the same values, only read with another row
+// stride), causal or not, with and without a bias, at 1 and 2 threads.
+TEST(FastAttention, PackedQkvIsTheSeparateTensors) {
+  std::mt19937 rng(17);
+  const Case cases[] = {{1, 128, 128, 12, 64, 64, {}}, {2, 13, 13, 3, 8, 8, {2, 1, 1, 13}}, {1, 30, 30, 2, 5, 5, {}}};
+  for (const Case& c : cases)
+    for (int64_t causal : {0, 1}) {
+      const int64_t D = c.N * c.H;
+      const Tensor packed = testing::RandomTensor({c.B, c.S, 3 * D}, rng);
+      std::vector<Value> separate;
+      for (int64_t part = 0; part < 3; ++part) {
+        Tensor t = Tensor::Allocate(DataType::kFloat, {c.B, c.S, D}).value();
+        for (int64_t row = 0; row < c.B * c.S; ++row)
+          std::memcpy(t.data<float>() + row * D, packed.data<float>() + row * 3 * D + part * D,
+                      D * sizeof(float));
+        separate.emplace_back(t);
+      }
+      std::vector<Value> one = {Value(packed), Value(), Value()};  // key and value omitted
+      const bool has_bias = !c.bias.empty();
+      if (has_bias) {
+        separate.emplace_back(testing::RandomTensor(c.bias, rng));
+        one.push_back(separate[3]);
+      }
+      const std::vector<Attribute> attrs = {testing::IntAttr("causal", causal)};
+      const Node split_node = SdpaNode(c.N, has_bias, attrs);
+      Node packed_node = split_node;
+      packed_node.inputs[1] = packed_node.inputs[2] = "";
+      const std::string what = Describe(c) + " causal " + std::to_string(causal);
+      for (KernelFn kernel : {Reference(), KernelFn(cpu::ScaledDotProductAttentionFloat)})
+        for (int threads : {1, 2}) {
+          auto want = testing::RunKernel(kernel, split_node, 1, separate, threads);
+          auto got = testing::RunKernelOmitting(kernel, packed_node, 1, one, threads);
+          ASSERT_TRUE(want.ok() && got.ok()) << what << ": " << got.status().message();
+          ASSERT_EQ(got.value().dims(), want.value().dims()) << what;
+          EXPECT_EQ(0, std::memcmp(got.value().raw_data(), want.value().raw_data(), want.value().byte_size()))
+              << what << " threads " << threads;
+        }
+    }
+}
+
+// The reference's causal attribute against its own full rows under a -inf mask.
+TEST(FastCausalAttentionReference, SkipsWhatAnInfiniteMaskRemoves) {
+  std::mt19937 rng(16);
+  const Case c{2, 9, 12, 3, 8, 4, {}};
+  std::vector<Value> in = Inputs(c, rng);
+  auto causal = testing::RunKernel(Reference(), SdpaNode(c.N, false, {testing::IntAttr("causal", 1)}), 1, in, 1);
+  in.emplace_back(CausalMask(c.S, c.L, -std::numeric_limits<float>::infinity()));
+  auto masked = testing::RunKernel(Reference(), SdpaNode(c.N, true), 1, in, 1);
+  ASSERT_TRUE(causal.ok() && masked.ok());
+  ExpectClose(causal.value(), masked.value(), "reference causal");
+}
+
 TEST(FastAttention, BadInputsAreErrorsNotCrashes) {
   std::mt19937 rng(14);
   auto run = [&](const Node& node, const std::vector<Value>& in) {
@@ -132,6 +268,18 @@ TEST(FastAttention, BadInputsAreErrorsNotCrashes) {
   run(SdpaNode(2, false), in);
   in = Inputs({1, 4, 4, 2, 4, 4, {1, 1, 1, 1, 4}}, rng);  // bias of rank 5
   run(SdpaNode(2, true), in);
+  run(SdpaNode(2, false, {testing::IntAttr("causal", 2)}), Inputs({1, 4, 4, 2, 4, 4, {}}, rng));
+  run(SdpaNode(2, false, {testing::IntAttr("causal", 1)}), Inputs({1, 5, 4, 2, 4, 4, {}}, rng));  // S > L
+  // Packed q | k | v of width 8, not a multiple of 3 * 2 heads; then only one of key and value given.
+  for (const bool give_key : {false, true}) {
+    Node packed = SdpaNode(2, false);
+    packed.inputs[2] = "";
+    if (!give_key) packed.inputs[1] = "";
+    std::vector<Value> in = {Value(testing::RandomTensor({1, 4, give_key ? 24 : 8}, rng)),
+                             give_key ? Value(testing::RandomTensor({1, 4, 24}, rng)) : Value(), Value()};
+    EXPECT_FALSE(testing::RunKernelOmitting(cpu::ScaledDotProductAttentionFloat, packed, 1, in, 2).ok());
+    EXPECT_FALSE(testing::RunKernelOmitting(Reference(), packed, 1, in, 1).ok());
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
 
 namespace nee {
@@ -168,6 +169,31 @@ TEST(FastSkipLayerNorm, AgreesWithTheReference) {
     }
     ExpectSameAcrossThreads(cpu::SkipLayerNormFloat, node, 17, in, what);
   }
+}
+
+// The AVX-512 sums keep the AVX2 lanes' order: the same bits either way,
+// rows of 768 (BERT), 33 (a ragged tail) and 16, with and without a bias.
+TEST(FastSkipLayerNorm, Avx512IsBitwiseTheAvx2Path) {
+  if (cpu::SgemmActiveIsa() != cpu::SgemmIsa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU (or NEE_MAX_ISA)";
+  std::mt19937 rng(10);
+  for (int64_t hidden : {768, 33, 16})
+    for (bool bias : {false, true}) {
+      Tensor x = Input({3, 5, hidden}, hidden, rng), skip = testing::RandomTensor({3, 5, hidden}, rng);
+      std::vector<Value> in = {Value(x), Value(skip), Value(testing::RandomTensor({hidden}, rng)),
+                               Value(testing::RandomTensor({hidden}, rng)),
+                               bias ? Value(testing::RandomTensor({hidden}, rng)) : Value()};
+      Node node = MakeNode("SkipLayerNormalization", "com.microsoft", in, {true, false, false, true});
+      auto wide = RunAll(cpu::SkipLayerNormFloat, node, 17, in, 1);
+      cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx2);
+      auto narrow = RunAll(cpu::SkipLayerNormFloat, node, 17, in, 1);
+      cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
+      ASSERT_TRUE(wide.ok() && narrow.ok());
+      for (size_t o : {size_t{0}, size_t{3}}) {
+        const Tensor &a = (*wide)[o].tensor(), &b = (*narrow)[o].tensor();
+        EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()), 0)
+            << hidden << " bias " << bias << " output " << o;
+      }
+    }
 }
 
 TEST(FastSkipLayerNorm, BadInputsFailAsTheReferenceDoes) {
