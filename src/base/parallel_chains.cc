@@ -6,9 +6,6 @@
 #include <memory>
 #include <thread>
 
-#if defined(__linux__)
-#include <sched.h>
-#endif
 
 #include "base/thread_pool.h"
 
@@ -53,15 +50,6 @@ struct alignas(64) Chain {
   // CPU waits asleep, since polling would take the holder's time.
   std::atomic<int> holder_cpu{-1};
 };
-
-// The CPU this thread runs on, -1 where unknown.
-int CurrentCpu() {
-#if defined(__linux__)
-  return sched_getcpu();
-#else
-  return -1;
-#endif
-}
 
 class ChainRun {
  public:
