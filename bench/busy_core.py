@@ -13,7 +13,8 @@ median latency of every session and its 2t/1t ratio per condition, and the 1-min
 at the end of each model's conditions: on a shared machine other work can make "quiet" busy and
 "busy" overloaded (1t busy much slower than 1t quiet is the sign), which moves the ratios. --base DIR adds a second
 nee build (DIR holds its `nee` package) as runtime "base", so old and new are measured in the
-same rounds; --ort adds ONNX Runtime.
+same rounds, and a second table of nee / base per round (the median of the rounds' ratios, steadier
+than the ratio of the medians on a loaded machine); --ort adds ONNX Runtime.
 """
 import argparse
 import multiprocessing
@@ -86,7 +87,7 @@ class Server:
 
 
 def measure(servers, runs, warmup):
-    """Median ms per (runtime, threads) over `runs` rounds that alternate them all."""
+    """Every run's ms per (runtime, threads) over `runs` rounds that alternate them all."""
     keys = [(name, t) for name in servers for t in (1, 2)]
     for name, t in keys:
         for _ in range(warmup):
@@ -96,7 +97,13 @@ def measure(servers, runs, warmup):
         for i in range(len(keys)):
             name, t = keys[(r + i) % len(keys)]
             times[(name, t)].append(servers[name](t))
-    return {key: statistics.median(t) for key, t in times.items()}
+    return times
+
+
+def paired_ratio(a, b):
+    """Median over rounds of a[i] / b[i]: runs of one round are adjacent in time, so their ratio
+    cancels most of a shared machine's drifting load, where the ratio of two medians does not."""
+    return statistics.median(x / y for x, y in zip(a, b))
 
 
 def main():
@@ -125,6 +132,7 @@ def main():
     print("| model | runtime | " + " | ".join(f"{c} 1t | {c} 2t | {c} 2t/1t" for c in args.conditions) +
           " | " + " | ".join(f"{c} load" for c in args.conditions) + " |")
     print("|---|---|" + "--:|" * 4 * len(args.conditions), flush=True)
+    paired_lines = []
     for model in args.models:
         servers = {name: Server(runtime, python_path, model, args.zoo_dir)
                    for name, (runtime, python_path) in runtimes.items()}
@@ -146,12 +154,23 @@ def main():
         for name in servers:
             cells = []
             for condition in args.conditions:
-                one, two = results[condition][(name, 1)], results[condition][(name, 2)]
+                one, two = (statistics.median(results[condition][(name, t)]) for t in (1, 2))
                 cells += [f"{one:.2f}", f"{two:.2f}", f"{two / one:.2f}"]
             cells += [f"{loads[condition]:.1f}" for condition in args.conditions]
             print(f"| {model} | {name} | " + " | ".join(cells) + " |", flush=True)
+        if "base" in servers:
+            cells = []
+            for condition in args.conditions:
+                times = results[condition]
+                cells += [f"{paired_ratio(times[('nee', t)], times[('base', t)]):.3f}" for t in (1, 2)]
+            paired_lines.append(f"| {model} | " + " | ".join(cells) + " |")
         for server in servers.values():
             server.close()
+    if paired_lines:
+        print("\nnee / base, the median of each round's ratio:\n")
+        print("| model | " + " | ".join(f"{c} 1t | {c} 2t" for c in args.conditions) + " |")
+        print("|---|" + "--:|" * 2 * len(args.conditions))
+        print("\n".join(paired_lines), flush=True)
 
 
 if __name__ == "__main__":

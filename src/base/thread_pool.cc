@@ -4,6 +4,10 @@
 #include <chrono>
 #include <thread>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NEE_CPU_RELAX() _mm_pause()
@@ -89,14 +93,35 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
   busy_.unlock();
 }
 
+int CurrentCpu() {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
+bool ThreadPool::SharesCpuWithAWorker(const Job& job) {
+  const int cpu = CurrentCpu();
+  if (cpu < 0) return false;
+  for (int t = 1; t < job.threads; ++t)
+    if (job.shares[t].cpu.load(std::memory_order_relaxed) == cpu) return true;
+  return false;
+}
+
 void ThreadPool::WaitForJob(const Job& job) {
   // Every chunk is claimed; wait for the ones still running, and for every
-  // worker to leave the job before it goes out of scope.
+  // worker to leave the job before it goes out of scope. A worker on this
+  // CPU runs only when this thread does not: polling would hold its chunk
+  // up (until the scheduler preempts the poller), so then sleep at once.
   auto finished = [&] {
     return job.chunks_done.load(std::memory_order_acquire) == job.chunks &&
            workers_in_job_.load(std::memory_order_acquire) == 0;
   };
-  for (int i = 0; i < kSpinIterations && !finished(); ++i) NEE_CPU_RELAX();
+  for (int i = 0; i < kSpinIterations && !finished(); ++i) {
+    NEE_CPU_RELAX();
+    if (i % kPollsPerCheck == 0 && SharesCpuWithAWorker(job)) break;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   if (!finished()) {
     caller_sleeping_ = true;
@@ -160,7 +185,10 @@ void ThreadPool::WorkerLoop(int thread) {
       if (!job) continue;  // woke after that loop had finished
       ++workers_in_job_;
     }
+    Share& mine = job->shares[thread];
+    mine.cpu.store(CurrentCpu(), std::memory_order_relaxed);
     RunChunks(*job, thread);
+    mine.cpu.store(-1, std::memory_order_relaxed);
     bool wake_caller;
     {
       std::lock_guard<std::mutex> lock(mu_);

@@ -28,6 +28,9 @@
 
 namespace nee {
 
+// The CPU the calling thread runs on, -1 where unknown.
+int CurrentCpu();
+
 class ThreadPool {
  public:
   // allow_spinning false (ONNX Runtime's session.intra_op.allow_spinning=0):
@@ -56,6 +59,8 @@ class ThreadPool {
   struct alignas(64) Share {
     std::atomic<int64_t> next{0};
     int64_t end = 0;
+    // While a worker runs chunks of a job: the CPU it started on (-1 else).
+    std::atomic<int> cpu{-1};
   };
 
   struct Job {
@@ -80,8 +85,10 @@ class ThreadPool {
   static bool OtherWorkWaiting();
   // The caller's wait for the last chunks of its job: polls briefly (the
   // remaining chunks usually finish within microseconds, and a sleep/wake
-  // round trip through the kernel costs tens), then sleeps.
+  // round trip through the kernel costs tens), then sleeps; at once when a
+  // worker still in the job runs on the caller's CPU.
   void WaitForJob(const Job& job);
+  static bool SharesCpuWithAWorker(const Job& job);
 
   const bool allow_spinning_;
   std::vector<std::thread> workers_;

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/parallel_chains.h"
 #include "base/thread_pool.h"
 #include "ops/op_registry.h"
 #include "ops/ml_tree.h"
@@ -104,35 +105,45 @@ void AddLeaf(const Forest& f, int64_t leaf, double* scores, bool* has_score) {
   }
 }
 
-// Aggregated (not yet post-transformed) scores of `count` rows. Trees are the
-// outer loop so that one tree's nodes stay in cache across the block; each
-// row still sees the trees in the same order, so results do not depend on
-// the block size. Returns false on a cycle.
-bool ScoreBlock(const Forest& f, const double* rows, int64_t width, int64_t count, double* scores, bool* has_score) {
-  std::fill(scores, scores + count * f.targets, 0.0);
-  std::fill(has_score, has_score + count * f.targets, false);
-  for (Ref root : f.roots) {
+// Tree ranges a block of rows adds one at a time (a link each, see
+// ForEachScoredRow): 500 trees in ranges of 31 or 32.
+constexpr int64_t kTreeRangesPerBlock = 16;
+
+// Adds trees [first_tree, last_tree) to the aggregated (not yet averaged nor
+// post-transformed) scores of `count` rows. Trees are the outer loop so that
+// one tree's nodes stay in cache across the block; each row still sees the
+// trees in the same order, so results do not depend on the block size nor
+// on how the trees are cut into ranges. Returns false on a cycle.
+bool AddTreesToBlock(const Forest& f, const double* rows, int64_t width, int64_t count, int64_t first_tree,
+                     int64_t last_tree, double* scores, bool* has_score) {
+  for (int64_t t = first_tree; t < last_tree; ++t) {
+    const Ref root = f.roots[static_cast<size_t>(t)];
     for (int64_t r = 0; r < count; ++r) {
       int64_t leaf = FindLeaf(f, root, rows + r * width);
       if (leaf < 0) return false;
       AddLeaf(f, leaf, scores + r * f.targets, has_score + r * f.targets);
     }
   }
-  if (f.aggregate == Aggregate::kAverage && !f.roots.empty())
-    for (int64_t i = 0; i < count * f.targets; ++i) scores[i] /= static_cast<double>(f.roots.size());
   return true;
 }
 
-// The reference scorer: ScoreBlock over the forest's branches.
+// The reference scorer: AddTreesToBlock over the forest's branches.
 class ReferenceScorer final : public BlockScorer {
  public:
   explicit ReferenceScorer(const Forest& f) : f_(f) {}
-  bool Score(const double* rows, int64_t width, int64_t count, double* scores, bool* has_score) const override {
-    return ScoreBlock(f_, rows, width, count, scores, has_score);
+  bool AddTrees(const double* rows, int64_t width, int64_t count, int64_t first_tree, int64_t last_tree,
+                double* scores, bool* has_score) const override {
+    return AddTreesToBlock(f_, rows, width, count, first_tree, last_tree, scores, has_score);
   }
 
  private:
   const Forest& f_;
+};
+
+// A block of rows being scored: its features as doubles and its scores so far.
+struct ScoredBlock {
+  std::vector<double> features, scores;
+  std::unique_ptr<bool[]> has_score;
 };
 
 // Runs `per_row(row_index, scores, has_score)` for every row of X in parallel,
@@ -152,27 +163,43 @@ Status ForEachScoredRow(KernelContext& ctx, const std::shared_ptr<const Forest>&
   // L2 (about 256 KiB of features): the forest, often larger than L2, is
   // then read once per block, not once per 64 rows (4x faster on 500 trees
   // of depth 10 and 1000 rows). For the same reason each thread takes one
-  // chunk of rows (up to a block) rather than several smaller ones.
+  // block of rows (up to that size) rather than several smaller ones.
   const int64_t rows_per_block =
       std::clamp<int64_t>((int64_t{256} << 10) / (8 * std::max<int64_t>(width, 1)), 64, 1024);
   const int64_t threads = ctx.pool() ? ctx.pool()->num_threads() : 1;
-  const int64_t chunk = std::max<int64_t>(16, std::min(rows_per_block, (rows + threads - 1) / threads));
+  const int64_t block_rows = std::max<int64_t>(16, std::min(rows_per_block, (rows + threads - 1) / threads));
+  const int64_t blocks = (rows + block_rows - 1) / block_rows;
+  // Each block adds the trees in ranges, one link of its chain each
+  // (ParallelChains): a thread that finishes its blocks first takes over
+  // another's between two ranges, so a thread whose core is busy with other
+  // work holds the rest up by one range, not by its whole block. (Smaller
+  // blocks would do that too, but each re-reads the whole forest.)
+  const int64_t trees = static_cast<int64_t>(f.roots.size());
+  const int64_t ranges = std::clamp<int64_t>(trees, 1, kTreeRangesPerBlock);
+  std::vector<ScoredBlock> scored(static_cast<size_t>(blocks));
   std::atomic<bool> any_cycle{false};
-  ctx.ParallelFor(rows, chunk, [&](int64_t begin, int64_t end) {
-    const int64_t block = std::min(rows_per_block, end - begin);
-    std::vector<double> features(static_cast<size_t>(block * width));
-    std::vector<double> scores(static_cast<size_t>(block * f.targets));
-    std::unique_ptr<bool[]> has_score(new bool[static_cast<size_t>(std::max<int64_t>(block * f.targets, 1))]);
-    for (int64_t first = begin; first < end; first += block) {
-      const int64_t count = std::min(block, end - first);
-      for (int64_t i = 0; i < count * width; ++i) features[i] = ReadAsDouble(x, first * width + i);
-      if (!score.Score(features.data(), width, count, scores.data(), has_score.get())) {
-        any_cycle = true;
-        return;
-      }
-      for (int64_t r = 0; r < count; ++r)
-        per_row(first + r, scores.data() + r * f.targets, has_score.get() + r * f.targets);
+  ParallelChains(ctx.pool(), blocks, ranges, [&](int64_t block, int64_t range) {
+    const int64_t first = block * block_rows, count = std::min(block_rows, rows - first);
+    ScoredBlock& b = scored[static_cast<size_t>(block)];
+    const int64_t cells = count * f.targets;
+    if (range == 0) {
+      b.features.resize(static_cast<size_t>(count * width));
+      for (int64_t i = 0; i < count * width; ++i) b.features[i] = ReadAsDouble(x, first * width + i);
+      b.scores.assign(static_cast<size_t>(cells), 0.0);
+      b.has_score.reset(new bool[static_cast<size_t>(std::max<int64_t>(cells, 1))]());
     }
+    if (any_cycle.load(std::memory_order_relaxed)) return;
+    if (!score.AddTrees(b.features.data(), width, count, trees * range / ranges, trees * (range + 1) / ranges,
+                        b.scores.data(), b.has_score.get())) {
+      any_cycle = true;
+      return;
+    }
+    if (range < ranges - 1) return;
+    if (f.aggregate == Aggregate::kAverage && trees > 0)
+      for (double& s : b.scores) s /= static_cast<double>(trees);
+    for (int64_t r = 0; r < count; ++r)
+      per_row(first + r, b.scores.data() + r * f.targets, b.has_score.get() + r * f.targets);
+    b = ScoredBlock();
   });
   if (any_cycle) return InvalidModel(ctx.node().Describe() + ": a tree contains a cycle");
   return Status::Ok();

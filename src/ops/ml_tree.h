@@ -61,11 +61,14 @@ struct Forest {
 class BlockScorer {
  public:
   virtual ~BlockScorer() = default;
-  // `rows`: `count` rows of `width` features (row-major, as doubles);
-  // fills scores and has_score (count x targets each). Each row must see the
-  // trees in forest order, so results do not depend on how rows are blocked.
+  // `rows`: `count` rows of `width` features (row-major, as doubles); adds
+  // trees [first_tree, last_tree) to scores and has_score (count x targets
+  // each), which hold the earlier trees' (zeros and false before the first).
+  // Each row must see the trees in forest order, so results do not depend on
+  // how rows are blocked nor on how the trees are cut into ranges.
   // Returns false when a tree has a cycle.
-  virtual bool Score(const double* rows, int64_t width, int64_t count, double* scores, bool* has_score) const = 0;
+  virtual bool AddTrees(const double* rows, int64_t width, int64_t count, int64_t first_tree, int64_t last_tree,
+                        double* scores, bool* has_score) const = 0;
 };
 
 // Picks a scorer for a compiled forest; null means the reference's. Called

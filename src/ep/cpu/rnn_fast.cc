@@ -15,7 +15,9 @@
 // that a step reads R once for the group (AVX-512).
 //
 // Determinism: each (direction, group of entries) runs as an independent
-// task, computed the same way whichever thread runs it and however the
+// chain of links of a few steps (base/parallel_chains.h: a thread that
+// finishes early takes a lagging thread's chain over between two links),
+// computed the same way whichever thread runs a link and however the
 // entries are grouped; the SGEMM does not depend
 // on the thread count. The AVX2 and AVX-512 step products give the same bits.
 // Results differ from the reference (double) by float rounding, within
@@ -39,6 +41,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "base/parallel_chains.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
@@ -619,6 +622,12 @@ void CellStep(const StepArgs& a, Sequence* const* seqs, const float* const* xw, 
 
 // ---- The kernel ----------------------------------------------------------------
 
+// Time steps a link of a recurrence's chain runs (ParallelChains): short
+// enough that a thread that falls behind holds the others up by little (a
+// step of a 320-wide LSTM direction takes ~35 us), long enough that handing
+// a chain between threads stays rare.
+constexpr int64_t kStepsPerLink = 8;
+
 struct Outputs {
   float* y = nullptr;    // Y, zero-filled where entries are shorter than seq
   float* y_h = nullptr;  // may be null
@@ -637,45 +646,63 @@ std::vector<float> LoadState(const KernelContext& ctx, size_t index, const Probl
 
 // Batch entries [b0, b1) (at most kGroup) in direction d, stepped together;
 // an entry whose sequence has ended drops out. The recurrence of each
-// (direction, entry) pair is independent of the others.
-void RunGroup(const KernelContext& ctx, const Problem& p, const DirectionWeights& w, int64_t d, int64_t b0,
-              int64_t b1, const float* xw, const Outputs& out) {
-  std::vector<Sequence> seqs(static_cast<size_t>(b1 - b0));
-  int64_t max_len = 0;
-  for (int64_t b = b0; b < b1; ++b) {
-    Sequence& s = seqs[static_cast<size_t>(b - b0)];
-    s.b = b;
-    s.len = p.Length(b);
-    s.h = LoadState(ctx, 5, p, d, b);
-    s.c = LoadState(ctx, 6, p, d, b);
-    s.g.resize(static_cast<size_t>(p.cols()));
-    s.init.resize(static_cast<size_t>(p.cols()));
-    s.rh.resize(static_cast<size_t>(p.hp));
-    s.pre.resize(static_cast<size_t>(p.hp));
-    max_len = std::max(max_len, s.len);
-  }
-  const StepArgs args{&p, &w, p.clip > 0, p.clip};
-  const bool reverse = p.reverse_only || d == 1;
-  for (int64_t step = 0; step < max_len; ++step) {
-    Sequence* active[kGroup];
-    const float* rows[kGroup];
-    int64_t times[kGroup];
-    int n = 0;
-    for (Sequence& s : seqs) {
-      if (step >= s.len) continue;
-      times[n] = reverse ? s.len - 1 - step : step;
-      rows[n] = xw + p.XRow(times[n], s.b) * p.cols();
-      active[n++] = &s;
+// (direction, entry) pair is independent of the others. It runs a few steps
+// at a time (a link of ParallelChains), so another thread can take it over
+// between two runs of steps.
+class GroupRecurrence {
+ public:
+  GroupRecurrence(const KernelContext& ctx, const Problem& p, const DirectionWeights& w, int64_t d, int64_t b0,
+                  int64_t b1)
+      : p_(p), args_{&p, &w, p.clip > 0, p.clip}, d_(d), reverse_(p.reverse_only || d == 1) {
+    seqs_.resize(static_cast<size_t>(b1 - b0));
+    for (int64_t b = b0; b < b1; ++b) {
+      Sequence& s = seqs_[static_cast<size_t>(b - b0)];
+      s.b = b;
+      s.len = p.Length(b);
+      s.h = LoadState(ctx, 5, p, d, b);
+      s.c = LoadState(ctx, 6, p, d, b);
+      s.g.resize(static_cast<size_t>(p.cols()));
+      s.init.resize(static_cast<size_t>(p.cols()));
+      s.rh.resize(static_cast<size_t>(p.hp));
+      s.pre.resize(static_cast<size_t>(p.hp));
     }
-    CellStep(args, active, rows, n, step % 2 == 1);
-    for (int i = 0; out.y && i < n; ++i)
-      std::copy(active[i]->h.begin(), active[i]->h.begin() + p.hidden, out.y + p.YOffset(times[i], d, active[i]->b));
   }
-  for (const Sequence& s : seqs) {
-    if (out.y_h) std::copy(s.h.begin(), s.h.begin() + p.hidden, out.y_h + p.StateOffset(d, s.b));
-    if (out.y_c) std::copy(s.c.begin(), s.c.begin() + p.hidden, out.y_c + p.StateOffset(d, s.b));
+
+  // Steps [begin, end) (those past every entry's length do nothing).
+  void RunSteps(int64_t begin, int64_t end, const float* xw, const Outputs& out) {
+    for (int64_t step = begin; step < end; ++step) {
+      Sequence* active[kGroup];
+      const float* rows[kGroup];
+      int64_t times[kGroup];
+      int n = 0;
+      for (Sequence& s : seqs_) {
+        if (step >= s.len) continue;
+        times[n] = reverse_ ? s.len - 1 - step : step;
+        rows[n] = xw + p_.XRow(times[n], s.b) * p_.cols();
+        active[n++] = &s;
+      }
+      if (n == 0) return;
+      CellStep(args_, active, rows, n, step % 2 == 1);
+      for (int i = 0; out.y && i < n; ++i)
+        std::copy(active[i]->h.begin(), active[i]->h.begin() + p_.hidden,
+                  out.y + p_.YOffset(times[i], d_, active[i]->b));
+    }
   }
-}
+
+  void WriteFinalStates(const Outputs& out) const {
+    for (const Sequence& s : seqs_) {
+      if (out.y_h) std::copy(s.h.begin(), s.h.begin() + p_.hidden, out.y_h + p_.StateOffset(d_, s.b));
+      if (out.y_c) std::copy(s.c.begin(), s.c.begin() + p_.hidden, out.y_c + p_.StateOffset(d_, s.b));
+    }
+  }
+
+ private:
+  const Problem& p_;
+  const StepArgs args_;
+  const int64_t d_;
+  const bool reverse_;
+  std::vector<Sequence> seqs_;
+};
 
 // The projection of every step of direction d, biases included: rows of X x
 // [cols], into xw. The SGEMM's result does not depend on `pool`.
@@ -735,11 +762,26 @@ Status RunFast(KernelContext& ctx, Cell cell) {
   const bool project_in_task = groups_used == 1 && p.dirs > 1;
   for (int64_t d = 0; !project_in_task && d < p.dirs; ++d)
     Project(ctx, p, weights->dirs[static_cast<size_t>(d)], xw.get() + d * dir_floats, ctx.pool());
-  ParallelTasks(ctx, p.dirs * groups_used, [&](int64_t task) {
+  // Each (direction, group) is a chain of links (ParallelChains): its
+  // projection when the task does it, then kStepsPerLink steps a link, the
+  // last link also writing the final states. A thread that finishes its
+  // chains early takes over the rest of a late thread's between two links.
+  std::vector<std::unique_ptr<GroupRecurrence>> recurrences;
+  for (int64_t task = 0; task < p.dirs * groups_used; ++task) {
     const int64_t d = task / groups_used, b0 = task % groups_used * group_size;
-    const DirectionWeights& w = weights->dirs[static_cast<size_t>(d)];
-    if (project_in_task) Project(ctx, p, w, xw.get() + d * dir_floats, nullptr);
-    RunGroup(ctx, p, w, d, b0, std::min(p.batch, b0 + group_size), xw.get() + d * dir_floats, out);
+    recurrences.push_back(std::make_unique<GroupRecurrence>(ctx, p, weights->dirs[static_cast<size_t>(d)], d, b0,
+                                                            std::min(p.batch, b0 + group_size)));
+  }
+  const int64_t first_step_link = project_in_task ? 1 : 0;
+  const int64_t step_links = std::max<int64_t>(1, (p.seq + kStepsPerLink - 1) / kStepsPerLink);
+  ParallelChains(ctx.pool(), p.dirs * groups_used, first_step_link + step_links, [&](int64_t task, int64_t link) {
+    const int64_t d = task / groups_used;
+    float* dir_xw = xw.get() + d * dir_floats;
+    if (link < first_step_link) return Project(ctx, p, weights->dirs[static_cast<size_t>(d)], dir_xw, nullptr);
+    GroupRecurrence& recurrence = *recurrences[static_cast<size_t>(task)];
+    const int64_t first = (link - first_step_link) * kStepsPerLink;
+    recurrence.RunSteps(first, std::min(p.seq, first + kStepsPerLink), dir_xw, out);
+    if (link == first_step_link + step_links - 1) recurrence.WriteFinalStates(out);
   });
   return Status::Ok();
 }

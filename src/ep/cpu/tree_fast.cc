@@ -143,6 +143,11 @@ int LanesOf(WalkKind kind) {
   return kind == WalkKind::kX86 ? kGroupX86 : kGroup;
 }
 
+// Trees [first, last) of a forest.
+struct TreeRange {
+  size_t first, last;
+};
+
 class LeqForest final : public BlockScorer {
  public:
   // The compact layout of `forest`, or null when a forest is outside what
@@ -166,28 +171,25 @@ class LeqForest final : public BlockScorer {
 
   explicit LeqForest(std::shared_ptr<const Forest> forest) : forest_(std::move(forest)) {}
 
-  bool Score(const double* rows, int64_t width, int64_t count, double* scores, bool* has_score) const override {
-    const Forest& f = *forest_;
-    std::fill(scores, scores + count * f.targets, 0.0);
-    std::fill(has_score, has_score + count * f.targets, false);
+  bool AddTrees(const double* rows, int64_t width, int64_t count, int64_t first_tree, int64_t last_tree,
+                double* scores, bool* has_score) const override {
     const WalkKind kind = ChooseWalk();
     const int lanes = LanesOf(kind);
+    const TreeRange trees{static_cast<size_t>(first_tree), static_cast<size_t>(last_tree)};
     // Each row adds its leaves in tree order either way.
-    if (2 * count <= lanes) ScoreByTrees(rows, width, count, lanes, kind, scores, has_score);
-    else ScoreByRows(rows, width, count, lanes, kind, scores, has_score);
-    if (f.aggregate == Aggregate::kAverage && !f.roots.empty())
-      for (int64_t i = 0; i < count * f.targets; ++i) scores[i] /= static_cast<double>(f.roots.size());
+    if (2 * count <= lanes) ScoreByTrees(rows, width, count, trees, lanes, kind, scores, has_score);
+    else ScoreByRows(rows, width, count, trees, lanes, kind, scores, has_score);
     return true;
   }
 
  private:
   // Lanes are rows walking one tree; trees are the outer loop, so a tree's
   // nodes stay in L1 across the block. Lanes past the last row repeat it.
-  void ScoreByRows(const double* rows, int64_t width, int64_t count, int lanes, WalkKind kind, double* scores,
-                   bool* has_score) const {
+  void ScoreByRows(const double* rows, int64_t width, int64_t count, TreeRange trees, int lanes, WalkKind kind,
+                   double* scores, bool* has_score) const {
     const int64_t targets = forest_->targets;
     Lanes start;
-    for (size_t t = 0; t < roots_.size(); ++t) {
+    for (size_t t = trees.first; t < trees.last; ++t) {
       std::fill(start.root, start.root + lanes, roots_[t]);
       start.steps = depths_[t];
       for (int64_t first = 0; first < count; first += lanes) {
@@ -202,14 +204,14 @@ class LeqForest final : public BlockScorer {
 
   // Lanes are trees one row walks (a few rows would leave most row lanes
   // idle). Lanes past the last tree repeat it.
-  void ScoreByTrees(const double* rows, int64_t width, int64_t count, int lanes, WalkKind kind, double* scores,
-                    bool* has_score) const {
-    const int64_t targets = forest_->targets, trees = static_cast<int64_t>(roots_.size());
+  void ScoreByTrees(const double* rows, int64_t width, int64_t count, TreeRange trees, int lanes, WalkKind kind,
+                    double* scores, bool* has_score) const {
+    const int64_t targets = forest_->targets, last = static_cast<int64_t>(trees.last);
     Lanes start;
     std::fill(start.row_start, start.row_start + lanes, 0);
     for (int64_t r = 0; r < count; ++r) {
-      for (int64_t first = 0; first < trees; first += lanes) {
-        const int n = static_cast<int>(std::min<int64_t>(lanes, trees - first));
+      for (int64_t first = static_cast<int64_t>(trees.first); first < last; first += lanes) {
+        const int n = static_cast<int>(std::min<int64_t>(lanes, last - first));
         start.steps = 0;
         for (int l = 0; l < lanes; ++l) {
           const size_t t = static_cast<size_t>(first + std::min(l, n - 1));

@@ -4,7 +4,9 @@
 #include "base/thread_pool.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <atomic>
 #include <chrono>
@@ -102,6 +104,59 @@ TEST(ThreadPool, StalledWorkerHoldsUpOnlyItsChunk) {
   }
   EXPECT_EQ(cut.size(), 8u);  // four chunks a thread
 }
+
+#if defined(__linux__)
+double ThreadCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) * 1e-6;
+}
+
+// Caller and worker on one CPU (the pool built while the caller is pinned
+// there: its worker inherits the pin). The worker takes its chunk while the
+// caller's waits for it, then computes for 2 ms of CPU time. The caller,
+// done with its own chunk, finds the worker on its CPU and sleeps at once
+// instead of polling (up to ~0.5 ms a loop of the time the worker needs).
+TEST(ThreadPool, CallerDoesNotPollOnItsWorkersCpu) {
+  cpu_set_t allowed, one;
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  ASSERT_EQ(0, sched_setaffinity(0, sizeof one, &one));
+  double caller_waiting_ms = 0;
+  int waits = 0;
+  {
+    ThreadPool pool(2);
+    for (int loop = 0; loop < 20; ++loop) {
+      std::atomic<bool> worker_started{false};
+      const std::thread::id caller = std::this_thread::get_id();
+      double own_chunk_done = 0;
+      bool waited = false;
+      pool.ParallelFor(2, 1, [&](int64_t begin, int64_t) {
+        if (std::this_thread::get_id() != caller) {
+          worker_started = true;
+          const double until = ThreadCpuMs() + 2.0;
+          while (ThreadCpuMs() < until) {
+          }
+          return;
+        }
+        if (begin != 0) return;  // the worker's chunk, when it never came
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        while (!worker_started && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+        waited = worker_started;
+        own_chunk_done = ThreadCpuMs();
+      });
+      if (!waited) continue;
+      caller_waiting_ms += ThreadCpuMs() - own_chunk_done;
+      ++waits;
+    }
+  }
+  ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
+  if (waits == 0) GTEST_SKIP() << "the worker never ran while the caller waited";
+  // Polling through each wait would take ~0.5 ms of CPU a loop.
+  EXPECT_LT(caller_waiting_ms / waits, 0.15) << waits << " waits";
+}
+#endif
 
 }  // namespace
 }  // namespace nee

@@ -196,6 +196,22 @@ std::vector<RnnCase> Grid() {
     c.h0 = true;
     add(c);
   }
+  // Longer than a link of steps (8, rnn_fast.cc): each recurrence runs in
+  // several links, which threads may take from each other, with entries
+  // ending inside a link.
+  for (const char* op : {"LSTM", "GRU"})
+    for (int64_t batch : {1, 5}) {
+      RnnCase c;
+      c.op = op;
+      c.direction = "bidirectional";
+      c.batch = batch;
+      c.seq = batch == 1 ? 19 : 26;
+      c.hidden = 17;
+      c.lens = batch > 1;
+      c.h0 = c.c0 = true;
+      c.outputs = c.op == "LSTM" ? 7 : 3;
+      add(c);
+    }
   return cases;
 }
 

@@ -265,6 +265,63 @@ TEST(TreeFast, TreeEnsembleMatchesReference) {
   }
 }
 
+// The regressor's sums (SUM, no base values, no transform) computed here,
+// independently of ops/ml_tree.cc: each row walks every tree in order and
+// adds its leaf's weights in double, as the reference documents.
+std::vector<float> OracleSums(const RandomForest& f, const Tensor& x, int64_t targets) {
+  const int64_t rows = x.dims()[0], width = x.dims()[1];
+  const float* in = x.data<float>();
+  std::vector<float> out(static_cast<size_t>(rows * targets));
+  const size_t nodes = f.node_ids.size();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> sums(static_cast<size_t>(targets), 0.0);
+    for (size_t root = 0; root < nodes; ++root) {
+      if (root > 0 && f.tree_ids[root] == f.tree_ids[root - 1]) continue;  // a tree's first node is its root
+      const int64_t tree = f.tree_ids[root];
+      size_t at = root;
+      while (f.modes[at] != "LEAF") {
+        const bool go_true = in[r * width + f.features[at]] <= f.thresholds[at];
+        const int64_t next = go_true ? f.true_ids[at] : f.false_ids[at];
+        at = root;
+        while (f.tree_ids[at] != tree || f.node_ids[at] != next) ++at;
+      }
+      for (size_t k = 0; k < f.w_trees.size(); ++k)
+        if (f.w_trees[k] == tree && f.w_nodes[k] == f.node_ids[at])
+          sums[static_cast<size_t>(f.w_targets[k])] += f.w_values[k];
+    }
+    for (int64_t t = 0; t < targets; ++t) out[static_cast<size_t>(r * targets + t)] = static_cast<float>(sums[t]);
+  }
+  return out;
+}
+
+// Enough rows for several blocks per thread and more trees than a block's
+// tree ranges (ops/ml_tree.cc scores a block a range of trees at a time, and
+// a thread may take another's block over between two ranges): both kernels
+// give the independently computed sums, bitwise, at 1 to 4 threads.
+TEST(TreeFast, TreeRangesAndBlocksAtAnyThreadCount) {
+  std::mt19937 rng(13);
+  constexpr int64_t kTargets = 2, kWidth = 5;
+  RandomForest f = MakeForest(53, 6, kWidth, kTargets, "BRANCH_LEQ", rng);
+  std::vector<Attribute> attrs = NodeAttrs(f);
+  for (Attribute& a : WeightAttrs(f, "target")) attrs.push_back(a);
+  attrs.push_back(IntAttr("n_targets", kTargets));
+  Node node = MakeNode("TreeEnsembleRegressor", 1, 1, attrs, kMl);
+  for (int64_t rows : {1, 17, 300, 5000}) {
+    Tensor x = MakeRows(rows, kWidth, rng);
+    const std::vector<float> want = OracleSums(f, x, kTargets);
+    for (KernelFn kernel : {KernelFn(cpu::TreeEnsembleRegressorFast), KernelFn(cpu::RunReference)}) {
+      for (int threads : {1, 2, 3, 4}) {
+        auto got = RunTree(kernel, node, 3, x, threads);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        const Tensor& y = (*got)[0].tensor();
+        ASSERT_EQ(y.num_elements(), rows * kTargets);
+        EXPECT_EQ(0, std::memcmp(y.data<float>(), want.data(), want.size() * sizeof(float)))
+            << "rows " << rows << ", threads " << threads;
+      }
+    }
+  }
+}
+
 // A "tree" whose branch leads back to its root: both kernels report the
 // same error instead of hanging.
 TEST(TreeFast, CycleIsTheReferenceError) {
