@@ -190,7 +190,7 @@ class GraphBuilder:
         self.rng.choice(ops)()
 
 
-def random_model(seed: int):
+def random_model(seed: int, big: bool = False):
     rng = random.Random(seed)
     # Mostly float32; 2- and 8-byte elements move where the 64-byte alignment falls.
     dtype = rng.choice([np.float32] * 4 + [np.float16, np.int64])
@@ -198,6 +198,8 @@ def random_model(seed: int):
     # Leading dims 1 (the rules' case); inner sizes multiples of 16 floats
     # (64-byte parts) or not.
     inner = rng.choice([16, 16, 32, 8, 5, 48])
+    if big:  # rows of ~16-190 KiB: the fast copies cut them into several 64 KiB pieces among the threads
+        inner *= 257
     shape = rng.choice([(1, rng.randint(2, 12), inner), (1, rng.randint(2, 8), 2, inner // 2 or 1),
                         (rng.randint(1, 2) * 16 * rng.randint(1, 4),), (2, rng.randint(2, 6), inner)])
     b.shapes["x"] = shape
@@ -262,9 +264,9 @@ def _run(sess, feed, share: bool):
         return sess.run(None, feed)
 
 
-def check_case(seed: int, runs: int = 3) -> Optional[str]:
+def check_case(seed: int, runs: int = 3, big: bool = False) -> Optional[str]:
     """None when every configuration gives onnx.reference's bits, else what differed."""
-    model, shape, dtype = random_model(seed)
+    model, shape, dtype = random_model(seed, big)
     model_bytes = model.SerializeToString()
     ref = ReferenceEvaluator(model)
     rng = np.random.default_rng(seed)
@@ -329,10 +331,11 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--first", type=int, default=0)
+    parser.add_argument("--big", action="store_true", help="tensors of hundreds of KiB")
     args = parser.parse_args()
     failures = 0
     for seed in range(args.first, args.first + args.cases):
-        problem = check_case(seed)
+        problem = check_case(seed, big=args.big)
         if problem:
             failures += 1
             print(problem, flush=True)

@@ -5,7 +5,8 @@
 // F(2x2, 3x3) (16 M x C matrices: M * C <= 16384) and F(4x4, 3x3) (36:
 // M * C <= 7281), images of one to three tile rows, one and two images, at
 // 1-3 threads: within rounding of the reference Conv, and bitwise the same
-// at every thread count.
+// at every thread count; on the channel-blocked layout (AVX-512), bitwise
+// the NCHW path's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "ep/cpu/conv_winograd43.h"
 #include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
+#include "ops/fused_conv.h"
 
 namespace nee {
 namespace {
@@ -30,19 +32,35 @@ struct SplitShape {
   int64_t n, c, h, w, m;
 };
 
-// Runs ConvWinograd (pads 1) on `threads` threads: F(4x4, 3x3) where
-// `f43`, else F(2x2, 3x3).
-Tensor RunWinograd(const SplitShape& s, const Tensor& x, const Tensor& w, const Tensor& b, int threads) {
+// [N, C, H, W] as nee's channel-blocked [N, C/8, H, W, 8] (C a multiple of 8).
+Tensor ToBlocked(const Tensor& t) {
+  const int64_t n = t.dim(0), c = t.dim(1), hw = t.dim(2) * t.dim(3);
+  Tensor b = Tensor::Allocate(DataType::kFloat, {n, c / 8, t.dim(2), t.dim(3), 8}).value();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p)
+        b.data<float>()[((i * (c / 8) + ch / 8) * hw + p) * 8 + ch % 8] = t.data<float>()[(i * c + ch) * hw + p];
+  return b;
+}
+
+// Runs Winograd (pads 1; F(4x4, 3x3) or F(2x2, 3x3) as the mode says) on
+// `threads` threads, NCHW or (`blocked`) on the channel-blocked layout.
+Tensor RunWinograd(const SplitShape& s, const Tensor& x, const Tensor& w, const Tensor& b, int threads,
+                   bool blocked = false) {
   const Node node = testing::MakeNode("Conv", 3, 1, {IntsAttr("pads", {1, 1, 1, 1})});
   const Value vx(x), vw(w), vb(b);
   std::vector<Value> outputs(1);
   ThreadPool pool(threads);
   KernelContext ctx(node, 22, {&vx, &vw, &vb}, &outputs, nullptr, &pool, nullptr);
   const cpu::Winograd3x3 g{s.n, s.c, s.h, s.w, s.m, s.h, s.w, 1, 1};
-  EXPECT_TRUE(cpu::WinogradApplies(ctx, g)) << s.name;
-  Tensor y = Tensor::Allocate(DataType::kFloat, {s.n, s.m, s.h, s.w}).value();
-  Status st = cpu::ConvWinograd(ctx, g, x.data<float>(), w.data<float>(), b.data<float>(), nullptr, nullptr,
-                                y.data<float>());
+  EXPECT_TRUE(blocked ? cpu::WinogradBlockedApplies(ctx, g) : cpu::WinogradApplies(ctx, g)) << s.name;
+  const std::vector<int64_t> dims = blocked ? std::vector<int64_t>{s.n, s.m / 8, s.h, s.w, 8}
+                                            : std::vector<int64_t>{s.n, s.m, s.h, s.w};
+  Tensor y = Tensor::Allocate(DataType::kFloat, dims).value();
+  Status st = blocked ? cpu::ConvWinogradBlocked(ctx, g, x.data<float>(), w.data<float>(), b.data<float>(),
+                                                 FusedActivation{}, nullptr, y.data<float>())
+                      : cpu::ConvWinograd(ctx, g, x.data<float>(), w.data<float>(), b.data<float>(), nullptr,
+                                          nullptr, y.data<float>());
   EXPECT_TRUE(st.ok()) << s.name << ": " << st.ToString();
   return y;
 }
@@ -84,6 +102,13 @@ void CheckShapes(const std::vector<SplitShape>& shapes, unsigned seed) {
       EXPECT_EQ(0, std::memcmp(one.data<float>(), more.data<float>(), sizeof(float) * one.num_elements()))
           << s.name << ": 1 vs " << threads << " threads";
     }
+    if (cpu::SgemmActiveIsa() != cpu::SgemmIsa::kAvx512 || s.c % 8 != 0 || s.m % 8 != 0) continue;
+    const Tensor want = ToBlocked(one), xb = ToBlocked(x);
+    for (int threads : {1, 2, 3}) {
+      const Tensor got = RunWinograd(s, xb, w, b, threads, /*blocked=*/true);
+      EXPECT_EQ(0, std::memcmp(got.data<float>(), want.data<float>(), sizeof(float) * want.num_elements()))
+          << s.name << ": blocked at " << threads << " threads vs NCHW";
+    }
   }
 }
 
@@ -95,7 +120,8 @@ TEST_P(WinogradSplitTest, F22AroundTheWeightThreshold) {
                {"under, 2 images", 2, 64, 5, 6, 96},
                {"under, one tile row", 1, 32, 2, 9, 48},
                {"under, two tile rows", 1, 40, 4, 5, 24},
-               {"over, 2 images", 2, 136, 3, 4, 136}},
+               {"over, 2 images", 2, 136, 3, 4, 136},
+               {"over threshold 128x136 (blocked too)", 1, 128, 6, 7, 136}},
               71);
 }
 
@@ -107,7 +133,9 @@ TEST_P(WinogradSplitTest, F43AroundTheWeightThreshold) {
                {"under, 2 images", 2, 64, 9, 11, 64},
                {"under, one tile row", 1, 48, 4, 13, 40},
                {"under, two tile rows", 1, 24, 8, 21, 16},
-               {"over, 2 images", 2, 96, 7, 6, 104}},
+               {"over, 2 images", 2, 96, 7, 6, 104},
+               {"under threshold 80x88 (blocked too)", 1, 80, 10, 9, 88},
+               {"over threshold 80x96 (blocked too)", 1, 80, 10, 9, 96}},
               72);
 }
 
