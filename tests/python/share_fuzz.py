@@ -85,6 +85,10 @@ class GraphBuilder:
         y = self.rng.choice(same)
         self.add(self.rng.choice(["Add", "Sub", "Max"]), [x, y], [self.shapes[x]])
 
+    def spelled(self, axis: int, rank: int) -> int:
+        """The axis as written in the model: sometimes counted from the end."""
+        return axis - rank if self.rng.random() < 0.25 else axis
+
     def pick_axis(self):
         """A value, its shape, an axis of it and that axis' size (None when under 2)."""
         x = self.pick()
@@ -106,7 +110,7 @@ class GraphBuilder:
         if self.rng.random() < 0.2:  # negative indices
             starts, ends = [start - n], [end - n if end < n else n + 5]
         inputs = [x, self.const(np.array(starts, np.int64)), self.const(np.array(ends, np.int64)),
-                  self.const(np.array([axis], np.int64))]
+                  self.const(np.array([self.spelled(axis, len(shape))], np.int64))]
         if step != 1 or self.rng.random() < 0.3:
             inputs.append(self.const(np.array([step], np.int64)))
         out = list(shape)
@@ -126,7 +130,7 @@ class GraphBuilder:
             out = list(shape)
             out[axis] = s
             shapes.append(tuple(out))
-        self.add("Split", [x, self.const(np.array(sizes, np.int64))], shapes, axis=axis)
+        self.add("Split", [x, self.const(np.array(sizes, np.int64))], shapes, axis=self.spelled(axis, len(shape)))
 
     def concat(self) -> None:
         x = self.pick()
@@ -141,12 +145,12 @@ class GraphBuilder:
         out[axis] = sum(self.shapes[p][axis] for p in parts)
         if out[axis] > 256:
             return
-        self.concats.extend(self.add("Concat", parts, [tuple(out)], axis=axis))
+        self.concats.extend(self.add("Concat", parts, [tuple(out)], axis=self.spelled(axis, len(shape))))
 
     def view(self) -> None:
         x = self.pick()
         shape = self.shapes[x]
-        kind = self.rng.choice(["Identity", "Reshape", "Unsqueeze", "Flatten"])
+        kind = self.rng.choice(["Identity", "Reshape", "Unsqueeze", "Flatten", "Squeeze"])
         if kind == "Identity":
             self.add("Identity", [x], [shape])
         elif kind == "Reshape":
@@ -155,6 +159,12 @@ class GraphBuilder:
             if self.rng.random() < 0.5 and len(shape) >= 2 and shape[0] == 1:
                 target = shape[1:]  # drop the leading 1
             self.add("Reshape", [x, self.const(np.array(target, np.int64))], [tuple(target)])
+        elif kind == "Squeeze":
+            ones = [d for d, n in enumerate(shape) if n == 1]
+            if not ones or len(shape) < 2:
+                return
+            self.add("Squeeze", [x, self.const(np.array(ones[:1], np.int64))],
+                     [tuple(n for d, n in enumerate(shape) if d != ones[0])])
         elif kind == "Unsqueeze":
             self.add("Unsqueeze", [x, self.const(np.array([0], np.int64))], [(1,) + shape])
         else:
