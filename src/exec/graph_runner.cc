@@ -380,8 +380,10 @@ Result<std::vector<Value>> GraphRunner::Execute(std::vector<Value> inputs, const
                             plan_.slot_names[s] + "'");
       // Safety net: an output that aliases some other arena region (a kernel
       // that passed an input through) would be overwritten; give it its own copy.
+      // A value planned inside a graph output's buffer (host >= 0) has its
+      // offset in that buffer, so any arena address is someone else's region.
       if (out[k].is_tensor() && InArena(out[k].tensor(), arena, arena_bytes) &&
-          (memory->offset[s] < 0 || out[k].tensor().raw_data() != arena + memory->offset[s])) {
+          (memory->offset[s] < 0 || memory->host[s] >= 0 || out[k].tensor().raw_data() != arena + memory->offset[s])) {
         NEE_ASSIGN_OR_RETURN(Tensor copy, out[k].tensor().Clone());
         out[k] = Value(std::move(copy));
       }
