@@ -4,17 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <thread>
-
 
 #include "base/thread_pool.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define NEE_CHAIN_RELAX() _mm_pause()
-#else
-#define NEE_CHAIN_RELAX() std::this_thread::yield()
-#endif
 
 namespace nee {
 
@@ -133,7 +124,7 @@ class ChainRun {
     do {
       for (int i = 0; i < 16; ++i) {
         if (state.load(std::memory_order_relaxed) != offered) return true;
-        NEE_CHAIN_RELAX();
+        CpuRelax();
       }
     } while (std::chrono::steady_clock::now() < until);
     int expected = offered;
@@ -176,7 +167,7 @@ class ChainRun {
       if (cpu >= 0 && cpu == chain.holder_cpu.load(std::memory_order_relaxed)) return false;
       for (int i = 0; i < kPollsPerClockRead; ++i) {
         if (chain.state.load(std::memory_order_acquire) != value) return true;
-        NEE_CHAIN_RELAX();
+        CpuRelax();
       }
       const auto now = std::chrono::steady_clock::now();
       if (now - last > kPreempted || now > until) return false;

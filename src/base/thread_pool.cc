@@ -8,13 +8,6 @@
 #include <sched.h>
 #endif
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define NEE_CPU_RELAX() _mm_pause()
-#else
-#define NEE_CPU_RELAX() std::this_thread::yield()
-#endif
-
 namespace nee {
 
 namespace {
@@ -119,7 +112,7 @@ void ThreadPool::WaitForJob(const Job& job) {
            workers_in_job_.load(std::memory_order_acquire) == 0;
   };
   for (int i = 0; i < kSpinIterations && !finished(); ++i) {
-    NEE_CPU_RELAX();
+    CpuRelax();
     if (i % kPollsPerCheck == 0 && SharesCpuWithAWorker(job)) break;
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -143,7 +136,7 @@ bool ThreadPool::WaitForWork(uint64_t seen) {
 void ThreadPool::SpinForWork(uint64_t seen) const {
   for (int i = 0; i < kSpinIterations; ++i) {
     if (generation_.load(std::memory_order_acquire) != seen) return;
-    NEE_CPU_RELAX();
+    CpuRelax();
     // Every so often, ask whether other work wants this core (below).
     if (i % kPollsPerCheck == kPollsPerCheck - 1 && OtherWorkWaiting()) return;
   }

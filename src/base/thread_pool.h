@@ -31,6 +31,16 @@ namespace nee {
 // The CPU the calling thread runs on, -1 where unknown.
 int CurrentCpu();
 
+// One step of a spin-wait: PAUSE on x86 (it eases the core for its sibling
+// thread and the loop's exit), a yield elsewhere.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
 class ThreadPool {
  public:
   // allow_spinning false (ONNX Runtime's session.intra_op.allow_spinning=0):

@@ -31,6 +31,7 @@
 #include <cmath>
 
 #include "ops/attention_sdpa.h"
+#include "ops/slice_geometry.h"
 #include "opt/pass_manager.h"
 #include "opt/rewrite_util.h"
 
@@ -350,26 +351,29 @@ bool MatchSplitQkv(GraphEditor& ed, const std::string (&parts)[3], int64_t width
 }
 
 // Slice(x, [begin], [end], [last axis] [, [1]]) with constant bounds: x and the
-// column range it takes, clamped as Slice clamps.
+// column range it takes, resolved as the Slice kernel resolves it.
 bool MatchColumnSlice(GraphEditor& ed, const std::string& name, std::string* x, int64_t* begin, int64_t* end,
                       size_t* node) {
   const int64_t p = ed.Producer(name);
   if (p < 0 || ed.checked().opsets[static_cast<size_t>(p)] < 10) return false;
   const Node& n = ed.node(static_cast<size_t>(p));
   if (!opt::IsOp(n, "Slice") || n.outputs.size() != 1 || n.inputs.size() < 4 || !n.attributes.empty()) return false;
-  std::vector<int64_t> dims, starts, ends, axes, steps = {1};
+  std::vector<int64_t> dims;
+  SliceParams params;
   if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &dims) || dims.empty()) return false;
-  if (!ConstInts(ed, n.inputs[1], &starts) || !ConstInts(ed, n.inputs[2], &ends) ||
-      !ConstInts(ed, n.inputs[3], &axes) || (n.inputs.size() > 4 && !ConstInts(ed, n.inputs[4], &steps)))
+  if (!ConstInts(ed, n.inputs[1], &params.starts) || !ConstInts(ed, n.inputs[2], &params.ends) ||
+      !ConstInts(ed, n.inputs[3], &params.axes) ||
+      (n.inputs.size() > 4 && !ConstInts(ed, n.inputs[4], &params.steps)))
     return false;
-  const int64_t rank = static_cast<int64_t>(dims.size()), dim = dims.back();
-  if (starts.size() != 1 || ends.size() != 1 || axes.size() != 1 || steps != std::vector<int64_t>{1} ||
-      (axes[0] != -1 && axes[0] != rank - 1))
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (params.axes.size() != 1 || (params.axes[0] != -1 && params.axes[0] != rank - 1) ||
+      !(params.steps.empty() || params.steps == std::vector<int64_t>{1}))
     return false;
-  auto clamp = [dim](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + dim : v, 0, dim); };
+  auto g = ResolveSliceParams(n, dims, std::move(params));
+  if (!g.ok()) return false;
   *x = n.inputs[0];
-  *begin = clamp(starts[0]);
-  *end = clamp(ends[0]);
+  *begin = g->base;  // only the last axis moves, by steps of 1
+  *end = g->base + g->out_dims.back();
   *node = static_cast<size_t>(p);
   return true;
 }

@@ -169,7 +169,7 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
   // the caller's, allocated per run): candidates, kept if a part joins them.
   std::vector<bool> output_host(n, false);
   for (const PlannedNode& pn : plan.nodes)
-    if (pn.node->op_type == "Concat" && pn.outputs.size() == 1 && pn.outputs[0] >= 0)
+    if (IsConcatNode(pn) && pn.outputs.size() == 1 && pn.outputs[0] >= 0)
       output_host[pn.outputs[0]] = plan.is_graph_output[pn.outputs[0]] && options.share_buffers;
   std::vector<size_t> bytes(n, 0);
   for (size_t s = 0; s < n; ++s) {

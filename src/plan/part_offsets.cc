@@ -62,8 +62,10 @@ bool IsViewNode(const PlannedNode& pn) {
          IsOnnxOp(pn, "Unsqueeze") || IsOnnxOp(pn, "Identity");
 }
 
+bool IsConcatNode(const PlannedNode& pn) { return IsOnnxOp(pn, "Concat"); }
+
 std::vector<size_t> ConcatPartOffsets(const PlannedNode& pn, const SlotLayout& slots) {
-  if (!IsOnnxOp(pn, "Concat") || pn.outputs.size() != 1) return {};
+  if (!IsConcatNode(pn) || pn.outputs.size() != 1) return {};
   const int out = pn.outputs[0];
   if (out < 0 || slots.bytes[out] == 0 || WholeElementBytes(slots.type[out]) == 0) return {};
   const std::vector<int64_t>& dims = slots.dims[out];

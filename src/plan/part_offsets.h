@@ -26,6 +26,9 @@ struct SlotLayout {
 // (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
 bool IsViewNode(const PlannedNode& pn);
 
+// An ONNX Concat (a custom domain's op of that name is not one).
+bool IsConcatNode(const PlannedNode& pn);
+
 // A Concat whose dims before the axis are all 1 (e.g. channels of one image)
 // is its inputs' bytes one after another. Returns each input's byte offset in
 // the output, or nothing when that does not hold or some input is not planned.
