@@ -34,6 +34,30 @@ def ort_out(path, x, optimize):
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
 
+def ort_fuses_exactly():
+    """Whether ONNX Runtime's fused integer MatMul/Gemm (uint8 activations x int8 weights) is an exact oracle here.
+
+    On x86 CPUs without VNNI its kernel multiplies byte pairs with vpmaddubsw, whose int16 pair sum saturates for
+    8-bit weights (ONNX Runtime's quantization docs advise reduce_range on such CPUs); there its fused result
+    drifts from the QDQ graph it fuses (measured on a Zen 3 host: up to 34 output steps, and 0 once the same
+    model's weights are halved to 7 bits). With AVX-512 VNNI or AVX-VNNI it sums exactly. Where this is False
+    the tests compare with ONNX Runtime's unfused QDQ graph and with nee's own unfused graph only."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = f.read()
+    except OSError:
+        return False
+    return " avx512_vnni" in flags or " avx_vnni" in flags
+
+
+def ort_fused_steps(fused, path, x, step):
+    """Max distance in output steps from ONNX Runtime's fused result, or 0 where that is no oracle
+    (`ort_fuses_exactly`)."""
+    if not ort_fuses_exactly():
+        return 0.0
+    return float(np.max(np.abs(fused - ort_out(path, x, optimize=True))) / step)
+
+
 def output_step(path):
     """The scale of the QuantizeLinear writing the graph output's quantized value (the last one)."""
     m = onnx.load(str(path))
