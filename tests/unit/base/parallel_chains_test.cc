@@ -200,6 +200,68 @@ TEST(ParallelChains, StalledHolderMovesToTheAskersCpu) {
   ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
   EXPECT_TRUE(moved) << attempts << " attempts";
 }
+// A worker that starts its part on the caller's CPU (where the scheduler
+// puts a woken thread beside its waker when no CPU is idle: here a thread
+// spins on the other one) moves itself to another CPU before it runs a link,
+// and keeps its whole affinity.
+TEST(ParallelChains, WorkerStepsOffTheCallersCpu) {
+  cpu_set_t allowed;
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+  };
+  // The other CPU busy (no idle CPU for the scheduler to wake the worker on).
+  std::atomic<bool> stop_spinner{false};
+  std::thread spinner([&] {
+    pin(cpus[1]);
+    while (!stop_spinner.load(std::memory_order_relaxed)) {
+    }
+  });
+  ThreadPool pool(2, /*allow_spinning=*/false);
+  const std::thread::id caller = std::this_thread::get_id();
+  bool stepped_off = false;
+  int attempts = 0;
+  for (; attempts < 20 && !stepped_off; ++attempts) {
+    // Put the worker on cpus[0] with its whole affinity, then the caller.
+    pool.ParallelFor(2, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() == caller) return;
+      pin(cpus[0]);
+      sched_setaffinity(0, sizeof allowed, &allowed);
+    });
+    ASSERT_TRUE(pin(cpus[0]));
+    std::atomic<int> worker_cpu{-1};
+    std::atomic<bool> worker_started{false};
+    cpu_set_t worker_mask;
+    CPU_ZERO(&worker_mask);
+    ParallelChains(&pool, 2, 4, [&](int64_t chain, int64_t link) {
+      if (std::this_thread::get_id() != caller) {
+        if (!worker_started.exchange(true)) {
+          worker_cpu.store(sched_getcpu());
+          sched_getaffinity(0, sizeof worker_mask, &worker_mask);
+        }
+        return;
+      }
+      // The caller's first link waits (on its CPU) for the worker to start.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      while (chain == 0 && link == 0 && !worker_started.load() && std::chrono::steady_clock::now() < deadline) {
+      }
+    });
+    ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
+    if (!worker_started.load()) continue;
+    stepped_off = worker_cpu.load() != cpus[0];
+    if (stepped_off) EXPECT_TRUE(CPU_EQUAL(&worker_mask, &allowed));
+  }
+  stop_spinner.store(true);
+  spinner.join();
+  EXPECT_TRUE(stepped_off) << attempts << " attempts";
+}
 #endif
 
 }  // namespace
