@@ -307,6 +307,7 @@ class ChainRun {
     std::lock_guard<std::mutex> lock(t.mu);
     const int cpu = CurrentCpu();
     if (!t.inside || t.moved || cpu < 0 || pthread_equal(t.thread, pthread_self())) return false;
+    CPU_ZERO(&t.saved);
     if (pthread_getaffinity_np(t.thread, sizeof t.saved, &t.saved) != 0 || !CPU_ISSET(cpu, &t.saved)) return false;
     cpu_set_t here;
     CPU_ZERO(&here);
@@ -360,6 +361,7 @@ class ChainRun {
 void StepOffCpu(int caller_cpu) {
 #if defined(__linux__)
   cpu_set_t mine;
+  CPU_ZERO(&mine);
   if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_ISSET(caller_cpu, &mine)) return;
   cpu_set_t others = mine;
   CPU_CLR(caller_cpu, &others);

@@ -84,6 +84,7 @@ TEST(ParallelChains, NestedInsideAPoolLoop) {
 // machine it often is not, so the test asks for one take-over in many tries.
 TEST(ParallelChains, CallerTakesOverASlowWorkersChain) {
   cpu_set_t allowed;
+  CPU_ZERO(&allowed);
   ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
@@ -137,6 +138,7 @@ TEST(ParallelChains, CallerTakesOverASlowWorkersChain) {
 // run on the caller's CPU, and it gets its affinity back when the run ends.
 TEST(ParallelChains, StalledHolderMovesToTheAskersCpu) {
   cpu_set_t allowed;
+  CPU_ZERO(&allowed);
   ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
@@ -161,6 +163,7 @@ TEST(ParallelChains, StalledHolderMovesToTheAskersCpu) {
       std::vector<int> worker_cpus;  // the CPU of each of the worker's links of chain 1
       cpu_set_t worker_mask_inside, worker_mask_after;
       CPU_ZERO(&worker_mask_inside);
+      CPU_ZERO(&worker_mask_after);
       ParallelChains(&pool, 2, kLinks, [&](int64_t chain, int64_t link) {
         seen[static_cast<size_t>(chain)].push_back(link);
         const bool on_caller = std::this_thread::get_id() == caller;
@@ -206,6 +209,7 @@ TEST(ParallelChains, StalledHolderMovesToTheAskersCpu) {
 // and keeps its whole affinity.
 TEST(ParallelChains, WorkerStepsOffTheCallersCpu) {
   cpu_set_t allowed;
+  CPU_ZERO(&allowed);
   ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
