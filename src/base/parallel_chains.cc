@@ -24,7 +24,8 @@ namespace {
 // holder ends its link. It withdraws and leaves (the holder finishes the
 // chain; the pool's caller waits for it as for any chunk) after kMaxPoll,
 // about as long as the pool's caller polls for a worker's last chunk (20000
-// PAUSEs, ~0.55 ms here); at once when it runs on the holder's CPU (polling
+// PAUSEs, ~0.55 ms here), or kMaxPollRunning while the holder is seen
+// running (a holder seen not running is moved instead, see TakeOver); at once when it runs on the holder's CPU (polling
 // would take the holder's time); and when it finds it lost its CPU for a
 // while (kPreempted: its CPU is shared, and a request standing while it
 // does not run could hand the chain to a thread that is not running). It
