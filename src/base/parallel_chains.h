@@ -21,7 +21,11 @@
 // shared with another process no longer finishes at half speed); on a quiet
 // one the chains end within a link of each other and stay where they are. A
 // thread that handed a chain over does not ask for one back. (Polling stops
-// early where it would not help, see parallel_chains.cc.)
+// early where it would not help, see parallel_chains.cc.) A holder that is
+// not running at all (its CPU taken by another process for a time slice)
+// cannot hand over: the asker then moves it onto its own CPU and sleeps
+// until the chain is done. And a worker that starts on its caller's CPU
+// moves itself off it first (on Linux, by its affinity; restored after).
 #pragma once
 #include <cstdint>
 #include <functional>

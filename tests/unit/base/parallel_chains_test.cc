@@ -84,6 +84,7 @@ TEST(ParallelChains, NestedInsideAPoolLoop) {
 // machine it often is not, so the test asks for one take-over in many tries.
 TEST(ParallelChains, CallerTakesOverASlowWorkersChain) {
   cpu_set_t allowed;
+  CPU_ZERO(&allowed);
   ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
   std::vector<int> cpus;
   for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
@@ -129,6 +130,141 @@ TEST(ParallelChains, CallerTakesOverASlowWorkersChain) {
   }
   ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
   EXPECT_TRUE(took_over) << attempts << " attempts";
+}
+// The worker stops running in the middle of its chain (here it sleeps; on a
+// busy machine another process takes its core): the caller, its own chain
+// done, finds the worker's CPU time standing still, moves the worker onto its
+// own CPU and sleeps until the chain is finished. The worker's later links
+// run on the caller's CPU, and it gets its affinity back when the run ends.
+TEST(ParallelChains, StalledHolderMovesToTheAskersCpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+  };
+  ASSERT_TRUE(pin(cpus[0]));
+  constexpr int64_t kLinks = 12;
+  bool moved = false;
+  int attempts = 0;
+  {
+    ThreadPool pool(2);
+    const std::thread::id caller = std::this_thread::get_id();
+    for (; attempts < 20 && !moved; ++attempts) {
+      std::atomic<bool> worker_started{false};
+      std::vector<std::vector<int64_t>> seen(2);
+      std::vector<int> worker_cpus;  // the CPU of each of the worker's links of chain 1
+      cpu_set_t worker_mask_inside, worker_mask_after;
+      CPU_ZERO(&worker_mask_inside);
+      CPU_ZERO(&worker_mask_after);
+      ParallelChains(&pool, 2, kLinks, [&](int64_t chain, int64_t link) {
+        seen[static_cast<size_t>(chain)].push_back(link);
+        const bool on_caller = std::this_thread::get_id() == caller;
+        if (chain == 1 && link == 0 && !on_caller) {
+          // Start on the other CPU with the process's whole affinity back.
+          ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
+          pin(cpus[1]);
+          ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
+          worker_started.store(true);
+        }
+        if (chain == 1 && !on_caller) worker_cpus.push_back(sched_getcpu());
+        // The caller's chain waits for the worker to start its own.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        while (chain == 0 && link == 0 && !worker_started.load() && std::chrono::steady_clock::now() < deadline) {
+        }
+        // The worker stops running for a while in its second link.
+        if (chain == 1 && link == 1 && !on_caller) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (chain == 1 && link == kLinks - 1 && !on_caller)
+          sched_getaffinity(0, sizeof worker_mask_inside, &worker_mask_inside);
+      });
+      for (const auto& links : seen) ASSERT_EQ(static_cast<int64_t>(links.size()), kLinks);
+      // After the run: the worker's affinity, read from a loop it runs.
+      std::atomic<bool> read{false};
+      pool.ParallelFor(2, 1, [&](int64_t begin, int64_t) {
+        if (std::this_thread::get_id() != caller && begin == 1) {
+          sched_getaffinity(0, sizeof worker_mask_after, &worker_mask_after);
+          read.store(true);
+        }
+      });
+      // Moved: its last link of chain 1 ran pinned to the caller's CPU.
+      if (!worker_started.load() || worker_cpus.size() != static_cast<size_t>(kLinks)) continue;
+      moved = CPU_COUNT(&worker_mask_inside) == 1 && CPU_ISSET(cpus[0], &worker_mask_inside) &&
+              worker_cpus.back() == cpus[0];
+      if (moved && read.load()) EXPECT_TRUE(CPU_EQUAL(&worker_mask_after, &allowed));
+    }
+  }
+  ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
+  EXPECT_TRUE(moved) << attempts << " attempts";
+}
+// A worker that starts its part on the caller's CPU (where the scheduler
+// puts a woken thread beside its waker when no CPU is idle: here a thread
+// spins on the other one) moves itself to another CPU before it runs a link,
+// and keeps its whole affinity.
+TEST(ParallelChains, WorkerStepsOffTheCallersCpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+  };
+  // The other CPU busy (no idle CPU for the scheduler to wake the worker on).
+  std::atomic<bool> stop_spinner{false};
+  std::thread spinner([&] {
+    pin(cpus[1]);
+    while (!stop_spinner.load(std::memory_order_relaxed)) {
+    }
+  });
+  ThreadPool pool(2, /*allow_spinning=*/false);
+  const std::thread::id caller = std::this_thread::get_id();
+  bool stepped_off = false;
+  int attempts = 0;
+  for (; attempts < 20 && !stepped_off; ++attempts) {
+    // Put the worker on cpus[0] with its whole affinity, then the caller.
+    pool.ParallelFor(2, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() == caller) return;
+      pin(cpus[0]);
+      sched_setaffinity(0, sizeof allowed, &allowed);
+    });
+    ASSERT_TRUE(pin(cpus[0]));
+    std::atomic<int> worker_cpu{-1};
+    std::atomic<bool> worker_started{false};
+    cpu_set_t worker_mask;
+    CPU_ZERO(&worker_mask);
+    ParallelChains(&pool, 2, 4, [&](int64_t chain, int64_t link) {
+      if (std::this_thread::get_id() != caller) {
+        if (!worker_started.exchange(true)) {
+          worker_cpu.store(sched_getcpu());
+          sched_getaffinity(0, sizeof worker_mask, &worker_mask);
+        }
+        return;
+      }
+      // The caller's first link waits (on its CPU) for the worker to start.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      while (chain == 0 && link == 0 && !worker_started.load() && std::chrono::steady_clock::now() < deadline) {
+      }
+    });
+    ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
+    if (!worker_started.load()) continue;
+    stepped_off = worker_cpu.load() != cpus[0];
+    if (stepped_off) EXPECT_TRUE(CPU_EQUAL(&worker_mask, &allowed));
+  }
+  stop_spinner.store(true);
+  spinner.join();
+  EXPECT_TRUE(stepped_off) << attempts << " attempts";
 }
 #endif
 
