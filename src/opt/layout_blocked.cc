@@ -28,7 +28,8 @@
 // YOLO's CSP blocks (1x1 branches concatenated, residual Adds), its SPPF and
 // its upsampling neck stay blocked, and its stride-2 convs with them. And
 // group-1 3x3 stride-1 convs (Winograd, reading and writing the layout) join
-// there too, so ResNet's and YOLO's bottlenecks need no reorders.
+// the runs they read from or feed on AVX2 and AVX-512 hosts, so ResNet's and
+// YOLO's bottlenecks need no reorders.
 // Only connected runs of at least kMinRun such nodes (linked through their
 // input or residual) are converted: each value entering a run is reordered
 // once (ToBlocked) and each value leaving it once (FromBlocked), which a lone
@@ -80,18 +81,21 @@ struct Candidate {
   std::vector<float> scales;  // a Resize's scales, NCHW
 };
 
-// Group-1 convs that the CPU provider computes in the blocked layout on
-// AVX-512 (elsewhere only the reference would, so they stay NCHW there):
+// Group-1 convs that the CPU provider computes in the blocked layout
+// (elsewhere only the reference would, so they stay NCHW there): on AVX-512,
 // stride 2 (ResNet's and YOLO's downsampling 3x3 and 1x1) directly
-// (ep/cpu/blocked_direct_avx512.h), 3x3 stride 1 by Winograd reading and
-// writing the layout (ep/cpu/conv_winograd.h; fewer multiplies: ResNet-50's
-// 25% faster than ONNX Runtime's direct NCHWc ones), so no FromBlocked and
-// ToBlocked sit around them. Winograd takes 16 channels and more on each
-// side; only the activations the direct tiles finish in registers.
+// (ep/cpu/blocked_direct_avx512.h); on AVX2 and AVX-512, 3x3 stride 1 by
+// Winograd reading and writing the layout (ep/cpu/conv_winograd.h; fewer
+// multiplies: ResNet-50's 25% faster than ONNX Runtime's direct NCHWc ones),
+// so no FromBlocked and ToBlocked sit around them (on AVX2, ResNet-50's
+// bottlenecks had one of each around every 3x3 conv: 33 reorders a run).
+// Winograd takes 16 channels and more on each side; only the activations
+// the direct tiles finish in registers.
 bool DirectOrWinograd(const Node& n, const Candidate& c, const std::vector<int64_t>& kernel) {
-  if (HostIsaLevel() < CpuIsaLevel::kAvx512 || c.group != 1) return false;
+  if (HostIsaLevel() < CpuIsaLevel::kAvx2 || c.group != 1) return false;
   const bool winograd = c.spec.strides[0] == 1 && kernel == std::vector<int64_t>{3, 3} && c.C >= 16 && c.M >= 16;
-  if ((c.spec.strides[0] != 2 && !winograd) || c.spec.dilations != std::vector<int64_t>{1, 1}) return false;
+  const bool direct = c.spec.strides[0] == 2 && HostIsaLevel() >= CpuIsaLevel::kAvx512;
+  if ((!direct && !winograd) || c.spec.dilations != std::vector<int64_t>{1, 1}) return false;
   for (size_t d = 0; d < 2; ++d)
     if (c.spec.pads[d] >= kernel[d] || c.spec.pads[d + 2] >= kernel[d]) return false;
   const Attribute* act = n.FindAttr("activation");

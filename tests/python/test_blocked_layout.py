@@ -249,6 +249,43 @@ def expect_agrees_everywhere(data, x, got):
         assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got)
 
 
+def host_has_avx2():
+    """Whether nee's AVX2 level (AVX2 with FMA) is there and NEE_MAX_ISA does not cap nee below it."""
+    if os.environ.get("NEE_MAX_ISA") == "portable":
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return all(f in flags for f in ("avx2", "fma"))
+
+
+@pytest.mark.parametrize("size", [14, 15])
+def test_bottleneck_3x3_convs_stay_in_the_run(tmp_path, size):
+    """Two ResNet bottlenecks (1x1 -> 3x3 -> 1x1 + residual, Relu): where Winograd reads and writes the
+    blocked layout (AVX2 and AVX-512 hosts), the 3x3 stride-1 convs join the run of the 1x1 convs around
+    them, so no reorders sit around them: the input is reordered in (for the first residual), the first
+    1x1 conv stays NCHW (only a 3x3 conv links it to the run) with a ToBlocked after it, and the output is
+    reordered out. Results agree with ONNX Runtime and the reference kernels and do not depend on the
+    thread count."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    x = "x"
+    for i in range(2):
+        a = conv("reduce%d" % i, x, 64, 16, act="Relu", **c)
+        b = conv("spatial%d" % i, a, 16, 16, k=3, act="Relu", **c)
+        e = conv("expand%d" % i, b, 16, 64, **c)
+        nodes.append(helper.make_node("Add", [e, x], ["sum%d" % i]))
+        nodes.append(helper.make_node("Relu", ["sum%d" % i], ["out%d" % i]))
+        x = "out%d" % i
+    data, xv, got, ops = run_optimized(tmp_path, nodes, inits, [1, 64, size, size], x, [1, 64, size, size])
+    if host_has_avx2():
+        assert ops.count("BlockedConv") == 5 and ops.count("FusedConv") == 1 and "Conv" not in ops, ops
+        assert ops.count("ToBlocked") == 2 and ops.count("FromBlocked") == 1, ops
+    expect_agrees_everywhere(data, xv, got[0])
+
+
 @pytest.mark.parametrize("kind", ["yolo", "resnet", "mobilenet"])
 @pytest.mark.parametrize("size", [33, 40])
 def test_stems_and_maxpool_join_the_blocked_run(tmp_path, kind, size):

@@ -569,9 +569,9 @@ Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, co
 
 bool WinogradBlockedApplies(const KernelContext& ctx, const Winograd3x3& g) {
 #ifdef NEE_WINOGRAD_X86
-  // AVX-512 only: the blocked layout's convs are AVX-512's (opt/layout_blocked.cc).
-  return SgemmActiveIsa() == SgemmIsa::kAvx512 && WinogradApplies(ctx, g) && g.C % kLayoutBlock == 0 &&
-         g.M % kLayoutBlock == 0;
+  // AVX2 and AVX-512 (WinogradApplies): the layout pass keeps 3x3 stride-1
+  // convs inside blocked runs on both (opt/layout_blocked.cc).
+  return WinogradApplies(ctx, g) && g.C % kLayoutBlock == 0 && g.M % kLayoutBlock == 0;
 #else
   (void)ctx, (void)g;
   return false;

@@ -35,8 +35,8 @@ Status ConvWinograd(KernelContext& ctx, const Winograd3x3& g, const float* x, co
 // x, z and y are [N, C/8, H, W, 8] and [N, M/8, OH, OW, 8], C and M
 // multiples of 8; act is BlockedConv's activation. The same tiles and sums as
 // ConvWinograd, so the same bits, reordered per block of tile rows in cache
-// instead of by a FromBlocked and a ToBlocked around an NCHW conv. AVX-512
-// only (where the layout pass makes such convs blocked).
+// instead of by a FromBlocked and a ToBlocked around an NCHW conv. AVX2 and
+// AVX-512, where the layout pass makes such convs blocked.
 bool WinogradBlockedApplies(const KernelContext& ctx, const Winograd3x3& g);
 Status ConvWinogradBlocked(KernelContext& ctx, const Winograd3x3& g, const float* x, const float* w,
                            const float* bias, const FusedActivation& act, const float* z, float* y);
