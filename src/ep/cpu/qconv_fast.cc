@@ -49,6 +49,7 @@
 #include "ep/cpu/qconv_common.h"
 #include "ep/cpu/qconv_direct.h"
 #include "ep/cpu/qconv_gather.h"
+#include "ep/cpu/qconv_tile_avx2.h"
 #include "ep/cpu/qconv_vnni.h"
 #include "ops/nn_util.h"
 #include "ops/op_util.h"
@@ -94,10 +95,7 @@ static_assert(kRows == qconv::kRowsPerPanel && kQuadB == qconv::kPanelQuadBytes,
 struct QConvWeights {
   // A row's clamped weights in one k quad: the remainders W[m][k] minus the packed value (|w0| + |w1| - 128
   // <= 128 in magnitude), at the quad's bytes 1 and 3 only (a pair's second weight is the clamped one).
-  struct Remainder {
-    int32_t offset;  // of its quad in a panel of X: k / 4 * kQuadB
-    int32_t pair;    // int16 (remainder at byte 1, at byte 3): vpmaddwd's operand
-  };
+  using Remainder = qconv::TileRemainder;  // offset: k / 4 * kQuadB
   int64_t K = 0, kquads = 0, panels_per_group = 0;
   std::vector<int8_t> data;              // per group, its row panels: [kquads][kRows][4]
   std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
@@ -473,6 +471,11 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
       // The tile, its remainders while the end of its panel of X is still in L1, its outputs.
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
+        if (count == kCols && !run.q->any_zw && run.q->small_multipliers) {  // sums kept in registers
+          qconv::WholeTileRequantAvx2(rows_here, wp, xp, kquads, w.remainders.data(), rem_begin, *run.q, m0,
+                                      y + m0 * P + p0, P);
+          continue;
+        }
         if (count <= kFewPixels) {
           PixelTile(count)(rows_here, wp, xp, kquads, sums);
         } else if (count <= kCols / 2) {
