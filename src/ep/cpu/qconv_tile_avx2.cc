@@ -72,7 +72,10 @@ __attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const 
                                                          const TileRemainder* rem, const int64_t* rem_begin,
                                                          const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   const uint8_t* const x0 = x;
-  const __m256i ones = _mm256_set1_epi16(1);
+  // vpmaddwd reads the ones from memory: twelve accumulators, the two pixel vectors, the broadcast weights and
+  // one product fill the sixteen registers, where a ones register made the compiler spill an accumulator and
+  // reload and store it every k quad.
+  alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t p = 0; p < kquads; ++p) {
@@ -83,9 +86,13 @@ __attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const 
   if constexpr (kRows > r) {                                                                       \
     int32_t quad;                                                                                  \
     std::memcpy(&quad, w + 4 * r, sizeof quad);                                                    \
-    const __m256i av = _mm256_set1_epi32(quad);                                                    \
-    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(_mm256_maddubs_epi16(b0, av), ones));   \
-    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(_mm256_maddubs_epi16(b1, av), ones));   \
+    __m256i av = _mm256_set1_epi32(quad);                                                          \
+    __m256i t = _mm256_maddubs_epi16(b0, av);                                                      \
+    __asm__("vpmaddwd %1, %0, %0" : "+x"(t) : "m"(kOnes));                                         \
+    c##r##0 = _mm256_add_epi32(c##r##0, t);                                                        \
+    av = _mm256_maddubs_epi16(b1, av);                                                             \
+    __asm__("vpmaddwd %1, %0, %0" : "+x"(av) : "m"(kOnes));                                        \
+    c##r##1 = _mm256_add_epi32(c##r##1, av);                                                       \
     __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                           \
   }
     NEE_TILE_ROW(0)
