@@ -10,6 +10,7 @@
 //   MatMul(DQ(a_q), DQ(W_q)) [-> Relu | Clip] -> Q     => QLinearMatMul(a_q, ..., W_q, ...)
 //   Gemm(DQ(a_q), DQ(W_q), [DQ(C_i32)]) [-> Relu | Clip] -> Q => com.microsoft QGemm(a_q, ..., W_q, ..., C_i32, ...)
 //   DQ(q) -> MaxPool -> Q, Q's scale and zero point DQ's => MaxPool(q) on the 8-bit values
+//   DQ(q) -> GlobalAveragePool -> Q                    => com.microsoft QLinearGlobalAveragePool
 //
 // These are the fusions ONNX Runtime makes of the same graph (its QDQ
 // selectors); like its, they compute in integers and round once at the
@@ -497,6 +498,33 @@ void TryFuseMaxPool(GraphEditor& ed, size_t index) {
   ed.RewriteAs(static_cast<size_t>(q_index), "", "MaxPool", {data}, std::move(attributes));
 }
 
+// ---- DQ -> GlobalAveragePool -> Q into com.microsoft QLinearGlobalAveragePool ------------------------
+
+// ONNX Runtime's fusion of the same triple (its unary QDQ rule): the mean then comes from the integer sum
+// times one float multiplier, rounded once at the output, where the chain rounds each dequantized value and
+// the float sum first, so the two agree within one step of the output; the fused node is ONNX Runtime's
+// result on the same QDQ model bit for bit.
+void TryFuseGlobalAveragePool(GraphEditor& ed, size_t index) {
+  const Node& pool = ed.node(index);
+  if (!IsOpSince(ed, index, "GlobalAveragePool", 1) || pool.inputs.size() != 1 || pool.outputs.size() != 1 ||
+      !pool.attributes.empty())
+    return;
+  QdqNode x, y;
+  if (DequantizeProducer(ed, pool.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  const TypeInfo* bytes = ed.TensorType(x.data);
+  if (!bytes || bytes->elem_type != QuantType(ed, x)) return;
+  const int64_t q_index = opt::SoleConsumer(ed, pool.outputs[0]);
+  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
+      QuantType(ed, y) != QuantType(ed, x))
+    return;
+  const DataType type = QuantType(ed, x);
+  std::vector<std::string> inputs = {x.data, x.scale, ZeroPointOrNew(ed, x, type, {}), y.scale,
+                                     ZeroPointOrNew(ed, y, type, {})};
+  ed.RemoveNode(index);
+  ed.RewriteAs(static_cast<size_t>(q_index), opt::kMicrosoftDomain, "QLinearGlobalAveragePool", inputs,
+               {opt::IntAttr("channels_last", 0)});
+}
+
 }  // namespace
 
 Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
@@ -514,6 +542,7 @@ Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
     if (!ed.removed(index)) TryFuseAdd(ed, index);
     if (!ed.removed(index)) TryFuseClip(ed, index);
     if (!ed.removed(index)) TryFuseMaxPool(ed, index);
+    if (!ed.removed(index)) TryFuseGlobalAveragePool(ed, index);
   }
   // The DequantizeLinear nodes nothing reads any more (weights, biases): gone
   // now, before constant folding would dequantize them for nothing.

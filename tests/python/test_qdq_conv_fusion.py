@@ -217,3 +217,47 @@ def test_ort_quantized_models_fuse_and_agree(tmp_path, model, with_activations):
     print(f"{model} with_activations={with_activations}: nee fused vs ORT's QDQ evaluation {d:.2f} steps, "
           f"equal {np.mean(fused == ort_qdq):.3f}")
     assert d <= 1.001 and np.mean(fused == ort_qdq) >= 0.95
+
+
+def conv_then_pool(path):
+    """x[N,8,7,7] -> Conv 3x3 (16) -> Relu -> GlobalAveragePool -> y[N,16,1,1]: MobileNetV2's head in small."""
+    rng = np.random.default_rng(9)
+    inits = []
+    nodes = conv_node(rng, inits, "conv", "x", "c", 8, 16, 3, relu=True)
+    nodes.append(helper.make_node("GlobalAveragePool", ["c"], ["y"]))
+    graph = helper.make_graph(nodes, "conv_then_pool",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 7, 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+# DQ -> GlobalAveragePool -> Q becomes com.microsoft QLinearGlobalAveragePool, as ONNX Runtime fuses it: the pool
+# alone (its input quantized by the model's QuantizeLinear) is then ONNX Runtime's optimized result bit for bit,
+# and within one step of the QDQ graph evaluated in float; after a conv, within one step of ORT's QDQ evaluation.
+def test_global_average_pool_fuses(tmp_path):
+    path = ort_quantized(tmp_path, conv_then_pool, (8, 7, 7), ["Conv", "GlobalAveragePool"])
+    ops = optimized_ops(path, tmp_path)
+    assert ops["QLinearGlobalAveragePool"] == 1 and ops["GlobalAveragePool"] == 0 and ops["QLinearConv"] == 1, ops
+    x = inputs((8, 7, 7), 16, seed=4)
+    fused = nee_out(path, x)
+    step = output_step(path)
+    assert np.max(np.abs(fused - ort_out(path, x, optimize=False))) / step <= 1.001
+    assert np.max(np.abs(fused - nee_out(path, x, level=0))) / step <= 1.001
+
+    # The pool alone: Q(x) -> DQ -> GlobalAveragePool -> Q -> DQ -> y, uint8 and int8.
+    for dtype, zx, zy in ((TensorProto.UINT8, 117, 3), (TensorProto.INT8, -5, -120)):
+        inits = [helper.make_tensor("xs", TensorProto.FLOAT, [], [0.037]), helper.make_tensor("xz", dtype, [], [zx]),
+                 helper.make_tensor("ys", TensorProto.FLOAT, [], [0.011]), helper.make_tensor("yz", dtype, [], [zy])]
+        nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+                 helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+                 helper.make_node("GlobalAveragePool", ["xd"], ["p"]),
+                 helper.make_node("QuantizeLinear", ["p", "ys", "yz"], ["pq"]),
+                 helper.make_node("DequantizeLinear", ["pq", "ys", "yz"], ["y"])]
+        graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 40, 7, 7])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        pool = tmp_path / "pool.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), pool)
+        assert optimized_ops(pool, tmp_path)["QLinearGlobalAveragePool"] == 1
+        xp = inputs((40, 7, 7), 8, seed=5) * np.float32(3)
+        assert np.array_equal(nee_out(pool, xp), ort_out(pool, xp, optimize=True)), dtype
+        assert np.max(np.abs(nee_out(pool, xp) - nee_out(pool, xp, level=0))) <= 0.011 * 1.001

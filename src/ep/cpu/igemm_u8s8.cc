@@ -77,7 +77,9 @@ __attribute__((target("avx2"))) void QuadTileAvx2(const void* broadcast, const v
   static_assert(kRows >= 1 && kRows <= 6, "up to six rows");
   const auto* a = static_cast<const uint8_t*>(broadcast);
   const auto* b = static_cast<const uint8_t*>(vector);
-  const __m256i ones = _mm256_set1_epi16(1);
+  // vpmaddwd reads its ones from memory: with a ones register, the twelve accumulators, two vectors, the
+  // broadcast and a product are seventeen, and GCC spilled an accumulator (a reload and store every k quad).
+  alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t p = 0; p < kquads; ++p) {
@@ -90,9 +92,13 @@ __attribute__((target("avx2"))) void QuadTileAvx2(const void* broadcast, const v
   if constexpr (kRows > r) {                                                            \
     int32_t quad;                                                                       \
     std::memcpy(&quad, a + 4 * r, sizeof quad);                                         \
-    const __m256i av = _mm256_set1_epi32(quad);                                         \
-    c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(NEE_QUAD_PRODUCT(av, b0), ones)); \
-    c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(NEE_QUAD_PRODUCT(av, b1), ones)); \
+    __m256i av = _mm256_set1_epi32(quad);                                               \
+    __m256i t = NEE_QUAD_PRODUCT(av, b0);                                               \
+    __asm__("vpmaddwd %1, %0, %0" : "+x"(t) : "m"(kOnes));                              \
+    c##r##0 = _mm256_add_epi32(c##r##0, t);                                             \
+    av = NEE_QUAD_PRODUCT(av, b1);                                                      \
+    __asm__("vpmaddwd %1, %0, %0" : "+x"(av) : "m"(kOnes));                             \
+    c##r##1 = _mm256_add_epi32(c##r##1, av);                                            \
     __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                \
   }
     NEE_QUAD_ROW(0)

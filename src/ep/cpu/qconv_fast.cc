@@ -15,18 +15,16 @@
 // exact (7-bit weights, as --reduce-range writes them, never need one).
 // On AVX-512 VNNI (qconv_vnni.cc) vpdpbusd sums the four products in int32
 // without saturating: the weights are packed as they are, no remainders, and
-// the tiles are 12 channels x 32 pixels (TilesVnni).
-// The zero points are applied
-// afterwards, exactly, modulo 2^32 like the reference's int64 sums narrowed
-// to int32:
+// the tiles are 12 channels x 32 pixels (TilesVnni). The zero points are
+// applied afterwards, exactly, modulo 2^32 like the reference's int64 sums:
 //
 //   acc = bias[m] + S - zx * sum_k W[m][k] - zw[m] * sum_k X[k][p] + K * zx * zw[m]
 //
 // with padding read as zx (it then contributes nothing). The first three
 // terms are one constant per channel; the pixel sums are formed only when a
-// weight zero point is nonzero. Requantization is the reference's double
-// arithmetic (double(acc) * multiplier + y_zero_point, clamped, rounded half
-// to even) on four lanes at a time, without contraction.
+// weight zero point is nonzero. Requantization gives the reference's double
+// arithmetic's bytes (double(acc) * multiplier + y_zero_point, clamped, half to
+// even; whole AVX2 tiles in registers by a proven float shortcut: qconv_tile_avx2.cc).
 //
 // Layouts: W in panels of kRows rows, [k quads][kRows][4] bytes, packed once
 // per session; X per task, panels of kCols pixels, [k quads][kCols][4] bytes
@@ -49,6 +47,7 @@
 #include "ep/cpu/qconv_common.h"
 #include "ep/cpu/qconv_direct.h"
 #include "ep/cpu/qconv_gather.h"
+#include "ep/cpu/qconv_tile_avx2.h"
 #include "ep/cpu/qconv_vnni.h"
 #include "ops/nn_util.h"
 #include "ops/op_util.h"
@@ -87,17 +86,11 @@ constexpr int64_t kFewPixels = 3;
 static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igemm's quad tile");
 static_assert(kRows == qconv::kRowsPerPanel && kQuadB == qconv::kPanelQuadBytes, "and the VNNI tiles on its panels");
 
-
-
 // ---- weights, packed once ----------------------------------------------------------------
-
 struct QConvWeights {
   // A row's clamped weights in one k quad: the remainders W[m][k] minus the packed value (|w0| + |w1| - 128
   // <= 128 in magnitude), at the quad's bytes 1 and 3 only (a pair's second weight is the clamped one).
-  struct Remainder {
-    int32_t offset;  // of its quad in a panel of X: k / 4 * kQuadB
-    int32_t pair;    // int16 (remainder at byte 1, at byte 3): vpmaddwd's operand
-  };
+  using Remainder = qconv::TileRemainder;  // offset: k / 4 * kQuadB
   int64_t K = 0, kquads = 0, panels_per_group = 0;
   std::vector<int8_t> data;              // per group, its row panels: [kquads][kRows][4]
   std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
@@ -165,8 +158,6 @@ std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Te
   return out;
 }
 
-
-
 // ---- the tile --------------------------------------------------------------------------
 
 // Raw sums S[r][j] = sum_k W'[r][k] X'[k][j] (packed W, so clamped pairs
@@ -221,7 +212,6 @@ __attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remai
   }
 }
 #endif
-
 
 #ifdef NEE_QCONV_X86
 // igemm's quad tile on the first half of a panel only (pixels 0-7, the first 32 bytes of each 64-byte quad),
@@ -473,6 +463,11 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
       // The tile, its remainders while the end of its panel of X is still in L1, its outputs.
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
+        if (count == kCols && !run.q->any_zw && run.q->small_multipliers) {  // sums kept in registers
+          qconv::WholeTileRequantAvx2(rows_here, wp, xp, kquads, w.remainders.data(), rem_begin, *run.q, m0,
+                                      y + m0 * P + p0, P);
+          continue;
+        }
         if (count <= kFewPixels) {
           PixelTile(count)(rows_here, wp, xp, kquads, sums);
         } else if (count <= kCols / 2) {

@@ -223,13 +223,24 @@ __attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g,
   runs.stride = g.sw;
   runs.pad = _mm_set1_epi8(static_cast<char>(pad));
   runs.flip = _mm_set1_epi8(static_cast<char>(src.flip));
-  for (int64_t p = p0; p < last; ++runs.n) {
+  for (int64_t p = p0; p < last;) {
     const int64_t oy = p / g.ow, ox = p % g.ow, n = std::min(g.ow - ox, last - p), r = runs.n;
-    runs.at[r] = p - p0, runs.offset[r] = oy * g.sh * src.row + ox * g.sw, runs.count[r] = n;
-    const __m128i a = _mm_set1_epi8(static_cast<char>(p - p0)), b = _mm_set1_epi8(static_cast<char>(p - p0 + n));
+    const int64_t offset = oy * g.sh * src.row + ox * g.sw;
+    p += n;
+    // A run that goes on where the previous one ends in the tap plane (a 1x1 stride-1 conv reading x
+    // itself: rows follow each other) extends it, so such panels take one read per row.
+    if (r > 0 && runs.offset[r - 1] + runs.count[r - 1] * g.sw == offset) {
+      runs.count[r - 1] += n;
+      continue;
+    }
+    runs.at[r] = p - n - p0, runs.offset[r] = offset, runs.count[r] = n;
+    ++runs.n;
+  }
+  for (int64_t r = 0; r < runs.n; ++r) {
+    const __m128i a = _mm_set1_epi8(static_cast<char>(runs.at[r])),
+                  b = _mm_set1_epi8(static_cast<char>(runs.at[r] + runs.count[r]));
     runs.shift[r] = _mm_sub_epi8(iota, a);  // byte i takes the run's byte i - at; negative (top bit set): zero
     runs.inside[r] = _mm_andnot_si128(_mm_cmpgt_epi8(a, iota), _mm_cmpgt_epi8(b, iota));
-    p += n;
   }
   // One run filling the panel, two that fill it, or any.
   const int runs_kind = runs.at[runs.n - 1] + runs.count[runs.n - 1] < kCols ? 0 : runs.n <= 2 ? static_cast<int>(runs.n) : 0;

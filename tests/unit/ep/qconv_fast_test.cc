@@ -319,6 +319,22 @@ TEST_P(QConvFastTest, QLinearConvWholeTilesInRegisters) {
   std::vector<Value> inputs = TieInputs({1, 20, 8, 12}, {24, 20, 1, 1}, 37);
   Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, {});
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "whole tile ties");
+  // The AVX2 whole tile (qconv_tile_avx2.cc: six channels by sixteen pixels) runs only on row panels without
+  // clamped pairs: the same convs with 7-bit weights, which never saturate vpmaddubsw, so that every whole
+  // six-row tile takes it; 1x1 convs of 7x7 and 14x14 images (a panel's pixels over two or three image rows,
+  // read as one run from x).
+  std::vector<ConvCase> seven_bit = cases;
+  seven_bit.push_back({"whole_k64_m18_7x7", {1, 64, 7, 7}, {18, 64, 1, 1}, {}});
+  seven_bit.push_back({"whole_k20_m12_14x14_int8_in", {1, 20, 14, 14}, {12, 20, 1, 1}, {}, s8, s8, s8});
+  for (ConvCase& c : seven_bit) {
+    c.name += "_7bit";
+    if (c.wt == s8) c.weight_bits = 7;
+  }
+  ExpectConvCasesMatchReference(seven_bit, 41);
+  inputs = TieInputs({1, 20, 8, 12}, {24, 20, 1, 1}, 43);
+  Tensor& w = inputs[3].tensor();
+  for (int64_t i = 0; i < w.num_elements(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(w.data<int8_t>()[i] / 2);
+  ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "whole tile ties, 7-bit weights");
 }
 
 // The direct path (qconv_direct.cc, AVX-512 VNNI + VBMI: stride 1, undilated, group 1, channels a multiple of

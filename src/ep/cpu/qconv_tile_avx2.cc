@@ -1,0 +1,150 @@
+// QLinearConv's whole AVX2 tile requantized in registers (qconv_tile_avx2.h).
+//
+// The sums are igemm's quad tile's (QuadTileAvx2 in igemm_u8s8.cc: per k quad and row, vpmaddubsw of the
+// pixels' unsigned quads by the row's broadcast signed quad, vpmaddwd by ones, vpaddd; each pair sum exact,
+// as no packed pair saturates, so the int32 sums are exact modulo 2^32 in any order). The requantization is
+// the AVX-512 tiles' float shortcut (qconv_requant_avx512.h, RequantRows4, where the proof is) on eight
+// lanes: A = float(s), L = fma(A, m, yzp - delta), H = fma(A, m, yzp + delta), D (the reference's double
+// value) strictly between L and H; both converted half to even and narrowed with saturation; where the bytes
+// of L and H agree they are D's. A pair of rows whose bytes differ somewhere (ties and near-ties, rare) goes
+// through FinishTileAvx2, the reference's double arithmetic. Against igemm's tile plus FinishTileAvx2 this
+// saves the twelve stores and reloads of the sums and half the conversion work (eight float lanes a step
+// where the double path converts four): 1x1 convs over 64 channels spent a fifth of their time there.
+#include "ep/cpu/qconv_tile_avx2.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include <cstring>
+
+namespace nee::cpu::qconv {
+
+namespace {
+
+constexpr int kTileRows = 6;
+
+// fma(a, m, z) of two rows' sixteen values each, converted half to even, narrowed to 8 bits with saturation
+// (int32 -> int16 -> 8 bits, within 128-bit lanes): lane 0 holds row 0's pixels 0-3, 8-11, row 1's 0-3, 8-11;
+// lane 1 the same rows' pixels 4-7, 12-15.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i NarrowPair(__m256 a00, __m256 a01, __m256 a10,
+                                                                             __m256 a11, __m256 m0, __m256 m1,
+                                                                             __m256 z, bool y_signed) {
+  const __m256i w0 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a00, m0, z)),
+                                        _mm256_cvtps_epi32(_mm256_fmadd_ps(a01, m0, z)));
+  const __m256i w1 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a10, m1, z)),
+                                        _mm256_cvtps_epi32(_mm256_fmadd_ps(a11, m1, z)));
+  return y_signed ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
+}
+
+// Two rows' sixteen sums each (constants not yet added) requantized, stored at out and out + ld; with kRows 1
+// the first row alone (the second is a copy of it, neither stored nor read past channel m).
+template <int kRows>
+__attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
+    __m256i r0_lo, __m256i r0_hi, __m256i r1_lo, __m256i r1_hi, const Requant& q, int64_t m, __m256 z_lo,
+    __m256 z_hi, uint8_t* out, int64_t ld) {
+  const int64_t m_second = kRows == 2 ? m + 1 : m;
+  const __m256i c0 = _mm256_set1_epi32(q.constant[m]), c1 = _mm256_set1_epi32(q.constant[m_second]);
+  const __m256 m0 = _mm256_set1_ps(q.mult_f[m]), m1 = _mm256_set1_ps(q.mult_f[m_second]);
+  const __m256 a00 = _mm256_cvtepi32_ps(_mm256_add_epi32(r0_lo, c0)), a01 = _mm256_cvtepi32_ps(_mm256_add_epi32(r0_hi, c0));
+  const __m256 a10 = _mm256_cvtepi32_ps(_mm256_add_epi32(r1_lo, c1)), a11 = _mm256_cvtepi32_ps(_mm256_add_epi32(r1_hi, c1));
+  const __m256i low = NarrowPair(a00, a01, a10, a11, m0, m1, z_lo, q.y_signed),
+                high = NarrowPair(a00, a01, a10, a11, m0, m1, z_hi, q.y_signed);
+  if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(low, high)) == -1) {
+    // Dwords in pixel order: row 0 in the low half, row 1 in the high half.
+    const __m256i rows = _mm256_permutevar8x32_epi32(low, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(rows));
+    if constexpr (kRows == 2) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm256_extracti128_si256(rows, 1));
+    return;
+  }
+  alignas(32) int32_t sums[2 * kCols];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sums), r0_lo);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), r0_hi);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 16), r1_lo);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 24), r1_hi);
+  FinishTileAvx2(sums, kRows, kCols, q.constant + m, q.mult + m, q, out, ld);
+}
+
+// kRows (1-6) rows of the tile: the sums in registers (rows past kRows not computed), each row's clamped-weight
+// remainders added (byte 1 and 3 of each listed quad of X, shifted down as 16-bit halves, times the two
+// remainders by vpmaddwd: AddRemaindersAvx2 in qconv_fast.cc), requantized and stored.
+template <int kRows>
+__attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const uint8_t* x, int64_t kquads,
+                                                         const TileRemainder* rem, const int64_t* rem_begin,
+                                                         const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
+  const uint8_t* const x0 = x;
+  // vpmaddwd reads the ones from memory: twelve accumulators, the two pixel vectors, the broadcast weights and
+  // one product fill the sixteen registers, where a ones register made the compiler spill an accumulator and
+  // reload and store it every k quad.
+  alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t p = 0; p < kquads; ++p) {
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+// Accumulators named, not indexed, so that they stay in registers.
+#define NEE_TILE_ROW(r)                                                                            \
+  if constexpr (kRows > r) {                                                                       \
+    int32_t quad;                                                                                  \
+    std::memcpy(&quad, w + 4 * r, sizeof quad);                                                    \
+    __m256i av = _mm256_set1_epi32(quad);                                                          \
+    __m256i t = _mm256_maddubs_epi16(b0, av);                                                      \
+    __asm__("vpmaddwd %1, %0, %0" : "+x"(t) : "m"(kOnes));                                         \
+    c##r##0 = _mm256_add_epi32(c##r##0, t);                                                        \
+    av = _mm256_maddubs_epi16(b1, av);                                                             \
+    __asm__("vpmaddwd %1, %0, %0" : "+x"(av) : "m"(kOnes));                                        \
+    c##r##1 = _mm256_add_epi32(c##r##1, av);                                                       \
+    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                           \
+  }
+    NEE_TILE_ROW(0)
+    NEE_TILE_ROW(1)
+    NEE_TILE_ROW(2)
+    NEE_TILE_ROW(3)
+    NEE_TILE_ROW(4)
+    NEE_TILE_ROW(5)
+#undef NEE_TILE_ROW
+    w += kTileRows * 4;
+    x += kCols * 4;
+  }
+  if (rem_begin[0] != rem_begin[kTileRows]) {
+#define NEE_TILE_REMAINDERS(r)                                                                                     \
+  if constexpr (kRows > r) {                                                                                       \
+    for (const TileRemainder* e = rem + rem_begin[r]; e != rem + rem_begin[r + 1]; ++e) {                          \
+      const __m256i v = _mm256_set1_epi32(e->pair);                                                                \
+      const uint8_t* xq = x0 + e->offset;                                                                          \
+      c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(_mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), 8), v)); \
+      c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(_mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8), v)); \
+    }                                                                                                              \
+  }
+    NEE_TILE_REMAINDERS(0)
+    NEE_TILE_REMAINDERS(1)
+    NEE_TILE_REMAINDERS(2)
+    NEE_TILE_REMAINDERS(3)
+    NEE_TILE_REMAINDERS(4)
+    NEE_TILE_REMAINDERS(5)
+#undef NEE_TILE_REMAINDERS
+  }
+  const float delta = 1.0f / 2048;
+  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
+               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
+  if constexpr (kRows >= 2) RequantRowPair<2>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld);
+  if constexpr (kRows == 1) RequantRowPair<1>(c00, c01, c00, c01, q, m0, z_lo, z_hi, out, ld);
+  if constexpr (kRows >= 4) RequantRowPair<2>(c20, c21, c30, c31, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld);
+  if constexpr (kRows == 3) RequantRowPair<1>(c20, c21, c20, c21, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld);
+  if constexpr (kRows == 6) RequantRowPair<2>(c40, c41, c50, c51, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld);
+  if constexpr (kRows == 5) RequantRowPair<1>(c40, c41, c40, c41, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld);
+}
+
+}  // namespace
+
+void WholeTileRequantAvx2(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads, const TileRemainder* rem,
+                          const int64_t* rem_begin, const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
+  using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, const TileRemainder*, const int64_t*, const Requant&,
+                      int64_t, uint8_t*, int64_t);
+  static constexpr Fn kByRows[kTileRows] = {TileRequantAvx2<1>, TileRequantAvx2<2>, TileRequantAvx2<3>,
+                                            TileRequantAvx2<4>, TileRequantAvx2<5>, TileRequantAvx2<6>};
+  kByRows[rows - 1](w, x, kquads, rem, rem_begin, q, m0, out, ld);
+}
+
+}  // namespace nee::cpu::qconv
+
+#endif

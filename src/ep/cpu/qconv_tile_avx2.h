@@ -1,0 +1,28 @@
+// QLinearConv's GEMM tile on AVX2 (qconv_fast.cc) with its requantization in registers: up to six output
+// channels x sixteen pixels, the sums never stored. For whole pixel panels, zero weight zero points and small
+// multipliers (Requant::small_multipliers); the others keep igemm's tile and FinishTileAvx2. Bitwise the
+// reference.
+#pragma once
+
+#include <cstdint>
+
+#include "ep/cpu/qconv_common.h"
+
+namespace nee::cpu::qconv {
+
+// A row's clamped weights in one k quad (qconv_fast.cc's PackWeights): the remainders W[m][k] minus the packed
+// value at the quad's bytes 1 and 3 only (a pair's second weight is the clamped one).
+struct TileRemainder {
+  int32_t offset;  // of its quad in a panel of X: k / 4 * 64
+  int32_t pair;    // int16 (remainder at byte 1, at byte 3): vpmaddwd's operand
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+// w: a row panel of six channels [kquads][6][4] (signed), of which `rows` (1-6) are computed; x: a pixel panel
+// [kquads][16][4] (unsigned); row r's remainders rem[rem_begin[r], rem_begin[r + 1]); channels m0 .. m0 + rows - 1
+// of q; out: channel m0's first pixel, rows ld bytes apart.
+void WholeTileRequantAvx2(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads, const TileRemainder* rem,
+                          const int64_t* rem_begin, const Requant& q, int64_t m0, uint8_t* out, int64_t ld);
+#endif
+
+}  // namespace nee::cpu::qconv
