@@ -18,6 +18,23 @@
 // writes a graph output. A Gather then reads each row input coming from
 // outside, and the original Gather goes. Each row is computed as before, by
 // the same kernels, so the kept rows do not change.
+//
+// Flat form: when every leading axis of the Gather's data but `axis` has size
+// 1 (one image), the Gather keeps the flat rows `indices` (rows: all axes but
+// the last, in order), and so does a Gather along the one leading axis of
+// size != 1 of any tensor with those rows, whatever its rank. The nodes taken
+// may then differ in rank and also be
+//   - Reshape by a constant shape keeping the last axis (rows stay in order),
+//   - Transpose keeping the last axis last (one leading axis is not 1, so the
+//     rows' order does not change),
+//   - Gemm, transA = 0, of a constant B and a C constant per column:
+// ViT's last out-projection (a Gemm between Reshapes and a Transpose, as
+// nn.MultiheadAttention writes it) then runs on the class row, the Gather
+// moving up to the attention's output. Every value taken keeps its rank, its
+// rows axis shrunk to the rows kept, a Reshape gets the shape that says so,
+// and the original Gather becomes a Reshape to its own output's shape. A Gemm
+// of one row reads B in place (a dot product per column), so its row is not
+// bitwise the 197-row product's; the other nodes' are.
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -37,7 +54,66 @@ struct RowPick {
   int64_t axis = 0;
   int64_t rank = 0;
   bool scalar = false;  // a scalar index drops the axis
+  bool flat = false;    // the flat form (see above)
+  int64_t rows = 0;     // flat: the data's rows, all along `axis`
+  int64_t kept = 0;     // flat: how many rows the Gather keeps
 };
+
+// Flat form: the one leading axis of `dims` holding all `rows` rows (the
+// others of size 1); -1 when there is none or dims has rank < 2.
+int64_t RowsAxis(const std::vector<int64_t>& dims, int64_t rows) {
+  if (dims.size() < 2) return -1;
+  int64_t axis = -1;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    if (axis >= 0 || dims[i] != rows) return -1;
+    axis = static_cast<int64_t>(i);
+  }
+  return axis;
+}
+
+// Flat form: the static dims of `name` and its rows axis; false when it has none.
+bool FlatRows(GraphEditor& ed, const std::string& name, const RowPick& pick, std::vector<int64_t>* dims,
+              int64_t* axis) {
+  if (!opt::StaticDims(ed.TensorType(name), dims)) return false;
+  *axis = RowsAxis(*dims, pick.rows);
+  return *axis >= 0;
+}
+
+// Flat form's extra row-wise nodes (see above): their row inputs, or empty.
+std::vector<size_t> FlatRowInputs(GraphEditor& ed, size_t index, const RowPick& pick) {
+  const Node& n = ed.node(index);
+  if (n.outputs.size() != 1 || n.inputs.empty()) return {};
+  const int64_t opset = ed.checked().opsets[index];
+  std::vector<int64_t> in, out;
+  int64_t in_axis = 0, out_axis = 0;
+  if (!FlatRows(ed, n.inputs[0], pick, &in, &in_axis) || !FlatRows(ed, n.outputs[0], pick, &out, &out_axis))
+    return {};
+  if (opt::IsOp(n, "Reshape") && opset >= 5) {
+    if (n.inputs.size() != 2 || opt::HasOtherAttributes(n, {"allowzero"}) || !ed.Constant(n.inputs[1]).defined() ||
+        in.back() != out.back())
+      return {};
+    return {0};
+  }
+  if (opt::IsOp(n, "Transpose")) {
+    auto perm = n.GetInts("perm", {});
+    if (n.inputs.size() != 1 || opt::HasOtherAttributes(n, {"perm"}) || !perm.ok() ||
+        perm.value().size() != in.size() || perm.value().back() != static_cast<int64_t>(in.size()) - 1)
+      return {};
+    return {0};
+  }
+  if (opt::IsOp(n, "Gemm")) {
+    auto trans_a = n.GetInt("transA", 0);
+    if (n.inputs.size() < 2 || !trans_a.ok() || trans_a.value() != 0 || in.size() != 2) return {};
+    if (!ed.Constant(n.inputs[1]).defined()) return {};
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      const Tensor c = ed.Constant(n.inputs[2]);
+      if (!c.defined() || c.rank() > 2 || (c.rank() == 2 && c.dim(0) != 1)) return {};
+    }
+    return {0};
+  }
+  return {};
+}
 
 bool Used(const GraphEditor& ed, const Node& n, size_t output) {
   return output < n.outputs.size() && !n.outputs[output].empty() &&
@@ -47,7 +123,12 @@ bool Used(const GraphEditor& ed, const Node& n, size_t output) {
 // The row inputs of node `index` when it is row-wise (see above); empty otherwise.
 std::vector<size_t> RowInputs(GraphEditor& ed, size_t index, const RowPick& pick) {
   const Node& n = ed.node(index);
-  const int64_t kept_rank = pick.scalar ? pick.rank - 1 : pick.rank;
+  if (pick.flat) {
+    std::vector<size_t> rows = FlatRowInputs(ed, index, pick);
+    if (!rows.empty()) return rows;
+  }
+  // The flat form keeps every rank; otherwise a scalar index drops an axis.
+  const int64_t kept_rank = pick.scalar && !pick.flat ? pick.rank - 1 : pick.rank;
   if (n.domain == opt::kMicrosoftDomain && n.op_type == "SkipLayerNormalization") {
     if (n.inputs.size() < 3 || Used(ed, n, 1) || Used(ed, n, 2) || kept_rank < 2) return {};
     if (!opt::ProvablySameShape(ed.TensorType(n.inputs[0]), ed.TensorType(n.inputs[1]))) return {};
@@ -68,9 +149,12 @@ std::vector<size_t> RowInputs(GraphEditor& ed, size_t index, const RowPick& pick
   return {};
 }
 
-// Whether `name` has rank pick.rank, static dims, and the dims `lead` before its last axis.
+// Whether `name` has rank pick.rank, static dims, and the dims `lead` before
+// its last axis; in the flat form, whether it has a rows axis.
 bool SameRows(GraphEditor& ed, const std::string& name, const RowPick& pick, std::vector<int64_t>* lead) {
   std::vector<int64_t> dims;
+  int64_t axis = 0;
+  if (pick.flat) return FlatRows(ed, name, pick, &dims, &axis);
   if (!opt::StaticDims(ed.TensorType(name), &dims) || static_cast<int64_t>(dims.size()) != pick.rank) return false;
   dims.pop_back();
   if (lead->empty()) *lead = dims;
@@ -94,7 +178,13 @@ bool PickOf(GraphEditor& ed, size_t index, RowPick* pick) {
   pick->axis = axis.value() < 0 ? axis.value() + rank : axis.value();
   pick->rank = rank;
   pick->scalar = indices.rank() == 0;
-  return pick->axis < rank - 1;
+  if (pick->axis >= rank - 1) return false;
+  pick->rows = dims[static_cast<size_t>(pick->axis)];
+  pick->kept = indices.num_elements();
+  // The flat form ends in a Reshape taking its shape as an input (opset 5).
+  pick->flat = pick->rows > 1 && RowsAxis(dims, pick->rows) == pick->axis && ed.checked().opsets[index] >= 5 &&
+               opt::StaticDims(ed.TensorType(g.outputs[0]), &dims);
+  return true;
 }
 
 // The row-wise nodes the Gather at `gather` can move above, in reverse node order.
@@ -130,6 +220,21 @@ std::vector<size_t> NodesToShrink(GraphEditor& ed, size_t gather, const RowPick&
   return order;
 }
 
+// Flat form: `dims` with its rows axis holding the `kept` rows instead.
+std::vector<int64_t> KeptDims(std::vector<int64_t> dims, const RowPick& pick) {
+  dims[static_cast<size_t>(RowsAxis(dims, pick.rows))] = pick.kept;
+  return dims;
+}
+
+// Flat form: the indices as a rank-1 constant (a scalar one would drop the axis).
+std::string FlatIndices(GraphEditor& ed, const RowPick& pick) {
+  const Tensor indices = ed.Constant(pick.indices);
+  if (indices.rank() == 1) return pick.indices;
+  Result<std::vector<int64_t>> values = indices.ToInt64Vector();
+  if (!values.ok()) return "";
+  return ed.AddInitializer(pick.indices + "_rows", Tensor::FromVector<int64_t>(values.value(), {pick.kept}));
+}
+
 // Moves the Gather at `gather` above the row-wise nodes it can; false when none.
 bool TryMove(GraphEditor& ed, size_t gather) {
   RowPick pick;
@@ -140,6 +245,8 @@ bool TryMove(GraphEditor& ed, size_t gather) {
   std::vector<size_t> shrink = NodesToShrink(ed, gather, pick);
   std::unordered_set<size_t> taken(shrink.begin(), shrink.end());
   if (!taken.count(static_cast<size_t>(producer))) return false;
+  const std::string indices = pick.flat ? FlatIndices(ed, pick) : pick.indices;
+  if (indices.empty()) return false;
   // Topological order: a row input read by several taken nodes gets one
   // Gather, placed before its first reader.
   std::unordered_map<std::string, std::string> gathered;
@@ -151,15 +258,33 @@ bool TryMove(GraphEditor& ed, size_t gather) {
       if (from >= 0 && taken.count(static_cast<size_t>(from))) continue;
       auto found = gathered.find(input);
       if (found == gathered.end()) {
+        int64_t axis = pick.axis;
+        std::vector<int64_t> dims;
+        if (pick.flat) FlatRows(ed, input, pick, &dims, &axis);
         const std::string name = ed.FreshName(input + "_rows");
-        ed.InsertBefore(index, opt::MakeNode(name, "Gather", {input, pick.indices}, {name},
-                                             {opt::IntAttr("axis", pick.axis)}));
+        ed.InsertBefore(index, opt::MakeNode(name, "Gather", {input, indices}, {name}, {opt::IntAttr("axis", axis)}));
         found = gathered.emplace(input, name).first;
       }
       ed.SetInput(index, r, found->second);
     }
+    const Node& n = ed.node(index);
+    if (pick.flat && opt::IsOp(n, "Reshape")) {  // its shape now keeps the rows kept
+      std::vector<int64_t> dims;
+      opt::StaticDims(ed.TensorType(n.outputs[0]), &dims);
+      const std::vector<int64_t> kept = KeptDims(dims, pick);
+      ed.SetInput(index, 1, ed.AddInitializer(n.outputs[0] + "_rows_shape",
+                                              Tensor::FromVector<int64_t>(kept, {static_cast<int64_t>(kept.size())})));
+    }
   }
   const std::string source = g.inputs[0], output = g.outputs[0];
+  if (pick.flat) {  // the Gather becomes a Reshape of the rows kept to its own output's shape
+    std::vector<int64_t> dims;
+    opt::StaticDims(ed.TensorType(output), &dims);
+    const std::string shape = ed.AddInitializer(
+        output + "_shape", Tensor::FromVector<int64_t>(dims, {static_cast<int64_t>(dims.size())}));
+    ed.RewriteAs(gather, "", "Reshape", {source, shape}, {});
+    return true;
+  }
   ed.RemoveNode(gather);
   if (ed.IsPinned(output)) {  // a graph output keeps its name: the producer writes it
     const Node& p = ed.node(static_cast<size_t>(producer));
