@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "ops/attr_spec.h"
+#include "opt/column_map_passes.h"
 
 namespace nee {
 
@@ -45,6 +46,8 @@ const GraphPass kPasses[] = {
     {"one-hot-matmul-as-gather", 2, OneHotMatMulAsGather},
     {"fuse-matmul-add-gemm", 2, FuseMatMulAddIntoGemm},
     {"fold-transpose-gemm", 2, FoldTransposeIntoGemm},
+    // Before fuse-conv-activation, which then folds the activation it moved into the Conv.
+    {"hoist-activation-to-conv", 2, HoistActivationToConv},
     // After the folds above, so that Conv + BatchNormalization + Relu becomes one node.
     {"fuse-conv-activation", 2, FuseConvActivation},
     // Before fuse-gelu and fuse-skip-layer-norm: the bias goes into the GEMM's epilogue.
@@ -55,6 +58,8 @@ const GraphPass kPasses[] = {
     {"fuse-attention", 2, FuseAttention},
     // After fuse-gelu and fuse-skip-layer-norm, whose ops it takes in (or leaves a bias to).
     {"fuse-matmul-bias", 2, FuseMatMulBias},
+    // A detector head's box decode: after hoist-activation-to-conv took its Sigmoid into the head Conv.
+    {"fuse-transpose-column-map", 2, FuseTransposeColumnMap},
     // After the fusions, so that it moves above the fused nodes.
     {"gather-rows-early", 2, GatherRowsEarly},
     // After fuse-conv-activation: runs of pointwise and depthwise convs, with

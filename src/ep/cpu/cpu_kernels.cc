@@ -1,5 +1,7 @@
 #include "ep/cpu/cpu_kernels.h"
 
+#include "ep/cpu/column_map_fast.h"
+
 #include "ops/op_registry.h"
 
 namespace nee::cpu {
@@ -67,6 +69,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"ai.nee", "ToBlocked", 1, 1000, ToBlockedFloat, "float32"},
       {"ai.nee", "FromBlocked", 1, 1000, FromBlockedFloat, "float32"},
       {"ai.nee", "BlockedMaxPool", 1, 1000, BlockedMaxPoolFloat, "float32"},
+      {"ai.nee", "TransposeColumnMap", 1, 1000, TransposeColumnMapFloat, "float32"},
       // ---- Resize (resize_fast.cc) ----
       {"", "Resize", 10, 1000, ResizeFloat, "float32"},
       {"", "Upsample", 7, 9, ResizeFloat, "float32"},

@@ -1,0 +1,142 @@
+// ai.nee TransposeColumnMap on float32 (ops/column_map.h) when the
+// permutation moves one axis to the end and keeps the others in order, as a
+// detector head's [1, 3, 85, H, W] -> [1, 3, H, W, 85] does: X is then
+// [outer, C, inner] and Y [outer, inner, C]. A task takes a band of output
+// rows of one outer index, writes them by 8x8 transposes (as transpose_fast.cc
+// does) and applies the steps to the band's ranges while the rows are in L1,
+// so the tensor is read once and written once. Each element gets the same
+// single IEEE operations as in the reference kernel, and a transpose moves
+// bits only, so the output is bitwise the reference's at any thread count.
+// Other permutations go to the reference.
+#include <algorithm>
+#include <vector>
+
+#include "ep/cpu/column_map_fast.h"
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/simd_x86.h"
+#include "ops/column_map.h"
+
+namespace nee::cpu {
+namespace {
+
+constexpr int64_t kBandRows = 256;  // output rows per task: 256 x 85 floats is 87 KB, in L2
+
+// Output rows [j0, j1) of y = x^T for x [m, n] (y [n, m]).
+void TransposeRows(const float* x, float* y, int64_t m, int64_t n, int64_t j0, int64_t j1, bool avx2) {
+  int64_t i = 0;
+#if defined(__x86_64__) || defined(__i386__)
+  if (avx2) {
+    for (; i + 8 <= m; i += 8) {
+      // The input rows are far apart (a detector head reads 85 rows 25 KB
+      // apart), too many streams for the hardware prefetcher: fetch the
+      // band's part of the rows two tiles ahead, as transpose_fast.cc does.
+      for (int64_t r = i + 16; r < std::min(m, i + 24); ++r)
+        for (int64_t c = j0; c < j1; c += 16) __builtin_prefetch(x + r * n + c);
+      int64_t j = j0;
+      for (; j + 8 <= j1; j += 8) Transpose8x8Avx2(x + i * n + j, n, y + j * m + i, m);
+      for (; j < j1; ++j)
+        for (int64_t ii = i; ii < i + 8; ++ii) y[j * m + ii] = x[ii * n + j];
+    }
+  }
+#endif
+  for (int64_t j = j0; j < j1; ++j)
+    for (int64_t ii = i; ii < m; ++ii) y[j * m + ii] = x[ii * n + j];
+}
+
+// Applies `step` (its operation a template argument, so that the row loops
+// have no switch) to rows [r0, r1) of y (rows of `columns`).
+template <ColumnStep kOp>
+void ApplyStepAs(const ColumnMap& m, const ColumnMapStep& step, const float* c, float* y, int64_t r0, int64_t r1) {
+  const int64_t begin = m.bounds[step.range], end = m.bounds[step.range + 1], columns = m.out_dims.back();
+  const bool scalar = !c || (step.column_stride == 0 &&
+                             std::all_of(step.row_strides.begin(), step.row_strides.end(),
+                                         [](int64_t s) { return s == 0; }));
+  if (scalar) {  // one value for every element (or none): no operand offsets to follow
+    const float value = c ? c[0] : 0.f;
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t col = begin; col < end; ++col) {
+        float& v = y[r * columns + col];
+        v = ApplyColumnStep(kOp, v, value);
+      }
+    return;
+  }
+  // The operand's offset for row r0, then an odometer over the row dims.
+  const size_t dims = step.row_dims.size();
+  std::vector<int64_t> index(dims, 0);
+  int64_t base = 0;
+  for (size_t d = dims, rest = static_cast<size_t>(r0); d-- > 0;) {
+    index[d] = static_cast<int64_t>(rest % static_cast<size_t>(step.row_dims[d]));
+    rest /= static_cast<size_t>(step.row_dims[d]);
+    base += index[d] * step.row_strides[d];
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    float* row = y + r * columns;
+    for (int64_t col = begin; col < end; ++col)
+      row[col] = ApplyColumnStep(kOp, row[col], c[base + (col - begin) * step.column_stride]);
+    for (size_t d = dims; d-- > 0;) {
+      base += step.row_strides[d];
+      if (++index[d] < step.row_dims[d]) break;
+      base -= index[d] * step.row_strides[d];
+      index[d] = 0;
+    }
+  }
+}
+
+void ApplyStep(const ColumnMap& m, const ColumnMapStep& step, const float* c, float* y, int64_t r0, int64_t r1) {
+  switch (step.op) {
+    case ColumnStep::kAdd: return ApplyStepAs<ColumnStep::kAdd>(m, step, c, y, r0, r1);
+    case ColumnStep::kSub: return ApplyStepAs<ColumnStep::kSub>(m, step, c, y, r0, r1);
+    case ColumnStep::kSubFrom: return ApplyStepAs<ColumnStep::kSubFrom>(m, step, c, y, r0, r1);
+    case ColumnStep::kMul: return ApplyStepAs<ColumnStep::kMul>(m, step, c, y, r0, r1);
+    case ColumnStep::kDiv: return ApplyStepAs<ColumnStep::kDiv>(m, step, c, y, r0, r1);
+    case ColumnStep::kDivInto: return ApplyStepAs<ColumnStep::kDivInto>(m, step, c, y, r0, r1);
+    case ColumnStep::kSquare: return ApplyStepAs<ColumnStep::kSquare>(m, step, c, y, r0, r1);
+  }
+}
+
+}  // namespace
+
+Status TransposeColumnMapFloat(KernelContext& ctx) {
+  std::vector<std::vector<int64_t>> dims(ctx.num_inputs());
+  std::vector<const float*> data(ctx.num_inputs());
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    NEE_ASSIGN_OR_RETURN(const Tensor* t, ctx.InputTensor(i));
+    if (t->dtype() != DataType::kFloat) return RunReference(ctx);
+    dims[i] = t->dims();
+    data[i] = t->data<float>();
+  }
+  auto resolved = ResolveColumnMap(ctx.node(), dims[0], dims);
+  if (!resolved.ok()) return RunReference(ctx);  // the reference words the error
+  const ColumnMap& m = resolved.value();
+  // One axis a moved to the end, the others in order.
+  const int64_t rank = static_cast<int64_t>(m.perm.size());
+  const int64_t a = m.perm.back();
+  for (int64_t k = 0, next = 0; k + 1 < rank; ++k, ++next) {
+    if (next == a) ++next;
+    if (m.perm[static_cast<size_t>(k)] != next) return RunReference(ctx);
+  }
+  NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, m.out_dims));
+  if (out.num_elements() == 0) return Status::Ok();
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 0; k < a; ++k) outer *= dims[0][static_cast<size_t>(k)];
+  for (int64_t k = a + 1; k < rank; ++k) inner *= dims[0][static_cast<size_t>(k)];
+  const int64_t columns = dims[0][static_cast<size_t>(a)];
+#if defined(__x86_64__) || defined(__i386__)
+  const bool avx2 = CpuHasAvx2Fma();
+#else
+  const bool avx2 = false;
+#endif
+  const float* x = data[0];
+  float* y = out.data<float>();
+  const int64_t bands = (inner + kBandRows - 1) / kBandRows;
+  ParallelTasks(ctx, outer * bands, [&](int64_t task) {
+    const int64_t o = task / bands, j0 = (task % bands) * kBandRows, j1 = std::min(inner, j0 + kBandRows);
+    TransposeRows(x + o * columns * inner, y + o * inner * columns, columns, inner, j0, j1, avx2);
+    for (const ColumnMapStep& step : m.steps)
+      ApplyStep(m, step, step.operand ? data[step.operand] : nullptr, y, o * inner + j0, o * inner + j1);
+  });
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu
