@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "ops/attention_sdpa.h"
-#include "ops/column_map.h"
 #include "ops/fused_matmul.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
@@ -275,10 +274,6 @@ Result<SdpaGeometry> SdpaGeometryOf(const KernelContext& ctx) {
 void RegisterAttentionFusedOps(OpRegistry& registry) {
   registry.RegisterVersions(kNeeDomain, "ScaledDotProductAttention", {1}, InferSdpa, SdpaKernel);
   registry.RegisterVersions(kNeeDomain, "FusedMatMul", {1}, InferFusedMatMul, FusedMatMulKernel);
-  // nee's other fused op, the detector head's decode (ops/column_map.cc). It belongs on its own line of
-  // ops/op_families.def; registered from here so that adding it did not rebuild every file including
-  // op_registry.h while four helpers shared two cores.
-  RegisterColumnMapOps(registry);
 }
 
 }  // namespace nee

@@ -75,7 +75,4 @@ struct ColumnMap {
 Result<ColumnMap> ResolveColumnMap(const Node& node, const std::vector<int64_t>& x_dims,
                                    const std::vector<std::vector<int64_t>>& operand_dims);
 
-class OpRegistry;
-void RegisterColumnMapOps(OpRegistry& registry);
-
 }  // namespace nee
