@@ -35,7 +35,7 @@
 
 #include "base/mapped_file.h"
 #include "ops/attention_sdpa.h"
-#include "ops/slice_geometry.h"
+#include "opt/column_slice.h"
 #include "opt/pass_manager.h"
 #include "opt/rewrite_util.h"
 
@@ -294,16 +294,6 @@ void Unsplit(GraphEditor& ed, const HeadSplit& h) {
   ed.RemoveNode(h.transpose);
 }
 
-// Constant int64 values of `name` (any rank), or false.
-bool ConstInts(GraphEditor& ed, const std::string& name, std::vector<int64_t>* out) {
-  Tensor t = ed.Constant(name);
-  if (!t.defined() || t.dtype() != DataType::kInt64) return false;
-  auto values = t.ToInt64Vector();
-  if (!values.ok()) return false;
-  *out = values.value();
-  return true;
-}
-
 // Where q, k and v (what their head-split Reshapes read) lie side by side in
 // one tensor x [..., 3D] as columns [0, D), [D, 2D), [2D, 3D): the outputs of
 // a Split of x's last axis (GPT-2's c_attn), or three Slices of it (torch's
@@ -343,7 +333,7 @@ bool MatchSplitQkv(GraphEditor& ed, const std::string (&parts)[3], int64_t width
   const std::vector<int64_t> equal = {width, width, width};  // x's last axis is 3 * width (PackedSourceFits)
   std::vector<int64_t> sizes = equal;                          // no sizes given: an equal split
   if (n.inputs.size() > 1 && !n.inputs[1].empty()) {
-    if (opset < 13 || !ConstInts(ed, n.inputs[1], &sizes)) return false;
+    if (opset < 13 || !opt::ConstantInt64s(ed, n.inputs[1], &sizes)) return false;
   } else if (opset < 13) {
     auto attr = n.GetInts("split", equal);
     if (!attr.ok()) return false;
@@ -354,44 +344,15 @@ bool MatchSplitQkv(GraphEditor& ed, const std::string (&parts)[3], int64_t width
   return true;
 }
 
-// Slice(x, [begin], [end], [last axis] [, [1]]) with constant bounds: x and the
-// column range it takes, resolved as the Slice kernel resolves it.
-bool MatchColumnSlice(GraphEditor& ed, const std::string& name, std::string* x, int64_t* begin, int64_t* end,
-                      size_t* node) {
-  const int64_t p = ed.Producer(name);
-  if (p < 0 || ed.checked().opsets[static_cast<size_t>(p)] < 10) return false;
-  const Node& n = ed.node(static_cast<size_t>(p));
-  if (!opt::IsOp(n, "Slice") || n.outputs.size() != 1 || n.inputs.size() < 4 || !n.attributes.empty()) return false;
-  std::vector<int64_t> dims;
-  SliceParams params;
-  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &dims) || dims.empty()) return false;
-  if (!ConstInts(ed, n.inputs[1], &params.starts) || !ConstInts(ed, n.inputs[2], &params.ends) ||
-      !ConstInts(ed, n.inputs[3], &params.axes) ||
-      (n.inputs.size() > 4 && !ConstInts(ed, n.inputs[4], &params.steps)))
-    return false;
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  if (params.axes.size() != 1 || (params.axes[0] != -1 && params.axes[0] != rank - 1) ||
-      !(params.steps.empty() || params.steps == std::vector<int64_t>{1}))
-    return false;
-  auto g = ResolveSliceParams(n, dims, std::move(params));
-  if (!g.ok()) return false;
-  *x = n.inputs[0];
-  *begin = g->base;  // only the last axis moves, by steps of 1
-  *end = g->base + g->out_dims.back();
-  *node = static_cast<size_t>(p);
-  return true;
-}
-
 bool MatchSlicesQkv(GraphEditor& ed, const std::string (&parts)[3], int64_t width, PackedQkv* out) {
   PackedQkv found;
   for (int64_t i = 0; i < 3; ++i) {
-    std::string x;
-    int64_t begin = 0, end = 0;
-    size_t node = 0;
-    if (!MatchColumnSlice(ed, parts[i], &x, &begin, &end, &node)) return false;
-    if ((i > 0 && x != found.x) || begin != i * width || end != (i + 1) * width) return false;
-    found.x = x;
-    found.nodes.push_back(node);
+    const int64_t p = ed.Producer(parts[i]);
+    opt::ColumnSlice slice;
+    if (p < 0 || !opt::MatchColumnSlice(ed, static_cast<size_t>(p), &slice)) return false;
+    if ((i > 0 && slice.source != found.x) || slice.begin != i * width || slice.end != (i + 1) * width) return false;
+    found.x = slice.source;
+    found.nodes.push_back(static_cast<size_t>(p));
   }
   *out = std::move(found);
   return true;

@@ -19,23 +19,14 @@
 
 #include "ops/attention_sdpa.h"  // kNeeDomain
 #include "ops/column_map.h"
-#include "ops/slice_geometry.h"
 #include "opt/column_map_passes.h"
+#include "opt/column_slice.h"
 #include "opt/rewrite_util.h"
 
 namespace nee {
 
 namespace {
 using opt::GraphEditor;
-
-bool ConstInts(const GraphEditor& ed, const std::string& name, std::vector<int64_t>* out) {
-  Tensor t = ed.Constant(name);
-  if (!t.defined() || t.dtype() != DataType::kInt64) return false;
-  auto values = t.ToInt64Vector();
-  if (!values.ok()) return false;
-  *out = values.value();
-  return true;
-}
 
 // One part of the Concat: the Slice's source and columns, and the chain's
 // steps from the Slice on (constant names; "" for a square).
@@ -46,29 +37,13 @@ struct Part {
   std::vector<size_t> nodes;  // the Slice and the chain
 };
 
-// Slice(t, [begin], [end], [last axis] [, [1]]) with constant bounds, resolved
-// as the Slice kernel resolves them.
+// The Slice at `index` as one part's column range (opt/column_slice.h).
 bool MatchColumnSlice(const GraphEditor& ed, size_t index, Part* part) {
-  const Node& n = const_cast<GraphEditor&>(ed).node(index);
-  if (!opt::IsOp(n, "Slice") || ed.checked().opsets[index] < 10 || n.outputs.size() != 1 || n.inputs.size() < 4 ||
-      !n.attributes.empty())
-    return false;
-  std::vector<int64_t> dims;
-  SliceParams params;
-  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &dims) || dims.empty()) return false;
-  if (!ConstInts(ed, n.inputs[1], &params.starts) || !ConstInts(ed, n.inputs[2], &params.ends) ||
-      !ConstInts(ed, n.inputs[3], &params.axes) ||
-      (n.inputs.size() > 4 && !ConstInts(ed, n.inputs[4], &params.steps)))
-    return false;
-  const int64_t rank = static_cast<int64_t>(dims.size());
-  if (params.axes.size() != 1 || (params.axes[0] != -1 && params.axes[0] != rank - 1) ||
-      !(params.steps.empty() || params.steps == std::vector<int64_t>{1}))
-    return false;
-  auto g = ResolveSliceParams(n, dims, std::move(params));
-  if (!g.ok() || g->out_dims.back() == 0) return false;
-  part->source = n.inputs[0];
-  part->begin = g->base;  // only the last axis moves, by steps of 1
-  part->end = g->base + g->out_dims.back();
+  opt::ColumnSlice slice;
+  if (!opt::MatchColumnSlice(ed, index, &slice)) return false;
+  part->source = slice.source;
+  part->begin = slice.begin;
+  part->end = slice.end;
   part->nodes.push_back(index);
   return true;
 }

@@ -33,6 +33,7 @@ class GraphEditor {
   Graph& graph() { return graph_; }
   const CheckedGraph& checked() const { return checked_; }
   Node& node(size_t i) { return graph_.nodes[i]; }
+  const Node& node(size_t i) const { return graph_.nodes[i]; }
   bool removed(size_t i) const { return removed_[i]; }
 
   // The node producing `name`, or -1 for graph inputs, initializers and unknown names.
