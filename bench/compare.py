@@ -367,7 +367,22 @@ def machine():
         model = next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
     except Exception:
         pass
-    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version()}
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(), "simd": simd_level()}
+
+
+def simd_level():
+    """The widest vector level the kernels of nee (and of the peers) can use here: the same model name ("AMD
+    EPYC") covers guests with and without AVX-512, and the ratios differ between them."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next(line for line in f if line.startswith("flags")).split(":", 1)[1].split())
+    except (OSError, StopIteration):
+        return "?"
+    if "avx512f" in flags:
+        return "AVX-512" + (" with VNNI" if "avx512_vnni" in flags else "")
+    if "avx2" in flags:
+        return "AVX2" + (" with AVX-VNNI" if "avx_vnni" in flags else "") + (" + FMA" if "fma" in flags else "")
+    return "no AVX2"
 
 
 def core_round_trip_ns():
@@ -493,7 +508,8 @@ def versions(results):
 
 def report(results, meta, args):
     runtimes, out = args.runtimes, []
-    head = [f"Machine: {meta['machine']['cpu']}, {meta['machine']['cores']} cores; load average "
+    simd = meta["machine"].get("simd", "?")
+    head = [f"Machine: {meta['machine']['cpu']} ({simd}), {meta['machine']['cores']} cores; load average "
             f"{meta['load_before'][0]:.1f} before, {meta['load_after'][0]:.1f} after. Date: {meta['date']}.",
             f"Runtimes: {versions(results)}. nee and ORT: intra_op_num_threads = T; OpenVINO: CPU, "
             "1 stream of T threads, f32, no pinning; tract: single-threaded (no thread setting)."]
