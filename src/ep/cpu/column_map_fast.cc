@@ -14,35 +14,14 @@
 #include "ep/cpu/column_map_fast.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
-#include "ep/cpu/simd_x86.h"
+#include "ep/cpu/simd_x86.h"  // CpuHasAvx2Fma
+#include "ep/cpu/transpose_band.h"
 #include "ops/column_map.h"
 
 namespace nee::cpu {
 namespace {
 
 constexpr int64_t kBandRows = 256;  // output rows per task: 256 x 85 floats is 87 KB, in L2
-
-// Output rows [j0, j1) of y = x^T for x [m, n] (y [n, m]).
-void TransposeRows(const float* x, float* y, int64_t m, int64_t n, int64_t j0, int64_t j1, bool avx2) {
-  int64_t i = 0;
-#if defined(__x86_64__) || defined(__i386__)
-  if (avx2) {
-    for (; i + 8 <= m; i += 8) {
-      // The input rows are far apart (a detector head reads 85 rows 25 KB
-      // apart), too many streams for the hardware prefetcher: fetch the
-      // band's part of the rows two tiles ahead, as transpose_fast.cc does.
-      for (int64_t r = i + 16; r < std::min(m, i + 24); ++r)
-        for (int64_t c = j0; c < j1; c += 16) __builtin_prefetch(x + r * n + c);
-      int64_t j = j0;
-      for (; j + 8 <= j1; j += 8) Transpose8x8Avx2(x + i * n + j, n, y + j * m + i, m);
-      for (; j < j1; ++j)
-        for (int64_t ii = i; ii < i + 8; ++ii) y[j * m + ii] = x[ii * n + j];
-    }
-  }
-#endif
-  for (int64_t j = j0; j < j1; ++j)
-    for (int64_t ii = i; ii < m; ++ii) y[j * m + ii] = x[ii * n + j];
-}
 
 // Applies `step` (its operation a template argument, so that the row loops
 // have no switch) to rows [r0, r1) of y (rows of `columns`).
@@ -132,7 +111,8 @@ Status TransposeColumnMapFloat(KernelContext& ctx) {
   const int64_t bands = (inner + kBandRows - 1) / kBandRows;
   ParallelTasks(ctx, outer * bands, [&](int64_t task) {
     const int64_t o = task / bands, j0 = (task % bands) * kBandRows, j1 = std::min(inner, j0 + kBandRows);
-    TransposeRows(x + o * columns * inner, y + o * inner * columns, columns, inner, j0, j1, avx2);
+    TransposeBand(reinterpret_cast<const uint32_t*>(x + o * columns * inner),
+                  reinterpret_cast<uint32_t*>(y + o * inner * columns), columns, inner, j0, j1, avx2);
     for (const ColumnMapStep& step : m.steps)
       ApplyStep(m, step, step.operand ? data[step.operand] : nullptr, y, o * inner + j0, o * inner + j1);
   });

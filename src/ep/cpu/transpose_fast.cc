@@ -16,6 +16,7 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/simd_x86.h"
+#include "ep/cpu/transpose_band.h"
 
 namespace nee::cpu {
 namespace {
@@ -80,8 +81,8 @@ void CopyRows(const uint32_t* x, uint32_t* y, const std::vector<int64_t>& dims, 
   }
 }
 
+}  // namespace
 
-// Output rows [j0, j1) of y = x^T for x [m, n] (y [n, m]).
 void TransposeBand(const uint32_t* x, uint32_t* y, int64_t m, int64_t n, int64_t j0, int64_t j1, bool avx2) {
   int64_t i = 0;
 #if defined(__x86_64__) || defined(__i386__)
@@ -103,8 +104,6 @@ void TransposeBand(const uint32_t* x, uint32_t* y, int64_t m, int64_t n, int64_t
   for (int64_t j = j0; j < j1; ++j)
     for (int64_t ii = i; ii < m; ++ii) y[j * m + ii] = x[ii * n + j];
 }
-
-}  // namespace
 
 Status TransposeFast(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
