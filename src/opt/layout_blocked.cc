@@ -82,9 +82,11 @@ struct Candidate {
 };
 
 // Group-1 convs that the CPU provider computes in the blocked layout
-// (elsewhere only the reference would, so they stay NCHW there): on AVX-512,
-// stride 2 (ResNet's and YOLO's downsampling 3x3 and 1x1) directly
-// (ep/cpu/blocked_direct_avx512.h); on AVX2 and AVX-512, 3x3 stride 1 by
+// (elsewhere only the reference would, so they stay NCHW there): on AVX2 and
+// AVX-512, stride 2 (ResNet's and YOLO's downsampling 3x3 and 1x1) directly
+// (ep/cpu/blocked_direct_avx512.h, blocked_direct_avx2.h; a 1x1 as the
+// pointwise conv of the pixels it reads: with both blocked, ResNet-50 on AVX2
+// has 2 ToBlocked and 1 FromBlocked instead of 8 and 7); and 3x3 stride 1 by
 // Winograd reading and writing the layout (ep/cpu/conv_winograd.h; fewer
 // multiplies: ResNet-50's 25% faster than ONNX Runtime's direct NCHWc ones),
 // so no FromBlocked and ToBlocked sit around them (on AVX2, ResNet-50's
@@ -94,7 +96,7 @@ struct Candidate {
 bool DirectOrWinograd(const Node& n, const Candidate& c, const std::vector<int64_t>& kernel) {
   if (HostIsaLevel() < CpuIsaLevel::kAvx2 || c.group != 1) return false;
   const bool winograd = c.spec.strides[0] == 1 && kernel == std::vector<int64_t>{3, 3} && c.C >= 16 && c.M >= 16;
-  const bool direct = c.spec.strides[0] == 2 && HostIsaLevel() >= CpuIsaLevel::kAvx512;
+  const bool direct = c.spec.strides[0] == 2;
   if ((!direct && !winograd) || c.spec.dilations != std::vector<int64_t>{1, 1}) return false;
   for (size_t d = 0; d < 2; ++d)
     if (c.spec.pads[d] >= kernel[d] || c.spec.pads[d + 2] >= kernel[d]) return false;

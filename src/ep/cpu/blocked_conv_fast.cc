@@ -34,6 +34,7 @@
 #include <immintrin.h>
 
 #include "ep/cpu/activation_simd.h"
+#include "ep/cpu/blocked_direct_avx2.h"
 #include "ep/cpu/blocked_direct_avx512.h"
 #include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/blocked_pointwise_avx512.h"
@@ -611,6 +612,10 @@ Status BlockedConvFloat(KernelContext& ctx) {
   if (WinogradShape(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {  // fewer multiplies, any activation
     const Winograd3x3 wg{g.N, g.C, g.H, g.W, g.M, g.OH, g.OW, g.pt, g.pl};
     if (WinogradBlockedApplies(ctx, wg)) return ConvWinogradBlocked(ctx, wg, g.x, g.w, g.bias, g.act, g.z, g.y);
+  }
+  if (BlockedDirectAvx2Applies(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {  // k x k without AVX-512
+    RunBlockedDirectAvx2(ctx, g);
+    return Status::Ok();
   }
   if (StridedPointwise(g)) g = SubsampledAsPointwise(ctx, g);
   if (Supported(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {

@@ -251,10 +251,13 @@ int64_t PairWeightBytes(const BlockedConvGeometry& g) {
 }
 constexpr int64_t kWeightsInL2 = 768 * 1024;
 
+}  // namespace
+#endif
+
 // Whether the border columns (one pixel at a time) would be more than an
 // eighth of each row: small images (ResNet's 14x14 -> 7x7 stride-2 conv ran
 // 10% slower than im2col so).
-bool BorderHeavy(const BlockedConvGeometry& g) {
+bool BlockedDirectBorderHeavy(const BlockedConvGeometry& g) {
   const int64_t left = std::min(g.OW, (g.pl + g.sw - 1) / g.sw);
   const int64_t last = g.W - g.KW + g.pl;
   const int64_t right = last < 0 ? g.OW - left : g.OW - std::max(left, std::min(g.OW, last / g.sw + 1));
@@ -268,7 +271,7 @@ bool BorderHeavy(const BlockedConvGeometry& g) {
 // The copy lives in the calling thread's grow-only scratch (the pool's
 // workers read it while the caller waits), so runs allocate nothing: a
 // vector per call was mapped and page-faulted afresh on every run.
-void PadInput(KernelContext& ctx, const BlockedConvGeometry& g, BlockedConvGeometry* padded) {
+void BlockedDirectPadInput(KernelContext& ctx, const BlockedConvGeometry& g, BlockedConvGeometry* padded) {
   *padded = g;
   padded->H = (g.OH - 1) * g.sh + g.KH;
   padded->W = (g.OW - 1) * g.sw + g.KW;
@@ -297,13 +300,10 @@ void PadInput(KernelContext& ctx, const BlockedConvGeometry& g, BlockedConvGeome
   padded->x = out;
 }
 
-}  // namespace
-#endif
-
 void RunBlockedDirect(KernelContext& ctx, const BlockedConvGeometry& given) {
 #ifdef NEE_DIRECT_X86
   BlockedConvGeometry g = given;
-  if (BorderHeavy(given)) PadInput(ctx, given, &g);
+  if (BlockedDirectBorderHeavy(given)) BlockedDirectPadInput(ctx, given, &g);
   const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g);
   const TileSet tiles = TilesFor(g.sw);
   const int threads = NumThreads(ctx);

@@ -34,4 +34,13 @@ bool BlockedDirectApplies(const BlockedConvGeometry& g);
 // The conv, with its bias, residual and activation, for a geometry it takes.
 void RunBlockedDirect(KernelContext& ctx, const BlockedConvGeometry& g);
 
+// What the AVX-512 and AVX2 (blocked_direct_avx2.h) direct kernels share:
+// whether one-pixel border tiles would be more than an eighth of each output
+// row (small images), and then the input with its padding written out as
+// zeros into the calling thread's scratch, `padded` the same conv without
+// pads over it (a padded tap adds 0 * w where the border path skips it: the
+// same sums, up to a zero's sign).
+bool BlockedDirectBorderHeavy(const BlockedConvGeometry& g);
+void BlockedDirectPadInput(KernelContext& ctx, const BlockedConvGeometry& g, BlockedConvGeometry* padded);
+
 }  // namespace nee::cpu

@@ -53,7 +53,7 @@ const std::vector<Geometry> kGeometries = {
     {"depthwise s2 odd", {1, 24, 11, 13}, {24, 1, 3, 3}, 24, 2, 1},
     {"depthwise tiny", {1, 8, 2, 3}, {8, 1, 3, 3}, 8, 1, 1},          // no interior column at all
     {"grouped (reference)", {1, 16, 5, 5}, {16, 8, 3, 3}, 2, 1, 1},   // the fast kernel passes it on
-    // k x k: AVX-512 computes them directly (blocked_direct_avx512.cc), else the reference.
+    // k x k: AVX-512 and AVX2 compute them directly (blocked_direct_avx512.cc, blocked_direct_avx2.cc).
     {"3x3 s2", {1, 16, 13, 11}, {24, 16, 3, 3}, 1, 2, 1},             // odd pairs, border columns both sides
     {"3x3 s1 wide", {2, 8, 5, 29}, {40, 8, 3, 3}, 1, 1, 1},           // 27 interior columns: 12 + 12 + 3
     {"1x1 s2", {1, 32, 14, 14}, {64, 32, 1, 1}, 1, 2, 0},             // ResNet's downsample, no border
@@ -71,6 +71,11 @@ const std::vector<Geometry> kGeometries = {
     // Weights beyond L2 (1 MB, 1.2 MB): tasks by output channels first.
     {"pointwise big weights", {1, 512, 3, 5}, {512, 512, 1, 1}, 1, 1, 0},
     {"3x3 s2 big weights", {1, 256, 3, 35}, {136, 256, 3, 3}, 1, 2, 1},  // 17 blocks: an odd last pair
+    // AVX2's direct kernel (blocked_direct_avx2.cc): passes of three input blocks (3, 3, 2), a lone last
+    // output block, two images of 5 x 4 outputs (output blocks shared out at 2 and 3 threads); a 7x7
+    // stride-2 window (one input block a pass) wider than the padded image's last columns.
+    {"3x3 s2 passes", {2, 64, 9, 8}, {40, 64, 3, 3}, 1, 2, 1},
+    {"7x7 s2 pad 3", {1, 16, 17, 15}, {16, 16, 7, 7}, 1, 2, 3},
 };
 
 // Random weights; over many inputs a window (fan-in beyond 256) scaled by
@@ -178,7 +183,8 @@ TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
             auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
             ASSERT_TRUE(got.ok()) << got.status().ToString();
             ExpectClose(*got, ref->outputs[0].tensor(), what);
-            // Across ISAs only the pointwise tiles claim the same bits (elsewhere AVX2 runs the reference).
+            // Across ISAs only the pointwise tiles claim the same bits (the direct kernels pad the border on
+            // different conditions, and a padded tap's 0 * w can change a zero's sign).
             const bool pointwise = g.group == 1 && g.w[2] == 1 && g.w[3] == 1 && g.stride == 1 && g.pad == 0;
             if (threads == 1 && (first.num_elements() == 0 || !pointwise)) first = *got;
             else ExpectBitwise(*got, first, what + " threads " + std::to_string(threads) +

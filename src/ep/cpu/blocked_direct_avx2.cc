@@ -1,0 +1,274 @@
+#include "ep/cpu/blocked_direct_avx2.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <array>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "ep/cpu/blocked_direct_avx512.h"
+#include "ep/cpu/blocked_tile_avx512.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+#include "ops/op_schema.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#define NEE_DIRECT_AVX2 1
+#endif
+
+namespace nee::cpu {
+
+#ifdef NEE_DIRECT_AVX2
+namespace {
+
+using Kind = FusedActivation::Kind;
+constexpr int64_t kB = kChannelBlock;
+
+// [units][Cb][KH][KW][8][16], a unit two output blocks: for a unit, input
+// block, tap and input lane, its sixteen output channels' weights, so a
+// tile's two weight vectors of a step are neighbours (the AVX-512 kernel's
+// layout); bias [units * 16]; channels past M 0.
+struct DirectWeights {
+  std::vector<float> w, bias;
+};
+
+constexpr int64_t kUnit = 2 * kB;
+
+std::shared_ptr<const DirectWeights> Pack(const BlockedConvGeometry& g) {
+  auto p = std::make_shared<DirectWeights>();
+  const int64_t taps = g.KH * g.KW, units = (g.Mb() + 1) / 2;
+  p->w.assign(static_cast<size_t>(units * g.Cb() * taps * kB * kUnit), 0.f);
+  p->bias.assign(static_cast<size_t>(units * kUnit), 0.f);
+  for (int64_t m = 0; m < g.M; ++m) {
+    if (g.bias) p->bias[static_cast<size_t>(m)] = g.bias[m];
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t at = (((m / kUnit * g.Cb() + c / kB) * taps + t) * kB + c % kB) * kUnit + m % kUnit;
+        p->w[static_cast<size_t>(at)] = g.w[(m * g.C + c) * taps + t];
+      }
+  }
+  return p;
+}
+
+std::shared_ptr<const DirectWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
+  if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
+  // Keyed apart from the AVX-512 kernel's pairs (the ISA can change at run time in tests).
+  auto packed = ctx.prepared()->GetOrBuild<DirectWeights>(
+      {g.M, g.C, g.KH, g.KW, 8}, [&]() -> Result<std::shared_ptr<const DirectWeights>> {
+        std::shared_ptr<const DirectWeights> p = Pack(g);
+        ctx.ReleaseConstantInput(1);  // runs read the packed copy
+        return p;
+      });
+  return packed.ok() ? packed.value() : Pack(g);
+}
+
+struct TileArgs {
+  const BlockedConvGeometry* g;
+  const float* x;          // image n's input, block 0
+  int64_t origin;          // where the tile's first pixel's window (tap 0) starts in a block, in floats
+  const int64_t* offsets;  // each tap's offset from the window's start, in floats
+  float* y;                // the tile's first pixel in its first output block
+  const float* z;          // the residual there, or null
+  int64_t tap0, tap1;      // the taps inside the image (whole rows of taps: the columns are padded)
+  int64_t cb0, cb1;        // the input blocks this pass adds
+  bool start;              // the first pass: the sums start at the bias, else at y's partial sums
+  bool finish;             // the last pass: the residual and the activation, as the sums are stored
+};
+
+// Chosen per stored vector (a predictable branch), as the AVX-512 tiles do.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate(const FusedActivation& act, __m256 v) {
+  switch (act.kind) {
+    case Kind::kRelu: return Activate8<Kind::kRelu>(act, v);
+    case Kind::kClip: return Activate8<Kind::kClip>(act, v);
+    case Kind::kSilu: return Activate8<Kind::kSilu>(act, v);
+    default: return v;
+  }
+}
+
+// PX pixels of one output row x OB output blocks, stride S (a constant, so
+// that the pixels' broadcasts are offsets from one register).
+template <int PX, int OB, int S>
+__attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const float* w, const float* bias) {
+  const BlockedConvGeometry& g = *t.g;
+  const int64_t taps = g.KH * g.KW, in_plane = g.H * g.W * kB, out_plane = g.OH * g.OW * kB;
+  constexpr int64_t step = S * kB;
+  __m256 acc[PX][OB];
+#pragma GCC unroll 2
+  for (int j = 0; j < OB; ++j) {
+    const __m256 b = _mm256_loadu_ps(bias + kB * j);
+#pragma GCC unroll 12
+    for (int i = 0; i < PX; ++i) acc[i][j] = t.start ? b : _mm256_loadu_ps(t.y + j * out_plane + i * kB);
+  }
+  for (int64_t cb = t.cb0; cb < t.cb1; ++cb) {
+    const float* xb = t.x + cb * in_plane;
+    const float* wb = w + cb * taps * kB * kUnit;
+    for (int64_t tap = t.tap0; tap < t.tap1; ++tap) {
+      const float* xp = xb + (t.origin + t.offsets[tap]);
+      // Opaque to the optimizer, as in the AVX-512 tiles: otherwise GCC keeps
+      // pixel values across taps (tap kw + S reads pixel i + 1's) and spills them.
+      __asm__("" : "+r"(xp));
+      const float* wk = wb + tap * kB * kUnit;
+#pragma GCC unroll 8
+      for (int l = 0; l < kB; ++l) {
+        __m256 wv[OB];
+#pragma GCC unroll 2
+        for (int j = 0; j < OB; ++j) wv[j] = _mm256_loadu_ps(wk + l * kUnit + j * kB);
+#pragma GCC unroll 12
+        for (int i = 0; i < PX; ++i) {
+          const __m256 xv = _mm256_broadcast_ss(xp + i * step + l);
+#pragma GCC unroll 2
+          for (int j = 0; j < OB; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int j = 0; j < OB; ++j)
+#pragma GCC unroll 12
+    for (int i = 0; i < PX; ++i) {
+      const int64_t at = j * out_plane + i * kB;
+      __m256 v = acc[i][j];
+      if (t.finish) {
+        if (t.z) v = _mm256_add_ps(v, _mm256_loadu_ps(t.z + at));
+        v = Activate(g.act, v);
+      }
+      _mm256_storeu_ps(t.y + at, v);
+    }
+}
+
+using TileFn = void (*)(const TileArgs&, const float*, const float*);
+
+template <int OB, int S, int... PX>
+constexpr auto TableOf(std::integer_sequence<int, PX...>) {
+  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OB, S>...};
+}
+
+constexpr int64_t kWidest = 6;  // pixels of a two-block tile (twelve accumulators)
+
+template <int S>
+struct DirectTiles {
+  static constexpr auto one = TableOf<1, S>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto two = TableOf<2, S>(std::make_integer_sequence<int, kWidest>{});
+};
+
+struct TileSet {
+  const TileFn* one;
+  const TileFn* two;
+};
+
+template <int S>
+constexpr TileSet kTiles{DirectTiles<S>::one.data(), DirectTiles<S>::two.data()};
+
+TileSet TilesFor(int64_t stride) { return stride == 1 ? kTiles<1> : kTiles<2>; }
+
+// Input blocks per pass (see DirectRow): the passes' weights for a tile's
+// two output blocks stay in L1 (about 16 KiB: 3x3 taps, three blocks).
+int64_t BlocksPerPass(const BlockedConvGeometry& g) {
+  const int64_t per_block = g.KH * g.KW * kB * kUnit * static_cast<int64_t>(sizeof(float));
+  return std::max<int64_t>(1, (16 * 1024) / per_block);
+}
+
+// Output row oh of image n, output units [u0, u1), on an input whose windows
+// lie inside it along the columns (padded: RunBlockedDirectAvx2), in passes
+// over a few input blocks each (as ONNX Runtime's NCHWc convs): within a
+// pass, each unit goes along the whole row, so the pass's weights for it and
+// the input rows of its blocks stay in L1, and the row's sums wait in y
+// between passes. One tile over all the input blocks read a run's input of
+// every block (40 KiB at 256 channels, beyond L1) and all the weights from
+// L2 for each run of pixels. Each output is still one FMA chain in the same
+// order (the passes only store and reload it): the same bits.
+void DirectRow(const BlockedConvGeometry& g, const DirectWeights& dw, const TileSet& tiles, const int64_t* offsets,
+               int64_t n, int64_t oh, int64_t u0, int64_t u1) {
+  const int64_t out_plane = g.OH * g.OW * kB;
+  TileArgs t{};
+  t.g = &g;
+  t.offsets = offsets;
+  const int64_t ih0 = oh * g.sh - g.pt;
+  t.tap0 = std::max<int64_t>(0, -ih0) * g.KW;
+  t.tap1 = std::min<int64_t>(g.KH, g.H - ih0) * g.KW;
+  t.x = g.x + n * g.Cb() * g.H * g.W * kB;
+  const int64_t unit_weights = g.Cb() * g.KH * g.KW * kB * kUnit, per_pass = BlocksPerPass(g);
+  for (int64_t cb0 = 0; cb0 < g.Cb(); cb0 += per_pass) {
+    t.cb0 = cb0;
+    t.cb1 = std::min(g.Cb(), cb0 + per_pass);
+    t.start = cb0 == 0;
+    t.finish = t.cb1 == g.Cb();
+    for (int64_t u = u0; u < u1; ++u) {
+      const bool lone = 2 * u + 1 == g.Mb();  // the last unit of an odd block count
+      const TileFn* fns = lone ? tiles.one : tiles.two;
+      for (int64_t ow = 0, px = 0; ow < g.OW; ow += px) {
+        px = blocked_tile::TilePixels(g.OW - ow, kWidest);
+        const int64_t at = (n * g.Mb() + 2 * u) * out_plane + (oh * g.OW + ow) * kB;
+        t.y = g.y + at;
+        t.z = g.z ? g.z + at : nullptr;
+        t.origin = (ih0 * g.W + ow * g.sw - g.pl) * kB;
+        fns[px - 1](t, dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit);
+      }
+    }
+  }
+}
+
+// Whether some output column's window reaches past the left or right edge.
+bool HasBorderColumns(const BlockedConvGeometry& g) {
+  const int64_t last = g.W - g.KW + g.pl;
+  return g.pl > 0 || last < 0 || (g.OW - 1) * g.sw > last;
+}
+
+// How much of a core's L2 (512 KiB on Zen 3) a group of output blocks'
+// weights may take beside the input rows its tasks read.
+constexpr int64_t kGroupWeights = 256 * 1024;
+
+}  // namespace
+#endif  // NEE_DIRECT_AVX2
+
+bool BlockedDirectAvx2Applies(const BlockedConvGeometry& g) {
+#ifdef NEE_DIRECT_AVX2
+  if (SgemmActiveIsa() != SgemmIsa::kAvx2 || SgemmPortableForced() || g.nchw_input) return false;
+  if (g.group != 1 || g.KH * g.KW <= 1 || g.dh != 1 || g.dw != 1) return false;
+  if (g.sh != g.sw || (g.sh != 1 && g.sh != 2)) return false;
+  if (g.pt < 0 || g.pl < 0 || g.pt >= g.KH || g.pl >= g.KW) return false;
+  return g.C % kB == 0 && g.M % kB == 0 && blocked_tile::InRegisters(g.act.kind);
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& given) {
+#ifdef NEE_DIRECT_AVX2
+  BlockedConvGeometry g = given;
+  // Any border column: the padded copy. A one-pixel tile's two accumulator
+  // chains wait on the FMA latency (ResNet-50's 256-channel 28x28 -> 14x14
+  // conv spent 14% of its time in its one border column per row), where the
+  // copy is a pass over the input.
+  if (HasBorderColumns(given)) BlockedDirectPadInput(ctx, given, &g);
+  const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g);
+  const TileSet tiles = TilesFor(g.sw);
+  std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
+  for (int64_t tap = 0; tap < g.KH * g.KW; ++tap) offsets[tap] = ((tap / g.KW) * g.W + tap % g.KW) * kB;
+  const int threads = NumThreads(ctx);
+  const int64_t rows = g.N * g.OH, units = (g.Mb() + 1) / 2;
+  // Groups of output units whose weights L2 keeps, each taken down every
+  // output row before the next group, so the weights come from L3 or memory
+  // once, not once a row; with few rows (small images), more groups, so that
+  // each thread has work and streams only its groups' weights.
+  const int64_t unit_bytes = g.Cb() * g.KH * g.KW * kB * kUnit * static_cast<int64_t>(sizeof(float));
+  int64_t groups = std::min(units, (units * unit_bytes + kGroupWeights - 1) / kGroupWeights);
+  const int64_t wanted = 4 * threads;
+  if (threads > 1 && rows * groups < wanted) groups = std::min(units, std::max(groups, (wanted + rows - 1) / rows));
+  groups = std::max<int64_t>(1, groups);
+  ParallelTasks(ctx, rows * groups, [&](int64_t task) {
+    const int64_t group = task / rows, row = task % rows;
+    const int64_t u0 = group * units / groups, u1 = (group + 1) * units / groups;
+    if (u0 < u1) DirectRow(g, *packed, tiles, offsets.data(), row / g.OH, row % g.OH, u0, u1);
+  });
+#else
+  (void)ctx, (void)given;
+#endif
+}
+
+}  // namespace nee::cpu
