@@ -12,8 +12,8 @@
 //   - depthwise: 3x3, stride 1 or 2, padding 1, one channel per group;
 // with float32 input and output of static shape, 2-D, dilation 1, constant
 // weights, and input and output channels multiples of 8 (no padding lanes).
-// Two more kinds join a run, on hosts with AVX-512 (the kernels that make
-// them pay are AVX-512's):
+// Two more kinds join a run, on hosts with AVX2 or AVX-512 (the stem
+// kernels, ep/cpu/blocked_stem_avx512.h and blocked_stem_avx2.h, make them pay):
 //   - a stem: a group-1 conv over few input channels (not a multiple of 8, at
 //     most 16: a CNN's first conv on RGB) becomes a BlockedConv reading its
 //     NCHW input (input_layout = "nchw"), so its output needs no ToBlocked;
@@ -105,10 +105,10 @@ bool DirectOrWinograd(const Node& n, const Candidate& c, const std::vector<int64
   return kind.empty() || kind == "Relu" || kind == "Clip" || kind == "Silu";
 }
 
-// A stem conv that the AVX-512 stem kernel computes (ep/cpu/blocked_stem_avx512.h):
+// A stem conv that the stem kernels compute (ep/cpu/blocked_stem_avx512.h, blocked_stem_avx2.h):
 // group 1, equal strides of 1 or 2, no residual, an activation it finishes.
 bool StemConv(const Node& n, const Candidate& c, const std::vector<int64_t>& kernel) {
-  if (HostIsaLevel() < CpuIsaLevel::kAvx512 || c.group != 1 || c.C > 2 * kChannelBlock || !c.z.empty()) return false;
+  if (HostIsaLevel() < CpuIsaLevel::kAvx2 || c.group != 1 || c.C > 2 * kChannelBlock || !c.z.empty()) return false;
   if (c.spec.dilations != std::vector<int64_t>{1, 1} || c.spec.strides[0] != c.spec.strides[1]) return false;
   if (c.spec.strides[0] != 1 && c.spec.strides[0] != 2) return false;
   for (size_t d = 0; d < 2; ++d)
@@ -122,9 +122,9 @@ bool StemConv(const Node& n, const Candidate& c, const std::vector<int64_t>& ker
 bool BlockableMaxPool(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
   if (!n.domain.empty() || n.op_type != "MaxPool" || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
-  // Where the stems stay NCHW (no AVX-512), a blocked pool would only move
+  // Where the stems stay NCHW (below AVX2), a blocked pool would only move
   // the run's ToBlocked before it, onto its four times larger input.
-  if (HostIsaLevel() < CpuIsaLevel::kAvx512) return false;
+  if (HostIsaLevel() < CpuIsaLevel::kAvx2) return false;
   std::vector<int64_t> x, y;
   if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y))
     return false;
@@ -157,8 +157,8 @@ bool BlockableJoin(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
   const bool concat = n.op_type == "Concat", add = n.op_type == "Add";
   if (!n.domain.empty() || (!concat && !add) || n.outputs.size() != 1 || n.inputs.empty()) return false;
-  // Only where blocked runs reach them: the stride-2 and stem convs that
-  // link YOLO's blocks are AVX-512's.
+  // Only on AVX-512 hosts, where YOLO in the blocked layout was measured
+  // (AVX2 hosts block its stems and stride-2 convs too now, but not yet its joins).
   if (HostIsaLevel() < CpuIsaLevel::kAvx512) return false;
   std::vector<int64_t> y;
   if (!opt::StaticDims(ed.TensorType(n.outputs[0]), &y) || y.size() != 4 || y[1] % kChannelBlock != 0) return false;

@@ -38,6 +38,7 @@
 #include "ep/cpu/blocked_direct_avx512.h"
 #include "ep/cpu/conv_winograd.h"
 #include "ep/cpu/blocked_pointwise_avx512.h"
+#include "ep/cpu/blocked_stem_avx2.h"
 #include "ep/cpu/blocked_stem_avx512.h"
 #include "ep/cpu/depthwise_blocked_avx512.h"
 #include "ep/cpu/sgemm.h"
@@ -605,7 +606,9 @@ Status BlockedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanCached(ctx));
 #ifdef NEE_BLOCKED_X86
   if (g.nchw_input) {  // a stem conv on its NCHW input (blocked_stem_avx512.h)
-    if (BlockedStemApplies(g) && g.N > 0 && g.OH > 0 && g.OW > 0) RunBlockedStem(ctx, g);
+    const bool some = g.N > 0 && g.OH > 0 && g.OW > 0;
+    if (BlockedStemApplies(g) && some) RunBlockedStem(ctx, g);
+    else if (BlockedStemAvx2Applies(g) && some) RunBlockedStemAvx2(ctx, g);
     else BlockedConvReference(ctx, g);
     return Status::Ok();
   }

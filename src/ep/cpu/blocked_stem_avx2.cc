@@ -1,0 +1,233 @@
+// The AVX2 stem kernel: BlockedConv on an NCHW input (see the header).
+#include "ep/cpu/blocked_stem_avx2.h"
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "ep/cpu/blocked_tile_avx512.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+#include "ops/op_schema.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <immintrin.h>
+
+#include "ep/cpu/activation_simd.h"
+#define NEE_STEM_AVX2 1
+#endif
+
+namespace nee::cpu {
+
+#ifdef NEE_STEM_AVX2
+namespace {
+
+using Kind = FusedActivation::Kind;
+constexpr int64_t kB = kChannelBlock;
+constexpr int64_t kUnit = 2 * kB;  // two output blocks
+constexpr int64_t kMaxChannels = 2 * kB;
+
+// [units][C][KH][KW][16]: for a unit, input channel and tap, its sixteen
+// output channels' weights; bias [units * 16]; channels past M 0.
+struct StemWeights {
+  std::vector<float> w, bias;
+};
+
+std::shared_ptr<const StemWeights> Pack(const BlockedConvGeometry& g) {
+  auto p = std::make_shared<StemWeights>();
+  const int64_t units = (g.Mb() + 1) / 2, taps = g.KH * g.KW;
+  p->w.assign(static_cast<size_t>(units * g.C * taps * kUnit), 0.f);
+  p->bias.assign(static_cast<size_t>(units * kUnit), 0.f);
+  for (int64_t m = 0; m < g.M; ++m) {
+    const int64_t unit = m / kUnit, lane = m % kUnit;
+    if (g.bias) p->bias[static_cast<size_t>(m)] = g.bias[m];
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t t = 0; t < taps; ++t)
+        p->w[static_cast<size_t>(((unit * g.C + c) * taps + t) * kUnit + lane)] = g.w[(m * g.C + c) * taps + t];
+  }
+  return p;
+}
+
+std::shared_ptr<const StemWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
+  if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
+  // Keyed apart from the AVX-512 stem's (the ISA can change at run time in tests).
+  auto packed = ctx.prepared()->GetOrBuild<StemWeights>(
+      {g.M, g.C, g.KH, g.KW, 8}, [&]() -> Result<std::shared_ptr<const StemWeights>> {
+        std::shared_ptr<const StemWeights> p = Pack(g);
+        ctx.ReleaseConstantInput(1);  // runs read the packed copy
+        return p;
+      });
+  return packed.ok() ? packed.value() : Pack(g);
+}
+
+// The input with its padding written out: C planes of `rows` x `cols`.
+struct PaddedInput {
+  const float* x;
+  int64_t rows, cols;
+};
+
+struct TileArgs {
+  const BlockedConvGeometry* g;
+  PaddedInput in;          // image n's padded planes
+  int64_t origin;          // where the tile's first pixel's window (tap 0) starts in a plane
+  const int64_t* offsets;  // each tap's offset from the window's start
+  float* y;                // the tile's first pixel in its first output block
+};
+
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate(const FusedActivation& act, __m256 v) {
+  switch (act.kind) {
+    case Kind::kRelu: return Activate8<Kind::kRelu>(act, v);
+    case Kind::kClip: return Activate8<Kind::kClip>(act, v);
+    case Kind::kSilu: return Activate8<Kind::kSilu>(act, v);
+    default: return v;
+  }
+}
+
+// PX pixels of one output row x OB output blocks, stride S.
+template <int PX, int OB, int S>
+__attribute__((target("avx2,fma"))) void StemTile(const TileArgs& t, const float* w, const float* bias) {
+  const BlockedConvGeometry& g = *t.g;
+  const int64_t taps = g.KH * g.KW, plane = t.in.rows * t.in.cols, out_plane = g.OH * g.OW * kB;
+  __m256 acc[PX][OB];
+#pragma GCC unroll 2
+  for (int j = 0; j < OB; ++j) {
+    const __m256 b = _mm256_loadu_ps(bias + kB * j);
+#pragma GCC unroll 6
+    for (int i = 0; i < PX; ++i) acc[i][j] = b;
+  }
+  for (int64_t c = 0; c < g.C; ++c) {
+    const float* xc = t.in.x + c * plane + t.origin;
+    const float* wc = w + c * taps * kUnit;
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      const float* xp = xc + t.offsets[tap];
+      const float* wk = wc + tap * kUnit;
+      __m256 wv[OB];
+#pragma GCC unroll 2
+      for (int j = 0; j < OB; ++j) wv[j] = _mm256_loadu_ps(wk + j * kB);
+#pragma GCC unroll 6
+      for (int i = 0; i < PX; ++i) {
+        const __m256 xv = _mm256_broadcast_ss(xp + i * S);
+#pragma GCC unroll 2
+        for (int j = 0; j < OB; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int j = 0; j < OB; ++j)
+#pragma GCC unroll 6
+    for (int i = 0; i < PX; ++i) _mm256_storeu_ps(t.y + j * out_plane + i * kB, Activate(g.act, acc[i][j]));
+}
+
+using TileFn = void (*)(const TileArgs&, const float*, const float*);
+
+template <int OB, int S, int... PX>
+constexpr auto TableOf(std::integer_sequence<int, PX...>) {
+  return std::array<TileFn, sizeof...(PX)>{StemTile<PX + 1, OB, S>...};
+}
+
+constexpr int64_t kWidest = 6;
+
+template <int S>
+struct StemTiles {
+  static constexpr auto one = TableOf<1, S>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto two = TableOf<2, S>(std::make_integer_sequence<int, kWidest>{});
+};
+
+struct TileSet {
+  const TileFn* one;
+  const TileFn* two;
+};
+
+template <int S>
+constexpr TileSet kTiles{StemTiles<S>::one.data(), StemTiles<S>::two.data()};
+
+// The zero-padded copy of the input, (OH - 1) * s + KH rows of (OW - 1) * s + KW
+// columns a plane, in the calling thread's grow-only scratch (the pool's
+// workers read it while the caller waits).
+PaddedInput Pad(KernelContext& ctx, const BlockedConvGeometry& g) {
+  const int64_t rows = (g.OH - 1) * g.sh + g.KH, cols = (g.OW - 1) * g.sw + g.KW;
+  thread_local SgemmScratch scratch;
+  float* out = scratch.Get(g.N * g.C * rows * cols);
+  ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      const float* src = g.x + p * g.H * g.W;
+      float* dst = out + p * rows * cols;
+      const int64_t c0 = std::clamp<int64_t>(g.pl, 0, cols), c1 = std::clamp<int64_t>(g.pl + g.W, c0, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* d = dst + r * cols;
+        const int64_t ih = r - g.pt;
+        if (ih < 0 || ih >= g.H) {
+          std::fill(d, d + cols, 0.f);
+          continue;
+        }
+        std::fill(d, d + c0, 0.f);
+        std::copy(src + ih * g.W + c0 - g.pl, src + ih * g.W + c1 - g.pl, d + c0);
+        std::fill(d + c1, d + cols, 0.f);
+      }
+    }
+  });
+  return {out, rows, cols};
+}
+
+// Output row oh of image n, output units [u0, u1): each unit along the whole
+// row (its weights, at most 16 KiB for a 7x7 window on 3 channels, stay in L1).
+void StemRow(const BlockedConvGeometry& g, const StemWeights& sw, const TileSet& tiles, const PaddedInput& in,
+             const int64_t* offsets, int64_t n, int64_t oh, int64_t u0, int64_t u1) {
+  const int64_t out_plane = g.OH * g.OW * kB, taps = g.KH * g.KW;
+  TileArgs t{};
+  t.g = &g;
+  t.in = in;
+  t.in.x = in.x + n * g.C * in.rows * in.cols;
+  t.offsets = offsets;
+  for (int64_t u = u0; u < u1; ++u) {
+    const TileFn* fns = 2 * u + 1 == g.Mb() ? tiles.one : tiles.two;
+    for (int64_t ow = 0, px = 0; ow < g.OW; ow += px) {
+      px = blocked_tile::TilePixels(g.OW - ow, kWidest);
+      t.origin = oh * g.sh * in.cols + ow * g.sw;
+      t.y = g.y + (n * g.Mb() + 2 * u) * out_plane + (oh * g.OW + ow) * kB;
+      fns[px - 1](t, sw.w.data() + u * g.C * taps * kUnit, sw.bias.data() + u * kUnit);
+    }
+  }
+}
+
+}  // namespace
+#endif  // NEE_STEM_AVX2
+
+bool BlockedStemAvx2Applies(const BlockedConvGeometry& g) {
+#ifdef NEE_STEM_AVX2
+  if (SgemmActiveIsa() != SgemmIsa::kAvx2 || SgemmPortableForced() || !g.nchw_input || g.z) return false;
+  if (g.group != 1 || g.C < 1 || g.C > kMaxChannels || g.dh != 1 || g.dw != 1 || g.KH < 1 || g.KW < 1) return false;
+  if (g.sh != g.sw || (g.sh != 1 && g.sh != 2)) return false;
+  if (g.pt < 0 || g.pl < 0 || g.pt >= g.KH || g.pl >= g.KW) return false;
+  return g.M % kB == 0 && blocked_tile::InRegisters(g.act.kind);
+#else
+  (void)g;
+  return false;
+#endif
+}
+
+void RunBlockedStemAvx2(KernelContext& ctx, const BlockedConvGeometry& g) {
+#ifdef NEE_STEM_AVX2
+  const std::shared_ptr<const StemWeights> packed = PackedFor(ctx, g);
+  const PaddedInput in = Pad(ctx, g);
+  const TileSet tiles = g.sw == 1 ? kTiles<1> : kTiles<2>;
+  std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
+  for (int64_t tap = 0; tap < g.KH * g.KW; ++tap) offsets[tap] = (tap / g.KW) * in.cols + tap % g.KW;
+  const int threads = NumThreads(ctx);
+  const int64_t rows = g.N * g.OH, units = (g.Mb() + 1) / 2;
+  // Output rows are the tasks; with few rows, the units are shared out too.
+  const int64_t wanted = 4 * threads;
+  const int64_t groups = threads > 1 && rows < wanted ? std::min(units, (wanted + rows - 1) / rows) : 1;
+  ParallelTasks(ctx, rows * groups, [&](int64_t task) {
+    const int64_t row = task / groups, group = task % groups;
+    const int64_t u0 = group * units / groups, u1 = (group + 1) * units / groups;
+    if (u0 < u1) StemRow(g, *packed, tiles, in, offsets.data(), row / g.OH, row % g.OH, u0, u1);
+  });
+#else
+  (void)ctx, (void)g;
+#endif
+}
+
+}  // namespace nee::cpu
