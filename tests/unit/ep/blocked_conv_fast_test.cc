@@ -219,6 +219,36 @@ TEST(BlockedConvFast, StridedPointwiseWithEndPadsReadsNoFurtherThanTheInput) {
   }
 }
 
+// A k x k conv padded above and below only (pads {1, 0, 1, 0}): no column
+// reaches past the left or right edge, so the AVX2 direct kernel reads the
+// input where it lies (no padded copy) and its top and bottom rows skip the
+// tap rows outside the image; bands of several rows, residual and Relu.
+TEST(BlockedConvFast, DirectConvPaddedAboveAndBelowOnly) {
+  std::mt19937 rng(10);
+  Tensor x = testing::RandomTensor({2, 24, 11, 13}, rng);
+  Tensor w = testing::RandomTensor({40, 24, 3, 3}, rng);
+  Tensor b = testing::RandomTensor({40}, rng);
+  for (int64_t stride : {1, 2}) {
+    const int64_t oh = (11 + 2 - 3) / stride + 1, ow = (13 - 3) / stride + 1;
+    Tensor z = Reorder("ToBlocked", testing::RandomTensor({2, 40, oh, ow}, rng), 40);
+    const Node node = testing::MakeNode("BlockedConv", 4, 1,
+                                        {IntAttr("channels", 24), IntsAttr("strides", {stride, stride}),
+                                         IntsAttr("pads", {1, 0, 1, 0}), StringAttr("activation", "Relu")},
+                                        "ai.nee");
+    const std::vector<Value> in = {Value(Reorder("ToBlocked", x, 24)), Value(w), Value(b), Value(z)};
+    auto ref = testing::RunOp(node, 1, in);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    Tensor first;
+    for (int threads : {1, 2, 3}) {
+      auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ExpectClose(*got, ref->outputs[0].tensor(), "pads above and below, stride " + std::to_string(stride));
+      if (threads == 1) first = *got;
+      else ExpectBitwise(*got, first, "pads above and below, threads " + std::to_string(threads));
+    }
+  }
+}
+
 TEST(BlockedConvFast, ReordersAreExact) {
   std::mt19937 rng(8);
   // (23 x 29: several pixel runs a plane, 8-pixel tails.)
