@@ -271,7 +271,11 @@ void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& given) 
   int64_t groups = std::min(units, (units * unit_bytes + kGroupWeights - 1) / kGroupWeights);
   const int64_t wanted = 4 * threads;
   if (threads > 1 && bands * groups < wanted) groups = std::min(units, std::max(groups, (wanted + bands - 1) / bands));
+  // Equal groups (a divisor of the units), so that the threads' shares of
+  // tasks are equal work: ResNet-50's 128-channel conv had groups of 2, 3
+  // and 3 units.
   groups = std::max<int64_t>(1, groups);
+  while (units % groups != 0) ++groups;
   ParallelTasks(ctx, bands * groups, [&](int64_t task) {
     const int64_t group = task / bands, b = task % bands, n = b / bands_per_image;
     const int64_t oh0 = b % bands_per_image * band, oh1 = std::min(g.OH, oh0 + band);
