@@ -399,7 +399,7 @@ def test_concat_add_and_resize_join_the_blocked_run(tmp_path, size):
                                                   "Resize") for o in n.output if o.endswith("_blocked")}
     on_blocked = {n.op_type: sum(1 for m in nodes if m.op_type == n.op_type and m.input[0] in blocked)
                   for n in nodes}
-    if host_has_avx512():
+    if host_has_avx2():
         # The C3, SPPF and neck concats and the residual Add run on blocked tensors, and with an even size the
         # upsampling too (with an odd one a Slice, NCHW, reads it); the bottleneck's 3x3 stride-1 conv stays
         # in the run (Winograd on the blocked layout), so only the input and the output are reordered.
