@@ -367,14 +367,26 @@ __attribute__((target("avx2"))) void FillChannelsBorder(const QConvGeometry& g, 
   }
 }
 
-// Sixteen consecutive input planes (from x0, ih x iw bytes each) into the copy's inside, flipped, 32
-// pixels at a time. The planes lie one after the other, so a read past a plane's end reads the next
-// one (dropped); only past x_end (the tensor's end) does it go through a copy.
-__attribute__((target("avx2"))) void TransposeIn(const QConvGeometry& g, const ChannelsLayout& L, const uint8_t* x0,
+// Where each input pixel lands in the copy (bytes from its start), or the dump slot past its end for
+// pixels no window reads.
+std::vector<int32_t> PixelOffsets(const QConvGeometry& g, const ChannelsLayout& L) {
+  std::vector<int32_t> at(static_cast<size_t>(g.ih * g.iw));
+  for (int64_t iy = 0; iy < g.ih; ++iy)
+    for (int64_t ix = 0; ix < g.iw; ++ix) {
+      const int64_t by = iy + g.ph, bx = ix + g.pw;
+      at[static_cast<size_t>(iy * g.iw + ix)] =
+          static_cast<int32_t>(by < L.hb && bx < L.wb ? (by * L.wb + bx) * kGroup : L.buffer_bytes());
+    }
+  return at;
+}
+
+// Sixteen consecutive input planes (from x0, ih x iw bytes each) into the copy's inside (pixel p at
+// offsets[p]), flipped, 32 pixels at a time. The planes lie one after the other, so a read past a
+// plane's end reads the next one (dropped); only past x_end (the tensor's end) does it go through a copy.
+__attribute__((target("avx2"))) void TransposeIn(const QConvGeometry& g, const int32_t* offsets, const uint8_t* x0,
                                                  int64_t count, const uint8_t* x_end, uint8_t flip, uint8_t* buf) {
   const int64_t pixels = g.ih * g.iw;
   const __m256i flip_bytes = _mm256_set1_epi8(static_cast<char>(flip));
-  int64_t iy = 0, ix = 0;
   for (int64_t p0 = 0; p0 < pixels; p0 += 32) {
     __m256i r[kGroup], o[kGroup];
     const int64_t n = std::min<int64_t>(32, pixels - p0);
@@ -390,31 +402,31 @@ __attribute__((target("avx2"))) void TransposeIn(const QConvGeometry& g, const C
       r[i] = _mm256_xor_si256(r[i], flip_bytes);
     }
     Transpose16x16x2(r, o);
-    for (int64_t j = 0; j < n; ++j) {  // pixel p0 + j: o[j % 16]'s lane j / 16
-      const int64_t by = iy + g.ph, bx = ix + g.pw;
-      if (by < L.hb && bx < L.wb) {
-        const __m256i v = o[j & 15];
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(buf + (by * L.wb + bx) * kGroup),
-                         j < 16 ? _mm256_castsi256_si128(v) : _mm256_extracti128_si256(v, 1));
-      }
-      if (++ix == g.iw) ix = 0, ++iy;
-    }
+    const int32_t* at = offsets + p0;
+    const int64_t low = std::min<int64_t>(16, n);
+    for (int64_t j = 0; j < low; ++j)  // pixel p0 + j: o[j]'s low lane
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(buf + at[j]), _mm256_castsi256_si128(o[j]));
+    for (int64_t j = 16; j < n; ++j)  // pixel p0 + j: o[j - 16]'s high lane
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(buf + at[j]), _mm256_extracti128_si256(o[j - 16], 1));
   }
 }
 
-// The [P][16] result (room for whole blocks of 32 pixels) into `count` consecutive output planes from
-// y0, 32 pixels at a time, the last block first: a plane's whole-vector store runs into the planes after
-// it, which their own stores (later in this block, or the first block's) then write. Stores that would
-// pass the group's last plane are exact (what follows may be another thread's).
+// Where ChannelGroupAvx2 puts output pixel p's sixteen bytes: in blocks of 32 pixels, pixels j and j + 16
+// of a block side by side, so that TransposeOut reads them as one vector.
+inline int64_t OutSlot(int64_t p) { return ((p & ~int64_t{31}) + ((p & 15) << 1) + ((p >> 4) & 1)) * kGroup; }
+
+// The result (out: pixel p at OutSlot(p), room for whole blocks of 32 pixels) into `count` consecutive
+// output planes from y0, 32 pixels at a time, the last block first: a plane's whole-vector store runs into
+// the planes after it, which their own stores (later in this block, or in the first block, which goes
+// last) then write. Stores that would pass the group's last plane are exact (what follows may be another
+// thread's).
 __attribute__((target("avx2"))) void TransposeOut(const uint8_t* out, int64_t P, int64_t count, uint8_t* y0) {
   const int64_t blocks = (P + 31) / 32;
   const uint8_t* const y_end = y0 + count * P;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t p0 = (b == 0 ? blocks - 1 : b - 1) * 32;
     __m256i r[kGroup], o[kGroup];
-    for (int j = 0; j < kGroup; ++j)
-      r[j] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(out + (p0 + 16 + j) * kGroup),
-                                 reinterpret_cast<const __m128i*>(out + (p0 + j) * kGroup));
+    for (int j = 0; j < kGroup; ++j) r[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + (p0 + 2 * j) * kGroup));
     Transpose16x16x2(r, o);
     const int64_t n = std::min<int64_t>(32, P - p0);
     for (int64_t c = 0; c < count; ++c) {
@@ -452,7 +464,7 @@ __attribute__((target("avx2"))) inline __m128i Requant16Lanes(__m256i lo, __m256
   return y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
 }
 
-// Every output pixel of one group: sixteen bytes each into out ([P][16]).
+// Every output pixel of one group: sixteen bytes each into out (pixel p at OutSlot(p)).
 template <int kPairs, RequantMode kMode>
 __attribute__((target("avx2"))) void ChannelGroupAvx2(const QConvGeometry& g, const ChannelsLayout& L,
                                                       const uint8_t* buf, const GroupLanes& lanes, const Requant& q,
@@ -471,7 +483,7 @@ __attribute__((target("avx2"))) void ChannelGroupAvx2(const QConvGeometry& g, co
   const int64_t row_step = g.sh * L.wb * kGroup, col_step = g.sw * kGroup;
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const uint8_t* row = buf + oy * row_step;
-    uint8_t* dst = out + oy * g.ow * kGroup;
+    const int64_t p_row = oy * g.ow;
     for (int64_t ox = 0; ox < g.ow; ++ox) {
       const uint8_t* base = row + ox * col_step;
       __m256i lo = constant_lo, hi = constant_hi;
@@ -498,7 +510,7 @@ __attribute__((target("avx2"))) void ChannelGroupAvx2(const QConvGeometry& g, co
       } else {
         bytes = Requant16Lanes<kClamp>(lo, hi, lanes.mult_d, yzp, low, high, q.y_signed);
       }
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + ox * kGroup), bytes);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + OutSlot(p_row + ox)), bytes);
     }
   }
 }
@@ -523,16 +535,18 @@ void RunChannelsInnermost(KernelContext& ctx, const QConvGeometry& g, const Chan
                                                       : PickChannelGroupFor<RequantMode::kDoubleClamped>(L.npairs);
   const int64_t out_bytes = (P + 31) / 32 * 32 * kGroup;
   const uint8_t* x_end = x + g.N * g.C * in_plane;
+  const std::vector<int32_t> offsets = PixelOffsets(g, L);
   ctx.ParallelFor(g.N * groups, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<uint8_t> t_buf, t_out;
-    if (t_buf.size() < static_cast<size_t>(L.buffer_bytes())) t_buf.resize(static_cast<size_t>(L.buffer_bytes()));
+    const int64_t buf_bytes = L.buffer_bytes() + kGroup;  // and the dump slot
+    if (t_buf.size() < static_cast<size_t>(buf_bytes)) t_buf.resize(static_cast<size_t>(buf_bytes));
     if (t_out.size() < static_cast<size_t>(out_bytes)) t_out.resize(static_cast<size_t>(out_bytes));
     FillChannelsBorder(g, L, zx, t_buf.data());
     for (int64_t ng = begin; ng < end; ++ng) {
       const int64_t n = ng / groups, group = ng % groups, c0 = group * kGroup, count = std::min(kGroup, g.C - c0);
       const GroupLanes group_lanes{lanes.pairs.data() + group * L.npairs * 16, lanes.constant.data() + group * 16,
                                    lanes.mult_f.data() + group * 16, lanes.mult_d.data() + group * 16};
-      TransposeIn(g, L, x + (n * g.C + c0) * in_plane, count, x_end, flip, t_buf.data());
+      TransposeIn(g, offsets.data(), x + (n * g.C + c0) * in_plane, count, x_end, flip, t_buf.data());
       group_fn(g, L, t_buf.data(), group_lanes, q, t_out.data());
       TransposeOut(t_out.data(), P, count, y + (n * g.C + c0) * P);
     }
