@@ -25,7 +25,7 @@
 //    convert chains, so this file has its own): the reference's double
 //    arithmetic, double(acc) * mult + yzp without contraction, clamped unless
 //    the multipliers are small (see Requant), rounded half to even; for small
-//    multipliers first in float, which RoundFloat8 proves equal to it or hands
+//    multipliers first in float, which RoundFma8 proves equal to it or hands
 //    back to it. Into a flat byte row, whose rows are then copied out.
 //
 // Every output is computed by the same instructions whatever the thread
@@ -168,25 +168,19 @@ __attribute__((target("avx2"))) inline __m128i Requant16(__m256i lo, __m256i hi,
   return y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
 }
 
-// The float shortcut, for small multipliers (every |mult| < 1/2), proven to give the reference's bytes
-// or to say it cannot. The reference: D = double(acc) * m + yzp in double, clamped to [lo, hi] (the
-// output type's whole range), rounded half to even. Here F = float(float(float(acc) * m) + yzp): m (a
-// float, as the multipliers are formed) and yzp (an integer of at most 255) are exact in float, so F
-// carries three float roundings, each within 2^-24 relative (2^-23 in any rounding mode), D two
-// double ones. Where |F| <= 512, |acc * m| <= 768 and |F - D| < 1.3e-4 (2.6e-4 in any mode), well
-// below delta = 2^-11. Then F - delta and F + delta (both exact: delta is a multiple of F's ulp) round
-// to the same integer k only if [F - delta, F + delta] lies within [k - 1/2, k + 1/2], so D, strictly
-// inside it, lies strictly inside (k - 1/2, k + 1/2) and rounds to k too; clamping commutes with that
-// rounding (lo and hi are integers), and the saturating packs clamp. Where |F| > 512, D has F's sign
-// and |D| > 256, so both clamp to the same end: k from F - delta does too (small multipliers keep
-// |F| < 2^31, so it converts). Lanes whose two roundings differ (about 1 in 1000) send the whole
-// vector to the double arithmetic. Eight sums: the rounded values, and which lanes agreed.
-__attribute__((target("avx2"))) inline __m256i RoundFloat8(__m256i acc, __m256 mult, __m256 yzp, __m256i* agree) {
-  const __m256 delta = _mm256_set1_ps(1.0f / 2048);
-  const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), mult), yzp);
-  const __m256i below = _mm256_cvtps_epi32(_mm256_sub_ps(v, delta));
-  *agree = _mm256_cmpeq_epi32(below, _mm256_cvtps_epi32(_mm256_add_ps(v, delta)));
-  return below;
+// The float shortcut, for small multipliers (every |mult| < 1/2), proven in qconv_requant_avx512.h
+// (RequantRow16; the GEMM tiles of qconv_tile_avx2.cc take it too) to give the reference's bytes or to say
+// it cannot: A = float(acc), L = fma(A, m, yzp - delta), H = fma(A, m, yzp + delta), delta = 2^-11, each
+// rounded once; the reference's D = double(acc) * m + yzp lies strictly between them, so where L and H
+// convert (half to even) to the same integer, D rounds to it too, and clamping commutes with that (the
+// saturating packs clamp). Lanes whose two conversions differ (about 1 in 1000) send the whole vector to
+// the double arithmetic. Eight sums: L converted, and which lanes agreed.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundFma8(__m256i acc, __m256 mult, __m256 z_lo,
+                                                                            __m256 z_hi, __m256i* agree) {
+  const __m256 a = _mm256_cvtepi32_ps(acc);
+  const __m256i low = _mm256_cvtps_epi32(_mm256_fmadd_ps(a, mult, z_lo));
+  *agree = _mm256_cmpeq_epi32(low, _mm256_cvtps_epi32(_mm256_fmadd_ps(a, mult, z_hi)));
+  return low;
 }
 
 // What one channel's flat run needs.
@@ -200,13 +194,13 @@ struct ChannelRun {
 };
 
 // How a flat run requantizes: the reference's double arithmetic, clamped (any multipliers), or for small
-// multipliers the float shortcut (RoundFloat8), falling back to that arithmetic unclamped (see Requant).
+// multipliers the float shortcut (RoundFma8), falling back to that arithmetic unclamped (see Requant).
 enum class RequantMode { kDoubleClamped, kFloatShortcut };
 
 // The flat run's bytes into out (flat rounded up to 16: out has that room). kPairs: the number of tap
 // pairs when fixed at compile time (5: 3x3), so that the loop over them unrolls; 0: any.
 template <int kPairs, RequantMode kMode>
-__attribute__((target("avx2"))) void FlatRunAvx2(const ChannelRun& run, const Requant& q, uint8_t* out) {
+__attribute__((target("avx2,fma"))) void FlatRunAvx2(const ChannelRun& run, const Requant& q, uint8_t* out) {
   const int64_t npairs = kPairs > 0 ? kPairs : run.npairs;
   constexpr int kMax = kPairs > 0 ? kPairs : (kMaxTaps + 1) / 2;
   constexpr bool kClamp = kMode == RequantMode::kDoubleClamped;
@@ -215,7 +209,10 @@ __attribute__((target("avx2"))) void FlatRunAvx2(const ChannelRun& run, const Re
   const __m256i constant = _mm256_set1_epi32(run.constant);
   const __m256d mult = _mm256_set1_pd(run.mult), yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo),
                 high = _mm256_set1_pd(q.hi);
-  const __m256 mult_f = _mm256_set1_ps(static_cast<float>(run.mult)), yzp_f = _mm256_set1_ps(static_cast<float>(q.yzp));
+  const float delta = 1.0f / 2048;
+  const __m256 mult_f = _mm256_set1_ps(static_cast<float>(run.mult));
+  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
+               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
   for (int64_t f = 0; f < run.flat; f += 16) {
     __m256i lo = constant, hi = constant;
 #pragma GCC unroll 8
@@ -229,7 +226,7 @@ __attribute__((target("avx2"))) void FlatRunAvx2(const ChannelRun& run, const Re
     __m128i bytes;
     if (kMode == RequantMode::kFloatShortcut) {
       __m256i agree_lo, agree_hi;
-      const __m256i r_lo = RoundFloat8(lo, mult_f, yzp_f, &agree_lo), r_hi = RoundFloat8(hi, mult_f, yzp_f, &agree_hi);
+      const __m256i r_lo = RoundFma8(lo, mult_f, z_lo, z_hi, &agree_lo), r_hi = RoundFma8(hi, mult_f, z_lo, z_hi, &agree_hi);
       if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
         const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // positions 0-7 | 8-15
         const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
@@ -466,7 +463,7 @@ __attribute__((target("avx2"))) inline __m128i Requant16Lanes(__m256i lo, __m256
 
 // Every output pixel of one group: sixteen bytes each into out (pixel p at OutSlot(p)).
 template <int kPairs, RequantMode kMode>
-__attribute__((target("avx2"))) void ChannelGroupAvx2(const QConvGeometry& g, const ChannelsLayout& L,
+__attribute__((target("avx2,fma"))) void ChannelGroupAvx2(const QConvGeometry& g, const ChannelsLayout& L,
                                                       const uint8_t* buf, const GroupLanes& lanes, const Requant& q,
                                                       uint8_t* out) {
   const int64_t npairs = kPairs > 0 ? kPairs : L.npairs;
@@ -479,7 +476,9 @@ __attribute__((target("avx2"))) void ChannelGroupAvx2(const QConvGeometry& g, co
                 constant_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.constant + 8));
   const __m256 mult_lo = _mm256_loadu_ps(lanes.mult_f), mult_hi = _mm256_loadu_ps(lanes.mult_f + 8);
   const __m256d yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo), high = _mm256_set1_pd(q.hi);
-  const __m256 yzp_f = _mm256_set1_ps(static_cast<float>(q.yzp));
+  const float delta = 1.0f / 2048;
+  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
+               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
   const int64_t row_step = g.sh * L.wb * kGroup, col_step = g.sw * kGroup;
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const uint8_t* row = buf + oy * row_step;
@@ -499,7 +498,7 @@ __attribute__((target("avx2"))) void ChannelGroupAvx2(const QConvGeometry& g, co
       __m128i bytes;
       if (kMode == RequantMode::kFloatShortcut) {
         __m256i agree_lo, agree_hi;
-        const __m256i r_lo = RoundFloat8(lo, mult_lo, yzp_f, &agree_lo), r_hi = RoundFloat8(hi, mult_hi, yzp_f, &agree_hi);
+        const __m256i r_lo = RoundFma8(lo, mult_lo, z_lo, z_hi, &agree_lo), r_hi = RoundFma8(hi, mult_hi, z_lo, z_hi, &agree_hi);
         if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
           const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // channels 0-7 | 8-15
           const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
