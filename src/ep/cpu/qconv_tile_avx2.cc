@@ -37,17 +37,16 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256i NarrowPair(__m
   return kSigned ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
 }
 
-// Two rows' sixteen sums each (constants not yet added) requantized, stored at out and out + ld; with kRows 1
+// Two rows' sixteen sums each (their constants included) requantized, stored at out and out + ld; with kRows 1
 // the first row alone (the second is a copy of it, neither stored nor read past channel m).
 template <int kRows, bool kSigned>
 __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
     __m256i r0_lo, __m256i r0_hi, __m256i r1_lo, __m256i r1_hi, const Requant& q, int64_t m, __m256 z_lo,
     __m256 z_hi, uint8_t* out, int64_t ld) {
   const int64_t m_second = kRows == 2 ? m + 1 : m;
-  const __m256i c0 = _mm256_set1_epi32(q.constant[m]), c1 = _mm256_set1_epi32(q.constant[m_second]);
   const __m256 m0 = _mm256_set1_ps(q.mult_f[m]), m1 = _mm256_set1_ps(q.mult_f[m_second]);
-  const __m256 a00 = _mm256_cvtepi32_ps(_mm256_add_epi32(r0_lo, c0)), a01 = _mm256_cvtepi32_ps(_mm256_add_epi32(r0_hi, c0));
-  const __m256 a10 = _mm256_cvtepi32_ps(_mm256_add_epi32(r1_lo, c1)), a11 = _mm256_cvtepi32_ps(_mm256_add_epi32(r1_hi, c1));
+  const __m256 a00 = _mm256_cvtepi32_ps(r0_lo), a01 = _mm256_cvtepi32_ps(r0_hi);
+  const __m256 a10 = _mm256_cvtepi32_ps(r1_lo), a11 = _mm256_cvtepi32_ps(r1_hi);
   const __m256i low = NarrowPair<kSigned>(a00, a01, a10, a11, m0, m1, z_lo),
                 high = NarrowPair<kSigned>(a00, a01, a10, a11, m0, m1, z_hi);
   if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(low, high)) == -1) {
@@ -62,7 +61,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
   _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), r0_hi);
   _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 16), r1_lo);
   _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 24), r1_hi);
-  FinishTileAvx2(sums, kRows, kCols, q.constant + m, q.mult + m, q, out, ld);
+  static constexpr int32_t kNoConstants[2] = {0, 0};  // the sums hold them already
+  FinishTileAvx2(sums, kRows, kCols, kNoConstants, q.mult + m, q, out, ld);
 }
 
 // kRows (1-6) rows of the tile: the sums in registers (rows past kRows not computed), each row's clamped-weight
@@ -78,8 +78,12 @@ __attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const 
   // one product fill the sixteen registers, where a ones register made the compiler spill an accumulator and
   // reload and store it every k quad.
   alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  // Each row's sums start from its constant (int32 sums wrap alike in any order), which saves the requantization
+  // an add per vector.
+#define NEE_TILE_START(r) (kRows > r ? _mm256_set1_epi32(q.constant[m0 + r]) : _mm256_setzero_si256())
+  __m256i c00 = NEE_TILE_START(0), c01 = c00, c10 = NEE_TILE_START(1), c11 = c10, c20 = NEE_TILE_START(2), c21 = c20;
+  __m256i c30 = NEE_TILE_START(3), c31 = c30, c40 = NEE_TILE_START(4), c41 = c40, c50 = NEE_TILE_START(5), c51 = c50;
+#undef NEE_TILE_START
   for (int64_t p = 0; p < kquads; ++p) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
