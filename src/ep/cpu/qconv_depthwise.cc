@@ -226,7 +226,8 @@ __attribute__((target("avx2,fma"))) void FlatRunAvx2(const ChannelRun& run, cons
     __m128i bytes;
     if (kMode == RequantMode::kFloatShortcut) {
       __m256i agree_lo, agree_hi;
-      const __m256i r_lo = RoundFma8(lo, mult_f, z_lo, z_hi, &agree_lo), r_hi = RoundFma8(hi, mult_f, z_lo, z_hi, &agree_hi);
+      const __m256i r_lo = RoundFma8(lo, mult_f, z_lo, z_hi, &agree_lo);
+      const __m256i r_hi = RoundFma8(hi, mult_f, z_lo, z_hi, &agree_hi);
       if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
         const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // positions 0-7 | 8-15
         const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
@@ -423,7 +424,8 @@ __attribute__((target("avx2"))) void TransposeOut(const uint8_t* out, int64_t P,
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t p0 = (b == 0 ? blocks - 1 : b - 1) * 32;
     __m256i r[kGroup], o[kGroup];
-    for (int j = 0; j < kGroup; ++j) r[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + (p0 + 2 * j) * kGroup));
+    for (int j = 0; j < kGroup; ++j)
+      r[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + (p0 + 2 * j) * kGroup));
     Transpose16x16x2(r, o);
     const int64_t n = std::min<int64_t>(32, P - p0);
     for (int64_t c = 0; c < count; ++c) {
@@ -498,7 +500,8 @@ __attribute__((target("avx2,fma"))) void ChannelGroupAvx2(const QConvGeometry& g
       __m128i bytes;
       if (kMode == RequantMode::kFloatShortcut) {
         __m256i agree_lo, agree_hi;
-        const __m256i r_lo = RoundFma8(lo, mult_lo, z_lo, z_hi, &agree_lo), r_hi = RoundFma8(hi, mult_hi, z_lo, z_hi, &agree_hi);
+        const __m256i r_lo = RoundFma8(lo, mult_lo, z_lo, z_hi, &agree_lo);
+        const __m256i r_hi = RoundFma8(hi, mult_hi, z_lo, z_hi, &agree_hi);
         if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
           const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // channels 0-7 | 8-15
           const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);

@@ -608,10 +608,11 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
 #ifdef NEE_QCONV_X86
   if (!weights.taps.empty() && q.small_multipliers)
     plan->depthwise_quads = qconv::PackDepthwiseQuads(g, weights.taps, plan->zw.data());
-#endif
-  if (!weights.taps.empty() && g.Cg == 1 && g.Mg == 1 && g.C >= 16)
+  const bool vnni_depthwise = !plan->depthwise_quads.empty() && qconv::QConvVnniActive() && qconv::QConvHasVbmi();
+  if (!weights.taps.empty() && g.Cg == 1 && g.Mg == 1 && g.C >= 16 && !vnni_depthwise)  // the AVX2 kernel's
     plan->depthwise_lanes =
         qconv::PackDepthwiseLanes(g, weights.taps, plan->zw.data(), plan->constant.data(), plan->mult.data());
+#endif
   return plan;
 }
 
