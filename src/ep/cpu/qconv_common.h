@@ -55,12 +55,28 @@ void FinishTileAvx2(const int32_t* sums, int64_t rows, int64_t count, const int3
 void RequantRowAvx2(const int32_t* acc, int64_t count, double mult, const Requant& q, uint8_t* out);
 #endif
 
+// A depthwise conv's per-channel values for the channels-innermost kernel
+// (qconv_depthwise.cc), sixteen channels a group in the lanes its sums have:
+// per group, the tap pairs' weights ([pairs][16] int32, each (w[t] - zw,
+// w[t + 1] - zw) as int16 halves), the constants and float multipliers (16
+// each) and the double multipliers (16, channel order). Formed with the
+// requantization plan, once per session when its inputs are constant.
+struct DepthwiseLanes {
+  int64_t npairs = 0;
+  std::vector<int32_t> pairs, constant;
+  std::vector<float> mult_f;
+  std::vector<double> mult_d;
+};
+DepthwiseLanes PackDepthwiseLanes(const ConvInt2D& g, const std::vector<int16_t>& taps, const int32_t* zw,
+                                  const int32_t* constant, const double* mult);
+
 // A depthwise QLinearConv (one input and one output channel per group) on
 // AVX2, strides 1 and 2: false (nothing written) when this path does not
 // apply. `taps` holds W' (weights shifted to signed) as [M][kh * kw]; zw,
-// constant and mult are per channel as in Requant.
+// constant and mult are per channel as in Requant; lanes (may be empty) the
+// same values as PackDepthwiseLanes lays them out.
 bool RunDepthwiseQConv(KernelContext& ctx, const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t zx,
                        const std::vector<int16_t>& taps, const int32_t* zw, const int32_t* constant,
-                       const double* mult, const Requant& q, uint8_t* y);
+                       const double* mult, const DepthwiseLanes& lanes, const Requant& q, uint8_t* y);
 
 }  // namespace nee::cpu::qconv

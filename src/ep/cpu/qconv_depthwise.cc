@@ -25,7 +25,7 @@
 //    convert chains, so this file has its own): the reference's double
 //    arithmetic, double(acc) * mult + yzp without contraction, clamped unless
 //    the multipliers are small (see Requant), rounded half to even; for small
-//    multipliers first in float, which RoundFloat8 proves equal to it or hands
+//    multipliers first in float, which RoundFma8 proves equal to it or hands
 //    back to it. Into a flat byte row, whose rows are then copied out.
 //
 // Every output is computed by the same instructions whatever the thread
@@ -168,25 +168,19 @@ __attribute__((target("avx2"))) inline __m128i Requant16(__m256i lo, __m256i hi,
   return y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
 }
 
-// The float shortcut, for small multipliers (every |mult| < 1/2), proven to give the reference's bytes
-// or to say it cannot. The reference: D = double(acc) * m + yzp in double, clamped to [lo, hi] (the
-// output type's whole range), rounded half to even. Here F = float(float(float(acc) * m) + yzp): m (a
-// float, as the multipliers are formed) and yzp (an integer of at most 255) are exact in float, so F
-// carries three float roundings, each within 2^-24 relative (2^-23 in any rounding mode), D two
-// double ones. Where |F| <= 512, |acc * m| <= 768 and |F - D| < 1.3e-4 (2.6e-4 in any mode), well
-// below delta = 2^-11. Then F - delta and F + delta (both exact: delta is a multiple of F's ulp) round
-// to the same integer k only if [F - delta, F + delta] lies within [k - 1/2, k + 1/2], so D, strictly
-// inside it, lies strictly inside (k - 1/2, k + 1/2) and rounds to k too; clamping commutes with that
-// rounding (lo and hi are integers), and the saturating packs clamp. Where |F| > 512, D has F's sign
-// and |D| > 256, so both clamp to the same end: k from F - delta does too (small multipliers keep
-// |F| < 2^31, so it converts). Lanes whose two roundings differ (about 1 in 1000) send the whole
-// vector to the double arithmetic. Eight sums: the rounded values, and which lanes agreed.
-__attribute__((target("avx2"))) inline __m256i RoundFloat8(__m256i acc, __m256 mult, __m256 yzp, __m256i* agree) {
-  const __m256 delta = _mm256_set1_ps(1.0f / 2048);
-  const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(acc), mult), yzp);
-  const __m256i below = _mm256_cvtps_epi32(_mm256_sub_ps(v, delta));
-  *agree = _mm256_cmpeq_epi32(below, _mm256_cvtps_epi32(_mm256_add_ps(v, delta)));
-  return below;
+// The float shortcut, for small multipliers (every |mult| < 1/2), proven in qconv_requant_avx512.h
+// (RequantRow16; the GEMM tiles of qconv_tile_avx2.cc take it too) to give the reference's bytes or to say
+// it cannot: A = float(acc), L = fma(A, m, yzp - delta), H = fma(A, m, yzp + delta), delta = 2^-11, each
+// rounded once; the reference's D = double(acc) * m + yzp lies strictly between them, so where L and H
+// convert (half to even) to the same integer, D rounds to it too, and clamping commutes with that (the
+// saturating packs clamp). Lanes whose two conversions differ (about 1 in 1000) send the whole vector to
+// the double arithmetic. Eight sums: L converted, and which lanes agreed.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundFma8(__m256i acc, __m256 mult, __m256 z_lo,
+                                                                            __m256 z_hi, __m256i* agree) {
+  const __m256 a = _mm256_cvtepi32_ps(acc);
+  const __m256i low = _mm256_cvtps_epi32(_mm256_fmadd_ps(a, mult, z_lo));
+  *agree = _mm256_cmpeq_epi32(low, _mm256_cvtps_epi32(_mm256_fmadd_ps(a, mult, z_hi)));
+  return low;
 }
 
 // What one channel's flat run needs.
@@ -200,13 +194,13 @@ struct ChannelRun {
 };
 
 // How a flat run requantizes: the reference's double arithmetic, clamped (any multipliers), or for small
-// multipliers the float shortcut (RoundFloat8), falling back to that arithmetic unclamped (see Requant).
+// multipliers the float shortcut (RoundFma8), falling back to that arithmetic unclamped (see Requant).
 enum class RequantMode { kDoubleClamped, kFloatShortcut };
 
 // The flat run's bytes into out (flat rounded up to 16: out has that room). kPairs: the number of tap
 // pairs when fixed at compile time (5: 3x3), so that the loop over them unrolls; 0: any.
 template <int kPairs, RequantMode kMode>
-__attribute__((target("avx2"))) void FlatRunAvx2(const ChannelRun& run, const Requant& q, uint8_t* out) {
+__attribute__((target("avx2,fma"))) void FlatRunAvx2(const ChannelRun& run, const Requant& q, uint8_t* out) {
   const int64_t npairs = kPairs > 0 ? kPairs : run.npairs;
   constexpr int kMax = kPairs > 0 ? kPairs : (kMaxTaps + 1) / 2;
   constexpr bool kClamp = kMode == RequantMode::kDoubleClamped;
@@ -215,7 +209,10 @@ __attribute__((target("avx2"))) void FlatRunAvx2(const ChannelRun& run, const Re
   const __m256i constant = _mm256_set1_epi32(run.constant);
   const __m256d mult = _mm256_set1_pd(run.mult), yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo),
                 high = _mm256_set1_pd(q.hi);
-  const __m256 mult_f = _mm256_set1_ps(static_cast<float>(run.mult)), yzp_f = _mm256_set1_ps(static_cast<float>(q.yzp));
+  const float delta = 1.0f / 2048;
+  const __m256 mult_f = _mm256_set1_ps(static_cast<float>(run.mult));
+  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
+               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
   for (int64_t f = 0; f < run.flat; f += 16) {
     __m256i lo = constant, hi = constant;
 #pragma GCC unroll 8
@@ -229,7 +226,8 @@ __attribute__((target("avx2"))) void FlatRunAvx2(const ChannelRun& run, const Re
     __m128i bytes;
     if (kMode == RequantMode::kFloatShortcut) {
       __m256i agree_lo, agree_hi;
-      const __m256i r_lo = RoundFloat8(lo, mult_f, yzp_f, &agree_lo), r_hi = RoundFloat8(hi, mult_f, yzp_f, &agree_hi);
+      const __m256i r_lo = RoundFma8(lo, mult_f, z_lo, z_hi, &agree_lo);
+      const __m256i r_hi = RoundFma8(hi, mult_f, z_lo, z_hi, &agree_hi);
       if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
         const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // positions 0-7 | 8-15
         const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
@@ -297,17 +295,315 @@ __attribute__((target("avx2"))) void CopyRowsOut(const uint8_t* flat, int64_t wq
   }
 }
 
+// ---- Channels innermost: small planes, sixteen channels a vector ----
+//
+// On planes of a few hundred pixels the flat runs above are short and each channel pays for its phase
+// planes and its setup (7x7: a third of the vectors compute dropped positions, and building the planes
+// cost about as much as the sums). There, sixteen channels at a time go through a zero-point-padded
+// pixel-major copy, [hb][wb][16] bytes, made by 16x16 byte transposes: each output pixel is then one
+// vector of sixteen channels, each tap one load at a fixed offset, whatever the stride and dilation;
+// the weights are per-lane vectors instead of broadcasts. The same int32 sums (vpmaddwd over the same
+// tap pairs) and the same requantization as the flat runs, lane by lane, so the same bytes; the
+// [P][16] result is transposed back into the sixteen NCHW planes.
+
+constexpr int64_t kGroup = 16;  // channels a vector
+
+// Rows r[i] into o[j], o[j][i] = r[i][j], in each 128-bit lane on its own (two 16x16 byte blocks at
+// once): four rounds of unpacks, each doubling the width of the interleaved units.
+__attribute__((target("avx2"), always_inline)) inline void Transpose16x16x2(const __m256i r[16], __m256i o[16]) {
+  __m256i a[16], b[16], c[16];
+  for (int k = 0; k < 8; ++k) {  // a[h * 8 + k]: rows 2k, 2k + 1 as byte pairs, columns 8h .. 8h + 7
+    a[k] = _mm256_unpacklo_epi8(r[2 * k], r[2 * k + 1]);
+    a[8 + k] = _mm256_unpackhi_epi8(r[2 * k], r[2 * k + 1]);
+  }
+  for (int h = 0; h < 2; ++h)  // b[q * 4 + k]: rows 4k .. 4k + 3, columns 4q .. 4q + 3
+    for (int k = 0; k < 4; ++k) {
+      b[(2 * h) * 4 + k] = _mm256_unpacklo_epi16(a[h * 8 + 2 * k], a[h * 8 + 2 * k + 1]);
+      b[(2 * h + 1) * 4 + k] = _mm256_unpackhi_epi16(a[h * 8 + 2 * k], a[h * 8 + 2 * k + 1]);
+    }
+  for (int q = 0; q < 4; ++q)  // c[q * 4 + 2s + m]: rows 8m .. 8m + 7, columns 4q + 2s, 4q + 2s + 1
+    for (int m = 0; m < 2; ++m) {
+      c[q * 4 + m] = _mm256_unpacklo_epi32(b[q * 4 + 2 * m], b[q * 4 + 2 * m + 1]);
+      c[q * 4 + 2 + m] = _mm256_unpackhi_epi32(b[q * 4 + 2 * m], b[q * 4 + 2 * m + 1]);
+    }
+  for (int q = 0; q < 4; ++q)
+    for (int s = 0; s < 2; ++s) {
+      o[4 * q + 2 * s] = _mm256_unpacklo_epi64(c[q * 4 + 2 * s], c[q * 4 + 2 * s + 1]);
+      o[4 * q + 2 * s + 1] = _mm256_unpackhi_epi64(c[q * 4 + 2 * s], c[q * 4 + 2 * s + 1]);
+    }
+}
+
+// Where the pixel-major copy is: hb x wb pixels, input pixel (iy, ix) at (iy + ph, ix + pw) when inside.
+struct ChannelsLayout {
+  int64_t hb = 0, wb = 0;
+  int64_t npairs = 0;
+  std::vector<int64_t> offsets;  // per tap (an odd last tap's partner repeats it), bytes from the window's corner
+  int64_t buffer_bytes() const { return hb * wb * kGroup; }
+};
+
+ChannelsLayout PlanChannels(const QConvGeometry& g) {
+  ChannelsLayout L;
+  L.hb = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+  L.wb = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
+  const int64_t K = g.kh * g.kw;
+  L.npairs = (K + 1) / 2;
+  for (int64_t i = 0; i < g.kh; ++i)
+    for (int64_t j = 0; j < g.kw; ++j) L.offsets.push_back((i * g.dh * L.wb + j * g.dw) * kGroup);
+  if (K % 2) L.offsets.push_back(L.offsets.back());
+  return L;
+}
+
+// The copy's border (every position no input pixel lands on) filled with the zero point.
+__attribute__((target("avx2"))) void FillChannelsBorder(const QConvGeometry& g, const ChannelsLayout& L, uint8_t zx,
+                                                        uint8_t* buf) {
+  const __m128i pad = _mm_set1_epi8(static_cast<char>(zx));
+  for (int64_t by = 0; by < L.hb; ++by) {
+    const bool row_inside = by >= g.ph && by < g.ph + g.ih;
+    for (int64_t bx = 0; bx < L.wb; ++bx)
+      if (!row_inside || bx < g.pw || bx >= g.pw + g.iw)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(buf + (by * L.wb + bx) * kGroup), pad);
+  }
+}
+
+// Where each input pixel lands in the copy (bytes from its start), or the dump slot past its end for
+// pixels no window reads.
+std::vector<int32_t> PixelOffsets(const QConvGeometry& g, const ChannelsLayout& L) {
+  std::vector<int32_t> at(static_cast<size_t>(g.ih * g.iw));
+  for (int64_t iy = 0; iy < g.ih; ++iy)
+    for (int64_t ix = 0; ix < g.iw; ++ix) {
+      const int64_t by = iy + g.ph, bx = ix + g.pw;
+      at[static_cast<size_t>(iy * g.iw + ix)] =
+          static_cast<int32_t>(by < L.hb && bx < L.wb ? (by * L.wb + bx) * kGroup : L.buffer_bytes());
+    }
+  return at;
+}
+
+// Sixteen consecutive input planes (from x0, ih x iw bytes each) into the copy's inside (pixel p at
+// offsets[p]), flipped, 32 pixels at a time. The planes lie one after the other, so a read past a
+// plane's end reads the next one (dropped); only past x_end (the tensor's end) does it go through a copy.
+__attribute__((target("avx2"))) void TransposeIn(const QConvGeometry& g, const int32_t* offsets, const uint8_t* x0,
+                                                 int64_t count, const uint8_t* x_end, uint8_t flip, uint8_t* buf) {
+  const int64_t pixels = g.ih * g.iw;
+  const __m256i flip_bytes = _mm256_set1_epi8(static_cast<char>(flip));
+  for (int64_t p0 = 0; p0 < pixels; p0 += 32) {
+    __m256i r[kGroup], o[kGroup];
+    const int64_t n = std::min<int64_t>(32, pixels - p0);
+    for (int64_t i = 0; i < kGroup; ++i) {
+      const uint8_t* src = x0 + std::min(i, count - 1) * pixels + p0;  // lanes past the last channel: dropped
+      if (src + 32 <= x_end) {
+        r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+      } else {
+        alignas(32) uint8_t stage[32] = {};
+        std::memcpy(stage, src, static_cast<size_t>(n));
+        r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(stage));
+      }
+      r[i] = _mm256_xor_si256(r[i], flip_bytes);
+    }
+    Transpose16x16x2(r, o);
+    const int32_t* at = offsets + p0;
+    const int64_t low = std::min<int64_t>(16, n);
+    for (int64_t j = 0; j < low; ++j)  // pixel p0 + j: o[j]'s low lane
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(buf + at[j]), _mm256_castsi256_si128(o[j]));
+    for (int64_t j = 16; j < n; ++j)  // pixel p0 + j: o[j - 16]'s high lane
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(buf + at[j]), _mm256_extracti128_si256(o[j - 16], 1));
+  }
+}
+
+// Where ChannelGroupAvx2 puts output pixel p's sixteen bytes: in blocks of 32 pixels, pixels j and j + 16
+// of a block side by side, so that TransposeOut reads them as one vector.
+inline int64_t OutSlot(int64_t p) { return ((p & ~int64_t{31}) + ((p & 15) << 1) + ((p >> 4) & 1)) * kGroup; }
+
+// The result (out: pixel p at OutSlot(p), room for whole blocks of 32 pixels) into `count` consecutive
+// output planes from y0, 32 pixels at a time, the last block first: a plane's whole-vector store runs into
+// the planes after it, which their own stores (later in this block, or in the first block, which goes
+// last) then write. Stores that would pass the group's last plane are exact (what follows may be another
+// thread's).
+__attribute__((target("avx2"))) void TransposeOut(const uint8_t* out, int64_t P, int64_t count, uint8_t* y0) {
+  const int64_t blocks = (P + 31) / 32;
+  const uint8_t* const y_end = y0 + count * P;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t p0 = (b == 0 ? blocks - 1 : b - 1) * 32;
+    __m256i r[kGroup], o[kGroup];
+    for (int j = 0; j < kGroup; ++j)
+      r[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + (p0 + 2 * j) * kGroup));
+    Transpose16x16x2(r, o);
+    const int64_t n = std::min<int64_t>(32, P - p0);
+    for (int64_t c = 0; c < count; ++c) {
+      uint8_t* dst = y0 + c * P + p0;
+      if (dst + 32 <= y_end) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), o[c]);
+      } else {
+        alignas(32) uint8_t stage[32];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(stage), o[c]);
+        std::memcpy(dst, stage, static_cast<size_t>(n));
+      }
+    }
+  }
+}
+
+// One group's values from DepthwiseLanes: the lanes the sums have are lo = channels 0-3 and 8-11, hi =
+// 4-7 and 12-15 (vpunpcklwd / vpunpckhwd of two taps' sixteen channels); mult_d in channel order.
+struct GroupLanes {
+  const int32_t* pairs;     // [pairs][16]: lo then hi
+  const int32_t* constant;  // 16: lo then hi
+  const float* mult_f;      // 16: lo then hi
+  const double* mult_d;     // 16
+};
+
+// Sixteen sums with per-lane multipliers, as Requant16 rounds them.
+template <bool kClamp>
+__attribute__((target("avx2"))) inline __m128i Requant16Lanes(__m256i lo, __m256i hi, const double* mult_d,
+                                                              __m256d yzp, __m256d low, __m256d high, bool y_signed) {
+  const __m256d m0 = _mm256_loadu_pd(mult_d), m1 = _mm256_loadu_pd(mult_d + 4), m2 = _mm256_loadu_pd(mult_d + 8),
+                m3 = _mm256_loadu_pd(mult_d + 12);
+  const __m128i w0 = _mm_packs_epi32(Requant4<kClamp>(_mm256_castsi256_si128(lo), m0, yzp, low, high),
+                                     Requant4<kClamp>(_mm256_castsi256_si128(hi), m1, yzp, low, high));
+  const __m128i w1 = _mm_packs_epi32(Requant4<kClamp>(_mm256_extracti128_si256(lo, 1), m2, yzp, low, high),
+                                     Requant4<kClamp>(_mm256_extracti128_si256(hi, 1), m3, yzp, low, high));
+  return y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+}
+
+// Every output pixel of one group: sixteen bytes each into out (pixel p at OutSlot(p)).
+template <int kPairs, RequantMode kMode>
+__attribute__((target("avx2,fma"))) void ChannelGroupAvx2(const QConvGeometry& g, const ChannelsLayout& L,
+                                                      const uint8_t* buf, const GroupLanes& lanes, const Requant& q,
+                                                      uint8_t* out) {
+  const int64_t npairs = kPairs > 0 ? kPairs : L.npairs;
+  constexpr int kMax = kPairs > 0 ? kPairs : (kMaxTaps + 1) / 2;
+  constexpr bool kClamp = kMode == RequantMode::kDoubleClamped;
+  int64_t off[2 * kMax];
+  for (int64_t t = 0; t < 2 * npairs; ++t) off[t] = L.offsets[static_cast<size_t>(t)];
+  const int32_t* pairs = lanes.pairs;
+  const __m256i constant_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.constant)),
+                constant_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.constant + 8));
+  const __m256 mult_lo = _mm256_loadu_ps(lanes.mult_f), mult_hi = _mm256_loadu_ps(lanes.mult_f + 8);
+  const __m256d yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo), high = _mm256_set1_pd(q.hi);
+  const float delta = 1.0f / 2048;
+  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
+               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
+  const int64_t row_step = g.sh * L.wb * kGroup, col_step = g.sw * kGroup;
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const uint8_t* row = buf + oy * row_step;
+    const int64_t p_row = oy * g.ow;
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      const uint8_t* base = row + ox * col_step;
+      __m256i lo = constant_lo, hi = constant_hi;
+#pragma GCC unroll 8
+      for (int64_t p = 0; p < npairs; ++p) {
+        const __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + off[2 * p])));
+        const __m256i b =
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + off[2 * p + 1])));
+        const __m256i* w = reinterpret_cast<const __m256i*>(pairs + 16 * p);
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), _mm256_loadu_si256(w)));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), _mm256_loadu_si256(w + 1)));
+      }
+      __m128i bytes;
+      if (kMode == RequantMode::kFloatShortcut) {
+        __m256i agree_lo, agree_hi;
+        const __m256i r_lo = RoundFma8(lo, mult_lo, z_lo, z_hi, &agree_lo);
+        const __m256i r_hi = RoundFma8(hi, mult_hi, z_lo, z_hi, &agree_hi);
+        if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
+          const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // channels 0-7 | 8-15
+          const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
+          bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+        } else {
+          bytes = Requant16Lanes<false>(lo, hi, lanes.mult_d, yzp, low, high, q.y_signed);
+        }
+      } else {
+        bytes = Requant16Lanes<kClamp>(lo, hi, lanes.mult_d, yzp, low, high, q.y_signed);
+      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + OutSlot(p_row + ox)), bytes);
+    }
+  }
+}
+
+using ChannelGroupFn = void (*)(const QConvGeometry&, const ChannelsLayout&, const uint8_t*, const GroupLanes&,
+                                const Requant&, uint8_t*);
+
+template <RequantMode kMode>
+ChannelGroupFn PickChannelGroupFor(int64_t npairs) {
+  return npairs == 5 ? ChannelGroupAvx2<5, kMode> : ChannelGroupAvx2<0, kMode>;
+}
+
+// Planes at most this many pixel-major bytes (16 channels) take the channels-innermost path: MobileNetV2's
+// 7x7 and 14x14 ones at stride 1 and 2 (see RunDepthwiseQConv).
+constexpr int64_t kChannelsMaxBufferBytes = 16 * 1024;
+
+void RunChannelsInnermost(KernelContext& ctx, const QConvGeometry& g, const ChannelsLayout& L, const uint8_t* x,
+                          uint8_t flip, uint8_t zx, const DepthwiseLanes& lanes, const Requant& q, uint8_t* y) {
+  const int64_t P = g.P(), in_plane = g.ih * g.iw;
+  const int64_t groups = (g.C + kGroup - 1) / kGroup;
+  const ChannelGroupFn group_fn = q.small_multipliers ? PickChannelGroupFor<RequantMode::kFloatShortcut>(L.npairs)
+                                                      : PickChannelGroupFor<RequantMode::kDoubleClamped>(L.npairs);
+  const int64_t out_bytes = (P + 31) / 32 * 32 * kGroup;
+  const uint8_t* x_end = x + g.N * g.C * in_plane;
+  const std::vector<int32_t> offsets = PixelOffsets(g, L);
+  ctx.ParallelFor(g.N * groups, 1, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<uint8_t> t_buf, t_out;
+    const int64_t buf_bytes = L.buffer_bytes() + kGroup;  // and the dump slot
+    if (t_buf.size() < static_cast<size_t>(buf_bytes)) t_buf.resize(static_cast<size_t>(buf_bytes));
+    if (t_out.size() < static_cast<size_t>(out_bytes)) t_out.resize(static_cast<size_t>(out_bytes));
+    FillChannelsBorder(g, L, zx, t_buf.data());
+    for (int64_t ng = begin; ng < end; ++ng) {
+      const int64_t n = ng / groups, group = ng % groups, c0 = group * kGroup, count = std::min(kGroup, g.C - c0);
+      const GroupLanes group_lanes{lanes.pairs.data() + group * L.npairs * 16, lanes.constant.data() + group * 16,
+                                   lanes.mult_f.data() + group * 16, lanes.mult_d.data() + group * 16};
+      TransposeIn(g, offsets.data(), x + (n * g.C + c0) * in_plane, count, x_end, flip, t_buf.data());
+      group_fn(g, L, t_buf.data(), group_lanes, q, t_out.data());
+      TransposeOut(t_out.data(), P, count, y + (n * g.C + c0) * P);
+    }
+  });
+}
+
 }  // namespace
 #endif
 
+DepthwiseLanes PackDepthwiseLanes(const ConvInt2D& g, const std::vector<int16_t>& taps, const int32_t* zw,
+                                  const int32_t* constant, const double* mult) {
+  DepthwiseLanes lanes;
+  const int64_t K = g.kh * g.kw, groups = (g.C + 15) / 16;
+  if (taps.size() != static_cast<size_t>(g.C * K)) return lanes;
+  lanes.npairs = (K + 1) / 2;
+  lanes.pairs.resize(static_cast<size_t>(groups * lanes.npairs * 16));
+  lanes.constant.resize(static_cast<size_t>(groups * 16));
+  lanes.mult_f.resize(static_cast<size_t>(groups * 16));
+  lanes.mult_d.resize(static_cast<size_t>(groups * 16));
+  for (int64_t group = 0; group < groups; ++group) {
+    const int64_t c0 = group * 16, last = std::min<int64_t>(16, g.C - c0) - 1;  // lanes past it repeat it
+    for (int lane = 0; lane < 16; ++lane) {
+      // Lanes 0-7 (lo) hold channels 0-3 and 8-11, lanes 8-15 (hi) 4-7 and 12-15.
+      const int l = lane & 7;
+      const int64_t c = c0 + std::min<int64_t>((lane < 8 ? 0 : 4) + (l < 4 ? l : l + 4), last);
+      const size_t at = static_cast<size_t>(group * 16 + lane);
+      lanes.constant[at] = constant[c];
+      lanes.mult_f[at] = static_cast<float>(mult[c]);
+      lanes.mult_d[at] = mult[c0 + std::min<int64_t>(lane, last)];
+      const int16_t* w = taps.data() + c * K;
+      for (int64_t t = 0; t < lanes.npairs; ++t) {
+        const int32_t a = w[2 * t] - zw[c], b = 2 * t + 1 < K ? w[2 * t + 1] - zw[c] : 0;
+        lanes.pairs[static_cast<size_t>((group * lanes.npairs + t) * 16 + lane)] =
+            static_cast<int32_t>((static_cast<uint32_t>(b) << 16) | (static_cast<uint32_t>(a) & 0xFFFF));
+      }
+    }
+  }
+  return lanes;
+}
+
 bool RunDepthwiseQConv(KernelContext& ctx, const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t zx,
                        const std::vector<int16_t>& taps, const int32_t* zw, const int32_t* constant,
-                       const double* mult, const Requant& q, uint8_t* y) {
+                       const double* mult, const DepthwiseLanes& lanes, const Requant& q, uint8_t* y) {
 #ifdef NEE_QCONV_X86
   const int64_t K = g.kh * g.kw;
   if (!IgemmU8S8Available() || g.Cg != 1 || g.Mg != 1 || K > kMaxTaps || taps.empty() || g.sh < 1 || g.sw < 1 ||
       g.dh < 1 || g.dw < 1)
     return false;
+  if (g.C >= kGroup && lanes.npairs == (K + 1) / 2 && !lanes.pairs.empty()) {
+    const ChannelsLayout channels = PlanChannels(g);
+    if (channels.buffer_bytes() <= kChannelsMaxBufferBytes) {
+      RunChannelsInnermost(ctx, g, channels, x, flip, zx, lanes, q, y);
+      return true;
+    }
+  }
   const PhaseLayout L = PlanPhases(g);
   const int64_t P = g.P(), npairs = (K + 1) / 2;
   const int64_t plane_count = g.sh * g.sw;
@@ -341,7 +637,8 @@ bool RunDepthwiseQConv(KernelContext& ctx, const QConvGeometry& g, const uint8_t
   });
   return true;
 #else
-  (void)ctx, (void)g, (void)x, (void)flip, (void)zx, (void)taps, (void)zw, (void)constant, (void)mult, (void)q, (void)y;
+  (void)ctx, (void)g, (void)x, (void)flip, (void)zx, (void)taps, (void)zw, (void)constant, (void)mult, (void)lanes,
+      (void)q, (void)y;
   return false;
 #endif
 }

@@ -548,6 +548,7 @@ struct QConvRequantPlan {
   // where its plane starts.
   std::vector<int64_t> taps_padded, taps_direct;
   std::vector<int32_t> depthwise_quads;  // PackDepthwiseQuads: empty unless the VNNI depthwise kernel can run
+  qconv::DepthwiseLanes depthwise_lanes;  // PackDepthwiseLanes: empty unless a depthwise conv of 16+ channels
 };
 
 std::vector<int64_t> TapOffsets(const QConvGeometry& g, int64_t plane, int64_t row) {
@@ -607,6 +608,10 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
 #ifdef NEE_QCONV_X86
   if (!weights.taps.empty() && q.small_multipliers)
     plan->depthwise_quads = qconv::PackDepthwiseQuads(g, weights.taps, plan->zw.data());
+  const bool vnni_depthwise = !plan->depthwise_quads.empty() && qconv::QConvVnniActive() && qconv::QConvHasVbmi();
+  if (!weights.taps.empty() && g.Cg == 1 && g.Mg == 1 && g.C >= 16 && !vnni_depthwise)  // the AVX2 kernel's
+    plan->depthwise_lanes =
+        qconv::PackDepthwiseLanes(g, weights.taps, plan->zw.data(), plan->constant.data(), plan->mult.data());
 #endif
   return plan;
 }
@@ -726,7 +731,7 @@ Status QLinearConvFast(KernelContext& ctx) {
   }
 #endif
   if (RunDepthwiseQConv(ctx, g, xb, flip, static_cast<uint8_t>(zx), weights->taps, zw.data(), constant.data(),
-                         mult.data(), q, yb))
+                         mult.data(), plan->depthwise_lanes, q, yb))
     return Status::Ok();
   if (qconv::DirectQConvApplies(g, q, vnni, run.vbmi)) {
     // The weights tap-major, from the GEMM packing (its bytes are all that is left of a constant W).

@@ -35,7 +35,7 @@ NEE_QREQUANT_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) 
 // One row's sixteen sums (its constant added) requantized to int32, by the float shortcut below where it can
 // tell, else by the reference's double arithmetic.
 //
-// The shortcut (the argument of qconv_depthwise.cc's RoundFloat8, with one rounding fewer): A = float(s),
+// The shortcut (qconv_depthwise.cc's RoundFma8 and qconv_tile_avx2.cc on eight lanes): A = float(s),
 // L = fma(A, m, yzp - delta) and H = fma(A, m, yzp + delta), each rounded once (yzp +- delta, an integer of
 // at most 255 plus or minus 2^-11, is exact in float). The reference is D = double(s) * m + yzp in double,
 // rounded half to even. Let E = s * m + yzp exactly. |A * m - s * m| <= |s * m| 2^-24 and L, H are within

@@ -26,29 +26,29 @@ constexpr int kTileRows = 6;
 // fma(a, m, z) of two rows' sixteen values each, converted half to even, narrowed to 8 bits with saturation
 // (int32 -> int16 -> 8 bits, within 128-bit lanes): lane 0 holds row 0's pixels 0-3, 8-11, row 1's 0-3, 8-11;
 // lane 1 the same rows' pixels 4-7, 12-15.
+template <bool kSigned>
 __attribute__((target("avx2,fma"), always_inline)) inline __m256i NarrowPair(__m256 a00, __m256 a01, __m256 a10,
                                                                              __m256 a11, __m256 m0, __m256 m1,
-                                                                             __m256 z, bool y_signed) {
+                                                                             __m256 z) {
   const __m256i w0 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a00, m0, z)),
                                         _mm256_cvtps_epi32(_mm256_fmadd_ps(a01, m0, z)));
   const __m256i w1 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a10, m1, z)),
                                         _mm256_cvtps_epi32(_mm256_fmadd_ps(a11, m1, z)));
-  return y_signed ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
+  return kSigned ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
 }
 
-// Two rows' sixteen sums each (constants not yet added) requantized, stored at out and out + ld; with kRows 1
+// Two rows' sixteen sums each (their constants included) requantized, stored at out and out + ld; with kRows 1
 // the first row alone (the second is a copy of it, neither stored nor read past channel m).
-template <int kRows>
+template <int kRows, bool kSigned>
 __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
     __m256i r0_lo, __m256i r0_hi, __m256i r1_lo, __m256i r1_hi, const Requant& q, int64_t m, __m256 z_lo,
     __m256 z_hi, uint8_t* out, int64_t ld) {
   const int64_t m_second = kRows == 2 ? m + 1 : m;
-  const __m256i c0 = _mm256_set1_epi32(q.constant[m]), c1 = _mm256_set1_epi32(q.constant[m_second]);
   const __m256 m0 = _mm256_set1_ps(q.mult_f[m]), m1 = _mm256_set1_ps(q.mult_f[m_second]);
-  const __m256 a00 = _mm256_cvtepi32_ps(_mm256_add_epi32(r0_lo, c0)), a01 = _mm256_cvtepi32_ps(_mm256_add_epi32(r0_hi, c0));
-  const __m256 a10 = _mm256_cvtepi32_ps(_mm256_add_epi32(r1_lo, c1)), a11 = _mm256_cvtepi32_ps(_mm256_add_epi32(r1_hi, c1));
-  const __m256i low = NarrowPair(a00, a01, a10, a11, m0, m1, z_lo, q.y_signed),
-                high = NarrowPair(a00, a01, a10, a11, m0, m1, z_hi, q.y_signed);
+  const __m256 a00 = _mm256_cvtepi32_ps(r0_lo), a01 = _mm256_cvtepi32_ps(r0_hi);
+  const __m256 a10 = _mm256_cvtepi32_ps(r1_lo), a11 = _mm256_cvtepi32_ps(r1_hi);
+  const __m256i low = NarrowPair<kSigned>(a00, a01, a10, a11, m0, m1, z_lo),
+                high = NarrowPair<kSigned>(a00, a01, a10, a11, m0, m1, z_hi);
   if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(low, high)) == -1) {
     // Dwords in pixel order: row 0 in the low half, row 1 in the high half.
     const __m256i rows = _mm256_permutevar8x32_epi32(low, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -61,13 +61,15 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
   _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), r0_hi);
   _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 16), r1_lo);
   _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 24), r1_hi);
-  FinishTileAvx2(sums, kRows, kCols, q.constant + m, q.mult + m, q, out, ld);
+  static constexpr int32_t kNoConstants[2] = {0, 0};  // the sums hold them already
+  FinishTileAvx2(sums, kRows, kCols, kNoConstants, q.mult + m, q, out, ld);
 }
 
 // kRows (1-6) rows of the tile: the sums in registers (rows past kRows not computed), each row's clamped-weight
 // remainders added (byte 1 and 3 of each listed quad of X, shifted down as 16-bit halves, times the two
 // remainders by vpmaddwd: AddRemaindersAvx2 in qconv_fast.cc), requantized and stored.
-template <int kRows>
+// kSigned: int8 output (else uint8), fixed at compile time so that the narrowing has no branch.
+template <int kRows, bool kSigned>
 __attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const uint8_t* x, int64_t kquads,
                                                          const TileRemainder* rem, const int64_t* rem_begin,
                                                          const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
@@ -76,8 +78,12 @@ __attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const 
   // one product fill the sixteen registers, where a ones register made the compiler spill an accumulator and
   // reload and store it every k quad.
   alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  // Each row's sums start from its constant (int32 sums wrap alike in any order), which saves the requantization
+  // an add per vector.
+#define NEE_TILE_START(r) (kRows > r ? _mm256_set1_epi32(q.constant[m0 + r]) : _mm256_setzero_si256())
+  __m256i c00 = NEE_TILE_START(0), c01 = c00, c10 = NEE_TILE_START(1), c11 = c10, c20 = NEE_TILE_START(2), c21 = c20;
+  __m256i c30 = NEE_TILE_START(3), c31 = c30, c40 = NEE_TILE_START(4), c41 = c40, c50 = NEE_TILE_START(5), c51 = c50;
+#undef NEE_TILE_START
   for (int64_t p = 0; p < kquads; ++p) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
@@ -126,12 +132,12 @@ __attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const 
   const float delta = 1.0f / 2048;
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
-  if constexpr (kRows >= 2) RequantRowPair<2>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld);
-  if constexpr (kRows == 1) RequantRowPair<1>(c00, c01, c00, c01, q, m0, z_lo, z_hi, out, ld);
-  if constexpr (kRows >= 4) RequantRowPair<2>(c20, c21, c30, c31, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld);
-  if constexpr (kRows == 3) RequantRowPair<1>(c20, c21, c20, c21, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld);
-  if constexpr (kRows == 6) RequantRowPair<2>(c40, c41, c50, c51, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld);
-  if constexpr (kRows == 5) RequantRowPair<1>(c40, c41, c40, c41, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld);
+  if constexpr (kRows >= 2) RequantRowPair<2, kSigned>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld);
+  if constexpr (kRows == 1) RequantRowPair<1, kSigned>(c00, c01, c00, c01, q, m0, z_lo, z_hi, out, ld);
+  if constexpr (kRows >= 4) RequantRowPair<2, kSigned>(c20, c21, c30, c31, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld);
+  if constexpr (kRows == 3) RequantRowPair<1, kSigned>(c20, c21, c20, c21, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld);
+  if constexpr (kRows == 6) RequantRowPair<2, kSigned>(c40, c41, c50, c51, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld);
+  if constexpr (kRows == 5) RequantRowPair<1, kSigned>(c40, c41, c40, c41, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld);
 }
 
 }  // namespace
@@ -140,9 +146,12 @@ void WholeTileRequantAvx2(int64_t rows, const int8_t* w, const uint8_t* x, int64
                           const int64_t* rem_begin, const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, const TileRemainder*, const int64_t*, const Requant&,
                       int64_t, uint8_t*, int64_t);
-  static constexpr Fn kByRows[kTileRows] = {TileRequantAvx2<1>, TileRequantAvx2<2>, TileRequantAvx2<3>,
-                                            TileRequantAvx2<4>, TileRequantAvx2<5>, TileRequantAvx2<6>};
-  kByRows[rows - 1](w, x, kquads, rem, rem_begin, q, m0, out, ld);
+  static constexpr Fn kByRows[2][kTileRows] = {
+      {TileRequantAvx2<1, false>, TileRequantAvx2<2, false>, TileRequantAvx2<3, false>, TileRequantAvx2<4, false>,
+       TileRequantAvx2<5, false>, TileRequantAvx2<6, false>},
+      {TileRequantAvx2<1, true>, TileRequantAvx2<2, true>, TileRequantAvx2<3, true>, TileRequantAvx2<4, true>,
+       TileRequantAvx2<5, true>, TileRequantAvx2<6, true>}};
+  kByRows[q.y_signed ? 1 : 0][rows - 1](w, x, kquads, rem, rem_begin, q, m0, out, ld);
 }
 
 }  // namespace nee::cpu::qconv

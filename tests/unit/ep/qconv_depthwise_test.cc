@@ -1,5 +1,5 @@
 // Depthwise QLinearConv (ep/cpu/qconv_depthwise.cc, reached through QLinearConvFast) against the reference
-// kernel of ops/quantize.cc: every output byte equal, at one and two threads, on the AVX-512 VNNI path
+// kernel of ops/quantize.cc: every output byte equal, at one, two and three threads, on the AVX-512 VNNI path
 // (qconv_depthwise_vnni.cc, where the CPU has VNNI and VBMI and the weights fit it; the others fall back to
 // the AVX2 kernel there), the AVX2 path and the portable one. The cases are the depthwise path's awkward ones: every width from 1 to 40 (flat runs
 // whose rows end anywhere in a vector, planes shorter than a vector, the last row's copy-out), strides
@@ -101,7 +101,7 @@ void ExpectMatchesReference(const DwCase& c, const std::vector<Value>& inputs) {
   ASSERT_TRUE(ref.ok()) << c.name << ": " << ref.status().ToString();
   const Tensor& want = ref->outputs[0].tensor();
   ASSERT_GT(want.num_elements(), 0) << c.name;
-  for (int threads : {1, 2}) {
+  for (int threads : {1, 2, 3}) {
     auto got = testing::RunKernel(cpu::QLinearConvFast, node, 10, inputs, threads);
     ASSERT_TRUE(got.ok()) << c.name << ": " << got.status().ToString();
     ASSERT_EQ(got->dtype(), want.dtype()) << c.name;
@@ -259,6 +259,66 @@ TEST_P(QConvDepthwiseTest, KernelsStridesDilationsAndBatches) {
   for (const DwCase& c : cases) ExpectMatchesReference(c, Inputs(c, rng));
 }
 
+// Sixteen channels or more on small planes: the channels-innermost kernel (a pixel-major copy by 16x16
+// byte transposes, 32 pixels a step, one vector of sixteen channels per output pixel). Channel counts
+// that leave a partial last group, planes under 32 pixels (one transpose block, whose stores run into
+// the next planes) and ones ending anywhere in a block, strides, dilation, odd and large kernels,
+// asymmetric pads, batches (the last group's reads at the tensor's end), types and large multipliers.
+TEST_P(QConvDepthwiseTest, ManyChannelsOnSmallPlanes) {
+  std::vector<DwCase> cases;
+  auto add = [&](DwCase c) { cases.push_back(std::move(c)); };
+  const DataType types[4][3] = {{kU8, kS8, kU8}, {kS8, kS8, kS8}, {kU8, kU8, kS8}, {kS8, kU8, kU8}};
+  int i = 0;
+  for (int64_t channels : {16, 17, 31, 40, 64})
+    for (int64_t size : {1, 2, 5, 7, 9, 14}) {
+      DwCase c;
+      c.c = channels, c.h = size, c.w = size + (i % 3 == 0 ? 3 : 0);
+      c.strides = {1 + i % 2, 1 + i % 2};
+      const auto& t = types[i % 4];
+      c.xt = t[0], c.wt = t[1], c.yt = t[2];
+      c.per_channel = i % 5 != 1;
+      c.weight_zero_points = i % 4 == 3;
+      c.y_scale = i % 7 == 2 ? 1e-5f : 0.05f;
+      c.n = i % 6 == 5 ? 2 : 1;
+      c.name = "c" + std::to_string(channels) + "_" + std::to_string(c.h) + "x" + std::to_string(c.w) + "_s" +
+               std::to_string(c.strides[0]) + "_n" + std::to_string(c.n);
+      ++i;
+      if (HasOutput(c)) add(c);
+    }
+  {
+    DwCase c;
+    c.c = 33, c.h = 13, c.w = 11;
+    c.name = "5x5_pad2_c33", c.kh = 5, c.kw = 5, c.pads = {2, 2, 2, 2};
+    add(c);
+    c.name = "5x5_s2_asym_c33", c.strides = {2, 2}, c.pads = {1, 2, 2, 0};
+    add(c);
+    c.name = "3x3_dilated_2_3_c33", c.kh = 3, c.kw = 3, c.strides = {1, 1}, c.dilations = {2, 3}, c.pads = {2, 3, 2, 3};
+    add(c);
+    c.name = "stride_3_c33", c.dilations = {1, 1}, c.strides = {3, 3}, c.pads = {1, 1, 1, 1};
+    add(c);
+    c.name = "strides_1_2_unpadded_c33", c.strides = {1, 2}, c.pads = {0, 0, 0, 0};
+    add(c);
+    c.name = "pads_past_the_input_c33", c.strides = {2, 2}, c.pads = {3, 0, 0, 4}, c.h = 6, c.w = 5;
+    add(c);
+    c.name = "7x7_pad3_c20", c.c = 20, c.kh = 7, c.kw = 7, c.strides = {1, 1}, c.pads = {3, 3, 3, 3}, c.h = 8, c.w = 9;
+    add(c);
+    c.name = "1x1_c20", c.kh = 1, c.kw = 1, c.pads = {0, 0, 0, 0};
+    add(c);
+    c.name = "batch_3_int8_c24_s2", c.n = 3, c.c = 24, c.kh = 3, c.kw = 3, c.pads = {1, 1, 1, 1}, c.strides = {2, 2};
+    c.h = 14, c.w = 14, c.xt = kS8, c.yt = kS8;
+    add(c);
+    c.name = "1d_c40", c.n = 1, c.c = 40, c.one_d = true, c.w = 37, c.kw = 3, c.strides = {1}, c.pads = {1, 1},
+    c.dilations = {1}, c.xt = kU8, c.yt = kU8;
+    add(c);
+    c.name = "large_plane_c16_falls_back", c.one_d = false, c.c = 16, c.h = 40, c.w = 41, c.strides = {1, 1},
+    c.pads = {1, 1, 1, 1}, c.dilations = {1, 1};
+    add(c);
+  }
+  std::mt19937 rng(53);
+  for (const DwCase& c : cases) ExpectMatchesReference(c, Inputs(c, rng));
+  EXPECT_GT(cases.size(), 35u);
+}
+
 // Inputs at 255 (and 0) against weights at -128 and 127: the largest sums a tap pair can make, with
 // multipliers large and small.
 TEST_P(QConvDepthwiseTest, ExtremeInputsAndWeights) {
@@ -297,8 +357,9 @@ TEST_P(QConvDepthwiseTest, RequantizationTiesAndLargeSums) {
                                       {"large_sums", 1.0f / 1024, 1.0f / 8192, 1.0f, 1 << 30},
                                       {"large_negative_sums", 1.0f / 1024, 1.0f / 8192, 1.0f, -(1 << 30)}};
   // 11x23 (rows), 7x7 and 4x5 (the VNNI kernel's flat runs of at most 64 positions: four vectors and two,
-  // requantized together) with channels enough that each thread pads one plane while reading another.
-  const std::vector<std::array<int64_t, 3>> shapes = {{5, 11, 23}, {9, 7, 7}, {6, 4, 5}};
+  // requantized together) with channels enough that each thread pads one plane while reading another;
+  // 20x7x7 and 17x14x14 on the channels-innermost kernel (per-lane multipliers).
+  const std::vector<std::array<int64_t, 3>> shapes = {{5, 11, 23}, {9, 7, 7}, {6, 4, 5}, {20, 7, 7}, {17, 14, 14}};
   for (const auto& [channels, h, w] : shapes)
     for (const Scales& sc : scales)
       for (DataType yt : {kU8, kS8}) {
