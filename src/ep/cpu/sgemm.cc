@@ -116,7 +116,7 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
         float* tile = c0 + ib * x.ldc + q * kCols;
         const int64_t cols = std::min(kCols, x.nc - q * kCols);
         sgemm_internal::BSource b;
-        if (read_rows || (x.b_fill && ib == 0)) {
+        if (read_rows || (x.b_fill && i0 == 0 && ib == 0)) {
           b.rows = x.b_rows + p0, b.col = x.b_col + q * kCols;
           if (x.b_fill) b.pack_to = x.b_fill + (b_block - x.b.base) + q * kc * kCols;
         } else {
@@ -334,17 +334,19 @@ bool ColumnsMajor(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t ro
 // Whether the micro-kernel packs B as the first row panel reads it (B's
 // rows read in place, BSource::pack_to) instead of in a packing pass before
 // the tasks, which wrote the column block of B out and had the tasks read it
-// back. Only with one row block, where each panel of a k-block belongs to one
-// task: the thread that packs it reads it, right after. And only for a block
+// back. Only where the first row block's tasks run before the others' (one
+// thread: tasks go row block first) or there is one row block (each panel of
+// a k-block belongs to one task): the thread that reads a panel packed has
+// packed it, or did so in an earlier task. And only for a block
 // of B that can sit in L2 (1 MiB: a pointwise conv's 128-256 channels x 800
 // pixels): the in-place reads take one line from each of kc rows, which from
 // L3 cost more than the pass's sequential copy. AVX2, 1 thread, thread CPU
 // time, B's rows 6400 floats apart as YOLO's 80x80 maps (fused vs pass,
 // 15 alternations): 32x912x128 +10%, 64x800x128 +7%, 64x800x256 +9%,
 // 128x800x128 +2.5%, 128x400x256 +4%; 64x3136x576 (7 MiB of B) was -18%.
-bool FusePackB(int64_t row_blocks, int64_t k, int64_t block_cols) {
+bool FusePackB(int threads, int64_t row_blocks, int64_t k, int64_t block_cols) {
   constexpr int64_t kMaxFusedFloats = 1 << 18;
-  return row_blocks == 1 && k * block_cols <= kMaxFusedFloats;
+  return (threads == 1 || row_blocks == 1) && k * block_cols <= kMaxFusedFloats;
 }
 
 // C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
@@ -382,7 +384,7 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   row_blocks = CeilDiv(m, x.task_rows);  // rounding up to whole panels may leave fewer
   x.row_blocks = row_blocks;
   const bool fuse_pack = !in_place && row_major_b && sgemm_internal::PacksWhileReading(SgemmActiveIsa()) &&
-                         FusePackB(row_blocks, k, block_cols);
+                         FusePackB(threads, row_blocks, k, block_cols);
   // A strided B read in place gets a table of its row pointers, as SgemmB::Rows has.
   thread_local std::vector<const float*> t_rows;
   const float* const* row_table = b.rows;

@@ -201,7 +201,8 @@ TEST_P(SgemmTest, RowTableMatchesPlainBBitwise) {
 // A plain B that is neither read in place nor packed beforehand: on AVX2 the
 // kernel packs it as the first row panel reads it (one row block, a block of
 // B up to 1 MiB), the later row panels reading that copy. Same bits as B
-// packed beforehand at 1, 2 and 3 threads: rows past 48 of A (not in place),
+// packed beforehand at 1, 2 and 3 threads: rows past 48 of A (not in place;
+// past 144, several row blocks, packed by the first at 1 thread),
 // rows 4 KiB apart (in place refused for aliasing, so also few rows: 1, 7, 8),
 // ragged last panels (1, 8, 9, 16, 17 and 31 columns), several k-blocks, a
 // row table, beta and an epilogue.
@@ -214,7 +215,8 @@ TEST_P(SgemmTest, PackedWhileReadMatchesPrepackedBitwise) {
   };
   for (const Shaped& s : std::vector<Shaped>{{60, 97, 300, 97},    {130, 520, 40, 1024}, {7, 65, 600, 1024},
                                              {8, 73, 257, 2048},   {1, 31, 20, 1024},   {144, 264, 513, 264},
-                                             {49, 17, 33, 1024},   {100, 41, 256, 41},  {72, 400, 128, 6400}}) {
+                                             {49, 17, 33, 1024},   {100, 41, 256, 41},  {72, 400, 128, 6400},
+                                             {200, 70, 300, 1024}, {300, 130, 64, 130}}) {
     const Stored a = RandomStored(s.m, s.k, false, 1, rng);
     Stored b{RandomVector(static_cast<size_t>(s.k * s.ld), rng), s.ld, false};
     const std::vector<float> c0 = RandomVector(static_cast<size_t>(s.m * s.n), rng);
