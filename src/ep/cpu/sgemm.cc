@@ -344,9 +344,21 @@ bool ColumnsMajor(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t ro
 // time, B's rows 6400 floats apart as YOLO's 80x80 maps (fused vs pass,
 // 15 alternations): 32x912x128 +10%, 64x800x128 +7%, 64x800x256 +9%,
 // 128x800x128 +2.5%, 128x400x256 +4%; 64x3136x576 (7 MiB of B) was -18%.
+constexpr int64_t kMaxFusedFloats = 1 << 18;
+
 bool FusePackB(int threads, int64_t row_blocks, int64_t k, int64_t block_cols) {
-  constexpr int64_t kMaxFusedFloats = 1 << 18;
   return (threads == 1 || row_blocks == 1) && k * block_cols <= kMaxFusedFloats;
+}
+
+// Whether B that ReadBInPlace would have every row panel read in place is
+// better packed by the first (FusePackB): it is, on AVX2, from two row panels
+// on. 1 thread, thread CPU time, 15 alternations, fused vs in place: 16x800x256
+// +7%, 24x800x256 +4%, 30x800x128 +6%, 36x800x256 +9%, 48x800x256 +12%,
+// 48x400x512 +24%. (Only where the fused path then applies: one row block,
+// which rows cut first at several threads, for n < m, would not leave.)
+bool FuseRatherThanReadInPlace(int64_t m, int64_t n, int64_t k, int threads) {
+  return sgemm_internal::PacksWhileReading(SgemmActiveIsa()) && m > kRows && k * n <= kMaxFusedFloats &&
+         m <= kMaxTaskRows && (threads == 1 || n >= m);
 }
 
 // C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
@@ -355,8 +367,8 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool worth_threads = flops >= kParallelFlops || static_cast<double>(n) * static_cast<double>(k) >= kParallelBElements;
   const int threads = pool && worth_threads ? pool->num_threads() : 1;
-  const bool in_place = ReadBInPlace(m, n, k, b);
   const bool row_major_b = b.rows || (!b.packed && !b.panels && !b.pack && b.view.col_stride == 1);
+  const bool in_place = ReadBInPlace(m, n, k, b) && !FuseRatherThanReadInPlace(m, n, k, threads);
   // Column blocks bound the B packed per call; B packed beforehand (or not at all) needs none.
   const int64_t block_cols = b.packed || b.panels || in_place
                                  ? n

@@ -205,7 +205,8 @@ TEST_P(SgemmTest, RowTableMatchesPlainBBitwise) {
 // past 144, several row blocks, packed by the first at 1 thread),
 // rows 4 KiB apart (in place refused for aliasing, so also few rows: 1, 7, 8),
 // ragged last panels (1, 8, 9, 16, 17 and 31 columns), several k-blocks, a
-// row table, beta and an epilogue.
+// row table, beta and an epilogue; and 13-48 rows of A over a small B, read
+// in place before (packed while read from the second row panel on).
 TEST_P(SgemmTest, PackedWhileReadMatchesPrepackedBitwise) {
   std::mt19937 rng(21);
   ThreadPool pool1(1), pool2(2), pool3(3);
@@ -216,7 +217,8 @@ TEST_P(SgemmTest, PackedWhileReadMatchesPrepackedBitwise) {
   for (const Shaped& s : std::vector<Shaped>{{60, 97, 300, 97},    {130, 520, 40, 1024}, {7, 65, 600, 1024},
                                              {8, 73, 257, 2048},   {1, 31, 20, 1024},   {144, 264, 513, 264},
                                              {49, 17, 33, 1024},   {100, 41, 256, 41},  {72, 400, 128, 6400},
-                                             {200, 70, 300, 1024}, {300, 130, 64, 130}}) {
+                                             {200, 70, 300, 1024}, {300, 130, 64, 130},  {30, 100, 200, 100},
+                                             {40, 20, 64, 20}}) {
     const Stored a = RandomStored(s.m, s.k, false, 1, rng);
     Stored b{RandomVector(static_cast<size_t>(s.k * s.ld), rng), s.ld, false};
     const std::vector<float> c0 = RandomVector(static_cast<size_t>(s.m * s.n), rng);
