@@ -12,8 +12,6 @@
 #define NEE_SGEMM_X86 1
 #endif
 
-
-
 namespace nee::cpu::sgemm_internal {
 
 namespace {
@@ -54,7 +52,7 @@ void MicroPortable(int64_t kc, const float* a, const BSource& source, float* c, 
 // B's source: a packed panel (aligned, zero-padded, loaded whole), or, in
 // place, row p at rows[p] (BSource::rows): all 8V columns, or only the
 // first `cols` (masked loads past them: the memory there is another row, or
-// none). Three instances, so the common ones hold no masks in registers.
+// none). Separate instances, so the common ones hold no masks in registers.
 // The two kRows*Pack modes also store each row's vectors into a packed
 // panel run (`b`, zero past `cols`, as SgemmPackBRow lays it out), so that
 // the sub-tiles after the first read B packed without a separate pass.
@@ -171,8 +169,8 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
                                                        : NarrowSubTile<BRead::kRowsWhole>(rows))
                             : packing       ? NarrowSubTile<BRead::kRowsPartialPack>(rows)
                                             : NarrowSubTile<BRead::kRowsPartial>(rows);
-      sub(kc, a, in_place ? source.pack_to + (packing ? run : 0) : source.panel + run, half_rows, c + j0, ldc,
-          sub_cols, accumulate);
+      const float* panel = packing ? source.pack_to + run : in_place ? nullptr : source.panel + run;
+      sub(kc, a, panel, half_rows, c + j0, ldc, sub_cols, accumulate);
       continue;
     }
     // Rows in sub-tiles of six; 7 or 8 rows left go as 4 + the rest, as a
