@@ -351,13 +351,15 @@ bool FusePackB(int threads, int64_t row_blocks, int64_t k, int64_t block_cols) {
 }
 
 // Whether B that ReadBInPlace would have every row panel read in place is
-// better packed by the first (FusePackB): it is, on AVX2, from two row panels
-// on. 1 thread, thread CPU time, 15 alternations, fused vs in place: 16x800x256
-// +7%, 24x800x256 +4%, 30x800x128 +6%, 36x800x256 +9%, 48x800x256 +12%,
-// 48x400x512 +24%. (Only where the fused path then applies: one row block,
-// which rows cut first at several threads, for n < m, would not leave.)
+// better packed by the first (FusePackB): it is, on AVX2, from three row
+// panels on. 1 thread, thread CPU time, 15 alternations, fused vs in place:
+// 30x800x128 +6%, 36x800x256 +9%, 48x800x256 +12%, 48x400x512 +24%; with two
+// row panels 16x800x256 +7%, 24x800x256 +4%, but attention's small products
+// (24x64x48: GPT-2's causal blocks times V) were as often slower: left in place.
+// (Only where the fused path then applies: one row block, which rows cut
+// first at several threads, for n < m, would not leave.)
 bool FuseRatherThanReadInPlace(int64_t m, int64_t n, int64_t k, int threads) {
-  return sgemm_internal::PacksWhileReading(SgemmActiveIsa()) && m > kRows && k * n <= kMaxFusedFloats &&
+  return sgemm_internal::PacksWhileReading(SgemmActiveIsa()) && m > 2 * kRows && k * n <= kMaxFusedFloats &&
          m <= kMaxTaskRows && (threads == 1 || n >= m);
 }
 

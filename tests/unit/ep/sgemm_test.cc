@@ -205,7 +205,7 @@ TEST_P(SgemmTest, RowTableMatchesPlainBBitwise) {
 // past 144, several row blocks, packed by the first at 1 thread),
 // rows 4 KiB apart (in place refused for aliasing, so also few rows: 1, 7, 8),
 // ragged last panels (1, 8, 9, 16, 17 and 31 columns), several k-blocks, a
-// row table, beta and an epilogue; and 13-48 rows of A over a small B, read
+// row table, beta and an epilogue; and 25-48 rows of A over a small B, read
 // in place before (packed while read from the second row panel on).
 TEST_P(SgemmTest, PackedWhileReadMatchesPrepackedBitwise) {
   std::mt19937 rng(21);
