@@ -3,7 +3,8 @@
 //
 // Loop structure, outermost first:
 //  - column blocks of nc columns: B's panels for the block, all of k, are
-//    packed once (in parallel) unless B came packed;
+//    packed once (in parallel) unless B came packed, or, where FusePackB
+//    says so, packed by the micro-kernel as the first row panel reads B;
 //  - tasks: mc rows x a few B panels, claimed by threads one at a time. A task
 //    packs its mc rows of A for all of k (or uses A's packed panels), reusing
 //    them when the same thread's next task covers the same rows;
@@ -70,6 +71,9 @@ struct Block {
   Panels b;                       // B's packed panels, unless read in place:
   const float* const* b_rows;     // B's rows k0.. (else null), read from column b_col
   int64_t b_col;
+  // Non-null when B is packed by the kernel as it first reads it (FusePackB):
+  // b's panels, which the first row panel fills from b_rows and the others read.
+  float* b_fill;
   float beta;
   float* c;
   int64_t ldc;
@@ -98,12 +102,13 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
     const bool accumulate = p0 > 0 || x.beta != 0.f;  // beta == 0: the first block overwrites C
     const bool last = p0 + kc == x.k;
     const float* a_block = a.At(p0, kc, kRows);
-    const float* b_block = x.b_rows ? nullptr : x.b.At(p0, kc, kCols);
+    const bool read_rows = x.b_rows && !x.b_fill;  // in place for every row panel
+    const float* b_block = read_rows ? nullptr : x.b.At(p0, kc, kCols);
     // The first row panel reads each B panel first (from memory, for weights
     // too large for the caches): it has the kernel fetch the next panel into
     // L2 meanwhile, the last one the next k-block's first.
     const int64_t next_kc = std::min(kKc, x.k - p0 - kc);
-    const float* next_block = x.b_rows || next_kc == 0 ? nullptr : x.b.At(p0 + kc, next_kc, kCols);
+    const float* next_block = read_rows || next_kc == 0 ? nullptr : x.b.At(p0 + kc, next_kc, kCols);
     for (int64_t ib = 0; ib < mc; ib += kRows) {
       const float* ai = a_block + ib * kc;
       const int64_t rows = std::min(kRows, mc - ib);
@@ -111,8 +116,9 @@ void RunTile(const Block& x, const Panels& a, int64_t i0, int64_t mc, int64_t q0
         float* tile = c0 + ib * x.ldc + q * kCols;
         const int64_t cols = std::min(kCols, x.nc - q * kCols);
         sgemm_internal::BSource b;
-        if (x.b_rows) {
+        if (read_rows || (x.b_fill && i0 == 0 && ib == 0)) {
           b.rows = x.b_rows + p0, b.col = x.b_col + q * kCols;
+          if (x.b_fill) b.pack_to = x.b_fill + (b_block - x.b.base) + q * kc * kCols;
         } else {
           b.panel = b_block + q * kc * kCols;
           if (ib == 0 && q + 1 < q1) b.next = b.panel + kc * kCols, b.next_kc = kc;
@@ -325,21 +331,46 @@ bool ColumnsMajor(const SgemmA& a, int64_t m, int64_t k, int threads, int64_t ro
   return threads > 1 && !rows_first && row_blocks >= 2 && row_blocks < 2 * threads && (a.packed || FitsSharedA(m, k));
 }
 
+// Whether the micro-kernel packs B as the first row panel reads it (B's
+// rows read in place, BSource::pack_to) instead of in a packing pass before
+// the tasks, which wrote the column block of B out and had the tasks read it
+// back. Only where the first row block's tasks run before the others' (one
+// thread: tasks go row block first) or there is one row block (each panel of
+// a k-block belongs to one task): the thread that reads a panel packed has
+// packed it, or did so in an earlier task. And only for a block
+// of B that can sit in L2 (1 MiB: a pointwise conv's 128-256 channels x 800
+// pixels): the in-place reads take one line from each of kc rows, which from
+// L3 cost more than the pass's sequential copy. AVX2, 1 thread, thread CPU
+// time, B's rows 6400 floats apart as YOLO's 80x80 maps (fused vs pass,
+// 15 alternations): 32x912x128 +10%, 64x800x128 +7%, 64x800x256 +9%,
+// 128x800x128 +2.5%, 128x400x256 +4%; 64x3136x576 (7 MiB of B) was -18%.
+constexpr int64_t kMaxFusedFloats = 1 << 18;
+
+bool FusePackB(int threads, int64_t row_blocks, int64_t k, int64_t block_cols) {
+  return (threads == 1 || row_blocks == 1) && k * block_cols <= kMaxFusedFloats;
+}
+
+// Whether B that ReadBInPlace would have every row panel read in place is
+// better packed by the first (FusePackB): it is, on AVX2, from three row
+// panels on. 1 thread, thread CPU time, 15 alternations, fused vs in place:
+// 30x800x128 +6%, 36x800x256 +9%, 48x800x256 +12%, 48x400x512 +24%; with two
+// row panels 16x800x256 +7%, 24x800x256 +4%, but attention's small products
+// (24x64x48: GPT-2's causal blocks times V) were as often slower: left in place.
+// (Only where the fused path then applies: one row block, which rows cut
+// first at several threads, for n < m, would not leave.)
+bool FuseRatherThanReadInPlace(int64_t m, int64_t n, int64_t k, int threads) {
+  return sgemm_internal::PacksWhileReading(SgemmActiveIsa()) && m > 2 * kRows && k * n <= kMaxFusedFloats &&
+         m <= kMaxTaskRows && (threads == 1 || n >= m);
+}
+
 // C = A[:, k0:k0+k] B[k0:k0+k, :] + beta C.
 void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& a, const SgemmB& b, float beta,
                      float* c, int64_t ldc, ThreadPool* pool, const SgemmEpilogueFn* epilogue) {
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   const bool worth_threads = flops >= kParallelFlops || static_cast<double>(n) * static_cast<double>(k) >= kParallelBElements;
   const int threads = pool && worth_threads ? pool->num_threads() : 1;
-  const bool in_place = ReadBInPlace(m, n, k, b);
-  // A strided B read in place gets a table of its row pointers, as SgemmB::Rows has.
-  thread_local std::vector<const float*> t_rows;
-  const float* const* row_table = b.rows;
-  if (in_place && !b.rows) {
-    t_rows.resize(static_cast<size_t>(k0 + k));
-    for (int64_t p = k0; p < k0 + k; ++p) t_rows[p] = b.view.data + p * b.view.row_stride;
-    row_table = t_rows.data();
-  }
+  const bool row_major_b = b.rows || (!b.packed && !b.panels && !b.pack && b.view.col_stride == 1);
+  const bool in_place = ReadBInPlace(m, n, k, b) && !FuseRatherThanReadInPlace(m, n, k, threads);
   // Column blocks bound the B packed per call; B packed beforehand (or not at all) needs none.
   const int64_t block_cols = b.packed || b.panels || in_place
                                  ? n
@@ -366,6 +397,16 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   x.task_rows = std::min(m, RoundUp(CeilDiv(m, row_blocks), kRows));
   row_blocks = CeilDiv(m, x.task_rows);  // rounding up to whole panels may leave fewer
   x.row_blocks = row_blocks;
+  const bool fuse_pack = !in_place && row_major_b && sgemm_internal::PacksWhileReading(SgemmActiveIsa()) &&
+                         FusePackB(threads, row_blocks, k, block_cols);
+  // A strided B read in place gets a table of its row pointers, as SgemmB::Rows has.
+  thread_local std::vector<const float*> t_rows;
+  const float* const* row_table = b.rows;
+  if ((in_place || fuse_pack) && !b.rows) {
+    t_rows.resize(static_cast<size_t>(k0 + k));
+    for (int64_t p = k0; p < k0 + k; ++p) t_rows[p] = b.view.data + p * b.view.row_stride;
+    row_table = t_rows.data();
+  }
   x.columns_major = ColumnsMajor(a, m, k, threads, row_blocks, rows_first);
   x.a_shared = nullptr;
   if (ShareA(a, m, k, threads, row_blocks, x.columns_major)) {
@@ -386,7 +427,13 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
       x.b = {b.panels + k0 * RoundUp(n, kCols), RoundUp(n, kCols), j0 / kCols};
     } else {
       float* buffer = t_b_scratch.Get(RoundUp(x.nc, kCols) * k);
-      PackBlockOfB(b, k0, k, j0, x.nc, buffer, pool, threads);
+      if (fuse_pack) {
+        x.b_rows = row_table + k0;
+        x.b_col = j0;
+        x.b_fill = buffer;
+      } else {
+        PackBlockOfB(b, k0, k, j0, x.nc, buffer, pool, threads);
+      }
       x.b = {buffer, RoundUp(x.nc, kCols), 0};
     }
     // Enough tasks for threads claiming them one at a time to finish

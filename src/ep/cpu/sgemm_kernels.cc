@@ -52,14 +52,21 @@ void MicroPortable(int64_t kc, const float* a, const BSource& source, float* c, 
 // B's source: a packed panel (aligned, zero-padded, loaded whole), or, in
 // place, row p at rows[p] (BSource::rows): all 8V columns, or only the
 // first `cols` (masked loads past them: the memory there is another row, or
-// none). Three instances, so the common ones hold no masks in registers.
-enum class BRead { kPanel, kRowsWhole, kRowsPartial };
+// none). Separate instances, so the common ones hold no masks in registers.
+// The two kRows*Pack modes also store each row's vectors into a packed
+// panel run (`b`, zero past `cols`, as SgemmPackBRow lays it out), so that
+// the sub-tiles after the first read B packed without a separate pass.
+enum class BRead { kPanel, kRowsWhole, kRowsPartial, kRowsWholePack, kRowsPartialPack };
 
 template <int R, int V, BRead kRead>
 __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a, const float* b,
                                                      const float* const* b_rows, float* c, int64_t ldc, int64_t cols,
                                                      bool accumulate) {
   static_assert(V == 1 || V == 2, "one or two vectors of columns");
+  constexpr bool kWhole = kRead == BRead::kRowsWhole || kRead == BRead::kRowsWholePack;
+  constexpr bool kPack = kRead == BRead::kRowsWholePack || kRead == BRead::kRowsPartialPack;
+  // Packing modes: `b` is the caller's writable panel run (BSource::pack_to).
+  float* const pack_to = kPack ? const_cast<float*>(b) : nullptr;
   __m256 acc[R][V];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r)
@@ -85,8 +92,12 @@ __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a,
       const float* row = b_rows[p];
       if (p + 8 < kc) _mm_prefetch(reinterpret_cast<const char*>(b_rows[p + 8]), _MM_HINT_T0);
 #pragma GCC unroll 2
-      for (int v = 0; v < V; ++v)
-        bv[v] = kRead == BRead::kRowsWhole ? _mm256_loadu_ps(row + 8 * v) : _mm256_maskload_ps(row + 8 * v, mask[v]);
+      for (int v = 0; v < V; ++v) {
+        bv[v] = kWhole ? _mm256_loadu_ps(row + 8 * v) : _mm256_maskload_ps(row + 8 * v, mask[v]);
+        if constexpr (kPack) _mm256_store_ps(pack_to + p * kRun + 8 * v, bv[v]);
+      }
+      // A one-vector sub-tile packs half a run: the rest of it is padding.
+      if constexpr (kPack && V == 1) _mm256_store_ps(pack_to + p * kRun + 8, _mm256_setzero_ps());
     } else {
       _mm_prefetch(reinterpret_cast<const char*>(b + (p + 32) * kRun), _MM_HINT_T0);
 #pragma GCC unroll 2
@@ -140,19 +151,25 @@ SubTileFn NarrowSubTile(int64_t rows) {
 // is read from L2 by the first row half and from L1 by the second. In place, a half's rows
 // start `col + j0` into each row of B: a per-call table of them
 // (kc <= kSgemmDepthBlock).
+// With BSource::pack_to, the first sub-tile of each half reads B's rows and
+// packs them into that half's run; the other sub-tiles read the run.
 void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int64_t ldc, int64_t rows, int64_t cols,
                bool accumulate) {
   const bool in_place = source.rows != nullptr;
+  const bool packing = in_place && source.pack_to != nullptr;
   const float* half_rows[kSgemmDepthBlock];
   for (int64_t j0 = 0; j0 < cols; j0 += 16) {
     if (in_place)
       for (int64_t p = 0; p < kc; ++p) half_rows[p] = source.rows[p] + source.col + j0;
     const int64_t sub_cols = std::min<int64_t>(16, cols - j0);
-    const float* panel = in_place ? nullptr : source.panel + j0 / kRun * kc * kRun;  // this half's run
+    const int64_t run = j0 / kRun * kc * kRun;  // this half's run in a packed panel
     if (sub_cols <= 8) {  // all rows at once, one vector wide
-      const SubTileFn sub = !in_place        ? NarrowSubTile<BRead::kPanel>(rows)
-                            : sub_cols == 8 ? NarrowSubTile<BRead::kRowsWhole>(rows)
-                                             : NarrowSubTile<BRead::kRowsPartial>(rows);
+      const SubTileFn sub = !in_place       ? NarrowSubTile<BRead::kPanel>(rows)
+                            : sub_cols == 8 ? (packing ? NarrowSubTile<BRead::kRowsWholePack>(rows)
+                                                       : NarrowSubTile<BRead::kRowsWhole>(rows))
+                            : packing       ? NarrowSubTile<BRead::kRowsPartialPack>(rows)
+                                            : NarrowSubTile<BRead::kRowsPartial>(rows);
+      const float* panel = packing ? source.pack_to + run : in_place ? nullptr : source.panel + run;
       sub(kc, a, panel, half_rows, c + j0, ldc, sub_cols, accumulate);
       continue;
     }
@@ -163,9 +180,14 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
       step = left == 7 || left == 8 ? 4 : std::min<int64_t>(6, left);
       const int64_t sub_rows = step - 1;
       float* tile = c + r0 * ldc + j0;
-      const SubTileFn sub = !in_place        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
-                            : sub_cols == 16 ? kSubTilesAvx2<BRead::kRowsWhole>[sub_rows]
+      // Packing: the first sub-tile packs this half, the others read it packed.
+      const bool read_rows = in_place && (!packing || r0 == 0);
+      const SubTileFn sub = !read_rows        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
+                            : sub_cols == 16 ? (packing ? kSubTilesAvx2<BRead::kRowsWholePack>[sub_rows]
+                                                        : kSubTilesAvx2<BRead::kRowsWhole>[sub_rows])
+                            : packing        ? kSubTilesAvx2<BRead::kRowsPartialPack>[sub_rows]
                                              : kSubTilesAvx2<BRead::kRowsPartial>[sub_rows];
+      const float* panel = packing ? source.pack_to + run : in_place ? nullptr : source.panel + run;
       sub(kc, a + r0, panel, half_rows, tile, ldc, sub_cols, accumulate);
     }
   }
@@ -283,6 +305,8 @@ std::atomic<SgemmIsa> g_limit{SgemmIsa::kAvx512};
 }  // namespace
 
 bool ReadsBInPlace(SgemmIsa isa) { return isa == SgemmIsa::kAvx512 || isa == SgemmIsa::kAvx2; }
+
+bool PacksWhileReading(SgemmIsa isa) { return isa == SgemmIsa::kAvx2; }
 
 MicroKernel KernelFor(SgemmIsa isa) {
 #ifdef NEE_SGEMM_X86

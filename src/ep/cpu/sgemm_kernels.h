@@ -39,6 +39,12 @@ struct BSource {
   int64_t next_kc = 0;
   const float* const* rows = nullptr;
   int64_t col = 0;
+  // With `rows`, for a kernel whose PacksWhileReading() is true: a packed
+  // panel (kc steps, aligned) that the kernel fills with the rows it reads
+  // (zero past `cols`; a run of 16 columns only where some are in `cols`),
+  // reading them back from there for the rest of the tile. Later row panels
+  // then read that panel, and B needs no packing pass of its own.
+  float* pack_to = nullptr;
 };
 
 // C[0:rows, 0:cols] (= or +=) A_panel x B over kc steps. rows <= 12,
@@ -49,6 +55,9 @@ using MicroKernel = void (*)(int64_t kc, const float* a, const BSource& b, float
 
 // Whether the kernel for `isa` reads B in place (BSource::rows).
 bool ReadsBInPlace(SgemmIsa isa);
+
+// Whether the kernel for `isa` can pack the rows it reads (BSource::pack_to).
+bool PacksWhileReading(SgemmIsa isa);
 
 // The kernel for an ISA level (SgemmActiveIsa() says which one is in force).
 MicroKernel KernelFor(SgemmIsa isa);

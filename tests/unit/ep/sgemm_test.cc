@@ -198,6 +198,59 @@ TEST_P(SgemmTest, RowTableMatchesPlainBBitwise) {
   }
 }
 
+// A plain B that is neither read in place nor packed beforehand: on AVX2 the
+// kernel packs it as the first row panel reads it (one row block, a block of
+// B up to 1 MiB), the later row panels reading that copy. Same bits as B
+// packed beforehand at 1, 2 and 3 threads: rows past 48 of A (not in place;
+// past 144, several row blocks, packed by the first at 1 thread),
+// rows 4 KiB apart (in place refused for aliasing, so also few rows: 1, 7, 8),
+// ragged last panels (1, 8, 9, 16, 17 and 31 columns), several k-blocks, a
+// row table, beta and an epilogue; and 25-48 rows of A over a small B, read
+// in place before (packed while read from the second row panel on).
+TEST_P(SgemmTest, PackedWhileReadMatchesPrepackedBitwise) {
+  std::mt19937 rng(21);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  ThreadPool* pools[3] = {&pool1, &pool2, &pool3};
+  struct Shaped {
+    int64_t m, n, k, ld;  // ld: B's row stride
+  };
+  for (const Shaped& s : std::vector<Shaped>{{60, 97, 300, 97},    {130, 520, 40, 1024}, {7, 65, 600, 1024},
+                                             {8, 73, 257, 2048},   {1, 31, 20, 1024},   {144, 264, 513, 264},
+                                             {49, 17, 33, 1024},   {100, 41, 256, 41},  {72, 400, 128, 6400},
+                                             {200, 70, 300, 1024}, {300, 130, 64, 130},  {30, 100, 200, 100},
+                                             {40, 20, 64, 20}}) {
+    const Stored a = RandomStored(s.m, s.k, false, 1, rng);
+    Stored b{RandomVector(static_cast<size_t>(s.k * s.ld), rng), s.ld, false};
+    const std::vector<float> c0 = RandomVector(static_cast<size_t>(s.m * s.n), rng);
+    std::vector<const float*> rows(static_cast<size_t>(s.k));
+    for (int64_t p = 0; p < s.k; ++p) rows[p] = b.data.data() + p * s.ld;
+    const cpu::SgemmPackedB pb(s.k, s.n, b.view());
+    // The epilogue squares each element, so that a tile it visited twice or never would show.
+    const cpu::SgemmEpilogueFn square = [](int64_t, int64_t, int64_t tile_rows, int64_t cols, float* tile, int64_t ldc) {
+      for (int64_t i = 0; i < tile_rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) tile[i * ldc + j] *= tile[i * ldc + j];
+    };
+    const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+    for (int t = 0; t < 3; ++t) {
+      std::vector<float> want = c0, plain = c0, table = c0;
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(a.view()), cpu::SgemmB(pb), 0.5f, want.data(), s.n, pools[t], &square);
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(a.view()), cpu::SgemmB(b.view()), 0.5f, plain.data(), s.n, pools[t],
+                 &square);
+      cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(a.view()), cpu::SgemmB::Rows(rows.data()), 0.5f, table.data(), s.n,
+                 pools[t], &square);
+      EXPECT_TRUE(BitwiseEqual(want, plain)) << what << " threads " << t + 1;
+      EXPECT_TRUE(BitwiseEqual(want, table)) << what << " row table, threads " << t + 1;
+      if (t == 0) {
+        std::vector<float> naive = Naive(s.m, s.n, s.k, 1.f, a, b, 0.5f, c0, s.n);
+        for (float& v : naive) v *= v;
+        const double tol = 4e-6 * (4 + static_cast<double>(s.k));
+        for (size_t i = 0; i < naive.size(); ++i)
+          ASSERT_NEAR(plain[i], naive[i], tol * (1 + std::abs(naive[i]))) << what << " at " << i;
+      }
+    }
+  }
+}
+
 // 1, 2 and 3 threads give the same bits, also for few rows (split over columns) and for a few unequal
 // row blocks (197 and 200 rows: tasks column group first, A packed once for all threads).
 TEST_P(SgemmTest, BitwiseIndependentOfThreadCount) {
