@@ -1,8 +1,8 @@
 // ConvPointwiseSmall: a 1x1 conv as tiles of 4 output channels x 24 pixels,
 // the pixels in vectors.
 //
-// Why: with few input channels (up to 64, or up to 256 for at most 64
-// output channels) and many pixels, the SGEMM path
+// Why: with few input channels (up to 64; up to 256, or 512 with at least a
+// quarter as many outputs, measured below) and many pixels, the SGEMM path
 // packs its B operand (the input, each float then used by only M/8 vector
 // FMAs) and passes over every finished tile of the output once more for the
 // bias and the activation. Here the input is the vector operand; the weights,
@@ -288,10 +288,17 @@ bool ConvPointwiseSmallApplies(const Pointwise& g) {
   // (128 -> 32 at 80x80, 128 -> 64 and 256 -> 64 at 40x40).
   // Deeper inputs (spans cut to stay in L2) against SGEMM, with SiLU, per-node
   // minimums of 7 alternating rounds: 128 -> 32 at 80x80 8% faster, 256 -> 64
-  // at 40x40 5%, 128 -> 64 at 40x40 1%; with more output channels SGEMM's
-  // tiles keep up (128 -> 128 at 40x40 3% slower, 128 -> 255 and 256 -> 255
-  // even).
-  return g.C <= 64 || (g.C <= 256 && g.M <= 64);
+  // at 40x40 5%, 128 -> 64 at 40x40 1%.
+  // Since a block's whole tiles run in one call, deeper inputs too, against
+  // SGEMM (per-node minimums, 7-11 alternating rounds, 1 / 2 threads): 128 ->
+  // 128 at 40x40 0.96-0.98 / 0.94-0.99, 128 -> 255 0.93-0.95 / 0.92-0.93, 256
+  // -> 255 at 20x20 0.95 / 0.90-0.95, 128 -> 512 at 28x28 0.955 / 0.955, 512
+  // -> 256 at 20x20 0.96-0.97 / 0.90, 512 -> 512 at 28x28 0.96; 1024 input
+  // channels even (0.99), so SGEMM keeps them. Against the pixel-major path,
+  // which takes deep convs with few outputs (4 M < C): 256 -> 32 at 40x40 0.91,
+  // 192 -> 32 at 28x28 and 320 -> 64 at 16x16 even, 512 -> 64 at 20x20 1.04,
+  // so from 257 input channels those stay there.
+  return g.C <= 256 || (g.C <= 512 && 4 * g.M >= g.C);
 #else
   (void)g;
   return false;

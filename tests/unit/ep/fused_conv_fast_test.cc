@@ -101,6 +101,9 @@ const std::vector<Geometry> kGeometries = {
     {"pointwise_small_spans", {1, 20, 41, 53}, {11, 20, 1, 1}, {}},
     {"pointwise_small_deep", {1, 130, 23, 31}, {37, 130, 1, 1}, {}},
     {"pointwise_small_deeper", {2, 256, 16, 17}, {64, 256, 1, 1}, {}},
+    // 300 input channels (spans of 216 pixels: 272 = 216 + 56) and 90
+    // outputs: 22 blocks of 4 and one of 2.
+    {"pointwise_small_deepest", {1, 300, 16, 17}, {90, 300, 1, 1}, {}},
     // The AVX-512 pointwise kernel (Sigmoid, SiLU and Tanh after each tile):
     // 63 pixels (a full tile of 48 and a tail of 15), 21 channels (8 + 8 +
     // 5); two images of 169 pixels (a last vector of 9) over 70 channels.
@@ -194,6 +197,7 @@ TEST_P(FusedConvIsaTest, PointwiseBitwiseIndependentOfThreadCount) {
       {"small_spans", {1, 20, 41, 53}, {11, 20, 1, 1}, {}},
       {"small_deep", {1, 130, 23, 31}, {37, 130, 1, 1}, {}},
       {"small_deeper", {2, 256, 16, 17}, {64, 256, 1, 1}, {}},
+      {"small_deepest", {1, 300, 16, 17}, {90, 300, 1, 1}, {}},
   };
   for (const Geometry& g : shapes) {
     Tensor x = testing::RandomTensor(g.x, rng);
