@@ -15,9 +15,10 @@
 //  - on AVX-512, every single-group pointwise conv: tiles of 8 output
 //    channels x 48 pixels, the pixels in vectors, the input read in place,
 //    finished in registers (conv_pointwise_avx512.cc);
-//  - on AVX2, pointwise convs over at most 64 input channels with many
-//    pixels: tiles of 4 output channels x 24 pixels, the pixels in vectors,
-//    finished in registers (conv_pointwise_small.cc);
+//  - on AVX2, pointwise convs over at most 256 input channels (512 with at
+//    least a quarter as many outputs) with many pixels: tiles of 4 output
+//    channels x 24 pixels, the pixels in vectors, finished in registers
+//    (conv_pointwise_small.cc);
 //  - on AVX2, other single-group 2-D k x k convs with stride 1 or 2, and
 //    deep pointwise convs on small images or with few outputs: output pixels
 //    x channel vectors, the input broadcast where it lies (conv_pixel_gemm.cc);

@@ -1,7 +1,8 @@
 // ConvPointwiseSmall: a 1x1 conv as tiles of 4 output channels x 24 pixels,
 // the pixels in vectors.
 //
-// Why: with few input channels (up to 64) and many pixels, the SGEMM path
+// Why: with few input channels (up to 64; up to 256, or 512 with at least a
+// quarter as many outputs, measured below) and many pixels, the SGEMM path
 // packs its B operand (the input, each float then used by only M/8 vector
 // FMAs) and passes over every finished tile of the output once more for the
 // bias and the activation. Here the input is the vector operand; the weights,
@@ -11,12 +12,18 @@
 // while in L1), and four output channels per tile waste no rows (SGEMM's
 // six-row tiles run 16 channels as 6 + 6 + 4, 255 as 42 x 6 + 3).
 //
-// The input is still copied, a span of 1008 pixels at a time, into tiles of
-// C x 24 contiguous floats: read in place, a tile's C rows lie a plane apart,
-// for 160x160 images a multiple of 4 KiB, so they all fall into the same L1
-// sets and evict one another between the channel blocks that reread them.
-// Within a span the channel blocks go outermost, so that every output row is
-// written in runs of the span's pixels.
+// The input is still copied, a span of pixels at a time (1008, fewer for
+// deep inputs so that the copy stays in L2), into tiles of C x 24 contiguous
+// floats: read in place, a tile's C rows lie a plane apart, for 160x160
+// images a multiple of 4 KiB, so they all fall into the same L1 sets and
+// evict one another between the channel blocks that reread them. The first
+// block of output channels makes the copy as it goes: its tiles read the
+// input in place (prefetching the lines two tiles on, since the C rows are
+// more streams than the hardware follows) and store what they read, which
+// saved the separate copying pass (1x1 64 -> 32 at 80x80 10% faster, 64 ->
+// 64 8%, 32 -> 32 at 160x160 3%, 64 -> 255 even). Within a span the channel
+// blocks go outermost, so that every output row is written in runs of the
+// span's pixels.
 //
 // Each output element sums its C products in channel order, then adds the
 // bias, then the residual, then applies the activation (the operations of
@@ -47,10 +54,19 @@ constexpr int kVecs = 3;                // vectors of eight pixels per tile
 constexpr int64_t kTilePixels = 8 * kVecs;
 constexpr int64_t kSpanPixels = 42 * kTilePixels;
 
+// Pixels per span for C input channels: the span's packed input (C x span
+// floats) stays in L2 while every block of output channels passes over it.
+int64_t SpanPixelsFor(int64_t C) {
+  const int64_t tiles = std::clamp<int64_t>(64 * 1024 / (C * kTilePixels), 4, kSpanPixels / kTilePixels);
+  return tiles * kTilePixels;
+}
+
 // What one tile reads and writes: rows [m0, m0 + rows) of the output, pixels
 // from the tile's first on.
 struct TileArgs {
   const float* x;     // the tile's input, packed: C rows of kTilePixels floats
+  const float* src;   // packing tiles: the tile's input where it lies (channel 0, first pixel)
+  int64_t src_plane;  // packing tiles: floats between its channel rows
   int64_t plane;      // pixels per channel of y and z
   int64_t C;
   const float* w;     // the block's packed weights, [C][kRows]
@@ -85,21 +101,38 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Finish(const Tile
 }
 
 // kRows x V vectors of sums; with kTail the last vector is stored through a
-// mask of `last` lanes.
-template <int V, bool kTail, Kind A>
-__attribute__((target("avx2,fma"))) void Tile(const TileArgs& t) {
+// mask of `last` lanes. With kPack (whole tiles only) the input is read where
+// it lies, channel rows `src_plane` floats apart from `src`, and each vector
+// read is also stored into the packed tile t.x for the blocks after this one.
+template <int V, bool kTail, Kind A, bool kPack = false>
+__attribute__((target("avx2,fma"), always_inline)) inline void Tile(const TileArgs& t) {
+  static_assert(!kPack || (V == kVecs && !kTail), "packing runs on whole tiles");
   const __m256i mask = LaneMask(kTail ? t.last : 8);  // (the input tile is whole: zeros past the end)
   __m256 acc[kRows][V];
 #pragma GCC unroll 4
   for (int r = 0; r < kRows; ++r)
 #pragma GCC unroll 3
     for (int v = 0; v < V; ++v) acc[r][v] = _mm256_setzero_ps();
-  const float* x = t.x;
+  float* x = const_cast<float*>(t.x);
+  const float* src = t.src;
   const float* w = t.w;
   for (int64_t c = 0; c < t.C; ++c, x += kTilePixels, w += kRows) {
     __m256 xv[V];
+    if constexpr (kPack) {
 #pragma GCC unroll 3
-    for (int v = 0; v < V; ++v) xv[v] = _mm256_load_ps(x + 8 * v);
+      for (int v = 0; v < V; ++v) {
+        xv[v] = _mm256_loadu_ps(src + 8 * v);
+        _mm256_store_ps(x + 8 * v, xv[v]);
+      }
+      // The rows are separate streams, too many for the hardware to follow:
+      // fetch the lines the tile after next reads (each tile moves 96 bytes on).
+      _mm_prefetch(reinterpret_cast<const char*>(src + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(src + 80), _MM_HINT_T0);
+      src += t.src_plane;
+    } else {
+#pragma GCC unroll 3
+      for (int v = 0; v < V; ++v) xv[v] = _mm256_load_ps(x + 8 * v);
+    }
 #pragma GCC unroll 4
     for (int r = 0; r < kRows; ++r) {
       const __m256 b = _mm256_broadcast_ss(w + r);
@@ -116,16 +149,40 @@ __attribute__((target("avx2,fma"))) void Tile(const TileArgs& t) {
 }
 
 using TileFn = void (*)(const TileArgs&);
+// `count` whole tiles one after the other along the pixels, from t's on.
+using TilesFn = void (*)(const TileArgs&, int64_t count);
 
-// A full tile, and tails of one, two and three vectors.
+// One tile (a tail) through a function pointer.
+template <int V, bool kTail, Kind A>
+__attribute__((target("avx2,fma"))) void OneTile(const TileArgs& t) {
+  Tile<V, kTail, A>(t);
+}
+
+// Whole tiles in one call: with 16-32 input channels a tile is only 100-200
+// cycles of FMAs, and a call per tile with its arguments rebuilt was a
+// sizable part of that.
+template <Kind A, bool kPack>
+__attribute__((target("avx2,fma"))) void WholeTiles(const TileArgs& first, int64_t count) {
+  TileArgs t = first;
+  for (int64_t i = 0; i < count; ++i) {
+    Tile<kVecs, false, A, kPack>(t);
+    t.x += t.C * kTilePixels;
+    t.src += kTilePixels;
+    t.y += kTilePixels;
+    if (t.z) t.z += kTilePixels;
+  }
+}
+
+// Whole tiles (reading the packed input, or packing it), and tails of one,
+// two and three vectors.
 struct TileSet {
-  TileFn full;
+  TilesFn full, full_packing;
   TileFn tail[kVecs];
 };
 
 template <Kind A>
 TileSet MakeTileSet() {
-  return {Tile<kVecs, false, A>, {Tile<1, true, A>, Tile<2, true, A>, Tile<3, true, A>}};
+  return {WholeTiles<A, false>, WholeTiles<A, true>, {OneTile<1, true, A>, OneTile<2, true, A>, OneTile<3, true, A>}};
 }
 
 // The exponential activations (Sigmoid, SiLU, Tanh) are not applied in the
@@ -175,24 +232,36 @@ float* SpanBuffer(int64_t floats) {
 void RunPixels(const Pointwise& g, const PointwiseRowBlocks& packed, const TileSet& tiles, TileArgs base, int64_t n,
                int64_t p0, int64_t p1) {
   const int64_t image_out = n * g.M * g.pixels;
-  float* buf = SpanBuffer(g.C * kSpanPixels);
-  for (int64_t s0 = p0; s0 < p1; s0 += kSpanPixels) {
-    const int64_t s1 = std::min(p1, s0 + kSpanPixels);
+  const int64_t span = SpanPixelsFor(g.C);
+  float* buf = SpanBuffer(g.C * span);
+  for (int64_t s0 = p0; s0 < p1; s0 += span) {
+    const int64_t s1 = std::min(p1, s0 + span);
     const float* x_n = base.x + n * g.C * g.pixels;
-    PackSpan(x_n, g.C, g.pixels, s0, s1, buf);
+    // The first block of output channels reads its whole tiles of input
+    // where they lie and packs them as it goes (one pass over the input
+    // fewer); a last part tile is packed first, with zeros past s1.
+    const int64_t whole_end = s0 + (s1 - s0) / kTilePixels * kTilePixels;
+    if (whole_end < s1) PackSpan(x_n, g.C, g.pixels, whole_end, s1, buf + (whole_end - s0) * g.C);
     for (int64_t b = 0; b < packed.blocks; ++b) {
       const int64_t m0 = b * kRows;
       TileArgs t = base;
       t.w = packed.w.data() + b * g.C * kRows;
       t.rows = static_cast<int>(std::min<int64_t>(kRows, g.M - m0));
       t.bias = base.bias ? base.bias + m0 : nullptr;
-      for (int64_t j = s0; j < s1; j += kTilePixels) {
-        const int64_t count = std::min(kTilePixels, s1 - j);
+      t.src_plane = g.pixels;
+      auto at = [&](int64_t j) {  // t pointed at the tile from pixel j on
         t.x = buf + (j - s0) / kTilePixels * g.C * kTilePixels;
+        t.src = x_n + j;
         t.z = base.z ? base.z + image_out + m0 * g.pixels + j : nullptr;
         t.y = base.y + image_out + m0 * g.pixels + j;
+      };
+      at(s0);
+      (b == 0 ? tiles.full_packing : tiles.full)(t, (whole_end - s0) / kTilePixels);
+      if (whole_end < s1) {
+        const int64_t count = s1 - whole_end;
+        at(whole_end);
         t.last = static_cast<int>(count - (count - 1) / 8 * 8);
-        (count == kTilePixels ? tiles.full : tiles.tail[(count + 7) / 8 - 1])(t);
+        tiles.tail[(count + 7) / 8 - 1](t);
       }
       if (ActivatesAfter(base.act->kind)) {
         float* y = base.y + image_out + m0 * g.pixels + s0;
@@ -217,7 +286,19 @@ bool ConvPointwiseSmallApplies(const Pointwise& g) {
   // arithmetic is the same on both paths: 32 -> 32 at 160x160 5%, 16 -> 16
   // 4%, 64 -> 64 at 80x80 2%, but from 128 input channels on 3-5% slower
   // (128 -> 32 at 80x80, 128 -> 64 and 256 -> 64 at 40x40).
-  return g.C <= 64;
+  // Deeper inputs (spans cut to stay in L2) against SGEMM, with SiLU, per-node
+  // minimums of 7 alternating rounds: 128 -> 32 at 80x80 8% faster, 256 -> 64
+  // at 40x40 5%, 128 -> 64 at 40x40 1%.
+  // Since a block's whole tiles run in one call, deeper inputs too, against
+  // SGEMM (per-node minimums, 7-11 alternating rounds, 1 / 2 threads): 128 ->
+  // 128 at 40x40 0.96-0.98 / 0.94-0.99, 128 -> 255 0.93-0.95 / 0.92-0.93, 256
+  // -> 255 at 20x20 0.95 / 0.90-0.95, 128 -> 512 at 28x28 0.955 / 0.955, 512
+  // -> 256 at 20x20 0.96-0.97 / 0.90, 512 -> 512 at 28x28 0.96; 1024 input
+  // channels even (0.99), so SGEMM keeps them. Against the pixel-major path,
+  // which takes deep convs with few outputs (4 M < C): 256 -> 32 at 40x40 0.91,
+  // 192 -> 32 at 28x28 and 320 -> 64 at 16x16 even, 512 -> 64 at 20x20 1.04,
+  // so from 257 input channels those stay there.
+  return g.C <= 256 || (g.C <= 512 && 4 * g.M >= g.C);
 #else
   (void)g;
   return false;
@@ -231,7 +312,7 @@ Status ConvPointwiseSmall(KernelContext& ctx, const Pointwise& g, const float* x
   const FusedActivation none;
   const FusedActivation& act = epilogue ? epilogue->activation : none;
   const TileSet tiles = TileSetFor(act.kind);
-  const TileArgs base{x, g.pixels, g.C, nullptr, bias, z, y, 0, 8, &act};
+  const TileArgs base{x, nullptr, 0, g.pixels, g.C, nullptr, bias, z, y, 0, 8, &act};
   // Each image's pixels in chunks of whole tiles: at least four per thread so
   // that threads claiming them end together, and none longer than 4096
   // pixels. The chunking never changes what a pixel's sums are.

@@ -93,6 +93,17 @@ const std::vector<Geometry> kGeometries = {
     // The small-depth pointwise kernel (AVX2; Sigmoid, SiLU and Tanh after
     // the tiles): 551 pixels (a last tile of 23), 9 channels (4 + 4 + 1).
     {"pointwise_small", {2, 6, 19, 29}, {9, 6, 1, 1}, {}},
+    // Its spans: 2173 pixels are two spans of 1008 and one of 157 (six whole
+    // tiles, which the first channel block reads in place and copies, and a
+    // part tile of 13, copied first); 130 and 256 input channels with at most
+    // 64 outputs cut the spans to 504 and 240 pixels (713 = 504 + 209,
+    // 272 = 240 + 32).
+    {"pointwise_small_spans", {1, 20, 41, 53}, {11, 20, 1, 1}, {}},
+    {"pointwise_small_deep", {1, 130, 23, 31}, {37, 130, 1, 1}, {}},
+    {"pointwise_small_deeper", {2, 256, 16, 17}, {64, 256, 1, 1}, {}},
+    // 300 input channels (spans of 216 pixels: 272 = 216 + 56) and 90
+    // outputs: 22 blocks of 4 and one of 2.
+    {"pointwise_small_deepest", {1, 300, 16, 17}, {90, 300, 1, 1}, {}},
     // The AVX-512 pointwise kernel (Sigmoid, SiLU and Tanh after each tile):
     // 63 pixels (a full tile of 48 and a tail of 15), 21 channels (8 + 8 +
     // 5); two images of 169 pixels (a last vector of 9) over 70 channels.
@@ -183,6 +194,10 @@ TEST_P(FusedConvIsaTest, PointwiseBitwiseIndependentOfThreadCount) {
       {"few_pixels", {1, 40, 5, 7}, {255, 40, 1, 1}, {}},
       {"many_pixels", {1, 12, 75, 71}, {16, 12, 1, 1}, {}},
       {"two_images", {2, 33, 11, 13}, {13, 33, 1, 1}, {}},
+      {"small_spans", {1, 20, 41, 53}, {11, 20, 1, 1}, {}},
+      {"small_deep", {1, 130, 23, 31}, {37, 130, 1, 1}, {}},
+      {"small_deeper", {2, 256, 16, 17}, {64, 256, 1, 1}, {}},
+      {"small_deepest", {1, 300, 16, 17}, {90, 300, 1, 1}, {}},
   };
   for (const Geometry& g : shapes) {
     Tensor x = testing::RandomTensor(g.x, rng);
