@@ -89,13 +89,36 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate(const 
   }
 }
 
+// One (input block, tap) of a tile: for each input lane, the OB weight
+// vectors times pixels [FIRST, PX)'s broadcasts (FIRST 1: the first pixel's
+// window starts left of the image and this tap lies in that left pad, so it
+// adds nothing to that pixel, and its input is not read).
+template <int PX, int OB, int S, int FIRST>
+__attribute__((target("avx2,fma"), always_inline)) inline void TapSteps(const float* xp, const float* wk,
+                                                                        __m256 (&acc)[PX][OB]) {
+  constexpr int64_t step = S * kB;
+#pragma GCC unroll 8
+  for (int l = 0; l < kB; ++l) {
+    __m256 wv[OB];
+#pragma GCC unroll 2
+    for (int j = 0; j < OB; ++j) wv[j] = _mm256_loadu_ps(wk + l * kUnit + j * kB);
+#pragma GCC unroll 12
+    for (int i = FIRST; i < PX; ++i) {
+      const __m256 xv = _mm256_broadcast_ss(xp + i * step + l);
+#pragma GCC unroll 2
+      for (int j = 0; j < OB; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+    }
+  }
+}
+
 // PX pixels of one output row x OB output blocks, stride S (a constant, so
-// that the pixels' broadcasts are offsets from one register).
-template <int PX, int OB, int S>
+// that the pixels' broadcasts are offsets from one register). LEFT: the
+// row's first tile on an unpadded input with a left pad (LeftPadInKernel):
+// its first pixel skips the taps left of the image.
+template <int PX, int OB, int S, bool LEFT>
 __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const float* w, const float* bias) {
   const BlockedConvGeometry& g = *t.g;
   const int64_t taps = g.KH * g.KW, in_plane = g.H * g.W * kB, out_plane = g.OH * g.OW * kB;
-  constexpr int64_t step = S * kB;
   __m256 acc[PX][OB];
 #pragma GCC unroll 2
   for (int j = 0; j < OB; ++j) {
@@ -112,18 +135,13 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
       // pixel values across taps (tap kw + S reads pixel i + 1's) and spills them.
       __asm__("" : "+r"(xp));
       const float* wk = wb + tap * kB * kUnit;
-#pragma GCC unroll 8
-      for (int l = 0; l < kB; ++l) {
-        __m256 wv[OB];
-#pragma GCC unroll 2
-        for (int j = 0; j < OB; ++j) wv[j] = _mm256_loadu_ps(wk + l * kUnit + j * kB);
-#pragma GCC unroll 12
-        for (int i = 0; i < PX; ++i) {
-          const __m256 xv = _mm256_broadcast_ss(xp + i * step + l);
-#pragma GCC unroll 2
-          for (int j = 0; j < OB; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
+      if constexpr (LEFT) {
+        if (tap % g.KW < g.pl) {
+          TapSteps<PX, OB, S, 1>(xp, wk, acc);
+          continue;
         }
       }
+      TapSteps<PX, OB, S, 0>(xp, wk, acc);
     }
   }
 #pragma GCC unroll 2
@@ -142,28 +160,36 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
 
 using TileFn = void (*)(const TileArgs&, const float*, const float*);
 
-template <int OB, int S, int... PX>
+template <int OB, int S, bool LEFT, int... PX>
 constexpr auto TableOf(std::integer_sequence<int, PX...>) {
-  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OB, S>...};
+  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OB, S, LEFT>...};
 }
 
 constexpr int64_t kWidest = 6;  // pixels of a two-block tile (twelve accumulators)
 
-template <int S>
+template <int S, bool LEFT>
 struct DirectTiles {
-  static constexpr auto one = TableOf<1, S>(std::make_integer_sequence<int, kWidest>{});
-  static constexpr auto two = TableOf<2, S>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto one = TableOf<1, S, LEFT>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto two = TableOf<2, S, LEFT>(std::make_integer_sequence<int, kWidest>{});
 };
 
 struct TileSet {
   const TileFn* one;
   const TileFn* two;
+  const TileFn* left_one;  // the rows' first tiles (null: the input is padded, every tile is interior)
+  const TileFn* left_two;
 };
 
 template <int S>
-constexpr TileSet kTiles{DirectTiles<S>::one.data(), DirectTiles<S>::two.data()};
+constexpr TileSet kTiles{DirectTiles<S, false>::one.data(), DirectTiles<S, false>::two.data(), nullptr, nullptr};
+template <int S>
+constexpr TileSet kLeftTiles{DirectTiles<S, false>::one.data(), DirectTiles<S, false>::two.data(),
+                             DirectTiles<S, true>::one.data(), DirectTiles<S, true>::two.data()};
 
-TileSet TilesFor(int64_t stride) { return stride == 1 ? kTiles<1> : kTiles<2>; }
+TileSet TilesFor(int64_t stride, bool left_pad) {
+  if (left_pad) return stride == 1 ? kLeftTiles<1> : kLeftTiles<2>;
+  return stride == 1 ? kTiles<1> : kTiles<2>;
+}
 
 // Input blocks per pass (see DirectRows): the passes' weights for a tile's
 // two output blocks stay in L1 (about 16 KiB: 3x3 taps, three blocks).
@@ -197,6 +223,7 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
     for (int64_t u = u0; u < u1; ++u) {
       const bool lone = 2 * u + 1 == g.Mb();  // the last unit of an odd block count
       const TileFn* fns = lone ? tiles.one : tiles.two;
+      const TileFn* first_fns = tiles.left_one ? (lone ? tiles.left_one : tiles.left_two) : fns;
       for (int64_t oh = oh0; oh < oh1; ++oh) {
         const int64_t ih0 = oh * g.sh - g.pt;
         t.tap0 = std::max<int64_t>(0, -ih0) * g.KW;
@@ -207,7 +234,7 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
           t.y = g.y + at;
           t.z = g.z ? g.z + at : nullptr;
           t.origin = (ih0 * g.W + ow * g.sw - g.pl) * kB;
-          fns[px - 1](t, dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit);
+          (ow == 0 ? first_fns : fns)[px - 1](t, dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit);
         }
       }
     }
@@ -218,6 +245,16 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
 bool HasBorderColumns(const BlockedConvGeometry& g) {
   const int64_t last = g.W - g.KW + g.pl;
   return g.pl > 0 || last < 0 || (g.OW - 1) * g.sw > last;
+}
+
+// Whether the only border column is the first, whose pixel the first tiles
+// handle by skipping its taps left of the image (DirectTile's LEFT): a left
+// pad of at most the stride (every later pixel's window starts inside) and
+// no window past the right edge. YOLO's 3x3 stride-2 pad-1 convs on even
+// widths: the padded copy was a pass over the whole input (16 x 320 x 320:
+// 6.5 MB read and written) before the conv read it again.
+bool LeftPadInKernel(const BlockedConvGeometry& g) {
+  return g.pl > 0 && g.pl <= g.sw && (g.OW - 1) * g.sw - g.pl + g.KW <= g.W;
 }
 
 constexpr int64_t kBandPixels = 96;
@@ -249,9 +286,10 @@ void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& given) 
   // chains wait on the FMA latency (ResNet-50's 256-channel 28x28 -> 14x14
   // conv spent 14% of its time in its one border column per row), where the
   // copy is a pass over the input.
-  if (HasBorderColumns(given)) BlockedDirectPadInput(ctx, given, &g);
+  const bool left_pad = LeftPadInKernel(given);
+  if (!left_pad && HasBorderColumns(given)) BlockedDirectPadInput(ctx, given, &g);
   const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g);
-  const TileSet tiles = TilesFor(g.sw);
+  const TileSet tiles = TilesFor(g.sw, left_pad);
   std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
   for (int64_t tap = 0; tap < g.KH * g.KW; ++tap) offsets[tap] = ((tap / g.KW) * g.W + tap % g.KW) * kB;
   const int threads = NumThreads(ctx);
