@@ -129,19 +129,26 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
   for (int64_t cb = t.cb0; cb < t.cb1; ++cb) {
     const float* xb = t.x + cb * in_plane;
     const float* wb = w + cb * taps * kB * kUnit;
-    for (int64_t tap = t.tap0; tap < t.tap1; ++tap) {
-      const float* xp = xb + (t.origin + t.offsets[tap]);
-      // Opaque to the optimizer, as in the AVX-512 tiles: otherwise GCC keeps
-      // pixel values across taps (tap kw + S reads pixel i + 1's) and spills them.
-      __asm__("" : "+r"(xp));
-      const float* wk = wb + tap * kB * kUnit;
-      if constexpr (LEFT) {
-        if (tap % g.KW < g.pl) {
-          TapSteps<PX, OB, S, 1>(xp, wk, acc);
-          continue;
+    if constexpr (LEFT) {
+      // The taps are whole rows of KW (TileArgs); in each, the first pl
+      // columns lie left of the image for the first pixel.
+      for (int64_t row = t.tap0; row < t.tap1; row += g.KW) {
+        for (int64_t tap = row; tap < row + g.KW; ++tap) {
+          const float* xp = xb + (t.origin + t.offsets[tap]);
+          __asm__("" : "+r"(xp));  // as below
+          const float* wk = wb + tap * kB * kUnit;
+          if (tap < row + g.pl) TapSteps<PX, OB, S, 1>(xp, wk, acc);
+          else TapSteps<PX, OB, S, 0>(xp, wk, acc);
         }
       }
-      TapSteps<PX, OB, S, 0>(xp, wk, acc);
+    } else {
+      for (int64_t tap = t.tap0; tap < t.tap1; ++tap) {
+        const float* xp = xb + (t.origin + t.offsets[tap]);
+        // Opaque to the optimizer, as in the AVX-512 tiles: otherwise GCC keeps
+        // pixel values across taps (tap kw + S reads pixel i + 1's) and spills them.
+        __asm__("" : "+r"(xp));
+        TapSteps<PX, OB, S, 0>(xp, wb + tap * kB * kUnit, acc);
+      }
     }
   }
 #pragma GCC unroll 2
