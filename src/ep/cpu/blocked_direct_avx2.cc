@@ -89,9 +89,18 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate(const 
   }
 }
 
+// Eight zeros: what the LEFT tiles' first pixel reads for a tap left of the image.
+alignas(32) constexpr float kZeroPixel[kB] = {};
+
 // PX pixels of one output row x OB output blocks, stride S (a constant, so
-// that the pixels' broadcasts are offsets from one register).
-template <int PX, int OB, int S>
+// that the pixels' broadcasts are offsets from one register). LEFT: the
+// row's first tile on an unpadded input with a left pad (LeftPadInKernel):
+// for the taps left of the image its first pixel reads kZeroPixel instead,
+// so it adds 0 x w there as it did from the zero-padded copy (the same bits),
+// through the same instructions as the other tiles (a second copy of the
+// step without that pixel spilled an accumulator and ran ResNet-50's 14x14 ->
+// 7x7 conv, whose first tile is 4 of 7 pixels, 4% slower than the copy).
+template <int PX, int OB, int S, bool LEFT>
 __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const float* w, const float* bias) {
   const BlockedConvGeometry& g = *t.g;
   const int64_t taps = g.KH * g.KW, in_plane = g.H * g.W * kB, out_plane = g.OH * g.OW * kB;
@@ -106,11 +115,16 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
   for (int64_t cb = t.cb0; cb < t.cb1; ++cb) {
     const float* xb = t.x + cb * in_plane;
     const float* wb = w + cb * taps * kB * kUnit;
-    for (int64_t tap = t.tap0; tap < t.tap1; ++tap) {
+    for (int64_t tap = t.tap0, kw = 0; tap < t.tap1; ++tap) {
       const float* xp = xb + (t.origin + t.offsets[tap]);
       // Opaque to the optimizer, as in the AVX-512 tiles: otherwise GCC keeps
       // pixel values across taps (tap kw + S reads pixel i + 1's) and spills them.
       __asm__("" : "+r"(xp));
+      const float* x0 = xp;  // the first pixel's
+      if constexpr (LEFT) {
+        if (kw < g.pl) x0 = kZeroPixel;
+        kw = kw + 1 == g.KW ? 0 : kw + 1;  // the taps are whole rows of KW (TileArgs)
+      }
       const float* wk = wb + tap * kB * kUnit;
 #pragma GCC unroll 8
       for (int l = 0; l < kB; ++l) {
@@ -119,7 +133,7 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
         for (int j = 0; j < OB; ++j) wv[j] = _mm256_loadu_ps(wk + l * kUnit + j * kB);
 #pragma GCC unroll 12
         for (int i = 0; i < PX; ++i) {
-          const __m256 xv = _mm256_broadcast_ss(xp + i * step + l);
+          const __m256 xv = _mm256_broadcast_ss(i == 0 ? x0 + l : xp + i * step + l);
 #pragma GCC unroll 2
           for (int j = 0; j < OB; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
         }
@@ -142,28 +156,36 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
 
 using TileFn = void (*)(const TileArgs&, const float*, const float*);
 
-template <int OB, int S, int... PX>
+template <int OB, int S, bool LEFT, int... PX>
 constexpr auto TableOf(std::integer_sequence<int, PX...>) {
-  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OB, S>...};
+  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OB, S, LEFT>...};
 }
 
 constexpr int64_t kWidest = 6;  // pixels of a two-block tile (twelve accumulators)
 
-template <int S>
+template <int S, bool LEFT>
 struct DirectTiles {
-  static constexpr auto one = TableOf<1, S>(std::make_integer_sequence<int, kWidest>{});
-  static constexpr auto two = TableOf<2, S>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto one = TableOf<1, S, LEFT>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto two = TableOf<2, S, LEFT>(std::make_integer_sequence<int, kWidest>{});
 };
 
 struct TileSet {
   const TileFn* one;
   const TileFn* two;
+  const TileFn* left_one;  // the rows' first tiles (null: the input is padded, every tile is interior)
+  const TileFn* left_two;
 };
 
 template <int S>
-constexpr TileSet kTiles{DirectTiles<S>::one.data(), DirectTiles<S>::two.data()};
+constexpr TileSet kTiles{DirectTiles<S, false>::one.data(), DirectTiles<S, false>::two.data(), nullptr, nullptr};
+template <int S>
+constexpr TileSet kLeftTiles{DirectTiles<S, false>::one.data(), DirectTiles<S, false>::two.data(),
+                             DirectTiles<S, true>::one.data(), DirectTiles<S, true>::two.data()};
 
-TileSet TilesFor(int64_t stride) { return stride == 1 ? kTiles<1> : kTiles<2>; }
+TileSet TilesFor(int64_t stride, bool left_pad) {
+  if (left_pad) return stride == 1 ? kLeftTiles<1> : kLeftTiles<2>;
+  return stride == 1 ? kTiles<1> : kTiles<2>;
+}
 
 // Input blocks per pass (see DirectRows): the passes' weights for a tile's
 // two output blocks stay in L1 (about 16 KiB: 3x3 taps, three blocks).
@@ -197,6 +219,7 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
     for (int64_t u = u0; u < u1; ++u) {
       const bool lone = 2 * u + 1 == g.Mb();  // the last unit of an odd block count
       const TileFn* fns = lone ? tiles.one : tiles.two;
+      const TileFn* first_fns = tiles.left_one ? (lone ? tiles.left_one : tiles.left_two) : fns;
       for (int64_t oh = oh0; oh < oh1; ++oh) {
         const int64_t ih0 = oh * g.sh - g.pt;
         t.tap0 = std::max<int64_t>(0, -ih0) * g.KW;
@@ -207,7 +230,7 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
           t.y = g.y + at;
           t.z = g.z ? g.z + at : nullptr;
           t.origin = (ih0 * g.W + ow * g.sw - g.pl) * kB;
-          fns[px - 1](t, dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit);
+          (ow == 0 ? first_fns : fns)[px - 1](t, dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit);
         }
       }
     }
@@ -218,6 +241,16 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
 bool HasBorderColumns(const BlockedConvGeometry& g) {
   const int64_t last = g.W - g.KW + g.pl;
   return g.pl > 0 || last < 0 || (g.OW - 1) * g.sw > last;
+}
+
+// Whether the only border column is the first, whose pixel the first tiles
+// handle by skipping its taps left of the image (DirectTile's LEFT): a left
+// pad of at most the stride (every later pixel's window starts inside) and
+// no window past the right edge. YOLO's 3x3 stride-2 pad-1 convs on even
+// widths: the padded copy was a pass over the whole input (16 x 320 x 320:
+// 6.5 MB read and written) before the conv read it again.
+bool LeftPadInKernel(const BlockedConvGeometry& g) {
+  return g.pl > 0 && g.pl <= g.sw && (g.OW - 1) * g.sw - g.pl + g.KW <= g.W;
 }
 
 constexpr int64_t kBandPixels = 96;
@@ -249,9 +282,10 @@ void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& given) 
   // chains wait on the FMA latency (ResNet-50's 256-channel 28x28 -> 14x14
   // conv spent 14% of its time in its one border column per row), where the
   // copy is a pass over the input.
-  if (HasBorderColumns(given)) BlockedDirectPadInput(ctx, given, &g);
+  const bool left_pad = LeftPadInKernel(given);
+  if (!left_pad && HasBorderColumns(given)) BlockedDirectPadInput(ctx, given, &g);
   const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g);
-  const TileSet tiles = TilesFor(g.sw);
+  const TileSet tiles = TilesFor(g.sw, left_pad);
   std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
   for (int64_t tap = 0; tap < g.KH * g.KW; ++tap) offsets[tap] = ((tap / g.KW) * g.W + tap % g.KW) * kB;
   const int threads = NumThreads(ctx);

@@ -8,8 +8,12 @@
 // [units][C][KH][KW][16] (a unit two output blocks, as the AVX-512 stem's
 // pairs). Per input channel and tap, each of the tile's pixels is broadcast
 // as a scalar from its NCHW plane (the stride is the step between them) and
-// meets the two blocks' weight vectors. The input is read from a zero-padded
-// copy (a small image: 3 planes), so every window lies inside it. Each output
+// meets the two blocks' weight vectors. Where only a row's first and last
+// pixels' windows reach past the left and right edges (a left pad of at most
+// the stride: YOLO's 6x6 s2 p2, MobileNet's 3x3 s2 p1) the input is read
+// where it lies: the edge tiles skip those pixels' taps outside, every tile
+// the tap rows above and below the image; otherwise from a zero-padded copy
+// (ResNet's 7x7 p3), so every window lies inside it. Each output
 // is one FMA chain over (input channel, tap row, tap column), started at the
 // bias: the same whatever the tiling or the thread count.
 #pragma once

@@ -76,6 +76,11 @@ const std::vector<Geometry> kGeometries = {
     // stride-2 window (one input block a pass) wider than the padded image's last columns.
     {"3x3 s2 passes", {2, 64, 9, 8}, {40, 64, 3, 3}, 1, 2, 1},
     {"7x7 s2 pad 3", {1, 16, 17, 15}, {16, 16, 7, 7}, 1, 2, 3},
+    // Even widths, 3x3 stride 2 pad 1: only the first column reaches past an edge, and AVX2's first tiles
+    // skip its left taps on the input as it lies (no padded copy); 7 outputs a row (tiles 4 + 3, a lone
+    // last block), and 1 output a row (the first tile is the whole row).
+    {"3x3 s2 left pad only", {2, 16, 9, 14}, {24, 16, 3, 3}, 1, 2, 1},
+    {"3x3 s2 left pad narrow", {1, 24, 5, 2}, {16, 24, 3, 3}, 1, 2, 1},
 };
 
 // Random weights; over many inputs a window (fan-in beyond 256) scaled by

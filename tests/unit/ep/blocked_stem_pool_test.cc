@@ -53,6 +53,10 @@ const std::vector<Stem> kStems = {
     {"one channel s1", {2, 1, 6, 40}, {16, 1, 3, 3}, 1, 1},  // 40 columns: 12 + 12 + 8 + 6 tiles
     {"windows past both edges", {1, 5, 4, 3}, {16, 5, 6, 6}, 2, 2},  // no interior column
     {"no padding", {1, 3, 11, 13}, {40, 3, 3, 3}, 2, 0},
+    // YOLO's stem on an even width (640 there): the last column's window reaches two columns past the right
+    // edge, the first two past the left; AVX2 reads the input where it lies (no padded copy), as it does for
+    // all of the above but the 7x7 p3 and 5x5 s1 p2 windows.
+    {"yolo even width", {2, 3, 16, 20}, {32, 3, 6, 6}, 2, 2},
 };
 
 std::vector<Attribute> WindowAttrs(const Stem& s, const Act& act) {
