@@ -120,25 +120,33 @@ constexpr int64_t kCausalBlockRows = 24;
 // sums do not depend on how queries are blocked, and an unseen key's
 // probability is exactly 0 either way, so causal blocking gives the bits a
 // full row under a -FLT_MAX mask gives (for finite V).
+//
+// The scores' rows are `keys` rounded up to eight floats apart, and a row's
+// visible keys are followed by -inf up to a multiple of eight: SoftmaxRow8
+// then runs on whole vectors only. Its ragged tail (ViT's 197 keys: 24
+// vectors and 5 floats) went through a padded buffer, scalar stores and
+// scalar loops, row by row; the padded lanes give the bits that buffer gave
+// (e^-inf = 0 in the sum's last vector, in the same order).
 void AttendQueries(const SdpaGeometry& g, int64_t b, int64_t n, int64_t s0, int64_t s1, const KeyOperand& kt,
                    const float* v, int64_t ldv, std::vector<float>& scores, float* out) {
   const int64_t Dv = g.heads * g.v_head;
-  const int64_t rows = s1 - s0, keys = g.VisibleKeys(s1 - 1);
-  scores.resize(static_cast<size_t>(rows * keys));
+  const int64_t rows = s1 - s0, keys = g.VisibleKeys(s1 - 1), ld = (keys + 7) / 8 * 8;
+  scores.resize(static_cast<size_t>(rows * ld));
   const SgemmA q(MatrixView{g.query + (b * g.q_len + s0) * g.q_ld + n * g.head, g.q_ld, 1}, g.scale);
   const SgemmB key = kt.packed ? SgemmB::Prepacked(kt.data) : SgemmB(MatrixView{kt.data, g.kv_len, 1});
-  Sgemm(rows, keys, g.head, q, key, 0.f, scores.data(), keys, nullptr);
+  Sgemm(rows, keys, g.head, q, key, 0.f, scores.data(), ld, nullptr);
   for (int64_t s = s0; s < s1; ++s) {
-    float* row = scores.data() + (s - s0) * keys;
-    const int64_t visible = g.VisibleKeys(s);
+    float* row = scores.data() + (s - s0) * ld;
+    const int64_t visible = g.VisibleKeys(s), lanes = (visible + 7) / 8 * 8;
     if (g.bias) {
       const float* bias = g.bias + b * g.bias_stride[0] + n * g.bias_stride[1] + s * g.bias_stride[2];
       AddBiasRow(row, bias, g.bias_stride[3], visible);
     }
-    SoftmaxRow8(row, row, visible);
+    std::fill(row + visible, row + lanes, -std::numeric_limits<float>::infinity());
+    SoftmaxRow8(row, row, lanes);
     std::fill(row + visible, row + keys, 0.f);
   }
-  const MatrixView p{scores.data(), keys, 1};
+  const MatrixView p{scores.data(), ld, 1};
   Sgemm(rows, g.v_head, keys, 1.f, p, MatrixView{v, ldv, 1}, 0.f, out + (b * g.q_len + s0) * Dv + n * g.v_head, Dv,
         nullptr);
 }
