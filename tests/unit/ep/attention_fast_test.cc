@@ -69,6 +69,8 @@ TEST(FastAttention, AgreesWithTheReferenceOnRandomAndAwkwardShapes) {
       {2, 6, 10, 3, 8, 8, {3, 1, 10}},            // per-head, broadcast over queries
       {1, 9, 20, 2, 24, 24, {1}},                 // one value
       {1, 12, 12, 2, 8, 8, {12, 1}},              // per-query value
+      {1, 197, 197, 3, 64, 64, {}},               // ViT's 197 tokens: ragged keys, 27 padding columns
+      {1, 21, 21, 2, 20, 12, {}},                 // ragged keys and head (h8 < H) together
   };
   for (const Case& c : cases) {
     const std::vector<Value> in = Inputs(c, rng);
