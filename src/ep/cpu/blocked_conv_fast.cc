@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/packed_weights.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ops/blocked_conv.h"
 
@@ -96,16 +97,9 @@ std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
 }
 
 std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
-  if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
   // The layout depends on the ISA (tests change it at run time): part of the key.
   const int64_t layout = UsePairs(g) ? 1 : 0;
-  auto packed = ctx.prepared()->GetOrBuild<BlockedWeights>(
-      {g.M, g.C, g.KH, g.KW, g.group, layout}, [&]() -> Result<std::shared_ptr<const BlockedWeights>> {
-        std::shared_ptr<const BlockedWeights> p = Pack(g);
-        ctx.ReleaseConstantInput(1);  // runs read the packed copy (a repack faults the file's pages back in)
-        return p;
-      });
-  return packed.ok() ? packed.value() : Pack(g);
+  return PackedOnce<BlockedWeights>(ctx, {g.M, g.C, g.KH, g.KW, g.group, layout}, {1, 2}, [&] { return Pack(g); });
 }
 
 // y[at..at+8) = activation K of (v + z[at..at+8)) (z null: of v).

@@ -9,6 +9,7 @@
 
 #include "ep/cpu/blocked_direct_avx512.h"
 #include "ep/cpu/blocked_tile_avx512.h"
+#include "ep/cpu/packed_weights.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_schema.h"
@@ -55,15 +56,8 @@ std::shared_ptr<const DirectWeights> Pack(const BlockedConvGeometry& g) {
 }
 
 std::shared_ptr<const DirectWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
-  if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
   // Keyed apart from the AVX-512 kernel's pairs (the ISA can change at run time in tests).
-  auto packed = ctx.prepared()->GetOrBuild<DirectWeights>(
-      {g.M, g.C, g.KH, g.KW, 8}, [&]() -> Result<std::shared_ptr<const DirectWeights>> {
-        std::shared_ptr<const DirectWeights> p = Pack(g);
-        ctx.ReleaseConstantInput(1);  // runs read the packed copy
-        return p;
-      });
-  return packed.ok() ? packed.value() : Pack(g);
+  return PackedOnce<DirectWeights>(ctx, {g.M, g.C, g.KH, g.KW, 8}, {1, 2}, [&] { return Pack(g); });
 }
 
 struct TileArgs {

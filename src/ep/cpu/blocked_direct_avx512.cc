@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "ep/cpu/packed_weights.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/blocked_tile_avx512.h"
 #include "ep/cpu/sgemm.h"
@@ -51,14 +52,7 @@ std::shared_ptr<const DirectWeights> Pack(const BlockedConvGeometry& g) {
 }
 
 std::shared_ptr<const DirectWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
-  if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
-  auto packed = ctx.prepared()->GetOrBuild<DirectWeights>(
-      {g.M, g.C, g.KH, g.KW}, [&]() -> Result<std::shared_ptr<const DirectWeights>> {
-        std::shared_ptr<const DirectWeights> p = Pack(g);
-        ctx.ReleaseConstantInput(1);  // runs read the packed copy
-        return p;
-      });
-  return packed.ok() ? packed.value() : Pack(g);
+  return PackedOnce<DirectWeights>(ctx, {g.M, g.C, g.KH, g.KW}, {1, 2}, [&] { return Pack(g); });
 }
 
 #ifdef NEE_DIRECT_X86

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ep/cpu/blocked_tile_avx512.h"
+#include "ep/cpu/packed_weights.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_schema.h"
@@ -51,15 +52,8 @@ std::shared_ptr<const StemWeights> Pack(const BlockedConvGeometry& g) {
 }
 
 std::shared_ptr<const StemWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
-  if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
   // Keyed apart from the AVX-512 stem's (the ISA can change at run time in tests).
-  auto packed = ctx.prepared()->GetOrBuild<StemWeights>(
-      {g.M, g.C, g.KH, g.KW, 8}, [&]() -> Result<std::shared_ptr<const StemWeights>> {
-        std::shared_ptr<const StemWeights> p = Pack(g);
-        ctx.ReleaseConstantInput(1);  // runs read the packed copy
-        return p;
-      });
-  return packed.ok() ? packed.value() : Pack(g);
+  return PackedOnce<StemWeights>(ctx, {g.M, g.C, g.KH, g.KW, 8}, {1, 2}, [&] { return Pack(g); });
 }
 
 // The input with its padding written out: C planes of `rows` x `cols`.

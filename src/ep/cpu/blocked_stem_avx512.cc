@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "ep/cpu/packed_weights.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/blocked_tile_avx512.h"
 #include "ep/cpu/sgemm.h"
@@ -50,14 +51,7 @@ std::shared_ptr<const StemWeights> Pack(const BlockedConvGeometry& g) {
 }
 
 std::shared_ptr<const StemWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
-  if (!ctx.prepared() || !ctx.input_is_constant(1) || (ctx.has_input(2) && !ctx.input_is_constant(2))) return Pack(g);
-  auto packed = ctx.prepared()->GetOrBuild<StemWeights>(
-      {g.M, g.C, g.KH, g.KW}, [&]() -> Result<std::shared_ptr<const StemWeights>> {
-        std::shared_ptr<const StemWeights> p = Pack(g);
-        ctx.ReleaseConstantInput(1);  // runs read the packed copy
-        return p;
-      });
-  return packed.ok() ? packed.value() : Pack(g);
+  return PackedOnce<StemWeights>(ctx, {g.M, g.C, g.KH, g.KW}, {1, 2}, [&] { return Pack(g); });
 }
 
 #ifdef NEE_STEM_X86

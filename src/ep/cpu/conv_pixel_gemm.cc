@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "ep/cpu/packed_weights.h"
 #include "ep/cpu/parallel_tasks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -278,15 +279,8 @@ namespace {
 // The node's weights packed for the kernel: once per session when they are
 // a constant, else for this run.
 std::shared_ptr<const PixelPackedWeights> PackedFor(KernelContext& ctx, const float* w, int64_t M, int64_t K) {
-  auto build = [&] { return std::make_shared<const PixelPackedWeights>(w, M, K); };
-  if (!ctx.prepared() || !ctx.input_is_constant(1)) return build();
-  auto packed = ctx.prepared()->GetOrBuild<PixelPackedWeights>(
-      {M, K}, [&]() -> Result<std::shared_ptr<const PixelPackedWeights>> {
-        auto p = build();
-        ctx.ReleaseConstantInput(1);  // runs read the packed copy
-        return std::shared_ptr<const PixelPackedWeights>(p);
-      });
-  return packed.ok() ? packed.value() : build();
+  return PackedOnce<PixelPackedWeights>(ctx, {M, K}, {1},
+                                        [&] { return std::make_shared<const PixelPackedWeights>(w, M, K); });
 }
 
 // Which pixels of an output row read only inside the image, [lo, hi); those

@@ -1,0 +1,33 @@
+// Weights packed once per session: the pattern the CPU provider's fast
+// kernels share for their constant operands.
+#pragma once
+#include <initializer_list>
+#include <memory>
+#include <utility>
+
+#include "ops/op_schema.h"
+
+namespace nee::cpu {
+
+// The weights (input 1) packed into the layout a kernel reads, by `pack()`
+// (returning a std::shared_ptr to a T): once per session, kept in the node's
+// PreparedCache under `key`, when every input in `reads` that the node has is
+// a constant; input 1 is then released, since runs read the packed copy (and
+// a later repack would fault a mapped file's pages back in). Otherwise, or if
+// the cache fails, packed afresh for this call. The key holds whatever the
+// layout depends on (shapes, and the ISA where tests change it at run time).
+template <typename T, typename PackFn>
+std::shared_ptr<const T> PackedOnce(KernelContext& ctx, const PreparedCache::Key& key,
+                                    std::initializer_list<size_t> reads, PackFn&& pack) {
+  bool constant = ctx.prepared() != nullptr;
+  for (size_t i : reads) constant = constant && (!ctx.has_input(i) || ctx.input_is_constant(i));
+  if (!constant) return pack();
+  auto packed = ctx.prepared()->GetOrBuild<T>(key, [&]() -> Result<std::shared_ptr<const T>> {
+    std::shared_ptr<const T> p = pack();
+    ctx.ReleaseConstantInput(1);
+    return p;
+  });
+  return packed.ok() ? packed.value() : pack();
+}
+
+}  // namespace nee::cpu
