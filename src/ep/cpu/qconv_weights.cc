@@ -96,12 +96,15 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
   return out;
 }
 
-// Paired (two k quads per vpmaddwd in the whole tile) unless that leaves more than one remainder per
-// kMaxPairedRemainders rows' k quads: a remainder costs the tile about eight times what pairing saves per row
-// and quad. ResNet-50's int8 weights leave 0.4-12% per conv, most 1-4%.
-constexpr int64_t kMaxPairedRemainders = 20;
+// Paired (two k quads per vpmaddwd in the whole tile) where K spans at least kMinPairedQuads quads and at most
+// one remainder results per kMaxPairedRemainders rows' k quads: a remainder costs the tile about eight times
+// what pairing saves per row and quad, and over fewer quads the remainder loops' branches ate the saving
+// (ResNet-50's 1x1 convs over 64 and 128 channels 3-14% slower paired; its 3x3 convs 5-10% faster, 1x1 over
+// 512 and 1024 channels 7-8%). ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%.
+constexpr int64_t kMaxPairedRemainders = 20, kMinPairedQuads = 64;
 
 std::shared_ptr<const QConvWeights> PackWeightsAvx2(const QConvGeometry& g, const Tensor& w) {
+  if ((g.K() + 3) / 4 < kMinPairedQuads) return PackWeights(g, w, true, false);
   std::shared_ptr<QConvWeights> paired = PackWeights(g, w, true, true);
   if (static_cast<int64_t>(paired->remainders.size()) * kMaxPairedRemainders <= g.M * paired->kquads) return paired;
   return PackWeights(g, w, true, false);

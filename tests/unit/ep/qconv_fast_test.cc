@@ -348,8 +348,9 @@ TEST_P(QConvFastTest, QLinearConvWholeTilesInRegisters) {
 
 // Weights as trained ones are (small, a few outliers): the AVX2 packing cuts the outliers so that the whole
 // tile adds two k quads' pair sums in int16 (qconv_weights.cc, qconv_tile_avx2.cc: `paired`), their remainders
-// at even and odd bytes (a few of these convs leave too many remainders and are packed pair by pair). Every row count of a panel (1-6, and more panels), odd and even k quad counts (the paired
-// loop's last single quad), uint8 and int8 outputs, 1x1 and 3x3 convs, whole panels and the narrower tiles
+// at even and odd bytes (a few of these convs leave too many remainders and are packed pair by pair). Every
+// row count of a panel (1-6, and more panels), odd and even k quad counts (the paired loop's last single quad;
+// and K too short to pair), uint8 and int8 outputs, 1x1 and 3x3 convs, whole panels and the narrower tiles
 // (a last panel of 1-15 pixels, which read the same packing), inputs of 255 with the outliers at -128 and
 // 127 (the largest pair sums), and weights that need no remainder at all.
 TEST_P(QConvFastTest, QLinearConvPairedQuads) {
@@ -358,7 +359,9 @@ TEST_P(QConvFastTest, QLinearConvPairedQuads) {
   std::vector<ConvCase> cases;
   int index = 0;
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 13, 24})
-    for (int64_t channels : {5, 16, 64}) {  // K: 5, 16, 64 (1x1) or 45, 144, 576 (3x3): odd and even quads
+    // K: 29, 64 (1x1, too few quads to pair), 257 (1x1, 65 quads: the paired loop's last quad alone), 261, 576
+    // or 2313 (3x3).
+    for (int64_t channels : {29, 64, 257}) {
       const int v = index++;
       const int64_t k = v % 2 ? 3 : 1;
       ConvCase c;
