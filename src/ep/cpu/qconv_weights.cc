@@ -100,8 +100,9 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
 // one remainder results per kMaxPairedRemainders rows' k quads: a remainder costs the tile about eight times
 // what pairing saves per row and quad, and over fewer quads the remainder loops' branches ate the saving
 // (ResNet-50's 1x1 convs over 64 and 128 channels 3-14% slower paired; its 3x3 convs 5-10% faster, 1x1 over
-// 512 and 1024 channels 7-8%). ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%.
-constexpr int64_t kMaxPairedRemainders = 20, kMinPairedQuads = 64;
+// 512 and 1024 channels 7-8%). ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%; its 3x3
+// convs over 64 channels with 5.2% and 6.2% ran 5% and 1% faster paired.
+constexpr int64_t kMaxPairedRemainders = 15, kMinPairedQuads = 64;
 
 std::shared_ptr<const QConvWeights> PackWeightsAvx2(const QConvGeometry& g, const Tensor& w) {
   if ((g.K() + 3) / 4 < kMinPairedQuads) return PackWeights(g, w, true, false);
