@@ -99,10 +99,10 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
 // Paired (two k quads per vpmaddwd in the whole tile) where K spans at least kMinPairedQuads quads and at most
 // one remainder results per kMaxPairedRemainders rows' k quads: a remainder costs the tile about eight times
 // what pairing saves per row and quad, and over fewer quads the remainder loops' branches ate the saving
-// (ResNet-50's 1x1 convs over 64 and 128 channels 3-14% slower paired; its 3x3 convs 5-10% faster, 1x1 over
-// 512 and 1024 channels 7-8%). ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%; its 3x3
+// (ResNet-50 in the model, per-node minimums against main: 1x1 convs over 256 channels, 64 quads, 1.037 paired,
+// over 64 and 128 channels 1.03-1.14 alone; 3x3 convs 0.94-0.97, 1x1 over 512-2048 channels 0.965-0.97). ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%; its 3x3
 // convs over 64 channels with 5.2% and 6.2% ran 5% and 1% faster paired.
-constexpr int64_t kMaxPairedRemainders = 15, kMinPairedQuads = 64;
+constexpr int64_t kMaxPairedRemainders = 15, kMinPairedQuads = 128;
 
 std::shared_ptr<const QConvWeights> PackWeightsAvx2(const QConvGeometry& g, const Tensor& w) {
   if ((g.K() + 3) / 4 < kMinPairedQuads) return PackWeights(g, w, true, false);

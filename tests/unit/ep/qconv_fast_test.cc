@@ -359,9 +359,9 @@ TEST_P(QConvFastTest, QLinearConvPairedQuads) {
   std::vector<ConvCase> cases;
   int index = 0;
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 13, 24})
-    // K: 29, 64 (1x1, too few quads to pair), 257 (1x1, 65 quads: the paired loop's last quad alone), 261, 576
-    // or 2313 (3x3).
-    for (int64_t channels : {29, 64, 257}) {
+    // K: 29, 64 (1x1, too few quads to pair), 513 (1x1, 129 quads: the paired loop's last quad alone); 261 (too
+    // few), 576 or 4617 (3x3).
+    for (int64_t channels : {29, 64, 513}) {
       const int v = index++;
       const int64_t k = v % 2 ? 3 : 1;
       ConvCase c;
