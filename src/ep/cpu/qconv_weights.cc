@@ -29,6 +29,14 @@ void ClampLane(int32_t* v, const int64_t* idx, int n) {
   }
 }
 
+// Whether the lane's weights need no cut (nearly every lane of trained weights): sums of four values' positive
+// and negative parts without branches, as a data-dependent branch per weight made the packing slow.
+inline bool LaneFits(int32_t a, int32_t b, int32_t c, int32_t d) {
+  const int32_t positive = std::max(a, 0) + std::max(b, 0) + std::max(c, 0) + std::max(d, 0);
+  const int32_t negative = std::max(-a, 0) + std::max(-b, 0) + std::max(-c, 0) + std::max(-d, 0);
+  return (positive | negative) <= 128;
+}
+
 }  // namespace
 
 std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& w, bool clamp, bool paired) {
@@ -54,33 +62,34 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
         const int64_t m = grp * g.Mg + q * kRows + r;
         const uint8_t* row = bytes + m * K;
         int32_t sum = 0;
-        for (int64_t k = 0; k < kquads * 4; ++k) {
-          full[k] = k >= K ? 0
-                    : shift ? static_cast<int32_t>(row[k]) - 128
-                            : static_cast<int32_t>(static_cast<int8_t>(row[k]));
-          sum += full[k];
+        if (shift) {
+          for (int64_t k = 0; k < K; ++k) full[k] = static_cast<int32_t>(row[k]) - 128;
+        } else {
+          for (int64_t k = 0; k < K; ++k) full[k] = static_cast<int32_t>(static_cast<int8_t>(row[k]));
         }
+        std::fill(full.begin() + K, full.end(), 0);
+        for (int64_t k = 0; k < K; ++k) sum += full[k];
         cut = full;
         if (clamp) {
           const int64_t pairs_of_quads = out->paired ? kquads / 2 : 0;
           for (int64_t i = 0; i < pairs_of_quads; ++i)
             for (int64_t lane = 0; lane < 4; lane += 2) {
               const int64_t k = 8 * i + lane, idx[4] = {k, k + 1, k + 4, k + 5};
-              ClampLane(cut.data(), idx, 4);
+              if (!LaneFits(cut[k], cut[k + 1], cut[k + 4], cut[k + 5])) ClampLane(cut.data(), idx, 4);
             }
           for (int64_t k = 8 * pairs_of_quads; k < kquads * 4; k += 2) {
             const int64_t idx[2] = {k, k + 1};
-            ClampLane(cut.data(), idx, 2);
+            if (!LaneFits(cut[k], cut[k + 1], 0, 0)) ClampLane(cut.data(), idx, 2);
           }
         }
         for (int64_t quad = 0; quad < kquads; ++quad) {
-          uint32_t even = 0, odd = 0;  // the quad's remainders as int16 pairs (bytes 0 and 2, bytes 1 and 3)
-          for (int64_t b = 0; b < 4; ++b) {
-            const int64_t k = 4 * quad + b;
-            dst[quad * kQuadA + r * 4 + b] = static_cast<int8_t>(cut[k]);
-            const uint32_t rem = static_cast<uint16_t>(static_cast<int16_t>(full[k] - cut[k]));
-            (b % 2 ? odd : even) |= rem << (16 * (b / 2));
-          }
+          const int32_t* f = full.data() + 4 * quad;
+          const int32_t* c = cut.data() + 4 * quad;
+          int8_t* d = dst + quad * kQuadA + r * 4;
+          for (int b = 0; b < 4; ++b) d[b] = static_cast<int8_t>(c[b]);
+          auto rem = [&](int b) { return static_cast<uint32_t>(static_cast<uint16_t>(f[b] - c[b])); };
+          // The quad's remainders as int16 pairs: bytes 0 and 2, bytes 1 and 3.
+          const uint32_t even = rem(0) | rem(2) << 16, odd = rem(1) | rem(3) << 16;
           const auto offset = static_cast<int32_t>(quad * kQuadB);
           if (even != 0) out->remainders.push_back({offset | kEvenBytes, static_cast<int32_t>(even)});
           if (odd != 0) out->remainders.push_back({offset, static_cast<int32_t>(odd)});
