@@ -13,6 +13,9 @@
 // to 128 and the remainders kept per row and k quad, multiplied by their
 // quads of X (vpmaddwd) and added to the tile's sums, so the result is
 // exact (7-bit weights, as --reduce-range writes them, never need one).
+// Where few remainders result, the weights are cut further so that two k
+// quads' pair sums add exactly in int16, and the whole tile widens them with
+// one vpmaddwd per two quads (qconv_weights.cc, qconv_tile_avx2.cc).
 // On AVX-512 VNNI (qconv_vnni.cc) vpdpbusd sums the four products in int32
 // without saturating: the weights are packed as they are, no remainders, and
 // the tiles are 12 channels x 32 pixels (TilesVnni). The zero points are
@@ -49,6 +52,7 @@
 #include "ep/cpu/qconv_gather.h"
 #include "ep/cpu/qconv_tile_avx2.h"
 #include "ep/cpu/qconv_vnni.h"
+#include "ep/cpu/qconv_weights.h"
 #include "ops/nn_util.h"
 #include "ops/op_util.h"
 
@@ -86,77 +90,10 @@ constexpr int64_t kFewPixels = 3;
 static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igemm's quad tile");
 static_assert(kRows == qconv::kRowsPerPanel && kQuadB == qconv::kPanelQuadBytes, "and the VNNI tiles on its panels");
 
-// ---- weights, packed once ----------------------------------------------------------------
-struct QConvWeights {
-  // A row's clamped weights in one k quad: the remainders W[m][k] minus the packed value (|w0| + |w1| - 128
-  // <= 128 in magnitude), at the quad's bytes 1 and 3 only (a pair's second weight is the clamped one).
-  using Remainder = qconv::TileRemainder;  // offset: k / 4 * kQuadB
-  int64_t K = 0, kquads = 0, panels_per_group = 0;
-  std::vector<int8_t> data;              // per group, its row panels: [kquads][kRows][4]
-  std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
-  std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
-  std::vector<int64_t> remainder_begin;  // per row of each row panel (all groups), into remainders
-  std::vector<Remainder> remainders;
-};
-
-// W' = W (int8) or W - 128 (uint8), so that every weight is a signed byte. `clamp`: for the AVX2 tiles,
-// pairs that would saturate vpmaddubsw packed clamped, their remainders listed; otherwise (VNNI and the
-// portable tile sum in int32) every weight as it is.
-std::shared_ptr<const QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& w, bool clamp) {
-  auto out = std::make_shared<QConvWeights>();
-  const int64_t K = g.K(), kquads = (K + 3) / 4, ppg = (g.Mg + kRows - 1) / kRows;
-  out->K = K;
-  out->kquads = kquads;
-  out->panels_per_group = ppg;
-  // 32 bytes of slack: PixelTileAvx2 reads a 32-byte vector at each 24-byte quad.
-  out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA + 32), 0);
-  out->row_sums.assign(static_cast<size_t>(g.M), 0);
-  out->remainder_begin.assign(static_cast<size_t>(g.group * ppg * kRows + 1), 0);
-  const bool shift = w.dtype() == DataType::kUint8;
-  const auto* bytes = static_cast<const uint8_t*>(w.raw_data());
-  for (int64_t grp = 0; grp < g.group; ++grp)
-    for (int64_t q = 0; q < ppg; ++q) {
-      const int64_t panel = grp * ppg + q;
-      int8_t* dst = out->data.data() + panel * kquads * kQuadA;
-      for (int64_t r = 0; r < kRows && q * kRows + r < g.Mg; ++r) {
-        out->remainder_begin[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
-        const int64_t m = grp * g.Mg + q * kRows + r;
-        const uint8_t* row = bytes + m * K;
-        int32_t sum = 0;
-        for (int64_t k = 0; k < K; k += 2) {
-          auto weight = [&](int64_t kk) -> int32_t {
-            if (kk >= K) return 0;
-            return shift ? static_cast<int32_t>(row[kk]) - 128 : static_cast<int32_t>(static_cast<int8_t>(row[kk]));
-          };
-          const int32_t w0 = weight(k), w1 = weight(k + 1);
-          sum += w0 + w1;
-          int32_t packed1 = w1;
-          if (clamp && std::abs(w0) + std::abs(w1) > 128 && (w0 ^ w1) >= 0) {
-            packed1 = (w1 > 0 ? 1 : -1) * (128 - std::abs(w0));
-            auto& list = out->remainders;
-            const auto quad = static_cast<int32_t>(k / 4);
-            const bool row_has = static_cast<int64_t>(list.size()) > out->remainder_begin[static_cast<size_t>(panel * kRows + r)];
-            if (!row_has || list.back().offset != quad * kQuadB) list.push_back({static_cast<int32_t>(quad * kQuadB), 0});
-            // k + 1 is byte 1 or 3 of its quad: the pair's low or high int16.
-            const uint32_t half = static_cast<uint16_t>(static_cast<int16_t>(w1 - packed1));
-            list.back().pair = static_cast<int32_t>(static_cast<uint32_t>(list.back().pair) | (half << (k % 4 == 0 ? 0 : 16)));
-          }
-          int8_t* d = dst + (k / 4) * kQuadA + r * 4 + (k % 4);
-          d[0] = static_cast<int8_t>(w0);
-          d[1] = static_cast<int8_t>(packed1);
-        }
-        out->row_sums[static_cast<size_t>(m)] = sum;
-        if (g.Cg == 1 && g.Mg == 1)
-          for (int64_t k = 0; k < K; ++k)
-            out->taps.push_back(static_cast<int16_t>(shift ? static_cast<int32_t>(row[k]) - 128
-                                                           : static_cast<int32_t>(static_cast<int8_t>(row[k]))));
-      }
-      for (int64_t r = std::min(kRows, g.Mg - q * kRows); r < kRows; ++r)  // rows past Mg: none
-        out->remainder_begin[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
-    }
-  out->remainder_begin.back() = static_cast<int64_t>(out->remainders.size());
-  return out;
-}
+// ---- weights, packed once (qconv_weights.cc) ---------------------------------------------
+using qconv::PackWeights;
+using qconv::PackWeightsAvx2;
+using qconv::QConvWeights;
 
 // ---- the tile --------------------------------------------------------------------------
 
@@ -177,15 +114,16 @@ void TilePortable(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquad
 
 // The clamped weights' remainders times their quads of X (one panel) added to the tile's sums, wrapping as
 // the sums do; row r's remainders are [begin[r], begin[r + 1]).
-void AddRemaindersPortable(const QConvWeights::Remainder* list, const int64_t* begin, const uint8_t* x,
+void AddRemaindersPortable(const qconv::TileRemainder* list, const int64_t* begin, const uint8_t* x,
                            int32_t* sums) {
   for (int64_t r = 0; r < kRows; ++r)
     for (int64_t e = begin[r]; e < begin[r + 1]; ++e) {
-      const uint8_t* xq = x + list[e].offset;
+      const int32_t byte = (list[e].offset & qconv::kEvenBytes) ? 0 : 1;
+      const uint8_t* xq = x + (list[e].offset & ~qconv::kEvenBytes) + byte;
       const auto low = static_cast<int16_t>(list[e].pair & 0xFFFF);
       const auto high = static_cast<int16_t>(static_cast<uint32_t>(list[e].pair) >> 16);
       for (int64_t j = 0; j < kCols; ++j) {
-        const int32_t add = static_cast<int32_t>(xq[j * 4 + 1]) * low + static_cast<int32_t>(xq[j * 4 + 3]) * high;
+        const int32_t add = static_cast<int32_t>(xq[j * 4]) * low + static_cast<int32_t>(xq[j * 4 + 2]) * high;
         sums[r * kCols + j] = static_cast<int32_t>(static_cast<uint32_t>(sums[r * kCols + j]) + static_cast<uint32_t>(add));
       }
     }
@@ -193,18 +131,21 @@ void AddRemaindersPortable(const QConvWeights::Remainder* list, const int64_t* b
 
 #ifdef NEE_QCONV_X86
 // The same with one multiply per eight pixels: a quad's 16-bit halves shifted right by 8 are its bytes 1 and
-// 3 (the only ones with remainders), multiplied by the two remainders and summed in int32 by vpmaddwd; a
-// row's products summed in registers and added to its sums once.
-__attribute__((target("avx2"))) void AddRemaindersAvx2(const QConvWeights::Remainder* list, const int64_t* begin,
+// 3 (shifted left by 8 first, bytes 0 and 2), multiplied by the two remainders and summed in int32 by vpmaddwd;
+// a row's products summed in registers and added to its sums once.
+__attribute__((target("avx2"))) void AddRemaindersAvx2(const qconv::TileRemainder* list, const int64_t* begin,
                                                        const uint8_t* x, int32_t* sums) {
   for (int64_t r = 0; r < kRows; ++r) {
     if (begin[r] == begin[r + 1]) continue;
     __m256i lo = _mm256_setzero_si256(), hi = lo;
     for (const auto* e = list + begin[r]; e != list + begin[r + 1]; ++e) {
       const __m256i v = _mm256_set1_epi32(e->pair);
-      const uint8_t* xq = x + e->offset;
-      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_srli_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq)), 8), v));
-      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_srli_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8), v));
+      const uint8_t* xq = x + (e->offset & ~qconv::kEvenBytes);
+      const __m128i up = _mm_cvtsi32_si128((e->offset & qconv::kEvenBytes) * 8);
+      const __m256i x0 = _mm256_sll_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq)), up);
+      const __m256i x1 = _mm256_sll_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(xq + 32)), up);
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_srli_epi16(x0, 8), v));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_srli_epi16(x1, 8), v));
     }
     __m256i* s = reinterpret_cast<__m256i*>(sums + r * kCols);
     _mm256_storeu_si256(s, _mm256_add_epi32(_mm256_loadu_si256(s), lo));
@@ -464,8 +405,8 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
         if (count == kCols && !run.q->any_zw && run.q->small_multipliers) {  // sums kept in registers
-          qconv::WholeTileRequantAvx2(rows_here, wp, xp, kquads, w.remainders.data(), rem_begin, *run.q, m0,
-                                      y + m0 * P + p0, P);
+          qconv::WholeTileRequantAvx2(rows_here, w.paired, wp, xp, kquads, w.remainders.data(), rem_begin, *run.q,
+                                      m0, y + m0 * P + p0, P);
           continue;
         }
         if (count <= kFewPixels) {
@@ -682,17 +623,20 @@ Status QLinearConvFast(KernelContext& ctx) {
   // Which tiles run decides how the weights are packed: clamped for AVX2's only (part of the cache key, as
   // tests lower the ISA limit between runs).
   const bool avx2 = IgemmU8S8Available(), vnni = avx2 && qconv::QConvVnniActive(), clamp = avx2 && !vnni;
+  auto pack = [&]() -> std::shared_ptr<const QConvWeights> {
+    return clamp ? PackWeightsAvx2(g, w) : PackWeights(g, w, false, false);
+  };
   const PreparedCache::Key key{g.M, g.Cg, g.kh, g.kw, g.group, w.dtype() == DataType::kInt8 ? 1 : 0, clamp ? 1 : 0};
   std::shared_ptr<const QConvWeights> weights;
   if (ctx.prepared() && ctx.input_is_constant(3)) {
     auto built = ctx.prepared()->GetOrBuild<QConvWeights>(key, [&]() -> Result<std::shared_ptr<const QConvWeights>> {
-      auto p = PackWeights(g, w, clamp);
+      auto p = pack();
       ctx.DropConstantInput(3);
       return p;
     });
     if (built.ok()) weights = built.value();
   }
-  if (!weights) weights = PackWeights(g, w, clamp);
+  if (!weights) weights = pack();
 
   // The requantization's per-channel values, once per session when every input they come from is constant.
   bool constant_inputs = ctx.prepared() != nullptr && (!bias || ctx.input_is_constant(8));

@@ -10,19 +10,24 @@
 
 namespace nee::cpu::qconv {
 
-// A row's clamped weights in one k quad (qconv_fast.cc's PackWeights): the remainders W[m][k] minus the packed
-// value at the quad's bytes 1 and 3 only (a pair's second weight is the clamped one).
+// A row's clamped weights in one k quad (qconv_weights.cc's PackWeights): the remainders W[m][k] minus the packed
+// value at the quad's bytes 1 and 3, or with kEvenBytes set in the offset at its bytes 0 and 2.
 struct TileRemainder {
-  int32_t offset;  // of its quad in a panel of X: k / 4 * 64
-  int32_t pair;    // int16 (remainder at byte 1, at byte 3): vpmaddwd's operand
+  int32_t offset;  // of its quad in a panel of X: k / 4 * 64, | kEvenBytes
+  int32_t pair;    // int16 (remainder at byte 1 or 0, at byte 3 or 2): vpmaddwd's operand
 };
+constexpr int32_t kEvenBytes = 1;
+
 
 #if defined(__x86_64__) || defined(__i386__)
-// w: a row panel of six channels [kquads][6][4] (signed), of which `rows` (1-6) are computed; x: a pixel panel
-// [kquads][16][4] (unsigned); row r's remainders rem[rem_begin[r], rem_begin[r + 1]); channels m0 .. m0 + rows - 1
-// of q; out: channel m0's first pixel, rows ld bytes apart.
-void WholeTileRequantAvx2(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads, const TileRemainder* rem,
-                          const int64_t* rem_begin, const Requant& q, int64_t m0, uint8_t* out, int64_t ld);
+// w: a row panel of six channels [kquads][6][4] (signed; with `paired`, the four weights of each vpmaddubsw lane
+// in quads 2i and 2i + 1 have positive and negative parts summing to at most 128 each: qconv_weights.cc), of
+// which `rows` (1-6) are computed; x: a pixel panel [kquads][16][4] (unsigned); row r's remainders
+// rem[rem_begin[r], rem_begin[r + 1]); channels m0 .. m0 + rows - 1 of q; out: channel m0's first pixel, rows
+// ld bytes apart.
+void WholeTileRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t kquads,
+                          const TileRemainder* rem, const int64_t* rem_begin, const Requant& q, int64_t m0,
+                          uint8_t* out, int64_t ld);
 #endif
 
 }  // namespace nee::cpu::qconv

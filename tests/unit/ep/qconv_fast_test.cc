@@ -3,6 +3,7 @@
 // dispatched (AVX-512 VNNI where the CPU has it), AVX2 and portable paths, at one, two and three threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -63,6 +64,9 @@ struct ConvCase {
   bool bias = true;
   int weight_bits = 8;  // 7: weights in [-64, 64] (reduce-range); 8: the full int8 range
   float y_scale = 0.05f;  // small: multipliers x_scale * w_scale / y_scale of 1/2 and more (clamped in double)
+  // > 0: signed weights as trained ones are, within +-outlier_base except one in 16 of them anywhere in the
+  // int8 range, so that the AVX2 tiles' packing pairs k quads (qconv_weights.cc) with a few remainders.
+  int outlier_base = 0;
 };
 
 Tensor Scalar8(DataType t, int v) {
@@ -75,6 +79,11 @@ std::vector<Value> ConvInputs(const ConvCase& c, std::mt19937& rng) {
   Tensor w = testing::Random8(c.wt, c.w_dims, rng);
   if (c.weight_bits == 7)
     for (int64_t i = 0; i < w.num_elements(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(w.data<int8_t>()[i] / 2);
+  if (c.outlier_base > 0) {
+    std::uniform_int_distribution<int> small(-c.outlier_base, c.outlier_base), one_in(0, 15), any(-128, 127);
+    for (int64_t i = 0; i < w.num_elements(); ++i)
+      w.data<int8_t>()[i] = static_cast<int8_t>(one_in(rng) == 0 ? any(rng) : small(rng));
+  }
   std::uniform_real_distribution<float> scale(0.002f, 0.05f);
   auto scales = [&](int64_t n) {
     std::vector<float> v(static_cast<size_t>(n));
@@ -335,6 +344,66 @@ TEST_P(QConvFastTest, QLinearConvWholeTilesInRegisters) {
   Tensor& w = inputs[3].tensor();
   for (int64_t i = 0; i < w.num_elements(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(w.data<int8_t>()[i] / 2);
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "whole tile ties, 7-bit weights");
+}
+
+// Weights as trained ones are (small, a few outliers): the AVX2 packing cuts the outliers so that the whole
+// tile adds two k quads' pair sums in int16 (qconv_weights.cc, qconv_tile_avx2.cc: `paired`), their remainders
+// at even and odd bytes (a few of these convs leave too many remainders and are packed pair by pair). Every
+// row count of a panel (1-6, and more panels), odd and even k quad counts (the paired loop's last single quad;
+// and K too short to pair), uint8 and int8 outputs, 1x1 and 3x3 convs, whole panels and the narrower tiles
+// (a last panel of 1-15 pixels, which read the same packing), inputs of 255 with the outliers at -128 and
+// 127 (the largest pair sums), and weights that need no remainder at all.
+TEST_P(QConvFastTest, QLinearConvPairedQuads) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  const auto pads1 = IntsAttr("pads", {1, 1, 1, 1});
+  std::vector<ConvCase> cases;
+  int index = 0;
+  for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 13, 24})
+    // K: 29, 64 (1x1, too few quads to pair), 513 (1x1, 129 quads: the paired loop's last quad alone); 261 (too
+    // few), 576 or 4617 (3x3).
+    for (int64_t channels : {29, 64, 513}) {
+      const int v = index++;
+      const int64_t k = v % 2 ? 3 : 1;
+      ConvCase c;
+      c.name = "m" + std::to_string(m) + "_c" + std::to_string(channels) + "_k" + std::to_string(k);
+      c.x_dims = {1, channels, 8, v % 3 == 0 ? 10 : 8};  // 64 pixels (whole panels) or 80 / 8 x 10 at 3x3
+      c.w_dims = {m, channels, k, k};
+      if (k == 3) c.attrs = {pads1};
+      c.xt = v % 3 == 1 ? s8 : u8;
+      c.yt = v % 2 ? s8 : u8;
+      c.per_channel = v % 4 != 3;
+      c.outlier_base = v % 5 == 4 ? 32 : 16;
+      c.y_scale = v % 2 ? 0.5f : 0.05f;  // outputs spread over the range, or many saturated
+      cases.push_back(c);
+    }
+  cases.push_back({"ragged_7x7", {1, 64, 7, 7}, {18, 64, 3, 3}, {pads1}, u8, s8, u8});
+  cases.push_back({"ragged_14x14_int8", {2, 32, 14, 14}, {12, 32, 1, 1}, {}, s8, s8, s8});
+  cases.push_back({"no_remainders", {1, 40, 8, 8}, {12, 40, 3, 3}, {pads1}});
+  cases.back().outlier_base = 32;  // no outliers: see below
+  for (ConvCase& c : cases)
+    if (c.outlier_base == 0) c.outlier_base = 16;
+  std::mt19937 rng(53);
+  for (const ConvCase& c : cases) {
+    std::vector<Value> inputs = ConvInputs(c, rng);
+    if (c.name == "no_remainders") {
+      Tensor& w = inputs[3].tensor();
+      for (int64_t i = 0; i < w.num_elements(); ++i)
+        w.data<int8_t>()[i] = static_cast<int8_t>(std::clamp<int>(w.data<int8_t>()[i], -32, 32));
+    }
+    Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+    ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+  }
+  // The largest lane sums: every input 255, four weights of one sign at 32 in each lane of two quads (255 * 128),
+  // outliers at the ends of the range cut to that.
+  ConvCase c{"extremes", {1, 64, 8, 8}, {12, 64, 3, 3}, {pads1}};
+  std::vector<Value> inputs = ConvInputs(c, rng);
+  Tensor& x = inputs[0].tensor();
+  std::memset(x.raw_data(), 255, x.byte_size());
+  Tensor& w = inputs[3].tensor();
+  for (int64_t i = 0; i < w.num_elements(); ++i)
+    w.data<int8_t>()[i] = static_cast<int8_t>(i % 97 == 0 ? -128 : i % 89 == 0 ? 127 : (i / 2) % 2 ? 32 : -32);
+  Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+  ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "extremes");
 }
 
 // The direct path (qconv_direct.cc, AVX-512 VNNI + VBMI: stride 1, undilated, group 1, channels a multiple of

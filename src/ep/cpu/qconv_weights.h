@@ -1,0 +1,40 @@
+// QLinearConv's GEMM weights (qconv_fast.cc), packed once per session: row panels of six output channels,
+// [k quads][6][4] signed bytes (uint8 weights shifted down by 128). For the AVX2 tiles (vpmaddubsw, whose int16
+// pair sums saturate) the weights are cut where a pair could saturate, and the cut parts (remainders) listed
+// per row and k quad, multiplied by their quads of X and added to the tiles' sums, so that every sum is exact.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "ep/cpu/qconv_common.h"
+#include "ep/cpu/qconv_tile_avx2.h"
+
+namespace nee::cpu::qconv {
+
+struct QConvWeights {
+  // A row's clamped weights in one k quad: the remainders W[m][k] minus the packed value, at the quad's bytes 1
+  // and 3 (offset even) or 0 and 2 (offset | kEvenBytes).
+  using Remainder = TileRemainder;  // offset: k / 4 * kQuadB
+  int64_t K = 0, kquads = 0, panels_per_group = 0;
+  // Clamped so that two k quads' vpmaddubsw pair sums add exactly in int16 (PackWeights), and the AVX2 whole
+  // tile runs one vpmaddwd per two quads (qconv_tile_avx2.cc).
+  bool paired = false;
+  std::vector<int8_t> data;              // per group, its row panels: [kquads][6][4]
+  std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
+  std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
+  std::vector<int64_t> remainder_begin;  // per row of each row panel (all groups), into remainders
+  std::vector<Remainder> remainders;
+};
+
+// W' = W (int8) or W - 128 (uint8), so that every weight is a signed byte. `clamp`: for the AVX2 tiles, weights
+// cut so that no vpmaddubsw pair sum saturates — with `paired`, so that the pair sums of two consecutive k quads
+// (quads 2i and 2i + 1) add exactly in int16: the four weights of a lane in the two quads are cut together —,
+// the remainders listed; otherwise (VNNI and the portable tile sum in int32) every weight as it is.
+std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& w, bool clamp, bool paired);
+
+// The AVX2 tiles' weights: paired where that leaves few remainders, else clamped pair by pair.
+std::shared_ptr<const QConvWeights> PackWeightsAvx2(const QConvGeometry& g, const Tensor& w);
+
+}  // namespace nee::cpu::qconv
