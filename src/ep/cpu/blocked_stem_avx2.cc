@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ep/cpu/blocked_tile_avx512.h"
-#include "ep/cpu/packed_weights.h"
+#include "ep/cpu/blocked_stem_weights.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_schema.h"
@@ -29,32 +29,6 @@ using Kind = FusedActivation::Kind;
 constexpr int64_t kB = kChannelBlock;
 constexpr int64_t kUnit = 2 * kB;  // two output blocks
 constexpr int64_t kMaxChannels = 2 * kB;
-
-// [units][C][KH][KW][16]: for a unit, input channel and tap, its sixteen
-// output channels' weights; bias [units * 16]; channels past M 0.
-struct StemWeights {
-  std::vector<float> w, bias;
-};
-
-std::shared_ptr<const StemWeights> Pack(const BlockedConvGeometry& g) {
-  auto p = std::make_shared<StemWeights>();
-  const int64_t units = (g.Mb() + 1) / 2, taps = g.KH * g.KW;
-  p->w.assign(static_cast<size_t>(units * g.C * taps * kUnit), 0.f);
-  p->bias.assign(static_cast<size_t>(units * kUnit), 0.f);
-  for (int64_t m = 0; m < g.M; ++m) {
-    const int64_t unit = m / kUnit, lane = m % kUnit;
-    if (g.bias) p->bias[static_cast<size_t>(m)] = g.bias[m];
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t t = 0; t < taps; ++t)
-        p->w[static_cast<size_t>(((unit * g.C + c) * taps + t) * kUnit + lane)] = g.w[(m * g.C + c) * taps + t];
-  }
-  return p;
-}
-
-std::shared_ptr<const StemWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
-  // Keyed apart from the AVX-512 stem's (the ISA can change at run time in tests).
-  return PackedOnce<StemWeights>(ctx, {g.M, g.C, g.KH, g.KW, 8}, {1, 2}, [&] { return Pack(g); });
-}
 
 // The input with its padding written out: C planes of `rows` x `cols`.
 struct PaddedInput {
@@ -253,7 +227,7 @@ bool BlockedStemAvx2Applies(const BlockedConvGeometry& g) {
 
 void RunBlockedStemAvx2(KernelContext& ctx, const BlockedConvGeometry& g) {
 #ifdef NEE_STEM_AVX2
-  const std::shared_ptr<const StemWeights> packed = PackedFor(ctx, g);
+  const std::shared_ptr<const StemWeights> packed = StemWeightsFor(ctx, g);
   const bool padded = !EdgesInKernel(g);
   const PaddedInput in = padded ? Pad(ctx, g) : PaddedInput{g.x, g.H, g.W};
   const TileSet tiles = g.sw == 1 ? kTiles<1> : kTiles<2>;

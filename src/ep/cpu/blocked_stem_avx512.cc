@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "ep/cpu/packed_weights.h"
+#include "ep/cpu/blocked_stem_weights.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/blocked_tile_avx512.h"
 #include "ep/cpu/sgemm.h"
@@ -28,32 +28,6 @@ using Kind = FusedActivation::Kind;
 constexpr int64_t kB = kChannelBlock;  // 8: a block; a pair of blocks is one zmm
 constexpr int64_t kLanes = 2 * kB;
 
-
-// [pairs][C][KH][KW][16]: for a pair, input channel and tap, the sixteen
-// output channels' weights; bias16 [pairs * 16]; channels past M 0.
-struct StemWeights {
-  std::vector<float> w16, bias16;
-};
-
-std::shared_ptr<const StemWeights> Pack(const BlockedConvGeometry& g) {
-  auto p = std::make_shared<StemWeights>();
-  const int64_t pairs = (g.Mb() + 1) / 2, taps = g.KH * g.KW;
-  p->w16.assign(static_cast<size_t>(pairs * g.C * taps * kLanes), 0.f);
-  p->bias16.assign(static_cast<size_t>(pairs * kLanes), 0.f);
-  for (int64_t m = 0; m < g.M; ++m) {
-    const int64_t pair = m / kLanes, lane = m % kLanes;
-    if (g.bias) p->bias16[static_cast<size_t>(m)] = g.bias[m];
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t t = 0; t < taps; ++t)
-        p->w16[static_cast<size_t>(((pair * g.C + c) * taps + t) * kLanes + lane)] = g.w[(m * g.C + c) * taps + t];
-  }
-  return p;
-}
-
-std::shared_ptr<const StemWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
-  return PackedOnce<StemWeights>(ctx, {g.M, g.C, g.KH, g.KW}, {1, 2}, [&] { return Pack(g); });
-}
-
 #ifdef NEE_STEM_X86
 
 // What a tile reads and writes besides its weights.
@@ -68,8 +42,6 @@ struct TileArgs {
   int64_t kw0, kw1;   // tap columns inside the image for every pixel of the tile
   bool odd_tail;      // the last pair has one block
 };
-
-
 
 // PX pixels of one output row x OP pairs of output blocks, stride S (a
 // constant, so that the pixels' broadcasts are offsets from one register).
@@ -151,7 +123,6 @@ constexpr TileSet kTiles{StemTiles<S>::one.data(), StemTiles<S>::two.data()};
 
 TileSet TilesFor(int64_t stride) { return stride == 1 ? kTiles<1> : kTiles<2>; }
 
-
 // The input under output pixels [ow, ow + px) of a row, tap rows [kh0, kh1):
 // C planes of KH rows of (px - 1) * S + KW columns, the columns outside the
 // image zero. A tile over it needs no per-pixel tap clipping, so the pixels
@@ -220,8 +191,8 @@ void StemRow(const BlockedConvGeometry& g, const StemWeights& sw, const TileSet&
       const int64_t at = (n * g.Mb() + 2 * pair) * out_plane + (oh * g.OW + ow) * kB;
       t.y = g.y + at;
       t.z = g.z ? g.z + at : nullptr;
-      (step == 1 ? tiles.one : tiles.two)[px - 1](t, sw.w16.data() + pair * pair_weights,
-                                                  sw.bias16.data() + pair * kLanes);
+      (step == 1 ? tiles.one : tiles.two)[px - 1](t, sw.w.data() + pair * pair_weights,
+                                                  sw.bias.data() + pair * kLanes);
     }
   };
   for (int64_t ow = 0, px = 0; ow < left; ow += px) {
@@ -257,7 +228,7 @@ bool BlockedStemApplies(const BlockedConvGeometry& g) {
 
 void RunBlockedStem(KernelContext& ctx, const BlockedConvGeometry& g) {
 #ifdef NEE_STEM_X86
-  const std::shared_ptr<const StemWeights> packed = PackedFor(ctx, g);
+  const std::shared_ptr<const StemWeights> packed = StemWeightsFor(ctx, g);
   const TileSet tiles = TilesFor(g.sw);
   const int threads = NumThreads(ctx);
   const int64_t rows = g.N * g.OH, pairs = (g.Mb() + 1) / 2;
