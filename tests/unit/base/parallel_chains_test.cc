@@ -75,6 +75,22 @@ TEST(ParallelChains, NestedInsideAPoolLoop) {
 }
 
 #if defined(__linux__)
+// The first two CPUs this process may run on (fewer where it has fewer).
+std::vector<int> FirstTwoCpus(const cpu_set_t& allowed) {
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  return cpus;
+}
+
+// Pins the calling thread to one CPU; false if the kernel refuses.
+bool PinThisThread(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
 // The worker's links are slow (as on a core it shares with another process:
 // 0.3 ms each), the caller's fast: the caller finishes its chain, then takes
 // the worker's over after the worker's current link instead of waiting for
@@ -86,17 +102,9 @@ TEST(ParallelChains, CallerTakesOverASlowWorkersChain) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
-  auto pin = [](int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return sched_setaffinity(0, sizeof one, &one) == 0;
-  };
-  ASSERT_TRUE(pin(cpus[0]));
+  const std::vector<int> cpus = FirstTwoCpus(allowed);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs: the test pins the caller and the worker apart";
+  ASSERT_TRUE(PinThisThread(cpus[0]));
   constexpr int64_t kLinks = 25;
   int attempts = 0;
   bool took_over = false;
@@ -110,7 +118,7 @@ TEST(ParallelChains, CallerTakesOverASlowWorkersChain) {
       ParallelChains(&pool, 2, kLinks, [&](int64_t chain, int64_t link) {
         seen[static_cast<size_t>(chain)].push_back(link);
         const bool on_caller = std::this_thread::get_id() == caller;
-        if (!on_caller) pin(cpus[1]);
+        if (!on_caller) PinThisThread(cpus[1]);
         if (on_caller && chain == 1) caller_links_of_chain1.fetch_add(1, std::memory_order_relaxed);
         if (chain == 1 && link == 0) worker_started.store(!on_caller);
         // The caller's chain waits for the worker to start its own (for up
@@ -140,17 +148,9 @@ TEST(ParallelChains, StalledHolderMovesToTheAskersCpu) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
-  auto pin = [](int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return sched_setaffinity(0, sizeof one, &one) == 0;
-  };
-  ASSERT_TRUE(pin(cpus[0]));
+  const std::vector<int> cpus = FirstTwoCpus(allowed);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs: the test pins the caller and the worker apart";
+  ASSERT_TRUE(PinThisThread(cpus[0]));
   constexpr int64_t kLinks = 12;
   bool moved = false;
   int attempts = 0;
@@ -170,7 +170,7 @@ TEST(ParallelChains, StalledHolderMovesToTheAskersCpu) {
         if (chain == 1 && link == 0 && !on_caller) {
           // Start on the other CPU with the process's whole affinity back.
           ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
-          pin(cpus[1]);
+          PinThisThread(cpus[1]);
           ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
           worker_started.store(true);
         }
@@ -211,20 +211,12 @@ TEST(ParallelChains, WorkerStepsOffTheCallersCpu) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
-  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
-  auto pin = [](int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    return sched_setaffinity(0, sizeof one, &one) == 0;
-  };
+  const std::vector<int> cpus = FirstTwoCpus(allowed);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs: the test pins the caller and the worker apart";
   // The other CPU busy (no idle CPU for the scheduler to wake the worker on).
   std::atomic<bool> stop_spinner{false};
   std::thread spinner([&] {
-    pin(cpus[1]);
+    PinThisThread(cpus[1]);
     while (!stop_spinner.load(std::memory_order_relaxed)) {
     }
   });
@@ -236,10 +228,10 @@ TEST(ParallelChains, WorkerStepsOffTheCallersCpu) {
     // Put the worker on cpus[0] with its whole affinity, then the caller.
     pool.ParallelFor(2, 1, [&](int64_t, int64_t) {
       if (std::this_thread::get_id() == caller) return;
-      pin(cpus[0]);
+      PinThisThread(cpus[0]);
       sched_setaffinity(0, sizeof allowed, &allowed);
     });
-    ASSERT_TRUE(pin(cpus[0]));
+    ASSERT_TRUE(PinThisThread(cpus[0]));
     std::atomic<int> worker_cpu{-1};
     std::atomic<bool> worker_started{false};
     cpu_set_t worker_mask;
