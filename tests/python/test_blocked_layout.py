@@ -134,19 +134,6 @@ def test_stride_one_3x3_convs_only_join_runs_that_others_make(tmp_path, kinds):
     expect_agrees_everywhere(data, x, got[0])
 
 
-def host_has_avx512():
-    """Whether the CPU has what nee's AVX-512 level needs (base/cpu_isa.cc), read from /proc/cpuinfo, and
-    NEE_MAX_ISA does not cap nee below it (avx2, portable)."""
-    if os.environ.get("NEE_MAX_ISA") in ("avx2", "portable"):
-        return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
-    except OSError:
-        return False
-    return all(f in flags for f in ("avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"))
-
-
 def downsampling_model(batch=2, size=15):
     """A ResNet bottleneck that halves the image (1x1 -> 3x3 stride 2 -> 1x1, its residual through a 1x1
     stride-2 conv) and a YOLO-style 3x3 stride-2 conv with SiLU after it; an odd size, so that windows reach
