@@ -183,6 +183,23 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundFma8(__m2
   return low;
 }
 
+// Sixteen sums by the shortcut into 16 bytes at *bytes, signed or unsigned; false, *bytes untouched, where a
+// lane needs the double arithmetic. lo and hi (each with its multipliers) hold them as the 256-bit
+// unpacklo/unpackhi_epi16 of the products split them, so the packs put the sixteen back in order.
+__attribute__((target("avx2,fma"), always_inline)) inline bool TryRoundFma16(__m256i lo, __m256i hi, __m256 mult_lo,
+                                                                              __m256 mult_hi, __m256 z_lo,
+                                                                              __m256 z_hi, bool y_signed,
+                                                                              __m128i* bytes) {
+  __m256i agree_lo, agree_hi;
+  const __m256i r_lo = RoundFma8(lo, mult_lo, z_lo, z_hi, &agree_lo);
+  const __m256i r_hi = RoundFma8(hi, mult_hi, z_lo, z_hi, &agree_hi);
+  if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) != -1) return false;
+  const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // 0-7 | 8-15
+  const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
+  *bytes = y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+  return true;
+}
+
 // What one channel's flat run needs.
 struct ChannelRun {
   const int16_t* planes;
@@ -225,16 +242,8 @@ __attribute__((target("avx2,fma"))) void FlatRunAvx2(const ChannelRun& run, cons
     }
     __m128i bytes;
     if (kMode == RequantMode::kFloatShortcut) {
-      __m256i agree_lo, agree_hi;
-      const __m256i r_lo = RoundFma8(lo, mult_f, z_lo, z_hi, &agree_lo);
-      const __m256i r_hi = RoundFma8(hi, mult_f, z_lo, z_hi, &agree_hi);
-      if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
-        const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // positions 0-7 | 8-15
-        const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
-        bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
-      } else {
+      if (!TryRoundFma16(lo, hi, mult_f, mult_f, z_lo, z_hi, q.y_signed, &bytes))
         bytes = Requant16<false>(lo, hi, mult, yzp, low, high, q.y_signed);
-      }
     } else {
       bytes = Requant16<kClamp>(lo, hi, mult, yzp, low, high, q.y_signed);
     }
@@ -499,16 +508,8 @@ __attribute__((target("avx2,fma"))) void ChannelGroupAvx2(const QConvGeometry& g
       }
       __m128i bytes;
       if (kMode == RequantMode::kFloatShortcut) {
-        __m256i agree_lo, agree_hi;
-        const __m256i r_lo = RoundFma8(lo, mult_lo, z_lo, z_hi, &agree_lo);
-        const __m256i r_hi = RoundFma8(hi, mult_hi, z_lo, z_hi, &agree_hi);
-        if (_mm256_movemask_epi8(_mm256_and_si256(agree_lo, agree_hi)) == -1) {
-          const __m256i w = _mm256_packs_epi32(r_lo, r_hi);  // channels 0-7 | 8-15
-          const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
-          bytes = q.y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
-        } else {
+        if (!TryRoundFma16(lo, hi, mult_lo, mult_hi, z_lo, z_hi, q.y_signed, &bytes))
           bytes = Requant16Lanes<false>(lo, hi, lanes.mult_d, yzp, low, high, q.y_signed);
-        }
       } else {
         bytes = Requant16Lanes<kClamp>(lo, hi, lanes.mult_d, yzp, low, high, q.y_signed);
       }
