@@ -6,13 +6,15 @@
 // A (m x k) for the ResNet convolutions (Conv multiplies weights by im2col).
 //
 //   nee_gemm_bench [--threads 1,2] [--seconds 0.3] [--isa avx512|avx2|portable] [--cpu-time]
-//                  [--only SUBSTRING-OF-SHAPE-NAME]
+//                  [--cold] [--only SUBSTRING-OF-SHAPE-NAME] [--shape MxNxK[a]]...
 //
 // Timing: each case repeats the call for about --seconds and reports the
 // median and the best per-call rate (wall clock). On a machine shared with
 // other work the best is the closer estimate of what the code can do; with
 // --cpu-time, one-thread cases are timed in this thread's CPU time instead,
-// which other processes do not inflate.
+// which other processes do not inflate. With --cold, each call takes the next
+// of several copies of the weights (128 MiB in all), so they come from memory,
+// as a model's do, instead of staying in L3 across calls.
 //
 // Peak: a loop of fused multiply-adds into 12 independent vector
 // accumulators (registers only, no memory traffic; 12 chains cover the FMA
@@ -25,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -131,19 +134,35 @@ struct Rate {
   double median, best;
 };
 
-Rate TimeGemm(const Shape& s, bool prepacked, ThreadPool* pool, double seconds, bool cpu_time) {
+// `cold`: the constant operand is one of several copies, taken in turn, that
+// together exceed the last-level cache, so each call reads it from memory as
+// a model's weights are read (a model's layers each have their own).
+Rate TimeGemm(const Shape& s, bool prepacked, ThreadPool* pool, double seconds, bool cpu_time, bool cold) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> a(static_cast<size_t>(s.m * s.k)), b(static_cast<size_t>(s.k * s.n)), c(static_cast<size_t>(s.m * s.n));
+  const int64_t weight_floats = s.weights_are_a ? s.m * s.k : s.k * s.n;
+  constexpr int64_t kColdFloats = 32 << 20;  // 128 MiB of copies: four times this machine's L3
+  const int64_t copies = cold ? std::max<int64_t>(2, (kColdFloats + weight_floats - 1) / weight_floats) : 1;
+  std::vector<float> a(static_cast<size_t>(s.m * s.k * (s.weights_are_a ? copies : 1)));
+  std::vector<float> b(static_cast<size_t>(s.k * s.n * (s.weights_are_a ? 1 : copies)));
+  std::vector<float> c(static_cast<size_t>(s.m * s.n));
   for (float& v : a) v = dist(rng);
   for (float& v : b) v = dist(rng);
-  const MatrixView av{a.data(), s.k, 1}, bv{b.data(), s.n, 1};
   const bool pack_b = prepacked && !s.weights_are_a, pack_a = prepacked && s.weights_are_a;
-  SgemmPackedB packed_b(pack_b ? s.k : 0, pack_b ? s.n : 0, bv);
-  SgemmPackedA packed_a(pack_a ? s.m : 0, pack_a ? s.k : 0, 1.f, av);
+  std::vector<MatrixView> avs, bvs;
+  std::vector<std::unique_ptr<SgemmPackedB>> packed_b;
+  std::vector<std::unique_ptr<SgemmPackedA>> packed_a;
+  for (int64_t i = 0; i < copies; ++i) {
+    avs.push_back({a.data() + (s.weights_are_a ? i * s.m * s.k : 0), s.k, 1});
+    bvs.push_back({b.data() + (s.weights_are_a ? 0 : i * s.k * s.n), s.n, 1});
+    if (pack_b) packed_b.push_back(std::make_unique<SgemmPackedB>(s.k, s.n, bvs.back()));
+    if (pack_a) packed_a.push_back(std::make_unique<SgemmPackedA>(s.m, s.k, 1.f, avs.back()));
+  }
+  int64_t turn = 0;
   auto call = [&] {
-    const SgemmA a_operand = pack_a ? SgemmA(packed_a) : SgemmA(av);
-    const SgemmB b_operand = pack_b ? SgemmB(packed_b) : SgemmB(bv);
+    const int64_t i = turn++ % copies;
+    const SgemmA a_operand = pack_a ? SgemmA(*packed_a[i]) : SgemmA(avs[i]);
+    const SgemmB b_operand = pack_b ? SgemmB(*packed_b[i]) : SgemmB(bvs[i]);
     Sgemm(s.m, s.n, s.k, a_operand, b_operand, 0.f, c.data(), s.n, pool);
   };
   call();  // warm up caches and per-thread buffers
@@ -178,6 +197,7 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts = {1, 2};
   double seconds = 0.3;
   bool cpu_time = false;
+  bool cold = false;
   std::string only;
   std::vector<Shape> extra;  // --shape MxNxK[a]: one more case ("a": the weights are A, as in a convolution)
   std::vector<std::string> extra_names;
@@ -186,6 +206,7 @@ int main(int argc, char** argv) {
     if (arg == "--threads" && i + 1 < argc) thread_counts = ParseList(argv[++i]);
     else if (arg == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (arg == "--cpu-time") cpu_time = true;
+    else if (arg == "--cold") cold = true;
     else if (arg == "--only" && i + 1 < argc) only = argv[++i];
     else if (arg == "--shape" && i + 1 < argc) {
       const std::string spec = argv[++i];
@@ -201,7 +222,7 @@ int main(int argc, char** argv) {
       const std::string isa = argv[++i];
       SgemmLimitIsa(isa == "portable" ? SgemmIsa::kPortable : isa == "avx2" ? SgemmIsa::kAvx2 : SgemmIsa::kAvx512);
     } else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--seconds S] [--isa avx512|avx2|portable] [--cpu-time] [--only NAME] [--shape MxNxK[a]]...\n",
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--seconds S] [--isa avx512|avx2|portable] [--cpu-time] [--cold] [--only NAME] [--shape MxNxK[a]]...\n",
                    argv[0]);
       return 2;
     }
@@ -210,8 +231,9 @@ int main(int argc, char** argv) {
   const double peak = MeasurePeak(SgemmActiveIsa(), &how);
   std::printf("kernel: %s\nfp32 FMA peak per core: %.1f GFLOP/s (%s, thread CPU time, best of 7)\n",
               SgemmKernelName(), peak, how);
-  std::printf("timing: %s; GFLOP/s as median / best per call\n\n",
-              cpu_time ? "thread CPU time at 1 thread, wall clock otherwise" : "wall clock");
+  std::printf("timing: %s; GFLOP/s as median / best per call%s\n\n",
+              cpu_time ? "thread CPU time at 1 thread, wall clock otherwise" : "wall clock",
+              cold ? "; weights cold (copies in turn, 128 MiB)" : "");
   std::vector<Shape> shapes = {
       {"square 256", 256, 256, 256},          {"square 512", 512, 512, 512},
       {"square 1024", 1024, 1024, 1024},      {"square 2048", 2048, 2048, 2048},
@@ -228,7 +250,7 @@ int main(int argc, char** argv) {
     for (bool prepacked : {false, true})
       for (int threads : thread_counts) {
         ThreadPool pool(threads);
-        const Rate r = TimeGemm(s, prepacked, &pool, seconds, cpu_time && threads == 1);
+        const Rate r = TimeGemm(s, prepacked, &pool, seconds, cpu_time && threads == 1, cold);
         std::printf("%-28s %-8s %7d %8.1f / %6.1f %6.0f%%\n", s.name, prepacked ? "packed" : "plain", threads,
                     r.median, r.best, peak > 0 ? 100.0 * r.median / (peak * threads) : 0.0);
         std::fflush(stdout);
