@@ -79,7 +79,7 @@ struct Block {
   int64_t ldc;
   MicroKernel micro;
   const SgemmEpilogueFn* epilogue;  // null, or applied after the last k-block
-  int64_t task_rows, task_panels, panel_groups, row_blocks;
+  int64_t task_rows, panel_groups, row_blocks;
   bool columns_major;  // tasks ordered column group first (see ColumnsMajor)
 };
 
@@ -186,8 +186,9 @@ void RunTasks(const Block& x, TaskShares& shares, int home) {
     const int64_t row_block = x.columns_major ? t % x.row_blocks : t / x.panel_groups;
     const int64_t group = x.columns_major ? t / x.row_blocks : t % x.panel_groups;
     const int64_t i0 = row_block * x.task_rows, mc = std::min(x.task_rows, x.m - i0);
-    const int64_t q0 = group * x.task_panels;
-    const int64_t q1 = std::min(q0 + x.task_panels, CeilDiv(x.nc, kCols));
+    // Groups of nearly equal width (differing by at most one panel).
+    const int64_t panels = CeilDiv(x.nc, kCols);
+    const int64_t q0 = group * panels / x.panel_groups, q1 = (group + 1) * panels / x.panel_groups;
     Panels a;
     if (x.a->packed) {
       a = {x.a->packed->block(x.k0), RoundUp(x.m, kRows), i0 / kRows};
@@ -441,13 +442,21 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     const int64_t wanted_groups =
         rows_first && row_blocks >= 2 * threads ? 1 : CeilDiv(threads > 1 ? 4 * threads : 1, row_blocks);
     int64_t groups = std::clamp(wanted_groups, CeilDiv(panels, MaxTaskPanels()), panels);
-    // Column-major shares hold whole column groups (every row block of them)
-    // only when the groups divide among the threads: ViT's qkv (72 panels)
-    // made 5 groups of 2 row blocks (108 + 89 rows), and the thread with
-    // three 108-row tasks ran 4% longer than the other, which then idled.
-    if (x.columns_major) groups = std::min(RoundUp(groups, threads), panels);
-    x.task_panels = CeilDiv(panels, groups);
-    x.panel_groups = CeilDiv(panels, x.task_panels);
+    // The threads' shares are equal only when the tasks divide among them.
+    // Column-major shares hold whole column groups (every row block of them):
+    // ViT's qkv (72 panels) made 5 groups of 2 row blocks (108 + 89 rows),
+    // and the thread with three 108-row tasks ran 4% longer than the other,
+    // which then idled. With one row block the groups are the tasks: BERT's
+    // and GPT-2's qkv (128 x 2304, 72 panels) made 9 groups of 8 panels, 5
+    // for one thread and 4 for the other. So the groups are rounded up to a
+    // multiple of the threads and cut into widths differing by at most one
+    // panel (RunTasks): 72 panels as 10 groups of 7 or 8 (a fixed width of
+    // ceil(72 / 10) = 8 would leave 9 groups again). Not where rows alone
+    // give the threads enough tasks.
+    const bool rows_suffice = rows_first && row_blocks >= 2 * threads;
+    if (threads > 1 && !rows_suffice && (x.columns_major || row_blocks * groups % threads != 0))
+      groups = std::min(RoundUp(groups, threads), panels);
+    x.panel_groups = groups;
     const int64_t tasks = row_blocks * x.panel_groups;
     const int shares_count = static_cast<int>(std::min<int64_t>(threads, tasks));
     TaskShares shares(tasks, shares_count);
