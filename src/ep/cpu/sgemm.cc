@@ -36,6 +36,14 @@ constexpr int64_t kRows = kSgemmTileRows;
 constexpr int64_t kCols = kSgemmPanelWidth;
 constexpr int64_t kKc = kSgemmDepthBlock;
 constexpr int64_t kMaxTaskRows = 144;      // rows of A a task keeps packed (x k: its L2 share)
+// Up to this many rows (17 panels) stay one row block: cut in two (ViT's 197
+// tokens as 108 + 89), each block read all of B again, from L3 or memory,
+// and paid again for its first row panel's reads of B from there; one block
+// reads B once and re-reads its panels from L2 (A streams through a panel at
+// a time). AVX2, 1 thread, thread CPU time, weights cold, 6 alternations:
+// 197x2304x768 89.4 -> 92.8 GFLOP/s, 197x3072x768 89.0 -> 91.0, 197x768x3072
+// about even.
+constexpr int64_t kMaxOneBlockRows = 204;
 constexpr int64_t kPackBudget = 2 << 20;   // floats of B packed per call at once (8 MiB)
 constexpr int64_t kRetainedScratch = 4 << 20;  // per-thread scratch kept between calls, floats
 // Calls deeper than this run as consecutive depth ranges (the same k-blocks in
@@ -393,7 +401,7 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
   // split by columns, every thread would read nearly all of A, the large
   // operand, where split by rows the threads share B.
   const bool rows_first = threads > 1 && block_cols < m;
-  int64_t row_blocks = CeilDiv(m, kMaxTaskRows);
+  int64_t row_blocks = m <= kMaxOneBlockRows ? 1 : CeilDiv(m, kMaxTaskRows);
   if (rows_first) row_blocks = std::max(row_blocks, std::min<int64_t>(4 * threads, CeilDiv(m, kRows)));
   x.task_rows = std::min(m, RoundUp(CeilDiv(m, row_blocks), kRows));
   row_blocks = CeilDiv(m, x.task_rows);  // rounding up to whole panels may leave fewer
