@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -273,6 +274,50 @@ TEST_P(SgemmTest, BitwiseIndependentOfThreadCount) {
       for (int packed = 0; packed < 2; ++packed)
         EXPECT_TRUE(BitwiseEqual(runs[0][packed], runs[t][packed]))
             << s.m << "x" << s.n << "x" << s.k << " threads " << t + 1 << (packed ? " packed B" : "");
+  }
+}
+
+// How the driver cuts C into tasks at 2 and 3 threads: one row block up to
+// 204 rows (ViT's 197 tokens) and not from 205, column groups rounded up to
+// a multiple of the threads and cut into widths differing by a panel (72
+// panels as 10 groups at 2 threads, 12 at 3; an odd count of panels like an
+// LM head's), with B packed beforehand and plain. Every element is visited
+// by the epilogue exactly once, the bits do not depend on the thread count,
+// and the sums agree with the double-precision loops.
+TEST_P(SgemmTest, TaskSplitsCoverEachElementOnceWhateverTheThreads) {
+  std::mt19937 rng(11);
+  ThreadPool pool1(1), pool2(2), pool3(3);
+  ThreadPool* pools[3] = {&pool1, &pool2, &pool3};
+  for (const Case& s : std::vector<Case>{
+           {128, 2304, 24}, {197, 2304, 20}, {204, 330, 270}, {205, 330, 270}, {145, 99 * 32 + 7, 9}, {128, 768, 520}}) {
+    Stored a = RandomStored(s.m, s.k, false, 0, rng), b = RandomStored(s.k, s.n, false, 0, rng);
+    const std::vector<float> zero(static_cast<size_t>(s.m * s.n), 0.f);
+    const std::vector<float> want = Naive(s.m, s.n, s.k, 1.f, a, b, 0.f, zero, s.n);
+    const cpu::SgemmPackedB pb(s.k, s.n, b.view());
+    std::vector<float> first[2];
+    for (int t = 0; t < 3; ++t)
+      for (int packed = 0; packed < 2; ++packed) {
+        const std::string what = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k) +
+                                 " threads " + std::to_string(t + 1) + (packed ? " packed B" : "");
+        std::vector<std::atomic<int>> visits(static_cast<size_t>(s.m * s.n));
+        const int64_t n = s.n;
+        const cpu::SgemmEpilogueFn count = [&visits, n](int64_t i0, int64_t j0, int64_t rows, int64_t cols, float*,
+                                                        int64_t) {
+          for (int64_t i = i0; i < i0 + rows; ++i)
+            for (int64_t j = j0; j < j0 + cols; ++j) visits[static_cast<size_t>(i * n + j)].fetch_add(1);
+        };
+        std::vector<float> c(static_cast<size_t>(s.m * s.n), 0.f);
+        const cpu::SgemmB b_operand = packed ? cpu::SgemmB(pb) : cpu::SgemmB(b.view());
+        cpu::Sgemm(s.m, s.n, s.k, cpu::SgemmA(a.view()), b_operand, 0.f, c.data(), s.n, pools[t], &count);
+        for (size_t e = 0; e < visits.size(); ++e) ASSERT_EQ(visits[e].load(), 1) << what << " element " << e;
+        if (t == 0) {
+          ExpectNear(c, want, s.k, what);
+          first[packed] = c;
+        } else {
+          EXPECT_TRUE(BitwiseEqual(first[packed], c)) << what;
+        }
+      }
+    EXPECT_TRUE(BitwiseEqual(first[0], first[1])) << s.m << "x" << s.n << "x" << s.k << " packed B vs plain";
   }
 }
 
