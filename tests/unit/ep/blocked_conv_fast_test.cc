@@ -81,6 +81,10 @@ const std::vector<Geometry> kGeometries = {
     // last block), and 1 output a row (the first tile is the whole row).
     {"3x3 s2 left pad only", {2, 16, 9, 14}, {24, 16, 3, 3}, 1, 2, 1},
     {"3x3 s2 left pad narrow", {1, 24, 5, 2}, {16, 24, 3, 3}, 1, 2, 1},
+    // AVX2's flat tiles across row ends on the padded copy (rows of 7 and 5 outputs, 64 channels and more):
+    // ResNet-50's 14x14 -> 7x7 conv's shape, two images; a lone last block, a 5x5 window at stride 1.
+    {"3x3 s2 flat rows", {2, 16, 14, 14}, {64, 16, 3, 3}, 1, 2, 1},
+    {"5x5 s1 flat rows", {2, 8, 7, 4}, {72, 8, 5, 5}, 1, 1, 2},
 };
 
 // Random weights; over many inputs a window (fan-in beyond 256) scaled by
