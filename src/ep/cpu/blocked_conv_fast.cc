@@ -123,6 +123,13 @@ __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane,
                                                        const float* bias, float* y, const float* z,
                                                        const FusedActivation& act) {
   __m256 acc[PX][OB];
+  // The residual this tile adds as it stores, on its way from L3 while the
+  // sums run (short runs of many planes: the hardware prefetcher misses them).
+  if (z)
+#pragma GCC unroll 3
+    for (int j = 0; j < OB; ++j)
+#pragma GCC unroll 4
+      for (int at = 0; at < PX * kB; at += 16) _mm_prefetch(reinterpret_cast<const char*>(z + j * plane * kB + at), _MM_HINT_T0);
 #pragma GCC unroll 3
   for (int j = 0; j < OB; ++j) {
     const __m256 b = _mm256_loadu_ps(bias + kB * j);
@@ -210,10 +217,12 @@ void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, cons
     const float* w = pw.w.data() + ob * g.C * kB;
     const float* bias = pw.bias.data() + ob * kB;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
-      // The last seven or eight pixels of six-wide tiles as 4 + the rest, not
-      // 6 + a lone pixel (a tile streams all the weights, whatever its width).
-      const int64_t left = p1 - p;
-      px = widest == 6 && (left == 7 || left == 8) ? 4 : std::min(widest, left);
+      // The run's pixels in as few tiles as the widest allows, of even widths:
+      // 25 as 5 x 5, not 6 + 6 + 6 + 4 + 3 (a tile streams all the weights,
+      // whatever its width, and a 3 x 2 tile's six FMA chains leave the FMA
+      // units idle; ResNet-50's 7x7 convs' second chunk), 8 as 4 + 4.
+      const int64_t left = p1 - p, tiles_left = (left + widest - 1) / widest;
+      px = (left + tiles_left - 1) / tiles_left;
       const int64_t at = (ob * plane + p) * kB;
       tiles[px - 1](g.C, plane, x + p * kB, w, bias, y + at, z ? z + at : nullptr, g.act);
     }
