@@ -214,19 +214,21 @@ int64_t BlocksPerPass(const BlockedConvGeometry& g) {
 // run of pixels, tiles crossing row ends, on the padded copy (no tap left out:
 // t.tap0, t.tap1 cover the window). A row of 7 (ResNet-50's 512-channel
 // 14x14 -> 7x7 conv) was tiles of 4 + 3 pixels, 8 and 6 accumulators, too
-// few chains for the FMA latency; flat, all but the last are 6 x 2.
-void FlatRows(const BlockedConvGeometry& g, TileArgs& t, const TileFn* fns, const float* w, const float* bias,
-              int64_t n, int64_t ob, int64_t oh0, int64_t oh1) {
+// few chains for the FMA latency; flat, the 49 pixels are 6,6,6,6,5,5,5,5,5
+// (as few tiles as six-wide ones need, of even widths). windows: each pixel's
+// window start in the padded input, from the band's first pixel on.
+void FlatRows(const BlockedConvGeometry& g, TileArgs& t, const TileFn* fns, const int64_t* windows, const float* w,
+              const float* bias, int64_t n, int64_t ob, int64_t oh0, int64_t oh1) {
   const int64_t out_plane = g.OH * g.OW * kB;
-  auto window = [&](int64_t p) { return ((p / g.OW) * g.sh * g.W + (p % g.OW) * g.sw) * kB; };
   int64_t pixels[kWidest];
   t.pixels = pixels;
   t.tap0 = 0;
   t.tap1 = g.KH * g.KW;
-  for (int64_t p = oh0 * g.OW, p1 = oh1 * g.OW, px = 0; p < p1; p += px) {
-    px = blocked_tile::TilePixels(p1 - p, kWidest);
-    t.origin = window(p);
-    for (int64_t i = 0; i < px; ++i) pixels[i] = window(p + i) - t.origin;
+  for (int64_t p = oh0 * g.OW, p0 = p, p1 = oh1 * g.OW, px = 0; p < p1; p += px) {
+    const int64_t left = p1 - p, tiles_left = (left + kWidest - 1) / kWidest;
+    px = (left + tiles_left - 1) / tiles_left;
+    t.origin = windows[p - p0];
+    for (int64_t i = 0; i < px; ++i) pixels[i] = windows[p - p0 + i] - t.origin;
     const int64_t at = (n * g.Mb() + ob) * out_plane + p * kB;
     t.y = g.y + at;
     t.z = g.z ? g.z + at : nullptr;
@@ -251,6 +253,10 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
   t.offsets = offsets;
   t.x = g.x + n * g.Cb() * g.H * g.W * kB;
   const int64_t unit_weights = g.Cb() * g.KH * g.KW * kB * kUnit, per_pass = BlocksPerPass(g);
+  std::vector<int64_t> windows;  // flat tiles: each pixel's window start, worked out once a task
+  if (tiles.flat)
+    for (int64_t p = oh0 * g.OW; p < oh1 * g.OW; ++p)
+      windows.push_back(((p / g.OW) * g.sh * g.W + (p % g.OW) * g.sw) * kB);
   for (int64_t cb0 = 0; cb0 < g.Cb(); cb0 += per_pass) {
     t.cb0 = cb0;
     t.cb1 = std::min(g.Cb(), cb0 + per_pass);
@@ -261,7 +267,8 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
       const TileFn* fns = lone ? tiles.one : tiles.two;
       const TileFn* first_fns = tiles.left_one ? (lone ? tiles.left_one : tiles.left_two) : fns;
       if (tiles.flat) {
-        FlatRows(g, t, fns, dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit, n, 2 * u, oh0, oh1);
+        FlatRows(g, t, fns, windows.data(), dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit, n, 2 * u, oh0,
+                 oh1);
         continue;
       }
       for (int64_t oh = oh0; oh < oh1; ++oh) {
