@@ -539,12 +539,20 @@ BlockedConvGeometry SubsampledAsPointwise(KernelContext& ctx, const BlockedConvG
   const int64_t planes = g.N * g.Cb(), in_plane = g.H * g.W * kB, out_plane = g.OH * g.OW * kB;
   thread_local SgemmScratch scratch;  // the workers read it while this thread waits
   float* gathered = scratch.Get(planes * out_plane);
-  ParallelTasks(ctx, planes, [&](int64_t plane) {
-    const float* src = g.x + plane * in_plane;
-    float* dst = gathered + plane * out_plane;
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow)
-        std::copy_n(src + (oh * g.sh * g.W + ow * g.sw) * kB, kB, dst + (oh * g.OW + ow) * kB);
+  // Tasks of output rows, every block each, as the pointwise tasks after it
+  // take pixels: each thread gathers what it then reads, from the rows it
+  // wrote in the layer before (by planes, half of both crossed cores).
+  const int64_t parts = std::min<int64_t>(g.OH, 4 * NumThreads(ctx));
+  ParallelTasks(ctx, g.N * parts, [&](int64_t task) {
+    const int64_t n = task / parts, part = task % parts;
+    const int64_t oh0 = part * g.OH / parts, oh1 = (part + 1) * g.OH / parts;
+    for (int64_t plane = n * g.Cb(); plane < (n + 1) * g.Cb(); ++plane) {
+      const float* src = g.x + plane * in_plane;
+      float* dst = gathered + plane * out_plane;
+      for (int64_t oh = oh0; oh < oh1; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          std::copy_n(src + (oh * g.sh * g.W + ow * g.sw) * kB, kB, dst + (oh * g.OW + ow) * kB);
+    }
   });
   BlockedConvGeometry pointwise = g;
   pointwise.x = gathered;
