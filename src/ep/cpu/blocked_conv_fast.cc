@@ -6,8 +6,9 @@
 //  - pointwise: output tiles of 6 pixels x 2 channel blocks (twelve ymm
 //    accumulators, started at the bias; 4 x 3 or 12 x 1 for odd block counts). Per input channel, each of the
 //    tile's pixels is broadcast from where it lies in the blocked input and
-//    meets the two blocks' weight vectors, packed once as [Mb][C][8]. The
-//    finished tile is stored whole: a block's pixels are contiguous.
+//    meets the two blocks' weight vectors, packed once as [Mb][C][8] (the
+//    6 x 2 tile's channel loop in assembly, Sums6x2). The finished tile is
+//    stored whole: a block's pixels are contiguous.
 //  - depthwise 3x3, stride 1 or 2: each output pixel's eight channels are one
 //    vector, the sum of nine input vectors times the taps' weight vectors
 //    (packed [Cb][9][8]); interior pixels four at a time without bounds
@@ -112,6 +113,54 @@ __attribute__((target("avx2,fma"), always_inline)) inline void StoreFinished(con
 
 // ---- Pointwise -------------------------------------------------------------------------
 
+// The 6 x 2 tile's sums (blocks >= 1 input blocks): acc[i][j] = bias[j] +
+// x[i][c] * w[j][c] over the channels in order, one FMA chain each, as the
+// other tiles' loop adds them. In assembly: GCC's allocation of twelve accumulators, two
+// weight vectors and the broadcasts renamed accumulators through copies and
+// spilled three per block; here they fill the 16 ymm registers exactly.
+#define NEE_PW_PIXEL(l, i, a0, a1)                                 \
+  "vbroadcastss " #l "*4+" #i "*32(%[x]), %%ymm14\n\t"             \
+  "vfmadd231ps %%ymm12, %%ymm14, %[" #a0 "]\n\t"                   \
+  "vfmadd231ps %%ymm13, %%ymm14, %[" #a1 "]\n\t"
+#define NEE_PW_LANE(l)                                             \
+  "vmovups " #l "*32(%[w]), %%ymm12\n\t"                           \
+  "vmovups " #l "*32(%[w],%[ws]), %%ymm13\n\t"                     \
+  NEE_PW_PIXEL(l, 0, a00, a01) NEE_PW_PIXEL(l, 1, a10, a11)        \
+  NEE_PW_PIXEL(l, 2, a20, a21) NEE_PW_PIXEL(l, 3, a30, a31)        \
+  NEE_PW_PIXEL(l, 4, a40, a41) NEE_PW_PIXEL(l, 5, a50, a51)
+__attribute__((target("avx2,fma"), always_inline)) inline void Sums6x2(int64_t blocks, int64_t x_step,
+                                                                      const float* x, const float* w,
+                                                                      int64_t w_second, const float* bias,
+                                                                      __m256 (&acc)[6][2]) {
+  __asm__ volatile(
+      "vmovups (%[b]), %[a00]\n\t"
+      "vmovups 32(%[b]), %[a01]\n\t"
+      "vmovaps %[a00], %[a10]\n\t"
+      "vmovaps %[a01], %[a11]\n\t"
+      "vmovaps %[a00], %[a20]\n\t"
+      "vmovaps %[a01], %[a21]\n\t"
+      "vmovaps %[a00], %[a30]\n\t"
+      "vmovaps %[a01], %[a31]\n\t"
+      "vmovaps %[a00], %[a40]\n\t"
+      "vmovaps %[a01], %[a41]\n\t"
+      "vmovaps %[a00], %[a50]\n\t"
+      "vmovaps %[a01], %[a51]\n\t"
+      "1:\n\t" NEE_PW_LANE(0) NEE_PW_LANE(1) NEE_PW_LANE(2) NEE_PW_LANE(3) NEE_PW_LANE(4) NEE_PW_LANE(5)
+      NEE_PW_LANE(6) NEE_PW_LANE(7)
+      "add $256, %[w]\n\t"
+      "add %[xs], %[x]\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      : [x] "+r"(x), [w] "+r"(w), [n] "+r"(blocks), [a00] "=&x"(acc[0][0]), [a01] "=&x"(acc[0][1]),
+        [a10] "=&x"(acc[1][0]), [a11] "=&x"(acc[1][1]), [a20] "=&x"(acc[2][0]), [a21] "=&x"(acc[2][1]),
+        [a30] "=&x"(acc[3][0]), [a31] "=&x"(acc[3][1]), [a40] "=&x"(acc[4][0]), [a41] "=&x"(acc[4][1]),
+        [a50] "=&x"(acc[5][0]), [a51] "=&x"(acc[5][1])
+      : [xs] "r"(x_step), [ws] "r"(w_second), [b] "r"(bias)
+      : "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
+}
+#undef NEE_PW_LANE
+#undef NEE_PW_PIXEL
+
 // PX pixels x OB blocks. x: the tile's first pixel in input block 0 (block cb
 // is cb * plane * 8 further); w: the first output block's packed weights;
 // y: the tile's first pixel in its first output block, z (null: none) the
@@ -129,13 +178,24 @@ __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane,
 #pragma GCC unroll 3
     for (int j = 0; j < OB; ++j)
 #pragma GCC unroll 4
-      for (int at = 0; at < PX * kB; at += 16) _mm_prefetch(reinterpret_cast<const char*>(z + j * plane * kB + at), _MM_HINT_T0);
+      for (int at = 0; at < PX * kB; at += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(z + j * plane * kB + at), _MM_HINT_T0);
+  if constexpr (PX == 6 && OB == 2) {
+    if (C >= kB) {
+      Sums6x2(C / kB, plane * kB * 4, x, w, C * kB * 4, bias, acc);
+    } else {
+      acc[0][0] = acc[1][0] = acc[2][0] = acc[3][0] = acc[4][0] = acc[5][0] = _mm256_loadu_ps(bias);
+      acc[0][1] = acc[1][1] = acc[2][1] = acc[3][1] = acc[4][1] = acc[5][1] = _mm256_loadu_ps(bias + kB);
+    }
+  } else {
 #pragma GCC unroll 3
-  for (int j = 0; j < OB; ++j) {
-    const __m256 b = _mm256_loadu_ps(bias + kB * j);
+    for (int j = 0; j < OB; ++j) {
+      const __m256 b = _mm256_loadu_ps(bias + kB * j);
 #pragma GCC unroll 12
-    for (int i = 0; i < PX; ++i) acc[i][j] = b;
+      for (int i = 0; i < PX; ++i) acc[i][j] = b;
+    }
   }
+  if constexpr (PX != 6 || OB != 2)
   for (int64_t cb = 0; cb < C / kB; ++cb) {
     const float* xc = x + cb * plane * kB;
     const float* wc = w + cb * kB * kB;
