@@ -235,6 +235,13 @@ struct AheadFetch {
   }
 };
 
+// A flat tile's width with `left` pixels to go: as few tiles as six-wide ones
+// need, of even widths.
+int64_t FlatTilePixels(int64_t left) {
+  const int64_t tiles = (left + kWidest - 1) / kWidest;
+  return (left + tiles - 1) / tiles;
+}
+
 // FlatRows: output rows [oh0, oh1) of image n from output block ob as one
 // run of pixels, tiles crossing row ends, on the padded copy (no tap left out:
 // t.tap0, t.tap1 cover the window). A row of 7 (ResNet-50's 512-channel
@@ -250,8 +257,7 @@ void FlatRows(const BlockedConvGeometry& g, TileArgs& t, const TileFn* fns, cons
   t.tap0 = 0;
   t.tap1 = g.KH * g.KW;
   for (int64_t p = oh0 * g.OW, p0 = p, p1 = oh1 * g.OW, px = 0; p < p1; p += px) {
-    const int64_t left = p1 - p, tiles_left = (left + kWidest - 1) / kWidest;
-    px = (left + tiles_left - 1) / tiles_left;
+    px = FlatTilePixels(p1 - p);
     t.origin = windows[p - p0];
     for (int64_t i = 0; i < px; ++i) pixels[i] = windows[p - p0 + i] - t.origin;
     const int64_t at = (n * g.Mb() + ob) * out_plane + p * kB;
@@ -286,7 +292,7 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
   // Tiles a (pass, unit) runs, over which the next one's weights are prefetched.
   int64_t tiles_per_unit = 0;
   if (tiles.flat) {
-    for (int64_t left = (oh1 - oh0) * g.OW; left > 0; ++tiles_per_unit) left -= (left + ((left + kWidest - 1) / kWidest) - 1) / ((left + kWidest - 1) / kWidest);
+    for (int64_t left = (oh1 - oh0) * g.OW; left > 0; ++tiles_per_unit) left -= FlatTilePixels(left);
   } else {
     for (int64_t ow = 0; ow < g.OW; ow += blocked_tile::TilePixels(g.OW - ow, kWidest)) ++tiles_per_unit;
     tiles_per_unit *= oh1 - oh0;
@@ -303,13 +309,15 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
       const bool lone = 2 * u + 1 == g.Mb();  // the last unit of an odd block count
       const TileFn* fns = lone ? tiles.one : tiles.two;
       const TileFn* first_fns = tiles.left_one ? (lone ? tiles.left_one : tiles.left_two) : fns;
-      if (!fetch_ahead) ahead = AheadFetch{};
-      else if (u + 1 < u1) ahead.Start(dw.w.data() + (u + 1) * unit_weights + cb0 * taps_block, (t.cb1 - cb0) * taps_block,
-                                  tiles_per_unit);
-      else if (t.cb1 < g.Cb())
+      // The next (pass, unit): this pass's next unit, else the next pass's first.
+      ahead = AheadFetch{};
+      if (fetch_ahead && u + 1 < u1) {
+        ahead.Start(dw.w.data() + (u + 1) * unit_weights + cb0 * taps_block, (t.cb1 - cb0) * taps_block,
+                    tiles_per_unit);
+      } else if (fetch_ahead && t.cb1 < g.Cb()) {
         ahead.Start(dw.w.data() + u0 * unit_weights + t.cb1 * taps_block,
                     (std::min(g.Cb(), t.cb1 + per_pass) - t.cb1) * taps_block, tiles_per_unit);
-      else ahead = AheadFetch{};
+      }
       if (tiles.flat) {
         FlatRows(g, t, fns, windows.data(), dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit, n, 2 * u, oh0,
                  oh1, ahead);
