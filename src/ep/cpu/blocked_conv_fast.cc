@@ -6,8 +6,9 @@
 //  - pointwise: output tiles of 6 pixels x 2 channel blocks (twelve ymm
 //    accumulators, started at the bias; 4 x 3 or 12 x 1 for odd block counts). Per input channel, each of the
 //    tile's pixels is broadcast from where it lies in the blocked input and
-//    meets the two blocks' weight vectors, packed once as [Mb][C][8]. The
-//    finished tile is stored whole: a block's pixels are contiguous.
+//    meets the two blocks' weight vectors, packed once as [Mb][C][8] (the
+//    6 x 2 tile's channel loop in assembly, Sums6x2). The finished tile is
+//    stored whole: a block's pixels are contiguous.
 //  - depthwise 3x3, stride 1 or 2: each output pixel's eight channels are one
 //    vector, the sum of nine input vectors times the taps' weight vectors
 //    (packed [Cb][9][8]); interior pixels four at a time without bounds
@@ -112,6 +113,54 @@ __attribute__((target("avx2,fma"), always_inline)) inline void StoreFinished(con
 
 // ---- Pointwise -------------------------------------------------------------------------
 
+// The 6 x 2 tile's sums (blocks >= 1 input blocks): acc[i][j] = bias[j] +
+// x[i][c] * w[j][c] over the channels in order, one FMA chain each, as the
+// other tiles' loop adds them. In assembly: GCC's allocation of twelve accumulators, two
+// weight vectors and the broadcasts renamed accumulators through copies and
+// spilled three per block; here they fill the 16 ymm registers exactly.
+#define NEE_PW_PIXEL(l, i, a0, a1)                                 \
+  "vbroadcastss " #l "*4+" #i "*32(%[x]), %%ymm14\n\t"             \
+  "vfmadd231ps %%ymm12, %%ymm14, %[" #a0 "]\n\t"                   \
+  "vfmadd231ps %%ymm13, %%ymm14, %[" #a1 "]\n\t"
+#define NEE_PW_LANE(l)                                             \
+  "vmovups " #l "*32(%[w]), %%ymm12\n\t"                           \
+  "vmovups " #l "*32(%[w],%[ws]), %%ymm13\n\t"                     \
+  NEE_PW_PIXEL(l, 0, a00, a01) NEE_PW_PIXEL(l, 1, a10, a11)        \
+  NEE_PW_PIXEL(l, 2, a20, a21) NEE_PW_PIXEL(l, 3, a30, a31)        \
+  NEE_PW_PIXEL(l, 4, a40, a41) NEE_PW_PIXEL(l, 5, a50, a51)
+__attribute__((target("avx2,fma"), always_inline)) inline void Sums6x2(int64_t blocks, int64_t x_step,
+                                                                      const float* x, const float* w,
+                                                                      int64_t w_second, const float* bias,
+                                                                      __m256 (&acc)[6][2]) {
+  __asm__ volatile(
+      "vmovups (%[b]), %[a00]\n\t"
+      "vmovups 32(%[b]), %[a01]\n\t"
+      "vmovaps %[a00], %[a10]\n\t"
+      "vmovaps %[a01], %[a11]\n\t"
+      "vmovaps %[a00], %[a20]\n\t"
+      "vmovaps %[a01], %[a21]\n\t"
+      "vmovaps %[a00], %[a30]\n\t"
+      "vmovaps %[a01], %[a31]\n\t"
+      "vmovaps %[a00], %[a40]\n\t"
+      "vmovaps %[a01], %[a41]\n\t"
+      "vmovaps %[a00], %[a50]\n\t"
+      "vmovaps %[a01], %[a51]\n\t"
+      "1:\n\t" NEE_PW_LANE(0) NEE_PW_LANE(1) NEE_PW_LANE(2) NEE_PW_LANE(3) NEE_PW_LANE(4) NEE_PW_LANE(5)
+      NEE_PW_LANE(6) NEE_PW_LANE(7)
+      "add $256, %[w]\n\t"
+      "add %[xs], %[x]\n\t"
+      "dec %[n]\n\t"
+      "jnz 1b\n\t"
+      : [x] "+r"(x), [w] "+r"(w), [n] "+r"(blocks), [a00] "=&x"(acc[0][0]), [a01] "=&x"(acc[0][1]),
+        [a10] "=&x"(acc[1][0]), [a11] "=&x"(acc[1][1]), [a20] "=&x"(acc[2][0]), [a21] "=&x"(acc[2][1]),
+        [a30] "=&x"(acc[3][0]), [a31] "=&x"(acc[3][1]), [a40] "=&x"(acc[4][0]), [a41] "=&x"(acc[4][1]),
+        [a50] "=&x"(acc[5][0]), [a51] "=&x"(acc[5][1])
+      : [xs] "r"(x_step), [ws] "r"(w_second), [b] "r"(bias)
+      : "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc");
+}
+#undef NEE_PW_LANE
+#undef NEE_PW_PIXEL
+
 // PX pixels x OB blocks. x: the tile's first pixel in input block 0 (block cb
 // is cb * plane * 8 further); w: the first output block's packed weights;
 // y: the tile's first pixel in its first output block, z (null: none) the
@@ -123,12 +172,30 @@ __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane,
                                                        const float* bias, float* y, const float* z,
                                                        const FusedActivation& act) {
   __m256 acc[PX][OB];
+  // The residual this tile adds as it stores, on its way from L3 while the
+  // sums run (short runs of many planes: the hardware prefetcher misses them).
+  if (z)
 #pragma GCC unroll 3
-  for (int j = 0; j < OB; ++j) {
-    const __m256 b = _mm256_loadu_ps(bias + kB * j);
+    for (int j = 0; j < OB; ++j)
+#pragma GCC unroll 4
+      for (int at = 0; at < PX * kB; at += 16)
+        _mm_prefetch(reinterpret_cast<const char*>(z + j * plane * kB + at), _MM_HINT_T0);
+  if constexpr (PX == 6 && OB == 2) {
+    if (C >= kB) {
+      Sums6x2(C / kB, plane * kB * 4, x, w, C * kB * 4, bias, acc);
+    } else {
+      acc[0][0] = acc[1][0] = acc[2][0] = acc[3][0] = acc[4][0] = acc[5][0] = _mm256_loadu_ps(bias);
+      acc[0][1] = acc[1][1] = acc[2][1] = acc[3][1] = acc[4][1] = acc[5][1] = _mm256_loadu_ps(bias + kB);
+    }
+  } else {
+#pragma GCC unroll 3
+    for (int j = 0; j < OB; ++j) {
+      const __m256 b = _mm256_loadu_ps(bias + kB * j);
 #pragma GCC unroll 12
-    for (int i = 0; i < PX; ++i) acc[i][j] = b;
+      for (int i = 0; i < PX; ++i) acc[i][j] = b;
+    }
   }
+  if constexpr (PX != 6 || OB != 2)
   for (int64_t cb = 0; cb < C / kB; ++cb) {
     const float* xc = x + cb * plane * kB;
     const float* wc = w + cb * kB * kB;
@@ -210,10 +277,12 @@ void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, cons
     const float* w = pw.w.data() + ob * g.C * kB;
     const float* bias = pw.bias.data() + ob * kB;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
-      // The last seven or eight pixels of six-wide tiles as 4 + the rest, not
-      // 6 + a lone pixel (a tile streams all the weights, whatever its width).
-      const int64_t left = p1 - p;
-      px = widest == 6 && (left == 7 || left == 8) ? 4 : std::min(widest, left);
+      // The run's pixels in as few tiles as the widest allows, of even widths:
+      // 25 as 5 x 5, not 6 + 6 + 6 + 4 + 3 (a tile streams all the weights,
+      // whatever its width, and a 3 x 2 tile's six FMA chains leave the FMA
+      // units idle; ResNet-50's 7x7 convs' second chunk), 8 as 4 + 4.
+      const int64_t left = p1 - p, tiles_left = (left + widest - 1) / widest;
+      px = (left + tiles_left - 1) / tiles_left;
       const int64_t at = (ob * plane + p) * kB;
       tiles[px - 1](g.C, plane, x + p * kB, w, bias, y + at, z ? z + at : nullptr, g.act);
     }
@@ -369,8 +438,13 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   const TileSet tiles = TilesFor(g.act.kind);
   const int threads = NumThreads(ctx);
   const int64_t plane = g.H * g.W, Mb = g.Mb();
-  // Chunks of about kChunkPixels, starting on whole tiles.
-  const int64_t chunks = (plane + kChunkPixels - 1) / kChunkPixels, pairs = (Mb + 1) / 2;
+  // Chunks of about kChunkPixels, starting on whole tiles; on several threads
+  // a multiple of the thread count where an image has at least one a thread,
+  // so the threads' shares are equal (28x28: 17 chunks of 46 pixels gave one
+  // thread 9 of them, 414 pixels where 392 was its half; now 18 of 43-44).
+  int64_t chunks = (plane + kChunkPixels - 1) / kChunkPixels;
+  if (threads > 1 && chunks >= threads) chunks = (chunks + threads - 1) / threads * threads;
+  const int64_t pairs = (Mb + 1) / 2;
   auto chunk_start = [&](int64_t i) { return TileAlignedStart(i, chunks, plane, kTilePixels); };
   // Few pixels (a small image): the output blocks are shared out too, in pairs.
   const int64_t wanted = 4 * threads, pixel_tasks = g.N * chunks;
@@ -525,12 +599,20 @@ BlockedConvGeometry SubsampledAsPointwise(KernelContext& ctx, const BlockedConvG
   const int64_t planes = g.N * g.Cb(), in_plane = g.H * g.W * kB, out_plane = g.OH * g.OW * kB;
   thread_local SgemmScratch scratch;  // the workers read it while this thread waits
   float* gathered = scratch.Get(planes * out_plane);
-  ParallelTasks(ctx, planes, [&](int64_t plane) {
-    const float* src = g.x + plane * in_plane;
-    float* dst = gathered + plane * out_plane;
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow)
-        std::copy_n(src + (oh * g.sh * g.W + ow * g.sw) * kB, kB, dst + (oh * g.OW + ow) * kB);
+  // Tasks of output rows, every block each, as the pointwise tasks after it
+  // take pixels: each thread gathers what it then reads, from the rows it
+  // wrote in the layer before (by planes, half of both crossed cores).
+  const int64_t parts = std::min<int64_t>(g.OH, 4 * NumThreads(ctx));
+  ParallelTasks(ctx, g.N * parts, [&](int64_t task) {
+    const int64_t n = task / parts, part = task % parts;
+    const int64_t oh0 = part * g.OH / parts, oh1 = (part + 1) * g.OH / parts;
+    for (int64_t plane = n * g.Cb(); plane < (n + 1) * g.Cb(); ++plane) {
+      const float* src = g.x + plane * in_plane;
+      float* dst = gathered + plane * out_plane;
+      for (int64_t oh = oh0; oh < oh1; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow)
+          std::copy_n(src + (oh * g.sh * g.W + ow * g.sw) * kB, kB, dst + (oh * g.OW + ow) * kB);
+    }
   });
   BlockedConvGeometry pointwise = g;
   pointwise.x = gathered;

@@ -65,6 +65,7 @@ struct TileArgs {
   const float* x;          // image n's input, block 0
   int64_t origin;          // where the tile's first pixel's window (tap 0) starts in a block, in floats
   const int64_t* offsets;  // each tap's offset from the window's start, in floats
+  const int64_t* pixels;   // FLAT tiles: each pixel's window start from the first's, in floats
   float* y;                // the tile's first pixel in its first output block
   const float* z;          // the residual there, or null
   int64_t tap0, tap1;      // the taps inside the image (whole rows of taps: the columns are padded)
@@ -94,11 +95,17 @@ alignas(32) constexpr float kZeroPixel[kB] = {};
 // through the same instructions as the other tiles (a second copy of the
 // step without that pixel spilled an accumulator and ran ResNet-50's 14x14 ->
 // 7x7 conv, whose first tile is 4 of 7 pixels, 4% slower than the copy).
-template <int PX, int OB, int S, bool LEFT>
+// FLAT: the tile's pixels are consecutive in the output but may span rows
+// (narrow images, FlatTiles): each pixel's window starts at t.pixels[i]
+// from the first's instead of S apart; the input is the padded copy.
+template <int PX, int OB, int S, bool LEFT, bool FLAT>
 __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const float* w, const float* bias) {
+  static_assert(!(LEFT && FLAT), "flat tiles read the padded copy");
   const BlockedConvGeometry& g = *t.g;
+  int64_t pixel[PX];  // FLAT: each pixel's window from the first's (else i * S * kB, a displacement)
+#pragma GCC unroll 12
+  for (int i = 0; i < PX; ++i) pixel[i] = FLAT ? t.pixels[i] : 0;
   const int64_t taps = g.KH * g.KW, in_plane = g.H * g.W * kB, out_plane = g.OH * g.OW * kB;
-  constexpr int64_t step = S * kB;
   __m256 acc[PX][OB];
 #pragma GCC unroll 2
   for (int j = 0; j < OB; ++j) {
@@ -120,6 +127,15 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
         kw = kw + 1 == g.KW ? 0 : kw + 1;  // the taps are whole rows of KW (TileArgs)
       }
       const float* wk = wb + tap * kB * kUnit;
+      // FLAT: one pointer per pixel, each opaque, so that GCC addresses every
+      // broadcast as pointer + constant (else it kept pixel x lane offsets on
+      // the stack and reloaded one for each broadcast).
+      const float* xs[PX];
+#pragma GCC unroll 12
+      for (int i = 0; i < PX; ++i) {
+        xs[i] = i == 0 ? x0 : FLAT ? xp + pixel[i] : xp + i * S * kB;
+        if constexpr (FLAT) __asm__("" : "+r"(xs[i]));
+      }
 #pragma GCC unroll 8
       for (int l = 0; l < kB; ++l) {
         __m256 wv[OB];
@@ -127,7 +143,7 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
         for (int j = 0; j < OB; ++j) wv[j] = _mm256_loadu_ps(wk + l * kUnit + j * kB);
 #pragma GCC unroll 12
         for (int i = 0; i < PX; ++i) {
-          const __m256 xv = _mm256_broadcast_ss(i == 0 ? x0 + l : xp + i * step + l);
+          const __m256 xv = _mm256_broadcast_ss(xs[i] + l);
 #pragma GCC unroll 2
           for (int j = 0; j < OB; ++j) acc[i][j] = _mm256_fmadd_ps(xv, wv[j], acc[i][j]);
         }
@@ -150,17 +166,17 @@ __attribute__((target("avx2,fma"))) void DirectTile(const TileArgs& t, const flo
 
 using TileFn = void (*)(const TileArgs&, const float*, const float*);
 
-template <int OB, int S, bool LEFT, int... PX>
+template <int OB, int S, bool LEFT, bool FLAT, int... PX>
 constexpr auto TableOf(std::integer_sequence<int, PX...>) {
-  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OB, S, LEFT>...};
+  return std::array<TileFn, sizeof...(PX)>{DirectTile<PX + 1, OB, S, LEFT, FLAT>...};
 }
 
 constexpr int64_t kWidest = 6;  // pixels of a two-block tile (twelve accumulators)
 
-template <int S, bool LEFT>
+template <int S, bool LEFT, bool FLAT = false>
 struct DirectTiles {
-  static constexpr auto one = TableOf<1, S, LEFT>(std::make_integer_sequence<int, kWidest>{});
-  static constexpr auto two = TableOf<2, S, LEFT>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto one = TableOf<1, S, LEFT, FLAT>(std::make_integer_sequence<int, kWidest>{});
+  static constexpr auto two = TableOf<2, S, LEFT, FLAT>(std::make_integer_sequence<int, kWidest>{});
 };
 
 struct TileSet {
@@ -168,15 +184,21 @@ struct TileSet {
   const TileFn* two;
   const TileFn* left_one;  // the rows' first tiles (null: the input is padded, every tile is interior)
   const TileFn* left_two;
+  bool flat;  // tiles run along the band's pixels across row ends (FlatTiles)
 };
 
 template <int S>
-constexpr TileSet kTiles{DirectTiles<S, false>::one.data(), DirectTiles<S, false>::two.data(), nullptr, nullptr};
+constexpr TileSet kTiles{DirectTiles<S, false>::one.data(), DirectTiles<S, false>::two.data(), nullptr, nullptr,
+                         false};
 template <int S>
 constexpr TileSet kLeftTiles{DirectTiles<S, false>::one.data(), DirectTiles<S, false>::two.data(),
-                             DirectTiles<S, true>::one.data(), DirectTiles<S, true>::two.data()};
+                             DirectTiles<S, true>::one.data(), DirectTiles<S, true>::two.data(), false};
+template <int S>
+constexpr TileSet kFlatTiles{DirectTiles<S, false, true>::one.data(), DirectTiles<S, false, true>::two.data(),
+                             nullptr, nullptr, true};
 
-TileSet TilesFor(int64_t stride, bool left_pad) {
+TileSet TilesFor(int64_t stride, bool left_pad, bool flat) {
+  if (flat) return stride == 1 ? kFlatTiles<1> : kFlatTiles<2>;
   if (left_pad) return stride == 1 ? kLeftTiles<1> : kLeftTiles<2>;
   return stride == 1 ? kTiles<1> : kTiles<2>;
 }
@@ -186,6 +208,64 @@ TileSet TilesFor(int64_t stride, bool left_pad) {
 int64_t BlocksPerPass(const BlockedConvGeometry& g) {
   const int64_t per_block = g.KH * g.KW * kB * kUnit * static_cast<int64_t>(sizeof(float));
   return std::max<int64_t>(1, (16 * 1024) / per_block);
+}
+
+// How much of a core's L2 (512 KiB on Zen 3) a group of output blocks'
+// weights may take beside the input rows its tasks read.
+constexpr int64_t kGroupWeights = 256 * 1024;
+
+// The weights the next (pass, unit) of DirectRows will read, prefetched a
+// share before each tile of the current one, where a unit's weights are more
+// than a group may hold (kGroupWeights): they come from L3 or memory once
+// (ResNet-50's 512-channel 3x3 conv: 9.4 MB, 288 KiB a unit), and the tiles of
+// a pass reading them in a burst of a few hundred lines waited on each
+// (2980 -> 2736 us). Where a unit's weights stay in L2 (its 128- and
+// 256-channel convs) the prefetches measured 1-2% slower.
+struct AheadFetch {
+  const char* next = nullptr;
+  const char* end = nullptr;
+  int64_t per_tile = 0;  // lines a tile's turn
+  void Start(const float* from, int64_t floats, int64_t tiles) {
+    next = reinterpret_cast<const char*>(from);
+    end = next + floats * static_cast<int64_t>(sizeof(float));
+    per_tile = (floats * static_cast<int64_t>(sizeof(float)) / 64 + tiles - 1) / std::max<int64_t>(1, tiles);
+  }
+  void Step() {
+    for (int64_t i = 0; i < per_tile && next < end; ++i, next += 64) _mm_prefetch(next, _MM_HINT_T0);
+  }
+};
+
+// A flat tile's width with `left` pixels to go: as few tiles as six-wide ones
+// need, of even widths.
+int64_t FlatTilePixels(int64_t left) {
+  const int64_t tiles = (left + kWidest - 1) / kWidest;
+  return (left + tiles - 1) / tiles;
+}
+
+// FlatRows: output rows [oh0, oh1) of image n from output block ob as one
+// run of pixels, tiles crossing row ends, on the padded copy (no tap left out:
+// t.tap0, t.tap1 cover the window). A row of 7 (ResNet-50's 512-channel
+// 14x14 -> 7x7 conv) was tiles of 4 + 3 pixels, 8 and 6 accumulators, too
+// few chains for the FMA latency; flat, the 49 pixels are 6,6,6,6,5,5,5,5,5
+// (as few tiles as six-wide ones need, of even widths). windows: each pixel's
+// window start in the padded input, from the band's first pixel on.
+void FlatRows(const BlockedConvGeometry& g, TileArgs& t, const TileFn* fns, const int64_t* windows, const float* w,
+              const float* bias, int64_t n, int64_t ob, int64_t oh0, int64_t oh1, AheadFetch& ahead) {
+  const int64_t out_plane = g.OH * g.OW * kB;
+  int64_t pixels[kWidest];
+  t.pixels = pixels;
+  t.tap0 = 0;
+  t.tap1 = g.KH * g.KW;
+  for (int64_t p = oh0 * g.OW, p0 = p, p1 = oh1 * g.OW, px = 0; p < p1; p += px) {
+    px = FlatTilePixels(p1 - p);
+    t.origin = windows[p - p0];
+    for (int64_t i = 0; i < px; ++i) pixels[i] = windows[p - p0 + i] - t.origin;
+    const int64_t at = (n * g.Mb() + ob) * out_plane + p * kB;
+    t.y = g.y + at;
+    t.z = g.z ? g.z + at : nullptr;
+    ahead.Step();
+    fns[px - 1](t, w, bias);
+  }
 }
 
 // Output rows [oh0, oh1) of image n, output units [u0, u1), on an input
@@ -205,6 +285,21 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
   t.offsets = offsets;
   t.x = g.x + n * g.Cb() * g.H * g.W * kB;
   const int64_t unit_weights = g.Cb() * g.KH * g.KW * kB * kUnit, per_pass = BlocksPerPass(g);
+  std::vector<int64_t> windows;  // flat tiles: each pixel's window start, worked out once a task
+  if (tiles.flat)
+    for (int64_t p = oh0 * g.OW; p < oh1 * g.OW; ++p)
+      windows.push_back(((p / g.OW) * g.sh * g.W + (p % g.OW) * g.sw) * kB);
+  // Tiles a (pass, unit) runs, over which the next one's weights are prefetched.
+  int64_t tiles_per_unit = 0;
+  if (tiles.flat) {
+    for (int64_t left = (oh1 - oh0) * g.OW; left > 0; ++tiles_per_unit) left -= FlatTilePixels(left);
+  } else {
+    for (int64_t ow = 0; ow < g.OW; ow += blocked_tile::TilePixels(g.OW - ow, kWidest)) ++tiles_per_unit;
+    tiles_per_unit *= oh1 - oh0;
+  }
+  const int64_t taps_block = g.KH * g.KW * kB * kUnit;  // one input block's weights of a unit
+  AheadFetch ahead;
+  const bool fetch_ahead = unit_weights * static_cast<int64_t>(sizeof(float)) > kGroupWeights;
   for (int64_t cb0 = 0; cb0 < g.Cb(); cb0 += per_pass) {
     t.cb0 = cb0;
     t.cb1 = std::min(g.Cb(), cb0 + per_pass);
@@ -214,6 +309,20 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
       const bool lone = 2 * u + 1 == g.Mb();  // the last unit of an odd block count
       const TileFn* fns = lone ? tiles.one : tiles.two;
       const TileFn* first_fns = tiles.left_one ? (lone ? tiles.left_one : tiles.left_two) : fns;
+      // The next (pass, unit): this pass's next unit, else the next pass's first.
+      ahead = AheadFetch{};
+      if (fetch_ahead && u + 1 < u1) {
+        ahead.Start(dw.w.data() + (u + 1) * unit_weights + cb0 * taps_block, (t.cb1 - cb0) * taps_block,
+                    tiles_per_unit);
+      } else if (fetch_ahead && t.cb1 < g.Cb()) {
+        ahead.Start(dw.w.data() + u0 * unit_weights + t.cb1 * taps_block,
+                    (std::min(g.Cb(), t.cb1 + per_pass) - t.cb1) * taps_block, tiles_per_unit);
+      }
+      if (tiles.flat) {
+        FlatRows(g, t, fns, windows.data(), dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit, n, 2 * u, oh0,
+                 oh1, ahead);
+        continue;
+      }
       for (int64_t oh = oh0; oh < oh1; ++oh) {
         const int64_t ih0 = oh * g.sh - g.pt;
         t.tap0 = std::max<int64_t>(0, -ih0) * g.KW;
@@ -224,6 +333,7 @@ void DirectRows(const BlockedConvGeometry& g, const DirectWeights& dw, const Til
           t.y = g.y + at;
           t.z = g.z ? g.z + at : nullptr;
           t.origin = (ih0 * g.W + ow * g.sw - g.pl) * kB;
+          ahead.Step();
           (ow == 0 ? first_fns : fns)[px - 1](t, dw.w.data() + u * unit_weights, dw.bias.data() + u * kUnit);
         }
       }
@@ -249,9 +359,18 @@ bool LeftPadInKernel(const BlockedConvGeometry& g) {
 
 constexpr int64_t kBandPixels = 96;
 
-// How much of a core's L2 (512 KiB on Zen 3) a group of output blocks'
-// weights may take beside the input rows its tasks read.
-constexpr int64_t kGroupWeights = 256 * 1024;
+// Whether tiles should run across row ends (FlatRows): rows whose own
+// tiles average under 4.5 pixels (7: 4 + 3, whose 3 x 2 tile has six
+// accumulator chains for the FMAs' eight in flight), where the copy that flat
+// tiles read is a small pass beside the conv's work on every output block (64
+// and more output channels). At 14 (6 + 4 + 4) the copy cost what the tiles
+// gained: ResNet-50's 256-channel conv onto 14x14 ran 3-7% slower flat.
+bool FlatTiles(const BlockedConvGeometry& g) {
+  int64_t tiles = 0;
+  for (int64_t ow = 0; ow < g.OW; ow += blocked_tile::TilePixels(g.OW - ow, kWidest)) ++tiles;
+  return g.OH > 1 && g.M >= 64 && 2 * g.OW < 9 * tiles;
+}
+
 
 }  // namespace
 #endif  // NEE_DIRECT_AVX2
@@ -276,10 +395,11 @@ void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& given) 
   // chains wait on the FMA latency (ResNet-50's 256-channel 28x28 -> 14x14
   // conv spent 14% of its time in its one border column per row), where the
   // copy is a pass over the input.
-  const bool left_pad = LeftPadInKernel(given);
-  if (!left_pad && HasBorderColumns(given)) BlockedDirectPadInput(ctx, given, &g);
+  const bool flat = FlatTiles(given);
+  const bool left_pad = !flat && LeftPadInKernel(given);
+  if (flat || (!left_pad && HasBorderColumns(given))) BlockedDirectPadInput(ctx, given, &g);
   const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g);
-  const TileSet tiles = TilesFor(g.sw, left_pad);
+  const TileSet tiles = TilesFor(g.sw, left_pad, flat);
   std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
   for (int64_t tap = 0; tap < g.KH * g.KW; ++tap) offsets[tap] = ((tap / g.KW) * g.W + tap % g.KW) * kB;
   const int threads = NumThreads(ctx);

@@ -8,7 +8,9 @@
 // pixels of one output row x 2 output blocks (twelve accumulators; 12 x 1
 // for a lone last block), weights packed once as [Mb][Cb][KH][KW][8][8]. Per
 // input block, tap and lane, each pixel of the tile is broadcast from where it
-// lies (stride apart) and meets the blocks' weight vectors. Each output is
+// lies (stride apart) and meets the blocks' weight vectors (on narrow images,
+// rows of 7 outputs, the tiles run along a band's pixels across row ends,
+// each pixel's window at its own offset in a zero-padded copy). Each output is
 // one FMA chain over (input block, tap row, tap column, lane) in that order,
 // started at the bias: the AVX-512 kernel's order, so the same bits as it,
 // whatever the tiling or the thread count.

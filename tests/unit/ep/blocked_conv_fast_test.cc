@@ -48,6 +48,7 @@ const std::vector<Geometry> kGeometries = {
     {"pointwise long", {1, 24, 13, 11}, {8, 24, 1, 1}, 1, 1, 0},      // 143 pixels in several chunks
     {"pointwise pairs", {1, 32, 9, 9}, {48, 32, 1, 1}, 1, 1, 0},      // AVX-512: three pairs, 81 pixels
     {"pointwise odd pairs", {2, 16, 7, 5}, {56, 16, 1, 1}, 1, 1, 0},  // AVX-512: 2 + 2 pairs, the last half
+    {"pointwise even tiles", {2, 16, 5, 5}, {32, 16, 1, 1}, 1, 1, 0},  // AVX2: 25 pixels as 5 x 5 tiles
     {"depthwise s1", {1, 16, 9, 11}, {16, 1, 3, 3}, 16, 1, 1},
     {"depthwise s2 even", {2, 8, 12, 14}, {8, 1, 3, 3}, 8, 2, 1},
     {"depthwise s2 odd", {1, 24, 11, 13}, {24, 1, 3, 3}, 24, 2, 1},
@@ -81,6 +82,12 @@ const std::vector<Geometry> kGeometries = {
     // last block), and 1 output a row (the first tile is the whole row).
     {"3x3 s2 left pad only", {2, 16, 9, 14}, {24, 16, 3, 3}, 1, 2, 1},
     {"3x3 s2 left pad narrow", {1, 24, 5, 2}, {16, 24, 3, 3}, 1, 2, 1},
+    // AVX2's flat tiles across row ends on the padded copy (rows of 7 and 5 outputs, 64 channels and more):
+    // ResNet-50's 14x14 -> 7x7 conv's shape, two images; a lone last block, a 5x5 window at stride 1.
+    {"3x3 s2 flat rows", {2, 16, 14, 14}, {64, 16, 3, 3}, 1, 2, 1},
+    {"5x5 s1 flat rows", {2, 8, 7, 4}, {72, 8, 5, 5}, 1, 1, 2},
+    // 288 KiB of weights a unit of two output blocks: the next pass's and unit's weights prefetched.
+    {"3x3 s2 weights ahead", {1, 512, 5, 6}, {64, 512, 3, 3}, 1, 2, 1},
 };
 
 // Random weights; over many inputs a window (fan-in beyond 256) scaled by
