@@ -378,6 +378,11 @@ TEST_P(QConvFastTest, QLinearConvPairedQuads) {
     }
   cases.push_back({"ragged_7x7", {1, 64, 7, 7}, {18, 64, 3, 3}, {pads1}, u8, s8, u8});
   cases.push_back({"ragged_14x14_int8", {2, 32, 14, 14}, {12, 32, 1, 1}, {}, s8, s8, s8});
+  // Small images with many output channels: on AVX2 at two and three threads the channels are split among the
+  // threads (RunImageByRows), paired rows with remainders too; 7x7 (three panels and a pixel) and 14x14 (twelve
+  // and a half-tile panel), a last row panel of 2 and 1 rows.
+  cases.push_back({"by_rows_7x7_m74", {1, 64, 7, 7}, {74, 64, 3, 3}, {pads1}, u8, s8, u8});
+  cases.push_back({"by_rows_14x14_m79_int8", {1, 130, 14, 14}, {79, 130, 2, 2}, {}, s8, s8, s8});
   cases.push_back({"no_remainders", {1, 40, 8, 8}, {12, 40, 3, 3}, {pads1}});
   cases.back().outlier_base = 32;  // no outliers: see below
   for (ConvCase& c : cases)
