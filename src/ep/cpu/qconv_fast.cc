@@ -469,8 +469,12 @@ void RunImageByRows(KernelContext& ctx, const QConvRun& run, int64_t grp, const 
     });
     return;
   }
+  // AVX2: a thread's row panels over groups of panels that stay in L2 with them (as PlanPanelBlocks blocks).
+  const int64_t fit = std::max<int64_t>(1, (96 * 1024) / panel_bytes);
   ctx.ParallelFor(ppg, 1, [&](int64_t begin, int64_t end) {
-    Tiles(run, grp, block, 0, panels, pixel_sums.data(), y, begin, end);
+    for (int64_t b0 = 0; b0 < panels; b0 += fit)
+      Tiles(run, grp, block + b0 * panel_bytes, b0, std::min(fit, panels - b0),
+            run.q->any_zw ? pixel_sums.data() + b0 * kCols : nullptr, y, begin, end);
   });
 }
 #endif
