@@ -47,8 +47,27 @@ inline bool LaneFits(int32_t a, int32_t b, int32_t c, int32_t d) {
 // 8 (e / 4) + 2 (e % 4) + {0, 1, 4, 5} (a vpmaddubsw lane of two k quads), e % 4 >= 2 never set; else group e
 // holds bytes 2e and 2e + 1. Sixteen groups a step where checking each lane's four weights in turn made the
 // packing a quarter of a ResNet-50 int8 session's first run.
+uint32_t MisfitsPortable(const int8_t* v, bool paired) {
+  uint32_t bits = 0;
+  for (int e = 0; e < 16; ++e) {
+    if (paired && e % 4 >= 2) continue;
+    const int k = paired ? 8 * (e / 4) + 2 * (e % 4) : 2 * e;
+    const bool fits = paired ? LaneFits(v[k], v[k + 1], v[k + 4], v[k + 5]) : LaneFits(v[k], v[k + 1], 0, 0);
+    if (!fits) bits |= 3u << (2 * e);
+  }
+  return bits;
+}
+
+// Bit i set: byte i of the 32 at a and b differ.
+uint32_t BytesDifferingPortable(const int8_t* a, const int8_t* b) {
+  uint32_t bits = 0;
+  for (int i = 0; i < 32; ++i)
+    if (a[i] != b[i]) bits |= 1u << i;
+  return bits;
+}
+
 #if defined(__x86_64__) || defined(__i386__)
-__attribute__((target("avx2"))) uint32_t Misfits(const int8_t* v, bool paired) {
+__attribute__((target("avx2"))) uint32_t MisfitsAvx2(const int8_t* v, bool paired) {
   const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v)), zero = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi8(1), limit = _mm256_set1_epi16(128);
   // Positive parts 0..127, negative ones 0..128 (abs(-128) is 0x80, 128 unsigned); pair sums in int16.
@@ -62,33 +81,25 @@ __attribute__((target("avx2"))) uint32_t Misfits(const int8_t* v, bool paired) {
   if (paired) bad = _mm256_and_si256(bad, _mm256_set1_epi64x(0xFFFFFFFF));
   return static_cast<uint32_t>(_mm256_movemask_epi8(bad));
 }
-#else
-uint32_t Misfits(const int8_t* v, bool paired) {
-  uint32_t bits = 0;
-  for (int e = 0; e < 16; ++e) {
-    if (paired && e % 4 >= 2) continue;
-    const int k = paired ? 8 * (e / 4) + 2 * (e % 4) : 2 * e;
-    const bool fits = paired ? LaneFits(v[k], v[k + 1], v[k + 4], v[k + 5]) : LaneFits(v[k], v[k + 1], 0, 0);
-    if (!fits) bits |= 3u << (2 * e);
-  }
-  return bits;
-}
-#endif
 
-// Bit q set: quad q of the 32 bytes at a and b differ (four bits a quad).
-#if defined(__x86_64__) || defined(__i386__)
-__attribute__((target("avx2"))) uint32_t QuadsDiffering(const int8_t* a, const int8_t* b) {
+__attribute__((target("avx2"))) uint32_t BytesDifferingAvx2(const int8_t* a, const int8_t* b) {
   const __m256i same = _mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)),
                                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)));
   return ~static_cast<uint32_t>(_mm256_movemask_epi8(same));
 }
-#else
-uint32_t QuadsDiffering(const int8_t* a, const int8_t* b) {
-  uint32_t bits = 0;
-  for (int i = 0; i < 32; ++i)
-    if (a[i] != b[i]) bits |= 1u << i;
-  return bits;
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
 }
+
+uint32_t Misfits(const int8_t* v, bool paired) { return HasAvx2() ? MisfitsAvx2(v, paired) : MisfitsPortable(v, paired); }
+uint32_t BytesDiffering(const int8_t* a, const int8_t* b) {
+  return HasAvx2() ? BytesDifferingAvx2(a, b) : BytesDifferingPortable(a, b);
+}
+#else
+uint32_t Misfits(const int8_t* v, bool paired) { return MisfitsPortable(v, paired); }
+uint32_t BytesDiffering(const int8_t* a, const int8_t* b) { return BytesDifferingPortable(a, b); }
 #endif
 
 // One row's weights `full` ([kquads * 4] signed, then 32 bytes of zeros) cut into `cut` (a copy) where a lane
@@ -155,7 +166,7 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
         if (!clamp) continue;
         // The cut quads' remainders as int16 pairs: bytes 0 and 2, bytes 1 and 3.
         for (int64_t c0 = 0; c0 < bytes_per_row; c0 += 32)
-          for (uint32_t bits = QuadsDiffering(full.data() + c0, cut.data() + c0); bits != 0;
+          for (uint32_t bits = BytesDiffering(full.data() + c0, cut.data() + c0); bits != 0;
                bits &= ~(0xFu << (__builtin_ctz(bits) & ~3))) {
             const int64_t quad = (c0 + (__builtin_ctz(bits) & ~3)) / 4;
             if (quad >= kquads) break;
