@@ -448,8 +448,9 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
 }
 
 #ifdef NEE_QCONV_X86
-// A small image (few pixel panels), VNNI: its panels packed once into one buffer (a task per panel), then the
-// threads split the output channels (pairs of row panels), each running its rows over every panel. Blocks of
+// A small image (few pixel panels; on AVX2 at most kAvx2ByRowsPanels, several threads): its panels packed once
+// into one buffer (a task per panel), then the threads split the output channels (VNNI: pairs of row panels),
+// each running its rows over every panel. Blocks of
 // pixels instead had each block stream all the weights (a 3x3 conv over 512 channels at 7x7: 2.4 MB) over one
 // or two panels, and on several threads the lone panel's tiles ran on one thread only.
 void RunImageByRows(KernelContext& ctx, const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panels,
