@@ -315,6 +315,10 @@ void FinishPanel(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* s
     RequantTile(run, m0, rows, sums, pixel_sums, count, y + m0 * P + p0);
 }
 
+// On several threads, AVX2 convs over images of at most this many pixel panels split their output channels among
+// the threads (RunImageByRows) instead of their pixels.
+constexpr int64_t kAvx2ByRowsPanels = 16;
+
 // Up to this many k quads a pair of whole pixel panels runs as two whole tiles requantized in registers.
 constexpr int64_t kWholePairQuads = 128;
 
@@ -375,24 +379,16 @@ void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t p
 }
 #endif
 
-void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panel_begin, int64_t panel_end,
-              uint8_t* y, std::vector<uint8_t>& scratch) {
+// The tiles of row panels [rp_begin, rp_end) of the group (all of them by default) over a block's packed
+// panels of X (AVX2 or portable): each row panel's weights stay in L1 while its tiles run over the block.
+void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel_begin, int64_t npanels,
+           const int32_t* pixel_sums, uint8_t* y, int64_t rp_begin = 0, int64_t rp_end = -1) {
   const QConvGeometry& g = *run.g;
   const QConvWeights& w = *run.w;
-  const int64_t K = g.K(), P = g.P(), kquads = w.kquads, npanels = panel_end - panel_begin;
-  const size_t block_bytes = static_cast<size_t>(npanels * kquads * kQuadB);
-  const size_t rows_bytes = run.avx2 ? 0 : static_cast<size_t>((K + 1) * kCols);
-  // The panels 64-byte aligned: a quad of pixels is one cache line, and no vector load splits one.
-  if (scratch.size() < block_bytes + rows_bytes + 64) scratch.resize(block_bytes + rows_bytes + 64);
-  uint8_t* block = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
-  std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
-  PackBlock(run, from, panel_begin, npanels, block, block + block_bytes, pixel_sums.data());
-#ifdef NEE_QCONV_X86
-  if (run.vnni) return TilesVnni(run, grp, block, panel_begin, npanels, pixel_sums.data(), y);
-#endif
+  const int64_t P = g.P(), kquads = w.kquads;
   const int64_t ppg = w.panels_per_group, panel_bytes = kquads * kQuadB;
   alignas(32) int32_t sums[kRows * kCols];
-  for (int64_t rp = 0; rp < ppg; ++rp) {
+  for (int64_t rp = rp_begin; rp < (rp_end < 0 ? ppg : rp_end); ++rp) {
     const int64_t panel = grp * ppg + rp;
     const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
     const int8_t* wp = w.data.data() + panel * kquads * kQuadA;
@@ -427,15 +423,34 @@ void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t
         TilePortable(rows_here, wp, xp, kquads, sums);
         AddRemaindersPortable(w.remainders.data(), rem_begin, xp, sums);
       }
-      RequantTile(run, m0, rows_here, sums, run.q->any_zw ? pixel_sums.data() + b * kCols : nullptr, count,
+      RequantTile(run, m0, rows_here, sums, run.q->any_zw ? pixel_sums + b * kCols : nullptr, count,
                   y + m0 * P + p0);
     }
   }
 }
 
+void RunBlock(const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panel_begin, int64_t panel_end,
+              uint8_t* y, std::vector<uint8_t>& scratch) {
+  const QConvGeometry& g = *run.g;
+  const QConvWeights& w = *run.w;
+  const int64_t K = g.K(), kquads = w.kquads, npanels = panel_end - panel_begin;
+  const size_t block_bytes = static_cast<size_t>(npanels * kquads * kQuadB);
+  const size_t rows_bytes = run.avx2 ? 0 : static_cast<size_t>((K + 1) * kCols);
+  // The panels 64-byte aligned: a quad of pixels is one cache line, and no vector load splits one.
+  if (scratch.size() < block_bytes + rows_bytes + 64) scratch.resize(block_bytes + rows_bytes + 64);
+  uint8_t* block = scratch.data() + (64 - reinterpret_cast<uintptr_t>(scratch.data()) % 64) % 64;
+  std::vector<int32_t> pixel_sums(run.q->any_zw ? static_cast<size_t>(npanels * kCols) : 0);
+  PackBlock(run, from, panel_begin, npanels, block, block + block_bytes, pixel_sums.data());
 #ifdef NEE_QCONV_X86
-// A small image (few pixel panels), VNNI: its panels packed once into one buffer (a task per panel), then the
-// threads split the output channels (pairs of row panels), each running its rows over every panel. Blocks of
+  if (run.vnni) return TilesVnni(run, grp, block, panel_begin, npanels, pixel_sums.data(), y);
+#endif
+  Tiles(run, grp, block, panel_begin, npanels, pixel_sums.data(), y);
+}
+
+#ifdef NEE_QCONV_X86
+// A small image (few pixel panels; on AVX2 at most kAvx2ByRowsPanels, several threads): its panels packed once
+// into one buffer (a task per panel), then the threads split the output channels (VNNI: pairs of row panels),
+// each running its rows over every panel. Blocks of
 // pixels instead had each block stream all the weights (a 3x3 conv over 512 channels at 7x7: 2.4 MB) over one
 // or two panels, and on several threads the lone panel's tiles ran on one thread only.
 void RunImageByRows(KernelContext& ctx, const QConvRun& run, int64_t grp, const BlockSource& from, int64_t panels,
@@ -448,9 +463,19 @@ void RunImageByRows(KernelContext& ctx, const QConvRun& run, int64_t grp, const 
     PackBlock(run, from, begin, end - begin, block + begin * panel_bytes, nullptr,
               run.q->any_zw ? pixel_sums.data() + begin * kCols : nullptr);
   });
-  const int64_t pairs = (ppg + 1) / 2;
-  ctx.ParallelFor(pairs, 1, [&](int64_t begin, int64_t end) {
-    TilesVnni(run, grp, block, 0, panels, pixel_sums.data(), y, 2 * begin, std::min(ppg, 2 * end));
+  if (run.vnni) {
+    const int64_t pairs = (ppg + 1) / 2;
+    ctx.ParallelFor(pairs, 1, [&](int64_t begin, int64_t end) {
+      TilesVnni(run, grp, block, 0, panels, pixel_sums.data(), y, 2 * begin, std::min(ppg, 2 * end));
+    });
+    return;
+  }
+  // AVX2: a thread's row panels over groups of panels that stay in L2 with them (as PlanPanelBlocks blocks).
+  const int64_t fit = std::max<int64_t>(1, (96 * 1024) / panel_bytes);
+  ctx.ParallelFor(ppg, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t b0 = 0; b0 < panels; b0 += fit)
+      Tiles(run, grp, block + b0 * panel_bytes, b0, std::min(fit, panels - b0),
+            run.q->any_zw ? pixel_sums.data() + b0 * kCols : nullptr, y, begin, end);
   });
 }
 #endif
@@ -701,7 +726,11 @@ Status QLinearConvFast(KernelContext& ctx) {
   // Few pixel panels (at most four, or two per thread) and enough output channels for every thread: all panels
   // packed at once and the channels split (RunImageByRows; one thread then streams the weights once). Eight per
   // thread (a 14x14 image's thirteen on two) measured no different on this shared machine.
-  const bool by_rows = vnni && panels <= std::max<int64_t>(4, 2 * threads) && weights->panels_per_group >= 4 * threads;
+  // On AVX2 the same on several threads for images of up to kAvx2ByRowsPanels panels: blocks of pixel panels
+  // split a 7x7 image's 3 whole panels and a pixel as 2 | 1 + 1 pixel, a 14x14 image's 12 and a half as 7 | 5.5.
+  const bool by_rows = (vnni && panels <= std::max<int64_t>(4, 2 * threads) && weights->panels_per_group >= 4 * threads) ||
+                       (!vnni && avx2 && threads > 1 && panels <= kAvx2ByRowsPanels &&
+                        weights->panels_per_group >= 4 * threads);
   const int64_t padded_bytes = g.Cg * g.hp * g.wp + 2 * kCols;  // slack for whole-vector reads
   // No tap of any output pixel outside the image: AVX2 reads x itself.
   const bool inside = g.ph == 0 && g.pw == 0 && g.hp == g.ih && g.wp == g.iw;

@@ -12,6 +12,7 @@
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/qconv_direct.h"
+#include "ep/cpu/qconv_weights.h"
 #include "ep/cpu/sgemm.h"
 
 namespace nee {
@@ -378,6 +379,11 @@ TEST_P(QConvFastTest, QLinearConvPairedQuads) {
     }
   cases.push_back({"ragged_7x7", {1, 64, 7, 7}, {18, 64, 3, 3}, {pads1}, u8, s8, u8});
   cases.push_back({"ragged_14x14_int8", {2, 32, 14, 14}, {12, 32, 1, 1}, {}, s8, s8, s8});
+  // Small images with many output channels: on AVX2 at two and three threads the channels are split among the
+  // threads (RunImageByRows), paired rows with remainders too; 7x7 (three panels and a pixel) and 14x14 (twelve
+  // and a half-tile panel), a last row panel of 2 and 1 rows.
+  cases.push_back({"by_rows_7x7_m74", {1, 64, 7, 7}, {74, 64, 3, 3}, {pads1}, u8, s8, u8});
+  cases.push_back({"by_rows_14x14_m79_int8", {1, 130, 14, 14}, {79, 130, 2, 2}, {}, s8, s8, s8});
   cases.push_back({"no_remainders", {1, 40, 8, 8}, {12, 40, 3, 3}, {pads1}});
   cases.back().outlier_base = 32;  // no outliers: see below
   for (ConvCase& c : cases)
@@ -404,6 +410,90 @@ TEST_P(QConvFastTest, QLinearConvPairedQuads) {
     w.data<int8_t>()[i] = static_cast<int8_t>(i % 97 == 0 ? -128 : i % 89 == 0 ? 127 : (i / 2) % 2 ? 32 : -32);
   Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "extremes");
+}
+
+// The AVX2 packing (qconv_weights.cc) against the rules it must keep, checked weight by weight: each packed byte
+// plus its listed remainder is the weight (int8, or uint8 shifted by 128); every lane of the packing fits — the
+// four weights of a lane of two paired quads, or the two of a pair elsewhere, have positive parts summing to at
+// most 128 and negative ones too —; a lane whose weights fit as they are is not cut; the row sums and the
+// depthwise taps are the weights'. Full-range, trained-like (small with outliers) and extreme (-128 / 127)
+// weights, int8 and uint8, K not a multiple of 4, 8 or 32, panels of 1-6 rows, groups.
+TEST(QConvWeights, PackingCutsOnlyLanesThatCouldSaturate) {
+  std::mt19937 rng(61);
+  int index = 0;
+  for (int64_t M : {1, 5, 6, 13, 40})
+    for (int64_t K : {1, 4, 7, 9, 31, 64, 130, 513})
+      for (int dist = 0; dist < 3; ++dist)
+        for (bool paired : {false, true}) {
+          const int v = index++;
+          const bool u8 = v % 2 == 1;
+          const int64_t group = v % 5 == 0 && M % 5 == 0 ? 5 : 1;
+          cpu::qconv::QConvGeometry g;
+          g.M = M, g.Mg = M / group, g.group = group, g.C = K * group, g.Cg = K, g.kh = 1, g.kw = 1;
+          std::vector<uint8_t> bytes(static_cast<size_t>(M * K));
+          std::uniform_int_distribution<int> any(-128, 127), small(-24, 24), one_in(0, 11), ends(0, 1);
+          for (uint8_t& b : bytes) {
+            const int w = dist == 0 ? any(rng) : dist == 1 ? (one_in(rng) ? small(rng) : any(rng)) : (ends(rng) ? 127 : -128);
+            b = static_cast<uint8_t>(u8 ? w + 128 : w);
+          }
+          Tensor w = Tensor::View(u8 ? DataType::kUint8 : DataType::kInt8, {M, K, 1, 1}, bytes.data(), nullptr);
+          const auto packed = cpu::qconv::PackWeights(g, w, true, paired);
+          const std::string name = "M" + std::to_string(M) + " K" + std::to_string(K) + " dist" + std::to_string(dist) +
+                                   (paired ? " paired" : "") + (u8 ? " uint8" : "") + " group" + std::to_string(group);
+          const int64_t kquads = (K + 3) / 4, ppg = (g.Mg + 5) / 6;
+          ASSERT_EQ(packed->kquads, kquads) << name;
+          for (int64_t m = 0; m < M; ++m) {
+            const int64_t grp = m / g.Mg, panel = grp * ppg + (m % g.Mg) / 6, r = (m % g.Mg) % 6;
+            std::vector<int32_t> full(static_cast<size_t>(kquads * 4), 0), cut(full.size(), 0), rem(full.size(), 0);
+            int32_t sum = 0;
+            for (int64_t k = 0; k < K; ++k) {
+              const uint8_t b = bytes[static_cast<size_t>(m * K + k)];
+              full[static_cast<size_t>(k)] = u8 ? static_cast<int32_t>(b) - 128 : static_cast<int8_t>(b);
+              sum += full[static_cast<size_t>(k)];
+            }
+            ASSERT_EQ(packed->row_sums[static_cast<size_t>(m)], sum) << name;
+            for (int64_t k = 0; k < kquads * 4; ++k)
+              cut[static_cast<size_t>(k)] = packed->data[static_cast<size_t>((panel * kquads + k / 4) * 24 + r * 4 + k % 4)];
+            const int64_t row = panel * 6 + r;
+            for (int64_t e = packed->remainder_begin[static_cast<size_t>(row)];
+                 e < packed->remainder_begin[static_cast<size_t>(row + 1)]; ++e) {
+              const auto& entry = packed->remainders[static_cast<size_t>(e)];
+              const int64_t k = (entry.offset & ~cpu::qconv::kEvenBytes) / 64 * 4 + ((entry.offset & cpu::qconv::kEvenBytes) ? 0 : 1);
+              rem[static_cast<size_t>(k)] += static_cast<int16_t>(entry.pair & 0xFFFF);
+              rem[static_cast<size_t>(k + 2)] += static_cast<int16_t>(static_cast<uint32_t>(entry.pair) >> 16);
+            }
+            for (int64_t k = 0; k < kquads * 4; ++k)
+              ASSERT_EQ(cut[static_cast<size_t>(k)] + rem[static_cast<size_t>(k)], full[static_cast<size_t>(k)])
+                  << name << " m" << m << " k" << k;
+            // The lanes: groups of four over the paired quads, pairs after them.
+            const int64_t paired_k = packed->paired ? kquads / 2 * 8 : 0;
+            auto check = [&](std::vector<int64_t> ks) {
+              int32_t pos = 0, neg = 0, full_pos = 0, full_neg = 0;
+              for (int64_t k : ks) {
+                pos += std::max(0, cut[static_cast<size_t>(k)]), neg += std::max(0, -cut[static_cast<size_t>(k)]);
+                full_pos += std::max(0, full[static_cast<size_t>(k)]), full_neg += std::max(0, -full[static_cast<size_t>(k)]);
+              }
+              EXPECT_LE(pos, 128) << name << " m" << m << " k" << ks[0];
+              EXPECT_LE(neg, 128) << name << " m" << m << " k" << ks[0];
+              if (full_pos <= 128 && full_neg <= 128)
+                for (int64_t k : ks) EXPECT_EQ(rem[static_cast<size_t>(k)], 0) << name << " m" << m << " k" << k;
+            };
+            for (int64_t k = 0; k < paired_k; k += 8) {
+              check({k, k + 1, k + 4, k + 5});
+              check({k + 2, k + 3, k + 6, k + 7});
+            }
+            for (int64_t k = paired_k; k < kquads * 4; k += 2) check({k, k + 1});
+          }
+        }
+  // Depthwise: the taps are the shifted weights, [M][K].
+  cpu::qconv::QConvGeometry g;
+  g.M = 20, g.Mg = 1, g.group = 20, g.C = 20, g.Cg = 1, g.kh = 3, g.kw = 3;
+  std::vector<uint8_t> bytes(180);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 37 + 11);
+  Tensor w = Tensor::View(DataType::kUint8, {20, 1, 3, 3}, bytes.data(), nullptr);
+  const auto packed = cpu::qconv::PackWeights(g, w, true, false);
+  ASSERT_EQ(packed->taps.size(), bytes.size());
+  for (size_t i = 0; i < bytes.size(); ++i) EXPECT_EQ(packed->taps[i], static_cast<int32_t>(bytes[i]) - 128) << i;
 }
 
 // The direct path (qconv_direct.cc, AVX-512 VNNI + VBMI: stride 1, undilated, group 1, channels a multiple of
