@@ -1,5 +1,7 @@
 // QLinearConv with one input and one output channel per group (depthwise),
 // AVX2, any stride, dilation and kernel of up to 127 taps: qconv_common.h.
+// Small planes of 16+ channels take the channels-innermost kernel below;
+// column stride 2 on larger planes qconv_depthwise_s2.cc; the rest this:
 //
 // Per (image, channel):
 //
