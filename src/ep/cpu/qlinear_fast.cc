@@ -4,6 +4,7 @@
 // without contraction; QLinearLeakyRelu through the reference's 256-entry table; QGemm as MatMulInteger's
 // exact product (quant_matmul.h), then the reference's float requantization of each element.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -314,6 +315,19 @@ __attribute__((target("avx2"))) int64_t SumBytesAvx2(const uint8_t* p, int64_t n
   int64_t i = 0;
   for (; i + 32 <= n; i += 32)
     acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i)), f), zero));
+  if (i < n && n >= 32) {
+    // The last n - i bytes as the 32 ending at n with the ones already summed masked off: one vector
+    // instead of a byte loop (MobileNetV2's 7x7 planes: 17 of their 49 bytes).
+    static constexpr auto kTail = [] {  // from kTail + r: 32 - r zero bytes, then r of 0xFF
+      std::array<uint8_t, 64> t{};
+      for (size_t k = 32; k < 64; ++k) t[k] = 0xFF;
+      return t;
+    }();
+    const __m256i keep = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTail.data() + (n - i)));
+    const __m256i last = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + n - 32)), f);
+    acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_and_si256(last, keep), zero));
+    i = n;
+  }
   alignas(32) int64_t lanes[4];
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc);
   int64_t sum = lanes[0] + lanes[1] + lanes[2] + lanes[3];

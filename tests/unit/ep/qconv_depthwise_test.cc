@@ -319,6 +319,51 @@ TEST_P(QConvDepthwiseTest, ManyChannelsOnSmallPlanes) {
   EXPECT_GT(cases.size(), 35u);
 }
 
+// Column stride 2 on planes too large for the sixteen-channel groups: qconv_depthwise_s2.cc's kernel, from a
+// byte copy of each plane (MobileNetV2's 112x112 and 56x56 at full size, with few channels and with 20),
+// every kernel width it takes (1 to 8: pairs of taps from one load, an odd last column paired across kernel
+// rows), kernel heights up to its limit of 16 and past it (the phase planes), row strides and row dilation
+// (its columns undilated), rows narrower and wider than a vector, pads wider than the kernel, batches and
+// int8 inputs and outputs, large multipliers.
+TEST_P(QConvDepthwiseTest, ColumnStrideTwoFromBytes) {
+  std::vector<DwCase> cases;
+  auto add = [&](DwCase c) { cases.push_back(std::move(c)); };
+  {
+    DwCase c;
+    c.strides = {2, 2};
+    c.name = "mnv2_112_c3", c.c = 3, c.h = 112, c.w = 112;
+    add(c);
+    c.name = "mnv2_56_c20_int8", c.c = 20, c.h = 56, c.w = 56, c.xt = kS8, c.yt = kS8;
+    add(c);
+    c.name = "odd_57x45_large_multipliers", c.c = 3, c.h = 57, c.w = 45, c.xt = kU8, c.yt = kU8, c.y_scale = 1e-5f;
+    add(c);
+  }
+  const std::vector<std::array<int64_t, 2>> kernels = {{1, 1}, {2, 2}, {1, 4}, {5, 5}, {7, 7}, {3, 8},
+                                                       {9, 3}, {16, 5}, {17, 3}, {4, 6}};
+  const DataType types[4][3] = {{kU8, kS8, kU8}, {kS8, kS8, kS8}, {kU8, kU8, kS8}, {kS8, kU8, kU8}};
+  int i = 0;
+  for (const auto& [kh, kw] : kernels) {
+    DwCase c;
+    c.kh = kh, c.kw = kw, c.c = 2 + i % 3, c.h = 20 + i, c.w = 31 + 7 * i;
+    c.pads = {kh / 2, kw / 2, (kh - 1) / 2, i % 2 ? kw + 1 : (kw - 1) / 2};
+    c.strides = {1 + i % 3, 2};
+    c.dilations = {1 + i % 2, 1};
+    const auto& t = types[i % 4];
+    c.xt = t[0], c.wt = t[1], c.yt = t[2];
+    c.weight_zero_points = i % 3 == 1;
+    c.per_channel = i % 4 != 2;
+    c.y_scale = i % 5 == 3 ? 1e-5f : 0.05f;
+    c.n = i % 4 == 1 ? 2 : 1;
+    c.name = "k" + std::to_string(kh) + "x" + std::to_string(kw) + "_w" + std::to_string(c.w) + "_sh" +
+             std::to_string(c.strides[0]) + "_dh" + std::to_string(c.dilations[0]);
+    ++i;
+    if (HasOutput(c)) add(c);
+  }
+  std::mt19937 rng(61);
+  for (const DwCase& c : cases) ExpectMatchesReference(c, Inputs(c, rng));
+  EXPECT_GE(cases.size(), 12u);
+}
+
 // Inputs at 255 (and 0) against weights at -128 and 127: the largest sums a tap pair can make, with
 // multipliers large and small.
 TEST_P(QConvDepthwiseTest, ExtremeInputsAndWeights) {
