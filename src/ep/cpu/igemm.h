@@ -206,17 +206,21 @@ constexpr int64_t kIgemmPairedCols = 6;  // columns of B per packed panel
 
 // Constant int8 B (k x n) packed for IgemmU8S8Paired: panels of 6 columns,
 // each [k octets][2 quads][6 columns][4 bytes] (k padded with zeros to whole
-// octets), clamped; col_sums over the original values; the remainders of
-// column j at [rem_begin[j], rem_begin[j + 1]).
+// quads, and by a zero quad to an even count), clamped; an octet holds the two
+// k quads the panel pairs (pairs: per panel and octet, the two quad indices,
+// chosen at packing so that few groups need clamping); col_sums over the
+// original values; the remainders of column j at [rem_begin[j], rem_begin[j + 1]).
 struct IgemmPackedS8Paired {
   struct Remainder {
-    int32_t k;  // row of B
-    int32_t r;  // B[k][j] minus the packed value
+    int32_t k;        // row of B
+    int32_t r;        // B[k][j] minus the packed value (an int8)
+    int32_t pattern;  // r's byte at byte k % 4, the others 0: what the kernel multiplies A's quad by
   };
   int64_t k = 0, n = 0;
   std::vector<int8_t> data;
   std::vector<int32_t> col_sums;   // panels * 6 (zero past n)
   std::vector<int64_t> rem_begin;  // panels * 6 + 1
+  std::vector<uint16_t> pairs;     // panels * octets * 2
   std::vector<Remainder> remainders;
 };
 // Whether IgemmU8S8Paired's AVX2 kernel runs now (AVX2, no VNNI, not forced

@@ -48,18 +48,78 @@ constexpr int64_t kQuadBytesA = kRowsA * 4;
 inline int64_t EvenQuads(int64_t k) { return ((k + 3) / 4 + 1) / 2 * 2; }
 
 // Clamps one group of four weights (see the top of the file) so that its
-// positive ones sum to at most 128 and its negative ones to at least -128,
-// in order; returns the clamped values in `packed`.
+// positive ones sum to at most 128 and its negative ones to at least -128;
+// returns the clamped values in `packed`. The excess is taken from the
+// largest magnitudes first, so that most groups need one remainder.
 void ClampGroup(const int32_t w[4], int32_t packed[4]) {
-  int32_t pos = 128, neg = -128;  // what is left to spend
+  int order[4] = {0, 1, 2, 3};
+  std::sort(order, order + 4, [&](int x, int y) { return std::abs(w[x]) > std::abs(w[y]) || (std::abs(w[x]) == std::abs(w[y]) && x < y); });
+  int32_t pos = 0, neg = 0;
   for (int t = 0; t < 4; ++t) {
-    if (w[t] > 0) {
-      packed[t] = std::min(w[t], pos);
-      pos -= packed[t];
-    } else {
-      packed[t] = std::max(w[t], neg);
-      neg -= packed[t];
+    packed[t] = w[t];
+    (w[t] > 0 ? pos : neg) += w[t];
+  }
+  int32_t pos_excess = std::max(0, pos - 128), neg_excess = std::max(0, -128 - neg);
+  for (int i : order) {
+    if (packed[i] > 0 && pos_excess > 0) {
+      const int32_t cut = std::min(packed[i], pos_excess);
+      packed[i] -= cut;
+      pos_excess -= cut;
+    } else if (packed[i] < 0 && neg_excess > 0) {
+      const int32_t cut = std::min(-packed[i], neg_excess);
+      packed[i] += cut;
+      neg_excess -= cut;
     }
+  }
+}
+
+// Whether a group of four weights adds exactly in int16 for any A (see the top of the file).
+inline bool GroupFits(const int32_t w[4]) {
+  int32_t pos = 0, neg = 0;
+  for (int t = 0; t < 4; ++t) (w[t] > 0 ? pos : neg) += w[t];
+  return pos <= 128 && neg >= -128;
+}
+
+// How many of the panel's groups (cols columns x 2) would need clamping were quads q0 and q1 paired.
+int PairCost(const int8_t* columns, size_t column_len, int64_t cols, int64_t q0, int64_t q1) {
+  int cost = 0;
+  for (int64_t r = 0; r < cols; ++r) {
+    const int8_t* c = columns + static_cast<size_t>(r) * column_len;
+    for (int g = 0; g < 2; ++g) {
+      const int32_t w[4] = {c[4 * q0 + 2 * g], c[4 * q0 + 2 * g + 1], c[4 * q1 + 2 * g], c[4 * q1 + 2 * g + 1]};
+      cost += GroupFits(w) ? 0 : 1;
+    }
+  }
+  return cost;
+}
+
+// Which quads a panel's octets pair (pairs[2 o], pairs[2 o + 1]): the quads in order, each still unpaired
+// one with the first later one whose pairing needs no clamping (most often the next), else the least
+// clamping among the next kScan. With ~1.7% of groups over the bound when quads pair in order (BERT-base
+// int8), this leaves ~0.1% of them, and as many fewer remainders.
+void PairQuads(const int8_t* columns, size_t column_len, int64_t cols, int64_t quads, uint16_t* pairs) {
+  constexpr int kScan = 64;
+  std::vector<char> used(static_cast<size_t>(quads), 0);
+  int64_t o = 0;
+  for (int64_t q0 = 0; q0 < quads; ++q0) {
+    if (used[static_cast<size_t>(q0)]) continue;
+    used[static_cast<size_t>(q0)] = 1;
+    int64_t best = -1;
+    int best_cost = 0, scanned = 0;
+    for (int64_t q1 = q0 + 1; q1 < quads && scanned < kScan; ++q1) {
+      if (used[static_cast<size_t>(q1)]) continue;
+      ++scanned;
+      const int cost = PairCost(columns, column_len, cols, q0, q1);
+      if (best < 0 || cost < best_cost) {
+        best = q1;
+        best_cost = cost;
+        if (cost == 0) break;
+      }
+    }
+    used[static_cast<size_t>(best)] = 1;  // quads is even: a partner is left
+    pairs[2 * o] = static_cast<uint16_t>(q0);
+    pairs[2 * o + 1] = static_cast<uint16_t>(best);
+    ++o;
   }
 }
 
@@ -123,6 +183,7 @@ __attribute__((target("avx2"))) uint32_t RowSumAvx2(const uint8_t* row, int64_t 
 struct TileArgs {
   const uint8_t* a = nullptr;  // A panel
   const int8_t* w = nullptr;   // B panel
+  const uint16_t* pairs = nullptr;  // the A quads of each octet (IgemmPackedS8Paired::pairs)
   int64_t octets = 0;
   const IgemmPackedS8Paired::Remainder* rem = nullptr;  // the panel's, by column
   const int64_t* rem_begin = nullptr;                   // kCols + 1 offsets into rem
@@ -180,12 +241,14 @@ template <int kHalves>
 __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
   // vpmaddwd reads the ones from memory: twelve accumulators, two x vectors and two products fill the registers.
   alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-  const uint8_t* x = t.a;
   const int8_t* w = t.w;
+  const uint16_t* pairs = t.pairs;
   __m256i c00 = _mm256_set1_epi32(t.start[0]), c01 = c00, c10 = _mm256_set1_epi32(t.start[1]), c11 = c10;
   __m256i c20 = _mm256_set1_epi32(t.start[2]), c21 = c20, c30 = _mm256_set1_epi32(t.start[3]), c31 = c30;
   __m256i c40 = _mm256_set1_epi32(t.start[4]), c41 = c40, c50 = _mm256_set1_epi32(t.start[5]), c51 = c50;
   for (int64_t o = 0; o < t.octets; ++o) {
+    const uint8_t* xa = t.a + static_cast<int64_t>(pairs[2 * o]) * kQuadBytesA;
+    const uint8_t* xb = t.a + static_cast<int64_t>(pairs[2 * o + 1]) * kQuadBytesA;
 // Each column's two quads broadcast by volatile asm (vbroadcastss: a load alone on Zen 3), so that GCC does not
 // hold the first half's twelve broadcasts in registers for the second half (loads have the room; registers do
 // not). Measured: ~105 GMAC/s at one thread on BERT's shapes against the quad tile's ~88; weights replicated
@@ -203,8 +266,8 @@ __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
   }
 #define NEE_PAIRED_HALF(h)                                                                          \
   if constexpr (kHalves > h) {                                                                      \
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * h));            \
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kQuadBytesA + 32 * h)); \
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + 32 * h));           \
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 32 * h));           \
     NEE_PAIRED_ROW(0, h)                                                                            \
     NEE_PAIRED_ROW(1, h)                                                                            \
     NEE_PAIRED_ROW(2, h)                                                                            \
@@ -217,27 +280,35 @@ __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
 #undef NEE_PAIRED_HALF
 #undef NEE_PAIRED_ROW
     w += kOctetBytesB;
-    x += 2 * kQuadBytesA;
+  }
+  // The clamped weights' remainders, for all rows at once: vpmaddubsw of A's quad k / 4 by the remainder
+  // placed at byte k % 4 of each four (its pattern; the other bytes 0, so no pair sum can saturate), then
+  // vpmaddwd by ones. Per column, into its named accumulators (an indexed array would live in memory).
+  if (t.rem_begin[0] != t.rem_begin[kCols]) {
+#define NEE_PAIRED_REMAINDERS(r)                                                                           \
+  for (int64_t e = t.rem_begin[r]; e < t.rem_begin[r + 1]; ++e) {                                          \
+    const IgemmPackedS8Paired::Remainder& re = t.rem[e];                                                   \
+    __m256i pv;                                                                                            \
+    __asm__("vbroadcastss %1, %0" : "=x"(pv) : "m"(re.pattern));                                           \
+    const uint8_t* xq = t.a + (re.k / 4) * kQuadBytesA;                                                    \
+    __m256i p0 = _mm256_maddubs_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), pv);       \
+    __asm__("vpmaddwd %1, %0, %0" : "+x"(p0) : "m"(kOnes));                                                \
+    c##r##0 = _mm256_add_epi32(c##r##0, p0);                                                               \
+    if constexpr (kHalves > 1) {                                                                           \
+      __m256i p1 = _mm256_maddubs_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), pv); \
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(p1) : "m"(kOnes));                                              \
+      c##r##1 = _mm256_add_epi32(c##r##1, p1);                                                             \
+    }                                                                                                      \
+  }
+    NEE_PAIRED_REMAINDERS(0)
+    NEE_PAIRED_REMAINDERS(1)
+    NEE_PAIRED_REMAINDERS(2)
+    NEE_PAIRED_REMAINDERS(3)
+    NEE_PAIRED_REMAINDERS(4)
+    NEE_PAIRED_REMAINDERS(5)
+#undef NEE_PAIRED_REMAINDERS
   }
   __m256i acc[kCols][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
-  // The clamped weights' remainders: byte k % 4 of each row's quad k / 4 of A, times the remainder (vpmaddwd
-  // of (a, 0) by (r, 0) pairs: exact), for all rows at once.
-  if (t.rem_begin[0] != t.rem_begin[kCols]) {
-    const __m256i low_byte = _mm256_set1_epi32(0xFF);
-    for (int64_t r = 0; r < kCols; ++r) {
-      for (int64_t e = t.rem_begin[r]; e < t.rem_begin[r + 1]; ++e) {
-        const int32_t kk = t.rem[e].k;
-        const __m256i rv = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint16_t>(t.rem[e].r)));
-        const __m128i shift = _mm_cvtsi32_si128((kk % 4) * 8);
-        const uint8_t* xq = t.a + (kk / 4) * kQuadBytesA;
-        for (int h = 0; h < kHalves; ++h) {
-          const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * h));
-          const __m256i av = _mm256_and_si256(_mm256_srl_epi32(xv, shift), low_byte);
-          acc[r][h] = _mm256_add_epi32(acc[r][h], _mm256_madd_epi16(av, rv));
-        }
-      }
-    }
-  }
   // Zero points: v = S - zb[j] * row_term[i] - za[i] * col_sum[j] (one za: already in start).
   if (t.zb) {
     for (int h = 0; h < kHalves; ++h) {
@@ -286,7 +357,7 @@ NEE_PAIRED_NO_CONTRACT void TilePortable(const TileArgs& t) {
   for (int64_t r = 0; r < kCols; ++r)
     for (int64_t i = 0; i < kRowsA; ++i) acc[r][i] = static_cast<uint32_t>(t.start[r]);
   for (int64_t p = 0; p < 2 * t.octets; ++p) {
-    const uint8_t* xq = t.a + p * kQuadBytesA;
+    const uint8_t* xq = t.a + static_cast<int64_t>(t.pairs[p]) * kQuadBytesA;
     const int8_t* wq = t.w + (p / 2) * kOctetBytesB + (p % 2) * kCols * 4;
     for (int64_t r = 0; r < kCols; ++r)
       for (int64_t i = 0; i < t.rows; ++i) {
@@ -328,7 +399,9 @@ bool IgemmPackS8Paired(int64_t k, int64_t n, const int8_t* b, int64_t ldb, doubl
   out->data.assign(static_cast<size_t>(panels * octets * kOctetBytesB), 0);
   out->col_sums.assign(static_cast<size_t>(panels * kCols), 0);
   out->rem_begin.assign(static_cast<size_t>(panels * kCols + 1), 0);
+  out->pairs.assign(static_cast<size_t>(panels * octets * 2), 0);
   out->remainders.clear();
+  if (quads > 65536) return false;  // quad indices are 16-bit
   const double limit = max_remainder_fraction * static_cast<double>(k) * static_cast<double>(n);
   // Columns of B in blocks of kBlock, each copied out column-major first (rows of B read contiguously, which
   // one column at a time would not be: a cache miss per byte on large weights).
@@ -344,38 +417,48 @@ bool IgemmPackS8Paired(int64_t k, int64_t n, const int8_t* b, int64_t ldb, doubl
     }
     for (int64_t jj = 0; jj < width; ++jj) {
       const int8_t* column = columns.data() + static_cast<size_t>(jj) * column_len;
-      const int64_t j = jb + jj;
       uint32_t sum = 0;
       for (int64_t kk = 0; kk < k; ++kk) sum += static_cast<uint32_t>(static_cast<int32_t>(column[kk]));
-      out->col_sums[static_cast<size_t>(j)] = static_cast<int32_t>(sum);
-      const int64_t q = j / kCols, r = j % kCols;
+      out->col_sums[static_cast<size_t>(jb + jj)] = static_cast<int32_t>(sum);
+    }
+    for (int64_t q = jb / kCols; q * kCols < jb + width; ++q) {
+      const int8_t* panel_columns = columns.data() + static_cast<size_t>(q * kCols - jb) * column_len;
+      const int64_t cols = std::min(kCols, n - q * kCols);
+      uint16_t* pairs = out->pairs.data() + q * octets * 2;
+      PairQuads(panel_columns, column_len, cols, quads, pairs);
       int8_t* panel = out->data.data() + q * octets * kOctetBytesB;
-      out->rem_begin[static_cast<size_t>(j)] = static_cast<int64_t>(out->remainders.size());
-      for (int64_t o = 0; o < octets; ++o) {
-        int8_t* quad0 = panel + o * kOctetBytesB + r * 4;
-        int8_t* quad1 = quad0 + kCols * 4;
-        std::memcpy(quad0, column + 8 * o, 4);
-        std::memcpy(quad1, column + 8 * o + 4, 4);
-        for (int g = 0; g < 2; ++g) {  // bytes (0, 1) or (2, 3) of both quads
-          int32_t w[4] = {column[8 * o + 2 * g], column[8 * o + 2 * g + 1], column[8 * o + 4 + 2 * g],
-                          column[8 * o + 5 + 2 * g]};
-          int32_t pos = 0, neg = 0;
-          for (int t = 0; t < 4; ++t) (w[t] > 0 ? pos : neg) += w[t];
-          if (pos <= 128 && neg >= -128) continue;  // nearly always: the bytes stay as copied
-          int32_t packed[4];
-          ClampGroup(w, packed);
-          int8_t* dst[4] = {quad0 + 2 * g, quad0 + 2 * g + 1, quad1 + 2 * g, quad1 + 2 * g + 1};
-          const int64_t ks[4] = {8 * o + 2 * g, 8 * o + 2 * g + 1, 8 * o + 4 + 2 * g, 8 * o + 5 + 2 * g};
-          for (int t = 0; t < 4; ++t) {
-            if (packed[t] == w[t]) continue;
-            *dst[t] = static_cast<int8_t>(packed[t]);
-            out->remainders.push_back({static_cast<int32_t>(ks[t]), w[t] - packed[t]});
-            if (static_cast<double>(out->remainders.size()) > limit) return false;
+      for (int64_t r = 0; r < cols; ++r) {
+        const int8_t* column = panel_columns + static_cast<size_t>(r) * column_len;
+        out->rem_begin[static_cast<size_t>(q * kCols + r)] = static_cast<int64_t>(out->remainders.size());
+        for (int64_t o = 0; o < octets; ++o) {
+          const int64_t q0 = pairs[2 * o], q1 = pairs[2 * o + 1];
+          int8_t* quad0 = panel + o * kOctetBytesB + r * 4;
+          int8_t* quad1 = quad0 + kCols * 4;
+          std::memcpy(quad0, column + 4 * q0, 4);
+          std::memcpy(quad1, column + 4 * q1, 4);
+          for (int g = 0; g < 2; ++g) {  // bytes (0, 1) or (2, 3) of both quads
+            const int64_t ks[4] = {4 * q0 + 2 * g, 4 * q0 + 2 * g + 1, 4 * q1 + 2 * g, 4 * q1 + 2 * g + 1};
+            int32_t w[4];
+            for (int t = 0; t < 4; ++t) w[t] = column[ks[t]];
+            if (GroupFits(w)) continue;  // nearly always: the bytes stay as copied
+            int32_t packed[4];
+            ClampGroup(w, packed);
+            int8_t* dst[4] = {quad0 + 2 * g, quad0 + 2 * g + 1, quad1 + 2 * g, quad1 + 2 * g + 1};
+            for (int t = 0; t < 4; ++t) {
+              if (packed[t] == w[t]) continue;
+              *dst[t] = static_cast<int8_t>(packed[t]);
+              const int32_t rem = w[t] - packed[t];  // |rem| <= |w| <= 128, with w's sign: an int8
+              out->remainders.push_back({static_cast<int32_t>(ks[t]), rem,
+                                         static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint8_t>(rem))
+                                                              << (8 * (ks[t] % 4)))});
+              if (static_cast<double>(out->remainders.size()) > limit) return false;
+            }
           }
         }
       }
     }
   }
+  // Columns past n (the last panel's padding) have none; nor does the end.
   for (int64_t j = n; j <= panels * kCols; ++j)
     out->rem_begin[static_cast<size_t>(j)] = static_cast<int64_t>(out->remainders.size());
   return true;
@@ -443,6 +526,7 @@ void IgemmU8S8Paired(const KernelContext* ctx, const uint8_t* a, int64_t m, int6
       }
       TileArgs t;
       t.w = b.data.data() + q * octets * kOctetBytesB;
+      t.pairs = b.pairs.data() + q * octets * 2;
       t.octets = octets;
       t.rem = b.remainders.data();
       t.rem_begin = b.rem_begin.data() + j0;
