@@ -194,7 +194,7 @@ void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPac
 // ---- u8 x s8 on AVX2, two k quads a chain (igemm_u8s8_paired.cc) -----------------
 //
 // MatMulInteger's product on AVX2 hosts without VNNI: the int8 weights are
-// broadcast and uint8 A is the vector operand (tiles of 6 columns of B x 16
+// broadcast and uint8 A is the vector operand (tiles of 4 columns of B x 16
 // rows of A), and two k quads' vpmaddubsw pair sums are added in int16 before
 // one vpmaddwd by ones: three multiplies per 64 multiply-adds where IgemmU8S8
 // takes four. Exact: each int16 lane's four weights are clamped at packing so
@@ -202,10 +202,10 @@ void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPac
 // magnitude, and the excess of each clamped weight is added back per tile in
 // registers (remainders, per column).
 
-constexpr int64_t kIgemmPairedCols = 6;  // columns of B per packed panel
+constexpr int64_t kIgemmPairedCols = 4;  // columns of B per packed panel
 
-// Constant int8 B (k x n) packed for IgemmU8S8Paired: panels of 6 columns,
-// each [k octets][2 quads][6 columns][4 bytes] (k padded with zeros to whole
+// Constant int8 B (k x n) packed for IgemmU8S8Paired: panels of 4 columns,
+// each [k octets][2 quads][4 columns][4 bytes] (k padded with zeros to whole
 // quads, and by a zero quad to an even count), clamped; an octet holds the two
 // k quads the panel pairs (pairs: per panel and octet, the two quad indices,
 // chosen at packing so that few groups need clamping); col_sums over the
@@ -218,8 +218,8 @@ struct IgemmPackedS8Paired {
   };
   int64_t k = 0, n = 0;
   std::vector<int8_t> data;
-  std::vector<int32_t> col_sums;   // panels * 6 (zero past n)
-  std::vector<int64_t> rem_begin;  // panels * 6 + 1
+  std::vector<int32_t> col_sums;   // panels * 4 (zero past n)
+  std::vector<int64_t> rem_begin;  // panels * 4 + 1
   std::vector<uint16_t> pairs;     // panels * octets * 2
   std::vector<Remainder> remainders;
 };

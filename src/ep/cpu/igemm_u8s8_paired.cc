@@ -2,10 +2,16 @@
 // VNNI, two k quads per multiply-add chain (igemm.h, IgemmU8S8Paired).
 //
 // Orientation: the int8 weights are the broadcast operand and the uint8
-// activations the vector one, so a tile is 6 output columns (B's columns, one
+// activations the vector one, so a tile is 4 output columns (B's columns, one
 // broadcast quad each) x 16 rows of A (two vectors of 8 rows' quads), and the
 // int32 sums come out transposed; the epilogue transposes them in registers
-// before it stores. Per octet of k (two quads), row of B and half tile:
+// before it stores. Four columns, not six: with both halves' quads in
+// registers each column's two broadcasts serve both halves (6 columns x 16
+// rows had to broadcast per half, 12 registers of accumulators): half the
+// broadcasts, which Zen 3 runs on the vector pipes too. Thread-CPU minimum,
+// BERT-base shapes (128 x 768 x 3072, 128 x 3072 x 768, 128 x 768 x 768, its
+// weights' spread): 102-106 GMAC/s against 92-96 for 6 x 16 and 85-91 for
+// igemm_u8s8.cc's quad tile. Per octet of k (two quads), row of B and half tile:
 //   vpmaddubsw(x quad 0, w quad 0) + vpmaddubsw(x quad 1, w quad 1)   (int16)
 //   vpmaddwd by ones, vpaddd                                           (int32)
 // three multiplies per 64 multiply-adds where igemm_u8s8.cc's quad tile takes
@@ -201,84 +207,75 @@ struct TileArgs {
   int64_t cols = 0;                  // columns to store (<= kCols)
 };
 
-// Eight rows of A's results for the tile's six columns, v[r] = column r's
-// values for rows 0-7 (r >= 6 zero), transposed and stored: row i gets
-// columns [0, cols).
-__attribute__((target("avx2"), always_inline)) inline void StoreTransposed(const __m256 v[6], float* out, int64_t ld,
+// Eight rows of A's results for the tile's four columns, v[r] = column r's
+// values for rows 0-7, transposed and stored: row i gets columns [0, cols).
+__attribute__((target("avx2"), always_inline)) inline void StoreTransposed(const __m256 v[4], float* out, int64_t ld,
                                                                            int64_t rows, int64_t cols) {
-  const __m256 z = _mm256_setzero_ps();
+  static_assert(kCols == 4, "four columns a tile");
   const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
   const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-  // Columns 0-3 of rows (0, 4), (1, 5), (2, 6), (3, 7); columns 4-5 likewise in the low pair of u4-u7.
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 u1 = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 u3 = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 u4 = _mm256_shuffle_ps(t4, z, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 u5 = _mm256_shuffle_ps(t4, z, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m256 u6 = _mm256_shuffle_ps(t5, z, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m256 u7 = _mm256_shuffle_ps(t5, z, _MM_SHUFFLE(3, 2, 3, 2));
-  // Row i: columns 0-3 from u(i % 4)'s lane i / 4, columns 4-5 from u(4 + i % 4)'s lane i / 4 (low two).
-  alignas(32) float row_vals[8][8];
-  const __m256 lo[4] = {u0, u1, u2, u3}, hi[4] = {u4, u5, u6, u7};
-  for (int i = 0; i < 4; ++i) {
-    _mm256_store_ps(row_vals[i], _mm256_permute2f128_ps(lo[i], hi[i], 0x20));
-    _mm256_store_ps(row_vals[i + 4], _mm256_permute2f128_ps(lo[i], hi[i], 0x31));
-  }
-  if (cols == kCols) {
-    for (int64_t i = 0; i < rows; ++i) {
-      _mm_storeu_ps(out + i * ld, _mm_load_ps(row_vals[i]));
-      _mm_storel_pi(reinterpret_cast<__m64*>(out + i * ld + 4), _mm_load_ps(row_vals[i] + 4));
+  // u[i]: row i's four columns in the low half, row i + 4's in the high half.
+  const __m256 u[4] = {_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)),
+                       _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2))};
+  if (cols == kCols && rows == 8) {
+    for (int i = 0; i < 4; ++i) {
+      _mm_storeu_ps(out + i * ld, _mm256_castps256_ps128(u[i]));
+      _mm_storeu_ps(out + (i + 4) * ld, _mm256_extractf128_ps(u[i], 1));
     }
-  } else {
-    for (int64_t i = 0; i < rows; ++i) std::memcpy(out + i * ld, row_vals[i], static_cast<size_t>(cols) * sizeof(float));
+    return;
   }
+  alignas(32) float row_vals[8][4];
+  for (int i = 0; i < 4; ++i) {
+    _mm_store_ps(row_vals[i], _mm256_castps256_ps128(u[i]));
+    _mm_store_ps(row_vals[i + 4], _mm256_extractf128_ps(u[i], 1));
+  }
+  for (int64_t i = 0; i < rows; ++i) std::memcpy(out + i * ld, row_vals[i], static_cast<size_t>(cols) * sizeof(float));
 }
 
-// One tile: kHalves vectors of 8 rows of A x 6 columns of B.
+// One tile: kHalves vectors of 8 rows of A x 4 columns of B.
 template <int kHalves>
 __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
-  // vpmaddwd reads the ones from memory: twelve accumulators, two x vectors and two products fill the registers.
+  // vpmaddwd reads the ones from memory: eight accumulators, four x vectors, two broadcasts and two products
+  // fill the registers.
   alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   const int8_t* w = t.w;
   const uint16_t* pairs = t.pairs;
   __m256i c00 = _mm256_set1_epi32(t.start[0]), c01 = c00, c10 = _mm256_set1_epi32(t.start[1]), c11 = c10;
   __m256i c20 = _mm256_set1_epi32(t.start[2]), c21 = c20, c30 = _mm256_set1_epi32(t.start[3]), c31 = c30;
-  __m256i c40 = _mm256_set1_epi32(t.start[4]), c41 = c40, c50 = _mm256_set1_epi32(t.start[5]), c51 = c50;
   for (int64_t o = 0; o < t.octets; ++o) {
     const uint8_t* xa = t.a + static_cast<int64_t>(pairs[2 * o]) * kQuadBytesA;
     const uint8_t* xb = t.a + static_cast<int64_t>(pairs[2 * o + 1]) * kQuadBytesA;
-// Each column's two quads broadcast by volatile asm (vbroadcastss: a load alone on Zen 3), so that GCC does not
-// hold the first half's twelve broadcasts in registers for the second half (loads have the room; registers do
-// not). Measured: ~105 GMAC/s at one thread on BERT's shapes against the quad tile's ~88; weights replicated
-// into full 32-byte operands (no broadcast) were slower (~90: the replicated panel spills out of L1).
-#define NEE_PAIRED_ROW(r, h)                                                              \
-  {                                                                                       \
-    const auto* wq = reinterpret_cast<const int32_t*>(w + 4 * r);                         \
-    __m256i p, q;                                                                         \
-    __asm__ volatile("vbroadcastss %1, %0" : "=x"(p) : "m"(wq[0]));                       \
-    __asm__ volatile("vbroadcastss %1, %0" : "=x"(q) : "m"(wq[kCols]));                   \
-    p = _mm256_add_epi16(_mm256_maddubs_epi16(x0, p), _mm256_maddubs_epi16(x1, q));       \
-    __asm__("vpmaddwd %1, %0, %0" : "+x"(p) : "m"(kOnes));                                \
-    c##r##h = _mm256_add_epi32(c##r##h, p);                                               \
-    __asm__ volatile("" : "+x"(c##r##h));                                                 \
+    // Both quads of both halves in registers (four), each column's two quads broadcast once for both halves:
+    // with eight accumulators and two products that is all sixteen registers. vbroadcastss by volatile asm:
+    // a load on its own, in this order.
+    const __m256i x00 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa));
+    const __m256i x10 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb));
+    __m256i x01 = x00, x11 = x10;
+    if constexpr (kHalves > 1) {
+      x01 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + 32));
+      x11 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 32));
+    }
+#define NEE_PAIRED_COLUMN(r)                                                                \
+  {                                                                                         \
+    const auto* wq = reinterpret_cast<const int32_t*>(w + 4 * r);                           \
+    __m256i p, q;                                                                           \
+    __asm__ volatile("vbroadcastss %1, %0" : "=x"(p) : "m"(wq[0]));                         \
+    __asm__ volatile("vbroadcastss %1, %0" : "=x"(q) : "m"(wq[kCols]));                     \
+    __m256i s0 = _mm256_add_epi16(_mm256_maddubs_epi16(x00, p), _mm256_maddubs_epi16(x10, q)); \
+    __asm__("vpmaddwd %1, %0, %0" : "+x"(s0) : "m"(kOnes));                                 \
+    c##r##0 = _mm256_add_epi32(c##r##0, s0);                                                \
+    if constexpr (kHalves > 1) {                                                            \
+      __m256i s1 = _mm256_add_epi16(_mm256_maddubs_epi16(x01, p), _mm256_maddubs_epi16(x11, q)); \
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(s1) : "m"(kOnes));                               \
+      c##r##1 = _mm256_add_epi32(c##r##1, s1);                                              \
+    }                                                                                       \
+    __asm__ volatile("" : "+x"(c##r##0), "+x"(c##r##1));                                    \
   }
-#define NEE_PAIRED_HALF(h)                                                                          \
-  if constexpr (kHalves > h) {                                                                      \
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xa + 32 * h));           \
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 32 * h));           \
-    NEE_PAIRED_ROW(0, h)                                                                            \
-    NEE_PAIRED_ROW(1, h)                                                                            \
-    NEE_PAIRED_ROW(2, h)                                                                            \
-    NEE_PAIRED_ROW(3, h)                                                                            \
-    NEE_PAIRED_ROW(4, h)                                                                            \
-    NEE_PAIRED_ROW(5, h)                                                                            \
-  }
-    NEE_PAIRED_HALF(0)
-    NEE_PAIRED_HALF(1)
-#undef NEE_PAIRED_HALF
-#undef NEE_PAIRED_ROW
+    NEE_PAIRED_COLUMN(0)
+    NEE_PAIRED_COLUMN(1)
+    NEE_PAIRED_COLUMN(2)
+    NEE_PAIRED_COLUMN(3)
+#undef NEE_PAIRED_COLUMN
     w += kOctetBytesB;
   }
   // The clamped weights' remainders, for all rows at once: vpmaddubsw of A's quad k / 4 by the remainder
@@ -304,11 +301,9 @@ __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
     NEE_PAIRED_REMAINDERS(1)
     NEE_PAIRED_REMAINDERS(2)
     NEE_PAIRED_REMAINDERS(3)
-    NEE_PAIRED_REMAINDERS(4)
-    NEE_PAIRED_REMAINDERS(5)
 #undef NEE_PAIRED_REMAINDERS
   }
-  __m256i acc[kCols][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  __m256i acc[kCols][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
   // Zero points: v = S - zb[j] * row_term[i] - za[i] * col_sum[j] (one za: already in start).
   if (t.zb) {
     for (int h = 0; h < kHalves; ++h) {
