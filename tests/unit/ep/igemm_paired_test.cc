@@ -1,13 +1,15 @@
 // The paired u8 x s8 GEMM (ep/cpu/igemm_u8s8_paired.cc: int8 weights broadcast, two k quads per
 // vpmaddwd, saturating weight groups clamped with remainders) against plain int64 sums and, through
 // MatMulIntegerToFloat / MatMulInteger, against the reference kernels: bitwise, under each ISA limit
-// (the AVX2 tile and the portable loops), at 1, 2 and 3 threads, around every panel edge.
+// (the AVX2 tile and the portable loops), at 1, 2 and 3 threads, around every panel edge. Also the
+// rounding of DynamicQuantizeLinear's fast kernel (quant_fast.cc), which feeds it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -185,6 +187,43 @@ TEST_P(IgemmPairedTest, MatMulOpsMatchReference) {
         testing::ExpectBitwise(outputs[0].tensor(), ref->outputs[0].tensor(),
                                std::string(op.name) + " " + std::to_string(m) + "x" + std::to_string(k) + "x" +
                                    std::to_string(n) + " threads " + std::to_string(threads));
+      }
+    }
+  }
+}
+
+// QuantizeToUint8 (DynamicQuantizeLinear's and QuantizeLinear's rounding: the AVX2 loop rounds x * (1 / scale)
+// where that provably equals rounding x / scale) against the scalar formula, on quotients at and around
+// half-integers, large ones, NaN, infinities, and scales whose reciprocal is not a normal float.
+TEST_P(IgemmPairedTest, QuantizeToUint8MatchesDivision) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::mt19937 rng(55);
+  std::uniform_real_distribution<float> dist(-300.0f, 300.0f);
+  for (float scale : {0.0123f, 0.5f, 3.0f, 1e-30f, 3e38f, 1e-39f, -0.02f}) {
+    for (float zero_point : {0.0f, 128.0f, 255.0f}) {
+      std::vector<float> x;
+      for (int h = -300; h <= 300; ++h) {
+        const float center = (static_cast<float>(h) + 0.5f) * scale;
+        x.push_back(center);
+        float up = center, down = center;
+        for (int step = 0; step < 40; ++step) {  // the neighbours of each half, a few ulps and further out
+          up = std::nextafter(up, inf);
+          down = std::nextafter(down, -inf);
+          x.push_back(up);
+          x.push_back(down);
+        }
+        x.push_back(center * (1.0f + 1.0f / 4096));
+        x.push_back(center * (1.0f - 1.0f / 4096));
+      }
+      for (int r = 0; r < 2000; ++r) x.push_back(dist(rng) * scale);
+      for (float special : {nan, inf, -inf, 0.0f, -0.0f, 1e30f, -1e30f}) x.push_back(special);
+      std::vector<uint8_t> got(x.size());
+      cpu::QuantizeToUint8(x.data(), static_cast<int64_t>(x.size()), scale, zero_point, got.data());
+      for (size_t i = 0; i < x.size(); ++i) {
+        volatile float quotient = x[i] / scale;
+        const float q = std::nearbyint(static_cast<float>(quotient)) + zero_point;
+        const uint8_t want = static_cast<uint8_t>(std::isnan(q) ? zero_point : std::clamp(q, 0.0f, 255.0f));
+        ASSERT_EQ(got[i], want) << "x " << x[i] << " scale " << scale << " zero point " << zero_point;
       }
     }
   }
