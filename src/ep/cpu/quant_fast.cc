@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <memory>
 
 #include "ep/cpu/conv_int_geometry.h"
@@ -564,36 +563,14 @@ __attribute__((target("avx2,fma"))) void RangeAvx2(const float* x, int64_t n, fl
 }
 
 // The same division and round-half-to-even as the scalar loop (vroundps in
-// nearest mode is nearbyint under the default rounding mode). vdivps is
-// slow (one vector per ~3.5 cycles on Zen 3, most of the op's time), so each
-// vector first rounds x * (1 / scale): that product is within 2^-22 relative
-// (two roundings) of x / scale, as is the float quotient (one), so where the
-// product lies below 512 in magnitude (2^-13 absolute) and more than 2^-11
-// from every half-integer, both round to the same integer, the one the
-// quotient gives. A vector with a lane outside that (rare: ~0.1% of lanes are
-// that near a half, and |x / scale| <= 255 by DynamicQuantizeLinear's range)
-// takes the division. NaN lanes take it too (the compare fails for them),
-// and every vector does when 1 / scale is not a normal float (its rounding
-// error would not be relative then).
+// nearest mode is nearbyint under the default rounding mode).
 __attribute__((target("avx2,fma"))) void QuantizeAvx2(const float* x, int64_t n, float scale, float zero_point,
                                                       uint8_t* y) {
-  const float inv = 1.0f / scale;
   const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zero_point);
-  const __m256 vinv = _mm256_set1_ps(std::isnormal(inv) ? inv : std::numeric_limits<float>::quiet_NaN());
   const __m256 vmax = _mm256_set1_ps(255.0f), vmin = _mm256_setzero_ps();
-  const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f);
-  const __m256 near_half = _mm256_set1_ps(1.0f / 2048), limit = _mm256_set1_ps(512.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 xv = _mm256_loadu_ps(x + i);
-    const __m256 prod = _mm256_mul_ps(xv, vinv);
-    __m256 q = _mm256_round_ps(prod, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    // |prod - q| is exact (q the integer nearest prod, |prod| < 2^23); its distance from 0.5 decides.
-    const __m256 off = _mm256_andnot_ps(sign, _mm256_sub_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(prod, q)), half));
-    const __m256 safe = _mm256_and_ps(_mm256_cmp_ps(off, near_half, _CMP_GT_OQ),
-                                      _mm256_cmp_ps(_mm256_andnot_ps(sign, prod), limit, _CMP_LT_OQ));
-    if (_mm256_movemask_ps(safe) != 0xFF)
-      q = _mm256_round_ps(_mm256_div_ps(xv, vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     q = _mm256_add_ps(q, vz);
     const __m256 nan = _mm256_cmp_ps(q, q, _CMP_UNORD_Q);
     q = _mm256_min_ps(_mm256_max_ps(q, vmin), vmax);

@@ -192,9 +192,9 @@ TEST_P(IgemmPairedTest, MatMulOpsMatchReference) {
   }
 }
 
-// QuantizeToUint8 (DynamicQuantizeLinear's and QuantizeLinear's rounding: the AVX2 loop rounds x * (1 / scale)
-// where that provably equals rounding x / scale) against the scalar formula, on quotients at and around
-// half-integers, large ones, NaN, infinities, and scales whose reciprocal is not a normal float.
+// QuantizeToUint8 (DynamicQuantizeLinear's and QuantizeLinear's rounding, which feeds the paired GEMM) against
+// the scalar formula, on quotients at and around half-integers, large ones, NaN, infinities, and scales whose
+// reciprocal is not a normal float (the cases a faster rounding by x * (1 / scale) would have to get right).
 TEST_P(IgemmPairedTest, QuantizeToUint8MatchesDivision) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   std::mt19937 rng(55);
