@@ -79,10 +79,12 @@ void ClampGroup(const int32_t w[4], int32_t packed[4]) {
   }
 }
 
-// Whether a group of four weights adds exactly in int16 for any A (see the top of the file).
-inline bool GroupFits(const int32_t w[4]) {
-  int32_t pos = 0, neg = 0;
-  for (int t = 0; t < 4; ++t) (w[t] > 0 ? pos : neg) += w[t];
+// Whether a group of four weights adds exactly in int16 for any A (see the top of the file). Scalar on
+// purpose: GCC's vectorized form loaded the four values just stored one by one (a store-forwarding stall
+// per group, most of the packing's time).
+inline bool GroupFits(int32_t w0, int32_t w1, int32_t w2, int32_t w3) {
+  const int32_t pos = std::max(w0, 0) + std::max(w1, 0) + std::max(w2, 0) + std::max(w3, 0);
+  const int32_t neg = std::min(w0, 0) + std::min(w1, 0) + std::min(w2, 0) + std::min(w3, 0);
   return pos <= 128 && neg >= -128;
 }
 
@@ -92,8 +94,7 @@ int PairCost(const int8_t* columns, size_t column_len, int64_t cols, int64_t q0,
   for (int64_t r = 0; r < cols; ++r) {
     const int8_t* c = columns + static_cast<size_t>(r) * column_len;
     for (int g = 0; g < 2; ++g) {
-      const int32_t w[4] = {c[4 * q0 + 2 * g], c[4 * q0 + 2 * g + 1], c[4 * q1 + 2 * g], c[4 * q1 + 2 * g + 1]};
-      cost += GroupFits(w) ? 0 : 1;
+      cost += GroupFits(c[4 * q0 + 2 * g], c[4 * q0 + 2 * g + 1], c[4 * q1 + 2 * g], c[4 * q1 + 2 * g + 1]) ? 0 : 1;
     }
   }
   return cost;
@@ -406,9 +407,13 @@ bool IgemmPackS8Paired(int64_t k, int64_t n, const int8_t* b, int64_t ldb, doubl
   for (int64_t jb = 0; jb < n; jb += kBlock) {
     const int64_t width = std::min(kBlock, n - jb);
     std::fill(columns.begin(), columns.end(), int8_t{0});
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const int8_t* row = b + kk * ldb + jb;
-      for (int64_t jj = 0; jj < width; ++jj) columns[static_cast<size_t>(jj) * column_len + static_cast<size_t>(kk)] = row[jj];
+    // Runs of 64 rows, so that the columns' lines being written stay in L1.
+    for (int64_t k0 = 0; k0 < k; k0 += 64) {
+      const int64_t k1 = std::min(k, k0 + 64);
+      for (int64_t jj = 0; jj < width; ++jj) {
+        int8_t* column = columns.data() + static_cast<size_t>(jj) * column_len;
+        for (int64_t kk = k0; kk < k1; ++kk) column[kk] = b[kk * ldb + jb + jj];
+      }
     }
     for (int64_t jj = 0; jj < width; ++jj) {
       const int8_t* column = columns.data() + static_cast<size_t>(jj) * column_len;
@@ -433,9 +438,9 @@ bool IgemmPackS8Paired(int64_t k, int64_t n, const int8_t* b, int64_t ldb, doubl
           std::memcpy(quad1, column + 4 * q1, 4);
           for (int g = 0; g < 2; ++g) {  // bytes (0, 1) or (2, 3) of both quads
             const int64_t ks[4] = {4 * q0 + 2 * g, 4 * q0 + 2 * g + 1, 4 * q1 + 2 * g, 4 * q1 + 2 * g + 1};
+            if (GroupFits(column[ks[0]], column[ks[1]], column[ks[2]], column[ks[3]])) continue;  // nearly always
             int32_t w[4];
             for (int t = 0; t < 4; ++t) w[t] = column[ks[t]];
-            if (GroupFits(w)) continue;  // nearly always: the bytes stay as copied
             int32_t packed[4];
             ClampGroup(w, packed);
             int8_t* dst[4] = {quad0 + 2 * g, quad0 + 2 * g + 1, quad1 + 2 * g, quad1 + 2 * g + 1};
