@@ -295,10 +295,11 @@ namespace {
 // more work, still less than the widened kernel's ~12% (BERT-base int8: 0.05%
 // on average, 0.2% at most).
 constexpr double kMaxRemainderFraction = 0.005;
-// The paired kernel's remainders are per weight, each a vector multiply-add
-// per 16 rows of A (a weight's share of the main loop is ~2 operations):
-// at most 1% of the weights keeps them under ~10% of the work (BERT-base
-// int8: ~0.45%).
+// The paired kernel's remainders are per weight, each a vpmaddubsw,
+// vpmaddwd and vpaddd per 8 rows of A (a weight's share of the main loop is
+// about one operation): at most 1% of the weights keeps them under ~5% of
+// the work (BERT-base and GPT-2 int8, their k quads paired per panel to
+// avoid them: ~0.03%).
 constexpr double kMaxPairedRemainderFraction = 0.01;
 
 }  // namespace
