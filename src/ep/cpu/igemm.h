@@ -191,6 +191,52 @@ void IgemmU8S8(const KernelContext* ctx, const IgemmPackedAU8& a, const IgemmPac
                int64_t za_stride, const int32_t* zb, int64_t zb_stride, int32_t* c, int64_t ldc,
                const IgemmFloatOut* fout = nullptr);
 
+// ---- u8 x s8 on AVX2, two k quads a chain (igemm_u8s8_paired.cc) -----------------
+//
+// MatMulInteger's product on AVX2 hosts without VNNI: the int8 weights are
+// broadcast and uint8 A is the vector operand (tiles of 4 columns of B x 16
+// rows of A), and two k quads' vpmaddubsw pair sums are added in int16 before
+// one vpmaddwd by ones: three multiplies per 64 multiply-adds where IgemmU8S8
+// takes four. Exact: each int16 lane's four weights are clamped at packing so
+// that neither their positive nor their negative parts exceed 128 in
+// magnitude, and the excess of each clamped weight is added back per tile in
+// registers (remainders, per column).
+
+constexpr int64_t kIgemmPairedCols = 4;  // columns of B per packed panel
+
+// Constant int8 B (k x n) packed for IgemmU8S8Paired: panels of 4 columns,
+// each [k octets][2 quads][4 columns][4 bytes] (k padded with zeros to whole
+// quads, and by a zero quad to an even count), clamped; an octet holds the two
+// k quads the panel pairs (pairs: per panel and octet, the two quad indices,
+// chosen at packing so that few groups need clamping); col_sums over the
+// original values; the remainders of column j at [rem_begin[j], rem_begin[j + 1]).
+struct IgemmPackedS8Paired {
+  struct Remainder {
+    int32_t k;        // row of B
+    int32_t r;        // B[k][j] minus the packed value (an int8)
+    int32_t pattern;  // r's byte at byte k % 4, the others 0: what the kernel multiplies A's quad by
+  };
+  int64_t k = 0, n = 0;
+  std::vector<int8_t> data;
+  std::vector<int32_t> col_sums;   // panels * 4 (zero past n)
+  std::vector<int64_t> rem_begin;  // panels * 4 + 1
+  std::vector<uint16_t> pairs;     // panels * octets * 2
+  std::vector<Remainder> remainders;
+};
+// Whether IgemmU8S8Paired's AVX2 kernel runs now (AVX2, no VNNI, not forced
+// portable); where it does not, IgemmU8S8Paired runs portable loops.
+bool IgemmPairedAvailable();
+// Packs B; false (nothing usable) when more than max_remainder_fraction of
+// its weights would need a remainder.
+bool IgemmPackS8Paired(int64_t k, int64_t n, const int8_t* b, int64_t ldb, double max_remainder_fraction,
+                       IgemmPackedS8Paired* out);
+// C = (A - za[i]) (B - zb[j]) for uint8 A (m x b.k, row-major, lda), into
+// int32 c (ldc) or through fout, over the context's threads (null: this
+// thread); za[i * za_stride], zb[j * zb_stride]. Bitwise IgemmU8S8's result.
+void IgemmU8S8Paired(const KernelContext* ctx, const uint8_t* a, int64_t m, int64_t lda,
+                     const IgemmPackedS8Paired& b, const int32_t* za, int64_t za_stride, const int32_t* zb,
+                     int64_t zb_stride, int32_t* c, int64_t ldc, const IgemmFloatOut* fout = nullptr);
+
 // The u8 x s8 tile both IgemmU8S8 and QLinearConv (qconv_fast.cc) run, AVX2
 // or AVX-512 VNNI (vpdpbusd, exact for any bytes; chosen when the CPU has it
 // and the ISA limit allows AVX-512): raw int32 sums s[r][j] (rows r < `rows` <= kIgemmRows, kIgemmCols

@@ -295,13 +295,19 @@ namespace {
 // more work, still less than the widened kernel's ~12% (BERT-base int8: 0.05%
 // on average, 0.2% at most).
 constexpr double kMaxRemainderFraction = 0.005;
+// The paired kernel's remainders are per weight, each a vpmaddubsw,
+// vpmaddwd and vpaddd per 8 rows of A (a weight's share of the main loop is
+// about one operation): at most 1% of the weights keeps them under ~5% of
+// the work (BERT-base and GPT-2 int8, their k quads paired per panel to
+// avoid them: ~0.03%).
+constexpr double kMaxPairedRemainderFraction = 0.01;
 
 }  // namespace
 
 namespace quant_matmul {
 
 std::shared_ptr<QuantWeights> PackQuantWeights(const uint8_t* b, int64_t k, int64_t n, bool b_signed,
-                                               bool a_unsigned) {
+                                               bool a_unsigned, bool many_rows) {
   auto w = std::make_shared<QuantWeights>();
   if (a_unsigned && IgemmU8S8Available()) {
     std::vector<uint8_t> shifted;
@@ -310,6 +316,14 @@ std::shared_ptr<QuantWeights> PackQuantWeights(const uint8_t* b, int64_t k, int6
       shifted.assign(b, b + k * n);
       FlipBytes(shifted.data(), k * n, 0x80);
       s8_bytes = reinterpret_cast<const int8_t*>(shifted.data());
+    }
+    if (many_rows && IgemmPairedAvailable()) {
+      auto paired = std::make_unique<IgemmPackedS8Paired>();
+      if (IgemmPackS8Paired(k, n, s8_bytes, n, kMaxPairedRemainderFraction, paired.get())) {
+        w->paired = std::move(paired);
+        w->shifted = !b_signed;
+        return w;
+      }
     }
     auto s8 = std::make_unique<IgemmPackedBS8>();
     if (IgemmPackBS8(k, n, s8_bytes, n, kMaxRemainderFraction, s8.get())) {
@@ -326,12 +340,12 @@ std::shared_ptr<const QuantWeights> GetQuantWeights(KernelContext& ctx, size_t i
   const bool b_signed = b.dtype() == DataType::kInt8;
   auto pack = [&]() -> std::shared_ptr<const QuantWeights> {
     const auto* bytes = static_cast<const uint8_t*>(b.raw_data());
-    if (!b_transposed) return PackQuantWeights(bytes, k, n, b_signed, a_unsigned);
+    if (!b_transposed) return PackQuantWeights(bytes, k, n, b_signed, a_unsigned, true);
     // B given as [n, k] (QGemm's transB): the packing reads [k, n], so transpose it once.
     std::vector<uint8_t> kn(static_cast<size_t>(k * n));
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < k; ++i) kn[static_cast<size_t>(i * n + j)] = bytes[j * k + i];
-    return PackQuantWeights(kn.data(), k, n, b_signed, a_unsigned);
+    return PackQuantWeights(kn.data(), k, n, b_signed, a_unsigned, true);
   };
   if (ctx.prepared() && ctx.input_is_constant(index)) {
     auto built = ctx.prepared()->GetOrBuild<QuantWeights>(
@@ -356,13 +370,18 @@ void QuantProduct(KernelContext& ctx, const Tensor& a, int64_t rows, int64_t k, 
 void QuantProduct(const KernelContext* ctx, const uint8_t* a, bool a_signed, int64_t rows, int64_t k,
                   const QuantWeights& w, const int32_t* za, int64_t za_stride, const int32_t* zb, int64_t zb_stride,
                   int32_t* c, int64_t ldc, const IgemmFloatOut* fout) {
-  if (w.s8) {
+  if (w.paired || w.s8) {
+    const int64_t n = w.paired ? w.paired->n : w.s8->n;
     thread_local IgemmPackedAU8 t_a8;
     thread_local std::vector<int32_t> t_zb;
     if (w.shifted) {  // the zero points of B - 128
-      t_zb.assign(zb, zb + (zb_stride == 0 ? 1 : w.s8->n));
+      t_zb.assign(zb, zb + (zb_stride == 0 ? 1 : n));
       for (int32_t& z : t_zb) z -= 128;
       zb = t_zb.data();
+    }
+    if (w.paired) {  // packed only for uint8 A (a_unsigned)
+      IgemmU8S8Paired(ctx, a, rows, k, *w.paired, za, za_stride, zb, zb_stride, c, ldc, fout);
+      return;
     }
     IgemmPackAU8(rows, k, a, k, &t_a8);
     IgemmU8S8(ctx, t_a8, *w.s8, za, za_stride, zb, zb_stride, c, ldc, fout);

@@ -18,16 +18,23 @@ namespace nee::cpu::quant_matmul {
 // otherwise widened. uint8 weights take the u8 x s8 kernel too, as int8 bytes
 // B - 128 with zero points zb - 128: every B - zb, so every sum, is the same,
 // in half the bytes of the widened layout and on VNNI's instruction.
+//
+// On AVX2 hosts without VNNI, for products of many rows (MatMulInteger's
+// activations), uint8 A takes IgemmU8S8Paired instead when few enough of B's
+// weights need a remainder (`paired`; then s8 and wide are empty).
 struct QuantWeights {
+  std::unique_ptr<IgemmPackedS8Paired> paired;
   std::unique_ptr<IgemmPackedBS8> s8;
   bool shifted = false;  // s8 holds uint8 weights minus 128: their zero points are read minus 128
   std::unique_ptr<IgemmPackedB> wide;
 };
 
 // B (k x n bytes, row-major; int8 when b_signed, else uint8) packed for A of
-// uint8 (a_unsigned) or int8.
+// uint8 (a_unsigned) or int8; `many_rows` for products of many rows of A
+// (GetQuantWeights' MatMul-like ops), not of one or a few (an LSTM step's h),
+// which the paired kernel's 8- and 16-row tiles would waste.
 std::shared_ptr<QuantWeights> PackQuantWeights(const uint8_t* b, int64_t k, int64_t n, bool b_signed,
-                                               bool a_unsigned);
+                                               bool a_unsigned, bool many_rows = false);
 
 // B (input `index`, [k, n], 8-bit; [n, k] when b_transposed) packed, once
 // per session when constant (its bytes then let go: runs read only the packed
