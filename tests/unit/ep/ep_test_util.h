@@ -110,4 +110,17 @@ inline std::string IsaName(const ::testing::TestParamInfo<cpu::SgemmIsa>& info) 
   return info.param == cpu::SgemmIsa::kAvx512 ? "avx512" : info.param == cpu::SgemmIsa::kAvx2 ? "avx2" : "portable";
 }
 
+// Calls fn(ctx) with a KernelContext of a bare node whose pool has `threads`
+// threads: for a kernel's internal entry points (the integer GEMMs) that read
+// only the pool from their context.
+template <class Fn>
+void WithPoolContext(int threads, Fn&& fn) {
+  ThreadPool pool(threads);
+  std::vector<const Value*> none;
+  std::vector<Value> outs;
+  Node node = MakeNode("Identity", 0, 0);
+  KernelContext ctx(node, 1, none, &outs, nullptr, &pool, nullptr);
+  fn(ctx);
+}
+
 }  // namespace nee::testing

@@ -117,12 +117,9 @@ TEST_P(IgemmPairedTest, FloatEpilogueThreadsBitwise) {
       fo.scale = scale.data();
       fo.scale_stride = 1;
       fo.bias = bias.data();
-      ThreadPool pool(threads);
-      std::vector<const Value*> none;
-      std::vector<Value> outs;
-      Node node = testing::MakeNode("Identity", 0, 0);
-      KernelContext ctx(node, 1, none, &outs, nullptr, &pool, nullptr);
-      cpu::IgemmU8S8Paired(&ctx, a.data(), m, k, pb, &za, 0, &zb, 0, nullptr, 0, &fo);
+      testing::WithPoolContext(threads, [&](KernelContext& ctx) {
+        cpu::IgemmU8S8Paired(&ctx, a.data(), m, k, pb, &za, 0, &zb, 0, nullptr, 0, &fo);
+      });
       ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
           << m << "x" << k << "x" << n << " at " << threads << " threads";
     }

@@ -293,12 +293,9 @@ TEST_P(QuantMatMulFastTest, IgemmU8S8ThreadsBitwise) {
       fo.scale = scale.data();
       fo.scale_stride = 1;
       fo.bias = bias.data();
-      ThreadPool pool(threads);
-      std::vector<const Value*> none;
-      std::vector<Value> outs;
-      Node node = testing::MakeNode("Identity", 0, 0);
-      KernelContext ctx(node, 1, none, &outs, nullptr, &pool, nullptr);
-      cpu::IgemmU8S8(&ctx, pa, pb, za.data(), 1, zb.data(), 1, nullptr, 0, &fo);
+      testing::WithPoolContext(threads, [&](KernelContext& ctx) {
+        cpu::IgemmU8S8(&ctx, pa, pb, za.data(), 1, zb.data(), 1, nullptr, 0, &fo);
+      });
       ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
           << m << "x" << k << "x" << n << " at " << threads << " threads";
     }
@@ -352,12 +349,9 @@ TEST_P(QuantMatMulFastTest, IgemmFloatEpilogueMatchesPlainSums) {
         fo.scale = scale.data();
         fo.scale_stride = 1;
         fo.bias = bias.data();
-        ThreadPool pool(2);
-        std::vector<const Value*> none;
-        std::vector<Value> outs;
-        Node node = testing::MakeNode("Identity", 0, 0);
-        KernelContext ctx(node, 1, none, &outs, nullptr, &pool, nullptr);
-        cpu::Igemm(&ctx, pa, pb.view(), zb.data(), 1, nullptr, 0, &fo);
+        testing::WithPoolContext(2, [&](KernelContext& ctx) {
+          cpu::Igemm(&ctx, pa, pb.view(), zb.data(), 1, nullptr, 0, &fo);
+        });
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
             int64_t want = 0;
