@@ -126,9 +126,13 @@ __attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const 
   const int64_t* taps = src.taps;
   for (int64_t q = 0; q < kquads; ++q) {
     __m128i rows[4];
+    // Unrolled, so that rows stays in registers (a loop kept it on the stack: a store and reload per row, a
+    // fifth of a 1x1 conv over 32 channels at 112x112 went to packing).
     if (4 * q + 4 <= K) {
+#pragma GCC unroll 4
       for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
     } else {
+#pragma GCC unroll 4
       for (int t = 0; t < 4; ++t)
         rows[t] = 4 * q + t < K ? PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
     }
