@@ -169,7 +169,7 @@ __attribute__((target("avx2,fma"))) void FlatRunAvx2(const ChannelRun& run, cons
   const __m256i constant = _mm256_set1_epi32(run.constant);
   const __m256d mult = _mm256_set1_pd(run.mult), yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo),
                 high = _mm256_set1_pd(q.hi);
-  const float delta = 1.0f / 2048;
+  const float delta = kFmaDelta;
   const __m256 mult_f = _mm256_set1_ps(static_cast<float>(run.mult));
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
@@ -430,7 +430,7 @@ __attribute__((target("avx2,fma"))) void ChannelGroupAvx2(const QConvGeometry& g
                 constant_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lanes.constant + 8));
   const __m256 mult_lo = _mm256_loadu_ps(lanes.mult_f), mult_hi = _mm256_loadu_ps(lanes.mult_f + 8);
   const __m256d yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo), high = _mm256_set1_pd(q.hi);
-  const float delta = 1.0f / 2048;
+  const float delta = kFmaDelta;
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
   const int64_t row_step = g.sh * L.wb * kGroup, col_step = g.sw * kGroup;

@@ -42,11 +42,18 @@ __attribute__((target("avx2"))) inline __m128i Requant16(__m256i lo, __m256i hi,
 
 // The float shortcut, for small multipliers (every |mult| < 1/2), proven in qconv_requant_avx512.h
 // (RequantRow16; the GEMM tiles of qconv_tile_avx2.cc take it too) to give the reference's bytes or to say
-// it cannot: A = float(acc), L = fma(A, m, yzp - delta), H = fma(A, m, yzp + delta), delta = 2^-11, each
+// it cannot: A = float(acc), L = fma(A, m, yzp - delta), H = fma(A, m, yzp + delta), delta = kFmaDelta, each
 // rounded once; the reference's D = double(acc) * m + yzp lies strictly between them, so where L and H
 // convert (half to even) to the same integer, D rounds to it too, and clamping commutes with that (the
-// saturating packs clamp). Lanes whose two conversions differ (about 1 in 1000) send the whole vector to
+// saturating packs clamp). Lanes whose two conversions differ (about 1 in 2000) send the whole vector to
 // the double arithmetic. Eight sums: L converted, and which lanes agreed.
+//
+// kFmaDelta is 2^-12, half the AVX-512 kernels' 2^-11: where |E| <= 512 (E = acc * m + yzp exactly),
+// |L - (E - delta)| <= 767 * 2^-24 (A's rounding) + 2^-15 (the fma's) < 7.7e-5 < 2^-12 = 2.4e-4, so L < D < H
+// still, and yzp +- 2^-12 (an integer of at most 255 in magnitude) is exact in float (any delta from 7.7e-5 to
+// 2^-11 works: qconv_depthwise_s2.cc keeps 2^-11); half the near-ties fall back (a 3x3 depthwise conv at
+// 56x56 spent 3% of its time in the double arithmetic).
+constexpr float kFmaDelta = 1.0f / 4096;
 __attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundFma8(__m256i acc, __m256 mult, __m256 z_lo,
                                                                             __m256 z_hi, __m256i* agree) {
   const __m256 a = _mm256_cvtepi32_ps(acc);

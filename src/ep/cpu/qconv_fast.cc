@@ -394,17 +394,23 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
     const int8_t* wp = w.data.data() + panel * kquads * kQuadA;
     const int64_t* rem_begin = w.remainder_begin.data() + panel * kRows;  // per row, into w.remainders
     const bool any_remainders = rem_begin[0] != rem_begin[kRows];
-    for (int64_t b = 0; b < npanels; ++b) {
+    int64_t b = 0;
+#ifdef NEE_QCONV_X86
+    if (run.avx2 && !run.q->any_zw && run.q->small_multipliers) {
+      // The block's whole pixel panels in one call (sums kept in registers), the tile chosen once.
+      const int64_t whole = std::min(npanels, P / kCols - panel_begin);
+      if (whole > 0)
+        qconv::WholeTilesRequantAvx2(rows_here, w.paired, wp, block, panel_bytes, whole, kquads, w.remainders.data(),
+                                     rem_begin, *run.q, m0, y + m0 * P + panel_begin * kCols, P);
+      b = std::max<int64_t>(0, whole);
+    }
+#endif
+    for (; b < npanels; ++b) {
       const uint8_t* xp = block + b * panel_bytes;
       const int64_t p0 = (panel_begin + b) * kCols, count = std::min(kCols, P - p0);
       // The tile, its remainders while the end of its panel of X is still in L1, its outputs.
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
-        if (count == kCols && !run.q->any_zw && run.q->small_multipliers) {  // sums kept in registers
-          qconv::WholeTileRequantAvx2(rows_here, w.paired, wp, xp, kquads, w.remainders.data(), rem_begin, *run.q,
-                                      m0, y + m0 * P + p0, P);
-          continue;
-        }
         if (count <= kFewPixels) {
           PixelTile(count)(rows_here, wp, xp, kquads, sums);
         } else if (count <= kCols / 2) {

@@ -6,8 +6,9 @@
 // the AVX-512 tiles' float shortcut (qconv_requant_avx512.h, RequantRows4, where the proof is) on eight
 // lanes: A = float(s), L = fma(A, m, yzp - delta), H = fma(A, m, yzp + delta), D (the reference's double
 // value) strictly between L and H; both converted half to even and narrowed with saturation; where the bytes
-// of L and H agree they are D's. A pair of rows whose bytes differ somewhere (ties and near-ties, rare) goes
-// through FinishTileAvx2, the reference's double arithmetic. Against igemm's tile plus FinishTileAvx2 this
+// of L and H agree they are D's (delta 2^-12 here, half the AVX-512 tiles': see TileRequantAvx2). A pair of
+// rows whose bytes differ somewhere (ties and near-ties, rare) has its sums formed again and goes through
+// FinishTileAvx2, the reference's double arithmetic. Against igemm's tile plus FinishTileAvx2 this
 // saves the twelve stores and reloads of the sums and half the conversion work (eight float lanes a step
 // where the double path converts four): 1x1 convs over 64 channels spent a fifth of their time there.
 #include "ep/cpu/qconv_tile_avx2.h"
@@ -23,32 +24,82 @@ namespace {
 
 constexpr int kTileRows = 6;
 
-// fma(a, m, z) of two rows' sixteen values each, converted half to even, narrowed to 8 bits with saturation
-// (int32 -> int16 -> 8 bits, within 128-bit lanes): lane 0 holds row 0's pixels 0-3, 8-11, row 1's 0-3, 8-11;
-// lane 1 the same rows' pixels 4-7, 12-15.
-template <bool kSigned>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256i NarrowPair(__m256 a00, __m256 a01, __m256 a10,
-                                                                             __m256 a11, __m256 m0, __m256 m1,
-                                                                             __m256 z) {
-  const __m256i w0 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a00, m0, z)),
-                                        _mm256_cvtps_epi32(_mm256_fmadd_ps(a01, m0, z)));
-  const __m256i w1 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a10, m1, z)),
-                                        _mm256_cvtps_epi32(_mm256_fmadd_ps(a11, m1, z)));
-  return kSigned ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
+// One row's sixteen sums converted to float, then fma(a, m, z) for z = z_lo and z_hi, each converted half to
+// even and narrowed to int16 with saturation (within 128-bit lanes: pixels 0-3, 8-11 in lane 0, 4-7, 12-15 in
+// lane 1): the row's values done before the next row's are converted, so that few registers are live at once
+// beside the other rows' accumulators (two rows' floats at once made the compiler spill).
+__attribute__((target("avx2,fma"), always_inline)) inline void NarrowRow(__m256i s_lo, __m256i s_hi, __m256 m,
+                                                                       __m256 z_lo, __m256 z_hi, __m256i* low,
+                                                                       __m256i* high) {
+  const __m256 a0 = _mm256_cvtepi32_ps(s_lo), a1 = _mm256_cvtepi32_ps(s_hi);
+  *low = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a0, m, z_lo)),
+                            _mm256_cvtps_epi32(_mm256_fmadd_ps(a1, m, z_lo)));
+  *high = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a0, m, z_hi)),
+                             _mm256_cvtps_epi32(_mm256_fmadd_ps(a1, m, z_hi)));
 }
 
-// Two rows' sixteen sums each (their constants included) requantized, stored at out and out + ld; with kRows 1
-// the first row alone (the second is a copy of it, neither stored nor read past channel m).
+// What a row pair's fallback needs to form its sums again: the tile's arguments as TileRequantAvx2 got them.
+struct TileArgs {
+  const int8_t* w;
+  const uint8_t* x;
+  int64_t kquads;
+  const TileRemainder* rem;
+  const int64_t* rem_begin;
+};
+
+// Rows r0 .. r0 + rows - 1 of the tile (1 or 2) formed again, their constants and remainders included, and
+// requantized by the reference's double arithmetic (FinishTileAvx2): for the rare pair whose float shortcut
+// cannot tell (RequantRowPair). One k quad at a time whatever the packing: a paired panel's lanes fit two quads'
+// pair sums in int16, so each quad's alone fits too, and the int32 sums wrap alike in any order. Forming them
+// again here, not keeping the tile's, frees the four registers the sums held while the pair's floats are
+// formed (the compiler spilled and reloaded accumulators around every pair's requantization).
+__attribute__((target("avx2"), noinline)) void RequantPairByDouble(const TileArgs& t, int64_t r0, int64_t rows,
+                                                                    const Requant& q, int64_t m, uint8_t* out,
+                                                                    int64_t ld) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  alignas(32) int32_t sums[2 * kCols];
+  for (int64_t r = 0; r < rows; ++r) {
+    __m256i lo = _mm256_set1_epi32(q.constant[m + r]), hi = lo;
+    const int8_t* w = t.w + 4 * (r0 + r);
+    for (int64_t p = 0; p < t.kquads; ++p) {
+      int32_t quad;
+      std::memcpy(&quad, w + p * kTileRows * 4, sizeof quad);
+      const __m256i av = _mm256_set1_epi32(quad);
+      const uint8_t* xp = t.x + p * kCols * 4;
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp)), av), ones));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xp + 32)), av), ones));
+    }
+    for (const TileRemainder* e = t.rem + t.rem_begin[r0 + r]; e != t.rem + t.rem_begin[r0 + r + 1]; ++e) {
+      const __m256i v = _mm256_set1_epi32(e->pair);
+      const uint8_t* xq = t.x + (e->offset & ~kEvenBytes);
+      const __m128i up = _mm_cvtsi32_si128((e->offset & kEvenBytes) * 8);
+      const __m256i a = _mm256_sll_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), up);
+      const __m256i b = _mm256_sll_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), up);
+      lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_srli_epi16(a, 8), v));
+      hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_srli_epi16(b, 8), v));
+    }
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums + r * kCols), lo);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums + r * kCols + 8), hi);
+  }
+  static constexpr int32_t kNoConstants[2] = {0, 0};  // the sums hold them already
+  FinishTileAvx2(sums, rows, kCols, kNoConstants, q.mult + m, q, out, ld);
+}
+
+// Two rows' sixteen sums each (their constants included: rows r0 and r0 + 1 of the tile, channels m and m + 1)
+// requantized, stored at out and out + ld; with kRows 1 the first row alone (the second is a copy of it, neither
+// stored nor read past channel m). The sums are dead once converted to floats: a pair the shortcut cannot tell
+// forms them again (RequantPairByDouble).
 template <int kRows, bool kSigned>
 __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
     __m256i r0_lo, __m256i r0_hi, __m256i r1_lo, __m256i r1_hi, const Requant& q, int64_t m, __m256 z_lo,
-    __m256 z_hi, uint8_t* out, int64_t ld) {
+    __m256 z_hi, uint8_t* out, int64_t ld, const TileArgs& t, int64_t r0) {
   const int64_t m_second = kRows == 2 ? m + 1 : m;
-  const __m256 m0 = _mm256_set1_ps(q.mult_f[m]), m1 = _mm256_set1_ps(q.mult_f[m_second]);
-  const __m256 a00 = _mm256_cvtepi32_ps(r0_lo), a01 = _mm256_cvtepi32_ps(r0_hi);
-  const __m256 a10 = _mm256_cvtepi32_ps(r1_lo), a11 = _mm256_cvtepi32_ps(r1_hi);
-  const __m256i low = NarrowPair<kSigned>(a00, a01, a10, a11, m0, m1, z_lo),
-                high = NarrowPair<kSigned>(a00, a01, a10, a11, m0, m1, z_hi);
+  __m256i low0, high0, low1, high1;
+  NarrowRow(r0_lo, r0_hi, _mm256_set1_ps(q.mult_f[m]), z_lo, z_hi, &low0, &high0);
+  NarrowRow(r1_lo, r1_hi, _mm256_set1_ps(q.mult_f[m_second]), z_lo, z_hi, &low1, &high1);
+  // Bytes: lane 0 holds row 0's pixels 0-3, 8-11, row 1's 0-3, 8-11; lane 1 the same rows' pixels 4-7, 12-15.
+  const __m256i low = kSigned ? _mm256_packs_epi16(low0, low1) : _mm256_packus_epi16(low0, low1);
+  const __m256i high = kSigned ? _mm256_packs_epi16(high0, high1) : _mm256_packus_epi16(high0, high1);
   if (_mm256_movemask_epi8(_mm256_cmpeq_epi8(low, high)) == -1) {
     // Dwords in pixel order: row 0 in the low half, row 1 in the high half.
     const __m256i rows = _mm256_permutevar8x32_epi32(low, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -56,25 +107,20 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
     if constexpr (kRows == 2) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm256_extracti128_si256(rows, 1));
     return;
   }
-  alignas(32) int32_t sums[2 * kCols];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sums), r0_lo);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), r0_hi);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 16), r1_lo);
-  _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 24), r1_hi);
-  static constexpr int32_t kNoConstants[2] = {0, 0};  // the sums hold them already
-  FinishTileAvx2(sums, kRows, kCols, kNoConstants, q.mult + m, q, out, ld);
+  RequantPairByDouble(t, r0, kRows, q, m, out, ld);
 }
 
 // kRows (1-6) rows of the tile: the sums in registers (rows past kRows not computed), each row's clamped-weight
 // remainders added (bytes 1 and 3, or 0 and 2, of each listed quad of X as 16-bit halves, times the two
 // remainders by vpmaddwd: AddRemaindersAvx2 in qconv_fast.cc), requantized and stored.
 // kSigned: int8 output (else uint8), fixed at compile time so that the narrowing has no branch.
-// kPaired: weights packed paired (see WholeTileRequantAvx2), k quads taken two at a time.
+// kPaired: weights packed paired (see WholeTilesRequantAvx2 in the header), k quads taken two at a time.
 template <int kRows, bool kSigned, bool kPaired>
-__attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const uint8_t* x, int64_t kquads,
+__attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t* w, const uint8_t* x, int64_t kquads,
                                                          const TileRemainder* rem, const int64_t* rem_begin,
                                                          const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   const uint8_t* const x0 = x;
+  const TileArgs args{w, x, kquads, rem, rem_begin};
   // vpmaddwd reads the ones from memory: twelve accumulators, the two pixel vectors, the broadcast weights and
   // one product fill the sixteen registers, where a ones register made the compiler spill an accumulator and
   // reload and store it every k quad.
@@ -173,31 +219,53 @@ __attribute__((target("avx2,fma"))) void TileRequantAvx2(const int8_t* w, const 
     NEE_TILE_REMAINDERS(5)
 #undef NEE_TILE_REMAINDERS
   }
-  const float delta = 1.0f / 2048;
+  // Half the AVX-512 tiles' 2^-11, as tight as the proof allows with room to spare: where |E| <= 512,
+  // |L - (E - delta)| <= 767 * 2^-24 (A's rounding) + 2^-15 (the fma's) < 7.7e-5 < 2^-12 = 2.4e-4, so
+  // L < D < H still; yzp +- 2^-12 (yzp an integer of at most 255 in magnitude) is exact in float. Near-ties
+  // within delta of a half send a pair to the double arithmetic: 1 in 2^11 values instead of 2^10 (3% of
+  // the pairs of a 1x1 conv over 32 channels fell back, 4% of its time).
+  const float delta = 1.0f / 4096;
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
-  if constexpr (kRows >= 2) RequantRowPair<2, kSigned>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld);
-  if constexpr (kRows == 1) RequantRowPair<1, kSigned>(c00, c01, c00, c01, q, m0, z_lo, z_hi, out, ld);
-  if constexpr (kRows >= 4) RequantRowPair<2, kSigned>(c20, c21, c30, c31, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld);
-  if constexpr (kRows == 3) RequantRowPair<1, kSigned>(c20, c21, c20, c21, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld);
-  if constexpr (kRows == 6) RequantRowPair<2, kSigned>(c40, c41, c50, c51, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld);
-  if constexpr (kRows == 5) RequantRowPair<1, kSigned>(c40, c41, c40, c41, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld);
+  if constexpr (kRows >= 2) RequantRowPair<2, kSigned>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kRows == 1) RequantRowPair<1, kSigned>(c00, c01, c00, c01, q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kRows >= 4) RequantRowPair<2, kSigned>(c20, c21, c30, c31, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
+  if constexpr (kRows == 3) RequantRowPair<1, kSigned>(c20, c21, c20, c21, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
+  if constexpr (kRows == 6) RequantRowPair<2, kSigned>(c40, c41, c50, c51, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
+  if constexpr (kRows == 5) RequantRowPair<1, kSigned>(c40, c41, c40, c41, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
 }
 
 }  // namespace
 
-void WholeTileRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t kquads,
-                          const TileRemainder* rem, const int64_t* rem_begin, const Requant& q, int64_t m0,
-                          uint8_t* out, int64_t ld) {
-  using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, const TileRemainder*, const int64_t*, const Requant&,
-                      int64_t, uint8_t*, int64_t);
-#define NEE_TILE_ROWS(s, p)                                                                            \
-  {TileRequantAvx2<1, s, p>, TileRequantAvx2<2, s, p>, TileRequantAvx2<3, s, p>, TileRequantAvx2<4, s, p>, \
-   TileRequantAvx2<5, s, p>, TileRequantAvx2<6, s, p>}
+namespace {
+
+// npanels whole tiles over consecutive pixel panels (x and out advancing by panel_bytes and kCols): the
+// tile's function chosen once, called directly (not inlined: inlined into this loop it ran 4% slower on a
+// 1x1 conv over 16 channels, 1% on 7x7 and 14x14 images over 576-960 channels).
+template <int kRows, bool kSigned, bool kPaired>
+__attribute__((target("avx2,fma"))) void TilesRequantAvx2(const int8_t* w, const uint8_t* x, int64_t panel_bytes,
+                                                          int64_t npanels, int64_t kquads, const TileRemainder* rem,
+                                                          const int64_t* rem_begin, const Requant& q, int64_t m0,
+                                                          uint8_t* out, int64_t ld) {
+  for (int64_t b = 0; b < npanels; ++b)
+    TileRequantAvx2<kRows, kSigned, kPaired>(w, x + b * panel_bytes, kquads, rem, rem_begin, q, m0, out + b * kCols, ld);
+}
+
+}  // namespace
+
+void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t panel_bytes,
+                           int64_t npanels, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
+                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
+  using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, int64_t, int64_t, const TileRemainder*, const int64_t*,
+                      const Requant&, int64_t, uint8_t*, int64_t);
+#define NEE_TILE_ROWS(s, p)                                                                                     \
+  {TilesRequantAvx2<1, s, p>, TilesRequantAvx2<2, s, p>, TilesRequantAvx2<3, s, p>, TilesRequantAvx2<4, s, p>, \
+   TilesRequantAvx2<5, s, p>, TilesRequantAvx2<6, s, p>}
   static constexpr Fn kByRows[2][2][kTileRows] = {{NEE_TILE_ROWS(false, false), NEE_TILE_ROWS(true, false)},
                                                   {NEE_TILE_ROWS(false, true), NEE_TILE_ROWS(true, true)}};
 #undef NEE_TILE_ROWS
-  kByRows[paired ? 1 : 0][q.y_signed ? 1 : 0][rows - 1](w, x, kquads, rem, rem_begin, q, m0, out, ld);
+  kByRows[paired ? 1 : 0][q.y_signed ? 1 : 0][rows - 1](w, x, panel_bytes, npanels, kquads, rem, rem_begin, q, m0,
+                                                        out, ld);
 }
 
 }  // namespace nee::cpu::qconv

@@ -399,6 +399,9 @@ TEST_P(QConvDepthwiseTest, RequantizationTiesAndLargeSums) {
   const std::vector<Scales> scales = {{"mult_1_4", 0.5f, 0.5f, 1.0f, 0},
                                       {"mult_3_8", 0.5f, 0.75f, 1.0f, 0},
                                       {"mult_1_10", 0.25f, 0.4f, 1.0f, 0},
+                                      // 2^-4 (1 - 2^-11): sums of 8 + 16j land (j + 1/2) 2^-11 short of a half,
+                                      // at and just past the AVX2 kernels' margin 2^-12 (kFmaDelta)
+                                      {"mult_near_1_16", 0.5f, 0.125f * (1.0f - 1.0f / 2048), 1.0f, 0},
                                       {"large_sums", 1.0f / 1024, 1.0f / 8192, 1.0f, 1 << 30},
                                       {"large_negative_sums", 1.0f / 1024, 1.0f / 8192, 1.0f, -(1 << 30)}};
   // 11x23 (rows), 7x7 and 4x5 (the VNNI kernel's flat runs of at most 64 positions: four vectors and two,

@@ -345,6 +345,23 @@ TEST_P(QConvFastTest, QLinearConvWholeTilesInRegisters) {
   Tensor& w = inputs[3].tensor();
   for (int64_t i = 0; i < w.num_elements(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(w.data<int8_t>()[i] / 2);
   ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, "whole tile ties, 7-bit weights");
+  // Multipliers of 2^-4 (1 - 2^-11): sums of 8 + 16j land (j + 1/2) 2^-11 short of a half, about 1.5 and
+  // 2.5 times the AVX2 tile's margin 2^-12 (qconv_tile_avx2.cc), where it now decides alone, and at 2^-12
+  // itself; on 7-bit weights (every whole tile in registers) and on paired weights with remainders (K = 520:
+  // 130 quads, small weights with a few outliers at -128 and 127), exact ties too, whose fallback forms the
+  // pair's sums again quad by quad.
+  for (int variant = 0; variant < 3; ++variant) {
+    const int64_t channels = variant == 0 ? 20 : 520;
+    inputs = TieInputs({1, channels, 8, 12}, {24, channels, 1, 1}, 47 + variant);
+    Tensor& wv = inputs[3].tensor();
+    for (int64_t i = 0; i < wv.num_elements(); ++i) {
+      const int v = wv.data<int8_t>()[i];
+      wv.data<int8_t>()[i] = static_cast<int8_t>(variant == 0 ? v / 2 : i % 997 == 0 ? -128 : i % 991 == 0 ? 127 : v / 16);
+    }
+    if (variant != 1) inputs[6] = Value(Tensor::Scalar<float>(4.0f / (1.0f - 1.0f / 2048)));
+    ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs,
+                               variant == 0 ? "near ties, 7-bit" : variant == 1 ? "paired ties" : "paired near ties");
+  }
 }
 
 // Weights as trained ones are (small, a few outliers): the AVX2 packing cuts the outliers so that the whole
