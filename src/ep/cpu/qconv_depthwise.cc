@@ -163,16 +163,10 @@ template <int kPairs, RequantMode kMode>
 __attribute__((target("avx2,fma"))) void FlatRunAvx2(const ChannelRun& run, const Requant& q, uint8_t* out) {
   const int64_t npairs = kPairs > 0 ? kPairs : run.npairs;
   constexpr int kMax = kPairs > 0 ? kPairs : (kMaxTaps + 1) / 2;
-  constexpr bool kClamp = kMode == RequantMode::kDoubleClamped;
   const int16_t* tap[2 * kMax];
   for (int64_t t = 0; t < 2 * npairs; ++t) tap[t] = run.planes + run.offsets[t];
   const __m256i constant = _mm256_set1_epi32(run.constant);
-  const __m256d mult = _mm256_set1_pd(run.mult), yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo),
-                high = _mm256_set1_pd(q.hi);
-  const float delta = kFmaDelta;
-  const __m256 mult_f = _mm256_set1_ps(static_cast<float>(run.mult));
-  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
-               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
+  const ChannelRequant16 requant(run.mult, q);
   for (int64_t f = 0; f < run.flat; f += 16) {
     __m256i lo = constant, hi = constant;
 #pragma GCC unroll 8
@@ -183,13 +177,7 @@ __attribute__((target("avx2,fma"))) void FlatRunAvx2(const ChannelRun& run, cons
       lo = _mm256_add_epi32(lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(a, b), w));
       hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), w));
     }
-    __m128i bytes;
-    if (kMode == RequantMode::kFloatShortcut) {
-      if (!TryRoundFma16(lo, hi, mult_f, mult_f, z_lo, z_hi, q.y_signed, &bytes))
-        bytes = Requant16<false>(lo, hi, mult, yzp, low, high, q.y_signed);
-    } else {
-      bytes = Requant16<kClamp>(lo, hi, mult, yzp, low, high, q.y_signed);
-    }
+    const __m128i bytes = requant.Bytes<kMode>(lo, hi);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + f), bytes);
   }
 }

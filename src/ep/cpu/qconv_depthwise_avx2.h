@@ -51,7 +51,7 @@ __attribute__((target("avx2"))) inline __m128i Requant16(__m256i lo, __m256i hi,
 // kFmaDelta is 2^-12, half the AVX-512 kernels' 2^-11: where |E| <= 512 (E = acc * m + yzp exactly),
 // |L - (E - delta)| <= 767 * 2^-24 (A's rounding) + 2^-15 (the fma's) < 7.7e-5 < 2^-12 = 2.4e-4, so L < D < H
 // still, and yzp +- 2^-12 (an integer of at most 255 in magnitude) is exact in float (any delta from 7.7e-5 to
-// 2^-11 works: qconv_depthwise_s2.cc keeps 2^-11); half the near-ties fall back (a 3x3 depthwise conv at
+// 2^-11 works); half the near-ties fall back (a 3x3 depthwise conv at
 // 56x56 spent 3% of its time in the double arithmetic).
 constexpr float kFmaDelta = 1.0f / 4096;
 __attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundFma8(__m256i acc, __m256 mult, __m256 z_lo,
@@ -78,6 +78,38 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool TryRoundFma16(__m
   *bytes = y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
   return true;
 }
+
+// One channel's requantization of sixteen sums at a time (one multiplier for all sixteen), set up once
+// per channel: the double arithmetic's constants and the float shortcut's.
+struct ChannelRequant16 {
+  __m256d mult, yzp, low, high;
+  __m256 mult_f, z_lo, z_hi;
+  bool y_signed;
+
+  __attribute__((target("avx2"))) ChannelRequant16(double mult_value, const Requant& q)
+      : mult(_mm256_set1_pd(mult_value)),
+        yzp(_mm256_set1_pd(q.yzp)),
+        low(_mm256_set1_pd(q.lo)),
+        high(_mm256_set1_pd(q.hi)),
+        mult_f(_mm256_set1_ps(static_cast<float>(mult_value))),
+        z_lo(_mm256_set1_ps(static_cast<float>(q.yzp) - kFmaDelta)),
+        z_hi(_mm256_set1_ps(static_cast<float>(q.yzp) + kFmaDelta)),
+        y_signed(q.y_signed) {}
+
+  // lo and hi as TryRoundFma16 takes them, to sixteen bytes in position order: the shortcut where the
+  // mode allows it and every lane agrees, else the double arithmetic (clamped in kDoubleClamped mode).
+  template <RequantMode kMode>
+  __attribute__((target("avx2,fma"), always_inline)) __m128i Bytes(__m256i lo, __m256i hi) const {
+    __m128i bytes;
+    if constexpr (kMode == RequantMode::kFloatShortcut) {
+      if (!TryRoundFma16(lo, hi, mult_f, mult_f, z_lo, z_hi, y_signed, &bytes))
+        bytes = Requant16<false>(lo, hi, mult, yzp, low, high, y_signed);
+    } else {
+      bytes = Requant16<true>(lo, hi, mult, yzp, low, high, y_signed);
+    }
+    return bytes;
+  }
+};
 
 }  // namespace nee::cpu::qconv
 #endif

@@ -104,15 +104,9 @@ __attribute__((target("avx2,fma"))) void ChannelStride2(const QConvGeometry& g, 
                                                         int32_t constant_value, double mult_value, const Requant& q,
                                                         uint8_t* y) {
   const int64_t kh = kKh > 0 ? kKh : g.kh, kw = kKw > 0 ? kKw : g.kw, half = kw / 2;
-  constexpr bool kClamp = kMode == RequantMode::kDoubleClamped;
   const __m256i zero = _mm256_setzero_si256(), low_byte = _mm256_set1_epi16(0xFF);
   const __m256i constant = _mm256_set1_epi32(constant_value);
-  const __m256d mult = _mm256_set1_pd(mult_value), yzp = _mm256_set1_pd(q.yzp), low = _mm256_set1_pd(q.lo),
-                high = _mm256_set1_pd(q.hi);
-  const float delta = 1.0f / 2048;
-  const __m256 mult_f = _mm256_set1_ps(static_cast<float>(mult_value));
-  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
-               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
+  const ChannelRequant16 requant(mult_value, q);
   const int64_t P = g.P(), row_step = g.dh * L.pitch;
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const uint8_t* top = buf + oy * g.sh * L.pitch;
@@ -143,13 +137,7 @@ __attribute__((target("avx2,fma"))) void ChannelStride2(const QConvGeometry& g, 
           hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), w));
         }
       }
-      __m128i bytes;
-      if (kMode == RequantMode::kFloatShortcut) {
-        if (!TryRoundFma16(lo, hi, mult_f, mult_f, z_lo, z_hi, q.y_signed, &bytes))
-          bytes = Requant16<false>(lo, hi, mult, yzp, low, high, q.y_signed);
-      } else {
-        bytes = Requant16<kClamp>(lo, hi, mult, yzp, low, high, q.y_signed);
-      }
+      const __m128i bytes = requant.Bytes<kMode>(lo, hi);
       // Sixteen bytes at once where they stay inside the plane: past the row's end they land on the next
       // row's first outputs, which are written after them. The plane's last bytes exactly.
       const int64_t at = oy * g.ow + ox;
