@@ -212,6 +212,23 @@ TEST_P(QuantFastTest, DynamicQuantizeLinearMatchesReference) {
   std::vector<float> ties = {0.0f, 255.0f};
   for (int i = 0; i < 40; ++i) ties.push_back(static_cast<float>(i) + 0.5f);
   cases.push_back(ties);
+  // The extremes at every lane position of the AVX2 range scan's 8-float
+  // steps and in its scalar tail, several steps apart.
+  for (int p : {0, 9, 17, 31, 40, 63, 64, 95, 99, 102}) {
+    std::vector<float> v = testing::RandomFloats(103, rng);
+    v[static_cast<size_t>(p)] = 7.5f;
+    v[static_cast<size_t>((p + 37) % 103)] = -6.25f;
+    cases.push_back(v);
+  }
+  // Zeros of both signs, NaNs and all-negative values over many steps.
+  std::vector<float> signed_zeros(70, -0.0f);
+  for (size_t i = 0; i < signed_zeros.size(); i += 3) signed_zeros[i] = 0.0f;
+  signed_zeros[45] = nan;
+  cases.push_back(signed_zeros);
+  std::vector<float> negatives(66);
+  for (size_t i = 0; i < negatives.size(); ++i) negatives[i] = -1.0f - 0.125f * static_cast<float>(i % 11);
+  negatives[20] = nan;
+  cases.push_back(negatives);
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::vector<float>& v = cases[i];
     std::vector<Value> inputs = {Value(Tensor::FromVector(v, {static_cast<int64_t>(v.size())}))};
