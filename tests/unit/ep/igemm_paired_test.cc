@@ -117,8 +117,9 @@ TEST_P(IgemmPairedTest, FloatEpilogueThreadsBitwise) {
       fo.scale = scale.data();
       fo.scale_stride = 1;
       fo.bias = bias.data();
-      testing::WithPoolContext(threads, [&](KernelContext& ctx) {
-        cpu::IgemmU8S8Paired(&ctx, a.data(), m, k, pb, &za, 0, &zb, 0, nullptr, 0, &fo);
+      // m and k copied: C++17 lambdas cannot capture structured bindings (clang refuses).
+      testing::WithPoolContext(threads, [&, rows = m, depth = k](KernelContext& ctx) {
+        cpu::IgemmU8S8Paired(&ctx, a.data(), rows, depth, pb, &za, 0, &zb, 0, nullptr, 0, &fo);
       });
       ASSERT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)))
           << m << "x" << k << "x" << n << " at " << threads << " threads";
