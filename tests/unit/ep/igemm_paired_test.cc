@@ -111,13 +111,8 @@ TEST_P(IgemmPairedTest, FloatEpilogueThreadsBitwise) {
     ASSERT_TRUE(cpu::IgemmPackS8Paired(k, n, b.data(), n, 1.0, &pb));
     for (int threads : {1, 2, 3}) {
       std::vector<float> out(static_cast<size_t>(m * ldo), -1.0f);
-      cpu::IgemmFloatOut fo;
-      fo.out = out.data();
-      fo.ldo = ldo;
-      fo.scale = scale.data();
-      fo.scale_stride = 1;
-      fo.bias = bias.data();
-      // m and k copied: C++17 lambdas cannot capture structured bindings (clang refuses).
+      cpu::IgemmFloatOut fo{out.data(), ldo, scale.data(), 1, bias.data()};  // per-column scale and bias
+      // m and k copied: clang 14 (the sanitizer builds) cannot capture structured bindings yet.
       testing::WithPoolContext(threads, [&, rows = m, depth = k](KernelContext& ctx) {
         cpu::IgemmU8S8Paired(&ctx, a.data(), rows, depth, pb, &za, 0, &zb, 0, nullptr, 0, &fo);
       });

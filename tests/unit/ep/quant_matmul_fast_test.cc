@@ -287,12 +287,7 @@ TEST_P(QuantMatMulFastTest, IgemmU8S8ThreadsBitwise) {
       cpu::IgemmPackedAU8 pa;
       cpu::IgemmPackAU8(m, k, static_cast<const uint8_t*>(a.raw_data()), k, &pa);
       std::vector<float> out(static_cast<size_t>(m * n), -1.0f);
-      cpu::IgemmFloatOut fo;
-      fo.out = out.data();
-      fo.ldo = n;
-      fo.scale = scale.data();
-      fo.scale_stride = 1;
-      fo.bias = bias.data();
+      cpu::IgemmFloatOut fo{out.data(), n, scale.data(), 1, bias.data()};  // per-column scale and bias
       testing::WithPoolContext(threads, [&](KernelContext& ctx) {
         cpu::IgemmU8S8(&ctx, pa, pb, za.data(), 1, zb.data(), 1, nullptr, 0, &fo);
       });
@@ -343,12 +338,7 @@ TEST_P(QuantMatMulFastTest, IgemmFloatEpilogueMatchesPlainSums) {
         cpu::IgemmPackA(m, k, a.raw_data(), k, false, &za, 0, &pa);
         cpu::IgemmPackedB pb(k, n, static_cast<const uint8_t*>(b.raw_data()), n, true);
         std::vector<float> out(static_cast<size_t>(m * n));
-        cpu::IgemmFloatOut fo;
-        fo.out = out.data();
-        fo.ldo = n;
-        fo.scale = scale.data();
-        fo.scale_stride = 1;
-        fo.bias = bias.data();
+        cpu::IgemmFloatOut fo{out.data(), n, scale.data(), 1, bias.data()};  // per-column scale and bias
         testing::WithPoolContext(2, [&](KernelContext& ctx) {
           cpu::Igemm(&ctx, pa, pb.view(), zb.data(), 1, nullptr, 0, &fo);
         });
