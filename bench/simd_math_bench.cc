@@ -1,4 +1,4 @@
-// simd_math.h's sigmoid, SiLU (x times it) and tanh on eight and sixteen
+// simd_math.h's sigmoid, SiLU (x times it), tanh and GELU (erf form) on eight and sixteen
 // lanes: ns per element over 2048 floats in L1 (inputs spread over [-8, 8],
 // where activations live), a loop of one vector at a time as the kernels'
 // finish passes run it. Each function is timed in many short rounds,
@@ -26,7 +26,7 @@ using nee::cpu::Tanh8;
 
 constexpr int kN = 2048;
 
-enum class Fn { kSigmoid, kSilu, kTanh };
+enum class Fn { kSigmoid, kSilu, kTanh, kGeluErf };
 
 template <Fn F>
 __attribute__((target("avx2,fma"))) void Map8(const float* x, float* y) {
@@ -36,6 +36,7 @@ __attribute__((target("avx2,fma"))) void Map8(const float* x, float* y) {
     if constexpr (F == Fn::kSigmoid) r = Sigmoid8(v);
     if constexpr (F == Fn::kSilu) r = _mm256_mul_ps(v, Sigmoid8(v));
     if constexpr (F == Fn::kTanh) r = Tanh8(v);
+    if constexpr (F == Fn::kGeluErf) r = nee::cpu::GeluErfOp{}(v);
     _mm256_storeu_ps(y + i, r);
   }
 }
@@ -50,6 +51,7 @@ __attribute__((target("avx512f"))) void Map16(const float* x, float* y) {
 #ifndef NEE_BENCH_NO_TANH16
     if constexpr (F == Fn::kTanh) r = nee::cpu::Tanh16(v);
 #endif
+    if constexpr (F == Fn::kGeluErf) r = nee::cpu::GeluErfOp{}(v);
     _mm512_storeu_ps(y + i, r);
   }
 }
@@ -74,7 +76,8 @@ int main() {
   for (int i = 0; i < kN; ++i) x[i] = -8.f + 16.f * static_cast<float>((i * 797) % kN) / kN;
   std::vector<Case> cases = {{"Sigmoid8", Map8<Fn::kSigmoid>, false}, {"SiLU8", Map8<Fn::kSilu>, false},
                              {"Tanh8", Map8<Fn::kTanh>, false},       {"Sigmoid16", Map16<Fn::kSigmoid>, true},
-                             {"SiLU16", Map16<Fn::kSilu>, true}};
+                             {"SiLU16", Map16<Fn::kSilu>, true},      {"GeluErf8", Map8<Fn::kGeluErf>, false},
+                             {"GeluErf16", Map16<Fn::kGeluErf>, true}};
 #ifndef NEE_BENCH_NO_TANH16
   cases.push_back({"Tanh16", Map16<Fn::kTanh>, true});
 #endif
