@@ -16,7 +16,8 @@ Any nee build works: the harness imports `nee` from PYTHONPATH. For each model a
   peer (nee/peer > 1 means nee is slower), all from the same rounds, so machine noise hits all.
 - creation and memory: a fresh interpreter per runtime imports the runtime's Python module,
   creates the session (that span is "creation"), runs the model once and reads its own
-  VmHWM from /proc/self/status (peak RSS of that process alone).
+  VmHWM from /proc/self/status (peak RSS of that process alone); --fresh-runs such processes
+  per runtime, alternating, and the medians reported.
 - agreement: max abs and max relative difference (max |a - b| / max |b|, over each output,
   worst output) of every runtime's outputs vs ONNX Runtime's and vs the exporting
   framework's stored outputs.
@@ -222,6 +223,14 @@ def fresh_process(runtime, path, npz, threads, timeout):
     return {"error": f"fresh process died: {tail[:300]}"}
 
 
+def fresh_median(samples):
+    """One fresh-process record from several: each field's median (creation time is one sample of a noisy
+    span, a page-cache or scheduler hiccup can double it), the samples' creation times kept beside."""
+    merged = {key: float(np.median([s[key] for s in samples])) for key in samples[0]}
+    merged["create_samples_s"] = [s["create_s"] for s in samples]
+    return merged
+
+
 # ---------------------------------------------------------------- agreement
 
 def differences(actual, expected):
@@ -329,10 +338,16 @@ def measure(model, npz, runtimes, threads, args, failed):
     fresh-process failures at an earlier thread count; those runtimes are not tried again."""
     record = {rt: {} for rt in runtimes}
     if not args.no_fresh:
+        samples = {rt: [] for rt in runtimes}
+        for _ in range(max(1, args.fresh_runs)):  # the runtimes alternate, as the timed runs do
+            for rt in runtimes:
+                if rt in failed:
+                    continue
+                samples[rt].append(fresh_process(rt, model[0], npz, threads, args.timeout))
+                if "error" in samples[rt][-1]:
+                    failed[rt] = samples[rt][-1]
         for rt in runtimes:
-            record[rt]["fresh"] = failed.get(rt) or fresh_process(rt, model[0], npz, threads, args.timeout)
-            if "error" in record[rt]["fresh"]:
-                failed[rt] = record[rt]["fresh"]
+            record[rt]["fresh"] = failed.get(rt) or fresh_median(samples[rt])
     timed_here = [rt for rt in runtimes if gate(record[rt], args.max_run_s)]
     measure_latency(model, timed_here, threads, args, record)
     nee = record.get("nee", {}).get("median_ms")
@@ -535,8 +550,10 @@ def report(results, meta, args):
         out += ["", f"**{t} thread{'s' if t > 1 else ''}**", "", latency_table(results, runtimes, t)]
     if not args.no_fresh:
         for t in args.threads:
+            n = meta.get("fresh_runs", 1)
+            each = f"medians of {n} fresh processes per runtime" if n > 1 else "one fresh process per runtime"
             out += ["", f"Session creation (including the runtime module's import) and peak RSS of a fresh "
-                    f"process that loads and runs the model once, {t} thread{'s' if t > 1 else ''}:", "",
+                    f"process that loads and runs the model once ({each}), {t} thread{'s' if t > 1 else ''}:", "",
                     fresh_table(results, runtimes, t)]
     t = args.threads[0]
     out += ["", f"Agreement, max abs / max relative difference ({t} thread{'s' if t > 1 else ''}; "
@@ -611,6 +628,8 @@ def parse_args(argv):
     # the next runtime's run took 1.6x longer after a 20 ms pause than after 100 ms).
     ap.add_argument("--pause-ms", type=float, default=100.0, help="idle time before each timed run")
     ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-process creation/RSS measurement")
+    ap.add_argument("--fresh-runs", type=int, default=3,
+                    help="fresh processes per runtime (alternating); creation and RSS are their medians")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per fresh process")
     ap.add_argument("--max-run-s", type=float, default=30.0,
                     help="a runtime whose one run (in its fresh process) takes longer is not timed")
@@ -664,7 +683,7 @@ def main(argv):
     out = args.out = args.out or os.path.join(HERE, "results", stamp.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
     meta = {"date": stamp.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "load_before": os.getloadavg(),
-            "command": command_line(argv), "runs": args.runs, "warmup": args.warmup,
+            "command": command_line(argv), "runs": args.runs, "warmup": args.warmup, "fresh_runs": args.fresh_runs,
             "pause_ms": args.pause_ms, "note": args.note, "nee_build": nee_build(), "threads": args.threads,
             "runtimes": args.runtimes, "core_round_trip_ns": [core_round_trip_ns()]}
     results = {}
