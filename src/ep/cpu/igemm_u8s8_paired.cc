@@ -233,6 +233,46 @@ __attribute__((target("avx2"), always_inline)) inline void StoreTransposed(const
   for (int64_t i = 0; i < rows; ++i) std::memcpy(out + i * ld, row_vals[i], static_cast<size_t>(cols) * sizeof(float));
 }
 
+// The end of a tile for half h (rows 8 h to 8 h + 7): v<r> holds column r's sums for those rows.
+// Zero points: v = S - zb[j] * row_term[i] - za[i] * col_sum[j] (one za: already in start). Then int32
+// out, or Cast, Mul by the column's scale, Add of its bias (rounded one after the other), stored transposed.
+__attribute__((target("avx2"), always_inline)) inline void FinishHalf(const TileArgs& t, int h, __m256i v0, __m256i v1,
+                                                                      __m256i v2, __m256i v3) {
+  const int64_t rows = std::min<int64_t>(8, t.rows - 8 * h);
+  if (rows <= 0) return;
+  if (t.zb) {
+    const __m256i rt = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.row_term + 8 * h));
+    v0 = _mm256_sub_epi32(v0, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[0])));
+    v1 = _mm256_sub_epi32(v1, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[1])));
+    v2 = _mm256_sub_epi32(v2, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[2])));
+    v3 = _mm256_sub_epi32(v3, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[3])));
+  }
+  if (t.za) {
+    const __m256i zv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.za + 8 * h));
+    v0 = _mm256_sub_epi32(v0, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[0])));
+    v1 = _mm256_sub_epi32(v1, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[1])));
+    v2 = _mm256_sub_epi32(v2, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[2])));
+    v3 = _mm256_sub_epi32(v3, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[3])));
+  }
+  if (!t.scale) {
+    const __m256 f[kCols] = {_mm256_castsi256_ps(v0), _mm256_castsi256_ps(v1), _mm256_castsi256_ps(v2),
+                             _mm256_castsi256_ps(v3)};
+    StoreTransposed(f, reinterpret_cast<float*>(t.c + 8 * h * t.ld), t.ld, rows, t.cols);
+    return;
+  }
+  __m256 f[kCols] = {_mm256_mul_ps(_mm256_cvtepi32_ps(v0), _mm256_broadcast_ss(t.scale + 0)),
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(v1), _mm256_broadcast_ss(t.scale + 1)),
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(v2), _mm256_broadcast_ss(t.scale + 2)),
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(v3), _mm256_broadcast_ss(t.scale + 3))};
+  if (t.bias) {
+    f[0] = _mm256_add_ps(f[0], _mm256_broadcast_ss(t.bias + 0));
+    f[1] = _mm256_add_ps(f[1], _mm256_broadcast_ss(t.bias + 1));
+    f[2] = _mm256_add_ps(f[2], _mm256_broadcast_ss(t.bias + 2));
+    f[3] = _mm256_add_ps(f[3], _mm256_broadcast_ss(t.bias + 3));
+  }
+  StoreTransposed(f, t.out + 8 * h * t.ld, t.ld, rows, t.cols);
+}
+
 // One tile: kHalves vectors of 8 rows of A x 4 columns of B.
 template <int kHalves>
 __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
@@ -304,37 +344,10 @@ __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
     NEE_PAIRED_REMAINDERS(3)
 #undef NEE_PAIRED_REMAINDERS
   }
-  __m256i acc[kCols][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
-  // Zero points: v = S - zb[j] * row_term[i] - za[i] * col_sum[j] (one za: already in start).
-  if (t.zb) {
-    for (int h = 0; h < kHalves; ++h) {
-      const __m256i rt = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.row_term + 8 * h));
-      for (int64_t r = 0; r < kCols; ++r)
-        acc[r][h] = _mm256_sub_epi32(acc[r][h], _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[r])));
-    }
-  }
-  if (t.za) {
-    for (int h = 0; h < kHalves; ++h) {
-      const __m256i zv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.za + 8 * h));
-      for (int64_t r = 0; r < kCols; ++r)
-        acc[r][h] = _mm256_sub_epi32(acc[r][h], _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[r])));
-    }
-  }
-  for (int h = 0; h < kHalves; ++h) {
-    const int64_t rows = std::min<int64_t>(8, t.rows - 8 * h);
-    if (rows <= 0) break;
-    __m256 v[kCols];
-    if (t.scale) {
-      for (int64_t r = 0; r < kCols; ++r) {
-        v[r] = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][h]), _mm256_set1_ps(t.scale[r]));
-        if (t.bias) v[r] = _mm256_add_ps(v[r], _mm256_set1_ps(t.bias[r]));
-      }
-      StoreTransposed(v, t.out + 8 * h * t.ld, t.ld, rows, t.cols);
-    } else {
-      for (int64_t r = 0; r < kCols; ++r) v[r] = _mm256_castsi256_ps(acc[r][h]);
-      StoreTransposed(v, reinterpret_cast<float*>(t.c + 8 * h * t.ld), t.ld, rows, t.cols);
-    }
-  }
+  // Per half (8 rows), its four columns' sums: zero points, then int32 out or the float epilogue, stored
+  // transposed. Named registers throughout: an indexed array of accumulators went through the stack.
+  FinishHalf(t, 0, c00, c10, c20, c30);
+  if constexpr (kHalves > 1) FinishHalf(t, 1, c01, c11, c21, c31);
 }
 #endif
 
