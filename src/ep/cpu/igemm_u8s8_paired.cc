@@ -11,7 +11,12 @@
 // broadcasts, which Zen 3 runs on the vector pipes too. Thread-CPU minimum,
 // BERT-base shapes (128 x 768 x 3072, 128 x 3072 x 768, 128 x 768 x 768, its
 // weights' spread): 102-106 GMAC/s against 92-96 for 6 x 16 and 85-91 for
-// igemm_u8s8.cc's quad tile. Per octet of k (two quads), row of B and half tile:
+// igemm_u8s8.cc's quad tile; 106-112 since A's panels are line-aligned and the
+// epilogue stays in registers (bench/igemm_paired_bench.cc). The main loop
+// alone, in L1, runs ~13.7 cycles an octet of k against the 12 of its 24
+// multiplies on two pipes; three-quad groups (fewer multiplies, more adds and
+// loads), 8 x 8 tiles, shuffled instead of loaded broadcasts and ones in a
+// register all measured slower or equal. Per octet of k (two quads), row of B and half tile:
 //   vpmaddubsw(x quad 0, w quad 0) + vpmaddubsw(x quad 1, w quad 1)   (int16)
 //   vpmaddwd by ones, vpaddd                                           (int32)
 // three multiplies per 64 multiply-adds where igemm_u8s8.cc's quad tile takes
