@@ -11,7 +11,12 @@
 // broadcasts, which Zen 3 runs on the vector pipes too. Thread-CPU minimum,
 // BERT-base shapes (128 x 768 x 3072, 128 x 3072 x 768, 128 x 768 x 768, its
 // weights' spread): 102-106 GMAC/s against 92-96 for 6 x 16 and 85-91 for
-// igemm_u8s8.cc's quad tile. Per octet of k (two quads), row of B and half tile:
+// igemm_u8s8.cc's quad tile; 106-112 since A's panels are line-aligned and the
+// epilogue stays in registers (bench/igemm_paired_bench.cc). The main loop
+// alone, in L1, runs ~13.7 cycles an octet of k against the 12 of its 24
+// multiplies on two pipes; three-quad groups (fewer multiplies, more adds and
+// loads), 8 x 8 tiles, shuffled instead of loaded broadcasts and ones in a
+// register all measured slower or equal. Per octet of k (two quads), row of B and half tile:
 //   vpmaddubsw(x quad 0, w quad 0) + vpmaddubsw(x quad 1, w quad 1)   (int16)
 //   vpmaddwd by ones, vpaddd                                           (int32)
 // three multiplies per 64 multiply-adds where igemm_u8s8.cc's quad tile takes
@@ -233,6 +238,46 @@ __attribute__((target("avx2"), always_inline)) inline void StoreTransposed(const
   for (int64_t i = 0; i < rows; ++i) std::memcpy(out + i * ld, row_vals[i], static_cast<size_t>(cols) * sizeof(float));
 }
 
+// The end of a tile for half h (rows 8 h to 8 h + 7): v<r> holds column r's sums for those rows.
+// Zero points: v = S - zb[j] * row_term[i] - za[i] * col_sum[j] (one za: already in start). Then int32
+// out, or Cast, Mul by the column's scale, Add of its bias (rounded one after the other), stored transposed.
+__attribute__((target("avx2"), always_inline)) inline void FinishHalf(const TileArgs& t, int h, __m256i v0, __m256i v1,
+                                                                      __m256i v2, __m256i v3) {
+  const int64_t rows = std::min<int64_t>(8, t.rows - 8 * h);
+  if (rows <= 0) return;
+  if (t.zb) {
+    const __m256i rt = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.row_term + 8 * h));
+    v0 = _mm256_sub_epi32(v0, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[0])));
+    v1 = _mm256_sub_epi32(v1, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[1])));
+    v2 = _mm256_sub_epi32(v2, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[2])));
+    v3 = _mm256_sub_epi32(v3, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[3])));
+  }
+  if (t.za) {
+    const __m256i zv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.za + 8 * h));
+    v0 = _mm256_sub_epi32(v0, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[0])));
+    v1 = _mm256_sub_epi32(v1, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[1])));
+    v2 = _mm256_sub_epi32(v2, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[2])));
+    v3 = _mm256_sub_epi32(v3, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[3])));
+  }
+  if (!t.scale) {
+    const __m256 f[kCols] = {_mm256_castsi256_ps(v0), _mm256_castsi256_ps(v1), _mm256_castsi256_ps(v2),
+                             _mm256_castsi256_ps(v3)};
+    StoreTransposed(f, reinterpret_cast<float*>(t.c + 8 * h * t.ld), t.ld, rows, t.cols);
+    return;
+  }
+  __m256 f[kCols] = {_mm256_mul_ps(_mm256_cvtepi32_ps(v0), _mm256_broadcast_ss(t.scale + 0)),
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(v1), _mm256_broadcast_ss(t.scale + 1)),
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(v2), _mm256_broadcast_ss(t.scale + 2)),
+                     _mm256_mul_ps(_mm256_cvtepi32_ps(v3), _mm256_broadcast_ss(t.scale + 3))};
+  if (t.bias) {
+    f[0] = _mm256_add_ps(f[0], _mm256_broadcast_ss(t.bias + 0));
+    f[1] = _mm256_add_ps(f[1], _mm256_broadcast_ss(t.bias + 1));
+    f[2] = _mm256_add_ps(f[2], _mm256_broadcast_ss(t.bias + 2));
+    f[3] = _mm256_add_ps(f[3], _mm256_broadcast_ss(t.bias + 3));
+  }
+  StoreTransposed(f, t.out + 8 * h * t.ld, t.ld, rows, t.cols);
+}
+
 // One tile: kHalves vectors of 8 rows of A x 4 columns of B.
 template <int kHalves>
 __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
@@ -304,37 +349,10 @@ __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
     NEE_PAIRED_REMAINDERS(3)
 #undef NEE_PAIRED_REMAINDERS
   }
-  __m256i acc[kCols][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}};
-  // Zero points: v = S - zb[j] * row_term[i] - za[i] * col_sum[j] (one za: already in start).
-  if (t.zb) {
-    for (int h = 0; h < kHalves; ++h) {
-      const __m256i rt = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.row_term + 8 * h));
-      for (int64_t r = 0; r < kCols; ++r)
-        acc[r][h] = _mm256_sub_epi32(acc[r][h], _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[r])));
-    }
-  }
-  if (t.za) {
-    for (int h = 0; h < kHalves; ++h) {
-      const __m256i zv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.za + 8 * h));
-      for (int64_t r = 0; r < kCols; ++r)
-        acc[r][h] = _mm256_sub_epi32(acc[r][h], _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[r])));
-    }
-  }
-  for (int h = 0; h < kHalves; ++h) {
-    const int64_t rows = std::min<int64_t>(8, t.rows - 8 * h);
-    if (rows <= 0) break;
-    __m256 v[kCols];
-    if (t.scale) {
-      for (int64_t r = 0; r < kCols; ++r) {
-        v[r] = _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][h]), _mm256_set1_ps(t.scale[r]));
-        if (t.bias) v[r] = _mm256_add_ps(v[r], _mm256_set1_ps(t.bias[r]));
-      }
-      StoreTransposed(v, t.out + 8 * h * t.ld, t.ld, rows, t.cols);
-    } else {
-      for (int64_t r = 0; r < kCols; ++r) v[r] = _mm256_castsi256_ps(acc[r][h]);
-      StoreTransposed(v, reinterpret_cast<float*>(t.c + 8 * h * t.ld), t.ld, rows, t.cols);
-    }
-  }
+  // Per half (8 rows), its four columns' sums: zero points, then int32 out or the float epilogue, stored
+  // transposed. Named registers throughout: an indexed array of accumulators went through the stack.
+  FinishHalf(t, 0, c00, c10, c20, c30);
+  if constexpr (kHalves > 1) FinishHalf(t, 1, c01, c11, c21, c31);
 }
 #endif
 
@@ -472,15 +490,18 @@ void IgemmU8S8Paired(const KernelContext* ctx, const uint8_t* a, int64_t m, int6
   const int64_t a_panels = (m + kRowsA - 1) / kRowsA, b_panels = (n + kCols - 1) / kCols;
   if (a_panels == 0 || b_panels == 0) return;
   const bool avx2 = IgemmPairedAvailable();
-  // A packed once per call (all threads read it), with each row's sum_k (A - za).
-  thread_local std::vector<uint8_t> t_a;
+  // A packed once per call (all threads read it), with each row's sum_k (A - za). The panels start on a
+  // 64-byte line: the tile loads A's quads 32 bytes at a time, and from the allocator's 16-byte alignment
+  // half of them crossed a line (5% of the tile's time on Zen 3).
+  thread_local std::vector<uint8_t> t_a_bytes;
   thread_local std::vector<int32_t> t_row_term, t_za;
-  t_a.resize(static_cast<size_t>(a_panels * quads * kQuadBytesA));
+  t_a_bytes.resize(static_cast<size_t>(a_panels * quads * kQuadBytesA + 63));
+  uint8_t* const a_packed = t_a_bytes.data() + (-reinterpret_cast<uintptr_t>(t_a_bytes.data()) & 63);
   t_row_term.assign(static_cast<size_t>(a_panels * kRowsA), 0);
   t_za.assign(static_cast<size_t>(a_panels * kRowsA), 0);
   for (int64_t p = 0; p < a_panels; ++p) {
     const int64_t i0 = p * kRowsA, rows = std::min(kRowsA, m - i0);
-    uint8_t* panel = t_a.data() + p * quads * kQuadBytesA;
+    uint8_t* panel = a_packed + p * quads * kQuadBytesA;
 #ifdef NEE_PAIRED_X86
     if (avx2) PackPanelAAvx2(a + i0 * lda, lda, rows, k, quads, panel);
 #endif
@@ -505,7 +526,7 @@ void IgemmU8S8Paired(const KernelContext* ctx, const uint8_t* a, int64_t m, int6
   }
   const bool one_za = za_stride == 0 || !za;
   const int32_t za0 = za ? za[0] : 0;
-  const uint8_t* packed_a = t_a.data();
+  const uint8_t* packed_a = a_packed;
   const int32_t* row_terms = t_row_term.data();
   const int32_t* row_za = t_za.data();
   auto range = [&](int64_t q0, int64_t q1) {

@@ -563,23 +563,40 @@ __attribute__((target("avx2,fma"))) void RangeAvx2(const float* x, int64_t n, fl
   RangePortable(x + i, n - i, lo, hi);
 }
 
-// The same division and round-half-to-even as the scalar loop (vroundps in
-// nearest mode is nearbyint under the default rounding mode).
+// Eight quotients x / scale rounded to integers by vcvtps2dq (the current rounding mode, as the scalar
+// loop's and the reference's nearbyint: half to even by default) plus the zero point, as int32; the
+// conversion saturates later, in the packs. Large quotients are capped at 65536 first (vcvtps2dq turns
+// anything beyond int32 into INT_MIN, which would read as very negative); NaN lanes are zeroed, so they
+// come out as the zero point. (vminps returns its second operand, the quotient, when that is NaN.)
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i QuotientsPlusZero(const float* x, __m256 vs,
+                                                                                   __m256i vz) {
+  const __m256 t = _mm256_div_ps(_mm256_loadu_ps(x), vs);
+  const __m256 nan = _mm256_cmp_ps(t, t, _CMP_UNORD_Q);
+  const __m256i q = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_set1_ps(65536.0f), t));
+  return _mm256_add_epi32(_mm256_andnot_si256(_mm256_castps_si256(nan), q), vz);
+}
+
+// The same division and rounding as the scalar loop; the clamp to [0, 255] is the packs' saturation
+// (int32 -> int16 -> uint8), 32 values at a time (two packs, one packus and a lane permute per 32
+// instead of a clamp, blend and three narrowing steps per 8: 0.21 -> 0.15 ns a value on Zen 3, where
+// vdivps is now the limit).
 __attribute__((target("avx2,fma"))) void QuantizeAvx2(const float* x, int64_t n, float scale, float zero_point,
                                                       uint8_t* y) {
-  const __m256 vs = _mm256_set1_ps(scale), vz = _mm256_set1_ps(zero_point);
-  const __m256 vmax = _mm256_set1_ps(255.0f), vmin = _mm256_setzero_ps();
+  const __m256 vs = _mm256_set1_ps(scale);
+  const __m256i vz = _mm256_set1_epi32(static_cast<int32_t>(zero_point));
+  const __m256i lane_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = QuotientsPlusZero(x + i, vs, vz), b = QuotientsPlusZero(x + i + 8, vs, vz);
+    const __m256i c = QuotientsPlusZero(x + i + 16, vs, vz), d = QuotientsPlusZero(x + i + 24, vs, vz);
+    // packs within 128-bit lanes: [a0-3 b0-3 | a4-7 b4-7], then bytes [a0-3 b0-3 c0-3 d0-3 | a4-7 ...].
+    const __m256i bytes = _mm256_packus_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm256_permutevar8x32_epi32(bytes, lane_order));
+  }
   for (; i + 8 <= n; i += 8) {
-    __m256 q = _mm256_round_ps(_mm256_div_ps(_mm256_loadu_ps(x + i), vs), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    q = _mm256_add_ps(q, vz);
-    const __m256 nan = _mm256_cmp_ps(q, q, _CMP_UNORD_Q);
-    q = _mm256_min_ps(_mm256_max_ps(q, vmin), vmax);
-    q = _mm256_blendv_ps(q, vz, nan);
-    const __m256i qi = _mm256_cvtps_epi32(q);  // integral values in [0, 255]: exact
-    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(qi), _mm256_extracti128_si256(qi, 1));
-    const __m128i b = _mm_packus_epi16(w, w);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), b);
+    const __m256i q = QuotientsPlusZero(x + i, vs, vz);
+    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + i), _mm_packus_epi16(w, w));
   }
   QuantizePortable(x + i, n - i, scale, zero_point, y + i);
 }

@@ -209,7 +209,11 @@ TEST_P(IgemmPairedTest, QuantizeToUint8MatchesDivision) {
         x.push_back(center * (1.0f - 1.0f / 4096));
       }
       for (int r = 0; r < 2000; ++r) x.push_back(dist(rng) * scale);
-      for (float special : {nan, inf, -inf, 0.0f, -0.0f, 1e30f, -1e30f}) x.push_back(special);
+      const float specials[] = {nan, inf, -inf, 0.0f, -0.0f, 1e30f, -1e30f, 3e9f, -3e9f, 70000.0f, -70000.0f};
+      for (float special : specials) x.push_back(special);
+      // And inside the 32-value steps of the AVX2 loop, at varied lanes (quotients beyond int32 and beyond
+      // its 65536 cap among them, scaled so that they stay so).
+      for (size_t e = 0; e < std::size(specials); ++e) x[e * 41 + 3] = specials[e] * std::max(1.0f, std::fabs(scale));
       std::vector<uint8_t> got(x.size());
       cpu::QuantizeToUint8(x.data(), static_cast<int64_t>(x.size()), scale, zero_point, got.data());
       for (size_t i = 0; i < x.size(); ++i) {
