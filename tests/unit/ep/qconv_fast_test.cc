@@ -377,8 +377,8 @@ TEST_P(QConvFastTest, QLinearConvPairedQuads) {
   std::vector<ConvCase> cases;
   int index = 0;
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 13, 24})
-    // K: 29, 64 (1x1, too few quads to pair), 513 (1x1, 129 quads: the paired loop's last quad alone); 261 (too
-    // few), 576 or 4617 (3x3).
+    // K: 29, 64 (1x1, too few quads to pair), 513 (1x1, 129 quads: the paired loop's last quad alone); 261 (3x3,
+    // 66 quads, paired), 576 or 4617 (3x3).
     for (int64_t channels : {29, 64, 513}) {
       const int v = index++;
       const int64_t k = v % 2 ? 3 : 1;
@@ -472,9 +472,14 @@ TEST(QConvWeights, PackingCutsOnlyLanesThatCouldSaturate) {
             for (int64_t k = 0; k < kquads * 4; ++k)
               cut[static_cast<size_t>(k)] = packed->data[static_cast<size_t>((panel * kquads + k / 4) * 24 + r * 4 + k % 4)];
             const int64_t row = panel * 6 + r;
+            // The row's entries at bytes 0 and 2 (kEvenBytes) before remainder_odd, those at bytes 1 and 3 from it.
+            const int64_t odd = packed->remainder_odd[static_cast<size_t>(row)];
+            ASSERT_LE(packed->remainder_begin[static_cast<size_t>(row)], odd) << name;
+            ASSERT_LE(odd, packed->remainder_begin[static_cast<size_t>(row + 1)]) << name;
             for (int64_t e = packed->remainder_begin[static_cast<size_t>(row)];
                  e < packed->remainder_begin[static_cast<size_t>(row + 1)]; ++e) {
               const auto& entry = packed->remainders[static_cast<size_t>(e)];
+              ASSERT_EQ((entry.offset & cpu::qconv::kEvenBytes) != 0, e < odd) << name << " m" << m << " entry " << e;
               const int64_t k = (entry.offset & ~cpu::qconv::kEvenBytes) / 64 * 4 + ((entry.offset & cpu::qconv::kEvenBytes) ? 0 : 1);
               rem[static_cast<size_t>(k)] += static_cast<int16_t>(entry.pair & 0xFFFF);
               rem[static_cast<size_t>(k + 2)] += static_cast<int16_t>(static_cast<uint32_t>(entry.pair) >> 16);
