@@ -193,17 +193,21 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
   return out;
 }
 
-// Paired (two k quads per vpmaddwd in the whole tile) where K spans at least kMinPairedQuads quads and at most
-// one remainder results per kMaxPairedRemainders rows' k quads: a remainder costs the tile about ten times what
-// pairing saves per row and quad. ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%; its 3x3
-// convs over 64 channels with 5.2% and 6.2% ran 5% and 1% faster paired. Since the tile takes each row's
-// remainders at even and odd bytes in their own loops (no per-entry shift count), 1x1 convs over 128 and 256
-// channels (32 and 64 quads, 3-6% remainders) run 2.6% and 5-6% faster paired (extracted ResNet-50 convs, 6
-// alternating rounds, minimums); they had run 3.7% slower with the per-entry shifts.
-constexpr int64_t kMaxPairedRemainders = 15, kMinPairedQuads = 32;
+// Paired (two k quads per vpmaddwd in the whole tile) where K spans at least kMinPairedQuads quads (or
+// kMinPairedQuadsLargeImage on images of more than kLargeImagePixels pixels) and at most one remainder results
+// per kMaxPairedRemainders rows' k quads: a remainder costs the tile about ten times what pairing saves per row
+// and quad. ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%; its 3x3 convs over 64
+// channels with 5.2% and 6.2% ran 5% and 1% faster paired. Since the tile takes each row's remainders at even
+// and odd bytes in their own loops (no per-entry shift count), ResNet-50's 1x1 convs over 128 and 256 channels
+// (32 and 64 quads, 3-6% remainders) run 2.6% and 5-6% faster paired at 56x56-14x14 (they had run 3.7% slower
+// with the per-entry shifts); MobileNetV2's 7x7 ones over 160 and 320 channels ran 13% and 5% slower in the
+// model (per-node minimums; 3% faster alone, weights in cache), so small images keep the 128-quad limit.
+constexpr int64_t kMaxPairedRemainders = 15, kMinPairedQuads = 128, kMinPairedQuadsLargeImage = 32;
+constexpr int64_t kLargeImagePixels = 64;
 
 std::shared_ptr<const QConvWeights> PackWeightsAvx2(const QConvGeometry& g, const Tensor& w) {
-  if ((g.K() + 3) / 4 < kMinPairedQuads) return PackWeights(g, w, true, false);
+  const int64_t min_quads = g.P() > kLargeImagePixels ? kMinPairedQuadsLargeImage : kMinPairedQuads;
+  if ((g.K() + 3) / 4 < min_quads) return PackWeights(g, w, true, false);
   std::shared_ptr<QConvWeights> paired = PackWeights(g, w, true, true);
   if (static_cast<int64_t>(paired->remainders.size()) * kMaxPairedRemainders <= g.M * paired->kquads) return paired;
   return PackWeights(g, w, true, false);

@@ -38,7 +38,9 @@ struct QConvWeights {
 // the remainders listed; otherwise (VNNI and the portable tile sum in int32) every weight as it is.
 std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& w, bool clamp, bool paired);
 
-// The AVX2 tiles' weights: paired where that leaves few remainders, else clamped pair by pair.
+// The AVX2 tiles' weights: paired where that leaves few remainders, else clamped pair by pair. Whether a conv
+// over fewer k quads is paired depends on the image's size (g.P()); either packing is exact for any image, so a
+// node's packing, made once, serves every later size.
 std::shared_ptr<const QConvWeights> PackWeightsAvx2(const QConvGeometry& g, const Tensor& w);
 
 }  // namespace nee::cpu::qconv
