@@ -6,7 +6,7 @@
 // the AVX-512 tiles' float shortcut (qconv_requant_avx512.h, RequantRows4, where the proof is) on eight
 // lanes: A = float(s), L = fma(A, m, yzp - delta), H = fma(A, m, yzp + delta), D (the reference's double
 // value) strictly between L and H; both converted half to even and narrowed with saturation; where the bytes
-// of L and H agree they are D's (delta 2^-12 here, half the AVX-512 tiles': see TileRequantAvx2). A pair of
+// of L and H agree they are D's (delta 2^-13 here, a quarter of the AVX-512 tiles': see TileRequantAvx2). A pair of
 // rows whose bytes differ somewhere (ties and near-ties, rare) has its sums formed again and goes through
 // FinishTileAvx2, the reference's double arithmetic. Against igemm's tile plus FinishTileAvx2 this
 // saves the twelve stores and reloads of the sums and half the conversion work (eight float lanes a step
@@ -235,12 +235,13 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
     NEE_TILE_REMAINDERS(5)
 #undef NEE_TILE_REMAINDERS
   }
-  // Half the AVX-512 tiles' 2^-11, as tight as the proof allows with room to spare: where |E| <= 512,
-  // |L - (E - delta)| <= 767 * 2^-24 (A's rounding) + 2^-15 (the fma's) < 7.7e-5 < 2^-12 = 2.4e-4, so
-  // L < D < H still; yzp +- 2^-12 (yzp an integer of at most 255 in magnitude) is exact in float. Near-ties
-  // within delta of a half send a pair to the double arithmetic: 1 in 2^11 values instead of 2^10 (3% of
-  // the pairs of a 1x1 conv over 32 channels fell back, 4% of its time).
-  const float delta = 1.0f / 4096;
+  // A quarter of the AVX-512 tiles' 2^-11, with room to spare: where |E| <= 512, |L - (E - delta)| <=
+  // 767 * 2^-24 (A's rounding: |s m| <= 512 + 255) + 2^-15 (the fma's, half an ulp below 1024) < 7.7e-5 <
+  // 2^-13 = 1.2e-4, so L < D < H still; yzp +- 2^-13 (yzp an integer of at most 255 in magnitude, 21 bits) is
+  // exact in float. Near-ties within delta of a half send a pair to the double arithmetic: 1 in 2^12 values
+  // (with 2^-11, 3% of the pairs of a 1x1 conv over 32 channels fell back, 4% of its time; RequantPairByDouble
+  // was 1.3% of ResNet-50 int8 with 2^-12).
+  const float delta = 1.0f / 8192;
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
   if constexpr (kRows >= 2) RequantRowPair<2, kSigned>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld, args, 0);
