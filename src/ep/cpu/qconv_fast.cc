@@ -752,6 +752,8 @@ Status QLinearConvFast(KernelContext& ctx) {
 #ifdef NEE_QCONV_X86
       if (run.vnni)
         qconv::PadImageAvx512(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
+      else if (run.avx2)
+        qconv::PadImageAvx2(g, xg, flip, static_cast<uint8_t>(zx), padded.data(), 0, g.Cg);
       else
 #endif
         PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());

@@ -169,6 +169,14 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
       {"large_multipliers_14x14_half_tile", {1, 8, 14, 14}, {7, 8, 3, 3}, {pads1}, s8, s8, s8, false, -1, -1, true, 8, 2e-4f},
       {"3d_to_reference", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {}},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {}},
+      // The padded copy's rows (PadImageAvx2): widths under 16, 16-31 (two overlapping 16-byte copies), 32 and
+      // more (32-byte copies, the last overlapping), asymmetric and one-sided pads, int8 inputs flipped.
+      {"padded_rows_16_int8", {1, 4, 5, 16}, {6, 4, 3, 3}, {IntsAttr("pads", {2, 0, 0, 2})}, s8, s8, u8},
+      {"padded_rows_31", {1, 4, 5, 31}, {6, 4, 3, 3}, {pads1}},
+      {"padded_rows_32_int8", {1, 4, 5, 32}, {6, 4, 3, 3}, {pads1}, s8, s8, s8},
+      {"padded_rows_33", {1, 4, 5, 33}, {6, 4, 3, 3}, {IntsAttr("pads", {0, 1, 2, 0})}},
+      {"padded_rows_70_int8", {2, 5, 6, 70}, {7, 5, 3, 3}, {IntsAttr("pads", {1, 2, 0, 1})}, s8, s8, u8},
+      {"padded_rows_56_stride2", {1, 6, 9, 56}, {5, 6, 3, 3}, {pads1, IntsAttr("strides", {2, 2})}, u8, s8, s8},
   };
   ExpectConvCasesMatchReference(cases, 5);
 }
