@@ -50,6 +50,48 @@ void PadImage(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pa
   }
 }
 
+#ifdef NEE_QCONV_X86
+__attribute__((target("avx2"))) void PadImageAvx2(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad,
+                                                  uint8_t* dst, int64_t c_begin, int64_t c_end) {
+  const __m256i f32 = _mm256_set1_epi8(static_cast<char>(flip));
+  const __m128i f16 = _mm_set1_epi8(static_cast<char>(flip));
+  const int64_t right = g.wp - g.pw - g.iw;
+  for (int64_t c = c_begin; c < c_end; ++c) {
+    uint8_t* plane = dst + c * g.hp * g.wp;
+    if (g.ih == 0 || g.iw == 0) {
+      std::memset(plane, pad, static_cast<size_t>(g.hp * g.wp));
+      continue;
+    }
+    std::memset(plane, pad, static_cast<size_t>(g.ph * g.wp + g.pw));
+    std::memset(plane + (g.ph + g.ih) * g.wp - right, pad, static_cast<size_t>((g.hp - g.ph - g.ih) * g.wp + right));
+    for (int64_t y = 0; y < g.ih; ++y) {
+      const uint8_t* src = x + (c * g.ih + y) * g.iw;
+      uint8_t* row = plane + (y + g.ph) * g.wp + g.pw;
+      // The row in whole vectors, the last one overlapping the one before it (no byte past the row written).
+      if (g.iw >= 32) {
+        for (int64_t i = 0;; i += 32) {
+          const int64_t at = std::min(i, g.iw - 32);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + at),
+                              _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + at)), f32));
+          if (at == g.iw - 32) break;
+        }
+      } else if (g.iw >= 16) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(row),
+                         _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), f16));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(row + g.iw - 16),
+                         _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + g.iw - 16)), f16));
+      } else {
+        for (int64_t i = 0; i < g.iw; ++i) row[i] = static_cast<uint8_t>(src[i] ^ flip);
+      }
+      // The border between this row and the next: its right pad and the next row's left pad (the last row's
+      // right pad is in the bottom memset).
+      if (y + 1 < g.ih)
+        for (int64_t i = g.iw; i < g.iw + right + g.pw; ++i) row[i] = pad;
+    }
+  }
+}
+#endif
+
 // The reference's double arithmetic: clamp(double(acc) * mult + yzp), rounded half to even.
 namespace {
 NEE_NO_FP_CONTRACT inline uint8_t RequantOne(int32_t acc, double mult, const Requant& q) {

@@ -48,12 +48,12 @@ __attribute__((target("avx2"))) inline __m128i Requant16(__m256i lo, __m256i hi,
 // saturating packs clamp). Lanes whose two conversions differ (about 1 in 2000) send the whole vector to
 // the double arithmetic. Eight sums: L converted, and which lanes agreed.
 //
-// kFmaDelta is 2^-12, half the AVX-512 kernels' 2^-11: where |E| <= 512 (E = acc * m + yzp exactly),
-// |L - (E - delta)| <= 767 * 2^-24 (A's rounding) + 2^-15 (the fma's) < 7.7e-5 < 2^-12 = 2.4e-4, so L < D < H
-// still, and yzp +- 2^-12 (an integer of at most 255 in magnitude) is exact in float (any delta from 7.7e-5 to
-// 2^-11 works); half the near-ties fall back (a 3x3 depthwise conv at
-// 56x56 spent 3% of its time in the double arithmetic).
-constexpr float kFmaDelta = 1.0f / 4096;
+// kFmaDelta is 2^-13, a quarter of the AVX-512 kernels' 2^-11: where |E| <= 512 (E = acc * m + yzp exactly),
+// |L - (E - delta)| <= 767 * 2^-24 (A's rounding) + 2^-15 (the fma's) < 7.7e-5 < 2^-13 = 1.2e-4, so L < D < H
+// still, and yzp +- 2^-13 (an integer of at most 255 in magnitude) is exact in float (any delta from 7.7e-5 to
+// 2^-11 works); a quarter of the near-ties fall back (with 2^-11 a 3x3 depthwise conv at 56x56 spent 3% of its
+// time in the double arithmetic).
+constexpr float kFmaDelta = 1.0f / 8192;
 __attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundFma8(__m256i acc, __m256 mult, __m256 z_lo,
                                                                             __m256 z_hi, __m256i* agree) {
   const __m256 a = _mm256_cvtepi32_ps(acc);

@@ -401,7 +401,8 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
       const int64_t whole = std::min(npanels, P / kCols - panel_begin);
       if (whole > 0)
         qconv::WholeTilesRequantAvx2(rows_here, w.paired, wp, block, panel_bytes, whole, kquads, w.remainders.data(),
-                                     rem_begin, *run.q, m0, y + m0 * P + panel_begin * kCols, P);
+                                     rem_begin, w.remainder_odd.data() + panel * kRows, *run.q, m0,
+                                     y + m0 * P + panel_begin * kCols, P);
       b = std::max<int64_t>(0, whole);
     }
 #endif
@@ -751,6 +752,8 @@ Status QLinearConvFast(KernelContext& ctx) {
 #ifdef NEE_QCONV_X86
       if (run.vnni)
         qconv::PadImageAvx512(g, xg, flip, static_cast<uint8_t>(zx), padded.data());
+      else if (run.avx2)
+        qconv::PadImageAvx2(g, xg, flip, static_cast<uint8_t>(zx), padded.data(), 0, g.Cg);
       else
 #endif
         PadImage(g, xg, flip, static_cast<uint8_t>(zx), padded.data());

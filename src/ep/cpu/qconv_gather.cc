@@ -93,8 +93,9 @@ __attribute__((target("avx2"))) inline __m128i ReadRun(const uint8_t* s) {
 }
 
 // Row k of the panel (the tap plane at `base`): kStride 1 or 2 reads whole vectors (kRuns 1: one run, the
-// whole panel; 2: two runs that fill it; 0: any runs); kStride 0 gathers byte by byte.
-template <int kStride, int kRuns>
+// whole panel; 2: two runs that fill it; 0: any runs); kStride 0 gathers byte by byte. kFlip false: the source
+// needs no flip (the padded copy, uint8 x), so the vector paths skip the xor (a fifth of a quad's operations).
+template <int kStride, int kRuns, bool kFlip = true>
 __attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, const uint8_t* base, uint8_t pad,
                                                         uint8_t flip) {
   if constexpr (kStride == 0) {
@@ -105,10 +106,12 @@ __attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, c
         bytes[runs.at[r] + t] = static_cast<uint8_t>(base[runs.offset[r] + t * runs.stride] ^ flip);
     return _mm_load_si128(reinterpret_cast<const __m128i*>(bytes));
   } else if constexpr (kRuns == 1) {
-    return _mm_xor_si128(ReadRun<kStride>(base + runs.offset[0]), runs.flip);
+    const __m128i v = ReadRun<kStride>(base + runs.offset[0]);
+    return kFlip ? _mm_xor_si128(v, runs.flip) : v;
   } else if constexpr (kRuns == 2) {
     const __m128i second = _mm_shuffle_epi8(ReadRun<kStride>(base + runs.offset[1]), runs.shift[1]);
-    return _mm_xor_si128(_mm_blendv_epi8(ReadRun<kStride>(base + runs.offset[0]), second, runs.inside[1]), runs.flip);
+    const __m128i v = _mm_blendv_epi8(ReadRun<kStride>(base + runs.offset[0]), second, runs.inside[1]);
+    return kFlip ? _mm_xor_si128(v, runs.flip) : v;
   } else {
     __m128i v = runs.pad;
     for (int64_t r = 0; r < runs.n; ++r)
@@ -119,7 +122,7 @@ __attribute__((target("avx2"))) inline __m128i PanelRow(const PanelRuns& runs, c
 }
 
 // The panel's quads, row k (channel c, tap (i, j)) stepped along with k.
-template <int kStride, int kRuns>
+template <int kStride, int kRuns, bool kFlip = true>
 __attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const PanelSource& src, const PanelRuns& runs,
                                                   uint8_t pad, uint8_t* dst) {
   const int64_t K = g.K(), kquads = (K + 3) / 4;
@@ -130,11 +133,12 @@ __attribute__((target("avx2"))) void PackRowsAvx2(const QConvGeometry& g, const 
     // fifth of a 1x1 conv over 32 channels at 112x112 went to packing).
     if (4 * q + 4 <= K) {
 #pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip);
+      for (int t = 0; t < 4; ++t) rows[t] = PanelRow<kStride, kRuns, kFlip>(runs, src.image + taps[4 * q + t], pad, src.flip);
     } else {
 #pragma GCC unroll 4
       for (int t = 0; t < 4; ++t)
-        rows[t] = 4 * q + t < K ? PanelRow<kStride, kRuns>(runs, src.image + taps[4 * q + t], pad, src.flip) : runs.pad;
+        rows[t] = 4 * q + t < K ? PanelRow<kStride, kRuns, kFlip>(runs, src.image + taps[4 * q + t], pad, src.flip)
+                                : runs.pad;
     }
     const __m128i a_lo = _mm_unpacklo_epi8(rows[0], rows[1]), a_hi = _mm_unpackhi_epi8(rows[0], rows[1]);
     const __m128i b_lo = _mm_unpacklo_epi8(rows[2], rows[3]), b_hi = _mm_unpackhi_epi8(rows[2], rows[3]);
@@ -231,7 +235,7 @@ __attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g,
     whole.at[0] = 0, whole.offset[0] = p0, whole.count[0] = kCols;
     whole.pad = _mm_set1_epi8(static_cast<char>(pad));
     whole.flip = _mm_set1_epi8(static_cast<char>(src.flip));
-    return (vbmi ? PackRowsVbmi<1, 1> : PackRowsAvx2<1, 1>)(g, src, whole, pad, dst);
+    return (vbmi ? PackRowsVbmi<1, 1> : src.flip ? PackRowsAvx2<1, 1> : PackRowsAvx2<1, 1, false>)(g, src, whole, pad, dst);
   }
   const __m128i iota = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   PanelRuns runs;
@@ -268,11 +272,14 @@ __attribute__((target("avx2"))) void GatherPackPanelAvx2(const QConvGeometry& g,
   if (g.sw > 2 || furthest > src.end - src.image)
     return (vbmi ? PackRowsVbmi<0, 0> : PackRowsAvx2<0, 0>)(g, src, runs, pad, dst);
   using Pack = void (*)(const QConvGeometry&, const PanelSource&, const PanelRuns&, uint8_t, uint8_t*);
-  static constexpr Pack kStride1[2][3] = {{PackRowsAvx2<1, 0>, PackRowsAvx2<1, 1>, PackRowsAvx2<1, 2>},
+  // [0]: AVX2 flipping as it reads (int8 x itself), [1]: AVX2 without (the padded copy, uint8 x), [2]: VBMI.
+  static constexpr Pack kStride1[3][3] = {{PackRowsAvx2<1, 0>, PackRowsAvx2<1, 1>, PackRowsAvx2<1, 2>},
+                                          {PackRowsAvx2<1, 0>, PackRowsAvx2<1, 1, false>, PackRowsAvx2<1, 2, false>},
                                           {PackRowsVbmi<1, 0>, PackRowsVbmi<1, 1>, PackRowsVbmi<1, 2>}};
-  static constexpr Pack kStride2[2][3] = {{PackRowsAvx2<2, 0>, PackRowsAvx2<2, 1>, PackRowsAvx2<2, 2>},
+  static constexpr Pack kStride2[3][3] = {{PackRowsAvx2<2, 0>, PackRowsAvx2<2, 1>, PackRowsAvx2<2, 2>},
+                                          {PackRowsAvx2<2, 0>, PackRowsAvx2<2, 1, false>, PackRowsAvx2<2, 2, false>},
                                           {PackRowsVbmi<2, 0>, PackRowsVbmi<2, 1>, PackRowsVbmi<2, 2>}};
-  (g.sw == 1 ? kStride1 : kStride2)[vbmi ? 1 : 0][runs_kind](g, src, runs, pad, dst);
+  (g.sw == 1 ? kStride1 : kStride2)[vbmi ? 2 : src.flip ? 0 : 1][runs_kind](g, src, runs, pad, dst);
 }
 #endif
 

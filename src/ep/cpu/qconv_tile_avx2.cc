@@ -6,7 +6,7 @@
 // the AVX-512 tiles' float shortcut (qconv_requant_avx512.h, RequantRows4, where the proof is) on eight
 // lanes: A = float(s), L = fma(A, m, yzp - delta), H = fma(A, m, yzp + delta), D (the reference's double
 // value) strictly between L and H; both converted half to even and narrowed with saturation; where the bytes
-// of L and H agree they are D's (delta 2^-12 here, half the AVX-512 tiles': see TileRequantAvx2). A pair of
+// of L and H agree they are D's (delta 2^-13 here, a quarter of the AVX-512 tiles': see TileRequantAvx2). A pair of
 // rows whose bytes differ somewhere (ties and near-ties, rare) has its sums formed again and goes through
 // FinishTileAvx2, the reference's double arithmetic. Against igemm's tile plus FinishTileAvx2 this
 // saves the twelve stores and reloads of the sums and half the conversion work (eight float lanes a step
@@ -118,7 +118,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
 template <int kRows, bool kSigned, bool kPaired>
 __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t* w, const uint8_t* x, int64_t kquads,
                                                          const TileRemainder* rem, const int64_t* rem_begin,
-                                                         const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
+                                                         const int64_t* rem_odd, const Requant& q, int64_t m0,
+                                                         uint8_t* out, int64_t ld) {
   const uint8_t* const x0 = x;
   const TileArgs args{w, x, kquads, rem, rem_begin};
   // vpmaddwd reads the ones from memory: twelve accumulators, the two pixel vectors, the broadcast weights and
@@ -199,16 +200,31 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
     x += kCols * 4;
   }
   if (rem_begin[0] != rem_begin[kTileRows]) {
+    // Entries at bytes 0 and 2 of their quads first (each 16-bit half of X masked to its low byte), then those
+    // at bytes 1 and 3 (shifted right by 8): one operation a vector, where a per-entry shift count took two
+    // shifts and moving the count into a vector register (remainders were 8% of a 3x3 conv over 64 channels).
+    alignas(32) static constexpr int16_t kLowBytes[16] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                                          0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF};
 #define NEE_TILE_REMAINDERS(r)                                                                                     \
   if constexpr (kRows > r) {                                                                                       \
-    for (const TileRemainder* e = rem + rem_begin[r]; e != rem + rem_begin[r + 1]; ++e) {                          \
+    const TileRemainder* e = rem + rem_begin[r];                                                                   \
+    for (const TileRemainder* odd = rem + rem_odd[r]; e != odd; ++e) {                                             \
       const __m256i v = _mm256_set1_epi32(e->pair);                                                                \
       const uint8_t* xq = x0 + (e->offset & ~kEvenBytes);                                                          \
-      const __m128i up = _mm_cvtsi32_si128((e->offset & kEvenBytes) * 8);                                          \
-      const __m256i lo = _mm256_sll_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), up);          \
-      const __m256i hi = _mm256_sll_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), up);     \
-      c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(_mm256_srli_epi16(lo, 8), v));                         \
-      c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(_mm256_srli_epi16(hi, 8), v));                         \
+      __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));                                       \
+      __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));                                  \
+      __asm__("vpand %1, %0, %0" : "+x"(lo) : "m"(kLowBytes));                                                     \
+      __asm__("vpand %1, %0, %0" : "+x"(hi) : "m"(kLowBytes));                                                     \
+      c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(lo, v));                                               \
+      c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(hi, v));                                               \
+    }                                                                                                              \
+    for (const TileRemainder* end = rem + rem_begin[r + 1]; e != end; ++e) {                                       \
+      const __m256i v = _mm256_set1_epi32(e->pair);                                                                \
+      const uint8_t* xq = x0 + e->offset;                                                                          \
+      const __m256i lo = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), 8);          \
+      const __m256i hi = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8);     \
+      c##r##0 = _mm256_add_epi32(c##r##0, _mm256_madd_epi16(lo, v));                                               \
+      c##r##1 = _mm256_add_epi32(c##r##1, _mm256_madd_epi16(hi, v));                                               \
     }                                                                                                              \
   }
     NEE_TILE_REMAINDERS(0)
@@ -219,12 +235,13 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
     NEE_TILE_REMAINDERS(5)
 #undef NEE_TILE_REMAINDERS
   }
-  // Half the AVX-512 tiles' 2^-11, as tight as the proof allows with room to spare: where |E| <= 512,
-  // |L - (E - delta)| <= 767 * 2^-24 (A's rounding) + 2^-15 (the fma's) < 7.7e-5 < 2^-12 = 2.4e-4, so
-  // L < D < H still; yzp +- 2^-12 (yzp an integer of at most 255 in magnitude) is exact in float. Near-ties
-  // within delta of a half send a pair to the double arithmetic: 1 in 2^11 values instead of 2^10 (3% of
-  // the pairs of a 1x1 conv over 32 channels fell back, 4% of its time).
-  const float delta = 1.0f / 4096;
+  // A quarter of the AVX-512 tiles' 2^-11, with room to spare: where |E| <= 512, |L - (E - delta)| <=
+  // 767 * 2^-24 (A's rounding: |s m| <= 512 + 255) + 2^-15 (the fma's, half an ulp below 1024) < 7.7e-5 <
+  // 2^-13 = 1.2e-4, so L < D < H still; yzp +- 2^-13 (yzp an integer of at most 255 in magnitude, 21 bits) is
+  // exact in float. Near-ties within delta of a half send a pair to the double arithmetic: 1 in 2^12 values
+  // (with 2^-11, 3% of the pairs of a 1x1 conv over 32 channels fell back, 4% of its time; RequantPairByDouble
+  // was 1.3% of ResNet-50 int8 with 2^-12).
+  const float delta = 1.0f / 8192;
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
   if constexpr (kRows >= 2) RequantRowPair<2, kSigned>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld, args, 0);
@@ -245,27 +262,28 @@ namespace {
 template <int kRows, bool kSigned, bool kPaired>
 __attribute__((target("avx2,fma"))) void TilesRequantAvx2(const int8_t* w, const uint8_t* x, int64_t panel_bytes,
                                                           int64_t npanels, int64_t kquads, const TileRemainder* rem,
-                                                          const int64_t* rem_begin, const Requant& q, int64_t m0,
-                                                          uint8_t* out, int64_t ld) {
+                                                          const int64_t* rem_begin, const int64_t* rem_odd,
+                                                          const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   for (int64_t b = 0; b < npanels; ++b)
-    TileRequantAvx2<kRows, kSigned, kPaired>(w, x + b * panel_bytes, kquads, rem, rem_begin, q, m0, out + b * kCols, ld);
+    TileRequantAvx2<kRows, kSigned, kPaired>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
+                                             out + b * kCols, ld);
 }
 
 }  // namespace
 
 void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t panel_bytes,
                            int64_t npanels, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
-                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
+                           const int64_t* rem_odd, const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, int64_t, int64_t, const TileRemainder*, const int64_t*,
-                      const Requant&, int64_t, uint8_t*, int64_t);
+                      const int64_t*, const Requant&, int64_t, uint8_t*, int64_t);
 #define NEE_TILE_ROWS(s, p)                                                                                     \
   {TilesRequantAvx2<1, s, p>, TilesRequantAvx2<2, s, p>, TilesRequantAvx2<3, s, p>, TilesRequantAvx2<4, s, p>, \
    TilesRequantAvx2<5, s, p>, TilesRequantAvx2<6, s, p>}
   static constexpr Fn kByRows[2][2][kTileRows] = {{NEE_TILE_ROWS(false, false), NEE_TILE_ROWS(true, false)},
                                                   {NEE_TILE_ROWS(false, true), NEE_TILE_ROWS(true, true)}};
 #undef NEE_TILE_ROWS
-  kByRows[paired ? 1 : 0][q.y_signed ? 1 : 0][rows - 1](w, x, panel_bytes, npanels, kquads, rem, rem_begin, q, m0,
-                                                        out, ld);
+  kByRows[paired ? 1 : 0][q.y_signed ? 1 : 0][rows - 1](w, x, panel_bytes, npanels, kquads, rem, rem_begin, rem_odd,
+                                                        q, m0, out, ld);
 }
 
 }  // namespace nee::cpu::qconv

@@ -139,6 +139,7 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
   out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA + 32), 0);
   out->row_sums.assign(static_cast<size_t>(g.M), 0);
   out->remainder_begin.assign(static_cast<size_t>(g.group * ppg * kRows + 1), 0);
+  out->remainder_odd.assign(out->remainder_begin.size(), 0);
   const uint8_t flip = w.dtype() == DataType::kUint8 ? 0x80 : 0;  // uint8 w - 128 as a signed byte is w ^ 0x80
   const auto* bytes = static_cast<const uint8_t*>(w.raw_data());
   // A row's signed weights and their cut copy, zeros past K and 32 bytes of slack for whole-vector reads.
@@ -178,24 +179,35 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
             if (even != 0) out->remainders.push_back({offset | kEvenBytes, static_cast<int32_t>(even)});
             if (odd != 0) out->remainders.push_back({offset, static_cast<int32_t>(odd)});
           }
+        // The row's entries at bytes 0 and 2 first (in k order either kind), then those at bytes 1 and 3.
+        const auto first = out->remainders.begin() + out->remainder_begin[static_cast<size_t>(panel * kRows + r)];
+        const auto odd = std::stable_partition(first, out->remainders.end(),
+                                               [](const TileRemainder& e) { return (e.offset & kEvenBytes) != 0; });
+        out->remainder_odd[static_cast<size_t>(panel * kRows + r)] = odd - out->remainders.begin();
       }
       for (int64_t r = std::min(kRows, g.Mg - q * kRows); r < kRows; ++r)  // rows past Mg: none
-        out->remainder_begin[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
+        out->remainder_begin[static_cast<size_t>(panel * kRows + r)] =
+            out->remainder_odd[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
     }
-  out->remainder_begin.back() = static_cast<int64_t>(out->remainders.size());
+  out->remainder_begin.back() = out->remainder_odd.back() = static_cast<int64_t>(out->remainders.size());
   return out;
 }
 
-// Paired (two k quads per vpmaddwd in the whole tile) where K spans at least kMinPairedQuads quads and at most
-// one remainder results per kMaxPairedRemainders rows' k quads: a remainder costs the tile about eight times
-// what pairing saves per row and quad, and over fewer quads the remainder loops' branches ate the saving
-// (ResNet-50 in the model, per-node minimums against main: 1x1 convs over 256 channels, 64 quads, 1.037 paired,
-// over 64 and 128 channels 1.03-1.14 alone; 3x3 convs 0.94-0.97, 1x1 over 512-2048 channels 0.965-0.97). ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%; its 3x3
-// convs over 64 channels with 5.2% and 6.2% ran 5% and 1% faster paired.
-constexpr int64_t kMaxPairedRemainders = 15, kMinPairedQuads = 128;
+// Paired (two k quads per vpmaddwd in the whole tile) where K spans at least kMinPairedQuads quads (or
+// kMinPairedQuadsLargeImage on images of more than kLargeImagePixels pixels) and at most one remainder results
+// per kMaxPairedRemainders rows' k quads: a remainder costs the tile about ten times what pairing saves per row
+// and quad. ResNet-50's int8 weights leave 0.4-12% remainders per conv, most 1-4%; its 3x3 convs over 64
+// channels with 5.2% and 6.2% ran 5% and 1% faster paired. Since the tile takes each row's remainders at even
+// and odd bytes in their own loops (no per-entry shift count), ResNet-50's 1x1 convs over 128 and 256 channels
+// (32 and 64 quads, 3-6% remainders) run 2.6% and 5-6% faster paired at 56x56-14x14 (they had run 3.7% slower
+// with the per-entry shifts); MobileNetV2's 7x7 ones over 160 and 320 channels ran 13% and 5% slower in the
+// model (per-node minimums; 3% faster alone, weights in cache), so small images keep the 128-quad limit.
+constexpr int64_t kMaxPairedRemainders = 15, kMinPairedQuads = 128, kMinPairedQuadsLargeImage = 32;
+constexpr int64_t kLargeImagePixels = 64;
 
 std::shared_ptr<const QConvWeights> PackWeightsAvx2(const QConvGeometry& g, const Tensor& w) {
-  if ((g.K() + 3) / 4 < kMinPairedQuads) return PackWeights(g, w, true, false);
+  const int64_t min_quads = g.P() > kLargeImagePixels ? kMinPairedQuadsLargeImage : kMinPairedQuads;
+  if ((g.K() + 3) / 4 < min_quads) return PackWeights(g, w, true, false);
   std::shared_ptr<QConvWeights> paired = PackWeights(g, w, true, true);
   if (static_cast<int64_t>(paired->remainders.size()) * kMaxPairedRemainders <= g.M * paired->kquads) return paired;
   return PackWeights(g, w, true, false);

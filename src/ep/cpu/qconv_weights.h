@@ -25,6 +25,10 @@ struct QConvWeights {
   std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
   std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
   std::vector<int64_t> remainder_begin;  // per row of each row panel (all groups), into remainders
+  // Per row as remainder_begin: where the row's entries at bytes 1 and 3 start. Each row lists its entries at
+  // bytes 0 and 2 (kEvenBytes set) first, so that the AVX2 tile takes each kind in its own loop, without a
+  // shift by a per-entry count.
+  std::vector<int64_t> remainder_odd;
   std::vector<Remainder> remainders;
 };
 
@@ -34,7 +38,9 @@ struct QConvWeights {
 // the remainders listed; otherwise (VNNI and the portable tile sum in int32) every weight as it is.
 std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& w, bool clamp, bool paired);
 
-// The AVX2 tiles' weights: paired where that leaves few remainders, else clamped pair by pair.
+// The AVX2 tiles' weights: paired where that leaves few remainders, else clamped pair by pair. Whether a conv
+// over fewer k quads is paired depends on the image's size (g.P()); either packing is exact for any image, so a
+// node's packing, made once, serves every later size.
 std::shared_ptr<const QConvWeights> PackWeightsAvx2(const QConvGeometry& g, const Tensor& w);
 
 }  // namespace nee::cpu::qconv

@@ -169,6 +169,14 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
       {"large_multipliers_14x14_half_tile", {1, 8, 14, 14}, {7, 8, 3, 3}, {pads1}, s8, s8, s8, false, -1, -1, true, 8, 2e-4f},
       {"3d_to_reference", {1, 2, 4, 5, 3}, {3, 2, 2, 3, 2}, {}},
       {"empty_batch", {0, 3, 5, 5}, {4, 3, 3, 3}, {}},
+      // The padded copy's rows (PadImageAvx2): widths under 16, 16-31 (two overlapping 16-byte copies), 32 and
+      // more (32-byte copies, the last overlapping), asymmetric and one-sided pads, int8 inputs flipped.
+      {"padded_rows_16_int8", {1, 4, 5, 16}, {6, 4, 3, 3}, {IntsAttr("pads", {2, 0, 0, 2})}, s8, s8, u8},
+      {"padded_rows_31", {1, 4, 5, 31}, {6, 4, 3, 3}, {pads1}},
+      {"padded_rows_32_int8", {1, 4, 5, 32}, {6, 4, 3, 3}, {pads1}, s8, s8, s8},
+      {"padded_rows_33", {1, 4, 5, 33}, {6, 4, 3, 3}, {IntsAttr("pads", {0, 1, 2, 0})}},
+      {"padded_rows_70_int8", {2, 5, 6, 70}, {7, 5, 3, 3}, {IntsAttr("pads", {1, 2, 0, 1})}, s8, s8, u8},
+      {"padded_rows_56_stride2", {1, 6, 9, 56}, {5, 6, 3, 3}, {pads1, IntsAttr("strides", {2, 2})}, u8, s8, s8},
   };
   ExpectConvCasesMatchReference(cases, 5);
 }
@@ -377,8 +385,8 @@ TEST_P(QConvFastTest, QLinearConvPairedQuads) {
   std::vector<ConvCase> cases;
   int index = 0;
   for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 13, 24})
-    // K: 29, 64 (1x1, too few quads to pair), 513 (1x1, 129 quads: the paired loop's last quad alone); 261 (too
-    // few), 576 or 4617 (3x3).
+    // K: 29, 64 (1x1, too few quads to pair), 513 (1x1, 129 quads: the paired loop's last quad alone); 261 (3x3,
+    // 66 quads, paired), 576 or 4617 (3x3).
     for (int64_t channels : {29, 64, 513}) {
       const int v = index++;
       const int64_t k = v % 2 ? 3 : 1;
@@ -472,9 +480,14 @@ TEST(QConvWeights, PackingCutsOnlyLanesThatCouldSaturate) {
             for (int64_t k = 0; k < kquads * 4; ++k)
               cut[static_cast<size_t>(k)] = packed->data[static_cast<size_t>((panel * kquads + k / 4) * 24 + r * 4 + k % 4)];
             const int64_t row = panel * 6 + r;
+            // The row's entries at bytes 0 and 2 (kEvenBytes) before remainder_odd, those at bytes 1 and 3 from it.
+            const int64_t odd = packed->remainder_odd[static_cast<size_t>(row)];
+            ASSERT_LE(packed->remainder_begin[static_cast<size_t>(row)], odd) << name;
+            ASSERT_LE(odd, packed->remainder_begin[static_cast<size_t>(row + 1)]) << name;
             for (int64_t e = packed->remainder_begin[static_cast<size_t>(row)];
                  e < packed->remainder_begin[static_cast<size_t>(row + 1)]; ++e) {
               const auto& entry = packed->remainders[static_cast<size_t>(e)];
+              ASSERT_EQ((entry.offset & cpu::qconv::kEvenBytes) != 0, e < odd) << name << " m" << m << " entry " << e;
               const int64_t k = (entry.offset & ~cpu::qconv::kEvenBytes) / 64 * 4 + ((entry.offset & cpu::qconv::kEvenBytes) ? 0 : 1);
               rem[static_cast<size_t>(k)] += static_cast<int16_t>(entry.pair & 0xFFFF);
               rem[static_cast<size_t>(k + 2)] += static_cast<int16_t>(static_cast<uint32_t>(entry.pair) >> 16);
