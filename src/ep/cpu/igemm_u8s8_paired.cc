@@ -238,6 +238,17 @@ __attribute__((target("avx2"), always_inline)) inline void StoreTransposed(const
   for (int64_t i = 0; i < rows; ++i) std::memcpy(out + i * ld, row_vals[i], static_cast<size_t>(cols) * sizeof(float));
 }
 
+// v<r> -= rows * per_column[r] for the four columns (a zero-point term: rows holds eight rows' values).
+__attribute__((target("avx2"), always_inline)) inline void SubtractProducts(const int32_t* rows,
+                                                                            const int32_t* per_column, __m256i& v0,
+                                                                            __m256i& v1, __m256i& v2, __m256i& v3) {
+  const __m256i r = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows));
+  v0 = _mm256_sub_epi32(v0, _mm256_mullo_epi32(r, _mm256_set1_epi32(per_column[0])));
+  v1 = _mm256_sub_epi32(v1, _mm256_mullo_epi32(r, _mm256_set1_epi32(per_column[1])));
+  v2 = _mm256_sub_epi32(v2, _mm256_mullo_epi32(r, _mm256_set1_epi32(per_column[2])));
+  v3 = _mm256_sub_epi32(v3, _mm256_mullo_epi32(r, _mm256_set1_epi32(per_column[3])));
+}
+
 // The end of a tile for half h (rows 8 h to 8 h + 7): v<r> holds column r's sums for those rows.
 // Zero points: v = S - zb[j] * row_term[i] - za[i] * col_sum[j] (one za: already in start). Then int32
 // out, or Cast, Mul by the column's scale, Add of its bias (rounded one after the other), stored transposed.
@@ -245,20 +256,8 @@ __attribute__((target("avx2"), always_inline)) inline void FinishHalf(const Tile
                                                                       __m256i v2, __m256i v3) {
   const int64_t rows = std::min<int64_t>(8, t.rows - 8 * h);
   if (rows <= 0) return;
-  if (t.zb) {
-    const __m256i rt = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.row_term + 8 * h));
-    v0 = _mm256_sub_epi32(v0, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[0])));
-    v1 = _mm256_sub_epi32(v1, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[1])));
-    v2 = _mm256_sub_epi32(v2, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[2])));
-    v3 = _mm256_sub_epi32(v3, _mm256_mullo_epi32(rt, _mm256_set1_epi32(t.zb[3])));
-  }
-  if (t.za) {
-    const __m256i zv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.za + 8 * h));
-    v0 = _mm256_sub_epi32(v0, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[0])));
-    v1 = _mm256_sub_epi32(v1, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[1])));
-    v2 = _mm256_sub_epi32(v2, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[2])));
-    v3 = _mm256_sub_epi32(v3, _mm256_mullo_epi32(zv, _mm256_set1_epi32(t.col_sum[3])));
-  }
+  if (t.zb) SubtractProducts(t.row_term + 8 * h, t.zb, v0, v1, v2, v3);
+  if (t.za) SubtractProducts(t.za + 8 * h, t.col_sum, v0, v1, v2, v3);
   if (!t.scale) {
     const __m256 f[kCols] = {_mm256_castsi256_ps(v0), _mm256_castsi256_ps(v1), _mm256_castsi256_ps(v2),
                              _mm256_castsi256_ps(v3)};
