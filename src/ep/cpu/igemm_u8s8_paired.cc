@@ -135,6 +135,15 @@ void PairQuads(const int8_t* columns, size_t column_len, int64_t cols, int64_t q
   }
 }
 
+// Rows [h, h + rows) of a panel of A, columns [k0, k), byte by byte: all of a panel without AVX2, the ragged
+// rest with it.
+void PackPanelABytes(const uint8_t* a, int64_t lda, int64_t h, int64_t rows, int64_t k0, int64_t k, uint8_t* panel) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const uint8_t* row = a + (h + i) * lda;
+    for (int64_t kk = k0; kk < k; ++kk) panel[(kk / 4) * kQuadBytesA + (h + i) * 4 + kk % 4] = row[kk];
+  }
+}
+
 #ifdef NEE_PAIRED_X86
 // A panel (16 rows of A, k padded to whole octets) from row-major uint8 A:
 // [quads][16 rows][4 bytes]; whole runs of 8 rows x 8 quads by 8x8 transposes
@@ -170,10 +179,7 @@ __attribute__((target("avx2"))) void PackPanelAAvx2(const uint8_t* a, int64_t ld
         }
       }
     }
-    for (int64_t i = 0; i < hrows; ++i) {
-      const uint8_t* row = a + (h + i) * lda;
-      for (int64_t kk = done; kk < k; ++kk) panel[(kk / 4) * kQuadBytesA + (h + i) * 4 + kk % 4] = row[kk];
-    }
+    PackPanelABytes(a, lda, h, hrows, done, k, panel);
   }
 }
 
@@ -506,8 +512,7 @@ void IgemmU8S8Paired(const KernelContext* ctx, const uint8_t* a, int64_t m, int6
 #endif
     if (!avx2) {
       std::memset(panel, 0, static_cast<size_t>(quads * kQuadBytesA));
-      for (int64_t i = 0; i < rows; ++i)
-        for (int64_t kk = 0; kk < k; ++kk) panel[(kk / 4) * kQuadBytesA + i * 4 + kk % 4] = a[(i0 + i) * lda + kk];
+      PackPanelABytes(a + i0 * lda, lda, 0, rows, 0, k, panel);
     }
     for (int64_t i = 0; i < rows; ++i) {
       const uint8_t* row = a + (i0 + i) * lda;
