@@ -421,7 +421,8 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
         }
         if (any_remainders) AddRemaindersAvx2(w.remainders.data(), rem_begin, xp, sums);
         if (!run.q->any_zw && run.q->small_multipliers) {
-          FinishTileAvx2(sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
+          (count <= kFewPixels ? qconv::FinishFewPixelsAvx2 : FinishTileAvx2)(
+              sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
           continue;
         }
       }
