@@ -114,8 +114,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
 // remainders added (bytes 1 and 3, or 0 and 2, of each listed quad of X as 16-bit halves, times the two
 // remainders by vpmaddwd: AddRemaindersAvx2 in qconv_fast.cc), requantized and stored.
 // kSigned: int8 output (else uint8), fixed at compile time so that the narrowing has no branch.
-// kPaired: weights packed paired (see WholeTilesRequantAvx2 in the header), k quads taken two at a time.
-template <int kRows, bool kSigned, bool kPaired>
+// Weights packed paired take PairedTileRequantAvx2 below.
+template <int kRows, bool kSigned>
 __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t* w, const uint8_t* x, int64_t kquads,
                                                          const TileRemainder* rem, const int64_t* rem_begin,
                                                          const int64_t* rem_odd, const Requant& q, int64_t m0,
@@ -132,47 +132,7 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
   __m256i c00 = NEE_TILE_START(0), c01 = c00, c10 = NEE_TILE_START(1), c11 = c10, c20 = NEE_TILE_START(2), c21 = c20;
   __m256i c30 = NEE_TILE_START(3), c31 = c30, c40 = NEE_TILE_START(4), c41 = c40, c50 = NEE_TILE_START(5), c51 = c50;
 #undef NEE_TILE_START
-  int64_t p = 0;
-  if constexpr (kPaired) {
-    // Two k quads per step: per row and half panel, the two quads' vpmaddubsw pair sums added in int16, exactly
-    // (a lane's four weights' positive parts sum to at most 128, their negative ones too: within 255 * 128),
-    // then one vpmaddwd by ones and one vpaddd: 3 multiplies per 64 multiply-adds where one quad at a time
-    // takes 4 per 32 (the multiplies bound the loop, two a cycle on Zen 3: 10.8 cycles a quad against 12.5).
-    // The half panels one after the other keep the twelve accumulators, the two quads' pixel vectors and two
-    // temporaries in the sixteen registers; each row's weights are broadcast per half panel (loads, which have the room), by
-    // volatile asm so that the compiler does not keep the first half's twelve broadcasts for the second.
-    for (; p + 2 <= kquads; p += 2) {
-#define NEE_PAIR_ROW(r, h)                                                                                   \
-  if constexpr (kRows > r) {                                                                                 \
-    const auto* wq = reinterpret_cast<const int32_t*>(w + 4 * r);                                            \
-    __m256i t, u;                                                                                            \
-    __asm__ volatile("vpbroadcastd %1, %0" : "=x"(t) : "m"(wq[0]));                                          \
-    __asm__ volatile("vpbroadcastd %1, %0" : "=x"(u) : "m"(wq[kTileRows]));                                  \
-    t = _mm256_add_epi16(_mm256_maddubs_epi16(x0, t), _mm256_maddubs_epi16(x1, u));                      \
-    __asm__("vpmaddwd %1, %0, %0" : "+x"(t) : "m"(kOnes));                                                   \
-    c##r##h = _mm256_add_epi32(c##r##h, t);                                                                  \
-    __asm__ volatile("" : "+x"(c##r##h));                                                                    \
-  }
-#define NEE_PAIR_HALF(h)                                                                        \
-  {                                                                                             \
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * h));        \
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kCols * 4 + 32 * h)); \
-    NEE_PAIR_ROW(0, h)                                                                          \
-    NEE_PAIR_ROW(1, h)                                                                          \
-    NEE_PAIR_ROW(2, h)                                                                          \
-    NEE_PAIR_ROW(3, h)                                                                          \
-    NEE_PAIR_ROW(4, h)                                                                          \
-    NEE_PAIR_ROW(5, h)                                                                          \
-  }
-      NEE_PAIR_HALF(0)
-      NEE_PAIR_HALF(1)
-#undef NEE_PAIR_HALF
-#undef NEE_PAIR_ROW
-      w += 2 * kTileRows * 4;
-      x += 2 * kCols * 4;
-    }
-  }
-  for (; p < kquads; ++p) {
+  for (int64_t p = 0; p < kquads; ++p) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
 // Accumulators named, not indexed, so that they stay in registers.
@@ -252,6 +212,115 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
   if constexpr (kRows == 5) RequantRowPair<1, kSigned>(c40, c41, c40, c41, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
 }
 
+// Rows r0 .. r0 + kPass - 1 (at most 3) of a paired tile: each row's sums from its constant over the k quads two
+// at a time (as TileRequantAvx2's paired loop: the two quads' vpmaddubsw pair sums added in int16, exactly, then
+// one vpmaddwd by ones), a last odd quad alone, then the rows' remainders; into acc[r][half].
+// Three rows a pass, not six: each row's two broadcast quads serve both half panels (six rows kept all
+// sixteen registers for the accumulators and the half's pixel vectors, so each half broadcast the weights
+// again: twelve broadcasts a quad, which with the multiplies and adds filled the four vector pipes, 10.8 cycles
+// a quad). Two passes read the pixels twice (loads, which have the room) and broadcast six times a quad:
+// 10.1 cycles a quad on Zen 3 (microbenchmark, K = 960).
+template <int kPass>
+__attribute__((target("avx2,fma"), always_inline)) inline void PairedPass(const int8_t* w, const uint8_t* x,
+                                                                         int64_t kquads, const TileRemainder* rem,
+                                                                         const int64_t* rem_begin,
+                                                                         const int64_t* rem_odd, const Requant& q,
+                                                                         int64_t m0, int r0, __m256i (&acc)[3][2]) {
+  alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const uint8_t* const x0 = x;
+#pragma GCC unroll 3
+  for (int r = 0; r < kPass; ++r) acc[r][0] = acc[r][1] = _mm256_set1_epi32(q.constant[m0 + r0 + r]);
+  w += 4 * r0;
+  int64_t p = 0;
+  for (; p + 2 <= kquads; p += 2) {
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kCols * 4));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kCols * 4 + 32));
+#pragma GCC unroll 3
+    for (int r = 0; r < kPass; ++r) {
+      const auto* wq = reinterpret_cast<const int32_t*>(w + 4 * r);
+      __m256i t, u;
+      __asm__ volatile("vpbroadcastd %1, %0" : "=x"(t) : "m"(wq[0]));
+      __asm__ volatile("vpbroadcastd %1, %0" : "=x"(u) : "m"(wq[kTileRows]));
+      __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(a0, t), _mm256_maddubs_epi16(b0, u));
+      __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(a1, t), _mm256_maddubs_epi16(b1, u));
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(lo) : "m"(kOnes));
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(hi) : "m"(kOnes));
+      acc[r][0] = _mm256_add_epi32(acc[r][0], lo);
+      acc[r][1] = _mm256_add_epi32(acc[r][1], hi);
+    }
+    w += 2 * kTileRows * 4;
+    x += 2 * kCols * 4;
+  }
+  if (p < kquads) {  // an odd last quad, packed alone (its lanes' pair sums fit int16 by themselves)
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+#pragma GCC unroll 3
+    for (int r = 0; r < kPass; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, w + 4 * r, sizeof quad);
+      const __m256i t = _mm256_set1_epi32(quad);
+      __m256i lo = _mm256_maddubs_epi16(a0, t), hi = _mm256_maddubs_epi16(a1, t);
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(lo) : "m"(kOnes));
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(hi) : "m"(kOnes));
+      acc[r][0] = _mm256_add_epi32(acc[r][0], lo);
+      acc[r][1] = _mm256_add_epi32(acc[r][1], hi);
+    }
+  }
+  if (rem_begin[r0] == rem_begin[r0 + kPass]) return;
+  // As TileRequantAvx2's remainders: entries at bytes 0 and 2 (masked to the low byte), then at bytes 1 and 3.
+  const __m256i low_bytes = _mm256_set1_epi16(0xFF);
+#pragma GCC unroll 3
+  for (int r = 0; r < kPass; ++r) {
+    const TileRemainder* e = rem + rem_begin[r0 + r];
+    for (const TileRemainder* odd = rem + rem_odd[r0 + r]; e != odd; ++e) {
+      const __m256i v = _mm256_set1_epi32(e->pair);
+      const uint8_t* xq = x0 + (e->offset & ~kEvenBytes);
+      const __m256i lo = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), low_bytes);
+      const __m256i hi = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), low_bytes);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, v));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, v));
+    }
+    for (const TileRemainder* end = rem + rem_begin[r0 + r + 1]; e != end; ++e) {
+      const __m256i v = _mm256_set1_epi32(e->pair);
+      const uint8_t* xq = x0 + e->offset;
+      const __m256i lo = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), 8);
+      const __m256i hi = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, v));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, v));
+    }
+  }
+}
+
+// The paired tile (kRows 1-6) as two passes of at most three rows (PairedPass): rows 0-1 requantized after the
+// first, row 2's sums kept on the stack until row 3's are formed, then rows 2-3 and 4-5 (a lone last row
+// requantized by itself), so that every pair of rows is requantized together as in TileRequantAvx2.
+template <int kRows, bool kSigned>
+__attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(const int8_t* w, const uint8_t* x,
+                                                                        int64_t kquads, const TileRemainder* rem,
+                                                                        const int64_t* rem_begin,
+                                                                        const int64_t* rem_odd, const Requant& q,
+                                                                        int64_t m0, uint8_t* out, int64_t ld) {
+  const TileArgs args{w, x, kquads, rem, rem_begin};
+  const float delta = 1.0f / 8192;  // as TileRequantAvx2's (where the bound is argued)
+  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
+               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
+  constexpr int kFirst = kRows < 3 ? kRows : 3, kSecond = kRows - kFirst;
+  __m256i acc[3][2];
+  PairedPass<kFirst>(w, x, kquads, rem, rem_begin, rem_odd, q, m0, 0, acc);
+  if constexpr (kFirst >= 2) RequantRowPair<2, kSigned>(acc[0][0], acc[0][1], acc[1][0], acc[1][1], q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kFirst == 1) RequantRowPair<1, kSigned>(acc[0][0], acc[0][1], acc[0][0], acc[0][1], q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kRows == 3) RequantRowPair<1, kSigned>(acc[2][0], acc[2][1], acc[2][0], acc[2][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
+  if constexpr (kSecond > 0) {
+    alignas(32) __m256i row2[2] = {acc[2][0], acc[2][1]};
+    PairedPass<kSecond>(w, x, kquads, rem, rem_begin, rem_odd, q, m0, 3, acc);
+    RequantRowPair<2, kSigned>(row2[0], row2[1], acc[0][0], acc[0][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
+    if constexpr (kSecond == 3) RequantRowPair<2, kSigned>(acc[1][0], acc[1][1], acc[2][0], acc[2][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
+    if constexpr (kSecond == 2) RequantRowPair<1, kSigned>(acc[1][0], acc[1][1], acc[1][0], acc[1][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -265,7 +334,11 @@ __attribute__((target("avx2,fma"))) void TilesRequantAvx2(const int8_t* w, const
                                                           const int64_t* rem_begin, const int64_t* rem_odd,
                                                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   for (int64_t b = 0; b < npanels; ++b)
-    TileRequantAvx2<kRows, kSigned, kPaired>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
+    if constexpr (kPaired)
+      PairedTileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
+                                            out + b * kCols, ld);
+    else
+      TileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
                                              out + b * kCols, ld);
 }
 
