@@ -401,7 +401,8 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
       const int64_t whole = std::min(npanels, P / kCols - panel_begin);
       if (whole > 0)
         qconv::WholeTilesRequantAvx2(rows_here, w.paired, wp, block, panel_bytes, whole, kquads, w.remainders.data(),
-                                     rem_begin, w.remainder_odd.data() + panel * kRows, *run.q, m0,
+                                     rem_begin, w.remainder_odd.data() + panel * kRows, w.pass_slots.data(),
+                                     w.paired ? w.pass_slot_begin.data() + 2 * panel : nullptr, *run.q, m0,
                                      y + m0 * P + panel_begin * kCols, P);
       b = std::max<int64_t>(0, whole);
     }

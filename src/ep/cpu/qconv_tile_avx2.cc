@@ -222,10 +222,10 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
 // 10.1 cycles a quad on Zen 3 (microbenchmark, K = 960).
 template <int kPass>
 __attribute__((target("avx2,fma"), always_inline)) inline void PairedPass(const int8_t* w, const uint8_t* x,
-                                                                         int64_t kquads, const TileRemainder* rem,
-                                                                         const int64_t* rem_begin,
-                                                                         const int64_t* rem_odd, const Requant& q,
-                                                                         int64_t m0, int r0, __m256i (&acc)[3][2]) {
+                                                                         int64_t kquads, const TileRemainder* slots,
+                                                                         const TileRemainder* slots_end,
+                                                                         const Requant& q, int64_t m0, int r0,
+                                                                         __m256i (&acc)[3][2]) {
   alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
   const uint8_t* const x0 = x;
 #pragma GCC unroll 3
@@ -268,25 +268,20 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PairedPass(const 
       acc[r][1] = _mm256_add_epi32(acc[r][1], hi);
     }
   }
-  if (rem_begin[r0] == rem_begin[r0 + kPass]) return;
-  // As TileRequantAvx2's remainders: entries at bytes 0 and 2 (masked to the low byte), then at bytes 1 and 3.
-  const __m256i low_bytes = _mm256_set1_epi16(0xFF);
+  // The pass's remainders, slot by slot (QConvWeights::pass_slots), one entry per row: the quad's bytes 0 and 2
+  // (kEvenBytes) or 1 and 3 picked into 16-bit halves by one vpshufb whose control the entry's kind selects (a
+  // load, not a branch), times the two remainders by vpmaddwd. Zero entries add nothing.
+  alignas(32) static constexpr int8_t kPick[2][32] = {
+      {1, -1, 3, -1, 5, -1, 7, -1, 9, -1, 11, -1, 13, -1, 15, -1, 1, -1, 3, -1, 5, -1, 7, -1, 9, -1, 11, -1, 13, -1, 15, -1},
+      {0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1, 12, -1, 14, -1, 0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1, 12, -1, 14, -1}};
+  for (const TileRemainder* s = slots; s != slots_end; s += 3) {
 #pragma GCC unroll 3
-  for (int r = 0; r < kPass; ++r) {
-    const TileRemainder* e = rem + rem_begin[r0 + r];
-    for (const TileRemainder* odd = rem + rem_odd[r0 + r]; e != odd; ++e) {
-      const __m256i v = _mm256_set1_epi32(e->pair);
-      const uint8_t* xq = x0 + (e->offset & ~kEvenBytes);
-      const __m256i lo = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), low_bytes);
-      const __m256i hi = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), low_bytes);
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, v));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, v));
-    }
-    for (const TileRemainder* end = rem + rem_begin[r0 + r + 1]; e != end; ++e) {
-      const __m256i v = _mm256_set1_epi32(e->pair);
-      const uint8_t* xq = x0 + e->offset;
-      const __m256i lo = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), 8);
-      const __m256i hi = _mm256_srli_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), 8);
+    for (int r = 0; r < kPass; ++r) {
+      const __m256i v = _mm256_set1_epi32(s[r].pair);
+      const __m256i pick = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick[s[r].offset & kEvenBytes]));
+      const uint8_t* xq = x0 + (s[r].offset & ~kEvenBytes);
+      const __m256i lo = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), pick);
+      const __m256i hi = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), pick);
       acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, v));
       acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, v));
     }
@@ -299,8 +294,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PairedPass(const 
 template <int kRows, bool kSigned>
 __attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(const int8_t* w, const uint8_t* x,
                                                                         int64_t kquads, const TileRemainder* rem,
-                                                                        const int64_t* rem_begin,
-                                                                        const int64_t* rem_odd, const Requant& q,
+                                                                        const int64_t* rem_begin, const TileRemainder* slots,
+                                                                        const int64_t* slot_begin, const Requant& q,
                                                                         int64_t m0, uint8_t* out, int64_t ld) {
   const TileArgs args{w, x, kquads, rem, rem_begin};
   const float delta = 1.0f / 8192;  // as TileRequantAvx2's (where the bound is argued)
@@ -308,13 +303,13 @@ __attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(const i
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
   constexpr int kFirst = kRows < 3 ? kRows : 3, kSecond = kRows - kFirst;
   __m256i acc[3][2];
-  PairedPass<kFirst>(w, x, kquads, rem, rem_begin, rem_odd, q, m0, 0, acc);
+  PairedPass<kFirst>(w, x, kquads, slots + slot_begin[0], slots + slot_begin[1], q, m0, 0, acc);
   if constexpr (kFirst >= 2) RequantRowPair<2, kSigned>(acc[0][0], acc[0][1], acc[1][0], acc[1][1], q, m0, z_lo, z_hi, out, ld, args, 0);
   if constexpr (kFirst == 1) RequantRowPair<1, kSigned>(acc[0][0], acc[0][1], acc[0][0], acc[0][1], q, m0, z_lo, z_hi, out, ld, args, 0);
   if constexpr (kRows == 3) RequantRowPair<1, kSigned>(acc[2][0], acc[2][1], acc[2][0], acc[2][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
   if constexpr (kSecond > 0) {
     alignas(32) __m256i row2[2] = {acc[2][0], acc[2][1]};
-    PairedPass<kSecond>(w, x, kquads, rem, rem_begin, rem_odd, q, m0, 3, acc);
+    PairedPass<kSecond>(w, x, kquads, slots + slot_begin[1], slots + slot_begin[2], q, m0, 3, acc);
     RequantRowPair<2, kSigned>(row2[0], row2[1], acc[0][0], acc[0][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
     if constexpr (kSecond == 3) RequantRowPair<2, kSigned>(acc[1][0], acc[1][1], acc[2][0], acc[2][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
     if constexpr (kSecond == 2) RequantRowPair<1, kSigned>(acc[1][0], acc[1][1], acc[1][0], acc[1][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
@@ -332,23 +327,25 @@ template <int kRows, bool kSigned, bool kPaired>
 __attribute__((target("avx2,fma"))) void TilesRequantAvx2(const int8_t* w, const uint8_t* x, int64_t panel_bytes,
                                                           int64_t npanels, int64_t kquads, const TileRemainder* rem,
                                                           const int64_t* rem_begin, const int64_t* rem_odd,
+                                                          const TileRemainder* slots, const int64_t* slot_begin,
                                                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   for (int64_t b = 0; b < npanels; ++b)
     if constexpr (kPaired)
-      PairedTileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
+      PairedTileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, slots, slot_begin, q, m0,
                                             out + b * kCols, ld);
     else
       TileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
-                                             out + b * kCols, ld);
+                                      out + b * kCols, ld);
 }
 
 }  // namespace
 
 void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t panel_bytes,
                            int64_t npanels, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
-                           const int64_t* rem_odd, const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
+                           const int64_t* rem_odd, const TileRemainder* slots, const int64_t* slot_begin,
+                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, int64_t, int64_t, const TileRemainder*, const int64_t*,
-                      const int64_t*, const Requant&, int64_t, uint8_t*, int64_t);
+                      const int64_t*, const TileRemainder*, const int64_t*, const Requant&, int64_t, uint8_t*, int64_t);
 #define NEE_TILE_ROWS(s, p)                                                                                     \
   {TilesRequantAvx2<1, s, p>, TilesRequantAvx2<2, s, p>, TilesRequantAvx2<3, s, p>, TilesRequantAvx2<4, s, p>, \
    TilesRequantAvx2<5, s, p>, TilesRequantAvx2<6, s, p>}
@@ -356,7 +353,7 @@ void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uin
                                                   {NEE_TILE_ROWS(false, true), NEE_TILE_ROWS(true, true)}};
 #undef NEE_TILE_ROWS
   kByRows[paired ? 1 : 0][q.y_signed ? 1 : 0][rows - 1](w, x, panel_bytes, npanels, kquads, rem, rem_begin, rem_odd,
-                                                        q, m0, out, ld);
+                                                        slots, slot_begin, q, m0, out, ld);
 }
 
 }  // namespace nee::cpu::qconv
