@@ -356,6 +356,110 @@ void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uin
                                                         slots, slot_begin, q, m0, out, ld);
 }
 
+namespace {
+
+// igemm's quad tile on the first half of a panel only (pixels 0-7, the first 32 bytes of each 64-byte quad),
+// for a last panel with at most eight pixels: the same instructions per pixel, each sum the same, at half the
+// cost. Sums of pixels 8-15 are left as they were (not stored). kPaired: two k quads a step, their pair sums
+// added in int16 before one vpmaddwd (3 multiplies per two quads and row where one at a time takes 4).
+template <int kRowsHere, bool kPaired>
+__attribute__((target("avx2"))) void HalfTile(const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
+  constexpr int64_t kQuadA = kTileRows * 4, kQuadB = kCols * 4;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c[6];
+#pragma GCC unroll 6
+  for (int r = 0; r < kRowsHere; ++r) c[r] = _mm256_setzero_si256();
+  int64_t q = 0;
+  if constexpr (kPaired) {
+    for (; q + 2 <= kquads; q += 2) {
+      const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadB));
+      const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + (q + 1) * kQuadB));
+      const int8_t* wq = w + q * kQuadA;
+#pragma GCC unroll 6
+      for (int r = 0; r < kRowsHere; ++r) {
+        int32_t a, b;
+        std::memcpy(&a, wq + 4 * r, sizeof a);
+        std::memcpy(&b, wq + kQuadA + 4 * r, sizeof b);
+        const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(x0, _mm256_set1_epi32(a)),
+                                              _mm256_maddubs_epi16(x1, _mm256_set1_epi32(b)));
+        c[r] = _mm256_add_epi32(c[r], _mm256_madd_epi16(pair, ones));
+      }
+    }
+  }
+  for (; q < kquads; ++q) {
+    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadB));
+    const int8_t* wq = w + q * kQuadA;
+#pragma GCC unroll 6
+    for (int r = 0; r < kRowsHere; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, wq + 4 * r, sizeof quad);
+      c[r] = _mm256_add_epi32(c[r], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, _mm256_set1_epi32(quad)), ones));
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < kRowsHere; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), c[r]);
+}
+
+// A tile's sums for its first kPixels pixels only: each pixel's quad broadcast, a row panel's quad (six rows'
+// four weights, 24 bytes, read as 32) the vector, so that int32 lanes 0-5 are the rows' sums (the same pairs
+// of products as the tile, so the same sums; lanes 6 and 7 are never read). For last panels of a few pixels
+// (one left over from a 7x7 image): two multiplies per quad and pixel where a half tile takes twelve; paired,
+// three per two quads.
+template <int kPixels, bool kPaired>
+__attribute__((target("avx2"))) void PixelTile(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
+                                               int32_t* s) {
+  constexpr int64_t kQuadA = kTileRows * 4, kQuadB = kCols * 4;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[kPixels];
+  for (int j = 0; j < kPixels; ++j) acc[j] = _mm256_setzero_si256();
+  int64_t q = 0;
+  if constexpr (kPaired) {
+    for (; q + 2 <= kquads; q += 2) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (q + 1) * kQuadA));
+      for (int j = 0; j < kPixels; ++j) {
+        int32_t a, b;
+        std::memcpy(&a, x + q * kQuadB + 4 * j, sizeof a);
+        std::memcpy(&b, x + (q + 1) * kQuadB + 4 * j, sizeof b);
+        const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(a), w0),
+                                              _mm256_maddubs_epi16(_mm256_set1_epi32(b), w1));
+        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(pair, ones));
+      }
+    }
+  }
+  for (; q < kquads; ++q) {
+    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
+    for (int j = 0; j < kPixels; ++j) {
+      int32_t quad;
+      std::memcpy(&quad, x + q * kQuadB + 4 * j, sizeof quad);
+      acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(quad), wv), ones));
+    }
+  }
+  for (int j = 0; j < kPixels; ++j) {
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[j]);
+    for (int64_t r = 0; r < rows; ++r) s[r * kCols + j] = lanes[r];
+  }
+}
+
+}  // namespace
+
+void HalfTileAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
+  using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
+  static constexpr Fn kByRows[2][kTileRows] = {
+      {HalfTile<1, false>, HalfTile<2, false>, HalfTile<3, false>, HalfTile<4, false>, HalfTile<5, false>, HalfTile<6, false>},
+      {HalfTile<1, true>, HalfTile<2, true>, HalfTile<3, true>, HalfTile<4, true>, HalfTile<5, true>, HalfTile<6, true>}};
+  kByRows[paired ? 1 : 0][rows - 1](w, x, kquads, s);
+}
+
+void PixelTileAvx2(int64_t pixels, bool paired, int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
+                   int32_t* s) {
+  using Fn = void (*)(int64_t, const int8_t*, const uint8_t*, int64_t, int32_t*);
+  static constexpr Fn kByCount[2][kMaxPixelTile] = {{PixelTile<1, false>, PixelTile<2, false>, PixelTile<3, false>},
+                                                    {PixelTile<1, true>, PixelTile<2, true>, PixelTile<3, true>}};
+  kByCount[paired ? 1 : 0][pixels - 1](rows, w, x, kquads, s);
+}
+
 }  // namespace nee::cpu::qconv
 
 #endif

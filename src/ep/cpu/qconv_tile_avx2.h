@@ -32,6 +32,17 @@ void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uin
                            int64_t npanels, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
                            const int64_t* rem_odd, const TileRemainder* slots, const int64_t* slot_begin,
                            const Requant& q, int64_t m0, uint8_t* out, int64_t ld);
+
+// The narrower tiles of a last panel (qconv_fast.cc), their raw sums (no constants, no remainders) stored at s,
+// rows kCols apart; `paired`: the weights packed paired (two k quads' pair sums added in int16, as the whole
+// tile does). Same sums as the whole tile's for the pixels they compute.
+// Pixels 0-7 only (a last panel of at most eight), rows (1-6) of the row panel.
+void HalfTileAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s);
+// Pixels 0 .. pixels - 1 only (1 to kMaxPixelTile), each pixel's quads broadcast and the row panel's quads the
+// vector.
+constexpr int64_t kMaxPixelTile = 3;
+void PixelTileAvx2(int64_t pixels, bool paired, int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
+                   int32_t* s);
 #endif
 
 }  // namespace nee::cpu::qconv
