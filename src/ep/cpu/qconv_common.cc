@@ -152,8 +152,10 @@ __attribute__((target("avx2"))) void FinishFewPixelsAvx2(const int32_t* sums, in
   for (int64_t j = 0; j < count; ++j) {
     const __m256i column = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), sums + j, rows_apart, valid, 4);
     const __m256i s = _mm256_add_epi32(column, c);
-    const __m128i lo = _mm256_cvtpd_epi32(_mm256_add_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), m0), z));
-    const __m128i hi = _mm256_cvtpd_epi32(_mm256_add_pd(_mm256_mul_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), m1), z));
+    const __m256d s_lo = _mm256_cvtepi32_pd(_mm256_castsi256_si128(s)),
+                  s_hi = _mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1));
+    const __m128i lo = _mm256_cvtpd_epi32(_mm256_add_pd(_mm256_mul_pd(s_lo, m0), z));
+    const __m128i hi = _mm256_cvtpd_epi32(_mm256_add_pd(_mm256_mul_pd(s_hi, m1), z));
     const __m128i w = _mm_packs_epi32(lo, hi);
     alignas(16) uint8_t bytes[16];
     _mm_store_si128(reinterpret_cast<__m128i*>(bytes), q.y_signed ? _mm_packs_epi16(w, w) : _mm_packus_epi16(w, w));

@@ -219,8 +219,8 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
 }
 
 // Rows r0 .. r0 + kPass - 1 (at most 3) of a paired tile: each row's sums from its constant over the k quads two
-// at a time (as TileRequantAvx2's paired loop: the two quads' vpmaddubsw pair sums added in int16, exactly, then
-// one vpmaddwd by ones), a last odd quad alone, then the rows' remainders; into acc[r][half].
+// at a time (the two quads' vpmaddubsw pair sums added in int16, exactly, as the packing cut the weights for,
+// then one vpmaddwd by ones), a last odd quad alone, then the rows' remainders; into acc[r][half].
 // Three rows a pass, not six: each row's two broadcast quads serve both half panels (six rows kept all
 // sixteen registers for the accumulators and the half's pixel vectors, so each half broadcast the weights
 // again: twelve broadcasts a quad, which with the multiplies and adds filled the four vector pipes, 10.8 cycles
@@ -278,8 +278,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PairedPass(const 
   // (kEvenBytes) or 1 and 3 picked into 16-bit halves by one vpshufb whose control the entry's kind selects (a
   // load, not a branch), times the two remainders by vpmaddwd. Zero entries add nothing.
   alignas(32) static constexpr int8_t kPick[2][32] = {
-      {1, -1, 3, -1, 5, -1, 7, -1, 9, -1, 11, -1, 13, -1, 15, -1, 1, -1, 3, -1, 5, -1, 7, -1, 9, -1, 11, -1, 13, -1, 15, -1},
-      {0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1, 12, -1, 14, -1, 0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1, 12, -1, 14, -1}};
+      {1, -1, 3, -1, 5, -1, 7, -1, 9, -1, 11, -1, 13, -1, 15, -1,
+       1, -1, 3, -1, 5, -1, 7, -1, 9, -1, 11, -1, 13, -1, 15, -1},
+      {0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1, 12, -1, 14, -1,
+       0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1, 12, -1, 14, -1}};
   for (const TileRemainder* s = slots; s != slots_end; s += 3) {
 #pragma GCC unroll 3
     for (int r = 0; r < kPass; ++r) {
@@ -295,14 +297,12 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PairedPass(const 
 }
 
 // The paired tile (kRows 1-6) as two passes of at most three rows (PairedPass): rows 0-1 requantized after the
-// first, row 2's sums read back from the stored ones once row 3's are formed, then rows 2-3 and 4-5 (a lone last row
-// requantized by itself), so that every pair of rows is requantized together as in TileRequantAvx2.
+// first, row 2's sums read back from the stored ones once row 3's are formed, then rows 2-3 and 4-5 (a lone
+// last row requantized by itself), so that every pair of rows is requantized together as in TileRequantAvx2.
 template <int kRows, bool kSigned>
-__attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(const int8_t* w, const uint8_t* x,
-                                                                        int64_t kquads, const TileRemainder* rem,
-                                                                        const int64_t* rem_begin, const TileRemainder* slots,
-                                                                        const int64_t* slot_begin, const Requant& q,
-                                                                        int64_t m0, uint8_t* out, int64_t ld) {
+__attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(
+    const int8_t* w, const uint8_t* x, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
+    const TileRemainder* slots, const int64_t* slot_begin, const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   // The sums stored after each pass (six stores a pass), so that a pair the float shortcut cannot tell is
   // requantized from them, not formed again quad by quad (RequantPairByDouble was 0.8% of ResNet-50 int8).
   alignas(32) int32_t sums[kTileRows * kCols];
@@ -316,9 +316,13 @@ __attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(const i
 #pragma GCC unroll 3
   for (int r = 0; r < kFirst; ++r)
     for (int h = 0; h < 2; ++h) _mm256_store_si256(reinterpret_cast<__m256i*>(sums + r * kCols + 8 * h), acc[r][h]);
-  if constexpr (kFirst >= 2) RequantRowPair<2, kSigned>(acc[0][0], acc[0][1], acc[1][0], acc[1][1], q, m0, z_lo, z_hi, out, ld, args, 0);
-  if constexpr (kFirst == 1) RequantRowPair<1, kSigned>(acc[0][0], acc[0][1], acc[0][0], acc[0][1], q, m0, z_lo, z_hi, out, ld, args, 0);
-  if constexpr (kRows == 3) RequantRowPair<1, kSigned>(acc[2][0], acc[2][1], acc[2][0], acc[2][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
+  if constexpr (kFirst >= 2)
+    RequantRowPair<2, kSigned>(acc[0][0], acc[0][1], acc[1][0], acc[1][1], q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kFirst == 1)
+    RequantRowPair<1, kSigned>(acc[0][0], acc[0][1], acc[0][0], acc[0][1], q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kRows == 3)
+    RequantRowPair<1, kSigned>(acc[2][0], acc[2][1], acc[2][0], acc[2][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld,
+                               args, 2);
   if constexpr (kSecond > 0) {
     PairedPass<kSecond>(w, x, kquads, slots + slot_begin[1], slots + slot_begin[2], q, m0, 3, acc);
 #pragma GCC unroll 3
@@ -327,9 +331,14 @@ __attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(const i
         _mm256_store_si256(reinterpret_cast<__m256i*>(sums + (3 + r) * kCols + 8 * h), acc[r][h]);
     const __m256i row2_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 2 * kCols)),
                   row2_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 2 * kCols + 8));
-    RequantRowPair<2, kSigned>(row2_lo, row2_hi, acc[0][0], acc[0][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
-    if constexpr (kSecond == 3) RequantRowPair<2, kSigned>(acc[1][0], acc[1][1], acc[2][0], acc[2][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
-    if constexpr (kSecond == 2) RequantRowPair<1, kSigned>(acc[1][0], acc[1][1], acc[1][0], acc[1][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
+    RequantRowPair<2, kSigned>(row2_lo, row2_hi, acc[0][0], acc[0][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args,
+                               2);
+    if constexpr (kSecond == 3)
+      RequantRowPair<2, kSigned>(acc[1][0], acc[1][1], acc[2][0], acc[2][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld,
+                                 args, 4);
+    if constexpr (kSecond == 2)
+      RequantRowPair<1, kSigned>(acc[1][0], acc[1][1], acc[1][0], acc[1][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld,
+                                 args, 4);
   }
 }
 
@@ -464,8 +473,10 @@ __attribute__((target("avx2"))) void PixelTile(int64_t rows, const int8_t* w, co
 void HalfTileAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
   using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
   static constexpr Fn kByRows[2][kTileRows] = {
-      {HalfTile<1, false>, HalfTile<2, false>, HalfTile<3, false>, HalfTile<4, false>, HalfTile<5, false>, HalfTile<6, false>},
-      {HalfTile<1, true>, HalfTile<2, true>, HalfTile<3, true>, HalfTile<4, true>, HalfTile<5, true>, HalfTile<6, true>}};
+      {HalfTile<1, false>, HalfTile<2, false>, HalfTile<3, false>, HalfTile<4, false>, HalfTile<5, false>,
+       HalfTile<6, false>},
+      {HalfTile<1, true>, HalfTile<2, true>, HalfTile<3, true>, HalfTile<4, true>, HalfTile<5, true>,
+       HalfTile<6, true>}};
   kByRows[paired ? 1 : 0][rows - 1](w, x, kquads, s);
 }
 
