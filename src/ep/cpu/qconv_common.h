@@ -58,6 +58,10 @@ void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Re
 // (rows `ld` bytes apart, count pixels each), for small multipliers (see Requant).
 void FinishTileAvx2(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant, const double* mult,
                     const Requant& q, uint8_t* out, int64_t ld);
+// The same for a tile's first `count` pixels only (a last panel of a few pixels, rows <= 8), each pixel's rows
+// as the lanes of one vector: the same operations per value as FinishTileAvx2, so the same bytes.
+void FinishFewPixelsAvx2(const int32_t* sums, int64_t rows, int64_t count, const int32_t* constant, const double* mult,
+                         const Requant& q, uint8_t* out, int64_t ld);
 // kCols sums at once (count of them stored).
 void RequantRowAvx2(const int32_t* acc, int64_t count, double mult, const Requant& q, uint8_t* out);
 #endif

@@ -83,9 +83,10 @@ using qconv::RequantRowAvx2;
 constexpr int64_t kRows = 6;    // output channels per tile
 constexpr int64_t kQuadA = kRows * 4;
 constexpr int64_t kQuadB = kCols * 4;
-// Last panels of up to this many pixels run pixel by pixel (PixelTileAvx2); from 4 on the half tile was
-// faster (14x14 images: 4 pixels left over).
+// Last panels of up to this many pixels run pixel by pixel (PixelTileAvx2, qconv_tile_avx2.cc); from 4 on the
+// half tile was faster (14x14 images: 4 pixels left over).
 constexpr int64_t kFewPixels = 3;
+static_assert(kFewPixels <= qconv::kMaxPixelTile, "the pixel tiles' widths");
 // The tile is igemm's (IgemmQuadTile: weights broadcast, pixels in vectors).
 static_assert(kRows == kIgemmRows && kCols == kIgemmCols, "QLinearConv runs igemm's quad tile");
 static_assert(kRows == qconv::kRowsPerPanel && kQuadB == qconv::kPanelQuadBytes, "and the VNNI tiles on its panels");
@@ -154,74 +155,6 @@ __attribute__((target("avx2"))) void AddRemaindersAvx2(const qconv::TileRemainde
 }
 #endif
 
-#ifdef NEE_QCONV_X86
-// igemm's quad tile on the first half of a panel only (pixels 0-7, the first 32 bytes of each 64-byte quad),
-// for a last panel with at most eight pixels: the same instructions per pixel, each sum the same, at half
-// the cost. Sums of pixels 8-15 are left as they were (not stored).
-template <int kTileRows>
-__attribute__((target("avx2"))) void HalfTileAvx2(const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
-  for (int64_t q = 0; q < kquads; ++q) {
-    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadB));
-    const int8_t* wq = w + q * kQuadA;
-// Accumulators named, not indexed, so that they stay in registers.
-#define NEE_HALF_ROW(r)                                                                       \
-  if constexpr (kTileRows > r) {                                                              \
-    int32_t quad;                                                                             \
-    std::memcpy(&quad, wq + 4 * r, sizeof quad);                                              \
-    c##r = _mm256_add_epi32(c##r, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, _mm256_set1_epi32(quad)), ones)); \
-  }
-    NEE_HALF_ROW(0)
-    NEE_HALF_ROW(1)
-    NEE_HALF_ROW(2)
-    NEE_HALF_ROW(3)
-    NEE_HALF_ROW(4)
-    NEE_HALF_ROW(5)
-#undef NEE_HALF_ROW
-  }
-  const __m256i c[kRows] = {c0, c1, c2, c3, c4, c5};
-  for (int r = 0; r < kTileRows; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), c[r]);
-}
-
-// A tile's sums for its first kPixels pixels only: each pixel's quad broadcast, a row panel's quad (six rows'
-// four weights, 24 bytes, read as 32) the vector, so that int32 lanes 0-5 are the rows' sums (the same pairs
-// of products as the tile, so the same sums). For last panels of a few pixels (one left over from a 7x7
-// image): two multiplies per quad and pixel where a half tile takes twelve.
-template <int kPixels>
-__attribute__((target("avx2"))) void PixelTileAvx2(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
-                                                   int32_t* s) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i acc[kPixels];
-  for (int j = 0; j < kPixels; ++j) acc[j] = _mm256_setzero_si256();
-  for (int64_t q = 0; q < kquads; ++q) {
-    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
-    for (int j = 0; j < kPixels; ++j) {
-      int32_t quad;
-      std::memcpy(&quad, x + q * kQuadB + 4 * j, sizeof quad);
-      acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(quad), wv), ones));
-    }
-  }
-  for (int j = 0; j < kPixels; ++j) {
-    alignas(32) int32_t lanes[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[j]);
-    for (int64_t r = 0; r < rows; ++r) s[r * kCols + j] = lanes[r];
-  }
-}
-
-using PixelTileFn = void (*)(int64_t, const int8_t*, const uint8_t*, int64_t, int32_t*);
-PixelTileFn PixelTile(int64_t count) {
-  static constexpr PixelTileFn kByCount[kFewPixels] = {PixelTileAvx2<1>, PixelTileAvx2<2>, PixelTileAvx2<3>};
-  return kByCount[count - 1];
-}
-
-using HalfTileFn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
-HalfTileFn HalfTile(int64_t rows) {
-  static constexpr HalfTileFn kByRows[kRows] = {HalfTileAvx2<1>, HalfTileAvx2<2>, HalfTileAvx2<3>,
-                                                HalfTileAvx2<4>, HalfTileAvx2<5>, HalfTileAvx2<6>};
-  return kByRows[rows - 1];
-}
-#endif
 
 // ---- one task: a block of pixel panels of one (image, group) ------------------------------
 
@@ -250,11 +183,18 @@ void PackBlock(const QConvRun& run, const BlockSource& from, int64_t panel_begin
                uint8_t* rows, int32_t* pixel_sums) {
   const QConvGeometry& g = *run.g;
   const int64_t K = g.K(), P = g.P(), kquads = run.w->kquads;
-  for (int64_t b = 0; b < npanels; ++b) {
+  for (int64_t b = 0, pair_end = -1; b < npanels; ++b) {
     const int64_t p0 = (panel_begin + b) * kCols;
     uint8_t* dst = block + b * kquads * kQuadB;
 #ifdef NEE_QCONV_X86
-    if (run.avx2) GatherPackPanelAvx2(g, from.source, p0, run.pad, dst, run.vbmi);
+    // AVX2 (not VBMI, whose byte permute packs a panel as cheaply): two whole pointwise panels at once.
+    if (run.avx2 && b >= pair_end) {
+      if (!run.vbmi && b + 1 < npanels &&
+          qconv::GatherPackPanelPairAvx2(g, from.source, p0, run.pad, dst, dst + kquads * kQuadB))
+        pair_end = b + 2;
+      else
+        GatherPackPanelAvx2(g, from.source, p0, run.pad, dst, run.vbmi);
+    }
 #endif
     if (!run.avx2) {
       const uint8_t* src = rows;
@@ -401,7 +341,8 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
       const int64_t whole = std::min(npanels, P / kCols - panel_begin);
       if (whole > 0)
         qconv::WholeTilesRequantAvx2(rows_here, w.paired, wp, block, panel_bytes, whole, kquads, w.remainders.data(),
-                                     rem_begin, w.remainder_odd.data() + panel * kRows, *run.q, m0,
+                                     rem_begin, w.remainder_odd.data() + panel * kRows, w.pass_slots.data(),
+                                     w.paired ? w.pass_slot_begin.data() + 2 * panel : nullptr, *run.q, m0,
                                      y + m0 * P + panel_begin * kCols, P);
       b = std::max<int64_t>(0, whole);
     }
@@ -413,15 +354,16 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
         if (count <= kFewPixels) {
-          PixelTile(count)(rows_here, wp, xp, kquads, sums);
+          qconv::PixelTileAvx2(count, w.paired, rows_here, wp, xp, kquads, sums);
         } else if (count <= kCols / 2) {
-          HalfTile(rows_here)(wp, xp, kquads, sums);
+          qconv::HalfTileAvx2(rows_here, w.paired, wp, xp, kquads, sums);
         } else {
           IgemmQuadTile(rows_here, false)(wp, xp, kquads, sums);
         }
         if (any_remainders) AddRemaindersAvx2(w.remainders.data(), rem_begin, xp, sums);
         if (!run.q->any_zw && run.q->small_multipliers) {
-          FinishTileAvx2(sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
+          (count <= kFewPixels ? qconv::FinishFewPixelsAvx2 : FinishTileAvx2)(
+              sums, rows_here, count, run.q->constant + m0, run.q->mult + m0, *run.q, y + m0 * P + p0, P);
           continue;
         }
       }

@@ -36,6 +36,11 @@ struct PanelSource {
 // the transposition; see qconv_gather.cc). dst 64-byte aligned.
 void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst,
                          bool vbmi);
+// Two adjacent whole panels of a pointwise conv, pixels [p0, p0 + 2 kCols), at once into dst0 and dst1 (AVX2, each
+// 64-byte aligned): the same bytes as GatherPackPanelAvx2 on each. False (nothing written) where it does not apply:
+// not pointwise, output rows not the source's, fewer than two whole panels left, or reads past src.end.
+bool GatherPackPanelPairAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst0,
+                             uint8_t* dst1);
 #endif
 
 }  // namespace nee::cpu::qconv

@@ -45,6 +45,7 @@ struct TileArgs {
   int64_t kquads;
   const TileRemainder* rem;
   const int64_t* rem_begin;
+  const int32_t* sums = nullptr;  // the tile's sums as stored (rows kCols apart), or formed again if null
 };
 
 // Rows r0 .. r0 + rows - 1 of the tile (1 or 2) formed again, their constants and remainders included, and
@@ -107,6 +108,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
     if constexpr (kRows == 2) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm256_extracti128_si256(rows, 1));
     return;
   }
+  if (t.sums) {  // the tile's sums kept (the paired tile stores them after each pass)
+    static constexpr int32_t kNoConstants[2] = {0, 0};  // the sums hold them already
+    FinishTileAvx2(t.sums + r0 * kCols, kRows, kCols, kNoConstants, q.mult + m, q, out, ld);
+    return;
+  }
   RequantPairByDouble(t, r0, kRows, q, m, out, ld);
 }
 
@@ -114,8 +120,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
 // remainders added (bytes 1 and 3, or 0 and 2, of each listed quad of X as 16-bit halves, times the two
 // remainders by vpmaddwd: AddRemaindersAvx2 in qconv_fast.cc), requantized and stored.
 // kSigned: int8 output (else uint8), fixed at compile time so that the narrowing has no branch.
-// kPaired: weights packed paired (see WholeTilesRequantAvx2 in the header), k quads taken two at a time.
-template <int kRows, bool kSigned, bool kPaired>
+// Weights packed paired take PairedTileRequantAvx2 below.
+template <int kRows, bool kSigned>
 __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t* w, const uint8_t* x, int64_t kquads,
                                                          const TileRemainder* rem, const int64_t* rem_begin,
                                                          const int64_t* rem_odd, const Requant& q, int64_t m0,
@@ -132,47 +138,7 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
   __m256i c00 = NEE_TILE_START(0), c01 = c00, c10 = NEE_TILE_START(1), c11 = c10, c20 = NEE_TILE_START(2), c21 = c20;
   __m256i c30 = NEE_TILE_START(3), c31 = c30, c40 = NEE_TILE_START(4), c41 = c40, c50 = NEE_TILE_START(5), c51 = c50;
 #undef NEE_TILE_START
-  int64_t p = 0;
-  if constexpr (kPaired) {
-    // Two k quads per step: per row and half panel, the two quads' vpmaddubsw pair sums added in int16, exactly
-    // (a lane's four weights' positive parts sum to at most 128, their negative ones too: within 255 * 128),
-    // then one vpmaddwd by ones and one vpaddd: 3 multiplies per 64 multiply-adds where one quad at a time
-    // takes 4 per 32 (the multiplies bound the loop, two a cycle on Zen 3: 10.8 cycles a quad against 12.5).
-    // The half panels one after the other keep the twelve accumulators, the two quads' pixel vectors and two
-    // temporaries in the sixteen registers; each row's weights are broadcast per half panel (loads, which have the room), by
-    // volatile asm so that the compiler does not keep the first half's twelve broadcasts for the second.
-    for (; p + 2 <= kquads; p += 2) {
-#define NEE_PAIR_ROW(r, h)                                                                                   \
-  if constexpr (kRows > r) {                                                                                 \
-    const auto* wq = reinterpret_cast<const int32_t*>(w + 4 * r);                                            \
-    __m256i t, u;                                                                                            \
-    __asm__ volatile("vpbroadcastd %1, %0" : "=x"(t) : "m"(wq[0]));                                          \
-    __asm__ volatile("vpbroadcastd %1, %0" : "=x"(u) : "m"(wq[kTileRows]));                                  \
-    t = _mm256_add_epi16(_mm256_maddubs_epi16(x0, t), _mm256_maddubs_epi16(x1, u));                      \
-    __asm__("vpmaddwd %1, %0, %0" : "+x"(t) : "m"(kOnes));                                                   \
-    c##r##h = _mm256_add_epi32(c##r##h, t);                                                                  \
-    __asm__ volatile("" : "+x"(c##r##h));                                                                    \
-  }
-#define NEE_PAIR_HALF(h)                                                                        \
-  {                                                                                             \
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32 * h));        \
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kCols * 4 + 32 * h)); \
-    NEE_PAIR_ROW(0, h)                                                                          \
-    NEE_PAIR_ROW(1, h)                                                                          \
-    NEE_PAIR_ROW(2, h)                                                                          \
-    NEE_PAIR_ROW(3, h)                                                                          \
-    NEE_PAIR_ROW(4, h)                                                                          \
-    NEE_PAIR_ROW(5, h)                                                                          \
-  }
-      NEE_PAIR_HALF(0)
-      NEE_PAIR_HALF(1)
-#undef NEE_PAIR_HALF
-#undef NEE_PAIR_ROW
-      w += 2 * kTileRows * 4;
-      x += 2 * kCols * 4;
-    }
-  }
-  for (; p < kquads; ++p) {
+  for (int64_t p = 0; p < kquads; ++p) {
     const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
     const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
 // Accumulators named, not indexed, so that they stay in registers.
@@ -252,6 +218,130 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
   if constexpr (kRows == 5) RequantRowPair<1, kSigned>(c40, c41, c40, c41, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
 }
 
+// Rows r0 .. r0 + kPass - 1 (at most 3) of a paired tile: each row's sums from its constant over the k quads two
+// at a time (the two quads' vpmaddubsw pair sums added in int16, exactly, as the packing cut the weights for,
+// then one vpmaddwd by ones), a last odd quad alone, then the rows' remainders; into acc[r][half].
+// Three rows a pass, not six: each row's two broadcast quads serve both half panels (six rows kept all
+// sixteen registers for the accumulators and the half's pixel vectors, so each half broadcast the weights
+// again: twelve broadcasts a quad, which with the multiplies and adds filled the four vector pipes, 10.8 cycles
+// a quad). Two passes read the pixels twice (loads, which have the room) and broadcast six times a quad:
+// 10.1 cycles a quad on Zen 3 (microbenchmark, K = 960).
+template <int kPass>
+__attribute__((target("avx2,fma"), always_inline)) inline void PairedPass(const int8_t* w, const uint8_t* x,
+                                                                         int64_t kquads, const TileRemainder* slots,
+                                                                         const TileRemainder* slots_end,
+                                                                         const Requant& q, int64_t m0, int r0,
+                                                                         __m256i (&acc)[3][2]) {
+  alignas(32) static constexpr int16_t kOnes[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const uint8_t* const x0 = x;
+#pragma GCC unroll 3
+  for (int r = 0; r < kPass; ++r) acc[r][0] = acc[r][1] = _mm256_set1_epi32(q.constant[m0 + r0 + r]);
+  w += 4 * r0;
+  int64_t p = 0;
+  for (; p + 2 <= kquads; p += 2) {
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+    const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kCols * 4));
+    const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + kCols * 4 + 32));
+#pragma GCC unroll 3
+    for (int r = 0; r < kPass; ++r) {
+      const auto* wq = reinterpret_cast<const int32_t*>(w + 4 * r);
+      __m256i t, u;
+      __asm__ volatile("vpbroadcastd %1, %0" : "=x"(t) : "m"(wq[0]));
+      __asm__ volatile("vpbroadcastd %1, %0" : "=x"(u) : "m"(wq[kTileRows]));
+      __m256i lo = _mm256_add_epi16(_mm256_maddubs_epi16(a0, t), _mm256_maddubs_epi16(b0, u));
+      __m256i hi = _mm256_add_epi16(_mm256_maddubs_epi16(a1, t), _mm256_maddubs_epi16(b1, u));
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(lo) : "m"(kOnes));
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(hi) : "m"(kOnes));
+      acc[r][0] = _mm256_add_epi32(acc[r][0], lo);
+      acc[r][1] = _mm256_add_epi32(acc[r][1], hi);
+    }
+    w += 2 * kTileRows * 4;
+    x += 2 * kCols * 4;
+  }
+  if (p < kquads) {  // an odd last quad, packed alone (its lanes' pair sums fit int16 by themselves)
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 32));
+#pragma GCC unroll 3
+    for (int r = 0; r < kPass; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, w + 4 * r, sizeof quad);
+      const __m256i t = _mm256_set1_epi32(quad);
+      __m256i lo = _mm256_maddubs_epi16(a0, t), hi = _mm256_maddubs_epi16(a1, t);
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(lo) : "m"(kOnes));
+      __asm__("vpmaddwd %1, %0, %0" : "+x"(hi) : "m"(kOnes));
+      acc[r][0] = _mm256_add_epi32(acc[r][0], lo);
+      acc[r][1] = _mm256_add_epi32(acc[r][1], hi);
+    }
+  }
+  // The pass's remainders, slot by slot (QConvWeights::pass_slots), one entry per row: the quad's bytes 0 and 2
+  // (kEvenBytes) or 1 and 3 picked into 16-bit halves by one vpshufb whose control the entry's kind selects (a
+  // load, not a branch), times the two remainders by vpmaddwd. Zero entries add nothing.
+  alignas(32) static constexpr int8_t kPick[2][32] = {
+      {1, -1, 3, -1, 5, -1, 7, -1, 9, -1, 11, -1, 13, -1, 15, -1,
+       1, -1, 3, -1, 5, -1, 7, -1, 9, -1, 11, -1, 13, -1, 15, -1},
+      {0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1, 12, -1, 14, -1,
+       0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1, 12, -1, 14, -1}};
+  for (const TileRemainder* s = slots; s != slots_end; s += 3) {
+#pragma GCC unroll 3
+    for (int r = 0; r < kPass; ++r) {
+      const __m256i v = _mm256_set1_epi32(s[r].pair);
+      const __m256i pick = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPick[s[r].offset & kEvenBytes]));
+      const uint8_t* xq = x0 + (s[r].offset & ~kEvenBytes);
+      const __m256i lo = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq)), pick);
+      const __m256i hi = _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32)), pick);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(lo, v));
+      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(hi, v));
+    }
+  }
+}
+
+// The paired tile (kRows 1-6) as two passes of at most three rows (PairedPass): rows 0-1 requantized after the
+// first, row 2's sums read back from the stored ones once row 3's are formed, then rows 2-3 and 4-5 (a lone
+// last row requantized by itself), so that every pair of rows is requantized together as in TileRequantAvx2.
+template <int kRows, bool kSigned>
+__attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(
+    const int8_t* w, const uint8_t* x, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
+    const TileRemainder* slots, const int64_t* slot_begin, const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
+  // The sums stored after each pass (six stores a pass), so that a pair the float shortcut cannot tell is
+  // requantized from them, not formed again quad by quad (RequantPairByDouble was 0.8% of ResNet-50 int8).
+  alignas(32) int32_t sums[kTileRows * kCols];
+  const TileArgs args{w, x, kquads, rem, rem_begin, sums};
+  const float delta = 1.0f / 8192;  // as TileRequantAvx2's (where the bound is argued)
+  const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
+               z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
+  constexpr int kFirst = kRows < 3 ? kRows : 3, kSecond = kRows - kFirst;
+  __m256i acc[3][2];
+  PairedPass<kFirst>(w, x, kquads, slots + slot_begin[0], slots + slot_begin[1], q, m0, 0, acc);
+#pragma GCC unroll 3
+  for (int r = 0; r < kFirst; ++r)
+    for (int h = 0; h < 2; ++h) _mm256_store_si256(reinterpret_cast<__m256i*>(sums + r * kCols + 8 * h), acc[r][h]);
+  if constexpr (kFirst >= 2)
+    RequantRowPair<2, kSigned>(acc[0][0], acc[0][1], acc[1][0], acc[1][1], q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kFirst == 1)
+    RequantRowPair<1, kSigned>(acc[0][0], acc[0][1], acc[0][0], acc[0][1], q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kRows == 3)
+    RequantRowPair<1, kSigned>(acc[2][0], acc[2][1], acc[2][0], acc[2][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld,
+                               args, 2);
+  if constexpr (kSecond > 0) {
+    PairedPass<kSecond>(w, x, kquads, slots + slot_begin[1], slots + slot_begin[2], q, m0, 3, acc);
+#pragma GCC unroll 3
+    for (int r = 0; r < kSecond; ++r)
+      for (int h = 0; h < 2; ++h)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(sums + (3 + r) * kCols + 8 * h), acc[r][h]);
+    const __m256i row2_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 2 * kCols)),
+                  row2_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 2 * kCols + 8));
+    RequantRowPair<2, kSigned>(row2_lo, row2_hi, acc[0][0], acc[0][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args,
+                               2);
+    if constexpr (kSecond == 3)
+      RequantRowPair<2, kSigned>(acc[1][0], acc[1][1], acc[2][0], acc[2][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld,
+                                 args, 4);
+    if constexpr (kSecond == 2)
+      RequantRowPair<1, kSigned>(acc[1][0], acc[1][1], acc[1][0], acc[1][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld,
+                                 args, 4);
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -263,19 +353,25 @@ template <int kRows, bool kSigned, bool kPaired>
 __attribute__((target("avx2,fma"))) void TilesRequantAvx2(const int8_t* w, const uint8_t* x, int64_t panel_bytes,
                                                           int64_t npanels, int64_t kquads, const TileRemainder* rem,
                                                           const int64_t* rem_begin, const int64_t* rem_odd,
+                                                          const TileRemainder* slots, const int64_t* slot_begin,
                                                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   for (int64_t b = 0; b < npanels; ++b)
-    TileRequantAvx2<kRows, kSigned, kPaired>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
-                                             out + b * kCols, ld);
+    if constexpr (kPaired)
+      PairedTileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, slots, slot_begin, q, m0,
+                                            out + b * kCols, ld);
+    else
+      TileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
+                                      out + b * kCols, ld);
 }
 
 }  // namespace
 
 void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t panel_bytes,
                            int64_t npanels, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
-                           const int64_t* rem_odd, const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
+                           const int64_t* rem_odd, const TileRemainder* slots, const int64_t* slot_begin,
+                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, int64_t, int64_t, const TileRemainder*, const int64_t*,
-                      const int64_t*, const Requant&, int64_t, uint8_t*, int64_t);
+                      const int64_t*, const TileRemainder*, const int64_t*, const Requant&, int64_t, uint8_t*, int64_t);
 #define NEE_TILE_ROWS(s, p)                                                                                     \
   {TilesRequantAvx2<1, s, p>, TilesRequantAvx2<2, s, p>, TilesRequantAvx2<3, s, p>, TilesRequantAvx2<4, s, p>, \
    TilesRequantAvx2<5, s, p>, TilesRequantAvx2<6, s, p>}
@@ -283,7 +379,113 @@ void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uin
                                                   {NEE_TILE_ROWS(false, true), NEE_TILE_ROWS(true, true)}};
 #undef NEE_TILE_ROWS
   kByRows[paired ? 1 : 0][q.y_signed ? 1 : 0][rows - 1](w, x, panel_bytes, npanels, kquads, rem, rem_begin, rem_odd,
-                                                        q, m0, out, ld);
+                                                        slots, slot_begin, q, m0, out, ld);
+}
+
+namespace {
+
+// igemm's quad tile on the first half of a panel only (pixels 0-7, the first 32 bytes of each 64-byte quad),
+// for a last panel with at most eight pixels: the same instructions per pixel, each sum the same, at half the
+// cost. Sums of pixels 8-15 are left as they were (not stored). kPaired: two k quads a step, their pair sums
+// added in int16 before one vpmaddwd (3 multiplies per two quads and row where one at a time takes 4).
+template <int kRowsHere, bool kPaired>
+__attribute__((target("avx2"))) void HalfTile(const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
+  constexpr int64_t kQuadA = kTileRows * 4, kQuadB = kCols * 4;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c[6];
+#pragma GCC unroll 6
+  for (int r = 0; r < kRowsHere; ++r) c[r] = _mm256_setzero_si256();
+  int64_t q = 0;
+  if constexpr (kPaired) {
+    for (; q + 2 <= kquads; q += 2) {
+      const __m256i x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadB));
+      const __m256i x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + (q + 1) * kQuadB));
+      const int8_t* wq = w + q * kQuadA;
+#pragma GCC unroll 6
+      for (int r = 0; r < kRowsHere; ++r) {
+        int32_t a, b;
+        std::memcpy(&a, wq + 4 * r, sizeof a);
+        std::memcpy(&b, wq + kQuadA + 4 * r, sizeof b);
+        const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(x0, _mm256_set1_epi32(a)),
+                                              _mm256_maddubs_epi16(x1, _mm256_set1_epi32(b)));
+        c[r] = _mm256_add_epi32(c[r], _mm256_madd_epi16(pair, ones));
+      }
+    }
+  }
+  for (; q < kquads; ++q) {
+    const __m256i xv = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadB));
+    const int8_t* wq = w + q * kQuadA;
+#pragma GCC unroll 6
+    for (int r = 0; r < kRowsHere; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, wq + 4 * r, sizeof quad);
+      c[r] = _mm256_add_epi32(c[r], _mm256_madd_epi16(_mm256_maddubs_epi16(xv, _mm256_set1_epi32(quad)), ones));
+    }
+  }
+#pragma GCC unroll 6
+  for (int r = 0; r < kRowsHere; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + r * kCols), c[r]);
+}
+
+// A tile's sums for its first kPixels pixels only: each pixel's quad broadcast, a row panel's quad (six rows'
+// four weights, 24 bytes, read as 32) the vector, so that int32 lanes 0-5 are the rows' sums (the same pairs
+// of products as the tile, so the same sums; lanes 6 and 7 are never read). For last panels of a few pixels
+// (one left over from a 7x7 image): two multiplies per quad and pixel where a half tile takes twelve; paired,
+// three per two quads.
+template <int kPixels, bool kPaired>
+__attribute__((target("avx2"))) void PixelTile(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
+                                               int32_t* s) {
+  constexpr int64_t kQuadA = kTileRows * 4, kQuadB = kCols * 4;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[kPixels];
+  for (int j = 0; j < kPixels; ++j) acc[j] = _mm256_setzero_si256();
+  int64_t q = 0;
+  if constexpr (kPaired) {
+    for (; q + 2 <= kquads; q += 2) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + (q + 1) * kQuadA));
+      for (int j = 0; j < kPixels; ++j) {
+        int32_t a, b;
+        std::memcpy(&a, x + q * kQuadB + 4 * j, sizeof a);
+        std::memcpy(&b, x + (q + 1) * kQuadB + 4 * j, sizeof b);
+        const __m256i pair = _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(a), w0),
+                                              _mm256_maddubs_epi16(_mm256_set1_epi32(b), w1));
+        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(pair, ones));
+      }
+    }
+  }
+  for (; q < kquads; ++q) {
+    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + q * kQuadA));
+    for (int j = 0; j < kPixels; ++j) {
+      int32_t quad;
+      std::memcpy(&quad, x + q * kQuadB + 4 * j, sizeof quad);
+      acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi32(quad), wv), ones));
+    }
+  }
+  for (int j = 0; j < kPixels; ++j) {
+    alignas(32) int32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[j]);
+    for (int64_t r = 0; r < rows; ++r) s[r * kCols + j] = lanes[r];
+  }
+}
+
+}  // namespace
+
+void HalfTileAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s) {
+  using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, int32_t*);
+  static constexpr Fn kByRows[2][kTileRows] = {
+      {HalfTile<1, false>, HalfTile<2, false>, HalfTile<3, false>, HalfTile<4, false>, HalfTile<5, false>,
+       HalfTile<6, false>},
+      {HalfTile<1, true>, HalfTile<2, true>, HalfTile<3, true>, HalfTile<4, true>, HalfTile<5, true>,
+       HalfTile<6, true>}};
+  kByRows[paired ? 1 : 0][rows - 1](w, x, kquads, s);
+}
+
+void PixelTileAvx2(int64_t pixels, bool paired, int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
+                   int32_t* s) {
+  using Fn = void (*)(int64_t, const int8_t*, const uint8_t*, int64_t, int32_t*);
+  static constexpr Fn kByCount[2][kMaxPixelTile] = {{PixelTile<1, false>, PixelTile<2, false>, PixelTile<3, false>},
+                                                    {PixelTile<1, true>, PixelTile<2, true>, PixelTile<3, true>}};
+  kByCount[paired ? 1 : 0][pixels - 1](rows, w, x, kquads, s);
 }
 
 }  // namespace nee::cpu::qconv

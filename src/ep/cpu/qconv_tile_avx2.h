@@ -26,9 +26,23 @@ constexpr int32_t kEvenBytes = 1;
 // row r's remainders rem[rem_begin[r], rem_begin[r + 1]), those at bytes 0 and 2 (kEvenBytes) before rem_odd[r],
 // those at bytes 1 and 3 from it; channels m0 .. m0 + rows - 1 of q; out: channel m0's
 // first pixel of the first panel, rows ld bytes apart (panel b's pixels at out + 16 b).
+// With `paired`, the remainders again as the panel's two passes' slots (QConvWeights::pass_slots): pass p's
+// entries slots[slot_begin[p], slot_begin[p + 1]).
 void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t panel_bytes,
                            int64_t npanels, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
-                           const int64_t* rem_odd, const Requant& q, int64_t m0, uint8_t* out, int64_t ld);
+                           const int64_t* rem_odd, const TileRemainder* slots, const int64_t* slot_begin,
+                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld);
+
+// The narrower tiles of a last panel (qconv_fast.cc), their raw sums (no constants, no remainders) stored at s,
+// rows kCols apart; `paired`: the weights packed paired (two k quads' pair sums added in int16, as the whole
+// tile does). Same sums as the whole tile's for the pixels they compute.
+// Pixels 0-7 only (a last panel of at most eight), rows (1-6) of the row panel.
+void HalfTileAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s);
+// Pixels 0 .. pixels - 1 only (1 to kMaxPixelTile), each pixel's quads broadcast and the row panel's quads the
+// vector.
+constexpr int64_t kMaxPixelTile = 3;
+void PixelTileAvx2(int64_t pixels, bool paired, int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
+                   int32_t* s);
 #endif
 
 }  // namespace nee::cpu::qconv

@@ -190,6 +190,22 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
             out->remainder_odd[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
     }
   out->remainder_begin.back() = out->remainder_odd.back() = static_cast<int64_t>(out->remainders.size());
+  if (out->paired) {
+    const int64_t panels = g.group * ppg;
+    out->pass_slot_begin.reserve(static_cast<size_t>(2 * panels + 1));
+    for (int64_t panel = 0; panel < panels; ++panel)
+      for (int64_t pass = 0; pass < 2; ++pass) {
+        out->pass_slot_begin.push_back(static_cast<int64_t>(out->pass_slots.size()));
+        const int64_t* begin = out->remainder_begin.data() + panel * kRows + 3 * pass;
+        int64_t slots = 0;
+        for (int64_t r = 0; r < 3; ++r) slots = std::max(slots, begin[r + 1] - begin[r]);
+        for (int64_t i = 0; i < slots; ++i)
+          for (int64_t r = 0; r < 3; ++r)
+            out->pass_slots.push_back(i < begin[r + 1] - begin[r] ? out->remainders[static_cast<size_t>(begin[r] + i)]
+                                                                  : TileRemainder{0, 0});
+      }
+    out->pass_slot_begin.push_back(static_cast<int64_t>(out->pass_slots.size()));
+  }
   return out;
 }
 

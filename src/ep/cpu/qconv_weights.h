@@ -30,6 +30,12 @@ struct QConvWeights {
   // shift by a per-entry count.
   std::vector<int64_t> remainder_odd;
   std::vector<Remainder> remainders;
+  // Paired packings only: each row panel's remainders again for the paired tile's two passes (rows 0-2, rows
+  // 3-5, qconv_tile_avx2.cc), as slots of three entries, one per row of the pass (a zero entry where a row has
+  // fewer), so that a pass adds them in one loop: twelve loops of a few entries a tile, one per row and kind,
+  // mispredicted their exits. Pass p of row panel i: [pass_slot_begin[2 i + p], pass_slot_begin[2 i + p + 1]).
+  std::vector<Remainder> pass_slots;
+  std::vector<int64_t> pass_slot_begin;
 };
 
 // W' = W (int8) or W - 128 (uint8), so that every weight is a signed byte. `clamp`: for the AVX2 tiles, weights

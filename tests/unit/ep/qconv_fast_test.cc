@@ -162,6 +162,11 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
       {"pointwise_stride2_int8_wzp", {1, 16, 13, 9}, {12, 16, 1, 1}, {IntsAttr("strides", {2, 2})}, s8, s8, s8},
       {"deep_7x7_remainders", {1, 96, 7, 7}, {20, 96, 3, 3}, {pads1}},
       {"deep_pointwise_14x14", {1, 200, 14, 14}, {13, 200, 1, 1}, {}},
+      // Pointwise convs reading x itself whose last, partial panel's whole-vector reads pass the end of x only
+      // in the last image's last channels (those rows gathered byte by byte, the others by vectors).
+      {"pointwise_7x7_batch2_int8_last_panel", {2, 40, 7, 7}, {9, 40, 1, 1}, {}, s8, s8, u8},
+      {"pointwise_14x14_batch2_last_panel", {2, 24, 14, 14}, {14, 24, 1, 1}, {}},
+      {"pointwise_5x5_int8_out_last_panel", {1, 33, 5, 5}, {8, 33, 1, 1}, {}, u8, s8, s8},
       {"dilated_no_pads_stride2", {1, 4, 15, 17}, {6, 4, 3, 3}, {IntsAttr("dilations", {2, 2}), IntsAttr("strides", {2, 2})}},
       {"groups3_unpadded_int8_batch2", {2, 9, 7, 7}, {12, 3, 3, 3}, {IntAttr("group", 3)}, s8, s8, u8},
       {"groups2_pointwise_7x7_wzp", {2, 8, 7, 7}, {10, 4, 1, 1}, {IntAttr("group", 2)}, u8, u8, s8},
@@ -241,7 +246,7 @@ TEST_P(QConvFastTest, QLinearConvTileShapes) {
   const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
   std::mt19937 rng(17);
   int index = 0;
-  for (int64_t m : {1, 5, 6, 7, 11, 12, 13, 19, 25})
+  for (int64_t m : {1, 5, 6, 7, 8, 9, 11, 12, 13, 16, 19, 25})  // last row panels of 1-6 rows
     for (int64_t pixels : {1, 3, 5, 8, 9, 17, 19, 24, 25, 31, 33, 35, 41, 47, 49, 57}) {
       const int v = index++;
       ConvCase c;
@@ -513,6 +518,31 @@ TEST(QConvWeights, PackingCutsOnlyLanesThatCouldSaturate) {
               check({k + 2, k + 3, k + 6, k + 7});
             }
             for (int64_t k = paired_k; k < kquads * 4; k += 2) check({k, k + 1});
+          }
+          // Paired: each row panel's two passes' slots (rows 0-2, 3-5) hold every row's entries in order, one slot
+          // per entry, zero entries (adding nothing) where a row has fewer, and as many slots as its longest row.
+          if (!packed->paired) continue;
+          const int64_t panels = group * ppg;
+          ASSERT_EQ(packed->pass_slot_begin.size(), static_cast<size_t>(2 * panels + 1)) << name;
+          for (int64_t pass = 0; pass < 2 * panels; ++pass) {
+            const int64_t* begin = packed->remainder_begin.data() + pass * 3;
+            const int64_t first = packed->pass_slot_begin[static_cast<size_t>(pass)];
+            const int64_t slots = (packed->pass_slot_begin[static_cast<size_t>(pass + 1)] - first) / 3;
+            ASSERT_EQ(packed->pass_slot_begin[static_cast<size_t>(pass + 1)] - first, 3 * slots) << name;
+            int64_t longest = 0;
+            for (int64_t r = 0; r < 3; ++r) longest = std::max(longest, begin[r + 1] - begin[r]);
+            ASSERT_EQ(slots, longest) << name << " pass " << pass;
+            for (int64_t i = 0; i < slots; ++i)
+              for (int64_t r = 0; r < 3; ++r) {
+                const auto& slot = packed->pass_slots[static_cast<size_t>(first + 3 * i + r)];
+                if (i < begin[r + 1] - begin[r]) {
+                  const auto& entry = packed->remainders[static_cast<size_t>(begin[r] + i)];
+                  EXPECT_EQ(slot.offset, entry.offset) << name << " pass " << pass << " slot " << i;
+                  EXPECT_EQ(slot.pair, entry.pair) << name << " pass " << pass << " slot " << i;
+                } else {
+                  EXPECT_EQ(slot.pair, 0) << name << " pass " << pass << " slot " << i;
+                }
+              }
           }
         }
   // Depthwise: the taps are the shifted weights, [M][K].
