@@ -11,6 +11,7 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/qconv_requant_avx512.h"
+#include "ep/cpu/qgemm_gemv.h"
 #include "ep/cpu/quant_matmul.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
@@ -487,6 +488,38 @@ NEE_NO_FP_CONTRACT void QGemmRow(const QGemmQuant& q, const int32_t* sums, const
 
 }  // namespace
 
+// Up to this many rows of A (a batch-1 classifier), QGemm runs as QGemv on AVX2 hosts without VNNI: B
+// streamed once as 8-bit bytes, exact for any weights. The u8 x s8 kernels need clamped pairs with few
+// remainders, which such weights often lack (ResNet-50's classifier), so B went to igemm's widened layout,
+// twice the bytes, with six-row tiles computing five empty rows.
+constexpr int64_t kQGemmGemvRows = 4;
+
+// QGemm's B packed once per session when constant: for QGemv when the first run's A has few rows and QGemv
+// is preferred, else for MatMulInteger's product (quant_matmul.h). Either serves any number of rows, exactly.
+struct QGemmWeights {
+  QGemvPackedB gemv;  // when quant is null
+  std::shared_ptr<const quant_matmul::QuantWeights> quant;
+};
+
+std::shared_ptr<const QGemmWeights> PackQGemmWeights(const Tensor& b, int64_t k, int64_t n, bool a_unsigned,
+                                                     bool b_transposed, bool gemv) {
+  auto w = std::make_shared<QGemmWeights>();
+  const auto* bytes = static_cast<const uint8_t*>(b.raw_data());
+  const bool b_signed = b.dtype() == DataType::kInt8;
+  if (gemv) {
+    QGemvPackB(bytes, k, n, b_signed, b_transposed, &w->gemv);
+  } else if (!b_transposed) {
+    w->quant = quant_matmul::PackQuantWeights(bytes, k, n, b_signed, a_unsigned, true);
+  } else {
+    // B given as [n, k] (transB): the packing reads [k, n].
+    std::vector<uint8_t> kn(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i) kn[static_cast<size_t>(i * n + j)] = bytes[j * k + i];
+    w->quant = quant_matmul::PackQuantWeights(kn.data(), k, n, b_signed, a_unsigned, true);
+  }
+  return w;
+}
+
 // com.microsoft QGemm without transA and with C absent or one row (what the QDQ fusion and ONNX Runtime's
 // QOperator quantizer write; the latter's B is [n, k], transB).
 Status QGemmFast(KernelContext& ctx) {
@@ -508,8 +541,25 @@ Status QGemmFast(KernelContext& ctx) {
   if (m == 0 || n == 0) return Status::Ok();
   std::vector<int32_t> sums(static_cast<size_t>(m * n), 0);
   if (k > 0) {
-    auto w = quant_matmul::GetQuantWeights(ctx, 3, b, k, n, a.dtype() == DataType::kUint8, b_transposed);
-    quant_matmul::QuantProduct(ctx, a, m, k, *w, q.za.data(), 0, q.zb.data(), q.zb_stride, sums.data(), n, nullptr);
+    const bool a_unsigned = a.dtype() == DataType::kUint8, gemv = m <= kQGemmGemvRows && QGemvPreferred();
+    std::shared_ptr<const QGemmWeights> w;
+    if (ctx.prepared() && ctx.input_is_constant(3)) {
+      auto built = ctx.prepared()->GetOrBuild<QGemmWeights>(
+          {k, n, b.dtype() == DataType::kInt8 ? 1 : 0, a_unsigned ? 1 : 0, b_transposed ? 1 : 0},
+          [&]() -> Result<std::shared_ptr<const QGemmWeights>> {
+            auto packed = PackQGemmWeights(b, k, n, a_unsigned, b_transposed, gemv);
+            ctx.DropConstantInput(3);  // runs read only the packed copy
+            return packed;
+          });
+      if (built.ok()) w = built.value();
+    }
+    if (!w) w = PackQGemmWeights(b, k, n, a_unsigned, b_transposed, gemv);
+    if (w->quant)
+      quant_matmul::QuantProduct(ctx, a, m, k, *w->quant, q.za.data(), 0, q.zb.data(), q.zb_stride, sums.data(), n,
+                                 nullptr);
+    else
+      QGemv(&ctx, static_cast<const uint8_t*>(a.raw_data()), !a_unsigned, m, q.za[0], w->gemv, q.zb.data(),
+            q.zb_stride, sums.data(), n);
   }
   const size_t out_bytes = q.quantized_out ? 1 : sizeof(float);
   auto* yp = static_cast<uint8_t*>(y.raw_data());
