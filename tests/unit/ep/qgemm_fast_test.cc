@@ -197,46 +197,49 @@ TEST_P(QGemmFastTest, PackedOnceServesOtherRowCounts) {
 }
 
 // QGemv's int32 sums against a plain int64 loop narrowed to int32 (wrapping, as the reference's sums): on the
-// AVX2 kernel and, with the ISA limited to portable, the portable loop over the same packing; k past the
-// point where 255 * 127 * k leaves int32, so the sums wrap; int8 and uint8 A and B, per-column zero points.
+// AVX2 kernels (one row: two panels a pass, here with a ragged third panel) and, with the ISA limited to
+// portable, the portable loop over the same packing; k past the point where 255 * 127 * k leaves int32, so
+// the sums wrap; int8 and uint8 A and B, per-column zero points, one and three rows.
 TEST_P(QGemmFastTest, GemvSumsWrapAsInt64SumsNarrowedToInt32) {
   std::mt19937 rng(57);
   for (int64_t k : {int64_t{1}, int64_t{9}, int64_t{70001}})
     for (bool a_signed : {false, true})
-      for (bool b_signed : {false, true}) {
-        const int64_t m = 3, n = 21;
-        const DataType at = a_signed ? DataType::kInt8 : DataType::kUint8;
-        const DataType bt = b_signed ? DataType::kInt8 : DataType::kUint8;
-        Tensor a = testing::Random8(at, {m, k}, rng), b = testing::Random8(bt, {k, n}, rng);
-        if (k > 1000) {  // the largest products: A at its top, B at its top (uint8) or bottom (int8)
-          std::memset(a.raw_data(), a_signed ? 0x80 : 0xFF, static_cast<size_t>(a.byte_size()));
-          std::memset(b.raw_data(), b_signed ? 0x80 : 0xFF, static_cast<size_t>(b.byte_size()));
-        }
-        const auto* ab = static_cast<const uint8_t*>(a.raw_data());
-        const auto* bb = static_cast<const uint8_t*>(b.raw_data());
-        auto value = [](const uint8_t* p, int64_t i, bool is_signed) {
-          return is_signed ? int64_t{static_cast<int8_t>(p[i])} : int64_t{p[i]};
-        };
-        const int32_t za = a_signed ? 100 : 3;
-        std::vector<int32_t> zb(static_cast<size_t>(n));
-        for (int64_t j = 0; j < n; ++j) zb[static_cast<size_t>(j)] = static_cast<int32_t>(b_signed ? j - 10 : 2 * j);
-        std::vector<int32_t> want(static_cast<size_t>(m * n));
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            int64_t acc = 0;
-            for (int64_t p = 0; p < k; ++p)
-              acc += (value(ab, i * k + p, a_signed) - za) * (value(bb, p * n + j, b_signed) - zb[static_cast<size_t>(j)]);
-            want[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(static_cast<uint32_t>(acc));
+      for (bool b_signed : {false, true})
+        for (int64_t m : {int64_t{1}, int64_t{3}}) {  // one row: two panels a pass
+          const int64_t n = 21 + 16 * m;
+          const DataType at = a_signed ? DataType::kInt8 : DataType::kUint8;
+          const DataType bt = b_signed ? DataType::kInt8 : DataType::kUint8;
+          Tensor a = testing::Random8(at, {m, k}, rng), b = testing::Random8(bt, {k, n}, rng);
+          if (k > 1000) {  // the largest products: A at its top, B at its top (uint8) or bottom (int8)
+            std::memset(a.raw_data(), a_signed ? 0x80 : 0xFF, static_cast<size_t>(a.byte_size()));
+            std::memset(b.raw_data(), b_signed ? 0x80 : 0xFF, static_cast<size_t>(b.byte_size()));
           }
-        cpu::QGemvPackedB packed;
-        cpu::QGemvPackB(bb, k, n, b_signed, false, &packed);
-        for (int threads : {1, 2})
-          testing::WithPoolContext(threads, [&](KernelContext& ctx) {
-            std::vector<int32_t> got(static_cast<size_t>(m * n), -1);
-            cpu::QGemv(&ctx, ab, a_signed, m, za, packed, zb.data(), 1, got.data(), n);
-            EXPECT_EQ(got, want) << "k " << k << " a_signed " << a_signed << " b_signed " << b_signed;
-          });
-      }
+          const auto* ab = static_cast<const uint8_t*>(a.raw_data());
+          const auto* bb = static_cast<const uint8_t*>(b.raw_data());
+          auto value = [](const uint8_t* p, int64_t i, bool is_signed) {
+            return is_signed ? int64_t{static_cast<int8_t>(p[i])} : int64_t{p[i]};
+          };
+          const int32_t za = a_signed ? 100 : 3;
+          std::vector<int32_t> zb(static_cast<size_t>(n));
+          for (int64_t j = 0; j < n; ++j) zb[static_cast<size_t>(j)] = static_cast<int32_t>(b_signed ? j - 10 : 2 * j);
+          std::vector<int32_t> want(static_cast<size_t>(m * n));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              int64_t acc = 0;
+              for (int64_t p = 0; p < k; ++p)
+                acc += (value(ab, i * k + p, a_signed) - za) *
+                       (value(bb, p * n + j, b_signed) - zb[static_cast<size_t>(j)]);
+              want[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(static_cast<uint32_t>(acc));
+            }
+          cpu::QGemvPackedB packed;
+          cpu::QGemvPackB(bb, k, n, b_signed, false, &packed);
+          for (int threads : {1, 2})
+            testing::WithPoolContext(threads, [&](KernelContext& ctx) {
+              std::vector<int32_t> got(static_cast<size_t>(m * n), -1);
+              cpu::QGemv(&ctx, ab, a_signed, m, za, packed, zb.data(), 1, got.data(), n);
+              EXPECT_EQ(got, want) << "k " << k << " a_signed " << a_signed << " b_signed " << b_signed << " m " << m;
+            });
+        }
 }
 
 // What the fast kernel leaves to the reference: a transposed A and a C of [m, n]; malformed inputs, which the
