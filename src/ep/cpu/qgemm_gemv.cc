@@ -139,10 +139,17 @@ void QGemvPackB(const uint8_t* b, int64_t k, int64_t n, bool b_signed, bool b_tr
   out->n = n;
   out->b_signed = b_signed;
   out->data.assign(static_cast<size_t>(panels * kpairs * kPanelBytesPerPair), 0);
-  for (int64_t j = 0; j < n; ++j) {
-    uint8_t* column = out->data.data() + (j / kQGemvCols) * kpairs * kPanelBytesPerPair + 2 * (j % kQGemvCols);
+  // B[i][j]'s place: panel j / 16, pair i / 2, column j % 16, byte i % 2. The loops follow B's rows.
+  auto at = [&](int64_t i, int64_t j) -> uint8_t& {
+    return out->data[static_cast<size_t>(((j / kQGemvCols) * kpairs + i / 2) * kPanelBytesPerPair +
+                                         2 * (j % kQGemvCols) + i % 2)];
+  };
+  if (b_transposed) {
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i) at(i, j) = b[j * k + i];
+  } else {
     for (int64_t i = 0; i < k; ++i)
-      column[(i / 2) * kPanelBytesPerPair + (i % 2)] = b_transposed ? b[j * k + i] : b[i * n + j];
+      for (int64_t j = 0; j < n; ++j) at(i, j) = b[i * n + j];
   }
 }
 
