@@ -98,19 +98,60 @@ __attribute__((target("avx2"))) inline __m256i Max32(__m256i a, __m256i b) {
 
 #ifdef NEE_POOL8_X86
 // RowsMax's first whole vectors; returns how many bytes it did.
+template <bool kSigned, int kCount>  // kCount rows, or any count (`count`) when 0
+__attribute__((target("avx2"))) inline void RowsMaxLoop(uint8_t* dst, const uint8_t* src, int64_t stride,
+                                                       int64_t count, int64_t n) {
+  // The last vector ends at n, overlapping the one before it (the same bytes written twice).
+  for (int64_t i = 0;; i = std::min(i + 32, n - 32)) {
+    __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    if constexpr (kCount > 0) {
+      for (int r = 1; r < kCount; ++r)
+        m = Max32<kSigned>(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * stride + i)));
+    } else {
+      for (int64_t r = 1; r < count; ++r)
+        m = Max32<kSigned>(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * stride + i)));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), m);
+    if (i == n - 32) break;
+  }
+}
+
+// RowsMax's first whole vectors; returns how many bytes it did. Two and three rows (3x3 and 2x2 windows)
+// unrolled.
 template <bool kSigned>
 __attribute__((target("avx2"))) int64_t RowsMaxAvx2(uint8_t* dst, const uint8_t* src, int64_t stride, int64_t count,
                                                     int64_t n) {
   if (n < 32) return 0;
-  // The last vector ends at n, overlapping the one before it (the same bytes written twice).
-  for (int64_t i = 0;; i = std::min(i + 32, n - 32)) {
-    __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
-    for (int64_t r = 1; r < count; ++r)
-      m = Max32<kSigned>(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + r * stride + i)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), m);
-    if (i == n - 32) break;
-  }
+  if (count == 3) RowsMaxLoop<kSigned, 3>(dst, src, stride, count, n);
+  else if (count == 2) RowsMaxLoop<kSigned, 2>(dst, src, stride, count, n);
+  else RowsMaxLoop<kSigned, 0>(dst, src, stride, count, n);
   return n;
+}
+
+// The max over a stride-2 window's column taps for 32 byte pairs from r, in the low byte of each 16-bit word:
+// kTaps taps 1 apart (the 3x3 stride-2 pools, unrolled), or g.kw taps g.dw apart when 0.
+template <bool kSigned, int kTaps>
+__attribute__((target("avx2"))) inline __m256i PairMax(const Pool8Geometry& g, const uint8_t* r, __m256i low) {
+  __m256i m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r));
+  if constexpr (kTaps > 0) {
+    for (int t = 1; t < kTaps; ++t) m = Max32<kSigned>(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + t)));
+  } else {
+    for (int64_t t = 1; t < g.kw; ++t)
+      m = Max32<kSigned>(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + t * g.dw)));
+  }
+  return _mm256_and_si256(m, low);
+}
+
+// PoolColumnsAvx2 at column stride 2 (g.ow >= 32).
+template <bool kSigned, int kTaps>
+__attribute__((target("avx2"))) void PoolColumnsStride2(const Pool8Geometry& g, const uint8_t* row, uint8_t* out) {
+  const __m256i low = _mm256_set1_epi16(0xFF);
+  for (int64_t o = 0;; o = std::min(o + 32, g.ow - 32)) {
+    const __m256i packed = _mm256_packus_epi16(PairMax<kSigned, kTaps>(g, row + 2 * o, low),
+                                               PairMax<kSigned, kTaps>(g, row + 2 * o + 32, low));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_permute4x64_epi64(packed, 0xD8));
+    if (o == g.ow - 32) break;
+  }
 }
 
 // PoolColumns' outputs, 32 at a time (the last 32 overlapping the ones before: the same values written twice),
@@ -128,19 +169,10 @@ __attribute__((target("avx2"))) int64_t PoolColumnsAvx2(const Pool8Geometry& g, 
         m = Max32<kSigned>(m, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + o + t * g.dw)));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), m);
     }
+  } else if (g.sw == 2 && g.kw == 3 && g.dw == 1) {
+    PoolColumnsStride2<kSigned, 3>(g, row, out);
   } else if (g.sw == 2) {
-    const __m256i low = _mm256_set1_epi16(0xFF);
-    for (int64_t o = 0; o < g.ow; o = next(o)) {
-      __m256i m[2];
-      for (int h = 0; h < 2; ++h) {
-        const uint8_t* r = row + 2 * o + 32 * h;
-        m[h] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r));
-        for (int64_t t = 1; t < g.kw; ++t)
-          m[h] = Max32<kSigned>(m[h], _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r + t * g.dw)));
-      }
-      const __m256i packed = _mm256_packus_epi16(_mm256_and_si256(m[0], low), _mm256_and_si256(m[1], low));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + o), _mm256_permute4x64_epi64(packed, 0xD8));
-    }
+    PoolColumnsStride2<kSigned, 0>(g, row, out);
   }
   return g.ow;
 }
@@ -180,7 +212,8 @@ void PoolColumns(const Pool8Geometry& g, const uint8_t* row, uint8_t* out) {
 // the lowest value: written once per buffer, never overwritten), then the block's column maxima from them. The
 // rows are stored a whole block before the column pass reads them at byte offsets, so no load waits on a store
 // it only partly overlaps (a row stored and at once read back at offsets 1 and 2 stalled store forwarding:
-// 2.5x slower on ResNet-50's 3x3 stride-2 pool on Zen 3: 202 against 81 us).
+// 2.5x slower on ResNet-50's 3x3 stride-2 pool on Zen 3: 202 against 81 us; unrolling the 2- and 3-row
+// maxima and the 3-tap stride-2 columns then took it to 55 us).
 template <bool kSigned, bool kAvx2>
 void PoolPlane8(const Pool8Geometry& g, const uint8_t* x, uint8_t* y, uint8_t* buffer, int64_t block_rows) {
   for (int64_t oy0 = 0; oy0 < g.oh; oy0 += block_rows) {
