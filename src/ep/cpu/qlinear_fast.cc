@@ -11,6 +11,7 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/qconv_requant_avx512.h"
+#include "ep/cpu/qgemm_gemv.h"
 #include "ep/cpu/quant_matmul.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
@@ -100,35 +101,54 @@ __attribute__((target("avx2"))) void AddRangeAvx2(const uint8_t* a, const uint8_
 }
 
 // AddRangeAvx2 where every |sum| is below 2^30 (AddRangeAvx512<true>'s argument: vcvtps2dq rounds to nearest
-// even into int32 exactly, the zero point is added in int32, and the packs saturate as the clamp does), 32 at a
-// time: four vector operations fewer per eight than rounding, adding, clamping and converting in float.
-__attribute__((target("avx2"))) inline __m256i AddSmall8(const uint8_t* a, const uint8_t* b, __m256i za, __m256i zb,
-                                                         __m256 ra, __m256 rb, __m256i zc, bool is_signed) {
-  const __m128i a8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(a));
-  const __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
-  const __m256i ai = is_signed ? _mm256_cvtepi8_epi32(a8) : _mm256_cvtepu8_epi32(a8);
-  const __m256i bi = is_signed ? _mm256_cvtepi8_epi32(b8) : _mm256_cvtepu8_epi32(b8);
-  const __m256 va = _mm256_cvtepi32_ps(_mm256_sub_epi32(ai, za)), vb = _mm256_cvtepi32_ps(_mm256_sub_epi32(bi, zb));
-  return _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_add_ps(_mm256_mul_ps(ra, va), _mm256_mul_ps(rb, vb))), zc);
+// even into int32 exactly, the packs saturate as the clamp does), 32 at a time with fewer operations than
+// converting each input by vpmovzxbd + vpsubd + vcvtdq2ps: the bytes (int8 flipped by 128 into 0..255) are
+// interleaved with 0x4B00 into the float 2^23 + byte, and one subtraction of 2^23 + zero point (+ 128) gives
+// the difference exactly (both lie in [2^23, 2^24), where floats are the integers). The zero point of the
+// output is added after narrowing to int16 with saturation: a saturated int16 stays out of the 8-bit range
+// after adding |zc| <= 255, so the final pack saturates it as the reference's clamp does. Unpacking and packing
+// within 128-bit lanes undo each other, so the bytes come out in order. 15% fewer cycles than the
+// vpmovzxbd form (0.15 vs 0.175 ns per element on Zen 3, 800K elements).
+struct AddSmallConsts {
+  __m256i magic_hi, flip, zc16;
+  __m256 offset_a, offset_b, ra, rb;
+};
+
+__attribute__((target("avx2"))) inline __m256 DequantHalf(__m256i words, bool high, __m256 offset, __m256 ratio,
+                                                          __m256i magic_hi) {
+  const __m256i bits = high ? _mm256_unpackhi_epi16(words, magic_hi) : _mm256_unpacklo_epi16(words, magic_hi);
+  return _mm256_mul_ps(ratio, _mm256_sub_ps(_mm256_castsi256_ps(bits), offset));
+}
+
+// Sixteen sums of a's and b's words (bytes widened to 16 bits) rounded and narrowed to int16 plus zc.
+__attribute__((target("avx2"))) inline __m256i AddSmall16(__m256i a_words, __m256i b_words, const AddSmallConsts& k) {
+  const __m256i lo = _mm256_cvtps_epi32(_mm256_add_ps(DequantHalf(a_words, false, k.offset_a, k.ra, k.magic_hi),
+                                                      DequantHalf(b_words, false, k.offset_b, k.rb, k.magic_hi)));
+  const __m256i hi = _mm256_cvtps_epi32(_mm256_add_ps(DequantHalf(a_words, true, k.offset_a, k.ra, k.magic_hi),
+                                                      DequantHalf(b_words, true, k.offset_b, k.rb, k.magic_hi)));
+  return _mm256_adds_epi16(_mm256_packs_epi32(lo, hi), k.zc16);
 }
 
 __attribute__((target("avx2"))) void AddRangeAvx2Small(const uint8_t* a, const uint8_t* b, int64_t n, bool is_signed,
                                                        const Quant8& qa, const Quant8& qb, float ra, float rb,
                                                        int32_t zc, uint8_t* y) {
-  const __m256i za = _mm256_set1_epi32(qa.zero_point), zb = _mm256_set1_epi32(qb.zero_point),
-                zci = _mm256_set1_epi32(zc);
-  const __m256 vra = _mm256_set1_ps(ra), vrb = _mm256_set1_ps(rb);
+  AddSmallConsts k;
+  const float base = 8388608.0f + (is_signed ? 128.0f : 0.0f);  // 2^23, plus the flip's 128
+  k.magic_hi = _mm256_set1_epi16(0x4B00);
+  k.flip = _mm256_set1_epi8(is_signed ? static_cast<char>(0x80) : 0);
+  k.zc16 = _mm256_set1_epi16(static_cast<int16_t>(zc));
+  k.offset_a = _mm256_set1_ps(base + static_cast<float>(qa.zero_point));
+  k.offset_b = _mm256_set1_ps(base + static_cast<float>(qb.zero_point));
+  k.ra = _mm256_set1_ps(ra), k.rb = _mm256_set1_ps(rb);
+  const __m256i zero = _mm256_setzero_si256();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m256i r0 = AddSmall8(a + i, b + i, za, zb, vra, vrb, zci, is_signed);
-    const __m256i r1 = AddSmall8(a + i + 8, b + i + 8, za, zb, vra, vrb, zci, is_signed);
-    const __m256i r2 = AddSmall8(a + i + 16, b + i + 16, za, zb, vra, vrb, zci, is_signed);
-    const __m256i r3 = AddSmall8(a + i + 24, b + i + 24, za, zb, vra, vrb, zci, is_signed);
-    // Packs within 128-bit lanes: dword j of lane 0 is r_j's elements 0-3, of lane 1 its elements 4-7.
-    const __m256i w01 = _mm256_packs_epi32(r0, r1), w23 = _mm256_packs_epi32(r2, r3);
-    const __m256i bytes = is_signed ? _mm256_packs_epi16(w01, w23) : _mm256_packus_epi16(w01, w23);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i),
-                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const __m256i av = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i)), k.flip);
+    const __m256i bv = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + i)), k.flip);
+    const __m256i w0 = AddSmall16(_mm256_unpacklo_epi8(av, zero), _mm256_unpacklo_epi8(bv, zero), k);
+    const __m256i w1 = AddSmall16(_mm256_unpackhi_epi8(av, zero), _mm256_unpackhi_epi8(bv, zero), k);
+    const __m256i bytes = is_signed ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), bytes);
   }
   AddRangeAvx2(a + i, b + i, n - i, is_signed, qa, qb, ra, rb, zc, y + i);
 }
@@ -468,6 +488,38 @@ NEE_NO_FP_CONTRACT void QGemmRow(const QGemmQuant& q, const int32_t* sums, const
 
 }  // namespace
 
+// Up to this many rows of A (a batch-1 classifier), QGemm runs as QGemv on AVX2 hosts without VNNI: B
+// streamed once as 8-bit bytes, exact for any weights. The u8 x s8 kernels need clamped pairs with few
+// remainders, which such weights often lack (ResNet-50's classifier), so B went to igemm's widened layout,
+// twice the bytes, with six-row tiles computing five empty rows.
+constexpr int64_t kQGemmGemvRows = 4;
+
+// QGemm's B packed once per session when constant: for QGemv when the first run's A has few rows and QGemv
+// is preferred, else for MatMulInteger's product (quant_matmul.h). Either serves any number of rows, exactly.
+struct QGemmWeights {
+  QGemvPackedB gemv;  // when quant is null
+  std::shared_ptr<const quant_matmul::QuantWeights> quant;
+};
+
+std::shared_ptr<const QGemmWeights> PackQGemmWeights(const Tensor& b, int64_t k, int64_t n, bool a_unsigned,
+                                                     bool b_transposed, bool gemv) {
+  auto w = std::make_shared<QGemmWeights>();
+  const auto* bytes = static_cast<const uint8_t*>(b.raw_data());
+  const bool b_signed = b.dtype() == DataType::kInt8;
+  if (gemv) {
+    QGemvPackB(bytes, k, n, b_signed, b_transposed, &w->gemv);
+  } else if (!b_transposed) {
+    w->quant = quant_matmul::PackQuantWeights(bytes, k, n, b_signed, a_unsigned, true);
+  } else {
+    // B given as [n, k] (transB): the packing reads [k, n].
+    std::vector<uint8_t> kn(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < k; ++i) kn[static_cast<size_t>(i * n + j)] = bytes[j * k + i];
+    w->quant = quant_matmul::PackQuantWeights(kn.data(), k, n, b_signed, a_unsigned, true);
+  }
+  return w;
+}
+
 // com.microsoft QGemm without transA and with C absent or one row (what the QDQ fusion and ONNX Runtime's
 // QOperator quantizer write; the latter's B is [n, k], transB).
 Status QGemmFast(KernelContext& ctx) {
@@ -489,8 +541,25 @@ Status QGemmFast(KernelContext& ctx) {
   if (m == 0 || n == 0) return Status::Ok();
   std::vector<int32_t> sums(static_cast<size_t>(m * n), 0);
   if (k > 0) {
-    auto w = quant_matmul::GetQuantWeights(ctx, 3, b, k, n, a.dtype() == DataType::kUint8, b_transposed);
-    quant_matmul::QuantProduct(ctx, a, m, k, *w, q.za.data(), 0, q.zb.data(), q.zb_stride, sums.data(), n, nullptr);
+    const bool a_unsigned = a.dtype() == DataType::kUint8, gemv = m <= kQGemmGemvRows && QGemvPreferred();
+    std::shared_ptr<const QGemmWeights> w;
+    if (ctx.prepared() && ctx.input_is_constant(3)) {
+      auto built = ctx.prepared()->GetOrBuild<QGemmWeights>(
+          {k, n, b.dtype() == DataType::kInt8 ? 1 : 0, a_unsigned ? 1 : 0, b_transposed ? 1 : 0},
+          [&]() -> Result<std::shared_ptr<const QGemmWeights>> {
+            auto packed = PackQGemmWeights(b, k, n, a_unsigned, b_transposed, gemv);
+            ctx.DropConstantInput(3);  // runs read only the packed copy
+            return packed;
+          });
+      if (built.ok()) w = built.value();
+    }
+    if (!w) w = PackQGemmWeights(b, k, n, a_unsigned, b_transposed, gemv);
+    if (w->quant)
+      quant_matmul::QuantProduct(ctx, a, m, k, *w->quant, q.za.data(), 0, q.zb.data(), q.zb_stride, sums.data(), n,
+                                 nullptr);
+    else
+      QGemv(&ctx, static_cast<const uint8_t*>(a.raw_data()), !a_unsigned, m, q.za[0], w->gemv, q.zb.data(),
+            q.zb_stride, sums.data(), n);
   }
   const size_t out_bytes = q.quantized_out ? 1 : sizeof(float);
   auto* yp = static_cast<uint8_t*>(y.raw_data());

@@ -49,6 +49,15 @@ std::vector<Pool8Case> Cases() {
       {"pads_as_big_as_the_kernel", {1, 2, 6, 6}, {IntsAttr("kernel_shape", {2, 2}), IntsAttr("pads", {2, 2, 2, 2})}},
       {"kernel_larger_than_input_padded", {1, 1, 2, 2}, {IntsAttr("kernel_shape", {3, 3}), IntsAttr("pads", {1, 1, 1, 1})}},
       {"single_column", {1, 2, 7, 1}, {IntsAttr("kernel_shape", {5, 5}), IntsAttr("pads", {2, 2, 2, 2})}},
+      // Rows so wide that the output rows go in several blocks of padded rows (about 16 KiB a block: 5 rows
+      // here), with a last block of fewer rows, and windows of padding alone at the top and bottom.
+      {"wide_rows_in_blocks", {1, 2, 27, 3001},
+       {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}), IntsAttr("pads", {3, 1, 3, 1})}},
+      {"wide_rows_stride_1", {1, 1, 13, 2500}, {IntsAttr("kernel_shape", {2, 4}), IntsAttr("pads", {0, 2, 1, 1})}},
+      // Windows of 3 to 5 rows over rows of at least 32 bytes (the vertical max beyond its unrolled 2 and 3 rows),
+      // and a stride-2 window of 5 columns (beyond the unrolled 3).
+      {"5x5_wide", {1, 2, 9, 45}, {IntsAttr("kernel_shape", {5, 5}), IntsAttr("pads", {2, 2, 2, 2})}},
+      {"1x5_s2_wide", {1, 2, 4, 90}, {IntsAttr("kernel_shape", {1, 5}), IntsAttr("strides", {1, 2}), IntsAttr("pads", {0, 2, 0, 2})}},
       // Not 2-D: the reference's.
       {"1d", {2, 3, 17}, {IntsAttr("kernel_shape", {3}), IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
   };

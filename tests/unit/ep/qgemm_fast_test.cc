@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/qgemm_gemv.h"
 #include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
 
@@ -120,6 +121,125 @@ TEST_P(QGemmFastTest, SaturatesAndRoundsHalvesToEvenAsTheReference) {
     in[7] = Value(Tensor::FromVector(std::vector<float>{1.f}, {}));  // multiplier 0.5: odd sums end in .5
     ExpectAsReference(c, in, {}, DataTypeName(yt));
   }
+}
+
+// A few rows (QGemv on AVX2 hosts without VNNI: B widened to int16 in registers, exact for any bytes): extreme
+// bytes whose u8 x s8 pair sums would saturate (A all 255 against B all -128 or 127), uint8 B up to 255 with
+// its zero point at 255, int8 A at -128 with a zero point of 127, per-column zero points, odd k, column counts
+// around the 16-column panels, one to five rows.
+TEST_P(QGemmFastTest, FewRowsMatchReferenceBitwiseOnExtremeBytes) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  std::mt19937 rng(55);
+  auto fill = [](Value& v, int byte) {  // every element of the 8-bit tensor v set to `byte`
+    const Tensor& t = v.tensor();
+    const size_t count = static_cast<size_t>(t.num_elements());
+    if (t.dtype() == DataType::kUint8)
+      v = Value(Tensor::FromVector(std::vector<uint8_t>(count, static_cast<uint8_t>(byte)), t.dims()));
+    else
+      v = Value(Tensor::FromVector(std::vector<int8_t>(count, static_cast<int8_t>(byte)), t.dims()));
+  };
+  int index = 0;
+  for (int64_t m : {1, 2, 3, 4, 5})
+    for (int64_t n : {1, 15, 17, 33})
+      for (bool trans_b : {false, true}) {
+        const int64_t k = 2 * m + 2 * n + 7;  // odd
+        Case c{m, k, n, u8, s8, u8, n % 2 == 1, {n}, true, trans_b};
+        std::vector<Attribute> attrs;
+        if (trans_b) attrs.push_back(testing::IntAttr("transB", 1));
+        ExpectAsReference(c, MakeInputs(c, rng), attrs, "random " + std::to_string(index));
+        std::vector<Value> in = MakeInputs(c, rng);
+        fill(in[0], 255);                    // A all 255
+        fill(in[2], 0);                      // za 0
+        fill(in[3], index % 2 ? 0x80 : 0x7F);  // B all -128 or all 127
+        fill(in[5], 0);
+        ExpectAsReference(c, in, attrs, "extreme " + std::to_string(index));
+        Case d{m, k, n, s8, u8, s8, true, {}, index % 3 != 0, trans_b};
+        in = MakeInputs(d, rng);
+        fill(in[0], 0x80);  // A all -128 ...
+        fill(in[2], 127);   // ... minus 127: -255
+        fill(in[5], 255);   // uint8 B's zero points 255
+        ExpectAsReference(d, in, attrs, "int8 a " + std::to_string(index));
+        ++index;
+      }
+}
+
+// As a session runs it: B packed once in a PreparedCache for the first run's row count, then serving runs of
+// another row count (the GEMV's packing many rows, the GEMM's one row), bitwise the reference each time.
+TEST_P(QGemmFastTest, PackedOnceServesOtherRowCounts) {
+  std::mt19937 rng(56);
+  for (int64_t first_rows : {1, 9}) {
+    PreparedCache cache;
+    const Node node = testing::MakeNode("QGemm", 9, 1, {testing::IntAttr("transB", 1)}, "com.microsoft");
+    Case c{first_rows, 300, 37, DataType::kUint8, DataType::kInt8, DataType::kUint8, true, {37}, true, true};
+    std::vector<Value> in = MakeInputs(c, rng);
+    const Value b = in[3];
+    for (int64_t rows : {first_rows, first_rows == 1 ? int64_t{9} : int64_t{1}, int64_t{3}}) {
+      in[0] = Value(testing::Random8(DataType::kUint8, {rows, 300}, rng));
+      in[3] = b;
+      auto ref = testing::RunOp(node, 1, in);
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      for (int threads : {1, 2}) {
+        std::vector<const Value*> ptrs;
+        for (const Value& v : in) ptrs.push_back(&v);
+        std::vector<Value> outputs(1);
+        ThreadPool pool(threads);
+        KernelContext ctx(node, 1, ptrs, &outputs, nullptr, &pool, nullptr);
+        std::vector<bool> constant(in.size(), false);
+        constant[3] = true;
+        ctx.SetPrepared(&cache, &constant);
+        ASSERT_TRUE(cpu::QGemmFast(ctx).ok());
+        ExpectBitwise(outputs[0].tensor(), ref->outputs[0].tensor(),
+                      "first " + std::to_string(first_rows) + " rows " + std::to_string(rows));
+      }
+    }
+    EXPECT_EQ(cache.size(), 1u);
+  }
+}
+
+// QGemv's int32 sums against a plain int64 loop narrowed to int32 (wrapping, as the reference's sums): on the
+// AVX2 kernels (one row: two panels a pass, here with a ragged third panel) and, with the ISA limited to
+// portable, the portable loop over the same packing; k past the point where 255 * 127 * k leaves int32, so
+// the sums wrap; int8 and uint8 A and B, per-column zero points, one and three rows.
+TEST_P(QGemmFastTest, GemvSumsWrapAsInt64SumsNarrowedToInt32) {
+  std::mt19937 rng(57);
+  for (int64_t k : {int64_t{1}, int64_t{9}, int64_t{70001}})
+    for (bool a_signed : {false, true})
+      for (bool b_signed : {false, true})
+        for (int64_t m : {int64_t{1}, int64_t{3}}) {  // one row: two panels a pass
+          const int64_t n = 21 + 16 * m;
+          const DataType at = a_signed ? DataType::kInt8 : DataType::kUint8;
+          const DataType bt = b_signed ? DataType::kInt8 : DataType::kUint8;
+          Tensor a = testing::Random8(at, {m, k}, rng), b = testing::Random8(bt, {k, n}, rng);
+          if (k > 1000) {  // the largest products: A at its top, B at its top (uint8) or bottom (int8)
+            std::memset(a.raw_data(), a_signed ? 0x80 : 0xFF, static_cast<size_t>(a.byte_size()));
+            std::memset(b.raw_data(), b_signed ? 0x80 : 0xFF, static_cast<size_t>(b.byte_size()));
+          }
+          const auto* ab = static_cast<const uint8_t*>(a.raw_data());
+          const auto* bb = static_cast<const uint8_t*>(b.raw_data());
+          auto value = [](const uint8_t* p, int64_t i, bool is_signed) {
+            return is_signed ? int64_t{static_cast<int8_t>(p[i])} : int64_t{p[i]};
+          };
+          const int32_t za = a_signed ? 100 : 3;
+          std::vector<int32_t> zb(static_cast<size_t>(n));
+          for (int64_t j = 0; j < n; ++j) zb[static_cast<size_t>(j)] = static_cast<int32_t>(b_signed ? j - 10 : 2 * j);
+          std::vector<int32_t> want(static_cast<size_t>(m * n));
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              int64_t acc = 0;
+              for (int64_t p = 0; p < k; ++p)
+                acc += (value(ab, i * k + p, a_signed) - za) *
+                       (value(bb, p * n + j, b_signed) - zb[static_cast<size_t>(j)]);
+              want[static_cast<size_t>(i * n + j)] = static_cast<int32_t>(static_cast<uint32_t>(acc));
+            }
+          cpu::QGemvPackedB packed;
+          cpu::QGemvPackB(bb, k, n, b_signed, false, &packed);
+          for (int threads : {1, 2})
+            testing::WithPoolContext(threads, [&](KernelContext& ctx) {
+              std::vector<int32_t> got(static_cast<size_t>(m * n), -1);
+              cpu::QGemv(&ctx, ab, a_signed, m, za, packed, zb.data(), 1, got.data(), n);
+              EXPECT_EQ(got, want) << "k " << k << " a_signed " << a_signed << " b_signed " << b_signed << " m " << m;
+            });
+        }
 }
 
 // What the fast kernel leaves to the reference: a transposed A and a C of [m, n]; malformed inputs, which the
