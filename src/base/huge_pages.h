@@ -15,6 +15,7 @@
 #pragma once
 #include <cstddef>
 #include <new>
+#include <vector>
 
 namespace nee {
 
@@ -44,5 +45,9 @@ struct HugePageAllocator {
   template <class U>
   bool operator!=(const HugePageAllocator<U>&) const { return false; }
 };
+
+// A session's packed weights: every run reads them end to end.
+template <class T>
+using HugePageVector = std::vector<T, HugePageAllocator<T>>;
 
 }  // namespace nee

@@ -27,6 +27,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/packed_weights.h"
 #include "ep/cpu/parallel_tasks.h"
@@ -65,7 +66,7 @@ constexpr int64_t kGroupWeights = 256 * 1024;
 // A pointwise conv's weights are packed for the AVX-512 tiles (pairs) when
 // they will run, else for the AVX2 ones (w, bias): one layout, not both.
 struct BlockedWeights {
-  std::vector<float> w;     // pointwise [Mb][C][8]; depthwise [Cb][KH*KW][8]
+  HugePageVector<float> w;  // pointwise [Mb][C][8]; depthwise [Cb][KH*KW][8]
   std::vector<float> bias;  // [Mb * 8], zero past M and without a bias
   PointwisePairs pairs;     // pointwise on AVX-512 (blocked_pointwise_avx512.h); w and bias then empty
   bool avx512() const { return !pairs.w16.empty(); }

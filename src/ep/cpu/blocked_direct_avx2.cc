@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "ep/cpu/blocked_direct_avx512.h"
 #include "ep/cpu/blocked_tile_avx512.h"
 #include "ep/cpu/packed_weights.h"
@@ -34,7 +35,8 @@ constexpr int64_t kB = kChannelBlock;
 // tile's two weight vectors of a step are neighbours (the AVX-512 kernel's
 // layout); bias [units * 16]; channels past M 0.
 struct DirectWeights {
-  std::vector<float> w, bias;
+  HugePageVector<float> w;
+  std::vector<float> bias;
 };
 
 constexpr int64_t kUnit = 2 * kB;

@@ -25,7 +25,7 @@ bool BlockedPointwiseAvx512();
 // (lanes 0-7 block 2p, 8-15 block 2p + 1), bias16 [pairs * 16]; channels past
 // M zero.
 struct PointwisePairs {
-  std::vector<float, HugePageAllocator<float>> w16;  // read end to end by every run: huge pages (base/huge_pages.h)
+  HugePageVector<float> w16;  // read end to end by every run: huge pages (base/huge_pages.h)
   std::vector<float> bias16;
 };
 void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out);

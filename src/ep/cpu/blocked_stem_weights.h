@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "ep/cpu/packed_weights.h"
 #include "ops/blocked_conv.h"
 
@@ -16,7 +17,8 @@ constexpr int64_t kStemUnitLanes = 2 * kChannelBlock;
 
 // w [units][C][KH][KW][16]; bias [units * 16]; channels past M 0.
 struct StemWeights {
-  std::vector<float> w, bias;
+  HugePageVector<float> w;
+  std::vector<float> bias;
 };
 
 inline std::shared_ptr<const StemWeights> PackStemWeights(const BlockedConvGeometry& g) {

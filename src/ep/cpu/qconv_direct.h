@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "ep/cpu/qconv_common.h"
 #include "ops/op_schema.h"
 
@@ -28,7 +29,7 @@ constexpr int64_t kDirectSegments = 2;
 // with k = tap * C + c (the GEMM path's panels have k = c * taps + tap).
 struct DirectQConvWeights {
   int64_t kquads = 0, panels = 0;
-  std::vector<int8_t> data;
+  HugePageVector<int8_t> data;
 };
 
 // Whether the direct path runs this conv: the CPU (VNNI, VBMI, ISA limit), the geometry, and a requantization

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/huge_pages.h"
 #include "ep/cpu/qconv_common.h"
 #include "ep/cpu/qconv_tile_avx2.h"
 
@@ -21,7 +22,7 @@ struct QConvWeights {
   // Clamped so that two k quads' vpmaddubsw pair sums add exactly in int16 (PackWeights), and the AVX2 whole
   // tile runs one vpmaddwd per two quads (qconv_tile_avx2.cc).
   bool paired = false;
-  std::vector<int8_t> data;              // per group, its row panels: [kquads][6][4]
+  HugePageVector<int8_t> data;           // per group, its row panels: [kquads][6][4]
   std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
   std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
   std::vector<int64_t> remainder_begin;  // per row of each row panel (all groups), into remainders
