@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "base/cpu_isa.h"
+#include "ep/cpu/sgemm_avx2_asm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -140,6 +141,10 @@ constexpr SubTileFn kNarrowSubTilesAvx2[12] = {
     SubTileAvx2<5, 1, P>, SubTileAvx2<6, 1, P>, SubTileAvx2<7, 1, P>,  SubTileAvx2<8, 1, P>,
     SubTileAvx2<9, 1, P>, SubTileAvx2<10, 1, P>, SubTileAvx2<11, 1, P>, SubTileAvx2<12, 1, P>};
 
+// Whether MicroAvx2 takes SubTile6x16PanelAsm for full 6x16 packed-panel
+// sub-tiles (SetAvx2PanelAssembly).
+std::atomic<bool> g_panel_assembly{HaveSubTile6x16PanelAsm()};
+
 template <BRead P>
 SubTileFn NarrowSubTile(int64_t rows) {
   return kNarrowSubTilesAvx2<P>[rows - 1];
@@ -157,6 +162,7 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
                bool accumulate) {
   const bool in_place = source.rows != nullptr;
   const bool packing = in_place && source.pack_to != nullptr;
+  const bool panel_assembly = g_panel_assembly.load(std::memory_order_relaxed);
   const float* half_rows[kSgemmDepthBlock];
   for (int64_t j0 = 0; j0 < cols; j0 += 16) {
     if (in_place)
@@ -182,7 +188,8 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
       float* tile = c + r0 * ldc + j0;
       // Packing: the first sub-tile packs this half, the others read it packed.
       const bool read_rows = in_place && (!packing || r0 == 0);
-      const SubTileFn sub = !read_rows        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
+      const SubTileFn sub = !read_rows && sub_rows == 5 && panel_assembly ? SubTile6x16PanelAsm
+                            : !read_rows        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
                             : sub_cols == 16 ? (packing ? kSubTilesAvx2<BRead::kRowsWholePack>[sub_rows]
                                                         : kSubTilesAvx2<BRead::kRowsWhole>[sub_rows])
                             : packing        ? kSubTilesAvx2<BRead::kRowsPartialPack>[sub_rows]
@@ -307,6 +314,24 @@ std::atomic<SgemmIsa> g_limit{SgemmIsa::kAvx512};
 bool ReadsBInPlace(SgemmIsa isa) { return isa == SgemmIsa::kAvx512 || isa == SgemmIsa::kAvx2; }
 
 bool PacksWhileReading(SgemmIsa isa) { return isa == SgemmIsa::kAvx2; }
+
+bool SetAvx2PanelAssembly(bool use) {
+#ifdef NEE_SGEMM_X86
+  g_panel_assembly.store(use && HaveSubTile6x16PanelAsm());
+  return g_panel_assembly.load();
+#else
+  (void)use;
+  return false;
+#endif
+}
+
+PanelSubTileFn Avx2PanelSubTileIntrinsic() {
+#ifdef NEE_SGEMM_X86
+  return SubTileAvx2<6, 2, BRead::kPanel>;
+#else
+  return nullptr;
+#endif
+}
 
 MicroKernel KernelFor(SgemmIsa isa) {
 #ifdef NEE_SGEMM_X86

@@ -62,4 +62,16 @@ bool PacksWhileReading(SgemmIsa isa);
 // The kernel for an ISA level (SgemmActiveIsa() says which one is in force).
 MicroKernel KernelFor(SgemmIsa isa);
 
+// The AVX2 kernel's 6x16 sub-tile over a packed B panel comes in two
+// versions with the same bits: the inline-assembly one (sgemm_avx2_asm.h),
+// used where it is built, and the intrinsic one, the fallback. Process-wide
+// switch between them, for A/B measurements and tests (true: assembly where
+// built); returns whether the assembly is now in use.
+bool SetAvx2PanelAssembly(bool use);
+// The intrinsic 6x16 packed-panel sub-tile (null off x86), with the
+// signature of SubTile6x16PanelAsm: the tests' oracle for the assembly.
+using PanelSubTileFn = void (*)(int64_t kc, const float* a, const float* b, const float* const* b_rows, float* c,
+                                int64_t ldc, int64_t cols, bool accumulate);
+PanelSubTileFn Avx2PanelSubTileIntrinsic();
+
 }  // namespace nee::cpu::sgemm_internal
