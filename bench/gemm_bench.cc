@@ -41,7 +41,6 @@
 
 #include "base/thread_pool.h"
 #include "ep/cpu/sgemm.h"
-#include "ep/cpu/sgemm_avx2_asm.h"
 #include "ep/cpu/sgemm_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -212,7 +211,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> extra_names;
   int ab_rounds = 0;
   bool aa = false;
-  int exp_bits = -1;  // --exp BITS: --ab compares assembly with these experiment bits against assembly without
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) thread_counts = ParseList(argv[++i]);
@@ -222,7 +220,6 @@ int main(int argc, char** argv) {
     else if (arg == "--no-asm") nee::cpu::sgemm_internal::SetAvx2PanelAssembly(false);
     else if (arg == "--ab" && i + 1 < argc) ab_rounds = std::atoi(argv[++i]);
     else if (arg == "--aa") aa = true;
-    else if (arg == "--exp" && i + 1 < argc) exp_bits = std::atoi(argv[++i]);
     else if (arg == "--only" && i + 1 < argc) only = argv[++i];
     else if (arg == "--shape" && i + 1 < argc) {
       const std::string spec = argv[++i];
@@ -272,8 +269,7 @@ int main(int argc, char** argv) {
             for (int side = 0; side < 2; ++side) {
               // Which side goes first alternates, so neither always follows the other.
               const bool assembly_side = (side == 0) == (round % 2 == 0);
-              if (exp_bits >= 0) nee::cpu::sgemm_internal::SetAvx2PanelExperiment(assembly_side ? exp_bits : 0);
-              else nee::cpu::sgemm_internal::SetAvx2PanelAssembly(assembly_side || aa);
+              nee::cpu::sgemm_internal::SetAvx2PanelAssembly(assembly_side || aa);
               const double rate = TimeGemm(s, prepacked, &pool, seconds, cpu_time && threads == 1, cold).median;
               (assembly_side ? on : off).push_back(rate);
             }

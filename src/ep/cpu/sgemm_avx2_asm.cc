@@ -3,7 +3,6 @@
 #include "ep/cpu/sgemm_avx2_asm.h"
 
 #include <algorithm>
-#include <atomic>
 
 #include "ep/cpu/sgemm.h"
 
@@ -44,9 +43,6 @@ static_assert(kSgemmTileRows == 12 && kSgemmPanelRun == 16,
   NEE_ASM_ROW(5, ymm15, "")
 // The same step, also asking for line `u` past r11 (BSource::fetch).
 #define NEE_ASM_FETCH(u) "prefetcht0 " NEE_ASM_STR(64 * u) "(%%r11)\n\t"
-
-std::atomic<int> g_experiment{3};
-void SetAvx2PanelExperiment(int bits) { g_experiment.store(bits); }
 
 __attribute__((target("avx2,fma"))) void SubTile6x16PanelAsm(int64_t kc, const float* a, const float* b,
                                                              const float* const* /*b_rows*/, float* c, int64_t ldc,
@@ -104,13 +100,16 @@ __attribute__((target("avx2,fma"))) void SubTile6x16PanelAsm(int64_t kc, const f
           "jg 1b\n\t" NEE_ASM_OPERANDS                                                                        \
           : [a] "r"(a), [b] "r"(b), [count] "r"(n), [f] "r"(fetch)                                            \
           : "r8", "r9", "r10", "r11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory")
-  const int experiment = g_experiment.load(std::memory_order_relaxed);
-  // BSource::fetch's share: in the first steps, four lines a trip.
-  const int64_t fetch_steps = experiment & 2 ? std::min((fetch_lines + 3) / 4 * 4, kc / 4 * 4) : 0;
+  // BSource::fetch's share of lines (sgemm_kernels.h) is asked for in the
+  // first steps, four a trip (rounded up to whole trips; never past kc).
+  const int64_t fetch_steps = std::min((fetch_lines + 3) / 4 * 4, kc / 4 * 4);
   if (fetch_steps > 0) NEE_ASM_STEPS_FETCHING(fetch_steps);
   // The tile of C is read and written after the loop: it is fetched into L1
-  // first, so that a tile that left the caches does not stall the end.
-  const int64_t c_at = experiment & 1 ? std::max(fetch_steps, kc > 32 ? (kc - 32) / 4 * 4 : 0) : fetch_steps;
+  // first, so that a tile that left the caches does not stall the end, and
+  // late, about 32 steps before the end: fetched at the start (as the
+  // intrinsic kernel does), its lines had 16 KiB of B and 12 KiB of A stream
+  // through L1 after them and were often gone again when the loop ended.
+  const int64_t c_at = std::max(fetch_steps, kc > 32 ? (kc - 32) / 4 * 4 : 0);
   if (c_at > fetch_steps) NEE_ASM_STEPS(fetch_steps, c_at - fetch_steps);
 #pragma GCC unroll 6
   for (int r = 0; r < 6; ++r) {
@@ -151,7 +150,7 @@ bool HaveSubTile6x16PanelAsm() { return true; }
 void SubTile6x16PanelAsm(int64_t, const float*, const float*, const float* const*, float*, int64_t, int64_t, bool,
                          const float*, int64_t) {}
 bool HaveSubTile6x16PanelAsm() { return false; }
-void SetAvx2PanelExperiment(int) {}
+
 #endif
 
 }  // namespace nee::cpu::sgemm_internal

@@ -17,15 +17,13 @@ namespace nee::cpu::sgemm_internal {
 // row 0 of the sub-tile in a packed A panel (steps of kSgemmTileRows
 // floats), `b` at one run of a packed B panel (steps of kSgemmPanelRun
 // floats, 32-byte aligned, zero past the matrix). 9 <= cols <= 16.
-// The signature is SubTileFn's (sgemm_kernels.cc); `b_rows` is unused.
+// `fetch_lines` cache lines from `fetch` on (this sub-tile's share of
+// BSource::fetch; none when 0) are asked for in cache during the first
+// steps. The signature is SubTileFn's (sgemm_kernels.cc); `b_rows` is unused.
 void SubTile6x16PanelAsm(int64_t kc, const float* a, const float* b, const float* const* b_rows, float* c,
                          int64_t ldc, int64_t cols, bool accumulate, const float* fetch, int64_t fetch_lines);
 
 // Whether SubTile6x16PanelAsm is built (x86-64 with GCC-style inline asm).
 bool HaveSubTile6x16PanelAsm();
-
-// Experiment bits (temporary): 1 = fetch C 32 steps before the end; 2 = fetch
-// BSource::fetch's lines.
-void SetAvx2PanelExperiment(int bits);
 
 }  // namespace nee::cpu::sgemm_internal

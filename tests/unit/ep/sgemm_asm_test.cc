@@ -50,7 +50,6 @@ TEST(SgemmAssembly, SubTileMatchesIntrinsicBitwise) {
   if (!AvailableHere()) GTEST_SKIP() << "no AVX2, or the assembly is not built for this target";
   std::mt19937 rng(21);
   const int64_t ldc = 37;  // C rows wider than the tile, not a multiple of 8
-  for (int bits = 0; bits < 4; ++bits)
   for (int64_t kc : {1, 2, 3, 4, 5, 7, 8, 9, 63, 255, 256})
     for (int64_t cols : {16, 15, 9})
       for (bool accumulate : {false, true})
@@ -63,11 +62,14 @@ TEST(SgemmAssembly, SubTileMatchesIntrinsicBitwise) {
           std::memcpy(b.data, bv.data(), bv.size() * sizeof(float));
           const std::vector<float> c0 = Values(static_cast<size_t>(6 * ldc), rng);
           std::vector<float> want = c0, got = c0;
+          // Lines to fetch ahead (prefetches only: no effect on the bits),
+          // whole trips of four steps or not, more than kc or fewer.
+          const int64_t fetch_lines = (kc * 3) % 17 + 1;
           Avx2PanelSubTileIntrinsic()(kc, a.data() + row0, b.data, nullptr, want.data() + 3, ldc, cols, accumulate, nullptr, 0);
-          cpu::sgemm_internal::SetAvx2PanelExperiment(bits);
-          SubTile6x16PanelAsm(kc, a.data() + row0, b.data, nullptr, got.data() + 3, ldc, cols, accumulate, b.data, kc);
+          SubTile6x16PanelAsm(kc, a.data() + row0, b.data, nullptr, got.data() + 3, ldc, cols, accumulate, b.data,
+                              fetch_lines);
           ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
-              << "bits " << bits << " kc " << kc << " cols " << cols << " accumulate " << accumulate << " row0 " << row0;
+              << "kc " << kc << " cols " << cols << " accumulate " << accumulate << " row0 " << row0;
         }
 }
 
@@ -92,7 +94,6 @@ TEST(SgemmAssembly, GemmsMatchIntrinsicKernelBitwise) {
         const cpu::SgemmPackedB pb(s.k, s.n, bv);
         std::vector<float> out[2][2];  // [assembly][packed B]
         for (int assembly = 0; assembly < 2; ++assembly) {
-          cpu::sgemm_internal::SetAvx2PanelExperiment(3);
           ASSERT_EQ(SetAvx2PanelAssembly(assembly == 1), assembly == 1);
           out[assembly][0] = out[assembly][1] = c0;
           cpu::Sgemm(s.m, s.n, s.k, 1.f, av, bv, beta, out[assembly][0].data(), s.n, p);
