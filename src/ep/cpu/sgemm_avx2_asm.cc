@@ -41,7 +41,8 @@ static_assert(kSgemmTileRows == 12 && kSgemmPanelRun == 16,
   NEE_ASM_ROW(3, ymm15, NEE_ASM_BROADCAST(u, 5, ymm15))      \
   NEE_ASM_ROW(4, ymm14, "")                                  \
   NEE_ASM_ROW(5, ymm15, "")
-// The same step, also asking for line `u` past r11 (BSource::fetch).
+// Line `u` past r11, asked for as a step's `extra` while fetching ahead
+// (BSource::fetch).
 #define NEE_ASM_FETCH(u) "prefetcht0 " NEE_ASM_STR(64 * u) "(%%r11)\n\t"
 
 __attribute__((target("avx2,fma"))) void SubTile6x16PanelAsm(int64_t kc, const float* a, const float* b,
