@@ -7,6 +7,13 @@
 //
 //   nee_gemm_bench [--threads 1,2] [--seconds 0.3] [--isa avx512|avx2|portable] [--cpu-time]
 //                  [--cold] [--only SUBSTRING-OF-SHAPE-NAME] [--shape MxNxK[a]]...
+//                  [--no-asm] [--ab ROUNDS [--aa]]
+//
+// --no-asm: the AVX2 kernel's 6x16 packed-panel sub-tile in intrinsics
+// instead of inline assembly (sgemm_avx2_asm.h). --ab N: each case N rounds
+// alternating assembly and intrinsics in this process, printing the median,
+// lowest and highest per-round ratio of median rates (assembly / intrinsics);
+// with --aa both sides are the assembly, which measures the A/A spread.
 //
 // Timing: each case repeats the call for about --seconds and reports the
 // median and the best per-call rate (wall clock). On a machine shared with
@@ -34,6 +41,7 @@
 
 #include "base/thread_pool.h"
 #include "ep/cpu/sgemm.h"
+#include "ep/cpu/sgemm_kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -201,12 +209,17 @@ int main(int argc, char** argv) {
   std::string only;
   std::vector<Shape> extra;  // --shape MxNxK[a]: one more case ("a": the weights are A, as in a convolution)
   std::vector<std::string> extra_names;
+  int ab_rounds = 0;
+  bool aa = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--threads" && i + 1 < argc) thread_counts = ParseList(argv[++i]);
     else if (arg == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (arg == "--cpu-time") cpu_time = true;
     else if (arg == "--cold") cold = true;
+    else if (arg == "--no-asm") nee::cpu::sgemm_internal::SetAvx2PanelAssembly(false);
+    else if (arg == "--ab" && i + 1 < argc) ab_rounds = std::atoi(argv[++i]);
+    else if (arg == "--aa") aa = true;
     else if (arg == "--only" && i + 1 < argc) only = argv[++i];
     else if (arg == "--shape" && i + 1 < argc) {
       const std::string spec = argv[++i];
@@ -222,7 +235,7 @@ int main(int argc, char** argv) {
       const std::string isa = argv[++i];
       SgemmLimitIsa(isa == "portable" ? SgemmIsa::kPortable : isa == "avx2" ? SgemmIsa::kAvx2 : SgemmIsa::kAvx512);
     } else {
-      std::fprintf(stderr, "usage: %s [--threads 1,2] [--seconds S] [--isa avx512|avx2|portable] [--cpu-time] [--cold] [--only NAME] [--shape MxNxK[a]]...\n",
+      std::fprintf(stderr, "usage: %s [--threads 1,2] [--seconds S] [--isa avx512|avx2|portable] [--cpu-time] [--cold] [--only NAME] [--shape MxNxK[a]]... [--no-asm] [--ab N [--aa]]\n",
                    argv[0]);
       return 2;
     }
@@ -250,6 +263,30 @@ int main(int argc, char** argv) {
     for (bool prepacked : {false, true})
       for (int threads : thread_counts) {
         ThreadPool pool(threads);
+        if (ab_rounds > 0) {
+          std::vector<double> ratios, on, off;
+          for (int round = 0; round < ab_rounds; ++round) {
+            for (int side = 0; side < 2; ++side) {
+              // Which side goes first alternates, so neither always follows the other.
+              const bool assembly_side = (side == 0) == (round % 2 == 0);
+              nee::cpu::sgemm_internal::SetAvx2PanelAssembly(assembly_side || aa);
+              const double rate = TimeGemm(s, prepacked, &pool, seconds, cpu_time && threads == 1, cold).median;
+              (assembly_side ? on : off).push_back(rate);
+            }
+            ratios.push_back(on.back() / off.back());
+          }
+          nee::cpu::sgemm_internal::SetAvx2PanelAssembly(true);
+          auto median = [](std::vector<double> v) {
+            std::sort(v.begin(), v.end());
+            return v[v.size() / 2];
+          };
+          std::sort(ratios.begin(), ratios.end());
+          std::printf("%-28s %-8s %7d %s %6.1f vs %6.1f  ratio median %.4f [%.4f, %.4f] over %d rounds\n", s.name,
+                      prepacked ? "packed" : "plain", threads, aa ? "A/A" : "asm/intrinsics", median(on), median(off),
+                      median(ratios), ratios.front(), ratios.back(), ab_rounds);
+          std::fflush(stdout);
+          continue;
+        }
         const Rate r = TimeGemm(s, prepacked, &pool, seconds, cpu_time && threads == 1, cold);
         std::printf("%-28s %-8s %7d %8.1f / %6.1f %6.0f%%\n", s.name, prepacked ? "packed" : "plain", threads,
                     r.median, r.best, peak > 0 ? 100.0 * r.median / (peak * threads) : 0.0);

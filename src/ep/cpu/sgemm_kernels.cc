@@ -6,6 +6,7 @@
 #include <atomic>
 
 #include "base/cpu_isa.h"
+#include "ep/cpu/sgemm_avx2_asm.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -61,7 +62,7 @@ enum class BRead { kPanel, kRowsWhole, kRowsPartial, kRowsWholePack, kRowsPartia
 template <int R, int V, BRead kRead>
 __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a, const float* b,
                                                      const float* const* b_rows, float* c, int64_t ldc, int64_t cols,
-                                                     bool accumulate) {
+                                                     bool accumulate, const float* /*fetch*/, int64_t /*fetch_lines*/) {
   static_assert(V == 1 || V == 2, "one or two vectors of columns");
   constexpr bool kWhole = kRead == BRead::kRowsWhole || kRead == BRead::kRowsWholePack;
   constexpr bool kPack = kRead == BRead::kRowsWholePack || kRead == BRead::kRowsPartialPack;
@@ -130,7 +131,10 @@ __attribute__((target("avx2,fma"))) void SubTileAvx2(int64_t kc, const float* a,
   }
 }
 
-using SubTileFn = void (*)(int64_t, const float*, const float*, const float* const*, float*, int64_t, int64_t, bool);
+// (The fetch arguments, BSource::fetch's share of a sub-tile, are for the
+// assembly 6x16 sub-tile; the intrinsic ones do not fetch ahead.)
+using SubTileFn = void (*)(int64_t, const float*, const float*, const float* const*, float*, int64_t, int64_t, bool,
+                           const float*, int64_t);
 template <BRead P>
 constexpr SubTileFn kSubTilesAvx2[6] = {SubTileAvx2<1, 2, P>, SubTileAvx2<2, 2, P>, SubTileAvx2<3, 2, P>,
                                         SubTileAvx2<4, 2, P>, SubTileAvx2<5, 2, P>, SubTileAvx2<6, 2, P>};
@@ -139,6 +143,10 @@ constexpr SubTileFn kNarrowSubTilesAvx2[12] = {
     SubTileAvx2<1, 1, P>, SubTileAvx2<2, 1, P>, SubTileAvx2<3, 1, P>,  SubTileAvx2<4, 1, P>,
     SubTileAvx2<5, 1, P>, SubTileAvx2<6, 1, P>, SubTileAvx2<7, 1, P>,  SubTileAvx2<8, 1, P>,
     SubTileAvx2<9, 1, P>, SubTileAvx2<10, 1, P>, SubTileAvx2<11, 1, P>, SubTileAvx2<12, 1, P>};
+
+// Whether MicroAvx2 takes SubTile6x16PanelAsm for full 6x16 packed-panel
+// sub-tiles (SetAvx2PanelAssembly).
+std::atomic<bool> g_panel_assembly{HaveSubTile6x16PanelAsm()};
 
 template <BRead P>
 SubTileFn NarrowSubTile(int64_t rows) {
@@ -157,7 +165,13 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
                bool accumulate) {
   const bool in_place = source.rows != nullptr;
   const bool packing = in_place && source.pack_to != nullptr;
+  const bool panel_assembly = g_panel_assembly.load(std::memory_order_relaxed);
   const float* half_rows[kSgemmDepthBlock];
+  // BSource::fetch's lines in equal shares over the 6-row sub-tiles (two
+  // per half where there are more than 6 rows).
+  const int64_t subs_per_half = rows > 6 ? 2 : 1, halves = cols > 16 ? 2 : 1;
+  const int64_t fetch_lines = source.fetch ? source.fetch_lines : 0;
+  const int64_t fetch_share = (fetch_lines + subs_per_half * halves - 1) / (subs_per_half * halves);
   for (int64_t j0 = 0; j0 < cols; j0 += 16) {
     if (in_place)
       for (int64_t p = 0; p < kc; ++p) half_rows[p] = source.rows[p] + source.col + j0;
@@ -170,25 +184,30 @@ void MicroAvx2(int64_t kc, const float* a, const BSource& source, float* c, int6
                             : packing       ? NarrowSubTile<BRead::kRowsPartialPack>(rows)
                                             : NarrowSubTile<BRead::kRowsPartial>(rows);
       const float* panel = packing ? source.pack_to + run : in_place ? nullptr : source.panel + run;
-      sub(kc, a, panel, half_rows, c + j0, ldc, sub_cols, accumulate);
+      sub(kc, a, panel, half_rows, c + j0, ldc, sub_cols, accumulate, nullptr, 0);
       continue;
     }
     // Rows in sub-tiles of six; 7 or 8 rows left go as 4 + the rest, as a
     // sub-tile of two rows has too few accumulators to hide the FMA latency.
-    for (int64_t r0 = 0, step = 6; r0 < rows; r0 += step) {
+    for (int64_t r0 = 0, step = 6, sub_index = j0 / 16 * subs_per_half; r0 < rows; r0 += step, ++sub_index) {
       const int64_t left = rows - r0;
       step = left == 7 || left == 8 ? 4 : std::min<int64_t>(6, left);
       const int64_t sub_rows = step - 1;
       float* tile = c + r0 * ldc + j0;
       // Packing: the first sub-tile packs this half, the others read it packed.
       const bool read_rows = in_place && (!packing || r0 == 0);
-      const SubTileFn sub = !read_rows        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
+      const SubTileFn sub = !read_rows && sub_rows == 5 && panel_assembly ? SubTile6x16PanelAsm
+                            : !read_rows        ? kSubTilesAvx2<BRead::kPanel>[sub_rows]
                             : sub_cols == 16 ? (packing ? kSubTilesAvx2<BRead::kRowsWholePack>[sub_rows]
                                                         : kSubTilesAvx2<BRead::kRowsWhole>[sub_rows])
                             : packing        ? kSubTilesAvx2<BRead::kRowsPartialPack>[sub_rows]
                                              : kSubTilesAvx2<BRead::kRowsPartial>[sub_rows];
       const float* panel = packing ? source.pack_to + run : in_place ? nullptr : source.panel + run;
-      sub(kc, a + r0, panel, half_rows, tile, ldc, sub_cols, accumulate);
+      // This sub-tile's share of the lines to fetch (from a packed panel only).
+      const int64_t fetch_first = std::min(sub_index * fetch_share, fetch_lines);
+      const int64_t fetch_count = read_rows ? 0 : std::min(fetch_share, fetch_lines - fetch_first);
+      sub(kc, a + r0, panel, half_rows, tile, ldc, sub_cols, accumulate, source.fetch + fetch_first * kRun,
+          fetch_count);
     }
   }
 }
@@ -307,6 +326,24 @@ std::atomic<SgemmIsa> g_limit{SgemmIsa::kAvx512};
 bool ReadsBInPlace(SgemmIsa isa) { return isa == SgemmIsa::kAvx512 || isa == SgemmIsa::kAvx2; }
 
 bool PacksWhileReading(SgemmIsa isa) { return isa == SgemmIsa::kAvx2; }
+
+bool SetAvx2PanelAssembly(bool use) {
+#ifdef NEE_SGEMM_X86
+  g_panel_assembly.store(use && HaveSubTile6x16PanelAsm());
+  return g_panel_assembly.load();
+#else
+  (void)use;
+  return false;
+#endif
+}
+
+PanelSubTileFn Avx2PanelSubTileIntrinsic() {
+#ifdef NEE_SGEMM_X86
+  return SubTileAvx2<6, 2, BRead::kPanel>;
+#else
+  return nullptr;
+#endif
+}
 
 MicroKernel KernelFor(SgemmIsa isa) {
 #ifdef NEE_SGEMM_X86

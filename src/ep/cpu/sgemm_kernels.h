@@ -37,6 +37,13 @@ struct BSource {
   // a step, so that B coming from memory arrives a panel ahead of its use.
   const float* next = nullptr;
   int64_t next_kc = 0;
+  // Packed B (`fetch_lines` cache lines from `fetch` on, or none) that a
+  // later tile reads first: the AVX2 kernel asks for it in cache a line a
+  // step, spread over the tile's 6x16 sub-tiles, so that weights coming from
+  // memory are read a little during every tile rather than all by the first
+  // row panel.
+  const float* fetch = nullptr;
+  int64_t fetch_lines = 0;
   const float* const* rows = nullptr;
   int64_t col = 0;
   // With `rows`, for a kernel whose PacksWhileReading() is true: a packed
@@ -61,5 +68,18 @@ bool PacksWhileReading(SgemmIsa isa);
 
 // The kernel for an ISA level (SgemmActiveIsa() says which one is in force).
 MicroKernel KernelFor(SgemmIsa isa);
+
+// The AVX2 kernel's 6x16 sub-tile over a packed B panel comes in two
+// versions with the same bits: the inline-assembly one (sgemm_avx2_asm.h),
+// used where it is built, and the intrinsic one, the fallback. Process-wide
+// switch between them, for A/B measurements and tests (true: assembly where
+// built); returns whether the assembly is now in use.
+bool SetAvx2PanelAssembly(bool use);
+// The intrinsic 6x16 packed-panel sub-tile (null off x86), with the
+// signature of SubTile6x16PanelAsm: the tests' oracle for the assembly.
+using PanelSubTileFn = void (*)(int64_t kc, const float* a, const float* b, const float* const* b_rows, float* c,
+                                int64_t ldc, int64_t cols, bool accumulate, const float* fetch,
+                                int64_t fetch_lines);
+PanelSubTileFn Avx2PanelSubTileIntrinsic();
 
 }  // namespace nee::cpu::sgemm_internal
