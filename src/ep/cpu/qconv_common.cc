@@ -106,6 +106,40 @@ void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Re
   for (int64_t j = 0; j < count; ++j) out[j] = RequantOne(acc[j], mult, q);
 }
 
+bool ProveFloatRequant(double mult, float mult_f, const Requant& q, int64_t max_checks) {
+  if (!(mult > 0 && mult < 0.5) || !(mult_f > 0) || static_cast<double>(mult_f) != mult) return false;
+  // The sums whose reference value lies in [lo - 1 - 2, hi + 1 + 2] by a wide margin, as int32.
+  const double first = std::floor((q.lo - 3 - q.yzp) / mult), last = std::ceil((q.hi + 3 - q.yzp) / mult);
+  const double int_min = -2147483648.0, int_max = 2147483647.0;
+  const auto s_first = static_cast<int64_t>(std::max(first, int_min));
+  const auto s_last = static_cast<int64_t>(std::min(last, int_max));
+  if (s_last - s_first + 1 > max_checks) return false;
+  const auto yzp = static_cast<float>(q.yzp);
+  if (static_cast<double>(yzp) != q.yzp) return false;
+  constexpr int64_t kChunk = 1024;
+  int32_t sums[kChunk];
+  uint8_t ref[kChunk];
+  for (int64_t s0 = s_first; s0 <= s_last; s0 += kChunk) {
+    const int64_t n = std::min(kChunk, s_last - s0 + 1);
+    for (int64_t j = 0; j < n; ++j) sums[j] = static_cast<int32_t>(s0 + j);
+    RequantRowPortable(sums, n, mult, q, ref);
+    for (int64_t j = 0; j < n; ++j) {
+      // As the tile computes it: vcvtdq2ps, vfmadd, vcvtps2dq (half to even), saturating packs.
+      const float v = std::fma(static_cast<float>(sums[j]), mult_f, yzp);
+      const double r = std::min(std::max(static_cast<double>(std::nearbyint(v)), q.lo), q.hi);
+      if (static_cast<uint8_t>(static_cast<int32_t>(r)) != ref[j]) return false;
+    }
+  }
+  // The ends clamp (to lo and hi) in both, so the sums beyond them do too: both maps are non-decreasing.
+  const int32_t ends[2] = {static_cast<int32_t>(s_first), static_cast<int32_t>(s_last)};
+  uint8_t end_bytes[2];
+  RequantRowPortable(ends, 2, mult, q, end_bytes);
+  const auto lo_byte = static_cast<uint8_t>(static_cast<int32_t>(q.lo));
+  const auto hi_byte = static_cast<uint8_t>(static_cast<int32_t>(q.hi));
+  return (end_bytes[0] == lo_byte || s_first == static_cast<int64_t>(int_min)) &&
+         (end_bytes[1] == hi_byte || s_last == static_cast<int64_t>(int_max));
+}
+
 #ifdef NEE_QCONV_X86
 // A whole tile (rows x kCols sums, kCols apart) plus each row's constant, requantized and stored at out
 // (rows P bytes apart, count pixels each), for small multipliers (see Requant).
