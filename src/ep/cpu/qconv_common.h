@@ -47,7 +47,17 @@ struct Requant {
   // converts to int32 (rounding half to even, the default mode, as nearbyint) and the saturating packs
   // clamp it exactly as clamping the double first would.
   bool small_multipliers = false;
+  // Proven at planning (ProveFloatRequant) for every channel's multiplier: each int32 sum s gives the
+  // reference's byte as clamp(round_half_even(fma(float(s), mult_f, float(yzp)))), one float fma, so the AVX2
+  // tiles need not bracket the value between two fmas and compare.
+  bool float_exact = false;
 };
+
+// Whether the one-fma float requantization above gives the reference's byte (RequantRowPortable) for every int32
+// sum with multiplier `mult` (its float `mult_f`) and q's yzp, lo and hi: every sum whose value lies within one of
+// [lo - 1, hi + 1] is checked (at most max_checks of them, else false), and both are monotone in the sum, so the
+// sums beyond clamp alike. For small positive multipliers only (false otherwise).
+bool ProveFloatRequant(double mult, float mult_f, const Requant& q, int64_t max_checks);
 
 // The reference's double arithmetic, clamp(double(acc) * mult + yzp) rounded
 // half to even, for `count` sums.

@@ -191,6 +191,7 @@ FlatRunFn PickFlatRunFor(int64_t npairs) {
 
 FlatRunFn PickFlatRun(int64_t npairs, const Requant& q) {
   if (!q.small_multipliers) return PickFlatRunFor<RequantMode::kDoubleClamped>(npairs);
+  if (q.float_exact) return PickFlatRunFor<RequantMode::kFloatExact>(npairs);
   return PickFlatRunFor<RequantMode::kFloatShortcut>(npairs);
 }
 
@@ -421,6 +422,7 @@ __attribute__((target("avx2,fma"))) void ChannelGroupAvx2(const QConvGeometry& g
   const float delta = kFmaDelta;
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
+  const __m256 z_exact = _mm256_set1_ps(static_cast<float>(q.yzp));
   const int64_t row_step = g.sh * L.wb * kGroup, col_step = g.sw * kGroup;
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const uint8_t* row = buf + oy * row_step;
@@ -438,7 +440,9 @@ __attribute__((target("avx2,fma"))) void ChannelGroupAvx2(const QConvGeometry& g
         hi = _mm256_add_epi32(hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(a, b), _mm256_loadu_si256(w + 1)));
       }
       __m128i bytes;
-      if (kMode == RequantMode::kFloatShortcut) {
+      if constexpr (kMode == RequantMode::kFloatExact) {
+        bytes = RoundFmaExact16(lo, hi, mult_lo, mult_hi, z_exact, q.y_signed);
+      } else if constexpr (kMode == RequantMode::kFloatShortcut) {
         if (!TryRoundFma16(lo, hi, mult_lo, mult_hi, z_lo, z_hi, q.y_signed, &bytes))
           bytes = Requant16Lanes<false>(lo, hi, lanes.mult_d, yzp, low, high, q.y_signed);
       } else {
@@ -465,8 +469,9 @@ void RunChannelsInnermost(KernelContext& ctx, const QConvGeometry& g, const Chan
                           uint8_t flip, uint8_t zx, const DepthwiseLanes& lanes, const Requant& q, uint8_t* y) {
   const int64_t P = g.P(), in_plane = g.ih * g.iw;
   const int64_t groups = (g.C + kGroup - 1) / kGroup;
-  const ChannelGroupFn group_fn = q.small_multipliers ? PickChannelGroupFor<RequantMode::kFloatShortcut>(L.npairs)
-                                                      : PickChannelGroupFor<RequantMode::kDoubleClamped>(L.npairs);
+  const ChannelGroupFn group_fn = !q.small_multipliers ? PickChannelGroupFor<RequantMode::kDoubleClamped>(L.npairs)
+                                  : q.float_exact     ? PickChannelGroupFor<RequantMode::kFloatExact>(L.npairs)
+                                                      : PickChannelGroupFor<RequantMode::kFloatShortcut>(L.npairs);
   const int64_t out_bytes = (P + 31) / 32 * 32 * kGroup;
   const uint8_t* x_end = x + g.N * g.C * in_plane;
   const std::vector<int32_t> offsets = PixelOffsets(g, L);

@@ -13,7 +13,8 @@ namespace nee::cpu::qconv {
 
 // How a kernel requantizes: the reference's double arithmetic, clamped (any multipliers), or for small
 // multipliers the float shortcut (RoundFma8), falling back to that arithmetic unclamped (see Requant).
-enum class RequantMode { kDoubleClamped, kFloatShortcut };
+// kFloatExact: small multipliers proven exact by one fma (Requant::float_exact, ProveFloatRequant).
+enum class RequantMode { kDoubleClamped, kFloatShortcut, kFloatExact };
 
 // Four sums to int32 as the reference rounds them: double(acc) * mult + yzp (no contraction: this target
 // has no FMA), clamped unless the multipliers are small (see Requant), half to even.
@@ -79,11 +80,22 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool TryRoundFma16(__m
   return true;
 }
 
+// Sixteen sums (as TryRoundFma16 takes them) by one fma each where planning proved that exact for every sum
+// (Requant::float_exact): no bracket, no compare, no fallback.
+__attribute__((target("avx2,fma"), always_inline)) inline __m128i RoundFmaExact16(__m256i lo, __m256i hi,
+                                                                                   __m256 mult_lo, __m256 mult_hi,
+                                                                                   __m256 z, bool y_signed) {
+  const __m256i w = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), mult_lo, z)),
+                                       _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), mult_hi, z)));
+  const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
+  return y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
+}
+
 // One channel's requantization of sixteen sums at a time (one multiplier for all sixteen), set up once
 // per channel: the double arithmetic's constants and the float shortcut's.
 struct ChannelRequant16 {
   __m256d mult, yzp, low, high;
-  __m256 mult_f, z_lo, z_hi;
+  __m256 mult_f, z_lo, z_hi, z;
   bool y_signed;
 
   __attribute__((target("avx2"))) ChannelRequant16(double mult_value, const Requant& q)
@@ -94,6 +106,7 @@ struct ChannelRequant16 {
         mult_f(_mm256_set1_ps(static_cast<float>(mult_value))),
         z_lo(_mm256_set1_ps(static_cast<float>(q.yzp) - kFmaDelta)),
         z_hi(_mm256_set1_ps(static_cast<float>(q.yzp) + kFmaDelta)),
+        z(_mm256_set1_ps(static_cast<float>(q.yzp))),
         y_signed(q.y_signed) {}
 
   // lo and hi as TryRoundFma16 takes them, to sixteen bytes in position order: the shortcut where the
@@ -101,7 +114,9 @@ struct ChannelRequant16 {
   template <RequantMode kMode>
   __attribute__((target("avx2,fma"), always_inline)) __m128i Bytes(__m256i lo, __m256i hi) const {
     __m128i bytes;
-    if constexpr (kMode == RequantMode::kFloatShortcut) {
+    if constexpr (kMode == RequantMode::kFloatExact) {
+      bytes = RoundFmaExact16(lo, hi, mult_f, mult_f, z, y_signed);
+    } else if constexpr (kMode == RequantMode::kFloatShortcut) {
       if (!TryRoundFma16(lo, hi, mult_f, mult_f, z_lo, z_hi, y_signed, &bytes))
         bytes = Requant16<false>(lo, hi, mult, yzp, low, high, y_signed);
     } else {

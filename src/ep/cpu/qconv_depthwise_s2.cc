@@ -174,8 +174,9 @@ bool RunDepthwiseStride2(KernelContext& ctx, const QConvGeometry& g, const uint8
   const PaddedPlane L = PlanPadded(g);
   const int64_t in_plane = g.ih * g.iw, P = g.P();
   const int64_t rows = std::min(g.ih, L.hb - g.ph);  // input rows the windows read
-  const ChannelFn channel_fn = q.small_multipliers ? PickChannelFor<RequantMode::kFloatShortcut>(g)
-                                                   : PickChannelFor<RequantMode::kDoubleClamped>(g);
+  const ChannelFn channel_fn = !q.small_multipliers ? PickChannelFor<RequantMode::kDoubleClamped>(g)
+                               : q.float_exact     ? PickChannelFor<RequantMode::kFloatExact>(g)
+                                                   : PickChannelFor<RequantMode::kFloatShortcut>(g);
   ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
     thread_local std::vector<uint8_t> t_buf;
     if (t_buf.size() < static_cast<size_t>(L.bytes())) t_buf.resize(static_cast<size_t>(L.bytes()));

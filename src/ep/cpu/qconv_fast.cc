@@ -518,6 +518,16 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
   q.lo = q.y_signed ? -128 : 0;
   q.hi = q.y_signed ? 127 : 255;
   q.small_multipliers = std::all_of(plan->mult.begin(), plan->mult.end(), [](double v) { return std::fabs(v) < 0.5; });
+  // The AVX2 tiles' one-fma requantization, proven once per distinct multiplier (one for a per-tensor scale):
+  // at most 2^20 sums each, a few ms at most; checks past 2^22 in all leave the bracketing path.
+  if (q.small_multipliers) {
+    std::vector<double> distinct(plan->mult);
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    q.float_exact = distinct.size() <= 4 && std::all_of(distinct.begin(), distinct.end(), [&](double v) {
+                      return qconv::ProveFloatRequant(v, static_cast<float>(v), q, int64_t{1} << 20);
+                    });
+  }
   plan->taps_padded = TapOffsets(g, g.hp * g.wp, g.wp);
   plan->taps_direct = TapOffsets(g, g.ih * g.iw, g.iw);
 #ifdef NEE_QCONV_X86

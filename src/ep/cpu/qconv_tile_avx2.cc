@@ -11,6 +11,9 @@
 // FinishTileAvx2, the reference's double arithmetic. Against igemm's tile plus FinishTileAvx2 this
 // saves the twelve stores and reloads of the sums and half the conversion work (eight float lanes a step
 // where the double path converts four): 1x1 convs over 64 channels spent a fifth of their time there.
+// Where planning proved one fma exact for the node's multipliers (Requant::float_exact, ProveFloatRequant in
+// qconv_common.cc: every sum near the output range checked against the reference once), the tiles (kExact)
+// form one value a lane, no bracket and no compare: a third of a small-K tile's requantization.
 #include "ep/cpu/qconv_tile_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -90,11 +93,24 @@ __attribute__((target("avx2"), noinline)) void RequantPairByDouble(const TileArg
 // requantized, stored at out and out + ld; with kRows 1 the first row alone (the second is a copy of it, neither
 // stored nor read past channel m). The sums are dead once converted to floats: a pair the shortcut cannot tell
 // forms them again (RequantPairByDouble).
-template <int kRows, bool kSigned>
+template <int kRows, bool kSigned, bool kExact>
 __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
     __m256i r0_lo, __m256i r0_hi, __m256i r1_lo, __m256i r1_hi, const Requant& q, int64_t m, __m256 z_lo,
     __m256 z_hi, uint8_t* out, int64_t ld, const TileArgs& t, int64_t r0) {
   const int64_t m_second = kRows == 2 ? m + 1 : m;
+  if constexpr (kExact) {  // one fma a vector gives the reference's bytes (ProveFloatRequant): no bracket, no check
+    const __m256 z = _mm256_set1_ps(static_cast<float>(q.yzp));
+    const __m256 m0 = _mm256_set1_ps(q.mult_f[m]), m1 = _mm256_set1_ps(q.mult_f[m_second]);
+    const __m256i w0 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(r0_lo), m0, z)),
+                                          _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(r0_hi), m0, z)));
+    const __m256i w1 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(r1_lo), m1, z)),
+                                          _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(r1_hi), m1, z)));
+    const __m256i bytes = kSigned ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
+    const __m256i rows = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(rows));
+    if constexpr (kRows == 2) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ld), _mm256_extracti128_si256(rows, 1));
+    return;
+  }
   __m256i low0, high0, low1, high1;
   NarrowRow(r0_lo, r0_hi, _mm256_set1_ps(q.mult_f[m]), z_lo, z_hi, &low0, &high0);
   NarrowRow(r1_lo, r1_hi, _mm256_set1_ps(q.mult_f[m_second]), z_lo, z_hi, &low1, &high1);
@@ -121,7 +137,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
 // remainders by vpmaddwd: AddRemaindersAvx2 in qconv_fast.cc), requantized and stored.
 // kSigned: int8 output (else uint8), fixed at compile time so that the narrowing has no branch.
 // Weights packed paired take PairedTileRequantAvx2 below.
-template <int kRows, bool kSigned>
+template <int kRows, bool kSigned, bool kExact>
 __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t* w, const uint8_t* x, int64_t kquads,
                                                          const TileRemainder* rem, const int64_t* rem_begin,
                                                          const int64_t* rem_odd, const Requant& q, int64_t m0,
@@ -210,12 +226,16 @@ __attribute__((target("avx2,fma"), noinline)) void TileRequantAvx2(const int8_t*
   const float delta = 1.0f / 8192;
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
-  if constexpr (kRows >= 2) RequantRowPair<2, kSigned>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld, args, 0);
-  if constexpr (kRows == 1) RequantRowPair<1, kSigned>(c00, c01, c00, c01, q, m0, z_lo, z_hi, out, ld, args, 0);
-  if constexpr (kRows >= 4) RequantRowPair<2, kSigned>(c20, c21, c30, c31, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
-  if constexpr (kRows == 3) RequantRowPair<1, kSigned>(c20, c21, c20, c21, q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args, 2);
-  if constexpr (kRows == 6) RequantRowPair<2, kSigned>(c40, c41, c50, c51, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
-  if constexpr (kRows == 5) RequantRowPair<1, kSigned>(c40, c41, c40, c41, q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld, args, 4);
+  if constexpr (kRows >= 2) RequantRowPair<2, kSigned, kExact>(c00, c01, c10, c11, q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kRows == 1) RequantRowPair<1, kSigned, kExact>(c00, c01, c00, c01, q, m0, z_lo, z_hi, out, ld, args, 0);
+  if constexpr (kRows >= 4) RequantRowPair<2, kSigned, kExact>(c20, c21, c30, c31, q, m0 + 2,
+                                                               z_lo, z_hi, out + 2 * ld, ld, args, 2);
+  if constexpr (kRows == 3) RequantRowPair<1, kSigned, kExact>(c20, c21, c20, c21, q, m0 + 2,
+                                                               z_lo, z_hi, out + 2 * ld, ld, args, 2);
+  if constexpr (kRows == 6) RequantRowPair<2, kSigned, kExact>(c40, c41, c50, c51, q, m0 + 4,
+                                                               z_lo, z_hi, out + 4 * ld, ld, args, 4);
+  if constexpr (kRows == 5) RequantRowPair<1, kSigned, kExact>(c40, c41, c40, c41, q, m0 + 4,
+                                                               z_lo, z_hi, out + 4 * ld, ld, args, 4);
 }
 
 // Rows r0 .. r0 + kPass - 1 (at most 3) of a paired tile: each row's sums from its constant over the k quads two
@@ -299,7 +319,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline void PairedPass(const 
 // The paired tile (kRows 1-6) as two passes of at most three rows (PairedPass): rows 0-1 requantized after the
 // first, row 2's sums read back from the stored ones once row 3's are formed, then rows 2-3 and 4-5 (a lone
 // last row requantized by itself), so that every pair of rows is requantized together as in TileRequantAvx2.
-template <int kRows, bool kSigned>
+template <int kRows, bool kSigned, bool kExact>
 __attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(
     const int8_t* w, const uint8_t* x, int64_t kquads, const TileRemainder* rem, const int64_t* rem_begin,
     const TileRemainder* slots, const int64_t* slot_begin, const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
@@ -317,11 +337,12 @@ __attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(
   for (int r = 0; r < kFirst; ++r)
     for (int h = 0; h < 2; ++h) _mm256_store_si256(reinterpret_cast<__m256i*>(sums + r * kCols + 8 * h), acc[r][h]);
   if constexpr (kFirst >= 2)
-    RequantRowPair<2, kSigned>(acc[0][0], acc[0][1], acc[1][0], acc[1][1], q, m0, z_lo, z_hi, out, ld, args, 0);
+    RequantRowPair<2, kSigned, kExact>(acc[0][0], acc[0][1], acc[1][0], acc[1][1], q, m0, z_lo, z_hi, out, ld, args, 0);
   if constexpr (kFirst == 1)
-    RequantRowPair<1, kSigned>(acc[0][0], acc[0][1], acc[0][0], acc[0][1], q, m0, z_lo, z_hi, out, ld, args, 0);
+    RequantRowPair<1, kSigned, kExact>(acc[0][0], acc[0][1], acc[0][0], acc[0][1], q, m0, z_lo, z_hi, out, ld, args, 0);
   if constexpr (kRows == 3)
-    RequantRowPair<1, kSigned>(acc[2][0], acc[2][1], acc[2][0], acc[2][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld,
+    RequantRowPair<1, kSigned, kExact>(acc[2][0], acc[2][1], acc[2][0], acc[2][1], q, m0 + 2,
+                                       z_lo, z_hi, out + 2 * ld, ld,
                                args, 2);
   if constexpr (kSecond > 0) {
     PairedPass<kSecond>(w, x, kquads, slots + slot_begin[1], slots + slot_begin[2], q, m0, 3, acc);
@@ -331,13 +352,16 @@ __attribute__((target("avx2,fma"), noinline)) void PairedTileRequantAvx2(
         _mm256_store_si256(reinterpret_cast<__m256i*>(sums + (3 + r) * kCols + 8 * h), acc[r][h]);
     const __m256i row2_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 2 * kCols)),
                   row2_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums + 2 * kCols + 8));
-    RequantRowPair<2, kSigned>(row2_lo, row2_hi, acc[0][0], acc[0][1], q, m0 + 2, z_lo, z_hi, out + 2 * ld, ld, args,
+    RequantRowPair<2, kSigned, kExact>(row2_lo, row2_hi, acc[0][0], acc[0][1], q, m0 + 2,
+                                       z_lo, z_hi, out + 2 * ld, ld, args,
                                2);
     if constexpr (kSecond == 3)
-      RequantRowPair<2, kSigned>(acc[1][0], acc[1][1], acc[2][0], acc[2][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld,
+      RequantRowPair<2, kSigned, kExact>(acc[1][0], acc[1][1], acc[2][0], acc[2][1], q, m0 + 4,
+                                         z_lo, z_hi, out + 4 * ld, ld,
                                  args, 4);
     if constexpr (kSecond == 2)
-      RequantRowPair<1, kSigned>(acc[1][0], acc[1][1], acc[1][0], acc[1][1], q, m0 + 4, z_lo, z_hi, out + 4 * ld, ld,
+      RequantRowPair<1, kSigned, kExact>(acc[1][0], acc[1][1], acc[1][0], acc[1][1], q, m0 + 4,
+                                         z_lo, z_hi, out + 4 * ld, ld,
                                  args, 4);
   }
 }
@@ -349,7 +373,7 @@ namespace {
 // npanels whole tiles over consecutive pixel panels (x and out advancing by panel_bytes and kCols): the
 // tile's function chosen once, called directly (not inlined: inlined into this loop it ran 4% slower on a
 // 1x1 conv over 16 channels, 1% on 7x7 and 14x14 images over 576-960 channels).
-template <int kRows, bool kSigned, bool kPaired>
+template <int kRows, bool kSigned, bool kPaired, bool kExact>
 __attribute__((target("avx2,fma"))) void TilesRequantAvx2(const int8_t* w, const uint8_t* x, int64_t panel_bytes,
                                                           int64_t npanels, int64_t kquads, const TileRemainder* rem,
                                                           const int64_t* rem_begin, const int64_t* rem_odd,
@@ -357,11 +381,11 @@ __attribute__((target("avx2,fma"))) void TilesRequantAvx2(const int8_t* w, const
                                                           const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   for (int64_t b = 0; b < npanels; ++b)
     if constexpr (kPaired)
-      PairedTileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, slots, slot_begin, q, m0,
-                                            out + b * kCols, ld);
+      PairedTileRequantAvx2<kRows, kSigned, kExact>(w, x + b * panel_bytes, kquads, rem, rem_begin, slots,
+                                                    slot_begin, q, m0, out + b * kCols, ld);
     else
-      TileRequantAvx2<kRows, kSigned>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
-                                      out + b * kCols, ld);
+      TileRequantAvx2<kRows, kSigned, kExact>(w, x + b * panel_bytes, kquads, rem, rem_begin, rem_odd, q, m0,
+                                              out + b * kCols, ld);
 }
 
 }  // namespace
@@ -372,14 +396,19 @@ void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uin
                            const Requant& q, int64_t m0, uint8_t* out, int64_t ld) {
   using Fn = void (*)(const int8_t*, const uint8_t*, int64_t, int64_t, int64_t, const TileRemainder*, const int64_t*,
                       const int64_t*, const TileRemainder*, const int64_t*, const Requant&, int64_t, uint8_t*, int64_t);
-#define NEE_TILE_ROWS(s, p)                                                                                     \
-  {TilesRequantAvx2<1, s, p>, TilesRequantAvx2<2, s, p>, TilesRequantAvx2<3, s, p>, TilesRequantAvx2<4, s, p>, \
-   TilesRequantAvx2<5, s, p>, TilesRequantAvx2<6, s, p>}
-  static constexpr Fn kByRows[2][2][kTileRows] = {{NEE_TILE_ROWS(false, false), NEE_TILE_ROWS(true, false)},
-                                                  {NEE_TILE_ROWS(false, true), NEE_TILE_ROWS(true, true)}};
+#define NEE_TILE_ROWS(s, p, e)                                                                                 \
+  {TilesRequantAvx2<1, s, p, e>, TilesRequantAvx2<2, s, p, e>, TilesRequantAvx2<3, s, p, e>,                    \
+   TilesRequantAvx2<4, s, p, e>, TilesRequantAvx2<5, s, p, e>, TilesRequantAvx2<6, s, p, e>}
+  // [exact][paired][signed][rows - 1]: the one-fma requantization (Requant::float_exact) chosen at compile time,
+  // as a branch per row pair slowed the tiles of convs it was not proven for by 1-3%.
+  static constexpr Fn kByRows[2][2][2][kTileRows] = {
+      {{NEE_TILE_ROWS(false, false, false), NEE_TILE_ROWS(true, false, false)},
+       {NEE_TILE_ROWS(false, true, false), NEE_TILE_ROWS(true, true, false)}},
+      {{NEE_TILE_ROWS(false, false, true), NEE_TILE_ROWS(true, false, true)},
+       {NEE_TILE_ROWS(false, true, true), NEE_TILE_ROWS(true, true, true)}}};
 #undef NEE_TILE_ROWS
-  kByRows[paired ? 1 : 0][q.y_signed ? 1 : 0][rows - 1](w, x, panel_bytes, npanels, kquads, rem, rem_begin, rem_odd,
-                                                        slots, slot_begin, q, m0, out, ld);
+  kByRows[q.float_exact ? 1 : 0][paired ? 1 : 0][q.y_signed ? 1 : 0][rows - 1](
+      w, x, panel_bytes, npanels, kquads, rem, rem_begin, rem_odd, slots, slot_begin, q, m0, out, ld);
 }
 
 namespace {
