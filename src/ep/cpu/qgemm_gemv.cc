@@ -25,15 +25,15 @@ constexpr int64_t kPanelBytesPerPair = kQGemvCols * 2;
 
 int64_t KPairs(int64_t k) { return (k + 1) / 2; }
 
-// Rows [row0, row0 + rows) of A minus za as int16 pairs, one 32-bit word per k pair (low half the even k; an
-// odd k's last pair padded with 0), row after row, and each row's sum of A - za (wrapping).
-void PrepareRows(const uint8_t* a, bool a_signed, int64_t k, int32_t za, int64_t row0, int64_t rows,
-                 std::vector<int16_t>* pairs, std::vector<int32_t>* row_sums) {
+// The rows of A minus za as int16 pairs, one 32-bit word per k pair (low half the even k; an odd k's last pair
+// padded with 0), row after row, and each row's sum of A - za (wrapping).
+void PrepareRows(const uint8_t* a, bool a_signed, int64_t k, int32_t za, int64_t rows, std::vector<int16_t>* pairs,
+                 std::vector<int32_t>* row_sums) {
   const int64_t padded = 2 * KPairs(k);
   pairs->assign(static_cast<size_t>(rows * padded), 0);
   row_sums->assign(static_cast<size_t>(rows), 0);
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = a + (row0 + r) * k;
+    const uint8_t* row = a + r * k;
     int16_t* out = pairs->data() + r * padded;
     uint32_t sum = 0;
     for (int64_t i = 0; i < k; ++i) {
@@ -160,7 +160,7 @@ void QGemv(const KernelContext* ctx, const uint8_t* a, bool a_signed, int64_t m,
   if (m <= 0 || panels == 0) return;
   std::vector<int16_t> pairs;
   std::vector<int32_t> row_sums;
-  PrepareRows(a, a_signed, k, za, 0, m, &pairs, &row_sums);
+  PrepareRows(a, a_signed, k, za, m, &pairs, &row_sums);
 #ifdef NEE_QGEMV_X86
   const bool avx2 = IgemmU8S8Available();
 #else
