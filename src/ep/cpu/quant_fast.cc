@@ -545,10 +545,11 @@ void QuantizePortable(const float* x, int64_t n, float scale, float zero_point, 
 // zeros: with the running range second, a NaN or a -0 leaves it unchanged,
 // exactly as the scalar chain. Max and min are exact, so the lane order does
 // not matter.
-// Four pairs of running vectors over 32 values a step, so that the max and
-// min chains do not wait on each other (0.11 -> ns a value in BERT's
-// DynamicQuantizeLinears); each starts from the range given, so a NaN or a -0
-// enters none of them, and they merge by the same exact max and min.
+// Four pairs of running vectors over 32 values a step, so that each max and
+// min waits on the one four loads back, not on the last (DynamicQuantizeLinear
+// of 128 x 3072 floats 100 -> 92 us, of 128 x 768 35 -> 33 us, thread-CPU
+// minimums of 2000 runs on Zen 3); each starts from the range given, so a NaN
+// or a -0 enters none of them, and they merge by the same exact max and min.
 __attribute__((target("avx2,fma"))) void RangeAvx2(const float* x, int64_t n, float& lo, float& hi) {
   __m256 vhi = _mm256_set1_ps(hi), vlo = _mm256_set1_ps(lo);
   __m256 hi1 = vhi, hi2 = vhi, hi3 = vhi, lo1 = vlo, lo2 = vlo, lo3 = vlo;
