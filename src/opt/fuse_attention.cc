@@ -26,11 +26,13 @@
 // tensor (a Split or Slices of a fused projection), the node reads that
 // tensor once instead, key and value absent (see MatchPackedQkv); three
 // projections of one x by constant matrices become one such projection
-// first (MatchProjectedQkv).
+// first (MatchProjectedQkv; MatchQuantProjectedQkv for three dynamically
+// quantized ones, com.microsoft MatMulIntegerToFloat).
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 
 #include "base/mapped_file.h"
@@ -416,29 +418,32 @@ bool MatchProjection(GraphEditor& ed, const std::string& name, int64_t width, Pr
 // heap or of BufferPool (which caches freed blocks for later runs, up to
 // 128 MB) would stay resident after that: BERT-base's twelve merged weights,
 // 85 MB, did (peak RSS 473 -> 581 MB when the projections were merged).
-Tensor AllocateUnpooled(std::vector<int64_t> dims) {
+Tensor AllocateUnpooled(DataType type, std::vector<int64_t> dims) {
   int64_t count = 1;
   for (int64_t d : dims) count *= d;
-  const size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(float);
+  const size_t bytes = StorageBytes(type, std::max<int64_t>(count, 1));
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return Tensor();
   std::shared_ptr<void> owner(p, [bytes](void* q) { ::munmap(q, bytes); });
-  return Tensor::View(DataType::kFloat, std::move(dims), p, std::move(owner));
+  return Tensor::View(type, std::move(dims), p, std::move(owner));
 }
 
-// [a | b | c] along the last axis of three float32 tensors of equal dims;
-// undefined when it cannot be allocated. The parts' pages of the mapped
+// [a | b | c] along the last axis of three tensors of one fixed-size element
+// type (float32, or the int8 weights of quantized projections) and equal
+// dims; undefined when it cannot be allocated. The parts' pages of the mapped
 // model file are let go once copied (they are read again from the file if
 // the parts ever are), so the copy does not sit beside them.
 Tensor ConcatColumns(const Tensor* parts[3]) {
   std::vector<int64_t> dims = parts[0]->dims();
   const int64_t width = dims.back(), rows = parts[0]->num_elements() / std::max<int64_t>(width, 1);
   dims.back() = 3 * width;
-  Tensor out = AllocateUnpooled(dims);
+  Tensor out = AllocateUnpooled(parts[0]->dtype(), dims);
   if (!out.defined()) return Tensor();
+  const size_t row_bytes = StorageBytes(parts[0]->dtype(), width);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < 3; ++i)
-      std::copy_n(parts[i]->data<float>() + r * width, width, out.data<float>() + (r * 3 + i) * width);
+      std::memcpy(static_cast<char*>(out.raw_data()) + (r * 3 + i) * row_bytes,
+                  static_cast<const char*>(parts[i]->raw_data()) + r * row_bytes, row_bytes);
   for (int64_t i = 0; i < 3; ++i) ReleaseFileBackedPages(parts[i]->raw_data(), parts[i]->byte_size());
   return out;
 }
@@ -496,6 +501,129 @@ bool MatchProjectedQkv(GraphEditor& ed, const AttentionMatch& m, std::vector<std
   return true;
 }
 
+// q, k or v as com.microsoft MatMulIntegerToFloat(a, W, a_scale, w_scale,
+// a_zp, w_zp[, b]) (opt/fuse_quant_matmul.cc's dynamically quantized
+// Linear): W a constant 8-bit [K, width], w_scale a constant float32 and w_zp
+// a constant zero point (each one value or [width]), b a constant float32
+// [width]; a, a_scale and a_zp whatever they are (compared between the three).
+struct QuantProjection {
+  size_t node = 0;
+  std::vector<std::string> shared;  // a, a_scale, a_zp ("" when absent)
+  Tensor w, w_scale, w_zp, b;       // w_zp, b undefined when absent
+};
+
+bool MatchQuantProjection(GraphEditor& ed, const std::string& name, int64_t width, QuantProjection* out) {
+  const int64_t p = ed.Producer(name);
+  if (p < 0) return false;
+  const Node& n = ed.node(static_cast<size_t>(p));
+  if (n.domain != opt::kMicrosoftDomain || n.op_type != "MatMulIntegerToFloat" || n.inputs.size() < 4 ||
+      n.inputs.size() > 7 || n.outputs.size() != 1 || !n.attributes.empty())
+    return false;
+  QuantProjection proj;
+  proj.node = static_cast<size_t>(p);
+  proj.shared = {n.inputs[0], n.inputs[2], n.HasInput(4) ? n.inputs[4] : std::string()};
+  proj.w = ed.Constant(n.inputs[1]);
+  proj.w_scale = ed.Constant(n.inputs[3]);
+  if (!proj.w.defined() || (proj.w.dtype() != DataType::kInt8 && proj.w.dtype() != DataType::kUint8) ||
+      proj.w.rank() != 2 || proj.w.dim(1) != width || !opt::IsFloatTensor(proj.w_scale) || proj.w_scale.rank() > 1 ||
+      (proj.w_scale.num_elements() != 1 && proj.w_scale.num_elements() != width))
+    return false;
+  if (n.HasInput(5)) {
+    proj.w_zp = ed.Constant(n.inputs[5]);
+    if (!proj.w_zp.defined() || proj.w_zp.dtype() != proj.w.dtype() || proj.w_zp.rank() > 1 ||
+        (proj.w_zp.num_elements() != 1 && proj.w_zp.num_elements() != width))
+      return false;
+  }
+  if (n.HasInput(6)) {
+    proj.b = ed.Constant(n.inputs[6]);
+    if (!opt::IsFloatTensor(proj.b) || proj.b.rank() != 1 || proj.b.dim(0) != width) return false;
+  }
+  *out = std::move(proj);
+  return true;
+}
+
+// Three per-column inputs (scales or zero points: one value or `width` each)
+// as one for the merged product: the one value when all three agree bitwise,
+// else each spread over its columns, [3 * width].
+Tensor MergePerColumn(const Tensor* parts[3], int64_t width) {
+  const size_t elem = StorageBytes(parts[0]->dtype(), 1);
+  bool same = true;
+  for (size_t i = 0; i < 3; ++i)
+    same = same && parts[i]->num_elements() == 1 &&
+           std::memcmp(parts[i]->raw_data(), parts[0]->raw_data(), elem) == 0;
+  if (same) return *parts[0];
+  Tensor out = AllocateUnpooled(parts[0]->dtype(), {3 * width});
+  if (!out.defined()) return Tensor();
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < width; ++j)
+      std::memcpy(static_cast<char*>(out.raw_data()) + (i * width + j) * static_cast<int64_t>(elem),
+                  static_cast<const char*>(parts[i]->raw_data()) +
+                      (parts[i]->num_elements() == 1 ? 0 : j) * static_cast<int64_t>(elem),
+                  elem);
+  return out;
+}
+
+// q, k and v as three MatMulIntegerToFloat of one quantized x (the query, key
+// and value Linear layers of a dynamically quantized BERT): one
+// MatMulIntegerToFloat by [Wq | Wk | Wv], its scales, zero points and biases
+// side by side (one value where the three share it). Each column's integer
+// sum, its scale a_scale * w_scale[j] and its bias are those of before, in the
+// same order, so the values do not change; one GEMM three times as wide packs
+// A once and splits among threads better. `dropped` gets the old constants.
+bool MatchQuantProjectedQkv(GraphEditor& ed, const AttentionMatch& m, std::vector<std::string>* dropped,
+                            PackedQkv* out) {
+  const HeadSplit* splits[3] = {&m.q, &m.k, &m.v};
+  const std::vector<int64_t>& q = m.q.dims;
+  if (m.v.dims[3] != q[3] || m.k.dims[1] != q[1]) return false;  // self-attention, Hv = H
+  const int64_t width = q[2] * q[3];
+  QuantProjection proj[3];
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string& part = ed.node(splits[i]->reshape).inputs[0];
+    if (opt::SoleConsumer(ed, part) != static_cast<int64_t>(splits[i]->reshape) ||
+        !MatchQuantProjection(ed, part, width, &proj[i]))
+      return false;
+    if (proj[i].shared != proj[0].shared || proj[i].w.dtype() != proj[0].w.dtype() ||
+        proj[i].w.dim(0) != proj[0].w.dim(0) || proj[i].w_zp.defined() != proj[0].w_zp.defined() ||
+        proj[i].b.defined() != proj[0].b.defined())
+      return false;
+  }
+  std::vector<int64_t> xdims;
+  if (!opt::StaticDims(ed.TensorType(proj[0].shared[0]), &xdims) || xdims.empty() ||
+      xdims.back() != proj[0].w.dim(0))
+    return false;
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < xdims.size(); ++i) rows *= xdims[i];
+  if (rows != q[0] * q[1]) return false;
+  const Tensor* ws[3] = {&proj[0].w, &proj[1].w, &proj[2].w};
+  const Tensor* scales[3] = {&proj[0].w_scale, &proj[1].w_scale, &proj[2].w_scale};
+  const Tensor* zps[3] = {&proj[0].w_zp, &proj[1].w_zp, &proj[2].w_zp};
+  const Tensor* bs[3] = {&proj[0].b, &proj[1].b, &proj[2].b};
+  const bool has_zp = proj[0].w_zp.defined(), has_bias = proj[0].b.defined();
+  Tensor weight = ConcatColumns(ws), scale = MergePerColumn(scales, width);
+  Tensor zp = has_zp ? MergePerColumn(zps, width) : Tensor(), bias = has_bias ? ConcatColumns(bs) : Tensor();
+  if (!weight.defined() || !scale.defined() || (has_zp && !zp.defined()) || (has_bias && !bias.defined()))
+    return false;
+  const std::string base = ed.node(m.out_transpose).name + "_qkv";
+  std::vector<std::string> inputs = {proj[0].shared[0], ed.AddInitializer(base + "_weight", std::move(weight)),
+                                     proj[0].shared[1], ed.AddInitializer(base + "_weight_scale", std::move(scale)),
+                                     proj[0].shared[2],
+                                     has_zp ? ed.AddInitializer(base + "_weight_zero_point", std::move(zp)) : "",
+                                     has_bias ? ed.AddInitializer(base + "_bias", std::move(bias)) : ""};
+  while (inputs.back().empty()) inputs.pop_back();
+  for (const QuantProjection& p : proj) {
+    const Node& n = ed.node(p.node);
+    for (size_t i : {1, 3, 5, 6})
+      if (n.HasInput(i) && ed.Producer(n.inputs[i]) < 0) dropped->push_back(n.inputs[i]);
+    ed.RemoveNode(p.node);
+  }
+  const std::string product = ed.FreshName(base + "_matmul");
+  Node mm = opt::MakeNode(product, "MatMulIntegerToFloat", inputs, {product});
+  mm.domain = opt::kMicrosoftDomain;
+  ed.InsertBefore(m.out_transpose, std::move(mm));
+  *out = PackedQkv{product, {}};
+  return true;
+}
+
 Status TryFuse(GraphEditor& ed, size_t index, std::vector<std::string>* dropped) {
   const Node& sm = ed.node(index);
   if (!opt::IsOp(sm, "Softmax") || sm.inputs.size() != 1) return Status::Ok();
@@ -508,7 +636,8 @@ Status TryFuse(GraphEditor& ed, size_t index, std::vector<std::string>* dropped)
     return Status::Ok();
   PackedQkv packed;
   std::vector<std::string> inputs;
-  if (MatchPackedQkv(ed, m, &packed) || MatchProjectedQkv(ed, m, dropped, &packed)) {
+  if (MatchPackedQkv(ed, m, &packed) || MatchProjectedQkv(ed, m, dropped, &packed) ||
+      MatchQuantProjectedQkv(ed, m, dropped, &packed)) {
     for (const HeadSplit* h : {&m.q, &m.k, &m.v}) {
       ed.RemoveNode(h->transpose);
       ed.RemoveNode(h->reshape);

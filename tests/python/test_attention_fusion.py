@@ -296,6 +296,92 @@ def test_three_projections_become_one(build, tmp_path):
         assert got.tobytes() == separate.tobytes(), threads
 
 
+def quant_bert_attention(rng, per_column, bias, b_type):
+    """bert_attention with its q/k/v Linear layers dynamically quantized as ONNX Runtime's quantize_dynamic
+    writes them once nee fused them: DynamicQuantizeLinear(x), then com.microsoft MatMulIntegerToFloat per
+    projection (8-bit W, its own scale and zero point, one or per column, and a bias or none)."""
+    model, feeds = bert_attention(rng)
+    D = feeds["x"].shape[-1]
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"])]
+    # int8 weights within 7 bits (as quantize_dynamic's reduce_range): ONNX Runtime's AVX2 u8 x s8 kernel
+    # saturates pairs of products beyond that, nee does not.
+    lo, hi = (-64, 64) if b_type == np.int8 else (0, 256)
+    for c in "qkv":
+        w = inits.pop(f"W{c}")
+        b = inits.pop(f"b{c}")
+        cols = D if per_column else 1
+        inits[f"W{c}q"] = rng.integers(lo, hi, (D, D)).astype(b_type)
+        scale = rng.uniform(0.5, 2.0, cols).astype(np.float32) * np.float32(np.abs(w).max() / 100)
+        inits[f"W{c}s"] = scale if per_column else scale.reshape(())
+        zp = rng.integers(lo // 4 + hi // 4, hi // 4 + hi // 2, cols).astype(b_type) if b_type == np.uint8 else \
+            np.zeros(cols, b_type)
+        inits[f"W{c}z"] = zp if per_column else zp.reshape(())
+        ins = ["xq", f"W{c}q", "xs", f"W{c}s", "xz", f"W{c}z"]
+        if bias:
+            inits[f"b{c}"] = b
+            ins.append(f"b{c}")
+        nodes.append(helper.make_node("MatMulIntegerToFloat", ins, [c], domain="com.microsoft"))
+    for node in model.graph.node:
+        if node.op_type == "Add" and node.output[0] in "qkv" or node.op_type == "MatMul" and node.input[0] == "x":
+            continue
+        nodes.append(node)
+    out = make_model(nodes, list(model.graph.input), list(model.graph.output), inits,
+                     extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+    return out, feeds
+
+
+@pytest.mark.parametrize("per_column, bias, b_type", [(False, True, np.int8), (True, True, np.uint8),
+                                                      (False, False, np.uint8), (True, False, np.int8)])
+def test_three_quantized_projections_become_one(per_column, bias, b_type, tmp_path):
+    """Dynamically quantized q, k, v projections of one x (MatMulIntegerToFloat) become one
+    MatMulIntegerToFloat by [Wq | Wk | Wv] with their scales, zero points and biases side by side,
+    feeding the packed node; the old constants go. Each column is the same integer sum, scale product and
+    bias as before: bitwise the model whose q is also a graph output (so nothing merges), at 1 and 2
+    threads, and near ONNX Runtime."""
+    rng = np.random.default_rng(43)
+    model, feeds = quant_bert_attention(rng, per_column, bias, b_type)
+    fused = optimized(model, tmp_path)
+    node = _sdpa_nodes(fused)[0]
+    assert list(node.input[1:3]) in ([], ["", ""]), list(node.input)  # key and value absent
+    products = [n for n in fused.graph.node if n.op_type == "MatMulIntegerToFloat"]
+    assert len(products) == 1, [n.op_type for n in fused.graph.node]
+    assert len(products[0].input) == (7 if bias else 6), list(products[0].input)
+    names = {i.name for i in fused.graph.initializer}
+    assert not names & ({f"W{c}{s}" for c in "qkv" for s in "qsz"} | {"bq", "bk", "bv"}), names
+    kept = onnx.ModelProto()
+    kept.CopyFrom(model)
+    kept.graph.output.append(helper.make_tensor_value_info("q", F, None))
+    want = run_ort(model, feeds)[0]
+    for threads in (1, 2):
+        got = nee_session(model, 99, threads).run(None, feeds)[0]
+        separate = nee_session(kept, 99, threads).run(None, feeds)[0]
+        unoptimized = nee_session(model, 0, threads).run(None, feeds)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert got.tobytes() == separate.tobytes(), threads
+        np.testing.assert_allclose(got, unoptimized, rtol=1e-5, atol=1e-6)
+    assert nee_session(fused, 0).run(None, feeds)[0].tobytes() == nee_session(model, 99).run(None, feeds)[0].tobytes()
+
+
+def test_quantized_projections_of_different_inputs_stay_apart(tmp_path):
+    """Two quantized projections of x and one of another tensor: nothing merges, three inputs stay."""
+    rng = np.random.default_rng(44)
+    model, feeds = quant_bert_attention(rng, False, True, np.int8)
+    B, S, D = feeds["x"].shape
+    model.graph.input.append(helper.make_tensor_value_info("memory", F, [B, S, D]))
+    model.graph.node.insert(0, helper.make_node("DynamicQuantizeLinear", ["memory"], ["mq", "ms", "mz"]))
+    for n in model.graph.node:
+        if n.op_type == "MatMulIntegerToFloat" and n.output[0] == "v":
+            n.input[0], n.input[2], n.input[4] = "mq", "ms", "mz"
+    feeds["memory"] = rng.normal(0, 1, (B, S, D)).astype(np.float32)
+    fused = optimized(model, tmp_path)
+    node = _sdpa_nodes(fused)[0]
+    assert len(node.input) == 4 and all(node.input), list(node.input)
+    assert sum(n.op_type == "MatMulIntegerToFloat" for n in fused.graph.node) == 3
+    np.testing.assert_allclose(nee_session(model, 99).run(None, feeds)[0], run_ort(model, feeds)[0],
+                               rtol=1e-4, atol=1e-4)
+
+
 def test_projections_of_different_inputs_stay_apart(tmp_path):
     """Cross attention (k and v projected from another tensor) keeps three inputs."""
     rng = np.random.default_rng(42)

