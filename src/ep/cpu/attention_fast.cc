@@ -15,6 +15,7 @@
 // result does not depend on the thread count. CPUs without AVX2+FMA, and an
 // empty key sequence, go to the reference kernel.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -28,6 +29,12 @@
 #include "ops/attention_sdpa.h"
 
 namespace nee::cpu {
+
+namespace {
+std::atomic<bool> g_force_sgemm_path{false};
+}  // namespace
+
+void AttentionForceSgemmPath(bool on) { g_force_sgemm_path.store(on); }
 
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
@@ -322,48 +329,59 @@ void RowsTimesRuns(int64_t rows, int64_t n, int64_t k, const float* a, int64_t l
 __attribute__((target("avx2"))) const float* ValueRuns(const SdpaGeometry& g, int64_t b, int64_t n,
                                                        SgemmScratch& scratch) {
   const int64_t L = g.kv_len, Hv = g.v_head, runs = (Hv + kRunWidth - 1) / kRunWidth;
+  const int64_t whole = Hv / kRunWidth, cols = Hv - whole * kRunWidth;  // whole runs, then `cols` columns
   float* out = scratch.Get(runs * L * kRunWidth);
   const float* v = g.value + b * L * g.v_ld + n * Hv;
-  for (int64_t q = 0; q < runs; ++q) {
-    float* run = out + q * L * kRunWidth;
-    const int64_t j0 = q * kRunWidth, cols = std::min(kRunWidth, Hv - j0);
-    if (cols == kRunWidth) {
-      for (int64_t l = 0; l < L; ++l) {
-        _mm256_store_ps(run + l * kRunWidth, _mm256_loadu_ps(v + l * g.v_ld + j0));
-        _mm256_store_ps(run + l * kRunWidth + 8, _mm256_loadu_ps(v + l * g.v_ld + j0 + 8));
-      }
-    } else {
-      for (int64_t l = 0; l < L; ++l) {
-        std::fill(run + l * kRunWidth + cols, run + (l + 1) * kRunWidth, 0.f);
-        std::memcpy(run + l * kRunWidth, v + l * g.v_ld + j0, static_cast<size_t>(cols) * sizeof(float));
-      }
+  for (int64_t l = 0; l < L; ++l) {
+    const float* row = v + l * g.v_ld;
+    float* dst = out + l * kRunWidth;
+    for (int64_t q = 0; q < whole; ++q) {
+      _mm256_store_ps(dst + q * L * kRunWidth, _mm256_loadu_ps(row + q * kRunWidth));
+      _mm256_store_ps(dst + q * L * kRunWidth + 8, _mm256_loadu_ps(row + q * kRunWidth + 8));
+    }
+    if (cols > 0) {
+      float* last = dst + whole * L * kRunWidth;
+      std::memcpy(last, row + whole * kRunWidth, static_cast<size_t>(cols) * sizeof(float));
+      std::fill(last + cols, last + kRunWidth, 0.f);
     }
   }
   return out;
 }
 
 // e^v as simd_math.h's ExpNonPositiveOrZero8 computes it, bit for bit, for
-// v = x - max <= 0 (or NaN), without its clamp of v to -87: below -87 the
-// lanes it zeroes may hold anything, which here only makes them NaN or
-// out of range before they are zeroed; NaN stays NaN through the same
-// operations. One operation fewer on the exponential's dependency chain:
-// the softmax rows 7% faster.
-__attribute__((target("avx2,fma"), always_inline)) inline __m256 ExpOfShiftedScore(__m256 v) {
-  const __m256 tiny = _mm256_cmp_ps(v, _mm256_set1_ps(-87.f), _CMP_LT_OQ);
+// v = x - max <= 0 (or NaN), in two halves: the range reduction, which
+// leaves t (2^n in its low mantissa bits), r and the lanes below -87, and the
+// polynomial times 2^n with those lanes zeroed. ExpNonPositiveOrZero8 first
+// clamps v to -87, which only keeps the lanes it zeroes in range; here they
+// may become NaN or anything before they are zeroed, and NaN stays NaN
+// through the same operations.
+struct ReducedExp {
+  __m256 t, r, tiny;
+};
+__attribute__((target("avx2,fma"), always_inline)) inline ReducedExp ReduceExp(__m256 v) {
   const __m256 shifter = _mm256_set1_ps(12582912.f + 127.f);  // 1.5 * 2^23 + 127
-  const __m256 t = _mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f), shifter);
-  const __m256 n = _mm256_sub_ps(t, shifter);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), v);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), r);
-  const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(t), 23));
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(Estrin8(r, kExpOfNonPositiveR), scale));
+  ReducedExp x;
+  x.tiny = _mm256_cmp_ps(v, _mm256_set1_ps(-87.f), _CMP_LT_OQ);
+  x.t = _mm256_fmadd_ps(v, _mm256_set1_ps(1.44269504088896341f), shifter);
+  const __m256 n = _mm256_sub_ps(x.t, shifter);
+  x.r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), v);
+  x.r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), x.r);
+  return x;
+}
+__attribute__((target("avx2,fma"), always_inline)) inline __m256 FinishExp(const ReducedExp& x) {
+  const __m256 scale = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(x.t), 23));
+  return _mm256_andnot_ps(x.tiny, _mm256_mul_ps(Estrin8(x.r, kExpOfNonPositiveR), scale));
 }
 
 // SoftmaxRow8(row, row, n) for n a multiple of 8, the same bits for rows
 // without NaN (a row with a NaN comes out all NaN either way, perhaps with
 // another NaN's bits): its maximum in four independent chains (one vmaxps
-// chain waited on the previous one's latency every step) and the
-// exponential above.
+// chain waited on the previous one's latency every step), and the
+// exponential software-pipelined, each step reducing the next vector and
+// finishing this one. The exponential's ~40-cycle chain per vector had the
+// core's FP scheduler full of waiting operations (two rows interleaved ran
+// no faster), 8.5 cycles a vector for 6 cycles of FMA-unit work; with the
+// chain cut in two the steps overlap better.
 __attribute__((target("avx2,fma"))) void SoftmaxScores(float* row, int64_t n) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   __m256 m0 = _mm256_set1_ps(-kInf), m1 = m0, m2 = m0, m3 = m0;
@@ -386,8 +404,11 @@ __attribute__((target("avx2,fma"))) void SoftmaxScores(float* row, int64_t n) {
   }
   const __m256 shift = _mm256_set1_ps(row_max);
   __m256 vsum = _mm256_setzero_ps();
+  ReducedExp next = ReduceExp(_mm256_sub_ps(_mm256_loadu_ps(row), shift));
   for (i = 0; i < n; i += 8) {
-    const __m256 e = ExpOfShiftedScore(_mm256_sub_ps(_mm256_loadu_ps(row + i), shift));
+    const ReducedExp x = next;
+    if (i + 8 < n) next = ReduceExp(_mm256_sub_ps(_mm256_loadu_ps(row + i + 8), shift));
+    const __m256 e = FinishExp(x);
     _mm256_storeu_ps(row + i, e);
     vsum = _mm256_add_ps(vsum, e);
   }
@@ -397,6 +418,20 @@ __attribute__((target("avx2,fma"))) void SoftmaxScores(float* row, int64_t n) {
   for (int k = 0; k < 8; ++k) sum += lanes[k];
   const __m256 scale = _mm256_set1_ps(1.f / sum);
   for (i = 0; i < n; i += 8) _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), scale));
+}
+
+// AddBiasRow on eight lanes (GCC's -O2 leaves that loop scalar: 2.3% of
+// BERT's attention node).
+__attribute__((target("avx2"))) void AddBiasRowAvx2(float* row, const float* bias, int64_t stride, int64_t n) {
+  const int64_t n8 = n / 8 * 8;
+  if (stride == 0) {
+    const __m256 b = _mm256_set1_ps(bias[0]);
+    for (int64_t i = 0; i < n8; i += 8) _mm256_storeu_ps(row + i, _mm256_add_ps(_mm256_loadu_ps(row + i), b));
+  } else {
+    for (int64_t i = 0; i < n8; i += 8)
+      _mm256_storeu_ps(row + i, _mm256_add_ps(_mm256_loadu_ps(row + i), _mm256_loadu_ps(bias + i)));
+  }
+  AddBiasRow(row + n8, bias + (stride == 0 ? 0 : n8), stride, n - n8);
 }
 
 // Queries [s0, s1) of one (batch, head), as AttendQueries computes them (the
@@ -426,7 +461,7 @@ __attribute__((target("avx2"))) void AttendQueriesAvx2(const SdpaGeometry& g, in
     const int64_t visible = g.VisibleKeys(s), lanes = (visible + 7) / 8 * 8;
     if (g.bias) {
       const float* bias = g.bias + b * g.bias_stride[0] + n * g.bias_stride[1] + s * g.bias_stride[2];
-      AddBiasRow(row, bias, g.bias_stride[3], visible);
+      AddBiasRowAvx2(row, bias, g.bias_stride[3], visible);
     }
     std::fill(row + visible, row + lanes, -std::numeric_limits<float>::infinity());
     SoftmaxScores(row, lanes);
@@ -461,7 +496,8 @@ Status ScaledDotProductAttentionFloat(KernelContext& ctx) {
                                                                   {g.batch, g.q_len, g.heads * g.v_head}));
   if (out.num_elements() == 0) return Status::Ok();
   float* po = out.data<float>();
-  const bool avx2 = SgemmActiveIsa() == SgemmIsa::kAvx2;
+  // The block path on AVX2 SGEMM; on AVX-512 the SGEMM path runs its kernel.
+  const bool avx2 = SgemmActiveIsa() == SgemmIsa::kAvx2 && !g_force_sgemm_path.load(std::memory_order_relaxed);
   ParallelTasks(ctx, g.batch * g.heads, [&](int64_t task) {
     thread_local HeadScratch scratch;
     if (avx2) AttendHeadAvx2(g, task / g.heads, task % g.heads, scratch, po);
