@@ -11,7 +11,18 @@
 // exist at a time (per thread), instead of the [B, N, S, L] tensor the
 // unfused graph writes three times.
 //
-// Each task writes its own output slice and SGEMM does not split k, so the
+// That is the SGEMM path, taken with AVX-512 (or portable) SGEMM. With AVX2
+// SGEMM the block path runs instead, with the same bits: per block of 12
+// queries, the scaled queries copied row-major, their scores against K^T's
+// runs of 16 keys, the softmax rows while they are in L1, and P V against V
+// copied once per head into runs of 16 columns, both products on this
+// file's 6x16 (and 12x8) tiles, which broadcast A where it lies: SGEMM packed
+// the queries and, for P V, the probabilities into 12-row panels per call
+// (8% of ViT's attention node). The tiles' FMA chains, k-blocks and the
+// softmax's operations are SGEMM's and SoftmaxRow8's (tests compare the two
+// paths bit for bit).
+//
+// Each task writes its own output slice and neither path splits k, so the
 // result does not depend on the thread count. CPUs without AVX2+FMA, and an
 // empty key sequence, go to the reference kernel.
 #include <algorithm>
