@@ -121,8 +121,11 @@ Status CastFast(KernelContext& ctx);
 // the activation over its output.
 Status FusedConvFloat(KernelContext& ctx);
 // ai.nee ScaledDotProductAttention on float32 (attention_fast.cc): per (batch, head), two
-// single-threaded SGEMMs around a vectorized softmax; within 1e-5 of the reference.
+// single-threaded SGEMMs around a vectorized softmax (with AVX2 SGEMM: per block of queries, on
+// its own kernel, the same bits); within 1e-5 of the reference.
 Status ScaledDotProductAttentionFloat(KernelContext& ctx);
+// Tests: run the SGEMM path even where the AVX2 block path would run.
+void AttentionForceSgemmPath(bool on);
 // ai.nee FusedMatMul on float32 (fused_matmul_fast.cc): bias and GELU applied per SGEMM tile while it is
 // in cache; the same simd_math.h erf / tanh as unary_fast.cc.
 Status FusedMatMulFloat(KernelContext& ctx);

@@ -198,6 +198,97 @@ TEST_P(FastCausalAttention, AgreesWithTheReferenceAndIsBitwiseTheMaskedRows) {
 INSTANTIATE_TEST_SUITE_P(Isa, FastCausalAttention,
                          ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable));
 
+// With AVX2 SGEMM the kernel runs its block path (blocks of 12 queries on
+// its own 6x16 / 12x8 tiles reading the queries and probabilities where they
+// lie); with AVX-512 or portable SGEMM the SGEMM path. The block path must
+// give the SGEMM path's bits with an FMA kernel (AVX2 or AVX-512): shapes
+// with 7 and 8 queries left after the blocks (4 + 3, 4 + 4 rows), Hv not a
+// multiple of 16 (a last run of 4 or 8 columns), a last run of at most 8
+// keys and keys within half a run, H > 256 and L > 256 (the products in
+// SGEMM's k-blocks of 256), causal heads, every bias form; scores spread far
+// enough that e^(x - max) underflows below -87 (queries scaled by 12); a
+// mask of -inf, -FLT_MAX and -100, one row of it all -inf (a NaN row both
+// ways). At 1, 2 and 3 threads, and against the reference.
+class FastAttentionBlockPath : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
+    cpu::AttentionForceSgemmPath(false);
+  }
+};
+
+TEST_F(FastAttentionBlockPath, IsBitwiseTheSgemmPath) {
+  struct BlockCase {
+    Case c;
+    bool causal;
+    float query_scale;
+  };
+  const BlockCase cases[] = {
+      {{1, 197, 197, 2, 64, 64, {}}, false, 1.f},            // ViT: 16 blocks and 5 queries, 12 runs and 5 keys
+      {{1, 128, 128, 2, 64, 64, {1, 1, 1, 128}}, false, 1.f},  // BERT: 10 blocks and 8 queries
+      {{1, 128, 128, 2, 64, 64, {}}, true, 1.f},              // GPT-2
+      {{2, 19, 19, 3, 16, 20, {2, 1, 1, 19}}, false, 1.f},    // 12 + 7 queries, Hv = 16 + 4
+      {{1, 20, 23, 2, 8, 40, {1, 2, 20, 23}}, false, 12.f},   // 12 + 8 queries, Hv = 32 + 8, underflow
+      {{1, 5, 5, 1, 3, 5, {}}, false, 12.f},                  // keys within half a run
+      {{1, 1, 1, 1, 1, 1, {}}, true, 1.f},
+      {{1, 13, 300, 2, 16, 16, {1, 1, 13, 300}}, false, 1.f},  // P V over two k-blocks
+      {{1, 20, 20, 1, 300, 24, {}}, false, 1.f},              // scores over two k-blocks
+      {{1, 26, 280, 1, 260, 7, {}}, true, 1.f},               // both, causal
+      {{1, 30, 33, 2, 24, 24, {1, 1, 1, 33}}, true, 12.f},
+      {{2, 40, 40, 3, 32, 32, {3, 1, 40}}, false, 1.f},
+      {{1, 24, 24, 2, 16, 16, {1, 2, 24, 24}}, false, 1.f},   // the extreme mask below
+  };
+  std::mt19937 rng(18);
+  for (const BlockCase& bc : cases) {
+    const Case& c = bc.c;
+    std::vector<Value> in = Inputs(c, rng);
+    Tensor query = in[0].tensor();
+    for (int64_t i = 0; i < query.num_elements(); ++i) query.data<float>()[i] *= bc.query_scale;
+    in[0] = Value(query);
+    const bool extreme = c.bias.size() == 4 && c.bias[2] == 24;
+    if (extreme) {
+      Tensor bias = in[3].tensor();
+      float* m = bias.data<float>();
+      const float fills[] = {-std::numeric_limits<float>::infinity(), -3.4028234663852886e38f, -100.f};
+      for (int64_t i = 0; i < bias.num_elements(); ++i)
+        if (rng() % 3 == 0) m[i] = fills[rng() % 3];
+      for (int64_t l = 0; l < c.L; ++l) m[5 * c.L + l] = -std::numeric_limits<float>::infinity();
+      in[3] = Value(bias);
+    }
+    const std::vector<Attribute> attrs = {testing::IntAttr("causal", bc.causal ? 1 : 0)};
+    const Node node = SdpaNode(c.N, !c.bias.empty(), attrs);
+    const std::string what = Describe(c) + (bc.causal ? " causal" : "") + " query x" + std::to_string(bc.query_scale);
+    cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx2);
+    cpu::AttentionForceSgemmPath(true);
+    auto sgemm = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, 1);
+    ASSERT_TRUE(sgemm.ok()) << what << ": " << sgemm.status().message();
+    cpu::AttentionForceSgemmPath(false);
+    for (int threads : {1, 2, 3}) {
+      auto block = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, threads);
+      ASSERT_TRUE(block.ok()) << what;
+      EXPECT_EQ(0, std::memcmp(block.value().raw_data(), sgemm.value().raw_data(), sgemm.value().byte_size()))
+          << what << " threads " << threads;
+    }
+    cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);  // the AVX-512 kernel where the CPU has it: the same bits
+    cpu::AttentionForceSgemmPath(true);
+    auto widest = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, 2);
+    cpu::AttentionForceSgemmPath(false);
+    ASSERT_TRUE(widest.ok()) << what;
+    EXPECT_EQ(0, std::memcmp(widest.value().raw_data(), sgemm.value().raw_data(), sgemm.value().byte_size())) << what;
+    if (extreme) {  // the all -inf row is NaN, the others finite
+      const float* y = sgemm.value().data<float>();
+      for (int64_t n = 0; n < c.N; ++n)
+        for (int64_t s = 0; s < c.S; ++s)
+          for (int64_t h = 0; h < c.Hv; ++h)
+            EXPECT_EQ(s == 5 && n == 0, std::isnan(y[s * c.N * c.Hv + n * c.Hv + h])) << what << " query " << s;
+      continue;
+    }
+    auto ref = testing::RunKernel(Reference(), node, 1, in, 1);
+    ASSERT_TRUE(ref.ok()) << what;
+    ExpectClose(sgemm.value(), ref.value(), what);
+  }
+}
+
 // Key and value absent: q, k and v read side by side from one [B, S, 3*N*H]
 // tensor. Fast and reference kernels against themselves on the three
 // separate tensors (bitwise: the same values, only read with another row
