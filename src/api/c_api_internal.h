@@ -1,4 +1,4 @@
-// The objects behind the C API's handles, shared by c_api.cc and
+// The objects behind the C API's handles, shared by the c_api*.cc files and
 // sandboxed_session.cc (which describes a session to a parent process).
 #pragma once
 #include <map>

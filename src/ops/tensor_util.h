@@ -1,4 +1,5 @@
-// Private helpers for the data-movement families (shape_ops.cc, indexing.cc,
+// Private helpers for the data-movement families (shape_ops.cc,
+// concat_split.cc, pad_tile.cc, rearrange.cc, indexing.cc, selection.cc,
 // generator.cc): element access that only cares about an element's storage
 // (so one kernel serves every type, strings and packed sub-byte types
 // included), a strided copy that covers Transpose/Slice/Expand/Tile-like

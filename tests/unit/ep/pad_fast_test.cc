@@ -1,5 +1,5 @@
 // Pad row copies (ep/cpu/pad_fast.cc) against the reference kernel
-// (ops/shape_ops.cc): bitwise equal outputs for every mode on odd shapes,
+// (ops/pad_tile.cc): bitwise equal outputs for every mode on odd shapes,
 // pads wider than the input (several reflections / wraps), pads on one or
 // every axis, zero pads, rank 1 to 4, several element types, a constant value
 // given, empty or absent, 1 to 3 threads; the same errors (or fallbacks) where

@@ -1,4 +1,4 @@
-// Tests for ops/indexing.cc. Expected values were computed with numpy 2.4
+// Tests for ops/indexing.cc and selection.cc. Expected values were computed with numpy 2.4
 // (/work/main/.venv/bin/python); each test names the expression used.
 #include <gtest/gtest.h>
 

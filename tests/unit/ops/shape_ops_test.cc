@@ -1,4 +1,4 @@
-// Tests for ops/shape_ops.cc. Expected values were computed with numpy 2.4
+// Tests for ops/shape_ops.cc, concat_split.cc, pad_tile.cc and rearrange.cc. Expected values were computed with numpy 2.4
 // (/work/main/.venv/bin/python); each test names the expression used.
 #include <gtest/gtest.h>
 
