@@ -448,6 +448,34 @@ Tensor ConcatColumns(const Tensor* parts[3]) {
   return out;
 }
 
+// The width of q, k and v (heads x head size) when they are a
+// self-attention's three projections (Hv = H), each read only by its head
+// split and matched by `match` into proj[i] (MatchProjection or
+// MatchQuantProjection); 0 when they are not.
+template <typename Proj, typename MatchFn>
+int64_t MatchThreeProjections(GraphEditor& ed, const AttentionMatch& m, MatchFn match, Proj proj[3]) {
+  const HeadSplit* splits[3] = {&m.q, &m.k, &m.v};
+  const std::vector<int64_t>& q = m.q.dims;
+  if (m.v.dims[3] != q[3] || m.k.dims[1] != q[1]) return 0;
+  const int64_t width = q[2] * q[3];
+  for (size_t i = 0; i < 3; ++i) {
+    const std::string& part = ed.node(splits[i]->reshape).inputs[0];
+    if (opt::SoleConsumer(ed, part) != static_cast<int64_t>(splits[i]->reshape) || !match(ed, part, width, &proj[i]))
+      return 0;
+  }
+  return width;
+}
+
+// Whether x, the projections' input, has static dims ending in `depth` (the
+// weights' rows) whose other dims hold the attention's B x S rows.
+bool ProjectedRowsAgree(GraphEditor& ed, const AttentionMatch& m, const std::string& x, int64_t depth) {
+  std::vector<int64_t> xdims;
+  if (!opt::StaticDims(ed.TensorType(x), &xdims) || xdims.empty() || xdims.back() != depth) return false;
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < xdims.size(); ++i) rows *= xdims[i];
+  return rows == m.q.dims[0] * m.q.dims[1];
+}
+
 // q, k and v projected from one x by three constant matrices (BERT's query,
 // key and value Linear layers): one MatMul by [Wq | Wk | Wv] (+ [bq | bk | bv])
 // writes them side by side for the packed node. Each column of a product is
@@ -456,25 +484,11 @@ Tensor ConcatColumns(const Tensor* parts[3]) {
 // better than three. `dropped` gets the old weights and biases.
 bool MatchProjectedQkv(GraphEditor& ed, const AttentionMatch& m, std::vector<std::string>* dropped,
                        PackedQkv* out) {
-  const HeadSplit* splits[3] = {&m.q, &m.k, &m.v};
-  const std::vector<int64_t>& q = m.q.dims;
-  if (m.v.dims[3] != q[3] || m.k.dims[1] != q[1]) return false;  // self-attention, Hv = H
-  const int64_t width = q[2] * q[3];
   Projection proj[3];
-  for (size_t i = 0; i < 3; ++i) {
-    const std::string& part = ed.node(splits[i]->reshape).inputs[0];
-    if (opt::SoleConsumer(ed, part) != static_cast<int64_t>(splits[i]->reshape) ||
-        !MatchProjection(ed, part, width, &proj[i]))
-      return false;
-    if (proj[i].x != proj[0].x || (proj[i].add < 0) != (proj[0].add < 0) || proj[i].w.dim(0) != proj[0].w.dim(0))
-      return false;
-  }
-  std::vector<int64_t> xdims;
-  if (!opt::StaticDims(ed.TensorType(proj[0].x), &xdims) || xdims.empty() || xdims.back() != proj[0].w.dim(0))
-    return false;
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < xdims.size(); ++i) rows *= xdims[i];
-  if (rows != q[0] * q[1]) return false;
+  if (MatchThreeProjections(ed, m, MatchProjection, proj) == 0) return false;
+  for (const Projection& p : proj)
+    if (p.x != proj[0].x || (p.add < 0) != (proj[0].add < 0) || p.w.dim(0) != proj[0].w.dim(0)) return false;
+  if (!ProjectedRowsAgree(ed, m, proj[0].x, proj[0].w.dim(0))) return false;
   const Tensor* ws[3] = {&proj[0].w, &proj[1].w, &proj[2].w};
   const Tensor* bs[3] = {&proj[0].b, &proj[1].b, &proj[2].b};
   Tensor weight = ConcatColumns(ws), bias = proj[0].add >= 0 ? ConcatColumns(bs) : Tensor();
@@ -572,28 +586,14 @@ Tensor MergePerColumn(const Tensor* parts[3], int64_t width) {
 // A once and splits among threads better. `dropped` gets the old constants.
 bool MatchQuantProjectedQkv(GraphEditor& ed, const AttentionMatch& m, std::vector<std::string>* dropped,
                             PackedQkv* out) {
-  const HeadSplit* splits[3] = {&m.q, &m.k, &m.v};
-  const std::vector<int64_t>& q = m.q.dims;
-  if (m.v.dims[3] != q[3] || m.k.dims[1] != q[1]) return false;  // self-attention, Hv = H
-  const int64_t width = q[2] * q[3];
   QuantProjection proj[3];
-  for (size_t i = 0; i < 3; ++i) {
-    const std::string& part = ed.node(splits[i]->reshape).inputs[0];
-    if (opt::SoleConsumer(ed, part) != static_cast<int64_t>(splits[i]->reshape) ||
-        !MatchQuantProjection(ed, part, width, &proj[i]))
+  const int64_t width = MatchThreeProjections(ed, m, MatchQuantProjection, proj);
+  if (width == 0) return false;
+  for (const QuantProjection& p : proj)
+    if (p.shared != proj[0].shared || p.w.dtype() != proj[0].w.dtype() || p.w.dim(0) != proj[0].w.dim(0) ||
+        p.w_zp.defined() != proj[0].w_zp.defined() || p.b.defined() != proj[0].b.defined())
       return false;
-    if (proj[i].shared != proj[0].shared || proj[i].w.dtype() != proj[0].w.dtype() ||
-        proj[i].w.dim(0) != proj[0].w.dim(0) || proj[i].w_zp.defined() != proj[0].w_zp.defined() ||
-        proj[i].b.defined() != proj[0].b.defined())
-      return false;
-  }
-  std::vector<int64_t> xdims;
-  if (!opt::StaticDims(ed.TensorType(proj[0].shared[0]), &xdims) || xdims.empty() ||
-      xdims.back() != proj[0].w.dim(0))
-    return false;
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < xdims.size(); ++i) rows *= xdims[i];
-  if (rows != q[0] * q[1]) return false;
+  if (!ProjectedRowsAgree(ed, m, proj[0].shared[0], proj[0].w.dim(0))) return false;
   const Tensor* ws[3] = {&proj[0].w, &proj[1].w, &proj[2].w};
   const Tensor* scales[3] = {&proj[0].w_scale, &proj[1].w_scale, &proj[2].w_scale};
   const Tensor* zps[3] = {&proj[0].w_zp, &proj[1].w_zp, &proj[2].w_zp};
