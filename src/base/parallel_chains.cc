@@ -309,7 +309,10 @@ class ChainRun {
     const int cpu = CurrentCpu();
     if (!t.inside || t.moved || cpu < 0 || pthread_equal(t.thread, pthread_self())) return false;
     CPU_ZERO(&t.saved);
-    if (pthread_getaffinity_np(t.thread, sizeof t.saved, &t.saved) != 0 || !CPU_ISSET(cpu, &t.saved)) return false;
+    // Its own mask may leave this CPU out (a pool worker keeps off its
+    // caller's CPU, see thread_pool.cc): this thread runs here, so the process
+    // may, and the kernel refuses a CPU outside its cpuset.
+    if (pthread_getaffinity_np(t.thread, sizeof t.saved, &t.saved) != 0) return false;
     cpu_set_t here;
     CPU_ZERO(&here);
     CPU_SET(cpu, &here);
@@ -350,29 +353,6 @@ class ChainRun {
   const std::function<void(int64_t, int64_t)>& fn_;
 };
 
-// A worker woken onto the CPU its caller runs on (the scheduler places a
-// wakee beside its waker when no CPU is idle: beside a busy core, every
-// loop) would run only while the caller does not, and the chain it takes
-// holds the caller up for a whole time slice (~4 ms here). It moves itself to
-// another CPU it may run on, then gets its whole affinity back (the move
-// stays: a wider mask moves nobody); there it claims chains when that CPU
-// gives it time (beside another process: half of it), and the caller takes
-// any it has not started. Nothing happens where the caller's CPU is the only
-// one allowed.
-void StepOffCpu(int caller_cpu) {
-#if defined(__linux__)
-  cpu_set_t mine;
-  CPU_ZERO(&mine);
-  if (sched_getaffinity(0, sizeof mine, &mine) != 0 || !CPU_ISSET(caller_cpu, &mine)) return;
-  cpu_set_t others = mine;
-  CPU_CLR(caller_cpu, &others);
-  if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof others, &others) != 0) return;
-  sched_setaffinity(0, sizeof mine, &mine);
-#else
-  (void)caller_cpu;
-#endif
-}
-
 }  // namespace
 
 void ParallelChains(ThreadPool* pool, int64_t chains, int64_t links,
@@ -386,11 +366,7 @@ void ParallelChains(ThreadPool* pool, int64_t chains, int64_t links,
     return;
   }
   ChainRun run(chains, links, runners, fn);
-  const int caller_cpu = CurrentCpu();
-  const std::thread::id caller = std::this_thread::get_id();
   pool->ParallelFor(runners, 1, [&](int64_t begin, int64_t end) {
-    if (std::this_thread::get_id() != caller && caller_cpu >= 0 && CurrentCpu() == caller_cpu)
-      StepOffCpu(caller_cpu);
     for (int64_t r = begin; r < end; ++r) run.Run(r, runners);
   });
 }

@@ -24,8 +24,8 @@
 // early where it would not help, see parallel_chains.cc.) A holder that is
 // not running at all (its CPU taken by another process for a time slice)
 // cannot hand over: the asker then moves it onto its own CPU and sleeps
-// until the chain is done. And a worker that starts on its caller's CPU
-// moves itself off it first (on Linux, by its affinity; restored after).
+// until the chain is done. (A pool worker keeps off its caller's CPU: see
+// thread_pool.h.)
 #pragma once
 #include <cstdint>
 #include <functional>

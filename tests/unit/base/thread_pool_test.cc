@@ -156,6 +156,48 @@ TEST(ThreadPool, CallerDoesNotPollOnItsWorkersCpu) {
   // Polling through each wait would take ~0.5 ms of CPU a loop.
   EXPECT_LT(caller_waiting_ms / waits, 0.15) << waits << " waits";
 }
+
+// A worker keeps off the CPU its caller posted the loop from (beside other
+// work, a worker woken there only takes turns with its caller): its
+// affinity is the one it started with less the caller's CPU. Where only
+// one CPU is allowed, nothing changes.
+TEST(ThreadPool, WorkerKeepsOffItsCallersCpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(0, sched_getaffinity(0, sizeof allowed, &allowed));
+  ThreadPool pool(2);  // its worker starts with the whole mask
+  const int caller_cpu = sched_getcpu();
+  ASSERT_GE(caller_cpu, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(caller_cpu, &one);
+  ASSERT_EQ(0, sched_setaffinity(0, sizeof one, &one));  // the caller stays where it is
+  cpu_set_t expected = allowed;
+  if (CPU_COUNT(&allowed) >= 2) CPU_CLR(caller_cpu, &expected);
+  int worker_loops = 0;
+  bool as_expected = true;
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int loop = 0; loop < 20; ++loop) {
+    std::atomic<bool> worker_started{false};
+    pool.ParallelFor(2, 1, [&](int64_t begin, int64_t) {
+      if (std::this_thread::get_id() != caller) {
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        as_expected = as_expected && sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_EQUAL(&mine, &expected) &&
+                      (CPU_COUNT(&allowed) < 2 || sched_getcpu() != caller_cpu);
+        ++worker_loops;
+        worker_started = true;
+        return;
+      }
+      if (begin != 0) return;  // the worker's chunk, when it never came
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+      while (!worker_started && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    });
+  }
+  ASSERT_EQ(0, sched_setaffinity(0, sizeof allowed, &allowed));
+  EXPECT_GT(worker_loops, 0);
+  EXPECT_TRUE(as_expected);
+}
 #endif
 
 }  // namespace
