@@ -50,7 +50,7 @@ Status ConvFloatOrBFloat16(KernelContext& ctx);
 // ai.nee FusedConv (com.microsoft FusedConv on bfloat16, each step rounded)
 // on the same kernel, bias, Z and Relu/Clip/LeakyRelu in its epilogue.
 Status FusedConvBFloat16(KernelContext& ctx);
-// Conv on float32 (conv_fast.cc): pointwise and im2col paths over SGEMM, a direct depthwise kernel.
+// Conv on float32 (conv_fast.cc): pointwise and im2col paths over SGEMM, a direct depthwise kernel (depthwise_padded.cc).
 Status ConvFloat(KernelContext& ctx);
 // ConvTranspose on float32 (conv_transpose_fast.cc): SGEMM + col2im.
 Status ConvTransposeFloat(KernelContext& ctx);

@@ -1,7 +1,7 @@
 // Depthwise 2-D convolution, sixteen channels per AVX-512 vector (eight per
 // AVX2 vector: the same steps at half the width).
 //
-// The plane-at-a-time kernel in conv_fast.cc vectorizes along output rows,
+// The plane-at-a-time kernel in depthwise_padded.cc vectorizes along output rows,
 // which wastes most of each vector on the 7- and 14-wide planes of mobile
 // networks and pays per-plane overheads 960 times per layer. Here a task
 // takes a block of 16 channels and a strip of output rows:

@@ -1,6 +1,6 @@
 // com.microsoft QLinearAdd (same shapes), QLinearLeakyRelu and QGemm, which the QDQ fusion
 // (opt/fuse_qdq_conv.cc) writes between quantized convolutions and for a classifier's Gemm: bitwise the
-// reference kernels (ops/quantize.cc). QLinearAdd as the reference's float operations eight lanes at a time,
+// reference kernels (ops/quantize_contrib.cc). QLinearAdd as the reference's float operations eight lanes at a time,
 // without contraction; QLinearLeakyRelu through the reference's 256-entry table; QGemm as MatMulInteger's
 // exact product (quant_matmul.h), then the reference's float requantization of each element.
 #include <algorithm>

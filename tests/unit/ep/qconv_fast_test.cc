@@ -1,6 +1,7 @@
 // QLinearConv, QLinearAdd, QLinearLeakyRelu and QuantizeLinear fast kernels (ep/cpu/qconv_fast.cc,
-// quant_fast.cc) against the reference kernels of ops/quantize.cc: every output bitwise equal, on the
-// dispatched (AVX-512 VNNI where the CPU has it), AVX2 and portable paths, at one, two and three threads.
+// quant_fast.cc) against the reference kernels of ops/quantize.cc and ops/quantize_contrib.cc: every
+// output bitwise equal, on the dispatched (AVX-512 VNNI where the CPU has it), AVX2 and portable paths, at
+// one, two and three threads.
 #include <gtest/gtest.h>
 
 #include <algorithm>

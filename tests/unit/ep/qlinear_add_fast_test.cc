@@ -1,5 +1,5 @@
 // com.microsoft QLinearAdd's fast kernel (ep/cpu/qlinear_fast.cc) against the reference kernel
-// (ops/quantize.cc), bitwise, on every (a, b) byte pair: the AVX2 form builds each input's float from its byte
+// (ops/quantize_contrib.cc), bitwise, on every (a, b) byte pair: the AVX2 form builds each input's float from its byte
 // (2^23 + byte, minus 2^23 + zero point) and adds the output zero point in int16 after narrowing, so these
 // cases cover every input value with zero points at both ends, ratios that make exact halves (round half to
 // even), ratios that saturate, and random ones; on each GEMM ISA the machine has, at one, two and three threads.
