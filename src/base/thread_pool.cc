@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #if defined(__linux__)
@@ -289,7 +290,9 @@ bool ThreadPool::OtherWorkWaiting() {
 }
 
 void ThreadPool::WorkerLoop(int thread) {
-  CallerCpuAvoidance avoidance(num_threads());
+  // Made at the first job (the pool's size known from it: the constructor may
+  // still be adding workers), before anything changed this thread's mask.
+  std::optional<CallerCpuAvoidance> avoidance;
   uint64_t seen = 0;
   for (;;) {
     if (!WaitForWork(seen)) return;
@@ -302,7 +305,8 @@ void ThreadPool::WorkerLoop(int thread) {
       if (!job) continue;  // woke after that loop had finished
       ++workers_in_job_;
     }
-    avoidance.Avoid(job->caller_cpu);
+    if (!avoidance) avoidance.emplace(job->threads);
+    avoidance->Avoid(job->caller_cpu);
     Share& mine = job->shares[thread];
     mine.cpu.store(CurrentCpu(), std::memory_order_relaxed);
     RunChunks(*job, thread);
