@@ -198,10 +198,11 @@ TEST_P(FastCausalAttention, AgreesWithTheReferenceAndIsBitwiseTheMaskedRows) {
 INSTANTIATE_TEST_SUITE_P(Isa, FastCausalAttention,
                          ::testing::Values(cpu::SgemmIsa::kAvx512, cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kPortable));
 
-// With AVX2 SGEMM the kernel runs its block path (blocks of 12 queries on
-// its own 6x16 / 12x8 tiles reading the queries and probabilities where they
-// lie); with AVX-512 or portable SGEMM the SGEMM path. The block path must
-// give the SGEMM path's bits with an FMA kernel (AVX2 or AVX-512): shapes
+// With an FMA SGEMM (AVX2 or AVX-512) the kernel runs its block path (blocks
+// of 12 queries on its own 6x16 / 12x8 tiles reading the queries and
+// probabilities where they lie); with portable SGEMM, or forced, the SGEMM
+// path. The block path must give the SGEMM path's bits with either FMA
+// kernel, at either ISA limit: shapes
 // with 7 and 8 queries left after the blocks (4 + 3, 4 + 4 rows), Hv not a
 // multiple of 16 (a last run of 4 or 8 columns), a last run of at most 8
 // keys and keys within half a run, H > 256 and L > 256 (the products in
@@ -275,6 +276,10 @@ TEST_F(FastAttentionBlockPath, IsBitwiseTheSgemmPath) {
     cpu::AttentionForceSgemmPath(false);
     ASSERT_TRUE(widest.ok()) << what;
     EXPECT_EQ(0, std::memcmp(widest.value().raw_data(), sgemm.value().raw_data(), sgemm.value().byte_size())) << what;
+    auto block_widest = testing::RunKernel(cpu::ScaledDotProductAttentionFloat, node, 1, in, 2);  // block path there
+    ASSERT_TRUE(block_widest.ok()) << what;
+    EXPECT_EQ(0, std::memcmp(block_widest.value().raw_data(), sgemm.value().raw_data(), sgemm.value().byte_size()))
+        << what << " (block path at the widest ISA limit)";
     if (extreme) {  // the all -inf row is NaN, the others finite
       const float* y = sgemm.value().data<float>();
       for (int64_t n = 0; n < c.N; ++n)
