@@ -9,7 +9,9 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <vector>
 
+#include "base/thread_pool.h"
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/qconv_direct.h"
@@ -584,6 +586,45 @@ TEST_P(QConvFastTest, QLinearConvDirectPathMatchesReference) {
       {"direct_14_wide_batch3", {3, 8, 5, 14}, {12, 8, 3, 3}, {pads1}},
   };
   ExpectConvCasesMatchReference(cases, 29);
+}
+
+// In a session the geometry is planned once per input shape (with the weights packed and the requantization
+// formed once): runs through one PreparedCache with the image growing and shrinking again, each at one, two and
+// three threads and twice, give the reference's bytes (the direct, GEMM and by-rows paths: 3x3 and 1x1 convs on
+// large and small images).
+TEST_P(QConvFastTest, QLinearConvCachedGeometryFollowsTheInputShape) {
+  std::mt19937 rng(41);
+  const std::vector<ConvCase> cases = {
+      {"3x3", {1, 8, 9, 9}, {12, 8, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}},
+      {"1x1", {1, 16, 9, 9}, {30, 16, 1, 1}, {}},
+  };
+  for (const ConvCase& c : cases) {
+    std::vector<Value> inputs = ConvInputs(c, rng);
+    const Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+    PreparedCache cache;
+    std::vector<bool> constant(inputs.size(), true);
+    constant[0] = false;  // x; every other input is an initializer
+    for (const std::vector<int64_t>& hw : {std::vector<int64_t>{9, 9}, {30, 23}, {5, 7}, {9, 9}}) {
+      inputs[0] = Value(testing::Random8(c.xt, {1, c.x_dims[1], hw[0], hw[1]}, rng));
+      auto ref = testing::RunOp(node, 10, inputs);
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      const Tensor& want = ref->outputs[0].tensor();
+      const std::string what = c.name + " " + std::to_string(hw[0]) + "x" + std::to_string(hw[1]);
+      for (int threads : {1, 2, 3})
+        for (int repeat = 0; repeat < 2; ++repeat) {
+          std::vector<const Value*> ptrs;
+          for (const Value& v : inputs) ptrs.push_back(&v);
+          std::vector<Value> outputs(1);
+          ThreadPool pool(threads);
+          KernelContext ctx(node, 10, ptrs, &outputs, nullptr, &pool, nullptr);
+          ctx.SetPrepared(&cache, &constant);
+          ASSERT_TRUE(cpu::QLinearConvFast(ctx).ok()) << what;
+          const Tensor& got = outputs[0].tensor();
+          ASSERT_EQ(got.dims(), want.dims()) << what;
+          EXPECT_EQ(0, std::memcmp(got.raw_data(), want.raw_data(), want.byte_size())) << what << " threads " << threads;
+        }
+    }
+  }
 }
 
 // Which convs the direct path takes (a pure function of the geometry, the requantization and the CPU flags).
