@@ -167,14 +167,9 @@ TEST_P(Winograd43Test, SessionCacheAndNonFiniteFallback) {
   PreparedCache cache;
   const std::vector<bool> constant = {false, true, true};
   auto run = [&](const std::vector<Value>& in, int threads) {
-    std::vector<const Value*> ptrs;
-    for (const Value& v : in) ptrs.push_back(&v);
-    std::vector<Value> outputs(1);
-    ThreadPool pool(threads);
-    KernelContext ctx(node, 22, ptrs, &outputs, nullptr, &pool, nullptr);
-    ctx.SetPrepared(&cache, &constant);
-    EXPECT_TRUE(cpu::ConvFloat(ctx).ok());
-    return outputs[0].tensor();
+    auto out = testing::RunKernelPrepared(cpu::ConvFloat, node, 22, in, threads, &cache, &constant);
+    EXPECT_TRUE(out.ok());
+    return out.ok() ? *out : Tensor();
   };
   for (int threads : {1, 2, 3}) ExpectSameBits(run(inputs, threads), want.value(), "session");
   const Tensor got_bad = run(bad_inputs, 2);

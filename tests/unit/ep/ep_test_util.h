@@ -47,16 +47,25 @@ inline Tensor RandomTensor(const std::vector<int64_t>& dims, std::mt19937& rng) 
   return Tensor::FromVector(RandomFloats(n, rng), dims);
 }
 
-// Runs `kernel` on `inputs` with a pool of `threads` threads; its first output.
-inline Result<Tensor> RunKernel(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,
-                                int threads) {
+// Runs `kernel` on `inputs` with a pool of `threads` threads as a session does: with the node's prepared-state
+// `cache` and which inputs are session constants (both may be null: a kernel run on its own); its first output.
+inline Result<Tensor> RunKernelPrepared(KernelFn kernel, const Node& node, int64_t opset,
+                                        const std::vector<Value>& inputs, int threads, PreparedCache* cache,
+                                        const std::vector<bool>* constant) {
   std::vector<const Value*> ptrs;
   for (const Value& v : inputs) ptrs.push_back(&v);
   std::vector<Value> outputs(node.outputs.size());
   ThreadPool pool(threads);
   KernelContext ctx(node, opset, ptrs, &outputs, nullptr, &pool, nullptr);
+  ctx.SetPrepared(cache, constant);
   NEE_RETURN_IF_ERROR(kernel(ctx));
   return outputs[0].tensor();
+}
+
+// Runs `kernel` on `inputs` with a pool of `threads` threads; its first output.
+inline Result<Tensor> RunKernel(KernelFn kernel, const Node& node, int64_t opset, const std::vector<Value>& inputs,
+                                int threads) {
+  return RunKernelPrepared(kernel, node, opset, inputs, threads, nullptr, nullptr);
 }
 
 // Every output of `kernel` with a pool of `threads` threads, the Values that hold no tensor passed as absent

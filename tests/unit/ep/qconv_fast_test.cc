@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "base/thread_pool.h"
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/qconv_direct.h"
@@ -612,16 +611,9 @@ TEST_P(QConvFastTest, QLinearConvCachedGeometryFollowsTheInputShape) {
       const std::string what = c.name + " " + std::to_string(hw[0]) + "x" + std::to_string(hw[1]);
       for (int threads : {1, 2, 3})
         for (int repeat = 0; repeat < 2; ++repeat) {
-          std::vector<const Value*> ptrs;
-          for (const Value& v : inputs) ptrs.push_back(&v);
-          std::vector<Value> outputs(1);
-          ThreadPool pool(threads);
-          KernelContext ctx(node, 10, ptrs, &outputs, nullptr, &pool, nullptr);
-          ctx.SetPrepared(&cache, &constant);
-          ASSERT_TRUE(cpu::QLinearConvFast(ctx).ok()) << what;
-          const Tensor& got = outputs[0].tensor();
-          ASSERT_EQ(got.dims(), want.dims()) << what;
-          EXPECT_EQ(0, std::memcmp(got.raw_data(), want.raw_data(), want.byte_size())) << what << " threads " << threads;
+          auto got = testing::RunKernelPrepared(cpu::QLinearConvFast, node, 10, inputs, threads, &cache, &constant);
+          ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+          testing::ExpectBitwise(*got, want, what + " threads " + std::to_string(threads));
         }
     }
   }
