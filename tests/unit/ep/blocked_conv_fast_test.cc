@@ -301,15 +301,8 @@ TEST(BlockedConv, RefusesMismatchedInputsWithTheirNames) {
 // Runs the fast kernel as a session does, with the node's PreparedCache
 // (weights and bias constant).
 Result<Tensor> RunPrepared(const Node& node, const std::vector<Value>& in, PreparedCache& cache, int threads) {
-  std::vector<const Value*> ptrs;
-  for (const Value& v : in) ptrs.push_back(&v);
   const std::vector<bool> constant = {false, true, true, false};
-  std::vector<Value> outputs(1);
-  ThreadPool pool(threads);
-  KernelContext ctx(node, 1, ptrs, &outputs, nullptr, &pool, nullptr);
-  ctx.SetPrepared(&cache, &constant);
-  NEE_RETURN_IF_ERROR(cpu::BlockedConvFloat(ctx));
-  return outputs[0].tensor();
+  return testing::RunKernelPrepared(cpu::BlockedConvFloat, node, 1, in, threads, &cache, &constant);
 }
 
 // In a session the geometry is planned once per input shapes (and the

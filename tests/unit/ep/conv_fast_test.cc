@@ -357,17 +357,12 @@ TEST(ConvFast, ConstantWeightsPackedOncePerSession) {
     std::vector<Value> inputs = MakeInputs(c, rng);
     auto want = RunFast(node, inputs, 1);
     ASSERT_TRUE(want.ok()) << c.name;
-    std::vector<const Value*> ptrs;
-    for (const Value& v : inputs) ptrs.push_back(&v);
     const std::vector<bool> constant = {false, true, true};
     PreparedCache cache;
     for (int threads : {1, 2, 3}) {
-      std::vector<Value> outputs(1);
-      ThreadPool pool(threads);
-      KernelContext ctx(node, 22, ptrs, &outputs, nullptr, &pool, nullptr);
-      ctx.SetPrepared(&cache, &constant);
-      ASSERT_TRUE(cpu::ConvFloat(ctx).ok()) << c.name;
-      const Tensor& got = outputs[0].tensor();
+      auto run = testing::RunKernelPrepared(cpu::ConvFloat, node, 22, inputs, threads, &cache, &constant);
+      ASSERT_TRUE(run.ok()) << c.name;
+      const Tensor& got = *run;
       ASSERT_EQ(got.dims(), want->dims()) << c.name;
       EXPECT_EQ(0, std::memcmp(got.data<float>(), want->data<float>(), sizeof(float) * got.num_elements()))
           << c.name << " threads=" << threads;
