@@ -27,6 +27,8 @@
 // accumulators (registers only, no memory traffic; 12 chains cover the FMA
 // latency on two pipes), in the widest ISA the kernel may use, timed in
 // thread CPU time. Reported as GFLOP/s per core = 2 x lanes x FMAs / second.
+// With AVX-512 VNNI the int8 multiply-add peak too (vpdpbusd chains alike), in GMAC/s per core, what the
+// quantized models' notes compare their convolutions' rates with.
 #include <time.h>
 
 #include <algorithm>
@@ -99,7 +101,50 @@ __attribute__((target("avx2,fma"), noinline)) double FmaLoopAvx2(int64_t iters, 
   *sink = out[0];
   return 12.0 * 8.0 * static_cast<double>(iters);
 }
+
+// The int8 counterpart, for the quantized kernels' notes (a u8 x s8 conv or GEMM as a share of it): 12
+// independent zmm vpdpbusd chains, each instruction 64 multiply-adds (16 lanes of four u8 x s8 products
+// summed into int32). The asm barrier keeps the compiler from treating the operands as loop constants.
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) double VnniLoop(int64_t iters, int32_t* sink) {
+  __m512i acc[12];
+  __m512i x = _mm512_set1_epi8(3);
+  const __m512i w = _mm512_set1_epi8(-2);
+#pragma GCC unroll 12
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
+  for (int64_t it = 0; it < iters; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], x, w);
+    __asm__("" : "+v"(x));
+  }
+  __m512i s = acc[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 12; ++i) s = _mm512_add_epi32(s, acc[i]);
+  alignas(64) int32_t out[16];
+  _mm512_store_si512(out, s);
+  *sink = out[0];
+  return 12.0 * 64.0 * static_cast<double>(iters);
+}
 #endif
+
+// GMAC/s of one core's vpdpbusd (best of 7 runs, thread CPU time); 0 without AVX-512 VNNI.
+double MeasureVnniPeak() {
+#ifdef NEE_BENCH_X86
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vnni"))
+    return 0;
+  double best = 0;
+  int32_t sink = 0;
+  for (int rep = 0; rep < 7; ++rep) {
+    const int64_t iters = 20'000'000;
+    const double t0 = ThreadCpuSeconds();
+    const double macs = VnniLoop(iters, &sink);
+    best = std::max(best, macs / (ThreadCpuSeconds() - t0) / 1e9);
+  }
+  return sink == 12345 ? 0 : best;
+#else
+  return 0;
+#endif
+}
 
 // Best of several runs of ~0.1 s each; GFLOP/s of one core.
 double MeasurePeak(SgemmIsa isa, const char** how) {
@@ -244,6 +289,9 @@ int main(int argc, char** argv) {
   const double peak = MeasurePeak(SgemmActiveIsa(), &how);
   std::printf("kernel: %s\nfp32 FMA peak per core: %.1f GFLOP/s (%s, thread CPU time, best of 7)\n",
               SgemmKernelName(), peak, how);
+  if (const double vnni = MeasureVnniPeak(); vnni > 0)
+    std::printf("int8 peak per core: %.1f GMAC/s (AVX-512 VNNI: 12 independent zmm vpdpbusd chains, 64 u8 x s8 "
+                "multiply-adds each, thread CPU time, best of 7)\n", vnni);
   std::printf("timing: %s; GFLOP/s as median / best per call%s\n\n",
               cpu_time ? "thread CPU time at 1 thread, wall clock otherwise" : "wall clock",
               cold ? "; weights cold (copies in turn, 128 MiB)" : "");
