@@ -198,14 +198,9 @@ Status OnnxParser::ParseAttribute(ByteRange b, Attribute* attr) {
         seen = AttrType::kGraph;
         break;
       }
-      case 7: NEE_RETURN_IF_ERROR(m.AppendFloats(f, &attr->floats)); seen = AttrType::kFloats; break;
-      case 8: NEE_RETURN_IF_ERROR(m.AppendInt64s(f, &attr->ints)); seen = AttrType::kInts; break;
-      case 9: {
-        NEE_ASSIGN_OR_RETURN(std::string s, m.String(f));
-        attr->strings.push_back(std::move(s));
-        seen = AttrType::kStrings;
-        break;
-      }
+      case 7: NEE_RETURN_IF_ERROR(m.AppendFloatRun(f, &attr->floats)); seen = AttrType::kFloats; break;
+      case 8: NEE_RETURN_IF_ERROR(m.AppendInt64Run(f, &attr->ints)); seen = AttrType::kInts; break;
+      case 9: NEE_RETURN_IF_ERROR(m.AppendStringRun(f, &attr->strings)); seen = AttrType::kStrings; break;
       case 10: {
         attr->tensors.emplace_back();
         std::string ignored_name, ignored_doc;

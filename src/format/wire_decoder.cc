@@ -293,6 +293,81 @@ Status MessageReader::AppendInt64s(const Field& f, std::vector<int64_t>* out) co
   return Status::Ok();
 }
 
+namespace {
+// A field's tag as the wire encodes it (canonically: a writer that pads a tag with extra varint bytes just
+// takes the general path).
+size_t TagBytes(uint32_t number, WireType wire, uint8_t out[5]) {
+  uint64_t tag = (static_cast<uint64_t>(number) << 3) | static_cast<uint64_t>(wire);
+  size_t n = 0;
+  do {
+    const uint8_t low = static_cast<uint8_t>(tag & 0x7f);
+    tag >>= 7;
+    out[n++] = tag ? static_cast<uint8_t>(low | 0x80) : low;
+  } while (tag != 0);
+  return n;
+}
+}  // namespace
+
+bool MessageReader::TakeTag(const uint8_t* tag, size_t n) {
+  if (static_cast<size_t>(end_ - p_) <= n || std::memcmp(p_, tag, n) != 0) return false;
+  p_ += n;
+  return true;
+}
+
+Status MessageReader::AppendInt64Run(const Field& f, std::vector<int64_t>* out) {
+  NEE_RETURN_IF_ERROR(AppendInt64s(f, out));
+  if (f.wire_type != WireType::kVarint) return Status::Ok();
+  uint8_t tag[5];
+  const size_t tag_size = TagBytes(f.number, WireType::kVarint, tag);
+  for (const uint8_t* start = p_; TakeTag(tag, tag_size); start = p_) {
+    uint64_t v = 0;
+    const size_t n = DecodeVarint(p_, end_, &v);
+    if (n == 0) {
+      p_ = start;  // Next reports it
+      break;
+    }
+    p_ += n;
+    out->push_back(static_cast<int64_t>(v));
+  }
+  return Status::Ok();
+}
+
+Status MessageReader::AppendFloatRun(const Field& f, std::vector<float>* out) {
+  NEE_RETURN_IF_ERROR(AppendFloats(f, out));
+  if (f.wire_type != WireType::kFixed32) return Status::Ok();
+  uint8_t tag[5];
+  const size_t tag_size = TagBytes(f.number, WireType::kFixed32, tag);
+  for (const uint8_t* start = p_; TakeTag(tag, tag_size); start = p_) {
+    if (end_ - p_ < 4) {
+      p_ = start;
+      break;
+    }
+    float v;
+    std::memcpy(&v, p_, 4);
+    p_ += 4;
+    out->push_back(v);
+  }
+  return Status::Ok();
+}
+
+Status MessageReader::AppendStringRun(const Field& f, std::vector<std::string>* out) {
+  NEE_ASSIGN_OR_RETURN(std::string first, String(f));
+  out->push_back(std::move(first));
+  uint8_t tag[5];
+  const size_t tag_size = TagBytes(f.number, WireType::kLen, tag);
+  for (const uint8_t* start = p_; TakeTag(tag, tag_size); start = p_) {
+    uint64_t len = 0;
+    const size_t n = DecodeVarint(p_, end_, &len);
+    if (n == 0 || len > static_cast<uint64_t>(end_ - p_ - n)) {
+      p_ = start;
+      break;
+    }
+    out->emplace_back(reinterpret_cast<const char*>(p_ + n), static_cast<size_t>(len));
+    p_ += n + len;
+  }
+  return Status::Ok();
+}
+
 Status MessageReader::AppendFloats(const Field& f, std::vector<float>* out) const {
   if (f.wire_type == WireType::kFixed32) {
     NEE_ASSIGN_OR_RETURN(float v, Float(f));

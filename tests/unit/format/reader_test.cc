@@ -714,6 +714,105 @@ TEST(FormatReader, DeepNestingIsLimited) {
   EXPECT_TRUE(ok.ok()) << ok.status().ToString();
 }
 
+// A model of one node whose attributes are the given AttributeProto bytes.
+std::string ModelWithAttributes(const std::vector<std::string>& attributes) {
+  ProtoEncoder node;
+  node.Bytes(4, "TreeLike");
+  for (const std::string& a : attributes) node.Bytes(5, a);
+  ProtoEncoder graph;
+  graph.Bytes(1, node.bytes());
+  ProtoEncoder model;
+  model.Varint(1, 8);  // ir_version
+  model.Bytes(7, graph.bytes());
+  return model.bytes();
+}
+
+// The unpacked runs the reader takes without a Next per element (AppendInt64Run and friends): long runs
+// with varints of every length, runs cut by other fields and resumed (one attribute's values in two runs),
+// a packed block in the middle, and strings of any length; the values are the ones encoded here.
+TEST(FormatReader, UnpackedAttributeRunsReadEveryElement) {
+  std::vector<int64_t> ints;
+  for (int64_t i = 0; i < 3000; ++i) ints.push_back(i % 7 == 0 ? -i * 1000003 : (i << (i % 50)) / 3);
+  std::vector<float> floats;
+  for (int i = 0; i < 1000; ++i) floats.push_back(0.5f * static_cast<float>(i) - 3.25f);
+  std::vector<std::string> strings;
+  for (int i = 0; i < 500; ++i) strings.push_back(std::string(static_cast<size_t>(i % 40), static_cast<char>('a' + i % 26)));
+
+  ProtoEncoder a_ints;
+  a_ints.Bytes(1, "ints");
+  for (size_t i = 0; i < 1000; ++i) a_ints.Int64(8, ints[i]);
+  a_ints.Varint(20, static_cast<uint64_t>(AttrType::kInts));  // another field cuts the run
+  ProtoEncoder packed;
+  for (size_t i = 1000; i < 1500; ++i) packed.RawVarint(static_cast<uint64_t>(ints[i]));
+  a_ints.Bytes(8, packed.bytes());  // a packed block
+  for (size_t i = 1500; i < ints.size(); ++i) a_ints.Int64(8, ints[i]);
+  ProtoEncoder a_floats;
+  for (size_t i = 0; i < 600; ++i) a_floats.Float(7, floats[i]);
+  a_floats.Bytes(1, "floats");  // the name between two runs
+  for (size_t i = 600; i < floats.size(); ++i) a_floats.Float(7, floats[i]);
+  a_floats.Varint(20, static_cast<uint64_t>(AttrType::kFloats));
+  ProtoEncoder a_strings;
+  a_strings.Bytes(1, "strings");
+  for (const std::string& s : strings) a_strings.Bytes(9, s);
+  a_strings.Varint(20, static_cast<uint64_t>(AttrType::kStrings));
+
+  auto model = ReadModelBytes(Bytes(ModelWithAttributes({a_ints.bytes(), a_floats.bytes(), a_strings.bytes()})),
+                              ReadOptions());
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const Node& n = model->graph.nodes.at(0);
+  const Attribute* a;
+  ASSERT_TRUE((a = Attr(n, "ints")));
+  EXPECT_EQ(a->type, AttrType::kInts);
+  EXPECT_EQ(a->ints, ints);
+  ASSERT_TRUE((a = Attr(n, "floats")));
+  EXPECT_EQ(a->type, AttrType::kFloats);
+  EXPECT_EQ(a->floats, floats);
+  ASSERT_TRUE((a = Attr(n, "strings")));
+  EXPECT_EQ(a->type, AttrType::kStrings);
+  EXPECT_EQ(a->strings, strings);
+}
+
+// An element that does not decode ends the run where it starts, and the general reader reports it at its
+// own offset, as without runs: a truncated varint, a fixed32 cut short, a string longer than what is left.
+TEST(FormatReader, MalformedElementInsideARunIsReportedAtItsOffset) {
+  struct Case {
+    const char* what;
+    uint32_t field;
+    std::string last_element;  // raw bytes after the tag
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"truncated varint", 8, "\xff\xff", "truncated varint"},
+      {"fixed32 cut short", 7, "\x01\x02", "truncated fixed32"},
+      {"string past the end", 9, "\x20\x61", "truncated length-delimited field"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    ProtoEncoder a;
+    a.Bytes(1, "x");
+    a.Varint(20, static_cast<uint64_t>(c.field == 8 ? AttrType::kInts : c.field == 7 ? AttrType::kFloats : AttrType::kStrings));
+    for (int i = 0; i < 5; ++i) {
+      if (c.field == 8) a.Int64(8, 300 + i);
+      if (c.field == 7) a.Float(7, 1.5f);
+      if (c.field == 9) a.Bytes(9, "abc");
+    }
+    const size_t bad_in_attribute = a.bytes().size();
+    a.Tag(c.field, c.field == 8 ? 0 : c.field == 7 ? 5 : 2);
+    a.Append(c.last_element);
+    // The attribute is the last field of the node, the node of the graph, the graph of the model: the
+    // malformed element is the file's last bytes, the attribute's own bytes start that many before the end.
+    const std::string bytes = ModelWithAttributes({a.bytes()});
+    const size_t bad_offset = bytes.size() - (a.bytes().size() - bad_in_attribute);
+    auto m = ReadModelBytes(Bytes(bytes), ReadOptions());
+    ASSERT_FALSE(m.ok());
+    EXPECT_TRUE(Contains(m.status().message(), c.expect)) << m.status().message();
+    EXPECT_TRUE(Contains(m.status().message(), "attribute")) << m.status().message();
+    EXPECT_TRUE(Contains(m.status().message(), "byte offset " + std::to_string(bad_offset)) ||
+                Contains(m.status().message(), "byte offset " + std::to_string(bad_offset + 1)))
+        << m.status().message();
+  }
+}
+
 TEST(FormatReader, MalformedVarintsAndLengths) {
   struct Case {
     const char* what;
