@@ -66,6 +66,20 @@ double WallSeconds() {
 
 // ---- FMA peak ------------------------------------------------------------------
 
+// Best of 7 runs of `loop` (20 M iterations each, thread CPU time): the operations it returns, times `per_op`,
+// in G a second. The sink keeps the loop's sums alive.
+template <typename Sink>
+double BestRate(double (*loop)(int64_t, Sink*), double per_op) {
+  double best = 0;
+  Sink sink{};
+  for (int rep = 0; rep < 7; ++rep) {
+    const double t0 = ThreadCpuSeconds();
+    const double ops = loop(20'000'000, &sink);
+    best = std::max(best, per_op * ops / (ThreadCpuSeconds() - t0) / 1e9);
+  }
+  return sink == Sink(12345) ? 0 : best;
+}
+
 #ifdef NEE_BENCH_X86
 // Returns FMAs x lanes performed, so the caller converts time into flops.
 __attribute__((target("avx512f"), noinline)) double FmaLoopAvx512(int64_t iters, float* sink) {
@@ -132,15 +146,7 @@ double MeasureVnniPeak() {
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
       !__builtin_cpu_supports("avx512vnni"))
     return 0;
-  double best = 0;
-  int32_t sink = 0;
-  for (int rep = 0; rep < 7; ++rep) {
-    const int64_t iters = 20'000'000;
-    const double t0 = ThreadCpuSeconds();
-    const double macs = VnniLoop(iters, &sink);
-    best = std::max(best, macs / (ThreadCpuSeconds() - t0) / 1e9);
-  }
-  return sink == 12345 ? 0 : best;
+  return BestRate(VnniLoop, 1.0);
 #else
   return 0;
 #endif
@@ -157,17 +163,7 @@ double MeasurePeak(SgemmIsa isa, const char** how) {
     loop = FmaLoopAvx2;
     *how = "AVX2: 12 independent ymm FMA chains";
   }
-  if (loop) {
-    double best = 0;
-    float sink = 0;
-    for (int rep = 0; rep < 7; ++rep) {
-      const int64_t iters = 20'000'000;
-      const double t0 = ThreadCpuSeconds();
-      const double fmas = loop(iters, &sink);
-      best = std::max(best, 2.0 * fmas / (ThreadCpuSeconds() - t0) / 1e9);
-    }
-    return sink == 12345.f ? 0 : best;
-  }
+  if (loop) return BestRate(loop, 2.0);  // two flops a multiply-add
 #endif
   *how = "portable kernel: no peak measured";
   return 0;

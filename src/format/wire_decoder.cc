@@ -314,57 +314,58 @@ bool MessageReader::TakeTag(const uint8_t* tag, size_t n) {
   return true;
 }
 
+// After an element of a run (already appended), the elements that follow it under the same tag: `take(p)`
+// appends the value at p and returns the bytes it took, or 0 when it does not decode, which ends the run
+// there, before that element's tag, for Next to read and report.
+template <typename Take>
+void MessageReader::TakeRun(uint32_t number, WireType wire, Take&& take) {
+  uint8_t tag[5];
+  const size_t tag_size = TagBytes(number, wire, tag);
+  for (const uint8_t* start = p_; TakeTag(tag, tag_size); start = p_) {
+    const size_t n = take(p_);
+    if (n == 0) {
+      p_ = start;
+      return;
+    }
+    p_ += n;
+  }
+}
+
 Status MessageReader::AppendInt64Run(const Field& f, std::vector<int64_t>* out) {
   NEE_RETURN_IF_ERROR(AppendInt64s(f, out));
   if (f.wire_type != WireType::kVarint) return Status::Ok();
-  uint8_t tag[5];
-  const size_t tag_size = TagBytes(f.number, WireType::kVarint, tag);
-  for (const uint8_t* start = p_; TakeTag(tag, tag_size); start = p_) {
+  TakeRun(f.number, WireType::kVarint, [&](const uint8_t* p) {
     uint64_t v = 0;
-    const size_t n = DecodeVarint(p_, end_, &v);
-    if (n == 0) {
-      p_ = start;  // Next reports it
-      break;
-    }
-    p_ += n;
-    out->push_back(static_cast<int64_t>(v));
-  }
+    const size_t n = DecodeVarint(p, end_, &v);
+    if (n != 0) out->push_back(static_cast<int64_t>(v));
+    return n;
+  });
   return Status::Ok();
 }
 
 Status MessageReader::AppendFloatRun(const Field& f, std::vector<float>* out) {
   NEE_RETURN_IF_ERROR(AppendFloats(f, out));
   if (f.wire_type != WireType::kFixed32) return Status::Ok();
-  uint8_t tag[5];
-  const size_t tag_size = TagBytes(f.number, WireType::kFixed32, tag);
-  for (const uint8_t* start = p_; TakeTag(tag, tag_size); start = p_) {
-    if (end_ - p_ < 4) {
-      p_ = start;
-      break;
-    }
+  TakeRun(f.number, WireType::kFixed32, [&](const uint8_t* p) -> size_t {
+    if (end_ - p < 4) return 0;
     float v;
-    std::memcpy(&v, p_, 4);
-    p_ += 4;
+    std::memcpy(&v, p, 4);
     out->push_back(v);
-  }
+    return 4;
+  });
   return Status::Ok();
 }
 
 Status MessageReader::AppendStringRun(const Field& f, std::vector<std::string>* out) {
   NEE_ASSIGN_OR_RETURN(std::string first, String(f));
   out->push_back(std::move(first));
-  uint8_t tag[5];
-  const size_t tag_size = TagBytes(f.number, WireType::kLen, tag);
-  for (const uint8_t* start = p_; TakeTag(tag, tag_size); start = p_) {
+  TakeRun(f.number, WireType::kLen, [&](const uint8_t* p) -> size_t {
     uint64_t len = 0;
-    const size_t n = DecodeVarint(p_, end_, &len);
-    if (n == 0 || len > static_cast<uint64_t>(end_ - p_ - n)) {
-      p_ = start;
-      break;
-    }
-    out->emplace_back(reinterpret_cast<const char*>(p_ + n), static_cast<size_t>(len));
-    p_ += n + len;
-  }
+    const size_t n = DecodeVarint(p, end_, &len);
+    if (n == 0 || len > static_cast<uint64_t>(end_ - p) - n) return 0;
+    out->emplace_back(reinterpret_cast<const char*>(p + n), static_cast<size_t>(len));
+    return n + static_cast<size_t>(len);
+  });
   return Status::Ok();
 }
 

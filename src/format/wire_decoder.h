@@ -145,6 +145,8 @@ class MessageReader {
   Status ExpectWireType(const Field& f, WireType expected) const;
   // Moves past the next field's tag when its bytes are `tag` (a run's tag, as TagBytes encodes it).
   bool TakeTag(const uint8_t* tag, size_t n);
+  template <typename Take>
+  void TakeRun(uint32_t number, WireType wire, Take&& take);
   Status SkipGroup(uint32_t number, size_t offset, int depth);
   Result<uint64_t> ReadVarint(const char* what_field);
   Status VarintError(const char* what_field) const;
