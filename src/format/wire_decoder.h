@@ -131,8 +131,8 @@ class MessageReader {
   // The same, and then the elements of an unpacked repeated field that follow f directly under the same tag
   // (as protobuf writes them), appended without a Next each; a run stops at the first other field, or at an
   // element that does not decode, which Next then reads and reports as it would have. ONNX attributes are
-  // unpacked (proto2): a 500-tree ensemble's node lists are ~2.8 million fields, and a Next each was most
-  // of its session creation. AppendStringRun: repeated strings (f's payload the first).
+  // unpacked (proto2): a 500-tree ensemble's node lists are ~2.8 million fields, and a Next each took a
+  // quarter of its session creation (72 -> 55 ms). AppendStringRun: repeated strings (f's payload the first).
   Status AppendInt64Run(const Field& f, std::vector<int64_t>* out);
   Status AppendFloatRun(const Field& f, std::vector<float>* out);
   Status AppendStringRun(const Field& f, std::vector<std::string>* out);
