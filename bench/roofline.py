@@ -135,7 +135,7 @@ def node_macs(n, s):
         if not w or not y:
             return 0, False
         per_output = int(np.prod(w[1:]))  # input channels per group x kernel
-        eight = op != "Conv" and op != "FusedConv" or s.weight_is_8bit(n.input[w_index])
+        eight = op in ("QLinearConv", "ConvInteger") or s.weight_is_8bit(n.input[w_index])
         return int(np.prod(y)) * per_output, eight
     if op == "ConvTranspose":
         w, x = s.shape(n.input[1]), s.shape(n.input[0])
@@ -143,22 +143,21 @@ def node_macs(n, s):
             return 0, False
         return int(np.prod(x)) * w[1] * int(np.prod(w[2:])), False  # w: [C, M / group, kernel...]
     if op in ("MatMul", "Gemm", "FusedMatMul") or op in INTEGER_OPS:
-        a_index = 0
         b_index = INTEGER_OPS.get(op, 1)
-        a, y = s.shape(n.input[a_index]), s.shape(n.output[0])
+        a, y = s.shape(n.input[0]), s.shape(n.output[0])
         if not a or not y:
             return 0, False
         trans_a = next((a_.i for a_ in n.attribute if a_.name == "transA"), 0)
         k = a[-2] if (op in ("Gemm", "QGemm") and trans_a) else a[-1]
-        eight = op in INTEGER_OPS or s.weight_is_8bit(n.input[b_index]) or s.weight_is_8bit(n.input[a_index])
+        eight = op in INTEGER_OPS or s.weight_is_8bit(n.input[b_index]) or s.weight_is_8bit(n.input[0])
         return int(np.prod(y)) * k, eight
     if op in ("LSTM", "GRU", "RNN"):
-        x, w = s.shape(n.input[0]), s.shape(n.input[1])
-        r = s.shape(n.input[2])
-        if not x or not w or not r:
+        x, r = s.shape(n.input[0]), s.shape(n.input[2])
+        if not x or not r:
             return 0, False
-        seq, batch, inputs = x
-        directions, gates_h, hidden = r
+        batch_first = next((a.i for a in n.attribute if a.name == "layout"), 0) == 1
+        seq, batch, inputs = (x[1], x[0], x[2]) if batch_first else x
+        directions, gates_h, hidden = r  # R: [directions, gates x hidden, hidden]
         return seq * batch * directions * gates_h * (inputs + hidden), False
     return 0, False
 
