@@ -48,8 +48,8 @@ struct Requant {
   // clamp it exactly as clamping the double first would.
   bool small_multipliers = false;
   // Proven at planning (ProveFloatRequant) for every channel's multiplier: each int32 sum s gives the
-  // reference's byte as clamp(round_half_even(fma(float(s), mult_f, float(yzp)))), one float fma, so the AVX2
-  // tiles need not bracket the value between two fmas and compare.
+  // reference's byte as clamp(round_half_even(fma(float(s), mult_f, float(yzp)))), one float fma, so the
+  // tiles (AVX2 and AVX-512 VNNI alike) need not bracket the value between two fmas and compare.
   bool float_exact = false;
 };
 

@@ -79,8 +79,7 @@ struct DwChannel {
   __m512i constant;
   float mult_f;
   double mult;
-  __m512 z_lo, z_hi;       // yzp -+ delta (RequantRow16)
-  __m512d z;
+  RequantZ z;              // RequantRow16's constants
 };
 
 // The sums (constant included) of sixteen output pixels whose first tap reads `first` (pixel k: first + k * sw).
@@ -100,7 +99,7 @@ NEE_DW_VNNI_TARGET inline __m512i SixteenSums(const DwChannel& ch, const uint8_t
 // The same sixteen pixels requantized to int32.
 template <int kQuads>
 NEE_DW_VNNI_TARGET inline __m512i Sixteen(const DwChannel& ch, const uint8_t* first) {
-  return RequantRow16(SixteenSums<kQuads>(ch, first), ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z);
+  return RequantRow16(SixteenSums<kQuads>(ch, first), ch.mult_f, ch.mult, ch.z);
 }
 
 // `count` output pixels from `first` on, sixteen `step` bytes apart (16 * sw), their bytes stored at out.
@@ -144,7 +143,7 @@ NEE_DW_VNNI_TARGET void RunSmallFlat(const DwChannel& ch, const uint8_t* plane, 
                         vectors > 3 ? SixteenSums<kQuads>(ch, plane + 3 * kCols) : zero};
   const float mult_f[4] = {ch.mult_f, ch.mult_f, ch.mult_f, ch.mult_f};
   const double mult[4] = {ch.mult, ch.mult, ch.mult, ch.mult};
-  const __m512i bytes = RequantRows4(s, mult_f, mult, ch.z_lo, ch.z_hi, ch.z, y_signed);
+  const __m512i bytes = RequantRows4(s, mult_f, mult, ch.z, y_signed);
   _mm512_mask_storeu_epi8(out, store, _mm512_permutexvar_epi8(keep, bytes));
 }
 
@@ -252,7 +251,7 @@ NEE_DW_VNNI_TARGET void RunPlaneFree(const DwChannel& ch, const PlaneFreeRows& p
       acc = _mm512_dpbusd_epi32(acc, _mm512_permutex2var_epi8(a, index, b), _mm512_set1_epi32(ch.quads[t]));
     }
     const int64_t count = std::min(plan.group, g.oh - v * plan.group) * g.ow;
-    StoreRow16(RequantRow16(acc, ch.mult_f, ch.mult, ch.z_lo, ch.z_hi, ch.z), y_signed,
+    StoreRow16(RequantRow16(acc, ch.mult_f, ch.mult, ch.z), y_signed,
                static_cast<__mmask16>((1u << count) - 1), count == kCols, out + v * plan.group * g.ow);
   }
 }
@@ -298,7 +297,7 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
   const auto run_rows = nquads == 3 ? RunRows<3> : RunRows<0>;
   const auto run_small_flat = nquads == 3 ? RunSmallFlat<3> : RunSmallFlat<0>;
   const __m512i flip_bytes = _mm512_set1_epi8(static_cast<char>(flip)), fill = _mm512_set1_epi8(static_cast<char>(zx));
-  const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
+  const RequantZ z = MakeRequantZ(q.yzp, q.float_exact);
   // Plane-free where it takes no more vectors than the flat run or the row groups.
   const PlaneFreeRows plane_free = PlanPlaneFree(g, nquads);
   const int64_t current = small_flat || flat ? flat_vectors : grouped ? (g.oh + group - 1) / group : g.oh * row_vectors;
@@ -309,8 +308,7 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
       for (int64_t nc = begin; nc < end; ++nc) {
         const int64_t c = nc % g.C;
         const DwChannel ch{quads.data() + c * nquads, offsets, nquads, deal, _mm512_set1_epi32(q.constant[c]),
-                           q.mult_f[c], q.mult[c], _mm512_set1_ps(yzp - delta), _mm512_set1_ps(yzp + delta),
-                           _mm512_set1_pd(q.yzp)};
+                           q.mult_f[c], q.mult[c], z};
         run_plane_free(ch, plane_free, g, x + nc * g.ih * g.iw, flip_bytes, fill, q.y_signed, y + nc * P);
       }
     });
@@ -334,8 +332,7 @@ NEE_DW_VNNI_TARGET void RunDepthwiseQConvVnni(KernelContext& ctx, const QConvGeo
       uint8_t* plane = t_plane.data() + (nc - begin) % 2 * plane_bytes;
       if (nc + 1 < end) pad(nc + 1, t_plane.data() + (nc + 1 - begin) % 2 * plane_bytes);
       const DwChannel ch{quads.data() + c * nquads, offsets, nquads, grouped ? group_deal : deal, _mm512_set1_epi32(q.constant[c]),
-                         q.mult_f[c], q.mult[c], _mm512_set1_ps(yzp - delta), _mm512_set1_ps(yzp + delta),
-                         _mm512_set1_pd(q.yzp)};
+                         q.mult_f[c], q.mult[c], z};
       uint8_t* y_plane = y + nc * P;
       if (small_flat) {
         run_small_flat(ch, plane, flat_vectors, keep, store, q.y_signed, y_plane);

@@ -518,7 +518,7 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
   q.lo = q.y_signed ? -128 : 0;
   q.hi = q.y_signed ? 127 : 255;
   q.small_multipliers = std::all_of(plan->mult.begin(), plan->mult.end(), [](double v) { return std::fabs(v) < 0.5; });
-  // The AVX2 tiles' one-fma requantization, proven once per distinct multiplier (one for a per-tensor scale):
+  // The tiles' one-fma requantization, proven once per distinct multiplier (one for a per-tensor scale):
   // at most 2^20 sums each, a few ms at most; checks past 2^22 in all leave the bracketing path.
   if (q.small_multipliers) {
     std::vector<double> distinct(plan->mult);

@@ -32,6 +32,21 @@ NEE_QREQUANT_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) 
   return _mm512_cvtpd_epi32(_mm512_add_round_pd(_mm512_mul_round_pd(_mm512_cvtepi32_pd(v), m, kCur), z, kCur));
 }
 
+// The constants RequantRow16 and RequantRows4 add to the scaled sums: the bracket yzp -+ delta of the float
+// shortcut (below), or, where planning proved one fma exact for every multiplier of the node
+// (Requant::float_exact, ProveFloatRequant), yzp itself and no bracket: then each sum takes one fma and one
+// conversion, with no second bound, compare or double fallback (the bytes are the reference's all the same).
+struct RequantZ {
+  __m512 lo, hi;  // yzp -+ delta as floats; with one_fma, both yzp
+  __m512d z;      // yzp as doubles (the fallback's)
+  bool one_fma;
+};
+
+NEE_QREQUANT_TARGET inline RequantZ MakeRequantZ(double yzp, bool one_fma) {
+  const float z = static_cast<float>(yzp), delta = one_fma ? 0.0f : 1.0f / 2048;
+  return RequantZ{_mm512_set1_ps(z - delta), _mm512_set1_ps(z + delta), _mm512_set1_pd(yzp), one_fma};
+}
+
 // One row's sixteen sums (its constant added) requantized to int32, by the float shortcut below where it can
 // tell, else by the reference's double arithmetic.
 //
@@ -45,15 +60,13 @@ NEE_QREQUANT_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) 
 // and rounds to k. Where |E| > 512, D and L share a sign and exceed the output range by far, so both
 // saturate to the same end when narrowed; small multipliers keep |L| < 2^31, so it converts. Lanes whose two
 // conversions differ (ties and near-ties, about one row in a hundred) take the double arithmetic.
-// z_lo, z_hi: yzp -+ delta as floats; z: yzp as doubles.
-NEE_QREQUANT_TARGET inline __m512i RequantRow16(__m512i s, float mult_f, double mult, __m512 z_lo, __m512 z_hi,
-                                                 __m512d z) {
+NEE_QREQUANT_TARGET inline __m512i RequantRow16(__m512i s, float mult_f, double mult, const RequantZ& z) {
   const __m512 a = _mm512_cvtepi32_ps(s), m = _mm512_set1_ps(mult_f);
-  const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
-  if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi))) == 0) return v;
+  const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z.lo));
+  if (z.one_fma || _mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z.hi))) == 0) return v;
   const __m512d md = _mm512_set1_pd(mult);
-  return _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), md, z)),
-                            RequantHalf(_mm512_extracti64x4_epi64(s, 1), md, z), 1);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), md, z.z)),
+                            RequantHalf(_mm512_extracti64x4_epi64(s, 1), md, z.z), 1);
 }
 
 // One row's int32 values narrowed with saturation (int8: [-128, 127] by vpmovsdb; uint8: [0, 255], the
@@ -94,23 +107,26 @@ NEE_QREQUANT_TARGET inline void StoreRows4x16(__m512i packed, uint8_t* out, int6
 // Four whole rows (their constants added): RequantRow16's bounds L and H for all four, narrowed, and compared
 // once as bytes. Rounding and saturating are monotonic and L < D < H (RequantRow16), so where the bytes of L
 // and H agree they are D's too (a bound may even differ before saturating). Rows whose bytes differ somewhere
-// (rare) go through RequantRow16 again, which takes the double arithmetic where it must.
+// (rare) go through RequantRow16 again, which takes the double arithmetic where it must. With z.one_fma, L
+// alone (RequantZ).
 NEE_QREQUANT_TARGET __attribute__((always_inline)) inline __m512i RequantRows4(const __m512i (&s)[4], const float* mult_f,
-                                                                               const double* mult, __m512 z_lo,
-                                                                               __m512 z_hi, __m512d z, bool y_signed) {
-  __m512i lo[4], hi[4];
+                                                                               const double* mult, const RequantZ& z,
+                                                                               bool y_signed) {
+  __m512 a[4];
+  __m512i lo[4];
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) {
-    const __m512 a = _mm512_cvtepi32_ps(s[r]), m = _mm512_set1_ps(mult_f[r]);
-    lo[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_lo));
-    hi[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z_hi));
+    a[r] = _mm512_cvtepi32_ps(s[r]);
+    lo[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a[r], _mm512_set1_ps(mult_f[r]), z.lo));
   }
   const __m512i bytes = PackRows4(lo[0], lo[1], lo[2], lo[3], y_signed);
+  if (z.one_fma) return bytes;
+  __m512i hi[4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) hi[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a[r], _mm512_set1_ps(mult_f[r]), z.hi));
   if (_mm512_cmpneq_epi8_mask(bytes, PackRows4(hi[0], hi[1], hi[2], hi[3], y_signed)) == 0) return bytes;
-  return PackRows4(RequantRow16(s[0], mult_f[0], mult[0], z_lo, z_hi, z),
-                   RequantRow16(s[1], mult_f[1], mult[1], z_lo, z_hi, z),
-                   RequantRow16(s[2], mult_f[2], mult[2], z_lo, z_hi, z),
-                   RequantRow16(s[3], mult_f[3], mult[3], z_lo, z_hi, z), y_signed);
+  return PackRows4(RequantRow16(s[0], mult_f[0], mult[0], z), RequantRow16(s[1], mult_f[1], mult[1], z),
+                   RequantRow16(s[2], mult_f[2], mult[2], z), RequantRow16(s[3], mult_f[3], mult[3], z), y_signed);
 }
 
 }  // namespace nee::cpu::qconv

@@ -291,9 +291,7 @@ NEE_VNNI_TARGET void PadImageAvx512(const QConvGeometry& g, const uint8_t* x, ui
 NEE_VNNI_TARGET void FinishTilesAvx512(const int32_t* sums, int64_t rows, int64_t count, bool pair,
                                        int64_t second_count, const int32_t* constant, const double* mult,
                                        const float* mult_f, const Requant& q, uint8_t* out, int64_t ld) {
-  const __m512d z = _mm512_set1_pd(q.yzp);
-  const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;
-  const __m512 z_lo = _mm512_set1_ps(yzp - delta), z_hi = _mm512_set1_ps(yzp + delta);
+  const RequantZ z = MakeRequantZ(q.yzp, q.float_exact);
   const int32_t* sums2 = sums + kVnniRows * kCols;
   uint8_t* out2 = out + kCols;
   auto with_constant = [&](const int32_t* s, int64_t r) NEE_VNNI_TARGET {
@@ -305,23 +303,23 @@ NEE_VNNI_TARGET void FinishTilesAvx512(const int32_t* sums, int64_t rows, int64_
     for (; r + 4 <= rows; r += 4) {
       const __m512i s[4] = {with_constant(sums, r), with_constant(sums, r + 1), with_constant(sums, r + 2),
                             with_constant(sums, r + 3)};
-      const __m512i bytes = RequantRows4(s, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed);
+      const __m512i bytes = RequantRows4(s, mult_f + r, mult + r, z, q.y_signed);
       if (whole2) {
         const __m512i s2[4] = {with_constant(sums2, r), with_constant(sums2, r + 1), with_constant(sums2, r + 2),
                                with_constant(sums2, r + 3)};
-        StoreRows4x16(RequantRows4(s2, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed), out2 + r * ld, ld);
+        StoreRows4x16(RequantRows4(s2, mult_f + r, mult + r, z, q.y_signed), out2 + r * ld, ld);
       }
       StoreRows4x16(bytes, out + r * ld, ld);
     }
   const int64_t done2 = whole2 ? r : 0;  // the second panel's rows already stored
   const __mmask16 store = static_cast<__mmask16>((1u << count) - 1);
   for (; r < rows; ++r)
-    StoreRow16(RequantRow16(with_constant(sums, r), mult_f[r], mult[r], z_lo, z_hi, z), q.y_signed, store, whole,
+    StoreRow16(RequantRow16(with_constant(sums, r), mult_f[r], mult[r], z), q.y_signed, store, whole,
                out + r * ld);
   if (!pair) return;
   const __mmask16 store2 = static_cast<__mmask16>((1u << second_count) - 1);
   for (r = done2; r < rows; ++r)
-    StoreRow16(RequantRow16(with_constant(sums2, r), mult_f[r], mult[r], z_lo, z_hi, z), q.y_signed, store2, whole2,
+    StoreRow16(RequantRow16(with_constant(sums2, r), mult_f[r], mult[r], z), q.y_signed, store2, whole2,
                out2 + r * ld);
 }
 

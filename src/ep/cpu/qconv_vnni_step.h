@@ -55,9 +55,7 @@ NEE_VNNI_STEP_INLINE void StoreVnniSums(const __m512i (&acc)[kR][kP], int32_t* s
 template <int kP>
 NEE_VNNI_STEP_INLINE void RequantStoreVnniTile(const __m512i (&acc)[kVnniRows][kP], const VnniTileOut& o) {
   const Requant& q = *o.q;
-  const __m512d z = _mm512_set1_pd(q.yzp);
-  const float yzp = static_cast<float>(q.yzp), delta = 1.0f / 2048;  // FinishTilesAvx512's bounds
-  const __m512 z_lo = _mm512_set1_ps(yzp - delta), z_hi = _mm512_set1_ps(yzp + delta);
+  const RequantZ z = MakeRequantZ(q.yzp, q.float_exact);
   const float* mult_f = q.mult_f + o.m0;
   const double* mult = q.mult + o.m0;
 #pragma GCC unroll 3
@@ -65,7 +63,7 @@ NEE_VNNI_STEP_INLINE void RequantStoreVnniTile(const __m512i (&acc)[kVnniRows][k
 #pragma GCC unroll 2
     for (int p = 0; p < kP; ++p) {
       const __m512i s[4] = {acc[r][p], acc[r + 1][p], acc[r + 2][p], acc[r + 3][p]};
-      StoreRows4x16(RequantRows4(s, mult_f + r, mult + r, z_lo, z_hi, z, q.y_signed), o.out + r * o.ld + p * kCols,
+      StoreRows4x16(RequantRows4(s, mult_f + r, mult + r, z, q.y_signed), o.out + r * o.ld + p * kCols,
                     o.ld);
     }
 }

@@ -13,6 +13,7 @@
 
 #include "ep_test_util.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/qconv_common.h"
 #include "ep/cpu/qconv_direct.h"
 #include "ep/cpu/qconv_weights.h"
 #include "ep/cpu/sgemm.h"
@@ -585,6 +586,53 @@ TEST_P(QConvFastTest, QLinearConvDirectPathMatchesReference) {
       {"direct_14_wide_batch3", {3, 8, 5, 14}, {12, 8, 3, 3}, {pads1}},
   };
   ExpectConvCasesMatchReference(cases, 29);
+}
+
+// The one-fma requantization (Requant::float_exact: planning proved that one float fma gives the reference's
+// byte for every sum at the node's per-tensor multiplier, ProveFloatRequant) on each path that takes it: the
+// AVX-512 VNNI whole tiles, two-panel and narrow tiles, direct 3x3 tiles and depthwise rows (flat, grouped and
+// by rows), the AVX2 tiles and depthwise kernels. Per-tensor scales from several seeds with multipliers of
+// int8 ResNet-50's size (1e-3 to 1e-2: 30,000 to 260,000 sums near the output range), so that the proof holds
+// for some convs and not for others (about half, as in ResNet-50); which, the test works out itself.
+TEST_P(QConvFastTest, QLinearConvOneFmaRequantizationMatchesReference) {
+  const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
+  const auto pads1 = IntsAttr("pads", {1, 1, 1, 1});
+  std::vector<ConvCase> cases = {
+      {"one_fma_1x1_whole", {1, 64, 16, 16}, {24, 64, 1, 1}, {}, u8, s8, u8, false},
+      {"one_fma_1x1_ragged_int8_out", {1, 32, 7, 9}, {30, 32, 1, 1}, {}, u8, s8, s8, false},
+      {"one_fma_1x1_7x7", {1, 128, 7, 7}, {36, 128, 1, 1}, {}, u8, s8, u8, false},
+      {"one_fma_3x3_direct", {1, 16, 14, 14}, {24, 16, 3, 3}, {pads1}, u8, s8, u8, false},
+      {"one_fma_3x3_stride2", {1, 16, 15, 15}, {24, 16, 3, 3}, {pads1, IntsAttr("strides", {2, 2})}, u8, s8, u8, false},
+      {"one_fma_depthwise_14x14", {1, 32, 14, 14}, {32, 1, 3, 3}, {pads1, IntAttr("group", 32)}, u8, s8, u8, false},
+      {"one_fma_depthwise_7x7", {1, 32, 7, 7}, {32, 1, 3, 3}, {pads1, IntAttr("group", 32)}, u8, s8, u8, false},
+      {"one_fma_depthwise_28x28_s2", {1, 16, 28, 28}, {16, 1, 3, 3}, {pads1, IntAttr("group", 16), IntsAttr("strides", {2, 2})}, u8, s8, u8, false},
+  };
+  int proven = 0, refused = 0;
+  for (unsigned seed = 0; seed < 6; ++seed)
+    for (ConvCase c : cases) {
+      c.name += "_seed" + std::to_string(seed);
+      std::mt19937 rng(100 + seed);
+      std::vector<Value> inputs = ConvInputs(c, rng);
+      // x_scale * w_scale / y_scale between 1e-3 and 1e-2, formed as the kernel forms it.
+      const float xs = std::uniform_real_distribution<float>(0.01f, 0.05f)(rng);
+      const float ws = std::uniform_real_distribution<float>(0.01f, 0.05f)(rng);
+      const float mult_f = std::exp2(std::uniform_real_distribution<float>(-10.0f, -6.6f)(rng));
+      const float ys = static_cast<float>(static_cast<double>(xs) * ws / mult_f);
+      inputs[1] = Value(Tensor::Scalar<float>(xs));
+      inputs[4] = Value(Tensor::Scalar<float>(ws));
+      inputs[6] = Value(Tensor::Scalar<float>(ys));
+      cpu::qconv::Requant q;
+      q.y_signed = c.yt == s8;
+      q.lo = q.y_signed ? -128 : 0;
+      q.hi = q.y_signed ? 127 : 255;
+      q.yzp = q.y_signed ? inputs[7].tensor().data<int8_t>()[0] : inputs[7].tensor().data<uint8_t>()[0];
+      const double mult = static_cast<float>(static_cast<float>(static_cast<double>(xs) * ws) / static_cast<double>(ys));
+      (cpu::qconv::ProveFloatRequant(mult, static_cast<float>(mult), q, int64_t{1} << 20) ? proven : refused)++;
+      Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
+      ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
+    }
+  EXPECT_GT(proven, 0);
+  EXPECT_GT(refused, 0);
 }
 
 // In a session the geometry is planned once per input shape (with the weights packed and the requantization
