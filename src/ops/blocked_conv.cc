@@ -124,6 +124,14 @@ Result<bool> NchwInputAttr(const Node& node) {
   return layout == "nchw";
 }
 
+// output_layout: "blocked" (the default) or "nhwc" (channels last, for a reader that wants it).
+Result<bool> NhwcOutputAttr(const Node& node) {
+  NEE_ASSIGN_OR_RETURN(std::string layout, node.GetString("output_layout", "blocked"));
+  if (layout != "blocked" && layout != "nhwc")
+    return InvalidModel(node.Describe() + ": output_layout must be \"blocked\" or \"nhwc\", got \"" + layout + "\"");
+  return layout == "nhwc";
+}
+
 // Kernel shape from the weights [M, C/group, KH, KW], when known.
 bool KernelOfWeights(const Shape* w, std::vector<int64_t>* kernel) {
   if (!w || w->size() != 4 || !(*w)[2].known() || !(*w)[3].known()) return false;
@@ -136,10 +144,11 @@ Status InferBlockedConv(InferenceContext& ctx) {
   NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node, where));
   NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node).status());
   NEE_ASSIGN_OR_RETURN(const bool nchw, NchwInputAttr(ctx.node));
+  NEE_ASSIGN_OR_RETURN(const bool nhwc, NhwcOutputAttr(ctx.node));
   NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, nchw ? 4 : 5));
   NEE_ASSIGN_OR_RETURN(const Shape* w, FloatInputOfRank(ctx, 1, 4));
   if (ctx.has_input(2)) NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 2, 1).status());
-  if (ctx.has_input(3)) NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 3, 5).status());
+  if (ctx.has_input(3)) NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 3, nhwc ? 4 : 5).status());
   NEE_ASSIGN_OR_RETURN(int64_t group, ctx.node.GetInt("group", 1));
   if (group <= 0 || C % group != 0)
     return ctx.Error("group " + std::to_string(group) + " must be positive and divide the " + std::to_string(C) +
@@ -167,6 +176,7 @@ Status InferBlockedConv(InferenceContext& ctx) {
       out[2 + d] = Dim::Known(o);
     }
   }
+  if (nhwc) out = Shape{out[0], out[2], out[3], M};
   ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, out);
   return Status::Ok();
 }
@@ -193,6 +203,7 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(g.act, ReadFusedActivation(node));
   NEE_ASSIGN_OR_RETURN(g.group, node.GetInt("group", 1));
   NEE_ASSIGN_OR_RETURN(g.nchw_input, NchwInputAttr(node));
+  NEE_ASSIGN_OR_RETURN(g.nhwc_output, NhwcOutputAttr(node));
   NEE_ASSIGN_OR_RETURN(const Tensor* x, FloatTensor(ctx, 0, g.nchw_input ? 4 : 5));
   NEE_ASSIGN_OR_RETURN(const Tensor* w, FloatTensor(ctx, 1, 4));
   g.N = x->dim(0);
@@ -224,9 +235,9 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx) {
     if (b->dim(0) != g.M) return ctx.InputError(2, "(B) must have " + std::to_string(g.M) + " values, got " + b->Describe());
     g.bias = b->data<float>();
   }
-  const std::vector<int64_t> out_dims = {g.N, g.Mb(), g.OH, g.OW, kChannelBlock};
+  const std::vector<int64_t> out_dims = g.OutputDims();
   if (ctx.has_input(3)) {
-    NEE_ASSIGN_OR_RETURN(const Tensor* z, FloatTensor(ctx, 3, 5));
+    NEE_ASSIGN_OR_RETURN(const Tensor* z, FloatTensor(ctx, 3, out_dims.size()));
     if (z->dims() != out_dims)
       return ctx.InputError(3, "(Z) must have the output's shape " + DimsToString(out_dims) + ", got " + z->Describe());
     g.z = z->data<float>();
@@ -240,26 +251,26 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx) {
 
 void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g) {
   const int64_t Cg = g.C / g.group, Mg = g.M / g.group, Cb = g.Cb(), Mb = g.Mb();
-  const int64_t in_plane = g.H * g.W * kChannelBlock, out_plane = g.OH * g.OW * kChannelBlock;
+  const int64_t in_plane = g.H * g.W * kChannelBlock;
   // Where channel c of image n starts, and the step from pixel to pixel.
   const int64_t pixel_step = g.nchw_input ? 1 : kChannelBlock;
   auto channel_start = [&](int64_t n, int64_t c) {
     if (g.nchw_input) return g.x + (n * g.C + c) * g.H * g.W;
     return g.x + (n * Cb + c / kChannelBlock) * in_plane + c % kChannelBlock;
   };
+  // Tasks by output block (eight channels of every pixel): disjoint outputs in either layout.
   ctx.ParallelFor(g.N * Mb, 1, [&](int64_t begin, int64_t end) {
     for (int64_t nb = begin; nb < end; ++nb) {
       const int64_t n = nb / Mb, mb = nb % Mb;
-      float* y = g.y + nb * out_plane;
-      const float* z = g.z ? g.z + nb * out_plane : nullptr;
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow)
           for (int64_t l = 0; l < kChannelBlock; ++l) {
-            const int64_t m = mb * kChannelBlock + l, at = (oh * g.OW + ow) * kChannelBlock + l;
+            const int64_t m = mb * kChannelBlock + l, p = oh * g.OW + ow;
             if (m >= g.M) {
-              y[at] = 0.f;
+              if (!g.nhwc_output) g.y[g.OutputIndex(n, m, p)] = 0.f;  // a padding lane
               continue;
             }
+            const int64_t at = g.OutputIndex(n, m, p);
             const int64_t c0 = m / Mg * Cg;
             double sum = 0;
             for (int64_t c = c0; c < c0 + Cg; ++c) {
@@ -277,8 +288,8 @@ void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g
             }
             float v = static_cast<float>(sum);
             if (g.bias) v += g.bias[m];
-            if (z) v += z[at];
-            y[at] = ApplyFusedActivation<float>(g.act, v);
+            if (g.z) v += g.z[at];
+            g.y[at] = ApplyFusedActivation<float>(g.act, v);
           }
     }
   });

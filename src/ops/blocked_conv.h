@@ -14,6 +14,10 @@
 //     With input_layout = "nchw" X is a plain [N, C, H, W] tensor with any C (a
 //     CNN's stem: 3 channels), so the first conv writes the blocked layout
 //     directly and no ToBlocked follows it.
+//     With output_layout = "nhwc" Y is a plain channels-last [N, OH, OW, M]
+//     tensor with any M (a detector head's 255 channels), for a reader that
+//     wants channels last (the Transpose after a head, opt/layout_blocked.cc):
+//     the same values as the blocked Y, stored pixel by pixel.
 //   BlockedMaxPool(X blocked; channels = C, kernel_shape, strides, pads)
 //     -> Y [N, Cb, OH, OW, 8]: MaxPool's result (2-D, no dilation or ceil_mode),
 //        blocked: each output the first tap inside the image, then replaced by
@@ -22,6 +26,7 @@
 // (ep/cpu/blocked_conv_fast.cc) share is the geometry below.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "ops/fused_conv.h"
 #include "ops/op_schema.h"
@@ -39,15 +44,26 @@ struct BlockedConvGeometry {
   int64_t pt = 0, pl = 0;  // padding before the first row and column
   FusedActivation act;
   bool nchw_input = false;      // input_layout = "nchw": x is [N, C, H, W]
+  bool nhwc_output = false;     // output_layout = "nhwc": y (and z) are [N, OH, OW, M]
   const float* x = nullptr;     // [N, Cb, H, W, 8], or [N, C, H, W] with nchw_input
   const float* w = nullptr;     // [M, C / group, KH, KW]
   const float* bias = nullptr;  // [M] or null
-  const float* z = nullptr;     // [N, Mb, OH, OW, 8] or null
-  float* y = nullptr;           // [N, Mb, OH, OW, 8]
+  const float* z = nullptr;     // [N, Mb, OH, OW, 8] (or as y with nhwc_output) or null
+  float* y = nullptr;           // [N, Mb, OH, OW, 8], or [N, OH, OW, M] with nhwc_output
 
   int64_t Cb() const { return ChannelBlocks(C); }
   int64_t Mb() const { return ChannelBlocks(M); }
-  bool depthwise() const { return !nchw_input && group == C && group == M; }
+  // Y's dims (and Z's): blocked, or channels last with nhwc_output.
+  std::vector<int64_t> OutputDims() const {
+    if (nhwc_output) return {N, OH, OW, M};
+    return {N, Mb(), OH, OW, kChannelBlock};
+  }
+  // Where output channel m of pixel p (of OH x OW) of image n lies in y.
+  int64_t OutputIndex(int64_t n, int64_t m, int64_t p) const {
+    if (nhwc_output) return (n * OH * OW + p) * M + m;
+    return ((n * Mb() + m / kChannelBlock) * OH * OW + p) * kChannelBlock + m % kChannelBlock;
+  }
+  bool depthwise() const { return !nchw_input && !nhwc_output && group == C && group == M; }
   bool pointwise() const {
     return !nchw_input && group == 1 && KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H &&
            OW == W;

@@ -30,6 +30,9 @@
 // group-1 3x3 stride-1 convs (Winograd, reading and writing the layout) join
 // the runs they read from or feed on AVX2 and AVX-512 hosts, so ResNet's and
 // YOLO's bottlenecks need no reorders.
+// On AVX-512 hosts a pointwise conv whose only reader transposes its channels
+// behind the pixels (a detector head: ChannelsLastReader) joins the run it
+// reads from and writes channels last (output_layout = "nhwc").
 // Only connected runs of at least kMinRun such nodes (linked through their
 // input or residual) are converted: each value entering a run is reordered
 // once (ToBlocked) and each value leaving it once (FromBlocked), which a lone
@@ -64,7 +67,23 @@ bool IsConvNode(const Node& n) {
 // its NCHW input (a stem), a BlockedMaxPool, or a kept op: a Concat along
 // channels, an Add of equal shapes (joins: BlockableJoin) or a nearest Resize
 // (BlockableResize), which stay the same ONNX ops, run on the blocked tensors.
-enum class Kind { kConv, kStem, kMaxPool, kJoin, kResize };
+enum class Kind { kConv, kStem, kMaxPool, kJoin, kResize, kChannelsLast };
+
+// The one reader of a pointwise conv's output that wants its channels last:
+// a Transpose (or TransposeColumnMap) moving them behind the pixels, either
+// directly (perm [0, 2, 3, 1]) or after a Reshape that splits the channels
+// into [A1, .., Ak] (a detector head's [1, 255, H, W] -> [1, 3, 85, H, W]
+// then [0, 1, 3, 4, 2]). With the conv writing [N, H, W, M] instead, the
+// Reshape splits the last axis ([N, H, W, A1, .., Ak]) and the transpose's
+// permutation is renumbered to the new axes; where that keeps the last axis
+// in place, the transpose only moves whole rows of the innermost channels
+// (85 floats) instead of gathering every element across a plane.
+struct ChannelsLastReader {
+  int64_t reshape = -1;         // the Reshape's node index, or -1
+  std::vector<int64_t> shape;   // its new target shape
+  size_t transpose = 0;         // the Transpose's node index
+  std::vector<int64_t> perm;    // its new permutation
+};
 
 // The explicit window of a blockable node, when it is one (see the header).
 struct Candidate {
@@ -79,6 +98,7 @@ struct Candidate {
   // only joins runs that others make (InLongRuns).
   bool repays = true;
   std::vector<float> scales;  // a Resize's scales, NCHW
+  ChannelsLastReader reader;  // kChannelsLast's
 };
 
 // Group-1 convs that the CPU provider computes in the blocked layout
@@ -116,6 +136,60 @@ bool StemConv(const Node& n, const Candidate& c, const std::vector<int64_t>& ker
   const Attribute* act = n.FindAttr("activation");
   const std::string kind = act ? act->s : "";
   return kind.empty() || kind == "Relu" || kind == "Clip" || kind == "Silu";
+}
+
+// The node reading `value` alone, through its first input, when nothing else
+// (a graph output, a subgraph) sees it.
+int64_t SoleReader(GraphEditor& ed, const std::string& value) {
+  const std::vector<opt::Use> uses = ed.Uses(value);
+  if (uses.size() != 1 || uses[0].input != 0 || ed.IsPinned(value)) return -1;
+  return static_cast<int64_t>(uses[0].node);
+}
+
+// Whether the conv output `y` (static NCHW dims) has a ChannelsLastReader
+// (see there), which is then filled in.
+bool FindChannelsLastReader(GraphEditor& ed, const std::string& y, const std::vector<int64_t>& dims,
+                            ChannelsLastReader* r) {
+  int64_t reader = SoleReader(ed, y);
+  if (reader < 0) return false;
+  std::vector<int64_t> split = {dims[1]};  // the channels' sub-axes A1..Ak
+  const Node* t = &ed.node(static_cast<size_t>(reader));
+  if (t->domain.empty() && t->op_type == "Reshape") {
+    std::vector<int64_t> out;
+    if (t->inputs.size() != 2 || !opt::StaticDims(ed.TensorType(t->outputs[0]), &out) || out.size() < 4) return false;
+    const size_t k = out.size() - 3;
+    if (out[0] != dims[0] || out[k + 1] != dims[2] || out[k + 2] != dims[3]) return false;
+    split.assign(out.begin() + 1, out.begin() + 1 + static_cast<int64_t>(k));
+    int64_t product = 1;
+    for (int64_t a : split) product *= a;
+    if (product != dims[1]) return false;
+    r->reshape = reader;
+    r->shape = {dims[0], dims[2], dims[3]};
+    r->shape.insert(r->shape.end(), split.begin(), split.end());
+    reader = SoleReader(ed, t->outputs[0]);
+    if (reader < 0) return false;
+    t = &ed.node(static_cast<size_t>(reader));
+  }
+  const bool transpose = (t->domain.empty() && t->op_type == "Transpose") ||
+                         (t->domain == kNeeDomain && t->op_type == "TransposeColumnMap");
+  const Attribute* perm = t->FindAttr("perm");
+  const size_t k = split.size(), rank = k + 3;
+  if (!transpose || !perm || perm->ints.size() != rank) return false;
+  // Old axes [N, A1..Ak, H, W] as numbered in [N, H, W, A1..Ak].
+  std::vector<int64_t> renumber(rank);
+  renumber[0] = 0;
+  for (size_t i = 1; i <= k; ++i) renumber[i] = static_cast<int64_t>(i) + 2;
+  renumber[k + 1] = 1;
+  renumber[k + 2] = 2;
+  r->perm.clear();
+  std::vector<bool> seen(rank, false);
+  for (int64_t axis : perm->ints) {
+    if (axis < 0 || axis >= static_cast<int64_t>(rank) || seen[static_cast<size_t>(axis)]) return false;
+    seen[static_cast<size_t>(axis)] = true;
+    r->perm.push_back(renumber[static_cast<size_t>(axis)]);
+  }
+  r->transpose = static_cast<size_t>(reader);
+  return r->perm.back() == static_cast<int64_t>(rank) - 1;  // it pays where rows of the last axis stay whole
 }
 
 // A 2-D float MaxPool of static shapes without Indices, on channels that fill whole blocks.
@@ -240,6 +314,17 @@ bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   c->group = group.value();
   c->spec = s;
   c->z = n.HasInput(3) ? n.inputs[3] : "";
+  // A pointwise conv on blocked input whose reader wants channels last (any M: the AVX-512 pair tiles store
+  // it, masked past M); it joins a run it reads from.
+  const std::vector<int64_t> ones = {1, 1};
+  const bool pointwise_1x1 = c->group == 1 && kernel == ones && s.strides == ones && s.dilations == ones &&
+                             std::all_of(s.pads.begin(), s.pads.end(), [](int64_t p) { return p == 0; });
+  if (pointwise_1x1 && c->z.empty() && c->C % kChannelBlock == 0 && y[1] == c->M &&
+      HostIsaLevel() >= CpuIsaLevel::kAvx512 && FindChannelsLastReader(ed, n.outputs[0], y, &c->reader)) {
+    c->kind = Kind::kChannelsLast;
+    c->repays = false;
+    return true;
+  }
   if (c->M % kChannelBlock != 0 || y[1] != c->M) return false;
   if (c->C % kChannelBlock != 0) {
     c->kind = Kind::kStem;
@@ -374,11 +459,13 @@ class Blocker {
       if (inputs.back().empty()) inputs.pop_back();
       attrs.push_back(IntAttr("group", c.group));
       if (c.kind == Kind::kStem) attrs.push_back(opt::StringAttr("input_layout", "nchw"));
+      if (c.kind == Kind::kChannelsLast) attrs.push_back(opt::StringAttr("output_layout", "nhwc"));
       for (const char* keep : {"activation", "activation_params"})
         if (const Attribute* a = n.FindAttr(keep)) attrs.push_back(*a);
     }
     ed_.RewriteAs(c.node, kNeeDomain, c.kind == Kind::kMaxPool ? "BlockedMaxPool" : "BlockedConv", inputs,
                   std::move(attrs));
+    if (c.kind == Kind::kChannelsLast) return ChannelsLastOutput(c);
     BlockedOutput(c);
   }
 
@@ -405,6 +492,23 @@ class Blocker {
     std::vector<Attribute> attrs = ed_.node(c.node).attributes;
     ed_.RewriteAs(c.node, "", "Resize", inputs, std::move(attrs));
     BlockedOutput(c);
+  }
+
+  // The conv now writes [N, H, W, M] (a fresh value: its only reader changes
+  // with it); the Reshape after it, if any, splits the last axis, and the
+  // transpose takes the renumbered permutation (ChannelsLastReader).
+  void ChannelsLastOutput(const Candidate& c) {
+    const ChannelsLastReader& r = c.reader;
+    const std::string y = ed_.FreshName(ed_.node(c.node).outputs[0] + "_nhwc");
+    ed_.RenameOutput(c.node, 0, y);
+    if (r.reshape >= 0) {
+      const size_t reshape = static_cast<size_t>(r.reshape);
+      const int64_t rank = static_cast<int64_t>(r.shape.size());
+      ed_.SetInput(reshape, 1, ed_.AddInitializer(y + "_shape", Tensor::FromVector<int64_t>(r.shape, {rank})));
+      ed_.RenameOutput(reshape, 0, ed_.FreshName(ed_.node(reshape).outputs[0] + "_nhwc"));
+    }
+    for (Attribute& a : ed_.node(r.transpose).attributes)
+      if (a.name == "perm") a.ints = r.perm;
   }
 
   // The converted node writes the blocked twin of its output; a FromBlocked

@@ -236,16 +236,20 @@ def expect_agrees_everywhere(data, x, got):
         assert np.array_equal(session(data, threads).run(None, {"x": x})[0], got)
 
 
+def host_flags():
+    """The CPU's flags from /proc/cpuinfo (none where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((line for line in f if line.startswith("flags")), "").split()
+    except OSError:
+        return []
+
+
 def host_has_avx2():
     """Whether nee's AVX2 level (AVX2 with FMA) is there and NEE_MAX_ISA does not cap nee below it."""
     if os.environ.get("NEE_MAX_ISA") == "portable":
         return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
-    except OSError:
-        return False
-    return all(f in flags for f in ("avx2", "fma"))
+    return all(f in host_flags() for f in ("avx2", "fma"))
 
 
 @pytest.mark.parametrize("size", [14, 15])
@@ -425,3 +429,49 @@ def test_rank_five_nearest_resize_copies_whole_pixels(coord, nearest, scales):
     assert got.shape == want.shape and np.array_equal(got, want)
     assert np.array_equal(session(data, reference=True).run(None, {"x": x})[0], got)
     assert np.array_equal(session(data, 3).run(None, {"x": x})[0], got)
+
+
+def host_has_avx512():
+    """Whether nee's AVX-512 level (F, DQ, VL, BW with FMA) is there and NEE_MAX_ISA does not cap it."""
+    if os.environ.get("NEE_MAX_ISA") in ("portable", "avx2"):
+        return False
+    return all(f in host_flags() for f in ("avx512f", "avx512dq", "avx512vl", "avx512bw", "fma"))
+
+
+@pytest.mark.parametrize("head", ["split", "direct", "split_kept_order"])
+@pytest.mark.parametrize("size", [9, 16])
+def test_a_head_conv_writes_channels_last_for_its_transpose(tmp_path, head, size):
+    """A detector head after a blocked run: a 1x1 conv to 3 x 7 channels (not a multiple of 8), Sigmoid,
+    Reshape to [N, 3, 7, H, W] and Transpose to [N, 3, H, W, 7] ("split"), or the conv's output transposed
+    to [N, H, W, 21] at once ("direct"). On AVX-512 hosts the conv joins the run and writes channels last,
+    so the transpose moves whole rows: its permutation keeps the last axis. A transpose that would not
+    ("split_kept_order": [N, 7, 3, H, W], the split axes swapped) leaves the conv as it was. Results agree
+    with ONNX Runtime, nee's unoptimized graph and reference kernels at every thread count."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    a = conv("a", "x", 16, 32, act="Relu", **c)
+    b = conv("b", a, 32, 32, k=3, stride=2, act="Relu", **c)
+    d = conv("d", b, 32, 16, act="Relu", **c)
+    h = conv("head", d, 16, 21, act="Sigmoid", **c)
+    half = (size + 1) // 2
+    if head == "direct":
+        nodes.append(helper.make_node("Transpose", [h], ["y"], perm=[0, 2, 3, 1]))
+        y_shape = [2, half, half, 21]
+    else:
+        inits.append(numpy_helper.from_array(np.array([2, 3, 7, half, half], np.int64), "split_shape"))
+        nodes.append(helper.make_node("Reshape", [h, "split_shape"], ["split"]))
+        perm = [0, 1, 3, 4, 2] if head == "split" else [0, 2, 1, 3, 4]
+        nodes.append(helper.make_node("Transpose", ["split"], ["y"], perm=perm))
+        y_shape = [[2, 3, 7, half, half][p] for p in perm]
+    data, xv, got, _ = run_optimized(tmp_path, nodes, inits, [2, 16, size, size], "y", y_shape)
+    graph = onnx.load(str(tmp_path / "optimized.onnx")).graph
+    channels_last = [n for n in graph.node if n.op_type == "BlockedConv" and
+                     any(a.name == "output_layout" and a.s == b"nhwc" for a in n.attribute)]
+    perms = [list(a.ints) for n in graph.node if n.op_type == "Transpose" for a in n.attribute if a.name == "perm"]
+    if host_has_avx512() and head != "split_kept_order":
+        assert len(channels_last) == 1, [n.op_type for n in graph.node]
+        assert perms in ([[0, 3, 1, 2, 4]], [[0, 1, 2, 3]], []), perms  # rows of 7 (or none) move whole
+    else:
+        assert not channels_last
+    assert got[0].shape == tuple(y_shape)
+    expect_agrees_everywhere(data, xv, got[0])

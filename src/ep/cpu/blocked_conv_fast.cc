@@ -75,7 +75,10 @@ struct BlockedWeights {
 // The AVX-512 pair tiles, where they pay: with three output blocks (M = 24,
 // MobileNetV2's narrowest projections) a quarter of their lanes would be
 // padding, and the AVX2 4 x 3 tiles ran 20% faster there.
-bool UsePairs(const BlockedConvGeometry& g) { return g.pointwise() && BlockedPointwiseAvx512() && g.Mb() != 3; }
+// (A channels-last output takes them always: only they store it.)
+bool UsePairs(const BlockedConvGeometry& g) {
+  return g.pointwise() && BlockedPointwiseAvx512() && (g.Mb() != 3 || g.nhwc_output);
+}
 
 std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
   auto p = std::make_shared<BlockedWeights>();
@@ -383,7 +386,8 @@ __attribute__((target("avx2,fma"))) void FinishRunAvx2(const FusedActivation& ac
   }
 }
 
-// The same on sixteen lanes, a last half vector masked: Activate16 gives
+// The same on sixteen lanes, a last part vector masked (any n: a channels-last
+// output's rows are M floats, e.g. 255): Activate16 gives
 // Activate8's bits, so the result is the same either way. With SiLU in a
 // 32 -> 32 channel 1x1 conv at 160x160 this pass took 0.63 ns an element
 // before (eight lanes, the former sigmoid), 0.35 now (CPU-time samples).
@@ -404,7 +408,7 @@ __attribute__((target("avx512f"))) void FinishRunAvx512(const FusedActivation& a
     _mm512_storeu_ps(y + i + 16, Activate16<K>(act, v1));
   }
   for (; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? 0xFFFF : 0x00FF;
+    const __mmask16 m = n - i >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << (n - i)) - 1);
     __m512 v = _mm512_maskz_loadu_ps(m, y + i);
     if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + i));
     _mm512_mask_storeu_ps(y + i, m, Activate16<K>(act, v));
@@ -421,11 +425,26 @@ using FinishFn = void (*)(const FusedActivation&, const float*, float*, int64_t)
 // Output blocks [ob0, ob1) of image n, pixels [p0, p1) of each.
 void Finish(const BlockedConvGeometry& g, FinishFn fn, int64_t n, int64_t ob0, int64_t ob1, int64_t p0, int64_t p1) {
   if (!fn) return;
+  if (g.nhwc_output) {  // channels last: the blocks' channels of each pixel, one run when they are all of them
+    const int64_t m0 = ob0 * kB, m1 = std::min(g.M, ob1 * kB);
+    const bool whole_rows = m0 == 0 && m1 == g.M;
+    for (int64_t p = p0; p < p1; p = whole_rows ? p1 : p + 1) {
+      const int64_t at = g.OutputIndex(n, m0, p);
+      fn(g.act, g.z ? g.z + at : nullptr, g.y + at, whole_rows ? (p1 - p0) * g.M : m1 - m0);
+    }
+    return;
+  }
   const int64_t plane = g.OH * g.OW;
   for (int64_t ob = ob0; ob < ob1; ++ob) {
     const int64_t at = ((n * g.Mb() + ob) * plane + p0) * kB;
     fn(g.act, g.z ? g.z + at : nullptr, g.y + at, (p1 - p0) * kB);
   }
+}
+
+// The pass that finishes what the tiles left as sums (the residual, the activation), or none.
+FinishFn FinishFor(const BlockedConvGeometry& g) {
+  if (!g.z && g.act.kind == FusedActivation::Kind::kNone) return nullptr;
+  return ForActivation8(g.act.kind, [](auto k) -> FinishFn { return FinishRun<decltype(k)::value>; });
 }
 
 bool Supported(const BlockedConvGeometry& g) {
@@ -672,8 +691,7 @@ Result<BlockedConvGeometry> PlanCached(KernelContext& ctx) {
   g.w = data(1);
   g.bias = data(2);
   g.z = data(3);
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat,
-                                                                {g.N, g.Mb(), g.OH, g.OW, kChannelBlock}));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, g.OutputDims()));
   g.y = y.data<float>();
   return g;
 }
@@ -682,6 +700,15 @@ Result<BlockedConvGeometry> PlanCached(KernelContext& ctx) {
 Status BlockedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanCached(ctx));
 #ifdef NEE_BLOCKED_X86
+  if (g.nhwc_output) {  // channels last: only the AVX-512 pointwise pair tiles store it
+    const bool pairs = CpuHasAvx2Fma() && !SgemmPortableForced() && g.C % kB == 0 && UsePairs(g);
+    if (!pairs || g.N == 0 || g.OH == 0 || g.OW == 0) {
+      BlockedConvReference(ctx, g);
+      return Status::Ok();
+    }
+    RunPointwise(ctx, g, *PackedFor(ctx, g), FinishFor(g));
+    return Status::Ok();
+  }
   if (g.nchw_input) {  // a stem conv on its NCHW input (blocked_stem_avx512.h)
     const bool some = g.N > 0 && g.OH > 0 && g.OW > 0;
     if (BlockedStemApplies(g) && some) RunBlockedStem(ctx, g);
@@ -704,11 +731,7 @@ Status BlockedConvFloat(KernelContext& ctx) {
       return Status::Ok();
     }
     const std::shared_ptr<const BlockedWeights> packed = PackedFor(ctx, g);
-    using Kind = FusedActivation::Kind;
-    const FinishFn finish =
-        g.z || g.act.kind != Kind::kNone
-            ? ForActivation8(g.act.kind, [](auto k) -> FinishFn { return FinishRun<decltype(k)::value>; })
-            : nullptr;
+    const FinishFn finish = FinishFor(g);
     if (g.pointwise()) RunPointwise(ctx, g, *packed, finish);
     else RunDepthwise(ctx, g, *packed, finish);
     return Status::Ok();

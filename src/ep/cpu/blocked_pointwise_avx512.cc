@@ -35,14 +35,25 @@ void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out) {
 #ifdef NEE_PAIRS_X86
 namespace {
 
+// Where a tile's finished vectors go. Blocked (ldy 0): pixel i of pair j's
+// halves to blocks 2j and 2j + 1, a plane apart (`odd_tail`: the last pair has
+// one block). Channels last (ldy = M): all sixteen lanes to pixel i's row at
+// channel 16j, the row ldy floats from the next, the last pair's lanes past M
+// (`tail_lanes` clear) left out. z, the residual, is laid out as y.
+struct TileStore {
+  int64_t ldy;
+  bool odd_tail;
+  __mmask16 tail_lanes;
+};
+
 // PX pixels x OP pairs of output blocks. x: the tile's first pixel in input
 // block 0 (block cb is cb * plane * 8 further); w: the first pair's packed
 // weights ([C][16], the next pair C * 16 further); y, z: the tile's first
-// pixel in its first output block; `odd_tail`: the last pair has one block.
+// pixel in its first output block (channels last: its first channel).
 template <int PX, int OP>
 __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t plane, const float* x, const float* w,
                                                           const float* bias, float* y, const float* z,
-                                                          const FusedActivation& act, bool odd_tail) {
+                                                          const FusedActivation& act, const TileStore& out) {
   __m512 acc[PX][OP];
 #pragma GCC unroll 3
   for (int j = 0; j < OP; ++j) {
@@ -66,9 +77,23 @@ __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t pla
       }
     }
   }
+  if (out.ldy > 0) {
+#pragma GCC unroll 3
+    for (int j = 0; j < OP; ++j) {
+      const __mmask16 lanes = j == OP - 1 ? out.tail_lanes : 0xFFFF;
+#pragma GCC unroll 16
+      for (int i = 0; i < PX; ++i) {
+        const int64_t at = i * out.ldy + j * kLanes;
+        __m512 v = acc[i][j];
+        if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, z + at));
+        _mm512_mask_storeu_ps(y + at, lanes, blocked_tile::Activate(act, v));
+      }
+    }
+    return;
+  }
 #pragma GCC unroll 3
   for (int j = 0; j < OP; ++j) {
-    const bool has_high = !(odd_tail && j == OP - 1);
+    const bool has_high = !(out.odd_tail && j == OP - 1);
 #pragma GCC unroll 16
     for (int i = 0; i < PX; ++i) {
       const int64_t lo = (2 * j * plane + i) * kB;
@@ -78,7 +103,7 @@ __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t pla
 }
 
 using TileFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*, const float*,
-                        const FusedActivation&, bool);
+                        const FusedActivation&, const TileStore&);
 
 template <int OP, int... PX>
 constexpr auto TableOf(std::integer_sequence<int, PX...>) {
@@ -98,23 +123,24 @@ void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, 
            int64_t ob0, int64_t ob1) {
   const int64_t plane = g.H * g.W;
   const float* x = g.x + n * g.Cb() * plane * kB;
-  float* y = g.y + n * g.Mb() * plane * kB;
-  const float* z = finish && g.z ? g.z + n * g.Mb() * plane * kB : nullptr;
   const FusedActivation none;
   const FusedActivation& act = finish ? g.act : none;
-  const int64_t pair_end = (ob1 + 1) / 2;
+  const float* z = finish ? g.z : nullptr;
+  const int64_t pair_end = (ob1 + 1) / 2, last_pair = (g.Mb() + 1) / 2 - 1;
   for (int64_t pair = ob0 / 2, step = 0; pair < pair_end; pair += step) {
     const int64_t left_pairs = pair_end - pair;
     step = left_pairs == 3 ? 3 : std::min<int64_t>(2, left_pairs);
     const TileFn* tiles = PairTiles::For(step);
     const int64_t widest = step == 1 ? 16 : step == 2 ? 12 : 8;
-    const bool odd_tail = pair + step == pair_end && ob1 % 2 == 1;
+    TileStore store{g.nhwc_output ? g.M : 0, pair + step == pair_end && ob1 % 2 == 1, 0xFFFF};
+    if (g.nhwc_output && pair + step - 1 == last_pair)
+      store.tail_lanes = static_cast<__mmask16>((1u << (g.M - last_pair * kLanes)) - 1);
     const float* w = pw.w16.data() + pair * g.C * kLanes;
     const float* bias = pw.bias16.data() + pair * kLanes;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
       px = blocked_tile::TilePixels(p1 - p, widest);
-      const int64_t at = (2 * pair * plane + p) * kB;
-      tiles[px - 1](g.C, plane, x + p * kB, w, bias, y + at, z ? z + at : nullptr, act, odd_tail);
+      const int64_t at = g.OutputIndex(n, 2 * pair * kB, p);
+      tiles[px - 1](g.C, plane, x + p * kB, w, bias, g.y + at, z ? z + at : nullptr, act, store);
     }
   }
 }

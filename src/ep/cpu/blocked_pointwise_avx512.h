@@ -7,7 +7,9 @@
 // registers; 16 x 1 and 8 x 3 for odd pair counts), started at the bias, one
 // FMA chain per output over the input channels in order: the same operations
 // as the AVX2 tiles (6 pixels x 2 blocks), so the same bits. A finished
-// vector's two halves go to their two blocks' planes.
+// vector's two halves go to their two blocks' planes, or, for a channels-last
+// output (BlockedConv's output_layout = "nhwc"), all sixteen lanes to the
+// pixel's row, masked past M.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,7 +32,8 @@ struct PointwisePairs {
 };
 void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out);
 
-// Pixels [p0, p1) of image n, output blocks [ob0, ob1) (ob0 even): with
+// Pixels [p0, p1) of image n, output blocks [ob0, ob1) (ob0 even), into g.y
+// in its layout (blocked or channels last): with
 // `finish`, the residual (g.z) added and the activation applied as each
 // vector is stored (only None, Relu and Clip: the caller checks); without,
 // the sums (bias included) only.

@@ -4,7 +4,10 @@
 // [outer, C, inner] and Y [outer, inner, C]. A task takes a band of output
 // rows of one outer index, writes them by 8x8 transposes (as transpose_fast.cc
 // does) and applies the steps to the band's ranges while the rows are in L1,
-// so the tensor is read once and written once. Each element gets the same
+// so the tensor is read once and written once. A permutation that keeps the
+// last axis in place (the same head written channels last by its conv:
+// [1, H, W, 3, 85] -> [1, 3, H, W, 85], opt/layout_blocked.cc) moves whole
+// rows instead: each output row is a copy of one input row. Each element gets the same
 // single IEEE operations as in the reference kernel, and a transpose moves
 // bits only, so the output is bitwise the reference's at any thread count.
 // Other permutations go to the reference.
@@ -74,6 +77,50 @@ void ApplyStep(const ColumnMap& m, const ColumnMapStep& step, const float* c, fl
   }
 }
 
+// Output rows [r0, r1) of a permutation that keeps the last axis: row r's
+// index over Y's leading dims, read through X's strides in the permuted order.
+void CopyRows(const ColumnMap& m, const std::vector<int64_t>& x_dims, const float* x, float* y, int64_t r0,
+              int64_t r1) {
+  const size_t lead = m.perm.size() - 1;
+  const int64_t columns = m.out_dims.back();
+  std::vector<int64_t> x_strides(x_dims.size(), 1);
+  for (size_t d = x_dims.size() - 1; d-- > 0;) x_strides[d] = x_strides[d + 1] * x_dims[d + 1];
+  std::vector<int64_t> index(lead, 0), step(lead);
+  int64_t from = 0;
+  for (size_t d = lead, rest = static_cast<size_t>(r0); d-- > 0;) {
+    step[d] = x_strides[static_cast<size_t>(m.perm[d])];
+    index[d] = static_cast<int64_t>(rest % static_cast<size_t>(m.out_dims[d]));
+    rest /= static_cast<size_t>(m.out_dims[d]);
+    from += index[d] * step[d];
+  }
+  for (int64_t r = r0; r < r1; ++r) {
+    std::copy_n(x + from, columns, y + r * columns);
+    for (size_t d = lead; d-- > 0;) {
+      from += step[d];
+      if (++index[d] < m.out_dims[d]) break;
+      from -= index[d] * step[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// For a permutation that keeps the last axis: the position q to which it moves
+// the last of the leading (row) axes, the others keeping their order (a head's
+// [1, H, W, 3, 85] -> [1, 3, H, W, 85]: q = 1); -1 for any other.
+int64_t RowAxisMovedForward(const std::vector<int64_t>& perm) {
+  const int64_t lead = static_cast<int64_t>(perm.size()) - 1;
+  if (lead < 2) return -1;
+  int64_t q = -1;
+  for (int64_t k = 0; k < lead; ++k)
+    if (perm[static_cast<size_t>(k)] == lead - 1) q = k;
+  if (q < 0 || q == lead - 1) return -1;  // in place: not this kind of move
+  for (int64_t k = 0, next = 0; k < lead; ++k) {
+    if (k == q) continue;
+    if (perm[static_cast<size_t>(k)] != next++) return -1;
+  }
+  return q;
+}
+
 }  // namespace
 
 Status TransposeColumnMapFloat(KernelContext& ctx) {
@@ -88,8 +135,44 @@ Status TransposeColumnMapFloat(KernelContext& ctx) {
   auto resolved = ResolveColumnMap(ctx.node(), dims[0], dims);
   if (!resolved.ok()) return RunReference(ctx);  // the reference words the error
   const ColumnMap& m = resolved.value();
-  // One axis a moved to the end, the others in order.
   const int64_t rank = static_cast<int64_t>(m.perm.size());
+  if (m.perm.back() == rank - 1) {  // whole rows move
+    NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, m.out_dims));
+    if (out.num_elements() == 0) return Status::Ok();
+    const int64_t rows = out.num_elements() / m.out_dims.back(), columns = m.out_dims.back();
+    float* y = out.data<float>();
+    const int64_t q = RowAxisMovedForward(m.perm);
+    if (q < 0) {  // any other order of the rows: output row bands, each row read where it lies
+      ParallelTasks(ctx, (rows + kBandRows - 1) / kBandRows, [&](int64_t band) {
+        const int64_t r0 = band * kBandRows, r1 = std::min(rows, r0 + kBandRows);
+        CopyRows(m, dims[0], data[0], y, r0, r1);
+        for (const ColumnMapStep& step : m.steps)
+          ApplyStep(m, step, step.operand ? data[step.operand] : nullptr, y, r0, r1);
+      });
+      return Status::Ok();
+    }
+    // X's rows are [outer][inner][A], Y's [outer][A][inner]: a band of inner rows is read in X's order (each
+    // of X's lines once; Y's order read X three times over for a head's three anchors) and written as A
+    // runs of Y's rows, which the steps then finish.
+    const int64_t lead = rank - 1, A = dims[0][static_cast<size_t>(lead - 1)];
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < q; ++k) outer *= dims[0][static_cast<size_t>(k)];
+    for (int64_t k = q; k < lead - 1; ++k) inner *= dims[0][static_cast<size_t>(k)];
+    const int64_t bands = (inner + kBandRows - 1) / kBandRows;
+    const float* x = data[0];
+    ParallelTasks(ctx, outer * bands, [&](int64_t task) {
+      const int64_t o = task / bands, j0 = (task % bands) * kBandRows, j1 = std::min(inner, j0 + kBandRows);
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t a = 0; a < A; ++a)
+          std::copy_n(x + ((o * inner + j) * A + a) * columns, columns, y + ((o * A + a) * inner + j) * columns);
+      for (int64_t a = 0; a < A; ++a)
+        for (const ColumnMapStep& step : m.steps)
+          ApplyStep(m, step, step.operand ? data[step.operand] : nullptr, y, (o * A + a) * inner + j0,
+                    (o * A + a) * inner + j1);
+    });
+    return Status::Ok();
+  }
+  // One axis a moved to the end, the others in order.
   const int64_t a = m.perm.back();
   for (int64_t k = 0, next = 0; k + 1 < rank; ++k, ++next) {
     if (next == a) ++next;

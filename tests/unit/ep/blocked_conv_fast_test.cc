@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "ep/cpu/blocked_pointwise_avx512.h"
 #include "ep/cpu/conv_winograd43.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
 #include "ep_test_util.h"
+#include "ops/blocked_conv.h"
 
 namespace nee {
 namespace {
@@ -408,6 +410,85 @@ TEST(BlockedConvFast, WinogradGivesTheNchwWinogradsBits) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// [N, C, H, W] <-> [N, H, W, C].
+Tensor Nhwc(const Tensor& t) {
+  const int64_t N = t.dim(0), C = t.dim(1), P = t.dim(2) * t.dim(3);
+  const std::vector<float> zeros(static_cast<size_t>(t.num_elements()));
+  Tensor out = Tensor::FromVector<float>(zeros, {N, t.dim(2), t.dim(3), C});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < P; ++p) out.data<float>()[(n * P + p) * C + c] = t.data<float>()[(n * C + c) * P + p];
+  return out;
+}
+Tensor Nchw(const Tensor& t) {
+  const int64_t N = t.dim(0), C = t.dim(3), P = t.dim(1) * t.dim(2);
+  const std::vector<float> zeros(static_cast<size_t>(t.num_elements()));
+  Tensor out = Tensor::FromVector<float>(zeros, {N, C, t.dim(1), t.dim(2)});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t p = 0; p < P; ++p) out.data<float>()[(n * C + c) * P + p] = t.data<float>()[(n * P + p) * C + c];
+  return out;
+}
+
+// A channels-last BlockedConv (output_layout = "nhwc": [N, H, W, M], any M, as the layout pass writes a
+// detector head's): the reference gives the blocked reference's values pixel by pixel (residual included,
+// laid out as the output); the fast kernel (the AVX-512 pair tiles, their last pair masked past M; the
+// reference below AVX-512) agrees with it and gives the same bits at 1-3 threads, and where M fills whole
+// blocks and the pair tiles run, the blocked fast kernel's bits.
+TEST(BlockedConvFast, ChannelsLastOutputIsTheBlockedOutputPixelByPixel) {
+  std::mt19937 rng(7);
+  struct Shape {
+    std::vector<int64_t> x;
+    int64_t M;
+  };
+  const std::vector<Shape> shapes = {{{1, 16, 7, 7}, 255}, {{2, 8, 5, 9}, 21}, {{1, 32, 9, 9}, 48},
+                                     {{1, 16, 13, 11}, 24}, {{2, 24, 4, 3}, 7}, {{1, 64, 6, 5}, 16}};
+  for (const Shape& shape : shapes) {
+    const Geometry g{"channels last", shape.x, {shape.M, shape.x[1], 1, 1}, 1, 1, 0};
+    Tensor x = testing::RandomTensor(g.x, rng);
+    for (int64_t i = 0; i < x.num_elements(); ++i) x.data<float>()[i] *= 4.f;  // saturate Clip, HardSigmoid
+    Tensor xb = Reorder("ToBlocked", x, g.x[1]);
+    Tensor w = Weights(g, rng);
+    Tensor b = testing::RandomTensor({g.w[0]}, rng);
+    Tensor z = testing::RandomTensor({g.x[0], g.x[2], g.x[3], shape.M}, rng);  // channels last
+    for (const Act& act : kActs) {
+      for (size_t inputs : {2, 3, 4}) {
+        const std::string what = "M " + std::to_string(shape.M) + " " + act.name + " inputs " + std::to_string(inputs);
+        std::vector<Value> blocked_in = {Value(xb), Value(w)}, in = {Value(xb), Value(w)};
+        if (inputs >= 3) blocked_in.push_back(Value(b)), in.push_back(Value(b));
+        if (inputs == 4) blocked_in.push_back(Value(Reorder("ToBlocked", Nchw(z), shape.M))), in.push_back(Value(z));
+        const Node blocked = BlockedConvNode(g, act, inputs);
+        Node node = blocked;
+        node.attributes.push_back(StringAttr("output_layout", "nhwc"));
+        auto blocked_ref = testing::RunOp(blocked, 1, blocked_in);
+        ASSERT_TRUE(blocked_ref.ok()) << blocked_ref.status().ToString();
+        auto ref = testing::RunOp(node, 1, in);
+        ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+        const Tensor& want = ref->outputs[0].tensor();
+        ExpectBitwise(want, Nhwc(Reorder("FromBlocked", blocked_ref->outputs[0].tensor(), shape.M)),
+                      what + " reference");
+        for (cpu::SgemmIsa isa : {cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kAvx512}) {
+          cpu::SgemmLimitIsa(isa);
+          Tensor first;
+          for (int threads : {1, 2, 3}) {
+            auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
+            ASSERT_TRUE(got.ok()) << got.status().ToString();
+            ExpectClose(*got, want, what);
+            if (threads == 1) first = *got;
+            else ExpectBitwise(*got, first, what + " threads " + std::to_string(threads));
+          }
+          if (shape.M % kChannelBlock == 0 && cpu::BlockedPointwiseAvx512()) {  // both on the pair tiles
+            auto fast_blocked = testing::RunKernel(cpu::BlockedConvFloat, blocked, 1, blocked_in, 1);
+            ASSERT_TRUE(fast_blocked.ok()) << fast_blocked.status().ToString();
+            ExpectBitwise(first, Nhwc(Reorder("FromBlocked", *fast_blocked, shape.M)), what + " blocked fast");
+          }
+        }
+        cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
       }
     }
   }

@@ -1,8 +1,9 @@
 // ai.nee TransposeColumnMap (ep/cpu/column_map_fast.cc) against the reference
 // kernel (ops/column_map.cc): bitwise equal at 1 to 3 threads on a detector
 // head's shape, awkward sizes (tile edges, bands that do not divide the rows,
-// ranges of one column), every step kind and operand broadcast, the
-// permutations that go to the reference, and the errors.
+// ranges of one column), every step kind and operand broadcast, permutations
+// that keep the last axis (whole rows move), those that go to the reference,
+// and the errors.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -68,6 +69,16 @@ TEST(FastTransposeColumnMap, BitwiseEqualToTheReference) {
       {{4, 5, 6}, {1, 2, 0}, {0, 4}, {0, kSquare, 0}, {}},
       // Empty.
       {{2, 3, 0, 4}, {0, 2, 3, 1}, {0, 3}, {}, {}},
+      // The last axis kept: whole rows move. The same head written channels last by its conv
+      // ([1, H, W, 3, 85] -> [1, 3, H, W, 85]: the last row axis moved forward, bands of 256 rows that do
+      // not divide 9 x 31), two images; then other orders of the rows (output-order copies).
+      {{1, 9, 31, 3, 85}, {0, 3, 1, 2, 4}, {0, 2, 4, 85},
+       {0, kMul, 1, 0, kSub, 2, 0, kAdd, 3, 0, kMul, 4, 1, kMul, 1, 1, kSquare, 0, 1, kMul, 5},
+       {{}, {}, {1, 1, 9, 31, 2}, {}, {1, 3, 1, 1, 2}}},
+      {{2, 20, 15, 3, 6}, {0, 3, 1, 2, 4}, {0, 1, 6}, {1, kAdd, 1}, {{2, 3, 20, 15, 1}}},
+      {{4, 5, 3, 7}, {2, 0, 1, 3}, {0, 3, 7}, {0, kMul, 1}, {{5, 3}}},
+      {{4, 5, 3, 7}, {1, 0, 2, 3}, {0, 7}, {0, kSquare, 0}, {}},
+      {{6, 9}, {0, 1}, {0, 2, 9}, {1, kSub, 1}, {{6, 7}}},
   };
   for (const Case& c : cases) ExpectSameAsReference(c, rng);
 }
