@@ -138,12 +138,10 @@ bool StemConv(const Node& n, const Candidate& c, const std::vector<int64_t>& ker
   return kind.empty() || kind == "Relu" || kind == "Clip" || kind == "Silu";
 }
 
-// The node reading `value` alone, through its first input, when nothing else
-// (a graph output, a subgraph) sees it.
-int64_t SoleReader(GraphEditor& ed, const std::string& value) {
-  const std::vector<opt::Use> uses = ed.Uses(value);
-  if (uses.size() != 1 || uses[0].input != 0 || ed.IsPinned(value)) return -1;
-  return static_cast<int64_t>(uses[0].node);
+// opt::SoleConsumer of `value`, when it reads it as its first input; -1 otherwise.
+int64_t SoleReader(const GraphEditor& ed, const std::string& value) {
+  const int64_t reader = opt::SoleConsumer(ed, value);
+  return reader >= 0 && ed.node(static_cast<size_t>(reader)).inputs[0] == value ? reader : -1;
 }
 
 // Whether the conv output `y` (static NCHW dims) has a ChannelsLastReader

@@ -18,6 +18,7 @@
 #include "ep/cpu/conv_winograd43.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
+#include "blocked_test_util.h"
 #include "ep_test_util.h"
 #include "ops/blocked_conv.h"
 
@@ -27,6 +28,8 @@ namespace {
 using testing::FloatsAttr;
 using testing::IntAttr;
 using testing::IntsAttr;
+using testing::ExpectClose;
+using testing::Reorder;
 using testing::StringAttr;
 
 struct Act {
@@ -118,22 +121,6 @@ Node FusedConvNode(const Geometry& g, const Act& act, size_t inputs) {
   if (!act.name.empty()) attrs.push_back(StringAttr("activation", act.name));
   if (!act.params.empty()) attrs.push_back(FloatsAttr("activation_params", act.params));
   return testing::MakeNode("FusedConv", inputs, 1, attrs, "com.microsoft");
-}
-
-Tensor Reorder(const char* op, const Tensor& t, int64_t channels) {
-  std::vector<Attribute> attrs;
-  if (std::string(op) == "FromBlocked") attrs.push_back(IntAttr("channels", channels));
-  auto out = testing::RunOp(testing::MakeNode(op, 1, 1, attrs, "ai.nee"), 1, {Value(t)});
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  return out.ok() ? out->outputs[0].tensor() : Tensor();
-}
-
-void ExpectClose(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.dims(), want.dims()) << what;
-  for (int64_t i = 0; i < want.num_elements(); ++i) {
-    const float r = want.data<float>()[i], f = got.data<float>()[i];
-    ASSERT_NEAR(f, r, 2e-5f + 2e-5f * std::fabs(r)) << what << " at " << i;
-  }
 }
 
 void ExpectBitwise(const Tensor& got, const Tensor& want, const std::string& what) {
@@ -472,23 +459,12 @@ TEST(BlockedConvFast, ChannelsLastOutputIsTheBlockedOutputPixelByPixel) {
         const Tensor& want = ref->outputs[0].tensor();
         ExpectBitwise(want, Nhwc(Reorder("FromBlocked", blocked_ref->outputs[0].tensor(), shape.M)),
                       what + " reference");
-        for (cpu::SgemmIsa isa : {cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kAvx512}) {
-          cpu::SgemmLimitIsa(isa);
-          Tensor first;
-          for (int threads : {1, 2, 3}) {
-            auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
-            ASSERT_TRUE(got.ok()) << got.status().ToString();
-            ExpectClose(*got, want, what);
-            if (threads == 1) first = *got;
-            else ExpectBitwise(*got, first, what + " threads " + std::to_string(threads));
-          }
-          if (shape.M % kChannelBlock == 0 && cpu::BlockedPointwiseAvx512()) {  // both on the pair tiles
-            auto fast_blocked = testing::RunKernel(cpu::BlockedConvFloat, blocked, 1, blocked_in, 1);
-            ASSERT_TRUE(fast_blocked.ok()) << fast_blocked.status().ToString();
-            ExpectBitwise(first, Nhwc(Reorder("FromBlocked", *fast_blocked, shape.M)), what + " blocked fast");
-          }
+        const Tensor fast = testing::ExpectFastCloseAtEveryIsaAndThreadCount(node, in, want, what);
+        if (shape.M % kChannelBlock == 0 && cpu::BlockedPointwiseAvx512()) {  // both on the pair tiles
+          auto fast_blocked = testing::RunKernel(cpu::BlockedConvFloat, blocked, 1, blocked_in, 1);
+          ASSERT_TRUE(fast_blocked.ok()) << fast_blocked.status().ToString();
+          ExpectBitwise(fast, Nhwc(Reorder("FromBlocked", *fast_blocked, shape.M)), what + " blocked fast");
         }
-        cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
       }
     }
   }

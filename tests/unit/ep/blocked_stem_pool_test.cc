@@ -20,6 +20,7 @@
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/sgemm.h"
+#include "blocked_test_util.h"
 #include "ep_test_util.h"
 
 namespace nee {
@@ -28,6 +29,8 @@ namespace {
 using testing::FloatsAttr;
 using testing::IntAttr;
 using testing::IntsAttr;
+using testing::ExpectClose;
+using testing::Reorder;
 using testing::StringAttr;
 
 struct Act {
@@ -72,22 +75,6 @@ Node StemNode(const Stem& s, const Act& act, size_t inputs) {
   attrs.push_back(IntAttr("channels", s.x[1]));
   attrs.push_back(StringAttr("input_layout", "nchw"));
   return testing::MakeNode("BlockedConv", inputs, 1, attrs, "ai.nee");
-}
-
-Tensor Reorder(const char* op, const Tensor& t, int64_t channels) {
-  std::vector<Attribute> attrs;
-  if (std::string(op) == "FromBlocked") attrs.push_back(IntAttr("channels", channels));
-  auto out = testing::RunOp(testing::MakeNode(op, 1, 1, attrs, "ai.nee"), 1, {Value(t)});
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  return out.ok() ? out->outputs[0].tensor() : Tensor();
-}
-
-void ExpectClose(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.dims(), want.dims()) << what;
-  for (int64_t i = 0; i < want.num_elements(); ++i) {
-    const float r = want.data<float>()[i], f = got.data<float>()[i];
-    ASSERT_NEAR(f, r, 2e-5f + 2e-5f * std::fabs(r)) << what << " at " << i;
-  }
 }
 
 void ExpectBitwise(const Tensor& got, const Tensor& want, const std::string& what) {
@@ -140,18 +127,7 @@ TEST(BlockedStemFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
         ASSERT_TRUE(ref.ok()) << ref.status().ToString();
         const std::string what = std::string(s.name) + " " + act.name + " inputs " + std::to_string(inputs);
         // kAvx2: blocked_stem_avx2; kAvx512: the best this CPU has (blocked_stem_avx512 where it has AVX-512).
-        for (cpu::SgemmIsa isa : {cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kAvx512}) {
-          cpu::SgemmLimitIsa(isa);
-          Tensor first;
-          for (int threads : {1, 2, 3}) {
-            auto got = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
-            ASSERT_TRUE(got.ok()) << got.status().ToString();
-            ExpectClose(*got, ref->outputs[0].tensor(), what);
-            if (threads == 1) first = *got;
-            else ExpectBitwise(*got, first, what + " threads " + std::to_string(threads));
-          }
-        }
-        cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
+        testing::ExpectFastCloseAtEveryIsaAndThreadCount(node, in, ref->outputs[0].tensor(), what);
       }
     }
   }
