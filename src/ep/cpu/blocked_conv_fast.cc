@@ -701,8 +701,7 @@ Status BlockedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanCached(ctx));
 #ifdef NEE_BLOCKED_X86
   if (g.nhwc_output) {  // channels last: only the AVX-512 pointwise pair tiles store it
-    const bool pairs = CpuHasAvx2Fma() && !SgemmPortableForced() && g.C % kB == 0 && UsePairs(g);
-    if (!pairs || g.N == 0 || g.OH == 0 || g.OW == 0) {
+    if (g.C % kB != 0 || !UsePairs(g) || g.N == 0 || g.OH == 0 || g.OW == 0) {
       BlockedConvReference(ctx, g);
       return Status::Ok();
     }

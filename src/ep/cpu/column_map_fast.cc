@@ -12,6 +12,7 @@
 // bits only, so the output is bitwise the reference's at any thread count.
 // Other permutations go to the reference.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "ep/cpu/column_map_fast.h"
@@ -25,6 +26,31 @@ namespace nee::cpu {
 namespace {
 
 constexpr int64_t kBandRows = 256;  // output rows per task: 256 x 85 floats is 87 KB, in L2
+
+// An offset that follows rows in order: row r's index over `dims` (the last
+// fastest) dotted with `strides`, started at row r0 and stepped row by row.
+struct RowOdometer {
+  RowOdometer(std::vector<int64_t> dims, std::vector<int64_t> strides, int64_t r0)
+      : dims_(std::move(dims)), strides_(std::move(strides)), index_(dims_.size(), 0) {
+    for (size_t d = dims_.size(), rest = static_cast<size_t>(r0); d-- > 0;) {
+      index_[d] = static_cast<int64_t>(rest % static_cast<size_t>(dims_[d]));
+      rest /= static_cast<size_t>(dims_[d]);
+      offset += index_[d] * strides_[d];
+    }
+  }
+  void Next() {
+    for (size_t d = dims_.size(); d-- > 0;) {
+      offset += strides_[d];
+      if (++index_[d] < dims_[d]) return;
+      offset -= index_[d] * strides_[d];
+      index_[d] = 0;
+    }
+  }
+  int64_t offset = 0;
+
+ private:
+  std::vector<int64_t> dims_, strides_, index_;
+};
 
 // Applies `step` (its operation a template argument, so that the row loops
 // have no switch) to rows [r0, r1) of y (rows of `columns`).
@@ -43,25 +69,11 @@ void ApplyStepAs(const ColumnMap& m, const ColumnMapStep& step, const float* c, 
       }
     return;
   }
-  // The operand's offset for row r0, then an odometer over the row dims.
-  const size_t dims = step.row_dims.size();
-  std::vector<int64_t> index(dims, 0);
-  int64_t base = 0;
-  for (size_t d = dims, rest = static_cast<size_t>(r0); d-- > 0;) {
-    index[d] = static_cast<int64_t>(rest % static_cast<size_t>(step.row_dims[d]));
-    rest /= static_cast<size_t>(step.row_dims[d]);
-    base += index[d] * step.row_strides[d];
-  }
-  for (int64_t r = r0; r < r1; ++r) {
+  RowOdometer operand(step.row_dims, step.row_strides, r0);
+  for (int64_t r = r0; r < r1; ++r, operand.Next()) {
     float* row = y + r * columns;
     for (int64_t col = begin; col < end; ++col)
-      row[col] = ApplyColumnStep(kOp, row[col], c[base + (col - begin) * step.column_stride]);
-    for (size_t d = dims; d-- > 0;) {
-      base += step.row_strides[d];
-      if (++index[d] < step.row_dims[d]) break;
-      base -= index[d] * step.row_strides[d];
-      index[d] = 0;
-    }
+      row[col] = ApplyColumnStep(kOp, row[col], c[operand.offset + (col - begin) * step.column_stride]);
   }
 }
 
@@ -83,25 +95,11 @@ void CopyRows(const ColumnMap& m, const std::vector<int64_t>& x_dims, const floa
               int64_t r1) {
   const size_t lead = m.perm.size() - 1;
   const int64_t columns = m.out_dims.back();
-  std::vector<int64_t> x_strides(x_dims.size(), 1);
+  std::vector<int64_t> x_strides(x_dims.size(), 1), strides(lead);
   for (size_t d = x_dims.size() - 1; d-- > 0;) x_strides[d] = x_strides[d + 1] * x_dims[d + 1];
-  std::vector<int64_t> index(lead, 0), step(lead);
-  int64_t from = 0;
-  for (size_t d = lead, rest = static_cast<size_t>(r0); d-- > 0;) {
-    step[d] = x_strides[static_cast<size_t>(m.perm[d])];
-    index[d] = static_cast<int64_t>(rest % static_cast<size_t>(m.out_dims[d]));
-    rest /= static_cast<size_t>(m.out_dims[d]);
-    from += index[d] * step[d];
-  }
-  for (int64_t r = r0; r < r1; ++r) {
-    std::copy_n(x + from, columns, y + r * columns);
-    for (size_t d = lead; d-- > 0;) {
-      from += step[d];
-      if (++index[d] < m.out_dims[d]) break;
-      from -= index[d] * step[d];
-      index[d] = 0;
-    }
-  }
+  for (size_t d = 0; d < lead; ++d) strides[d] = x_strides[static_cast<size_t>(m.perm[d])];
+  RowOdometer from({m.out_dims.begin(), m.out_dims.end() - 1}, std::move(strides), r0);
+  for (int64_t r = r0; r < r1; ++r, from.Next()) std::copy_n(x + from.offset, columns, y + r * columns);
 }
 
 // For a permutation that keeps the last axis: the position q to which it moves
