@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ops/attention_sdpa.h"  // kNeeDomain
@@ -139,6 +140,22 @@ bool KernelOfWeights(const Shape* w, std::vector<int64_t>* kernel) {
   return true;
 }
 
+// out's H and W (dims 2 and 3) from the node's window over x's, where known;
+// the kernel from the weights w [M, C / group, KH, KW] when their shape is.
+Status InferWindowDims(const InferenceContext& ctx, const Shape& x, const Shape* w, Shape* out) {
+  std::vector<int64_t> kernel;
+  const bool have_kernel = KernelOfWeights(w, &kernel);
+  if (!have_kernel && !ctx.node.HasAttr("kernel_shape")) return Status::Ok();
+  NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(ctx.node, 2, have_kernel ? &kernel : nullptr));
+  if (spec.auto_pad != "NOTSET") return ctx.Error("takes explicit pads, not auto_pad " + spec.auto_pad);
+  for (size_t d = 0; d < 2; ++d) {
+    if (!x[2 + d].known()) continue;
+    NEE_ASSIGN_OR_RETURN(int64_t o, nn::WindowOutputDim(ctx.node, spec, d, x[2 + d].value));
+    (*out)[2 + d] = Dim::Known(o);
+  }
+  return Status::Ok();
+}
+
 Status InferBlockedConv(InferenceContext& ctx) {
   const std::string where = ctx.node.Describe() + ": ";
   NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node, where));
@@ -165,17 +182,7 @@ Status InferBlockedConv(InferenceContext& ctx) {
                                  std::to_string(group));
   const Dim M = w ? (*w)[0] : Dim::Unknown();
   Shape out{x ? (*x)[0] : Dim::Unknown(), BlocksOf(M), Dim::Unknown(), Dim::Unknown(), Dim::Known(kChannelBlock)};
-  std::vector<int64_t> kernel;
-  const bool have_kernel = KernelOfWeights(w, &kernel);
-  if (x && (have_kernel || ctx.node.HasAttr("kernel_shape"))) {
-    NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(ctx.node, 2, have_kernel ? &kernel : nullptr));
-    if (spec.auto_pad != "NOTSET") return ctx.Error("takes explicit pads, not auto_pad " + spec.auto_pad);
-    for (size_t d = 0; d < 2; ++d) {
-      if (!(*x)[2 + d].known()) continue;
-      NEE_ASSIGN_OR_RETURN(int64_t o, nn::WindowOutputDim(ctx.node, spec, d, (*x)[2 + d].value));
-      out[2 + d] = Dim::Known(o);
-    }
-  }
+  if (x) NEE_RETURN_IF_ERROR(InferWindowDims(ctx, *x, w, &out));
   if (nhwc) out = Shape{out[0], out[2], out[3], M};
   ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, out);
   return Status::Ok();
@@ -186,6 +193,25 @@ Result<const Tensor*> FloatTensor(const KernelContext& ctx, size_t i, size_t ran
   if (t->dtype() != DataType::kFloat || t->rank() != static_cast<int64_t>(rank))
     return ctx.InputError(i, "must be a " + std::to_string(rank) + "-D float32 tensor, got " + t->Describe());
   return t;
+}
+
+// The node's window (kernel_shape, strides, pads, dilations) over g's H x W
+// for the weights w [M, C / group, KH, KW]: g's output size, kernel, strides,
+// dilations and begin pads.
+Status PlanWindow(const KernelContext& ctx, const Tensor& w, BlockedConvGeometry* g) {
+  std::vector<int64_t> kernel = {w.dim(2), w.dim(3)};
+  NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(ctx.node(), 2, &kernel));
+  if (spec.auto_pad != "NOTSET") return ctx.Error("takes explicit pads, not auto_pad " + spec.auto_pad);
+  if (spec.kernel != kernel)
+    return ctx.Error("kernel_shape " + DimsToString(spec.kernel) + " does not match the weights " +
+                     DimsToString(w.dims()));
+  NEE_ASSIGN_OR_RETURN(g->OH, nn::WindowOutputDim(ctx.node(), spec, 0, g->H));
+  NEE_ASSIGN_OR_RETURN(g->OW, nn::WindowOutputDim(ctx.node(), spec, 1, g->W));
+  g->KH = kernel[0], g->KW = kernel[1];
+  g->sh = spec.strides[0], g->sw = spec.strides[1];
+  g->dh = spec.dilations[0], g->dw = spec.dilations[1];
+  g->pt = spec.pad_begin(0), g->pl = spec.pad_begin(1);
+  return Status::Ok();
 }
 
 Status BlockedConvKernel(KernelContext& ctx) {
@@ -218,18 +244,7 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx) {
   if (g.group <= 0 || g.C % g.group != 0 || g.M % g.group != 0 || w->dim(1) * g.group != g.C)
     return ctx.InputError(1, "of shape " + DimsToString(w->dims()) + " does not fit " + std::to_string(g.C) +
                                  " input channels in group " + std::to_string(g.group));
-  std::vector<int64_t> kernel = {w->dim(2), w->dim(3)};
-  NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, nn::ReadWindowSpec(node, 2, &kernel));
-  if (spec.auto_pad != "NOTSET") return ctx.Error("takes explicit pads, not auto_pad " + spec.auto_pad);
-  if (spec.kernel != kernel)
-    return ctx.Error("kernel_shape " + DimsToString(spec.kernel) + " does not match the weights " +
-                     DimsToString(w->dims()));
-  NEE_ASSIGN_OR_RETURN(g.OH, nn::WindowOutputDim(node, spec, 0, g.H));
-  NEE_ASSIGN_OR_RETURN(g.OW, nn::WindowOutputDim(node, spec, 1, g.W));
-  g.KH = kernel[0], g.KW = kernel[1];
-  g.sh = spec.strides[0], g.sw = spec.strides[1];
-  g.dh = spec.dilations[0], g.dw = spec.dilations[1];
-  g.pt = spec.pad_begin(0), g.pl = spec.pad_begin(1);
+  NEE_RETURN_IF_ERROR(PlanWindow(ctx, *w, &g));
   if (ctx.has_input(2)) {
     NEE_ASSIGN_OR_RETURN(const Tensor* b, FloatTensor(ctx, 2, 1));
     if (b->dim(0) != g.M) return ctx.InputError(2, "(B) must have " + std::to_string(g.M) + " values, got " + b->Describe());
@@ -293,6 +308,101 @@ void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g
           }
     }
   });
+}
+
+// ---- BlockedExpandDepthwise ------------------------------------------------------------
+
+namespace {
+
+// W [E, C, 1, 1], DW [E, 1, KH, KW] and the biases [E], as far as known.
+Status CheckExpandDepthwiseWeights(const InferenceContext& ctx, int64_t C, const Shape* w, const Shape* b,
+                                   const Shape* dw, const Shape* db) {
+  const Dim E = w ? (*w)[0] : Dim::Unknown();
+  auto differs = [](const Dim& d, int64_t v) { return d.known() && d.value != v; };
+  if (w && (differs((*w)[1], C) || differs((*w)[2], 1) || differs((*w)[3], 1)))
+    return ctx.InputError(1, "(W) must be [E, " + std::to_string(C) + ", 1, 1], got " + ShapeToString(*w));
+  if (dw && ((E.known() && differs((*dw)[0], E.value)) || differs((*dw)[1], 1)))
+    return ctx.InputError(3, "(DW) must be [" + E.ToString() + ", 1, KH, KW], got " + ShapeToString(*dw));
+  for (const auto& [i, bias] : {std::pair<size_t, const Shape*>{2, b}, {4, db}})
+    if (bias && E.known() && differs((*bias)[0], E.value))
+      return ctx.InputError(i, "must have " + E.ToString() + " values, got " + ShapeToString(*bias));
+  return Status::Ok();
+}
+
+Status InferBlockedExpandDepthwise(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node, ctx.node.Describe() + ": "));
+  NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node, "expand_").status());
+  NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node).status());
+  NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, 5));
+  NEE_ASSIGN_OR_RETURN(const Shape* w, FloatInputOfRank(ctx, 1, 4));
+  NEE_ASSIGN_OR_RETURN(const Shape* b, FloatInputOfRank(ctx, 2, 1));
+  NEE_ASSIGN_OR_RETURN(const Shape* dw, FloatInputOfRank(ctx, 3, 4));
+  NEE_ASSIGN_OR_RETURN(const Shape* db, FloatInputOfRank(ctx, 4, 1));
+  NEE_RETURN_IF_ERROR(CheckExpandDepthwiseWeights(ctx, C, w, b, dw, db));
+  if (x && (*x)[1].known() && (*x)[1].value != ChannelBlocks(C))
+    return ctx.InputError(0, "has " + (*x)[1].ToString() + " channel blocks; " + std::to_string(C) +
+                                 " channels need " + std::to_string(ChannelBlocks(C)));
+  Shape out{x ? (*x)[0] : Dim::Unknown(), BlocksOf(w ? (*w)[0] : Dim::Unknown()), Dim::Unknown(), Dim::Unknown(),
+            Dim::Known(kChannelBlock)};
+  if (x) NEE_RETURN_IF_ERROR(InferWindowDims(ctx, *x, dw, &out));
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, out);
+  return Status::Ok();
+}
+
+Status BlockedExpandDepthwiseKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(BlockedExpandDepthwiseGeometry g, PlanBlockedExpandDepthwise(ctx));
+  BlockedExpandDepthwiseReference(ctx, g);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<BlockedExpandDepthwiseGeometry> PlanBlockedExpandDepthwise(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  BlockedExpandDepthwiseGeometry fused;
+  BlockedConvGeometry& e = fused.expand;
+  BlockedConvGeometry& d = fused.depthwise;
+  NEE_ASSIGN_OR_RETURN(e.C, ChannelsAttr(node, node.Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(e.act, ReadFusedActivation(node, "expand_"));
+  NEE_ASSIGN_OR_RETURN(d.act, ReadFusedActivation(node));
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, FloatTensor(ctx, 0, 5));
+  NEE_ASSIGN_OR_RETURN(const Tensor* w, FloatTensor(ctx, 1, 4));
+  NEE_ASSIGN_OR_RETURN(const Tensor* b, FloatTensor(ctx, 2, 1));
+  NEE_ASSIGN_OR_RETURN(const Tensor* dw, FloatTensor(ctx, 3, 4));
+  NEE_ASSIGN_OR_RETURN(const Tensor* db, FloatTensor(ctx, 4, 1));
+  if (x->dim(1) != e.Cb() || x->dim(4) != kChannelBlock)
+    return ctx.InputError(0, "must be [N, " + std::to_string(e.Cb()) + ", H, W, " + std::to_string(kChannelBlock) +
+                                 "] for " + std::to_string(e.C) + " channels, got " + x->Describe());
+  const int64_t E = w->dim(0);
+  if (w->dims() != std::vector<int64_t>{E, e.C, 1, 1})
+    return ctx.InputError(1, "(W) must be [E, " + std::to_string(e.C) + ", 1, 1], got " + w->Describe());
+  if (dw->dim(0) != E || dw->dim(1) != 1)
+    return ctx.InputError(3, "(DW) must be [" + std::to_string(E) + ", 1, KH, KW], got " + dw->Describe());
+  if (b->dim(0) != E) return ctx.InputError(2, "(B) must have " + std::to_string(E) + " values, got " + b->Describe());
+  if (db->dim(0) != E) return ctx.InputError(4, "(DB) must have " + std::to_string(E) + " values, got " + db->Describe());
+  e.N = d.N = x->dim(0);
+  e.H = e.OH = d.H = x->dim(2);
+  e.W = e.OW = d.W = x->dim(3);
+  e.M = d.C = d.M = d.group = E;
+  e.KH = e.KW = 1;
+  NEE_RETURN_IF_ERROR(PlanWindow(ctx, *dw, &d));
+  e.x = x->data<float>();
+  e.w = w->data<float>();
+  e.bias = b->data<float>();
+  d.w = dw->data<float>();
+  d.bias = db->data<float>();
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, d.OutputDims()));
+  d.y = y.data<float>();
+  return fused;
+}
+
+void BlockedExpandDepthwiseReference(const KernelContext& ctx, BlockedExpandDepthwiseGeometry g) {
+  const std::vector<int64_t> dims = g.expand.OutputDims();
+  std::vector<float> expanded(static_cast<size_t>(dims[0] * dims[1] * dims[2] * dims[3] * dims[4]));
+  g.expand.y = expanded.data();
+  g.depthwise.x = expanded.data();
+  BlockedConvReference(ctx, g.expand);
+  BlockedConvReference(ctx, g.depthwise);
 }
 
 // ---- BlockedMaxPool ------------------------------------------------------------------
@@ -392,6 +502,8 @@ void RegisterBlockedConvOps(OpRegistry& registry) {
   registry.RegisterVersions(kNeeDomain, "ToBlocked", {1}, InferToBlocked, ToBlockedKernel);
   registry.RegisterVersions(kNeeDomain, "FromBlocked", {1}, InferFromBlocked, FromBlockedKernel);
   registry.RegisterVersions(kNeeDomain, "BlockedConv", {1}, InferBlockedConv, BlockedConvKernel);
+  registry.RegisterVersions(kNeeDomain, "BlockedExpandDepthwise", {1}, InferBlockedExpandDepthwise,
+                            BlockedExpandDepthwiseKernel);
 }
 
 }  // namespace nee

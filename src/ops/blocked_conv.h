@@ -18,6 +18,15 @@
 //     tensor with any M (a detector head's 255 channels), for a reader that
 //     wants channels last (the Transpose after a head, opt/layout_blocked.cc):
 //     the same values as the blocked Y, stored pixel by pixel.
+//   BlockedExpandDepthwise(X blocked, W [E, C, 1, 1], B [E], DW [E, 1, KH, KW], DB [E];
+//                          channels = C, expand_activation, expand_activation_params,
+//                          kernel_shape, strides, pads, dilations, activation, activation_params)
+//     -> Y [N, Eb, OH, OW, 8]: a pointwise BlockedConv (W, B, the expand_
+//        activation) expanding C channels to E, then a depthwise one (DW, DB,
+//        the window attributes and the activation) on its result: MobileNetV2's
+//        expand -> depthwise pair, written by opt/fuse_blocked_expand_depthwise.cc
+//        so that the fast kernel computes the expanded tensor a band of rows at a
+//        time into a buffer the cache keeps, never all of it.
 //   BlockedMaxPool(X blocked; channels = C, kernel_shape, strides, pads)
 //     -> Y [N, Cb, OH, OW, 8]: MaxPool's result (2-D, no dilation or ceil_mode),
 //        blocked: each output the first tap inside the image, then replaced by
@@ -76,6 +85,21 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx);
 // The reference computation of a planned BlockedConv (every output, padding
 // lanes 0): sums in double, in the order of the input channels and taps.
 void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g);
+
+// A BlockedExpandDepthwise node as its two convs: `expand` (pointwise, its y
+// null: the expanded tensor is wherever the kernel puts it) and `depthwise`
+// (its x null, its y the node's allocated output).
+struct BlockedExpandDepthwiseGeometry {
+  BlockedConvGeometry expand;
+  BlockedConvGeometry depthwise;
+};
+
+// Reads and checks the inputs and attributes, and allocates the output.
+Result<BlockedExpandDepthwiseGeometry> PlanBlockedExpandDepthwise(KernelContext& ctx);
+
+// The reference: the two convs' reference kernels one after the other,
+// through the whole expanded tensor (allocated here).
+void BlockedExpandDepthwiseReference(const KernelContext& ctx, BlockedExpandDepthwiseGeometry g);
 
 // A BlockedMaxPool node's input, validated, and its allocated output.
 struct BlockedPoolGeometry {

@@ -607,7 +607,7 @@ Status FusedConvKernel(KernelContext& ctx) {
 
 }  // namespace
 
-Result<FusedActivation> ReadFusedActivation(const Node& node) {
+Result<FusedActivation> ReadFusedActivation(const Node& node, const std::string& prefix) {
   using K = FusedActivation::Kind;
   struct Known {
     const char* name;
@@ -620,20 +620,21 @@ Result<FusedActivation> ReadFusedActivation(const Node& node) {
       {"HardSigmoid", K::kHardSigmoid, 2}, {"HardSwish", K::kHardSwish, 0},
   };
   FusedActivation act;
-  if (!node.HasAttr("activation")) return act;
-  NEE_ASSIGN_OR_RETURN(std::string name, node.GetString("activation"));
-  NEE_ASSIGN_OR_RETURN(std::vector<float> params, node.GetFloats("activation_params", {}));
+  const std::string attr = prefix + "activation", params_attr = prefix + "activation_params";
+  if (!node.HasAttr(attr)) return act;
+  NEE_ASSIGN_OR_RETURN(std::string name, node.GetString(attr));
+  NEE_ASSIGN_OR_RETURN(std::vector<float> params, node.GetFloats(params_attr, {}));
   for (const Known& k : kKnown) {
     if (name != k.name) continue;
     if (params.size() != k.params)
-      return InvalidModel(node.Describe() + ": activation " + name + " takes " + std::to_string(k.params) +
-                          " activation_params, got " + std::to_string(params.size()));
+      return InvalidModel(node.Describe() + ": " + attr + " " + name + " takes " + std::to_string(k.params) + " " +
+                          params_attr + ", got " + std::to_string(params.size()));
     act.kind = k.kind;
     if (k.params > 0) act.a = params[0];
     if (k.params > 1) act.b = params[1];
     return act;
   }
-  return InvalidModel(node.Describe() + ": unsupported activation '" + name + "'");
+  return InvalidModel(node.Describe() + ": unsupported " + attr + " '" + name + "'");
 }
 
 namespace {

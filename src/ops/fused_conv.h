@@ -5,6 +5,7 @@
 // output.
 #pragma once
 #include <cmath>
+#include <string>
 
 #include "ops/op_schema.h"
 
@@ -22,8 +23,10 @@ struct FusedActivation {
   float b = 0.f;  // Clip max, HardSigmoid beta
 };
 
-// Reads and validates the node's activation attributes.
-Result<FusedActivation> ReadFusedActivation(const Node& node);
+// Reads and validates the node's activation attributes: `activation` and
+// `activation_params`, or with a prefix (ai.nee BlockedExpandDepthwise's
+// "expand_" for its first conv) prefix + those names.
+Result<FusedActivation> ReadFusedActivation(const Node& node, const std::string& prefix = "");
 
 // max(0, min(1, v)), keeping NaN.
 template <typename T>

@@ -67,8 +67,10 @@ const GraphPass kPasses[] = {
     {"block-conv-layout", 2, BlockConvLayout},
     // The Reshapes around a fused attention that now keep their input's shape.
     {"eliminate-noops", 2, EliminateNoOps},
-    // Initializers the folds above replaced.
+    // Initializers the folds above replaced (and the FromBlocked nodes no one reads).
     {"eliminate-dead-nodes", 2, EliminateDeadNodes},
+    // After the layout pass and the dead FromBlocked after each blocked conv are gone.
+    {"fuse-blocked-expand-depthwise", 2, FuseBlockedExpandDepthwise},
 };
 }  // namespace
 

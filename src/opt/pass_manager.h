@@ -55,6 +55,7 @@ Status EliminateDeadNodes(Graph& graph, const CheckedGraph& checked, bool* chang
 Status EliminateNoOps(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FoldConvBatchNorm(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status BlockConvLayout(Graph& graph, const CheckedGraph& checked, bool* changed);
+Status FuseBlockedExpandDepthwise(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FoldConvAddMul(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseMatMulAddIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FoldTransposeIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "base/huge_pages.h"
+#include "ep/cpu/blocked_conv_parts.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/packed_weights.h"
 #include "ep/cpu/parallel_tasks.h"
@@ -86,13 +87,13 @@ std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
     PackPointwisePairs(g, &p->pairs);
     return p;
   }
-  const int64_t Mb = g.Mb(), taps = g.KH * g.KW;
+  const int64_t Mb = g.Mb();
   p->bias.assign(static_cast<size_t>(Mb * kB), 0.f);
   if (g.bias) std::copy(g.bias, g.bias + g.M, p->bias.begin());
   if (g.depthwise()) {
-    p->w.assign(static_cast<size_t>(Mb * taps * kB), 0.f);
-    for (int64_t m = 0; m < g.M; ++m)
-      for (int64_t t = 0; t < taps; ++t) p->w[(m / kB * taps + t) * kB + m % kB] = g.w[m * taps + t];
+    BlockedDepthwiseWeights dw;
+    PackBlockedDepthwise(g, &dw);
+    p->w = std::move(dw.w);
   } else {
     p->w.assign(static_cast<size_t>(Mb * g.C * kB), 0.f);
     for (int64_t m = 0; m < g.M; ++m)
@@ -491,19 +492,13 @@ void RunPointwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
 
 constexpr int64_t kStripsPerThreadBytes = 512 * 1024;  // see RunDepthwise
 
-// The depthwise rows kernel for a stride, finishing the outputs itself for
-// the cheap activations as the pointwise tiles do (TilesFor).
-using DepthwiseRowsFn = void (*)(const BlockedConvGeometry&, const float*, const float*, const float*, float*,
-                                 const float*, int64_t, int64_t);
-struct DepthwiseRows {
-  DepthwiseRowsFn fn;
-  bool finishes;
-};
+// The AVX2 depthwise rows kernel for a stride, finishing the outputs itself
+// for the cheap activations as the pointwise tiles do (TilesFor).
 template <FusedActivation::Kind K>
-DepthwiseRows DepthwiseRowsOf(int64_t stride, bool finishes) {
+BlockedDepthwiseRows DepthwiseRowsOf(int64_t stride, bool finishes) {
   return {stride == 1 ? Depthwise3x3Rows<1, K> : Depthwise3x3Rows<2, K>, finishes};
 }
-DepthwiseRows DepthwiseRowsFor(FusedActivation::Kind kind, int64_t stride) {
+BlockedDepthwiseRows DepthwiseRowsFor(FusedActivation::Kind kind, int64_t stride) {
   using Kind = FusedActivation::Kind;
   if (kind == Kind::kRelu) return DepthwiseRowsOf<Kind::kRelu>(stride, true);
   if (kind == Kind::kClip) return DepthwiseRowsOf<Kind::kClip>(stride, true);
@@ -520,9 +515,8 @@ void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
   // outputs are shared out by planes.
   const int64_t least = bytes >= kStripsPerThreadBytes ? threads : 1;
   const int64_t strips = std::min(g.OH, std::max<int64_t>(least, (4 * threads + planes - 1) / planes));
-  DepthwiseRows rows = DepthwiseRowsFor(g.act.kind, g.sh);
   // Stride 1 on AVX-512: two pixels of a block per zmm (depthwise_blocked_avx512.cc).
-  if (const BlockedDepthwiseRows fast = BlockedDepthwiseAvx512For(g); fast.fn) rows = {fast.fn, fast.finishes};
+  const BlockedDepthwiseRows rows = BlockedDepthwiseKernelFor(g);
   ParallelTasks(ctx, planes * strips, [&](int64_t t) {
     const int64_t strip = t / planes, p = t % planes, cb = p % Cb;
     const int64_t oh0 = strip * g.OH / strips, oh1 = (strip + 1) * g.OH / strips;
@@ -554,7 +548,28 @@ __attribute__((target("avx2"))) void ReorderPixels(bool to_blocked, int64_t plan
 bool ReorderSupported() { return CpuHasAvx2Fma() && !SgemmPortableForced(); }
 
 }  // namespace
+
+BlockedDepthwiseRows BlockedDepthwiseKernelFor(const BlockedConvGeometry& g) {
+  if (!Supported(g) || !g.depthwise()) return {};
+  if (const BlockedDepthwiseRows fast = BlockedDepthwiseAvx512For(g); fast.fn) return fast;
+  return DepthwiseRowsFor(g.act.kind, g.sh);
+}
+
+BlockedFinishFn BlockedFinishFor(const BlockedConvGeometry& g) { return FinishFor(g); }
+#else
+BlockedDepthwiseRows BlockedDepthwiseKernelFor(const BlockedConvGeometry&) { return {}; }
+BlockedFinishFn BlockedFinishFor(const BlockedConvGeometry&) { return nullptr; }
 #endif  // NEE_BLOCKED_X86
+
+void PackBlockedDepthwise(const BlockedConvGeometry& g, BlockedDepthwiseWeights* out) {
+  const int64_t taps = g.KH * g.KW, Mb = g.Mb();
+  out->w.assign(static_cast<size_t>(Mb * taps * kChannelBlock), 0.f);
+  out->bias.assign(static_cast<size_t>(Mb * kChannelBlock), 0.f);
+  for (int64_t m = 0; m < g.M; ++m)
+    for (int64_t t = 0; t < taps; ++t) out->w[(m / kChannelBlock * taps + t) * kChannelBlock + m % kChannelBlock] =
+        g.w[m * taps + t];
+  if (g.bias) std::copy(g.bias, g.bias + g.M, out->bias.begin());
+}
 
 namespace {
 // Both reorders: the input's dims and, when the fast path takes it, the

@@ -36,12 +36,13 @@ void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out) {
 namespace {
 
 // Where a tile's finished vectors go. Blocked (ldy 0): pixel i of pair j's
-// halves to blocks 2j and 2j + 1, a plane apart (`odd_tail`: the last pair has
-// one block). Channels last (ldy = M): all sixteen lanes to pixel i's row at
-// channel 16j, the row ldy floats from the next, the last pair's lanes past M
-// (`tail_lanes` clear) left out. z, the residual, is laid out as y.
+// halves to blocks 2j and 2j + 1, `plane` pixels apart (`odd_tail`: the last
+// pair has one block). Channels last (ldy = M): all sixteen lanes to pixel i's
+// row at channel 16j, the row ldy floats from the next, the last pair's lanes
+// past M (`tail_lanes` clear) left out. z, the residual, is laid out as y.
 struct TileStore {
   int64_t ldy;
+  int64_t plane;
   bool odd_tail;
   __mmask16 tail_lanes;
 };
@@ -96,8 +97,8 @@ __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t pla
     const bool has_high = !(out.odd_tail && j == OP - 1);
 #pragma GCC unroll 16
     for (int i = 0; i < PX; ++i) {
-      const int64_t lo = (2 * j * plane + i) * kB;
-      blocked_tile::StorePair(act, y, z, lo, lo + plane * kB, has_high, acc[i][j]);
+      const int64_t lo = (2 * j * out.plane + i) * kB;
+      blocked_tile::StorePair(act, y, z, lo, lo + out.plane * kB, has_high, acc[i][j]);
     }
   }
 }
@@ -119,28 +120,35 @@ struct PairTiles {
 };
 
 
-void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0, int64_t p1,
-           int64_t ob0, int64_t ob1) {
+// Where Range writes: blocked output planes of `plane` pixels from y (z the
+// residual laid out as y, or null), pixel `first` of the range at their
+// start; for a channels-last output (y = g.y) where g.OutputIndex says.
+struct RangeOut {
+  float* y;
+  const float* z;
+  int64_t plane;
+  int64_t first;
+};
+
+void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedActivation& act, const RangeOut& out,
+           int64_t n, int64_t p0, int64_t p1, int64_t ob0, int64_t ob1) {
   const int64_t plane = g.H * g.W;
   const float* x = g.x + n * g.Cb() * plane * kB;
-  const FusedActivation none;
-  const FusedActivation& act = finish ? g.act : none;
-  const float* z = finish ? g.z : nullptr;
   const int64_t pair_end = (ob1 + 1) / 2, last_pair = (g.Mb() + 1) / 2 - 1;
   for (int64_t pair = ob0 / 2, step = 0; pair < pair_end; pair += step) {
     const int64_t left_pairs = pair_end - pair;
     step = left_pairs == 3 ? 3 : std::min<int64_t>(2, left_pairs);
     const TileFn* tiles = PairTiles::For(step);
     const int64_t widest = step == 1 ? 16 : step == 2 ? 12 : 8;
-    TileStore store{g.nhwc_output ? g.M : 0, pair + step == pair_end && ob1 % 2 == 1, 0xFFFF};
+    TileStore store{g.nhwc_output ? g.M : 0, out.plane, pair + step == pair_end && ob1 % 2 == 1, 0xFFFF};
     if (g.nhwc_output && pair + step - 1 == last_pair)
       store.tail_lanes = static_cast<__mmask16>((1u << (g.M - last_pair * kLanes)) - 1);
     const float* w = pw.w16.data() + pair * g.C * kLanes;
     const float* bias = pw.bias16.data() + pair * kLanes;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
       px = blocked_tile::TilePixels(p1 - p, widest);
-      const int64_t at = g.OutputIndex(n, 2 * pair * kB, p);
-      tiles[px - 1](g.C, plane, x + p * kB, w, bias, g.y + at, z ? z + at : nullptr, act, store);
+      const int64_t at = g.nhwc_output ? g.OutputIndex(n, 2 * pair * kB, p) : (2 * pair * out.plane + p - out.first) * kB;
+      tiles[px - 1](g.C, plane, x + p * kB, w, bias, out.y + at, out.z ? out.z + at : nullptr, act, store);
     }
   }
 }
@@ -151,13 +159,24 @@ bool BlockedPointwiseAvx512() { return SgemmActiveIsa() == SgemmIsa::kAvx512 && 
 
 void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
                           int64_t p1, int64_t ob0, int64_t ob1) {
-  Range(g, pw, finish, n, p0, p1, ob0, ob1);
+  const FusedActivation none;
+  const int64_t plane = g.OH * g.OW, image = g.nhwc_output ? 0 : n * g.Mb() * plane * kB;
+  const float* z = finish && g.z ? g.z + image : nullptr;
+  Range(g, pw, finish ? g.act : none, {g.y + image, z, plane, 0}, n, p0, p1, ob0, ob1);
+}
+
+void PointwiseRowsIntoAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n,
+                             int64_t p0, int64_t p1, float* band, int64_t band_plane) {
+  const FusedActivation none;
+  Range(g, pw, finish ? g.act : none, {band, nullptr, band_plane, p0}, n, p0, p1, 0, g.Mb());
 }
 
 #else
 bool BlockedPointwiseAvx512() { return false; }
 void PointwiseRangeAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, int64_t,
                           int64_t) {}
+void PointwiseRowsIntoAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, float*,
+                             int64_t) {}
 #endif
 
 }  // namespace nee::cpu

@@ -138,6 +138,11 @@ Status ToBlockedFloat(KernelContext& ctx);
 Status FromBlockedFloat(KernelContext& ctx);
 // ai.nee BlockedMaxPool on float32 (blocked_pool_fast.cc): a vector per pixel's channel block.
 Status BlockedMaxPoolFloat(KernelContext& ctx);
+// ai.nee BlockedExpandDepthwise on float32 (blocked_expand_depthwise_fast.cc): the expanded
+// tensor a band of rows at a time in a buffer the cache keeps (AVX-512); else the reference.
+Status BlockedExpandDepthwiseFloat(KernelContext& ctx);
+// Tests: the size of its bands of expanded rows (bytes; 0: the default).
+void BlockedExpandDepthwiseBandBytes(int64_t bytes);
 
 // ---- Resize (resize_fast.cc) ----
 // Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode),

@@ -1,0 +1,163 @@
+// ai.nee BlockedExpandDepthwise on float32 for the CPU provider: a pointwise
+// conv expanding C channels to E, then a depthwise conv on its result
+// (ops/blocked_conv.h; MobileNetV2's inverted residual blocks, fused by
+// opt/fuse_blocked_expand_depthwise.cc).
+//
+// Unfused, the expanded tensor (6x the block's channels: 96 x 112 x 112 is
+// 4.8 MB an image) is written to memory by the first conv and read back by
+// the second. Here each task takes a band of the depthwise conv's output rows
+// of one image, computes the expanded rows that band reads (the pointwise
+// pair tiles, blocked_pointwise_avx512.h) into a per-thread buffer sized to
+// stay in L2, and runs the depthwise rows (BlockedConv's own kernels,
+// blocked_conv_parts.h) from it. Bands overlap by the window's extra rows
+// (two for a 3x3 stride-1 conv), which are computed once per band: a few
+// percent more multiply-adds in the cheap conv of the pair.
+//
+// The same operations as the two BlockedConvs' fast kernels, each output a
+// single chain in a fixed order computed by one task: bitwise those kernels'
+// result, at any thread count and band size.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+
+#include "ep/cpu/blocked_conv_parts.h"
+#include "ep/cpu/blocked_pointwise_avx512.h"
+#include "ep/cpu/blocked_tile_avx512.h"
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/packed_weights.h"
+#include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/sgemm.h"
+#include "ops/blocked_conv.h"
+
+namespace nee::cpu {
+namespace {
+
+constexpr int64_t kB = kChannelBlock;
+
+// The expanded rows a band holds at most, in bytes: with the depthwise
+// band's output and the two convs' weights, within a Zen 4 core's 1 MiB L2.
+constexpr int64_t kBandBytes = 256 * 1024;
+std::atomic<int64_t> band_bytes{kBandBytes};
+
+struct ExpandDepthwiseWeights {
+  PointwisePairs expand;
+  BlockedDepthwiseWeights depthwise;
+};
+
+// The input rows [lo, hi) output rows [oh0, oh1) of the depthwise conv read.
+struct RowSpan {
+  int64_t lo, hi;
+};
+RowSpan InputRows(const BlockedConvGeometry& d, int64_t oh0, int64_t oh1) {
+  return {std::max<int64_t>(0, oh0 * d.sh - d.pt), std::min(d.H, (oh1 - 1) * d.sh - d.pt + d.KH)};
+}
+
+bool FastPathApplies(const BlockedExpandDepthwiseGeometry& g, const BlockedDepthwiseRows& rows) {
+  const BlockedConvGeometry& e = g.expand;
+  const BlockedConvGeometry& d = g.depthwise;
+  return rows.fn && BlockedPointwiseAvx512() && e.pointwise() && e.C % kB == 0 && d.dh == 1 && d.N > 0 &&
+         d.OH > 0 && d.OW > 0;
+}
+
+// One image's output rows [s0, s1), a band at a time. A band's first input
+// rows are often the previous band's last ones (the window's overlap: two
+// rows at stride 1, one at stride 2); those are moved to the buffer's top
+// rather than computed again (recomputing them cost a third more of a
+// 56x56 expand conv's multiply-adds with 256 KiB bands).
+struct Strip {
+  const BlockedExpandDepthwiseGeometry& g;
+  const ExpandDepthwiseWeights& wts;
+  const BlockedDepthwiseRows& rows;
+  int64_t band;      // output rows a band
+  int64_t rows_max;  // input rows a band reads at most: each block's rows in the buffer
+  bool expand_in_tiles;
+  BlockedFinishFn expand_finish, depthwise_finish;
+
+  void Run(int64_t n, int64_t s0, int64_t s1, float* buffer) const {
+    const BlockedConvGeometry& e = g.expand;
+    const BlockedConvGeometry& d = g.depthwise;
+    const int64_t Eb = d.Cb(), W = d.W, block = rows_max * W * kB, out_plane = d.OH * d.OW * kB;
+    RowSpan have{0, 0};  // the input rows the buffer holds, from its top
+    for (int64_t oh0 = s0; oh0 < s1; oh0 += band) {
+      const int64_t oh1 = std::min(s1, oh0 + band);
+      const RowSpan in = InputRows(d, oh0, oh1);
+      const int64_t kept = std::max<int64_t>(0, have.hi - in.lo);
+      if (kept > 0 && in.lo > have.lo)
+        for (int64_t cb = 0; cb < Eb; ++cb) {
+          float* top = buffer + cb * block;
+          std::memmove(top, top + (in.lo - have.lo) * W * kB, static_cast<size_t>(kept * W * kB) * sizeof(float));
+        }
+      float* fresh = buffer + kept * W * kB;
+      PointwiseRowsIntoAvx512(e, wts.expand, expand_in_tiles, n, (in.lo + kept) * W, in.hi * W, fresh, rows_max * W);
+      if (expand_finish)
+        for (int64_t cb = 0; cb < Eb; ++cb) expand_finish(e.act, nullptr, fresh + cb * block, (in.hi - in.lo - kept) * W * kB);
+      have = in;
+      // The depthwise conv over the buffer's rows as if they were the whole
+      // input: rows past either end are never read (InputRows), and output
+      // row oh reads buffer row oh * sh - pt - in.lo + kh.
+      BlockedConvGeometry over_band = d;
+      over_band.H = in.hi - in.lo;
+      over_band.pt = d.pt + in.lo;
+      for (int64_t cb = 0; cb < Eb; ++cb) {
+        float* y = d.y + (n * Eb + cb) * out_plane;
+        rows.fn(over_band, buffer + cb * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
+                wts.depthwise.bias.data() + cb * kB, y, nullptr, oh0, oh1);
+        if (depthwise_finish) depthwise_finish(d.act, nullptr, y + oh0 * d.OW * kB, (oh1 - oh0) * d.OW * kB);
+      }
+    }
+  }
+};
+
+void Run(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const ExpandDepthwiseWeights& wts,
+         const BlockedDepthwiseRows& rows) {
+  const BlockedConvGeometry& e = g.expand;
+  const BlockedConvGeometry& d = g.depthwise;
+  const int64_t row_bytes = d.Cb() * kB * d.W * static_cast<int64_t>(sizeof(float));
+  // Output rows a band: as many as keep its input rows within the band bytes (at least one).
+  const int64_t extra = d.KH - d.sh;  // input rows a band reads beyond sh per output row
+  const int64_t band =
+      std::clamp<int64_t>((band_bytes.load(std::memory_order_relaxed) / row_bytes - extra) / d.sh, 1, d.OH);
+  // Images are shared out whole; where there are fewer than threads, each
+  // image's rows in a strip a thread (the strips' first rows computed twice).
+  const int threads = NumThreads(ctx);
+  const int64_t strips = d.N >= threads ? 1 : std::min<int64_t>(d.OH, (threads + d.N - 1) / d.N);
+  const Strip strip{g,
+                    wts,
+                    rows,
+                    band,
+                    std::min(d.H, band * d.sh + extra),
+                    blocked_tile::InRegisters(e.act.kind),
+                    blocked_tile::InRegisters(e.act.kind) ? nullptr : BlockedFinishFor(e),
+                    rows.finishes ? nullptr : BlockedFinishFor(d)};
+  ParallelTasks(ctx, d.N * strips, [&](int64_t t) {
+    const int64_t n = t / strips, k = t % strips;
+    thread_local SgemmScratch scratch;
+    strip.Run(n, k * d.OH / strips, (k + 1) * d.OH / strips, scratch.Get(d.Cb() * strip.rows_max * d.W * kB));
+  });
+}
+
+}  // namespace
+
+void BlockedExpandDepthwiseBandBytes(int64_t bytes) { band_bytes = bytes > 0 ? bytes : kBandBytes; }
+
+Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(BlockedExpandDepthwiseGeometry g, PlanBlockedExpandDepthwise(ctx));
+  const BlockedDepthwiseRows rows = BlockedDepthwiseKernelFor(g.depthwise);
+  if (!FastPathApplies(g, rows)) {
+    BlockedExpandDepthwiseReference(ctx, g);
+    return Status::Ok();
+  }
+  const BlockedConvGeometry& e = g.expand;
+  const BlockedConvGeometry& d = g.depthwise;
+  auto packed = PackedOnce<ExpandDepthwiseWeights>(ctx, {e.C, e.M, d.KH, d.KW}, {1, 2, 3, 4}, [&] {
+    auto p = std::make_shared<ExpandDepthwiseWeights>();
+    PackPointwisePairs(e, &p->expand);
+    PackBlockedDepthwise(d, &p->depthwise);
+    return std::shared_ptr<const ExpandDepthwiseWeights>(std::move(p));
+  });
+  Run(ctx, g, *packed, rows);
+  return Status::Ok();
+}
+
+}  // namespace nee::cpu

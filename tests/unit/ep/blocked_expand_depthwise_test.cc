@@ -1,0 +1,147 @@
+// ai.nee BlockedExpandDepthwise (ops/blocked_conv.cc, ep/cpu/blocked_expand_depthwise_fast.cc):
+//  - its reference is the two BlockedConv references one after the other, bit for bit;
+//  - the fast kernel gives the bits of the two BlockedConv fast kernels run one after the other (on
+//    AVX-512, where it takes the banded path; elsewhere it runs the reference), whatever the band size
+//    (one output row a band up to the whole image) and thread count, and stays close to the reference;
+//  - wrong weights are refused with the input named.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ep/cpu/blocked_pointwise_avx512.h"
+#include "ep/cpu/cpu_kernels.h"
+#include "blocked_test_util.h"
+#include "ep_test_util.h"
+
+namespace nee {
+namespace {
+
+using testing::FloatsAttr;
+using testing::IntAttr;
+using testing::IntsAttr;
+using testing::StringAttr;
+
+struct Act {
+  std::string name;
+  std::vector<float> params;
+};
+
+void AddActivation(const std::string& prefix, const Act& act, std::vector<Attribute>* attrs) {
+  if (!act.name.empty()) attrs->push_back(StringAttr(prefix + "activation", act.name));
+  if (!act.params.empty()) attrs->push_back(FloatsAttr(prefix + "activation_params", act.params));
+}
+
+struct Case {
+  std::vector<int64_t> x;  // NCHW
+  int64_t E, stride;
+};
+
+Node Pointwise(int64_t C, const Act& act) {
+  std::vector<Attribute> attrs = {IntAttr("channels", C)};
+  AddActivation("", act, &attrs);
+  return testing::MakeNode("BlockedConv", 3, 1, attrs, "ai.nee");
+}
+
+std::vector<Attribute> Window(int64_t stride) {
+  return {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {stride, stride}), IntsAttr("pads", {1, 1, 1, 1})};
+}
+
+Node Depthwise(int64_t E, int64_t stride, const Act& act) {
+  std::vector<Attribute> attrs = Window(stride);
+  attrs.push_back(IntAttr("channels", E));
+  attrs.push_back(IntAttr("group", E));
+  AddActivation("", act, &attrs);
+  return testing::MakeNode("BlockedConv", 3, 1, attrs, "ai.nee");
+}
+
+Node Fused(int64_t C, int64_t stride, const Act& expand, const Act& depthwise) {
+  std::vector<Attribute> attrs = Window(stride);
+  attrs.push_back(IntAttr("channels", C));
+  AddActivation("expand_", expand, &attrs);
+  AddActivation("", depthwise, &attrs);
+  return testing::MakeNode("BlockedExpandDepthwise", 5, 1, attrs, "ai.nee");
+}
+
+Tensor RunFast(KernelFn kernel, const Node& node, const std::vector<Value>& in, int threads) {
+  auto out = testing::RunKernel(kernel, node, 1, in, threads);
+  EXPECT_TRUE(out.ok()) << out.status().ToString();
+  return out.ok() ? *out : Tensor();
+}
+
+TEST(BlockedExpandDepthwise, IsTheTwoBlockedConvsAtEveryBandSizeAndThreadCount) {
+  std::mt19937 rng(11);
+  const std::vector<Case> cases = {
+      {{1, 16, 12, 11}, 96, 2},  // MobileNetV2's first expand shape, small; odd width
+      {{1, 24, 9, 10}, 144, 1},  // stride 1: bands overlap by two rows
+      {{2, 8, 7, 5}, 24, 1},     // three output blocks (one pair and a half), two images
+      {{1, 32, 13, 6}, 40, 2},   // odd rows at stride 2
+      {{1, 16, 1, 3}, 16, 1},    // one row
+  };
+  const std::vector<std::pair<Act, Act>> acts = {
+      {{"Clip", {0.f, 6.f}}, {"Clip", {0.f, 6.f}}}, {{"", {}}, {"", {}}}, {{"Silu", {}}, {"Relu", {}}},
+      {{"HardSwish", {}}, {"HardSwish", {}}}};
+  const bool banded = cpu::BlockedPointwiseAvx512();
+  for (const Case& c : cases) {
+    const int64_t C = c.x[1];
+    Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor(c.x, rng), C);
+    for (int64_t i = 0; i < xb.num_elements(); ++i) xb.data<float>()[i] *= 3.f;  // reach Clip's bounds
+    const Tensor w = testing::RandomTensor({c.E, C, 1, 1}, rng), b = testing::RandomTensor({c.E}, rng);
+    const Tensor dw = testing::RandomTensor({c.E, 1, 3, 3}, rng), db = testing::RandomTensor({c.E}, rng);
+    for (const auto& [ea, da] : acts) {
+      const std::string what = "x " + DimsToString(c.x) + " E " + std::to_string(c.E) + " stride " +
+                               std::to_string(c.stride) + " " + ea.name + "/" + da.name;
+      const Node pointwise = Pointwise(C, ea), depthwise = Depthwise(c.E, c.stride, da);
+      const Node fused = Fused(C, c.stride, ea, da);
+      const std::vector<Value> in = {Value(xb), Value(w), Value(b), Value(dw), Value(db)};
+      // The references.
+      auto expanded = testing::RunOp(pointwise, 1, {Value(xb), Value(w), Value(b)});
+      ASSERT_TRUE(expanded.ok()) << expanded.status().ToString();
+      auto want = testing::RunOp(depthwise, 1, {expanded->outputs[0], Value(dw), Value(db)});
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      auto ref = testing::RunOp(fused, 1, in);
+      ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+      testing::ExpectBitwise(ref->outputs[0].tensor(), want->outputs[0].tensor(), what + " reference");
+      // The fast kernels, unfused.
+      const Tensor fast_expanded = RunFast(cpu::BlockedConvFloat, pointwise, {Value(xb), Value(w), Value(b)}, 1);
+      const Tensor unfused = RunFast(cpu::BlockedConvFloat, depthwise, {Value(fast_expanded), Value(dw), Value(db)}, 1);
+      for (int64_t band_bytes : {int64_t{1}, int64_t{8} * 1024, int64_t{0}, int64_t{1} << 30}) {
+        cpu::BlockedExpandDepthwiseBandBytes(band_bytes);
+        for (int threads : {1, 2, 3}) {
+          const std::string at = what + " band bytes " + std::to_string(band_bytes) + " threads " +
+                                 std::to_string(threads);
+          const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, threads);
+          testing::ExpectClose(got, want->outputs[0].tensor(), at);
+          if (banded) testing::ExpectBitwise(got, unfused, at + " vs unfused fast");
+          else testing::ExpectBitwise(got, want->outputs[0].tensor(), at + " vs reference");
+        }
+      }
+      cpu::BlockedExpandDepthwiseBandBytes(0);
+    }
+  }
+}
+
+TEST(BlockedExpandDepthwise, RefusesWeightsThatDoNotFitWithTheirNames) {
+  std::mt19937 rng(3);
+  const Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor({1, 16, 4, 4}, rng), 16);
+  const Tensor b = testing::RandomTensor({32}, rng), db = testing::RandomTensor({32}, rng);
+  const Node fused = Fused(16, 1, {}, {});
+  struct Bad {
+    std::vector<int64_t> w, dw;
+    const char* names;
+  };
+  for (const Bad& bad : {Bad{{32, 8, 1, 1}, {32, 1, 3, 3}, "(W)"}, Bad{{32, 16, 3, 3}, {32, 1, 3, 3}, "(W)"},
+                         Bad{{32, 16, 1, 1}, {16, 1, 3, 3}, "(DW)"}, Bad{{32, 16, 1, 1}, {32, 2, 3, 3}, "(DW)"}}) {
+    const std::vector<Value> in = {Value(xb), Value(testing::RandomTensor(bad.w, rng)), Value(b),
+                                   Value(testing::RandomTensor(bad.dw, rng)), Value(db)};
+    for (KernelFn kernel : {KernelFn(cpu::BlockedExpandDepthwiseFloat), KernelFn(nullptr)}) {
+      const Status st = kernel ? testing::RunKernel(kernel, fused, 1, in, 1).status() : testing::RunOp(fused, 1, in).status();
+      ASSERT_FALSE(st.ok());
+      EXPECT_NE(st.ToString().find(bad.names), std::string::npos) << st.ToString();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nee
