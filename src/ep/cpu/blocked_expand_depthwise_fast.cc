@@ -6,12 +6,12 @@
 // Unfused, the expanded tensor (6x the block's channels: 96 x 112 x 112 is
 // 4.8 MB an image) is written to memory by the first conv and read back by
 // the second. Here each task takes a band of the depthwise conv's output rows
-// of one image, computes the expanded rows that band reads (the pointwise
-// pair tiles, blocked_pointwise_avx512.h) into a per-thread buffer sized to
-// stay in L2, and runs the depthwise rows (BlockedConv's own kernels,
+// of one image (of a group of its channels, where images are fewer than
+// threads), computes the expanded rows that band reads (the pointwise pair
+// tiles, blocked_pointwise_avx512.h) into a per-thread buffer sized to stay
+// in L2, and runs the depthwise rows (BlockedConv's own kernels,
 // blocked_conv_parts.h) from it. Bands overlap by the window's extra rows
-// (two for a 3x3 stride-1 conv), which are computed once per band: a few
-// percent more multiply-adds in the cheap conv of the pair.
+// (two for a 3x3 stride-1 conv), which are kept from one band to the next.
 //
 // The same operations as the two BlockedConvs' fast kernels, each output a
 // single chain in a fixed order computed by one task: bitwise those kernels'
@@ -60,12 +60,13 @@ bool FastPathApplies(const BlockedExpandDepthwiseGeometry& g, const BlockedDepth
          d.OH > 0 && d.OW > 0;
 }
 
-// One image's output rows [s0, s1), a band at a time. A band's first input
-// rows are often the previous band's last ones (the window's overlap: two
-// rows at stride 1, one at stride 2); those are moved to the buffer's top
-// rather than computed again (recomputing them cost a third more of a
-// 56x56 expand conv's multiply-adds with 256 KiB bands).
-struct Strip {
+// One image's expanded channel blocks [ob0, ob1), every output row, a band
+// of rows at a time. A band's first input rows are often the previous band's
+// last ones (the window's overlap: two rows at stride 1, one at stride 2);
+// those are moved to the buffer's top rather than computed again
+// (recomputing them cost a third more of a 56x56 expand conv's
+// multiply-adds with 256 KiB bands).
+struct Group {
   const BlockedExpandDepthwiseGeometry& g;
   const ExpandDepthwiseWeights& wts;
   const BlockedDepthwiseRows& rows;
@@ -74,24 +75,26 @@ struct Strip {
   bool expand_in_tiles;
   BlockedFinishFn expand_finish, depthwise_finish;
 
-  void Run(int64_t n, int64_t s0, int64_t s1, float* buffer) const {
+  void Run(int64_t n, int64_t ob0, int64_t ob1, float* buffer) const {
     const BlockedConvGeometry& e = g.expand;
     const BlockedConvGeometry& d = g.depthwise;
-    const int64_t Eb = d.Cb(), W = d.W, block = rows_max * W * kB, out_plane = d.OH * d.OW * kB;
+    const int64_t W = d.W, block = rows_max * W * kB, out_plane = d.OH * d.OW * kB;
     RowSpan have{0, 0};  // the input rows the buffer holds, from its top
-    for (int64_t oh0 = s0; oh0 < s1; oh0 += band) {
-      const int64_t oh1 = std::min(s1, oh0 + band);
+    for (int64_t oh0 = 0; oh0 < d.OH; oh0 += band) {
+      const int64_t oh1 = std::min(d.OH, oh0 + band);
       const RowSpan in = InputRows(d, oh0, oh1);
       const int64_t kept = std::max<int64_t>(0, have.hi - in.lo);
       if (kept > 0 && in.lo > have.lo)
-        for (int64_t cb = 0; cb < Eb; ++cb) {
-          float* top = buffer + cb * block;
+        for (int64_t cb = ob0; cb < ob1; ++cb) {
+          float* top = buffer + (cb - ob0) * block;
           std::memmove(top, top + (in.lo - have.lo) * W * kB, static_cast<size_t>(kept * W * kB) * sizeof(float));
         }
       float* fresh = buffer + kept * W * kB;
-      PointwiseRowsIntoAvx512(e, wts.expand, expand_in_tiles, n, (in.lo + kept) * W, in.hi * W, fresh, rows_max * W);
+      PointwiseRowsIntoAvx512(e, wts.expand, expand_in_tiles, n, (in.lo + kept) * W, in.hi * W, ob0, ob1, fresh,
+                              rows_max * W);
       if (expand_finish)
-        for (int64_t cb = 0; cb < Eb; ++cb) expand_finish(e.act, nullptr, fresh + cb * block, (in.hi - in.lo - kept) * W * kB);
+        for (int64_t cb = ob0; cb < ob1; ++cb)
+          expand_finish(e.act, nullptr, fresh + (cb - ob0) * block, (in.hi - in.lo - kept) * W * kB);
       have = in;
       // The depthwise conv over the buffer's rows as if they were the whole
       // input: rows past either end are never read (InputRows), and output
@@ -99,9 +102,9 @@ struct Strip {
       BlockedConvGeometry over_band = d;
       over_band.H = in.hi - in.lo;
       over_band.pt = d.pt + in.lo;
-      for (int64_t cb = 0; cb < Eb; ++cb) {
-        float* y = d.y + (n * Eb + cb) * out_plane;
-        rows.fn(over_band, buffer + cb * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
+      for (int64_t cb = ob0; cb < ob1; ++cb) {
+        float* y = d.y + (n * d.Cb() + cb) * out_plane;
+        rows.fn(over_band, buffer + (cb - ob0) * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
                 wts.depthwise.bias.data() + cb * kB, y, nullptr, oh0, oh1);
         if (depthwise_finish) depthwise_finish(d.act, nullptr, y + oh0 * d.OW * kB, (oh1 - oh0) * d.OW * kB);
       }
@@ -113,16 +116,20 @@ void Run(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const Expa
          const BlockedDepthwiseRows& rows) {
   const BlockedConvGeometry& e = g.expand;
   const BlockedConvGeometry& d = g.depthwise;
-  const int64_t row_bytes = d.Cb() * kB * d.W * static_cast<int64_t>(sizeof(float));
+  // Images are shared out whole; where there are fewer than threads, each
+  // image's expanded channels in groups of block pairs, one a thread: the
+  // depthwise conv is per channel, so the groups share no work (strips of
+  // rows would compute each strip's first rows twice).
+  const int threads = NumThreads(ctx);
+  const int64_t pairs = (d.Cb() + 1) / 2;
+  const int64_t groups = d.N >= threads ? 1 : std::min<int64_t>(pairs, (threads + d.N - 1) / d.N);
+  const int64_t group_blocks = std::min(d.Cb(), 2 * ((pairs + groups - 1) / groups));  // the largest group's
   // Output rows a band: as many as keep its input rows within the band bytes (at least one).
+  const int64_t row_bytes = group_blocks * kB * d.W * static_cast<int64_t>(sizeof(float));
   const int64_t extra = d.KH - d.sh;  // input rows a band reads beyond sh per output row
   const int64_t band =
       std::clamp<int64_t>((band_bytes.load(std::memory_order_relaxed) / row_bytes - extra) / d.sh, 1, d.OH);
-  // Images are shared out whole; where there are fewer than threads, each
-  // image's rows in a strip a thread (the strips' first rows computed twice).
-  const int threads = NumThreads(ctx);
-  const int64_t strips = d.N >= threads ? 1 : std::min<int64_t>(d.OH, (threads + d.N - 1) / d.N);
-  const Strip strip{g,
+  const Group group{g,
                     wts,
                     rows,
                     band,
@@ -130,10 +137,11 @@ void Run(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const Expa
                     blocked_tile::InRegisters(e.act.kind),
                     blocked_tile::InRegisters(e.act.kind) ? nullptr : BlockedFinishFor(e),
                     rows.finishes ? nullptr : BlockedFinishFor(d)};
-  ParallelTasks(ctx, d.N * strips, [&](int64_t t) {
-    const int64_t n = t / strips, k = t % strips;
+  ParallelTasks(ctx, d.N * groups, [&](int64_t t) {
+    const int64_t n = t / groups, k = t % groups;
+    const int64_t ob0 = 2 * (k * pairs / groups), ob1 = std::min(d.Cb(), 2 * ((k + 1) * pairs / groups));
     thread_local SgemmScratch scratch;
-    strip.Run(n, k * d.OH / strips, (k + 1) * d.OH / strips, scratch.Get(d.Cb() * strip.rows_max * d.W * kB));
+    group.Run(n, ob0, ob1, scratch.Get(group_blocks * group.rows_max * d.W * kB));
   });
 }
 

@@ -121,13 +121,15 @@ struct PairTiles {
 
 
 // Where Range writes: blocked output planes of `plane` pixels from y (z the
-// residual laid out as y, or null), pixel `first` of the range at their
-// start; for a channels-last output (y = g.y) where g.OutputIndex says.
+// residual laid out as y, or null), block `first_block`'s first, pixel
+// `first` of the range at their start; for a channels-last output (y = g.y)
+// where g.OutputIndex says.
 struct RangeOut {
   float* y;
   const float* z;
   int64_t plane;
   int64_t first;
+  int64_t first_block;
 };
 
 void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedActivation& act, const RangeOut& out,
@@ -147,7 +149,7 @@ void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedAc
     const float* bias = pw.bias16.data() + pair * kLanes;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
       px = blocked_tile::TilePixels(p1 - p, widest);
-      const int64_t at = g.nhwc_output ? g.OutputIndex(n, 2 * pair * kB, p) : (2 * pair * out.plane + p - out.first) * kB;
+      const int64_t at = g.nhwc_output ? g.OutputIndex(n, 2 * pair * kB, p) : ((2 * pair - out.first_block) * out.plane + p - out.first) * kB;
       tiles[px - 1](g.C, plane, x + p * kB, w, bias, out.y + at, out.z ? out.z + at : nullptr, act, store);
     }
   }
@@ -162,21 +164,21 @@ void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw
   const FusedActivation none;
   const int64_t plane = g.OH * g.OW, image = g.nhwc_output ? 0 : n * g.Mb() * plane * kB;
   const float* z = finish && g.z ? g.z + image : nullptr;
-  Range(g, pw, finish ? g.act : none, {g.y + image, z, plane, 0}, n, p0, p1, ob0, ob1);
+  Range(g, pw, finish ? g.act : none, {g.y + image, z, plane, 0, 0}, n, p0, p1, ob0, ob1);
 }
 
 void PointwiseRowsIntoAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n,
-                             int64_t p0, int64_t p1, float* band, int64_t band_plane) {
+                             int64_t p0, int64_t p1, int64_t ob0, int64_t ob1, float* band, int64_t band_plane) {
   const FusedActivation none;
-  Range(g, pw, finish ? g.act : none, {band, nullptr, band_plane, p0}, n, p0, p1, 0, g.Mb());
+  Range(g, pw, finish ? g.act : none, {band, nullptr, band_plane, p0, ob0}, n, p0, p1, ob0, ob1);
 }
 
 #else
 bool BlockedPointwiseAvx512() { return false; }
 void PointwiseRangeAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, int64_t,
                           int64_t) {}
-void PointwiseRowsIntoAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, float*,
-                             int64_t) {}
+void PointwiseRowsIntoAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, int64_t,
+                             int64_t, float*, int64_t) {}
 #endif
 
 }  // namespace nee::cpu

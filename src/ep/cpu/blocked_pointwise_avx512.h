@@ -40,11 +40,12 @@ void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out);
 void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
                           int64_t p1, int64_t ob0, int64_t ob1);
 
-// The same for pixels [p0, p1) of image n and every output block, written
-// to `band` instead of g.y (BlockedExpandDepthwise's rows of the expanded
-// tensor): output block ob's pixel p at band + (ob * band_plane + p - p0) * 8.
-// No residual; with `finish` the activation applied as each vector is stored.
+// The same for pixels [p0, p1) of image n and output blocks [ob0, ob1) (ob0
+// even), written to `band` instead of g.y (BlockedExpandDepthwise's rows of
+// the expanded tensor): block ob's pixel p at
+// band + ((ob - ob0) * band_plane + p - p0) * 8. No residual; with `finish`
+// the activation applied as each vector is stored.
 void PointwiseRowsIntoAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n,
-                             int64_t p0, int64_t p1, float* band, int64_t band_plane);
+                             int64_t p0, int64_t p1, int64_t ob0, int64_t ob1, float* band, int64_t band_plane);
 
 }  // namespace nee::cpu
