@@ -318,6 +318,8 @@ namespace {
 Status CheckExpandDepthwiseWeights(const InferenceContext& ctx, int64_t C, const Shape* w, const Shape* b,
                                    const Shape* dw, const Shape* db) {
   const Dim E = w ? (*w)[0] : Dim::Unknown();
+  if (E.known() && E.value <= 0)
+    return ctx.InputError(1, "(W) must have at least one output channel (the depthwise conv's groups), got " + ShapeToString(*w));
   auto differs = [](const Dim& d, int64_t v) { return d.known() && d.value != v; };
   if (w && (differs((*w)[1], C) || differs((*w)[2], 1) || differs((*w)[3], 1)))
     return ctx.InputError(1, "(W) must be [E, " + std::to_string(C) + ", 1, 1], got " + ShapeToString(*w));
@@ -374,6 +376,7 @@ Result<BlockedExpandDepthwiseGeometry> PlanBlockedExpandDepthwise(KernelContext&
     return ctx.InputError(0, "must be [N, " + std::to_string(e.Cb()) + ", H, W, " + std::to_string(kChannelBlock) +
                                  "] for " + std::to_string(e.C) + " channels, got " + x->Describe());
   const int64_t E = w->dim(0);
+  if (E <= 0) return ctx.InputError(1, "(W) must have at least one output channel (the depthwise conv's groups), got " + w->Describe());
   if (w->dims() != std::vector<int64_t>{E, e.C, 1, 1})
     return ctx.InputError(1, "(W) must be [E, " + std::to_string(e.C) + ", 1, 1], got " + w->Describe());
   if (dw->dim(0) != E || dw->dim(1) != 1)

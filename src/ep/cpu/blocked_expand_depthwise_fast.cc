@@ -112,36 +112,56 @@ struct Group {
   }
 };
 
+// How a run's work is cut. Images are shared out whole; where there are
+// fewer than threads, each image's expanded channels in groups of block
+// pairs, one a thread: the depthwise conv is per channel, so the groups share
+// no work (strips of rows would compute each strip's first rows twice).
+struct BandPlan {
+  int64_t pairs = 0, groups = 0;
+  int64_t group_blocks = 0;   // the largest group's blocks
+  int64_t band = 0;           // output rows a band
+  int64_t rows_max = 0;       // input rows a band reads at most
+  int64_t buffer_floats = 0;  // a task's buffer: group_blocks x rows_max rows
+};
+
+BandPlan PlanBands(const BlockedConvGeometry& d, int threads) {
+  BandPlan p;
+  p.pairs = (d.Cb() + 1) / 2;
+  p.groups = d.N >= threads ? 1 : std::min<int64_t>(p.pairs, (threads + d.N - 1) / d.N);
+  p.group_blocks = std::min(d.Cb(), 2 * ((p.pairs + p.groups - 1) / p.groups));
+  // As many output rows as keep the band's input rows within the band bytes (at least one).
+  const int64_t row_bytes = std::max<int64_t>(1, p.group_blocks * kB * d.W * static_cast<int64_t>(sizeof(float)));
+  const int64_t extra = d.KH - d.sh;  // input rows a band reads beyond sh per output row
+  p.band = std::clamp<int64_t>((band_bytes.load(std::memory_order_relaxed) / row_bytes - extra) / d.sh, 1, d.OH);
+  p.rows_max = std::min(d.H, p.band * d.sh + extra);
+  p.buffer_floats = p.group_blocks * p.rows_max * d.W * kB;
+  return p;
+}
+
+// The buffers are allocated by the threads that run the tasks, where a
+// failed allocation could not be reported: a band whose rows are wider than
+// this (a 3x3 window's rows over ~170,000 pixels of 8 channels) runs the
+// reference instead, which allocates on the calling thread.
+constexpr int64_t kMaxBufferBytes = 16 << 20;
+
 void Run(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const ExpandDepthwiseWeights& wts,
-         const BlockedDepthwiseRows& rows) {
+         const BlockedDepthwiseRows& rows, const BandPlan& plan) {
   const BlockedConvGeometry& e = g.expand;
   const BlockedConvGeometry& d = g.depthwise;
-  // Images are shared out whole; where there are fewer than threads, each
-  // image's expanded channels in groups of block pairs, one a thread: the
-  // depthwise conv is per channel, so the groups share no work (strips of
-  // rows would compute each strip's first rows twice).
-  const int threads = NumThreads(ctx);
-  const int64_t pairs = (d.Cb() + 1) / 2;
-  const int64_t groups = d.N >= threads ? 1 : std::min<int64_t>(pairs, (threads + d.N - 1) / d.N);
-  const int64_t group_blocks = std::min(d.Cb(), 2 * ((pairs + groups - 1) / groups));  // the largest group's
-  // Output rows a band: as many as keep its input rows within the band bytes (at least one).
-  const int64_t row_bytes = group_blocks * kB * d.W * static_cast<int64_t>(sizeof(float));
-  const int64_t extra = d.KH - d.sh;  // input rows a band reads beyond sh per output row
-  const int64_t band =
-      std::clamp<int64_t>((band_bytes.load(std::memory_order_relaxed) / row_bytes - extra) / d.sh, 1, d.OH);
   const Group group{g,
                     wts,
                     rows,
-                    band,
-                    std::min(d.H, band * d.sh + extra),
+                    plan.band,
+                    plan.rows_max,
                     blocked_tile::InRegisters(e.act.kind),
                     blocked_tile::InRegisters(e.act.kind) ? nullptr : BlockedFinishFor(e),
                     rows.finishes ? nullptr : BlockedFinishFor(d)};
-  ParallelTasks(ctx, d.N * groups, [&](int64_t t) {
-    const int64_t n = t / groups, k = t % groups;
-    const int64_t ob0 = 2 * (k * pairs / groups), ob1 = std::min(d.Cb(), 2 * ((k + 1) * pairs / groups));
+  ParallelTasks(ctx, d.N * plan.groups, [&](int64_t t) {
+    const int64_t n = t / plan.groups, k = t % plan.groups;
+    const int64_t ob0 = 2 * (k * plan.pairs / plan.groups);
+    const int64_t ob1 = std::min(d.Cb(), 2 * ((k + 1) * plan.pairs / plan.groups));
     thread_local SgemmScratch scratch;
-    group.Run(n, ob0, ob1, scratch.Get(group_blocks * group.rows_max * d.W * kB));
+    group.Run(n, ob0, ob1, scratch.Get(plan.buffer_floats));
   });
 }
 
@@ -152,7 +172,9 @@ void BlockedExpandDepthwiseBandBytes(int64_t bytes) { band_bytes = bytes > 0 ? b
 Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedExpandDepthwiseGeometry g, PlanBlockedExpandDepthwise(ctx));
   const BlockedDepthwiseRows rows = BlockedDepthwiseKernelFor(g.depthwise);
-  if (!FastPathApplies(g, rows)) {
+  const bool fast = FastPathApplies(g, rows);
+  const BandPlan plan = fast ? PlanBands(g.depthwise, NumThreads(ctx)) : BandPlan{};
+  if (!fast || plan.buffer_floats * static_cast<int64_t>(sizeof(float)) > kMaxBufferBytes) {
     BlockedExpandDepthwiseReference(ctx, g);
     return Status::Ok();
   }
@@ -164,7 +186,7 @@ Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
     PackBlockedDepthwise(d, &p->depthwise);
     return std::shared_ptr<const ExpandDepthwiseWeights>(std::move(p));
   });
-  Run(ctx, g, *packed, rows);
+  Run(ctx, g, *packed, rows, plan);
   return Status::Ok();
 }
 

@@ -122,6 +122,29 @@ TEST(BlockedExpandDepthwise, IsTheTwoBlockedConvsAtEveryBandSizeAndThreadCount) 
   }
 }
 
+// No images, and rows so wide that a band's buffer would pass the fast kernel's cap
+// (16 MiB: three rows of 64 channels over 22,000 pixels): the fast kernel gives the reference's bytes.
+TEST(BlockedExpandDepthwise, EmptyAndVeryWideInputsGiveTheReferencesResult) {
+  std::mt19937 rng(5);
+  struct Shape {
+    std::vector<int64_t> x;  // NCHW
+    int64_t E;
+  };
+  for (const Shape& shape : {Shape{{0, 16, 4, 5}, 32}, Shape{{1, 8, 3, 22000}, 64}}) {
+    const int64_t C = shape.x[1], E = shape.E;
+    const Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor(shape.x, rng), C);
+    const std::vector<Value> in = {Value(xb), Value(testing::RandomTensor({E, C, 1, 1}, rng)),
+                                   Value(testing::RandomTensor({E}, rng)),
+                                   Value(testing::RandomTensor({E, 1, 3, 3}, rng)),
+                                   Value(testing::RandomTensor({E}, rng))};
+    const Node fused = Fused(C, 1, {"Relu", {}}, {"Clip", {0.f, 6.f}});
+    auto want = testing::RunOp(fused, 1, in);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, 1);
+    testing::ExpectBitwise(got, want->outputs[0].tensor(), "x " + DimsToString(shape.x) + " E " + std::to_string(E));
+  }
+}
+
 TEST(BlockedExpandDepthwise, RefusesWeightsThatDoNotFitWithTheirNames) {
   std::mt19937 rng(3);
   const Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor({1, 16, 4, 4}, rng), 16);
@@ -132,6 +155,7 @@ TEST(BlockedExpandDepthwise, RefusesWeightsThatDoNotFitWithTheirNames) {
     const char* names;
   };
   for (const Bad& bad : {Bad{{32, 8, 1, 1}, {32, 1, 3, 3}, "(W)"}, Bad{{32, 16, 3, 3}, {32, 1, 3, 3}, "(W)"},
+                         Bad{{0, 16, 1, 1}, {0, 1, 3, 3}, "(W)"},
                          Bad{{32, 16, 1, 1}, {16, 1, 3, 3}, "(DW)"}, Bad{{32, 16, 1, 1}, {32, 2, 3, 3}, "(DW)"}}) {
     const std::vector<Value> in = {Value(xb), Value(testing::RandomTensor(bad.w, rng)), Value(b),
                                    Value(testing::RandomTensor(bad.dw, rng)), Value(db)};
