@@ -5,13 +5,13 @@
 //
 // Unfused, the expanded tensor (6x the block's channels: 96 x 112 x 112 is
 // 4.8 MB an image) is written to memory by the first conv and read back by
-// the second. Here each task takes a band of the depthwise conv's output rows
-// of one image (of a group of its channels, where images are fewer than
-// threads), computes the expanded rows that band reads (the pointwise pair
-// tiles, blocked_pointwise_avx512.h) into a per-thread buffer sized to stay
-// in L2, and runs the depthwise rows (BlockedConv's own kernels,
-// blocked_conv_parts.h) from it. Bands overlap by the window's extra rows
-// (two for a 3x3 stride-1 conv), which are kept from one band to the next.
+// the second. Here each task takes one image (a group of its channels, where
+// images are fewer than threads) and goes down its depthwise conv's output
+// rows a band at a time: it computes the expanded rows the band reads (the
+// pointwise pair tiles, blocked_pointwise_avx512.h) into a per-thread buffer
+// sized to stay in L2, and runs the depthwise rows (BlockedConv's own
+// kernels, blocked_conv_parts.h) from it. Bands overlap by the window's extra
+// rows (two for a 3x3 stride-1 conv), which are kept from one band to the next.
 //
 // The same operations as the two BlockedConvs' fast kernels, each output a
 // single chain in a fixed order computed by one task: bitwise those kernels'
