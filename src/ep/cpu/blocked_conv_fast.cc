@@ -102,10 +102,13 @@ std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
   return p;
 }
 
-std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
+// `weights`: the node's input holding g.w, its bias the next (BlockedConv's
+// 1 and 2; a BlockedExpandDepthwise's depthwise conv reads 3 and 4).
+std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g, size_t weights = 1) {
   // The layout depends on the ISA (tests change it at run time): part of the key.
   const int64_t layout = UsePairs(g) ? 1 : 0;
-  return PackedOnce<BlockedWeights>(ctx, {g.M, g.C, g.KH, g.KW, g.group, layout}, {1, 2}, [&] { return Pack(g); });
+  return PackedOnce<BlockedWeights>(ctx, {g.M, g.C, g.KH, g.KW, g.group, layout}, {weights, weights + 1},
+                                    [&] { return Pack(g); });
 }
 
 // y[at..at+8) = activation K of (v + z[at..at+8)) (z null: of v).
@@ -556,9 +559,20 @@ BlockedDepthwiseRows BlockedDepthwiseKernelFor(const BlockedConvGeometry& g) {
 }
 
 BlockedFinishFn BlockedFinishFor(const BlockedConvGeometry& g) { return FinishFor(g); }
+
+void RunBlockedPointwiseOrDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, size_t weights) {
+  if (!Supported(g) || !(g.pointwise() || g.depthwise()) || g.N == 0 || g.OH == 0 || g.OW == 0)
+    return BlockedConvReference(ctx, g);
+  const std::shared_ptr<const BlockedWeights> packed = PackedFor(ctx, g, weights);
+  if (g.pointwise()) RunPointwise(ctx, g, *packed, FinishFor(g));
+  else RunDepthwise(ctx, g, *packed, FinishFor(g));
+}
 #else
 BlockedDepthwiseRows BlockedDepthwiseKernelFor(const BlockedConvGeometry&) { return {}; }
 BlockedFinishFn BlockedFinishFor(const BlockedConvGeometry&) { return nullptr; }
+void RunBlockedPointwiseOrDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, size_t) {
+  BlockedConvReference(ctx, g);
+}
 #endif  // NEE_BLOCKED_X86
 
 void PackBlockedDepthwise(const BlockedConvGeometry& g, BlockedDepthwiseWeights* out) {

@@ -1,7 +1,9 @@
 // What the BlockedConv fast kernel (blocked_conv_fast.cc) lends the fused
 // BlockedExpandDepthwise kernel (blocked_expand_depthwise_fast.cc): its
-// depthwise rows, their packed weights, and the pass that finishes outputs
-// the kernels left as sums. The layout is ops/blocked_conv.h's.
+// depthwise rows, their packed weights, the pass that finishes outputs the
+// kernels left as sums, and its whole pointwise and depthwise convs (what
+// the fused kernel runs where its bands do not apply). The layout is
+// ops/blocked_conv.h's.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,5 +32,10 @@ void PackBlockedDepthwise(const BlockedConvGeometry& g, BlockedDepthwiseWeights*
 // what finishes the sums a kernel stored; null when g has nothing to finish.
 using BlockedFinishFn = void (*)(const FusedActivation& act, const float* z, float* y, int64_t n);
 BlockedFinishFn BlockedFinishFor(const BlockedConvGeometry& g);
+
+// A pointwise or depthwise conv g (its x, y and weights set) as BlockedConv's
+// fast kernel runs it (the reference where that would): its weights packed
+// once from node inputs `weights` and `weights` + 1 (the bias) when constant.
+void RunBlockedPointwiseOrDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, size_t weights);
 
 }  // namespace nee::cpu

@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "ep/cpu/blocked_conv_parts.h"
 #include "ep/cpu/blocked_pointwise_avx512.h"
@@ -140,8 +141,8 @@ BandPlan PlanBands(const BlockedConvGeometry& d, int threads) {
 
 // The buffers are allocated by the threads that run the tasks, where a
 // failed allocation could not be reported: a band whose rows are wider than
-// this (a 3x3 window's rows over ~170,000 pixels of 8 channels) runs the
-// reference instead, which allocates on the calling thread.
+// this (a 3x3 window's rows over ~170,000 pixels of 8 channels) runs
+// unfused instead (RunUnfused), which allocates on the calling thread.
 constexpr int64_t kMaxBufferBytes = 16 << 20;
 
 void Run(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const ExpandDepthwiseWeights& wts,
@@ -165,6 +166,20 @@ void Run(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const Expa
   });
 }
 
+// Where the bands do not apply: the two convs one after the other, as
+// BlockedConv's fast kernel runs them, through the whole expanded tensor
+// (allocated here, on the calling thread; the same bits as the bands).
+Status RunUnfused(KernelContext& ctx, BlockedExpandDepthwiseGeometry g) {
+  const std::vector<int64_t> dims = g.expand.OutputDims();
+  const int64_t floats = dims[0] * dims[1] * dims[2] * dims[3] * dims[4];
+  std::unique_ptr<float[]> expanded(new float[static_cast<size_t>(std::max<int64_t>(1, floats))]);
+  g.expand.y = expanded.get();
+  g.depthwise.x = expanded.get();
+  RunBlockedPointwiseOrDepthwise(ctx, g.expand, 1);
+  RunBlockedPointwiseOrDepthwise(ctx, g.depthwise, 3);
+  return Status::Ok();
+}
+
 }  // namespace
 
 void BlockedExpandDepthwiseBandBytes(int64_t bytes) { band_bytes = bytes > 0 ? bytes : kBandBytes; }
@@ -174,10 +189,7 @@ Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
   const BlockedDepthwiseRows rows = BlockedDepthwiseKernelFor(g.depthwise);
   const bool fast = FastPathApplies(g, rows);
   const BandPlan plan = fast ? PlanBands(g.depthwise, NumThreads(ctx)) : BandPlan{};
-  if (!fast || plan.buffer_floats * static_cast<int64_t>(sizeof(float)) > kMaxBufferBytes) {
-    BlockedExpandDepthwiseReference(ctx, g);
-    return Status::Ok();
-  }
+  if (!fast || plan.buffer_floats * static_cast<int64_t>(sizeof(float)) > kMaxBufferBytes) return RunUnfused(ctx, g);
   const BlockedConvGeometry& e = g.expand;
   const BlockedConvGeometry& d = g.depthwise;
   auto packed = PackedOnce<ExpandDepthwiseWeights>(ctx, {e.C, e.M, d.KH, d.KW}, {1, 2, 3, 4}, [&] {

@@ -9,10 +9,11 @@
 
 namespace nee::cpu {
 
-// The weights (input 1) packed into the layout a kernel reads, by `pack()`
-// (returning a std::shared_ptr to a T): once per session, kept in the node's
-// PreparedCache under `key`, when every input in `reads` that the node has is
-// a constant; input 1 is then released, since runs read the packed copy (and
+// The weights (the first input in `reads`, usually 1) packed into the layout
+// a kernel reads, by `pack()` (returning a std::shared_ptr to a T): once per
+// session, kept in the node's PreparedCache under `key`, when every input in
+// `reads` that the node has is a constant; the weights' input is then
+// released, since runs read the packed copy (and
 // a later repack would fault a mapped file's pages back in). Otherwise, or if
 // the cache fails, packed afresh for this call. The key holds whatever the
 // layout depends on (shapes, and the ISA where tests change it at run time).
@@ -24,7 +25,7 @@ std::shared_ptr<const T> PackedOnce(KernelContext& ctx, const PreparedCache::Key
   if (!constant) return pack();
   auto packed = ctx.prepared()->GetOrBuild<T>(key, [&]() -> Result<std::shared_ptr<const T>> {
     std::shared_ptr<const T> p = pack();
-    ctx.ReleaseConstantInput(1);
+    ctx.ReleaseConstantInput(*reads.begin());
     return p;
   });
   return packed.ok() ? packed.value() : pack();

@@ -1,8 +1,9 @@
 // ai.nee BlockedExpandDepthwise (ops/blocked_conv.cc, ep/cpu/blocked_expand_depthwise_fast.cc):
 //  - its reference is the two BlockedConv references one after the other, bit for bit;
 //  - the fast kernel gives the bits of the two BlockedConv fast kernels run one after the other (on
-//    AVX-512, where it takes the banded path; elsewhere it runs the reference), whatever the band size
-//    (one output row a band up to the whole image) and thread count, and stays close to the reference;
+//    AVX-512 its bands, elsewhere and for rows too wide for a band those two kernels themselves), whatever
+//    the band size (one output row a band up to the whole image) and thread count, and stays close to
+//    the reference;
 //  - wrong weights are refused with the input named.
 #include <gtest/gtest.h>
 
@@ -10,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "ep/cpu/blocked_pointwise_avx512.h"
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/sgemm.h"
 #include "blocked_test_util.h"
 #include "ep_test_util.h"
 
@@ -82,7 +83,6 @@ TEST(BlockedExpandDepthwise, IsTheTwoBlockedConvsAtEveryBandSizeAndThreadCount) 
   const std::vector<std::pair<Act, Act>> acts = {
       {{"Clip", {0.f, 6.f}}, {"Clip", {0.f, 6.f}}}, {{"", {}}, {"", {}}}, {{"Silu", {}}, {"Relu", {}}},
       {{"HardSwish", {}}, {"HardSwish", {}}}};
-  const bool banded = cpu::BlockedPointwiseAvx512();
   for (const Case& c : cases) {
     const int64_t C = c.x[1];
     Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor(c.x, rng), C);
@@ -103,28 +103,33 @@ TEST(BlockedExpandDepthwise, IsTheTwoBlockedConvsAtEveryBandSizeAndThreadCount) 
       auto ref = testing::RunOp(fused, 1, in);
       ASSERT_TRUE(ref.ok()) << ref.status().ToString();
       testing::ExpectBitwise(ref->outputs[0].tensor(), want->outputs[0].tensor(), what + " reference");
-      // The fast kernels, unfused.
-      const Tensor fast_expanded = RunFast(cpu::BlockedConvFloat, pointwise, {Value(xb), Value(w), Value(b)}, 1);
-      const Tensor unfused = RunFast(cpu::BlockedConvFloat, depthwise, {Value(fast_expanded), Value(dw), Value(db)}, 1);
-      for (int64_t band_bytes : {int64_t{1}, int64_t{8} * 1024, int64_t{0}, int64_t{1} << 30}) {
-        cpu::BlockedExpandDepthwiseBandBytes(band_bytes);
-        for (int threads : {1, 2, 3}) {
-          const std::string at = what + " band bytes " + std::to_string(band_bytes) + " threads " +
-                                 std::to_string(threads);
-          const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, threads);
-          testing::ExpectClose(got, want->outputs[0].tensor(), at);
-          if (banded) testing::ExpectBitwise(got, unfused, at + " vs unfused fast");
-          else testing::ExpectBitwise(got, want->outputs[0].tensor(), at + " vs reference");
+      // At each ISA limit, the fast kernels unfused, then fused.
+      for (cpu::SgemmIsa isa : {cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kAvx512}) {
+        cpu::SgemmLimitIsa(isa);
+        const Tensor fast_expanded = RunFast(cpu::BlockedConvFloat, pointwise, {Value(xb), Value(w), Value(b)}, 1);
+        const Tensor unfused =
+            RunFast(cpu::BlockedConvFloat, depthwise, {Value(fast_expanded), Value(dw), Value(db)}, 1);
+        for (int64_t band_bytes : {int64_t{1}, int64_t{8} * 1024, int64_t{0}, int64_t{1} << 30}) {
+          cpu::BlockedExpandDepthwiseBandBytes(band_bytes);
+          for (int threads : {1, 2, 3}) {
+            const std::string at = what + (isa == cpu::SgemmIsa::kAvx2 ? " AVX2" : "") + " band bytes " +
+                                   std::to_string(band_bytes) + " threads " + std::to_string(threads);
+            const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, threads);
+            testing::ExpectClose(got, want->outputs[0].tensor(), at);
+            testing::ExpectBitwise(got, unfused, at + " vs unfused fast");
+          }
         }
       }
+      cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
       cpu::BlockedExpandDepthwiseBandBytes(0);
     }
   }
 }
 
-// No images, and rows so wide that a band's buffer would pass the fast kernel's cap
-// (16 MiB: three rows of 64 channels over 22,000 pixels): the fast kernel gives the reference's bytes.
-TEST(BlockedExpandDepthwise, EmptyAndVeryWideInputsGiveTheReferencesResult) {
+// No images, and rows so wide that a band's buffer would pass the fast kernel's cap (16 MiB: three rows
+// of 64 channels over 22,000 pixels), which it then runs unfused: the two BlockedConv fast kernels' bytes,
+// close to the reference's.
+TEST(BlockedExpandDepthwise, EmptyAndVeryWideInputsRunTheTwoConvs) {
   std::mt19937 rng(5);
   struct Shape {
     std::vector<int64_t> x;  // NCHW
@@ -133,15 +138,18 @@ TEST(BlockedExpandDepthwise, EmptyAndVeryWideInputsGiveTheReferencesResult) {
   for (const Shape& shape : {Shape{{0, 16, 4, 5}, 32}, Shape{{1, 8, 3, 22000}, 64}}) {
     const int64_t C = shape.x[1], E = shape.E;
     const Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor(shape.x, rng), C);
-    const std::vector<Value> in = {Value(xb), Value(testing::RandomTensor({E, C, 1, 1}, rng)),
-                                   Value(testing::RandomTensor({E}, rng)),
-                                   Value(testing::RandomTensor({E, 1, 3, 3}, rng)),
-                                   Value(testing::RandomTensor({E}, rng))};
-    const Node fused = Fused(C, 1, {"Relu", {}}, {"Clip", {0.f, 6.f}});
-    auto want = testing::RunOp(fused, 1, in);
+    const Tensor w = testing::RandomTensor({E, C, 1, 1}, rng), b = testing::RandomTensor({E}, rng);
+    const Tensor dw = testing::RandomTensor({E, 1, 3, 3}, rng), db = testing::RandomTensor({E}, rng);
+    const std::vector<Value> in = {Value(xb), Value(w), Value(b), Value(dw), Value(db)};
+    const Act relu{"Relu", {}}, clip{"Clip", {0.f, 6.f}};
+    const std::string what = "x " + DimsToString(shape.x) + " E " + std::to_string(E);
+    auto want = testing::RunOp(Fused(C, 1, relu, clip), 1, in);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
-    const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, 1);
-    testing::ExpectBitwise(got, want->outputs[0].tensor(), "x " + DimsToString(shape.x) + " E " + std::to_string(E));
+    const Tensor expanded = RunFast(cpu::BlockedConvFloat, Pointwise(C, relu), {Value(xb), Value(w), Value(b)}, 1);
+    const Tensor unfused = RunFast(cpu::BlockedConvFloat, Depthwise(E, 1, clip), {Value(expanded), Value(dw), Value(db)}, 1);
+    const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, Fused(C, 1, relu, clip), in, 1);
+    testing::ExpectBitwise(got, unfused, what);
+    testing::ExpectClose(got, want->outputs[0].tensor(), what);
   }
 }
 
