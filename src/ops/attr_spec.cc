@@ -65,8 +65,8 @@ constexpr SpecRow kRows[] = {
      "kernel_shape:INTS output_layout:STRING pads:INTS strides:INTS|X:T W:T B:T? Z:T?|Y:T|T=tensor(float)"},
     {"ai.nee", "BlockedExpandDepthwise", 1, 0,
      "channels:INT! activation:STRING activation_params:FLOATS dilations:INTS expand_activation:STRING "
-     "expand_activation_params:FLOATS kernel_shape:INTS pads:INTS strides:INTS|X:T W:T B:T DW:T DB:T|Y:T|"
-     "T=tensor(float)"},
+     "expand_activation_params:FLOATS kernel_shape:INTS pads:INTS project_activation:STRING "
+     "project_activation_params:FLOATS strides:INTS|X:T W:T B:T DW:T DB:T PW:T? PB:T? Z:T?|Y:T|T=tensor(float)"},
     // A Transpose with column-range arithmetic and a last-axis Concat (ops/column_map.cc),
     // written by opt/fuse_column_map.cc.
     {"ai.nee", "TransposeColumnMap", 1, 0, "bounds:INTS! perm:INTS! program:INTS|X:T operands:T*0|Y:T|T=tensor(float)"},

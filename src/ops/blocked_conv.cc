@@ -347,7 +347,45 @@ Status InferBlockedExpandDepthwise(InferenceContext& ctx) {
   Shape out{x ? (*x)[0] : Dim::Unknown(), BlocksOf(w ? (*w)[0] : Dim::Unknown()), Dim::Unknown(), Dim::Unknown(),
             Dim::Known(kChannelBlock)};
   if (x) NEE_RETURN_IF_ERROR(InferWindowDims(ctx, *x, dw, &out));
+  if (ctx.has_input(5)) {  // the projection's channels
+    NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node, "project_").status());
+    NEE_ASSIGN_OR_RETURN(const Shape* pw, FloatInputOfRank(ctx, 5, 4));
+    if (!ctx.has_input(6)) return ctx.InputError(6, "(PB) must be given with PW");
+    NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 6, 1).status());
+    if (ctx.has_input(7)) NEE_RETURN_IF_ERROR(FloatInputOfRank(ctx, 7, 5).status());
+    out[1] = BlocksOf(pw ? (*pw)[0] : Dim::Unknown());
+  }
   ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, out);
+  return Status::Ok();
+}
+
+// The projection (inputs PW [P, E, 1, 1], PB [P], Z [N, Pb, OH, OW, 8]?) over the depthwise conv's output.
+Status PlanProjection(KernelContext& ctx, BlockedExpandDepthwiseGeometry* fused) {
+  const BlockedConvGeometry& d = fused->depthwise;
+  BlockedConvGeometry& p = fused->project;
+  NEE_ASSIGN_OR_RETURN(p.act, ReadFusedActivation(ctx.node(), "project_"));
+  NEE_ASSIGN_OR_RETURN(const Tensor* pw, FloatTensor(ctx, 5, 4));
+  if (!ctx.has_input(6)) return ctx.InputError(6, "(PB) must be given with PW");
+  NEE_ASSIGN_OR_RETURN(const Tensor* pb, FloatTensor(ctx, 6, 1));
+  const int64_t P = pw->dim(0);
+  if (P <= 0 || pw->dims() != std::vector<int64_t>{P, d.M, 1, 1})
+    return ctx.InputError(5, "(PW) must be [P, " + std::to_string(d.M) + ", 1, 1] with P > 0, got " + pw->Describe());
+  if (pb->dim(0) != P) return ctx.InputError(6, "(PB) must have " + std::to_string(P) + " values, got " + pb->Describe());
+  p.N = d.N;
+  p.C = d.M;
+  p.M = P;
+  p.H = p.OH = d.OH;
+  p.W = p.OW = d.OW;
+  p.KH = p.KW = 1;
+  p.w = pw->data<float>();
+  p.bias = pb->data<float>();
+  if (ctx.has_input(7)) {
+    NEE_ASSIGN_OR_RETURN(const Tensor* z, FloatTensor(ctx, 7, 5));
+    if (z->dims() != p.OutputDims())
+      return ctx.InputError(7, "(Z) must have the output's shape " + DimsToString(p.OutputDims()) + ", got " + z->Describe());
+    p.z = z->data<float>();
+  }
+  fused->projects = true;
   return Status::Ok();
 }
 
@@ -394,18 +432,30 @@ Result<BlockedExpandDepthwiseGeometry> PlanBlockedExpandDepthwise(KernelContext&
   e.bias = b->data<float>();
   d.w = dw->data<float>();
   d.bias = db->data<float>();
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, d.OutputDims()));
-  d.y = y.data<float>();
+  if (!ctx.has_input(5) && (ctx.has_input(6) || ctx.has_input(7)))
+    return ctx.InputError(5, "(PW) must be given with PB or Z");
+  if (ctx.has_input(5)) NEE_RETURN_IF_ERROR(PlanProjection(ctx, &fused));
+  BlockedConvGeometry& last = fused.projects ? fused.project : d;
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, last.OutputDims()));
+  last.y = y.data<float>();
   return fused;
 }
 
 void BlockedExpandDepthwiseReference(const KernelContext& ctx, BlockedExpandDepthwiseGeometry g) {
-  const std::vector<int64_t> dims = g.expand.OutputDims();
-  std::vector<float> expanded(static_cast<size_t>(dims[0] * dims[1] * dims[2] * dims[3] * dims[4]));
+  auto elements = [](const BlockedConvGeometry& conv) {
+    const std::vector<int64_t> dims = conv.OutputDims();
+    return static_cast<size_t>(dims[0] * dims[1] * dims[2] * dims[3] * dims[4]);
+  };
+  std::vector<float> expanded(elements(g.expand)), filtered(g.projects ? elements(g.depthwise) : 0);
   g.expand.y = expanded.data();
   g.depthwise.x = expanded.data();
   BlockedConvReference(ctx, g.expand);
+  if (g.projects) {
+    g.depthwise.y = filtered.data();
+    g.project.x = filtered.data();
+  }
   BlockedConvReference(ctx, g.depthwise);
+  if (g.projects) BlockedConvReference(ctx, g.project);
 }
 
 // ---- BlockedMaxPool ------------------------------------------------------------------

@@ -18,15 +18,19 @@
 //     tensor with any M (a detector head's 255 channels), for a reader that
 //     wants channels last (the Transpose after a head, opt/layout_blocked.cc):
 //     the same values as the blocked Y, stored pixel by pixel.
-//   BlockedExpandDepthwise(X blocked, W [E, C, 1, 1], B [E], DW [E, 1, KH, KW], DB [E];
+//   BlockedExpandDepthwise(X blocked, W [E, C, 1, 1], B [E], DW [E, 1, KH, KW], DB [E],
+//                          PW [P, E, 1, 1]?, PB [P]?, Z blocked?;
 //                          channels = C, expand_activation, expand_activation_params,
-//                          kernel_shape, strides, pads, dilations, activation, activation_params)
-//     -> Y [N, Eb, OH, OW, 8]: a pointwise BlockedConv (W, B, the expand_
-//        activation) expanding C channels to E, then a depthwise one (DW, DB,
-//        the window attributes and the activation) on its result: MobileNetV2's
-//        expand -> depthwise pair, written by opt/fuse_blocked_expand_depthwise.cc
-//        so that the fast kernel computes the expanded tensor a band of rows at a
-//        time into a buffer the cache keeps, never all of it.
+//                          kernel_shape, strides, pads, dilations, activation, activation_params,
+//                          project_activation, project_activation_params)
+//     -> Y [N, Eb, OH, OW, 8], or [N, Pb, OH, OW, 8] with PW: a pointwise
+//        BlockedConv (W, B, the expand_ activation) expanding C channels to E,
+//        then a depthwise one (DW, DB, the window attributes and the
+//        activation) on its result, then with PW (and PB) a pointwise one
+//        (the project_ activation, residual Z) on that: MobileNetV2's inverted
+//        residual block, written by opt/fuse_blocked_expand_depthwise.cc so
+//        that the fast kernel computes the intermediate tensors a band of rows
+//        at a time into buffers the cache keeps, never all of them.
 //   BlockedMaxPool(X blocked; channels = C, kernel_shape, strides, pads)
 //     -> Y [N, Cb, OH, OW, 8]: MaxPool's result (2-D, no dilation or ceil_mode),
 //        blocked: each output the first tap inside the image, then replaced by
@@ -86,19 +90,24 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx);
 // lanes 0): sums in double, in the order of the input channels and taps.
 void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g);
 
-// A BlockedExpandDepthwise node as its two convs: `expand` (pointwise, its y
+// A BlockedExpandDepthwise node as its convs: `expand` (pointwise, its y
 // null: the expanded tensor is wherever the kernel puts it) and `depthwise`
-// (its x null, its y the node's allocated output).
+// (its x null, its y the node's allocated output unless it projects).
 struct BlockedExpandDepthwiseGeometry {
   BlockedConvGeometry expand;
   BlockedConvGeometry depthwise;
+  // With the projection (PW given): a pointwise conv over the depthwise
+  // conv's output (its x null; the depthwise conv's y then null too) that
+  // writes the node's output.
+  bool projects = false;
+  BlockedConvGeometry project;
 };
 
 // Reads and checks the inputs and attributes, and allocates the output.
 Result<BlockedExpandDepthwiseGeometry> PlanBlockedExpandDepthwise(KernelContext& ctx);
 
-// The reference: the two convs' reference kernels one after the other,
-// through the whole expanded tensor (allocated here).
+// The reference: the convs' reference kernels one after the other, through
+// whole intermediate tensors (allocated here).
 void BlockedExpandDepthwiseReference(const KernelContext& ctx, BlockedExpandDepthwiseGeometry g);
 
 // A BlockedMaxPool node's input, validated, and its allocated output.

@@ -107,7 +107,10 @@ std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
 std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g, size_t weights = 1) {
   // The layout depends on the ISA (tests change it at run time): part of the key.
   const int64_t layout = UsePairs(g) ? 1 : 0;
-  return PackedOnce<BlockedWeights>(ctx, {g.M, g.C, g.KH, g.KW, g.group, layout}, {weights, weights + 1},
+  // The weights' input too: a node may run several convs of one shape (a BlockedExpandDepthwise's expand and
+  // projection where C = E = P).
+  const auto input = static_cast<int64_t>(weights);
+  return PackedOnce<BlockedWeights>(ctx, {g.M, g.C, g.KH, g.KW, g.group, layout, input}, {weights, weights + 1},
                                     [&] { return Pack(g); });
 }
 

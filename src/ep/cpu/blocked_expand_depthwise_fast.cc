@@ -1,21 +1,27 @@
 // ai.nee BlockedExpandDepthwise on float32 for the CPU provider: a pointwise
-// conv expanding C channels to E, then a depthwise conv on its result
-// (ops/blocked_conv.h; MobileNetV2's inverted residual blocks, fused by
+// conv expanding C channels to E, then a depthwise conv on its result, and
+// optionally a pointwise projection of that (ops/blocked_conv.h;
+// MobileNetV2's inverted residual blocks, fused by
 // opt/fuse_blocked_expand_depthwise.cc).
 //
 // Unfused, the expanded tensor (6x the block's channels: 96 x 112 x 112 is
 // 4.8 MB an image) is written to memory by the first conv and read back by
-// the second. Here each task takes one image (a group of its channels, where
-// images are fewer than threads) and goes down its depthwise conv's output
-// rows a band at a time: it computes the expanded rows the band reads (the
-// pointwise pair tiles, blocked_pointwise_avx512.h) into a per-thread buffer
-// sized to stay in L2, and runs the depthwise rows (BlockedConv's own
-// kernels, blocked_conv_parts.h) from it. Bands overlap by the window's extra
-// rows (two for a 3x3 stride-1 conv), which are kept from one band to the next.
+// the second, and the depthwise conv's output by the projection. Here each
+// task takes one image (a group of its channels, where images are fewer than
+// threads and there is no projection) and goes down its depthwise conv's
+// output rows a band at a time: it computes the expanded rows the band reads
+// (the pointwise pair tiles, blocked_pointwise_avx512.h) into a per-thread
+// buffer sized to stay in L2, runs the depthwise rows (BlockedConv's own
+// kernels, blocked_conv_parts.h) from it, and with a projection writes them
+// to a second buffer from which the pair tiles compute the band's output
+// rows. Bands overlap by the window's extra rows (two for a 3x3 stride-1
+// conv), which are kept from one band to the next.
 //
-// The same operations as the two BlockedConvs' fast kernels, each output a
+// The same operations as the BlockedConvs' fast kernels, each output a
 // single chain in a fixed order computed by one task: bitwise those kernels'
-// result, at any thread count and band size.
+// result, at any thread count and band size. Where the bands do not apply
+// (below AVX-512; rows too wide for a band) the kernel runs those convs
+// themselves, one after the other (RunUnfused).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -37,13 +43,14 @@ namespace {
 constexpr int64_t kB = kChannelBlock;
 
 // The expanded rows a band holds at most, in bytes: with the depthwise
-// band's output and the two convs' weights, within a Zen 4 core's 1 MiB L2.
+// band's output and the convs' weights, within a Zen 4 core's 1 MiB L2.
 constexpr int64_t kBandBytes = 256 * 1024;
 std::atomic<int64_t> band_bytes{kBandBytes};
 
 struct ExpandDepthwiseWeights {
   PointwisePairs expand;
   BlockedDepthwiseWeights depthwise;
+  PointwisePairs project;  // empty without the projection
 };
 
 // The input rows [lo, hi) output rows [oh0, oh1) of the depthwise conv read.
@@ -61,6 +68,11 @@ bool FastPathApplies(const BlockedExpandDepthwiseGeometry& g, const BlockedDepth
          d.OH > 0 && d.OW > 0;
 }
 
+// A pointwise conv's finish where its tiles do not apply it: none when they do.
+BlockedFinishFn FinishAfterTiles(const BlockedConvGeometry& g) {
+  return blocked_tile::InRegisters(g.act.kind) ? nullptr : BlockedFinishFor(g);
+}
+
 // One image's expanded channel blocks [ob0, ob1), every output row, a band
 // of rows at a time. A band's first input rows are often the previous band's
 // last ones (the window's overlap: two rows at stride 1, one at stride 2);
@@ -73,13 +85,15 @@ struct Group {
   const BlockedDepthwiseRows& rows;
   int64_t band;      // output rows a band
   int64_t rows_max;  // input rows a band reads at most: each block's rows in the buffer
-  bool expand_in_tiles;
-  BlockedFinishFn expand_finish, depthwise_finish;
+  float* filtered_out;  // where the depthwise conv writes without the projection: [N, Eb, OH, OW, 8]
 
-  void Run(int64_t n, int64_t ob0, int64_t ob1, float* buffer) const {
+  // `buffer`: rows_max rows of blocks [ob0, ob1); `filtered`: a band of the
+  // depthwise conv's output, every block (only with the projection).
+  void Run(int64_t n, int64_t ob0, int64_t ob1, float* buffer, float* filtered) const {
     const BlockedConvGeometry& e = g.expand;
     const BlockedConvGeometry& d = g.depthwise;
-    const int64_t W = d.W, block = rows_max * W * kB, out_plane = d.OH * d.OW * kB;
+    const int64_t W = d.W, block = rows_max * W * kB;
+    const BlockedFinishFn expand_finish = FinishAfterTiles(e);
     RowSpan have{0, 0};  // the input rows the buffer holds, from its top
     for (int64_t oh0 = 0; oh0 < d.OH; oh0 += band) {
       const int64_t oh1 = std::min(d.OH, oh0 + band);
@@ -91,41 +105,77 @@ struct Group {
           std::memmove(top, top + (in.lo - have.lo) * W * kB, static_cast<size_t>(kept * W * kB) * sizeof(float));
         }
       float* fresh = buffer + kept * W * kB;
-      PointwiseRowsIntoAvx512(e, wts.expand, expand_in_tiles, n, (in.lo + kept) * W, in.hi * W, ob0, ob1, fresh,
-                              rows_max * W);
+      PointwiseRowsToAvx512(e, wts.expand, !expand_finish, n, (in.lo + kept) * W, in.hi * W, ob0, ob1,
+                            {fresh, nullptr, rows_max * W, (in.lo + kept) * W, ob0});
       if (expand_finish)
         for (int64_t cb = ob0; cb < ob1; ++cb)
           expand_finish(e.act, nullptr, fresh + (cb - ob0) * block, (in.hi - in.lo - kept) * W * kB);
       have = in;
-      // The depthwise conv over the buffer's rows as if they were the whole
-      // input: rows past either end are never read (InputRows), and output
-      // row oh reads buffer row oh * sh - pt - in.lo + kh.
-      BlockedConvGeometry over_band = d;
-      over_band.H = in.hi - in.lo;
-      over_band.pt = d.pt + in.lo;
-      for (int64_t cb = ob0; cb < ob1; ++cb) {
-        float* y = d.y + (n * d.Cb() + cb) * out_plane;
-        rows.fn(over_band, buffer + (cb - ob0) * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
-                wts.depthwise.bias.data() + cb * kB, y, nullptr, oh0, oh1);
-        if (depthwise_finish) depthwise_finish(d.act, nullptr, y + oh0 * d.OW * kB, (oh1 - oh0) * d.OW * kB);
-      }
+      Depthwise(n, ob0, ob1, in, oh0, oh1, buffer, filtered);
+      if (g.projects) Project(n, oh0, oh1, filtered);
     }
+  }
+
+  // The depthwise conv over the buffer's rows as if they were the whole
+  // input: rows past either end are never read (InputRows), and output row
+  // oh reads buffer row oh * sh - pt - in.lo + kh. With the projection the
+  // band's rows go to `filtered` (output row oh0 its first), else to the
+  // depthwise output's planes.
+  void Depthwise(int64_t n, int64_t ob0, int64_t ob1, RowSpan in, int64_t oh0, int64_t oh1, const float* buffer,
+                 float* filtered) const {
+    const BlockedConvGeometry& d = g.depthwise;
+    const int64_t block = rows_max * d.W * kB, rows_out = oh1 - oh0;
+    const BlockedFinishFn finish = rows.finishes ? nullptr : BlockedFinishFor(d);
+    BlockedConvGeometry over_band = d;
+    over_band.H = in.hi - in.lo;
+    over_band.pt = d.pt + in.lo - (g.projects ? oh0 * d.sh : 0);
+    const int64_t first = g.projects ? 0 : oh0;  // the band's first row as the kernel numbers it
+    for (int64_t cb = ob0; cb < ob1; ++cb) {
+      float* y = g.projects ? filtered + cb * rows_out * d.OW * kB : filtered_out + (n * d.Cb() + cb) * d.OH * d.OW * kB;
+      rows.fn(over_band, buffer + (cb - ob0) * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
+              wts.depthwise.bias.data() + cb * kB, y, nullptr, first, first + rows_out);
+      if (finish) finish(d.act, nullptr, y + first * d.OW * kB, rows_out * d.OW * kB);
+    }
+  }
+
+  // The projection of the band's rows (`filtered`, every block) into the
+  // node's output rows [oh0, oh1).
+  void Project(int64_t n, int64_t oh0, int64_t oh1, const float* filtered) const {
+    const BlockedConvGeometry& p = g.project;
+    BlockedConvGeometry over_band = p;
+    over_band.x = filtered;
+    over_band.H = oh1 - oh0;
+    const int64_t pixels = (oh1 - oh0) * p.W, plane = p.OH * p.OW * kB;
+    const int64_t at = n * p.Mb() * plane + oh0 * p.OW * kB;
+    const BlockedFinishFn finish = FinishAfterTiles(p);
+    PointwiseRowsToAvx512(over_band, wts.project, !finish, 0, 0, pixels, 0, p.Mb(),
+                          {p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0, 0});
+    if (finish)
+      for (int64_t ob = 0; ob < p.Mb(); ++ob)
+        finish(p.act, p.z ? p.z + at + ob * plane : nullptr, p.y + at + ob * plane, pixels * kB);
   }
 };
 
 // How a run's work is cut. Images are shared out whole; where there are
-// fewer than threads, each image's expanded channels in groups of block
-// pairs, one a thread: the depthwise conv is per channel, so the groups share
-// no work (strips of rows would compute each strip's first rows twice).
+// fewer than threads and no projection, each image's expanded channels in
+// groups of block pairs, one a thread: the depthwise conv is per channel,
+// so the groups share no work (strips of rows would compute each strip's
+// first rows twice). With the projection, which needs every channel of a
+// pixel, the groups' depthwise output goes to a whole tensor and the
+// projection runs after them (RunProjectedInGroups).
 struct BandPlan {
   int64_t pairs = 0, groups = 0;
-  int64_t group_blocks = 0;   // the largest group's blocks
-  int64_t band = 0;           // output rows a band
-  int64_t rows_max = 0;       // input rows a band reads at most
-  int64_t buffer_floats = 0;  // a task's buffer: group_blocks x rows_max rows
+  int64_t group_blocks = 0;     // the largest group's blocks
+  int64_t band = 0;             // output rows a band
+  int64_t rows_max = 0;         // input rows a band reads at most
+  int64_t buffer_floats = 0;    // a task's expanded rows: group_blocks x rows_max rows
+  int64_t filtered_floats = 0;  // a task's band of depthwise output (projecting in the bands)
+
+  int64_t Bytes() const { return (buffer_floats + filtered_floats) * static_cast<int64_t>(sizeof(float)); }
 };
 
-BandPlan PlanBands(const BlockedConvGeometry& d, int threads) {
+BandPlan PlanBands(const BlockedExpandDepthwiseGeometry& g, int threads) {
+  const BlockedConvGeometry& d = g.depthwise;
   BandPlan p;
   p.pairs = (d.Cb() + 1) / 2;
   p.groups = d.N >= threads ? 1 : std::min<int64_t>(p.pairs, (threads + d.N - 1) / d.N);
@@ -136,6 +186,7 @@ BandPlan PlanBands(const BlockedConvGeometry& d, int threads) {
   p.band = std::clamp<int64_t>((band_bytes.load(std::memory_order_relaxed) / row_bytes - extra) / d.sh, 1, d.OH);
   p.rows_max = std::min(d.H, p.band * d.sh + extra);
   p.buffer_floats = p.group_blocks * p.rows_max * d.W * kB;
+  if (g.projects && p.groups == 1) p.filtered_floats = d.Cb() * p.band * d.OW * kB;
   return p;
 }
 
@@ -145,38 +196,59 @@ BandPlan PlanBands(const BlockedConvGeometry& d, int threads) {
 // unfused instead (RunUnfused), which allocates on the calling thread.
 constexpr int64_t kMaxBufferBytes = 16 << 20;
 
-void Run(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const ExpandDepthwiseWeights& wts,
-         const BlockedDepthwiseRows& rows, const BandPlan& plan) {
-  const BlockedConvGeometry& e = g.expand;
+// The bands, writing the depthwise output to `filtered_out` unless they project.
+void RunBands(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const ExpandDepthwiseWeights& wts,
+              const BlockedDepthwiseRows& rows, const BandPlan& plan, float* filtered_out) {
   const BlockedConvGeometry& d = g.depthwise;
-  const Group group{g,
-                    wts,
-                    rows,
-                    plan.band,
-                    plan.rows_max,
-                    blocked_tile::InRegisters(e.act.kind),
-                    blocked_tile::InRegisters(e.act.kind) ? nullptr : BlockedFinishFor(e),
-                    rows.finishes ? nullptr : BlockedFinishFor(d)};
+  const Group group{g, wts, rows, plan.band, plan.rows_max, filtered_out};
   ParallelTasks(ctx, d.N * plan.groups, [&](int64_t t) {
     const int64_t n = t / plan.groups, k = t % plan.groups;
     const int64_t ob0 = 2 * (k * plan.pairs / plan.groups);
     const int64_t ob1 = std::min(d.Cb(), 2 * ((k + 1) * plan.pairs / plan.groups));
     thread_local SgemmScratch scratch;
-    group.Run(n, ob0, ob1, scratch.Get(plan.buffer_floats));
+    float* buffer = scratch.Get(plan.buffer_floats + plan.filtered_floats);
+    group.Run(n, ob0, ob1, buffer, buffer + plan.buffer_floats);
   });
 }
 
-// Where the bands do not apply: the two convs one after the other, as
-// BlockedConv's fast kernel runs them, through the whole expanded tensor
+// The elements of a conv's output.
+int64_t OutputFloats(const BlockedConvGeometry& conv) {
+  int64_t n = 1;
+  for (int64_t dim : conv.OutputDims()) n *= dim;
+  return n;
+}
+
+// Channel groups cannot project (it needs every channel of a pixel): the
+// bands write the whole depthwise output, then the projection runs as
+// BlockedConv's fast kernel runs it.
+void RunProjectedInGroups(KernelContext& ctx, BlockedExpandDepthwiseGeometry g, const ExpandDepthwiseWeights& wts,
+                          const BlockedDepthwiseRows& rows, const BandPlan& plan) {
+  // The calling thread's, kept from run to run: freshly allocated, its pages
+  // faulted in on every run (MobileNetV2 batch 1 at 2 threads: +2-4%).
+  thread_local SgemmScratch scratch;
+  float* filtered = scratch.Get(OutputFloats(g.depthwise));
+  g.projects = false;  // the bands write the depthwise output
+  RunBands(ctx, g, wts, rows, plan, filtered);
+  g.project.x = filtered;
+  RunBlockedPointwiseOrDepthwise(ctx, g.project, 5);
+}
+
+// Where the bands do not apply: the convs one after the other, as
+// BlockedConv's fast kernel runs them, through whole intermediate tensors
 // (allocated here, on the calling thread; the same bits as the bands).
 Status RunUnfused(KernelContext& ctx, BlockedExpandDepthwiseGeometry g) {
-  const std::vector<int64_t> dims = g.expand.OutputDims();
-  const int64_t floats = dims[0] * dims[1] * dims[2] * dims[3] * dims[4];
-  std::unique_ptr<float[]> expanded(new float[static_cast<size_t>(std::max<int64_t>(1, floats))]);
-  g.expand.y = expanded.get();
-  g.depthwise.x = expanded.get();
+  thread_local SgemmScratch scratch;  // the calling thread's, kept from run to run
+  const int64_t expanded = OutputFloats(g.expand), filtered = g.projects ? OutputFloats(g.depthwise) : 0;
+  float* buffer = scratch.Get(std::max<int64_t>(1, expanded + filtered));
+  g.expand.y = buffer;
+  g.depthwise.x = buffer;
+  if (g.projects) {
+    g.depthwise.y = buffer + expanded;
+    g.project.x = buffer + expanded;
+  }
   RunBlockedPointwiseOrDepthwise(ctx, g.expand, 1);
   RunBlockedPointwiseOrDepthwise(ctx, g.depthwise, 3);
+  if (g.projects) RunBlockedPointwiseOrDepthwise(ctx, g.project, 5);
   return Status::Ok();
 }
 
@@ -187,18 +259,24 @@ void BlockedExpandDepthwiseBandBytes(int64_t bytes) { band_bytes = bytes > 0 ? b
 Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedExpandDepthwiseGeometry g, PlanBlockedExpandDepthwise(ctx));
   const BlockedDepthwiseRows rows = BlockedDepthwiseKernelFor(g.depthwise);
-  const bool fast = FastPathApplies(g, rows);
-  const BandPlan plan = fast ? PlanBands(g.depthwise, NumThreads(ctx)) : BandPlan{};
-  if (!fast || plan.buffer_floats * static_cast<int64_t>(sizeof(float)) > kMaxBufferBytes) return RunUnfused(ctx, g);
+  const bool fast = FastPathApplies(g, rows) && (!g.projects || g.project.C % kB == 0);
+  const BandPlan plan = fast ? PlanBands(g, NumThreads(ctx)) : BandPlan{};
+  if (!fast || plan.Bytes() > kMaxBufferBytes) return RunUnfused(ctx, g);
   const BlockedConvGeometry& e = g.expand;
   const BlockedConvGeometry& d = g.depthwise;
-  auto packed = PackedOnce<ExpandDepthwiseWeights>(ctx, {e.C, e.M, d.KH, d.KW}, {1, 2, 3, 4}, [&] {
+  const int64_t P = g.projects ? g.project.M : 0;
+  auto packed = PackedOnce<ExpandDepthwiseWeights>(ctx, {e.C, e.M, d.KH, d.KW, P}, {1, 2, 3, 4, 5, 6}, [&] {
     auto p = std::make_shared<ExpandDepthwiseWeights>();
     PackPointwisePairs(e, &p->expand);
     PackBlockedDepthwise(d, &p->depthwise);
+    if (g.projects) PackPointwisePairs(g.project, &p->project);
     return std::shared_ptr<const ExpandDepthwiseWeights>(std::move(p));
   });
-  Run(ctx, g, *packed, rows, plan);
+  if (g.projects && plan.groups > 1) {
+    RunProjectedInGroups(ctx, g, *packed, rows, plan);
+  } else {
+    RunBands(ctx, g, *packed, rows, plan, d.y);
+  }
   return Status::Ok();
 }
 

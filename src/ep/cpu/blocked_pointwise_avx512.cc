@@ -120,19 +120,7 @@ struct PairTiles {
 };
 
 
-// Where Range writes: blocked output planes of `plane` pixels from y (z the
-// residual laid out as y, or null), block `first_block`'s first, pixel
-// `first` of the range at their start; for a channels-last output (y = g.y)
-// where g.OutputIndex says.
-struct RangeOut {
-  float* y;
-  const float* z;
-  int64_t plane;
-  int64_t first;
-  int64_t first_block;
-};
-
-void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedActivation& act, const RangeOut& out,
+void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedActivation& act, const PointwiseOut& out,
            int64_t n, int64_t p0, int64_t p1, int64_t ob0, int64_t ob1) {
   const int64_t plane = g.H * g.W;
   const float* x = g.x + n * g.Cb() * plane * kB;
@@ -167,18 +155,19 @@ void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw
   Range(g, pw, finish ? g.act : none, {g.y + image, z, plane, 0, 0}, n, p0, p1, ob0, ob1);
 }
 
-void PointwiseRowsIntoAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n,
-                             int64_t p0, int64_t p1, int64_t ob0, int64_t ob1, float* band, int64_t band_plane) {
+void PointwiseRowsToAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
+                           int64_t p1, int64_t ob0, int64_t ob1, const PointwiseOut& out) {
   const FusedActivation none;
-  Range(g, pw, finish ? g.act : none, {band, nullptr, band_plane, p0, ob0}, n, p0, p1, ob0, ob1);
+  Range(g, pw, finish ? g.act : none, {out.y, finish ? out.z : nullptr, out.plane, out.first, out.first_block}, n, p0,
+        p1, ob0, ob1);
 }
 
 #else
 bool BlockedPointwiseAvx512() { return false; }
 void PointwiseRangeAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, int64_t,
                           int64_t) {}
-void PointwiseRowsIntoAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, int64_t,
-                             int64_t, float*, int64_t) {}
+void PointwiseRowsToAvx512(const BlockedConvGeometry&, const PointwisePairs&, bool, int64_t, int64_t, int64_t, int64_t,
+                           int64_t, const PointwiseOut&) {}
 #endif
 
 }  // namespace nee::cpu

@@ -40,12 +40,21 @@ void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out);
 void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
                           int64_t p1, int64_t ob0, int64_t ob1);
 
+// Where PointwiseRowsToAvx512 writes (blocked): output block ob's pixel p
+// at y + ((ob - first_block) * plane + p - first) * 8; z, the residual, laid
+// out as y (or null).
+struct PointwiseOut {
+  float* y;
+  const float* z;
+  int64_t plane, first, first_block;
+};
+
 // The same for pixels [p0, p1) of image n and output blocks [ob0, ob1) (ob0
-// even), written to `band` instead of g.y (BlockedExpandDepthwise's rows of
-// the expanded tensor): block ob's pixel p at
-// band + ((ob - ob0) * band_plane + p - p0) * 8. No residual; with `finish`
-// the activation applied as each vector is stored.
-void PointwiseRowsIntoAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n,
-                             int64_t p0, int64_t p1, int64_t ob0, int64_t ob1, float* band, int64_t band_plane);
+// even), written where `out` says instead of g.y (BlockedExpandDepthwise's
+// rows of its expanded tensor in a buffer, its projection's rows of the
+// output); with `finish`, the residual out.z added and the activation applied
+// as each vector is stored (only None, Relu, Clip and SiLU).
+void PointwiseRowsToAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
+                           int64_t p1, int64_t ob0, int64_t ob1, const PointwiseOut& out);
 
 }  // namespace nee::cpu

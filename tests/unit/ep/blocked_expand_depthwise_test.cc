@@ -15,6 +15,7 @@
 #include "ep/cpu/sgemm.h"
 #include "blocked_test_util.h"
 #include "ep_test_util.h"
+#include "ops/blocked_conv.h"
 
 namespace nee {
 namespace {
@@ -63,6 +64,12 @@ Node Fused(int64_t C, int64_t stride, const Act& expand, const Act& depthwise) {
   AddActivation("expand_", expand, &attrs);
   AddActivation("", depthwise, &attrs);
   return testing::MakeNode("BlockedExpandDepthwise", 5, 1, attrs, "ai.nee");
+}
+
+Node Projecting(int64_t C, int64_t stride, const Act& expand, const Act& depthwise, const Act& project, bool z) {
+  std::vector<Attribute> attrs = Fused(C, stride, expand, depthwise).attributes;
+  AddActivation("project_", project, &attrs);
+  return testing::MakeNode("BlockedExpandDepthwise", z ? 8 : 7, 1, attrs, "ai.nee");
 }
 
 Tensor RunFast(KernelFn kernel, const Node& node, const std::vector<Value>& in, int threads) {
@@ -126,6 +133,65 @@ TEST(BlockedExpandDepthwise, IsTheTwoBlockedConvsAtEveryBandSizeAndThreadCount) 
   }
 }
 
+// With the projection (PW, PB, residual Z): the three BlockedConv fast kernels' bits, one image (channel
+// groups at 2 and 3 threads, projected after them) and two (whole images a thread at 2 threads, groups at 3).
+TEST(BlockedExpandDepthwise, ProjectsAsTheThirdBlockedConv) {
+  std::mt19937 rng(13);
+  struct Case {
+    std::vector<int64_t> x;  // NCHW
+    int64_t E, stride, P;
+    bool z;
+  };
+  const std::vector<Case> cases = {{{1, 16, 11, 9}, 96, 1, 16, true},  // MobileNetV2's residual block, small
+                                   {{2, 24, 9, 10}, 144, 2, 32, false},
+                                   {{2, 8, 7, 6}, 48, 1, 24, true},  // three output blocks
+                                   {{1, 16, 5, 13}, 32, 1, 40, false}};
+  const Act clip{"Clip", {0.f, 6.f}};
+  for (const Case& c : cases) {
+    const int64_t C = c.x[1];
+    Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor(c.x, rng), C);
+    const Tensor w = testing::RandomTensor({c.E, C, 1, 1}, rng), b = testing::RandomTensor({c.E}, rng);
+    const Tensor dw = testing::RandomTensor({c.E, 1, 3, 3}, rng), db = testing::RandomTensor({c.E}, rng);
+    const Tensor pw = testing::RandomTensor({c.P, c.E, 1, 1}, rng), pb = testing::RandomTensor({c.P}, rng);
+    const int64_t oh = (c.x[2] - 1) / c.stride + 1, ow = (c.x[3] - 1) / c.stride + 1;
+    const Tensor z = testing::RandomTensor({c.x[0], ChannelBlocks(c.P), oh, ow, kChannelBlock}, rng);
+    for (const Act& project : {Act{"", {}}, Act{"Sigmoid", {}}}) {
+      const std::string what = "x " + DimsToString(c.x) + " E " + std::to_string(c.E) + " P " + std::to_string(c.P) +
+                               (c.z ? " with Z " : " ") + project.name;
+      std::vector<Value> in = {Value(xb), Value(w), Value(b), Value(dw), Value(db), Value(pw), Value(pb)};
+      if (c.z) in.push_back(Value(z));
+      const Node fused = Projecting(C, c.stride, clip, clip, project, c.z);
+      auto want = testing::RunOp(fused, 1, in);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      Node projection = Pointwise(c.E, project);
+      std::vector<Value> project_in = {Value(), Value(pw), Value(pb)};
+      if (c.z) {
+        projection = testing::MakeNode("BlockedConv", 4, 1, projection.attributes, "ai.nee");
+        project_in.push_back(Value(z));
+      }
+      for (cpu::SgemmIsa isa : {cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kAvx512}) {
+        cpu::SgemmLimitIsa(isa);
+        const Tensor expanded = RunFast(cpu::BlockedConvFloat, Pointwise(C, clip), {Value(xb), Value(w), Value(b)}, 1);
+        project_in[0] = Value(RunFast(cpu::BlockedConvFloat, Depthwise(c.E, c.stride, clip),
+                                      {Value(expanded), Value(dw), Value(db)}, 1));
+        const Tensor unfused = RunFast(cpu::BlockedConvFloat, projection, project_in, 1);
+        for (int64_t band_bytes : {int64_t{1}, int64_t{0}}) {
+          cpu::BlockedExpandDepthwiseBandBytes(band_bytes);
+          for (int threads : {1, 2, 3}) {
+            const std::string at = what + (isa == cpu::SgemmIsa::kAvx2 ? " AVX2" : "") + " band bytes " +
+                                   std::to_string(band_bytes) + " threads " + std::to_string(threads);
+            const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, threads);
+            testing::ExpectClose(got, want->outputs[0].tensor(), at);
+            testing::ExpectBitwise(got, unfused, at + " vs unfused fast");
+          }
+        }
+        cpu::BlockedExpandDepthwiseBandBytes(0);
+      }
+      cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
+    }
+  }
+}
+
 // No images, and rows so wide that a band's buffer would pass the fast kernel's cap (16 MiB: three rows
 // of 64 channels over 22,000 pixels), which it then runs unfused: the two BlockedConv fast kernels' bytes,
 // close to the reference's.
@@ -169,6 +235,27 @@ TEST(BlockedExpandDepthwise, RefusesWeightsThatDoNotFitWithTheirNames) {
                                    Value(testing::RandomTensor(bad.dw, rng)), Value(db)};
     for (KernelFn kernel : {KernelFn(cpu::BlockedExpandDepthwiseFloat), KernelFn(nullptr)}) {
       const Status st = kernel ? testing::RunKernel(kernel, fused, 1, in, 1).status() : testing::RunOp(fused, 1, in).status();
+      ASSERT_FALSE(st.ok());
+      EXPECT_NE(st.ToString().find(bad.names), std::string::npos) << st.ToString();
+    }
+  }
+  // The projection: PW of the wrong input channels, PB without PW, Z of another shape.
+  const Tensor w = testing::RandomTensor({32, 16, 1, 1}, rng), dw = testing::RandomTensor({32, 1, 3, 3}, rng);
+  const Tensor pb = testing::RandomTensor({24}, rng);
+  struct BadProjection {
+    Value pw, z;
+    const char* names;
+  };
+  for (const BadProjection& bad :
+       {BadProjection{Value(testing::RandomTensor({24, 16, 1, 1}, rng)), Value(), "(PW)"},
+        BadProjection{Value(), Value(), "(PW)"},
+        BadProjection{Value(testing::RandomTensor({24, 32, 1, 1}, rng)),
+                      Value(testing::RandomTensor({1, 4, 4, 4, 8}, rng)), "(Z)"}}) {
+    const std::vector<Value> in = {Value(xb), Value(w), Value(b), Value(dw), Value(db), bad.pw, Value(pb), bad.z};
+    for (KernelFn kernel : {KernelFn(cpu::BlockedExpandDepthwiseFloat), KernelFn(nullptr)}) {
+      const Node node = Projecting(16, 1, {}, {}, {}, true);
+      const Status st = kernel ? testing::RunKernelOmitting(kernel, node, 1, in, 1).status()
+                               : testing::RunOp(node, 1, in).status();
       ASSERT_FALSE(st.ok());
       EXPECT_NE(st.ToString().find(bad.names), std::string::npos) << st.ToString();
     }
