@@ -78,6 +78,23 @@ Tensor RunFast(KernelFn kernel, const Node& node, const std::vector<Value>& in, 
   return out.ok() ? *out : Tensor();
 }
 
+// The fused kernel at each band size and at 1-3 threads: close to the reference's `want`, and the bits of
+// the BlockedConv fast kernels run one after the other (`unfused`, at the current ISA limit).
+void ExpectUnfusedBits(const Node& fused, const std::vector<Value>& in, const Tensor& want, const Tensor& unfused,
+                       const std::vector<int64_t>& band_sizes, const std::string& what) {
+  for (int64_t band_bytes : band_sizes) {
+    cpu::BlockedExpandDepthwiseBandBytes(band_bytes);
+    for (int threads : {1, 2, 3}) {
+      const std::string at = what + (cpu::SgemmActiveIsa() == cpu::SgemmIsa::kAvx2 ? " AVX2" : "") + " band bytes " +
+                             std::to_string(band_bytes) + " threads " + std::to_string(threads);
+      const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, threads);
+      testing::ExpectClose(got, want, at);
+      testing::ExpectBitwise(got, unfused, at + " vs unfused fast");
+    }
+  }
+  cpu::BlockedExpandDepthwiseBandBytes(0);
+}
+
 TEST(BlockedExpandDepthwise, IsTheTwoBlockedConvsAtEveryBandSizeAndThreadCount) {
   std::mt19937 rng(11);
   const std::vector<Case> cases = {
@@ -116,19 +133,9 @@ TEST(BlockedExpandDepthwise, IsTheTwoBlockedConvsAtEveryBandSizeAndThreadCount) 
         const Tensor fast_expanded = RunFast(cpu::BlockedConvFloat, pointwise, {Value(xb), Value(w), Value(b)}, 1);
         const Tensor unfused =
             RunFast(cpu::BlockedConvFloat, depthwise, {Value(fast_expanded), Value(dw), Value(db)}, 1);
-        for (int64_t band_bytes : {int64_t{1}, int64_t{8} * 1024, int64_t{0}, int64_t{1} << 30}) {
-          cpu::BlockedExpandDepthwiseBandBytes(band_bytes);
-          for (int threads : {1, 2, 3}) {
-            const std::string at = what + (isa == cpu::SgemmIsa::kAvx2 ? " AVX2" : "") + " band bytes " +
-                                   std::to_string(band_bytes) + " threads " + std::to_string(threads);
-            const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, threads);
-            testing::ExpectClose(got, want->outputs[0].tensor(), at);
-            testing::ExpectBitwise(got, unfused, at + " vs unfused fast");
-          }
-        }
+        ExpectUnfusedBits(fused, in, want->outputs[0].tensor(), unfused, {1, 8 * 1024, 0, int64_t{1} << 30}, what);
       }
       cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
-      cpu::BlockedExpandDepthwiseBandBytes(0);
     }
   }
 }
@@ -175,17 +182,7 @@ TEST(BlockedExpandDepthwise, ProjectsAsTheThirdBlockedConv) {
         project_in[0] = Value(RunFast(cpu::BlockedConvFloat, Depthwise(c.E, c.stride, clip),
                                       {Value(expanded), Value(dw), Value(db)}, 1));
         const Tensor unfused = RunFast(cpu::BlockedConvFloat, projection, project_in, 1);
-        for (int64_t band_bytes : {int64_t{1}, int64_t{0}}) {
-          cpu::BlockedExpandDepthwiseBandBytes(band_bytes);
-          for (int threads : {1, 2, 3}) {
-            const std::string at = what + (isa == cpu::SgemmIsa::kAvx2 ? " AVX2" : "") + " band bytes " +
-                                   std::to_string(band_bytes) + " threads " + std::to_string(threads);
-            const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, threads);
-            testing::ExpectClose(got, want->outputs[0].tensor(), at);
-            testing::ExpectBitwise(got, unfused, at + " vs unfused fast");
-          }
-        }
-        cpu::BlockedExpandDepthwiseBandBytes(0);
+        ExpectUnfusedBits(fused, in, want->outputs[0].tensor(), unfused, {1, 0}, what);
       }
       cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
     }
