@@ -7,15 +7,16 @@
 // Unfused, the expanded tensor (6x the block's channels: 96 x 112 x 112 is
 // 4.8 MB an image) is written to memory by the first conv and read back by
 // the second, and the depthwise conv's output by the projection. Here each
-// task takes one image (a group of its channels, where images are fewer than
-// threads and there is no projection) and goes down its depthwise conv's
-// output rows a band at a time: it computes the expanded rows the band reads
+// task takes one image (a strip of its rows, where images are fewer than
+// threads) and goes down its depthwise conv's output rows a band at a time:
+// it computes the expanded rows the band reads
 // (the pointwise pair tiles, blocked_pointwise_avx512.h) into a per-thread
 // buffer sized to stay in L2, runs the depthwise rows (BlockedConv's own
 // kernels, blocked_conv_parts.h) from it, and with a projection writes them
 // to a second buffer from which the pair tiles compute the band's output
 // rows. Bands overlap by the window's extra rows (two for a 3x3 stride-1
-// conv), which are kept from one band to the next.
+// conv), which are kept from one band to the next (and computed twice where
+// two strips meet).
 //
 // The same operations as the BlockedConvs' fast kernels, each output a
 // single chain in a fixed order computed by one task: bitwise those kernels'
@@ -73,8 +74,8 @@ BlockedFinishFn FinishAfterTiles(const BlockedConvGeometry& g) {
   return blocked_tile::InRegisters(g.act.kind) ? nullptr : BlockedFinishFor(g);
 }
 
-// One image's expanded channel blocks [ob0, ob1), every output row, a band
-// of rows at a time. A band's first input rows are often the previous band's
+// One image's output rows [s0, s1), a band of rows at a time, every
+// channel. A band's first input rows are often the previous band's
 // last ones (the window's overlap: two rows at stride 1, one at stride 2);
 // those are moved to the buffer's top rather than computed again
 // (recomputing them cost a third more of a 56x56 expand conv's
@@ -87,31 +88,31 @@ struct Group {
   int64_t rows_max;  // input rows a band reads at most: each block's rows in the buffer
   float* filtered_out;  // where the depthwise conv writes without the projection: [N, Eb, OH, OW, 8]
 
-  // `buffer`: rows_max rows of blocks [ob0, ob1); `filtered`: a band of the
-  // depthwise conv's output, every block (only with the projection).
-  void Run(int64_t n, int64_t ob0, int64_t ob1, float* buffer, float* filtered) const {
+  // `buffer`: rows_max rows of every expanded block; `filtered`: a band of
+  // the depthwise conv's output, every block (only with the projection).
+  void Run(int64_t n, int64_t s0, int64_t s1, float* buffer, float* filtered) const {
     const BlockedConvGeometry& e = g.expand;
     const BlockedConvGeometry& d = g.depthwise;
-    const int64_t W = d.W, block = rows_max * W * kB;
+    const int64_t W = d.W, block = rows_max * W * kB, Eb = d.Cb();
     const BlockedFinishFn expand_finish = FinishAfterTiles(e);
     RowSpan have{0, 0};  // the input rows the buffer holds, from its top
-    for (int64_t oh0 = 0; oh0 < d.OH; oh0 += band) {
-      const int64_t oh1 = std::min(d.OH, oh0 + band);
+    for (int64_t oh0 = s0; oh0 < s1; oh0 += band) {
+      const int64_t oh1 = std::min(s1, oh0 + band);
       const RowSpan in = InputRows(d, oh0, oh1);
       const int64_t kept = std::max<int64_t>(0, have.hi - in.lo);
       if (kept > 0 && in.lo > have.lo)
-        for (int64_t cb = ob0; cb < ob1; ++cb) {
-          float* top = buffer + (cb - ob0) * block;
+        for (int64_t cb = 0; cb < Eb; ++cb) {
+          float* top = buffer + cb * block;
           std::memmove(top, top + (in.lo - have.lo) * W * kB, static_cast<size_t>(kept * W * kB) * sizeof(float));
         }
       float* fresh = buffer + kept * W * kB;
-      PointwiseRowsToAvx512(e, wts.expand, !expand_finish, n, (in.lo + kept) * W, in.hi * W, ob0, ob1,
-                            {fresh, nullptr, rows_max * W, (in.lo + kept) * W, ob0});
+      PointwiseRowsToAvx512(e, wts.expand, !expand_finish, n, (in.lo + kept) * W, in.hi * W, 0, Eb,
+                            {fresh, nullptr, rows_max * W, (in.lo + kept) * W});
       if (expand_finish)
-        for (int64_t cb = ob0; cb < ob1; ++cb)
-          expand_finish(e.act, nullptr, fresh + (cb - ob0) * block, (in.hi - in.lo - kept) * W * kB);
+        for (int64_t cb = 0; cb < Eb; ++cb)
+          expand_finish(e.act, nullptr, fresh + cb * block, (in.hi - in.lo - kept) * W * kB);
       have = in;
-      Depthwise(n, ob0, ob1, in, oh0, oh1, buffer, filtered);
+      Depthwise(n, in, oh0, oh1, buffer, filtered);
       if (g.projects) Project(n, oh0, oh1, filtered);
     }
   }
@@ -121,8 +122,7 @@ struct Group {
   // oh reads buffer row oh * sh - pt - in.lo + kh. With the projection the
   // band's rows go to `filtered` (output row oh0 its first), else to the
   // depthwise output's planes.
-  void Depthwise(int64_t n, int64_t ob0, int64_t ob1, RowSpan in, int64_t oh0, int64_t oh1, const float* buffer,
-                 float* filtered) const {
+  void Depthwise(int64_t n, RowSpan in, int64_t oh0, int64_t oh1, const float* buffer, float* filtered) const {
     const BlockedConvGeometry& d = g.depthwise;
     const int64_t block = rows_max * d.W * kB, rows_out = oh1 - oh0;
     const BlockedFinishFn finish = rows.finishes ? nullptr : BlockedFinishFor(d);
@@ -130,9 +130,9 @@ struct Group {
     over_band.H = in.hi - in.lo;
     over_band.pt = d.pt + in.lo - (g.projects ? oh0 * d.sh : 0);
     const int64_t first = g.projects ? 0 : oh0;  // the band's first row as the kernel numbers it
-    for (int64_t cb = ob0; cb < ob1; ++cb) {
+    for (int64_t cb = 0; cb < d.Cb(); ++cb) {
       float* y = g.projects ? filtered + cb * rows_out * d.OW * kB : filtered_out + (n * d.Cb() + cb) * d.OH * d.OW * kB;
-      rows.fn(over_band, buffer + (cb - ob0) * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
+      rows.fn(over_band, buffer + cb * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
               wts.depthwise.bias.data() + cb * kB, y, nullptr, first, first + rows_out);
       if (finish) finish(d.act, nullptr, y + first * d.OW * kB, rows_out * d.OW * kB);
     }
@@ -149,7 +149,7 @@ struct Group {
     const int64_t at = n * p.Mb() * plane + oh0 * p.OW * kB;
     const BlockedFinishFn finish = FinishAfterTiles(p);
     PointwiseRowsToAvx512(over_band, wts.project, !finish, 0, 0, pixels, 0, p.Mb(),
-                          {p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0, 0});
+                          {p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0});
     if (finish)
       for (int64_t ob = 0; ob < p.Mb(); ++ob)
         finish(p.act, p.z ? p.z + at + ob * plane : nullptr, p.y + at + ob * plane, pixels * kB);
@@ -157,19 +157,20 @@ struct Group {
 };
 
 // How a run's work is cut. Images are shared out whole; where there are
-// fewer than threads and no projection, each image's expanded channels in
-// groups of block pairs, one a thread: the depthwise conv is per channel,
-// so the groups share no work (strips of rows would compute each strip's
-// first rows twice). With the projection, which needs every channel of a
-// pixel, the groups' depthwise output goes to a whole tensor and the
-// projection runs after them (RunProjectedInGroups).
+// fewer than threads, each image's rows in strips, one a thread, whose first
+// band's rows are computed anew (the expanded rows a strip's window shares
+// with the strip before it: 3.6% of a 56x56 expand conv's rows at 2
+// threads). Channel groups instead, which share no rows, measured 3-5%
+// slower on MobileNetV2 at 2 threads: the projection needs every channel of
+// a pixel, so they wrote the whole depthwise output and projected after
+// it, and each thread then read half its next layer's input from the
+// other core.
 struct BandPlan {
-  int64_t pairs = 0, groups = 0;
-  int64_t group_blocks = 0;     // the largest group's blocks
+  int64_t strips = 1;           // per image
   int64_t band = 0;             // output rows a band
   int64_t rows_max = 0;         // input rows a band reads at most
-  int64_t buffer_floats = 0;    // a task's expanded rows: group_blocks x rows_max rows
-  int64_t filtered_floats = 0;  // a task's band of depthwise output (projecting in the bands)
+  int64_t buffer_floats = 0;    // a task's expanded rows: rows_max rows of every block
+  int64_t filtered_floats = 0;  // a task's band of depthwise output (with the projection)
 
   int64_t Bytes() const { return (buffer_floats + filtered_floats) * static_cast<int64_t>(sizeof(float)); }
 };
@@ -177,16 +178,14 @@ struct BandPlan {
 BandPlan PlanBands(const BlockedExpandDepthwiseGeometry& g, int threads) {
   const BlockedConvGeometry& d = g.depthwise;
   BandPlan p;
-  p.pairs = (d.Cb() + 1) / 2;
-  p.groups = d.N >= threads ? 1 : std::min<int64_t>(p.pairs, (threads + d.N - 1) / d.N);
-  p.group_blocks = std::min(d.Cb(), 2 * ((p.pairs + p.groups - 1) / p.groups));
+  if (d.N < threads) p.strips = std::min<int64_t>(d.OH, (threads + d.N - 1) / d.N);
   // As many output rows as keep the band's input rows within the band bytes (at least one).
-  const int64_t row_bytes = std::max<int64_t>(1, p.group_blocks * kB * d.W * static_cast<int64_t>(sizeof(float)));
+  const int64_t row_bytes = std::max<int64_t>(1, d.Cb() * kB * d.W * static_cast<int64_t>(sizeof(float)));
   const int64_t extra = d.KH - d.sh;  // input rows a band reads beyond sh per output row
   p.band = std::clamp<int64_t>((band_bytes.load(std::memory_order_relaxed) / row_bytes - extra) / d.sh, 1, d.OH);
   p.rows_max = std::min(d.H, p.band * d.sh + extra);
-  p.buffer_floats = p.group_blocks * p.rows_max * d.W * kB;
-  if (g.projects && p.groups == 1) p.filtered_floats = d.Cb() * p.band * d.OW * kB;
+  p.buffer_floats = d.Cb() * p.rows_max * d.W * kB;
+  if (g.projects) p.filtered_floats = d.Cb() * p.band * d.OW * kB;
   return p;
 }
 
@@ -201,13 +200,11 @@ void RunBands(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const
               const BlockedDepthwiseRows& rows, const BandPlan& plan, float* filtered_out) {
   const BlockedConvGeometry& d = g.depthwise;
   const Group group{g, wts, rows, plan.band, plan.rows_max, filtered_out};
-  ParallelTasks(ctx, d.N * plan.groups, [&](int64_t t) {
-    const int64_t n = t / plan.groups, k = t % plan.groups;
-    const int64_t ob0 = 2 * (k * plan.pairs / plan.groups);
-    const int64_t ob1 = std::min(d.Cb(), 2 * ((k + 1) * plan.pairs / plan.groups));
+  ParallelTasks(ctx, d.N * plan.strips, [&](int64_t t) {
+    const int64_t n = t / plan.strips, strip = t % plan.strips;
     thread_local SgemmScratch scratch;
     float* buffer = scratch.Get(plan.buffer_floats + plan.filtered_floats);
-    group.Run(n, ob0, ob1, buffer, buffer + plan.buffer_floats);
+    group.Run(n, strip * d.OH / plan.strips, (strip + 1) * d.OH / plan.strips, buffer, buffer + plan.buffer_floats);
   });
 }
 
@@ -216,21 +213,6 @@ int64_t OutputFloats(const BlockedConvGeometry& conv) {
   int64_t n = 1;
   for (int64_t dim : conv.OutputDims()) n *= dim;
   return n;
-}
-
-// Channel groups cannot project (it needs every channel of a pixel): the
-// bands write the whole depthwise output, then the projection runs as
-// BlockedConv's fast kernel runs it.
-void RunProjectedInGroups(KernelContext& ctx, BlockedExpandDepthwiseGeometry g, const ExpandDepthwiseWeights& wts,
-                          const BlockedDepthwiseRows& rows, const BandPlan& plan) {
-  // The calling thread's, kept from run to run: freshly allocated, its pages
-  // faulted in on every run (MobileNetV2 batch 1 at 2 threads: +2-4%).
-  thread_local SgemmScratch scratch;
-  float* filtered = scratch.Get(OutputFloats(g.depthwise));
-  g.projects = false;  // the bands write the depthwise output
-  RunBands(ctx, g, wts, rows, plan, filtered);
-  g.project.x = filtered;
-  RunBlockedPointwiseOrDepthwise(ctx, g.project, 5);
 }
 
 // Where the bands do not apply: the convs one after the other, as
@@ -272,11 +254,7 @@ Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
     if (g.projects) PackPointwisePairs(g.project, &p->project);
     return std::shared_ptr<const ExpandDepthwiseWeights>(std::move(p));
   });
-  if (g.projects && plan.groups > 1) {
-    RunProjectedInGroups(ctx, g, *packed, rows, plan);
-  } else {
-    RunBands(ctx, g, *packed, rows, plan, d.y);
-  }
+  RunBands(ctx, g, *packed, rows, plan, d.y);
   return Status::Ok();
 }
 

@@ -137,7 +137,7 @@ void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedAc
     const float* bias = pw.bias16.data() + pair * kLanes;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
       px = blocked_tile::TilePixels(p1 - p, widest);
-      const int64_t at = g.nhwc_output ? g.OutputIndex(n, 2 * pair * kB, p) : ((2 * pair - out.first_block) * out.plane + p - out.first) * kB;
+      const int64_t at = g.nhwc_output ? g.OutputIndex(n, 2 * pair * kB, p) : (2 * pair * out.plane + p - out.first) * kB;
       tiles[px - 1](g.C, plane, x + p * kB, w, bias, out.y + at, out.z ? out.z + at : nullptr, act, store);
     }
   }
@@ -152,14 +152,13 @@ void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw
   const FusedActivation none;
   const int64_t plane = g.OH * g.OW, image = g.nhwc_output ? 0 : n * g.Mb() * plane * kB;
   const float* z = finish && g.z ? g.z + image : nullptr;
-  Range(g, pw, finish ? g.act : none, {g.y + image, z, plane, 0, 0}, n, p0, p1, ob0, ob1);
+  Range(g, pw, finish ? g.act : none, {g.y + image, z, plane, 0}, n, p0, p1, ob0, ob1);
 }
 
 void PointwiseRowsToAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
                            int64_t p1, int64_t ob0, int64_t ob1, const PointwiseOut& out) {
   const FusedActivation none;
-  Range(g, pw, finish ? g.act : none, {out.y, finish ? out.z : nullptr, out.plane, out.first, out.first_block}, n, p0,
-        p1, ob0, ob1);
+  Range(g, pw, finish ? g.act : none, {out.y, finish ? out.z : nullptr, out.plane, out.first}, n, p0, p1, ob0, ob1);
 }
 
 #else

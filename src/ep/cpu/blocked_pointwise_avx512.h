@@ -41,12 +41,12 @@ void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw
                           int64_t p1, int64_t ob0, int64_t ob1);
 
 // Where PointwiseRowsToAvx512 writes (blocked): output block ob's pixel p
-// at y + ((ob - first_block) * plane + p - first) * 8; z, the residual, laid
+// at y + (ob * plane + p - first) * 8; z, the residual, laid
 // out as y (or null).
 struct PointwiseOut {
   float* y;
   const float* z;
-  int64_t plane, first, first_block;
+  int64_t plane, first;
 };
 
 // The same for pixels [p0, p1) of image n and output blocks [ob0, ob1) (ob0

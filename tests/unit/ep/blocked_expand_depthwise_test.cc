@@ -140,8 +140,8 @@ TEST(BlockedExpandDepthwise, IsTheTwoBlockedConvsAtEveryBandSizeAndThreadCount) 
   }
 }
 
-// With the projection (PW, PB, residual Z): the three BlockedConv fast kernels' bits, one image (channel
-// groups at 2 and 3 threads, projected after them) and two (whole images a thread at 2 threads, groups at 3).
+// With the projection (PW, PB, residual Z): the three BlockedConv fast kernels' bits, one image (in strips
+// at 2 and 3 threads) and two (whole images a thread at 2 threads, strips at 3).
 TEST(BlockedExpandDepthwise, ProjectsAsTheThirdBlockedConv) {
   std::mt19937 rng(13);
   struct Case {
