@@ -80,7 +80,7 @@ BlockedFinishFn FinishAfterTiles(const BlockedConvGeometry& g) {
 // those are moved to the buffer's top rather than computed again
 // (recomputing them cost a third more of a 56x56 expand conv's
 // multiply-adds with 256 KiB bands).
-struct Group {
+struct Bands {
   const BlockedExpandDepthwiseGeometry& g;
   const ExpandDepthwiseWeights& wts;
   const BlockedDepthwiseRows& rows;
@@ -199,12 +199,12 @@ constexpr int64_t kMaxBufferBytes = 16 << 20;
 void RunBands(KernelContext& ctx, const BlockedExpandDepthwiseGeometry& g, const ExpandDepthwiseWeights& wts,
               const BlockedDepthwiseRows& rows, const BandPlan& plan, float* filtered_out) {
   const BlockedConvGeometry& d = g.depthwise;
-  const Group group{g, wts, rows, plan.band, plan.rows_max, filtered_out};
+  const Bands bands{g, wts, rows, plan.band, plan.rows_max, filtered_out};
   ParallelTasks(ctx, d.N * plan.strips, [&](int64_t t) {
     const int64_t n = t / plan.strips, strip = t % plan.strips;
     thread_local SgemmScratch scratch;
     float* buffer = scratch.Get(plan.buffer_floats + plan.filtered_floats);
-    group.Run(n, strip * d.OH / plan.strips, (strip + 1) * d.OH / plan.strips, buffer, buffer + plan.buffer_floats);
+    bands.Run(n, strip * d.OH / plan.strips, (strip + 1) * d.OH / plan.strips, buffer, buffer + plan.buffer_floats);
   });
 }
 
