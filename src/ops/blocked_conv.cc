@@ -319,7 +319,8 @@ Status CheckExpandDepthwiseWeights(const InferenceContext& ctx, int64_t C, const
                                    const Shape* dw, const Shape* db) {
   const Dim E = w ? (*w)[0] : Dim::Unknown();
   if (E.known() && E.value <= 0)
-    return ctx.InputError(1, "(W) must have at least one output channel (the depthwise conv's groups), got " + ShapeToString(*w));
+    return ctx.InputError(1, "(W) must have at least one output channel (the depthwise conv's groups), got " +
+                                 ShapeToString(*w));
   auto differs = [](const Dim& d, int64_t v) { return d.known() && d.value != v; };
   if (w && (differs((*w)[1], C) || differs((*w)[2], 1) || differs((*w)[3], 1)))
     return ctx.InputError(1, "(W) must be [E, " + std::to_string(C) + ", 1, 1], got " + ShapeToString(*w));
@@ -347,6 +348,8 @@ Status InferBlockedExpandDepthwise(InferenceContext& ctx) {
   Shape out{x ? (*x)[0] : Dim::Unknown(), BlocksOf(w ? (*w)[0] : Dim::Unknown()), Dim::Unknown(), Dim::Unknown(),
             Dim::Known(kChannelBlock)};
   if (x) NEE_RETURN_IF_ERROR(InferWindowDims(ctx, *x, dw, &out));
+  if (!ctx.has_input(5) && (ctx.has_input(6) || ctx.has_input(7)))
+    return ctx.InputError(5, "(PW) must be given with PB or Z");
   if (ctx.has_input(5)) {  // the projection's channels
     NEE_RETURN_IF_ERROR(ReadFusedActivation(ctx.node, "project_").status());
     NEE_ASSIGN_OR_RETURN(const Shape* pw, FloatInputOfRank(ctx, 5, 4));
@@ -370,7 +373,8 @@ Status PlanProjection(KernelContext& ctx, BlockedExpandDepthwiseGeometry* fused)
   const int64_t P = pw->dim(0);
   if (P <= 0 || pw->dims() != std::vector<int64_t>{P, d.M, 1, 1})
     return ctx.InputError(5, "(PW) must be [P, " + std::to_string(d.M) + ", 1, 1] with P > 0, got " + pw->Describe());
-  if (pb->dim(0) != P) return ctx.InputError(6, "(PB) must have " + std::to_string(P) + " values, got " + pb->Describe());
+  if (pb->dim(0) != P)
+    return ctx.InputError(6, "(PB) must have " + std::to_string(P) + " values, got " + pb->Describe());
   p.N = d.N;
   p.C = d.M;
   p.M = P;
@@ -382,7 +386,8 @@ Status PlanProjection(KernelContext& ctx, BlockedExpandDepthwiseGeometry* fused)
   if (ctx.has_input(7)) {
     NEE_ASSIGN_OR_RETURN(const Tensor* z, FloatTensor(ctx, 7, 5));
     if (z->dims() != p.OutputDims())
-      return ctx.InputError(7, "(Z) must have the output's shape " + DimsToString(p.OutputDims()) + ", got " + z->Describe());
+      return ctx.InputError(7, "(Z) must have the output's shape " + DimsToString(p.OutputDims()) + ", got " +
+                                   z->Describe());
     p.z = z->data<float>();
   }
   fused->projects = true;
@@ -414,13 +419,16 @@ Result<BlockedExpandDepthwiseGeometry> PlanBlockedExpandDepthwise(KernelContext&
     return ctx.InputError(0, "must be [N, " + std::to_string(e.Cb()) + ", H, W, " + std::to_string(kChannelBlock) +
                                  "] for " + std::to_string(e.C) + " channels, got " + x->Describe());
   const int64_t E = w->dim(0);
-  if (E <= 0) return ctx.InputError(1, "(W) must have at least one output channel (the depthwise conv's groups), got " + w->Describe());
+  if (E <= 0)
+    return ctx.InputError(1, "(W) must have at least one output channel (the depthwise conv's groups), got " +
+                                 w->Describe());
   if (w->dims() != std::vector<int64_t>{E, e.C, 1, 1})
     return ctx.InputError(1, "(W) must be [E, " + std::to_string(e.C) + ", 1, 1], got " + w->Describe());
   if (dw->dim(0) != E || dw->dim(1) != 1)
     return ctx.InputError(3, "(DW) must be [" + std::to_string(E) + ", 1, KH, KW], got " + dw->Describe());
   if (b->dim(0) != E) return ctx.InputError(2, "(B) must have " + std::to_string(E) + " values, got " + b->Describe());
-  if (db->dim(0) != E) return ctx.InputError(4, "(DB) must have " + std::to_string(E) + " values, got " + db->Describe());
+  if (db->dim(0) != E)
+    return ctx.InputError(4, "(DB) must have " + std::to_string(E) + " values, got " + db->Describe());
   e.N = d.N = x->dim(0);
   e.H = e.OH = d.H = x->dim(2);
   e.W = e.OW = d.W = x->dim(3);

@@ -131,7 +131,8 @@ struct Bands {
     over_band.pt = d.pt + in.lo - (g.projects ? oh0 * d.sh : 0);
     const int64_t first = g.projects ? 0 : oh0;  // the band's first row as the kernel numbers it
     for (int64_t cb = 0; cb < d.Cb(); ++cb) {
-      float* y = g.projects ? filtered + cb * rows_out * d.OW * kB : filtered_out + (n * d.Cb() + cb) * d.OH * d.OW * kB;
+      float* y = g.projects ? filtered + cb * rows_out * d.OW * kB
+                            : filtered_out + (n * d.Cb() + cb) * d.OH * d.OW * kB;
       rows.fn(over_band, buffer + cb * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
               wts.depthwise.bias.data() + cb * kB, y, nullptr, first, first + rows_out);
       if (finish) finish(d.act, nullptr, y + first * d.OW * kB, rows_out * d.OW * kB);

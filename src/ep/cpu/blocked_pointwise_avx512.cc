@@ -137,7 +137,8 @@ void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedAc
     const float* bias = pw.bias16.data() + pair * kLanes;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
       px = blocked_tile::TilePixels(p1 - p, widest);
-      const int64_t at = g.nhwc_output ? g.OutputIndex(n, 2 * pair * kB, p) : (2 * pair * out.plane + p - out.first) * kB;
+      const int64_t at =
+          g.nhwc_output ? g.OutputIndex(n, 2 * pair * kB, p) : (2 * pair * out.plane + p - out.first) * kB;
       tiles[px - 1](g.C, plane, x + p * kB, w, bias, out.y + at, out.z ? out.z + at : nullptr, act, store);
     }
   }

@@ -209,7 +209,8 @@ TEST(BlockedExpandDepthwise, EmptyAndVeryWideInputsRunTheTwoConvs) {
     auto want = testing::RunOp(Fused(C, 1, relu, clip), 1, in);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
     const Tensor expanded = RunFast(cpu::BlockedConvFloat, Pointwise(C, relu), {Value(xb), Value(w), Value(b)}, 1);
-    const Tensor unfused = RunFast(cpu::BlockedConvFloat, Depthwise(E, 1, clip), {Value(expanded), Value(dw), Value(db)}, 1);
+    const Tensor unfused =
+        RunFast(cpu::BlockedConvFloat, Depthwise(E, 1, clip), {Value(expanded), Value(dw), Value(db)}, 1);
     const Tensor got = RunFast(cpu::BlockedExpandDepthwiseFloat, Fused(C, 1, relu, clip), in, 1);
     testing::ExpectBitwise(got, unfused, what);
     testing::ExpectClose(got, want->outputs[0].tensor(), what);
@@ -231,7 +232,8 @@ TEST(BlockedExpandDepthwise, RefusesWeightsThatDoNotFitWithTheirNames) {
     const std::vector<Value> in = {Value(xb), Value(testing::RandomTensor(bad.w, rng)), Value(b),
                                    Value(testing::RandomTensor(bad.dw, rng)), Value(db)};
     for (KernelFn kernel : {KernelFn(cpu::BlockedExpandDepthwiseFloat), KernelFn(nullptr)}) {
-      const Status st = kernel ? testing::RunKernel(kernel, fused, 1, in, 1).status() : testing::RunOp(fused, 1, in).status();
+      const Status st =
+          kernel ? testing::RunKernel(kernel, fused, 1, in, 1).status() : testing::RunOp(fused, 1, in).status();
       ASSERT_FALSE(st.ok());
       EXPECT_NE(st.ToString().find(bad.names), std::string::npos) << st.ToString();
     }
