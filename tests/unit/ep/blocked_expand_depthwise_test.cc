@@ -189,6 +189,35 @@ TEST(BlockedExpandDepthwise, ProjectsAsTheThirdBlockedConv) {
   }
 }
 
+// As a session runs it (the weights constant, packed once into the node's PreparedCache, runs after the
+// first reading the packs): the expand and the projection have one shape here (C = E = P = 16), and where
+// the kernel runs BlockedConv's convs one after the other (below AVX-512) each must keep its own pack.
+TEST(BlockedExpandDepthwise, ConvsOfOneShapeKeepTheirOwnPackedWeights) {
+  std::mt19937 rng(17);
+  const Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor({1, 16, 9, 7}, rng), 16);
+  std::vector<Value> in = {Value(xb)};
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
+           {16, 16, 1, 1}, {16}, {16, 1, 3, 3}, {16}, {16, 16, 1, 1}, {16}, {1, 2, 9, 7, 8}})
+    in.push_back(Value(testing::RandomTensor(dims, rng)));
+  const Act clip{"Clip", {0.f, 6.f}};
+  const Node fused = Projecting(16, 1, clip, clip, {}, true);
+  auto want = testing::RunOp(fused, 1, in);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  const std::vector<bool> constant = {false, true, true, true, true, true, true, false};
+  for (cpu::SgemmIsa isa : {cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kAvx512}) {
+    cpu::SgemmLimitIsa(isa);
+    const Tensor fresh = RunFast(cpu::BlockedExpandDepthwiseFloat, fused, in, 1);
+    PreparedCache cache;
+    for (int run = 0; run < 3; ++run) {
+      auto got = testing::RunKernelPrepared(cpu::BlockedExpandDepthwiseFloat, fused, 1, in, 1, &cache, &constant);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      testing::ExpectBitwise(*got, fresh, "run " + std::to_string(run));
+      testing::ExpectClose(*got, want->outputs[0].tensor(), "run " + std::to_string(run));
+    }
+  }
+  cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
+}
+
 // No images, and rows so wide that a band's buffer would pass the fast kernel's cap (16 MiB: three rows
 // of 64 channels over 22,000 pixels), which it then runs unfused: the two BlockedConv fast kernels' bytes,
 // close to the reference's.
