@@ -62,11 +62,11 @@ RowSpan InputRows(const BlockedConvGeometry& d, int64_t oh0, int64_t oh1) {
   return {std::max<int64_t>(0, oh0 * d.sh - d.pt), std::min(d.H, (oh1 - 1) * d.sh - d.pt + d.KH)};
 }
 
+// rows.fn set means BlockedConv's fast path takes the depthwise conv: 3x3,
+// dilation 1, E (the projection's input channels too) whole blocks.
 bool FastPathApplies(const BlockedExpandDepthwiseGeometry& g, const BlockedDepthwiseRows& rows) {
-  const BlockedConvGeometry& e = g.expand;
   const BlockedConvGeometry& d = g.depthwise;
-  return rows.fn && BlockedPointwiseAvx512() && e.pointwise() && e.C % kB == 0 && d.dh == 1 && d.N > 0 &&
-         d.OH > 0 && d.OW > 0;
+  return rows.fn && BlockedPointwiseAvx512() && g.expand.C % kB == 0 && d.N > 0 && d.OH > 0 && d.OW > 0;
 }
 
 // A pointwise conv's finish where its tiles do not apply it: none when they do.
@@ -87,6 +87,10 @@ struct Bands {
   int64_t band;      // output rows a band
   int64_t rows_max;  // input rows a band reads at most: each block's rows in the buffer
   float* filtered_out;  // where the depthwise conv writes without the projection: [N, Eb, OH, OW, 8]
+  // What finishes each conv's outputs after its kernel, where the kernel does not: null otherwise.
+  BlockedFinishFn expand_finish = FinishAfterTiles(g.expand);
+  BlockedFinishFn depthwise_finish = rows.finishes ? nullptr : BlockedFinishFor(g.depthwise);
+  BlockedFinishFn project_finish = g.projects ? FinishAfterTiles(g.project) : nullptr;
 
   // `buffer`: rows_max rows of every expanded block; `filtered`: a band of
   // the depthwise conv's output, every block (only with the projection).
@@ -94,7 +98,6 @@ struct Bands {
     const BlockedConvGeometry& e = g.expand;
     const BlockedConvGeometry& d = g.depthwise;
     const int64_t W = d.W, block = rows_max * W * kB, Eb = d.Cb();
-    const BlockedFinishFn expand_finish = FinishAfterTiles(e);
     RowSpan have{0, 0};  // the input rows the buffer holds, from its top
     for (int64_t oh0 = s0; oh0 < s1; oh0 += band) {
       const int64_t oh1 = std::min(s1, oh0 + band);
@@ -125,7 +128,6 @@ struct Bands {
   void Depthwise(int64_t n, RowSpan in, int64_t oh0, int64_t oh1, const float* buffer, float* filtered) const {
     const BlockedConvGeometry& d = g.depthwise;
     const int64_t block = rows_max * d.W * kB, rows_out = oh1 - oh0;
-    const BlockedFinishFn finish = rows.finishes ? nullptr : BlockedFinishFor(d);
     BlockedConvGeometry over_band = d;
     over_band.H = in.hi - in.lo;
     over_band.pt = d.pt + in.lo - (g.projects ? oh0 * d.sh : 0);
@@ -135,7 +137,7 @@ struct Bands {
                             : filtered_out + (n * d.Cb() + cb) * d.OH * d.OW * kB;
       rows.fn(over_band, buffer + cb * block, wts.depthwise.w.data() + cb * d.KH * d.KW * kB,
               wts.depthwise.bias.data() + cb * kB, y, nullptr, first, first + rows_out);
-      if (finish) finish(d.act, nullptr, y + first * d.OW * kB, rows_out * d.OW * kB);
+      if (depthwise_finish) depthwise_finish(d.act, nullptr, y + first * d.OW * kB, rows_out * d.OW * kB);
     }
   }
 
@@ -148,12 +150,11 @@ struct Bands {
     over_band.H = oh1 - oh0;
     const int64_t pixels = (oh1 - oh0) * p.W, plane = p.OH * p.OW * kB;
     const int64_t at = n * p.Mb() * plane + oh0 * p.OW * kB;
-    const BlockedFinishFn finish = FinishAfterTiles(p);
-    PointwiseRowsToAvx512(over_band, wts.project, !finish, 0, 0, pixels, 0, p.Mb(),
+    PointwiseRowsToAvx512(over_band, wts.project, !project_finish, 0, 0, pixels, 0, p.Mb(),
                           {p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0});
-    if (finish)
+    if (project_finish)
       for (int64_t ob = 0; ob < p.Mb(); ++ob)
-        finish(p.act, p.z ? p.z + at + ob * plane : nullptr, p.y + at + ob * plane, pixels * kB);
+        project_finish(p.act, p.z ? p.z + at + ob * plane : nullptr, p.y + at + ob * plane, pixels * kB);
   }
 };
 
@@ -242,7 +243,7 @@ void BlockedExpandDepthwiseBandBytes(int64_t bytes) { band_bytes = bytes > 0 ? b
 Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedExpandDepthwiseGeometry g, PlanBlockedExpandDepthwise(ctx));
   const BlockedDepthwiseRows rows = BlockedDepthwiseKernelFor(g.depthwise);
-  const bool fast = FastPathApplies(g, rows) && (!g.projects || g.project.C % kB == 0);
+  const bool fast = FastPathApplies(g, rows);
   const BandPlan plan = fast ? PlanBands(g, NumThreads(ctx)) : BandPlan{};
   if (!fast || plan.Bytes() > kMaxBufferBytes) return RunUnfused(ctx, g);
   const BlockedConvGeometry& e = g.expand;
