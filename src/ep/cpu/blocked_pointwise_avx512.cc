@@ -17,6 +17,7 @@
 namespace nee::cpu {
 
 namespace {
+using Kind = FusedActivation::Kind;
 constexpr int64_t kB = kChannelBlock;  // 8: a block; a pair of blocks is one zmm
 constexpr int64_t kLanes = 2 * kB;
 }  // namespace
@@ -78,29 +79,32 @@ __attribute__((target("avx512f,avx512dq"))) void PairTile(int64_t C, int64_t pla
       }
     }
   }
-  if (out.ldy > 0) {
+  blocked_tile::WithActivation(act.kind, [&](auto kind) NEE_TILE_STORES {
+    constexpr Kind K = decltype(kind)::value;
+    if (out.ldy > 0) {
+#pragma GCC unroll 3
+      for (int j = 0; j < OP; ++j) {
+        const __mmask16 lanes = j == OP - 1 ? out.tail_lanes : 0xFFFF;
+#pragma GCC unroll 16
+        for (int i = 0; i < PX; ++i) {
+          const int64_t at = i * out.ldy + j * kLanes;
+          __m512 v = acc[i][j];
+          if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, z + at));
+          _mm512_mask_storeu_ps(y + at, lanes, blocked_tile::Activate<K>(act, v));
+        }
+      }
+      return;
+    }
 #pragma GCC unroll 3
     for (int j = 0; j < OP; ++j) {
-      const __mmask16 lanes = j == OP - 1 ? out.tail_lanes : 0xFFFF;
+      const bool has_high = !(out.odd_tail && j == OP - 1);
 #pragma GCC unroll 16
       for (int i = 0; i < PX; ++i) {
-        const int64_t at = i * out.ldy + j * kLanes;
-        __m512 v = acc[i][j];
-        if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(lanes, z + at));
-        _mm512_mask_storeu_ps(y + at, lanes, blocked_tile::Activate(act, v));
+        const int64_t lo = (2 * j * out.plane + i) * kB;
+        blocked_tile::StorePair<K>(act, y, z, lo, lo + out.plane * kB, has_high, acc[i][j]);
       }
     }
-    return;
-  }
-#pragma GCC unroll 3
-  for (int j = 0; j < OP; ++j) {
-    const bool has_high = !(out.odd_tail && j == OP - 1);
-#pragma GCC unroll 16
-    for (int i = 0; i < PX; ++i) {
-      const int64_t lo = (2 * j * out.plane + i) * kB;
-      blocked_tile::StorePair(act, y, z, lo, lo + out.plane * kB, has_high, acc[i][j]);
-    }
-  }
+  });
 }
 
 using TileFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*, const float*,

@@ -80,15 +80,17 @@ __attribute__((target("avx512f,avx512dq"))) void StemTile(const TileArgs& t, con
     }
   }
   const int64_t out_plane = g.OH * g.OW * kB;
+  blocked_tile::WithActivation(g.act.kind, [&](auto kind) NEE_TILE_STORES {
 #pragma GCC unroll 2
-  for (int j = 0; j < OP; ++j) {
-    const bool has_high = !(t.odd_tail && j == OP - 1);
+    for (int j = 0; j < OP; ++j) {
+      const bool has_high = !(t.odd_tail && j == OP - 1);
 #pragma GCC unroll 16
-    for (int i = 0; i < PX; ++i) {
-      const int64_t lo = 2 * j * out_plane + i * kB;
-      blocked_tile::StorePair(g.act, t.y, t.z, lo, lo + out_plane, has_high, acc[i][j]);
+      for (int i = 0; i < PX; ++i) {
+        const int64_t lo = 2 * j * out_plane + i * kB;
+        blocked_tile::StorePair<decltype(kind)::value>(g.act, t.y, t.z, lo, lo + out_plane, has_high, acc[i][j]);
+      }
     }
-  }
+  });
 }
 
 using TileFn = void (*)(const TileArgs&, const float*, const float*);

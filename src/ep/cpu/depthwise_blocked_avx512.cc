@@ -148,16 +148,18 @@ NEE_DW_TARGET void Tile(const TileAt& t, const __m512 wv[9], __m512 bias, const 
   InputRows<R, P, kEdges>(t.x + (t.ow - g.pl) * kB, t.oh - g.pt, g.H, g.W, wv, tm, acc);
   float* y = t.y;
   const float* z = t.z;
+  blocked_tile::WithActivation(act.kind, [&](auto kind) NEE_TILE_STORES {
 #pragma GCC unroll 2
-  for (int i = 0; i < R; ++i)
+    for (int i = 0; i < R; ++i)
 #pragma GCC unroll 7
-    for (int j = 0; j < P; ++j) {
-      const int64_t at = ((t.oh + i) * OW + t.ow + 2 * j) * kB;
-      const __mmask16 m = t.ow + 2 * j + 1 < OW ? 0xFFFF : 0x00FF;
-      __m512 v = acc[i][j];
-      if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + at));
-      _mm512_mask_storeu_ps(y + at, m, blocked_tile::Activate(act, v));
-    }
+      for (int j = 0; j < P; ++j) {
+        const int64_t at = ((t.oh + i) * OW + t.ow + 2 * j) * kB;
+        const __mmask16 m = t.ow + 2 * j + 1 < OW ? 0xFFFF : 0x00FF;
+        __m512 v = acc[i][j];
+        if (z) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, z + at));
+        _mm512_mask_storeu_ps(y + at, m, blocked_tile::Activate<decltype(kind)::value>(act, v));
+      }
+  });
 }
 
 // A function pointer type with __m512 parameters as a template argument: GCC
