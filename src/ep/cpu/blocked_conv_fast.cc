@@ -87,17 +87,16 @@ std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
     PackPointwisePairs(g, &p->pairs);
     return p;
   }
-  const int64_t Mb = g.Mb();
-  p->bias.assign(static_cast<size_t>(Mb * kB), 0.f);
-  if (g.bias) std::copy(g.bias, g.bias + g.M, p->bias.begin());
   if (g.depthwise()) {
     BlockedDepthwiseWeights dw;
     PackBlockedDepthwise(g, &dw);
     p->w = std::move(dw.w);
+    p->bias = std::move(dw.bias);
   } else {
-    p->w.assign(static_cast<size_t>(Mb * g.C * kB), 0.f);
-    for (int64_t m = 0; m < g.M; ++m)
-      for (int64_t c = 0; c < g.C; ++c) p->w[(m / kB * g.C + c) * kB + m % kB] = g.w[m * g.C + c];
+    BlockedPointwiseWeights pw;
+    PackBlockedPointwise(g, &pw);
+    p->w = std::move(pw.w);
+    p->bias = std::move(pw.bias);
   }
   return p;
 }
@@ -174,13 +173,13 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Sums6x2(int64_t b
 
 // PX pixels x OB blocks. x: the tile's first pixel in input block 0 (block cb
 // is cb * plane * 8 further); w: the first output block's packed weights;
-// y: the tile's first pixel in its first output block, z (null: none) the
-// residual there. Each sum is finished in registers as FinishRun would finish
+// y: the tile's first pixel in its first output block (block j is j *
+// y_plane * 8 further), z (null: none) the residual there, laid out as y. Each sum is finished in registers as FinishRun would finish
 // it once stored, (sum + z), then activation K: the same operations, so the
 // same bits, without another pass over the output (MobileNetV2's ReLU6: 5%).
 template <int PX, int OB, FusedActivation::Kind K>
-__attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane, const float* x, const float* w,
-                                                       const float* bias, float* y, const float* z,
+__attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane, int64_t y_plane, const float* x,
+                                                       const float* w, const float* bias, float* y, const float* z,
                                                        const FusedActivation& act) {
   __m256 acc[PX][OB];
   // The residual this tile adds as it stores, on its way from L3 while the
@@ -190,7 +189,7 @@ __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane,
     for (int j = 0; j < OB; ++j)
 #pragma GCC unroll 4
       for (int at = 0; at < PX * kB; at += 16)
-        _mm_prefetch(reinterpret_cast<const char*>(z + j * plane * kB + at), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(z + j * y_plane * kB + at), _MM_HINT_T0);
   if constexpr (PX == 6 && OB == 2) {
     if (C >= kB) {
       Sums6x2(C / kB, plane * kB * 4, x, w, C * kB * 4, bias, acc);
@@ -227,11 +226,11 @@ __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane,
   for (int j = 0; j < OB; ++j)
 #pragma GCC unroll 12
     for (int i = 0; i < PX; ++i) {
-      StoreFinished<K>(act, y, z, (j * plane + i) * kB, acc[i][j]);
+      StoreFinished<K>(act, y, z, (j * y_plane + i) * kB, acc[i][j]);
     }
 }
 
-using TileFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, float*, const float*,
+using TileFn = void (*)(int64_t, int64_t, int64_t, const float*, const float*, const float*, float*, const float*,
                         const FusedActivation&);
 // Tiles of twelve accumulators by the blocks they cover: 12 pixels x 1 block,
 // 6 x 2, 4 x 3 (and narrower ones for the last pixels). An odd number of
@@ -272,21 +271,23 @@ TileSet TilesFor(FusedActivation::Kind kind) {
   return sums;
 }
 
-// Pixels [p0, p1) of image n, output blocks [ob0, ob1): finished when the
-// tile set finishes, else sums only.
-void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, const TileSet& set, int64_t n, int64_t p0,
-                    int64_t p1, int64_t ob0, int64_t ob1) {
+// Pixels [p0, p1) of image n, output blocks [ob0, ob1), written where `out`
+// says (blocked: block ob's pixel p at out.y + (ob * out.plane + p -
+// out.first) * 8, the residual out.z laid out alike): finished when the tile
+// set finishes, else sums only.
+void PointwiseRangeTo(const BlockedConvGeometry& g, const float* w_packed, const float* bias_packed,
+                      const TileSet& set, int64_t n, int64_t p0, int64_t p1, int64_t ob0, int64_t ob1,
+                      const PointwiseOut& out) {
   const int64_t plane = g.H * g.W;
   const float* x = g.x + n * g.Cb() * plane * kB;
-  float* y = g.y + n * g.Mb() * plane * kB;
-  const float* z = set.finishes && g.z ? g.z + n * g.Mb() * plane * kB : nullptr;
+  const float* z = set.finishes ? out.z : nullptr;
   for (int64_t ob = ob0, obs = 0; ob < ob1; ob += obs) {
     const int64_t left_blocks = ob1 - ob;
     obs = left_blocks == 3 ? 3 : std::min<int64_t>(2, left_blocks);
     const TileFn* tiles = obs == 1 ? set.one : obs == 2 ? set.two : set.three;
     const int64_t widest = 12 / obs;
-    const float* w = pw.w.data() + ob * g.C * kB;
-    const float* bias = pw.bias.data() + ob * kB;
+    const float* w = w_packed + ob * g.C * kB;
+    const float* bias = bias_packed + ob * kB;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
       // The run's pixels in as few tiles as the widest allows, of even widths:
       // 25 as 5 x 5, not 6 + 6 + 6 + 4 + 3 (a tile streams all the weights,
@@ -294,10 +295,17 @@ void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, cons
       // units idle; ResNet-50's 7x7 convs' second chunk), 8 as 4 + 4.
       const int64_t left = p1 - p, tiles_left = (left + widest - 1) / widest;
       px = (left + tiles_left - 1) / tiles_left;
-      const int64_t at = (ob * plane + p) * kB;
-      tiles[px - 1](g.C, plane, x + p * kB, w, bias, y + at, z ? z + at : nullptr, g.act);
+      const int64_t at = (ob * out.plane + p - out.first) * kB;
+      tiles[px - 1](g.C, plane, out.plane, x + p * kB, w, bias, out.y + at, z ? z + at : nullptr, g.act);
     }
   }
+}
+
+void PointwiseRange(const BlockedConvGeometry& g, const BlockedWeights& pw, const TileSet& set, int64_t n, int64_t p0,
+                    int64_t p1, int64_t ob0, int64_t ob1) {
+  const int64_t plane = g.H * g.W, image = n * g.Mb() * plane * kB;
+  PointwiseRangeTo(g, pw.w.data(), pw.bias.data(), set, n, p0, p1, ob0, ob1,
+                   {g.y + image, g.z ? g.z + image : nullptr, plane, 0});
 }
 
 // ---- Depthwise 3x3 -----------------------------------------------------------------------
@@ -563,6 +571,19 @@ BlockedDepthwiseRows BlockedDepthwiseKernelFor(const BlockedConvGeometry& g) {
 
 BlockedFinishFn BlockedFinishFor(const BlockedConvGeometry& g) { return FinishFor(g); }
 
+bool BlockedPointwiseOnAvx2(const BlockedConvGeometry& g) { return g.pointwise() && Supported(g) && !UsePairs(g); }
+
+void PointwiseRowsToAvx2(const BlockedConvGeometry& g, const BlockedPointwiseWeights& w, int64_t n, int64_t p0,
+                         int64_t p1, const PointwiseOut& out) {
+  const TileSet tiles = TilesFor(g.act.kind);
+  PointwiseRangeTo(g, w.w.data(), w.bias.data(), tiles, n, p0, p1, 0, g.Mb(), out);
+  const FinishFn finish = tiles.finishes ? nullptr : FinishFor(g);
+  for (int64_t ob = 0; finish && ob < g.Mb(); ++ob) {
+    const int64_t at = (ob * out.plane + p0 - out.first) * kB;
+    finish(g.act, out.z ? out.z + at : nullptr, out.y + at, (p1 - p0) * kB);
+  }
+}
+
 void RunBlockedPointwiseOrDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, size_t weights) {
   if (!Supported(g) || !(g.pointwise() || g.depthwise()) || g.N == 0 || g.OH == 0 || g.OW == 0)
     return BlockedConvReference(ctx, g);
@@ -573,10 +594,23 @@ void RunBlockedPointwiseOrDepthwise(KernelContext& ctx, const BlockedConvGeometr
 #else
 BlockedDepthwiseRows BlockedDepthwiseKernelFor(const BlockedConvGeometry&) { return {}; }
 BlockedFinishFn BlockedFinishFor(const BlockedConvGeometry&) { return nullptr; }
+bool BlockedPointwiseOnAvx2(const BlockedConvGeometry&) { return false; }
+void PointwiseRowsToAvx2(const BlockedConvGeometry&, const BlockedPointwiseWeights&, int64_t, int64_t, int64_t,
+                         const PointwiseOut&) {}
 void RunBlockedPointwiseOrDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, size_t) {
   BlockedConvReference(ctx, g);
 }
 #endif  // NEE_BLOCKED_X86
+
+void PackBlockedPointwise(const BlockedConvGeometry& g, BlockedPointwiseWeights* out) {
+  const int64_t Mb = g.Mb();
+  out->w.assign(static_cast<size_t>(Mb * g.C * kChannelBlock), 0.f);
+  out->bias.assign(static_cast<size_t>(Mb * kChannelBlock), 0.f);
+  for (int64_t m = 0; m < g.M; ++m)
+    for (int64_t c = 0; c < g.C; ++c)
+      out->w[(m / kChannelBlock * g.C + c) * kChannelBlock + m % kChannelBlock] = g.w[m * g.C + c];
+  if (g.bias) std::copy(g.bias, g.bias + g.M, out->bias.begin());
+}
 
 void PackBlockedDepthwise(const BlockedConvGeometry& g, BlockedDepthwiseWeights* out) {
   const int64_t taps = g.KH * g.KW, Mb = g.Mb();

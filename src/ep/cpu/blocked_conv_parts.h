@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/huge_pages.h"
+#include "ep/cpu/blocked_pointwise_avx512.h"
 #include "ep/cpu/depthwise_blocked_avx512.h"
 #include "ops/blocked_conv.h"
 
@@ -27,6 +28,24 @@ struct BlockedDepthwiseWeights {
   std::vector<float> bias;
 };
 void PackBlockedDepthwise(const BlockedConvGeometry& g, BlockedDepthwiseWeights* out);
+
+// A pointwise conv's weights as BlockedConv's AVX2 tiles read them: w
+// [Mb][C][8], bias [Mb * 8] (zero past M and without a bias). BlockedConv
+// runs those tiles for M = 24 on AVX-512 hosts too (BlockedPointwiseOnAvx2),
+// where the pair tiles would leave a quarter of their lanes idle.
+struct BlockedPointwiseWeights {
+  HugePageVector<float> w;
+  std::vector<float> bias;
+};
+void PackBlockedPointwise(const BlockedConvGeometry& g, BlockedPointwiseWeights* out);
+bool BlockedPointwiseOnAvx2(const BlockedConvGeometry& g);
+
+// Pixels [p0, p1) of image n of the pointwise conv g, every output block,
+// through the AVX2 tiles and finished (the residual out.z, the activation),
+// written where `out` says (blocked_pointwise_avx512.h): the bits of
+// BlockedConv's kernel for g.
+void PointwiseRowsToAvx2(const BlockedConvGeometry& g, const BlockedPointwiseWeights& w, int64_t n, int64_t p0,
+                         int64_t p1, const PointwiseOut& out);
 
 // y[i] = g.act(y[i] + z[i]) over a run of n floats (z null: no residual):
 // what finishes the sums a kernel stored; null when g has nothing to finish.

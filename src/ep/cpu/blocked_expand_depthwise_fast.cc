@@ -51,7 +51,10 @@ std::atomic<int64_t> band_bytes{kBandBytes};
 struct ExpandDepthwiseWeights {
   PointwisePairs expand;
   BlockedDepthwiseWeights depthwise;
-  PointwisePairs project;  // empty without the projection
+  PointwisePairs project;  // empty without the projection, or where project_avx2 holds it
+  // The projection where BlockedConv runs it on its AVX2 tiles (M = 24: the
+  // pair tiles would leave a quarter of their lanes idle; ~20% faster there).
+  BlockedPointwiseWeights project_avx2;
 };
 
 // The input rows [lo, hi) output rows [oh0, oh1) of the depthwise conv read.
@@ -90,7 +93,9 @@ struct Bands {
   // What finishes each conv's outputs after its kernel, where the kernel does not: null otherwise.
   BlockedFinishFn expand_finish = FinishAfterTiles(g.expand);
   BlockedFinishFn depthwise_finish = rows.finishes ? nullptr : BlockedFinishFor(g.depthwise);
-  BlockedFinishFn project_finish = g.projects ? FinishAfterTiles(g.project) : nullptr;
+  // (PointwiseRowsToAvx2 finishes its rows itself.)
+  BlockedFinishFn project_finish =
+      g.projects && wts.project_avx2.w.empty() ? FinishAfterTiles(g.project) : nullptr;
 
   // `buffer`: rows_max rows of every expanded block; `filtered`: a band of
   // the depthwise conv's output, every block (only with the projection).
@@ -150,6 +155,9 @@ struct Bands {
     over_band.H = oh1 - oh0;
     const int64_t pixels = (oh1 - oh0) * p.W, plane = p.OH * p.OW * kB;
     const int64_t at = n * p.Mb() * plane + oh0 * p.OW * kB;
+    if (!wts.project_avx2.w.empty())
+      return PointwiseRowsToAvx2(over_band, wts.project_avx2, 0, 0, pixels,
+                                 {p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0});
     PointwiseRowsToAvx512(over_band, wts.project, !project_finish, 0, 0, pixels, 0, p.Mb(),
                           {p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0});
     if (project_finish)
@@ -253,7 +261,8 @@ Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
     auto p = std::make_shared<ExpandDepthwiseWeights>();
     PackPointwisePairs(e, &p->expand);
     PackBlockedDepthwise(d, &p->depthwise);
-    if (g.projects) PackPointwisePairs(g.project, &p->project);
+    if (g.projects && BlockedPointwiseOnAvx2(g.project)) PackBlockedPointwise(g.project, &p->project_avx2);
+    else if (g.projects) PackPointwisePairs(g.project, &p->project);
     return std::shared_ptr<const ExpandDepthwiseWeights>(std::move(p));
   });
   RunBands(ctx, g, *packed, rows, plan, d.y);
