@@ -174,9 +174,10 @@ __attribute__((target("avx2,fma"), always_inline)) inline void Sums6x2(int64_t b
 // PX pixels x OB blocks. x: the tile's first pixel in input block 0 (block cb
 // is cb * plane * 8 further); w: the first output block's packed weights;
 // y: the tile's first pixel in its first output block (block j is j *
-// y_plane * 8 further), z (null: none) the residual there, laid out as y. Each sum is finished in registers as FinishRun would finish
-// it once stored, (sum + z), then activation K: the same operations, so the
-// same bits, without another pass over the output (MobileNetV2's ReLU6: 5%).
+// y_plane * 8 further), z (null: none) the residual there, laid out as y.
+// Each sum is finished in registers as FinishRun would finish it once
+// stored, (sum + z), then activation K: the same operations, so the same
+// bits, without another pass over the output (MobileNetV2's ReLU6: 5%).
 template <int PX, int OB, FusedActivation::Kind K>
 __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane, int64_t y_plane, const float* x,
                                                        const float* w, const float* bias, float* y, const float* z,
