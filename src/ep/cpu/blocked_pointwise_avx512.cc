@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "ep/cpu/blocked_tile_avx512.h"
 #include "ep/cpu/sgemm.h"
@@ -124,8 +126,12 @@ struct PairTiles {
 };
 
 
+// Pixels [p0, p1) of image n, output blocks [ob0, ob1) (ob0 even), written
+// where `out` says: blocked (ldy 0), block ob's pixel p at out.y + (ob *
+// out.plane + p - out.first) * 8; channels last, pixel p's row at out.y + (p -
+// out.first) * ldy. The residual out.z is laid out as the output.
 void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedActivation& act, const PointwiseOut& out,
-           int64_t n, int64_t p0, int64_t p1, int64_t ob0, int64_t ob1) {
+           int64_t n, int64_t p0, int64_t p1, int64_t ob0, int64_t ob1, int64_t ldy) {
   const int64_t plane = g.H * g.W;
   const float* x = g.x + n * g.Cb() * plane * kB;
   const int64_t pair_end = (ob1 + 1) / 2, last_pair = (g.Mb() + 1) / 2 - 1;
@@ -134,17 +140,62 @@ void Range(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedAc
     step = left_pairs == 3 ? 3 : std::min<int64_t>(2, left_pairs);
     const TileFn* tiles = PairTiles::For(step);
     const int64_t widest = step == 1 ? 16 : step == 2 ? 12 : 8;
-    TileStore store{g.nhwc_output ? g.M : 0, out.plane, pair + step == pair_end && ob1 % 2 == 1, 0xFFFF};
-    if (g.nhwc_output && pair + step - 1 == last_pair)
+    TileStore store{ldy, out.plane, pair + step == pair_end && ob1 % 2 == 1, 0xFFFF};
+    if (ldy > 0 && pair + step - 1 == last_pair)
       store.tail_lanes = static_cast<__mmask16>((1u << (g.M - last_pair * kLanes)) - 1);
     const float* w = pw.w16.data() + pair * g.C * kLanes;
     const float* bias = pw.bias16.data() + pair * kLanes;
     for (int64_t p = p0, px = 0; p < p1; p += px) {
       px = blocked_tile::TilePixels(p1 - p, widest);
-      const int64_t at =
-          g.nhwc_output ? g.OutputIndex(n, 2 * pair * kB, p) : (2 * pair * out.plane + p - out.first) * kB;
+      const int64_t at = ldy > 0 ? (p - out.first) * ldy + 2 * pair * kB : (2 * pair * out.plane + p - out.first) * kB;
       tiles[px - 1](g.C, plane, x + p * kB, w, bias, out.y + at, out.z ? out.z + at : nullptr, act, store);
     }
+  }
+}
+
+// Channels-last rows of M floats lie M floats apart, so where M is not a
+// multiple of 16 (YOLO's heads: 255 channels, rows of 1020 bytes) every
+// vector a tile stores straddles two cache lines, and a pair of output blocks
+// at a time leaves the lines part-written until the last pair: a standalone
+// copy of that store pattern ran 13-20% slower than over rows 64 bytes apart.
+// Such rows are built kStagedPixels pixels at a time, every pair of blocks,
+// in a per-thread buffer of aligned rows, then copied to the output (the
+// pixels' rows are one contiguous run there) in aligned 64-byte stores.
+constexpr int64_t kStagedPixels = 12;
+
+bool Staged(const BlockedConvGeometry& g, const PointwiseOut& out, int64_t ob0, int64_t ob1) {
+  return g.nhwc_output && g.M % kLanes != 0 && g.M > kLanes && !out.z && ob0 == 0 && ob1 == g.Mb();
+}
+
+// `rows` rows of m floats, ld floats apart in `staging` (which holds a row
+// more, read under a mask), to dst as rows * m contiguous floats.
+__attribute__((target("avx512f"))) void CopyStagedRows(const float* staging, int64_t ld, int64_t m, int64_t rows,
+                                                       float* dst) {
+  const int64_t total = rows * m;
+  // Floats [e, e + 16) of the run: one row's, or the end of one and the start of the next.
+  auto gather = [&](int64_t e) __attribute__((target("avx512f"), always_inline)) {
+    const int64_t r = e / m, c = e % m;
+    const __m512 v = _mm512_loadu_ps(staging + r * ld + c);
+    if (c + kLanes <= m) return v;
+    return _mm512_mask_loadu_ps(v, static_cast<__mmask16>(0xFFFFu << (m - c)), staging + (r + 1) * ld - (m - c));
+  };
+  const auto misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(dst) % 64 / sizeof(float));
+  int64_t e = std::min(total, misaligned ? kLanes - misaligned : 0);
+  if (e > 0) _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << e) - 1), gather(0));
+  for (; e + kLanes <= total; e += kLanes) _mm512_store_ps(dst + e, gather(e));
+  if (e < total) _mm512_mask_storeu_ps(dst + e, static_cast<__mmask16>((1u << (total - e)) - 1), gather(e));
+}
+
+void RangeStaged(const BlockedConvGeometry& g, const PointwisePairs& pw, const FusedActivation& act, float* rows,
+                 int64_t n, int64_t p0, int64_t p1) {
+  const int64_t ld = (g.M + kLanes - 1) / kLanes * kLanes;
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>((kStagedPixels + 1) * ld + kLanes));
+  float* staging = buffer.data() + (kLanes - reinterpret_cast<uintptr_t>(buffer.data()) % 64 / sizeof(float)) % kLanes;
+  for (int64_t q = p0; q < p1; q += kStagedPixels) {
+    const int64_t q1 = std::min(p1, q + kStagedPixels);
+    Range(g, pw, act, {staging, nullptr, 0, q}, n, q, q1, 0, g.Mb(), ld);
+    CopyStagedRows(staging, ld, g.M, q1 - q, rows + q * g.M);
   }
 }
 
@@ -155,15 +206,16 @@ bool BlockedPointwiseAvx512() { return SgemmActiveIsa() == SgemmIsa::kAvx512 && 
 void PointwiseRangeAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
                           int64_t p1, int64_t ob0, int64_t ob1) {
   const FusedActivation none;
-  const int64_t plane = g.OH * g.OW, image = g.nhwc_output ? 0 : n * g.Mb() * plane * kB;
-  const float* z = finish && g.z ? g.z + image : nullptr;
-  Range(g, pw, finish ? g.act : none, {g.y + image, z, plane, 0}, n, p0, p1, ob0, ob1);
+  const int64_t plane = g.OH * g.OW, image = g.nhwc_output ? n * plane * g.M : n * g.Mb() * plane * kB;
+  const PointwiseOut out{g.y + image, finish && g.z ? g.z + image : nullptr, plane, 0};
+  if (Staged(g, out, ob0, ob1)) return RangeStaged(g, pw, finish ? g.act : none, out.y, n, p0, p1);
+  Range(g, pw, finish ? g.act : none, out, n, p0, p1, ob0, ob1, g.nhwc_output ? g.M : 0);
 }
 
 void PointwiseRowsToAvx512(const BlockedConvGeometry& g, const PointwisePairs& pw, bool finish, int64_t n, int64_t p0,
                            int64_t p1, int64_t ob0, int64_t ob1, const PointwiseOut& out) {
   const FusedActivation none;
-  Range(g, pw, finish ? g.act : none, {out.y, finish ? out.z : nullptr, out.plane, out.first}, n, p0, p1, ob0, ob1);
+  Range(g, pw, finish ? g.act : none, {out.y, finish ? out.z : nullptr, out.plane, out.first}, n, p0, p1, ob0, ob1, 0);
 }
 
 #else

@@ -9,7 +9,8 @@
 // as the AVX2 tiles (6 pixels x 2 blocks), so the same bits. A finished
 // vector's two halves go to their two blocks' planes, or, for a channels-last
 // output (BlockedConv's output_layout = "nhwc"), all sixteen lanes to the
-// pixel's row, masked past M.
+// pixel's row, masked past M (rows whose length is not a multiple of 16 are
+// built a few pixels at a time in aligned rows, then copied: RangeStaged).
 #pragma once
 #include <cstdint>
 #include <vector>
