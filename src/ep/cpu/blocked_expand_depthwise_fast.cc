@@ -155,11 +155,9 @@ struct Bands {
     over_band.H = oh1 - oh0;
     const int64_t pixels = (oh1 - oh0) * p.W, plane = p.OH * p.OW * kB;
     const int64_t at = n * p.Mb() * plane + oh0 * p.OW * kB;
-    if (!wts.project_avx2.w.empty())
-      return PointwiseRowsToAvx2(over_band, wts.project_avx2, 0, 0, pixels,
-                                 {p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0});
-    PointwiseRowsToAvx512(over_band, wts.project, !project_finish, 0, 0, pixels, 0, p.Mb(),
-                          {p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0});
+    const PointwiseOut out{p.y + at, p.z ? p.z + at : nullptr, p.OH * p.OW, 0};
+    if (!wts.project_avx2.w.empty()) return PointwiseRowsToAvx2(over_band, wts.project_avx2, 0, 0, pixels, out);
+    PointwiseRowsToAvx512(over_band, wts.project, !project_finish, 0, 0, pixels, 0, p.Mb(), out);
     if (project_finish)
       for (int64_t ob = 0; ob < p.Mb(); ++ob)
         project_finish(p.act, p.z ? p.z + at + ob * plane : nullptr, p.y + at + ob * plane, pixels * kB);
