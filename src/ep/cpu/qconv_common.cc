@@ -106,79 +106,26 @@ void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Re
   for (int64_t j = 0; j < count; ++j) out[j] = RequantOne(acc[j], mult, q);
 }
 
-namespace {
-
-// One sum by the one-fma path (its byte as a clamped int32), as the tiles form it.
-int32_t OneFmaByte(int32_t s, float mult_f, float yzp, const Requant& q) {
-  const float v = std::fma(static_cast<float>(s), mult_f, yzp);
-  return static_cast<int32_t>(std::min(std::max(static_cast<double>(std::nearbyint(v)), q.lo), q.hi));
-}
-
-#ifdef NEE_QCONV_X86
-// Sums s_first .. s_last by the tiles' own instructions: the one-fma value F and the bracket L, H (yzp -+ 2^-13,
-// qconv_tile_avx2.cc: the reference's value lies strictly between them where |value| <= 512, so where L and H
-// give one byte the reference gives it too). Eight lanes where L and H agree are settled so; any other lane sends
-// its eight sums to the reference (RequantRowPortable): about one in 2^12 values. False at the first F that
-// differs.
-__attribute__((target("avx2,fma"))) bool BandMatchesAvx2(int64_t s_first, int64_t s_last, double mult, float mult_f,
-                                                        float yzp, const Requant& q) {
-  const __m256 m = _mm256_set1_ps(mult_f), z = _mm256_set1_ps(yzp);
-  const __m256 z_lo = _mm256_set1_ps(yzp - 1.0f / 8192), z_hi = _mm256_set1_ps(yzp + 1.0f / 8192);
-  const __m256i lo = _mm256_set1_epi32(static_cast<int32_t>(q.lo)), hi = _mm256_set1_epi32(static_cast<int32_t>(q.hi));
-  alignas(32) int32_t sums[8], f_bytes[8];
-  for (int64_t s0 = s_first; s0 <= s_last; s0 += 8) {
-    for (int j = 0; j < 8; ++j) sums[j] = static_cast<int32_t>(std::min(s0 + j, s_last));
-    const __m256 a = _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sums)));
-#define NEE_CLAMPED(zz) _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(a, m, zz)), lo), hi)
-    const __m256i f = NEE_CLAMPED(z), l = NEE_CLAMPED(z_lo), h = NEE_CLAMPED(z_hi);
-#undef NEE_CLAMPED
-    const bool bracketed = _mm256_movemask_epi8(_mm256_cmpeq_epi32(l, h)) == -1;
-    if (bracketed && _mm256_movemask_epi8(_mm256_cmpeq_epi32(f, l)) == -1) continue;
-    _mm256_store_si256(reinterpret_cast<__m256i*>(f_bytes), f);
-    uint8_t ref[8];
-    RequantRowPortable(sums, 8, mult, q, ref);
-    for (int j = 0; j < 8; ++j)
-      if (static_cast<uint8_t>(f_bytes[j]) != ref[j]) return false;
-  }
-  return true;
-}
-#endif
-
-}  // namespace
-
-bool ProveFloatRequant(double mult, float mult_f, const Requant& q, int64_t max_checks) {
-  if (!(mult > 0 && mult < 0.5) || !(mult_f > 0) || static_cast<double>(mult_f) != mult) return false;
-  // The sums whose reference value lies in [lo - 3, hi + 3] (a margin for the rounding of the bounds), as int32.
-  const double first = std::floor((q.lo - 3 - q.yzp) / mult), last = std::ceil((q.hi + 3 - q.yzp) / mult);
-  const double int_min = -2147483648.0, int_max = 2147483647.0;
-  const auto s_first = static_cast<int64_t>(std::max(first, int_min));
-  const auto s_last = static_cast<int64_t>(std::min(last, int_max));
-  if (s_last - s_first + 1 > max_checks) return false;
-  const auto yzp = static_cast<float>(q.yzp);
-  if (static_cast<double>(yzp) != q.yzp || std::fabs(q.yzp) > 255) return false;
-#ifdef NEE_QCONV_X86
-  if (!BandMatchesAvx2(s_first, s_last, mult, mult_f, yzp, q)) return false;
-#else
-  constexpr int64_t kChunk = 1024;
-  int32_t sums[kChunk];
-  uint8_t ref[kChunk];
-  for (int64_t s0 = s_first; s0 <= s_last; s0 += kChunk) {
-    const int64_t n = std::min(kChunk, s_last - s0 + 1);
-    for (int64_t j = 0; j < n; ++j) sums[j] = static_cast<int32_t>(s0 + j);
-    RequantRowPortable(sums, n, mult, q, ref);
-    for (int64_t j = 0; j < n; ++j)
-      if (static_cast<uint8_t>(OneFmaByte(sums[j], mult_f, yzp, q)) != ref[j]) return false;
-  }
-#endif
-  // The ends clamp (to lo and hi) in both, so the sums beyond them do too: both maps are non-decreasing.
-  const int32_t ends[2] = {static_cast<int32_t>(s_first), static_cast<int32_t>(s_last)};
-  uint8_t end_bytes[2];
-  RequantRowPortable(ends, 2, mult, q, end_bytes);
-  const auto lo_byte = static_cast<uint8_t>(static_cast<int32_t>(q.lo));
-  const auto hi_byte = static_cast<uint8_t>(static_cast<int32_t>(q.hi));
-  const bool lo_end = end_bytes[0] == lo_byte && OneFmaByte(ends[0], mult_f, yzp, q) == static_cast<int32_t>(q.lo);
-  const bool hi_end = end_bytes[1] == hi_byte && OneFmaByte(ends[1], mult_f, yzp, q) == static_cast<int32_t>(q.hi);
-  return (lo_end || s_first == static_cast<int64_t>(int_min)) && (hi_end || s_last == static_cast<int64_t>(int_max));
+// The argument, for m = mult (a float: mult_f), z = yzp (an integer, |z| <= 255), |s| <= S = sum_bound, E = s * m + z
+// exactly, C = kRoundingBias:
+// - Where |s| <= 2^24, float(s) = s, so the fma rounds E + C once. Where |E| < 2^22, E + C lies in (2^23, 2^24),
+//   where floats are the integers: the fma gives C + round_half_even(E) (C is even, so the tie goes the same
+//   way), whose bits less C's are round_half_even(E).
+// - The reference forms D = double(s) * m + z in two roundings and rounds D half to even. With |s| <= 2^24 the
+//   product (24 + 24 bits) is exact; E is a multiple of m's last bit (2^-43 or more for m >= 2^-20), so where
+//   |E| < 2^10 it fits a double's 53 bits and D = E: the same integer. Where |E| >= 2^10 - 256 both saturate
+//   to the same end, since D is within 2^-40 |E| of E and the fma's value within 1 of it.
+// - Where |s| > 2^24 (only when S is), float(s) is within |s| 2^-24 of s: with m >= 2^-14, |s m| > 2^10 and the
+//   value stays past the output range by hundreds on the same side, saturating as the reference's does.
+// - The fma's value (E within 1 + |E| 2^-24) stays above -C while S m < 2^22: a positive float, so its bits
+//   grow with it; past 2^24 or below 2^23 they leave C's binade but stay beyond C's bits -+ 2^22 on the
+//   right side, which the saturating narrow clamps to hi or lo as the reference clamps D.
+bool RoundingFmaExact(double mult, float mult_f, double yzp, double sum_bound) {
+  if (!(mult >= std::ldexp(1.0, -20) && mult < 0.5) || static_cast<double>(mult_f) != mult) return false;
+  if (yzp != std::nearbyint(yzp) || std::fabs(yzp) > 255) return false;
+  if (!(sum_bound >= 0 && sum_bound <= 2147483648.0)) return false;
+  if (sum_bound > 16777216.0 && mult < std::ldexp(1.0, -14)) return false;
+  return sum_bound * mult < 4194304.0;
 }
 
 #ifdef NEE_QCONV_X86

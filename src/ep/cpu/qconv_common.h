@@ -4,8 +4,14 @@
 // output bytes as the reference computes it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 #include "ep/cpu/conv_int_geometry.h"
 #include "ops/op_schema.h"
@@ -47,17 +53,39 @@ struct Requant {
   // converts to int32 (rounding half to even, the default mode, as nearbyint) and the saturating packs
   // clamp it exactly as clamping the double first would.
   bool small_multipliers = false;
-  // Proven at planning (ProveFloatRequant) for every channel's multiplier: each int32 sum s gives the
-  // reference's byte as clamp(round_half_even(fma(float(s), mult_f, float(yzp)))), one float fma, so the
+  // Proven at planning (RoundingFmaExact) for every channel's multiplier and the sums its weights allow: each
+  // int32 sum s gives the reference's byte as the integer RoundingFma forms, one float fma (below), so the
   // tiles (AVX2 and AVX-512 VNNI alike) need not bracket the value between two fmas and compare.
   bool float_exact = false;
 };
 
-// Whether the one-fma float requantization above gives the reference's byte (RequantRowPortable) for every int32
-// sum with multiplier `mult` (its float `mult_f`) and q's yzp, lo and hi: every sum whose value lies within one of
-// [lo - 1, hi + 1] is checked (at most max_checks of them, else false), and both are monotone in the sum, so the
-// sums beyond clamp alike. For small positive multipliers only (false otherwise).
-bool ProveFloatRequant(double mult, float mult_f, const Requant& q, int64_t max_checks);
+// The one-fma requantization. Adding kRoundingBias (1.5 * 2^23) to the output zero point puts s * mult + yzp
+// among the floats that are one apart, so the fma's own rounding (half to even) rounds the value to an integer,
+// once, as the reference's nearbyint does; the integer is the result's bits less kRoundingBits (the bias's
+// bits). The tiles form it as RoundingFma does, sixteen or eight lanes at a time.
+constexpr float kRoundingBias = 12582912.0f;
+constexpr int32_t kRoundingBits = 0x4B400000;
+
+inline int32_t RoundingFma(int32_t s, float mult_f, float biased_yzp) {
+  const float v = std::fma(static_cast<float>(s), mult_f, biased_yzp);
+  int32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return static_cast<int32_t>(static_cast<uint32_t>(bits) - static_cast<uint32_t>(kRoundingBits));
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// Eight sums the same way, on AVX2.
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundingFma8(__m256i s, __m256 mult_f,
+                                                                                __m256 biased_yzp) {
+  const __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), mult_f, biased_yzp);
+  return _mm256_sub_epi32(_mm256_castps_si256(v), _mm256_set1_epi32(kRoundingBits));
+}
+#endif
+
+// Whether RoundingFma, saturated to the output range, gives the reference's byte (RequantRowPortable) for every
+// int32 sum s with |s| <= sum_bound, at multiplier `mult` (its float `mult_f`) and output zero point yzp.
+// Decided from the numbers alone (the argument is at the definition); tests check it sum by sum.
+bool RoundingFmaExact(double mult, float mult_f, double yzp, double sum_bound);
 
 // The reference's double arithmetic, clamp(double(acc) * mult + yzp) rounded
 // half to even, for `count` sums.

@@ -422,7 +422,7 @@ __attribute__((target("avx2,fma"))) void ChannelGroupAvx2(const QConvGeometry& g
   const float delta = kFmaDelta;
   const __m256 z_lo = _mm256_set1_ps(static_cast<float>(q.yzp) - delta),
                z_hi = _mm256_set1_ps(static_cast<float>(q.yzp) + delta);
-  const __m256 z_exact = _mm256_set1_ps(static_cast<float>(q.yzp));
+  const __m256 z_exact = _mm256_set1_ps(static_cast<float>(q.yzp) + kRoundingBias);
   const int64_t row_step = g.sh * L.wb * kGroup, col_step = g.sw * kGroup;
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     const uint8_t* row = buf + oy * row_step;

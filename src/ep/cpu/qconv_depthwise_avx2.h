@@ -13,7 +13,7 @@ namespace nee::cpu::qconv {
 
 // How a kernel requantizes: the reference's double arithmetic, clamped (any multipliers), or for small
 // multipliers the float shortcut (RoundFma8), falling back to that arithmetic unclamped (see Requant).
-// kFloatExact: small multipliers proven exact by one fma (Requant::float_exact, ProveFloatRequant).
+// kFloatExact: small multipliers proven exact by one fma (Requant::float_exact, RoundingFmaExact).
 enum class RequantMode { kDoubleClamped, kFloatShortcut, kFloatExact };
 
 // Four sums to int32 as the reference rounds them: double(acc) * mult + yzp (no contraction: this target
@@ -81,12 +81,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline bool TryRoundFma16(__m
 }
 
 // Sixteen sums (as TryRoundFma16 takes them) by one fma each where planning proved that exact for every sum
-// (Requant::float_exact): no bracket, no compare, no fallback.
+// (Requant::float_exact, RoundingFma8; z is yzp + kRoundingBias): no bracket, no compare, no fallback.
 __attribute__((target("avx2,fma"), always_inline)) inline __m128i RoundFmaExact16(__m256i lo, __m256i hi,
                                                                                    __m256 mult_lo, __m256 mult_hi,
                                                                                    __m256 z, bool y_signed) {
-  const __m256i w = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), mult_lo, z)),
-                                       _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), mult_hi, z)));
+  const __m256i w = _mm256_packs_epi32(RoundingFma8(lo, mult_lo, z), RoundingFma8(hi, mult_hi, z));
   const __m128i w0 = _mm256_castsi256_si128(w), w1 = _mm256_extracti128_si256(w, 1);
   return y_signed ? _mm_packs_epi16(w0, w1) : _mm_packus_epi16(w0, w1);
 }
@@ -106,7 +105,7 @@ struct ChannelRequant16 {
         mult_f(_mm256_set1_ps(static_cast<float>(mult_value))),
         z_lo(_mm256_set1_ps(static_cast<float>(q.yzp) - kFmaDelta)),
         z_hi(_mm256_set1_ps(static_cast<float>(q.yzp) + kFmaDelta)),
-        z(_mm256_set1_ps(static_cast<float>(q.yzp))),
+        z(_mm256_set1_ps(static_cast<float>(q.yzp) + kRoundingBias)),
         y_signed(q.y_signed) {}
 
   // lo and hi as TryRoundFma16 takes them, to sixteen bytes in position order: the shortcut where the

@@ -518,15 +518,16 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
   q.lo = q.y_signed ? -128 : 0;
   q.hi = q.y_signed ? 127 : 255;
   q.small_multipliers = std::all_of(plan->mult.begin(), plan->mult.end(), [](double v) { return std::fabs(v) < 0.5; });
-  // The tiles' one-fma requantization, proven once per distinct multiplier (one for a per-tensor scale):
-  // at most 2^20 sums each, a few ms at most; checks past 2^22 in all leave the bracketing path.
+  // The tiles' one-fma requantization (RoundingFmaExact), decided per channel from the largest sum its
+  // weights allow: |x' - zx| <= 255 for every input byte and |W' - zw| <= |W'| + |zw| (the weights tensor
+  // itself may be gone: the session drops a constant input once it is packed).
   if (q.small_multipliers) {
-    std::vector<double> distinct(plan->mult);
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    q.float_exact = distinct.size() <= 4 && std::all_of(distinct.begin(), distinct.end(), [&](double v) {
-                      return qconv::ProveFloatRequant(v, static_cast<float>(v), q, int64_t{1} << 20);
-                    });
+    q.float_exact = true;
+    for (size_t m = 0; m < M && q.float_exact; ++m) {
+      const double weights_abs = weights.row_abs_sums[m] + static_cast<double>(K) * std::abs(plan->zw[m]);
+      const double b = bias ? std::fabs(static_cast<double>(bias->data<int32_t>()[m])) : 0.0;
+      q.float_exact = qconv::RoundingFmaExact(plan->mult[m], plan->mult_f[m], q.yzp, 255.0 * weights_abs + b);
+    }
   }
   plan->taps_padded = TapOffsets(g, g.hp * g.wp, g.wp);
   plan->taps_direct = TapOffsets(g, g.ih * g.iw, g.iw);

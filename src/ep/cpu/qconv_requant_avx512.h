@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "ep/cpu/qconv_common.h"
+
 #define NEE_QREQUANT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 
 // GCC 12 warns about the self-initialized _mm512_undefined_* inside its own intrinsics once they are inlined
@@ -33,18 +35,25 @@ NEE_QREQUANT_TARGET inline __m256i RequantHalf(__m256i v, __m512d m, __m512d z) 
 }
 
 // The constants RequantRow16 and RequantRows4 add to the scaled sums: the bracket yzp -+ delta of the float
-// shortcut (below), or, where planning proved one fma exact for every multiplier of the node
-// (Requant::float_exact, ProveFloatRequant), yzp itself and no bracket: then each sum takes one fma and one
-// conversion, with no second bound, compare or double fallback (the bytes are the reference's all the same).
+// shortcut (below), or, where planning proved the one-fma requantization exact for every channel of the node
+// (Requant::float_exact, RoundingFmaExact), yzp + kRoundingBias and no bracket: then each sum takes one fma and
+// one integer subtraction (OneFma16), with no second bound, compare or double fallback (the bytes are the
+// reference's all the same).
 struct RequantZ {
-  __m512 lo, hi;  // yzp -+ delta as floats; with one_fma, both yzp
+  __m512 lo, hi;  // yzp -+ delta as floats; with one_fma, both yzp + kRoundingBias
   __m512d z;      // yzp as doubles (the fallback's)
   bool one_fma;
 };
 
 NEE_QREQUANT_TARGET inline RequantZ MakeRequantZ(double yzp, bool one_fma) {
-  const float z = static_cast<float>(yzp), delta = one_fma ? 0.0f : 1.0f / 2048;
-  return RequantZ{_mm512_set1_ps(z - delta), _mm512_set1_ps(z + delta), _mm512_set1_pd(yzp), one_fma};
+  const float z = static_cast<float>(yzp), delta = 1.0f / 2048;
+  if (one_fma) return RequantZ{_mm512_set1_ps(z + kRoundingBias), _mm512_set1_ps(z + kRoundingBias), _mm512_set1_pd(yzp), true};
+  return RequantZ{_mm512_set1_ps(z - delta), _mm512_set1_ps(z + delta), _mm512_set1_pd(yzp), false};
+}
+
+// Sixteen sums (as floats) requantized by one fma, where planning proved it exact (RoundingFma).
+NEE_QREQUANT_TARGET inline __m512i OneFma16(__m512 a, __m512 m, __m512 biased_yzp) {
+  return _mm512_sub_epi32(_mm512_castps_si512(_mm512_fmadd_ps(a, m, biased_yzp)), _mm512_set1_epi32(kRoundingBits));
 }
 
 // One row's sixteen sums (its constant added) requantized to int32, by the float shortcut below where it can
@@ -62,8 +71,9 @@ NEE_QREQUANT_TARGET inline RequantZ MakeRequantZ(double yzp, bool one_fma) {
 // conversions differ (ties and near-ties, about one row in a hundred) take the double arithmetic.
 NEE_QREQUANT_TARGET inline __m512i RequantRow16(__m512i s, float mult_f, double mult, const RequantZ& z) {
   const __m512 a = _mm512_cvtepi32_ps(s), m = _mm512_set1_ps(mult_f);
+  if (z.one_fma) return OneFma16(a, m, z.lo);
   const __m512i v = _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z.lo));
-  if (z.one_fma || _mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z.hi))) == 0) return v;
+  if (_mm512_cmpneq_epi32_mask(v, _mm512_cvtps_epi32(_mm512_fmadd_ps(a, m, z.hi))) == 0) return v;
   const __m512d md = _mm512_set1_pd(mult);
   return _mm512_inserti64x4(_mm512_castsi256_si512(RequantHalf(_mm512_castsi512_si256(s), md, z.z)),
                             RequantHalf(_mm512_extracti64x4_epi64(s, 1), md, z.z), 1);
@@ -107,20 +117,24 @@ NEE_QREQUANT_TARGET inline void StoreRows4x16(__m512i packed, uint8_t* out, int6
 // Four whole rows (their constants added): RequantRow16's bounds L and H for all four, narrowed, and compared
 // once as bytes. Rounding and saturating are monotonic and L < D < H (RequantRow16), so where the bytes of L
 // and H agree they are D's too (a bound may even differ before saturating). Rows whose bytes differ somewhere
-// (rare) go through RequantRow16 again, which takes the double arithmetic where it must. With z.one_fma, L
-// alone (RequantZ).
+// (rare) go through RequantRow16 again, which takes the double arithmetic where it must. With z.one_fma,
+// OneFma16 alone (RequantZ).
 NEE_QREQUANT_TARGET __attribute__((always_inline)) inline __m512i RequantRows4(const __m512i (&s)[4], const float* mult_f,
                                                                                const double* mult, const RequantZ& z,
                                                                                bool y_signed) {
   __m512 a[4];
   __m512i lo[4];
+  if (z.one_fma) {
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) lo[r] = OneFma16(_mm512_cvtepi32_ps(s[r]), _mm512_set1_ps(mult_f[r]), z.lo);
+    return PackRows4(lo[0], lo[1], lo[2], lo[3], y_signed);
+  }
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) {
     a[r] = _mm512_cvtepi32_ps(s[r]);
     lo[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a[r], _mm512_set1_ps(mult_f[r]), z.lo));
   }
   const __m512i bytes = PackRows4(lo[0], lo[1], lo[2], lo[3], y_signed);
-  if (z.one_fma) return bytes;
   __m512i hi[4];
 #pragma GCC unroll 4
   for (int r = 0; r < 4; ++r) hi[r] = _mm512_cvtps_epi32(_mm512_fmadd_ps(a[r], _mm512_set1_ps(mult_f[r]), z.hi));

@@ -11,9 +11,9 @@
 // FinishTileAvx2, the reference's double arithmetic. Against igemm's tile plus FinishTileAvx2 this
 // saves the twelve stores and reloads of the sums and half the conversion work (eight float lanes a step
 // where the double path converts four): 1x1 convs over 64 channels spent a fifth of their time there.
-// Where planning proved one fma exact for the node's multipliers (Requant::float_exact, ProveFloatRequant in
-// qconv_common.cc: every sum near the output range checked against the reference once), the tiles (kExact)
-// form one value a lane, no bracket and no compare: a third of a small-K tile's requantization.
+// Where planning proved one fma exact for the node's multipliers (Requant::float_exact, RoundingFmaExact in
+// qconv_common.cc: the fma itself rounds to an integer), the tiles (kExact) form one value a lane, no bracket
+// and no compare: a third of a small-K tile's requantization.
 #include "ep/cpu/qconv_tile_avx2.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -98,13 +98,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline void RequantRowPair(
     __m256i r0_lo, __m256i r0_hi, __m256i r1_lo, __m256i r1_hi, const Requant& q, int64_t m, __m256 z_lo,
     __m256 z_hi, uint8_t* out, int64_t ld, const TileArgs& t, int64_t r0) {
   const int64_t m_second = kRows == 2 ? m + 1 : m;
-  if constexpr (kExact) {  // one fma a vector gives the reference's bytes (ProveFloatRequant): no bracket, no check
-    const __m256 z = _mm256_set1_ps(static_cast<float>(q.yzp));
+  if constexpr (kExact) {  // one fma a vector gives the reference's bytes (RoundingFma8): no bracket, no check
+    const __m256 z = _mm256_set1_ps(static_cast<float>(q.yzp) + kRoundingBias);
     const __m256 m0 = _mm256_set1_ps(q.mult_f[m]), m1 = _mm256_set1_ps(q.mult_f[m_second]);
-    const __m256i w0 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(r0_lo), m0, z)),
-                                          _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(r0_hi), m0, z)));
-    const __m256i w1 = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(r1_lo), m1, z)),
-                                          _mm256_cvtps_epi32(_mm256_fmadd_ps(_mm256_cvtepi32_ps(r1_hi), m1, z)));
+    const __m256i w0 = _mm256_packs_epi32(RoundingFma8(r0_lo, m0, z), RoundingFma8(r0_hi, m0, z));
+    const __m256i w1 = _mm256_packs_epi32(RoundingFma8(r1_lo, m1, z), RoundingFma8(r1_hi, m1, z));
     const __m256i bytes = kSigned ? _mm256_packs_epi16(w0, w1) : _mm256_packus_epi16(w0, w1);
     const __m256i rows = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(rows));

@@ -2,6 +2,7 @@
 #include "ep/cpu/qconv_weights.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -138,6 +139,7 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
   // 32 bytes of slack: PixelTileAvx2 reads a 32-byte vector at each 24-byte quad.
   out->data.assign(static_cast<size_t>(g.group * ppg * kquads * kQuadA + 32), 0);
   out->row_sums.assign(static_cast<size_t>(g.M), 0);
+  out->row_abs_sums.assign(static_cast<size_t>(g.M), 0);
   out->remainder_begin.assign(static_cast<size_t>(g.group * ppg * kRows + 1), 0);
   out->remainder_odd.assign(out->remainder_begin.size(), 0);
   const uint8_t flip = w.dtype() == DataType::kUint8 ? 0x80 : 0;  // uint8 w - 128 as a signed byte is w ^ 0x80
@@ -153,12 +155,14 @@ std::shared_ptr<QConvWeights> PackWeights(const QConvGeometry& g, const Tensor& 
         out->remainder_begin[static_cast<size_t>(panel * kRows + r)] = static_cast<int64_t>(out->remainders.size());
         const int64_t m = grp * g.Mg + q * kRows + r;
         const uint8_t* row = bytes + m * K;
-        int32_t sum = 0;
+        int32_t sum = 0, abs_sum = 0;
         for (int64_t k = 0; k < K; ++k) {
           full[static_cast<size_t>(k)] = static_cast<int8_t>(row[k] ^ flip);
           sum += full[static_cast<size_t>(k)];
+          abs_sum += std::abs(static_cast<int32_t>(full[static_cast<size_t>(k)]));
         }
         out->row_sums[static_cast<size_t>(m)] = sum;
+        out->row_abs_sums[static_cast<size_t>(m)] = abs_sum;
         if (g.Cg == 1 && g.Mg == 1)
           for (int64_t k = 0; k < K; ++k) out->taps.push_back(full[static_cast<size_t>(k)]);
         std::memcpy(cut.data(), full.data(), static_cast<size_t>(bytes_per_row));

@@ -24,6 +24,7 @@ struct QConvWeights {
   bool paired = false;
   HugePageVector<int8_t> data;           // per group, its row panels: [kquads][6][4]
   std::vector<int32_t> row_sums;         // per output channel: sum_k W'[m][k] (shifted weights)
+  std::vector<int32_t> row_abs_sums;     // per output channel: sum_k |W'[m][k]| (bounds the sums: Requant)
   std::vector<int16_t> taps;             // depthwise convs only: W' as [M][K]
   std::vector<int64_t> remainder_begin;  // per row of each row panel (all groups), into remainders
   // Per row as remainder_begin: where the row's entries at bytes 1 and 3 start. Each row lists its entries at

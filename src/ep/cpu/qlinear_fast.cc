@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ep/cpu/conv_int_geometry.h"  // Is8Bit
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/qconv_requant_avx512.h"
@@ -29,10 +30,6 @@
 #endif
 
 namespace nee::cpu {
-
-namespace {
-bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
-}  // namespace
 
 namespace {
 

@@ -588,12 +588,32 @@ TEST_P(QConvFastTest, QLinearConvDirectPathMatchesReference) {
   ExpectConvCasesMatchReference(cases, 29);
 }
 
-// The one-fma requantization (Requant::float_exact: planning proved that one float fma gives the reference's
-// byte for every sum at the node's per-tensor multiplier, ProveFloatRequant) on each path that takes it: the
-// AVX-512 VNNI whole tiles, two-panel and narrow tiles, direct 3x3 tiles and depthwise rows (flat, grouped and
-// by rows), the AVX2 tiles and depthwise kernels. Per-tensor scales from several seeds with multipliers of
-// int8 ResNet-50's size (1e-3 to 1e-2: 30,000 to 260,000 sums near the output range), so that the proof holds
-// for some convs and not for others (about half, as in ResNet-50); which, the test works out itself.
+// The largest |sum + bias| a channel of QLinearConv's inputs allows (|x - x_zp| <= 255), over the channels:
+// what planning bounds the one-fma requantization by.
+double LargestSum(const std::vector<Value>& inputs) {
+  const Tensor &w = inputs[3].tensor(), &w_zp = inputs[5].tensor();
+  const int64_t M = w.dims()[0], K = w.num_elements() / M;
+  double largest = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t zi = w_zp.num_elements() == 1 ? 0 : m;
+    const int zw = w.dtype() == DataType::kUint8 ? w_zp.data<uint8_t>()[zi] : w_zp.data<int8_t>()[zi];
+    double sum = inputs.size() > 8 ? std::fabs(static_cast<double>(inputs[8].tensor().data<int32_t>()[m])) : 0.0;
+    for (int64_t k = 0; k < K; ++k) {
+      const int v = w.dtype() == DataType::kUint8 ? w.data<uint8_t>()[m * K + k] : w.data<int8_t>()[m * K + k];
+      sum += 255.0 * std::abs(v - zw);
+    }
+    largest = std::max(largest, sum);
+  }
+  return largest;
+}
+
+// The one-fma requantization (Requant::float_exact: planning proved, RoundingFmaExact, that one float fma with
+// the rounding bias gives the reference's byte for every sum the node's weights allow) on each path that takes
+// it: the AVX-512 VNNI whole tiles, two-panel and narrow tiles, direct 3x3 tiles and depthwise rows (flat,
+// grouped and by rows), the AVX2 tiles and depthwise kernels; and the bracketing float shortcut the same paths
+// take where the proof refuses. Per-tensor scales from several seeds: multipliers of int8 ResNet-50's size (1e-3
+// to 1e-2: 30,000 to 260,000 sums near the output range), which the proof covers, and multipliers below 2^-20,
+// which it does not, with biases of up to 200 / multiplier so that their outputs spread over the range too.
 TEST_P(QConvFastTest, QLinearConvOneFmaRequantizationMatchesReference) {
   const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
   const auto pads1 = IntsAttr("pads", {1, 1, 1, 1});
@@ -608,31 +628,35 @@ TEST_P(QConvFastTest, QLinearConvOneFmaRequantizationMatchesReference) {
       {"one_fma_depthwise_28x28_s2", {1, 16, 28, 28}, {16, 1, 3, 3}, {pads1, IntAttr("group", 16), IntsAttr("strides", {2, 2})}, u8, s8, u8, false},
   };
   int proven = 0, refused = 0;
-  for (unsigned seed = 0; seed < 6; ++seed)
+  for (unsigned seed = 0; seed < 8; ++seed)
     for (ConvCase c : cases) {
-      c.name += "_seed" + std::to_string(seed);
+      const bool tiny = seed % 2 == 1;
+      c.name += (tiny ? "_tiny_seed" : "_seed") + std::to_string(seed);
       std::mt19937 rng(100 + seed);
       std::vector<Value> inputs = ConvInputs(c, rng);
-      // x_scale * w_scale / y_scale between 1e-3 and 1e-2, formed as the kernel forms it.
+      // x_scale * w_scale / y_scale between 1e-3 and 1e-2 (or 2^-24 and 2^-21), formed as the kernel forms it.
       const float xs = std::uniform_real_distribution<float>(0.01f, 0.05f)(rng);
       const float ws = std::uniform_real_distribution<float>(0.01f, 0.05f)(rng);
-      const float mult_f = std::exp2(std::uniform_real_distribution<float>(-10.0f, -6.6f)(rng));
+      const float mult_f = tiny ? std::exp2(std::uniform_real_distribution<float>(-24.0f, -21.0f)(rng))
+                                : std::exp2(std::uniform_real_distribution<float>(-10.0f, -6.6f)(rng));
       const float ys = static_cast<float>(static_cast<double>(xs) * ws / mult_f);
       inputs[1] = Value(Tensor::Scalar<float>(xs));
       inputs[4] = Value(Tensor::Scalar<float>(ws));
       inputs[6] = Value(Tensor::Scalar<float>(ys));
-      cpu::qconv::Requant q;
-      q.y_signed = c.yt == s8;
-      q.lo = q.y_signed ? -128 : 0;
-      q.hi = q.y_signed ? 127 : 255;
-      q.yzp = q.y_signed ? inputs[7].tensor().data<int8_t>()[0] : inputs[7].tensor().data<uint8_t>()[0];
+      if (tiny) {
+        std::uniform_real_distribution<double> value(-200, 200);
+        std::vector<int32_t> bias(static_cast<size_t>(c.w_dims[0]));
+        for (int32_t& b : bias) b = static_cast<int32_t>(value(rng) / mult_f);
+        inputs[8] = Value(Tensor::FromVector(bias, {c.w_dims[0]}));
+      }
+      const double yzp = c.yt == s8 ? inputs[7].tensor().data<int8_t>()[0] : inputs[7].tensor().data<uint8_t>()[0];
       const double mult = static_cast<float>(static_cast<float>(static_cast<double>(xs) * ws) / static_cast<double>(ys));
-      (cpu::qconv::ProveFloatRequant(mult, static_cast<float>(mult), q, int64_t{1} << 20) ? proven : refused)++;
+      (cpu::qconv::RoundingFmaExact(mult, static_cast<float>(mult), yzp, LargestSum(inputs)) ? proven : refused)++;
       Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
       ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
     }
-  EXPECT_GT(proven, 0);
-  EXPECT_GT(refused, 0);
+  EXPECT_EQ(proven, 4 * static_cast<int>(cases.size()));
+  EXPECT_EQ(refused, 4 * static_cast<int>(cases.size()));
 }
 
 // In a session the geometry is planned once per input shape (with the weights packed and the requantization

@@ -1,14 +1,14 @@
-// qconv::ProveFloatRequant (qconv_common.cc): where it says the AVX2 tiles' one-fma requantization
-// (clamp(round_half_even(fma(float(s), mult_f, float(yzp))))) gives the reference's byte for every int32 sum,
-// it must: checked here against RequantRowPortable (the reference's double arithmetic) over every sum whose
-// value lies near the output range, random int32 sums and the extremes, for random multipliers, output zero
-// points and both output types; and it must refuse multipliers for which some sum differs (found here by
-// searching the band independently), so that both answers occur.
+// qconv::RoundingFmaExact (qconv_common.cc): where it says the tiles' one-fma requantization (RoundingFma:
+// fma(float(s), mult_f, yzp + 1.5 * 2^23), the bits less the bias's, saturated) gives the reference's byte for
+// every int32 sum up to the bound, it must: checked here against RequantRowPortable (the reference's double
+// arithmetic) over every sum whose value lies near the output range, exact ties, random sums up to the bound and
+// the bound itself, for random multipliers, output zero points and both output types; and it must refuse what
+// its argument does not cover.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <random>
 #include <vector>
 
@@ -17,60 +17,96 @@
 namespace nee {
 namespace {
 
-uint8_t OneFma(int32_t s, float mult_f, const cpu::qconv::Requant& q) {
-  const float v = std::fma(static_cast<float>(s), mult_f, static_cast<float>(q.yzp));
-  const double r = std::min(std::max(static_cast<double>(std::nearbyint(v)), q.lo), q.hi);
-  return static_cast<uint8_t>(static_cast<int32_t>(r));
+using cpu::qconv::Requant;
+
+uint8_t ByRoundingFma(int32_t s, float mult_f, const Requant& q) {
+  const int32_t v = cpu::qconv::RoundingFma(s, mult_f, static_cast<float>(q.yzp) + cpu::qconv::kRoundingBias);
+  return static_cast<uint8_t>(std::min(std::max(v, static_cast<int32_t>(q.lo)), static_cast<int32_t>(q.hi)));
 }
 
-uint8_t Reference(int32_t s, double mult, const cpu::qconv::Requant& q) {
+// One plain fma and a conversion (two roundings), as the tiles formed it before the bias.
+uint8_t ByPlainFma(int32_t s, float mult_f, const Requant& q) {
+  const float v = std::fma(static_cast<float>(s), mult_f, static_cast<float>(q.yzp));
+  return static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(static_cast<double>(std::nearbyint(v)), q.lo), q.hi)));
+}
+
+uint8_t Reference(int32_t s, double mult, const Requant& q) {
   uint8_t out = 0;
   cpu::qconv::RequantRowPortable(&s, 1, mult, q, &out);
   return out;
 }
 
-TEST(QConvRequant, FloatPathProvenOnlyWhereItMatchesTheReference) {
-  std::mt19937 rng(20261205);
-  int proven = 0, refused = 0;
-  for (int trial = 0; trial < 120; ++trial) {
-    cpu::qconv::Requant q;
-    q.y_signed = trial % 2 == 1;
-    q.lo = q.y_signed ? -128 : 0;
-    q.hi = q.y_signed ? 127 : 255;
-    q.yzp = static_cast<double>(static_cast<int>(rng() % 256) + static_cast<int>(q.lo));
-    // Multipliers as the kernel forms them (floats), 2^-12 to 2^-4, and a few exact powers of two (exact ties).
-    const float mult_f = trial % 10 == 0 ? std::ldexp(1.0f, -4 - trial % 7)
-                                         : std::exp2(-12.0f + 8.0f * std::uniform_real_distribution<float>(0, 1)(rng));
-    const double mult = mult_f;
-    const bool ok = cpu::qconv::ProveFloatRequant(mult, mult_f, q, int64_t{1} << 20);
-    // Every sum whose value lies within 4 of the output range, searched here.
-    const auto first = static_cast<int64_t>(std::floor((q.lo - 4 - q.yzp) / mult));
-    const auto last = static_cast<int64_t>(std::ceil((q.hi + 4 - q.yzp) / mult));
-    bool differs = false;
-    for (int64_t s = first; s <= last && !differs; ++s)
-      differs = OneFma(static_cast<int32_t>(s), mult_f, q) != Reference(static_cast<int32_t>(s), mult, q);
-    EXPECT_EQ(ok, !differs) << "mult " << mult << " yzp " << q.yzp;
-    if (!ok) {
-      ++refused;
-      continue;
-    }
-    ++proven;
-    std::vector<int32_t> sums = {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 0, -1, 1};
-    for (int i = 0; i < 20000; ++i) sums.push_back(static_cast<int32_t>(rng()));
-    for (int i = 0; i < 20000; ++i)
-      sums.push_back(static_cast<int32_t>(static_cast<int64_t>(rng() % (1 << 24)) - (1 << 23)));
-    for (int32_t s : sums) ASSERT_EQ(OneFma(s, mult_f, q), Reference(s, mult, q)) << "mult " << mult << " sum " << s;
-  }
-  EXPECT_GT(proven, 0);
-  EXPECT_GT(refused, 0);
+Requant OutputRange(bool y_signed, int yzp) {
+  Requant q;
+  q.y_signed = y_signed;
+  q.lo = y_signed ? -128 : 0;
+  q.hi = y_signed ? 127 : 255;
+  q.yzp = yzp;
+  return q;
 }
 
-TEST(QConvRequant, FloatPathRefusesLargeOrInexactMultipliers) {
-  cpu::qconv::Requant q;
-  EXPECT_FALSE(cpu::qconv::ProveFloatRequant(0.5, 0.5f, q, int64_t{1} << 20));
-  EXPECT_FALSE(cpu::qconv::ProveFloatRequant(-0.01, -0.01f, q, int64_t{1} << 20));
-  EXPECT_FALSE(cpu::qconv::ProveFloatRequant(0.1, 0.1f, q, int64_t{1} << 20));  // double 0.1 is not the float
-  EXPECT_FALSE(cpu::qconv::ProveFloatRequant(1e-7, 1e-7f, q, int64_t{1} << 20));  // too many sums to check
+TEST(QConvRequant, RoundingFmaGivesTheReferenceBytesWhereProven) {
+  std::mt19937 rng(20261206);
+  int plain_fma_wrong = 0;
+  for (int trial = 0; trial < 160; ++trial) {
+    const bool y_signed = trial % 2 == 1;
+    const Requant q = OutputRange(y_signed, static_cast<int>(rng() % 256) - (y_signed ? 128 : 0));
+    // Multipliers as the kernel forms them (floats), 2^-12 to 2^-2, and exact powers of two (many exact ties).
+    const float mult_f = trial % 8 == 0 ? std::ldexp(1.0f, -2 - trial % 11)
+                                        : std::exp2(-12.0f + 10.0f * std::uniform_real_distribution<float>(0, 1)(rng));
+    const double mult = mult_f;
+    // The largest sum the proof may allow at this multiplier, or 2^31 where it is larger.
+    const double bound = std::min(2147483648.0, std::floor(4194303.0 / mult));
+    ASSERT_TRUE(cpu::qconv::RoundingFmaExact(mult, mult_f, q.yzp, bound)) << "mult " << mult << " yzp " << q.yzp;
+    std::vector<int32_t> sums;
+    // Every sum whose value lies within 4 of the output range.
+    const auto first = static_cast<int64_t>(std::floor((q.lo - 4 - q.yzp) / mult));
+    const auto last = static_cast<int64_t>(std::ceil((q.hi + 4 - q.yzp) / mult));
+    for (int64_t s = first; s <= last; ++s) sums.push_back(static_cast<int32_t>(s));
+    const auto b = static_cast<int64_t>(std::min(bound, 2147483647.0));
+    std::uniform_int_distribution<int64_t> anywhere(-b, b), near24(-(int64_t{1} << 25), int64_t{1} << 25);
+    for (int i = 0; i < 20000; ++i) sums.push_back(static_cast<int32_t>(anywhere(rng)));
+    for (int i = 0; i < 20000; ++i) sums.push_back(static_cast<int32_t>(std::clamp(near24(rng), -b, b)));
+    for (int64_t s : {-b, b, int64_t{0}, int64_t{1} << 24, -(int64_t{1} << 24)})
+      sums.push_back(static_cast<int32_t>(std::clamp(s, -b, b)));
+    bool plain_differs = false;
+    for (int32_t s : sums) {
+      ASSERT_EQ(ByRoundingFma(s, mult_f, q), Reference(s, mult, q)) << "mult " << mult << " yzp " << q.yzp << " sum " << s;
+      plain_differs = plain_differs || ByPlainFma(s, mult_f, q) != Reference(s, mult, q);
+    }
+    plain_fma_wrong += plain_differs ? 1 : 0;
+  }
+  // Why the bias: one plain fma rounds twice, and near-ties come out the other way for many multipliers.
+  EXPECT_GT(plain_fma_wrong, 10);
+}
+
+TEST(QConvRequant, RoundingFmaRefusesWhatItsArgumentDoesNotCover) {
+  using cpu::qconv::RoundingFmaExact;
+  EXPECT_TRUE(RoundingFmaExact(0.25, 0.25f, 128, 1e6));
+  EXPECT_FALSE(RoundingFmaExact(0.5, 0.5f, 0, 1e3));             // not a small multiplier
+  EXPECT_FALSE(RoundingFmaExact(-0.25, -0.25f, 0, 1e3));         // negative
+  EXPECT_FALSE(RoundingFmaExact(0.1, 0.1f, 0, 1e3));             // double 0.1 is not the float
+  EXPECT_FALSE(RoundingFmaExact(std::ldexp(1.0, -21), std::ldexp(1.0f, -21), 0, 1e3));  // value past a double
+  EXPECT_FALSE(RoundingFmaExact(0.25, 0.25f, 0.5, 1e3));         // zero point not an integer
+  EXPECT_FALSE(RoundingFmaExact(0.25, 0.25f, 300, 1e3));         // nor in a byte's range
+  EXPECT_FALSE(RoundingFmaExact(0.25, 0.25f, 0, 16777216.0));    // sums whose values leave C's side
+  EXPECT_FALSE(RoundingFmaExact(std::ldexp(1.0, -15), std::ldexp(1.0f, -15), 0, 3e7));  // floats past 2^24, unsaturated
+  EXPECT_TRUE(RoundingFmaExact(std::ldexp(1.0, -15), std::ldexp(1.0f, -15), 0, 1.6e7));
+  EXPECT_FALSE(RoundingFmaExact(std::ldexp(1.0, -12), std::ldexp(1.0f, -12), 0, 4294967296.0));  // not an int32
+}
+
+// What the refusals guard against, one sum each: a sum past 2^24 that is not a float moves a small multiplier's
+// value across a half (159 in the reference); a value below -1.5 * 2^23 turns the float's bits negative, which
+// the subtraction wraps to a large positive integer (the top of the range instead of the bottom).
+TEST(QConvRequant, RoundingFmaFailsWhereItRefuses) {
+  const Requant q = OutputRange(false, 0);
+  const float small = std::ldexp(1.2345678f, -17);
+  EXPECT_FALSE(cpu::qconv::RoundingFmaExact(small, small, 0, 2e7));
+  EXPECT_EQ(Reference(16827681, small, q), 159);
+  EXPECT_NE(ByRoundingFma(16827681, small, q), 159);
+  EXPECT_FALSE(cpu::qconv::RoundingFmaExact(0.25, 0.25f, 0, 67108864.0));
+  EXPECT_EQ(Reference(-67108864, 0.25, q), 0);
+  EXPECT_EQ(ByRoundingFma(-67108864, 0.25f, q), 255);
 }
 
 }  // namespace
