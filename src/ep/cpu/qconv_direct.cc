@@ -34,11 +34,22 @@ int64_t SegmentsFor(const QConvGeometry& g) {
   }
   return most;
 }
+
+// The padded copy's rows: at column stride 2 each row holds its even padded columns, then its odd ones
+// (`phases` runs of `run` quads), so that the pixels an output row reads through one tap are again
+// contiguous: output column ox, tap column j reads padded column 2 ox + j, run j % 2, quad ox + j / 2.
+struct CopyRows {
+  int64_t phases, run, quads;  // quads = phases * run, a row's
+  explicit CopyRows(const QConvGeometry& g) : phases(g.sw), run((g.wp + g.sw - 1) / g.sw), quads(phases * run) {}
+  // Where tap (i, j) of output pixel (0, 0) lies, in quads from the plane's start.
+  int64_t Tap(int64_t i, int64_t j) const { return i * quads + (j % phases) * run + j / phases; }
+};
 }  // namespace
 
 bool DirectQConvApplies(const QConvGeometry& g, const Requant& q, bool vnni, bool vbmi) {
 #ifdef NEE_QCONV_X86
-  return vnni && vbmi && g.group == 1 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.kh * g.kw > 1 &&
+  return vnni && vbmi && g.group == 1 && (g.sh == 1 || g.sh == 2) && (g.sw == 1 || g.sw == 2) && g.dh == 1 &&
+         g.dw == 1 && g.kh * g.kw > 1 &&
          g.C % 4 == 0 && g.C > 0 && SegmentsFor(g) <= kDirectSegments && !q.any_zw && q.small_multipliers;
 #else
   (void)g, (void)q, (void)vnni, (void)vbmi;
@@ -77,13 +88,13 @@ struct PanelLoads {
 };
 
 // The quads of pixels p0 .. p0 + 15 (those below P) in the interleaved padded copy `image`.
-PanelLoads PlanPanel(const QConvGeometry& g, const uint8_t* image, int64_t p0) {
+PanelLoads PlanPanel(const QConvGeometry& g, const CopyRows& rows, const uint8_t* image, int64_t p0) {
   PanelLoads l{};
   const int64_t end = std::min(p0 + kCols, g.P());
   int s = 0;
   for (int64_t p = p0; p < end; ++s) {
     const int64_t oy = p / g.ow, ox = p % g.ow, count = std::min(g.ow - ox, end - p), lane = p - p0;
-    l.ptr[s] = image + 4 * (oy * g.wp + ox - lane);  // lane i's quad at ptr + 4 * i
+    l.ptr[s] = image + 4 * (oy * g.sh * rows.quads + ox - lane);  // lane i's quad at ptr + 4 * i
     l.mask[s] = static_cast<__mmask16>(((1u << count) - 1) << lane);
     p += count;
   }
@@ -176,17 +187,19 @@ DirectTileFn TileFor(int64_t rows, int64_t panels) {
 
 DirectTileFn PickTile(int64_t rows, int64_t panels) { return TileFor<kDirectSegments>(rows, panels); }
 
-// Channels [4c, 4c + 4) of x's rows side by side: the padded copy [C / 4][hp][wp][4], the border `pad`, every
-// input byte flipped by `flip`. Sixteen pixels at a time: four channels' sixteen bytes in one zmm, interleaved
-// by one vpermb.
-NEE_DIRECT_TARGET void InterleaveImage(const QConvGeometry& g, const uint8_t* x, uint8_t flip, uint8_t pad,
-                                       int64_t cq_begin, int64_t cq_end, uint8_t* dst) {
+// Channels [4c, 4c + 4) of x's rows side by side: the padded copy [C / 4][hp][rows.quads][4] (CopyRows), the
+// border `pad`, every input byte flipped by `flip`. Sixteen pixels at a time: four channels' sixteen bytes in
+// one zmm, interleaved by one vpermb; at column stride 2 one vpermd more puts the even pixels' quads in the low
+// half and the odd ones' in the high half, each half stored in its run.
+NEE_DIRECT_TARGET void InterleaveImage(const QConvGeometry& g, const CopyRows& rows, const uint8_t* x, uint8_t flip,
+                                       uint8_t pad, int64_t cq_begin, int64_t cq_end, uint8_t* dst) {
   alignas(64) uint8_t order[64];
   for (int i = 0; i < 16; ++i)
     for (int c = 0; c < 4; ++c) order[4 * i + c] = static_cast<uint8_t>(16 * c + i);
   const __m512i index = _mm512_load_si512(order), flip_bytes = _mm512_set1_epi8(static_cast<char>(flip));
+  const __m512i even_odd = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m512i pad_row = _mm512_set1_epi8(static_cast<char>(pad));
-  const int64_t plane = g.hp * g.wp * 4, row_bytes = g.wp * 4;
+  const int64_t row_bytes = rows.quads * 4, plane = g.hp * row_bytes;
   auto fill = [&](uint8_t* p, int64_t bytes) NEE_DIRECT_TARGET {
     for (; bytes >= 64; bytes -= 64, p += 64) _mm512_storeu_si512(p, pad_row);
     if (bytes > 0) _mm512_mask_storeu_epi8(p, (~__mmask64{0}) >> (64 - bytes), pad_row);
@@ -198,8 +211,12 @@ NEE_DIRECT_TARGET void InterleaveImage(const QConvGeometry& g, const uint8_t* x,
     const uint8_t* src = x + 4 * cq * g.ih * g.iw;
     for (int64_t y = 0; y < g.ih; ++y) {
       uint8_t* row = out + (g.ph + y) * row_bytes;
-      fill(row, g.pw * 4);
-      fill(row + (g.pw + g.iw) * 4, (g.wp - g.pw - g.iw) * 4);
+      if (rows.phases == 1) {
+        fill(row, g.pw * 4);
+        fill(row + (g.pw + g.iw) * 4, row_bytes - (g.pw + g.iw) * 4);
+      } else {
+        fill(row, row_bytes);  // both runs' borders; the pixels overwrite the rest
+      }
       const uint8_t* s0 = src + y * g.iw;
       const int64_t cs = g.ih * g.iw;  // channel stride
       for (int64_t i = 0; i < g.iw; i += 16) {
@@ -210,7 +227,18 @@ NEE_DIRECT_TARGET void InterleaveImage(const QConvGeometry& g, const uint8_t* x,
         v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(m, s0 + 2 * cs + i), 2);
         v = _mm512_inserti32x4(v, _mm_maskz_loadu_epi8(m, s0 + 3 * cs + i), 3);
         v = _mm512_xor_si512(_mm512_permutexvar_epi8(index, v), flip_bytes);
-        _mm512_mask_storeu_epi8(row + (g.pw + i) * 4, (~__mmask64{0}) >> (64 - 4 * n), v);
+        const int64_t c = g.pw + i;  // pixel i's padded column
+        if (rows.phases == 1) {
+          _mm512_mask_storeu_epi8(row + c * 4, (~__mmask64{0}) >> (64 - 4 * n), v);
+          continue;
+        }
+        // Pixels i, i + 2, ..: padded columns c, c + 2, .. (run c % 2 from quad c / 2); the others the other run.
+        v = _mm512_permutexvar_epi32(even_odd, v);
+        const int64_t first_run = c % 2;
+        const auto low = static_cast<__mmask8>((1u << ((n + 1) / 2)) - 1), high = static_cast<__mmask8>((1u << (n / 2)) - 1);
+        _mm256_mask_storeu_epi32(row + 4 * (first_run * rows.run + c / 2), low, _mm512_castsi512_si256(v));
+        _mm256_mask_storeu_epi32(row + 4 * ((1 - first_run) * rows.run + (c + 1) / 2), high,
+                                 _mm512_extracti64x4_epi64(v, 1));
       }
     }
   }
@@ -221,6 +249,7 @@ struct DirectRun {
   const DirectQConvWeights* w;
   const Requant* q;
   const uint8_t* image;  // the interleaved padded copy
+  CopyRows rows;         // its rows' layout
   std::vector<int64_t> tap_bytes;
 };
 
@@ -229,12 +258,12 @@ void RunPanels(const DirectRun& d, int64_t pb, int64_t pe, int64_t rp_begin, int
   const QConvGeometry& g = *d.g;
   const Requant& q = *d.q;
   const int64_t P = g.P(), kquads = d.w->kquads, w_panel = kquads * kQuadW;
-  const int64_t taps = static_cast<int64_t>(d.tap_bytes.size()), cquads = g.C / 4, plane = g.hp * g.wp * 4;
+  const int64_t taps = static_cast<int64_t>(d.tap_bytes.size()), cquads = g.C / 4, plane = g.hp * d.rows.quads * 4;
   alignas(64) int32_t sums[kVnniSums];
   // Each panel's loads, planned once for all the row panels.
   thread_local std::vector<PanelLoads> t_loads;
   t_loads.resize(static_cast<size_t>(pe - pb));
-  for (int64_t b = pb; b < pe; ++b) t_loads[static_cast<size_t>(b - pb)] = PlanPanel(g, d.image, b * kCols);
+  for (int64_t b = pb; b < pe; ++b) t_loads[static_cast<size_t>(b - pb)] = PlanPanel(g, d.rows, d.image, b * kCols);
   const DirectTileFn pair_tiles[2] = {PickTile(kVnniRows, 2), PickTile(kVnniRows, 1)};
   for (int64_t rp = rp_begin; rp < rp_end; rp += 2) {
     const int64_t rows = std::min(kVnniRows, g.M - rp * kRowsPerPanel), m0 = rp * kRowsPerPanel;
@@ -261,14 +290,15 @@ NEE_QCONV_AVX512_WARNINGS_ON
 void RunDirectQConv(KernelContext& ctx, const QConvGeometry& g, const DirectQConvWeights& w, const Requant& q,
                     const uint8_t* x, uint8_t flip, uint8_t pad, uint8_t* y) {
 #ifdef NEE_QCONV_X86
-  const int64_t cquads = g.C / 4, plane = g.hp * g.wp * 4, P = g.P();
+  const CopyRows rows(g);
+  const int64_t cquads = g.C / 4, plane = g.hp * rows.quads * 4, P = g.P();
   // The calling thread's copy, grow-only (fresh pages every run cost page faults).
   thread_local std::vector<uint8_t> t_image;
   if (t_image.size() < static_cast<size_t>(cquads * plane)) t_image.resize(static_cast<size_t>(cquads * plane));
   uint8_t* image = t_image.data();  // the tasks on other threads read this thread's copy
-  DirectRun d{&g, &w, &q, image, {}};
+  DirectRun d{&g, &w, &q, image, rows, {}};
   for (int64_t i = 0; i < g.kh; ++i)
-    for (int64_t j = 0; j < g.kw; ++j) d.tap_bytes.push_back(4 * (i * g.wp + j));
+    for (int64_t j = 0; j < g.kw; ++j) d.tap_bytes.push_back(4 * rows.Tap(i, j));
   const int64_t threads = std::max(1, NumThreads(ctx));
   const int64_t panels = (P + kCols - 1) / kCols, row_pairs = (w.panels + 1) / 2;
   // Few panels (a 14x14 image has 13): the threads split the output channels, each over every panel, so that
@@ -278,7 +308,7 @@ void RunDirectQConv(KernelContext& ctx, const QConvGeometry& g, const DirectQCon
   constexpr int64_t kBlock = 8;
   for (int64_t n = 0; n < g.N; ++n) {
     ctx.ParallelFor(cquads, 1, [&](int64_t begin, int64_t end) {
-      InterleaveImage(g, x + n * g.C * g.ih * g.iw, flip, pad, begin, end, image);
+      InterleaveImage(g, rows, x + n * g.C * g.ih * g.iw, flip, pad, begin, end, image);
     });
     uint8_t* yn = y + n * g.M * P;
     if (by_rows) {

@@ -1,5 +1,5 @@
-// QLinearConv without im2col on AVX-512 VNNI + VBMI: stride-1, undilated, ungrouped convs with a kernel wider
-// than one tap (ResNet's 3x3 convs) over input channels in multiples of four.
+// QLinearConv without im2col on AVX-512 VNNI + VBMI: stride-1 and stride-2, undilated, ungrouped convs with a
+// kernel wider than one tap (ResNet's 3x3 convs) over input channels in multiples of four.
 //
 // The GEMM path (qconv_fast.cc) packs each panel of 16 output pixels as [k quads][16][4] bytes, every tap of
 // every channel: nine times the input for a 3x3 conv, written and read again per run. Here the input is copied
@@ -7,7 +7,9 @@
 // vpdpbusd's quad). With k ordered tap-major (k = tap * C + c, the weights repacked so), the sixteen quads a
 // tile reads for tap t and channel quad c are those of the panel's pixels shifted by t's offset in the padded
 // plane: contiguous along an output row, so one masked 64-byte load per output row the panel touches (at most
-// kDirectSegments: ResNet's 3x3 stride-1 convs at 56x56, 28x28 and 14x14). The tiles are qconv_vnni.cc's
+// kDirectSegments: ResNet's 3x3 stride-1 convs at 56x56, 28x28 and 14x14). At column stride 2 the copy's rows
+// hold their even columns, then their odd ones, so that a tap's pixels are contiguous again (CopyRows in
+// qconv_direct.cc); a row stride of 2 only skips rows. The tiles are qconv_vnni.cc's
 // 12 x 32 otherwise, and their sums go through the same requantization (FinishTilesAvx512): bitwise the GEMM
 // path, which is bitwise the reference.
 #pragma once

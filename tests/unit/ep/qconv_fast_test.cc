@@ -559,14 +559,14 @@ TEST(QConvWeights, PackingCutsOnlyLanesThatCouldSaturate) {
   for (size_t i = 0; i < bytes.size(); ++i) EXPECT_EQ(packed->taps[i], static_cast<int32_t>(bytes[i]) - 128) << i;
 }
 
-// The direct path (qconv_direct.cc, AVX-512 VNNI + VBMI: stride 1, undilated, group 1, channels a multiple of
+// The direct path (qconv_direct.cc, AVX-512 VNNI + VBMI: stride 1 or 2, undilated, group 1, channels a multiple of
 // four, panels over at most two output rows, no weight zero points, small multipliers): odd pixel counts (a lone
 // last panel, a last one of at most eight pixels on the half tile, one of nine to fifteen), output channels past
 // each twelve, pads on some sides only or none, 2x2 / 5x5 / 1x3 kernels, 1-D, int8 inputs (flipped) and zero
 // points at both ends (the padding), batches. On the AVX2 and portable runs the same convs take the GEMM path.
 TEST_P(QConvFastTest, QLinearConvDirectPathMatchesReference) {
   const DataType u8 = DataType::kUint8, s8 = DataType::kInt8;
-  const auto pads1 = IntsAttr("pads", {1, 1, 1, 1});
+  const auto pads1 = IntsAttr("pads", {1, 1, 1, 1}), strides2 = IntsAttr("strides", {2, 2});
   const std::vector<ConvCase> cases = {
       {"direct_16_wide_lone_panel", {1, 8, 17, 16}, {12, 8, 3, 3}, {pads1}},
       {"direct_20_wide_half_tile_batch2_m13", {2, 4, 9, 20}, {13, 4, 3, 3}, {pads1}},
@@ -584,6 +584,16 @@ TEST_P(QConvFastTest, QLinearConvDirectPathMatchesReference) {
       {"direct_no_bias_uint8_weights", {1, 4, 6, 17}, {5, 4, 3, 3}, {pads1}, u8, u8, u8, true, -1, -1, false},
       {"direct_14x14_half_tile_int8", {1, 20, 14, 14}, {26, 20, 3, 3}, {pads1}, s8, s8, u8},
       {"direct_14_wide_batch3", {3, 8, 5, 14}, {12, 8, 3, 3}, {pads1}},
+      // Stride 2: the copy's rows split into even and odd columns (CopyRows), the padded column of the first
+      // pixel even or odd, widths odd and even, a stride along one axis only.
+      {"direct_s2_56x56", {1, 8, 56, 56}, {12, 8, 3, 3}, {pads1, strides2}},
+      {"direct_s2_odd_width_batch2", {2, 8, 9, 33}, {13, 8, 3, 3}, {pads1, strides2}},
+      {"direct_s2_unpadded", {1, 4, 11, 37}, {7, 4, 3, 3}, {strides2}, u8, s8, s8},
+      {"direct_s2_left_pad_only", {1, 4, 8, 40}, {6, 4, 3, 3}, {IntsAttr("pads", {0, 1, 0, 0}), strides2}},
+      {"direct_s2_int8_5x5", {1, 12, 13, 35}, {25, 12, 5, 5}, {IntsAttr("pads", {2, 2, 2, 2}), strides2}, s8, s8, s8},
+      {"direct_s2_rows_only", {1, 8, 12, 17}, {9, 8, 3, 3}, {pads1, IntsAttr("strides", {2, 1})}},
+      {"direct_s2_columns_only", {1, 8, 6, 31}, {9, 8, 3, 3}, {pads1, IntsAttr("strides", {1, 2})}},
+      {"direct_s2_28_to_14", {1, 32, 28, 28}, {30, 32, 3, 3}, {pads1, strides2}, u8, s8, u8, true, -1, -1, true, 8},
   };
   ExpectConvCasesMatchReference(cases, 29);
 }
@@ -692,7 +702,7 @@ TEST_P(QConvFastTest, QLinearConvCachedGeometryFollowsTheInputShape) {
 }
 
 // Which convs the direct path takes (a pure function of the geometry, the requantization and the CPU flags).
-TEST(QConvDirect, AppliesToStrideOneConvsOverChannelQuads) {
+TEST(QConvDirect, AppliesToStrideOneAndTwoConvsOverChannelQuads) {
   cpu::qconv::QConvGeometry g;
   g.N = 1, g.C = 64, g.M = 64, g.Cg = 64, g.Mg = 64, g.ih = g.iw = g.oh = g.ow = 56, g.kh = g.kw = 3;
   g.ph = g.pw = 1, g.hp = g.wp = 58;
@@ -707,7 +717,10 @@ TEST(QConvDirect, AppliesToStrideOneConvsOverChannelQuads) {
     change(h, r);
     return cpu::qconv::DirectQConvApplies(h, r, true, true);
   };
-  EXPECT_FALSE(with([](auto& h, auto&) { h.sh = h.sw = 2; }));
+  EXPECT_TRUE(with([](auto& h, auto&) { h.sh = h.sw = 2, h.oh = h.ow = 28; }));
+  EXPECT_TRUE(with([](auto& h, auto&) { h.sw = 2, h.ow = 28; }));
+  EXPECT_FALSE(with([](auto& h, auto&) { h.sh = h.sw = 3, h.oh = h.ow = 19; }));
+  EXPECT_FALSE(with([](auto& h, auto&) { h.sh = h.sw = 2, h.oh = h.ow = 7; }));  // 7 wide: up to four rows
   EXPECT_FALSE(with([](auto& h, auto&) { h.dh = 2; }));
   EXPECT_FALSE(with([](auto& h, auto&) { h.kh = h.kw = 1; }));            // pointwise: the GEMM reads x itself
   EXPECT_FALSE(with([](auto& h, auto&) { h.C = h.Cg = 62; }));            // not whole channel quads
