@@ -274,6 +274,14 @@ void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t p
   const int64_t x_panel = kquads * kQuadB, w_panel = kquads * kQuadA;
   alignas(64) int32_t sums[qconv::kVnniSums];
   const bool in_registers = !run.q->any_zw && run.q->small_multipliers;  // whole tiles requantized there
+  // A last panel of a few pixels (a 7x7 image's 49th), its quads side by side for the pixel tiles, once: they
+  // would read 4 bytes a pixel of every 64-byte line of the panel for every row panel.
+  thread_local std::vector<uint8_t> t_few;  // grow-only
+  const int64_t last_count = npanels > 0 ? std::min(kCols, P - (panel_begin + npanels - 1) * kCols) : 0;
+  if (npanels > 0 && last_count <= qconv::kVnniFewPixels) {
+    if (t_few.size() < static_cast<size_t>(kquads * kCols * 4)) t_few.resize(static_cast<size_t>(kquads * kCols * 4));
+    qconv::CompactFewPixels(block + (npanels - 1) * x_panel, kquads, last_count, t_few.data());
+  }
   for (int64_t rp = rp_begin; rp < (rp_end < 0 ? ppg : rp_end); rp += 2) {
     const int64_t rows = std::min(qconv::kVnniRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
     const int8_t* wp = w.data.data() + (grp * ppg + rp) * w_panel;
@@ -306,7 +314,7 @@ void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t p
         continue;
       }
       if (count <= qconv::kVnniFewPixels) {
-        qconv::VnniPixelTile(count)(rows, wp, w_panel, xp, kquads, sums);
+        qconv::VnniPixelTile(count)(rows, wp, w_panel, t_few.data(), kquads, sums);
       } else if (count <= kCols / 2) {
         qconv::VnniHalfTile(rows)(wp, w_panel, xp, x_panel, kquads, sums);
       } else {

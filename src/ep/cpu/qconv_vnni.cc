@@ -156,12 +156,10 @@ NEE_VNNI_TARGET __attribute__((always_inline)) inline void PixelStep(__m512i (&a
                                                                    const __m512i (&deal)[kPixels], const int8_t* w,
                                                                    int64_t w_panel, const uint8_t* x, int64_t q,
                                                                    __mmask16 wmask, bool pair) {
-  // The first eight pixels' quads q (dwords 0-7) and q + 1 (8-15), then each pixel's two dealt out by one
-  // vpermd (lanes 12-15 zeroed by its mask; 6-11 too for a lone quad).
-  const __m256i first = _mm256_load_si256(reinterpret_cast<const __m256i*>(x + q * kQuadX));
-  const __m512i both = pair ? _mm512_inserti64x4(_mm512_castsi256_si512(first),
-                                                 _mm256_load_si256(reinterpret_cast<const __m256i*>(x + (q + 1) * kQuadX)), 1)
-                            : _mm512_castsi256_si512(first);
+  // The pixels' quads q (dwords 0 .. kPixels - 1) and q + 1 (kPixels ..), side by side in x ([kquads][kPixels][4]),
+  // then each pixel's two dealt out by one vpermd (lanes 12-15 zeroed by its mask; 6-11 too for a lone quad).
+  const __m512i both = _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << ((pair ? 2 : 1) * kPixels)) - 1),
+                                                x + q * kPixels * 4);
   __m512i xv[kPixels];
 #pragma GCC unroll 5
   for (int j = 0; j < kPixels; ++j) xv[j] = _mm512_maskz_permutexvar_epi32(pair ? 0x0FFF : 0x003F, deal[j], both);
@@ -177,9 +175,9 @@ template <int kPixels, int kPanels>
 NEE_VNNI_TARGET void PixelTilePanels(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x,
                                      int64_t kquads, int32_t* s) {
   constexpr int kChains = kPixels * kPanels <= 2 ? 4 : kPixels * kPanels <= 4 ? 2 : 1;
-  __m512i deal[kPixels];  // pixel j: dword j six times, then dword 8 + j six times
+  __m512i deal[kPixels];  // pixel j: dword j six times, then dword kPixels + j six times
 #pragma GCC unroll 5
-  for (int j = 0; j < kPixels; ++j) deal[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(j), 0x0FC0, 8 + j);
+  for (int j = 0; j < kPixels; ++j) deal[j] = _mm512_mask_set1_epi32(_mm512_set1_epi32(j), 0x0FC0, kPixels + j);
   __m512i acc[kChains][kPanels][kPixels];
 #pragma GCC unroll 4
   for (int c = 0; c < kChains; ++c)
@@ -243,6 +241,11 @@ VnniPixelTileFn VnniPixelTile(int64_t pixels) {
   static constexpr VnniPixelTileFn kByCount[kVnniFewPixels] = {PixelTileVnni<1>, PixelTileVnni<2>, PixelTileVnni<3>,
                                                                PixelTileVnni<4>, PixelTileVnni<5>};
   return kByCount[pixels - 1];
+}
+
+void CompactFewPixels(const uint8_t* panel, int64_t kquads, int64_t pixels, uint8_t* dst) {
+  const auto bytes = static_cast<size_t>(4 * pixels);
+  for (int64_t q = 0; q < kquads; ++q) std::memcpy(dst + q * 4 * pixels, panel + q * kQuadX, bytes);
 }
 
 // Padded rows of at most 64 bytes (images up to 62 wide with a pad of one) are written whole, once: the row's

@@ -48,13 +48,16 @@ struct VnniTileOut {
 void WholeTileVnni(const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads, const VnniTileOut& out);
 // The same for one pixel panel's first eight pixels only (a last panel of at most eight: half the work).
 VnniTileFn VnniHalfTile(int64_t rows);
-// The same for one pixel panel's first `pixels` (1..kVnniFewPixels) pixels: each pixel's quads against a row
-// panel's weights, two k quads of six rows per vpdpbusd (the last ones by masked loads: nothing past a panel).
+// The same for a last panel of `pixels` (1..kVnniFewPixels) pixels, its quads side by side in x
+// ([kquads][pixels][4], CompactFewPixels): each pixel's quads against a row panel's weights, two k quads of six
+// rows per vpdpbusd (the last ones by masked loads: nothing past a panel).
 using VnniPixelTileFn = void (*)(int64_t rows, const int8_t* w, int64_t w_panel, const uint8_t* x, int64_t kquads,
                                  int32_t* s);
 VnniPixelTileFn VnniPixelTile(int64_t pixels);
 // Up to five: per two k quads and twelve rows, 2 * pixels vpdpbusd where the half tile takes twenty-four (ymm).
 constexpr int64_t kVnniFewPixels = 5;
+// A packed panel's first `pixels` pixels as the pixel tiles read them, into dst (kquads * pixels * 4 bytes).
+void CompactFewPixels(const uint8_t* panel, int64_t kquads, int64_t pixels, uint8_t* dst);
 
 // PadImage (qconv_common.h) on AVX-512: each plane filled with the pad at once, each row's bytes copied
 // (flipped) by masked 64-byte loads and stores, where PadImage makes two memset and one memcpy calls a row
