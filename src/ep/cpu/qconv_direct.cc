@@ -103,13 +103,12 @@ PanelLoads PlanPanel(const QConvGeometry& g, const CopyRows& rows, const uint8_t
 }
 
 // kR output channels (two weight panels past six) x kP panels, kS segments a panel: the sums over every tap t
-// (tap_bytes[t] into the copy) and channel quad (plane bytes apart) into s[panel][row][pixel], as TileVnni.
+// (tap_bytes[t] into the copy) and channel quad (plane bytes apart) added to acc.
 template <int kR, int kP, int kS>
-NEE_DIRECT_TARGET void DirectTile(const int8_t* w, int64_t w_panel, const PanelLoads* panels,
-                                  const int64_t* tap_bytes, int64_t taps, int64_t cquads, int64_t plane,
-                                  int32_t* s) {
-  __m512i acc[kR][kP];
-  ZeroVnniAcc<kR, kP>(acc);
+NEE_DIRECT_TARGET __attribute__((always_inline)) inline void DirectSums(__m512i (&acc)[kR][kP], const int8_t* w,
+                                                                        int64_t w_panel, const PanelLoads* panels,
+                                                                        const int64_t* tap_bytes, int64_t taps,
+                                                                        int64_t cquads, int64_t plane) {
   const int8_t* w0 = w;
   const int8_t* w1 = w + w_panel;
   for (int64_t t = 0; t < taps; ++t) {
@@ -127,7 +126,35 @@ NEE_DIRECT_TARGET void DirectTile(const int8_t* w, int64_t w_panel, const PanelL
       VnniQuadStep<kR, kP>(acc, xv, w0, w1);
     }
   }
+}
+
+// DirectSums into s[panel][row][pixel], as TileVnni.
+template <int kR, int kP, int kS>
+NEE_DIRECT_TARGET void DirectTile(const int8_t* w, int64_t w_panel, const PanelLoads* panels,
+                                  const int64_t* tap_bytes, int64_t taps, int64_t cquads, int64_t plane,
+                                  int32_t* s) {
+  __m512i acc[kR][kP];
+  ZeroVnniAcc<kR, kP>(acc);
+  DirectSums<kR, kP, kS>(acc, w, w_panel, panels, tap_bytes, taps, cquads, plane);
   StoreVnniSums<kR, kP>(acc, s);
+}
+
+// A whole tile (kVnniRows rows, two full panels): the sums start from the rows' constants and are requantized
+// in registers (RequantStoreVnniTile, as the GEMM path's whole tiles), the bytes DirectTile and
+// FinishTilesAvx512 give without the sums' round trip through memory.
+NEE_DIRECT_TARGET void DirectWholeTile(const int8_t* w, int64_t w_panel, const PanelLoads* panels,
+                                       const int64_t* tap_bytes, int64_t taps, int64_t cquads, int64_t plane,
+                                       const VnniTileOut& out) {
+  __m512i acc[kVnniRows][2];
+  ZeroVnniAcc<kVnniRows, 2>(acc);
+  DirectSums<kVnniRows, 2, kDirectSegments>(acc, w, w_panel, panels, tap_bytes, taps, cquads, plane);
+#pragma GCC unroll 12
+  for (int r = 0; r < kVnniRows; ++r) {
+    const __m512i c = _mm512_set1_epi32(out.q->constant[out.m0 + r]);
+    acc[r][0] = _mm512_add_epi32(acc[r][0], c);
+    acc[r][1] = _mm512_add_epi32(acc[r][1], c);
+  }
+  RequantStoreVnniTile<2>(acc, out);
 }
 
 // The same for one panel's first eight pixels (a last panel of at most eight: half the work), on ymm.
@@ -273,6 +300,12 @@ void RunPanels(const DirectRun& d, int64_t pb, int64_t pe, int64_t rp_begin, int
     for (int64_t b = pb; b < pe;) {
       const int64_t p0 = b * kCols, count = std::min(kCols, P - p0);
       const bool pair = b + 1 < pe;
+      if (pair && rows == kVnniRows && p0 + 2 * kCols <= P) {
+        DirectWholeTile(wp, w_panel, &t_loads[static_cast<size_t>(b - pb)], d.tap_bytes.data(), taps, cquads, plane,
+                        VnniTileOut{&q, m0, y + m0 * P + p0, P});
+        b += 2;
+        continue;
+      }
       const DirectTileFn tile = pair ? two : count <= kCols / 2 ? PickTile(rows, 0) : one;
       tile(wp, w_panel, &t_loads[static_cast<size_t>(b - pb)], d.tap_bytes.data(), taps, cquads,
                          plane, sums);
