@@ -102,6 +102,11 @@ NEE_NO_FP_CONTRACT inline uint8_t RequantOne(int32_t acc, double mult, const Req
 
 }  // namespace
 
+void CompactFewPixels(const uint8_t* panel, int64_t kquads, int64_t pixels, uint8_t* dst) {
+  const auto bytes = static_cast<size_t>(4 * pixels);
+  for (int64_t q = 0; q < kquads; ++q) std::memcpy(dst + q * 4 * pixels, panel + q * 64, bytes);
+}
+
 void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Requant& q, uint8_t* out) {
   for (int64_t j = 0; j < count; ++j) out[j] = RequantOne(acc[j], mult, q);
 }

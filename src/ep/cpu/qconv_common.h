@@ -87,6 +87,11 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundingFma8(_
 // Decided from the numbers alone (the argument is at the definition); tests check it sum by sum.
 bool RoundingFmaExact(double mult, float mult_f, double yzp, double sum_bound);
 
+// A packed pixel panel's ([k quads][16][4]) first `pixels` pixels with their quads side by side, as the pixel
+// tiles read them (AVX2 and VNNI): [kquads][pixels][4] at dst. From the panel itself a pixel tile reads 4 bytes
+// a pixel of each 64-byte line, for every row panel.
+void CompactFewPixels(const uint8_t* panel, int64_t kquads, int64_t pixels, uint8_t* dst);
+
 // The reference's double arithmetic, clamp(double(acc) * mult + yzp) rounded
 // half to even, for `count` sums.
 void RequantRowPortable(const int32_t* acc, int64_t count, double mult, const Requant& q, uint8_t* out);

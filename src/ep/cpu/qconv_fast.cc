@@ -336,6 +336,15 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
   const int64_t P = g.P(), kquads = w.kquads;
   const int64_t ppg = w.panels_per_group, panel_bytes = kquads * kQuadB;
   alignas(32) int32_t sums[kRows * kCols];
+#ifdef NEE_QCONV_X86
+  // A last panel of a few pixels, its quads side by side for the pixel tiles (as TilesVnni).
+  thread_local std::vector<uint8_t> t_few;  // grow-only
+  const int64_t last_count = npanels > 0 ? std::min(kCols, P - (panel_begin + npanels - 1) * kCols) : 0;
+  if (run.avx2 && npanels > 0 && last_count <= kFewPixels) {
+    if (t_few.size() < static_cast<size_t>(kquads * kCols * 4)) t_few.resize(static_cast<size_t>(kquads * kCols * 4));
+    qconv::CompactFewPixels(block + (npanels - 1) * panel_bytes, kquads, last_count, t_few.data());
+  }
+#endif
   for (int64_t rp = rp_begin; rp < (rp_end < 0 ? ppg : rp_end); ++rp) {
     const int64_t panel = grp * ppg + rp;
     const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
@@ -362,7 +371,7 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
         if (count <= kFewPixels) {
-          qconv::PixelTileAvx2(count, w.paired, rows_here, wp, xp, kquads, sums);
+          qconv::PixelTileAvx2(count, w.paired, rows_here, wp, t_few.data(), kquads, sums);
         } else if (count <= kCols / 2) {
           qconv::HalfTileAvx2(rows_here, w.paired, wp, xp, kquads, sums);
         } else {

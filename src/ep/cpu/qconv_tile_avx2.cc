@@ -457,11 +457,11 @@ __attribute__((target("avx2"))) void HalfTile(const int8_t* w, const uint8_t* x,
 // four weights, 24 bytes, read as 32) the vector, so that int32 lanes 0-5 are the rows' sums (the same pairs
 // of products as the tile, so the same sums; lanes 6 and 7 are never read). For last panels of a few pixels
 // (one left over from a 7x7 image): two multiplies per quad and pixel where a half tile takes twelve; paired,
-// three per two quads.
+// three per two quads. x holds the pixels' quads side by side ([kquads][kPixels][4], CompactFewPixels).
 template <int kPixels, bool kPaired>
 __attribute__((target("avx2"))) void PixelTile(int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
                                                int32_t* s) {
-  constexpr int64_t kQuadA = kTileRows * 4, kQuadB = kCols * 4;
+  constexpr int64_t kQuadA = kTileRows * 4, kQuadB = kPixels * 4;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i acc[kPixels];
   for (int j = 0; j < kPixels; ++j) acc[j] = _mm256_setzero_si256();

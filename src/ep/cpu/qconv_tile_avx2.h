@@ -39,7 +39,7 @@ void WholeTilesRequantAvx2(int64_t rows, bool paired, const int8_t* w, const uin
 // Pixels 0-7 only (a last panel of at most eight), rows (1-6) of the row panel.
 void HalfTileAvx2(int64_t rows, bool paired, const int8_t* w, const uint8_t* x, int64_t kquads, int32_t* s);
 // Pixels 0 .. pixels - 1 only (1 to kMaxPixelTile), each pixel's quads broadcast and the row panel's quads the
-// vector.
+// vector; x holds those pixels' quads side by side (CompactFewPixels, qconv_common.h), not the panel.
 constexpr int64_t kMaxPixelTile = 3;
 void PixelTileAvx2(int64_t pixels, bool paired, int64_t rows, const int8_t* w, const uint8_t* x, int64_t kquads,
                    int32_t* s);

@@ -243,11 +243,6 @@ VnniPixelTileFn VnniPixelTile(int64_t pixels) {
   return kByCount[pixels - 1];
 }
 
-void CompactFewPixels(const uint8_t* panel, int64_t kquads, int64_t pixels, uint8_t* dst) {
-  const auto bytes = static_cast<size_t>(4 * pixels);
-  for (int64_t q = 0; q < kquads; ++q) std::memcpy(dst + q * 4 * pixels, panel + q * kQuadX, bytes);
-}
-
 // Padded rows of at most 64 bytes (images up to 62 wide with a pad of one) are written whole, once: the row's
 // bytes loaded into place by one masked load from x - pw (the zero point, flipped back and forth, in the other
 // lanes), flipped, and stored by one masked store; the rows above and below by one store each. Wider rows: each

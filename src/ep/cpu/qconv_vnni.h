@@ -56,8 +56,6 @@ using VnniPixelTileFn = void (*)(int64_t rows, const int8_t* w, int64_t w_panel,
 VnniPixelTileFn VnniPixelTile(int64_t pixels);
 // Up to five: per two k quads and twelve rows, 2 * pixels vpdpbusd where the half tile takes twenty-four (ymm).
 constexpr int64_t kVnniFewPixels = 5;
-// A packed panel's first `pixels` pixels as the pixel tiles read them, into dst (kquads * pixels * 4 bytes).
-void CompactFewPixels(const uint8_t* panel, int64_t kquads, int64_t pixels, uint8_t* dst);
 
 // PadImage (qconv_common.h) on AVX-512: each plane filled with the pad at once, each row's bytes copied
 // (flipped) by masked 64-byte loads and stores, where PadImage makes two memset and one memcpy calls a row
