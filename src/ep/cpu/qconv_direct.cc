@@ -139,9 +139,10 @@ NEE_DIRECT_TARGET void DirectTile(const int8_t* w, int64_t w_panel, const PanelL
   StoreVnniSums<kR, kP>(acc, s);
 }
 
-// A whole tile (kVnniRows rows, two full panels): the sums start from the rows' constants and are requantized
-// in registers (RequantStoreVnniTile, as the GEMM path's whole tiles), the bytes DirectTile and
-// FinishTilesAvx512 give without the sums' round trip through memory.
+// A whole tile (kVnniRows rows, two full panels): the sums plus the rows' constants requantized in registers
+// (RequantStoreVnniTile, as the GEMM path's whole tiles), the bytes DirectTile and FinishTilesAvx512 give
+// without the sums' round trip through memory. The constants are added after the k loop: as the loop's starting
+// values they made GCC spill the accumulators (twice as slow).
 NEE_DIRECT_TARGET void DirectWholeTile(const int8_t* w, int64_t w_panel, const PanelLoads* panels,
                                        const int64_t* tap_bytes, int64_t taps, int64_t cquads, int64_t plane,
                                        const VnniTileOut& out) {
@@ -262,7 +263,8 @@ NEE_DIRECT_TARGET void InterleaveImage(const QConvGeometry& g, const CopyRows& r
         // Pixels i, i + 2, ..: padded columns c, c + 2, .. (run c % 2 from quad c / 2); the others the other run.
         v = _mm512_permutexvar_epi32(even_odd, v);
         const int64_t first_run = c % 2;
-        const auto low = static_cast<__mmask8>((1u << ((n + 1) / 2)) - 1), high = static_cast<__mmask8>((1u << (n / 2)) - 1);
+        const auto low = static_cast<__mmask8>((1u << ((n + 1) / 2)) - 1);
+        const auto high = static_cast<__mmask8>((1u << (n / 2)) - 1);
         _mm256_mask_storeu_epi32(row + 4 * (first_run * rows.run + c / 2), low, _mm512_castsi512_si256(v));
         _mm256_mask_storeu_epi32(row + 4 * ((1 - first_run) * rows.run + (c + 1) / 2), high,
                                  _mm512_extracti64x4_epi64(v, 1));

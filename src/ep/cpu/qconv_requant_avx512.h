@@ -47,7 +47,10 @@ struct RequantZ {
 
 NEE_QREQUANT_TARGET inline RequantZ MakeRequantZ(double yzp, bool one_fma) {
   const float z = static_cast<float>(yzp), delta = 1.0f / 2048;
-  if (one_fma) return RequantZ{_mm512_set1_ps(z + kRoundingBias), _mm512_set1_ps(z + kRoundingBias), _mm512_set1_pd(yzp), true};
+  if (one_fma) {
+    const __m512 biased = _mm512_set1_ps(z + kRoundingBias);
+    return RequantZ{biased, biased, _mm512_set1_pd(yzp), true};
+  }
   return RequantZ{_mm512_set1_ps(z - delta), _mm512_set1_ps(z + delta), _mm512_set1_pd(yzp), false};
 }
 

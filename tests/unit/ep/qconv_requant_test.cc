@@ -27,7 +27,8 @@ uint8_t ByRoundingFma(int32_t s, float mult_f, const Requant& q) {
 // One plain fma and a conversion (two roundings), as the tiles formed it before the bias.
 uint8_t ByPlainFma(int32_t s, float mult_f, const Requant& q) {
   const float v = std::fma(static_cast<float>(s), mult_f, static_cast<float>(q.yzp));
-  return static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(static_cast<double>(std::nearbyint(v)), q.lo), q.hi)));
+  const double rounded = std::nearbyint(v);
+  return static_cast<uint8_t>(static_cast<int32_t>(std::min(std::max(rounded, q.lo), q.hi)));
 }
 
 uint8_t Reference(int32_t s, double mult, const Requant& q) {
@@ -71,7 +72,8 @@ TEST(QConvRequant, RoundingFmaGivesTheReferenceBytesWhereProven) {
       sums.push_back(static_cast<int32_t>(std::clamp(s, -b, b)));
     bool plain_differs = false;
     for (int32_t s : sums) {
-      ASSERT_EQ(ByRoundingFma(s, mult_f, q), Reference(s, mult, q)) << "mult " << mult << " yzp " << q.yzp << " sum " << s;
+      ASSERT_EQ(ByRoundingFma(s, mult_f, q), Reference(s, mult, q))
+          << "mult " << mult << " yzp " << q.yzp << " sum " << s;
       plain_differs = plain_differs || ByPlainFma(s, mult_f, q) != Reference(s, mult, q);
     }
     plain_fma_wrong += plain_differs ? 1 : 0;
