@@ -1,7 +1,7 @@
 // The requantization of sixteen int32 sums on AVX-512 that QLinearConv's VNNI paths share (qconv_vnni.cc's
-// tiles, qconv_depthwise_vnni.cc's depthwise rows): the float shortcut, proven below, with the reference's
-// double arithmetic where it cannot tell, and the saturating narrow-and-store. For small multipliers only
-// (Requant::small_multipliers).
+// tiles, qconv_depthwise_vnni.cc's depthwise rows): one fma where planning proved it exact (OneFma16), else the
+// float shortcut, proven below, with the reference's double arithmetic where it cannot tell; and the saturating
+// narrow-and-store. For small multipliers only (Requant::small_multipliers).
 #pragma once
 
 #if defined(__x86_64__) || defined(__i386__)
