@@ -14,6 +14,7 @@
 #endif
 
 #include "ep/cpu/conv_int_geometry.h"
+#include "ep/cpu/rounding_fma.h"
 #include "ops/op_schema.h"
 
 namespace nee::cpu::qconv {
@@ -58,34 +59,6 @@ struct Requant {
   // tiles (AVX2 and AVX-512 VNNI alike) need not bracket the value between two fmas and compare.
   bool float_exact = false;
 };
-
-// The one-fma requantization. Adding kRoundingBias (1.5 * 2^23) to the output zero point puts s * mult + yzp
-// among the floats that are one apart, so the fma's own rounding (half to even) rounds the value to an integer,
-// once, as the reference's nearbyint does; the integer is the result's bits less kRoundingBits (the bias's
-// bits). The tiles form it as RoundingFma does, sixteen or eight lanes at a time.
-constexpr float kRoundingBias = 12582912.0f;
-constexpr int32_t kRoundingBits = 0x4B400000;
-
-inline int32_t RoundingFma(int32_t s, float mult_f, float biased_yzp) {
-  const float v = std::fma(static_cast<float>(s), mult_f, biased_yzp);
-  int32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return static_cast<int32_t>(static_cast<uint32_t>(bits) - static_cast<uint32_t>(kRoundingBits));
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-// Eight sums the same way, on AVX2.
-__attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundingFma8(__m256i s, __m256 mult_f,
-                                                                                __m256 biased_yzp) {
-  const __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), mult_f, biased_yzp);
-  return _mm256_sub_epi32(_mm256_castps_si256(v), _mm256_set1_epi32(kRoundingBits));
-}
-#endif
-
-// Whether RoundingFma, saturated to the output range, gives the reference's byte (RequantRowPortable) for every
-// int32 sum s with |s| <= sum_bound, at multiplier `mult` (its float `mult_f`) and output zero point yzp.
-// Decided from the numbers alone (the argument is at the definition); tests check it sum by sum.
-bool RoundingFmaExact(double mult, float mult_f, double yzp, double sum_bound);
 
 // A packed pixel panel's ([k quads][16][4]) first `pixels` pixels with their quads side by side, as the pixel
 // tiles read them (AVX2 and VNNI): [kquads][pixels][4] at dst. From the panel itself a pixel tile reads 4 bytes

@@ -543,7 +543,7 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
     for (size_t m = 0; m < M && q.float_exact; ++m) {
       const double weights_abs = weights.row_abs_sums[m] + static_cast<double>(K) * std::abs(plan->zw[m]);
       const double b = bias ? std::fabs(static_cast<double>(bias->data<int32_t>()[m])) : 0.0;
-      q.float_exact = qconv::RoundingFmaExact(plan->mult[m], plan->mult_f[m], q.yzp, 255.0 * weights_abs + b);
+      q.float_exact = RoundingFmaExact(plan->mult[m], plan->mult_f[m], q.yzp, 255.0 * weights_abs + b);
     }
   }
   plan->taps_padded = TapOffsets(g, g.hp * g.wp, g.wp);

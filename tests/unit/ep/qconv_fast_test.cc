@@ -661,7 +661,7 @@ TEST_P(QConvFastTest, QLinearConvOneFmaRequantizationMatchesReference) {
       }
       const double yzp = c.yt == s8 ? inputs[7].tensor().data<int8_t>()[0] : inputs[7].tensor().data<uint8_t>()[0];
       const double mult = static_cast<float>(static_cast<float>(static_cast<double>(xs) * ws) / static_cast<double>(ys));
-      (cpu::qconv::RoundingFmaExact(mult, static_cast<float>(mult), yzp, LargestSum(inputs)) ? proven : refused)++;
+      (cpu::RoundingFmaExact(mult, static_cast<float>(mult), yzp, LargestSum(inputs)) ? proven : refused)++;
       Node node = testing::MakeNode("QLinearConv", inputs.size(), 1, c.attrs);
       ExpectFastMatchesReference(cpu::QLinearConvFast, node, 10, inputs, c.name);
     }

@@ -1,4 +1,4 @@
-// qconv::RoundingFmaExact (qconv_common.cc): where it says the tiles' one-fma requantization (RoundingFma:
+// RoundingFmaExact (rounding_fma.cc): where it says the one-fma requantization (RoundingFma:
 // fma(float(s), mult_f, yzp + 1.5 * 2^23), the bits less the bias's, saturated) gives the reference's byte for
 // every int32 sum up to the bound, it must: checked here against RequantRowPortable (the reference's double
 // arithmetic) over every sum whose value lies near the output range, exact ties, random sums up to the bound and
@@ -20,7 +20,7 @@ namespace {
 using cpu::qconv::Requant;
 
 uint8_t ByRoundingFma(int32_t s, float mult_f, const Requant& q) {
-  const int32_t v = cpu::qconv::RoundingFma(s, mult_f, static_cast<float>(q.yzp) + cpu::qconv::kRoundingBias);
+  const int32_t v = cpu::RoundingFma(s, mult_f, static_cast<float>(q.yzp) + cpu::kRoundingBias);
   return static_cast<uint8_t>(std::min(std::max(v, static_cast<int32_t>(q.lo)), static_cast<int32_t>(q.hi)));
 }
 
@@ -58,7 +58,7 @@ TEST(QConvRequant, RoundingFmaGivesTheReferenceBytesWhereProven) {
     const double mult = mult_f;
     // The largest sum the proof may allow at this multiplier, or 2^31 where it is larger.
     const double bound = std::min(2147483648.0, std::floor(4194303.0 / mult));
-    ASSERT_TRUE(cpu::qconv::RoundingFmaExact(mult, mult_f, q.yzp, bound)) << "mult " << mult << " yzp " << q.yzp;
+    ASSERT_TRUE(cpu::RoundingFmaExact(mult, mult_f, q.yzp, bound)) << "mult " << mult << " yzp " << q.yzp;
     std::vector<int32_t> sums;
     // Every sum whose value lies within 4 of the output range.
     const auto first = static_cast<int64_t>(std::floor((q.lo - 4 - q.yzp) / mult));
@@ -83,7 +83,7 @@ TEST(QConvRequant, RoundingFmaGivesTheReferenceBytesWhereProven) {
 }
 
 TEST(QConvRequant, RoundingFmaRefusesWhatItsArgumentDoesNotCover) {
-  using cpu::qconv::RoundingFmaExact;
+  using cpu::RoundingFmaExact;
   EXPECT_TRUE(RoundingFmaExact(0.25, 0.25f, 128, 1e6));
   EXPECT_FALSE(RoundingFmaExact(0.5, 0.5f, 0, 1e3));             // not a small multiplier
   EXPECT_FALSE(RoundingFmaExact(-0.25, -0.25f, 0, 1e3));         // negative
@@ -103,10 +103,10 @@ TEST(QConvRequant, RoundingFmaRefusesWhatItsArgumentDoesNotCover) {
 TEST(QConvRequant, RoundingFmaFailsWhereItRefuses) {
   const Requant q = OutputRange(false, 0);
   const float small = std::ldexp(1.2345678f, -17);
-  EXPECT_FALSE(cpu::qconv::RoundingFmaExact(small, small, 0, 2e7));
+  EXPECT_FALSE(cpu::RoundingFmaExact(small, small, 0, 2e7));
   EXPECT_EQ(Reference(16827681, small, q), 159);
   EXPECT_NE(ByRoundingFma(16827681, small, q), 159);
-  EXPECT_FALSE(cpu::qconv::RoundingFmaExact(0.25, 0.25f, 0, 67108864.0));
+  EXPECT_FALSE(cpu::RoundingFmaExact(0.25, 0.25f, 0, 67108864.0));
   EXPECT_EQ(Reference(-67108864, 0.25, q), 0);
   EXPECT_EQ(ByRoundingFma(-67108864, 0.25f, q), 255);
 }

@@ -73,6 +73,28 @@ TEST_P(QLinearMatMulFastTest, MatchesReferenceBitwise) {
   }
 }
 
+// A BERT-sized projection at multipliers of a quantized model's size (0.002, with scales 0.02, 0.01, 0.1): the
+// requantization by one fma a column (RoundingFmaExact holds for every sum the bytes allow); the random
+// multipliers above take it in some cases and the double arithmetic in others.
+TEST_P(QLinearMatMulFastTest, OneFmaRequantizationMatchesTheReference) {
+  std::mt19937 rng(44);
+  for (DataType yt : {DataType::kUint8, DataType::kInt8}) {
+    Case c{{128, 768}, 768, DataType::kUint8, DataType::kInt8, yt};
+    std::vector<Value> in = MakeInputs(c, rng);
+    in[1] = Value(Tensor::FromVector(std::vector<float>{0.02f}, {}));
+    in[4] = Value(Tensor::FromVector(std::vector<float>{0.01f}, {}));
+    in[6] = Value(Tensor::FromVector(std::vector<float>{0.1f}, {}));
+    const Node node = testing::MakeNode("QLinearMatMul", 8, 1);
+    auto ref = testing::RunOp(node, 21, in);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    for (int threads : {1, 2}) {
+      auto got = RunFast(node, in, threads);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ExpectBitwise(got.value(), ref->outputs[0].tensor(), DataTypeName(yt));
+    }
+  }
+}
+
 // Saturation at both ends of each output type and rounding halves to even:
 // a product of exactly half-integer values after scaling.
 TEST_P(QLinearMatMulFastTest, SaturatesAndRoundsHalvesToEvenAsTheReference) {
