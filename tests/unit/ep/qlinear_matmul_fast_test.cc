@@ -73,45 +73,37 @@ TEST_P(QLinearMatMulFastTest, MatchesReferenceBitwise) {
   }
 }
 
+// A case's inputs with scalar scales a_scale, b_scale and y_scale, fast against reference at one and two threads.
+void ExpectMatchesWithScales(const Case& c, float a_scale, float b_scale, float y_scale, std::mt19937& rng) {
+  std::vector<Value> in = MakeInputs(c, rng);
+  in[1] = Value(Tensor::FromVector(std::vector<float>{a_scale}, {}));
+  in[4] = Value(Tensor::FromVector(std::vector<float>{b_scale}, {}));
+  in[6] = Value(Tensor::FromVector(std::vector<float>{y_scale}, {}));
+  const Node node = testing::MakeNode("QLinearMatMul", 8, 1);
+  auto ref = testing::RunOp(node, 21, in);
+  ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+  for (int threads : {1, 2}) {
+    auto got = RunFast(node, in, threads);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ExpectBitwise(got.value(), ref->outputs[0].tensor(), DataTypeName(c.yt) + (" threads " + std::to_string(threads)));
+  }
+}
+
 // A BERT-sized projection at multipliers of a quantized model's size (0.002, with scales 0.02, 0.01, 0.1): the
 // requantization by one fma a column (RoundingFmaExact holds for every sum the bytes allow); the random
 // multipliers above take it in some cases and the double arithmetic in others.
 TEST_P(QLinearMatMulFastTest, OneFmaRequantizationMatchesTheReference) {
   std::mt19937 rng(44);
-  for (DataType yt : {DataType::kUint8, DataType::kInt8}) {
-    Case c{{128, 768}, 768, DataType::kUint8, DataType::kInt8, yt};
-    std::vector<Value> in = MakeInputs(c, rng);
-    in[1] = Value(Tensor::FromVector(std::vector<float>{0.02f}, {}));
-    in[4] = Value(Tensor::FromVector(std::vector<float>{0.01f}, {}));
-    in[6] = Value(Tensor::FromVector(std::vector<float>{0.1f}, {}));
-    const Node node = testing::MakeNode("QLinearMatMul", 8, 1);
-    auto ref = testing::RunOp(node, 21, in);
-    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-    for (int threads : {1, 2}) {
-      auto got = RunFast(node, in, threads);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      ExpectBitwise(got.value(), ref->outputs[0].tensor(), DataTypeName(yt));
-    }
-  }
+  for (DataType yt : {DataType::kUint8, DataType::kInt8})
+    ExpectMatchesWithScales(Case{{128, 768}, 768, DataType::kUint8, DataType::kInt8, yt}, 0.02f, 0.01f, 0.1f, rng);
 }
 
 // Saturation at both ends of each output type and rounding halves to even:
-// a product of exactly half-integer values after scaling.
+// a product of exactly half-integer values after scaling (multiplier 0.5: odd sums end in .5).
 TEST_P(QLinearMatMulFastTest, SaturatesAndRoundsHalvesToEvenAsTheReference) {
   std::mt19937 rng(42);
-  for (DataType yt : {DataType::kUint8, DataType::kInt8}) {
-    Case c{{5, 24}, 37, DataType::kUint8, DataType::kInt8, yt};
-    std::vector<Value> in = MakeInputs(c, rng);
-    in[1] = Value(Tensor::FromVector(std::vector<float>{0.5f}, {}));
-    in[4] = Value(Tensor::FromVector(std::vector<float>{1.f}, {}));
-    in[6] = Value(Tensor::FromVector(std::vector<float>{1.f}, {}));  // multiplier 0.5: odd sums end in .5
-    const Node node = testing::MakeNode("QLinearMatMul", 8, 1);
-    auto ref = testing::RunOp(node, 21, in);
-    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
-    auto got = RunFast(node, in, 2);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    ExpectBitwise(got.value(), ref->outputs[0].tensor(), DataTypeName(yt));
-  }
+  for (DataType yt : {DataType::kUint8, DataType::kInt8})
+    ExpectMatchesWithScales(Case{{5, 24}, 37, DataType::kUint8, DataType::kInt8, yt}, 0.5f, 1.f, 1.f, rng);
 }
 
 // What the fast kernel leaves to the reference: per-row a scales, a batched
