@@ -4,14 +4,8 @@
 // output bytes as the reference computes it.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <vector>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 #include "ep/cpu/conv_int_geometry.h"
 #include "ep/cpu/rounding_fma.h"
