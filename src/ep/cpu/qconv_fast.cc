@@ -243,6 +243,20 @@ void RequantTile(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* s
   }
 }
 
+// A block's last panel, where it holds at most `few` pixels (a 7x7 image's 49th), with its pixels' quads side by
+// side (CompactFewPixels) in the calling thread's buffer, once per block: the pixel tiles would read 4 bytes a
+// pixel of every 64-byte line of the panel for every row panel. Null where the last panel has more.
+const uint8_t* CompactLastFewPixels(const uint8_t* block, int64_t panel_begin, int64_t npanels, int64_t panel_bytes,
+                                    int64_t P, int64_t kquads, int64_t few) {
+  if (npanels <= 0) return nullptr;
+  const int64_t count = std::min(kCols, P - (panel_begin + npanels - 1) * kCols);
+  if (count > few) return nullptr;
+  thread_local std::vector<uint8_t> t_few;  // grow-only
+  if (t_few.size() < static_cast<size_t>(kquads * count * 4)) t_few.resize(static_cast<size_t>(kquads * count * 4));
+  qconv::CompactFewPixels(block + (npanels - 1) * panel_bytes, kquads, count, t_few.data());
+  return t_few.data();
+}
+
 #ifdef NEE_QCONV_X86
 // A tile's sums for one pixel panel (rows from channel m0, kCols apart), requantized into y.
 void FinishPanel(const QConvRun& run, int64_t m0, int64_t rows, const int32_t* sums, const int32_t* pixel_sums,
@@ -274,14 +288,7 @@ void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t p
   const int64_t x_panel = kquads * kQuadB, w_panel = kquads * kQuadA;
   alignas(64) int32_t sums[qconv::kVnniSums];
   const bool in_registers = !run.q->any_zw && run.q->small_multipliers;  // whole tiles requantized there
-  // A last panel of a few pixels (a 7x7 image's 49th), its quads side by side for the pixel tiles, once: they
-  // would read 4 bytes a pixel of every 64-byte line of the panel for every row panel.
-  thread_local std::vector<uint8_t> t_few;  // grow-only
-  const int64_t last_count = npanels > 0 ? std::min(kCols, P - (panel_begin + npanels - 1) * kCols) : 0;
-  if (npanels > 0 && last_count <= qconv::kVnniFewPixels) {
-    if (t_few.size() < static_cast<size_t>(kquads * kCols * 4)) t_few.resize(static_cast<size_t>(kquads * kCols * 4));
-    qconv::CompactFewPixels(block + (npanels - 1) * x_panel, kquads, last_count, t_few.data());
-  }
+  const uint8_t* few = CompactLastFewPixels(block, panel_begin, npanels, x_panel, P, kquads, qconv::kVnniFewPixels);
   for (int64_t rp = rp_begin; rp < (rp_end < 0 ? ppg : rp_end); rp += 2) {
     const int64_t rows = std::min(qconv::kVnniRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
     const int8_t* wp = w.data.data() + (grp * ppg + rp) * w_panel;
@@ -314,7 +321,7 @@ void TilesVnni(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t p
         continue;
       }
       if (count <= qconv::kVnniFewPixels) {
-        qconv::VnniPixelTile(count)(rows, wp, w_panel, t_few.data(), kquads, sums);
+        qconv::VnniPixelTile(count)(rows, wp, w_panel, few, kquads, sums);
       } else if (count <= kCols / 2) {
         qconv::VnniHalfTile(rows)(wp, w_panel, xp, x_panel, kquads, sums);
       } else {
@@ -336,15 +343,8 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
   const int64_t P = g.P(), kquads = w.kquads;
   const int64_t ppg = w.panels_per_group, panel_bytes = kquads * kQuadB;
   alignas(32) int32_t sums[kRows * kCols];
-#ifdef NEE_QCONV_X86
-  // A last panel of a few pixels, its quads side by side for the pixel tiles (as TilesVnni).
-  thread_local std::vector<uint8_t> t_few;  // grow-only
-  const int64_t last_count = npanels > 0 ? std::min(kCols, P - (panel_begin + npanels - 1) * kCols) : 0;
-  if (run.avx2 && npanels > 0 && last_count <= kFewPixels) {
-    if (t_few.size() < static_cast<size_t>(kquads * kCols * 4)) t_few.resize(static_cast<size_t>(kquads * kCols * 4));
-    qconv::CompactFewPixels(block + (npanels - 1) * panel_bytes, kquads, last_count, t_few.data());
-  }
-#endif
+  const uint8_t* few = run.avx2 ? CompactLastFewPixels(block, panel_begin, npanels, panel_bytes, P, kquads, kFewPixels)
+                                : nullptr;
   for (int64_t rp = rp_begin; rp < (rp_end < 0 ? ppg : rp_end); ++rp) {
     const int64_t panel = grp * ppg + rp;
     const int64_t rows_here = std::min(kRows, g.Mg - rp * kRows), m0 = grp * g.Mg + rp * kRows;
@@ -371,7 +371,7 @@ void Tiles(const QConvRun& run, int64_t grp, const uint8_t* block, int64_t panel
 #ifdef NEE_QCONV_X86
       if (run.avx2) {
         if (count <= kFewPixels) {
-          qconv::PixelTileAvx2(count, w.paired, rows_here, wp, t_few.data(), kquads, sums);
+          qconv::PixelTileAvx2(count, w.paired, rows_here, wp, few, kquads, sums);
         } else if (count <= kCols / 2) {
           qconv::HalfTileAvx2(rows_here, w.paired, wp, xp, kquads, sums);
         } else {
