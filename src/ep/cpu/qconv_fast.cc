@@ -187,9 +187,12 @@ void PackBlock(const QConvRun& run, const BlockSource& from, int64_t panel_begin
     const int64_t p0 = (panel_begin + b) * kCols;
     uint8_t* dst = block + b * kquads * kQuadB;
 #ifdef NEE_QCONV_X86
-    // AVX2 (not VBMI, whose byte permute packs a panel as cheaply): two whole pointwise panels at once.
+    // Whole pointwise panels several at once: four on VBMI (each row's 64-byte line read once), two on AVX2.
     if (run.avx2 && b >= pair_end) {
-      if (!run.vbmi && b + 1 < npanels &&
+      if (run.vbmi && b + 4 <= npanels &&
+          qconv::GatherPackFourPanelsVbmi(g, from.source, p0, run.pad, dst, kquads * kQuadB))
+        pair_end = b + 4;
+      else if (!run.vbmi && b + 1 < npanels &&
           qconv::GatherPackPanelPairAvx2(g, from.source, p0, run.pad, dst, dst + kquads * kQuadB))
         pair_end = b + 2;
       else

@@ -205,6 +205,13 @@ __attribute__((target("avx2"))) void PackRowsPairAvx2(const QConvGeometry& g, co
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
+// Four rows' sixteen bytes side by side (row t in bytes 16t..16t+15) -> the panel layout, byte 4p + t = row t's
+// byte p: one vpermb.
+alignas(64) constexpr uint8_t kQuadTranspose[64] = {
+    0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
+    37, 53, 6,  22, 38, 54, 7,  23, 39, 55, 8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58,
+    11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+
 // kStride for PackRowsVbmi: stride 1 with masked reads of exactly each run's bytes, for panels whose whole
 // 16-byte reads would pass the end of what may be read (the last panels of a pointwise conv reading x
 // itself), where AVX2 gathers byte by byte.
@@ -234,11 +241,7 @@ NEE_VBMI_TARGET void PackRowsVbmi(const QConvGeometry& g, const PanelSource& src
                                   uint8_t* dst) {
   const int64_t K = g.K(), kquads = (K + 3) / 4;
   const int64_t* taps = src.taps;
-  alignas(64) static constexpr uint8_t kTranspose[64] = {
-      0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
-      37, 53, 6,  22, 38, 54, 7,  23, 39, 55, 8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58,
-      11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
-  const __m512i transpose = _mm512_load_si512(kTranspose);
+  const __m512i transpose = _mm512_load_si512(kQuadTranspose);
   for (int64_t q = 0; q < kquads; ++q) {
     __m128i rows[4];
     // Unrolled, so that rows stays in registers (a loop kept it on the stack: a store and reload per row).
@@ -258,11 +261,50 @@ NEE_VBMI_TARGET void PackRowsVbmi(const QConvGeometry& g, const PanelSource& src
   }
 }
 
+// Four adjacent whole panels of a pointwise conv, pixels [p0, p0 + 4 kCols), panel j at dst + j * panel_bytes:
+// each row's 64 bytes by one load, where PackRowsVbmi reads each 64-byte line of a row 16 bytes at a time, once a
+// panel. The 16-byte chunk j of a quad's four rows is gathered into one zmm by two rounds of lane shuffles, then
+// permuted as there: the same bytes.
+NEE_VBMI_TARGET void PackFourPanelsVbmi(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad,
+                                        uint8_t* dst, int64_t panel_bytes) {
+  const int64_t K = g.K(), kquads = (K + 3) / 4;
+  const int64_t* taps = src.taps;
+  const uint8_t* image = src.image + p0;
+  const __m512i transpose = _mm512_load_si512(kQuadTranspose);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(src.flip)), pads = _mm512_set1_epi8(static_cast<char>(pad));
+  for (int64_t q = 0; q < kquads; ++q) {
+    __m512i r[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t)
+      r[t] = 4 * q + t < K ? _mm512_xor_si512(_mm512_loadu_si512(image + taps[4 * q + t]), flip) : pads;
+    const __m512i lo01 = _mm512_shuffle_i32x4(r[0], r[1], _MM_SHUFFLE(1, 0, 1, 0));  // r0.0 r0.1 r1.0 r1.1
+    const __m512i hi01 = _mm512_shuffle_i32x4(r[0], r[1], _MM_SHUFFLE(3, 2, 3, 2));  // r0.2 r0.3 r1.2 r1.3
+    const __m512i lo23 = _mm512_shuffle_i32x4(r[2], r[3], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i hi23 = _mm512_shuffle_i32x4(r[2], r[3], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i chunk[4] = {_mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0)),  // r0.0 r1.0 r2.0 r3.0
+                              _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1)),
+                              _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0)),
+                              _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1))};
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j)
+      _mm512_store_si512(dst + j * panel_bytes + q * kQuadB, _mm512_permutexvar_epi8(transpose, chunk[j]));
+  }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
 
 }  // namespace
+
+bool GatherPackFourPanelsVbmi(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst,
+                              int64_t panel_bytes) {
+  if (!g.pointwise() || src.row != g.ow || p0 + 4 * kCols > g.P() ||
+      src.taps[g.K() - 1] + p0 + 4 * kCols > src.end - src.image)
+    return false;
+  PackFourPanelsVbmi(g, src, p0, pad, dst, panel_bytes);
+  return true;
+}
 
 bool GatherPackPanelPairAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst0,
                              uint8_t* dst1) {

@@ -41,6 +41,10 @@ void GatherPackPanelAvx2(const QConvGeometry& g, const PanelSource& src, int64_t
 // not pointwise, output rows not the source's, fewer than two whole panels left, or reads past src.end.
 bool GatherPackPanelPairAvx2(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst0,
                              uint8_t* dst1);
+// Four adjacent whole panels at once, panel j at dst + j * panel_bytes (AVX-512 VBMI; each 64-byte aligned): the
+// same bytes as GatherPackPanelAvx2 on each, and false where it does not apply, as GatherPackPanelPairAvx2.
+bool GatherPackFourPanelsVbmi(const QConvGeometry& g, const PanelSource& src, int64_t p0, uint8_t pad, uint8_t* dst,
+                              int64_t panel_bytes);
 #endif
 
 }  // namespace nee::cpu::qconv

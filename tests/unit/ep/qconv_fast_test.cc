@@ -170,6 +170,11 @@ TEST_P(QConvFastTest, QLinearConvMatchesReference) {
       {"pointwise_7x7_batch2_int8_last_panel", {2, 40, 7, 7}, {9, 40, 1, 1}, {}, s8, s8, u8},
       {"pointwise_14x14_batch2_last_panel", {2, 24, 14, 14}, {14, 24, 1, 1}, {}},
       {"pointwise_5x5_int8_out_last_panel", {1, 33, 5, 5}, {8, 33, 1, 1}, {}, u8, s8, s8},
+      // Four whole panels packed at once from x (VBMI): K not a multiple of 4 (the last quad's rows past K read
+      // the zero point), int8 inputs flipped, the last image's last four panels ending at x's last byte; and
+      // 9 panels (two fours and one alone) with a weight zero point (pixel sums from the packed bytes).
+      {"pointwise_four_panels_int8_k10_batch2", {2, 10, 8, 16}, {14, 10, 1, 1}, {}, s8, s8, u8},
+      {"pointwise_four_panels_9_wzp", {1, 33, 9, 16}, {7, 33, 1, 1}, {}, u8, u8, u8},
       {"dilated_no_pads_stride2", {1, 4, 15, 17}, {6, 4, 3, 3}, {IntsAttr("dilations", {2, 2}), IntsAttr("strides", {2, 2})}},
       {"groups3_unpadded_int8_batch2", {2, 9, 7, 7}, {12, 3, 3, 3}, {IntAttr("group", 3)}, s8, s8, u8},
       {"groups2_pointwise_7x7_wzp", {2, 8, 7, 7}, {10, 4, 1, 1}, {IntAttr("group", 2)}, u8, u8, s8},
