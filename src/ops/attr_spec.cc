@@ -72,6 +72,7 @@ constexpr SpecRow kRows[] = {
     {"ai.nee", "TransposeColumnMap", 1, 0, "bounds:INTS! perm:INTS! program:INTS|X:T operands:T*0|Y:T|T=tensor(float)"},
     {"ai.nee", "BlockedMaxPool", 1, 0,
      "channels:INT! kernel_shape:INTS! pads:INTS strides:INTS|X:T|Y:T|T=tensor(float)"},
+    {"ai.nee", "BlockedGlobalAveragePool", 1, 0, "channels:INT!|X:T|Y:T|T=tensor(float)"},
 };
 
 constexpr const char* kTypeNames[] = {

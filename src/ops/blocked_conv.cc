@@ -1,5 +1,5 @@
 // Operator family: nee's channel-blocked layout (domain ai.nee): ToBlocked,
-// FromBlocked, BlockedConv and BlockedMaxPool (see ops/blocked_conv.h for the layout and the
+// FromBlocked, BlockedConv, BlockedMaxPool and BlockedGlobalAveragePool (see ops/blocked_conv.h for the layout and the
 // contracts). The reference kernels are plain loops over the layout; the
 // convolution sums in double, so it is an independent yardstick for the fast
 // kernels (ep/cpu/blocked_conv_fast.cc). Work is split over output planes, each
@@ -56,17 +56,25 @@ Result<int64_t> ChannelsAttr(const Node& node, const std::string& where) {
   return channels;
 }
 
-Status InferFromBlocked(InferenceContext& ctx) {
-  NEE_ASSIGN_OR_RETURN(int64_t channels, ChannelsAttr(ctx.node, ctx.node.Describe() + ": "));
+// Input 0's shape as a blocked tensor of `channels` channels (null where unknown; the output then a float
+// tensor of unknown shape).
+Result<const Shape*> BlockedInputOf(InferenceContext& ctx, int64_t channels) {
   NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, 5));
   if (!x) {
     ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat);
-    return Status::Ok();
+    return x;
   }
-  const Shape& s = *x;
-  if (s[1].known() && s[1].value != ChannelBlocks(channels))
-    return ctx.InputError(0, "has " + s[1].ToString() + " channel blocks; " + std::to_string(channels) +
+  if ((*x)[1].known() && (*x)[1].value != ChannelBlocks(channels))
+    return ctx.InputError(0, "has " + (*x)[1].ToString() + " channel blocks; " + std::to_string(channels) +
                                  " channels need " + std::to_string(ChannelBlocks(channels)));
+  return x;
+}
+
+Status InferFromBlocked(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(int64_t channels, ChannelsAttr(ctx.node, ctx.node.Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(const Shape* x, BlockedInputOf(ctx, channels));
+  if (!x) return Status::Ok();
+  const Shape& s = *x;
   ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, Shape{s[0], Dim::Known(channels), s[2], s[3]});
   return Status::Ok();
 }
@@ -481,14 +489,8 @@ Result<nn::WindowSpec> PoolWindow(const Node& node) {
 Status InferBlockedMaxPool(InferenceContext& ctx) {
   NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node, ctx.node.Describe() + ": "));
   NEE_ASSIGN_OR_RETURN(nn::WindowSpec spec, PoolWindow(ctx.node));
-  NEE_ASSIGN_OR_RETURN(const Shape* x, FloatInputOfRank(ctx, 0, 5));
-  if (!x) {
-    ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat);
-    return Status::Ok();
-  }
-  if ((*x)[1].known() && (*x)[1].value != ChannelBlocks(C))
-    return ctx.InputError(0, "has " + (*x)[1].ToString() + " channel blocks; " + std::to_string(C) +
-                                 " channels need " + std::to_string(ChannelBlocks(C)));
+  NEE_ASSIGN_OR_RETURN(const Shape* x, BlockedInputOf(ctx, C));
+  if (!x) return Status::Ok();
   Shape out{(*x)[0], (*x)[1], Dim::Unknown(), Dim::Unknown(), Dim::Known(kChannelBlock)};
   for (size_t d = 0; d < 2; ++d) {
     if (!(*x)[2 + d].known()) continue;
@@ -558,7 +560,52 @@ void BlockedMaxPoolReference(const KernelContext& ctx, const BlockedPoolGeometry
   });
 }
 
+// ---- BlockedGlobalAveragePool ---------------------------------------------------------
+
+namespace {
+
+Status InferBlockedGlobalAveragePool(InferenceContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(int64_t C, ChannelsAttr(ctx.node, ctx.node.Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(const Shape* x, BlockedInputOf(ctx, C));
+  if (!x) return Status::Ok();
+  ctx.output_types[0] = TypeInfo::Tensor(DataType::kFloat, Shape{(*x)[0], Dim::Known(C), Dim::Known(1), Dim::Known(1)});
+  return Status::Ok();
+}
+
+// The GlobalAveragePool reference's arithmetic on each channel of the blocked input.
+Status BlockedGlobalAveragePoolKernel(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(BlockedGlobalPoolGeometry g, PlanBlockedGlobalAveragePool(ctx));
+  ctx.ParallelFor(g.N * g.C, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t nc = begin; nc < end; ++nc) {
+      const int64_t n = nc / g.C, c = nc % g.C;
+      const float* x = g.x + ((n * g.Cb() + c / kChannelBlock) * g.pixels) * kChannelBlock + c % kChannelBlock;
+      float sum = 0.f;
+      for (int64_t p = 0; p < g.pixels; ++p) sum += x[p * kChannelBlock];
+      g.y[nc] = g.pixels > 0 ? sum / static_cast<float>(g.pixels) : 0.f;
+    }
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<BlockedGlobalPoolGeometry> PlanBlockedGlobalAveragePool(KernelContext& ctx) {
+  BlockedGlobalPoolGeometry g;
+  NEE_ASSIGN_OR_RETURN(g.C, ChannelsAttr(ctx.node(), ctx.node().Describe() + ": "));
+  NEE_ASSIGN_OR_RETURN(const Tensor* x, FloatTensor(ctx, 0, 5));
+  if (x->dim(1) != g.Cb() || x->dim(4) != kChannelBlock)
+    return ctx.InputError(0, "must be [N, " + std::to_string(g.Cb()) + ", H, W, " + std::to_string(kChannelBlock) +
+                                 "] for " + std::to_string(g.C) + " channels, got " + x->Describe());
+  g.N = x->dim(0), g.pixels = x->dim(2) * x->dim(3);
+  g.x = x->data<float>();
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, {g.N, g.C, 1, 1}));
+  g.y = y.data<float>();
+  return g;
+}
+
 void RegisterBlockedConvOps(OpRegistry& registry) {
+  registry.RegisterVersions(kNeeDomain, "BlockedGlobalAveragePool", {1}, InferBlockedGlobalAveragePool,
+                            BlockedGlobalAveragePoolKernel);
   registry.RegisterVersions(kNeeDomain, "BlockedMaxPool", {1}, InferBlockedMaxPool, BlockedMaxPoolKernel);
   registry.RegisterVersions(kNeeDomain, "ToBlocked", {1}, InferToBlocked, ToBlockedKernel);
   registry.RegisterVersions(kNeeDomain, "FromBlocked", {1}, InferFromBlocked, FromBlockedKernel);

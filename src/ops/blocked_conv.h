@@ -35,6 +35,11 @@
 //     -> Y [N, Cb, OH, OW, 8]: MaxPool's result (2-D, no dilation or ceil_mode),
 //        blocked: each output the first tap inside the image, then replaced by
 //        every later tap (row-major) that is greater, as the MaxPool reference.
+//   BlockedGlobalAveragePool(X blocked; channels = C) -> Y [N, C, 1, 1]:
+//     GlobalAveragePool's result, plain NCHW (a CNN's last conv output read
+//     where it lies, without a FromBlocked before the pool): each channel's
+//     pixels summed in order in float, then divided by H * W, as the
+//     GlobalAveragePool reference.
 // What the reference kernels (ops/blocked_conv.cc) and the fast ones
 // (ep/cpu/blocked_conv_fast.cc) share is the geometry below.
 #pragma once
@@ -124,5 +129,15 @@ Result<BlockedPoolGeometry> PlanBlockedMaxPool(KernelContext& ctx);
 // The reference BlockedMaxPool (padding lanes 0; a window with no tap inside
 // the image gives 0, as the MaxPool reference).
 void BlockedMaxPoolReference(const KernelContext& ctx, const BlockedPoolGeometry& g);
+
+// A BlockedGlobalAveragePool node's input, validated, and its allocated output.
+struct BlockedGlobalPoolGeometry {
+  int64_t N = 0, C = 0, pixels = 0;  // pixels: H * W
+  const float* x = nullptr;           // [N, Cb, H, W, 8]
+  float* y = nullptr;                 // [N, C, 1, 1]
+  int64_t Cb() const { return ChannelBlocks(C); }
+};
+
+Result<BlockedGlobalPoolGeometry> PlanBlockedGlobalAveragePool(KernelContext& ctx);
 
 }  // namespace nee

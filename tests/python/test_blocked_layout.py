@@ -277,6 +277,46 @@ def test_bottleneck_3x3_convs_stay_in_the_run(tmp_path, size):
     expect_agrees_everywhere(data, xv, got[0])
 
 
+@pytest.mark.parametrize("also_read", [False, True])
+def test_a_global_average_pool_reads_the_run_blocked(tmp_path, also_read):
+    """A CNN's end: pointwise convs, then GlobalAveragePool (MobileNetV2's head over a 7x7 map). The pool reads
+    the last conv's blocked output (BlockedGlobalAveragePool), so no FromBlocked is left, unless the feature map
+    is also a graph output (also_read), which keeps its FromBlocked beside the blocked pool. The same bits as
+    GlobalAveragePool's reference kernel over nee's unoptimized graph is not asked (the NCHW fast pool sums in
+    another order); agreement with ONNX Runtime, the unoptimized graph and the reference kernels is."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    a = conv("a", "x", 16, 48, act="Relu", **c)
+    b = conv("b", a, 48, 32, **c)
+    f = conv("c", b, 32, 64, act="relu6", **c)
+    nodes.append(helper.make_node("GlobalAveragePool", [f], ["pooled"]))
+    outputs = [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [2, 64, 1, 1])]
+    if also_read:
+        outputs.append(helper.make_tensor_value_info(f, TensorProto.FLOAT, [2, 64, 7, 7]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 16, 7, 7])],
+                              outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    data = model.SerializeToString()
+    optimized = tmp_path / "optimized.onnx"
+    x = RNG.standard_normal((2, 16, 7, 7)).astype(np.float32)
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    assert "BlockedGlobalAveragePool" in ops and "GlobalAveragePool" not in ops, ops
+    assert ops.count("FromBlocked") == (1 if also_read else 0), ops
+    want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    so = nee.SessionOptions()
+    so.graph_optimization_level = nee.GraphOptimizationLevel(0)
+    plain = nee.InferenceSession(data, so).run(None, {"x": x})
+    ref = session(data, reference=True).run(None, {"x": x})
+    for other in (want, plain, ref):
+        for g, w in zip(got, other):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=3e-5)
+    for threads in (2, 3):
+        for g, w in zip(session(data, threads).run(None, {"x": x}), got):
+            assert np.array_equal(g, w)
+
+
 @pytest.mark.parametrize("kind", ["yolo", "resnet", "mobilenet"])
 @pytest.mark.parametrize("size", [33, 40])
 def test_stems_and_maxpool_join_the_blocked_run(tmp_path, kind, size):

@@ -1,4 +1,4 @@
-// ai.nee BlockedMaxPool on float32 for the CPU provider (AVX2): MaxPool in
+// ai.nee BlockedMaxPool and BlockedGlobalAveragePool on float32 for the CPU provider (AVX2). MaxPool in
 // the channel-blocked layout (ops/blocked_conv.h), e.g. ResNet's 3x3
 // stride-2 pool between its blocked stem and its blocked first stage, so the
 // pool needs no reorders around it.
@@ -169,6 +169,54 @@ Status BlockedMaxPoolFloat(KernelContext& ctx) {
 #endif
   BlockedMaxPoolReference(ctx, g);
   return Status::Ok();
+}
+
+#ifdef NEE_BLOCKED_POOL_X86
+namespace {
+// Blocks [b0, b1) of g (image-major): each lane's pixels summed in order, as the reference, four blocks' chains
+// side by side so that their adds overlap.
+__attribute__((target("avx2"))) void GlobalAverageBlocks(const BlockedGlobalPoolGeometry& g, int64_t b0, int64_t b1) {
+  const int64_t plane = g.pixels * kB;
+  const __m256 count = _mm256_set1_ps(static_cast<float>(g.pixels));
+  auto store = [&](int64_t b, __m256 sum) __attribute__((target("avx2"))) {
+    const int64_t n = b / g.Cb(), cb = b % g.Cb();
+    _mm256_storeu_ps(g.y + n * g.C + cb * kB, _mm256_div_ps(sum, count));
+  };
+  int64_t b = b0;
+  for (; b + 4 <= b1; b += 4) {
+    const float* x = g.x + b * plane;
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (int64_t p = 0; p < plane; p += kB) {
+      s0 = _mm256_add_ps(s0, _mm256_loadu_ps(x + p));
+      s1 = _mm256_add_ps(s1, _mm256_loadu_ps(x + plane + p));
+      s2 = _mm256_add_ps(s2, _mm256_loadu_ps(x + 2 * plane + p));
+      s3 = _mm256_add_ps(s3, _mm256_loadu_ps(x + 3 * plane + p));
+    }
+    store(b, s0), store(b + 1, s1), store(b + 2, s2), store(b + 3, s3);
+  }
+  for (; b < b1; ++b) {
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t p = 0; p < plane; p += kB) sum = _mm256_add_ps(sum, _mm256_loadu_ps(g.x + b * plane + p));
+    store(b, sum);
+  }
+}
+}  // namespace
+#endif
+
+Status BlockedGlobalAveragePoolFloat(KernelContext& ctx) {
+  NEE_ASSIGN_OR_RETURN(BlockedGlobalPoolGeometry g, PlanBlockedGlobalAveragePool(ctx));
+#ifdef NEE_BLOCKED_POOL_X86
+  // Whole blocks only (the layout pass converts channels that fill them); an empty plane divides 0 by 0 below,
+  // where the reference gives 0.
+  if (CpuHasAvx2Fma() && !SgemmPortableForced() && g.C % kB == 0 && g.pixels > 0) {
+    const int64_t blocks = g.N * g.Cb();
+    // A few hundred KB at most (a CNN's last feature map): one task a thread, each its blocks' every pixel.
+    const int64_t tasks = blocks * g.pixels >= 4096 ? std::min<int64_t>(blocks, NumThreads(ctx)) : 1;
+    ParallelTasks(ctx, tasks, [&](int64_t t) { GlobalAverageBlocks(g, t * blocks / tasks, (t + 1) * blocks / tasks); });
+    return Status::Ok();
+  }
+#endif
+  return RunReference(ctx);
 }
 
 }  // namespace nee::cpu

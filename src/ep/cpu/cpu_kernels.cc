@@ -69,6 +69,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"ai.nee", "ToBlocked", 1, 1000, ToBlockedFloat, "float32"},
       {"ai.nee", "FromBlocked", 1, 1000, FromBlockedFloat, "float32"},
       {"ai.nee", "BlockedMaxPool", 1, 1000, BlockedMaxPoolFloat, "float32"},
+      {"ai.nee", "BlockedGlobalAveragePool", 1, 1000, BlockedGlobalAveragePoolFloat, "float32"},
       {"ai.nee", "BlockedExpandDepthwise", 1, 1000, BlockedExpandDepthwiseFloat, "float32"},
       {"ai.nee", "TransposeColumnMap", 1, 1000, TransposeColumnMapFloat, "float32"},
       // ---- Resize (resize_fast.cc) ----

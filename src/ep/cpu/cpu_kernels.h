@@ -138,6 +138,9 @@ Status ToBlockedFloat(KernelContext& ctx);
 Status FromBlockedFloat(KernelContext& ctx);
 // ai.nee BlockedMaxPool on float32 (blocked_pool_fast.cc): a vector per pixel's channel block.
 Status BlockedMaxPoolFloat(KernelContext& ctx);
+// ai.nee BlockedGlobalAveragePool on float32 (blocked_pool_fast.cc): each lane's sum in the reference's order,
+// a vector per block, so the reference's bits.
+Status BlockedGlobalAveragePoolFloat(KernelContext& ctx);
 // ai.nee BlockedExpandDepthwise on float32 (blocked_expand_depthwise_fast.cc): the expanded
 // tensor a band of rows at a time in a buffer the cache keeps (AVX-512); else the reference.
 Status BlockedExpandDepthwiseFloat(KernelContext& ctx);

@@ -10,7 +10,10 @@
 //    at 1, 2 and 3 threads;
 //  - the reference BlockedMaxPool is MaxPool's reference through the
 //    reorders, bitwise, NaN and -0 included; the fast kernel is bitwise the
-//    reference at any thread count.
+//    reference at any thread count;
+//  - the reference BlockedGlobalAveragePool is GlobalAveragePool's reference on
+//    the NCHW tensor, bitwise; the fast kernel is bitwise that reference at any
+//    thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -255,6 +258,43 @@ TEST(BlockedMaxPool, RefusesBlocksThatDoNotFitTheChannels) {
   std::mt19937 rng(4);
   Tensor xb = Reorder("ToBlocked", testing::RandomTensor({1, 16, 5, 5}, rng), 16);
   auto out = testing::RunKernel(cpu::BlockedMaxPoolFloat, BlockedPoolNode(kPools[0], 24), 1, {Value(xb)}, 1);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("input 0"), std::string::npos) << out.status().message();
+}
+
+// Feature maps as CNNs end (7x7, 1x1) and awkward ones (a 1-pixel-wide map, batch 3, a pixel count that is
+// not a multiple of anything), more or fewer than four blocks (the fast kernel's four chains, then one at a
+// time), large values of both signs so that the summation order shows in the bits.
+TEST(BlockedGlobalAveragePool, ReferenceAndFastKernelAreGlobalAveragePoolBitwise) {
+  std::mt19937 rng(37);
+  std::uniform_real_distribution<float> wide(-1e4f, 1e4f);
+  const std::vector<std::vector<int64_t>> shapes = {{1, 1280, 7, 7}, {1, 2048, 1, 1}, {3, 24, 13, 1},
+                                                    {2, 40, 5, 9},   {1, 8, 17, 17},   {2, 16, 3, 3}};
+  for (const std::vector<int64_t>& shape : shapes) {
+    Tensor x = testing::RandomTensor(shape, rng);
+    for (int64_t i = 0; i < x.num_elements(); i += 3) x.data<float>()[i] = wide(rng);
+    auto want = testing::RunOp(testing::MakeNode("GlobalAveragePool", 1, 1, {}), 1, {Value(x)});
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    const Node node = testing::MakeNode("BlockedGlobalAveragePool", 1, 1, {IntAttr("channels", shape[1])}, "ai.nee");
+    Tensor xb = Reorder("ToBlocked", x, shape[1]);
+    auto ref = testing::RunOp(node, 1, {Value(xb)});
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    const std::string what = "[" + std::to_string(shape[0]) + ", " + std::to_string(shape[1]) + ", " +
+                             std::to_string(shape[2]) + ", " + std::to_string(shape[3]) + "]";
+    ExpectBitwise(ref->outputs[0].tensor(), want->outputs[0].tensor(), "reference " + what);
+    for (int threads : {1, 2, 3}) {
+      auto got = testing::RunKernel(cpu::BlockedGlobalAveragePoolFloat, node, 1, {Value(xb)}, threads);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ExpectBitwise(*got, want->outputs[0].tensor(), "fast " + what + " threads " + std::to_string(threads));
+    }
+  }
+}
+
+TEST(BlockedGlobalAveragePool, RefusesBlocksThatDoNotFitTheChannels) {
+  std::mt19937 rng(5);
+  Tensor xb = Reorder("ToBlocked", testing::RandomTensor({1, 16, 5, 5}, rng), 16);
+  const Node node = testing::MakeNode("BlockedGlobalAveragePool", 1, 1, {IntAttr("channels", 24)}, "ai.nee");
+  auto out = testing::RunKernel(cpu::BlockedGlobalAveragePoolFloat, node, 1, {Value(xb)}, 1);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("input 0"), std::string::npos) << out.status().message();
 }
