@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ep/cpu/qconv_gather.h"  // kQuadTranspose
 #include "ep/cpu/qconv_requant_avx512.h"  // NEE_QCONV_AVX512_WARNINGS_OFF
 #include "ep/cpu/qconv_vnni.h"
 #include "ep/cpu/qconv_vnni_step.h"
@@ -221,10 +222,7 @@ DirectTileFn PickTile(int64_t rows, int64_t panels) { return TileFor<kDirectSegm
 // half and the odd ones' in the high half, each half stored in its run.
 NEE_DIRECT_TARGET void InterleaveImage(const QConvGeometry& g, const CopyRows& rows, const uint8_t* x, uint8_t flip,
                                        uint8_t pad, int64_t cq_begin, int64_t cq_end, uint8_t* dst) {
-  alignas(64) uint8_t order[64];
-  for (int i = 0; i < 16; ++i)
-    for (int c = 0; c < 4; ++c) order[4 * i + c] = static_cast<uint8_t>(16 * c + i);
-  const __m512i index = _mm512_load_si512(order), flip_bytes = _mm512_set1_epi8(static_cast<char>(flip));
+  const __m512i index = _mm512_load_si512(kQuadTranspose), flip_bytes = _mm512_set1_epi8(static_cast<char>(flip));
   const __m512i even_odd = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m512i pad_row = _mm512_set1_epi8(static_cast<char>(pad));
   const int64_t row_bytes = rows.quads * 4, plane = g.hp * row_bytes;

@@ -205,13 +205,6 @@ __attribute__((target("avx2"))) void PackRowsPairAvx2(const QConvGeometry& g, co
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-// Four rows' sixteen bytes side by side (row t in bytes 16t..16t+15) -> the panel layout, byte 4p + t = row t's
-// byte p: one vpermb.
-alignas(64) constexpr uint8_t kQuadTranspose[64] = {
-    0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
-    37, 53, 6,  22, 38, 54, 7,  23, 39, 55, 8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58,
-    11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
-
 // kStride for PackRowsVbmi: stride 1 with masked reads of exactly each run's bytes, for panels whose whole
 // 16-byte reads would pass the end of what may be read (the last panels of a pointwise conv reading x
 // itself), where AVX2 gathers byte by byte.

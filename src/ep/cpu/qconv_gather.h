@@ -11,6 +11,13 @@ namespace nee::cpu::qconv {
 
 constexpr int64_t kPanelQuadBytes = kCols * 4;  // one k quad of a panel
 
+// vpermb's index from four rows' sixteen bytes side by side (row t in bytes 16t .. 16t + 15) to sixteen pixels'
+// quads (byte 4p + t = row t's byte p): the panels' layout, and the direct path's copy (qconv_direct.cc).
+alignas(64) inline constexpr uint8_t kQuadTranspose[64] = {
+    0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
+    37, 53, 6,  22, 38, 54, 7,  23, 39, 55, 8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58,
+    11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
+
 // One panel's rows of X: row k = (c, i, j) holds the tap (i, j) of channel c
 // at the panel's kCols pixels [p0, p0 + kCols) (pixels past P read the
 // padding: their outputs are not stored). `rows` is K x kCols bytes plus

@@ -130,14 +130,21 @@ Status QLinearMatMulFast(KernelContext& ctx) {
   if (!ctx.has_input(2) || !ctx.has_input(5) || !ReadZeroPoint(ctx, 2, a->dtype(), 1, false, za, za_stride) ||
       !ReadZeroPoint(ctx, 5, b->dtype(), n, true, zb, zb_stride))
     return RunReference(ctx);
-  // M_j as the reference computes it: float32 product, then float32 quotient.
-  const double sa = a_scale->data<float>()[0], sy = y_scale->data<float>()[0];
+  // M_j as the reference computes it: float32 product, then float32 quotient. One fma a column requantizes
+  // where that is exact for every sum the bytes allow: |a - za| and |b - zb| are at most 255.
+  const double sa = a_scale->data<float>()[0], sy = y_scale->data<float>()[0], yzp = ReadAsDouble(*y_zp, 0);
+  const double largest_sum = 65025.0 * static_cast<double>(k);
   std::vector<double> multiplier(static_cast<size_t>(n));
+  std::vector<float> multiplier_f(static_cast<size_t>(n));
+  bool one_fma = true;
   for (int64_t j = 0; j < n; ++j) {
     const double sb = b_scale->data<float>()[b_scale->num_elements() == 1 ? 0 : j];
     const double ab = static_cast<float>(sa * sb);
-    multiplier[static_cast<size_t>(j)] = static_cast<float>(ab / sy);
-    if (!std::isfinite(multiplier[static_cast<size_t>(j)])) return RunReference(ctx);
+    const double m = static_cast<float>(ab / sy);
+    if (!std::isfinite(m)) return RunReference(ctx);
+    multiplier[static_cast<size_t>(j)] = m;
+    multiplier_f[static_cast<size_t>(j)] = static_cast<float>(m);
+    one_fma = one_fma && RoundingFmaExact(m, static_cast<float>(m), yzp, largest_sum);
   }
   std::vector<int64_t> out_dims(a->dims().begin(), a->dims().end() - 1);
   out_dims.push_back(n);
@@ -145,15 +152,8 @@ Status QLinearMatMulFast(KernelContext& ctx) {
   const int64_t rows = ProductOf(a->dims(), 0, a->dims().size() - 1);
   if (rows == 0 || n == 0) return Status::Ok();
   const bool y_signed = y_zp->dtype() == DataType::kInt8;
-  Requant r{multiplier.data(), ReadAsDouble(*y_zp, 0), y_signed ? -128.0 : 0.0, y_signed ? 127.0 : 255.0,
-            y_signed};
-  // One fma a column where exact for every sum the bytes allow: |a - za| and |b - zb| are at most 255.
-  std::vector<float> multiplier_f(multiplier.begin(), multiplier.end());
-  const double largest_sum = 65025.0 * static_cast<double>(k);
-  if (std::all_of(multiplier.begin(), multiplier.end(), [&](double m) {
-        return RoundingFmaExact(m, static_cast<float>(m), r.zero_point, largest_sum);
-      }))
-    r.multiplier_f = multiplier_f.data();
+  const Requant r{multiplier.data(), yzp, y_signed ? -128.0 : 0.0, y_signed ? 127.0 : 255.0, y_signed,
+                  one_fma ? multiplier_f.data() : nullptr};
   // The calling thread's grow-only buffer (a vector per call was mapped and
   // page-faulted afresh each run). k == 0: every sum is 0.
   thread_local std::vector<int32_t> t_c;

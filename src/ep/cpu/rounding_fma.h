@@ -36,7 +36,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256i RoundingFma8(_
 }
 #endif
 
-// Whether RoundingFma, saturated to the output range, gives the reference's byte for every int32 sum s with |s| <= sum_bound, at multiplier `mult` (its float `mult_f`) and output zero point yzp.
+// Whether RoundingFma, saturated to the output range, gives the reference's byte for every int32 sum s with
+// |s| <= sum_bound, at multiplier `mult` (its float `mult_f`) and output zero point yzp.
 // Decided from the numbers alone (the argument is at the definition); tests check it sum by sum.
 bool RoundingFmaExact(double mult, float mult_f, double yzp, double sum_bound);
 
