@@ -136,14 +136,29 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+ThreadPool::ShareCut ThreadPool::CutShare(int64_t size, int64_t min_chunk) {
+  ShareCut cut;
+  if (size <= 0) return cut;
+  min_chunk = std::max<int64_t>(1, min_chunk);
+  const int64_t quarter = (size + 3) / 4;
+  int64_t at = 0;
+  while (at < size) {
+    const int64_t left = size - at;
+    int64_t chunk = std::max(min_chunk, std::min(quarter, (left + 1) / 2));
+    // The last chunk: what a smaller one would leave is below min_chunk, or no chunks are left to cut.
+    if (left - chunk < min_chunk || cut.chunks + 1 == kMaxChunksPerShare) chunk = left;
+    at += chunk;
+    cut.bounds[++cut.chunks] = at;
+  }
+  return cut;
+}
+
 void ThreadPool::RunChunks(Job& job, int thread) {
   for (int k = 0; k < job.threads; ++k) {
     Share& share = job.shares[(thread + k) % job.threads];
-    for (int64_t index = share.next.fetch_add(1, std::memory_order_relaxed); index < share.end;
+    for (int64_t index = share.next.fetch_add(1, std::memory_order_relaxed); index < share.cut.chunks;
          index = share.next.fetch_add(1, std::memory_order_relaxed)) {
-      int64_t begin = job.n * index / job.chunks;
-      int64_t end = job.n * (index + 1) / job.chunks;
-      if (begin < end) (*job.fn)(begin, end);
+      (*job.fn)(share.begin + share.cut.bounds[index], share.begin + share.cut.bounds[index + 1]);
       job.chunks_done.fetch_add(1, std::memory_order_acq_rel);
     }
   }
@@ -153,21 +168,23 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_chunk,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(1, min_chunk);
-  int64_t chunks = std::min<int64_t>(num_threads() * kChunksPerThread, (n + min_chunk - 1) / min_chunk);
-  if (chunks <= 1 || workers_.empty() || !busy_.try_lock()) {
+  // One share per thread, fewer where the loop has fewer than min_chunk elements a thread.
+  const int64_t shares = std::min<int64_t>(num_threads(), (n + min_chunk - 1) / min_chunk);
+  if (shares <= 1 || workers_.empty() || !busy_.try_lock()) {
     fn(0, n);
     return;
   }
   Job job;
   job.fn = &fn;
-  job.n = n;
-  job.chunks = chunks;
   job.threads = num_threads();
   job.caller_cpu = CurrentCpu();
   job.shares = shares_.get();
   for (int t = 0; t < job.threads; ++t) {
-    job.shares[t].next.store(chunks * t / job.threads, std::memory_order_relaxed);
-    job.shares[t].end = chunks * (t + 1) / job.threads;
+    Share& share = job.shares[t];
+    share.begin = std::min(n, n * t / shares);
+    share.cut = CutShare(std::min(n, n * (t + 1) / shares) - share.begin, min_chunk);
+    share.next.store(0, std::memory_order_relaxed);
+    job.chunks += share.cut.chunks;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,17 +1,23 @@
 // A fixed pool of worker threads for intra-op parallelism.
 //
 // The session's thread count is respected exactly: a pool for N threads owns
-// N-1 workers and the calling thread works too. A loop is cut into fixed
-// chunks (the same cut whoever runs them). Each thread (the caller is thread
-// 0, worker i thread i + 1) first runs its own contiguous share of the
-// chunks, in order, then claims what is left of the others' shares, front
-// first: on a busy machine a worker that wakes late simply does fewer chunks
-// instead of holding everyone up, and otherwise the same thread runs the same
-// chunks every time, so the data a loop writes stays in that thread's caches
-// for the next loop over the same range and the next run. (Claiming chunks
-// one at a time from a single counter interleaved them between threads
-// differently on every call; on this VM, where the host sometimes places the
-// two vCPUs far apart, every line the other core wrote is slow to fetch.)
+// N-1 workers and the calling thread works too. A loop's range is cut into
+// one contiguous share per thread (the caller is thread 0, worker i thread
+// i + 1), and each share into fixed chunks (the same cut whoever runs them;
+// ShareCut). Each thread first runs its own share's chunks, in order, then
+// claims what is left of the others' shares, front first: on a busy machine
+// a worker that wakes late simply does fewer chunks instead of holding
+// everyone up, and otherwise the same thread runs the same chunks every time,
+// so the data a loop writes stays in that thread's caches for the next loop
+// over the same range and the next run. (Claiming chunks one at a time from a
+// single counter interleaved them between threads differently on every call;
+// on this VM, where the host sometimes places the two vCPUs far apart, every
+// line the other core wrote is slow to fetch.)
+// A share's chunks get smaller towards its end (three quarters in quarters,
+// the last quarter halved again and again), so that a thread that runs a
+// little slower than the others (on this VM the worker's vCPU often does, by
+// ~5%) leaves small chunks for them to take, rather than the whole last
+// quarter of its share while they wait.
 // Kernels must compute every output element the same way whatever the
 // chunking, which keeps results bitwise deterministic.
 // When two runs on one session call ParallelFor at once, the one that finds
@@ -66,16 +72,27 @@ class ThreadPool {
   void ParallelFor(int64_t n, int64_t min_chunk,
                    const std::function<void(int64_t, int64_t)>& fn);
 
- private:
-  // Chunks per thread: enough that threads finishing early find more work.
-  static constexpr int64_t kChunksPerThread = 4;
+  // Most chunks a thread's share is cut into.
+  static constexpr int kMaxChunksPerShare = 8;
+  // How a share of `size` elements is cut: bounds[0] = 0 < bounds[1] < ... <
+  // bounds[chunks] = size. Chunks of a quarter of the share while more than a
+  // quarter is left, then of half of what is left, none below `min_chunk`
+  // (the last takes whatever a smaller one would leave) and at most
+  // kMaxChunksPerShare of them.
+  struct ShareCut {
+    int chunks = 0;
+    int64_t bounds[kMaxChunksPerShare + 1] = {};
+  };
+  static ShareCut CutShare(int64_t size, int64_t min_chunk);
 
-  // One thread's share of a loop's chunks: the next unclaimed one and the end.
-  // A cache line each, so claiming from one's own share touches no line the
-  // other threads write.
+ private:
+  // One thread's share of a loop: where it starts, how it is cut, and the
+  // next unclaimed chunk. Its own cache lines, so claiming from one's own
+  // share touches no line the other threads write.
   struct alignas(64) Share {
     std::atomic<int64_t> next{0};
-    int64_t end = 0;
+    int64_t begin = 0;
+    ShareCut cut;
     // While a worker runs chunks of a job: the CPU it started on (-1 else).
     std::atomic<int> cpu{-1};
   };
@@ -83,8 +100,7 @@ class ThreadPool {
   struct Job {
     const std::function<void(int64_t, int64_t)>* fn = nullptr;
     int caller_cpu = -1;  // the CPU the caller ran on when it posted the job
-    int64_t n = 0;
-    int64_t chunks = 0;
+    int64_t chunks = 0;  // in all shares
     Share* shares = nullptr;  // num_threads() of them
     int threads = 1;
     std::atomic<int64_t> chunks_done{0};

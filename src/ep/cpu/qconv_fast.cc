@@ -562,38 +562,35 @@ std::shared_ptr<const QConvRequantPlan> PlanRequant(const QConvGeometry& g, cons
   return plan;
 }
 
-// The blocks of pixel panels a conv's tasks take: block b is [Start(b), Start(b + 1)).
+// How a conv's pixel panels are shared out and run. The threads take units of panels (VNNI: pairs, so that
+// no block but an image's last ends on a lone panel, a 12 x 16 tile where the two-panel tile reads each weight
+// quad once for both), and the pool cuts each thread's share into chunks that get smaller towards its end
+// (base/thread_pool.h), down to one unit: the thread that runs a little faster takes the other's last units
+// instead of waiting for them. Fixed blocks, two to four a thread, had the caller wait ~5% of int8
+// ResNet-50's two-thread run for the slower worker's last block. Each range a thread takes runs in blocks
+// whose packed X stays in L2 (about 96 KB), of equal size in units.
 struct PanelBlocks {
-  int64_t panels = 0, count = 0, per_block = 0;
-  bool balanced = false;  // bounds spread evenly (several threads), else per_block apart
-  bool even = false;      // balanced bounds on even panels (VNNI's two-panel tiles)
-  int64_t Start(int64_t b) const {
-    if (b >= count) return panels;
-    if (!balanced) return std::min(panels, b * per_block);
-    return even ? 2 * ((b * panels + count) / (2 * count)) : (b * panels + count / 2) / count;
+  int64_t panels = 0, unit = 1, units_per_block = 1;
+
+  int64_t units() const { return (panels + unit - 1) / unit; }
+  // Calls run(first, last) for the blocks of panels that units [begin, end) make.
+  template <typename Run>
+  void ForEachBlock(int64_t begin, int64_t end, Run&& run) const {
+    const int64_t count = end - begin, blocks = (count + units_per_block - 1) / units_per_block;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t first = (begin + b * count / blocks) * unit;
+      const int64_t last = std::min(panels, (begin + (b + 1) * count / blocks) * unit);
+      if (first < last) run(first, last);
+    }
   }
 };
 
-// Blocks whose packed X stays in L2 (about 96 KB). One thread: per_block panels each (VNNI: an even count,
-// so that no block but the last ends on a lone panel, a 12 x 16 tile where the two-panel tile reads each
-// weight quad once for both). Several threads: a multiple of their count, at least two each where there
-// are panels enough, of equal size up to the even bounds, so that each thread's share (the pool deals
-// chunks of blocks out in order) is the same work: fixed-size blocks left a 14x14 image's 13 panels as
-// 4 + 4 | 4 + 1 (and a 28x28 image's 49 as 28 | 21) on two threads.
-PanelBlocks PlanPanelBlocks(int64_t panels, int64_t K, int64_t threads, bool vnni) {
+PanelBlocks PlanPanelBlocks(int64_t panels, int64_t K, bool vnni) {
   PanelBlocks b;
   b.panels = panels;
+  b.unit = vnni ? qconv::kVnniPanels : 1;
   const int64_t fit = std::max<int64_t>(1, (96 * 1024) / std::max<int64_t>(1, K * kCols));
-  if (threads <= 1) {
-    b.per_block = vnni ? std::max<int64_t>(qconv::kVnniPanels, fit + fit % 2) : fit;
-    b.count = (panels + b.per_block - 1) / b.per_block;
-    return b;
-  }
-  b.balanced = true;
-  b.even = vnni;
-  const int64_t per_thread = std::max<int64_t>(2, (panels + threads * fit - 1) / (threads * fit));
-  const int64_t smallest = vnni ? qconv::kVnniPanels : 1;  // panels a block holds at least
-  b.count = std::max<int64_t>(1, std::min(threads * per_thread, panels / smallest));
+  b.units_per_block = std::max<int64_t>(1, (fit + b.unit - 1) / b.unit);
   return b;
 }
 
@@ -692,7 +689,7 @@ Status QLinearConvFast(KernelContext& ctx) {
   const bool direct = g.pointwise() && !x_signed;
   const int64_t panels = (P + kCols - 1) / kCols;
   const int64_t threads = ctx.pool() ? std::max<int64_t>(1, ctx.pool()->num_threads()) : 1;
-  const PanelBlocks blocks = PlanPanelBlocks(panels, K, threads, vnni);
+  const PanelBlocks blocks = PlanPanelBlocks(panels, K, vnni);
 #ifdef NEE_QCONV_X86
   if (vnni && run.vbmi && q.small_multipliers && !plan->depthwise_quads.empty()) {
     qconv::RunDepthwiseQConvVnni(ctx, g, xb, flip, static_cast<uint8_t>(zx), plan->depthwise_quads, q, yb);
@@ -766,12 +763,11 @@ Status QLinearConvFast(KernelContext& ctx) {
       continue;
     }
 #endif
-    ctx.ParallelFor(blocks.count, 1, [&](int64_t begin, int64_t end) {
+    ctx.ParallelFor(blocks.units(), 1, [&](int64_t begin, int64_t end) {
       thread_local std::vector<uint8_t> t_scratch;
-      for (int64_t blk = begin; blk < end; ++blk) {
-        const int64_t first = blocks.Start(blk), last = blocks.Start(blk + 1);
-        if (first < last) RunBlock(run, grp, from, first, last, y_image, t_scratch);
-      }
+      blocks.ForEachBlock(begin, end, [&](int64_t first, int64_t last) {
+        RunBlock(run, grp, from, first, last, y_image, t_scratch);
+      });
     });
   }
   return Status::Ok();

@@ -102,7 +102,43 @@ TEST(ThreadPool, StalledWorkerHoldsUpOnlyItsChunk) {
     EXPECT_LE(worker_chunks, 2) << "round " << round;  // a stalled chunk, then the caller has the rest
     EXPECT_LT(std::chrono::steady_clock::now() - start, 4 * stall) << "round " << round;
   }
-  EXPECT_EQ(cut.size(), 8u);  // four chunks a thread
+  EXPECT_EQ(cut.size(), 14u);  // 8 + 8 + 8 + 4 + 2 + 1 + 1 in each thread's share of 32
+}
+
+// A share is cut into quarters while more than a quarter is left, then
+// halves of the rest; no chunk below min_chunk (the last takes what a
+// smaller one would leave), at most kMaxChunksPerShare.
+TEST(ThreadPool, SharesEndInSmallerChunks) {
+  auto sizes = [](int64_t size, int64_t min_chunk) {
+    const ThreadPool::ShareCut cut = ThreadPool::CutShare(size, min_chunk);
+    std::vector<int64_t> out;
+    EXPECT_EQ(cut.bounds[0], 0);
+    for (int c = 0; c < cut.chunks; ++c) out.push_back(cut.bounds[c + 1] - cut.bounds[c]);
+    return out;
+  };
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(sizes(32, 1), (V{8, 8, 8, 4, 2, 1, 1}));
+  EXPECT_EQ(sizes(64, 1), (V{16, 16, 16, 8, 4, 2, 1, 1}));
+  EXPECT_EQ(sizes(1000, 1), (V{250, 250, 250, 125, 63, 31, 16, 15}));  // the eighth takes the rest
+  EXPECT_EQ(sizes(4, 1), (V{1, 1, 1, 1}));
+  EXPECT_EQ(sizes(3, 1), (V{1, 1, 1}));
+  EXPECT_EQ(sizes(1000, 100), (V{250, 250, 250, 125, 125}));  // 100 would leave 25
+  EXPECT_EQ(sizes(150, 100), (V{150}));
+  EXPECT_EQ(sizes(0, 1), V{});
+  for (int64_t size = 1; size < 300; ++size)
+    for (int64_t min_chunk : {1, 2, 7, 64}) {
+      const V cut = sizes(size, min_chunk);
+      int64_t sum = 0;
+      for (size_t c = 0; c < cut.size(); ++c) {
+        EXPECT_TRUE(cut[c] >= min_chunk || cut.size() == 1) << size << " " << min_chunk;
+        // Never larger than the one before, but for a last one of less than two min_chunks.
+        if (c > 0 && cut[c] > cut[c - 1])
+          EXPECT_TRUE(c + 1 == cut.size() && cut[c] < 2 * min_chunk) << size << " " << min_chunk;
+        sum += cut[c];
+      }
+      EXPECT_EQ(sum, size);
+      EXPECT_LE(cut.size(), static_cast<size_t>(ThreadPool::kMaxChunksPerShare));
+    }
 }
 
 #if defined(__linux__)
