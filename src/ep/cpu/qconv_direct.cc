@@ -217,11 +217,12 @@ DirectTileFn TileFor(int64_t rows, int64_t panels) {
 DirectTileFn PickTile(int64_t rows, int64_t panels) { return TileFor<kDirectSegments>(rows, panels); }
 
 // Channels [4c, 4c + 4) of x's rows side by side: the padded copy [C / 4][hp][rows.quads][4] (CopyRows), the
-// border `pad`, every input byte flipped by `flip`. Sixteen pixels at a time: four channels' sixteen bytes in
-// one zmm, interleaved by one vpermb; at column stride 2 one vpermd more puts the even pixels' quads in the low
-// half and the odd ones' in the high half, each half stored in its run.
+// border `pad`, every input byte flipped by `flip`; padded rows [r_begin, r_end) of every channel quad.
+// Sixteen pixels at a time: four channels' sixteen bytes in one zmm, interleaved by one vpermb; at column
+// stride 2 one vpermd more puts the even pixels' quads in the low half and the odd ones' in the high half,
+// each half stored in its run.
 NEE_DIRECT_TARGET void InterleaveImage(const QConvGeometry& g, const CopyRows& rows, const uint8_t* x, uint8_t flip,
-                                       uint8_t pad, int64_t cq_begin, int64_t cq_end, uint8_t* dst) {
+                                       uint8_t pad, int64_t r_begin, int64_t r_end, uint8_t* dst) {
   const __m512i index = _mm512_load_si512(kQuadTranspose), flip_bytes = _mm512_set1_epi8(static_cast<char>(flip));
   const __m512i even_odd = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   const __m512i pad_row = _mm512_set1_epi8(static_cast<char>(pad));
@@ -230,13 +231,17 @@ NEE_DIRECT_TARGET void InterleaveImage(const QConvGeometry& g, const CopyRows& r
     for (; bytes >= 64; bytes -= 64, p += 64) _mm512_storeu_si512(p, pad_row);
     if (bytes > 0) _mm512_mask_storeu_epi8(p, (~__mmask64{0}) >> (64 - bytes), pad_row);
   };
-  for (int64_t cq = cq_begin; cq < cq_end; ++cq) {
+  const int64_t cquads = g.C / 4;
+  for (int64_t cq = 0; cq < cquads; ++cq) {
     uint8_t* out = dst + cq * plane;
-    fill(out, g.ph * row_bytes);
-    fill(out + (g.ph + g.ih) * row_bytes, (g.hp - g.ph - g.ih) * row_bytes);
     const uint8_t* src = x + 4 * cq * g.ih * g.iw;
-    for (int64_t y = 0; y < g.ih; ++y) {
-      uint8_t* row = out + (g.ph + y) * row_bytes;
+    for (int64_t r = r_begin; r < r_end; ++r) {
+      uint8_t* row = out + r * row_bytes;
+      const int64_t y = r - g.ph;  // the input row, or padding
+      if (y < 0 || y >= g.ih) {
+        fill(row, row_bytes);
+        continue;
+      }
       if (rows.phases == 1) {
         fill(row, g.pw * 4);
         fill(row + (g.pw + g.iw) * 4, row_bytes - (g.pw + g.iw) * 4);
@@ -340,7 +345,11 @@ void RunDirectQConv(KernelContext& ctx, const QConvGeometry& g, const DirectQCon
   const bool by_rows = panels <= 16 && row_pairs >= 2 * threads;
   constexpr int64_t kBlock = 8;
   for (int64_t n = 0; n < g.N; ++n) {
-    ctx.ParallelFor(cquads, 1, [&](int64_t begin, int64_t end) {
+    // By rows, every channel of each: each thread then copies the rows of the pixels the previous layer's
+    // tasks (pixel-major) left in its caches, and the rows its own blocks of panels below read, but for the
+    // window's overlap (by channel quads, half of the copy came from the other core's caches and half of
+    // what the blocks read went back).
+    ctx.ParallelFor(g.hp, 1, [&](int64_t begin, int64_t end) {
       InterleaveImage(g, rows, x + n * g.C * g.ih * g.iw, flip, pad, begin, end, image);
     });
     uint8_t* yn = y + n * g.M * P;
