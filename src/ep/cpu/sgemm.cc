@@ -188,63 +188,65 @@ int64_t MaxTaskPanels() {
   return panels;
 }
 
-// Tasks [0, n) cut into one contiguous share per thread. A thread works
-// through its own share in order, then takes what is left of the others',
-// front first, so a thread that starts late does fewer tasks instead of
-// holding the call up. Tasks are (row block, panel group), row-block major,
-// so a share covers whole row blocks where there are enough of them: each
+// Tasks are (row block, panel group), row-block major unless columns_major.
+// The pool shares them out (base/thread_pool.h): one contiguous share per
+// thread, cut into chunks that get smaller towards its end, each thread
+// running its own share first and then what is left of the others'. A
+// share covers whole row blocks where there are enough of them, so each
 // thread packs only its own rows of A (claimed one at a time from one
 // counter, both threads worked on the same row block at once and each packed
 // all of A: 1024^3 at 2 threads ran at 1.82x one thread, where ORT's 2.0x).
-class TaskShares {
- public:
-  TaskShares(int64_t n, int shares) : n_(n), shares_(shares), next_(new std::atomic<int64_t>[shares]) {
-    for (int s = 0; s < shares; ++s) next_[s].store(End(s - 1), std::memory_order_relaxed);
-  }
-  // The next task for a thread whose own share is `home`; -1 when none is left.
-  int64_t Next(int home) {
-    for (int k = 0; k < shares_; ++k) {
-      const int s = (home + k) % shares_;
-      const int64_t t = next_[s].fetch_add(1, std::memory_order_relaxed);
-      if (t < End(s)) return t;
-    }
-    return -1;
-  }
-
- private:
-  int64_t End(int s) const { return (s + 1) * n_ / shares_; }
-  int64_t n_;
-  int shares_;
-  std::unique_ptr<std::atomic<int64_t>[]> next_;
+// A chunk's consecutive groups of one row block run as one range of panels
+// (RunRowBlockPanels), so groups can be single panels (SgemmDepthRange)
+// without narrowing what a tile range covers, while a share's last chunks
+// are a panel or two that the thread done first can take.
+//
+// The rows of A a thread last packed for a call, kept across its chunks of
+// that call (each call its own id) while its scratch holds them.
+struct PackedRows {
+  uint64_t call = 0;
+  int64_t i0 = -1;
+  const float* buffer = nullptr;
 };
+thread_local PackedRows t_packed_rows;
+std::atomic<uint64_t> g_sgemm_calls{0};
 
-// Runs the tasks a thread starting on share `home` gets.
-void RunTasks(const Block& x, TaskShares& shares, int home) {
-  int64_t packed_rows = -1;
+// Panels [q0, q1) of row block `row_block`, in ranges of at most MaxTaskPanels.
+void RunRowBlockPanels(const Block& x, uint64_t call, int64_t row_block, int64_t q0, int64_t q1) {
+  const int64_t i0 = row_block * x.task_rows, mc = std::min(x.task_rows, x.m - i0);
   const int64_t padded_rows = RoundUp(x.task_rows, kRows);
-  for (int64_t t = shares.Next(home); t >= 0; t = shares.Next(home)) {
+  Panels a;
+  if (x.a->packed) {
+    a = {x.a->packed->block(x.k0), RoundUp(x.m, kRows), i0 / kRows};
+  } else if (x.a_shared) {
+    a = {x.a_shared, RoundUp(x.m, kRows), i0 / kRows};
+  } else {
+    float* buffer = t_a_scratch.Get(padded_rows * x.k);
+    if (t_packed_rows.call != call || t_packed_rows.i0 != i0 || t_packed_rows.buffer != buffer) {
+      for (int64_t p0 = 0; p0 < x.k; p0 += kKc)
+        sgemm_internal::PackA(x.a->view, x.a->alpha, i0, mc, x.k0 + p0, std::min(kKc, x.k - p0),
+                              buffer + p0 * padded_rows);
+      t_packed_rows = {call, i0, buffer};
+    }
+    a = {buffer, padded_rows, 0};
+  }
+  const int64_t ranges = CeilDiv(q1 - q0, MaxTaskPanels());
+  for (int64_t r = 0; r < ranges; ++r)
+    RunTile(x, a, i0, mc, q0 + r * (q1 - q0) / ranges, q0 + (r + 1) * (q1 - q0) / ranges);
+}
+
+// Runs tasks [begin, end), each run of consecutive groups of one row block at once.
+void RunTaskRange(const Block& x, uint64_t call, int64_t begin, int64_t end) {
+  const int64_t panels = CeilDiv(x.nc, kCols);
+  // Groups of nearly equal width (differing by at most one panel).
+  auto group_start = [&](int64_t group) { return group * panels / x.panel_groups; };
+  for (int64_t t = begin; t < end;) {
     const int64_t row_block = x.columns_major ? t % x.row_blocks : t / x.panel_groups;
     const int64_t group = x.columns_major ? t / x.row_blocks : t % x.panel_groups;
-    const int64_t i0 = row_block * x.task_rows, mc = std::min(x.task_rows, x.m - i0);
-    // Groups of nearly equal width (differing by at most one panel).
-    const int64_t panels = CeilDiv(x.nc, kCols);
-    const int64_t q0 = group * panels / x.panel_groups, q1 = (group + 1) * panels / x.panel_groups;
-    Panels a;
-    if (x.a->packed) {
-      a = {x.a->packed->block(x.k0), RoundUp(x.m, kRows), i0 / kRows};
-    } else if (x.a_shared) {
-      a = {x.a_shared, RoundUp(x.m, kRows), i0 / kRows};
-    } else {
-      float* buffer = t_a_scratch.Get(padded_rows * x.k);
-      if (packed_rows != i0) {
-        for (int64_t p0 = 0; p0 < x.k; p0 += kKc)
-          sgemm_internal::PackA(x.a->view, x.a->alpha, i0, mc, x.k0 + p0, std::min(kKc, x.k - p0),
-                                buffer + p0 * padded_rows);
-        packed_rows = i0;
-      }
-      a = {buffer, padded_rows, 0};
-    }
-    RunTile(x, a, i0, mc, q0, q1);
+    // Column-major: the next task is the next row block's.
+    const int64_t groups = x.columns_major ? 1 : std::min(end - t, x.panel_groups - group);
+    RunRowBlockPanels(x, call, row_block, group_start(group), group_start(group + groups));
+    t += groups;
   }
   t_a_scratch.Trim(kRetainedScratch);
 }
@@ -478,35 +480,32 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
       }
       x.b = {buffer, RoundUp(x.nc, kCols), 0};
     }
-    // Enough tasks for threads claiming them one at a time to finish
-    // together (about four each), splitting columns when rows are few.
-    const int64_t wanted_groups =
-        rows_first && row_blocks >= 2 * threads ? 1 : CeilDiv(threads > 1 ? 4 * threads : 1, row_blocks);
-    int64_t groups = std::clamp(wanted_groups, CeilDiv(panels, MaxTaskPanels()), panels);
-    // The threads' shares are equal only when the tasks divide among them.
-    // Column-major shares hold whole column groups (every row block of them):
-    // ViT's qkv (72 panels) made 5 groups of 2 row blocks (108 + 89 rows),
-    // and the thread with three 108-row tasks ran 4% longer than the other,
-    // which then idled. With one row block the groups are the tasks: BERT's
-    // and GPT-2's qkv (128 x 2304, 72 panels) made 9 groups of 8 panels, 5
-    // for one thread and 4 for the other. So the groups are rounded up to a
-    // multiple of the threads and cut into widths differing by at most one
-    // panel (RunTasks): 72 panels as 10 groups of 7 or 8 (a fixed width of
-    // ceil(72 / 10) = 8 would leave 9 groups again). Not where rows alone
-    // give the threads enough tasks.
+    // Panel groups: on one thread, or where rows alone give the threads
+    // enough tasks, as few as keep a task's panels in L2. Row-block major on
+    // several threads, single panels, which the pool's chunks gather
+    // (RunTaskRange). Column-major shares hold whole column groups (every row
+    // block of them), about four a thread, as many as a multiple of the
+    // threads so that the shares are equal: ViT's qkv (72 panels) made 5
+    // groups of 2 row blocks (108 + 89 rows), and the thread with three
+    // 108-row tasks ran 4% longer than the other, which then idled; the
+    // groups' widths differ by at most one panel (72 panels as 10 groups of 7
+    // or 8: a fixed width of ceil(72 / 10) = 8 would leave 9 groups again).
     const bool rows_suffice = rows_first && row_blocks >= 2 * threads;
-    if (threads > 1 && !rows_suffice && (x.columns_major || row_blocks * groups % threads != 0))
+    const int64_t fewest_groups = CeilDiv(panels, MaxTaskPanels());
+    int64_t groups = fewest_groups;
+    if (threads > 1 && !rows_suffice && !x.columns_major) {
+      groups = panels;
+    } else if (threads > 1 && !rows_suffice) {
+      groups = std::clamp(CeilDiv(4 * threads, row_blocks), fewest_groups, panels);
       groups = std::min(RoundUp(groups, threads), panels);
+    }
     x.panel_groups = groups;
     const int64_t tasks = row_blocks * x.panel_groups;
-    const int shares_count = static_cast<int>(std::min<int64_t>(threads, tasks));
-    TaskShares shares(tasks, shares_count);
-    if (shares_count > 1) {
-      pool->ParallelFor(shares_count, 1, [&](int64_t begin, int64_t end) {
-        for (int64_t home = begin; home < end; ++home) RunTasks(x, shares, static_cast<int>(home));
-      });
+    const uint64_t call = g_sgemm_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (threads > 1 && tasks > 1) {
+      pool->ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) { RunTaskRange(x, call, begin, end); });
     } else {
-      RunTasks(x, shares, 0);
+      RunTaskRange(x, call, 0, tasks);
     }
   }
   t_b_scratch.Trim(kRetainedScratch);
