@@ -202,11 +202,11 @@ int64_t MaxTaskPanels() {
 // are a panel or two that the thread done first can take.
 //
 // The rows of A a thread last packed for a call, kept across its chunks of
-// that call (each call its own id) while its scratch holds them.
+// that call (each call its own id).
 struct PackedRows {
   uint64_t call = 0;
   int64_t i0 = -1;
-  const float* buffer = nullptr;
+  const float* buffer = nullptr;  // where (a grown scratch moves)
 };
 thread_local PackedRows t_packed_rows;
 std::atomic<uint64_t> g_sgemm_calls{0};
@@ -221,6 +221,8 @@ void RunRowBlockPanels(const Block& x, uint64_t call, int64_t row_block, int64_t
   } else if (x.a_shared) {
     a = {x.a_shared, RoundUp(x.m, kRows), i0 / kRows};
   } else {
+    // A very large buffer left by an earlier call is dropped here, before this call packs into its scratch.
+    if (t_packed_rows.call != call) t_a_scratch.Trim(kRetainedScratch);
     float* buffer = t_a_scratch.Get(padded_rows * x.k);
     if (t_packed_rows.call != call || t_packed_rows.i0 != i0 || t_packed_rows.buffer != buffer) {
       for (int64_t p0 = 0; p0 < x.k; p0 += kKc)
@@ -248,7 +250,6 @@ void RunTaskRange(const Block& x, uint64_t call, int64_t begin, int64_t end) {
     RunRowBlockPanels(x, call, row_block, group_start(group), group_start(group + groups));
     t += groups;
   }
-  t_a_scratch.Trim(kRetainedScratch);
 }
 
 // Runs fn(unit) for units [0, n) on up to `threads` threads, claimed one at a time.
