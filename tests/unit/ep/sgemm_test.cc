@@ -278,18 +278,23 @@ TEST_P(SgemmTest, BitwiseIndependentOfThreadCount) {
 }
 
 // How the driver cuts C into tasks at 2 and 3 threads: one row block up to
-// 204 rows (ViT's 197 tokens) and not from 205, column groups rounded up to
-// a multiple of the threads and cut into widths differing by a panel (72
-// panels as 10 groups at 2 threads, 12 at 3; an odd count of panels like an
-// LM head's), with B packed beforehand and plain. Every element is visited
-// by the epilogue exactly once, the bits do not depend on the thread count,
-// and the sums agree with the double-precision loops.
+// 204 rows (ViT's 197 tokens) and not from 205; row-block major, single
+// panels that the pool's chunks gather into ranges, a chunk also crossing
+// from one row block into the next (600 rows: 5 blocks at 2 threads, shares
+// of 2.5 blocks); column-group major for a few row blocks (600 rows at 3
+// threads), groups rounded up to a multiple of the threads and cut into
+// widths differing by a panel (72 panels as 10 groups at 2 threads, 12 at 3;
+// an odd count of panels like an LM head's), with B packed beforehand and
+// plain. Every element is visited by the epilogue exactly once, the bits do
+// not depend on the thread count, and the sums agree with the
+// double-precision loops.
 TEST_P(SgemmTest, TaskSplitsCoverEachElementOnceWhateverTheThreads) {
   std::mt19937 rng(11);
   ThreadPool pool1(1), pool2(2), pool3(3);
   ThreadPool* pools[3] = {&pool1, &pool2, &pool3};
   for (const Case& s : std::vector<Case>{
-           {128, 2304, 24}, {197, 2304, 20}, {204, 330, 270}, {205, 330, 270}, {145, 99 * 32 + 7, 9}, {128, 768, 520}}) {
+           {128, 2304, 24}, {197, 2304, 20}, {204, 330, 270}, {205, 330, 270}, {145, 99 * 32 + 7, 9}, {128, 768, 520},
+           {600, 700, 40}}) {
     Stored a = RandomStored(s.m, s.k, false, 0, rng), b = RandomStored(s.k, s.n, false, 0, rng);
     const std::vector<float> zero(static_cast<size_t>(s.m * s.n), 0.f);
     const std::vector<float> want = Naive(s.m, s.n, s.k, 1.f, a, b, 0.f, zero, s.n);
