@@ -202,7 +202,7 @@ int64_t MaxTaskPanels() {
 // are a panel or two that the thread done first can take.
 //
 // The rows of A a thread last packed for a call, kept across its chunks of
-// that call (each call its own id).
+// that call, in every column block (each call its own id).
 struct PackedRows {
   uint64_t call = 0;
   int64_t i0 = -1;
@@ -458,6 +458,8 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     PackAllOfA(a, m, k0, k, shared, pool, threads);
     x.a_shared = shared;
   }
+  // One id for every column block: the rows of A a thread packs do not depend on the columns.
+  const uint64_t call = g_sgemm_calls.fetch_add(1, std::memory_order_relaxed) + 1;
   for (int64_t j0 = 0; j0 < n; j0 += block_cols) {
     x.j0 = j0;
     x.nc = std::min(block_cols, n - j0);
@@ -502,7 +504,6 @@ void SgemmDepthRange(int64_t m, int64_t n, int64_t k0, int64_t k, const SgemmA& 
     }
     x.panel_groups = groups;
     const int64_t tasks = row_blocks * x.panel_groups;
-    const uint64_t call = g_sgemm_calls.fetch_add(1, std::memory_order_relaxed) + 1;
     if (threads > 1 && tasks > 1) {
       pool->ParallelFor(tasks, 1, [&](int64_t begin, int64_t end) { RunTaskRange(x, call, begin, end); });
     } else {

@@ -131,6 +131,24 @@ TEST_P(SgemmTest, ManyColumnBlocksAndDepthRanges) {
 }
 
 // beta == 0 never reads C (NaN there must not leak); k == 0 or alpha == 0 scale C only.
+// Several row blocks, each thread packing its own rows of A, over several
+// column blocks of a B packed per call (k = 4100: blocks of 480 columns): a
+// thread reuses the rows it packed in one column block in the next, and the
+// bits are the one-thread product's.
+TEST_P(SgemmTest, PackedRowsOfAReusedAcrossColumnBlocksBitwise) {
+  std::mt19937 rng(12);
+  const int64_t m = 600, n = 1000, k = 4100;
+  Stored a = RandomStored(m, k, false, 0, rng), b = RandomStored(k, n, false, 0, rng);
+  std::vector<float> one(m * n, 0.f);
+  cpu::Sgemm(m, n, k, 1.f, a.view(), b.view(), 0.f, one.data(), n, nullptr);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<float> c(m * n, 0.f);
+    cpu::Sgemm(m, n, k, 1.f, a.view(), b.view(), 0.f, c.data(), n, &pool);
+    EXPECT_TRUE(BitwiseEqual(one, c)) << threads << " threads";
+  }
+}
+
 TEST_P(SgemmTest, BetaZeroIgnoresCAndEmptyKScales) {
   std::mt19937 rng(4);
   Stored a = RandomStored(13, 9, false, 0, rng), b = RandomStored(9, 40, false, 0, rng);
