@@ -599,11 +599,15 @@ Status ConvFloatWithEpilogue(KernelContext& ctx, const ConvEpilogue* epilogue) {
     if (ConvPointwiseSmallApplies(pw)) return ConvPointwiseSmall(ctx, pw, xp, wp, bp, epilogue, z, yp);
   }
 
-  // The 2-D group-1 geometry the pixel-major and indirect paths take.
-  const bool conv2d_shape =
-      planar && s.group == 1 && s.dilation[1] == 1 && s.dilation[2] == 1 && s.stride[1] == s.stride[2];
+  // The 2-D group-1 geometry the pixel-major and indirect paths take. A 1-D
+  // conv's row axis is trivial (one input row, one output row, one kernel
+  // row), so its stride there, always 1, does not matter: it runs with the
+  // stride along the line (silero-vad's stride-2 encoder convs).
+  const bool one_row = s.in[1] == 1 && s.out[1] == 1 && s.kernel[1] == 1 && s.pad[1] == 0;
+  const bool conv2d_shape = planar && s.group == 1 && s.dilation[1] == 1 && s.dilation[2] == 1 &&
+                            (s.stride[1] == s.stride[2] || one_row);
   const Conv2D g2{s.N,      s.C,         s.in[1],     s.in[2],     s.M,      s.out[1],
-                  s.out[2], s.kernel[1], s.kernel[2], s.stride[1], s.pad[1], s.pad[2]};
+                  s.out[2], s.kernel[1], s.kernel[2], s.stride[2], s.pad[1], s.pad[2]};
   if (conv2d_shape && ConvPixelApplies(g2)) return ConvPixel(ctx, g2, xp, wp, bp, epilogue, z, yp);
 
   // (image, group) units split into column tiles: one task each, all in one

@@ -41,6 +41,8 @@ namespace nee::cpu {
 namespace {
 
 constexpr int64_t kTilePixels = 6;
+// Outputs few enough for the pixel-major path whatever the stride.
+constexpr int64_t kFewPixels = 16;
 // Pixels per task: their tap rows (kc x stride x chunk floats) stay in L2
 // while every block of sixteen channels passes over them.
 constexpr int64_t kChunkPixels = 240;
@@ -83,20 +85,23 @@ using TransposeFinishFn = void (*)(const float* grid, int64_t ldg, int64_t M, in
 
 namespace {
 
-// R pixels by 16 channels over taps [0, kc): pixel r reads rows[p][S * r].
-// Stores into (or, after the first depth block, adds to) the grid tile.
+// R pixels by 16 channels over taps [0, kc): pixel r reads rows[p][step * r],
+// step = S, or `stride` where S is 0 (the strides other than 1 and 2, which
+// only short rows of output take: see ConvPixelApplies). Stores into (or,
+// after the first depth block, adds to) the grid tile.
 template <int R, int S>
 __attribute__((target("avx2,fma"))) void PixelTile(int64_t kc, const float* const* rows, int64_t j, const float* w,
-                                                   float* tile, int64_t ldg, bool accumulate) {
+                                                   float* tile, int64_t ldg, bool accumulate, int64_t stride) {
+  const int64_t step = S > 0 ? S : stride;
   __m256 acc[R][2];
 #pragma GCC unroll 6
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
-    const float* a = rows[p] + S * j;
+    const float* a = rows[p] + step * j;
     const __m256 b0 = _mm256_load_ps(w + p * 16), b1 = _mm256_load_ps(w + p * 16 + 8);
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const __m256 av = _mm256_broadcast_ss(a + S * r);
+      const __m256 av = _mm256_broadcast_ss(a + step * r);
       acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
     }
@@ -126,7 +131,7 @@ int64_t TileCount(int64_t left) {
   return left < 14 ? kLast[left] : kTilePixels;
 }
 
-using TileFn = void (*)(int64_t, const float* const*, int64_t, const float*, float*, int64_t, bool);
+using TileFn = void (*)(int64_t, const float* const*, int64_t, const float*, float*, int64_t, bool, int64_t);
 template <int S>
 constexpr TileFn kTiles[kTilePixels] = {PixelTile<1, S>, PixelTile<2, S>, PixelTile<3, S>,
                                          PixelTile<4, S>, PixelTile<5, S>, PixelTile<6, S>};
@@ -143,10 +148,10 @@ void PixelGemm(const PixelSegment* segments, int64_t count, const PixelPackedWei
     for (int64_t cb = cb0; cb < cb1; ++cb) {
       const float* wb = w.Block(b, cb);  // stays in L1 across the segments
       for (const PixelSegment* seg = segments; seg < segments + count; ++seg) {
-        const TileFn* tiles = seg->stride == 2 ? kTiles<2> : kTiles<1>;
+        const TileFn* tiles = seg->stride == 1 ? kTiles<1> : seg->stride == 2 ? kTiles<2> : kTiles<0>;
         for (int64_t j = 0, count; j < seg->pixels; j += count) {
           count = TileCount(seg->pixels - j);
-          tiles[count - 1](kc, seg->rows + p0, j, wb, seg->grid + j * ldg + cb * 16, ldg, p0 > 0);
+          tiles[count - 1](kc, seg->rows + p0, j, wb, seg->grid + j * ldg + cb * 16, ldg, p0 > 0, seg->stride);
         }
       }
     }
@@ -409,8 +414,12 @@ class PixelTask {
 }  // namespace
 
 bool ConvPixelApplies(const Conv2D& g) {
-  if (!PixelGemmAvailable() || (g.stride != 1 && g.stride != 2)) return false;
+  if (!PixelGemmAvailable() || g.stride < 1) return false;
   if (g.N <= 0 || g.C <= 0 || g.M <= 0 || g.OH <= 0 || g.OW <= 0) return false;
+  // Larger strides where the output is a few pixels (silero-vad's STFT as a
+  // 256-tap conv of stride 128 with 3 outputs: 26 -> 6 us): the channel-major
+  // tiles are 16 pixels wide, and im2col's per-row setup is most of its cost.
+  if (g.stride > 2) return g.OH * g.OW <= kFewPixels;
   // Measured against the channel-major paths, one conv at a time, 1 thread
   // (AVX2, Zen 3): every strided or k x k conv that does not take Winograd
   // ran 5-25% faster here (YOLO's and ResNet's stride-2 3x3s, the 6x6 and

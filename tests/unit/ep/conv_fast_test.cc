@@ -229,6 +229,19 @@ std::vector<ConvCase> Grid() {
        {IntsAttr("strides", {2, 2}), IntsAttr("pads", {1, 2, 0, 2})}},
       {"2d_pixel_wide_pads", {2, 3, 12, 12}, {18, 3, 7, 7}, true,
        {IntsAttr("strides", {2, 2}), IntsAttr("pads", {3, 5, 2, 4})}},
+      // 1-D strided convs (their row axis trivial, its stride 1) on the
+      // pixel-major path: outputs two and one pixel long, padded (silero-vad's
+      // encoder), a stride of 128 over a 256-tap window (its STFT), a 2-D
+      // stride of 3 with 16 outputs and pads reaching into the borders; and
+      // a 1-D stride-2 conv too shallow for it, on the indirect path.
+      {"1d_pixel_stride2_two_outputs", {1, 128, 3}, {64, 128, 3}, true,
+       {IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
+      {"1d_pixel_stride2_one_output", {2, 64, 2}, {40, 64, 3}, true,
+       {IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
+      {"1d_pixel_stride128", {1, 1, 576}, {258, 1, 256}, false, {IntsAttr("strides", {128})}},
+      {"2d_pixel_stride3_padded", {1, 8, 10, 11}, {20, 8, 3, 3}, true,
+       {IntsAttr("strides", {3, 3}), IntsAttr("pads", {1, 2, 1, 0})}},
+      {"1d_indirect_stride2", {1, 2, 60}, {12, 2, 16}, true, {IntsAttr("strides", {2}), IntsAttr("pads", {7, 7})}},
       // Winograd F(2x2, 3x3): odd output sizes (a half-used last tile row and
       // column), asymmetric pads, tile rows wider than one vector of 16
       // tiles, and planes cut into several blocks of tile rows.
