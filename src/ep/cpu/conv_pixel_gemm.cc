@@ -85,38 +85,54 @@ using TransposeFinishFn = void (*)(const float* grid, int64_t ldg, int64_t M, in
 
 namespace {
 
-// R pixels by 16 channels over taps [0, kc): pixel r reads rows[p][step * r],
-// step = S, or `stride` where S is 0 (the strides other than 1 and 2, which
-// only short rows of output take: see ConvPixelApplies). Stores into (or,
-// after the first depth block, adds to) the grid tile.
-template <int R, int S>
+// R pixels by B blocks of 16 channels over taps [0, kc): pixel r reads
+// rows[p][step * r], step = S, or `stride` where S is 0 (the strides other
+// than 1 and 2, which only short rows of output take: see ConvPixelApplies);
+// block i's weights lie i * w_step floats after w, its sums 16 * i floats
+// along the grid row. Stores into (or, after the first depth block, adds to)
+// the grid tile. Each sum is one FMA chain over the taps in order, whatever
+// R and B.
+template <int R, int S, int B>
 __attribute__((target("avx2,fma"))) void PixelTile(int64_t kc, const float* const* rows, int64_t j, const float* w,
-                                                   float* tile, int64_t ldg, bool accumulate, int64_t stride) {
+                                                   int64_t w_step, float* tile, int64_t ldg, bool accumulate,
+                                                   int64_t stride) {
   const int64_t step = S > 0 ? S : stride;
-  __m256 acc[R][2];
+  __m256 acc[R][B][2];
 #pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < B; ++i) acc[r][i][0] = acc[r][i][1] = _mm256_setzero_ps();
   for (int64_t p = 0; p < kc; ++p) {
     const float* a = rows[p] + step * j;
-    const __m256 b0 = _mm256_load_ps(w + p * 16), b1 = _mm256_load_ps(w + p * 16 + 8);
+    __m256 b[B][2];
+#pragma GCC unroll 4
+    for (int i = 0; i < B; ++i) {
+      b[i][0] = _mm256_load_ps(w + i * w_step + p * 16);
+      b[i][1] = _mm256_load_ps(w + i * w_step + p * 16 + 8);
+    }
 #pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + step * r);
-      acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+#pragma GCC unroll 4
+      for (int i = 0; i < B; ++i) {
+        acc[r][i][0] = _mm256_fmadd_ps(av, b[i][0], acc[r][i][0]);
+        acc[r][i][1] = _mm256_fmadd_ps(av, b[i][1], acc[r][i][1]);
+      }
     }
   }
 #pragma GCC unroll 6
-  for (int r = 0; r < R; ++r) {
-    float* out = tile + r * ldg;
-    __m256 lo = acc[r][0], hi = acc[r][1];
-    if (accumulate) {
-      lo = _mm256_add_ps(_mm256_loadu_ps(out), lo);
-      hi = _mm256_add_ps(_mm256_loadu_ps(out + 8), hi);
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int i = 0; i < B; ++i) {
+      float* out = tile + r * ldg + 16 * i;
+      __m256 lo = acc[r][i][0], hi = acc[r][i][1];
+      if (accumulate) {
+        lo = _mm256_add_ps(_mm256_loadu_ps(out), lo);
+        hi = _mm256_add_ps(_mm256_loadu_ps(out + 8), hi);
+      }
+      _mm256_storeu_ps(out, lo);
+      _mm256_storeu_ps(out + 8, hi);
     }
-    _mm256_storeu_ps(out, lo);
-    _mm256_storeu_ps(out + 8, hi);
-  }
 }
 
 // Pixels in the next tile when `left` remain: six, but the last few are cut
@@ -131,10 +147,33 @@ int64_t TileCount(int64_t left) {
   return left < 14 ? kLast[left] : kTilePixels;
 }
 
-using TileFn = void (*)(int64_t, const float* const*, int64_t, const float*, float*, int64_t, bool, int64_t);
+using TileFn = void (*)(int64_t, const float* const*, int64_t, const float*, int64_t, float*, int64_t, bool, int64_t);
 template <int S>
-constexpr TileFn kTiles[kTilePixels] = {PixelTile<1, S>, PixelTile<2, S>, PixelTile<3, S>,
-                                         PixelTile<4, S>, PixelTile<5, S>, PixelTile<6, S>};
+constexpr TileFn kTiles[kTilePixels] = {PixelTile<1, S, 1>, PixelTile<2, S, 1>, PixelTile<3, S, 1>,
+                                         PixelTile<4, S, 1>, PixelTile<5, S, 1>, PixelTile<6, S, 1>};
+
+// A run of one to three pixels has two to six sums per block of sixteen
+// channels, too few FMA chains to hide their latency: it takes four blocks
+// at a time (one pixel) or two (two pixels) instead, whatever fits the
+// sixteen registers. (A 512 -> 1280 1x1 conv on one pixel: 55 -> 50 us.)
+constexpr int NarrowBlocks(int64_t pixels) { return pixels == 1 ? 4 : pixels == 2 ? 2 : 1; }
+
+template <int S>
+TileFn NarrowTile(int64_t pixels, int64_t blocks) {
+  switch (pixels * 8 + blocks) {
+    case 9: return PixelTile<1, S, 1>;
+    case 10: return PixelTile<1, S, 2>;
+    case 11: return PixelTile<1, S, 3>;
+    case 12: return PixelTile<1, S, 4>;
+    case 17: return PixelTile<2, S, 1>;
+    case 18: return PixelTile<2, S, 2>;
+    default: return PixelTile<3, S, 1>;
+  }
+}
+TileFn NarrowTileFor(int64_t pixels, int64_t blocks, int64_t stride) {
+  return stride == 1 ? NarrowTile<1>(pixels, blocks) : stride == 2 ? NarrowTile<2>(pixels, blocks)
+                                                                    : NarrowTile<0>(pixels, blocks);
+}
 
 
 }  // namespace
@@ -143,16 +182,30 @@ bool PixelGemmAvailable() { return SgemmActiveIsa() >= SgemmIsa::kAvx2; }
 
 void PixelGemm(const PixelSegment* segments, int64_t count, const PixelPackedWeights& w, int64_t cb0, int64_t cb1,
                int64_t ldg) {
+  const PixelSegment* const end = segments + count;
+  // A segment of three pixels or fewer is one narrow tile (TileCount gives
+  // four or more to every tile of a longer one).
+  auto narrow = [](const PixelSegment& seg) { return seg.pixels < 4; };
   for (int64_t b = 0; b < w.depth_blocks(); ++b) {
-    const int64_t p0 = w.BlockStart(b), kc = w.BlockStart(b + 1) - p0;
+    const int64_t p0 = w.BlockStart(b), kc = w.BlockStart(b + 1) - p0, w_step = 16 * kc;
     for (int64_t cb = cb0; cb < cb1; ++cb) {
       const float* wb = w.Block(b, cb);  // stays in L1 across the segments
-      for (const PixelSegment* seg = segments; seg < segments + count; ++seg) {
+      for (const PixelSegment* seg = segments; seg < end; ++seg) {
+        if (narrow(*seg)) continue;
         const TileFn* tiles = seg->stride == 1 ? kTiles<1> : seg->stride == 2 ? kTiles<2> : kTiles<0>;
         for (int64_t j = 0, count; j < seg->pixels; j += count) {
           count = TileCount(seg->pixels - j);
-          tiles[count - 1](kc, seg->rows + p0, j, wb, seg->grid + j * ldg + cb * 16, ldg, p0 > 0, seg->stride);
+          tiles[count - 1](kc, seg->rows + p0, j, wb, w_step, seg->grid + j * ldg + cb * 16, ldg, p0 > 0,
+                           seg->stride);
         }
+      }
+    }
+    for (const PixelSegment* seg = segments; seg < end; ++seg) {
+      if (!narrow(*seg) || seg->pixels == 0) continue;
+      for (int64_t cb = cb0, blocks; cb < cb1; cb += blocks) {
+        blocks = std::min<int64_t>(NarrowBlocks(seg->pixels), cb1 - cb);
+        NarrowTileFor(seg->pixels, blocks, seg->stride)(kc, seg->rows + p0, 0, w.Block(b, cb), w_step,
+                                                        seg->grid + cb * 16, ldg, p0 > 0, seg->stride);
       }
     }
   }
@@ -217,6 +270,17 @@ template <FusedActivation::Kind K>
 __attribute__((target("avx2,fma"))) void TransposeFinish(const float* grid, int64_t ldg, int64_t M, int64_t pixels,
                                                          float* y, int64_t y_plane, const OutFinish& f) {
   const int64_t whole = M / 8 * 8;
+  if (pixels == 1 && y_plane == 1) {  // one pixel's channels, contiguous in the grid and in y: no transpose
+    for (int64_t m = 0; m < whole; m += 8) {
+      __m256 s = _mm256_add_ps(_mm256_loadu_ps(grid + m), f.bias ? _mm256_loadu_ps(f.bias + m) : _mm256_setzero_ps());
+      if (f.z) s = _mm256_add_ps(s, _mm256_loadu_ps(f.z + m));
+      _mm256_storeu_ps(y + m, Activate8<K>(*f.act, s));
+    }
+    std::copy(grid + whole, grid + M, y + whole);
+    BiasResidualActivate(*f.act, f.bias ? f.bias + whole : nullptr, f.z ? f.z + whole : nullptr, 1, y + whole, 1,
+                         M - whole, 1);
+    return;
+  }
   for (int64_t m = 0; m < whole; m += 8) {
     __m256 bias[8];
 #pragma GCC unroll 8
@@ -430,7 +494,10 @@ bool ConvPixelApplies(const Conv2D& g) {
   // with a shallow depth (16-128 input channels) the transpose and the
   // short sums cost more than packing the input (up to 40% slower).
   const int64_t K = g.K(), pixels = g.OH * g.OW;
-  if (g.pointwise()) return K >= 160 && (pixels <= 196 || 4 * g.M < K);
+  // And any pointwise conv of fewer pixels than a vector holds (an SE
+  // block's or a classifier's 1x1 convs on one pixel), which the
+  // pixel-vector kernels compute in a sixteenth of their lanes.
+  if (g.pointwise()) return pixels < kFewPixels || (K >= 160 && (pixels <= 196 || 4 * g.M < K));
   // On AVX-512 machines (Zen 4, 1 thread, in the models) against the AVX-512
   // im2col / indirect paths: the 7x7 and 6x6 stems (K 147, 108) and ResNet's
   // 3x3 stride-2 convs 5-12% faster here, MobileNetV2's 3x3 stem (K 27: 3

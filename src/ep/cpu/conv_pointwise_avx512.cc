@@ -233,8 +233,10 @@ bool ConvPointwiseAvx512Applies(const Pointwise& g) {
   // 384 -> 64) within the noise (a 49-pixel image fills 49 of a tile's 64
   // lanes); convs with few outputs 1.3-3.8x (256 -> 1 at 80x80, 16 -> 5 at
   // 160x160, 64 -> 4 at 40x40), except 128 -> 2 at 40x40, 10% slower (24 us:
-  // a half-height tile still computes four channels).
-  return g.N > 0 && g.C > 0 && g.M > 0;
+  // a half-height tile still computes four channels). Fewer pixels than a
+  // vector holds go to the pixel-major kernel (conv_pixel_gemm.h), which has
+  // the channels in its vectors: a 512 -> 1280 conv on one pixel 211 -> 44 us.
+  return g.N > 0 && g.C > 0 && g.M > 0 && g.pixels >= 16;
 #else
   (void)g;
   return false;

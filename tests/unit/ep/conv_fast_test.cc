@@ -242,6 +242,14 @@ std::vector<ConvCase> Grid() {
       {"2d_pixel_stride3_padded", {1, 8, 10, 11}, {20, 8, 3, 3}, true,
        {IntsAttr("strides", {3, 3}), IntsAttr("pads", {1, 2, 1, 0})}},
       {"1d_indirect_stride2", {1, 2, 60}, {12, 2, 16}, true, {IntsAttr("strides", {2}), IntsAttr("pads", {7, 7})}},
+      // Pointwise convs of one to nine pixels on the pixel-major path (runs
+      // of one to three pixels take several channel blocks a tile), and a
+      // 1-D stride-2 conv with three outputs.
+      {"2d_pixel_pointwise_one_pixel", {1, 300, 1, 1}, {70, 300, 1, 1}, true, {}},
+      {"2d_pixel_pointwise_two_pixels", {1, 40, 2, 1}, {50, 40, 1, 1}, false, {}},
+      {"2d_pixel_pointwise_nine_pixels", {1, 24, 3, 3}, {33, 24, 1, 1}, true, {}},
+      {"1d_pixel_stride2_three_outputs", {1, 64, 5}, {40, 64, 3}, true,
+       {IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
       // Winograd F(2x2, 3x3): odd output sizes (a half-used last tile row and
       // column), asymmetric pads, tile rows wider than one vector of 16
       // tiles, and planes cut into several blocks of tile rows.

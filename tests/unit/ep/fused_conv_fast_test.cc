@@ -109,6 +109,15 @@ const std::vector<Geometry> kGeometries = {
     // 5); two images of 169 pixels (a last vector of 9) over 70 channels.
     {"pointwise512", {1, 17, 9, 7}, {21, 17, 1, 1}, {}},
     {"pointwise512_two_images", {2, 70, 13, 13}, {9, 70, 1, 1}, {}},
+    // Pointwise convs of fewer pixels than a vector, on the pixel-major path
+    // (one image: several images of few pixels take the batched path): one
+    // pixel (an SE block's or a classifier's 1x1, its transpose skipped; 70
+    // channels: four blocks of 16 at a time, then one, 6 left over for the
+    // finisher; 300 taps: three depth blocks); two and three pixels (two
+    // blocks at a time and one).
+    {"pixel_pointwise_one_pixel", {1, 300, 1, 1}, {70, 300, 1, 1}, {}},
+    {"pixel_pointwise_two_pixels", {1, 40, 1, 2}, {50, 40, 1, 1}, {}},
+    {"pixel_pointwise_three_pixels", {1, 24, 3, 1}, {33, 24, 1, 1}, {}},
 };
 
 // The widest kernels the CPU has, then AVX2 at most (the AVX2 kernels on an
