@@ -197,6 +197,25 @@ Result<std::vector<double>> ReadDoubles(const Tensor& t) {
 
 // ---- Shape rule ------------------------------------------------------------
 
+// The output shape from scales over an input of partly unknown dims: a known
+// dim scaled as the kernel scales it, an unknown one kept (its symbol too: a
+// dynamic batch, a CNN's channels after a symbolic batch) where its scale is
+// 1, else unknown. The plan is made with the unknown dims as 1; where that
+// fails, the shape is left unknown and the kernel reports the problem.
+Shape ScaledShape(const InferenceContext& ctx, const ResizeAttrs& attrs, const Shape& x, std::vector<double> scales) {
+  std::vector<int64_t> dims;
+  for (const Dim& d : x) dims.push_back(d.known() ? d.value : 1);
+  std::vector<int64_t> no_sizes;
+  Result<ResizePlan> plan = MakePlan(ctx, attrs, dims, &scales, &no_sizes, nullptr);
+  Shape out(x.size(), Dim::Unknown());
+  if (!plan.ok()) return out;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d].known()) out[d] = Dim::Known(plan.value().out_dims[d]);
+    else if (plan.value().scales[d] == 1.0) out[d] = x[d];
+  }
+  return out;
+}
+
 Status InferResize(InferenceContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
   TypeInfo& out = ctx.output_types[0];
@@ -235,6 +254,7 @@ Status InferResize(InferenceContext& ctx) {
     if (!sizes.empty() && attrs.aspect_policy == "stretch" && attrs.axes.empty() &&
         sizes.size() == x->shape->size())
       out.shape = ShapeFromDims(sizes);
+    if (sizes.empty()) out.shape = ScaledShape(ctx, attrs, *x->shape, scales);
     return Status::Ok();
   }
   NEE_ASSIGN_OR_RETURN(ResizePlan plan, MakePlan(ctx, attrs, in_dims, &scales, &sizes, nullptr));

@@ -10,14 +10,16 @@
 // Conv and com.microsoft FusedConv nodes of these kinds become BlockedConv:
 //   - pointwise: 1x1, stride 1, no padding, group 1;
 //   - depthwise: 3x3, stride 1 or 2, padding 1, one channel per group;
-// with float32 input and output of static shape, 2-D, dilation 1, constant
+// with float32 input and output whose channel counts are known (batch, height
+// and width may be symbolic: the kernels read them at run time; pads given or
+// VALID where the input's size is not known), 2-D, dilation 1, constant
 // weights, and input and output channels multiples of 8 (no padding lanes).
 // Two more kinds join a run, on hosts with AVX2 or AVX-512 (the stem
 // kernels, ep/cpu/blocked_stem_avx512.h and blocked_stem_avx2.h, make them pay):
 //   - a stem: a group-1 conv over few input channels (not a multiple of 8, at
 //     most 16: a CNN's first conv on RGB) becomes a BlockedConv reading its
 //     NCHW input (input_layout = "nchw"), so its output needs no ToBlocked;
-//   - MaxPool (2-D, static shapes, channels multiples of 8, no Indices)
+//   - MaxPool (2-D, channels multiples of 8, no Indices)
 //     becomes BlockedMaxPool, e.g. ResNet's between its stem and first stage.
 // A stem joins the run its output feeds, a MaxPool (only one that feeds a
 // blocked conv or Concat) the runs on both sides. Also on these hosts, ops
@@ -192,29 +194,51 @@ bool FindChannelsLastReader(GraphEditor& ed, const std::string& y, const std::ve
   return r->perm.back() == static_cast<int64_t>(rank) - 1;  // it pays where rows of the last axis stay whole
 }
 
-// A 2-D float MaxPool of static shapes without Indices, on channels that fill whole blocks.
+// The 4-D float shape of a value whose channel count (dim 1) is known. Its
+// batch, height and width may be symbolic (a model exported with dynamic
+// axes): the blocked kernels read those from the tensors at run time.
+bool ChannelsKnown(const TypeInfo* type, Shape* shape) {
+  if (!opt::IsFloatWithRank(type) || type->shape->size() != 4 || !(*type->shape)[1].known()) return false;
+  *shape = *type->shape;
+  return true;
+}
+
+// Resolves the window's pads over x's height and width, and checks that the
+// window gives y's where both sizes are known. Where the input's size is not
+// known only explicit pads (auto_pad NOTSET or VALID) can be written into the
+// blocked node: SAME pads depend on it.
+bool ResolveWindowPads(const Node& n, nn::WindowSpec& s, const Shape& x, const Shape& y, bool same_uses_dilation) {
+  for (size_t d = 0; d < 2; ++d) {
+    if (!x[2 + d].known()) {
+      if (s.auto_pad == "SAME_UPPER" || s.auto_pad == "SAME_LOWER") return false;
+      if (s.auto_pad == "VALID") s.pads[d] = s.pads[2 + d] = 0;
+      continue;
+    }
+    Result<int64_t> out = nn::WindowOutputDim(n, s, d, x[2 + d].value, same_uses_dilation);  // resolves auto_pad
+    if (!out.ok() || (y[2 + d].known() && out.value() != y[2 + d].value)) return false;
+  }
+  return true;
+}
+
+// A 2-D float MaxPool without Indices, on channels that fill whole blocks.
 bool BlockableMaxPool(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
   if (!n.domain.empty() || n.op_type != "MaxPool" || n.inputs.size() != 1 || n.outputs.size() != 1) return false;
   // Where the stems stay NCHW (below AVX2), a blocked pool would only move
   // the run's ToBlocked before it, onto its four times larger input.
   if (HostIsaLevel() < CpuIsaLevel::kAvx2) return false;
-  std::vector<int64_t> x, y;
-  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y))
-    return false;
-  if (!opt::IsFloatWithRank(ed.TensorType(n.inputs[0])) || x.size() != 4 || y.size() != 4) return false;
+  Shape x, y;
+  if (!ChannelsKnown(ed.TensorType(n.inputs[0]), &x) || !ChannelsKnown(ed.TensorType(n.outputs[0]), &y)) return false;
   Result<nn::WindowSpec> spec = nn::ReadWindowSpec(n, 2, nullptr);
   if (!spec.ok()) return false;
   nn::WindowSpec s = spec.value();
-  for (size_t d = 0; d < 2; ++d) {
-    Result<int64_t> out = nn::WindowOutputDim(n, s, d, x[2 + d], false);  // resolves auto_pad into pads
-    if (!out.ok() || out.value() != y[2 + d]) return false;
-  }
-  if (s.dilations != std::vector<int64_t>{1, 1} || s.ceil_mode || x[1] % kChannelBlock != 0 || y[1] != x[1])
+  if (!ResolveWindowPads(n, s, x, y, false)) return false;
+  const int64_t C = x[1].value;
+  if (s.dilations != std::vector<int64_t>{1, 1} || s.ceil_mode || C % kChannelBlock != 0 || y[1].value != C)
     return false;
   c->node = index;
   c->kind = Kind::kMaxPool;
-  c->C = c->M = x[1];
+  c->C = c->M = C;
   s.auto_pad = "NOTSET";
   c->spec = s;
   return true;
@@ -235,24 +259,53 @@ bool BlockableJoin(GraphEditor& ed, size_t index, Candidate* c) {
   // link YOLO's blocks are blocked on AVX2 and AVX-512 hosts (on AVX2,
   // YOLO with its joins blocked: 0.96x the time with them NCHW, 1 thread).
   if (HostIsaLevel() < CpuIsaLevel::kAvx2) return false;
-  std::vector<int64_t> y;
-  if (!opt::StaticDims(ed.TensorType(n.outputs[0]), &y) || y.size() != 4 || y[1] % kChannelBlock != 0) return false;
-  if (!opt::IsFloatWithRank(ed.TensorType(n.outputs[0]))) return false;
+  Shape y;
+  if (!ChannelsKnown(ed.TensorType(n.outputs[0]), &y) || y[1].value % kChannelBlock != 0) return false;
   if (add && n.inputs.size() != 2) return false;
   if (concat) {
     Result<int64_t> axis = n.GetInt("axis", 0);
     if (!axis.ok() || (axis.value() != 1 && axis.value() != -3)) return false;
   }
+  // An Add's operands have the output's channels (none broadcast along
+  // them), so any broadcasting over N, H and W is the same on the blocked
+  // tensors, whose dims 0, 2 and 3 are those; a Concat's operands agree on
+  // N, H and W, or the op fails at run time in either layout.
   for (const std::string& in : n.inputs) {
-    std::vector<int64_t> x;
-    if (in.empty() || !opt::StaticDims(ed.TensorType(in), &x) || x.size() != 4) return false;
-    if (!opt::IsFloatWithRank(ed.TensorType(in)) || x[1] % kChannelBlock != 0) return false;
-    if (add && x != y) return false;  // no broadcasting
-    if (concat && (x[0] != y[0] || x[2] != y[2] || x[3] != y[3])) return false;
+    Shape x;
+    if (in.empty() || !ChannelsKnown(ed.TensorType(in), &x) || x[1].value % kChannelBlock != 0) return false;
+    if (add && x[1].value != y[1].value) return false;
   }
   c->node = index;
   c->kind = Kind::kJoin;
-  c->C = c->M = y[1];
+  c->C = c->M = y[1].value;
+  return true;
+}
+
+// Activations that act on each element alone (Clip's bounds are scalars):
+// the same op on the blocked tensor gives the blocked result. Where a conv's
+// output goes through an Add and then one of these (a ResNet block whose
+// residual Add the conv could not take as its Z, its operands' sizes not
+// known to match: height and width symbolic), they keep the run going.
+bool ElementwiseActivation(const Node& n) {
+  static const char* const kOps[] = {"Relu", "LeakyRelu", "Clip", "Sigmoid", "HardSigmoid", "HardSwish",
+                                     "Tanh", "Elu", "Selu", "Softplus", "Mish", "Gelu"};
+  if (!n.domain.empty() || n.outputs.size() != 1 || n.inputs.empty()) return false;
+  return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return n.op_type == op; });
+}
+
+bool BlockableActivation(GraphEditor& ed, size_t index, Candidate* c) {
+  const Node& n = ed.node(index);
+  if (!ElementwiseActivation(n) || HostIsaLevel() < CpuIsaLevel::kAvx2) return false;  // as the joins
+  Shape x, y;
+  if (!ChannelsKnown(ed.TensorType(n.inputs[0]), &x) || !ChannelsKnown(ed.TensorType(n.outputs[0]), &y)) return false;
+  if (x[1].value % kChannelBlock != 0 || y[1].value != x[1].value) return false;
+  for (size_t i = 1; i < n.inputs.size(); ++i) {  // Clip's min and max
+    const TypeInfo* bound = n.inputs[i].empty() ? nullptr : ed.TensorType(n.inputs[i]);
+    if (!n.inputs[i].empty() && (!bound || !bound->shape || !bound->shape->empty())) return false;
+  }
+  c->node = index;
+  c->kind = Kind::kJoin;
+  c->C = c->M = x[1].value;
   return true;
 }
 
@@ -275,57 +328,58 @@ bool BlockableResize(GraphEditor& ed, size_t index, Candidate* c) {
   if (!opt::IsFloatTensor(scales) || scales.num_elements() != 4) return false;
   const float* sc = scales.data<float>();
   if (sc[0] != 1.f || sc[1] != 1.f) return false;
-  std::vector<int64_t> x, y;
-  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
-  if (!opt::IsFloatWithRank(ed.TensorType(n.inputs[0])) || x.size() != 4 || y.size() != 4) return false;
-  if (x[1] % kChannelBlock != 0 || y[0] != x[0] || y[1] != x[1]) return false;
+  Shape x, y;
+  if (!ChannelsKnown(ed.TensorType(n.inputs[0]), &x) || !ChannelsKnown(ed.TensorType(n.outputs[0]), &y)) return false;
+  if (x[1].value % kChannelBlock != 0 || y[1].value != x[1].value) return false;
   c->node = index;
   c->kind = Kind::kResize;
-  c->C = c->M = x[1];
+  c->C = c->M = x[1].value;
   c->scales.assign(sc, sc + 4);
   return true;
 }
 
 bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
-  if (BlockableMaxPool(ed, index, c) || BlockableJoin(ed, index, c) || BlockableResize(ed, index, c)) return true;
+  if (BlockableMaxPool(ed, index, c) || BlockableJoin(ed, index, c) || BlockableResize(ed, index, c) ||
+      BlockableActivation(ed, index, c))
+    return true;
   if (!IsConvNode(n) || n.outputs.size() != 1 || n.inputs.size() < 2 || n.inputs.size() > 4) return false;
-  std::vector<int64_t> x, y;
-  if (!opt::StaticDims(ed.TensorType(n.inputs[0]), &x) || !opt::StaticDims(ed.TensorType(n.outputs[0]), &y)) return false;
-  if (!opt::IsFloatWithRank(ed.TensorType(n.inputs[0])) || !opt::IsFloatWithRank(ed.TensorType(n.outputs[0])))
-    return false;
+  Shape x, y;
+  if (!ChannelsKnown(ed.TensorType(n.inputs[0]), &x) || !ChannelsKnown(ed.TensorType(n.outputs[0]), &y)) return false;
   const Tensor w = ed.Constant(n.inputs[1]);
-  if (!opt::IsFloatTensor(w) || w.rank() != 4 || x.size() != 4 || y.size() != 4) return false;
+  if (!opt::IsFloatTensor(w) || w.rank() != 4) return false;
   if (n.HasInput(2) && !opt::IsFloatWithRank(ed.TensorType(n.inputs[2]))) return false;
-  if (n.HasInput(3) && !opt::ProvablySameShape(ed.TensorType(n.inputs[3]), ed.TensorType(n.outputs[0]))) return false;
+  // FusedConv's residual: the output's shape, which the kernels check at run
+  // time in either layout (it is never broadcast).
+  Shape z;
+  if (n.HasInput(3) && (!ChannelsKnown(ed.TensorType(n.inputs[3]), &z) || z[1].value != y[1].value)) return false;
   const std::vector<int64_t> kernel = {w.dim(2), w.dim(3)};
   Result<nn::WindowSpec> spec = nn::ReadWindowSpec(n, 2, &kernel);
   if (!spec.ok() || spec.value().kernel != kernel) return false;
   nn::WindowSpec s = spec.value();
-  for (size_t d = 0; d < 2; ++d) {
-    Result<int64_t> out = nn::WindowOutputDim(n, s, d, x[2 + d]);  // resolves auto_pad into pads
-    if (!out.ok() || out.value() != y[2 + d]) return false;
-  }
+  if (!ResolveWindowPads(n, s, x, y, true)) return false;
   Result<int64_t> group = n.GetInt("group", 1);
   if (!group.ok()) return false;
   c->node = index;
-  c->C = x[1];
+  c->C = x[1].value;
   c->M = w.dim(0);
   c->group = group.value();
   c->spec = s;
   c->z = n.HasInput(3) ? n.inputs[3] : "";
   // A pointwise conv on blocked input whose reader wants channels last (any M: the AVX-512 pair tiles store
-  // it, masked past M); it joins a run it reads from.
+  // it, masked past M); it joins a run it reads from. (Static shapes only: the reader's Reshape is rewritten
+  // with the new dims.)
   const std::vector<int64_t> ones = {1, 1};
   const bool pointwise_1x1 = c->group == 1 && kernel == ones && s.strides == ones && s.dilations == ones &&
                              std::all_of(s.pads.begin(), s.pads.end(), [](int64_t p) { return p == 0; });
-  if (pointwise_1x1 && c->z.empty() && c->C % kChannelBlock == 0 && y[1] == c->M &&
-      HostIsaLevel() >= CpuIsaLevel::kAvx512 && FindChannelsLastReader(ed, n.outputs[0], y, &c->reader)) {
+  std::vector<int64_t> y_dims;
+  if (pointwise_1x1 && c->z.empty() && c->C % kChannelBlock == 0 && y[1].value == c->M && ShapeIsStatic(y, &y_dims) &&
+      HostIsaLevel() >= CpuIsaLevel::kAvx512 && FindChannelsLastReader(ed, n.outputs[0], y_dims, &c->reader)) {
     c->kind = Kind::kChannelsLast;
     c->repays = false;
     return true;
   }
-  if (c->M % kChannelBlock != 0 || y[1] != c->M) return false;
+  if (c->M % kChannelBlock != 0 || y[1].value != c->M) return false;
   if (c->C % kChannelBlock != 0) {
     c->kind = Kind::kStem;
     return StemConv(n, *c, kernel);
@@ -471,13 +525,17 @@ class Blocker {
 
  private:
   // A join keeps its op, now on its inputs' blocked twins (a Concat's axis
-  // written as 1: a negative one would count from the blocked rank).
+  // written as 1: a negative one would count from the blocked rank); an
+  // activation on its first input's, its attributes and Clip's bounds kept.
   void ConvertJoin(const Candidate& c) {
-    std::vector<std::string> inputs;
-    for (const std::string& in : ed_.node(c.node).inputs) inputs.push_back(Blocked(in));
     const Node& n = ed_.node(c.node);
+    const bool activation = ElementwiseActivation(n);
+    std::vector<std::string> inputs;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      inputs.push_back(activation && i > 0 ? n.inputs[i] : Blocked(n.inputs[i]));
     std::vector<Attribute> attrs;
     if (n.op_type == "Concat") attrs.push_back(IntAttr("axis", 1));
+    if (activation) attrs = n.attributes;
     ed_.RewriteAs(c.node, "", n.op_type, inputs, std::move(attrs));
     BlockedOutput(c);
   }
@@ -550,11 +608,10 @@ class Blocker {
     if (!n.domain.empty() || n.op_type != "GlobalAveragePool" || n.inputs.size() != 1 || n.outputs.size() != 1)
       return;
     auto it = blocked_.find(n.inputs[0]);
-    std::vector<int64_t> x;
-    if (it == blocked_.end() || !opt::StaticDims(ed_.TensorType(n.inputs[0]), &x) || x.size() != 4 ||
-        x[1] % kChannelBlock != 0 || !opt::IsFloatWithRank(ed_.TensorType(n.inputs[0])))
+    Shape x;
+    if (it == blocked_.end() || !ChannelsKnown(ed_.TensorType(n.inputs[0]), &x) || x[1].value % kChannelBlock != 0)
       return;
-    ed_.RewriteAs(index, kNeeDomain, "BlockedGlobalAveragePool", {it->second}, {IntAttr("channels", x[1])});
+    ed_.RewriteAs(index, kNeeDomain, "BlockedGlobalAveragePool", {it->second}, {IntAttr("channels", x[1].value)});
   }
 };
 

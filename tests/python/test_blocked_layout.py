@@ -543,3 +543,80 @@ def test_a_large_expand_conv_and_its_depthwise_conv_run_as_one_node(tmp_path, st
     assert ops.count("BlockedExpandDepthwise") == (1 if fused else 0), ops
     assert ops.count("BlockedConv") == (0 if fused else 3), ops
     expect_agrees_everywhere(data, xv, got[0])
+
+
+def with_symbolic_dims(model, axes):
+    """The model with the given NCHW axes of its input and outputs named instead of fixed (a model exported
+    with dynamic axes), its inner value types dropped."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    del model.graph.value_info[:]
+    for v in list(model.graph.input) + list(model.graph.output):
+        for axis in axes:
+            dim = v.type.tensor_type.shape.dim[axis]
+            dim.ClearField("dim_value")
+            dim.dim_param = "NCHW"[axis].lower()
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def blocked_op_counts(optimized):
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    return {op: ops.count(op) for op in ("BlockedConv", "BlockedMaxPool", "BlockedExpandDepthwise", "ToBlocked",
+                                         "FromBlocked", "Concat", "Add", "Resize")}
+
+
+@pytest.mark.parametrize("make,shapes", [
+    (lambda: mobilenet_block_model(size=14), [(2, 16, 14, 14), (1, 16, 9, 9), (3, 16, 20, 11)]),
+    (lambda: downsampling_model(size=15), [(2, 16, 15, 15), (1, 16, 8, 13)]),
+    (lambda: stem_model("resnet"), [(1, 3, 33, 33), (2, 3, 20, 17)]),
+    (lambda: upsampled_csp_model(16), [(1, 16, 16, 16), (2, 16, 30, 30)]),
+])
+@pytest.mark.parametrize("axes", [(0,), (0, 2, 3)])
+def test_dynamic_axes_run_blocked_as_static_ones_do(tmp_path, make, shapes, axes):
+    """Models exported with a dynamic batch (or dynamic height and width too, as OCR detectors are) get the
+    same blocked ops as with fixed dims (the kernels read N, H and W from the tensors), and one session
+    runs every input size, agreeing with ONNX Runtime and with nee's unoptimized graph."""
+    static = make()
+    size = [d.dim_value for d in static.graph.input[0].type.tensor_type.shape.dim]
+    if not all(s[1:] == tuple(size[1:]) for s in shapes if 2 not in axes):
+        shapes = [s for s in shapes if s[1:] == tuple(size[1:])]  # only the batch may change
+    session(static.SerializeToString(), optimized_path=tmp_path / "static.onnx")
+    dynamic = with_symbolic_dims(static, axes)
+    data = dynamic.SerializeToString()
+    sess = session(data, optimized_path=tmp_path / "dynamic.onnx")
+    if host_has_avx2():
+        dynamic_ops, static_ops = blocked_op_counts(tmp_path / "dynamic.onnx"), blocked_op_counts(tmp_path / "static.onnx")
+        if 2 in axes:
+            # A residual Add whose operands' sizes are not known to match stays an Add (blocked, with the
+            # activation after it) rather than becoming the conv's Z, which must match exactly; where it ends
+            # the graph it runs NCHW, after a reorder of each operand. The convs and pools are the same.
+            for op in ("Add", "FromBlocked"):
+                dynamic_ops.pop(op), static_ops.pop(op)
+        assert dynamic_ops == static_ops
+        assert dynamic_ops["BlockedConv"] >= 3
+    so = nee.SessionOptions()
+    so.graph_optimization_level = nee.GraphOptimizationLevel(0)
+    plain = nee.InferenceSession(data, so)
+    oracle = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    for shape in shapes:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        got = sess.run(None, {"x": x})
+        for g, p, w in zip(got, plain.run(None, {"x": x}), oracle.run(None, {"x": x})):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=3e-5)
+            np.testing.assert_allclose(g, p, rtol=1e-4, atol=3e-5)
+
+
+def test_an_add_broadcast_over_pixels_joins_the_run_and_keeps_its_meaning(tmp_path):
+    """An Add of a feature map and its per-channel mean ([N, C, 1, 1], broadcast over H and W) inside a run:
+    on the blocked tensors the same broadcast adds the same channel's value to every pixel."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    a = conv("a", "x", 16, 16, act="Relu", **c)
+    nodes.append(helper.make_node("GlobalAveragePool", [a], ["mean"]))
+    nodes.append(helper.make_node("Add", [a, "mean"], ["shifted"]))
+    b = conv("b", "shifted", 16, 24, act="Relu", **c)
+    y = conv("c", b, 24, 16, **c)
+    data, x, got, ops = run_optimized(tmp_path, nodes, inits, [2, 16, 7, 9], y, [2, 16, 7, 9])
+    if host_has_avx2():
+        assert ops.count("BlockedConv") == 3 and ops.count("FromBlocked") == 1, ops
+    expect_agrees_everywhere(data, x, got[0])

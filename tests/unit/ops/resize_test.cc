@@ -208,5 +208,20 @@ TEST(Resize, ShapeRuleUsesKnownSizes) {
   EXPECT_EQ(ShapeToString(*ictx.output_types[0].shape), "[2,3,8,6]");
 }
 
+// With scales and a partly unknown input: a known dim is scaled, an unknown
+// one kept, symbol and all, where its scale is 1, else left unknown (a
+// dynamic batch keeps its name and the channels stay known, which the
+// blocked layout pass needs; the unknown height is not guessed).
+TEST(Resize, ShapeRuleScalesTheKnownDimsOfAPartlyUnknownInput) {
+  Node node = MakeNode("Resize", 3, 1);
+  TypeInfo x = TypeInfo::Tensor(DataType::kFloat, Shape{Dim::Symbol("N"), Dim::Known(8), Dim::Unknown(), Dim::Known(5)});
+  TypeInfo scales_type = TypeInfo::Tensor(DataType::kFloat, Shape{Dim::Known(4)});
+  Tensor scales = Tensor::FromVector<float>({1.f, 1.f, 2.f, 1.5f}, {4});
+  InferenceContext ictx{node, 13, {&x, nullptr, &scales_type}, {nullptr, nullptr, &scales}, {TypeInfo{}}, {}, nullptr};
+  const OpSchema* schema = OpRegistry::Global().Resolve("", "Resize", 13).value();
+  ASSERT_TRUE(schema->infer(ictx).ok());
+  EXPECT_EQ(ShapeToString(*ictx.output_types[0].shape), "[N,8,?,7]");
+}
+
 }  // namespace
 }  // namespace nee
