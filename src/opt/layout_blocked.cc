@@ -9,7 +9,8 @@
 //
 // Conv and com.microsoft FusedConv nodes of these kinds become BlockedConv:
 //   - pointwise: 1x1, stride 1, no padding, group 1;
-//   - depthwise: 3x3, stride 1 or 2, padding 1, one channel per group;
+//   - depthwise: 3x3, stride 1 or 2, padding 1, one channel per group (5x5
+//     and 7x7 too on AVX2 and AVX-512 hosts, pads of at most half the kernel);
 // with float32 input and output whose channel counts are known (batch, height
 // and width may be symbolic: the kernels read them at run time; pads given or
 // VALID where the input's size is not known), 2-D, dilation 1, constant
@@ -105,6 +106,15 @@ struct Candidate {
   ChannelsLastReader reader;  // kChannelsLast's
 };
 
+// Whether the conv's activation is one the direct and stem tiles apply in
+// registers (ep/cpu/blocked_tile_avx512.h's InRegisters): none, Relu, Clip,
+// SiLU or HardSwish.
+bool TilesFinish(const Node& n) {
+  const Attribute* act = n.FindAttr("activation");
+  const std::string kind = act ? act->s : "";
+  return kind.empty() || kind == "Relu" || kind == "Clip" || kind == "Silu" || kind == "HardSwish";
+}
+
 // Group-1 convs that the CPU provider computes in the blocked layout
 // (elsewhere only the reference would, so they stay NCHW there): on AVX2 and
 // AVX-512, stride 2 (ResNet's and YOLO's downsampling 3x3 and 1x1) directly
@@ -124,9 +134,7 @@ bool DirectOrWinograd(const Node& n, const Candidate& c, const std::vector<int64
   if ((!direct && !winograd) || c.spec.dilations != std::vector<int64_t>{1, 1}) return false;
   for (size_t d = 0; d < 2; ++d)
     if (c.spec.pads[d] >= kernel[d] || c.spec.pads[d + 2] >= kernel[d]) return false;
-  const Attribute* act = n.FindAttr("activation");
-  const std::string kind = act ? act->s : "";
-  return kind.empty() || kind == "Relu" || kind == "Clip" || kind == "Silu";
+  return TilesFinish(n);
 }
 
 // A stem conv that the stem kernels compute (ep/cpu/blocked_stem_avx512.h, blocked_stem_avx2.h):
@@ -137,9 +145,7 @@ bool StemConv(const Node& n, const Candidate& c, const std::vector<int64_t>& ker
   if (c.spec.strides[0] != 1 && c.spec.strides[0] != 2) return false;
   for (size_t d = 0; d < 2; ++d)
     if (c.spec.pads[d] >= kernel[d] || c.spec.pads[d + 2] >= kernel[d]) return false;
-  const Attribute* act = n.FindAttr("activation");
-  const std::string kind = act ? act->s : "";
-  return kind.empty() || kind == "Relu" || kind == "Clip" || kind == "Silu";
+  return TilesFinish(n);
 }
 
 // opt::SoleConsumer of `value`, when it reads it as its first input; -1 otherwise.
@@ -244,36 +250,38 @@ bool BlockableMaxPool(GraphEditor& ed, size_t index, Candidate* c) {
   return true;
 }
 
-// A Concat along channels or an Add of two equal shapes, all of whose
-// operands have channels that fill whole blocks: the same op on the blocked
-// tensors [N, Cb, H, W, 8] gives the blocked result (a Concat along axis 1
-// there appends whole blocks; an Add is elementwise on one layout). Joining
+// A Concat along channels or an Add, Mul, Sub or Div, all of whose operands
+// have channels that fill whole blocks: the same op on the blocked tensors
+// [N, Cb, H, W, 8] gives the blocked result (a Concat along axis 1 there
+// appends whole blocks; an Add is elementwise on one layout). Joining
 // a run through them keeps a CSP block's branches (YOLO's C3: two convs
 // concatenated, a bottleneck's residual Add) blocked, where they went
 // FromBlocked into an NCHW Concat and ToBlocked again after it.
 bool BlockableJoin(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
-  const bool concat = n.op_type == "Concat", add = n.op_type == "Add";
-  if (!n.domain.empty() || (!concat && !add) || n.outputs.size() != 1 || n.inputs.empty()) return false;
+  const bool concat = n.op_type == "Concat";
+  const bool binary = n.op_type == "Add" || n.op_type == "Mul" || n.op_type == "Sub" || n.op_type == "Div";
+  if (!n.domain.empty() || (!concat && !binary) || n.outputs.size() != 1 || n.inputs.empty()) return false;
   // Only where blocked runs reach them: the stride-2 and stem convs that
   // link YOLO's blocks are blocked on AVX2 and AVX-512 hosts (on AVX2,
   // YOLO with its joins blocked: 0.96x the time with them NCHW, 1 thread).
   if (HostIsaLevel() < CpuIsaLevel::kAvx2) return false;
   Shape y;
   if (!ChannelsKnown(ed.TensorType(n.outputs[0]), &y) || y[1].value % kChannelBlock != 0) return false;
-  if (add && n.inputs.size() != 2) return false;
+  if (binary && n.inputs.size() != 2) return false;
   if (concat) {
     Result<int64_t> axis = n.GetInt("axis", 0);
     if (!axis.ok() || (axis.value() != 1 && axis.value() != -3)) return false;
   }
-  // An Add's operands have the output's channels (none broadcast along
-  // them), so any broadcasting over N, H and W is the same on the blocked
-  // tensors, whose dims 0, 2 and 3 are those; a Concat's operands agree on
-  // N, H and W, or the op fails at run time in either layout.
+  // An Add's (Mul's, ...) operands have the output's channels (none
+  // broadcast along them), so any broadcasting over N, H and W is the same
+  // on the blocked tensors, whose dims 0, 2 and 3 are those (an SE block's
+  // Mul by [N, C, 1, 1] scales); a Concat's operands agree on N, H and W, or
+  // the op fails at run time in either layout.
   for (const std::string& in : n.inputs) {
     Shape x;
     if (in.empty() || !ChannelsKnown(ed.TensorType(in), &x) || x[1].value % kChannelBlock != 0) return false;
-    if (add && x[1].value != y[1].value) return false;
+    if (binary && x[1].value != y[1].value) return false;
   }
   c->node = index;
   c->kind = Kind::kJoin;
@@ -388,8 +396,16 @@ bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const bool no_pads = std::all_of(s.pads.begin(), s.pads.end(), [](int64_t p) { return p == 0; });
   const bool pads_one = std::all_of(s.pads.begin(), s.pads.end(), [](int64_t p) { return p == 1; });
   const bool pointwise = c->group == 1 && kernel == std::vector<int64_t>{1, 1} && s.strides[0] == 1 && no_pads;
-  const bool depthwise = c->group == c->C && c->M == c->C && kernel == std::vector<int64_t>{3, 3} &&
-                         (s.strides[0] == 1 || s.strides[0] == 2) && pads_one;
+  // Depthwise: 3x3 with pads of 1, or, where the host has AVX2 (ep/cpu/depthwise_blocked_kxk.h), 5x5 and 7x7
+  // with pads of at most half the kernel (MobileNetV3's and EfficientNet's).
+  const int64_t k = kernel[0];
+  const bool pads_within_half =
+      std::all_of(s.pads.begin(), s.pads.end(), [&](int64_t p) { return p >= 0 && p <= k / 2; });
+  const bool depthwise_kernel = kernel[1] == k && ((k == 3 && pads_one) ||
+                                                   ((k == 5 || k == 7) && pads_within_half &&
+                                                    HostIsaLevel() >= CpuIsaLevel::kAvx2));
+  const bool depthwise =
+      c->group == c->C && c->M == c->C && depthwise_kernel && (s.strides[0] == 1 || s.strides[0] == 2);
   c->repays = !(c->group == 1 && kernel == std::vector<int64_t>{3, 3} && s.strides[0] == 1);
   return pointwise || depthwise || DirectOrWinograd(n, *c, kernel);
 }

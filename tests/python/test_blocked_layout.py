@@ -585,7 +585,8 @@ def test_dynamic_axes_run_blocked_as_static_ones_do(tmp_path, make, shapes, axes
     data = dynamic.SerializeToString()
     sess = session(data, optimized_path=tmp_path / "dynamic.onnx")
     if host_has_avx2():
-        dynamic_ops, static_ops = blocked_op_counts(tmp_path / "dynamic.onnx"), blocked_op_counts(tmp_path / "static.onnx")
+        dynamic_ops = blocked_op_counts(tmp_path / "dynamic.onnx")
+        static_ops = blocked_op_counts(tmp_path / "static.onnx")
         if 2 in axes:
             # A residual Add whose operands' sizes are not known to match stays an Add (blocked, with the
             # activation after it) rather than becoming the conv's Z, which must match exactly; where it ends
@@ -619,4 +620,30 @@ def test_an_add_broadcast_over_pixels_joins_the_run_and_keeps_its_meaning(tmp_pa
     data, x, got, ops = run_optimized(tmp_path, nodes, inits, [2, 16, 7, 9], y, [2, 16, 7, 9])
     if host_has_avx2():
         assert ops.count("BlockedConv") == 3 and ops.count("FromBlocked") == 1, ops
+    expect_agrees_everywhere(data, x, got[0])
+
+
+@pytest.mark.parametrize("k,stride", [(5, 1), (5, 2), (7, 1)])
+def test_a_mobilenet_v3_block_runs_blocked_whole(tmp_path, k, stride):
+    """MobileNetV3's pieces: a HardSwish stem, a 5x5 (or 7x7) depthwise conv, a squeeze-and-excitation
+    branch (pool, two 1x1 convs on one pixel, the HardSigmoid scale multiplied back over the pixels) and
+    the projection: on AVX2 and AVX-512 hosts all of it blocked, the SE scale reordered in (one pixel) and
+    only the output reordered out."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    s = conv("stem", "x", 3, 16, k=3, stride=2, act="HardSwish", **c)
+    e = conv("expand", s, 16, 32, act="HardSwish", **c)
+    d = conv("dw", e, 32, 32, k=k, stride=stride, group=32, act="HardSwish", **c)
+    nodes.append(helper.make_node("GlobalAveragePool", [d], ["pooled"]))
+    f = conv("fc1", "pooled", 32, 8, act="Relu", **c)
+    g = conv("fc2", f, 8, 32, act="HardSigmoid", **c)
+    nodes.append(helper.make_node("Mul", [d, g], ["excited"]))
+    y = conv("project", "excited", 32, 16, **c)
+    size = 27
+    half = (size + 1) // 2
+    out = (half - 1) // stride + 1
+    data, x, got, ops = run_optimized(tmp_path, nodes, inits, [1, 3, size, size], y, [1, 16, out, out])
+    if host_has_avx2():
+        assert "FusedConv" not in ops and "Conv" not in ops, ops
+        assert ops.count("FromBlocked") == 1 and ops.count("Mul") == 1, ops
     expect_agrees_everywhere(data, x, got[0])

@@ -12,7 +12,8 @@
 //  - depthwise 3x3, stride 1 or 2: each output pixel's eight channels are one
 //    vector, the sum of nine input vectors times the taps' weight vectors
 //    (packed [Cb][9][8]); interior pixels four at a time without bounds
-//    checks, the border with them.
+//    checks, the border with them. 5x5 and 7x7 ones the same way in
+//    depthwise_blocked_kxk.cc.
 // The pointwise tiles add the residual and apply the cheap activations (none,
 // Relu, Clip) in registers as they store; otherwise, and for the depthwise
 // convs, the residual and the activation run over each task's output after
@@ -45,6 +46,7 @@
 #include "ep/cpu/blocked_stem_avx2.h"
 #include "ep/cpu/blocked_stem_avx512.h"
 #include "ep/cpu/depthwise_blocked_avx512.h"
+#include "ep/cpu/depthwise_blocked_kxk.h"
 #include "ep/cpu/sgemm.h"
 #include "ep/cpu/simd_x86.h"
 #define NEE_BLOCKED_X86 1
@@ -465,7 +467,7 @@ FinishFn FinishFor(const BlockedConvGeometry& g) {
 
 bool Supported(const BlockedConvGeometry& g) {
   if (!CpuHasAvx2Fma() || SgemmPortableForced() || g.C % kB != 0 || g.M % kB != 0) return false;
-  if (g.pointwise() || BlockedDirectApplies(g)) return true;
+  if (g.pointwise() || BlockedDirectApplies(g) || BlockedDepthwiseKxKShape(g)) return true;
   return g.depthwise() && g.KH == 3 && g.KW == 3 && (g.sh == 1 || g.sh == 2) && g.sw == g.sh && g.dh == 1 &&
          g.dw == 1 && g.pt <= 1 && g.pl <= 1;
 }
@@ -536,7 +538,7 @@ void RunDepthwise(KernelContext& ctx, const BlockedConvGeometry& g, const Blocke
     const int64_t strip = t / planes, p = t % planes, cb = p % Cb;
     const int64_t oh0 = strip * g.OH / strips, oh1 = (strip + 1) * g.OH / strips;
     const int64_t at = p * g.OH * g.OW * kB;
-    rows.fn(g, g.x + p * g.H * g.W * kB, pw.w.data() + cb * 9 * kB, pw.bias.data() + cb * kB, g.y + at,
+    rows.fn(g, g.x + p * g.H * g.W * kB, pw.w.data() + cb * g.KH * g.KW * kB, pw.bias.data() + cb * kB, g.y + at,
             rows.finishes && g.z ? g.z + at : nullptr, oh0, oh1);
     if (!rows.finishes) Finish(g, finish, p / Cb, cb, cb + 1, oh0 * g.OW, oh1 * g.OW);
   });
@@ -567,6 +569,7 @@ bool ReorderSupported() { return CpuHasAvx2Fma() && !SgemmPortableForced(); }
 BlockedDepthwiseRows BlockedDepthwiseKernelFor(const BlockedConvGeometry& g) {
   if (!Supported(g) || !g.depthwise()) return {};
   if (const BlockedDepthwiseRows fast = BlockedDepthwiseAvx512For(g); fast.fn) return fast;
+  if (BlockedDepthwiseKxKShape(g)) return BlockedDepthwiseKxKFor(g);
   return DepthwiseRowsFor(g.act.kind, g.sh);
 }
 

@@ -28,7 +28,7 @@ namespace nee::cpu {
 // Whether the AVX2 direct kernel takes this geometry on this machine now (AVX2
 // + FMA active, AVX-512 not: there blocked_direct_avx512 runs): group 1,
 // dilation 1, equal strides of 1 or 2, pads below the kernel, a kernel wider
-// than 1x1, an activation the tiles finish (none, Relu, Clip, SiLU).
+// than 1x1, an activation the tiles finish (none, Relu, Clip, SiLU, HardSwish).
 bool BlockedDirectAvx2Applies(const BlockedConvGeometry& g);
 
 // The conv, with its bias, residual and activation, for a geometry it takes.

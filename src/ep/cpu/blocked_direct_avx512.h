@@ -28,7 +28,7 @@ bool BlockedDirectAvailable();
 
 // Whether it takes this geometry: group 1, dilation 1, equal strides of 1 or
 // 2, pads below the kernel, not a plain pointwise conv (the pair tiles' job),
-// an activation the tiles finish (none, Relu, Clip, SiLU).
+// an activation the tiles finish (none, Relu, Clip, SiLU, HardSwish).
 bool BlockedDirectApplies(const BlockedConvGeometry& g);
 
 // The conv, with its bias, residual and activation, for a geometry it takes.

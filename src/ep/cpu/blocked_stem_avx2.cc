@@ -53,6 +53,7 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256 Activate(const 
     case Kind::kRelu: return Activate8<Kind::kRelu>(act, v);
     case Kind::kClip: return Activate8<Kind::kClip>(act, v);
     case Kind::kSilu: return Activate8<Kind::kSilu>(act, v);
+    case Kind::kHardSwish: return Activate8<Kind::kHardSwish>(act, v);
     default: return v;
   }
 }

@@ -29,7 +29,7 @@ namespace nee::cpu {
 // Whether the AVX2 stem kernel takes this geometry on this machine now (AVX2 +
 // FMA active, AVX-512 not): NCHW input of at most 16 channels, group 1,
 // dilation 1, equal strides of 1 or 2, pads below the kernel, no residual, an
-// activation the tiles finish (none, Relu, Clip, SiLU).
+// activation the tiles finish (none, Relu, Clip, SiLU, HardSwish).
 bool BlockedStemAvx2Applies(const BlockedConvGeometry& g);
 
 // The conv, with its bias and activation, for a geometry it takes.

@@ -26,7 +26,7 @@ namespace nee::cpu {
 
 // Whether the stem kernel takes this geometry on this machine now: AVX-512F
 // active, NCHW input, group 1, dilation 1, equal strides of 1 or 2, an
-// activation the tiles finish (none, Relu, Clip, SiLU).
+// activation the tiles finish (none, Relu, Clip, SiLU, HardSwish).
 bool BlockedStemApplies(const BlockedConvGeometry& g);
 
 // The conv, with its bias, residual and activation, for a geometry it takes.

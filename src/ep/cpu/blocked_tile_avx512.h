@@ -13,9 +13,10 @@ namespace nee::cpu::blocked_tile {
 
 using Kind = FusedActivation::Kind;
 
-// The activations the tiles finish in registers.
+// The activations the tiles finish in registers (HardSwish: MobileNetV3's).
 inline bool InRegisters(Kind kind) {
-  return kind == Kind::kNone || kind == Kind::kRelu || kind == Kind::kClip || kind == Kind::kSilu;
+  return kind == Kind::kNone || kind == Kind::kRelu || kind == Kind::kClip || kind == Kind::kSilu ||
+         kind == Kind::kHardSwish;
 }
 
 // Pixels the next tile covers of `left`, at most `widest`: a remainder just
@@ -53,6 +54,7 @@ NEE_TILE_STORES inline void WithActivation(Kind kind, Fn&& fn) {
     case Kind::kRelu: return fn(KindOf<Kind::kRelu>{});
     case Kind::kClip: return fn(KindOf<Kind::kClip>{});
     case Kind::kSilu: return fn(KindOf<Kind::kSilu>{});
+    case Kind::kHardSwish: return fn(KindOf<Kind::kHardSwish>{});
     default: return fn(KindOf<Kind::kNone>{});
   }
 }

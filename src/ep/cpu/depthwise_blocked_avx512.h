@@ -19,7 +19,7 @@ using BlockedDepthwiseRowsFn = void (*)(const BlockedConvGeometry& g, const floa
 struct BlockedDepthwiseRows {
   BlockedDepthwiseRowsFn fn = nullptr;  // null: not taken here (no AVX-512, another geometry)
   // The rows are finished as they are stored, (sum + z) then g.act (None,
-  // Relu, Clip, SiLU); otherwise they hold the sums (bias included) only.
+  // Relu, Clip, SiLU, HardSwish); otherwise they hold the sums (bias included) only.
   bool finishes = false;
 };
 

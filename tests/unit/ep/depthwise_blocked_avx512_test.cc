@@ -77,11 +77,13 @@ TEST(BlockedDepthwiseAvx512, AgreesWithADirectSumWhateverTheStrips) {
   std::mt19937 rng(11);
   const std::vector<Plane> planes = {{1, 1, 1},  {2, 3, 1},  {7, 7, 1},  {14, 14, 1}, {5, 15, 1},
                                      {9, 16, 1}, {6, 29, 1}, {30, 30, 1}, {8, 9, 0},  {3, 4, 0}};
-  std::vector<FusedActivation> acts(5);
+  // Sigmoid: one the rows leave to the finishing pass.
+  std::vector<FusedActivation> acts(6);
   acts[1].kind = Kind::kRelu;
   acts[2].kind = Kind::kClip, acts[2].a = 0.f, acts[2].b = 1.5f;
   acts[3].kind = Kind::kSilu;
   acts[4].kind = Kind::kHardSwish;
+  acts[5].kind = Kind::kSigmoid;
   for (const Plane& p : planes) {
     BlockedConvGeometry g = DepthwiseGeometry(p, 1);
     const std::vector<float> x = Random(static_cast<size_t>(g.H * g.W * kB), rng);
@@ -96,7 +98,7 @@ TEST(BlockedDepthwiseAvx512, AgreesWithADirectSumWhateverTheStrips) {
           const float* b8 = with_bias ? bias.data() : zeros.data();
           const cpu::BlockedDepthwiseRows rows = cpu::BlockedDepthwiseAvx512For(g);
           ASSERT_NE(rows.fn, nullptr);
-          const bool finish = act.kind != Kind::kHardSwish;
+          const bool finish = act.kind != Kind::kSigmoid;
           EXPECT_EQ(rows.finishes, finish);
           // As RunDepthwise calls it: the residual only to rows that finish.
           const float* zf = finish ? g.z : nullptr;
