@@ -73,7 +73,15 @@ std::vector<ShapePair> Shapes() {
       {{1, 4, 41, 43, 8}, {1, 4, 41, 43, 8}},
       {{3, 1, 1, 1, 8}, {3, 1, 1, 1, 8}},
       {{1, 2, 40, 40, 4}, {1, 2, 40, 40, 4}},
-      {{1, 2, 40, 40, 8}, {1, 2, 40, 1, 8}},  // blocked, broadcast: the flat path
+      // One operand repeating eight values along a row (a blocked tensor by
+      // per-channel values: an SE block's scale), either operand, a batch
+      // broadcast too, and rows that merge into one long row (split across
+      // threads at whole periods).
+      {{1, 2, 40, 40, 8}, {1, 2, 40, 1, 8}},
+      {{1, 4, 7, 9, 8}, {1, 4, 1, 1, 8}},
+      {{1, 4, 1, 1, 8}, {2, 4, 6, 5, 8}},
+      {{45, 8}, {1, 8}},
+      {{3001, 8}, {8}},
   };
 }
 
