@@ -72,7 +72,11 @@ bool IsConvNode(const Node& n) {
 // its NCHW input (a stem), a BlockedMaxPool, or a kept op: a Concat along
 // channels, an Add of equal shapes (joins: BlockableJoin) or a nearest Resize
 // (BlockableResize), which stay the same ONNX ops, run on the blocked tensors.
-enum class Kind { kConv, kStem, kMaxPool, kJoin, kResize, kChannelsLast };
+enum class Kind { kConv, kStem, kMaxPool, kJoin, kResize, kSplit, kChannelsLast };
+
+// The ops a run keeps as they are, on blocked tensors: they only copy, add or
+// apply a function to each element, and repay no reorders of their own.
+bool KeptOp(Kind kind) { return kind == Kind::kJoin || kind == Kind::kResize || kind == Kind::kSplit; }
 
 // The one reader of a pointwise conv's output that wants its channels last:
 // a Transpose (or TransposeColumnMap) moving them behind the pixels, either
@@ -103,6 +107,7 @@ struct Candidate {
   // only joins runs that others make (InLongRuns).
   bool repays = true;
   std::vector<float> scales;  // a Resize's scales, NCHW
+  std::vector<int64_t> split;  // a Split's output channels
   ChannelsLastReader reader;  // kChannelsLast's
 };
 
@@ -250,8 +255,18 @@ bool BlockableMaxPool(GraphEditor& ed, size_t index, Candidate* c) {
   return true;
 }
 
+// A value of one element (all dims 1, or none): broadcast over any tensor,
+// it is the same operand for the blocked one.
+bool SingleElement(const TypeInfo* type) {
+  std::vector<int64_t> dims;
+  return opt::IsFloatWithRank(type) && opt::StaticDims(type, &dims) &&
+         std::all_of(dims.begin(), dims.end(), [](int64_t d) { return d == 1; });
+}
+
 // A Concat along channels or an Add, Mul, Sub or Div, all of whose operands
-// have channels that fill whole blocks: the same op on the blocked tensors
+// have channels that fill whole blocks (or, for the arithmetic, are single
+// values: PP-OCR's decomposed HardSwish, x * Clip(x + 3, 0, 6) / 6, and its
+// scalar affine steps after activations): the same op on the blocked tensors
 // [N, Cb, H, W, 8] gives the blocked result (a Concat along axis 1 there
 // appends whole blocks; an Add is elementwise on one layout). Joining
 // a run through them keeps a CSP block's branches (YOLO's C3: two convs
@@ -279,6 +294,7 @@ bool BlockableJoin(GraphEditor& ed, size_t index, Candidate* c) {
   // Mul by [N, C, 1, 1] scales); a Concat's operands agree on N, H and W, or
   // the op fails at run time in either layout.
   for (const std::string& in : n.inputs) {
+    if (binary && !in.empty() && SingleElement(ed.TensorType(in))) continue;
     Shape x;
     if (in.empty() || !ChannelsKnown(ed.TensorType(in), &x) || x[1].value % kChannelBlock != 0) return false;
     if (binary && x[1].value != y[1].value) return false;
@@ -317,6 +333,33 @@ bool BlockableActivation(GraphEditor& ed, size_t index, Candidate* c) {
   return true;
 }
 
+// A Split along channels into parts that fill whole blocks (YOLOv8's C2f
+// blocks split a conv's output in two): the same Split of the blocked tensor
+// into as many blocks per part gives each part's blocked twin.
+bool BlockableSplit(GraphEditor& ed, size_t index, Candidate* c) {
+  const Node& n = ed.node(index);
+  if (!n.domain.empty() || n.op_type != "Split" || n.inputs.empty() || n.outputs.empty()) return false;
+  if (HostIsaLevel() < CpuIsaLevel::kAvx2) return false;  // as the joins
+  Shape x;
+  if (!ChannelsKnown(ed.TensorType(n.inputs[0]), &x) || x[1].value % kChannelBlock != 0) return false;
+  Result<int64_t> axis = n.GetInt("axis", 0);
+  if (!axis.ok() || (axis.value() != 1 && axis.value() != -3)) return false;
+  std::vector<int64_t> split;
+  int64_t total = 0;
+  for (const std::string& out : n.outputs) {
+    Shape y;
+    if (out.empty() || !ChannelsKnown(ed.TensorType(out), &y) || y[1].value % kChannelBlock != 0) return false;
+    split.push_back(y[1].value);
+    total += y[1].value;
+  }
+  if (total != x[1].value) return false;
+  c->node = index;
+  c->kind = Kind::kSplit;
+  c->C = c->M = x[1].value;
+  c->split = std::move(split);
+  return true;
+}
+
 // A nearest Resize of H and W (YOLO's and FPNs' upsampling) by constant
 // scales: on the blocked tensor the same Resize with scales [1, 1, sh, sw, 1]
 // picks the same source pixel for each output pixel (nearest sampling along
@@ -349,7 +392,7 @@ bool BlockableResize(GraphEditor& ed, size_t index, Candidate* c) {
 bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   const Node& n = ed.node(index);
   if (BlockableMaxPool(ed, index, c) || BlockableJoin(ed, index, c) || BlockableResize(ed, index, c) ||
-      BlockableActivation(ed, index, c))
+      BlockableActivation(ed, index, c) || BlockableSplit(ed, index, c))
     return true;
   if (!IsConvNode(n) || n.outputs.size() != 1 || n.inputs.size() < 2 || n.inputs.size() > 4) return false;
   Shape x, y;
@@ -444,7 +487,7 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
   // or add, and repay no reorders of their own.
   std::vector<size_t> size(cands.size(), 0);
   for (size_t i = 0; i < cands.size(); ++i)
-    if (cands[i].kind != Kind::kJoin && cands[i].kind != Kind::kResize && cands[i].repays) ++size[runs.Find(i)];
+    if (!KeptOp(cands[i].kind) && cands[i].repays) ++size[runs.Find(i)];
   std::vector<bool> keep(cands.size());
   for (size_t i = 0; i < cands.size(); ++i) keep[i] = cands[i].repays && size[runs.Find(i)] >= kMinRun;
   // A stride-1 3x3 conv joins a run it reads from or feeds (ResNet's and
@@ -465,7 +508,8 @@ std::vector<bool> InLongRuns(GraphEditor& ed, const std::vector<Candidate>& cand
 std::vector<Candidate> WithoutPoolsOutsideRuns(GraphEditor& ed, std::vector<Candidate> cands) {
   std::unordered_set<std::string> conv_inputs;  // and joins' inputs (YOLO's SPPF pools into a blocked Concat)
   for (const Candidate& c : cands) {
-    if (c.kind == Kind::kJoin) conv_inputs.insert(ed.node(c.node).inputs.begin(), ed.node(c.node).inputs.end());
+    if (c.kind == Kind::kJoin || c.kind == Kind::kSplit)
+      conv_inputs.insert(ed.node(c.node).inputs.begin(), ed.node(c.node).inputs.end());
     if (c.kind != Kind::kConv) continue;
     conv_inputs.insert(ed.node(c.node).inputs[0]);
     if (!c.z.empty()) conv_inputs.insert(c.z);
@@ -481,16 +525,19 @@ std::vector<Candidate> WithoutPoolsOutsideRuns(GraphEditor& ed, std::vector<Cand
 // larger than (a Resize) what they read, so they stay NCHW. Dropping one can
 // leave another without a blocked reader: repeated until none is dropped.
 std::vector<Candidate> WithoutDeadEndKeptOps(GraphEditor& ed, std::vector<Candidate> cands) {
-  auto kept_op = [](const Candidate& c) { return c.kind == Kind::kJoin || c.kind == Kind::kResize; };
   for (bool dropped = true; dropped;) {
     std::unordered_set<std::string> read;
     for (const Candidate& c : cands) {
       const Node& n = ed.node(c.node);
-      if (kept_op(c)) read.insert(n.inputs.begin(), n.inputs.end());
+      if (KeptOp(c.kind)) read.insert(n.inputs.begin(), n.inputs.end());
       else read.insert(n.inputs[0]);
       if (!c.z.empty()) read.insert(c.z);
     }
-    auto dead_end = [&](const Candidate& c) { return kept_op(c) && !read.count(ed.node(c.node).outputs[0]); };
+    auto dead_end = [&](const Candidate& c) {
+      const std::vector<std::string>& outs = ed.node(c.node).outputs;
+      return KeptOp(c.kind) &&
+             std::none_of(outs.begin(), outs.end(), [&](const std::string& y) { return read.count(y) > 0; });
+    };
     const size_t before = cands.size();
     cands.erase(std::remove_if(cands.begin(), cands.end(), dead_end), cands.end());
     dropped = cands.size() != before;
@@ -515,6 +562,7 @@ class Blocker {
   void Convert(const Candidate& c) {
     if (c.kind == Kind::kJoin) return ConvertJoin(c);
     if (c.kind == Kind::kResize) return ConvertResize(c);
+    if (c.kind == Kind::kSplit) return ConvertSplit(c);
     Node& n = ed_.node(c.node);
     std::vector<Attribute> attrs = {IntAttr("channels", c.C), IntsAttr("kernel_shape", c.spec.kernel),
                                     IntsAttr("strides", c.spec.strides), IntsAttr("pads", c.spec.pads)};
@@ -547,8 +595,10 @@ class Blocker {
     const Node& n = ed_.node(c.node);
     const bool activation = ElementwiseActivation(n);
     std::vector<std::string> inputs;
-    for (size_t i = 0; i < n.inputs.size(); ++i)
-      inputs.push_back(activation && i > 0 ? n.inputs[i] : Blocked(n.inputs[i]));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const bool as_is = (activation && i > 0) || (n.op_type != "Concat" && SingleElement(ed_.TensorType(n.inputs[i])));
+      inputs.push_back(as_is ? n.inputs[i] : Blocked(n.inputs[i]));
+    }
     std::vector<Attribute> attrs;
     if (n.op_type == "Concat") attrs.push_back(IntAttr("axis", 1));
     if (activation) attrs = n.attributes;
@@ -566,6 +616,24 @@ class Blocker {
     std::vector<Attribute> attrs = ed_.node(c.node).attributes;
     ed_.RewriteAs(c.node, "", "Resize", inputs, std::move(attrs));
     BlockedOutput(c);
+  }
+
+  // A Split of the blocked input into as many blocks per part, the parts
+  // given explicitly (as an input from opset 13 on, else as the attribute).
+  void ConvertSplit(const Candidate& c) {
+    const Node& n = ed_.node(c.node);
+    std::vector<int64_t> blocks;
+    for (int64_t channels : c.split) blocks.push_back(channels / kChannelBlock);
+    std::vector<std::string> inputs = {Blocked(n.inputs[0])};
+    std::vector<Attribute> attrs = {IntAttr("axis", 1)};
+    if (ed_.checked().opsets[c.node] >= 13) {
+      const int64_t parts = static_cast<int64_t>(blocks.size());
+      inputs.push_back(ed_.AddInitializer(n.name + "_blocked_split", Tensor::FromVector<int64_t>(blocks, {parts})));
+    } else {
+      attrs.push_back(IntsAttr("split", blocks));
+    }
+    ed_.RewriteAs(c.node, "", "Split", inputs, std::move(attrs));
+    for (size_t i = 0; i < c.split.size(); ++i) BlockedOutput(c, i, c.split[i]);
   }
 
   // The conv now writes [N, H, W, M] (a fresh value: its only reader changes
@@ -587,12 +655,13 @@ class Blocker {
 
   // The converted node writes the blocked twin of its output; a FromBlocked
   // right after it still writes the NCHW value, for readers outside the run.
-  void BlockedOutput(const Candidate& c) {
-    const std::string y = ed_.node(c.node).outputs[0], node_name = ed_.node(c.node).name;
+  void BlockedOutput(const Candidate& c) { BlockedOutput(c, 0, c.M); }
+  void BlockedOutput(const Candidate& c, size_t output, int64_t channels) {
+    const std::string y = ed_.node(c.node).outputs[output], node_name = ed_.node(c.node).name;
     const std::string blocked = ed_.FreshName(y + "_blocked");
-    ed_.SetOutput(c.node, 0, blocked);
+    ed_.SetOutput(c.node, output, blocked);
     Node back = LayoutNode("FromBlocked", ed_.FreshName(node_name + "_from_blocked"), blocked, y);
-    back.attributes.push_back(IntAttr("channels", c.M));
+    back.attributes.push_back(IntAttr("channels", channels));
     ed_.InsertAfter(c.node, std::move(back));
     blocked_[y] = blocked;
   }

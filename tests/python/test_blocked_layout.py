@@ -647,3 +647,71 @@ def test_a_mobilenet_v3_block_runs_blocked_whole(tmp_path, k, stride):
         assert "FusedConv" not in ops and "Conv" not in ops, ops
         assert ops.count("FromBlocked") == 1 and ops.count("Mul") == 1, ops
     expect_agrees_everywhere(data, x, got[0])
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_a_c2f_split_runs_blocked(tmp_path, opset):
+    """YOLOv8's C2f block: a 1x1 conv whose output is split in two along channels, one half through a
+    bottleneck (two 3x3 convs and a residual Add), both halves and the bottleneck's output concatenated
+    and fused by a 1x1 conv, then a 3x3 stride-2 conv. The Split runs on the blocked tensor (its parts given in blocks: as an input
+    from opset 13 on, as the attribute before, and in place of opset 18's num_outputs), so the block is
+    one run; SiLU throughout."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+
+    def silu(name, x, cin, cout, k=1, stride=1):
+        y = conv(name, x, cin, cout, k=k, stride=stride, act="Sigmoid", **c)
+        nodes.append(helper.make_node("Mul", [name + "_conv", y], [name + "_silu"]))
+        return name + "_silu"
+
+    a = silu("cv1", "x", 16, 32)
+    if opset >= 18:
+        nodes.append(helper.make_node("Split", [a], ["left", "right"], axis=1, num_outputs=2))
+    elif opset >= 13:
+        inits.append(numpy_helper.from_array(np.array([16, 16], np.int64), "halves"))
+        nodes.append(helper.make_node("Split", [a, "halves"], ["left", "right"], axis=1))
+    else:
+        nodes.append(helper.make_node("Split", [a], ["left", "right"], axis=1, split=[16, 16]))
+    m = silu("m_cv2", silu("m_cv1", "right", 16, 16, k=3), 16, 16, k=3)
+    nodes.append(helper.make_node("Add", ["right", m], ["bottleneck"]))
+    nodes.append(helper.make_node("Concat", ["left", "right", "bottleneck"], ["cat"], axis=1))
+    y = silu("down", silu("cv2", "cat", 48, 32), 32, 32, k=3, stride=2)  # and a conv after it: a run of three
+    graph = helper.make_graph(nodes, "c2f", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 12, 13])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, 32, 6, 7])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    data = model.SerializeToString()
+    x = RNG.standard_normal((1, 16, 12, 13)).astype(np.float32)
+    optimized = tmp_path / "optimized.onnx"
+    got = session(data, optimized_path=optimized).run(None, {"x": x})
+    ops = [n.op_type for n in onnx.load(str(optimized)).graph.node]
+    if host_has_avx2():
+        assert ops.count("ToBlocked") == 1 and ops.count("FromBlocked") == 1, ops
+        assert ops.count("Split") == 1 and ops.count("BlockedConv") == 5, ops
+    expect_agrees_everywhere(data, x, got[0])
+
+
+def test_scalar_arithmetic_between_convs_runs_blocked(tmp_path):
+    """PP-OCR's exports: a HardSwish written out as x * Clip(x + 3, 0, 6) / 6, then a learnable affine
+    step (a scalar scale and shift, shaped [] and [1]) between the convs of a run: each is the same op
+    on the blocked tensor (a single value broadcasts over any layout), so the run is not cut there."""
+    inits, nodes = [], []
+    c = dict(inits=inits, nodes=nodes)
+    a = conv("expand", "x", 16, 32, **c)
+    for name, value, shape in (("three", 3, []), ("zero", 0, []), ("six", 6, []), ("scale", 0.8, []),
+                               ("shift", 0.1, [1])):
+        inits.append(numpy_helper.from_array(np.full(shape, value, np.float32), name))
+    nodes += [helper.make_node("Add", [a, "three"], ["plus3"]),
+              helper.make_node("Clip", ["plus3", "zero", "six"], ["gate"]),
+              helper.make_node("Mul", [a, "gate"], ["gated"]),
+              helper.make_node("Div", ["gated", "six"], ["hswish"]),
+              helper.make_node("Mul", ["scale", "hswish"], ["scaled"]),
+              helper.make_node("Add", ["scaled", "shift"], ["affine"])]
+    d = conv("dw", "affine", 32, 32, k=3, group=32, act="Relu", **c)
+    y = conv("project", d, 32, 16, **c)
+    data, x, got, ops = run_optimized(tmp_path, nodes, inits, [1, 16, 9, 11], y, [1, 16, 9, 11])
+    if host_has_avx2():
+        assert ops.count("ToBlocked") == 1 and ops.count("FromBlocked") == 1, ops
+        assert ops.count("BlockedConv") == 3, ops
+    expect_agrees_everywhere(data, x, got[0])

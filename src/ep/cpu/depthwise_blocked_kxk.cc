@@ -7,19 +7,16 @@
 // ToBlocked per conv), where ONNX Runtime runs every depthwise conv on its
 // NCHWc layout; in NCHW nee's 5x5 ones ran 1.6-4x ONNX Runtime's time.
 //
-// A row of outputs is its left border, its interior four pixels at a time,
-// and its right border. In the interior every tap of a kernel row is inside
-// the image, so the four pixels' taps are plain loads along the input row,
-// each tap's weight vector loaded once for the four; a border pixel checks
-// each tap. Rows of the kernel above or below the image are skipped, for the
-// border pixels and the interior alike.
-//
-// Every output is bias + its taps in (kh, kw) order, whether the interior or
-// the border computes it, so results do not depend on the thread count or on
-// how a strip of rows is cut.
+// A strip of output rows first copies the input rows it reads into a
+// zero-padded buffer; then every output, border or not, is bias + its KS x KS
+// taps in (kh, kw) order (a tap in the padding adds 0 * w), computed eight
+// pixels of a row at a time, each tap's weight vector loaded once for the
+// eight. So results do not depend on the thread count or on how a strip of
+// rows is cut.
 #include "ep/cpu/depthwise_blocked_kxk.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "ep/cpu/sgemm.h"
 
@@ -47,57 +44,70 @@ NEE_KXK_TARGET __attribute__((always_inline)) inline void Store(const FusedActiv
   _mm256_storeu_ps(y + at, Activate8<K>(act, v));
 }
 
+// R outputs of one row, from the output at `at` on: bias + the taps of
+// kernel rows [0, KS) in (kh, kw) order, the first output's tap (kh, kw) at
+// x + kh * row_step + kw * 8 and the next output's S pixels further. R
+// accumulators, each tap's weight vector loaded once for all of them.
+template <int KS, int S, int R, Kind K>
+NEE_KXK_TARGET void Tile(const float* x, int64_t row_step, const float* w, __m256 b, const FusedActivation& act,
+                         float* y, const float* z, int64_t at) {
+  __m256 acc[R];
+#pragma GCC unroll 8
+  for (int j = 0; j < R; ++j) acc[j] = b;
+  for (int kh = 0; kh < KS; ++kh) {
+    const float* r = x + kh * row_step;
+    const float* wk = w + kh * KS * kB;
+#pragma GCC unroll 7
+    for (int kw = 0; kw < KS; ++kw) {
+      const __m256 wv = _mm256_loadu_ps(wk + kw * kB);
+#pragma GCC unroll 8
+      for (int j = 0; j < R; ++j) acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(r + (kw + j * S) * kB), wv, acc[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < R; ++j) Store<K>(act, y, z, at + j * kB, acc[j]);
+}
+
+constexpr int kTileWidth = 8;  // eight accumulators: two FMA pipes' latency
+using TileFn = void (*)(const float*, int64_t, const float*, __m256, const FusedActivation&, float*, const float*,
+                        int64_t);
+template <int KS, int S, Kind K>
+constexpr TileFn kTiles[kTileWidth] = {Tile<KS, S, 1, K>, Tile<KS, S, 2, K>, Tile<KS, S, 3, K>, Tile<KS, S, 4, K>,
+                                       Tile<KS, S, 5, K>, Tile<KS, S, 6, K>, Tile<KS, S, 7, K>, Tile<KS, S, 8, K>};
+
 // Output rows [oh0, oh1) of one channel block (see BlockedDepthwiseRowsFn):
-// x [H][W][8], w the taps' weights [KS * KS][8], y [OH][OW][8].
+// x [H][W][8], w the taps' weights [KS * KS][8], y [OH][OW][8]. The input
+// rows the strip reads are first copied into a zero-padded buffer, as wide
+// as the output rows' windows reach, so that every output is a plain tile
+// (with pads of 2 a 7x7 plane has no pixel whose taps all lie inside, a
+// 14x14 one 100 of 196; checking each tap of those took most of the time).
 template <int KS, int S, Kind K>
 NEE_KXK_TARGET void Rows(const BlockedConvGeometry& g, const float* x, const float* w, const float* bias, float* y,
                          const float* z, int64_t oh0, int64_t oh1) {
-  const __m256 b = _mm256_loadu_ps(bias);
+  if (oh1 <= oh0) return;
   const int64_t H = g.H, W = g.W, OW = g.OW;
-  // Columns whose taps all lie inside a row: ow * S - pl >= 0 and ow * S - pl + KS - 1 < W.
-  const int64_t lo = std::min(OW, (g.pl + S - 1) / S);
-  const int64_t last = W - KS + g.pl;
-  const int64_t hi = last < 0 ? lo : std::clamp(last / S + 1, lo, OW);
-  for (int64_t oh = oh0; oh < oh1; ++oh) {
-    const int64_t ih0 = oh * S - g.pt;
-    const int64_t kh0 = std::max<int64_t>(0, -ih0), kh1 = std::min<int64_t>(KS, H - ih0);
-    const int64_t yr = oh * OW * kB;
-    // One pixel, every tap checked.
-    auto border = [&](int64_t ow) NEE_KXK_TARGET {
-      __m256 acc = b;
-      for (int64_t kh = kh0; kh < kh1; ++kh) {
-        const float* r = x + (ih0 + kh) * W * kB;
-        for (int kw = 0; kw < KS; ++kw) {
-          const int64_t iw = ow * S - g.pl + kw;
-          if (iw >= 0 && iw < W)
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(r + iw * kB), _mm256_loadu_ps(w + (kh * KS + kw) * kB), acc);
-        }
-      }
-      Store<K>(g.act, y, z, yr + ow * kB, acc);
-    };
-    int64_t ow = 0;
-    for (; ow < lo; ++ow) border(ow);
-    for (; ow + 4 <= hi; ow += 4) {
-      __m256 a0 = b, a1 = b, a2 = b, a3 = b;
-      for (int64_t kh = kh0; kh < kh1; ++kh) {
-        const float* r = x + ((ih0 + kh) * W + ow * S - g.pl) * kB;
-        const float* wk = w + kh * KS * kB;
-#pragma GCC unroll 7
-        for (int kw = 0; kw < KS; ++kw) {
-          const __m256 wv = _mm256_loadu_ps(wk + kw * kB);
-          const float* c = r + kw * kB;
-          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(c), wv, a0);
-          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(c + S * kB), wv, a1);
-          a2 = _mm256_fmadd_ps(_mm256_loadu_ps(c + 2 * S * kB), wv, a2);
-          a3 = _mm256_fmadd_ps(_mm256_loadu_ps(c + 3 * S * kB), wv, a3);
-        }
-      }
-      Store<K>(g.act, y, z, yr + ow * kB, a0);
-      Store<K>(g.act, y, z, yr + (ow + 1) * kB, a1);
-      Store<K>(g.act, y, z, yr + (ow + 2) * kB, a2);
-      Store<K>(g.act, y, z, yr + (ow + 3) * kB, a3);
+  const int64_t width = (OW - 1) * S + KS, ih_begin = oh0 * S - g.pt, rows = (oh1 - 1 - oh0) * S + KS;
+  thread_local std::vector<float> buffer;
+  buffer.resize(static_cast<size_t>(rows * width * kB));
+  float* padded = buffer.data();
+  const __m256 zero = _mm256_setzero_ps();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t ih = ih_begin + r;
+    float* dst = padded + r * width * kB;
+    const bool inside_row = ih >= 0 && ih < H;
+    for (int64_t c = 0; c < width; ++c) {
+      const int64_t iw = c - g.pl;
+      const bool inside = inside_row && iw >= 0 && iw < W;
+      _mm256_storeu_ps(dst + c * kB, inside ? _mm256_loadu_ps(x + (ih * W + iw) * kB) : zero);
     }
-    for (; ow < OW; ++ow) border(ow);
+  }
+  const __m256 b = _mm256_loadu_ps(bias);
+  for (int64_t oh = oh0; oh < oh1; ++oh) {
+    const float* row = padded + (oh - oh0) * S * width * kB;
+    for (int64_t ow = 0, n; ow < OW; ow += n) {
+      n = std::min<int64_t>(kTileWidth, OW - ow);
+      kTiles<KS, S, K>[n - 1](row + ow * S * kB, width * kB, w, b, g.act, y, z, (oh * OW + ow) * kB);
+    }
   }
 }
 
