@@ -34,6 +34,9 @@ MODELS = {
     "yolo_b1": "torch", "yolo_b8": "torch",
     "speech_lstm": "torch",
     "forest500": "sklearn",
+    # Beyond the list: MobileNetV3 (HardSwish, 5x5 depthwise, squeeze-and-excitation) and
+    # EfficientNet-B0 (SiLU, 5x5 depthwise, SE), both exported with a dynamic batch axis.
+    "mobilenetv3_b1": "torch", "efficientnetb0_b1": "torch",
 }
 
 

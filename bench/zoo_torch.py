@@ -299,13 +299,20 @@ def speech_input(batch=1, frames=400):
     return make
 
 
+# Models exported as users often export them, with the batch axis left symbolic ("batch"): the
+# optimizer then sees no fixed batch (the blocked layout, for one, must not need it).
+DYNAMIC_BATCH = {"mobilenetv3_b1", "efficientnetb0_b1"}
+
+
 # name: (constructor, inputs, calibration-input maker or None, output names, description)
 def spec(name):
-    if name.startswith(("resnet50", "mobilenetv2", "vit_b16")):
+    if name.startswith(("resnet50", "mobilenetv2", "vit_b16", "mobilenetv3", "efficientnetb0")):
         base, batch = name.rsplit("_b", 1)
-        arch = {"resnet50": "resnet50", "mobilenetv2": "mobilenet_v2", "vit_b16": "vit_b_16"}[base]
+        arch = {"resnet50": "resnet50", "mobilenetv2": "mobilenet_v2", "vit_b16": "vit_b_16",
+                "mobilenetv3": "mobilenet_v3_large", "efficientnetb0": "efficientnet_b0"}[base]
         build, inputs, calib = torchvision_model(arch, int(batch))
-        return build, inputs, calib, ["logits"], f"torchvision {arch}, batch {batch}, 3x224x224"
+        dynamic = " (exported with a dynamic batch axis)" if name in DYNAMIC_BATCH else ""
+        return build, inputs, calib, ["logits"], f"torchvision {arch}, batch {batch}, 3x224x224{dynamic}"
     if name.startswith("yolo"):
         batch = int(name.rsplit("_b", 1)[1])
         make = image_input(batch, 640)
@@ -341,8 +348,9 @@ def export(name, out_dir):
     start = time.perf_counter()
     # Grad stays enabled: under no_grad nn.MultiheadAttention (ViT) takes its fused fast path,
     # which has no ONNX export.
+    dynamic_axes = {n: {0: "batch"} for n in list(inputs) + output_names} if name in DYNAMIC_BATCH else None
     torch.onnx.export(model, args, path, opset_version=OPSET, input_names=list(inputs),
-                      output_names=output_names, do_constant_folding=True)
+                      output_names=output_names, do_constant_folding=True, dynamic_axes=dynamic_axes)
     arrays = {f"in:{k}": v.numpy() for k, v in inputs.items()}
     arrays.update({f"out:{k}": v.numpy() for k, v in zip(output_names, outputs)})
     np.savez(os.path.join(out_dir, name + ".npz"), **arrays)
