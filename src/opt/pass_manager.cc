@@ -54,6 +54,8 @@ const GraphPass kPasses[] = {
     {"fuse-quant-matmul", 2, FuseQuantMatMul},
     // After MatMul + Add -> Gemm, which then keeps its bias (BiasGelu takes it only otherwise).
     {"fuse-gelu", 2, FuseGelu},
+    // Before fuse-skip-layer-norm, which may then take a residual Add into the op it makes.
+    {"fuse-layer-norm", 2, FuseLayerNorm},
     {"fuse-skip-layer-norm", 2, FuseSkipLayerNorm},
     {"fuse-attention", 2, FuseAttention},
     // After fuse-gelu and fuse-skip-layer-norm, whose ops it takes in (or leaves a bias to).

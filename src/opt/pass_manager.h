@@ -63,6 +63,9 @@ Status FoldTransposeIntoGemm(Graph& graph, const CheckedGraph& checked, bool* ch
 // fuse_gelu.cc, fuse_skip_layer_norm.cc).
 Status FuseConvActivation(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseGelu(Graph& graph, const CheckedGraph& checked, bool* changed);
+// Layer normalization written out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div [, Mul, Add])
+// -> LayerNormalization (fuse_layer_norm.cc).
+Status FuseLayerNorm(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseSkipLayerNorm(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusion into nee's ai.nee ScaledDotProductAttention (src/opt/fuse_attention.cc).
 Status FuseAttention(Graph& graph, const CheckedGraph& checked, bool* changed);
