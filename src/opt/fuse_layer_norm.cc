@@ -101,6 +101,21 @@ bool NormalizedConstant(GraphEditor& ed, const std::string& name, const std::vec
   return std::equal(normalized.begin(), normalized.end(), dims.begin() + static_cast<int64_t>(lead));
 }
 
+// One step of the affine tail: when the match's output is read only by `op`
+// with a constant of the normalized shape, that node joins the match (its
+// new last) and `constant` names the constant.
+bool AffineStep(GraphEditor& ed, const char* op, LayerNormMatch* m, std::string* constant) {
+  const std::string& out = ed.node(m->last).outputs[0];
+  const int64_t step = SoleReader(ed, out, op, 2);
+  if (step < 0) return false;
+  const std::string other = Other(ed.node(static_cast<size_t>(step)), out);
+  if (other.empty() || !NormalizedConstant(ed, other, m->normalized)) return false;
+  *constant = other;
+  m->nodes.push_back(static_cast<size_t>(step));
+  m->last = static_cast<size_t>(step);
+  return true;
+}
+
 // Matches the pattern from its first ReduceMean.
 bool Match(GraphEditor& ed, size_t mean_node, LayerNormMatch* m) {
   const Node& rm = ed.node(mean_node);
@@ -158,27 +173,8 @@ bool Match(GraphEditor& ed, size_t mean_node, LayerNormMatch* m) {
               static_cast<size_t>(add), static_cast<size_t>(sqrt), static_cast<size_t>(div)};
   m->last = static_cast<size_t>(div);
   // The optional affine tail: * gamma, then + beta.
-  std::string out = ed.node(static_cast<size_t>(div)).outputs[0];
   const bool known = std::all_of(m->normalized.begin(), m->normalized.end(), [](int64_t v) { return v >= 0; });
-  const int64_t mul = known ? SoleReader(ed, out, "Mul", 2) : -1;
-  if (mul >= 0) {
-    const std::string gamma = Other(ed.node(static_cast<size_t>(mul)), out);
-    if (!gamma.empty() && NormalizedConstant(ed, gamma, m->normalized)) {
-      m->gamma = gamma;
-      m->nodes.push_back(static_cast<size_t>(mul));
-      m->last = static_cast<size_t>(mul);
-      out = ed.node(static_cast<size_t>(mul)).outputs[0];
-      const int64_t shift = SoleReader(ed, out, "Add", 2);
-      if (shift >= 0) {
-        const std::string beta = Other(ed.node(static_cast<size_t>(shift)), out);
-        if (!beta.empty() && NormalizedConstant(ed, beta, m->normalized)) {
-          m->beta = beta;
-          m->nodes.push_back(static_cast<size_t>(shift));
-          m->last = static_cast<size_t>(shift);
-        }
-      }
-    }
-  }
+  if (known && AffineStep(ed, "Mul", m, &m->gamma)) AffineStep(ed, "Add", m, &m->beta);
   // Without gamma the fused op needs ones of the normalized shape.
   return !m->gamma.empty() || known;
 }

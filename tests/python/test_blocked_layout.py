@@ -3,6 +3,7 @@ onnx.helper: pointwise and depthwise convs (stride 1 and 2) with activations, a 
 both inside and outside the run, and a graph output from inside it. ONNX Runtime runs the same model as the
 oracle; the optimized model written by nee must contain the blocked ops, so the test covers them; results must
 not depend on the thread count."""
+import functools
 import os
 
 import numpy as np
@@ -35,6 +36,13 @@ def conv(name, x, cin, cout, k=1, stride=1, group=1, act=None, inits=None, nodes
         nodes.append(helper.make_node(act, [y], [name + "_out"]))
         return name + "_out"
     return y
+
+
+def conv_silu(name, x, cin, cout, k=1, stride=1, inits=None, nodes=None):
+    """conv() with SiLU written out as x * Sigmoid(x), as torch exports it."""
+    y = conv(name, x, cin, cout, k=k, stride=stride, act="Sigmoid", inits=inits, nodes=nodes)
+    nodes.append(helper.make_node("Mul", [name + "_conv", y], [name + "_silu"]))
+    return name + "_silu"
 
 
 def mobilenet_block_model(batch=2, size=14):
@@ -363,11 +371,7 @@ def csp_model(size):
     An odd size, so that the stride-2 window reaches into the padding on one side only."""
     inits, nodes = [], []
     c = dict(inits=inits, nodes=nodes)
-
-    def silu(name, x, cin, cout, k=1, stride=1):
-        y = conv(name, x, cin, cout, k=k, stride=stride, act="Sigmoid", **c)
-        nodes.append(helper.make_node("Mul", [name + "_conv", y], [name + "_silu"]))
-        return name + "_silu"
+    silu = functools.partial(conv_silu, **c)
 
     a = silu("a", "x", 16, 16)
     b = silu("b", "x", 16, 16)
@@ -658,11 +662,7 @@ def test_a_c2f_split_runs_blocked(tmp_path, opset):
     one run; SiLU throughout."""
     inits, nodes = [], []
     c = dict(inits=inits, nodes=nodes)
-
-    def silu(name, x, cin, cout, k=1, stride=1):
-        y = conv(name, x, cin, cout, k=k, stride=stride, act="Sigmoid", **c)
-        nodes.append(helper.make_node("Mul", [name + "_conv", y], [name + "_silu"]))
-        return name + "_silu"
+    silu = functools.partial(conv_silu, **c)
 
     a = silu("cv1", "x", 16, 32)
     if opset >= 18:
