@@ -79,8 +79,9 @@ constexpr TileFn kTiles[kTileWidth] = {Tile<KS, S, 1, K>, Tile<KS, S, 2, K>, Til
 // x [H][W][8], w the taps' weights [KS * KS][8], y [OH][OW][8]. The input
 // rows the strip reads are first copied into a zero-padded buffer, as wide
 // as the output rows' windows reach, so that every output is a plain tile
-// (with pads of 2 a 7x7 plane has no pixel whose taps all lie inside, a
-// 14x14 one 100 of 196; checking each tap of those took most of the time).
+// (with a 5x5 kernel and pads of 2, 9 of a 7x7 plane's 49 pixels have all
+// their taps inside, 100 of a 14x14 plane's 196; checking each tap of the
+// others, one pixel at a time, took most of the time).
 template <int KS, int S, Kind K>
 NEE_KXK_TARGET void Rows(const BlockedConvGeometry& g, const float* x, const float* w, const float* bias, float* y,
                          const float* z, int64_t oh0, int64_t oh1) {
