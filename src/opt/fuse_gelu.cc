@@ -55,13 +55,6 @@ std::string OtherThanConstant(GraphEditor& ed, size_t index, double want) {
   return "";
 }
 
-// The input of node `index` other than `known`; empty when both are `known`.
-std::string OtherInput(GraphEditor& ed, size_t index, const std::string& known) {
-  const Node& n = ed.node(index);
-  if (n.inputs[0] == known) return n.inputs[1] == known ? "" : n.inputs[1];
-  return n.inputs[1] == known ? n.inputs[0] : "";
-}
-
 // The sole reader of `name` when it is the op `op`; -1 otherwise.
 int64_t SoleReaderOp(GraphEditor& ed, const std::string& name, const char* op) {
   int64_t reader = opt::SoleConsumer(ed, name);
@@ -83,7 +76,7 @@ bool MatchTail(GraphEditor& ed, const std::string& inner, const std::string& x, 
   const std::string& a = ed.node(static_cast<size_t>(add)).outputs[0];
   int64_t m1 = SoleReaderOp(ed, a, "Mul");
   if (m1 < 0) return false;
-  const std::string other = OtherInput(ed, static_cast<size_t>(m1), a);
+  const std::string other = opt::OtherInput(ed.node(static_cast<size_t>(m1)), a);
   const std::string& p1 = ed.node(static_cast<size_t>(m1)).outputs[0];
   m->x = x;
   m->nodes.insert(m->nodes.end(), {static_cast<size_t>(add), static_cast<size_t>(m1)});
@@ -103,7 +96,7 @@ bool MatchTail(GraphEditor& ed, const std::string& inner, const std::string& x, 
   float c = 0;
   if (opt::ScalarConstant(ed, other, &c) && opt::NearlyEqual(c, 0.5)) {  // x * (a * 0.5)
     int64_t m2 = SoleReaderOp(ed, p1, "Mul");
-    if (m2 < 0 || OtherInput(ed, static_cast<size_t>(m2), p1) != x) return false;
+    if (m2 < 0 || opt::OtherInput(ed.node(static_cast<size_t>(m2)), p1) != x) return false;
     m->last = static_cast<size_t>(m2);
     m->nodes.push_back(m->last);
     return true;
@@ -142,7 +135,7 @@ bool MatchCube(GraphEditor& ed, const std::string& cube, const std::string& x, s
     return true;
   }
   if (!IsBinary(ed, producer, "Mul")) return false;
-  const std::string square = OtherInput(ed, static_cast<size_t>(producer), x);
+  const std::string square = opt::OtherInput(ed.node(static_cast<size_t>(producer)), x);
   int64_t sq = SoleProducerOp(ed, square, "Mul");
   if (sq < 0 || ed.node(static_cast<size_t>(sq)).inputs[0] != x || ed.node(static_cast<size_t>(sq)).inputs[1] != x)
     return false;

@@ -83,13 +83,6 @@ bool TrailingAxes(GraphEditor& ed, size_t index, int64_t rank, std::vector<int64
   return true;
 }
 
-// The other input of a two-input node, given one of them; empty when neither or both.
-std::string Other(const Node& n, const std::string& known) {
-  if (n.inputs[0] == known && n.inputs[1] != known) return n.inputs[1];
-  if (n.inputs[1] == known && n.inputs[0] != known) return n.inputs[0];
-  return "";
-}
-
 // A constant float tensor whose dims are the normalized ones (leading 1s allowed).
 bool NormalizedConstant(GraphEditor& ed, const std::string& name, const std::vector<int64_t>& normalized) {
   const Tensor t = ed.Constant(name);
@@ -108,7 +101,7 @@ bool AffineStep(GraphEditor& ed, const char* op, LayerNormMatch* m, std::string*
   const std::string& out = ed.node(m->last).outputs[0];
   const int64_t step = SoleReader(ed, out, op, 2);
   if (step < 0) return false;
-  const std::string other = Other(ed.node(static_cast<size_t>(step)), out);
+  const std::string other = opt::OtherInput(ed.node(static_cast<size_t>(step)), out);
   if (other.empty() || !NormalizedConstant(ed, other, m->normalized)) return false;
   *constant = other;
   m->nodes.push_back(static_cast<size_t>(step));
@@ -154,9 +147,10 @@ bool Match(GraphEditor& ed, size_t mean_node, LayerNormMatch* m) {
   if (rm2 < 0 || !TrailingAxes(ed, static_cast<size_t>(rm2), rank, &axes2) || axes2 != axes ||
       ed.node(static_cast<size_t>(rm2)).inputs[0] != sq.outputs[0])
     return false;
-  const int64_t add = SoleReader(ed, ed.node(static_cast<size_t>(rm2)).outputs[0], "Add", 2);
+  const std::string& var = ed.node(static_cast<size_t>(rm2)).outputs[0];
+  const int64_t add = SoleReader(ed, var, "Add", 2);
   if (add < 0) return false;
-  const std::string eps = Other(ed.node(static_cast<size_t>(add)), ed.node(static_cast<size_t>(rm2)).outputs[0]);
+  const std::string eps = opt::OtherInput(ed.node(static_cast<size_t>(add)), var);
   if (eps.empty() || !opt::ScalarConstant(ed, eps, &m->epsilon) || !(m->epsilon >= 0)) return false;
   const int64_t sqrt = SoleReader(ed, ed.node(static_cast<size_t>(add)).outputs[0], "Sqrt", 1);
   if (sqrt < 0 || opt::SoleConsumer(ed, ed.node(static_cast<size_t>(sqrt)).outputs[0]) != div ||
@@ -192,8 +186,8 @@ void Replace(GraphEditor& ed, const LayerNormMatch& m) {
   std::string gamma;
   if (m.gamma.empty()) {
     const int64_t count = std::accumulate(m.normalized.begin(), m.normalized.end(), int64_t{1}, std::multiplies<>());
-    gamma = ed.AddInitializer(m.x + "_ln_ones",
-                              Tensor::FromVector<float>(std::vector<float>(static_cast<size_t>(count), 1.f), m.normalized));
+    const std::vector<float> ones(static_cast<size_t>(count), 1.f);
+    gamma = ed.AddInitializer(m.x + "_ln_ones", Tensor::FromVector<float>(ones, m.normalized));
   } else {
     gamma = AsNormalized(ed, m.gamma, m.normalized);
   }

@@ -244,6 +244,11 @@ int64_t SoleConsumer(const GraphEditor& ed, const std::string& name) {
   return uses.size() == 1 ? static_cast<int64_t>(uses[0].node) : -1;
 }
 
+std::string OtherInput(const Node& node, const std::string& known) {
+  if (node.inputs[0] == known) return node.inputs[1] == known ? "" : node.inputs[1];
+  return node.inputs[1] == known ? node.inputs[0] : "";
+}
+
 bool ScalarConstant(const GraphEditor& ed, const std::string& name, float* value) {
   Tensor t = ed.Constant(name);
   if (!IsFloatTensor(t) || t.num_elements() != 1) return false;

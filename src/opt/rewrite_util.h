@@ -119,6 +119,9 @@ constexpr const char* kMicrosoftDomain = "com.microsoft";
 // The one node reading `name` (through exactly one input), when nothing else
 // sees it (graph outputs, subgraphs); -1 otherwise.
 int64_t SoleConsumer(const GraphEditor& ed, const std::string& name);
+// The input of a two-input node other than `known`; empty when neither or
+// both inputs are `known`.
+std::string OtherInput(const Node& node, const std::string& known);
 // The value of a constant float32 tensor with exactly one element (any rank).
 bool ScalarConstant(const GraphEditor& ed, const std::string& name, float* value);
 // Whether `a` is within a relative tolerance of `b` (for constants a framework

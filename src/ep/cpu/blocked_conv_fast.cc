@@ -569,7 +569,7 @@ bool ReorderSupported() { return CpuHasAvx2Fma() && !SgemmPortableForced(); }
 BlockedDepthwiseRows BlockedDepthwiseKernelFor(const BlockedConvGeometry& g) {
   if (!Supported(g) || !g.depthwise()) return {};
   if (const BlockedDepthwiseRows fast = BlockedDepthwiseAvx512For(g); fast.fn) return fast;
-  if (BlockedDepthwiseKxKShape(g)) return BlockedDepthwiseKxKFor(g);
+  if (const BlockedDepthwiseRows kxk = BlockedDepthwiseKxKFor(g); kxk.fn) return kxk;
   return DepthwiseRowsFor(g.act.kind, g.sh);
 }
 
