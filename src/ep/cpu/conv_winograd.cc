@@ -23,6 +23,7 @@
 #include "ep/cpu/conv_winograd.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -61,34 +62,57 @@ struct WinogradWeights {
   std::vector<SgemmPackedA> u;
 };
 
-// G g Gᵀ of one 3x3 filter (row-major 4x4), G = [1 0 0; ½ ½ ½; ½ -½ ½; 0 0 1].
-void TransformFilter(const float* g, float* u) {
-  float p[4][3];  // G g
+// G g Gᵀ of one 3x3 filter (row-major 4x4, element e at u[e * stride]),
+// G = [1 0 0; ½ ½ ½; ½ -½ ½; 0 0 1]. Written for any T with + - and * by a
+// float: a float, or eight of them (TransformEightFilters), the same bits.
+template <typename T>
+void TransformTaps(const T* g, T (&u)[kElems]) {
+  T p[4][3];  // G g
   for (int c = 0; c < 3; ++c) {
     p[0][c] = g[c];
-    p[1][c] = 0.5f * (g[c] + g[3 + c] + g[6 + c]);
-    p[2][c] = 0.5f * (g[c] - g[3 + c] + g[6 + c]);
+    p[1][c] = (g[c] + g[3 + c] + g[6 + c]) * 0.5f;
+    p[2][c] = (g[c] - g[3 + c] + g[6 + c]) * 0.5f;
     p[3][c] = g[6 + c];
   }
   for (int r = 0; r < 4; ++r) {
     u[4 * r + 0] = p[r][0];
-    u[4 * r + 1] = 0.5f * (p[r][0] + p[r][1] + p[r][2]);
-    u[4 * r + 2] = 0.5f * (p[r][0] - p[r][1] + p[r][2]);
+    u[4 * r + 1] = (p[r][0] + p[r][1] + p[r][2]) * 0.5f;
+    u[4 * r + 2] = (p[r][0] - p[r][1] + p[r][2]) * 0.5f;
     u[4 * r + 3] = p[r][2];
   }
 }
 
-std::shared_ptr<const WinogradWeights> PackWeights(const Winograd3x3& g, const float* w) {
-  std::vector<float> u(static_cast<size_t>(kElems * g.M * g.C));  // element-major: u[e][m][c]
+void TransformFilter(const float* g, float* u, int64_t stride) {
   float tile[kElems];
-  for (int64_t m = 0; m < g.M; ++m)
-    for (int64_t c = 0; c < g.C; ++c) {
-      TransformFilter(w + (m * g.C + c) * 9, tile);
-      for (int e = 0; e < kElems; ++e) u[(e * g.M + m) * g.C + c] = tile[e];
-    }
+  TransformTaps(g, tile);
+  for (int e = 0; e < kElems; ++e) u[e * stride] = tile[e];
+}
+
+#ifdef NEE_WINOGRAD_X86
+// Eight float lanes whose arithmetic is the vector instructions' (GCC's
+// vector extension: no FMA contraction in this ISO C++ build, and none can
+// arise: each product by ½ follows a sum).
+typedef float Lanes8 __attribute__((vector_size(32)));
+
+__attribute__((target("avx2,fma"))) void TransformEightFilters(const float* w, float* u, int64_t stride) {
+  float taps[9][8];
+  winograd_common::TransposeEightFilters(w, taps);
+  Lanes8 g[9], tile[kElems];
+  for (int k = 0; k < 9; ++k) std::memcpy(&g[k], taps[k], sizeof(Lanes8));
+  TransformTaps(g, tile);
+  for (int e = 0; e < kElems; ++e) std::memcpy(u + e * stride, &tile[e], sizeof(Lanes8));
+}
+constexpr winograd_common::FilterTransform kEightFilters = TransformEightFilters;
+#else
+constexpr winograd_common::FilterTransform kEightFilters = nullptr;
+#endif
+
+std::shared_ptr<const WinogradWeights> PackWeights(const Winograd3x3& g, const float* w) {
+  const std::unique_ptr<float[]> u =
+      winograd_common::TransformFilters(kElems, g.M, g.C, w, kEightFilters, TransformFilter);
   auto packed = std::make_shared<WinogradWeights>();
   packed->u.reserve(kElems);
-  for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.data() + e * g.M * g.C, g.C, 1});
+  for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.get() + e * g.M * g.C, g.C, 1});
   return packed;
 }
 

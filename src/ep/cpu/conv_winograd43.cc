@@ -64,34 +64,65 @@ struct Winograd43Weights {
   std::vector<SgemmPackedA> u;
 };
 
-// G g Gᵀ of one 3x3 filter (row-major 6x6), in double: G's thirds and
-// fifteenths are not exact in float, and this runs once per session.
-void TransformFilter(const float* g, float* u) {
-  static constexpr double kG[6][3] = {{1, 0, 0},
-                                      {1. / 3, 1. / 3, 1. / 3},
-                                      {-1. / 3, 1. / 3, -1. / 3},
-                                      {-16. / 15, -8. / 15, -4. / 15},
-                                      {1. / 15, -2. / 15, 4. / 15},
-                                      {0, 0, 1}};
+// G, F(4x4, 3x3)'s filter transform.
+constexpr double kG[6][3] = {{1, 0, 0},
+                             {1. / 3, 1. / 3, 1. / 3},
+                             {-1. / 3, 1. / 3, -1. / 3},
+                             {-16. / 15, -8. / 15, -4. / 15},
+                             {1. / 15, -2. / 15, 4. / 15},
+                             {0, 0, 1}};
+
+// G g Gᵀ of one 3x3 filter (row-major 6x6, element e at u[e * stride]), in
+// double: G's thirds and fifteenths are not exact in float, and this runs
+// once per session.
+void TransformFilter(const float* g, float* u, int64_t stride) {
   double p[6][3];  // G g
   for (int i = 0; i < 6; ++i)
     for (int c = 0; c < 3; ++c) p[i][c] = kG[i][0] * g[c] + kG[i][1] * g[3 + c] + kG[i][2] * g[6 + c];
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 6; ++j)
-      u[6 * i + j] = static_cast<float>(p[i][0] * kG[j][0] + p[i][1] * kG[j][1] + p[i][2] * kG[j][2]);
+      u[(6 * i + j) * stride] = static_cast<float>(p[i][0] * kG[j][0] + p[i][1] * kG[j][1] + p[i][2] * kG[j][2]);
 }
 
+#ifdef NEE_WINOGRAD43_X86
+__attribute__((target("avx2,fma"), always_inline)) inline __m256d Times(double a, __m256d x) {
+  return _mm256_mul_pd(_mm256_set1_pd(a), x);
+}
+
+// TransformFilter on eight filters, four double lanes a half, with the same
+// operations in the same order (multiplies and adds, never contracted into
+// FMAs): the same bits.
+__attribute__((target("avx2,fma"), optimize("fp-contract=off"))) void TransformEightFilters(const float* w, float* u,
+                                                                                             int64_t stride) {
+  float taps[9][8];
+  winograd_common::TransposeEightFilters(w, taps);
+  for (int half = 0; half < 2; ++half) {
+    __m256d g[9];
+    for (int k = 0; k < 9; ++k) g[k] = _mm256_cvtps_pd(_mm_loadu_ps(taps[k] + 4 * half));
+    __m256d p[6][3];
+    for (int i = 0; i < 6; ++i)
+      for (int c = 0; c < 3; ++c)
+        p[i][c] = _mm256_add_pd(_mm256_add_pd(Times(kG[i][0], g[c]), Times(kG[i][1], g[3 + c])),
+                                Times(kG[i][2], g[6 + c]));
+    for (int i = 0; i < 6; ++i)
+      for (int j = 0; j < 6; ++j) {
+        const __m256d e = _mm256_add_pd(_mm256_add_pd(Times(kG[j][0], p[i][0]), Times(kG[j][1], p[i][1])),
+                                        Times(kG[j][2], p[i][2]));
+        _mm_storeu_ps(u + (6 * i + j) * stride + 4 * half, _mm256_cvtpd_ps(e));
+      }
+  }
+}
+constexpr winograd_common::FilterTransform kEightFilters = TransformEightFilters;
+#else
+constexpr winograd_common::FilterTransform kEightFilters = nullptr;
+#endif
+
 std::shared_ptr<const Winograd43Weights> PackWeights(const Winograd3x3& g, const float* w) {
-  std::vector<float> u(static_cast<size_t>(kElems * g.M * g.C));  // element-major: u[e][m][c]
-  float tile[kElems];
-  for (int64_t m = 0; m < g.M; ++m)
-    for (int64_t c = 0; c < g.C; ++c) {
-      TransformFilter(w + (m * g.C + c) * 9, tile);
-      for (int e = 0; e < kElems; ++e) u[(e * g.M + m) * g.C + c] = tile[e];
-    }
+  const std::unique_ptr<float[]> u =
+      winograd_common::TransformFilters(kElems, g.M, g.C, w, kEightFilters, TransformFilter);
   auto packed = std::make_shared<Winograd43Weights>();
   packed->u.reserve(kElems);
-  for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.data() + e * g.M * g.C, g.C, 1});
+  for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.get() + e * g.M * g.C, g.C, 1});
   return packed;
 }
 

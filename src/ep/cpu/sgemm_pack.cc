@@ -6,10 +6,6 @@
 #include <cstring>
 #include <new>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -169,25 +165,13 @@ void SgemmPackBRow(const float* row, int64_t cols, int64_t kc, int64_t p, float*
 
 void SgemmPackedB::FreeDelete::operator()(float* p) const { std::free(p); }
 
-namespace {
-
-// `bytes`, 64-byte aligned; from 2 MiB up aligned to 2 MiB with its whole
-// 2 MiB pages advised as huge (advice only: small pages where declined).
-float* AllocateOnHugePages(size_t bytes) {
-  constexpr size_t kHugePage = size_t{2} << 20;
-  void* p = nullptr;
-  if (posix_memalign(&p, bytes >= kHugePage ? kHugePage : 64, bytes) != 0) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (bytes >= kHugePage) madvise(p, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
-#endif
-  return static_cast<float*>(p);
-}
-
-}  // namespace
 
 SgemmPackedB::SgemmPackedB(int64_t k, int64_t n, MatrixView b)
     : k_(k), n_(n), padded_n_((n + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth) {
-  data_.reset(AllocateOnHugePages(static_cast<size_t>(std::max<int64_t>(k * padded_n_, 1)) * sizeof(float)));
+  void* p = nullptr;
+  if (posix_memalign(&p, 64, static_cast<size_t>(std::max<int64_t>(k * padded_n_, 1)) * sizeof(float)) != 0)
+    throw std::bad_alloc();
+  data_.reset(static_cast<float*>(p));
   for (int64_t p0 = 0; p0 < k; p0 += kSgemmDepthBlock)
     sgemm_internal::PackB(b, p0, std::min(kSgemmDepthBlock, k - p0), 0, n, data_.get() + p0 * padded_n_);
 }
