@@ -108,11 +108,8 @@ constexpr winograd_common::FilterTransform kEightFilters = nullptr;
 #endif
 
 std::shared_ptr<const WinogradWeights> PackWeights(const Winograd3x3& g, const float* w) {
-  const std::unique_ptr<float[]> u =
-      winograd_common::TransformFilters(kElems, g.M, g.C, w, kEightFilters, TransformFilter);
   auto packed = std::make_shared<WinogradWeights>();
-  packed->u.reserve(kElems);
-  for (int e = 0; e < kElems; ++e) packed->u.emplace_back(g.M, g.C, 1.f, MatrixView{u.get() + e * g.M * g.C, g.C, 1});
+  packed->u = winograd_common::TransformFilters(kElems, g.M, g.C, w, kEightFilters, TransformFilter);
   return packed;
 }
 

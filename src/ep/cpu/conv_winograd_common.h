@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "ep/cpu/conv_common.h"
 #include "ep/cpu/conv_winograd.h"
@@ -76,25 +77,35 @@ void Split(const KernelContext* ctx, int64_t n, Fn&& fn) {
   ParallelTasks(*ctx, parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); });
 }
 
-// Every 3x3 filter of w ([M][C][3][3]) transformed, element-major: element
-// e of filter (m, c) at u[(e * M + m) * C + c], the matrices U_e the GEMMs'
-// packed A is cut from. `eight` transforms filters c..c+7 of a row at once
-// (the taps of eight filters in the lanes of a vector, so each element is
-// one store of eight floats), `one` a filter alone, for the row's last few
-// or where `eight` is null; both write element e `stride` floats after
-// element e - 1. A filter at a time, with its elements scattered over
-// 16 or 36 rows, took ~0.1 s of ResNet-50's first run (F(4x4, 3x3)'s
-// transform is in double).
+// Every 3x3 filter of w ([M][C][3][3]) transformed and packed: the matrices
+// U_e (M x C, element e of filter (m, c) at row m, column c) as SGEMM's
+// packed A, one per element. `eight` transforms filters c..c+7 of a row at
+// once (the taps of eight filters in the lanes of a vector, so each element
+// is one store of eight floats), `one` a filter alone, for the row's last
+// few or where `eight` is null; both write element e `stride` floats after
+// element e - 1. Rows are transformed kRows at a time into a scratch that
+// the next rows reuse, then packed: a filter at a time, its elements
+// scattered over all of U, with U whole in a scratch of its own (fresh
+// pages each conv), took ~0.15 s of ResNet-50's first run.
 using FilterTransform = void (*)(const float* w, float* u, int64_t stride);
-inline std::unique_ptr<float[]> TransformFilters(int elems, int64_t M, int64_t C, const float* w,
-                                                 FilterTransform eight, FilterTransform one) {
-  std::unique_ptr<float[]> u(new float[static_cast<size_t>(elems * M * C)]);  // every element written below
-  const int64_t stride = M * C;
-  for (int64_t m = 0; m < M; ++m) {
-    int64_t c = 0;
-    if (eight)
-      for (; c + 8 <= C; c += 8) eight(w + (m * C + c) * 9, u.get() + m * C + c, stride);
-    for (; c < C; ++c) one(w + (m * C + c) * 9, u.get() + m * C + c, stride);
+inline std::vector<SgemmPackedA> TransformFilters(int elems, int64_t M, int64_t C, const float* w,
+                                                  FilterTransform eight, FilterTransform one) {
+  constexpr int64_t kRows = 4 * kSgemmTileRows;
+  std::vector<SgemmPackedA> u;
+  u.reserve(static_cast<size_t>(elems));
+  for (int e = 0; e < elems; ++e) u.emplace_back(M, C);
+  std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(elems * std::min(M, kRows) * C)]);
+  for (int64_t m0 = 0; m0 < M; m0 += kRows) {
+    const int64_t rows = std::min(kRows, M - m0), stride = rows * C;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* filters = w + (m0 + r) * C * 9;
+      float* out = scratch.get() + r * C;
+      int64_t c = 0;
+      if (eight)
+        for (; c + 8 <= C; c += 8) eight(filters + c * 9, out + c, stride);
+      for (; c < C; ++c) one(filters + c * 9, out + c, stride);
+    }
+    for (int e = 0; e < elems; ++e) u[static_cast<size_t>(e)].PackRows(m0, rows, 1.f, {scratch.get() + e * stride, C, 1});
   }
   return u;
 }

@@ -114,6 +114,11 @@ class SgemmPackedB {
 class SgemmPackedA {
  public:
   SgemmPackedA(int64_t m, int64_t k, float alpha, MatrixView a);
+  // Room for an m x k A whose rows PackRows fills, a range at a time.
+  SgemmPackedA(int64_t m, int64_t k);
+  // Rows [m0, m0 + rows) of A, alpha times a's rows [0, rows); m0 a multiple
+  // of kSgemmTileRows, and m0 + rows a multiple of it too or m.
+  void PackRows(int64_t m0, int64_t rows, float alpha, MatrixView a);
   int64_t m() const { return m_; }
   int64_t k() const { return k_; }
   // Panels of the k-block starting at column p0 (p0 a multiple of kSgemmDepthBlock).

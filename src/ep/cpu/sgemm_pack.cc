@@ -176,11 +176,20 @@ SgemmPackedB::SgemmPackedB(int64_t k, int64_t n, MatrixView b)
     sgemm_internal::PackB(b, p0, std::min(kSgemmDepthBlock, k - p0), 0, n, data_.get() + p0 * padded_n_);
 }
 
-SgemmPackedA::SgemmPackedA(int64_t m, int64_t k, float alpha, MatrixView a)
+SgemmPackedA::SgemmPackedA(int64_t m, int64_t k)
     : m_(m), k_(k), padded_m_((m + kSgemmTileRows - 1) / kSgemmTileRows * kSgemmTileRows),
-      data_(SgemmAllocate(k * padded_m_)) {
-  for (int64_t p0 = 0; p0 < k; p0 += kSgemmDepthBlock)
-    sgemm_internal::PackA(a, alpha, 0, m, p0, std::min(kSgemmDepthBlock, k - p0), data_.get() + p0 * padded_m_);
+      data_(SgemmAllocate(k * padded_m_)) {}
+
+SgemmPackedA::SgemmPackedA(int64_t m, int64_t k, float alpha, MatrixView a) : SgemmPackedA(m, k) {
+  PackRows(0, m, alpha, a);
+}
+
+void SgemmPackedA::PackRows(int64_t m0, int64_t rows, float alpha, MatrixView a) {
+  for (int64_t p0 = 0; p0 < k_; p0 += kSgemmDepthBlock) {
+    const int64_t kc = std::min(kSgemmDepthBlock, k_ - p0);
+    // A k-block holds its row panels one after another, kc x kSgemmTileRows floats each.
+    sgemm_internal::PackA(a, alpha, 0, rows, p0, kc, data_.get() + p0 * padded_m_ + m0 * kc);
+  }
 }
 
 }  // namespace nee::cpu
