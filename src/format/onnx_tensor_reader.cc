@@ -8,6 +8,8 @@
 #include <cstring>
 #include <new>
 
+#include "base/populated_memory.h"
+
 namespace nee::onnx_reader_internal {
 
 namespace {
@@ -362,8 +364,9 @@ Result<Tensor> OnnxParser::ViewOrCopy(DataType type, std::vector<int64_t> dims, 
   *viewed = false;
   if (size == 0) return Tensor::Allocate(type, std::move(dims));
   // Not Tensor::Allocate: its zero-fill would touch every page a second time.
-  void* copy = ::operator new(size, std::align_val_t(64), std::nothrow);
-  if (!copy) return OutOfMemory("cannot allocate " + std::to_string(size) + " bytes for a tensor");
+  std::shared_ptr<void> copy_owner = AllocatePopulated(size);
+  if (!copy_owner) return OutOfMemory("cannot allocate " + std::to_string(size) + " bytes for a tensor");
+  void* copy = copy_owner.get();
   // The copy is what everyone reads from now on: the mapped file's pages
   // need not stay resident beside it (a no-op unless they are file pages).
   // Chunk by chunk, so that a large tensor's copy and its file pages are
@@ -375,7 +378,6 @@ Result<Tensor> OnnxParser::ViewOrCopy(DataType type, std::vector<int64_t> dims, 
     ReleaseFileBackedPages(bytes + done, n);
   }
   ReleaseFileBackedPages(bytes, size);  // the pages that straddled two chunks
-  std::shared_ptr<void> copy_owner(copy, [](void* p) { ::operator delete(p, std::align_val_t(64)); });
   return Tensor::View(type, std::move(dims), copy, std::move(copy_owner));
 }
 

@@ -100,14 +100,12 @@ class SgemmPackedB {
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   // Panels of the k-block starting at row p0 (p0 a multiple of kSgemmDepthBlock).
-  const float* block(int64_t p0) const { return data_.get() + p0 * padded_n_; }
+  const float* block(int64_t p0) const { return data_ + p0 * padded_n_; }
 
  private:
-  struct FreeDelete {
-    void operator()(float* p) const;
-  };
   int64_t k_, n_, padded_n_;
-  std::unique_ptr<float[], FreeDelete> data_;
+  std::shared_ptr<void> storage_;  // base/populated_memory.h
+  float* data_;
 };
 
 // alpha * A (m x k) packed once, e.g. convolution weights; shared read-only.

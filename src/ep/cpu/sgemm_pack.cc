@@ -6,6 +6,8 @@
 #include <cstring>
 #include <new>
 
+#include "base/populated_memory.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -163,17 +165,14 @@ void SgemmPackBRow(const float* row, int64_t cols, int64_t kc, int64_t p, float*
   }
 }
 
-void SgemmPackedB::FreeDelete::operator()(float* p) const { std::free(p); }
-
 
 SgemmPackedB::SgemmPackedB(int64_t k, int64_t n, MatrixView b)
     : k_(k), n_(n), padded_n_((n + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth) {
-  void* p = nullptr;
-  if (posix_memalign(&p, 64, static_cast<size_t>(std::max<int64_t>(k * padded_n_, 1)) * sizeof(float)) != 0)
-    throw std::bad_alloc();
-  data_.reset(static_cast<float*>(p));
+  storage_ = AllocatePopulated(static_cast<size_t>(std::max<int64_t>(k * padded_n_, 1)) * sizeof(float));
+  if (!storage_) throw std::bad_alloc();
+  data_ = static_cast<float*>(storage_.get());
   for (int64_t p0 = 0; p0 < k; p0 += kSgemmDepthBlock)
-    sgemm_internal::PackB(b, p0, std::min(kSgemmDepthBlock, k - p0), 0, n, data_.get() + p0 * padded_n_);
+    sgemm_internal::PackB(b, p0, std::min(kSgemmDepthBlock, k - p0), 0, n, data_ + p0 * padded_n_);
 }
 
 SgemmPackedA::SgemmPackedA(int64_t m, int64_t k)
