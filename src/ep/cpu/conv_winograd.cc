@@ -89,12 +89,13 @@ void TransformFilter(const float* g, float* u, int64_t stride) {
 }
 
 #ifdef NEE_WINOGRAD_X86
-// Eight float lanes whose arithmetic is the vector instructions' (GCC's
-// vector extension: no FMA contraction in this ISO C++ build, and none can
-// arise: each product by ½ follows a sum).
+// Eight float lanes (GCC's vector extension): TransformTaps on them is
+// TransformFilter on eight filters, operation for operation, with no
+// product by ½ contracted into the sum that uses it.
 typedef float Lanes8 __attribute__((vector_size(32)));
 
-__attribute__((target("avx2,fma"))) void TransformEightFilters(const float* w, float* u, int64_t stride) {
+__attribute__((target("avx2,fma"), optimize("fp-contract=off"))) void TransformEightFilters(const float* w, float* u,
+                                                                                             int64_t stride) {
   float taps[9][8];
   winograd_common::TransposeEightFilters(w, taps);
   Lanes8 g[9], tile[kElems];

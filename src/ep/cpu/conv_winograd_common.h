@@ -105,7 +105,8 @@ inline std::vector<SgemmPackedA> TransformFilters(int elems, int64_t M, int64_t 
         for (; c + 8 <= C; c += 8) eight(filters + c * 9, out + c, stride);
       for (; c < C; ++c) one(filters + c * 9, out + c, stride);
     }
-    for (int e = 0; e < elems; ++e) u[static_cast<size_t>(e)].PackRows(m0, rows, 1.f, {scratch.get() + e * stride, C, 1});
+    for (int e = 0; e < elems; ++e)
+      u[static_cast<size_t>(e)].PackRows(m0, rows, 1.f, {scratch.get() + e * stride, C, 1});
   }
   return u;
 }
