@@ -118,10 +118,7 @@ __attribute__((target("avx2,fma"))) void SoftmaxColumns(const float* x, float* y
                                                         int64_t columns) {
   constexpr int kVectors = kColumnGroup / 8;
   __m256i mask[kVectors];
-  for (int v = 0; v < kVectors; ++v) {
-    const __m256i lane = _mm256_add_epi32(_mm256_set1_epi32(8 * v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    mask[v] = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(columns)), lane);
-  }
+  for (int v = 0; v < kVectors; ++v) mask[v] = LanesBetween8(0, columns - 8 * v);
   __m256 vmax[kVectors], sum[kVectors];
   for (int v = 0; v < kVectors; ++v) {
     vmax[v] = _mm256_set1_ps(-std::numeric_limits<float>::infinity());

@@ -29,6 +29,7 @@
 
 #include "ep/cpu/conv_winograd43.h"
 #include "ep/cpu/conv_winograd_common.h"
+#include "ep/cpu/no_fp_contract.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 
@@ -94,8 +95,8 @@ void TransformFilter(const float* g, float* u, int64_t stride) {
 // product by ½ contracted into the sum that uses it.
 typedef float Lanes8 __attribute__((vector_size(32)));
 
-__attribute__((target("avx2,fma"), optimize("fp-contract=off"))) void TransformEightFilters(const float* w, float* u,
-                                                                                             int64_t stride) {
+NEE_NO_FP_CONTRACT __attribute__((target("avx2,fma"))) void TransformEightFilters(const float* w, float* u,
+                                                                                int64_t stride) {
   float taps[9][8];
   winograd_common::TransposeEightFilters(w, taps);
   Lanes8 g[9], tile[kElems];

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "ep/cpu/conv_winograd_common.h"
+#include "ep/cpu/no_fp_contract.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 
@@ -92,8 +93,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline __m256d Times(double a
 // TransformFilter on eight filters, four double lanes a half, with the same
 // operations in the same order (multiplies and adds, never contracted into
 // FMAs): the same bits.
-__attribute__((target("avx2,fma"), optimize("fp-contract=off"))) void TransformEightFilters(const float* w, float* u,
-                                                                                             int64_t stride) {
+NEE_NO_FP_CONTRACT __attribute__((target("avx2,fma"))) void TransformEightFilters(const float* w, float* u,
+                                                                                int64_t stride) {
   float taps[9][8];
   winograd_common::TransposeEightFilters(w, taps);
   for (int half = 0; half < 2; ++half) {

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ep/cpu/no_fp_contract.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_schema.h"
 
@@ -254,15 +255,8 @@ __attribute__((target("avx2"), noinline)) void FloatRowAvx2(const int32_t* v, in
 }
 #endif
 
-#if defined(__clang__)
-#define NEE_IGEMM_NO_CONTRACT
-#elif defined(__GNUC__)
-#define NEE_IGEMM_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
-#else
-#define NEE_IGEMM_NO_CONTRACT
-#endif
 
-NEE_IGEMM_NO_CONTRACT void FloatRowPortable(const int32_t* v, int64_t cols, const float* scale, const float* bias,
+NEE_NO_FP_CONTRACT void FloatRowPortable(const int32_t* v, int64_t cols, const float* scale, const float* bias,
                                             float* out) {
 #if defined(__clang__)
 #pragma clang fp contract(off)

@@ -40,6 +40,7 @@
 
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/igemm_internal.h"
+#include "ep/cpu/no_fp_contract.h"
 #include "ops/op_schema.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -361,17 +362,10 @@ __attribute__((target("avx2"))) void TileAvx2(const TileArgs& t) {
 }
 #endif
 
-#if defined(__clang__)
-#define NEE_PAIRED_NO_CONTRACT
-#elif defined(__GNUC__)
-#define NEE_PAIRED_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
-#else
-#define NEE_PAIRED_NO_CONTRACT
-#endif
 
 // The same tile without SIMD, from the same packings (any rows <= 16); the
 // float epilogue's multiply and add rounded apart (no contraction into an FMA).
-NEE_PAIRED_NO_CONTRACT void TilePortable(const TileArgs& t) {
+NEE_NO_FP_CONTRACT void TilePortable(const TileArgs& t) {
   uint32_t acc[kCols][kRowsA];
   for (int64_t r = 0; r < kCols; ++r)
     for (int64_t i = 0; i < kRowsA; ++i) acc[r][i] = static_cast<uint32_t>(t.start[r]);

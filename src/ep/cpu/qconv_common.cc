@@ -5,17 +5,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "ep/cpu/no_fp_contract.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define NEE_QCONV_X86 1
 #endif
 
-// The float steps below must round as the reference's separate operations do.
-#if defined(__GNUC__) && !defined(__clang__)
-#define NEE_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
-#else
-#define NEE_NO_FP_CONTRACT
-#endif
+// The float steps below must round as the reference's separate operations do (NEE_NO_FP_CONTRACT).
 
 namespace nee::cpu::qconv {
 

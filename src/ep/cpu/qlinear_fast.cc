@@ -11,6 +11,7 @@
 #include "ep/cpu/conv_int_geometry.h"  // Is8Bit
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
+#include "ep/cpu/no_fp_contract.h"
 #include "ep/cpu/qconv_requant_avx512.h"
 #include "ep/cpu/qgemm_gemv.h"
 #include "ep/cpu/quant_matmul.h"
@@ -22,12 +23,7 @@
 #define NEE_QLINEAR_X86 1
 #endif
 
-// The float steps below must round as the reference's separate operations do.
-#if defined(__GNUC__) && !defined(__clang__)
-#define NEE_NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
-#else
-#define NEE_NO_FP_CONTRACT
-#endif
+// The float steps below must round as the reference's separate operations do (NEE_NO_FP_CONTRACT).
 
 namespace nee::cpu {
 

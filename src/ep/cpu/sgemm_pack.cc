@@ -165,7 +165,6 @@ void SgemmPackBRow(const float* row, int64_t cols, int64_t kc, int64_t p, float*
   }
 }
 
-
 SgemmPackedB::SgemmPackedB(int64_t k, int64_t n, MatrixView b)
     : k_(k), n_(n), padded_n_((n + kSgemmPanelWidth - 1) / kSgemmPanelWidth * kSgemmPanelWidth) {
   storage_ = AllocatePopulated(static_cast<size_t>(std::max<int64_t>(k * padded_n_, 1)) * sizeof(float));
