@@ -161,7 +161,11 @@ Status SoftmaxFloat(KernelContext& ctx) {
   // when that is the last dim, else columns `inner` floats apart.
   const std::vector<int64_t>& dims = x->dims();
   int64_t outer = 1, n = 1, inner = 1;
-  for (int64_t d = 0; d < x->rank(); ++d) (d < axis ? outer : d == axis || ctx.opset() < 13 ? n : inner) *= dims[d];
+  for (int64_t d = 0; d < x->rank(); ++d) {
+    if (d < axis) outer *= dims[d];
+    else if (d == axis || ctx.opset() < 13) n *= dims[d];
+    else inner *= dims[d];
+  }
   if (n == 0 || outer * inner == 0) return RunReference(ctx);
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, dims));
   const float* px = x->data<float>();
