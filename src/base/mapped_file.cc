@@ -28,6 +28,23 @@ MappingRegistry& Registry() {
 
 }  // namespace
 
+namespace {
+// Whether [begin, end) lies inside one live file mapping; the caller holds the registry's lock.
+bool InsideOneMapping(const MappingRegistry& registry, uintptr_t begin, uintptr_t end) {
+  auto it = registry.ranges.upper_bound(begin);
+  if (it == registry.ranges.begin()) return false;
+  --it;
+  return end <= it->first + it->second;
+}
+}  // namespace
+
+bool IsInMappedFile(const void* data, size_t bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  MappingRegistry& registry = Registry();
+  std::lock_guard<std::mutex> lock(registry.mu);
+  return InsideOneMapping(registry, begin, begin + bytes);
+}
+
 void ReleaseFileBackedPages(const void* data, size_t bytes) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data), end = begin + bytes;
   const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -35,10 +52,7 @@ void ReleaseFileBackedPages(const void* data, size_t bytes) {
   if (bytes == 0 || first >= last) return;
   MappingRegistry& registry = Registry();
   std::lock_guard<std::mutex> lock(registry.mu);
-  auto it = registry.ranges.upper_bound(begin);
-  if (it == registry.ranges.begin()) return;
-  --it;
-  if (end > it->first + it->second) return;  // not inside one mapping
+  if (!InsideOneMapping(registry, begin, end)) return;
   ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 

@@ -17,6 +17,9 @@ namespace nee {
 // once they have packed a constant weight into a layout of their own, so the
 // process does not keep both copies resident.
 void ReleaseFileBackedPages(const void* data, size_t bytes);
+// Whether [data, data + bytes) lies inside a file mapped by MappedFile::Open
+// (read-only: such bytes must never be written).
+bool IsInMappedFile(const void* data, size_t bytes);
 
 class MappedFile {
  public:

@@ -97,29 +97,44 @@ void GraphRunner::EnableConstantDropping(std::function<void(const std::string&)>
   dropping_ = true;
 }
 
-void GraphRunner::Dropped(size_t node, size_t input) const {
-  Tensor dropped;  // the bytes are let go (if this was the last reference) once unlocked
-  std::string name;
-  {
-    std::lock_guard<std::mutex> lock(drop_mu_);
-    if (!dropping_ || node >= node_dropped_.size() || input >= node_dropped_[node].size() ||
-        node_dropped_[node][input])
-      return;
-    node_dropped_[node][input] = true;
-    const int s = plan_.nodes[node].inputs[input];
-    if (s < 0 || undropped_reads_[s] <= 0 || --undropped_reads_[s] > 0) return;
-    for (auto& entry : const_cast<ExecutionPlan&>(plan_).constant_slots) {
-      if (entry.first != s) continue;
-      dropped = std::move(entry.second);
-      entry.second = Tensor::View(dropped.dtype(), dropped.dims(), nullptr, nullptr);
-      break;
-    }
-    const_cast<CheckedGraph&>(checked_).constants.erase(plan_.slot_names[s]);
-    name = plan_.slot_names[s];
+std::pair<Tensor, std::string> GraphRunner::LastReadDone(size_t node, size_t input) const {
+  std::lock_guard<std::mutex> lock(drop_mu_);
+  if (!dropping_ || node >= node_dropped_.size() || input >= node_dropped_[node].size() ||
+      node_dropped_[node][input])
+    return {};
+  node_dropped_[node][input] = true;
+  const int s = plan_.nodes[node].inputs[input];
+  if (s < 0 || undropped_reads_[s] <= 0 || --undropped_reads_[s] > 0) return {};
+  Tensor constant;
+  for (auto& entry : const_cast<ExecutionPlan&>(plan_).constant_slots) {
+    if (entry.first != s) continue;
+    constant = std::move(entry.second);
+    entry.second = Tensor::View(constant.dtype(), constant.dims(), nullptr, nullptr);
+    break;
   }
+  const_cast<CheckedGraph&>(checked_).constants.erase(plan_.slot_names[s]);
+  return {std::move(constant), plan_.slot_names[s]};
+}
+
+void GraphRunner::Dropped(size_t node, size_t input) const {
+  auto [dropped, name] = LastReadDone(node, input);  // the bytes are let go (if this was the last reference) at return
+  if (name.empty()) return;
   // Pages of the mapped file too, now that no reader is left (no-op for heap bytes).
   if (dropped.defined()) ReleaseFileBackedPages(dropped.raw_data(), dropped.byte_size());
-  if (released_) released_(name);
+  if (released_) released_(name);  // the session drops its reference
+}
+
+Tensor GraphRunner::Take(size_t node, size_t input) const {
+  auto [taken, name] = LastReadDone(node, input);
+  if (name.empty()) return Tensor();
+  if (released_) released_(name);  // the session drops its reference
+  // Who else may hold the bytes now: the reading run's own slot (constants
+  // are copied into each run's slots), other runs' slots, other sessions or
+  // a caller sharing the tensor. Two holders, this one and the reading run's,
+  // means none of the others. The file's mapping is read-only.
+  if (taken.defined() && taken.owned_by_at_most(2) && !IsInMappedFile(taken.raw_data(), taken.byte_size()))
+    return taken;
+  return Tensor();  // the caller packs from its input and releases the file's pages
 }
 
 Result<const GraphRunner*> GraphRunner::BodyRunner(const Graph* body) const {

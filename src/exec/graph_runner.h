@@ -83,11 +83,16 @@ class GraphRunner {
    public:
     explicit DropHook(const GraphRunner& owner) : owner_(owner) {}
     void Dropped(size_t node, size_t input) const override { owner_.Dropped(node, input); }
+    Tensor Take(size_t node, size_t input) const override { return owner_.Take(node, input); }
 
    private:
     const GraphRunner& owner_;
   };
   void Dropped(size_t node, size_t input) const;
+  Tensor Take(size_t node, size_t input) const;
+  // The constant that `node` read as `input`, moved out of the plan (and its
+  // name), when that read was its last undropped one; undefined otherwise.
+  std::pair<Tensor, std::string> LastReadDone(size_t node, size_t input) const;
 
   const Graph& graph_;
   CheckedGraph checked_;

@@ -65,7 +65,10 @@ class Tensor {
   Result<Tensor> Clone() const;
   // True when no other Tensor shares these bytes and they are owned (not a
   // view of an arena or a mapped file), so a caller may write to them.
-  bool exclusively_owned() const { return owner_ && owner_.use_count() == 1; }
+  bool exclusively_owned() const { return owned_by_at_most(1); }
+  // True when the bytes are owned and at most `tensors` Tensors (this one
+  // included) share them: for a holder that knows who the others are.
+  bool owned_by_at_most(long tensors) const { return owner_ && owner_.use_count() <= tensors; }
   // Same bytes, new dims (the element count must match).
   Result<Tensor> Reshaped(std::vector<int64_t> dims) const;
   // Reads an integer tensor (any int type) as int64 values; for shape inputs.

@@ -62,6 +62,11 @@ void KernelContext::DropConstantInput(size_t i) const {
   if (drop_hook_) drop_hook_->Dropped(node_index_, i);
 }
 
+Tensor KernelContext::TakeConstantInput(size_t i) const {
+  if (!input_is_constant(i)) return Tensor();
+  return drop_hook_ ? drop_hook_->Take(node_index_, i) : Tensor();
+}
+
 Status KernelContext::Error(const std::string& message) const {
   return RuntimeError(node_.Describe() + ": " + message);
 }

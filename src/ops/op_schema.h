@@ -209,6 +209,12 @@ class KernelContext {
    public:
     virtual ~ConstantDropHook() = default;
     virtual void Dropped(size_t node, size_t input) const = 0;
+    // Dropped, handing the constant over when its bytes may be overwritten
+    // (see TakeConstantInput).
+    virtual Tensor Take(size_t node, size_t input) const {
+      Dropped(node, input);
+      return Tensor();
+    }
   };
   void SetConstantDropHook(const ConstantDropHook* hook, size_t node) {
     drop_hook_ = hook;
@@ -222,6 +228,13 @@ class KernelContext {
   // graph output. A kernel that may still take a path reading the input
   // in place on some later run must call ReleaseConstantInput instead.
   void DropConstantInput(size_t i) const;
+  // DropConstantInput for a kernel about to copy input i into a layout of
+  // its own, which may write over the input's bytes instead: returns the
+  // constant when this node was its last reader, no other run, session or
+  // caller holds it, and its bytes are heap memory (not the read-only mapped
+  // file). Otherwise an undefined tensor: the caller packs from the input as
+  // usual and then calls ReleaseConstantInput(i). The drop is recorded either way.
+  Tensor TakeConstantInput(size_t i) const;
 
   Status Error(const std::string& message) const;
   Status InputError(size_t index, const std::string& message) const;

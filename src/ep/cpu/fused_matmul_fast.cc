@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/packed_constant_b.h"
 #include "ep/cpu/sgemm.h"
 #include "ep/cpu/simd_math.h"
 #include "ep/cpu/simd_x86.h"
@@ -30,18 +31,6 @@ namespace nee::cpu {
 
 #if defined(__x86_64__) || defined(__i386__)
 namespace {
-
-// B packed once per session when it is a constant; null otherwise.
-std::shared_ptr<const SgemmPackedB> PackConstantB(KernelContext& ctx, const FusedMatMulGeometry& g) {
-  if (!ctx.prepared() || !ctx.input_is_constant(1)) return nullptr;
-  auto packed = ctx.prepared()->GetOrBuild<SgemmPackedB>(
-      {g.k, g.n}, [&]() -> Result<std::shared_ptr<const SgemmPackedB>> {
-        auto b = std::make_shared<const SgemmPackedB>(g.k, g.n, MatrixView{g.b, g.n, 1});
-        ctx.DropConstantInput(1);  // later runs multiply by the packed copy, whatever A's shape
-        return std::shared_ptr<const SgemmPackedB>(std::move(b));
-      });
-  return packed.ok() ? packed.value() : nullptr;
-}
 
 struct Identity {
   NEE_AVX2_INLINE __m256 operator()(__m256 x) const { return x; }
@@ -134,7 +123,7 @@ Status FusedMatMulFloat(KernelContext& ctx) {
   float* y = out.data<float>();
   const SgemmEpilogueFn epilogue = EpilogueFor(g, g.bias);
   const SgemmEpilogueFn* tile_epilogue = NeedsEpilogue(g) ? &epilogue : nullptr;
-  if (auto packed = PackConstantB(ctx, g))
+  if (auto packed = PackedConstantB(ctx, 1, g.k, g.n, MatrixView{g.b, g.n, 1}, false, true))
     Sgemm(g.rows, g.n, g.k, SgemmA({g.a, g.k, 1}), SgemmB(*packed), 0.f, y, g.n, ctx.pool(), tile_epilogue);
   else
     Sgemm(g.rows, g.n, g.k, SgemmA({g.a, g.k, 1}), SgemmB(MatrixView{g.b, g.n, 1}), 0.f, y, g.n, ctx.pool(),

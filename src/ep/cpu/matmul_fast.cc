@@ -8,6 +8,7 @@
 
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/gemm_plan.h"
+#include "ep/cpu/packed_constant_b.h"
 #include "ep/cpu/parallel_tasks.h"
 #include "ep/cpu/sgemm.h"
 #include "ops/op_util.h"
@@ -77,26 +78,6 @@ void GemvTransposedB(const KernelContext& ctx, const float* a, const float* b, i
 // Dims with the trailing two removed.
 std::vector<int64_t> BatchDims(const std::vector<int64_t>& d) { return {d.begin(), d.end() - 2}; }
 
-// B (k x n, viewed as `view`) packed once per session when input `index` is
-// a constant (an initializer no caller can override): later runs skip packing
-// it. Null when B may change between runs or the kernel runs outside a session.
-// The key is what the packing depends on besides B's bytes: its shape and layout.
-// `drop`: the caller never reads B in place again once it is packed, whatever
-// A's shape (KernelContext::DropConstantInput); otherwise only B's file pages
-// are let go.
-std::shared_ptr<const SgemmPackedB> PackedConstantB(KernelContext& ctx, size_t index, int64_t k, int64_t n,
-                                                    MatrixView view, bool transposed, bool drop) {
-  if (!ctx.prepared() || !ctx.input_is_constant(index)) return nullptr;
-  auto packed = ctx.prepared()->GetOrBuild<SgemmPackedB>(
-      {k, n, transposed ? 1 : 0}, [&]() -> Result<std::shared_ptr<const SgemmPackedB>> {
-        auto b = std::make_shared<const SgemmPackedB>(k, n, view);
-        // The packed copy is what runs use.
-        if (drop) ctx.DropConstantInput(index);
-        else ctx.ReleaseConstantInput(index);
-        return std::shared_ptr<const SgemmPackedB>(std::move(b));
-      });
-  return packed.ok() ? packed.value() : nullptr;
-}
 }  // namespace
 
 Status MatMulFloat(KernelContext& ctx) {

@@ -237,14 +237,26 @@ struct PanelMatrix {
   int64_t PanelStart(int64_t q, bool backwards) const { return (backwards ? panels() - 1 - q : q) * panel; }
 };
 
-template <typename At>
-PanelMatrix MakePanels(int64_t k, int64_t n, At at) {
+// The panels of a k x n matrix whose column j is the k contiguous floats at
+// column(j), or zeros where column(j) is null (a padding column). Sixteen
+// rows at a time, so each column is read a cache line at a time while the
+// panel's rows being written stay in L1.
+template <typename Column>
+PanelMatrix MakePanels(int64_t k, int64_t n, Column column) {
   PanelMatrix m{k, n, AllocatePanels(k * n), PanelWidth()};
+  std::vector<const float*> cols(static_cast<size_t>(m.panel));
+  constexpr int64_t kRows = 16;
   for (int64_t j0 = 0; j0 < n; j0 += m.panel) {
     const int64_t width = std::min(m.panel, n - j0);
+    for (int64_t j = 0; j < width; ++j) cols[static_cast<size_t>(j)] = column(j0 + j);
     float* panel = m.data.get() + j0 * k;
-    for (int64_t p = 0; p < k; ++p)
-      for (int64_t j = 0; j < width; ++j) panel[p * width + j] = at(p, j0 + j);
+    for (int64_t p0 = 0; p0 < k; p0 += kRows) {
+      const int64_t rows = std::min(kRows, k - p0);
+      for (int64_t j = 0; j < width; ++j) {
+        const float* src = cols[static_cast<size_t>(j)];
+        for (int64_t p = p0; p < p0 + rows; ++p) panel[p * width + j] = src ? src[p] : 0.f;
+      }
+    }
   }
   return m;
 }
@@ -273,18 +285,25 @@ DirectionWeights PrepareDirection(const KernelContext& ctx, const Problem& p, in
   const float* r = ctx.input(2)->tensor().data<float>() + d * p.gates * H * H;
   const float* b = ctx.has_input(3) ? ctx.input(3)->tensor().data<float>() + d * 2 * p.gates * H : nullptr;
   DirectionWeights dw;
-  // W^T with padded gate columns, then packed for the SGEMM.
-  std::vector<float> wt(static_cast<size_t>(I * n), 0.f);
-  for (int64_t col = 0; col < n; ++col) {
-    const int64_t row = GateRow(p, col);
-    if (row >= 0)
-      for (int64_t i = 0; i < I; ++i) wt[static_cast<size_t>(i * n + col)] = w[row * I + i];
+  // The projection multiplies by W^T, whose gate columns are W's rows in the
+  // padded order: W itself when no gate is padded, else W's rows copied into
+  // that order (zero rows for the padding). Packed through the transposed
+  // view, which reads each row as a run instead of W column by column.
+  std::vector<float> padded_rows;
+  const float* rows = w;
+  if (p.hp != H) {
+    padded_rows.assign(static_cast<size_t>(n * I), 0.f);
+    for (int64_t col = 0; col < n; ++col)
+      if (const int64_t row = GateRow(p, col); row >= 0)
+        std::memcpy(padded_rows.data() + col * I, w + row * I, sizeof(float) * static_cast<size_t>(I));
+    rows = padded_rows.data();
   }
-  dw.w = std::make_unique<SgemmPackedB>(I, n, MatrixView{wt.data(), n, 1});
+  dw.w = std::make_unique<SgemmPackedB>(I, n, MatrixView{rows, 1, I});
+  // R^T in panels: column `col` of the recurrent matrix is R's row for that gate column.
   auto rt = [&](int64_t col_offset) {
-    return [&, col_offset](int64_t k, int64_t col) {
+    return [&, col_offset](int64_t col) -> const float* {
       const int64_t row = GateRow(p, col + col_offset);
-      return row >= 0 ? r[row * H + k] : 0.f;
+      return row >= 0 ? r + row * H : nullptr;
     };
   };
   const bool split = p.cell == Cell::kGru && !p.linear_before_reset;

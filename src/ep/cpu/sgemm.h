@@ -97,6 +97,16 @@ class SgemmScratch {
 class SgemmPackedB {
  public:
   SgemmPackedB(int64_t k, int64_t n, MatrixView b);
+  // Packs the row-major k x n matrix at `b` over its own bytes (no fresh
+  // pages: on some hosts a first touch costs more than the packing); n must
+  // be a multiple of kSgemmPanelWidth, so the packed layout is the same size,
+  // and b 64-byte aligned, as the kernels' panel loads are (PacksInPlace).
+  // `owner` keeps the bytes alive.
+  SgemmPackedB(int64_t k, int64_t n, float* b, std::shared_ptr<void> owner);
+  // Whether the in-place constructor takes an n-column B at `b`.
+  static bool PacksInPlace(int64_t n, const float* b) {
+    return n % kSgemmPanelWidth == 0 && reinterpret_cast<uintptr_t>(b) % 64 == 0;
+  }
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   // Panels of the k-block starting at row p0 (p0 a multiple of kSgemmDepthBlock).

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 #include "base/populated_memory.h"
 
@@ -172,6 +173,24 @@ SgemmPackedB::SgemmPackedB(int64_t k, int64_t n, MatrixView b)
   data_ = static_cast<float*>(storage_.get());
   for (int64_t p0 = 0; p0 < k; p0 += kSgemmDepthBlock)
     sgemm_internal::PackB(b, p0, std::min(kSgemmDepthBlock, k - p0), 0, n, data_ + p0 * padded_n_);
+}
+
+SgemmPackedB::SgemmPackedB(int64_t k, int64_t n, float* b, std::shared_ptr<void> owner)
+    : k_(k), n_(n), padded_n_(n), storage_(std::move(owner)), data_(b) {
+  if (!PacksInPlace(n, b)) throw std::invalid_argument("SgemmPackedB: in-place packing needs whole panels");
+  // A k-block's panels fill exactly the rows they are packed from, so each
+  // block is copied aside and packed back over itself.
+  std::unique_ptr<float[]> rows(new (std::nothrow) float[static_cast<size_t>(std::min(kSgemmDepthBlock, k) * n)]);
+  if (!rows) {  // no room aside: packed into new memory, B left as it is
+    *this = SgemmPackedB(k, n, MatrixView{b, n, 1});
+    return;
+  }
+  for (int64_t p0 = 0; p0 < k; p0 += kSgemmDepthBlock) {
+    const int64_t kc = std::min(kSgemmDepthBlock, k - p0);
+    float* block = data_ + p0 * n;
+    std::memcpy(rows.get(), block, sizeof(float) * static_cast<size_t>(kc * n));
+    sgemm_internal::PackB(MatrixView{rows.get(), n, 1}, 0, kc, 0, n, block);
+  }
 }
 
 SgemmPackedA::SgemmPackedA(int64_t m, int64_t k)

@@ -130,6 +130,39 @@ TEST_P(SgemmTest, ManyColumnBlocksAndDepthRanges) {
   EXPECT_TRUE(BitwiseEqual(c, packed));
 }
 
+// B packed over its own bytes holds the same panels as B packed into new
+// memory: depths below, at and past one depth block (256), widths of one and
+// several panels. The product through it is bitwise the same.
+TEST_P(SgemmTest, PackingBInPlaceGivesTheSamePanels) {
+  std::mt19937 rng(31);
+  for (int64_t k : {1, 7, 256, 300, 513})
+    for (int64_t n : {32, 96}) {
+      Stored b = RandomStored(k, n, false, 0, rng);
+      const cpu::SgemmPackedB fresh(k, n, b.view());
+      std::shared_ptr<float> bytes(new (std::align_val_t(64)) float[b.data.size()],
+                                   [](float* p) { ::operator delete[](p, std::align_val_t(64)); });
+      std::copy(b.data.begin(), b.data.end(), bytes.get());
+      ASSERT_TRUE(cpu::SgemmPackedB::PacksInPlace(n, bytes.get()));
+      const cpu::SgemmPackedB in_place(k, n, bytes.get(), bytes);
+      const std::string what = std::to_string(k) + "x" + std::to_string(n);
+      for (int64_t p0 = 0; p0 < k; p0 += cpu::kSgemmDepthBlock) {
+        const int64_t floats = std::min(cpu::kSgemmDepthBlock, k - p0) * n;
+        EXPECT_EQ(std::memcmp(fresh.block(p0), in_place.block(p0), sizeof(float) * floats), 0) << what << " " << p0;
+      }
+      EXPECT_EQ(in_place.block(0), bytes.get()) << what;  // no new memory
+      const int64_t m = 5;
+      Stored a = RandomStored(m, k, false, 0, rng);
+      std::vector<float> want(m * n), got(m * n);
+      cpu::Sgemm(m, n, k, cpu::SgemmA(a.view()), cpu::SgemmB(fresh), 0.f, want.data(), n, nullptr);
+      cpu::Sgemm(m, n, k, cpu::SgemmA(a.view()), cpu::SgemmB(in_place), 0.f, got.data(), n, nullptr);
+      EXPECT_TRUE(BitwiseEqual(got, want)) << what;
+      ExpectNear(got, Naive(m, n, k, 1.f, a, b, 0.f, std::vector<float>(m * n, 0.f), n), k, what);
+    }
+  alignas(64) float row[64] = {};
+  EXPECT_FALSE(cpu::SgemmPackedB::PacksInPlace(48, row));  // not whole panels
+  EXPECT_FALSE(cpu::SgemmPackedB::PacksInPlace(32, row + 4));  // panels not aligned
+}
+
 // beta == 0 never reads C (NaN there must not leak); k == 0 or alpha == 0 scale C only.
 // Several row blocks, each thread packing its own rows of A, over several
 // column blocks of a B packed per call (k = 4100: blocks of 480 columns): a

@@ -3,6 +3,7 @@
 // session phases. Expected values are small hand-computed products.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -166,6 +167,67 @@ TEST(SessionFeatures, PackedConstantsAreDroppedUnlessAnotherReaderNeedsThem) {
     ASSERT_TRUE(wide.ok()) << wide.status().ToString();
     ExpectNear((*wide)[0].tensor(), {3, 2}, {4, 2, 8, 6, 12, 8});
   }
+}
+
+// MatMul's constant B, when nothing outside the session holds it, is packed
+// over its own bytes: they live on with the session (no new pages), and are
+// freed with it. One the caller still holds is never written: its bytes
+// keep their values and are the caller's alone after the first run. The
+// products are exact (multiples of 1/32 well inside float's range), so the
+// expected values are exact too.
+TEST(SessionFeatures, AConstantNothingElseHoldsIsPackedOverItsOwnBytes) {
+  const int64_t k = 300, n = 64;  // n a whole number of panels; k deeper than one depth block
+  std::vector<float> wv(static_cast<size_t>(k * n));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = static_cast<float>(static_cast<int64_t>(i * 37 % 23) - 11) / 8.f;
+  auto x_of = [&](int64_t rows) {
+    std::vector<float> xv(static_cast<size_t>(rows * k));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>(static_cast<int64_t>(i % 5) - 2) / 4.f;
+    return xv;
+  };
+  auto product = [&](const std::vector<float>& xv, int64_t rows) {
+    std::vector<float> y(static_cast<size_t>(rows * n));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) acc += double(xv[i * k + p]) * wv[p * n + j];
+        y[i * n + j] = static_cast<float>(acc);
+      }
+    return y;
+  };
+  for (int level : {0, 99})
+    for (bool caller_keeps_w : {false, true}) {
+      const std::string what = "level " + std::to_string(level) + (caller_keeps_w ? ", W kept" : ", W given");
+      bool freed = false;
+      float* bytes = new (std::align_val_t(64)) float[wv.size()];  // as the loader's copies are
+      std::copy(wv.begin(), wv.end(), bytes);
+      std::shared_ptr<void> owner(bytes, [&freed](void* p) {
+        freed = true;
+        ::operator delete[](p, std::align_val_t(64));
+      });
+      Tensor w = Tensor::View(DataType::kFloat, {k, n}, bytes, std::move(owner));
+      const Tensor kept = caller_keeps_w ? w : Tensor();
+      ModelBuilder b;
+      b.Input("x", Shape{Dim::Symbol("rows"), Dim::Known(k)}).Init("W", w).Op("MatMul", {"x", "W"}, {"y"}).Output("y");
+      w = Tensor();
+      SessionOptions options;
+      options.graph_optimization_level = level;
+      auto session = Make(std::move(b.model), options);
+      ASSERT_TRUE(session) << what;
+      for (int64_t rows : {3, 3, 5, 3}) {  // a second shape signature too
+        const std::vector<float> xv = x_of(rows);
+        auto r = session->Run({{"x", Floats(xv, {rows, k})}}, {});
+        ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
+        ExpectNear((*r)[0].tensor(), {rows, n}, product(xv, rows));
+      }
+      if (caller_keeps_w) {
+        EXPECT_TRUE(kept.exclusively_owned()) << what;
+        EXPECT_TRUE(std::equal(wv.begin(), wv.end(), kept.data<float>())) << what;
+      } else {
+        EXPECT_FALSE(freed) << what << ": B was packed into new memory";
+        session.reset();
+        EXPECT_TRUE(freed) << what;
+      }
+    }
 }
 
 // y = If(c, then: Relu(x), else: Neg(x)): the branches are subgraphs, which
