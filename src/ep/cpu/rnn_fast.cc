@@ -237,26 +237,46 @@ struct PanelMatrix {
   int64_t PanelStart(int64_t q, bool backwards) const { return (backwards ? panels() - 1 - q : q) * panel; }
 };
 
+// Whether columns j..j+7 are equally spaced rows of one matrix (none a padding column).
+bool EightEvenlySpaced(const std::vector<const float*>& cols, size_t j) {
+  if (!cols[j] || !cols[j + 1]) return false;
+  const std::ptrdiff_t step = cols[j + 1] - cols[j];
+  for (size_t c = 2; c < 8; ++c)
+    if (!cols[j + c] || cols[j + c] - cols[j + c - 1] != step) return false;
+  return true;
+}
+
 // The panels of a k x n matrix whose column j is the k contiguous floats at
-// column(j), or zeros where column(j) is null (a padding column). Sixteen
-// rows at a time, so each column is read a cache line at a time while the
-// panel's rows being written stay in L1.
+// column(j), or zeros where column(j) is null (a padding column). Eight
+// columns that are evenly spaced rows of the source go through 8x8
+// transposes in registers (each column read in runs, each panel row written
+// eight floats at a time); other columns one float at a time.
 template <typename Column>
 PanelMatrix MakePanels(int64_t k, int64_t n, Column column) {
   PanelMatrix m{k, n, AllocatePanels(k * n), PanelWidth()};
   std::vector<const float*> cols(static_cast<size_t>(m.panel));
-  constexpr int64_t kRows = 16;
   for (int64_t j0 = 0; j0 < n; j0 += m.panel) {
     const int64_t width = std::min(m.panel, n - j0);
     for (int64_t j = 0; j < width; ++j) cols[static_cast<size_t>(j)] = column(j0 + j);
     float* panel = m.data.get() + j0 * k;
-    for (int64_t p0 = 0; p0 < k; p0 += kRows) {
-      const int64_t rows = std::min(kRows, k - p0);
-      for (int64_t j = 0; j < width; ++j) {
-        const float* src = cols[static_cast<size_t>(j)];
-        for (int64_t p = p0; p < p0 + rows; ++p) panel[p * width + j] = src ? src[p] : 0.f;
+    auto one_column = [&](int64_t j) {
+      const float* src = cols[static_cast<size_t>(j)];
+      for (int64_t p = 0; p < k; ++p) panel[p * width + j] = src ? src[p] : 0.f;
+    };
+    int64_t j = 0;
+    for (; j + 8 <= width; j += 8) {
+      if (!EightEvenlySpaced(cols, static_cast<size_t>(j))) {
+        for (int64_t c = 0; c < 8; ++c) one_column(j + c);
+        continue;
       }
+      const float* src = cols[static_cast<size_t>(j)];
+      const int64_t ld = cols[static_cast<size_t>(j) + 1] - src;
+      int64_t p = 0;
+      for (; p + 8 <= k; p += 8) Transpose8x8Avx2(src + p, ld, panel + p * width + j, width);
+      for (; p < k; ++p)
+        for (int64_t c = 0; c < 8; ++c) panel[p * width + j + c] = src[c * ld + p];
     }
+    for (; j < width; ++j) one_column(j);
   }
   return m;
 }

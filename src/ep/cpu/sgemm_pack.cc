@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "base/populated_memory.h"
+#include "ep/cpu/simd_x86.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -95,6 +96,28 @@ bool CpuHasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
 }
+
+// One B panel (`cols` columns, kc deep) from a B whose columns are contiguous
+// (row_stride 1, column j at base + j * ld): eight columns by eight steps of
+// p at a time through an 8x8 transpose in registers, so each column is read
+// in runs and each panel row written eight floats at a time; the columns past
+// the last whole eight and the last few steps one float at a time.
+__attribute__((target("avx2"))) void PackBPanelColumnMajorAvx2(const float* base, int64_t ld, int64_t cols,
+                                                               int64_t kc, float* out) {
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8) {  // eight columns never straddle a run of 16
+    float* dst = out + SgemmPanelOffset(kc, 0, j);
+    const float* src = base + j * ld;
+    int64_t p = 0;
+    for (; p + 8 <= kc; p += 8) Transpose8x8Avx2(src + p, ld, dst + p * kSgemmPanelRun, kSgemmPanelRun);
+    for (; p < kc; ++p)
+      for (int64_t c = 0; c < 8; ++c) dst[p * kSgemmPanelRun + c] = src[c * ld + p];
+  }
+  for (; j < cols; ++j) {
+    float* dst = out + SgemmPanelOffset(kc, 0, j);
+    for (int64_t p = 0; p < kc; ++p) dst[p * kSgemmPanelRun] = base[j * ld + p];
+  }
+}
 #endif
 
 }  // namespace
@@ -138,6 +161,12 @@ void PackB(const MatrixView& b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, 
     // B transposed (or strided): read each column of the panel as a run over
     // p and scatter it into the panel, which is small enough to stay in L1.
     if (cols < kCols) std::fill(out, out + kc * kCols, 0.f);
+#if defined(__x86_64__) || defined(__i386__)
+    if (b.row_stride == 1 && CpuHasAvx2()) {
+      PackBPanelColumnMajorAvx2(base, b.col_stride, cols, kc, out);
+      continue;
+    }
+#endif
     for (int64_t j = 0; j < cols; ++j) {
       const float* src = base + j * b.col_stride;
       float* dst = out + SgemmPanelOffset(kc, 0, j);
