@@ -26,9 +26,6 @@ MappingRegistry& Registry() {
   return *registry;
 }
 
-}  // namespace
-
-namespace {
 // Whether [begin, end) lies inside one live file mapping; the caller holds the registry's lock.
 bool InsideOneMapping(const MappingRegistry& registry, uintptr_t begin, uintptr_t end) {
   auto it = registry.ranges.upper_bound(begin);
@@ -36,6 +33,7 @@ bool InsideOneMapping(const MappingRegistry& registry, uintptr_t begin, uintptr_
   --it;
   return end <= it->first + it->second;
 }
+
 }  // namespace
 
 bool IsInMappedFile(const void* data, size_t bytes) {

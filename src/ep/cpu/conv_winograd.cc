@@ -109,9 +109,9 @@ constexpr winograd_common::FilterTransform kEightFilters = TransformEightFilters
 constexpr winograd_common::FilterTransform kEightFilters = nullptr;
 #endif
 
-std::shared_ptr<const WinogradWeights> PackWeights(const Winograd3x3& g, const float* w) {
+std::shared_ptr<const WinogradWeights> PackWeights(const Winograd3x3& g, const float* w, const KernelContext& ctx) {
   auto packed = std::make_shared<WinogradWeights>();
-  packed->u = winograd_common::TransformFilters(kElems, g.M, g.C, w, kEightFilters, TransformFilter);
+  packed->u = winograd_common::TransformFilters(kElems, g.M, g.C, w, kEightFilters, TransformFilter, ctx);
   return packed;
 }
 
@@ -547,7 +547,7 @@ void RunBlock(const Winograd3x3& g, const Tiling& t, const Block& b, const Winog
 Status RunWinograd(KernelContext& ctx, const Winograd3x3& g, const float* w, const float* bias,
                    const FusedActivation& act, const Layout& io) {
   NEE_ASSIGN_OR_RETURN(const std::shared_ptr<const WinogradWeights> weights,
-                       TransformedWeights<WinogradWeights>(ctx, g.M, g.C, [&] { return PackWeights(g, w); }));
+                       TransformedWeights<WinogradWeights>(ctx, g.M, g.C, [&] { return PackWeights(g, w, ctx); }));
   const Tiling t = TilingOf(g, NumThreads(ctx));
   RunBlocks(ctx, g.N, t, [&](const Block& b, const KernelContext* shared) {
     RunBlock(g, t, b, *weights, bias, act, io, shared);

@@ -118,9 +118,9 @@ constexpr winograd_common::FilterTransform kEightFilters = TransformEightFilters
 constexpr winograd_common::FilterTransform kEightFilters = nullptr;
 #endif
 
-std::shared_ptr<const Winograd43Weights> PackWeights(const Winograd3x3& g, const float* w) {
+std::shared_ptr<const Winograd43Weights> PackWeights(const Winograd3x3& g, const float* w, const KernelContext& ctx) {
   auto packed = std::make_shared<Winograd43Weights>();
-  packed->u = winograd_common::TransformFilters(kElems, g.M, g.C, w, kEightFilters, TransformFilter);
+  packed->u = winograd_common::TransformFilters(kElems, g.M, g.C, w, kEightFilters, TransformFilter, ctx);
   return packed;
 }
 
@@ -424,7 +424,7 @@ Result<bool> RunWinograd43(KernelContext& ctx, const Winograd3x3& g, const float
   // inputs falls back to F(2x2, 3x3), which reads them: they fault back in
   // from the file.
   NEE_ASSIGN_OR_RETURN(const std::shared_ptr<const Winograd43Weights> weights,
-                       TransformedWeights<Winograd43Weights>(ctx, g.M, g.C, [&] { return PackWeights(g, w); }));
+                       TransformedWeights<Winograd43Weights>(ctx, g.M, g.C, [&] { return PackWeights(g, w, ctx); }));
   const Tiling t = TilingOf(g, NumThreads(ctx));
   return RunBlocks(ctx, g.N, t, [&](const Block& b, const KernelContext* shared) {
     return RunBlock(g, t, b, *weights, bias, act, io, shared);

@@ -117,6 +117,10 @@ void SumAcrossRows(const float* x, const ReduceShape& s, bool mean, int64_t o0, 
 // SumAcrossRows on AVX-512: up to 32 inner lanes a block as four vectors of
 // eight doubles, so four chains' additions overlap; the same operations lane
 // for lane (float -> double exact, add, divide, round once), so the same bits.
+#pragma GCC diagnostic push
+#ifndef __clang__  // clang has no -Wmaybe-uninitialized
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 on _mm512_undefined_* inside the conversions
+#endif
 NEE_REDUCE_AVX512 void SumAcrossRowsAvx512(const float* x, const ReduceShape& s, bool mean, int64_t o0, int64_t o1,
                                            float* y) {
   constexpr int64_t kBlock = 4 * kLanes;
@@ -141,6 +145,7 @@ NEE_REDUCE_AVX512 void SumAcrossRowsAvx512(const float* x, const ReduceShape& s,
     o += lanes;
   }
 }
+#pragma GCC diagnostic pop
 #endif
 
 // inner == 1: outputs [o0, o1), each a contiguous run of n; eight outputs'
