@@ -81,7 +81,9 @@ __attribute__((target("avx2,fma"))) double CenteredSquaresAvx2(const float* x, i
 // the halves are combined as the AVX2 versions combine them. Fewer
 // instructions: no 128-bit extracts, one conversion per eight floats.
 #pragma GCC diagnostic push  // GCC 12's false positives on its own extract intrinsics
+#ifndef __clang__  // clang has no -Wmaybe-uninitialized
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 __attribute__((target("avx512f,avx512dq"))) double CombineHalves(__m512d lo8, __m512d hi8) {
   // lo8 = [acc0 | acc1], hi8 = [acc2 | acc3]: (acc0 + acc1) + (acc2 + acc3), then the lanes as SumAvx2.
