@@ -30,18 +30,15 @@ void PackPointwisePairs(const BlockedConvGeometry& g, PointwisePairs* out) {
   out->w16.assign(static_cast<size_t>(pairs * g.C * kLanes), 0.f);
   out->bias16.assign(static_cast<size_t>(pairs * kLanes), 0.f);
   if (g.bias) std::copy(g.bias, g.bias + g.M, out->bias16.begin());
-  // w16[(pair * C + c) * 16 + lane] = w[(16 * pair + lane) * C + c]: with
-  // whole blocks of channels (as BlockedConv's kernels have them) and AVX2,
-  // eight output channels by eight input channels at a time through an 8x8
-  // transpose in registers; otherwise one at a time.
+  // w16[(pair * C + c) * 16 + lane] = w[(16 * pair + lane) * C + c]: eight
+  // output channels (half a pair) at a time through register transposes
+  // where the CPU has AVX2, the rest one at a time.
   int64_t m = 0;
 #ifdef NEE_PAIRS_X86
-  if (CpuHasAvx2Fma() && g.C % kB == 0 && g.M % kB == 0)
-    for (; m < g.M; m += kB) {
-      float* dst = out->w16.data() + (m / kLanes) * g.C * kLanes + m % kLanes;
-      const float* src = g.w + m * g.C;
-      for (int64_t c = 0; c < g.C; c += kB) Transpose8x8Avx2(src + c, g.C, dst + c * kLanes, kLanes);
-    }
+  if (CpuHasAvx2Fma())
+    for (; m + kB <= g.M; m += kB)
+      TransposeColumns8Avx2(g.w + m * g.C, g.C, g.C, out->w16.data() + (m / kLanes) * g.C * kLanes + m % kLanes,
+                            kLanes);
 #endif
   for (; m < g.M; ++m) {
     const int64_t pair = m / kLanes, lane = m % kLanes;

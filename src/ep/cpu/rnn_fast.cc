@@ -270,11 +270,7 @@ PanelMatrix MakePanels(int64_t k, int64_t n, Column column) {
         continue;
       }
       const float* src = cols[static_cast<size_t>(j)];
-      const int64_t ld = cols[static_cast<size_t>(j) + 1] - src;
-      int64_t p = 0;
-      for (; p + 8 <= k; p += 8) Transpose8x8Avx2(src + p, ld, panel + p * width + j, width);
-      for (; p < k; ++p)
-        for (int64_t c = 0; c < 8; ++c) panel[p * width + j + c] = src[c * ld + p];
+      TransposeColumns8Avx2(src, cols[static_cast<size_t>(j) + 1] - src, k, panel + j, width);
     }
     for (; j < width; ++j) one_column(j);
   }

@@ -98,21 +98,13 @@ bool CpuHasAvx2() {
 }
 
 // One B panel (`cols` columns, kc deep) from a B whose columns are contiguous
-// (row_stride 1, column j at base + j * ld): eight columns by eight steps of
-// p at a time through an 8x8 transpose in registers, so each column is read
-// in runs and each panel row written eight floats at a time; the columns past
-// the last whole eight and the last few steps one float at a time.
+// (row_stride 1, column j at base + j * ld): eight columns at a time through
+// register transposes, the columns past the last whole eight one at a time.
 __attribute__((target("avx2"))) void PackBPanelColumnMajorAvx2(const float* base, int64_t ld, int64_t cols,
                                                                int64_t kc, float* out) {
   int64_t j = 0;
-  for (; j + 8 <= cols; j += 8) {  // eight columns never straddle a run of 16
-    float* dst = out + SgemmPanelOffset(kc, 0, j);
-    const float* src = base + j * ld;
-    int64_t p = 0;
-    for (; p + 8 <= kc; p += 8) Transpose8x8Avx2(src + p, ld, dst + p * kSgemmPanelRun, kSgemmPanelRun);
-    for (; p < kc; ++p)
-      for (int64_t c = 0; c < 8; ++c) dst[p * kSgemmPanelRun + c] = src[c * ld + p];
-  }
+  for (; j + 8 <= cols; j += 8)  // eight columns never straddle a run of 16
+    TransposeColumns8Avx2(base + j * ld, ld, kc, out + SgemmPanelOffset(kc, 0, j), kSgemmPanelRun);
   for (; j < cols; ++j) {
     float* dst = out + SgemmPanelOffset(kc, 0, j);
     for (int64_t p = 0; p < kc; ++p) dst[p * kSgemmPanelRun] = base[j * ld + p];

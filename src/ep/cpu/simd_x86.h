@@ -73,6 +73,19 @@ __attribute__((target("avx2"))) inline void Transpose8x8Avx2(const float* x, int
   for (int j = 0; j < 8; ++j) _mm256_storeu_ps(y + j * ldy, out[j]);
 }
 
+// Eight columns of k contiguous floats each, `ldx` apart, written as k rows
+// of eight floats, `ldy` apart: y[p * ldy + c] = x[c * ldx + p]. Eight steps
+// of p at a time through the 8x8 transpose (each column read in runs, each
+// row written whole), the last k % 8 one float at a time. For weights packed
+// into panels whose rows hold a run of columns.
+__attribute__((target("avx2"))) inline void TransposeColumns8Avx2(const float* x, int64_t ldx, int64_t k, float* y,
+                                                                    int64_t ldy) {
+  int64_t p = 0;
+  for (; p + 8 <= k; p += 8) Transpose8x8Avx2(x + p, ldx, y + p * ldy, ldy);
+  for (; p < k; ++p)
+    for (int64_t c = 0; c < 8; ++c) y[p * ldy + c] = x[c * ldx + p];
+}
+
 // Whether this CPU can run the AVX2+FMA kernels.
 inline bool CpuHasAvx2Fma() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
