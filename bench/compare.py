@@ -116,6 +116,20 @@ def open_tract(path, threads, inputs):
 
 
 OPENERS = {"nee": open_nee, "ort": open_ort, "openvino": open_openvino, "tract": open_tract}
+MODULES = {"nee": "nee", "ort": "onnxruntime", "openvino": "openvino", "tract": "tract"}
+
+
+def unimportable(runtimes):
+    """The runtimes whose Python module this interpreter cannot import, with the reason. Checked before
+    measuring: a run of every model takes half an hour, and one whose runtime is missing reports nothing
+    but "fail" for it (the fresh processes inherit this interpreter's PYTHONPATH)."""
+    missing = {}
+    for rt in runtimes:
+        try:
+            __import__(MODULES[rt])
+        except Exception as e:  # ImportError, or a module that fails while loading
+            missing[rt] = first_line(e)
+    return missing
 
 
 LOCATION_LINE = re.compile(r"^(Exception from \S+:\d+:|Check '.*' failed at \S+:)$")
@@ -698,6 +712,13 @@ def main(argv):
                and not zoo.is_built(n, args.zoo_dir)]
     if missing or not models:
         print(f"not built: {missing or 'any model'}; run bench/zoo.py first", file=sys.stderr)
+        return 2
+    missing_runtimes = unimportable(args.runtimes)
+    if missing_runtimes:
+        for rt, why in missing_runtimes.items():
+            print(f"{LABELS[rt]} cannot be imported: {why}", file=sys.stderr)
+        print("nee: PYTHONPATH=build/python (or an installed wheel); the peers: bash bench/setup.sh; "
+              "or leave a runtime out with --runtimes", file=sys.stderr)
         return 2
     stamp = datetime.datetime.now()
     out = args.out = args.out or os.path.join(HERE, "results", stamp.strftime("%Y%m%d-%H%M%S"))
