@@ -51,28 +51,84 @@ __attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b
   for (; i < k; ++i) sum = std::fma(a[i], b[i], sum);
   return sum;
 }
+
+// DotAvx2 of a with two rows at once, each row's sums exactly DotAvx2's (so
+// the same bits): a's vectors are loaded once for both, and the two rows
+// stream from memory side by side.
+__attribute__((target("avx2,fma"))) void DotPairAvx2(const float* a, const float* b0, const float* b1, int64_t k,
+                                                     float* out) {
+  __m256 p0 = _mm256_setzero_ps(), p1 = p0, p2 = p0, p3 = p0, q0 = p0, q1 = p0, q2 = p0, q3 = p0;
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) {
+    const __m256 a0 = _mm256_loadu_ps(a + i), a1 = _mm256_loadu_ps(a + i + 8);
+    const __m256 a2 = _mm256_loadu_ps(a + i + 16), a3 = _mm256_loadu_ps(a + i + 24);
+    p0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b0 + i), p0);
+    q0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b1 + i), q0);
+    p1 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b0 + i + 8), p1);
+    q1 = _mm256_fmadd_ps(a1, _mm256_loadu_ps(b1 + i + 8), q1);
+    p2 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b0 + i + 16), p2);
+    q2 = _mm256_fmadd_ps(a2, _mm256_loadu_ps(b1 + i + 16), q2);
+    p3 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b0 + i + 24), p3);
+    q3 = _mm256_fmadd_ps(a3, _mm256_loadu_ps(b1 + i + 24), q3);
+  }
+  for (; i + 8 <= k; i += 8) {
+    const __m256 a0 = _mm256_loadu_ps(a + i);
+    p0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b0 + i), p0);
+    q0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b1 + i), q0);
+  }
+  alignas(32) float lanes[2][8];
+  _mm256_store_ps(lanes[0], _mm256_add_ps(_mm256_add_ps(p0, p1), _mm256_add_ps(p2, p3)));
+  _mm256_store_ps(lanes[1], _mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3)));
+  const float* rows[2] = {b0, b1};
+  for (int r = 0; r < 2; ++r) {
+    const float* l = lanes[r];
+    float sum = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
+    for (int64_t t = i; t < k; ++t) sum = std::fma(a[t], rows[r][t], sum);
+    out[r] = sum;
+  }
+}
 #endif
 
+void DotPairPortable(const float* a, const float* b0, const float* b1, int64_t k, float* out) {
+  out[0] = DotPortable(a, b0, k);
+  out[1] = DotPortable(a, b1, k);
+}
+
 using DotFn = float (*)(const float*, const float*, int64_t);
-DotFn SelectDot() {
+using DotPairFn = void (*)(const float*, const float*, const float*, int64_t, float*);
+struct Dots {
+  DotFn one;
+  DotPairFn pair;
+};
+Dots SelectDots() {
 #ifdef NEE_MATMUL_X86
-  if (CpuHasAvx2Fma() && !SgemmPortableForced()) return DotAvx2;
+  if (CpuHasAvx2Fma() && !SgemmPortableForced()) return {DotAvx2, DotPairAvx2};
 #endif
-  return DotPortable;
+  return {DotPortable, DotPairPortable};
 }
 
 // One row of A times a transposed B (n rows of k, as torch's Linear stores its
 // weight): y[j] = alpha * dot(a, B[j]) + beta_y * y[j]. A matrix-vector product
 // is bound by reading B once; dot products read it in place, in order, where
-// SGEMM would pack it into panels and use one row of a twelve-row tile.
+// SGEMM would pack it into panels and use one row of a twelve-row tile. Two
+// rows at a time (each row's sums as alone): a's loads shared, two streams of
+// B in flight (1000 x 1280 from L3 10% faster than a row at a time, from
+// memory 0-5%).
 void GemvTransposedB(const KernelContext& ctx, const float* a, const float* b, int64_t n, int64_t k, float alpha,
                      float beta_y, float* y) {
-  const DotFn dot = SelectDot();
+  const Dots dots = SelectDots();
+  auto finish = [&](int64_t j, float sum) {
+    const float v = alpha * sum;
+    y[j] = beta_y == 0.f ? v : v + y[j];
+  };
   ctx.ParallelFor(n, std::max<int64_t>(16, 16384 / std::max<int64_t>(k, 1)), [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      const float v = alpha * dot(a, b + j * k, k);
-      y[j] = beta_y == 0.f ? v : v + y[j];
+    int64_t j = begin;
+    for (float sums[2]; j + 2 <= end; j += 2) {
+      dots.pair(a, b + j * k, b + (j + 1) * k, k, sums);
+      finish(j, sums[0]);
+      finish(j + 1, sums[1]);
     }
+    if (j < end) finish(j, dots.one(a, b + j * k, k));
   });
 }
 // Dims with the trailing two removed.

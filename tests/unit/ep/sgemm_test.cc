@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -562,6 +564,19 @@ TEST(OptimizedGemm, SingleRowTransposedBAgreesAndIsThreadIndependent) {
               << "k " << k << ", bias " << with_c;
         if (threads == 1) first = *got;
         else EXPECT_TRUE(BitwiseEqual(first, *got)) << "k " << k << ", threads " << threads;
+      }
+      // Rows go two at a time where they can: each output is bitwise the
+      // product of its row alone (a one-row B takes the single dot product).
+      for (int64_t j = 0; j < n; ++j) {
+        const float* row = b.data<float>() + j * k;
+        Tensor bj = Tensor::FromVector(std::vector<float>(row, row + k), {1, k});
+        Tensor cj = Tensor::FromVector(std::vector<float>{c.data<float>()[j]}, {1});
+        std::vector<Value> one = {Value(a), Value(bj)};
+        if (with_c) one.push_back(Value(cj));
+        auto alone = testing::RunKernel(cpu::GemmFloat, node, 13, one, 1);
+        ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+        EXPECT_EQ(std::bit_cast<uint32_t>(alone->data<float>()[0]), std::bit_cast<uint32_t>(first.data<float>()[j]))
+            << "k " << k << ", row " << j;
       }
     }
   }
