@@ -35,6 +35,19 @@ float DotPortable(const float* a, const float* b, int64_t k) {
 }
 
 #ifdef NEE_MATMUL_X86
+// A dot product's four partial sums of eight lanes combined in a fixed order,
+// then the elements [i, k) past the last whole vector: shared by DotAvx2 and
+// DotPairAvx2, so a row's value is the same whichever computes it.
+__attribute__((target("avx2,fma"), always_inline)) inline float FinishDotAvx2(__m256 s0, __m256 s1, __m256 s2,
+                                                                             __m256 s3, const float* a,
+                                                                             const float* b, int64_t i, int64_t k) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  float sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+  for (; i < k; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+
 __attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b, int64_t k) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   int64_t i = 0;
@@ -45,11 +58,7 @@ __attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b
     acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
   }
   for (; i + 8 <= k; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-  float sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-  for (; i < k; ++i) sum = std::fma(a[i], b[i], sum);
-  return sum;
+  return FinishDotAvx2(acc0, acc1, acc2, acc3, a, b, i, k);
 }
 
 // DotAvx2 of a with two rows at once, each row's sums exactly DotAvx2's (so
@@ -76,16 +85,8 @@ __attribute__((target("avx2,fma"))) void DotPairAvx2(const float* a, const float
     p0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b0 + i), p0);
     q0 = _mm256_fmadd_ps(a0, _mm256_loadu_ps(b1 + i), q0);
   }
-  alignas(32) float lanes[2][8];
-  _mm256_store_ps(lanes[0], _mm256_add_ps(_mm256_add_ps(p0, p1), _mm256_add_ps(p2, p3)));
-  _mm256_store_ps(lanes[1], _mm256_add_ps(_mm256_add_ps(q0, q1), _mm256_add_ps(q2, q3)));
-  const float* rows[2] = {b0, b1};
-  for (int r = 0; r < 2; ++r) {
-    const float* l = lanes[r];
-    float sum = ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]));
-    for (int64_t t = i; t < k; ++t) sum = std::fma(a[t], rows[r][t], sum);
-    out[r] = sum;
-  }
+  out[0] = FinishDotAvx2(p0, p1, p2, p3, a, b0, i, k);
+  out[1] = FinishDotAvx2(q0, q1, q2, q3, a, b1, i, k);
 }
 #endif
 
