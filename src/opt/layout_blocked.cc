@@ -35,7 +35,7 @@
 // YOLO's bottlenecks need no reorders.
 // A GlobalAveragePool of a converted conv's output reads its blocked twin
 // (BlockedGlobalAveragePool), so a CNN's last feature map needs no FromBlocked.
-// On AVX-512 hosts a pointwise conv whose only reader transposes its channels
+// On AVX2 and AVX-512 hosts a pointwise conv whose only reader transposes its channels
 // behind the pixels (a detector head: ChannelsLastReader) joins the run it
 // reads from and writes channels last (output_layout = "nhwc").
 // Only connected runs of at least kMinRun such nodes (linked through their
@@ -418,14 +418,14 @@ bool Blockable(GraphEditor& ed, size_t index, Candidate* c) {
   c->spec = s;
   c->z = n.HasInput(3) ? n.inputs[3] : "";
   // A pointwise conv on blocked input whose reader wants channels last (any M: the AVX-512 pair tiles store
-  // it, masked past M); it joins a run it reads from. (Static shapes only: the reader's Reshape is rewritten
-  // with the new dims.)
+  // it, masked past M, the AVX2 tiles through a staging buffer); it joins a run it reads from. (Static shapes
+  // only: the reader's Reshape is rewritten with the new dims.)
   const std::vector<int64_t> ones = {1, 1};
   const bool pointwise_1x1 = c->group == 1 && kernel == ones && s.strides == ones && s.dilations == ones &&
                              std::all_of(s.pads.begin(), s.pads.end(), [](int64_t p) { return p == 0; });
   std::vector<int64_t> y_dims;
   if (pointwise_1x1 && c->z.empty() && c->C % kChannelBlock == 0 && y[1].value == c->M && ShapeIsStatic(y, &y_dims) &&
-      HostIsaLevel() >= CpuIsaLevel::kAvx512 && FindChannelsLastReader(ed, n.outputs[0], y_dims, &c->reader)) {
+      HostIsaLevel() >= CpuIsaLevel::kAvx2 && FindChannelsLastReader(ed, n.outputs[0], y_dims, &c->reader)) {
     c->kind = Kind::kChannelsLast;
     c->repays = false;
     return true;

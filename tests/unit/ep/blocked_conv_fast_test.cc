@@ -432,9 +432,9 @@ Tensor Nchw(const Tensor& t) {
 
 // A channels-last BlockedConv (output_layout = "nhwc": [N, H, W, M], any M, as the layout pass writes a
 // detector head's): the reference gives the blocked reference's values pixel by pixel (residual included,
-// laid out as the output); the fast kernel (the AVX-512 pair tiles, their last pair masked past M; the
-// reference below AVX-512) agrees with it and gives the same bits at 1-3 threads, and where M fills whole
-// blocks and the pair tiles run, the blocked fast kernel's bits.
+// laid out as the output); the fast kernel (the AVX-512 pair tiles, their last pair masked past M; on AVX2
+// the 6 x 2 tiles through a staging buffer) agrees with it and gives the same bits at 1-3 threads, and
+// where M fills whole blocks, the blocked fast kernel's bits.
 TEST(BlockedConvFast, ChannelsLastOutputIsTheBlockedOutputPixelByPixel) {
   std::mt19937 rng(7);
   struct Shape {
@@ -468,7 +468,10 @@ TEST(BlockedConvFast, ChannelsLastOutputIsTheBlockedOutputPixelByPixel) {
         ExpectBitwise(want, Nhwc(Reorder("FromBlocked", blocked_ref->outputs[0].tensor(), shape.M)),
                       what + " reference");
         const Tensor fast = testing::ExpectFastCloseAtEveryIsaAndThreadCount(node, in, want, what);
-        if (shape.M % kChannelBlock == 0 && cpu::BlockedPointwiseAvx512()) {  // both on the pair tiles
+        // Where M fills whole blocks both run the tiles (pair tiles, or the AVX2 6 x 2 tiles through the
+        // channels-last staging buffer): the same chains, so the same bits.
+        if (shape.M % kChannelBlock == 0 && cpu::SgemmActiveIsa() >= cpu::SgemmIsa::kAvx2 &&
+            !cpu::SgemmPortableForced()) {
           auto fast_blocked = testing::RunKernel(cpu::BlockedConvFloat, blocked, 1, blocked_in, 1);
           ASSERT_TRUE(fast_blocked.ok()) << fast_blocked.status().ToString();
           ExpectBitwise(fast, Nhwc(Reorder("FromBlocked", *fast_blocked, shape.M)), what + " blocked fast");
