@@ -393,11 +393,6 @@ __attribute__((target("avx2,fma"))) void Depthwise3x3Rows(const BlockedConvGeome
 
 // ---- Residual and activation ----------------------------------------------------------
 
-// The first `count` lanes of eight (0-8), for vmaskmovps.
-__attribute__((target("avx2"))) inline __m256i FirstLanes(int64_t count) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // y[i] = act(y[i] + z[i]) over a run of n floats; z may be null. A last part
 // vector (a channels-last output's rows are M floats, e.g. 255) goes masked,
 // each lane computed as in a whole one.
@@ -411,7 +406,7 @@ __attribute__((target("avx2,fma"))) void FinishRunAvx2(const FusedActivation& ac
     _mm256_storeu_ps(y + i, Activate8<K>(act, v));
   }
   if (i == n) return;
-  const __m256i lanes = FirstLanes(n - i);
+  const __m256i lanes = LanesBetween8(0, n - i);
   __m256 v = _mm256_maskload_ps(y + i, lanes);
   if (z) v = _mm256_add_ps(v, _mm256_maskload_ps(z + i, lanes));
   _mm256_maskstore_ps(y + i, lanes, Activate8<K>(act, v));
@@ -505,7 +500,7 @@ bool Supported(const BlockedConvGeometry& g) {
 __attribute__((target("avx2,fma"))) void CopyStagedToRows(const float* staged, int64_t pixels, int64_t m,
                                                          float* rows) {
   const int64_t whole = m / kB;
-  const __m256i tail = FirstLanes(m % kB);
+  const __m256i tail = LanesBetween8(0, m % kB);
   for (int64_t i = 0; i < pixels; ++i) {
     float* row = rows + i * m;
     const float* from = staged + i * kB;
