@@ -233,6 +233,42 @@ __attribute__((target("avx2,fma"))) void PointwiseTile(int64_t C, int64_t plane,
     }
 }
 
+// One pixel x OB blocks (3 to 12): a plane of one pixel (the squeeze and
+// excitation convs after a global pool in MobileNetV3 and EfficientNet) in OB
+// FMA chains, where the 1 x 2 tile ran two and waited on their latency. Each
+// weight vector is read once, straight into its FMA; the blocks' weights lie
+// C * 8 floats apart, reached from four pointers (blocks j, j + 1 and j + 2
+// from one, as base + stride and base + 2 * stride) so that GCC keeps them in
+// registers. The same sums, in the same order, as the other tiles.
+template <int OB, FusedActivation::Kind K>
+__attribute__((target("avx2,fma"))) void LoneTile(int64_t C, int64_t plane, int64_t y_plane, const float* x,
+                                                  const float* w, const float* bias, float* y, const float* z,
+                                                  const FusedActivation& act) {
+  static_assert(OB >= 3 && OB <= 12);
+  __m256 acc[OB];
+#pragma GCC unroll 12
+  for (int j = 0; j < OB; ++j) acc[j] = _mm256_loadu_ps(bias + kB * j);
+  const int64_t stride = C * kB;
+  const float* w0 = w;
+  const float* w3 = w + 3 * stride;
+  const float* w6 = w + 6 * stride;
+  const float* w9 = w + 9 * stride;
+  for (int64_t cb = 0; cb < C / kB; ++cb) {
+    const float* xc = x + cb * plane * kB;
+#pragma GCC unroll 8
+    for (int l = 0; l < kB; ++l) {
+      const __m256 xv = _mm256_broadcast_ss(xc + l);
+      const float* base[4] = {w0 + l * kB, w3 + l * kB, w6 + l * kB, w9 + l * kB};
+#pragma GCC unroll 12
+      for (int j = 0; j < OB; ++j)
+        acc[j] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(base[j / 3] + (j % 3) * stride), acc[j]);
+    }
+    w0 += kB * kB, w3 += kB * kB, w6 += kB * kB, w9 += kB * kB;
+  }
+#pragma GCC unroll 12
+  for (int j = 0; j < OB; ++j) StoreFinished<K>(act, y, z, j * y_plane * kB, acc[j]);
+}
+
 using TileFn = void (*)(int64_t, int64_t, int64_t, const float*, const float*, const float*, float*, const float*,
                         const FusedActivation&);
 // Tiles of twelve accumulators by the blocks they cover: 12 pixels x 1 block,
@@ -249,6 +285,10 @@ struct PointwiseTiles {
                                     PointwiseTile<4, 2, K>, PointwiseTile<5, 2, K>, PointwiseTile<6, 2, K>};
   static constexpr TileFn three[4] = {PointwiseTile<1, 3, K>, PointwiseTile<2, 3, K>, PointwiseTile<3, 3, K>,
                                       PointwiseTile<4, 3, K>};
+  // One pixel, 3 to 12 blocks (LoneTile).
+  static constexpr TileFn lone[10] = {LoneTile<3, K>, LoneTile<4, K>, LoneTile<5, K>,  LoneTile<6, K>,
+                                      LoneTile<7, K>, LoneTile<8, K>, LoneTile<9, K>, LoneTile<10, K>,
+                                      LoneTile<11, K>, LoneTile<12, K>};
 };
 
 // The tiles' finish in registers: the residual and the cheap activations
@@ -259,11 +299,12 @@ struct TileSet {
   const TileFn* one;
   const TileFn* two;
   const TileFn* three;
-  bool finishes;  // the tiles apply the residual and the activation
+  const TileFn* lone;  // a lone pixel's tiles, by blocks from 3
+  bool finishes;       // the tiles apply the residual and the activation
 };
 template <FusedActivation::Kind K>
 constexpr TileSet kTileSet{PointwiseTiles<K>::one, PointwiseTiles<K>::two, PointwiseTiles<K>::three,
-                           true};
+                           PointwiseTiles<K>::lone, true};
 
 TileSet TilesFor(FusedActivation::Kind kind) {
   using Kind = FusedActivation::Kind;
@@ -284,6 +325,17 @@ void PointwiseRangeTo(const BlockedConvGeometry& g, const float* w_packed, const
   const int64_t plane = g.H * g.W;
   const float* x = g.x + n * g.Cb() * plane * kB;
   const float* z = set.finishes ? out.z : nullptr;
+  if (p1 - p0 == 1 && ob1 - ob0 >= 3) {  // a pixel alone: as many blocks a tile as there are accumulators
+    constexpr int64_t kLoneBlocks = 12;
+    for (int64_t ob = ob0, obs = 0; ob < ob1; ob += obs) {
+      const int64_t left = ob1 - ob;
+      obs = left <= kLoneBlocks ? left : left < kLoneBlocks + 3 ? left - 3 : kLoneBlocks;  // no tile under 3
+      const int64_t at = (ob * out.plane + p0 - out.first) * kB;
+      set.lone[obs - 3](g.C, plane, out.plane, x + p0 * kB, w_packed + ob * g.C * kB, bias_packed + ob * kB,
+                        out.y + at, z ? z + at : nullptr, g.act);
+    }
+    return;
+  }
   for (int64_t ob = ob0, obs = 0; ob < ob1; ob += obs) {
     const int64_t left_blocks = ob1 - ob;
     obs = left_blocks == 3 ? 3 : std::min<int64_t>(2, left_blocks);

@@ -54,6 +54,8 @@ const std::vector<Geometry> kGeometries = {
     {"pointwise pairs", {1, 32, 9, 9}, {48, 32, 1, 1}, 1, 1, 0},      // AVX-512: three pairs, 81 pixels
     {"pointwise odd pairs", {2, 16, 7, 5}, {56, 16, 1, 1}, 1, 1, 0},  // AVX-512: 2 + 2 pairs, the last half
     {"pointwise even tiles", {2, 16, 5, 5}, {32, 16, 1, 1}, 1, 1, 0},  // AVX2: 25 pixels as 5 x 5 tiles
+    {"pointwise one pixel", {2, 24, 1, 1}, {120, 24, 1, 1}, 1, 1, 0},   // AVX2: 15 blocks as 12 + 3 of a lone pixel
+    {"pointwise one pixel wide", {1, 40, 1, 1}, {208, 40, 1, 1}, 1, 1, 0},  // 26 blocks as 12 + 11 + 3
     {"depthwise s1", {1, 16, 9, 11}, {16, 1, 3, 3}, 16, 1, 1},
     {"depthwise s2 even", {2, 8, 12, 14}, {8, 1, 3, 3}, 8, 2, 1},
     {"depthwise s2 odd", {1, 24, 11, 13}, {24, 1, 3, 3}, 24, 2, 1},
