@@ -356,11 +356,12 @@ TEST(BlockedConvFast, CachedGeometryGivesWhatPlanningPerCallGives) {
 TEST(BlockedConvFast, WinogradGivesTheNchwWinogradsBits) {
   if (cpu::SgemmActiveIsa() < cpu::SgemmIsa::kAvx2) GTEST_SKIP() << "blocked Winograd needs AVX2 or AVX-512";
   const std::vector<Geometry> geometries = {
-      {"one block", {1, 16, 30, 33}, {24, 16, 3, 3}, 1, 1, 1},
+      // (32 input channels and more: on AVX2 the direct kernel takes 16, DirectBeatsWinograd.)
+      {"one block", {1, 32, 30, 33}, {24, 32, 3, 3}, 1, 1, 1},
       {"several blocks", {2, 64, 64, 40}, {64, 64, 3, 3}, 1, 1, 1},
       {"narrow", {1, 32, 14, 14}, {40, 32, 3, 3}, 1, 1, 1},
-      {"no pad", {1, 24, 11, 10}, {16, 24, 3, 3}, 1, 1, 0},
-      {"pad 2", {1, 16, 7, 9}, {16, 16, 3, 3}, 1, 1, 2},
+      {"no pad", {1, 40, 11, 10}, {16, 40, 3, 3}, 1, 1, 0},
+      {"pad 2", {1, 32, 7, 9}, {16, 32, 3, 3}, 1, 1, 2},
       // Transformed weights beyond 1 MiB (1.2 MB, 2.7 MB): one block, its phases shared among the threads.
       {"big weights", {1, 136, 6, 5}, {136, 136, 3, 3}, 1, 1, 1},
   };
