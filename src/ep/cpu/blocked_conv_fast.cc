@@ -829,12 +829,13 @@ bool WinogradShape(const BlockedConvGeometry& g) {
 }
 
 // Where the AVX2 direct kernel runs a 3x3 stride-1 conv faster than
-// Winograd: 16 input channels, where the transforms outweigh the multiplies
-// they save. YOLO's 16-channel conv on 160x160 (Zen 3, node minimums, the two
-// kernels alternating in one process): 1 thread 1.67-1.79 ms Winograd, 1.56-1.61
-// direct; 2 threads 1.31-1.41 vs 0.87-0.90 (Winograd's phases share a block
-// between the threads). At 32 channels (80x80) Winograd still won at 1 thread
-// (1.12 vs 1.41 ms) and tied at 2.
+// Winograd: under 32 input channels, where the transforms weigh most against
+// the multiplies they save. YOLO's 16 -> 16-channel conv on 160x160 (Zen 3,
+// node minimums, the two kernels alternating in one process, quiet and beside
+// a memory-streaming process): 1 thread 1.67-1.79 ms Winograd, 1.56-1.61
+// direct; 2 threads 1.31-1.41 vs 0.87-0.90. At 32 channels (80x80) Winograd
+// still won at 1 thread (1.12 vs 1.41 ms) and tied at 2; on ResNet-50's 64-512
+// channel convs it won every one.
 bool DirectBeatsWinograd(const BlockedConvGeometry& g) { return g.C < 32 && BlockedDirectAvx2Applies(g); }
 
 // The key of a node's geometry: each input's rank and dims (-1 for one that
