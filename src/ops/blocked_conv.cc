@@ -224,11 +224,38 @@ Status PlanWindow(const KernelContext& ctx, const Tensor& w, BlockedConvGeometry
 
 Status BlockedConvKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanBlockedConv(ctx));
+  g.z = ResidualApart(g, false);  // the reference sums each output over many steps
   BlockedConvReference(ctx, g);
   return Status::Ok();
 }
 
 }  // namespace
+
+bool BlockedConvMayOverwriteResidual(const Node& node, const Shape* weights) {
+  if (node.domain != kNeeDomain || node.op_type != "BlockedConv" || node.inputs.size() < 4 || node.inputs[3].empty())
+    return false;
+  std::vector<int64_t> kernel;
+  if (!KernelOfWeights(weights, &kernel) || kernel != std::vector<int64_t>{1, 1}) return false;
+  Result<bool> nchw = NchwInputAttr(node), nhwc = NhwcOutputAttr(node);
+  Result<int64_t> group = node.GetInt("group", 1);
+  Result<nn::WindowSpec> spec = nn::ReadWindowSpec(node, 2, &kernel);
+  Result<FusedActivation> act = ReadFusedActivation(node);
+  if (!nchw.ok() || *nchw || !nhwc.ok() || *nhwc || !group.ok() || *group != 1 || !spec.ok() || !act.ok())
+    return false;
+  if (spec->kernel != kernel || spec->auto_pad != "NOTSET" || spec->pads != std::vector<int64_t>{0, 0, 0, 0})
+    return false;
+  using Kind = FusedActivation::Kind;
+  return act->kind == Kind::kNone || act->kind == Kind::kRelu || act->kind == Kind::kClip;
+}
+
+const float* ResidualApart(const BlockedConvGeometry& g, bool read_in_place) {
+  if (!g.z || g.z != g.y || read_in_place) return g.z;
+  int64_t count = 1;
+  for (int64_t d : g.OutputDims()) count *= d;
+  thread_local std::vector<float> apart;
+  apart.assign(g.z, g.z + count);
+  return apart.data();
+}
 
 Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx) {
   const Node& node = ctx.node();

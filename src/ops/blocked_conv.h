@@ -91,6 +91,21 @@ struct BlockedConvGeometry {
 // Reads and checks the inputs and attributes, and allocates the output.
 Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx);
 
+// Whether a BlockedConv node's output may be planned onto its residual's
+// bytes (input 3) when nothing reads the residual after it, as ONNX Runtime
+// lets a conv's Sum input be overwritten: a 1x1 conv (weights `weights`, any
+// stride, no pads, one group, blocked input and output) whose
+// activation the fast tiles apply as they store (none, Relu, Clip). Those
+// tiles read each residual vector just before they store the output vector
+// in its place; every other path moves the residual aside first
+// (ResidualApart), so the plan is safe whichever kernel runs.
+bool BlockedConvMayOverwriteResidual(const Node& node, const Shape* weights);
+
+// g.z, or, where the output lies on the residual (planned in place) and the
+// caller's path does not read each residual vector just before storing over
+// it (`read_in_place` false), a copy of the residual in a per-thread buffer.
+const float* ResidualApart(const BlockedConvGeometry& g, bool read_in_place);
+
 // The reference computation of a planned BlockedConv (every output, padding
 // lanes 0): sums in double, in the order of the input channels and taps.
 void BlockedConvReference(const KernelContext& ctx, const BlockedConvGeometry& g);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/blocked_conv.h"
 #include "plan/part_offsets.h"
 
 namespace nee {
@@ -109,16 +110,47 @@ void MoveIntoConcat(const PlannedNode& pn, const std::vector<size_t>& at, size_t
   forest.Attach(root, out, begin);
 }
 
+// Places node i's output on the bytes of an input its kernels may overwrite
+// (ops/blocked_conv.h, BlockedConvMayOverwriteResidual) when that input is
+// planned in the arena, the output's size, not another input of node i nor
+// read after it, and sharing its bytes with nothing read at node i or after.
+void OutputOverInput(const ExecutionPlan& plan, int i, const std::unordered_map<std::string, TypeInfo>& types,
+                     const std::vector<size_t>& bytes, const std::vector<bool>& output_host, AliasForest& forest) {
+  const PlannedNode& pn = plan.nodes[i];
+  if (pn.inputs.size() < 4 || pn.outputs.size() != 1) return;
+  const int in = pn.inputs[3], out = pn.outputs[0], weights = pn.inputs[1];
+  if (in < 0 || out < 0 || weights < 0 || bytes[in] == 0 || bytes[in] != bytes[out]) return;
+  if (output_host[in] || output_host[out] || plan.last_use[in] != i) return;
+  for (size_t k = 0; k + 1 < pn.inputs.size(); ++k)
+    if (pn.inputs[k] == in) return;  // the conv's input too (x = z): read while the output is written
+  auto w = types.find(plan.slot_names[weights]);
+  const Shape* weight_shape = w != types.end() && w->second.shape ? &*w->second.shape : nullptr;
+  if (!BlockedConvMayOverwriteResidual(*pn.node, weight_shape)) return;
+  // The input's group may hold slots read before node i (a residual that took
+  // an earlier node's bytes), none read at or after it; the output is new.
+  const int in_root = forest.Find(in).first;
+  if (forest.Find(out).first != out) return;
+  for (size_t s = 0; s < forest.parent.size(); ++s) {
+    const int slot = static_cast<int>(s), root = forest.Find(slot).first;
+    if (root == in_root && slot != in && plan.last_use[s] >= i) return;
+    if (root == out && slot != out) return;
+  }
+  forest.Attach(out, in, 0);
+}
+
 // Per slot: its root slot and byte offset in it. View ops' outputs share
 // their input's bytes, and so do contiguous Slice/Split outputs at their
 // offset; Concat inputs live inside the Concat's output where they can
 // (MoveIntoConcat: each input once, at a 64-byte aligned offset).
 std::vector<std::pair<int, size_t>> AliasGroups(const ExecutionPlan& plan, const SlotLayout& slots,
+                                                const std::unordered_map<std::string, TypeInfo>& types,
                                                 const std::unordered_map<std::string, Tensor>* constants,
                                                 const std::vector<bool>& output_host) {
   const std::vector<size_t>& bytes = slots.bytes;
   AliasForest forest(plan.num_slots());
-  for (const PlannedNode& pn : plan.nodes) {
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    const PlannedNode& pn = plan.nodes[i];
+    OutputOverInput(plan, static_cast<int>(i), types, bytes, output_host, forest);
     // An output is still the root of a group of its own here: it joins
     // others only at its producer (this node) or at a later Concat.
     if (IsViewNode(pn) && !pn.inputs.empty() && pn.outputs.size() == 1) {
@@ -187,7 +219,7 @@ MemoryPlan PlanMemory(const ExecutionPlan& plan, const std::unordered_map<std::s
   std::vector<std::pair<int, size_t>> group(n);
   for (size_t s = 0; s < n; ++s) group[s] = {static_cast<int>(s), 0};
   if (options.share_buffers)
-    group = AliasGroups(plan, SlotLayout{bytes, mp.type, mp.dims}, constants, output_host);
+    group = AliasGroups(plan, SlotLayout{bytes, mp.type, mp.dims}, types, constants, output_host);
   std::vector<bool> hosts_something(n, false);
   for (size_t s = 0; s < n; ++s)
     if (bytes[s] != 0 && group[s].first != static_cast<int>(s)) hosts_something[group[s].first] = true;

@@ -886,9 +886,20 @@ Result<BlockedConvGeometry> PlanCached(KernelContext& ctx) {
 }
 }  // namespace
 
+// Whether this conv's path reads each residual vector just before it stores
+// the output vector in its place (so the output may lie on the residual:
+// BlockedConvMayOverwriteResidual): the pointwise tiles, strided ones too on
+// their gathered input, that finish as they store. Any other path reads a
+// copy of a residual it would overwrite (ResidualApart).
+bool ReadsResidualInPlace(const BlockedConvGeometry& g) {
+  return !g.nhwc_output && (g.pointwise() || StridedPointwise(g)) && g.C % kB == 0 && g.M % kB == 0 &&
+         CpuHasAvx2Fma() && !SgemmPortableForced() && TilesFor(g.act.kind).finishes;
+}
+
 Status BlockedConvFloat(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(BlockedConvGeometry g, PlanCached(ctx));
 #ifdef NEE_BLOCKED_X86
+  g.z = ResidualApart(g, ReadsResidualInPlace(g));  // an output planned on the residual
   if (g.nhwc_output) {  // channels last: the AVX-512 pair tiles store it, the AVX2 tiles through a staging buffer
     const bool some = g.N > 0 && g.OH > 0 && g.OW > 0 && g.pointwise() && g.C % kB == 0;
     if (some && UsePairs(g)) RunPointwise(ctx, g, *PackedFor(ctx, g), FinishFor(g));
@@ -924,6 +935,8 @@ Status BlockedConvFloat(KernelContext& ctx) {
     else RunDepthwise(ctx, g, *packed, finish);
     return Status::Ok();
   }
+#else
+  g.z = ResidualApart(g, false);
 #endif
   BlockedConvReference(ctx, g);
   return Status::Ok();

@@ -21,6 +21,7 @@
 #include "blocked_test_util.h"
 #include "ep_test_util.h"
 #include "ops/blocked_conv.h"
+#include "ops/op_registry.h"
 
 namespace nee {
 namespace {
@@ -204,6 +205,74 @@ TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
         }
         cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
       }
+    }
+  }
+}
+
+// An output the plan put on the residual's bytes
+// (BlockedConvMayOverwriteResidual): the fast and the reference kernel give
+// the bits they give with the output apart, on the paths that read each
+// residual vector just before storing over it (pointwise tiles that finish as
+// they store, strided ones too) and on those that move it aside first (an
+// exponential activation, 3x3 direct and Winograd, the reference).
+TEST(BlockedConvFast, OutputOnTheResidualGivesTheSameBits) {
+  // Output 0 on the given tensor's bytes, as the arena places it.
+  struct OnResidual : KernelContext::OutputAllocator {
+    Tensor residual;
+    Result<Tensor> Allocate(size_t, DataType type, std::vector<int64_t> dims, bool) override {
+      if (type != residual.dtype() || dims != residual.dims()) return RuntimeError("the output is not the residual's");
+      return Tensor::View(type, dims, residual.raw_data(), nullptr);
+    }
+  };
+  auto run_on_residual = [](KernelFn kernel, const Node& node, std::vector<Value> in, int threads) -> Result<Tensor> {
+    OnResidual on;
+    on.residual = in[3].tensor().Clone().value();  // a fresh residual: the run writes over it
+    in[3] = Value(on.residual);
+    std::vector<const Value*> ptrs;
+    for (const Value& v : in) ptrs.push_back(&v);
+    std::vector<Value> outputs(1);
+    ThreadPool pool(threads);
+    KernelContext ctx(node, 1, ptrs, &outputs, &on, &pool, nullptr);
+    NEE_RETURN_IF_ERROR(kernel(ctx));
+    if (outputs[0].tensor().raw_data() != on.residual.raw_data()) return RuntimeError("the output moved");
+    return on.residual.Clone();  // the view's bytes go with `on`
+  };
+  const std::vector<Geometry> geometries = {
+      {"pointwise", {2, 16, 5, 7}, {24, 16, 1, 1}, 1, 1, 0},
+      {"pointwise big weights", {1, 512, 3, 5}, {512, 512, 1, 1}, 1, 1, 0},  // groups of output blocks
+      {"1x1 s2", {1, 16, 9, 11}, {24, 16, 1, 1}, 1, 2, 0},
+      {"3x3 s1", {1, 16, 9, 13}, {24, 16, 3, 3}, 1, 1, 1},
+      {"3x3 s1 Winograd", {1, 32, 9, 13}, {32, 32, 3, 3}, 1, 1, 1},
+  };
+  auto reference = OpRegistry::Global().Resolve("ai.nee", "BlockedConv", 1);
+  ASSERT_TRUE(reference.ok());
+  std::mt19937 rng(23);
+  for (const Geometry& g : geometries) {
+    const Tensor xb = Reorder("ToBlocked", testing::RandomTensor(g.x, rng), g.x[1]);
+    const Tensor w = Weights(g, rng), b = testing::RandomTensor({g.w[0]}, rng);
+    for (const Act& act : {kActs[0], kActs[1], kActs[2], kActs[6]}) {  // none, Relu, Clip, Silu
+      const Node node = BlockedConvNode(g, act, 4);
+      auto shape = testing::RunOp(BlockedConvNode(g, act, 3), 1, {Value(xb), Value(w), Value(b)});
+      ASSERT_TRUE(shape.ok()) << shape.status().ToString();
+      const std::vector<Value> in = {Value(xb), Value(w), Value(b),
+                                     Value(testing::RandomTensor(shape->outputs[0].tensor().dims(), rng))};
+      const std::string what = std::string(g.name) + " " + act.name;
+      for (cpu::SgemmIsa isa : {cpu::SgemmIsa::kAvx2, cpu::SgemmIsa::kAvx512}) {
+        cpu::SgemmLimitIsa(isa);
+        for (int threads : {1, 2, 3}) {
+          auto apart = testing::RunKernel(cpu::BlockedConvFloat, node, 1, in, threads);
+          ASSERT_TRUE(apart.ok()) << apart.status().ToString();
+          auto on = run_on_residual(cpu::BlockedConvFloat, node, in, threads);
+          ASSERT_TRUE(on.ok()) << what << ": " << on.status().ToString();
+          ExpectBitwise(*on, *apart, what + " threads " + std::to_string(threads));
+        }
+      }
+      cpu::SgemmLimitIsa(cpu::SgemmIsa::kAvx512);
+      auto apart = testing::RunKernel((*reference)->kernel, node, 1, in, 1);
+      ASSERT_TRUE(apart.ok()) << apart.status().ToString();
+      auto on = run_on_residual((*reference)->kernel, node, in, 1);
+      ASSERT_TRUE(on.ok()) << what << ": " << on.status().ToString();
+      ExpectBitwise(*on, *apart, what + " reference");
     }
   }
 }

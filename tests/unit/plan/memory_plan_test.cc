@@ -5,6 +5,8 @@
 #include <map>
 #include <random>
 
+#include "../ops/op_test_util.h"
+#include "ops/op_registry.h"
 #include "ops/op_util.h"
 
 namespace nee {
@@ -169,6 +171,64 @@ TEST(MemoryPlan, ViewOfAGraphInputOrIntoAGraphOutputIsNotAliased) {
   EXPECT_EQ(offset("b"), offset("c"));
   EXPECT_NE(offset("a"), offset("b"));  // a is read while b is written
   EXPECT_EQ(mp.arena_bytes, 2u * 448u);
+}
+
+// A BlockedConv whose residual nothing reads after it writes its output over
+// the residual's bytes where its kernels allow it (ops/blocked_conv.h,
+// BlockedConvMayOverwriteResidual: 1x1 weights, an activation finished as it
+// is stored); a residual still to be read, a 3x3 conv's or one under an
+// exponential activation keeps its own.
+TEST(MemoryPlan, APointwiseConvWritesOverAResidualNothingReadsAfter) {
+  struct Case {
+    const char* name;
+    int64_t kernel;
+    const char* activation;
+    bool residual_read_after;
+    bool shared;
+  };
+  for (const Case& c : {Case{"1x1 Relu", 1, "Relu", false, true}, Case{"1x1 none", 1, "", false, true},
+                        Case{"read after", 1, "Relu", true, false}, Case{"3x3", 3, "Relu", false, false},
+                        Case{"Silu", 1, "Silu", false, false}}) {
+    // x -> a = conv(x); b = conv(x); y = conv(b, residual a); out = conv(y [, residual a])
+    Graph g;
+    g.name = c.name;
+    g.inputs.push_back({"x", TypeInfo::Tensor(DataType::kFloat, ShapeFromDims({1, 2, 4, 4, 8})), "", {}});
+    auto weights = [&](const std::string& name, int64_t k) {
+      std::vector<float> v(static_cast<size_t>(16 * 16 * k * k), 0.01f);
+      g.initializers.push_back({name, Tensor::FromVector(v, {16, 16, k, k}), ""});
+    };
+    weights("w1", 1), weights("w2", 1), weights("w3", c.kernel), weights("w4", 1);
+    g.initializers.push_back({"bias", Tensor::FromVector(std::vector<float>(16, 0.f), {16}), ""});
+    auto conv = [&](const std::string& out, std::vector<std::string> in, int64_t k, const char* act) {
+      Node n;
+      n.name = out;
+      n.domain = "ai.nee";
+      n.op_type = "BlockedConv";
+      n.inputs = std::move(in);
+      n.outputs = {out};
+      n.attributes.push_back(testing::IntAttr("channels", 16));
+      if (k == 3) n.attributes.push_back(testing::IntsAttr("pads", {1, 1, 1, 1}));
+      if (*act) n.attributes.push_back(testing::StringAttr("activation", act));
+      g.nodes.push_back(std::move(n));
+    };
+    conv("a", {"x", "w1"}, 1, "");
+    conv("b", {"x", "w2"}, 1, "");
+    conv("y", {"b", "w3", "bias", "a"}, c.kernel, c.activation);
+    if (c.residual_read_after) conv("out", {"y", "w4", "bias", "a"}, 1, "");
+    else conv("out", {"y", "w4"}, 1, "");
+    g.outputs.push_back({"out", TypeInfo{}, "", {}});
+    auto checked = CheckGraph(g, {{"", 17}, {"ai.nee", 1}}, OpRegistry::Global(), nullptr, {});
+    ASSERT_TRUE(checked.ok()) << c.name << ": " << checked.status().ToString();
+    auto plan = BuildExecutionPlan(g, checked.value(), CpuProvider::Default());
+    ASSERT_TRUE(plan.ok()) << c.name << ": " << plan.status().ToString();
+    MemoryPlan mp = PlanMemory(plan.value(), checked->types);
+    auto offset = [&](const char* name) { return mp.offset[plan->slot_of.at(name)]; };
+    ASSERT_GE(offset("a"), 0) << c.name;
+    ASSERT_GE(offset("y"), 0) << c.name;
+    EXPECT_EQ(offset("a") == offset("y"), c.shared) << c.name;
+    EXPECT_NE(offset("b"), offset("y")) << c.name;  // b is read while y is written
+    EXPECT_EQ(mp.arena_bytes, (c.shared ? 2u : 3u) * 1024u) << c.name;  // 2 x 4 x 4 x 8 floats each
+  }
 }
 
 }  // namespace
