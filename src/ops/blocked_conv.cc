@@ -231,21 +231,23 @@ Status BlockedConvKernel(KernelContext& ctx) {
 
 }  // namespace
 
-bool BlockedConvMayOverwriteResidual(const Node& node, const Shape* weights) {
-  if (node.domain != kNeeDomain || node.op_type != "BlockedConv" || node.inputs.size() < 4 || node.inputs[3].empty())
-    return false;
+int BlockedConvOverwritableInput(const Node& node, const std::function<const Shape*(size_t)>& input_shape) {
+  constexpr int kResidual = 3;
+  if (node.domain != kNeeDomain || node.op_type != "BlockedConv" || node.inputs.size() <= kResidual ||
+      node.inputs[kResidual].empty())
+    return -1;
   std::vector<int64_t> kernel;
-  if (!KernelOfWeights(weights, &kernel) || kernel != std::vector<int64_t>{1, 1}) return false;
+  if (!KernelOfWeights(input_shape(1), &kernel) || kernel != std::vector<int64_t>{1, 1}) return -1;
   Result<bool> nchw = NchwInputAttr(node), nhwc = NhwcOutputAttr(node);
   Result<int64_t> group = node.GetInt("group", 1);
   Result<nn::WindowSpec> spec = nn::ReadWindowSpec(node, 2, &kernel);
   Result<FusedActivation> act = ReadFusedActivation(node);
   if (!nchw.ok() || *nchw || !nhwc.ok() || *nhwc || !group.ok() || *group != 1 || !spec.ok() || !act.ok())
-    return false;
+    return -1;
   if (spec->kernel != kernel || spec->auto_pad != "NOTSET" || spec->pads != std::vector<int64_t>{0, 0, 0, 0})
-    return false;
+    return -1;
   using Kind = FusedActivation::Kind;
-  return act->kind == Kind::kNone || act->kind == Kind::kRelu || act->kind == Kind::kClip;
+  return act->kind == Kind::kNone || act->kind == Kind::kRelu || act->kind == Kind::kClip ? kResidual : -1;
 }
 
 const float* ResidualApart(const BlockedConvGeometry& g, bool read_in_place) {

@@ -44,6 +44,7 @@
 // (ep/cpu/blocked_conv_fast.cc) share is the geometry below.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ops/fused_conv.h"
@@ -91,15 +92,16 @@ struct BlockedConvGeometry {
 // Reads and checks the inputs and attributes, and allocates the output.
 Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx);
 
-// Whether a BlockedConv node's output may be planned onto its residual's
-// bytes (input 3) when nothing reads the residual after it, as ONNX Runtime
-// lets a conv's Sum input be overwritten: a 1x1 conv (weights `weights`, any
-// stride, no pads, one group, blocked input and output) whose
-// activation the fast tiles apply as they store (none, Relu, Clip). Those
-// tiles read each residual vector just before they store the output vector
-// in its place; every other path moves the residual aside first
-// (ResidualApart), so the plan is safe whichever kernel runs.
-bool BlockedConvMayOverwriteResidual(const Node& node, const Shape* weights);
+// The input whose bytes a BlockedConv node's output may be planned onto when
+// nothing reads that input after the node, or -1: its residual (input 3), as
+// ONNX Runtime lets a conv's Sum input be overwritten, where the conv is 1x1
+// (weights' shape from `input_shape`; any stride, no pads, one group,
+// blocked input and output) and its activation is one the fast tiles apply
+// as they store (none, Relu, Clip). Those tiles read each residual vector
+// just before they store the output vector in its place; every other path
+// moves the residual aside first (ResidualApart), so the plan is safe
+// whichever kernel runs. `input_shape(i)`: input i's shape, null if unknown.
+int BlockedConvOverwritableInput(const Node& node, const std::function<const Shape*(size_t)>& input_shape);
 
 // g.z, or, where the output lies on the residual (planned in place) and the
 // caller's path does not read each residual vector just before storing over

@@ -111,21 +111,24 @@ void MoveIntoConcat(const PlannedNode& pn, const std::vector<size_t>& at, size_t
 }
 
 // Places node i's output on the bytes of an input its kernels may overwrite
-// (ops/blocked_conv.h, BlockedConvMayOverwriteResidual) when that input is
+// (ops/blocked_conv.h, BlockedConvOverwritableInput) when that input is
 // planned in the arena, the output's size, not another input of node i nor
 // read after it, and sharing its bytes with nothing read at node i or after.
 void OutputOverInput(const ExecutionPlan& plan, int i, const std::unordered_map<std::string, TypeInfo>& types,
                      const std::vector<size_t>& bytes, const std::vector<bool>& output_host, AliasForest& forest) {
   const PlannedNode& pn = plan.nodes[i];
-  if (pn.inputs.size() < 4 || pn.outputs.size() != 1) return;
-  const int in = pn.inputs[3], out = pn.outputs[0], weights = pn.inputs[1];
-  if (in < 0 || out < 0 || weights < 0 || bytes[in] == 0 || bytes[in] != bytes[out]) return;
+  auto input_shape = [&](size_t k) -> const Shape* {
+    if (k >= pn.inputs.size() || pn.inputs[k] < 0) return nullptr;
+    auto it = types.find(plan.slot_names[pn.inputs[k]]);
+    return it != types.end() && it->second.shape ? &*it->second.shape : nullptr;
+  };
+  const int k = BlockedConvOverwritableInput(*pn.node, input_shape);
+  if (k < 0 || static_cast<size_t>(k) >= pn.inputs.size() || pn.outputs.size() != 1) return;
+  const int in = pn.inputs[k], out = pn.outputs[0];
+  if (in < 0 || out < 0 || bytes[in] == 0 || bytes[in] != bytes[out]) return;
   if (output_host[in] || output_host[out] || plan.last_use[in] != i) return;
-  for (size_t k = 0; k + 1 < pn.inputs.size(); ++k)
-    if (pn.inputs[k] == in) return;  // the conv's input too (x = z): read while the output is written
-  auto w = types.find(plan.slot_names[weights]);
-  const Shape* weight_shape = w != types.end() && w->second.shape ? &*w->second.shape : nullptr;
-  if (!BlockedConvMayOverwriteResidual(*pn.node, weight_shape)) return;
+  for (size_t j = 0; j < pn.inputs.size(); ++j)  // also another input (x = z): read while the output is written
+    if (static_cast<int>(j) != k && pn.inputs[j] == in) return;
   // The input's group may hold slots read before node i (a residual that took
   // an earlier node's bytes), none read at or after it; the output is new.
   const int in_root = forest.Find(in).first;

@@ -888,7 +888,7 @@ Result<BlockedConvGeometry> PlanCached(KernelContext& ctx) {
 
 // Whether this conv's path reads each residual vector just before it stores
 // the output vector in its place (so the output may lie on the residual:
-// BlockedConvMayOverwriteResidual): the pointwise tiles, strided ones too on
+// BlockedConvOverwritableInput): the pointwise tiles, strided ones too on
 // their gathered input, that finish as they store. Any other path reads a
 // copy of a residual it would overwrite (ResidualApart).
 bool ReadsResidualInPlace(const BlockedConvGeometry& g) {

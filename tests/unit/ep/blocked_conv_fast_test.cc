@@ -210,7 +210,7 @@ TEST(BlockedConvFast, AgreesWithTheReferenceAndIgnoresTheThreadCount) {
 }
 
 // An output the plan put on the residual's bytes
-// (BlockedConvMayOverwriteResidual): the fast and the reference kernel give
+// (BlockedConvOverwritableInput): the fast and the reference kernel give
 // the bits they give with the output apart, on the paths that read each
 // residual vector just before storing over it (pointwise tiles that finish as
 // they store, strided ones too) and on those that move it aside first (an

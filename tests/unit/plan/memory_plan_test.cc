@@ -175,7 +175,7 @@ TEST(MemoryPlan, ViewOfAGraphInputOrIntoAGraphOutputIsNotAliased) {
 
 // A BlockedConv whose residual nothing reads after it writes its output over
 // the residual's bytes where its kernels allow it (ops/blocked_conv.h,
-// BlockedConvMayOverwriteResidual: 1x1 weights, an activation finished as it
+// BlockedConvOverwritableInput: 1x1 weights, an activation finished as it
 // is stored); a residual still to be read, a 3x3 conv's or one under an
 // exponential activation keeps its own.
 TEST(MemoryPlan, APointwiseConvWritesOverAResidualNothingReadsAfter) {
