@@ -8,7 +8,7 @@ Both runtimes profile the same inputs in this one process (enable_profiling): af
 unprofiled runs, --runs profiled ones, nee and ORT alternating. Each node's time is its minimum
 over the runs, which is steadier than a whole-model median on a shared machine. Reported:
 
-- per op type, nee's and ORT's summed node minimums;
+- per op type, nee's and ORT's summed node minimums (--stat median: medians);
 - per convolution kind (kernel, stride, depthwise or not, input channels), the same sums. ORT
   rewrites convolutions (NCHWc, fused activations) and names the fused node after the tensor
   it writes; such a node is mapped back to the ONNX Conv that tensor comes from (following
@@ -32,6 +32,7 @@ import collections
 import json
 import os
 import re
+import statistics
 
 import numpy as np
 import onnx
@@ -63,9 +64,9 @@ def make_session(module, path, threads):
     return module.InferenceSession(path, so, providers=["CPUExecutionProvider"])
 
 
-def node_minimums(session, skip_runs):
-    """({node name: (op type, minimum duration in us)}, {node name: first input's shape}) from the
-    session's profile."""
+def node_times(session, skip_runs, stat=min):
+    """({node name: (op type, stat of its durations in us)}, {node name: first input's shape}) from
+    the session's profile."""
     path = session.end_profiling()
     with open(path) as f:
         events = json.load(f)
@@ -78,13 +79,14 @@ def node_minimums(session, skip_runs):
             ops[name] = e["args"].get("op_name", "?")
             inputs = e["args"].get("input_type_shape") or [{}]
             shapes.setdefault(name, next(iter(inputs[0].values()), None))
-    return {n: (ops[n], float(min(v[skip_runs:] or v))) for n, v in times.items()}, shapes
+    return {n: (ops[n], float(stat(v[skip_runs:] or v))) for n, v in times.items()}, shapes
 
 
 CONV_OPS = ("Conv", "QLinearConv")
 # Nodes a runtime folds into the convolution before them: activations, a residual Add, and a QDQ
 # group's QuantizeLinear (nee names the fused QLinearConv after that QuantizeLinear).
-FUSED_AFTER_CONV = ("Relu", "Clip", "Add", "Sigmoid", "Mul", "QuantizeLinear", "LeakyRelu")
+FUSED_AFTER_CONV = ("Relu", "Clip", "Add", "Sigmoid", "HardSigmoid", "HardSwish", "Mul", "QuantizeLinear",
+                    "LeakyRelu")
 
 
 def conv_weights(node, initializers, producer):
@@ -115,6 +117,8 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1])
     ap.add_argument("--top", type=int, default=0, help="list the N convolutions with the largest gap")
     ap.add_argument("--planes", action="store_true", help="add each convolution's input plane to its kind")
+    ap.add_argument("--stat", choices=("min", "median"), default="min",
+                    help="each node's time: its minimum over the runs (default) or its median")
     args = ap.parse_args()
 
     model = onnx.load(args.model)
@@ -133,7 +137,8 @@ def report(args, model, feeds, threads):
     for r in range(args.warmup + args.runs):
         for name in (("nee", "ort") if r % 2 == 0 else ("ort", "nee")):
             sessions[name].run(None, feeds)
-    profiles = {name: node_minimums(s, args.warmup) for name, s in sessions.items()}
+    stat = min if args.stat == "min" else statistics.median
+    profiles = {name: node_times(s, args.warmup, stat) for name, s in sessions.items()}
     mins = {name: p[0] for name, p in profiles.items()}
 
     initializers = {i.name: i for i in model.graph.initializer}
@@ -176,8 +181,8 @@ def report(args, model, feeds, threads):
             by_kind[runtime][kind_of(n)] += us
 
     total = {k: sum(v for _, v in nodes.values()) for k, nodes in mins.items()}
-    print(f"{os.path.basename(args.model)}, {threads} thread(s), node minimums over {args.runs} runs")
-    print(f"total (sum of node minimums): nee {total['nee'] / 1e3:.2f} ms, ORT {total['ort'] / 1e3:.2f} ms, "
+    print(f"{os.path.basename(args.model)}, {threads} thread(s), node {args.stat}s over {args.runs} runs")
+    print(f"total (sum of node {args.stat}s): nee {total['nee'] / 1e3:.2f} ms, ORT {total['ort'] / 1e3:.2f} ms, "
           f"ratio {total['nee'] / max(total['ort'], 1e-9):.2f}\n")
     if by_kind["nee"] or by_kind["ort"]:
         print(f"{'convolutions by kind':28s} {'nee ms':>8s} {'ORT ms':>8s} {'ratio':>6s}")

@@ -9,8 +9,9 @@
 // wrote them to memory and read them back: 6x the block's channels over the
 // block's plane, twice.
 //
-// Only on AVX-512 hosts, where that kernel runs (elsewhere the pair's own
-// kernels are the fast ones), and only for the shapes it takes: a 1x1 conv
+// On AVX2 and AVX-512 hosts, where that kernel runs its bands (MobileNetV2
+// batch 8 on a Zen 3 core with AVX2: 0.88 of the unfused time at one
+// thread, 0.83 at two), and only for the shapes it takes: a 1x1 conv
 // over input channels that fill whole blocks, no residual, into a 3x3
 // depthwise conv of stride 1 or 2 with pads of at most 1, no residual. A
 // missing bias becomes zeros (the fused op takes both). And only where the
@@ -163,7 +164,7 @@ int64_t Projection(const GraphEditor& ed, const Node& depthwise, int64_t E) {
 
 Status FuseBlockedExpandDepthwise(Graph& graph, const CheckedGraph& checked, bool* changed) {
   *changed = false;
-  if (HostIsaLevel() < CpuIsaLevel::kAvx512) return Status::Ok();
+  if (HostIsaLevel() < CpuIsaLevel::kAvx2) return Status::Ok();
   GraphEditor ed(graph, checked);
   for (size_t index : checked.order) {
     if (ed.removed(index) || !IsBlockedConv(ed.node(index))) continue;

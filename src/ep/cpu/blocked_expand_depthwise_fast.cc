@@ -10,18 +10,19 @@
 // task takes one image (a strip of its rows, where images are fewer than
 // threads) and goes down its depthwise conv's output rows a band at a time:
 // it computes the expanded rows the band reads
-// (the pointwise pair tiles, blocked_pointwise_avx512.h) into a per-thread
-// buffer sized to stay in L2, runs the depthwise rows (BlockedConv's own
+// (the pointwise tiles BlockedConv would run: the AVX-512 pair tiles,
+// blocked_pointwise_avx512.h, or the AVX2 ones) into a per-thread buffer
+// sized to stay in L2, runs the depthwise rows (BlockedConv's own
 // kernels, blocked_conv_parts.h) from it, and with a projection writes them
-// to a second buffer from which the pair tiles compute the band's output
-// rows. Bands overlap by the window's extra rows (two for a 3x3 stride-1
+// to a second buffer from which the pointwise tiles compute the band's
+// output rows. Bands overlap by the window's extra rows (two for a 3x3 stride-1
 // conv), which are kept from one band to the next (and computed twice where
 // two strips meet).
 //
 // The same operations as the BlockedConvs' fast kernels, each output a
 // single chain in a fixed order computed by one task: bitwise those kernels'
 // result, at any thread count and band size. Where the bands do not apply
-// (below AVX-512; rows too wide for a band) the kernel runs those convs
+// (below AVX2; rows too wide for a band) the kernel runs those convs
 // themselves, one after the other (RunUnfused).
 #include <algorithm>
 #include <atomic>
@@ -45,11 +46,16 @@ constexpr int64_t kB = kChannelBlock;
 
 // The expanded rows a band holds at most, in bytes: with the depthwise
 // band's output and the convs' weights, within a Zen 4 core's 1 MiB L2.
+// Also the best of 64-384 KiB on a Zen 3 core's 512 KiB (MobileNetV2
+// batch 8: 128 KiB 3% slower, 384 KiB within 1%).
 constexpr int64_t kBandBytes = 256 * 1024;
 std::atomic<int64_t> band_bytes{kBandBytes};
 
 struct ExpandDepthwiseWeights {
-  PointwisePairs expand;
+  PointwisePairs expand;  // empty where expand_avx2 holds it
+  // The expansion where BlockedConv runs it on its AVX2 tiles (hosts without
+  // AVX-512, and M = 24 on those with it).
+  BlockedPointwiseWeights expand_avx2;
   BlockedDepthwiseWeights depthwise;
   PointwisePairs project;  // empty without the projection, or where project_avx2 holds it
   // The projection where BlockedConv runs it on its AVX2 tiles (M = 24: the
@@ -66,10 +72,12 @@ RowSpan InputRows(const BlockedConvGeometry& d, int64_t oh0, int64_t oh1) {
 }
 
 // rows.fn set means BlockedConv's fast path takes the depthwise conv: 3x3,
-// dilation 1, E (the projection's input channels too) whole blocks.
+// dilation 1, E (the projection's input channels too) whole blocks, on AVX2
+// or AVX-512; the expansion then takes the tiles BlockedConv would run it on.
 bool FastPathApplies(const BlockedExpandDepthwiseGeometry& g, const BlockedDepthwiseRows& rows) {
   const BlockedConvGeometry& d = g.depthwise;
-  return rows.fn && BlockedPointwiseAvx512() && g.expand.C % kB == 0 && d.N > 0 && d.OH > 0 && d.OW > 0;
+  return rows.fn && (BlockedPointwiseAvx512() || BlockedPointwiseOnAvx2(g.expand)) && g.expand.C % kB == 0 &&
+         d.N > 0 && d.OH > 0 && d.OW > 0;
 }
 
 // A pointwise conv's finish where its tiles do not apply it: none when they do.
@@ -91,7 +99,8 @@ struct Bands {
   int64_t rows_max;  // input rows a band reads at most: each block's rows in the buffer
   float* filtered_out;  // where the depthwise conv writes without the projection: [N, Eb, OH, OW, 8]
   // What finishes each conv's outputs after its kernel, where the kernel does not: null otherwise.
-  BlockedFinishFn expand_finish = FinishAfterTiles(g.expand);
+  // (PointwiseRowsToAvx2 finishes its rows itself.)
+  BlockedFinishFn expand_finish = wts.expand_avx2.w.empty() ? FinishAfterTiles(g.expand) : nullptr;
   BlockedFinishFn depthwise_finish = rows.finishes ? nullptr : BlockedFinishFor(g.depthwise);
   // (PointwiseRowsToAvx2 finishes its rows itself.)
   BlockedFinishFn project_finish =
@@ -114,8 +123,11 @@ struct Bands {
           std::memmove(top, top + (in.lo - have.lo) * W * kB, static_cast<size_t>(kept * W * kB) * sizeof(float));
         }
       float* fresh = buffer + kept * W * kB;
-      PointwiseRowsToAvx512(e, wts.expand, !expand_finish, n, (in.lo + kept) * W, in.hi * W, 0, Eb,
-                            {fresh, nullptr, rows_max * W, (in.lo + kept) * W});
+      const PointwiseOut out{fresh, nullptr, rows_max * W, (in.lo + kept) * W};
+      if (!wts.expand_avx2.w.empty())
+        PointwiseRowsToAvx2(e, wts.expand_avx2, n, (in.lo + kept) * W, in.hi * W, out);
+      else
+        PointwiseRowsToAvx512(e, wts.expand, !expand_finish, n, (in.lo + kept) * W, in.hi * W, 0, Eb, out);
       if (expand_finish)
         for (int64_t cb = 0; cb < Eb; ++cb)
           expand_finish(e.act, nullptr, fresh + cb * block, (in.hi - in.lo - kept) * W * kB);
@@ -255,9 +267,12 @@ Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
   const BlockedConvGeometry& e = g.expand;
   const BlockedConvGeometry& d = g.depthwise;
   const int64_t P = g.projects ? g.project.M : 0;
-  auto packed = PackedOnce<ExpandDepthwiseWeights>(ctx, {e.C, e.M, d.KH, d.KW, P}, {1, 2, 3, 4, 5, 6}, [&] {
+  // The layouts depend on the ISA (tests change it at run time): part of the key.
+  const int64_t layouts = (BlockedPointwiseOnAvx2(e) ? 1 : 0) + (g.projects && BlockedPointwiseOnAvx2(g.project) ? 2 : 0);
+  auto packed = PackedOnce<ExpandDepthwiseWeights>(ctx, {e.C, e.M, d.KH, d.KW, P, layouts}, {1, 2, 3, 4, 5, 6}, [&] {
     auto p = std::make_shared<ExpandDepthwiseWeights>();
-    PackPointwisePairs(e, &p->expand);
+    if (BlockedPointwiseOnAvx2(e)) PackBlockedPointwise(e, &p->expand_avx2);
+    else PackPointwisePairs(e, &p->expand);
     PackBlockedDepthwise(d, &p->depthwise);
     if (g.projects && BlockedPointwiseOnAvx2(g.project)) PackBlockedPointwise(g.project, &p->project_avx2);
     else if (g.projects) PackPointwisePairs(g.project, &p->project);

@@ -61,12 +61,14 @@ const std::vector<Geometry> kGeometries = {
     {"depthwise s2 even", {2, 8, 12, 14}, {8, 1, 3, 3}, 8, 2, 1},
     {"depthwise s2 odd", {1, 24, 11, 13}, {24, 1, 3, 3}, 24, 2, 1},
     {"depthwise tiny", {1, 8, 2, 3}, {8, 1, 3, 3}, 8, 1, 1},          // no interior column at all
-    // 5x5 and 7x7 depthwise (depthwise_blocked_kxk.cc): interior columns four at a time and a rest,
-    // kernel rows above and below the image, no interior column at all, strides 1 and 2, pads short of half.
+    // 5x5 and 7x7 depthwise (depthwise_blocked_kxk.cc): rows in tiles of up to eight, kernel rows above
+    // and below the image, no interior column at all, no padding at all, strides 1 and 2, pads short of half.
     {"depthwise 5x5 s1", {1, 16, 9, 14}, {16, 1, 5, 5}, 16, 1, 2},
     {"depthwise 5x5 s2", {2, 8, 13, 17}, {8, 1, 5, 5}, 8, 2, 2},
     {"depthwise 5x5 s2 pad 1", {1, 24, 12, 11}, {24, 1, 5, 5}, 24, 2, 1},
     {"depthwise 5x5 tiny", {1, 8, 3, 4}, {8, 1, 5, 5}, 8, 1, 2},
+    {"depthwise 5x5 s2 wide", {1, 8, 11, 40}, {8, 1, 5, 5}, 8, 2, 2},  // 20 outputs a row: 8 + 8 + 4
+    {"depthwise 5x5 no pads", {1, 16, 9, 13}, {16, 1, 5, 5}, 16, 1, 0},
     {"depthwise 7x7 s1", {1, 16, 10, 21}, {16, 1, 7, 7}, 16, 1, 3},
     {"depthwise 7x7 s2", {1, 8, 15, 16}, {8, 1, 7, 7}, 8, 2, 3},
     {"grouped (reference)", {1, 16, 5, 5}, {16, 8, 3, 3}, 2, 1, 1},   // the fast kernel passes it on

@@ -1,7 +1,7 @@
 // ai.nee BlockedExpandDepthwise (ops/blocked_conv.cc, ep/cpu/blocked_expand_depthwise_fast.cc):
 //  - its reference is the two BlockedConv references one after the other, bit for bit;
 //  - the fast kernel gives the bits of the two BlockedConv fast kernels run one after the other (on
-//    AVX-512 its bands, elsewhere and for rows too wide for a band those two kernels themselves), whatever
+//    AVX2 and AVX-512 its bands, elsewhere and for rows too wide for a band those two kernels themselves), whatever
 //    the band size (one output row a band up to the whole image) and thread count, and stays close to
 //    the reference;
 //  - wrong weights are refused with the input named.
@@ -191,7 +191,7 @@ TEST(BlockedExpandDepthwise, ProjectsAsTheThirdBlockedConv) {
 
 // As a session runs it (the weights constant, packed once into the node's PreparedCache, runs after the
 // first reading the packs): the expand and the projection have one shape here (C = E = P = 16), and where
-// the kernel runs BlockedConv's convs one after the other (below AVX-512) each must keep its own pack.
+// the kernel runs BlockedConv's convs one after the other (below AVX2) each must keep its own pack.
 TEST(BlockedExpandDepthwise, ConvsOfOneShapeKeepTheirOwnPackedWeights) {
   std::mt19937 rng(17);
   const Tensor xb = testing::Reorder("ToBlocked", testing::RandomTensor({1, 16, 9, 7}, rng), 16);
