@@ -116,3 +116,51 @@ def test_dropped_constants_from_memory_and_levels(model_file):
         for _ in range(2):
             for g, w in zip(sess.run(None, feed), want):
                 np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def conv_chain_model():
+    """Conv (BatchNormalization folded in: a weight the optimizer makes) -> Relu -> 3x3 stride 2 -> depthwise
+    3x3 -> 3x3 stride 1 -> Relu -> 1x1, symbolic batch: blocked convs whose packed weights are dropped
+    (pointwise, depthwise, AVX2's strided direct conv) or kept (the 3x3 stride-1 conv, which Winograd or
+    the direct kernel may take depending on the input's shape)."""
+    rng = np.random.default_rng(3)
+    w = lambda *s: (rng.standard_normal(s) * 0.2).astype(np.float32)  # noqa: E731
+    inits = {"W1": w(32, 16, 1, 1), "B1": w(32), "W2": w(32, 32, 3, 3), "W3": w(32, 32, 3, 3),
+             "W4": w(16, 32, 1, 1), "W5": w(32, 1, 3, 3), "g": 1 + 0.1 * w(32), "b": w(32), "m": w(32),
+             "v": 1 + np.abs(w(32))}
+    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["a"]),
+             helper.make_node("BatchNormalization", ["a", "g", "b", "m", "v"], ["an"]),
+             helper.make_node("Relu", ["an"], ["ar"]),
+             helper.make_node("Conv", ["ar", "W2"], ["c"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["cr"]),
+             helper.make_node("Conv", ["cr", "W5"], ["dw"], group=32, pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["dw", "W3"], ["e"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["e"], ["er"]),
+             helper.make_node("Conv", ["er", "W4"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, ["N", 16, 20, 20])],
+                              [helper.make_tensor_value_info("y", F, ["N", 16, 10, 10])],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_dropped_conv_weights_keep_outputs_across_batches(threads):
+    """Once the first run has packed (and dropped) the convs' weights, runs at other batch sizes, empty ones
+    included, still agree with ONNX Runtime, and one feed gives the same bits every time."""
+    data = conv_chain_model()
+    ref = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    so = nee.SessionOptions()
+    so.intra_op_num_threads = threads
+    sess = nee.InferenceSession(data, so)
+    first = {}
+    for batch in (2, 0, 1, 3, 0, 2):
+        x = np.random.default_rng(batch).standard_normal((batch, 16, 20, 20)).astype(np.float32)
+        got = sess.run(None, {"x": x})[0]
+        want = ref.run(None, {"x": x})[0]
+        assert got.shape == want.shape == (batch, 16, 10, 10)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        if batch in first:
+            np.testing.assert_array_equal(got, first[batch])
+        first[batch] = got

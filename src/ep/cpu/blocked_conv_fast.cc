@@ -105,14 +105,25 @@ std::shared_ptr<const BlockedWeights> Pack(const BlockedConvGeometry& g) {
 
 // `weights`: the node's input holding g.w, its bias the next (BlockedConv's
 // 1 and 2; a BlockedExpandDepthwise's depthwise conv reads 3 and 4).
-std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g, size_t weights = 1) {
+// `drop`: PackedOnce's (the caller never reads g.w in place again).
+std::shared_ptr<const BlockedWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g, size_t weights = 1,
+                                                bool drop = false) {
   // The layout depends on the ISA (tests change it at run time): part of the key.
   const int64_t layout = UsePairs(g) ? 1 : 0;
   // The weights' input too: a node may run several convs of one shape (a BlockedExpandDepthwise's expand and
   // projection where C = E = P).
   const auto input = static_cast<int64_t>(weights);
   return PackedOnce<BlockedWeights>(ctx, {g.M, g.C, g.KH, g.KW, g.group, layout, input}, {weights, weights + 1},
-                                    [&] { return Pack(g); });
+                                    [&] { return Pack(g); }, drop);
+}
+
+// A BlockedConv node's own pointwise or depthwise weights: which kernel runs
+// such a conv follows from its attributes and the CPU (Supported), never from
+// its input's shape (an empty output reads no weights), so once packed its
+// weights are never read in place again and the session may free them (a
+// ResNet-50's BatchNormalization-folded 1x1 weights: 48 MB).
+std::shared_ptr<const BlockedWeights> OwnPackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
+  return PackedFor(ctx, g, 1, /*drop=*/true);
 }
 
 // y[at..at+8) = activation K of (v + z[at..at+8)) (z null: of v).
@@ -902,9 +913,9 @@ Status BlockedConvFloat(KernelContext& ctx) {
   g.z = ResidualApart(g, ReadsResidualInPlace(g));  // an output planned on the residual
   if (g.nhwc_output) {  // channels last: the AVX-512 pair tiles store it, the AVX2 tiles through a staging buffer
     const bool some = g.N > 0 && g.OH > 0 && g.OW > 0 && g.pointwise() && g.C % kB == 0;
-    if (some && UsePairs(g)) RunPointwise(ctx, g, *PackedFor(ctx, g), FinishFor(g));
+    if (some && UsePairs(g)) RunPointwise(ctx, g, *OwnPackedFor(ctx, g), FinishFor(g));
     else if (some && CpuHasAvx2Fma() && !SgemmPortableForced())
-      RunPointwiseChannelsLastAvx2(ctx, g, *PackedFor(ctx, g));
+      RunPointwiseChannelsLastAvx2(ctx, g, *OwnPackedFor(ctx, g));
     else BlockedConvReference(ctx, g);
     return Status::Ok();
   }
@@ -920,7 +931,9 @@ Status BlockedConvFloat(KernelContext& ctx) {
     if (WinogradBlockedApplies(ctx, wg)) return ConvWinogradBlocked(ctx, wg, g.x, g.w, g.bias, g.act, g.z, g.y);
   }
   if (BlockedDirectAvx2Applies(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {  // k x k without AVX-512
-    RunBlockedDirectAvx2(ctx, g);
+    // Only a conv Winograd could take on other shapes (WinogradApplies wants
+    // two output rows and columns) may need its weights in place again.
+    RunBlockedDirectAvx2(ctx, g, /*drop_weights=*/!WinogradShape(g) || DirectBeatsWinograd(g));
     return Status::Ok();
   }
   if (StridedPointwise(g)) g = SubsampledAsPointwise(ctx, g);
@@ -929,7 +942,7 @@ Status BlockedConvFloat(KernelContext& ctx) {
       RunBlockedDirect(ctx, g);
       return Status::Ok();
     }
-    const std::shared_ptr<const BlockedWeights> packed = PackedFor(ctx, g);
+    const std::shared_ptr<const BlockedWeights> packed = OwnPackedFor(ctx, g);
     const FinishFn finish = FinishFor(g);
     if (g.pointwise()) RunPointwise(ctx, g, *packed, finish);
     else RunDepthwise(ctx, g, *packed, finish);

@@ -57,9 +57,9 @@ std::shared_ptr<const DirectWeights> Pack(const BlockedConvGeometry& g) {
   return p;
 }
 
-std::shared_ptr<const DirectWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g) {
+std::shared_ptr<const DirectWeights> PackedFor(KernelContext& ctx, const BlockedConvGeometry& g, bool drop) {
   // Keyed apart from the AVX-512 kernel's pairs (the ISA can change at run time in tests).
-  return PackedOnce<DirectWeights>(ctx, {g.M, g.C, g.KH, g.KW, 8}, {1, 2}, [&] { return Pack(g); });
+  return PackedOnce<DirectWeights>(ctx, {g.M, g.C, g.KH, g.KW, 8}, {1, 2}, [&] { return Pack(g); }, drop);
 }
 
 struct TileArgs {
@@ -391,7 +391,7 @@ bool BlockedDirectAvx2Applies(const BlockedConvGeometry& g) {
 #endif
 }
 
-void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& given) {
+void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& given, bool drop_weights) {
 #ifdef NEE_DIRECT_AVX2
   BlockedConvGeometry g = given;
   // Any border column: the padded copy. A one-pixel tile's two accumulator
@@ -401,7 +401,7 @@ void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& given) 
   const bool flat = FlatTiles(given);
   const bool left_pad = !flat && LeftPadInKernel(given);
   if (flat || (!left_pad && HasBorderColumns(given))) BlockedDirectPadInput(ctx, given, &g);
-  const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g);
+  const std::shared_ptr<const DirectWeights> packed = PackedFor(ctx, g, drop_weights);
   const TileSet tiles = TilesFor(g.sw, left_pad, flat);
   std::vector<int64_t> offsets(static_cast<size_t>(g.KH * g.KW));
   for (int64_t tap = 0; tap < g.KH * g.KW; ++tap) offsets[tap] = ((tap / g.KW) * g.W + tap % g.KW) * kB;

@@ -32,6 +32,9 @@ namespace nee::cpu {
 bool BlockedDirectAvx2Applies(const BlockedConvGeometry& g);
 
 // The conv, with its bias, residual and activation, for a geometry it takes.
-void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& g);
+// `drop_weights`: the caller never takes another path for this node, whatever
+// later runs' input shapes, so the raw weights may be dropped once packed
+// (PackedOnce's `drop`).
+void RunBlockedDirectAvx2(KernelContext& ctx, const BlockedConvGeometry& g, bool drop_weights = false);
 
 }  // namespace nee::cpu

@@ -17,15 +17,21 @@ namespace nee::cpu {
 // a later repack would fault a mapped file's pages back in). Otherwise, or if
 // the cache fails, packed afresh for this call. The key holds whatever the
 // layout depends on (shapes, and the ISA where tests change it at run time).
+// `drop`: the kernel promises never to read the weights' input in place
+// again in this session, whatever later runs' input shapes
+// (KernelContext::DropConstantInput): the session then frees a heap copy of
+// them (a constant the optimizer made, as convs with a BatchNormalization
+// folded in), not only a mapped file's pages.
 template <typename T, typename PackFn>
 std::shared_ptr<const T> PackedOnce(KernelContext& ctx, const PreparedCache::Key& key,
-                                    std::initializer_list<size_t> reads, PackFn&& pack) {
+                                    std::initializer_list<size_t> reads, PackFn&& pack, bool drop = false) {
   bool constant = ctx.prepared() != nullptr;
   for (size_t i : reads) constant = constant && (!ctx.has_input(i) || ctx.input_is_constant(i));
   if (!constant) return pack();
   auto packed = ctx.prepared()->GetOrBuild<T>(key, [&]() -> Result<std::shared_ptr<const T>> {
     std::shared_ptr<const T> p = pack();
-    ctx.ReleaseConstantInput(*reads.begin());
+    if (drop) ctx.DropConstantInput(*reads.begin());
+    else ctx.ReleaseConstantInput(*reads.begin());
     return p;
   });
   return packed.ok() ? packed.value() : pack();

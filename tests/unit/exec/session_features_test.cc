@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "../opt/opt_test_util.h"
+#include "base/cpu_isa.h"
 
 namespace nee {
 namespace {
@@ -166,6 +167,60 @@ TEST(SessionFeatures, PackedConstantsAreDroppedUnlessAnotherReaderNeedsThem) {
     auto wide = session->Run({{"x", Floats({1, 0, 0, 1, 1, 1}, {3, 2})}, {"idx", Ints({0})}}, {});
     ASSERT_TRUE(wide.ok()) << wide.status().ToString();
     ExpectNear((*wide)[0].tensor(), {3, 2}, {4, 2, 8, 6, 12, 8});
+  }
+}
+
+// A blocked conv's weights, once packed, are dropped where no input shape can
+// send the conv down another path that reads them in place: pointwise and
+// depthwise convs (on AVX2 and AVX-512), and a 3x3 stride-2 conv on AVX2's
+// direct kernel. A 3x3 stride-1 conv keeps them (Winograd, or the direct
+// kernel on outputs under two rows, may take it). Runs at batch 2, 0 and 1
+// give the unoptimized session's outputs.
+// The model of BlockedConvWeightsAreDroppedWhereNoShapeReadsThemAgain over
+// its five weights, fresh ones from fixed seeds where none are given.
+Model ConvChain(std::vector<Tensor> w = {}) {
+  if (w.empty())
+    w = {Random({32, 16, 1, 1}, 1), Random({32, 32, 3, 3}, 2), Random({32, 1, 3, 3}, 3), Random({32, 32, 3, 3}, 4),
+         Random({16, 32, 1, 1}, 5)};
+  ModelBuilder b;
+  b.Input("x", Shape{Dim::Symbol("N"), Dim::Known(16), Dim::Known(20), Dim::Known(20)})
+      .Init("P", w[0])
+      .Init("S", w[1])
+      .Init("D", w[2])
+      .Init("W", w[3])
+      .Init("L", w[4])
+      .Op("Conv", {"x", "P"}, {"a"})
+      .Op("Relu", {"a"}, {"ar"})
+      .Op("Conv", {"ar", "S"}, {"c"}, {IntsAttr("pads", {1, 1, 1, 1}), IntsAttr("strides", {2, 2})})
+      .Op("Conv", {"c", "D"}, {"d"}, {IntsAttr("pads", {1, 1, 1, 1}), IntAttr("group", 32)})
+      .Op("Conv", {"d", "W"}, {"e"}, {IntsAttr("pads", {1, 1, 1, 1})})
+      .Op("Relu", {"e"}, {"er"})
+      .Op("Conv", {"er", "L"}, {"y"})
+      .Output("y");
+  return b.model;
+}
+
+TEST(SessionFeatures, BlockedConvWeightsAreDroppedWhereNoShapeReadsThemAgain) {
+  if (HostIsaLevel() < CpuIsaLevel::kAvx2) GTEST_SKIP() << "no blocked convs below AVX2";
+  const Tensor pointwise = Random({32, 16, 1, 1}, 1), strided = Random({32, 32, 3, 3}, 2);
+  const Tensor depthwise = Random({32, 1, 3, 3}, 3), winograd = Random({32, 32, 3, 3}, 4);
+  auto session = Make(ConvChain({pointwise, strided, depthwise, winograd, Random({16, 32, 1, 1}, 5)}));
+  ASSERT_TRUE(session);
+  const bool direct_avx2 = HostIsaLevel() == CpuIsaLevel::kAvx2;
+  for (int64_t batch : {2, 0, 1}) {
+    const std::vector<NamedValue> feed = {{"x", Random({batch, 16, 20, 20}, 7)}};
+    auto r = session->Run(feed, {});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const Tensor want = RunAt(ConvChain(), feed, 0);
+    const Tensor& got = (*r)[0].tensor();
+    ASSERT_EQ(got.dims(), want.dims());
+    for (int64_t i = 0; i < got.num_elements(); ++i)
+      EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-3f * (1.f + std::fabs(want.data<float>()[i])))
+          << "batch " << batch << " element " << i;
+    EXPECT_TRUE(pointwise.exclusively_owned()) << "batch " << batch;
+    EXPECT_TRUE(depthwise.exclusively_owned()) << "batch " << batch;
+    EXPECT_EQ(strided.exclusively_owned(), direct_avx2) << "batch " << batch;
+    EXPECT_FALSE(winograd.exclusively_owned()) << "batch " << batch;
   }
 }
 
