@@ -268,7 +268,8 @@ Status BlockedExpandDepthwiseFloat(KernelContext& ctx) {
   const BlockedConvGeometry& d = g.depthwise;
   const int64_t P = g.projects ? g.project.M : 0;
   // The layouts depend on the ISA (tests change it at run time): part of the key.
-  const int64_t layouts = (BlockedPointwiseOnAvx2(e) ? 1 : 0) + (g.projects && BlockedPointwiseOnAvx2(g.project) ? 2 : 0);
+  const int64_t layouts =
+      (BlockedPointwiseOnAvx2(e) ? 1 : 0) + (g.projects && BlockedPointwiseOnAvx2(g.project) ? 2 : 0);
   auto packed = PackedOnce<ExpandDepthwiseWeights>(ctx, {e.C, e.M, d.KH, d.KW, P, layouts}, {1, 2, 3, 4, 5, 6}, [&] {
     auto p = std::make_shared<ExpandDepthwiseWeights>();
     if (BlockedPointwiseOnAvx2(e)) PackBlockedPointwise(e, &p->expand_avx2);
