@@ -26,6 +26,14 @@ and 56x56 from those on small planes. --threads takes several counts; each gets 
 
 Inputs: the model's .npz beside it (bench/zoo.py's "in:NAME" arrays) when there is one, else
 seeded random floats (symbolic dims as 1).
+
+Profiling costs the two runtimes differently, so these ratios read nee's lead larger than whole
+unprofiled runs do: on the AVX2 Zen 3 guest (session 53, sessions with and without profiling
+alternating in one process) ORT's whole runs took 7% (MobileNetV2) to 15% (MobileNetV3) longer
+profiled, nee's 1-2%, and part of ORT's extra time falls inside its node spans (about 3% of
+MobileNetV2's). At 2 threads the gap is wider (ORT's profiled node minimums summed above its own
+unprofiled whole-run median). Use the breakdown to find where the time goes; judge a ratio by
+bench/compare.py.
 """
 import argparse
 import collections
