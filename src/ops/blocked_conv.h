@@ -96,11 +96,12 @@ Result<BlockedConvGeometry> PlanBlockedConv(KernelContext& ctx);
 // nothing reads that input after the node, or -1: its residual (input 3), as
 // ONNX Runtime lets a conv's Sum input be overwritten, where the conv is 1x1
 // (weights' shape from `input_shape`; any stride, no pads, one group,
-// blocked input and output) and its activation is one the fast tiles apply
-// as they store (none, Relu, Clip). Those tiles read each residual vector
-// just before they store the output vector in its place; every other path
-// moves the residual aside first (ResidualApart), so the plan is safe
-// whichever kernel runs. `input_shape(i)`: input i's shape, null if unknown.
+// blocked input and output) and its activation is none, Relu or Clip (the
+// tiles also finish HardSwish and SiLU as they store, but no measured model
+// puts those before a residual, so the rule leaves them). The tiles read
+// each residual vector just before they store the output vector in its
+// place; every other path moves the residual aside first (ResidualApart), so
+// the plan is safe whichever kernel runs. `input_shape(i)`: input i's shape, null if unknown.
 int BlockedConvOverwritableInput(const Node& node, const std::function<const Shape*(size_t)>& input_shape);
 
 // g.z, or, where the output lies on the residual (planned in place) and the

@@ -98,11 +98,10 @@ struct Bands {
   int64_t band;      // output rows a band
   int64_t rows_max;  // input rows a band reads at most: each block's rows in the buffer
   float* filtered_out;  // where the depthwise conv writes without the projection: [N, Eb, OH, OW, 8]
-  // What finishes each conv's outputs after its kernel, where the kernel does not: null otherwise.
-  // (PointwiseRowsToAvx2 finishes its rows itself.)
+  // What finishes each conv's outputs after its kernel, where the kernel does not: null otherwise
+  // (a pointwise conv on the AVX2 tiles, PointwiseRowsToAvx2, finishes its rows itself).
   BlockedFinishFn expand_finish = wts.expand_avx2.w.empty() ? FinishAfterTiles(g.expand) : nullptr;
   BlockedFinishFn depthwise_finish = rows.finishes ? nullptr : BlockedFinishFor(g.depthwise);
-  // (PointwiseRowsToAvx2 finishes its rows itself.)
   BlockedFinishFn project_finish =
       g.projects && wts.project_avx2.w.empty() ? FinishAfterTiles(g.project) : nullptr;
 
