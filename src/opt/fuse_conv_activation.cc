@@ -6,6 +6,7 @@
 //   Conv -> Clip(constant bounds; Relu6 is Clip(0, 6))          => FusedConv("Clip", [min, max])
 //   Conv -> Sigmoid, with Mul(conv, sigmoid) (SiLU / Swish)     => FusedConv("Silu")
 //   Conv -> HardSwish                                           => FusedConv("HardSwish"), a nee extension
+//   Conv -> x * Clip(x + 3, 0, 6) / 6 (HardSwish written out)   => FusedConv("HardSwish")
 //   Conv -> Add(z) [-> any of the above] (ResNet's residual)    => FusedConv(X, W, B, Z = z, activation)
 // Conditions: a float32 (or bfloat16: ai.nee FusedConv) Conv whose output nothing else reads (no other node,
 // graph output or subgraph), likewise the residual sum when an activation
@@ -171,6 +172,74 @@ bool MatchSilu(GraphEditor& ed, const std::string& c, size_t* sigmoid, size_t* m
   return false;
 }
 
+// A float32 scalar constant within float rounding of `want` whose rank is at
+// most `rank`, so that an elementwise op with it keeps its other operand's shape.
+bool ScalarNear(GraphEditor& ed, const std::string& name, double want, size_t rank) {
+  float value = 0;
+  return opt::ScalarConstant(ed, name, &value) && static_cast<size_t>(ed.Constant(name).rank()) <= rank &&
+         opt::NearlyEqual(value, want, 1e-6);
+}
+
+// The sole reader of `name` when it divides it by 6 or multiplies it by 1/6; -1 otherwise.
+int64_t SixthOf(GraphEditor& ed, const std::string& name, size_t rank) {
+  const int64_t reader = opt::SoleConsumer(ed, name);
+  if (opt::IsBinary(ed, reader, "Div")) {
+    const Node& div = ed.node(static_cast<size_t>(reader));
+    return div.inputs[0] == name && ScalarNear(ed, div.inputs[1], 6, rank) ? reader : -1;
+  }
+  if (!opt::IsBinary(ed, reader, "Mul")) return -1;
+  const std::string other = opt::OtherInput(ed.node(static_cast<size_t>(reader)), name);
+  return !other.empty() && ScalarNear(ed, other, 1.0 / 6.0, rank) ? reader : -1;
+}
+
+// HardSwish as exporters write it out where they do not emit the op (PyTorch
+// before opset 14, PaddlePaddle's hard_swish in the PP-OCR models): with x =
+// c, (x * Clip(x + 3, 0, 6)) / 6 or x * (Clip(x + 3, 0, 6) / 6), the division
+// also as a product with 1/6, and Add(c, 3) and Mul(c, ...) the only readers
+// of c. Fills the pattern's nodes and the value its last node writes.
+// HardSwish computes x * clip(x / 6 + 0.5, 0, 1): the same function, within
+// float rounding of x (about 5e-7 |x| where x is near -3 and the output near
+// 0; elsewhere a few ulp of the output). Four passes over the conv's output
+// become none (PP-OCR's angle classifier: a third of its run).
+bool MatchWrittenOutHardSwish(GraphEditor& ed, const std::string& c, std::vector<size_t>* nodes, std::string* output) {
+  const TypeInfo* type = ed.TensorType(c);
+  if (ed.IsPinned(c) || !type || type->elem_type != DataType::kFloat || !type->shape) return false;
+  const size_t rank = type->shape->size();
+  const std::vector<opt::Use> uses = ed.Uses(c);
+  if (uses.size() != 2) return false;
+  for (int first = 0; first < 2; ++first) {
+    const size_t add = uses[first].node, mul = uses[1 - first].node;
+    if (!opt::IsBinary(ed, static_cast<int64_t>(add), "Add") || !opt::IsBinary(ed, static_cast<int64_t>(mul), "Mul"))
+      continue;
+    if (!ScalarNear(ed, ed.node(add).inputs[1 - uses[first].input], 3, rank)) continue;
+    const std::string& sum = ed.node(add).outputs[0];
+    const int64_t clip = opt::SoleConsumer(ed, sum);
+    std::vector<float> bounds;
+    if (clip < 0 || !opt::IsOp(ed.node(static_cast<size_t>(clip)), "Clip") ||
+        ed.node(static_cast<size_t>(clip)).inputs[0] != sum || !ClipBounds(ed, static_cast<size_t>(clip), &bounds) ||
+        bounds != std::vector<float>{0.f, 6.f})
+      continue;
+    const std::string& clipped = ed.node(static_cast<size_t>(clip)).outputs[0];
+    const std::string& factor = ed.node(mul).inputs[1 - uses[1 - first].input];
+    if (factor == clipped) {  // (x * clip) / 6
+      if (opt::SoleConsumer(ed, clipped) != static_cast<int64_t>(mul)) continue;
+      const int64_t scale = SixthOf(ed, ed.node(mul).outputs[0], rank);
+      if (scale < 0) continue;
+      *nodes = {add, static_cast<size_t>(clip), mul, static_cast<size_t>(scale)};
+      *output = ed.node(static_cast<size_t>(scale)).outputs[0];
+      return true;
+    }
+    const int64_t scale = SixthOf(ed, clipped, rank);  // x * (clip / 6)
+    if (scale < 0 || ed.node(static_cast<size_t>(scale)).outputs[0] != factor ||
+        opt::SoleConsumer(ed, factor) != static_cast<int64_t>(mul))
+      continue;
+    *nodes = {add, static_cast<size_t>(clip), static_cast<size_t>(scale), mul};
+    *output = ed.node(mul).outputs[0];
+    return true;
+  }
+  return false;
+}
+
 Status TryFuse(GraphEditor& ed, size_t index) {
   if (!IsFusableConv(ed, index)) return Status::Ok();
   Fusion f;
@@ -185,6 +254,14 @@ Status TryFuse(GraphEditor& ed, size_t index) {
     f.act = {"Silu", {}};
     f.absorbed.insert(f.absorbed.end(), {sigmoid, mul});
     Rewrite(ed, index, f, ed.node(mul).outputs[0]);
+    return Status::Ok();
+  }
+  std::vector<size_t> hard_swish;
+  std::string hard_swish_output;
+  if (MatchWrittenOutHardSwish(ed, value, &hard_swish, &hard_swish_output)) {
+    f.act = {"HardSwish", {}};
+    f.absorbed.insert(f.absorbed.end(), hard_swish.begin(), hard_swish.end());
+    Rewrite(ed, index, f, hard_swish_output);
     return Status::Ok();
   }
   int64_t consumer = opt::SoleConsumer(ed, value);

@@ -36,14 +36,6 @@ struct GeluMatch {
   std::vector<size_t> nodes;
 };
 
-// Node `index` as a plain two-input op `op` (broadcasting, opset 7+).
-bool IsBinary(GraphEditor& ed, int64_t index, const char* op) {
-  if (index < 0) return false;
-  const Node& n = ed.node(static_cast<size_t>(index));
-  return opt::IsOp(n, op) && n.inputs.size() == 2 && n.outputs.size() == 1 && n.attributes.empty() &&
-         ed.checked().opsets[static_cast<size_t>(index)] >= 7;
-}
-
 // For a commutative binary node with a scalar constant near `want` on one
 // side: the other input. Empty when it does not fit.
 std::string OtherThanConstant(GraphEditor& ed, size_t index, double want) {
@@ -58,14 +50,14 @@ std::string OtherThanConstant(GraphEditor& ed, size_t index, double want) {
 // The sole reader of `name` when it is the op `op`; -1 otherwise.
 int64_t SoleReaderOp(GraphEditor& ed, const std::string& name, const char* op) {
   int64_t reader = opt::SoleConsumer(ed, name);
-  return IsBinary(ed, reader, op) ? reader : -1;
+  return opt::IsBinary(ed, reader, op) ? reader : -1;
 }
 
 // The producer of `name` when it is the op `op` and `name` has no other reader.
 int64_t SoleProducerOp(GraphEditor& ed, const std::string& name, const char* op) {
   int64_t producer = ed.Producer(name);
   if (producer < 0 || opt::SoleConsumer(ed, name) < 0) return -1;
-  return IsBinary(ed, producer, op) ? producer : -1;
+  return opt::IsBinary(ed, producer, op) ? producer : -1;
 }
 
 // The shared tail: inner (erf or tanh of the scaled x) -> Add 1 -> the
@@ -111,11 +103,11 @@ bool MatchErfGelu(GraphEditor& ed, size_t erf, GeluMatch* m) {
   int64_t scale = ed.Producer(e.inputs[0]);
   if (scale < 0 || opt::SoleConsumer(ed, e.inputs[0]) != static_cast<int64_t>(erf)) return false;
   std::string x;
-  if (IsBinary(ed, scale, "Div")) {
+  if (opt::IsBinary(ed, scale, "Div")) {
     const Node& div = ed.node(static_cast<size_t>(scale));
     float c = 0;
     if (opt::ScalarConstant(ed, div.inputs[1], &c) && opt::NearlyEqual(c, kSqrt2)) x = div.inputs[0];
-  } else if (IsBinary(ed, scale, "Mul")) {
+  } else if (opt::IsBinary(ed, scale, "Mul")) {
     x = OtherThanConstant(ed, static_cast<size_t>(scale), 1.0 / kSqrt2);
   }
   if (x.empty()) return false;
@@ -127,14 +119,14 @@ bool MatchErfGelu(GraphEditor& ed, size_t erf, GeluMatch* m) {
 bool MatchCube(GraphEditor& ed, const std::string& cube, const std::string& x, std::vector<size_t>* nodes) {
   int64_t producer = ed.Producer(cube);
   if (producer < 0 || opt::SoleConsumer(ed, cube) < 0) return false;
-  if (IsBinary(ed, producer, "Pow")) {
+  if (opt::IsBinary(ed, producer, "Pow")) {
     const Node& pow = ed.node(static_cast<size_t>(producer));
     float e = 0;
     if (pow.inputs[0] != x || !opt::ScalarConstant(ed, pow.inputs[1], &e) || e != 3.0f) return false;
     nodes->push_back(static_cast<size_t>(producer));
     return true;
   }
-  if (!IsBinary(ed, producer, "Mul")) return false;
+  if (!opt::IsBinary(ed, producer, "Mul")) return false;
   const std::string square = opt::OtherInput(ed.node(static_cast<size_t>(producer)), x);
   int64_t sq = SoleProducerOp(ed, square, "Mul");
   if (sq < 0 || ed.node(static_cast<size_t>(sq)).inputs[0] != x || ed.node(static_cast<size_t>(sq)).inputs[1] != x)
@@ -148,7 +140,7 @@ bool MatchTanhGelu(GraphEditor& ed, size_t tanh, GeluMatch* m) {
   const Node& t = ed.node(tanh);
   if (!opt::IsOp(t, "Tanh") || t.inputs.size() != 1 || t.outputs.size() != 1) return false;
   int64_t scale = ed.Producer(t.inputs[0]);
-  if (opt::SoleConsumer(ed, t.inputs[0]) != static_cast<int64_t>(tanh) || !IsBinary(ed, scale, "Mul")) return false;
+  if (opt::SoleConsumer(ed, t.inputs[0]) != static_cast<int64_t>(tanh) || !opt::IsBinary(ed, scale, "Mul")) return false;
   const std::string inner = OtherThanConstant(ed, static_cast<size_t>(scale), kSqrt2OverPi);
   int64_t sum = SoleProducerOp(ed, inner, "Add");
   if (sum < 0) return false;
@@ -171,7 +163,7 @@ bool MatchTanhGelu(GraphEditor& ed, size_t tanh, GeluMatch* m) {
 // (so x has p's shape) and only the GELU reads x: the Add's index, p and bias.
 bool MatchBias(GraphEditor& ed, const GeluMatch& m, size_t* add, std::string* p, std::string* bias) {
   int64_t producer = ed.Producer(m.x);
-  if (!IsBinary(ed, producer, "Add") || ed.IsPinned(m.x)) return false;
+  if (!opt::IsBinary(ed, producer, "Add") || ed.IsPinned(m.x)) return false;
   for (const opt::Use& u : ed.Uses(m.x))
     if (std::find(m.nodes.begin(), m.nodes.end(), u.node) == m.nodes.end()) return false;
   const Node& n = ed.node(static_cast<size_t>(producer));

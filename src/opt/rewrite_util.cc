@@ -244,6 +244,13 @@ int64_t SoleConsumer(const GraphEditor& ed, const std::string& name) {
   return uses.size() == 1 ? static_cast<int64_t>(uses[0].node) : -1;
 }
 
+bool IsBinary(const GraphEditor& ed, int64_t index, const char* op) {
+  if (index < 0) return false;
+  const Node& n = ed.node(static_cast<size_t>(index));
+  return IsOp(n, op) && n.inputs.size() == 2 && n.outputs.size() == 1 && n.attributes.empty() &&
+         ed.checked().opsets[static_cast<size_t>(index)] >= 7;
+}
+
 std::string OtherInput(const Node& node, const std::string& known) {
   if (node.inputs[0] == known) return node.inputs[1] == known ? "" : node.inputs[1];
   return node.inputs[1] == known ? node.inputs[0] : "";

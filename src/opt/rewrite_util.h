@@ -109,6 +109,10 @@ bool IsOp(const Node& node, const char* op_type);
 // both `elem`) with a known rank and every dim known or named (an unnamed
 // unknown dim could be 1 on one side and broadcast), dim for dim equal.
 bool ProvablySameShape(const TypeInfo* a, const TypeInfo* b, DataType elem = DataType::kFloat);
+// Whether node `index` (-1: none) is the default-domain op `op` with two
+// inputs, one output and no attributes, at opset 7 or later (numpy-style
+// broadcasting; before 7, Add, Mul and Div broadcast by attribute).
+bool IsBinary(const GraphEditor& ed, int64_t index, const char* op);
 // Whether the node sets any attribute outside `allowed`.
 bool HasOtherAttributes(const Node& node, const std::vector<std::string>& allowed);
 

@@ -82,6 +82,117 @@ TEST(FuseConvActivation, EachActivationBecomesOneFusedConv) {
                   "Silu", {});
 }
 
+// HardSwish written out as x * Clip(x + 3, 0, 6) / 6 (PaddlePaddle's hard_swish,
+// PyTorch's before opset 14), with `rest` reading "cl" = Clip(c + 3, 0, 6) and
+// writing y; "three", "zero", "six", "sixth" are the constants. Opset 12, as
+// the PP-OCR models (no HardSwish op before 14).
+ModelBuilder ConvThenWrittenOutHardSwish(const std::function<void(ModelBuilder&)>& rest, float three = 3.f) {
+  return ConvThen(
+      [&](ModelBuilder& b) {
+        b.Init("three", Scalar(three))
+            .Init("zero", Scalar(0.f))
+            .Init("six", Scalar(6.f))
+            .Init("sixth", Floats({1.f / 6.f}, {1}))
+            .Op("Add", {"c", "three"}, {"s"})
+            .Op("Clip", {"s", "zero", "six"}, {"cl"});
+        rest(b);
+      },
+      12);
+}
+
+TEST(FuseConvActivation, WrittenOutHardSwishBecomesOneFusedConv) {
+  // (x * clip) / 6, as PP-OCR writes it; the operands in either order.
+  ExpectFusedConv(ConvThenWrittenOutHardSwish([](ModelBuilder& b) {
+                    b.Op("Mul", {"c", "cl"}, {"m"}).Op("Div", {"m", "six"}, {"y"});
+                  }),
+                  "HardSwish", {});
+  ExpectFusedConv(ConvThenWrittenOutHardSwish([](ModelBuilder& b) {
+                    b.Op("Mul", {"cl", "c"}, {"m"}).Op("Mul", {"sixth", "m"}, {"y"});
+                  }),
+                  "HardSwish", {});
+  // x * (clip / 6).
+  ExpectFusedConv(ConvThenWrittenOutHardSwish([](ModelBuilder& b) {
+                    b.Op("Div", {"cl", "six"}, {"d"}).Op("Mul", {"c", "d"}, {"y"});
+                  }),
+                  "HardSwish", {});
+  // Three added on the left, and after a residual Add.
+  ModelBuilder left(12);
+  left.Input("x", ShapeFromDims({1, 3, 6, 6}))
+      .Input("z", ShapeFromDims({1, 4, 6, 6}))
+      .Init("W", Random({4, 3, 3, 3}, 2))
+      .Init("three", Scalar(3.f))
+      .Init("zero", Scalar(0.f))
+      .Init("six", Scalar(6.f))
+      .Op("Conv", {"x", "W"}, {"c"}, {IntsAttr("pads", {1, 1, 1, 1})})
+      .Op("Add", {"c", "z"}, {"r"})
+      .Op("Add", {"three", "r"}, {"s"})
+      .Op("Clip", {"s", "zero", "six"}, {"cl"})
+      .Op("Mul", {"r", "cl"}, {"m"})
+      .Op("Div", {"m", "six"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(left.model), (Ops{"FusedConv"}));
+  // Inputs that reach the flat parts of the clip and its corners: outputs near -3, 0 and 3.
+  std::vector<float> z(4 * 36);
+  for (size_t i = 0; i < z.size(); ++i) z[i] = -4.f + 8.f * static_cast<float>(i) / static_cast<float>(z.size());
+  ExpectSameResults(left.model, {{"x", Random({1, 3, 6, 6}, 4)}, {"z", Floats(z, {1, 4, 6, 6})}});
+}
+
+TEST(FuseConvActivation, LeavesWrittenOutHardSwishNearMissesAlone) {
+  const Ops unfused{"Conv", "Add", "Clip", "Mul", "Div"};
+  auto mul_div = [](ModelBuilder& b) { b.Op("Mul", {"c", "cl"}, {"m"}).Op("Div", {"m", "six"}, {"y"}); };
+  // A different offset.
+  EXPECT_EQ(OpsAfter(ConvThenWrittenOutHardSwish(mul_div, 2.5f).model), unfused);
+  // The clipped value also a graph output; the product read twice.
+  ModelBuilder clip_out = ConvThenWrittenOutHardSwish([&](ModelBuilder& b) {
+    mul_div(b);
+    b.Output("cl");
+  });
+  EXPECT_EQ(OpsAfter(clip_out.model), unfused);
+  ModelBuilder twice = ConvThenWrittenOutHardSwish([](ModelBuilder& b) {
+    b.Op("Mul", {"c", "cl"}, {"m"}).Op("Div", {"m", "six"}, {"y"}).Op("Neg", {"m"}, {"n"}).Output("n");
+  });
+  EXPECT_EQ(OpsAfter(twice.model), (Ops{"Conv", "Add", "Clip", "Mul", "Div", "Neg"}));
+  // Clip(0, 6) of x + 3 times something other than x; divided by 5; 6 over the product.
+  ModelBuilder other = ConvThenWrittenOutHardSwish([](ModelBuilder& b) {
+    b.Op("Neg", {"c"}, {"n"}).Op("Mul", {"n", "cl"}, {"m"}).Op("Div", {"m", "six"}, {"y"});
+  });
+  EXPECT_EQ(OpsAfter(other.model), (Ops{"Conv", "Add", "Clip", "Neg", "Mul", "Div"}));
+  ModelBuilder five = ConvThenWrittenOutHardSwish([](ModelBuilder& b) {
+    b.Init("five", Scalar(5.f)).Op("Mul", {"c", "cl"}, {"m"}).Op("Div", {"m", "five"}, {"y"});
+  });
+  EXPECT_EQ(OpsAfter(five.model), unfused);
+  ModelBuilder inverted = ConvThenWrittenOutHardSwish([](ModelBuilder& b) {
+    b.Op("Mul", {"c", "cl"}, {"m"}).Op("Div", {"six", "m"}, {"y"});
+  });
+  EXPECT_EQ(OpsAfter(inverted.model), unfused);
+  // Clip bounds other than 0 and 6.
+  ModelBuilder relu = ConvThen(
+      [](ModelBuilder& b) {
+        b.Init("three", Scalar(3.f))
+            .Init("zero", Scalar(0.f))
+            .Init("six", Scalar(6.f))
+            .Op("Add", {"c", "three"}, {"s"})
+            .Op("Clip", {"s", "zero"}, {"cl"})
+            .Op("Mul", {"c", "cl"}, {"m"})
+            .Op("Div", {"m", "six"}, {"y"});
+      },
+      12);
+  EXPECT_EQ(OpsAfter(relu.model), unfused);
+  // A constant of higher rank than the Conv's output broadcasts it: not the same shape.
+  ModelBuilder wide = ConvThen(
+      [](ModelBuilder& b) {
+        b.Init("three", Floats({3.f}, {1, 1, 1, 1, 1}))
+            .Init("zero", Scalar(0.f))
+            .Init("six", Scalar(6.f))
+            .Op("Add", {"c", "three"}, {"s"})
+            .Op("Clip", {"s", "zero", "six"}, {"cl"})
+            .Op("Mul", {"c", "cl"}, {"m"})
+            .Op("Div", {"m", "six"}, {"y"});
+      },
+      12);
+  EXPECT_EQ(OpsAfter(wide.model), unfused);
+}
+
 TEST(FuseConvActivation, ConvBatchNormReluBecomesOneNode) {
   ModelBuilder b = ConvThen([](ModelBuilder& b) {
     b.Init("scale", Random({4}, 5))
