@@ -1,6 +1,9 @@
 // Level-2 removal of nodes that pass their input through unchanged:
 // Identity, inference Dropout, Cast to the input's own type, Reshape to the
-// input's own shape, Transpose with the identity permutation, and pairs that
+// input's own shape, Transpose with the identity permutation, a float32
+// product with (or quotient by) a constant 1 of no higher rank than the other
+// operand (x * 1 is x, bit for bit; PaddlePaddle's swish is x * Sigmoid(x * 1),
+// which fuse-conv-activation then takes as SiLU), and pairs that
 // cancel (Transpose+Transpose, Unsqueeze+Squeeze, Squeeze+Unsqueeze on the
 // same axes). Two Transposes that do not cancel become one; a chain of
 // reshaping ops ending in a Reshape becomes that Reshape. A Transpose that
@@ -258,6 +261,27 @@ bool TryCollapseReshapeChain(GraphEditor& ed, size_t index) {
   return true;
 }
 
+// Mul(x, 1) or Mul(1, x) or Div(x, 1), x float32 and 1 a constant of one element.
+bool TryTimesOne(GraphEditor& ed, size_t index) {
+  const Node& n = ed.node(index);
+  if (!opt::IsBinary(ed, static_cast<int64_t>(index), n.op_type.c_str())) return false;
+  for (size_t side = 0; side < 2; ++side) {
+    if (n.op_type == "Div" && side == 0) continue;  // 1 / x is not x
+    const Tensor ones = ed.Constant(n.inputs[side]);
+    if (!opt::IsFloatTensor(ones)) continue;
+    const float* v = ones.data<float>();
+    if (!std::all_of(v, v + ones.num_elements(), [](float e) { return e == 1.f; })) continue;
+    // Ones of size-1 dims, no more of them than x has, broadcast to x's shape whatever x's dims are.
+    const std::string& x = n.inputs[1 - side];
+    const TypeInfo* type = ed.TensorType(x);
+    if (!type || type->elem_type != DataType::kFloat || !type->shape || ones.num_elements() != 1 ||
+        static_cast<size_t>(ones.rank()) > type->shape->size())
+      continue;
+    return Bypass(ed, index, x, n.outputs[0]);
+  }
+  return false;
+}
+
 bool TryEliminate(GraphEditor& ed, size_t index) {
   const Node& n = ed.node(index);
   if (!NormalizeDomain(n.domain).empty() || n.inputs.empty() || n.outputs.empty() || n.inputs[0].empty() ||
@@ -292,6 +316,7 @@ bool TryEliminate(GraphEditor& ed, size_t index) {
   }
   if (op == "Transpose") return TryTranspose(ed, index);
   if (op == "Squeeze" || op == "Unsqueeze") return TrySqueezePair(ed, index);
+  if (op == "Mul" || op == "Div") return TryTimesOne(ed, index);
   return false;
 }
 }  // namespace

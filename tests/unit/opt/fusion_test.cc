@@ -273,6 +273,41 @@ TEST(EliminateNoOps, RemovesIdentityDropoutAndSameTypeCast) {
   ExpectNear(y, {2, 3}, {0.f, 2.f, 0.f, 4.f, 0.5f, 0.f});
 }
 
+TEST(EliminateNoOps, RemovesFloatProductsWithOneAndKeepsOtherScalings) {
+  // x * 1 (either side, any rank up to x's) and x / 1, x with an unknown dim: PaddlePaddle's swish.
+  ModelBuilder b;
+  b.Input("x", Shape{Dim::Symbol("n"), Dim::Known(3)})
+      .Init("one", Scalar(1.f))
+      .Init("ones", Floats({1.f}, {1, 1}))
+      .Op("Relu", {"x"}, {"r"})
+      .Op("Mul", {"r", "one"}, {"a"})
+      .Op("Mul", {"ones", "a"}, {"b"})
+      .Op("Div", {"b", "one"}, {"c"})
+      .Op("Abs", {"c"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"Relu", "Abs"}));
+  ExpectNear(RunAt(b.model, {{"x", Floats({-1.f, 2.f, -3.f, 4.f, 0.5f, -0.5f}, {2, 3})}}), {2, 3},
+             {0.f, 2.f, 0.f, 4.f, 0.5f, 0.f});
+  // Kept: 1 / x; a scale other than 1; ones that broadcast x to a higher rank; several ones (they could
+  // broadcast x's unknown dim); an integer product.
+  ModelBuilder kept;
+  kept.Input("x", Shape{Dim::Symbol("n"), Dim::Known(3)})
+      .Input("i", ShapeFromDims({3}), DataType::kInt64)
+      .Init("one", Scalar(1.f))
+      .Init("two", Scalar(2.f))
+      .Init("wide", Floats({1.f}, {1, 1, 1}))
+      .Init("row", Floats({1.f, 1.f, 1.f}, {3}))
+      .Init("ione", Tensor::FromVector<int64_t>({1}, {}))
+      .Op("Div", {"one", "x"}, {"a"})
+      .Op("Mul", {"a", "two"}, {"b"})
+      .Op("Mul", {"b", "wide"}, {"c"})
+      .Op("Mul", {"row", "c"}, {"y"})
+      .Op("Mul", {"i", "ione"}, {"j"})
+      .Output("y")
+      .Output("j");
+  EXPECT_EQ(OpsAfter(kept.model), (Ops{"Div", "Mul", "Mul", "Mul", "Mul"}));
+}
+
 TEST(EliminateNoOps, KeepsAGraphOutputNameByRenamingTheProducer) {
   ModelBuilder b;
   b.Input("x", ShapeFromDims({3})).Op("Neg", {"x"}, {"n"}).Op("Identity", {"n"}, {"y"}).Output("y");
