@@ -40,8 +40,7 @@ const GraphPass kPasses[] = {
     // First at level 2: the fusions below then see float32 nodes.
     {"widen-narrow-float", 2, WidenNarrowFloat},
     {"eliminate-noops", 2, EliminateNoOps},
-    {"fold-conv-batchnorm", 2, FoldConvBatchNorm},
-    {"fold-conv-add-mul", 2, FoldConvAddMul},
+    {"fold-conv-affine", 2, FoldConvAffine},
     // Before MatMul + Add -> Gemm: it rewrites a MatMul.
     {"one-hot-matmul-as-gather", 2, OneHotMatMulAsGather},
     {"fuse-matmul-add-gemm", 2, FuseMatMulAddIntoGemm},

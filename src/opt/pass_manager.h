@@ -53,10 +53,10 @@ Status FoldConstants(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status EliminateDeadNodes(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Level 2 (src/opt/eliminate_noops.cc, fold_conv.cc, fuse_gemm.cc).
 Status EliminateNoOps(Graph& graph, const CheckedGraph& checked, bool* changed);
-Status FoldConvBatchNorm(Graph& graph, const CheckedGraph& checked, bool* changed);
+// Conv / ConvTranspose + BatchNormalization and per-channel Mul, Add, Sub, in any order and number.
+Status FoldConvAffine(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status BlockConvLayout(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseBlockedExpandDepthwise(Graph& graph, const CheckedGraph& checked, bool* changed);
-Status FoldConvAddMul(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseMatMulAddIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FoldTransposeIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusions into ONNX Runtime's com.microsoft ops (src/opt/fuse_conv_activation.cc,

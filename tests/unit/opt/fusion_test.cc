@@ -64,6 +64,31 @@ TEST(FoldConvBatchNorm, FoldsConvTransposeWithGroups) {
               -0.04494816f, 0.3122679f});
 }
 
+TEST(FoldConvBatchNorm, FoldsAChainOfBiasNormalizationAndScaleInOneSweep) {
+  // PP-OCRv5's detector head: ConvTranspose -> Add(bias as [1, C, 1, 1]) -> BatchNormalization, here with a
+  // per-channel Mul after it; and a Conv with a Sub before its BatchNormalization.
+  ModelBuilder b;
+  b.Input("x", ShapeFromDims({1, 4, 2, 2}))
+      .Init("W", Seq({4, 3, 2, 2}, 5, 9, 4, 8))
+      .Init("bias", Floats({0.3f, -0.2f, 0.5f}, {1, 3, 1, 1}))
+      .Init("scale", Floats({1.5f, -0.5f, 0.75f}, {3}))
+      .Init("shift", Floats({0.1f, 0.2f, -0.1f}, {3}))
+      .Init("mean", Floats({0.05f, -0.1f, 0.3f}, {3}))
+      .Init("var", Floats({0.5f, 1.5f, 0.8f}, {3}))
+      .Init("gain", Floats({2.f, 0.5f, -1.f}, {3, 1, 1}))
+      .Init("V", Seq({3, 3, 1, 1}, 3, 7, 3, 2))
+      .Op("ConvTranspose", {"x", "W"}, {"t"}, {IntsAttr("strides", {2, 2})})
+      .Op("Add", {"t", "bias"}, {"a"})
+      .Op("BatchNormalization", {"a", "scale", "shift", "mean", "var"}, {"n"})
+      .Op("Mul", {"gain", "n"}, {"m"})
+      .Op("Conv", {"m", "V"}, {"c"})
+      .Op("Sub", {"c", "bias"}, {"s"})
+      .Op("BatchNormalization", {"s", "scale", "shift", "mean", "var"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"ConvTranspose", "Conv"}));
+  ExpectSameResults(b.model, {{"x", Random({1, 4, 2, 2}, 5)}});
+}
+
 TEST(FoldConvBatchNorm, BailsOutOnNonConstantWeights) {
   ModelBuilder b = ConvBn();
   // W becomes overridable: a graph input with a default.
