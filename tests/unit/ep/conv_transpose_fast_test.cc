@@ -56,6 +56,11 @@ std::vector<Case> Cases() {
       {"3d", {1, 2, 3, 4, 3}, {2, 2, 2, 3, 2}, true,
        {IntsAttr("strides", {2, 1, 2}), IntsAttr("pads", {0, 1, 1, 1, 0, 0}), IntsAttr("output_padding", {1, 0, 1})}},
       {"batch4_groups2", {4, 4, 5, 5}, {4, 3, 3, 3}, true, {IntAttr("group", 2), IntsAttr("pads", {1, 1, 1, 1})}},
+      // One tap per output (kernel = stride): a 2x2 stride-2 upsampling in bands of 3 input rows (14 bands),
+      // one of 3x2 by groups and batches, without bias, and a 1-D one.
+      {"2d_one_tap_bands", {1, 8, 40, 300}, {8, 16, 2, 2}, true, {IntsAttr("strides", {2, 2})}},
+      {"2d_one_tap_groups", {2, 6, 5, 7}, {6, 2, 3, 2}, false, {IntAttr("group", 3), IntsAttr("strides", {3, 2})}},
+      {"1d_one_tap", {2, 3, 10}, {3, 2, 4}, true, {IntsAttr("strides", {4})}},
   };
 }
 
