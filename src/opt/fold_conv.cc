@@ -2,6 +2,11 @@
 //   Conv -> BatchNormalization (inference)   => Conv with scaled weights, shifted bias
 //   Conv -> Mul(per-channel constant)        => Conv with scaled weights and bias
 //   Conv -> Add/Sub(per-channel constant)    => Conv with shifted bias
+//   Mul/Add/Sub(per-channel constant) -> Conv or FusedConv without padding
+//                                            => the same with scaled weights / shifted bias
+//                                               (a pass of its own, after fuse-conv-activation,
+//                                               which would otherwise lose a written-out
+//                                               HardSwish's division by 6 to it)
 // The folded weights and bias are new initializers (the originals may be
 // shared); the Conv takes over the consumer's output name. Arithmetic is in
 // double, rounded once to float. One sweep in execution order folds a chain
@@ -9,6 +14,7 @@
 // -> Add(bias) -> BatchNormalization, whose normalization was left as an
 // 11 ms pass of its own when the BatchNormalization folds ran before the
 // Add folds.
+#include <algorithm>
 #include <cmath>
 
 #include "opt/pass_manager.h"
@@ -33,7 +39,8 @@ struct FoldableConv {
 bool MatchConv(GraphEditor& ed, size_t index, FoldableConv* conv) {
   const Node& node = ed.node(index);
   bool transpose = opt::IsOp(node, "ConvTranspose");
-  if (!opt::IsOp(node, "Conv") && !transpose) return false;
+  const bool fused = node.op_type == "FusedConv" && node.domain == opt::kMicrosoftDomain;
+  if (!opt::IsOp(node, "Conv") && !transpose && !fused) return false;
   if (node.outputs.size() != 1 || node.inputs.size() < 2) return false;
   Tensor w = ed.Constant(node.inputs[1]);
   if (!opt::IsFloatTensor(w) || w.rank() < 3) return false;
@@ -62,7 +69,9 @@ bool ConvFeeding(GraphEditor& ed, size_t node, size_t input, FoldableConv* conv)
   const std::string& name = ed.node(node).inputs[input];
   int64_t producer = ed.Producer(name);
   if (producer < 0 || !ed.OnlyUsedBy(name, node)) return false;
-  return MatchConv(ed, static_cast<size_t>(producer), conv);
+  // (Not a FusedConv: its activation comes after the bias these folds change.)
+  return ed.node(static_cast<size_t>(producer)).op_type != "FusedConv" &&
+         MatchConv(ed, static_cast<size_t>(producer), conv);
 }
 
 // Weights with every output channel m multiplied by scale[m].
@@ -198,21 +207,127 @@ Status TryFoldAffine(GraphEditor& ed, size_t index, bool* folded) {
   return Status::Ok();
 }
 
+// ---- An affine op before the Conv (input side) --------------------------------------------
+
+// The Conv's input channels' scale or shift when its input is Mul / Add /
+// Sub(x, per-channel constant) that only the Conv reads: y = x * scale +
+// shift per channel, with x of the Conv input's shape. Fills the affine
+// node's index and x.
+bool AffineFeeding(GraphEditor& ed, const FoldableConv& conv, size_t* affine, std::string* x,
+                   std::vector<double>* scale, std::vector<double>* shift) {
+  const std::string& input = ed.node(conv.index).inputs[0];
+  const int64_t producer = ed.Producer(input);
+  if (producer < 0 || !ed.OnlyUsedBy(input, conv.index) || ed.IsPinned(input)) return false;
+  const Node& node = ed.node(static_cast<size_t>(producer));
+  const bool is_mul = opt::IsBinary(ed, producer, "Mul"), is_add = opt::IsBinary(ed, producer, "Add"),
+             is_sub = opt::IsBinary(ed, producer, "Sub");
+  if (!is_mul && !is_add && !is_sub) return false;
+  const int64_t channels = conv.weights.dim(1) * conv.group, rank = conv.weights.rank();
+  for (size_t side = 0; side < (is_sub ? 1u : 2u); ++side) {  // Sub only as x - constant
+    std::vector<double> c;
+    const Tensor constant = ed.Constant(node.inputs[1 - side]);
+    if (!PerChannelConstant(constant, rank, channels, &c)) continue;
+    // x keeps its shape: the constant is all size-1 dims, or x's channels are known to be the Conv's.
+    const TypeInfo* type = ed.TensorType(node.inputs[side]);
+    const bool one_value = constant.num_elements() == 1;
+    if (!type || !type->shape || static_cast<int64_t>(type->shape->size()) != rank ||
+        (!one_value && (*type->shape)[1].value != channels))
+      continue;
+    scale->assign(static_cast<size_t>(channels), 1.0);
+    shift->assign(static_cast<size_t>(channels), 0.0);
+    for (int64_t k = 0; k < channels; ++k) {
+      if (is_mul) (*scale)[k] = c[k];
+      else (*shift)[k] = is_sub ? -c[k] : c[k];
+    }
+    *affine = static_cast<size_t>(producer);
+    *x = node.inputs[side];
+    return true;
+  }
+  return false;
+}
+
+// Whether every tap of the Conv reads the input itself, never padding: then
+// Conv(x * s + t) = Conv'(x), W'[m, c, k] = W[m, c, k] s[c], bias'[m] =
+// bias[m] + sum over c, k of W[m, c, k] t[c] (c over m's group). PP-LCNetV3
+// (PP-OCRv4/v5's detectors and recognizers) ends each activation with a
+// learnable scalar affine, x * scale + bias, before its pointwise convs.
+bool Unpadded(const Node& conv) {
+  auto pads = conv.GetInts("pads", {});
+  auto auto_pad = conv.GetString("auto_pad", "NOTSET");
+  if (!pads.ok() || !auto_pad.ok()) return false;
+  if (auto_pad.value() == "VALID") return true;
+  return auto_pad.value() == "NOTSET" &&
+         std::all_of(pads.value().begin(), pads.value().end(), [](int64_t p) { return p == 0; });
+}
+
+Status TryFoldInputAffine(GraphEditor& ed, size_t index, bool* folded) {
+  FoldableConv conv;
+  if (opt::IsOp(ed.node(index), "ConvTranspose") || !MatchConv(ed, index, &conv) || !Unpadded(ed.node(index)))
+    return Status::Ok();
+  size_t affine = 0;
+  std::string x;
+  std::vector<double> scale, shift;
+  if (!AffineFeeding(ed, conv, &affine, &x, &scale, &shift)) return Status::Ok();
+  const Tensor& w = conv.weights;
+  const int64_t M = w.dim(0), per_group = w.dim(1), kernel = w.num_elements() / (M * per_group);
+  const int64_t m_per_group = M / conv.group;
+  NEE_ASSIGN_OR_RETURN(Tensor weights, Tensor::Allocate(DataType::kFloat, w.dims()));
+  std::vector<double> bias = conv.bias;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t ci = 0; ci < per_group; ++ci) {
+      const int64_t c = m / m_per_group * per_group + ci;  // the input channel
+      const int64_t base = (m * per_group + ci) * kernel;
+      for (int64_t k = 0; k < kernel; ++k) {
+        const double v = w.data<float>()[base + k];
+        weights.data<float>()[base + k] = static_cast<float>(v * scale[c]);
+        bias[m] += v * shift[c];
+      }
+    }
+  Node& node = ed.node(index);
+  const std::string name = node.name.empty() ? node.outputs[0] : node.name;
+  ed.SetInput(index, 0, x);
+  ed.SetInput(index, 1, ed.AddInitializer(name + "_folded_W", std::move(weights)));
+  ed.SetInput(index, 2, ed.AddInitializer(name + "_folded_B", BiasTensor(bias)));
+  ed.RemoveNode(affine);
+  *folded = true;
+  return Status::Ok();
+}
+
 Status TryFold(GraphEditor& ed, size_t index, bool* folded) {
   NEE_RETURN_IF_ERROR(TryFoldBatchNorm(ed, index, folded));
+  if (*folded) return Status::Ok();
   return *folded ? Status::Ok() : TryFoldAffine(ed, index, folded);
 }
-}  // namespace
 
-Status FoldConvAffine(Graph& graph, const CheckedGraph& checked, bool* changed) {
+// A chain of affine ops before a Conv or FusedConv (x * scale + bias), nearest first.
+Status TryFoldInputAffines(GraphEditor& ed, size_t index, bool* folded) {
+  for (bool more = true; more;) {
+    more = false;
+    NEE_RETURN_IF_ERROR(TryFoldInputAffine(ed, index, &more));
+    *folded = *folded || more;
+  }
+  return Status::Ok();
+}
+
+Status RunFold(Graph& graph, const CheckedGraph& checked, bool* changed,
+               Status (*fold)(GraphEditor&, size_t, bool*)) {
   GraphEditor ed(graph, checked);
   for (size_t index : checked.order) {
     if (ed.removed(index)) continue;
     bool folded = false;
-    NEE_RETURN_IF_ERROR(TryFold(ed, index, &folded));
+    NEE_RETURN_IF_ERROR(fold(ed, index, &folded));
   }
   *changed = ed.Commit();
   return Status::Ok();
+}
+}  // namespace
+
+Status FoldConvAffine(Graph& graph, const CheckedGraph& checked, bool* changed) {
+  return RunFold(graph, checked, changed, TryFold);
+}
+
+Status FoldConvInputAffine(Graph& graph, const CheckedGraph& checked, bool* changed) {
+  return RunFold(graph, checked, changed, TryFoldInputAffines);
 }
 
 }  // namespace nee

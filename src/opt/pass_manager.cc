@@ -49,6 +49,8 @@ const GraphPass kPasses[] = {
     {"hoist-activation-to-conv", 2, HoistActivationToConv},
     // After the folds above, so that Conv + BatchNormalization + Relu becomes one node.
     {"fuse-conv-activation", 2, FuseConvActivation},
+    // After it: a written-out HardSwish's "/ 6" before a Conv is the HardSwish's, not a scale to fold.
+    {"fold-conv-input-affine", 2, FoldConvInputAffine},
     // Before fuse-gelu and fuse-skip-layer-norm: the bias goes into the GEMM's epilogue.
     {"fuse-quant-matmul", 2, FuseQuantMatMul},
     // After MatMul + Add -> Gemm, which then keeps its bias (BiasGelu takes it only otherwise).

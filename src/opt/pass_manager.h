@@ -55,6 +55,8 @@ Status EliminateDeadNodes(Graph& graph, const CheckedGraph& checked, bool* chang
 Status EliminateNoOps(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Conv / ConvTranspose + BatchNormalization and per-channel Mul, Add, Sub, in any order and number.
 Status FoldConvAffine(Graph& graph, const CheckedGraph& checked, bool* changed);
+// A per-channel Mul, Add or Sub before an unpadded Conv or FusedConv, folded into it.
+Status FoldConvInputAffine(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status BlockConvLayout(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseBlockedExpandDepthwise(Graph& graph, const CheckedGraph& checked, bool* changed);
 Status FuseMatMulAddIntoGemm(Graph& graph, const CheckedGraph& checked, bool* changed);

@@ -89,6 +89,51 @@ TEST(FoldConvBatchNorm, FoldsAChainOfBiasNormalizationAndScaleInOneSweep) {
   ExpectSameResults(b.model, {{"x", Random({1, 4, 2, 2}, 5)}});
 }
 
+TEST(FoldConvAffine, FoldsAnAffineBeforeAnUnpaddedConvIntoIt) {
+  // PP-LCNetV3's learnable affine (scalars) before a pointwise conv, and a per-channel Sub before a grouped
+  // 3x3 conv without padding (the channel dim known, so the constant does not broadcast x).
+  ModelBuilder b;
+  b.Input("x", Shape{Dim::Symbol("n"), Dim::Known(4), Dim::Symbol("h"), Dim::Symbol("w")})
+      .Init("s", Scalar(1.5f))
+      .Init("t", Floats({-0.25f}, {1}))
+      .Init("W", Random({6, 4, 1, 1}, 3))
+      .Init("B", Random({6}, 4))
+      .Init("shift", Floats({0.5f, -1.f, 2.f, 0.f, 0.25f, -0.5f}, {1, 6, 1, 1}))
+      .Init("V", Random({6, 2, 3, 3}, 5))
+      .Op("Mul", {"x", "s"}, {"m"})
+      .Op("Add", {"t", "m"}, {"a"})
+      .Op("Conv", {"a", "W", "B"}, {"c"})
+      .Op("Sub", {"c", "shift"}, {"d"})
+      .Op("Relu", {"d"}, {"r"})
+      .Op("Mul", {"r", "shift"}, {"q"})
+      .Op("Conv", {"q", "V"}, {"y"}, {IntAttr("group", 3)})
+      .Output("y");
+  // The Sub folds into the first Conv (output side), the Mul into the second (input side); the Relu stays.
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"FusedConv", "Conv"}));
+  ExpectSameResults(b.model, {{"x", Random({2, 4, 5, 6}, 6)}});
+}
+
+TEST(FoldConvAffine, LeavesAffinesBeforePaddedOrSharedConvsAlone) {
+  auto model = [](std::vector<Attribute> conv_attrs, bool shared, bool known_channels) {
+    ModelBuilder b;
+    b.Input("x", Shape{Dim::Known(1), known_channels ? Dim::Known(2) : Dim::Symbol("c"), Dim::Known(4),
+                       Dim::Known(4)})
+        .Init("shift", Floats({0.5f, -1.f}, {2, 1, 1}))
+        .Init("W", Random({3, 2, 3, 3}, 3))
+        .Op("Add", {"x", "shift"}, {"a"})
+        .Op("Conv", {"a", "W"}, {"y"}, conv_attrs)
+        .Output("y");
+    if (shared) b.Op("Neg", {"a"}, {"n"}).Output("n");
+    return b;
+  };
+  // Padding reads zeros where the shift would have been added; the shifted value read elsewhere; x's channels
+  // unknown (it could have one channel that the shift broadcasts).
+  EXPECT_EQ(OpsAfter(model({IntsAttr("pads", {1, 1, 1, 1})}, false, true).model), (Ops{"Add", "Conv"}));
+  EXPECT_EQ(OpsAfter(model({}, true, true).model), (Ops{"Add", "Conv", "Neg"}));
+  EXPECT_EQ(OpsAfter(model({}, false, false).model), (Ops{"Add", "Conv"}));
+  EXPECT_EQ(OpsAfter(model({StringAttr("auto_pad", "VALID")}, false, true).model), (Ops{"Conv"}));
+}
+
 TEST(FoldConvBatchNorm, BailsOutOnNonConstantWeights) {
   ModelBuilder b = ConvBn();
   // W becomes overridable: a graph input with a default.

@@ -41,6 +41,13 @@ inline Attribute FloatAttr(const std::string& name, float v) {
   a.f = v;
   return a;
 }
+inline Attribute StringAttr(const std::string& name, const std::string& v) {
+  Attribute a;
+  a.name = name;
+  a.type = AttrType::kString;
+  a.s = v;
+  return a;
+}
 inline Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
   Attribute a;
   a.name = name;
