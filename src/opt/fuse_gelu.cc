@@ -140,7 +140,8 @@ bool MatchTanhGelu(GraphEditor& ed, size_t tanh, GeluMatch* m) {
   const Node& t = ed.node(tanh);
   if (!opt::IsOp(t, "Tanh") || t.inputs.size() != 1 || t.outputs.size() != 1) return false;
   int64_t scale = ed.Producer(t.inputs[0]);
-  if (opt::SoleConsumer(ed, t.inputs[0]) != static_cast<int64_t>(tanh) || !opt::IsBinary(ed, scale, "Mul")) return false;
+  if (opt::SoleConsumer(ed, t.inputs[0]) != static_cast<int64_t>(tanh) || !opt::IsBinary(ed, scale, "Mul"))
+    return false;
   const std::string inner = OtherThanConstant(ed, static_cast<size_t>(scale), kSqrt2OverPi);
   int64_t sum = SoleProducerOp(ed, inner, "Add");
   if (sum < 0) return false;

@@ -80,6 +80,11 @@ inline void PrefetchRows(const float* p, int64_t ld, int64_t rows, int64_t cols)
 // (vectorized with AVX-512 or AVX2; conv_fast.cc): stride-2 input rows.
 void CopyEvens(const float* src, float* dst, int64_t n);
 
+// Scratch reused across calls on the same thread (conv_fast.cc): an im2col
+// row, a padded depthwise plane, a ConvTranspose's col buffer; grows to the
+// largest request seen. Its contents last until the thread's next call.
+float* ThreadScratch(size_t n);
+
 // The fast float Conv with `epilogue` applied (null: a plain Conv). Nodes it
 // does not handle go to the reference kernel of the node's own op (Conv, or
 // FusedConv, which applies its epilogue itself).

@@ -193,18 +193,6 @@ void MoveTrivialAxesFirst(ConvShape& s) {
   }
 }
 
-// Scratch reused across calls on the same thread: an im2col row or a padded
-// depthwise plane (so bounded by the largest plane seen).
-float* ThreadScratch(size_t n) {
-  thread_local std::unique_ptr<float[]> buffer;
-  thread_local size_t capacity = 0;
-  if (n > capacity) {
-    buffer.reset(new float[n]);
-    capacity = n;
-  }
-  return buffer.get();
-}
-
 // ---- im2col ----------------------------------------------------------------------
 
 // At most this many output columns per task: SGEMM's own column block, so a
@@ -500,6 +488,16 @@ Status RunBatched(KernelContext& ctx, const ConvShape& s, const float* x, const 
 }
 
 }  // namespace
+
+float* ThreadScratch(size_t n) {
+  thread_local std::unique_ptr<float[]> buffer;
+  thread_local size_t capacity = 0;
+  if (n > capacity) {
+    buffer.reset(new float[n]);
+    capacity = n;
+  }
+  return buffer.get();
+}
 
 Status ConvFloat(KernelContext& ctx) { return ConvFloatWithEpilogue(ctx, nullptr); }
 

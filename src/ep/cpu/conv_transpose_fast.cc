@@ -188,16 +188,6 @@ void Col2ImPlane(const TransposeShape& s, const float* col, int64_t m, float* pl
   }
 }
 
-float* ColScratch(size_t n) {
-  thread_local std::unique_ptr<float[]> buffer;
-  thread_local size_t capacity = 0;
-  if (n > capacity) {
-    buffer.reset(new float[n]);
-    capacity = n;
-  }
-  return buffer.get();
-}
-
 // Whether each output element takes exactly one tap (1-D or 2-D): kernel =
 // stride, no dilation or padding, and the output exactly in * stride.
 bool OneTapPerOutput(const TransposeShape& s) {
@@ -226,7 +216,7 @@ void TransposeUnitOneTap(const KernelContext& ctx, const TransposeShape& s, cons
   const float* x_g = x + (n * s.C + g * s.Cg) * s.in_size;
   auto run_band = [&](int64_t b) {
     const int64_t ih0 = b * band, ih1 = std::min(H, ih0 + band), px = (ih1 - ih0) * W;
-    float* col = ColScratch(static_cast<size_t>(rows * band * W));
+    float* col = ThreadScratch(static_cast<size_t>(rows * band * W));
     Sgemm(rows, px, s.Cg, 1.f, w_transposed, MatrixView{x_g + ih0 * W, s.in_size, 1}, 0.f, col, px, nullptr);
     for (int64_t m = 0; m < s.Mg; ++m) {
       const int64_t oc = g * s.Mg + m;
@@ -300,9 +290,10 @@ Status ConvTransposeFloat(KernelContext& ctx) {
     else
       for (int64_t u = 0; u < units; ++u) TransposeUnitOneTap(ctx, s, xp, wp, bp, yp, u, threads > 1);
   } else if (threads > 1 && units >= 2 * threads) {
-    ParallelTasks(ctx, units, [&](int64_t u) { TransposeUnit(ctx, s, xp, wp, bp, yp, u, ColScratch(col_size), nullptr); });
+    ParallelTasks(ctx, units,
+                  [&](int64_t u) { TransposeUnit(ctx, s, xp, wp, bp, yp, u, ThreadScratch(col_size), nullptr); });
   } else {
-    float* col = ColScratch(col_size);
+    float* col = ThreadScratch(col_size);
     for (int64_t u = 0; u < units; ++u) TransposeUnit(ctx, s, xp, wp, bp, yp, u, col, threads > 1 ? ctx.pool() : nullptr);
   }
   return Status::Ok();
