@@ -295,7 +295,6 @@ Status TryFoldInputAffine(GraphEditor& ed, size_t index, bool* folded) {
 
 Status TryFold(GraphEditor& ed, size_t index, bool* folded) {
   NEE_RETURN_IF_ERROR(TryFoldBatchNorm(ed, index, folded));
-  if (*folded) return Status::Ok();
   return *folded ? Status::Ok() : TryFoldAffine(ed, index, folded);
 }
 
