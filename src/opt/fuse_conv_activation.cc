@@ -7,6 +7,7 @@
 //   Conv -> Sigmoid, with Mul(conv, sigmoid) (SiLU / Swish)     => FusedConv("Silu")
 //   Conv -> HardSwish                                           => FusedConv("HardSwish"), a nee extension
 //   Conv -> x * Clip(x + 3, 0, 6) / 6 (HardSwish written out)   => FusedConv("HardSwish")
+//   Conv -> x * HardSigmoid(x, 1/6, 0.5) (PyTorch, opset < 14)  => FusedConv("HardSwish")
 //   Conv -> Add(z) [-> any of the above] (ResNet's residual)    => FusedConv(X, W, B, Z = z, activation)
 // Conditions: a float32 (or bfloat16: ai.nee FusedConv) Conv whose output nothing else reads (no other node,
 // graph output or subgraph), likewise the residual sum when an activation
@@ -240,6 +241,37 @@ bool MatchWrittenOutHardSwish(GraphEditor& ed, const std::string& c, std::vector
   return false;
 }
 
+// HardSwish as PyTorch exports nn.Hardswish before opset 14: HardSigmoid(c,
+// alpha 1/6, beta 0.5) and Mul(c, it) as the only readers of c (MobileNetV3
+// at opset 13 and below). ONNX defines HardSwish as exactly this product;
+// the kernels round it a little differently (x / 6 or x * alpha, a fused
+// multiply-add or not): an ulp or two of the output. Fills the two nodes
+// and the Mul's output.
+bool MatchHardSigmoidProduct(GraphEditor& ed, const std::string& c, std::vector<size_t>* nodes, std::string* output) {
+  const TypeInfo* type = ed.TensorType(c);
+  if (ed.IsPinned(c) || !type || type->elem_type != DataType::kFloat) return false;
+  const std::vector<opt::Use> uses = ed.Uses(c);
+  if (uses.size() != 2) return false;
+  for (int first = 0; first < 2; ++first) {
+    const size_t gate = uses[first].node, mul = uses[1 - first].node;
+    const Node& hs = ed.node(gate);
+    if (!opt::IsOp(hs, "HardSigmoid") || hs.inputs.size() != 1 || hs.outputs.size() != 1 ||
+        !opt::IsBinary(ed, static_cast<int64_t>(mul), "Mul"))
+      continue;
+    auto alpha = hs.GetFloat("alpha", 0.2f), beta = hs.GetFloat("beta", 0.5f);
+    if (!alpha.ok() || !beta.ok() || opt::HasOtherAttributes(hs, {"alpha", "beta"}) || alpha.value() != 1.f / 6.f ||
+        beta.value() != 0.5f)
+      continue;
+    if (ed.node(mul).inputs[1 - uses[1 - first].input] != hs.outputs[0] ||
+        opt::SoleConsumer(ed, hs.outputs[0]) != static_cast<int64_t>(mul))
+      continue;
+    *nodes = {gate, mul};
+    *output = ed.node(mul).outputs[0];
+    return true;
+  }
+  return false;
+}
+
 Status TryFuse(GraphEditor& ed, size_t index) {
   if (!IsFusableConv(ed, index)) return Status::Ok();
   Fusion f;
@@ -258,7 +290,8 @@ Status TryFuse(GraphEditor& ed, size_t index) {
   }
   std::vector<size_t> hard_swish;
   std::string hard_swish_output;
-  if (MatchWrittenOutHardSwish(ed, value, &hard_swish, &hard_swish_output)) {
+  if (MatchWrittenOutHardSwish(ed, value, &hard_swish, &hard_swish_output) ||
+      MatchHardSigmoidProduct(ed, value, &hard_swish, &hard_swish_output)) {
     f.act = {"HardSwish", {}};
     f.absorbed.insert(f.absorbed.end(), hard_swish.begin(), hard_swish.end());
     Rewrite(ed, index, f, hard_swish_output);

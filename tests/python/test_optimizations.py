@@ -184,8 +184,9 @@ def conv_activations_model(rng):
 def written_out_hard_swish_model(rng):
     """A PP-OCR-style block at opset 12 (no HardSwish op yet), each Conv followed by HardSwish written out as
     PaddlePaddle and older PyTorch exports write it: (x * Clip(x + 3, 0, 6)) / 6, x * (Clip(x + 3, 0, 6) / 6),
-    and the division as a product with 1/6; a 3x3 conv, a pointwise expansion, a depthwise conv and a
-    projection, with channel counts that the blocked layout takes."""
+    and the division as a product with 1/6, and as PyTorch writes it before opset 14, x * HardSigmoid(x, 1/6,
+    0.5); a 3x3 conv, a pointwise expansion, a depthwise conv, a projection and one more pointwise conv, with
+    channel counts that the blocked layout takes."""
     n = helper.make_node
     forms = [
         lambda i, o: [n("Add", [i, "three"], [o + "_s"]), n("Clip", [o + "_s", "zero", "six"], [o + "_c"]),
@@ -194,9 +195,11 @@ def written_out_hard_swish_model(rng):
                       n("Div", [o + "_c", "six"], [o + "_d"]), n("Mul", [o + "_d", i], [o])],
         lambda i, o: [n("Add", [i, "three"], [o + "_s"]), n("Clip", [o + "_s", "zero", "six"], [o + "_c"]),
                       n("Mul", [o + "_c", i], [o + "_m"]), n("Mul", ["sixth", o + "_m"], [o])],
+        # PyTorch's nn.Hardswish before opset 14.
+        lambda i, o: [n("HardSigmoid", [i], [o + "_g"], alpha=1 / 6), n("Mul", [i, o + "_g"], [o])],
     ]
     inits = {"three": np.float32(3), "zero": np.float32(0), "six": np.float32(6), "sixth": np.float32(1 / 6)}
-    convs = [(16, 8, 3, 1), (32, 16, 1, 1), (32, 1, 3, 32), (16, 32, 1, 1)]  # (out, in per group, kernel, group)
+    convs = [(16, 8, 3, 1), (32, 16, 1, 1), (32, 1, 3, 32), (16, 32, 1, 1), (16, 16, 1, 1)]  # (out, in/group, k, group)
     nodes, prev = [], "x"
     for k, (m, c, kernel, group) in enumerate(convs):
         inits[f"W{k}"] = rng.normal(0, 1.5 / np.sqrt(c * kernel * kernel), (m, c, kernel, kernel)).astype(np.float32)
@@ -301,10 +304,10 @@ def test_expected_node_counts(libnee):
     assert node_count(libnee, noops_model(rng)[0], 99) == 3
     # Seven FusedConv, then the Conv whose output is also a graph output and its Relu.
     assert node_count(libnee, conv_activations_model(rng)[0], 99) == 9
-    # Four convs, the first three with their written-out HardSwish (twelve nodes) fused: four FusedConvs, or
-    # (AVX2 and up) some of them in the blocked layout between a ToBlocked and a FromBlocked. A HardSwish left
-    # unfused would leave four nodes more.
-    assert node_count(libnee, written_out_hard_swish_model(rng)[0], 99) <= 6
+    # Five convs, the first four with their HardSwish (fourteen nodes) fused: five FusedConvs, or (AVX2 and up)
+    # some of them in the blocked layout between a ToBlocked and a FromBlocked. A HardSwish left unfused would
+    # leave two or four nodes more.
+    assert node_count(libnee, written_out_hard_swish_model(rng)[0], 99) <= 7
     # Per block: FusedConv (Conv+BN+Relu), FusedConv (Conv+BN+Add+Relu); the second block's sum is a graph
     # output, so its Relu stays apart.
     assert node_count(libnee, resnet_block_model(rng)[0], 99) == 5

@@ -137,6 +137,31 @@ TEST(FuseConvActivation, WrittenOutHardSwishBecomesOneFusedConv) {
   ExpectSameResults(left.model, {{"x", Random({1, 3, 6, 6}, 4)}, {"z", Floats(z, {1, 4, 6, 6})}});
 }
 
+TEST(FuseConvActivation, HardSigmoidTimesItsInputBecomesHardSwish) {
+  // PyTorch's nn.Hardswish before opset 14: x * HardSigmoid(x, alpha = 1/6, beta = 0.5), either operand order.
+  for (bool gate_first : {false, true}) {
+    ModelBuilder b = ConvThen(
+        [&](ModelBuilder& b) {
+          b.Op("HardSigmoid", {"c"}, {"g"}, {FloatAttr("alpha", 1.f / 6.f)});
+          b.Op("Mul", gate_first ? std::vector<std::string>{"g", "c"} : std::vector<std::string>{"c", "g"}, {"y"});
+        },
+        13);
+    Model m = Optimized(b.model);
+    ASSERT_EQ(m.graph.nodes.size(), 1u);
+    EXPECT_EQ(m.graph.nodes[0].GetString("activation").value(), "HardSwish");
+    ExpectSameResults(b.model, ConvInput());
+  }
+  // Another slope, or the gate also a graph output: left alone.
+  ModelBuilder slope = ConvThen([](ModelBuilder& b) {
+    b.Op("HardSigmoid", {"c"}, {"g"}, {FloatAttr("alpha", 0.2f)}).Op("Mul", {"c", "g"}, {"y"});
+  });
+  EXPECT_EQ(OpsAfter(slope.model), (Ops{"Conv", "HardSigmoid", "Mul"}));
+  ModelBuilder seen = ConvThen([](ModelBuilder& b) {
+    b.Op("HardSigmoid", {"c"}, {"g"}, {FloatAttr("alpha", 1.f / 6.f)}).Op("Mul", {"c", "g"}, {"y"}).Output("g");
+  });
+  EXPECT_EQ(OpsAfter(seen.model), (Ops{"Conv", "HardSigmoid", "Mul"}));
+}
+
 TEST(FuseConvActivation, LeavesWrittenOutHardSwishNearMissesAlone) {
   const Ops unfused{"Conv", "Add", "Clip", "Mul", "Div"};
   auto mul_div = [](ModelBuilder& b) { b.Op("Mul", {"c", "cl"}, {"m"}).Op("Div", {"m", "six"}, {"y"}); };
