@@ -267,15 +267,13 @@ bool TryTimesOne(GraphEditor& ed, size_t index) {
   if (!opt::IsBinary(ed, static_cast<int64_t>(index), n.op_type.c_str())) return false;
   for (size_t side = 0; side < 2; ++side) {
     if (n.op_type == "Div" && side == 0) continue;  // 1 / x is not x
-    const Tensor ones = ed.Constant(n.inputs[side]);
-    if (!opt::IsFloatTensor(ones)) continue;
-    const float* v = ones.data<float>();
-    if (!std::all_of(v, v + ones.num_elements(), [](float e) { return e == 1.f; })) continue;
-    // Ones of size-1 dims, no more of them than x has, broadcast to x's shape whatever x's dims are.
+    // A one of size-1 dims, no more of them than x has, broadcasts to x's shape whatever x's dims are.
+    const Tensor one = ed.Constant(n.inputs[side]);
+    if (!opt::IsFloatTensor(one) || one.num_elements() != 1 || one.data<float>()[0] != 1.f) continue;
     const std::string& x = n.inputs[1 - side];
     const TypeInfo* type = ed.TensorType(x);
-    if (!type || type->elem_type != DataType::kFloat || !type->shape || ones.num_elements() != 1 ||
-        static_cast<size_t>(ones.rank()) > type->shape->size())
+    if (!type || type->elem_type != DataType::kFloat || !type->shape ||
+        static_cast<size_t>(one.rank()) > type->shape->size())
       continue;
     return Bypass(ed, index, x, n.outputs[0]);
   }

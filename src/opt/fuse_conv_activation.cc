@@ -15,6 +15,7 @@
 // without broadcasting); the activation with only the attributes its schema
 // defines. The FusedConv keeps the Conv's inputs and attributes and takes
 // over the last absorbed node's output name.
+#include <functional>
 #include <limits>
 
 #include "ir/float_formats.h"
@@ -152,25 +153,42 @@ bool MatchResidualAdd(GraphEditor& ed, const std::string& c, size_t* add, std::s
   return true;
 }
 
-// Sigmoid(c) and Mul(c, Sigmoid(c)) as the only readers of c: returns the
-// Mul's index through `mul`, the Sigmoid's through `sigmoid`.
-bool MatchSilu(GraphEditor& ed, const std::string& c, size_t* sigmoid, size_t* mul) {
+// A one-input gate node g(c) and Mul(c, g(c)) as the only readers of c, the
+// gate's output read by that Mul only: SiLU (`is_gate` a Sigmoid) and
+// PyTorch's HardSwish before opset 14 (a HardSigmoid of slope 1/6). Returns
+// the gate's index through `gate`, the Mul's through `mul`.
+bool MatchGateProduct(GraphEditor& ed, const std::string& c, const std::function<bool(const Node&)>& is_gate,
+                      size_t* gate, size_t* mul) {
   if (ed.IsPinned(c)) return false;
   std::vector<opt::Use> uses = ed.Uses(c);
   if (uses.size() != 2) return false;
   for (int first = 0; first < 2; ++first) {
-    const opt::Use s = uses[first], m = uses[1 - first];
-    const Node& sig = ed.node(s.node);
+    const opt::Use g = uses[first], m = uses[1 - first];
+    const Node& gate_node = ed.node(g.node);
+    if (!is_gate(gate_node) || gate_node.inputs.size() != 1 || gate_node.outputs.size() != 1) continue;
+    // (IsBinary: Mul broadcast by attribute before opset 7)
+    if (!opt::IsBinary(ed, static_cast<int64_t>(m.node), "Mul")) continue;
     const Node& product = ed.node(m.node);
-    if (!opt::IsOp(sig, "Sigmoid") || !sig.attributes.empty() || sig.outputs.size() != 1) continue;
-    if (!opt::IsOp(product, "Mul") || product.inputs.size() != 2 || !product.attributes.empty()) continue;
-    if (ed.checked().opsets[m.node] < 7) continue;  // Mul broadcast by attribute before opset 7
-    if (product.inputs[1 - m.input] != sig.outputs[0] || !ed.OnlyUsedBy(sig.outputs[0], m.node)) continue;
-    *sigmoid = s.node;
+    if (product.inputs[1 - m.input] != gate_node.outputs[0] || !ed.OnlyUsedBy(gate_node.outputs[0], m.node)) continue;
+    *gate = g.node;
     *mul = m.node;
     return true;
   }
   return false;
+}
+
+// SiLU: Sigmoid(c) and Mul(c, Sigmoid(c)).
+bool IsPlainSigmoid(const Node& node) { return opt::IsOp(node, "Sigmoid") && node.attributes.empty(); }
+
+// HardSwish as PyTorch exports nn.Hardswish before opset 14: x * HardSigmoid(x,
+// alpha 1/6, beta 0.5) (MobileNetV3 at opset 13 and below). ONNX defines
+// HardSwish as exactly this product; the kernels round it a little
+// differently (x / 6 or x * alpha, a fused multiply-add or not): an ulp or
+// two of the output.
+bool IsHardSwishGate(const Node& node) {
+  if (!opt::IsOp(node, "HardSigmoid") || opt::HasOtherAttributes(node, {"alpha", "beta"})) return false;
+  auto alpha = node.GetFloat("alpha", 0.2f), beta = node.GetFloat("beta", 0.5f);
+  return alpha.ok() && beta.ok() && alpha.value() == 1.f / 6.f && beta.value() == 0.5f;
 }
 
 // A float32 scalar constant within float rounding of `want` whose rank is at
@@ -241,37 +259,6 @@ bool MatchWrittenOutHardSwish(GraphEditor& ed, const std::string& c, std::vector
   return false;
 }
 
-// HardSwish as PyTorch exports nn.Hardswish before opset 14: HardSigmoid(c,
-// alpha 1/6, beta 0.5) and Mul(c, it) as the only readers of c (MobileNetV3
-// at opset 13 and below). ONNX defines HardSwish as exactly this product;
-// the kernels round it a little differently (x / 6 or x * alpha, a fused
-// multiply-add or not): an ulp or two of the output. Fills the two nodes
-// and the Mul's output.
-bool MatchHardSigmoidProduct(GraphEditor& ed, const std::string& c, std::vector<size_t>* nodes, std::string* output) {
-  const TypeInfo* type = ed.TensorType(c);
-  if (ed.IsPinned(c) || !type || type->elem_type != DataType::kFloat) return false;
-  const std::vector<opt::Use> uses = ed.Uses(c);
-  if (uses.size() != 2) return false;
-  for (int first = 0; first < 2; ++first) {
-    const size_t gate = uses[first].node, mul = uses[1 - first].node;
-    const Node& hs = ed.node(gate);
-    if (!opt::IsOp(hs, "HardSigmoid") || hs.inputs.size() != 1 || hs.outputs.size() != 1 ||
-        !opt::IsBinary(ed, static_cast<int64_t>(mul), "Mul"))
-      continue;
-    auto alpha = hs.GetFloat("alpha", 0.2f), beta = hs.GetFloat("beta", 0.5f);
-    if (!alpha.ok() || !beta.ok() || opt::HasOtherAttributes(hs, {"alpha", "beta"}) || alpha.value() != 1.f / 6.f ||
-        beta.value() != 0.5f)
-      continue;
-    if (ed.node(mul).inputs[1 - uses[1 - first].input] != hs.outputs[0] ||
-        opt::SoleConsumer(ed, hs.outputs[0]) != static_cast<int64_t>(mul))
-      continue;
-    *nodes = {gate, mul};
-    *output = ed.node(mul).outputs[0];
-    return true;
-  }
-  return false;
-}
-
 Status TryFuse(GraphEditor& ed, size_t index) {
   if (!IsFusableConv(ed, index)) return Status::Ok();
   Fusion f;
@@ -281,17 +268,19 @@ Status TryFuse(GraphEditor& ed, size_t index) {
     f.absorbed.push_back(add);
     value = ed.node(add).outputs[0];
   }
-  size_t sigmoid = 0, mul = 0;
-  if (MatchSilu(ed, value, &sigmoid, &mul)) {
-    f.act = {"Silu", {}};
-    f.absorbed.insert(f.absorbed.end(), {sigmoid, mul});
+  size_t gate = 0, mul = 0;
+  const TypeInfo* value_type = ed.TensorType(value);
+  const bool float32 = value_type && value_type->elem_type == DataType::kFloat;
+  if (MatchGateProduct(ed, value, IsPlainSigmoid, &gate, &mul) ||
+      (float32 && MatchGateProduct(ed, value, IsHardSwishGate, &gate, &mul))) {
+    f.act = {opt::IsOp(ed.node(gate), "Sigmoid") ? "Silu" : "HardSwish", {}};
+    f.absorbed.insert(f.absorbed.end(), {gate, mul});
     Rewrite(ed, index, f, ed.node(mul).outputs[0]);
     return Status::Ok();
   }
   std::vector<size_t> hard_swish;
   std::string hard_swish_output;
-  if (MatchWrittenOutHardSwish(ed, value, &hard_swish, &hard_swish_output) ||
-      MatchHardSigmoidProduct(ed, value, &hard_swish, &hard_swish_output)) {
+  if (MatchWrittenOutHardSwish(ed, value, &hard_swish, &hard_swish_output)) {
     f.act = {"HardSwish", {}};
     f.absorbed.insert(f.absorbed.end(), hard_swish.begin(), hard_swish.end());
     Rewrite(ed, index, f, hard_swish_output);
