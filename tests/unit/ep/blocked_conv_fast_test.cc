@@ -104,6 +104,9 @@ const std::vector<Geometry> kGeometries = {
     // ResNet-50's 14x14 -> 7x7 conv's shape, two images; a lone last block, a 5x5 window at stride 1.
     {"3x3 s2 flat rows", {2, 16, 14, 14}, {64, 16, 3, 3}, 1, 2, 1},
     {"5x5 s1 flat rows", {2, 8, 7, 4}, {72, 8, 5, 5}, 1, 1, 2},
+    // 295 KiB of weights in two groups (four at 3 threads) beside a larger input: AVX2's tasks go band by
+    // band through the groups.
+    {"3x3 s2 band by band", {1, 128, 26, 24}, {64, 128, 3, 3}, 1, 2, 1},
     // 288 KiB of weights a unit of two output blocks: the next pass's and unit's weights prefetched.
     {"3x3 s2 weights ahead", {1, 512, 5, 6}, {64, 512, 3, 3}, 1, 2, 1},
 };
