@@ -538,9 +538,14 @@ Status ConvPixel(KernelContext& ctx, const Conv2D& g, const float* x, const floa
     else row_groups = std::min(flat.OH, (wanted + g.N * chunks - 1) / (g.N * chunks));
   }
   const int64_t pixel_tasks = g.N * row_groups * chunks, blocks = packed->padded_m() / 16;
-  const int64_t channel_groups =
+  int64_t channel_groups =
       threads > 1 && pixel_tasks < wanted ? std::clamp<int64_t>((wanted + pixel_tasks - 1) / pixel_tasks, 1, blocks)
                                           : 1;
+  // As many tasks as a multiple of the threads, so that their shares are
+  // equal: magika's 1-D conv (508 outputs, 512 channels) was 3 pixel tasks x
+  // 3 channel groups, 5 tasks on one thread and 4 on the other; as 3 x 4 the
+  // whole model ran 6-8% faster at 2 threads (80 alternating runs).
+  while (channel_groups > 1 && channel_groups < blocks && pixel_tasks * channel_groups % threads != 0) ++channel_groups;
   const int64_t plane = g.OH * g.OW;
   // Zeros for taps above or below the image: as long as a row's widest read.
   std::vector<float> zeros(static_cast<size_t>(g.stride * flat.OW + g.KW + 16), 0.f);

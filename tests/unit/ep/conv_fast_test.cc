@@ -250,6 +250,10 @@ std::vector<ConvCase> Grid() {
       {"2d_pixel_pointwise_nine_pixels", {1, 24, 3, 3}, {33, 24, 1, 1}, true, {}},
       {"1d_pixel_stride2_three_outputs", {1, 64, 5}, {40, 64, 3}, true,
        {IntsAttr("strides", {2}), IntsAttr("pads", {1, 1})}},
+      // A 1-D conv laid out as a column (magika's, W = 1) with more output
+      // channels than outputs: three pixel tasks (rows of one pixel), at 2
+      // threads four channel groups each, so the task count is even.
+      {"2d_pixel_column_channel_groups", {1, 16, 500, 1}, {520, 16, 5, 1}, true, {}},
       // Winograd F(2x2, 3x3): odd output sizes (a half-used last tile row and
       // column), asymmetric pads, tile rows wider than one vector of 16
       // tiles, and planes cut into several blocks of tile rows.
