@@ -851,8 +851,20 @@ bool WinogradShape(const BlockedConvGeometry& g) {
 // a memory-streaming process): 1 thread 1.67-1.79 ms Winograd, 1.56-1.61
 // direct; 2 threads 1.31-1.41 vs 0.87-0.90. At 32 channels (80x80) Winograd
 // still won at 1 thread (1.12 vs 1.41 ms) and tied at 2; on ResNet-50's 64-512
-// channel convs it won every one.
-bool DirectBeatsWinograd(const BlockedConvGeometry& g) { return g.C < 32 && BlockedDirectAvx2Applies(g); }
+// channel convs it won every one. Whatever the plane: the raw weights may go.
+bool DirectAlwaysBeatsWinograd(const BlockedConvGeometry& g) { return g.C < 32 && BlockedDirectAvx2Applies(g); }
+
+// And where Winograd's 4x4 output tiles overrun the plane by 40% or more
+// (10x10 computed as 12x12; 7x7 and 14x14 overrun it by 31%). nudenet's
+// 10x10 convs (Zen 3, node minimums, 3 processes each way): 128 -> 128
+// channels 0.95-0.97 of the Winograd time at 1 thread, 0.86-0.89 at 2; 256 ->
+// 64 0.80-0.82 and 0.77-0.78. On 20x20 planes (no overrun) the direct kernel
+// took 1.19-1.35x Winograd's time; ResNet-50's 512-channel 7x7 convs 1.11x,
+// its 256-channel 14x14 convs 1.74-1.95x.
+bool DirectBeatsWinograd(const BlockedConvGeometry& g) {
+  const int64_t tiled = (g.OH + 3) / 4 * 4 * ((g.OW + 3) / 4 * 4);
+  return DirectAlwaysBeatsWinograd(g) || (BlockedDirectAvx2Applies(g) && 5 * tiled >= 7 * g.OH * g.OW);
+}
 
 // The key of a node's geometry: each input's rank and dims (-1 for one that
 // is absent); nothing when an input is not a float tensor (PlanBlockedConv
@@ -937,8 +949,9 @@ Status BlockedConvFloat(KernelContext& ctx) {
   }
   if (BlockedDirectAvx2Applies(g) && g.N > 0 && g.OH > 0 && g.OW > 0) {  // k x k without AVX-512
     // Only a conv Winograd could take on other shapes (WinogradApplies wants
-    // two output rows and columns) may need its weights in place again.
-    RunBlockedDirectAvx2(ctx, g, /*drop_weights=*/!WinogradShape(g) || DirectBeatsWinograd(g));
+    // two output rows and columns, DirectBeatsWinograd a plane its tiles fit)
+    // may need its weights in place again.
+    RunBlockedDirectAvx2(ctx, g, /*drop_weights=*/!WinogradShape(g) || DirectAlwaysBeatsWinograd(g));
     return Status::Ok();
   }
   if (StridedPointwise(g)) g = SubsampledAsPointwise(ctx, g);
