@@ -176,6 +176,20 @@ TEST(SessionFeatures, PackedConstantsAreDroppedUnlessAnotherReaderNeedsThem) {
 // direct kernel. A 3x3 stride-1 conv keeps them (Winograd, or the direct
 // kernel on outputs under two rows, may take it). Runs at batch 2, 0 and 1
 // give the unoptimized session's outputs.
+// Each of got's elements within `relative` of want's, plus 2e-6 of want's
+// largest magnitude: chains of convs over random weights reach 1e5-1e6, and
+// the few sums that cancel to single digits are only as exact as float
+// rounding of their terms, which depends on the kernel (Winograd or direct).
+void ExpectNearAtScale(const Tensor& got, const Tensor& want, float relative, const std::string& what) {
+  ASSERT_EQ(got.dims(), want.dims()) << what;
+  float scale = 0.f;
+  for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::fabs(want.data<float>()[i]));
+  for (int64_t i = 0; i < got.num_elements(); ++i)
+    EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i],
+                relative * (1.f + std::fabs(want.data<float>()[i])) + 2e-6f * scale)
+        << what << " element " << i;
+}
+
 // The model of BlockedConvWeightsAreDroppedWhereNoShapeReadsThemAgain over
 // its five weights, fresh ones from fixed seeds where none are given.
 Model ConvChain(std::vector<Tensor> w = {}) {
@@ -212,17 +226,7 @@ TEST(SessionFeatures, BlockedConvWeightsAreDroppedWhereNoShapeReadsThemAgain) {
     auto r = session->Run(feed, {});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     const Tensor want = RunAt(ConvChain(), feed, 0);
-    const Tensor& got = (*r)[0].tensor();
-    ASSERT_EQ(got.dims(), want.dims());
-    // The outputs reach ~1e6, and a few sums cancel to single digits: those
-    // are as exact as the sums' terms allow (float rounding of ~1e6), which
-    // depends on the kernel (Winograd or direct on the 10x10 plane).
-    float scale = 0.f;
-    for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::fabs(want.data<float>()[i]));
-    for (int64_t i = 0; i < got.num_elements(); ++i)
-      EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i],
-                  1e-3f * (1.f + std::fabs(want.data<float>()[i])) + 2e-6f * scale)
-          << "batch " << batch << " element " << i;
+    ExpectNearAtScale((*r)[0].tensor(), want, 1e-3f, "batch " + std::to_string(batch));
     EXPECT_TRUE(pointwise.exclusively_owned()) << "batch " << batch;
     EXPECT_TRUE(depthwise.exclusively_owned()) << "batch " << batch;
     EXPECT_EQ(strided.exclusively_owned(), direct_avx2) << "batch " << batch;
@@ -255,15 +259,7 @@ TEST(SessionFeatures, AConvWhosePlaneChangesKernelKeepsItsWeights) {
     auto r = session->Run(feed, {});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     const Tensor want = RunAt(model, feed, 0);
-    const Tensor& got = (*r)[0].tensor();
-    ASSERT_EQ(got.dims(), want.dims());
-    // Four convs of random weights: outputs to ~1e4, some summing to a few units (see the test above).
-    float scale = 0.f;
-    for (int64_t i = 0; i < want.num_elements(); ++i) scale = std::max(scale, std::fabs(want.data<float>()[i]));
-    for (int64_t i = 0; i < got.num_elements(); ++i)
-      EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i],
-                  1e-4f * (1.f + std::fabs(want.data<float>()[i])) + 2e-6f * scale)
-          << side << "x" << side << " element " << i;
+    ExpectNearAtScale((*r)[0].tensor(), want, 1e-4f, std::to_string(side) + "x" + std::to_string(side));
   }
 }
 
