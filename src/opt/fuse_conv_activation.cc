@@ -15,7 +15,6 @@
 // without broadcasting); the activation with only the attributes its schema
 // defines. The FusedConv keeps the Conv's inputs and attributes and takes
 // over the last absorbed node's output name.
-#include <functional>
 #include <limits>
 
 #include "ir/float_formats.h"
@@ -157,7 +156,7 @@ bool MatchResidualAdd(GraphEditor& ed, const std::string& c, size_t* add, std::s
 // gate's output read by that Mul only: SiLU (`is_gate` a Sigmoid) and
 // PyTorch's HardSwish before opset 14 (a HardSigmoid of slope 1/6). Returns
 // the gate's index through `gate`, the Mul's through `mul`.
-bool MatchGateProduct(GraphEditor& ed, const std::string& c, const std::function<bool(const Node&)>& is_gate,
+bool MatchGateProduct(GraphEditor& ed, const std::string& c, bool (*is_gate)(const Node&),
                       size_t* gate, size_t* mul) {
   if (ed.IsPinned(c)) return false;
   std::vector<opt::Use> uses = ed.Uses(c);
