@@ -11,6 +11,7 @@
 #include "ops/nn_util.h"
 #include "ops/op_registry.h"
 #include "ops/op_util.h"
+#include "ops/quant_conv.h"
 
 namespace nee {
 namespace {
@@ -676,8 +677,8 @@ Result<Tensor> RunKeepingOutput(KernelContext& ctx, KernelFn kernel) {
   return allocator.kept();
 }
 
-namespace {
-}  // namespace
+Status InferConvIntegerOutput(InferenceContext& ctx) { return InferConvInteger(ctx); }
+Status ConvIntegerReference(KernelContext& ctx) { return ConvIntegerKernel(ctx); }
 
 void RegisterConvOps(OpRegistry& registry) {
   registry.RegisterVersions("", "Conv", {1, 11, 22}, InferConv, ConvKernel);

@@ -9,6 +9,7 @@
 //   Conv -> x * Clip(x + 3, 0, 6) / 6 (HardSwish written out)   => FusedConv("HardSwish")
 //   Conv -> x * HardSigmoid(x, 1/6, 0.5) (PyTorch, opset < 14)  => FusedConv("HardSwish")
 //   Conv -> Add(z) [-> any of the above] (ResNet's residual)    => FusedConv(X, W, B, Z = z, activation)
+// and the same after an ai.nee ConvIntegerToFloat (fuse-quant-conv's), which stays one with Z its input 6.
 // Conditions: a float32 (or bfloat16: ai.nee FusedConv) Conv whose output nothing else reads (no other node,
 // graph output or subgraph), likewise the residual sum when an activation
 // follows it; z of provably the Conv output's shape (FusedConv adds it
@@ -19,6 +20,7 @@
 
 #include "ir/float_formats.h"
 #include "ops/attention_sdpa.h"  // kNeeDomain
+#include "ops/quant_conv.h"
 #include "opt/pass_manager.h"
 #include "opt/rewrite_util.h"
 
@@ -101,9 +103,17 @@ bool MatchActivation(GraphEditor& ed, size_t index, Activation* act) {
   return false;
 }
 
-// A plain float32 Conv: one output, two or three inputs.
+// An ai.nee ConvIntegerToFloat (written by fuse-quant-conv) with neither a
+// residual nor an activation yet.
+bool IsBareConvIntegerToFloat(const Node& node) {
+  return node.domain == kNeeDomain && node.op_type == "ConvIntegerToFloat" && node.outputs.size() == 1 &&
+         node.inputs.size() <= kConvIntegerResidualInput && !node.HasAttr("activation");
+}
+
+// A plain float32 Conv (one output, two or three inputs), or a bare ConvIntegerToFloat.
 bool IsFusableConv(GraphEditor& ed, size_t index) {
   const Node& conv = ed.node(index);
+  if (IsBareConvIntegerToFloat(conv)) return true;
   if (!opt::IsOp(conv, "Conv") || conv.outputs.size() != 1 || conv.inputs.size() < 2 || conv.inputs.size() > 3)
     return false;
   if (opt::HasOtherAttributes(conv, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}))
@@ -120,9 +130,22 @@ struct Fusion {
   std::vector<size_t> absorbed;
 };
 
-// The Conv becomes a FusedConv writing `output`; the absorbed nodes go.
+// FusedConv's activation attributes (none for an empty name).
+void AddActivation(Node& conv, const Activation& act) {
+  if (!act.name.empty()) conv.attributes.push_back(opt::StringAttr("activation", act.name));
+  if (!act.params.empty()) conv.attributes.push_back(opt::FloatsAttr("activation_params", act.params));
+}
+
+// The Conv becomes a FusedConv writing `output` (a ConvIntegerToFloat stays
+// one); the absorbed nodes go.
 void Rewrite(GraphEditor& ed, size_t conv_index, const Fusion& f, const std::string& output) {
   for (size_t n : f.absorbed) ed.RemoveNode(n);
+  if (IsBareConvIntegerToFloat(ed.node(conv_index))) {  // keeps its op, takes Z and the activation
+    if (!f.z.empty()) ed.SetInput(conv_index, kConvIntegerResidualInput, f.z);
+    AddActivation(ed.node(conv_index), f.act);
+    ed.RenameOutput(conv_index, 0, output);
+    return;
+  }
   if (!f.z.empty()) ed.SetInput(conv_index, 3, f.z);  // an absent bias stays an empty input 2
   Node& conv = ed.node(conv_index);
   conv.op_type = "FusedConv";
@@ -130,8 +153,7 @@ void Rewrite(GraphEditor& ed, size_t conv_index, const Fusion& f, const std::str
   // com.microsoft's on bfloat16, each step rounded as the unfused nodes round.
   const TypeInfo* y = ed.TensorType(conv.outputs[0]);
   conv.domain = y && y->elem_type == DataType::kBFloat16 ? kNeeDomain : opt::kMicrosoftDomain;
-  if (!f.act.name.empty()) conv.attributes.push_back(opt::StringAttr("activation", f.act.name));
-  if (!f.act.params.empty()) conv.attributes.push_back(opt::FloatsAttr("activation_params", f.act.params));
+  AddActivation(conv, f.act);
   ed.RenameOutput(conv_index, 0, output);
 }
 

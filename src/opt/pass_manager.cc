@@ -45,6 +45,8 @@ const GraphPass kPasses[] = {
     {"one-hot-matmul-as-gather", 2, OneHotMatMulAsGather},
     {"fuse-matmul-add-gemm", 2, FuseMatMulAddIntoGemm},
     {"fold-transpose-gemm", 2, FoldTransposeIntoGemm},
+    // Before fuse-conv-activation, which then takes the residual and activation after the fused op.
+    {"fuse-quant-conv", 2, FuseQuantConv},
     // Before fuse-conv-activation, which then folds the activation it moved into the Conv.
     {"hoist-activation-to-conv", 2, HoistActivationToConv},
     // After the folds above, so that Conv + BatchNormalization + Relu becomes one node.

@@ -80,6 +80,8 @@ Status GatherRowsEarly(Graph& graph, const CheckedGraph& checked, bool* changed)
 Status OneHotMatMulAsGather(Graph& graph, const CheckedGraph& checked, bool* changed);
 // Fusion into com.microsoft MatMulIntegerToFloat (src/opt/fuse_quant_matmul.cc).
 Status FuseQuantMatMul(Graph& graph, const CheckedGraph& checked, bool* changed);
+// Fusion into ai.nee ConvIntegerToFloat (src/opt/fuse_quant_conv.cc).
+Status FuseQuantConv(Graph& graph, const CheckedGraph& checked, bool* changed);
 // float16 / bfloat16 nodes of ops with a fast float32 kernel computed in
 // float32 between Casts (src/opt/widen_narrow_float.cc); WidenedOps() lists
 // those ops as (domain, op) pairs.

@@ -85,6 +85,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"", "ConvInteger", 1, 1000, ConvIntegerFast, "uint8, int8"},
       {"", "MatMulInteger", 1, 1000, MatMulIntegerFast, "uint8, int8"},
       {"com.microsoft", "MatMulIntegerToFloat", 1, 1000, MatMulIntegerToFloatFast, "uint8, int8"},
+      {"ai.nee", "ConvIntegerToFloat", 1, 1000, ConvIntegerToFloatFast, "uint8, int8"},
       {"", "QLinearMatMul", 10, 1000, QLinearMatMulFast, "uint8, int8"},
       {"", "DequantizeLinear", 10, 1000, DequantizeLinearFast, "uint8, int8 per tensor"},
       {"", "QuantizeLinear", 10, 1000, QuantizeLinearFast, "float32 to uint8 per tensor"},

@@ -170,10 +170,13 @@ Status RnnFloat(KernelContext& ctx);
 // once when constant) and DynamicQuantizeLinear (vectorized range and rounding): bitwise the reference.
 Status ConvIntegerFast(KernelContext& ctx);
 Status MatMulIntegerFast(KernelContext& ctx);
-Status MatMulIntegerToFloatFast(KernelContext& ctx);
+Status MatMulIntegerToFloatFast(KernelContext& ctx);  // com.microsoft, dequantized in the GEMM's epilogue
+// ai.nee ConvIntegerToFloat (quant_conv_fast.cc): ConvIntegerFast, then its bias, scale, residual and
+// activation in one pass over the output; the dequantization bitwise the reference's.
+Status ConvIntegerToFloatFast(KernelContext& ctx);
 // QLinearMatMul (qlinear_matmul_fast.cc): MatMulInteger's product, then the reference's requantization.
 Status QLinearMatMulFast(KernelContext& ctx);
-Status DequantizeLinearFast(KernelContext& ctx);  // per tensor, 8-bit to float  // com.microsoft, dequantized in the GEMM's epilogue
+Status DequantizeLinearFast(KernelContext& ctx);  // per tensor, 8-bit to float
 Status DynamicQuantizeLinearFast(KernelContext& ctx);
 // com.microsoft DynamicQuantizeLSTM (qlstm_fast.cc): its gate products on the integer GEMM, weights packed
 // once; the float cell as the reference computes it, so bitwise the reference.

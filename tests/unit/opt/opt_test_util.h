@@ -143,7 +143,6 @@ inline void AddIfReading(ModelBuilder& b, const std::string& captured, const std
   b.Input("cond", Shape{}, DataType::kBool).Op("If", {"cond"}, {output}, {then_attr, else_attr}).Output(output);
 }
 
-// A float32 scalar (rank 0).
 // The op types of the main graph's nodes, in order.
 inline std::vector<std::string> OpTypes(const Model& m) {
   std::vector<std::string> ops;
@@ -151,6 +150,7 @@ inline std::vector<std::string> OpTypes(const Model& m) {
   return ops;
 }
 
+// A float32 scalar (rank 0).
 inline Tensor Scalar(float v) { return Tensor::FromVector(std::vector<float>{v}, {}); }
 
 // n floats uniform in [-3, 3), from a fixed seed.
