@@ -60,7 +60,8 @@ constexpr SpecRow kRows[] = {
     // ConvInteger with its dequantizing tail (ops/quant_conv.h), written by opt/fuse_quant_conv.cc.
     {"ai.nee", "ConvIntegerToFloat", 1, 0,
      "activation:STRING activation_params:FLOATS auto_pad:STRING=NOTSET dilations:INTS group:INT=1 "
-     "kernel_shape:INTS pads:INTS strides:INTS|X:T1 W:T2 x_zero_point:T1? w_zero_point:T2? scale:T3 B:T4? Z:T3?|"
+     "kernel_shape:INTS pads:INTS strides:INTS|"
+     "X:T1 W:T2 x_zero_point:T1? w_zero_point:T2? scale:T3 B:T4? bias:T3? Z:T3?|"
      "Y:T3|T1=tensor(int8),tensor(uint8) T2=tensor(int8),tensor(uint8) T3=tensor(float) T4=tensor(int32)"},
     // The channel-blocked layout (ops/blocked_conv.cc), written by opt/layout_blocked.cc.
     {"ai.nee", "ToBlocked", 1, 0, "|X:T|Y:T|T=tensor(float)"},

@@ -49,11 +49,11 @@ Status InferConvIntegerToFloat(InferenceContext& ctx) {
   if (s->elem_type != DataType::kUndefined && s->elem_type != DataType::kFloat)
     return ctx.InputError(kConvIntegerScaleInput, std::string("(scale) must be float32, got ") +
                                                       DataTypeName(s->elem_type));
-  if (ctx.has_input(kConvIntegerBiasInput)) {
-    NEE_ASSIGN_OR_RETURN(const TypeInfo* b, InputTensorType(ctx, kConvIntegerBiasInput));
+  if (ctx.has_input(kConvIntegerSumBiasInput)) {
+    NEE_ASSIGN_OR_RETURN(const TypeInfo* b, InputTensorType(ctx, kConvIntegerSumBiasInput));
     if (b->elem_type != DataType::kUndefined && b->elem_type != DataType::kInt32)
-      return ctx.InputError(kConvIntegerBiasInput, std::string("(B) must be int32, got ") +
-                                                       DataTypeName(b->elem_type));
+      return ctx.InputError(kConvIntegerSumBiasInput, std::string("(B) must be int32, got ") +
+                                                          DataTypeName(b->elem_type));
   }
   NEE_RETURN_IF_ERROR(InferConvIntegerOutput(ctx));
   ctx.output_types[0].elem_type = DataType::kFloat;
@@ -73,11 +73,12 @@ Status ConvIntegerToFloatKernel(KernelContext& ctx) {
         const int64_t i = (n * channels + m) * pixels + p;
         int32_t sum;
         std::memcpy(&sum, bytes + 4 * i, 4);
-        // ConvInteger's sum plus the bias as an int32 Add (wrapping), then Cast, Mul, Add, activation.
-        const int32_t bias = e.bias ? e.bias[m * e.bias_stride] : 0;
-        const uint32_t biased = static_cast<uint32_t>(sum) + static_cast<uint32_t>(bias);
+        // ConvInteger's sum plus B as an int32 Add (wrapping), then Cast, Mul, the Adds, the activation.
+        const int32_t sum_bias = e.sum_bias ? e.sum_bias[m * e.sum_bias_stride] : 0;
+        const uint32_t biased = static_cast<uint32_t>(sum) + static_cast<uint32_t>(sum_bias);
         float v = static_cast<float>(static_cast<int32_t>(biased));
         v = v * e.scale[m * e.scale_stride];
+        if (e.bias) v = v + e.bias[m * e.bias_stride];
         if (e.z) v = v + e.z[i];
         v = ApplyFusedActivation<float>(e.activation, v);
         std::memcpy(bytes + 4 * i, &v, 4);
@@ -112,8 +113,10 @@ Result<ConvIntegerEpilogue> ReadConvIntegerEpilogue(const KernelContext& ctx, co
   if (!ctx.has_input(kConvIntegerScaleInput)) return ctx.InputError(kConvIntegerScaleInput, "(scale) is required");
   NEE_RETURN_IF_ERROR(ReadChannelOperand<float>(ctx, kConvIntegerScaleInput, DataType::kFloat, "scale", y,
                                                 &e.scale, &e.scale_stride));
-  NEE_RETURN_IF_ERROR(ReadChannelOperand<int32_t>(ctx, kConvIntegerBiasInput, DataType::kInt32, "B", y, &e.bias,
-                                                  &e.bias_stride));
+  NEE_RETURN_IF_ERROR(ReadChannelOperand<int32_t>(ctx, kConvIntegerSumBiasInput, DataType::kInt32, "B", y,
+                                                  &e.sum_bias, &e.sum_bias_stride));
+  NEE_RETURN_IF_ERROR(ReadChannelOperand<float>(ctx, kConvIntegerBiasInput, DataType::kFloat, "bias", y, &e.bias,
+                                                &e.bias_stride));
   if (ctx.has_input(kConvIntegerResidualInput)) {
     NEE_ASSIGN_OR_RETURN(const Tensor* z, ctx.InputTensor(kConvIntegerResidualInput));
     if (z->dtype() != DataType::kFloat || z->dims() != y.dims())

@@ -2,15 +2,17 @@
 // ONNX Runtime's quantize_dynamic writes after it, as one node (written by
 // opt/fuse_quant_conv.cc; activation and residual by opt/fuse_conv_activation.cc):
 //
-//   Y = act(float(ConvInteger(X, W, x_zero_point, w_zero_point) + B) * scale + Z)
+//   Y = act(float(ConvInteger(X, W, x_zero_point, w_zero_point) + B) * scale + bias + Z)
 //
 // Inputs: X, W, x_zero_point?, w_zero_point? (as ConvInteger's), scale
-// (float32), B? (int32), Z? (float32, the output's shape). scale and B hold
-// one value, or one per output channel shaped to broadcast along the channel
-// axis only ([1, M, 1, ...], [M, 1, ...]). Attributes: ConvInteger's, and
-// FusedConv's activation / activation_params. Each step rounds as the
-// unfused nodes do: the int32 sum plus B wraps as int32 addition, the cast
-// rounds to nearest, then one float multiply, one float add, the activation.
+// (float32), B? (int32: the bias quantized at run time, as older
+// quantize_dynamic writes it), bias? (float32: the bias as newer releases
+// add it), Z? (float32, the output's shape). scale, B and bias hold one value,
+// or one per output channel shaped to broadcast along the channel axis only
+// ([1, M, 1, ...], [M, 1, ...]). Attributes: ConvInteger's, and FusedConv's
+// activation / activation_params. Each step rounds as the unfused nodes do:
+// the int32 sum plus B wraps as int32 addition, the cast rounds to nearest,
+// then one float multiply, a float add for bias and one for Z, the activation.
 //
 // What the reference kernel (ops/quant_conv.cc) and the fast CPU kernel
 // (ep/cpu/quant_conv_fast.cc) share.
@@ -29,15 +31,18 @@ struct ConvIntegerEpilogue {
   FusedActivation activation;
   const float* scale = nullptr;
   int64_t scale_stride = 0;
-  const int32_t* bias = nullptr;  // null when absent
+  const int32_t* sum_bias = nullptr;  // B; null when absent
+  int64_t sum_bias_stride = 0;
+  const float* bias = nullptr;  // null when absent
   int64_t bias_stride = 0;
   const float* z = nullptr;  // null when absent; y's shape
 };
 
 // Input indices after ConvInteger's four.
 constexpr size_t kConvIntegerScaleInput = 4;
-constexpr size_t kConvIntegerBiasInput = 5;
-constexpr size_t kConvIntegerResidualInput = 6;
+constexpr size_t kConvIntegerSumBiasInput = 5;
+constexpr size_t kConvIntegerBiasInput = 6;
+constexpr size_t kConvIntegerResidualInput = 7;
 
 Result<ConvIntegerEpilogue> ReadConvIntegerEpilogue(const KernelContext& ctx, const Tensor& y);
 

@@ -6,13 +6,14 @@
 //   c = ConvInteger(x, W, x_zp?, w_zp?)
 //   [c = Add(c, b) | Add(b, c)]                      b: int32, the bias quantized at run time
 //   y = Mul(Cast(c, to=float), s) | Mul(s, Cast(...))
-//     => y = ConvIntegerToFloat(x, W, x_zp, w_zp, s[, b])
+//   [y = Add(y, bias) | Add(bias, y)]                 bias: float32, as newer releases add it
+//     => y = ConvIntegerToFloat(x, W, x_zp, w_zp, s, b, bias)
 //
 // The fused op rounds as the chain does, so results are unchanged; the
 // activation and residual Add after it are fuse-conv-activation's to take.
 // Conditions: W of static shape (its dim 0 is the channel count M), c of known
-// rank >= 3; b and s of static shapes holding one value or one per output
-// channel along the channel axis only (so that neither broadcasts c); the
+// rank >= 3; b, s and bias of static shapes holding one value or one per
+// output channel along the channel axis only (so that none broadcasts c); the
 // intermediate values read only by the next node of the chain.
 #include "ops/attention_sdpa.h"  // kNeeDomain
 #include "ops/quant_conv.h"
@@ -79,14 +80,27 @@ Status TryFuse(GraphEditor& ed, size_t index) {
   const std::string scale = opt::OtherInput(ed.node(static_cast<size_t>(mul)), cast_node.outputs[0]);
   if (scale.empty() || !IsChannelOperand(ed, scale, DataType::kFloat, rank, channels)) return Status::Ok();
 
+  // The optional float bias Add.
+  size_t last = static_cast<size_t>(mul);
+  std::string float_bias;
+  const int64_t bias_add = NextOp(ed, ed.node(last).outputs[0], "Add");
+  if (opt::IsBinary(ed, bias_add, "Add")) {
+    const std::string other = opt::OtherInput(ed.node(static_cast<size_t>(bias_add)), ed.node(last).outputs[0]);
+    if (!other.empty() && IsChannelOperand(ed, other, DataType::kFloat, rank, channels)) {
+      float_bias = other;
+      last = static_cast<size_t>(bias_add);
+    }
+  }
+
   std::vector<std::string> inputs = {conv.inputs[0], conv.inputs[1], conv.HasInput(2) ? conv.inputs[2] : "",
-                                     conv.HasInput(3) ? conv.inputs[3] : "", scale, bias};
+                                     conv.HasInput(3) ? conv.inputs[3] : "", scale, bias, float_bias};
   while (!inputs.empty() && inputs.back().empty()) inputs.pop_back();
   std::vector<Attribute> attributes = conv.attributes;
   ed.RemoveNode(index);
   if (add >= 0) ed.RemoveNode(static_cast<size_t>(add));
   ed.RemoveNode(static_cast<size_t>(cast));
-  ed.RewriteAs(static_cast<size_t>(mul), kNeeDomain, "ConvIntegerToFloat", inputs, std::move(attributes));
+  if (last != static_cast<size_t>(mul)) ed.RemoveNode(static_cast<size_t>(mul));
+  ed.RewriteAs(last, kNeeDomain, "ConvIntegerToFloat", inputs, std::move(attributes));
   return Status::Ok();
 }
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "ep/cpu/conv_int_depthwise.h"
 #include "ep/cpu/conv_int_geometry.h"
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
@@ -239,6 +240,13 @@ Status ConvIntegerFast(KernelContext& ctx) {
   std::vector<int64_t> out_dims{g.N, g.M};
   for (int64_t d = 2; d < x->rank(); ++d) out_dims.push_back(d + 1 == x->rank() ? g.ow : g.oh);
   if (g.N == 0 || g.M == 0 || g.P() == 0) return ctx.AllocateOutput(0, DataType::kInt32, out_dims).status();
+  if (IsConvIntDepthwise(g)) {
+    NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kInt32, out_dims));
+    ConvIntDepthwise(ctx, g, static_cast<const uint8_t*>(x->raw_data()), x->dtype() == DataType::kInt8, xzp[0],
+                     static_cast<const uint8_t*>(w->raw_data()), w->dtype() == DataType::kInt8, wzp.data(),
+                     y.data<int32_t>());
+    return Status::Ok();
+  }
   // The weights are packed once per session when they and their zero point are constants.
   std::shared_ptr<const ConvIntWeights> weights;
   const bool constant = ctx.input_is_constant(1) && (!ctx.has_input(3) || ctx.input_is_constant(3));

@@ -26,8 +26,8 @@ struct Case {
   std::string name;
   std::vector<int64_t> x_dims, w_dims;
   std::vector<Attribute> attrs;
-  bool per_channel = false;  // scale and bias one per output channel
-  bool bias = true;
+  bool per_channel = false;  // scale and biases one per output channel
+  bool bias = true;          // both biases: B (int32) and bias (float32)
   bool residual = false;
 };
 
@@ -47,7 +47,7 @@ std::vector<Case> Cases() {
   };
 }
 
-// X, W, x_zero_point, w_zero_point (per channel), scale, B, Z as the case asks.
+// X, W, x_zero_point, w_zero_point (per channel), scale, B, bias, Z as the case asks.
 std::vector<Value> Inputs(const Case& c, std::mt19937& rng) {
   const int64_t m = c.w_dims[0];
   std::vector<int64_t> channel_dims(c.x_dims.size() - 1, 1);  // [M, 1, ...]: broadcasts along channels
@@ -61,6 +61,9 @@ std::vector<Value> Inputs(const Case& c, std::mt19937& rng) {
   for (int32_t& v : b) v = bias(rng);
   in.push_back(c.bias ? Value(Tensor::FromVector(b, c.per_channel ? channel_dims : std::vector<int64_t>{}))
                       : Value());
+  in.push_back(c.bias ? Value(testing::UniformFloats(c.per_channel ? channel_dims : std::vector<int64_t>{}, rng,
+                                                     -2.f, 2.f))
+                      : Value());
   if (c.residual) {
     auto y = testing::RunOp(testing::MakeNode("ConvInteger", 4, 1, c.attrs), 10, {in[0], in[1], in[2], in[3]});
     EXPECT_TRUE(y.ok());
@@ -72,7 +75,7 @@ std::vector<Value> Inputs(const Case& c, std::mt19937& rng) {
 Node FusedNode(const Case& c, const std::vector<Attribute>& activation) {
   std::vector<Attribute> attrs = c.attrs;
   attrs.insert(attrs.end(), activation.begin(), activation.end());
-  return testing::MakeNode("ConvIntegerToFloat", c.residual ? 7 : 6, 1, attrs, "ai.nee");
+  return testing::MakeNode("ConvIntegerToFloat", c.residual ? 8 : 7, 1, attrs, "ai.nee");
 }
 
 class ConvIntegerToFloatFast : public testing::IsaLimitedTest {};
@@ -113,7 +116,7 @@ TEST_P(ConvIntegerToFloatFast, MatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Isas, ConvIntegerToFloatFast, testing::AllGemmIsas(), testing::IsaName);
 
 // The reference's steps written out over ConvInteger's reference output: (sum + B) as int32, to float,
-// times the scale, plus Z, the activation (Relu here, exact).
+// times the scale, plus the bias, plus Z, the activation (Relu here, exact).
 TEST(ConvIntegerToFloatReference, IsTheChainsArithmetic) {
   std::mt19937 rng(8);
   const Case c{"ref", {1, 4, 6, 7}, {5, 4, 3, 3}, {IntsAttr("pads", {1, 1, 1, 1})}, true, true, true};
@@ -131,7 +134,8 @@ TEST(ConvIntegerToFloatReference, IsTheChainsArithmetic) {
     const int64_t m = i / pixels;
     const int64_t biased = static_cast<int64_t>(s.data<int32_t>()[i]) + inputs[5].tensor().data<int32_t>()[m];
     float v = static_cast<float>(biased) * inputs[4].tensor().data<float>()[m];
-    v = v + inputs[6].tensor().data<float>()[i];
+    v = v + inputs[6].tensor().data<float>()[m];
+    v = v + inputs[7].tensor().data<float>()[i];
     EXPECT_EQ(y.data<float>()[i], v < 0.f ? 0.f : v) << "element " << i;
   }
 }

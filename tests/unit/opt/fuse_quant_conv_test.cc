@@ -1,8 +1,8 @@
 // fuse-quant-conv (src/opt/fuse_quant_conv.cc): quantize_dynamic's ConvInteger -> [int32 bias Add] -> Cast ->
-// Mul(x_scale * w_scale) becomes ai.nee ConvIntegerToFloat, and fuse-conv-activation then takes the residual
-// Add and the activation after it. The optimized model's results equal the unfused graph run by the
-// reference kernels: bitwise without an activation (the fused op rounds as the chain does), within float
-// rounding of the activation's exponential with one.
+// Mul(x_scale * w_scale) [-> float bias Add] becomes ai.nee ConvIntegerToFloat, and fuse-conv-activation then
+// takes the residual Add and the activation after it. The optimized model's results equal the unfused graph
+// run by the reference kernels: bitwise without an activation or with an exact one (Clip), within float
+// rounding of the exponential with SiLU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,7 +32,9 @@ struct Options {
   bool bias_first = false;    // Add(bias, sums)
   bool scale_first = false;   // Mul(s, cast)
   bool per_channel = false;   // the weights' scale per output channel ([M] for the bias, [M, 1, 1] after)
+  bool float_bias = false;    // the bias as newer quantize_dynamic adds it: a float Add after the scale
   bool silu = false;          // Sigmoid and Mul after it
+  bool relu6 = false;         // Clip(0, 6) after it
   bool residual = false;      // Add(z, y) before the activation
   bool cast_read_twice = false;
 };
@@ -68,6 +70,10 @@ ModelBuilder QuantizedConv(const Options& o) {
       .Op("Mul", {"xs", "ws_channels"}, {"s"})
       .Op("Mul", o.scale_first ? std::vector<std::string>{"s", "f"} : std::vector<std::string>{"f", "s"}, {"y0"});
   std::string y = "y0";
+  if (o.float_bias) {
+    b.Init("bias_f", Random({1, m, 1, 1}, 7)).Op("Add", {y, "bias_f"}, {"yb"});
+    y = "yb";
+  }
   if (o.residual) {
     b.Input("z", Shape{Dim::Known(1), Dim::Known(m), Dim::Known(kHeight), Dim::Known(kWidth)})
         .Op("Add", {"z", y}, {"yr"});
@@ -76,6 +82,10 @@ ModelBuilder QuantizedConv(const Options& o) {
   if (o.silu) {
     b.Op("Sigmoid", {y}, {"g"}).Op("Mul", {y, "g"}, {"ys"});
     y = "ys";
+  }
+  if (o.relu6) {
+    b.Init("lo", Scalar(0.f)).Init("hi", Scalar(6.f)).Op("Clip", {y, "lo", "hi"}, {"yc"});
+    y = "yc";
   }
   b.Op("Identity", {y}, {"y"}).Output("y");
   if (o.cast_read_twice) b.Op("Neg", {"f"}, {"f2"}).Output("f2");
@@ -113,14 +123,17 @@ TEST(FuseQuantConv, QuantizedConvBecomesConvIntegerToFloat) {
       {.silu = true},
       {.bias_first = true, .per_channel = true, .residual = true},
       {.silu = true, .residual = true},
+      {.bias = false, .float_bias = true, .relu6 = true},
+      {.bias = false, .per_channel = true, .float_bias = true, .residual = true},
   };
   for (const Options& o : variants) {
-    SCOPED_TRACE(::testing::Message() << "bias " << o.bias << " per_channel " << o.per_channel << " silu "
-                                      << o.silu << " residual " << o.residual);
+    SCOPED_TRACE(::testing::Message() << "bias " << o.bias << " per_channel " << o.per_channel << " float_bias "
+                                      << o.float_bias << " silu " << o.silu << " relu6 " << o.relu6 << " residual "
+                                      << o.residual);
     ModelBuilder b = QuantizedConv(o);
     const Ops ops = OpsAfter(b.model);
     EXPECT_TRUE(Has(ops, "ConvIntegerToFloat"));
-    for (const char* gone : {"ConvInteger", "Sigmoid", "Add"}) EXPECT_FALSE(Has(ops, gone)) << gone;
+    for (const char* gone : {"ConvInteger", "Sigmoid", "Add", "Clip"}) EXPECT_FALSE(Has(ops, gone)) << gone;
     // What is left of the chain: the scale's and the bias's own small nodes.
     EXPECT_EQ(std::count(ops.begin(), ops.end(), "Cast"), o.bias ? 1 : 0);
     const std::vector<NamedValue> inputs = Inputs(o);
