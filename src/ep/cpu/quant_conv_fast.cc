@@ -40,7 +40,10 @@ NEE_NO_FP_CONTRACT void DequantizeRowPortable(uint8_t* bytes, int64_t n, const R
     int32_t sum;
     std::memcpy(&sum, bytes + 4 * j, 4);
     const uint32_t biased = static_cast<uint32_t>(sum) + static_cast<uint32_t>(d.sum_bias);
-    const float y = static_cast<float>(static_cast<int32_t>(biased)) * d.scale + d.bias;
+    // Two statements: Clang fuses a multiply and an add within one expression where FMA is available
+    // (this loop is inlined into the AVX2 one for its tail), and has no per-function switch against it.
+    float y = static_cast<float>(static_cast<int32_t>(biased)) * d.scale;
+    y = y + d.bias;
     std::memcpy(bytes + 4 * j, &y, 4);
   }
 }
