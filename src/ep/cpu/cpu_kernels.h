@@ -187,11 +187,17 @@ void QuantizeRange(const float* x, int64_t n, float& lo, float& hi);
 void QuantizeToUint8(const float* x, int64_t n, float scale, float zero_point, uint8_t* y);
 // QLinearConv (qconv_fast.cc: u8 x s8 products by vpmaddubsw with exact remainders, weights packed once,
 // the reference's double requantization; depthwise per channel) and the com.microsoft QLinearAdd (same shapes)
-// and QLinearLeakyRelu (qlinear_fast.cc) that the QDQ fusion writes between quantized convs: bitwise the reference.
+// and QLinearLeakyRelu (qlinear_pointwise_fast.cc) that the QDQ fusion writes between quantized convs: bitwise the
+// reference.
 Status QLinearConvFast(KernelContext& ctx);
 Status QuantizeLinearFast(KernelContext& ctx);  // float32 to uint8 per tensor (quant_fast.cc)
 Status QLinearAddFast(KernelContext& ctx);
 Status QLinearLeakyReluFast(KernelContext& ctx);
+// com.microsoft QLinearMul (any broadcast), QLinearSigmoid and QLinearConcat (qlinear_pointwise_fast.cc): bitwise
+// the reference.
+Status QLinearMulFast(KernelContext& ctx);
+Status QLinearSigmoidFast(KernelContext& ctx);
+Status QLinearConcatFast(KernelContext& ctx);
 Status QLinearGlobalAveragePoolFast(KernelContext& ctx);  // NCHW planes (qlinear_fast.cc)
 // com.microsoft QGemm (qlinear_fast.cc; the QDQ fusion's classifier Gemm): MatMulInteger's exact product, C,
 // then the reference's float requantization; bitwise the reference.

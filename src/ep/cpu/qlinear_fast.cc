@@ -1,8 +1,8 @@
-// com.microsoft QLinearAdd (same shapes), QLinearLeakyRelu and QGemm, which the QDQ fusion
+// com.microsoft QLinearAdd (same shapes), QLinearGlobalAveragePool and QGemm, which the QDQ fusion
 // (opt/fuse_qdq_conv.cc) writes between quantized convolutions and for a classifier's Gemm: bitwise the
 // reference kernels (ops/quantize_contrib.cc). QLinearAdd as the reference's float operations eight lanes at a time,
-// without contraction; QLinearLeakyRelu through the reference's 256-entry table; QGemm as MatMulInteger's
-// exact product (quant_matmul.h), then the reference's float requantization of each element.
+// without contraction; QGemm as MatMulInteger's exact product (quant_matmul.h), then the reference's float
+// requantization of each element. (QLinearMul and the table ops: qlinear_pointwise_fast.cc.)
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/no_fp_contract.h"
+#include "ep/cpu/qlinear_common.h"
 #include "ep/cpu/qconv_requant_avx512.h"
 #include "ep/cpu/qgemm_gemv.h"
 #include "ep/cpu/quant_matmul.h"
@@ -28,33 +29,6 @@
 namespace nee::cpu {
 
 namespace {
-
-struct Quant8 {
-  float scale = 1.0f;
-  int32_t zero_point = 0;
-};
-
-// A float scalar scale and its optional 8-bit scalar zero point of `type`; false when malformed.
-bool ReadQuant8(const KernelContext& ctx, size_t scale_input, size_t zp_input, DataType type, Quant8* q) {
-  const Value* s = ctx.input(scale_input);
-  if (!s || !s->is_tensor() || s->tensor().dtype() != DataType::kFloat || s->tensor().num_elements() != 1)
-    return false;
-  q->scale = s->tensor().data<float>()[0];
-  q->zero_point = 0;
-  if (!ctx.has_input(zp_input)) return true;
-  const Value* z = ctx.input(zp_input);
-  if (!z->is_tensor() || z->tensor().dtype() != type || z->tensor().num_elements() != 1) return false;
-  q->zero_point = static_cast<int32_t>(ReadAsDouble(z->tensor(), 0));
-  return true;
-}
-
-// round half to even, plus the zero point, saturated: the reference's StoreQuantized8.
-NEE_NO_FP_CONTRACT inline int32_t Store8(float value, int32_t zero_point, bool is_signed) {
-  float v = std::nearbyint(value);
-  if (std::isnan(v)) v = 0;
-  v = std::clamp(v + static_cast<float>(zero_point), is_signed ? -128.0f : 0.0f, is_signed ? 127.0f : 255.0f);
-  return static_cast<int32_t>(v);
-}
 
 NEE_NO_FP_CONTRACT void AddRangePortable(const uint8_t* a, const uint8_t* b, int64_t n, bool is_signed,
                                          const Quant8& qa, const Quant8& qb, float ra, float rb, int32_t zc,
@@ -323,40 +297,6 @@ Status QLinearAddFast(KernelContext& ctx) {
     AddRangePortable(ap + i0, bp + i0, n, is_signed, qa, qb, ra, rb, qc.zero_point, yp + i0);
   });
   (void)avx2;
-  return Status::Ok();
-}
-
-// QLinearLeakyRelu through its 256-entry table, built as the reference builds it.
-NEE_NO_FP_CONTRACT Status QLinearLeakyReluFast(KernelContext& ctx) {
-  if (!ctx.has_input(0) || !ctx.input(0)->is_tensor() || !ctx.has_input(3)) return RunReference(ctx);
-  const Tensor& x = ctx.input(0)->tensor();
-  Quant8 qx, qy;
-  if (!Is8Bit(x.dtype()) || !ReadQuant8(ctx, 1, 2, x.dtype(), &qx) || !ReadQuant8(ctx, 3, 4, x.dtype(), &qy))
-    return RunReference(ctx);
-  auto alpha_attr = ctx.node().GetFloat("alpha", 0.01f);
-  if (!alpha_attr.ok()) return RunReference(ctx);
-  const float alpha = alpha_attr.value();
-  const bool is_signed = x.dtype() == DataType::kInt8;
-  const int32_t low = is_signed ? -128 : 0;
-  uint8_t table[256];
-  for (int32_t v = low; v < low + 256; ++v) {
-    const float dq = static_cast<float>(v - qx.zero_point) * qx.scale;
-    const float f = dq >= 0 ? dq : dq * alpha;
-    table[v - low] = static_cast<uint8_t>(Store8(f / qy.scale, qy.zero_point, is_signed));
-  }
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, x.dtype(), x.dims()));
-  const auto* xp = static_cast<const uint8_t*>(x.raw_data());
-  auto* yp = static_cast<uint8_t*>(y.raw_data());
-  const uint8_t offset = is_signed ? 0x80 : 0;  // int8 v sits at table[v + 128]
-  const int64_t total = x.num_elements();
-  ctx.ParallelFor((total + 16383) / 16384, 1, [&](int64_t begin, int64_t end) {
-    uint8_t local[256];  // a copy the stores cannot alias
-    std::memcpy(local, table, sizeof local);
-    const uint8_t* __restrict src = xp;
-    uint8_t* __restrict dst = yp;
-    const int64_t stop = std::min(end * 16384, total);
-    for (int64_t i = begin * 16384; i < stop; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
-  });
   return Status::Ok();
 }
 

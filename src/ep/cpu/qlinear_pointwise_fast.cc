@@ -1,0 +1,292 @@
+// com.microsoft QLinearMul, QLinearSigmoid, QLinearLeakyRelu and QLinearConcat, which ONNX Runtime's
+// quantize_static writes in the QOperator form (EfficientNet's and YOLO's SiLU as QLinearSigmoid then
+// QLinearMul, squeeze-and-excitation scales as a QLinearMul broadcast over the pixels, YOLO's neck's
+// QLinearConcats): bitwise the reference kernels (ops/quantize_contrib.cc).
+//
+// QLinearMul: per element (float(a - za) * float(b - zb)) * (sa * sb / sc), rounded to nearest even, plus the
+// output's zero point, saturated — the reference's float operations in its order, eight lanes at a time with
+// AVX2 (no contraction: the product of two differences is exact, then one rounded multiply). Broadcasting is
+// taken as runs of the output in which each operand either advances or stays (one value over a run: a
+// per-channel scale), the runs cut into pieces for the threads.
+//
+// QLinearSigmoid and QLinearLeakyRelu map each byte through a 256-entry table built as the reference builds
+// it (dequantize, the float function, quantize); so does QLinearConcat each input whose scale or zero point
+// differs from the output's (YOLO's neck), the others copied.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ep/cpu/conv_int_geometry.h"  // Is8Bit
+#include "ep/cpu/cpu_kernels.h"
+#include "ep/cpu/igemm.h"
+#include "ep/cpu/qlinear_common.h"
+#include "ep/cpu/sgemm.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#include "ep/cpu/simd_x86.h"
+#define NEE_QLINEAR_X86 1
+#endif
+
+namespace nee::cpu {
+
+namespace {
+
+// One run of a QLinearMul: `count` outputs from y, a advancing by one, b by b_step (0 or 1); a and b are
+// the node's A and B or, where only B advances, B and A, each with its own zero point.
+struct MulRun {
+  const uint8_t* a;
+  const uint8_t* b;
+  int64_t b_step;
+  uint8_t* y;
+  int64_t count;
+  int32_t za, zb;
+};
+
+struct MulParams {
+  bool is_signed;
+  int32_t zc;
+  float ratio;  // sa * sb / sc, as the reference computes it
+};
+
+inline int32_t Int8At(const uint8_t* p, bool is_signed) {
+  return is_signed ? static_cast<int32_t>(static_cast<int8_t>(*p)) : static_cast<int32_t>(*p);
+}
+
+NEE_NO_FP_CONTRACT void MulRunPortable(const MulRun& r, const MulParams& p) {
+  for (int64_t i = 0; i < r.count; ++i) {
+    const float va = static_cast<float>(Int8At(r.a + i, p.is_signed) - r.za);
+    const float vb = static_cast<float>(Int8At(r.b + i * r.b_step, p.is_signed) - r.zb);
+    float v = va * vb;
+    v = v * p.ratio;
+    r.y[i] = static_cast<uint8_t>(Store8(v, p.zc, p.is_signed));
+  }
+}
+
+#ifdef NEE_QLINEAR_X86
+__attribute__((target("avx2"))) inline __m256 Dequant8(const uint8_t* p, __m256i zp, bool is_signed) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m256i wide = is_signed ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+  return _mm256_cvtepi32_ps(_mm256_sub_epi32(wide, zp));
+}
+
+// Eight at a time: the same float operations (no FMA in this target), nearest-even rounding, saturation.
+__attribute__((target("avx2"))) void MulRunAvx2(const MulRun& r, const MulParams& p) {
+  const __m256i za = _mm256_set1_epi32(r.za), zb = _mm256_set1_epi32(r.zb);
+  const __m256 ratio = _mm256_set1_ps(p.ratio), zc = _mm256_set1_ps(static_cast<float>(p.zc));
+  const __m256 lo = _mm256_set1_ps(p.is_signed ? -128.0f : 0.0f), hi = _mm256_set1_ps(p.is_signed ? 127.0f : 255.0f);
+  const __m256 b_value = _mm256_set1_ps(static_cast<float>(Int8At(r.b, p.is_signed) - r.zb));
+  int64_t i = 0;
+  for (; i + 8 <= r.count; i += 8) {
+    const __m256 va = Dequant8(r.a + i, za, p.is_signed);
+    const __m256 vb = r.b_step ? Dequant8(r.b + i, zb, p.is_signed) : b_value;
+    __m256 v = _mm256_mul_ps(_mm256_mul_ps(va, vb), ratio);
+    v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, zc), lo), hi);
+    const __m256i q = _mm256_cvtps_epi32(v);
+    const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i b8 = p.is_signed ? _mm_packs_epi16(w16, w16) : _mm_packus_epi16(w16, w16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(r.y + i), b8);
+  }
+  MulRunPortable(MulRun{r.a + i, r.b + i * r.b_step, r.b_step, r.y + i, r.count - i, r.za, r.zb}, p);
+}
+#endif
+
+// The output's runs, each cut to at most kPiece elements (so that the threads share a large one).
+constexpr int64_t kPiece = 4096;
+
+std::vector<MulRun> MulRuns(const Tensor& a, int32_t za, const Tensor& b, int32_t zb,
+                            const std::vector<int64_t>& out_dims, Tensor& y) {
+  std::vector<MulRun> runs;
+  const auto* ap = static_cast<const uint8_t*>(a.raw_data());
+  const auto* bp = static_cast<const uint8_t*>(b.raw_data());
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+  ForEachBroadcastBlock(out_dims, {a.dims(), b.dims()},
+                        [&](int64_t out, const int64_t* offs, const int64_t* steps, int64_t count) {
+                          // Multiplication commutes bit for bit: the advancing operand goes first.
+                          const bool swap = steps[0] == 0 && steps[1] == 1;
+                          const uint8_t* x = swap ? bp + offs[1] : ap + offs[0];
+                          const uint8_t* z = swap ? ap + offs[0] : bp + offs[1];
+                          const int64_t x_step = swap ? steps[1] : steps[0], z_step = swap ? steps[0] : steps[1];
+                          const int32_t zx = swap ? zb : za, zz = swap ? za : zb;
+                          for (int64_t c = 0; c < count; c += (x_step ? kPiece : 1)) {
+                            // A run where neither advances is one element at a time (x_step 0: count 1 each).
+                            const int64_t n = x_step ? std::min(kPiece, count - c) : 1;
+                            runs.push_back({x + c * x_step, z + c * z_step, z_step, yp + out + c, n, zx, zz});
+                          }
+                        });
+  return runs;
+}
+
+}  // namespace
+
+Status QLinearMulFast(KernelContext& ctx) {
+  for (size_t i : {size_t{0}, size_t{3}})
+    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
+  const Tensor& a = ctx.input(0)->tensor();
+  const Tensor& b = ctx.input(3)->tensor();
+  Quant8 qa, qb, qc;
+  if (!Is8Bit(a.dtype()) || a.dtype() != b.dtype() || !ReadQuant8(ctx, 1, 2, a.dtype(), &qa) ||
+      !ReadQuant8(ctx, 4, 5, b.dtype(), &qb) || !ctx.has_input(6) || !ReadQuant8(ctx, 6, 7, a.dtype(), &qc))
+    return RunReference(ctx);
+  auto out_dims = BroadcastDims(a.dims(), b.dims());
+  if (!out_dims.ok()) return RunReference(ctx);
+  const MulParams p{a.dtype() == DataType::kInt8, qc.zero_point, qa.scale * qb.scale / qc.scale};
+  // Beyond this a product could overflow to infinity (or be NaN), which the vector path rounds differently.
+  if (!(std::fabs(p.ratio) < 1e30f)) return RunReference(ctx);
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, a.dtype(), out_dims.value()));
+  if (y.num_elements() == 0) return Status::Ok();
+  const std::vector<MulRun> runs = MulRuns(a, qa.zero_point, b, qb.zero_point, out_dims.value(), y);
+#ifdef NEE_QLINEAR_X86
+  const bool avx2 = CpuHasAvx2Fma() && !SgemmPortableForced();
+#endif
+  const int64_t mean_run = std::max<int64_t>(1, y.num_elements() / static_cast<int64_t>(runs.size()));
+  const int64_t per_task = std::max<int64_t>(1, kPiece / mean_run);  // about kPiece elements a chunk
+  ctx.ParallelFor(static_cast<int64_t>(runs.size()), per_task, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+#ifdef NEE_QLINEAR_X86
+      if (avx2) {
+        MulRunAvx2(runs[static_cast<size_t>(t)], p);
+        continue;
+      }
+#endif
+      MulRunPortable(runs[static_cast<size_t>(t)], p);
+    }
+  });
+  return Status::Ok();
+}
+
+namespace {
+
+// y = table[x] over the whole tensor (int8 x at table[x + 128]), shared out over the threads.
+void MapThroughTable(const KernelContext& ctx, const Tensor& x, const uint8_t (&table)[256], Tensor& y) {
+  const auto* xp = static_cast<const uint8_t*>(x.raw_data());
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+  const uint8_t offset = x.dtype() == DataType::kInt8 ? 0x80 : 0;
+  const int64_t total = x.num_elements();
+  ctx.ParallelFor((total + 16383) / 16384, 1, [&](int64_t begin, int64_t end) {
+    uint8_t local[256];  // a copy the stores cannot alias
+    std::memcpy(local, table, sizeof local);
+    const uint8_t* __restrict src = xp;
+    uint8_t* __restrict dst = yp;
+    const int64_t stop = std::min(end * 16384, total);
+    for (int64_t i = begin * 16384; i < stop; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
+  });
+}
+
+// A QLinear unary op (X, X_scale, X_zp, Y_scale, Y_zp) through its table: fn(dequantized x) / y_scale, stored.
+template <typename Fn>
+NEE_NO_FP_CONTRACT Status QLinearTableFast(KernelContext& ctx, Fn fn) {
+  if (!ctx.has_input(0) || !ctx.input(0)->is_tensor() || !ctx.has_input(3)) return RunReference(ctx);
+  const Tensor& x = ctx.input(0)->tensor();
+  Quant8 qx, qy;
+  if (!Is8Bit(x.dtype()) || !ReadQuant8(ctx, 1, 2, x.dtype(), &qx) || !ReadQuant8(ctx, 3, 4, x.dtype(), &qy))
+    return RunReference(ctx);
+  const bool is_signed = x.dtype() == DataType::kInt8;
+  const int32_t low = is_signed ? -128 : 0;
+  uint8_t table[256];
+  for (int32_t v = low; v < low + 256; ++v) {
+    const float dq = static_cast<float>(v - qx.zero_point) * qx.scale;
+    table[v - low] = static_cast<uint8_t>(Store8(fn(dq) / qy.scale, qy.zero_point, is_signed));
+  }
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, x.dtype(), x.dims()));
+  MapThroughTable(ctx, x, table, y);
+  return Status::Ok();
+}
+
+// The 256-entry table of a requantization from q_in to q_out, as the reference computes each element.
+NEE_NO_FP_CONTRACT void RequantizeTable(const Quant8& q_in, const Quant8& q_out, bool is_signed,
+                                        uint8_t (&table)[256]) {
+  const int32_t low = is_signed ? -128 : 0;
+  for (int32_t v = low; v < low + 256; ++v) {
+    const float dq = static_cast<float>(v - q_in.zero_point) * q_in.scale;
+    table[v - low] = static_cast<uint8_t>(Store8(dq / q_out.scale, q_out.zero_point, is_signed));
+  }
+}
+
+// One QLinearConcat input: its bytes, rows of `row` bytes, and its table (or none: copied as it is).
+struct ConcatPart {
+  const uint8_t* x;
+  int64_t row;
+  int64_t column;  // where its rows start in an output row
+  bool identity;
+  uint8_t table[256];
+};
+
+}  // namespace
+
+// QLinearConcat: each input through the table of its requantization (a copy where that is the identity).
+Status QLinearConcatFast(KernelContext& ctx) {
+  const size_t n = ctx.num_inputs();
+  if (n < 5 || (n - 2) % 3 != 0 || !ctx.has_input(2) || !ctx.input(2)->is_tensor()) return RunReference(ctx);
+  const Tensor& first = ctx.input(2)->tensor();
+  const DataType type = first.dtype();
+  Quant8 qy;
+  auto axis_attr = ctx.node().GetInt("axis", 0);
+  if (!Is8Bit(type) || !ReadQuant8(ctx, 0, 1, type, &qy) || !axis_attr.ok()) return RunReference(ctx);
+  const int64_t rank = first.rank();
+  const int64_t axis = axis_attr.value() < 0 ? axis_attr.value() + rank : axis_attr.value();
+  if (axis < 0 || axis >= rank) return RunReference(ctx);
+  const bool is_signed = type == DataType::kInt8;
+  std::vector<int64_t> out = first.dims();
+  out[static_cast<size_t>(axis)] = 0;
+  const int64_t inner = ProductOf(first.dims(), static_cast<size_t>(axis) + 1);
+  std::vector<ConcatPart> parts((n - 2) / 3);
+  int64_t column = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const size_t i = 2 + 3 * k;
+    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
+    const Tensor& x = ctx.input(i)->tensor();
+    Quant8 qx;
+    if (x.dtype() != type || x.rank() != rank || !ReadQuant8(ctx, i + 1, i + 2, type, &qx)) return RunReference(ctx);
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && x.dim(d) != first.dim(d)) return RunReference(ctx);
+    ConcatPart& part = parts[k];
+    part.x = static_cast<const uint8_t*>(x.raw_data());
+    part.row = x.dim(axis) * inner;
+    part.column = column;
+    RequantizeTable(qx, qy, is_signed, part.table);
+    part.identity = true;
+    const uint8_t offset = is_signed ? 0x80 : 0;  // int8 v sits at table[v + 128]
+    for (int v = 0; v < 256; ++v) part.identity &= part.table[v] == static_cast<uint8_t>(v ^ offset);
+    column += part.row;
+    out[static_cast<size_t>(axis)] += x.dim(axis);
+  }
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, type, out));
+  const int64_t outer = ProductOf(out, 0, static_cast<size_t>(axis));
+  const int64_t out_row = column;
+  auto* yp = static_cast<uint8_t*>(y.raw_data());
+  const uint8_t offset = is_signed ? 0x80 : 0;
+  const int64_t tasks = outer * static_cast<int64_t>(parts.size());
+  ctx.ParallelFor(tasks, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, out_row)), [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const ConcatPart& part = parts[static_cast<size_t>(t % static_cast<int64_t>(parts.size()))];
+      const int64_t o = t / static_cast<int64_t>(parts.size());
+      const uint8_t* __restrict src = part.x + o * part.row;
+      uint8_t* __restrict dst = yp + o * out_row + part.column;
+      if (part.identity) {
+        std::memcpy(dst, src, static_cast<size_t>(part.row));
+        continue;
+      }
+      uint8_t local[256];  // a copy the stores cannot alias
+      std::memcpy(local, part.table, sizeof local);
+      for (int64_t j = 0; j < part.row; ++j) dst[j] = local[static_cast<uint8_t>(src[j] ^ offset)];
+    }
+  });
+  return Status::Ok();
+}
+
+Status QLinearLeakyReluFast(KernelContext& ctx) {
+  auto alpha_attr = ctx.node().GetFloat("alpha", 0.01f);
+  if (!alpha_attr.ok()) return RunReference(ctx);
+  const float alpha = alpha_attr.value();
+  return QLinearTableFast(ctx, [alpha](float v) { return v >= 0 ? v : v * alpha; });
+}
+
+Status QLinearSigmoidFast(KernelContext& ctx) {
+  return QLinearTableFast(ctx, [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+}
+
+}  // namespace nee::cpu
