@@ -98,20 +98,6 @@ std::vector<NamedValue> Inputs(const Options& o) {
   return inputs;
 }
 
-// The first output, at `level` with `threads` threads (level 0: on the reference kernels only).
-Tensor RunModel(const Model& model, const std::vector<NamedValue>& inputs, int level, int threads) {
-  SessionOptions options;
-  options.graph_optimization_level = level;
-  options.reference_kernels_only = level == 0;
-  options.intra_op_num_threads = threads;
-  auto session = Session::Create(model, options);
-  EXPECT_TRUE(session.ok()) << session.status().ToString();
-  if (!session.ok()) return Tensor();
-  auto out = (*session)->Run(inputs, {});
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  return out.ok() ? out.value()[0].tensor() : Tensor();
-}
-
 bool Has(const Ops& ops, const std::string& op) { return std::find(ops.begin(), ops.end(), op) != ops.end(); }
 
 TEST(FuseQuantConv, QuantizedConvBecomesConvIntegerToFloat) {
@@ -137,10 +123,10 @@ TEST(FuseQuantConv, QuantizedConvBecomesConvIntegerToFloat) {
     // What is left of the chain: the scale's and the bias's own small nodes.
     EXPECT_EQ(std::count(ops.begin(), ops.end(), "Cast"), o.bias ? 1 : 0);
     const std::vector<NamedValue> inputs = Inputs(o);
-    const Tensor want = RunModel(b.model, inputs, 0, 1);
+    const Tensor want = RunAt(b.model, inputs, 0, 1, true);
     ASSERT_TRUE(want.defined());
     for (int threads : {1, 2}) {
-      const Tensor got = RunModel(b.model, inputs, 99, threads);
+      const Tensor got = RunAt(b.model, inputs, 99, threads);
       ASSERT_TRUE(got.defined());
       ASSERT_EQ(got.dims(), want.dims());
       if (!o.silu) {
@@ -164,7 +150,7 @@ TEST(FuseQuantConv, LeavesNearMissesAlone) {
   EXPECT_TRUE(Has(ops, "ConvInteger"));
   EXPECT_FALSE(Has(ops, "ConvIntegerToFloat"));
   const std::vector<NamedValue> inputs = Inputs(o);
-  const Tensor want = RunModel(b.model, inputs, 0, 1), got = RunModel(b.model, inputs, 99, 1);
+  const Tensor want = RunAt(b.model, inputs, 0, 1, true), got = RunAt(b.model, inputs, 99, 1);
   ASSERT_TRUE(want.defined() && got.defined());
   EXPECT_EQ(0, std::memcmp(got.raw_data(), want.raw_data(), got.byte_size()));
 

@@ -53,31 +53,6 @@ ModelBuilder QuantizedLinear(int64_t rows, int64_t k, int64_t n, const Options& 
   return b;
 }
 
-// The first output, unoptimized on the reference kernels.
-Tensor RunReference(const Model& model, const std::vector<NamedValue>& inputs) {
-  SessionOptions options;
-  options.graph_optimization_level = 0;
-  options.reference_kernels_only = true;
-  auto session = Session::Create(model, options);
-  EXPECT_TRUE(session.ok()) << session.status().ToString();
-  if (!session.ok()) return Tensor();
-  auto out = (*session)->Run(inputs, {});
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  return out.ok() ? out.value()[0].tensor() : Tensor();
-}
-
-Tensor RunOptimized(const Model& model, const std::vector<NamedValue>& inputs, int threads) {
-  SessionOptions options;
-  options.graph_optimization_level = 99;
-  options.intra_op_num_threads = threads;
-  auto session = Session::Create(model, options);
-  EXPECT_TRUE(session.ok()) << session.status().ToString();
-  if (!session.ok()) return Tensor();
-  auto out = (*session)->Run(inputs, {});
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  return out.ok() ? out.value()[0].tensor() : Tensor();
-}
-
 void ExpectSameBits(const Tensor& a, const Tensor& b) {
   ASSERT_TRUE(a.defined() && b.defined());
   ASSERT_EQ(a.dims(), b.dims());
@@ -96,8 +71,8 @@ TEST(FuseQuantMatMul, QuantizedLinearBecomesMatMulIntegerToFloat) {
       EXPECT_FALSE(Has(ops, "Cast"));
       EXPECT_EQ(Has(ops, "Add"), false);
       const std::vector<NamedValue> inputs = {{"x", Value(Random({rows, k}, 9))}};
-      const Tensor want = RunReference(b.model, inputs);
-      for (int threads : {1, 2}) ExpectSameBits(RunOptimized(b.model, inputs, threads), want);
+      const Tensor want = RunAt(b.model, inputs, 0, 1, true);
+      for (int threads : {1, 2}) ExpectSameBits(RunAt(b.model, inputs, 99, threads), want);
     }
   }
 }
@@ -111,7 +86,7 @@ TEST(FuseQuantMatMul, LeavesNearMissesAlone) {
   EXPECT_TRUE(Has(ops, "MatMulInteger"));
   EXPECT_FALSE(Has(ops, "MatMulIntegerToFloat"));
   const std::vector<NamedValue> inputs = {{"x", Value(Random({5, 16}, 2))}};
-  ExpectSameBits(RunOptimized(b.model, inputs, 1), RunReference(b.model, inputs));
+  ExpectSameBits(RunAt(b.model, inputs, 99, 1), RunAt(b.model, inputs, 0, 1, true));
 
   // A scale that is not a product of two scales (a plain constant): left alone.
   ModelBuilder c(13);

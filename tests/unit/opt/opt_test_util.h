@@ -100,11 +100,14 @@ inline std::vector<std::string> OpsAfter(Model model, int level = 99) {
 
 using Ops = std::vector<std::string>;
 
-// Runs the model at `level` and returns its first output.
-inline Tensor RunAt(const Model& model, const std::vector<NamedValue>& inputs, int level = 99) {
+// Runs the model at `level` with `threads` threads (only the reference kernels when `reference_only`) and
+// returns its first output.
+inline Tensor RunAt(const Model& model, const std::vector<NamedValue>& inputs, int level = 99, int threads = 1,
+                    bool reference_only = false) {
   SessionOptions options;
   options.graph_optimization_level = level;
-  options.intra_op_num_threads = 1;
+  options.intra_op_num_threads = threads;
+  options.reference_kernels_only = reference_only;
   auto session = Session::Create(model, options);
   EXPECT_TRUE(session.ok()) << session.status().ToString();
   if (!session.ok()) return Tensor();
