@@ -3,12 +3,11 @@
 // then one pass converts them in place, row by row (a row: one channel of one
 // image), while the row is in cache: plus the int32 bias, to float, times the
 // scale, plus the float bias (vectorized with AVX2: the same integer add,
-// conversion, float multiply and add as the reference, so the same bits),
-// then the residual and the activation
-// of FusedConv's epilogue (BiasResidualActivate, conv_common.h). Replaces
-// the unfused chain's four or five passes over the output (Add, Cast, Mul,
-// the residual Add, the activation) with one. Every element is computed the
-// same way whichever thread converts it.
+// conversion, float multiply and add as the reference, so the same bits), then
+// FusedConv's residual and activation (BiasResidualActivate, conv_common.h).
+// Replaces the unfused chain's four to six passes over the output (the bias
+// Adds, Cast, Mul, the residual Add, the activation) with one. Every element is
+// computed the same way whichever thread converts it.
 #include <cstring>
 
 #include "ep/cpu/conv_common.h"
