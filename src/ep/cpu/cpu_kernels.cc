@@ -73,8 +73,8 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"ai.nee", "BlockedExpandDepthwise", 1, 1000, BlockedExpandDepthwiseFloat, "float32"},
       {"ai.nee", "TransposeColumnMap", 1, 1000, TransposeColumnMapFloat, "float32"},
       // ---- Resize (resize_fast.cc) ----
-      {"", "Resize", 10, 1000, ResizeFloat, "float32"},
-      {"", "Upsample", 7, 9, ResizeFloat, "float32"},
+      {"", "Resize", 10, 1000, ResizeFast, "float32; uint8, int8 nearest"},
+      {"", "Upsample", 7, 9, ResizeFast, "float32; uint8, int8 nearest"},
       // ---- end Resize block ----
       // ---- Recurrent (rnn_fast.cc) ----
       {"", "LSTM", 1, 1000, LstmFloat, "float32"},

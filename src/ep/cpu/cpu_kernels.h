@@ -148,9 +148,10 @@ Status BlockedExpandDepthwiseFloat(KernelContext& ctx);
 void BlockedExpandDepthwiseBandBytes(int64_t bytes);
 
 // ---- Resize (resize_fast.cc) ----
-// Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode),
-// bitwise equal to the reference through its shared sampling rules (ops/resize_geometry.h).
-Status ResizeFloat(KernelContext& ctx);
+// Resize / Upsample on float32 NCHW resizing H and W (nearest, linear, cubic; any coordinate mode), and
+// nearest on uint8 / int8 (a quantized detector's upsampling), bitwise equal to the reference through its
+// shared sampling rules (ops/resize_geometry.h).
+Status ResizeFast(KernelContext& ctx);
 // Tests: run the portable loops even where AVX2 is available.
 void ResizeForcePortable(bool on);
 // ---- end Resize block ----

@@ -1,5 +1,6 @@
 // Resize on float32 NCHW for the CPU provider: the upsampling of YOLO / FPN
-// heads (nearest x2) and of segmentation decoders (bilinear).
+// heads (nearest x2) and of segmentation decoders (bilinear); nearest also on
+// uint8 / int8 (a quantized detector's), never extrapolating.
 //
 // Bitwise equal to the reference kernel (ops/resize.cc) by construction: the
 // per-position source indices, taps and weights come from the reference's own
@@ -169,11 +170,16 @@ std::optional<FastPlan> PlanFast(KernelContext& ctx) {
   if (!x_or.ok()) return std::nullopt;
   const Tensor& x = *x_or.value();
   const size_t rank = x.dims().size();
-  if (x.dtype() != DataType::kFloat || (rank != 4 && rank != 5) || x.num_elements() == 0) return std::nullopt;
+  const bool bytes = x.dtype() == DataType::kUint8 || x.dtype() == DataType::kInt8;
+  if ((x.dtype() != DataType::kFloat && !bytes) || (rank != 4 && rank != 5) || x.num_elements() == 0)
+    return std::nullopt;
   auto attrs_or = resize::ReadKernelAttrs(ctx);
   if (!attrs_or.ok()) return std::nullopt;
   FastPlan p;
   p.attrs = std::move(attrs_or).value();
+  // 8-bit: nearest (a gather) only, never extrapolating (only tf_crop_and_resize samples outside the input).
+  if (bytes && (p.attrs.mode != Mode::kNearest || p.attrs.coord == resize::Coord::kTfCropAndResize))
+    return std::nullopt;
   if (rank == 5 && p.attrs.mode != Mode::kNearest) return std::nullopt;
   auto plan_or = resize::ReadKernelPlan(ctx, p.attrs, x);
   if (!plan_or.ok()) return std::nullopt;
@@ -217,26 +223,28 @@ inline float SaturateToFloat(double v) {
 
 // ---- Nearest ----------------------------------------------------------------
 
-// One output row of blocked pixels (p.unit floats each) gathered from one
+// One output row of blocked pixels (p.unit elements each) gathered from one
 // input row; eight-lane units (the blocked layout's) as one fixed-size copy.
-void NearestUnitRow(const FastPlan& p, const float* src, float* dst) {
+template <typename T>
+void NearestUnitRow(const FastPlan& p, const T* src, T* dst) {
   const int64_t* index = p.cols().index.data();
   const int64_t u = p.unit;
   if (u == 8) {
-    for (int64_t o = 0; o < p.out_w; ++o) std::memcpy(dst + o * 8, src + index[o] * 8, 8 * sizeof(float));
+    for (int64_t o = 0; o < p.out_w; ++o) std::memcpy(dst + o * 8, src + index[o] * 8, 8 * sizeof(T));
     return;
   }
   for (int64_t o = 0; o < p.out_w; ++o)
-    std::memcpy(dst + o * u, src + index[o] * u, static_cast<size_t>(u) * sizeof(float));
+    std::memcpy(dst + o * u, src + index[o] * u, static_cast<size_t>(u) * sizeof(T));
 }
 
 // One output row gathered from one input row.
-void NearestRow(const FastPlan& p, const float* src, float* dst) {
+template <typename T>
+void NearestRow(const FastPlan& p, const T* src, T* dst) {
   const AxisTable& c = p.cols();
   if (p.unit != 1) {
     NearestUnitRow(p, src, dst);
   } else if (c.factor == 1) {
-    std::memcpy(dst, src, static_cast<size_t>(p.out_w) * sizeof(float));
+    std::memcpy(dst, src, static_cast<size_t>(p.out_w) * sizeof(T));
   } else if (c.factor == 2) {
     for (int64_t i = 0; i < p.in_w; ++i) dst[2 * i] = dst[2 * i + 1] = src[i];
   } else if (c.factor > 2) {
@@ -247,13 +255,15 @@ void NearestRow(const FastPlan& p, const float* src, float* dst) {
   }
 }
 
-// Output rows [begin, end) of all planes (row r = plane * out_h + oh).
-void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int64_t end) {
-  const float extrapolated = SaturateToFloat(p.attrs.extrapolation_value);
-  const int64_t row = p.out_w * p.unit;  // floats an output row
+// Output rows [begin, end) of all planes (row r = plane * out_h + oh). An
+// 8-bit plan has no extrapolated pixels (PlanFast), so `extrapolated` is a float's.
+template <typename T>
+void NearestRows(const FastPlan& p, const T* x, T* y, int64_t begin, int64_t end) {
+  const T extrapolated = static_cast<T>(SaturateToFloat(p.attrs.extrapolation_value));
+  const int64_t row = p.out_w * p.unit;  // elements an output row
   for (int64_t r = begin; r < end; ++r) {
     const int64_t plane = r / p.out_h, oh = r % p.out_h;
-    float* dst = y + r * row;
+    T* dst = y + r * row;
     const int64_t ih = p.rows().index[static_cast<size_t>(oh)];
     if (p.rows().outside[static_cast<size_t>(oh)]) {
       std::fill(dst, dst + row, extrapolated);
@@ -261,7 +271,7 @@ void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int
     }
     if (r > begin && oh > 0 && !p.rows().outside[static_cast<size_t>(oh - 1)] &&
         p.rows().index[static_cast<size_t>(oh - 1)] == ih) {
-      std::memcpy(dst, dst - row, static_cast<size_t>(row) * sizeof(float));
+      std::memcpy(dst, dst - row, static_cast<size_t>(row) * sizeof(T));
       continue;
     }
     NearestRow(p, x + (plane * p.in_h + ih) * p.in_w * p.unit, dst);
@@ -276,7 +286,8 @@ void NearestRows(const FastPlan& p, const float* x, float* y, int64_t begin, int
 // the blocked convs around it share their pixels (parallel_tasks.h), so each
 // thread writes the rows its next conv reads; a split of the rows of all
 // planes would hand each thread half the channel blocks instead.
-void NearestByRowRanges(const KernelContext& ctx, const FastPlan& p, const float* x, float* y, int64_t images,
+template <typename T>
+void NearestByRowRanges(const KernelContext& ctx, const FastPlan& p, const T* x, T* y, int64_t images,
                         int64_t min_chunk) {
   const int64_t blocks = p.planes / images;
   const int64_t parts = RangesPerImage(ctx, p.out_h * blocks, min_chunk);
@@ -421,17 +432,37 @@ void ResizeForcePortable(bool on) {
 #endif
 }
 
-Status ResizeFloat(KernelContext& ctx) {
+namespace {
+
+// Nearest on 8-bit elements (no interpolation: the bytes are gathered as they are).
+Status ResizeBytes(const KernelContext& ctx, const FastPlan& p, const Tensor& x, Tensor& y) {
+  const auto* src = static_cast<const uint8_t*>(x.raw_data());
+  auto* dst = static_cast<uint8_t*>(y.raw_data());
+  const int64_t min_chunk = std::max<int64_t>(1, 65536 / (p.out_w * p.unit));
+  if (p.unit != 1 && NumThreads(ctx) > 1) {
+    NearestByRowRanges(ctx, p, src, dst, x.dim(0), min_chunk);
+    return Status::Ok();
+  }
+  ctx.ParallelFor(p.planes * p.out_h, min_chunk, [&](int64_t begin, int64_t end) {
+    NearestRows(p, src, dst, begin, end);
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ResizeFast(KernelContext& ctx) {
   std::optional<FastPlan> plan = PlanFast(ctx);
   if (!plan) return RunReference(ctx);
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   // The output before the tables: a size over the memory budget stops here.
-  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, DataType::kFloat, plan->out_dims));
+  NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, x->dtype(), plan->out_dims));
   if (!AttachTables(ctx, *plan)) {
     y = Tensor();  // the reference allocates the output again
     return RunReference(ctx);
   }
   const FastPlan& p = *plan;
+  if (x->dtype() != DataType::kFloat) return ResizeBytes(ctx, p, *x, y);
   const float* src = x->data<float>();
   float* dst = y.data<float>();
   // Output rows of all planes, in chunks of about 16k outputs: each row is

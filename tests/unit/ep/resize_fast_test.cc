@@ -30,14 +30,16 @@ struct ResizeCase {
   std::vector<Attribute> attrs = {};
   int64_t opset = 19;
   std::vector<float> roi = {};  // empty: none
+  DataType type = DataType::kFloat;  // of X
 };
 
 // X, roi, scales, sizes (opset >= 11) or X, scales (opset 10); empty Values
 // stand for omitted optional inputs.
 std::vector<Value> MakeInputs(const ResizeCase& c, std::mt19937& rng) {
-  Tensor x = testing::RandomTensor(c.x_dims, rng);
+  Tensor x = c.type == DataType::kFloat ? testing::RandomTensor(c.x_dims, rng)
+                                        : testing::Random8(c.type, c.x_dims, rng);
   // Signed zeros and infinities: the reference's double sums and saturating store.
-  if (x.num_elements() > 3) {
+  if (c.type == DataType::kFloat && x.num_elements() > 3) {
     x.data<float>()[0] = -0.0f;
     x.data<float>()[1] = std::numeric_limits<float>::infinity();
     x.data<float>()[x.num_elements() - 1] = 3e38f;
@@ -62,7 +64,7 @@ Result<Tensor> RunFast(const Node& node, int64_t opset, const std::vector<Value>
   std::vector<Value> outputs(node.outputs.size());
   ThreadPool pool(threads);
   KernelContext ctx(node, opset, ptrs, &outputs, nullptr, &pool, nullptr);
-  NEE_RETURN_IF_ERROR(cpu::ResizeFloat(ctx));
+  NEE_RETURN_IF_ERROR(cpu::ResizeFast(ctx));
   return outputs[0].tensor();
 }
 
@@ -75,7 +77,7 @@ Result<Tensor> RunFastCached(const Node& node, const std::vector<Value>& inputs,
   KernelContext ctx(node, 19, ptrs, &outputs, nullptr, &pool, nullptr);
   const std::vector<bool> constant = {false, true, true, true};
   ctx.SetPrepared(cache, &constant);
-  NEE_RETURN_IF_ERROR(cpu::ResizeFloat(ctx));
+  NEE_RETURN_IF_ERROR(cpu::ResizeFast(ctx));
   return outputs[0].tensor();
 }
 
@@ -158,6 +160,30 @@ TEST(ResizeFast, NearestYoloUpsample) {
       c.opset = opset;
       ExpectMatchesReference("Resize", c, rng);
     }
+  }
+}
+
+// Nearest on 8-bit tensors (a quantized detector's upsampling) gathers the bytes as the reference does, at
+// rank 4 and 5; other modes and tf_crop_and_resize (which extrapolates) go to the reference.
+TEST(ResizeFast, NearestOnBytesMatchesReference) {
+  std::mt19937 rng(31);
+  for (DataType type : {DataType::kUint8, DataType::kInt8}) {
+    for (const char* coord : {"asymmetric", "half_pixel", "align_corners"})
+      for (ResizeCase c : Geometries()) {
+        c.name += std::string(" 8-bit ") + coord;
+        c.type = type;
+        c.attrs = {StringAttr("mode", "nearest"), StringAttr("coordinate_transformation_mode", coord),
+                   StringAttr("nearest_mode", "floor")};
+        ExpectMatchesReference("Resize", c, rng);
+      }
+    const std::vector<ResizeCase> others = {
+        {"8-bit rank 5", {1, 2, 3, 4, 8}, {1, 1, 2, 2, 1}, {}, {StringAttr("mode", "nearest")}, 19, {}, type},
+        {"8-bit linear", {1, 2, 3, 4}, {1, 1, 2, 2}, {}, {StringAttr("mode", "linear")}, 19, {}, type},
+        {"8-bit crop", {1, 1, 4, 4}, {1, 1, 2, 2}, {},
+         {StringAttr("mode", "nearest"), StringAttr("coordinate_transformation_mode", "tf_crop_and_resize")}, 19,
+         {0, 0, -0.5f, -0.5f, 1, 1, 1.5f, 1.5f}, type},
+    };
+    for (const ResizeCase& c : others) ExpectMatchesReference("Resize", c, rng);
   }
 }
 
