@@ -1,9 +1,8 @@
 // Depthwise ConvInteger (conv_int_depthwise.h), plane by plane (image,
-// channel). With AVX2 (column stride 1 or 2) over a copy of the plane padded
-// with the zero point, eight output columns at a time in one register: eight
+// channel), over a copy of the plane padded with the zero point. With AVX2
+// (column stride 1 or 2) eight output columns at a time in one register: eight
 // input bytes widened to int32 lanes, less the zero point, times the tap's
-// weight, added. Otherwise per output row: the columns whose taps all land
-// inside the input row without bounds checks, the few at the edges with them.
+// weight, added; otherwise output by output.
 // Sums wrap in 32 bits (as the reference's int64 sums cast to int32 do) and
 // take the taps in the same order for every column, so any split of the work
 // gives the same bits.
@@ -41,83 +40,11 @@ inline int32_t Byte(const uint8_t* p) {
   return kSigned ? static_cast<int32_t>(static_cast<int8_t>(*p)) : static_cast<int32_t>(*p);
 }
 
-// The output columns of a row whose taps all lie in [0, iw): [lo, hi).
-void InteriorColumns(const ConvInt2D& g, int64_t* lo, int64_t* hi) {
-  const int64_t last_tap = (g.kw - 1) * g.dw;
-  *lo = std::min(g.ow, (g.pw + g.sw - 1) / g.sw);
-  // ox * sw - pw + last_tap <= iw - 1
-  const int64_t room = g.iw - 1 + g.pw - last_tap;
-  *hi = room < 0 ? *lo : std::clamp<int64_t>(room / g.sw + 1, *lo, g.ow);
-}
-
-// Output column ox of row oy, tap by tap with bounds checks.
-template <bool kSigned>
-uint32_t EdgeColumn(const Plane& p, int64_t oy, int64_t ox) {
-  const ConvInt2D& g = *p.g;
-  uint32_t sum = 0;
-  for (int64_t i = 0; i < g.kh; ++i) {
-    const int64_t iy = oy * g.sh - g.ph + i * g.dh;
-    if (iy < 0 || iy >= g.ih) continue;
-    for (int64_t j = 0; j < g.kw; ++j) {
-      const int64_t ix = ox * g.sw - g.pw + j * g.dw;
-      if (ix < 0 || ix >= g.iw) continue;
-      const int32_t v = Byte<kSigned>(p.x + iy * g.iw + ix) - p.zx;
-      sum += static_cast<uint32_t>(v) * static_cast<uint32_t>(p.taps[i * g.kw + j]);
-    }
-  }
-  return sum;
-}
-
-// Output columns [0, lo) and [ox, ow) of row oy, tap by tap.
-template <bool kSigned>
-void EdgeColumns(const Plane& p, int64_t oy, int64_t lo, int64_t ox, uint32_t* out) {
-  for (int64_t c = 0; c < lo; ++c) out[c] = EdgeColumn<kSigned>(p, oy, c);
-  for (int64_t c = ox; c < p.g->ow; ++c) out[c] = EdgeColumn<kSigned>(p, oy, c);
-}
-
-// Portable: every column through the interior's plain sum (no bounds checks there).
-template <bool kSigned>
-void PlanePortable(const Plane& p) {
-  const ConvInt2D& g = *p.g;
-  int64_t lo, hi;
-  InteriorColumns(g, &lo, &hi);
-  for (int64_t oy = 0; oy < g.oh; ++oy) {
-    uint32_t* out = reinterpret_cast<uint32_t*>(p.y + oy * g.ow);
-    for (int64_t ox = lo; ox < hi; ++ox) {
-      uint32_t sum = 0;
-      for (int64_t i = 0; i < g.kh; ++i) {
-        const int64_t iy = oy * g.sh - g.ph + i * g.dh;
-        if (iy < 0 || iy >= g.ih) continue;
-        const uint8_t* src = p.x + iy * g.iw + ox * g.sw - g.pw;
-        for (int64_t j = 0; j < g.kw; ++j) {
-          const int32_t v = Byte<kSigned>(src + j * g.dw) - p.zx;
-          sum += static_cast<uint32_t>(v) * static_cast<uint32_t>(p.taps[i * g.kw + j]);
-        }
-      }
-      out[ox] = sum;
-    }
-    EdgeColumns<kSigned>(p, oy, lo, hi, out);
-  }
-}
-
-#if defined(__x86_64__) || defined(__i386__)
-// Eight input bytes at column stride kStride (1 or 2) from `src`, as int32 lanes. Reads src[0, 8 * kStride - 1).
-template <bool kSigned, int kStride>
-__attribute__((target("avx2,fma"), always_inline)) inline __m256i EightBytes(const uint8_t* src) {
-  __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
-  if constexpr (kStride == 2) {
-    // src[0..7] and src[7..14] (not src[15]: past the padded row), then the even columns.
-    const __m128i high = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 7));
-    const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
-    bytes = _mm_shuffle_epi8(_mm_unpacklo_epi64(bytes, high), even);
-  }
-  return kSigned ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
-}
-
 // The plane copied with its padding written out as the zero point's byte
 // (adding nothing to a sum), as wide as whole blocks of eight output columns
-// read, so that every column is computed alike: no edge cases, and a plane
-// narrower than a block (MobileNet's 7x7) still runs eight lanes at a time.
+// read, so that every column is computed alike: no bounds checks or edge
+// cases, and on AVX2 a plane narrower than a block (MobileNet's 7x7) still
+// runs eight lanes at a time.
 struct PaddedPlane {
   const uint8_t* data;
   int64_t width;
@@ -133,9 +60,44 @@ PaddedPlane PadPlane(const Plane& p, int64_t blocks, std::vector<uint8_t>& buffe
     if (iy < 0 || iy >= g.ih) continue;
     // Input columns [c0, c1) land at padded columns [c0 + pw, c1 + pw) within the row.
     const int64_t c0 = std::max<int64_t>(0, -g.pw), c1 = std::min(g.iw, width - g.pw);
-    if (c1 > c0) std::memcpy(buffer.data() + r * width + c0 + g.pw, p.x + iy * g.iw + c0, static_cast<size_t>(c1 - c0));
+    if (c1 > c0)
+      std::memcpy(buffer.data() + r * width + c0 + g.pw, p.x + iy * g.iw + c0, static_cast<size_t>(c1 - c0));
   }
   return {buffer.data(), width};
+}
+
+// Portable, any stride: each output's sum over the padded plane, tap by tap.
+template <bool kSigned>
+void PlanePortable(const Plane& p) {
+  const ConvInt2D& g = *p.g;
+  thread_local std::vector<uint8_t> t_padded;
+  const PaddedPlane in = PadPlane(p, (g.ow + kBlock - 1) / kBlock, t_padded);
+  for (int64_t oy = 0; oy < g.oh; ++oy)
+    for (int64_t ox = 0; ox < g.ow; ++ox) {
+      uint32_t sum = 0;
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const uint8_t* src = in.data + (oy * g.sh + i * g.dh) * in.width + ox * g.sw;
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const int32_t v = Byte<kSigned>(src + j * g.dw) - p.zx;
+          sum += static_cast<uint32_t>(v) * static_cast<uint32_t>(p.taps[i * g.kw + j]);
+        }
+      }
+      p.y[oy * g.ow + ox] = static_cast<int32_t>(sum);
+    }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+// Eight input bytes at column stride kStride (1 or 2) from `src`, as int32 lanes. Reads src[0, 8 * kStride - 1).
+template <bool kSigned, int kStride>
+__attribute__((target("avx2,fma"), always_inline)) inline __m256i EightBytes(const uint8_t* src) {
+  __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src));
+  if constexpr (kStride == 2) {
+    // src[0..7] and src[7..14] (not src[15]: past the padded row), then the even columns.
+    const __m128i high = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 7));
+    const __m128i even = _mm_setr_epi8(0, 2, 4, 6, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    bytes = _mm_shuffle_epi8(_mm_unpacklo_epi64(bytes, high), even);
+  }
+  return kSigned ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
 }
 
 // AVX2, column stride 1 or 2: over the padded plane, blocks of eight output

@@ -160,19 +160,23 @@ Status QLinearMulFast(KernelContext& ctx) {
 
 namespace {
 
-// y = table[x] over the whole tensor (int8 x at table[x + 128]), shared out over the threads.
+// dst[i] = table[src[i] ^ offset] for n bytes (offset 0x80: int8 v sits at table[v + 128]).
+void LookupBytes(const uint8_t (&table)[256], const uint8_t* __restrict src, uint8_t* __restrict dst, int64_t n,
+                 uint8_t offset) {
+  uint8_t local[256];  // a copy the stores cannot alias
+  std::memcpy(local, table, sizeof local);
+  for (int64_t i = 0; i < n; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
+}
+
+// y = table[x] over the whole tensor, shared out over the threads.
 void MapThroughTable(const KernelContext& ctx, const Tensor& x, const uint8_t (&table)[256], Tensor& y) {
   const auto* xp = static_cast<const uint8_t*>(x.raw_data());
   auto* yp = static_cast<uint8_t*>(y.raw_data());
   const uint8_t offset = x.dtype() == DataType::kInt8 ? 0x80 : 0;
   const int64_t total = x.num_elements();
   ctx.ParallelFor((total + 16383) / 16384, 1, [&](int64_t begin, int64_t end) {
-    uint8_t local[256];  // a copy the stores cannot alias
-    std::memcpy(local, table, sizeof local);
-    const uint8_t* __restrict src = xp;
-    uint8_t* __restrict dst = yp;
     const int64_t stop = std::min(end * 16384, total);
-    for (int64_t i = begin * 16384; i < stop; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
+    LookupBytes(table, xp + begin * 16384, yp + begin * 16384, stop - begin * 16384, offset);
   });
 }
 
@@ -264,15 +268,10 @@ Status QLinearConcatFast(KernelContext& ctx) {
     for (int64_t t = begin; t < end; ++t) {
       const ConcatPart& part = parts[static_cast<size_t>(t % static_cast<int64_t>(parts.size()))];
       const int64_t o = t / static_cast<int64_t>(parts.size());
-      const uint8_t* __restrict src = part.x + o * part.row;
-      uint8_t* __restrict dst = yp + o * out_row + part.column;
-      if (part.identity) {
-        std::memcpy(dst, src, static_cast<size_t>(part.row));
-        continue;
-      }
-      uint8_t local[256];  // a copy the stores cannot alias
-      std::memcpy(local, part.table, sizeof local);
-      for (int64_t j = 0; j < part.row; ++j) dst[j] = local[static_cast<uint8_t>(src[j] ^ offset)];
+      const uint8_t* src = part.x + o * part.row;
+      uint8_t* dst = yp + o * out_row + part.column;
+      if (part.identity) std::memcpy(dst, src, static_cast<size_t>(part.row));
+      else LookupBytes(part.table, src, dst, part.row, offset);
     }
   });
   return Status::Ok();
