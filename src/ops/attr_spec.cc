@@ -63,6 +63,8 @@ constexpr SpecRow kRows[] = {
      "kernel_shape:INTS pads:INTS strides:INTS|"
      "X:T1 W:T2 x_zero_point:T1? w_zero_point:T2? scale:T3 B:T4? bias:T3? Z:T3?|"
      "Y:T3|T1=tensor(int8),tensor(uint8) T2=tensor(int8),tensor(uint8) T3=tensor(float) T4=tensor(int32)"},
+    // A byte-to-byte function as its 256-entry table (ops/table_lookup.cc), written by opt/fuse_byte_table.cc.
+    {"ai.nee", "TableLookup", 1, 0, "|X:T1 table:T2|Y:T2|T1=tensor(int8),tensor(uint8) T2=tensor(int8),tensor(uint8)"},
     // The channel-blocked layout (ops/blocked_conv.cc), written by opt/layout_blocked.cc.
     {"ai.nee", "ToBlocked", 1, 0, "|X:T|Y:T|T=tensor(float)"},
     {"ai.nee", "FromBlocked", 1, 0, "channels:INT!|X:T|Y:T|T=tensor(float)"},

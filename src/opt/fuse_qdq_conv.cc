@@ -4,13 +4,13 @@
 // next instead of being dequantized to float and quantized again:
 //
 //   Conv(DQ(x_q), DQ(W_q), [DQ(B_i32)]) [-> Relu | Clip] -> Q => QLinearConv(x_q, ..., W_q, ..., B_i32)
-//   DQ(q) -> Relu -> Q                                 => com.microsoft QLinearLeakyRelu(q, alpha = 0)
-//   DQ(q) -> Clip(lo, hi) -> Q, Q(lo), Q(hi) at Q's ends => com.microsoft QLinearLeakyRelu(q, alpha = 1)
 //   Add(DQ(a_q), DQ(b_q)) [-> Relu | Clip] -> Q        => com.microsoft QLinearAdd
 //   MatMul(DQ(a_q), DQ(W_q)) [-> Relu | Clip] -> Q     => QLinearMatMul(a_q, ..., W_q, ...)
 //   Gemm(DQ(a_q), DQ(W_q), [DQ(C_i32)]) [-> Relu | Clip] -> Q => com.microsoft QGemm(a_q, ..., W_q, ..., C_i32, ...)
 //   DQ(q) -> MaxPool -> Q, Q's scale and zero point DQ's => MaxPool(q) on the 8-bit values
 //   DQ(q) -> GlobalAveragePool -> Q                    => com.microsoft QLinearGlobalAveragePool
+//   Mul(DQ(a_q), DQ(b_q)) [-> Relu | Clip] -> Q        => com.microsoft QLinearMul
+//   Concat(DQ(x_q), ...) -> Q                          => com.microsoft QLinearConcat
 //
 // These are the fusions ONNX Runtime makes of the same graph (its QDQ
 // selectors); like its, they compute in integers and round once at the
@@ -26,9 +26,10 @@
 //   or per column (axis 1), y per tensor. QGemm too (alpha = beta = 1, no
 //   transA; with transB, W per row, stored transposed once), C as the Conv's
 //   bias: int32 [N], scale a_scale * w_scale, zero point 0.
-// - DQ -> Relu -> Q is the same 256-entry table as QLinearLeakyRelu with
-//   alpha 0 (a negative value times 0 is -0, which quantizes as 0 does):
-//   bitwise the chain.
+// - DQ -> Relu / Clip / Sigmoid ... -> Q, a chain from one 8-bit tensor to
+//   another, is fuse-byte-table's (opt/fuse_byte_table.cc, run before this
+//   pass): one 256-entry table, bitwise the chain.
+// - QLinearConcat computes each part as DQ then Q do (bitwise the chain).
 // - A Relu or Clip between Conv/Add and Q (the activation the op's output
 //   alone feeds, Q the activation's output alone feeds) folds only when Q's
 //   saturation clamps exactly where it would (quant::QuantizeSaturatesAt:
@@ -375,45 +376,6 @@ std::string TryFuseGemm(GraphEditor& ed, size_t index) {
   return replaced;
 }
 
-// ---- DQ -> Relu -> Q into QLinearLeakyRelu(alpha = 0) ----------------------------------
-
-void TryFuseRelu(GraphEditor& ed, size_t index) {
-  const Node& relu = ed.node(index);
-  if (!IsOpSince(ed, index, "Relu", 6) || relu.inputs.size() != 1 || relu.outputs.size() != 1 ||
-      !relu.attributes.empty())
-    return;
-  QdqNode x, y;
-  if (DequantizeProducer(ed, relu.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
-  const int64_t q_index = opt::SoleConsumer(ed, relu.outputs[0]);
-  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
-      QuantType(ed, y) != QuantType(ed, x))
-    return;
-  std::vector<std::string> inputs = {x.data, x.scale, x.zero_point, y.scale, y.zero_point};
-  while (inputs.back().empty()) inputs.pop_back();
-  ed.RemoveNode(index);
-  ed.RewriteAs(static_cast<size_t>(q_index), opt::kMicrosoftDomain, "QLinearLeakyRelu", inputs,
-               {opt::FloatAttr("alpha", 0.0f)});
-}
-
-// ---- DQ -> Clip -> Q into QLinearLeakyRelu(alpha = 1), when Q alone clamps as Clip does ------------
-
-// DQ -> Clip -> Q is then QLinearLeakyRelu with alpha 1 (v * 1 is v): bitwise the chain.
-void TryFuseClip(GraphEditor& ed, size_t index) {
-  const Node& clip = ed.node(index);
-  if (!IsOpSince(ed, index, "Clip", 11) || clip.outputs.size() != 1) return;
-  QdqNode x, y;
-  if (clip.inputs.empty() || DequantizeProducer(ed, clip.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
-  const int64_t q_index = opt::SoleConsumer(ed, clip.outputs[0]);
-  if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
-      QuantType(ed, y) != QuantType(ed, x) || !QuantizeClampsAs(ed, index, y))
-    return;
-  std::vector<std::string> inputs = {x.data, x.scale, x.zero_point, y.scale, y.zero_point};
-  while (inputs.back().empty()) inputs.pop_back();
-  ed.RemoveNode(index);
-  ed.RewriteAs(static_cast<size_t>(q_index), opt::kMicrosoftDomain, "QLinearLeakyRelu", inputs,
-               {opt::FloatAttr("alpha", 1.0f)});
-}
-
 // ---- Add(DQ a, DQ b) [-> Relu | Clip] -> Q into QLinearAdd -------------------------------------
 
 void TryFuseAdd(GraphEditor& ed, size_t index) {
@@ -433,6 +395,61 @@ void TryFuseAdd(GraphEditor& ed, size_t index) {
   ed.RemoveNode(index);
   if (act >= 0) ed.RemoveNode(static_cast<size_t>(act));
   ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, "QLinearAdd", inputs, {});
+}
+
+// ---- Mul(DQ a, DQ b) [-> Relu | Clip] -> Q into QLinearMul, any broadcast -------------------------------
+
+// ONNX Runtime's fusion of the same group (a squeeze-and-excitation scale times the pixels): the product of
+// the integer differences times one float ratio, rounded once at the output, where the chain rounds each
+// dequantized value and their product first: within one step of the output, as ONNX Runtime's.
+void TryFuseMul(GraphEditor& ed, size_t index) {
+  const Node& mul = ed.node(index);
+  if (!IsOpSince(ed, index, "Mul", 7) || mul.inputs.size() != 2 || mul.outputs.size() != 1 || !mul.attributes.empty())
+    return;
+  QdqNode a, b, y;
+  if (DequantizeProducer(ed, mul.inputs[0], &a) < 0 || DequantizeProducer(ed, mul.inputs[1], &b) < 0 ||
+      !IsPerTensor8(ed, a) || !IsPerTensor8(ed, b) || QuantType(ed, a) != QuantType(ed, b))
+    return;
+  int64_t act = -1;
+  const int64_t next = QuantizeReader(ed, mul.outputs[0], &y, &act);
+  if (next < 0 || QuantType(ed, y) != QuantType(ed, a)) return;
+  const DataType type = QuantType(ed, a);
+  std::vector<std::string> inputs = {a.data, a.scale, ZeroPointOrNew(ed, a, type, {}),
+                                     b.data, b.scale, ZeroPointOrNew(ed, b, type, {}),
+                                     y.scale, ZeroPointOrNew(ed, y, type, {})};
+  ed.RemoveNode(index);
+  if (act >= 0) ed.RemoveNode(static_cast<size_t>(act));
+  ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, "QLinearMul", inputs, {});
+}
+
+// ---- Concat(DQ x_1, ..., DQ x_n) -> Q into QLinearConcat -----------------------------------------------
+
+// Each part dequantized and quantized again at Q's scale: QLinearConcat's reference computes each element
+// so (its float quotient, rounded once), bitwise the chain.
+void TryFuseConcat(GraphEditor& ed, size_t index) {
+  const Node& concat = ed.node(index);
+  if (!IsOpSince(ed, index, "Concat", 4) || concat.inputs.empty() || concat.outputs.size() != 1 ||
+      opt::HasOtherAttributes(concat, {"axis"}))
+    return;
+  auto axis = concat.GetInt("axis", 0);
+  QdqNode y;
+  int64_t act = -1;
+  const int64_t next = QuantizeReader(ed, concat.outputs[0], &y, &act);
+  if (!axis.ok() || next < 0 || act >= 0) return;
+  const DataType type = QuantType(ed, y);
+  std::vector<std::string> inputs = {y.scale, ZeroPointOrNew(ed, y, type, {})};
+  for (const std::string& part : concat.inputs) {
+    QdqNode x;
+    if (part.empty() || DequantizeProducer(ed, part, &x) < 0 || !IsPerTensor8(ed, x) || QuantType(ed, x) != type)
+      return;
+    const TypeInfo* bytes = ed.TensorType(x.data);
+    if (!bytes || bytes->elem_type != type) return;
+    inputs.insert(inputs.end(), {x.data, x.scale, ZeroPointOrNew(ed, x, type, {})});
+  }
+  const int64_t axis_value = axis.value();
+  ed.RemoveNode(index);
+  ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, "QLinearConcat", inputs,
+               {opt::IntAttr("axis", axis_value)});
 }
 
 // ---- DQ -> MaxPool -> Q, one scale and zero point, into MaxPool on the 8-bit values -----------------
@@ -538,9 +555,9 @@ Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
       std::string replaced = TryFuseGemm(ed, index);
       if (!replaced.empty()) replaced_weights.push_back(std::move(replaced));
     }
-    if (!ed.removed(index)) TryFuseRelu(ed, index);
     if (!ed.removed(index)) TryFuseAdd(ed, index);
-    if (!ed.removed(index)) TryFuseClip(ed, index);
+    if (!ed.removed(index)) TryFuseMul(ed, index);
+    if (!ed.removed(index)) TryFuseConcat(ed, index);
     if (!ed.removed(index)) TryFuseMaxPool(ed, index);
     if (!ed.removed(index)) TryFuseGlobalAveragePool(ed, index);
   }

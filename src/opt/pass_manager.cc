@@ -33,11 +33,14 @@ void ImportFusionDomainsIfUsed(Model& model) {
 }
 
 const GraphPass kPasses[] = {
+    // Element-wise chains from one 8-bit tensor to another as one table: before fuse-qdq-conv, which would
+    // make a QDQ SiLU's Mul a QLinearMul (rounding once, where the table is the chain's result bit for bit).
+    {"fuse-byte-table", 2, FuseByteTable},
     // Before constant folding, which would dequantize the int8 weights into float ones.
     {"fuse-qdq-conv", 2, FuseQdqConv},
     {"fold-constants", 1, FoldConstants},
     {"eliminate-dead-nodes", 1, EliminateDeadNodes},
-    // First at level 2: the fusions below then see float32 nodes.
+    // Before the float fusions below, which then see float32 nodes.
     {"widen-narrow-float", 2, WidenNarrowFloat},
     {"eliminate-noops", 2, EliminateNoOps},
     {"fold-conv-affine", 2, FoldConvAffine},

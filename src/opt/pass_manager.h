@@ -87,6 +87,8 @@ Status FuseQuantConv(Graph& graph, const CheckedGraph& checked, bool* changed);
 // those ops as (domain, op) pairs.
 Status WidenNarrowFloat(Graph& graph, const CheckedGraph& checked, bool* changed);
 const std::vector<std::pair<const char*, const char*>>& WidenedOps();
+// An element-wise chain from one 8-bit tensor to another as ai.nee TableLookup (src/opt/fuse_byte_table.cc).
+Status FuseByteTable(Graph& graph, const CheckedGraph& checked, bool* changed);
 // QDQ Conv / Relu / Add into QLinearConv, com.microsoft QLinearLeakyRelu and
 // QLinearAdd (src/opt/fuse_qdq_conv.cc).
 Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed);

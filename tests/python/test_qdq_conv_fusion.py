@@ -1,6 +1,6 @@
 """Static int8 CNNs in integers: the QDQ fusion (src/opt/fuse_qdq_conv.cc: DQ -> Conv [-> Relu | Clip] -> Q into
-QLinearConv, DQ -> Relu -> Q into com.microsoft QLinearLeakyRelu(alpha=0), DQ + DQ -> Add [-> Relu] -> Q into
-QLinearAdd) and their kernels (src/ep/cpu/qconv_fast.cc, bitwise the reference kernels:
+QLinearConv, DQ + DQ -> Add [-> Relu] -> Q into QLinearAdd; src/opt/fuse_byte_table.cc: DQ -> Relu -> Q into
+ai.nee TableLookup) and their kernels (src/ep/cpu/qconv_fast.cc, bitwise the reference kernels:
 tests/unit/ep/qconv_fast_test.cc). nee's quantizer writes Conv -> Relu -> Q (the activation's output quantized,
 not the Conv's), which fuses into one QLinearConv; the layouts ONNX Runtime's quantizer writes (Conv -> Q -> DQ ->
 Relu -> Q when told to quantize Conv/MatMul/Gemm alone, Conv -> Q with the Relu/Clip removed when told to
@@ -208,7 +208,7 @@ def test_ort_quantized_models_fuse_and_agree(tmp_path, model, with_activations):
     path = ort_quantized(tmp_path, make, shape, ops_to_quantize)
     ops = optimized_ops(path, tmp_path)
     assert ops["QLinearConv"] == convs and ops["Conv"] == 0, ops
-    assert ops["QLinearLeakyRelu"] == (0 if with_activations else tables), ops
+    assert ops["TableLookup"] == (0 if with_activations else tables), ops
     x = inputs(shape, 32, seed=21)
     fused = nee_out(path, x)
     ort_qdq = ort_out(path, x, optimize=False)

@@ -95,6 +95,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"com.microsoft", "QLinearMul", 1, 1000, QLinearMulFast, "uint8, int8"},
       {"com.microsoft", "QLinearSigmoid", 1, 1000, QLinearSigmoidFast, "uint8, int8"},
       {"com.microsoft", "QLinearConcat", 1, 1000, QLinearConcatFast, "uint8, int8"},
+      {"ai.nee", "TableLookup", 1, 1000, TableLookupFast, "uint8, int8"},
       {"com.microsoft", "QLinearGlobalAveragePool", 1, 1000, QLinearGlobalAveragePoolFast, "uint8, int8 NCHW"},
       {"com.microsoft", "QGemm", 1, 1000, QGemmFast, "uint8, int8, no transA/transB"},
       {"", "DynamicQuantizeLinear", 1, 1000, DynamicQuantizeLinearFast, "float32"},

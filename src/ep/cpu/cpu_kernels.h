@@ -200,6 +200,8 @@ Status QLinearMulFast(KernelContext& ctx);
 Status QLinearSigmoidFast(KernelContext& ctx);
 Status QLinearConcatFast(KernelContext& ctx);
 Status QLinearGlobalAveragePoolFast(KernelContext& ctx);  // NCHW planes (qlinear_fast.cc)
+// ai.nee TableLookup (byte_lookup.cc): every byte through the 256-entry table, 32 bytes a step on AVX2.
+Status TableLookupFast(KernelContext& ctx);
 // com.microsoft QGemm (qlinear_fast.cc; the QDQ fusion's classifier Gemm): MatMulInteger's exact product, C,
 // then the reference's float requantization; bitwise the reference.
 Status QGemmFast(KernelContext& ctx);

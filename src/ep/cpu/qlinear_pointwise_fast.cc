@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ep/cpu/byte_lookup.h"
 #include "ep/cpu/conv_int_geometry.h"  // Is8Bit
 #include "ep/cpu/cpu_kernels.h"
 #include "ep/cpu/igemm.h"
@@ -159,26 +160,6 @@ Status QLinearMulFast(KernelContext& ctx) {
 }
 
 namespace {
-
-// dst[i] = table[src[i] ^ offset] for n bytes (offset 0x80: int8 v sits at table[v + 128]).
-void LookupBytes(const uint8_t (&table)[256], const uint8_t* __restrict src, uint8_t* __restrict dst, int64_t n,
-                 uint8_t offset) {
-  uint8_t local[256];  // a copy the stores cannot alias
-  std::memcpy(local, table, sizeof local);
-  for (int64_t i = 0; i < n; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ offset)];
-}
-
-// y = table[x] over the whole tensor, shared out over the threads.
-void MapThroughTable(const KernelContext& ctx, const Tensor& x, const uint8_t (&table)[256], Tensor& y) {
-  const auto* xp = static_cast<const uint8_t*>(x.raw_data());
-  auto* yp = static_cast<uint8_t*>(y.raw_data());
-  const uint8_t offset = x.dtype() == DataType::kInt8 ? 0x80 : 0;
-  const int64_t total = x.num_elements();
-  ctx.ParallelFor((total + 16383) / 16384, 1, [&](int64_t begin, int64_t end) {
-    const int64_t stop = std::min(end * 16384, total);
-    LookupBytes(table, xp + begin * 16384, yp + begin * 16384, stop - begin * 16384, offset);
-  });
-}
 
 // A QLinear unary op (X, X_scale, X_zp, Y_scale, Y_zp) through its table: fn(dequantized x) / y_scale, stored.
 template <typename Fn>
