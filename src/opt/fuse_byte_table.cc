@@ -106,8 +106,9 @@ int64_t RankOf(const GraphEditor& ed, const std::string& name) {
   return t && t->shape ? static_cast<int64_t>(t->shape->size()) : -1;
 }
 
-// The largest cone ending at node `sink` that reads one 8-bit value; no nodes when there is none.
-Cone GrowCone(const GraphEditor& ed, size_t sink) {
+// The largest cone ending at node `sink` that reads one 8-bit value; no nodes when there is none. `position`:
+// each node's place in the execution order.
+Cone GrowCone(const GraphEditor& ed, size_t sink, const std::vector<size_t>& position) {
   Cone cone, best;
   cone.nodes.push_back(sink);
   cone.members.insert(sink);
@@ -118,18 +119,18 @@ Cone GrowCone(const GraphEditor& ed, size_t sink) {
       best.source = frontier[0];
     }
     if (cone.nodes.size() >= kMaxConeNodes) break;
-    // Float values must be computed inside; 8-bit ones may be, when that still ends at one source.
+    // Float values must be computed inside; 8-bit ones may be, when that still ends at one source. Of
+    // those, the one computed last first: the source the others derive from (a SiLU's x) is taken in last.
     int64_t next = -1;
     for (int pass = 0; pass < 2 && next < 0; ++pass)
       for (const std::string& value : frontier) {
         if (Is8BitValue(ed, value) != (pass == 1)) continue;
         const int64_t producer = ed.Producer(value);
-        if (producer >= 0 && !ed.removed(static_cast<size_t>(producer)) &&
-            IsElementwiseOp(ed.node(static_cast<size_t>(producer)))) {
+        const bool elementwise = producer >= 0 && !ed.removed(static_cast<size_t>(producer)) &&
+                                 IsElementwiseOp(ed.node(static_cast<size_t>(producer)));
+        if (!elementwise && pass == 0) return best;  // a float value from outside: no larger cone can close
+        if (elementwise && (next < 0 || position[static_cast<size_t>(producer)] > position[static_cast<size_t>(next)]))
           next = producer;
-          break;
-        }
-        if (pass == 0) return best;  // a float value from outside: no larger cone can close
       }
     if (next < 0) break;
     cone.nodes.push_back(static_cast<size_t>(next));
@@ -182,10 +183,10 @@ Tensor EvaluateTable(const GraphEditor& ed, const Cone& cone) {
   return table.value();
 }
 
-void TryFuse(GraphEditor& ed, size_t sink) {
+void TryFuse(GraphEditor& ed, size_t sink, const std::vector<size_t>& position) {
   const Node& node = ed.node(sink);
   if (!IsElementwiseOp(node) || !Is8BitValue(ed, node.outputs[0])) return;
-  const Cone cone = GrowCone(ed, sink);
+  const Cone cone = GrowCone(ed, sink, position);
   if (cone.nodes.empty()) return;
   const Tensor table = EvaluateTable(ed, cone);
   if (!table.defined()) return;
@@ -200,9 +201,11 @@ void TryFuse(GraphEditor& ed, size_t sink) {
 
 Status FuseByteTable(Graph& graph, const CheckedGraph& checked, bool* changed) {
   GraphEditor ed(graph, checked);
+  std::vector<size_t> position(graph.nodes.size());
+  for (size_t i = 0; i < checked.order.size(); ++i) position[checked.order[i]] = i;
   // From the last node back, so that a cone takes in the smaller ones ending inside it.
   for (auto it = checked.order.rbegin(); it != checked.order.rend(); ++it)
-    if (!ed.removed(*it)) TryFuse(ed, *it);
+    if (!ed.removed(*it)) TryFuse(ed, *it, position);
   *changed = ed.Commit();
   return Status::Ok();
 }

@@ -27,27 +27,22 @@ namespace {
 
 constexpr int64_t kPiece = 16384;  // bytes per task
 
-void LookupBytesPortable(const uint8_t (&table)[256], const uint8_t* __restrict src, uint8_t* __restrict dst,
+void LookupBytesPortable(const uint8_t* __restrict table, const uint8_t* __restrict src, uint8_t* __restrict dst,
                          int64_t n, uint8_t flip) {
-  uint8_t local[256];  // a copy the stores cannot alias
-  std::memcpy(local, table, sizeof local);
-  for (int64_t i = 0; i < n; ++i) dst[i] = local[static_cast<uint8_t>(src[i] ^ flip)];
+  for (int64_t i = 0; i < n; ++i) dst[i] = table[static_cast<uint8_t>(src[i] ^ flip)];
 }
 
 #ifdef NEE_BYTE_LOOKUP_X86
-// Row k of one half as the difference from row k - 1, in both 128-bit lanes.
-__attribute__((target("avx2"))) __m256i DeltaRow(const uint8_t* half, int k) {
-  alignas(16) uint8_t row[16];
-  for (int j = 0; j < 16; ++j) row[j] = static_cast<uint8_t>(half[16 * k + j] ^ (k ? half[16 * (k - 1) + j] : 0));
-  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(row)));
+__attribute__((target("avx2"))) inline __m256i Row(const ByteTable& table, int k) {
+  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table.delta_rows[k])));
 }
 
-__attribute__((target("avx2"))) void LookupBytesAvx2(const uint8_t (&table)[256], const uint8_t* src,
-                                                     uint8_t* dst, int64_t n, uint8_t flip) {
+__attribute__((target("avx2"))) void LookupBytesAvx2(const ByteTable& table, const uint8_t* src, uint8_t* dst,
+                                                     int64_t n, uint8_t flip) {
   __m256i low[8], high[8];
   for (int k = 0; k < 8; ++k) {
-    low[k] = DeltaRow(table, k);
-    high[k] = DeltaRow(table + 128, k);
+    low[k] = Row(table, k);
+    high[k] = Row(table, 8 + k);
   }
   const __m256i flip_v = _mm256_set1_epi8(static_cast<char>(flip));
   const __m256i top = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -67,20 +62,31 @@ __attribute__((target("avx2"))) void LookupBytesAvx2(const uint8_t (&table)[256]
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm256_blendv_epi8(lo, hi, x));
   }
-  LookupBytesPortable(table, src + i, dst + i, n - i, flip);
+  LookupBytesPortable(table.entries, src + i, dst + i, n - i, flip);
 }
 #endif
 
 }  // namespace
 
-void LookupBytes(const uint8_t (&table)[256], const uint8_t* src, uint8_t* dst, int64_t n, uint8_t flip) {
-#ifdef NEE_BYTE_LOOKUP_X86
-  if (CpuHasAvx2Fma() && !SgemmPortableForced()) return LookupBytesAvx2(table, src, dst, n, flip);
-#endif
-  LookupBytesPortable(table, src, dst, n, flip);
+ByteTable::ByteTable(const uint8_t (&table)[256]) {
+  std::memcpy(entries, table, sizeof entries);
+  // Rows 0-7 the lower half's, 8-15 the upper half's, each the difference from the row before in its half.
+  for (int half = 0; half < 2; ++half)
+    for (int k = 0; k < 8; ++k)
+      for (int j = 0; j < 16; ++j) {
+        const int at = 128 * half + 16 * k + j;
+        delta_rows[8 * half + k][j] = static_cast<uint8_t>(table[at] ^ (k ? table[at - 16] : 0));
+      }
 }
 
-void MapThroughTable(const KernelContext& ctx, const Tensor& x, const uint8_t (&table)[256], Tensor& y) {
+void LookupBytes(const ByteTable& table, const uint8_t* src, uint8_t* dst, int64_t n, uint8_t flip) {
+#ifdef NEE_BYTE_LOOKUP_X86
+  if (n >= 32 && CpuHasAvx2Fma() && !SgemmPortableForced()) return LookupBytesAvx2(table, src, dst, n, flip);
+#endif
+  LookupBytesPortable(table.entries, src, dst, n, flip);
+}
+
+void MapThroughTable(const KernelContext& ctx, const Tensor& x, const ByteTable& table, Tensor& y) {
   const auto* xp = static_cast<const uint8_t*>(x.raw_data());
   auto* yp = static_cast<uint8_t*>(y.raw_data());
   const uint8_t flip = x.dtype() == DataType::kInt8 ? 0x80 : 0;
@@ -98,8 +104,9 @@ Status TableLookupFast(KernelContext& ctx) {
   const Tensor& entries = ctx.input(1)->tensor();
   if (!Is8Bit(x.dtype()) || !Is8Bit(entries.dtype()) || entries.rank() != 1 || entries.dim(0) != 256)
     return RunReference(ctx);
-  uint8_t table[256];
-  std::memcpy(table, entries.raw_data(), sizeof table);
+  uint8_t bytes[256];
+  std::memcpy(bytes, entries.raw_data(), sizeof bytes);
+  const ByteTable table(bytes);
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, entries.dtype(), x.dims()));
   MapThroughTable(ctx, x, table, y);
   return Status::Ok();

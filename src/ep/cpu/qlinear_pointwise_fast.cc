@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "ep/cpu/byte_lookup.h"
@@ -177,7 +178,7 @@ NEE_NO_FP_CONTRACT Status QLinearTableFast(KernelContext& ctx, Fn fn) {
     table[v - low] = static_cast<uint8_t>(Store8(fn(dq) / qy.scale, qy.zero_point, is_signed));
   }
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, x.dtype(), x.dims()));
-  MapThroughTable(ctx, x, table, y);
+  MapThroughTable(ctx, x, ByteTable(table), y);
   return Status::Ok();
 }
 
@@ -197,7 +198,7 @@ struct ConcatPart {
   int64_t row;
   int64_t column;  // where its rows start in an output row
   bool identity;
-  uint8_t table[256];
+  std::unique_ptr<ByteTable> table;  // null where the part is copied
 };
 
 }  // namespace
@@ -232,10 +233,12 @@ Status QLinearConcatFast(KernelContext& ctx) {
     part.x = static_cast<const uint8_t*>(x.raw_data());
     part.row = x.dim(axis) * inner;
     part.column = column;
-    RequantizeTable(qx, qy, is_signed, part.table);
+    uint8_t table[256];
+    RequantizeTable(qx, qy, is_signed, table);
     part.identity = true;
     const uint8_t offset = is_signed ? 0x80 : 0;  // int8 v sits at table[v + 128]
-    for (int v = 0; v < 256; ++v) part.identity &= part.table[v] == static_cast<uint8_t>(v ^ offset);
+    for (int v = 0; v < 256; ++v) part.identity &= table[v] == static_cast<uint8_t>(v ^ offset);
+    if (!part.identity) part.table = std::make_unique<ByteTable>(table);
     column += part.row;
     out[static_cast<size_t>(axis)] += x.dim(axis);
   }
@@ -252,7 +255,7 @@ Status QLinearConcatFast(KernelContext& ctx) {
       const uint8_t* src = part.x + o * part.row;
       uint8_t* dst = yp + o * out_row + part.column;
       if (part.identity) std::memcpy(dst, src, static_cast<size_t>(part.row));
-      else LookupBytes(part.table, src, dst, part.row, offset);
+      else LookupBytes(*part.table, src, dst, part.row, offset);
     }
   });
   return Status::Ok();

@@ -78,6 +78,35 @@ TEST(FuseByteTable, QdqSilu) {
   }
 }
 
+TEST(FuseByteTable, SiluAfterAQuantizeLinearStopsAtItsOutput) {
+  // x is a QuantizeLinear's output (a QDQ model's conv output): the cone ends at x, not past it into float.
+  ModelBuilder b(13);
+  b.Input("f", Shape{Dim::Known(1), Dim::Known(kC), Dim::Known(kH), Dim::Known(kW)})
+      .Init("xs", Scalar(0.071f))
+      .Init("xz", ZeroPoint(DataType::kUint8, 131))
+      .Init("ss", Scalar(1.0f / 255))
+      .Init("sz", ZeroPoint(DataType::kUint8, 0))
+      .Init("ys", Scalar(0.043f))
+      .Init("yz", ZeroPoint(DataType::kUint8, 20))
+      .Op("QuantizeLinear", {"f", "xs", "xz"}, {"x"})
+      .Op("DequantizeLinear", {"x", "xs", "xz"}, {"d"})
+      .Op("Sigmoid", {"d"}, {"s"})
+      .Op("QuantizeLinear", {"s", "ss", "sz"}, {"sq"})
+      .Op("DequantizeLinear", {"sq", "ss", "sz"}, {"sd"})
+      .Op("Mul", {"d", "sd"}, {"m"})
+      .Op("QuantizeLinear", {"m", "ys", "yz"}, {"y"})
+      .Output("y");
+  EXPECT_EQ(OpsAfter(b.model), (Ops{"QuantizeLinear", "TableLookup"}));
+  // Floats that quantize to every byte: (v - 131) * 0.071 for v = 0..255 and on.
+  Tensor f = Tensor::Allocate(DataType::kFloat, {1, kC, kH, kW}).value();
+  for (int64_t i = 0; i < f.num_elements(); ++i) f.data<float>()[i] = static_cast<float>((i * 7 + 3) % 256 - 131) * 0.071f;
+  const std::vector<NamedValue> in = {{"f", Value(f)}};
+  const Tensor reference = RunAt(b.model, in, 0, 1, /*reference_only=*/true);
+  const Tensor fused = RunAt(b.model, in, 99, 1);
+  ASSERT_TRUE(reference.defined() && fused.defined());
+  EXPECT_EQ(std::memcmp(fused.raw_data(), reference.raw_data(), reference.byte_size()), 0);
+}
+
 TEST(FuseByteTable, QOperatorSiluAndHardSwish) {
   for (DataType type : {DataType::kUint8, DataType::kInt8}) {
     ModelBuilder b = Start(type);
