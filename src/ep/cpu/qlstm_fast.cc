@@ -30,6 +30,7 @@
 #include "ep/cpu/igemm.h"
 #include "ep/cpu/lstm_cell.h"
 #include "ep/cpu/parallel_tasks.h"
+#include "ep/cpu/qgemm_gemv.h"
 #include "ep/cpu/quant_matmul.h"
 #include "ep/cpu/simd_x86.h"
 #include "ops/op_util.h"
@@ -60,10 +61,17 @@ struct ColumnParams {
 
 // W and R of every direction as the GEMM's B (quant_matmul.h: int8 bytes for
 // the u8 x s8 kernel where it runs, so the step's product h R reads half the
-// bytes of the widened layout).
+// bytes of the widened layout). On AVX2 without VNNI, a step of at most
+// kGemvRows rows (a batch of one) takes R through QGemv instead
+// (qgemm_gemv.h): 8-bit B widened in registers, exact for any bytes, where
+// igemm's one-row tile read the widened layout (R of 320 x 1280: 820 KB, over
+// the 512 KB L2) at half QGemv's rate; `r` is then empty.
 struct QLstmWeights {
   std::vector<std::shared_ptr<const QuantWeights>> w, r;
+  std::vector<QGemvPackedB> r_gemv;
 };
+
+constexpr int64_t kGemvRows = 4;
 
 bool IsDefaultActivations(const Node& node, int64_t dirs) {
   auto names = node.GetStrings("activations", {});
@@ -111,10 +119,27 @@ bool ReadColumnParams(const KernelContext& ctx, size_t si, const Tensor& q, int6
   return true;
 }
 
+// out[j] (+)= float(acc[j]) * multiplier[j], eight at a time: a multiply, then an add (no FMA in this target, so
+// each rounds as the scalar tail's).
+__attribute__((target("avx2"))) void DequantizeRowAvx2(const int32_t* acc, const float* multiplier, int64_t n,
+                                                       bool accumulate, float* out) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(acc + j))),
+                                   _mm256_loadu_ps(multiplier + j));
+    _mm256_storeu_ps(out + j, accumulate ? _mm256_add_ps(_mm256_loadu_ps(out + j), v) : v);
+  }
+  for (; j < n; ++j) {
+    const float v = static_cast<float>(acc[j]) * multiplier[j];
+    out[j] = accumulate ? out[j] + v : v;
+  }
+}
+
 // c[m, :] (+)= dequantized(quantized(a) x w), as the reference's QuantizedGemm:
 // a's m rows quantized together with their own range.
-void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, int64_t k, const QuantWeights& w,
-                      int64_t n, const ColumnParams& p, bool accumulate, float* c) {
+// Exactly one of w and gemv is given: the integer product's weights.
+void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, int64_t k, const QuantWeights* w,
+                      const QGemvPackedB* gemv, int64_t n, const ColumnParams& p, bool accumulate, float* c) {
   const int64_t count = m * k;
   float lo = 0.0f, hi = 0.0f;
   QuantizeRange(a, count, lo, hi);
@@ -129,17 +154,11 @@ void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, 
   if (t_acc.size() < static_cast<size_t>(m * n)) t_acc.resize(static_cast<size_t>(m * n));
   QuantizeToUint8(a, count, scale, zero_point, t_levels.data());
   const int32_t za = static_cast<int32_t>(zero_point);
-  QuantProduct(gemm_ctx, t_levels.data(), false, m, k, w, &za, 0, p.zero.data(), 1, t_acc.data(), n, nullptr);
+  if (gemv) QGemv(gemm_ctx, t_levels.data(), false, m, za, *gemv, p.zero.data(), 1, t_acc.data(), n);
+  else QuantProduct(gemm_ctx, t_levels.data(), false, m, k, *w, &za, 0, p.zero.data(), 1, t_acc.data(), n, nullptr);
   if (t_multiplier.size() < static_cast<size_t>(n)) t_multiplier.resize(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) t_multiplier[static_cast<size_t>(j)] = scale * p.scale[static_cast<size_t>(j)];
-  for (int64_t i = 0; i < m; ++i) {
-    const int32_t* acc = t_acc.data() + i * n;
-    float* out = c + i * n;
-    for (int64_t j = 0; j < n; ++j) {
-      const float v = static_cast<float>(acc[j]) * t_multiplier[static_cast<size_t>(j)];
-      out[j] = accumulate ? out[j] + v : v;
-    }
-  }
+  for (int64_t i = 0; i < m; ++i) DequantizeRowAvx2(t_acc.data() + i * n, t_multiplier.data(), n, accumulate, c + i * n);
 }
 
 struct QLstmIo {
@@ -152,7 +171,8 @@ struct QLstmIo {
 
 // One direction over the whole batch, step by step (the reference's RunQuantizedLstm).
 void RunDirection(const KernelContext* gemm_ctx, const QLstmShape& s, const QLstmIo& io, int64_t d,
-                  const QuantWeights& w, const ColumnParams& wp, const QuantWeights& r, const ColumnParams& rp) {
+                  const QuantWeights& w, const ColumnParams& wp, const QuantWeights* r, const QGemvPackedB* r_gemv,
+                  const ColumnParams& rp) {
   const int64_t B = s.batch, H = s.hidden, I = s.input, N = 4 * H, dirs = s.dirs;
   const bool reverse = s.reverse_only || d == 1;
   const int64_t max_len = B ? *std::max_element(io.lens.begin(), io.lens.end()) : 0;
@@ -166,7 +186,7 @@ void RunDirection(const KernelContext* gemm_ctx, const QLstmShape& s, const QLst
     for (int64_t b = 0; b < B; ++b)
       std::copy_n(io.x + (time_of(step, b) * B + b) * I, I, xs.data() + (step * B + b) * I);
   std::vector<float> gates(static_cast<size_t>(max_len * B * N));
-  if (max_len * B > 0) QuantizedProduct(gemm_ctx, xs.data(), max_len * B, I, w, N, wp, false, gates.data());
+  if (max_len * B > 0) QuantizedProduct(gemm_ctx, xs.data(), max_len * B, I, &w, nullptr, N, wp, false, gates.data());
 
   auto state_at = [&](int64_t b, int64_t j) { return (d * B + b) * H + j; };
   std::vector<float> h_prev(static_cast<size_t>(B * H), 0.0f), c(static_cast<size_t>(B * H), 0.0f);
@@ -184,7 +204,7 @@ void RunDirection(const KernelContext* gemm_ctx, const QLstmShape& s, const QLst
   const LstmCellOptions cell{s.clip > 0, static_cast<float>(s.clip), s.input_forget};
   for (int64_t step = 0; step < max_len; ++step) {
     float* g = gates.data() + step * B * N;
-    if (B > 0) QuantizedProduct(gemm_ctx, h_prev.data(), B, H, r, N, rp, true, g);  // + h R
+    if (B > 0) QuantizedProduct(gemm_ctx, h_prev.data(), B, H, r, r_gemv, N, rp, true, g);  // + h R
     for (int64_t b = 0; b < B; ++b) {
       float* h_row = h_prev.data() + b * H;
       if (step >= io.lens[static_cast<size_t>(b)]) {
@@ -280,20 +300,26 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx) {
   }
 
   // The weights as the GEMM's B, per direction: packed once per session when constant.
+  const bool gemv = s.batch <= kGemvRows && QGemvPreferred();
   auto pack = [&]() {
     auto p = std::make_shared<QLstmWeights>();
     const auto* wb = static_cast<const uint8_t*>(w.raw_data());
     const auto* rb = static_cast<const uint8_t*>(r.raw_data());
     for (int64_t d = 0; d < s.dirs; ++d) {
       p->w.push_back(PackQuantWeights(wb + d * s.input * N, s.input, N, w.dtype() == DataType::kInt8, true));
-      p->r.push_back(PackQuantWeights(rb + d * H * N, H, N, r.dtype() == DataType::kInt8, true));
+      if (gemv) {
+        p->r_gemv.emplace_back();
+        QGemvPackB(rb + d * H * N, H, N, r.dtype() == DataType::kInt8, false, &p->r_gemv.back());
+      } else {
+        p->r.push_back(PackQuantWeights(rb + d * H * N, H, N, r.dtype() == DataType::kInt8, true));
+      }
     }
     return p;
   };
   std::shared_ptr<const QLstmWeights> weights;
   if (ctx.prepared() && ctx.input_is_constant(1) && ctx.input_is_constant(2)) {
     auto built = ctx.prepared()->GetOrBuild<QLstmWeights>(
-        {s.dirs, s.input, H, w.dtype() == DataType::kInt8, r.dtype() == DataType::kInt8},
+        {s.dirs, s.input, H, w.dtype() == DataType::kInt8, r.dtype() == DataType::kInt8, gemv},
         [&]() -> Result<std::shared_ptr<const QLstmWeights>> {
           std::shared_ptr<const QLstmWeights> p = pack();
           // Released, not dropped: a later run whose other inputs this kernel
@@ -325,7 +351,8 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx) {
   // with the GEMMs shared out. Either way each value is computed the same way.
   auto run = [&](int64_t d, const KernelContext* gemm_ctx) {
     const size_t i = static_cast<size_t>(d);
-    RunDirection(gemm_ctx, s, io, d, *weights->w[i], wp[i], *weights->r[i], rp[i]);
+    RunDirection(gemm_ctx, s, io, d, *weights->w[i], wp[i], gemv ? nullptr : weights->r[i].get(),
+                 gemv ? &weights->r_gemv[i] : nullptr, rp[i]);
   };
   if (s.dirs > 1 && NumThreads(ctx) > 1) {
     ParallelTasks(ctx, s.dirs, [&](int64_t d) { run(d, nullptr); });

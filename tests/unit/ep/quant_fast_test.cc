@@ -343,6 +343,8 @@ TEST_P(QuantFastTest, DynamicQuantizeLstmMatchesReference) {
       {"clip_input_forget", 5, 2, 8, 3, "forward", DataType::kInt8, true, true, false, true, true, true,
        {testing::FloatAttr("clip", 0.7f), IntAttr("input_forget", 1)}},
       {"wide_hidden", 3, 1, 40, 35, "bidirectional", DataType::kInt8, true},
+      // More than four rows a step: h R on igemm (up to four, on AVX2 without VNNI: QGemv).
+      {"batch6_per_column", 3, 6, 7, 5, "bidirectional", DataType::kInt8, true},
       {"activations_named_default", 3, 1, 4, 3, "forward", DataType::kInt8, false, true, false, false, false, true,
        {testing::StringsAttr("activations", {"Sigmoid", "TANH", "tanh"})}},
       {"other_activation_to_reference", 3, 1, 4, 3, "forward", DataType::kInt8, false, true, false, false, false, true,
