@@ -7,7 +7,8 @@
 //   Add(DQ(a_q), DQ(b_q)) [-> Relu | Clip] -> Q        => com.microsoft QLinearAdd
 //   MatMul(DQ(a_q), DQ(W_q)) [-> Relu | Clip] -> Q     => QLinearMatMul(a_q, ..., W_q, ...)
 //   Gemm(DQ(a_q), DQ(W_q), [DQ(C_i32)]) [-> Relu | Clip] -> Q => com.microsoft QGemm(a_q, ..., W_q, ..., C_i32, ...)
-//   DQ(q) -> MaxPool -> Q, Q's scale and zero point DQ's => MaxPool(q) on the 8-bit values
+//   DQ(q) -> MaxPool | Reshape | Transpose | Slice | ... -> Q, Q's scale and zero point DQ's
+//                                                      => the op on the 8-bit values
 //   DQ(q) -> GlobalAveragePool -> Q                    => com.microsoft QLinearGlobalAveragePool
 //   Mul(DQ(a_q), DQ(b_q)) [-> Relu | Clip] -> Q        => com.microsoft QLinearMul
 //   Concat(DQ(x_q), ...) -> Q                          => com.microsoft QLinearConcat
@@ -47,6 +48,10 @@
 //   dilation, no ceil_mode): a window of padding alone would be 0.0f, Q(0)
 //   the zero point, where the 8-bit MaxPool gives 0. ONNX Runtime drops the
 //   pair around MaxPool on the same condition (its DropQDQNodes rule).
+// - The same for ops whose every output element is one of the input's
+//   elements (Reshape, Transpose, Squeeze, Unsqueeze, Flatten, Slice,
+//   Gather, Expand, Tile, DepthToSpace, SpaceToDepth, Identity, nearest
+//   Resize): Q(DQ(v)) == v for each, so the op on the bytes is the chain.
 // Runs before constant folding, which would otherwise turn DQ(W_q) into a
 // float weight; the DQ nodes left without readers go with dead-node removal.
 #include <algorithm>
@@ -452,7 +457,7 @@ void TryFuseConcat(GraphEditor& ed, size_t index) {
                {opt::IntAttr("axis", axis_value)});
 }
 
-// ---- DQ -> MaxPool -> Q, one scale and zero point, into MaxPool on the 8-bit values -----------------
+// ---- DQ -> MaxPool or an op that moves values -> Q, one scale and zero point: the op on the 8-bit values ----
 
 // Q's scale and zero point are DQ's (constants, equal values), the scale in [2^-100, 2^100].
 bool SameQuantization(GraphEditor& ed, const QdqNode& x, const QdqNode& y) {
@@ -496,23 +501,48 @@ bool EveryWindowInside(const Node& pool) {
   return true;
 }
 
-void TryFuseMaxPool(GraphEditor& ed, size_t index) {
-  const Node& pool = ed.node(index);
-  // 8-bit MaxPool from opset 12.
-  if (!IsOpSince(ed, index, "MaxPool", 12) || pool.inputs.size() != 1 || !EveryWindowInside(pool)) return;
+// A nearest-mode Resize whose every output element is an input element (not tf_crop_and_resize, whose
+// extrapolation value fills what falls outside).
+bool IsNearestResize(const Node& resize) {
+  auto mode = resize.GetString("mode", "nearest");
+  auto transform = resize.GetString("coordinate_transformation_mode", "half_pixel");
+  return mode.ok() && transform.ok() && mode.value() == "nearest" && transform.value() != "tf_crop_and_resize";
+}
+
+// Whether node `index` computes each output element as one of its input 0's elements (MaxPool: the largest of
+// a window, which an increasing DQ keeps), at an opset whose op takes 8-bit tensors.
+bool MovesValues(GraphEditor& ed, size_t index) {
+  const Node& n = ed.node(index);
+  if (n.outputs.size() != 1 || n.inputs.empty()) return false;
+  if (IsOpSince(ed, index, "MaxPool", 12)) return n.inputs.size() == 1 && EveryWindowInside(n);
+  if (IsOpSince(ed, index, "Resize", 11)) return IsNearestResize(n);
+  // (op, the first opset at which it takes every tensor type)
+  static const std::pair<const char*, int64_t> kMoves[] = {
+      {"Reshape", 5}, {"Transpose", 1}, {"Squeeze", 1}, {"Unsqueeze", 1}, {"Flatten", 9}, {"Slice", 1},
+      {"Gather", 1}, {"Expand", 8}, {"Tile", 6}, {"DepthToSpace", 1}, {"SpaceToDepth", 1}, {"Identity", 1}};
+  for (const auto& [op, since] : kMoves)
+    if (IsOpSince(ed, index, op, since)) return true;
+  return false;
+}
+
+void TryDropQdqAroundMove(GraphEditor& ed, size_t index) {
+  if (!MovesValues(ed, index)) return;
+  const Node& op = ed.node(index);
   QdqNode x, y;
-  if (DequantizeProducer(ed, pool.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
+  if (DequantizeProducer(ed, op.inputs[0], &x) < 0 || !IsPerTensor8(ed, x)) return;
   // The bytes themselves of the type Q writes (a DQ without a zero point may read int32).
   const TypeInfo* bytes = ed.TensorType(x.data);
   if (!bytes || bytes->elem_type != QuantType(ed, x)) return;
-  const int64_t q_index = opt::SoleConsumer(ed, pool.outputs[0]);
+  const int64_t q_index = opt::SoleConsumer(ed, op.outputs[0]);
   if (q_index < 0 || !ReadQdq(ed, static_cast<size_t>(q_index), "QuantizeLinear", &y) || !IsPerTensor8(ed, y) ||
       !SameQuantization(ed, x, y))
     return;
-  std::vector<Attribute> attributes = pool.attributes;
-  const std::string data = x.data;
+  std::vector<std::string> inputs = op.inputs;
+  inputs[0] = x.data;
+  std::vector<Attribute> attributes = op.attributes;
+  const std::string op_type = op.op_type;
   ed.RemoveNode(index);
-  ed.RewriteAs(static_cast<size_t>(q_index), "", "MaxPool", {data}, std::move(attributes));
+  ed.RewriteAs(static_cast<size_t>(q_index), "", op_type, inputs, std::move(attributes));
 }
 
 // ---- DQ -> GlobalAveragePool -> Q into com.microsoft QLinearGlobalAveragePool ------------------------
@@ -558,7 +588,7 @@ Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
     if (!ed.removed(index)) TryFuseAdd(ed, index);
     if (!ed.removed(index)) TryFuseMul(ed, index);
     if (!ed.removed(index)) TryFuseConcat(ed, index);
-    if (!ed.removed(index)) TryFuseMaxPool(ed, index);
+    if (!ed.removed(index)) TryDropQdqAroundMove(ed, index);
     if (!ed.removed(index)) TryFuseGlobalAveragePool(ed, index);
   }
   // The DequantizeLinear nodes nothing reads any more (weights, biases): gone

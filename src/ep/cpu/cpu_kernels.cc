@@ -51,7 +51,7 @@ const std::vector<OptimizedKernel>& OptimizedKernels() {
       {"com.microsoft", "Gelu", 1, 1000, MsGeluFloat, "float32"},
       {"com.microsoft", "BiasGelu", 1, 1000, BiasGeluFloat, "float32"},
       {"com.microsoft", "FastGelu", 1, 1000, FastGeluFloat, "float32"},
-      {"", "Transpose", 1, 1000, TransposeFast, "float32, int32, uint32"},
+      {"", "Transpose", 1, 1000, TransposeFast, "1-, 2- and 4-byte types"},
       {"", "Concat", 1, 1000, ConcatFast, "every type but string and 4-bit"},
       {"", "Split", 1, 1000, SplitFast, "every type but string and 4-bit"},
       {"", "Slice", 1, 1000, SliceFast, "every type but string and 4-bit"},

@@ -1,4 +1,5 @@
-// Transpose of 4-byte elements (float, int32, uint32). Size-1 dims are
+// Transpose of 4-byte elements (float, int32, uint32), and of 1- and 2-byte ones (8-bit quantized tensors,
+// float16) on the same paths with a plain loop for the 2-D transpose. Size-1 dims are
 // dropped and input dims that stay neighbours in the output are merged; what
 // remains is handled when it is
 //   - a copy (nothing moves),
@@ -55,8 +56,9 @@ void Collapse(const std::vector<int64_t>& dims, const std::vector<int64_t>& perm
 // Output rows of length `row` copied from an input whose outer dims are
 // permuted: out row r (an index over the output's outer dims) reads the input
 // row at the matching offset.
-void CopyRows(const uint32_t* x, uint32_t* y, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm,
-              int64_t begin, int64_t end) {
+template <typename T>
+void CopyRows(const T* x, T* y, const std::vector<int64_t>& dims, const std::vector<int64_t>& perm, int64_t begin,
+              int64_t end) {
   const size_t outer = perm.size() - 1;
   const int64_t row = dims.back();
   std::vector<int64_t> in_stride(dims.size());  // in elements
@@ -70,7 +72,7 @@ void CopyRows(const uint32_t* x, uint32_t* y, const std::vector<int64_t>& dims, 
     offset += index[k] * in_stride[static_cast<size_t>(perm[k])];
   }
   for (int64_t r = begin; r < end; ++r) {
-    std::memcpy(y + r * row, x + offset, static_cast<size_t>(row) * sizeof(uint32_t));
+    std::memcpy(y + r * row, x + offset, static_cast<size_t>(row) * sizeof(T));
     for (size_t k = outer; k-- > 0;) {
       const int64_t stride = in_stride[static_cast<size_t>(perm[k])];
       offset += stride;
@@ -80,6 +82,24 @@ void CopyRows(const uint32_t* x, uint32_t* y, const std::vector<int64_t>& dims, 
     }
   }
 }
+
+// Output rows [j0, j1) of y = x^T for x [m, n] of elements narrower than 4 bytes: blocks of 16 x 16, so that
+// the reads of a block's 16 input rows and the writes of its 16 output rows stay in the cache.
+template <typename T>
+void TransposeBandNarrow(const T* x, T* y, int64_t m, int64_t n, int64_t j0, int64_t j1) {
+  constexpr int64_t kBlock = 16;
+  for (int64_t i0 = 0; i0 < m; i0 += kBlock) {
+    const int64_t i1 = std::min(m, i0 + kBlock);
+    for (int64_t jb = j0; jb < j1; jb += kBlock) {
+      const int64_t jb1 = std::min(j1, jb + kBlock);
+      for (int64_t j = jb; j < jb1; ++j)
+        for (int64_t i = i0; i < i1; ++i) y[j * m + i] = x[i * n + j];
+    }
+  }
+}
+
+template <typename T>
+Status TransposeTyped(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& perm, Tensor& out);
 
 }  // namespace
 
@@ -108,7 +128,11 @@ void TransposeBand(const uint32_t* x, uint32_t* y, int64_t m, int64_t n, int64_t
 Status TransposeFast(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   const DataType t = x->dtype();
-  if (t != DataType::kFloat && t != DataType::kInt32 && t != DataType::kUint32) return RunReference(ctx);
+  const bool four = t == DataType::kFloat || t == DataType::kInt32 || t == DataType::kUint32;
+  const bool two = t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kInt16 ||
+                   t == DataType::kUint16;
+  const bool one = t == DataType::kUint8 || t == DataType::kInt8;
+  if (!four && !two && !one) return RunReference(ctx);
   const int64_t rank = x->rank();
   std::vector<int64_t> reversed(static_cast<size_t>(rank));
   for (int64_t i = 0; i < rank; ++i) reversed[static_cast<size_t>(i)] = rank - 1 - i;
@@ -123,27 +147,36 @@ Status TransposeFast(KernelContext& ctx) {
   std::vector<int64_t> out_dims(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) out_dims[i] = x->dim(perm[i]);
   NEE_ASSIGN_OR_RETURN(Tensor out, ctx.AllocateOutputForOverwrite(0, t, out_dims));
-  const int64_t total = x->num_elements();
+  if (four) return TransposeTyped<uint32_t>(ctx, *x, perm, out);
+  if (two) return TransposeTyped<uint16_t>(ctx, *x, perm, out);
+  return TransposeTyped<uint8_t>(ctx, *x, perm, out);
+}
+
+namespace {
+
+template <typename T>
+Status TransposeTyped(KernelContext& ctx, const Tensor& x, const std::vector<int64_t>& perm, Tensor& out) {
+  const int64_t total = x.num_elements();
   if (total == 0) return Status::Ok();
-  const auto* px = static_cast<const uint32_t*>(x->raw_data());
-  auto* py = static_cast<uint32_t*>(out.raw_data());
+  const auto* px = static_cast<const T*>(x.raw_data());
+  auto* py = static_cast<T*>(out.raw_data());
   std::vector<int64_t> dims, p;
-  Collapse(x->dims(), perm, &dims, &p);
+  Collapse(x.dims(), perm, &dims, &p);
   if (p.size() <= 1) {  // nothing moves
     ctx.ParallelFor(total, kMinChunk, [&](int64_t b, int64_t e) {
-      std::memcpy(py + b, px + b, static_cast<size_t>(e - b) * sizeof(uint32_t));
+      std::memcpy(py + b, px + b, static_cast<size_t>(e - b) * sizeof(T));
     });
     return Status::Ok();
   }
   if (p.back() == static_cast<int64_t>(p.size()) - 1) {  // innermost dim stays: copy rows
     const int64_t row = dims.back();
     ctx.ParallelFor(total / row, std::max<int64_t>(1, kMinChunk / row),
-                    [&](int64_t b, int64_t e) { CopyRows(px, py, dims, p, b, e); });
+                    [&](int64_t b, int64_t e) { CopyRows<T>(px, py, dims, p, b, e); });
     return Status::Ok();
   }
   const bool swap2 = p.size() == 2;
   const bool batched_swap = p.size() == 3 && p[0] == 0 && p[1] == 2 && p[2] == 1;
-  if (!swap2 && !batched_swap) return RunReference(ctx);
+  if (!swap2 && !batched_swap) return RunReference(ctx);  // the output is allocated: the reference writes it
   const int64_t batch = swap2 ? 1 : dims[0], m = dims[p.size() - 2], n = dims.back();
 #if defined(__x86_64__) || defined(__i386__)
   const bool avx2 = CpuHasAvx2Fma();
@@ -156,9 +189,12 @@ Status TransposeFast(KernelContext& ctx) {
   const int64_t bands = (n + band - 1) / band;
   ParallelTasks(ctx, batch * bands, [&](int64_t task) {
     const int64_t b = task / bands, j0 = (task % bands) * band;
-    TransposeBand(px + b * m * n, py + b * m * n, m, n, j0, std::min(n, j0 + band), avx2);
+    if constexpr (sizeof(T) == 4) TransposeBand(px + b * m * n, py + b * m * n, m, n, j0, std::min(n, j0 + band), avx2);
+    else TransposeBandNarrow<T>(px + b * m * n, py + b * m * n, m, n, j0, std::min(n, j0 + band));
   });
   return Status::Ok();
 }
+
+}  // namespace
 
 }  // namespace nee::cpu

@@ -1,4 +1,4 @@
-// Transpose of 4-byte types (ep/cpu/transpose_fast.cc) against the reference
+// Transpose of 4-, 2- and 1-byte types (ep/cpu/transpose_fast.cc) against the reference
 // kernel: bitwise equal over the permutations transformers and CNNs use,
 // awkward sizes (tile edges, size-1 dims, empty), 1 to 3 threads; and the
 // cases that go to the reference.
@@ -55,7 +55,17 @@ TEST(FastTranspose, BitwiseEqualToTheReference) {
       {{1, 3, 85, 9, 31}, {0, 1, 3, 4, 2}},  // detector head: the 85 channels move innermost
       {{37, 600}, {1, 0}},               // 2-D, wider than one band
   };
-  for (const Case& c : cases) ExpectSameAsReference(testing::RandomTensor(c.dims, rng), c.perm);
+  for (const Case& c : cases) {
+    ExpectSameAsReference(testing::RandomTensor(c.dims, rng), c.perm);
+    // The same permutations on bytes (8-bit quantized tensors) and on float16 (two bytes).
+    ExpectSameAsReference(testing::Random8(DataType::kUint8, c.dims, rng), c.perm);
+    const Tensor f = testing::RandomTensor(c.dims, rng);
+    std::vector<uint16_t> halves(static_cast<size_t>(f.num_elements()));
+    for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(rng());
+    Tensor h = Tensor::Allocate(DataType::kFloat16, c.dims).value();
+    if (!halves.empty()) std::memcpy(h.raw_data(), halves.data(), halves.size() * 2);
+    ExpectSameAsReference(h, c.perm);
+  }
   ExpectSameAsReference(testing::RandomTensor({5, 6, 7}, rng), {2, 1, 0}, false);  // default: reversed
   std::vector<int32_t> ints(6 * 10);
   std::iota(ints.begin(), ints.end(), -20);

@@ -1,8 +1,10 @@
 // fuse-qdq-conv's (src/opt/fuse_qdq_conv.cc) pointwise groups: Concat(DQ, DQ, ...) -> Q into com.microsoft
 // QLinearConcat, bitwise the chain (each part requantized as the chain computes it, a part already at the
 // output's scale copied), and Mul(DQ a, DQ b) -> Q into QLinearMul, which rounds once where the chain rounds
-// the dequantized product first: within one step of the unfused graph run by the reference kernels. Near
-// misses stay float: a part that is not dequantized, a per-channel quantization.
+// the dequantized product first: within one step of the unfused graph run by the reference kernels; and
+// DQ -> an op that moves values (Transpose, Reshape, nearest Resize) -> Q of the same scale and zero point as
+// that op on the bytes, bitwise the chain. Near misses stay float: a part that is not dequantized, a
+// per-channel quantization, a linear Resize, a Q of another scale.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -137,6 +139,44 @@ TEST(FuseQdqPointwise, MulBecomesQLinearMulWithinOneStep) {
 TEST(FuseQdqPointwise, MulWithAPerChannelQuantizationStaysFloat) {
   EXPECT_EQ(OpsAfter(MulCase(DataType::kUint8, true).model),
             (Ops{"DequantizeLinear", "DequantizeLinear", "Mul", "QuantizeLinear"}));
+}
+
+// DQ(x) -> `op` -> Q at `out_scale` (x's scale is 0.05), zero points 120.
+ModelBuilder MoveCase(const std::string& op, std::vector<std::string> extra_inputs, std::vector<Attribute> attrs,
+                      float out_scale) {
+  ModelBuilder b(13);
+  b.Input("x", Dims({1, 3, 4, 5}), DataType::kUint8)
+      .Init("xs", Scalar(0.05f))
+      .Init("ys", Scalar(out_scale))
+      .Init("z", ZeroPoint(DataType::kUint8, 120))
+      .Init("shape", Tensor::FromVector(std::vector<int64_t>{3, 20}, {2}))
+      .Init("roi", Tensor::FromVector(std::vector<float>{}, {0}))
+      .Init("scales", Floats({1, 1, 2, 2}, {4}))
+      .Op("DequantizeLinear", {"x", "xs", "z"}, {"d"});
+  std::vector<std::string> inputs = {"d"};
+  inputs.insert(inputs.end(), extra_inputs.begin(), extra_inputs.end());
+  b.Op(op, inputs, {"m"}, std::move(attrs)).Op("QuantizeLinear", {"m", "ys", "z"}, {"y"}).Output("y");
+  return b;
+}
+
+TEST(FuseQdqPointwise, MovesBetweenOneQuantizationRunOnBytesBitwise) {
+  const std::vector<NamedValue> feeds = {{"x", Value(Bytes(DataType::kUint8, {1, 3, 4, 5}, 6))}};
+  const ModelBuilder transpose = MoveCase("Transpose", {}, {IntsAttr("perm", {0, 2, 3, 1})}, 0.05f);
+  EXPECT_EQ(OpsAfter(transpose.model), Ops{"Transpose"});
+  ExpectBitwiseWithReference(transpose.model, feeds);
+  const ModelBuilder reshape = MoveCase("Reshape", {"shape"}, {}, 0.05f);
+  EXPECT_EQ(OpsAfter(reshape.model), Ops{"Reshape"});
+  ExpectBitwiseWithReference(reshape.model, feeds);
+  const ModelBuilder resize = MoveCase("Resize", {"roi", "scales"}, {StringAttr("mode", "nearest")}, 0.05f);
+  EXPECT_EQ(OpsAfter(resize.model), Ops{"Resize"});
+  ExpectBitwiseWithReference(resize.model, feeds);
+}
+
+TEST(FuseQdqPointwise, MovesThatChangeValuesOrScaleStayFloat) {
+  const Ops kept = {"DequantizeLinear", "Resize", "QuantizeLinear"};
+  EXPECT_EQ(OpsAfter(MoveCase("Resize", {"roi", "scales"}, {StringAttr("mode", "linear")}, 0.05f).model), kept);
+  EXPECT_EQ(OpsAfter(MoveCase("Transpose", {}, {IntsAttr("perm", {0, 2, 3, 1})}, 0.07f).model),
+            (Ops{"DequantizeLinear", "Transpose", "QuantizeLinear"}));
 }
 
 }  // namespace
