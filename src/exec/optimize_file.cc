@@ -1,5 +1,6 @@
 #include "exec/optimize_file.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/json.h"
@@ -17,12 +18,15 @@ namespace {
 
 std::string FormatReport(const std::vector<PassReport>& report, size_t nodes_in, size_t nodes_out) {
   std::string out;
-  char line[160];
-  std::snprintf(line, sizeof line, "%-24s %5s %8s %8s  %s\n", "pass", "level", "nodes", "after", "result");
+  char line[200];
+  // The name column as wide as the longest pass name, so that the numbers line up.
+  int width = 4;
+  for (const PassReport& r : report) width = std::max(width, static_cast<int>(r.pass.size()));
+  std::snprintf(line, sizeof line, "%-*s %5s %8s %8s  %s\n", width, "pass", "level", "nodes", "after", "result");
   out += line;
   for (const PassReport& r : report) {
     const char* result = r.undone ? "undone (the checker rejected it)" : r.changed ? "changed" : "-";
-    std::snprintf(line, sizeof line, "%-24s %5d %8zu %8zu  %s", r.pass.c_str(), r.level, r.nodes_before,
+    std::snprintf(line, sizeof line, "%-*s %5d %8zu %8zu  %s", width, r.pass.c_str(), r.level, r.nodes_before,
                   r.nodes_after, result);
     out += line;
     out += r.graph.empty() ? "\n" : " in " + r.graph + "\n";
