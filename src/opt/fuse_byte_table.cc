@@ -19,6 +19,7 @@
 // read only inside it (not a graph output, not read by a subgraph), each constant must hold one value of rank
 // at most x's (so that broadcasting changes no shape), and the cone is the largest such one found.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -37,16 +38,15 @@ using opt::GraphEditor;
 constexpr size_t kMaxConeNodes = 24;
 
 // Ops whose outputs are element-wise functions of their inputs' same-index elements (with numpy broadcasting
-// of one-value operands): default domain and com.microsoft's quantized ones.
+// of one-value operands): default domain and com.microsoft's quantized ones. Not Identity: alone it would
+// become a table where eliminate-noops removes it.
 bool IsElementwiseOp(const Node& node) {
   static const std::unordered_set<std::string> kDefault = {
-      "Abs",     "Acos",        "Acosh",       "Add",       "Asin",      "Asinh",    "Atan",       "Atanh",
-      "Cast",    "Ceil",        "Celu",        "Clip",      "Cos",       "Cosh",     "DequantizeLinear",
-      "Div",     "Elu",         "Erf",         "Exp",       "Floor",     "Gelu",     "HardSigmoid", "HardSwish",
-      "Identity", "LeakyRelu",  "Log",         "Max",       "Min",       "Mish",     "Mul",        "Neg",
-      "Pow",     "PRelu",       "QuantizeLinear", "Reciprocal", "Relu",  "Round",    "Selu",       "Sigmoid",
-      "Sign",    "Sin",         "Sinh",        "Softplus",  "Softsign",  "Sqrt",     "Sub",        "Sum",
-      "Tan",     "Tanh",        "ThresholdedRelu"};
+      "Abs", "Acos", "Acosh", "Add", "Asin", "Asinh", "Atan", "Atanh", "Cast", "Ceil", "Celu", "Clip", "Cos",
+      "Cosh", "DequantizeLinear", "Div", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
+      "LeakyRelu", "Log", "Max", "Min", "Mish", "Mul", "Neg", "Pow", "PRelu", "QuantizeLinear", "Reciprocal",
+      "Relu", "Round", "Selu", "Sigmoid", "Sign", "Sin", "Sinh", "Softplus", "Softsign", "Sqrt", "Sub", "Sum",
+      "Tan", "Tanh", "ThresholdedRelu"};
   static const std::unordered_set<std::string> kMicrosoft = {"QLinearSigmoid", "QLinearLeakyRelu", "QLinearAdd",
                                                              "QLinearMul"};
   if (node.outputs.size() != 1 || node.outputs[0].empty()) return false;
@@ -129,8 +129,10 @@ Cone GrowCone(const GraphEditor& ed, size_t sink, const std::vector<size_t>& pos
         const bool elementwise = producer >= 0 && !ed.removed(static_cast<size_t>(producer)) &&
                                  IsElementwiseOp(ed.node(static_cast<size_t>(producer)));
         if (!elementwise && pass == 0) return best;  // a float value from outside: no larger cone can close
-        if (elementwise && (next < 0 || position[static_cast<size_t>(producer)] > position[static_cast<size_t>(next)]))
-          next = producer;
+        const auto later = [&](int64_t a, int64_t b) {
+          return position[static_cast<size_t>(a)] > position[static_cast<size_t>(b)];
+        };
+        if (elementwise && (next < 0 || later(producer, next))) next = producer;
       }
     if (next < 0) break;
     cone.nodes.push_back(static_cast<size_t>(next));
@@ -146,11 +148,10 @@ Tensor EvaluateTable(const GraphEditor& ed, const Cone& cone) {
   const DataType type = ed.TensorType(cone.source)->elem_type;
   std::vector<int64_t> dims(static_cast<size_t>(std::max<int64_t>(RankOf(ed, cone.source), 1)), 1);
   dims.back() = 256;
-  std::vector<uint8_t> bytes(256);
-  for (int v = 0; v < 256; ++v) bytes[static_cast<size_t>(v)] = static_cast<uint8_t>(type == DataType::kInt8 ? v ^ 0x80 : v);
   auto source = Tensor::Allocate(type, dims);
   if (!source.ok()) return Tensor();
-  std::copy(bytes.begin(), bytes.end(), static_cast<uint8_t*>(source.value().raw_data()));
+  auto* bytes = static_cast<uint8_t*>(source.value().raw_data());
+  for (int v = 0; v < 256; ++v) bytes[v] = static_cast<uint8_t>(type == DataType::kInt8 ? v ^ 0x80 : v);  // lowest first
   std::unordered_map<std::string, Value> values;
   values.emplace(cone.source, Value(source.value()));
   for (size_t index : checked.order) {
@@ -179,7 +180,7 @@ Tensor EvaluateTable(const GraphEditor& ed, const Cone& cone) {
   if (!y.is_tensor() || !Is8BitType(y.tensor().dtype()) || y.tensor().num_elements() != 256) return Tensor();
   auto table = Tensor::Allocate(y.tensor().dtype(), {256});
   if (!table.ok()) return Tensor();
-  std::copy_n(static_cast<const uint8_t*>(y.tensor().raw_data()), 256, static_cast<uint8_t*>(table.value().raw_data()));
+  std::memcpy(table.value().raw_data(), y.tensor().raw_data(), 256);
   return table.value();
 }
 

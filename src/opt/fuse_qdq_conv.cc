@@ -381,42 +381,21 @@ std::string TryFuseGemm(GraphEditor& ed, size_t index) {
   return replaced;
 }
 
-// ---- Add(DQ a, DQ b) [-> Relu | Clip] -> Q into QLinearAdd -------------------------------------
+// ---- Add / Mul(DQ a, DQ b) [-> Relu | Clip] -> Q into QLinearAdd / QLinearMul, any broadcast -----------
 
-void TryFuseAdd(GraphEditor& ed, size_t index) {
-  const Node& add = ed.node(index);
-  if (!IsOpSince(ed, index, "Add", 7) || add.inputs.size() != 2 || add.outputs.size() != 1 || !add.attributes.empty())
+// ONNX Runtime's fusions of the same groups (a residual sum; a squeeze-and-excitation scale times the
+// pixels): the integer differences scaled by float ratios, rounded once at the output, where the chain rounds
+// each dequantized value and their sum or product first: within one step of the output, as ONNX Runtime's.
+void TryFuseBinary(GraphEditor& ed, size_t index, const char* op, const char* fused) {
+  const Node& node = ed.node(index);
+  if (!IsOpSince(ed, index, op, 7) || node.inputs.size() != 2 || node.outputs.size() != 1 || !node.attributes.empty())
     return;
   QdqNode a, b, y;
-  if (DequantizeProducer(ed, add.inputs[0], &a) < 0 || DequantizeProducer(ed, add.inputs[1], &b) < 0 ||
+  if (DequantizeProducer(ed, node.inputs[0], &a) < 0 || DequantizeProducer(ed, node.inputs[1], &b) < 0 ||
       !IsPerTensor8(ed, a) || !IsPerTensor8(ed, b) || QuantType(ed, a) != QuantType(ed, b))
     return;
   int64_t act = -1;
-  const int64_t next = QuantizeReader(ed, add.outputs[0], &y, &act);
-  if (next < 0 || QuantType(ed, y) != QuantType(ed, a)) return;
-  std::vector<std::string> inputs = {a.data, a.scale, a.zero_point, b.data, b.scale, b.zero_point, y.scale,
-                                     y.zero_point};
-  while (inputs.back().empty()) inputs.pop_back();
-  ed.RemoveNode(index);
-  if (act >= 0) ed.RemoveNode(static_cast<size_t>(act));
-  ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, "QLinearAdd", inputs, {});
-}
-
-// ---- Mul(DQ a, DQ b) [-> Relu | Clip] -> Q into QLinearMul, any broadcast -------------------------------
-
-// ONNX Runtime's fusion of the same group (a squeeze-and-excitation scale times the pixels): the product of
-// the integer differences times one float ratio, rounded once at the output, where the chain rounds each
-// dequantized value and their product first: within one step of the output, as ONNX Runtime's.
-void TryFuseMul(GraphEditor& ed, size_t index) {
-  const Node& mul = ed.node(index);
-  if (!IsOpSince(ed, index, "Mul", 7) || mul.inputs.size() != 2 || mul.outputs.size() != 1 || !mul.attributes.empty())
-    return;
-  QdqNode a, b, y;
-  if (DequantizeProducer(ed, mul.inputs[0], &a) < 0 || DequantizeProducer(ed, mul.inputs[1], &b) < 0 ||
-      !IsPerTensor8(ed, a) || !IsPerTensor8(ed, b) || QuantType(ed, a) != QuantType(ed, b))
-    return;
-  int64_t act = -1;
-  const int64_t next = QuantizeReader(ed, mul.outputs[0], &y, &act);
+  const int64_t next = QuantizeReader(ed, node.outputs[0], &y, &act);
   if (next < 0 || QuantType(ed, y) != QuantType(ed, a)) return;
   const DataType type = QuantType(ed, a);
   std::vector<std::string> inputs = {a.data, a.scale, ZeroPointOrNew(ed, a, type, {}),
@@ -424,7 +403,7 @@ void TryFuseMul(GraphEditor& ed, size_t index) {
                                      y.scale, ZeroPointOrNew(ed, y, type, {})};
   ed.RemoveNode(index);
   if (act >= 0) ed.RemoveNode(static_cast<size_t>(act));
-  ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, "QLinearMul", inputs, {});
+  ed.RewriteAs(static_cast<size_t>(next), opt::kMicrosoftDomain, fused, inputs, {});
 }
 
 // ---- Concat(DQ x_1, ..., DQ x_n) -> Q into QLinearConcat -----------------------------------------------
@@ -585,8 +564,8 @@ Status FuseQdqConv(Graph& graph, const CheckedGraph& checked, bool* changed) {
       std::string replaced = TryFuseGemm(ed, index);
       if (!replaced.empty()) replaced_weights.push_back(std::move(replaced));
     }
-    if (!ed.removed(index)) TryFuseAdd(ed, index);
-    if (!ed.removed(index)) TryFuseMul(ed, index);
+    if (!ed.removed(index)) TryFuseBinary(ed, index, "Add", "QLinearAdd");
+    if (!ed.removed(index)) TryFuseBinary(ed, index, "Mul", "QLinearMul");
     if (!ed.removed(index)) TryFuseConcat(ed, index);
     if (!ed.removed(index)) TryDropQdqAroundMove(ed, index);
     if (!ed.removed(index)) TryFuseGlobalAveragePool(ed, index);

@@ -158,7 +158,8 @@ void QuantizedProduct(const KernelContext* gemm_ctx, const float* a, int64_t m, 
   else QuantProduct(gemm_ctx, t_levels.data(), false, m, k, *w, &za, 0, p.zero.data(), 1, t_acc.data(), n, nullptr);
   if (t_multiplier.size() < static_cast<size_t>(n)) t_multiplier.resize(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) t_multiplier[static_cast<size_t>(j)] = scale * p.scale[static_cast<size_t>(j)];
-  for (int64_t i = 0; i < m; ++i) DequantizeRowAvx2(t_acc.data() + i * n, t_multiplier.data(), n, accumulate, c + i * n);
+  for (int64_t i = 0; i < m; ++i)
+    DequantizeRowAvx2(t_acc.data() + i * n, t_multiplier.data(), n, accumulate, c + i * n);
 }
 
 struct QLstmIo {

@@ -64,16 +64,21 @@ void ExpectTable(const Model& model, DataType type, const Ops& want) {
   }
 }
 
+// The QDQ SiLU of x: y = Q(DQ(x) * DQ(Q(Sigmoid(DQ(x))))).
+void AddQdqSilu(ModelBuilder& b) {
+  b.Op("DequantizeLinear", {"x", "xs", "xz"}, {"d"})
+      .Op("Sigmoid", {"d"}, {"s"})
+      .Op("QuantizeLinear", {"s", "ss", "sz"}, {"sq"})
+      .Op("DequantizeLinear", {"sq", "ss", "sz"}, {"sd"})
+      .Op("Mul", {"d", "sd"}, {"m"})
+      .Op("QuantizeLinear", {"m", "ys", "yz"}, {"y"})
+      .Output("y");
+}
+
 TEST(FuseByteTable, QdqSilu) {
   for (DataType type : {DataType::kUint8, DataType::kInt8}) {
     ModelBuilder b = Start(type);
-    b.Op("DequantizeLinear", {"x", "xs", "xz"}, {"d"})
-        .Op("Sigmoid", {"d"}, {"s"})
-        .Op("QuantizeLinear", {"s", "ss", "sz"}, {"sq"})
-        .Op("DequantizeLinear", {"sq", "ss", "sz"}, {"sd"})
-        .Op("Mul", {"d", "sd"}, {"m"})
-        .Op("QuantizeLinear", {"m", "ys", "yz"}, {"y"})
-        .Output("y");
+    AddQdqSilu(b);
     ExpectTable(b.model, type, {"TableLookup"});
   }
 }
@@ -88,18 +93,13 @@ TEST(FuseByteTable, SiluAfterAQuantizeLinearStopsAtItsOutput) {
       .Init("sz", ZeroPoint(DataType::kUint8, 0))
       .Init("ys", Scalar(0.043f))
       .Init("yz", ZeroPoint(DataType::kUint8, 20))
-      .Op("QuantizeLinear", {"f", "xs", "xz"}, {"x"})
-      .Op("DequantizeLinear", {"x", "xs", "xz"}, {"d"})
-      .Op("Sigmoid", {"d"}, {"s"})
-      .Op("QuantizeLinear", {"s", "ss", "sz"}, {"sq"})
-      .Op("DequantizeLinear", {"sq", "ss", "sz"}, {"sd"})
-      .Op("Mul", {"d", "sd"}, {"m"})
-      .Op("QuantizeLinear", {"m", "ys", "yz"}, {"y"})
-      .Output("y");
+      .Op("QuantizeLinear", {"f", "xs", "xz"}, {"x"});
+  AddQdqSilu(b);
   EXPECT_EQ(OpsAfter(b.model), (Ops{"QuantizeLinear", "TableLookup"}));
   // Floats that quantize to every byte: (v - 131) * 0.071 for v = 0..255 and on.
   Tensor f = Tensor::Allocate(DataType::kFloat, {1, kC, kH, kW}).value();
-  for (int64_t i = 0; i < f.num_elements(); ++i) f.data<float>()[i] = static_cast<float>((i * 7 + 3) % 256 - 131) * 0.071f;
+  for (int64_t i = 0; i < f.num_elements(); ++i)
+    f.data<float>()[i] = static_cast<float>((i * 7 + 3) % 256 - 131) * 0.071f;
   const std::vector<NamedValue> in = {{"f", Value(f)}};
   const Tensor reference = RunAt(b.model, in, 0, 1, /*reference_only=*/true);
   const Tensor fused = RunAt(b.model, in, 99, 1);
