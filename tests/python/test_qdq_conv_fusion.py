@@ -219,6 +219,46 @@ def test_ort_quantized_models_fuse_and_agree(tmp_path, model, with_activations):
     assert d <= 1.001 and np.mean(fused == ort_qdq) >= 0.95
 
 
+def silu_cnn(path):
+    """x[N,8,12,12] -> conv3x3 (16) -> SiLU -> conv1x1 (8) -> SiLU -> [squeeze-and-excitation: GlobalAveragePool,
+    conv1x1 (8), Sigmoid, Mul] -> Concat with the first SiLU's output -> y: EfficientNet's and YOLO's activations
+    in small, written as torch exports SiLU (Sigmoid, then Mul)."""
+    rng = np.random.default_rng(12)
+    inits = []
+    nodes = conv_node(rng, inits, "c1", "x", "a", 8, 16, 3)
+    nodes += [helper.make_node("Sigmoid", ["a"], ["a_sig"]), helper.make_node("Mul", ["a", "a_sig"], ["a_silu"])]
+    nodes += conv_node(rng, inits, "c2", "a_silu", "b", 16, 8, 1)
+    nodes += [helper.make_node("Sigmoid", ["b"], ["b_sig"]), helper.make_node("Mul", ["b", "b_sig"], ["b_silu"])]
+    nodes.append(helper.make_node("GlobalAveragePool", ["b_silu"], ["g"]))
+    nodes += conv_node(rng, inits, "se", "g", "e", 8, 8, 1)
+    nodes += [helper.make_node("Sigmoid", ["e"], ["e_sig"]), helper.make_node("Mul", ["b_silu", "e_sig"], ["s"])]
+    nodes.append(helper.make_node("Concat", ["s", "a_silu"], ["y"], axis=1))
+    graph = helper.make_graph(nodes, "silu_cnn",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 12, 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+# ONNX Runtime's QDQ form of a SiLU network: each SiLU (DQ, Sigmoid, Q, DQ, Mul with DQ(x), Q) and the SE
+# block's DQ -> Sigmoid -> Q become one ai.nee TableLookup each (src/opt/fuse_byte_table.cc), the SE block's
+# Mul a QLinearMul and the Concat a
+# QLinearConcat; no float op is left between the quantized convs. Against ONNX Runtime's evaluation of the
+# QDQ graph as written (its optimizations off): within one output step, as the QLinearConvs round once.
+def test_ort_quantized_silu_network_runs_in_integers_and_agrees(tmp_path):
+    path = ort_quantized(tmp_path, silu_cnn, (8, 12, 12), ["Conv", "Sigmoid", "Mul", "Concat", "GlobalAveragePool"])
+    ops = optimized_ops(path, tmp_path)
+    assert ops["QLinearConv"] == 3 and ops["TableLookup"] == 3, ops
+    assert ops["QLinearMul"] == 1 and ops["QLinearConcat"] == 1, ops
+    assert ops["Sigmoid"] == 0 and ops["Mul"] == 0 and ops["Concat"] == 0, ops
+    x = inputs((8, 12, 12), 16, seed=8)
+    fused = nee_out(path, x)
+    ort_qdq = ort_out(path, x, optimize=False)
+    step = output_step(path)
+    d = np.max(np.abs(fused - ort_qdq)) / step
+    print(f"silu network: nee fused vs ORT's QDQ evaluation {d:.2f} steps, equal {np.mean(fused == ort_qdq):.3f}")
+    assert d <= 1.001 and np.mean(fused == ort_qdq) >= 0.9
+
+
 def conv_then_pool(path):
     """x[N,8,7,7] -> Conv 3x3 (16) -> Relu -> GlobalAveragePool -> y[N,16,1,1]: MobileNetV2's head in small."""
     rng = np.random.default_rng(9)
