@@ -7,7 +7,9 @@
 // output's zero point, saturated — the reference's float operations in its order, eight lanes at a time with
 // AVX2 (no contraction: the product of two differences is exact, then one rounded multiply). Broadcasting is
 // taken as runs of the output in which each operand either advances or stays (one value over a run: a
-// per-channel scale), the runs cut into pieces for the threads.
+// per-channel scale), the runs cut into pieces for the threads; where those runs would be short (an operand
+// broadcast over a few trailing elements, YOLO's anchors), that operand is written out at the output's shape
+// first.
 //
 // QLinearSigmoid and QLinearLeakyRelu map each byte through a 256-entry table built as the reference builds
 // it (dequantize, the float function, quantize); so does QLinearConcat each input whose scale or zero point
@@ -122,6 +124,60 @@ std::vector<MulRun> MulRuns(const Tensor& a, int32_t za, const Tensor& b, int32_
   return runs;
 }
 
+// The output's innermost runs over which x, broadcast to `out`, either advances throughout or stays: the
+// product of the trailing output dims of one kind (x's dim equal to the output's, or 1), dims of 1 aside.
+int64_t InnerRun(const std::vector<int64_t>& x, const std::vector<int64_t>& out) {
+  int64_t n = 1;
+  int kind = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t od = out[out.size() - 1 - i];
+    if (od == 1) continue;
+    const int64_t xd = i < x.size() ? x[x.size() - 1 - i] : 1;
+    const int k = xd == od ? 1 : 0;
+    if (kind >= 0 && k != kind) break;
+    kind = k;
+    n *= od;
+  }
+  return n;
+}
+
+// Dims d.. of x written out at `dims` into dst: `strides` are x's, right-aligned to the output, 0 where x is
+// broadcast; `blocks[d]` the output's elements per index of dim d. A broadcast dim's first slice is computed
+// once and copied to the others.
+void ExpandBytes(const uint8_t* src, const std::vector<int64_t>& strides, const std::vector<int64_t>& dims,
+                 const std::vector<int64_t>& blocks, size_t d, uint8_t* dst) {
+  const size_t n = static_cast<size_t>(dims[d]);
+  if (d + 1 == dims.size()) {
+    if (strides[d]) std::memcpy(dst, src, n);
+    else std::memset(dst, *src, n);
+    return;
+  }
+  const size_t block = static_cast<size_t>(blocks[d]);
+  if (strides[d] == 0) {
+    ExpandBytes(src, strides, dims, blocks, d + 1, dst);
+    for (size_t i = 1; i < n; ++i) std::memcpy(dst + i * block, dst, block);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) ExpandBytes(src + i * strides[d], strides, dims, blocks, d + 1, dst + i * block);
+}
+
+// `x` written out at `out_dims` (numpy broadcasting; out_dims of rank >= 1).
+Result<Tensor> BroadcastBytes(const Tensor& x, const std::vector<int64_t>& out_dims) {
+  NEE_ASSIGN_OR_RETURN(Tensor out, Tensor::Allocate(x.dtype(), out_dims));
+  if (out.num_elements() == 0) return out;
+  const size_t rank = out_dims.size(), offset = rank - static_cast<size_t>(x.rank());
+  std::vector<int64_t> strides(rank, 0), blocks(rank, 1);
+  for (size_t d = rank, stride = 1; d-- > offset;) {
+    const int64_t xd = x.dim(static_cast<int64_t>(d - offset));
+    strides[d] = xd == 1 ? 0 : static_cast<int64_t>(stride);
+    stride *= static_cast<size_t>(xd);
+  }
+  for (size_t d = rank - 1; d-- > 0;) blocks[d] = blocks[d + 1] * out_dims[d + 1];
+  ExpandBytes(static_cast<const uint8_t*>(x.raw_data()), strides, out_dims, blocks, 0,
+              static_cast<uint8_t*>(out.raw_data()));
+  return out;
+}
+
 }  // namespace
 
 Status QLinearMulFast(KernelContext& ctx) {
@@ -140,7 +196,18 @@ Status QLinearMulFast(KernelContext& ctx) {
   if (!(std::fabs(p.ratio) < 1e30f)) return RunReference(ctx);
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, a.dtype(), out_dims.value()));
   if (y.num_elements() == 0) return Status::Ok();
-  const std::vector<MulRun> runs = MulRuns(a, qa.zero_point, b, qb.zero_point, out_dims.value(), y);
+  // Short runs (an operand broadcast over a few trailing elements: YOLO's anchors, [1, 3, 1, 1, 2] against
+  // [1, 3, 80, 80, 2], in runs of two) cost a call each: that operand is written out at the output's shape
+  // first, which leaves one run (the same products: each element meets the same two bytes).
+  const std::vector<int64_t>& dims = out_dims.value();
+  const bool a_full = a.dims() == dims, b_full = b.dims() == dims;
+  Tensor expanded;
+  if (a_full != b_full && y.num_elements() >= 64 && InnerRun(a_full ? b.dims() : a.dims(), dims) < 16) {
+    NEE_ASSIGN_OR_RETURN(expanded, BroadcastBytes(a_full ? b : a, dims));
+  }
+  const Tensor& a_in = expanded.defined() && !a_full ? expanded : a;
+  const Tensor& b_in = expanded.defined() && a_full ? expanded : b;
+  const std::vector<MulRun> runs = MulRuns(a_in, qa.zero_point, b_in, qb.zero_point, dims, y);
 #ifdef NEE_QLINEAR_X86
   const bool avx2 = CpuHasAvx2Fma() && !SgemmPortableForced();
 #endif

@@ -40,6 +40,9 @@ TEST_P(QLinearPointwiseFast, MulMatchesReference) {
       {{3, 1, 17}, {1, 5, 1}},               // both broadcast: runs where b stays, a advances
       {{7}, {}},                             // a scalar
       {{1, 5}, {4, 1}},                      // runs of five over one b each
+      {{1, 3, 9, 7, 2}, {1, 3, 1, 1, 2}},    // runs of two: b written out at the output's shape (YOLO's anchors)
+      {{1, 3, 1, 1, 2}, {1, 3, 9, 7, 2}},    // the same with a broadcast
+      {{1, 3, 9, 7, 2}, {1, 3, 9, 7, 1}},    // runs of two over one b each: b written out too
       {{0, 3}, {1, 3}},                      // empty
   };
   std::mt19937 rng(13);
