@@ -68,7 +68,7 @@ __attribute__((target("avx2"))) void LookupBytesAvx2(const ByteTable& table, con
 
 }  // namespace
 
-ByteTable::ByteTable(const uint8_t (&table)[256]) {
+ByteTable::ByteTable(const uint8_t* table) {
   std::memcpy(entries, table, sizeof entries);
   // Rows 0-7 the lower half's, 8-15 the upper half's, each the difference from the row before in its half.
   for (int half = 0; half < 2; ++half)
@@ -104,9 +104,7 @@ Status TableLookupFast(KernelContext& ctx) {
   const Tensor& entries = ctx.input(1)->tensor();
   if (!Is8Bit(x.dtype()) || !Is8Bit(entries.dtype()) || entries.rank() != 1 || entries.dim(0) != 256)
     return RunReference(ctx);
-  uint8_t bytes[256];
-  std::memcpy(bytes, entries.raw_data(), sizeof bytes);
-  const ByteTable table(bytes);
+  const ByteTable table(static_cast<const uint8_t*>(entries.raw_data()));
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, entries.dtype(), x.dims()));
   MapThroughTable(ctx, x, table, y);
   return Status::Ok();

@@ -11,7 +11,7 @@ namespace nee::cpu {
 // A 256-entry table and the sixteen 16-byte rows the AVX2 lookup shuffles (byte_lookup.cc), built once per table:
 // a table applied to many short runs (a last-axis concat's rows) must not rebuild them for each.
 struct ByteTable {
-  explicit ByteTable(const uint8_t (&table)[256]);
+  explicit ByteTable(const uint8_t* table);  // 256 entries
   uint8_t entries[256];
   alignas(16) uint8_t delta_rows[16][16];
 };

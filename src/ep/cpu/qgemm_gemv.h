@@ -13,6 +13,12 @@ namespace nee::cpu {
 
 constexpr int64_t kQGemvCols = 16;  // columns of B per packed panel
 
+// Up to this many rows of A (a batch-1 classifier, an LSTM step of a batch of one) products take QGemv on AVX2
+// hosts without VNNI (QGemm, DynamicQuantizeLSTM's h R): B streamed once as 8-bit bytes, exact for any weights.
+// The u8 x s8 kernels need clamped pairs with few remainders, which such weights often lack (ResNet-50's
+// classifier), so B went to igemm's widened layout, twice the bytes, with six-row tiles computing empty rows.
+constexpr int64_t kQGemvMaxRows = 4;
+
 // B packed in panels of 16 columns, each [k pairs][16 columns][2 bytes] (the pair's two k for one column side
 // by side; k padded with a zero row to an even count, the last panel's columns with zeros).
 struct QGemvPackedB {

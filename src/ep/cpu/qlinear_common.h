@@ -30,6 +30,20 @@ inline bool ReadQuant8(const KernelContext& ctx, size_t scale_input, size_t zp_i
   return true;
 }
 
+// A QLinear binary op's inputs (A, A_scale, A_zp, B, B_scale, B_zp, C_scale, C_zp): two 8-bit tensors of one
+// type and three per-tensor quantizations; false when anything is absent or malformed (the reference reports it).
+inline bool ReadQLinearBinary(const KernelContext& ctx, const Tensor** a, const Tensor** b, Quant8* qa, Quant8* qb,
+                              Quant8* qc) {
+  for (size_t i : {size_t{0}, size_t{3}})
+    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return false;
+  *a = &ctx.input(0)->tensor();
+  *b = &ctx.input(3)->tensor();
+  const DataType type = (*a)->dtype();
+  return (type == DataType::kUint8 || type == DataType::kInt8) && (*b)->dtype() == type &&
+         ReadQuant8(ctx, 1, 2, type, qa) && ReadQuant8(ctx, 4, 5, type, qb) && ctx.has_input(6) &&
+         ReadQuant8(ctx, 6, 7, type, qc);
+}
+
 // round half to even, plus the zero point, saturated: the reference's StoreQuantized8.
 NEE_NO_FP_CONTRACT inline int32_t Store8(float value, int32_t zero_point, bool is_signed) {
   float v = std::nearbyint(value);

@@ -259,15 +259,11 @@ NEE_QLINEAR_AVX512BW void AddRangeAvx512Small(const uint8_t* a, const uint8_t* b
 
 // QLinearAdd of two tensors of one shape (broadcasting goes to the reference).
 Status QLinearAddFast(KernelContext& ctx) {
-  for (size_t i : {size_t{0}, size_t{3}})
-    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
-  const Tensor& a = ctx.input(0)->tensor();
-  const Tensor& b = ctx.input(3)->tensor();
+  const Tensor *pa = nullptr, *pb = nullptr;
   Quant8 qa, qb, qc;
-  if (!Is8Bit(a.dtype()) || a.dtype() != b.dtype() || a.dims() != b.dims() ||
-      !ReadQuant8(ctx, 1, 2, a.dtype(), &qa) || !ReadQuant8(ctx, 4, 5, b.dtype(), &qb) || !ctx.has_input(6) ||
-      !ReadQuant8(ctx, 6, 7, a.dtype(), &qc))
-    return RunReference(ctx);
+  if (!ReadQLinearBinary(ctx, &pa, &pb, &qa, &qb, &qc) || pa->dims() != pb->dims()) return RunReference(ctx);
+  const Tensor& a = *pa;
+  const Tensor& b = *pb;
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutputForOverwrite(0, a.dtype(), a.dims()));
   const float ra = qa.scale / qc.scale, rb = qb.scale / qc.scale;
   // Beyond this a product could overflow to infinity and a sum be NaN, which the vector path rounds differently.
@@ -482,11 +478,6 @@ NEE_NO_FP_CONTRACT void QGemmRow(const QGemmQuant& q, const int32_t* sums, const
 
 }  // namespace
 
-// Up to this many rows of A (a batch-1 classifier), QGemm runs as QGemv on AVX2 hosts without VNNI: B
-// streamed once as 8-bit bytes, exact for any weights. The u8 x s8 kernels need clamped pairs with few
-// remainders, which such weights often lack (ResNet-50's classifier), so B went to igemm's widened layout,
-// twice the bytes, with six-row tiles computing five empty rows.
-constexpr int64_t kQGemmGemvRows = 4;
 
 // QGemm's B packed once per session when constant: for QGemv when the first run's A has few rows and QGemv
 // is preferred, else for MatMulInteger's product (quant_matmul.h). Either serves any number of rows, exactly.
@@ -535,7 +526,7 @@ Status QGemmFast(KernelContext& ctx) {
   if (m == 0 || n == 0) return Status::Ok();
   std::vector<int32_t> sums(static_cast<size_t>(m * n), 0);
   if (k > 0) {
-    const bool a_unsigned = a.dtype() == DataType::kUint8, gemv = m <= kQGemmGemvRows && QGemvPreferred();
+    const bool a_unsigned = a.dtype() == DataType::kUint8, gemv = m <= kQGemvMaxRows && QGemvPreferred();
     std::shared_ptr<const QGemmWeights> w;
     if (ctx.prepared() && ctx.input_is_constant(3)) {
       auto built = ctx.prepared()->GetOrBuild<QGemmWeights>(

@@ -181,14 +181,11 @@ Result<Tensor> BroadcastBytes(const Tensor& x, const std::vector<int64_t>& out_d
 }  // namespace
 
 Status QLinearMulFast(KernelContext& ctx) {
-  for (size_t i : {size_t{0}, size_t{3}})
-    if (!ctx.has_input(i) || !ctx.input(i)->is_tensor()) return RunReference(ctx);
-  const Tensor& a = ctx.input(0)->tensor();
-  const Tensor& b = ctx.input(3)->tensor();
+  const Tensor *pa = nullptr, *pb = nullptr;
   Quant8 qa, qb, qc;
-  if (!Is8Bit(a.dtype()) || a.dtype() != b.dtype() || !ReadQuant8(ctx, 1, 2, a.dtype(), &qa) ||
-      !ReadQuant8(ctx, 4, 5, b.dtype(), &qb) || !ctx.has_input(6) || !ReadQuant8(ctx, 6, 7, a.dtype(), &qc))
-    return RunReference(ctx);
+  if (!ReadQLinearBinary(ctx, &pa, &pb, &qa, &qb, &qc)) return RunReference(ctx);
+  const Tensor& a = *pa;
+  const Tensor& b = *pb;
   auto out_dims = BroadcastDims(a.dims(), b.dims());
   if (!out_dims.ok()) return RunReference(ctx);
   const MulParams p{a.dtype() == DataType::kInt8, qc.zero_point, qa.scale * qb.scale / qc.scale};

@@ -62,7 +62,7 @@ struct ColumnParams {
 // W and R of every direction as the GEMM's B (quant_matmul.h: int8 bytes for
 // the u8 x s8 kernel where it runs, so the step's product h R reads half the
 // bytes of the widened layout). On AVX2 without VNNI, a step of at most
-// kGemvRows rows (a batch of one) takes R through QGemv instead
+// kQGemvMaxRows rows (a batch of one) takes R through QGemv instead
 // (qgemm_gemv.h): 8-bit B widened in registers, exact for any bytes, where
 // igemm's one-row tile read the widened layout (R of 320 x 1280: 820 KB, over
 // the 512 KB L2) at half QGemv's rate; `r` is then empty.
@@ -71,7 +71,6 @@ struct QLstmWeights {
   std::vector<QGemvPackedB> r_gemv;
 };
 
-constexpr int64_t kGemvRows = 4;
 
 bool IsDefaultActivations(const Node& node, int64_t dirs) {
   auto names = node.GetStrings("activations", {});
@@ -301,7 +300,7 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx) {
   }
 
   // The weights as the GEMM's B, per direction: packed once per session when constant.
-  const bool gemv = s.batch <= kGemvRows && QGemvPreferred();
+  const bool gemv = s.batch <= kQGemvMaxRows && QGemvPreferred();
   auto pack = [&]() {
     auto p = std::make_shared<QLstmWeights>();
     const auto* wb = static_cast<const uint8_t*>(w.raw_data());
