@@ -565,8 +565,8 @@ TEST(OptimizedGemm, SingleRowTransposedBAgreesAndIsThreadIndependent) {
         if (threads == 1) first = *got;
         else EXPECT_TRUE(BitwiseEqual(first, *got)) << "k " << k << ", threads " << threads;
       }
-      // Rows go two at a time where they can: each output is bitwise the
-      // product of its row alone (a one-row B takes the single dot product).
+      // Rows go eight at a time where they can: each output is bitwise the
+      // product of its row alone (a one-row B reads one row a pass).
       for (int64_t j = 0; j < n; ++j) {
         const float* row = b.data<float>() + j * k;
         Tensor bj = Tensor::FromVector(std::vector<float>(row, row + k), {1, k});
