@@ -117,6 +117,25 @@ __attribute__((target("avx2"))) void TwoPanelsAvx2(const int16_t* a, int64_t kpa
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(s + 24), c3);
 }
 
+// out[j] = s[j] - zb[j] * row_sum for `cols` columns (zb null: no zero points), wrapping: the per-column
+// tail of every panel pass, eight lanes at a time (written out by the compiler it took ~7% of a quantized
+// LSTM's run, a call per 16 or 32 outputs).
+__attribute__((target("avx2"))) void SubtractZeroPointsAvx2(const int32_t* s, const int32_t* zb, uint32_t row_sum,
+                                                            int64_t cols, int32_t* out) {
+  const __m256i sum = _mm256_set1_epi32(static_cast<int32_t>(row_sum));
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8) {
+    __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + j));
+    if (zb) {
+      const __m256i zero_points = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(zb + j));
+      v = _mm256_sub_epi32(v, _mm256_mullo_epi32(zero_points, sum));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), v);
+  }
+  for (; j < cols; ++j)
+    out[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) - (zb ? static_cast<uint32_t>(zb[j]) * row_sum : 0u));
+}
+
 template <bool kSigned>
 void PanelAvx2Rows(const int16_t* a, int64_t a_stride, int64_t rows, int64_t kpairs, const uint8_t* panel,
                    int32_t* s) {
@@ -171,6 +190,9 @@ void QGemv(const KernelContext* ctx, const uint8_t* a, bool a_signed, int64_t m,
     const uint32_t row_sum = static_cast<uint32_t>(row_sums[static_cast<size_t>(i)]);
     const int64_t j0 = q * kQGemvCols, cols = std::min(count * kQGemvCols, n - j0);
     int32_t* out = c + i * ldc + j0;
+#ifdef NEE_QGEMV_X86
+    if (avx2 && (!zb || zb_stride == 1)) return SubtractZeroPointsAvx2(s, zb ? zb + j0 : nullptr, row_sum, cols, out);
+#endif
     for (int64_t j = 0; j < cols; ++j) {
       const uint32_t zbj = static_cast<uint32_t>(zb ? zb[(j0 + j) * zb_stride] : 0);
       out[j] = static_cast<int32_t>(static_cast<uint32_t>(s[j]) - zbj * row_sum);
