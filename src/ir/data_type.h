@@ -54,6 +54,8 @@ bool IsFloatingPoint(DataType type);  // float, double, float16, bfloat16, float
 bool IsSignedInteger(DataType type);
 bool IsUnsignedInteger(DataType type);
 bool IsSubByte(DataType type);
+// int8 or uint8: the element types of the quantized ops' byte tensors.
+inline bool Is8Bit(DataType type) { return type == DataType::kInt8 || type == DataType::kUint8; }
 
 // Maps a C++ type to its DataType (for typed kernels).
 template <typename T>

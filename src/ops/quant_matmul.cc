@@ -25,8 +25,6 @@ namespace nee {
 
 namespace {
 
-bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
-
 Status InferMatMulIntegerToFloat(InferenceContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const TypeInfo* a, InputTensorType(ctx, 0));
   NEE_ASSIGN_OR_RETURN(const TypeInfo* b, InputTensorType(ctx, 1));

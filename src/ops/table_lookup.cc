@@ -17,8 +17,6 @@ namespace nee {
 
 namespace {
 
-bool IsByteType(DataType t) { return t == DataType::kUint8 || t == DataType::kInt8; }
-
 Status InferTableLookup(InferenceContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const TypeInfo* x, InputTensorType(ctx, 0));
   NEE_ASSIGN_OR_RETURN(const TypeInfo* table, InputTensorType(ctx, 1));
@@ -34,8 +32,8 @@ Status InferTableLookup(InferenceContext& ctx) {
 Status TableLookupKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* x, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* table, ctx.InputTensor(1));
-  if (!IsByteType(x->dtype())) return ctx.InputError(0, "(X) must be uint8 or int8, got " + x->Describe());
-  if (!IsByteType(table->dtype()) || table->rank() != 1 || table->dim(0) != 256)
+  if (!Is8Bit(x->dtype())) return ctx.InputError(0, "(X) must be uint8 or int8, got " + x->Describe());
+  if (!Is8Bit(table->dtype()) || table->rank() != 1 || table->dim(0) != 256)
     return ctx.InputError(1, "(table) must be uint8 or int8 of shape [256], got " + table->Describe());
   NEE_ASSIGN_OR_RETURN(Tensor y, ctx.AllocateOutput(0, table->dtype(), x->dims()));
   const auto* entries = static_cast<const uint8_t*>(table->raw_data());

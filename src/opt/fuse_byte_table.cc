@@ -56,11 +56,9 @@ bool IsElementwiseOp(const Node& node) {
   return node.domain == opt::kMicrosoftDomain && kMicrosoft.count(node.op_type) > 0;
 }
 
-bool Is8BitType(DataType t) { return t == DataType::kUint8 || t == DataType::kInt8; }
-
 bool Is8BitValue(const GraphEditor& ed, const std::string& name) {
   const TypeInfo* t = ed.TensorType(name);
-  return t && Is8BitType(t->elem_type);
+  return t && Is8Bit(t->elem_type);
 }
 
 // A cone of element-wise nodes: `nodes` (the sink, writing y, first) and the values they read from outside.
@@ -177,7 +175,7 @@ Tensor EvaluateTable(const GraphEditor& ed, const Cone& cone) {
     values[node.outputs[0]] = std::move(outputs[0]);
   }
   const Value& y = values[ed.node(cone.nodes.front()).outputs[0]];
-  if (!y.is_tensor() || !Is8BitType(y.tensor().dtype()) || y.tensor().num_elements() != 256) return Tensor();
+  if (!y.is_tensor() || !Is8Bit(y.tensor().dtype()) || y.tensor().num_elements() != 256) return Tensor();
   auto table = Tensor::Allocate(y.tensor().dtype(), {256});
   if (!table.ok()) return Tensor();
   std::memcpy(table.value().raw_data(), y.tensor().raw_data(), 256);

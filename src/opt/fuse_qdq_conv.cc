@@ -67,8 +67,6 @@ namespace nee {
 namespace {
 using opt::GraphEditor;
 
-bool Is8Bit(DataType t) { return t == DataType::kUint8 || t == DataType::kInt8; }
-
 // A node in the default domain of the given op at an opset of at least `since`.
 bool IsOpSince(GraphEditor& ed, size_t index, const char* op, int64_t since) {
   return opt::IsOp(ed.node(index), op) && ed.checked().opsets[index] >= since;

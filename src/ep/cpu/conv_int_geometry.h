@@ -9,8 +9,6 @@
 
 namespace nee::cpu {
 
-inline bool Is8Bit(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
-
 // A 1-D or 2-D convolution as 2-D (a 1-D one has a height of 1).
 struct ConvInt2D {
   int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
