@@ -157,8 +157,6 @@ Status MatMulKernel(KernelContext& ctx) {
 
 Status InferMatMulInteger(InferenceContext& ctx) { return InferMatMulLike(ctx, DataType::kInt32); }
 
-bool IsInt8Type(DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; }
-
 // Reads a zero point: a scalar, or one value per row (A) / column (B) given
 // as a tensor with exactly `per_axis` elements. Returns one value per index.
 Result<std::vector<int64_t>> ReadZeroPoints(const KernelContext& ctx, size_t input, int64_t per_axis,
@@ -183,8 +181,8 @@ Result<std::vector<int64_t>> ReadZeroPoints(const KernelContext& ctx, size_t inp
 Status MatMulIntegerKernel(KernelContext& ctx) {
   NEE_ASSIGN_OR_RETURN(const Tensor* a, ctx.InputTensor(0));
   NEE_ASSIGN_OR_RETURN(const Tensor* b, ctx.InputTensor(1));
-  if (!IsInt8Type(a->dtype())) return ctx.InputError(0, std::string("must be int8 or uint8, got ") + DataTypeName(a->dtype()));
-  if (!IsInt8Type(b->dtype())) return ctx.InputError(1, std::string("must be int8 or uint8, got ") + DataTypeName(b->dtype()));
+  if (!Is8Bit(a->dtype())) return ctx.InputError(0, std::string("must be int8 or uint8, got ") + DataTypeName(a->dtype()));
+  if (!Is8Bit(b->dtype())) return ctx.InputError(1, std::string("must be int8 or uint8, got ") + DataTypeName(b->dtype()));
   NEE_ASSIGN_OR_RETURN(MatMulGeometry g, PlanMatMul(ctx, a->dims(), b->dims()));
   NEE_ASSIGN_OR_RETURN(std::vector<int64_t> a_zp, ReadZeroPoints(ctx, 2, g.M, a->dtype()));
   NEE_ASSIGN_OR_RETURN(std::vector<int64_t> b_zp, ReadZeroPoints(ctx, 3, g.N, b->dtype()));

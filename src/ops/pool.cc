@@ -35,7 +35,7 @@ struct PoolGeometry {
 
 Status CheckPoolType(const KernelContext& ctx, DataType t, bool allow_int8) {
   if (nn::IsRealFloat(t)) return Status::Ok();
-  if (allow_int8 && (t == DataType::kInt8 || t == DataType::kUint8)) return Status::Ok();
+  if (allow_int8 && Is8Bit(t)) return Status::Ok();
   return NotImplemented(ctx.node().Describe() + ": " + nn::TypeError(ctx.node().op_type.c_str(), t));
 }
 

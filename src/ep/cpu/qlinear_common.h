@@ -39,7 +39,7 @@ inline bool ReadQLinearBinary(const KernelContext& ctx, const Tensor** a, const 
   *a = &ctx.input(0)->tensor();
   *b = &ctx.input(3)->tensor();
   const DataType type = (*a)->dtype();
-  return (type == DataType::kUint8 || type == DataType::kInt8) && (*b)->dtype() == type &&
+  return Is8Bit(type) && (*b)->dtype() == type &&
          ReadQuant8(ctx, 1, 2, type, qa) && ReadQuant8(ctx, 4, 5, type, qb) && ctx.has_input(6) &&
          ReadQuant8(ctx, 6, 7, type, qc);
 }

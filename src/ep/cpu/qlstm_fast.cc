@@ -258,8 +258,7 @@ Status DynamicQuantizeLstmFast(KernelContext& ctx) {
   s.hidden = r.dim(1);
   const int64_t H = s.hidden, N = 4 * H;
   if ((hidden_size.value() > 0 && hidden_size.value() != H) || H <= 0) return RunReference(ctx);
-  auto is8 = [](DataType t) { return t == DataType::kInt8 || t == DataType::kUint8; };
-  if (!is8(w.dtype()) || !is8(r.dtype()) || w.dims() != std::vector<int64_t>{s.dirs, s.input, N} ||
+  if (!Is8Bit(w.dtype()) || !Is8Bit(r.dtype()) || w.dims() != std::vector<int64_t>{s.dirs, s.input, N} ||
       r.dims() != std::vector<int64_t>{s.dirs, H, N} || s.input > kMaxExactDepth || H > kMaxExactDepth)
     return RunReference(ctx);
   std::vector<ColumnParams> wp, rp;

@@ -170,7 +170,7 @@ std::optional<FastPlan> PlanFast(KernelContext& ctx) {
   if (!x_or.ok()) return std::nullopt;
   const Tensor& x = *x_or.value();
   const size_t rank = x.dims().size();
-  const bool bytes = x.dtype() == DataType::kUint8 || x.dtype() == DataType::kInt8;
+  const bool bytes = Is8Bit(x.dtype());
   if ((x.dtype() != DataType::kFloat && !bytes) || (rank != 4 && rank != 5) || x.num_elements() == 0)
     return std::nullopt;
   auto attrs_or = resize::ReadKernelAttrs(ctx);
